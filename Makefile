@@ -1,0 +1,28 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both install from uv.lock first.
+VENV := .venv
+PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
+
+.PHONY: install demo test lint bench sample clean
+
+$(UV):
+	python3 -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip uv
+
+install: $(UV)
+	$(UV) sync --frozen --all-groups --python $(PY)
+
+demo: install
+	$(VENV)/bin/goodput demo
+
+test: install
+	$(PY) -m pytest
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+bench: install
+	$(PY) -m benchmarks.run_all
+
+clean:
+	rm -rf goodput_home .pytest_cache

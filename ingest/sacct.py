@@ -1,0 +1,248 @@
+"""Slurm ``sacct`` text dumps (``--parsable2`` / ``--parsable``) to ``job_attempts``.
+
+Handles: a header line or a caller-given field list (``--fields``; the preset ``xdmod`` is Open
+XDMoD's headerless order, also assumed for headerless 26-field lines), any delimiter including
+multi-byte ones, ``--parsable``'s trailing delimiter, several header blocks in one file, steps
+(``123.batch``, ``123.0``) folded into their job, arrays (``123_4``, ``123_[1-3]``), heterogeneous
+components (``1853+0``), ``--duplicates`` (one attempt per requeue), hostlists, normalized states
+with the raw state kept, ``Unknown``/``None`` times, every elapsed format, GPUs from AllocTRES.
+
+A record is one job line (with its steps). A step line whose job line is absent is quarantined:
+it cannot form an attempt on its own.
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from ingest.base import FormatSpec, ParseContext, ParseResult
+from ingest.hostlist import expand_column
+from ingest.times import local_to_utc, slurm_duration_s
+from warehouse.schemas import QUARANTINE_COLUMNS, conform, quarantine_frame
+
+XDMOD_FIELDS = (
+    "jobid,jobidraw,cluster,partition,qos,account,group,gid,user,uid,submit,eligible,start,end,"
+    "elapsed,exitcode,state,nnodes,ncpus,reqcpus,reqmem,reqtres,alloctres,timelimit,nodelist,jobname"
+).split(",")
+FIELD_PRESETS = {"xdmod": XDMOD_FIELDS}
+
+STATE_CODES = {
+    "BF": "BOOT_FAIL", "CA": "CANCELLED", "CD": "COMPLETED", "DL": "DEADLINE", "F": "FAILED",
+    "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY", "PD": "PENDING", "PR": "PREEMPTED",
+    "R": "RUNNING", "RQ": "REQUEUED", "RS": "RESIZING", "RV": "REVOKED", "S": "SUSPENDED",
+    "TO": "TIMEOUT",
+}  # fmt: skip
+STATES = set(STATE_CODES.values())
+
+_JOBID = r"^(?P<job>(?P<base>\d+)(?:_(?P<task>\d+|\[[^\]]*\]))?(?:\+(?P<het>\d+))?)(?:\.(?P<step>[^.\s]+))?$"
+_FORMAT_TIME = "%Y-%m-%dT%H:%M:%S"
+
+
+def _gpu_count(tres: pl.Expr) -> pl.Expr:
+    """GPUs in a TRES string: ``gres/gpu=N``, else the sum of typed ``gres/gpu:x=N``."""
+    plain = tres.str.extract(r"(?:^|,)gres/gpu=(\d+)").cast(pl.Int32)
+    typed = (
+        tres.str.extract_all(r"(?:^|,)gres/gpu:[^=,]+=\d+")
+        .list.eval(pl.element().str.extract(r"=(\d+)$").cast(pl.Int32))
+        .list.sum()
+    )
+    has_typed = tres.str.contains(r"(?:^|,)gres/gpu:[^=,]+=\d+")
+    return pl.coalesce(plain, pl.when(has_typed).then(typed))
+
+
+def _delimiter_from_header(line: str) -> str | None:
+    m = re.match(r"^\s*JobID([^A-Za-z0-9_\s]+|\s+)", line, re.IGNORECASE)
+    return m.group(1) if m else None
+
+
+def _segments(lines: list[str], ctx: ParseContext) -> list[tuple[list[str], str, int, int]]:
+    """Split the file into (fields, delimiter, first data line index, end index) blocks."""
+    explicit = ctx.fields
+    if explicit and len(explicit) == 1 and explicit[0].lower() in FIELD_PRESETS:
+        explicit = tuple(FIELD_PRESETS[explicit[0].lower()])
+    header_idx = [i for i, ln in enumerate(lines) if _delimiter_from_header(ln)]
+    if explicit or not header_idx:
+        delim = ctx.delimiter or "|"
+        if explicit:
+            fields = [f.strip().lower() for f in explicit]
+        else:
+            fields = XDMOD_FIELDS  # headerless: Open XDMoD's fixed order
+        return [(fields, delim, 0, len(lines))]
+    segs = []
+    for n, i in enumerate(header_idx):
+        delim = ctx.delimiter or _delimiter_from_header(lines[i])
+        fields = [f.strip().lower() for f in lines[i].rstrip("\r").split(delim)]
+        end = header_idx[n + 1] if n + 1 < len(header_idx) else len(lines)
+        segs.append((fields, delim, i + 1, end))
+    # lines before the first header are records of no known layout
+    if header_idx[0] > 0:
+        segs.insert(0, ([], ctx.delimiter or "|", 0, header_idx[0]))
+    return segs
+
+
+def parse(data: bytes, ctx: ParseContext) -> ParseResult:
+    text = data.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    frames, quarantines = [], []
+    for fields, delim, lo, hi in _segments(lines, ctx):
+        ok, bad = _parse_block(lines[lo:hi], lo, fields, delim, ctx)
+        frames.append(ok)
+        quarantines.append(bad)
+    attempts = pl.concat(frames, how="vertical") if frames else pl.DataFrame()
+    quarantine = pl.concat(quarantines, how="vertical") if quarantines else ParseResult.empty_quarantine()
+    attempts = _number_attempts(attempts) if attempts.height else attempts
+    table = conform("job_attempts", attempts) if attempts.height else None
+    tables = {"job_attempts": table} if table is not None else {}
+    return ParseResult(tables, quarantine, (0 if table is None else table.height) + quarantine.height)
+
+
+def _parse_block(lines, offset, fields, delim, ctx):
+    empty_q = pl.DataFrame(schema=QUARANTINE_COLUMNS)
+    df = pl.DataFrame({"raw": pl.Series(lines, dtype=pl.Utf8)}).with_columns(
+        line=pl.int_range(1, len(lines) + 1, dtype=pl.Int64) + offset + ctx.line_offset,
+    )
+    # Not records: blank lines and '#' comment lines.
+    df = df.filter(~pl.col("raw").str.strip_chars().is_in(["", None]) & ~pl.col("raw").str.starts_with("#"))
+    if df.height == 0:
+        return pl.DataFrame(), empty_q
+    if not fields:
+        q = quarantine_frame(df["line"], df["raw"], ["record before any sacct header line"] * df.height)
+        return pl.DataFrame(), q
+    n = len(fields)
+    trailing = fields[-1] == ""
+    if trailing:
+        fields = fields[:-1]
+        n -= 1
+    parts = pl.col("raw").str.strip_suffix("\r").str.split(delim)
+    df = df.with_columns(parts=parts).with_columns(nf=pl.col("parts").list.len())
+    # --parsable ends every line with the delimiter: one extra, empty, last field.
+    df = df.with_columns(
+        parts=pl.when((pl.col("nf") == n + 1) & (pl.col("parts").list.last() == ""))
+        .then(pl.col("parts").list.head(n))
+        .otherwise(pl.col("parts"))
+    ).with_columns(nf=pl.col("parts").list.len())
+    bad_count = df.filter(pl.col("nf") != n)
+    df = df.filter(pl.col("nf") == n)
+    qs = [
+        quarantine_frame(
+            bad_count["line"],
+            bad_count["raw"],
+            bad_count.select(pl.format(f"expected {n} fields separated by {delim!r}, found {{}}", "nf"))
+            .to_series(),
+        )
+    ]
+    cols = {f: pl.col("parts").list.get(i).replace("", None) for i, f in enumerate(fields) if f}
+    df = df.select("line", "raw", **cols)
+    if "jobid" not in df.columns:
+        q = quarantine_frame(df["line"], df["raw"], ["no JobID field in the field list"] * df.height)
+        return pl.DataFrame(), pl.concat([*qs, q])
+    ids = df["jobid"].str.strip_chars().str.extract_groups(_JOBID)
+    df = df.with_columns(
+        job=ids.struct.field("job"),
+        base=ids.struct.field("base"),
+        task=ids.struct.field("task"),
+        step=ids.struct.field("step"),
+    )
+    bad_id = df.filter(pl.col("job").is_null())
+    qs.append(quarantine_frame(bad_id["line"], bad_id["raw"], bad_id.select(pl.format("unrecognised JobID {}", pl.col("jobid").fill_null("(empty)"))).to_series()))
+    df = df.filter(pl.col("job").is_not_null())
+    # Fold steps into the job line above them (same job id); orphan steps are quarantined.
+    df = df.with_columns(
+        parent_seen=pl.col("step").is_null().cum_sum().over("job") > 0,
+    )
+    orphans = df.filter(pl.col("step").is_not_null() & ~pl.col("parent_seen"))
+    qs.append(
+        quarantine_frame(
+            orphans["line"], orphans["raw"],
+            orphans.select(pl.format("step {} has no job line for {} in this file", "jobid", "job")).to_series(),
+        )
+    )
+    jobs = df.filter(pl.col("step").is_null())
+    out = _normalize(jobs, ctx)
+    bad_nodes = out.filter(pl.col("_node_err").is_not_null())
+    qs.append(quarantine_frame(bad_nodes["source_line"], bad_nodes["_raw"], bad_nodes["_node_err"]))
+    out = out.filter(pl.col("_node_err").is_null()).drop("_node_err", "_raw")
+    return out, pl.concat(qs, how="vertical")
+
+
+def _col(df: pl.DataFrame, *names: str) -> pl.Expr:
+    for n in names:
+        if n in df.columns:
+            return pl.col(n)
+    return pl.lit(None, dtype=pl.Utf8)
+
+
+def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    c = lambda *n: _col(jobs, *n)  # noqa: E731
+    state_tok = c("state").str.strip_chars().str.extract(r"^([A-Za-z_]+)").str.to_uppercase()
+    state_tok = state_tok.replace(STATE_CODES)
+    exit_parts = c("exitcode").str.extract_groups(r"^\s*(-?\d+)(?::(\d+))?\s*$")
+    alloc = c("alloctres")
+    tres_gpus = pl.coalesce(_gpu_count(alloc), pl.when(alloc.is_null()).then(_gpu_count(c("reqtres"))))
+    tres_gpus = pl.coalesce(tres_gpus, pl.when(alloc.is_not_null()).then(pl.lit(0, pl.Int32)))
+    tres_nodes = alloc.str.extract(r"(?:^|,)node=(\d+)").cast(pl.Int32)
+    out = jobs.select(
+        cluster=pl.coalesce(c("cluster"), pl.lit(ctx.cluster)),
+        scheduler=pl.lit("slurm"),
+        job_id=pl.col("job"),
+        array_job_id=pl.when(pl.col("task").is_not_null()).then(pl.col("base")),
+        array_task_id=pl.col("task"),
+        name=c("jobname"),
+        user=c("user"),
+        account=c("account"),
+        partition=c("partition"),
+        submit_time=local_to_utc(c("submit"), ctx.tz, _FORMAT_TIME),
+        start_time=local_to_utc(c("start"), ctx.tz, _FORMAT_TIME),
+        end_time=local_to_utc(c("end"), ctx.tz, _FORMAT_TIME),
+        state=pl.when(state_tok.is_in(list(STATES))).then(state_tok).otherwise(pl.lit("UNKNOWN")),
+        raw_state=c("state"),
+        exit_code=exit_parts.struct.field("1").cast(pl.Int32, strict=False),
+        signal=exit_parts.struct.field("2").cast(pl.Int32, strict=False),
+        n_nodes=pl.coalesce(c("nnodes").cast(pl.Int32, strict=False), tres_nodes),
+        n_cpus=pl.coalesce(c("alloccpus", "ncpus").cast(pl.Int32, strict=False)),
+        n_gpus=tres_gpus,
+        nodelist=c("nodelist"),
+        elapsed_s=slurm_duration_s(c("elapsed")),
+        timelimit_s=slurm_duration_s(c("timelimit")),
+        source=pl.lit("sacct"),
+        source_file=pl.lit(ctx.path),
+        source_line=pl.col("line"),
+        _raw=pl.col("raw"),
+    )
+    hosts, err = expand_column(out["nodelist"])
+    return out.with_columns(nodes=hosts, _node_err=err).drop("nodelist")
+
+
+def _number_attempts(df: pl.DataFrame) -> pl.DataFrame:
+    """Attempts of one JobID in time order (``--duplicates`` lists a requeued job per run)."""
+    order = pl.struct(
+        pl.col("start_time").fill_null(pl.col("end_time")).fill_null(pl.col("submit_time")),
+        pl.col("source_line"),
+    )
+    return df.with_columns(attempt=order.rank("ordinal").over(["cluster", "job_id"]).cast(pl.Int32))
+
+
+def detect(head: bytes, name: str) -> int:
+    text = head.decode("utf-8", errors="replace")
+    for line in text.splitlines()[:50]:
+        if _delimiter_from_header(line):
+            return 90
+    first = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")), "")
+    parts = first.split("|")
+    if len(parts) >= 7 and re.match(_JOBID, parts[0].strip()):
+        return 60 if len(parts) in (len(XDMOD_FIELDS), len(XDMOD_FIELDS) + 1) else 30
+    return 0
+
+
+FORMAT = FormatSpec(
+    name="sacct",
+    primary="job_attempts",
+    parse=parse,
+    detect=detect,
+    description="sacct --parsable2 / --parsable text, with header or --fields",
+    line_oriented=False,
+)

@@ -1,0 +1,34 @@
+"""Time handling shared by parsers: local wall-clock strings to naive UTC, Slurm durations."""
+
+from __future__ import annotations
+
+import polars as pl
+
+NULL_TIMES = ["", "Unknown", "None", "N/A", "(null)", "0"]
+
+
+def local_to_utc(expr: pl.Expr, tz: str, fmt: str | None = None) -> pl.Expr:
+    """Parse zone-less timestamps written in ``tz``; return naive UTC (null when unparseable).
+
+    Ambiguous wall-clock times at a DST fall-back take the earlier instant; times that do not
+    exist (spring-forward gap) become null rather than a wrong instant.
+    """
+    parsed = expr.str.strip_chars().str.to_datetime(format=fmt, strict=False, time_unit="us")
+    if tz.upper() == "UTC":
+        return parsed
+    return (
+        parsed.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
+        .dt.convert_time_zone("UTC")
+        .dt.replace_time_zone(None)
+    )
+
+
+def slurm_duration_s(expr: pl.Expr) -> pl.Expr:
+    """``[D-]HH:MM:SS[.fff]`` / ``MM:SS`` / ``MM:SS.fff`` to seconds; UNLIMITED etc. to null."""
+    s = expr.str.strip_chars()
+    m = s.str.extract_groups(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
+    days = m.struct.field("1").cast(pl.Float64).fill_null(0)
+    hours = m.struct.field("2").cast(pl.Float64).fill_null(0)
+    mins = m.struct.field("3").cast(pl.Float64)
+    secs = m.struct.field("4").cast(pl.Float64)
+    return days * 86400 + hours * 3600 + mins * 60 + secs

@@ -1,0 +1,230 @@
+"""The ``goodput`` command line (DESIGN.md, command-line section).
+
+Every command takes ``--home``. A user's mistake (missing path, unknown format, bad duration,
+bad SQL) is one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+SAMPLE_FLEET = Path(__file__).resolve().parent.parent / "sample_data" / "fleet"
+
+
+class CliError(Exception):
+    pass
+
+
+def parse_duration(text: str) -> float:
+    """``90s`` / ``10m`` / ``1.5h`` / ``2d`` (a bare number is seconds) to seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|sec|m|min|h|hr|d|day)?\s*", text or "")
+    if not m:
+        raise CliError(f"cannot read duration {text!r}; use forms like 90s, 10m, 1.5h, 2d")
+    unit = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
+    return float(m.group(1)) * unit[m.group(2) or "s"]
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """ISO-8601; a zone is converted to UTC, a zone-less time is taken as UTC."""
+    if text is None:
+        return None
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise CliError(f"cannot read time {text!r}; use ISO-8601 like 2026-01-05T10:00:00Z") from None
+    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
+
+
+def _parse_map(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    out = {}
+    for item in text.split(","):
+        canonical, sep, theirs = item.partition("=")
+        if not sep or not canonical.strip() or not theirs.strip():
+            raise CliError(f"--map wants canonical=theirs pairs, got {item!r}")
+        out[canonical.strip()] = theirs.strip()
+    return out
+
+
+def _check_tz(tz: str) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise CliError(f"unknown time zone {tz!r}; use an IANA name like UTC or America/Chicago") from None
+    return tz
+
+
+def _warehouse(args):
+    from warehouse.store import Warehouse
+
+    return Warehouse(args.home)
+
+
+# ----------------------------------------------------------------------------- commands
+def cmd_simulate(args) -> int:
+    from sample_data.fleet import simulate
+
+    summary = simulate(
+        Path(args.out),
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        days=args.days,
+        seed=args.seed,
+        fault_scale=args.fault_scale,
+        scrape_interval_s=int(parse_duration(args.scrape_interval)),
+    )
+    print(f"wrote synthetic fleet to {Path(args.out).resolve()}")
+    for k, v in summary.items():
+        print(f"  {k}: {v}")
+    return 0
+
+
+def ingest_context(args):
+    from ingest.base import ParseContext
+
+    return ParseContext(
+        cluster=args.cluster,
+        tz=_check_tz(args.tz),
+        host=args.host,
+        time=parse_time(args.time),
+        fields=tuple(f.strip() for f in args.fields.split(",")) if args.fields else None,
+        delimiter=args.delimiter,
+        column_map=_parse_map(args.map),
+        as_of=parse_time(args.as_of),
+    )
+
+
+def cmd_ingest(args) -> int:
+    from ingest.runner import ingest_paths
+
+    wh = _warehouse(args)
+
+    def progress(i, n, path):
+        if n > 20 and (i % max(1, n // 20) == 0):
+            print(f"  [{i}/{n}] {path}", file=sys.stderr)
+
+    reports = ingest_paths(wh, args.paths, args.format, ingest_context(args), progress=progress)
+    wh.refresh_catalog()
+    new = [r for r in reports if not r.skipped]
+    skipped = len(reports) - len(new)
+    print(
+        f"ingested {len(new)} file(s), {sum(r.rows_ok for r in new):,} rows, "
+        f"{sum(r.rows_quarantined for r in new):,} quarantined"
+        + (f"; {skipped} already ingested (unchanged)" if skipped else "")
+    )
+    for r in new:
+        if r.rows_quarantined:
+            print(
+                f"warning: {r.path}: {r.rows_quarantined} record(s) quarantined "
+                f"(goodput sql \"select * from quarantine where sha256='{r.sha256}'\")",
+                file=sys.stderr,
+            )
+    print(f"warehouse: {wh.db_path}")
+    return 0
+
+
+def cmd_sql(args) -> int:
+    import duckdb
+
+    wh = _warehouse(args)
+    if not wh.db_path.exists():
+        wh.refresh_catalog()
+    try:
+        rel = wh.sql(args.query)
+        if rel is None:
+            return 0
+        df = rel.pl()
+    except duckdb.Error as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    if args.format == "csv":
+        sys.stdout.write(df.write_csv())
+    elif args.format == "json":
+        print(json.dumps(df.to_dicts(), default=str))
+    else:
+        import polars as pl
+
+        with pl.Config(tbl_rows=200, tbl_cols=50, fmt_str_lengths=60, tbl_width_chars=200):
+            print(df)
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from pipelines.run import run_pipeline, summary_lines
+
+    if not SAMPLE_FLEET.exists():
+        raise CliError(f"sample fleet not found at {SAMPLE_FLEET}")
+    wh = _warehouse(args)
+    run_pipeline(wh, [SAMPLE_FLEET])
+    for line in summary_lines(wh):
+        print(line)
+    print(f"warehouse: {wh.db_path}")
+    print(f"parquet:   {wh.parquet}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="goodput", description=__doc__.splitlines()[0])
+    home_help = "warehouse directory (default $GOODPUT_HOME or ./goodput_home)"
+    p.add_argument("--home", help=home_help)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", default=argparse.SUPPRESS, help=home_help)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("demo", parents=[common], help="whole pipeline on the committed sample fleet")
+    s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("simulate", parents=[common], help="write a synthetic fleet with ground truth")
+    s.add_argument("--out", required=True)
+    s.add_argument("--nodes", type=int, default=32)
+    s.add_argument("--gpus-per-node", type=int, default=8)
+    s.add_argument("--days", type=float, default=60)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--fault-scale", type=float, default=20.0, help="multiply the Llama-3-derived fault rates")
+    s.add_argument("--scrape-interval", default="1h", help="DCGM scrape interval (e.g. 15m, 1h)")
+    s.set_defaults(func=cmd_simulate)
+
+    s = sub.add_parser("ingest", parents=[common], help="parse source files into the warehouse")
+    s.add_argument("paths", nargs="+")
+    s.add_argument("--format", default="auto")
+    s.add_argument("--cluster", default="default")
+    s.add_argument("--tz", default="UTC", help="zone of timestamps that carry none")
+    s.add_argument("--host", help="host for files that do not name one")
+    s.add_argument("--time", help="sample time for scrapes that carry none (ISO-8601)")
+    s.add_argument("--fields", help="field order of a headerless sacct dump (or 'xdmod')")
+    s.add_argument("--delimiter", help="sacct field delimiter (default: from the header, else |)")
+    s.add_argument("--map", help="component history column mapping canonical=theirs,...")
+    s.add_argument("--as-of", help="end of observation for units still in service (ISO-8601)")
+    s.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("sql", parents=[common], help="query the warehouse with DuckDB SQL")
+    s.add_argument("query")
+    s.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    s.set_defaults(func=cmd_sql)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ingest.runner import UserError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except (CliError, UserError) as exc:
+        print(f"goodput: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("goodput: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,422 @@
+"""Every warehouse table, declared once.
+
+This module is the table contract of DESIGN.md: parsers and analyses produce exactly these
+columns (``conform`` enforces it), the DuckDB catalog builds its views from them, and nothing
+else in the project spells a column list. Times are naive ``Datetime('us')`` holding UTC.
+Durations carry their unit in the name (``_s``, ``_hours``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+UTC_TS = pl.Datetime("us")
+STR = pl.Utf8
+I32 = pl.Int32
+I64 = pl.Int64
+F64 = pl.Float64
+BOOL = pl.Boolean
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    grain: str
+    columns: dict[str, pl.DataType]
+    key: tuple[str, ...] = ()
+    # Hive partition column (must be one of ``columns``); None = unpartitioned.
+    partition: str | None = None
+    # "ingest": appended per ingested batch; "derived": replaced whole by an analysis step.
+    kind: str = "ingest"
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def schema(self) -> pl.Schema:
+        return pl.Schema(self.columns)
+
+    def empty(self) -> pl.DataFrame:
+        return pl.DataFrame(schema=self.schema)
+
+
+_SOURCE = {"source": STR, "source_file": STR, "source_line": I64}
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in [
+        Table(
+            "job_attempts",
+            "one run of a job; a requeue or restart is a new attempt",
+            {
+                "cluster": STR,
+                "scheduler": STR,  # slurm | k8s
+                "job_id": STR,  # Slurm JobID (arrays as 123_4, het as 1853+0); k8s namespace/name
+                "attempt": I32,  # 1-based, in time order within (cluster, scheduler, job_id)
+                "array_job_id": STR,
+                "array_task_id": STR,
+                "name": STR,
+                "user": STR,
+                "account": STR,
+                "partition": STR,
+                "submit_time": UTC_TS,
+                "start_time": UTC_TS,
+                "end_time": UTC_TS,
+                "state": STR,  # normalized (COMPLETED, FAILED, NODE_FAIL, ... or UNKNOWN)
+                "raw_state": STR,
+                "reason": STR,  # raw termination reason where the source gives one
+                "exit_code": I32,
+                "signal": I32,
+                "n_nodes": I32,
+                "n_cpus": I32,
+                "n_gpus": I32,
+                "nodes": pl.List(STR),
+                "elapsed_s": F64,
+                "timelimit_s": F64,
+                **_SOURCE,
+            },
+            key=("cluster", "scheduler", "job_id", "attempt"),
+        ),
+        Table(
+            "node_events",
+            "one node state change or scheduler action on a node",
+            {
+                "time": UTC_TS,
+                "cluster": STR,
+                "host": STR,
+                # down | drain | resume | not_ready | ready | reboot | not_responding |
+                # job_killed | job_requeue
+                "event": STR,
+                "reason": STR,
+                "job_id": STR,  # set for job_killed / job_requeue
+                **_SOURCE,
+            },
+        ),
+        Table(
+            "hw_events",
+            "one hardware error, SEL entry or health event",
+            {
+                "event_id": STR,  # stable id: hash of source file + line + fields
+                "time": UTC_TS,
+                "cluster": STR,
+                "host": STR,
+                "component_class": STR,  # DESIGN.md taxonomy
+                "component_id": STR,  # GPU index / PSU number / DIMM slot ... as the source names it
+                "gpu": I32,
+                "uuid": STR,
+                "pci_bus": STR,
+                "event_type": STR,  # xid | sxid | sel | redfish | counter | link_down ...
+                "code": STR,  # XID / SXID number, SEL sensor number, MessageId ...
+                "severity": STR,  # fatal | critical | warning | info
+                "action": STR,  # NVIDIA immediate action (RESET_GPU ...) or SEL assertion
+                "message": STR,
+                "count": I32,  # repeats merged into this event
+                "caused_by": STR,  # event_id of the initiating event (e.g. Xid 45 -> 149)
+                **_SOURCE,
+            },
+            partition="source",
+        ),
+        Table(
+            "gpu_samples",
+            "one telemetry sample (long form)",
+            {
+                "time": UTC_TS,
+                "cluster": STR,
+                "host": STR,
+                "gpu": I32,
+                "uuid": STR,
+                "model": STR,
+                "mig_profile": STR,
+                "mig_instance": STR,
+                "pod": STR,
+                "namespace": STR,
+                "container": STR,
+                "metric": STR,
+                "value": F64,  # null for "blank/unsupported" sentinels
+                "date": pl.Date,
+                "source": STR,
+                "source_file": STR,
+            },
+            partition="date",
+        ),
+        Table(
+            "metric_metadata",
+            "HELP / TYPE text of one metric as a source declared it",
+            {"metric": STR, "type": STR, "help": STR, "unit": STR, "source": STR, "source_file": STR},
+        ),
+        Table(
+            "gpu_hourly",
+            "rollup per GPU per hour per metric",
+            {
+                "hour": UTC_TS,
+                "cluster": STR,
+                "host": STR,
+                "gpu": I32,
+                "uuid": STR,
+                "metric": STR,
+                "n": I64,
+                "mean": F64,
+                "min": F64,
+                "max": F64,
+                "last": F64,
+                "date": pl.Date,
+            },
+            partition="date",
+            kind="derived",
+        ),
+        Table(
+            "bmc_sensors",
+            "one BMC sensor reading",
+            {
+                "time": UTC_TS,
+                "cluster": STR,
+                "host": STR,
+                "sensor": STR,
+                "sensor_type": STR,
+                "value": F64,
+                "unit": STR,
+                "status": STR,
+                **_SOURCE,
+            },
+        ),
+        Table(
+            "component_history",
+            "one installation of a unit in a slot",
+            {
+                "component_class": STR,
+                "serial": STR,
+                "slot": STR,  # host/position
+                "host": STR,
+                "position": STR,
+                "model": STR,
+                "installed_at": UTC_TS,
+                "removed_at": UTC_TS,  # null while in service
+                "removal_reason": STR,
+                "failed": BOOL,
+                **_SOURCE,
+            },
+        ),
+        Table(
+            "interruptions",
+            "a job attempt that did not end normally, with its attributed cause",
+            {
+                "cluster": STR,
+                "scheduler": STR,
+                "job_id": STR,
+                "attempt": I32,
+                "start_time": UTC_TS,
+                "end_time": UTC_TS,
+                "n_gpus": I32,
+                "state": STR,
+                "cause_class": STR,
+                "cause_event": STR,  # hw_events.event_id or node_events reference
+                "cause_host": STR,
+                "failure_domain": STR,  # infrastructure | workload | unknown
+                "planned": BOOL,  # maintenance drain, user cancel, preemption
+                "method": STR,
+                "confidence": F64,
+                "lost_gpu_hours": F64,
+            },
+            key=("cluster", "scheduler", "job_id", "attempt"),
+            kind="derived",
+        ),
+        Table(
+            "component_lifetimes",
+            "survival input: one row per unit installation",
+            {
+                "component_class": STR,
+                "unit_id": STR,
+                "host": STR,
+                "slot": STR,
+                "model": STR,
+                "rack": STR,
+                "observed_from": UTC_TS,
+                "observed_to": UTC_TS,
+                "entry": F64,  # age in hours when observation starts (left truncation)
+                "duration": F64,  # age in hours at failure or censoring (>= entry)
+                "duration_low": F64,  # last age known healthy, when the failure is interval-censored
+                "event": BOOL,
+                "failure_cause": STR,
+                "temp_mean": F64,
+                "temp_max": F64,
+                "power_mean": F64,
+                "util_mean": F64,
+            },
+            key=("component_class", "unit_id"),
+            kind="derived",
+        ),
+        Table(
+            "failure_rates",
+            "one candidate model per component class, stratum and window",
+            {
+                "component_class": STR,
+                "stratum": STR,  # 'all' or a model / SKU
+                "window": STR,  # 'all' or a calendar month 'YYYY-MM'
+                "model": STR,  # exponential | weibull | lognormal | loglogistic
+                "selected": BOOL,  # lowest AIC within (class, stratum, window)
+                "params": STR,  # JSON
+                "aic": F64,
+                "n_units": I64,
+                "n_events": I64,
+                "exposure_hours": F64,
+                "rate_per_1k_unit_days": F64,
+                "rate_ci_low": F64,
+                "rate_ci_high": F64,
+                "mtbf_hours": F64,
+                "mtbf_ci_low": F64,
+                "mtbf_ci_high": F64,
+                "shape": F64,
+                "shape_ci_low": F64,
+                "shape_ci_high": F64,
+                "shape_reading": STR,
+                "method": STR,  # per-unit | exposure-table
+                "converged": BOOL,
+            },
+            kind="derived",
+        ),
+        Table(
+            "survival_curves",
+            "Kaplan-Meier / Nelson-Aalen / Aalen-Johansen estimate points",
+            {
+                "component_class": STR,
+                "estimator": STR,  # kaplan_meier | nelson_aalen | aalen_johansen
+                "cause": STR,  # competing cause for aalen_johansen, else null
+                "t": F64,  # age in hours
+                "survival": F64,
+                "cumulative_hazard": F64,
+                "cumulative_incidence": F64,
+                "ci_low": F64,
+                "ci_high": F64,
+                "at_risk": I64,
+            },
+            kind="derived",
+        ),
+        Table(
+            "hazard_ratios",
+            "Cox proportional-hazards output",
+            {
+                "component_class": STR,
+                "covariate": STR,
+                "hr": F64,
+                "ci_low": F64,
+                "ci_high": F64,
+                "p": F64,
+                "n": I64,
+                "ph_test_p": F64,  # Schoenfeld-residual test of proportional hazards
+                "ph_ok": BOOL,
+            },
+            kind="derived",
+        ),
+        Table(
+            "goodput_jobs",
+            "measured goodput per job chain",
+            {
+                "cluster": STR,
+                "scheduler": STR,
+                "job_id": STR,
+                "name": STR,
+                "user": STR,
+                "attempts": I32,
+                "n_gpus": I32,
+                "first_start": UTC_TS,
+                "final_end": UTC_TS,
+                "final_state": STR,
+                "wall_hours": F64,
+                "productive_hours": F64,
+                "lost_work_hours": F64,
+                "restart_hours": F64,
+                "checkpoint_hours": F64,
+                "queue_after_failure_hours": F64,
+                "other_hours": F64,
+                "gpu_hours": F64,
+                "goodput": F64,
+            },
+            key=("cluster", "scheduler", "job_id"),
+            kind="derived",
+        ),
+        Table(
+            "goodput_projections",
+            "one what-if scenario",
+            {
+                "scenario": STR,
+                "method": STR,  # analytic | mc
+                "rates_source": STR,  # fitted | mtti override
+                "n_gpus": I64,
+                "gpus_per_node": I32,
+                "ckpt_cost_s": F64,
+                "restart_s": F64,
+                "interval_hours": F64,
+                "spares": I32,
+                "knob": STR,  # what a sweep varied, null for a single scenario
+                "knob_value": F64,
+                "mtti_hours": F64,
+                "optimal_interval_hours": F64,  # Young
+                "daly_interval_hours": F64,
+                "goodput": F64,
+                "goodput_ci_low": F64,
+                "goodput_ci_high": F64,
+            },
+            kind="derived",
+        ),
+        Table(
+            "ingest_manifest",
+            "one ingested source file",
+            {
+                "path": STR,
+                "sha256": STR,
+                "bytes": I64,
+                "format": STR,
+                "records_read": I64,
+                "rows_ok": I64,
+                "rows_quarantined": I64,
+                "batch": STR,
+                "ingested_at": UTC_TS,
+            },
+            key=("sha256",),
+        ),
+        Table(
+            "quarantine",
+            "one rejected record",
+            {
+                "source_file": STR,
+                "sha256": STR,
+                "format": STR,
+                "line": I64,  # line or record number, 1-based
+                "raw": STR,  # truncated
+                "error": STR,
+                "ingested_at": UTC_TS,
+            },
+        ),
+    ]
+}
+
+# Views over the tables above (SQL, created by the catalog after the tables).
+VIEWS: dict[str, str] = {}
+
+QUARANTINE_COLUMNS = {"line": I64, "raw": STR, "error": STR}
+RAW_LIMIT = 500
+
+
+def conform(table: str, df: pl.DataFrame) -> pl.DataFrame:
+    """Return ``df`` with exactly ``table``'s columns, order and types.
+
+    Missing columns are added as nulls; extra columns are a programming error (a parser
+    inventing a column would bypass the contract), so they raise.
+    """
+    spec = TABLES[table]
+    extra = [c for c in df.columns if c not in spec.columns]
+    if extra:
+        raise ValueError(f"{table}: columns not in the schema: {extra}")
+    return df.select(
+        [
+            (pl.col(c) if c in df.columns else pl.lit(None)).cast(dtype).alias(c)
+            for c, dtype in spec.columns.items()
+        ]
+    )
+
+
+def quarantine_frame(lines, raws, errors) -> pl.DataFrame:
+    """Quarantine rows as a parser emits them (the runner adds file, sha and time)."""
+    return pl.DataFrame(
+        {"line": lines, "raw": raws, "error": errors}, schema=QUARANTINE_COLUMNS
+    ).with_columns(pl.col("raw").str.slice(0, RAW_LIMIT))
