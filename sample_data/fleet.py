@@ -1,0 +1,826 @@
+"""Synthetic GPU fleet: hardware lifetimes, faults, repairs, jobs, and the files they leave.
+
+The model is deliberately simple but internally consistent, so that the analysis can be
+checked against a known truth:
+
+* every hardware unit follows a per-class Weibull lifetime law (calendar time, left-truncated
+  for units already installed when observation starts);
+* a fatal fault takes its node out of service until repaired; the failed unit (for the GPU
+  module: the whole GPU board, i.e. gpu + gpu_memory + nvlink) is replaced by a new unit;
+* jobs run on a scheduler model (Slurm gang training chains, Slurm small jobs, a Kubernetes
+  PyTorchJob chain) and are killed by the faults that hit their nodes.
+
+Everything is drawn from one ``numpy.random.Generator`` seeded from ``seed`` and emitted in a
+fixed order, so identical arguments give byte-identical files. Internal times are float
+seconds from ``start`` (UTC).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+CLUSTER = "simfleet"
+GPU_MODEL = "NVIDIA H100 80GB HBM3"
+# PCI bus numbers of the 8 GPUs and their paired ConnectX NICs on an HGX H100 board.
+GPU_PCI_BUS = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
+NIC_PCI_BUS = ("1a", "29", "3b", "5c", "9b", "aa", "bb", "da")
+
+# Llama 3 405B pre-training run (16,384 H100 on 2,048 nodes for 54 days): interruptions per
+# class and how many units of that class a node carries there. Network 35 + NIC 7 is split
+# into ib_link (18 + 7), nvlink (12) and nvswitch (5); GPU = GPU 148 + GSP 17 + SRAM 19.
+LLAMA_NODES = 2048
+LLAMA_HOURS = 54 * 24
+LLAMA_RATES = {
+    # class: (interruptions in the Llama run, units per node there, Weibull shape)
+    "gpu": (148 + 17 + 19, 8, 0.8),
+    "gpu_memory": (72, 8, 1.4),
+    "nvlink": (12, 8, 1.0),
+    "nvswitch": (5, 4, 1.0),
+    "ib_link": (18 + 7, 8, 1.0),
+    "psu": (3, 2, 1.6),
+    "cooling": (6, 6, 1.0),
+    "cpu": (2, 2, 1.0),
+    "host_memory": (2, 16, 1.0),
+    "storage": (3, 2, 1.0),
+}
+CLASSES = tuple(LLAMA_RATES)
+MODULE_CLASSES = ("gpu", "gpu_memory", "nvlink")  # one physical GPU board
+# Workload (software + NCCL watchdog) interruptions per node-hour in the Llama run.
+SOFTWARE_RATE_PER_NODE_HOUR = (54 + 7) / (LLAMA_NODES * LLAMA_HOURS)
+# Fraction of events of a class that are non-fatal warnings (unit hot-swapped later).
+NONFATAL_FRACTION = {"ib_link": 0.4, "cooling": 0.5}
+# Median repair time (hours) and log-sd per class: board swaps take longer than a fan.
+REPAIR_HOURS = {
+    "gpu": (10.0, 0.7),
+    "gpu_memory": (10.0, 0.7),
+    "nvlink": (8.0, 0.7),
+    "nvswitch": (16.0, 0.6),
+    "ib_link": (3.0, 0.6),
+    "psu": (3.0, 0.5),
+    "cooling": (2.0, 0.5),
+    "cpu": (12.0, 0.6),
+    "host_memory": (4.0, 0.5),
+    "storage": (4.0, 0.5),
+}
+# Classes whose fatal fault hangs/crashes the host at once (no drain delay).
+CRASH_CLASSES = ("psu", "cpu", "host_memory", "cooling")
+
+USERS = (
+    ("alice", 10001, "llm"),
+    ("bob", 10002, "llm"),
+    ("carol", 10003, "vision"),
+    ("dave", 10004, "vision"),
+    ("erin", 10005, "speech"),
+    ("frank", 10006, "research"),
+    ("grace", 10007, "research"),
+    ("heidi", 10008, "infra"),
+)
+TRAIN_USER = ("mlops", 10100, "llm")
+CPUS_PER_NODE = 112
+MEM_PER_NODE_MB = 2_000_000
+MAX_YEARS_INSTALLED = 3.0
+TEMP_SD_C = 2.0  # sd of the per-slot GPU temperature offset
+GPU_TEMP_BETA = 0.5  # log hazard ratio of gpu failures per sd of that offset
+
+
+def class_law(cls: str, fault_scale: float) -> tuple[float, float, float]:
+    """(shape, scale_hours, rate_per_unit_hour) so that the Weibull mean equals 1/rate."""
+    count, units, shape = LLAMA_RATES[cls]
+    rate = count / (LLAMA_NODES * units * LLAMA_HOURS) * fault_scale
+    scale = 1.0 / rate / math.gamma(1.0 + 1.0 / shape)
+    return shape, scale, rate
+
+
+def units_per_node(cls: str, gpus_per_node: int) -> int:
+    """Our node's count of units of a class (per-GPU classes follow G)."""
+    return {
+        "gpu": gpus_per_node,
+        "gpu_memory": gpus_per_node,
+        "nvlink": gpus_per_node,
+        "nvswitch": 4,
+        "ib_link": gpus_per_node,
+        "psu": 2,
+        "cooling": 6,
+        "cpu": 2,
+        "host_memory": 16,
+        "storage": 2,
+    }[cls]
+
+
+def host_name(i: int) -> str:
+    return f"gpu-node-{i + 1:03d}"
+
+
+def iso(t: float, start_epoch: float) -> str:
+    """Seconds-from-start -> ISO-8601 UTC without zone suffix."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(round(start_epoch + t)))
+
+
+def hostlist(names: list[str]) -> str:
+    """Compress host names into a Slurm hostlist expression, e.g. gpu-node-[001-004,010]."""
+    if not names:
+        return "None assigned"
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        j = len(n)
+        while j > 0 and n[j - 1].isdigit():
+            j -= 1
+        groups.setdefault(n[:j], []).append(n[j:])
+    out = []
+    for prefix in sorted(groups):
+        nums = sorted(set(groups[prefix]), key=lambda s: (int(s) if s else -1, s))
+        if len(nums) == 1:
+            out.append(prefix + nums[0])
+            continue
+        width = len(nums[0])
+        ranges, run = [], [int(nums[0])]
+        for s in nums[1:]:
+            v = int(s)
+            if v == run[-1] + 1 and len(s) == width:
+                run.append(v)
+            else:
+                ranges.append(run)
+                run = [v]
+        ranges.append(run)
+        parts = [
+            f"{r[0]:0{width}d}" if len(r) == 1 else f"{r[0]:0{width}d}-{r[-1]:0{width}d}"
+            for r in ranges
+        ]
+        out.append(f"{prefix}[{','.join(parts)}]")
+    return ",".join(out)
+
+
+@dataclass
+class Attempt:
+    """One run of a job (a requeue/restart is a new attempt under the same job)."""
+
+    scheduler: str
+    key: int  # submission index before ids are assigned
+    attempt: int
+    name: str
+    user: tuple
+    partition: str
+    submit: float
+    start: float
+    end: float | None  # None: still running at the end of the window
+    state: str
+    exit_code: str
+    nodes: list[int]
+    gpus: list[list[int]]  # GPU indices used on each node
+    time_limit_min: int
+    reason: str = ""
+    cause: tuple = ()  # ("fault", idx) | ("maint", idx) | ("workload",)
+    ckpt_s: int = 0
+    array_task: int = -1
+    job_id: str = ""
+    job_raw: int = 0
+    array_job_id: int = 0
+
+
+@dataclass
+class Fleet:
+    """Everything the writers need, in plain Python/NumPy form."""
+
+    start: str
+    start_epoch: float
+    horizon: float
+    nodes: int
+    gpus_per_node: int
+    k8s_nodes: int
+    seed: int
+    fault_scale: float
+    scrape_interval_s: int
+    hosts: list[str]
+    racks: list[str]
+    slot_class: list[str] = field(default_factory=list)
+    slot_node: list[int] = field(default_factory=list)
+    slot_pos: list[str] = field(default_factory=list)
+    slot_index: list[int] = field(default_factory=list)  # index within class on its node
+    inst: list[dict] = field(default_factory=list)  # installations
+    faults: list[dict] = field(default_factory=list)
+    replacements: list[dict] = field(default_factory=list)
+    maint: list[dict] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
+    laws: dict = field(default_factory=dict)
+    unavailable: list[list[tuple]] = field(default_factory=list)  # per node (t0, t1, kind, ref)
+    gpu_uuid_at: dict = field(default_factory=dict)  # (node, gpu) -> [(t_install, uuid, serial)]
+    gpu_temp_offset: np.ndarray | None = None  # (node, gpu) airflow offset, C
+    slot_scale_s: np.ndarray | None = None  # per-slot Weibull scale (s), covariate applied
+
+
+def _serial(rng: np.random.Generator, prefix: str, counter: int) -> str:
+    return f"{prefix}{int(rng.integers(1000, 10000))}{counter:06d}"
+
+
+def _uuid(rng: np.random.Generator) -> str:
+    h = rng.bytes(16).hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+SERIAL_PREFIX = {
+    "gpu": "165",
+    "nvswitch": "NVS",
+    "ib_link": "MT2238X",
+    "psu": "PSU",
+    "cooling": "FAN",
+    "cpu": "CPU",
+    "host_memory": "80AD",
+    "storage": "S6CKNX",
+}
+POSITION = {
+    "gpu": "gpu{}",
+    "gpu_memory": "gpu{}-hbm",
+    "nvlink": "gpu{}-nvlink",
+    "nvswitch": "nvswitch{}",
+    "ib_link": "ib{}",
+    "psu": "psu{}",
+    "cooling": "fan{}",
+    "cpu": "cpu{}",
+    "host_memory": "dimm{:02d}",
+    "storage": "nvme{}",
+}
+
+
+def _simulate_hardware(f: Fleet, rng: np.random.Generator) -> None:
+    """Weibull lifetimes, faults, repairs and replacements for every unit slot (event heap)."""
+    G, H = f.gpus_per_node, f.horizon
+    laws = {c: class_law(c, f.fault_scale) for c in CLASSES}
+    module_slots: dict[int, list[int]] = {}  # (node*G+gpu) -> slots of gpu, hbm, nvlink
+    for n in range(f.nodes):
+        for cls in CLASSES:
+            for i in range(units_per_node(cls, G)):
+                s = len(f.slot_class)
+                f.slot_class.append(cls)
+                f.slot_node.append(n)
+                f.slot_pos.append(POSITION[cls].format(i))
+                f.slot_index.append(i)
+                if cls in MODULE_CLASSES:
+                    module_slots.setdefault(n * G + i, []).append(s)
+    n_slots = len(f.slot_class)
+    slot_module = [-1] * n_slots
+    for m, ss in module_slots.items():
+        for s in ss:
+            slot_module[s] = m
+    shape = np.array([laws[c][0] for c in f.slot_class])
+    scale_s = np.array([laws[c][1] for c in f.slot_class]) * 3600.0
+    # Covariate to find: a GPU slot's airflow makes it run hotter or cooler (offset in C, seen
+    # in DCGM temperatures); the gpu hazard is proportional to exp(beta * z - beta^2 / 2), the
+    # second term keeping the fleet-average rate equal to the class rate.
+    z = rng.standard_normal((f.nodes, G))
+    f.gpu_temp_offset = np.round(TEMP_SD_C * z, 2)
+    hr = np.ones(n_slots)
+    for s_, (cls, node, idx) in enumerate(zip(f.slot_class, f.slot_node, f.slot_index)):
+        if cls == "gpu":
+            hr[s_] = math.exp(GPU_TEMP_BETA * z[node, idx] - GPU_TEMP_BETA**2 / 2)
+    scale_s = scale_s * hr ** (-1.0 / shape)  # Weibull PH: H = hr * (t / eta)^k
+    f.slot_scale_s = scale_s
+    # Units in service at start: installed uniformly over the previous 0-3 years; the failure
+    # age comes from the Weibull law conditioned on survival to that age (inverse CDF).
+    age0 = rng.uniform(0.0, MAX_YEARS_INSTALLED * 365.25 * 86400.0, n_slots)
+    for ss in module_slots.values():  # one GPU board: gpu, HBM and NVLink share their age
+        age0[ss] = age0[ss[0]]
+    u = rng.uniform(size=n_slots)
+    fail_age = scale_s * ((age0 / scale_s) ** shape - np.log1p(-u)) ** (1.0 / shape)
+    counter = [0]
+
+    def new_serials(slot: int, t_install: float) -> None:
+        cls = f.slot_class[slot]
+        counter[0] += 1
+        if cls in MODULE_CLASSES:
+            return
+        f.inst.append(
+            {
+                "slot": slot,
+                "serial": _serial(rng, SERIAL_PREFIX[cls], counter[0]),
+                "uuid": None,
+                "install": t_install,
+            }
+        )
+
+    def new_module(m: int, t_install: float) -> list[int]:
+        counter[0] += 1
+        base = _serial(rng, SERIAL_PREFIX["gpu"], counter[0])
+        uuid = _uuid(rng)
+        idx = []
+        for s in module_slots[m]:
+            suffix = {"gpu": "", "gpu_memory": ":hbm", "nvlink": ":nvlink"}[f.slot_class[s]]
+            f.inst.append(
+                {
+                    "slot": s,
+                    "serial": base + suffix,
+                    "uuid": uuid if f.slot_class[s] == "gpu" else None,
+                    "install": t_install,
+                }
+            )
+            idx.append(len(f.inst) - 1)
+        node, gpu = divmod(m, G)
+        f.gpu_uuid_at.setdefault((node, gpu), []).append((t_install, uuid, base))
+        return idx
+
+    current = [-1] * n_slots
+    heap: list = []
+    seq = [0]
+
+    def push(t: float, kind: int, payload: int) -> None:
+        seq[0] += 1
+        heapq.heappush(heap, (t, seq[0], kind, payload))
+
+    done_modules = set()
+    for s in range(n_slots):
+        m = slot_module[s]
+        if m >= 0:
+            if m in done_modules:
+                continue
+            done_modules.add(m)
+            idx = new_module(m, 0.0)
+            for i in idx:
+                ss = f.inst[i]["slot"]
+                current[ss] = i
+        else:
+            new_serials(s, 0.0)
+            current[s] = len(f.inst) - 1
+    for s in range(n_slots):
+        i = current[s]
+        f.inst[i]["install"] = -float(age0[s])
+        f.inst[i]["fail"] = -float(age0[s]) + float(fail_age[s])
+        if f.inst[i]["fail"] < H:
+            push(f.inst[i]["fail"], 1, i)
+    pending_replace: dict[tuple, float] = {}  # ("m", module) or ("s", slot) -> time
+    groups: list[tuple] = []  # replacement event payloads: (group key, fault)
+
+    def draw_new_failure(i: int, t: float) -> None:
+        s = f.inst[i]["slot"]
+        k, sc = shape[s], scale_s[s]
+        f.inst[i]["fail"] = t + sc * (-math.log1p(-rng.uniform())) ** (1.0 / k)
+        if f.inst[i]["fail"] < H:
+            push(f.inst[i]["fail"], 1, i)
+
+    while heap:
+        t, _, kind, payload = heapq.heappop(heap)
+        if t >= H:
+            break
+        if kind == 0:  # replacement of a group
+            gkey, fault_idx = groups[payload]
+            pending_replace.pop(gkey, None)
+            slots = module_slots[gkey[1]] if gkey[0] == "m" else [gkey[1]]
+            old = [current[s] for s in slots]
+            if gkey[0] == "m":
+                new = new_module(gkey[1], t)
+            else:
+                new_serials(slots[0], t)
+                new = [len(f.inst) - 1]
+            for s, io, inew in zip(slots, old, new):
+                oi = f.inst[io]
+                oi["removed"] = t
+                oi["reason"] = "failed" if oi.get("failed") else "module_replaced"
+                current[s] = inew
+                draw_new_failure(inew, t)
+                f.replacements.append(
+                    {"time": t, "slot": s, "old": io, "new": inew, "fault": fault_idx}
+                )
+            continue
+        i = payload
+        s = f.inst[i]["slot"]
+        if current[s] != i or f.inst[i].get("failed"):
+            continue
+        inst = f.inst[i]
+        inst["failed"] = True
+        cls, node = f.slot_class[s], f.slot_node[s]
+        m = slot_module[s]
+        gkey = ("m", m) if m >= 0 else ("s", s)
+        fault = {
+            "time": t,
+            "node": node,
+            "slot": s,
+            "inst": i,
+            "cls": cls,
+            "gpu_index": f.slot_index[s] if m >= 0 else None,
+        }
+        if gkey in pending_replace:  # sibling of a board already awaiting replacement
+            fault.update(fatal=True, secondary=True, t_off=t, t_rep=pending_replace[gkey])
+            f.faults.append(fault)
+            continue
+        fatal = rng.uniform() >= NONFATAL_FRACTION.get(cls, 0.0)
+        med, sd = REPAIR_HOURS[cls]
+        repair = med * math.exp(sd * rng.standard_normal()) * 3600.0
+        if fatal and cls not in CRASH_CLASSES:
+            off = rng.uniform(600.0, 4 * 3600.0)  # drained, rebooted into repair later
+        else:
+            off = 0.0
+        t_rep = t + off + repair
+        fault.update(fatal=bool(fatal), secondary=False, t_off=t + off, t_rep=t_rep)
+        f.faults.append(fault)
+        pending_replace[gkey] = t_rep
+        push(t_rep, 0, len(groups))
+        groups.append((gkey, len(f.faults) - 1))
+        if fatal:
+            f.unavailable[node].append((t, t_rep, "fault", len(f.faults) - 1))
+    # Ground-truth laws: exposure and expected failures over each unit's observed at-risk span.
+    f.laws = {}
+    for cls in CLASSES:
+        k, eta_h, _ = laws[cls]
+        f.laws[cls] = {
+            "shape": k,
+            "scale_hours": eta_h,
+            "units_per_node": units_per_node(cls, G),
+            "n_units_observed": 0,
+            "exposure_unit_days": 0.0,
+            "n_failures": 0,
+            "_cumhaz": 0.0,
+        }
+    for inst in f.inst:
+        cls = f.slot_class[inst["slot"]]
+        law = f.laws[cls]
+        t0 = max(inst["install"], 0.0)
+        t1 = min(inst["fail"] if inst.get("failed") else inst.get("removed", H), H)
+        if t1 <= t0:
+            continue
+        eta = float(f.slot_scale_s[inst["slot"]])
+        a0, a1 = t0 - inst["install"], t1 - inst["install"]
+        law["n_units_observed"] += 1
+        law["exposure_unit_days"] += (t1 - t0) / 86400.0
+        law["_cumhaz"] += (a1 / eta) ** law["shape"] - (a0 / eta) ** law["shape"]
+        law["n_failures"] += int(bool(inst.get("failed")) and inst["fail"] < H)
+    for law in f.laws.values():
+        ch = law.pop("_cumhaz")
+        exp_d = law["exposure_unit_days"]
+        law["expected_failures"] = round(float(ch), 4)
+        law["true_rate_per_1k_unit_days"] = round(1000.0 * float(ch) / exp_d, 6) if exp_d else 0.0
+        law["exposure_unit_days"] = round(float(exp_d), 4)
+        law["scale_hours"] = round(law["scale_hours"], 3)
+
+
+def _simulate_maintenance(f: Fleet, rng: np.random.Generator) -> None:
+    """Planned drains: about a quarter of the nodes get one 4-8 h maintenance window."""
+    H = f.horizon
+    picked = rng.uniform(size=f.nodes) < 0.25
+    starts = rng.uniform(0.05 * H, 0.9 * H, f.nodes)
+    durs = rng.uniform(4 * 3600.0, 8 * 3600.0, f.nodes)
+    for n in range(f.nodes):
+        if not picked[n]:
+            continue
+        m0 = float(np.floor(starts[n] / 3600.0) * 3600.0)
+        m = {"node": n, "start": m0, "end": m0 + float(durs[n])}
+        f.maint.append(m)
+        f.unavailable[n].append((m["start"], m["end"], "maint", len(f.maint) - 1))
+    for lst in f.unavailable:
+        lst.sort()
+
+
+def _free_at(f: Fleet, n: int, t: float) -> float:
+    """Earliest time >= t at which node n is not inside an unavailable interval."""
+    moved = True
+    while moved:
+        moved = False
+        for a, b, _, _ in f.unavailable[n]:
+            if a <= t < b:
+                t, moved = b, True
+    return t
+
+
+def _first_interrupt(f: Fleet, nodes: list[int], s: float, e: float) -> tuple:
+    """First fatal fault or maintenance start on any of `nodes` in (s, e)."""
+    best = (math.inf, None, None, None)
+    for n in nodes:
+        for a, _, kind, ref in f.unavailable[n]:
+            if s < a < e and a < best[0]:
+                best = (a, kind, ref, n)
+    return best
+
+
+def _gang_chain(
+    f: Fleet,
+    rng: np.random.Generator,
+    pool: list[int],
+    scheduler: str,
+    first_key: int,
+    name_fmt: str,
+    partition: str,
+) -> list[Attempt]:
+    """Back-to-back multi-node training jobs that restart from their last checkpoint."""
+    H, G = f.horizon, f.gpus_per_node
+    out: list[Attempt] = []
+    P = len(pool)
+    submit = float(rng.uniform(0, 2 * 3600.0))
+    busy_until = 0.0
+    key = first_key
+    j = 0
+    while submit < H:
+        if P == 1:
+            need = 1
+        else:
+            need = int(rng.integers(math.ceil(0.5 * P), max(math.ceil(0.5 * P), int(0.85 * P)) + 1))
+            need = min(need, P - 1)
+        work = float(rng.uniform(48.0, 240.0)) * 3600.0
+        ckpt = int(rng.choice([1800, 2400, 3000, 3600]))
+        limit_min = 14 * 24 * 60
+        name = name_fmt.format(j + 1)
+        saved, attempt, t_sub = 0.0, 0, submit
+        while True:
+            # the pool is exclusive to one chain job at a time: wait for the previous one
+            delay = float(rng.uniform(60.0, 900.0)) if attempt else float(rng.uniform(10.0, 120.0))
+            s = max(t_sub, busy_until) + delay
+            while True:
+                avail = [n for n in pool if _free_at(f, n, s) == s]
+                if len(avail) >= need:
+                    break
+                ends = [b for n in pool for a, b, _, _ in f.unavailable[n] if a <= s < b]
+                s = min(ends) + float(rng.uniform(30.0, 300.0))
+            if s >= H:
+                last_end = H
+                break
+            nodes = avail[:need]
+            overhead = float(rng.uniform(300.0, 900.0)) if attempt else float(rng.uniform(120, 300))
+            e_done = s + overhead + (work - saved)
+            sw_rate = SOFTWARE_RATE_PER_NODE_HOUR * f.fault_scale * need / 3600.0
+            t_sw = s + float(rng.exponential(1.0 / sw_rate)) if sw_rate > 0 else math.inf
+            ti, kind, ref, _ = _first_interrupt(f, nodes, s, min(e_done, t_sw, H))
+            a = Attempt(
+                scheduler,
+                key,
+                attempt,
+                name,
+                TRAIN_USER,
+                partition,
+                t_sub,
+                s,
+                None,
+                "RUNNING",
+                "0:0",
+                nodes,
+                [list(range(G))] * need,
+                limit_min,
+                ckpt_s=ckpt,
+            )
+            if ti < math.inf and kind == "fault":
+                a.end = ti + float(rng.uniform(2.0, 30.0))
+                a.state, a.exit_code, a.cause = "NODE_FAIL", "0:0", ("fault", ref)
+            elif ti < math.inf:
+                a.end, a.state, a.cause = (
+                    ti + float(rng.uniform(1.0, 20.0)),
+                    "REQUEUED",
+                    ("maint", ref),
+                )
+                a.reason = "maintenance"
+            elif t_sw < min(e_done, H):
+                a.end, a.state, a.exit_code = t_sw, "FAILED", "1:0"
+                a.reason = "nccl_watchdog_timeout" if rng.uniform() < 0.2 else "application_error"
+                a.cause = ("workload",)
+            elif e_done < H:
+                a.end, a.state = e_done, "COMPLETED"
+            out.append(a)
+            if a.end is None:
+                last_end = H
+                break
+            if a.state == "COMPLETED":
+                last_end = a.end
+                break
+            productive = max(0.0, a.end - s - overhead)
+            saved = min(work, saved + math.floor(productive / ckpt) * ckpt)
+            attempt += 1
+            t_sub = a.end
+            last_end = a.end
+        key += 1
+        j += 1
+        if last_end >= H:
+            break
+        busy_until = last_end
+        submit = max(submit + 60.0, last_end - float(rng.uniform(0, 6 * 3600.0)))
+    return out
+
+
+def _small_jobs(
+    f: Fleet, rng: np.random.Generator, pool: list[int], first_key: int
+) -> list[Attempt]:
+    """Single-node jobs on the batch/debug nodes: a GPU-lane allocator, workload outcomes.
+
+    Random draws are made in bulk up front; the loop only runs the allocator, which keeps
+    each node's GPU lanes (time each GPU becomes free) so no node is ever over-committed.
+    """
+    H, G = f.horizon, f.gpus_per_node
+    if not pool:
+        return []
+    gp_choices = np.array([g for g in (1, 2, 4, 8) if g <= G] or [G])
+    gp_p = np.array([0.4, 0.2, 0.2, 0.2][: len(gp_choices)])
+    gp_p = gp_p / gp_p.sum()
+    mean_g = float((gp_choices * gp_p).sum())
+    mean_dur = 8.0 * 3600.0
+    lam = 0.4 * len(pool) * G / (mean_g * mean_dur)
+    n_sub = int(rng.poisson(lam * H * 0.8))
+    sub_t = np.sort(rng.uniform(0, H, n_sub))
+    n_tasks = np.where(rng.uniform(size=n_sub) < 0.12, rng.integers(3, 9, n_sub), 1)
+    sub_g = rng.choice(gp_choices, size=n_sub, p=gp_p)
+    sub_limit = rng.choice([2, 8, 24, 48], size=n_sub, p=[0.2, 0.3, 0.35, 0.15])
+    sub_user = rng.integers(0, len(USERS), n_sub)
+    names = (
+        "train.sh",
+        "eval",
+        "finetune",
+        "bench_nccl",
+        "preprocess",
+        "sweep",
+        "jupyter",
+        "infer",
+    )
+    sub_name = rng.integers(0, len(names), n_sub)
+    T = int(n_tasks.sum())
+    sub_of = np.repeat(np.arange(n_sub), n_tasks)
+    want = np.clip(rng.lognormal(np.log(0.4 * sub_limit[sub_of] * 3600.0), 0.8), 120.0, 30 * 3600.0)
+    u_out = rng.uniform(size=T)
+    frac = rng.uniform(0.01, 1.0, T)
+    jit = rng.uniform(1.0, 30.0, (T, 4))
+    kill_delay = rng.uniform(2.0, 30.0, T)
+    exit_fail = rng.choice([1, 1, 1, 2, 134], size=T)
+    lanes = np.zeros((len(pool), G))
+    kth = np.zeros((len(pool), G))  # each row of lanes, sorted
+    out: list[Attempt] = []
+    task_i = 0
+    for j in range(n_sub):
+        t_sub, g, limit_h = float(sub_t[j]), int(sub_g[j]), int(sub_limit[j])
+        limit_s = limit_h * 3600.0
+        partition = "debug" if limit_h == 2 and g <= 2 else "batch"
+        user, jname = USERS[int(sub_user[j])], names[int(sub_name[j])]
+        nt = int(n_tasks[j])
+        for task in range(nt):
+            ti_ = task_i
+            task_i += 1
+            cand = np.maximum(kth[:, g - 1], t_sub)
+            k = min(4, len(pool))
+            near = np.argpartition(cand, k - 1)[:k] if k < len(pool) else np.arange(len(pool))
+            near = sorted(near.tolist(), key=lambda c: (cand[c], c))
+            best = None
+            for r, c in enumerate(near):
+                n = pool[c]
+                st = float(cand[c]) + float(jit[ti_, r])
+                moved = True
+                while moved:  # reservation semantics: never start into a down/maint window
+                    moved = False
+                    for a, b, kind, _ in f.unavailable[n]:
+                        if (a <= st < b) or (kind == "maint" and st < a < st + limit_s):
+                            st, moved = b + 60.0, True
+                if best is None or st < best[0]:
+                    best = (st, c)
+            st, c = best
+            if st >= H:
+                continue
+            n = pool[c]
+            u, w = float(u_out[ti_]), float(want[ti_])
+            cap = min(w, limit_s)
+            if u < 0.74:
+                state, ec, dur, reason = "COMPLETED", "0:0", w, ""
+                if w > limit_s:
+                    state, dur, reason = "TIMEOUT", limit_s, "timeout"
+            elif u < 0.84:
+                state, ec, reason = "FAILED", f"{int(exit_fail[ti_])}:0", "application_error"
+                dur = cap * float(frac[ti_])
+            elif u < 0.88:
+                state, ec, reason = "OUT_OF_MEMORY", "0:125", "out_of_memory"
+                dur = cap * float(frac[ti_]) * 0.5
+            elif u < 0.95:
+                state, ec, reason = f"CANCELLED by {user[1]}", "0:15", "user_cancel"
+                dur = cap * float(frac[ti_])
+            else:
+                state, ec, reason = "PREEMPTED", "0:0", "preempted"
+                dur = cap * float(frac[ti_])
+            e = st + max(dur, 30.0)
+            t_int, kind, ref, _ = _first_interrupt(f, [n], st, e)
+            cause: tuple = ("workload",) if state != "COMPLETED" else ()
+            if t_int < math.inf and kind == "fault":
+                e = t_int + float(kill_delay[ti_])
+                state, ec, reason, cause = "NODE_FAIL", "0:0", "", ("fault", ref)
+            end: float | None = e
+            if e >= H:
+                end, state, ec, reason, cause = None, "RUNNING", "0:0", "", ()
+            chosen = sorted(np.argsort(lanes[c], kind="stable")[:g].tolist())
+            lanes[c, chosen] = e
+            kth[c] = np.sort(lanes[c])
+            out.append(
+                Attempt(
+                    "slurm",
+                    first_key + j,
+                    0,
+                    jname,
+                    user,
+                    partition,
+                    t_sub,
+                    st,
+                    end,
+                    state,
+                    ec,
+                    [n],
+                    [chosen],
+                    limit_h * 60,
+                    reason=reason,
+                    cause=cause,
+                    array_task=task if nt > 1 else -1,
+                )
+            )
+    return out
+
+
+def _assign_ids(f: Fleet) -> None:
+    """Slurm job ids in submission order; array tasks get consecutive raw ids."""
+    slurm = [a for a in f.attempts if a.scheduler == "slurm"]
+    firsts: dict[int, float] = {}
+    for a in slurm:
+        firsts[a.key] = min(firsts.get(a.key, math.inf), a.submit)
+    order = sorted(firsts, key=lambda k: (firsts[k], k))
+    next_raw = 1001
+    by_key: dict[int, list[Attempt]] = {}
+    for a in slurm:
+        by_key.setdefault(a.key, []).append(a)
+    for k in order:
+        atts = by_key[k]
+        tasks = sorted({a.array_task for a in atts})
+        base = next_raw
+        if tasks != [-1]:
+            for a in atts:
+                a.array_job_id = base
+                a.job_raw = base + tasks.index(a.array_task)
+                a.job_id = f"{base}_{a.array_task}"
+            next_raw += len(tasks)
+        else:
+            for a in atts:
+                a.job_raw, a.job_id = base, str(base)
+            next_raw += 1
+    for a in f.attempts:
+        if a.scheduler == "k8s":
+            a.job_id = f"ml-train/{a.name}"
+
+
+def build_fleet(
+    nodes: int = 32,
+    gpus_per_node: int = 8,
+    days: float = 60,
+    seed: int = 0,
+    fault_scale: float = 20.0,
+    scrape_interval_s: int = 3600,
+    k8s_nodes: int = 4,
+    start: str = "2026-01-05T00:00:00",
+) -> Fleet:
+    """Run the whole model (no files): hardware, maintenance, schedulers, ids."""
+    if nodes < 1 or gpus_per_node < 1 or gpus_per_node > len(GPU_PCI_BUS) or days <= 0:
+        raise ValueError("need nodes >= 1, 1 <= gpus_per_node <= 8, days > 0")
+    if fault_scale <= 0:
+        raise ValueError("fault_scale must be > 0")
+    k8s_nodes = max(0, min(k8s_nodes, nodes - 1))
+    t0 = datetime.fromisoformat(start)
+    start_epoch = (t0 - datetime(1970, 1, 1)).total_seconds()
+    f = Fleet(
+        start=t0.strftime("%Y-%m-%dT%H:%M:%S"),
+        start_epoch=start_epoch,
+        horizon=float(days) * 86400.0,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        k8s_nodes=k8s_nodes,
+        seed=seed,
+        fault_scale=fault_scale,
+        scrape_interval_s=int(scrape_interval_s),
+        hosts=[host_name(i) for i in range(nodes)],
+        racks=[f"rack-{i // 4 + 1:02d}" for i in range(nodes)],
+    )
+    f.unavailable = [[] for _ in range(nodes)]
+    ss = np.random.SeedSequence(seed)
+    r_hw, r_maint, r_train, r_small, r_k8s = (np.random.default_rng(s) for s in ss.spawn(5))
+    _simulate_hardware(f, r_hw)
+    _simulate_maintenance(f, r_maint)
+    n_slurm = nodes - k8s_nodes
+    n_small = max(1, round(0.25 * n_slurm)) if n_slurm > 1 else 0
+    train_pool = list(range(n_slurm - n_small)) if n_slurm > 1 else list(range(n_slurm))
+    small_pool = list(range(n_slurm - n_small, n_slurm)) if n_small else []
+    k8s_pool = list(range(n_slurm, nodes))
+    f.attempts.extend(
+        _gang_chain(f, r_train, train_pool, "slurm", 0, "llm-pretrain-{:02d}", "train")
+    )
+    f.attempts.extend(_small_jobs(f, r_small, small_pool, 100000))
+    if k8s_pool:
+        f.attempts.extend(_gang_chain(f, r_k8s, k8s_pool, "k8s", 10_000_000, "llm-ft-{:02d}", ""))
+    _assign_ids(f)
+    return f
+
+
+def simulate(
+    out_dir: Path,
+    nodes: int = 32,
+    gpus_per_node: int = 8,
+    days: float = 60,
+    seed: int = 0,
+    fault_scale: float = 20.0,
+    scrape_interval_s: int = 3600,
+    k8s_nodes: int = 4,
+    start: str = "2026-01-05T00:00:00",
+) -> dict:
+    """Build the fleet and write every file format under out_dir; return a count summary."""
+    from sample_data import formats
+
+    f = build_fleet(
+        nodes, gpus_per_node, days, seed, fault_scale, scrape_interval_s, k8s_nodes, start
+    )
+    return formats.write_all(f, Path(out_dir))
