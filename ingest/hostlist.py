@@ -103,23 +103,91 @@ def compress(hosts: list[str]) -> str:
     return ",".join(out)
 
 
+_ITEM = r"[^,\[\]]*(?:\[[^\]]*\][^,\[\]]*)*"  # one top-level item: text with bracket groups
+
+
 def expand_column(col: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """Expand a column of hostlists: (List[str] hosts, error message or null) per row."""
-    uniq = col.unique().to_list()
-    hosts: dict[str | None, list[str]] = {}
-    errors: dict[str | None, str | None] = {}
-    for u in uniq:
+    """Expand a column of hostlists: (List[str] hosts, error message or null) per row.
+
+    Vectorized for the shapes sacct prints (plain names and names with one bracket group);
+    names with several bracket groups or malformed brackets go through ``expand`` per unique
+    value, which is also where readable errors come from.
+    """
+    original = pl.DataFrame({"expr": col.cast(pl.Utf8)})
+    df = original.unique(maintain_order=True).with_row_index("row")
+    expr = pl.col("expr").str.strip_chars()
+    empty = expr.is_null() | expr.str.to_lowercase().is_in(["", "none assigned", "(null)", "none"])
+    brackets = expr.str.count_matches(r"\[", literal=False)
+    simple = ~empty & (brackets == expr.str.count_matches(r"\]")) & ~expr.str.contains(r"\[[^\]]*\[|\][^,\[]*\[|\[[^\]]*$")
+    df = df.with_columns(kind=pl.when(empty).then(0).when(simple).then(1).otherwise(2))
+    # -- vectorized path: items -> (prefix, ranges, suffix) -> numbers -> names
+    items = (
+        df.filter(pl.col("kind") == 1)
+        .select("row", item=pl.col("expr").str.strip_chars().str.extract_all(_ITEM))
+        .explode("item")
+        .filter(pl.col("item") != "")
+        .with_row_index("pos")
+    )
+    parts = items.with_columns(
+        g=pl.col("item").str.extract_groups(r"^([^\[]*)\[([^\]]*)\](.*)$")
+    ).with_columns(
+        prefix=pl.col("g").struct.field("1"), spec=pl.col("g").struct.field("2"), suffix=pl.col("g").struct.field("3")
+    )
+    plain = parts.filter(pl.col("spec").is_null()).select("row", "pos", sub=pl.lit(0, pl.Int64), host=pl.col("item"))
+    ranged = (
+        parts.filter(pl.col("spec").is_not_null())
+        .with_columns(r=pl.col("spec").str.split(","))
+        .explode("r")
+        .with_columns(rg=pl.col("r").str.strip_chars().str.extract_groups(r"^(\d+)(?:-(\d+))?$"))
+        .with_columns(lo=pl.col("rg").struct.field("1"), hi=pl.col("rg").struct.field("2"))
+    )
+    bad_rows = ranged.filter(
+        pl.col("lo").is_null()
+        | (pl.col("hi").cast(pl.Int64, strict=False) < pl.col("lo").cast(pl.Int64, strict=False))
+        | (pl.col("hi").cast(pl.Int64, strict=False) - pl.col("lo").cast(pl.Int64, strict=False) > 1_000_000)
+    )["row"].unique()
+    ranged = (
+        ranged.filter(~pl.col("row").is_in(bad_rows.implode()))
+        .with_columns(width=pl.col("lo").str.len_chars(), a=pl.col("lo").cast(pl.Int64))
+        .with_columns(n=pl.int_ranges("a", pl.coalesce(pl.col("hi").cast(pl.Int64), "a") + 1))
+        .explode("n")
+        .with_columns(sub=pl.int_range(pl.len()).over("pos"))
+        .select(
+            "row", "pos", "sub",
+            host=pl.concat_str("prefix", pl.col("n").cast(pl.Utf8).str.pad_start(pl.col("width"), "0"), "suffix"),
+        )
+    )
+    fast = (
+        pl.concat([plain, ranged])
+        .sort("row", "pos", "sub")
+        .group_by("row", maintain_order=True)
+        .agg(hosts=pl.col("host"))
+    )
+    # -- fallback: complex or malformed expressions, once per unique value
+    slow_exprs = df.filter((pl.col("kind") == 2) | pl.col("row").is_in(bad_rows.implode()))["expr"].unique().to_list()
+    hosts_of, err_of = {}, {}
+    for u in slow_exprs:
         try:
-            hosts[u], errors[u] = expand(u), None
+            hosts_of[u], err_of[u] = expand(u), None
         except HostlistError as exc:
-            hosts[u], errors[u] = [], str(exc)
-    keys = pl.Series("k", uniq, dtype=pl.Utf8)
-    lut = pl.DataFrame(
+            hosts_of[u], err_of[u] = [], str(exc)
+    slow = pl.DataFrame(
         {
-            "k": keys,
-            "hosts": pl.Series([hosts[u] for u in uniq], dtype=pl.List(pl.Utf8)),
-            "err": pl.Series([errors[u] for u in uniq], dtype=pl.Utf8),
+            "expr": pl.Series(slow_exprs, dtype=pl.Utf8),
+            "slow_hosts": pl.Series([hosts_of[u] for u in slow_exprs], dtype=pl.List(pl.Utf8)),
+            "err": pl.Series([err_of[u] for u in slow_exprs], dtype=pl.Utf8),
         }
     )
-    joined = pl.DataFrame({"k": col.cast(pl.Utf8)}).join(lut, on="k", how="left", nulls_equal=True, maintain_order="left")
-    return joined["hosts"], joined["err"]
+    table = (
+        df.join(fast, on="row", how="left")
+        .join(slow, on="expr", how="left", nulls_equal=True)
+        .select(
+            "expr",
+            hosts=pl.when(pl.col("kind") == 0)
+            .then(pl.lit([], dtype=pl.List(pl.Utf8)))
+            .otherwise(pl.coalesce("slow_hosts", "hosts", pl.lit([], dtype=pl.List(pl.Utf8)))),
+            err=pl.col("err"),
+        )
+    )
+    out = original.join(table, on="expr", how="left", nulls_equal=True, maintain_order="left")
+    return out["hosts"], out["err"]

@@ -122,6 +122,9 @@ def _parse_file(
         except (OSError, EOFError, zstandard.ZstdError) as exc:
             yield "unknown", _quarantined(b"", f"cannot decompress: {exc}")
             return
+        if not head.strip():
+            yield (spec.name if spec else "unknown"), _quarantined(head, "empty file")
+            return
         if spec is None:
             spec = detect(head, path.name)
         if spec is None:
@@ -132,20 +135,12 @@ def _parse_file(
         try:
             if spec.line_oriented:
                 line = 0
-                seen = False
                 for block in _chunks(fh):
-                    seen = True
                     res = spec.parse(block, replace(ctx, line_offset=line))
                     yield spec.name, _checked(spec, res)
                     line += block.count(b"\n")
-                if not seen:
-                    yield spec.name, _quarantined(b"", "empty file")
             else:
-                data = fh.read()
-                if not data.strip():
-                    yield spec.name, _quarantined(data, "empty file")
-                    return
-                yield spec.name, _checked(spec, spec.parse(data, ctx))
+                yield spec.name, _checked(spec, spec.parse(fh.read(), ctx))
         except (OSError, EOFError, zstandard.ZstdError) as exc:
             yield spec.name, _quarantined(b"", f"cannot read or decompress: {exc}")
 

@@ -20,7 +20,7 @@ import polars as pl
 from ingest.base import FormatSpec, ParseContext, ParseResult
 from ingest.hostlist import expand_column
 from ingest.times import local_to_utc, slurm_duration_s
-from warehouse.schemas import QUARANTINE_COLUMNS, conform, quarantine_frame
+from warehouse.schemas import conform, quarantine_frame
 
 XDMOD_FIELDS = (
     "jobid,jobidraw,cluster,partition,qos,account,group,gid,user,uid,submit,eligible,start,end,"
@@ -52,121 +52,121 @@ def _gpu_count(tres: pl.Expr) -> pl.Expr:
     return pl.coalesce(plain, pl.when(has_typed).then(typed))
 
 
+_HEADER = r"^\s*(?i:JobID)([^A-Za-z0-9_\s]+|\s+)"
+
+
 def _delimiter_from_header(line: str) -> str | None:
-    m = re.match(r"^\s*JobID([^A-Za-z0-9_\s]+|\s+)", line, re.IGNORECASE)
+    m = re.match(_HEADER, line)
     return m.group(1) if m else None
 
 
-def _segments(lines: list[str], ctx: ParseContext) -> list[tuple[list[str], str, int, int]]:
+def _segments(lines: pl.Series, ctx: ParseContext) -> list[tuple[list[str], str, int, int]]:
     """Split the file into (fields, delimiter, first data line index, end index) blocks."""
     explicit = ctx.fields
     if explicit and len(explicit) == 1 and explicit[0].lower() in FIELD_PRESETS:
         explicit = tuple(FIELD_PRESETS[explicit[0].lower()])
-    header_idx = [i for i, ln in enumerate(lines) if _delimiter_from_header(ln)]
-    if explicit or not header_idx:
-        delim = ctx.delimiter or "|"
-        if explicit:
-            fields = [f.strip().lower() for f in explicit]
-        else:
-            fields = XDMOD_FIELDS  # headerless: Open XDMoD's fixed order
-        return [(fields, delim, 0, len(lines))]
+    header_idx = [] if explicit else lines.str.contains(_HEADER).arg_true().to_list()
+    if not header_idx:
+        fields = [f.strip().lower() for f in explicit] if explicit else XDMOD_FIELDS
+        return [(fields, ctx.delimiter or "|", 0, len(lines))]
     segs = []
     for n, i in enumerate(header_idx):
         delim = ctx.delimiter or _delimiter_from_header(lines[i])
         fields = [f.strip().lower() for f in lines[i].rstrip("\r").split(delim)]
         end = header_idx[n + 1] if n + 1 < len(header_idx) else len(lines)
         segs.append((fields, delim, i + 1, end))
-    # lines before the first header are records of no known layout
-    if header_idx[0] > 0:
+    if header_idx[0] > 0:  # lines before the first header have no known layout
         segs.insert(0, ([], ctx.delimiter or "|", 0, header_idx[0]))
     return segs
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     text = data.decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
+    lines = pl.Series("raw", [text]).str.split("\n").explode()
+    if len(lines) and lines[-1] == "":
+        lines = lines.head(-1)
     frames, quarantines = [], []
     for fields, delim, lo, hi in _segments(lines, ctx):
-        ok, bad = _parse_block(lines[lo:hi], lo, fields, delim, ctx)
-        frames.append(ok)
+        ok, bad = _parse_block(lines.slice(lo, hi - lo), lo, fields, delim, ctx)
+        if ok.height:
+            frames.append(ok)
         quarantines.append(bad)
-    attempts = pl.concat(frames, how="vertical") if frames else pl.DataFrame()
-    quarantine = pl.concat(quarantines, how="vertical") if quarantines else ParseResult.empty_quarantine()
-    attempts = _number_attempts(attempts) if attempts.height else attempts
-    table = conform("job_attempts", attempts) if attempts.height else None
-    tables = {"job_attempts": table} if table is not None else {}
-    return ParseResult(tables, quarantine, (0 if table is None else table.height) + quarantine.height)
+    quarantine = pl.concat(quarantines) if quarantines else ParseResult.empty_quarantine()
+    if not frames:
+        return ParseResult({}, quarantine, quarantine.height)
+    table = conform("job_attempts", _number_attempts(pl.concat(frames)))
+    return ParseResult({"job_attempts": table}, quarantine, table.height + quarantine.height)
 
 
-def _parse_block(lines, offset, fields, delim, ctx):
-    empty_q = pl.DataFrame(schema=QUARANTINE_COLUMNS)
-    df = pl.DataFrame({"raw": pl.Series(lines, dtype=pl.Utf8)}).with_columns(
-        line=pl.int_range(1, len(lines) + 1, dtype=pl.Int64) + offset + ctx.line_offset,
+def _parse_block(lines: pl.Series, offset: int, fields: list[str], delim: str, ctx: ParseContext):
+    df = pl.DataFrame({"raw": lines}).with_columns(
+        line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64) + offset + ctx.line_offset
     )
     # Not records: blank lines and '#' comment lines.
-    df = df.filter(~pl.col("raw").str.strip_chars().is_in(["", None]) & ~pl.col("raw").str.starts_with("#"))
+    df = df.filter((pl.col("raw").str.strip_chars() != "") & ~pl.col("raw").str.starts_with("#"))
+    empty = pl.DataFrame()
     if df.height == 0:
-        return pl.DataFrame(), empty_q
+        return empty, ParseResult.empty_quarantine()
     if not fields:
-        q = quarantine_frame(df["line"], df["raw"], ["record before any sacct header line"] * df.height)
-        return pl.DataFrame(), q
-    n = len(fields)
-    trailing = fields[-1] == ""
+        return empty, quarantine_frame(df["line"], df["raw"], ["record before any sacct header line"] * df.height)
+    trailing = fields[-1] == ""  # --parsable: every line, header included, ends with the delimiter
     if trailing:
         fields = fields[:-1]
-        n -= 1
-    parts = pl.col("raw").str.strip_suffix("\r").str.split(delim)
-    df = df.with_columns(parts=parts).with_columns(nf=pl.col("parts").list.len())
-    # --parsable ends every line with the delimiter: one extra, empty, last field.
-    df = df.with_columns(
-        parts=pl.when((pl.col("nf") == n + 1) & (pl.col("parts").list.last() == ""))
-        .then(pl.col("parts").list.head(n))
-        .otherwise(pl.col("parts"))
-    ).with_columns(nf=pl.col("parts").list.len())
-    bad_count = df.filter(pl.col("nf") != n)
-    df = df.filter(pl.col("nf") == n)
+    n = len(fields)
+    raw = pl.col("raw").str.strip_suffix("\r")
+    df = df.with_columns(body=raw.str.strip_suffix(delim) if trailing else raw).with_columns(
+        nf=pl.col("body").str.count_matches(delim, literal=True) + 1
+    )
+    bad = df.filter(pl.col("nf") != n)
     qs = [
         quarantine_frame(
-            bad_count["line"],
-            bad_count["raw"],
-            bad_count.select(pl.format(f"expected {n} fields separated by {delim!r}, found {{}}", "nf"))
-            .to_series(),
+            bad["line"], bad["raw"],
+            bad.select(pl.format(f"expected {n} fields separated by {delim!r}, found {{}}", "nf")).to_series(),
         )
     ]
-    cols = {f: pl.col("parts").list.get(i).replace("", None) for i, f in enumerate(fields) if f}
-    df = df.select("line", "raw", **cols)
-    if "jobid" not in df.columns:
-        q = quarantine_frame(df["line"], df["raw"], ["no JobID field in the field list"] * df.height)
-        return pl.DataFrame(), pl.concat([*qs, q])
-    ids = df["jobid"].str.strip_chars().str.extract_groups(_JOBID)
+    df = df.filter(pl.col("nf") == n)
+    if "jobid" not in fields:
+        qs.append(quarantine_frame(df["line"], df["raw"], ["no JobID field in the field list"] * df.height))
+        return empty, pl.concat(qs)
+    # Steps (123.batch, 123.0) fold into their job: split only the JobID off step lines (most
+    # lines of a real dump), and the full field list off job lines.
+    k = fields.index("jobid")
     df = df.with_columns(
-        job=ids.struct.field("job"),
-        base=ids.struct.field("base"),
-        task=ids.struct.field("task"),
+        jobid=pl.col("body").str.splitn(delim, k + 2).struct.field(f"field_{k}").str.strip_chars()
+    ).with_columns(step_of=pl.col("jobid").str.extract(r"^([^.]+)\."))
+    steps, jobs = df.filter(pl.col("step_of").is_not_null()), df.filter(pl.col("step_of").is_null())
+    wanted = {f: i for i, f in enumerate(fields) if f in _USED and f != "jobid"}
+    split = pl.col("body").str.split_exact(delim, n - 1)
+    jobs = jobs.select(
+        "line", "raw", "jobid",
+        *[split.struct.field(f"field_{i}").replace("", None).alias(f) for f, i in wanted.items()],
+    )
+    ids = jobs["jobid"].str.extract_groups(_JOBID)
+    jobs = jobs.with_columns(
+        job=ids.struct.field("job"), base=ids.struct.field("base"), task=ids.struct.field("task"),
         step=ids.struct.field("step"),
     )
-    bad_id = df.filter(pl.col("job").is_null())
-    qs.append(quarantine_frame(bad_id["line"], bad_id["raw"], bad_id.select(pl.format("unrecognised JobID {}", pl.col("jobid").fill_null("(empty)"))).to_series()))
-    df = df.filter(pl.col("job").is_not_null())
-    # Fold steps into the job line above them (same job id); orphan steps are quarantined.
-    df = df.with_columns(
-        parent_seen=pl.col("step").is_null().cum_sum().over("job") > 0,
-    )
-    orphans = df.filter(pl.col("step").is_not_null() & ~pl.col("parent_seen"))
-    qs.append(
-        quarantine_frame(
-            orphans["line"], orphans["raw"],
-            orphans.select(pl.format("step {} has no job line for {} in this file", "jobid", "job")).to_series(),
-        )
-    )
-    jobs = df.filter(pl.col("step").is_null())
+    bad_id = jobs.filter(pl.col("job").is_null())
+    qs.append(quarantine_frame(
+        bad_id["line"], bad_id["raw"],
+        bad_id.select(pl.format("unrecognised JobID {}", pl.col("jobid").replace("", "(empty)"))).to_series(),
+    ))
+    jobs = jobs.filter(pl.col("job").is_not_null())
+    orphans = steps.filter(~pl.col("step_of").is_in(jobs["job"].implode()))
+    qs.append(quarantine_frame(
+        orphans["line"], orphans["raw"],
+        orphans.select(pl.format("step {} has no job line for {} in this file", "jobid", "step_of")).to_series(),
+    ))
     out = _normalize(jobs, ctx)
     bad_nodes = out.filter(pl.col("_node_err").is_not_null())
     qs.append(quarantine_frame(bad_nodes["source_line"], bad_nodes["_raw"], bad_nodes["_node_err"]))
-    out = out.filter(pl.col("_node_err").is_null()).drop("_node_err", "_raw")
-    return out, pl.concat(qs, how="vertical")
+    return out.filter(pl.col("_node_err").is_null()).drop("_node_err", "_raw"), pl.concat(qs)
+
+
+_USED = {
+    "jobid", "cluster", "jobname", "user", "account", "partition", "submit", "start", "end", "state",
+    "exitcode", "alloctres", "reqtres", "nnodes", "alloccpus", "ncpus", "nodelist", "elapsed", "timelimit",
+}  # fmt: skip
 
 
 def _col(df: pl.DataFrame, *names: str) -> pl.Expr:
@@ -219,11 +219,16 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
 
 def _number_attempts(df: pl.DataFrame) -> pl.DataFrame:
     """Attempts of one JobID in time order (``--duplicates`` lists a requeued job per run)."""
-    order = pl.struct(
-        pl.col("start_time").fill_null(pl.col("end_time")).fill_null(pl.col("submit_time")),
-        pl.col("source_line"),
+    keys = ["cluster", "job_id"]
+    dup = df.select(pl.struct(keys).is_duplicated()).to_series()
+    once = df.filter(~dup).with_columns(attempt=pl.lit(1, pl.Int32))
+    many = (
+        df.filter(dup)
+        .sort([*keys, pl.col("start_time").fill_null(pl.col("end_time")).fill_null(pl.col("submit_time")), "source_line"],
+              nulls_last=True)
+        .with_columns(attempt=(pl.int_range(pl.len()).over(keys) + 1).cast(pl.Int32))
     )
-    return df.with_columns(attempt=order.rank("ordinal").over(["cluster", "job_id"]).cast(pl.Int32))
+    return pl.concat([once, many]).sort("source_line")
 
 
 def detect(head: bytes, name: str) -> int:

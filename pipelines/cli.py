@@ -138,10 +138,7 @@ def cmd_sql(args) -> int:
     if not wh.db_path.exists():
         wh.refresh_catalog()
     try:
-        rel = wh.sql(args.query)
-        if rel is None:
-            return 0
-        df = rel.pl()
+        df = wh.query(args.query)
     except duckdb.Error as exc:
         raise CliError(str(exc).splitlines()[0]) from None
     if args.format == "csv":
@@ -167,6 +164,40 @@ def cmd_demo(args) -> int:
         print(line)
     print(f"warehouse: {wh.db_path}")
     print(f"parquet:   {wh.parquet}")
+    return 0
+
+
+def cmd_project(args) -> int:
+    from analysis.whatif import append_projection, format_projection, project_one
+
+    if args.gpus < 1 or args.gpus_per_node < 1 or (args.spares is not None and args.spares < 0):
+        raise CliError("--gpus and --gpus-per-node must be >= 1 and --spares >= 0")
+    mtti = None if args.mtti is None else parse_duration(args.mtti) / 3600
+    interval = None if args.interval == "auto" else parse_duration(args.interval) / 3600
+    if mtti == 0 or interval == 0:
+        raise CliError("--mtti and --interval must be positive durations")
+    wh = _warehouse(args)
+    try:
+        res = project_one(wh, args.gpus, args.gpus_per_node, parse_duration(args.ckpt_cost),
+                          parse_duration(args.restart), interval, args.spares, mtti, args.method)
+    except ValueError as exc:
+        raise CliError(f"no fitted failure rates ({exc}); run `goodput demo` or `goodput build` first, "
+                       "or pass --mtti DUR") from None
+    append_projection(wh, res)
+    if args.json:
+        print(json.dumps(res, default=str))
+    else:
+        print("\n".join(format_projection(res)))
+    return 0
+
+
+def cmd_fit(args) -> int:
+    from analysis.survival import format_fit_table
+
+    fr = _warehouse(args).read("failure_rates")
+    if fr.height == 0:
+        raise CliError("failure_rates is empty: run `goodput build` (or `goodput demo`) to fit the lifetimes first")
+    print(format_fit_table(fr, all_models=args.all_models, window=args.window))
     return 0
 
 
@@ -205,10 +236,28 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--as-of", help="end of observation for units still in service (ISO-8601)")
     s.set_defaults(func=cmd_ingest)
 
+    s = sub.add_parser("fit", parents=[common], help="print the fitted failure rates per component class")
+    s.add_argument("--all-models", action="store_true", help="every candidate model, not only the AIC winner")
+    s.add_argument("--window", default="all", help="'all' (default) or a month YYYY-MM")
+    s.set_defaults(func=cmd_fit)
+
     s = sub.add_parser("sql", parents=[common], help="query the warehouse with DuckDB SQL")
     s.add_argument("query")
     s.add_argument("--format", choices=["table", "csv", "json"], default="table")
     s.set_defaults(func=cmd_sql)
+
+    s = sub.add_parser("project", parents=[common], help="project goodput for a job size (analytic or Monte Carlo)")
+    s.add_argument("--gpus", type=int, default=16384)
+    s.add_argument("--gpus-per-node", type=int, default=8)
+    s.add_argument("--ckpt-cost", default="60s", help="checkpoint cost (blocking), e.g. 60s")
+    s.add_argument("--restart", default="10m", help="restart time after a failure, e.g. 10m")
+    s.add_argument("--interval", default="auto", help="checkpoint interval: auto (Daly) or a duration")
+    s.add_argument("--spares", type=int, default=None,
+                   help="hot spare nodes for --method mc (default: unlimited, never wait for a node)")
+    s.add_argument("--mtti", help="override the fitted rates with this MTTI (e.g. 3h)")
+    s.add_argument("--method", choices=["analytic", "mc"], default="analytic")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.set_defaults(func=cmd_project)
     return p
 
 

@@ -21,6 +21,23 @@ BOOL = pl.Boolean
 
 
 @dataclass(frozen=True)
+class Dedupe:
+    """How the catalog view merges rows that describe the same thing twice (overlapping dumps,
+    one history exported in several formats). The Parquet keeps every row (provenance).
+
+    Each of ``keys`` is applied in turn: rows with equal key values (none of them null) become
+    one row whose every column comes from the most preferred row (``prefer``, best first) that
+    has a value for it; list columns take the longest list. Then ``renumber`` is rewritten
+    1-based within ``renumber_within`` by ``renumber_order``. Entries are DuckDB SQL."""
+
+    keys: tuple[tuple[str, ...], ...]
+    prefer: tuple[str, ...]
+    renumber: str | None = None
+    renumber_within: tuple[str, ...] = ()
+    renumber_order: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Table:
     name: str
     grain: str
@@ -31,6 +48,7 @@ class Table:
     # "ingest": appended per ingested batch; "derived": replaced whole by an analysis step.
     kind: str = "ingest"
     notes: dict[str, str] = field(default_factory=dict)
+    dedupe: Dedupe | None = None  # applied by the catalog view (Warehouse.view_sql)
 
     @property
     def schema(self) -> pl.Schema:
@@ -76,6 +94,28 @@ TABLES: dict[str, Table] = {
                 **_SOURCE,
             },
             key=("cluster", "scheduler", "job_id", "attempt"),
+            # One run is one row: the same start (sacct text vs --json, a dump that saw it
+            # running vs one that saw it end), else the same end (a k8s restart seen by a pod's
+            # lastState, with its start, and by a PyTorchJobRestarting event, with all nodes).
+            dedupe=Dedupe(
+                keys=(
+                    ("cluster", "scheduler", "job_id", "coalesce(start_time, submit_time, end_time)"),
+                    ("cluster", "scheduler", "job_id", "end_time"),
+                ),
+                prefer=(
+                    "end_time IS NULL",
+                    "state IN ('RUNNING', 'PENDING', 'REQUEUED', 'SUSPENDED', 'UNKNOWN')",
+                    (
+                        "(name IS NULL)::INT + (\"user\" IS NULL)::INT + (n_gpus IS NULL)::INT"
+                        " + (exit_code IS NULL)::INT + (len(nodes) = 0 OR nodes IS NULL)::INT"
+                    ),
+                    "source_file",
+                    "source_line",
+                ),
+                renumber="attempt",
+                renumber_within=("cluster", "scheduler", "job_id"),
+                renumber_order=("coalesce(start_time, submit_time, end_time)", "attempt"),
+            ),
         ),
         Table(
             "node_events",
@@ -112,6 +152,8 @@ TABLES: dict[str, Table] = {
                 "message": STR,
                 "count": I32,  # repeats merged into this event
                 "caused_by": STR,  # event_id of the initiating event (e.g. Xid 45 -> 149)
+                "pid": I64,  # process the driver blamed (XID pid=); null for <unknown> / N/A / absent
+                "process": STR,  # its name (XID name=)
                 **_SOURCE,
             },
             partition="source",
@@ -195,6 +237,8 @@ TABLES: dict[str, Table] = {
                 "failed": BOOL,
                 **_SOURCE,
             },
+            # per source, so a derived source (telemetry UUID changes) can be rewritten alone
+            partition="source",
         ),
         Table(
             "interruptions",
@@ -243,6 +287,35 @@ TABLES: dict[str, Table] = {
                 "util_mean": F64,
             },
             key=("component_class", "unit_id"),
+            kind="derived",
+        ),
+        Table(
+            "node_failures",
+            "one failure episode of a node (repairable-system view, analysis/repairable.py)",
+            {
+                "host": STR,
+                "time": UTC_TS,  # first evidence of the episode
+                "failure_index": I32,  # 1-based, per host in time order
+                "gap_hours": F64,  # since the previous failure, or since observation start for the first
+                "cause_class": STR,
+                "cause_event": STR,  # hw_events.event_id or the interruption's cause_event
+                "source": STR,  # hw_events | interruptions
+            },
+            key=("host", "failure_index"),
+            kind="derived",
+        ),
+        Table(
+            "node_mcf",
+            "Nelson mean cumulative function of node failures, one point per distinct failure time",
+            {
+                "t_hours": F64,  # hours since each node's own observation start
+                "n_failures": I64,
+                "n_at_risk": I64,
+                "mcf": F64,
+                "se": F64,  # Lawless-Nadeau robust standard error
+                "ci_low": F64,
+                "ci_high": F64,
+            },
             kind="derived",
         ),
         Table(
@@ -391,7 +464,24 @@ TABLES: dict[str, Table] = {
 }
 
 # Views over the tables above (SQL, created by the catalog after the tables).
-VIEWS: dict[str, str] = {}
+VIEWS: dict[str, str] = {
+    # One row per job chain (all attempts of one job; array tasks are separate jobs).
+    "job_chains": """
+        SELECT cluster, scheduler, job_id,
+               min(start_time) AS first_start,
+               max(end_time) FILTER (WHERE is_last) AS final_end,
+               count(*)::INTEGER AS attempts,
+               max(state) FILTER (WHERE is_last) AS final_state,
+               max(n_gpus) AS n_gpus,
+               arg_max(name, attempt) AS name,
+               arg_max("user", attempt) AS "user"
+        FROM (
+            SELECT *, attempt = max(attempt) OVER (PARTITION BY cluster, scheduler, job_id) AS is_last
+            FROM job_attempts
+        )
+        GROUP BY cluster, scheduler, job_id
+    """,
+}
 
 QUARANTINE_COLUMNS = {"line": I64, "raw": STR, "error": STR}
 RAW_LIMIT = 500

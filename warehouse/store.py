@@ -142,10 +142,11 @@ class Warehouse:
                 src = f"NULLIF(CAST({src} AS VARCHAR), '{_NULL_PARTITION}')"
             exprs.append(f'CAST({src} AS {duck_type(t)}) AS "{c}"')
         glob = str(self.parquet / name / "**" / "*.parquet").replace("'", "''")
-        return (
+        sql = (
             f"SELECT {', '.join(exprs)} FROM read_parquet('{glob}', hive_partitioning = true, "
             f"union_by_name = true)"
         )
+        return _deduped(sql, spec) if spec.dedupe else sql
 
     def read(self, name: str, where: str | None = None) -> pl.DataFrame:
         """A table as a Polars frame, read straight from Parquet (never blocks on the catalog)."""
@@ -176,12 +177,21 @@ class Warehouse:
                 con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
         return self.db_path
 
-    def sql(self, query: str) -> duckdb.DuckDBPyRelation:
-        """Run a query against the catalog, read-only (views are created first if missing)."""
+    def sql(self, query: str, params: list | None = None) -> duckdb.DuckDBPyConnection:
+        """Run a query against the catalog, read-only; returns the executed cursor
+        (``fetchone`` / ``fetchall`` / ``pl``). Views are created first if missing."""
         if not self.db_path.exists():
             self.refresh_catalog()
         con = duckdb.connect(str(self.db_path), read_only=True)
-        return con.sql(query)
+        return con.execute(query, params)
+
+    def query(self, query: str) -> pl.DataFrame:
+        """Run a query against the catalog, read-only, and return a Polars frame."""
+        if not self.db_path.exists():
+            self.refresh_catalog()
+        with duckdb.connect(str(self.db_path), read_only=True) as con:
+            rel = con.sql(query)
+            return rel.pl() if rel is not None else pl.DataFrame()
 
 
 class Batch:
@@ -212,6 +222,35 @@ class Batch:
 
     def abort(self) -> None:
         shutil.rmtree(self.stage, ignore_errors=True)
+
+
+def _deduped(sql: str, spec: Table) -> str:
+    """Wrap a table's SELECT with its ``Dedupe``: merge rows per key (in turn), renumber."""
+    d = spec.dedupe
+    prefer = ", ".join(d.prefer)
+    for key in d.keys:
+        # rows with a null key part are never merged: each gets a group of its own
+        alone = " OR ".join(f"({k}) IS NULL" for k in key)
+        group = [f"({k})" for k in key] + [f"CASE WHEN {alone} THEN _rid END"]
+        aggs = []
+        for c, t in spec.columns.items():
+            if isinstance(t, pl.List):
+                aggs.append(f'first("{c}" ORDER BY len("{c}") DESC NULLS LAST, {prefer}) AS "{c}"')
+            else:
+                aggs.append(f'first("{c}" ORDER BY {prefer}) FILTER (WHERE "{c}" IS NOT NULL) AS "{c}"')
+        sql = (
+            f"SELECT {', '.join(aggs)} FROM (SELECT *, row_number() OVER () AS _rid FROM ({sql})) "
+            f"GROUP BY {', '.join(group)}"
+        )
+    if d.renumber:
+        window = f"PARTITION BY {', '.join(d.renumber_within)} ORDER BY {', '.join(d.renumber_order)}"
+        dtype = duck_type(spec.columns[d.renumber])
+        sql = (
+            f'SELECT * REPLACE (CAST(row_number() OVER ({window}) AS {dtype}) AS "{d.renumber}") '
+            f"FROM ({sql})"
+        )
+    cols = ", ".join(f'"{c}"' for c in spec.columns)
+    return f"SELECT {cols} FROM ({sql})"
 
 
 def _split_partitions(spec: Table, df: pl.DataFrame):

@@ -1,0 +1,62 @@
+"""The goodput command line: answers, formats, and one-line errors for user mistakes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pipelines.cli import CliError, main, parse_duration
+from tests.conftest import FIXTURES, REPO
+
+
+@pytest.mark.parametrize("text, seconds", [("90s", 90), ("10m", 600), ("1.5h", 5400), ("2d", 172800), ("45", 45)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+def test_bad_duration():
+    with pytest.raises(CliError, match="cannot read duration"):
+        parse_duration("ten minutes")
+
+
+def test_ingest_then_sql_in_every_format(tmp_path, capsys):
+    home = str(tmp_path / "h")
+    assert main(["--home", home, "ingest", str(FIXTURES / "slurm" / "xdmod__accounting-logs.log")]) == 0
+    assert "ingested 1 file(s), 4 rows, 0 quarantined" in capsys.readouterr().out
+    assert main(["sql", "--home", home, "select state, count(*) n from job_attempts group by 1 order by 1", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"state": "CANCELLED", "n": 1}, {"state": "COMPLETED", "n": 2}, {"state": "TIMEOUT", "n": 1}
+    ]
+    assert main(["sql", "--home", home, "select job_id from job_attempts order by 1 limit 2", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["job_id", "4103947", "4107166"]
+    assert main(["--home", home, "ingest", str(FIXTURES / "slurm" / "xdmod__accounting-logs.log")]) == 0
+    assert "1 already ingested (unchanged)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["ingest", "/definitely/missing"], "no such file or directory"),
+        (["ingest", "--format", "bogus", "."], "unknown format 'bogus'"),
+        (["ingest", "--tz", "Mars/Olympus", "."], "unknown time zone"),
+        (["ingest", "--time", "yesterday", "."], "cannot read time"),
+        (["sql", "select * from no_such_table"], "no_such_table"),
+    ],
+)
+def test_user_mistakes_are_one_line_and_exit_2(tmp_path, argv, message):
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "--home", str(tmp_path / "h"), *argv],
+        capture_output=True, text=True, cwd=REPO,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_input_files_warn_and_exit_0(tmp_path, capsys):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("JobID|State\n1|COMPLETED|extra\n")
+    assert main(["--home", str(tmp_path / "h"), "ingest", str(bad)]) == 0
+    captured = capsys.readouterr()
+    assert "1 quarantined" in captured.out and "warning:" in captured.err

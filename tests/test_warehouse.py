@@ -1,0 +1,149 @@
+"""Warehouse core: schemas, atomic batches, crash recovery, idempotent ingest, catalog views."""
+
+import gzip
+import os
+from datetime import datetime
+
+import polars as pl
+import pytest
+import zstandard
+
+from ingest.runner import UserError, ingest_paths
+from warehouse.schemas import TABLES, conform
+from warehouse.store import Warehouse, resolve_home
+from tests.conftest import FIXTURES
+
+SACCT = "JobID|State|Start|End|NodeList|AllocTRES\n1|COMPLETED|2026-01-01T00:00:00|2026-01-01T01:00:00|n1|gres/gpu=8\n2|BROKEN\n"
+
+
+def _snapshot(wh: Warehouse) -> dict[str, list]:
+    return {t: sorted(map(str, wh.read(t).drop("ingested_at", strict=False).rows())) for t in TABLES}
+
+
+def test_every_design_table_is_declared_with_its_key_columns():
+    required = {
+        "job_attempts": {"cluster", "scheduler", "job_id", "attempt", "state", "raw_state", "nodes", "n_gpus"},
+        "hw_events": {"time", "host", "component_class", "component_id", "event_type", "code", "severity"},
+        "failure_rates": {"model", "selected", "params", "aic", "rate_ci_low", "rate_ci_high", "mtbf_hours"},
+        "goodput_projections": {"mtti_hours", "optimal_interval_hours", "goodput", "goodput_ci_low"},
+        "ingest_manifest": {"path", "sha256", "bytes", "format", "rows_ok", "rows_quarantined"},
+        "quarantine": {"source_file", "line", "raw", "error", "ingested_at"},
+    }
+    for name, cols in required.items():
+        assert cols <= set(TABLES[name].columns), name
+    design = ["node_events", "gpu_samples", "gpu_hourly", "bmc_sensors", "component_history",
+              "interruptions", "component_lifetimes", "survival_curves", "hazard_ratios", "goodput_jobs"]
+    assert set(design) <= set(TABLES)
+
+
+def test_conform_rejects_invented_columns():
+    with pytest.raises(ValueError, match="not in the schema"):
+        conform("quarantine", pl.DataFrame({"bogus": [1]}))
+
+
+def test_home_resolution(monkeypatch, tmp_path):
+    monkeypatch.setenv("GOODPUT_HOME", str(tmp_path / "env"))
+    assert resolve_home(tmp_path / "flag") == tmp_path / "flag"
+    assert resolve_home(None) == tmp_path / "env"
+    monkeypatch.delenv("GOODPUT_HOME")
+    monkeypatch.chdir(tmp_path)
+    assert resolve_home(None) == tmp_path / "goodput_home"
+
+
+def test_ingest_conserves_records_and_reingest_changes_nothing(wh, tmp_path):
+    src = tmp_path / "dump.txt"
+    src.write_text(SACCT)
+    first = ingest_paths(wh, [src])
+    assert (first[0].records, first[0].rows_ok, first[0].rows_quarantined) == (2, 1, 1)
+    before = _snapshot(wh)
+    again = ingest_paths(wh, [src])
+    assert again[0].skipped
+    # the same bytes under another name are the same file
+    (tmp_path / "copy.txt").write_text(SACCT)
+    assert ingest_paths(wh, [tmp_path / "copy.txt"])[0].skipped
+    assert _snapshot(wh) == before
+    q = wh.read("quarantine").row(0, named=True)
+    assert q["line"] == 3 and "expected 6 fields" in q["error"] and q["raw"] == "2|BROKEN"
+
+
+def test_conservation_on_every_slurm_text_fixture(wh):
+    reports = ingest_paths(wh, [FIXTURES / "slurm"], fmt="sacct")
+    manifest = wh.read("ingest_manifest")
+    for r in reports:
+        rows = wh.read("job_attempts", where=f"source_file = '{r.path}'").height
+        quarantined = wh.read("quarantine", where=f"source_file = '{r.path}'").height
+        assert r.records == rows + quarantined, r.path
+        m = manifest.filter(pl.col("sha256") == r.sha256).row(0, named=True)
+        assert (m["rows_ok"], m["rows_quarantined"]) == (rows, quarantined)
+
+
+@pytest.mark.parametrize("compress", [gzip.compress, lambda b: zstandard.ZstdCompressor().compress(b)])
+def test_compressed_inputs_are_read_by_magic_bytes(wh, tmp_path, compress):
+    src = tmp_path / "dump.bin"
+    src.write_bytes(compress(SACCT.encode()))
+    r = ingest_paths(wh, [src])[0]
+    assert (r.format, r.rows_ok, r.rows_quarantined) == ("sacct", 1, 1)
+
+
+def test_bad_inputs_become_quarantine_rows_not_errors(wh, tmp_path):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "garbage.bin").write_bytes(os.urandom(2048))
+    (tmp_path / "truncated.gz").write_bytes(gzip.compress(SACCT.encode())[:30])
+    reports = {os.path.basename(r.path): r for r in ingest_paths(wh, [tmp_path])}
+    assert all(r.rows_quarantined == 1 and r.rows_ok == 0 for r in reports.values())
+    errors = dict(wh.read("quarantine").select("source_file", "error").iter_rows())
+    by_name = {os.path.basename(k): v for k, v in errors.items()}
+    assert by_name["empty.txt"] == "empty file"
+    assert "not recognised" in by_name["garbage.bin"]
+    assert "decompress" in by_name["truncated.gz"] or "not recognised" in by_name["truncated.gz"]
+
+
+def test_user_errors(wh, tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        ingest_paths(wh, [tmp_path / "missing"])
+    with pytest.raises(UserError, match="unknown format"):
+        ingest_paths(wh, [tmp_path], fmt="nope")
+
+
+def test_crash_mid_batch_leaves_nothing_visible_and_committed_batches_roll_forward(wh):
+    rows = pl.DataFrame({"error": ["x"], "line": [1]})
+    with pytest.raises(RuntimeError):
+        with wh.batch("crash") as b:
+            b.add({"quarantine": rows})
+            raise RuntimeError("power cut")
+    assert wh.read("quarantine").height == 0
+    # a batch that crashed after its COMMIT marker but before the renames is completed on reopen
+    from warehouse.store import Batch
+
+    staged = Batch(wh, "late")
+    staged.add({"quarantine": rows})
+    (staged.stage / "COMMIT").write_bytes(b"ok")
+    # an uncommitted one is discarded
+    Batch(wh, "partial").add({"quarantine": rows})
+    reopened = Warehouse(wh.home)
+    assert reopened.read("quarantine").height == 1
+    assert not (wh.parquet / "_staging" / "partial").exists()
+
+
+def test_partitioned_tables_and_catalog_views(wh):
+    samples = pl.DataFrame(
+        {
+            "time": [datetime(2026, 1, 1, 1), datetime(2026, 1, 2, 1)],
+            "host": ["a", "b"], "metric": ["t", "t"], "value": [1.0, None],
+        }
+    ).with_columns(date=pl.col("time").dt.date())
+    with wh.batch("p") as b:
+        b.add({"gpu_samples": samples})
+    assert sorted(p.name for p in (wh.parquet / "gpu_samples").iterdir()) == ["date=2026-01-01", "date=2026-01-02"]
+    wh.refresh_catalog()
+    got = wh.sql("select date, value from gpu_samples order by date").fetchall()
+    assert [str(d) for d, _ in got] == ["2026-01-01", "2026-01-02"] and got[1][1] is None
+    # empty tables still have typed views
+    assert wh.sql("select count(*) from failure_rates").fetchone() == (0,)
+    # derived tables replace whole, or only the touched partitions
+    hourly = samples.rename({"time": "hour", "value": "mean"}).with_columns(n=pl.lit(1))
+    wh.replace_table("gpu_hourly", hourly)
+    wh.replace_table("gpu_hourly", hourly.head(1).with_columns(n=pl.lit(5)), partitions="touched")
+    assert wh.read("gpu_hourly").sort("hour")["n"].to_list() == [5, 1]
+    wh.replace_table("gpu_hourly", hourly.tail(1))
+    assert wh.read("gpu_hourly")["host"].to_list() == ["b"]
