@@ -1,0 +1,251 @@
+"""Slurm ``sacct --json`` (and slurmrestd ``/slurmdb/.../jobs``) to ``job_attempts``.
+
+Every data_parser generation from Slurm 21.08 (dbv0.0.37) to 24.x (v0.0.41) is accepted: numbers
+are plain or ``{"set", "infinite", "number"}`` objects, ``state.current`` is a string or a list,
+``exit_code.return_code`` / ``signal`` are plain or nested, epoch times use ``0`` for unset, and
+``time.limit`` is minutes. Arrays become ``<array_job_id>_<task>`` (as sacct text prints them),
+heterogeneous components ``<het_job_id>+<offset>``; with ``--duplicates`` a requeued job appears
+once per run and each run is an attempt, numbered in time order.
+
+A record is one element of ``jobs`` (its ``steps`` are folded into it). An element that is not an
+object or has no usable job id is quarantined with its index as the record number; a file that
+is not valid JSON, or has no ``jobs`` list, is one quarantined record. The per-job extraction is
+Python over parsed JSON (the objects are nested and change shape by release); the per-column work
+after it (hostlists, states, attempt numbering) is columnar.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import polars as pl
+
+from ingest.base import FormatSpec, ParseContext, ParseResult, whole_file_quarantine
+from ingest.hostlist import expand_column
+from ingest.sacct import STATES, _number_attempts
+from warehouse.schemas import conform, quarantine_frame
+
+
+def json_error(exc: json.JSONDecodeError) -> str:
+    """A readable reason: ``invalid JSON at line L column C: <what>`` (shared with k8s)."""
+    return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg.removesuffix(' at')}"
+
+
+def _num(v):
+    """A plain number, or the number of a ``{set, infinite, number}`` object (None if unset)."""
+    if isinstance(v, dict):
+        if v.get("infinite") or not v.get("set", True):
+            return None
+        v = v.get("number")
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, str) and re.fullmatch(r"-?\d{1,18}", v.strip()):
+        v = int(v)
+    if isinstance(v, (int, float)) and abs(v) < 2**53:  # beyond that it is no real count or time
+        return v
+    return None
+
+
+def _epoch(v):
+    n = _num(v)
+    return None if n is None or not 0 < n < 1e11 else int(n) * 1_000_000  # 0 = unset
+
+
+def _str(v) -> str | None:
+    if v is None or isinstance(v, (dict, list)):
+        return None
+    s = str(v).strip()
+    return s or None
+
+
+def _states(state) -> list[str]:
+    cur = state.get("current") if isinstance(state, dict) else state
+    if isinstance(cur, list):
+        return [str(s) for s in cur if s is not None]
+    return [str(cur)] if cur not in (None, "") else []
+
+
+def _tres_count(items, kind: str, name: str | None = None) -> int | None:
+    """Sum of TRES counts of one type (``gres``/``gpu`` also matches typed ``gpu:a100``)."""
+    if not isinstance(items, list):
+        return None
+    total, seen = 0, False
+    for t in items:
+        if not isinstance(t, dict) or t.get("type") != kind:
+            continue
+        tname = t.get("name") or ""
+        if name is not None and not (tname == name or str(tname).startswith(name + ":")):
+            continue
+        n = _num(t.get("count"))
+        if n is not None and n >= 0:
+            total, seen = total + int(n), True
+    return total if seen else None
+
+
+def _gpus(tres) -> int | None:
+    if not isinstance(tres, dict):
+        return None
+    alloc = tres.get("allocated")
+    got = _tres_count(alloc, "gres", "gpu")
+    if got is None and alloc:  # something was allocated, but no GPU
+        return 0
+    if got is None:
+        got = _tres_count(tres.get("requested"), "gres", "gpu")
+    return got
+
+
+def _signal(ec) -> int | None:
+    if not isinstance(ec, dict):
+        return None
+    sig = ec.get("signal")
+    if isinstance(sig, dict):
+        n = _num(sig.get("id", sig.get("signal_id")))
+        return int(n) if n is not None else None
+    n = _num(sig)
+    return int(n) if n is not None else None
+
+
+def _job_row(job: dict, ctx: ParseContext) -> dict:
+    """One job element as a flat row; raises ValueError when it has no usable id."""
+    raw_id = _num(job.get("job_id"))
+    if raw_id is None or raw_id <= 0:
+        raise ValueError(f"no usable job_id ({job.get('job_id')!r})")
+    job_id = str(int(raw_id))
+    array = job.get("array") if isinstance(job.get("array"), dict) else {}
+    arr_job = _num(array.get("job_id"))
+    arr_task = _num(array.get("task_id"))
+    array_job_id = array_task_id = None
+    if arr_job and arr_task is not None:
+        array_job_id, array_task_id = str(int(arr_job)), str(int(arr_task))
+        job_id = f"{array_job_id}_{array_task_id}"
+    elif arr_job and _str(array.get("task")):  # a pending array record: 123_[1-5]
+        array_job_id, array_task_id = str(int(arr_job)), f"[{_str(array.get('task'))}]"
+        job_id = f"{array_job_id}_{array_task_id}"
+    het = job.get("het") if isinstance(job.get("het"), dict) else {}
+    het_job, het_off = _num(het.get("job_id")), _num(het.get("job_offset"))
+    if het_job and het_off is not None:
+        job_id = f"{int(het_job)}+{int(het_off)}"
+    t = job.get("time") if isinstance(job.get("time"), dict) else {}
+    states = _states(job.get("state"))
+    state = job.get("state") if isinstance(job.get("state"), dict) else {}
+    ec = job.get("exit_code")
+    rc = _num(ec.get("return_code")) if isinstance(ec, dict) else _num(ec)
+    limit = _num(t.get("limit"))
+    tres = job.get("tres")
+    assoc = job.get("association") if isinstance(job.get("association"), dict) else {}
+    return {
+        "cluster": _str(job.get("cluster")) or _str(assoc.get("cluster")) or ctx.cluster,
+        "job_id": job_id,
+        "array_job_id": array_job_id,
+        "array_task_id": array_task_id,
+        "name": _str(job.get("name")),
+        "user": _str(job.get("user")) or _str(assoc.get("user")),
+        "account": _str(job.get("account")) or _str(assoc.get("account")),
+        "partition": _str(job.get("partition")),
+        "submit_time": _epoch(t.get("submission")),
+        "start_time": _epoch(t.get("start")),
+        "end_time": _epoch(t.get("end")),
+        "state_tok": states[0].upper() if states else None,
+        "raw_state": ",".join(states) or None,
+        "reason": _str(state.get("reason")),
+        "exit_code": int(rc) if rc is not None else None,
+        "signal": _signal(ec),
+        "n_nodes": _num(job.get("allocation_nodes")),
+        "n_cpus": _tres_count((tres or {}).get("allocated") if isinstance(tres, dict) else None, "cpu"),
+        "n_gpus": _gpus(tres),
+        "nodelist": _str(job.get("nodes")),
+        "elapsed_s": _num(t.get("elapsed")),
+        "timelimit_s": limit * 60 if limit is not None else None,
+    }
+
+
+_ROW_SCHEMA = {
+    "cluster": pl.Utf8, "job_id": pl.Utf8, "array_job_id": pl.Utf8, "array_task_id": pl.Utf8,
+    "name": pl.Utf8, "user": pl.Utf8, "account": pl.Utf8, "partition": pl.Utf8,
+    "submit_time": pl.Int64, "start_time": pl.Int64, "end_time": pl.Int64, "state_tok": pl.Utf8,
+    "raw_state": pl.Utf8, "reason": pl.Utf8, "exit_code": pl.Int64, "signal": pl.Int64,
+    "n_nodes": pl.Int64, "n_cpus": pl.Int64, "n_gpus": pl.Int64, "nodelist": pl.Utf8,
+    "elapsed_s": pl.Float64, "timelimit_s": pl.Float64, "source_line": pl.Int64,
+}  # fmt: skip
+
+
+def parse(data: bytes, ctx: ParseContext) -> ParseResult:
+    text = data.decode("utf-8", errors="replace")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return ParseResult({}, whole_file_quarantine(data, json_error(exc), exc.lineno), 1)
+    except RecursionError:
+        return ParseResult({}, whole_file_quarantine(data, "JSON nested too deeply"), 1)
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    if not isinstance(jobs, list):
+        return ParseResult({}, whole_file_quarantine(data, "sacct JSON without a 'jobs' list"), 1)
+    rows, bad = [], ([], [], [])
+    for i, job in enumerate(jobs, start=1):
+        try:
+            if not isinstance(job, dict):
+                raise TypeError(f"job record is a {type(job).__name__}, not an object")
+            row = _job_row(job, ctx)
+        except (ValueError, TypeError, OverflowError, AttributeError) as exc:
+            bad[0].append(i)
+            bad[1].append(json.dumps(job)[:500])
+            bad[2].append(f"job record {i}: {exc}")
+            continue
+        row["source_line"] = i
+        rows.append(row)
+    df = pl.DataFrame(rows, schema=_ROW_SCHEMA, orient="row")
+    tok = pl.col("state_tok")
+    df = df.with_columns(
+        scheduler=pl.lit("slurm"),
+        state=pl.when(tok.is_in(list(STATES))).then(tok).otherwise(pl.lit("UNKNOWN")),
+        submit_time=pl.col("submit_time").cast(pl.Datetime("us")),
+        start_time=pl.col("start_time").cast(pl.Datetime("us")),
+        end_time=pl.col("end_time").cast(pl.Datetime("us")),
+        exit_code=pl.col("exit_code").cast(pl.Int32, strict=False),
+        signal=pl.col("signal").cast(pl.Int32, strict=False),
+        n_nodes=pl.col("n_nodes").cast(pl.Int32, strict=False),
+        n_cpus=pl.col("n_cpus").cast(pl.Int32, strict=False),
+        n_gpus=pl.col("n_gpus").cast(pl.Int32, strict=False),
+        source=pl.lit("sacct-json"),
+        source_file=pl.lit(ctx.path),
+    )
+    hosts, err = expand_column(df["nodelist"])
+    df = df.with_columns(nodes=hosts, _err=err)
+    node_bad = df.filter(pl.col("_err").is_not_null())
+    df = df.filter(pl.col("_err").is_null())
+    quarantine = pl.concat(
+        [
+            quarantine_frame(*bad),
+            quarantine_frame(
+                node_bad["source_line"],
+                [json.dumps(jobs[i - 1])[:500] for i in node_bad["source_line"]],  # only the bad ones
+                node_bad["_err"],
+            ),
+        ]
+    )
+    df = df.drop("state_tok", "nodelist", "_err")
+    tables = {}
+    if df.height:
+        tables["job_attempts"] = conform("job_attempts", _number_attempts(df))
+    return ParseResult(tables, quarantine, df.height + quarantine.height)
+
+
+def detect(head: bytes, name: str) -> int:
+    text = head[:65536].decode("utf-8", errors="replace").lstrip()
+    if not text.startswith("{"):
+        return 0
+    if '"jobs"' in text and re.search(r'"(data_parser|Slurm|slurm)"', text):
+        return 95
+    if '"jobs"' in text and '"job_id"' in text and '"apiVersion"' not in text:
+        return 70
+    return 0
+
+
+FORMAT = FormatSpec(
+    name="sacct-json",
+    primary="job_attempts",
+    parse=parse,
+    detect=detect,
+    description="sacct --json / slurmrestd job lists, Slurm 21.08 to 24.x",
+)

@@ -1,0 +1,116 @@
+"""Inputs as they come: every scheduler sample ingests through the runner with per-file
+conservation and idempotence, formats are detected by content (not name), ``--format``
+overrides, ``.gz`` / ``.zst`` files and nested directories work."""
+
+import gzip
+import shutil
+
+import polars as pl
+import pytest
+import zstandard
+
+from ingest.runner import ingest_paths
+from tests.conftest import FIXTURES
+
+# file -> (format, records, rows_ok, rows_quarantined)
+EXPECTED = {
+    "slurm/SARC__slurm_21_8_8.json": ("sacct-json", 1, 1, 0),
+    "slurm/SARC__slurm_23_11_5.json": ("sacct-json", 1, 1, 0),
+    "slurm/clockwork__sacct_1.json": ("sacct-json", 2, 2, 0),
+    "slurm/aws-parallelcluster_issue5670_slurmctld.log": ("slurmctld", 2, 2, 0),
+    "slurm/xdmod__accounting-logs.log": ("sacct", 4, 4, 0),
+    "slurm/xdmod__non-ended-job-state.log": ("sacct", 2, 2, 0),
+    "slurm/sacct_parsable2_with_header_examples.txt": ("sacct", 4, 4, 0),
+    # a TRES-string -> GPU-count table from xdmod's tests, not a scheduler export
+    "slurm/xdmod__alloc-tres-gpu-count.json": ("unknown", 1, 0, 1),
+    "kubernetes/hyperpod_pytorchjob_status_doc.json": ("k8s", 1, 0, 1),
+    "kubernetes/is-healthy__Node_healthy.yaml": ("k8s", 0, 0, 0),
+    "kubernetes/is-healthy__Pod_crashloopbackoff.yaml": ("k8s", 1, 1, 0),
+    "kubernetes/is-healthy__Pod_evicted.yaml": ("k8s", 1, 1, 0),
+    "kubernetes/is-healthy__Pod_oomkilled-unhealthy.yaml": ("k8s", 2, 2, 0),
+    "kubernetes/kubeflow-trainer_issue2044_operator_log.txt": ("k8s", 1, 1, 0),
+}
+
+
+def _snapshot(wh):
+    return {t: wh.read(t).drop("ingested_at", strict=False).sort(pl.all().exclude(pl.List(pl.Utf8))).to_dicts()
+            for t in ("job_attempts", "node_events", "quarantine", "ingest_manifest")}
+
+
+@pytest.fixture
+def shuffled(tmp_path):
+    """The samples under meaningless names in nested folders, half of them compressed."""
+    root = tmp_path / "drop"
+    names = {}
+    for i, rel in enumerate(sorted(EXPECTED)):
+        data = (FIXTURES / rel).read_bytes()
+        sub = root / f"d{i % 3}" / ("deep" if i % 2 else "")
+        sub.mkdir(parents=True, exist_ok=True)
+        if i % 3 == 1:
+            path, data = sub / f"file{i}.gz", gzip.compress(data)
+        elif i % 3 == 2:
+            path, data = sub / f"file{i}.zst", zstandard.ZstdCompressor().compress(data)
+        else:
+            path = sub / f"file{i}.dat"
+        path.write_bytes(data)
+        names[str(path)] = rel
+    return root, names
+
+
+def test_every_sample_by_content_compressed_and_nested(wh, shuffled):
+    root, names = shuffled
+    reports = ingest_paths(wh, [root])
+    assert len(reports) == len(EXPECTED)
+    for r in reports:
+        fmt, records, ok, bad = EXPECTED[names[r.path]]
+        assert (r.format, r.records, r.rows_ok, r.rows_quarantined) == (fmt, records, ok, bad), names[r.path]
+        assert r.records == r.rows_ok + r.rows_quarantined
+    manifest = wh.read("ingest_manifest")
+    assert manifest.height == len(EXPECTED)
+    assert (manifest["records_read"] == manifest["rows_ok"] + manifest["rows_quarantined"]).all()
+    q = wh.read("quarantine")
+    vendor = q.filter(pl.col("format") == "k8s")
+    assert vendor["error"].to_list() == ["invalid JSON at line 46 column 144: Invalid control character"]
+
+
+def test_reingest_is_a_no_op(wh, shuffled):
+    root, _ = shuffled
+    ingest_paths(wh, [root])
+    before = _snapshot(wh)
+    again = ingest_paths(wh, [root])
+    assert all(r.skipped for r in again)
+    assert _snapshot(wh) == before
+
+
+def test_format_override_beats_detection(wh, tmp_path):
+    src = tmp_path / "slurmctld.log"
+    shutil.copy(FIXTURES / "slurm" / "SARC__slurm_21_8_8.json", src)
+    (r,) = ingest_paths(wh, [src], fmt="sacct-json")
+    assert (r.format, r.rows_ok) == ("sacct-json", 1)
+    src2 = tmp_path / "weird.txt"
+    shutil.copy(FIXTURES / "slurm" / "aws-parallelcluster_issue5670_slurmctld.log", src2)
+    (r2,) = ingest_paths(wh, [src2], fmt="k8s")  # wrong on purpose: nothing matches, nothing breaks
+    assert (r2.format, r2.records, r2.rows_ok) == ("k8s", 1, 0)
+    assert wh.read("node_events").height == 0
+
+
+def test_name_alone_does_not_decide(wh, tmp_path):
+    """A k8s pod list named like a sacct dump is still read as k8s."""
+    src = tmp_path / "sacct.json"
+    shutil.copy(FIXTURES / "kubernetes" / "is-healthy__Pod_evicted.yaml", src)
+    (r,) = ingest_paths(wh, [src])
+    assert r.format == "k8s" and wh.read("job_attempts")["job_id"].to_list() == ["default/evicted-pod"]
+
+
+def test_xdmod_tres_gpu_table_agrees_with_the_sacct_parser():
+    """The one Slurm sample that is not an export: xdmod's AllocTRES -> GPU count cases."""
+    import json
+
+    from ingest.base import ParseContext
+    from ingest.sacct import parse
+
+    cases = json.loads((FIXTURES / "slurm" / "xdmod__alloc-tres-gpu-count.json").read_text())
+    lines = ["JobID|State|AllocTRES"] + [f"{i + 1}|COMPLETED|{tres}" for i, (tres, _) in enumerate(cases)]
+    res = parse("\n".join(lines).encode(), ParseContext())
+    got = res.tables["job_attempts"]["n_gpus"].fill_null(0).to_list()
+    assert got == [gpus for _, gpus in cases] and len(got) == 9

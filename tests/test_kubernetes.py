@@ -1,0 +1,234 @@
+"""Kubernetes (format k8s): pods, events, nodes, PyTorchJob, JobSet, the operator log; pinned
+expectations on the real samples and hand-built objects; property-based fuzzing."""
+
+import json
+from datetime import datetime
+
+import polars as pl
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ingest.base import ParseContext
+from ingest.kubernetes import detect, parse
+from tests.conftest import FIXTURES
+
+K8S = FIXTURES / "kubernetes"
+
+
+def _parse(data, **ctx):
+    data = json.dumps(data).encode() if isinstance(data, (dict, list)) else data
+    data = data.encode() if isinstance(data, str) else data
+    res = parse(data, ParseContext(**ctx))
+    ok = res.tables.get("job_attempts", pl.DataFrame())
+    assert res.records == ok.height + res.quarantine.height  # conservation
+    return ok, res.tables.get("node_events", pl.DataFrame()), res.quarantine
+
+
+def test_crashloop_pod_last_termination_is_a_failed_attempt():
+    ok, ne, q = _parse((K8S / "is-healthy__Pod_crashloopbackoff.yaml").read_bytes())
+    assert q.height == 0 and ne.height == 0 and ok.height == 1  # waiting in back-off: no run
+    a = ok.row(0, named=True)
+    assert a["job_id"] == "argocd/my-pod" and a["scheduler"] == "k8s" and a["attempt"] == 3
+    assert a["state"] == "FAILED" and a["reason"] == "Error" and a["raw_state"] == "terminated/Error"
+    assert a["exit_code"] == 1 and a["signal"] is None and a["nodes"] == ["minikube"]
+    assert a["end_time"] == datetime(2018, 12, 2, 9, 20, 25) and a["submit_time"] == datetime(2018, 12, 2, 9, 19, 36)
+
+
+def test_oomkilled_in_last_state_while_running():
+    ok, _, q = _parse((K8S / "is-healthy__Pod_oomkilled-unhealthy.yaml").read_bytes())
+    assert q.height == 0
+    assert ok["attempt"].to_list() == [9, 10] and ok["state"].to_list() == ["OUT_OF_MEMORY", "RUNNING"]
+    oom = ok.row(0, named=True)
+    assert oom["exit_code"] == 1 and oom["reason"] == "OOMKilled"  # exit code is not always 137
+    assert oom["start_time"] == datetime(2024, 11, 20, 7, 18, 53)
+    assert oom["end_time"] is None  # '@now-2h' is that repo's test marker, not a time
+    assert ok["job_id"].unique().to_list() == ["mission-control/oomkilled-pod"]
+
+
+def test_evicted_pod_without_container_statuses():
+    ok, _, q = _parse((K8S / "is-healthy__Pod_evicted.yaml").read_bytes())
+    a = ok.row(0, named=True)
+    assert q.height == 0 and ok.height == 1
+    assert a["state"] == "PREEMPTED" and a["reason"] == "Evicted" and a["raw_state"] == "Failed/Evicted"
+    assert a["start_time"] == datetime(2024, 5, 22, 9, 52, 34) and a["nodes"] == ["some-node"]
+
+
+def test_node_without_transition_times_gives_no_rows():
+    ok, ne, q = _parse((K8S / "is-healthy__Node_healthy.yaml").read_bytes())
+    assert ok.height == 0 and ne.height == 0 and q.height == 0
+
+
+def test_operator_log_restart_is_a_failed_attempt_with_exit_code():
+    ok, _, q = _parse((K8S / "kubeflow-trainer_issue2044_operator_log.txt").read_bytes())
+    assert q.height == 0 and ok.height == 1
+    a = ok.row(0, named=True)
+    assert a["job_id"] == "default/kfto-01" and a["state"] == "FAILED" and a["exit_code"] == 1
+    assert a["end_time"] == datetime(2024, 4, 5, 15, 12, 25)  # -04:00 converted to UTC
+    assert a["reason"] == "PyTorchJobRestarting" and a["attempt"] == 1
+
+
+def test_vendor_doc_invalid_json_is_recognised_and_rejected_readably():
+    data = (K8S / "hyperpod_pytorchjob_status_doc.json").read_bytes()
+    assert detect(data, "status.json") >= 60
+    ok, _, q = _parse(data)
+    assert ok.height == 0 and q.height == 1
+    assert q["error"][0] == "invalid JSON at line 46 column 144: Invalid control character"
+    assert q["line"][0] == 46
+
+
+def _pod(name, node, statuses, owner=None, gpus=8, ns="ml", **status):
+    md = {"name": name, "namespace": ns, "creationTimestamp": "2025-01-01T00:00:00Z"}
+    if owner:
+        md["ownerReferences"] = [{"kind": "PyTorchJob", "name": owner, "apiVersion": "kubeflow.org/v1"}]
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": md,
+        "spec": {"nodeName": node, "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+        "status": {"containerStatuses": statuses, **status},
+    }  # fmt: skip
+
+
+def _term(reason, code, start, end):
+    return {"terminated": {"reason": reason, "exitCode": code, "startedAt": start, "finishedAt": end}}
+
+
+def test_pytorchjob_pods_fold_into_gang_attempts():
+    w0 = _pod("pt-worker-0", "n1", [{"name": "main", "restartCount": 1,
+                                      "lastState": _term("Error", 137, "2025-01-01T01:00:00Z", "2025-01-01T02:00:00Z"),
+                                      "state": _term("Completed", 0, "2025-01-01T02:05:00Z", "2025-01-01T05:00:00Z")}],
+              owner="pt")  # fmt: skip
+    w1 = _pod("pt-worker-1", "n2", [{"name": "main", "restartCount": 1,
+                                      "lastState": _term("Error", 1, "2025-01-01T01:00:00Z", "2025-01-01T02:00:05Z"),
+                                      "state": _term("Completed", 0, "2025-01-01T02:05:00Z", "2025-01-01T05:00:10Z")}],
+              owner="pt")  # fmt: skip
+    solo = _pod("solo", "n3", [{"name": "main", "restartCount": 0,
+                                "state": _term("ContainerCannotRun", 128, "2025-01-01T00:00:00Z", "2025-01-01T00:00:01Z")}],
+                gpus=0)  # fmt: skip
+    w1["metadata"].pop("ownerReferences")
+    w1["metadata"]["labels"] = {"training.kubeflow.org/job-name": "pt"}  # owner by label only
+    ok, _, q = _parse({"apiVersion": "v1", "kind": "List", "items": [w0, w1, solo]})
+    assert q.height == 0
+    ok = ok.sort("job_id", "attempt")
+    assert ok["job_id"].to_list() == ["ml/pt", "ml/pt", "ml/solo"]
+    first, second, solo_row = ok.rows(named=True)
+    assert first["state"] == "FAILED" and first["nodes"] == ["n1", "n2"] and first["n_nodes"] == 2
+    assert first["n_gpus"] == 16 and first["exit_code"] == 137 and first["signal"] == 9
+    assert first["end_time"] == datetime(2025, 1, 1, 2, 0, 5) and first["attempt"] == 1
+    assert second["state"] == "COMPLETED" and second["attempt"] == 2
+    assert second["start_time"] == datetime(2025, 1, 1, 2, 5) and second["end_time"] == datetime(2025, 1, 1, 5, 0, 10)
+    assert solo_row["state"] == "FAILED" and solo_row["reason"] == "ContainerCannotRun" and solo_row["n_gpus"] == 0
+
+
+def _event(kind, name, reason, t, msg="", ns="ml"):
+    obj = {"kind": kind, "name": name, **({} if kind == "Node" else {"namespace": ns})}
+    return {"apiVersion": "v1", "kind": "Event", "involvedObject": obj, "reason": reason, "message": msg,
+            "eventTime": None, "firstTimestamp": t, "lastTimestamp": t, "count": 1}  # fmt: skip
+
+
+def test_events_give_restarts_with_nodes_and_node_transitions():
+    items = [
+        _event("Pod", "pt-worker-0", "Scheduled", "2025-01-01T00:59:00Z", "Successfully assigned ml/pt-worker-0 to n1"),
+        _event("Pod", "pt-worker-1", "Scheduled", "2025-01-01T00:59:00Z", "Successfully assigned ml/pt-worker-1 to n2"),
+        _event("Pod", "pt-worker-1", "Killing", "2025-01-01T02:00:00Z", "Stopping container main"),
+        _event("Node", "n2", "NodeNotReady", "2025-01-01T02:00:30Z", "Node n2 status is now: NodeNotReady"),
+        _event("PyTorchJob", "pt", "PyTorchJobRestarting", "2025-01-01T02:00:02Z", "restarting"),
+        _event("Pod", "pt-worker-1", "Scheduled", "2025-01-01T02:01:00Z", "Successfully assigned ml/pt-worker-1 to n3"),
+        _event("PyTorchJob", "pt", "ExitedWithCode", "2025-01-01T03:00:00Z", "Pod: ml.pt-worker-0 exited with code 1"),
+        _event("PyTorchJob", "pt", "PyTorchJobRestarting", "2025-01-01T03:00:01Z", "restarting"),
+        _event("Pod", "pt-worker-0", "BackOff", "2025-01-01T03:00:10Z", "Back-off restarting failed container"),
+        _event("Node", "n2", "NodeReady", "2025-01-01T04:00:00Z"),
+        _event("Node", "n3", "NodeNotSchedulable", "2025-01-01T05:00:00Z"),
+        _event("Node", "n3", "NodeSchedulable", "2025-01-01T06:00:00Z"),
+        _event("Node", "n3", "Starting", "2025-01-01T06:00:00Z"),
+    ]
+    ok, ne, q = _parse({"apiVersion": "v1", "kind": "List", "items": items})
+    assert q.height == 0 and ok.height == 2  # one record per restart event
+    assert ok["end_time"].to_list() == [datetime(2025, 1, 1, 2), datetime(2025, 1, 1, 3)]
+    assert ok["nodes"].to_list() == [["n1", "n2"], ["n1", "n3"]]  # worker-1 was rescheduled to n3
+    assert ok["reason"].to_list() == ["Killing", "ExitedWithCode"] and ok["exit_code"].to_list() == [None, 1]
+    assert ok["attempt"].to_list() == [1, 2] and ok["start_time"].null_count() == 2
+    assert ne["event"].to_list() == ["not_ready", "ready", "drain", "resume"]
+    assert ne["host"].to_list() == ["n2", "n2", "n3", "n3"]
+    assert ne["time"][0] == datetime(2025, 1, 1, 2, 0, 30)
+
+
+def test_pytorchjob_and_jobset_objects_and_yaml_documents():
+    pj = {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "pt", "namespace": "ml", "creationTimestamp": "2025-01-01T00:00:00Z"},
+        "spec": {"pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "template": {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 8}}}]}}},
+            "Worker": {"replicas": 3, "template": {"spec": {"containers": [{"resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}}},
+        "status": {"startTime": "2025-01-01T00:01:00Z", "completionTime": "2025-01-01T09:00:00Z", "conditions": [
+            {"type": "Created", "status": "True", "lastTransitionTime": "2025-01-01T00:00:00Z"},
+            {"type": "Running", "status": "False", "lastTransitionTime": "2025-01-01T03:05:00Z"},
+            {"type": "Restarting", "status": "False", "lastTransitionTime": "2025-01-01T03:00:00Z"},
+            {"type": "Failed", "status": "True", "reason": "PyTorchJobFailed", "lastTransitionTime": "2025-01-01T09:00:00Z"}]},
+    }  # fmt: skip
+    js = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+        "spec": {"replicatedJobs": [{"replicas": 2, "template": {"spec": {"parallelism": 4, "template": {
+            "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 4}}}]}}}}}]},
+        "status": {"restarts": 2, "conditions": [
+            {"type": "Completed", "status": "True", "lastTransitionTime": "2025-02-01T00:00:00Z"}]},
+    }  # fmt: skip
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n9"},
+            "spec": {"taints": [{"key": "node.kubernetes.io/unschedulable", "timeAdded": "2025-01-02T00:00:00Z"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                                       "lastTransitionTime": "2025-01-02T01:00:00Z"}]}}  # fmt: skip
+    text = "---\n".join(yaml.safe_dump(o) for o in (pj, js, node, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}))
+    ok, ne, q = _parse(text)
+    assert q.height == 0 and ok.height == 2
+    j, p = ok.sort("job_id").rows(named=True)
+    assert p["job_id"] == "ml/pt" and p["state"] == "FAILED" and p["n_gpus"] == 32
+    assert p["start_time"] == datetime(2025, 1, 1, 3, 5)  # the Running transition after the restart
+    assert p["end_time"] == datetime(2025, 1, 1, 9) and p["reason"] == "PyTorchJobFailed"
+    assert j["job_id"] == "default/js" and j["state"] == "COMPLETED" and j["attempt"] == 3 and j["n_gpus"] == 32
+    assert ne.sort("time")["event"].to_list() == ["drain", "not_ready"]
+
+
+def test_objects_without_kind_or_name_are_quarantined_and_bad_yaml_is_one_row():
+    ok, _, q = _parse({"apiVersion": "v1", "kind": "List", "items": [{"metadata": {}}, {"kind": "Pod", "metadata": {}}]})
+    assert ok.height == 0 and q["error"].to_list() == ["object 1: object without kind", "object 2: Pod object without metadata.name"]
+    ok, _, q = _parse("apiVersion: v1\nkind: Pod\nmetadata: [unclosed\n")
+    assert q.height == 1 and q["error"][0].startswith("invalid YAML at line")
+
+
+def test_detect():
+    for f in K8S.iterdir():
+        assert detect(f.read_bytes(), f.name) >= 60, f.name
+    assert detect((FIXTURES / "slurm" / "SARC__slurm_21_8_8.json").read_bytes(), "x") == 0
+    assert detect(b"JobID|State\n", "x") == 0
+
+
+REAL = (K8S / "is-healthy__Pod_crashloopbackoff.yaml").read_bytes()
+REAL_JSON = json.dumps(yaml.safe_load(REAL), default=str, indent=1).encode()
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.binary(max_size=400))
+def test_fuzz_arbitrary_bytes(data):
+    _parse(data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([REAL, REAL_JSON]), st.integers(0, 2600), st.integers(1, 30), st.binary(max_size=20))
+def test_fuzz_mutated_real_objects(real, pos, cut, insert):
+    pos = min(pos, len(real) - 1)
+    _parse(real[:pos] + insert + real[pos + cut :])
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=25),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6,
+)
+keys = st.sampled_from(["kind", "metadata", "spec", "status", "involvedObject", "reason", "firstTimestamp", "items"])
+kinds = st.sampled_from(["Pod", "Event", "Node", "PyTorchJob", "JobSet", "List"])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(kinds, st.dictionaries(keys, json_values, max_size=5)), max_size=4))
+def test_fuzz_structurally_odd_objects(objs):
+    items = [{**body, "kind": kind} for kind, body in objs]
+    _parse({"apiVersion": "v1", "kind": "List", "items": items})

@@ -1,0 +1,156 @@
+"""sacct --json: pinned expectations on real dumps from Slurm 21.08 and 23.11, shapes of 24.x,
+and property-based fuzzing (never raises, records = rows + quarantine)."""
+
+import json
+from datetime import datetime
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ingest.base import ParseContext
+from ingest.sacct_json import detect, parse
+from tests.conftest import FIXTURES
+
+SLURM = FIXTURES / "slurm"
+
+
+def _parse(data, **ctx):
+    data = json.dumps(data).encode() if isinstance(data, dict) else data
+    res = parse(data, ParseContext(**ctx))
+    ok = res.tables.get("job_attempts", pl.DataFrame())
+    assert res.records == ok.height + res.quarantine.height  # conservation
+    return ok, res.quarantine
+
+
+def test_slurm_21_08_plain_numbers_and_string_state():
+    ok, q = _parse((SLURM / "SARC__slurm_21_8_8.json").read_bytes())
+    assert q.height == 0 and ok.height == 1
+    job = ok.row(0, named=True)
+    assert job["job_id"] == "55978384" and job["cluster"] == "cedar" and job["scheduler"] == "slurm"
+    assert job["state"] == "REQUEUED" and job["raw_state"] == "REQUEUED" and job["reason"] == "None"
+    assert job["start_time"] == datetime(2023, 1, 9, 14, 37, 3)  # epoch 1673275023, UTC
+    assert job["end_time"] == datetime(2023, 1, 10, 16, 49, 46)
+    assert job["n_gpus"] == 1 and job["n_cpus"] == 4 and job["n_nodes"] == 1
+    assert job["nodes"] == ["cdr896"] and job["timelimit_s"] == 1440 * 60
+    assert job["exit_code"] == 0 and job["user"] == "purah" and job["attempt"] == 1
+
+
+def test_slurm_23_11_set_number_objects_and_state_list():
+    ok, q = _parse((SLURM / "SARC__slurm_23_11_5.json").read_bytes())
+    assert q.height == 0 and ok.height == 1
+    job = ok.row(0, named=True)
+    assert job["job_id"] == "4" and job["state"] == "RUNNING" and job["raw_state"] == "RUNNING"
+    assert job["end_time"] is None  # epoch 0 means unset
+    assert job["start_time"] == datetime(2021, 2, 19, 9, 0, 9)
+    assert job["timelimit_s"] == 7200 * 60 and job["n_gpus"] == 2 and job["nodes"] == ["mila02"]
+    assert job["array_job_id"] is None and job["exit_code"] == 0 and job["signal"] is None
+
+
+def test_clockwork_array_tasks_and_node_fail():
+    ok, q = _parse((SLURM / "clockwork__sacct_1.json").read_bytes())
+    assert q.height == 0
+    assert ok["job_id"].to_list() == ["1_7", "2_0"]  # array tasks named as sacct text names them
+    assert ok["array_job_id"].to_list() == ["1", "2"] and ok["array_task_id"].to_list() == ["7", "0"]
+    assert ok["state"].to_list() == ["NODE_FAIL", "REQUEUED"]
+    assert ok["reason"].to_list() == ["Prolog", "Prolog"]
+    assert ok["end_time"][0] is None and ok["nodes"].to_list() == [["cdr1"], ["cdr2"]]
+
+
+def _job(job_id, start, end, state, **extra):
+    job = {
+        "job_id": job_id,
+        "cluster": "c1",
+        "name": "train",
+        "user": "u",
+        "nodes": "gpu[01-02]",
+        "allocation_nodes": {"set": True, "infinite": False, "number": 2},
+        "state": {"current": state, "reason": "None"},
+        "time": {"start": start, "end": end, "submission": start - 10, "limit": {"set": True, "infinite": True, "number": 0}},
+        "exit_code": {"status": ["SIGNALED"], "return_code": {"set": True, "infinite": False, "number": 0},
+                      "signal": {"id": {"set": True, "infinite": False, "number": 9}, "name": "KILL"}},
+        "tres": {"allocated": [{"type": "gres", "name": "gpu:h100", "id": 1002, "count": 8},
+                               {"type": "gres", "name": "gpu:h100", "id": 1002, "count": 8},
+                               {"type": "cpu", "name": "", "id": 1, "count": 64}]},
+        "steps": [{"step": {"id": f"{job_id}.batch"}}],
+    }  # fmt: skip
+    job.update(extra)
+    return job
+
+
+def test_v0_0_41_shapes_requeue_chain_signals_and_typed_gpus():
+    doc = {
+        "meta": {"plugin": {"data_parser": "data_parser/v0.0.41"}},
+        "jobs": [
+            _job(7, 1_700_000_500, 1_700_000_900, ["COMPLETED"]),
+            _job(7, 1_700_000_000, 1_700_000_400, ["NODE_FAIL", "REQUEUED"]),
+            _job(8, 1_700_000_000, 0, ["PENDING"], nodes="None assigned", array={"job_id": 8, "task": "1-3", "task_id": {"set": False}}),
+            _job(9, 1_700_000_000, 1_700_000_100, "FAILED", het={"job_id": 9, "job_offset": {"set": True, "number": 1}}),
+        ],
+    }  # fmt: skip
+    ok, q = _parse(doc)
+    assert q.height == 0
+    ok = ok.sort("job_id", "attempt")
+    assert ok["job_id"].to_list() == ["7", "7", "8_[1-3]", "9+1"]
+    assert ok["attempt"].to_list() == [1, 2, 1, 1]  # requeue chain numbered in time order
+    first = ok.row(0, named=True)
+    assert first["state"] == "NODE_FAIL" and first["raw_state"] == "NODE_FAIL,REQUEUED"
+    assert first["signal"] == 9 and first["n_gpus"] == 16 and first["n_cpus"] == 64
+    assert first["nodes"] == ["gpu01", "gpu02"] and first["n_nodes"] == 2
+    assert first["timelimit_s"] is None  # infinite limit
+    assert ok["nodes"][2].to_list() == [] and ok["state"][2] == "PENDING"
+
+
+def test_bad_records_are_quarantined_and_good_ones_kept():
+    doc = {"jobs": [_job(1, 1_700_000_000, 1_700_000_100, "COMPLETED"), "junk", {"name": "no id"},
+                    _job(2, 1_700_000_000, 1_700_000_100, "COMPLETED", nodes="gpu[01-")]}  # fmt: skip
+    ok, q = _parse(doc)
+    assert ok["job_id"].to_list() == ["1"]
+    assert q["line"].to_list() == [2, 3, 4]
+    assert "not an object" in q["error"][0] and "no usable job_id" in q["error"][1]
+    assert "unbalanced" in q["error"][2]
+
+
+def test_invalid_json_and_missing_jobs_are_one_readable_quarantine_row():
+    ok, q = _parse(b'{"jobs": [\n  {"job_id": 1,}\n]}')
+    assert ok.height == 0 and q.height == 1
+    assert q["error"][0].startswith("invalid JSON at line 2 column") and q["line"][0] == 2
+    ok, q = _parse(b'{"meta": {}}')
+    assert q["error"].to_list() == ["sacct JSON without a 'jobs' list"]
+
+
+def test_detect_tells_sacct_json_from_kubernetes_json():
+    assert detect((SLURM / "SARC__slurm_21_8_8.json").read_bytes(), "x.json") >= 90
+    assert detect((SLURM / "SARC__slurm_23_11_5.json").read_bytes(), "x") >= 90
+    assert detect(b'{"apiVersion": "v1", "kind": "List", "items": [{"jobs": [], "job_id": 1}]}', "x") == 0
+    assert detect((FIXTURES / "kubernetes" / "hyperpod_pytorchjob_status_doc.json").read_bytes(), "x") == 0
+    assert detect((SLURM / "xdmod__alloc-tres-gpu-count.json").read_bytes(), "x") == 0
+
+
+REAL = (SLURM / "SARC__slurm_23_11_5.json").read_bytes()
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.binary(max_size=400))
+def test_fuzz_arbitrary_bytes(data):
+    _parse(data)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, len(REAL) - 1), st.integers(1, 40), st.binary(max_size=20))
+def test_fuzz_mutated_real_dump(pos, cut, insert):
+    _parse(REAL[:pos] + insert + REAL[pos + cut :])
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6,
+)
+job_keys = st.sampled_from(["job_id", "time", "state", "array", "het", "tres", "nodes", "exit_code", "allocation_nodes"])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.dictionaries(job_keys, json_values, max_size=6), max_size=4))
+def test_fuzz_structurally_odd_jobs(jobs):
+    _parse({"jobs": jobs})
