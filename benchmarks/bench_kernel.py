@@ -1,0 +1,123 @@
+"""Kernel-log XID extraction next to ``grep -c 'NVRM: Xid'`` on the same file.
+
+    .venv/bin/python -m benchmarks.bench_kernel [--mb 1024] [--xid-share 0.01] [--keep]
+
+Writes a realistic `dmesg --ctime` log under /tmp (benign kernel chatter, ~1% XID lines over
+64 GPUs, some multi-line and repeated), then times grep (the floor: it only counts matching
+lines) and ``ingest.kernel.parse`` over the file in the runner's 64 MiB chunks (ours also
+parses times, collapses, merges, classifies and links). Target: within 5x of grep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from ingest.base import ParseContext
+from ingest.kernel import parse
+from ingest.runner import CHUNK_BYTES
+
+BENIGN = [
+    "IPv6: ADDRCONF(NETDEV_CHANGE): cali{:011x}: link becomes ready",
+    "perf: interrupt took too long (2503 > 2500), lowering kernel.perf_event_max_sample_rate to 79750",
+    "nvidia-nvswitch{}: open (major=510)",
+    "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_MC#0_Chan#2_DIMM#0 (channel:2 slot:0 page:0x{:x})",
+    "xfs filesystem being remounted at /tmp supports timestamps until 2038 (0x7fffffff)",
+    "nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, skipping further processing",
+    "docker0: port {}(veth1234abc) entered blocking state",
+]
+XIDS = [
+    ("13", "pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter"),
+    ("31", "pid={}, name=python3, Ch 00000003, intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f_ee000000"),
+    ("79", "pid={}, name=pt_main_thread, GPU has fallen off the bus."),
+    ("94", "pid={}, name=python3, Contained ECC error"),
+    ("48", "pid={}, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer"),
+    ("149", "NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"),
+]  # fmt: skip
+BUS = ["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"]
+
+
+def make_log(path: Path, target_bytes: int, xid_share: float, seed: int = 0) -> tuple[int, int]:
+    """Write blocks of lines until the file reaches ``target_bytes``; return (lines, xid lines)."""
+    rng = np.random.default_rng(seed)
+    t = datetime(2025, 1, 1).timestamp()
+    n_lines = n_xid = 0
+    with open(path, "w") as fh:
+        while fh.tell() < target_bytes:
+            out = []
+            for _ in range(100_000):
+                t += float(rng.exponential(2.0))
+                stamp = time.strftime("[%a %b %e %H:%M:%S %Y] ", time.gmtime(t))
+                if rng.random() < xid_share:
+                    code, rest = XIDS[int(rng.integers(len(XIDS)))]
+                    bus = BUS[int(rng.integers(len(BUS)))]
+                    out.append(f"{stamp}NVRM: Xid (PCI:0000:{bus}:00): {code}, {rest.format(int(rng.integers(1000, 4_000_000)))}")
+                    n_xid += 1
+                else:
+                    out.append(stamp + BENIGN[int(rng.integers(len(BENIGN)))].format(int(rng.integers(1 << 40))))
+            fh.write("\n".join(out) + "\n")
+            n_lines += len(out)
+    return n_lines, n_xid
+
+
+def time_grep(path: Path) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    out = subprocess.run(["grep", "-c", "NVRM: Xid", str(path)], capture_output=True, text=True, check=False)
+    return time.perf_counter() - t0, int(out.stdout.strip() or 0)
+
+
+def time_parse(path: Path) -> tuple[float, int, int]:
+    """Parse in the runner's chunks (file read included, as grep's is)."""
+    rows = merged = 0
+    t0 = time.perf_counter()
+    with open(path, "rb") as fh:
+        rest, line = b"", 0
+        while block := fh.read(CHUNK_BYTES):
+            block = rest + block
+            cut = block.rfind(b"\n")
+            block, rest = block[: cut + 1], block[cut + 1 :]
+            res = parse(block, ParseContext(path=str(path), host="bench-node", line_offset=line))
+            line += block.count(b"\n")
+            ev = res.tables.get("hw_events")
+            if ev is not None:
+                rows += ev.height
+                merged += int(ev["count"].sum())
+    return time.perf_counter() - t0, rows, merged
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=int, default=1024)
+    ap.add_argument("--xid-share", type=float, default=0.01)
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    fd, name = tempfile.mkstemp(prefix="bench_kernel_", suffix=".log", dir="/tmp")
+    os.close(fd)
+    path = Path(name)
+    try:
+        t0 = time.perf_counter()
+        n_lines, n_xid = make_log(path, args.mb << 20, args.xid_share)
+        size = path.stat().st_size
+        print(f"log: {path} {size / 2**20:.0f} MiB, {n_lines:,} lines, {n_xid:,} XID lines "
+              f"(generated in {time.perf_counter() - t0:.1f} s)")
+        time_grep(path)  # warm the page cache for both contenders
+        g, count = time_grep(path)
+        p, rows, events = time_parse(path)
+        print(f"grep -c 'NVRM: Xid': {g:.2f} s ({count:,} lines, {size / 2**20 / g:.0f} MiB/s)")
+        print(f"ingest.kernel.parse:  {p:.2f} s ({rows:,} hw_events rows holding {events:,} events, "
+              f"{size / 2**20 / p:.0f} MiB/s)")
+        print(f"ratio parse/grep: {p / g:.2f}x (target <= 5x)")
+    finally:
+        if not args.keep:
+            path.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()

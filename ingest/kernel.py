@@ -1,0 +1,508 @@
+"""Kernel logs (dmesg, syslog, journald, /dev/kmsg) to ``hw_events``: NVIDIA XID and NVSwitch
+SXID lines, plus the host faults the kernel reports (mlx5 IB link down / port module errors,
+machine checks, EDAC memory errors, NVMe controller loss).
+
+Prefixes: ``dmesg --ctime`` ``[Fri Aug 30 11:43:09 2024]`` (local, ``ctx.tz``); plain dmesg
+``[24128.828315]`` and ``/dev/kmsg`` ``6,1234,5678901,-;`` (time since boot: needs a boot time,
+``ctx.options['boot_time']`` else ``ctx.time``; without one the line is quarantined); syslog
+``Nov 20 10:00:00 host kernel:`` (no year: the year that puts the line not after ``ctx.time``,
+else the file's mtime); journald ``-o short-iso`` ``2025-05-01T09:58:12+0000 host kernel:``.
+A line with no stamp at all takes ``ctx.time`` or is quarantined.
+
+Records: one row per event. Several lines of one event (same host, device and code within a
+second, different text: XID 13's per-SM lines, SXID ``Severity``/``Data`` lines) collapse into
+one; identical repeats of an event within ``ctx.options['xid_merge_window_s']`` (default 60 s)
+of the previous one merge into one row whose ``count`` says how many events it holds. A record
+is such a row, so records = rows + quarantined lines. Lines that are not faults (boot banners,
+``NVRM: GPU at ...`` identity lines, other drivers) are not records; the identity lines fill
+``uuid``. ``caused by previous Xid N`` links ``caused_by`` to the latest earlier event with
+code N on the same GPU, else on the same host. Large files arrive in chunks: collapse, merge,
+linking and UUIDs work within a chunk (64 MiB), which holds any realistic burst.
+
+Host: the syslog/journald host, else ``ctx.host``, else a host-like file name
+(``gpu-node-001.log``), else null. ``gpu`` stays null (the kernel names PCI bus ids only):
+``analysis.gpu_identity.attach_gpu_identity`` maps them with telemetry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import PurePath
+
+import polars as pl
+
+from ingest.base import FormatSpec, ParseContext, ParseResult
+from ingest.times import local_to_utc
+from ingest.xid_catalog import UNKNOWN_XID, xid_catalog
+from warehouse.schemas import TABLES, conform, quarantine_frame
+
+DEFAULT_MERGE_WINDOW_S = 60.0
+COLLAPSE_S = 1.0  # lines of one multi-line event are printed within this
+MESSAGE_LIMIT = 1000
+
+# Literals every record line contains (Aho-Corasick prefilter before any regex runs).
+CANDIDATE_LITERALS = [
+    "NVRM: Xid", "NVRM: GPU at", "SXid", "SXID", "Link down", "Port module event[error]",
+    "Machine Check Exception", "Machine check events logged", "context corrupt", " UE ",
+    "controller is down",
+]  # fmt: skip
+
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_PREFIX = (
+    r"^(?:<\d+>)?(?:"
+    r"\[(?P<ctime>[A-Z][a-z]{2} +" + _MONTH + r" +\d{1,2} \d\d:\d\d:\d\d \d{4})\]"
+    r"|\[\s*(?P<up>\d+\.\d+)\]"
+    r"|\d+,\d+,(?P<kmsg>\d+),[^;]*;"
+    r"|(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<off>Z|[+-]\d\d:?\d\d)? (?P<ihost>\S+) kernel:"
+    r"|(?P<sys>" + _MONTH + r" +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?) (?P<shost>\S+) kernel:"
+    r")?\s*(?:kernel:\s*)?(?:\[\s*(?P<up2>\d+\.\d+)\]\s*)?(?P<body>.*)$"
+)
+_PCI = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
+_XID = r"NVRM: Xid \((?:PCI:)?(?P<pci>" + _PCI + r")\):? (?P<code>\d+)\b,?\s*(?P<rest>.*)$"
+_XID_REST = (
+    r"^(?:pid=(?P<pid>'[^']*'|\"[^\"]*\"|<[^>]*>|[^,\s]*),\s*)?"
+    r"(?:name=(?P<pname><[^>]*>|[^,]*),\s*)?(?P<msg>.*)$"
+)
+_SXID = (
+    r"(?P<dev>nvidia-nvswitch\d+): SX[Ii][Dd](?:=|\s*\((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\):\s*)"
+    r"(?P<code>\d+)\b,?\s*(?P<msg>.*)$"
+)
+_MLX5 = r"mlx5_core (?P<pci>" + _PCI + r")(?: (?P<ifname>[^:\s]+))?: (?P<msg>.*)$"
+_MCE = r"mce: \[Hardware Error\]: (?P<msg>.*)$"
+_EDAC = r"EDAC (?P<mc>[^:]+): (?P<n>\d+) (?P<kind>UE) (?P<msg>.*)$"
+_NVME = r"nvme (?P<dev>nvme\d+): (?P<msg>controller is down.*)$"
+_GPU_AT = r"NVRM: GPU at (?:PCI:)?(?P<pci>" + _PCI + r"): (?P<uuid>GPU-[0-9a-fA-F-]+)"
+
+# (event_type, code, class, severity) of the non-NVIDIA faults; XIDs get theirs from the catalogue.
+HOST_FAULTS = {
+    "mlx5_link_down": ("link_down", "ib_link", "critical"),
+    "mlx5_port_module_error": ("link_down", "ib_link", "critical"),
+    "mce": ("mce", "cpu", "fatal"),
+    "mce_corrected": ("mce", "cpu", "info"),
+    "edac_ue": ("edac", "host_memory", "fatal"),
+    "nvme_controller_down": ("nvme", "storage", "fatal"),
+}
+SXID_DEFAULT_SEVERITY = "critical"  # an SXID line that says neither Fatal nor Non-fatal
+GENERIC_LOG_NAMES = {"kern", "kernel", "syslog", "messages", "dmesg", "kmsg", "journal", "log", "all"}
+
+
+def host_from_filename(path: str) -> str | None:
+    """``gpu-node-001.log`` / ``gpu-node-001.log.1.gz`` -> ``gpu-node-001``; generic names
+    (``kern.log``, ``messages``) and names that cannot be hosts give None."""
+    name = PurePath(path).name
+    stem = re.sub(r"(\.(log|txt|gz|zst|\d+))+$", "", name)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]*", stem) or stem.lower() in GENERIC_LOG_NAMES:
+        return None
+    return stem
+
+
+def normalize_pci(expr: pl.Expr) -> pl.Expr:
+    """``PCI:0019:01:00`` / ``00000000:CB:00.0`` -> ``0019:01:00.0`` (lowercase, 4-digit domain)."""
+    g = expr.str.to_lowercase().str.extract_groups(
+        r"([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})(?:\.([0-7]))?"
+    )
+    dom = g.struct.field("1").str.slice(-4)
+    return pl.format("{}:{}:{}.{}", dom, g.struct.field("2"), g.struct.field("3"), g.struct.field("4").fill_null("0"))
+
+
+def _to_datetime(v) -> datetime | None:
+    """An ISO string or datetime; zone-aware values are converted to naive UTC."""
+    if v is None:
+        return None
+    t = v if isinstance(v, datetime) else datetime.fromisoformat(str(v))
+    return t if t.tzinfo is None else t.astimezone(UTC).replace(tzinfo=None)
+
+
+def _lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:
+    """Candidate lines (line number, text): the chunk is split by Polars' multi-threaded CSV
+    reader with a separator that kernel text does not use (a line holding \\x01 keeps only
+    its part before it), then filtered by literal search; no Python per line."""
+    lines = pl.read_csv(
+        data,
+        has_header=False,
+        separator="\x01",
+        quote_char=None,
+        schema={"raw": pl.Utf8},
+        truncate_ragged_lines=True,
+        encoding="utf8-lossy",
+    )
+    return (
+        lines.with_row_index("line", offset=ctx.line_offset + 1)
+        .filter(pl.col("raw").str.contains_any(CANDIDATE_LITERALS))
+        .with_columns(pl.col("line").cast(pl.Int64), pl.col("raw").str.strip_suffix("\r"))
+    )
+
+
+def _times(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """Add ``time`` (naive UTC) and ``time_error`` (why it is null) from the prefix groups."""
+    tz = ctx.tz or "UTC"
+    boot = _to_datetime(ctx.options.get("boot_time")) or ctx.time
+    ref = ctx.time or ctx.mtime
+    ws = r"\s+"
+    ctime = local_to_utc(pl.col("ctime").str.replace_all(ws, " "), tz, "%a %b %d %H:%M:%S %Y")
+    iso_base = pl.col("iso").str.replace(" ", "T").str.replace(",", ".")
+    off = pl.col("off").str.extract_groups(r"^([+-])(\d\d):?(\d\d)$")
+    off_s = (
+        pl.when(off.struct.field("1") == "-").then(-1).otherwise(1)
+        * (off.struct.field("2").cast(pl.Int64) * 3600 + off.struct.field("3").cast(pl.Int64) * 60)
+    )
+    iso_naive = iso_base.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
+    iso = (
+        pl.when(pl.col("off") == "Z")
+        .then(iso_naive)
+        .when(pl.col("off").is_not_null())
+        .then(iso_naive - pl.duration(seconds=off_s))
+        .otherwise(local_to_utc(iso_base, tz, "%Y-%m-%dT%H:%M:%S%.f"))
+    )
+    uptime_us = pl.coalesce(
+        (pl.col("up").cast(pl.Float64) * 1e6).round().cast(pl.Int64), pl.col("kmsg").cast(pl.Int64)
+    )
+    uptime_us = pl.when(pl.col("ctime").is_null() & pl.col("iso").is_null() & pl.col("sys").is_null()).then(
+        uptime_us
+    )
+    has_up = uptime_us.is_not_null()
+    if boot is not None:
+        since_boot = pl.lit(boot, dtype=pl.Datetime("us")) + pl.duration(microseconds=uptime_us)
+    else:
+        since_boot = pl.lit(None, dtype=pl.Datetime("us"))
+    if ref is not None:
+        sys_s = pl.col("sys").str.replace_all(ws, " ")
+        fmt = "%Y %b %d %H:%M:%S%.f"
+        this_year = local_to_utc(pl.lit(f"{ref.year} ") + sys_s, tz, fmt)
+        last_year = local_to_utc(pl.lit(f"{ref.year - 1} ") + sys_s, tz, fmt)
+        # clock skew / zone slack before deciding the line belongs to the previous year
+        late = pl.lit(ref + timedelta(days=1), dtype=pl.Datetime("us"))
+        sys_t = pl.when(this_year.is_null() | (this_year > late)).then(last_year).otherwise(this_year)
+    else:
+        sys_t = pl.lit(None, dtype=pl.Datetime("us"))
+    bare = pl.lit(ctx.time, dtype=pl.Datetime("us"))
+    time = (
+        pl.when(pl.col("ctime").is_not_null())
+        .then(ctime)
+        .when(pl.col("iso").is_not_null())
+        .then(iso)
+        .when(pl.col("sys").is_not_null())
+        .then(sys_t)
+        .when(has_up)
+        .then(since_boot)
+        .otherwise(bare)
+    )
+    err = (
+        pl.when(pl.col("sys").is_not_null() & (ref is None))
+        .then(pl.lit("syslog timestamp has no year and no reference time; pass --time"))
+        .when(pl.col("ctime").is_null() & pl.col("iso").is_null() & pl.col("sys").is_null() & has_up)
+        .then(pl.lit("dmesg uptime stamp and no boot time; pass --time"))
+        .when(pl.col("ctime").is_null() & pl.col("iso").is_null() & pl.col("sys").is_null())
+        .then(pl.lit("kernel line without a timestamp; pass --time"))
+        .otherwise(pl.lit("unparseable or non-existent local timestamp"))
+    )
+    return df.with_columns(time=time).with_columns(
+        time_error=pl.when(pl.col("time").is_null()).then(err)
+    )
+
+
+def _classify(df: pl.DataFrame) -> pl.DataFrame:
+    """Per candidate line: kind (xid/sxid/host fault/identity/None) and its fields."""
+    body = pl.col("body")
+    x = body.str.extract_groups(_XID)
+    xr = x.struct.field("rest").str.extract_groups(_XID_REST)
+    s = body.str.extract_groups(_SXID)
+    m = body.str.extract_groups(_MLX5)
+    mce = body.str.extract_groups(_MCE)
+    ed = body.str.extract_groups(_EDAC)
+    nv = body.str.extract_groups(_NVME)
+    ga = body.str.extract_groups(_GPU_AT)
+    mlx_msg = m.struct.field("msg")
+    mce_msg = mce.struct.field("msg")
+    pid = xr.struct.field("pid")
+    pname = xr.struct.field("pname").str.strip_chars()
+    host_code = (
+        pl.when(mlx_msg.str.contains(r"(?i)\blink down\b"))
+        .then(pl.lit("mlx5_link_down"))
+        .when(mlx_msg.str.contains(r"(?i)port module event\[error\]"))
+        .then(pl.lit("mlx5_port_module_error"))
+        .when(mce_msg.str.contains(r"(?i)machine check exception|machine check: processor context corrupt"))
+        .then(pl.lit("mce"))
+        .when(mce_msg.str.contains(r"(?i)machine check events logged"))
+        .then(pl.lit("mce_corrected"))
+        .when(ed.struct.field("kind") == "UE")
+        .then(pl.lit("edac_ue"))
+        .when(nv.struct.field("dev").is_not_null())
+        .then(pl.lit("nvme_controller_down"))
+    )
+    xid_like = body.str.contains("NVRM: Xid")
+    sxid_like = body.str.contains(r"nvidia-nvswitch\d+: SX[Ii][Dd]")
+    kind = (
+        pl.when(x.struct.field("code").is_not_null())
+        .then(pl.lit("xid"))
+        .when(xid_like)
+        .then(pl.lit("bad_xid"))
+        .when(s.struct.field("code").is_not_null())
+        .then(pl.lit("sxid"))
+        .when(sxid_like)
+        .then(pl.lit("bad_sxid"))
+        .when(host_code.is_not_null())
+        .then(pl.lit("host"))
+        .when(ga.struct.field("uuid").is_not_null())
+        .then(pl.lit("gpu_at"))
+    )
+    sev_word = s.struct.field("msg").str.extract(r"^(?i)(fatal|non-?fatal)\b").str.to_lowercase()
+    edac_on = ed.struct.field("msg").str.extract(r"\bon (\S+)")
+    return df.with_columns(
+        kind=kind,
+        code=pl.coalesce(x.struct.field("code"), s.struct.field("code"), host_code),
+        pci_raw=pl.coalesce(x.struct.field("pci"), s.struct.field("pci"), m.struct.field("pci"), ga.struct.field("pci")),
+        message=pl.coalesce(
+            xr.struct.field("msg"), s.struct.field("msg"), mlx_msg, mce_msg,
+            pl.concat_str(ed.struct.field("n"), pl.lit(" "), ed.struct.field("kind"), pl.lit(" "), ed.struct.field("msg")),
+            nv.struct.field("msg"),
+        ),
+        component_id=pl.coalesce(
+            s.struct.field("dev"),
+            m.struct.field("ifname"),
+            mce_msg.str.extract(r"^(CPU \d+)"),
+            pl.coalesce(edac_on, ed.struct.field("mc")),
+            nv.struct.field("dev"),
+        ),
+        pid=pl.when(pid.str.contains(r"^\d+$")).then(pid.cast(pl.Int64, strict=False)),
+        process=pl.when(pname.is_not_null() & ~pname.is_in(["<unknown>", "'<unknown>'", "N/A", ""])).then(pname),
+        uuid_at=ga.struct.field("uuid"),
+        sxid_severity=pl.when(sev_word == "fatal").then(pl.lit("fatal")).when(sev_word.is_not_null()).then(pl.lit("warning")),
+    )  # fmt: skip
+
+
+def parse(data: bytes, ctx: ParseContext) -> ParseResult:
+    cand = _lines(data, ctx)
+    if cand.height == 0:
+        return ParseResult({}, ParseResult.empty_quarantine(), 0)
+    prefix = pl.col("raw").str.extract_groups(_PREFIX)
+    cand = cand.with_columns(
+        **{k: prefix.struct.field(k) for k in ("ctime", "up", "kmsg", "iso", "off", "ihost", "sys", "shost", "up2", "body")}
+    ).with_columns(up=pl.coalesce("up", "up2"))
+    cand = _classify(cand).filter(pl.col("kind").is_not_null())
+    cand = _times(cand, ctx)
+    host = ctx.host or host_from_filename(ctx.path)
+    cand = cand.with_columns(
+        host=pl.coalesce(pl.col("ihost"), pl.col("shost"), pl.lit(host, dtype=pl.Utf8)),
+        pci_bus=normalize_pci(pl.col("pci_raw")),
+    )
+    bad_kind = pl.col("kind").str.starts_with("bad_")
+    bad = cand.filter(bad_kind | (pl.col("time").is_null() & (pl.col("kind") != "gpu_at")))
+    quarantine = quarantine_frame(
+        bad["line"],
+        bad["raw"],
+        bad.select(
+            pl.when(pl.col("kind") == "bad_xid")
+            .then(pl.lit("NVRM: Xid line without a PCI id and numeric code"))
+            .when(pl.col("kind") == "bad_sxid")
+            .then(pl.lit("NVSwitch SXid line without a numeric code"))
+            .otherwise(pl.col("time_error"))
+        ).to_series(),
+    )
+    ok = cand.filter(~bad_kind & pl.col("time").is_not_null())
+    events = ok.filter(pl.col("kind") != "gpu_at")
+    if events.height == 0:
+        return ParseResult({}, quarantine, quarantine.height)
+    events = _attach_uuid(events, ok.filter(pl.col("kind") == "gpu_at"))
+    events = _describe(events)
+    window = float(ctx.options.get("xid_merge_window_s", DEFAULT_MERGE_WINDOW_S))
+    rows = _merge_repeats(_collapse_multiline(events), window)
+    rows = rows.with_columns(
+        cluster=pl.lit(ctx.cluster), source=pl.lit("kernel"), source_file=pl.lit(ctx.path)
+    )
+    rows = rows.with_columns(event_id=_event_ids(rows))
+    rows = _link_causes(rows)
+    table = conform("hw_events", rows.select([c for c in rows.columns if c in _HW_COLUMNS]))
+    return ParseResult({"hw_events": table}, quarantine, table.height + quarantine.height)
+
+
+def _attach_uuid(events: pl.DataFrame, gpu_at: pl.DataFrame) -> pl.DataFrame:
+    """UUID from the driver's ``NVRM: GPU at PCI:...: GPU-...`` line, the latest one before the
+    event on the same host and bus (the driver prints it once per GPU per boot)."""
+    if gpu_at.height == 0:
+        return events.with_columns(uuid=pl.lit(None, dtype=pl.Utf8))
+    ids = (
+        gpu_at.select(hk=pl.col("host").fill_null(""), pci_bus="pci_bus", time="time", uuid="uuid_at")
+        .sort("time")
+    )
+    return (
+        events.with_columns(hk=pl.col("host").fill_null(""))
+        .sort("time")
+        .join_asof(ids, on="time", by=["hk", "pci_bus"], strategy="backward", check_sortedness=False)
+        .with_columns(uuid=pl.when(pl.col("kind") == "xid").then(pl.col("uuid")))
+        .drop("hk")
+        .sort("line")
+    )
+
+
+def _describe(events: pl.DataFrame) -> pl.DataFrame:
+    """Event type, class, severity and action: XIDs from the catalogue, the rest from tables."""
+    cat = xid_catalog().select(
+        xid="xid", cat_class="component_class", cat_severity="severity", cat_action="action"
+    )
+    host = pl.DataFrame(
+        {
+            "code": list(HOST_FAULTS),
+            "h_type": [v[0] for v in HOST_FAULTS.values()],
+            "h_class": [v[1] for v in HOST_FAULTS.values()],
+            "h_severity": [v[2] for v in HOST_FAULTS.values()],
+        }
+    )
+    ev = (
+        events.with_columns(xid=pl.when(pl.col("kind") == "xid").then(pl.col("code").cast(pl.Int32, strict=False)))
+        .join(cat, on="xid", how="left")
+        .join(host, on="code", how="left")
+    )
+    is_xid = pl.col("kind") == "xid"
+    is_sxid = pl.col("kind") == "sxid"
+    # NVLink XIDs name their own severity (``Fatal`` / ``Nonfatal``) per line.
+    nvlink_word = pl.col("message").str.extract(r"(?i)\b(non-?fatal|fatal)\b").str.to_lowercase()
+    xid_sev = (
+        pl.when((pl.col("cat_class") == "nvlink") & (nvlink_word == "fatal"))
+        .then(pl.lit("fatal"))
+        .when((pl.col("cat_class") == "nvlink") & nvlink_word.is_not_null())
+        .then(pl.lit("warning"))
+        .otherwise(pl.col("cat_severity").fill_null(UNKNOWN_XID["severity"]))
+    )
+    return ev.with_columns(
+        event_type=pl.when(is_xid).then(pl.lit("xid")).when(is_sxid).then(pl.lit("sxid")).otherwise("h_type"),
+        component_class=pl.when(is_xid)
+        .then(pl.col("cat_class").fill_null(UNKNOWN_XID["component_class"]))
+        .when(is_sxid)
+        .then(pl.lit("nvswitch"))
+        .otherwise("h_class"),
+        severity=pl.when(is_xid)
+        .then(xid_sev)
+        .when(is_sxid)
+        .then(pl.col("sxid_severity").fill_null(SXID_DEFAULT_SEVERITY))
+        .otherwise("h_severity"),
+        action=pl.when(is_xid).then(pl.col("cat_action")),
+        component_id=pl.when(is_xid).then(pl.col("pci_bus")).otherwise(pl.coalesce("component_id", "pci_bus")),
+        device=pl.coalesce("pci_bus", "component_id", pl.lit("")),
+        hk=pl.col("host").fill_null(""),
+    )
+
+
+def _collapse_multiline(ev: pl.DataFrame) -> pl.DataFrame:
+    """Lines of one event -> one row: same host/device/code, within ``COLLAPSE_S`` of the
+    previous line and with a different text (an identical text is a repeat, not a continuation)."""
+    key = ["hk", "event_type", "device", "code"]
+    ev = ev.sort("line").with_columns(
+        prev_t=pl.col("time").shift(1).over(key),
+        prev_m=pl.col("message").shift(1).over(key),
+    )
+    new = (
+        pl.col("prev_t").is_null()
+        | ((pl.col("time") - pl.col("prev_t")).abs() > pl.duration(seconds=COLLAPSE_S))
+        | (pl.col("message") == pl.col("prev_m")).fill_null(False)
+    )
+    ev = ev.with_columns(ev_no=new.cast(pl.Int32).cum_sum().over(key))
+    firsts = [
+        "time", "host", "component_class", "component_id", "pci_bus", "uuid", "severity", "action", "pid", "process", "line", "raw",
+    ]  # fmt: skip
+    return ev.group_by([*key, "ev_no"], maintain_order=True).agg(
+        *[pl.col(c).first() for c in firsts],
+        # SXID continuation lines carry no Fatal/Non-fatal word: the first line decides.
+        message=pl.col("message").unique(maintain_order=True).str.join(" | ").str.slice(0, MESSAGE_LIMIT),
+    )
+
+
+def _merge_repeats(ev: pl.DataFrame, window_s: float) -> pl.DataFrame:
+    """Repeats of the same (host, device, code) less than ``window_s`` after the previous one
+    merge into the first, with ``count`` events."""
+    key = ["hk", "event_type", "device", "code"]
+    ev = ev.sort([*key, "time", "line"]).with_columns(gap=pl.col("time").diff().over(key))
+    new = pl.col("gap").is_null() | (pl.col("gap") > pl.duration(microseconds=int(window_s * 1e6)))
+    ev = ev.with_columns(grp=new.cast(pl.Int32).cum_sum().over(key))
+    out = ev.group_by([*key, "grp"]).agg(
+        pl.all().exclude("gap").first(), count=pl.len().cast(pl.Int32)
+    )
+    return out.sort("line").rename({"line": "source_line"})
+
+
+def _event_ids(rows: pl.DataFrame) -> pl.Series:
+    """Stable across library versions (Polars' own hash is not): blake2b over the identity of
+    each output row (rows, not log lines)."""
+    parts = rows.select(
+        pl.concat_str(
+            [
+                pl.col("host").fill_null(""),
+                pl.col("time").dt.strftime("%Y-%m-%dT%H:%M:%S%.6f"),
+                pl.col("event_type"),
+                pl.col("code"),
+                pl.col("source_file"),
+                pl.col("source_line").cast(pl.Utf8),
+            ],
+            separator="|",
+        )
+    ).to_series()
+    return pl.Series(
+        "event_id", [hashlib.blake2b(p.encode(), digest_size=10).hexdigest() for p in parts], dtype=pl.Utf8
+    )
+
+
+def _link_causes(rows: pl.DataFrame) -> pl.DataFrame:
+    """``caused by previous Xid N``: the latest earlier event with code N on the same GPU,
+    else on the same host."""
+    cause = rows["message"].str.extract(r"caused by previous Xid (\d+)")
+    rows = rows.with_columns(cause_code=cause, hk=pl.col("host").fill_null(""))
+    if rows["cause_code"].null_count() == rows.height:
+        return rows.with_columns(caused_by=pl.lit(None, dtype=pl.Utf8))
+    xids = rows.filter(pl.col("event_type") == "xid").select(
+        "hk", "time", cause_code="code", cause_pci="pci_bus", cause_id="event_id"
+    ).sort("time")
+    want = rows.filter(pl.col("cause_code").is_not_null()).select("event_id", "hk", "time", "pci_bus", "cause_code")
+    same_gpu = (
+        want.sort("time")
+        .join_asof(
+            xids.rename({"cause_pci": "pci_bus"}), on="time", by=["hk", "pci_bus", "cause_code"],
+            strategy="backward", check_sortedness=False,
+        )
+        .select("event_id", gpu_cause="cause_id")
+    )
+    same_host = (
+        want.sort("time")
+        .join_asof(
+            xids.drop("cause_pci"), on="time", by=["hk", "cause_code"], strategy="backward",
+            check_sortedness=False,
+        )
+        .select("event_id", host_cause="cause_id")
+    )
+    return (
+        rows.join(same_gpu, on="event_id", how="left")
+        .join(same_host, on="event_id", how="left")
+        .with_columns(caused_by=pl.coalesce("gpu_cause", "host_cause"))
+    )
+
+
+_HW_COLUMNS = set(TABLES["hw_events"].columns)
+
+_SNIFF_XID = re.compile(rb"NVRM: Xid|nvidia-nvswitch\d+: SX[Ii][Dd]")
+_SNIFF_LINE = re.compile(
+    rb"(?m)^(?:\[\s*\d+\.\d+\] |\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] |\d+,\d+,\d+,[-c+]*;|"
+    rb"\S+ +\S+ \S+ \S+ kernel: |\d{4}-\d\d-\d\dT\S+ \S+ kernel: )"
+)
+
+
+def detect(head: bytes, name: str) -> int:
+    """Kernel logs: any XID/SXID line is decisive; otherwise most lines must carry a
+    dmesg / kmsg / syslog-kernel prefix."""
+    if _SNIFF_XID.search(head):
+        return 90
+    lines = [ln for ln in head.split(b"\n")[:200] if ln.strip()]
+    if not lines:
+        return 0
+    hits = sum(1 for ln in lines if _SNIFF_LINE.match(ln))  # per sniffed line (<= 200), not per record
+    return 60 if hits >= 0.8 * len(lines) else 0
+
+
+FORMAT = FormatSpec(
+    name="kernel",
+    primary="hw_events",
+    parse=parse,
+    detect=detect,
+    description="kernel logs (dmesg, syslog, journald, /dev/kmsg): NVIDIA XID / SXID, mlx5 link, MCE, EDAC, NVMe",
+    line_oriented=True,
+)

@@ -1,0 +1,285 @@
+"""Kernel-log ingest: real samples pinned, every prefix style, collapse / merge / linking,
+conservation, idempotence, fuzz, and the synthetic fleet's ground truth."""
+
+import json
+from datetime import datetime
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis.gpu_identity import attach_gpu_identity
+from ingest.base import ParseContext
+from ingest.kernel import FORMAT, host_from_filename, parse
+from ingest.registry import detect
+from ingest.runner import ingest_paths
+from tests.conftest import FIXTURES, SAMPLE_FLEET
+
+KDIR = FIXTURES / "kernel"
+REAL = KDIR / "real_xid_kernel_lines_from_issues.log"
+T0 = datetime(2024, 8, 30, 12, 0, 0)
+
+
+def run(text: str, **kw) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    res = parse(text.encode(), ParseContext(**kw))
+    ev = res.tables.get("hw_events", pl.DataFrame())
+    assert res.records == ev.height + res.quarantine.height
+    return ev, res.quarantine, res.records
+
+
+def test_real_lines_with_a_reference_time():
+    ev, q, n = run(REAL.read_text(), path=str(REAL), time=T0)
+    assert q.height == 0 and n == 13
+    got = ev.select("source_line", "code", "component_class", "severity", "count").rows()
+    assert got == [
+        (3, "13", "software", "critical", 1),  # three lines of one event
+        (6, "109", "gpu", "fatal", 1),
+        (8, "149", "nvlink", "fatal", 1),  # 'NETIR Fatal'
+        (9, "149", "nvlink", "fatal", 1),
+        (10, "145", "nvlink", "warning", 1),  # 'Nonfatal'
+        (11, "94", "gpu_memory", "critical", 1),
+        (13, "45", "software", "warning", 1),
+        (14, "45", "software", "warning", 1),
+        (15, "45", "software", "warning", 1),
+        (16, "45", "software", "warning", 1),
+        (18, "32", "software", "critical", 2),  # identical repeat merged
+        (20, "31", "software", "critical", 1),
+        (22, "79", "gpu", "fatal", 1),
+    ]
+    by_line = {r["source_line"]: r for r in ev.iter_rows(named=True)}
+    assert by_line[3]["time"] == datetime(2024, 8, 30, 11, 43, 9)
+    assert "Multiple Warp Errors" in by_line[3]["message"] and "ESR 0x57c730" in by_line[3]["message"]
+    assert by_line[3]["pid"] is None and by_line[3]["process"] is None  # pid='<unknown>'
+    assert (by_line[6]["pid"], by_line[6]["process"]) == (1797828, "pt_main_thread")
+    assert by_line[22]["pid"] is None and by_line[22]["message"] == "GPU has fallen off the bus"
+    assert by_line[8]["pci_bus"] == "0019:01:00.0"  # non-zero PCI domain
+    assert by_line[18]["pci_bus"] == "0000:01:00.0" and by_line[18]["pid"] is None  # old driver
+    # uptime stamp + boot time (ctx.time) -> absolute time
+    assert by_line[18]["time"] == datetime(2024, 8, 30, 18, 42, 8, 828315)
+    # 45 'caused by previous Xid 149' -> the 149 on the host; 145 -> the 145
+    assert by_line[13]["caused_by"] == by_line[9]["event_id"]
+    assert by_line[14]["caused_by"] == by_line[10]["event_id"]
+    assert ev.filter(pl.col("code") != "45")["caused_by"].null_count() == 12 - 4 + 4 - 3
+    assert ev["host"].null_count() == ev.height  # no host in the file or its name
+    assert ev["event_id"].n_unique() == ev.height
+    assert by_line[6]["action"] == "RESET_GPU"
+
+
+def test_real_lines_without_time_are_quarantined_with_reasons():
+    ev, q, n = run(REAL.read_text(), path=str(REAL))
+    assert ev["source_line"].to_list() == [3, 6]  # only the dmesg --ctime lines carry a date
+    assert n == 14 and q.height == 12
+    errors = dict(zip(q["line"].to_list(), q["error"].to_list()))
+    assert errors[18] == "dmesg uptime stamp and no boot time; pass --time"
+    assert errors[22] == "kernel line without a timestamp; pass --time"
+
+
+def test_kmsg_sample_has_no_fault_records_and_kmsg_xid_uses_boot_time():
+    ev, q, n = run((KDIR / "gpud__pkg_kmsg_testdata_kmsg.1.log").read_text())
+    assert n == 0 and q.height == 0
+    line = "3,4011,57631398464,-;NVRM: Xid (PCI:0000:9b:00): 48, pid=77, name=python3, DBE\n"
+    ev, q, n = run(line, options={"boot_time": "2025-01-01T02:00:00+02:00"})
+    assert ev.row(0, named=True)["time"] == datetime(2025, 1, 1, 16, 0, 31, 398464)
+    assert ev["component_class"].to_list() == ["gpu_memory"] and ev["severity"][0] == "fatal"
+    _, q, _ = run(line)
+    assert q["error"].to_list() == ["dmesg uptime stamp and no boot time; pass --time"]
+
+
+def test_catalog_csv_is_not_taken_for_a_kernel_log():
+    head = (KDIR / "nvidia_xid_catalog.csv").read_bytes()
+    assert FORMAT.detect(head, "nvidia_xid_catalog.csv") == 0
+    spec = detect(head, "nvidia_xid_catalog.csv")
+    assert spec is None or spec.name != "kernel"
+    assert FORMAT.detect(REAL.read_bytes(), REAL.name) == 90
+    assert FORMAT.detect((KDIR / "gpud__pkg_kmsg_testdata_kmsg.1.log").read_bytes(), "kmsg.1.log") == 60
+
+
+def test_prefix_styles_hosts_and_zones():
+    text = (
+        "Dec 31 23:59:59 node-a kernel: [  12.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, off bus\n"
+        "2025-05-01T09:58:12+0200 node-b kernel: NVRM: Xid (PCI:0000:3b:00): 79, off bus\n"
+        "2025-05-01T09:58:12.250000+00:00 node-b kernel: NVRM: Xid (PCI:0000:5d:00): 63, retire\n"
+        "[Fri Aug 30 11:43:09 2024] NVRM: Xid (0000:3b:00): 999, a new code\n"
+    )
+    ev, q, _ = run(text, path="/logs/gpu-node-007.log", time=datetime(2025, 1, 5), tz="America/Chicago")
+    assert q.height == 0
+    rows = ev.select("host", "time", "code", "component_class").rows()
+    assert rows == [
+        ("node-a", datetime(2025, 1, 1, 5, 59, 59), "79", "gpu"),  # syslog: previous year, CST
+        ("node-b", datetime(2025, 5, 1, 7, 58, 12), "79", "gpu"),  # explicit +0200
+        ("node-b", datetime(2025, 5, 1, 9, 58, 12, 250000), "63", "gpu_memory"),
+        ("gpu-node-007", datetime(2024, 8, 30, 16, 43, 9), "999", "unknown"),  # file name; CDT
+    ]
+    assert ev.filter(pl.col("code") == "999")["severity"].to_list() == ["warning"]
+    ev, _, _ = run(text, path="/logs/gpu-node-007.log", host="given", time=datetime(2025, 1, 5))
+    assert ev["host"].to_list() == ["node-a", "node-b", "node-b", "given"]
+    _, q, _ = run("Nov 20 10:00:00 h kernel: NVRM: Xid (PCI:0000:01:00): 79, x\n")
+    assert q["error"].to_list() == ["syslog timestamp has no year and no reference time; pass --time"]
+
+
+def test_host_from_filename():
+    assert host_from_filename("/x/gpu-node-001.log") == "gpu-node-001"
+    assert host_from_filename("gpu-node-001.log.1.gz") == "gpu-node-001"
+    assert host_from_filename("/var/log/kern.log") is None
+    assert host_from_filename("real_xid_kernel_lines_from_issues.log") is None
+
+
+def test_sxid_forms_and_multiline_collapse():
+    text = (
+        "[Fri Aug 30 11:00:00 2024] nvidia-nvswitch2: SXID=24007, Fatal, Link 42 crumbstore ECC DBE Error\n"
+        "[Fri Aug 30 11:00:00 2024] nvidia-nvswitch2: SXID=24007, Severity 1 Engine instance 42 Sub-engine instance 00\n"
+        "[Fri Aug 30 11:00:00 2024] nvidia-nvswitch2: SXID=24007, Data {0x00000000, 0x00000004}\n"
+        "[Fri Aug 30 11:05:00 2024] nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress\n"
+        "[Fri Aug 30 11:06:30 2024] nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028 garbage\n"
+        "[Fri Aug 30 11:07:00 2024] nvidia-nvswitch3: SXid (PCI:0000:05:00.0): oops\n"
+    )
+    ev, q, n = run(text)
+    assert n == 4 and q.height == 1 and q["line"].to_list() == [6]
+    rows = ev.select("component_class", "component_id", "code", "severity", "event_type", "pci_bus").rows()
+    assert rows == [
+        ("nvswitch", "nvidia-nvswitch2", "24007", "fatal", "sxid", None),
+        ("nvswitch", "nvidia-nvswitch3", "12028", "warning", "sxid", "0000:05:00.0"),
+        ("nvswitch", "nvidia-nvswitch3", "12028", "critical", "sxid", "0000:05:00.0"),
+    ]
+    assert "Engine instance 42" in ev["message"][0] and ev["count"].to_list() == [1, 1, 1]
+
+
+def test_host_faults_nic_cpu_memory_storage():
+    p = "2025-05-01T10:00:00+0000 h1 kernel: "
+    text = (
+        p + "mlx5_core 0000:3b:00.0 ib2: Link down\n"
+        + p + "mlx5_core 0000:5c:00.0: mlx5_port_module_event:1151:(pid 0): Port module event[error]: module 3, Cable error\n"
+        + p + "mlx5_core 0000:3b:00.0 ib2: Link up\n"
+        + p + "mce: [Hardware Error]: CPU 56: Machine Check Exception: 5 Bank 4: be00000000800400\n"
+        + p + "mce: [Hardware Error]: Run the above through 'mcelog --ascii'\n"
+        + p + "EDAC MC1: 1 UE memory read error on CPU_SrcID#1_MC#0_Chan#3_DIMM#0 (channel:3 slot:0)\n"
+        + p + "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_MC#0_Chan#2_DIMM#0 (channel:2) not a record\n"
+        + p + "nvme nvme3: controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff\n"
+        + p + "IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready\n"
+    )
+    ev, q, n = run(text)
+    assert q.height == 0 and n == 5  # corrected errors, link up and other chatter are not records
+    rows = ev.select("component_class", "event_type", "code", "severity", "component_id").rows()
+    assert rows == [
+        ("ib_link", "link_down", "mlx5_link_down", "critical", "ib2"),
+        ("ib_link", "link_down", "mlx5_port_module_error", "critical", "0000:5c:00.0"),
+        ("cpu", "mce", "mce", "fatal", "CPU 56"),
+        ("host_memory", "edac", "edac_ue", "fatal", "CPU_SrcID#1_MC#0_Chan#3_DIMM#0"),
+        ("storage", "nvme", "nvme_controller_down", "fatal", "nvme3"),
+    ]
+    assert ev["pci_bus"][0] == "0000:3b:00.0" and (ev["host"] == "h1").all()
+
+
+def test_merge_window_is_configurable():
+    lines = "".join(
+        f"2025-05-01T10:{m:02d}:{s:02d}+0000 h kernel: NVRM: Xid (PCI:0000:18:00): 48, pid=5, name=p, DBE\n"
+        for m, s in [(0, 0), (0, 30), (0, 59), (3, 0)]
+    )
+    ev, _, n = run(lines)
+    assert n == 2 and ev["count"].to_list() == [3, 1]
+    ev, _, n = run(lines, options={"xid_merge_window_s": 10})
+    assert n == 4 and ev["count"].to_list() == [1, 1, 1, 1]
+
+
+def test_uuid_from_the_driver_identity_line_and_gpu_from_telemetry():
+    p = "[Fri Aug 30 11:00:00 2024] "
+    text = (
+        p + "NVRM: GPU at PCI:0000:18:00: GPU-0a1b2c3d-0000-1111-2222-333344445555\n"
+        + p + "NVRM: GPU Board Serial Number: 1654623000123\n"
+        + p + "NVRM: Xid (PCI:0000:18:00): 79, pid=9, name=p, GPU has fallen off the bus.\n"
+        + p + "NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.\n"
+        + p + "NVRM: Xid (PCI:0000:2a:00): 45, pid=9, name=p, Ch 00000008 caused by previous Xid 79\n"
+    )
+    ev, _, n = run(text, host="gpu-node-002")
+    assert n == 2
+    assert ev["uuid"].to_list() == ["GPU-0a1b2c3d-0000-1111-2222-333344445555", None]
+    assert ev["caused_by"].to_list() == [None, ev["event_id"][0]]
+    ids = pl.DataFrame(
+        {"host": ["gpu-node-002", "gpu-node-002", "other"], "pci_bus": ["00000000:18:00.0", "00000000:2A:00.0", "00000000:2A:00.0"],
+         "gpu": [0, 1, 7], "uuid": ["GPU-from-dcgm-0", "GPU-from-dcgm-1", "GPU-x"]}
+    )  # fmt: skip
+    out = attach_gpu_identity(ev, ids)
+    assert out.columns == ev.columns
+    assert out["gpu"].to_list() == [0, 1]
+    assert out["uuid"].to_list() == ["GPU-0a1b2c3d-0000-1111-2222-333344445555", "GPU-from-dcgm-1"]
+
+
+def test_runner_conservation_and_idempotence(wh, tmp_path):
+    log = tmp_path / "gpu-node-009.log"
+    log.write_text(REAL.read_text())
+    files = [log, KDIR / "gpud__pkg_kmsg_testdata_kmsg.1.log"]
+    from ingest.base import ParseContext as Ctx
+
+    reports = ingest_paths(wh, files, "kernel", Ctx(time=T0))
+    assert [(r.records, r.rows_ok, r.rows_quarantined) for r in reports] == [(13, 13, 0), (0, 0, 0)]
+    hw = wh.read("hw_events")
+    assert hw.height == 13 and set(hw["host"]) == {"gpu-node-009"} and set(hw["source"]) == {"kernel"}
+    again = ingest_paths(wh, files, "kernel", Ctx(time=T0))
+    assert all(r.skipped for r in again) and wh.read("hw_events").height == 13
+    # a line-for-line reparse gives the same event ids
+    first = parse(log.read_bytes(), ParseContext(path=str(log), time=T0)).tables["hw_events"]
+    second = parse(log.read_bytes(), ParseContext(path=str(log), time=T0)).tables["hw_events"]
+    assert first["event_id"].to_list() == second["event_id"].to_list()
+
+
+_PIECES = [
+    "[Fri Aug 30 11:43:09 2024] ", "[ 12.000001] ", "6,1,5,-;", "Nov 20 10:00:00 h kernel: ",
+    "2025-05-01T09:58:12+0000 h kernel: ", "", "kernel: ", "<4>",
+]
+_BODIES = [
+    "NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics",
+    "NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0", "NVRM: Xid (PCI:zz): 1",
+    "NVRM: Xid (PCI:0000:01:00): 45, pid=3, name=p, Ch 1 caused by previous Xid 149",
+    "nvidia-nvswitch0: SXID=12028, Non-fatal, Link 3", "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): x",
+    "mlx5_core 0000:4b:00.0 ib0: Link down", "NVRM: GPU at PCI:0000:cb:00: GPU-12ab",
+    "EDAC MC0: 1 UE x", "perf: interrupt took too long", "\x00\xff garbage NVRM",
+]  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(_PIECES), st.sampled_from(_BODIES), st.text(max_size=8)), max_size=25),
+    st.booleans(),
+)
+def test_fuzz_never_raises_and_conserves(lines, with_time):
+    text = "\n".join(p + b + t for p, b, t in lines)
+    res = parse(text.encode("utf-8", "surrogatepass"), ParseContext(time=T0 if with_time else None))
+    ev = res.tables.get("hw_events")
+    rows = 0 if ev is None else ev.height
+    assert res.records == rows + res.quarantine.height
+    if ev is not None:
+        assert ev["time"].null_count() == 0 and (ev["count"] >= 1).all()
+        assert ev["severity"].is_in(["fatal", "critical", "warning", "info"]).all()
+
+
+KERNEL_FLEET = SAMPLE_FLEET / "kernel"
+
+
+@pytest.mark.skipif(not (SAMPLE_FLEET / "ground_truth.json").exists(), reason="synthetic fleet not generated yet")
+def test_fleet_faults_with_kernel_evidence_are_in_hw_events():
+    truth = json.loads((SAMPLE_FLEET / "ground_truth.json").read_text())
+    frames = [
+        parse(p.read_bytes(), ParseContext(path=str(p))).tables.get("hw_events")
+        for p in sorted(KERNEL_FLEET.glob("*.log"))
+    ]
+    hw = pl.concat([f for f in frames if f is not None])
+    expected = [
+        (f, e) for f in truth["faults"] for e in f["evidence"] if e["source"] == "kernel"
+    ]
+    assert expected
+    matched: set[str] = set()
+    for fault, ev in expected:
+        t = datetime.fromisoformat(ev["time"])
+        hit = hw.filter(
+            (pl.col("host") == fault["host"])
+            & (pl.col("code") == ev["code"])
+            & ((pl.col("time") - pl.lit(t)).abs() <= pl.duration(seconds=2))
+        )
+        assert hit.height >= 1, (fault["fault_id"], ev)
+        assert hit["component_class"][0] == fault["component_class"], fault["fault_id"]
+        matched.update(hit["event_id"].to_list())
+    # fatal events that are not an injected fault: only the documented XID 45 follow-ups,
+    # which are not fatal in the catalogue, so there must be none at all.
+    extra = hw.filter((pl.col("severity") == "fatal") & ~pl.col("event_id").is_in(list(matched)))
+    assert extra.height == 0, extra.select("host", "time", "code").head()
