@@ -1,0 +1,227 @@
+"""Redfish ``LogEntry`` JSON (a ``LogEntryCollection`` page, a single ``LogEntry``, or a JSON array
+of entries) to ``hw_events``. One record = one entry.
+
+- Paging: a file holds one page; its ``@odata.nextLink`` is not followed (the collector saves
+  each page as its own file, and the parser does no I/O).
+- ``Created`` (ISO-8601, ``Z`` or an offset) -> UTC; without an offset it is read in ``ctx.tz``.
+  An entry without a readable ``Created`` is quarantined, as is a collection member that is only
+  an ``@odata.id`` link (fetch with ``$expand=.``).
+- ``Severity`` OK / Warning / Critical -> info / warning / critical (missing: from the message
+  text, as for IPMI); an ``EntryCode`` of ``Deassert`` is a recovery -> info.
+- ``EntryType`` SEL -> ``event_type`` ``sel`` (the same BMC log IPMI reads), else ``redfish``.
+- ``SensorType`` -> ``component_class`` through the table IPMI uses (``sel_sensor_classes``);
+  where that says nothing, the message, ``MessageId`` and ``OriginOfCondition`` path name the
+  device (``.../Memory/DIMM1``, ``GPU``). ``code`` is ``MessageId`` (else ``EntryCode``),
+  ``action`` the ``EntryCode``, ``component_id`` the ``SensorNumber`` as ``0x..`` (the form
+  ``ipmitool`` prints), else the last segment of ``OriginOfCondition``. ``Oem`` blocks are ignored.
+- Host: ``ctx.host``, else the file name up to its first dot, else (in-memory data) the system /
+  chassis id in the resource's ``@odata.id``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import polars as pl
+
+from ingest import sel_sensor_classes as sc
+from ingest.base import FormatSpec, ParseContext, ParseResult, whole_file_quarantine
+from ingest.ipmi_sel import event_ids, host_from_path
+from warehouse.schemas import conform, quarantine_frame
+
+ODATA_TYPE = re.compile(r'"@odata\.type"\s*:\s*"#([A-Za-z]+)\.')
+_RESOURCE_ID = re.compile(r"/redfish/v1/(?:Systems|Chassis|Managers)/([^/#?]+)")
+SEVERITY = {"ok": "info", "warning": "warning", "critical": "critical"}
+
+
+def load(data: bytes) -> tuple[object, str | None]:
+    """The decoded JSON document, or (None, reason)."""
+    try:
+        return json.loads(data.decode("utf-8-sig", errors="replace")), None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return (
+            None,
+            f"not valid JSON: {exc.msg if hasattr(exc, 'msg') else exc} (line {getattr(exc, 'lineno', '?')})",
+        )
+
+
+def odata_type(obj: object) -> str:
+    """``#LogEntry.v1_14_0.LogEntry`` -> ``LogEntry``; '' when absent."""
+    t = obj.get("@odata.type", "") if isinstance(obj, dict) else ""
+    return t.lstrip("#").split(".")[0] if isinstance(t, str) else ""
+
+
+def resource_host(ctx: ParseContext, doc: object) -> str | None:
+    """ctx.host, else the file name, else the system/chassis id of the resource."""
+    host = ctx.host or host_from_path(ctx.path)
+    if host:
+        return host
+    oid = doc.get("@odata.id", "") if isinstance(doc, dict) else ""
+    m = _RESOURCE_ID.search(oid if isinstance(oid, str) else "")
+    return m.group(1) if m else None
+
+
+def iso_to_utc(expr: pl.Expr, tz: str) -> pl.Expr:
+    """ISO-8601 with ``Z`` / offset -> naive UTC; zone-less -> read in ``tz``."""
+    s = expr.str.strip_chars().str.replace(r"[zZ]$", "+00:00")
+    has_zone = s.str.contains(r"[+-]\d{2}:?\d{2}$")
+    aware = s.str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S%.f%z", strict=False, time_zone="UTC", time_unit="us"
+    )
+    naive = s.str.replace("T", " ").str.to_datetime(
+        "%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"
+    )
+    if tz.upper() != "UTC":
+        naive = naive.dt.replace_time_zone(
+            tz, ambiguous="earliest", non_existent="null"
+        ).dt.convert_time_zone("UTC")
+    else:
+        naive = naive.dt.replace_time_zone("UTC")
+    return pl.when(has_zone).then(aware).otherwise(naive).dt.replace_time_zone(None)
+
+
+def members(doc: object) -> tuple[list, str | None]:
+    """The entries of a collection page, a single entry, or an array; or (None, reason)."""
+    if isinstance(doc, list):
+        return doc, None
+    if isinstance(doc, dict) and isinstance(doc.get("Members"), list):
+        return doc["Members"], None
+    if isinstance(doc, dict) and odata_type(doc) == "LogEntry":
+        return [doc], None
+    return None, "not a Redfish LogEntry collection, LogEntry or array of entries"
+
+
+def raw_json(obj: object) -> str:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True, default=str)[:500]
+
+
+def _str(v) -> str | None:
+    if v is None or isinstance(v, (dict, list)):
+        return None
+    return str(v)
+
+
+def _sensor_number(v) -> str | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return f"0x{v:02x}"
+    return _str(v)
+
+
+def _origin(entry: dict) -> str | None:
+    links = entry.get("Links")
+    origin = links.get("OriginOfCondition") if isinstance(links, dict) else None
+    oid = origin.get("@odata.id") if isinstance(origin, dict) else None
+    return oid if isinstance(oid, str) else None
+
+
+def _rows(items: list) -> tuple[pl.DataFrame, list[tuple[int, str, str]]]:
+    """Per-entry fields (JSON objects have no columnar form: one pass builds the columns)."""
+    cols = {k: [] for k in ("rec", "raw", "entry_type", "severity", "created", "message_id",
+                            "message", "sensor_type", "sensor_number", "entry_code", "origin", "name")}  # fmt: skip
+    bad: list[tuple[int, str, str]] = []
+    for i, e in enumerate(items, start=1):
+        if not isinstance(e, dict):
+            bad.append((i, raw_json(e), "entry is not a JSON object"))
+            continue
+        if set(e) <= {"@odata.id", "@odata.type"}:
+            bad.append(
+                (i, raw_json(e), "collection member is only a link; fetch the page with $expand=.")
+            )
+            continue
+        cols["rec"].append(i)
+        cols["raw"].append(raw_json(e))
+        cols["entry_type"].append(_str(e.get("EntryType")))
+        cols["severity"].append(_str(e.get("Severity")))
+        cols["created"].append(_str(e.get("Created")))
+        cols["message_id"].append(_str(e.get("MessageId")))
+        cols["message"].append(_str(e.get("Message")))
+        cols["sensor_type"].append(_str(e.get("SensorType")))
+        cols["sensor_number"].append(_sensor_number(e.get("SensorNumber")))
+        cols["entry_code"].append(_str(e.get("EntryCode")))
+        cols["origin"].append(_origin(e))
+        cols["name"].append(_str(e.get("Name")))
+    schema = {k: (pl.Int64 if k == "rec" else pl.Utf8) for k in cols}
+    return pl.DataFrame(cols, schema=schema), bad
+
+
+def parse(data: bytes, ctx: ParseContext) -> ParseResult:
+    doc, err = load(data)
+    items = None
+    if err is None:
+        items, err = members(doc)
+    if err is not None:
+        return ParseResult({}, whole_file_quarantine(data, err), 1)
+    df, bad = _rows(items)
+    df = df.with_columns(time=iso_to_utc(pl.col("created"), ctx.tz))
+    no_time = df.filter(pl.col("time").is_null())
+    df = df.filter(pl.col("time").is_not_null())
+    bad += [
+        (r, raw, f"no readable Created time ({c!r})")
+        for r, raw, c in no_time.select("rec", "raw", "created").iter_rows()
+    ]
+    bad.sort()
+    q = quarantine_frame([b[0] for b in bad], [b[1] for b in bad], [b[2] for b in bad])
+    table = _events(df, ctx, resource_host(ctx, doc)) if df.height else None
+    return ParseResult({"hw_events": table} if table is not None else {}, q, df.height + q.height)
+
+
+def _events(df: pl.DataFrame, ctx: ParseContext, host: str | None) -> pl.DataFrame:
+    hint = pl.concat_str(
+        [pl.col(c).fill_null("") for c in ("message", "message_id", "origin", "name")],
+        separator=" ",
+    )
+    df = df.with_columns(
+        hint=hint,
+        text=pl.coalesce("message", "entry_code"),
+        recovered=pl.col("entry_code")
+        .str.to_lowercase()
+        .str.starts_with("deassert")
+        .fill_null(False),
+    )
+    df = sc.with_class_and_severity(df, "sensor_type", "hint", "text", "recovered")
+    given = (
+        pl.col("severity")
+        .str.to_lowercase()
+        .replace_strict(SEVERITY, default=None, return_dtype=pl.Utf8)
+    )
+    origin_id = pl.col("origin").str.split("/").list.last().replace("", None)
+    out = df.select(
+        time=pl.col("time"),
+        cluster=pl.lit(ctx.cluster),
+        host=pl.lit(host, pl.Utf8),
+        component_class=pl.col("component_class"),
+        component_id=pl.coalesce("sensor_number", origin_id),
+        event_type=pl.when(pl.col("entry_type").str.to_uppercase() == "SEL")
+        .then(pl.lit("sel"))
+        .otherwise(pl.lit("redfish")),
+        code=pl.coalesce("message_id", "entry_code"),
+        severity=pl.when(pl.col("recovered"))
+        .then(pl.lit("info"))
+        .otherwise(pl.coalesce(given, "text_severity")),
+        action=pl.col("entry_code"),
+        message=pl.coalesce("message", "name"),
+        count=pl.lit(1, pl.Int32),
+        source=pl.lit("redfish"),
+        source_file=pl.lit(ctx.path),
+        source_line=pl.col("rec"),
+        _key=pl.format("{}\x1f{}\x1f{}", pl.lit(ctx.path), pl.col("rec"), pl.col("raw")),
+    ).sort("source_line")
+    out = out.with_columns(event_id=event_ids(out["_key"])).drop("_key")
+    return conform("hw_events", out)
+
+
+def detect(head: bytes, name: str) -> int:
+    types = set(ODATA_TYPE.findall(head.decode("utf-8", errors="replace")))
+    return 95 if types & {"LogEntry", "LogEntryCollection"} else 0
+
+
+FORMAT = FormatSpec(
+    name="redfish",
+    primary="hw_events",
+    parse=parse,
+    detect=detect,
+    description="Redfish LogEntry collection page / LogEntry JSON",
+)

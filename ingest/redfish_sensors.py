@@ -1,0 +1,180 @@
+"""Redfish ``Thermal``, ``Power``, ``Sensor`` and expanded ``SensorCollection`` JSON to
+``bmc_sensors``; one record = one reading (an array member, or one ``Sensor``).
+
+A separate format from ``redfish`` (LogEntry -> ``hw_events``) because a format has one primary
+table; ``detect`` tells them apart by ``@odata.type``.
+
+- Thermal: ``Temperatures[].ReadingCelsius`` (``C``), ``Fans[].Reading`` + ``ReadingUnits``
+  (``RPM`` / ``Percent``; old schemas' ``ReadingRPM``).
+- Power: ``PowerControl[].PowerConsumedWatts``, ``Voltages[].ReadingVolts``,
+  ``PowerSupplies[].LastPowerOutputWatts`` (sensor type ``power_supply``, so a PSU whose
+  ``Status.Health`` is ``Warning`` stays visible even when it reports no output).
+- Sensor: ``Reading`` + ``ReadingUnits`` (``Cel`` -> ``C``), ``ReadingType`` -> ``sensor_type``
+  (``Rotational`` -> ``fan``); ``ReadingTime`` when present.
+- ``status``: ``Status.Health`` lower-cased (``ok`` / ``warning`` / ``critical``) while the sensor
+  is enabled, else its ``Status.State`` (``disabled``, ``absent``); a disabled sensor has a null
+  value and is still a row. ``Oem`` blocks and ``Redundancy`` sets are ignored.
+- Time: ``ReadingTime``, else ``ctx.time`` (``--time``), else the file's modification time;
+  a reading with none is quarantined. Host as in ``redfish`` (ctx.host, file name, resource id).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ingest import sel_sensor_classes as sc
+from ingest.base import FormatSpec, ParseContext, ParseResult, whole_file_quarantine
+from ingest.redfish import ODATA_TYPE, iso_to_utc, load, odata_type, raw_json, resource_host
+from warehouse.schemas import conform, quarantine_frame
+
+# resource type -> [(array, value property (first present wins), unit property or fixed unit, sensor_type)]
+ARRAYS: dict[str, list[tuple[str, tuple[str, ...], str, str]]] = {
+    "Thermal": [
+        ("Temperatures", ("ReadingCelsius",), "=C", "temperature"),
+        ("Fans", ("Reading", "ReadingRPM"), "ReadingUnits", "fan"),
+    ],
+    "Power": [
+        ("PowerControl", ("PowerConsumedWatts",), "=W", "power"),
+        ("Voltages", ("ReadingVolts",), "=V", "voltage"),
+        ("PowerSupplies", ("LastPowerOutputWatts",), "=W", "power_supply"),
+    ],
+}
+READING_TYPES = {"rotational": "fan", "temperature": "temperature", "power": "power",
+                 "voltage": "voltage", "current": "current", "airflow": "airflow"}  # fmt: skip
+
+
+def _number(v) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v)
+
+
+def _status(item: dict) -> str | None:
+    st = item.get("Status") if isinstance(item.get("Status"), dict) else {}
+    state, health = st.get("State"), st.get("Health")
+    if isinstance(state, str) and state.lower() not in ("enabled", ""):
+        return state.lower()
+    return (
+        health.lower()
+        if isinstance(health, str)
+        else (state.lower() if isinstance(state, str) else None)
+    )
+
+
+def _readings(doc: dict) -> tuple[list[dict], list[tuple[int, str, str]]] | None:
+    """One dict per reading, and the records that are not readings; None if no reading resource."""
+    kind = odata_type(doc)
+    out: list[dict] = []
+    bad: list[tuple[int, str, str]] = []
+    if kind in ARRAYS:
+        for array, value_keys, unit_key, stype in ARRAYS[kind]:
+            for item in doc.get(array) or []:
+                rec = len(out) + len(bad) + 1
+                if not isinstance(item, dict):
+                    bad.append((rec, raw_json(item), f"{array} member is not a JSON object"))
+                    continue
+                value = next((item[k] for k in value_keys if k in item), None)
+                unit = unit_key[1:] if unit_key.startswith("=") else item.get(unit_key) or "RPM"
+                out.append(_row(rec, item, value, unit, stype))
+        return out, bad
+    sensors = None
+    if kind == "Sensor":
+        sensors = [doc]
+    elif kind == "SensorCollection" and isinstance(doc.get("Members"), list):
+        sensors = doc["Members"]
+    if sensors is None:
+        return None
+    for rec, item in enumerate(sensors, start=1):
+        if not isinstance(item, dict) or set(item) <= {"@odata.id", "@odata.type"}:
+            bad.append(
+                (rec, raw_json(item), "collection member is only a link; fetch with $expand=.")
+            )
+            continue
+        rtype = item.get("ReadingType")
+        stype = READING_TYPES.get(rtype.lower(), rtype.lower()) if isinstance(rtype, str) else None
+        out.append(
+            _row(
+                rec,
+                item,
+                item.get("Reading"),
+                item.get("ReadingUnits"),
+                stype,
+                item.get("ReadingTime"),
+            )
+        )
+    return out, bad
+
+
+def _row(rec, item, value, unit, stype, reading_time=None) -> dict:
+    name = item.get("Name") or item.get("Id") or item.get("MemberId")
+    return {
+        "rec": rec,
+        "raw": raw_json(item),
+        "sensor": str(name) if name is not None else None,
+        "sensor_type": stype,
+        "value": _number(value),
+        "unit": unit if isinstance(unit, str) else None,
+        "status": _status(item),
+        "reading_time": reading_time if isinstance(reading_time, str) else None,
+    }
+
+
+_SCHEMA = {"rec": pl.Int64, "raw": pl.Utf8, "sensor": pl.Utf8, "sensor_type": pl.Utf8,
+           "value": pl.Float64, "unit": pl.Utf8, "status": pl.Utf8, "reading_time": pl.Utf8}  # fmt: skip
+
+
+def parse(data: bytes, ctx: ParseContext) -> ParseResult:
+    doc, err = load(data)
+    found = _readings(doc) if isinstance(doc, dict) else None
+    if err is None and found is None:
+        err = "not a Redfish Thermal, Power, Sensor or expanded SensorCollection resource"
+    if err is not None:
+        return ParseResult({}, whole_file_quarantine(data, err), 1)
+    rows, bad = found
+    df = pl.DataFrame(rows, schema=_SCHEMA)
+    fallback = ctx.time or ctx.mtime
+    df = df.with_columns(
+        time=pl.coalesce(
+            iso_to_utc(pl.col("reading_time"), ctx.tz), pl.lit(fallback, pl.Datetime("us"))
+        )
+    )
+    untimed = df.filter(pl.col("time").is_null())
+    df = df.filter(pl.col("time").is_not_null())
+    bad += [
+        (r, raw, "no reading time: pass --time")
+        for r, raw in untimed.select("rec", "raw").iter_rows()
+    ]
+    bad.sort()
+    q = quarantine_frame([b[0] for b in bad], [b[1] for b in bad], [b[2] for b in bad])
+    if not df.height:
+        return ParseResult({}, q, q.height)
+    out = df.select(
+        time=pl.col("time"),
+        cluster=pl.lit(ctx.cluster),
+        host=pl.lit(resource_host(ctx, doc), pl.Utf8),
+        sensor=pl.col("sensor"),
+        sensor_type=pl.col("sensor_type"),
+        value=pl.col("value"),
+        unit=sc.unit_expr(pl.col("unit")),
+        status=pl.col("status"),
+        source=pl.lit("redfish"),
+        source_file=pl.lit(ctx.path),
+        source_line=pl.col("rec"),
+    )
+    return ParseResult({"bmc_sensors": conform("bmc_sensors", out)}, q, out.height + q.height)
+
+
+def detect(head: bytes, name: str) -> int:
+    types = set(ODATA_TYPE.findall(head.decode("utf-8", errors="replace")))
+    if types & {"LogEntry", "LogEntryCollection"}:
+        return 0
+    return 95 if types & {"Thermal", "Power", "Sensor", "SensorCollection"} else 0
+
+
+FORMAT = FormatSpec(
+    name="redfish-sensors",
+    primary="bmc_sensors",
+    parse=parse,
+    detect=detect,
+    description="Redfish Thermal / Power / Sensor readings JSON",
+)

@@ -1,0 +1,165 @@
+"""Component history CSV -> component_history: canonical layout, --map for other exports, time
+forms, validation, conservation, idempotence, fuzzing, and the synthetic fleet's replacements."""
+
+import json
+from datetime import datetime
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ingest.base import ParseContext
+from ingest.component_history import detect, parse
+from ingest.registry import detect as registry_detect
+from ingest.runner import ingest_paths
+from tests.conftest import SAMPLE_FLEET
+
+HEADER = "component_class,serial,slot,installed_at,removed_at,removal_reason,failed\n"
+
+
+def _parse(text, **ctx):
+    data = text.encode() if isinstance(text, str) else text
+    res = parse(data, ParseContext(**ctx))
+    ok = res.tables.get("component_history", pl.DataFrame())
+    assert res.records == ok.height + res.quarantine.height
+    return ok, res.quarantine
+
+
+def test_canonical_csv():
+    text = HEADER + (
+        "gpu,SN1,gpu-node-001/gpu0,2025-01-01T00:00:00Z,2025-03-01T12:00:00+02:00,xid 79,true\n"
+        "\n"
+        "GPU,SN2,gpu-node-001/gpu0,2025-03-01 14:00,,,\n"
+        "HBM,SN2:hbm,gpu-node-001/gpu0-hbm,2025-03-01T14:00:00,,,FALSE\n"
+        "psu,SN3,gpu-node-002/psu1,2025-01-01,2025-02-01,swap,no\n"
+    )
+    ok, q = _parse(text, tz="Europe/Berlin", path="/c/component_history.csv")
+    assert q.height == 0
+    assert ok["serial"].to_list() == ["SN1", "SN2", "SN2:hbm", "SN3"]
+    assert ok["component_class"].to_list() == ["gpu", "gpu", "gpu_memory", "psu"]
+    assert ok["host"].to_list() == ["gpu-node-001"] * 3 + ["gpu-node-002"]
+    assert ok["position"].to_list() == ["gpu0", "gpu0", "gpu0-hbm", "psu1"]
+    assert ok["installed_at"].to_list() == [
+        datetime(2025, 1, 1),
+        datetime(2025, 3, 1, 13),
+        datetime(2025, 3, 1, 13),
+        datetime(2024, 12, 31, 23),
+    ]  # zone-less times are Berlin wall clock
+    assert ok["removed_at"].to_list() == [
+        datetime(2025, 3, 1, 10),
+        None,
+        None,
+        datetime(2025, 1, 31, 23),
+    ]
+    assert ok["failed"].to_list() == [True, False, False, False]
+    assert ok["source_line"].to_list() == [2, 4, 5, 6] and ok["source"][0] == "component-history"
+
+
+def test_rows_that_cannot_be_lifetimes_are_quarantined():
+    text = HEADER + (
+        "psu,SN3,gpu-node-002/psu1,2025-01-01,2024-12-01,,no\n"
+        "psu,,gpu-node-002/psu1,2025-01-01,,,\n"
+        "psu,SN4,gpu-node-002/psu2,yesterday,,,\n"
+        "psu,SN5,gpu-node-002/psu2,2025-01-01,someday,,\n"
+        "psu,SN6,gpu-node-002/psu2,2025-01-01,,,maybe\n"
+        ",SN7,gpu-node-002/psu2,2025-01-01,,,\n"
+    )
+    ok, q = _parse(text)
+    assert ok.height == 0 and q["line"].to_list() == [2, 3, 4, 5, 6, 7]
+    assert q["error"].to_list() == [
+        "removed_at 2024-12-01 00:00:00.000000 is before installed_at 2025-01-01 00:00:00.000000",
+        "empty serial", "unreadable installed_at 'yesterday'", "unreadable removed_at 'someday'",
+        "unreadable failed 'maybe' (want true/false, 1/0, yes/no)", "empty component_class",
+    ]  # fmt: skip
+
+
+def test_other_export_through_column_map_and_its_time_formats():
+    text = (
+        "Type,SN,Location,Install Date,RemovalDate,Reason,Model\n"
+        "GPU,A1,n1/GPU3,01/31/2025 10:00,02/15/2025,RMA - DBE,H100\n"
+        "DIMM,A2,n1/DIMM04,1735689600,,,\n"
+        "Fan,A3,n2/fan1,31.01.2025 08:30,2025/02/01 09:00,scheduled swap,\n"
+    )
+    ok, q = _parse(text)
+    assert ok.height == 0 and q.height == 1
+    assert "--map component_class=<their header>,serial=<their header>" in q["error"][0]
+    cmap = {"component_class": "type", "serial": "SN", "slot": "location", "installed_at": "InstallDate",
+            "removed_at": "RemovalDate", "removal_reason": "Reason"}  # fmt: skip
+    ok, q = _parse(text, column_map=cmap)
+    assert q.height == 0
+    assert ok["component_class"].to_list() == ["gpu", "host_memory", "cooling"]
+    assert ok["model"].to_list() == ["H100", None, None]
+    assert ok["installed_at"].to_list() == [
+        datetime(2025, 1, 31, 10),
+        datetime(2025, 1, 1),
+        datetime(2025, 1, 31, 8, 30),
+    ]
+    assert ok["removed_at"].to_list() == [datetime(2025, 2, 15), None, datetime(2025, 2, 1, 9)]
+    # no failed column: a removal whose reason names a failure counts as failed
+    assert ok["failed"].to_list() == [True, False, False]
+    ok, _ = _parse("serial,host,position,installed_at,component_class\nX,n3,gpu1,2025-01-01,gpu\n")
+    assert (ok["slot"][0], ok["host"][0], ok["position"][0]) == ("n3/gpu1", "n3", "gpu1")
+    ok, _ = _parse(HEADER + "gpu,S,n/g,05/01/2025,,,\n", options={"time_format": "%d/%m/%Y"})
+    assert ok["installed_at"][0] == datetime(2025, 1, 5)
+
+
+def test_detection():
+    assert detect(HEADER.encode(), "x.csv") == 95
+    assert (
+        registry_detect(HEADER.encode() + b"gpu,S,n/g,2025-01-01,,,\n", "x.csv").name
+        == "component-history"
+    )
+    assert detect(b"Type,SN,InstallDate\n", "x.csv") == 50
+    assert detect(b"JobID|State\n", "x") == 0
+
+
+def test_runner_conservation_and_idempotence(wh, tmp_path):
+    f = tmp_path / "components.csv"
+    f.write_text(HEADER + "gpu,S1,n/g0,2025-01-01,,,\ngpu,S2,n/g1,2025-01-01,2024-01-01,,\n")
+    (r,) = ingest_paths(wh, [f])
+    assert (r.format, r.records, r.rows_ok, r.rows_quarantined) == ("component-history", 2, 1, 1)
+    before = wh.read("component_history")
+    (again,) = ingest_paths(wh, [f])
+    assert again.skipped and wh.read("component_history").equals(before)
+
+
+_CELL = st.sampled_from(["", "gpu", "GPU", "psu", "SN1", "n1/gpu0", "n1", "2025-01-01",
+                         "2025-01-01T00:00:00Z", "01/31/2025", "1735689600", "garbage", "true", "no",
+                         "2", '"a,b"', "é"])  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_CELL, min_size=7, max_size=7), max_size=10), st.booleans())
+def test_fuzz_never_raises_and_conserves(rows, ragged):
+    lines = [",".join(r[: 5 if ragged and i == 0 else 7]) for i, r in enumerate(rows)]
+    ok, _ = _parse(HEADER + "\n".join(lines) + "\n")
+    if ok.height:
+        assert ok["installed_at"].null_count() == 0 and ok["serial"].null_count() == 0
+        assert (ok["removed_at"].is_null() | (ok["removed_at"] >= ok["installed_at"])).all()
+
+
+def _fleet_truth() -> dict:
+    path = SAMPLE_FLEET / "ground_truth.json"
+    if not path.exists():
+        pytest.skip("synthetic fleet not generated yet (sample_data/fleet)")
+    return json.loads(path.read_text())
+
+
+def test_fleet_every_replacement_is_in_component_history():
+    truth = _fleet_truth()
+    csv = SAMPLE_FLEET / "components" / "component_history.csv"
+    ok, q = _parse(csv.read_bytes(), path=str(csv))
+    assert q.height == 0
+    reps = pl.DataFrame(truth["replacements"]).with_columns(time=pl.col("time").str.to_datetime())
+    assert reps.height > 0
+    old = reps.join(ok, left_on=["old_serial", "slot"], right_on=["serial", "slot"], how="left")
+    assert old["removed_at"].null_count() == 0
+    assert (old["removed_at"] - old["time"]).dt.total_seconds().abs().max() <= 1
+    assert (old["failed"] == old["old_failed"]).all()
+    new = reps.join(ok, left_on=["new_serial", "slot"], right_on=["serial", "slot"], how="left")
+    assert new["installed_at"].null_count() == 0
+    assert (
+        new.select((pl.col("installed_at") - pl.col("time")).dt.total_seconds().min()).item() >= -1
+    )
+    assert (new["component_class"] == new["component_class_right"]).all()
