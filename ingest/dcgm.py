@@ -1,0 +1,285 @@
+"""dcgm-exporter ``/metrics`` scrapes (Prometheus text format) to ``gpu_samples``.
+
+One record = one sample line. A file may hold one scrape or many concatenated; any label set
+(``Hostname``, ``UUID``, ``gpu``, ``device``, ``modelName``, MIG ``GPU_I_PROFILE``/``GPU_I_ID``,
+``pod``/``namespace``/``container``). Sample time: the line's own millisecond timestamp, else
+``--time``, else the file's modification time. DCGM "blank" sentinels (int32/int64 blanks and
+their NOT_FOUND/NOT_SUPPORTED/NOT_PERMISSIONED neighbours, the FP64 blank 2**47 family) become a
+row with a null value: the sample exists and says "unsupported". Non-numeric values and lines
+that are not samples are quarantined. ``# HELP`` / ``# TYPE`` lines go to ``metric_metadata``
+(unit taken from ``(in X)`` in the help text); so do the lines of dcgm-exporter's counters CSV
+configuration (``DCGM_FI_X, gauge, help``), which therefore ingest as metadata with no samples.
+
+Vectorized: the whole chunk is split into lines once and classified and dissected with Polars
+regex expressions; label strings are parsed once per distinct label set (a scrape repeats the
+same few label sets for every metric) and joined back.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import PurePath
+
+import polars as pl
+
+from ingest.base import FormatSpec, ParseContext, ParseResult
+from warehouse.schemas import QUARANTINE_COLUMNS, TABLES, conform, quarantine_frame
+
+SOURCE = "dcgm"
+
+# DCGM blank values (dcgm_structs.h): DCGM_INT32_BLANK 0x7ffffff0 and DCGM_INT64_BLANK
+# 0x7ffffffffffffff0 plus NOT_FOUND / NOT_SUPPORTED / NOT_PERMISSIONED ... just above them (the
+# header reserves the 16 values BLANK..BLANK+15), DCGM_FP64_BLANK 140737488355328.0 (2**47) with
+# the same 16, and DCGM_STR_BLANK "<<<NULL>>>".
+INT32_BLANK = 2147483632
+INT32_MAX = 2147483647
+INT64_BLANK_FLOAT = 9223372036854775792.0  # rounds to 2**63 as a float, like its neighbours
+FP64_BLANK = 140737488355328.0
+STR_BLANK = "<<<NULL>>>"
+# dcgm-exporter's DCGM_EXP_XID_ERRORS_COUNT has one series per XID code (label ``xid``); gpu_samples
+# has no column for it, so the code is kept in the metric name: ``DCGM_EXP_XID_ERRORS_COUNT{xid="79"}``.
+XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
+
+# label name -> gpu_samples column
+LABEL_COLUMNS = {
+    "Hostname": "host",
+    "gpu": "gpu",
+    "UUID": "uuid",
+    "modelName": "model",
+    "GPU_I_PROFILE": "mig_profile",
+    "GPU_I_ID": "mig_instance",
+    "pod": "pod",
+    "namespace": "namespace",
+    "container": "container",
+}
+
+# A sample line is "<key> <value>[ <ms timestamp>]" with key "name" or "name{labels}".
+_TAIL = r"\s+[^\s}]+(?:\s+-?\d+)?\s*$"
+_KEY = r"^\s*(?P<metric>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?P<labels>.*)\})?$"
+_META = r"^#\s*(?P<kind>HELP|TYPE)\s+(?P<metric>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\s+(?P<text>.*))?$"
+_CONFIG = r"^(?P<metric>[A-Z][A-Z0-9_]*)\s*,\s*(?P<type>[a-z]+)\s*,\s*(?P<help>.*)$"
+_UNIT = r"\(in ([^)]+)\)"
+_HOSTLIKE = re.compile(r"^(?=.*[A-Za-z])(?=.*\d)[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NOT_HOST = re.compile(
+    r"^\d{4}-?\d{2}-?\d{2}|^\d+$|^(dcgm|metrics|scrape|prom|export)", re.IGNORECASE
+)
+
+
+def host_from_path(path: str) -> str | None:
+    """A host the file name or its folder obviously names (``node042.prom``,
+    ``dcgm/node042/2024-05-01.prom.gz``), else None."""
+    p = PurePath(path)
+    candidates = [p.name.split(".")[0], p.parent.name]
+    for c in candidates:
+        if c and _HOSTLIKE.match(c) and not _NOT_HOST.match(c):
+            return c
+    return None
+
+
+def sentinel_to_null(value: pl.Expr) -> pl.Expr:
+    """DCGM blank/unsupported sentinels to null; every other number unchanged."""
+    is_blank = value.is_not_nan() & (  # Polars orders NaN above every number
+        (value >= INT64_BLANK_FLOAT)
+        | ((value >= INT32_BLANK) & (value <= INT32_MAX) & (value == value.floor()))
+        | ((value >= FP64_BLANK) & (value <= FP64_BLANK + 15))
+    )
+    return pl.when(is_blank).then(None).otherwise(value)
+
+
+def parse_number(raw: pl.Expr) -> pl.Expr:
+    """Prometheus sample value text to float (NaN and +/-Inf accepted); null if not a number."""
+    s = raw.str.strip_chars()
+    return s.str.replace(r"^\+", "").cast(pl.Float64, strict=False)
+
+
+def is_str_blank(raw: pl.Expr) -> pl.Expr:
+    return raw.str.strip_chars() == STR_BLANK
+
+
+def xid_metric(metric: pl.Expr, xid: pl.Expr) -> pl.Expr:
+    """Fold the ``xid`` label of the XID count metric into its name (see XID_COUNT_METRIC)."""
+    return (
+        pl.when((metric == XID_COUNT_METRIC) & xid.is_not_null())
+        .then(pl.format('{}{{xid="{}"}}', metric, xid))
+        .otherwise(metric)
+    )
+
+
+def label_columns(labels: pl.Series) -> pl.DataFrame:
+    """Parse distinct label strings into the gpu_samples label columns (one row per input),
+    plus ``xid`` (dropped after it is folded into the metric name)."""
+    df = pl.DataFrame({"labels": labels})
+    exprs = []
+    for label, col in {**LABEL_COLUMNS, "xid": "xid"}.items():
+        val = pl.col("labels").str.extract(rf'(?:^|[,{{\s]){label}\s*=\s*"((?:[^"\\]|\\.)*)"', 1)
+        if col == "gpu":
+            val = val.cast(pl.Int32, strict=False)
+        else:
+            val = pl.when(val == "").then(None).otherwise(val)
+        exprs.append(val.alias(col))
+    return df.with_columns(exprs)
+
+
+def sample_time(ts_ms: pl.Expr, ctx: ParseContext) -> pl.Expr:
+    """The sample's own ms timestamp, else --time, else the file mtime, else null."""
+    own = pl.from_epoch(ts_ms.cast(pl.Int64, strict=False), time_unit="ms").cast(pl.Datetime("us"))
+    fallback: datetime | None = ctx.time or ctx.mtime
+    return pl.coalesce(own, pl.lit(fallback, dtype=pl.Datetime("us")))
+
+
+def metadata_frame(meta: pl.DataFrame, ctx: ParseContext, source: str) -> pl.DataFrame:
+    """One metric_metadata row per metric from (metric, type, help) rows (HELP and TYPE merged)."""
+    if meta.height == 0:
+        return TABLES["metric_metadata"].empty()
+    out = (
+        meta.group_by("metric", maintain_order=True)
+        .agg(pl.col("type").drop_nulls().first(), pl.col("help").drop_nulls().first())
+        .with_columns(
+            unit=pl.col("help").str.extract(_UNIT, 1).str.strip_chars(),
+            source=pl.lit(source),
+            source_file=pl.lit(ctx.path),
+        )
+    )
+    return conform("metric_metadata", out)
+
+
+def split_lines(data: bytes) -> pl.DataFrame:
+    """One ``raw`` row per line (null for empty lines), split by Polars' multi-threaded CSV
+    reader with a separator that cannot occur; Python's split when it does occur."""
+    if b"\x01" in data:
+        text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+        return pl.DataFrame({"raw": text.split("\n")[: -1 if text.endswith("\n") else None]})
+    if not data:
+        return pl.DataFrame({"raw": []}, schema={"raw": pl.Utf8})
+    return pl.read_csv(
+        data,
+        has_header=False,
+        separator="\x01",
+        quote_char=None,
+        new_columns=["raw"],
+        encoding="utf8-lossy",
+        infer_schema=False,
+    )
+
+
+def parse(data: bytes, ctx: ParseContext) -> ParseResult:
+    lines = split_lines(data).with_row_index("line", offset=1)
+    lines = lines.with_columns(pl.col("line").cast(pl.Int64) + ctx.line_offset)
+    # anchored regexes: the DFA stops at the first character that decides them
+    lines = lines.with_columns(
+        blank=pl.col("raw").is_null() | pl.col("raw").str.contains(r"^\s*$"),
+        comment=pl.col("raw").str.contains(r"^\s*#"),
+        cfg=pl.col("raw").str.contains(r"^\s*[A-Z][A-Z0-9_]*\s*,"),
+    )
+    meta_lines = lines.filter("comment")
+    cfg_lines = lines.filter("cfg").with_columns(pl.col("raw").str.strip_chars())
+    body = lines.filter(~pl.col("blank") & ~pl.col("comment") & ~pl.col("cfg"))
+
+    # metadata: # HELP / # TYPE, and counters-CSV configuration lines
+    m = meta_lines.select(
+        pl.col("raw").str.strip_chars().str.extract_groups(_META).alias("m")
+    ).unnest("m")
+    m = m.filter(pl.col("kind").is_not_null()).select(
+        "metric",
+        type=pl.when(pl.col("kind") == "TYPE").then(pl.col("text").str.strip_chars()),
+        help=pl.when(pl.col("kind") == "HELP").then(pl.col("text").str.strip_chars()),
+    )
+    cfg = (
+        cfg_lines.select(pl.col("raw").str.extract_groups(_CONFIG).alias("c"))
+        .unnest("c")
+        .select("metric", "type", pl.col("help").str.strip_chars())
+    )
+    meta = pl.concat([m, cfg.filter(pl.col("metric").is_not_null())], how="vertical")
+    # lines that only looked like configuration rows are judged as samples
+    body = pl.concat([body, cfg_lines.filter(~pl.col("raw").str.contains(_CONFIG))]).select(
+        "line", "raw"
+    )
+
+    # Cheap non-capturing regexes over every line; name and labels are dissected once per
+    # distinct "name{labels}" key (a scrape repeats a few label sets for every metric).
+    parts = body.with_columns(tail=pl.col("raw").str.extract(_TAIL, 0))
+    parts = parts.with_columns(
+        key=pl.col("raw").str.head(pl.col("raw").str.len_chars() - pl.col("tail").str.len_chars())
+    )
+    tail = (
+        pl.col("tail")
+        .str.replace_all("\t", " ", literal=True)
+        .str.strip_chars()
+        .str.split_exact(" ", 1)
+    )
+    parts = parts.with_columns(
+        value=tail.struct.field("field_0"), ts=tail.struct.field("field_1").str.strip_chars()
+    ).drop("tail")
+    keys = parts.select(pl.col("key").unique())
+    keys = keys.with_columns(pl.col("key").str.extract_groups(_KEY).alias("k")).unnest("k")
+    keys = pl.concat(
+        [keys, label_columns(keys["labels"].fill_null("")).drop("labels")], how="horizontal"
+    )
+    host_fallback = ctx.host or host_from_path(ctx.path)
+    keys = keys.with_columns(
+        metric=xid_metric(pl.col("metric"), pl.col("xid")),
+        host=pl.coalesce(pl.col("host"), pl.lit(host_fallback, dtype=pl.Utf8)),
+    ).drop("labels", "xid")
+    parts = parts.join(keys, on="key", how="left", maintain_order="left").drop("key")
+    parts = parts.with_columns(
+        metric=pl.when(pl.col("value").is_not_null()).then(pl.col("metric")),
+        num=parse_number(pl.col("value")),
+        time=sample_time(pl.col("ts"), ctx),
+    )
+    error = (
+        pl.when(pl.col("metric").is_null())
+        .then(pl.lit("not a Prometheus sample line"))
+        .when(pl.col("num").is_null() & ~is_str_blank(pl.col("value")))
+        .then(pl.lit("non-numeric sample value: ") + pl.col("value"))
+        .when(pl.col("time").is_null())
+        .then(pl.lit("sample has no timestamp and no --time or file time was given"))
+    )
+    parts = parts.with_columns(error=error)
+    bad = parts.filter(pl.col("error").is_not_null())
+    good = parts.filter(pl.col("error").is_null()).drop("line", "raw", "value", "ts", "error")
+    samples = good.with_columns(
+        cluster=pl.lit(ctx.cluster),
+        value=sentinel_to_null(pl.col("num")),
+        date=pl.col("time").dt.date(),
+        source=pl.lit(SOURCE),
+        source_file=pl.lit(ctx.path),
+    ).drop("num")
+    quarantine = (
+        quarantine_frame(bad["line"], bad["raw"], bad["error"])
+        if bad.height
+        else pl.DataFrame(schema=QUARANTINE_COLUMNS)
+    )
+    return ParseResult(
+        tables={
+            "gpu_samples": conform("gpu_samples", samples),
+            "metric_metadata": metadata_frame(meta, ctx, SOURCE),
+        },
+        quarantine=quarantine,
+        records=parts.height,
+    )
+
+
+def detect(head: bytes, name: str) -> int:
+    text = head.decode("utf-8", errors="replace")
+    if re.search(r"^DCGM_[A-Z0-9_]+(\{[^}\n]*\})?\s+[-+]?[0-9.NI]", text, re.MULTILINE):
+        return 95
+    if re.search(r"^# (HELP|TYPE) DCGM_", text, re.MULTILINE):
+        return 90
+    if re.search(r"^DCGM_FI_[A-Z0-9_]+\s*,\s*(gauge|counter|label)\s*,", text, re.MULTILINE):
+        return 80
+    if re.search(
+        r"^[a-zA-Z_:][a-zA-Z0-9_:]*\{[^}\n]*\}\s+[-+0-9.eE]+(\s+\d+)?$", text, re.MULTILINE
+    ):
+        return 40  # some other Prometheus text exposition
+    return 0
+
+
+FORMAT = FormatSpec(
+    name="dcgm",
+    primary="gpu_samples",
+    parse=parse,
+    detect=detect,
+    description="dcgm-exporter /metrics Prometheus text scrapes (also its counters CSV as metadata)",
+    line_oriented=True,
+)

@@ -1,0 +1,170 @@
+"""Prometheus HTTP API JSON (``/api/v1/query_range`` matrix, ``/api/v1/query`` vector) to
+``gpu_samples``.
+
+One record = one (timestamp, value) point of one series. Accepts one response object, a list
+of them, or JSON lines of them. Labels map to columns as for dcgm-exporter text (``Hostname``,
+``gpu``, ``UUID``, ``modelName``, MIG, pod labels); the host falls back to ``--host``, then to
+the ``instance`` label without its port. DCGM blank sentinels become null values; values
+that are not numbers are quarantined; an ``"status": "error"`` response or a ``scalar`` /
+``string`` result is quarantined whole with Prometheus' own error text.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+
+from ingest.base import FormatSpec, ParseContext, ParseResult, whole_file_quarantine
+from ingest.dcgm import LABEL_COLUMNS, host_from_path, is_str_blank, sentinel_to_null, xid_metric
+from warehouse.schemas import QUARANTINE_COLUMNS, conform, quarantine_frame
+
+SOURCE = "prometheus"
+
+
+def _documents(data: bytes) -> list:
+    """The response objects in a file: one object, a JSON array of them, or JSON lines."""
+    text = data.decode("utf-8", errors="replace").strip()
+    try:
+        doc = json.loads(text)
+        return doc if isinstance(doc, list) else [doc]
+    except json.JSONDecodeError:
+        return [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+
+
+def _series_frame(series: dict, key: str) -> pl.DataFrame:
+    """One series' points as (t, raw) text columns, converted as whole arrays."""
+    points = series.get("values") if key == "values" else [series.get("value")]
+    points = [] if points is None else points
+    arr = np.array(points, dtype=object) if points else np.empty((0, 2), dtype=object)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        # malformed series: keep each point's text for its quarantine row
+        pairs = [
+            p if isinstance(p, (list, tuple)) and len(p) == 2 else (None, json.dumps(p))
+            for p in points
+        ]
+        arr = np.empty((len(points), 2), dtype=object)
+        arr[:, 0] = [p[0] for p in pairs]
+        arr[:, 1] = [p[1] for p in pairs]
+    t = np.where(arr[:, 0] == None, "", arr[:, 0]).astype(str)
+    return pl.DataFrame(
+        {"t": t, "raw": arr[:, 1].astype(str)}, schema={"t": pl.Utf8, "raw": pl.Utf8}
+    )
+
+
+def parse(data: bytes, ctx: ParseContext) -> ParseResult:
+    try:
+        docs = _documents(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return ParseResult({}, whole_file_quarantine(data, f"not JSON: {exc}"), 1)
+    frames, bad_docs = [], []
+    for n, doc in enumerate(docs, start=1):
+        if not isinstance(doc, dict) or doc.get("status", "success") != "success":
+            err = doc.get("error", "unknown error") if isinstance(doc, dict) else "not an object"
+            bad_docs.append(
+                (n, json.dumps(doc)[:500], f"Prometheus response is not a success: {err}")
+            )
+            continue
+        body = doc.get("data", doc)
+        kind = body.get("resultType") if isinstance(body, dict) else None
+        if kind not in ("matrix", "vector"):
+            bad_docs.append(
+                (n, json.dumps(doc)[:500], f"resultType {kind!r} is not matrix or vector")
+            )
+            continue
+        key = "values" if kind == "matrix" else "value"
+        for s_idx, series in enumerate(body.get("result") or []):
+            labels = {str(k): str(v) for k, v in (series.get("metric") or {}).items()}
+            f = _series_frame(series, key)
+            cols = {col: labels.get(lab) for lab, col in LABEL_COLUMNS.items()}
+            instance_host = labels.get("instance", "").rsplit(":", 1)[0] or None
+            frames.append(
+                f.with_columns(
+                    metric=pl.lit(labels.get("__name__") or None, dtype=pl.Utf8),
+                    **{c: pl.lit(v if v != "" else None, dtype=pl.Utf8) for c, v in cols.items()},
+                    instance_host=pl.lit(instance_host, dtype=pl.Utf8),
+                    xid=pl.lit(labels.get("xid"), dtype=pl.Utf8),
+                    doc=pl.lit(n, dtype=pl.Int32),
+                    series=pl.lit(s_idx, dtype=pl.Int32),
+                )
+            )
+    if frames:
+        pts = pl.concat(frames, how="vertical").with_row_index("point", offset=1)
+    else:
+        pts = pl.DataFrame(
+            schema={"point": pl.UInt32, "t": pl.Utf8, "raw": pl.Utf8, "metric": pl.Utf8,
+                    **{c: pl.Utf8 for c in LABEL_COLUMNS.values()}, "instance_host": pl.Utf8, "xid": pl.Utf8,
+                    "doc": pl.Int32, "series": pl.Int32}
+        )  # fmt: skip
+    num = pl.col("raw").str.strip_chars().str.replace(r"^\+", "").cast(pl.Float64, strict=False)
+    secs = pl.col("t").cast(pl.Float64, strict=False)
+    pts = pts.with_columns(
+        value=num,
+        time=pl.from_epoch((secs * 1e6).round().cast(pl.Int64), time_unit="us"),
+    )
+    pts = pts.with_columns(
+        error=pl.when(pl.col("metric").is_null())
+        .then(pl.lit("series has no __name__ label"))
+        .when(pl.col("time").is_null())
+        .then(pl.lit("point has no numeric timestamp"))
+        .when(pl.col("value").is_null() & ~is_str_blank(pl.col("raw")))
+        .then(pl.lit("non-numeric sample value: ") + pl.col("raw"))
+    )
+    bad = pts.filter(pl.col("error").is_not_null())
+    good = pts.filter(pl.col("error").is_null())
+    fallback_host = ctx.host or host_from_path(ctx.path)
+    samples = good.with_columns(
+        metric=xid_metric(pl.col("metric"), pl.col("xid")),
+        host=pl.coalesce(
+            pl.col("host"), pl.lit(fallback_host, dtype=pl.Utf8), pl.col("instance_host")
+        ),
+        gpu=pl.col("gpu").cast(pl.Int32, strict=False),
+        value=sentinel_to_null(pl.col("value")),
+        date=pl.col("time").dt.date(),
+        cluster=pl.lit(ctx.cluster),
+        source=pl.lit(SOURCE),
+        source_file=pl.lit(ctx.path),
+    ).drop("point", "t", "raw", "instance_host", "xid", "doc", "series", "error")
+    q_rows = bad.select(
+        line=pl.col("point").cast(pl.Int64),
+        raw=pl.format("doc {} series {}: {} {} = {}", "doc", "series", "metric", "t", "raw"),
+        error="error",
+    )
+    quarantine = (
+        pl.concat(
+            [
+                q_rows.cast(QUARANTINE_COLUMNS),
+                quarantine_frame(
+                    [n for n, _, _ in bad_docs],
+                    [r for _, r, _ in bad_docs],
+                    [e for _, _, e in bad_docs],
+                ),
+            ]
+        )
+        if bad_docs or q_rows.height
+        else pl.DataFrame(schema=QUARANTINE_COLUMNS)
+    )
+    return ParseResult(
+        tables={"gpu_samples": conform("gpu_samples", samples)},
+        quarantine=quarantine,
+        records=pts.height + len(bad_docs),
+    )
+
+
+def detect(head: bytes, name: str) -> int:
+    text = head[:4096].decode("utf-8", errors="replace")
+    if '"resultType"' in text and ('"matrix"' in text or '"vector"' in text):
+        return 90
+    if '"resultType"' in text:
+        return 60
+    return 0
+
+
+FORMAT = FormatSpec(
+    name="prom-json",
+    primary="gpu_samples",
+    parse=parse,
+    detect=detect,
+    description="Prometheus HTTP API query_range (matrix) / query (vector) JSON",
+)

@@ -1,0 +1,230 @@
+"""dcgm-exporter text scrapes: real samples pinned, edge cases, conservation, idempotence, fuzz."""
+
+from datetime import datetime
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ingest.base import ParseContext
+from ingest.dcgm import detect, host_from_path, parse
+from ingest.registry import detect as detect_format
+from ingest.runner import ingest_paths
+from tests.conftest import FIXTURES
+
+D = FIXTURES / "dcgm"
+MTIME = datetime(2024, 5, 1, 12, 0)
+UUID0 = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
+
+
+def _parse(data: bytes, **kw):
+    kw.setdefault("mtime", MTIME)
+    return parse(data, ParseContext(**kw))
+
+
+def test_readme_sample_pinned():
+    r = _parse((D / "dcgm-exporter_readme_sample_metrics.prom").read_bytes())
+    s = r.tables["gpu_samples"]
+    assert r.records == 6 and s.height == 6 and r.quarantine.height == 0
+    assert s["metric"].to_list()[:3] == [
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "DCGM_FI_DEV_MEMORY_TEMP",
+    ]
+    assert s["value"].to_list() == [139.0, 405.0, None, 139.0, 405.0, None]  # sentinel -> null
+    assert set(s["uuid"]) == {UUID0} and set(s["gpu"]) == {0}
+    assert s["pod"].null_count() == 6  # empty pod labels are null, not ""
+    assert set(s["time"]) == {MTIME} and set(s["date"]) == {MTIME.date()}
+    meta = r.tables["metric_metadata"].sort("metric")
+    assert meta.height == 3
+    assert meta.filter(pl.col("metric") == "DCGM_FI_DEV_MEMORY_TEMP").row(0, named=True) | {
+        "source_file": None
+    } == {
+        "metric": "DCGM_FI_DEV_MEMORY_TEMP",
+        "type": "gauge",
+        "help": "Memory temperature (in C).",
+        "unit": "C",
+        "source": "dcgm",
+        "source_file": None,
+    }
+
+
+def test_counters_csv_is_metadata_only():
+    for name in ("dcgm-exporter__default-counters.csv", "dcgm-exporter__dcp-metrics-included.csv"):
+        r = _parse((D / name).read_bytes())
+        assert r.records == 0 and r.tables["gpu_samples"].height == 0 and r.quarantine.height == 0
+        meta = r.tables["metric_metadata"]
+        assert meta.height == 26
+        row = meta.filter(pl.col("metric") == "DCGM_FI_DEV_POWER_USAGE").row(0, named=True)
+        assert (row["type"], row["unit"]) == ("gauge", "W")
+        assert detect((D / name).read_bytes(), name) == 80
+
+
+def test_dcgmi_diag_is_not_dcgm():
+    data = (D / "dcgmi_diag_examples.txt").read_bytes()
+    assert detect(data, "dcgmi_diag_examples.txt") == 0
+    r = _parse(data)  # forced --format dcgm: every table line is quarantined with a reason
+    assert r.tables["gpu_samples"].height == 0
+    assert r.records == r.quarantine.height == 24
+    assert set(r.quarantine["error"]) == {"not a Prometheus sample line"}
+
+
+def test_labels_times_hosts_and_errors():
+    text = (
+        b"# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="1",UUID="GPU-a",Hostname="dgx-07",modelName="NVIDIA H100 80GB HBM3",'
+        b'GPU_I_PROFILE="1g.10gb",GPU_I_ID="3",pod="p-0",namespace="ml",container="c"} 41 1714564800123\n'
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="2", UUID="GPU-b"} 42\r\n'
+        b'DCGM_FI_DEV_FB_USED{gpu="2",note="a b} c"} 7\n'
+        b'DCGM_FI_DEV_POWER_USAGE{gpu="3"} NaN 1714564800000\n'
+        b'DCGM_FI_DEV_CLOCK{gpu="3"} 140737488355328\n'
+        b'DCGM_FI_DEV_X{gpu="3"} 2147483632\n'
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="3"} n/a\n'
+        b"| garbage here |\n"
+        b"up 1\n"
+    )
+    r = _parse(text, path="/data/dcgm/node042/2024-05-01.prom", line_offset=100)
+    s = r.tables["gpu_samples"]
+    assert r.records == 9 and s.height == 7
+    first = s.row(0, named=True)
+    assert first["time"] == datetime(2024, 5, 1, 12, 0, 0, 123000)
+    assert (first["host"], first["gpu"], first["uuid"], first["model"]) == (
+        "dgx-07",
+        1,
+        "GPU-a",
+        "NVIDIA H100 80GB HBM3",
+    )
+    assert (
+        first["mig_profile"],
+        first["mig_instance"],
+        first["pod"],
+        first["namespace"],
+        first["container"],
+    ) == ("1g.10gb", "3", "p-0", "ml", "c")
+    second = s.row(1, named=True)
+    assert (second["host"], second["uuid"], second["time"]) == (
+        "node042",
+        "GPU-b",
+        MTIME,
+    )  # host from path
+    assert s["value"].to_list()[2] == 7.0  # label value with "} " inside
+    vals = s["value"].to_list()
+    assert vals[3] != vals[3]  # NaN kept as NaN (a real value)
+    assert vals[4] is None and vals[5] is None  # FP64 and INT32 blanks
+    assert r.quarantine["line"].to_list() == [108, 109]
+    assert r.quarantine["error"].to_list() == [
+        "non-numeric sample value: n/a",
+        "not a Prometheus sample line",
+    ]
+
+
+def test_xid_count_series_and_string_blank():
+    text = (
+        b'DCGM_EXP_XID_ERRORS_COUNT{gpu="0",UUID="GPU-a",xid="79",window_size_in_ms="300000"} 1 1714564800000\n'
+        b'DCGM_EXP_XID_ERRORS_COUNT{gpu="0",UUID="GPU-a",xid="48"} 2 1714564800000\n'
+        b'DCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-a",err_code="0"} 48 1714564800000\n'
+        b'DCGM_FI_DEV_SERIAL{gpu="0"} <<<NULL>>> 1714564800000\n'
+    )
+    r = _parse(text)
+    s = r.tables["gpu_samples"]
+    assert r.quarantine.height == 0
+    assert s["metric"].to_list() == [
+        'DCGM_EXP_XID_ERRORS_COUNT{xid="79"}',
+        'DCGM_EXP_XID_ERRORS_COUNT{xid="48"}',
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_SERIAL",
+    ]
+    assert s["value"].to_list() == [1.0, 2.0, 48.0, None]
+
+
+def test_time_precedence_and_missing_time():
+    line = b'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 40\n'
+    t = datetime(2024, 6, 1)
+    assert _parse(line, time=t).tables["gpu_samples"]["time"][0] == t  # --time beats mtime
+    r = parse(line, ParseContext())
+    assert r.records == 1 and r.quarantine["error"][0].startswith("sample has no timestamp")
+    assert _parse(line, host="h9").tables["gpu_samples"]["host"][0] == "h9"
+
+
+def test_host_from_path():
+    assert host_from_path("dcgm/node042/2024-05-01.prom.gz") == "node042"
+    assert host_from_path("scrapes/gpu-17.prom") == "gpu-17"
+    assert host_from_path("dcgm-exporter_readme_sample_metrics.prom") is None
+    assert host_from_path("metrics/20240501.prom") is None
+
+
+def test_runner_conservation_and_idempotence(wh, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.prom").write_bytes(
+        (D / "dcgm-exporter_readme_sample_metrics.prom").read_bytes() + b'X{gpu="0"} bad\n'
+    )
+    (src / "counters.csv").write_bytes((D / "dcgm-exporter__default-counters.csv").read_bytes())
+    reports = ingest_paths(wh, [src], fmt="auto")
+    assert {r.format for r in reports} == {"dcgm"}
+    assert sum(r.records for r in reports) == 7
+    assert wh.read("gpu_samples").height == 6 and wh.read("quarantine").height == 1
+    assert wh.read("metric_metadata").height == 3 + 26
+    again = ingest_paths(wh, [src], fmt="auto")
+    assert all(r.skipped for r in again) and wh.read("gpu_samples").height == 6
+
+
+def test_chunked_file_streams(wh, tmp_path, monkeypatch):
+    from ingest import runner
+
+    monkeypatch.setattr(runner, "CHUNK_BYTES", 4096)
+    lines = [
+        f'DCGM_FI_DEV_GPU_TEMP{{gpu="{i % 8}",Hostname="n1"}} {i} {1714564800000 + i}'
+        for i in range(2000)
+    ]
+    p = tmp_path / "big.prom"
+    p.write_text("# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n" + "\n".join(lines) + "\nbroken line\n")
+    (rep,) = ingest_paths(wh, [p], fmt="dcgm")
+    s = wh.read("gpu_samples")
+    assert (
+        rep.records == 2001
+        and s.height == 2000
+        and sorted(s["value"].to_list()) == [float(i) for i in range(2000)]
+    )
+    assert wh.read("quarantine")["line"].to_list() == [2002]
+
+
+def test_registry_picks_dcgm():
+    data = (D / "dcgm-exporter_readme_sample_metrics.prom").read_bytes()
+    assert detect_format(data, "x.prom").name == "dcgm"
+
+
+_label_value = st.text(
+    alphabet=st.characters(blacklist_characters='"\\\n\r', blacklist_categories=("Cs",)), max_size=8
+)
+_value = st.one_of(
+    st.integers(-(10**6), 2**63 - 1).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.sampled_from(["NaN", "+Inf", "-Inf", "abc", "", "9223372036854775794"]),
+)
+_line = st.one_of(
+    st.builds(
+        lambda m, g, v, ts: f'{m}{{gpu="{g}",UUID="{v}"}} ' + ts,
+        st.from_regex(r"[A-Z_][A-Z0-9_]{0,10}", fullmatch=True),
+        st.integers(0, 7),
+        _label_value,
+        st.builds(
+            lambda v, t: v + (f" {t}" if t is not None else ""),
+            _value,
+            st.one_of(st.none(), st.integers(0, 2**41)),
+        ),
+    ),
+    st.text(max_size=30).filter(lambda s: "\n" not in s and "\r" not in s),
+    st.just("# HELP X y (in W)"),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_line, max_size=25))
+def test_fuzz_conservation(lines):
+    r = _parse("\n".join(lines).encode())
+    assert r.tables["gpu_samples"].height + r.quarantine.height == r.records
+    assert r.records <= len(lines)
+    s = r.tables["gpu_samples"]
+    assert s["time"].null_count() == 0 and s["date"].null_count() == 0
+    assert s.filter((pl.col("value") >= 9.2e18) & pl.col("value").is_not_nan()).height == 0

@@ -1,0 +1,109 @@
+"""nvidia-smi --query-gpu CSV: units, blanks, noheader/nounits, time, conservation, fuzz."""
+
+from datetime import datetime
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ingest.base import ParseContext
+from ingest.nvidia_smi import detect, parse
+from tests.conftest import FIXTURES
+
+MTIME = datetime(2024, 5, 1)
+
+
+def test_docs_examples_pinned():
+    data = (FIXTURES / "dcgm" / "nvidia-smi_query_csv_examples.txt").read_bytes()
+    r = parse(data, ParseContext(mtime=MTIME))
+    s = r.tables["gpu_samples"]
+    # (A) is the only uncommented block; (B)/(C)/(D) are '#'-prefixed doc text
+    assert r.records == 4 and r.quarantine.height == 0
+    assert dict(zip(s["metric"], s["value"])) == {
+        "temperature.gpu": 38.0,
+        "utilization.gpu": 5.0,
+        "memory.used": 1420.0,
+        "memory.total": 81920.0,
+    }
+    assert (
+        set(s["model"]) == {"NVIDIA A100-SXM4-80GB"}
+        and set(s["gpu"]) == {0}
+        and set(s["time"]) == {MTIME}
+    )
+    assert detect(data, "x.txt") == 90
+
+
+def test_units_blanks_timestamp_and_tz():
+    data = (
+        b"timestamp, index, uuid, power.draw [W], pstate, clocks_throttle_reasons.active, "
+        b"ecc.errors.uncorrected.volatile.total, driver_version\n"
+        b"2024/05/01 10:00:00.123, 0, GPU-abc, 250.00 W, P0, 0x0000000000000004, [Not Supported], 535.104.05\n"
+        b"2024/05/01 10:00:00.123, 1, GPU-def, N/A, P8, 0x0, [Unknown Error], 535.104.05\n"
+        b"2024/05/01 10:00:00.123, 2, GPU-ghi, lots, P0\n"
+    )
+    r = parse(data, ParseContext(tz="America/Chicago", host="n1"))
+    s = r.tables["gpu_samples"]
+    assert r.records == 8 + 1 and s.height == 8
+    assert set(s["time"]) == {datetime(2024, 5, 1, 15, 0, 0, 123000)}
+    assert set(s["host"]) == {"n1"} and "driver_version" not in set(s["metric"])
+    got = {(row["gpu"], row["metric"]): row["value"] for row in s.iter_rows(named=True)}
+    assert got[(0, "power.draw")] == 250.0 and got[(1, "power.draw")] is None
+    assert got[(0, "pstate")] == 0.0 and got[(1, "pstate")] == 8.0
+    assert got[(0, "clocks_throttle_reasons.active")] == 4.0
+    assert got[(0, "ecc.errors.uncorrected.volatile.total")] is None
+    assert r.quarantine["error"][0] == "expected 8 comma-separated fields, found 5"
+
+
+def test_noheader_nounits_needs_fields():
+    line = b"0, NVIDIA GeForce RTX 3080, 62, 79, 268.12\n"
+    r = parse(line, ParseContext(time=MTIME))
+    assert r.records == 1 and "pass --fields" in r.quarantine["error"][0]
+    r = parse(
+        line,
+        ParseContext(
+            time=MTIME, fields=("index", "name", "temperature.gpu", "utilization.gpu", "power.draw")
+        ),
+    )
+    assert dict(zip(r.tables["gpu_samples"]["metric"], r.tables["gpu_samples"]["value"])) == {
+        "temperature.gpu": 62.0,
+        "utilization.gpu": 79.0,
+        "power.draw": 268.12,
+    }
+
+
+def test_non_numeric_value_quarantined():
+    r = parse(b"index, temperature.gpu\n0, hot\n1, 40\n", ParseContext(time=MTIME))
+    assert r.records == 2 and r.tables["gpu_samples"]["value"].to_list() == [40.0]
+    assert r.quarantine["error"].to_list() == ["non-numeric value for temperature.gpu: hot"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from(["0", "5 %", "N/A", "[Not Supported]", "x", "250.00 W", "P2", ""]),
+            min_size=1,
+            max_size=4,
+        ),
+        max_size=10,
+    )
+)
+def test_fuzz_conservation(rows):
+    text = "index, temperature.gpu, utilization.gpu [%]\n" + "\n".join(", ".join(r) for r in rows)
+    r = parse(text.encode(), ParseContext(time=MTIME))
+    assert r.tables["gpu_samples"].height + r.quarantine.height == r.records
+
+
+def test_runner_conservation_and_idempotence(wh, tmp_path):
+    from ingest.runner import ingest_paths
+
+    p = tmp_path / "smi.csv"
+    p.write_bytes(b"index, temperature.gpu, power.draw [W]\n0, 40, 250.00 W\n1, hot, N/A\n")
+    (rep,) = ingest_paths(wh, [p])
+    assert rep.format == "nvidia-smi" and (rep.records, rep.rows_ok, rep.rows_quarantined) == (
+        4,
+        3,
+        1,
+    )
+    assert wh.read("gpu_samples").sort("gpu", "metric")["value"].to_list() == [250.0, 40.0, None]
+    (again,) = ingest_paths(wh, [p])
+    assert again.skipped and wh.read("gpu_samples").height == 3

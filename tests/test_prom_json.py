@@ -1,0 +1,118 @@
+"""Prometheus query_range / query JSON: values, sentinels, errors, conservation, fuzz."""
+
+import json
+from datetime import datetime
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ingest.base import ParseContext
+from ingest.prom_json import detect, parse
+from ingest.runner import ingest_paths
+
+MATRIX = {
+    "status": "success",
+    "data": {
+        "resultType": "matrix",
+        "result": [
+            {
+                "metric": {
+                    "__name__": "DCGM_FI_DEV_GPU_TEMP",
+                    "gpu": "0",
+                    "UUID": "GPU-1",
+                    "Hostname": "n1",
+                    "instance": "10.0.0.1:9400",
+                    "modelName": "NVIDIA A100-SXM4-80GB",
+                },
+                "values": [[1714564800, "41"], [1714564815.5, "42"], [1714564830, "x"]],
+            },
+            {
+                "metric": {
+                    "__name__": "DCGM_FI_DEV_MEMORY_TEMP",
+                    "gpu": "1",
+                    "instance": "10.0.0.2:9400",
+                },
+                "values": [[1714564800, "9223372036854775794"]],
+            },
+        ],
+    },
+}
+
+
+def test_matrix_values_and_quarantine():
+    r = parse(json.dumps(MATRIX).encode(), ParseContext())
+    s = r.tables["gpu_samples"]
+    assert r.records == 4 and s.height == 3
+    assert s["time"].to_list() == [
+        datetime(2024, 5, 1, 12, 0),
+        datetime(2024, 5, 1, 12, 0, 15, 500000),
+        datetime(2024, 5, 1, 12, 0),
+    ]
+    assert s["value"].to_list() == [41.0, 42.0, None]
+    assert s["host"].to_list() == ["n1", "n1", "10.0.0.2"]  # Hostname, else instance without port
+    assert s["model"][0] == "NVIDIA A100-SXM4-80GB" and s["gpu"].to_list() == [0, 0, 1]
+    assert r.quarantine["error"].to_list() == ["non-numeric sample value: x"]
+    assert detect(json.dumps(MATRIX).encode(), "q.json") == 90
+
+
+def test_vector_list_and_error_response():
+    vec = {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {
+                    "metric": {"__name__": "DCGM_FI_DEV_POWER_USAGE", "gpu": "2"},
+                    "value": [1714564800, "301.5"],
+                }
+            ],
+        },
+    }
+    err = {"status": "error", "errorType": "bad_data", "error": "invalid parameter"}
+    scalar = {"status": "success", "data": {"resultType": "scalar", "result": [1714564800, "1"]}}
+    r = parse(json.dumps([vec, err, scalar]).encode(), ParseContext(host="h1"))
+    assert r.records == 3 and r.tables["gpu_samples"]["value"].to_list() == [301.5]
+    assert r.tables["gpu_samples"]["host"].to_list() == ["h1"]
+    assert r.quarantine["line"].to_list() == [2, 3]
+    assert "invalid parameter" in r.quarantine["error"][0] and "scalar" in r.quarantine["error"][1]
+    # JSON lines work too
+    lines = (json.dumps(vec) + "\n" + json.dumps(vec) + "\n").encode()
+    assert parse(lines, ParseContext()).tables["gpu_samples"].height == 2
+    bad = parse(b"{not json", ParseContext())
+    assert bad.records == 1 and bad.quarantine["error"][0].startswith("not JSON")
+
+
+def test_runner_idempotent(wh, tmp_path):
+    p = tmp_path / "range.json"
+    p.write_text(json.dumps(MATRIX))
+    (rep,) = ingest_paths(wh, [p])
+    assert rep.format == "prom-json" and (rep.records, rep.rows_ok, rep.rows_quarantined) == (
+        4,
+        3,
+        1,
+    )
+    ingest_paths(wh, [p])
+    assert wh.read("gpu_samples").height == 3
+
+
+_point = st.tuples(
+    st.one_of(st.integers(0, 2**33), st.floats(0, 2**33), st.text(max_size=4)),
+    st.one_of(st.integers().map(str), st.floats().map(repr), st.text(max_size=5)),
+)
+_series = st.fixed_dictionaries(
+    {
+        "metric": st.dictionaries(
+            st.sampled_from(["__name__", "gpu", "UUID", "Hostname"]), st.text(max_size=5)
+        ),
+        "values": st.lists(st.one_of(_point.map(list), st.just([1]), st.just("x")), max_size=6),
+    }
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_series, max_size=4))
+def test_fuzz_conservation(series):
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": series}}
+    r = parse(json.dumps(doc).encode(), ParseContext())
+    assert r.tables["gpu_samples"].height + r.quarantine.height == r.records
+    assert r.records == sum(len(s["values"]) for s in series)

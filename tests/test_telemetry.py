@@ -1,0 +1,189 @@
+"""gpu_hourly rollups, counter increments to hw_events, UUID changes to component_history."""
+
+from datetime import date, datetime, timedelta
+
+import duckdb
+import polars as pl
+
+from analysis.telemetry import (
+    CANONICAL_METRICS,
+    counter_events,
+    gpu_replacements,
+    infer_gpu_replacements,
+    refresh_counter_events,
+    refresh_gpu_hourly,
+    refresh_gpu_replacements,
+    stale_dates,
+)
+from warehouse.schemas import conform
+
+T0 = datetime(2024, 5, 1, 10, 0)
+
+
+def _samples(rows):
+    df = pl.DataFrame(rows, schema=["time", "host", "gpu", "uuid", "metric", "value"], orient="row")
+    return conform(
+        "gpu_samples",
+        df.with_columns(
+            cluster=pl.lit("c"),
+            date=pl.col("time").dt.date(),
+            source=pl.lit("dcgm"),
+            source_file=pl.lit("f"),
+        ),
+    )
+
+
+def _write(wh, df):
+    with wh.batch(f"b{df.height}{df['time'].min().microsecond}") as b:
+        b.add({"gpu_samples": df})
+
+
+def test_hourly_incremental(wh):
+    m = "DCGM_FI_DEV_GPU_TEMP"
+    day1 = [(T0 + timedelta(minutes=20 * i), "n1", 0, "GPU-a", m, float(40 + i)) for i in range(4)]
+    day1.append((T0, "n1", 0, "GPU-a", m, None))  # sentinel: not counted
+    _write(wh, _samples(day1))
+    assert stale_dates(wh) == [date(2024, 5, 1)]
+    assert refresh_gpu_hourly(wh) == [date(2024, 5, 1)]
+    h = wh.read("gpu_hourly").sort("hour")
+    assert h["hour"].to_list() == [T0, T0 + timedelta(hours=1)]
+    assert h.select("n", "mean", "min", "max", "last").rows() == [
+        (3, 41.0, 40.0, 42.0, 42.0),
+        (1, 43.0, 43.0, 43.0, 43.0),
+    ]
+    assert stale_dates(wh) == [] and refresh_gpu_hourly(wh) == []
+    _write(wh, _samples([(T0 + timedelta(days=1), "n1", 0, "GPU-a", m, 50.0)]))
+    assert refresh_gpu_hourly(wh) == [date(2024, 5, 2)]  # only the new day is recomputed
+    assert wh.read("gpu_hourly").height == 3
+    assert CANONICAL_METRICS[m] == "temp" and CANONICAL_METRICS["power.draw"] == "power"
+
+
+def test_counter_increments_not_resets():
+    dbe, crc = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
+    t = [T0 + timedelta(minutes=i) for i in range(6)]
+    rows = [
+        (t[i], "n1", 3, "GPU-a", dbe, v) for i, v in enumerate([0, 0, 2, 2, 0, 1])
+    ]  # reset at t4
+    rows += [(t[i], "n1", 1, "GPU-b", crc, v) for i, v in enumerate([5, 9, None, 9, 20, 20])]
+    rows += [
+        (t[i], "n1", 1, "GPU-b", "DCGM_FI_DEV_XID_ERRORS", v)
+        for i, v in enumerate([0, 79, 79, 0, 0, 48])
+    ]
+    x79, x48 = 'DCGM_EXP_XID_ERRORS_COUNT{xid="79"}', 'DCGM_EXP_XID_ERRORS_COUNT{xid="48"}'
+    rows += [
+        (t[i], "n1", 1, "GPU-b", x79, v) for i, v in enumerate([0, 1, 1, 0, 0, 0])
+    ]  # window rolls on
+    rows += [(t[i], "n1", 1, "GPU-b", x48, v) for i, v in enumerate([0, 0, 0, 0, 0, 1])]
+    ev = counter_events(_samples(rows)).sort("time", "code")
+    assert ev.select("time", "gpu", "component_class", "code", "count").rows() == [
+        (t[1], 1, "gpu", x79, 1),
+        (t[1], 1, "nvlink", crc, 4),
+        (t[2], 3, "gpu_memory", dbe, 2),
+        (t[4], 1, "nvlink", crc, 11),
+        (t[5], 1, "gpu", x48, 1),
+        (t[5], 3, "gpu_memory", dbe, 1),
+    ]
+    assert set(ev["event_type"]) == {"counter"} and set(ev["source"]) == {"dcgm_counter"}
+    assert ev["event_id"].n_unique() == 6
+
+
+def test_refresh_counter_events_replaces_its_partition(wh):
+    dbe = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+    _write(
+        wh,
+        _samples(
+            [
+                (T0, "n1", 0, "GPU-a", dbe, 0.0),
+                (T0 + timedelta(minutes=1), "n1", 0, "GPU-a", dbe, 1.0),
+            ]
+        ),
+    )
+    assert refresh_counter_events(wh) == 1
+    assert refresh_counter_events(wh) == 1 and wh.read("hw_events").height == 1  # idempotent
+
+
+def test_uuid_change_is_replacement(wh):
+    m = "DCGM_FI_DEV_GPU_TEMP"
+    rows = [
+        (T0 + timedelta(hours=i), "n1", 2, "GPU-old" if i < 3 else "GPU-new", m, 40.0)
+        for i in range(6)
+    ]
+    rows += [(T0 + timedelta(hours=i), "n1", 0, "GPU-same", m, 40.0) for i in range(6)]
+    hist = gpu_replacements(_samples(rows)).sort("serial", descending=True)
+    assert hist.select("serial", "slot", "position", "installed_at", "removed_at").rows() == [
+        ("GPU-old", "n1/gpu2", "2", None, T0 + timedelta(hours=3)),
+        ("GPU-new", "n1/gpu2", "2", T0 + timedelta(hours=3), None),
+    ]
+    assert set(hist["source"]) == {"telemetry"} and set(hist["component_class"]) == {"gpu"}
+    _write(wh, _samples(rows))
+    assert refresh_gpu_replacements(wh) == 2 and refresh_gpu_replacements(wh) == 2
+    assert wh.read("component_history").height == 2
+
+
+def test_sample_fleet_ground_truth(wh, tmp_path):
+    """Fleet scrapes ingest cleanly; DBE increments and UUID changes match the ground truth.
+
+    A few daily files go through the runner as committed; the rest are concatenated into one
+    file (the parser takes concatenated scrapes) to keep the test fast."""
+    import gzip
+    import json
+
+    import pytest
+
+    from ingest.runner import ingest_paths
+    from tests.conftest import SAMPLE_FLEET
+
+    if not (SAMPLE_FLEET / "dcgm").exists():
+        pytest.skip("sample fleet not generated")
+    files = sorted((SAMPLE_FLEET / "dcgm").glob("*/*.prom.gz"))
+    rest = tmp_path / "all_hosts.prom"  # lines carry Hostname labels and ms timestamps
+    rest.write_bytes(b"".join(gzip.decompress(f.read_bytes()) for f in files[3:]))
+    inputs = [*files[:3], rest]  # the first three as committed: gzip, one per host and day
+    reports = ingest_paths(wh, inputs, fmt="dcgm")
+    assert sum(r.rows_quarantined for r in reports) == 0 and sum(r.rows_ok for r in reports) > 0
+    view = wh.view_sql("gpu_samples")
+    with duckdb.connect() as con:
+        no_host, no_uuid = con.sql(
+            f"SELECT count(*) FILTER (host IS NULL), count(*) FILTER (uuid IS NULL) FROM ({view})"
+        ).fetchall()[0]
+        blank_metrics = {
+            r[0]
+            for r in con.sql(f"SELECT DISTINCT metric FROM ({view}) WHERE value IS NULL").fetchall()
+        }
+        scraped = {r[0] for r in con.sql(f"SELECT DISTINCT uuid FROM ({view})").fetchall()}
+    assert no_host == 0 and no_uuid == 0
+    assert blank_metrics <= {"DCGM_FI_DEV_MEMORY_TEMP"}  # the generator's sentinel host(s)
+
+    gt = json.loads((SAMPLE_FLEET / "ground_truth.json").read_text())
+    refresh_counter_events(wh)
+    ev = wh.read("hw_events").filter(pl.col("code") == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
+    seen = [(r["host"], r["gpu"], r["time"]) for r in ev.iter_rows(named=True)]
+    expected = {
+        (f["host"], f["gpu_index"], datetime.fromisoformat(e["time"]))
+        for f in gt["faults"]
+        if f["component_class"] == "gpu_memory"
+        for e in f["evidence"]
+        if e["source"] == "dcgm" and e["code"] == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+    }
+    assert expected and len(expected) == len(seen)  # scrape times carry ms jitter: match within 2 s
+    for host, gpu, t in expected:
+        assert any(
+            h == host and g == gpu and abs((t2 - t).total_seconds()) <= 2 for h, g, t2 in seen
+        ), (host, gpu, t)
+
+    hist = infer_gpu_replacements(wh)
+    old_of = {
+        (r["slot"], r["removed_at"]): r["serial"]
+        for r in hist.iter_rows(named=True)
+        if r["removed_at"]
+    }
+    inferred = {
+        (r["slot"], old_of[(r["slot"], r["installed_at"])], r["serial"])
+        for r in hist.iter_rows(named=True)
+        if r["installed_at"] is not None
+    }
+    truth = {
+        (r["slot"], r["old_uuid"], r["new_uuid"]) for r in gt["replacements"] if r.get("new_uuid")
+    }
+    # every true swap whose old and new GPU were both scraped is found, and nothing else
+    assert inferred and inferred == {t for t in truth if t[1] in scraped and t[2] in scraped}
