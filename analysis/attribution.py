@@ -1,0 +1,628 @@
+"""Interruption attribution: job attempts that did not end normally, with their root cause.
+
+Every attempt whose state is not a normal one (``NORMAL_STATES``) and that has an end time is one
+row of ``interruptions``. Its cause comes from the hardware and node events on the attempt's nodes
+in a window around its end (default 15 minutes before to 5 minutes after; a TIMEOUT also looks
+back to the attempt's start for a fatal event, since a hang begins long before the time limit;
+critical and warning events that early are taken as transient: a link flap during a run that
+then hit its time limit is no proof of a hang). The window join is one DuckDB join on (host,
+hour bucket) plus the range test, not a Python loop.
+
+Precedence (``PRECEDENCE``, lowest rank wins; ties: the earliest event -- in a cascade the
+first error is the cause, the rest are its consequences -- then the event id). An event that
+names an initiating event in ``caused_by`` (Xid 45 "caused by previous Xid 79") is replaced
+by the root of its chain before ranking, so the initiating event's class, severity and id are
+what count.
+
+    rank  evidence                                                   confidence
+    1     fatal GPU / HBM / SRAM event (XID 79, 48, 95, ...)         0.95
+    2     fatal or critical NVLink / NVSwitch / IB link / NIC        0.90
+    3     fatal/critical PSU, DIMM, CPU, cooling, storage, BMC;
+          critical (non-fatal) GPU-family event                      0.90
+    4     fatal/critical DCGM counter increment (source dcgm_counter) 0.80
+    5     fatal/critical host_os or unclassified hardware event      0.70
+    6     hardware warning (any hardware class)                      0.60
+    7     node event: down / not_responding / not_ready / reboot /
+          job_killed / job_requeue / non-planned drain; the class
+          comes from the reason text when it names one (REASON_CLASS) 0.70 (0.50 if class unknown)
+    8     software-class hardware event (application XIDs)           0.70 (workload)
+    info-severity events and warning-level counter increments (NVLink CRC, retired pages: a
+    steady background on healthy GPUs) are never evidence.
+
+Decision, in order (``_decide``):
+  1. ranks 1-5 ("hard" hardware evidence) -> failure_domain infrastructure, cause = that event.
+     For attempts that carry their own explanation (a planned state, workload exit evidence, a
+     maintenance drain) only evidence at or before end + ``skew_s`` counts: an error logged
+     after a user cancelled the job did not cause it.
+  2. planned states (CANCELLED, PREEMPTED, TIMEOUT without hang evidence, DEADLINE)
+     -> planned, domain workload, class software, method state, 0.9.
+  3. a planned drain on one of the nodes during the attempt (node event drain/down/reboot whose
+     reason matches ``PLANNED_REASON``: maintenance, planned, upgrade, cordon, NodeNotSchedulable
+     ...; or the attempt's own reason matches) -> planned, domain infrastructure, class host_os
+     (DESIGN taxonomy: host maintenance), method node_event, 0.85.
+  4. workload evidence: OUT_OF_MEMORY, or FAILED with a non-zero exit code or a signal
+     -> workload / software, method exit_code, 0.85. Only hard evidence overrides it.
+  5. rank 6 / 7 evidence -> infrastructure with that class (node failure with no hardware
+     evidence: class ``unknown``, domain infrastructure: we know the node failed, not which part).
+  6. rank 8 -> workload / software.
+  7. FAILED without an exit code (Kubernetes restarts) -> workload / software, method state, 0.6.
+  8. NODE_FAIL / BOOT_FAIL with no evidence at all -> infrastructure / unknown, method state, 0.4.
+  9. anything else (REQUEUED, UNKNOWN, ...) -> unknown / unknown, method state, 0.2.
+
+Lost work (``lost_gpu_hours``): n_gpus x (end - max(start, last checkpoint)). The last
+checkpoint is the latest given checkpoint time of the job in [start, end] when a ``checkpoints``
+frame is passed, else start + floor((end - start) / interval) x interval; attempts with fewer
+than ``no_ckpt_below_gpus`` GPUs are taken not to checkpoint (all work since start is lost).
+
+Joins are on host name only (sources disagree on the cluster label; host names are assumed unique
+across the clusters in one warehouse).
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from warehouse.schemas import TABLES, conform
+
+NORMAL_STATES = ("COMPLETED", "RUNNING", "PENDING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD")
+PLANNED_STATES = ("CANCELLED", "PREEMPTED", "TIMEOUT", "DEADLINE", "REVOKED")
+NODE_FAIL_STATES = ("NODE_FAIL", "BOOT_FAIL")
+OOM_STATES = ("OUT_OF_MEMORY",)
+
+GPU_CLASSES = ("gpu", "gpu_memory", "gpu_sram")
+LINK_CLASSES = ("nvlink", "nvswitch", "ib_link", "nic")
+HOST_CLASSES = ("psu", "host_memory", "cpu", "cooling", "storage", "bmc")
+HW_CLASSES = GPU_CLASSES + LINK_CLASSES + HOST_CLASSES
+HARD = ("fatal", "critical")
+
+# (rank, name, confidence, description) -- the predicates live in _rank_expr, in this order.
+PRECEDENCE = (
+    (1, "gpu_fatal", 0.95, "fatal GPU / HBM / SRAM event"),
+    (2, "interconnect", 0.90, "fatal/critical NVLink, NVSwitch, IB link, NIC event"),
+    (
+        3,
+        "host_hw_critical",
+        0.90,
+        "fatal/critical PSU, DIMM, CPU, cooling, storage, BMC; critical GPU",
+    ),
+    (4, "counter_critical", 0.80, "fatal/critical DCGM counter increment"),
+    (5, "other_critical", 0.70, "fatal/critical host_os or unclassified hardware event"),
+    (6, "hw_warning", 0.60, "hardware warning"),
+    (7, "node_event", 0.70, "node down / not responding / killed job / unplanned drain"),
+    (8, "software_event", 0.70, "software-class event (application XID)"),
+)
+HARD_RANK = 5  # ranks 1..HARD_RANK are hardware evidence that overrides workload / planned reasons
+CONFIDENCE = {r: c for r, _, c, _ in PRECEDENCE}
+NODE_EVENT_UNKNOWN_CONFIDENCE = 0.5
+CONF_PLANNED_STATE = 0.9
+CONF_MAINTENANCE = 0.85
+CONF_EXIT_CODE = 0.85
+CONF_FAILED_NO_EXIT = 0.6
+CONF_NODE_FAIL_STATE = 0.4
+CONF_UNEXPLAINED = 0.2
+
+NODE_FAILURE_EVENTS = (
+    "down",
+    "not_responding",
+    "not_ready",
+    "reboot",
+    "job_killed",
+    "job_requeue",
+    "drain",
+)
+PLANNED_NODE_EVENTS = ("drain", "down", "reboot", "not_ready")
+# Administrative drains: maintenance windows, upgrades, Kubernetes cordons.
+PLANNED_REASON = (
+    r"(?i)maint|planned|upgrade|cordon|notschedulable|scheduled (?:work|reboot)|firmware update"
+)
+# Node-event reason text -> component class (first match wins).
+REASON_CLASS = (
+    (r"(?i)hbm|ecc|dbe|row.?remap|uncorrectable.*gpu", "gpu_memory"),
+    (r"(?i)nvswitch|sxid", "nvswitch"),
+    (r"(?i)nvlink", "nvlink"),
+    (r"(?i)\bxid\b|gpu|fallen off|nvidia", "gpu"),
+    (r"(?i)\bib\b|infiniband|mlx|\blink\b|\bhca\b|\bnic\b", "ib_link"),
+    (r"(?i)\bpsu\b|power supply", "psu"),
+    (r"(?i)\bfan\b|thermal|overheat|temperature", "cooling"),
+    (r"(?i)dimm|memory|\bmce\b|edac", "host_memory"),
+    (r"(?i)\bcpu\b|processor", "cpu"),
+    (r"(?i)nvme|disk|ssd|storage|\bdrive\b", "storage"),
+    (r"(?i)\bbmc\b|ipmi", "bmc"),
+    (r"(?i)kernel|panic|driver|\bos\b|kill task failed", "host_os"),
+)
+COUNTER_SOURCE = "dcgm_counter"
+BUCKET_S = 3600  # time bucket of the window join
+
+
+def _rank_expr(cls: pl.Expr, sev: pl.Expr, counter: pl.Expr) -> pl.Expr:
+    """Precedence rank of a hardware event (see PRECEDENCE); null = not evidence."""
+    hard = sev.is_in(HARD)
+    return (
+        pl.when(sev.is_null() | (sev == "info"))
+        .then(None)
+        .when(cls == "software")
+        .then(8)
+        .when(cls.is_in(GPU_CLASSES) & (sev == "fatal") & ~counter)
+        .then(1)
+        .when(cls.is_in(LINK_CLASSES) & hard & ~counter)
+        .then(2)
+        .when((cls.is_in(HOST_CLASSES) | cls.is_in(GPU_CLASSES)) & hard & ~counter)
+        .then(3)
+        .when(cls.is_in(HW_CLASSES) & hard & counter)
+        .then(4)
+        .when(hard)
+        .then(5)
+        .when(counter)
+        .then(None)  # warning-level counter increments (NVLink CRC ...) are background noise
+        .when(sev == "warning")
+        .then(6)
+        .otherwise(None)
+        .cast(pl.Int32)
+    )
+
+
+def resolve_chains(hw_events: pl.DataFrame, max_depth: int = 8) -> pl.DataFrame:
+    """hw_events plus ``root_id`` / ``root_class`` / ``root_severity`` / ``root_counter``: the
+    initiating event of each ``caused_by`` chain (the event itself when it has no parent or the
+    parent was never ingested)."""
+    ev = hw_events.select(
+        "event_id",
+        "time",
+        "host",
+        "component_class",
+        "severity",
+        "caused_by",
+        counter=(pl.col("source") == COUNTER_SOURCE) | (pl.col("event_type") == "counter"),
+    ).with_columns(pl.col("counter").fill_null(False))
+    referenced = ev["caused_by"].drop_nulls().unique()
+    parents = (
+        ev.filter(pl.col("event_id").is_in(referenced.implode()))
+        .select(
+            pid="event_id",
+            pcaused="caused_by",
+            pclass="component_class",
+            psev="severity",
+            pcounter="counter",
+        )
+        .unique("pid", keep="first")
+    )
+    cur = ev.with_columns(
+        root_id=pl.col("event_id"),
+        root_class=pl.col("component_class"),
+        root_severity=pl.col("severity"),
+        root_counter=pl.col("counter"),
+        nxt=pl.col("caused_by"),
+    )
+    done = cur.filter(pl.col("nxt").is_null())
+    cur = cur.filter(pl.col("nxt").is_not_null())
+    for _ in range(max_depth):
+        if cur.height == 0:
+            break
+        cur = cur.join(parents, left_on="nxt", right_on="pid", how="left")
+        found = (
+            pl.col("pclass").is_not_null()
+            | pl.col("psev").is_not_null()
+            | pl.col("pcounter").is_not_null()
+        )
+        cur = cur.with_columns(
+            root_id=pl.when(found).then(pl.col("nxt")).otherwise(pl.col("root_id")),
+            root_class=pl.when(found).then(pl.col("pclass")).otherwise(pl.col("root_class")),
+            root_severity=pl.when(found).then(pl.col("psev")).otherwise(pl.col("root_severity")),
+            root_counter=pl.when(found).then(pl.col("pcounter")).otherwise(pl.col("root_counter")),
+            nxt=pl.when(found & (pl.col("pcaused") != pl.col("nxt")))
+            .then(pl.col("pcaused"))
+            .otherwise(None),
+        ).drop("pcaused", "pclass", "psev", "pcounter")
+        done = pl.concat([done, cur.filter(pl.col("nxt").is_null())])
+        cur = cur.filter(pl.col("nxt").is_not_null())
+    return pl.concat([done, cur]).drop("nxt")
+
+
+def _reason_class(reason: pl.Expr) -> pl.Expr:
+    expr = pl.when(pl.lit(False)).then(pl.lit(None, pl.Utf8))
+    for pattern, cls in REASON_CLASS:
+        expr = expr.when(reason.str.contains(pattern)).then(pl.lit(cls))
+    return expr.otherwise(pl.lit("unknown"))
+
+
+def _hw_candidates(hw_events: pl.DataFrame) -> pl.DataFrame:
+    ev = resolve_chains(hw_events)
+    sev = pl.col("root_severity").str.to_lowercase()
+    return (
+        ev.with_columns(
+            rank=_rank_expr(
+                pl.col("root_class").fill_null("unknown"),
+                sev,
+                pl.col("root_counter").fill_null(False),
+            )
+        )
+        .filter(
+            pl.col("rank").is_not_null()
+            & pl.col("host").is_not_null()
+            & pl.col("time").is_not_null()
+        )
+        .select(
+            "host",
+            "time",
+            "rank",
+            cls=pl.col("root_class").fill_null("unknown"),
+            ref=pl.col("root_id"),
+            fatal=(sev == "fatal").fill_null(False),
+        )
+    )
+
+
+def _node_ref(host: pl.Expr, time: pl.Expr) -> pl.Expr:
+    return pl.concat_str(
+        [pl.lit("node_events:"), host, pl.lit("@"), time.dt.strftime("%Y-%m-%dT%H:%M:%S")]
+    )
+
+
+def _node_candidates(node_events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(failure evidence rows ranked 7, planned-drain rows)."""
+    ne = node_events.filter(
+        pl.col("host").is_not_null() & pl.col("time").is_not_null()
+    ).with_columns(reason=pl.col("reason").fill_null(""))
+    # reason texts repeat: classify each distinct one once
+    reasons = (
+        ne.select("reason")
+        .unique()
+        .with_columns(
+            _planned=pl.col("reason").str.contains(PLANNED_REASON),
+            _cls=_reason_class(pl.col("reason")),
+        )
+    )
+    ne = ne.join(reasons, on="reason", how="left")
+    planned = pl.col("event").is_in(PLANNED_NODE_EVENTS) & pl.col("_planned")
+    fail = ne.filter(pl.col("event").is_in(NODE_FAILURE_EVENTS) & ~planned).select(
+        "host",
+        "time",
+        rank=pl.lit(7, pl.Int32),
+        cls="_cls",
+        ref=_node_ref(pl.col("host"), pl.col("time")),
+        fatal=pl.lit(False),
+    )
+    maint = ne.filter(planned).select("host", "time", ref=_node_ref(pl.col("host"), pl.col("time")))
+    return fail, maint
+
+
+def _lost_gpu_hours(
+    df: pl.DataFrame,
+    ckpt_interval_s: float,
+    no_ckpt_below_gpus: int,
+    checkpoints: pl.DataFrame | None,
+) -> pl.DataFrame:
+    elapsed = (pl.col("end_time") - pl.col("start_time")).dt.total_microseconds() / 1e6
+    elapsed = pl.max_horizontal(elapsed, pl.lit(0.0))
+    if ckpt_interval_s and ckpt_interval_s > 0:
+        since_ckpt = elapsed - (elapsed / ckpt_interval_s).floor() * ckpt_interval_s
+    else:
+        since_ckpt = elapsed
+    checkpointing = pl.col("n_gpus").fill_null(0) >= no_ckpt_below_gpus
+    lost_s = pl.when(checkpointing).then(since_ckpt).otherwise(elapsed)
+    if checkpoints is not None and checkpoints.height:
+        on = [c for c in ("scheduler", "job_id") if c in checkpoints.columns]
+        cp = checkpoints.select(*on, ckpt=pl.col("time").cast(pl.Datetime("us")))
+        joined = (
+            df.select("_i", "job_id", "scheduler", "start_time", "end_time")
+            .join(cp, on=on, how="inner")
+            .filter(
+                (pl.col("ckpt") >= pl.col("start_time")) & (pl.col("ckpt") <= pl.col("end_time"))
+            )
+            .group_by("_i")
+            .agg(last_ckpt=pl.col("ckpt").max())
+        )
+        df = df.join(joined, on="_i", how="left")
+        exact = (pl.col("end_time") - pl.col("last_ckpt")).dt.total_microseconds() / 1e6
+        lost_s = pl.when(pl.col("last_ckpt").is_not_null()).then(exact).otherwise(lost_s)
+    else:
+        df = df.with_columns(last_ckpt=pl.lit(None, pl.Datetime("us")))
+    lost = pl.when(pl.col("start_time").is_null()).then(0.0).otherwise(lost_s)
+    return df.with_columns(lost_gpu_hours=pl.col("n_gpus").cast(pl.Float64) * lost / 3600.0).drop(
+        "last_ckpt"
+    )
+
+
+def candidate_attempts(attempts: pl.DataFrame) -> pl.DataFrame:
+    """Attempts that did not end normally and have an end time, one row per attempt key."""
+    return (
+        attempts.filter(
+            pl.col("end_time").is_not_null()
+            & ~pl.col("state").fill_null("UNKNOWN").is_in(NORMAL_STATES)
+        )
+        .unique(["cluster", "scheduler", "job_id", "attempt"], keep="last", maintain_order=True)
+        .sort(["end_time", "cluster", "scheduler", "job_id", "attempt"], nulls_last=True)
+        .with_row_index("_i")
+    )
+
+
+_PICK_SQL = """
+WITH pairs AS (
+    SELECT a._i, c.rank, c.cls, c.ref, c.host, c.time,
+           c.time <= a.end_time + to_microseconds({skew_us}) AS pre
+    FROM att_b a JOIN cand c
+      ON a.host = c.host AND a.bucket = c.bucket AND c.time >= a.lo AND c.time <= a.hi
+     AND (c.time >= a.near_lo OR c.fatal)
+), ranked AS (
+    SELECT *,
+        row_number() OVER (PARTITION BY _i ORDER BY rank, time, ref) AS rn_all,
+        row_number() OVER (PARTITION BY _i, pre ORDER BY rank, time, ref) AS rn_pre
+    FROM pairs
+)
+SELECT _i,
+    max(rank) FILTER (WHERE rn_all = 1) AS all_rank, max(cls) FILTER (WHERE rn_all = 1) AS all_cls,
+    max(ref) FILTER (WHERE rn_all = 1) AS all_ref, max(host) FILTER (WHERE rn_all = 1) AS all_host,
+    max(rank) FILTER (WHERE rn_pre = 1 AND pre) AS pre_rank, max(cls) FILTER (WHERE rn_pre = 1 AND pre) AS pre_cls,
+    max(ref) FILTER (WHERE rn_pre = 1 AND pre) AS pre_ref, max(host) FILTER (WHERE rn_pre = 1 AND pre) AS pre_host
+FROM ranked GROUP BY _i
+"""
+
+_MAINT_SQL = """
+SELECT a._i, min(m.ref) AS maint_ref, min(m.host) AS maint_host
+FROM att a JOIN maint m
+  ON a.host = m.host AND m.time <= a.hi
+ AND m.time >= greatest(coalesce(a.start_time, a.end_time - to_microseconds({lookback_us})),
+                        a.end_time - to_microseconds({lookback_us}))
+GROUP BY a._i
+"""
+
+
+def _evidence(
+    cand_att: pl.DataFrame,
+    node_events: pl.DataFrame,
+    hw_events: pl.DataFrame,
+    before_s: float,
+    after_s: float,
+    maint_lookback_s: float,
+    skew_s: float,
+) -> pl.DataFrame:
+    """Per attempt index: best evidence over the whole window and before end + skew, and a
+    planned drain reference."""
+    att = (
+        cand_att.select("_i", "nodes", "start_time", "end_time", "state")
+        .explode("nodes")
+        .rename({"nodes": "host"})
+        .filter(pl.col("host").is_not_null())
+        .with_columns(
+            lo=pl.when((pl.col("state") == "TIMEOUT") & pl.col("start_time").is_not_null())
+            .then(
+                pl.min_horizontal(
+                    pl.col("start_time"), pl.col("end_time") - pl.duration(seconds=before_s)
+                )
+            )
+            .otherwise(pl.col("end_time") - pl.duration(seconds=before_s)),
+            hi=pl.col("end_time") + pl.duration(seconds=after_s),
+            near_lo=pl.col("end_time") - pl.duration(seconds=before_s),
+        )
+        .unique(["_i", "host"])
+    )
+    hw = _hw_candidates(hw_events)
+    fail, maint = _node_candidates(node_events)
+    cand = pl.concat([hw, fail.select(hw.columns)], how="vertical_relaxed")
+    # equi-join on (host, hour bucket) before the range test: without it every attempt meets
+    # every event of its host; a window lists each bucket it touches, an event sits in one
+    cand = cand.with_columns(bucket=pl.col("time").dt.epoch("s") // BUCKET_S)
+    att_b = att.with_columns(
+        bucket=pl.int_ranges(
+            pl.col("lo").dt.epoch("s") // BUCKET_S, pl.col("hi").dt.epoch("s") // BUCKET_S + 1
+        )
+    ).explode("bucket")
+    with duckdb.connect() as con:
+        con.register("att", att)
+        con.register("att_b", att_b)
+        con.register("cand", cand)
+        con.register("maint", maint)
+        picks = con.sql(_PICK_SQL.format(skew_us=int(skew_s * 1e6))).pl()
+        maints = con.sql(_MAINT_SQL.format(lookback_us=int(maint_lookback_s * 1e6))).pl()
+    schema = {
+        "_i": pl.UInt32,
+        "all_rank": pl.Int32,
+        "all_cls": pl.Utf8,
+        "all_ref": pl.Utf8,
+        "all_host": pl.Utf8,
+        "pre_rank": pl.Int32,
+        "pre_cls": pl.Utf8,
+        "pre_ref": pl.Utf8,
+        "pre_host": pl.Utf8,
+    }
+    picks = (
+        picks.cast({c: t for c, t in schema.items()})
+        if picks.height
+        else pl.DataFrame(schema=schema)
+    )
+    mschema = {"_i": pl.UInt32, "maint_ref": pl.Utf8, "maint_host": pl.Utf8}
+    maints = maints.cast(mschema) if maints.height else pl.DataFrame(schema=mschema)
+    return cand_att.select("_i").join(picks, on="_i", how="left").join(maints, on="_i", how="left")
+
+
+def _decide(df: pl.DataFrame) -> pl.DataFrame:
+    state = pl.col("state").fill_null("UNKNOWN")
+    exit_bad = (pl.col("exit_code").fill_null(0) != 0) | (pl.col("signal").fill_null(0) != 0)
+    workload_strong = state.is_in(OOM_STATES) | ((state == "FAILED") & exit_bad)
+    planned_state = state.is_in(PLANNED_STATES)
+    maint = pl.col("maint_ref").is_not_null() | pl.col("reason").fill_null("").str.contains(
+        PLANNED_REASON
+    )
+    use_pre = planned_state | workload_strong | maint
+    rank = pl.when(use_pre).then(pl.col("pre_rank")).otherwise(pl.col("all_rank"))
+    cls = pl.when(use_pre).then(pl.col("pre_cls")).otherwise(pl.col("all_cls"))
+    ref = pl.when(use_pre).then(pl.col("pre_ref")).otherwise(pl.col("all_ref"))
+    host = pl.when(use_pre).then(pl.col("pre_host")).otherwise(pl.col("all_host"))
+    df = df.with_columns(_rank=rank, _cls=cls, _ref=ref, _host=host)
+    r = pl.col("_rank")
+    hard = r.is_not_null() & (r <= HARD_RANK)
+    infra_soft = r.is_in([6, 7])
+    conf_rank = r.replace_strict(CONFIDENCE, default=None, return_dtype=pl.Float64)
+    conf_rank = (
+        pl.when((r == 7) & (pl.col("_cls") == "unknown"))
+        .then(NODE_EVENT_UNKNOWN_CONFIDENCE)
+        .otherwise(conf_rank)
+    )
+
+    def pick(*cases, default):
+        expr = pl.when(pl.lit(False)).then(default)
+        for cond, val in cases:
+            expr = expr.when(cond).then(val)
+        return expr.otherwise(default)
+
+    single_node = pl.when(pl.col("nodes").list.len() == 1).then(pl.col("nodes").list.first())
+    cases = [
+        # (condition, domain, class, planned, method, confidence, event, host)
+        (
+            hard,
+            "infrastructure",
+            pl.col("_cls"),
+            False,
+            "hw_event_window",
+            conf_rank,
+            pl.col("_ref"),
+            pl.col("_host"),
+        ),
+        (
+            planned_state,
+            "workload",
+            pl.lit("software"),
+            True,
+            "state",
+            pl.lit(CONF_PLANNED_STATE),
+            None,
+            single_node,
+        ),
+        (
+            maint,
+            "infrastructure",
+            pl.lit("host_os"),
+            True,
+            "node_event",
+            pl.lit(CONF_MAINTENANCE),
+            pl.col("maint_ref"),
+            pl.coalesce(pl.col("maint_host"), single_node),
+        ),
+        (
+            workload_strong,
+            "workload",
+            pl.lit("software"),
+            False,
+            "exit_code",
+            pl.lit(CONF_EXIT_CODE),
+            None,
+            single_node,
+        ),
+        (
+            infra_soft,
+            "infrastructure",
+            pl.col("_cls"),
+            False,
+            pl.when(r == 7).then(pl.lit("node_event")).otherwise(pl.lit("hw_event_window")),
+            conf_rank,
+            pl.col("_ref"),
+            pl.col("_host"),
+        ),
+        (
+            r == 8,
+            "workload",
+            pl.lit("software"),
+            False,
+            "hw_event_window",
+            conf_rank,
+            pl.col("_ref"),
+            pl.col("_host"),
+        ),
+        (
+            state == "FAILED",
+            "workload",
+            pl.lit("software"),
+            False,
+            "state",
+            pl.lit(CONF_FAILED_NO_EXIT),
+            None,
+            single_node,
+        ),
+        (
+            state.is_in(NODE_FAIL_STATES),
+            "infrastructure",
+            pl.lit("unknown"),
+            False,
+            "state",
+            pl.lit(CONF_NODE_FAIL_STATE),
+            None,
+            single_node,
+        ),
+    ]
+    fallback = (
+        "unknown",
+        pl.lit("unknown"),
+        False,
+        "state",
+        pl.lit(CONF_UNEXPLAINED),
+        None,
+        single_node,
+    )
+
+    def column(k: int, default):
+        def lit(v):
+            return v if isinstance(v, pl.Expr) else pl.lit(v)
+
+        return pick(*[(c[0], lit(c[k])) for c in cases], default=lit(default))
+
+    return df.with_columns(
+        failure_domain=column(1, fallback[0]),
+        cause_class=column(2, fallback[1]),
+        planned=column(3, fallback[2]),
+        method=column(4, fallback[3]),
+        confidence=column(5, fallback[4]),
+        cause_event=column(6, pl.lit(None, pl.Utf8)),
+        cause_host=column(7, fallback[6]),
+    )
+
+
+def build_interruptions(
+    attempts: pl.DataFrame,
+    node_events: pl.DataFrame,
+    hw_events: pl.DataFrame,
+    window_before_s: float = 900,
+    window_after_s: float = 300,
+    ckpt_interval_s: float = 1800,
+    no_ckpt_below_gpus: int = 16,
+    checkpoints: pl.DataFrame | None = None,
+    maint_lookback_s: float = 24 * 3600,
+    skew_s: float = 30,
+) -> pl.DataFrame:
+    """The ``interruptions`` table from ``job_attempts``, ``node_events`` and ``hw_events``
+    frames (pure). ``checkpoints``: optional (job_id[, scheduler], time) of known checkpoints."""
+    att = candidate_attempts(attempts)
+    if att.height == 0:
+        return TABLES["interruptions"].empty()
+    ev = _evidence(
+        att, node_events, hw_events, window_before_s, window_after_s, maint_lookback_s, skew_s
+    )
+    df = _decide(att.join(ev, on="_i", how="left"))
+    df = _lost_gpu_hours(df, ckpt_interval_s, no_ckpt_below_gpus, checkpoints)
+    return conform(
+        "interruptions",
+        df.sort("_i").drop([c for c in df.columns if c not in TABLES["interruptions"].columns]),
+    )
+
+
+def refresh_interruptions(wh, **params) -> pl.DataFrame:
+    """Rebuild ``interruptions`` from the warehouse and replace the table."""
+    df = build_interruptions(
+        wh.read("job_attempts"), wh.read("node_events"), wh.read("hw_events"), **params
+    )
+    wh.replace_table("interruptions", df)
+    return df
+
+
+def interruption_mix(interruptions: pl.DataFrame, include_planned: bool = False) -> pl.DataFrame:
+    """Unexpected interruptions by cause class: (cause_class, count, share), largest first."""
+    df = (
+        interruptions
+        if include_planned
+        else interruptions.filter(~pl.col("planned").fill_null(False))
+    )
+    out = df.group_by("cause_class").agg(count=pl.len())
+    total = out["count"].sum()
+    return out.with_columns(share=pl.col("count") / total if total else pl.lit(0.0)).sort(
+        ["count", "cause_class"], descending=[True, False]
+    )

@@ -1,0 +1,435 @@
+"""Component lifetimes: one survival row per unit installation (``component_lifetimes``).
+
+Observation window: ``data_start`` (a parameter, else the first gpu_hourly hour, else the earliest
+hw_events time -- SEL logs keep entries from before collection began -- else the earliest
+installation) to ``as_of`` (a parameter, else the latest time in the data:
+hw_events, the end of the last gpu_hourly hour, installations and removals).
+
+Per installation (``component_history`` rows; ``source='telemetry'`` rows are ignored, see below):
+- ``observed_from`` = max(installed_at, data_start); ``entry`` = age in hours then. A unit
+  installed before the data starts enters at its age at data start (left truncation).
+- a failed unit (``failed`` and removed by ``as_of``) ends at its failure: a matching hardware
+  event between ``observed_from`` and the removal (same host; GPU-family units by GPU index,
+  filled from UUID / PCI bus by ``fill_gpu_index``, others by class and the number in their
+  position; the earliest when the unit's own index matches, else the one nearest the removal;
+  log lines before DCGM counter increments), when there is one, else the removal time itself (then
+  ``duration_low`` is the age at the unit's last telemetry hour, the last time it was seen
+  working, when telemetry covers it). ``failure_cause`` = the class of that event's chain root,
+  else the removal reason.
+- any other unit is censored at min(removed_at, as_of): a unit still in service is censored at
+  ``as_of``, never dropped. Installations never observed (removed before data_start, installed
+  after as_of) are left out.
+- covariates over [observed_from, observed_to): n-weighted means of the hourly means of
+  temp / power / util and the max of temp from ``gpu_hourly`` (metric names mapped by
+  ``analysis.telemetry.CANONICAL_METRICS``); GPU-family units use their own GPU (host + index),
+  other units the mean over all GPUs of their host (the node's thermal and load environment).
+- ``rack`` from a (host, rack) frame, else from the trailing host number with ``nodes_per_rack``
+  (``rack-01`` holds hosts 1..k), else null.
+
+Units known only from telemetry: for a (host, GPU index) slot with no GPU row in
+component_history, each UUID seen in ``gpu_hourly`` there is a unit (class gpu, unit_id = UUID)
+observed from its first hour to the next UUID's first hour (then it is counted failed if a
+fatal/critical GPU-family event hit the slot in between) or to ``as_of``. Its age at first sight
+is unknown and taken as 0 (entry = 0): for a unit already in service when the data starts this
+understates its age, which biases a fitted hazard toward infant mortality; prefer component
+history where it exists. The ``component_history`` rows that ``analysis.telemetry`` infers from
+UUID changes carry the same information and are therefore not read a second time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import duckdb
+import polars as pl
+
+from analysis.attribution import resolve_chains
+from analysis.gpu_identity import normalize_pci
+from analysis.telemetry import CANONICAL_METRICS, REPLACEMENT_SOURCE
+from warehouse.schemas import conform
+
+GPU_FAMILY = ("gpu", "gpu_memory", "gpu_sram", "nvlink")
+COVARIATES = ("temp", "power", "util")
+FAILURE_SEVERITIES = ("fatal", "critical", "warning")
+HOUR = timedelta(hours=1)
+
+
+def _hours(a: pl.Expr, b: pl.Expr) -> pl.Expr:
+    return (b - a).dt.total_microseconds() / 3.6e9
+
+
+def observation_bounds(
+    component_history: pl.DataFrame,
+    gpu_hourly: pl.DataFrame,
+    hw_events: pl.DataFrame,
+    as_of: datetime | None = None,
+    data_start: datetime | None = None,
+) -> tuple[datetime, datetime]:
+    """(data_start, as_of) with the defaults described in the module docstring."""
+    if data_start is None:
+        # telemetry is continuous; BMC logs keep entries from before collection started
+        data_start = gpu_hourly["hour"].min()
+        if data_start is None:
+            data_start = hw_events["time"].min()
+        if data_start is None:
+            data_start = component_history["installed_at"].min()
+    if as_of is None:
+        last_hour = gpu_hourly["hour"].max()
+        cands = [
+            hw_events["time"].max(),
+            last_hour + HOUR if last_hour is not None else None,
+            component_history["installed_at"].max(),
+            component_history["removed_at"].max(),
+        ]
+        cands = [c for c in cands if c is not None]
+        as_of = max(cands) if cands else data_start
+    if data_start is None or as_of is None:
+        raise ValueError("no times in the data: pass data_start and as_of")
+    return data_start, as_of
+
+
+def _rack(df: pl.DataFrame, racks: pl.DataFrame | None, nodes_per_rack: int | None) -> pl.DataFrame:
+    if racks is not None:
+        return df.join(racks.select("host", "rack").unique("host"), on="host", how="left")
+    if nodes_per_rack:
+        num = pl.col("host").str.extract(r"(\d+)\D*$").cast(pl.Int64)
+        return df.with_columns(
+            rack=pl.format("rack-{}", ((num - 1) // nodes_per_rack + 1).cast(pl.Utf8).str.zfill(2))
+        )
+    return df.with_columns(rack=pl.lit(None, pl.Utf8))
+
+
+def _hourly_covariates(gpu_hourly: pl.DataFrame) -> pl.DataFrame:
+    return (
+        gpu_hourly.with_columns(
+            cov=pl.col("metric").replace_strict(CANONICAL_METRICS, default=None)
+        )
+        .filter(pl.col("cov").is_in(COVARIATES) & pl.col("mean").is_not_null())
+        .select("hour", "host", "gpu", "uuid", "cov", "n", "mean", "max")
+    )
+
+
+_COV_SQL = """
+WITH per_gpu AS (
+    SELECT u._u, h.cov, sum(h.mean * h.n) / sum(h.n) AS m, max(h.max) AS mx, max(h.hour) AS last_hour
+    FROM units u JOIN hourly h
+      ON u.host = h.host AND u.gpu = h.gpu
+     AND h.hour >= date_trunc('hour', u.observed_from) AND h.hour < u.observed_to
+    WHERE u.gpu IS NOT NULL
+    GROUP BY u._u, h.cov
+), host_hourly AS (
+    SELECT host, hour, cov, sum(mean * n) AS s, sum(n) AS n, max(max) AS mx FROM hourly GROUP BY ALL
+), per_host AS (
+    SELECT u._u, h.cov, sum(h.s) / sum(h.n) AS m, max(h.mx) AS mx, NULL::TIMESTAMP AS last_hour
+    FROM units u JOIN host_hourly h
+      ON u.host = h.host AND h.hour >= date_trunc('hour', u.observed_from) AND h.hour < u.observed_to
+    WHERE u.gpu IS NULL
+    GROUP BY u._u, h.cov
+), allc AS (SELECT * FROM per_gpu UNION ALL SELECT * FROM per_host)
+SELECT _u,
+    max(m) FILTER (WHERE cov = 'temp') AS temp_mean,
+    max(mx) FILTER (WHERE cov = 'temp') AS temp_max,
+    max(m) FILTER (WHERE cov = 'power') AS power_mean,
+    max(m) FILTER (WHERE cov = 'util') AS util_mean,
+    max(last_hour) AS last_seen_hour
+FROM allc GROUP BY _u
+"""
+
+
+def _covariates(units: pl.DataFrame, hourly: pl.DataFrame) -> pl.DataFrame:
+    schema = {
+        "_u": pl.UInt32,
+        "temp_mean": pl.Float64,
+        "temp_max": pl.Float64,
+        "power_mean": pl.Float64,
+        "util_mean": pl.Float64,
+        "last_seen_hour": pl.Datetime("us"),
+    }
+    if hourly.height == 0 or units.height == 0:
+        return pl.DataFrame(schema=schema)
+    with duckdb.connect() as con:
+        con.register("units", units.select("_u", "host", "gpu", "observed_from", "observed_to"))
+        con.register("hourly", hourly)
+        out = con.sql(_COV_SQL).pl()
+    return out.cast(schema) if out.height else pl.DataFrame(schema=schema)
+
+
+def fill_gpu_index(hw_events: pl.DataFrame, gpu_hourly: pl.DataFrame) -> pl.DataFrame:
+    """Give events that name a GPU only by UUID or PCI bus their GPU index.
+
+    UUID -> index from telemetry (host, uuid, gpu). PCI bus -> index is learned from events that
+    carry both (after the UUID step): per host, else fleet-wide when the bus maps to exactly one
+    index across all hosts (one board layout). Events whose GPU stays unknown keep a null."""
+    ids = (
+        gpu_hourly.select("host", "uuid", _g=pl.col("gpu").cast(pl.Int32))
+        .drop_nulls()
+        .unique(["host", "uuid"])
+    )
+    ev = (
+        hw_events.join(ids, on=["host", "uuid"], how="left")
+        .with_columns(
+            gpu=pl.coalesce(pl.col("gpu"), pl.col("_g")), _bus=normalize_pci(pl.col("pci_bus"))
+        )
+        .drop("_g")
+    )
+    known = (
+        ev.filter(pl.col("gpu").is_not_null() & pl.col("_bus").is_not_null())
+        .select("host", "_bus", "gpu")
+        .unique()
+    )
+    per_host = known.group_by("host", "_bus").agg(
+        _gh=pl.col("gpu").first(), _nh=pl.col("gpu").n_unique()
+    )
+    fleet = known.group_by("_bus").agg(_gf=pl.col("gpu").first(), _nf=pl.col("gpu").n_unique())
+    ev = ev.join(per_host, on=["host", "_bus"], how="left").join(fleet, on="_bus", how="left")
+    return ev.with_columns(
+        gpu=pl.coalesce(
+            pl.col("gpu"),
+            pl.when(pl.col("_nh") == 1).then(pl.col("_gh")),
+            pl.when(pl.col("_nf") == 1).then(pl.col("_gf")),
+        )
+    ).select(hw_events.columns)
+
+
+def _failure_events(hw_events: pl.DataFrame) -> pl.DataFrame:
+    """Initiating hardware events that can end a unit's life, with their unit index."""
+    ev = resolve_chains(hw_events).filter(pl.col("event_id") == pl.col("root_id"))
+    ev = ev.join(
+        hw_events.select("event_id", "gpu", "component_id", "uuid"), on="event_id", how="left"
+    )
+    return ev.filter(
+        pl.col("severity").str.to_lowercase().is_in(FAILURE_SEVERITIES)
+        & pl.col("host").is_not_null()
+        & ~(
+            (pl.col("counter").fill_null(False))
+            & (pl.col("severity").str.to_lowercase() == "warning")
+        )
+    ).select(
+        "host",
+        ev_time="time",
+        ev_class="component_class",
+        ev_id="event_id",
+        ev_gpu=pl.col("gpu").cast(pl.Int32),
+        ev_idx=pl.col("component_id").str.extract(r"(\d+)").cast(pl.Int32),
+        ev_sev=pl.col("severity").str.to_lowercase(),
+        ev_counter=pl.col("counter").fill_null(False),
+    )
+
+
+def _match_failures(units: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """Per failed unit (_u): the earliest best-matching event in [observed_from, end]."""
+    failed = units.filter(pl.col("_failed")).select(
+        "_u", "host", "component_class", "gpu", "idx", "observed_from", "_end"
+    )
+    if failed.height == 0 or events.height == 0:
+        return pl.DataFrame(
+            schema={"_u": pl.UInt32, "fail_time": pl.Datetime("us"), "fail_cause": pl.Utf8}
+        )
+    j = failed.join(events, on="host", how="inner").filter(
+        (pl.col("ev_time") >= pl.col("observed_from")) & (pl.col("ev_time") <= pl.col("_end"))
+    )
+    gpu_unit = pl.col("component_class").is_in(GPU_FAMILY)
+    same = pl.col("ev_class") == pl.col("component_class")
+    score = (
+        pl.when(
+            gpu_unit & pl.col("ev_class").is_in(GPU_FAMILY) & (pl.col("ev_gpu") == pl.col("gpu"))
+        )
+        .then(pl.when(same).then(3).otherwise(2))
+        .when(gpu_unit & pl.col("ev_class").is_in(GPU_FAMILY) & pl.col("ev_gpu").is_not_null())
+        .then(None)  # another GPU's event
+        .when(~gpu_unit & same & (pl.col("ev_idx") == pl.col("idx")))
+        .then(3)
+        .when(same)
+        .then(1)
+        .otherwise(None)
+    )
+    sev_rank = pl.col("ev_sev").replace_strict({"fatal": 0, "critical": 1, "warning": 2}, default=3)
+    return (
+        j.with_columns(score=score, sev_rank=sev_rank)
+        .filter(pl.col("score").is_not_null())
+        # the unit's own index: its first event; index unknown: the event nearest its removal
+        # (another unit's fault of the same class is likelier anywhere before than in the repair
+        # window); counter increments surface a scrape interval late, so log lines come first
+        .with_columns(
+            order=pl.when(pl.col("score") == 3)
+            .then(pl.col("ev_time").dt.epoch("us"))
+            .otherwise(-pl.col("ev_time").dt.epoch("us"))
+        )
+        .sort(
+            ["_u", "ev_counter", "score", "sev_rank", "order", "ev_id"],
+            descending=[False, False, True, False, False, False],
+        )
+        .group_by("_u", maintain_order=True)
+        .agg(fail_time=pl.col("ev_time").first(), fail_cause=pl.col("ev_class").first())
+    )
+
+
+def _history_units(ch: pl.DataFrame, data_start: datetime, as_of: datetime) -> pl.DataFrame:
+    ch = ch.filter(
+        (pl.col("source").fill_null("") != REPLACEMENT_SOURCE)
+        & pl.col("installed_at").is_not_null()
+    )
+    ch = ch.unique(
+        ["component_class", "serial", "slot", "installed_at"], keep="last", maintain_order=True
+    )
+    pos = pl.coalesce(pl.col("position"), pl.col("slot").str.extract(r"/(.*)$"))
+    host = pl.coalesce(pl.col("host"), pl.col("slot").str.extract(r"^([^/]+)/"))
+    idx = pos.str.extract(r"(\d+)").cast(pl.Int32)
+    removed = pl.col("removed_at")
+    df = ch.with_columns(
+        host=host,
+        idx=idx,
+        gpu=pl.when(pl.col("component_class").is_in(GPU_FAMILY)).then(idx),
+        observed_from=pl.max_horizontal(pl.col("installed_at"), pl.lit(data_start)),
+        _end=pl.when(removed.is_not_null() & (removed <= as_of))
+        .then(removed)
+        .otherwise(pl.lit(as_of)),
+        _failed=pl.col("failed").fill_null(False) & removed.is_not_null() & (removed <= as_of),
+        _reason=pl.col("removal_reason"),
+    ).filter(pl.col("_end") > pl.col("observed_from"))
+    df = df.sort("installed_at").with_columns(
+        _k=pl.int_range(pl.len()).over(["component_class", "serial"]),
+        _n=pl.len().over(["component_class", "serial"]),
+    )
+    unit_id = (
+        pl.when(pl.col("_n") > 1)
+        .then(pl.format("{}#{}", "serial", pl.col("_k") + 1))
+        .otherwise(pl.col("serial"))
+    )
+    return df.select(
+        "component_class",
+        "host",
+        "slot",
+        "model",
+        "installed_at",
+        "observed_from",
+        "_end",
+        "_failed",
+        "_reason",
+        "gpu",
+        "idx",
+        unit_id=unit_id,
+    )
+
+
+def _telemetry_units(
+    hourly_all: pl.DataFrame, history: pl.DataFrame, data_start: datetime, as_of: datetime
+) -> pl.DataFrame:
+    """GPU units seen only in telemetry (slots with no GPU row in component history)."""
+    covered = history.filter(pl.col("component_class") == "gpu").select("host", "gpu").unique()
+    seen = (
+        hourly_all.filter(
+            pl.col("uuid").is_not_null()
+            & pl.col("gpu").is_not_null()
+            & pl.col("host").is_not_null()
+        )
+        .group_by("host", "gpu", "uuid")
+        .agg(first=pl.col("hour").min())
+        .join(covered, on=["host", "gpu"], how="anti")
+        .sort("host", "gpu", "first")
+        .with_columns(nxt=pl.col("first").shift(-1).over("host", "gpu"))
+    )
+    return seen.select(
+        component_class=pl.lit("gpu"),
+        host="host",
+        slot=pl.format("{}/gpu{}", "host", "gpu"),
+        model=pl.lit(None, pl.Utf8),
+        installed_at=pl.max_horizontal("first", pl.lit(data_start)),
+        observed_from=pl.max_horizontal("first", pl.lit(data_start)),
+        _end=pl.min_horizontal(pl.coalesce("nxt", pl.lit(as_of)), pl.lit(as_of)),
+        _failed=pl.col("nxt").is_not_null(),  # confirmed by a matching event below
+        _reason=pl.when(pl.col("nxt").is_not_null()).then(
+            pl.lit("replaced (UUID changed in telemetry)")
+        ),
+        gpu=pl.col("gpu").cast(pl.Int32),
+        idx=pl.col("gpu").cast(pl.Int32),
+        unit_id="uuid",
+        _telemetry=pl.lit(True),
+    ).filter(pl.col("_end") > pl.col("observed_from"))
+
+
+def build_component_lifetimes(
+    component_history: pl.DataFrame,
+    gpu_hourly: pl.DataFrame,
+    hw_events: pl.DataFrame,
+    as_of: datetime | None = None,
+    data_start: datetime | None = None,
+    racks: pl.DataFrame | None = None,
+    nodes_per_rack: int | None = None,
+) -> pl.DataFrame:
+    """The ``component_lifetimes`` table (pure)."""
+    data_start, as_of = observation_bounds(
+        component_history, gpu_hourly, hw_events, as_of, data_start
+    )
+    hist = _history_units(component_history, data_start, as_of).with_columns(
+        _telemetry=pl.lit(False)
+    )
+    tele = _telemetry_units(gpu_hourly, hist, data_start, as_of)
+    units = pl.concat([hist, tele.select(hist.columns)], how="vertical_relaxed").with_row_index(
+        "_u"
+    )
+    matches = _match_failures(units, _failure_events(fill_gpu_index(hw_events, gpu_hourly)))
+    units = units.join(matches, on="_u", how="left").with_columns(
+        # a telemetry-only unit counts as failed only when an event explains its replacement
+        _failed=pl.col("_failed") & (~pl.col("_telemetry") | pl.col("fail_time").is_not_null()),
+    )
+    units = units.with_columns(
+        observed_to=pl.when(pl.col("_failed") & pl.col("fail_time").is_not_null())
+        .then("fail_time")
+        .otherwise("_end"),
+    )
+    cov = _covariates(units, _hourly_covariates(gpu_hourly))
+    units = units.join(cov, on="_u", how="left")
+    units = _rack(units, racks, nodes_per_rack)
+    out = units.select(
+        "component_class",
+        "unit_id",
+        "host",
+        "slot",
+        "model",
+        "rack",
+        "observed_from",
+        "observed_to",
+        entry=_hours(pl.col("installed_at"), pl.col("observed_from")),
+        duration=_hours(pl.col("installed_at"), pl.col("observed_to")),
+        duration_low=pl.when(
+            pl.col("_failed")
+            & pl.col("fail_time").is_null()
+            & pl.col("last_seen_hour").is_not_null()
+        ).then(
+            _hours(
+                pl.col("installed_at"),
+                pl.min_horizontal(pl.col("last_seen_hour") + HOUR, pl.col("observed_to")),
+            )
+        ),
+        event="_failed",
+        failure_cause=pl.when(pl.col("_failed")).then(
+            pl.coalesce("fail_cause", "_reason", pl.lit("unknown"))
+        ),
+        temp_mean="temp_mean",
+        temp_max="temp_max",
+        power_mean="power_mean",
+        util_mean="util_mean",
+    )
+    return conform("component_lifetimes", out.sort("component_class", "unit_id"))
+
+
+def refresh_component_lifetimes(
+    wh,
+    as_of: datetime | None = None,
+    data_start: datetime | None = None,
+    racks: pl.DataFrame | None = None,
+    nodes_per_rack: int | None = None,
+) -> pl.DataFrame:
+    """Rebuild ``component_lifetimes`` from the warehouse and replace the table."""
+    df = build_component_lifetimes(
+        wh.read("component_history"),
+        wh.read("gpu_hourly"),
+        wh.read("hw_events"),
+        as_of=as_of,
+        data_start=data_start,
+        racks=racks,
+        nodes_per_rack=nodes_per_rack,
+    )
+    wh.replace_table("component_lifetimes", df)
+    return df
