@@ -1,0 +1,236 @@
+"""Measured goodput per job chain (all attempts of one job) from ``job_attempts``.
+
+Schedulers record when attempts ran, not when the job checkpointed, so the split of badput
+rests on stated assumptions (parameters): training checkpoints every ``ckpt_interval_s`` of
+compute, each costing ``ckpt_cost_s`` (or at exact times a caller passes), and every attempt
+after the first spends ``restart_s`` (capped at its length) restoring state.
+
+Per attempt, after overlaps between attempts are trimmed (so the books close exactly):
+- restart     = min(restart_s, attempt length) for attempts 2..n;
+- compute     = length − restart, cut into segments of interval + cost; each whole segment is
+  one checkpoint (cost → ``checkpoint``, interval → retained work);
+- the tail after the last checkpoint is productive if the attempt completed, ``lost_work`` if
+  a later attempt had to redo it (also one still running: such chains end at their last
+  ended attempt, with final_state RUNNING), and ``other`` if the chain ended there without
+  completing;
+- the gap before an attempt is ``queue_after_failure`` when the previous attempt did not
+  complete, else ``other``.
+wall = productive + lost_work + restart + checkpoint + queue_after_failure + other exactly
+(integer microseconds before conversion to hours); goodput = productive / wall.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from warehouse.schemas import conform
+
+KEYS = ["cluster", "scheduler", "job_id"]
+US = 1_000_000
+HOUR_US = 3600 * US
+
+
+def measure(
+    attempts: pl.DataFrame,
+    ckpt_interval_s: float = 1800.0,
+    ckpt_cost_s: float = 60.0,
+    restart_s: float = 300.0,
+    checkpoints: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """``goodput_jobs`` rows from job attempts.
+
+    ``checkpoints`` (optional): columns cluster, scheduler, job_id, time — the completion
+    time of each checkpoint; when given, those times replace the fixed interval for the jobs
+    they name (jobs without rows in it fall back to the interval).
+    """
+    tau = round(ckpt_interval_s * US)
+    dlt = round(ckpt_cost_s * US)
+    rst = round(restart_s * US)
+    dup_cols = [*KEYS, "start_time", "end_time"]
+    # chains with an attempt still running: their last ended attempt is not the chain's end
+    running = (
+        attempts.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_null())
+        .select(KEYS)
+        .unique()
+        .with_columns(pl.lit(True).alias("_running"))
+    )
+    a = (
+        attempts.select(*KEYS, "name", "user", "state", "n_gpus", "start_time", "end_time")
+        .filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
+        .sort(dup_cols, maintain_order=True)
+        # the same attempt reported twice (two sources, re-ingest of a renamed dump): keep one
+        .filter(pl.any_horizontal([pl.col(c).ne_missing(pl.col(c).shift(1)) for c in dup_cols]))
+        .with_columns(
+            pl.col("start_time").dt.epoch("us").alias("_s"),
+            pl.col("end_time").dt.epoch("us").alias("_e"),
+            pl.col("state").fill_null("UNKNOWN").str.to_uppercase().alias("_state"),
+        )
+        # rows are sorted by chain: a chain starts where any key differs from the row above
+        .with_columns(
+            pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in KEYS]).alias(
+                "_first"
+            )
+        )
+        .join(running, on=KEYS, how="left", maintain_order="left")
+        .with_columns(
+            pl.col("_first").cum_sum().alias("_g"),
+            (pl.col("_first").shift(-1, fill_value=True) & pl.col("_running").is_null()).alias(
+                "_last"
+            ),
+        )
+        .with_columns(
+            pl.when(~pl.col("_first"))
+            .then(pl.col("_e").cum_max().over("_g").shift(1))
+            .alias("_prev_end"),
+            (~pl.col("_first") & (pl.col("_state").shift(1) != "COMPLETED")).alias("_after_fail"),
+        )
+        .with_columns(pl.max_horizontal("_s", "_prev_end").alias("_s"))
+        .with_columns(pl.max_horizontal("_e", "_s").alias("_e"))
+        .with_columns(
+            (pl.col("_e") - pl.col("_s")).alias("_d"),
+            (pl.col("_s") - pl.col("_prev_end")).fill_null(0).clip(lower_bound=0).alias("_gap"),
+        )
+        .with_columns(
+            pl.when(pl.col("_first"))
+            .then(0)
+            .otherwise(pl.min_horizontal(pl.col("_d"), pl.lit(rst)))
+            .alias("_restart")
+        )
+        .with_columns((pl.col("_d") - pl.col("_restart")).alias("_c"))
+        .with_row_index("_row")
+    )
+    # checkpoints: n and retained work per attempt, from the interval ...
+    n_ck = pl.col("_c") // (tau + dlt) if tau + dlt > 0 else pl.lit(0)
+    a = a.with_columns(n_ck.cast(pl.Int64).alias("_nck")).with_columns(
+        (pl.col("_nck") * dlt).alias("_ckpt"),
+        (pl.col("_nck") * tau).alias("_kept"),
+    )
+    # ... or from exact checkpoint times
+    if checkpoints is not None and checkpoints.height:
+        ck = checkpoints.select(*KEYS, pl.col("time").dt.epoch("us").alias("_t"))
+        hits = (
+            a.select("_row", *KEYS, "_s", "_e", "_restart")
+            .join(ck, on=KEYS, how="inner")
+            .filter(
+                (pl.col("_t") > pl.col("_s") + pl.col("_restart")) & (pl.col("_t") <= pl.col("_e"))
+            )
+            .group_by("_row")
+            .agg(
+                pl.len().cast(pl.Int64).alias("_n_exact"),
+                pl.col("_t").max().alias("_last_ck"),
+                pl.col("_s").first(),
+                pl.col("_restart").first(),
+            )
+            .with_columns((pl.col("_last_ck") - pl.col("_s") - pl.col("_restart")).alias("_span"))
+            .with_columns(
+                (pl.col("_n_exact") * dlt).clip(upper_bound=pl.col("_span")).alias("_ckpt_exact")
+            )
+            .with_columns((pl.col("_span") - pl.col("_ckpt_exact")).alias("_kept_exact"))
+            .select("_row", "_ckpt_exact", "_kept_exact")
+        )
+        named = ck.select(KEYS).unique().with_columns(pl.lit(True).alias("_exact"))
+        a = (
+            a.join(hits, on="_row", how="left")
+            .join(named, on=KEYS, how="left")
+            .with_columns(
+                pl.when(pl.col("_exact"))
+                .then(pl.col("_ckpt_exact").fill_null(0))
+                .otherwise("_ckpt")
+                .alias("_ckpt"),
+                pl.when(pl.col("_exact"))
+                .then(pl.col("_kept_exact").fill_null(0))
+                .otherwise("_kept")
+                .alias("_kept"),
+            )
+        )
+    ok = pl.col("_state") == "COMPLETED"
+    tail = pl.col("_c") - pl.col("_ckpt") - pl.col("_kept")
+    a = a.with_columns(
+        pl.when(ok).then(pl.col("_c") - pl.col("_ckpt")).otherwise("_kept").alias("_prod"),
+        pl.when(~ok & ~pl.col("_last")).then(tail).otherwise(0).alias("_lost"),
+        (
+            pl.when(~ok & pl.col("_last")).then(tail).otherwise(0)
+            + pl.when(pl.col("_after_fail")).then(0).otherwise("_gap")
+        ).alias("_other"),
+        pl.when(pl.col("_after_fail")).then("_gap").otherwise(0).alias("_queue"),
+    )
+    h = 1.0 / HOUR_US
+    jobs = a.group_by(KEYS, maintain_order=True).agg(
+        pl.col("name").last(),
+        pl.col("user").last(),
+        pl.len().cast(pl.Int32).alias("attempts"),
+        pl.col("n_gpus").max().alias("n_gpus"),
+        pl.col("start_time").min().alias("first_start"),
+        pl.col("end_time").max().alias("final_end"),
+        pl.when(pl.col("_running").any())
+        .then(pl.lit("RUNNING"))
+        .otherwise(pl.col("_state").last())
+        .alias("final_state"),
+        (pl.col("_e").max() - pl.col("_s").min()).alias("_wall"),
+        *(
+            pl.col(c).sum().alias(c)
+            for c in ("_prod", "_lost", "_restart", "_ckpt", "_queue", "_other")
+        ),
+    )
+    jobs = jobs.with_columns(
+        (pl.col("_wall") * h).alias("wall_hours"),
+        (pl.col("_prod") * h).alias("productive_hours"),
+        (pl.col("_lost") * h).alias("lost_work_hours"),
+        (pl.col("_restart") * h).alias("restart_hours"),
+        (pl.col("_ckpt") * h).alias("checkpoint_hours"),
+        (pl.col("_queue") * h).alias("queue_after_failure_hours"),
+        (pl.col("_other") * h).alias("other_hours"),
+        (pl.col("n_gpus").fill_null(0) * pl.col("_wall") * h).alias("gpu_hours"),
+        pl.when(pl.col("_wall") > 0).then(pl.col("_prod") / pl.col("_wall")).alias("goodput"),
+    ).drop("_wall", "_prod", "_lost", "_restart", "_ckpt", "_queue", "_other")
+    return conform("goodput_jobs", jobs)
+
+
+BADPUT = (
+    "lost_work_hours",
+    "restart_hours",
+    "checkpoint_hours",
+    "queue_after_failure_hours",
+    "other_hours",
+)
+
+
+def summarize(jobs: pl.DataFrame) -> pl.DataFrame:
+    """Goodput and badput shares, weighted by job count and by GPU-hours (n_gpus × wall).
+
+    Job-weighted: the mean over jobs of each job's share; GPU-hour-weighted: Σ n_gpus·x over
+    Σ n_gpus·wall, i.e. the share of the fleet's GPU-hours held by these jobs."""
+    j = jobs.filter(pl.col("wall_hours") > 0)
+    cols = ("productive_hours", *BADPUT)
+    by_jobs = j.select(
+        pl.lit("jobs").alias("weighting"),
+        pl.len().alias("jobs"),
+        pl.col("gpu_hours").sum().alias("gpu_hours"),
+        *((pl.col(c) / pl.col("wall_hours")).mean().alias(c.replace("_hours", "")) for c in cols),
+    )
+    w = pl.col("n_gpus").fill_null(0)
+    by_gpu = j.select(
+        pl.lit("gpu_hours").alias("weighting"),
+        pl.len().alias("jobs"),
+        pl.col("gpu_hours").sum().alias("gpu_hours"),
+        *(
+            ((w * pl.col(c)).sum() / (w * pl.col("wall_hours")).sum()).alias(
+                c.replace("_hours", "")
+            )
+            for c in cols
+        ),
+    )
+    return pl.concat([by_jobs, by_gpu]).rename({"productive": "goodput"})
+
+
+def refresh_goodput_jobs(
+    wh,
+    ckpt_interval_s: float = 1800.0,
+    ckpt_cost_s: float = 60.0,
+    restart_s: float = 300.0,
+    checkpoints: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """Read ``job_attempts``, write ``goodput_jobs``; returns the written rows."""
+    jobs = measure(wh.read("job_attempts"), ckpt_interval_s, ckpt_cost_s, restart_s, checkpoints)
+    wh.replace_table("goodput_jobs", jobs)
+    return jobs

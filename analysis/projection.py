@@ -1,0 +1,443 @@
+"""Analytic goodput projection for a job on N GPUs from per-class failure rates.
+
+Model (DESIGN.md, goodput model):
+- Job interruption rate Λ(N) = Σ_c n_c(N)·λ_c, where n_c counts the units of class c that a
+  job on N GPUs carries (``UNIT_COUNTS``: per GPU, per node, or per job) and λ_c is the
+  per-unit-hour rate. MTTI M = 1/Λ.
+- Young's interval τ = √(2δM); Daly's higher-order interval
+  τ = √(2δM)·[1 + ⅓√(δ/2M) + (1/9)(δ/2M)] − δ for δ < 2M, else M.
+- Useful-time fraction from Daly's exact expected wall time for exponential failures
+  (failures also strike during restarts): T_wall = M·e^{R/M}·(e^{(τ+δ)/M} − 1)·T_s/τ, so the
+  fraction is T_s/T_wall. Asynchronous checkpoints enter through the blocking part of δ only
+  (the part that stalls training); the risk window of the background write is ignored here
+  and simulated in ``analysis.montecarlo``.
+
+Everything broadcasts over NumPy arrays so a sweep of 10^5 scenarios is one vector pass.
+
+Rate uncertainty: each class carries either CI bounds or an array of samples. Without samples
+the rate is drawn lognormal with the point estimate as median and σ = ln(hi/lo)/(2·1.96), i.e.
+the CI read as ±1.96σ on the log scale (how a Poisson/likelihood CI of a positive rate is
+usually built); a class with no events (point 0) draws a half-normal whose 97.5% quantile is
+its upper bound. Goodput bands are the 2.5/97.5 percentiles over those draws.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import polars as pl
+
+HOURS_PER_1K_UNIT_DAYS = 24_000.0  # rate per 1k unit-days -> per unit-hour: divide by this
+Z95 = 1.959963984540054
+HALF_NORMAL_Q975 = 2.241402727604947  # 97.5% quantile of |N(0, 1)|
+
+# How many units of each class a job carries: (scope, count per scope). Scope "gpu" scales
+# with N, "node" with ceil(N/G), "job" is once per job. Override by passing ``unit_counts``.
+UNIT_COUNTS: dict[str, tuple[str, int]] = {
+    "gpu": ("gpu", 1),
+    "gpu_memory": ("gpu", 1),
+    "gpu_sram": ("gpu", 1),
+    "nvlink": ("gpu", 1),
+    "ib_link": ("gpu", 1),  # one NIC / IB port per GPU
+    "nic": ("gpu", 1),
+    "software": ("gpu", 1),  # application / NCCL interruptions grow with the job's ranks
+    "psu": ("node", 2),
+    "cooling": ("node", 6),
+    "cpu": ("node", 2),
+    "host_memory": ("node", 16),
+    "storage": ("node", 2),
+    "nvswitch": ("node", 4),
+    "host_os": ("node", 1),
+    "bmc": ("node", 1),
+    "unknown": ("node", 1),
+    "all": ("job", 1),  # pseudo-class of an --mtti override
+}
+
+# Classes whose failure needs no hardware swap (the job restarts on the same nodes).
+NON_HARDWARE = frozenset({"software", "host_os", "unknown"})
+
+# Llama 3 405B run (Dubey et al. 2024, table 5): 419 unexpected interruptions in 54 days on
+# 16,384 H100 (2,048 nodes), folded into the DESIGN.md taxonomy:
+# gpu = GPU 148 + GSP 17 + SDC 6; software = software 54 + NCCL watchdog 7 + dependency 2;
+# ib_link = network 18 (of 35) + NIC 7; nvlink 12 and nvswitch 5 (rest of network);
+# host_os = host maintenance 32; cooling = thermal 6; storage = SSD 3;
+# unknown = chassis 2 + IO board 2.
+LLAMA3_MIX: dict[str, int] = {
+    "gpu": 148 + 17 + 6,
+    "gpu_sram": 19,
+    "gpu_memory": 72,
+    "software": 54 + 7 + 2,
+    "ib_link": 18 + 7,
+    "nvlink": 12,
+    "nvswitch": 5,
+    "host_os": 32,
+    "cooling": 6,
+    "storage": 3,
+    "psu": 3,
+    "cpu": 2,
+    "host_memory": 2,
+    "unknown": 2 + 2,
+}
+LLAMA3_GPUS = 16_384
+LLAMA3_GPUS_PER_NODE = 8
+LLAMA3_HOURS = 54 * 24.0
+
+
+@dataclass(frozen=True)
+class ClassRates:
+    """Per-class failure rates per unit-hour, with uncertainty and (optional) Weibull shape.
+
+    ``ci_low``/``ci_high`` are 95% bounds (NaN = unknown); ``samples`` (classes × S) wins over
+    the CI when given. ``shape`` is the Weibull shape (1 = exponential) used by the Monte
+    Carlo; the analytic model only needs the long-run rate (1 / mean lifetime).
+    """
+
+    classes: tuple[str, ...]
+    rate: np.ndarray
+    ci_low: np.ndarray | None = None
+    ci_high: np.ndarray | None = None
+    samples: np.ndarray | None = None
+    shape: np.ndarray | None = None
+    source: str = "given"
+
+    def __post_init__(self):
+        n = len(self.classes)
+        object.__setattr__(self, "rate", np.asarray(self.rate, dtype=float).reshape(n))
+        for name in ("ci_low", "ci_high", "shape"):
+            v = getattr(self, name)
+            if v is not None:
+                object.__setattr__(self, name, np.asarray(v, dtype=float).reshape(n))
+        if self.samples is not None:
+            s = np.asarray(self.samples, dtype=float)
+            object.__setattr__(self, "samples", s.reshape(n, -1))
+
+    @classmethod
+    def from_dict(
+        cls,
+        rates: dict[str, float],
+        ci: dict[str, tuple[float, float]] | None = None,
+        shape: dict[str, float] | None = None,
+        source: str = "given",
+    ) -> ClassRates:
+        names = tuple(rates)
+        ci = ci or {}
+        shape = shape or {}
+        return cls(
+            names,
+            np.array([rates[c] for c in names]),
+            np.array([ci.get(c, (np.nan, np.nan))[0] for c in names]),
+            np.array([ci.get(c, (np.nan, np.nan))[1] for c in names]),
+            shape=np.array([shape.get(c, 1.0) for c in names]),
+            source=source,
+        )
+
+    @classmethod
+    def from_mtti(cls, mtti_hours: float) -> ClassRates:
+        """One per-job pseudo-class with rate 1/M: no fit uncertainty."""
+        return cls(
+            ("all",), np.array([1.0 / mtti_hours]), shape=np.array([1.0]), source="mtti override"
+        )
+
+    def shapes(self) -> np.ndarray:
+        return (
+            np.ones(len(self.classes)) if self.shape is None else np.nan_to_num(self.shape, nan=1.0)
+        )
+
+    def has_uncertainty(self) -> bool:
+        if self.samples is not None:
+            return True
+        if self.ci_low is None or self.ci_high is None:
+            return False
+        return bool(
+            np.any(
+                np.isfinite(self.ci_low) & np.isfinite(self.ci_high) & (self.ci_high > self.ci_low)
+            )
+        )
+
+    def sample(self, n: int, rng: np.random.Generator | int | None = 0) -> np.ndarray:
+        """(n, classes) rate draws: resampled ``samples``, else lognormal from the CI."""
+        rng = np.random.default_rng(rng)
+        if self.samples is not None:
+            idx = rng.integers(0, self.samples.shape[1], size=n)
+            return self.samples[:, idx].T.copy()
+        sigma = np.zeros(len(self.classes))
+        none_seen = np.zeros(len(self.classes), dtype=bool)
+        if self.ci_low is not None and self.ci_high is not None:
+            lo, hi = self.ci_low, self.ci_high
+            ok = np.isfinite(lo) & np.isfinite(hi) & (lo > 0) & (hi > lo)
+            sigma[ok] = np.log(hi[ok] / lo[ok]) / (2 * Z95)
+            # A zero lower bound with a positive point: take the upper bound as +1.96σ.
+            zero = np.isfinite(hi) & (hi > 0) & ~ok & (self.rate > 0) & (hi > self.rate)
+            sigma[zero] = np.log(hi[zero] / self.rate[zero]) / Z95
+            # No events at all (point 0, upper bound > 0): a lognormal has no scale there, so
+            # draw a half-normal whose 97.5% quantile is the upper bound.
+            none_seen = np.isfinite(hi) & (hi > 0) & (self.rate <= 0)
+        z = rng.standard_normal((n, len(self.classes)))
+        out = self.rate[None, :] * np.exp(sigma[None, :] * z)
+        if none_seen.any():
+            out[:, none_seen] = np.abs(z[:, none_seen]) * (hi[none_seen] / HALF_NORMAL_Q975)
+        return out
+
+    def scaled(self, multipliers: dict[str, float]) -> ClassRates:
+        """Rates (and their uncertainty) with some classes multiplied (what-if)."""
+        m = np.array([multipliers.get(c, 1.0) for c in self.classes])
+        return replace(
+            self,
+            rate=self.rate * m,
+            ci_low=None if self.ci_low is None else self.ci_low * m,
+            ci_high=None if self.ci_high is None else self.ci_high * m,
+            samples=None if self.samples is None else self.samples * m[:, None],
+        )
+
+
+def llama3_rates() -> ClassRates:
+    """Per-unit-hour rates that reproduce the Llama 3 mix on its own job (16,384 GPUs)."""
+    counts = unit_counts(list(LLAMA3_MIX), LLAMA3_GPUS, LLAMA3_GPUS_PER_NODE)[:, 0]
+    rate = np.array(list(LLAMA3_MIX.values()), dtype=float) / (counts * LLAMA3_HOURS)
+    events = np.array(list(LLAMA3_MIX.values()), dtype=float)
+    # Exact Poisson 95% CI on each class's count (Garwood), scaled like the point.
+    from scipy.stats import chi2
+
+    lo = chi2.ppf(0.025, 2 * events) / 2 / events * rate
+    hi = chi2.ppf(0.975, 2 * events + 2) / 2 / events * rate
+    return ClassRates(
+        tuple(LLAMA3_MIX), rate, lo, hi, shape=np.ones(len(rate)), source="llama3 mix"
+    )
+
+
+def rates_from_failure_rates(
+    df: pl.DataFrame,
+    stratum: str = "all",
+    window: str = "all",
+    samples: dict[str, np.ndarray] | None = None,
+    seed: int = 0,
+) -> ClassRates:
+    """Adapter from the ``failure_rates`` table: the ``selected`` row of each class.
+
+    rate = rate_per_1k_unit_days / 24,000 (per unit-hour), CI from rate_ci_low/high (same
+    unit); the Weibull shape comes from ``params`` JSON (or the ``shape`` column) when the
+    selected model is weibull, else 1. ``samples`` (class -> per-unit-hour draws of equal
+    length) replaces the lognormal-from-CI draws for the classes it names.
+    """
+    if df.height == 0:
+        raise ValueError("failure_rates has no rows")
+    sel = df.filter(pl.col("selected").fill_null(False))
+    if "stratum" in sel.columns and sel.filter(pl.col("stratum") == stratum).height:
+        sel = sel.filter(pl.col("stratum") == stratum)
+    if "window" in sel.columns and sel.filter(pl.col("window") == window).height:
+        sel = sel.filter(pl.col("window") == window)
+    sel = sel.filter(pl.col("rate_per_1k_unit_days").is_not_null()).unique(
+        "component_class", keep="first", maintain_order=True
+    )
+    if sel.height == 0:
+        raise ValueError("failure_rates has no selected rows with a rate")
+    names, rate, lo, hi, shape = [], [], [], [], []
+    for row in sel.iter_rows(named=True):  # one row per class
+        names.append(row["component_class"])
+        rate.append(row["rate_per_1k_unit_days"] / HOURS_PER_1K_UNIT_DAYS)
+        lo.append(
+            np.nan
+            if row.get("rate_ci_low") is None
+            else row["rate_ci_low"] / HOURS_PER_1K_UNIT_DAYS
+        )
+        hi.append(
+            np.nan
+            if row.get("rate_ci_high") is None
+            else row["rate_ci_high"] / HOURS_PER_1K_UNIT_DAYS
+        )
+        k = 1.0
+        if (row.get("model") or "").lower() == "weibull":
+            params = {}
+            try:
+                params = json.loads(row.get("params") or "{}")
+            except (TypeError, ValueError):
+                params = {}
+            k = (
+                params.get("shape", row.get("shape"))
+                if isinstance(params, dict)
+                else row.get("shape")
+            )
+            if isinstance(k, dict):  # analysis.survival stores {"value", "ci_low", "ci_high"}
+                k = k.get("value")
+            k = (
+                1.0
+                if not isinstance(k, (int, float)) or not math.isfinite(k) or k <= 0
+                else float(k)
+            )
+        shape.append(k)
+    out = ClassRates(tuple(names), rate, lo, hi, shape=shape, source="fitted")
+    if samples:
+        # Fit-based draws (e.g. analysis.survival.rate_samples) where given; lognormal from
+        # the CI for the other classes, so every class has the same number of draws.
+        n = len(next(iter(samples.values())))
+        fill = out.sample(n, seed).T
+        rows = [
+            np.asarray(samples[c], float) if c in samples else fill[i] for i, c in enumerate(names)
+        ]
+        out = replace(out, samples=np.vstack(rows))
+    return out
+
+
+# ----------------------------------------------------------------------------- Λ(N)
+def unit_counts(
+    classes, n_gpus, gpus_per_node=8, counts: dict[str, tuple[str, int]] | None = None
+) -> np.ndarray:
+    """(classes, scenarios) unit counts n_c(N). Unknown classes count once per node."""
+    table = UNIT_COUNTS if counts is None else {**UNIT_COUNTS, **counts}
+    n = np.atleast_1d(np.asarray(n_gpus, dtype=float))
+    g = np.broadcast_to(np.asarray(gpus_per_node, dtype=float), n.shape)
+    nodes = np.ceil(n / g)
+    out = np.empty((len(classes), n.size))
+    for i, c in enumerate(classes):
+        scope, k = table.get(c, ("node", 1))
+        out[i] = k * {"gpu": n, "node": nodes, "job": np.ones_like(n)}[scope]
+    return out
+
+
+def interruption_rate(
+    rates: ClassRates | np.ndarray,
+    n_gpus,
+    gpus_per_node=8,
+    classes=None,
+    counts: dict[str, tuple[str, int]] | None = None,
+) -> np.ndarray:
+    """Λ(N) per hour. ``rates`` is a ClassRates or a (..., classes) array of per-unit rates."""
+    if isinstance(rates, ClassRates):
+        classes, r = rates.classes, rates.rate
+    else:
+        r = np.asarray(rates, dtype=float)
+    u = unit_counts(classes, n_gpus, gpus_per_node, counts)  # (C, K)
+    return r @ u
+
+
+def young_interval(ckpt_hours, mtti_hours):
+    return np.sqrt(2.0 * np.asarray(ckpt_hours) * np.asarray(mtti_hours))
+
+
+def daly_interval(ckpt_hours, mtti_hours):
+    """Daly (2006) higher-order optimum; M itself when δ >= 2M."""
+    d, m = np.broadcast_arrays(np.asarray(ckpt_hours, float), np.asarray(mtti_hours, float))
+    x = d / (2.0 * m)
+    tau = np.sqrt(2.0 * d * m) * (1.0 + np.sqrt(x) / 3.0 + x / 9.0) - d
+    return np.where(d < 2.0 * m, tau, m)
+
+
+def useful_fraction(interval_hours, ckpt_hours, restart_hours, mtti_hours):
+    """T_s / T_wall with Daly's exact expected wall time (exponential failures)."""
+    tau, d, r, m = np.broadcast_arrays(
+        *(np.asarray(v, float) for v in (interval_hours, ckpt_hours, restart_hours, mtti_hours))
+    )
+    with np.errstate(over="ignore", invalid="ignore"):
+        wall_per_work = m * np.exp(r / m) * np.expm1((tau + d) / m) / tau
+        return np.where(np.isfinite(wall_per_work), 1.0 / wall_per_work, 0.0)
+
+
+# ----------------------------------------------------------------------------- projections
+@dataclass
+class Projection:
+    """Arrays over scenarios (same length as ``n_gpus``)."""
+
+    n_gpus: np.ndarray
+    mtti_hours: np.ndarray
+    young_hours: np.ndarray
+    daly_hours: np.ndarray
+    interval_hours: np.ndarray
+    goodput: np.ndarray
+    goodput_ci_low: np.ndarray
+    goodput_ci_high: np.ndarray
+    mtti_ci_low: np.ndarray
+    mtti_ci_high: np.ndarray
+    notes: dict = field(default_factory=dict)
+
+
+def project(
+    rates: ClassRates,
+    n_gpus,
+    gpus_per_node=8,
+    ckpt_cost_s=60.0,
+    restart_s=600.0,
+    interval_hours=None,
+    ckpt_blocking_s=None,
+    samples: int = 400,
+    seed: int = 0,
+    counts: dict[str, tuple[str, int]] | None = None,
+) -> Projection:
+    """Analytic goodput for each scenario, with bands from rate uncertainty.
+
+    ``interval_hours`` None = Daly's interval of the point estimate (δ = blocking part); the
+    band keeps that chosen interval fixed, so it shows what the uncertain MTTI does to a job
+    that has committed to an interval. ``ckpt_blocking_s`` < ``ckpt_cost_s`` models an
+    asynchronous checkpoint (only the blocking part stalls training).
+    """
+    n = np.atleast_1d(np.asarray(n_gpus, dtype=float))
+    d_h = np.asarray(ckpt_cost_s if ckpt_blocking_s is None else ckpt_blocking_s, float) / 3600.0
+    r_h = np.asarray(restart_s, float) / 3600.0
+    u = unit_counts(rates.classes, n, gpus_per_node, counts)
+    lam = rates.rate @ u
+    m = 1.0 / lam
+    young = young_interval(d_h, m) * np.ones_like(n)
+    daly = daly_interval(d_h, m) * np.ones_like(n)
+    tau = daly if interval_hours is None else np.asarray(interval_hours, float) * np.ones_like(n)
+    g = useful_fraction(tau, d_h, r_h, m)
+    if rates.has_uncertainty() and samples > 0:
+        draws = rates.sample(samples, seed)  # (S, C)
+        ms = 1.0 / (draws @ u)  # (S, K)
+        gs = useful_fraction(tau[None, :], d_h, r_h, ms)
+        glo, ghi = np.percentile(gs, [2.5, 97.5], axis=0)
+        mlo, mhi = np.percentile(ms, [2.5, 97.5], axis=0)
+        note = f"band: 2.5-97.5% over {samples} rate draws from the fit CIs (lognormal)"
+    else:
+        glo, ghi, mlo, mhi = g, g, m, m
+        note = "no fit uncertainty (rates given without CI): band = point"
+    return Projection(n, m, young, daly, tau, g, glo, ghi, mlo, mhi, {"band": note})
+
+
+def scale_points(
+    lo: int = 8, hi: int = 200_000, per_decade: int = 8, gpus_per_node: int = 8
+) -> np.ndarray:
+    """Log-spaced job sizes from ``lo`` to ``hi`` GPUs, rounded to whole nodes."""
+    pts = np.logspace(np.log10(lo), np.log10(hi), round(per_decade * np.log10(hi / lo)) + 1)
+    pts = np.unique(np.maximum(gpus_per_node, np.round(pts / gpus_per_node) * gpus_per_node))
+    return pts.astype(np.int64)
+
+
+def projection_rows(
+    p: Projection,
+    scenario: str,
+    method: str,
+    rates_source: str,
+    gpus_per_node: int,
+    ckpt_cost_s: float,
+    restart_s: float,
+    spares: int | None = None,
+    knob: str | None = None,
+    knob_value=None,
+) -> pl.DataFrame:
+    """``goodput_projections`` rows for a Projection (one per scenario)."""
+    k = p.n_gpus.size
+    kv = [None] * k if knob_value is None else np.broadcast_to(np.asarray(knob_value, float), (k,))
+    return pl.DataFrame(
+        {
+            "scenario": [scenario] * k,
+            "method": [method] * k,
+            "rates_source": [rates_source] * k,
+            "n_gpus": p.n_gpus.astype(np.int64),
+            "gpus_per_node": [int(gpus_per_node)] * k,
+            "ckpt_cost_s": np.broadcast_to(np.asarray(ckpt_cost_s, float), (k,)),
+            "restart_s": np.broadcast_to(np.asarray(restart_s, float), (k,)),
+            "interval_hours": p.interval_hours,
+            "spares": [spares] * k,
+            "knob": [knob] * k,
+            "knob_value": kv,
+            "mtti_hours": p.mtti_hours,
+            "optimal_interval_hours": p.young_hours,
+            "daly_interval_hours": p.daly_hours,
+            "goodput": p.goodput,
+            "goodput_ci_low": p.goodput_ci_low,
+            "goodput_ci_high": p.goodput_ci_high,
+        },
+        schema_overrides={"spares": pl.Int32, "knob": pl.Utf8, "knob_value": pl.Float64},
+    )

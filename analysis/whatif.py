@@ -1,0 +1,510 @@
+"""What-if analysis: sweeps over any knob, a sensitivity (tornado) ranking, and the joint best
+checkpoint interval and spare count. Results are ``goodput_projections`` rows.
+
+Knobs: ``n_gpus``, ``gpus_per_node``, ``ckpt_cost_s``, ``ckpt_blocking_s``, ``restart_s``,
+``interval_hours``, ``spares``, ``repair_hours`` and ``rate:<class>`` (a multiplier on one
+class's rate; ``rate:all`` scales every class). Analytic by default; spare counts only matter
+in the Monte Carlo (the analytic model never waits for a node), so spare knobs use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+import polars as pl
+
+from analysis.montecarlo import JobConfig, simulate
+from analysis.projection import (
+    ClassRates,
+    daly_interval,
+    project,
+    projection_rows,
+    rates_from_failure_rates,
+    scale_points,
+)
+from warehouse.schemas import conform
+
+
+@dataclass(frozen=True)
+class Scenario:
+    n_gpus: int = 16_384
+    gpus_per_node: int = 8
+    ckpt_cost_s: float = 60.0
+    ckpt_blocking_s: float | None = None  # async checkpoint: the part that stalls training
+    restart_s: float = 600.0
+    interval_hours: float | None = None  # None = Daly's optimum
+    spares: int | None = None  # None = unlimited (no waiting for nodes)
+    repair_hours: float = 24.0
+    rate_multipliers: dict = field(default_factory=dict)
+    mc_wall_hours: float = 54 * 24.0  # Monte Carlo window (Llama 3's run length)
+
+    def with_knob(self, knob: str, value) -> Scenario:
+        if knob.startswith("rate:"):
+            cls = knob.split(":", 1)[1]
+            return replace(self, rate_multipliers={**self.rate_multipliers, cls: float(value)})
+        if knob not in asdict(self):
+            raise ValueError(f"unknown knob {knob!r}")
+        if knob in ("n_gpus", "gpus_per_node", "spares"):
+            value = int(value)
+        return replace(self, **{knob: value})
+
+
+def _scaled_rates(rates: ClassRates, sc: Scenario) -> ClassRates:
+    mult = dict(sc.rate_multipliers)
+    if "all" in mult and "all" not in rates.classes:
+        every = mult.pop("all")
+        mult = {c: mult.get(c, 1.0) * every for c in rates.classes}
+    return rates.scaled(mult) if mult else rates
+
+
+def evaluate(
+    rates: ClassRates,
+    sc: Scenario,
+    method: str = "analytic",
+    samples: int = 400,
+    replicas: int = 300,
+    seed: int = 0,
+) -> dict:
+    """One scenario -> a dict of ``goodput_projections`` values plus band notes."""
+    r = _scaled_rates(rates, sc)
+    p = project(
+        r,
+        sc.n_gpus,
+        sc.gpus_per_node,
+        sc.ckpt_cost_s,
+        sc.restart_s,
+        sc.interval_hours,
+        sc.ckpt_blocking_s,
+        samples=samples,
+        seed=seed,
+    )
+    out = {
+        "method": method,
+        "rates_source": rates.source,
+        "n_gpus": int(sc.n_gpus),
+        "gpus_per_node": int(sc.gpus_per_node),
+        "ckpt_cost_s": float(sc.ckpt_cost_s),
+        "restart_s": float(sc.restart_s),
+        "interval_hours": float(p.interval_hours[0]),
+        "spares": sc.spares,
+        "mtti_hours": float(p.mtti_hours[0]),
+        "mtti_ci_low": float(p.mtti_ci_low[0]),
+        "mtti_ci_high": float(p.mtti_ci_high[0]),
+        "optimal_interval_hours": float(p.young_hours[0]),
+        "daly_interval_hours": float(p.daly_hours[0]),
+        "goodput": float(p.goodput[0]),
+        "goodput_ci_low": float(p.goodput_ci_low[0]),
+        "goodput_ci_high": float(p.goodput_ci_high[0]),
+        "band": p.notes["band"],
+    }
+    if method == "mc":
+        cfg = JobConfig(
+            n_gpus=sc.n_gpus,
+            gpus_per_node=sc.gpus_per_node,
+            wall_hours=sc.mc_wall_hours,
+            interval_hours=out["interval_hours"],
+            ckpt_cost_s=sc.ckpt_cost_s,
+            ckpt_blocking_s=sc.ckpt_blocking_s,
+            restart_s=sc.restart_s,
+            spares=sc.spares,
+            repair_hours=sc.repair_hours,
+        )
+        draws = r.sample(replicas, seed + 1) if r.has_uncertainty() else None
+        res = simulate(r, cfg, replicas=replicas, seed=seed, rate_draws=draws)
+        s = res.summary()
+        out["analytic_goodput"] = out["goodput"]
+        out["goodput"] = s["mean"]
+        if draws is not None:
+            out["goodput_ci_low"], out["goodput_ci_high"] = s["p2_5"], s["p97_5"]
+            out["band"] = (
+                f"band: 2.5-97.5% of {replicas} simulated {sc.mc_wall_hours:g} h jobs, "
+                "each with its own rate draw from the fit CIs"
+            )
+        else:
+            out["goodput_ci_low"] = s["mean"] - 1.96 * s["se"]
+            out["goodput_ci_high"] = s["mean"] + 1.96 * s["se"]
+            out["band"] = (
+                f"band: Monte Carlo noise only (mean ± 1.96 SE over {replicas} replicas); "
+                f"no fit uncertainty; per-job spread {s['p2_5']:.3f}-{s['p97_5']:.3f}"
+            )
+        out["mc"] = s
+    return out
+
+
+def rows(
+    results: list[dict], scenario: str, knob: str | None = None, knob_values=None
+) -> pl.DataFrame:
+    """``goodput_projections`` rows from ``evaluate`` outputs."""
+    recs = []
+    for i, r in enumerate(results):
+        rec = {k: v for k, v in r.items() if k in _PROJ_COLUMNS}
+        rec["scenario"] = scenario
+        rec["knob"] = knob
+        rec["knob_value"] = None if knob_values is None else float(knob_values[i])
+        recs.append(rec)
+    if not recs:
+        return conform("goodput_projections", pl.DataFrame())
+    return conform("goodput_projections", pl.DataFrame(recs, infer_schema_length=None))
+
+
+_PROJ_COLUMNS = {
+    "method",
+    "rates_source",
+    "n_gpus",
+    "gpus_per_node",
+    "ckpt_cost_s",
+    "restart_s",
+    "interval_hours",
+    "spares",
+    "mtti_hours",
+    "optimal_interval_hours",
+    "daly_interval_hours",
+    "goodput",
+    "goodput_ci_low",
+    "goodput_ci_high",
+}
+
+
+def sweep(
+    rates: ClassRates,
+    base: Scenario,
+    knob: str,
+    values,
+    method: str = "analytic",
+    samples: int = 400,
+    replicas: int = 300,
+    seed: int = 0,
+    scenario: str | None = None,
+) -> pl.DataFrame:
+    """Vary one knob over ``values``; ``n_gpus`` sweeps run as one vectorized projection."""
+    values = list(values)
+    if knob == "n_gpus" and method == "analytic" and base.interval_hours is None:
+        r = _scaled_rates(rates, base)
+        p = project(
+            r,
+            np.asarray(values),
+            base.gpus_per_node,
+            base.ckpt_cost_s,
+            base.restart_s,
+            None,
+            base.ckpt_blocking_s,
+            samples=samples,
+            seed=seed,
+        )
+        df = projection_rows(
+            p,
+            scenario or f"sweep:{knob}",
+            method,
+            rates.source,
+            base.gpus_per_node,
+            base.ckpt_cost_s,
+            base.restart_s,
+            base.spares,
+            knob,
+            p.n_gpus,
+        )
+        return conform("goodput_projections", df)
+    res = [
+        evaluate(rates, base.with_knob(knob, v), method, samples, replicas, seed) for v in values
+    ]
+    return rows(res, scenario or f"sweep:{knob}", knob, values)
+
+
+def sensitivity(
+    rates: ClassRates,
+    base: Scenario,
+    factor: float = 0.5,
+    spares_step: int = 8,
+    samples: int = 400,
+    replicas: int = 200,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Tornado ranking: goodput gain from halving each class's rate and from stated knob
+    improvements (halve checkpoint cost, halve restart time, +``spares_step`` spares).
+
+    Rate and cost items are analytic (interval re-optimized); the spares item runs the Monte
+    Carlo for base and improved with the same seed (common random numbers), so the gain is
+    not drowned in simulation noise. Columns: item, kind, change, goodput_base, goodput, gain.
+    """
+    b = evaluate(rates, base, "analytic", samples, seed=seed)
+    items = []
+    for c in rates.classes:
+        m = base.rate_multipliers.get(c, 1.0) * factor
+        items.append(
+            (f"rate:{c}", "class", f"{c} rate x{factor:g}", base.with_knob(f"rate:{c}", m))
+        )
+    items.append(
+        (
+            "ckpt_cost_s",
+            "knob",
+            f"checkpoint cost x{factor:g}",
+            replace(
+                base,
+                ckpt_cost_s=base.ckpt_cost_s * factor,
+                ckpt_blocking_s=None
+                if base.ckpt_blocking_s is None
+                else base.ckpt_blocking_s * factor,
+            ),
+        )
+    )
+    items.append(
+        (
+            "restart_s",
+            "knob",
+            f"restart time x{factor:g}",
+            replace(base, restart_s=base.restart_s * factor),
+        )
+    )
+    out = []
+    for knob, kind, change, sc in items:
+        e = evaluate(rates, sc, "analytic", samples, seed=seed)
+        out.append(
+            {
+                "item": knob,
+                "kind": kind,
+                "change": change,
+                "goodput_base": b["goodput"],
+                "goodput": e["goodput"],
+                "gain": e["goodput"] - b["goodput"],
+                "result": e,
+            }
+        )
+    if base.spares is not None:
+        mc0 = evaluate(rates, base, "mc", samples, replicas, seed)
+        mc1 = evaluate(
+            rates, replace(base, spares=base.spares + spares_step), "mc", samples, replicas, seed
+        )
+        out.append(
+            {
+                "item": "spares",
+                "kind": "knob",
+                "change": f"+{spares_step} spare nodes",
+                "goodput_base": mc0["goodput"],
+                "goodput": mc1["goodput"],
+                "gain": mc1["goodput"] - mc0["goodput"],
+                "result": mc1,
+            }
+        )
+    return pl.DataFrame(out).sort("gain", descending=True)
+
+
+def sensitivity_rows(table: pl.DataFrame, base_result: dict | None = None) -> pl.DataFrame:
+    """Projection rows for a sensitivity table: knob = item, knob_value = gain."""
+    res = [r for r in table["result"].to_list()]
+    df = rows(res, "sensitivity", None, table["gain"].to_list())
+    df = df.with_columns(pl.Series("knob", table["item"].to_list(), dtype=pl.Utf8))
+    if base_result is not None:
+        df = pl.concat([rows([base_result], "sensitivity", "baseline", [0.0]), df])
+    return df
+
+
+def joint_best(
+    rates: ClassRates,
+    base: Scenario,
+    intervals_hours=None,
+    spares=(0, 2, 4, 8, 16, 32, 64),
+    replicas: int = 150,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Grid search of (checkpoint interval, spare nodes) by Monte Carlo with common random
+    numbers. Spares are not free (they hold GPUs idle), so the objective is the fleet goodput
+    g·N/(N + K·G): useful GPU-hours per GPU-hour reserved for the job including its spares.
+    Returns the grid with columns interval_hours, spares, goodput, fleet_goodput, best."""
+    if intervals_hours is None:
+        mtti = evaluate(rates, base)["mtti_hours"]
+        d = (
+            base.ckpt_cost_s / 3600.0
+            if base.ckpt_blocking_s is None
+            else base.ckpt_blocking_s / 3600.0
+        )
+        t0 = float(daly_interval(d, mtti))
+        intervals_hours = t0 * np.array([0.5, 0.7, 0.85, 1.0, 1.2, 1.5, 2.0])
+    recs = []
+    for k in spares:
+        for tau in intervals_hours:
+            sc = replace(base, interval_hours=float(tau), spares=int(k))
+            e = evaluate(rates, sc, "mc", samples=0, replicas=replicas, seed=seed)
+            fleet = e["goodput"] * base.n_gpus / (base.n_gpus + k * base.gpus_per_node)
+            recs.append(
+                {
+                    "interval_hours": float(tau),
+                    "spares": int(k),
+                    "goodput": e["goodput"],
+                    "fleet_goodput": fleet,
+                    "result": e,
+                }
+            )
+    df = pl.DataFrame(recs)
+    best = int(np.argmax(df["fleet_goodput"].to_numpy()))
+    return df.with_columns(pl.Series("best", np.arange(df.height) == best))
+
+
+def joint_rows(grid: pl.DataFrame) -> pl.DataFrame:
+    """Grid rows (scenario 'joint_grid', the best also as 'joint_best'); knob_value holds the
+    fleet goodput that ranks them."""
+    g = rows(
+        grid["result"].to_list(), "joint_grid", "fleet_goodput", grid["fleet_goodput"].to_list()
+    )
+    best = g.filter(pl.Series(grid["best"].to_list())).with_columns(
+        pl.lit("joint_best").alias("scenario")
+    )
+    return pl.concat([g, best])
+
+
+def refresh_projections(
+    wh,
+    target_gpus: int = 16_384,
+    gpus_per_node: int = 8,
+    ckpt_cost_s: float = 60.0,
+    restart_s: float = 600.0,
+    repair_hours: float = 24.0,
+    base_spares: int = 8,
+    rates: ClassRates | None = None,
+    samples: int = 400,
+    replicas: int = 100,
+    spares_grid=(0, 2, 4, 8, 16, 32, 64),
+    seed: int = 0,
+) -> pl.DataFrame:
+    """The standard scenario set for the report, written to ``goodput_projections``:
+
+    - ``scale_sweep``: knob n_gpus, 8..200k GPUs (analytic, CI bands from the fit, Daly
+      interval at each scale in daly_interval_hours / interval_hours);
+    - ``sensitivity`` at ``target_gpus``: a ``baseline`` row, then one row per item (knob =
+      ``rate:<class>``, ``ckpt_cost_s``, ``restart_s``, ``spares``) with knob_value = goodput
+      gain over its baseline (Monte Carlo for spares, analytic otherwise): the tornado chart;
+    - ``joint_grid`` / ``joint_best``: Monte Carlo grid of (interval_hours, spares), knob_value
+      = fleet goodput g·N/(N + K·G) that picks the best.
+    Raises ValueError when ``failure_rates`` has no selected rows and no ``rates`` are given."""
+    if rates is None:
+        rates = rates_from_failure_rates(wh.read("failure_rates"))
+    base = Scenario(
+        n_gpus=target_gpus,
+        gpus_per_node=gpus_per_node,
+        ckpt_cost_s=ckpt_cost_s,
+        restart_s=restart_s,
+        repair_hours=repair_hours,
+    )
+    parts = [
+        sweep(
+            rates,
+            base,
+            "n_gpus",
+            scale_points(gpus_per_node=gpus_per_node),
+            samples=samples,
+            seed=seed,
+            scenario="scale_sweep",
+        )
+    ]
+    b = evaluate(rates, replace(base, spares=base_spares), samples=samples, seed=seed)
+    sens = sensitivity(
+        rates, replace(base, spares=base_spares), samples=samples, replicas=replicas, seed=seed
+    )
+    parts.append(sensitivity_rows(sens, b))
+    parts.append(
+        joint_rows(joint_best(rates, base, spares=spares_grid, replicas=replicas, seed=seed))
+    )
+    out = pl.concat([conform("goodput_projections", p) for p in parts])
+    wh.replace_table("goodput_projections", out)
+    return out
+
+
+# ----------------------------------------------------------------------------- one scenario (CLI)
+def project_one(
+    wh,
+    n_gpus: int = 16_384,
+    gpus_per_node: int = 8,
+    ckpt_cost_s: float = 60.0,
+    restart_s: float = 600.0,
+    interval_hours: float | None = None,
+    spares: int | None = None,
+    mtti_hours: float | None = None,
+    method: str = "analytic",
+    replicas: int = 500,
+    repair_hours: float = 24.0,
+    seed: int = 0,
+) -> dict:
+    """One scenario as ``goodput project`` shows it; rates from ``failure_rates`` unless
+    ``mtti_hours`` overrides them. Raises ValueError when there are no fitted rates."""
+    if mtti_hours is not None:
+        rates = ClassRates.from_mtti(mtti_hours)
+    else:
+        rates = rates_from_failure_rates(wh.read("failure_rates"))
+    sc = Scenario(
+        n_gpus=n_gpus,
+        gpus_per_node=gpus_per_node,
+        ckpt_cost_s=ckpt_cost_s,
+        restart_s=restart_s,
+        interval_hours=interval_hours,
+        spares=spares,
+        repair_hours=repair_hours,
+    )
+    res = evaluate(rates, sc, method, replicas=replicas, seed=seed)
+    res["optimal_interval_hours"], res["young_interval_hours"] = (
+        res["daly_interval_hours"],
+        res["optimal_interval_hours"],
+    )
+    res["interval_source"] = "auto = Daly" if interval_hours is None else "given"
+    if mtti_hours is not None and method == "analytic":
+        res["band"] = "--mtti override: no fit uncertainty, so the band is the point"
+    res["classes"] = len(rates.classes)
+    res["repair_hours"] = repair_hours
+    res["mc_wall_hours"] = sc.mc_wall_hours
+    return res
+
+
+def append_projection(wh, res: dict, scenario: str = "cli") -> pl.DataFrame:
+    """Append one ``project_one`` result to ``goodput_projections`` (one atomic rewrite)."""
+    row = {
+        **res,
+        "optimal_interval_hours": res["young_interval_hours"],
+    }  # the table's column is Young
+    new = rows([row], scenario)
+    out = pl.concat([wh.read("goodput_projections"), new])
+    wh.replace_table("goodput_projections", out)
+    return new
+
+
+def format_projection(res: dict) -> list[str]:
+    """The readable table ``goodput project`` prints."""
+
+    def dur(h):
+        return f"{h * 60:.1f} min" if h < 2 else f"{h:.2f} h"
+
+    nodes = -(-res["n_gpus"] // res["gpus_per_node"])
+    src = res["rates_source"] + (
+        ""
+        if res["rates_source"] != "fitted"
+        else f" ({res['classes']} classes, warehouse failure_rates)"
+    )
+    spares = (
+        "unlimited (a replacement node is always ready)"
+        if res["spares"] is None
+        else f"{res['spares']} hot spare nodes, repair {res['repair_hours']:g} h"
+        + ("" if res["method"] == "mc" else " (spares only matter with --method mc)")
+    )
+    window = f", {res['mc_wall_hours']:g} h simulated window" if res["method"] == "mc" else ""
+    lines = [
+        f"goodput projection ({res['method']}{window})",
+        f"  {'job':<22}{res['n_gpus']:,} GPUs on {nodes:,} nodes ({res['gpus_per_node']} GPUs/node)",
+        f"  {'rates':<22}{src}",
+        f"  {'checkpoint cost':<22}{res['ckpt_cost_s']:g} s",
+        f"  {'restart':<22}{dur(res['restart_s'] / 3600)}",
+        f"  {'spares':<22}{spares}",
+        f"  {'MTTI':<22}{res['mtti_hours']:.2f} h"
+        + (
+            f"  (95% {res['mtti_ci_low']:.2f} - {res['mtti_ci_high']:.2f})"
+            if res["mtti_ci_low"] != res["mtti_ci_high"]
+            else ""
+        ),
+        f"  {'Young interval':<22}{dur(res['young_interval_hours'])}",
+        f"  {'Daly interval':<22}{dur(res['daly_interval_hours'])}",
+        f"  {'chosen interval':<22}{dur(res['interval_hours'])} ({res['interval_source']})",
+        f"  {'goodput':<22}{res['goodput']:.3f}  (95% {res['goodput_ci_low']:.3f} - {res['goodput_ci_high']:.3f})",
+        f"  {'band':<22}{res['band'].removeprefix('band: ')}",
+    ]
+    if "analytic_goodput" in res:
+        lines.append(
+            f"  {'analytic goodput':<22}{res['analytic_goodput']:.3f}  (no spare waits, mean rates)"
+        )
+    return lines

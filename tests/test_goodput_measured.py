@@ -1,0 +1,251 @@
+"""Measured goodput: hand-built job chains with hand-computed badput splits (minutes)."""
+
+import json
+from datetime import datetime, timedelta
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis.goodput_measured import measure, refresh_goodput_jobs, summarize
+from tests.conftest import SAMPLE_FLEET
+from warehouse.schemas import conform
+
+T0 = datetime(2026, 1, 5, 0, 0)
+CATS = (
+    "productive_hours",
+    "lost_work_hours",
+    "restart_hours",
+    "checkpoint_hours",
+    "queue_after_failure_hours",
+    "other_hours",
+)
+
+
+def att(job, n, start_min, end_min, state, gpus=8, scheduler="slurm"):
+    return {
+        "cluster": "c1",
+        "scheduler": scheduler,
+        "job_id": job,
+        "attempt": n,
+        "name": f"train-{job}",
+        "user": "alice",
+        "state": state,
+        "n_gpus": gpus,
+        "start_time": None if start_min is None else T0 + timedelta(minutes=start_min),
+        "end_time": None if end_min is None else T0 + timedelta(minutes=end_min),
+    }
+
+
+def frame(rows):
+    return conform("job_attempts", pl.DataFrame(rows, infer_schema_length=None))
+
+
+def minutes(row):
+    return {c: round(row[c] * 60, 9) for c in ("wall_hours", *CATS)}
+
+
+CHAINS = frame(
+    [
+        # A: node failure after 2 h (3 checkpoints of 30+1 min, 27 min lost), 20 min in queue,
+        #    restart (5) then 155 min of compute with 5 checkpoints -> completes.
+        att("A", 1, 0, 120, "NODE_FAIL"),
+        att("A", 2, 140, 300, "COMPLETED"),
+        # B: fails at 60 min (1 ckpt, 29 lost); a 3-minute attempt spent wholly restarting;
+        #    7 min queue; final attempt fails: its 24-minute tail is "other".
+        att("B", 1, 0, 60, "FAILED", gpus=16),
+        att("B", 2, 60, 63, "NODE_FAIL", gpus=16),
+        att("B", 3, 70, 130, "FAILED", gpus=16),
+        # C (k8s): a duplicated attempt and an overlapping restart (trimmed to start at 60).
+        att("ns/C", 1, 0, 60, "FAILED", scheduler="k8s"),
+        att("ns/C", 1, 0, 60, "FAILED", scheduler="k8s"),
+        att("ns/C", 2, 50, 120, "COMPLETED", scheduler="k8s"),
+        # D: a completed attempt followed by another run: the gap is "other", not queue.
+        att("D", 1, 0, 31, "COMPLETED"),
+        att("D", 2, 41, 51, "COMPLETED"),
+        # never started: ignored
+        att("E", 1, None, None, "PENDING"),
+    ]
+)
+
+EXPECTED = {
+    "A": {
+        "wall_hours": 300,
+        "productive_hours": 240,
+        "lost_work_hours": 27,
+        "restart_hours": 5,
+        "checkpoint_hours": 8,
+        "queue_after_failure_hours": 20,
+        "other_hours": 0,
+    },
+    "B": {
+        "wall_hours": 130,
+        "productive_hours": 60,
+        "lost_work_hours": 29,
+        "restart_hours": 8,
+        "checkpoint_hours": 2,
+        "queue_after_failure_hours": 7,
+        "other_hours": 24,
+    },
+    "ns/C": {
+        "wall_hours": 120,
+        "productive_hours": 84,
+        "lost_work_hours": 29,
+        "restart_hours": 5,
+        "checkpoint_hours": 2,
+        "queue_after_failure_hours": 0,
+        "other_hours": 0,
+    },
+    # D: 30 + 5 productive (second attempt: 5 restart, 5 compute), 1 ckpt, 10 gap -> other
+    "D": {
+        "wall_hours": 51,
+        "productive_hours": 35,
+        "lost_work_hours": 0,
+        "restart_hours": 5,
+        "checkpoint_hours": 1,
+        "queue_after_failure_hours": 0,
+        "other_hours": 10,
+    },
+}
+
+
+def test_hand_built_chains_match_exactly():
+    out = measure(CHAINS, ckpt_interval_s=1800, ckpt_cost_s=60, restart_s=300)
+    got = {r["job_id"]: r for r in out.iter_rows(named=True)}
+    assert set(got) == set(EXPECTED)
+    for job, exp in EXPECTED.items():
+        assert minutes(got[job]) == {k: float(v) for k, v in exp.items()}, job
+    a = got["A"]
+    assert (
+        a["attempts"] == 2
+        and a["final_state"] == "COMPLETED"
+        and a["goodput"] == pytest.approx(0.8)
+    )
+    assert got["ns/C"]["attempts"] == 2  # the duplicate is counted once
+    assert got["B"]["final_state"] == "FAILED" and got["B"]["n_gpus"] == 16
+    assert got["B"]["gpu_hours"] == pytest.approx(16 * 130 / 60)
+
+
+def test_exact_checkpoint_times_replace_the_interval():
+    attempts = frame(
+        [
+            att("X", 1, 0, 100, "FAILED"),
+            att("X", 2, 120, 180, "COMPLETED"),
+            att("Y", 1, 0, 120, "NODE_FAIL"),
+            att("Y", 2, 140, 300, "COMPLETED"),
+        ]
+    )
+    ck = pl.DataFrame(
+        {
+            "cluster": "c1",
+            "scheduler": "slurm",
+            "job_id": "X",
+            "time": [T0 + timedelta(minutes=m) for m in (25, 50, 80, 160)],
+        }
+    )
+    out = measure(attempts, 1800, 60, 300, checkpoints=ck)
+    got = {r["job_id"]: minutes(r) for r in out.iter_rows(named=True)}
+    # X: attempt 1 keeps 80 - 3 = 77 min, loses 20; attempt 2: 5 restart, 1 ckpt, 54 productive.
+    assert got["X"] == {
+        "wall_hours": 180.0,
+        "productive_hours": 131.0,
+        "lost_work_hours": 20.0,
+        "restart_hours": 5.0,
+        "checkpoint_hours": 4.0,
+        "queue_after_failure_hours": 20.0,
+        "other_hours": 0.0,
+    }
+    # Y has no checkpoint rows: the interval rule applies (same as chain A)
+    assert got["Y"] == {k: float(v) for k, v in EXPECTED["A"].items()}
+
+
+def test_restart_cost_and_interval_are_parameters():
+    out = measure(
+        frame([att("A", 1, 0, 120, "NODE_FAIL"), att("A", 2, 140, 300, "COMPLETED")]),
+        ckpt_interval_s=3600,
+        ckpt_cost_s=0,
+        restart_s=600,
+    )
+    m = minutes(out.row(0, named=True))
+    # attempt 1: 2 checkpoints at 60 and 120 -> nothing lost; attempt 2: 10 restart, 150 work
+    assert m["lost_work_hours"] == 0 and m["restart_hours"] == 10 and m["productive_hours"] == 270
+
+
+def test_chain_with_a_running_attempt_counts_the_failed_tail_as_lost():
+    rows = [att("R", 1, 0, 60, "NODE_FAIL"), att("R", 2, 70, None, "RUNNING")]
+    got = measure(frame(rows), 1800, 60, 300).row(0, named=True)
+    assert got["final_state"] == "RUNNING" and got["attempts"] == 1
+    assert minutes(got)["lost_work_hours"] == 29 and minutes(got)["other_hours"] == 0
+
+
+def test_summary_weights_by_jobs_and_gpu_hours():
+    out = measure(CHAINS.filter(pl.col("job_id").is_in(["A", "B"])), 1800, 60, 300)
+    s = {r["weighting"]: r for r in summarize(out).iter_rows(named=True)}
+    assert s["jobs"]["goodput"] == pytest.approx((0.8 + 60 / 130) / 2)
+    assert s["gpu_hours"]["goodput"] == pytest.approx((8 * 240 + 16 * 60) / (8 * 300 + 16 * 130))
+    assert s["gpu_hours"]["lost_work"] == pytest.approx((8 * 27 + 16 * 29) / (8 * 300 + 16 * 130))
+    assert s["jobs"]["jobs"] == 2
+
+
+def test_refresh_goodput_jobs_roundtrip(wh):
+    with wh.batch("t1") as b:
+        b.add({"job_attempts": CHAINS})
+    written = refresh_goodput_jobs(wh)
+    back = wh.read("goodput_jobs")
+    assert back.height == written.height == 4
+    assert sorted(back["job_id"].to_list()) == ["A", "B", "D", "ns/C"]
+
+
+states = st.sampled_from(["COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED", "TIMEOUT"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(-30, 120), st.integers(0, 400), states), min_size=1, max_size=6),
+    st.integers(0, 7200),
+    st.integers(0, 600),
+    st.integers(0, 900),
+)
+def test_books_close_exactly(spans, interval_s, cost_s, restart_s):
+    rows, t = [], 0
+    for i, (gap, length, state) in enumerate(spans):
+        start = t + gap  # negative gaps make overlapping attempts
+        rows.append(att("J", i + 1, start, start + length, state))
+        t = start + length
+    out = measure(frame(rows), interval_s, cost_s, restart_s).row(0, named=True)
+    parts = [out[c] for c in CATS]
+    assert all(p >= -1e-12 for p in parts)
+    assert sum(parts) == pytest.approx(out["wall_hours"], abs=1e-9)
+    assert out["wall_hours"] == pytest.approx(
+        (max(r["end_time"] for r in rows) - min(r["start_time"] for r in rows)).total_seconds()
+        / 3600
+    )
+
+
+def test_sample_fleet_training_chains(wh):
+    """Integration on the committed sample fleet: sacct ingest -> goodput_jobs."""
+    fleet = SAMPLE_FLEET / "slurm" / "sacct.txt"
+    if not fleet.exists():
+        pytest.skip("sample fleet not generated")
+    from ingest.base import ParseContext
+    from ingest.runner import ingest_paths
+
+    ingest_paths(wh, [fleet], "auto", ParseContext(cluster="simfleet"))
+    truth = json.loads((SAMPLE_FLEET / "ground_truth.json").read_text())
+    intervals = {k: v for k, v in truth["checkpoint_interval_s"].items() if "/" not in k}
+    attempts = wh.read("job_attempts")
+    for job, tau in intervals.items():
+        # the generator checkpoints every tau with no cost; its restart overhead is 5-15 min
+        rows = attempts.filter(pl.col("job_id") == job)
+        out = measure(rows, tau, 0, 600).row(0, named=True)
+        assert sum(out[c] for c in CATS) == pytest.approx(out["wall_hours"], abs=1e-9)
+        failed = rows.filter(pl.col("state").is_in(["NODE_FAIL", "FAILED", "REQUEUED"])).height
+        # each failure loses less than one interval of work
+        assert out["lost_work_hours"] <= failed * tau / 3600 + 1e-9
+        assert out["goodput"] > 0.85, job
+    jobs = refresh_goodput_jobs(wh, 1800, 0, 600)
+    assert set(intervals) <= set(jobs["job_id"].to_list())
+    s = {r["weighting"]: r for r in summarize(jobs).iter_rows(named=True)}
+    # big training chains dominate GPU-hours and have high goodput; small jobs often fail
+    assert s["gpu_hours"]["goodput"] > s["jobs"]["goodput"]
