@@ -342,7 +342,7 @@ TABLES: dict[str, Table] = {
                 "shape_ci_low": F64,
                 "shape_ci_high": F64,
                 "shape_reading": STR,
-                "method": STR,  # per-unit | exposure-table
+                "method": STR,  # exposure-table | per-unit | per-unit-lifelines | subsample-N
                 "converged": BOOL,
             },
             kind="derived",
@@ -352,7 +352,7 @@ TABLES: dict[str, Table] = {
             "Kaplan-Meier / Nelson-Aalen / Aalen-Johansen estimate points",
             {
                 "component_class": STR,
-                "estimator": STR,  # kaplan_meier | nelson_aalen | aalen_johansen
+                "estimator": STR,  # kaplan_meier | nelson_aalen | aalen_johansen | breslow_fleming_harrington
                 "cause": STR,  # competing cause for aalen_johansen, else null
                 "t": F64,  # age in hours
                 "survival": F64,

@@ -1,0 +1,71 @@
+"""Recovery of truth: do the 95% CIs of the Weibull fit cover the true shape and scale?
+
+    python -m benchmarks.validate_survival_coverage [--seeds 20] [--units 3000]
+
+Simulates left-truncated, right-censored Weibull lifetimes (installs spread over two years
+before and during a one-year observation window, random removals) for classes with known
+shape / scale, fits them with ``analysis.survival.failure_rates`` and reports, per class, the
+fraction of seeds whose 95% CIs contain the true shape and the true scale (target >= 90%) and
+how often AIC prefers Weibull over Exponential (expected always when the shape is far from 1).
+Exits non-zero when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+import polars as pl
+
+from analysis import survival as sv
+
+LAWS = {
+    "infant": (0.6, 20_000.0),
+    "random": (1.0, 15_000.0),
+    "wearout": (2.0, 6_000.0),
+    "steep": (3.0, 9_000.0),
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--units", type=int, default=3000)
+    args = ap.parse_args()
+    hits = {c: {"shape": 0, "scale": 0, "both": 0, "aic_weibull": 0} for c in LAWS}
+    for seed in range(args.seeds):
+        lt = sv.simulate_lifetimes(
+            LAWS, args.units, np.random.default_rng(seed), removal_rate_per_hour=1 / 40_000
+        )
+        fr = sv.failure_rates(lt, window=None).filter(pl.col("stratum") == "all")
+        for cls, (shape, scale) in LAWS.items():
+            rows = fr.filter(pl.col("component_class") == cls)
+            aic = dict(rows.select("model", "aic").iter_rows())
+            p = json.loads(rows.filter(pl.col("model") == "weibull")["params"][0])
+            ks = p["shape"]["ci_low"] <= shape <= p["shape"]["ci_high"]
+            ls = p["scale_hours"]["ci_low"] <= scale <= p["scale_hours"]["ci_high"]
+            hits[cls]["shape"] += ks
+            hits[cls]["scale"] += ls
+            hits[cls]["both"] += ks and ls
+            hits[cls]["aic_weibull"] += aic["weibull"] < aic["exponential"]
+    ok = True
+    print(
+        f"{'class':8s} {'shape':>5s} {'scale':>9s}  shape-cov scale-cov  both  AIC weibull<exp   ({args.seeds} seeds, "
+        f"{args.units} units/class before truncation)"
+    )
+    for cls, (shape, scale) in LAWS.items():
+        h = {k: v / args.seeds for k, v in hits[cls].items()}
+        far = abs(shape - 1) >= 0.4
+        print(
+            f"{cls:8s} {shape:5.1f} {scale:9.0f}  {h['shape']:9.0%} {h['scale']:9.0%} {h['both']:5.0%}  "
+            f"{h['aic_weibull']:6.0%}{'  (shape far from 1)' if far else ''}"
+        )
+        ok &= h["shape"] >= 0.9 and h["scale"] >= 0.9 and (not far or h["aic_weibull"] == 1.0)
+    print("PASS" if ok else "FAIL: a coverage or AIC target was missed")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
