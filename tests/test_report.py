@@ -1,0 +1,308 @@
+"""The leadership report: sections and their computed readings, self-containment, escaping of
+hostile data, images per chart, an empty warehouse, the CLI, and the sample fleet's size."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dashboards import charts
+from dashboards.report import NO_DATA, build_report, build_sections, script_json
+from pipelines.cli import main
+from warehouse.schemas import TABLES, conform
+from warehouse.store import Warehouse
+
+FIXTURE = Path(__file__).parent / "fixtures" / "report" / "tables.json"
+SAMPLE_FLEET = Path(__file__).resolve().parent.parent / "sample_data" / "fleet"
+XSS = "<img src=x onerror=alert(1)>"
+EVIL_HOST = "gpu-node-9</script><script>alert(2)</script>"
+ALL_CHARTS = [
+    "headline",
+    "causes",
+    "failure_rates",
+    "survival",
+    "rate_trend",
+    "hazard_ratios",
+    "goodput_scale",
+    "sensitivity",
+    "goodput_measured",
+    "data_quality",
+    "coverage",
+]
+
+
+def fixture_frame(name: str, rows: list[dict]) -> pl.DataFrame:
+    schema = TABLES[name].schema
+    cols = {c for r in rows for c in r}
+    df = pl.DataFrame(
+        rows,
+        schema={
+            c: (pl.Utf8 if isinstance(t, pl.Datetime) else t)
+            for c, t in schema.items()
+            if c in cols
+        },
+    )
+    df = df.with_columns(
+        pl.col(c).str.to_datetime("%Y-%m-%dT%H:%M:%S", time_unit="us")
+        for c, t in schema.items()
+        if c in cols and isinstance(t, pl.Datetime)
+    )
+    return conform(name, df)
+
+
+def fixture_warehouse(home: Path) -> Warehouse:
+    """A warehouse holding tests/fixtures/report/tables.json (ingest tables via a batch,
+    derived tables replaced whole)."""
+    wh = Warehouse(home)
+    tables = {
+        k: fixture_frame(k, v)
+        for k, v in json.loads(FIXTURE.read_text()).items()
+        if not k.startswith("_")
+    }
+    with wh.batch("fixture") as b:
+        b.add({k: v for k, v in tables.items() if TABLES[k].kind == "ingest"})
+    for k, v in tables.items():
+        if TABLES[k].kind == "derived":
+            wh.replace_table(k, v)
+    wh.refresh_catalog()
+    return wh
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, str]:
+    wh = fixture_warehouse(tmp_path_factory.mktemp("rep") / "home")
+    out = build_report(wh)
+    return out, out.read_text(encoding="utf-8")
+
+
+def readings(page: str) -> dict[str, str]:
+    """section id -> its reading (or note) as plain text."""
+    out = {}
+    for m in re.finditer(r'<section id="([^"]+)">(.*?)</section>', page, re.DOTALL):
+        r = re.search(r'<p class="(?:reading|note)">(.*?)</p>', m.group(2), re.DOTALL)
+        out[m.group(1)] = html.unescape(r.group(1)) if r else ""
+    return out
+
+
+def printed_path(capsys) -> Path:
+    """The path ``goodput report`` printed (with or without a 'report:' label)."""
+    return Path(capsys.readouterr().out.strip().splitlines()[-1].removeprefix("report:").strip())
+
+
+def test_every_section_has_a_chart_and_computed_reading(built):
+    out, page = built
+    assert out.name == "goodput_report.html" and out.parent.name == "reports"
+    assert 'data-charts="11"' in page
+    r = readings(page)
+    assert list(r) == ALL_CHARTS
+    assert r["causes"] == (
+        "gpu faults caused 75% of the 4 unexpected interruptions; Llama 3 saw 41%. "
+        "The top 2 classes account for 100%."
+    )
+    assert r["failure_rates"].startswith(
+        "gpu fails most often: 2 failures per 1,000 unit-days (95% CI 1–4, 3 failures); "
+        "Weibull shape 1.50 (CI 1.10–2.00): increasing hazard: wear-out"
+    )
+    assert r["failure_rates"].endswith("No failures observed (not plotted): host_memory.")
+    assert (
+        r["survival"].startswith("At 8 days of age")
+        and "gpu has the lowest survival: 80.0%" in r["survival"]
+    )
+    assert "psu the highest at 100.0%" in r["survival"]
+    assert "the largest change is psu: 0.5 (2026-01) to 0 (2026-02)" in r["rate_trend"]
+    assert r["hazard_ratios"].startswith(
+        "Strongest clear effect: temp_mean on gpu multiplies the hazard by 1.30"
+    )
+    assert "1 of 2 effects" in r["hazard_ratios"]
+    assert r["goodput_scale"].startswith(
+        "At 16,384 GPUs the projected goodput is 80.0% (95% band 75.0%–84.0%)"
+    )
+    assert (
+        "checkpoint every 15 min" in r["goodput_scale"]
+        and "at 131,072 GPUs it is 40.0%" in r["goodput_scale"]
+    )
+    assert r["sensitivity"] == (
+        "At 16,384 GPUs, the biggest lever is gpu failure rate x0.5: +5.00 percentage points "
+        "(80.0% to 85.0%); next is checkpoint cost x0.5 (+2.00 pp)."
+    )
+    # 16·25 + 8·1 + 8·12 = 504 GPU-hours, productive 16·20 + 8·12 = 416 -> 82.5%
+    assert r["goodput_measured"].startswith(
+        "Weighted by GPU-hours, measured goodput is 82.5% over 3 job chains"
+    )
+    assert (
+        "largest loss is lost work since last checkpoint at 9.5% of GPU-hours"
+        in r["goodput_measured"]
+    )
+    assert (
+        r["data_quality"]
+        == "2 files gave 24 rows; 2 records were quarantined (7.69%), most from kernel (2)."
+    )
+    assert (
+        r["coverage"]
+        == "Data spans 2026-01-05 to 2026-01-12; 2 of 3 hosts appear in all 2 source tables."
+    )
+    h = r["headline"]
+    assert h.startswith("3 hosts with 0 GPUs ran 832 GPU-hours of jobs")
+    assert (
+        "4 jobs were interrupted unexpectedly" in h
+        and "82.5%" in h
+        and "project 80.0% for one 16,384-GPU job" in h
+    )
+
+
+def test_reading_follows_the_data(tmp_path):
+    """Change the interruption mix and the causes sentence changes with it."""
+    wh = fixture_warehouse(tmp_path / "home")
+    intr = wh.read("interruptions").with_columns(pl.lit("nic").alias("cause_class"))
+    wh.replace_table("interruptions", intr)
+    r = {s.key: s.reading for s in build_sections(wh)}
+    assert r["causes"].startswith(
+        "nic faults caused 100% of the 4 unexpected interruptions; Llama 3 saw 2%"
+    )
+
+
+def test_self_contained_no_external_reference(built):
+    _, page = built
+    assert not re.search(r"<script[^>]*\bsrc\s*=", page, re.IGNORECASE)
+    assert not re.search(r"<link\b", page, re.IGNORECASE)
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page, re.IGNORECASE)
+    assert "default-src 'none'" in page  # CSP: the browser refuses any fetch
+    assert "window.vegaEmbed" in page and "vegaLite" in page  # the libraries are inline
+    assert page.count("<script") == 3 and page.lower().count("</script") == 3
+
+
+def test_hostile_strings_are_text(built):
+    _, page = built
+    # drop the Vega bundle (its tooltip code builds <img> for image tooltips we never use)
+    ours = re.sub(r"<script>.*?</script>", "", page, count=1, flags=re.DOTALL)
+    assert "<img" not in ours.lower()  # neither as markup nor raw inside the JSON block
+    block = re.search(r'id="report-specs">(.*?)</script>', page, re.DOTALL).group(1)
+    assert "<" not in block and ">" not in block
+    assert EVIL_HOST not in page
+    # shown escaped in the HTML tables (job name, user, quarantine reason)
+    assert html.escape(XSS) in page and html.escape("mallory<b>") in page
+    specs = json.loads(re.search(r'id="report-specs">(.*?)</script>', page, re.DOTALL).group(1))
+    datasets = json.dumps([s.get("datasets") for s in specs.values()])
+    assert json.dumps(EVIL_HOST)[1:-1] in datasets  # the host survives as data for the chart
+
+
+def test_script_json_round_trip():
+    obj = {"a": "</script><!-- & <b>", "b": [1.5, None, "\u2028"]}
+    text = script_json(obj)
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == obj
+
+
+def test_images_for_every_chart(built):
+    out, _ = built
+    for name in ALL_CHARTS:
+        png, svg = out.parent / "charts" / f"{name}.png", out.parent / "charts" / f"{name}.svg"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+        assert svg.read_text().lstrip().startswith("<svg"), name
+
+
+def test_empty_warehouse_says_no_data(tmp_path, capsys):
+    home = tmp_path / "home"
+    assert main(["--home", str(home), "report"]) == 0
+    out = printed_path(capsys)
+    assert out == home.resolve() / "reports" / "goodput_report.html"
+    page = out.read_text()
+    r = readings(page)
+    assert list(r) == ALL_CHARTS and all(v == NO_DATA for v in r.values())
+    assert 'data-charts="0"' in page
+    assert not list((out.parent / "charts").glob("*"))
+
+
+def test_cli_out_and_partial_warehouse(tmp_path, capsys):
+    """Only ingest tables present: the data sections render, the fit sections say no data."""
+    wh = fixture_warehouse(tmp_path / "home")
+    for name in (
+        "interruptions",
+        "failure_rates",
+        "survival_curves",
+        "hazard_ratios",
+        "goodput_jobs",
+        "goodput_projections",
+    ):
+        wh.replace_table(name, TABLES[name].empty())
+    target = tmp_path / "out" / "r.html"
+    assert main(["--home", str(wh.home), "report", "--out", str(target)]) == 0
+    assert printed_path(capsys) == target
+    r = readings(target.read_text())
+    assert r["data_quality"].startswith("2 files gave 24 rows")
+    assert r["headline"].startswith("3 hosts") and "measured goodput" not in r["headline"]
+    assert {k for k, v in r.items() if v == NO_DATA} == {
+        "causes",
+        "failure_rates",
+        "survival",
+        "rate_trend",
+        "hazard_ratios",
+        "goodput_scale",
+        "sensitivity",
+        "goodput_measured",
+    }
+    assert sorted(p.stem for p in (target.parent / "charts").glob("*.png")) == [
+        "coverage",
+        "data_quality",
+        "headline",
+    ]
+    # --out naming a folder writes goodput_report.html inside it
+    assert main(["--home", str(wh.home), "report", "--out", str(target.parent)]) == 0
+    assert printed_path(capsys) == target.parent / "goodput_report.html"
+
+
+def test_llama3_reference_mix():
+    ref = charts.llama3_frame()
+    assert ref["count"].sum() == 419
+    assert dict(zip(ref["cause_class"], ref["count"], strict=True))["gpu"] == 148 + 17 + 6
+    assert dict(zip(ref["cause_class"], ref["count"], strict=True))["software"] == 54 + 7 + 2
+
+
+def test_survival_frame_is_thinned():
+    t = list(range(5000))
+    sc = pl.DataFrame(
+        {
+            "component_class": ["gpu"] * 5000,
+            "estimator": ["kaplan_meier"] * 5000,
+            "t": [float(x) for x in t],
+            "survival": [1 - x / 10000 for x in t],
+            "ci_low": [None] * 5000,
+            "ci_high": [None] * 5000,
+            "at_risk": [1] * 5000,
+        }
+    )
+    out = charts.survival_frame(sc, max_points=100)
+    assert out.height <= 102 and out["t"].min() == 0 and out["t"].max() == 4999
+
+
+@pytest.mark.skipif(not (SAMPLE_FLEET / "slurm").exists(), reason="sample fleet not committed yet")
+def test_sample_fleet_report_is_small(tmp_path):
+    """The committed fleet gives a report under 5 MB with an image per chart. To keep the test
+    fast it skips sacct.json (the same jobs as sacct.txt) and the DCGM of all hosts but one:
+    the report carries only per-host aggregates of telemetry, so they add no size."""
+    from analysis.attribution import refresh_interruptions
+    from analysis.goodput_measured import refresh_goodput_jobs
+    from ingest.base import ParseContext
+    from ingest.runner import ingest_paths
+
+    wh = Warehouse(tmp_path / "home")
+    paths = [
+        p for p in sorted(SAMPLE_FLEET.iterdir()) if p.is_dir() and p.name not in ("dcgm", "slurm")
+    ]
+    paths += [SAMPLE_FLEET / "slurm" / "sacct.txt", SAMPLE_FLEET / "slurm" / "slurmctld.log"]
+    paths += sorted((SAMPLE_FLEET / "dcgm").iterdir())[:1]
+    ingest_paths(wh, paths, "auto", ParseContext(cluster="default", tz="UTC"))
+    refresh_interruptions(wh)
+    refresh_goodput_jobs(wh)
+    out = build_report(wh)
+    assert out.stat().st_size < 5_000_000
+    page = out.read_text()
+    n = int(re.search(r'data-charts="(\d+)"', page).group(1))
+    pngs = sorted((out.parent / "charts").glob("*.png"))
+    assert n >= 5 and len(pngs) == n and len(list((out.parent / "charts").glob("*.svg"))) == n
+    assert readings(page)["causes"].endswith("%.")
