@@ -18,12 +18,16 @@ from analysis.montecarlo import JobConfig, simulate
 from analysis.projection import (
     ClassRates,
     daly_interval,
+    interruption_rate,
     project,
     projection_rows,
     rates_from_failure_rates,
     scale_points,
 )
 from warehouse.schemas import conform
+
+
+MC_INTERRUPTIONS = 300  # expected interruptions per simulated job in the standard scenario set
 
 
 @dataclass(frozen=True)
@@ -378,12 +382,16 @@ def refresh_projections(
     Raises ValueError when ``failure_rates`` has no selected rows and no ``rates`` are given."""
     if rates is None:
         rates = rates_from_failure_rates(wh.read("failure_rates"))
+    # Monte Carlo window: long enough for ~MC_INTERRUPTIONS interruptions per replica (goodput
+    # is a time fraction, so a longer window only adds work), within a day and Llama 3's 54 days.
+    mtti = 1.0 / float(np.asarray(interruption_rate(rates, target_gpus, gpus_per_node)).ravel()[0])
     base = Scenario(
         n_gpus=target_gpus,
         gpus_per_node=gpus_per_node,
         ckpt_cost_s=ckpt_cost_s,
         restart_s=restart_s,
         repair_hours=repair_hours,
+        mc_wall_hours=float(np.clip(MC_INTERRUPTIONS * mtti, 24.0, 54 * 24.0)),
     )
     parts = [
         sweep(

@@ -21,6 +21,7 @@ import zstandard
 
 from ingest.base import FormatSpec, ParseContext, ParseResult, whole_file_quarantine
 from ingest.registry import SNIFF_BYTES, detect, formats
+from warehouse.schemas import conform
 from warehouse.store import Warehouse
 
 CHUNK_BYTES = 64 << 20  # line-oriented files larger than this are parsed in chunks
@@ -168,8 +169,14 @@ def ingest_paths(
         if not pending:
             return
         with wh.batch(pending[0][0].sha256[:16]) as batch:
+            # one Parquet part per table per batch, not per file: small files stay cheap to scan
+            merged: dict[str, list[pl.DataFrame]] = {}
             for report, path, results in pending:
-                _stage(batch, report, path, results)
+                for frames in _frames(batch.id, report, path, results):
+                    for name, df in frames.items():
+                        if df.height:
+                            merged.setdefault(name, []).append(conform(name, df))
+            batch.add({name: pl.concat(dfs) for name, dfs in merged.items()})
         pending, pending_rows = [], 0
 
     for i, path in enumerate(files):
@@ -192,11 +199,13 @@ def ingest_paths(
             flush()
             try:
                 with wh.batch(sha[:16]) as batch:
-                    _stage(batch, report, path, _parse_file(path, forced, fctx))
+                    for frames in _frames(batch.id, report, path, _parse_file(path, forced, fctx)):
+                        batch.add(frames)
             except Exception as exc:  # a parser bug must not lose the file: quarantine it whole
                 report.records = report.rows_ok = report.rows_quarantined = 0
                 with wh.batch(sha[:16]) as batch:
-                    _stage(batch, report, path, [_parser_failure(forced, exc)])
+                    for frames in _frames(batch.id, report, path, [_parser_failure(forced, exc)]):
+                        batch.add(frames)
             continue
         try:
             results = list(_parse_file(path, forced, fctx))
@@ -214,8 +223,9 @@ def _parser_failure(spec: FormatSpec | None, exc: Exception) -> tuple[str, Parse
     return (spec.name if spec else "unknown", _quarantined(b"", f"parser error: {exc!r}"))
 
 
-def _stage(batch, report: FileReport, path: Path, results) -> None:
-    """Add one file's parse results, its quarantine rows and its manifest row to a batch."""
+def _frames(batch_id: str, report: FileReport, path: Path, results) -> Iterator[dict[str, pl.DataFrame]]:
+    """One file's parse results, quarantine rows and (last) its manifest row, as table frames;
+    ``report`` is updated with the counts as results stream by."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     for name, res in results:
         report.format = name
@@ -229,21 +239,19 @@ def _stage(batch, report: FileReport, path: Path, results) -> None:
             format=pl.lit(name),
             ingested_at=pl.lit(now),
         )
-        batch.add({**res.tables, "quarantine": q})
-    batch.add(
-        {
-            "ingest_manifest": pl.DataFrame(
-                {
-                    "path": [str(path)],
-                    "sha256": [report.sha256],
-                    "bytes": [report.bytes],
-                    "format": [report.format],
-                    "records_read": [report.records],
-                    "rows_ok": [report.rows_ok],
-                    "rows_quarantined": [report.rows_quarantined],
-                    "batch": [batch.id],
-                    "ingested_at": [now],
-                }
-            )
-        }
-    )
+        yield {**res.tables, "quarantine": q}
+    yield {
+        "ingest_manifest": pl.DataFrame(
+            {
+                "path": [str(path)],
+                "sha256": [report.sha256],
+                "bytes": [report.bytes],
+                "format": [report.format],
+                "records_read": [report.records],
+                "rows_ok": [report.rows_ok],
+                "rows_quarantined": [report.rows_quarantined],
+                "batch": [batch_id],
+                "ingested_at": [now],
+            }
+        )
+    }

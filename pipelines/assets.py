@@ -1,40 +1,171 @@
-"""Dagster assets: thin wrappers over the plain functions in ingest/, analysis/, dashboards/."""
+"""Dagster assets: thin wrappers over the plain functions in ingest/, analysis/, dashboards/.
 
-from __future__ import annotations
+Groups: ingest (sources -> Parquet), warehouse (rollups, derived events, the DuckDB catalog),
+analysis (interruptions, lifetimes, fits, goodput), dashboards (the report). Each asset
+reports what a user looks for in the UI: row counts, quarantine, coverage, fit and goodput
+summaries, the report path.
+"""
+
+
+import os
+from datetime import date
 
 import dagster as dg
 
+from analysis import attribution, goodput_measured, lifetimes, repairable, survival, telemetry, whatif
+from dashboards.report import build_report
 from ingest.runner import ingest_paths
 from pipelines.resources import GoodputConfig
 
+DAILY = dg.DailyPartitionsDefinition(start_date=os.environ.get("GOODPUT_PARTITIONS_START", "2024-01-01"), end_offset=1)
+CATALOG_POOL = "duckdb_catalog"  # one writer at a time: DuckDB's rule
 
-@dg.asset(group_name="ingest", description="Parse every new source file (sha256-deduplicated) into the Parquet warehouse.")
-def ingested_sources(context: dg.AssetExecutionContext, goodput: GoodputConfig) -> dg.MaterializeResult:
+
+class IngestConfig(dg.Config):
+    paths: list[str] = []  # set by the landing sensor; empty: the resource's sources
+
+
+@dg.asset(group_name="ingest", description="Parse every new source file (sha256-deduplicated) into the Parquet warehouse; bad records go to quarantine.")
+def ingested_sources(context: dg.AssetExecutionContext, config: IngestConfig, goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.warehouse()
-    reports = ingest_paths(wh, goodput.source_paths(), "auto", goodput.parse_context())
+    reports = ingest_paths(wh, config.paths or goodput.source_paths(), "auto", goodput.parse_context())
     new = [r for r in reports if not r.skipped]
-    by_format: dict[str, int] = {}
+    by_format: dict[str, dict[str, int]] = {}
     for r in new:
-        by_format[r.format] = by_format.get(r.format, 0) + r.rows_ok
+        f = by_format.setdefault(r.format, {"files": 0, "rows": 0, "quarantined": 0})
+        f["files"] += 1
+        f["rows"] += r.rows_ok
+        f["quarantined"] += r.rows_quarantined
     return dg.MaterializeResult(
         metadata={
             "files_new": len(new),
             "files_already_ingested": len(reports) - len(new),
             "rows": sum(r.rows_ok for r in new),
             "rows_quarantined": sum(r.rows_quarantined for r in new),
-            "rows_by_format": dg.MetadataValue.json(by_format),
+            "by_format": dg.MetadataValue.json(by_format),
         }
     )
 
 
-@dg.asset(group_name="warehouse", deps=[ingested_sources], description="DuckDB catalog: one view per warehouse table over its Parquet files.")
-def warehouse_catalog(goodput: GoodputConfig) -> dg.MaterializeResult:
-    wh = goodput.warehouse()
-    path = wh.refresh_catalog()
-    counts = wh.sql("SELECT (SELECT count(*) FROM job_attempts), (SELECT count(*) FROM quarantine)").fetchone()
+@dg.asset(
+    group_name="warehouse", deps=[ingested_sources], partitions_def=DAILY,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    description="Per GPU, hour and metric rollup of gpu_samples (n, mean, min, max, last), one daily partition at a time.",
+)
+def gpu_hourly(context: dg.AssetExecutionContext, goodput: GoodputConfig) -> dg.MaterializeResult:
+    dates = [date.fromisoformat(k) for k in context.partition_keys]
+    done = telemetry.refresh_gpu_hourly(goodput.warehouse(), dates)
+    return dg.MaterializeResult(metadata={"days": len(dates), "days_with_samples": len(done)})
+
+
+@dg.asset(group_name="warehouse", deps=[ingested_sources], description="Increments of DCGM error counters (ECC DBE, row remap, NVLink ...) as hw_events (source dcgm_counter); counter resets are not events.")
+def dcgm_counter_events(goodput: GoodputConfig) -> dg.MaterializeResult:
+    return dg.MaterializeResult(metadata={"events": telemetry.refresh_counter_events(goodput.warehouse())})
+
+
+@dg.asset(group_name="warehouse", deps=[ingested_sources], description="GPU replacements inferred from UUID changes per (host, GPU index), as component_history rows (source telemetry).")
+def telemetry_gpu_replacements(goodput: GoodputConfig) -> dg.MaterializeResult:
+    return dg.MaterializeResult(metadata={"replacements": telemetry.refresh_gpu_replacements(goodput.warehouse())})
+
+
+@dg.asset(group_name="analysis", deps=[ingested_sources, dcgm_counter_events], description="Every job attempt that did not end normally, with its attributed root cause, domain and lost GPU-hours.")
+def interruptions(goodput: GoodputConfig) -> dg.MaterializeResult:
+    df = attribution.refresh_interruptions(
+        goodput.warehouse(), window_before_s=goodput.window_before_s,
+        window_after_s=goodput.window_after_s, ckpt_interval_s=goodput.ckpt_interval_s,
+    )
+    mix = attribution.interruption_mix(df)
     return dg.MaterializeResult(
-        metadata={"path": dg.MetadataValue.path(str(path)), "job_attempts": counts[0], "quarantine": counts[1]}
+        metadata={
+            "interruptions": df.height,
+            "unexpected": int((~df["planned"]).sum()) if df.height else 0,
+            "mix": dg.MetadataValue.md(_md(mix)),
+        }
     )
 
 
-ALL_ASSETS = [ingested_sources, warehouse_catalog]
+@dg.asset(group_name="analysis", deps=[gpu_hourly, telemetry_gpu_replacements, interruptions], description="One survival row per unit installation: entry age (left truncation), exit age, failed or censored, covariates.")
+def component_lifetimes(goodput: GoodputConfig) -> dg.MaterializeResult:
+    df = lifetimes.refresh_component_lifetimes(
+        goodput.warehouse(), as_of=goodput.as_of_time(), nodes_per_rack=goodput.nodes_per_rack or None
+    )
+    return dg.MaterializeResult(metadata={"units": df.height, "failures": int(df["event"].sum()) if df.height else 0})
+
+
+@dg.asset(group_name="analysis", deps=[interruptions], description="Per-node failures, times between them, and the mean cumulative function across nodes.")
+def repairable_systems(goodput: GoodputConfig) -> dg.MaterializeResult:
+    failures, mcf = repairable.refresh_repairable(goodput.warehouse())
+    return dg.MaterializeResult(metadata={"node_failures": failures.height, "mcf_points": mcf.height})
+
+
+@dg.multi_asset(
+    group_name="analysis",
+    specs=[
+        dg.AssetSpec("failure_rates", deps=[component_lifetimes], description="Every candidate model per component class and window; the AIC winner is flagged selected."),
+        dg.AssetSpec("survival_curves", deps=[component_lifetimes], description="Kaplan-Meier, Nelson-Aalen and Aalen-Johansen estimates."),
+        dg.AssetSpec("hazard_ratios", deps=[component_lifetimes], description="Cox proportional-hazards ratios with the PH check."),
+    ],
+)
+def failure_fits(goodput: GoodputConfig):
+    summary = survival.refresh_fits(goodput.warehouse())
+    meta = {k: (v if isinstance(v, (int, float, str)) else dg.MetadataValue.json(v)) for k, v in summary.items()}
+    for key in ("failure_rates", "survival_curves", "hazard_ratios"):
+        yield dg.MaterializeResult(asset_key=key, metadata=meta)
+
+
+@dg.asset(group_name="analysis", deps=[ingested_sources], description="Measured goodput per job chain with badput split into lost work, restart, checkpoint, queue after failure and other.")
+def goodput_jobs(goodput: GoodputConfig) -> dg.MaterializeResult:
+    df = goodput_measured.refresh_goodput_jobs(
+        goodput.warehouse(), ckpt_interval_s=goodput.ckpt_interval_s,
+        ckpt_cost_s=goodput.ckpt_cost_s, restart_s=goodput.restart_s,
+    )
+    return dg.MaterializeResult(metadata={"job_chains": df.height, "summary": dg.MetadataValue.md(_md(goodput_measured.summarize(df)))})
+
+
+@dg.asset(group_name="analysis", deps=["failure_rates"], description="Goodput projections: scale sweep with CI bands, sensitivity ranking, joint best checkpoint interval and spares.")
+def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
+    df = whatif.refresh_projections(
+        goodput.warehouse(), target_gpus=goodput.target_gpus, gpus_per_node=goodput.gpus_per_node,
+        ckpt_cost_s=goodput.ckpt_cost_s, restart_s=goodput.restart_s,
+    )
+    return dg.MaterializeResult(metadata={"scenarios": df.height})
+
+
+@dg.asset(
+    group_name="warehouse", pool=CATALOG_POOL,
+    deps=[ingested_sources, gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions,
+          component_lifetimes, repairable_systems, "failure_rates", "survival_curves", "hazard_ratios",
+          goodput_jobs, goodput_projections],
+    description="DuckDB catalog (warehouse.duckdb): one view per table over its Parquet files.",
+)
+def warehouse_catalog(goodput: GoodputConfig) -> dg.MaterializeResult:
+    wh = goodput.warehouse()
+    path = wh.refresh_catalog()
+    counts = wh.query(
+        "SELECT (SELECT count(*) FROM job_attempts) attempts, (SELECT count(*) FROM hw_events) hw_events, "
+        "(SELECT count(*) FROM quarantine) quarantined, (SELECT min(start_time) FROM job_attempts) first_start, "
+        "(SELECT max(end_time) FROM job_attempts) last_end"
+    ).row(0, named=True)
+    return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path)), **{k: str(v) for k, v in counts.items()}})
+
+
+@dg.asset(group_name="dashboards", deps=[warehouse_catalog], description="The self-contained HTML leadership report, with a PNG and SVG per chart.")
+def leadership_report(goodput: GoodputConfig) -> dg.MaterializeResult:
+    path = build_report(goodput.warehouse(), target_gpus=goodput.target_gpus)
+    return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path)), "bytes": path.stat().st_size})
+
+
+def _md(df) -> str:
+    """A small frame as a Markdown table for the Dagster UI."""
+    if df.height == 0:
+        return "(none)"
+    head = "| " + " | ".join(df.columns) + " |\n|" + "---|" * len(df.columns) + "\n"
+    return head + "\n".join("| " + " | ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in row) + " |" for row in df.rows())
+
+
+INGEST_ASSETS = [ingested_sources]
+BUILD_ASSETS = [
+    gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions, component_lifetimes,
+    repairable_systems, failure_fits, goodput_jobs, goodput_projections, warehouse_catalog, leadership_report,
+]
+ALL_ASSETS = INGEST_ASSETS + BUILD_ASSETS

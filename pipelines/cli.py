@@ -153,17 +153,48 @@ def cmd_sql(args) -> int:
     return 0
 
 
+def _config(args, **extra):
+    from pipelines.resources import GoodputConfig
+
+    return GoodputConfig(home=str(_warehouse(args).home), **extra)
+
+
 def cmd_demo(args) -> int:
-    from pipelines.run import run_pipeline, summary_lines
+    from pipelines.run import PipelineError, checks_line, run_pipeline, summary_lines
 
     if not SAMPLE_FLEET.exists():
         raise CliError(f"sample fleet not found at {SAMPLE_FLEET}")
     wh = _warehouse(args)
-    run_pipeline(wh, [SAMPLE_FLEET])
+    # every source folder of the fleet; ground_truth.json is the simulator's answer key, not a source
+    sources = sorted(p for p in SAMPLE_FLEET.iterdir() if p.is_dir())
+    print(f"running the pipeline on the sample fleet ({SAMPLE_FLEET}) ...", file=sys.stderr)
+    try:
+        checks = run_pipeline(wh, sources, cluster="simfleet", nodes_per_rack=4)  # sample fleet: racks of 4
+    except PipelineError as exc:
+        raise CliError(str(exc)) from None
     for line in summary_lines(wh):
         print(line)
+    print(checks_line(checks))
     print(f"warehouse: {wh.db_path}")
-    print(f"parquet:   {wh.parquet}")
+    report = wh.reports / "goodput_report.html"
+    if report.exists():
+        print(f"report:    {report}")
+    return 0
+
+
+def cmd_build(args) -> int:
+    from pipelines.run import PipelineError, build, checks_line, summary_lines
+
+    wh = _warehouse(args)
+    wh.refresh_catalog()
+    try:
+        result = build(_config(args))
+    except PipelineError as exc:
+        raise CliError(str(exc)) from None
+    for line in summary_lines(wh):
+        print(line)
+    print(checks_line(result.get_asset_check_evaluations()))
+    print(f"warehouse: {wh.db_path}")
     return 0
 
 
@@ -201,6 +232,18 @@ def cmd_fit(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from dashboards.report import build_report
+
+    if args.gpus < 1:
+        raise CliError("--gpus must be >= 1")
+    wh = _warehouse(args)
+    wh.refresh_catalog()
+    path = build_report(wh, Path(args.out) if args.out else None, target_gpus=args.gpus)
+    print(f"report: {path}")
+    return 0
+
+
 # ----------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="goodput", description=__doc__.splitlines()[0])
@@ -212,6 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("demo", parents=[common], help="whole pipeline on the committed sample fleet")
     s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("build", parents=[common], help="everything downstream of ingest (rollups, attribution, fits, goodput, report)")
+    s.set_defaults(func=cmd_build)
 
     s = sub.add_parser("simulate", parents=[common], help="write a synthetic fleet with ground truth")
     s.add_argument("--out", required=True)
@@ -258,12 +304,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--method", choices=["analytic", "mc"], default="analytic")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=cmd_project)
+
+    s = sub.add_parser("report", parents=[common], help="write the leadership report (HTML + PNG/SVG per chart)")
+    s.add_argument("--out", help="HTML file to write (default DIR/reports/goodput_report.html)")
+    s.add_argument("--gpus", type=int, default=16384, help="job scale for the projected-goodput headline")
+    s.set_defaults(func=cmd_report)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    import warnings
+
     from ingest.runner import UserError
 
+    warnings.filterwarnings("ignore", message=r".*is currently in (beta|preview)")
     args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0

@@ -2,7 +2,19 @@
 
 import dagster as dg
 
-from pipelines.assets import ALL_ASSETS
+from pipelines.assets import ALL_ASSETS, BUILD_ASSETS, INGEST_ASSETS
+from pipelines.checks import ALL_CHECKS
 from pipelines.resources import GoodputConfig
+from pipelines.sensors import build_schedule, build_sensor
 
-defs = dg.Definitions(assets=ALL_ASSETS, resources={"goodput": GoodputConfig()})
+ingest_job = dg.define_asset_job("ingest", selection=dg.AssetSelection.assets(*INGEST_ASSETS))
+build_job = dg.define_asset_job("build", selection=dg.AssetSelection.assets(*BUILD_ASSETS))
+
+defs = dg.Definitions(
+    assets=ALL_ASSETS,
+    asset_checks=ALL_CHECKS,
+    jobs=[ingest_job, build_job],
+    sensors=[build_sensor(ingest_job)],
+    schedules=[build_schedule(build_job)],
+    resources={"goodput": GoodputConfig()},
+)

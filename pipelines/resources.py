@@ -1,6 +1,7 @@
 """Configuration shared by the Dagster assets and the CLI: one resource, the CLI's flags."""
 
-from __future__ import annotations
+
+from datetime import datetime
 
 import dagster as dg
 
@@ -9,12 +10,24 @@ from warehouse.store import Warehouse
 
 
 class GoodputConfig(dg.ConfigurableResource):
-    """Where the warehouse lives and how to read sources (the same values the CLI takes)."""
+    """Where the warehouse lives, how to read sources, and the analysis assumptions.
+
+    The same values the CLI takes as flags; set them in the launchpad or in code."""
 
     home: str = ""  # empty: $GOODPUT_HOME, else ./goodput_home
     sources: list[str] = []  # files / folders to ingest; empty: <home>/landing
     cluster: str = "default"
     tz: str = "UTC"
+    as_of: str = ""  # ISO end of observation for units still in service; empty: latest data
+    nodes_per_rack: int = 0  # rack covariate from host order; 0: no rack rule
+    window_before_s: float = 900.0  # attribution window around an attempt's end
+    window_after_s: float = 300.0
+    ckpt_interval_s: float = 1800.0  # checkpoint assumptions for lost work / measured goodput
+    ckpt_cost_s: float = 60.0
+    restart_s: float = 600.0
+    target_gpus: int = 16_384  # job size the projections and the report focus on
+    gpus_per_node: int = 8
+    max_quarantine_ratio: float = 0.05  # asset check threshold
 
     def warehouse(self) -> Warehouse:
         return Warehouse(self.home or None)
@@ -24,3 +37,6 @@ class GoodputConfig(dg.ConfigurableResource):
 
     def parse_context(self) -> ParseContext:
         return ParseContext(cluster=self.cluster, tz=self.tz)
+
+    def as_of_time(self) -> datetime | None:
+        return datetime.fromisoformat(self.as_of) if self.as_of else None

@@ -1,42 +1,124 @@
-"""Run the asset graph in-process (what ``goodput demo`` / ``goodput build`` do), and summarize."""
+"""Run the asset graph in-process: ``goodput demo`` (ingest + build) and ``goodput build``.
+
+The CLI and Dagster share one code path: both materialize the assets of pipelines/assets.py.
+The build run covers every daily rollup partition that has telemetry, as one single-run
+backfill, so a fresh warehouse is complete after one command.
+"""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import dagster as dg
 
-from pipelines.assets import ALL_ASSETS
+from pipelines.assets import BUILD_ASSETS, INGEST_ASSETS, gpu_hourly
+from pipelines.checks import ALL_CHECKS
 from pipelines.resources import GoodputConfig
 from warehouse.store import Warehouse
 
-_QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+_QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
-def run_pipeline(wh: Warehouse, sources: list[Path | str], cluster: str = "default", tz: str = "UTC") -> None:
-    config = GoodputConfig(home=str(wh.home), sources=[str(s) for s in sources], cluster=cluster, tz=tz)
-    result = dg.materialize(ALL_ASSETS, resources={"goodput": config}, run_config=_QUIET)
+class PipelineError(RuntimeError):
+    pass
+
+
+def _materialize(assets, config: GoodputConfig, tags: dict | None = None, run_config: dict | None = None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Dagster beta/preview notices are not for CLI users
+        result = dg.materialize(
+            [*assets, *ALL_CHECKS],
+            selection=assets,  # selecting an asset also runs its checks
+            resources={"goodput": config},
+            run_config={**_QUIET, **(run_config or {})},
+            tags=tags or {},
+            raise_on_error=False,
+        )
     if not result.success:
-        raise RuntimeError("pipeline run failed")
+        failed = [e for e in result.all_events if e.is_failure]
+        reason = failed[0].message if failed else "see the Dagster event log"
+        raise PipelineError(f"pipeline run failed: {reason.splitlines()[0]}")
+    return result
+
+
+def ingest(config: GoodputConfig):
+    return _materialize(INGEST_ASSETS, config)
+
+
+def build(config: GoodputConfig):
+    """Everything downstream of ingest; rollups for every date that has telemetry."""
+    wh = config.warehouse()
+    days = wh.query("SELECT min(date)::VARCHAR, max(date)::VARCHAR FROM gpu_samples") if wh.files("gpu_samples") else None
+    first, last = days.row(0) if days is not None else (None, None)
+    assets = BUILD_ASSETS if first else [a for a in BUILD_ASSETS if a is not gpu_hourly]
+    tags = {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last} if first else {}
+    return _materialize(assets, config, tags)
+
+
+def run_pipeline(wh: Warehouse, sources: list[Path | str], **settings) -> list:
+    """Ingest ``sources`` then build; returns the asset check results of the build run."""
+    config = GoodputConfig(home=str(wh.home), sources=[str(s) for s in sources], **settings)
+    wh.refresh_catalog()
+    ingested = ingest(config)
+    wh.refresh_catalog()
+    built = build(config)
+    return ingested.get_asset_check_evaluations() + built.get_asset_check_evaluations()
 
 
 def summary_lines(wh: Warehouse) -> list[str]:
-    """A short, computed summary of what the warehouse holds."""
-    q = wh.sql
-    jobs, attempts, gpu_hours = q(
-        "SELECT count(DISTINCT (cluster, scheduler, job_id)), count(*), "
-        "coalesce(sum(n_gpus * date_diff('second', start_time, end_time)) / 3600.0, 0) "
-        "FROM job_attempts"
-    ).fetchone()
-    files, quarantined = q("SELECT count(*), coalesce(sum(rows_quarantined), 0) FROM ingest_manifest").fetchone()
+    """A short summary computed from the warehouse (nothing printed here is canned)."""
+    q = wh.query
+    s = q(
+        "SELECT (SELECT count(*) FROM ingest_manifest) files, (SELECT coalesce(sum(rows_quarantined), 0) FROM ingest_manifest) quarantined, "
+        "(SELECT count(*) FROM job_chains) jobs, (SELECT count(*) FROM job_attempts) attempts, "
+        "(SELECT coalesce(sum(n_gpus * date_diff('second', start_time, end_time)) / 3600.0, 0) FROM job_attempts) gpu_hours, "
+        "(SELECT count(DISTINCT host) FROM (SELECT unnest(nodes) host FROM job_attempts)) hosts"
+    ).row(0, named=True)
     lines = [
-        f"files ingested: {files:,} ({quarantined:,} records quarantined)",
-        f"jobs: {jobs:,}  attempts: {attempts:,}  GPU-hours: {gpu_hours:,.0f}",
+        f"files ingested: {s['files']:,} ({s['quarantined']:,} records quarantined)",
+        f"hosts: {s['hosts']:,}  jobs: {s['jobs']:,}  attempts: {s['attempts']:,}  GPU-hours: {s['gpu_hours']:,.0f}",
     ]
     failed = q(
-        "SELECT state, count(*) FROM job_attempts WHERE state NOT IN ('COMPLETED', 'RUNNING', 'PENDING') "
+        "SELECT state, count(*) n FROM job_attempts WHERE state NOT IN ('COMPLETED', 'RUNNING', 'PENDING') GROUP BY 1 ORDER BY 2 DESC"
+    )
+    if failed.height:
+        lines.append("attempts not completed, by state: " + ", ".join(f"{a} {n:,}" for a, n in failed.rows()))
+    mix = q(
+        "SELECT cause_class, count(*) n, sum(lost_gpu_hours) lost FROM interruptions WHERE NOT planned "
         "GROUP BY 1 ORDER BY 2 DESC"
-    ).fetchall()
-    if failed:
-        lines.append("attempts not completed, by state: " + ", ".join(f"{s} {n:,}" for s, n in failed))
+    )
+    if mix.height:
+        total = mix["n"].sum()
+        lines.append(f"unexpected interruptions: {total:,} (lost {mix['lost'].sum():,.0f} GPU-hours); by cause:")
+        lines += [f"  {c:<12} {n:>5,}  {100 * n / total:5.1f}%" for c, n, _ in mix.rows()]
+    rates = q(
+        "SELECT component_class, model, n_events, rate_per_1k_unit_days r, rate_ci_low lo, rate_ci_high hi, shape_reading "
+        "FROM failure_rates WHERE selected AND \"window\" = 'all' AND stratum = 'all' ORDER BY r DESC"
+    )
+    if rates.height:
+        lines.append("failure rates per 1,000 unit-days (95% CI), best model by AIC:")
+        lines += [
+            f"  {c:<12} {r:8.3f} [{lo:.3f}, {hi:.3f}]  {m:<11} {n:>4} failures  {reading or ''}"
+            for c, m, n, r, lo, hi, reading in rates.rows()
+        ]
+    good = q("SELECT sum(productive_hours * n_gpus) / nullif(sum(wall_hours * n_gpus), 0) g, avg(goodput) a FROM goodput_jobs")
+    if good.height and good["g"][0] is not None:
+        lines.append(f"measured goodput: {good['g'][0]:.1%} weighted by GPU-hours, {good['a'][0]:.1%} mean over job chains")
+    proj = q(
+        "SELECT n_gpus, mtti_hours, daly_interval_hours, goodput, goodput_ci_low, goodput_ci_high FROM goodput_projections "
+        "WHERE scenario = 'sensitivity' AND knob = 'baseline' LIMIT 1"
+    )
+    if proj.height:
+        n, mtti, interval, g, lo, hi = proj.row(0)
+        lines.append(
+            f"projected for a {n:,}-GPU job: MTTI {mtti:.2f} h, checkpoint every {60 * interval:.0f} min (Daly), "
+            f"goodput {g:.1%} [{lo:.1%}, {hi:.1%}] (95% band from the fitted rates)"
+        )
     return lines
+
+
+def checks_line(evaluations) -> str:
+    failed = [e.check_name for e in evaluations if not e.passed]
+    return f"asset checks: {len(evaluations) - len(failed)}/{len(evaluations)} passed" + (f" (failed: {', '.join(failed)})" if failed else "")
+

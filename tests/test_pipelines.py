@@ -1,0 +1,122 @@
+"""Dagster wiring: the whole graph on the sample fleet, the landing sensor, the asset checks.
+
+The demo run is shared by the end-to-end tests (it materializes every asset once)."""
+
+import json
+import re
+import shutil
+import subprocess
+import warnings
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from ingest.runner import ingest_paths
+from pipelines import checks
+from pipelines.assets import ingested_sources
+from pipelines.cli import main
+from pipelines.definitions import defs, ingest_job
+from pipelines.resources import GoodputConfig
+from pipelines.sensors import build_sensor, new_landing_files
+from tests.conftest import REPO, SAMPLE_FLEET
+from warehouse.store import Warehouse
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    home = tmp_path_factory.mktemp("demo") / "home"
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--home", str(home), "demo"]) == 0
+    return Warehouse(home), out.getvalue()
+
+
+def test_demo_materializes_every_asset_and_every_check_passes(demo):
+    wh, out = demo
+    m = re.search(r"asset checks: (\d+)/(\d+) passed", out)
+    assert m and m.group(1) == m.group(2) and int(m.group(2)) == len(checks.ALL_CHECKS)
+    for name in ["job_attempts", "hw_events", "gpu_samples", "gpu_hourly", "component_history", "interruptions",
+                 "component_lifetimes", "failure_rates", "survival_curves", "goodput_jobs", "goodput_projections"]:
+        assert wh.read(name).height > 0, name
+    assert (wh.reports / "goodput_report.html").exists()
+    assert f"warehouse: {wh.db_path}" in out
+
+
+def test_demo_summary_is_computed_from_the_warehouse(demo):
+    wh, out = demo
+    truth = json.loads((SAMPLE_FLEET / "ground_truth.json").read_text())
+    attempts = wh.query("SELECT count(*) n FROM job_attempts")["n"][0]
+    assert f"attempts: {attempts:,}" in out
+    killed = sum(len(f["killed_attempts"]) for f in truth["faults"])
+    unexpected_infra = wh.query("SELECT count(*) n FROM interruptions WHERE NOT planned AND failure_domain = 'infrastructure'")["n"][0]
+    assert unexpected_infra == killed  # every fault-killed attempt attributed to infrastructure
+    assert "unexpected interruptions:" in out and "failure rates per 1,000 unit-days" in out
+
+
+def test_plain_check_functions_agree_with_dagster(demo):
+    wh, _ = demo
+    assert checks.conservation(wh)[0] and checks.schema(wh)[0] and checks.duplicate_keys(wh)[0]
+    assert checks.fits_converged(wh)[0] and checks.goodput_bounds(wh)[0]
+    assert checks.quarantine_ratio(wh, 0.05)[0]
+
+
+def test_sensor_requests_new_files_once(tmp_path):
+    cfg = GoodputConfig(home=str(tmp_path / "home"))
+    landing = cfg.warehouse().landing
+    (landing / "day1").mkdir()
+    (landing / "day1" / "sacct.txt").write_text("JobID|State\n1|COMPLETED\n")
+    sensor = build_sensor(ingest_job)
+    with dg.instance_for_test() as instance:
+        ctx = dg.build_sensor_context(instance=instance, resources={"goodput": cfg})
+        requests = list(sensor(ctx))
+        assert len(requests) == 1 and isinstance(requests[0], dg.RunRequest)
+        assert requests[0].run_config["ops"]["ingested_sources"]["config"]["paths"] == [str(landing / "day1" / "sacct.txt")]
+        cursor = ctx.cursor
+        # the same bytes dropped again, under another name, request nothing
+        shutil.copy(landing / "day1" / "sacct.txt", landing / "again.txt")
+        ctx2 = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"goodput": cfg})
+        assert not [r for r in sensor(ctx2) if isinstance(r, dg.RunRequest)]
+    # once ingested, the pending sha leaves the cursor and still nothing is requested
+    ingest_paths(cfg.warehouse(), [landing / "day1"])
+    found, cursor3 = new_landing_files(cfg, cursor)
+    assert found == [] and json.loads(cursor3)["pending"] == []
+
+
+def test_corrupted_input_fails_the_quarantine_check(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "good.txt").write_text("JobID|State\n1|COMPLETED\n2|FAILED\n")
+    (src / "bad.txt").write_text("JobID|State\n" + "x|y|z\n" * 5)
+    cfg = GoodputConfig(home=str(tmp_path / "home"), sources=[str(src)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = dg.materialize(
+            [ingested_sources, checks.quarantine_ratio_check, checks.conservation_check, checks.schema_check],
+            resources={"goodput": cfg},
+        )
+    by_name = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert not by_name["quarantine_ratio_check"].passed  # 5 of 7 records quarantined
+    assert by_name["conservation_check"].passed and by_name["schema_check"].passed
+
+
+def test_tampered_parquet_fails_the_schema_check(tmp_path):
+    wh = Warehouse(tmp_path / "home")
+    ingest_paths(wh, [REPO / "tests" / "fixtures" / "slurm" / "xdmod__accounting-logs.log"])
+    assert checks.schema(wh)[0]
+    bogus = wh.parquet / "job_attempts" / "part-bogus.parquet"
+    pl.DataFrame({"job_id": ["1"], "surprise": [1]}).write_parquet(bogus)
+    ok, meta = checks.schema(wh)
+    assert not ok and "surprise" in meta["first"]
+
+
+def test_definitions_load_from_the_repository_root():
+    assert {j.name for j in defs.resolve_all_job_defs()} >= {"ingest", "build"}
+    assert defs.resolve_sensor_def("landing_sensor") and defs.resolve_schedule_def("daily_build")
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "dagster"), "definitions", "validate"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Validation successful" in proc.stderr + proc.stdout
