@@ -1595,10 +1595,11 @@ def write_component_history(f: Fleet, path: Path) -> int:
 
 
 def _attempt_ref(f: Fleet, a: Attempt) -> dict:
+    """An attempt as ground truth names it: attempts count from 1, as the warehouse numbers them."""
     return {
         "scheduler": a.scheduler,
         "job_id": a.job_id,
-        "attempt": a.attempt,
+        "attempt": a.attempt + 1,
         "nodes": [f.hosts[n] for n in a.nodes],
         "end_time": ts(f, a.end) if a.end is not None else None,
     }
@@ -1620,7 +1621,7 @@ def write_ground_truth(f: Fleet, path: Path, codes: list[dict], ev: dict, extra:
                 {
                     "scheduler": a.scheduler,
                     "job_id": a.job_id,
-                    "attempt": a.attempt,
+                    "attempt": a.attempt + 1,
                     "state": a.state,
                     "exit_code": a.exit_code,
                     "reason": a.reason,

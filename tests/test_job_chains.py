@@ -128,9 +128,9 @@ def test_every_fault_killed_attempt_is_a_failed_attempt_with_its_nodes_and_end(f
     truth = json.loads((fleet / "ground_truth.json").read_text())
     killed = [a for f in truth["faults"] for a in f["killed_attempts"]]
     assert {a["scheduler"] for a in killed} == {"slurm", "k8s"}
-    # ground_truth.json numbers attempts from 0 (sample_data/fleet.py); the warehouse from 1
+    # ground_truth.json numbers attempts from 1, as the warehouse does
     every = [a["attempt"] for a in killed] + [w["attempt"] for w in truth["workload_failures"]]
-    base = 1 if min(every) == 0 else 0
+    assert min(every) == 1
     ja = wh.read("job_attempts")
     slurm_ids = set(ja.filter(pl.col("scheduler") == "slurm")["job_id"])
     for a in killed:
@@ -142,7 +142,7 @@ def test_every_fault_killed_attempt_is_a_failed_attempt_with_its_nodes_and_end(f
         row = rows.row(0, named=True)
         assert row["state"] in ("NODE_FAIL", "FAILED", "PREEMPTED"), (a, row["state"])
         assert sorted(row["nodes"]) == sorted(a["nodes"]), a
-        assert row["attempt"] == a["attempt"] + base, a
+        assert row["attempt"] == a["attempt"], a
         if a["scheduler"] == "slurm":
             assert row["state"] == "NODE_FAIL"
     # sacct text and --json both hold every Slurm attempt: the view shows each once

@@ -141,7 +141,7 @@ def test_killed_attempts_are_node_fail_in_sacct(fleet):
                 assert ka["job_id"].startswith("ml-train/")
                 continue
             attempts = by_id[ka["job_id"]]
-            row = attempts[ka["attempt"]]
+            row = attempts[ka["attempt"] - 1]  # ground truth counts attempts from 1
             assert row["State"] == "NODE_FAIL"
             assert row["End"] == ka["end_time"]
             n_checked += 1
@@ -151,7 +151,7 @@ def test_killed_attempts_are_node_fail_in_sacct(fleet):
     for jid, atts in by_id.items():
         for i, r in enumerate(atts):
             if r["State"] == "NODE_FAIL":
-                assert (jid, i) in killed
+                assert (jid, i + 1) in killed
 
 
 def test_requeued_training_jobs_share_jobid(fleet):
