@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 import warnings
 from dataclasses import dataclass
 
@@ -53,7 +55,7 @@ Z95 = float(stats.norm.ppf(0.975))
 MODELS = ("exponential", "weibull", "lognormal", "loglogistic")
 LIFELINES_MAX_UNITS = 20_000  # engine='auto': lifelines up to here (~15 us/unit/model)
 PARAMETRIC_MAX_UNITS = 25_000  # larger strata: Weibull/LogNormal/LogLogistic on a random subsample
-WINDOW_MAX_UNITS = 10_000  # the same for the (many) monthly-window fits
+WINDOW_MAX_UNITS = 5_000  # the (many) monthly-window fits; the window rate itself uses every unit
 MIN_EVENTS_PARAMETRIC = 5  # fewer events: exposure-table exponential only
 MIN_EVENTS_WINDOW_FIT = 20  # per-month parametric fits only with this many events
 MIN_EVENTS_COX = 10
@@ -199,9 +201,9 @@ def _sf_terms(model: str, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return -ez, -ez
     if model == "loglogistic":
         return -np.logaddexp(0.0, z), -special.expit(z)
-    lsf = special.log_ndtr(-z)
+    lsf = special.log_ndtr(-z)  # the one expensive call: log S, reused for the Mills ratio
     zc = np.minimum(z, 30.0)  # inverse Mills ratio phi/(1-Phi); ~ z + 1/z far in the tail
-    mills = np.exp(-0.5 * zc * zc - 0.5 * math.log(2 * math.pi) - special.log_ndtr(-zc))
+    mills = np.exp(np.minimum(-0.5 * zc * zc - 0.5 * math.log(2 * math.pi) - lsf, 700.0))
     return lsf, -np.where(z < 30.0, mills, z + 1.0 / np.maximum(z, 30.0))
 
 
@@ -621,8 +623,8 @@ def failure_rates(
         pieces, labels = _month_pieces(df)
         if pieces.height == 0:
             notes.append("monthly windows skipped: no observed_from / observed_to")
+        jobs = []
         for (cls, m), wdf in pieces.partition_by(["component_class", "m"], as_dict=True).items():
-            win = labels[m]
             s = Sample(
                 wdf["age_from"].to_numpy(),
                 wdf["age_to"].to_numpy(),
@@ -630,15 +632,16 @@ def failure_rates(
                 wdf["in_event"].to_numpy(),
                 np.zeros(wdf.height, dtype=bool),
             )
-            keep = s.upper > 0
-            rows += _fit_rows(
-                s.take(keep),
-                MIN_EVENTS_WINDOW_FIT,
-                {"component_class": cls, "stratum": "all", "window": win},
-                engine,
-                WINDOW_MAX_UNITS,
-                starts=dict(warm.get(cls, {})) or None,
-            )
+            meta = {"component_class": cls, "stratum": "all", "window": labels[m]}
+            jobs.append((s.take(s.upper > 0), meta, dict(warm.get(cls, {})) or None))
+        # window fits are independent and spend their time in NumPy/SciPy ufuncs, which release
+        # the GIL: threads use every core; results keep the input order (deterministic)
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            for part in pool.map(
+                lambda j: _fit_rows(j[0], MIN_EVENTS_WINDOW_FIT, j[1], engine, WINDOW_MAX_UNITS, starts=j[2]),
+                jobs,
+            ):
+                rows += part
     elif window not in (None, "month"):
         raise ValueError(f"window must be 'month' or None, got {window!r}")
     out = conform("failure_rates", pl.DataFrame(rows)) if rows else TABLES["failure_rates"].empty()
@@ -995,13 +998,20 @@ def fit_all(
     ``window='month'`` adds monthly trend rows, ``None`` only the whole-period ones. Skipped
     steps (too few events, no covariates, ...) append a reason to ``notes``.
     """
-    out = {"failure_rates": failure_rates(lifetimes, window, notes, engine)}
-    out["survival_curves"] = (
-        survival_curves(lifetimes, notes) if curves else TABLES["survival_curves"].empty()
-    )
-    out["hazard_ratios"] = (
-        hazard_ratios(lifetimes, notes, seed) if cox else TABLES["hazard_ratios"].empty()
-    )
+    # the three parts are independent: run them side by side (their NumPy/SciPy work releases
+    # the GIL); each gets its own notes list, joined in a fixed order so output is deterministic
+    part_notes: list[list[str]] = [[], [], []]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        rates = pool.submit(failure_rates, lifetimes, window, part_notes[0], engine)
+        curve = pool.submit(survival_curves, lifetimes, part_notes[1]) if curves else None
+        haz = pool.submit(hazard_ratios, lifetimes, part_notes[2], seed) if cox else None
+        out = {
+            "failure_rates": rates.result(),
+            "survival_curves": curve.result() if curve else TABLES["survival_curves"].empty(),
+            "hazard_ratios": haz.result() if haz else TABLES["hazard_ratios"].empty(),
+        }
+    if notes is not None:
+        notes.extend(n for part in part_notes for n in part)
     return out
 
 
