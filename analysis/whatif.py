@@ -26,7 +26,6 @@ from analysis.projection import (
 )
 from warehouse.schemas import conform
 
-
 MC_INTERRUPTIONS = 300  # expected interruptions per simulated job in the standard scenario set
 
 

@@ -27,7 +27,7 @@ import re
 import polars as pl
 
 from ingest import sel_sensor_classes as sc
-from ingest.base import FormatSpec, ParseContext, ParseResult
+from ingest.base import FormatSpec, ParseContext, ParseResult, numbered_lines
 from ingest.ipmi_sel import host_from_path
 from warehouse.schemas import conform, quarantine_frame
 
@@ -36,13 +36,7 @@ _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 
 
 def _lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:
-    lines = data.decode("utf-8", errors="replace").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    df = pl.DataFrame({"raw": pl.Series(lines, dtype=pl.Utf8)}).with_columns(
-        line=pl.int_range(1, len(lines) + 1, dtype=pl.Int64) + ctx.line_offset,
-        raw=pl.col("raw").str.strip_suffix("\r"),
-    )
+    df = numbered_lines(data, ctx)
     s = pl.col("raw").str.strip_chars()
     return df.filter((s != "") & ~s.str.starts_with("#"))
 

@@ -35,7 +35,7 @@ from pathlib import PurePath
 import polars as pl
 
 from ingest import sel_sensor_classes as sc
-from ingest.base import FormatSpec, ParseContext, ParseResult
+from ingest.base import FormatSpec, ParseContext, ParseResult, numbered_lines
 from warehouse.schemas import conform, quarantine_frame
 
 # Abbreviations with one meaning in practice -> minutes east of UTC.
@@ -75,14 +75,7 @@ def event_ids(keys: pl.Series) -> pl.Series:
 
 
 def _lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:
-    text = data.decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    df = pl.DataFrame({"raw": pl.Series(lines, dtype=pl.Utf8)}).with_columns(
-        line=pl.int_range(1, len(lines) + 1, dtype=pl.Int64) + ctx.line_offset,
-        raw=pl.col("raw").str.strip_suffix("\r"),
-    )
+    df = numbered_lines(data, ctx)
     stripped = pl.col("raw").str.strip_chars()
     return df.filter(
         (stripped != "") & ~stripped.str.starts_with("#") & ~pl.col("raw").str.contains(_TRAILER)

@@ -17,7 +17,7 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult
+from ingest.base import FormatSpec, ParseContext, ParseResult, numbered_lines
 from ingest.dcgm import host_from_path
 from ingest.times import local_to_utc
 from warehouse.schemas import QUARANTINE_COLUMNS, TABLES, conform, quarantine_frame
@@ -121,11 +121,7 @@ def _segment(rows: pl.DataFrame, fields: list[str], ctx: ParseContext):
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
-    text = data.decode("utf-8", errors="replace")
-    lines = pl.DataFrame({"raw": text.split("\n")}).with_row_index("line", offset=1)
-    lines = lines.with_columns(
-        pl.col("line").cast(pl.Int64) + ctx.line_offset, pl.col("raw").str.strip_chars_end("\r")
-    )
+    lines = numbered_lines(data, ctx)
     lines = lines.filter(
         (pl.col("raw").str.strip_chars() != "") & ~pl.col("raw").str.starts_with("#")
     )

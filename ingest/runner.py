@@ -11,10 +11,10 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterator
 
 import polars as pl
 import zstandard
@@ -63,7 +63,7 @@ def iter_files(paths: list[str | Path]) -> list[Path]:
 
 def open_source(path: Path) -> io.BufferedIOBase:
     """Open a file, transparently decompressing gzip or zstd (by magic bytes, not name)."""
-    raw = open(path, "rb")
+    raw = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
     magic = raw.read(4)
     raw.seek(0)
     if magic[:2] == b"\x1f\x8b":
@@ -192,7 +192,7 @@ def ingest_paths(
         fctx = replace(
             ctx,
             path=str(path),
-            mtime=datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).replace(tzinfo=None),
+            mtime=datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(tzinfo=None),
         )
         report.bytes = nbytes
         if nbytes > CHUNK_BYTES:  # stream it: chunks go straight to its own staged batch
@@ -201,7 +201,7 @@ def ingest_paths(
                 with wh.batch(sha[:16]) as batch:
                     for frames in _frames(batch.id, report, path, _parse_file(path, forced, fctx)):
                         batch.add(frames)
-            except Exception as exc:  # a parser bug must not lose the file: quarantine it whole
+            except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
                 report.records = report.rows_ok = report.rows_quarantined = 0
                 with wh.batch(sha[:16]) as batch:
                     for frames in _frames(batch.id, report, path, [_parser_failure(forced, exc)]):
@@ -209,7 +209,7 @@ def ingest_paths(
             continue
         try:
             results = list(_parse_file(path, forced, fctx))
-        except Exception as exc:  # a parser bug must not lose the file: quarantine it whole
+        except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
             results = [_parser_failure(forced, exc)]
         pending.append((report, path, results))
         pending_rows += sum(sum(df.height for df in r.tables.values()) for _, r in results)
@@ -226,7 +226,7 @@ def _parser_failure(spec: FormatSpec | None, exc: Exception) -> tuple[str, Parse
 def _frames(batch_id: str, report: FileReport, path: Path, results) -> Iterator[dict[str, pl.DataFrame]]:
     """One file's parse results, quarantine rows and (last) its manifest row, as table frames;
     ``report`` is updated with the counts as results stream by."""
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    now = datetime.now(UTC).replace(tzinfo=None)
     for name, res in results:
         report.format = name
         primary = formats()[name].primary if name in formats() else None

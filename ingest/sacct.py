@@ -17,15 +17,12 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult
+from ingest.base import FormatSpec, ParseContext, ParseResult, numbered_lines
 from ingest.hostlist import expand_column
 from ingest.times import local_to_utc, slurm_duration_s
 from warehouse.schemas import conform, quarantine_frame
 
-XDMOD_FIELDS = (
-    "jobid,jobidraw,cluster,partition,qos,account,group,gid,user,uid,submit,eligible,start,end,"
-    "elapsed,exitcode,state,nnodes,ncpus,reqcpus,reqmem,reqtres,alloctres,timelimit,nodelist,jobname"
-).split(",")
+XDMOD_FIELDS = ["jobid", "jobidraw", "cluster", "partition", "qos", "account", "group", "gid", "user", "uid", "submit", "eligible", "start", "end", "elapsed", "exitcode", "state", "nnodes", "ncpus", "reqcpus", "reqmem", "reqtres", "alloctres", "timelimit", "nodelist", "jobname"]
 FIELD_PRESETS = {"xdmod": XDMOD_FIELDS}
 
 STATE_CODES = {
@@ -81,10 +78,7 @@ def _segments(lines: pl.Series, ctx: ParseContext) -> list[tuple[list[str], str,
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
-    text = data.decode("utf-8", errors="replace")
-    lines = pl.Series("raw", [text]).str.split("\n").explode()
-    if len(lines) and lines[-1] == "":
-        lines = lines.head(-1)
+    lines = numbered_lines(data, ParseContext())["raw"]  # numbers are added per block below
     frames, quarantines = [], []
     for fields, delim, lo, hi in _segments(lines, ctx):
         ok, bad = _parse_block(lines.slice(lo, hi - lo), lo, fields, delim, ctx)
@@ -177,7 +171,7 @@ def _col(df: pl.DataFrame, *names: str) -> pl.Expr:
 
 
 def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    c = lambda *n: _col(jobs, *n)  # noqa: E731
+    c = lambda *n: _col(jobs, *n)
     state_tok = c("state").str.strip_chars().str.extract(r"^([A-Za-z_]+)").str.to_uppercase()
     state_tok = state_tok.replace(STATE_CODES)
     exit_parts = c("exitcode").str.extract_groups(r"^\s*(-?\d+)(?::(\d+))?\s*$")

@@ -26,7 +26,7 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult
+from ingest.base import FormatSpec, ParseContext, ParseResult, numbered_lines
 from ingest.hostlist import expand_column
 from ingest.times import local_to_utc
 from warehouse.schemas import conform, quarantine_frame
@@ -82,14 +82,7 @@ def _utc(ts: pl.Expr, tz: str) -> pl.Expr:
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
-    text = data.decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    df = pl.DataFrame({"raw": pl.Series(lines, dtype=pl.Utf8)}).with_columns(
-        raw=pl.col("raw").str.strip_suffix("\r"),
-        source_line=pl.int_range(1, len(lines) + 1, dtype=pl.Int64) + ctx.line_offset,
-    )
+    df = numbered_lines(data, ctx).rename({"line": "source_line"})
     ts = pl.col("raw").str.extract(_TS)
     msg = pl.when(ts.is_not_null()).then(pl.col("raw").str.replace(_TS, "")).otherwise(pl.col("raw"))
     df = df.with_columns(ts=ts, msg=msg.str.replace(r"^" + _PREFIX, ""))

@@ -12,7 +12,15 @@ from datetime import date
 
 import dagster as dg
 
-from analysis import attribution, goodput_measured, lifetimes, repairable, survival, telemetry, whatif
+from analysis import (
+    attribution,
+    goodput_measured,
+    lifetimes,
+    repairable,
+    survival,
+    telemetry,
+    whatif,
+)
 from dashboards.report import build_report
 from ingest.runner import ingest_paths
 from pipelines.resources import GoodputConfig
@@ -22,7 +30,7 @@ CATALOG_POOL = "duckdb_catalog"  # one writer at a time: DuckDB's rule
 
 
 class IngestConfig(dg.Config):
-    paths: list[str] = []  # set by the landing sensor; empty: the resource's sources
+    paths: list[str] = []  # noqa: RUF012 (pydantic copies defaults) - set by the landing sensor
 
 
 @dg.asset(group_name="ingest", description="Parse every new source file (sha256-deduplicated) into the Parquet warehouse; bad records go to quarantine.")

@@ -6,15 +6,14 @@ Dagster check, so tests can call either. Blocking checks stop downstream assets 
 """
 
 
+import dagster as dg
 import duckdb
 import pyarrow.parquet as pq
 
 from ingest.registry import formats
 from pipelines.resources import GoodputConfig
 from warehouse.schemas import TABLES
-from warehouse.store import Warehouse, duck_type
-
-import dagster as dg
+from warehouse.store import Warehouse
 
 
 def _raw_counts(wh: Warehouse, table: str) -> dict[str, int]:

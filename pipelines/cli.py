@@ -10,7 +10,7 @@ import argparse
 import json
 import re
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 SAMPLE_FLEET = Path(__file__).resolve().parent.parent / "sample_data" / "fleet"
@@ -34,10 +34,10 @@ def parse_time(text: str | None) -> datetime | None:
     if text is None:
         return None
     try:
-        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        t = datetime.fromisoformat(text)
     except ValueError:
         raise CliError(f"cannot read time {text!r}; use ISO-8601 like 2026-01-05T10:00:00Z") from None
-    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
+    return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
 
 
 def _parse_map(text: str | None) -> dict[str, str]:

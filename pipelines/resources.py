@@ -15,7 +15,7 @@ class GoodputConfig(dg.ConfigurableResource):
     The same values the CLI takes as flags; set them in the launchpad or in code."""
 
     home: str = ""  # empty: $GOODPUT_HOME, else ./goodput_home
-    sources: list[str] = []  # files / folders to ingest; empty: <home>/landing
+    sources: list[str] = []  # noqa: RUF012 (pydantic copies defaults) - empty: <home>/landing
     cluster: str = "default"
     tz: str = "UTC"
     as_of: str = ""  # ISO end of observation for units still in service; empty: latest data

@@ -47,7 +47,7 @@ def test_ingest_then_sql_in_every_format(tmp_path, capsys):
 def test_user_mistakes_are_one_line_and_exit_2(tmp_path, argv, message):
     proc = subprocess.run(
         [sys.executable, "-m", "pipelines.cli", "--home", str(tmp_path / "h"), *argv],
-        capture_output=True, text=True, cwd=REPO,
+        capture_output=True, text=True, cwd=REPO, check=False,
     )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and message in proc.stderr

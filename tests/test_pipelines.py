@@ -117,6 +117,6 @@ def test_definitions_load_from_the_repository_root():
     assert {j.name for j in defs.resolve_all_job_defs()} >= {"ingest", "build"}
     assert defs.resolve_sensor_def("landing_sensor") and defs.resolve_schedule_def("daily_build")
     proc = subprocess.run([str(REPO / ".venv" / "bin" / "dagster"), "definitions", "validate"], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Validation successful" in proc.stderr + proc.stdout

@@ -40,6 +40,7 @@ def test_xdmod_headerless_accounting_log():
 
 def test_xdmod_non_ended_states_keep_unknown_times_null():
     ok, q = _parse((SLURM / "xdmod__non-ended-job-state.log").read_bytes())
+    assert q.height == 0
     assert ok["state"].to_list() == ["RUNNING", "PENDING"]
     assert ok["start_time"][1] is None and ok["end_time"][1] is not None
 
@@ -62,7 +63,7 @@ def test_duplicates_give_one_attempt_per_requeue_in_time_order():
         "77.batch|2026-01-02T00:00:00|2026-01-02T05:00:00|COMPLETED|n3|\n"
         "77|2026-01-01T00:00:00|2026-01-01T10:00:00|NODE_FAIL|n[1-2]|gres/gpu:h100=8,gres/gpu:a100=8\n"
     )
-    ok, q = _parse(text)
+    ok, _ = _parse(text)
     rows = ok.sort("attempt").select("attempt", "state", "nodes", "n_gpus").to_dicts()
     assert rows == [
         {"attempt": 1, "state": "NODE_FAIL", "nodes": ["n1", "n2"], "n_gpus": 16},
@@ -73,6 +74,7 @@ def test_duplicates_give_one_attempt_per_requeue_in_time_order():
 def test_arrays_multibyte_delimiter_fields_and_timezone():
     text = "123_4¦2026-03-08T01:30:00¦CA¦gpu[08-10]\n123_[5-7]¦Unknown¦WEIRD_NEW_STATE¦None assigned\n"
     ok, q = _parse(text, fields=("JobID", "Start", "State", "NodeList"), delimiter="¦", tz="America/New_York")
+    assert q.height == 0
     a, b = ok.row(0, named=True), ok.row(1, named=True)
     assert (a["job_id"], a["array_job_id"], a["array_task_id"]) == ("123_4", "123", "4")
     assert a["state"] == "CANCELLED" and a["nodes"] == ["gpu08", "gpu09", "gpu10"]

@@ -9,9 +9,9 @@ import pytest
 import zstandard
 
 from ingest.runner import UserError, ingest_paths
+from tests.conftest import FIXTURES
 from warehouse.schemas import TABLES, conform
 from warehouse.store import Warehouse, resolve_home
-from tests.conftest import FIXTURES
 
 SACCT = "JobID|State|Start|End|NodeList|AllocTRES\n1|COMPLETED|2026-01-01T00:00:00|2026-01-01T01:00:00|n1|gres/gpu=8\n2|BROKEN\n"
 
@@ -107,10 +107,9 @@ def test_user_errors(wh, tmp_path):
 
 def test_crash_mid_batch_leaves_nothing_visible_and_committed_batches_roll_forward(wh):
     rows = pl.DataFrame({"error": ["x"], "line": [1]})
-    with pytest.raises(RuntimeError):
-        with wh.batch("crash") as b:
-            b.add({"quarantine": rows})
-            raise RuntimeError("power cut")
+    with pytest.raises(RuntimeError), wh.batch("crash") as b:
+        b.add({"quarantine": rows})
+        raise RuntimeError("power cut")
     assert wh.read("quarantine").height == 0
     # a batch that crashed after its COMMIT marker but before the renames is completed on reopen
     from warehouse.store import Batch
