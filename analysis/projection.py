@@ -14,8 +14,10 @@ Model (DESIGN.md, goodput model):
 
 Everything broadcasts over NumPy arrays so a sweep of 10^5 scenarios is one vector pass.
 
-Rate uncertainty: each class carries either CI bounds or an array of samples. Without samples
-the rate is drawn lognormal with the point estimate as median and σ = ln(hi/lo)/(2·1.96), i.e.
+Rate uncertainty: each class carries either CI bounds or an array of samples. Rates read from
+``failure_rates`` carry samples from the fit itself (``analysis.survival.rate_samples``: the
+Gamma(events + 1/2, exposure) posterior of each class's rate). Without samples the rate is
+drawn lognormal with the point estimate as median and σ = ln(hi/lo)/(2·1.96), i.e.
 the CI read as ±1.96σ on the log scale (how a Poisson/likelihood CI of a positive rate is
 usually built); a class with no events (point 0) draws a half-normal whose 97.5% quantile is
 its upper bound. Goodput bands are the 2.5/97.5 percentiles over those draws.
@@ -30,6 +32,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import polars as pl
 
+from analysis.survival import rate_samples
+
+FIT_DRAWS = 2000  # posterior rate draws kept per class (resampled for each band)
 HOURS_PER_1K_UNIT_DAYS = 24_000.0  # rate per 1k unit-days -> per unit-hour: divide by this
 Z95 = 1.959963984540054
 HALF_NORMAL_Q975 = 2.241402727604947  # 97.5% quantile of |N(0, 1)|
@@ -219,8 +224,10 @@ def rates_from_failure_rates(
 
     rate = rate_per_1k_unit_days / 24,000 (per unit-hour), CI from rate_ci_low/high (same
     unit); the Weibull shape comes from ``params`` JSON (or the ``shape`` column) when the
-    selected model is weibull, else 1. ``samples`` (class -> per-unit-hour draws of equal
-    length) replaces the lognormal-from-CI draws for the classes it names.
+    selected model is weibull, else 1. Rate uncertainty: ``samples`` (class -> per-unit-hour
+    draws of equal length) when given, else the fit's own posterior draws
+    (``analysis.survival.rate_samples``) when the table has events and exposure; lognormal from
+    the CI only for classes with neither.
     """
     if df.height == 0:
         raise ValueError("failure_rates has no rows")
@@ -269,6 +276,8 @@ def rates_from_failure_rates(
             )
         shape.append(k)
     out = ClassRates(tuple(names), rate, lo, hi, shape=shape, source="fitted")
+    if samples is None and {"n_events", "exposure_hours"} <= set(df.columns):
+        samples = rate_samples(df, FIT_DRAWS, np.random.default_rng(seed), stratum, window) or None
     if samples:
         # Fit-based draws (e.g. analysis.survival.rate_samples) where given; lognormal from
         # the CI for the other classes, so every class has the same number of draws.
@@ -388,7 +397,8 @@ def project(
         gs = useful_fraction(tau[None, :], d_h, r_h, ms)
         glo, ghi = np.percentile(gs, [2.5, 97.5], axis=0)
         mlo, mhi = np.percentile(ms, [2.5, 97.5], axis=0)
-        note = f"band: 2.5-97.5% over {samples} rate draws from the fit CIs (lognormal)"
+        how = "the fits' rate posteriors" if rates.samples is not None else "the fit CIs (lognormal)"
+        note = f"band: 2.5-97.5% over {samples} rate draws from {how}"
     else:
         glo, ghi, mlo, mhi = g, g, m, m
         note = "no fit uncertainty (rates given without CI): band = point"
