@@ -159,7 +159,7 @@ def test_scale_points_cover_8_to_200k_in_whole_nodes():
 def test_fitted_rates_carry_the_fits_posterior_draws():
     """Rates read from failure_rates take their uncertainty from the fit's events and exposure
     (Gamma(events + 1/2, exposure)), not from a shape assumed around the CI."""
-    fr = pl.DataFrame(
+    fr = conform("failure_rates", pl.DataFrame(
         {
             "component_class": ["gpu", "psu"], "stratum": ["all", "all"], "window": ["all", "all"],
             "model": ["exponential", "exponential"], "selected": [True, True], "params": ["{}", "{}"],
@@ -167,11 +167,11 @@ def test_fitted_rates_carry_the_fits_posterior_draws():
             "rate_per_1k_unit_days": [40 / 1e6 * 24_000, 0.0],
             "rate_ci_low": [0.686, 0.0], "rate_ci_high": [1.31, 0.177],
         }
-    )
+    ))
     rates = rates_from_failure_rates(fr)
     assert rates.samples is not None and rates.samples.shape[0] == 2
     assert abs(rates.samples[0].mean() - 40.5 / 1e6) / (40.5 / 1e6) < 0.05
     assert rates.samples[1].min() >= 0 and 0 < rates.samples[1].mean() < 3 / 5e5
     # a table without events/exposure falls back to draws around its CI
-    ci_only = fr.drop("n_events", "exposure_hours")
+    ci_only = fr.drop("n_events", "exposure_hours")  # e.g. rates typed in from a vendor sheet
     assert rates_from_failure_rates(ci_only).samples is None
