@@ -112,7 +112,8 @@ def summary_lines(wh: Warehouse) -> list[str]:
     if proj.height:
         n, mtti, interval, g, lo, hi = proj.row(0)
         lines.append(
-            f"projected for a {n:,}-GPU job: MTTI {mtti:.2f} h, checkpoint every {60 * interval:.0f} min (Daly), "
+            f"projected for a {n:,}-GPU job from hardware failure rates: MTTI {mtti:.2f} h, "
+            f"checkpoint every {60 * interval:.0f} min (Daly), "
             f"goodput {g:.1%} [{lo:.1%}, {hi:.1%}] (95% band from the fitted rates)"
         )
     return lines

@@ -42,8 +42,18 @@ def test_demo_materializes_every_asset_and_every_check_passes(demo):
     for name in ["job_attempts", "hw_events", "gpu_samples", "gpu_hourly", "component_history", "interruptions",
                  "component_lifetimes", "failure_rates", "survival_curves", "goodput_jobs", "goodput_projections"]:
         assert wh.read(name).height > 0, name
-    assert (wh.reports / "goodput_report.html").exists()
     assert f"warehouse: {wh.db_path}" in out
+
+
+def test_full_sample_fleet_report_is_small_with_an_image_per_chart(demo):
+    wh, _ = demo
+    page = (wh.reports / "goodput_report.html").read_text()
+    assert len(page.encode()) < 5 * 2**20
+    charts = re.findall(r'<div class="chart" id="chart-([^"]+)">', page)
+    assert len(charts) >= 10  # every section of the report has data on the full fleet
+    for key in charts:
+        for ext in ("png", "svg"):
+            assert (wh.reports / "charts" / f"{key}.{ext}").stat().st_size > 1000, (key, ext)
 
 
 def test_demo_summary_is_computed_from_the_warehouse(demo):
