@@ -44,7 +44,8 @@ DEFAULT_MERGE_WINDOW_S = 60.0
 COLLAPSE_S = 1.0  # lines of one multi-line event are printed within this
 MESSAGE_LIMIT = 1000
 
-# Literals every record line contains (Aho-Corasick prefilter before any regex runs).
+# Literals every record line contains (one regex alternation of them is the prefilter before the
+# field regexes run).
 CANDIDATE_LITERALS = [
     "NVRM: Xid", "NVRM: GPU at", "SXid", "SXID", "Link down", "Port module event[error]",
     "Machine Check Exception", "Machine check events logged", "context corrupt", " UE ",
@@ -52,20 +53,22 @@ CANDIDATE_LITERALS = [
 ]  # fmt: skip
 
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+# The stamp/host head of a line; the body is the rest (sliced off, not captured: capturing
+# ``.*$`` would walk every line through the slow capture engine).
 _PREFIX = (
-    r"^(?:<\d+>)?(?:"
+    r"^(?P<head>(?:<\d+>)?(?:"
     r"\[(?P<ctime>[A-Z][a-z]{2} +" + _MONTH + r" +\d{1,2} \d\d:\d\d:\d\d \d{4})\]"
     r"|\[\s*(?P<up>\d+\.\d+)\]"
     r"|\d+,\d+,(?P<kmsg>\d+),[^;]*;"
     r"|(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<off>Z|[+-]\d\d:?\d\d)? (?P<ihost>\S+) kernel:"
     r"|(?P<sys>" + _MONTH + r" +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?) (?P<shost>\S+) kernel:"
-    r")?\s*(?:kernel:\s*)?(?:\[\s*(?P<up2>\d+\.\d+)\]\s*)?(?P<body>.*)$"
+    r")?\s*(?:kernel:\s*)?(?:\[\s*(?P<up2>\d+\.\d+)\]\s*)?)"
 )
 _PCI = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
 _XID = r"NVRM: Xid \((?:PCI:)?(?P<pci>" + _PCI + r")\):? (?P<code>\d+)\b,?\s*(?P<rest>.*)$"
-_XID_REST = (
-    r"^(?:pid=(?P<pid>'[^']*'|\"[^\"]*\"|<[^>]*>|[^,\s]*),\s*)?"
-    r"(?:name=(?P<pname><[^>]*>|[^,]*),\s*)?(?P<msg>.*)$"
+_XID_REST = (  # the message is what follows ``head``
+    r"^(?P<head>(?:pid=(?P<pid>'[^']*'|\"[^\"]*\"|<[^>]*>|[^,\s]*),\s*)?"
+    r"(?:name=(?P<pname><[^>]*>|[^,]*),\s*)?)"
 )
 _SXID = (
     r"(?P<dev>nvidia-nvswitch\d+): SX[Ii][Dd](?:=|\s*\((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\):\s*)"
@@ -117,46 +120,78 @@ def _to_datetime(v) -> datetime | None:
     return t if t.tzinfo is None else t.astimezone(UTC).replace(tzinfo=None)
 
 
-_BLOCK = 1 << 20  # candidate search runs over newline-aligned blocks of about this size
+_BLOCK = 1 << 20  # the candidate search runs over newline-aligned blocks of about this size
+_CANDIDATE_RE = "|".join(re.escape(lit) for lit in CANDIDATE_LITERALS)
 
 
 def _lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:
     """Candidate lines (line number, text), found without splitting the chunk into lines.
 
-    The chunk becomes newline-aligned ~1 MiB string blocks (zero-copy through Arrow, UTF-8
-    validated by the cast); each literal is located with ``str.find_many`` (SIMD substring
-    search, faster here than one Aho-Corasick pass); a NumPy newline index maps hit offsets to
-    lines, and only those lines are decoded. This keeps extraction near ``grep -c`` speed
-    (benchmarks/bench_kernel.py)."""
-    blocks, buf, newlines = _blocks(data)
-    if blocks is None:  # invalid UTF-8 somewhere: repair once, offsets then index the repaired bytes
-        blocks, buf, newlines = _blocks(data.decode("utf-8", "replace").encode("utf-8"))
-    hits = pl.concat(
-        [blocks.select(h=pl.col("block").str.find_many([lit]) + pl.col("base"))["h"].explode() for lit in CANDIDATE_LITERALS]
-    ).drop_nulls()
-    if hits.len() == 0:
+    One regex pass over newline-aligned ~1 MiB blocks (the literal alternation runs as a SIMD
+    multi-literal search) prefixes each hit with a byte the chunk does not contain; a literal
+    search for that byte then gives the hit offsets. Only the lines around hits are cut out, and
+    their numbers come from counting newlines between consecutive candidate lines. This keeps
+    extraction near ``grep -c`` speed (benchmarks/bench_kernel.py)."""
+    buf = data
+    blocks = _blocks(buf)
+    if blocks is None:  # invalid UTF-8 somewhere: repair once; offsets then index the repaired bytes
+        buf = data.decode("utf-8", "replace").encode("utf-8")
+        blocks = _blocks(buf)
+    hits = _hit_offsets(blocks, buf)
+    if len(hits) == 0:
         return pl.DataFrame(schema={"line": pl.Int64, "raw": pl.Utf8})
-    idx = np.unique(np.searchsorted(newlines, hits.to_numpy()))  # 0-based line of each hit
-    bounds = np.concatenate(([-1], newlines, [len(buf)]))  # line i spans bounds[i]+1 .. bounds[i+1]
-    starts, ends = bounds[idx] + 1, bounds[idx + 1]
-    raw = [buf[s:e].decode("utf-8") for s, e in zip(starts.tolist(), ends.tolist())]
-    return pl.DataFrame({"line": idx.astype(np.int64) + ctx.line_offset + 1, "raw": raw}).with_columns(
+    rfind, find, n = buf.rfind, buf.find, len(buf)
+    starts = np.unique(np.fromiter((rfind(b"\n", 0, h) + 1 for h in hits.tolist()), np.int64, len(hits)))
+    ends = [find(b"\n", s) for s in starts.tolist()]
+    raw = [buf[s : (e if e >= 0 else n)].decode("utf-8") for s, e in zip(starts.tolist(), ends)]
+    # newlines before each candidate line: counted over the line-aligned stretches between them
+    seg = np.concatenate(([0], starts)).astype(np.int64)
+    gaps = _text(buf, seg).str.count_matches("\n").cast(pl.Int64).cum_sum()
+    return pl.DataFrame({"line": gaps + (ctx.line_offset + 1), "raw": raw}).with_columns(
         pl.col("raw").str.strip_suffix("\r")
     )
 
 
-def _blocks(buf: bytes) -> tuple[pl.DataFrame | None, bytes, np.ndarray]:
+def _text(buf: bytes, cuts: np.ndarray) -> pl.Series:
+    """Zero-copy Utf8 pieces ``buf[cuts[i]:cuts[i+1]]`` (``buf`` must be valid UTF-8 and the cuts
+    on character boundaries: Arrow does not check)."""
+    arr = pa.Array.from_buffers(pa.large_string(), len(cuts) - 1, [None, pa.py_buffer(cuts), pa.py_buffer(buf)])
+    return pl.from_arrow(arr)
+
+
+def _blocks(buf: bytes) -> pl.DataFrame | None:
     """(block text, byte offset of the block) over newline-aligned ~_BLOCK-byte pieces of
-    ``buf`` without copying it (None when some block is not valid UTF-8), the buffer, and
-    the offsets of its newlines."""
-    nl = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == 10)
-    after = np.searchsorted(nl, np.arange(_BLOCK, len(buf), _BLOCK))
-    cuts = np.unique(np.concatenate(([0], nl[after[after < len(nl)]] + 1, [len(buf)]))).astype(np.int64)
-    arr = pa.Array.from_buffers(pa.large_binary(), len(cuts) - 1, [None, pa.py_buffer(cuts), pa.py_buffer(buf)])
-    text = pl.from_arrow(arr).cast(pl.Utf8, strict=False)
-    if text.null_count():
-        return None, buf, nl
-    return pl.DataFrame({"block": text, "base": cuts[:-1]}), buf, nl
+    ``buf`` without copying it; None when ``buf`` is not valid UTF-8 (pure ASCII skips the check)."""
+    cuts, find, p = [0], buf.find, _BLOCK
+    while p < len(buf) and (nl := find(b"\n", p)) >= 0:
+        cuts.append(nl + 1)
+        p = nl + 1 + _BLOCK
+    if cuts[-1] != len(buf):
+        cuts.append(len(buf))
+    cuts = np.array(cuts, dtype=np.int64)
+    if buf.isascii():
+        text = _text(buf, cuts)
+    else:
+        arr = pa.Array.from_buffers(pa.large_binary(), len(cuts) - 1, [None, pa.py_buffer(cuts), pa.py_buffer(buf)])
+        try:
+            text = pl.from_arrow(arr).cast(pl.Utf8)
+        except pl.exceptions.ComputeError:
+            return None
+    return pl.DataFrame({"block": text, "base": cuts[:-1]})
+
+
+def _hit_offsets(blocks: pl.DataFrame, buf: bytes) -> np.ndarray:
+    """Byte offsets of candidate-literal matches (at least one in every line that holds one)."""
+    marker = next((chr(c) for c in range(32) if buf.find(bytes([c])) < 0), None)
+    if marker is None:  # every control byte occurs: search the literals directly (slower)
+        hits = blocks.select(h=pl.col("block").str.find_many(CANDIDATE_LITERALS) + pl.col("base"))["h"]
+        return hits.explode().drop_nulls().to_numpy()
+    marked = blocks.select(
+        h=pl.col("block").str.replace_all(_CANDIDATE_RE, marker + "$0").str.find_many([marker]), base="base"
+    ).with_row_index("b")
+    # the k-th marker of a block sits k bytes after its hit
+    hits = marked.explode("h").drop_nulls("h").select(pl.col("h") - pl.int_range(pl.len()).over("b") + pl.col("base"))
+    return hits["h"].to_numpy()
 
 
 def _times(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
@@ -230,14 +265,14 @@ def _times(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
 def _classify(df: pl.DataFrame) -> pl.DataFrame:
     """Per candidate line: kind (xid/sxid/host fault/identity/None) and its fields."""
     body = pl.col("body")
-    x = body.str.extract_groups(_XID)
-    xr = x.struct.field("rest").str.extract_groups(_XID_REST)
-    s = body.str.extract_groups(_SXID)
-    m = body.str.extract_groups(_MLX5)
-    mce = body.str.extract_groups(_MCE)
-    ed = body.str.extract_groups(_EDAC)
-    nv = body.str.extract_groups(_NVME)
-    ga = body.str.extract_groups(_GPU_AT)
+    # each regex runs once: the groups are materialised before the many expressions that read them
+    parts = {"_x": _XID, "_s": _SXID, "_m": _MLX5, "_mce": _MCE, "_ed": _EDAC, "_nv": _NVME, "_ga": _GPU_AT}
+    df = df.with_columns(**{k: body.str.extract_groups(rx) for k, rx in parts.items()})
+    rest = pl.col("_x").struct.field("rest")
+    df = df.with_columns(_xr=rest.str.extract_groups(_XID_REST)).with_columns(
+        _xmsg=rest.str.slice(pl.col("_xr").struct.field("head").str.len_chars())
+    )
+    x, xr, s, m, mce, ed, nv, ga = (pl.col(k) for k in ("_x", "_xr", "_s", "_m", "_mce", "_ed", "_nv", "_ga"))
     mlx_msg = m.struct.field("msg")
     mce_msg = mce.struct.field("msg")
     pid = xr.struct.field("pid")
@@ -279,7 +314,7 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
         code=pl.coalesce(x.struct.field("code"), s.struct.field("code"), host_code),
         pci_raw=pl.coalesce(x.struct.field("pci"), s.struct.field("pci"), m.struct.field("pci"), ga.struct.field("pci")),
         message=pl.coalesce(
-            xr.struct.field("msg"), s.struct.field("msg"), mlx_msg, mce_msg,
+            pl.col("_xmsg"), s.struct.field("msg"), mlx_msg, mce_msg,
             pl.concat_str(ed.struct.field("n"), pl.lit(" "), ed.struct.field("kind"), pl.lit(" "), ed.struct.field("msg")),
             nv.struct.field("msg"),
         ),
@@ -294,17 +329,18 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
         process=pl.when(pname.is_not_null() & ~pname.is_in(["<unknown>", "'<unknown>'", "N/A", ""])).then(pname),
         uuid_at=ga.struct.field("uuid"),
         sxid_severity=pl.when(sev_word == "fatal").then(pl.lit("fatal")).when(sev_word.is_not_null()).then(pl.lit("warning")),
-    )  # fmt: skip
+    ).drop(*parts, "_xr", "_xmsg")  # fmt: skip
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     cand = _lines(data, ctx)
     if cand.height == 0:
         return ParseResult({}, ParseResult.empty_quarantine(), 0)
-    prefix = pl.col("raw").str.extract_groups(_PREFIX)
-    cand = cand.with_columns(
-        **{k: prefix.struct.field(k) for k in ("ctime", "up", "kmsg", "iso", "off", "ihost", "sys", "shost", "up2", "body")}
-    ).with_columns(up=pl.coalesce("up", "up2"))
+    prefix = pl.col("_p")
+    cand = cand.with_columns(_p=pl.col("raw").str.extract_groups(_PREFIX)).with_columns(
+        **{k: prefix.struct.field(k) for k in ("ctime", "up", "kmsg", "iso", "off", "ihost", "sys", "shost", "up2")},
+        body=pl.col("raw").str.slice(prefix.struct.field("head").str.len_chars()),
+    ).drop("_p").with_columns(up=pl.coalesce("up", "up2"))
     cand = _classify(cand).filter(pl.col("kind").is_not_null())
     cand = _times(cand, ctx)
     host = ctx.host or host_from_filename(ctx.path)
