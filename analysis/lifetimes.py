@@ -44,7 +44,7 @@ import duckdb
 import polars as pl
 
 from analysis.attribution import resolve_chains
-from analysis.gpu_identity import normalize_pci
+from analysis.gpu_identity import fill_gpu_index
 from analysis.telemetry import CANONICAL_METRICS, REPLACEMENT_SOURCE
 from warehouse.schemas import conform
 
@@ -152,43 +152,6 @@ def _covariates(units: pl.DataFrame, hourly: pl.DataFrame) -> pl.DataFrame:
         con.register("hourly", hourly)
         out = con.sql(_COV_SQL).pl()
     return out.cast(schema) if out.height else pl.DataFrame(schema=schema)
-
-
-def fill_gpu_index(hw_events: pl.DataFrame, gpu_hourly: pl.DataFrame) -> pl.DataFrame:
-    """Give events that name a GPU only by UUID or PCI bus their GPU index.
-
-    UUID -> index from telemetry (host, uuid, gpu). PCI bus -> index is learned from events that
-    carry both (after the UUID step): per host, else fleet-wide when the bus maps to exactly one
-    index across all hosts (one board layout). Events whose GPU stays unknown keep a null."""
-    ids = (
-        gpu_hourly.select("host", "uuid", _g=pl.col("gpu").cast(pl.Int32))
-        .drop_nulls()
-        .unique(["host", "uuid"])
-    )
-    ev = (
-        hw_events.join(ids, on=["host", "uuid"], how="left")
-        .with_columns(
-            gpu=pl.coalesce(pl.col("gpu"), pl.col("_g")), _bus=normalize_pci(pl.col("pci_bus"))
-        )
-        .drop("_g")
-    )
-    known = (
-        ev.filter(pl.col("gpu").is_not_null() & pl.col("_bus").is_not_null())
-        .select("host", "_bus", "gpu")
-        .unique()
-    )
-    per_host = known.group_by("host", "_bus").agg(
-        _gh=pl.col("gpu").first(), _nh=pl.col("gpu").n_unique()
-    )
-    fleet = known.group_by("_bus").agg(_gf=pl.col("gpu").first(), _nf=pl.col("gpu").n_unique())
-    ev = ev.join(per_host, on=["host", "_bus"], how="left").join(fleet, on="_bus", how="left")
-    return ev.with_columns(
-        gpu=pl.coalesce(
-            pl.col("gpu"),
-            pl.when(pl.col("_nh") == 1).then(pl.col("_gh")),
-            pl.when(pl.col("_nf") == 1).then(pl.col("_gf")),
-        )
-    ).select(hw_events.columns)
 
 
 def _failure_events(hw_events: pl.DataFrame) -> pl.DataFrame:

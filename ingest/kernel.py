@@ -21,7 +21,7 @@ linking and UUIDs work within a chunk (64 MiB), which holds any realistic burst.
 
 Host: the syslog/journald host, else ``ctx.host``, else a host-like file name
 (``gpu-node-001.log``), else null. ``gpu`` stays null (the kernel names PCI bus ids only):
-``analysis.gpu_identity.attach_gpu_identity`` maps them with telemetry.
+``analysis.gpu_identity.fill_gpu_index`` maps them to indices downstream.
 """
 
 from __future__ import annotations

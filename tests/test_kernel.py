@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.gpu_identity import attach_gpu_identity
 from ingest.base import ParseContext
 from ingest.kernel import FORMAT, host_from_filename, parse
 from ingest.registry import detect
@@ -195,14 +194,6 @@ def test_uuid_from_the_driver_identity_line_and_gpu_from_telemetry():
     assert n == 2
     assert ev["uuid"].to_list() == ["GPU-0a1b2c3d-0000-1111-2222-333344445555", None]
     assert ev["caused_by"].to_list() == [None, ev["event_id"][0]]
-    ids = pl.DataFrame(
-        {"host": ["gpu-node-002", "gpu-node-002", "other"], "pci_bus": ["00000000:18:00.0", "00000000:2A:00.0", "00000000:2A:00.0"],
-         "gpu": [0, 1, 7], "uuid": ["GPU-from-dcgm-0", "GPU-from-dcgm-1", "GPU-x"]}
-    )  # fmt: skip
-    out = attach_gpu_identity(ev, ids)
-    assert out.columns == ev.columns
-    assert out["gpu"].to_list() == [0, 1]
-    assert out["uuid"].to_list() == ["GPU-0a1b2c3d-0000-1111-2222-333344445555", "GPU-from-dcgm-1"]
 
 
 def test_runner_conservation_and_idempotence(wh, tmp_path):

@@ -144,7 +144,7 @@ TABLES: dict[str, Table] = {
                 "component_id": STR,  # GPU index / PSU number / DIMM slot ... as the source names it
                 "gpu": I32,
                 "uuid": STR,
-                "pci_bus": STR,
+                "pci_bus": STR,  # normalized by parsers: dddd:bb:dd.f, lowercase
                 "event_type": STR,  # xid | sxid | sel | redfish | counter | link_down ...
                 "code": STR,  # XID / SXID number, SEL sensor number, MessageId ...
                 "severity": STR,  # fatal | critical | warning | info
