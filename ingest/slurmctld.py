@@ -95,7 +95,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         reason_text=pl.col("r").struct.field("reason").str.strip_chars(),
         time=_utc(ts, ctx.tz),
     ).drop("m", "r")
-    # ``reason set to`` lines: carried to the same host's later events (per host forward fill).
+    # ``reason set to`` lines: carried to the same host's later down/drain events.
     reasons = df.filter(pl.col("reason_host").is_not_null()).select(
         "source_line", host=pl.col("reason_host"), last_reason=pl.col("reason_text")
     )
@@ -107,8 +107,14 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     bad_host = rec.filter(pl.col("_err").is_not_null() | (pl.col("host").list.len() == 0))
     rec = rec.filter(pl.col("_err").is_null() & (pl.col("host").list.len() > 0)).explode("host")
     if rec.height and reasons.height:
+        # a reason holds until the host resumes: a resume resets it, so a maintenance reason
+        # never labels a later crash of the same node
+        resets = rec.filter(pl.col("event") == "resume").select(
+            "source_line", "host", last_reason=pl.lit(None, pl.Utf8)
+        )
+        marks = pl.concat([reasons, resets]).sort("source_line")
         rec = rec.sort("source_line").join_asof(
-            reasons.sort("source_line"), on="source_line", by="host", strategy="backward",
+            marks, on="source_line", by="host", strategy="backward",
             check_sortedness=False,  # both sides are sorted on source_line just above
         )
     else:

@@ -78,6 +78,22 @@ def test_event_kinds_arrays_hostlists_local_time_and_quarantine():
     assert "bad range" in errors[15]
 
 
+def test_a_reason_holds_only_until_the_node_resumes():
+    log = (
+        "[2026-01-05T10:00:00.000] update_node: node gpu07 reason set to: scheduled maintenance\n"
+        "[2026-01-05T10:00:00.000] update_node: node gpu07 state set to DRAINED\n"
+        "[2026-01-05T14:00:00.000] update_node: node gpu07 state set to IDLE\n"
+        "[2026-01-06T03:12:00.000] update_node: node gpu07 state set to DOWN\n"
+    )
+    ok, q = _parse(log)
+    assert q.height == 0
+    rows = ok.select("event", "reason").rows()
+    assert rows[0] == ("drain", "scheduled maintenance")
+    assert rows[1][0] == "resume"
+    # the crash the next day must not inherit the maintenance reason
+    assert rows[2][0] == "down" and "maintenance" not in (rows[2][1] or "")
+
+
 def test_line_offset_from_chunked_reading():
     ok, _ = _parse(LOG.read_bytes(), line_offset=1000)
     assert ok["source_line"].to_list() == [1005, 1007]
