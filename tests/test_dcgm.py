@@ -164,7 +164,9 @@ def test_runner_conservation_and_idempotence(wh, tmp_path):
     assert {r.format for r in reports} == {"dcgm"}
     assert sum(r.records for r in reports) == 7
     assert wh.read("gpu_samples").height == 6 and wh.read("quarantine").height == 1
-    assert wh.read("metric_metadata").height == 3 + 26
+    # one row per (metric, source): the scrape's 3 metrics are among the 26 the counters CSV declares
+    meta = wh.read("metric_metadata")
+    assert meta.height == 26 and meta.select(pl.struct("metric", "source").is_unique().all()).item()
     again = ingest_paths(wh, [src], fmt="auto")
     assert all(r.skipped for r in again) and wh.read("gpu_samples").height == 6
 

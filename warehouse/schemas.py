@@ -185,6 +185,10 @@ TABLES: dict[str, Table] = {
             "metric_metadata",
             "HELP / TYPE text of one metric as a source declared it",
             {"metric": STR, "type": STR, "help": STR, "unit": STR, "source": STR, "source_file": STR},
+            key=("metric", "source"),
+            # every scrape file repeats its HELP/TYPE lines: one row per metric and source,
+            # from the most recently named file that declared it
+            dedupe=Dedupe(keys=(("metric", "source"),), prefer=("help IS NULL", "source_file DESC")),
         ),
         Table(
             "gpu_hourly",
