@@ -7,6 +7,9 @@ backfill, so a fresh warehouse is complete after one command.
 
 from __future__ import annotations
 
+import logging
+import re
+import sys
 import warnings
 from pathlib import Path
 
@@ -17,23 +20,45 @@ from pipelines.checks import ALL_CHECKS
 from pipelines.resources import GoodputConfig
 from warehouse.store import Warehouse
 
-_QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+_STEP_DONE = re.compile(r'Finished execution of step "([^"]+)" in ([0-9.]+\s*\w+)')
 
 
 class PipelineError(RuntimeError):
     pass
 
 
-def _materialize(assets, config: GoodputConfig, tags: dict | None = None, run_config: dict | None = None):
+@dg.logger(description="One line on stderr per finished step: progress for CLI runs.")
+def progress_logger(_init_context):
+    log = logging.getLogger("goodput.progress")
+    log.setLevel(logging.DEBUG)  # Dagster logs step events at DEBUG; the filter keeps only ends
+    log.propagate = False
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.addFilter(lambda rec: bool(_STEP_DONE.search(rec.getMessage())))
+        handler.setFormatter(_StepFormatter())
+        log.addHandler(handler)
+    return log
+
+
+class _StepFormatter(logging.Formatter):
+    def format(self, record):
+        step, took = _STEP_DONE.search(record.getMessage()).groups()
+        return f"  done: {step} ({took})"
+
+
+def _materialize(assets, config: GoodputConfig, tags: dict | None = None):
+    """``dagster.materialize`` with the progress logger instead of Dagster's console log."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Dagster beta/preview notices are not for CLI users
-        result = dg.materialize(
-            [*assets, *ALL_CHECKS],
-            selection=assets,  # selecting an asset also runs its checks
+        defs = dg.Definitions(
+            jobs=[dg.define_asset_job("goodput_cli_run", selection=assets)],
+            assets=assets,
+            asset_checks=ALL_CHECKS,  # selecting an asset also runs its checks
             resources={"goodput": config},
-            run_config={**_QUIET, **(run_config or {})},
-            tags=tags or {},
-            raise_on_error=False,
+            loggers={"progress": progress_logger},
+        )
+        result = defs.resolve_job_def("goodput_cli_run").execute_in_process(
+            run_config={"loggers": {"progress": {}}}, tags=tags or {}, raise_on_error=False
         )
     if not result.success:
         failed = [e for e in result.all_events if e.is_failure]
