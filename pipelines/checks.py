@@ -104,39 +104,39 @@ def goodput_bounds(wh: Warehouse) -> tuple[bool, dict]:
     return jobs == 0 and proj == 0, {"jobs_out_of_bounds": jobs, "projections_out_of_bounds": proj}
 
 
-def _check(fn, passed_meta, severity=dg.AssetCheckSeverity.ERROR) -> dg.AssetCheckResult:
+def _check(passed_meta, severity=dg.AssetCheckSeverity.ERROR) -> dg.AssetCheckResult:
     passed, meta = passed_meta
     return dg.AssetCheckResult(passed=passed, metadata=meta, severity=severity)
 
 
 @dg.asset_check(asset="ingested_sources", blocking=True, description="Records read = rows written + rows quarantined, per ingested file.")
 def conservation_check(goodput: GoodputConfig) -> dg.AssetCheckResult:
-    return _check(conservation, conservation(goodput.warehouse()))
+    return _check(conservation(goodput.warehouse()))
 
 
 @dg.asset_check(asset="ingested_sources", blocking=True, description="Parquet files hold exactly the declared columns and types.")
 def schema_check(goodput: GoodputConfig) -> dg.AssetCheckResult:
-    return _check(schema, schema(goodput.warehouse()))
+    return _check(schema(goodput.warehouse()))
 
 
 @dg.asset_check(asset="ingested_sources", description="Share of quarantined records stays under the configured threshold.")
 def quarantine_ratio_check(goodput: GoodputConfig) -> dg.AssetCheckResult:
-    return _check(quarantine_ratio, quarantine_ratio(goodput.warehouse(), goodput.max_quarantine_ratio), dg.AssetCheckSeverity.WARN)
+    return _check(quarantine_ratio(goodput.warehouse(), goodput.max_quarantine_ratio), dg.AssetCheckSeverity.WARN)
 
 
 @dg.asset_check(asset="warehouse_catalog", description="No table has two rows with the same key.")
 def duplicate_keys_check(goodput: GoodputConfig) -> dg.AssetCheckResult:
-    return _check(duplicate_keys, duplicate_keys(goodput.warehouse()))
+    return _check(duplicate_keys(goodput.warehouse()))
 
 
 @dg.asset_check(asset="failure_rates", blocking=True, description="Every class with failures has a converged, AIC-selected model.")
 def fits_converged_check(goodput: GoodputConfig) -> dg.AssetCheckResult:
-    return _check(fits_converged, fits_converged(goodput.warehouse()))
+    return _check(fits_converged(goodput.warehouse()))
 
 
 @dg.asset_check(asset="goodput_projections", description="Measured and projected goodput lie in [0, 1] with CI bounds around the estimate.")
 def goodput_bounds_check(goodput: GoodputConfig) -> dg.AssetCheckResult:
-    return _check(goodput_bounds, goodput_bounds(goodput.warehouse()))
+    return _check(goodput_bounds(goodput.warehouse()))
 
 
 ALL_CHECKS = [conservation_check, schema_check, quarantine_ratio_check, duplicate_keys_check, fits_converged_check, goodput_bounds_check]

@@ -8,7 +8,7 @@ Durations carry their unit in the name (``_s``, ``_hours``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -45,9 +45,6 @@ class Table:
     key: tuple[str, ...] = ()
     # Hive partition column (must be one of ``columns``); None = unpartitioned.
     partition: str | None = None
-    # "ingest": appended per ingested batch; "derived": replaced whole by an analysis step.
-    kind: str = "ingest"
-    notes: dict[str, str] = field(default_factory=dict)
     dedupe: Dedupe | None = None  # applied by the catalog view (Warehouse.view_sql)
 
     @property
@@ -208,7 +205,6 @@ TABLES: dict[str, Table] = {
                 "date": pl.Date,
             },
             partition="date",
-            kind="derived",
         ),
         Table(
             "bmc_sensors",
@@ -266,7 +262,6 @@ TABLES: dict[str, Table] = {
                 "lost_gpu_hours": F64,
             },
             key=("cluster", "scheduler", "job_id", "attempt"),
-            kind="derived",
         ),
         Table(
             "component_lifetimes",
@@ -291,7 +286,6 @@ TABLES: dict[str, Table] = {
                 "util_mean": F64,
             },
             key=("component_class", "unit_id"),
-            kind="derived",
         ),
         Table(
             "node_failures",
@@ -306,7 +300,6 @@ TABLES: dict[str, Table] = {
                 "source": STR,  # hw_events | interruptions
             },
             key=("host", "failure_index"),
-            kind="derived",
         ),
         Table(
             "node_mcf",
@@ -320,7 +313,6 @@ TABLES: dict[str, Table] = {
                 "ci_low": F64,
                 "ci_high": F64,
             },
-            kind="derived",
         ),
         Table(
             "failure_rates",
@@ -349,7 +341,6 @@ TABLES: dict[str, Table] = {
                 "method": STR,  # exposure-table | per-unit | per-unit-lifelines | subsample-N
                 "converged": BOOL,
             },
-            kind="derived",
         ),
         Table(
             "survival_curves",
@@ -366,7 +357,6 @@ TABLES: dict[str, Table] = {
                 "ci_high": F64,
                 "at_risk": I64,
             },
-            kind="derived",
         ),
         Table(
             "hazard_ratios",
@@ -382,7 +372,6 @@ TABLES: dict[str, Table] = {
                 "ph_test_p": F64,  # Schoenfeld-residual test of proportional hazards
                 "ph_ok": BOOL,
             },
-            kind="derived",
         ),
         Table(
             "goodput_jobs",
@@ -409,7 +398,6 @@ TABLES: dict[str, Table] = {
                 "goodput": F64,
             },
             key=("cluster", "scheduler", "job_id"),
-            kind="derived",
         ),
         Table(
             "goodput_projections",
@@ -433,7 +421,6 @@ TABLES: dict[str, Table] = {
                 "goodput_ci_low": F64,
                 "goodput_ci_high": F64,
             },
-            kind="derived",
         ),
         Table(
             "ingest_manifest",
