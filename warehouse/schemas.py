@@ -45,6 +45,8 @@ class Table:
     key: tuple[str, ...] = ()
     # Hive partition column (must be one of ``columns``); None = unpartitioned.
     partition: str | None = None
+    # "ingest": appended per ingested batch; "derived": replaced whole by an analysis step.
+    kind: str = "ingest"
     dedupe: Dedupe | None = None  # applied by the catalog view (Warehouse.view_sql)
 
     @property
@@ -205,6 +207,7 @@ TABLES: dict[str, Table] = {
                 "date": pl.Date,
             },
             partition="date",
+            kind="derived",
         ),
         Table(
             "bmc_sensors",
@@ -262,6 +265,7 @@ TABLES: dict[str, Table] = {
                 "lost_gpu_hours": F64,
             },
             key=("cluster", "scheduler", "job_id", "attempt"),
+            kind="derived",
         ),
         Table(
             "component_lifetimes",
@@ -286,6 +290,7 @@ TABLES: dict[str, Table] = {
                 "util_mean": F64,
             },
             key=("component_class", "unit_id"),
+            kind="derived",
         ),
         Table(
             "node_failures",
@@ -300,6 +305,7 @@ TABLES: dict[str, Table] = {
                 "source": STR,  # hw_events | interruptions
             },
             key=("host", "failure_index"),
+            kind="derived",
         ),
         Table(
             "node_mcf",
@@ -313,6 +319,7 @@ TABLES: dict[str, Table] = {
                 "ci_low": F64,
                 "ci_high": F64,
             },
+            kind="derived",
         ),
         Table(
             "failure_rates",
@@ -341,6 +348,7 @@ TABLES: dict[str, Table] = {
                 "method": STR,  # exposure-table | per-unit | per-unit-lifelines | subsample-N
                 "converged": BOOL,
             },
+            kind="derived",
         ),
         Table(
             "survival_curves",
@@ -357,6 +365,7 @@ TABLES: dict[str, Table] = {
                 "ci_high": F64,
                 "at_risk": I64,
             },
+            kind="derived",
         ),
         Table(
             "hazard_ratios",
@@ -372,6 +381,7 @@ TABLES: dict[str, Table] = {
                 "ph_test_p": F64,  # Schoenfeld-residual test of proportional hazards
                 "ph_ok": BOOL,
             },
+            kind="derived",
         ),
         Table(
             "goodput_jobs",
@@ -398,6 +408,7 @@ TABLES: dict[str, Table] = {
                 "goodput": F64,
             },
             key=("cluster", "scheduler", "job_id"),
+            kind="derived",
         ),
         Table(
             "goodput_projections",
@@ -421,6 +432,7 @@ TABLES: dict[str, Table] = {
                 "goodput_ci_low": F64,
                 "goodput_ci_high": F64,
             },
+            kind="derived",
         ),
         Table(
             "ingest_manifest",
