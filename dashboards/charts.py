@@ -200,6 +200,31 @@ def rates_frame(failure_rates: pl.DataFrame, window: str = "all") -> pl.DataFram
     ).sort("rate_per_1k_unit_days", descending=True, nulls_last=True)
 
 
+def _forest(df, y, est: str, lo: str, hi: str, title: str, tooltip, color) -> alt.LayerChart:
+    """A CI whisker (``lo``..``hi``) and the estimate per row on a log x axis: the forest layer
+    shared by failure rates, Weibull shapes and hazard ratios. ``color`` is a (whisker, point)
+    pair of fixed colours, or an Altair Color encoding for both."""
+    xs = alt.Scale(type="log")
+    fixed = isinstance(color, tuple)
+    enc = {} if fixed else {"color": color}
+    rule = (
+        alt.Chart(df)
+        .mark_rule(strokeWidth=2, **({"color": color[0]} if fixed else {}))
+        .encode(y=y, x=alt.X(f"{lo}:Q", scale=xs, title=title), x2=f"{hi}:Q", tooltip=tooltip, **enc)
+    )
+    pt = (
+        alt.Chart(df)
+        .mark_point(filled=True, size=80, **({"color": color[1]} if fixed else {}))
+        .encode(y=y, x=alt.X(f"{est}:Q", scale=xs), tooltip=tooltip, **enc)
+    )
+    return rule + pt
+
+
+def _unit_line(color: str) -> alt.Chart:
+    """Dashed reference line at x = 1 (constant hazard, no effect)."""
+    return alt.Chart(pl.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[4, 4], color=color).encode(x="x:Q")
+
+
 def failure_rate_chart(failure_rates: pl.DataFrame) -> alt.HConcatChart:
     """Forest plot of rate per 1,000 unit-days (log x, 95% CI) and the Weibull shape per class."""
     df = (
@@ -226,23 +251,11 @@ def failure_rate_chart(failure_rates: pl.DataFrame) -> alt.HConcatChart:
         alt.Tooltip("mtbf_hours:Q", format=",.0f", title="MTBF (h)"),
         "shape_reading:N",
     ]
-    xs = alt.Scale(type="log")
-    rule = (
-        alt.Chart(df)
-        .mark_rule(strokeWidth=2, color="#4c78a8")
-        .encode(
-            y=y,
-            x=alt.X("lo:Q", scale=xs, title="failures per 1,000 unit-days (log, 95% CI)"),
-            x2="hi:Q",
-            tooltip=tip,
-        )
-    )
-    pt = (
-        alt.Chart(df)
-        .mark_point(filled=True, size=80, color="#1f3b73")
-        .encode(y=y, x=alt.X("rate_per_1k_unit_days:Q", scale=xs), tooltip=tip)
-    )
-    forest = (rule + pt).properties(
+    rates = _forest(
+        df, y, "rate_per_1k_unit_days", "lo", "hi",
+        "failures per 1,000 unit-days (log, 95% CI)", tip, ("#4c78a8", "#1f3b73"),
+    )  # fmt: skip
+    forest = rates.properties(
         width=WIDTH // 2 + 40, height=max(120, 28 * len(order)), title="Failure rate per class"
     )
     sh = df.filter(pl.col("shape").is_not_null())
@@ -252,7 +265,6 @@ def failure_rate_chart(failure_rates: pl.DataFrame) -> alt.HConcatChart:
         pl.col("shape_ci_low").fill_null(pl.col("shape")).alias("slo"),
         pl.col("shape_ci_high").fill_null(pl.col("shape")).alias("shi"),
     )
-    shx = alt.Scale(type="log")
     stip = [
         "component_class:N",
         alt.Tooltip("shape:Q", format=".2f"),
@@ -260,11 +272,6 @@ def failure_rate_chart(failure_rates: pl.DataFrame) -> alt.HConcatChart:
         alt.Tooltip("shape_ci_high:Q", format=".2f", title="CI high"),
         "shape_reading:N",
     ]
-    one = (
-        alt.Chart(pl.DataFrame({"x": [1.0]}))
-        .mark_rule(strokeDash=[4, 4], color="#888")
-        .encode(x="x:Q")
-    )
     ys = alt.Y(
         "component_class:N",
         sort=order,
@@ -272,26 +279,11 @@ def failure_rate_chart(failure_rates: pl.DataFrame) -> alt.HConcatChart:
         title=None,
         axis=alt.Axis(labels=False, ticks=False),
     )
-    srule = (
-        alt.Chart(sh)
-        .mark_rule(strokeWidth=2, color="#72b7b2")
-        .encode(
-            y=ys,
-            x=alt.X("slo:Q", scale=shx, title="Weibull shape k (1 = constant hazard)"),
-            x2="shi:Q",
-            tooltip=stip,
-        )
-    )
-    spt = (
-        alt.Chart(sh)
-        .mark_point(filled=True, size=80, color="#2a7f7a")
-        .encode(
-            y=ys,
-            x=alt.X("shape:Q", scale=shx),
-            tooltip=stip,
-        )
-    )
-    shape = (one + srule + spt).properties(
+    shapes = _forest(
+        sh, ys, "shape", "slo", "shi", "Weibull shape k (1 = constant hazard)", stip,
+        ("#72b7b2", "#2a7f7a"),
+    )  # fmt: skip
+    shape = (_unit_line("#888") + shapes).properties(
         width=WIDTH // 2 - 80,
         height=max(120, 28 * len(order)),
         title="Weibull shape (>1 wear-out, <1 infant mortality)",
@@ -489,7 +481,6 @@ def hazard_ratio_chart(hazard_ratios: pl.DataFrame) -> alt.LayerChart:
     )
     order = df["term"].to_list()
     y = alt.Y("term:N", sort=order, title=None)
-    xs = alt.Scale(type="log")
     color = alt.Color(
         "evidence:N",
         scale=alt.Scale(domain=["CI excludes 1", "CI includes 1"], range=["#d62728", "#9e9e9e"]),
@@ -505,28 +496,8 @@ def hazard_ratio_chart(hazard_ratios: pl.DataFrame) -> alt.LayerChart:
         "n:Q",
         alt.Tooltip("ph_ok:N", title="proportional hazards ok"),
     ]
-    one = (
-        alt.Chart(pl.DataFrame({"x": [1.0]}))
-        .mark_rule(strokeDash=[4, 4], color="#555")
-        .encode(x="x:Q")
-    )
-    rule = (
-        alt.Chart(df)
-        .mark_rule(strokeWidth=2)
-        .encode(
-            y=y,
-            x=alt.X("lo:Q", scale=xs, title="hazard ratio per unit of covariate (log, 95% CI)"),
-            x2="hi:Q",
-            color=color,
-            tooltip=tip,
-        )
-    )
-    pt = (
-        alt.Chart(df)
-        .mark_point(filled=True, size=80)
-        .encode(y=y, x=alt.X("hr:Q", scale=xs), color=color, tooltip=tip)
-    )
-    return (one + rule + pt).properties(width=WIDTH, height=max(100, 28 * len(order)))
+    ratios = _forest(df, y, "hr", "lo", "hi", "hazard ratio per unit of covariate (log, 95% CI)", tip, color)
+    return (_unit_line("#555") + ratios).properties(width=WIDTH, height=max(100, 28 * len(order)))
 
 
 # ----------------------------------------------------------------------------- goodput
