@@ -1,7 +1,9 @@
 """Shared fixtures: paths to committed fixtures and a throwaway warehouse."""
 
+import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from warehouse.store import Warehouse
@@ -14,3 +16,28 @@ SAMPLE_FLEET = REPO / "sample_data" / "fleet"
 @pytest.fixture
 def wh(tmp_path) -> Warehouse:
     return Warehouse(tmp_path / "home")
+
+
+def assert_fleet_faults_found(source: str, events: pl.DataFrame) -> None:
+    """Every injected fault with ``source`` evidence in the committed fleet's ground truth is
+    among ``events`` (asserted BMC events): same host and code within a second, the right
+    component class, and fatal faults read as critical."""
+    truth = pl.DataFrame(
+        [
+            {
+                "fault_id": f["fault_id"], "host": f["host"], "cls": f["component_class"],
+                "fatal": f["fatal"], "code": e["code"], "time": e["time"],
+            }
+            for f in json.loads((SAMPLE_FLEET / "ground_truth.json").read_text())["faults"]
+            for e in f["evidence"]
+            if e["source"] == source
+        ]
+    ).with_columns(pl.col("time").str.to_datetime(time_unit="us"))
+    assert truth.height, f"the fleet has no {source} evidence to check"
+    found = truth.join(events, on=["host", "code"], how="left").filter(
+        (pl.col("time_right") - pl.col("time")).dt.total_seconds().abs() <= 1
+    )
+    found = found.unique("fault_id", keep="first").sort("fault_id")
+    assert found.height == truth["fault_id"].n_unique()
+    assert (found["component_class"] == found["cls"]).all()
+    assert (found.filter("fatal")["severity"] == "critical").all()

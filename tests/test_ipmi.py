@@ -1,11 +1,9 @@
 """ipmitool sel list/elist -> hw_events and ipmitool sdr -> bmc_sensors: pinned real samples,
 the quirks real BMCs produce, conservation, idempotence and fuzzing."""
 
-import json
 from datetime import datetime
 
 import polars as pl
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +11,7 @@ from ingest import ipmi_sdr, ipmi_sel
 from ingest.base import ParseContext
 from ingest.registry import detect
 from ingest.runner import ingest_paths
-from tests.conftest import FIXTURES, SAMPLE_FLEET
+from tests.conftest import FIXTURES, SAMPLE_FLEET, assert_fleet_faults_found
 
 BMC = FIXTURES / "bmc"
 SEL_FILE = BMC / "ipmitool_sel_list_examples_from_docs.txt"
@@ -248,34 +246,10 @@ def test_fuzz_sel_and_sdr_conserve_and_never_raise(lines, tz):
     assert ok.height == 0 or ok["sensor"].null_count() == 0
 
 
-def _fleet_faults(source: str) -> pl.DataFrame:
-    """One row per (fault, evidence line) the generator wrote to ``source``."""
-    path = SAMPLE_FLEET / "ground_truth.json"
-    if not path.exists():
-        pytest.skip("synthetic fleet not generated yet (sample_data/fleet)")
-    rows = [
-        {"fault_id": f["fault_id"], "host": f["host"], "cls": f["component_class"], "fatal": f["fatal"],
-         "code": e["code"], "time": e["time"]}
-        for f in json.loads(path.read_text())["faults"]
-        for e in f["evidence"]
-        if e["source"] == source
-    ]  # fmt: skip
-    assert rows, f"the fleet has no {source} evidence to check"
-    return pl.DataFrame(rows).with_columns(pl.col("time").str.to_datetime(time_unit="us"))
-
-
 def test_fleet_every_ipmi_fault_is_in_hw_events():
-    truth = _fleet_faults("ipmi")
     frames = []
     for f in sorted((SAMPLE_FLEET / "ipmi").glob("*.sel.txt")):
         ok, q = _sel(f.read_bytes(), path=str(f))
         assert q.height == 0, q
         frames.append(ok)
-    events = pl.concat(frames).filter(pl.col("action") == "Asserted")
-    found = truth.join(events, on=["host", "code"], how="left").filter(
-        (pl.col("time_right") - pl.col("time")).dt.total_seconds().abs() <= 1
-    )
-    found = found.unique("fault_id", keep="first").sort("fault_id")
-    assert found.height == truth["fault_id"].n_unique()
-    assert (found["component_class"] == found["cls"]).all()
-    assert (found.filter("fatal")["severity"] == "critical").all()
+    assert_fleet_faults_found("ipmi", pl.concat(frames).filter(pl.col("action") == "Asserted"))

@@ -12,8 +12,7 @@ from ingest import redfish, redfish_sensors
 from ingest.base import ParseContext
 from ingest.registry import detect
 from ingest.runner import ingest_paths
-from tests.conftest import FIXTURES, SAMPLE_FLEET
-from tests.test_ipmi import _fleet_faults
+from tests.conftest import FIXTURES, SAMPLE_FLEET, assert_fleet_faults_found
 
 BMC = FIXTURES / "bmc"
 LOG = BMC / "redfish-mockup__Systems_437XR1138R2_LogServices_Log1_Entries.json"
@@ -249,17 +248,9 @@ def test_fuzz_never_raises_and_conserves(otype, arrays, extra):
 
 
 def test_fleet_every_redfish_fault_is_in_hw_events():
-    truth = _fleet_faults("redfish")
     frames = []
     for f in sorted((SAMPLE_FLEET / "redfish").glob("*.LogEntries.json")):
         ok, q = _logs(f.read_bytes(), path=str(f))
         assert q.height == 0, q
         frames.append(ok)
-    events = pl.concat(frames).filter(pl.col("action") == "Assert")
-    found = truth.join(events, on=["host", "code"], how="left").filter(
-        (pl.col("time_right") - pl.col("time")).dt.total_seconds().abs() <= 1
-    )
-    found = found.unique("fault_id", keep="first").sort("fault_id")
-    assert found.height == truth["fault_id"].n_unique()
-    assert (found["component_class"] == found["cls"]).all()
-    assert (found.filter("fatal")["severity"] == "critical").all()
+    assert_fleet_faults_found("redfish", pl.concat(frames).filter(pl.col("action") == "Assert"))

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sample_data.fleet import CLASSES, hostlist, simulate
+from sample_data.formats import PRIMARY_KERNEL_MARKERS
 
 SACCT_HEADER = (
     "JobID|JobIDRaw|JobName|Partition|Account|User|Submit|Start|End|Elapsed|State|"
@@ -203,15 +204,7 @@ JOURNAL_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+0000 gpu-node-\d{3} k
 def test_kernel_xid_lines_match_ground_truth(fleet):
     out, _, truth = fleet
     codes, n45, primary = Counter(), 0, 0
-    markers = (
-        "NVRM: Xid (",
-        "Fatal, Link",
-        "Link down",
-        "Port module event[error]",
-        "Machine Check Exception",
-        " UE memory read error",
-        "controller is down",
-    )
+    markers = PRIMARY_KERNEL_MARKERS
     for p in sorted((out / "kernel").glob("*.log")):
         for line in p.read_text().splitlines():
             assert DMESG_RE.match(line) or JOURNAL_RE.match(line), line
