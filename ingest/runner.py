@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 import polars as pl
 import zstandard
@@ -61,16 +62,16 @@ def iter_files(paths: list[str | Path]) -> list[Path]:
     return out
 
 
-def open_source(path: Path) -> io.BufferedIOBase:
-    """Open a file, transparently decompressing gzip or zstd (by magic bytes, not name)."""
-    raw = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+def open_source(raw: BinaryIO) -> BinaryIO:
+    """Wrap an open binary stream, transparently decompressing gzip or zstd (by magic bytes,
+    not name). The caller keeps ownership of ``raw``."""
     magic = raw.read(4)
     raw.seek(0)
     if magic[:2] == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=raw)
     if magic == b"\x28\xb5\x2f\xfd":
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True))
-    return raw
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=False))
+    return raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # peek() is how we sniff
 
 
 def file_sha256(path: Path) -> tuple[str, int]:
@@ -113,11 +114,11 @@ def _quarantined(data: bytes, error: str) -> ParseResult:
 
 
 def _parse_file(
-    path: Path, spec: FormatSpec | None, ctx: ParseContext
+    raw: BinaryIO, name: str, spec: FormatSpec | None, ctx: ParseContext
 ) -> Iterator[tuple[str, ParseResult]]:
-    """Yield (format name, result) per chunk; a file nobody recognises, an empty file or a
-    parser failure becomes a single quarantine record."""
-    with open_source(path) as fh:
+    """Yield (format name, result) per chunk of the (possibly compressed) stream ``raw``; a file
+    nobody recognises, an empty file or a parser failure becomes a single quarantine record."""
+    with open_source(raw) as fh:
         try:
             head = fh.peek(SNIFF_BYTES)[:SNIFF_BYTES] if hasattr(fh, "peek") else b""
         except (OSError, EOFError, zstandard.ZstdError) as exc:
@@ -127,7 +128,7 @@ def _parse_file(
             yield (spec.name if spec else "unknown"), _quarantined(head, "empty file")
             return
         if spec is None:
-            spec = detect(head, path.name)
+            spec = detect(head, name)
         if spec is None:
             yield "unknown", _quarantined(
                 head, "format not recognised from content or name; pass --format"
@@ -182,7 +183,10 @@ def ingest_paths(
     for i, path in enumerate(files):
         if progress:
             progress(i, len(files), path)
-        sha, nbytes = file_sha256(path)
+        # small files (nearly all) are read once: hashed, then parsed from memory
+        nbytes = path.stat().st_size
+        data = path.read_bytes() if nbytes <= CHUNK_BYTES else None
+        sha = hashlib.sha256(data).hexdigest() if data is not None else file_sha256(path)[0]
         report = FileReport(str(path), "", sha)
         reports.append(report)
         if sha in known:
@@ -195,11 +199,11 @@ def ingest_paths(
             mtime=datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(tzinfo=None),
         )
         report.bytes = nbytes
-        if nbytes > CHUNK_BYTES:  # stream it: chunks go straight to its own staged batch
+        if data is None:  # stream it: chunks go straight to its own staged batch
             flush()
             try:
-                with wh.batch(sha[:16]) as batch:
-                    for frames in _frames(batch.id, report, path, _parse_file(path, forced, fctx)):
+                with wh.batch(sha[:16]) as batch, open(path, "rb") as raw:
+                    for frames in _frames(batch.id, report, path, _parse_file(raw, path.name, forced, fctx)):
                         batch.add(frames)
             except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
                 report.records = report.rows_ok = report.rows_quarantined = 0
@@ -208,7 +212,7 @@ def ingest_paths(
                         batch.add(frames)
             continue
         try:
-            results = list(_parse_file(path, forced, fctx))
+            results = list(_parse_file(io.BytesIO(data), path.name, forced, fctx))
         except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
             results = [_parser_failure(forced, exc)]
         pending.append((report, path, results))
