@@ -29,7 +29,7 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, whole_file_quarantine
+from ingest.base import FormatSpec, ParseContext, ParseResult, numbered_lines, whole_file_quarantine
 from warehouse.schemas import conform, quarantine_frame
 
 CANONICAL = ("component_class", "serial", "slot", "host", "position", "model", "installed_at",
@@ -92,16 +92,13 @@ def parse_times(expr: pl.Expr, tz: str, fmt: str | None = None) -> pl.Expr:
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
-    text = data.decode("utf-8-sig", errors="replace")
     # Blank and '#' comment lines are not records; keep each kept line's physical number.
-    kept = [
-        (i + 1, ln)
-        for i, ln in enumerate(text.split("\n"))
-        if ln.strip() and not ln.lstrip().startswith("#")
-    ]
+    lines = numbered_lines(data.removeprefix(b"\xef\xbb\xbf"), ParseContext())  # drop a BOM
+    stripped = pl.col("raw").str.strip_chars()
+    kept = lines.filter((stripped != "") & ~stripped.str.starts_with("#"))
     try:
         raw = pl.read_csv(
-            io.StringIO("\n".join(ln for _, ln in kept)), infer_schema=False,
+            io.StringIO("\n".join(kept["raw"])), infer_schema=False,
             separator=ctx.delimiter or ",", truncate_ragged_lines=False,
         )  # fmt: skip
     except (pl.exceptions.PolarsError, ValueError) as exc:
@@ -117,7 +114,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         return ParseResult({}, whole_file_quarantine(data, err), 1)
     # One kept line per record unless quoted fields span lines: then number records instead.
     lines = (
-        [n for n, _ in kept[1:]] if len(kept) - 1 == raw.height else list(range(2, raw.height + 2))
+        kept["line"][1:].to_list() if kept.height - 1 == raw.height else list(range(2, raw.height + 2))
     )
     raw_line = pl.concat_str([pl.col(c).fill_null("") for c in raw.columns], separator=",")
     df = raw.select(
