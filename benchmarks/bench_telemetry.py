@@ -6,7 +6,7 @@
    ``ingest.dcgm.parse`` and with ``prometheus_client.parser.text_string_to_metric_families``
    (fully consumed) and prints samples/s for both and the ratio (target >= 20x).
 2. Writes a G GB scrape directory under /tmp (many hosts, concatenated scrapes with ms
-   timestamps, 256 MB files so the runner streams them in 64 MB chunks), ingests it with
+   timestamps, 256 MB files so the runner streams them in chunks), ingests it with
    ``ingest.runner.ingest_paths`` into a scratch warehouse and prints rows/s and the peak RSS
    of the process (ru_maxrss; target < 1.5 GB). The directory and warehouse are deleted
    afterwards unless --keep.

@@ -17,7 +17,8 @@ is such a row, so records = rows + quarantined lines. Lines that are not faults 
 ``NVRM: GPU at ...`` identity lines, other drivers) are not records; the identity lines fill
 ``uuid``. ``caused by previous Xid N`` links ``caused_by`` to the latest earlier event with
 code N on the same GPU, else on the same host. Large files arrive in chunks: collapse, merge,
-linking and UUIDs work within a chunk (64 MiB), which holds any realistic burst.
+linking and UUIDs work within a chunk (``ingest.runner.CHUNK_BYTES``, 24 MiB), which holds any
+realistic burst.
 
 Host: the syslog/journald host, else ``ctx.host``, else a host-like file name
 (``gpu-node-001.log``), else null. ``gpu`` stays null (the kernel names PCI bus ids only):
@@ -65,10 +66,11 @@ _PREFIX = (
     r")?\s*(?:kernel:\s*)?(?:\[\s*(?P<up2>\d+\.\d+)\]\s*)?)"
 )
 _PCI = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
-_XID = r"NVRM: Xid \((?:PCI:)?(?P<pci>" + _PCI + r")\):? (?P<code>\d+)\b,?\s*(?P<rest>.*)$"
-_XID_REST = (  # the message is what follows ``head``
-    r"^(?P<head>(?:pid=(?P<pid>'[^']*'|\"[^\"]*\"|<[^>]*>|[^,\s]*),\s*)?"
-    r"(?:name=(?P<pname><[^>]*>|[^,]*),\s*)?)"
+# What follows ``NVRM: Xid`` (split off as a literal: a leading ``.*`` or a trailing ``(.*)$``
+# capture would run every line through the slow capture engine); the message is the rest.
+_XID = (
+    r"^(?P<head> \((?:PCI:)?(?P<pci>" + _PCI + r")\):? (?P<code>\d+)\b,?\s*"
+    r"(?:pid=(?P<pid>'[^']*'|\"[^\"]*\"|<[^>]*>|[^,\s]*),\s*)?(?:name=(?P<pname><[^>]*>|[^,]*),\s*)?)"
 )
 _SXID = (
     r"(?P<dev>nvidia-nvswitch\d+): SX[Ii][Dd](?:=|\s*\((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\):\s*)"
@@ -265,18 +267,23 @@ def _times(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
 def _classify(df: pl.DataFrame) -> pl.DataFrame:
     """Per candidate line: kind (xid/sxid/host fault/identity/None) and its fields."""
     body = pl.col("body")
-    # each regex runs once: the groups are materialised before the many expressions that read them
-    parts = {"_x": _XID, "_s": _SXID, "_m": _MLX5, "_mce": _MCE, "_ed": _EDAC, "_nv": _NVME, "_ga": _GPU_AT}
-    df = df.with_columns(**{k: body.str.extract_groups(rx) for k, rx in parts.items()})
-    rest = pl.col("_x").struct.field("rest")
-    df = df.with_columns(_xr=rest.str.extract_groups(_XID_REST)).with_columns(
-        _xmsg=rest.str.slice(pl.col("_xr").struct.field("head").str.len_chars())
-    )
-    x, xr, s, m, mce, ed, nv, ga = (pl.col(k) for k in ("_x", "_xr", "_s", "_m", "_mce", "_ed", "_nv", "_ga"))
+    # each regex runs once, and only on lines holding its literal: the groups are materialised
+    # before the many expressions that read them
+    parts = {
+        "_s": ("nvidia-nvswitch", _SXID), "_m": ("mlx5_core ", _MLX5), "_mce": ("mce: ", _MCE),
+        "_ed": ("EDAC ", _EDAC), "_nv": ("nvme", _NVME), "_ga": ("NVRM: GPU at", _GPU_AT),
+    }  # fmt: skip
+    after_xid = body.str.split_exact("NVRM: Xid", 1).struct.field("field_1")
+    df = df.with_columns(
+        _x=after_xid.str.extract_groups(_XID),
+        _xa=after_xid,
+        **{k: pl.when(body.str.contains(lit, literal=True)).then(body).str.extract_groups(rx) for k, (lit, rx) in parts.items()},
+    ).with_columns(_xmsg=pl.col("_xa").str.slice(pl.col("_x").struct.field("head").str.len_chars()))
+    x, s, m, mce, ed, nv, ga = (pl.col(k) for k in ("_x", "_s", "_m", "_mce", "_ed", "_nv", "_ga"))
     mlx_msg = m.struct.field("msg")
     mce_msg = mce.struct.field("msg")
-    pid = xr.struct.field("pid")
-    pname = xr.struct.field("pname").str.strip_chars()
+    pid = x.struct.field("pid")
+    pname = x.struct.field("pname").str.strip_chars()
     host_code = (
         pl.when(mlx_msg.str.contains(r"(?i)\blink down\b"))
         .then(pl.lit("mlx5_link_down"))
@@ -329,7 +336,7 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
         process=pl.when(pname.is_not_null() & ~pname.is_in(["<unknown>", "'<unknown>'", "N/A", ""])).then(pname),
         uuid_at=ga.struct.field("uuid"),
         sxid_severity=pl.when(sev_word == "fatal").then(pl.lit("fatal")).when(sev_word.is_not_null()).then(pl.lit("warning")),
-    ).drop(*parts, "_xr", "_xmsg")  # fmt: skip
+    ).drop(*parts, "_x", "_xa", "_xmsg")  # fmt: skip
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:

@@ -114,3 +114,49 @@ def test_xdmod_tres_gpu_table_agrees_with_the_sacct_parser():
     res = parse("\n".join(lines).encode(), ParseContext())
     got = res.tables["job_attempts"]["n_gpus"].fill_null(0).to_list()
     assert got == [gpus for _, gpus in cases] and len(got) == 9
+
+
+@pytest.mark.parametrize("tail", [b"", b"no final newline"])
+def test_chunks_cut_at_line_ends(tmp_path, monkeypatch, tail):
+    """pread chunks of a plain file end after the last newline within CHUNK_BYTES (a longer
+    line stays whole); a decompressing stream is cut at newlines too. Either way the blocks
+    are the file and each comes with its newline count."""
+    import io
+
+    from ingest import runner
+
+    monkeypatch.setattr(runner, "CHUNK_BYTES", 100)
+    monkeypatch.setattr(runner, "_PROBE", 16)
+    lines = [b"x" * n for n in (10, 0, 95, 99, 250, 3, 40, 180, 7)]
+    data = b"\n".join(lines) + b"\n" + tail
+    p = tmp_path / "f.log"
+    p.write_bytes(data)
+    with open(p, "rb") as fh:
+        from_file = list(runner._chunks(fh, plain=True))
+    assert [len(b) for b, _ in from_file] == [12, 96, 100, 251, 45, 181, 8 + len(tail)]
+    for chunks in (from_file, list(runner._chunks(io.BytesIO(data), plain=False))):
+        blocks = [b for b, _ in chunks]
+        assert b"".join(blocks) == data
+        assert [n for _, n in chunks] == [b.count(b"\n") for b in blocks]
+        assert all(b.endswith(b"\n") for b in blocks[: -1 if tail else None])
+
+
+def test_chunks_are_parsed_in_order_with_line_numbers(wh, tmp_path, monkeypatch):
+    """Chunks parse concurrently; every record arrives, with its file-wide line number."""
+    from ingest import runner
+
+    monkeypatch.setattr(runner, "CHUNK_BYTES", 256)
+    lines = [
+        f"[Thu May  1 10:{i // 60:02d}:{i % 60:02d} 2025] NVRM: Xid (PCI:0000:{i % 200:02x}:00): 79, "
+        "pid=1, name=python3, GPU has fallen off the bus."
+        if i % 3 == 0
+        else f"[Thu May  1 10:{i // 60:02d}:{i % 60:02d} 2025] docker0: port {i} entered blocking state"
+        for i in range(600)
+    ]
+    p = tmp_path / "node7.log"
+    p.write_text("\n".join(lines) + "\n")
+    (rep,) = ingest_paths(wh, [p], fmt="kernel")
+    ev = wh.read("hw_events").sort("source_line")
+    assert rep.records == ev.height == 200
+    assert ev["source_line"].to_list() == list(range(1, 601, 3))
+    assert ev["pci_bus"].to_list() == [f"0000:{i % 200:02x}:00.0" for i in range(0, 600, 3)]
