@@ -201,8 +201,8 @@ def _times(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     tz = ctx.tz or "UTC"
     boot = _to_datetime(ctx.options.get("boot_time")) or ctx.time
     ref = ctx.time or ctx.mtime
-    ws = r"\s+"
-    ctime = local_to_utc(pl.col("ctime").str.replace_all(ws, " "), tz, "%a %b %d %H:%M:%S %Y")
+    # a space in a strptime format matches any run of spaces (``Aug  2``): no normalising pass
+    ctime = local_to_utc(pl.col("ctime"), tz, "%a %b %d %H:%M:%S %Y")
     iso_base = pl.col("iso").str.replace(" ", "T").str.replace(",", ".")
     off = pl.col("off").str.extract_groups(r"^([+-])(\d\d):?(\d\d)$")
     off_s = (
@@ -229,7 +229,7 @@ def _times(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     else:
         since_boot = pl.lit(None, dtype=pl.Datetime("us"))
     if ref is not None:
-        sys_s = pl.col("sys").str.replace_all(ws, " ")
+        sys_s = pl.col("sys")
         fmt = "%Y %b %d %H:%M:%S%.f"
         this_year = local_to_utc(pl.lit(f"{ref.year} ") + sys_s, tz, fmt)
         last_year = local_to_utc(pl.lit(f"{ref.year - 1} ") + sys_s, tz, fmt)
@@ -452,41 +452,43 @@ def _describe(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+_KEY = ["hk", "event_type", "device", "code"]  # one event source: collapse and merge stay within it
+
+
+def _runs(ev: pl.DataFrame, order: list[str], starts: pl.Expr) -> pl.DataFrame:
+    """Sort by ``_KEY`` then ``order`` and number runs of rows: a run starts at a new key or
+    where ``starts`` (which may read ``prev_*`` of the previous row) is true. One sort and
+    shifts, not windows over four string columns."""
+    ev = ev.sort([*_KEY, *order])
+    same_key = pl.all_horizontal([(pl.col(k) == pl.col(k).shift(1)).fill_null(False) for k in _KEY])
+    ev = ev.with_columns(prev_t=pl.col("time").shift(1), prev_m=pl.col("message").shift(1))
+    return ev.with_columns(run=(~same_key | starts.fill_null(True)).cum_sum())
+
+
 def _collapse_multiline(ev: pl.DataFrame) -> pl.DataFrame:
     """Lines of one event -> one row: same host/device/code, within ``COLLAPSE_S`` of the
     previous line and with a different text (an identical text is a repeat, not a continuation)."""
-    key = ["hk", "event_type", "device", "code"]
-    ev = ev.sort("line").with_columns(
-        prev_t=pl.col("time").shift(1).over(key),
-        prev_m=pl.col("message").shift(1).over(key),
+    starts = ((pl.col("time") - pl.col("prev_t")).abs() > pl.duration(seconds=COLLAPSE_S)) | (
+        pl.col("message") == pl.col("prev_m")
     )
-    new = (
-        pl.col("prev_t").is_null()
-        | ((pl.col("time") - pl.col("prev_t")).abs() > pl.duration(seconds=COLLAPSE_S))
-        | (pl.col("message") == pl.col("prev_m")).fill_null(False)
-    )
-    ev = ev.with_columns(ev_no=new.cast(pl.Int32).cum_sum().over(key))
     firsts = [
-        "time", "host", "component_class", "component_id", "pci_bus", "uuid", "severity", "action", "pid", "process", "line", "raw",
+        *_KEY, "time", "host", "component_class", "component_id", "pci_bus", "uuid", "severity", "action", "pid", "process", "line", "raw",
     ]  # fmt: skip
-    return ev.group_by([*key, "ev_no"], maintain_order=True).agg(
+    return _runs(ev, ["line"], starts).group_by("run").agg(
         *[pl.col(c).first() for c in firsts],
         # SXID continuation lines carry no Fatal/Non-fatal word: the first line decides.
         message=pl.col("message").unique(maintain_order=True).str.join(" | ").str.slice(0, MESSAGE_LIMIT),
-    )
+    ).drop("run")
 
 
 def _merge_repeats(ev: pl.DataFrame, window_s: float) -> pl.DataFrame:
     """Repeats of the same (host, device, code) less than ``window_s`` after the previous one
     merge into the first, with ``count`` events."""
-    key = ["hk", "event_type", "device", "code"]
-    ev = ev.sort([*key, "time", "line"]).with_columns(gap=pl.col("time").diff().over(key))
-    new = pl.col("gap").is_null() | (pl.col("gap") > pl.duration(microseconds=int(window_s * 1e6)))
-    ev = ev.with_columns(grp=new.cast(pl.Int32).cum_sum().over(key))
-    out = ev.group_by([*key, "grp"]).agg(
-        pl.all().exclude("gap").first(), count=pl.len().cast(pl.Int32)
+    starts = (pl.col("time") - pl.col("prev_t")) > pl.duration(microseconds=int(window_s * 1e6))
+    out = _runs(ev, ["time", "line"], starts).group_by("run").agg(
+        pl.all().exclude("run", "prev_t", "prev_m").first(), count=pl.len().cast(pl.Int32)
     )
-    return out.sort("line").rename({"line": "source_line"})
+    return out.drop("run").sort("line").rename({"line": "source_line"})
 
 
 def _event_ids(rows: pl.DataFrame) -> pl.Series:
