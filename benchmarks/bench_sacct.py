@@ -9,6 +9,7 @@ hostlists, normalizes states and times and numbers attempts. Target: within 3x o
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from benchmarks.targets import status, target
 from ingest.base import ParseContext
 from ingest.runner import ingest_paths
 from ingest.sacct import parse
@@ -86,8 +88,9 @@ def main() -> None:
         ingest_paths(Warehouse(Path(tmp) / "home"), [path])
         full = time.perf_counter() - t
         print(f"goodput ingest (+parquet, manifest): {full:6.2f} s  {n_lines / full:12,.0f} lines/s  ratio {full / duck:.2f}x")
-        print("target: parse within 3x of duckdb read_csv:", "PASS" if ours <= 3 * duck else "FAIL")
+        target("sacct parse within 3x of duckdb read_csv", ours <= 3 * duck, f"{ours / duck:.2f}x")
 
 
 if __name__ == "__main__":
     main()
+    sys.exit(status())

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import resource
 import shutil
+import sys
 import tempfile
 import time
 import zlib
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.targets import status, target
 from ingest.base import ParseContext
 from ingest.dcgm import parse
 from ingest.runner import ingest_paths
@@ -114,25 +116,24 @@ def bench_parser(n_samples: int, repeat: int = 3) -> None:
     print(f"{'':32s}{'samples/s (wall)':>18s}{'samples per CPU-s':>20s}")
     print(f"{'ingest.dcgm.parse':32s}{n_ours / t_ours:>18,.0f}{n_ours / c_ours:>20,.0f}")
     print(f"{'prometheus_client text parser':32s}{n_ref / t_ref:>18,.0f}{n_ref / c_ref:>20,.0f}")
-    print(
-        f"speedup: {(n_ours / t_ours) / (n_ref / t_ref):.1f}x wall, "
-        f"{(n_ours / c_ours) / (n_ref / c_ref):.1f}x per CPU-second (target >= 20x)"
-    )
+    speedup = (n_ours / t_ours) / (n_ref / t_ref)
+    print(f"speedup: {speedup:.1f}x wall, {(n_ours / c_ours) / (n_ref / c_ref):.1f}x per CPU-second")
+    target("DCGM text parse >= 20x prometheus_client", speedup >= 20, f"{speedup:.1f}x wall")
 
 
 def write_dir(root: Path, gb: float, file_mb: int = 256) -> int:
     """Scrape files of about file_mb MB each until gb GB are written; returns bytes written."""
     rng = np.random.default_rng(1)
-    target, written, i = int(gb * 1e9), 0, 0
+    goal, written, i = int(gb * 1e9), 0, 0
     block = "".join(
         scrape_text(f"gpu-node-{k:03d}", 1_714_000_000_000 + 30_000 * k, rng) for k in range(200)
     )
     hosts = 0
-    while written < target:
+    while written < goal:
         host = f"gpu-node-{hosts:04d}"
         path = root / host / "scrapes.prom"
         path.parent.mkdir(parents=True, exist_ok=True)
-        size = min(file_mb << 20, target - written)
+        size = min(file_mb << 20, goal - written)
         reps = max(1, size // len(block))
         with open(path, "w") as fh:
             for r in range(reps):
@@ -190,9 +191,8 @@ def bench_directory(gb: float, keep: bool) -> None:
             f"ingested {len(reports)} files, {rows:,} samples ({quarantined} quarantined) in {dt:.0f} s: "
             f"{rows / dt:,.0f} samples/s, {nbytes / dt / 1e6:.0f} MB/s"
         )
-        print(
-            f"peak RSS during ingest: {peak:,.0f} MB (RSS before: {rss0:,.0f} MB; target < 1536 MB)"
-        )
+        print(f"peak RSS during ingest: {peak:,.0f} MB (RSS before: {rss0:,.0f} MB)")
+        target(f"{gb:g} GB scrape directory ingest peak RSS < 1536 MB", peak < 1536, f"{peak:,.0f} MB")
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
@@ -219,3 +219,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    sys.exit(status())

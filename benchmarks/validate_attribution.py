@@ -28,12 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 
 import polars as pl
+
+from benchmarks.targets import status, target
 
 END_TOLERANCE_S = 120
 PLANNED_WORKLOAD_STATES = ("CANCELLED", "PREEMPTED", "TIMEOUT")
@@ -331,8 +334,13 @@ def main(argv=None) -> None:
     finally:
         if args.out is None:
             shutil.rmtree(root, ignore_errors=True)
-    print("ALL PASS" if ok else "SOME SEEDS FAIL", datetime.now().isoformat(timespec="seconds"))
+    target(
+        "attribution precision and recall >= 0.95, mix error <= 2 pp on every seed",
+        ok,
+        f"seeds {' '.join(map(str, args.seeds))}",
+    )
 
 
 if __name__ == "__main__":
     main()
+    sys.exit(status())

@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from analysis import survival as sv
+from benchmarks.targets import status, target
 
 LAWS = {
     "infant": (0.6, 20_000.0),
@@ -29,7 +30,7 @@ LAWS = {
 }
 
 
-def main() -> int:
+def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--units", type=int, default=3000)
@@ -63,9 +64,9 @@ def main() -> int:
             f"{h['aic_weibull']:6.0%}{'  (shape far from 1)' if far else ''}"
         )
         ok &= h["shape"] >= 0.9 and h["scale"] >= 0.9 and (not far or h["aic_weibull"] == 1.0)
-    print("PASS" if ok else "FAIL: a coverage or AIC target was missed")
-    return 0 if ok else 1
+    target("95% Weibull CI coverage >= 90% per class; AIC picks Weibull when shape is far from 1", ok, f"{args.seeds} seeds")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
+    sys.exit(status())
