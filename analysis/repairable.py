@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-import duckdb
 import numpy as np
 import polars as pl
 
@@ -226,7 +225,7 @@ def refresh_repairable(
     component_history (the host inventory) and gpu_hourly (presence)."""
     interruptions, hw, ne = wh.read("interruptions"), wh.read("hw_events"), wh.read("node_events")
     if windows is None:
-        with duckdb.connect() as con:
+        with wh.connect() as con:
             pres = con.sql(
                 f"SELECT host, min(hour) AS first_hour, max(hour) AS last_hour FROM ({wh.view_sql('gpu_hourly')}) "
                 f"WHERE host IS NOT NULL GROUP BY host"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from datetime import date
 
-import duckdb
 import polars as pl
 
 from warehouse.schemas import TABLES, conform
@@ -69,13 +68,7 @@ def canonical_metric(metric: pl.Expr) -> pl.Expr:
 
 def _partition_dates(wh: Warehouse, table: str) -> dict[date, float]:
     """date partition -> newest file mtime."""
-    out: dict[date, float] = {}
-    for f in wh.files(table):
-        part = f.parent.name
-        if part.startswith("date=") and not part.endswith("__HIVE_DEFAULT_PARTITION__"):
-            d = date.fromisoformat(part[5:])
-            out[d] = max(out.get(d, 0.0), f.stat().st_mtime)
-    return out
+    return {date.fromisoformat(d): t for d, t in wh.partition_mtimes(table).items()}
 
 
 def stale_dates(wh: Warehouse) -> list[date]:
@@ -109,12 +102,10 @@ def refresh_gpu_hourly(wh: Warehouse, dates: list[date] | None = None) -> list[d
     """Recompute gpu_hourly for ``dates`` (default: the stale ones); returns the dates done."""
     todo = stale_dates(wh) if dates is None else sorted(set(dates))
     for d in todo:
-        files = [
-            str(f) for f in wh.files("gpu_samples") if f.parent.name == f"date={d.isoformat()}"
-        ]
+        files = wh.files("gpu_samples", partition=d.isoformat())
         if not files:
             continue
-        with duckdb.connect() as con:
+        with wh.connect() as con:
             frame = con.sql(
                 "SELECT time, cluster, host, gpu, uuid, metric, value FROM read_parquet($files, union_by_name = true)",
                 params={"files": files},
@@ -170,9 +161,7 @@ def refresh_counter_events(wh: Warehouse) -> int:
     if events.height:
         wh.replace_table("hw_events", events, partitions="touched")
     else:  # nothing to write: an old partition must not survive
-        for f in wh.files("hw_events"):
-            if f.parent.name == f"source={COUNTER_SOURCE}":
-                f.unlink()
+        wh.drop_partition("hw_events", COUNTER_SOURCE)
     return events.height
 
 
@@ -228,7 +217,7 @@ def gpu_replacements(samples: pl.DataFrame) -> pl.DataFrame:
 
 def infer_gpu_replacements(wh: Warehouse) -> pl.DataFrame:
     """GPU replacements seen in the whole gpu_samples table, as component_history rows."""
-    with duckdb.connect() as con:
+    with wh.connect() as con:
         # two rows per (slot, uuid), its first and last sighting, stand in for all its samples
         view = wh.view_sql("gpu_samples")
         frame = con.sql(
@@ -250,7 +239,5 @@ def refresh_gpu_replacements(wh: Warehouse) -> int:
     if rows.height:
         wh.replace_table("component_history", rows, partitions="touched")
     else:
-        for f in wh.files("component_history"):
-            if f.parent.name == f"source={REPLACEMENT_SOURCE}":
-                f.unlink()
+        wh.drop_partition("component_history", REPLACEMENT_SOURCE)
     return rows.height

@@ -18,11 +18,12 @@ from warehouse.store import Warehouse
 
 def _raw_counts(wh: Warehouse, table: str) -> dict[str, int]:
     """Rows per source_file in a table's Parquet, before any view-level dedupe."""
-    if not wh.files(table) or "source_file" not in TABLES[table].columns:
+    files = wh.files(table)
+    if not files or "source_file" not in TABLES[table].columns:
         return {}
-    glob = str(wh.parquet / table / "**" / "*.parquet")
-    with duckdb.connect() as con:
-        rows = con.execute(f"SELECT source_file, count(*) FROM read_parquet('{glob}', hive_partitioning=true) GROUP BY 1").fetchall()
+    with wh.connect() as con:
+        rows = con.execute("SELECT source_file, count(*) FROM read_parquet($files, hive_partitioning=true) GROUP BY 1",
+                           {"files": files}).fetchall()
     return dict(rows)
 
 
@@ -32,7 +33,7 @@ def conservation(wh: Warehouse) -> tuple[bool, dict]:
     manifest = wh.read("ingest_manifest")
     quarantined = wh.query("SELECT sha256, count(*) n FROM quarantine GROUP BY 1") if manifest.height else None
     q_by_sha = dict(quarantined.rows()) if quarantined is not None else {}
-    counts = {spec.primary: _raw_counts(wh, spec.primary) for spec in formats().values()}
+    counts = {t: _raw_counts(wh, t) for t in {spec.primary for spec in formats().values()}}
     bad = []
     for m in manifest.iter_rows(named=True):
         spec = formats().get(m["format"])
@@ -48,14 +49,15 @@ def schema(wh: Warehouse) -> tuple[bool, dict]:
     declared ones."""
     bad = []
     for name, spec in TABLES.items():
-        for f in wh.files(name):
-            cols = set(pq.read_schema(f).names)
+        files = wh.files(name)
+        for f in files:
+            cols = set(pq.read_schema(f, filesystem=wh.fs).names)
             extra = cols - set(spec.columns)
             if extra:
-                bad.append(f"{f.relative_to(wh.parquet)}: undeclared {sorted(extra)}")
-        if wh.files(name):
+                bad.append(f"{f[len(wh.parquet) + 1 :]}: undeclared {sorted(extra)}")
+        if files:
             try:
-                with duckdb.connect() as con:
+                with wh.connect() as con:
                     con.execute(f"SELECT * FROM ({wh.view_sql(name)}) LIMIT 1").fetchall()
             except duckdb.Error as exc:
                 bad.append(f"{name}: {str(exc).splitlines()[0]}")
@@ -68,7 +70,7 @@ def duplicate_keys(wh: Warehouse) -> tuple[bool, dict]:
         if not spec.key or not wh.files(name):
             continue
         keys = ", ".join(f'"{k}"' for k in spec.key)
-        with duckdb.connect() as con:
+        with wh.connect() as con:
             n = con.execute(f"SELECT count(*) FROM (SELECT {keys} FROM ({wh.view_sql(name)}) GROUP BY ALL HAVING count(*) > 1)").fetchone()[0]
         if n:
             dups[name] = n
@@ -95,7 +97,7 @@ def fits_converged(wh: Warehouse) -> tuple[bool, dict]:
 
 
 def goodput_bounds(wh: Warehouse) -> tuple[bool, dict]:
-    with duckdb.connect() as con:
+    with wh.connect() as con:
         jobs = con.execute(f"SELECT count(*) FROM ({wh.view_sql('goodput_jobs')}) WHERE goodput < 0 OR goodput > 1 OR goodput IS NULL").fetchone()[0]
         proj = con.execute(
             f"SELECT count(*) FROM ({wh.view_sql('goodput_projections')}) WHERE goodput < 0 OR goodput > 1 OR "

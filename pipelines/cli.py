@@ -1,7 +1,8 @@
 """The ``goodput`` command line (DESIGN.md, command-line section).
 
-Every command takes ``--home``. A user's mistake (missing path, unknown format, bad duration,
-bad SQL) is one line on stderr and exit status 2, never a traceback.
+Every command takes ``--home`` and ``--warehouse-uri``. A user's mistake (missing path, unknown
+format, bad duration, bad SQL, unreachable bucket) is one line on stderr and exit status 2, never
+a traceback.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def _check_tz(tz: str) -> str:
 def _warehouse(args):
     from warehouse.store import Warehouse
 
-    return Warehouse(args.home)
+    return Warehouse(args.home, args.warehouse_uri)
 
 
 # ----------------------------------------------------------------------------- commands
@@ -156,7 +157,8 @@ def cmd_sql(args) -> int:
 def _config(args, **extra):
     from pipelines.resources import GoodputConfig
 
-    return GoodputConfig(home=str(_warehouse(args).home), **extra)
+    wh = _warehouse(args)
+    return GoodputConfig(home=str(wh.home), warehouse_uri=wh.parquet, **extra)
 
 
 def cmd_demo(args) -> int:
@@ -248,9 +250,12 @@ def cmd_report(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="goodput", description=__doc__.splitlines()[0])
     home_help = "warehouse directory (default $GOODPUT_HOME or ./goodput_home)"
+    uri_help = "Parquet root: a directory or s3://bucket/prefix (default $GOODPUT_WAREHOUSE_URI or HOME/parquet)"
     p.add_argument("--home", help=home_help)
+    p.add_argument("--warehouse-uri", help=uri_help)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", default=argparse.SUPPRESS, help=home_help)
+    common.add_argument("--warehouse-uri", default=argparse.SUPPRESS, help=uri_help)
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("demo", parents=[common], help="whole pipeline on the committed sample fleet")
@@ -316,12 +321,13 @@ def main(argv: list[str] | None = None) -> int:
     import warnings
 
     from ingest.runner import UserError
+    from warehouse.store import WarehouseError
 
     warnings.filterwarnings("ignore", message=r".*is currently in (beta|preview)")
     args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0
-    except (CliError, UserError) as exc:
+    except (CliError, UserError, WarehouseError) as exc:
         print(f"goodput: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -15,6 +15,7 @@ class GoodputConfig(dg.ConfigurableResource):
     The same values the CLI takes as flags; set them in the launchpad or in code."""
 
     home: str = ""  # empty: $GOODPUT_HOME, else ./goodput_home
+    warehouse_uri: str = ""  # Parquet root, a directory or s3://bucket/prefix; empty: $GOODPUT_WAREHOUSE_URI, else <home>/parquet
     sources: list[str] = []  # noqa: RUF012 (pydantic copies defaults) - empty: <home>/landing
     cluster: str = "default"
     tz: str = "UTC"
@@ -30,7 +31,7 @@ class GoodputConfig(dg.ConfigurableResource):
     max_quarantine_ratio: float = 0.05  # asset check threshold
 
     def warehouse(self) -> Warehouse:
-        return Warehouse(self.home or None)
+        return Warehouse(self.home or None, self.warehouse_uri or None)
 
     def source_paths(self) -> list[str]:
         return list(self.sources) or [str(self.warehouse().landing)]

@@ -83,7 +83,7 @@ def build(config: GoodputConfig):
 
 def run_pipeline(wh: Warehouse, sources: list[Path | str], **settings) -> list:
     """Ingest ``sources`` then build; returns the asset check results of the build run."""
-    config = GoodputConfig(home=str(wh.home), sources=[str(s) for s in sources], **settings)
+    config = GoodputConfig(home=str(wh.home), warehouse_uri=wh.parquet, sources=[str(s) for s in sources], **settings)
     wh.refresh_catalog()
     ingested = ingest(config)
     wh.refresh_catalog()

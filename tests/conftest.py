@@ -6,6 +6,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -16,6 +17,11 @@ SAMPLE_FLEET = REPO / "sample_data" / "fleet"
 @pytest.fixture
 def wh(tmp_path) -> Warehouse:
     return Warehouse(tmp_path / "home")
+
+
+def table_snapshot(wh: Warehouse) -> dict[str, list]:
+    """Every table's rows (without ingest times), order-free: for equality across warehouses."""
+    return {t: sorted(map(str, wh.read(t).drop("ingested_at", strict=False).rows())) for t in TABLES}
 
 
 def assert_fleet_faults_found(source: str, events: pl.DataFrame) -> None:

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import warnings
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -117,7 +118,7 @@ def test_tampered_parquet_fails_the_schema_check(tmp_path):
     wh = Warehouse(tmp_path / "home")
     ingest_paths(wh, [REPO / "tests" / "fixtures" / "slurm" / "xdmod__accounting-logs.log"])
     assert checks.schema(wh)[0]
-    bogus = wh.parquet / "job_attempts" / "part-bogus.parquet"
+    bogus = Path(wh.parquet) / "job_attempts" / "part-bogus.parquet"
     pl.DataFrame({"job_id": ["1"], "surprise": [1]}).write_parquet(bogus)
     ok, meta = checks.schema(wh)
     assert not ok and "surprise" in meta["first"]

@@ -3,21 +3,18 @@
 import gzip
 import os
 from datetime import datetime
+from pathlib import Path
 
 import polars as pl
 import pytest
 import zstandard
 
 from ingest.runner import UserError, ingest_paths
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, table_snapshot
 from warehouse.schemas import TABLES, conform
 from warehouse.store import Warehouse, resolve_home
 
 SACCT = "JobID|State|Start|End|NodeList|AllocTRES\n1|COMPLETED|2026-01-01T00:00:00|2026-01-01T01:00:00|n1|gres/gpu=8\n2|BROKEN\n"
-
-
-def _snapshot(wh: Warehouse) -> dict[str, list]:
-    return {t: sorted(map(str, wh.read(t).drop("ingested_at", strict=False).rows())) for t in TABLES}
 
 
 def test_every_design_table_is_declared_with_its_key_columns():
@@ -55,13 +52,13 @@ def test_ingest_conserves_records_and_reingest_changes_nothing(wh, tmp_path):
     src.write_text(SACCT)
     first = ingest_paths(wh, [src])
     assert (first[0].records, first[0].rows_ok, first[0].rows_quarantined) == (2, 1, 1)
-    before = _snapshot(wh)
+    before = table_snapshot(wh)
     again = ingest_paths(wh, [src])
     assert again[0].skipped
     # the same bytes under another name are the same file
     (tmp_path / "copy.txt").write_text(SACCT)
     assert ingest_paths(wh, [tmp_path / "copy.txt"])[0].skipped
-    assert _snapshot(wh) == before
+    assert table_snapshot(wh) == before
     q = wh.read("quarantine").row(0, named=True)
     assert q["line"] == 3 and "expected 6 fields" in q["error"] and q["raw"] == "2|BROKEN"
 
@@ -116,12 +113,27 @@ def test_crash_mid_batch_leaves_nothing_visible_and_committed_batches_roll_forwa
 
     staged = Batch(wh, "late")
     staged.add({"quarantine": rows})
-    (staged.stage / "COMMIT").write_bytes(b"ok")
+    (Path(staged.stage) / "COMMIT").write_bytes(b"ok")
+    staged._lock.close()  # its writer dies: the OS releases the lock
     # an uncommitted one is discarded
-    Batch(wh, "partial").add({"quarantine": rows})
+    partial = Batch(wh, "partial")
+    partial.add({"quarantine": rows})
+    partial._lock.close()
     reopened = Warehouse(wh.home)
     assert reopened.read("quarantine").height == 1
-    assert not (wh.parquet / "_staging" / "partial").exists()
+    assert not (Path(wh.parquet) / "_staging" / "partial").exists()
+
+
+def test_opening_the_warehouse_leaves_a_live_batch_alone(wh):
+    """The sensor and parallel runs open the warehouse while an ingest is staging: recovery
+    must not take a live writer's stage for a crashed one."""
+    rows = pl.DataFrame({"error": ["x", "y"], "line": [1, 2]})
+    with wh.batch("live") as b:
+        b.add({"quarantine": rows.head(1)})
+        Warehouse(wh.home)  # another process opens it meanwhile
+        assert (Path(wh.parquet) / "_staging" / "live").exists()
+        b.add({"quarantine": rows.tail(1)})
+    assert wh.read("quarantine")["line"].sort().to_list() == [1, 2]
 
 
 def test_partitioned_tables_and_catalog_views(wh):
@@ -133,7 +145,7 @@ def test_partitioned_tables_and_catalog_views(wh):
     ).with_columns(date=pl.col("time").dt.date())
     with wh.batch("p") as b:
         b.add({"gpu_samples": samples})
-    assert sorted(p.name for p in (wh.parquet / "gpu_samples").iterdir()) == ["date=2026-01-01", "date=2026-01-02"]
+    assert sorted(p.name for p in (Path(wh.parquet) / "gpu_samples").iterdir()) == ["date=2026-01-01", "date=2026-01-02"]
     wh.refresh_catalog()
     got = wh.sql("select date, value from gpu_samples order by date").fetchall()
     assert [str(d) for d, _ in got] == ["2026-01-01", "2026-01-02"] and got[1][1] is None
@@ -146,3 +158,17 @@ def test_partitioned_tables_and_catalog_views(wh):
     assert wh.read("gpu_hourly").sort("hour")["n"].to_list() == [5, 1]
     wh.replace_table("gpu_hourly", hourly.tail(1))
     assert wh.read("gpu_hourly")["host"].to_list() == ["b"]
+
+
+def test_a_home_pointed_at_another_root_reads_that_root(tmp_path):
+    """The catalog lives in the home; its views follow the Parquet root in use, not the one it
+    was first built for."""
+    home, src = tmp_path / "home", tmp_path / "s.txt"
+    src.write_text(SACCT)
+    a = Warehouse(home, tmp_path / "root_a")
+    ingest_paths(a, [src])
+    a.refresh_catalog()
+    count = "select count(*) from job_attempts"
+    assert a.sql(count).fetchone()[0] == 1
+    assert Warehouse(home, tmp_path / "root_b").sql(count).fetchone()[0] == 0
+    assert Warehouse(home, tmp_path / "root_a").query(count).item() == 1
