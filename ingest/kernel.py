@@ -34,9 +34,8 @@ from pathlib import PurePath
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
-from ingest.base import FormatSpec, ParseContext, ParseResult
+from ingest.base import FormatSpec, ParseContext, ParseResult, text_pieces, valid_utf8
 from ingest.times import local_to_utc
 from ingest.xid_catalog import UNKNOWN_XID, xid_catalog
 from warehouse.schemas import TABLES, conform, quarantine_frame
@@ -134,11 +133,8 @@ def _lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:
     search for that byte then gives the hit offsets. Only the lines around hits are cut out, and
     their numbers come from counting newlines between consecutive candidate lines. This keeps
     extraction near ``grep -c`` speed (benchmarks/bench_kernel.py)."""
-    buf = data
+    buf = valid_utf8(data)  # repaired once if need be: offsets then index the repaired bytes
     blocks = _blocks(buf)
-    if blocks is None:  # invalid UTF-8 somewhere: repair once; offsets then index the repaired bytes
-        buf = data.decode("utf-8", "replace").encode("utf-8")
-        blocks = _blocks(buf)
     hits = _hit_offsets(blocks, buf)
     if len(hits) == 0:
         return pl.DataFrame(schema={"line": pl.Int64, "raw": pl.Utf8})
@@ -148,22 +144,15 @@ def _lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:
     raw = [buf[s : (e if e >= 0 else n)].decode("utf-8") for s, e in zip(starts.tolist(), ends)]
     # newlines before each candidate line: counted over the line-aligned stretches between them
     seg = np.concatenate(([0], starts)).astype(np.int64)
-    gaps = _text(buf, seg).str.count_matches("\n").cast(pl.Int64).cum_sum()
+    gaps = text_pieces(buf, seg).str.count_matches("\n").cast(pl.Int64).cum_sum()
     return pl.DataFrame({"line": gaps + (ctx.line_offset + 1), "raw": raw}).with_columns(
         pl.col("raw").str.strip_suffix("\r")
     )
 
 
-def _text(buf: bytes, cuts: np.ndarray) -> pl.Series:
-    """Zero-copy Utf8 pieces ``buf[cuts[i]:cuts[i+1]]`` (``buf`` must be valid UTF-8 and the cuts
-    on character boundaries: Arrow does not check)."""
-    arr = pa.Array.from_buffers(pa.large_string(), len(cuts) - 1, [None, pa.py_buffer(cuts), pa.py_buffer(buf)])
-    return pl.from_arrow(arr)
-
-
-def _blocks(buf: bytes) -> pl.DataFrame | None:
+def _blocks(buf: bytes) -> pl.DataFrame:
     """(block text, byte offset of the block) over newline-aligned ~_BLOCK-byte pieces of
-    ``buf`` without copying it; None when ``buf`` is not valid UTF-8 (pure ASCII skips the check)."""
+    ``buf`` (valid UTF-8) without copying it."""
     cuts, find, p = [0], buf.find, _BLOCK
     while p < len(buf) and (nl := find(b"\n", p)) >= 0:
         cuts.append(nl + 1)
@@ -171,15 +160,7 @@ def _blocks(buf: bytes) -> pl.DataFrame | None:
     if cuts[-1] != len(buf):
         cuts.append(len(buf))
     cuts = np.array(cuts, dtype=np.int64)
-    if buf.isascii():
-        text = _text(buf, cuts)
-    else:
-        arr = pa.Array.from_buffers(pa.large_binary(), len(cuts) - 1, [None, pa.py_buffer(cuts), pa.py_buffer(buf)])
-        try:
-            text = pl.from_arrow(arr).cast(pl.Utf8)
-        except pl.exceptions.ComputeError:
-            return None
-    return pl.DataFrame({"block": text, "base": cuts[:-1]})
+    return pl.DataFrame({"block": text_pieces(buf, cuts), "base": cuts[:-1]})
 
 
 def _hit_offsets(blocks: pl.DataFrame, buf: bytes) -> np.ndarray:
