@@ -8,6 +8,8 @@ import shutil
 import polars as pl
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES
@@ -160,3 +162,18 @@ def test_chunks_are_parsed_in_order_with_line_numbers(wh, tmp_path, monkeypatch)
     assert rep.records == ev.height == 200
     assert ev["source_line"].to_list() == list(range(1, 601, 3))
     assert ev["pci_bus"].to_list() == [f"0000:{i % 200:02x}:00.0" for i in range(0, 600, 3)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300) | st.lists(st.sampled_from([b"a", b"\n", b"\r", b"\xff", "é".encode(), b"x" * 20])).map(b"".join))
+def test_numbered_lines_splits_like_python(data):
+    """Zero-copy line views equal decoding with replacement and splitting at newlines (a final
+    newline adds no line; one trailing CR is dropped)."""
+    from ingest.base import ParseContext, numbered_lines
+
+    want = data.decode("utf-8", "replace").split("\n")
+    if want[-1] == "":
+        want.pop()
+    got = numbered_lines(data, ParseContext(line_offset=5))
+    assert got["raw"].to_list() == [w.removesuffix("\r") for w in want]
+    assert got["line"].to_list() == list(range(6, 6 + len(want)))
