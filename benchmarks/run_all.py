@@ -1,4 +1,4 @@
-"""Every benchmark at its default size, one after another (``make bench``, ~20 min on 2 cores),
+"""Every benchmark at its default size, one after another (``make bench``, ~5 min on 2 cores),
 then the table of their ``TARGET`` lines. Exits non-zero when a target is missed or a
 benchmark fails to run.
 
