@@ -1,8 +1,8 @@
 """Give hardware events their GPU index.
 
 The kernel names a GPU only by PCI bus id (``PCI:0000:cb:00``) and sometimes its UUID; the
-index comes from telemetry (UUID -> index per host) and from events that carry both a bus id
-and a known index (the board layout, learned per host and fleet-wide).
+index comes from telemetry (UUID or bus id -> index per host) and from events that carry both
+a bus id and a known index (the board layout, learned per host and fleet-wide).
 """
 
 from __future__ import annotations
@@ -13,26 +13,32 @@ import polars as pl
 def fill_gpu_index(hw_events: pl.DataFrame, gpu_hourly: pl.DataFrame) -> pl.DataFrame:
     """Give events that name a GPU only by UUID or PCI bus their GPU index.
 
-    UUID -> index from telemetry (host, uuid, gpu). PCI bus -> index is learned from events that
-    carry both (after the UUID step): per host, else fleet-wide when the bus maps to exactly one
-    index across all hosts (one board layout). Events whose GPU stays unknown keep a null."""
-    ids = (
-        gpu_hourly.select("host", "uuid", _g=pl.col("gpu").cast(pl.Int32))
+    From telemetry first: (host, uuid) -> index, then (host, bus) -> index where the exporter
+    labels its GPUs with their bus id (dcgm-exporter ``pci_bus_id``, nvidia-smi ``pci.bus_id``)
+    and the bus names one index. Then the board layout, learned from those labels and from events
+    that carry both a bus and an index: per host, else fleet-wide when the bus maps to exactly one
+    index across all hosts. Events whose GPU stays unknown keep a null."""
+    gpus = gpu_hourly.select("host", "uuid", "pci_bus", _g=pl.col("gpu").cast(pl.Int32))
+    ids = gpus.select("host", "uuid", "_g").drop_nulls().unique(["host", "uuid"])
+    buses = (
+        gpus.select("host", _bus="pci_bus", _gt="_g")
         .drop_nulls()
-        .unique(["host", "uuid"])
+        .group_by("host", "_bus")
+        .agg(pl.col("_gt").first(), _nt=pl.col("_gt").n_unique())
     )
     ev = (
         hw_events.join(ids, on=["host", "uuid"], how="left")
-        .with_columns(
-            gpu=pl.coalesce(pl.col("gpu"), pl.col("_g")), _bus=pl.col("pci_bus")
-        )
-        .drop("_g")
+        .with_columns(_bus=pl.col("pci_bus"))
+        .join(buses, on=["host", "_bus"], how="left")
+        .with_columns(gpu=pl.coalesce("gpu", "_g", pl.when(pl.col("_nt") == 1).then(pl.col("_gt"))))
+        .drop("_g", "_gt", "_nt")
     )
-    known = (
-        ev.filter(pl.col("gpu").is_not_null() & pl.col("_bus").is_not_null())
-        .select("host", "_bus", "gpu")
-        .unique()
-    )
+    known = pl.concat(
+        [
+            ev.filter(pl.col("gpu").is_not_null() & pl.col("_bus").is_not_null()).select("host", "_bus", "gpu"),
+            gpus.select("host", _bus="pci_bus", gpu="_g").drop_nulls(),
+        ]
+    ).unique()
     per_host = known.group_by("host", "_bus").agg(
         _gh=pl.col("gpu").first(), _nh=pl.col("gpu").n_unique()
     )

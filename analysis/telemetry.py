@@ -1,6 +1,6 @@
 """GPU telemetry derived tables: hourly rollups, error-counter events, UUID-change replacements.
 
-- ``gpu_hourly``: per (hour, host, gpu, uuid, metric) n/mean/min/max/last of non-null values,
+- ``gpu_hourly``: per (hour, host, gpu, uuid, PCI bus, metric) n/mean/min/max/last of non-null values,
   recomputed only for the date partitions whose ``gpu_samples`` files are newer than the rollup.
 - ``hw_events`` (``source='dcgm_counter'``): increments of cumulative error counters per
   (host, gpu, uuid, metric). A decrease is a reset (reboot, replacement) and not an event; the
@@ -84,7 +84,7 @@ def hourly_rollup(samples: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         samples.lazy()
         .filter(pl.col("value").is_not_null() & pl.col("value").is_not_nan())
         .with_columns(hour=pl.col("time").dt.truncate("1h"))
-        .group_by("hour", "cluster", "host", "gpu", "uuid", "metric")
+        .group_by("hour", "cluster", "host", "gpu", "uuid", "pci_bus", "metric")
         .agg(
             n=pl.len().cast(pl.Int64),
             mean=pl.col("value").mean(),
@@ -98,6 +98,9 @@ def hourly_rollup(samples: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     )
 
 
+_ROLLUP_INPUT = ("time", "cluster", "host", "gpu", "uuid", "pci_bus", "metric", "value")
+
+
 def refresh_gpu_hourly(wh: Warehouse, dates: list[date] | None = None) -> list[date]:
     """Recompute gpu_hourly for ``dates`` (default: the stale ones); returns the dates done."""
     todo = stale_dates(wh) if dates is None else sorted(set(dates))
@@ -106,11 +109,13 @@ def refresh_gpu_hourly(wh: Warehouse, dates: list[date] | None = None) -> list[d
         if not files:
             continue
         with wh.connect() as con:
+            # only the columns the rollup needs, of those the files have (older files may lack
+            # a column the schema gained; conform adds it as nulls)
             frame = con.sql(
-                "SELECT time, cluster, host, gpu, uuid, metric, value FROM read_parquet($files, union_by_name = true)",
+                f"SELECT COLUMNS(lambda c: c IN {_ROLLUP_INPUT}) FROM read_parquet($files, union_by_name = true)",
                 params={"files": files},
             ).pl()
-        wh.replace_table("gpu_hourly", hourly_rollup(frame), partitions="touched")
+        wh.replace_table("gpu_hourly", hourly_rollup(conform("gpu_samples", frame)), partitions="touched")
     return todo
 
 

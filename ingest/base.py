@@ -110,5 +110,15 @@ def text_pieces(buf: bytes, cuts: np.ndarray) -> pl.Series:
     return pl.from_arrow(arr)
 
 
+def normalize_pci(expr: pl.Expr) -> pl.Expr:
+    """``PCI:0019:01:00`` / ``00000000:CB:00.0`` -> ``0019:01:00.0`` (lowercase, 4-digit domain):
+    the one spelling of a GPU's bus id, so kernel events and telemetry join on it."""
+    g = expr.str.to_lowercase().str.extract_groups(
+        r"([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})(?:\.([0-7]))?"
+    )
+    dom = g.struct.field("1").str.slice(-4)
+    return pl.format("{}:{}:{}.{}", dom, g.struct.field("2"), g.struct.field("3"), g.struct.field("4").fill_null("0"))
+
+
 def whole_file_quarantine(data: bytes, error: str, line: int = 1) -> pl.DataFrame:
     return quarantine_frame([line], [data[:500].decode("utf-8", "replace")], [error])

@@ -23,7 +23,7 @@ from pathlib import PurePath
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult
+from ingest.base import FormatSpec, ParseContext, ParseResult, normalize_pci
 from warehouse.schemas import QUARANTINE_COLUMNS, TABLES, conform, quarantine_frame
 
 SOURCE = "dcgm"
@@ -46,6 +46,7 @@ LABEL_COLUMNS = {
     "Hostname": "host",
     "gpu": "gpu",
     "UUID": "uuid",
+    "pci_bus_id": "pci_bus",
     "modelName": "model",
     "GPU_I_PROFILE": "mig_profile",
     "GPU_I_ID": "mig_instance",
@@ -115,6 +116,8 @@ def label_columns(labels: pl.Series) -> pl.DataFrame:
         val = pl.col("labels").str.extract(rf'(?:^|[,{{\s]){label}\s*=\s*"((?:[^"\\]|\\.)*)"', 1)
         if col == "gpu":
             val = val.cast(pl.Int32, strict=False)
+        elif col == "pci_bus":
+            val = normalize_pci(val)
         else:
             val = pl.when(val == "").then(None).otherwise(val)
         exprs.append(val.alias(col))

@@ -35,7 +35,14 @@ from pathlib import PurePath
 import numpy as np
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, text_pieces, valid_utf8
+from ingest.base import (
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    normalize_pci,
+    text_pieces,
+    valid_utf8,
+)
 from ingest.times import local_to_utc
 from ingest.xid_catalog import UNKNOWN_XID, xid_catalog
 from warehouse.schemas import TABLES, conform, quarantine_frame
@@ -102,15 +109,6 @@ def host_from_filename(path: str) -> str | None:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]*", stem) or stem.lower() in GENERIC_LOG_NAMES:
         return None
     return stem
-
-
-def normalize_pci(expr: pl.Expr) -> pl.Expr:
-    """``PCI:0019:01:00`` / ``00000000:CB:00.0`` -> ``0019:01:00.0`` (lowercase, 4-digit domain)."""
-    g = expr.str.to_lowercase().str.extract_groups(
-        r"([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})(?:\.([0-7]))?"
-    )
-    dom = g.struct.field("1").str.slice(-4)
-    return pl.format("{}:{}:{}.{}", dom, g.struct.field("2"), g.struct.field("3"), g.struct.field("4").fill_null("0"))
 
 
 def _to_datetime(v) -> datetime | None:

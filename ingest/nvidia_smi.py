@@ -17,7 +17,7 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, numbered_lines
+from ingest.base import FormatSpec, ParseContext, ParseResult, normalize_pci, numbered_lines
 from ingest.dcgm import host_from_path
 from ingest.times import local_to_utc
 from warehouse.schemas import QUARANTINE_COLUMNS, TABLES, conform, quarantine_frame
@@ -79,6 +79,7 @@ def _segment(rows: pl.DataFrame, fields: list[str], ctx: ParseContext):
     wide = wide.with_columns(
         gpu=ident("index").cast(pl.Int32, strict=False),
         uuid=ident("uuid", "gpu_uuid"),
+        pci_bus=normalize_pci(ident("pci.bus_id", "gpu_bus_id")),
         model=ident("name", "gpu_name"),
         time=pl.coalesce(own, pl.lit(ctx.time or ctx.mtime, dtype=pl.Datetime("us"))),
     )
@@ -86,7 +87,7 @@ def _segment(rows: pl.DataFrame, fields: list[str], ctx: ParseContext):
     if not metrics:
         return pl.DataFrame(), quarantine
     long = wide.unpivot(
-        index=["line", "raw", "gpu", "uuid", "model", "time"],
+        index=["line", "raw", "gpu", "uuid", "pci_bus", "model", "time"],
         on=metrics,
         variable_name="metric",
         value_name="text",

@@ -16,7 +16,7 @@ import json
 import numpy as np
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, whole_file_quarantine
+from ingest.base import FormatSpec, ParseContext, ParseResult, normalize_pci, whole_file_quarantine
 from ingest.dcgm import LABEL_COLUMNS, host_from_path, is_str_blank, sentinel_to_null, xid_metric
 from warehouse.schemas import QUARANTINE_COLUMNS, conform, quarantine_frame
 
@@ -120,6 +120,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             pl.col("host"), pl.lit(fallback_host, dtype=pl.Utf8), pl.col("instance_host")
         ),
         gpu=pl.col("gpu").cast(pl.Int32, strict=False),
+        pci_bus=normalize_pci(pl.col("pci_bus")),
         value=sentinel_to_null(pl.col("value")),
         date=pl.col("time").dt.date(),
         cluster=pl.lit(ctx.cluster),

@@ -73,7 +73,8 @@ def test_labels_times_hosts_and_errors():
     text = (
         b"# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"
         b'DCGM_FI_DEV_GPU_TEMP{gpu="1",UUID="GPU-a",Hostname="dgx-07",modelName="NVIDIA H100 80GB HBM3",'
-        b'GPU_I_PROFILE="1g.10gb",GPU_I_ID="3",pod="p-0",namespace="ml",container="c"} 41 1714564800123\n'
+        b'GPU_I_PROFILE="1g.10gb",GPU_I_ID="3",pod="p-0",namespace="ml",container="c",'
+        b'pci_bus_id="00000000:CB:00.0"} 41 1714564800123\n'
         b'DCGM_FI_DEV_GPU_TEMP{gpu="2", UUID="GPU-b"} 42\r\n'
         b'DCGM_FI_DEV_FB_USED{gpu="2",note="a b} c"} 7\n'
         b'DCGM_FI_DEV_POWER_USAGE{gpu="3"} NaN 1714564800000\n'
@@ -88,11 +89,12 @@ def test_labels_times_hosts_and_errors():
     assert r.records == 9 and s.height == 7
     first = s.row(0, named=True)
     assert first["time"] == datetime(2024, 5, 1, 12, 0, 0, 123000)
-    assert (first["host"], first["gpu"], first["uuid"], first["model"]) == (
+    assert (first["host"], first["gpu"], first["uuid"], first["model"], first["pci_bus"]) == (
         "dgx-07",
         1,
         "GPU-a",
         "NVIDIA H100 80GB HBM3",
+        "0000:cb:00.0",  # the kernel's spelling of the bus id
     )
     assert (
         first["mig_profile"],

@@ -196,6 +196,37 @@ def test_uuid_from_the_driver_identity_line_and_gpu_from_telemetry():
     assert ev["caused_by"].to_list() == [None, ev["event_id"][0]]
 
 
+def test_gpu_index_from_telemetry_bus_labels_uuid_and_learned_layout():
+    """fill_gpu_index: (host, uuid) and (host, bus) from telemetry, then the bus layout learned
+    from events that carry an index; an ambiguous bus stays unknown."""
+    from analysis.gpu_identity import fill_gpu_index
+    from warehouse.schemas import conform
+
+    hourly = pl.DataFrame(
+        {
+            "host": ["a", "a", "a", "b", "b"],
+            "gpu": [0, 1, 2, 5, 6],
+            "uuid": ["GPU-0", None, None, None, None],
+            "pci_bus": [None, "0000:2a:00.0", "0000:3a:00.0", "0000:9a:00.0", "0000:9a:00.0"],
+        }
+    )
+    events = conform(
+        "hw_events",
+        pl.DataFrame(
+            {
+                "host": ["a", "a", "c", "c", "b", "a"],
+                "uuid": ["GPU-0", None, None, None, None, None],
+                "pci_bus": ["0000:18:00.0", "0000:2a:00.0", "0000:18:00.0", "0000:3a:00.0", "0000:9a:00.0", "0000:5d:00.0"],
+            }
+        ),
+    )
+    got = fill_gpu_index(events, conform("gpu_hourly", hourly))
+    # by uuid; by bus label; c's 0000:18 learned from a's first event; c's 0000:3a learned from
+    # a's telemetry-labelled bus; b's 0000:9a names two indices; a's 0000:5d is never seen
+    assert got["gpu"].to_list() == [0, 1, 0, 2, None, None]
+    assert got.columns == events.columns
+
+
 def test_runner_conservation_and_idempotence(wh, tmp_path):
     log = tmp_path / "gpu-node-009.log"
     log.write_text(REAL.read_text())

@@ -2,7 +2,7 @@
 
 import gzip
 import os
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 
 import polars as pl
@@ -172,3 +172,24 @@ def test_a_home_pointed_at_another_root_reads_that_root(tmp_path):
     assert a.sql(count).fetchone()[0] == 1
     assert Warehouse(home, tmp_path / "root_b").sql(count).fetchone()[0] == 0
     assert Warehouse(home, tmp_path / "root_a").query(count).item() == 1
+
+
+def test_files_written_before_a_column_was_declared_read_it_as_null(wh):
+    """The schema grows (gpu_samples gained pci_bus); Parquet written before still reads."""
+    old = conform("gpu_samples", pl.DataFrame({"time": [datetime(2026, 1, 1)], "metric": ["m"], "value": [1.0]}))
+    old = old.drop("pci_bus").with_columns(date=pl.col("time").dt.date())
+    folder = Path(wh.parquet) / "gpu_samples" / "date=2026-01-01"
+    folder.mkdir(parents=True)
+    old.drop("date").write_parquet(folder / "part-old.parquet")
+    assert wh.read("gpu_samples")["pci_bus"].to_list() == [None]  # no file has the column yet
+    from analysis.telemetry import refresh_gpu_hourly
+
+    assert refresh_gpu_hourly(wh) == [date(2026, 1, 1)]
+    assert wh.read("gpu_hourly").select("pci_bus", "n").rows() == [(None, 1)]
+    new = conform("gpu_samples", old.with_columns(pci_bus=pl.lit("0000:07:00.0"), value=pl.lit(2.0)))
+    with wh.batch("new") as b:
+        b.add({"gpu_samples": new})
+    got = wh.read("gpu_samples").sort("value")
+    assert got["pci_bus"].to_list() == [None, "0000:07:00.0"] and got["date"].to_list() == [date(2026, 1, 1)] * 2
+    wh.refresh_catalog()
+    assert wh.sql("select count(pci_bus), count(*) from gpu_samples").fetchall() == [(1, 2)]

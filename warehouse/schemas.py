@@ -166,6 +166,7 @@ TABLES: dict[str, Table] = {
                 "host": STR,
                 "gpu": I32,
                 "uuid": STR,
+                "pci_bus": STR,  # dddd:bb:dd.f, as hw_events.pci_bus
                 "model": STR,
                 "mig_profile": STR,
                 "mig_instance": STR,
@@ -198,6 +199,7 @@ TABLES: dict[str, Table] = {
                 "host": STR,
                 "gpu": I32,
                 "uuid": STR,
+                "pci_bus": STR,
                 "metric": STR,
                 "n": I64,
                 "mean": F64,

@@ -287,9 +287,15 @@ class Warehouse:
                 src = f"NULLIF(CAST({src} AS VARCHAR), '{_NULL_PARTITION}')"
             exprs.append(f'CAST({src} AS {duck_type(t)}) AS "{c}"')
         glob = f"{self.parquet}/{name}/**/*.parquet".replace("'", "''")
+        # a column added to the schema after a file was written reads as null there: the empty
+        # row set names every declared column and UNION BY NAME fills the gaps
+        typed = ", ".join(
+            f'CAST(NULL AS {"VARCHAR" if c == spec.partition else duck_type(t)}) AS "{c}"'
+            for c, t in spec.columns.items()
+        )
         sql = (
-            f"SELECT {', '.join(exprs)} FROM read_parquet('{glob}', hive_partitioning = true, "
-            f"union_by_name = true)"
+            f"SELECT {', '.join(exprs)} FROM (SELECT * FROM read_parquet('{glob}', hive_partitioning = true, "
+            f"union_by_name = true) UNION ALL BY NAME SELECT {typed} WHERE false)"
         )
         return _deduped(sql, spec) if spec.dedupe else sql
 
