@@ -107,3 +107,16 @@ def test_runner_conservation_and_idempotence(wh, tmp_path):
     assert wh.read("gpu_samples").sort("gpu", "metric")["value"].to_list() == [250.0, 40.0, None]
     (again,) = ingest_paths(wh, [p])
     assert again.skipped and wh.read("gpu_samples").height == 3
+
+
+def test_bus_id_is_kept_in_the_kernel_spelling():
+    data = (
+        b"index, pci.bus_id, temperature.gpu\n"
+        b"0, 00000000:CB:00.0, 41\n"
+        b"1, 00000000:DB:00.0, 43\n"
+    )
+    s = parse(data, ParseContext(time=datetime(2024, 5, 1), host="n1")).tables["gpu_samples"]
+    assert s.select("gpu", "pci_bus", "metric", "value").rows() == [
+        (0, "0000:cb:00.0", "temperature.gpu", 41.0),
+        (1, "0000:db:00.0", "temperature.gpu", 43.0),
+    ]
