@@ -119,9 +119,9 @@ def llama3_frame() -> pl.DataFrame:
 SOURCES = ["this fleet", "Llama 3 (published)"]
 
 
-def causes_chart(interruptions: pl.DataFrame) -> alt.HConcatChart:
-    """Pareto of unexpected interruptions by class, beside this fleet's vs Llama 3's mix."""
-    mix = cause_mix_frame(interruptions)
+def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
+    """Pareto of unexpected interruptions by class (``cause_mix_frame``), beside this fleet's vs
+    Llama 3's mix (``llama3_frame``)."""
     order = mix["cause_class"].to_list()
     bars = (
         alt.Chart(mix)
@@ -156,7 +156,6 @@ def causes_chart(interruptions: pl.DataFrame) -> alt.HConcatChart:
         .resolve_scale(y="independent")
         .properties(width=WIDTH // 2, height=HEIGHT, title="This fleet: Pareto by class")
     )
-    ref = llama3_frame()
     both = pl.concat(
         [
             mix.select("cause_class", "share", "count").with_columns(
@@ -225,11 +224,11 @@ def _unit_line(color: str) -> alt.Chart:
     return alt.Chart(pl.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[4, 4], color=color).encode(x="x:Q")
 
 
-def failure_rate_chart(failure_rates: pl.DataFrame) -> alt.HConcatChart:
-    """Forest plot of rate per 1,000 unit-days (log x, 95% CI) and the Weibull shape per class."""
+def failure_rate_chart(rates: pl.DataFrame) -> alt.HConcatChart:
+    """Forest plot of rate per 1,000 unit-days (log x, 95% CI) and the Weibull shape per class,
+    from ``rates_frame``."""
     df = (
-        rates_frame(failure_rates)
-        .filter(pl.col("rate_per_1k_unit_days") > 0)
+        rates.filter(pl.col("rate_per_1k_unit_days") > 0)
         .with_columns(
             pl.when(pl.col("rate_ci_low") > 0)
             .then(pl.col("rate_ci_low"))
@@ -316,9 +315,10 @@ def survival_frame(survival_curves: pl.DataFrame, max_points: int = 120) -> pl.D
     )
 
 
-def survival_chart(survival_curves: pl.DataFrame) -> alt.LayerChart:
-    """Kaplan-Meier survival per class with 95% CI bands; click the legend to isolate a class."""
-    df = survival_frame(survival_curves).with_columns(
+def survival_chart(km: pl.DataFrame) -> alt.LayerChart:
+    """Kaplan-Meier survival per class (``survival_frame``) with 95% CI bands; click the legend
+    to isolate a class."""
+    df = km.with_columns(
         pl.col("ci_low").fill_null(pl.col("survival")),
         pl.col("ci_high").fill_null(pl.col("survival")),
     )
@@ -386,10 +386,10 @@ def trend_frame(failure_rates: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def rate_trend_chart(failure_rates: pl.DataFrame) -> alt.LayerChart:
-    """Monthly failure rate per class with 95% CI; a month with no failure is an open triangle
-    on a floor value (a log axis has no zero) and is not joined by the line."""
-    df = trend_frame(failure_rates).filter(pl.col("rate_per_1k_unit_days").is_not_null())
+def rate_trend_chart(trend: pl.DataFrame) -> alt.LayerChart:
+    """Monthly failure rate per class (``trend_frame``) with 95% CI; a month with no failure is
+    an open triangle on a floor value (a log axis has no zero) and is not joined by the line."""
+    df = trend.filter(pl.col("rate_per_1k_unit_days").is_not_null())
     pos = df.filter(pl.col("rate_per_1k_unit_days") > 0)["rate_per_1k_unit_days"]
     floor = float(pos.min()) / 4 if pos.len() else 1e-3
     df = df.with_columns(
@@ -511,9 +511,10 @@ def scale_frame(projections: pl.DataFrame) -> pl.DataFrame:
     return df.unique("n_gpus", keep="first").sort("n_gpus")
 
 
-def scale_chart(projections: pl.DataFrame, target_gpus: int | None = None) -> alt.VConcatChart:
-    """Projected goodput vs job size with its CI band, and Daly's checkpoint interval below."""
-    df = scale_frame(projections).with_columns(
+def scale_chart(scale: pl.DataFrame, target_gpus: int | None = None) -> alt.VConcatChart:
+    """Projected goodput vs job size (``scale_frame``) with its CI band, and Daly's checkpoint
+    interval below."""
+    df = scale.with_columns(
         pl.col("goodput_ci_low").fill_null(pl.col("goodput")),
         pl.col("goodput_ci_high").fill_null(pl.col("goodput")),
         (pl.col("optimal_interval_hours") * 60).alias("interval_min"),
@@ -631,9 +632,10 @@ def sensitivity_frame(projections: pl.DataFrame) -> pl.DataFrame:
     ).sort("knob_value", descending=True)
 
 
-def tornado_chart(projections: pl.DataFrame) -> alt.LayerChart:
-    """Goodput gain (percentage points) from each single improvement, largest first."""
-    df = sensitivity_frame(projections).select(
+def tornado_chart(sens: pl.DataFrame) -> alt.LayerChart:
+    """Goodput gain (percentage points) from each single improvement (``sensitivity_frame``),
+    largest first."""
+    df = sens.select(
         "change", "knob", "gain_pp", "goodput", "goodput_base", "n_gpus", "method"
     )
     order = df["change"].to_list()
@@ -687,9 +689,9 @@ def badput_frame(goodput_jobs: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
-def goodput_chart(goodput_jobs: pl.DataFrame) -> alt.HConcatChart:
-    """Measured goodput per job chain (histogram weighted by GPU-hours) and the badput split."""
-    hist = goodput_hist_frame(goodput_jobs)
+def goodput_chart(hist: pl.DataFrame, badput: pl.DataFrame) -> alt.HConcatChart:
+    """Measured goodput per job chain (``goodput_hist_frame``, weighted by GPU-hours) and the
+    badput split (``badput_frame``)."""
     h = (
         alt.Chart(hist)
         .mark_bar(color="#4c78a8")
@@ -711,7 +713,7 @@ def goodput_chart(goodput_jobs: pl.DataFrame) -> alt.HConcatChart:
         )
         .properties(width=WIDTH // 2, height=HEIGHT, title="Distribution (weighted by GPU-hours)")
     )
-    parts = badput_frame(goodput_jobs).with_columns(pl.lit("GPU-hours").alias("all"))
+    parts = badput.with_columns(pl.lit("GPU-hours").alias("all"))
     order = [p[1] for p in BADPUT_PARTS]
     b = (
         alt.Chart(parts)
@@ -767,10 +769,9 @@ def ingest_frame(manifest: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def data_quality_chart(manifest: pl.DataFrame) -> alt.HConcatChart:
-    """Rows kept and records quarantined per source format (symlog x: volumes differ by 10^5
-    and a log scale has no zero for bars to start from)."""
-    df = ingest_frame(manifest)
+def data_quality_chart(df: pl.DataFrame) -> alt.HConcatChart:
+    """Rows kept and records quarantined per source format (``ingest_frame``; symlog x: volumes
+    differ by 10^5 and a log scale has no zero for bars to start from)."""
     long = (
         df.unpivot(
             index=["format", "files", "quarantined_share"],

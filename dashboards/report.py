@@ -262,7 +262,7 @@ def _causes(t: dict) -> Section:
             else f"no unexpected interruptions ({intr.height:,} planned ones only)"
         )
         return s
-    s.chart = charts.causes_chart(intr)
+    s.chart = charts.causes_chart(mix, ref)
     top = mix.row(0, named=True)
     ref_share = ref.filter(pl.col("cause_class") == top["cause_class"])["share"]
     llama = _pct(ref_share[0], 0) if ref_share.len() else "0%"
@@ -282,7 +282,7 @@ def _rates(t: dict) -> Section:
     if pos.height == 0:
         s.note = NO_DATA if df.height == 0 else "no failures observed in any class yet"
         return s
-    s.chart = charts.failure_rate_chart(t["failure_rates"])
+    s.chart = charts.failure_rate_chart(df)
     r = pos.row(0, named=True)
     text = (
         f"{r['component_class']} fails most often: {_num(r['rate_per_1k_unit_days'])} failures per 1,000 "
@@ -312,7 +312,7 @@ def _survival(t: dict) -> Section:
     if km.height == 0:
         s.note = NO_DATA
         return s
-    s.chart = charts.survival_chart(t["survival_curves"])
+    s.chart = charts.survival_chart(km)
     horizon = km.group_by("component_class").agg(pl.col("t").max())["t"].min()
     at = []
     for (cls,), curve in km.partition_by("component_class", as_dict=True).items():
@@ -339,7 +339,7 @@ def _trend(t: dict) -> Section:
     if df.height == 0:
         s.note = NO_DATA
         return s
-    s.chart = charts.rate_trend_chart(t["failure_rates"])
+    s.chart = charts.rate_trend_chart(df)
     months = sorted(df["window"].unique().to_list())
     best = None
     for (cls,), g in df.partition_by("component_class", as_dict=True).items():
@@ -408,7 +408,7 @@ def _scale(t: dict, target: int) -> Section:
     if sc.height == 0:
         s.note = NO_DATA
         return s
-    s.chart = charts.scale_chart(t["goodput_projections"], target)
+    s.chart = charts.scale_chart(sc, target)
     exact = _projection_at(t["goodput_projections"], target)
     near = (
         exact
@@ -437,7 +437,7 @@ def _tornado(t: dict) -> Section:
     if sens.height == 0:
         s.note = NO_DATA
         return s
-    s.chart = charts.tornado_chart(t["goodput_projections"])
+    s.chart = charts.tornado_chart(sens)
     a = sens.row(0, named=True)
     text = f"At {a['n_gpus']:,} GPUs, the biggest lever is {a['change']}: {a['gain_pp']:+.2f} percentage points"
     if a["goodput_base"] is not None:
@@ -455,8 +455,8 @@ def _goodput(t: dict) -> Section:
     if jobs.height == 0:
         s.note = NO_DATA
         return s
-    s.chart = charts.goodput_chart(jobs)
     parts = charts.badput_frame(jobs)
+    s.chart = charts.goodput_chart(charts.goodput_hist_frame(jobs), parts)
     good = parts.row(0, named=True)
     worst = parts.slice(1).sort("share", descending=True).row(0, named=True)
     job_mean = jobs["goodput"].mean()
@@ -497,8 +497,8 @@ def _quality(t: dict) -> Section:
     if man.height == 0:
         s.note = NO_DATA
         return s
-    s.chart = charts.data_quality_chart(man)
     df = charts.ingest_frame(man)
+    s.chart = charts.data_quality_chart(df)
     kept, bad = int(df["rows_ok"].sum()), int(df["rows_quarantined"].sum())
     text = f"{man.height:,} files gave {kept:,} rows; {bad:,} records were quarantined ({_pct(bad / (kept + bad) if kept + bad else 0, 2)})"
     if bad:
