@@ -28,14 +28,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import PurePath
 
 import polars as pl
 
 from ingest import sel_sensor_classes as sc
-from ingest.base import FormatSpec, ParseContext, ParseResult, numbered_lines
+from ingest.base import FormatSpec, ParseContext, ParseResult, event_ids, numbered_lines
 from warehouse.schemas import conform, quarantine_frame
 
 # Abbreviations with one meaning in practice -> minutes east of UTC.
@@ -58,20 +57,6 @@ def host_from_path(path: str) -> str | None:
         return None
     name = PurePath(path).name.split(".")[0]
     return name or None
-
-
-def event_ids(keys: pl.Series) -> pl.Series:
-    """Stable ids (16 hex digits of blake2b) of per-record key strings.
-
-    Polars' own hash is not stable across versions. One hashlib call per output row (as
-    ``kernel.py`` does) costs about 1 us; a vectorized DuckDB ``md5`` costs ~25 ms per call, which
-    dominates for the small per-host files BMC logs come in.
-    """
-    return pl.Series(
-        "event_id",
-        [hashlib.blake2b(k.encode(), digest_size=8).hexdigest() for k in keys],
-        dtype=pl.Utf8,
-    )
 
 
 def _lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:

@@ -27,7 +27,6 @@ Host: the syslog/journald host, else ``ctx.host``, else a host-like file name
 
 from __future__ import annotations
 
-import hashlib
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import PurePath
@@ -39,6 +38,7 @@ from ingest.base import (
     FormatSpec,
     ParseContext,
     ParseResult,
+    event_ids,
     normalize_pci,
     text_pieces,
     valid_utf8,
@@ -471,24 +471,19 @@ def _merge_repeats(ev: pl.DataFrame, window_s: float) -> pl.DataFrame:
 
 
 def _event_ids(rows: pl.DataFrame) -> pl.Series:
-    """Stable across library versions (Polars' own hash is not): blake2b over the identity of
-    each output row (rows, not log lines)."""
-    parts = rows.select(
-        pl.concat_str(
-            [
-                pl.col("host").fill_null(""),
-                pl.col("time").dt.strftime("%Y-%m-%dT%H:%M:%S%.6f"),
-                pl.col("event_type"),
-                pl.col("code"),
-                pl.col("source_file"),
-                pl.col("source_line").cast(pl.Utf8),
-            ],
-            separator="|",
-        )
-    ).to_series()
-    return pl.Series(
-        "event_id", [hashlib.blake2b(p.encode(), digest_size=10).hexdigest() for p in parts], dtype=pl.Utf8
+    """Ids over the identity of each output row (rows, not log lines)."""
+    key = pl.concat_str(
+        [
+            pl.col("host").fill_null(""),
+            pl.col("time").dt.strftime("%Y-%m-%dT%H:%M:%S%.6f"),
+            pl.col("event_type"),
+            pl.col("code"),
+            pl.col("source_file"),
+            pl.col("source_line").cast(pl.Utf8),
+        ],
+        separator="|",
     )
+    return event_ids(rows.select(key).to_series())
 
 
 def _link_causes(rows: pl.DataFrame) -> pl.DataFrame:

@@ -26,8 +26,8 @@ import re
 import polars as pl
 
 from ingest import sel_sensor_classes as sc
-from ingest.base import FormatSpec, ParseContext, ParseResult, whole_file_quarantine
-from ingest.ipmi_sel import event_ids, host_from_path
+from ingest.base import FormatSpec, ParseContext, ParseResult, event_ids, whole_file_quarantine
+from ingest.ipmi_sel import host_from_path
 from warehouse.schemas import conform, quarantine_frame
 
 ODATA_TYPE = re.compile(r'"@odata\.type"\s*:\s*"#([A-Za-z]+)\.')
