@@ -15,7 +15,7 @@ import pytest
 from analysis.attribution import build_interruptions, interruption_mix
 from analysis.lifetimes import build_component_lifetimes
 from analysis.repairable import build_node_failures, observation_windows
-from benchmarks.validate_attribution import score, truth_interruptions
+from benchmarks.validate_attribution import score, score_lifetimes, truth_interruptions
 from tests.conftest import SAMPLE_FLEET
 from warehouse.store import Warehouse
 
@@ -112,20 +112,9 @@ def test_lifetimes_match_faults_and_censoring(fleet):
         lt.height
         == ch.filter(pl.col("removed_at").is_null() | (pl.col("removed_at") > start)).height
     )
-    faults = {f["unit_serial"]: f for f in truth["faults"]}
-    failed = lt.filter("event")
-    assert set(failed["unit_id"]) == set(faults)
-    exact = sum(
-        r["failure_cause"] == faults[r["unit_id"]]["component_class"]
-        and abs(
-            (
-                r["observed_to"] - datetime.fromisoformat(faults[r["unit_id"]]["time"])
-            ).total_seconds()
-        )
-        <= 1
-        for r in failed.iter_rows(named=True)
-    )
-    assert exact >= 0.95 * len(faults)
+    got = score_lifetimes(lt, truth)  # failed units are exactly the faulted ones
+    assert got["missed"] == got["extra"] == 0
+    assert got["exact"] >= 0.95 * got["true_failures"]
     # still in service at the end: censored at `end`, left-truncated at `start` when older
     live = lt.join(
         ch.select(unit_id="serial", installed_at="installed_at", removed_at="removed_at"),
