@@ -13,30 +13,22 @@ import polars as pl
 def fill_gpu_index(hw_events: pl.DataFrame, gpu_hourly: pl.DataFrame) -> pl.DataFrame:
     """Give events that name a GPU only by UUID or PCI bus their GPU index.
 
-    From telemetry first: (host, uuid) -> index, then (host, bus) -> index where the exporter
-    labels its GPUs with their bus id (dcgm-exporter ``pci_bus_id``, nvidia-smi ``pci.bus_id``)
-    and the bus names one index. Then the board layout, learned from those labels and from events
-    that carry both a bus and an index: per host, else fleet-wide when the bus maps to exactly one
-    index across all hosts. Events whose GPU stays unknown keep a null."""
-    gpus = gpu_hourly.select("host", "uuid", "pci_bus", _g=pl.col("gpu").cast(pl.Int32))
+    First (host, uuid) -> index from telemetry. Then the board layout, bus -> index, from the
+    telemetry that labels GPUs with their bus id (dcgm-exporter ``pci_bus_id``, nvidia-smi
+    ``pci.bus_id``) and from events that carry both a bus and an index: per host, else
+    fleet-wide when the bus maps to exactly one index across all hosts. Events whose GPU stays
+    unknown keep a null."""
+    gpus = gpu_hourly.select("host", "uuid", _bus="pci_bus", _g=pl.col("gpu").cast(pl.Int32))
     ids = gpus.select("host", "uuid", "_g").drop_nulls().unique(["host", "uuid"])
-    buses = (
-        gpus.select("host", _bus="pci_bus", _gt="_g")
-        .drop_nulls()
-        .group_by("host", "_bus")
-        .agg(pl.col("_gt").first(), _nt=pl.col("_gt").n_unique())
-    )
     ev = (
         hw_events.join(ids, on=["host", "uuid"], how="left")
-        .with_columns(_bus=pl.col("pci_bus"))
-        .join(buses, on=["host", "_bus"], how="left")
-        .with_columns(gpu=pl.coalesce("gpu", "_g", pl.when(pl.col("_nt") == 1).then(pl.col("_gt"))))
-        .drop("_g", "_gt", "_nt")
+        .with_columns(gpu=pl.coalesce(pl.col("gpu"), pl.col("_g")), _bus=pl.col("pci_bus"))
+        .drop("_g")
     )
     known = pl.concat(
         [
             ev.filter(pl.col("gpu").is_not_null() & pl.col("_bus").is_not_null()).select("host", "_bus", "gpu"),
-            gpus.select("host", _bus="pci_bus", gpu="_g").drop_nulls(),
+            gpus.select("host", "_bus", gpu="_g").drop_nulls(),
         ]
     ).unique()
     per_host = known.group_by("host", "_bus").agg(
