@@ -71,9 +71,7 @@ def numbered_lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:
     replaced, never fatal; a final newline adds no row. The lines are Arrow views into
     ``data`` cut at the newlines NumPy finds: no decoded copy, no Python loop."""
     data = valid_utf8(data)
-    a = np.frombuffer(data, np.uint8)
-    ends = np.concatenate([np.flatnonzero(a[i : i + _SLICE] == 10) + i for i in range(0, len(a), _SLICE)] or [[]])
-    ends = ends.astype(np.int64)
+    ends = np.concatenate([np.flatnonzero(s == 10) + i for i, s in _slices(data)] or [[]]).astype(np.int64)
     if len(data) and data[-1] != 10:  # the last line has no newline
         ends = np.append(ends, len(data))
     # pieces line, newline, line, newline, ...: every other piece is a line
@@ -88,7 +86,16 @@ def numbered_lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:
     )
 
 
-_SLICE = 1 << 20  # NumPy scans in slices this big: the comparison's temporary stays cached
+def count_newlines(data: bytes) -> int:
+    """``data.count(b"\\n")`` in a third of the time."""
+    return sum(int(np.count_nonzero(s == 10)) for _, s in _slices(data))
+
+
+def _slices(data: bytes, size: int = 1 << 20):
+    """(offset, uint8 view) of 1 MiB slices: NumPy scans in slices so that a comparison's
+    temporary stays small and cached."""
+    a = np.frombuffer(data, np.uint8)
+    return ((i, a[i : i + size]) for i in range(0, len(a), size))
 
 
 def valid_utf8(data: bytes) -> bytes:

@@ -22,11 +22,10 @@ from functools import cache
 from pathlib import Path
 from typing import BinaryIO
 
-import numpy as np
 import polars as pl
 import zstandard
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, whole_file_quarantine
+from ingest.base import FormatSpec, ParseContext, ParseResult, count_newlines, whole_file_quarantine
 from ingest.registry import SNIFF_BYTES, detect, formats
 from warehouse.schemas import conform
 from warehouse.store import Warehouse
@@ -121,7 +120,7 @@ def _chunks(fh: BinaryIO, plain: bool) -> Iterator[tuple[bytes, int]]:
     decompressing stream is read forward and re-joined at the cut."""
     fd = _regular_fd(fh) if plain else None
     for block in _stream_blocks(fh) if fd is None else _file_blocks(fd, fh.tell()):
-        yield block, _count_newlines(block)
+        yield block, count_newlines(block)
 
 
 def _regular_fd(fh: BinaryIO) -> int | None:
@@ -170,13 +169,6 @@ def _stream_blocks(fh: BinaryIO) -> Iterator[bytes]:
         rest = block[cut + 1 :]
     if rest:
         yield rest
-
-
-def _count_newlines(data: bytes) -> int:
-    """``data.count(b"\\n")`` in a third of the time: NumPy over 1 MiB slices (the comparison's
-    temporary stays small and cached)."""
-    a = np.frombuffer(data, np.uint8)
-    return sum(int(np.count_nonzero(a[i : i + (1 << 20)] == 10)) for i in range(0, len(a), 1 << 20))
 
 
 def _checked(spec: FormatSpec, result: ParseResult) -> ParseResult:
