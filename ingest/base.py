@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import polars as pl
@@ -37,6 +37,13 @@ class ParseContext:
     as_of: datetime | None = None  # end of observation for units still in service
     line_offset: int = 0  # when the runner feeds a file in chunks
     options: dict = field(default_factory=dict)  # format-specific knobs
+    # Plausible times (UTC): a record dated outside [not_before, not_after] is quarantined, not
+    # stored (one skewed clock must not rescale every exposure). None: ingest time + 1 day.
+    not_before: datetime = datetime(2000, 1, 1)
+    not_after: datetime | None = None
+
+    def latest_plausible(self) -> datetime:
+        return self.not_after or (datetime.now(UTC).replace(tzinfo=None) + timedelta(days=1))
 
 
 @dataclass
@@ -139,6 +146,18 @@ def event_ids(keys: pl.Series) -> pl.Series:
         "event_id",
         [hashlib.blake2b(k.encode(), digest_size=8).hexdigest() for k in keys],
         dtype=pl.Utf8,
+    )
+
+
+def implausible_time(time: pl.Expr, ctx: ParseContext) -> pl.Expr:
+    """A readable reason (Utf8) when ``time`` (naive UTC) lies outside the context's plausible
+    window, else null. Parsers add it to their error column before splitting good from bad."""
+    lo, hi = ctx.not_before, ctx.latest_plausible()
+    return (
+        pl.when(time < lo)
+        .then(pl.format("time {} is before {} (implausible clock)", time.dt.to_string("%Y-%m-%dT%H:%M:%S"), pl.lit(lo.isoformat())))
+        .when(time > hi)
+        .then(pl.format("time {} is after {} (clock in the future)", time.dt.to_string("%Y-%m-%dT%H:%M:%S"), pl.lit(hi.isoformat(timespec="seconds"))))
     )
 
 
