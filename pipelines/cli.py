@@ -21,13 +21,26 @@ class CliError(Exception):
     pass
 
 
+_UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400, "w": 604800}
+_NUM = r"(?:\d+(?:\.\d*)?|\.\d+)"
+_COMPOUND = re.compile(rf"(?:({_NUM})(d|day|h|hr|min|m|sec|s|w))+")
+_ISO = re.compile(rf"P(?:({_NUM})W)?(?:({_NUM})D)?(?:T(?:({_NUM})H)?(?:({_NUM})M)?(?:({_NUM})S)?)?")
+
+
 def parse_duration(text: str) -> float:
-    """``90s`` / ``10m`` / ``1.5h`` / ``2d`` (a bare number is seconds) to seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|sec|m|min|h|hr|d|day)?\s*", text or "")
-    if not m:
-        raise CliError(f"cannot read duration {text!r}; use forms like 90s, 10m, 1.5h, 2d")
-    unit = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
-    return float(m.group(1)) * unit[m.group(2) or "s"]
+    """``90s``, ``10m``, ``1h30m``, ``1.5h``, ``2d`` or ISO-8601 ``PT1H30M`` to seconds. A bare
+    number is an error: ``--mtti 1.5`` would be 1.5 seconds or 1.5 hours depending on who reads it."""
+    t = (text or "").strip().replace(" ", "")
+    if _COMPOUND.fullmatch(t):
+        return sum(float(n) * _UNIT_S[u] for n, u in re.findall(rf"({_NUM})(day|d|hr|h|min|m|sec|s|w)", t))
+    iso = _ISO.fullmatch(t.upper())
+    if iso and t.upper() not in ("P", "PT") and any(iso.groups()):
+        weeks, days, hours, minutes, seconds = (float(g or 0) for g in iso.groups())
+        return weeks * 604800 + days * 86400 + hours * 3600 + minutes * 60 + seconds
+    hint = "add a unit: s, m, h, d (e.g. 90s, 10m, 1h30m, 1.5h, 2d) or ISO-8601 like PT1H30M"
+    if re.fullmatch(_NUM, t):
+        raise CliError(f"duration {text!r} has no unit; {hint}")
+    raise CliError(f"cannot read duration {text!r}; {hint}")
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -248,7 +261,10 @@ def cmd_report(args) -> int:
 
 # ----------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
+    from importlib.metadata import version
+
     p = argparse.ArgumentParser(prog="goodput", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"goodput {version('fleet-goodput')}")
     home_help = "warehouse directory (default $GOODPUT_HOME or ./goodput_home)"
     uri_help = "Parquet root: a directory or s3://bucket/prefix (default $GOODPUT_WAREHOUSE_URI or HOME/parquet)"
     p.add_argument("--home", help=home_help)

@@ -10,14 +10,36 @@ from pipelines.cli import CliError, main, parse_duration
 from tests.conftest import FIXTURES, REPO
 
 
-@pytest.mark.parametrize("text, seconds", [("90s", 90), ("10m", 600), ("1.5h", 5400), ("2d", 172800), ("45", 45)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("90s", 90), ("10m", 600), ("1.5h", 5400), ("2d", 172800), ("1h30m", 5400), ("1d 12h", 129600),
+     ("PT1H30M", 5400), ("P1DT2H", 93600), ("pt90s", 90), ("PT0.5H", 1800)],
+)
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
-def test_bad_duration():
+@pytest.mark.parametrize("text", ["ten minutes", "1h30", "P", "PT", "", "h"])
+def test_bad_duration(text):
     with pytest.raises(CliError, match="cannot read duration"):
-        parse_duration("ten minutes")
+        parse_duration(text)
+
+
+def test_bare_number_is_an_error_naming_the_units(capsys):
+    with pytest.raises(CliError, match="has no unit.*s, m, h, d"):
+        parse_duration("1.5")
+    assert main(["project", "--mtti", "1.5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'1.5' has no unit" in err
+
+
+def test_version(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"goodput {version('fleet-goodput')}"
 
 
 def test_ingest_then_sql_in_every_format(tmp_path, capsys):
