@@ -76,9 +76,16 @@ def _check_tz(tz: str) -> str:
     return tz
 
 
-def _warehouse(args):
-    from warehouse.store import Warehouse
+def _warehouse(args, existing: bool = False):
+    """The warehouse of --home. ``existing``: for commands that only read it, a home that does not
+    exist (a typo) is an error instead of a new, empty warehouse."""
+    from warehouse.store import Warehouse, resolve_home
 
+    if existing:
+        home = resolve_home(args.home)
+        if not home.is_dir() or not any(home.iterdir()):
+            raise CliError(f"no warehouse at {home}; check --home / $GOODPUT_HOME, or create one "
+                           "with `goodput ingest PATH...` or `goodput demo`")
     return Warehouse(args.home, args.warehouse_uri)
 
 
@@ -148,7 +155,7 @@ def cmd_ingest(args) -> int:
 def cmd_sql(args) -> int:
     import duckdb
 
-    wh = _warehouse(args)
+    wh = _warehouse(args, existing=True)
     if not wh.db_path.exists():
         wh.refresh_catalog()
     try:
@@ -222,7 +229,7 @@ def cmd_project(args) -> int:
     interval = None if args.interval == "auto" else parse_duration(args.interval) / 3600
     if mtti == 0 or interval == 0:
         raise CliError("--mtti and --interval must be positive durations")
-    wh = _warehouse(args)
+    wh = _warehouse(args, existing=True)
     try:
         res = project_one(wh, args.gpus, args.gpus_per_node, parse_duration(args.ckpt_cost),
                           parse_duration(args.restart), interval, args.spares, mtti, args.method)
@@ -240,7 +247,7 @@ def cmd_project(args) -> int:
 def cmd_fit(args) -> int:
     from analysis.survival import format_fit_table
 
-    fr = _warehouse(args).read("failure_rates")
+    fr = _warehouse(args, existing=True).read("failure_rates")
     if fr.height == 0:
         raise CliError("failure_rates is empty: run `goodput build` (or `goodput demo`) to fit the lifetimes first")
     print(format_fit_table(fr, all_models=args.all_models, window=args.window))
@@ -252,7 +259,7 @@ def cmd_report(args) -> int:
 
     if args.gpus < 1:
         raise CliError("--gpus must be >= 1")
-    wh = _warehouse(args)
+    wh = _warehouse(args, existing=True)
     wh.refresh_catalog()
     path = build_report(wh, Path(args.out) if args.out else None, target_gpus=args.gpus)
     print(f"report: {path}")

@@ -67,6 +67,9 @@ def test_ingest_then_sql_in_every_format(tmp_path, capsys):
     ],
 )
 def test_user_mistakes_are_one_line_and_exit_2(tmp_path, argv, message):
+    from warehouse.store import Warehouse
+
+    Warehouse(tmp_path / "h")  # an existing, empty warehouse: read-only commands accept it
     proc = subprocess.run(
         [sys.executable, "-m", "pipelines.cli", "--home", str(tmp_path / "h"), *argv],
         capture_output=True, text=True, cwd=REPO, check=False,
@@ -82,3 +85,12 @@ def test_bad_input_files_warn_and_exit_0(tmp_path, capsys):
     assert main(["--home", str(tmp_path / "h"), "ingest", str(bad)]) == 0
     captured = capsys.readouterr()
     assert "1 quarantined" in captured.out and "warning:" in captured.err
+
+
+@pytest.mark.parametrize("command", [["sql", "select 1"], ["fit"], ["report"], ["project", "--mtti", "3h"]])
+def test_read_only_commands_refuse_a_missing_home(tmp_path, capsys, command):
+    home = tmp_path / "typo"
+    assert main(["--home", str(home), *command]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"no warehouse at {home}" in err
+    assert not home.exists()  # nothing created behind the user's back

@@ -208,6 +208,7 @@ def test_images_for_every_chart(built):
 
 def test_empty_warehouse_says_no_data(tmp_path, capsys):
     home = tmp_path / "home"
+    Warehouse(home)
     assert main(["--home", str(home), "report"]) == 0
     out = printed_path(capsys)
     assert out == home.resolve() / "reports" / "goodput_report.html"
