@@ -57,7 +57,7 @@ MESSAGE_LIMIT = 1000
 CANDIDATE_LITERALS = [
     "NVRM: Xid", "NVRM: GPU at", "SXid", "SXID", "Link down", "Port module event[error]",
     "Machine Check Exception", "Machine check events logged", "context corrupt", " UE ",
-    "controller is down", "setting system clock to",
+    "controller is down", "setting system clock to", "Linux version ",
 ]  # fmt: skip
 
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
@@ -297,7 +297,8 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
         .then(pl.col("abs_t"))
         .when(pl.col("has_up"))
         .then(since_boot)
-        .otherwise(pl.lit(ctx.time, dtype=pl.Datetime("us")))
+        .when(pl.col("rdelta").is_null())  # a reltime '+delta' line without its header has no time
+        .then(pl.lit(ctx.time, dtype=pl.Datetime("us")))
     )
     no_year = "timestamp has no year and no reference time; pass --time"
     err = (
@@ -327,20 +328,23 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
 
 def _boot_times(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     """``boot`` per line: the boot the latest ``setting system clock to ... (epoch)`` banner
-    above it dates (banner clock minus banner uptime; a smaller uptime than the banner's means a
-    later boot), else ``ctx.options['boot_time']``, else ``ctx.time``."""
+    above it in the same boot dates (banner clock minus banner uptime), else
+    ``ctx.options['boot_time']``, else ``ctx.time``. A new boot starts at a ``Linux version``
+    line or where the uptime goes backwards."""
     fallback = _to_datetime(ctx.options.get("boot_time")) or ctx.time
     fb = pl.lit(fallback, dtype=pl.Datetime("us"))
     banners = df.filter((pl.col("kind") == "boot_clock") & pl.col("up_us").is_not_null())
     if banners.height == 0:
         return df.with_columns(boot=fb)
+    prev_up = pl.col("up_us").shift(1).forward_fill()
+    restart = (pl.col("kind") == "boot_start") | (pl.col("up_us") < prev_up).fill_null(False)
+    df = df.with_columns(_boot_no=restart.cum_sum())
     clock_us = pl.col("epoch").cast(pl.Int64, strict=False) * 1_000_000
-    banners = banners.select(
-        "line", b_up="up_us", b_boot=pl.from_epoch(clock_us - pl.col("up_us"), time_unit="us")
+    banners = df.filter((pl.col("kind") == "boot_clock") & pl.col("up_us").is_not_null()).select(
+        "line", "_boot_no", b_boot=pl.from_epoch(clock_us - pl.col("up_us"), time_unit="us")
     )
-    df = df.join_asof(banners, on="line", strategy="backward", check_sortedness=False)
-    same_boot = pl.col("b_boot").is_not_null() & (pl.col("up_us") >= pl.col("b_up"))
-    return df.with_columns(boot=pl.when(same_boot).then(pl.col("b_boot")).otherwise(fb)).drop("b_up", "b_boot")
+    df = df.join_asof(banners, on="line", by="_boot_no", strategy="backward", check_sortedness=False)
+    return df.with_columns(boot=pl.coalesce("b_boot", fb)).drop("_boot_no", "b_boot")
 
 
 def _classify(df: pl.DataFrame) -> pl.DataFrame:
@@ -395,6 +399,8 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("gpu_at"))
         .when(pl.col("_cl").struct.field("epoch").is_not_null())
         .then(pl.lit("boot_clock"))
+        .when(body.str.starts_with("Linux version "))
+        .then(pl.lit("boot_start"))
     )
     sev_word = s.struct.field("msg").str.extract(r"^(?i)(fatal|non-?fatal)\b").str.to_lowercase()
     edac_on = ed.struct.field("msg").str.extract(r"\bon (\S+)")
