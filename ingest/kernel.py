@@ -2,23 +2,36 @@
 SXID lines, plus the host faults the kernel reports (mlx5 IB link down / port module errors,
 machine checks, EDAC memory errors, NVMe controller loss).
 
-Prefixes: ``dmesg --ctime`` ``[Fri Aug 30 11:43:09 2024]`` (local, ``ctx.tz``); plain dmesg
-``[24128.828315]`` and ``/dev/kmsg`` ``6,1234,5678901,-;`` (time since boot: needs a boot time,
-``ctx.options['boot_time']`` else ``ctx.time``; without one the line is quarantined); syslog
-``Nov 20 10:00:00 host kernel:`` (no year: the year that puts the line not after ``ctx.time``,
-else the file's mtime); journald ``-o short-iso`` ``2025-05-01T09:58:12+0000 host kernel:``.
-A line with no stamp at all takes ``ctx.time`` or is quarantined.
+Stamps (each optionally after ``dmesg --decode``'s ``kern  :warn  : ``): ``dmesg -T/--ctime``
+``[Fri Aug 30 11:43:09 2024]`` (local, ``ctx.tz``), also with ``--show-delta``'s ``<  0.000293>``;
+``--time-format=iso`` ``2025-01-21T04:41:44,283302+00:00``; ``--time-format=reltime``
+``[Jan21 04:41]`` headers and ``[  +0.000123]`` lines (minute precision: a ``+`` line takes the
+minute of the header above it, the year as for syslog); syslog RFC 3164 / journald ``short`` /
+``short-precise`` ``Nov 20 10:00:00 host kernel:`` (no year: the year that puts the line not
+after ``ctx.time``, else the file's mtime); RFC 5424 ``<4>1 2025-...Z host kernel - - -``;
+journald ``short-iso[-precise]`` ``2025-05-01T09:58:12+0000 host kernel:``, ``short-unix``
+``1737434504.283302 host kernel:`` and ``json`` (one object per line: ``__REALTIME_TIMESTAMP``,
+``_HOSTNAME``, ``MESSAGE``). Time since boot (raw dmesg ``[24128.828315]``, journald
+``short-monotonic`` ``[24128.828315] host kernel:``, ``/dev/kmsg`` ``6,1234,5678901,-;``, json
+``__MONOTONIC_TIMESTAMP`` alone) needs the boot's time: the file's own ``setting system clock to
+... (epoch)`` banner of the same boot, else ``ctx.options['boot_time']``, else ``ctx.time``.
+Lines with no stamp (``--time-format=notime``) or only ``--time-format=delta``'s gap take
+``ctx.time``. Otherwise a line is quarantined with the reason true for it; times outside the
+plausible window (``ingest.base.implausible_time``) are quarantined per line.
 
-Records: one row per event. Several lines of one event (same host, device and code within a
-second, different text: XID 13's per-SM lines, SXID ``Severity``/``Data`` lines) collapse into
-one; identical repeats of an event within ``ctx.options['xid_merge_window_s']`` (default 60 s)
-of the previous one merge into one row whose ``count`` says how many events it holds. A record
-is such a row, so records = rows + quarantined lines. Lines that are not faults (boot banners,
-``NVRM: GPU at ...`` identity lines, other drivers) are not records; the identity lines fill
-``uuid``. ``caused by previous Xid N`` links ``caused_by`` to the latest earlier event with
-code N on the same GPU, else on the same host. Large files arrive in chunks: collapse, merge,
-linking and UUIDs work within a chunk (``ingest.runner.CHUNK_BYTES``, 24 MiB), which holds any
-realistic burst.
+Records: one row per event. Several lines of one event (same host, device, code and link within
+a second, different text: XID 13's per-SM lines, SXID ``Severity``/``Data`` lines) collapse into
+one whose severity is the worst its lines state; identical repeats of an event within
+``ctx.options['xid_merge_window_s']`` (default 60 s) of the previous one merge into one row whose
+``count`` says how many events it holds. NVLink XIDs (144-150 ...) and SXids carry ``link``
+(``Link N``; SXid ``Engine instance N``; ``Data`` lines continue the line above): one event per
+link. The same line twice (overlapping rotated files) is one record. A record is such a row, so
+records = rows + quarantined lines. Lines that are not faults (boot banners, ``NVRM: GPU at ...``
+identity lines, other drivers) are not records; the identity lines fill ``uuid``. ``caused by
+previous Xid N`` links ``caused_by`` to the latest earlier event with code N on the same GPU,
+else on the same host. Large files arrive in chunks: ``parse`` keeps each chunk's classified
+lines and ``merge`` (the runner's ``FormatSpec.merge`` hook) finishes them as one file, so the
+events do not depend on chunking or compression.
 
 Host: the syslog/journald host, else ``ctx.host``, else a host-like file name
 (``gpu-node-001.log``), else null. ``gpu`` stays null (the kernel names PCI bus ids only):
@@ -710,8 +723,9 @@ _HW_COLUMNS = set(TABLES["hw_events"].columns)
 
 _SNIFF_XID = re.compile(rb"NVRM: Xid|nvidia-nvswitch\d+: SX[Ii][Dd]")
 _SNIFF_LINE = re.compile(
-    rb"(?m)^(?:\[\s*\d+\.\d+\] |\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] |\d+,\d+,\d+,[-c+]*;|"
-    rb"\S+ +\S+ \S+ \S+ kernel: |\d{4}-\d\d-\d\dT\S+ \S+ kernel: )"
+    rb"(?m)^(?:<\d+>)?(?:[a-z0-9]+ *:[a-z]+ *: )?(?:\[\s*\d+\.\d+(?: <[^>]*>)?\] |\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}(?: <[^>]*>)?\] |"
+    rb"\d+,\d+,\d+,[-c+]*;|\[[A-Z][a-z]{2} ?\d{1,2} \d\d:\d\d\] |\[\s*\+\d+\.\d+\] |"
+    rb"\S+ +\S+ \S+ \S+ kernel: |1 \S+ \S+ kernel |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:\d\d |(?:\d{4}-\d\d-\d\dT|\d{9,11}\.)\S+ \S+ kernel: )"
 )
 
 

@@ -619,3 +619,13 @@ def test_mutated_lines_never_raise_conserve_and_merge_like_the_whole(lines, cut,
     assert merged.records == whole.records and merged.quarantine.equals(whole.quarantine)
     if rows:
         assert merged.tables["hw_events"].equals(whole.tables["hw_events"])
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["kern  :info  : 2025-01-21T04:41:44,283302+00:00 ", "[Jan21 04:41] ", "[  +0.000123] ", "kern  :info  : [  12.000001] ",
+     "<6>1 2025-01-21T04:41:44Z gpu01 kernel - - - ", "1737434504.283302 gpu01 kernel: "],
+)  # fmt: skip
+def test_chatter_without_xids_is_detected_in_every_stamp_style(prefix):
+    head = "".join(f"{prefix}perf: interrupt took too long ({n} > 2500)\n" for n in range(20)).encode()
+    assert FORMAT.detect(head, "dmesg.txt") == 60
