@@ -326,7 +326,7 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
         .when(~pl.col("has_abs") & pl.col("has_up") & pl.col("up_us").is_null())
         .then(pl.format("uptime stamp {} s is out of range", up_s.cast(pl.Utf8)))
         .when(~pl.col("has_abs") & pl.col("has_up"))
-        .then(pl.lit("uptime stamp and no boot time (no 'setting system clock' line before it in this boot); pass --time"))
+        .then(pl.lit("uptime stamp and no boot time (no 'setting system clock' line before it in this boot); pass the boot time as --time"))
         .when(pl.col("dlt").is_not_null())
         .then(pl.lit("dmesg delta stamp gives only the gap to the previous line, no time; pass --time"))
         .when(~pl.col("has_abs"))

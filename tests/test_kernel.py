@@ -19,7 +19,7 @@ from tests.conftest import FIXTURES, SAMPLE_FLEET
 KDIR = FIXTURES / "kernel"
 REAL = KDIR / "real_xid_kernel_lines_from_issues.log"
 T0 = datetime(2024, 8, 30, 12, 0, 0)
-NO_BOOT = "uptime stamp and no boot time (no 'setting system clock' line before it in this boot); pass --time"
+NO_BOOT = "uptime stamp and no boot time (no 'setting system clock' line before it in this boot); pass the boot time as --time"
 
 
 def run(text: str, **kw) -> tuple[pl.DataFrame, pl.DataFrame, int]:
