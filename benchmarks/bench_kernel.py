@@ -27,7 +27,7 @@ import numpy as np
 from benchmarks.targets import status, target
 from ingest.base import ParseContext
 from ingest.kernel import FORMAT
-from ingest.runner import CHUNK_BYTES, _chunks, parse_chunks
+from ingest.runner import CHUNK_BYTES, _chunks, _parse_file
 
 BENIGN = [
     "IPv6: ADDRCONF(NETDEV_CHANGE): cali{:011x}: link becomes ready",
@@ -79,13 +79,14 @@ def time_grep(path: Path) -> tuple[float, int]:
 
 
 def time_parse(path: Path) -> tuple[float, int, int, float]:
-    """Parse as the runner does (``ingest.runner.parse_chunks``: pread chunks, newline counts,
-    chunks parsed on all cores, results in order; the file read is included, as grep's is);
+    """Parse as the runner does (``ingest.runner._parse_file``: pread chunks, newline counts,
+    chunks parsed on all cores, then the format's ``merge`` of the chunks; the file read is
+    included, as grep's is);
     also the time of reading and chunking alone."""
     rows = merged = 0
     t0 = time.perf_counter()
     with open(path, "rb") as fh:
-        for res in parse_chunks(FORMAT, fh, ParseContext(path=str(path), host="bench-node"), plain=True):
+        for _, res in _parse_file(fh, path.name, FORMAT, ParseContext(path=str(path), host="bench-node")):
             ev = res.tables.get("hw_events")
             if ev is not None:
                 rows += ev.height

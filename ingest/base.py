@@ -51,6 +51,7 @@ class ParseResult:
     tables: dict[str, pl.DataFrame]
     quarantine: pl.DataFrame
     records: int
+    partial: object = None  # parser-private state a ``FormatSpec.merge`` hook reads
 
     @staticmethod
     def empty_quarantine() -> pl.DataFrame:
@@ -70,6 +71,9 @@ class FormatSpec:
     description: str = ""
     # Large files of this format may be fed in chunks split at line boundaries.
     line_oriented: bool = False
+    # (chunk results of one file, the file's context) -> one result, for parsers whose records
+    # span lines (merged repeats, banners): the runner applies it so chunking changes nothing.
+    merge: Callable[[list[ParseResult], ParseContext], ParseResult] | None = None
 
 
 def numbered_lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:

@@ -2,23 +2,36 @@
 SXID lines, plus the host faults the kernel reports (mlx5 IB link down / port module errors,
 machine checks, EDAC memory errors, NVMe controller loss).
 
-Prefixes: ``dmesg --ctime`` ``[Fri Aug 30 11:43:09 2024]`` (local, ``ctx.tz``); plain dmesg
-``[24128.828315]`` and ``/dev/kmsg`` ``6,1234,5678901,-;`` (time since boot: needs a boot time,
-``ctx.options['boot_time']`` else ``ctx.time``; without one the line is quarantined); syslog
-``Nov 20 10:00:00 host kernel:`` (no year: the year that puts the line not after ``ctx.time``,
-else the file's mtime); journald ``-o short-iso`` ``2025-05-01T09:58:12+0000 host kernel:``.
-A line with no stamp at all takes ``ctx.time`` or is quarantined.
+Stamps (each optionally after ``dmesg --decode``'s ``kern  :warn  : ``): ``dmesg -T/--ctime``
+``[Fri Aug 30 11:43:09 2024]`` (local, ``ctx.tz``), also with ``--show-delta``'s ``<  0.000293>``;
+``--time-format=iso`` ``2025-01-21T04:41:44,283302+00:00``; ``--time-format=reltime``
+``[Jan21 04:41]`` headers and ``[  +0.000123]`` lines (minute precision: a ``+`` line takes the
+minute of the header above it, the year as for syslog); syslog RFC 3164 / journald ``short`` /
+``short-precise`` ``Nov 20 10:00:00 host kernel:`` (no year: the year that puts the line not
+after ``ctx.time``, else the file's mtime); RFC 5424 ``<4>1 2025-...Z host kernel - - -``;
+journald ``short-iso[-precise]`` ``2025-05-01T09:58:12+0000 host kernel:``, ``short-unix``
+``1737434504.283302 host kernel:`` and ``json`` (one object per line: ``__REALTIME_TIMESTAMP``,
+``_HOSTNAME``, ``MESSAGE``). Time since boot (raw dmesg ``[24128.828315]``, journald
+``short-monotonic`` ``[24128.828315] host kernel:``, ``/dev/kmsg`` ``6,1234,5678901,-;``, json
+``__MONOTONIC_TIMESTAMP`` alone) needs the boot's time: the file's own ``setting system clock to
+... (epoch)`` banner of the same boot, else ``ctx.options['boot_time']``, else ``ctx.time``.
+Lines with no stamp (``--time-format=notime``) or only ``--time-format=delta``'s gap take
+``ctx.time``. Otherwise a line is quarantined with the reason true for it; times outside the
+plausible window (``ingest.base.implausible_time``) are quarantined per line.
 
-Records: one row per event. Several lines of one event (same host, device and code within a
-second, different text: XID 13's per-SM lines, SXID ``Severity``/``Data`` lines) collapse into
-one; identical repeats of an event within ``ctx.options['xid_merge_window_s']`` (default 60 s)
-of the previous one merge into one row whose ``count`` says how many events it holds. A record
-is such a row, so records = rows + quarantined lines. Lines that are not faults (boot banners,
-``NVRM: GPU at ...`` identity lines, other drivers) are not records; the identity lines fill
-``uuid``. ``caused by previous Xid N`` links ``caused_by`` to the latest earlier event with
-code N on the same GPU, else on the same host. Large files arrive in chunks: collapse, merge,
-linking and UUIDs work within a chunk (``ingest.runner.CHUNK_BYTES``, 24 MiB), which holds any
-realistic burst.
+Records: one row per event. Several lines of one event (same host, device, code and link within
+a second, different text: XID 13's per-SM lines, SXID ``Severity``/``Data`` lines) collapse into
+one whose severity is the worst its lines state; identical repeats of an event within
+``ctx.options['xid_merge_window_s']`` (default 60 s) of the previous one merge into one row whose
+``count`` says how many events it holds. NVLink XIDs (144-150 ...) and SXids carry ``link``
+(``Link N``; SXid ``Engine instance N``; ``Data`` lines continue the line above): one event per
+link. The same line twice (overlapping rotated files) is one record. A record is such a row, so
+records = rows + quarantined lines. Lines that are not faults (boot banners, ``NVRM: GPU at ...``
+identity lines, other drivers) are not records; the identity lines fill ``uuid``. ``caused by
+previous Xid N`` links ``caused_by`` to the latest earlier event with code N on the same GPU,
+else on the same host. Large files arrive in chunks: ``parse`` keeps each chunk's classified
+lines and ``merge`` (the runner's ``FormatSpec.merge`` hook) finishes them as one file, so the
+events do not depend on chunking or compression.
 
 Host: the syslog/journald host, else ``ctx.host``, else a host-like file name
 (``gpu-node-001.log``), else null. ``gpu`` stays null (the kernel names PCI bus ids only):
@@ -39,6 +52,7 @@ from ingest.base import (
     ParseContext,
     ParseResult,
     event_ids,
+    implausible_time,
     normalize_pci,
     text_pieces,
     valid_utf8,
@@ -56,21 +70,42 @@ MESSAGE_LIMIT = 1000
 CANDIDATE_LITERALS = [
     "NVRM: Xid", "NVRM: GPU at", "SXid", "SXID", "Link down", "Port module event[error]",
     "Machine Check Exception", "Machine check events logged", "context corrupt", " UE ",
-    "controller is down",
+    "controller is down", "setting system clock to", "Linux version ",
 ]  # fmt: skip
 
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_ISO = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?"
+_DELTA = r"<\s*[-+]?\d+\.\d+>"  # dmesg --show-delta / --time-format=delta: gap to the previous line
 # The stamp/host head of a line; the body is the rest (sliced off, not captured: capturing
-# ``.*$`` would walk every line through the slow capture engine).
+# ``.*$`` would walk every line through the slow capture engine). One alternative per stamp:
+# dmesg --ctime, raw uptime (journald short-monotonic adds a host), delta only, reltime minute
+# header and ``+delta`` lines, /dev/kmsg, RFC 5424, ISO (dmesg --time-format=iso, journald
+# short-iso[-precise], rsyslog RFC 3339), journald short-unix, RFC 3164 / journald short[-precise];
+# dmesg --decode puts ``kern  :warn  : `` before any of them.
 _PREFIX = (
-    r"^(?P<head>(?:<\d+>)?(?:"
-    r"\[(?P<ctime>[A-Z][a-z]{2} +" + _MONTH + r" +\d{1,2} \d\d:\d\d:\d\d \d{4})\]"
-    r"|\[\s*(?P<up>\d+\.\d+)\]"
+    r"^(?P<head>(?:<\d+>)?(?:[a-z0-9]+ *:[a-z]+ *: )?(?:"
+    r"\[(?P<ctime>[A-Z][a-z]{2} +" + _MONTH + r" +\d{1,2} \d\d:\d\d:\d\d \d{4})(?: " + _DELTA + r")?\]"
+    r"|\[\s*(?P<up>\d+\.\d+)(?: " + _DELTA + r")?\](?: (?P<mhost>\S+) kernel:)?"
+    r"|\[(?P<dlt>" + _DELTA + r")\]"
+    r"|\[(?P<rmon>" + _MONTH + r") ?(?P<rday>\d{1,2}) (?P<rhm>\d\d:\d\d)\]"
+    r"|\[\s*(?P<rdelta>\+\d+\.\d+)\]"
     r"|\d+,\d+,(?P<kmsg>\d+),[^;]*;"
-    r"|(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<off>Z|[+-]\d\d:?\d\d)? (?P<ihost>\S+) kernel:"
+    r"|1 (?:(?P<iso5>" + _ISO + r")(?P<off5>Z|[+-]\d\d:\d\d)|-) (?P<h5>\S+) \S+ \S+ \S+ (?:-|(?:\[(?:[^\]\\]|\\.)*\])+)(?: \x{FEFF}?)?"
+    r"|(?P<iso>" + _ISO + r")(?P<off>Z|[+-]\d\d:?\d\d)?(?: (?P<ihost>\S+) kernel:)?"
+    r"|(?P<unix>\d{9,11}\.\d{1,6}) (?P<uhost>\S+) kernel:"
     r"|(?P<sys>" + _MONTH + r" +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?) (?P<shost>\S+) kernel:"
     r")?\s*(?:kernel:\s*)?(?:\[\s*(?P<up2>\d+\.\d+)\]\s*)?)"
 )
+_PREFIX_GROUPS = [
+    "ctime", "up", "mhost", "dlt", "rmon", "rday", "rhm", "rdelta", "kmsg", "iso5", "off5", "h5",
+    "iso", "off", "ihost", "unix", "uhost", "sys", "shost", "up2",
+]  # fmt: skip
+# dmesg --time-format=reltime prints ``[Jan21 04:41]`` when the minute changes and ``[  +0.000123]``
+# (gap to the previous line) otherwise: a ``+`` line's minute is that of the header above it.
+_REL_HEADER = re.compile(
+    rb"(?m)^(?:<\d+>)?(?:[a-z0-9]+ *:[a-z]+ *: )?\[(" + _MONTH.encode() + rb") ?(\d{1,2}) (\d\d:\d\d)\]"
+)
+_REL_FIRST = re.compile(rb"^(?:<\d+>)?(?:[a-z0-9]+ *:[a-z]+ *: )?\[(?:\s*\+\d|" + _MONTH.encode() + rb" ?\d)")
 _PCI = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
 # What follows ``NVRM: Xid`` (split off as a literal: a leading ``.*`` or a trailing ``(.*)$``
 # capture would run every line through the slow capture engine); the message is the rest.
@@ -87,6 +122,9 @@ _MCE = r"mce: \[Hardware Error\]: (?P<msg>.*)$"
 _EDAC = r"EDAC (?P<mc>[^:]+): (?P<n>\d+) (?P<kind>UE) (?P<msg>.*)$"
 _NVME = r"nvme (?P<dev>nvme\d+): (?P<msg>controller is down.*)$"
 _GPU_AT = r"NVRM: GPU at (?:PCI:)?(?P<pci>" + _PCI + r"): (?P<uuid>GPU-[0-9a-fA-F-]+)"
+# The boot banner that dates uptime stamps: the RTC driver sets the clock early in boot.
+_CLOCK = r"setting system clock to \S+ UTC \((?P<epoch>\d+)\)"
+_LINK = r"(?i)\blink (-?\d+)|\bEngine instance (\d+)"
 
 # (event_type, code, class, severity) of the non-NVIDIA faults; XIDs get theirs from the catalogue.
 HOST_FAULTS = {
@@ -131,7 +169,7 @@ def _lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:
     search for that byte then gives the hit offsets. Only the lines around hits are cut out, and
     their numbers come from counting newlines between consecutive candidate lines. This keeps
     extraction near ``grep -c`` speed (benchmarks/bench_kernel.py)."""
-    buf = valid_utf8(data)  # repaired once if need be: offsets then index the repaired bytes
+    buf = data  # valid UTF-8 (``valid_utf8``): offsets index these bytes
     blocks = _blocks(buf)
     hits = _hit_offsets(blocks, buf)
     if len(hits) == 0:
@@ -175,11 +213,46 @@ def _hit_offsets(blocks: pl.DataFrame, buf: bytes) -> np.ndarray:
     return hits["h"].to_numpy()
 
 
-def _times(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    """Add ``time`` (naive UTC) and ``time_error`` (why it is null) from the prefix groups."""
+def _reltime_headers(buf: bytes, cand: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """The ``[Jan21 04:41]`` minute headers of a ``dmesg --time-format=reltime`` chunk (line,
+    month, day, hh:mm), so that a ``+delta`` line can take the minute of the header above it even
+    when the header is no fault line or sits in an earlier chunk. Only reltime chunks are scanned."""
+    rel = _REL_FIRST.match(buf) or (cand.height and cand["raw"].str.contains(r"^[^\[]{0,20}\[(?:\s*\+\d|[A-Z][a-z]{2} ?\d)").any())
+    if not rel:
+        return pl.DataFrame()
+    found = [(m.start(), *(g.decode() for g in m.groups())) for m in _REL_HEADER.finditer(buf)]
+    if not found:
+        return pl.DataFrame()
+    newlines = np.flatnonzero(np.frombuffer(buf, np.uint8) == 10)
+    at = np.array([f[0] for f in found], dtype=np.int64)
+    return pl.DataFrame(
+        {
+            "line": np.searchsorted(newlines, at) + (ctx.line_offset + 1),
+            "h_rmon": [f[1] for f in found],
+            "h_rday": [f[2] for f in found],
+            "h_rhm": [f[3] for f in found],
+        },
+        schema={"line": pl.Int64, "h_rmon": pl.Utf8, "h_rday": pl.Utf8, "h_rhm": pl.Utf8},
+    )
+
+
+_MAX_UPTIME_S = 100 * 365 * 86400  # an uptime beyond a century is a corrupt stamp
+
+
+def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """Add ``time`` (naive UTC) and ``time_error`` (why it is null, true for that line) from the
+    prefix groups, the file's boot banners (``setting system clock``) and reltime headers."""
     tz = ctx.tz or "UTC"
-    boot = _to_datetime(ctx.options.get("boot_time")) or ctx.time
     ref = ctx.time or ctx.mtime
+    df = df.sort("line")
+    # a reltime ``+delta`` line takes the minute of the latest header above it
+    if headers.height:
+        df = df.join_asof(headers.sort("line"), on="line", strategy="backward", check_sortedness=False)
+    else:
+        df = df.with_columns(h_rmon=pl.lit(None, pl.Utf8), h_rday=pl.lit(None, pl.Utf8), h_rhm=pl.lit(None, pl.Utf8))
+    rel_own = pl.format("{} {} {}:00", "rmon", "rday", "rhm")
+    rel_hdr = pl.when(pl.col("rdelta").is_not_null()).then(pl.format("{} {} {}:00", "h_rmon", "h_rday", "h_rhm"))
+    df = df.with_columns(rel=pl.coalesce(rel_own, rel_hdr))
     # a space in a strptime format matches any run of spaces (``Aug  2``): no normalising pass
     ctime = local_to_utc(pl.col("ctime"), tz, "%a %b %d %H:%M:%S %Y")
     iso_base = pl.col("iso").str.replace(" ", "T").str.replace(",", ".")
@@ -196,20 +269,19 @@ def _times(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         .then(iso_naive - pl.duration(seconds=off_s))
         .otherwise(local_to_utc(iso_base, tz, "%Y-%m-%dT%H:%M:%S%.f"))
     )
-    uptime_us = pl.coalesce(
-        (pl.col("up").cast(pl.Float64) * 1e6).round().cast(pl.Int64), pl.col("kmsg").cast(pl.Int64)
+    epoch_us = pl.coalesce(
+        (pl.col("unix").cast(pl.Float64, strict=False) * 1e6).round().cast(pl.Int64, strict=False),
+        pl.col("j_rt").cast(pl.Int64, strict=False),
     )
-    uptime_us = pl.when(pl.col("ctime").is_null() & pl.col("iso").is_null() & pl.col("sys").is_null()).then(
-        uptime_us
+    epoch = pl.when(epoch_us.abs() < _MAX_UPTIME_S * 10**6).then(pl.from_epoch(epoch_us, time_unit="us"))
+    up_s = pl.coalesce(
+        pl.col("up").cast(pl.Float64, strict=False),
+        pl.col("kmsg").cast(pl.Float64, strict=False) / 1e6,
+        pl.col("j_mono").cast(pl.Float64, strict=False) / 1e6,
     )
-    has_up = uptime_us.is_not_null()
-    if boot is not None:
-        since_boot = pl.lit(boot, dtype=pl.Datetime("us")) + pl.duration(microseconds=uptime_us)
-    else:
-        since_boot = pl.lit(None, dtype=pl.Datetime("us"))
     if ref is not None:
-        sys_s = pl.col("sys")
         fmt = "%Y %b %d %H:%M:%S%.f"
+        sys_s = pl.coalesce("sys", "rel")
         this_year = local_to_utc(pl.lit(f"{ref.year} ") + sys_s, tz, fmt)
         last_year = local_to_utc(pl.lit(f"{ref.year - 1} ") + sys_s, tz, fmt)
         # clock skew / zone slack before deciding the line belongs to the previous year
@@ -217,30 +289,75 @@ def _times(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         sys_t = pl.when(this_year.is_null() | (this_year > late)).then(last_year).otherwise(this_year)
     else:
         sys_t = pl.lit(None, dtype=pl.Datetime("us"))
-    bare = pl.lit(ctx.time, dtype=pl.Datetime("us"))
-    time = (
-        pl.when(pl.col("ctime").is_not_null())
+    has_abs = pl.any_horizontal(pl.col(c).is_not_null() for c in ("ctime", "iso", "unix", "j_rt", "sys", "rel"))
+    df = df.with_columns(
+        abs_t=pl.when(pl.col("ctime").is_not_null())
         .then(ctime)
         .when(pl.col("iso").is_not_null())
         .then(iso)
-        .when(pl.col("sys").is_not_null())
-        .then(sys_t)
-        .when(has_up)
-        .then(since_boot)
-        .otherwise(bare)
+        .when(pl.col("unix").is_not_null() | pl.col("j_rt").is_not_null())
+        .then(epoch)
+        .when(pl.col("sys").is_not_null() | pl.col("rel").is_not_null())
+        .then(sys_t),
+        has_abs=has_abs,
+        up_us=pl.when(up_s.is_between(0, _MAX_UPTIME_S)).then((up_s * 1e6).round().cast(pl.Int64)),
+        has_up=up_s.is_not_null(),
     )
+    df = _boot_times(df, ctx)
+    since_boot = pl.col("boot") + pl.duration(microseconds=pl.col("up_us"))
+    time = (
+        pl.when(pl.col("has_abs"))
+        .then(pl.col("abs_t"))
+        .when(pl.col("has_up"))
+        .then(since_boot)
+        .when(pl.col("rdelta").is_null())  # a reltime '+delta' line without its header has no time
+        .then(pl.lit(ctx.time, dtype=pl.Datetime("us")))
+    )
+    no_year = "timestamp has no year and no reference time; pass --time"
     err = (
         pl.when(pl.col("sys").is_not_null() & (ref is None))
-        .then(pl.lit("syslog timestamp has no year and no reference time; pass --time"))
-        .when(pl.col("ctime").is_null() & pl.col("iso").is_null() & pl.col("sys").is_null() & has_up)
-        .then(pl.lit("dmesg uptime stamp and no boot time; pass --time"))
-        .when(pl.col("ctime").is_null() & pl.col("iso").is_null() & pl.col("sys").is_null())
+        .then(pl.lit("syslog " + no_year))
+        .when(pl.col("rel").is_not_null() & (ref is None))
+        .then(pl.lit("dmesg reltime " + no_year))
+        .when(pl.col("rdelta").is_not_null() & pl.col("rel").is_null())
+        .then(pl.lit("dmesg reltime '+delta' stamp with no '[Mon DD HH:MM]' header line before it in the file"))
+        .when(pl.col("j_rt").is_not_null() | pl.col("unix").is_not_null())
+        .then(pl.lit("epoch timestamp out of range"))
+        .when(~pl.col("has_abs") & pl.col("has_up") & pl.col("up_us").is_null())
+        .then(pl.format("uptime stamp {} s is out of range", up_s.cast(pl.Utf8)))
+        .when(~pl.col("has_abs") & pl.col("has_up"))
+        .then(pl.lit("uptime stamp and no boot time (no 'setting system clock' line before it in this boot); pass the boot time as --time"))
+        .when(pl.col("dlt").is_not_null())
+        .then(pl.lit("dmesg delta stamp gives only the gap to the previous line, no time; pass --time"))
+        .when(~pl.col("has_abs"))
         .then(pl.lit("kernel line without a timestamp; pass --time"))
         .otherwise(pl.lit("unparseable or non-existent local timestamp"))
     )
-    return df.with_columns(time=time).with_columns(
-        time_error=pl.when(pl.col("time").is_null()).then(err)
+    df = df.with_columns(time=time)
+    return df.with_columns(
+        time_error=pl.when(pl.col("time").is_null()).then(err).otherwise(implausible_time(pl.col("time"), ctx))
     )
+
+
+def _boot_times(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """``boot`` per line: the boot the latest ``setting system clock to ... (epoch)`` banner
+    above it in the same boot dates (banner clock minus banner uptime), else
+    ``ctx.options['boot_time']``, else ``ctx.time``. A new boot starts at a ``Linux version``
+    line or where the uptime goes backwards."""
+    fallback = _to_datetime(ctx.options.get("boot_time")) or ctx.time
+    fb = pl.lit(fallback, dtype=pl.Datetime("us"))
+    banners = df.filter((pl.col("kind") == "boot_clock") & pl.col("up_us").is_not_null())
+    if banners.height == 0:
+        return df.with_columns(boot=fb)
+    prev_up = pl.col("up_us").shift(1).forward_fill()
+    restart = (pl.col("kind") == "boot_start") | (pl.col("up_us") < prev_up).fill_null(False)
+    df = df.with_columns(_boot_no=restart.cum_sum())
+    clock_us = pl.col("epoch").cast(pl.Int64, strict=False) * 1_000_000
+    banners = df.filter((pl.col("kind") == "boot_clock") & pl.col("up_us").is_not_null()).select(
+        "line", "_boot_no", b_boot=pl.from_epoch(clock_us - pl.col("up_us"), time_unit="us")
+    )
+    df = df.join_asof(banners, on="line", by="_boot_no", strategy="backward", check_sortedness=False)
+    return df.with_columns(boot=pl.coalesce("b_boot", fb)).drop("_boot_no", "b_boot")
 
 
 def _classify(df: pl.DataFrame) -> pl.DataFrame:
@@ -251,6 +368,7 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
     parts = {
         "_s": ("nvidia-nvswitch", _SXID), "_m": ("mlx5_core ", _MLX5), "_mce": ("mce: ", _MCE),
         "_ed": ("EDAC ", _EDAC), "_nv": ("nvme", _NVME), "_ga": ("NVRM: GPU at", _GPU_AT),
+        "_cl": ("setting system clock", _CLOCK),
     }  # fmt: skip
     after_xid = body.str.split_exact("NVRM: Xid", 1).struct.field("field_1")
     df = df.with_columns(
@@ -292,6 +410,10 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("host"))
         .when(ga.struct.field("uuid").is_not_null())
         .then(pl.lit("gpu_at"))
+        .when(pl.col("_cl").struct.field("epoch").is_not_null())
+        .then(pl.lit("boot_clock"))
+        .when(body.str.starts_with("Linux version "))
+        .then(pl.lit("boot_start"))
     )
     sev_word = s.struct.field("msg").str.extract(r"^(?i)(fatal|non-?fatal)\b").str.to_lowercase()
     edac_on = ed.struct.field("msg").str.extract(r"\bon (\S+)")
@@ -315,27 +437,80 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
         process=pl.when(pname.is_not_null() & ~pname.is_in(["<unknown>", "'<unknown>'", "N/A", ""])).then(pname),
         uuid_at=ga.struct.field("uuid"),
         sxid_severity=pl.when(sev_word == "fatal").then(pl.lit("fatal")).when(sev_word.is_not_null()).then(pl.lit("warning")),
+        epoch=pl.col("_cl").struct.field("epoch"),
     ).drop(*parts, "_x", "_xa", "_xmsg")  # fmt: skip
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
-    cand = _lines(data, ctx)
-    if cand.height == 0:
-        return ParseResult({}, ParseResult.empty_quarantine(), 0)
+    lines = _extract(data, ctx)
+    result = _finish(lines, ctx)
+    result.partial = lines  # what ``merge`` needs to finish several chunks as one file
+    return result
+
+
+def merge(results: list[ParseResult], ctx: ParseContext) -> ParseResult:
+    """One file's chunk results finished as one: collapse, repeat merging, exact duplicates,
+    boot banners, reltime headers, UUIDs and cause links then cross chunk boundaries, so the
+    events do not depend on how the runner cut the file."""
+    return _finish(pl.concat([r.partial for r in results], how="diagonal_relaxed"), ctx)
+
+
+# kinds of candidate lines that are records (a row or a quarantine row each); the others
+# (``gpu_at`` identity lines, ``boot_clock`` banners, reltime headers) only inform them
+_RECORD_KINDS = ["xid", "sxid", "host", "bad_xid", "bad_sxid"]
+
+
+def _extract(data: bytes, ctx: ParseContext) -> pl.DataFrame:
+    """The chunk's candidate lines, classified, with their raw stamp fields (times are resolved
+    in ``_finish``, where the whole file's boot banners and reltime headers are known)."""
+    buf = valid_utf8(data)
+    cand = _lines(buf, ctx)
+    headers = _reltime_headers(buf, cand, ctx)
+    if cand.height == 0 and headers.height == 0:
+        return pl.DataFrame()
+    raw = pl.col("raw")
+    is_json = raw.str.starts_with("{")
+    json_raw = pl.when(is_json).then(raw)
+    cand = cand.with_columns(
+        j_rt=json_raw.str.json_path_match("$.__REALTIME_TIMESTAMP"),
+        j_mono=json_raw.str.json_path_match("$.__MONOTONIC_TIMESTAMP"),
+        j_host=json_raw.str.json_path_match("$._HOSTNAME"),
+        _text=pl.when(is_json).then(json_raw.str.json_path_match("$.MESSAGE")).otherwise(raw),
+    )
     prefix = pl.col("_p")
-    cand = cand.with_columns(_p=pl.col("raw").str.extract_groups(_PREFIX)).with_columns(
-        **{k: prefix.struct.field(k) for k in ("ctime", "up", "kmsg", "iso", "off", "ihost", "sys", "shost", "up2")},
-        body=pl.col("raw").str.slice(prefix.struct.field("head").str.len_chars()),
-    ).drop("_p").with_columns(up=pl.coalesce("up", "up2"))
-    cand = _classify(cand).filter(pl.col("kind").is_not_null())
-    cand = _times(cand, ctx)
+    cand = cand.with_columns(_p=pl.col("_text").str.extract_groups(_PREFIX)).with_columns(
+        **{k: prefix.struct.field(k) for k in _PREFIX_GROUPS},
+        body=pl.col("_text").str.slice(prefix.struct.field("head").str.len_chars()),
+    ).drop("_p", "_text")
+    cand = cand.with_columns(
+        up=pl.coalesce("up", "up2"),
+        iso=pl.coalesce("iso", "iso5"),
+        off=pl.coalesce("off", "off5"),
+        ihost=pl.coalesce("j_host", "ihost", "h5", "mhost", "uhost", "shost"),
+    ).drop("up2", "iso5", "off5", "h5", "mhost", "uhost", "shost", "j_host")
+    cand = _classify(cand).filter(pl.col("kind").is_not_null()).drop("body")
+    if headers.height:
+        cand = pl.concat([cand, headers.with_columns(kind=pl.lit("rel_header"))], how="diagonal_relaxed")
+    return cand
+
+
+def _finish(lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
+    if lines.height == 0:
+        return ParseResult({}, ParseResult.empty_quarantine(), 0)
+    hcols = ["h_rmon", "h_rday", "h_rhm"]
+    is_header = pl.col("kind") == "rel_header"
+    headers = lines.filter(is_header).select("line", *hcols) if "h_rmon" in lines.columns else pl.DataFrame()
+    cand = _times(lines.filter(~is_header).drop(hcols, strict=False), headers, ctx)
+    # the same line twice (overlapping rotated files concatenated) is one record
+    cand = cand.unique(["raw", "time"], keep="first", maintain_order=True)
     host = ctx.host or host_from_filename(ctx.path)
     cand = cand.with_columns(
-        host=pl.coalesce(pl.col("ihost"), pl.col("shost"), pl.lit(host, dtype=pl.Utf8)),
+        host=pl.coalesce(pl.col("ihost"), pl.lit(host, dtype=pl.Utf8)),
         pci_bus=normalize_pci(pl.col("pci_raw")),
     )
+    records = cand.filter(pl.col("kind").is_in(_RECORD_KINDS))
     bad_kind = pl.col("kind").str.starts_with("bad_")
-    bad = cand.filter(bad_kind | (pl.col("time").is_null() & (pl.col("kind") != "gpu_at")))
+    bad = records.filter(bad_kind | pl.col("time_error").is_not_null())
     quarantine = quarantine_frame(
         bad["line"],
         bad["raw"],
@@ -347,12 +522,11 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             .otherwise(pl.col("time_error"))
         ).to_series(),
     )
-    ok = cand.filter(~bad_kind & pl.col("time").is_not_null())
-    events = ok.filter(pl.col("kind") != "gpu_at")
+    events = records.filter(~bad_kind & pl.col("time_error").is_null())
     if events.height == 0:
         return ParseResult({}, quarantine, quarantine.height)
-    events = _attach_uuid(events, ok.filter(pl.col("kind") == "gpu_at"))
-    events = _describe(events)
+    gpu_at = cand.filter((pl.col("kind") == "gpu_at") & pl.col("time_error").is_null())
+    events = _describe(_attach_uuid(events, gpu_at))
     window = float(ctx.options.get("xid_merge_window_s", DEFAULT_MERGE_WINDOW_S))
     rows = _merge_repeats(_collapse_multiline(events), window)
     rows = rows.with_columns(
@@ -422,16 +596,34 @@ def _describe(events: pl.DataFrame) -> pl.DataFrame:
         severity=pl.when(is_xid)
         .then(xid_sev)
         .when(is_sxid)
-        .then(pl.col("sxid_severity").fill_null(SXID_DEFAULT_SEVERITY))
+        .then(pl.col("sxid_severity"))  # null on continuation lines: they do not vote
         .otherwise("h_severity"),
         action=pl.when(is_xid).then(pl.col("cat_action")),
         component_id=pl.when(is_xid).then(pl.col("pci_bus")).otherwise(pl.coalesce("component_id", "pci_bus")),
         device=pl.coalesce("pci_bus", "component_id", pl.lit("")),
         hk=pl.col("host").fill_null(""),
+        link=pl.when(is_sxid | (is_xid & (pl.col("cat_class") == "nvlink"))).then(_link_number(pl.col("message"))),
     )
 
 
-_KEY = ["hk", "event_type", "device", "code"]  # one event source: collapse and merge stay within it
+def _link_number(message: pl.Expr) -> pl.Expr:
+    """The link an NVLink XID or SXid line names (``Link 13``; SXid ``Severity`` lines say
+    ``Engine instance 13``); ``Link -1`` (no particular link) is null."""
+    g = message.str.extract_groups(_LINK)
+    n = pl.coalesce(g.struct.field("1"), g.struct.field("2")).cast(pl.Int32, strict=False)
+    return pl.when(n >= 0).then(n)
+
+
+_SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2, "fatal": 3}
+
+
+def _worst(severity: pl.Expr) -> pl.Expr:
+    """The worst severity of a group (an aggregation; nulls do not vote)."""
+    rank = severity.replace_strict(_SEVERITY_RANK, default=None, return_dtype=pl.Int8)
+    return severity.sort_by(rank, nulls_last=False).last()
+
+
+_KEY = ["hk", "event_type", "device", "code", "lk"]  # one event source: collapse and merge stay within it
 
 
 def _runs(ev: pl.DataFrame, order: list[str], starts: pl.Expr) -> pl.DataFrame:
@@ -447,25 +639,32 @@ def _runs(ev: pl.DataFrame, order: list[str], starts: pl.Expr) -> pl.DataFrame:
 def _collapse_multiline(ev: pl.DataFrame) -> pl.DataFrame:
     """Lines of one event -> one row: same host/device/code, within ``COLLAPSE_S`` of the
     previous line and with a different text (an identical text is a repeat, not a continuation)."""
+    source = _KEY[:-1]
+    # an SXid ``Data`` line names no link: it continues the line above it
+    ev = ev.sort([*source, "line"]).with_columns(
+        link=pl.when(pl.col("event_type") == "sxid").then(pl.col("link").forward_fill().over(source)).otherwise("link")
+    ).with_columns(lk=pl.col("link").fill_null(-1))
     starts = ((pl.col("time") - pl.col("prev_t")).abs() > pl.duration(seconds=COLLAPSE_S)) | (
         pl.col("message") == pl.col("prev_m")
     )
     firsts = [
-        *_KEY, "time", "host", "component_class", "component_id", "pci_bus", "uuid", "severity", "action", "pid", "process", "line", "raw",
+        *_KEY, "time", "host", "component_class", "component_id", "pci_bus", "uuid", "link", "action", "pid", "process", "line", "raw",
     ]  # fmt: skip
     return _runs(ev, ["line"], starts).group_by("run").agg(
         *[pl.col(c).first() for c in firsts],
-        # SXID continuation lines carry no Fatal/Non-fatal word: the first line decides.
+        severity=_worst(pl.col("severity")),
         message=pl.col("message").unique(maintain_order=True).str.join(" | ").str.slice(0, MESSAGE_LIMIT),
-    ).drop("run")
+    ).drop("run").with_columns(pl.col("severity").fill_null(SXID_DEFAULT_SEVERITY))
 
 
 def _merge_repeats(ev: pl.DataFrame, window_s: float) -> pl.DataFrame:
-    """Repeats of the same (host, device, code) less than ``window_s`` after the previous one
+    """Repeats of the same (host, device, code, link) less than ``window_s`` after the previous one
     merge into the first, with ``count`` events."""
     starts = (pl.col("time") - pl.col("prev_t")) > pl.duration(microseconds=int(window_s * 1e6))
     out = _runs(ev, ["time", "line"], starts).group_by("run").agg(
-        pl.all().exclude("run", "prev_t", "prev_m").first(), count=pl.len().cast(pl.Int32)
+        pl.all().exclude("run", "prev_t", "prev_m", "severity").first(),
+        severity=_worst(pl.col("severity")),
+        count=pl.len().cast(pl.Int32),
     )
     return out.drop("run").sort("line").rename({"line": "source_line"})
 
@@ -524,8 +723,9 @@ _HW_COLUMNS = set(TABLES["hw_events"].columns)
 
 _SNIFF_XID = re.compile(rb"NVRM: Xid|nvidia-nvswitch\d+: SX[Ii][Dd]")
 _SNIFF_LINE = re.compile(
-    rb"(?m)^(?:\[\s*\d+\.\d+\] |\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] |\d+,\d+,\d+,[-c+]*;|"
-    rb"\S+ +\S+ \S+ \S+ kernel: |\d{4}-\d\d-\d\dT\S+ \S+ kernel: )"
+    rb"(?m)^(?:<\d+>)?(?:[a-z0-9]+ *:[a-z]+ *: )?(?:\[\s*\d+\.\d+(?: <[^>]*>)?\] |\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}(?: <[^>]*>)?\] |"
+    rb"\d+,\d+,\d+,[-c+]*;|\[[A-Z][a-z]{2} ?\d{1,2} \d\d:\d\d\] |\[\s*\+\d+\.\d+\] |"
+    rb"\S+ +\S+ \S+ \S+ kernel: |1 \S+ \S+ kernel |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:\d\d |(?:\d{4}-\d\d-\d\dT|\d{9,11}\.)\S+ \S+ kernel: )"
 )
 
 
@@ -548,4 +748,5 @@ FORMAT = FormatSpec(
     detect=detect,
     description="kernel logs (dmesg, syslog, journald, /dev/kmsg): NVIDIA XID / SXID, mlx5 link, MCE, EDAC, NVMe",
     line_oriented=True,
+    merge=merge,
 )

@@ -182,6 +182,11 @@ def _checked(spec: FormatSpec, result: ParseResult) -> ParseResult:
     return result
 
 
+def _merged(spec: FormatSpec, results: list[ParseResult], ctx: ParseContext) -> ParseResult:
+    """One file's chunk results as one, through the format's ``merge`` hook."""
+    return results[0] if len(results) == 1 else _checked(spec, spec.merge(results, ctx))
+
+
 def _quarantined(data: bytes, error: str) -> ParseResult:
     return ParseResult(tables={}, quarantine=whole_file_quarantine(data, error), records=1)
 
@@ -209,7 +214,10 @@ def _parse_file(
             return
         try:
             if spec.line_oriented:
-                for res in parse_chunks(spec, fh, ctx, plain=fh is raw):
+                chunks = parse_chunks(spec, fh, ctx, plain=fh is raw)
+                if spec.merge is not None:
+                    chunks = iter([_merged(spec, list(chunks), ctx)])
+                for res in chunks:
                     yield spec.name, res
             else:
                 yield spec.name, _checked(spec, spec.parse(fh.read(), ctx))

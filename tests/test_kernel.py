@@ -2,7 +2,8 @@
 conservation, idempotence, fuzz, and the synthetic fleet's ground truth."""
 
 import json
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 
 import polars as pl
 import pytest
@@ -18,6 +19,7 @@ from tests.conftest import FIXTURES, SAMPLE_FLEET
 KDIR = FIXTURES / "kernel"
 REAL = KDIR / "real_xid_kernel_lines_from_issues.log"
 T0 = datetime(2024, 8, 30, 12, 0, 0)
+NO_BOOT = "uptime stamp and no boot time (no 'setting system clock' line before it in this boot); pass the boot time as --time"
 
 
 def run(text: str, **kw) -> tuple[pl.DataFrame, pl.DataFrame, int]:
@@ -70,7 +72,7 @@ def test_real_lines_without_time_are_quarantined_with_reasons():
     assert ev["source_line"].to_list() == [3, 6]  # only the dmesg --ctime lines carry a date
     assert n == 14 and q.height == 12
     errors = dict(zip(q["line"].to_list(), q["error"].to_list()))
-    assert errors[18] == "dmesg uptime stamp and no boot time; pass --time"
+    assert errors[18] == NO_BOOT
     assert errors[22] == "kernel line without a timestamp; pass --time"
 
 
@@ -82,7 +84,7 @@ def test_kmsg_sample_has_no_fault_records_and_kmsg_xid_uses_boot_time():
     assert ev.row(0, named=True)["time"] == datetime(2025, 1, 1, 16, 0, 31, 398464)
     assert ev["component_class"].to_list() == ["gpu_memory"] and ev["severity"][0] == "fatal"
     _, q, _ = run(line)
-    assert q["error"].to_list() == ["dmesg uptime stamp and no boot time; pass --time"]
+    assert q["error"].to_list() == [NO_BOOT]
 
 
 def test_catalog_csv_is_not_taken_for_a_kernel_log():
@@ -305,3 +307,325 @@ def test_fleet_faults_with_kernel_evidence_are_in_hw_events():
     # which are not fatal in the catalogue, so there must be none at all.
     extra = hw.filter((pl.col("severity") == "fatal") & ~pl.col("event_id").is_in(list(matched)))
     assert extra.height == 0, extra.select("host", "time", "code").head()
+
+
+# --- every time prefix real kernel logs carry -------------------------------------------------
+
+_B = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus."
+_AT = datetime(2025, 1, 21, 4, 41, 44, 283302)  # the instant most stamps below name
+_BOOTED = datetime(2025, 1, 22)  # --time, taken as the boot time of uptime stamps
+_UP = datetime(2025, 1, 22, 6, 42, 8, 828315)  # _BOOTED + 24128.828315 s
+_PREFIX_CASES = [
+    # (prefix, time with --time, host, quarantine reason without --time or None)
+    ("[24128.828315] ", _UP, None, NO_BOOT),  # dmesg raw
+    ("[Tue Jan 21 04:41:44 2025] ", _AT.replace(microsecond=0), None, None),  # dmesg -T / --ctime
+    ("2025-01-21T04:41:44,283302+00:00 ", _AT, None, None),  # dmesg --time-format=iso
+    ("kern  :warn  : 2025-01-21T04:41:44,283302+00:00 ", _AT, None, None),  # ... --decode
+    ("kern  :err   : [24128.828315] ", _UP, None, NO_BOOT),  # dmesg --decode
+    ("kern  :warn  : [Tue Jan 21 04:41:44 2025] ", _AT.replace(microsecond=0), None, None),
+    ("[Tue Jan 21 04:41:44 2025 <    0.000293>] ", _AT.replace(microsecond=0), None, None),  # -T --show-delta
+    ("[24128.828315 <    0.000293>] ", _UP, None, NO_BOOT),  # --show-delta
+    ("[Jan21 04:41] ", _AT.replace(second=0, microsecond=0), None,  # --time-format=reltime
+     "dmesg reltime timestamp has no year and no reference time; pass --time"),
+    ("[<    0.000293>] ", _BOOTED, None,  # --time-format=delta: no time at all
+     "dmesg delta stamp gives only the gap to the previous line, no time; pass --time"),
+    ("", _BOOTED, None, "kernel line without a timestamp; pass --time"),  # --time-format=notime
+    ("Jan 21 04:41:44 gpu01 kernel: ", _AT.replace(microsecond=0), "gpu01",  # journald short / RFC 3164
+     "syslog timestamp has no year and no reference time; pass --time"),
+    ("<4>Jan 21 04:41:44 gpu01 kernel: ", _AT.replace(microsecond=0), "gpu01",
+     "syslog timestamp has no year and no reference time; pass --time"),
+    ("Jan 21 04:41:44.283302 gpu01 kernel: ", _AT, "gpu01",  # short-precise
+     "syslog timestamp has no year and no reference time; pass --time"),
+    ("2025-01-21T04:41:44+0000 gpu01 kernel: ", _AT.replace(microsecond=0), "gpu01", None),  # short-iso
+    ("2025-01-21T06:41:44.283302+02:00 gpu01 kernel: ", _AT, "gpu01", None),  # short-iso-precise
+    ("[24128.828315] gpu01 kernel: ", _UP, "gpu01", NO_BOOT),  # short-monotonic
+    ("1737434504.283302 gpu01 kernel: ", _AT, "gpu01", None),  # short-unix
+    ("<4>1 2025-01-21T04:41:44.283302Z gpu01 kernel - - - ", _AT, "gpu01", None),  # RFC 5424
+    ('<4>1 2025-01-21T04:41:44.283302+00:00 gpu01 kernel - - [meta sequenceId="7"] ', _AT, "gpu01", None),
+    ("4,1234,24128828315,-;", _UP, None, NO_BOOT),  # /dev/kmsg
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("prefix", "when", "host", "reason"), _PREFIX_CASES)
+def test_every_time_prefix(prefix, when, host, reason):
+    ev, q, _ = run(prefix + _B + "\n", time=_BOOTED)
+    assert q.height == 0 and ev.select("time", "host", "code", "message").row(0) == (
+        when, host, "79", "GPU has fallen off the bus."
+    )
+    ev, q, _ = run(prefix + _B + "\n")
+    if reason is None:  # the line dates itself: no --time needed, and none is used
+        assert ev["time"].to_list() == [when]
+    else:
+        assert ev.height == 0 and q["error"].to_list() == [reason]
+
+
+def test_journald_json_lines():
+    rec = {
+        "__REALTIME_TIMESTAMP": "1737434504283302", "__MONOTONIC_TIMESTAMP": "24128828315",
+        "_HOSTNAME": "gpu01", "SYSLOG_IDENTIFIER": "kernel", "MESSAGE": _B,
+    }  # fmt: skip
+    mono = {k: v for k, v in rec.items() if k != "__REALTIME_TIMESTAMP"}
+    text = json.dumps(rec) + "\n" + json.dumps(mono | {"MESSAGE": _B.replace("79", "48")}) + "\n"
+    ev, q, _ = run(text, time=_BOOTED)
+    assert q.height == 0
+    assert ev.select("time", "host", "code").rows() == [(_AT, "gpu01", "79"), (_UP, "gpu01", "48")]
+    _, q, _ = run(text)
+    assert q["line"].to_list() == [2] and q["error"].to_list() == [NO_BOOT]
+
+
+def test_dmesg_iso_lines_are_not_dated_to_time():
+    """The issue's case: ``dmesg --decode --time-format=iso`` lines were quarantined as having
+    no timestamp, and following the advice (--time) dated every event to --time."""
+    text = "".join(
+        f"kern  :warn  : 2025-01-21T04:4{m}:44,283302+00:00 NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, DBE\n"
+        for m in (1, 3, 5)
+    )
+    for kw in ({}, {"time": _BOOTED}):
+        ev, q, _ = run(text, **kw)
+        assert q.height == 0 and ev["time"].dt.minute().to_list() == [41, 43, 45]
+
+
+def test_reltime_plus_lines_take_the_minute_of_the_header_above():
+    text = (
+        "[Jan21 04:41] nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context\n"
+        "[  +0.283302] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+        "[Jan21 04:43] perf: interrupt took too long\n"
+        "[  +5.000000] NVRM: Xid (PCI:0000:5d:00): 48, pid=1, name=x, DBE\n"
+    )
+    ev, q, _ = run(text, time=_BOOTED)
+    assert q.height == 0
+    assert ev.select("source_line", "time").rows() == [
+        (2, datetime(2025, 1, 21, 4, 41)), (4, datetime(2025, 1, 21, 4, 43))
+    ]  # fmt: skip
+    _, q, _ = run("[  +0.283302] " + _B + "\n", time=_BOOTED)
+    assert q["error"].to_list() == [
+        "dmesg reltime '+delta' stamp with no '[Mon DD HH:MM]' header line before it in the file"
+    ]
+
+
+def test_uptime_lines_are_dated_by_the_boot_banner_of_their_boot():
+    text = (
+        "[    1.234567] rtc_cmos 00:05: setting system clock to 2025-01-21T04:00:00 UTC (1737432000)\n"
+        "[  101.234567] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+        "[    0.000000] Linux version 6.8.0-51-generic\n"  # a reboot: the banner's boot is over
+        "[    5.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+    )
+    ev, q, _ = run(text)
+    assert ev.select("source_line", "time").rows() == [(2, datetime(2025, 1, 21, 4, 1, 40))]
+    assert q.select("line", "error").rows() == [(4, NO_BOOT)]
+    ev, q, _ = run(text, time=_BOOTED)  # --time dates the boot without a banner
+    assert q.height == 0 and ev["time"].to_list() == [datetime(2025, 1, 21, 4, 1, 40), datetime(2025, 1, 22, 0, 0, 5)]
+
+
+# --- record-level quarantine and plausibility ---------------------------------------------------
+
+
+def test_one_absurd_uptime_loses_only_its_line():
+    good = "".join(
+        f"[{100 + 100 * i}.000000] NVRM: Xid (PCI:0000:{i:02x}:00): 79, pid=1, name=x, off the bus\n" for i in range(15)
+    )
+    text = good + "[99999999999999999999.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, off the bus\n"
+    ev, q, n = run(text, time=_BOOTED)
+    assert n == 16 and ev.height == 15
+    assert q.select("line", "error").rows() == [(16, "uptime stamp 1e+20 s is out of range")]
+
+
+def test_times_outside_the_plausible_window_are_quarantined_per_line():
+    text = (
+        "[Tue Jan 21 04:41:44 2025] " + _B + "\n"
+        "[Fri Jan 21 04:41:44 2095] " + _B.replace("3b", "5d") + "\n"
+        "[Thu Jan 21 04:41:44 1999] " + _B.replace("3b", "6e") + "\n"
+    )
+    ev, q, _ = run(text, not_after=datetime(2026, 1, 1))
+    assert ev["source_line"].to_list() == [1]
+    assert q.select("line", "error").rows() == [
+        (2, "time 2095-01-21T04:41:44 is after 2026-01-01T00:00:00 (clock in the future)"),
+        (3, "time 1999-01-21T04:41:44 is before 2000-01-01T00:00:00 (implausible clock)"),
+    ]
+
+
+# --- NVSwitch / NVLink links and severities --------------------------------------------------------
+
+
+def test_sxid_lines_of_one_nvswitch_within_a_second_stay_one_event_per_link():
+    """A real capture: SXid 20034 on three NVSwitches, several links each within one second,
+    with ``Severity ... Engine instance N`` and ``Data`` continuation lines."""
+    path = KDIR / "gpud__sxid_readme_xid79_with_nvswitch_links.log"
+    ev, q, n = run(path.read_text(), time=_BOOTED)
+    assert q.height == 0 and n == 6
+    got = ev.select("source_line", "code", "component_id", "pci_bus", "link", "severity").rows()
+    assert got == [
+        (3, "79", "0000:91:00.0", "0000:91:00.0", None, "fatal"),
+        (6, "20034", "nvidia-nvswitch1", "0000:06:00.0", 48, "fatal"),
+        (7, "20034", "nvidia-nvswitch0", "0000:05:00.0", 63, "fatal"),  # + its Data line
+        (8, "20034", "nvidia-nvswitch2", "0000:07:00.0", 60, "critical"),  # no Fatal/Non-fatal word seen
+        (10, "20034", "nvidia-nvswitch2", "0000:07:00.0", 37, "fatal"),
+        (11, "20034", "nvidia-nvswitch0", "0000:05:00.0", 62, "fatal"),
+    ]
+    assert ev["uuid"][0] == "GPU-b6c3b2be-c55b-d076-fa0e-d464e4c7e08b"
+    assert "Data {0x10000000" in ev["message"][2] and "Engine instance 62" in ev["message"][5]
+    assert ev["time"][1] == _BOOTED + timedelta(seconds=6781753.400584)
+
+
+def test_nvlink_xid_links_and_worst_severity():
+    p = "[Tue Jan 21 04:41:44 2025] NVRM: Xid (PCI:0000:04:00): "
+    text = (
+        p + "149, NETIR_LINK_EVT Nonfatal XC0 i0 Link 00 (0x025001c6 0x00000000)\n"
+        + p + "149, NETIR_LINK_EVT/NETIR_LINK_DOWN Fatal XC0 i0 Link 00 (0x00000011 0x00000000)\n"
+        + p + "149, NETIR_LINK_EVT Nonfatal XC0 i0 Link 01 (0x025001c6 0x00000000)\n"
+        + p + "149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000)\n"
+        + "[Tue Jan 21 04:41:44 2025] nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 20034, Non-fatal, Link 30 LTSSM\n"
+        + "[Tue Jan 21 04:41:44 2025] nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 20034, Fatal, Link 30 LTSSM Fault Up\n"
+    )
+    ev, q, n = run(text)
+    assert q.height == 0 and n == 4
+    assert ev.select("code", "link", "severity", "count").rows() == [
+        ("149", 0, "fatal", 1),  # Nonfatal then Fatal on link 0: the worst line decides
+        ("149", 1, "warning", 1),
+        ("149", None, "fatal", 1),  # 'Link -1' names no link
+        ("20034", 30, "fatal", 1),
+    ]
+
+
+# --- chunking, compression and duplicates -----------------------------------------------------------
+
+
+def _burst_log() -> str:
+    """A raw-dmesg log whose bursts, repeats, multi-line events, banner and causes are spread so
+    that small chunks cut through all of them."""
+    lines = ["[    1.000000] rtc_cmos 00:05: setting system clock to 2025-01-21T04:00:00 UTC (1737432000)"]
+    lines.append("[    2.000000] NVRM: GPU at PCI:0000:18:00: GPU-0a1b2c3d-0000-1111-2222-333344445555")
+    t = 10.0
+    for burst in range(12):
+        for k in range(6):  # identical repeats merge; per-SM lines collapse
+            t += 0.1
+            lines.append(f"[{t:12.6f}] NVRM: Xid (PCI:0000:18:00): 13, pid=1, name=p, Graphics SM Exception (SM {k % 2})")
+            lines.append(f"[{t:12.6f}] perf: interrupt took too long (2503 > 2500)")
+        t += 0.2
+        for link in (1, 2, 1):
+            lines.append(f"[{t:12.6f}] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link {link} egress")
+        lines.append(f"[{t:12.6f}] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Fatal, Link 2 egress")
+        lines.append(f"[{t + 1:12.6f}] NVRM: Xid (PCI:0000:2a:00): 45, pid=9, name=p, Ch 1 caused by previous Xid 13")
+        t += 45 if burst % 3 else 200
+    return "\n".join(lines) + "\n"
+
+
+def test_same_events_whatever_the_compression_or_chunking(monkeypatch, tmp_path):
+    import gzip
+    import io
+
+    from ingest import runner
+
+    data = _burst_log().encode()
+    ctx = ParseContext(path="node.log")
+    whole = parse(data, ctx)
+    assert whole.records >= 20 and whole.quarantine.height == 0
+    plain, gz = tmp_path / "node.log", tmp_path / "node.log.gz"
+    plain.write_bytes(data)
+    gz.write_bytes(gzip.compress(data))
+
+    def results(chunk_bytes: int, path) -> list:
+        monkeypatch.setattr(runner, "CHUNK_BYTES", chunk_bytes)
+        with open(path, "rb") as raw:
+            return [r for _, r in runner._parse_file(raw, "node.log", FORMAT, ctx)]
+
+    for chunk_bytes in (700, 1500, 4099):
+        for path in (plain, gz):
+            (res,) = results(chunk_bytes, path)
+            assert res.tables["hw_events"].equals(whole.tables["hw_events"]), (chunk_bytes, path.name)
+            assert res.records == whole.records
+    # the pieces alone differ (so the check above can fail): merging is what makes them agree
+    monkeypatch.setattr(runner, "CHUNK_BYTES", 1500)
+    pieces = list(runner.parse_chunks(FORMAT, io.BytesIO(data), ctx, plain=False))
+    assert len(pieces) > 5 and sum(p.records for p in pieces) != whole.records
+
+
+def test_gzip_and_chunked_ingest_store_the_same_rows(wh, tmp_path, monkeypatch):
+    import gzip
+
+    from ingest import runner
+
+    monkeypatch.setattr(runner, "CHUNK_BYTES", 1000)
+    data = _burst_log().encode()
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    (a / "node-1.log").write_bytes(data)
+    (b / "node-1.log.gz").write_bytes(gzip.compress(data))
+    reports = ingest_paths(wh, [a, b], "kernel", ParseContext())
+    assert reports[0].rows_ok == reports[1].rows_ok == parse(data, ParseContext()).records
+    hw = wh.read("hw_events")
+    cols = ["time", "host", "code", "link", "severity", "count", "message"]
+    first, second = (hw.filter(pl.col("source_file").str.contains(f"/{d}/")).select(cols) for d in "ab")
+    assert first.equals(second)
+
+
+def test_exact_duplicate_lines_are_stored_once():
+    text = (KDIR / "gpud__sxid_readme_xid79_with_nvswitch_links.log").read_text()
+    once, _, n_once = run(text, time=_BOOTED)
+    twice, q, n_twice = run(text + text, time=_BOOTED)  # overlapping rotated files concatenated
+    assert q.height == 0 and n_twice == n_once == 6
+    assert twice.drop("event_id", "caused_by").equals(once.drop("event_id", "caused_by"))
+    assert twice["count"].to_list() == [1] * 6
+
+
+# --- more real captures ---------------------------------------------------------------------------
+
+
+def test_nvsentinel_burst_lines():
+    path = KDIR / "nvsentinel__syslog_monitor_xid_burst.log"
+    ev, q, n = run(path.read_text(), time=_BOOTED)
+    assert q.height == 0 and n == 5
+    assert ev.select("code", "pci_bus", "component_class", "pid", "process", "time").rows() == [
+        ("119", "0002:00:00.0", "gpu", 1582259, "nvc:[driver]", _BOOTED),
+        ("79", "0001:00:00.0", "gpu", 123456, "test", _BOOTED),
+        ("94", "0003:00:00.0", "gpu_memory", 789012, "process", _BOOTED),
+        ("13", "0000:97:00.0", "software", 2519562, "python3", _BOOTED + timedelta(seconds=103859.498995)),
+        ("31", "0000:02:00.0", "software", None, None, _BOOTED),
+    ]
+    _, q, _ = run(path.read_text())  # no --time: every line says why it has no time
+    assert q["error"].to_list() == ["kernel line without a timestamp; pass --time"] * 3 + [NO_BOOT] + [
+        "kernel line without a timestamp; pass --time"
+    ]
+
+
+# --- property: arbitrary and mutated lines ---------------------------------------------------------
+
+
+_MUTATIONS = st.sampled_from(["", "\x00", "\ufffd", "[", "]", ":", ",", " ", "-1", "99999999999999999999", "{", '"'])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([p for p, *_ in _PREFIX_CASES] + _PIECES), st.sampled_from(_BODIES + [_B]),
+                  st.integers(0, 60), _MUTATIONS),
+        min_size=1, max_size=20,
+    ),
+    st.integers(1, 19),
+    st.booleans(),
+)  # fmt: skip
+def test_mutated_lines_never_raise_conserve_and_merge_like_the_whole(lines, cut, with_time):
+    """Any prefix with any body, with one character spliced in anywhere: parsing never raises,
+    records = rows + quarantine, and two halves merged give exactly what the whole gives."""
+    text = [(p + b)[:i] + m + (p + b)[i:] for p, b, i, m in lines]
+    ctx = ParseContext(time=T0 if with_time else None)
+    whole = parse("\n".join(text).encode("utf-8", "surrogatepass") + b"\n", ctx)
+    rows = whole.tables["hw_events"].height if "hw_events" in whole.tables else 0
+    assert whole.records == rows + whole.quarantine.height
+    cut = min(cut, len(text))
+    head = parse(("\n".join(text[:cut]) + "\n").encode("utf-8", "surrogatepass"), ctx)
+    tail = parse(("\n".join(text[cut:]) + "\n").encode("utf-8", "surrogatepass"), replace(ctx, line_offset=cut))
+    merged = FORMAT.merge([head, tail], ctx)
+    assert merged.records == whole.records and merged.quarantine.equals(whole.quarantine)
+    if rows:
+        assert merged.tables["hw_events"].equals(whole.tables["hw_events"])
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["kern  :info  : 2025-01-21T04:41:44,283302+00:00 ", "[Jan21 04:41] ", "[  +0.000123] ", "kern  :info  : [  12.000001] ",
+     "<6>1 2025-01-21T04:41:44Z gpu01 kernel - - - ", "1737434504.283302 gpu01 kernel: "],
+)  # fmt: skip
+def test_chatter_without_xids_is_detected_in_every_stamp_style(prefix):
+    head = "".join(f"{prefix}perf: interrupt took too long ({n} > 2500)\n" for n in range(20)).encode()
+    assert FORMAT.detect(head, "dmesg.txt") == 60

@@ -153,6 +153,7 @@ TABLES: dict[str, Table] = {
                 "caused_by": STR,  # event_id of the initiating event (e.g. Xid 45 -> 149)
                 "pid": I64,  # process the driver blamed (XID pid=); null for <unknown> / N/A / absent
                 "process": STR,  # its name (XID name=)
+                "link": I32,  # NVLink / NVSwitch link the error names (XID 144-150, SXid); null otherwise
                 **_SOURCE,
             },
             partition="source",
