@@ -115,3 +115,66 @@ def test_detect():
     assert detect(b"JobID|JobName|State\n1|x|COMPLETED\n", "dump.txt") >= 90
     assert detect((SLURM / "xdmod__accounting-logs.log").read_bytes(), "x.log") >= 50
     assert detect(b'{"jobs": []}', "x.json") == 0
+
+
+@pytest.mark.parametrize("delim", ["|", "::", "¦"])
+def test_parsable_trailing_delimiter_headerless_and_with_header(delim):
+    body = f"7{delim}COMPLETED{delim}0:0{delim}\n8{delim}FAILED{delim}1:9{delim}\n"
+    for text, ctx in (
+        (body, {"fields": ("JobID", "State", "ExitCode"), "delimiter": delim}),
+        (f"JobID{delim}State{delim}ExitCode{delim}\n" + body, {"delimiter": delim} if delim != "|" else {}),
+    ):
+        ok, q = _parse(text, **ctx)
+        assert q.height == 0
+        assert ok.select("job_id", "state", "exit_code", "signal").rows() == [("7", "COMPLETED", 0, 0), ("8", "FAILED", 1, 9)]
+
+
+def test_one_bad_gpu_count_quarantines_one_line_only():
+    good = "".join(f"{i}|COMPLETED|gres/gpu=8,node=1\n" for i in range(1, 40))
+    ok, q = _parse("JobID|State|AllocTRES\n" + good + "99|FAILED|gres/gpu=99999999999\n")
+    assert ok.height == 39 and ok["n_gpus"].unique().to_list() == [8]
+    assert q.rows() == [(41, "99|FAILED|gres/gpu=99999999999", "GPU count in TRES 'gres/gpu=99999999999' is not in 0..10,000,000")]
+
+
+@pytest.mark.parametrize(
+    "line, error",
+    [
+        ("1|99999999999|0:0|2026-01-01T00:00:00|2026-01-01T01:00:00", "NNodes '99999999999' is not a count"),
+        ("1|-2|0:0|2026-01-01T00:00:00|2026-01-01T01:00:00", "NNodes '-2' is not a count"),
+        ("1|x|0:0|2026-01-01T00:00:00|2026-01-01T01:00:00", "NNodes 'x' is not a count"),
+        ("1|2|999999999999:0|2026-01-01T00:00:00|2026-01-01T01:00:00", "ExitCode '999999999999:0' is not code:signal"),
+        ("1|2|1:300|2026-01-01T00:00:00|2026-01-01T01:00:00", "ExitCode '1:300'"),
+        ("1|2|oops|2026-01-01T00:00:00|2026-01-01T01:00:00", "ExitCode 'oops'"),
+        ("1|2|0:0|2026-01-02T00:00:00|2026-01-01T01:00:00", "End 2026-01-01T01:00:00 is before Start 2026-01-02T00:00:00"),
+        ("1|2|0:0|2026-01-01T00:00:00|9999-01-01T01:00:00", "End: time 9999-01-01T01:00:00 is after"),
+        ("1|2|0:0|1970-01-01T00:00:00|2026-01-01T01:00:00", "Start: time 1970-01-01T00:00:00 is before 2000-01-01"),
+        ("1|2|0:0|2026-13-01T00:00:00|2026-01-01T01:00:00", "unreadable Start '2026-13-01T00:00:00'"),
+    ],
+)
+def test_out_of_range_values_are_quarantined_not_nulled(line, error):
+    ok, q = _parse(f"JobID|NNodes|ExitCode|Start|End\n2|1|0:0|Unknown|Unknown\n{line}\n")
+    assert ok["job_id"].to_list() == ["2"] and ok["n_nodes"].to_list() == [1]
+    assert q.height == 1 and q["line"][0] == 3 and error in q["error"][0]
+
+
+def test_exact_duplicate_lines_are_stored_once_and_not_counted():
+    line = "5|2026-01-01T00:00:00|2026-01-01T01:00:00|NODE_FAIL\n"
+    requeued = "5|2026-01-01T02:00:00|2026-01-01T03:00:00|COMPLETED\n"
+    res = parse(("JobID|Start|End|State\n" + line + line + requeued + line).encode(), ParseContext())
+    ok = res.tables["job_attempts"]
+    assert res.records == 2 and res.quarantine.height == 0
+    assert ok.select("attempt", "state", "source_line").rows() == [(1, "NODE_FAIL", 2), (2, "COMPLETED", 4)]
+
+
+@pytest.mark.parametrize(
+    "ctx, error",
+    [
+        ({"fields": ("JobID", "State")}, "every line has 3 fields separated by '|' but the field list (--fields) has 2: every record rejected; pass the dump's field list with --fields"),
+        ({"fields": ("JobID", "State", "End"), "delimiter": ","}, "no line contains the delimiter ',': every record rejected; pass the dump's delimiter with --delimiter"),
+        ({}, "but the field list (no header: Open XDMoD's 26 fields) has 26: every record rejected"),
+    ],
+)
+def test_wrong_options_give_one_clear_reason_on_every_row(ctx, error):
+    ok, q = _parse("1|COMPLETED|0:0\n2|FAILED|1:0\n3|FAILED|1:0\n", **ctx)
+    assert ok.height == 0 and q.height == 3
+    assert q["error"].unique().to_list() == [q["error"][0]] and error in q["error"][0]
