@@ -2,7 +2,7 @@
 
 Handles: a header line or a caller-given field list (``--fields``; the preset ``xdmod`` is Open
 XDMoD's headerless order, also assumed for headerless 26-field lines), any delimiter including
-multi-byte ones, ``--parsable``'s trailing delimiter, several header blocks in one file, steps
+multi-byte ones (a headerless dump's is read off the characters after its JobIDs), ``--parsable``'s trailing delimiter, several header blocks in one file, steps
 (``123.batch``, ``123.0``) folded into their job, arrays (``123_4``, ``123_[1-3]``), heterogeneous
 components (``1853+0``), ``--duplicates`` (one attempt per requeue), hostlists, normalized states
 with the raw state kept, ``Unknown``/``None`` times, every elapsed format, GPUs from AllocTRES.
@@ -57,6 +57,18 @@ def _gpu_count(tres: pl.Expr) -> pl.Expr:
 _HEADER = r"^\s*(?i:JobID)([^A-Za-z0-9_\s]+|\s+)"
 
 
+# A headerless line starts with a JobID; what follows it up to the next name character is the
+# delimiter (``|``, ``☃``, ``¦``...).
+_LEAD = re.compile(r"^\s*\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?(?:\.[A-Za-z0-9_-]+)?([^\w\s\[\].:,=/+-]+)")
+
+
+def _delimiter_after_jobid(lines: pl.Series) -> str | None:
+    """The delimiter of headerless lines, when every non-blank one of ``lines`` agrees."""
+    found = {m.group(1) if m else None for ln in lines.to_list() if ln and ln.strip() and not ln.startswith("#")
+             for m in [_LEAD.match(ln)]}  # fmt: skip
+    return found.pop() if len(found) == 1 and None not in found else None
+
+
 def _delimiter_from_header(line: str) -> str | None:
     m = re.match(_HEADER, line)
     return m.group(1) if m else None
@@ -71,7 +83,8 @@ def _segments(lines: pl.Series, ctx: ParseContext) -> list[tuple[list[str], str,
     header_idx = [] if explicit else lines.str.contains(_HEADER).arg_true().to_list()
     if not header_idx:
         fields = [f.strip().lower() for f in explicit] if explicit else XDMOD_FIELDS
-        return [(fields, ctx.delimiter or "|", 0, len(lines), "--fields" if explicit else "no header: Open XDMoD's 26 fields")]
+        delim = ctx.delimiter or _delimiter_after_jobid(lines.head(50)) or "|"
+        return [(fields, delim, 0, len(lines), "--fields" if explicit else "no header: Open XDMoD's 26 fields")]
     segs = []
     for n, i in enumerate(header_idx):
         delim = ctx.delimiter or _delimiter_from_header(lines[i])
@@ -139,7 +152,8 @@ def _parse_block(lines: pl.Series, offset: int, fields: list[str], delim: str, l
     if bad.height and bad.height == df.height and (layout != "header" or ctx.delimiter):
         # Every line disagrees with the layout: the options, not the records, are wrong. One
         # reason, the same on every row, that says how to fix it.
-        errors = [_wrong_layout(bad["nf"], n, delim, layout)] * bad.height
+        bare = bad.select(pl.col("body").str.strip_suffix(delim).str.count_matches(delim, literal=True) + 1).to_series()
+        errors = [_wrong_layout(bare, n, delim, layout)] * bad.height
     else:
         errors = bad.select(pl.format(f"expected {n} fields separated by {delim!r}, found {{}}", "nf")).to_series()
     qs = [quarantine_frame(bad["line"], bad["raw"], errors)]
@@ -280,8 +294,9 @@ def detect(head: bytes, name: str) -> int:
     for line in text.splitlines()[:50]:
         if _delimiter_from_header(line):
             return 90
-    first = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")), "")
-    parts = first.split("|")
+    lines = [ln for ln in text.splitlines()[:-1] or text.splitlines() if ln.strip() and not ln.startswith("#")][:20]
+    delim = _delimiter_after_jobid(pl.Series(lines, dtype=pl.Utf8)) if lines else None
+    parts = lines[0].split(delim) if delim else []
     if len(parts) >= 7 and re.match(_JOBID, parts[0].strip()):
         return 60 if len(parts) in (len(XDMOD_FIELDS), len(XDMOD_FIELDS) + 1) else 30
     return 0

@@ -178,3 +178,32 @@ def test_wrong_options_give_one_clear_reason_on_every_row(ctx, error):
     ok, q = _parse("1|COMPLETED|0:0\n2|FAILED|1:0\n3|FAILED|1:0\n", **ctx)
     assert ok.height == 0 and q.height == 3
     assert q["error"].unique().to_list() == [q["error"][0]] and error in q["error"][0]
+
+
+JOBINFO_FIELDS = tuple(
+    "JobID,JobName,User,Partition,NodeList,NNodes,NCPUS,NTasks,State,Submit,Start,End,Timelimit,Elapsed,"
+    "TotalCPU,UserCPU,SystemCPU,ReqMem,MaxRSS,TRESUsageInTot,TRESUsageOutTot,MaxDiskRead,MaxDiskWrite,"
+    "MaxRSSNode,MaxDiskReadNode,MaxDiskWriteNode,Comment".split(",")
+)
+
+
+def test_real_headerless_parsable_snowman_delimiter():
+    # --parsable --noheader --delimiter=☃: every line ends with the (multi-byte) delimiter
+    data = (SLURM / "rug-cit-hpc_slurm-jobinfo__sacct.txt").read_bytes()
+    assert detect(data, "sacct.txt") > 0
+    ok, q = _parse(data, fields=JOBINFO_FIELDS, tz="Europe/Amsterdam")
+    assert q.height == 0
+    assert ok["job_id"].to_list() == ["20872560", "20940996", "20953257", "20963999_982", "21085537"]
+    assert ok["state"].to_list() == ["COMPLETED", "FAILED", "COMPLETED", "COMPLETED", "RUNNING"]
+    assert ok["n_cpus"].to_list() == [6, 1, 4, 8, 80] and ok["user"][1] == "user6"
+    first, running = ok.row(0, named=True), ok.row(4, named=True)
+    assert first["start_time"] == datetime(2021, 7, 12, 22, 28, 51)  # CEST is UTC+2
+    assert first["elapsed_s"] == 1 * 86400 + 6 * 3600 + 51 * 60 + 32 and first["timelimit_s"] == 8 * 86400
+    assert running["end_time"] is None and running["n_nodes"] == 21 and len(running["nodes"]) == 21
+    assert running["nodes"][:3] == ["mycluster2-node022", "mycluster2-node023", "mycluster2-node057"]
+    # without --fields: one reason on every line, counting the fields without the trailing delimiter
+    _, q = _parse(data)
+    assert q.height == 13 and q["error"].unique().to_list() == [
+        "every line has 27 fields separated by '☃' but the field list (no header: Open XDMoD's 26 fields) "
+        "has 26: every record rejected; pass the dump's field list with --fields f1,f2,... (and its --delimiter)"
+    ]
