@@ -141,6 +141,8 @@ def _records(lines: pl.DataFrame, delim: str) -> pl.DataFrame:
     pairing up across lines) falls back to one record per line. Vectorized: quote parity per
     line, cumulative sums and one field regex.
     """
+    if lines.height == 0:
+        return pl.DataFrame(schema={"line": pl.Int64, "raw": pl.Utf8, "fields": pl.List(pl.Utf8), "_shape": pl.Utf8})
     lines = lines.with_columns(odd=(pl.col("raw").str.count_matches('"', literal=True) % 2).cast(pl.Int64))
     groups, unterminated = [], []
     while lines.height:
@@ -152,7 +154,7 @@ def _records(lines: pl.DataFrame, delim: str) -> pl.DataFrame:
         groups.append(lines.filter(pl.col("rec") < last["rec"][0]))
         unterminated.append(last.head(1))
         lines = last.slice(1).drop("rec")
-    lines = pl.concat([g.with_columns(rec=pl.col("rec") + 1_000_000_000 * i) for i, g in enumerate(groups)]) if groups else lines
+    lines = pl.concat([g.with_columns(rec=pl.col("rec") + 1_000_000_000 * i) for i, g in enumerate(groups)])
     recs = _split(lines.group_by("rec", maintain_order=True).agg(line=pl.col("line").first(), raw=pl.col("raw").str.join("\n"), n_lines=pl.len()), delim)
     # multi-line records that do not split: back to one record per line
     spoilt = recs.filter((pl.col("n_lines") > 1) & pl.col("_shape").is_not_null())["rec"]

@@ -200,3 +200,17 @@ def test_implausible_install_and_removal_times_are_quarantined():
         "installed_at: time 1999-12-31T00:00:00 is before 2000-01-01T00:00:00",
         "removed_at: time 2999-01-01T00:00:00 is after " + q["error"][1].split(" is after ")[1].split(" (")[0],
     ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 9), st.integers(0, 60), st.sampled_from(['"', "\n", ",", '""', "\r\n", "#"]))
+def test_fuzz_one_inserted_character_costs_at_most_its_record(row, pos, char):
+    rows = _units(10)
+    line = rows[row]
+    pos = min(pos, len(line))
+    rows[row] = line[:pos] + char + line[pos:]
+    ok, q = _parse(HEADER + "\n".join(rows) + "\n")
+    others = [f"SN{i:05d}" for i in range(10) if i != row]
+    assert set(others) <= set(ok["serial"].to_list())  # every other unit lands
+    if char == '"':  # one stray quote: exactly its own line is quarantined
+        assert q["line"].to_list() == [row + 2] and q["error"][0].startswith("unterminated quoted field")
