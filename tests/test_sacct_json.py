@@ -186,3 +186,25 @@ def test_out_of_range_values_are_quarantined_per_job_not_nulled():
         'job record 7: exit_code.return_code "x" is not a number',
         "job record 8: start_time: time 1998-07-09T16:00:00 is before 2000-01-01T00:00:00",
     ]
+
+
+def test_slurm_22_05_array_task_with_four_a100_nodes():
+    ok, q = _parse((SLURM / "SARC__slurm_22_5_9.json").read_bytes())
+    assert q.height == 0
+    assert ok.select("job_id", "array_job_id", "array_task_id", "cluster", "state", "n_nodes", "n_cpus", "n_gpus").rows() == [
+        ("20247445_100", "20247445", "100", "narval", "FAILED", 4, 96, 16)
+    ]
+    job = ok.row(0, named=True)
+    assert job["nodes"] == ["ng30103", "ng30203", "ng30706", "ng30707"]
+    assert job["start_time"] == datetime(2023, 9, 3, 11, 30, 41) and job["end_time"] == datetime(2023, 9, 4, 22, 4, 4)
+    assert job["elapsed_s"] == 124403 and job["timelimit_s"] == 2880 * 60
+
+
+def test_slurm_23_02_running_job_with_set_number_objects():
+    ok, q = _parse((SLURM / "SARC__slurm_23_2_6.json").read_bytes())
+    assert q.height == 0
+    job = ok.row(0, named=True)
+    assert (job["job_id"], job["array_job_id"], job["state"], job["user"]) == ("4", None, "RUNNING", "masterkohga")
+    assert job["end_time"] is None and job["start_time"] == datetime(2021, 2, 19, 9, 0, 9)  # end 0 = unset
+    assert (job["n_nodes"], job["n_cpus"], job["n_gpus"], job["nodes"]) == (1, 4, 2, ["mila02"])
+    assert job["timelimit_s"] == 7200 * 60  # {"set": true, "number": 7200} minutes
