@@ -147,3 +147,19 @@ def test_times_outside_the_plausible_window_are_quarantined():
         (1, "time 1999-12-31T23:59:59 is before 2000-01-01T00:00:00 (implausible clock)"),
         (3, "time 2999-01-01T00:00:00 is after 2026-01-01T00:00:00 (clock in the future)"),
     ]
+
+
+def test_real_log_node_now_responding_among_power_save_chatter():
+    ok, q = _parse((FIXTURES / "slurm" / "aws-eda-slurm-cluster_issue267_slurmctld.log").read_bytes(), tz="UTC")
+    assert q.height == 0
+    assert ok.select("time", "host", "event", "source_line").rows() == [
+        (datetime(2024, 10, 22, 12, 31, 9, 580000), "sp-r7a-m-dy-sp-8-gb-1-cores-1", "resume", 7)
+    ]
+
+
+def test_real_log_job_lifecycle_lines_are_not_node_records():
+    # submit / allocate / _job_complete WTERMSIG 9 and the reporter's "..." elision: no node event
+    data = (FIXTURES / "slurm" / "ArjunaUsers_issue137_slurmctld.log").read_bytes()
+    assert detect(data, "slurmctld.log") > 0
+    res = parse(data, ParseContext())
+    assert res.records == 0 and res.tables == {} and res.quarantine.height == 0
