@@ -291,3 +291,13 @@ kinds = st.sampled_from(["Pod", "Event", "Node", "PyTorchJob", "JobSet", "List"]
 def test_fuzz_structurally_odd_objects(objs):
     items = [{**body, "kind": kind} for kind, body in objs]
     _parse({"apiVersion": "v1", "kind": "List", "items": items})
+
+
+def test_real_kubectl_get_pods_list_running_pod():
+    ok, ne, q = _parse((K8S / "kuard__kubectl_get_pods_list.json").read_bytes())
+    assert q.height == 0 and ne.height == 0
+    assert ok.select("job_id", "attempt", "state", "raw_state", "nodes", "n_gpus").rows() == [
+        ("default/queue-l4dv8", 1, "RUNNING", "running", ["minikube"], 0)
+    ]
+    assert ok["start_time"][0] == datetime(2022, 12, 23, 9, 36, 47) and ok["end_time"][0] is None
+    assert ok["submit_time"][0] == datetime(2022, 12, 23, 9, 36, 45)
