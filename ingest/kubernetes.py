@@ -27,7 +27,7 @@ Records (conservation): a standalone pod's container run, a training job's attem
 its pods, or from a PyTorchJob / JobSet object), one job restart event, and one
 ``PyTorchJobRestarting`` line of an operator log. ``node_events`` rows are extra output, not
 records. Nothing is skipped silently: an object of a kind not read here (Service, ConfigMap...),
-an object without ``kind`` or ``metadata.name``, a Pod that shows no run, a Node whose Ready
+an object without ``kind`` or ``metadata.name``, an unreadable document of a multi-document YAML file, a Pod that shows no run, a Node whose Ready
 condition carries no time (a Ready condition without ``lastTransitionTime`` is placed at its
 ``lastHeartbeatTime``, said in the reason), a node or restart Event without a time, an attempt
 ending before it starts and a time outside ``ctx``'s plausible window are each one quarantine row
@@ -517,21 +517,38 @@ def _operator_log(text: str, ctx: ParseContext) -> tuple[list[dict], list[tuple[
 
 
 # ------------------------------------------------------------------ entry points
-def _load(text: str) -> list:
-    """Documents of the file; raises ValueError with a readable message."""
+def _load(text: str) -> tuple[list, list[tuple[int, str, str]]]:
+    """(documents of the file, unreadable documents as (line, raw, reason)); raises ValueError
+    with a readable message when the file as a whole cannot be read. In a multi-document YAML
+    file one bad document costs only itself: the others are read on their own."""
     stripped = text.lstrip("\ufeff \t\r\n")
     if stripped[:1] in ("{", "["):
         try:
-            return [json.loads(stripped)]
+            return [json.loads(stripped)], []
         except json.JSONDecodeError as exc:
             raise ValueError(json_error(exc)) from None
     try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
+        return [d for d in yaml.safe_load_all(text) if d is not None], []
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).split("\n")[0]
-        raise ValueError(f"invalid YAML{where}: {problem}") from None
+        whole = _yaml_error(exc, 0)
+    starts = [0] + [m.start() for m in re.finditer(r"(?m)^---[ \t]*(?:#.*)?$", text)]
+    pieces = [(text.count("\n", 0, a), text[a:b]) for a, b in zip(starts, starts[1:] + [len(text)], strict=True)]
+    if len([p for _, p in pieces if p.strip()]) < 2:
+        raise ValueError(whole)
+    docs, bad = [], []
+    for first_line, piece in pieces:
+        try:
+            docs.extend(d for d in yaml.safe_load_all(piece) if d is not None)
+        except yaml.YAMLError as exc:
+            bad.append((first_line + 1, piece.strip()[:500], _yaml_error(exc, first_line)))
+    return docs, bad
+
+
+def _yaml_error(exc: yaml.YAMLError, line_offset: int) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1 + line_offset} column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc).split("\n")[0]
+    return f"invalid YAML{where}: {problem}"
 
 
 def _objects(docs: list) -> list:
@@ -559,7 +576,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         attempts, bad = _operator_log(text, ctx)
     else:
         try:
-            docs = _load(text)
+            docs, bad = _load(text)
         except (ValueError, RecursionError) as exc:
             msg = str(exc) if isinstance(exc, ValueError) else "document nested too deeply"
             m = re.search(r"at line (\d+)", msg)

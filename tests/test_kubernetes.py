@@ -301,3 +301,11 @@ def test_real_kubectl_get_pods_list_running_pod():
     ]
     assert ok["start_time"][0] == datetime(2022, 12, 23, 9, 36, 47) and ok["end_time"][0] is None
     assert ok["submit_time"][0] == datetime(2022, 12, 23, 9, 36, 45)
+
+
+def test_one_bad_yaml_document_costs_only_itself():
+    good = "apiVersion: v1\nkind: Pod\nmetadata: {{name: {n}, namespace: ml}}\nstatus: {{phase: Succeeded, startTime: '2025-01-01T00:00:00Z'}}\n"
+    text = good.format(n="a") + "---\napiVersion: v1\nkind: Pod\nmetadata: [unclosed\n---\n" + good.format(n="b")
+    ok, _, q = _parse(text)
+    assert ok["job_id"].to_list() == ["ml/a", "ml/b"]
+    assert q.select("line").to_series().to_list() == [5] and q["error"][0].startswith("invalid YAML at line 9")
