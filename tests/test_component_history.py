@@ -214,3 +214,10 @@ def test_fuzz_one_inserted_character_costs_at_most_its_record(row, pos, char):
     assert set(others) <= set(ok["serial"].to_list())  # every other unit lands
     if char == '"':  # one stray quote: exactly its own line is quarantined
         assert q["line"].to_list() == [row + 2] and q["error"][0].startswith("unterminated quoted field")
+
+
+def test_exact_duplicate_records_are_stored_once():
+    rows = _units(3)
+    ok, q = _parse(HEADER + "\n".join([rows[0], rows[1], rows[0], rows[2], rows[1]]) + "\n")
+    assert ok["serial"].to_list() == ["SN00000", "SN00001", "SN00002"] and q.height == 0
+    assert ok["source_line"].to_list() == [2, 3, 5]
