@@ -157,7 +157,11 @@ def _records(lines: pl.DataFrame, delim: str) -> pl.DataFrame:
         unterminated.append(last.head(1))
         lines = last.slice(1).drop("rec")
     lines = pl.concat([g.with_columns(rec=pl.col("rec") + 1_000_000_000 * i) for i, g in enumerate(groups)])
-    recs = _split(lines.group_by("rec", maintain_order=True).agg(line=pl.col("line").first(), raw=pl.col("raw").str.join("\n"), n_lines=pl.len()), delim)
+    lines = lines.with_columns(n_lines=pl.len().over("rec"))
+    multi = lines.filter(pl.col("n_lines") > 1).group_by("rec", maintain_order=True).agg(
+        line=pl.col("line").first(), raw=pl.col("raw").str.join("\n"), n_lines=pl.len()
+    )
+    recs = _split(pl.concat([lines.filter(pl.col("n_lines") == 1).select(multi.columns), multi]), delim)
     # multi-line records that do not split: back to one record per line
     spoilt = recs.filter((pl.col("n_lines") > 1) & pl.col("_shape").is_not_null())["rec"]
     if spoilt.len():
@@ -181,15 +185,19 @@ def _split(recs: pl.DataFrame, delim: str) -> pl.DataFrame:
     not a sequence of CSV fields) to records with a ``raw`` column."""
     d = re.escape(delim)
     field = rf'(?:"(?:[^"]|"")*"|[^"{d}\r\n]*)'  # a quoted or a plain field (\r\n only inside quotes)
+    quoted = recs.filter(pl.col("raw").str.contains('"', literal=True))
     pieces = (pl.lit(delim) + pl.col("raw")).str.extract_all(rf"{d}{field}")
     tiled = pieces.list.eval(pl.element().str.len_chars()).list.sum() == pl.col("raw").str.len_chars() + len(delim)
     values = pieces.list.eval(
         pl.element().str.slice(len(delim)).str.replace(r'^"((?s:.*))"$', "$1").str.replace_all('""', '"', literal=True)
     )
-    return recs.with_columns(
-        fields=values,
-        _shape=pl.when(~tiled.fill_null(False)).then(pl.lit("a quote inside an unquoted field: not a CSV record")),
+    quoted = quoted.with_columns(
+        fields=values, _shape=pl.when(~tiled.fill_null(False)).then(pl.lit("a quote inside an unquoted field: not a CSV record"))
     )
+    plain = recs.filter(~pl.col("raw").str.contains('"', literal=True)).with_columns(
+        fields=pl.col("raw").str.split(delim, literal=True), _shape=pl.lit(None, pl.Utf8)
+    )  # the common case: no quotes, a plain split
+    return pl.concat([plain, quoted])
 
 
 def _col(df: pl.DataFrame, name: str) -> pl.Expr:
