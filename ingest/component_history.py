@@ -33,7 +33,14 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, implausible_time, numbered_lines, whole_file_quarantine
+from ingest.base import (
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    implausible_time,
+    numbered_lines,
+    whole_file_quarantine,
+)
 from warehouse.schemas import conform, quarantine_frame
 
 CANONICAL = ("component_class", "serial", "slot", "host", "position", "model", "installed_at",

@@ -57,7 +57,13 @@ from datetime import UTC, datetime
 import polars as pl
 import yaml
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, implausible_time, whole_file_quarantine
+from ingest.base import (
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    implausible_time,
+    whole_file_quarantine,
+)
 from ingest.sacct_json import json_error
 from warehouse.schemas import TABLES, conform, quarantine_frame
 

@@ -22,8 +22,8 @@ import re
 import polars as pl
 
 from ingest.base import FormatSpec, ParseContext, ParseResult, numbered_lines
-from ingest.job_checks import job_value_errors
 from ingest.hostlist import expand_column
+from ingest.job_checks import job_value_errors
 from ingest.times import NULL_TIMES, local_to_utc, slurm_duration_s
 from warehouse.schemas import conform, quarantine_frame
 

@@ -19,6 +19,7 @@ after it (hostlists, states, attempt numbering) is columnar.
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import polars as pl
@@ -46,7 +47,7 @@ def _num(v):
         return None
     if isinstance(v, str) and re.fullmatch(r"-?\d{1,30}", v.strip()):
         v = int(v)
-    if isinstance(v, float) and v != v:  # NaN
+    if isinstance(v, float) and math.isnan(v):
         return None
     if isinstance(v, (int, float)):
         return v

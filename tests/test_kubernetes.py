@@ -58,8 +58,10 @@ def test_node_without_any_condition_time_is_counted_as_quarantined():
     ok, ne, q = _parse((K8S / "is-healthy__Node_healthy.yaml").read_bytes())
     assert ok.height == 0 and ne.height == 0
     assert q["error"].to_list() == [
-        "object 1: Node gk3-infra-cluster-pool-2-be3fcd50-lzd5 Ready=True has no lastTransitionTime "
-        "or lastHeartbeatTime: its state cannot be placed in time"
+        (
+            "object 1: Node gk3-infra-cluster-pool-2-be3fcd50-lzd5 Ready=True has no lastTransitionTime "
+            "or lastHeartbeatTime: its state cannot be placed in time"
+        )
     ]
 
 

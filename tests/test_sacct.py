@@ -180,11 +180,11 @@ def test_wrong_options_give_one_clear_reason_on_every_row(ctx, error):
     assert q["error"].unique().to_list() == [q["error"][0]] and error in q["error"][0]
 
 
-JOBINFO_FIELDS = tuple(
-    "JobID,JobName,User,Partition,NodeList,NNodes,NCPUS,NTasks,State,Submit,Start,End,Timelimit,Elapsed,"
-    "TotalCPU,UserCPU,SystemCPU,ReqMem,MaxRSS,TRESUsageInTot,TRESUsageOutTot,MaxDiskRead,MaxDiskWrite,"
-    "MaxRSSNode,MaxDiskReadNode,MaxDiskWriteNode,Comment".split(",")
-)
+JOBINFO_FIELDS = (
+    "JobID", "JobName", "User", "Partition", "NodeList", "NNodes", "NCPUS", "NTasks", "State", "Submit", "Start",
+    "End", "Timelimit", "Elapsed", "TotalCPU", "UserCPU", "SystemCPU", "ReqMem", "MaxRSS", "TRESUsageInTot",
+    "TRESUsageOutTot", "MaxDiskRead", "MaxDiskWrite", "MaxRSSNode", "MaxDiskReadNode", "MaxDiskWriteNode", "Comment",
+)  # fmt: skip
 
 
 def test_real_headerless_parsable_snowman_delimiter():
@@ -204,6 +204,8 @@ def test_real_headerless_parsable_snowman_delimiter():
     # without --fields: one reason on every line, counting the fields without the trailing delimiter
     _, q = _parse(data)
     assert q.height == 13 and q["error"].unique().to_list() == [
-        "every line has 27 fields separated by '☃' but the field list (no header: Open XDMoD's 26 fields) "
-        "has 26: every record rejected; pass the dump's field list with --fields f1,f2,... (and its --delimiter)"
+        (
+            "every line has 27 fields separated by '☃' but the field list (no header: Open XDMoD's 26 fields) "
+            "has 26: every record rejected; pass the dump's field list with --fields f1,f2,... (and its --delimiter)"
+        )
     ]
