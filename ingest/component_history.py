@@ -7,14 +7,19 @@ Canonical header: ``component_class,serial,slot,installed_at,removed_at,removal_
   canonical -> their header; headers match case- and space-insensitively). A required column
   (``component_class``, ``serial``, ``installed_at``, and ``slot`` or ``host``) still missing
   after mapping quarantines the whole file with one row naming it and the ``--map`` flag.
+- CSV records are split per record (``_records``): a quoted field may span lines; a quote never
+  closed, a quote inside an unquoted field or a row with another field count than the header
+  quarantines that record only, with the reason; the other records land. A record repeating
+  an earlier one exactly is the same unit again: stored and counted once.
 - ``slot`` is ``host/position``: split at the first ``/`` into ``host`` and ``position``.
 - Times: ISO-8601 with or without zone, and common export forms (``2024-01-31 10:00``,
   ``01/31/2024 10:00``, ``31.01.2024``, ``2024/01/31``, epoch seconds), tried in that order (first
   that parses wins: a slash date is read month first; pass ``ctx.options['time_format']`` for
   day-first exports). Zone-less times are read in ``ctx.tz``.
 - Empty ``removed_at`` = still in service: stays null (lifetimes censor it at ``--as-of`` or at
-  the latest time in the data). ``removed_at`` before ``installed_at``, an unreadable time, an
-  empty serial or class, or an unreadable ``failed`` quarantines the row.
+  the latest time in the data). ``removed_at`` before ``installed_at``, an unreadable time or one
+  outside ``ctx``'s plausible window, an empty serial or class, or an unreadable ``failed``
+  quarantines the row.
 - ``failed``: true/false, 1/0, yes/no, y/n, t/f. Without a ``failed`` column, a removed unit
   counts as failed when its ``removal_reason`` says so (fail, fault, error, dead, RMA, defect).
 - ``component_class`` is lower-cased and common names are mapped to the DESIGN.md taxonomy
@@ -24,12 +29,18 @@ Canonical header: ``component_class,serial,slot,installed_at,removed_at,removal_
 
 from __future__ import annotations
 
-import io
 import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, numbered_lines, whole_file_quarantine
+from ingest.base import (
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    implausible_time,
+    numbered_lines,
+    whole_file_quarantine,
+)
 from warehouse.schemas import conform, quarantine_frame
 
 CANONICAL = ("component_class", "serial", "slot", "host", "position", "model", "installed_at",
@@ -92,37 +103,108 @@ def parse_times(expr: pl.Expr, tz: str, fmt: str | None = None) -> pl.Expr:
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
-    # Blank and '#' comment lines are not records; keep each kept line's physical number.
-    lines = numbered_lines(data.removeprefix(b"\xef\xbb\xbf"), ParseContext())  # drop a BOM
-    stripped = pl.col("raw").str.strip_chars()
-    kept = lines.filter((stripped != "") & ~stripped.str.starts_with("#"))
-    try:
-        raw = pl.read_csv(
-            io.StringIO("\n".join(kept["raw"])), infer_schema=False,
-            separator=ctx.delimiter or ",", truncate_ragged_lines=False,
-        )  # fmt: skip
-    except (pl.exceptions.PolarsError, ValueError) as exc:
-        return ParseResult({}, whole_file_quarantine(data, f"not a readable CSV: {exc}"), 1)
-    cols = _resolve(raw.columns, ctx.column_map)
+    delim = ctx.delimiter or ","
+    recs = _records(numbered_lines(data.removeprefix(b"\xef\xbb\xbf"), ParseContext()), delim)  # drop a BOM
+    if recs.height == 0:
+        return ParseResult({}, ParseResult.empty_quarantine(), 0)
+    header = [h.strip() for h in recs["fields"][0]]
+    # An exact repeat of a record (an export appended twice) is the same unit again: kept once.
+    recs = recs.slice(1).unique(subset="raw", keep="first", maintain_order=True)
+    cols = _resolve(header, ctx.column_map)
     missing = [c for c in REQUIRED if c not in cols]
     if "slot" not in cols and "host" not in cols:
         missing.append("slot")
     if missing:
         wanted = ",".join(f"{m}=<their header>" for m in missing)
         err = (f"component history: required column(s) {', '.join(missing)} not found in header "
-               f"{raw.columns}; map them with --map {wanted}")  # fmt: skip
+               f"{header}; map them with --map {wanted}")  # fmt: skip
         return ParseResult({}, whole_file_quarantine(data, err), 1)
-    # One kept line per record unless quoted fields span lines: then number records instead.
-    lines = (
-        kept["line"][1:].to_list() if kept.height - 1 == raw.height else list(range(2, raw.height + 2))
+    n = len(header)
+    nf = pl.col("fields").list.len()
+    recs = recs.with_columns(
+        _shape=pl.when(pl.col("_shape").is_not_null())
+        .then("_shape")
+        .when(nf != n)
+        .then(pl.format(f"expected {n} fields separated by {delim!r} (as the header), found {{}}", nf))
     )
-    raw_line = pl.concat_str([pl.col(c).fill_null("") for c in raw.columns], separator=",")
-    df = raw.select(
-        line=pl.Series(lines, dtype=pl.Int64),
-        raw=raw_line,
-        **{c: pl.col(h).str.strip_chars().replace("", None) for c, h in cols.items()},
+    bad_shape = recs.filter(pl.col("_shape").is_not_null())
+    recs = recs.filter(pl.col("_shape").is_null())
+    index = {h: i for i, h in enumerate(header)}
+    df = recs.select(
+        "line", "raw",
+        **{c: pl.col("fields").list.get(index[h]).str.strip_chars().replace("", None) for c, h in cols.items()},
+    )  # fmt: skip
+    res = _normalize(df, ctx)
+    q = pl.concat([quarantine_frame(bad_shape["line"], bad_shape["raw"], bad_shape["_shape"]), res.quarantine])
+    return ParseResult(res.tables, q, res.records + bad_shape.height)
+
+
+def _records(lines: pl.DataFrame, delim: str) -> pl.DataFrame:
+    """CSV records of numbered lines: ``line`` (first physical line), ``raw`` (the record's
+    text), ``fields`` (unquoted values) and ``_shape`` (why the record cannot be split, else
+    null). Blank and '#' comment lines are not records.
+
+    A record spans lines only inside a quoted field (RFC 4180). A quote that is never closed
+    spoils only its own line: that line is quarantined and the records after it are read as if
+    it were absent; a multi-line "record" that does not split into fields (two stray quotes
+    pairing up across lines) falls back to one record per line. Vectorized: quote parity per
+    line, cumulative sums and one field regex.
+    """
+    if lines.height == 0:
+        return pl.DataFrame(schema={"line": pl.Int64, "raw": pl.Utf8, "fields": pl.List(pl.Utf8), "_shape": pl.Utf8})
+    lines = lines.with_columns(odd=(pl.col("raw").str.count_matches('"', literal=True) % 2).cast(pl.Int64))
+    groups, unterminated = [], []
+    while lines.height:
+        lines = lines.with_columns(rec=((pl.col("odd").cum_sum() - pl.col("odd")) % 2 == 0).cum_sum())
+        if lines["odd"].sum() % 2 == 0:
+            groups.append(lines)
+            break
+        last = lines.filter(pl.col("rec") == lines["rec"].max())  # the record whose quote never closes
+        groups.append(lines.filter(pl.col("rec") < last["rec"][0]))
+        unterminated.append(last.head(1))
+        lines = last.slice(1).drop("rec")
+    lines = pl.concat([g.with_columns(rec=pl.col("rec") + 1_000_000_000 * i) for i, g in enumerate(groups)])
+    lines = lines.with_columns(n_lines=pl.len().over("rec"))
+    multi = lines.filter(pl.col("n_lines") > 1).group_by("rec", maintain_order=True).agg(
+        line=pl.col("line").first(), raw=pl.col("raw").str.join("\n"), n_lines=pl.len()
     )
-    return _normalize(df, ctx)
+    recs = _split(pl.concat([lines.filter(pl.col("n_lines") == 1).select(multi.columns), multi]), delim)
+    # multi-line records that do not split: back to one record per line
+    spoilt = recs.filter((pl.col("n_lines") > 1) & pl.col("_shape").is_not_null())["rec"]
+    if spoilt.len():
+        single = lines.filter(pl.col("rec").is_in(spoilt.implode())).select("line", "raw", "odd", n_lines=pl.lit(1, pl.UInt32))
+        recs = pl.concat([recs.filter(~pl.col("rec").is_in(spoilt.implode())).drop("rec"), _split(single, delim).drop("odd")]).sort("line")
+    else:
+        recs = recs.drop("rec")
+    tails = pl.concat(unterminated).select("line", "raw") if unterminated else pl.DataFrame(schema={"line": pl.Int64, "raw": pl.Utf8})
+    recs = pl.concat([recs.drop("n_lines"), _split(tails, delim).drop("odd", strict=False)], how="diagonal_relaxed")
+    recs = recs.with_columns(
+        _shape=pl.when(pl.col("line").is_in(tails["line"].implode()) | ((pl.col("raw").str.count_matches('"', literal=True) % 2) == 1))
+        .then(pl.lit("unterminated quoted field (an odd number of '\"')"))
+        .otherwise("_shape")
+    ).sort("line")
+    stripped = pl.col("raw").str.strip_chars()
+    return recs.filter((stripped != "") & ~stripped.str.starts_with("#")).select("line", "raw", "fields", "_shape")
+
+
+def _split(recs: pl.DataFrame, delim: str) -> pl.DataFrame:
+    """Add ``fields`` (values, quotes removed) and ``_shape`` (error when the record's text is
+    not a sequence of CSV fields) to records with a ``raw`` column."""
+    d = re.escape(delim)
+    field = rf'(?:"(?:[^"]|"")*"|[^"{d}\r\n]*)'  # a quoted or a plain field (\r\n only inside quotes)
+    quoted = recs.filter(pl.col("raw").str.contains('"', literal=True))
+    pieces = (pl.lit(delim) + pl.col("raw")).str.extract_all(rf"{d}{field}")
+    tiled = pieces.list.eval(pl.element().str.len_chars()).list.sum() == pl.col("raw").str.len_chars() + len(delim)
+    values = pieces.list.eval(
+        pl.element().str.slice(len(delim)).str.replace(r'^"((?s:.*))"$', "$1").str.replace_all('""', '"', literal=True)
+    )
+    quoted = quoted.with_columns(
+        fields=values, _shape=pl.when(~tiled.fill_null(False)).then(pl.lit("a quote inside an unquoted field: not a CSV record"))
+    )
+    plain = recs.filter(~pl.col("raw").str.contains('"', literal=True)).with_columns(
+        fields=pl.col("raw").str.split(delim, literal=True), _shape=pl.lit(None, pl.Utf8)
+    )  # the common case: no quotes, a plain split
+    return pl.concat([plain, quoted])
 
 
 def _col(df: pl.DataFrame, name: str) -> pl.Expr:
@@ -182,6 +264,10 @@ def _normalize(df: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         .then(pl.format("unreadable removed_at '{}'", "_rem_raw"))
         .when(pl.col("removed_at") < pl.col("installed_at"))
         .then(pl.format("removed_at {} is before installed_at {}", "removed_at", "installed_at"))
+        .when(implausible_time(pl.col("installed_at"), ctx).is_not_null())
+        .then(pl.format("installed_at: {}", implausible_time(pl.col("installed_at"), ctx)))
+        .when(implausible_time(pl.col("removed_at"), ctx).is_not_null())
+        .then(pl.format("removed_at: {}", implausible_time(pl.col("removed_at"), ctx)))
         .when(pl.col("_failed_raw").is_not_null() & pl.col("failed").is_null())
         .then(pl.format("unreadable failed '{}' (want true/false, 1/0, yes/no)", "_failed_raw"))
     )

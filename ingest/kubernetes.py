@@ -26,8 +26,13 @@ Kubeflow training-operator log (its ``events`` lines). Dispatch is on ``kind``:
 Records (conservation): a standalone pod's container run, a training job's attempt (folded from
 its pods, or from a PyTorchJob / JobSet object), one job restart event, and one
 ``PyTorchJobRestarting`` line of an operator log. ``node_events`` rows are extra output, not
-records. Objects of other kinds (Services, ConfigMaps, pod events) are skipped; an object without
-``kind`` or ``metadata.name`` is quarantined; a file that is not valid JSON (when it starts like
+records. Nothing is skipped silently: an object of a kind not read here (Service, ConfigMap...),
+an object without ``kind`` or ``metadata.name``, an unreadable document of a multi-document YAML file, a Pod that shows no run, a Node whose Ready
+condition carries no time (a Ready condition without ``lastTransitionTime`` is placed at its
+``lastHeartbeatTime``, said in the reason), a node or restart Event without a time, an attempt
+ending before it starts and a time outside ``ctx``'s plausible window are each one quarantine row
+(and so one record). Events of other reasons (Scheduled, Killing, Pulled...) are read as context
+for restarts and are not records; a file that is not valid JSON (when it starts like
 JSON) or YAML is one quarantined record with the parser's line and column. ``source_line`` is
 the object's 1-based position in the file (or the log line). The work is Python per object:
 the objects are nested documents, not lines, and a cluster's dump holds thousands, not millions.
@@ -52,7 +57,13 @@ from datetime import UTC, datetime
 import polars as pl
 import yaml
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, whole_file_quarantine
+from ingest.base import (
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    implausible_time,
+    whole_file_quarantine,
+)
 from ingest.sacct_json import json_error
 from warehouse.schemas import TABLES, conform, quarantine_frame
 
@@ -92,6 +103,7 @@ NODE_EVENT_REASONS = {
     "NodeSchedulable": "resume",
 }
 JOB_KINDS = ("PyTorchJob", "JobSet")
+READ_KINDS = ("Pod", *JOB_KINDS, "Node", "Event")
 JOB_LABELS = ("training.kubeflow.org/job-name", "jobset.sigs.k8s.io/jobset-name")
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -237,6 +249,8 @@ def _pod_runs(pod: dict, ctx: ParseContext, index: int) -> tuple[str | None, lis
         rows.append({**base, "attempt": 1, "n_gpus": sum(gpus_by_name.values()), "state": state,
                      "raw_state": "/".join(x for x in (phase, reason) if x) or None, "reason": reason,
                      "start_time": _ts(status.get("startTime")), "end_time": max(ends) if final and ends else None})
+    if not rows:
+        raise BadObject(f"Pod {ns}/{name}: no container status shows a run (no state, lastState or phase)")
     return owner, rows
 
 
@@ -359,16 +373,31 @@ def _job_runs(obj: dict, ctx: ParseContext, index: int) -> list[dict]:
 
 # ------------------------------------------------------------------ nodes and events
 def _node_rows(node: dict, ctx: ParseContext, index: int) -> list[dict]:
+    """A Node's Ready state at its last transition (else, said in the reason, at its last
+    heartbeat: the condition held then) and its cordon taint. A Node that yields nothing is
+    quarantined by the caller: its Ready state cannot be placed in time."""
     _, name, _ = _meta(node)
     rows = []
     for c in _d(node, "status", "conditions") or []:
-        if isinstance(c, dict) and c.get("type") == "Ready" and _ts(c.get("lastTransitionTime")):
-            event = "ready" if str(c.get("status")) == "True" else "not_ready"
-            rows.append(_node_event(ctx, index, _ts(c["lastTransitionTime"]), name, event,
-                                    c.get("reason") or c.get("message")))
+        if not (isinstance(c, dict) and c.get("type") == "Ready"):
+            continue
+        event = "ready" if str(c.get("status")) == "True" else "not_ready"
+        why = c.get("reason") or c.get("message")
+        why = why if isinstance(why, str) else f"Ready={c.get('status')}"
+        if _ts(c.get("lastTransitionTime")):
+            rows.append(_node_event(ctx, index, _ts(c["lastTransitionTime"]), name, event, why))
+        elif _ts(c.get("lastHeartbeatTime")):
+            rows.append(_node_event(ctx, index, _ts(c["lastHeartbeatTime"]), name, event,
+                                    f"{why} (no lastTransitionTime: time of the last heartbeat)"))
     for t in _d(node, "spec", "taints") or []:
         if isinstance(t, dict) and t.get("key") == "node.kubernetes.io/unschedulable" and _ts(t.get("timeAdded")):
             rows.append(_node_event(ctx, index, _ts(t["timeAdded"]), name, "drain", "cordoned"))
+    if not rows:
+        ready = [c for c in _d(node, "status", "conditions") or [] if isinstance(c, dict) and c.get("type") == "Ready"]
+        if not ready:
+            raise BadObject(f"Node {name} has no Ready condition")
+        raise BadObject(f"Node {name} Ready={ready[0].get('status')} has no lastTransitionTime or "
+                        "lastHeartbeatTime: its state cannot be placed in time")  # fmt: skip
     return rows
 
 
@@ -380,6 +409,8 @@ def _event_rows(ev: dict, ctx: ParseContext, index: int) -> list[dict]:
         return []
     times = {_ts(ev.get("firstTimestamp")) or _ts(ev.get("eventTime")), _ts(ev.get("lastTimestamp"))}
     msg = ev.get("message") if isinstance(ev.get("message"), str) else reason
+    if times == {None}:
+        raise BadObject(f"{reason} event of node {host} without firstTimestamp, eventTime or lastTimestamp")
     return [_node_event(ctx, index, t, host, NODE_EVENT_REASONS[reason], msg) for t in sorted(times - {None})]
 
 
@@ -390,8 +421,9 @@ _EXITED = re.compile(r"Pod: (?P<ns>[^.\s]+)\.(?P<pod>\S+) exited with code (?P<c
 END_WINDOW_S = 120  # a pod termination this long before a restart event ended that attempt
 
 
-def _restart_runs(events: list[tuple[int, dict]], ctx: ParseContext) -> list[dict]:
-    """Failed attempts of training jobs from their restart events (see the module docstring)."""
+def _restart_runs(events: list[tuple[int, dict]], ctx: ParseContext, bad: list) -> list[dict]:
+    """Failed attempts of training jobs from their restart events (see the module docstring);
+    a restart event without a time is appended to ``bad``."""
     placed: dict[tuple[str, str], list[tuple[datetime, str]]] = {}  # (ns, pod) -> [(t, host)]
     ended: list[tuple[datetime, str, str, str, int | None]] = []  # (t, ns, pod, reason, exit)
     restarts: list[tuple[datetime, str, str, int, str]] = []
@@ -400,7 +432,12 @@ def _restart_runs(events: list[tuple[int, dict]], ctx: ParseContext) -> list[dic
         reason = ev.get("reason") if isinstance(ev.get("reason"), str) else None
         msg = ev.get("message") if isinstance(ev.get("message"), str) else ""
         t = _ts(ev.get("firstTimestamp")) or _ts(ev.get("eventTime")) or _ts(ev.get("lastTimestamp"))
-        if not isinstance(obj, dict) or t is None:
+        if not isinstance(obj, dict):
+            continue
+        if t is None:
+            if obj.get("kind") in JOB_KINDS and reason in RESTART_REASONS:
+                bad.append((index, json.dumps(ev, default=str)[:500],
+                            f"object {index}: {reason} event without firstTimestamp, eventTime or lastTimestamp"))
             continue
         ns = obj.get("namespace") if isinstance(obj.get("namespace"), str) else "default"
         if reason == "Scheduled" and (m := _ASSIGNED.search(msg)):
@@ -486,21 +523,38 @@ def _operator_log(text: str, ctx: ParseContext) -> tuple[list[dict], list[tuple[
 
 
 # ------------------------------------------------------------------ entry points
-def _load(text: str) -> list:
-    """Documents of the file; raises ValueError with a readable message."""
+def _load(text: str) -> tuple[list, list[tuple[int, str, str]]]:
+    """(documents of the file, unreadable documents as (line, raw, reason)); raises ValueError
+    with a readable message when the file as a whole cannot be read. In a multi-document YAML
+    file one bad document costs only itself: the others are read on their own."""
     stripped = text.lstrip("\ufeff \t\r\n")
     if stripped[:1] in ("{", "["):
         try:
-            return [json.loads(stripped)]
+            return [json.loads(stripped)], []
         except json.JSONDecodeError as exc:
             raise ValueError(json_error(exc)) from None
     try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
+        return [d for d in yaml.safe_load_all(text) if d is not None], []
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).split("\n")[0]
-        raise ValueError(f"invalid YAML{where}: {problem}") from None
+        whole = _yaml_error(exc, 0)
+    starts = [0] + [m.start() for m in re.finditer(r"(?m)^---[ \t]*(?:#.*)?$", text)]
+    pieces = [(text.count("\n", 0, a), text[a:b]) for a, b in zip(starts, starts[1:] + [len(text)], strict=True)]
+    if len([p for _, p in pieces if p.strip()]) < 2:
+        raise ValueError(whole)
+    docs, bad = [], []
+    for first_line, piece in pieces:
+        try:
+            docs.extend(d for d in yaml.safe_load_all(piece) if d is not None)
+        except yaml.YAMLError as exc:
+            bad.append((first_line + 1, piece.strip()[:500], _yaml_error(exc, first_line)))
+    return docs, bad
+
+
+def _yaml_error(exc: yaml.YAMLError, line_offset: int) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1 + line_offset} column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc).split("\n")[0]
+    return f"invalid YAML{where}: {problem}"
 
 
 def _objects(docs: list) -> list:
@@ -528,7 +582,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         attempts, bad = _operator_log(text, ctx)
     else:
         try:
-            docs = _load(text)
+            docs, bad = _load(text)
         except (ValueError, RecursionError) as exc:
             msg = str(exc) if isinstance(exc, ValueError) else "document nested too deeply"
             m = re.search(r"at line (\d+)", msg)
@@ -552,14 +606,16 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
                 elif kind == "Node":
                     node_events.extend(_node_rows(obj, ctx, i))
                 elif kind == "Event":
-                    node_events.extend(_event_rows(obj, ctx, i))
                     events.append((i, obj))
+                    node_events.extend(_event_rows(obj, ctx, i))
+                else:
+                    raise BadObject(f"kind {kind} is not read by the k8s format (it reads {', '.join(READ_KINDS)})")
             except (BadObject, TypeError, AttributeError, ValueError) as exc:
                 bad.append((i, json.dumps(obj, default=str)[:500], f"object {i}: {exc}"))
         for runs in gangs.values():
             attempts.extend(_fold_gang(runs))
-        attempts.extend(_restart_runs(events, ctx))
-    tables = {}
+        attempts.extend(_restart_runs(events, ctx, bad))
+    tables, quarantines = {}, [quarantine_frame([b[0] for b in bad], [b[1] for b in bad], [b[2] for b in bad])]
     if attempts:
         df = _frame("job_attempts", attempts).with_columns(
             elapsed_s=(pl.col("end_time") - pl.col("start_time")).dt.total_microseconds() / 1e6
@@ -568,12 +624,45 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         df = df.with_columns(  # operator-log attempts carry no number: time order within the job
             attempt=pl.col("attempt").fill_null(order.rank("ordinal").over("job_id").cast(pl.Int32))
         )
-        tables["job_attempts"] = conform("job_attempts", df)
+        df, q = _split_bad(df, _attempt_error(ctx))
+        quarantines.append(q)
+        if df.height:
+            tables["job_attempts"] = conform("job_attempts", df)
     node_events = [r for r in node_events if r["time"] is not None]
     if node_events:
-        tables["node_events"] = _frame("node_events", node_events)
-    q = quarantine_frame([b[0] for b in bad], [b[1] for b in bad], [b[2] for b in bad])
-    return ParseResult(tables, q, len(attempts) + q.height)
+        df, q = _split_bad(_frame("node_events", node_events), _implausible("time", ctx))
+        quarantines.append(q)
+        if df.height:
+            tables["node_events"] = df
+    q = pl.concat(quarantines)
+    n_ok = tables["job_attempts"].height if "job_attempts" in tables else 0
+    return ParseResult(tables, q, n_ok + q.height)
+
+
+def _implausible(col: str, ctx: ParseContext) -> pl.Expr:
+    return pl.format(f"{col}: {{}}", implausible_time(pl.col(col), ctx))
+
+
+def _attempt_error(ctx: ParseContext) -> pl.Expr:
+    """Why an attempt cannot be stored (a time outside the plausible window, an end before its
+    start), else null."""
+    return (
+        pl.when(pl.col("end_time") < pl.col("start_time"))
+        .then(pl.format("end_time {} is before start_time {}", *(pl.col(c).dt.to_string("%Y-%m-%dT%H:%M:%S") for c in ("end_time", "start_time"))))
+        .otherwise(pl.coalesce(_implausible("submit_time", ctx), _implausible("start_time", ctx), _implausible("end_time", ctx)))
+    )
+
+
+def _split_bad(df: pl.DataFrame, error: pl.Expr) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(rows without an error, their quarantine rows): a rejected row is one quarantine row
+    whose raw text is the row as parsed (its object's JSON is not kept)."""
+    df = df.with_columns(_error=error)
+    bad = df.filter(pl.col("_error").is_not_null())
+    raw = bad.drop("_error").select(pl.struct(pl.all()).struct.json_encode()).to_series() if bad.height else []
+    return (
+        df.filter(pl.col("_error").is_null()).drop("_error"),
+        quarantine_frame(bad["source_line"], raw, bad["_error"]),
+    )
 
 
 def _frame(table: str, rows: list[dict]) -> pl.DataFrame:

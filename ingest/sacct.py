@@ -2,13 +2,17 @@
 
 Handles: a header line or a caller-given field list (``--fields``; the preset ``xdmod`` is Open
 XDMoD's headerless order, also assumed for headerless 26-field lines), any delimiter including
-multi-byte ones, ``--parsable``'s trailing delimiter, several header blocks in one file, steps
+multi-byte ones (a headerless dump's is read off the characters after its JobIDs), ``--parsable``'s trailing delimiter, several header blocks in one file, steps
 (``123.batch``, ``123.0``) folded into their job, arrays (``123_4``, ``123_[1-3]``), heterogeneous
 components (``1853+0``), ``--duplicates`` (one attempt per requeue), hostlists, normalized states
 with the raw state kept, ``Unknown``/``None`` times, every elapsed format, GPUs from AllocTRES.
 
 A record is one job line (with its steps). A step line whose job line is absent is quarantined:
-it cannot form an attempt on its own.
+it cannot form an attempt on its own. A line that repeats an earlier line of the file exactly
+is the same record again (a dump concatenated twice): stored once, counted once. A job line
+whose values a job cannot have (an unreadable or out-of-range count, exit code or time, End
+before Start, a time outside ``ctx``'s plausible window) is quarantined with the reason; when
+no line of a block fits the given ``--fields``/``--delimiter``, every row says so and how to fix it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import polars as pl
 
 from ingest.base import FormatSpec, ParseContext, ParseResult, numbered_lines
 from ingest.hostlist import expand_column
-from ingest.times import local_to_utc, slurm_duration_s
+from ingest.job_checks import job_value_errors
+from ingest.times import NULL_TIMES, local_to_utc, slurm_duration_s
 from warehouse.schemas import conform, quarantine_frame
 
 XDMOD_FIELDS = ["jobid", "jobidraw", "cluster", "partition", "qos", "account", "group", "gid", "user", "uid", "submit", "eligible", "start", "end", "elapsed", "exitcode", "state", "nnodes", "ncpus", "reqcpus", "reqmem", "reqtres", "alloctres", "timelimit", "nodelist", "jobname"]
@@ -39,10 +44,10 @@ _FORMAT_TIME = "%Y-%m-%dT%H:%M:%S"
 
 def _gpu_count(tres: pl.Expr) -> pl.Expr:
     """GPUs in a TRES string: ``gres/gpu=N``, else the sum of typed ``gres/gpu:x=N``."""
-    plain = tres.str.extract(r"(?:^|,)gres/gpu=(\d+)").cast(pl.Int32)
+    plain = tres.str.extract(r"(?:^|,)gres/gpu=(\d+)").cast(pl.Int64, strict=False)
     typed = (
         tres.str.extract_all(r"(?:^|,)gres/gpu:[^=,]+=\d+")
-        .list.eval(pl.element().str.extract(r"=(\d+)$").cast(pl.Int32))
+        .list.eval(pl.element().str.extract(r"=(\d+)$").cast(pl.Int64, strict=False))
         .list.sum()
     )
     has_typed = tres.str.contains(r"(?:^|,)gres/gpu:[^=,]+=\d+")
@@ -52,36 +57,50 @@ def _gpu_count(tres: pl.Expr) -> pl.Expr:
 _HEADER = r"^\s*(?i:JobID)([^A-Za-z0-9_\s]+|\s+)"
 
 
+# A headerless line starts with a JobID; what follows it up to the next name character is the
+# delimiter (``|``, ``☃``, ``¦``...).
+_LEAD = re.compile(r"^\s*\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?(?:\.[A-Za-z0-9_-]+)?([^\w\s\[\].:,=/+-]+)")
+
+
+def _delimiter_after_jobid(lines: pl.Series) -> str | None:
+    """The delimiter of headerless lines, when every non-blank one of ``lines`` agrees."""
+    found = {m.group(1) if m else None for ln in lines.to_list() if ln and ln.strip() and not ln.startswith("#")
+             for m in [_LEAD.match(ln)]}  # fmt: skip
+    return found.pop() if len(found) == 1 and None not in found else None
+
+
 def _delimiter_from_header(line: str) -> str | None:
     m = re.match(_HEADER, line)
     return m.group(1) if m else None
 
 
-def _segments(lines: pl.Series, ctx: ParseContext) -> list[tuple[list[str], str, int, int]]:
-    """Split the file into (fields, delimiter, first data line index, end index) blocks."""
+def _segments(lines: pl.Series, ctx: ParseContext) -> list[tuple[list[str], str, int, int, str]]:
+    """Split the file into (fields, delimiter, first data line index, end index, where the field
+    list came from) blocks."""
     explicit = ctx.fields
     if explicit and len(explicit) == 1 and explicit[0].lower() in FIELD_PRESETS:
         explicit = tuple(FIELD_PRESETS[explicit[0].lower()])
     header_idx = [] if explicit else lines.str.contains(_HEADER).arg_true().to_list()
     if not header_idx:
         fields = [f.strip().lower() for f in explicit] if explicit else XDMOD_FIELDS
-        return [(fields, ctx.delimiter or "|", 0, len(lines))]
+        delim = ctx.delimiter or _delimiter_after_jobid(lines.head(50)) or "|"
+        return [(fields, delim, 0, len(lines), "--fields" if explicit else "no header: Open XDMoD's 26 fields")]
     segs = []
     for n, i in enumerate(header_idx):
         delim = ctx.delimiter or _delimiter_from_header(lines[i])
         fields = [f.strip().lower() for f in lines[i].rstrip("\r").split(delim)]
         end = header_idx[n + 1] if n + 1 < len(header_idx) else len(lines)
-        segs.append((fields, delim, i + 1, end))
+        segs.append((fields, delim, i + 1, end, "header"))
     if header_idx[0] > 0:  # lines before the first header have no known layout
-        segs.insert(0, ([], ctx.delimiter or "|", 0, header_idx[0]))
+        segs.insert(0, ([], ctx.delimiter or "|", 0, header_idx[0], ""))
     return segs
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     lines = numbered_lines(data, ParseContext())["raw"]  # numbers are added per block below
     frames, quarantines = [], []
-    for fields, delim, lo, hi in _segments(lines, ctx):
-        ok, bad = _parse_block(lines.slice(lo, hi - lo), lo, fields, delim, ctx)
+    for fields, delim, lo, hi, layout in _segments(lines, ctx):
+        ok, bad = _parse_block(lines.slice(lo, hi - lo), lo, fields, delim, layout, ctx)
         if ok.height:
             frames.append(ok)
         quarantines.append(bad)
@@ -92,7 +111,19 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     return ParseResult({"job_attempts": table}, quarantine, table.height + quarantine.height)
 
 
-def _parse_block(lines: pl.Series, offset: int, fields: list[str], delim: str, ctx: ParseContext):
+def _wrong_layout(counts: pl.Series, n: int, delim: str, layout: str) -> str:
+    """One reason for every line of a block none of whose lines fits the given layout."""
+    found = sorted(set(counts.to_list()))
+    found_txt = " or ".join(map(str, found[:5])) + (" or more" if len(found) > 5 else "")
+    if found == [1]:
+        return (f"no line contains the delimiter {delim!r}: every record rejected; "
+                f"pass the dump's delimiter with --delimiter")  # fmt: skip
+    return (f"every line has {found_txt} fields separated by {delim!r} but the field list "
+            f"({layout}) has {n}: every record rejected; pass the dump's field list with "
+            f"--fields f1,f2,... (and its --delimiter)")  # fmt: skip
+
+
+def _parse_block(lines: pl.Series, offset: int, fields: list[str], delim: str, layout: str, ctx: ParseContext):
     df = pl.DataFrame({"raw": lines}).with_columns(
         line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64) + offset + ctx.line_offset
     )
@@ -103,21 +134,29 @@ def _parse_block(lines: pl.Series, offset: int, fields: list[str], delim: str, c
         return empty, ParseResult.empty_quarantine()
     if not fields:
         return empty, quarantine_frame(df["line"], df["raw"], ["record before any sacct header line"] * df.height)
-    trailing = fields[-1] == ""  # --parsable: every line, header included, ends with the delimiter
-    if trailing:
+    if fields[-1] == "":  # a --parsable header ends with the delimiter
         fields = fields[:-1]
     n = len(fields)
+    # An exact repeat of a line (a dump concatenated twice, a collector's retry) is the same
+    # record again, not a new one: it is stored once and not counted (see the module docstring).
+    df = df.unique(subset="raw", keep="first", maintain_order=True)
     raw = pl.col("raw").str.strip_suffix("\r")
-    df = df.with_columns(body=raw.str.strip_suffix(delim) if trailing else raw).with_columns(
+    nf = raw.str.count_matches(delim, literal=True) + 1
+    # --parsable ends every line (headerless ones too) with the delimiter: one field too many,
+    # and the last one empty.
+    trailing = (nf == n + 1) & raw.str.ends_with(delim)
+    df = df.with_columns(body=pl.when(trailing).then(raw.str.strip_suffix(delim)).otherwise(raw)).with_columns(
         nf=pl.col("body").str.count_matches(delim, literal=True) + 1
     )
     bad = df.filter(pl.col("nf") != n)
-    qs = [
-        quarantine_frame(
-            bad["line"], bad["raw"],
-            bad.select(pl.format(f"expected {n} fields separated by {delim!r}, found {{}}", "nf")).to_series(),
-        )
-    ]
+    if bad.height and bad.height == df.height and (layout != "header" or ctx.delimiter):
+        # Every line disagrees with the layout: the options, not the records, are wrong. One
+        # reason, the same on every row, that says how to fix it.
+        bare = bad.select(pl.col("body").str.strip_suffix(delim).str.count_matches(delim, literal=True) + 1).to_series()
+        errors = [_wrong_layout(bare, n, delim, layout)] * bad.height
+    else:
+        errors = bad.select(pl.format(f"expected {n} fields separated by {delim!r}, found {{}}", "nf")).to_series()
+    qs = [quarantine_frame(bad["line"], bad["raw"], errors)]
     df = df.filter(pl.col("nf") == n)
     if "jobid" not in fields:
         qs.append(quarantine_frame(df["line"], df["raw"], ["no JobID field in the field list"] * df.height))
@@ -177,8 +216,8 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     exit_parts = c("exitcode").str.extract_groups(r"^\s*(-?\d+)(?::(\d+))?\s*$")
     alloc = c("alloctres")
     tres_gpus = pl.coalesce(_gpu_count(alloc), pl.when(alloc.is_null()).then(_gpu_count(c("reqtres"))))
-    tres_gpus = pl.coalesce(tres_gpus, pl.when(alloc.is_not_null()).then(pl.lit(0, pl.Int32)))
-    tres_nodes = alloc.str.extract(r"(?:^|,)node=(\d+)").cast(pl.Int32)
+    tres_gpus = pl.coalesce(tres_gpus, pl.when(alloc.is_not_null()).then(pl.lit(0, pl.Int64)))
+    tres_nodes = alloc.str.extract(r"(?:^|,)node=(\d+)").cast(pl.Int64, strict=False)
     out = jobs.select(
         cluster=pl.coalesce(c("cluster"), pl.lit(ctx.cluster)),
         scheduler=pl.lit("slurm"),
@@ -194,10 +233,10 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         end_time=local_to_utc(c("end"), ctx.tz, _FORMAT_TIME),
         state=pl.when(state_tok.is_in(list(STATES))).then(state_tok).otherwise(pl.lit("UNKNOWN")),
         raw_state=c("state"),
-        exit_code=exit_parts.struct.field("1").cast(pl.Int32, strict=False),
-        signal=exit_parts.struct.field("2").cast(pl.Int32, strict=False),
-        n_nodes=pl.coalesce(c("nnodes").cast(pl.Int32, strict=False), tres_nodes),
-        n_cpus=pl.coalesce(c("alloccpus", "ncpus").cast(pl.Int32, strict=False)),
+        exit_code=exit_parts.struct.field("1").cast(pl.Int64, strict=False),
+        signal=exit_parts.struct.field("2").cast(pl.Int64, strict=False),
+        n_nodes=pl.coalesce(c("nnodes").str.strip_chars().cast(pl.Int64, strict=False), tres_nodes),
+        n_cpus=pl.coalesce(c("alloccpus", "ncpus").str.strip_chars().cast(pl.Int64, strict=False)),
         n_gpus=tres_gpus,
         nodelist=c("nodelist"),
         elapsed_s=slurm_duration_s(c("elapsed")),
@@ -206,9 +245,34 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         source_file=pl.lit(ctx.path),
         source_line=pl.col("line"),
         _raw=pl.col("raw"),
+        _value_err=_unreadable(c, exit_parts, tres_gpus, tres_nodes, ctx),
     )
     hosts, err = expand_column(out["nodelist"])
-    return out.with_columns(nodes=hosts, _node_err=err).drop("nodelist")
+    out = out.with_columns(nodes=hosts, _node_err=pl.coalesce("_value_err", job_value_errors(ctx), err))
+    return out.drop("nodelist", "_value_err")
+
+
+def _unreadable(c, exit_parts: pl.Expr, gpus: pl.Expr, tres_nodes: pl.Expr, ctx: ParseContext) -> pl.Expr:
+    """Why a job line's text values cannot be read (an unparseable time, count or exit code,
+    a TRES count too large to hold), else null. Ranges are checked on the typed row after."""
+    checks: list[tuple[pl.Expr, pl.Expr]] = []
+    for field, name in (("submit", "Submit"), ("start", "Start"), ("end", "End")):
+        raw = c(field).str.strip_chars()
+        unreadable = raw.is_not_null() & ~raw.is_in(NULL_TIMES) & local_to_utc(c(field), ctx.tz, _FORMAT_TIME).is_null()
+        checks.append((unreadable, pl.format(f"unreadable {name} '{{}}' (want YYYY-MM-DDTHH:MM:SS in {ctx.tz})", raw)))
+    for field, name in (("nnodes", "NNodes"), ("alloccpus", "AllocCPUS"), ("ncpus", "NCPUS")):
+        raw = c(field).str.strip_chars()
+        checks.append((raw.is_not_null() & ~raw.str.contains(r"^\d{1,18}$"), pl.format(f"{name} '{{}}' is not a count", raw)))
+    tres = pl.coalesce(c("alloctres"), c("reqtres"))
+    checks.append(((gpus.is_null() & tres.str.contains(r"gres/gpu[:=]")) | (tres_nodes.is_null() & c("alloctres").str.contains(r"(?:^|,)node=\d")),
+                   pl.format("TRES '{}' holds a count too large to be one", tres)))  # fmt: skip
+    raw_exit = c("exitcode").str.strip_chars()
+    checks.append((raw_exit.is_not_null() & exit_parts.struct.field("1").cast(pl.Int64, strict=False).is_null(),
+                   pl.format("ExitCode '{}' is not code:signal", raw_exit)))  # fmt: skip
+    reason = pl.lit(None, pl.Utf8)
+    for cond, text in reversed(checks):
+        reason = pl.when(cond.fill_null(False)).then(text).otherwise(reason)
+    return reason
 
 
 def _number_attempts(df: pl.DataFrame) -> pl.DataFrame:
@@ -230,8 +294,9 @@ def detect(head: bytes, name: str) -> int:
     for line in text.splitlines()[:50]:
         if _delimiter_from_header(line):
             return 90
-    first = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")), "")
-    parts = first.split("|")
+    lines = [ln for ln in text.splitlines()[:-1] or text.splitlines() if ln.strip() and not ln.startswith("#")][:20]
+    delim = _delimiter_after_jobid(pl.Series(lines, dtype=pl.Utf8)) if lines else None
+    parts = lines[0].split(delim) if delim else []
     if len(parts) >= 7 and re.match(_JOBID, parts[0].strip()):
         return 60 if len(parts) in (len(XDMOD_FIELDS), len(XDMOD_FIELDS) + 1) else 30
     return 0

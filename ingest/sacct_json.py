@@ -8,7 +8,9 @@ heterogeneous components ``<het_job_id>+<offset>``; with ``--duplicates`` a requ
 once per run and each run is an attempt, numbered in time order.
 
 A record is one element of ``jobs`` (its ``steps`` are folded into it). An element that is not an
-object or has no usable job id is quarantined with its index as the record number; a file that
+object, has no usable job id, or holds a value a job cannot have (a number field that is not a
+number, a count / exit code / signal out of range, end before start, a time outside ``ctx``'s
+plausible window: ``ingest.job_checks``) is quarantined with its index as the record number; a file that
 is not valid JSON, or has no ``jobs`` list, is one quarantined record. The per-job extraction is
 Python over parsed JSON (the objects are nested and change shape by release); the per-column work
 after it (hostlists, states, attempt numbering) is columnar.
@@ -17,12 +19,14 @@ after it (hostlists, states, attempt numbering) is columnar.
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import polars as pl
 
 from ingest.base import FormatSpec, ParseContext, ParseResult, whole_file_quarantine
 from ingest.hostlist import expand_column
+from ingest.job_checks import job_value_errors
 from ingest.sacct import STATES, _number_attempts
 from warehouse.schemas import conform, quarantine_frame
 
@@ -33,23 +37,44 @@ def json_error(exc: json.JSONDecodeError) -> str:
 
 
 def _num(v):
-    """A plain number, or the number of a ``{set, infinite, number}`` object (None if unset)."""
+    """A plain number, or the number of a ``{set, infinite, number}`` object (None if unset or
+    not a number; ``_unreadable`` tells the two apart)."""
     if isinstance(v, dict):
         if v.get("infinite") or not v.get("set", True):
             return None
         v = v.get("number")
     if isinstance(v, bool):
         return None
-    if isinstance(v, str) and re.fullmatch(r"-?\d{1,18}", v.strip()):
+    if isinstance(v, str) and re.fullmatch(r"-?\d{1,30}", v.strip()):
         v = int(v)
-    if isinstance(v, (int, float)) and abs(v) < 2**53:  # beyond that it is no real count or time
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    if isinstance(v, (int, float)):
         return v
+    return None
+
+
+def _unset(v) -> bool:
+    if isinstance(v, dict):
+        return bool(v.get("infinite")) or not v.get("set", True) or v.get("number") is None
+    return v is None or v == ""
+
+
+def _unreadable(name: str, v) -> str | None:
+    """Why a numeric field present in the job cannot be stored, else None."""
+    if _unset(v):
+        return None
+    n = _num(v)
+    if n is None:
+        return f"{name} {json.dumps(v, default=str)[:60]} is not a number"
+    if abs(n) >= 2**53:  # beyond that it is no real count, code or time
+        return f"{name} {n} is out of range"
     return None
 
 
 def _epoch(v):
     n = _num(v)
-    return None if n is None or not 0 < n < 1e11 else int(n) * 1_000_000  # 0 = unset
+    return None if n is None or n == 0 or abs(n) >= 2**53 else int(n) * 1_000_000  # 0 = unset
 
 
 def _str(v) -> str | None:
@@ -99,11 +124,8 @@ def _signal(ec) -> int | None:
     if not isinstance(ec, dict):
         return None
     sig = ec.get("signal")
-    if isinstance(sig, dict):
-        n = _num(sig.get("id", sig.get("signal_id")))
-        return int(n) if n is not None else None
-    n = _num(sig)
-    return int(n) if n is not None else None
+    n = _num(sig.get("id", sig.get("signal_id"))) if isinstance(sig, dict) else _num(sig)
+    return int(n) if n is not None and abs(n) < 2**53 else None
 
 
 def _job_row(job: dict, ctx: ParseContext) -> dict:
@@ -130,11 +152,19 @@ def _job_row(job: dict, ctx: ParseContext) -> dict:
     states = _states(job.get("state"))
     state = job.get("state") if isinstance(job.get("state"), dict) else {}
     ec = job.get("exit_code")
-    rc = _num(ec.get("return_code")) if isinstance(ec, dict) else _num(ec)
+    rc_raw = ec.get("return_code") if isinstance(ec, dict) else ec
+    rc = _num(rc_raw)
+    sig_raw = ec.get("signal") if isinstance(ec, dict) else None
+    sig_raw = sig_raw.get("id", sig_raw.get("signal_id")) if isinstance(sig_raw, dict) else sig_raw
+    problems = [
+        _unreadable("exit_code.return_code", rc_raw), _unreadable("exit_code.signal", sig_raw),
+        _unreadable("allocation_nodes", job.get("allocation_nodes")),
+        *(_unreadable(f"time.{k}", t.get(k)) for k in ("submission", "start", "end", "elapsed", "limit")),
+    ]  # fmt: skip
     limit = _num(t.get("limit"))
     tres = job.get("tres")
     assoc = job.get("association") if isinstance(job.get("association"), dict) else {}
-    return {
+    row = {
         "cluster": _str(job.get("cluster")) or _str(assoc.get("cluster")) or ctx.cluster,
         "job_id": job_id,
         "array_job_id": array_job_id,
@@ -149,15 +179,21 @@ def _job_row(job: dict, ctx: ParseContext) -> dict:
         "state_tok": states[0].upper() if states else None,
         "raw_state": ",".join(states) or None,
         "reason": _str(state.get("reason")),
-        "exit_code": int(rc) if rc is not None else None,
+        "exit_code": int(rc) if rc is not None and abs(rc) < 2**53 else None,
         "signal": _signal(ec),
-        "n_nodes": _num(job.get("allocation_nodes")),
+        "n_nodes": _num(job.get("allocation_nodes")) if _unreadable("", job.get("allocation_nodes")) is None else None,
         "n_cpus": _tres_count((tres or {}).get("allocated") if isinstance(tres, dict) else None, "cpu"),
         "n_gpus": _gpus(tres),
         "nodelist": _str(job.get("nodes")),
-        "elapsed_s": _num(t.get("elapsed")),
-        "timelimit_s": limit * 60 if limit is not None else None,
+        "elapsed_s": _num(t.get("elapsed")) if _unreadable("", t.get("elapsed")) is None else None,
+        "timelimit_s": limit * 60 if limit is not None and abs(limit) < 2**53 else None,
+        "_unreadable": next((p for p in problems if p), None),
     }
+    for k in ("n_cpus", "n_gpus"):  # TRES sums: too large for any real job (and for Int64)
+        if row[k] is not None and abs(row[k]) >= 2**53:
+            row["_unreadable"] = row["_unreadable"] or f"{k} {row[k]} is out of range"
+            row[k] = None
+    return row
 
 
 _ROW_SCHEMA = {
@@ -166,7 +202,7 @@ _ROW_SCHEMA = {
     "submit_time": pl.Int64, "start_time": pl.Int64, "end_time": pl.Int64, "state_tok": pl.Utf8,
     "raw_state": pl.Utf8, "reason": pl.Utf8, "exit_code": pl.Int64, "signal": pl.Int64,
     "n_nodes": pl.Int64, "n_cpus": pl.Int64, "n_gpus": pl.Int64, "nodelist": pl.Utf8,
-    "elapsed_s": pl.Float64, "timelimit_s": pl.Float64, "source_line": pl.Int64,
+    "elapsed_s": pl.Float64, "timelimit_s": pl.Float64, "_unreadable": pl.Utf8, "source_line": pl.Int64,
 }  # fmt: skip
 
 
@@ -202,16 +238,11 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         submit_time=pl.col("submit_time").cast(pl.Datetime("us")),
         start_time=pl.col("start_time").cast(pl.Datetime("us")),
         end_time=pl.col("end_time").cast(pl.Datetime("us")),
-        exit_code=pl.col("exit_code").cast(pl.Int32, strict=False),
-        signal=pl.col("signal").cast(pl.Int32, strict=False),
-        n_nodes=pl.col("n_nodes").cast(pl.Int32, strict=False),
-        n_cpus=pl.col("n_cpus").cast(pl.Int32, strict=False),
-        n_gpus=pl.col("n_gpus").cast(pl.Int32, strict=False),
         source=pl.lit("sacct-json"),
         source_file=pl.lit(ctx.path),
     )
     hosts, err = expand_column(df["nodelist"])
-    df = df.with_columns(nodes=hosts, _err=err)
+    df = df.with_columns(nodes=hosts, _err=pl.coalesce("_unreadable", job_value_errors(ctx), err))
     node_bad = df.filter(pl.col("_err").is_not_null())
     df = df.filter(pl.col("_err").is_null())
     quarantine = pl.concat(
@@ -220,11 +251,11 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             quarantine_frame(
                 node_bad["source_line"],
                 [json.dumps(jobs[i - 1])[:500] for i in node_bad["source_line"]],  # only the bad ones
-                node_bad["_err"],
+                node_bad.select(pl.format("job record {}: {}", "source_line", "_err")).to_series(),
             ),
         ]
     )
-    df = df.drop("state_tok", "nodelist", "_err")
+    df = df.drop("state_tok", "nodelist", "_err", "_unreadable")
     tables = {}
     if df.height:
         tables["job_attempts"] = conform("job_attempts", _number_attempts(df))

@@ -17,7 +17,10 @@ in ``ctx.tz``. Record kinds (one record per line and per host its node field nam
 Not records (skipped): every other line, e.g. ``POWER:`` chatter, ``sched: Allocate``,
 ``Requeuing JobId=`` (the requeue line above already names the node), and
 ``update_node: ... reason set to: R`` lines, whose text becomes the ``reason`` of the host's
-following events. A would-be record whose timestamp or hostlist cannot be read is quarantined.
+following events. A would-be record whose timestamp or hostlist cannot be read, or whose time lies
+outside ``ctx``'s plausible window, is quarantined. A line repeating an earlier record line of
+the same chunk exactly is the same record: stored and counted once (repeats in different
+chunks of a file larger than the runner's chunk are left to the warehouse's dedupe).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, numbered_lines
+from ingest.base import FormatSpec, ParseContext, ParseResult, implausible_time, numbered_lines
 from ingest.hostlist import expand_column
 from ingest.times import local_to_utc
 from warehouse.schemas import conform, quarantine_frame
@@ -99,9 +102,16 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     reasons = df.filter(pl.col("reason_host").is_not_null()).select(
         "source_line", host=pl.col("reason_host"), last_reason=pl.col("reason_text")
     )
-    rec = df.filter(pl.col("event").is_not_null())
-    bad_time = rec.filter(pl.col("time").is_null())
-    rec = rec.filter(pl.col("time").is_not_null())
+    # An exact repeat of a record line (a log shipped twice, a collector's retry) is the same
+    # record: stored once and counted once.
+    rec = df.filter(pl.col("event").is_not_null()).unique(subset="raw", keep="first", maintain_order=True)
+    rec = rec.with_columns(
+        _time_err=pl.when(pl.col("time").is_null())
+        .then(pl.format("unreadable timestamp '{}'", pl.col("ts").fill_null("(none)")))
+        .otherwise(implausible_time(pl.col("time"), ctx))
+    )
+    bad_time = rec.filter(pl.col("_time_err").is_not_null())
+    rec = rec.filter(pl.col("_time_err").is_null())
     hosts, err = expand_column(rec["nodelist"])
     rec = rec.with_columns(host=hosts, _err=err)
     bad_host = rec.filter(pl.col("_err").is_not_null() | (pl.col("host").list.len() == 0))
@@ -132,7 +142,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             quarantine_frame(
                 bad_time["source_line"],
                 bad_time["raw"],
-                bad_time.select(pl.format("unreadable timestamp '{}'", pl.col("ts").fill_null("(none)"))).to_series(),
+                bad_time["_time_err"],
             ),
             quarantine_frame(
                 bad_host["source_line"],

@@ -163,3 +163,61 @@ def test_fleet_every_replacement_is_in_component_history():
         new.select((pl.col("installed_at") - pl.col("time")).dt.total_seconds().min()).item() >= -1
     )
     assert (new["component_class"] == new["component_class_right"]).all()
+
+
+def _units(n: int) -> list[str]:
+    return [f"gpu,SN{i:05d},node{i // 8:04d}/gpu{i % 8},2024-01-0{1 + i % 9}T00:00:00,,," for i in range(n)]
+
+
+def test_one_unterminated_quote_loses_only_its_record():
+    rows = _units(2424)
+    rows[1000] = 'gpu,"SN01000,node0125/gpu0,2024-01-02T00:00:00,,,'
+    ok, q = _parse(HEADER + "\n".join(rows) + "\n")
+    assert ok.height == 2423 and "SN01000" not in ok["serial"].to_list()
+    assert ok["serial"][1000] == "SN01001" and ok["source_line"][1000] == 1003
+    assert q.rows() == [(1002, rows[1000], "unterminated quoted field (an odd number of '\"')")]
+
+
+def test_quoted_fields_across_lines_stray_quotes_and_ragged_rows():
+    rows = _units(6)
+    rows[1] = 'gpu,SN1,n1/gpu1,2024-01-01,2024-02-01,"burnt, ""smell""\nsee ticket",true'
+    rows[3] = 'gpu,SN"3,n1/gpu3,2024-01-01,,,'  # pairs with nothing: one spoilt line
+    rows[4] = "gpu,SN4,n1/gpu4,2024-01-01,,"
+    ok, q = _parse(HEADER + "\n".join(rows) + "\n")
+    assert ok["serial"].to_list() == ["SN00000", "SN1", "SN00002", "SN00005"]
+    assert ok["removal_reason"][1] == 'burnt, "smell"\nsee ticket' and ok["failed"][1] is True
+    assert ok["source_line"].to_list() == [2, 3, 5, 8]
+    assert q.select("line", "error").rows() == [
+        (6, "unterminated quoted field (an odd number of '\"')"),
+        (7, "expected 7 fields separated by ',' (as the header), found 6"),
+    ]
+
+
+def test_implausible_install_and_removal_times_are_quarantined():
+    ok, q = _parse(HEADER + "gpu,A,n1/0,1999-12-31,,,\ngpu,B,n1/1,2024-01-01,2999-01-01,,\ngpu,C,n1/2,2024-01-01,,,\n")
+    assert ok["serial"].to_list() == ["C"]
+    assert [e.split(" (")[0] for e in q["error"]] == [
+        "installed_at: time 1999-12-31T00:00:00 is before 2000-01-01T00:00:00",
+        "removed_at: time 2999-01-01T00:00:00 is after " + q["error"][1].split(" is after ")[1].split(" (")[0],
+    ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 9), st.integers(0, 60), st.sampled_from(['"', "\n", ",", '""', "\r\n", "#"]))
+def test_fuzz_one_inserted_character_costs_at_most_its_record(row, pos, char):
+    rows = _units(10)
+    line = rows[row]
+    pos = min(pos, len(line))
+    rows[row] = line[:pos] + char + line[pos:]
+    ok, q = _parse(HEADER + "\n".join(rows) + "\n")
+    others = [f"SN{i:05d}" for i in range(10) if i != row]
+    assert set(others) <= set(ok["serial"].to_list())  # every other unit lands
+    if char == '"':  # one stray quote: exactly its own line is quarantined
+        assert q["line"].to_list() == [row + 2] and q["error"][0].startswith("unterminated quoted field")
+
+
+def test_exact_duplicate_records_are_stored_once():
+    rows = _units(3)
+    ok, q = _parse(HEADER + "\n".join([rows[0], rows[1], rows[0], rows[2], rows[1]]) + "\n")
+    assert ok["serial"].to_list() == ["SN00000", "SN00001", "SN00002"] and q.height == 0
+    assert ok["source_line"].to_list() == [2, 3, 5]

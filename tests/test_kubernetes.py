@@ -54,9 +54,69 @@ def test_evicted_pod_without_container_statuses():
     assert a["start_time"] == datetime(2024, 5, 22, 9, 52, 34) and a["nodes"] == ["some-node"]
 
 
-def test_node_without_transition_times_gives_no_rows():
+def test_node_without_any_condition_time_is_counted_as_quarantined():
     ok, ne, q = _parse((K8S / "is-healthy__Node_healthy.yaml").read_bytes())
-    assert ok.height == 0 and ne.height == 0 and q.height == 0
+    assert ok.height == 0 and ne.height == 0
+    assert q["error"].to_list() == [
+        (
+            "object 1: Node gk3-infra-cluster-pool-2-be3fcd50-lzd5 Ready=True has no lastTransitionTime "
+            "or lastHeartbeatTime: its state cannot be placed in time"
+        )
+    ]
+
+
+def _node(name, **ready):
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "creationTimestamp": "2024-01-01T00:00:00Z"},
+            "status": {"conditions": [{"type": "Ready", **ready}]}}  # fmt: skip
+
+
+def test_not_ready_node_without_transition_time_is_counted():
+    objs = {"apiVersion": "v1", "kind": "List", "items": [
+        _node("a", status="False", reason="KubeletNotReady", lastHeartbeatTime="2025-03-01T10:00:00Z"),
+        _node("b", status="False", reason="KubeletNotReady"),
+        _node("c", status="Unknown", reason="NodeStatusUnknown", lastTransitionTime="2025-03-01T11:00:00Z",
+              lastHeartbeatTime="2025-03-01T10:59:00Z"),
+    ]}  # fmt: skip
+    res = parse(json.dumps(objs).encode(), ParseContext())
+    ne = res.tables["node_events"]
+    assert ne.select("host", "event", "time", "reason").rows() == [
+        ("a", "not_ready", datetime(2025, 3, 1, 10), "KubeletNotReady (no lastTransitionTime: time of the last heartbeat)"),
+        ("c", "not_ready", datetime(2025, 3, 1, 11), "NodeStatusUnknown"),
+    ]
+    assert res.quarantine["error"].to_list() == [
+        "object 2: Node b Ready=False has no lastTransitionTime or lastHeartbeatTime: its state cannot be placed in time"
+    ]
+    assert res.records == 1
+
+
+def test_every_skipped_object_is_counted():
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}
+    waiting = _pod("w", "n1", [{"name": "main", "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}])
+    restart = _event("PyTorchJob", "pt", "PyTorchJobRestarting", None)
+    down = _event("Node", "n4", "NodeNotReady", None)
+    res = parse(json.dumps({"kind": "List", "items": [svc, waiting, restart, down]}).encode(), ParseContext())
+    assert res.records == 4 and "job_attempts" not in res.tables
+    assert res.quarantine["error"].to_list() == [
+        "object 1: kind Service is not read by the k8s format (it reads Pod, PyTorchJob, JobSet, Node, Event)",
+        "object 2: Pod ml/w: no container status shows a run (no state, lastState or phase)",
+        "object 4: NodeNotReady event of node n4 without firstTimestamp, eventTime or lastTimestamp",
+        "object 3: PyTorchJobRestarting event without firstTimestamp, eventTime or lastTimestamp",
+    ]
+
+
+def test_implausible_times_and_end_before_start_are_quarantined():
+    ok_run = _term("Error", 1, "2025-01-01T00:00:00Z", "2025-01-01T01:00:00Z")
+    backwards = _term("Error", 1, "2025-01-01T05:00:00Z", "2025-01-01T01:00:00Z")
+    future = _term("Error", 1, "2025-01-01T05:00:00Z", "2999-01-01T01:00:00Z")
+    pods = [_pod(f"p{i}", "n1", [{"name": "main", "restartCount": 0, "state": t}])
+            for i, t in enumerate((ok_run, backwards, future))]  # fmt: skip
+    res = parse(json.dumps({"kind": "List", "items": pods}).encode(), ParseContext())
+    assert res.tables["job_attempts"]["job_id"].to_list() == ["ml/p0"]
+    assert res.quarantine.select("line", "error").rows() == [
+        (2, "end_time 2025-01-01T01:00:00 is before start_time 2025-01-01T05:00:00"),
+        (3, "end_time: time 2999-01-01T01:00:00 is after " + res.quarantine["error"][1].split(" is after ")[1]),
+    ]
+    assert res.records == 3
 
 
 def test_operator_log_restart_is_a_failed_attempt_with_exit_code():
@@ -178,7 +238,8 @@ def test_pytorchjob_and_jobset_objects_and_yaml_documents():
                                        "lastTransitionTime": "2025-01-02T01:00:00Z"}]}}  # fmt: skip
     text = "---\n".join(yaml.safe_dump(o) for o in (pj, js, node, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}))
     ok, ne, q = _parse(text)
-    assert q.height == 0 and ok.height == 2
+    assert q["error"].to_list() == ["object 4: kind Service is not read by the k8s format (it reads Pod, PyTorchJob, JobSet, Node, Event)"]
+    assert ok.height == 2
     j, p = ok.sort("job_id").rows(named=True)
     assert p["job_id"] == "ml/pt" and p["state"] == "FAILED" and p["n_gpus"] == 32
     assert p["start_time"] == datetime(2025, 1, 1, 3, 5)  # the Running transition after the restart
@@ -232,3 +293,21 @@ kinds = st.sampled_from(["Pod", "Event", "Node", "PyTorchJob", "JobSet", "List"]
 def test_fuzz_structurally_odd_objects(objs):
     items = [{**body, "kind": kind} for kind, body in objs]
     _parse({"apiVersion": "v1", "kind": "List", "items": items})
+
+
+def test_real_kubectl_get_pods_list_running_pod():
+    ok, ne, q = _parse((K8S / "kuard__kubectl_get_pods_list.json").read_bytes())
+    assert q.height == 0 and ne.height == 0
+    assert ok.select("job_id", "attempt", "state", "raw_state", "nodes", "n_gpus").rows() == [
+        ("default/queue-l4dv8", 1, "RUNNING", "running", ["minikube"], 0)
+    ]
+    assert ok["start_time"][0] == datetime(2022, 12, 23, 9, 36, 47) and ok["end_time"][0] is None
+    assert ok["submit_time"][0] == datetime(2022, 12, 23, 9, 36, 45)
+
+
+def test_one_bad_yaml_document_costs_only_itself():
+    good = "apiVersion: v1\nkind: Pod\nmetadata: {{name: {n}, namespace: ml}}\nstatus: {{phase: Succeeded, startTime: '2025-01-01T00:00:00Z'}}\n"
+    text = good.format(n="a") + "---\napiVersion: v1\nkind: Pod\nmetadata: [unclosed\n---\n" + good.format(n="b")
+    ok, _, q = _parse(text)
+    assert ok["job_id"].to_list() == ["ml/a", "ml/b"]
+    assert q.select("line").to_series().to_list() == [5] and q["error"][0].startswith("invalid YAML at line 9")

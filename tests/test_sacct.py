@@ -115,3 +115,97 @@ def test_detect():
     assert detect(b"JobID|JobName|State\n1|x|COMPLETED\n", "dump.txt") >= 90
     assert detect((SLURM / "xdmod__accounting-logs.log").read_bytes(), "x.log") >= 50
     assert detect(b'{"jobs": []}', "x.json") == 0
+
+
+@pytest.mark.parametrize("delim", ["|", "::", "¦"])
+def test_parsable_trailing_delimiter_headerless_and_with_header(delim):
+    body = f"7{delim}COMPLETED{delim}0:0{delim}\n8{delim}FAILED{delim}1:9{delim}\n"
+    for text, ctx in (
+        (body, {"fields": ("JobID", "State", "ExitCode"), "delimiter": delim}),
+        (f"JobID{delim}State{delim}ExitCode{delim}\n" + body, {"delimiter": delim} if delim != "|" else {}),
+    ):
+        ok, q = _parse(text, **ctx)
+        assert q.height == 0
+        assert ok.select("job_id", "state", "exit_code", "signal").rows() == [("7", "COMPLETED", 0, 0), ("8", "FAILED", 1, 9)]
+
+
+def test_one_bad_gpu_count_quarantines_one_line_only():
+    good = "".join(f"{i}|COMPLETED|gres/gpu=8,node=1\n" for i in range(1, 40))
+    ok, q = _parse("JobID|State|AllocTRES\n" + good + "99|FAILED|gres/gpu=99999999999\n")
+    assert ok.height == 39 and ok["n_gpus"].unique().to_list() == [8]
+    assert q.rows() == [(41, "99|FAILED|gres/gpu=99999999999", "n_gpus 99999999999 is not in 0..10,000,000")]
+
+
+@pytest.mark.parametrize(
+    "line, error",
+    [
+        ("1|99999999999|0:0|2026-01-01T00:00:00|2026-01-01T01:00:00", "n_nodes 99999999999 is not in 0..1,000,000"),
+        ("1|-2|0:0|2026-01-01T00:00:00|2026-01-01T01:00:00", "NNodes '-2' is not a count"),
+        ("1|x|0:0|2026-01-01T00:00:00|2026-01-01T01:00:00", "NNodes 'x' is not a count"),
+        ("1|2|999999999999:0|2026-01-01T00:00:00|2026-01-01T01:00:00", "exit_code 999999999999 is not in 0..255"),
+        ("1|2|1:300|2026-01-01T00:00:00|2026-01-01T01:00:00", "signal 300 is not in 0..255"),
+        ("1|2|oops|2026-01-01T00:00:00|2026-01-01T01:00:00", "ExitCode 'oops'"),
+        ("1|2|0:0|2026-01-02T00:00:00|2026-01-01T01:00:00", "end_time 2026-01-01T01:00:00 is before start_time 2026-01-02T00:00:00"),
+        ("1|2|0:0|2026-01-01T00:00:00|9999-01-01T01:00:00", "end_time: time 9999-01-01T01:00:00 is after"),
+        ("1|2|0:0|1970-01-01T00:00:00|2026-01-01T01:00:00", "start_time: time 1970-01-01T00:00:00 is before 2000-01-01"),
+        ("1|2|0:0|2026-13-01T00:00:00|2026-01-01T01:00:00", "unreadable Start '2026-13-01T00:00:00'"),
+    ],
+)
+def test_out_of_range_values_are_quarantined_not_nulled(line, error):
+    ok, q = _parse(f"JobID|NNodes|ExitCode|Start|End\n2|1|0:0|Unknown|Unknown\n{line}\n")
+    assert ok["job_id"].to_list() == ["2"] and ok["n_nodes"].to_list() == [1]
+    assert q.height == 1 and q["line"][0] == 3 and error in q["error"][0]
+
+
+def test_exact_duplicate_lines_are_stored_once_and_not_counted():
+    line = "5|2026-01-01T00:00:00|2026-01-01T01:00:00|NODE_FAIL\n"
+    requeued = "5|2026-01-01T02:00:00|2026-01-01T03:00:00|COMPLETED\n"
+    res = parse(("JobID|Start|End|State\n" + line + line + requeued + line).encode(), ParseContext())
+    ok = res.tables["job_attempts"]
+    assert res.records == 2 and res.quarantine.height == 0
+    assert ok.select("attempt", "state", "source_line").rows() == [(1, "NODE_FAIL", 2), (2, "COMPLETED", 4)]
+
+
+@pytest.mark.parametrize(
+    "ctx, error",
+    [
+        ({"fields": ("JobID", "State")}, "every line has 3 fields separated by '|' but the field list (--fields) has 2: every record rejected; pass the dump's field list with --fields"),
+        ({"fields": ("JobID", "State", "End"), "delimiter": ","}, "no line contains the delimiter ',': every record rejected; pass the dump's delimiter with --delimiter"),
+        ({}, "but the field list (no header: Open XDMoD's 26 fields) has 26: every record rejected"),
+    ],
+)
+def test_wrong_options_give_one_clear_reason_on_every_row(ctx, error):
+    ok, q = _parse("1|COMPLETED|0:0\n2|FAILED|1:0\n3|FAILED|1:0\n", **ctx)
+    assert ok.height == 0 and q.height == 3
+    assert q["error"].unique().to_list() == [q["error"][0]] and error in q["error"][0]
+
+
+JOBINFO_FIELDS = (
+    "JobID", "JobName", "User", "Partition", "NodeList", "NNodes", "NCPUS", "NTasks", "State", "Submit", "Start",
+    "End", "Timelimit", "Elapsed", "TotalCPU", "UserCPU", "SystemCPU", "ReqMem", "MaxRSS", "TRESUsageInTot",
+    "TRESUsageOutTot", "MaxDiskRead", "MaxDiskWrite", "MaxRSSNode", "MaxDiskReadNode", "MaxDiskWriteNode", "Comment",
+)  # fmt: skip
+
+
+def test_real_headerless_parsable_snowman_delimiter():
+    # --parsable --noheader --delimiter=☃: every line ends with the (multi-byte) delimiter
+    data = (SLURM / "rug-cit-hpc_slurm-jobinfo__sacct.txt").read_bytes()
+    assert detect(data, "sacct.txt") > 0
+    ok, q = _parse(data, fields=JOBINFO_FIELDS, tz="Europe/Amsterdam")
+    assert q.height == 0
+    assert ok["job_id"].to_list() == ["20872560", "20940996", "20953257", "20963999_982", "21085537"]
+    assert ok["state"].to_list() == ["COMPLETED", "FAILED", "COMPLETED", "COMPLETED", "RUNNING"]
+    assert ok["n_cpus"].to_list() == [6, 1, 4, 8, 80] and ok["user"][1] == "user6"
+    first, running = ok.row(0, named=True), ok.row(4, named=True)
+    assert first["start_time"] == datetime(2021, 7, 12, 22, 28, 51)  # CEST is UTC+2
+    assert first["elapsed_s"] == 1 * 86400 + 6 * 3600 + 51 * 60 + 32 and first["timelimit_s"] == 8 * 86400
+    assert running["end_time"] is None and running["n_nodes"] == 21 and len(running["nodes"]) == 21
+    assert running["nodes"][:3] == ["mycluster2-node022", "mycluster2-node023", "mycluster2-node057"]
+    # without --fields: one reason on every line, counting the fields without the trailing delimiter
+    _, q = _parse(data)
+    assert q.height == 13 and q["error"].unique().to_list() == [
+        (
+            "every line has 27 fields separated by '☃' but the field list (no header: Open XDMoD's 26 fields) "
+            "has 26: every record rejected; pass the dump's field list with --fields f1,f2,... (and its --delimiter)"
+        )
+    ]

@@ -154,3 +154,57 @@ job_keys = st.sampled_from(["job_id", "time", "state", "array", "het", "tres", "
 @given(st.lists(st.dictionaries(job_keys, json_values, max_size=6), max_size=4))
 def test_fuzz_structurally_odd_jobs(jobs):
     _parse({"jobs": jobs})
+
+
+def _plain_job(i, **kw):
+    job = {"job_id": i, "state": {"current": ["COMPLETED"]},
+           "time": {"start": 1700000000, "end": 1700003600, "submission": 1699990000},
+           "exit_code": {"return_code": {"set": True, "number": 0}, "signal": {"id": {"set": False}}},
+           "allocation_nodes": 1, "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 8}]}}  # fmt: skip
+    return {**job, **kw}
+
+
+def test_out_of_range_values_are_quarantined_per_job_not_nulled():
+    jobs = [
+        _plain_job(1),
+        _plain_job(2, tres={"allocated": [{"type": "gres", "name": "gpu", "count": 99999999999}]}),
+        _plain_job(3, allocation_nodes=10**40),
+        _plain_job(4, time={"start": 1700003600, "end": 1700000000}),
+        _plain_job(5, exit_code={"return_code": 300}),
+        _plain_job(6, time={"start": 99999999999}),
+        _plain_job(7, exit_code={"return_code": "x"}),
+        _plain_job(8, time={"start": 900000000}),
+    ]
+    ok, q = _parse({"jobs": jobs})
+    assert ok["job_id"].to_list() == ["1"] and ok["n_gpus"].to_list() == [8]
+    assert [e.split(" (")[0] for e in q["error"]] == [
+        "job record 2: n_gpus 99999999999 is not in 0..10,000,000",
+        "job record 3: allocation_nodes 10000000000000000000000000000000000000000 is out of range",
+        "job record 4: end_time 2023-11-14T22:13:20 is before start_time 2023-11-14T23:13:20",
+        "job record 5: exit_code 300 is not in 0..255",
+        "job record 6: start_time: time 5138-11-16T09:46:39 is after " + q["error"][4].split(" is after ")[1].split(" (")[0],
+        'job record 7: exit_code.return_code "x" is not a number',
+        "job record 8: start_time: time 1998-07-09T16:00:00 is before 2000-01-01T00:00:00",
+    ]
+
+
+def test_slurm_22_05_array_task_with_four_a100_nodes():
+    ok, q = _parse((SLURM / "SARC__slurm_22_5_9.json").read_bytes())
+    assert q.height == 0
+    assert ok.select("job_id", "array_job_id", "array_task_id", "cluster", "state", "n_nodes", "n_cpus", "n_gpus").rows() == [
+        ("20247445_100", "20247445", "100", "narval", "FAILED", 4, 96, 16)
+    ]
+    job = ok.row(0, named=True)
+    assert job["nodes"] == ["ng30103", "ng30203", "ng30706", "ng30707"]
+    assert job["start_time"] == datetime(2023, 9, 3, 11, 30, 41) and job["end_time"] == datetime(2023, 9, 4, 22, 4, 4)
+    assert job["elapsed_s"] == 124403 and job["timelimit_s"] == 2880 * 60
+
+
+def test_slurm_23_02_running_job_with_set_number_objects():
+    ok, q = _parse((SLURM / "SARC__slurm_23_2_6.json").read_bytes())
+    assert q.height == 0
+    job = ok.row(0, named=True)
+    assert (job["job_id"], job["array_job_id"], job["state"], job["user"]) == ("4", None, "RUNNING", "masterkohga")
+    assert job["end_time"] is None and job["start_time"] == datetime(2021, 2, 19, 9, 0, 9)  # end 0 = unset
+    assert (job["n_nodes"], job["n_cpus"], job["n_gpus"], job["nodes"]) == (1, 4, 2, ["mila02"])
+    assert job["timelimit_s"] == 7200 * 60  # {"set": true, "number": 7200} minutes

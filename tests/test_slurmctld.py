@@ -124,3 +124,42 @@ def test_fuzz_mutated_real_lines(pos, cut, insert):
 @given(st.lists(st.sampled_from(REAL.decode().splitlines()), max_size=12), st.text(max_size=12))
 def test_fuzz_shuffled_lines_with_noise(lines, noise):
     _parse("\n".join(line.replace("gpu", noise, 1) for line in lines))
+
+
+def test_exact_duplicate_lines_are_one_record():
+    down = "[2025-02-01T10:00:00.123] error: Nodes gpu[01-02] not responding, setting DOWN\n"
+    resume = "[2025-02-01T11:00:00.000] Node gpu01 now responding\n"
+    res = parse((down + down + resume + down).encode(), ParseContext())
+    ne = res.tables["node_events"]
+    assert res.records == 3 and res.quarantine.height == 0
+    assert ne.select("host", "event", "source_line").rows() == [("gpu01", "down", 1), ("gpu02", "down", 1), ("gpu01", "resume", 3)]
+
+
+def test_times_outside_the_plausible_window_are_quarantined():
+    text = (
+        "[1999-12-31T23:59:59] error: Nodes gpu01 not responding, setting DOWN\n"
+        "[2025-02-01T10:00:00] error: Nodes gpu02 not responding, setting DOWN\n"
+        "[2999-01-01T00:00:00] error: Nodes gpu03 not responding, setting DOWN\n"
+    )
+    res = parse(text.encode(), ParseContext(not_after=datetime(2026, 1, 1)))
+    assert res.tables["node_events"]["host"].to_list() == ["gpu02"]
+    assert res.quarantine.select("line", "error").rows() == [
+        (1, "time 1999-12-31T23:59:59 is before 2000-01-01T00:00:00 (implausible clock)"),
+        (3, "time 2999-01-01T00:00:00 is after 2026-01-01T00:00:00 (clock in the future)"),
+    ]
+
+
+def test_real_log_node_now_responding_among_power_save_chatter():
+    ok, q = _parse((FIXTURES / "slurm" / "aws-eda-slurm-cluster_issue267_slurmctld.log").read_bytes(), tz="UTC")
+    assert q.height == 0
+    assert ok.select("time", "host", "event", "source_line").rows() == [
+        (datetime(2024, 10, 22, 12, 31, 9, 580000), "sp-r7a-m-dy-sp-8-gb-1-cores-1", "resume", 7)
+    ]
+
+
+def test_real_log_job_lifecycle_lines_are_not_node_records():
+    # submit / allocate / _job_complete WTERMSIG 9 and the reporter's "..." elision: no node event
+    data = (FIXTURES / "slurm" / "ArjunaUsers_issue137_slurmctld.log").read_bytes()
+    assert detect(data, "slurmctld.log") > 0
+    res = parse(data, ParseContext())
+    assert res.records == 0 and res.tables == {} and res.quarantine.height == 0

@@ -1,0 +1,36 @@
+"""What a job attempt's values can be, checked per record by every scheduler parser (sacct text,
+sacct JSON): one place for the bounds and the reasons. Not a format (no ``FORMAT``)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ingest.base import ParseContext, implausible_time
+
+# Beyond these a value is a corrupt field, not a job.
+MAX_NODES = 1_000_000
+MAX_GPUS = 10_000_000
+MAX_CPUS = 100_000_000
+MAX_EXIT = 255  # a process exit status and a signal number are 0..255
+
+
+def _ts(col: str) -> pl.Expr:
+    return pl.col(col).dt.to_string("%Y-%m-%dT%H:%M:%S")
+
+
+def job_value_errors(ctx: ParseContext) -> pl.Expr:
+    """The first thing wrong with a typed ``job_attempts``-shaped row (Int64 counts, naive UTC
+    times), as a readable reason, else null: a count, exit code or signal out of range, an end
+    before the start, a time outside the plausible window."""
+    checks: list[tuple[pl.Expr, pl.Expr]] = []
+    for col in ("submit_time", "start_time", "end_time"):
+        why = implausible_time(pl.col(col), ctx)
+        checks.append((why.is_not_null(), pl.format(f"{col}: {{}}", why)))
+    checks.append((pl.col("end_time") < pl.col("start_time"),
+                   pl.format("end_time {} is before start_time {}", _ts("end_time"), _ts("start_time"))))  # fmt: skip
+    for col, hi in (("n_nodes", MAX_NODES), ("n_cpus", MAX_CPUS), ("n_gpus", MAX_GPUS), ("exit_code", MAX_EXIT), ("signal", MAX_EXIT)):
+        checks.append(((pl.col(col) < 0) | (pl.col(col) > hi), pl.format(f"{col} {{}} is not in 0..{hi:,}", pl.col(col))))
+    reason = pl.lit(None, pl.Utf8)
+    for cond, text in reversed(checks):
+        reason = pl.when(cond.fill_null(False)).then(text).otherwise(reason)
+    return reason
