@@ -32,7 +32,14 @@ from pathlib import PurePath
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, implausible_time, normalize_pci
+from ingest.base import (
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    duplicate_of,
+    implausible_time,
+    normalize_pci,
+)
 from warehouse.schemas import QUARANTINE_COLUMNS, TABLES, conform, quarantine_frame
 
 SOURCE = "dcgm"
@@ -162,21 +169,6 @@ def lone_timestamp(num: pl.Expr, ts_text: pl.Expr, ctx: ParseContext) -> pl.Expr
         & num.is_between(lo, hi).fill_null(False)
         & (num == num.floor()).fill_null(False)
     )
-
-
-def duplicate_of(df: pl.DataFrame) -> pl.DataFrame:
-    """``df`` with ``dup_of``: the first line of the chunk with exactly the same text, on the
-    lines that repeat one (null elsewhere). Hashes find the few candidates; the texts decide."""
-    h = df["raw"].hash()
-    repeated = h.filter(~h.is_first_distinct()).unique()
-    if repeated.len() == 0:
-        return df.with_columns(dup_of=pl.lit(None, pl.Int64))
-    cand = (
-        df.filter(h.is_in(repeated.implode()))
-        .select("line", dup_of=pl.col("line").first().over("raw"))
-        .filter(pl.col("dup_of") != pl.col("line"))
-    )
-    return df.join(cand, on="line", how="left", maintain_order="left")
 
 
 def metadata_frame(meta: pl.DataFrame, ctx: ParseContext, source: str) -> pl.DataFrame:

@@ -26,13 +26,13 @@ from ingest.base import (
     FormatSpec,
     ParseContext,
     ParseResult,
+    duplicate_of,
     implausible_time,
     normalize_pci,
     whole_file_quarantine,
 )
 from ingest.dcgm import (
     LABEL_COLUMNS,
-    duplicate_of,
     host_from_path,
     is_str_blank,
     sentinel_to_null,

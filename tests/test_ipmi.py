@@ -253,3 +253,33 @@ def test_fleet_every_ipmi_fault_is_in_hw_events():
         assert q.height == 0, q
         frames.append(ok)
     assert_fleet_faults_found("ipmi", pl.concat(frames).filter(pl.col("action") == "Asserted"))
+
+
+def test_sel_duplicate_entry_stored_once_and_unset_clock_quarantined():
+    line = "  1a | 05/01/2024 | 10:00:00 | Power Supply #0x51 | Failure detected | Asserted"
+    text = "\n".join(
+        [
+            line,
+            "  1b | 05/01/2024 | 10:05:00 | Power Supply #0x51 | Failure detected | Deasserted",
+            line,  # a second dump of the same SEL appended
+            "  1c | 01/01/1970 | 00:00:07 | Temperature #0x30 | Upper Critical going high | Asserted",
+        ]
+    )
+    ok, q = _sel(text, host="n1")
+    assert ok.select("source_line", "time").rows() == [
+        (1, datetime(2024, 5, 1, 10, 0)),
+        (2, datetime(2024, 5, 1, 10, 5)),
+    ]
+    assert q["line"].to_list() == [3, 4]
+    assert q["error"][0] == "exact duplicate of line 1 (stored once)"
+    assert q["error"][1].startswith("time 1970-01-01T00:00:07 is before 2000-01-01")
+
+
+def test_sdr_implausible_time_and_non_finite_reading_quarantined():
+    text = "Planar 12V | 12.04 Volts | ok\nPlanar 5V | 1e999 Volts | ok\n"
+    ok, q = _sdr(text, time=datetime(2024, 5, 1), host="n1")
+    assert ok.select("sensor", "value").rows() == [("Planar 12V", 12.04)]
+    assert q.select("line", "error").rows() == [(2, "non-finite reading: 1e999 Volts")]
+    ok, q = _sdr(text, mtime=datetime(1970, 1, 1, 0, 0, 5), host="n1")  # a restored file's mtime
+    assert ok.height == 0 and q.height == 2
+    assert q["error"][0].startswith("time 1970-01-01T00:00:05 is before 2000-01-01")
