@@ -307,3 +307,34 @@ def test_exact_duplicate_lines_stored_once():
         (3, line.decode().strip(), "exact duplicate of line 1 (stored once)"),
         (4, line.decode().strip(), "exact duplicate of line 1 (stored once)"),
     ]
+
+
+def test_datadog_fixture_dummy_unlabelled_samples_quarantined():
+    """Datadog's DCGM test scrape (three exporter versions) ends with label-less dummy samples."""
+    r = _parse((D / "datadog-integrations-core__dcgm_metrics.txt").read_bytes())
+    s = r.tables["gpu_samples"]
+    assert r.records == 11 and s.height == 8
+    assert r.quarantine["line"].to_list() == [25, 28, 31]
+    assert set(r.quarantine["error"].str.slice(0, 30)) == {"sample names no GPU and no hos"}
+    got = {(row["host"], row["metric"]): row["value"] for row in s.iter_rows(named=True)}
+    assert got[("424773df46e0", "DCGM_FI_DEV_POWER_USAGE")] == 8.969
+    assert got[("424773df46e0", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")] == 128996013.0
+    assert got[("551bdf382151", "DCGM_FI_DEV_SLOWDOWN_TEMP")] == 93.0
+    a10 = s.filter(pl.col("host") == "ip-11111").row(0, named=True)
+    assert (a10["model"], a10["pod"], a10["namespace"], a10["container"]) == (
+        "NVIDIA A10G", "ray-1111111", "ray-llm", "ray-worker"
+    )  # fmt: skip
+    meta = r.tables["metric_metadata"]
+    assert meta.filter(pl.col("metric") == "DCGM_FI_PROF_DRAM_ACTIVE")["unit"][0] == "%"
+
+
+def test_nvidia_docs_mig_scrape_keeps_instances_apart():
+    r = _parse((D / "nvidia-cloud-native-docs__dcgm-exporter_mig_a100.prom").read_bytes())
+    s = r.tables["gpu_samples"]
+    assert r.records == s.height == 21 and r.quarantine.height == 0
+    gr = s.filter(pl.col("metric") == "DCGM_FI_PROF_GR_ENGINE_ACTIVE").sort("mig_instance", nulls_last=False)
+    assert gr.select("host", "gpu", "mig_profile", "mig_instance", "value").rows() == [
+        ("ub20-a100-k8s", 0, None, None, 0.99563),
+        ("ub20-a100-k8s", 0, "1g.5gb", "13", 0.995687),
+    ]
+    assert s.filter(pl.col("metric") == "DCGM_FI_DEV_POWER_USAGE")["value"].to_list() == [409.692]

@@ -153,3 +153,21 @@ def test_values_times_identity_and_shapes_quarantined_per_record():
     # --host places a GPU-less series
     r = parse(json.dumps(_matrix(doc["data"]["result"][1])).encode(), ParseContext(host="n9"))
     assert r.tables["gpu_samples"].select("host", "gpu", "value").rows() == [("n9", None, 39.0)]
+
+
+def test_prometheus_docs_range_and_instant_examples():
+    from tests.conftest import FIXTURES
+
+    P = FIXTURES / "prometheus"
+    r = parse((P / "prometheus-docs__api_query_range_up.json").read_bytes(), ParseContext())
+    s = r.tables["gpu_samples"]
+    assert r.quarantine.height == 0 and r.records == s.height == 6
+    assert s.select("host", "metric", "value").rows() == [
+        ("localhost", "up", 1.0), ("localhost", "up", 1.0), ("localhost", "up", 1.0),
+        ("localhost", "up", 0.0), ("localhost", "up", 0.0), ("localhost", "up", 1.0),
+    ]  # fmt: skip
+    assert s["time"][0] == datetime(2015, 7, 1, 20, 10, 30, 781000)
+    r = parse((P / "prometheus-docs__api_query_vector_up.json").read_bytes(), ParseContext())
+    s = r.tables["gpu_samples"]
+    assert r.quarantine.height == 0 and s["value"].to_list() == [1.0, 0.0]
+    assert set(s["time"]) == {datetime(2015, 7, 1, 20, 10, 51, 781000)}
