@@ -21,7 +21,8 @@
   the failure mode across platforms, where sensor numbers are per-board. ``action`` is
   ``Asserted`` / ``Deasserted``; a deasserted entry is a recovery and has severity ``info``.
 - An optional 7th column (``Reading 40 > Threshold 40 degrees C``) joins the message.
-- Not records: blank lines, ``#`` comments, the ``SEL has no more entries`` trailer. Any other
+- Not records: blank lines, ``#`` comments, the ``SEL has no more entries`` trailer and the
+  ``SEL has no entries`` of an empty log. Any other
   line that is not a SEL entry is quarantined, as is an entry dated outside the plausible window
   (a BMC clock never set reads 1970 or 2000-01-01) and an exact repeat of an earlier line (two
   dumps of one SEL concatenated: the entry is stored once, the repeat is a quarantine row
@@ -59,7 +60,7 @@ ZONE_OFFSETS: dict[str, int] = {
 }  # fmt: skip
 
 _ROW = re.compile(r"^\s*[0-9a-fA-F]+\s*\|")
-_TRAILER = r"(?i)^\s*SEL has no more entries\s*$"
+_TRAILER = r"(?i)^\s*SEL has no (?:more )?entries\s*$"  # end of a listing; an empty SEL
 
 
 def host_from_path(path: str) -> str | None:
