@@ -313,3 +313,16 @@ def test_real_sel_list_captures_and_empty_sel():
     # what the same HP host printed after `sel clear`: an empty log is no record and no error
     ok, q = _sel("SEL has no entries\n", host="dl360")
     assert ok.height == 0 and q.height == 0
+
+
+def test_dell_idrac_sdr_type_two_sensors_share_a_name_both_kept():
+    """Two CPU sensors both named 'Temp' (ids 0Eh/0Fh): an SDR line is not deduplicated."""
+    data = (BMC / "white-raven-poweredge-shutup__idrac_sdr_type_temperature.txt").read_bytes()
+    ok, q = _sdr(data, time=datetime(2022, 1, 1), host="r720")
+    assert q.height == 0
+    assert ok.select("sensor", "value", "unit", "sensor_type").rows() == [
+        ("Inlet Temp", 19.0, "C", "temperature"),
+        ("Exhaust Temp", 36.0, "C", "temperature"),
+        ("Temp", 41.0, "C", "temperature"),
+        ("Temp", 40.0, "C", "temperature"),
+    ]
