@@ -10,7 +10,8 @@ table; ``detect`` tells them apart by ``@odata.type``.
   ``PowerSupplies[].LastPowerOutputWatts`` (sensor type ``power_supply``, so a PSU whose
   ``Status.Health`` is ``Warning`` stays visible even when it reports no output).
 - Sensor: ``Reading`` + ``ReadingUnits`` (``Cel`` -> ``C``), ``ReadingType`` -> ``sensor_type``
-  (``Rotational`` -> ``fan``); ``ReadingTime`` when present.
+  (``Rotational`` -> ``fan``), else (older schemas have no ``ReadingType``) the unit's type as
+  for IPMI; ``ReadingTime`` when present.
 - ``status``: ``Status.Health`` lower-cased (``ok`` / ``warning`` / ``critical``) while the sensor
   is enabled, else its ``Status.State`` (``disabled``, ``absent``); a disabled sensor has a null
   value and is still a row. ``Oem`` blocks and ``Redundancy`` sets are ignored.
@@ -163,7 +164,11 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         cluster=pl.lit(ctx.cluster),
         host=pl.lit(resource_host(ctx, doc), pl.Utf8),
         sensor=pl.col("sensor"),
-        sensor_type=pl.col("sensor_type"),
+        # older Sensor schemas have no ReadingType: the unit tells (Cel -> temperature)
+        sensor_type=pl.coalesce(
+            "sensor_type",
+            sc.unit_expr(pl.col("unit")).replace_strict(sc.UNIT_SENSOR_TYPE, default=None, return_dtype=pl.Utf8),
+        ),
         value=pl.col("value"),
         unit=sc.unit_expr(pl.col("unit")),
         status=pl.col("status"),
