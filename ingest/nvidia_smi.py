@@ -186,10 +186,13 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     lines = lines.with_columns(is_header=pl.col("raw").is_in(header_lines)).with_columns(
         segment=pl.col("is_header").cast(pl.Int32).cum_sum()
     )
+    # an exact repeat of a data line under the same header text is one GPU reading, stored once
+    lines = lines.with_columns(
+        header_raw=pl.when("is_header").then(pl.col("raw")).forward_fill().fill_null("")
+    )
+    dup_of = pl.col("line").first().over("header_raw", "raw")
     headers = lines.filter(pl.col("is_header"))
     data_lines = lines.filter(~pl.col("is_header"))
-    # an exact repeat of a data line under the same header is one GPU reading stored once
-    dup_of = pl.col("line").first().over("segment", "raw")
     data_lines = data_lines.with_columns(dup_of=pl.when(dup_of != pl.col("line")).then(dup_of))
     dups = data_lines.filter(pl.col("dup_of").is_not_null())
     data_lines = data_lines.filter(pl.col("dup_of").is_null())
