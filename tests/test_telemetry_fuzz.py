@@ -146,3 +146,22 @@ def test_any_json_in_the_documents_shape_never_raises_and_conserves(fmt):
         _check(spec, json.dumps(doc).encode())
 
     run()
+
+
+def test_every_real_capture_is_detected_as_its_format():
+    from ingest.registry import detect
+
+    for fmt, (_, names) in PARSERS.items():
+        for name in names:
+            path = FIXTURES / name
+            assert detect(path.read_bytes()[:65536], path.name).name == fmt, name
+    extra = {
+        "nvidia-smi/nvidia_gpu_exporter__windows_rtx-2080-super_591.86_query_gpu_all_fields.csv": "nvidia-smi",
+        "bmc/gengwg-cheatsheets__sel_list.txt": "ipmi-sel",
+        "bmc/white-raven-poweredge-shutup__idrac_sdr_type_temperature.txt": "ipmi-sdr",
+        "bmc/intel-bmc-psu-manager__EventLog_entries_clock_1970.json": "redfish",
+        "bmc/redfish-mockup__Chassis_1U_Sensors_CPU1Temp.json": "redfish-sensors",
+    }
+    for name, fmt in extra.items():
+        path = FIXTURES / name
+        assert detect(path.read_bytes()[:65536], path.name).name == fmt, name
