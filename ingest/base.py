@@ -165,5 +165,22 @@ def implausible_time(time: pl.Expr, ctx: ParseContext) -> pl.Expr:
     )
 
 
+def duplicate_of(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` (columns ``line``, ``raw``) with ``dup_of``: the first ``line`` whose ``raw`` is
+    exactly the same, on the rows that repeat one (null elsewhere). Parsers quarantine those
+    rows ("exact duplicate of line N"), so a record repeated within a file is stored once and
+    still counted. Hashes find the few candidates; the texts decide."""
+    h = df["raw"].hash()
+    repeated = h.filter(~h.is_first_distinct()).unique()
+    if repeated.len() == 0:
+        return df.with_columns(dup_of=pl.lit(None, pl.Int64))
+    cand = (
+        df.filter(h.is_in(repeated.implode()))
+        .select("line", dup_of=pl.col("line").first().over("raw"))
+        .filter(pl.col("dup_of") != pl.col("line"))
+    )
+    return df.join(cand, on="line", how="left", maintain_order="left")
+
+
 def whole_file_quarantine(data: bytes, error: str, line: int = 1) -> pl.DataFrame:
     return quarantine_frame([line], [data[:500].decode("utf-8", "replace")], [error])

@@ -3,10 +3,19 @@
 One record = one sample line. A file may hold one scrape or many concatenated; any label set
 (``Hostname``, ``UUID``, ``gpu``, ``device``, ``modelName``, MIG ``GPU_I_PROFILE``/``GPU_I_ID``,
 ``pod``/``namespace``/``container``). Sample time: the line's own millisecond timestamp, else
-``--time``, else the file's modification time. DCGM "blank" sentinels (int32/int64 blanks and
+``--time``, else the file's modification time; an own timestamp that cannot be read or lies
+outside the plausible window (``ParseContext.not_before`` .. ``latest_plausible()``) is
+quarantined, never replaced by a fallback. DCGM "blank" sentinels (int32/int64 blanks and
 their NOT_FOUND/NOT_SUPPORTED/NOT_PERMISSIONED neighbours, the FP64 blank 2**47 family) become a
-row with a null value: the sample exists and says "unsupported". Non-numeric values and lines
-that are not samples are quarantined. ``# HELP`` / ``# TYPE`` lines go to ``metric_metadata``
+row with a null value: the sample exists and says "unsupported". Quarantined, with the reason:
+lines that are not samples; non-numeric values; ``NaN`` / ``+Inf`` / ``-Inf`` (not measurements:
+they would poison every hourly mean); a line whose only number is a millisecond timestamp in a
+scrape whose other lines carry one (its value is missing); a sample that names no GPU and no
+host (no ``gpu``, ``UUID``, ``pci_bus_id`` or ``Hostname`` label: a GPU sample nobody can place;
+``--host`` says the whole file is that host's, and then such samples are kept with that host and
+a null GPU; a host guessed from the file name is not enough); and an exact repeat of an earlier
+line of the same chunk (stored once: the repeat is a quarantine row "exact duplicate of line N",
+so records read = rows + quarantine still holds). ``# HELP`` / ``# TYPE`` lines go to ``metric_metadata``
 (unit taken from ``(in X)`` in the help text); so do the lines of dcgm-exporter's counters CSV
 configuration (``DCGM_FI_X, gauge, help``), which therefore ingest as metadata with no samples.
 
@@ -23,7 +32,14 @@ from pathlib import PurePath
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, normalize_pci
+from ingest.base import (
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    duplicate_of,
+    implausible_time,
+    normalize_pci,
+)
 from warehouse.schemas import QUARANTINE_COLUMNS, TABLES, conform, quarantine_frame
 
 SOURCE = "dcgm"
@@ -58,6 +74,7 @@ LABEL_COLUMNS = {
 # A sample line is "<key> <value>[ <ms timestamp>]" with key "name" or "name{labels}".
 _TAIL = r"\s+[^\s}]+(?:\s+-?\d+)?\s*$"
 _KEY = r"^\s*(?P<metric>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?P<labels>.*)\})?$"
+_KEY_ONLY = r"^\s*[a-zA-Z_:][a-zA-Z0-9_:]*\s*(?:\{.*\})?\s*$"
 _META = r"^#\s*(?P<kind>HELP|TYPE)\s+(?P<metric>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\s+(?P<text>.*))?$"
 _CONFIG = r"^(?P<metric>[A-Z][A-Z0-9_]*)\s*,\s*(?P<type>[a-z]+)\s*,\s*(?P<help>.*)$"
 _UNIT = r"\(in ([^)]+)\)"
@@ -124,11 +141,34 @@ def label_columns(labels: pl.Series) -> pl.DataFrame:
     return df.with_columns(exprs)
 
 
-def sample_time(ts_ms: pl.Expr, ctx: ParseContext) -> pl.Expr:
-    """The sample's own ms timestamp, else --time, else the file mtime, else null."""
-    own = pl.from_epoch(ts_ms.cast(pl.Int64, strict=False), time_unit="ms").cast(pl.Datetime("us"))
+# |ms| beyond this (year ~33,600) cannot be a clock reading and overflows microseconds
+_MAX_MS = 10**15
+
+
+def sample_time(ts_text: pl.Expr, ctx: ParseContext) -> pl.Expr:
+    """The sample's own ms timestamp when it has one (null if unreadable), else --time, else
+    the file mtime, else null."""
+    ms = ts_text.cast(pl.Int64, strict=False)
+    own = pl.from_epoch(pl.when(ms.abs() < _MAX_MS).then(ms), time_unit="ms").cast(pl.Datetime("us"))
     fallback: datetime | None = ctx.time or ctx.mtime
-    return pl.coalesce(own, pl.lit(fallback, dtype=pl.Datetime("us")))
+    return pl.when(ts_text.is_not_null()).then(own).otherwise(pl.lit(fallback, dtype=pl.Datetime("us")))
+
+
+def _epoch_ms(t: datetime) -> int:
+    return int((t - datetime(1970, 1, 1)).total_seconds() * 1000)
+
+
+def lone_timestamp(num: pl.Expr, ts_text: pl.Expr, ctx: ParseContext) -> pl.Expr:
+    """True where a line without a timestamp holds, as its only number, a whole number that
+    reads as a plausible millisecond timestamp while other lines of the chunk carry timestamps:
+    the value is missing and the timestamp took its place."""
+    lo, hi = _epoch_ms(ctx.not_before), _epoch_ms(ctx.latest_plausible())
+    return (
+        ts_text.is_not_null().any()
+        & ts_text.is_null()
+        & num.is_between(lo, hi).fill_null(False)
+        & (num == num.floor()).fill_null(False)
+    )
 
 
 def metadata_frame(meta: pl.DataFrame, ctx: ParseContext, source: str) -> pl.DataFrame:
@@ -222,6 +262,10 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     host_fallback = ctx.host or host_from_path(ctx.path)
     keys = keys.with_columns(
         metric=xid_metric(pl.col("metric"), pl.col("xid")),
+        identified=pl.any_horizontal(
+            pl.col(c).is_not_null() for c in ("host", "gpu", "uuid", "pci_bus")
+        )
+        | pl.lit(ctx.host is not None),
         host=pl.coalesce(pl.col("host"), pl.lit(host_fallback, dtype=pl.Utf8)),
     ).drop("labels", "xid")
     parts = parts.join(keys, on="key", how="left", maintain_order="left").drop("key")
@@ -230,17 +274,47 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         num=parse_number(pl.col("value")),
         time=sample_time(pl.col("ts"), ctx),
     )
-    error = (
-        pl.when(pl.col("metric").is_null())
-        .then(pl.lit("not a Prometheus sample line"))
-        .when(pl.col("num").is_null() & ~is_str_blank(pl.col("value")))
-        .then(pl.lit("non-numeric sample value: ") + pl.col("value"))
-        .when(pl.col("time").is_null())
-        .then(pl.lit("sample has no timestamp and no --time or file time was given"))
+    parts = duplicate_of(parts)
+    # Cheap predicates over every line; the readable reason is only built for the bad ones.
+    lo, hi = ctx.not_before, ctx.latest_plausible()
+    num, time = pl.col("num"), pl.col("time")
+    non_numeric = num.is_null() & ~is_str_blank(pl.col("value"))
+    non_finite = (num.is_infinite() | num.is_nan()).fill_null(False)
+    lone = lone_timestamp(num, pl.col("ts"), ctx)
+    bad_time = (time.is_null() | (time < lo) | (time > hi)).fill_null(True)
+    flags = dict(non_numeric=non_numeric, non_finite=non_finite, lone=lone, bad_time=bad_time)
+    parts = parts.with_columns(**flags)
+    is_bad = (
+        pl.col("metric").is_null()
+        | pl.col("dup_of").is_not_null()
+        | pl.any_horizontal(*flags)
+        | ~pl.col("identified")
     )
-    parts = parts.with_columns(error=error)
-    bad = parts.filter(pl.col("error").is_not_null())
-    good = parts.filter(pl.col("error").is_null()).drop("line", "raw", "value", "ts", "error")
+    parts = parts.with_columns(is_bad=is_bad)
+    bad = parts.filter("is_bad").with_columns(
+        error=pl.when(pl.col("metric").is_null() & pl.col("raw").str.contains(_KEY_ONLY))
+        .then(pl.lit("sample line has no value"))
+        .when(pl.col("metric").is_null())
+        .then(pl.lit("not a Prometheus sample line"))
+        .when(pl.col("dup_of").is_not_null())
+        .then(pl.format("exact duplicate of line {} (stored once)", "dup_of"))
+        .when("non_numeric")
+        .then(pl.lit("non-numeric sample value: ") + pl.col("value"))
+        .when("non_finite")
+        .then(pl.lit("non-finite sample value (not a measurement): ") + pl.col("value"))
+        .when("lone")
+        .then(pl.format("sample has no value: its only number, {}, is a millisecond timestamp like the other lines'", "value"))
+        .when(~pl.col("identified"))
+        .then(pl.lit("sample names no GPU and no host (no gpu, UUID, pci_bus_id or Hostname label); pass --host if the file is one host's scrape"))
+        .when(time.is_null() & pl.col("ts").is_not_null())
+        .then(pl.format("timestamp {} ms is out of range", "ts"))
+        .when(time.is_null())
+        .then(pl.lit("sample has no timestamp and no --time or file time was given"))
+        .otherwise(implausible_time(time, ctx))
+    )  # fmt: skip
+    good = parts.filter(~pl.col("is_bad")).drop(
+        "line", "raw", "value", "ts", "identified", "dup_of", "is_bad", *flags
+    )
     samples = good.with_columns(
         cluster=pl.lit(ctx.cluster),
         value=sentinel_to_null(pl.col("num")),

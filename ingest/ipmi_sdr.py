@@ -16,8 +16,10 @@ one (``ok: Presence detected, Failure detected``, ``ns: Not Readable``): a discr
 state lives only there. ``sensor_type`` follows from the unit (``temperature``, ``fan``,
 ``voltage``, ``current``, ``power``), else null: SDR lines do not carry the IPMI sensor type.
 
-Time: ``ctx.time`` (``--time``), else the file's modification time; without either, every line
-is quarantined. Host: ``ctx.host``, else the file name up to its first dot.
+Time: ``ctx.time`` (``--time``), else the file's modification time; without either, or when it
+lies outside the plausible window, every line is quarantined with that reason. A reading that
+is not finite (``1e999 Volts``) is quarantined. Identical lines are kept: an SDR dump has no
+record ids, and boards do repeat a sensor name with the same reading (two ``Temp`` sensors). Host: ``ctx.host``, else the file name up to its first dot.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import re
 import polars as pl
 
 from ingest import sel_sensor_classes as sc
-from ingest.base import FormatSpec, ParseContext, ParseResult, numbered_lines
+from ingest.base import FormatSpec, ParseContext, ParseResult, implausible_time, numbered_lines
 from ingest.ipmi_sel import host_from_path
 from warehouse.schemas import conform, quarantine_frame
 
@@ -66,8 +68,12 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .then(pl.lit("sensor line without a sensor name"))
         .when(pl.lit(when is None))
         .then(pl.lit("no reading time: pass --time (the sdr output carries none)"))
+        .when(~pl.col("value").is_finite().fill_null(True))
+        .then(pl.format("non-finite reading: {}", "reading"))
+        .otherwise(implausible_time(pl.lit(when, pl.Datetime("us")), ctx))
     )
-    df = df.with_columns(reading=reading, status=status.str.to_lowercase(), error=error)
+    df = df.with_columns(reading=reading, status=status.str.to_lowercase())
+    df = df.with_columns(value=split_reading(pl.col("reading"))[0]).with_columns(error=error)
     bad = df.filter(pl.col("error").is_not_null())
     ok = df.filter(pl.col("error").is_null())
     table = _readings(ok, ctx, when) if ok.height else None

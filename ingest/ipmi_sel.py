@@ -21,8 +21,12 @@
   the failure mode across platforms, where sensor numbers are per-board. ``action`` is
   ``Asserted`` / ``Deasserted``; a deasserted entry is a recovery and has severity ``info``.
 - An optional 7th column (``Reading 40 > Threshold 40 degrees C``) joins the message.
-- Not records: blank lines, ``#`` comments, the ``SEL has no more entries`` trailer. Any other
-  line that is not a SEL entry is quarantined.
+- Not records: blank lines, ``#`` comments, the ``SEL has no more entries`` trailer and the
+  ``SEL has no entries`` of an empty log. Any other
+  line that is not a SEL entry is quarantined, as is an entry dated outside the plausible window
+  (a BMC clock never set reads 1970 or 2000-01-01) and an exact repeat of an earlier line (two
+  dumps of one SEL concatenated: the entry is stored once, the repeat is a quarantine row
+  "exact duplicate of line N", so records = rows + quarantine).
 - Host: ``ctx.host``, else the file name up to its first dot (``gpu-node-001.sel.txt``).
 """
 
@@ -34,7 +38,15 @@ from pathlib import PurePath
 import polars as pl
 
 from ingest import sel_sensor_classes as sc
-from ingest.base import FormatSpec, ParseContext, ParseResult, event_ids, numbered_lines
+from ingest.base import (
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    duplicate_of,
+    event_ids,
+    implausible_time,
+    numbered_lines,
+)
 from warehouse.schemas import conform, quarantine_frame
 
 # Abbreviations with one meaning in practice -> minutes east of UTC.
@@ -48,7 +60,7 @@ ZONE_OFFSETS: dict[str, int] = {
 }  # fmt: skip
 
 _ROW = re.compile(r"^\s*[0-9a-fA-F]+\s*\|")
-_TRAILER = r"(?i)^\s*SEL has no more entries\s*$"
+_TRAILER = r"(?i)^\s*SEL has no (?:more )?entries\s*$"  # end of a listing; an empty SEL
 
 
 def host_from_path(path: str) -> str | None:
@@ -180,8 +192,11 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .then(pl.lit("Pre-Init timestamp, no real date"))
         .when(pl.col("time").is_null())
         .then(pl.format("unreadable SEL date/time '{} {}'", f(1).fill_null(""), f(2).fill_null("")))
+        .when(pl.col("dup_of").is_not_null())
+        .then(pl.format("exact duplicate of line {} (stored once)", "dup_of"))
+        .otherwise(implausible_time(pl.col("time"), ctx))
     )
-    df = df.with_columns(error=error)
+    df = duplicate_of(df).with_columns(error=error)
     bad = df.filter(pl.col("error").is_not_null())
     ok = df.filter(pl.col("error").is_null())
     quarantine = quarantine_frame(bad["line"], bad["raw"], bad["error"])

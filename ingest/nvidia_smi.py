@@ -8,7 +8,14 @@ Units are stripped from headers (``memory.used [MiB]``) and values (``5 %``, ``2
 version strings ...) become columns or are dropped, not samples. A header line may appear several
 times (``-l`` loops); a headerless file needs ``--fields`` (the ``--query-gpu`` list), else its
 rows are quarantined with that reason. Lines starting with ``#`` are comments. The sample time is
-the ``timestamp`` column if queried (local time in ``--tz``), else ``--time``, else file mtime.
+the ``timestamp`` column if queried (local time in ``--tz``), else ``--time``, else file mtime;
+a row whose ``timestamp`` cannot be read, or lies outside the plausible window, is quarantined
+(never re-dated). Headers of current drivers are accepted whole: 590.x prints 212 columns with
+digits and capitals in names (``c2c.mode``, ``pci.baseClass``, ``fabric.cliqueId``); a field
+named twice keeps its first column. Text attributes of those drivers (``fabric.state``,
+``platform.*``, ``hostname`` ...) are not samples; ``hostname`` names the host when no
+``--host`` is given. An exact duplicate of an earlier data line is quarantined as such (stored
+once; it still counts as records, so records = rows + quarantine).
 """
 
 from __future__ import annotations
@@ -17,13 +24,20 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, normalize_pci, numbered_lines
+from ingest.base import (
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    implausible_time,
+    normalize_pci,
+    numbered_lines,
+)
 from ingest.dcgm import host_from_path
 from ingest.times import local_to_utc
 from warehouse.schemas import QUARANTINE_COLUMNS, TABLES, conform, quarantine_frame
 
 SOURCE = "nvidia-smi"
-IDENTITY_FIELDS = {"index", "uuid", "gpu_uuid", "name", "gpu_name", "timestamp"}
+IDENTITY_FIELDS = {"index", "uuid", "gpu_uuid", "name", "gpu_name", "timestamp", "hostname"}
 # Text attributes that are neither identity nor measurements: not samples.
 TEXT_FIELDS = {
     "pci.bus_id", "gpu_bus_id", "pci.bus", "pci.domain", "pci.device", "pci.device_id",
@@ -32,10 +46,21 @@ TEXT_FIELDS = {
     "display_active", "persistence_mode", "accounting.mode", "mig.mode.current",
     "mig.mode.pending", "gom.current", "gom.pending", "driver_model.current",
     "driver_model.pending", "count", "compute_cap", "addressing_mode",
+    # 590.x: identifiers and states that are text, not measurements (--help-query-gpu)
+    "pci.baseclass", "pci.subclass", "gpu_recovery_action", "inforom.checksum_validation",
+    "fabric.state", "fabric.status", "fabric.cliqueid", "fabric.clusteruuid",
+    "platform.chassis_serial_number", "platform.slot_number", "platform.tray_index",
+    "platform.host_id", "platform.peer_type", "platform.module_id", "platform.gpu_fabric_guid",
 }  # fmt: skip
 BLANKS = r"^(N/A|\[N/A\]|\[Not Supported\]|\[Unknown Error\]|\[Insufficient Permissions\]|\[GPU is lost\]|\[Requested functionality has been deprecated\])$"
 _NUMBER = r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?:\s*[A-Za-z%/]+)?$"
 _TIME_FORMAT = "%Y/%m/%d %H:%M:%S%.f"
+
+
+# A field name as nvidia-smi prints it in a header: dotted, digits and capitals allowed
+# (``c2c.mode``, ``pci.baseClass``), optionally followed by its unit (``memory.used [MiB]``).
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*(?:\s*\[[^\],]*\])?"
+_HEADER_SHAPE = rf"^\s*{_NAME}(?:\s*,\s*{_NAME})*\s*$"
 
 
 def _field_name(header: str) -> str:
@@ -43,10 +68,16 @@ def _field_name(header: str) -> str:
     return re.sub(r"\s*\[[^\]]*\]\s*$", "", header.strip()).strip().lower()
 
 
-def _is_header(first_field: str) -> bool:
-    """A header's first field is a lowercase dotted field name (data starts with a number,
-    a GPU name, a UUID or a timestamp)."""
-    return bool(re.fullmatch(r"[a-z_]+(\.[a-z0-9_]+)*(\s*\[[^\]]*\])?", first_field))
+def _is_header(line: str) -> bool:
+    """A header line: every field is name-shaped and at least one is unmistakably a field name
+    (dotted, with a unit, or a known identity/text field), so that a data row of bare words
+    (``Tesla, P0``) is not taken for one."""
+    if not re.fullmatch(_HEADER_SHAPE, line):
+        return False
+    fields = [f.strip() for f in line.split(",")]
+    return any(
+        "." in f or "[" in f or _field_name(f) in IDENTITY_FIELDS | TEXT_FIELDS for f in fields
+    )
 
 
 def _segment(rows: pl.DataFrame, fields: list[str], ctx: ParseContext):
@@ -62,36 +93,56 @@ def _segment(rows: pl.DataFrame, fields: list[str], ctx: ParseContext):
             "expected {} comma-separated fields, found {}", pl.lit(n), pl.col("cells").list.len()
         ),
     )
+    # a field queried twice prints twice: its first column is the one kept. Columns are
+    # prefixed so that no field name can collide with the frame's own columns.
+    first = {}
+    for i, f in enumerate(fields):
+        first.setdefault(f, i)
     wide = split.with_columns(
-        [pl.col("cells").list.get(i).str.strip_chars().alias(f) for i, f in enumerate(fields)]
+        [pl.col("cells").list.get(i).str.strip_chars().alias(f"f:{f}") for f, i in first.items()]
     ).drop("cells")
 
     def ident(*names):
         for nm in names:
-            if nm in fields:
-                return pl.col(nm)
+            if nm in first:
+                return pl.col(f"f:{nm}")
         return pl.lit(None, dtype=pl.Utf8)
 
-    if "timestamp" in fields:
-        own = local_to_utc(pl.col("timestamp"), ctx.tz, _TIME_FORMAT)
+    stamp = ident("timestamp")
+    if "timestamp" in first:
+        own = local_to_utc(stamp, ctx.tz, _TIME_FORMAT)
+        time = own
+        time_error = (
+            pl.when(own.is_null())
+            .then(pl.format("unreadable timestamp '{}' (want YYYY/MM/DD HH:MM:SS.fff)", stamp.fill_null("")))
+            .otherwise(implausible_time(own, ctx))
+        )
     else:
-        own = pl.lit(None, dtype=pl.Datetime("us"))
+        time = pl.lit(ctx.time or ctx.mtime, dtype=pl.Datetime("us"))
+        time_error = (
+            pl.lit("no timestamp column and no --time or file time was given")
+            if ctx.time is None and ctx.mtime is None
+            else implausible_time(time, ctx)
+        )
+    hostname = ident("hostname")
     wide = wide.with_columns(
         gpu=ident("index").cast(pl.Int32, strict=False),
         uuid=ident("uuid", "gpu_uuid"),
         pci_bus=normalize_pci(ident("pci.bus_id", "gpu_bus_id")),
         model=ident("name", "gpu_name"),
-        time=pl.coalesce(own, pl.lit(ctx.time or ctx.mtime, dtype=pl.Datetime("us"))),
+        host=pl.when(hostname.str.contains(BLANKS) | (hostname == "")).then(None).otherwise(hostname),
+        time=time,
+        time_error=time_error,
     )
-    metrics = [f for f in fields if f not in IDENTITY_FIELDS and f not in TEXT_FIELDS]
+    metrics = [f"f:{f}" for f in first if f not in IDENTITY_FIELDS and f not in TEXT_FIELDS]
     if not metrics:
         return pl.DataFrame(), quarantine
     long = wide.unpivot(
-        index=["line", "raw", "gpu", "uuid", "pci_bus", "model", "time"],
+        index=["line", "raw", "gpu", "uuid", "pci_bus", "model", "host", "time", "time_error"],
         on=metrics,
         variable_name="metric",
         value_name="text",
-    )
+    ).with_columns(pl.col("metric").str.strip_prefix("f:"))
     text = pl.col("text")
     pstate = text.str.extract(r"^P(\d+)$", 1)
     hexval = text.str.extract(r"^0x([0-9A-Fa-f]+)$", 1)
@@ -109,16 +160,18 @@ def _segment(rows: pl.DataFrame, fields: list[str], ctx: ParseContext):
     blank = text.str.contains(BLANKS) | (text == "")
     long = long.with_columns(value=number, blank=blank)
     long = long.with_columns(
-        error=pl.when(pl.col("time").is_null())
-        .then(pl.lit("no timestamp column and no --time or file time was given"))
+        error=pl.when(pl.col("time_error").is_not_null())
+        .then(pl.col("time_error"))
         .when(pl.col("value").is_null() & ~pl.col("blank"))
         .then(pl.format("non-numeric value for {}: {}", "metric", "text"))
+        .when(~pl.col("value").is_finite().fill_null(True))
+        .then(pl.format("non-finite value for {}: {}", "metric", "text"))
     )
     bad = long.filter(pl.col("error").is_not_null()).select("line", "raw", "error")
     good = long.filter(pl.col("error").is_null()).with_columns(
         value=pl.when(pl.col("blank")).then(None).otherwise(pl.col("value"))
     )
-    return good, pl.concat([quarantine, bad])
+    return good.drop("time_error"), pl.concat([quarantine, bad])
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
@@ -126,31 +179,33 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     lines = lines.filter(
         (pl.col("raw").str.strip_chars() != "") & ~pl.col("raw").str.starts_with("#")
     )
-    # header lines are few: classify per distinct first field, then segment by cumulative count
-    first = lines.select(pl.col("raw").str.split(",").list.first().str.strip_chars().unique())
-    header_firsts = [f for f in first.to_series().to_list() if f and _is_header(f)]
+    # header lines are few: the shape regex runs over every line, the final judgement per
+    # distinct candidate; data lines are then segmented by the cumulative header count
+    candidates = lines.filter(pl.col("raw").str.contains(_HEADER_SHAPE))["raw"].unique()
+    header_lines = [h for h in candidates.to_list() if _is_header(h)]
+    lines = lines.with_columns(is_header=pl.col("raw").is_in(header_lines)).with_columns(
+        segment=pl.col("is_header").cast(pl.Int32).cum_sum()
+    )
+    # an exact repeat of a data line under the same header text is one GPU reading, stored once
     lines = lines.with_columns(
-        is_header=pl.col("raw").str.split(",").list.first().str.strip_chars().is_in(header_firsts)
-    ).with_columns(segment=pl.col("is_header").cast(pl.Int32).cum_sum())
+        header_raw=pl.when("is_header").then(pl.col("raw")).forward_fill().fill_null("")
+    )
+    dup_of = pl.col("line").first().over("header_raw", "raw")
     headers = lines.filter(pl.col("is_header"))
+    data_lines = lines.filter(~pl.col("is_header"))
+    data_lines = data_lines.with_columns(dup_of=pl.when(dup_of != pl.col("line")).then(dup_of))
+    dups = data_lines.filter(pl.col("dup_of").is_not_null())
+    data_lines = data_lines.filter(pl.col("dup_of").is_null())
     given = [f.strip().lower() for f in ctx.fields] if ctx.fields else None
-    samples, quarantines = [], []
-    for seg, rows in lines.filter(~pl.col("is_header")).group_by("segment", maintain_order=True):
+    samples = []
+    quarantines = [
+        dups.select("line", "raw", error=pl.format("exact duplicate of line {} (stored once)", "dup_of"))
+    ]
+    for seg, rows in data_lines.group_by("segment", maintain_order=True):
         seg_id = seg[0]
         if seg_id > 0:
             header = headers.filter(pl.col("segment") == seg_id)
             fields = [_field_name(h) for h in header["raw"][0].split(",")]
-            if len(set(fields)) != len(fields) or not all(_is_header(f) for f in fields):
-                quarantines.append(
-                    pl.concat(
-                        [header.select("line", "raw"), rows.select("line", "raw")]
-                    ).with_columns(
-                        error=pl.lit(
-                            "no valid nvidia-smi header above this line (fields must be distinct names)"
-                        )
-                    )
-                )
-                continue
         elif given:
             fields = given
         else:
@@ -170,7 +225,9 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         out = (
             pl.concat(samples, how="diagonal")
             .with_columns(
-                host=pl.lit(host, dtype=pl.Utf8),
+                host=pl.lit(ctx.host, dtype=pl.Utf8)
+                if ctx.host
+                else pl.coalesce(pl.col("host"), pl.lit(host, dtype=pl.Utf8)),
                 cluster=pl.lit(ctx.cluster),
                 date=pl.col("time").dt.date(),
                 source=pl.lit(SOURCE),

@@ -4,9 +4,15 @@
 One record = one (timestamp, value) point of one series. Accepts one response object, a list
 of them, or JSON lines of them. Labels map to columns as for dcgm-exporter text (``Hostname``,
 ``gpu``, ``UUID``, ``modelName``, MIG, pod labels); the host falls back to ``--host``, then to
-the ``instance`` label without its port. DCGM blank sentinels become null values; values
-that are not numbers are quarantined; an ``"status": "error"`` response or a ``scalar`` /
-``string`` result is quarantined whole with Prometheus' own error text.
+the ``instance`` label without its port. DCGM blank sentinels become null values. Quarantined,
+per record, with the reason: values that are not numbers, ``NaN`` / ``+Inf`` / ``-Inf`` (not
+measurements), timestamps that are unreadable or outside the plausible window, points of a series
+that names no GPU and no host (no ``gpu`` / ``UUID`` / ``pci_bus_id`` / ``Hostname`` /
+``instance`` label and no ``--host``), an exact repeat of an earlier point of the same series
+(stored once; the repeat is a quarantine row, so records = rows + quarantine), a series or point
+of the wrong JSON shape, and, in JSON lines, each line that is not JSON. An
+``"status": "error"`` response or a ``scalar`` / ``string`` result is one quarantined record with
+Prometheus' own error text.
 """
 
 from __future__ import annotations
@@ -16,21 +22,59 @@ import json
 import numpy as np
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, normalize_pci, whole_file_quarantine
-from ingest.dcgm import LABEL_COLUMNS, host_from_path, is_str_blank, sentinel_to_null, xid_metric
+from ingest.base import (
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    duplicate_of,
+    implausible_time,
+    normalize_pci,
+    whole_file_quarantine,
+)
+from ingest.dcgm import (
+    LABEL_COLUMNS,
+    host_from_path,
+    is_str_blank,
+    sentinel_to_null,
+    xid_metric,
+)
 from warehouse.schemas import QUARANTINE_COLUMNS, conform, quarantine_frame
 
 SOURCE = "prometheus"
 
 
-def _documents(data: bytes) -> list:
-    """The response objects in a file: one object, a JSON array of them, or JSON lines."""
+def _documents(data: bytes) -> tuple[list[tuple[int, object]], list[tuple[int, str, str]]]:
+    """The (number, response object)s in a file (one object, a JSON array of them, or JSON
+    lines; numbered by array position or line) and
+    the JSON lines that do not parse, as (line, raw, error). Raises ``JSONDecodeError`` when
+    nothing in the file is JSON."""
     text = data.decode("utf-8", errors="replace").strip()
     try:
         doc = json.loads(text)
-        return doc if isinstance(doc, list) else [doc]
-    except json.JSONDecodeError:
-        return [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+        return list(enumerate(doc if isinstance(doc, list) else [doc], start=1)), []
+    except json.JSONDecodeError as whole:
+        docs, bad = [], []
+        for n, ln in enumerate(text.splitlines(), start=1):
+            if not ln.strip():
+                continue
+            try:
+                docs.append((n, json.loads(ln)))
+            except json.JSONDecodeError as exc:
+                bad.append((n, ln[:500], f"JSON line is not JSON: {exc.msg} (column {exc.colno})"))
+        if not docs:
+            raise whole
+        return docs, bad
+
+
+def _series_shape_error(series, key: str) -> str | None:
+    """Why a result entry is not a series this parser can read, else None."""
+    if not isinstance(series, dict):
+        return "not a JSON object"
+    if not isinstance(series.get("metric", {}), dict):
+        return "its metric is not an object of labels"
+    if key == "values" and not isinstance(series.get("values", []), list):
+        return "its values are not an array"
+    return None
 
 
 def _series_frame(series: dict, key: str) -> pl.DataFrame:
@@ -55,11 +99,11 @@ def _series_frame(series: dict, key: str) -> pl.DataFrame:
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     try:
-        docs = _documents(data)
+        docs, bad_docs = _documents(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return ParseResult({}, whole_file_quarantine(data, f"not JSON: {exc}"), 1)
-    frames, bad_docs = [], []
-    for n, doc in enumerate(docs, start=1):
+    frames = []
+    for n, doc in docs:
         if not isinstance(doc, dict) or doc.get("status", "success") != "success":
             err = doc.get("error", "unknown error") if isinstance(doc, dict) else "not an object"
             bad_docs.append(
@@ -74,7 +118,15 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             )
             continue
         key = "values" if kind == "matrix" else "value"
-        for s_idx, series in enumerate(body.get("result") or []):
+        result = body.get("result")
+        if not isinstance(result, list):
+            bad_docs.append((n, json.dumps(doc)[:500], f"{kind} result is not a JSON array"))
+            continue
+        for s_idx, series in enumerate(result):
+            shape = _series_shape_error(series, key)
+            if shape:
+                bad_docs.append((n, json.dumps(series)[:500], f"series {s_idx}: {shape}"))
+                continue
             labels = {str(k): str(v) for k, v in (series.get("metric") or {}).items()}
             f = _series_frame(series, key)
             cols = {col: labels.get(lab) for lab, col in LABEL_COLUMNS.items()}
@@ -87,6 +139,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
                     xid=pl.lit(labels.get("xid"), dtype=pl.Utf8),
                     doc=pl.lit(n, dtype=pl.Int32),
                     series=pl.lit(s_idx, dtype=pl.Int32),
+                    series_key=pl.lit(json.dumps(labels, sort_keys=True)),
                 )
             )
     if frames:
@@ -95,22 +148,44 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         pts = pl.DataFrame(
             schema={"point": pl.UInt32, "t": pl.Utf8, "raw": pl.Utf8, "metric": pl.Utf8,
                     **{c: pl.Utf8 for c in LABEL_COLUMNS.values()}, "instance_host": pl.Utf8, "xid": pl.Utf8,
-                    "doc": pl.Int32, "series": pl.Int32}
+                    "doc": pl.Int32, "series": pl.Int32, "series_key": pl.Utf8}
         )  # fmt: skip
     num = pl.col("raw").str.strip_chars().str.replace(r"^\+", "").cast(pl.Float64, strict=False)
-    secs = pl.col("t").cast(pl.Float64, strict=False)
+    given_secs = pl.col("t").cast(pl.Float64, strict=False)
+    secs = pl.when(given_secs.abs() < 1e12).then(given_secs)  # beyond: not a clock, overflows
     pts = pts.with_columns(
         value=num,
-        time=pl.from_epoch((secs * 1e6).round().cast(pl.Int64), time_unit="us"),
+        time=pl.from_epoch((secs * 1e6).round().cast(pl.Int64, strict=False), time_unit="us"),
+        identified=pl.any_horizontal(
+            pl.col(c).is_not_null() for c in ("host", "gpu", "uuid", "pci_bus", "instance_host")
+        )
+        | pl.lit(ctx.host is not None),
     )
+    # the same point of the same series twice (a response saved twice into JSON lines)
+    pts = duplicate_of(
+        pts.rename({"point": "line"}).with_columns(
+            raw_point=pl.col("raw"),
+            raw=pl.format("{}\x1f{}\x1f{}", "series_key", "t", "raw"),
+        )
+    ).with_columns(raw=pl.col("raw_point")).rename({"line": "point"}).drop("raw_point")
+    value = pl.col("value")
     pts = pts.with_columns(
         error=pl.when(pl.col("metric").is_null())
         .then(pl.lit("series has no __name__ label"))
+        .when(pl.col("time").is_null() & given_secs.is_not_null())
+        .then(pl.format("timestamp {} s is out of range", "t"))
         .when(pl.col("time").is_null())
         .then(pl.lit("point has no numeric timestamp"))
-        .when(pl.col("value").is_null() & ~is_str_blank(pl.col("raw")))
+        .when(pl.col("dup_of").is_not_null())
+        .then(pl.format("exact duplicate of point {} (stored once)", "dup_of"))
+        .when(value.is_null() & ~is_str_blank(pl.col("raw")))
         .then(pl.lit("non-numeric sample value: ") + pl.col("raw"))
-    )
+        .when(value.is_infinite() | value.is_nan())
+        .then(pl.lit("non-finite sample value (not a measurement): ") + pl.col("raw"))
+        .when(~pl.col("identified"))
+        .then(pl.lit("series names no GPU and no host (no gpu, UUID, pci_bus_id, Hostname or instance label); pass --host"))
+        .otherwise(implausible_time(pl.col("time"), ctx))
+    )  # fmt: skip
     bad = pts.filter(pl.col("error").is_not_null())
     good = pts.filter(pl.col("error").is_null())
     fallback_host = ctx.host or host_from_path(ctx.path)
@@ -126,7 +201,10 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         cluster=pl.lit(ctx.cluster),
         source=pl.lit(SOURCE),
         source_file=pl.lit(ctx.path),
-    ).drop("point", "t", "raw", "instance_host", "xid", "doc", "series", "error")
+    ).drop(
+        "point", "t", "raw", "instance_host", "xid", "doc", "series", "error", "series_key",
+        "identified", "dup_of",
+    )  # fmt: skip
     q_rows = bad.select(
         line=pl.col("point").cast(pl.Int64),
         raw=pl.format("doc {} series {}: {} {} = {}", "doc", "series", "metric", "t", "raw"),

@@ -10,12 +10,15 @@ table; ``detect`` tells them apart by ``@odata.type``.
   ``PowerSupplies[].LastPowerOutputWatts`` (sensor type ``power_supply``, so a PSU whose
   ``Status.Health`` is ``Warning`` stays visible even when it reports no output).
 - Sensor: ``Reading`` + ``ReadingUnits`` (``Cel`` -> ``C``), ``ReadingType`` -> ``sensor_type``
-  (``Rotational`` -> ``fan``); ``ReadingTime`` when present.
+  (``Rotational`` -> ``fan``), else (older schemas have no ``ReadingType``) the unit's type as
+  for IPMI; ``ReadingTime`` when present.
 - ``status``: ``Status.Health`` lower-cased (``ok`` / ``warning`` / ``critical``) while the sensor
   is enabled, else its ``Status.State`` (``disabled``, ``absent``); a disabled sensor has a null
   value and is still a row. ``Oem`` blocks and ``Redundancy`` sets are ignored.
 - Time: ``ReadingTime``, else ``ctx.time`` (``--time``), else the file's modification time;
-  a reading with none is quarantined. Host as in ``redfish`` (ctx.host, file name, resource id).
+  a reading with none, or with one outside the plausible window, is quarantined; so is a
+  non-finite reading (``NaN`` / ``Infinity``, which Python's JSON accepts) and an array that is
+  not a JSON array (one quarantine row for it, the other arrays still read). Host as in ``redfish`` (ctx.host, file name, resource id).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 import polars as pl
 
 from ingest import sel_sensor_classes as sc
-from ingest.base import FormatSpec, ParseContext, ParseResult, whole_file_quarantine
+from ingest.base import FormatSpec, ParseContext, ParseResult, implausible_time, whole_file_quarantine
 from ingest.redfish import ODATA_TYPE, iso_to_utc, load, odata_type, raw_json, resource_host
 from warehouse.schemas import conform, quarantine_frame
 
@@ -68,7 +71,11 @@ def _readings(doc: dict) -> tuple[list[dict], list[tuple[int, str, str]]] | None
     bad: list[tuple[int, str, str]] = []
     if kind in ARRAYS:
         for array, value_keys, unit_key, stype in ARRAYS[kind]:
-            for item in doc.get(array) or []:
+            items = doc.get(array)
+            if items is not None and not isinstance(items, list):
+                bad.append((len(out) + len(bad) + 1, raw_json(items), f"{array} is not a JSON array"))
+                continue
+            for item in items or []:
                 rec = len(out) + len(bad) + 1
                 if not isinstance(item, dict):
                     bad.append((rec, raw_json(item), f"{array} member is not a JSON object"))
@@ -138,12 +145,16 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             iso_to_utc(pl.col("reading_time"), ctx.tz), pl.lit(fallback, pl.Datetime("us"))
         )
     )
-    untimed = df.filter(pl.col("time").is_null())
-    df = df.filter(pl.col("time").is_not_null())
-    bad += [
-        (r, raw, "no reading time: pass --time")
-        for r, raw in untimed.select("rec", "raw").iter_rows()
-    ]
+    df = df.with_columns(
+        error=pl.when(pl.col("time").is_null())
+        .then(pl.lit("no reading time: pass --time"))
+        .when(~pl.col("value").is_finite().fill_null(True))
+        .then(pl.format("non-finite reading: {}", pl.col("value").cast(pl.Utf8)))
+        .otherwise(implausible_time(pl.col("time"), ctx))
+    )
+    rejected = df.filter(pl.col("error").is_not_null())
+    df = df.filter(pl.col("error").is_null())
+    bad += list(rejected.select("rec", "raw", "error").iter_rows())
     bad.sort()
     q = quarantine_frame([b[0] for b in bad], [b[1] for b in bad], [b[2] for b in bad])
     if not df.height:
@@ -153,7 +164,11 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         cluster=pl.lit(ctx.cluster),
         host=pl.lit(resource_host(ctx, doc), pl.Utf8),
         sensor=pl.col("sensor"),
-        sensor_type=pl.col("sensor_type"),
+        # older Sensor schemas have no ReadingType: the unit tells (Cel -> temperature)
+        sensor_type=pl.coalesce(
+            "sensor_type",
+            sc.unit_expr(pl.col("unit")).replace_strict(sc.UNIT_SENSOR_TYPE, default=None, return_dtype=pl.Utf8),
+        ),
         value=pl.col("value"),
         unit=sc.unit_expr(pl.col("unit")),
         status=pl.col("status"),

@@ -86,7 +86,7 @@ def test_labels_times_hosts_and_errors():
     )
     r = _parse(text, path="/data/dcgm/node042/2024-05-01.prom", line_offset=100)
     s = r.tables["gpu_samples"]
-    assert r.records == 9 and s.height == 7
+    assert r.records == 9 and s.height == 5
     first = s.row(0, named=True)
     assert first["time"] == datetime(2024, 5, 1, 12, 0, 0, 123000)
     assert (first["host"], first["gpu"], first["uuid"], first["model"], first["pci_bus"]) == (
@@ -111,12 +111,14 @@ def test_labels_times_hosts_and_errors():
     )  # host from path
     assert s["value"].to_list()[2] == 7.0  # label value with "} " inside
     vals = s["value"].to_list()
-    assert vals[3] != vals[3]  # NaN kept as NaN (a real value)
-    assert vals[4] is None and vals[5] is None  # FP64 and INT32 blanks
-    assert r.quarantine["line"].to_list() == [108, 109]
+    assert vals[3] is None and vals[4] is None  # FP64 and INT32 blanks
+    assert r.quarantine["line"].to_list() == [105, 108, 109, 110]
     assert r.quarantine["error"].to_list() == [
+        "non-finite sample value (not a measurement): NaN",
         "non-numeric sample value: n/a",
         "not a Prometheus sample line",
+        "sample names no GPU and no host (no gpu, UUID, pci_bus_id or Hostname label); "
+        "pass --host if the file is one host's scrape",
     ]
 
 
@@ -232,3 +234,107 @@ def test_fuzz_conservation(lines):
     s = r.tables["gpu_samples"]
     assert s["time"].null_count() == 0 and s["date"].null_count() == 0
     assert s.filter((pl.col("value") >= 9.2e18) & pl.col("value").is_not_nan()).height == 0
+
+
+def test_sample_without_identity_is_quarantined_unless_host_given():
+    text = b'DCGM_FI_DEV_GPU_TEMP 41 1714564800000\nDCGM_FI_DEV_GPU_TEMP{gpu="0"} 40 1714564800000\n'
+    r = _parse(text, path="/scrapes/node042.prom")  # a host guessed from the name is not enough
+    assert r.tables["gpu_samples"].select("host", "gpu", "value").rows() == [("node042", 0, 40.0)]
+    assert r.quarantine["line"].to_list() == [1]
+    assert r.quarantine["error"][0].startswith("sample names no GPU and no host")
+    r = _parse(text, host="n7")  # --host: the file is n7's, a GPU-less sample is n7's
+    assert r.quarantine.height == 0
+    assert r.tables["gpu_samples"].select("host", "gpu", "value").rows() == [
+        ("n7", None, 41.0),
+        ("n7", 0, 40.0),
+    ]
+
+
+def test_value_missing_timestamp_not_taken_as_value():
+    text = (
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 40 1714564800000\n'
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="1"}  1714564800000\n'
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="2"}\n'
+    )
+    r = _parse(text)
+    assert r.tables["gpu_samples"]["gpu"].to_list() == [0]
+    assert r.quarantine["error"].to_list() == [
+        "sample has no value: its only number, 1714564800000, is a millisecond timestamp like the other lines'",
+        "sample line has no value",
+    ]
+
+
+def test_out_of_range_timestamps_quarantined_never_mtime():
+    text = (
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 40 1714564800000\n'
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="1"} 41 99999999999999999999\n'  # overflows int64
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="2"} 42 253402300800000\n'  # year 10000
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="3"} 43 631152000000\n'  # 1990
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="4"} 44 1717156800000\n'  # 30 days after not_after
+    )
+    r = _parse(text, not_after=datetime(2024, 5, 2))
+    assert r.tables["gpu_samples"].select("gpu", "time").rows() == [(0, datetime(2024, 5, 1, 12))]
+    errors = r.quarantine["error"].to_list()
+    assert errors[0] == "timestamp 99999999999999999999 ms is out of range"
+    assert "clock in the future" in errors[1] and "clock in the future" in errors[3]
+    assert errors[2].startswith("time 1990-01-01T00:00:00 is before 2000-01-01")
+
+
+def test_non_finite_values_rejected_sentinels_kept_as_null():
+    text = (
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="0"} +Inf 1714564800000\n'
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="1"} -Inf 1714564800000\n'
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="2"} NaN 1714564800000\n'
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="3"} 9223372036854775794 1714564800000\n'
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="4"} 9223372036854775807 1714564800000\n'
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="5"} 2147483646 1714564800000\n'
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="6"} 39.5 1714564800000\n'
+    )
+    r = _parse(text)
+    s = r.tables["gpu_samples"]
+    assert s.select("gpu", "value").rows() == [(3, None), (4, None), (5, None), (6, 39.5)]
+    assert r.quarantine["error"].to_list() == [
+        f"non-finite sample value (not a measurement): {v}" for v in ("+Inf", "-Inf", "NaN")
+    ]
+
+
+def test_exact_duplicate_lines_stored_once():
+    line = b'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 40 1714564800000\n'
+    other = b'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 41 1714564815000\n'
+    r = _parse(line + other + line + line)
+    assert r.tables["gpu_samples"]["value"].to_list() == [40.0, 41.0]
+    assert r.records == 4 and r.quarantine.rows() == [
+        (3, line.decode().strip(), "exact duplicate of line 1 (stored once)"),
+        (4, line.decode().strip(), "exact duplicate of line 1 (stored once)"),
+    ]
+
+
+def test_datadog_fixture_dummy_unlabelled_samples_quarantined():
+    """Datadog's DCGM test scrape (three exporter versions) ends with label-less dummy samples."""
+    r = _parse((D / "datadog-integrations-core__dcgm_metrics.txt").read_bytes())
+    s = r.tables["gpu_samples"]
+    assert r.records == 11 and s.height == 8
+    assert r.quarantine["line"].to_list() == [25, 28, 31]
+    assert set(r.quarantine["error"].str.slice(0, 30)) == {"sample names no GPU and no hos"}
+    got = {(row["host"], row["metric"]): row["value"] for row in s.iter_rows(named=True)}
+    assert got[("424773df46e0", "DCGM_FI_DEV_POWER_USAGE")] == 8.969
+    assert got[("424773df46e0", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")] == 128996013.0
+    assert got[("551bdf382151", "DCGM_FI_DEV_SLOWDOWN_TEMP")] == 93.0
+    a10 = s.filter(pl.col("host") == "ip-11111").row(0, named=True)
+    assert (a10["model"], a10["pod"], a10["namespace"], a10["container"]) == (
+        "NVIDIA A10G", "ray-1111111", "ray-llm", "ray-worker"
+    )  # fmt: skip
+    meta = r.tables["metric_metadata"]
+    assert meta.filter(pl.col("metric") == "DCGM_FI_PROF_DRAM_ACTIVE")["unit"][0] == "%"
+
+
+def test_nvidia_docs_mig_scrape_keeps_instances_apart():
+    r = _parse((D / "nvidia-cloud-native-docs__dcgm-exporter_mig_a100.prom").read_bytes())
+    s = r.tables["gpu_samples"]
+    assert r.records == s.height == 21 and r.quarantine.height == 0
+    gr = s.filter(pl.col("metric") == "DCGM_FI_PROF_GR_ENGINE_ACTIVE").sort("mig_instance", nulls_last=False)
+    assert gr.select("host", "gpu", "mig_profile", "mig_instance", "value").rows() == [
+        ("ub20-a100-k8s", 0, None, None, 0.99563),
+        ("ub20-a100-k8s", 0, "1g.5gb", "13", 0.995687),
+    ]
+    assert s.filter(pl.col("metric") == "DCGM_FI_DEV_POWER_USAGE")["value"].to_list() == [409.692]

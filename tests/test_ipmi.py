@@ -253,3 +253,76 @@ def test_fleet_every_ipmi_fault_is_in_hw_events():
         assert q.height == 0, q
         frames.append(ok)
     assert_fleet_faults_found("ipmi", pl.concat(frames).filter(pl.col("action") == "Asserted"))
+
+
+def test_sel_duplicate_entry_stored_once_and_unset_clock_quarantined():
+    line = "  1a | 05/01/2024 | 10:00:00 | Power Supply #0x51 | Failure detected | Asserted"
+    text = "\n".join(
+        [
+            line,
+            "  1b | 05/01/2024 | 10:05:00 | Power Supply #0x51 | Failure detected | Deasserted",
+            line,  # a second dump of the same SEL appended
+            "  1c | 01/01/1970 | 00:00:07 | Temperature #0x30 | Upper Critical going high | Asserted",
+        ]
+    )
+    ok, q = _sel(text, host="n1")
+    assert ok.select("source_line", "time").rows() == [
+        (1, datetime(2024, 5, 1, 10, 0)),
+        (2, datetime(2024, 5, 1, 10, 5)),
+    ]
+    assert q["line"].to_list() == [3, 4]
+    assert q["error"][0] == "exact duplicate of line 1 (stored once)"
+    assert q["error"][1].startswith("time 1970-01-01T00:00:07 is before 2000-01-01")
+
+
+def test_sdr_implausible_time_and_non_finite_reading_quarantined():
+    text = "Planar 12V | 12.04 Volts | ok\nPlanar 5V | 1e999 Volts | ok\n"
+    ok, q = _sdr(text, time=datetime(2024, 5, 1), host="n1")
+    assert ok.select("sensor", "value").rows() == [("Planar 12V", 12.04)]
+    assert q.select("line", "error").rows() == [(2, "non-finite reading: 1e999 Volts")]
+    ok, q = _sdr(text, mtime=datetime(1970, 1, 1, 0, 0, 5), host="n1")  # a restored file's mtime
+    assert ok.height == 0 and q.height == 2
+    assert q["error"][0].startswith("time 1970-01-01T00:00:05 is before 2000-01-01")
+
+
+def test_hp_proliant_sdr_elist_full_capture():
+    ok, q = _sdr((BMC / "collegeboreal__hp-dl360-g7_sdr_elist_full.txt").read_bytes(), time=datetime(2021, 11, 24), host="dl360")
+    assert q.height == 0 and ok.height == 43
+    got = {r["sensor"]: (r["value"], r["unit"], r["status"]) for r in ok.iter_rows(named=True)}
+    assert got["Power Supply 1"] == (0.0, "W", "ok: Presence detected, Failure detected")
+    assert got["Temp 28"] == (73.0, "C", "ok") and got["Temp 17"] == (30.0, "C", "ok")
+    assert got["Temp 4"] == (None, None, "ns: Disabled")
+    assert got["UID Light"] == (None, None, "ok")  # sdr elist line with an empty reading column
+    assert got["Fan Block 1"] == (21.56, "%", "ok: Transition to Running")
+    assert got["Power Meter"] == (100.0, "W", "ok: Device Enabled")
+
+
+def test_real_sel_list_captures_and_empty_sel():
+    ok, q = _sel((BMC / "collegeboreal__hp-dl360-g7_sel_list.txt").read_bytes(), host="dl360")
+    assert q.height == 0
+    assert ok.select("time", "component_class", "component_id", "code").rows() == [
+        (datetime(2021, 6, 29, 8, 18, 6), "host_memory", "0x2b", "Correctable ECC logging limit reached"),
+        (datetime(2021, 11, 3, 15, 1, 48), "host_memory", "0x2b", "Correctable ECC logging limit reached"),
+    ]
+    ok, q = _sel((BMC / "gengwg-cheatsheets__sel_list.txt").read_bytes(), host="n1")
+    assert q.height == 0
+    assert ok.select("time", "component_class", "code", "severity").rows() == [
+        (datetime(2019, 12, 17, 2, 57, 25), "bmc", "Log area reset/cleared", "info"),
+        (datetime(2020, 2, 6, 18, 30, 50), "psu", "Power Supply AC lost", "warning"),
+    ]
+    # what the same HP host printed after `sel clear`: an empty log is no record and no error
+    ok, q = _sel("SEL has no entries\n", host="dl360")
+    assert ok.height == 0 and q.height == 0
+
+
+def test_dell_idrac_sdr_type_two_sensors_share_a_name_both_kept():
+    """Two CPU sensors both named 'Temp' (ids 0Eh/0Fh): an SDR line is not deduplicated."""
+    data = (BMC / "white-raven-poweredge-shutup__idrac_sdr_type_temperature.txt").read_bytes()
+    ok, q = _sdr(data, time=datetime(2022, 1, 1), host="r720")
+    assert q.height == 0
+    assert ok.select("sensor", "value", "unit", "sensor_type").rows() == [
+        ("Inlet Temp", 19.0, "C", "temperature"),
+        ("Exhaust Temp", 36.0, "C", "temperature"),
+        ("Temp", 41.0, "C", "temperature"),
+        ("Temp", 40.0, "C", "temperature"),
+    ]

@@ -120,3 +120,77 @@ def test_bus_id_is_kept_in_the_kernel_spelling():
         (0, "0000:cb:00.0", "temperature.gpu", 41.0),
         (1, "0000:db:00.0", "temperature.gpu", 43.0),
     ]
+
+
+S = FIXTURES / "nvidia-smi"
+
+
+def test_all_212_fields_of_driver_590_parse():
+    """A real 590.48.01 capture of every --query-gpu field: names with digits and capitals
+    (c2c.mode, pci.baseClass, fabric.cliqueId), units in headers, text attributes."""
+    data = (S / "nvidia_gpu_exporter__h100-80gb-hbm3_590.48.01_query_gpu_all_fields.csv").read_bytes()
+    r = parse(data, ParseContext(tz="UTC", host="h100-node"))
+    s = r.tables["gpu_samples"]
+    assert r.quarantine.height == 0 and r.records == s.height == 165
+    got = dict(zip(s["metric"], s["value"]))
+    assert got["c2c.mode"] == 0.0 and got["gsp.mode.current"] == 1.0
+    assert got["temperature.gpu"] == 41.0 and got["temperature.memory"] == 48.0
+    assert got["power.draw.instant"] == 69.62 and got["memory.reserved"] == 479.0
+    assert got["remapped_rows.histogram.max"] == 2560.0 and got["edpp_multiplier"] == 100.0
+    assert got["clocks_event_reasons.supported"] == 511.0  # 0x1FF
+    assert got["module.power.draw.average"] is None  # [N/A]
+    # text attributes are not samples
+    assert not {"fabric.state", "platform.peer_type", "hostname", "pci.baseclass"} & set(got)
+    assert s.select("time", "host", "gpu", "uuid", "pci_bus", "model").unique().rows() == [
+        (datetime(2026, 7, 14, 8, 12, 38, 696000), "h100-node", 0,
+         "GPU-00000000-0000-0000-0000-000000000000", "0000:00:09.0", "NVIDIA H100 80GB HBM3")
+    ]  # fmt: skip
+
+
+def test_windows_591_capture_parses():
+    data = (S / "nvidia_gpu_exporter__windows_rtx-2080-super_591.86_query_gpu_all_fields.csv").read_bytes()
+    r = parse(data, ParseContext(tz="UTC"))
+    s = r.tables["gpu_samples"]
+    assert r.quarantine.height == 0 and s.height == 165
+    got = dict(zip(s["metric"], s["value"]))
+    assert (got["fan.speed"], got["pstate"], got["power.draw"]) == (37.0, 8.0, 38.92)
+    assert got["clocks_event_reasons_counters.sw_power_cap"] == 5451018134.0
+    assert got["power.draw.average"] is None and got["ecc.mode.current"] is None
+
+
+def test_hostname_field_names_the_host_unless_host_given():
+    data = b"timestamp, index, hostname, temperature.gpu\n2024/05/01 10:00:00.000, 0, gpu-a17, 40\n"
+    s = parse(data, ParseContext()).tables["gpu_samples"]
+    assert s["host"].to_list() == ["gpu-a17"]
+    s = parse(data, ParseContext(host="given")).tables["gpu_samples"]
+    assert s["host"].to_list() == ["given"]
+
+
+def test_field_queried_twice_keeps_first_column():
+    r = parse(b"index, temperature.gpu, temperature.gpu\n0, 40, 40\n", ParseContext(time=MTIME))
+    assert r.quarantine.height == 0
+    assert r.tables["gpu_samples"].select("metric", "value").rows() == [("temperature.gpu", 40.0)]
+
+
+def test_bad_or_implausible_timestamp_is_quarantined_not_redated():
+    data = (
+        b"timestamp, index, temperature.gpu\n"
+        b"2024/05/01 10:00:00.000, 0, 40\n"
+        b"yesterday, 1, 41\n"
+        b"2099/01/01 00:00:00.000, 2, 42\n"
+        b"1970/01/01 00:00:00.000, 3, 43\n"
+    )
+    r = parse(data, ParseContext(mtime=MTIME))
+    assert r.tables["gpu_samples"]["gpu"].to_list() == [0]
+    assert r.quarantine["line"].to_list() == [3, 4, 5]
+    errors = r.quarantine["error"].to_list()
+    assert errors[0].startswith("unreadable timestamp 'yesterday'")
+    assert "clock in the future" in errors[1] and "implausible clock" in errors[2]
+
+
+def test_exact_duplicate_line_stored_once():
+    data = b"index, temperature.gpu\n0, 40\n0, 40\n1, 41\n"
+    r = parse(data, ParseContext(time=MTIME))
+    assert r.tables["gpu_samples"]["value"].to_list() == [40.0, 41.0]
+    assert r.quarantine.rows() == [(3, "0, 40", "exact duplicate of line 2 (stored once)")]
+    assert r.records == 3

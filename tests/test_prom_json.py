@@ -77,7 +77,9 @@ def test_vector_list_and_error_response():
     assert "invalid parameter" in r.quarantine["error"][0] and "scalar" in r.quarantine["error"][1]
     # JSON lines work too
     lines = (json.dumps(vec) + "\n" + json.dumps(vec) + "\n").encode()
-    assert parse(lines, ParseContext()).tables["gpu_samples"].height == 2
+    twice = parse(lines, ParseContext())  # the same response saved twice: stored once
+    assert twice.tables["gpu_samples"].height == 1 and twice.records == 2
+    assert twice.quarantine["error"].to_list() == ["exact duplicate of point 1 (stored once)"]
     bad = parse(b"{not json", ParseContext())
     assert bad.records == 1 and bad.quarantine["error"][0].startswith("not JSON")
 
@@ -116,3 +118,56 @@ def test_fuzz_conservation(series):
     r = parse(json.dumps(doc).encode(), ParseContext())
     assert r.tables["gpu_samples"].height + r.quarantine.height == r.records
     assert r.records == sum(len(s["values"]) for s in series)
+
+
+def _matrix(*series):
+    return {"status": "success", "data": {"resultType": "matrix", "result": list(series)}}
+
+
+def test_one_bad_json_line_loses_only_that_line():
+    good = json.dumps(MATRIX)
+    r = parse((good + "\n{truncated\n").encode(), ParseContext())
+    assert r.tables["gpu_samples"].height == 3 and r.records == 5
+    assert r.quarantine.filter(r.quarantine["line"] == 2)["error"][0].startswith("JSON line is not JSON")
+
+
+def test_values_times_identity_and_shapes_quarantined_per_record():
+    gpu = {"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "0", "Hostname": "n1"}
+    doc = _matrix(
+        {"metric": gpu, "values": [[1714564800, "40"], [1714564815, "+Inf"], [1714564830, "-Inf"],
+                                   [1714564845, "NaN"], [1e300, "41"], [4102444800, "42"], [946000000, "43"]]},
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP"}, "values": [[1714564800, "39"]]},
+        "not a series",
+        {"metric": ["gpu"], "values": []},
+    )  # fmt: skip
+    r = parse(json.dumps(doc).encode(), ParseContext(not_after=datetime(2024, 6, 1)))
+    s = r.tables["gpu_samples"]
+    assert s.select("time", "value").rows() == [(datetime(2024, 5, 1, 12), 40.0)]
+    assert r.records == 10 and r.quarantine.height == 9
+    errors = r.quarantine["error"].to_list()
+    assert errors[:3] == [f"non-finite sample value (not a measurement): {v}" for v in ("+Inf", "-Inf", "NaN")]
+    assert errors[3] == "timestamp 1e+300 s is out of range"
+    assert "clock in the future" in errors[4] and "implausible clock" in errors[5]
+    assert errors[6].startswith("series names no GPU and no host")
+    assert errors[7:] == ["series 2: not a JSON object", "series 3: its metric is not an object of labels"]
+    # --host places a GPU-less series
+    r = parse(json.dumps(_matrix(doc["data"]["result"][1])).encode(), ParseContext(host="n9"))
+    assert r.tables["gpu_samples"].select("host", "gpu", "value").rows() == [("n9", None, 39.0)]
+
+
+def test_prometheus_docs_range_and_instant_examples():
+    from tests.conftest import FIXTURES
+
+    P = FIXTURES / "prometheus"
+    r = parse((P / "prometheus-docs__api_query_range_up.json").read_bytes(), ParseContext())
+    s = r.tables["gpu_samples"]
+    assert r.quarantine.height == 0 and r.records == s.height == 6
+    assert s.select("host", "metric", "value").rows() == [
+        ("localhost", "up", 1.0), ("localhost", "up", 1.0), ("localhost", "up", 1.0),
+        ("localhost", "up", 0.0), ("localhost", "up", 0.0), ("localhost", "up", 1.0),
+    ]  # fmt: skip
+    assert s["time"][0] == datetime(2015, 7, 1, 20, 10, 30, 781000)
+    r = parse((P / "prometheus-docs__api_query_vector_up.json").read_bytes(), ParseContext())
+    s = r.tables["gpu_samples"]
+    assert r.quarantine.height == 0 and s["value"].to_list() == [1.0, 0.0]
+    assert set(s["time"]) == {datetime(2015, 7, 1, 20, 10, 51, 781000)}

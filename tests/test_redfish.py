@@ -254,3 +254,70 @@ def test_fleet_every_redfish_fault_is_in_hw_events():
         assert q.height == 0, q
         frames.append(ok)
     assert_fleet_faults_found("redfish", pl.concat(frames).filter(pl.col("action") == "Assert"))
+
+
+def _log_entry(i, created, msg="Power supply 1 failed"):
+    return {"@odata.type": "#LogEntry.v1_14_0.LogEntry", "Id": str(i), "EntryType": "Event",
+            "Severity": "Critical", "Created": created, "Message": msg}  # fmt: skip
+
+
+def test_log_duplicate_entry_stored_once_and_implausible_created_quarantined():
+    page = {
+        "@odata.type": "#LogEntryCollection.LogEntryCollection",
+        "Members": [
+            _log_entry(1, "2024-05-01T10:00:00Z"),
+            _log_entry(2, "2024-05-01T10:05:00+02:00"),
+            _log_entry(1, "2024-05-01T10:00:00Z"),  # the same entry again (overlapping pages)
+            _log_entry(3, "1970-01-01T00:00:00Z"),
+            _log_entry(4, None),
+        ],
+    }
+    ok, q = _logs(page, host="n1")
+    assert ok.select("source_line", "time").rows() == [
+        (1, datetime(2024, 5, 1, 10, 0)),
+        (2, datetime(2024, 5, 1, 8, 5)),
+    ]
+    assert q.select("line", "error").rows()[0] == (3, "exact duplicate of entry 1 (stored once)")
+    assert q["error"][1].startswith("time 1970-01-01T00:00:00 is before 2000-01-01")
+    assert q["error"][2] == "entry has no Created time"
+
+
+def test_sensor_non_finite_implausible_and_misshaped_array_quarantined():
+    doc = (
+        b'{"@odata.type": "#Thermal.v1_7_0.Thermal", "Fans": {"Name": "not an array"},'
+        b' "Temperatures": [{"Name": "Inlet", "ReadingCelsius": 24},'
+        b' {"Name": "CPU1", "ReadingCelsius": NaN}, {"Name": "CPU2", "ReadingCelsius": Infinity}]}'
+    )
+    ok, q = _sensors(doc, time=datetime(2024, 5, 1), host="n1")
+    assert ok.select("sensor", "value").rows() == [("Inlet", 24.0)]
+    assert q["error"].to_list() == ["non-finite reading: NaN", "non-finite reading: inf", "Fans is not a JSON array"]
+    ok, q = _sensors(doc, time=datetime(2099, 1, 1), host="n1")
+    assert ok.height == 0 and "clock in the future" in q["error"][0]
+
+
+def test_openbmc_postcode_page_and_unset_bmc_clock_entries():
+    ok, q = _logs((BMC / "openbmc-docs__redfish-postcodes_Entries.json").read_bytes(), host="obmc")
+    assert q.height == 0
+    row = ok.row(0, named=True)
+    assert (row["time"], row["code"], row["severity"], row["message"]) == (
+        datetime(2019, 12, 6, 14, 10, 30), "OpenBMC.0.1.BiosPostCode", "info",
+        "Boot Count: 4: TS Offset: 0.0033; POST Code: 0x43",
+    )  # fmt: skip
+    # Intel's PSU manager README: an OpenBMC whose clock was never set dates events 1970-01-03
+    ok, q = _logs((BMC / "intel-bmc-psu-manager__EventLog_entries_clock_1970.json").read_bytes(), host="obmc")
+    assert ok.height == 0 and q["line"].to_list() == [1, 2, 3]
+    assert q["error"][0] == "time 1970-01-03T09:06:50 is before 2000-01-01T00:00:00 (implausible clock)"
+
+
+def test_sensor_without_reading_type_and_sushy_power():
+    ok, q = _sensors((BMC / "redfish-mockup__Chassis_1U_Sensors_CPU1Temp.json").read_bytes(), time=datetime(2024, 5, 1))
+    assert q.height == 0
+    assert ok.select("host", "sensor", "sensor_type", "value", "unit", "status").rows() == [
+        ("1U", "CPU #1 Temperature", "temperature", 37.0, "C", "ok")
+    ]
+    ok, q = _sensors((BMC / "sushy__json_samples_power.json").read_bytes(), time=datetime(2024, 5, 1))
+    assert q.height == 0
+    assert ok.select("host", "sensor", "sensor_type", "value", "unit").rows() == [
+        ("MultiBladeEncl", "Power Supply 0", "power_supply", 650.0, "W"),
+        ("MultiBladeEncl", "Power Supply 1", "power_supply", 635.0, "W"),
+    ]
