@@ -30,7 +30,7 @@ import polars as pl
 
 from ingest import sel_sensor_classes as sc
 from ingest.base import FormatSpec, ParseContext, ParseResult, implausible_time, numbered_lines
-from ingest.ipmi_sel import host_from_path
+from ingest.bmc_common import host_from_path
 from warehouse.schemas import conform, quarantine_frame
 
 _STATUS = r"(?:ok|ns|nc|cr|nr|lnr|lcr|lnc|unc|ucr|unr|na|n/a)"

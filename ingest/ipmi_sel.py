@@ -33,7 +33,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import PurePath
 
 import polars as pl
 
@@ -47,6 +46,7 @@ from ingest.base import (
     implausible_time,
     numbered_lines,
 )
+from ingest.bmc_common import host_from_path
 from warehouse.schemas import conform, quarantine_frame
 
 # Abbreviations with one meaning in practice -> minutes east of UTC.
@@ -61,14 +61,6 @@ ZONE_OFFSETS: dict[str, int] = {
 
 _ROW = re.compile(r"^\s*[0-9a-fA-F]+\s*\|")
 _TRAILER = r"(?i)^\s*SEL has no (?:more )?entries\s*$"  # end of a listing; an empty SEL
-
-
-def host_from_path(path: str) -> str | None:
-    """``/x/gpu-node-001.sel.txt`` -> ``gpu-node-001``; None for in-memory data."""
-    if not path or path.startswith("<"):
-        return None
-    name = PurePath(path).name.split(".")[0]
-    return name or None
 
 
 def _lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:

@@ -32,7 +32,7 @@ from ingest.base import (
     normalize_pci,
     numbered_lines,
 )
-from ingest.dcgm import host_from_path
+from ingest.gpu_labels import host_from_path
 from ingest.times import local_to_utc
 from warehouse.schemas import QUARANTINE_COLUMNS, TABLES, conform, quarantine_frame
 

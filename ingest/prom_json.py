@@ -31,7 +31,7 @@ from ingest.base import (
     normalize_pci,
     whole_file_quarantine,
 )
-from ingest.dcgm import (
+from ingest.gpu_labels import (
     LABEL_COLUMNS,
     host_from_path,
     is_str_blank,
@@ -52,7 +52,7 @@ def _documents(data: bytes) -> tuple[list[tuple[int, object]], list[tuple[int, s
     try:
         doc = json.loads(text)
         return list(enumerate(doc if isinstance(doc, list) else [doc], start=1)), []
-    except json.JSONDecodeError as whole:
+    except json.JSONDecodeError:
         docs, bad = [], []
         for n, ln in enumerate(text.splitlines(), start=1):
             if not ln.strip():
@@ -62,7 +62,7 @@ def _documents(data: bytes) -> tuple[list[tuple[int, object]], list[tuple[int, s
             except json.JSONDecodeError as exc:
                 bad.append((n, ln[:500], f"JSON line is not JSON: {exc.msg} (column {exc.colno})"))
         if not docs:
-            raise whole
+            raise
         return docs, bad
 
 

@@ -24,7 +24,6 @@ of entries) to ``hw_events``. One record = one entry.
 from __future__ import annotations
 
 import json
-import re
 
 import polars as pl
 
@@ -38,58 +37,10 @@ from ingest.base import (
     implausible_time,
     whole_file_quarantine,
 )
-from ingest.ipmi_sel import host_from_path
+from ingest.bmc_common import ODATA_TYPE, iso_to_utc, load, odata_type, raw_json, resource_host
 from warehouse.schemas import conform, quarantine_frame
 
-ODATA_TYPE = re.compile(r'"@odata\.type"\s*:\s*"#([A-Za-z]+)\.')
-_RESOURCE_ID = re.compile(r"/redfish/v1/(?:Systems|Chassis|Managers)/([^/#?]+)")
 SEVERITY = {"ok": "info", "warning": "warning", "critical": "critical"}
-
-
-def load(data: bytes) -> tuple[object, str | None]:
-    """The decoded JSON document, or (None, reason)."""
-    try:
-        return json.loads(data.decode("utf-8-sig", errors="replace")), None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return (
-            None,
-            f"not valid JSON: {exc.msg if hasattr(exc, 'msg') else exc} (line {getattr(exc, 'lineno', '?')})",
-        )
-
-
-def odata_type(obj: object) -> str:
-    """``#LogEntry.v1_14_0.LogEntry`` -> ``LogEntry``; '' when absent."""
-    t = obj.get("@odata.type", "") if isinstance(obj, dict) else ""
-    return t.lstrip("#").split(".")[0] if isinstance(t, str) else ""
-
-
-def resource_host(ctx: ParseContext, doc: object) -> str | None:
-    """ctx.host, else the file name, else the system/chassis id of the resource."""
-    host = ctx.host or host_from_path(ctx.path)
-    if host:
-        return host
-    oid = doc.get("@odata.id", "") if isinstance(doc, dict) else ""
-    m = _RESOURCE_ID.search(oid if isinstance(oid, str) else "")
-    return m.group(1) if m else None
-
-
-def iso_to_utc(expr: pl.Expr, tz: str) -> pl.Expr:
-    """ISO-8601 with ``Z`` / offset -> naive UTC; zone-less -> read in ``tz``."""
-    s = expr.str.strip_chars().str.replace(r"[zZ]$", "+00:00")
-    has_zone = s.str.contains(r"[+-]\d{2}:?\d{2}$")
-    aware = s.str.to_datetime(
-        "%Y-%m-%dT%H:%M:%S%.f%z", strict=False, time_zone="UTC", time_unit="us"
-    )
-    naive = s.str.replace("T", " ").str.to_datetime(
-        "%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"
-    )
-    if tz.upper() != "UTC":
-        naive = naive.dt.replace_time_zone(
-            tz, ambiguous="earliest", non_existent="null"
-        ).dt.convert_time_zone("UTC")
-    else:
-        naive = naive.dt.replace_time_zone("UTC")
-    return pl.when(has_zone).then(aware).otherwise(naive).dt.replace_time_zone(None)
 
 
 def members(doc: object) -> tuple[list, str | None]:
@@ -101,10 +52,6 @@ def members(doc: object) -> tuple[list, str | None]:
     if isinstance(doc, dict) and odata_type(doc) == "LogEntry":
         return [doc], None
     return None, "not a Redfish LogEntry collection, LogEntry or array of entries"
-
-
-def raw_json(obj: object) -> str:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True, default=str)[:500]
 
 
 def _str(v) -> str | None:

@@ -26,8 +26,14 @@ from __future__ import annotations
 import polars as pl
 
 from ingest import sel_sensor_classes as sc
-from ingest.base import FormatSpec, ParseContext, ParseResult, implausible_time, whole_file_quarantine
-from ingest.redfish import ODATA_TYPE, iso_to_utc, load, odata_type, raw_json, resource_host
+from ingest.base import (
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    implausible_time,
+    whole_file_quarantine,
+)
+from ingest.bmc_common import ODATA_TYPE, iso_to_utc, load, odata_type, raw_json, resource_host
 from warehouse.schemas import conform, quarantine_frame
 
 # resource type -> [(array, value property (first present wins), unit property or fixed unit, sensor_type)]

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.dcgm import detect, host_from_path, parse
+from ingest.dcgm import detect, parse
+from ingest.gpu_labels import host_from_path
 from ingest.registry import detect as detect_format
 from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES
@@ -117,8 +118,10 @@ def test_labels_times_hosts_and_errors():
         "non-finite sample value (not a measurement): NaN",
         "non-numeric sample value: n/a",
         "not a Prometheus sample line",
-        "sample names no GPU and no host (no gpu, UUID, pci_bus_id or Hostname label); "
-        "pass --host if the file is one host's scrape",
+        (
+            "sample names no GPU and no host (no gpu, UUID, pci_bus_id or Hostname label); "
+            "pass --host if the file is one host's scrape"
+        ),
     ]
 
 

@@ -257,13 +257,11 @@ def test_fleet_every_ipmi_fault_is_in_hw_events():
 
 def test_sel_duplicate_entry_stored_once_and_unset_clock_quarantined():
     line = "  1a | 05/01/2024 | 10:00:00 | Power Supply #0x51 | Failure detected | Asserted"
-    text = "\n".join(
-        [
-            line,
-            "  1b | 05/01/2024 | 10:05:00 | Power Supply #0x51 | Failure detected | Deasserted",
-            line,  # a second dump of the same SEL appended
-            "  1c | 01/01/1970 | 00:00:07 | Temperature #0x30 | Upper Critical going high | Asserted",
-        ]
+    text = (
+        f"{line}\n"
+        "  1b | 05/01/2024 | 10:05:00 | Power Supply #0x51 | Failure detected | Deasserted\n"
+        f"{line}\n"  # a second dump of the same SEL appended
+        "  1c | 01/01/1970 | 00:00:07 | Temperature #0x30 | Upper Critical going high | Asserted"
     )
     ok, q = _sel(text, host="n1")
     assert ok.select("source_line", "time").rows() == [

@@ -117,7 +117,7 @@ _labels = st.dictionaries(st.sampled_from(["__name__", "gpu", "UUID", "Hostname"
 _series = st.fixed_dictionaries({"metric": _labels | _json, "values": st.lists(st.lists(_json, max_size=3) | _json, max_size=4) | _json})
 _entry = st.dictionaries(
     st.sampled_from(["@odata.type", "Created", "Severity", "Message", "MessageId", "EntryType", "EntryCode", "SensorType",
-                     "SensorNumber", "Links", "Name"]), _json | st.text(max_size=30), max_size=8)  # fmt: skip
+                     "SensorNumber", "Links", "Name"]), _json | st.text(max_size=30), max_size=8)
 _reading = st.dictionaries(
     st.sampled_from(["Name", "ReadingCelsius", "Reading", "ReadingUnits", "Status", "ReadingRPM", "MemberId"]), _json, max_size=6
 )
@@ -125,12 +125,12 @@ STRUCTURED = {
     "prom-json": st.fixed_dictionaries(
         {"status": st.just("success"),
          "data": st.fixed_dictionaries({"resultType": st.sampled_from(["matrix", "vector"]), "result": st.lists(_series | _json, max_size=3) | _json})}
-    ),  # fmt: skip
+    ),
     "redfish": st.fixed_dictionaries({"@odata.type": st.just("#LogEntryCollection.LogEntryCollection"),
-                                      "Members": st.lists(_entry | _json, max_size=4)}),  # fmt: skip
+                                      "Members": st.lists(_entry | _json, max_size=4)}),
     "redfish-sensors": st.fixed_dictionaries({"@odata.type": st.just("#Thermal.v1_7_0.Thermal"),
                                               "Temperatures": st.lists(_reading | _json, max_size=3) | _json,
-                                              "Fans": st.lists(_reading, max_size=2) | _json}),  # fmt: skip
+                                              "Fans": st.lists(_reading, max_size=2) | _json}),
 }
 
 

@@ -1,0 +1,74 @@
+"""What the BMC formats (ipmitool text, Redfish JSON) share: the host a per-host dump's file name
+gives, and reading Redfish JSON (decoding, ``@odata.type``, resource ids, ISO times)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import PurePath
+
+import polars as pl
+
+from ingest.base import ParseContext
+
+
+def host_from_path(path: str) -> str | None:
+    """``/x/gpu-node-001.sel.txt`` -> ``gpu-node-001``; None for in-memory data."""
+    if not path or path.startswith("<"):
+        return None
+    name = PurePath(path).name.split(".")[0]
+    return name or None
+
+
+ODATA_TYPE = re.compile(r'"@odata\.type"\s*:\s*"#([A-Za-z]+)\.')
+_RESOURCE_ID = re.compile(r"/redfish/v1/(?:Systems|Chassis|Managers)/([^/#?]+)")
+
+
+def load(data: bytes) -> tuple[object, str | None]:
+    """The decoded JSON document, or (None, reason)."""
+    try:
+        return json.loads(data.decode("utf-8-sig", errors="replace")), None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return (
+            None,
+            f"not valid JSON: {exc.msg if hasattr(exc, 'msg') else exc} (line {getattr(exc, 'lineno', '?')})",
+        )
+
+
+def odata_type(obj: object) -> str:
+    """``#LogEntry.v1_14_0.LogEntry`` -> ``LogEntry``; '' when absent."""
+    t = obj.get("@odata.type", "") if isinstance(obj, dict) else ""
+    return t.lstrip("#").split(".")[0] if isinstance(t, str) else ""
+
+
+def resource_host(ctx: ParseContext, doc: object) -> str | None:
+    """ctx.host, else the file name, else the system/chassis id of the resource."""
+    host = ctx.host or host_from_path(ctx.path)
+    if host:
+        return host
+    oid = doc.get("@odata.id", "") if isinstance(doc, dict) else ""
+    m = _RESOURCE_ID.search(oid if isinstance(oid, str) else "")
+    return m.group(1) if m else None
+
+
+def iso_to_utc(expr: pl.Expr, tz: str) -> pl.Expr:
+    """ISO-8601 with ``Z`` / offset -> naive UTC; zone-less -> read in ``tz``."""
+    s = expr.str.strip_chars().str.replace(r"[zZ]$", "+00:00")
+    has_zone = s.str.contains(r"[+-]\d{2}:?\d{2}$")
+    aware = s.str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S%.f%z", strict=False, time_zone="UTC", time_unit="us"
+    )
+    naive = s.str.replace("T", " ").str.to_datetime(
+        "%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"
+    )
+    if tz.upper() != "UTC":
+        naive = naive.dt.replace_time_zone(
+            tz, ambiguous="earliest", non_existent="null"
+        ).dt.convert_time_zone("UTC")
+    else:
+        naive = naive.dt.replace_time_zone("UTC")
+    return pl.when(has_zone).then(aware).otherwise(naive).dt.replace_time_zone(None)
+
+
+def raw_json(obj: object) -> str:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True, default=str)[:500]

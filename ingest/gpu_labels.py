@@ -1,0 +1,76 @@
+"""What the GPU telemetry formats (dcgm-exporter text, Prometheus JSON, nvidia-smi CSV) share:
+the label names that map to ``gpu_samples`` columns, DCGM's blank sentinels, the XID-count
+metric's name, and the host a scrape file's name or folder obviously gives."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePath
+
+import polars as pl
+
+# DCGM blank values (dcgm_structs.h): DCGM_INT32_BLANK 0x7ffffff0 and DCGM_INT64_BLANK
+# 0x7ffffffffffffff0 plus NOT_FOUND / NOT_SUPPORTED / NOT_PERMISSIONED ... just above them (the
+# header reserves the 16 values BLANK..BLANK+15), DCGM_FP64_BLANK 140737488355328.0 (2**47) with
+# the same 16, and DCGM_STR_BLANK "<<<NULL>>>".
+INT32_BLANK = 2147483632
+INT32_MAX = 2147483647
+INT64_BLANK_FLOAT = 9223372036854775792.0  # rounds to 2**63 as a float, like its neighbours
+FP64_BLANK = 140737488355328.0
+STR_BLANK = "<<<NULL>>>"
+# dcgm-exporter's DCGM_EXP_XID_ERRORS_COUNT has one series per XID code (label ``xid``); gpu_samples
+# has no column for it, so the code is kept in the metric name: ``DCGM_EXP_XID_ERRORS_COUNT{xid="79"}``.
+XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
+
+# label name -> gpu_samples column
+LABEL_COLUMNS = {
+    "Hostname": "host",
+    "gpu": "gpu",
+    "UUID": "uuid",
+    "pci_bus_id": "pci_bus",
+    "modelName": "model",
+    "GPU_I_PROFILE": "mig_profile",
+    "GPU_I_ID": "mig_instance",
+    "pod": "pod",
+    "namespace": "namespace",
+    "container": "container",
+}
+
+_HOSTLIKE = re.compile(r"^(?=.*[A-Za-z])(?=.*\d)[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NOT_HOST = re.compile(
+    r"^\d{4}-?\d{2}-?\d{2}|^\d+$|^(dcgm|metrics|scrape|prom|export)", re.IGNORECASE
+)
+
+
+def host_from_path(path: str) -> str | None:
+    """A host the file name or its folder obviously names (``node042.prom``,
+    ``dcgm/node042/2024-05-01.prom.gz``), else None."""
+    p = PurePath(path)
+    candidates = [p.name.split(".")[0], p.parent.name]
+    for c in candidates:
+        if c and _HOSTLIKE.match(c) and not _NOT_HOST.match(c):
+            return c
+    return None
+
+
+def sentinel_to_null(value: pl.Expr) -> pl.Expr:
+    """DCGM blank/unsupported sentinels to null; every other number unchanged."""
+    is_blank = value.is_not_nan() & (  # Polars orders NaN above every number
+        (value >= INT64_BLANK_FLOAT)
+        | ((value >= INT32_BLANK) & (value <= INT32_MAX) & (value == value.floor()))
+        | ((value >= FP64_BLANK) & (value <= FP64_BLANK + 15))
+    )
+    return pl.when(is_blank).then(None).otherwise(value)
+
+
+def is_str_blank(raw: pl.Expr) -> pl.Expr:
+    return raw.str.strip_chars() == STR_BLANK
+
+
+def xid_metric(metric: pl.Expr, xid: pl.Expr) -> pl.Expr:
+    """Fold the ``xid`` label of the XID count metric into its name (see XID_COUNT_METRIC)."""
+    return (
+        pl.when((metric == XID_COUNT_METRIC) & xid.is_not_null())
+        .then(pl.format('{}{{xid="{}"}}', metric, xid))
+        .otherwise(metric)
+    )
