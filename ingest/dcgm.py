@@ -129,7 +129,11 @@ def metadata_frame(meta: pl.DataFrame, ctx: ParseContext, source: str) -> pl.Dat
 def split_lines(data: bytes) -> pl.DataFrame:
     """One ``raw`` row per line (null for empty lines), split by Polars' multi-threaded CSV
     reader with a separator that cannot occur; Python's split when it does occur."""
-    if b"\x01" in data:
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark is not text
+    # Polars' CSV reader decompresses data that starts like gzip/zlib/zstd: text that merely
+    # begins with those bytes (the runner has already decompressed real archives) takes the
+    # plain split, like text holding the separator.
+    if b"\x01" in data or data[:2] in (b"\x1f\x8b", b"\x78\x01", b"\x78\x9c", b"\x78\xda") or data[:4] == b"\x28\xb5\x2f\xfd":
         text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
         return pl.DataFrame({"raw": text.split("\n")[: -1 if text.endswith("\n") else None]})
     if not data:

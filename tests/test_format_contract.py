@@ -34,12 +34,20 @@ FIXTURE_FORMATS = {
     "slurm/*slurmctld*": "slurmctld",
     "kubernetes/*": "k8s",
     "dcgm/dcgm-exporter*": "dcgm",
+    "dcgm/datadog-*": "dcgm",
+    "dcgm/nvidia-cloud-native-docs__*": "dcgm",
     "dcgm/nvidia-smi*": "nvidia-smi",
+    "nvidia-smi/*": "nvidia-smi",
+    "prometheus/*": "prom-json",
     "kernel/*.log": "kernel",
     "bmc/ipmitool_sel*": "ipmi-sel",
+    "bmc/*sel_list*": "ipmi-sel",
     "bmc/*sdr*": "ipmi-sdr",
     "bmc/redfish-mockup__Systems_*": "redfish",
+    "bmc/openbmc-docs__redfish-postcodes*": "redfish",
+    "bmc/intel-bmc-psu-manager__EventLog*": "redfish",
     "bmc/redfish-mockup__Chassis_*": "redfish-sensors",
+    "bmc/sushy__json_samples_power*": "redfish-sensors",
 }
 CASES = sorted({(p, fmt) for glob, fmt in FIXTURE_FORMATS.items() for p in FIXTURES.glob(glob) if p.is_file()})
 FORMATS = sorted(formats())
@@ -50,14 +58,9 @@ def _xfail(reason: str):
 
 
 # Failures found in formats this contract does not own: fixed where the parser lives.
-KNOWN: dict[tuple[str, str], str] = {
-    ("arbitrary", "dcgm"): "dcgm.parse raises OSError on bytes that start like gzip/zstd (b'\\x1f\\x8b...', "
-    "b'(\\xb5/\\xfd') and polars NoDataError on a lone UTF-8 BOM",
-}
-# Formats with no real capture in tests/fixtures yet: prom-json (its owner adds them) and
-# component-history (no public RMA/CMDB export in CSV was found; tests/test_component_history.py
-# builds its cases).
-NO_FIXTURE_YET = {"prom-json", "component-history"}
+KNOWN: dict[tuple[str, str], str] = {}
+# No public RMA/CMDB export in CSV was found; tests/test_component_history.py builds its cases.
+NO_FIXTURE_YET = {"component-history"}
 
 
 def _formats(test: str):
