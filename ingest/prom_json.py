@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import polars as pl
 
 from ingest.base import (
@@ -78,23 +77,20 @@ def _series_shape_error(series, key: str) -> str | None:
 
 
 def _series_frame(series: dict, key: str) -> pl.DataFrame:
-    """One series' points as (t, raw) text columns, converted as whole arrays."""
+    """One series' points as (t, raw) text columns; a point that is not a [time, value] pair
+    keeps its JSON text as ``raw`` (and no time) for its quarantine row."""
     points = series.get("values") if key == "values" else [series.get("value")]
-    points = [] if points is None else points
-    arr = np.array(points, dtype=object) if points else np.empty((0, 2), dtype=object)
-    if arr.ndim != 2 or arr.shape[1] != 2:
-        # malformed series: keep each point's text for its quarantine row
-        pairs = [
-            p if isinstance(p, (list, tuple)) and len(p) == 2 else (None, json.dumps(p))
-            for p in points
-        ]
-        arr = np.empty((len(points), 2), dtype=object)
-        arr[:, 0] = [p[0] for p in pairs]
-        arr[:, 1] = [p[1] for p in pairs]
-    t = np.where(arr[:, 0] == None, "", arr[:, 0]).astype(str)
-    return pl.DataFrame(
-        {"t": t, "raw": arr[:, 1].astype(str)}, schema={"t": pl.Utf8, "raw": pl.Utf8}
-    )
+    pairs = [
+        (_text(p[0]), _text(p[1])) if isinstance(p, (list, tuple)) and len(p) == 2 else ("", json.dumps(p))
+        for p in points or []
+    ]
+    t, raw = zip(*pairs, strict=True) if pairs else ((), ())
+    return pl.DataFrame({"t": list(t), "raw": list(raw)}, schema={"t": pl.Utf8, "raw": pl.Utf8})
+
+
+def _text(v) -> str:
+    """A JSON scalar as the text Prometheus would have written (strings as they are)."""
+    return "" if v is None else v if isinstance(v, str) else json.dumps(v)
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
