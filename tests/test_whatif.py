@@ -25,7 +25,7 @@ def test_scale_sweep_is_vectorized_and_matches_single_scenarios():
     assert g[2] == pytest.approx(one["goodput"]) and df["mtti_hours"][2] == pytest.approx(
         54 * 24 / 419
     )
-    assert df["daly_interval_hours"][2] == pytest.approx(one["daly_interval_hours"])
+    assert df["optimal_interval_hours"][2] == pytest.approx(one["optimal_interval_hours"])
 
 
 def test_sweeps_over_other_knobs():
@@ -180,5 +180,5 @@ def test_cli_project_reads_fitted_rates_with_bands(wh, capsys):
     assert obj["goodput_ci_low"] < obj["goodput"] < obj["goodput_ci_high"]
     assert main(["--home", str(wh.home), "project", "--gpus", "32768"]) == 0
     out = capsys.readouterr().out
-    assert "fitted (14 classes" in out and "1.55 h  (95%" in out
+    assert "fitted (13 classes" in out and "1.55 h  (95%" in out
     assert wh.read("goodput_projections").height == 2
