@@ -10,7 +10,7 @@ import pytest
 from analysis.projection import daly_interval
 from analysis.whatif import refresh_projections
 from pipelines.cli import main
-from warehouse.schemas import conform
+from warehouse.schemas import TABLES, conform
 
 T0 = datetime(2026, 1, 1)
 R_GPU = 2e-6  # fitted gpu failures per GPU-hour
@@ -91,7 +91,7 @@ def test_projections_table_records_its_scope(fleet_wh):
 
 
 def test_without_any_fit_the_measured_classes_still_project(fleet_wh, capsys):
-    fleet_wh.replace_table("failure_rates", conform("failure_rates", pl.DataFrame()))
+    fleet_wh.replace_table("failure_rates", TABLES["failure_rates"].empty())
     obj = _project(fleet_wh, capsys)
     # gpu now comes from interruptions too (5 events in 8,000 GPU-hours)
     by = {c["component_class"]: c for c in obj["classes"]}
