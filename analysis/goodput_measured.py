@@ -27,6 +27,7 @@ from __future__ import annotations
 import polars as pl
 
 from analysis.assumptions import CKPT_COST_S, CKPT_INTERVAL_S, RESTART_S
+from analysis.taxonomy import WORKLOAD_DOMAIN
 from warehouse.schemas import conform
 
 KEYS = ["cluster", "scheduler", "job_id"]
@@ -265,6 +266,29 @@ def summarize(jobs: pl.DataFrame) -> pl.DataFrame:
         ),
     )
     return pl.concat([by_jobs, by_gpu]).rename({"productive": "goodput"})
+
+
+def fleet_mtti(attempts: pl.DataFrame, interruptions: pl.DataFrame) -> dict:
+    """Fleet-wide mean time between unexpected interruptions, the one definition the report
+    and the CLI summary print: the span the job attempts cover divided by the unplanned
+    interruptions, for the infrastructure scope (everything but the job's own failures) and for
+    all causes. Keys: span_hours, unexpected, workload, infrastructure (count outside the
+    workload domain), mtti_infrastructure_hours, mtti_all_hours (None without events)."""
+    ran = attempts.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
+    span = (
+        (ran["end_time"].max() - ran["start_time"].min()).total_seconds() / 3600 if ran.height else None
+    )
+    unplanned = interruptions.filter(~pl.col("planned").fill_null(False))
+    workload = unplanned.filter(pl.col("failure_domain") == WORKLOAD_DOMAIN).height
+    infra = unplanned.height - workload
+    return {
+        "span_hours": span,
+        "unexpected": unplanned.height,
+        "workload": workload,
+        "infrastructure": infra,
+        "mtti_infrastructure_hours": span / infra if span and infra else None,
+        "mtti_all_hours": span / unplanned.height if span and unplanned.height else None,
+    }
 
 
 def refresh_goodput_jobs(

@@ -189,8 +189,15 @@ def cmd_build(args) -> int:
 
     wh = _warehouse(args)
     wh.refresh_catalog()
+    assumed = {
+        "ckpt_interval_s": parse_duration(args.ckpt_interval),
+        "ckpt_cost_s": parse_duration(args.ckpt_cost),
+        "restart_s": parse_duration(args.restart),
+    }
+    if assumed["ckpt_interval_s"] <= 0:
+        raise CliError("--ckpt-interval must be a positive duration")
     try:
-        result = build(_config(args))
+        result = build(_config(args, **assumed))
     except PipelineError as exc:
         raise CliError(str(exc)) from None
     for line in summary_lines(wh):
@@ -255,7 +262,7 @@ def cmd_report(args) -> int:
 
 # ----------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
-    from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S, TARGET_GPUS
+    from analysis.assumptions import CKPT_COST_S, CKPT_INTERVAL_S, GPUS_PER_NODE, RESTART_S, TARGET_GPUS
     from analysis.taxonomy import DEFAULT_SCOPE, SCOPES
 
     p = argparse.ArgumentParser(prog="goodput", description=__doc__.splitlines()[0])
@@ -272,6 +279,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_demo)
 
     s = sub.add_parser("build", parents=[common], help="everything downstream of ingest (rollups, attribution, fits, goodput, report)")
+    s.add_argument("--ckpt-interval", default=f"{CKPT_INTERVAL_S:g}s",
+                   help="assumed checkpoint interval for measured goodput of jobs without checkpoint evidence")
+    s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="assumed cost of one checkpoint, e.g. 60s")
+    s.add_argument("--restart", default=f"{RESTART_S:g}s", help="assumed restart time after a failure, e.g. 10m")
     s.set_defaults(func=cmd_build)
 
     s = sub.add_parser("simulate", parents=[common], help="write a synthetic fleet with ground truth")

@@ -95,3 +95,20 @@ def test_measured_badput_uses_ingested_checkpoint_times(wh, tmp_path):
     assert by["7002"]["lost_work_hours"] * 60 == pytest.approx(25)
     assert by["7001"]["goodput"] < by["7002"]["goodput"]
     assert (by["7001"]["ckpt_interval_s"], by["7001"]["restart_s"]) == (1800.0, 600.0)
+
+
+def test_build_flags_state_the_assumptions_in_the_resource(wh, monkeypatch):
+    import pipelines.run
+    from pipelines.cli import main
+
+    seen = {}
+
+    def fake_build(config):
+        seen.update(config.model_dump())
+        raise pipelines.run.PipelineError("stop here")
+
+    monkeypatch.setattr(pipelines.run, "build", fake_build)
+    argv = ["--home", str(wh.home), "build", "--ckpt-interval", "3h", "--ckpt-cost", "90s", "--restart", "5m"]
+    assert main(argv) == 2
+    assert (seen["ckpt_interval_s"], seen["ckpt_cost_s"], seen["restart_s"]) == (10800.0, 90.0, 300.0)
+    assert main(["--home", str(wh.home), "build", "--ckpt-interval", "0s"]) == 2
