@@ -37,7 +37,6 @@ from analysis.survival import rate_samples
 from analysis.taxonomy import (
     DEFAULT_SCOPE,
     DEFAULT_UNIT,
-    NON_HARDWARE,
     SCOPES,
     UNIT_SCOPES,
     UNITS,
@@ -638,6 +637,9 @@ def projection_rows(
             "goodput_ci_high": p.goodput_ci_high,
         },
         schema_overrides={
-            "spares": pl.Int32, "knob": pl.Utf8, "knob_value": pl.Float64, "scope": pl.Utf8,
-        },  # fmt: skip
+            "spares": pl.Int32,
+            "knob": pl.Utf8,
+            "knob_value": pl.Float64,
+            "scope": pl.Utf8,
+        },
     )

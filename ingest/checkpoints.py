@@ -58,7 +58,7 @@ COLUMNS = ("time", "cluster", "job_id", "event", "iteration", "duration_s", "fra
 
 def file_job_id(data: bytes, path: str) -> str | None:
     """The job a whole log belongs to: its ``SLURM_JOB_ID=`` line, else its Slurm output name."""
-    m = _SLURM_ENV.search(data[:1 << 20].decode("utf-8", "replace"))
+    m = _SLURM_ENV.search(data[: 1 << 20].decode("utf-8", "replace"))
     if m:
         return m.group(1)
     m = _OUT_NAME.search(path.replace("\\", "/").rsplit("/", 1)[-1])
@@ -82,7 +82,11 @@ def _parse_csv(data: bytes, ctx: ParseContext) -> ParseResult:
     try:
         raw = pl.read_csv(io.BytesIO(data), infer_schema=False, truncate_ragged_lines=False)
     except pl.exceptions.PolarsError as exc:
-        q = quarantine_frame([1], [data[:500].decode("utf-8", "replace")], [f"unreadable CSV: {str(exc).splitlines()[0]}"])
+        q = quarantine_frame(
+            [1],
+            [data[:500].decode("utf-8", "replace")],
+            [f"unreadable CSV: {str(exc).splitlines()[0]}"],
+        )
         return ParseResult({}, q, 1)
     raw = raw.rename({c: c.strip().lower() for c in raw.columns})
     for c in ("iteration", "duration_s", "cluster"):
@@ -95,7 +99,11 @@ def _parse_csv(data: bytes, ctx: ParseContext) -> ParseResult:
         pl.concat_str([pl.col(c).fill_null("") for c in raw.columns], separator=",").alias("raw"),
         text.alias("_time_text"),
         _to_utc(parts.struct.field("1"), parts.struct.field("2"), ctx.tz).alias("time"),
-        pl.col("event").str.strip_chars().str.to_lowercase().replace_strict(EVENTS, default=None).alias("_event"),
+        pl.col("event")
+        .str.strip_chars()
+        .str.to_lowercase()
+        .replace_strict(EVENTS, default=None)
+        .alias("_event"),
         pl.col("job_id").str.strip_chars().alias("job_id"),
         pl.col("iteration").str.strip_chars().cast(pl.Int64, strict=False).alias("iteration"),
         pl.col("duration_s").str.strip_chars().cast(pl.Float64, strict=False).alias("duration_s"),
@@ -106,12 +114,18 @@ def _parse_csv(data: bytes, ctx: ParseContext) -> ParseResult:
         .when(pl.col("time").is_null())
         .then(pl.format("unreadable time '{}' (want ISO-8601)", pl.col("_time_text").fill_null("")))
         .when(pl.col("_event").is_null())
-        .then(pl.format("unknown event '{}' (want save_start or save_end)", pl.col("event").fill_null("")))
+        .then(
+            pl.format(
+                "unknown event '{}' (want save_start or save_end)", pl.col("event").fill_null("")
+            )
+        )
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
     df = df.with_columns(err.alias("_err"), pl.col("_event").alias("event"))
     good = df.filter(pl.col("_err").is_null()).with_columns(
-        cluster=pl.coalesce(pl.col("cluster").str.strip_chars().replace("", None), pl.lit(ctx.cluster)),
+        cluster=pl.coalesce(
+            pl.col("cluster").str.strip_chars().replace("", None), pl.lit(ctx.cluster)
+        ),
         framework=pl.lit("csv"),
     )
     return _result(good, df.filter(pl.col("_err").is_not_null()), ctx)
@@ -128,15 +142,26 @@ def _parse_log(data: bytes, ctx: ParseContext) -> ParseResult:
         g = pl.col("raw").str.extract_groups(rx)
         event = pl.when(hit).then(pl.lit(ev)).otherwise(event)
         framework = pl.when(hit).then(pl.lit(fw)).otherwise(framework)
-        it = pl.when(hit).then(g.struct.field("it") if "?P<it>" in rx else pl.lit(None, pl.Utf8)).otherwise(it)
-        took = pl.when(hit).then(g.struct.field("took") if "?P<took>" in rx else pl.lit(None, pl.Utf8)).otherwise(took)
-    rec = lines.with_columns(event=event, framework=framework, _it=it, _took=took).filter(pl.col("event").is_not_null())
+        it = (
+            pl.when(hit)
+            .then(g.struct.field("it") if "?P<it>" in rx else pl.lit(None, pl.Utf8))
+            .otherwise(it)
+        )
+        took = (
+            pl.when(hit)
+            .then(g.struct.field("took") if "?P<took>" in rx else pl.lit(None, pl.Utf8))
+            .otherwise(took)
+        )
+    rec = lines.with_columns(event=event, framework=framework, _it=it, _took=took).filter(
+        pl.col("event").is_not_null()
+    )
     whole_file_job = file_job_id(data, ctx.path)
     stamp = pl.col("raw").str.extract_groups(rf"{_TIME}{_ZONE}")
     rec = rec.with_columns(
         time=_to_utc(stamp.struct.field("1"), stamp.struct.field("2"), ctx.tz),
         job_id=pl.coalesce(
-            pl.col("raw").str.extract(_JOB_LINE, 1).replace("", None), pl.lit(whole_file_job, pl.Utf8)
+            pl.col("raw").str.extract(_JOB_LINE, 1).replace("", None),
+            pl.lit(whole_file_job, pl.Utf8),
         ),
         iteration=pl.col("_it").cast(pl.Int64, strict=False),
         duration_s=pl.col("_took").cast(pl.Float64, strict=False),
@@ -145,13 +170,23 @@ def _parse_log(data: bytes, ctx: ParseContext) -> ParseResult:
     )
     err = (
         pl.when(pl.col("time").is_null())
-        .then(pl.lit("checkpoint line has no timestamp (log with a time format, or use the job_id,time,event CSV)"))
+        .then(
+            pl.lit(
+                "checkpoint line has no timestamp (log with a time format, or use the job_id,time,event CSV)"
+            )
+        )
         .when(pl.col("job_id").is_null())
-        .then(pl.lit("cannot tell the job: no 'Job ID:', no SLURM_JOB_ID= line and the file is not named slurm-<job>.out"))
+        .then(
+            pl.lit(
+                "cannot tell the job: no 'Job ID:', no SLURM_JOB_ID= line and the file is not named slurm-<job>.out"
+            )
+        )
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
     rec = rec.with_columns(_err=err)
-    return _result(rec.filter(pl.col("_err").is_null()), rec.filter(pl.col("_err").is_not_null()), ctx)
+    return _result(
+        rec.filter(pl.col("_err").is_null()), rec.filter(pl.col("_err").is_not_null()), ctx
+    )
 
 
 def _result(good: pl.DataFrame, bad: pl.DataFrame, ctx: ParseContext) -> ParseResult:

@@ -262,7 +262,13 @@ def cmd_report(args) -> int:
 
 # ----------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
-    from analysis.assumptions import CKPT_COST_S, CKPT_INTERVAL_S, GPUS_PER_NODE, RESTART_S, TARGET_GPUS
+    from analysis.assumptions import (
+        CKPT_COST_S,
+        CKPT_INTERVAL_S,
+        GPUS_PER_NODE,
+        RESTART_S,
+        TARGET_GPUS,
+    )
     from analysis.taxonomy import DEFAULT_SCOPE, SCOPES
 
     p = argparse.ArgumentParser(prog="goodput", description=__doc__.splitlines()[0])

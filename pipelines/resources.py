@@ -6,7 +6,6 @@ from datetime import datetime
 import dagster as dg
 
 from analysis.assumptions import CKPT_COST_S, CKPT_INTERVAL_S, GPUS_PER_NODE, RESTART_S, TARGET_GPUS
-
 from ingest.base import ParseContext
 from warehouse.store import Warehouse
 

@@ -20,7 +20,9 @@ def _parse(name, **ctx):
     r = parse((CK / name).read_bytes(), ParseContext(path=str(CK / name), **ctx))
     rows = r.tables.get("checkpoints", TABLES["checkpoints"].empty())
     assert r.records == rows.height + r.quarantine.height  # conservation
-    return rows, dict(zip(r.quarantine["line"].to_list(), r.quarantine["error"].to_list(), strict=True))
+    return rows, dict(
+        zip(r.quarantine["line"].to_list(), r.quarantine["error"].to_list(), strict=True)
+    )
 
 
 def test_every_checkpoint_fixture_is_detected_as_checkpoints():
@@ -43,7 +45,10 @@ def test_nemo_lightning_saves_are_starts_and_the_job_comes_from_the_slurm_output
     assert rows["event"].to_list() == ["save_start", "save_start"]
     assert rows["framework"].to_list() == ["lightning", "lightning"]
     assert rows["iteration"].to_list() == [500, 1500] and set(rows["job_id"]) == {"4242"}
-    assert rows["time"].to_list() == [datetime(2025, 2, 11, 14, 32, 9), datetime(2025, 2, 11, 15, 33, 40)]
+    assert rows["time"].to_list() == [
+        datetime(2025, 2, 11, 14, 32, 9),
+        datetime(2025, 2, 11, 15, 33, 40),
+    ]
     assert list(bad) == [5] and "no timestamp" in bad[5]  # plain Lightning line: no time
 
 
@@ -108,7 +113,21 @@ def test_build_flags_state_the_assumptions_in_the_resource(wh, monkeypatch):
         raise pipelines.run.PipelineError("stop here")
 
     monkeypatch.setattr(pipelines.run, "build", fake_build)
-    argv = ["--home", str(wh.home), "build", "--ckpt-interval", "3h", "--ckpt-cost", "90s", "--restart", "5m"]
+    argv = [
+        "--home",
+        str(wh.home),
+        "build",
+        "--ckpt-interval",
+        "3h",
+        "--ckpt-cost",
+        "90s",
+        "--restart",
+        "5m",
+    ]
     assert main(argv) == 2
-    assert (seen["ckpt_interval_s"], seen["ckpt_cost_s"], seen["restart_s"]) == (10800.0, 90.0, 300.0)
+    assert (seen["ckpt_interval_s"], seen["ckpt_cost_s"], seen["restart_s"]) == (
+        10800.0,
+        90.0,
+        300.0,
+    )
     assert main(["--home", str(wh.home), "build", "--ckpt-interval", "0s"]) == 2

@@ -39,7 +39,9 @@ def fleet_wh(wh):
         + intr(2, "host_os", "infrastructure")
         + intr(1, None, "unknown")
         + intr(6, "software", "workload")  # the job's own exit codes / OOM
-        + intr(3, "host_os", "infrastructure", planned=True)  # maintenance: not an interruption rate
+        + intr(
+            3, "host_os", "infrastructure", planned=True
+        )  # maintenance: not an interruption rate
         + intr(5, "gpu", "infrastructure")  # has a hardware fit: counted there, not twice
     )
     wh.replace_table("interruptions", conform("interruptions", pl.DataFrame(rows)))
@@ -71,18 +73,32 @@ def test_scopes_add_measured_classes_to_the_hardware_fits(fleet_wh, capsys):
     assert (hw["scope"], infra["scope"], every["scope"]) == ("hardware", "infrastructure", "all")
     by = {c["component_class"]: c for c in every["classes"]}
     assert by["gpu"]["source"] == "fit"
-    assert by["software"] == {**by["software"], "source": "interruptions", "events": 4, "unit": "gpu"}
+    assert by["software"] == {
+        **by["software"],
+        "source": "interruptions",
+        "events": 4,
+        "unit": "gpu",
+    }
     assert by["host_os"]["events"] == 2 and by["host_os"]["unit"] == "node"
     assert by["unknown"]["events"] == 1 and by["workload"]["events"] == 6
-    assert {c["component_class"] for c in infra["classes"]} == {"gpu", "software", "host_os", "unknown"}
+    assert {c["component_class"] for c in infra["classes"]} == {
+        "gpu",
+        "software",
+        "host_os",
+        "unknown",
+    }
     assert by["software"]["rate_per_unit_hour"] == pytest.approx(4 / 8000)
 
 
 def test_projections_table_records_its_scope(fleet_wh):
     out = refresh_projections(fleet_wh, replicas=20, samples=50, spares_grid=(0, 4))
     assert set(out["scope"].unique()) == {"infrastructure"}
-    base = out.filter((pl.col("scenario") == "sensitivity") & (pl.col("knob") == "baseline")).row(0, named=True)
-    assert base["mtti_hours"] == pytest.approx(1 / (R_GPU * 16_384 + 4 / 8000 * 16_384 + 3 / 1000 * 2048))
+    base = out.filter((pl.col("scenario") == "sensitivity") & (pl.col("knob") == "baseline")).row(
+        0, named=True
+    )
+    assert base["mtti_hours"] == pytest.approx(
+        1 / (R_GPU * 16_384 + 4 / 8000 * 16_384 + 3 / 1000 * 2048)
+    )
     # Daly's optimum is optimal_interval_hours, Young's sits beside it under its own name
     m, d = base["mtti_hours"], 60 / 3600
     assert base["optimal_interval_hours"] == pytest.approx(float(daly_interval(d, m)))

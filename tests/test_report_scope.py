@@ -44,9 +44,14 @@ def test_headline_gives_infrastructure_and_all_causes_mtti_and_names_the_scope(t
     infra_h, all_h = span / unplanned, span / (unplanned + 4)
     assert f"one every {infra_h:.1f} h across the fleet from infrastructure" in head
     assert f"one every {all_h:.1f} h from all causes" in head
-    assert "(scope infrastructure: everything but the job's own failures, the same as the MTTI above)" in head
+    assert (
+        "(scope infrastructure: everything but the job's own failures, the same as the MTTI above)"
+        in head
+    )
     causes = _reading(secs, "causes")
-    assert causes.endswith(f"Of them, 4 were the jobs' own failures (class workload: exit codes, OOM) and {unplanned} infrastructure.")
+    assert causes.endswith(
+        f"Of them, 4 were the jobs' own failures (class workload: exit codes, OOM) and {unplanned} infrastructure."
+    )
     assert "Interruption scope: infrastructure" in _reading(secs, "goodput_scale")
     good = _reading(secs, "goodput_measured")
     assert good.endswith(

@@ -47,17 +47,34 @@ def test_default_assumptions_are_one_set_restart_600_s():
 
     assert assumptions.RESTART_S == 600.0
     cfg = GoodputConfig()
-    assert (cfg.restart_s, cfg.ckpt_cost_s, cfg.ckpt_interval_s, cfg.target_gpus, cfg.gpus_per_node) == (
-        600.0, 60.0, 1800.0, 16_384, 8,
+    assert (
+        cfg.restart_s,
+        cfg.ckpt_cost_s,
+        cfg.ckpt_interval_s,
+        cfg.target_gpus,
+        cfg.gpus_per_node,
+    ) == (
+        600.0,
+        60.0,
+        1800.0,
+        16_384,
+        8,
     )
     sc, jc = Scenario(), JobConfig(8, wall_hours=1)
     assert (sc.restart_s, sc.ckpt_cost_s, sc.n_gpus, jc.restart_s) == (600.0, 60.0, 16_384, 600.0)
     # measured goodput's default restart is the same 600 s (it was 300 s)
     att = pl.DataFrame(
         {
-            "cluster": "c", "scheduler": "slurm", "job_id": "1", "attempt": [1, 2], "name": "x",
-            "user": "u", "state": ["NODE_FAIL", "COMPLETED"], "n_gpus": 8,
-            "start_time": [0, 7200], "end_time": [3600, 14400],
+            "cluster": "c",
+            "scheduler": "slurm",
+            "job_id": "1",
+            "attempt": [1, 2],
+            "name": "x",
+            "user": "u",
+            "state": ["NODE_FAIL", "COMPLETED"],
+            "n_gpus": 8,
+            "start_time": [0, 7200],
+            "end_time": [3600, 14400],
         }
     ).with_columns(
         *(pl.from_epoch(pl.col(c), "s") for c in ("start_time", "end_time")),
@@ -65,7 +82,10 @@ def test_default_assumptions_are_one_set_restart_600_s():
     row = measure(att).row(0, named=True)
     assert row["restart_hours"] == pytest.approx(600 / 3600)
     assert (row["restart_s"], row["ckpt_cost_s"], row["ckpt_interval_s"], row["method"]) == (
-        600.0, 60.0, 1800.0, "assumed",
+        600.0,
+        60.0,
+        1800.0,
+        "assumed",
     )
 
 
@@ -77,7 +97,18 @@ def test_shipped_llama3_csv_is_derived_from_the_taxonomy():
 
 @pytest.mark.parametrize("gpus,expected", [(16_384, 54 * 24 / 419), (131_072, 54 * 24 / 419 / 8)])
 def test_rates_file_with_the_llama3_table_gives_its_mtti(wh, capsys, gpus, expected):
-    code = main(["--home", str(wh.home), "project", "--rates", str(LLAMA_CSV), "--gpus", str(gpus), "--json"])
+    code = main(
+        [
+            "--home",
+            str(wh.home),
+            "project",
+            "--rates",
+            str(LLAMA_CSV),
+            "--gpus",
+            str(gpus),
+            "--json",
+        ]
+    )
     assert code == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["mtti_hours"] == pytest.approx(expected, rel=1e-9)
