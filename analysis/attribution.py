@@ -63,6 +63,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from analysis.assumptions import CKPT_INTERVAL_S
 from warehouse.schemas import TABLES, conform
 
 NORMAL_STATES = ("COMPLETED", "RUNNING", "PENDING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD")
@@ -583,7 +584,7 @@ def build_interruptions(
     hw_events: pl.DataFrame,
     window_before_s: float = 900,
     window_after_s: float = 300,
-    ckpt_interval_s: float = 1800,
+    ckpt_interval_s: float = CKPT_INTERVAL_S,
     no_ckpt_below_gpus: int = 16,
     checkpoints: pl.DataFrame | None = None,
     maint_lookback_s: float = 24 * 3600,

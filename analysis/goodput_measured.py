@@ -1,9 +1,12 @@
 """Measured goodput per job chain (all attempts of one job) from ``job_attempts``.
 
 Schedulers record when attempts ran, not when the job checkpointed, so the split of badput
-rests on stated assumptions (parameters): training checkpoints every ``ckpt_interval_s`` of
-compute, each costing ``ckpt_cost_s`` (or at exact times a caller passes), and every attempt
-after the first spends ``restart_s`` (capped at its length) restoring state.
+rests on stated assumptions (parameters; defaults in ``analysis.assumptions``, and the values
+used are columns of every row): training checkpoints every ``ckpt_interval_s`` of compute, each
+costing ``ckpt_cost_s``, and every attempt after the first spends ``restart_s`` (capped at its
+length) restoring state. Where the job's own log gave its checkpoint times (table
+``checkpoints``), those times replace the interval and the row's ``method`` is ``measured``
+instead of ``assumed``.
 
 Per attempt, after overlaps between attempts are trimmed (so the books close exactly):
 - restart     = min(restart_s, attempt length) for attempts 2..n;
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from analysis.assumptions import CKPT_COST_S, CKPT_INTERVAL_S, RESTART_S
+from analysis.taxonomy import WORKLOAD_DOMAIN
 from warehouse.schemas import conform
 
 KEYS = ["cluster", "scheduler", "job_id"]
@@ -32,17 +37,21 @@ HOUR_US = 3600 * US
 
 def measure(
     attempts: pl.DataFrame,
-    ckpt_interval_s: float = 1800.0,
-    ckpt_cost_s: float = 60.0,
-    restart_s: float = 300.0,
+    ckpt_interval_s: float = CKPT_INTERVAL_S,
+    ckpt_cost_s: float = CKPT_COST_S,
+    restart_s: float = RESTART_S,
     checkpoints: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """``goodput_jobs`` rows from job attempts.
 
-    ``checkpoints`` (optional): columns cluster, scheduler, job_id, time — the completion
-    time of each checkpoint; when given, those times replace the fixed interval for the jobs
-    they name (jobs without rows in it fall back to the interval).
+    ``checkpoints`` (optional): the ``checkpoints`` table (or any frame with cluster, job_id,
+    time and optionally scheduler and event): the completion time of each checkpoint (see
+    ``durable_times``); those times replace the fixed interval for the jobs they name, whose
+    ``method`` is then ``measured``; jobs without rows in it fall back to the interval
+    (``assumed``). The assumptions used are columns of every row.
     """
+    if checkpoints is not None:
+        checkpoints = durable_times(checkpoints, ckpt_cost_s)
     tau = round(ckpt_interval_s * US)
     dlt = round(ckpt_cost_s * US)
     rst = round(restart_s * US)
@@ -106,11 +115,13 @@ def measure(
         (pl.col("_nck") * tau).alias("_kept"),
     )
     # ... or from exact checkpoint times
+    a = a.with_columns(pl.lit(False).alias("_exact"))
     if checkpoints is not None and checkpoints.height:
-        ck = checkpoints.select(*KEYS, pl.col("time").dt.epoch("us").alias("_t"))
+        ck_keys = [k for k in KEYS if k in checkpoints.columns]
+        ck = checkpoints.select(*ck_keys, pl.col("time").dt.epoch("us").alias("_t"))
         hits = (
             a.select("_row", *KEYS, "_s", "_e", "_restart")
-            .join(ck, on=KEYS, how="inner")
+            .join(ck, on=ck_keys, how="inner")
             .filter(
                 (pl.col("_t") > pl.col("_s") + pl.col("_restart")) & (pl.col("_t") <= pl.col("_e"))
             )
@@ -126,12 +137,13 @@ def measure(
                 (pl.col("_n_exact") * dlt).clip(upper_bound=pl.col("_span")).alias("_ckpt_exact")
             )
             .with_columns((pl.col("_span") - pl.col("_ckpt_exact")).alias("_kept_exact"))
-            .select("_row", "_ckpt_exact", "_kept_exact")
+            .select("_row", "_ckpt_exact", "_kept_exact", "_n_exact")
         )
-        named = ck.select(KEYS).unique().with_columns(pl.lit(True).alias("_exact"))
+        named = ck.select(ck_keys).unique().with_columns(pl.lit(True).alias("_named"))
         a = (
             a.join(hits, on="_row", how="left")
-            .join(named, on=KEYS, how="left")
+            .join(named, on=ck_keys, how="left")
+            .with_columns(pl.col("_named").fill_null(False).alias("_exact"))
             .with_columns(
                 pl.when(pl.col("_exact"))
                 .then(pl.col("_ckpt_exact").fill_null(0))
@@ -141,6 +153,10 @@ def measure(
                 .then(pl.col("_kept_exact").fill_null(0))
                 .otherwise("_kept")
                 .alias("_kept"),
+                pl.when(pl.col("_exact"))
+                .then(pl.col("_n_exact").fill_null(0))
+                .otherwise("_nck")
+                .alias("_nck"),
             )
         )
     ok = pl.col("_state") == "COMPLETED"
@@ -167,6 +183,11 @@ def measure(
         .otherwise(pl.col("_state").last())
         .alias("final_state"),
         (pl.col("_e").max() - pl.col("_s").min()).alias("_wall"),
+        pl.when(pl.col("_exact").any())
+        .then(pl.lit("measured"))
+        .otherwise(pl.lit("assumed"))
+        .alias("method"),
+        pl.col("_nck").sum().cast(pl.Int64).alias("n_checkpoints"),
         *(
             pl.col(c).sum().alias(c)
             for c in ("_prod", "_lost", "_restart", "_ckpt", "_queue", "_other")
@@ -182,8 +203,32 @@ def measure(
         (pl.col("_other") * h).alias("other_hours"),
         (pl.col("n_gpus").fill_null(0) * pl.col("_wall") * h).alias("gpu_hours"),
         pl.when(pl.col("_wall") > 0).then(pl.col("_prod") / pl.col("_wall")).alias("goodput"),
+        pl.lit(float(ckpt_interval_s)).alias("ckpt_interval_s"),
+        pl.lit(float(ckpt_cost_s)).alias("ckpt_cost_s"),
+        pl.lit(float(restart_s)).alias("restart_s"),
     ).drop("_wall", "_prod", "_lost", "_restart", "_ckpt", "_queue", "_other")
     return conform("goodput_jobs", jobs)
+
+
+def durable_times(checkpoints: pl.DataFrame, ckpt_cost_s: float = CKPT_COST_S) -> pl.DataFrame:
+    """When each checkpoint became durable, from ``checkpoints`` rows: a ``save_end`` at its
+    time; for a job whose log shows only ``save_start`` lines (Lightning logs the save before
+    writing it), start + ``duration_s`` when given, else start + ``ckpt_cost_s``. A frame
+    without an ``event`` column is taken as completion times already."""
+    if "event" not in checkpoints.columns:
+        return checkpoints
+    keys = [k for k in KEYS if k in checkpoints.columns]
+    ends = checkpoints.filter(pl.col("event") == "save_end")
+    has_end = ends.select(keys).unique().with_columns(pl.lit(True).alias("_has_end"))
+    took_us = pl.col("duration_s").cast(pl.Float64).fill_null(float(ckpt_cost_s)) * US
+    starts = (
+        checkpoints.filter(pl.col("event") == "save_start")
+        .join(has_end, on=keys, how="left")
+        .filter(pl.col("_has_end").is_null())
+        .with_columns(pl.col("time") + pl.duration(microseconds=took_us.round().cast(pl.Int64)))
+        .drop("_has_end")
+    )
+    return pl.concat([ends, starts], how="diagonal_relaxed")
 
 
 BADPUT = (
@@ -223,14 +268,40 @@ def summarize(jobs: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([by_jobs, by_gpu]).rename({"productive": "goodput"})
 
 
+def fleet_mtti(attempts: pl.DataFrame, interruptions: pl.DataFrame) -> dict:
+    """Fleet-wide mean time between unexpected interruptions, the one definition the report
+    and the CLI summary print: the span the job attempts cover divided by the unplanned
+    interruptions, for the infrastructure scope (everything but the job's own failures) and for
+    all causes. Keys: span_hours, unexpected, workload, infrastructure (count outside the
+    workload domain), mtti_infrastructure_hours, mtti_all_hours (None without events)."""
+    ran = attempts.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
+    span = (
+        (ran["end_time"].max() - ran["start_time"].min()).total_seconds() / 3600 if ran.height else None
+    )
+    unplanned = interruptions.filter(~pl.col("planned").fill_null(False))
+    workload = unplanned.filter(pl.col("failure_domain") == WORKLOAD_DOMAIN).height
+    infra = unplanned.height - workload
+    return {
+        "span_hours": span,
+        "unexpected": unplanned.height,
+        "workload": workload,
+        "infrastructure": infra,
+        "mtti_infrastructure_hours": span / infra if span and infra else None,
+        "mtti_all_hours": span / unplanned.height if span and unplanned.height else None,
+    }
+
+
 def refresh_goodput_jobs(
     wh,
-    ckpt_interval_s: float = 1800.0,
-    ckpt_cost_s: float = 60.0,
-    restart_s: float = 300.0,
+    ckpt_interval_s: float = CKPT_INTERVAL_S,
+    ckpt_cost_s: float = CKPT_COST_S,
+    restart_s: float = RESTART_S,
     checkpoints: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """Read ``job_attempts``, write ``goodput_jobs``; returns the written rows."""
+    """Read ``job_attempts`` (and ``checkpoints`` unless given), write ``goodput_jobs``;
+    returns the written rows."""
+    if checkpoints is None:
+        checkpoints = wh.read("checkpoints")
     jobs = measure(wh.read("job_attempts"), ckpt_interval_s, ckpt_cost_s, restart_s, checkpoints)
     wh.replace_table("goodput_jobs", jobs)
     return jobs

@@ -33,7 +33,9 @@ import numpy as np
 from scipy.special import gamma as gamma_fn
 from scipy.special import gammainc, gammaincinv
 
-from analysis.projection import NON_HARDWARE, ClassRates, unit_counts, useful_fraction
+from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S
+from analysis.projection import ClassRates, unit_counts, useful_fraction
+from analysis.taxonomy import NON_HARDWARE, WORKLOAD
 
 
 @dataclass
@@ -41,13 +43,13 @@ class JobConfig:
     """One job and its fault-tolerance knobs. Durations in hours unless suffixed ``_s``."""
 
     n_gpus: int
-    gpus_per_node: int = 8
+    gpus_per_node: int = GPUS_PER_NODE
     work_hours: float | None = None  # fixed useful work to finish ...
     wall_hours: float | None = None  # ... or a fixed wall-clock window
     interval_hours: float = 1.0
-    ckpt_cost_s: float = 60.0
+    ckpt_cost_s: float = CKPT_COST_S
     ckpt_blocking_s: float | None = None  # None = synchronous (the whole cost blocks)
-    restart_s: float = 600.0  # median in-job restart time
+    restart_s: float = RESTART_S  # median in-job restart time
     restart_sigma: float = 0.0  # lognormal log-sd of the restart time (0 = fixed)
     requeue_prob: float = 0.0  # share of failures that need a full requeue
     queue_wait_s: float = 0.0  # median queue wait of a requeue
@@ -175,8 +177,9 @@ def simulate(
     r_mat = np.broadcast_to(
         rates.rate if rate_draws is None else rate_draws, (replicas, len(rates.classes))
     )
-    units = unit_counts(rates.classes, cfg.n_gpus, cfg.gpus_per_node, cfg.counts)[:, 0]
-    hardware = np.array([c not in NON_HARDWARE for c in rates.classes])
+    counts = {**(rates.counts or {}), **(cfg.counts or {})}
+    units = unit_counts(rates.classes, cfg.n_gpus, cfg.gpus_per_node, counts)[:, 0]
+    hardware = np.array([c not in NON_HARDWARE | {WORKLOAD} for c in rates.classes])
     tau = float(cfg.interval_hours)
     d_full = cfg.ckpt_cost_s / 3600.0
     d_blk = (

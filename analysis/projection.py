@@ -32,63 +32,27 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import polars as pl
 
+from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S
 from analysis.survival import rate_samples
+from analysis.taxonomy import (
+    DEFAULT_SCOPE,
+    DEFAULT_UNIT,
+    SCOPES,
+    UNIT_SCOPES,
+    UNITS,
+    WORKLOAD,
+    WORKLOAD_DOMAIN,
+    llama3_rates_frame,
+)
 
 FIT_DRAWS = 2000  # posterior rate draws kept per class (resampled for each band)
 HOURS_PER_1K_UNIT_DAYS = 24_000.0  # rate per 1k unit-days -> per unit-hour: divide by this
 Z95 = 1.959963984540054
 HALF_NORMAL_Q975 = 2.241402727604947  # 97.5% quantile of |N(0, 1)|
 
-# How many units of each class a job carries: (scope, count per scope). Scope "gpu" scales
-# with N, "node" with ceil(N/G), "job" is once per job. Override by passing ``unit_counts``.
-UNIT_COUNTS: dict[str, tuple[str, int]] = {
-    "gpu": ("gpu", 1),
-    "gpu_memory": ("gpu", 1),
-    "gpu_sram": ("gpu", 1),
-    "nvlink": ("gpu", 1),
-    "ib_link": ("gpu", 1),  # one NIC / IB port per GPU
-    "nic": ("gpu", 1),
-    "software": ("gpu", 1),  # application / NCCL interruptions grow with the job's ranks
-    "psu": ("node", 2),
-    "cooling": ("node", 6),
-    "cpu": ("node", 2),
-    "host_memory": ("node", 16),
-    "storage": ("node", 2),
-    "nvswitch": ("node", 4),
-    "host_os": ("node", 1),
-    "bmc": ("node", 1),
-    "unknown": ("node", 1),
-    "all": ("job", 1),  # pseudo-class of an --mtti override
-}
-
-# Classes whose failure needs no hardware swap (the job restarts on the same nodes).
-NON_HARDWARE = frozenset({"software", "host_os", "unknown"})
-
-# Llama 3 405B run (Dubey et al. 2024, table 5): 419 unexpected interruptions in 54 days on
-# 16,384 H100 (2,048 nodes), folded into the DESIGN.md taxonomy:
-# gpu = GPU 148 + GSP 17 + SDC 6; software = software 54 + NCCL watchdog 7 + dependency 2;
-# ib_link = network 18 (of 35) + NIC 7; nvlink 12 and nvswitch 5 (rest of network);
-# host_os = host maintenance 32; cooling = thermal 6; storage = SSD 3;
-# unknown = chassis 2 + IO board 2.
-LLAMA3_MIX: dict[str, int] = {
-    "gpu": 148 + 17 + 6,
-    "gpu_sram": 19,
-    "gpu_memory": 72,
-    "software": 54 + 7 + 2,
-    "ib_link": 18 + 7,
-    "nvlink": 12,
-    "nvswitch": 5,
-    "host_os": 32,
-    "cooling": 6,
-    "storage": 3,
-    "psu": 3,
-    "cpu": 2,
-    "host_memory": 2,
-    "unknown": 2 + 2,
-}
-LLAMA3_GPUS = 16_384
-LLAMA3_GPUS_PER_NODE = 8
-LLAMA3_HOURS = 54 * 24.0
+# Units per class (``analysis.taxonomy.UNITS``) plus the pseudo-class of an --mtti override.
+UNIT_COUNTS: dict[str, tuple[str, int]] = {**UNITS, "all": ("job", 1)}
+RATES_CSV_COLUMNS = ("component_class", "events", "exposure_hours", "unit")
 
 
 @dataclass(frozen=True)
@@ -98,6 +62,9 @@ class ClassRates:
     ``ci_low``/``ci_high`` are 95% bounds (NaN = unknown); ``samples`` (classes × S) wins over
     the CI when given. ``shape`` is the Weibull shape (1 = exponential) used by the Monte
     Carlo; the analytic model only needs the long-run rate (1 / mean lifetime).
+    ``counts`` overrides ``UNIT_COUNTS`` for some classes (a rate per node-hour counts once per
+    node); ``events`` and ``origins`` (per class: fit | interruptions | file) say where each
+    rate came from, for the CLI's JSON and the report.
     """
 
     classes: tuple[str, ...]
@@ -107,11 +74,14 @@ class ClassRates:
     samples: np.ndarray | None = None
     shape: np.ndarray | None = None
     source: str = "given"
+    counts: dict[str, tuple[str, int]] | None = None
+    events: np.ndarray | None = None
+    origins: tuple[str, ...] | None = None
 
     def __post_init__(self):
         n = len(self.classes)
         object.__setattr__(self, "rate", np.asarray(self.rate, dtype=float).reshape(n))
-        for name in ("ci_low", "ci_high", "shape"):
+        for name in ("ci_low", "ci_high", "shape", "events"):
             v = getattr(self, name)
             if v is not None:
                 object.__setattr__(self, name, np.asarray(v, dtype=float).reshape(n))
@@ -199,17 +169,76 @@ class ClassRates:
 
 
 def llama3_rates() -> ClassRates:
-    """Per-unit-hour rates that reproduce the Llama 3 mix on its own job (16,384 GPUs)."""
-    counts = unit_counts(list(LLAMA3_MIX), LLAMA3_GPUS, LLAMA3_GPUS_PER_NODE)[:, 0]
-    rate = np.array(list(LLAMA3_MIX.values()), dtype=float) / (counts * LLAMA3_HOURS)
-    events = np.array(list(LLAMA3_MIX.values()), dtype=float)
-    # Exact Poisson 95% CI on each class's count (Garwood), scaled like the point.
+    """Per-unit-hour rates that reproduce the Llama 3 mix on its own job (16,384 GPUs): the
+    published table (``taxonomy.llama3_rates_frame``) spread over each class's units
+    (``taxonomy.UNITS``: a node's 16 DIMMs share its host_memory rate), as a fit would be."""
+    per_scope = rates_from_table(llama3_rates_frame(), source="llama3 mix")
+    k = np.array([UNIT_COUNTS.get(c, DEFAULT_UNIT)[1] for c in per_scope.classes], float)
+    return replace(
+        per_scope.scaled(dict(zip(per_scope.classes, 1.0 / k, strict=True))), counts=None
+    )
+
+
+def garwood(events, exposure_hours) -> tuple[np.ndarray, np.ndarray]:
+    """Exact Poisson 95% CI (Garwood) of the rate events / exposure; 0 events give [0, upper]."""
     from scipy.stats import chi2
 
-    lo = chi2.ppf(0.025, 2 * events) / 2 / events * rate
-    hi = chi2.ppf(0.975, 2 * events + 2) / 2 / events * rate
+    e = np.asarray(events, float)
+    x = np.asarray(exposure_hours, float)
+    lo = np.where(e > 0, chi2.ppf(0.025, 2 * np.maximum(e, 1)) / 2, 0.0) / x
+    return lo, chi2.ppf(0.975, 2 * e + 2) / 2 / x
+
+
+def rates_from_table(df: pl.DataFrame, source: str = "file", origin: str = "file") -> ClassRates:
+    """ClassRates from a rates table (``RATES_CSV_COLUMNS``): one row per class, ``events`` in
+    ``exposure_hours`` unit-hours of its ``unit`` (gpu | node | job), so the rate is per GPU-,
+    node- or job-hour and the class counts once per GPU, node or job. 95% CIs are Garwood's.
+    Raises ValueError (one line) on a missing column or a bad value."""
+    missing = [c for c in RATES_CSV_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"rates table lacks column(s) {', '.join(missing)}; want {', '.join(RATES_CSV_COLUMNS)}")
+    try:
+        t = df.select(
+            pl.col("component_class").cast(pl.Utf8).str.strip_chars(),
+            pl.col("events").cast(pl.Float64, strict=True),
+            pl.col("exposure_hours").cast(pl.Float64, strict=True),
+            pl.col("unit").cast(pl.Utf8).str.strip_chars().str.to_lowercase(),
+        )
+    except pl.exceptions.PolarsError:
+        raise ValueError("rates table: events and exposure_hours must be numbers") from None
+    bad = t.filter(
+        pl.col("component_class").is_null()
+        | (pl.col("component_class") == "")
+        | ~pl.col("unit").is_in(UNIT_SCOPES)
+        | pl.col("events").is_null()
+        | (pl.col("events") < 0)
+        | pl.col("exposure_hours").is_null()
+        | (pl.col("exposure_hours") <= 0)
+    )
+    if bad.height:
+        raise ValueError(
+            f"rates table row {bad.row(0)} is invalid: want a class, events >= 0, "
+            f"exposure_hours > 0 and unit one of {'|'.join(UNIT_SCOPES)}"
+        )
+    if t.height == 0:
+        raise ValueError("rates table has no rows")
+    dup = t.filter(pl.col("component_class").is_duplicated())
+    if dup.height:
+        raise ValueError(f"rates table lists class {dup['component_class'][0]!r} twice")
+    events, exposure = t["events"].to_numpy(), t["exposure_hours"].to_numpy()
+    rate = events / exposure
+    lo, hi = garwood(events, exposure)
+    names = tuple(t["component_class"].to_list())
     return ClassRates(
-        tuple(LLAMA3_MIX), rate, lo, hi, shape=np.ones(len(rate)), source="llama3 mix"
+        names,
+        rate,
+        lo,
+        hi,
+        shape=np.ones(len(names)),
+        source=source,
+        counts={c: (u, 1) for c, u in zip(names, t["unit"].to_list(), strict=True)},
+        events=events,
+        origins=(origin,) * len(names),
     )
 
 
@@ -275,7 +304,11 @@ def rates_from_failure_rates(
                 else float(k)
             )
         shape.append(k)
-    out = ClassRates(tuple(names), rate, lo, hi, shape=shape, source="fitted")
+    events = sel["n_events"].cast(pl.Float64).to_numpy() if "n_events" in sel.columns else None
+    out = ClassRates(
+        tuple(names), rate, lo, hi, shape=shape, source="fitted", events=events,
+        origins=("fit",) * len(names),
+    )  # fmt: skip
     if samples is None and {"n_events", "exposure_hours"} <= set(df.columns):
         samples = rate_samples(df, FIT_DRAWS, np.random.default_rng(seed), stratum, window) or None
     if samples:
@@ -290,18 +323,167 @@ def rates_from_failure_rates(
     return out
 
 
+def exposure_hours(attempts: pl.DataFrame, gpus_per_node: int = GPUS_PER_NODE) -> dict[str, float]:
+    """Unit-hours of exposure in ``job_attempts`` per unit scope: GPU-hours, node-hours (nodes
+    from n_nodes, else the node list, else ceil(n_gpus / gpus_per_node)) and job-hours."""
+    ran = attempts.filter(
+        pl.col("start_time").is_not_null()
+        & pl.col("end_time").is_not_null()
+        & (pl.col("end_time") > pl.col("start_time"))
+    )
+    hours = (pl.col("end_time") - pl.col("start_time")).dt.total_microseconds() / 3.6e9
+    nodes = pl.coalesce(
+        pl.col("n_nodes").cast(pl.Float64),
+        pl.col("nodes").list.len().cast(pl.Float64).replace(0, None),
+        (pl.col("n_gpus").cast(pl.Float64) / gpus_per_node).ceil(),
+    )
+    row = ran.select(
+        (pl.col("n_gpus").cast(pl.Float64).fill_null(0) * hours).sum().alias("gpu"),
+        (nodes.fill_null(0) * hours).sum().alias("node"),
+        hours.sum().alias("job"),
+    ).row(0, named=True)
+    return {k: float(v or 0.0) for k, v in row.items()}
+
+
+def interruption_class_rates(
+    interruptions: pl.DataFrame,
+    attempts: pl.DataFrame,
+    scope: str = DEFAULT_SCOPE,
+    exclude=(),
+    gpus_per_node: int = GPUS_PER_NODE,
+) -> ClassRates | None:
+    """Per-class rates measured from unplanned ``interruptions`` over the exposure of
+    ``job_attempts``, for the classes not in ``exclude`` (those with a hardware fit).
+
+    Each class is a rate per unit-hour of its scope in ``taxonomy.UNITS`` (software per
+    GPU-hour, host_os / unknown per node-hour, ...). ``infrastructure`` counts every event
+    outside the workload domain; ``all`` adds the workload domain (exit codes, OOM) as the
+    pseudo-class ``workload``; ``hardware`` measures nothing here (returns None, as when no
+    event qualifies or nothing ran)."""
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
+    if scope == "hardware" or interruptions.height == 0:
+        return None
+    expo = exposure_hours(attempts, gpus_per_node)
+    unplanned = interruptions.filter(~pl.col("planned").fill_null(False))
+    workload = pl.col("failure_domain").fill_null("unknown") == WORKLOAD_DOMAIN
+    cls = pl.when(workload).then(pl.lit(WORKLOAD)).otherwise(pl.col("cause_class").fill_null("unknown"))
+    counted = unplanned.with_columns(cls.alias("_class"))
+    if scope != "all":
+        counted = counted.filter(pl.col("_class") != WORKLOAD)
+    per = (
+        counted.filter(~pl.col("_class").is_in(list(exclude)))
+        .group_by("_class")
+        .agg(pl.len().alias("events"))
+        .sort(["events", "_class"], descending=[True, False])
+    )
+    if per.height == 0:
+        return None
+    unit = [UNITS.get(c, DEFAULT_UNIT)[0] for c in per["_class"].to_list()]
+    table = per.select(
+        pl.col("_class").alias("component_class"),
+        "events",
+        pl.Series("exposure_hours", [expo[u] for u in unit]),
+        pl.Series("unit", unit),
+    )
+    if (table["exposure_hours"] <= 0).any():
+        return None  # interruptions without any job time to measure them against
+    return rates_from_table(table, source="interruptions", origin="interruptions")
+
+
+def combine(*parts: ClassRates | None) -> ClassRates:
+    """One ClassRates from several (fits + measured interruptions); classes must not repeat.
+    Rate uncertainty: each part's draws (or its CI, as lognormal draws) joined per class."""
+    parts = [p for p in parts if p is not None]
+    if len(parts) == 1:
+        return parts[0]
+    names = sum((p.classes for p in parts), ())
+    if len(set(names)) != len(names):
+        raise ValueError("combined rates repeat a class")
+
+    def cat(attr, fill):
+        vals = [getattr(p, attr) for p in parts]
+        return np.concatenate(
+            [np.full(len(p.classes), fill) if v is None else v for p, v in zip(parts, vals, strict=True)]
+        )
+
+    samples = None
+    if any(p.samples is not None for p in parts):
+        n = max(p.samples.shape[1] for p in parts if p.samples is not None)
+        samples = np.vstack([p.sample(n, i).T for i, p in enumerate(parts)])
+    counts = {}
+    for p in parts:
+        counts.update(p.counts or {})
+    return ClassRates(
+        names,
+        cat("rate", np.nan),
+        cat("ci_low", np.nan),
+        cat("ci_high", np.nan),
+        samples=samples,
+        shape=np.concatenate([p.shapes() for p in parts]),
+        source=" + ".join(dict.fromkeys(p.source for p in parts)),
+        counts=counts or None,
+        events=cat("events", np.nan),
+        origins=sum((p.origins or (p.source,) * len(p.classes) for p in parts), ()),
+    )
+
+
+def scoped_rates(wh, scope: str = DEFAULT_SCOPE, gpus_per_node: int = GPUS_PER_NODE) -> ClassRates:
+    """The rates a projection of ``scope`` uses: the hardware fits (``failure_rates``) plus,
+    for infrastructure / all, the classes measured in ``interruptions``. Raises ValueError
+    when there is nothing to project from."""
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
+    fr = wh.read("failure_rates")
+    fits = None
+    if fr.height or scope == "hardware":
+        try:
+            fits = rates_from_failure_rates(fr)
+        except ValueError:
+            if scope == "hardware":
+                raise
+    measured = interruption_class_rates(
+        wh.read("interruptions"), wh.read("job_attempts"), scope,
+        exclude=() if fits is None else fits.classes, gpus_per_node=gpus_per_node,
+    )  # fmt: skip
+    if fits is None and measured is None:
+        raise ValueError("failure_rates has no rows and no interruptions were measured")
+    return combine(fits, measured)
+
+
+def rate_rows(rates: ClassRates) -> list[dict]:
+    """Per class: rate per unit-hour with its 95% CI, unit scope and count, source, events."""
+    table = {**UNIT_COUNTS, **(rates.counts or {})}
+    out = []
+    for i, c in enumerate(rates.classes):
+        scope, k = table.get(c, DEFAULT_UNIT)
+        out.append(
+            {
+                "component_class": c,
+                "rate_per_unit_hour": float(rates.rate[i]),
+                "rate_ci_low": None if rates.ci_low is None or not np.isfinite(rates.ci_low[i]) else float(rates.ci_low[i]),
+                "rate_ci_high": None if rates.ci_high is None or not np.isfinite(rates.ci_high[i]) else float(rates.ci_high[i]),
+                "unit": scope,
+                "units_per_scope": int(k),
+                "source": (rates.origins or (rates.source,) * len(rates.classes))[i],
+                "events": None if rates.events is None or not np.isfinite(rates.events[i]) else int(rates.events[i]),
+            }
+        )  # fmt: skip
+    return out
+
+
 # ----------------------------------------------------------------------------- Λ(N)
 def unit_counts(
     classes, n_gpus, gpus_per_node=8, counts: dict[str, tuple[str, int]] | None = None
 ) -> np.ndarray:
     """(classes, scenarios) unit counts n_c(N). Unknown classes count once per node."""
-    table = UNIT_COUNTS if counts is None else {**UNIT_COUNTS, **counts}
+    table = {**UNIT_COUNTS, **(counts or {})}
     n = np.atleast_1d(np.asarray(n_gpus, dtype=float))
     g = np.broadcast_to(np.asarray(gpus_per_node, dtype=float), n.shape)
     nodes = np.ceil(n / g)
     out = np.empty((len(classes), n.size))
     for i, c in enumerate(classes):
-        scope, k = table.get(c, ("node", 1))
+        scope, k = table.get(c, DEFAULT_UNIT)
         out[i] = k * {"gpu": n, "node": nodes, "job": np.ones_like(n)}[scope]
     return out
 
@@ -316,6 +498,7 @@ def interruption_rate(
     """Λ(N) per hour. ``rates`` is a ClassRates or a (..., classes) array of per-unit rates."""
     if isinstance(rates, ClassRates):
         classes, r = rates.classes, rates.rate
+        counts = {**(rates.counts or {}), **(counts or {})}
     else:
         r = np.asarray(rates, dtype=float)
     u = unit_counts(classes, n_gpus, gpus_per_node, counts)  # (C, K)
@@ -365,9 +548,9 @@ class Projection:
 def project(
     rates: ClassRates,
     n_gpus,
-    gpus_per_node=8,
-    ckpt_cost_s=60.0,
-    restart_s=600.0,
+    gpus_per_node=GPUS_PER_NODE,
+    ckpt_cost_s=CKPT_COST_S,
+    restart_s=RESTART_S,
     interval_hours=None,
     ckpt_blocking_s=None,
     samples: int = 400,
@@ -384,7 +567,7 @@ def project(
     n = np.atleast_1d(np.asarray(n_gpus, dtype=float))
     d_h = np.asarray(ckpt_cost_s if ckpt_blocking_s is None else ckpt_blocking_s, float) / 3600.0
     r_h = np.asarray(restart_s, float) / 3600.0
-    u = unit_counts(rates.classes, n, gpus_per_node, counts)
+    u = unit_counts(rates.classes, n, gpus_per_node, {**(rates.counts or {}), **(counts or {})})
     lam = rates.rate @ u
     m = 1.0 / lam
     young = young_interval(d_h, m) * np.ones_like(n)
@@ -425,6 +608,7 @@ def projection_rows(
     spares: int | None = None,
     knob: str | None = None,
     knob_value=None,
+    scope: str | None = None,
 ) -> pl.DataFrame:
     """``goodput_projections`` rows for a Projection (one per scenario)."""
     k = p.n_gpus.size
@@ -432,6 +616,7 @@ def projection_rows(
     return pl.DataFrame(
         {
             "scenario": [scenario] * k,
+            "scope": [scope] * k,
             "method": [method] * k,
             "rates_source": [rates_source] * k,
             "n_gpus": p.n_gpus.astype(np.int64),
@@ -443,11 +628,18 @@ def projection_rows(
             "knob": [knob] * k,
             "knob_value": kv,
             "mtti_hours": p.mtti_hours,
-            "optimal_interval_hours": p.young_hours,
-            "daly_interval_hours": p.daly_hours,
+            "mtti_ci_low": p.mtti_ci_low,
+            "mtti_ci_high": p.mtti_ci_high,
+            "optimal_interval_hours": p.daly_hours,
+            "young_interval_hours": p.young_hours,
             "goodput": p.goodput,
             "goodput_ci_low": p.goodput_ci_low,
             "goodput_ci_high": p.goodput_ci_high,
         },
-        schema_overrides={"spares": pl.Int32, "knob": pl.Utf8, "knob_value": pl.Float64},
+        schema_overrides={
+            "spares": pl.Int32,
+            "knob": pl.Utf8,
+            "knob_value": pl.Float64,
+            "scope": pl.Utf8,
+        },
     )

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import polars as pl
 
+from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S, TARGET_GPUS
 from analysis.montecarlo import JobConfig, simulate
 from analysis.projection import (
     ClassRates,
@@ -21,9 +22,14 @@ from analysis.projection import (
     interruption_rate,
     project,
     projection_rows,
-    rates_from_failure_rates,
+    rate_rows,
+    rates_from_table,
     scale_points,
+    scoped_rates,
+    unit_counts,
+    useful_fraction,
 )
+from analysis.taxonomy import DEFAULT_SCOPE
 from warehouse.schemas import conform
 
 MC_INTERRUPTIONS = 300  # expected interruptions per simulated job in the standard scenario set
@@ -31,11 +37,11 @@ MC_INTERRUPTIONS = 300  # expected interruptions per simulated job in the standa
 
 @dataclass(frozen=True)
 class Scenario:
-    n_gpus: int = 16_384
-    gpus_per_node: int = 8
-    ckpt_cost_s: float = 60.0
+    n_gpus: int = TARGET_GPUS
+    gpus_per_node: int = GPUS_PER_NODE
+    ckpt_cost_s: float = CKPT_COST_S
     ckpt_blocking_s: float | None = None  # async checkpoint: the part that stalls training
-    restart_s: float = 600.0
+    restart_s: float = RESTART_S
     interval_hours: float | None = None  # None = Daly's optimum
     spares: int | None = None  # None = unlimited (no waiting for nodes)
     repair_hours: float = 24.0
@@ -94,11 +100,13 @@ def evaluate(
         "mtti_hours": float(p.mtti_hours[0]),
         "mtti_ci_low": float(p.mtti_ci_low[0]),
         "mtti_ci_high": float(p.mtti_ci_high[0]),
-        "optimal_interval_hours": float(p.young_hours[0]),
-        "daly_interval_hours": float(p.daly_hours[0]),
+        "optimal_interval_hours": float(p.daly_hours[0]),  # Daly
+        "young_interval_hours": float(p.young_hours[0]),
         "goodput": float(p.goodput[0]),
         "goodput_ci_low": float(p.goodput_ci_low[0]),
         "goodput_ci_high": float(p.goodput_ci_high[0]),
+        "goodput_spread_low": None,
+        "goodput_spread_high": None,
         "band": p.notes["band"],
     }
     if method == "mc":
@@ -118,18 +126,33 @@ def evaluate(
         s = res.summary()
         out["analytic_goodput"] = out["goodput"]
         out["goodput"] = s["mean"]
+        out["goodput_spread_low"], out["goodput_spread_high"] = s["p2_5"], s["p97_5"]
         if draws is not None:
-            out["goodput_ci_low"], out["goodput_ci_high"] = s["p2_5"], s["p97_5"]
+            # Expected goodput given each replica's rate draw: the replicas' goodputs regressed
+            # on the analytic goodput of their draw (a + b·g_analytic); the band is the 2.5-97.5%
+            # of those fitted values, so single-job noise stays out of it.
+            d_h = (sc.ckpt_cost_s if sc.ckpt_blocking_s is None else sc.ckpt_blocking_s) / 3600
+            u = unit_counts(r.classes, sc.n_gpus, sc.gpus_per_node, r.counts)[:, 0]
+            ga = useful_fraction(out["interval_hours"], d_h, sc.restart_s / 3600, 1.0 / (draws @ u))
+            if np.ptp(ga) > 0:
+                b, a = np.polyfit(ga, res.goodput, 1)
+                fitted = a + b * ga
+            else:
+                fitted = np.full_like(ga, s["mean"])
+            out["goodput_ci_low"], out["goodput_ci_high"] = (
+                float(v) for v in np.percentile(fitted, [2.5, 97.5])
+            )
             out["band"] = (
-                f"band: 2.5-97.5% of {replicas} simulated {sc.mc_wall_hours:g} h jobs, "
-                "each with its own rate draw from the fit CIs"
+                f"band: expected goodput over {replicas} rate draws from the fits (simulated jobs "
+                "regressed on the analytic goodput of their draw); spread: 2.5-97.5% of single "
+                f"simulated {sc.mc_wall_hours:g} h jobs"
             )
         else:
             out["goodput_ci_low"] = s["mean"] - 1.96 * s["se"]
             out["goodput_ci_high"] = s["mean"] + 1.96 * s["se"]
             out["band"] = (
-                f"band: Monte Carlo noise only (mean ± 1.96 SE over {replicas} replicas); "
-                f"no fit uncertainty; per-job spread {s['p2_5']:.3f}-{s['p97_5']:.3f}"
+                f"band: Monte Carlo noise of the mean only (± 1.96 SE over {replicas} replicas), "
+                f"no rate uncertainty; spread: 2.5-97.5% of single simulated {sc.mc_wall_hours:g} h jobs"
             )
         out["mc"] = s
     return out
@@ -152,6 +175,12 @@ def rows(
 
 
 _PROJ_COLUMNS = {
+    "scope",
+    "mtti_ci_low",
+    "mtti_ci_high",
+    "young_interval_hours",
+    "goodput_spread_low",
+    "goodput_spread_high",
     "method",
     "rates_source",
     "n_gpus",
@@ -162,7 +191,6 @@ _PROJ_COLUMNS = {
     "spares",
     "mtti_hours",
     "optimal_interval_hours",
-    "daly_interval_hours",
     "goodput",
     "goodput_ci_low",
     "goodput_ci_high",
@@ -357,10 +385,10 @@ def joint_rows(grid: pl.DataFrame) -> pl.DataFrame:
 
 def refresh_projections(
     wh,
-    target_gpus: int = 16_384,
-    gpus_per_node: int = 8,
-    ckpt_cost_s: float = 60.0,
-    restart_s: float = 600.0,
+    target_gpus: int = TARGET_GPUS,
+    gpus_per_node: int = GPUS_PER_NODE,
+    ckpt_cost_s: float = CKPT_COST_S,
+    restart_s: float = RESTART_S,
     repair_hours: float = 24.0,
     base_spares: int = 8,
     rates: ClassRates | None = None,
@@ -368,19 +396,22 @@ def refresh_projections(
     replicas: int = 100,
     spares_grid=(0, 2, 4, 8, 16, 32, 64),
     seed: int = 0,
+    scope: str = DEFAULT_SCOPE,
 ) -> pl.DataFrame:
     """The standard scenario set for the report, written to ``goodput_projections``:
 
     - ``scale_sweep``: knob n_gpus, 8..200k GPUs (analytic, CI bands from the fit, Daly
-      interval at each scale in daly_interval_hours / interval_hours);
+      interval at each scale in optimal_interval_hours / interval_hours);
     - ``sensitivity`` at ``target_gpus``: a ``baseline`` row, then one row per item (knob =
       ``rate:<class>``, ``ckpt_cost_s``, ``restart_s``, ``spares``) with knob_value = goodput
       gain over its baseline (Monte Carlo for spares, analytic otherwise): the tornado chart;
     - ``joint_grid`` / ``joint_best``: Monte Carlo grid of (interval_hours, spares), knob_value
       = fleet goodput g·N/(N + K·G) that picks the best.
-    Raises ValueError when ``failure_rates`` has no selected rows and no ``rates`` are given."""
+    Rates: ``scope`` (``analysis.taxonomy.SCOPES``; default infrastructure: the hardware fits
+    plus every non-workload class measured in ``interruptions``), stored in column ``scope``.
+    Raises ValueError when there is nothing to project from and no ``rates`` are given."""
     if rates is None:
-        rates = rates_from_failure_rates(wh.read("failure_rates"))
+        rates = scoped_rates(wh, scope, gpus_per_node)
     # Monte Carlo window: long enough for ~MC_INTERRUPTIONS interruptions per replica (goodput
     # is a time fraction, so a longer window only adds work), within a day and Llama 3's 54 days.
     mtti = 1.0 / float(np.asarray(interruption_rate(rates, target_gpus, gpus_per_node)).ravel()[0])
@@ -411,18 +442,30 @@ def refresh_projections(
     parts.append(
         joint_rows(joint_best(rates, base, spares=spares_grid, replicas=replicas, seed=seed))
     )
-    out = pl.concat([conform("goodput_projections", p) for p in parts])
+    out = pl.concat([conform("goodput_projections", p) for p in parts]).with_columns(
+        pl.lit(scope).alias("scope")
+    )
     wh.replace_table("goodput_projections", out)
     return out
 
 
 # ----------------------------------------------------------------------------- one scenario (CLI)
+def read_rates_csv(path) -> ClassRates:
+    """``goodput project --rates FILE.csv``: a rates table (component_class, events,
+    exposure_hours, unit). Raises ValueError with one line on a bad file."""
+    try:
+        df = pl.read_csv(path, infer_schema_length=None)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise ValueError(f"cannot read rates file {path}: {str(exc).splitlines()[0]}") from None
+    return rates_from_table(df, source=f"file {path}")
+
+
 def project_one(
     wh,
-    n_gpus: int = 16_384,
-    gpus_per_node: int = 8,
-    ckpt_cost_s: float = 60.0,
-    restart_s: float = 600.0,
+    n_gpus: int = TARGET_GPUS,
+    gpus_per_node: int = GPUS_PER_NODE,
+    ckpt_cost_s: float = CKPT_COST_S,
+    restart_s: float = RESTART_S,
     interval_hours: float | None = None,
     spares: int | None = None,
     mtti_hours: float | None = None,
@@ -430,13 +473,20 @@ def project_one(
     replicas: int = 500,
     repair_hours: float = 24.0,
     seed: int = 0,
+    scope: str = DEFAULT_SCOPE,
+    rates: ClassRates | None = None,
 ) -> dict:
-    """One scenario as ``goodput project`` shows it; rates from ``failure_rates`` unless
-    ``mtti_hours`` overrides them. Raises ValueError when there are no fitted rates."""
-    if mtti_hours is not None:
-        rates = ClassRates.from_mtti(mtti_hours)
-    else:
-        rates = rates_from_failure_rates(wh.read("failure_rates"))
+    """One scenario as ``goodput project`` shows it. Rates: ``rates`` when given (e.g. a
+    ``--rates`` file), else an ``mtti_hours`` override, else the warehouse's rates of
+    ``scope`` (``projection.scoped_rates``). Raises ValueError when there is nothing to
+    project from."""
+    from_warehouse = rates is None and mtti_hours is None
+    if rates is None:
+        rates = (
+            scoped_rates(wh, scope, gpus_per_node)
+            if from_warehouse
+            else ClassRates.from_mtti(mtti_hours)
+        )
     sc = Scenario(
         n_gpus=n_gpus,
         gpus_per_node=gpus_per_node,
@@ -447,14 +497,11 @@ def project_one(
         repair_hours=repair_hours,
     )
     res = evaluate(rates, sc, method, replicas=replicas, seed=seed)
-    res["optimal_interval_hours"], res["young_interval_hours"] = (
-        res["daly_interval_hours"],
-        res["optimal_interval_hours"],
-    )
+    res["scope"] = scope if from_warehouse else None
     res["interval_source"] = "auto = Daly" if interval_hours is None else "given"
     if mtti_hours is not None and method == "analytic":
         res["band"] = "--mtti override: no fit uncertainty, so the band is the point"
-    res["classes"] = len(rates.classes)
+    res["classes"] = rate_rows(rates)
     res["repair_hours"] = repair_hours
     res["mc_wall_hours"] = sc.mc_wall_hours
     return res
@@ -462,11 +509,7 @@ def project_one(
 
 def append_projection(wh, res: dict, scenario: str = "cli") -> pl.DataFrame:
     """Append one ``project_one`` result to ``goodput_projections`` (one atomic rewrite)."""
-    row = {
-        **res,
-        "optimal_interval_hours": res["young_interval_hours"],
-    }  # the table's column is Young
-    new = rows([row], scenario)
+    new = rows([res], scenario)
     out = pl.concat([wh.read("goodput_projections"), new])
     wh.replace_table("goodput_projections", out)
     return new
@@ -479,11 +522,9 @@ def format_projection(res: dict) -> list[str]:
         return f"{h * 60:.1f} min" if h < 2 else f"{h:.2f} h"
 
     nodes = -(-res["n_gpus"] // res["gpus_per_node"])
-    src = res["rates_source"] + (
-        ""
-        if res["rates_source"] != "fitted"
-        else f" ({res['classes']} classes, warehouse failure_rates)"
-    )
+    src = res["rates_source"] + f" ({len(res['classes'])} classes)"
+    if res.get("scope"):
+        src += f", scope {res['scope']}"
     spares = (
         "unlimited (a replacement node is always ready)"
         if res["spares"] is None
@@ -504,12 +545,23 @@ def format_projection(res: dict) -> list[str]:
             if res["mtti_ci_low"] != res["mtti_ci_high"]
             else ""
         ),
+        f"  {'Daly interval':<22}{dur(res['optimal_interval_hours'])} (optimal_interval_hours)",
         f"  {'Young interval':<22}{dur(res['young_interval_hours'])}",
-        f"  {'Daly interval':<22}{dur(res['daly_interval_hours'])}",
         f"  {'chosen interval':<22}{dur(res['interval_hours'])} ({res['interval_source']})",
         f"  {'goodput':<22}{res['goodput']:.3f}  (95% {res['goodput_ci_low']:.3f} - {res['goodput_ci_high']:.3f})",
         f"  {'band':<22}{res['band'].removeprefix('band: ')}",
     ]
+    if res.get("goodput_spread_low") is not None:
+        lines.append(
+            f"  {'single-job spread':<22}{res['goodput_spread_low']:.3f} - {res['goodput_spread_high']:.3f}"
+        )
+    lines.append(f"  {'class rates':<22}per unit-hour (unit, source, events)")
+    for c in res["classes"]:
+        ev = "" if c["events"] is None else f", {c['events']:,} events"
+        lines.append(
+            f"    {c['component_class']:<18}{c['rate_per_unit_hour']:.3e} per unit-hour, "
+            f"{c['units_per_scope']} per {c['unit']} ({c['source']}{ev})"
+        )
     if "analytic_goodput" in res:
         lines.append(
             f"  {'analytic goodput':<22}{res['analytic_goodput']:.3f}  (no spare waits, mean rates)"

@@ -11,35 +11,14 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from analysis.taxonomy import LLAMA3_TABLE
+
 WIDTH = 620
 HEIGHT = 300
 FONT = "Helvetica, Arial, sans-serif"
 
-# Llama 3 (Dubey et al. 2024, table 5): 419 unexpected interruptions in a 54-day run on 16,384
-# H100s, mapped to this project's component taxonomy (DESIGN.md). The mapping is a judgement:
-# GSP and silent data corruption are GPU-board faults; "network switch/cable" is the IB fabric;
-# NCCL watchdog and dependency failures are software; chassis and IO-board faults have no
-# class of their own and count as unknown.
-LLAMA3_MIX: tuple[tuple[str, int, str], ...] = (
-    ("Faulty GPU", 148, "gpu"),
-    ("GPU HBM3 memory", 72, "gpu_memory"),
-    ("Software bug", 54, "software"),
-    ("Network switch/cable", 35, "ib_link"),
-    ("Host maintenance", 32, "host_os"),
-    ("GPU SRAM memory", 19, "gpu_sram"),
-    ("GPU system processor (GSP)", 17, "gpu"),
-    ("NIC", 7, "nic"),
-    ("NCCL watchdog timeouts", 7, "software"),
-    ("Silent data corruption", 6, "gpu"),
-    ("GPU thermal interface + sensor", 6, "cooling"),
-    ("SSD", 3, "storage"),
-    ("Power supply", 3, "psu"),
-    ("Server chassis", 2, "unknown"),
-    ("IO expansion board", 2, "unknown"),
-    ("Dependency", 2, "software"),
-    ("CPU", 2, "cpu"),
-    ("System memory", 2, "host_memory"),
-)
+# Llama 3's published interruptions with their one folding into our classes (analysis.taxonomy).
+LLAMA3_MIX = LLAMA3_TABLE
 
 BADPUT_PARTS = (
     ("productive_hours", "productive"),
@@ -517,8 +496,8 @@ def scale_chart(scale: pl.DataFrame, target_gpus: int | None = None) -> alt.VCon
     df = scale.with_columns(
         pl.col("goodput_ci_low").fill_null(pl.col("goodput")),
         pl.col("goodput_ci_high").fill_null(pl.col("goodput")),
-        (pl.col("optimal_interval_hours") * 60).alias("interval_min"),
-        (pl.col("daly_interval_hours") * 60).alias("daly_min"),
+        (pl.col("young_interval_hours") * 60).alias("interval_min"),
+        (pl.col("optimal_interval_hours") * 60).alias("daly_min"),
     )
     x = alt.X("n_gpus:Q", scale=alt.Scale(type="log", nice=False), title="GPUs in the job (log)")
     tip = [

@@ -22,11 +22,18 @@ import altair as alt
 import polars as pl
 import vl_convert as vlc
 
+from analysis.assumptions import TARGET_GPUS
+from analysis.goodput_measured import fleet_mtti
+from analysis.taxonomy import DEFAULT_SCOPE, WORKLOAD, WORKLOAD_DOMAIN
 from dashboards import charts
 from dashboards.vendor import javascript_bundle, vegalite_version
 
 NO_DATA = "no data yet: run goodput demo / goodput build"
-TARGET_GPUS = 16_384
+SCOPE_WORDS = {
+    "hardware": "hardware fits only",
+    "infrastructure": "infrastructure: everything but the job's own failures",
+    "all": "all causes, the job's own failures included",
+}
 
 
 @dataclass
@@ -179,11 +186,10 @@ def _headline(wh, t: dict, coverage: pl.DataFrame, target: int) -> Section:
         ).item()
         or 0.0
     )
-    span_h = None
-    if ran.height:
-        span_h = (ran["end_time"].max() - ran["start_time"].min()).total_seconds() / 3600
-    unexpected = intr.filter(~pl.col("planned").fill_null(False)).height
-    mtti = span_h / unexpected if span_h and unexpected else None
+    fm = fleet_mtti(att, intr)
+    span_h, unexpected = fm["span_hours"], fm["unexpected"]
+    scope = _scope(proj)
+    mtti = fm["mtti_all_hours"] if scope == "all" else fm["mtti_infrastructure_hours"]
     w = pl.col("n_gpus").fill_null(0).cast(pl.Float64)
     gj = jobs.filter(pl.col("wall_hours") > 0)
     measured = (
@@ -202,11 +208,16 @@ def _headline(wh, t: dict, coverage: pl.DataFrame, target: int) -> Section:
         (
             "unexpected interruptions",
             f"{unexpected:,}",
+            f"{fm['infrastructure']:,} infrastructure, {fm['workload']:,} the jobs' own; "
             f"{intr.height - unexpected:,} planned"
             if intr.height
             else "interruptions not attributed yet",
         ),
-        ("MTTI (fleet-wide)", _hours(mtti), "job time span ÷ unexpected interruptions"),
+        (
+            f"MTTI, {scope} (fleet-wide)",
+            _hours(mtti),
+            f"all causes: {_hours(fm['mtti_all_hours'])}; job time span ÷ interruptions",
+        ),
         (
             "measured goodput",
             _pct(measured),
@@ -232,20 +243,41 @@ def _headline(wh, t: dict, coverage: pl.DataFrame, target: int) -> Section:
     parts = [f"{hosts:,} hosts with {gpus:,} GPUs ran {_num(gpu_hours)} GPU-hours of jobs"]
     if unexpected:
         parts.append(
-            f"{unexpected:,} jobs were interrupted unexpectedly, one every {_hours(mtti)} across the fleet"
+            f"{unexpected:,} jobs were interrupted unexpectedly ({fm['workload']:,} by their own failures), "
+            f"one every {_hours(fm['mtti_infrastructure_hours'])} across the fleet from infrastructure "
+            f"and one every {_hours(fm['mtti_all_hours'])} from all causes"
         )
     if measured is not None:
         parts.append(f"measured goodput is {_pct(measured)}")
     if at is not None:
         r = at
-        parts.append(f"the fitted rates project {_pct(r['goodput'])} for one {target:,}-GPU job")
+        parts.append(
+            f"the rates project {_pct(r['goodput'])} for one {target:,}-GPU job "
+            f"(scope {SCOPE_WORDS.get(scope, scope)}, the same as the MTTI above)"
+        )
     s.reading = "; ".join(parts) + "."
     return s
 
 
+def _scope(proj: pl.DataFrame) -> str:
+    """The interruption scope the stored projections used (``analysis.taxonomy.SCOPES``)."""
+    if "scope" in proj.columns:
+        named = proj["scope"].drop_nulls()
+        if named.len():
+            return named[0]
+    return DEFAULT_SCOPE
+
+
 def _causes(t: dict) -> Section:
     s = Section("causes", "Interruption causes, beside the Llama 3 published mix")
-    intr = t["interruptions"]
+    # the jobs' own failures (workload domain: exit codes, OOM) are one class of their own,
+    # apart from infrastructure causes (a software/NCCL hang on the fabric side stays software)
+    intr = t["interruptions"].with_columns(
+        pl.when(pl.col("failure_domain") == WORKLOAD_DOMAIN)
+        .then(pl.lit(WORKLOAD))
+        .otherwise(pl.col("cause_class"))
+        .alias("cause_class")
+    )
     mix = charts.cause_mix_frame(intr)
     ref = charts.llama3_frame()
     s.extra_html = (
@@ -267,10 +299,12 @@ def _causes(t: dict) -> Section:
     ref_share = ref.filter(pl.col("cause_class") == top["cause_class"])["share"]
     llama = _pct(ref_share[0], 0) if ref_share.len() else "0%"
     k = min(3, mix.height)
+    own = mix.filter(pl.col("cause_class") == WORKLOAD)["count"].sum()
     s.reading = (
-        f"{top['cause_class']} faults caused {_pct(top['share'], 0)} of the {mix['count'].sum():,} unexpected "
+        f"{top['cause_class']} caused {_pct(top['share'], 0)} of the {mix['count'].sum():,} unexpected "
         f"interruptions; Llama 3 saw {llama}. The top {k} classes account for "
-        f"{_pct(mix['cum_share'][k - 1], 0)}."
+        f"{_pct(mix['cum_share'][k - 1], 0)}. Of them, {own:,} were the jobs' own failures "
+        f"(class {WORKLOAD}: exit codes, OOM) and {mix['count'].sum() - own:,} infrastructure."
     )
     return s
 
@@ -423,7 +457,9 @@ def _scale(t: dict, target: int) -> Section:
     text = (
         f"At {near['n_gpus']:,} GPUs the projected goodput is {_pct(near['goodput'])} "
         f"(95% band {_pct(near['goodput_ci_low'])}–{_pct(near['goodput_ci_high'])}) with a checkpoint every "
-        f"{_hours(near['daly_interval_hours'] or near['optimal_interval_hours'])}"
+        f"{_hours(near['optimal_interval_hours'])} (Daly's optimum; Young's "
+        f"{_hours(near['young_interval_hours'])}). Interruption scope: "
+        f"{SCOPE_WORDS.get(_scope(t['goodput_projections']), _scope(t['goodput_projections']))}"
     )
     if big["n_gpus"] != near["n_gpus"]:
         text += f"; at {big['n_gpus']:,} GPUs it is {_pct(big['goodput'])}"
@@ -465,6 +501,7 @@ def _goodput(t: dict) -> Section:
         f"(job-weighted mean {_pct(job_mean)}); the largest loss is {worst['part']} at "
         f"{_pct(worst['share'])} of GPU-hours."
     )
+    s.reading += " " + _assumptions_text(jobs)
     w = pl.col("n_gpus").fill_null(0).cast(pl.Float64)
     top = (
         jobs.with_columns(
@@ -489,6 +526,22 @@ def _goodput(t: dict) -> Section:
         ],
     )
     return s
+
+
+def _assumptions_text(jobs: pl.DataFrame) -> str:
+    """What the badput split rests on: jobs measured from their own checkpoint logs, and the
+    stated interval, cost and restart for the others (columns of ``goodput_jobs``)."""
+    measured = jobs.filter(pl.col("method") == "measured").height
+    assumed = jobs.height - measured
+    sets = jobs.select("ckpt_interval_s", "ckpt_cost_s", "restart_s").unique().drop_nulls()
+    text = f"Badput split: {measured:,} job chains from their own checkpoint times"
+    if sets.height:
+        a = sets.row(0, named=True)
+        text += (
+            f", {assumed:,} assuming a checkpoint every {_hours(a['ckpt_interval_s'] / 3600)} costing "
+            f"{a['ckpt_cost_s']:g} s and a restart of {_hours(a['restart_s'] / 3600)} after each failure"
+        )
+    return text + " (goodput build --ckpt-interval / --ckpt-cost / --restart)."
 
 
 def _quality(t: dict) -> Section:

@@ -36,12 +36,11 @@ from importlib import resources
 
 import polars as pl
 
+from warehouse.schemas import COMPONENT_CLASSES
+
 CATALOG_RESOURCE = "data/nvidia_xid_catalog.csv"
 
-CLASSES = (
-    "gpu", "gpu_memory", "gpu_sram", "nvlink", "nvswitch", "nic", "ib_link", "psu", "cooling",
-    "cpu", "host_memory", "storage", "bmc", "host_os", "software", "unknown",
-)  # fmt: skip
+CLASSES = COMPONENT_CLASSES  # declared with the columns in warehouse.schemas
 SEVERITIES = ("fatal", "critical", "warning", "info")
 
 CLASS_OVERRIDES: dict[int, str] = {

@@ -130,7 +130,7 @@ def goodput_jobs(goodput: GoodputConfig) -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata={"job_chains": df.height, "summary": dg.MetadataValue.md(_md(goodput_measured.summarize(df)))})
 
 
-@dg.asset(group_name="analysis", deps=["failure_rates"], description="Goodput projections: scale sweep with CI bands, sensitivity ranking, joint best checkpoint interval and spares.")
+@dg.asset(group_name="analysis", deps=["failure_rates", interruptions], description="Goodput projections: scale sweep with CI bands, sensitivity ranking, joint best checkpoint interval and spares.")
 def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
     df = whatif.refresh_projections(
         goodput.warehouse(), target_gpus=goodput.target_gpus, gpus_per_node=goodput.gpus_per_node,

@@ -209,8 +209,15 @@ def cmd_build(args) -> int:
 
     wh = _warehouse(args)
     wh.refresh_catalog()
+    assumed = {
+        "ckpt_interval_s": parse_duration(args.ckpt_interval),
+        "ckpt_cost_s": parse_duration(args.ckpt_cost),
+        "restart_s": parse_duration(args.restart),
+    }
+    if assumed["ckpt_interval_s"] <= 0:
+        raise CliError("--ckpt-interval must be a positive duration")
     try:
-        result = build(_config(args))
+        result = build(_config(args, **assumed))
     except PipelineError as exc:
         raise CliError(str(exc)) from None
     for line in summary_lines(wh):
@@ -221,21 +228,28 @@ def cmd_build(args) -> int:
 
 
 def cmd_project(args) -> int:
-    from analysis.whatif import append_projection, format_projection, project_one
+    from analysis.whatif import append_projection, format_projection, project_one, read_rates_csv
 
     if args.gpus < 1 or args.gpus_per_node < 1 or (args.spares is not None and args.spares < 0):
         raise CliError("--gpus and --gpus-per-node must be >= 1 and --spares >= 0")
+    if args.rates and args.mtti:
+        raise CliError("give --rates FILE or --mtti DUR, not both")
     mtti = None if args.mtti is None else parse_duration(args.mtti) / 3600
     interval = None if args.interval == "auto" else parse_duration(args.interval) / 3600
     if mtti == 0 or interval == 0:
         raise CliError("--mtti and --interval must be positive durations")
+    try:
+        rates = read_rates_csv(args.rates) if args.rates else None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     wh = _warehouse(args, existing=True)
     try:
         res = project_one(wh, args.gpus, args.gpus_per_node, parse_duration(args.ckpt_cost),
-                          parse_duration(args.restart), interval, args.spares, mtti, args.method)
+                          parse_duration(args.restart), interval, args.spares, mtti, args.method,
+                          scope=args.scope, rates=rates)
     except ValueError as exc:
-        raise CliError(f"no fitted failure rates ({exc}); run `goodput demo` or `goodput build` first, "
-                       "or pass --mtti DUR") from None
+        raise CliError(f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first, "
+                       "or pass --rates FILE.csv or --mtti DUR") from None
     append_projection(wh, res)
     if args.json:
         print(json.dumps(res, default=str))
@@ -270,6 +284,15 @@ def cmd_report(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from importlib.metadata import version
 
+    from analysis.assumptions import (
+        CKPT_COST_S,
+        CKPT_INTERVAL_S,
+        GPUS_PER_NODE,
+        RESTART_S,
+        TARGET_GPUS,
+    )
+    from analysis.taxonomy import DEFAULT_SCOPE, SCOPES
+
     p = argparse.ArgumentParser(prog="goodput", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"goodput {version('fleet-goodput')}")
     home_help = "warehouse directory (default $GOODPUT_HOME or ./goodput_home)"
@@ -285,12 +308,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_demo)
 
     s = sub.add_parser("build", parents=[common], help="everything downstream of ingest (rollups, attribution, fits, goodput, report)")
+    s.add_argument("--ckpt-interval", default=f"{CKPT_INTERVAL_S:g}s",
+                   help="assumed checkpoint interval for measured goodput of jobs without checkpoint evidence")
+    s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="assumed cost of one checkpoint, e.g. 60s")
+    s.add_argument("--restart", default=f"{RESTART_S:g}s", help="assumed restart time after a failure, e.g. 10m")
     s.set_defaults(func=cmd_build)
 
     s = sub.add_parser("simulate", parents=[common], help="write a synthetic fleet with ground truth")
     s.add_argument("--out", required=True)
     s.add_argument("--nodes", type=int, default=32)
-    s.add_argument("--gpus-per-node", type=int, default=8)
+    s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE)
     s.add_argument("--days", type=float, default=60)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--fault-scale", type=float, default=20.0, help="multiply the Llama-3-derived fault rates")
@@ -321,21 +348,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_sql)
 
     s = sub.add_parser("project", parents=[common], help="project goodput for a job size (analytic or Monte Carlo)")
-    s.add_argument("--gpus", type=int, default=16384)
-    s.add_argument("--gpus-per-node", type=int, default=8)
-    s.add_argument("--ckpt-cost", default="60s", help="checkpoint cost (blocking), e.g. 60s")
-    s.add_argument("--restart", default="10m", help="restart time after a failure, e.g. 10m")
+    s.add_argument("--gpus", type=int, default=TARGET_GPUS)
+    s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE)
+    s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="checkpoint cost (blocking), e.g. 60s")
+    s.add_argument("--restart", default=f"{RESTART_S:g}s", help="restart time after a failure, e.g. 10m")
     s.add_argument("--interval", default="auto", help="checkpoint interval: auto (Daly) or a duration")
     s.add_argument("--spares", type=int, default=None,
                    help="hot spare nodes for --method mc (default: unlimited, never wait for a node)")
     s.add_argument("--mtti", help="override the fitted rates with this MTTI (e.g. 3h)")
+    s.add_argument("--scope", choices=list(SCOPES), default=DEFAULT_SCOPE,
+                   help="interruption classes projected: hardware fits only; infrastructure (default: "
+                        "everything but the job's own failures); all")
+    s.add_argument("--rates", help="project from a rates CSV (component_class,events,exposure_hours,unit "
+                                   "with unit gpu|node|job) instead of the warehouse")
     s.add_argument("--method", choices=["analytic", "mc"], default="analytic")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=cmd_project)
 
     s = sub.add_parser("report", parents=[common], help="write the leadership report (HTML + PNG/SVG per chart)")
     s.add_argument("--out", help="HTML file to write (default DIR/reports/goodput_report.html)")
-    s.add_argument("--gpus", type=int, default=16384, help="job scale for the projected-goodput headline")
+    s.add_argument("--gpus", type=int, default=TARGET_GPUS, help="job scale for the projected-goodput headline")
     s.set_defaults(func=cmd_report)
     return p
 

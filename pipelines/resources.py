@@ -5,6 +5,7 @@ from datetime import datetime
 
 import dagster as dg
 
+from analysis.assumptions import CKPT_COST_S, CKPT_INTERVAL_S, GPUS_PER_NODE, RESTART_S, TARGET_GPUS
 from ingest.base import ParseContext
 from warehouse.store import Warehouse
 
@@ -23,11 +24,11 @@ class GoodputConfig(dg.ConfigurableResource):
     nodes_per_rack: int = 0  # rack covariate from host order; 0: no rack rule
     window_before_s: float = 900.0  # attribution window around an attempt's end
     window_after_s: float = 300.0
-    ckpt_interval_s: float = 1800.0  # checkpoint assumptions for lost work / measured goodput
-    ckpt_cost_s: float = 60.0
-    restart_s: float = 600.0
-    target_gpus: int = 16_384  # job size the projections and the report focus on
-    gpus_per_node: int = 8
+    ckpt_interval_s: float = CKPT_INTERVAL_S  # checkpoint assumptions for lost work / measured goodput
+    ckpt_cost_s: float = CKPT_COST_S
+    restart_s: float = RESTART_S
+    target_gpus: int = TARGET_GPUS  # job size the projections and the report focus on
+    gpus_per_node: int = GPUS_PER_NODE
     max_quarantine_ratio: float = 0.05  # asset check threshold
 
     def warehouse(self) -> Warehouse:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from analysis.goodput_measured import fleet_mtti
 from pipelines.assets import BUILD_ASSETS, INGEST_ASSETS, gpu_hourly
 from pipelines.checks import ALL_CHECKS
 from pipelines.resources import GoodputConfig
@@ -109,14 +110,22 @@ def summary_lines(wh: Warehouse) -> list[str]:
     )
     if failed.height:
         lines.append("attempts not completed, by state: " + ", ".join(f"{a} {n:,}" for a, n in failed.rows()))
-    mix = q(
-        "SELECT cause_class, count(*) n, sum(lost_gpu_hours) lost FROM interruptions WHERE NOT planned "
-        "GROUP BY 1 ORDER BY 2 DESC"
+    mix = q(  # the jobs' own failures (workload domain) apart from infrastructure causes
+        "SELECT CASE WHEN failure_domain = 'workload' THEN 'workload' ELSE cause_class END cause_class, "
+        "count(*) n, sum(lost_gpu_hours) lost FROM interruptions WHERE NOT planned GROUP BY 1 ORDER BY 2 DESC"
     )
     if mix.height:
         total = mix["n"].sum()
+        fm = fleet_mtti(wh.read("job_attempts"), wh.read("interruptions"))
         lines.append(f"unexpected interruptions: {total:,} (lost {mix['lost'].sum():,.0f} GPU-hours); by cause:")
         lines += [f"  {c:<12} {n:>5,}  {100 * n / total:5.1f}%" for c, n, _ in mix.rows()]
+        infra, every = (
+            "n/a" if h is None else f"{h:.2f} h" for h in (fm["mtti_infrastructure_hours"], fm["mtti_all_hours"])
+        )
+        lines.append(
+            f"fleet MTTI: infrastructure {infra} ({fm['infrastructure']:,} interruptions), all causes {every} "
+            f"(+{fm['workload']:,} the jobs' own failures)"
+        )
     rates = q(
         "SELECT component_class, model, n_events, rate_per_1k_unit_days r, rate_ci_low lo, rate_ci_high hi, shape_reading "
         "FROM failure_rates WHERE selected AND \"window\" = 'all' AND stratum = 'all' ORDER BY r DESC"
@@ -131,13 +140,13 @@ def summary_lines(wh: Warehouse) -> list[str]:
     if good.height and good["g"][0] is not None:
         lines.append(f"measured goodput: {good['g'][0]:.1%} weighted by GPU-hours, {good['a'][0]:.1%} mean over job chains")
     proj = q(
-        "SELECT n_gpus, mtti_hours, daly_interval_hours, goodput, goodput_ci_low, goodput_ci_high FROM goodput_projections "
+        "SELECT n_gpus, mtti_hours, optimal_interval_hours, goodput, goodput_ci_low, goodput_ci_high, scope FROM goodput_projections "
         "WHERE scenario = 'sensitivity' AND knob = 'baseline' LIMIT 1"
     )
     if proj.height:
-        n, mtti, interval, g, lo, hi = proj.row(0)
+        n, mtti, interval, g, lo, hi, scope = proj.row(0)
         lines.append(
-            f"projected for a {n:,}-GPU job from hardware failure rates: MTTI {mtti:.2f} h, "
+            f"projected for a {n:,}-GPU job, {scope or 'hardware'} scope: MTTI {mtti:.2f} h, "
             f"checkpoint every {60 * interval:.0f} min (Daly), "
             f"goodput {g:.1%} [{lo:.1%}, {hi:.1%}] (95% band from the fitted rates)"
         )

@@ -26,34 +26,41 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.taxonomy import LLAMA3_HOURS, LLAMA3_NODES, llama3_published
+
 CLUSTER = "simfleet"
 GPU_MODEL = "NVIDIA H100 80GB HBM3"
 # PCI bus numbers of the 8 GPUs and their paired ConnectX NICs on an HGX H100 board.
 GPU_PCI_BUS = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
 NIC_PCI_BUS = ("1a", "29", "3b", "5c", "9b", "aa", "bb", "da")
 
-# Llama 3 405B pre-training run (16,384 H100 on 2,048 nodes for 54 days): interruptions per
-# class and how many units of that class a node carries there. Network 35 + NIC 7 is split
-# into ib_link (18 + 7), nvlink (12) and nvswitch (5); GPU = GPU 148 + GSP 17 + SRAM 19.
-LLAMA_NODES = 2048
-LLAMA_HOURS = 54 * 24
+# The simulated fleet's fault model, from the published Llama 3 table (analysis.taxonomy):
+# interruptions per simulated class and how many units of that class a node carries. The
+# simulator models the fabric in more detail than the table: its "Network switch/cable" 35 and
+# NIC 7 become ib_link 18 + 7, nvlink 12 and nvswitch 5; its GPU class is Faulty GPU + GSP +
+# SRAM (the committed sample fleet and its ground truth were generated with these numbers).
+LLAMA_NODES = LLAMA3_NODES
+LLAMA_HOURS = LLAMA3_HOURS
+_P = llama3_published
 LLAMA_RATES = {
     # class: (interruptions in the Llama run, units per node there, Weibull shape)
-    "gpu": (148 + 17 + 19, 8, 0.8),
-    "gpu_memory": (72, 8, 1.4),
-    "nvlink": (12, 8, 1.0),
-    "nvswitch": (5, 4, 1.0),
-    "ib_link": (18 + 7, 8, 1.0),
-    "psu": (3, 2, 1.6),
-    "cooling": (6, 6, 1.0),
-    "cpu": (2, 2, 1.0),
-    "host_memory": (2, 16, 1.0),
-    "storage": (3, 2, 1.0),
+    "gpu": (_P("Faulty GPU") + _P("GPU system processor (GSP)") + _P("GPU SRAM memory"), 8, 0.8),
+    "gpu_memory": (_P("GPU HBM3 memory"), 8, 1.4),
+    "nvlink": (12, 8, 1.0),  # of "Network switch/cable"
+    "nvswitch": (5, 4, 1.0),  # of "Network switch/cable"
+    "ib_link": (_P("Network switch/cable") - 12 - 5 + _P("NIC"), 8, 1.0),
+    "psu": (_P("Power supply"), 2, 1.6),
+    "cooling": (_P("GPU thermal interface + sensor"), 6, 1.0),
+    "cpu": (_P("CPU"), 2, 1.0),
+    "host_memory": (_P("System memory"), 16, 1.0),
+    "storage": (_P("SSD"), 2, 1.0),
 }
 CLASSES = tuple(LLAMA_RATES)
 MODULE_CLASSES = ("gpu", "gpu_memory", "nvlink")  # one physical GPU board
 # Workload (software + NCCL watchdog) interruptions per node-hour in the Llama run.
-SOFTWARE_RATE_PER_NODE_HOUR = (54 + 7) / (LLAMA_NODES * LLAMA_HOURS)
+SOFTWARE_RATE_PER_NODE_HOUR = (_P("Software bug") + _P("NCCL watchdog timeouts")) / (
+    LLAMA_NODES * LLAMA_HOURS
+)
 # Fraction of events of a class that are non-fatal warnings (unit hot-swapped later).
 NONFATAL_FRACTION = {"ib_link": 0.4, "cooling": 0.5}
 # Median repair time (hours) and log-sd per class: board swaps take longer than a fan.

@@ -68,6 +68,25 @@ def test_demo_summary_is_computed_from_the_warehouse(demo):
     assert "unexpected interruptions:" in out and "failure rates per 1,000 unit-days" in out
 
 
+def test_demo_summary_gives_infrastructure_and_all_causes_mtti_side_by_side(demo):
+    wh, out = demo
+    intr = wh.read("interruptions").filter(~pl.col("planned"))
+    own = intr.filter(pl.col("failure_domain") == "workload").height
+    att = wh.read("job_attempts").drop_nulls(["start_time", "end_time"])
+    span = (att["end_time"].max() - att["start_time"].min()).total_seconds() / 3600
+    assert 0 < own < intr.height
+    assert (
+        f"fleet MTTI: infrastructure {span / (intr.height - own):.2f} h ({intr.height - own:,} interruptions), "
+        f"all causes {span / intr.height:.2f} h (+{own:,} the jobs' own failures)"
+    ) in out
+    assert re.search(rf"^  workload\s+{own:,} ", out, re.MULTILINE)  # the mix keeps them apart
+    assert "-GPU job, infrastructure scope: MTTI" in out
+    jobs = wh.read("goodput_jobs")
+    assert set(jobs["method"]) == {"assumed"} and set(jobs["restart_s"]) == {600.0}
+    proj = wh.read("goodput_projections")
+    assert set(proj["scope"]) == {"infrastructure"}
+
+
 def test_plain_check_functions_agree_with_dagster(demo):
     wh, _ = demo
     assert checks.conservation(wh)[0] and checks.schema(wh)[0] and checks.duplicate_keys(wh)[0]

@@ -8,7 +8,6 @@ import polars as pl
 import pytest
 
 from analysis.projection import (
-    LLAMA3_MIX,
     ClassRates,
     daly_interval,
     interruption_rate,
@@ -20,6 +19,7 @@ from analysis.projection import (
     useful_fraction,
     young_interval,
 )
+from analysis.taxonomy import llama3_mix
 from warehouse.schemas import conform
 
 
@@ -39,7 +39,7 @@ def test_daly_interval_caps_at_mtti_when_checkpoint_is_long():
 
 def test_llama3_mix_gives_mtti_of_3_1_hours_through_unit_counts():
     r = llama3_rates()
-    assert sum(LLAMA3_MIX.values()) == 419
+    assert sum(llama3_mix().values()) == 419
     mtti = 1.0 / float(interruption_rate(r, 16_384, 8)[0])
     assert mtti == pytest.approx(54 * 24 / 419, rel=1e-9)
     assert round(mtti, 1) == 3.1

@@ -101,8 +101,9 @@ def test_every_section_has_a_chart_and_computed_reading(built):
     r = readings(page)
     assert list(r) == ALL_CHARTS
     assert r["causes"] == (
-        "gpu faults caused 75% of the 4 unexpected interruptions; Llama 3 saw 41%. "
-        "The top 2 classes account for 100%."
+        "gpu caused 75% of the 4 unexpected interruptions; Llama 3 saw 41%. "
+        "The top 2 classes account for 100%. Of them, 0 were the jobs' own failures "
+        "(class workload: exit codes, OOM) and 4 infrastructure."
     )
     assert r["failure_rates"].startswith(
         "gpu fails most often: 2 failures per 1,000 unit-days (95% CI 1–4, 3 failures); "
@@ -162,7 +163,7 @@ def test_reading_follows_the_data(tmp_path):
     wh.replace_table("interruptions", intr)
     r = {s.key: s.reading for s in build_sections(wh)}
     assert r["causes"].startswith(
-        "nic faults caused 100% of the 4 unexpected interruptions; Llama 3 saw 2%"
+        "nic caused 100% of the 4 unexpected interruptions; Llama 3 saw 2%"
     )
 
 
@@ -306,4 +307,9 @@ def test_sample_fleet_report_is_small(tmp_path):
     n = int(re.search(r'data-charts="(\d+)"', page).group(1))
     pngs = sorted((out.parent / "charts").glob("*.png"))
     assert n >= 5 and len(pngs) == n and len(list((out.parent / "charts").glob("*.svg"))) == n
-    assert readings(page)["causes"].endswith("%.")
+    intr = wh.read("interruptions").filter(~pl.col("planned"))
+    own = intr.filter(pl.col("failure_domain") == "workload").height
+    assert readings(page)["causes"].endswith(
+        f"Of them, {own:,} were the jobs' own failures (class workload: exit codes, OOM) "
+        f"and {intr.height - own:,} infrastructure."
+    )

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.projection import ClassRates, llama3_rates, project
+from analysis.projection import ClassRates, daly_interval, llama3_rates, project
 from analysis.whatif import Scenario, evaluate, joint_best, refresh_projections, sensitivity, sweep
 from pipelines.cli import main
 
@@ -25,7 +25,7 @@ def test_scale_sweep_is_vectorized_and_matches_single_scenarios():
     assert g[2] == pytest.approx(one["goodput"]) and df["mtti_hours"][2] == pytest.approx(
         54 * 24 / 419
     )
-    assert df["daly_interval_hours"][2] == pytest.approx(one["daly_interval_hours"])
+    assert df["optimal_interval_hours"][2] == pytest.approx(one["optimal_interval_hours"])
 
 
 def test_sweeps_over_other_knobs():
@@ -180,5 +180,27 @@ def test_cli_project_reads_fitted_rates_with_bands(wh, capsys):
     assert obj["goodput_ci_low"] < obj["goodput"] < obj["goodput_ci_high"]
     assert main(["--home", str(wh.home), "project", "--gpus", "32768"]) == 0
     out = capsys.readouterr().out
-    assert "fitted (14 classes" in out and "1.55 h  (95%" in out
+    assert "fitted (13 classes" in out and "1.55 h  (95%" in out
     assert wh.read("goodput_projections").height == 2
+
+
+def test_bands_are_named_for_what_they_are():
+    """goodput_ci_*: the expected goodput's uncertainty from the rates; goodput_spread_*: the
+    spread of single simulated jobs (Monte Carlo only). optimal_interval_hours is Daly's."""
+    sc = Scenario(n_gpus=16_384, mc_wall_hours=200.0)
+    a = evaluate(LLAMA, sc, "analytic", samples=400, seed=1)
+    assert a["goodput_spread_low"] is None and a["goodput_spread_high"] is None
+    m = a["mtti_hours"]
+    assert a["optimal_interval_hours"] == pytest.approx(float(daly_interval(60 / 3600, m)))
+    assert a["young_interval_hours"] == pytest.approx((2 * 60 / 3600 * m) ** 0.5)
+    mc = evaluate(LLAMA, sc, "mc", samples=400, replicas=400, seed=1)
+    assert mc["goodput_spread_low"] < mc["goodput_ci_low"] < mc["goodput"] < mc["goodput_ci_high"] < mc["goodput_spread_high"]
+    # the rate band of the expected goodput is the analytic band's size, not the job spread's
+    width = mc["goodput_ci_high"] - mc["goodput_ci_low"]
+    assert width == pytest.approx(a["goodput_ci_high"] - a["goodput_ci_low"], rel=0.35)
+    assert width < 0.8 * (mc["goodput_spread_high"] - mc["goodput_spread_low"])
+    fixed = evaluate(ClassRates.from_mtti(m), sc, "mc", replicas=400, seed=1)
+    se = (fixed["goodput_ci_high"] - fixed["goodput_ci_low"]) / (2 * 1.96)
+    assert se == pytest.approx(fixed["mc"]["se"]) and "noise of the mean only" in fixed["band"]
+    rows = sweep(LLAMA, sc, "ckpt_cost_s", [60], method="mc", replicas=100)
+    assert rows["goodput_spread_low"][0] < rows["goodput"][0] < rows["goodput_spread_high"][0]

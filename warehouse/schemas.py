@@ -59,6 +59,14 @@ class Table:
 
 _SOURCE = {"source": STR, "source_file": STR, "source_line": I64}
 
+# The values of every ``component_class`` / ``cause_class`` column (DESIGN.md, component
+# taxonomy). Declared here, with the columns, so ingest and analysis import the one list
+# (``ingest.xid_catalog`` and ``analysis.taxonomy`` re-export it).
+COMPONENT_CLASSES = (
+    "gpu", "gpu_memory", "gpu_sram", "nvlink", "nvswitch", "nic", "ib_link", "psu", "cooling",
+    "cpu", "host_memory", "storage", "bmc", "host_os", "software", "unknown",
+)  # fmt: skip
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in [
@@ -128,6 +136,20 @@ TABLES: dict[str, Table] = {
                 "event": STR,
                 "reason": STR,
                 "job_id": STR,  # set for job_killed / job_requeue
+                **_SOURCE,
+            },
+        ),
+        Table(
+            "checkpoints",
+            "one checkpoint save of a training job, from its own log or a job_id,time,event CSV",
+            {
+                "time": UTC_TS,
+                "cluster": STR,
+                "job_id": STR,
+                "event": STR,  # save_start | save_end (durable)
+                "iteration": I64,  # training step / iteration, when the line names it
+                "duration_s": F64,  # how long the save took, when the line says so
+                "framework": STR,  # megatron | lightning | torchtitan | csv
                 **_SOURCE,
             },
         ),
@@ -409,6 +431,13 @@ TABLES: dict[str, Table] = {
                 "other_hours": F64,
                 "gpu_hours": F64,
                 "goodput": F64,
+                # how badput was split: measured (checkpoint times from ``checkpoints``) or
+                # assumed (the stated interval below), and the assumptions used
+                "method": STR,
+                "n_checkpoints": I64,  # checkpoint saves counted (measured) or implied (assumed)
+                "ckpt_interval_s": F64,
+                "ckpt_cost_s": F64,
+                "restart_s": F64,
             },
             key=("cluster", "scheduler", "job_id"),
             kind="derived",
@@ -419,7 +448,7 @@ TABLES: dict[str, Table] = {
             {
                 "scenario": STR,
                 "method": STR,  # analytic | mc
-                "rates_source": STR,  # fitted | mtti override
+                "rates_source": STR,  # fitted | interruptions | file | mtti override (joined by +)
                 "n_gpus": I64,
                 "gpus_per_node": I32,
                 "ckpt_cost_s": F64,
@@ -429,11 +458,16 @@ TABLES: dict[str, Table] = {
                 "knob": STR,  # what a sweep varied, null for a single scenario
                 "knob_value": F64,
                 "mtti_hours": F64,
-                "optimal_interval_hours": F64,  # Young
-                "daly_interval_hours": F64,
-                "goodput": F64,
-                "goodput_ci_low": F64,
+                "mtti_ci_low": F64,  # 95% band of the MTTI from rate uncertainty
+                "mtti_ci_high": F64,
+                "optimal_interval_hours": F64,  # Daly's optimum (the one meaning everywhere)
+                "young_interval_hours": F64,  # Young's first-order sqrt(2 delta M)
+                "goodput": F64,  # expected goodput (Monte Carlo: mean over simulated jobs)
+                "goodput_ci_low": F64,  # 95% band of the expected goodput from rate uncertainty
                 "goodput_ci_high": F64,
+                "goodput_spread_low": F64,  # 2.5-97.5% of single simulated jobs (mc only)
+                "goodput_spread_high": F64,
+                "scope": STR,  # hardware | infrastructure | all (analysis.taxonomy.SCOPES)
             },
             kind="derived",
         ),

@@ -1,0 +1,15 @@
+"""Default assumptions of measured and projected goodput, written once.
+
+Measured goodput (``analysis.goodput_measured``) and the projections use these when the user
+states nothing else (``goodput build`` / ``goodput project`` flags, the Dagster resource). The
+restart default is 600 s everywhere (it was 300 s in measured goodput and 600 s in the
+projections; 10 minutes is the projections' and the CLI's long-standing value).
+"""
+
+from __future__ import annotations
+
+CKPT_INTERVAL_S = 1800.0  # training checkpoints every 30 minutes of compute
+CKPT_COST_S = 60.0  # each checkpoint stalls training for 60 s
+RESTART_S = 600.0  # restoring state after a failure: 10 minutes
+TARGET_GPUS = 16_384  # job size projections and the report focus on (Llama 3's run)
+GPUS_PER_NODE = 8

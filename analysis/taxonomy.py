@@ -1,0 +1,118 @@
+"""The component taxonomy as the analyses use it: the classes, how many units of each a job
+carries, which classes need no hardware swap, the interruption scopes, and the published
+Llama 3 interruption table with its one folding into our classes.
+
+The class list itself is declared with the columns (``warehouse.schemas.COMPONENT_CLASSES``)
+so that ingest can use it too; it is re-exported here. Everything else in this module is
+written once and imported by projection, the Monte Carlo, the report and the simulator.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from warehouse.schemas import COMPONENT_CLASSES
+
+CLASSES = COMPONENT_CLASSES
+
+# How many units of each class a job carries: (scope, units per scope). Scope "gpu" scales with
+# the job's GPUs N, "node" with its nodes ceil(N/G), "job" is once per job. A class missing
+# here counts once per node (``DEFAULT_UNIT``).
+UNITS: dict[str, tuple[str, int]] = {
+    "gpu": ("gpu", 1),
+    "gpu_memory": ("gpu", 1),
+    "gpu_sram": ("gpu", 1),
+    "nvlink": ("gpu", 1),
+    "ib_link": ("gpu", 1),  # one NIC / IB port per GPU
+    "nic": ("gpu", 1),
+    "software": ("gpu", 1),  # application / NCCL interruptions grow with the job's ranks
+    "psu": ("node", 2),
+    "cooling": ("node", 6),
+    "cpu": ("node", 2),
+    "host_memory": ("node", 16),
+    "storage": ("node", 2),
+    "nvswitch": ("node", 4),
+    "host_os": ("node", 1),
+    "bmc": ("node", 1),
+    "unknown": ("node", 1),
+    "workload": ("gpu", 1),  # the job's own failures (pseudo-class ``WORKLOAD``), per rank
+}
+DEFAULT_UNIT = ("node", 1)
+UNIT_SCOPES = ("gpu", "node", "job")
+
+# Classes whose failure needs no hardware swap (the job restarts on the same nodes).
+NON_HARDWARE = frozenset({"software", "host_os", "unknown"})
+
+# Interruption scopes of a projection (``goodput project --scope``):
+#   hardware        the fitted component classes only;
+#   infrastructure  + every other class measured in ``interruptions`` outside the workload
+#                   domain (software/NCCL hangs, host OS, unknown): everything except the
+#                   job's own failures;
+#   all             + the job's own failures (workload domain: exit codes, OOM) as one
+#                   pseudo-class ``WORKLOAD``.
+SCOPES = ("hardware", "infrastructure", "all")
+DEFAULT_SCOPE = "infrastructure"
+WORKLOAD = "workload"
+WORKLOAD_DOMAIN = "workload"
+
+
+# Llama 3 405B pre-training (Dubey et al. 2024, "The Llama 3 Herd of Models", table 5): 419
+# unexpected interruptions in a 54-day run on 16,384 H100 GPUs (2,048 nodes of 8). Each row is
+# (label as published, interruptions, our class). The folding is a judgement, made once:
+# GSP and silent data corruption are GPU-board faults; "network switch/cable" is the IB
+# fabric; NCCL watchdog and dependency failures are software; the thermal interface is
+# cooling; chassis and IO-board faults have no class of their own and count as unknown.
+LLAMA3_DAYS = 54
+LLAMA3_GPUS = 16_384
+LLAMA3_NODES = 2_048
+LLAMA3_GPUS_PER_NODE = LLAMA3_GPUS // LLAMA3_NODES
+LLAMA3_HOURS = LLAMA3_DAYS * 24.0
+LLAMA3_TABLE: tuple[tuple[str, int, str], ...] = (
+    ("Faulty GPU", 148, "gpu"),
+    ("GPU HBM3 memory", 72, "gpu_memory"),
+    ("Software bug", 54, "software"),
+    ("Network switch/cable", 35, "ib_link"),
+    ("Host maintenance", 32, "host_os"),
+    ("GPU SRAM memory", 19, "gpu_sram"),
+    ("GPU system processor (GSP)", 17, "gpu"),
+    ("NIC", 7, "nic"),
+    ("NCCL watchdog timeouts", 7, "software"),
+    ("Silent data corruption", 6, "gpu"),
+    ("GPU thermal interface + sensor", 6, "cooling"),
+    ("SSD", 3, "storage"),
+    ("Power supply", 3, "psu"),
+    ("Server chassis", 2, "unknown"),
+    ("IO expansion board", 2, "unknown"),
+    ("Dependency", 2, "software"),
+    ("CPU", 2, "cpu"),
+    ("System memory", 2, "host_memory"),
+)
+
+
+def llama3_published(label: str) -> int:
+    """Interruptions of one published Llama 3 category, by its published label."""
+    return next(n for lab, n, _ in LLAMA3_TABLE if lab == label)
+
+
+def llama3_mix() -> dict[str, int]:
+    """Llama 3 interruptions per class of our taxonomy (the one folding), largest first."""
+    mix: dict[str, int] = {}
+    for _, n, cls in LLAMA3_TABLE:
+        mix[cls] = mix.get(cls, 0) + n
+    return dict(sorted(mix.items(), key=lambda kv: -kv[1]))
+
+
+def llama3_rates_frame() -> pl.DataFrame:
+    """The Llama 3 mix as a rates table (the ``goodput project --rates`` CSV columns):
+    component_class, events, exposure_hours (unit-hours of the run), unit (gpu | node)."""
+    mix = llama3_mix()
+    unit = [UNITS.get(c, DEFAULT_UNIT)[0] for c in mix]
+    units = {"gpu": LLAMA3_GPUS, "node": LLAMA3_NODES}
+    return pl.DataFrame(
+        {
+            "component_class": list(mix),
+            "events": list(mix.values()),
+            "exposure_hours": [units[u] * LLAMA3_HOURS for u in unit],
+            "unit": unit,
+        }
+    )
