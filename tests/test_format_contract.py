@@ -48,6 +48,7 @@ FIXTURE_FORMATS = {
     "bmc/intel-bmc-psu-manager__EventLog*": "redfish",
     "bmc/redfish-mockup__Chassis_*": "redfish-sensors",
     "bmc/sushy__json_samples_power*": "redfish-sensors",
+    "checkpoints/*": "checkpoints",
 }
 CASES = sorted({(p, fmt) for glob, fmt in FIXTURE_FORMATS.items() for p in FIXTURES.glob(glob) if p.is_file()})
 FORMATS = sorted(formats())
