@@ -185,6 +185,9 @@ def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
 
     def run():
         status.require(wh, "goodput_projections", ("failure_rates",))
+        fr = wh.read("failure_rates", "selected AND \"window\" = 'all' AND stratum = 'all'")
+        if int(fr["n_events"].sum()) == 0:
+            raise MissingInputs("goodput_projections: no failure in failure_rates (a zero rate gives no MTTI to project)")
         return whatif.refresh_projections(
             wh, target_gpus=goodput.target_gpus, gpus_per_node=goodput.gpus_per_node,
             ckpt_cost_s=goodput.ckpt_cost_s, restart_s=goodput.restart_s,

@@ -135,7 +135,10 @@ def run_pipeline(wh: Warehouse, sources: list[Path | str], **settings) -> list:
     wh.refresh_catalog()
     ingested = ingest(config)
     wh.refresh_catalog()
-    built = build(config)
+    try:
+        built = build(config)
+    finally:
+        wh.refresh_catalog()  # what did build stays queryable, even after a failed step
     return ingested.get_asset_check_evaluations() + built.get_asset_check_evaluations()
 
 
