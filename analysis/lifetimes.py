@@ -26,6 +26,14 @@ Per installation (``component_history`` rows; ``source='telemetry'`` rows are ig
 - ``rack`` from a (host, rack) frame, else from the trailing host number with ``nodes_per_rack``
   (``rack-01`` holds hosts 1..k), else null.
 
+``refresh_component_lifetimes`` takes the window from ``analysis.observation`` (the robust span
+of the data, or explicit bounds) and passes it as ``data_start`` / ``as_of``.
+
+Without an inventory (no ``component_history`` row besides those inferred from telemetry), each
+host seen carries, for every class with a fatal/critical event, ``analysis.projection.UNIT_COUNTS``
+units per GPU or per node, followed over the window and renewed at each failure
+(``population='observed_units'``; ages unknown, entry 0 at the window start).
+
 Units known only from telemetry: for a (host, GPU index) slot with no GPU row in
 component_history, each UUID seen in ``gpu_hourly`` there is a unit (class gpu, unit_id = UUID)
 observed from its first hour to the next UUID's first hour (then it is counted failed if a
@@ -408,8 +416,7 @@ def build_component_lifetimes(
             model=pl.lit(None, pl.Utf8),
             installed_at="start", observed_from="start", _end="end", _failed="failed",
             _reason=pl.lit(None, pl.Utf8),
-            gpu=pl.when(pl.col("component_class").map_elements(lambda c: UNIT_COUNTS.get(c, ("node", 1))[0] == "gpu",
-                                                                return_dtype=pl.Boolean)).then("idx"),
+            gpu=pl.when(pl.col("component_class").is_in([c for c, (scope, _) in UNIT_COUNTS.items() if scope == "gpu"])).then("idx"),
             idx="idx",
             unit_id=pl.format("{}/{}{}@{}", "host", "component_class", "idx", pl.col("start").dt.strftime("%Y-%m-%dT%H:%M:%S")),
             _telemetry=pl.lit(False), population=pl.lit("observed_units"),
