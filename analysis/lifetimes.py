@@ -26,6 +26,14 @@ Per installation (``component_history`` rows; ``source='telemetry'`` rows are ig
 - ``rack`` from a (host, rack) frame, else from the trailing host number with ``nodes_per_rack``
   (``rack-01`` holds hosts 1..k), else null.
 
+``refresh_component_lifetimes`` takes the window from ``analysis.observation`` (the robust span
+of the data, or explicit bounds) and passes it as ``data_start`` / ``as_of``.
+
+Without an inventory (no ``component_history`` row besides those inferred from telemetry), each
+host seen carries, for every class with a fatal/critical event, ``analysis.projection.UNIT_COUNTS``
+units per GPU or per node, followed over the window and renewed at each failure
+(``population='observed_units'``; ages unknown, entry 0 at the window start).
+
 Units known only from telemetry: for a (host, GPU index) slot with no GPU row in
 component_history, each UUID seen in ``gpu_hourly`` there is a unit (class gpu, unit_id = UUID)
 observed from its first hour to the next UUID's first hour (then it is counted failed if a
@@ -45,12 +53,16 @@ import polars as pl
 
 from analysis.attribution import resolve_chains
 from analysis.gpu_identity import fill_gpu_index
+from analysis.observation import refresh_observation_window
+from analysis.projection import UNIT_COUNTS
+from analysis.status import MissingInputs
 from analysis.telemetry import CANONICAL_METRICS, REPLACEMENT_SOURCE
 from warehouse.schemas import conform
 
 GPU_FAMILY = ("gpu", "gpu_memory", "gpu_sram", "nvlink")
 COVARIATES = ("temp", "power", "util")
 FAILURE_SEVERITIES = ("fatal", "critical", "warning")
+OBSERVED_SEVERITIES = ("fatal", "critical")  # no removal confirms a warning without an inventory
 HOUR = timedelta(hours=1)
 
 
@@ -311,6 +323,63 @@ def _telemetry_units(
     ).filter(pl.col("_end") > pl.col("observed_from"))
 
 
+def _observed_units(
+    hosts: pl.DataFrame, events: pl.DataFrame, skip: set[str], data_start: datetime, as_of: datetime
+) -> pl.DataFrame:
+    """Without an inventory: every host seen (``hosts``: host, n_gpus) carries the units of each
+    class that failed anywhere (``UNIT_COUNTS``: per GPU or per node), observed over the window.
+
+    A fatal or critical event ends a unit's life in its slot (the GPU's index for per-GPU
+    classes, else the host's slots in turn) and a replacement starts at age 0; ages at the
+    window start are unknown and taken as 0 (entry 0), as for telemetry-only GPUs. The exposure
+    (hosts x units x window) and the event count are what the rate rests on."""
+    ev = events.filter(
+        pl.col("ev_sev").is_in(OBSERVED_SEVERITIES)
+        & ~pl.col("ev_counter")
+        & (pl.col("ev_time") >= data_start)
+        & (pl.col("ev_time") < as_of)
+        & ~pl.col("ev_class").is_in(list(skip))
+        & pl.col("host").is_in(hosts["host"].implode())
+    )
+    empty = pl.DataFrame(schema={"component_class": pl.Utf8, "host": pl.Utf8, "idx": pl.Int32, "start": pl.Datetime("us"),
+                                 "end": pl.Datetime("us"), "failed": pl.Boolean})
+    if ev.height == 0 or hosts.height == 0:
+        return empty
+    classes = ev["ev_class"].unique().sort()
+    scope = classes.map_elements(lambda c: UNIT_COUNTS.get(c, ("node", 1))[0], return_dtype=pl.Utf8)
+    per = classes.map_elements(lambda c: UNIT_COUNTS.get(c, ("node", 1))[1], return_dtype=pl.Int64)
+    cls = pl.DataFrame({"component_class": classes, "scope": scope, "k": per})
+    units = (
+        hosts.join(cls, how="cross")
+        .with_columns(n=pl.when(pl.col("scope") == "gpu").then(pl.col("n_gpus") * pl.col("k")).otherwise(pl.col("k")))
+        .with_columns(idx=pl.int_ranges(0, "n", dtype=pl.Int32))
+        .explode("idx")
+        .select("component_class", "host", "idx", "scope", "k", "n")
+    )
+    n_slots = units.group_by("component_class", "host").agg(n=pl.col("n").first(), k=pl.col("k").first(), scope=pl.col("scope").first())
+    ev = (
+        ev.rename({"ev_class": "component_class"})
+        .join(n_slots, on=["component_class", "host"])
+        .sort("ev_time", "ev_id")
+        .with_columns(_r=pl.int_range(pl.len()).over("component_class", "host"))
+        .with_columns(
+            idx=(pl.when((pl.col("scope") == "gpu") & pl.col("ev_gpu").is_not_null())
+                 .then(pl.col("ev_gpu").cast(pl.Int64) * pl.col("k"))
+                 .otherwise(pl.col("_r")) % pl.col("n")).cast(pl.Int32)
+        )
+        .sort("ev_time", "ev_id")
+    )
+    slot = ["component_class", "host", "idx"]
+    failed = ev.select(
+        *slot, start=pl.col("ev_time").shift(1).over(slot).fill_null(pl.lit(data_start)), end="ev_time", failed=pl.lit(True)
+    )
+    last = ev.group_by(slot).agg(start=pl.col("ev_time").max())
+    censored = units.join(last, on=slot, how="left").select(
+        *slot, start=pl.col("start").fill_null(pl.lit(data_start)), end=pl.lit(as_of), failed=pl.lit(False)
+    )
+    return pl.concat([failed, censored], how="vertical_relaxed").cast(empty.schema).filter(pl.col("end") > pl.col("start"))
+
+
 def build_component_lifetimes(
     component_history: pl.DataFrame,
     gpu_hourly: pl.DataFrame,
@@ -319,23 +388,41 @@ def build_component_lifetimes(
     data_start: datetime | None = None,
     racks: pl.DataFrame | None = None,
     nodes_per_rack: int | None = None,
+    observed_hosts: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """The ``component_lifetimes`` table (pure)."""
+    """The ``component_lifetimes`` table (pure). ``observed_hosts`` (host, n_gpus): the hosts
+    the data saw, for populations without an inventory (used only when ``component_history``
+    has no inventory rows)."""
     data_start, as_of = observation_bounds(
         component_history, gpu_hourly, hw_events, as_of, data_start
     )
     hist = _history_units(component_history, data_start, as_of).with_columns(
-        _telemetry=pl.lit(False)
+        _telemetry=pl.lit(False), population=pl.lit("inventory")
     )
-    tele = _telemetry_units(gpu_hourly, hist, data_start, as_of)
-    units = pl.concat([hist, tele.select(hist.columns)], how="vertical_relaxed").with_row_index(
-        "_u"
-    )
-    matches = _match_failures(units, _failure_events(fill_gpu_index(hw_events, gpu_hourly)))
-    units = units.join(matches, on="_u", how="left").with_columns(
+    tele = _telemetry_units(gpu_hourly, hist, data_start, as_of).with_columns(population=pl.lit("telemetry"))
+    units = pl.concat([hist, tele.select(hist.columns)], how="vertical_relaxed")
+    events = _failure_events(fill_gpu_index(hw_events, gpu_hourly))
+    matches = _match_failures(units.with_row_index("_u"), events)
+    units = units.with_row_index("_u").join(matches, on="_u", how="left").with_columns(
         # a telemetry-only unit counts as failed only when an event explains its replacement
         _failed=pl.col("_failed") & (~pl.col("_telemetry") | pl.col("fail_time").is_not_null()),
     )
+    has_inventory = (component_history["source"].fill_null("") != REPLACEMENT_SOURCE).any()
+    if observed_hosts is not None and not has_inventory:
+        seen = _observed_units(observed_hosts, events, {"gpu"} if tele.height else set(), data_start, as_of)
+        obs = seen.select(
+            "component_class", "host",
+            slot=pl.format("{}/{}{}", "host", "component_class", "idx"),
+            model=pl.lit(None, pl.Utf8),
+            installed_at="start", observed_from="start", _end="end", _failed="failed",
+            _reason=pl.lit(None, pl.Utf8),
+            gpu=pl.when(pl.col("component_class").is_in([c for c, (scope, _) in UNIT_COUNTS.items() if scope == "gpu"])).then("idx"),
+            idx="idx",
+            unit_id=pl.format("{}/{}{}@{}", "host", "component_class", "idx", pl.col("start").dt.strftime("%Y-%m-%dT%H:%M:%S")),
+            _telemetry=pl.lit(False), population=pl.lit("observed_units"),
+            fail_time=pl.when("failed").then("end"), fail_cause=pl.when("failed").then("component_class"),
+        )
+        units = pl.concat([units.drop("_u"), obs.select(units.drop("_u").columns)], how="vertical_relaxed").with_row_index("_u")
     units = units.with_columns(
         observed_to=pl.when(pl.col("_failed") & pl.col("fail_time").is_not_null())
         .then("fail_time")
@@ -369,6 +456,7 @@ def build_component_lifetimes(
         failure_cause=pl.when(pl.col("_failed")).then(
             pl.coalesce("fail_cause", "_reason", pl.lit("unknown"))
         ),
+        population="population",
         temp_mean="temp_mean",
         temp_max="temp_max",
         power_mean="power_mean",
@@ -377,22 +465,52 @@ def build_component_lifetimes(
     return conform("component_lifetimes", out.sort("component_class", "unit_id"))
 
 
+_HOSTS_SQL = """
+WITH h AS (
+    SELECT unnest(nodes) AS host, NULL::INTEGER AS gpu FROM ({job_attempts})
+    UNION ALL SELECT host, NULL FROM ({node_events})
+    UNION ALL SELECT host, TRY_CAST(gpu AS INTEGER) FROM ({hw_events})
+    UNION ALL SELECT host, gpu FROM ({gpu_hourly})
+)
+SELECT host, greatest(coalesce(max(gpu) + 1, 0), {g})::BIGINT AS n_gpus FROM h WHERE host IS NOT NULL GROUP BY host ORDER BY host
+"""
+
+
+def observed_hosts(wh, gpus_per_node: int = 8) -> pl.DataFrame:
+    """Every host the scheduler, node events, hardware events or telemetry saw, with its GPU
+    count: the highest GPU index seen + 1, at least ``gpus_per_node``."""
+    views = {t: wh.view_sql(t) for t in ("job_attempts", "node_events", "hw_events", "gpu_hourly")}
+    with wh.connect() as con:
+        return con.sql(_HOSTS_SQL.format(g=int(gpus_per_node), **views)).pl()
+
+
 def refresh_component_lifetimes(
     wh,
     as_of: datetime | None = None,
     data_start: datetime | None = None,
     racks: pl.DataFrame | None = None,
     nodes_per_rack: int | None = None,
+    gpus_per_node: int = 8,
 ) -> pl.DataFrame:
-    """Rebuild ``component_lifetimes`` from the warehouse and replace the table."""
+    """Infer and store the observation window (``data_start`` / ``as_of`` override its bounds),
+    rebuild ``component_lifetimes`` over it and replace the table. Raises ``MissingInputs``
+    when the data holds no dated record or no unit to follow."""
+    window, _ = refresh_observation_window(wh, data_start, as_of)
+    if window.observed_from is None:
+        raise MissingInputs("component_lifetimes: no dated records and no inventory (component_history)")
     df = build_component_lifetimes(
         wh.read("component_history"),
         wh.read("gpu_hourly"),
         wh.read("hw_events"),
-        as_of=as_of,
-        data_start=data_start,
+        as_of=window.observed_to,
+        data_start=window.observed_from,
         racks=racks,
         nodes_per_rack=nodes_per_rack,
+        observed_hosts=observed_hosts(wh, gpus_per_node),
     )
     wh.replace_table("component_lifetimes", df)
+    if df.height == 0:
+        raise MissingInputs(
+            "component_lifetimes: no units to follow (no inventory, no GPU telemetry, no fatal/critical hardware event)"
+        )
     return df

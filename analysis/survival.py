@@ -608,6 +608,7 @@ def failure_rates(
         )
     rows: list[dict] = []
     warm: dict[str, dict[str, np.ndarray]] = {}  # whole-period estimates seed the window fits
+    population = _populations(df)
     for (cls,), cdf in df.partition_by(
         "component_class", as_dict=True, maintain_order=True
     ).items():
@@ -615,7 +616,7 @@ def failure_rates(
             rows += _fit_rows(
                 _sample(sdf),
                 MIN_EVENTS_PARAMETRIC,
-                {"component_class": cls, "stratum": stratum, "window": "all"},
+                {"component_class": cls, "stratum": stratum, "window": "all", "population": population.get(cls)},
                 engine,
                 starts=warm.setdefault(cls, {}) if stratum == "all" else None,
             )
@@ -632,7 +633,7 @@ def failure_rates(
                 wdf["in_event"].to_numpy(),
                 np.zeros(wdf.height, dtype=bool),
             )
-            meta = {"component_class": cls, "stratum": "all", "window": labels[m]}
+            meta = {"component_class": cls, "stratum": "all", "window": labels[m], "population": population.get(cls)}
             jobs.append((s.take(s.upper > 0), meta, dict(warm.get(cls, {})) or None))
         # window fits are independent and spend their time in NumPy/SciPy ufuncs, which release
         # the GIL: threads use every core; results keep the input order (deterministic)
@@ -646,6 +647,12 @@ def failure_rates(
         raise ValueError(f"window must be 'month' or None, got {window!r}")
     out = conform("failure_rates", pl.DataFrame(rows)) if rows else TABLES["failure_rates"].empty()
     return out.sort("component_class", "stratum", "window", "model")
+
+
+def _populations(df: pl.DataFrame) -> dict[str, str]:
+    """Per class, where its units came from (component_lifetimes.population), '+'-joined."""
+    pops = df.group_by("component_class").agg(pl.col("population").drop_nulls().unique().sort().str.join("+"))
+    return {c: p or None for c, p in pops.rows()}
 
 
 # ----------------------------------------------------------------------------- survival_curves

@@ -14,7 +14,7 @@ import time
 
 BENCHMARKS = [
     "bench_sacct", "bench_telemetry", "bench_kernel", "bench_survival", "bench_goodput",
-    "validate_attribution", "validate_survival_coverage",
+    "validate_attribution", "validate_survival_coverage", "validate_survivor_inventory",
 ]  # fmt: skip
 
 

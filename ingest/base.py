@@ -34,7 +34,6 @@ class ParseContext:
     fields: tuple[str, ...] | None = None  # headerless sacct: the field order
     delimiter: str | None = None
     column_map: dict[str, str] = field(default_factory=dict)  # canonical -> theirs
-    as_of: datetime | None = None  # end of observation for units still in service
     line_offset: int = 0  # when the runner feeds a file in chunks
     options: dict = field(default_factory=dict)  # format-specific knobs
     # Plausible times (UTC): a record dated outside [not_before, not_after] is quarantined, not

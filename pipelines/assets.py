@@ -17,13 +17,16 @@ from analysis import (
     goodput_measured,
     lifetimes,
     repairable,
+    status,
     survival,
     telemetry,
     whatif,
 )
+from analysis.status import MissingInputs
 from dashboards.report import build_report
 from ingest.runner import ingest_paths
 from pipelines.resources import GoodputConfig
+from warehouse.schemas import TABLES
 
 DAILY = dg.DailyPartitionsDefinition(start_date=os.environ.get("GOODPUT_PARTITIONS_START", "2024-01-01"), end_offset=1)
 CATALOG_POOL = "duckdb_catalog"  # one writer at a time: DuckDB's rule
@@ -62,8 +65,9 @@ def ingested_sources(context: dg.AssetExecutionContext, config: IngestConfig, go
 )
 def gpu_hourly(context: dg.AssetExecutionContext, goodput: GoodputConfig) -> dg.MaterializeResult:
     dates = [date.fromisoformat(k) for k in context.partition_keys]
-    done = telemetry.refresh_gpu_hourly(goodput.warehouse(), dates)
-    return dg.MaterializeResult(metadata={"days": len(dates), "days_with_samples": len(done)})
+    wh = goodput.warehouse()
+    done = _guarded(wh, "gpu_hourly", (), lambda: telemetry.refresh_gpu_hourly(wh, dates), len)
+    return dg.MaterializeResult(metadata={"days": len(dates), "days_with_samples": len(done or [])})
 
 
 @dg.asset(group_name="warehouse", deps=[ingested_sources], description="Increments of DCGM error counters (ECC DBE, row remap, NVLink ...) as hw_events (source dcgm_counter); counter resets are not events.")
@@ -78,10 +82,18 @@ def telemetry_gpu_replacements(goodput: GoodputConfig) -> dg.MaterializeResult:
 
 @dg.asset(group_name="analysis", deps=[ingested_sources, dcgm_counter_events], description="Every job attempt that did not end normally, with its attributed root cause, domain and lost GPU-hours.")
 def interruptions(goodput: GoodputConfig) -> dg.MaterializeResult:
-    df = attribution.refresh_interruptions(
-        goodput.warehouse(), window_before_s=goodput.window_before_s,
-        window_after_s=goodput.window_after_s, ckpt_interval_s=goodput.ckpt_interval_s,
-    )
+    wh = goodput.warehouse()
+
+    def run():
+        status.require(wh, "interruptions", ("job_attempts",))
+        return attribution.refresh_interruptions(
+            wh, window_before_s=goodput.window_before_s,
+            window_after_s=goodput.window_after_s, ckpt_interval_s=goodput.ckpt_interval_s,
+        )
+
+    df = _guarded(wh, "interruptions", ("interruptions",), run)
+    if df is None:
+        return _skipped_result(wh, "interruptions")
     mix = attribution.interruption_mix(df)
     return dg.MaterializeResult(
         metadata={
@@ -94,15 +106,33 @@ def interruptions(goodput: GoodputConfig) -> dg.MaterializeResult:
 
 @dg.asset(group_name="analysis", deps=[gpu_hourly, telemetry_gpu_replacements, interruptions], description="One survival row per unit installation: entry age (left truncation), exit age, failed or censored, covariates.")
 def component_lifetimes(goodput: GoodputConfig) -> dg.MaterializeResult:
-    df = lifetimes.refresh_component_lifetimes(
-        goodput.warehouse(), as_of=goodput.as_of_time(), nodes_per_rack=goodput.nodes_per_rack or None
-    )
-    return dg.MaterializeResult(metadata={"units": df.height, "failures": int(df["event"].sum()) if df.height else 0})
+    wh = goodput.warehouse()
+    observed_from, observed_to = goodput.window_bounds()
+    df = _guarded(wh, "component_lifetimes", ("component_lifetimes",), lambda: lifetimes.refresh_component_lifetimes(
+        wh, as_of=observed_to, data_start=observed_from, nodes_per_rack=goodput.nodes_per_rack or None,
+        gpus_per_node=goodput.gpus_per_node,
+    ))
+    if df is None:
+        return _skipped_result(wh, "component_lifetimes")
+    populations = df.group_by("population").len().sort("population").rows()
+    return dg.MaterializeResult(metadata={
+        "units": df.height, "failures": int(df["event"].sum()),
+        "populations": dg.MetadataValue.json(dict(populations)),
+    })
 
 
 @dg.asset(group_name="analysis", deps=[interruptions], description="Per-node failures, times between them, and the mean cumulative function across nodes.")
 def repairable_systems(goodput: GoodputConfig) -> dg.MaterializeResult:
-    failures, mcf = repairable.refresh_repairable(goodput.warehouse())
+    wh = goodput.warehouse()
+
+    def run():
+        status.require(wh, "repairable_systems", ("interruptions", "hw_events"), any_of=True)
+        return repairable.refresh_repairable(wh)
+
+    out = _guarded(wh, "repairable_systems", ("node_failures", "node_mcf"), run, lambda r: r[0].height)
+    if out is None:
+        return _skipped_result(wh, "repairable_systems")
+    failures, mcf = out
     return dg.MaterializeResult(metadata={"node_failures": failures.height, "mcf_points": mcf.height})
 
 
@@ -115,7 +145,18 @@ def repairable_systems(goodput: GoodputConfig) -> dg.MaterializeResult:
     ],
 )
 def failure_fits(goodput: GoodputConfig):
-    summary = survival.refresh_fits(goodput.warehouse())
+    wh = goodput.warehouse()
+    outputs = ("failure_rates", "survival_curves", "hazard_ratios")
+
+    def run():
+        status.require(wh, "failure_fits", ("component_lifetimes",))
+        return survival.refresh_fits(wh)
+
+    summary = _guarded(wh, "failure_fits", outputs, run, lambda s: s["failure_rates_rows"])
+    if summary is None:
+        for key in outputs:
+            yield dg.MaterializeResult(asset_key=key, metadata=_skipped_meta(wh, "failure_fits"))
+        return
     meta = {k: (v if isinstance(v, (int, float, str)) else dg.MetadataValue.json(v)) for k, v in summary.items()}
     for key in ("failure_rates", "survival_curves", "hazard_ratios"):
         yield dg.MaterializeResult(asset_key=key, metadata=meta)
@@ -123,19 +164,38 @@ def failure_fits(goodput: GoodputConfig):
 
 @dg.asset(group_name="analysis", deps=[ingested_sources], description="Measured goodput per job chain with badput split into lost work, restart, checkpoint, queue after failure and other.")
 def goodput_jobs(goodput: GoodputConfig) -> dg.MaterializeResult:
-    df = goodput_measured.refresh_goodput_jobs(
-        goodput.warehouse(), ckpt_interval_s=goodput.ckpt_interval_s,
-        ckpt_cost_s=goodput.ckpt_cost_s, restart_s=goodput.restart_s,
-    )
+    wh = goodput.warehouse()
+
+    def run():
+        status.require(wh, "goodput_jobs", ("job_attempts",))
+        return goodput_measured.refresh_goodput_jobs(
+            wh, ckpt_interval_s=goodput.ckpt_interval_s,
+            ckpt_cost_s=goodput.ckpt_cost_s, restart_s=goodput.restart_s,
+        )
+
+    df = _guarded(wh, "goodput_jobs", ("goodput_jobs",), run)
+    if df is None:
+        return _skipped_result(wh, "goodput_jobs")
     return dg.MaterializeResult(metadata={"job_chains": df.height, "summary": dg.MetadataValue.md(_md(goodput_measured.summarize(df)))})
 
 
 @dg.asset(group_name="analysis", deps=["failure_rates", interruptions], description="Goodput projections: scale sweep with CI bands, sensitivity ranking, joint best checkpoint interval and spares.")
 def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
-    df = whatif.refresh_projections(
-        goodput.warehouse(), target_gpus=goodput.target_gpus, gpus_per_node=goodput.gpus_per_node,
-        ckpt_cost_s=goodput.ckpt_cost_s, restart_s=goodput.restart_s,
-    )
+    wh = goodput.warehouse()
+
+    def run():
+        status.require(wh, "goodput_projections", ("failure_rates",))
+        fr = wh.read("failure_rates", "selected AND \"window\" = 'all' AND stratum = 'all'")
+        if int(fr["n_events"].sum()) == 0:
+            raise MissingInputs("goodput_projections: no failure in failure_rates (a zero rate gives no MTTI to project)")
+        return whatif.refresh_projections(
+            wh, target_gpus=goodput.target_gpus, gpus_per_node=goodput.gpus_per_node,
+            ckpt_cost_s=goodput.ckpt_cost_s, restart_s=goodput.restart_s,
+        )
+
+    df = _guarded(wh, "goodput_projections", ("goodput_projections",), run)
+    if df is None:
+        return _skipped_result(wh, "goodput_projections")
     return dg.MaterializeResult(metadata={"scenarios": df.height})
 
 
@@ -159,8 +219,42 @@ def warehouse_catalog(goodput: GoodputConfig) -> dg.MaterializeResult:
 
 @dg.asset(group_name="dashboards", deps=[warehouse_catalog], description="The self-contained HTML leadership report, with a PNG and SVG per chart.")
 def leadership_report(goodput: GoodputConfig) -> dg.MaterializeResult:
-    path = build_report(goodput.warehouse(), target_gpus=goodput.target_gpus)
+    wh = goodput.warehouse()
+    path = _guarded(wh, "leadership_report", (), lambda: build_report(wh, target_gpus=goodput.target_gpus), lambda p: None)
     return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path)), "bytes": path.stat().st_size})
+
+
+def _guarded(wh, analysis: str, outputs: tuple[str, ...], run, rows=lambda r: r.height):
+    """Run one analysis and record its outcome in ``analysis_status``. Missing inputs: its
+    output tables are written empty, the reason recorded, and None returned (the run goes on).
+    Any other error is recorded as 'failed' with its one-line cause and re-raised."""
+    try:
+        result = run()
+    except MissingInputs as exc:
+        for table in outputs:
+            wh.replace_table(table, TABLES[table].empty())
+        status.record(wh, analysis, "skipped", str(exc), 0)
+        return None
+    except Exception as exc:
+        status.record(wh, analysis, "failed", one_line(exc))
+        raise
+    status.record(wh, analysis, "ok", None, rows(result))
+    return result
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: message`` on one line: what a user reads when a step fails."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _skipped_meta(wh, analysis: str) -> dict:
+    reason = wh.read("analysis_status", f"analysis = '{analysis}'")["reason"]
+    return {"skipped": reason[0] if reason.len() else "no inputs"}
+
+
+def _skipped_result(wh, analysis: str) -> dg.MaterializeResult:
+    return dg.MaterializeResult(metadata=_skipped_meta(wh, analysis))
 
 
 def _md(df) -> str:

@@ -10,6 +10,7 @@ import dagster as dg
 import duckdb
 import pyarrow.parquet as pq
 
+from analysis.observation import source_spans, spans_disagree
 from ingest.registry import formats
 from pipelines.resources import GoodputConfig
 from warehouse.schemas import TABLES
@@ -106,6 +107,14 @@ def goodput_bounds(wh: Warehouse) -> tuple[bool, dict]:
     return jobs == 0 and proj == 0, {"jobs_out_of_bounds": jobs, "projections_out_of_bounds": proj}
 
 
+def spans_agree(wh: Warehouse) -> tuple[bool, dict]:
+    """Every dated source's robust span agrees with the others' (no source starting or ending
+    a week, and a quarter of the window, apart from all the rest)."""
+    spans = source_spans(wh)
+    bad = spans_disagree(spans)
+    return not bad, {"sources": spans.height, "disagree": "; ".join(bad), "outlying_times": int(spans["outliers"].sum())}
+
+
 def _check(passed_meta, severity=dg.AssetCheckSeverity.ERROR) -> dg.AssetCheckResult:
     passed, meta = passed_meta
     return dg.AssetCheckResult(passed=passed, metadata=meta, severity=severity)
@@ -141,4 +150,9 @@ def goodput_bounds_check(goodput: GoodputConfig) -> dg.AssetCheckResult:
     return _check(goodput_bounds(goodput.warehouse()))
 
 
-ALL_CHECKS = [conservation_check, schema_check, quarantine_ratio_check, duplicate_keys_check, fits_converged_check, goodput_bounds_check]
+@dg.asset_check(asset="component_lifetimes", description="The sources' time spans agree (e.g. telemetry does not end a month after everything else).")
+def source_spans_check(goodput: GoodputConfig) -> dg.AssetCheckResult:
+    return _check(spans_agree(goodput.warehouse()), dg.AssetCheckSeverity.WARN)
+
+
+ALL_CHECKS = [source_spans_check, conservation_check, schema_check, quarantine_ratio_check, duplicate_keys_check, fits_converged_check, goodput_bounds_check]

@@ -119,7 +119,6 @@ def ingest_context(args):
         fields=tuple(f.strip() for f in args.fields.split(",")) if args.fields else None,
         delimiter=args.delimiter,
         column_map=_parse_map(args.map),
-        as_of=parse_time(args.as_of),
     )
 
 
@@ -204,11 +203,23 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def _window_config(args, **extra):
+    """The resource with the build / fit flags (observation window, as-of)."""
+    observed_from, observed_to = parse_time(args.observed_from), parse_time(args.observed_to)
+    if args.gpus_per_node < 1:
+        raise CliError("--gpus-per-node must be >= 1")
+    if observed_from and observed_to and observed_to <= observed_from:
+        raise CliError(f"--observed-to ({observed_to}) must be after --observed-from ({observed_from})")
+    return _config(
+        args, observed_from=observed_from.isoformat() if observed_from else "",
+        observed_to=observed_to.isoformat() if observed_to else "", gpus_per_node=args.gpus_per_node, **extra,
+    )
+
+
 def cmd_build(args) -> int:
-    from pipelines.run import PipelineError, build, checks_line, summary_lines
+    from pipelines.run import PipelineError, build, checks_line, status_lines, summary_lines
 
     wh = _warehouse(args)
-    wh.refresh_catalog()
     assumed = {
         "ckpt_interval_s": parse_duration(args.ckpt_interval),
         "ckpt_cost_s": parse_duration(args.ckpt_cost),
@@ -216,11 +227,15 @@ def cmd_build(args) -> int:
     }
     if assumed["ckpt_interval_s"] <= 0:
         raise CliError("--ckpt-interval must be a positive duration")
+    config = _window_config(args, **assumed)
+    wh.refresh_catalog()
     try:
-        result = build(_config(args, **assumed))
+        result = build(config)
     except PipelineError as exc:
         raise CliError(str(exc)) from None
-    for line in summary_lines(wh):
+    finally:
+        wh.refresh_catalog()  # what did build stays queryable, even after a failed step
+    for line in status_lines(wh) + summary_lines(wh):
         print(line)
     print(checks_line(result.get_asset_check_evaluations()))
     print(f"warehouse: {wh.db_path}")
@@ -259,11 +274,31 @@ def cmd_project(args) -> int:
 
 
 def cmd_fit(args) -> int:
+    import polars as pl
+
+    from analysis.observation import stored_window
     from analysis.survival import format_fit_table
 
-    fr = _warehouse(args, existing=True).read("failure_rates")
+    wh = _warehouse(args, existing=True)
+    if args.observed_from or args.observed_to:  # a new window: refit over it
+        from pipelines.run import PipelineError, refit
+
+        try:
+            refit(_window_config(args))
+        except PipelineError as exc:
+            raise CliError(str(exc)) from None
+        finally:
+            wh.refresh_catalog()
+    fr = wh.read("failure_rates")
     if fr.height == 0:
         raise CliError("failure_rates is empty: run `goodput build` (or `goodput demo`) to fit the lifetimes first")
+    window = stored_window(wh)
+    if window is not None:
+        print(window.line())
+    pops = fr.filter((pl.col("window") == "all") & (pl.col("stratum") == "all")).group_by("population").agg(
+        pl.col("component_class").unique().sort().str.join(", "))
+    for pop, classes in sorted(pops.rows(), key=lambda r: r[0] or ""):
+        print(f"units from {pop or 'unknown'}: {classes}")
     print(format_fit_table(fr, all_models=args.all_models, window=args.window))
     return 0
 
@@ -307,7 +342,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("demo", parents=[common], help="whole pipeline on the committed sample fleet")
     s.set_defaults(func=cmd_demo)
 
-    s = sub.add_parser("build", parents=[common], help="everything downstream of ingest (rollups, attribution, fits, goodput, report)")
+    window = argparse.ArgumentParser(add_help=False)
+    window.add_argument("--observed-from", help="start of the observation window (ISO-8601; default: inferred from the data's span)")
+    window.add_argument("--observed-to", "--as-of", dest="observed_to",
+                        help="end of the observation window: units still in service are censored here (ISO-8601; default: inferred)")
+    window.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per host where the data does not show them (default {GPUS_PER_NODE})")
+
+    s = sub.add_parser("build", parents=[common, window], help="everything downstream of ingest (rollups, attribution, fits, goodput, report)")
     s.add_argument("--ckpt-interval", default=f"{CKPT_INTERVAL_S:g}s",
                    help="assumed checkpoint interval for measured goodput of jobs without checkpoint evidence")
     s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="assumed cost of one checkpoint, e.g. 60s")
@@ -334,10 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fields", help="field order of a headerless sacct dump (or 'xdmod')")
     s.add_argument("--delimiter", help="sacct field delimiter (default: from the header, else |)")
     s.add_argument("--map", help="component history column mapping canonical=theirs,...")
-    s.add_argument("--as-of", help="end of observation for units still in service (ISO-8601)")
     s.set_defaults(func=cmd_ingest)
 
-    s = sub.add_parser("fit", parents=[common], help="print the fitted failure rates per component class")
+    s = sub.add_parser("fit", parents=[common, window], help="print the fitted failure rates per component class (refit over a window given)")
     s.add_argument("--all-models", action="store_true", help="every candidate model, not only the AIC winner")
     s.add_argument("--window", default="all", help="'all' (default) or a month YYYY-MM")
     s.set_defaults(func=cmd_fit)

@@ -1,7 +1,7 @@
 """Configuration shared by the Dagster assets and the CLI: one resource, the CLI's flags."""
 
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 import dagster as dg
 
@@ -20,7 +20,8 @@ class GoodputConfig(dg.ConfigurableResource):
     sources: list[str] = []  # noqa: RUF012 (pydantic copies defaults) - empty: <home>/landing
     cluster: str = "default"
     tz: str = "UTC"
-    as_of: str = ""  # ISO end of observation for units still in service; empty: latest data
+    observed_from: str = ""  # ISO start of the observation window; empty: inferred from the data's span
+    observed_to: str = ""  # ISO end (units still in service are censored here); empty: inferred
     nodes_per_rack: int = 0  # rack covariate from host order; 0: no rack rule
     window_before_s: float = 900.0  # attribution window around an attempt's end
     window_after_s: float = 300.0
@@ -40,5 +41,13 @@ class GoodputConfig(dg.ConfigurableResource):
     def parse_context(self) -> ParseContext:
         return ParseContext(cluster=self.cluster, tz=self.tz)
 
-    def as_of_time(self) -> datetime | None:
-        return datetime.fromisoformat(self.as_of) if self.as_of else None
+    def window_bounds(self) -> tuple[datetime | None, datetime | None]:
+        """(observed_from, observed_to) as naive UTC; None where inferred from the data."""
+        return _utc(self.observed_from), _utc(self.observed_to)
+
+
+def _utc(text: str) -> datetime | None:
+    if not text:
+        return None
+    t = datetime.fromisoformat(text)
+    return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t

@@ -11,12 +11,16 @@ import logging
 import re
 import sys
 import warnings
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
+import polars as pl
 
 from analysis.goodput_measured import fleet_mtti
-from pipelines.assets import BUILD_ASSETS, INGEST_ASSETS, gpu_hourly
+from analysis.observation import source_spans, stored_window
+from analysis.status import record
+from pipelines.assets import BUILD_ASSETS, DAILY, INGEST_ASSETS, gpu_hourly
 from pipelines.checks import ALL_CHECKS
 from pipelines.resources import GoodputConfig
 from warehouse.store import Warehouse
@@ -63,23 +67,66 @@ def _materialize(assets, config: GoodputConfig, tags: dict | None = None):
         )
     if not result.success:
         failed = [e for e in result.all_events if e.is_failure]
-        reason = failed[0].message if failed else "see the Dagster event log"
-        raise PipelineError(f"pipeline run failed: {reason.splitlines()[0]}")
+        raise PipelineError(f"pipeline run failed: {failure_cause(failed[0]) if failed else 'see the Dagster event log'}")
     return result
+
+
+def failure_cause(event) -> str:
+    """The root cause of a failed step in one line: ``step: Type: message``, not Dagster's
+    "Execution of step X failed"."""
+    err = getattr(event.event_specific_data, "error", None)
+    while err is not None and err.cause is not None:
+        err = err.cause
+    text = (err.message if err is not None else event.message or "").strip().splitlines()
+    line = text[0] if text else "unknown error"
+    return f"{event.step_key}: {line}" if event.step_key else line
 
 
 def ingest(config: GoodputConfig):
     return _materialize(INGEST_ASSETS, config)
 
 
+def rollup_days(wh: Warehouse) -> tuple[str | None, str | None]:
+    """The gpu_hourly partitions to build (first, last day): the days of the telemetry's robust
+    span (one sample dated 2023 or 9999 neither stretches nor breaks it), within the partitions'
+    range; (None, why not) when there are none."""
+    spans = source_spans(wh).filter(pl.col("source") == "telemetry")
+    if spans.height == 0:
+        return None, "no telemetry (gpu_samples)"
+    first = max(spans["span_from"][0].date(), date.fromisoformat(DAILY.start.strftime("%Y-%m-%d")))
+    last = min(spans["span_to"][0].date(), datetime.now(UTC).date() + timedelta(days=DAILY.end_offset - 1))
+    if first > last:
+        return None, f"telemetry span {spans['span_from'][0]:%Y-%m-%d}..{spans['span_to'][0]:%Y-%m-%d} outside the partitions' range"
+    return first.isoformat(), last.isoformat()
+
+
 def build(config: GoodputConfig):
-    """Everything downstream of ingest; rollups for every date that has telemetry."""
+    """Everything downstream of ingest; rollups for every day of the telemetry's robust span."""
     wh = config.warehouse()
-    days = wh.query("SELECT min(date)::VARCHAR, max(date)::VARCHAR FROM gpu_samples") if wh.files("gpu_samples") else None
-    first, last = days.row(0) if days is not None else (None, None)
+    first, last = rollup_days(wh)
     assets = BUILD_ASSETS if first else [a for a in BUILD_ASSETS if a is not gpu_hourly]
+    if not first:
+        record(wh, "gpu_hourly", "skipped", f"gpu_hourly: {last}", 0)
     tags = {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last} if first else {}
     return _materialize(assets, config, tags)
+
+
+def refit(config: GoodputConfig):
+    """Lifetimes and fits again (e.g. over a new observation window), then what depends on them."""
+    from pipelines.assets import component_lifetimes, failure_fits, goodput_projections
+
+    return _materialize([component_lifetimes, failure_fits, goodput_projections], config)
+
+
+def status_lines(wh: Warehouse) -> list[str]:
+    """The observation window and one line per analysis skipped or failed in the last build."""
+    lines = []
+    window = stored_window(wh)
+    if window is not None:
+        lines.append(window.line())
+    st = wh.read("analysis_status", "status <> 'ok'").sort("analysis")
+    lines += [f"{s}: {a} ({r})" for a, s, r in st.select("analysis", "status", "reason").rows()]
+    return lines
 
 
 def run_pipeline(wh: Warehouse, sources: list[Path | str], **settings) -> list:
@@ -88,7 +135,10 @@ def run_pipeline(wh: Warehouse, sources: list[Path | str], **settings) -> list:
     wh.refresh_catalog()
     ingested = ingest(config)
     wh.refresh_catalog()
-    built = build(config)
+    try:
+        built = build(config)
+    finally:
+        wh.refresh_catalog()  # what did build stays queryable, even after a failed step
     return ingested.get_asset_check_evaluations() + built.get_asset_check_evaluations()
 
 

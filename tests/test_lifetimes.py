@@ -375,3 +375,31 @@ def test_refresh_writes_the_table(wh):
     assert wh.read("component_lifetimes")["duration"].to_list() == [
         pytest.approx(365 * 24 + 59 * 24)
     ]
+
+
+def test_without_an_inventory_hosts_seen_carry_units_of_each_failing_class_over_the_window():
+    hosts = pl.DataFrame({"host": ["n1", "n2"], "n_gpus": [8, 8]})
+    he = hw(
+        {"time": START + 10 * D, "component_class": "psu", "component_id": "PS1", "severity": "critical"},
+        {"time": START + 20 * D, "component_class": "gpu_memory", "gpu": 3, "severity": "fatal"},
+        {"time": START + 30 * D, "component_class": "gpu_memory", "gpu": 3, "severity": "fatal"},
+        {"time": START + 40 * D, "component_class": "psu", "severity": "warning"},  # no removal confirms it
+    )
+    units, df = build(TABLES["component_history"].empty(), he=he, observed_hosts=hosts)
+    window_h = (AS_OF - START).total_seconds() / 3600
+    assert set(df["population"]) == {"observed_units"}
+    psu = df.filter(pl.col("component_class") == "psu")
+    # two PSUs per host (projection.UNIT_COUNTS); the failed one is renewed at its failure
+    assert psu.height == 2 * 2 + 1 and psu["event"].sum() == 1
+    assert (psu["duration"] - psu["entry"]).sum() == pytest.approx(2 * 2 * window_h)
+    hbm = df.filter(pl.col("component_class") == "gpu_memory")
+    assert hbm.height == 2 * 8 + 2 and hbm["event"].sum() == 2
+    assert (hbm["duration"] - hbm["entry"]).sum() == pytest.approx(2 * 8 * window_h)
+    failed = hbm.filter("event").sort("observed_to")
+    assert failed["slot"].to_list() == ["n1/gpu_memory3", "n1/gpu_memory3"]
+    assert failed["observed_to"].to_list() == [START + 20 * D, START + 30 * D]
+    assert failed["failure_cause"].to_list() == ["gpu_memory", "gpu_memory"]
+    # an inventory, when there is one, is the population: no observed units are added
+    ch = history({"component_class": "psu", "serial": "P1", "slot": "n1/psu0", "installed_at": START - 100 * D})
+    _, with_inventory = build(ch, he=he, observed_hosts=hosts)
+    assert set(with_inventory["population"]) == {"inventory"}

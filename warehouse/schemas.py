@@ -308,6 +308,7 @@ TABLES: dict[str, Table] = {
                 "duration": F64,  # age in hours at failure or censoring (>= entry)
                 "duration_low": F64,  # last age known healthy, when the failure is interval-censored
                 "event": BOOL,
+                "population": STR,  # inventory | telemetry (UUIDs seen) | observed_units (hosts seen x units per host)
                 "failure_cause": STR,
                 "temp_mean": F64,
                 "temp_max": F64,
@@ -372,6 +373,7 @@ TABLES: dict[str, Table] = {
                 "shape_reading": STR,
                 "method": STR,  # exposure-table | per-unit | per-unit-lifelines | subsample-N
                 "converged": BOOL,
+                "population": STR,  # where the units came from: inventory | telemetry | observed_units (joined by '+')
             },
             kind="derived",
         ),
@@ -469,6 +471,38 @@ TABLES: dict[str, Table] = {
                 "goodput_spread_high": F64,
                 "scope": STR,  # hardware | infrastructure | all (analysis.taxonomy.SCOPES)
             },
+            kind="derived",
+        ),
+        Table(
+            "analysis_status",
+            "one analysis step of the last build: ran, skipped for lack of inputs, or failed",
+            {
+                "analysis": STR,
+                "status": STR,  # ok | skipped | failed
+                "reason": STR,
+                "rows": I64,
+                "at": UTC_TS,
+            },
+            key=("analysis",),
+            partition="analysis",  # one file per analysis: steps record their outcome independently
+            kind="derived",
+        ),
+        Table(
+            "observation_window",
+            "the robust span of each dated source, and the window exposures are measured over (source 'window')",
+            {
+                "source": STR,  # scheduler | telemetry | node_events | hw_events | window
+                "observed_from": UTC_TS,
+                "observed_to": UTC_TS,
+                "first": UTC_TS,  # earliest record, outliers included
+                "last": UTC_TS,
+                "records": I64,
+                "outliers": I64,  # record times outside the robust span
+                "method": STR,  # span | explicit | inferred | earliest_record | none (bounds may mix: 'explicit/inferred')
+                "flagged": BOOL,  # the window could not be inferred from dated sources
+                "note": STR,
+            },
+            key=("source",),
             kind="derived",
         ),
         Table(
