@@ -174,6 +174,16 @@ def test_exact_duplicate_lines_are_stored_once_and_not_counted():
         ({}, "but the field list (no header: Open XDMoD's 26 fields) has 26: every record rejected"),
     ],
 )
+def test_wrong_delimiter_with_a_header_says_how_to_fix_it():
+    ok, q = _parse("JobID|State|ExitCode\n1|COMPLETED|0:0\n2|FAILED|1:0\n", delimiter=",")
+    assert ok.height == 0 and q["error"].unique().to_list() == [
+        (
+            "no JobID field in the field list (header: jobid|state|exitcode) split at ',': every record rejected; "
+            "pass --fields with JobID, or the dump's --delimiter"
+        )
+    ]
+
+
 def test_wrong_options_give_one_clear_reason_on_every_row(ctx, error):
     ok, q = _parse("1|COMPLETED|0:0\n2|FAILED|1:0\n3|FAILED|1:0\n", **ctx)
     assert ok.height == 0 and q.height == 3
