@@ -166,14 +166,6 @@ def test_exact_duplicate_lines_are_stored_once_and_not_counted():
     assert ok.select("attempt", "state", "source_line").rows() == [(1, "NODE_FAIL", 2), (2, "COMPLETED", 4)]
 
 
-@pytest.mark.parametrize(
-    "ctx, error",
-    [
-        ({"fields": ("JobID", "State")}, "every line has 3 fields separated by '|' but the field list (--fields) has 2: every record rejected; pass the dump's field list with --fields"),
-        ({"fields": ("JobID", "State", "End"), "delimiter": ","}, "no line contains the delimiter ',': every record rejected; pass the dump's delimiter with --delimiter"),
-        ({}, "but the field list (no header: Open XDMoD's 26 fields) has 26: every record rejected"),
-    ],
-)
 def test_wrong_delimiter_with_a_header_says_how_to_fix_it():
     ok, q = _parse("JobID|State|ExitCode\n1|COMPLETED|0:0\n2|FAILED|1:0\n", delimiter=",")
     assert ok.height == 0 and q["error"].unique().to_list() == [
@@ -184,6 +176,14 @@ def test_wrong_delimiter_with_a_header_says_how_to_fix_it():
     ]
 
 
+@pytest.mark.parametrize(
+    "ctx, error",
+    [
+        ({"fields": ("JobID", "State")}, "every line has 3 fields separated by '|' but the field list (--fields) has 2: every record rejected; pass the dump's field list with --fields"),
+        ({"fields": ("JobID", "State", "End"), "delimiter": ","}, "no line contains the delimiter ',': every record rejected; pass the dump's delimiter with --delimiter"),
+        ({}, "but the field list (no header: Open XDMoD's 26 fields) has 26: every record rejected"),
+    ],
+)
 def test_wrong_options_give_one_clear_reason_on_every_row(ctx, error):
     ok, q = _parse("1|COMPLETED|0:0\n2|FAILED|1:0\n3|FAILED|1:0\n", **ctx)
     assert ok.height == 0 and q.height == 3
