@@ -159,7 +159,10 @@ def _parse_block(lines: pl.Series, offset: int, fields: list[str], delim: str, l
     qs = [quarantine_frame(bad["line"], bad["raw"], errors)]
     df = df.filter(pl.col("nf") == n)
     if "jobid" not in fields:
-        qs.append(quarantine_frame(df["line"], df["raw"], ["no JobID field in the field list"] * df.height))
+        shown = ", ".join(fields[:6]) + (", ..." if len(fields) > 6 else "")
+        why = (f"no JobID field in the field list ({layout}: {shown}) split at {delim!r}: every record rejected; "
+               "pass --fields with JobID, or the dump's --delimiter")  # fmt: skip
+        qs.append(quarantine_frame(df["line"], df["raw"], [why] * df.height))
         return empty, pl.concat(qs)
     # Steps (123.batch, 123.0) fold into their job: split only the JobID off step lines (most
     # lines of a real dump), and the full field list off job lines.

@@ -82,8 +82,10 @@ def test_every_sample_by_content_compressed_and_nested(wh, shuffled):
     vendor = q.filter(pl.col("format") == "k8s")
     assert sorted(vendor["error"].to_list()) == [
         "invalid JSON at line 46 column 144: Invalid control character",
-        "object 1: Node gk3-infra-cluster-pool-2-be3fcd50-lzd5 Ready=True has no lastTransitionTime or "
-        "lastHeartbeatTime: its state cannot be placed in time",
+        (
+            "object 1: Node gk3-infra-cluster-pool-2-be3fcd50-lzd5 Ready=True has no lastTransitionTime or "
+            "lastHeartbeatTime: its state cannot be placed in time"
+        ),
     ]
 
 

@@ -166,6 +166,16 @@ def test_exact_duplicate_lines_are_stored_once_and_not_counted():
     assert ok.select("attempt", "state", "source_line").rows() == [(1, "NODE_FAIL", 2), (2, "COMPLETED", 4)]
 
 
+def test_wrong_delimiter_with_a_header_says_how_to_fix_it():
+    ok, q = _parse("JobID|State|ExitCode\n1|COMPLETED|0:0\n2|FAILED|1:0\n", delimiter=",")
+    assert ok.height == 0 and q["error"].unique().to_list() == [
+        (
+            "no JobID field in the field list (header: jobid|state|exitcode) split at ',': every record rejected; "
+            "pass --fields with JobID, or the dump's --delimiter"
+        )
+    ]
+
+
 @pytest.mark.parametrize(
     "ctx, error",
     [
