@@ -8,22 +8,24 @@ class has several), and why each number is defined the way it is:
   ``sum(duration - entry)`` (left truncation: a unit is at risk only from ``entry``).  It is
   model-free, it is the exact MLE of the exponential model, and its 95% CI is the exact Poisson
   (Garwood, chi-square) interval.  MTBF = exposure / events, CI = reciprocal of the rate CI.
-* Parametric candidates Exponential, Weibull, LogNormal, LogLogistic, fitted with left
-  truncation and right censoring, and with interval censoring when ``duration_low`` is set.
+* Parametric candidates: every model registered in ``analysis/lifetime_models/`` (exponential,
+  Weibull, lognormal, log-logistic, Gompertz; one module each, the likelihood written once in
+  its ``base``), fitted with left truncation and right censoring, and with interval censoring
+  when ``duration_low`` is set.
   ``selected`` = lowest AIC within (class, stratum, window).  ``params`` (JSON) holds every
   parameter with its 95% CI.  The ``shape`` columns on every candidate row hold the *Weibull*
   shape of that class/stratum/window, so the selected row always carries the age trend:
   CI entirely < 1 -> infant mortality, entirely > 1 -> wear-out, covering 1 -> random.
 * Fitting path (``method`` column):
-  - 'exposure-table': exponential from sufficient statistics (events, exposure): its exact MLE
-    and AIC when no row is interval-censored.
+  - 'exposure-table': a model's closed-form MLE (the exponential from sufficient statistics,
+    events and exposure) when no row is interval-censored.
   - 'per-unit': the left-truncated, right- / interval-censored log-likelihood maximised over
     every unit with NumPy/SciPy (analytic gradient, O(n) vectorized); tested to agree with
     lifelines' fitters (lifelines costs ~15 us per unit per model plus ~0.1 s per fit, too slow
     for hundreds of class/stratum/window fits).
   - 'per-unit-lifelines': lifelines' ``fit(..., entry=)`` / ``fit_interval_censoring`` itself
     (``engine='lifelines'``, or ``'auto'`` up to ``LIFELINES_MAX_UNITS`` units).
-  - 'subsample-N': the non-exponential candidates on a uniform random N units when the stratum
+  - 'subsample-N': the candidates without sufficient statistics on a uniform random N units when the stratum
     is larger (``PARAMETRIC_MAX_UNITS``, ``WINDOW_MAX_UNITS`` for monthly windows); the rate stays
     on all units and AIC compares all candidates on that same subsample.
 * Monthly windows: each unit's observation [observed_from, observed_to] is split at month
@@ -38,21 +40,24 @@ class has several), and why each number is defined the way it is:
 from __future__ import annotations
 
 import json
-import math
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from scipy import optimize, special, stats
+from scipy import stats
 
+from analysis import lifetime_models
+from analysis.lifetime_models.base import Z95, Sample
+from analysis.lifetime_models.exponential import poisson_rate_ci
 from warehouse.schemas import TABLES, conform
 
+__all__ = ["Sample", "poisson_rate_ci"]  # re-exported: callers import them from here
+
 HOURS_PER_1K_DAYS = 24_000.0
-Z95 = float(stats.norm.ppf(0.975))
-MODELS = ("exponential", "weibull", "lognormal", "loglogistic")
+MODELS = lifetime_models.names()  # every registered model (analysis/lifetime_models/)
+SHAPE_MODEL = "weibull"  # the ``shape`` columns of every row: this model's shape (age trend)
 LIFELINES_MAX_UNITS = 20_000  # engine='auto': lifelines up to here (~15 us/unit/model)
 PARAMETRIC_MAX_UNITS = 25_000  # larger strata: Weibull/LogNormal/LogLogistic on a random subsample
 WINDOW_MAX_UNITS = 5_000  # the (many) monthly-window fits; the window rate itself uses every unit
@@ -95,18 +100,6 @@ def shape_reading(ci_low: float | None, ci_high: float | None) -> str | None:
     return "about constant: random failures"
 
 
-def poisson_rate_ci(events, exposure_hours) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rate per unit-hour and its exact (Garwood) 95% CI; vectorized over arrays."""
-    d = np.asarray(events, dtype=float)
-    e = np.asarray(exposure_hours, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where(e > 0, d / e, np.nan)
-        low = np.where((d > 0) & (e > 0), stats.chi2.ppf(0.025, 2 * d) / 2 / e, 0.0)
-        low = np.where(e > 0, low, np.nan)
-        high = np.where(e > 0, stats.chi2.ppf(0.975, 2 * d + 2) / 2 / e, np.nan)
-    return rate, low, high
-
-
 def _rate_columns(events, exposure) -> dict[str, np.ndarray]:
     rate, low, high = poisson_rate_ci(events, exposure)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -122,34 +115,6 @@ def _rate_columns(events, exposure) -> dict[str, np.ndarray]:
 
 
 # ----------------------------------------------------------------------------- data prep
-@dataclass
-class Sample:
-    """Survival data of one class/stratum/window as NumPy arrays (hours of age)."""
-
-    entry: np.ndarray
-    upper: np.ndarray  # failure / censoring age (``duration``)
-    lower: np.ndarray  # last age known healthy (= upper for exact failures)
-    event: np.ndarray  # bool
-    interval: np.ndarray  # bool: failure known only within (lower, upper]
-
-    @property
-    def n(self) -> int:
-        return len(self.upper)
-
-    @property
-    def n_events(self) -> int:
-        return int(self.event.sum())
-
-    @property
-    def exposure(self) -> float:
-        return float(np.sum(self.upper - self.entry))
-
-    def take(self, idx: np.ndarray) -> Sample:
-        return Sample(
-            *(a[idx] for a in (self.entry, self.upper, self.lower, self.event, self.interval))
-        )
-
-
 def _sample(df: pl.DataFrame) -> Sample:
     entry = df["entry"].fill_null(0.0).to_numpy().astype(float)
     upper = df["duration"].to_numpy().astype(float)
@@ -175,271 +140,26 @@ def clean_lifetimes(lifetimes: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(pl.col("entry").fill_null(0.0), pl.col("event").fill_null(False))
 
 
-# ----------------------------------------------------------------------------- vectorized MLE
-# Each model is a location-scale family in log-time: z = (log t - mu) * exp(b)  (b = log shape,
-# or -log sigma for the lognormal).  log S(t) and log f(t) below; f includes the 1/t Jacobian.
-def _logsf(model: str, z: np.ndarray) -> np.ndarray:
-    if model in ("weibull", "exponential"):
-        return -np.exp(z)
-    if model == "loglogistic":
-        return -np.logaddexp(0.0, z)
-    return special.log_ndtr(-z)  # lognormal
-
-
-def _logpdf(model: str, z: np.ndarray, logt: np.ndarray, b: float) -> np.ndarray:
-    if model in ("weibull", "exponential"):
-        return b - logt + z - np.exp(z)
-    if model == "loglogistic":
-        return b - logt + z - 2.0 * np.logaddexp(0.0, z)
-    return b - logt - 0.5 * z * z - 0.5 * math.log(2 * math.pi)
-
-
-def _sf_terms(model: str, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """log S and d log S / dz, sharing the expensive transcendental."""
-    if model in ("weibull", "exponential"):
-        ez = np.exp(z)
-        return -ez, -ez
-    if model == "loglogistic":
-        return -np.logaddexp(0.0, z), -special.expit(z)
-    lsf = special.log_ndtr(-z)  # the one expensive call: log S, reused for the Mills ratio
-    zc = np.minimum(z, 30.0)  # inverse Mills ratio phi/(1-Phi); ~ z + 1/z far in the tail
-    mills = np.exp(np.minimum(-0.5 * zc * zc - 0.5 * math.log(2 * math.pi) - lsf, 700.0))
-    return lsf, -np.where(z < 30.0, mills, z + 1.0 / np.maximum(z, 30.0))
-
-
-def _pdf_terms(model: str, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """log f and d log f / dz without the explicit ``b - log t`` terms."""
-    if model in ("weibull", "exponential"):
-        ez = np.exp(z)
-        return z - ez, 1.0 - ez
-    if model == "loglogistic":
-        return z - 2.0 * np.logaddexp(0.0, z), 1.0 - 2.0 * special.expit(z)
-    return -0.5 * z * z - 0.5 * math.log(2 * math.pi), -z
-
-
-class _LogLik:
-    """Left-truncated, right- / interval-censored log-likelihood, vectorized."""
-
-    def __init__(self, model: str, s: Sample):
-        self.model = model
-        ex = s.event & ~s.interval
-        rc = ~s.event
-        self.log_exact = np.log(s.upper[ex])
-        self.log_rc = np.log(s.upper[rc])
-        ic = s.interval
-        self.log_ic_hi = np.log(s.upper[ic])
-        lo = s.lower[ic]
-        self.ic_lo_pos = lo > 0
-        self.log_ic_lo = np.log(np.where(self.ic_lo_pos, lo, 1.0))
-        self.log_entry = np.log(s.entry[s.entry > 0])
-        self.sum_log_exact = float(self.log_exact.sum())
-
-    def value_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        """Log-likelihood and its analytic gradient (no interval-censored rows):
-        z = (log t - mu) e^b, so dz/dmu = -e^b and dz/db = z."""
-        mu = theta[0]
-        b = 0.0 if self.model == "exponential" else theta[1]
-        k = math.exp(b)
-        m = self.model
-        z_ex, z_rc, z_en = ((x - mu) * k for x in (self.log_exact, self.log_rc, self.log_entry))
-        (f_ex, d_ex), (f_rc, d_rc), (f_en, d_en) = (
-            _pdf_terms(m, z_ex),
-            _sf_terms(m, z_rc),
-            _sf_terms(m, z_en),
-        )
-        ll = len(z_ex) * b - self.sum_log_exact + f_ex.sum() + f_rc.sum() - f_en.sum()
-        g_mu = -k * (d_ex.sum() + d_rc.sum() - d_en.sum())
-        if m == "exponential":
-            return float(ll), np.array([g_mu])
-        g_b = len(z_ex) + (d_ex * z_ex).sum() + (d_rc * z_rc).sum() - (d_en * z_en).sum()
-        return float(ll), np.array([g_mu, g_b])
-
-    def grad(self, theta: np.ndarray) -> np.ndarray:
-        return self.value_grad(theta)[1]
-
-    def __call__(self, theta: np.ndarray) -> float:
-        mu = theta[0]
-        b = 0.0 if self.model == "exponential" else theta[1]
-        k = math.exp(b)
-        m = self.model
-        ll = np.sum(_logpdf(m, (self.log_exact - mu) * k, self.log_exact, b))
-        ll += np.sum(_logsf(m, (self.log_rc - mu) * k))
-        ll -= np.sum(_logsf(m, (self.log_entry - mu) * k))
-        if len(self.log_ic_hi):
-            s_hi = _logsf(m, (self.log_ic_hi - mu) * k)
-            s_lo = np.where(self.ic_lo_pos, _logsf(m, (self.log_ic_lo - mu) * k), 0.0)
-            diff = np.clip(s_hi - s_lo, -np.inf, -1e-300)
-            ll += np.sum(s_lo + np.log(-np.expm1(diff)))
-        return float(ll)
-
-
-def _hessian(f, x: np.ndarray, h: float = 1e-3) -> np.ndarray:
-    k = len(x)
-    H = np.empty((k, k))
-    for i in range(k):
-        for j in range(i, k):
-            ei, ej = np.eye(k)[i] * h, np.eye(k)[j] * h
-            H[i, j] = H[j, i] = (
-                f(x + ei + ej) - f(x + ei - ej) - f(x - ei + ej) + f(x - ei - ej)
-            ) / (4 * h * h)
-    return H
-
-
-def _vectorized_fit(model: str, s: Sample, start: np.ndarray | None = None) -> dict:
-    """MLE and log-scale Wald CIs on the unconstrained parameters (mu, log shape).
-
-    ``start``: a warm start (the whole-period fit, for the monthly windows)."""
-    ll = _LogLik(model, s)
-    logt_ev = np.log(s.upper[s.event])
-    mu0 = math.log(max(s.exposure, 1e-9) / max(s.n_events, 1))
-    theta0 = np.array(
-        [mu0]
-        if model == "exponential"
-        else [mu0, 0.0 if model != "lognormal" else -math.log(max(np.std(logt_ev), 0.1))]
-    )
-    if start is not None and len(start) == len(theta0) and np.all(np.isfinite(start)):
-        theta0 = np.asarray(start, dtype=float)
-    if s.interval.any():  # numeric derivatives for log(S(lo) - S(hi))
-        res = optimize.minimize(
-            lambda th: -ll(th), theta0, method="BFGS", options={"gtol": 1e-6 * max(1.0, s.n)}
-        )
-        theta = res.x
-        H = -_hessian(ll, theta)
-    else:
-
-        def neg(th):
-            with np.errstate(over="ignore", invalid="ignore"):
-                v, g = ll.value_grad(th)
-            if not (np.isfinite(v) and np.all(np.isfinite(g))):  # wild line-search step: back off
-                return np.inf, np.zeros_like(th)
-            return -v, -g
-
-        def neg_hess(th, h=1e-5):  # central differences of the analytic gradient
-            H = -np.column_stack(
-                [(ll.grad(th + e) - ll.grad(th - e)) / (2 * h) for e in np.eye(len(th)) * h]
-            )
-            return (H + H.T) / 2
-
-        res = optimize.minimize(
-            neg,
-            theta0,
-            jac=True,
-            method="BFGS",
-            options={"gtol": 1e-7 * max(1.0, s.n)},
-        )
-        theta = res.x
-        H = neg_hess(theta)
-    try:
-        cov = np.linalg.inv(H)
-        se = np.sqrt(np.clip(np.diag(cov), 0.0, np.inf))
-        ok = bool(np.all(np.isfinite(se)) and np.all(np.diag(cov) > 0))
-    except np.linalg.LinAlgError:
-        se, ok = np.full(len(theta), np.nan), False
-    loglik = ll(theta)
-    mu, se_mu = theta[0], se[0]
-    scale = (math.exp(mu), math.exp(mu - Z95 * se_mu), math.exp(mu + Z95 * se_mu))
-    out = {
-        "loglik": loglik,
-        "k": len(theta),
-        "converged": bool(ok and np.isfinite(loglik)),
-        "theta": theta,
-    }
-    if model == "exponential":
-        out["params"] = {
-            "scale_hours": scale,
-            "rate_per_hour": tuple(1.0 / v for v in (scale[0], scale[2], scale[1])),
-        }
-    elif model == "lognormal":
-        b, sb = theta[1], se[1]
-        sig = (math.exp(-b), math.exp(-b - Z95 * sb), math.exp(-b + Z95 * sb))
-        out["params"] = {"mu_log_hours": (mu, mu - Z95 * se_mu, mu + Z95 * se_mu), "sigma": sig}
-    else:
-        b, sb = theta[1], se[1]
-        shape = (math.exp(b), math.exp(b - Z95 * sb), math.exp(b + Z95 * sb))
-        out["params"] = {"shape": shape, "scale_hours": scale}
-    return out
-
-
-# ----------------------------------------------------------------------------- lifelines path
-def _lifelines_fit(model: str, s: Sample) -> dict:
-    from lifelines import ExponentialFitter, LogLogisticFitter, LogNormalFitter, WeibullFitter
-
-    cls = {
-        "exponential": ExponentialFitter,
-        "weibull": WeibullFitter,
-        "lognormal": LogNormalFitter,
-        "loglogistic": LogLogisticFitter,
-    }[model]
-    f = cls()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if s.interval.any():
-            hi = np.where(s.event, s.upper, np.inf)
-            lo = np.where(s.event, s.lower, s.upper)
-            # lifelines' convention: exact iff lower == upper, an interval row is "censored"
-            f.fit_interval_censoring(lo, hi, event_observed=s.event & ~s.interval, entry=s.entry)
-        else:
-            f.fit(s.upper, s.event, entry=s.entry)
-    summ = f.summary  # Wald CIs from the fitter's variance matrix
-
-    def trip(name: str) -> tuple[float, float, float]:
-        row = summ.loc[name]
-        return (float(row["coef"]), float(row["coef lower 95%"]), float(row["coef upper 95%"]))
-
-    if model == "exponential":
-        lam = trip("lambda_")
-        params = {"scale_hours": lam, "rate_per_hour": (1 / lam[0], 1 / lam[2], 1 / lam[1])}
-    elif model == "weibull":
-        params = {"shape": trip("rho_"), "scale_hours": trip("lambda_")}
-    elif model == "lognormal":
-        params = {"mu_log_hours": trip("mu_"), "sigma": trip("sigma_")}
-    else:
-        params = {"shape": trip("beta_"), "scale_hours": trip("alpha_")}
-    return {
-        "loglik": float(f.log_likelihood_),
-        "k": len(f._fitted_parameter_names),
-        "params": params,
-        "converged": True,
-    }
-
-
+# ----------------------------------------------------------------------------- fitting
 def fit_model(
     model: str, s: Sample, engine: str = "numpy", start: np.ndarray | None = None
 ) -> tuple[dict, str]:
-    """One parametric candidate on one sample; returns (fit, method).
+    """One parametric candidate (any registered model) on one sample; returns (fit, method).
 
-    The exponential without interval censoring always comes from the exposure table (its exact
-    MLE). Otherwise ``engine='numpy'`` maximises the vectorized likelihood ('per-unit');
-    ``engine='lifelines'`` uses lifelines' fitters ('per-unit-lifelines'); 'auto' picks
-    lifelines up to ``LIFELINES_MAX_UNITS`` units.
+    A closed-form MLE (the exponential without interval censoring) comes from the exposure
+    table. Otherwise ``engine='numpy'`` maximises the model's vectorized likelihood
+    ('per-unit'); ``engine='lifelines'`` uses lifelines' fitter ('per-unit-lifelines'); 'auto'
+    picks lifelines up to ``LIFELINES_MAX_UNITS`` units.
     """
-    if model == "exponential" and not s.interval.any():
-        d, e = s.n_events, s.exposure
-        if e <= 0:
-            return {
-                "loglik": float("nan"),
-                "k": 1,
-                "converged": False,
-                "params": {},
-            }, "exposure-table"
-        lam = d / e
-        loglik = d * math.log(lam) - lam * e if d > 0 else 0.0
-        _, lo, hi = poisson_rate_ci(d, e)
-        rate = (lam, float(lo), float(hi))
-        scale = tuple(1 / v if v > 0 else float("inf") for v in (rate[0], rate[2], rate[1]))
-        return {
-            "loglik": loglik,
-            "k": 1,
-            "converged": True,  # closed form; 0 events is the boundary MLE 0 with a Garwood CI
-            "params": {"rate_per_hour": rate, "scale_hours": scale},
-        }, "exposure-table"
+    m = lifetime_models.get(model)
+    exact = m.exact_fit(s)
+    if exact is not None:
+        return exact, "exposure-table"
     if engine == "auto":
         engine = "lifelines" if s.n <= LIFELINES_MAX_UNITS else "numpy"
     method = "per-unit-lifelines" if engine == "lifelines" else "per-unit"
     try:
-        fit = (
-            _lifelines_fit(model, s) if engine == "lifelines" else _vectorized_fit(model, s, start)
-        )
+        fit = m.fit_lifelines(s) if engine == "lifelines" else m.fit(s, start)
     except _FIT_ERRORS as exc:  # lifelines ConvergenceError, singular Hessian, ...
         fit = {
             "loglik": float("nan"),
@@ -463,15 +183,17 @@ def _fit_rows(
     """Candidate rows for one (class, stratum, window). ``starts``: warm starts per model,
     filled with this call's estimates when empty (the whole-period fit seeds the windows)."""
     rate_cols = {k: float(v) for k, v in _rate_columns(s.n_events, s.exposure).items()}
-    models = MODELS if s.n_events >= min_events else ("exponential",)
+    reg = lifetime_models.models()
+    models = [m for m in MODELS if s.n_events >= min_events or reg[m].full_data]
     sub = s
     if s.n > max_units:  # uniform random units: the likelihood stays unbiased
         rng = np.random.default_rng(max_units + s.n)
         sub = s.take(np.sort(rng.choice(s.n, max_units, replace=False)))
     rows = []
     for model in models:
+        full = reg[model].full_data  # sufficient statistics: every unit, even when subsampling
         start = starts.get(model) if starts else None
-        fit, method = fit_model(model, s if model == "exponential" else sub, engine, start)
+        fit, method = fit_model(model, s if full else sub, engine, start)
         if (
             starts is not None
             and start is None
@@ -479,13 +201,12 @@ def _fit_rows(
             and fit["converged"]
         ):
             starts[model] = fit["theta"]
-        if sub is not s and model != "exponential":
+        if sub is not s and not full:
             method = f"subsample-{max_units}"
-        aic = 2 * fit["k"] - 2 * fit["loglik"] if fit["converged"] else float("nan")
-        if model == "exponential" and sub is not s and len(models) > 1:
-            # AIC must compare the candidates on the same units: the subsample's exponential
-            efit, _ = fit_model("exponential", sub, engine)
-            aic = 2 * efit["k"] - 2 * efit["loglik"] if efit["converged"] else float("nan")
+        aic = reg[model].aic(fit)
+        if full and sub is not s and len(models) > 1:
+            # AIC must compare the candidates on the same units: the subsample's fit
+            aic = reg[model].aic(fit_model(model, sub, engine)[0])
         fin = lambda x: float(x) if np.isfinite(x) else None
         params = {
             name: {"value": fin(v[0]), "ci_low": fin(v[1]), "ci_high": fin(v[2])}
@@ -507,10 +228,10 @@ def _fit_rows(
                 **rate_cols,
                 "method": method,
                 "converged": fit["converged"],
-                "_shape": fit["params"].get("shape") if model == "weibull" else None,
+                "_shape": fit["params"].get("shape") if model == SHAPE_MODEL else None,
             }
         )
-    wb = next((r for r in rows if r["model"] == "weibull" and r["converged"]), None)
+    wb = next((r for r in rows if r["model"] == SHAPE_MODEL and r["converged"]), None)
     shape = wb["_shape"] if wb is not None else None
     finite = [r["aic"] for r in rows if np.isfinite(r["aic"])]
     best = min(finite) if finite else None
@@ -521,7 +242,7 @@ def _fit_rows(
             r["shape"], r["shape_ci_low"], r["shape_ci_high"] = shape
             r["shape_reading"] = shape_reading(shape[1], shape[2])
     if best is None:  # nothing converged (e.g. no events): the exposure row is the answer
-        rows[0]["selected"] = True
+        next(r for r in rows if reg[r["model"]].full_data)["selected"] = True
     return rows
 
 
@@ -638,7 +359,9 @@ def failure_rates(
         # the GIL: threads use every core; results keep the input order (deterministic)
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             for part in pool.map(
-                lambda j: _fit_rows(j[0], MIN_EVENTS_WINDOW_FIT, j[1], engine, WINDOW_MAX_UNITS, starts=j[2]),
+                lambda j: _fit_rows(
+                    j[0], MIN_EVENTS_WINDOW_FIT, j[1], engine, WINDOW_MAX_UNITS, starts=j[2]
+                ),
                 jobs,
             ):
                 rows += part

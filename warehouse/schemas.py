@@ -330,7 +330,7 @@ TABLES: dict[str, Table] = {
                 "component_class": STR,
                 "stratum": STR,  # 'all' or a model / SKU
                 "window": STR,  # 'all' or a calendar month 'YYYY-MM'
-                "model": STR,  # exponential | weibull | lognormal | loglogistic
+                "model": STR,  # a registered analysis.lifetime_models name (exponential, weibull...)
                 "selected": BOOL,  # lowest AIC within (class, stratum, window)
                 "params": STR,  # JSON
                 "aic": F64,
