@@ -43,6 +43,7 @@ import json
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -569,31 +570,65 @@ def competing_risks(df: pl.DataFrame, notes: list[str] | None = None) -> pl.Data
 
 
 # ----------------------------------------------------------------------------- hazard_ratios
-CONTINUOUS = ("temp_mean", "temp_max", "power_mean", "util_mean")
+CONTINUOUS = {  # covariate -> the unit its hazard ratio is per
+    "temp_mean": "per degC",
+    "temp_max": "per degC",
+    "power_mean": "per W",
+    "util_mean": "per percentage point",
+}
 CATEGORICAL = ("model", "rack")
 MAX_LEVELS = 12  # categorical levels kept (most frequent); the rest pooled as 'other'
+DUPLICATE_CORR = 0.99  # a covariate this correlated with one kept before it measures the same
+# thing (GPU power and utilisation): both in one Cox model make neither estimable
+COX_PENALIZER = 0.0  # the Cox fit is unpenalized ...
+COX_FALLBACK_PENALIZER = 0.1  # ... unless it fails to converge; the table says which
+P_ADJUST_METHOD = "holm"  # family: every row of hazard_ratios (all classes and covariates)
+ALPHA = 0.05
 
 
-def _design(cdf: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    """Covariate columns present and non-constant; categoricals as dummies (most frequent
-    level is the reference)."""
+@dataclass
+class Design:
+    """Cox design of one class: the frame, covariate names, per name its unit and reference
+    level (categoricals), and the near-duplicate covariates left out."""
+
+    frame: pl.DataFrame
+    names: list[str]
+    units: dict[str, str]
+    reference: dict[str, str | None]
+    dropped: list[str]
+
+
+def _design(cdf: pl.DataFrame) -> Design:
+    """Covariate columns present and non-constant (a near-duplicate of an earlier one left out);
+    categoricals as dummies against their most frequent level (ties: the first by name)."""
     cols: list[pl.Expr] = []
     names: list[str] = []
-    for c in CONTINUOUS:
+    units: dict[str, str] = {}
+    reference: dict[str, str | None] = {}
+    dropped: list[str] = []
+    kept: list[np.ndarray] = []
+    for c, unit in CONTINUOUS.items():
         v = cdf[c]
         if v.null_count() < cdf.height and (v.drop_nulls().std() or 0) > 0:
+            x = v.fill_null(v.mean()).to_numpy().astype(float)
+            if any(abs(np.corrcoef(x, k)[0, 1]) > DUPLICATE_CORR for k in kept):
+                dropped.append(c)
+                continue
+            kept.append(x)
             cols.append(pl.col(c).fill_null(v.mean()))
             names.append(c)
+            units[c], reference[c] = unit, None
     for c in CATEGORICAL:
-        counts = cdf[c].drop_nulls().value_counts(sort=True)
+        counts = cdf[c].drop_nulls().value_counts().sort(["count", c], descending=[True, False])
         if counts.height < 2:
             continue
         levels = counts[c].to_list()
-        keep = levels[1:MAX_LEVELS]
-        for lv in keep:
+        ref = str(levels[0])
+        for lv in levels[1:MAX_LEVELS]:
             name = f"{c}={lv}"
             cols.append((pl.col(c) == lv).fill_null(False).cast(pl.Float64).alias(name))
             names.append(name)
+            units[name], reference[name] = f"{lv} vs {ref}", ref
         if len(levels) > MAX_LEVELS:
             name = f"{c}=other"
             cols.append(
@@ -602,9 +637,20 @@ def _design(cdf: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
                 .alias(name)
             )
             names.append(name)
-    return cdf.select(
-        pl.col("entry"), pl.col("duration"), pl.col("event").cast(pl.Int8), *cols
-    ), names
+            units[name], reference[name] = f"other {c}s vs {ref}", ref
+    frame = cdf.select(pl.col("entry"), pl.col("duration"), pl.col("event").cast(pl.Int8), *cols)
+    return Design(frame, names, units, reference, dropped)
+
+
+def holm(p: np.ndarray) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error control over all of ``p``)."""
+    p = np.asarray(p, dtype=float)
+    m = len(p)
+    order = np.argsort(p, kind="stable")
+    adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adj
+    return out
 
 
 def ph_test(cph, design: pl.DataFrame) -> dict[str, float]:
@@ -651,7 +697,10 @@ def ph_test(cph, design: pl.DataFrame) -> dict[str, float]:
 def hazard_ratios(
     lifetimes: pl.DataFrame, notes: list[str] | None = None, seed: int = 0
 ) -> pl.DataFrame:
-    """Cox PH per class (left-truncated via ``entry_col``) with the PH test per covariate."""
+    """Cox PH per class (left-truncated via ``entry_col``, unpenalized unless the ``penalizer``
+    column says otherwise) with, per covariate: its unit (per degC, per W, a level vs the named
+    reference level), the PH test, and ``p_adjusted`` (Holm over every row of the table, named
+    in ``p_adjust_method``). ``clear_effect``: adjusted p < 0.05 and the PH test passed."""
     from lifelines import CoxPHFitter
 
     notes = notes if notes is not None else []
@@ -670,39 +719,66 @@ def hazard_ratios(
         if events < MIN_EVENTS_COX:
             notes.append(f"cox {cls}: skipped, {events} events (< {MIN_EVENTS_COX})")
             continue
-        design, names = _design(cdf)
-        if not names:
+        d = _design(cdf)
+        if d.dropped:
+            notes.append(
+                f"cox {cls}: left out {', '.join(d.dropped)} (correlation > {DUPLICATE_CORR} "
+                "with a covariate kept: the same measurement twice)"
+            )
+        if not d.names:
             notes.append(f"cox {cls}: skipped, no non-constant covariate")
             continue
-        pdf = design.to_pandas()
+        pdf = d.frame.to_pandas()
+        penalizer = COX_PENALIZER
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                cph = CoxPHFitter(penalizer=0.01).fit(pdf, "duration", "event", entry_col="entry")
-                ph_p = ph_test(cph, design)
+                try:
+                    cph = CoxPHFitter(penalizer=penalizer).fit(
+                        pdf, "duration", "event", entry_col="entry"
+                    )
+                except _FIT_ERRORS:  # separation / no convergence: a stated ridge penalty
+                    penalizer = COX_FALLBACK_PENALIZER
+                    notes.append(
+                        f"cox {cls}: unpenalized fit did not converge; penalizer {penalizer}"
+                    )
+                    cph = CoxPHFitter(penalizer=penalizer).fit(
+                        pdf, "duration", "event", entry_col="entry"
+                    )
+                ph_p = ph_test(cph, d.frame)
         except _FIT_ERRORS as exc:  # convergence / singular matrix: reported, not raised
             notes.append(
                 f"cox {cls}: failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
             )
             continue
         summ = cph.summary
+        names = list(summ.index)
         frames.append(
             pl.DataFrame(
                 {
                     "component_class": cls,
-                    "covariate": list(summ.index),
+                    "covariate": names,
+                    "unit": [d.units[c] for c in names],
+                    "reference": [d.reference[c] for c in names],
                     "hr": summ["exp(coef)"].to_numpy(),
                     "ci_low": summ["exp(coef) lower 95%"].to_numpy(),
                     "ci_high": summ["exp(coef) upper 95%"].to_numpy(),
                     "p": summ["p"].to_numpy(),
                     "n": cdf.height,
-                    "ph_test_p": [ph_p[c] for c in summ.index],
-                }
+                    "ph_test_p": [ph_p[c] for c in names],
+                    "penalizer": float(penalizer),
+                },
+                schema_overrides={"reference": pl.Utf8},
             ).with_columns(ph_ok=pl.col("ph_test_p") >= PH_ALPHA)
         )
-    return (
-        conform("hazard_ratios", pl.concat(frames)) if frames else TABLES["hazard_ratios"].empty()
-    )
+    if not frames:
+        return TABLES["hazard_ratios"].empty()
+    out = pl.concat(frames)
+    out = out.with_columns(
+        p_adjusted=pl.Series(holm(out["p"].fill_null(1.0).to_numpy())),
+        p_adjust_method=pl.lit(P_ADJUST_METHOD),
+    ).with_columns(clear_effect=(pl.col("p_adjusted") < ALPHA) & pl.col("ph_ok"))
+    return conform("hazard_ratios", out)
 
 
 # ----------------------------------------------------------------------------- public API

@@ -382,20 +382,25 @@ def _hazards(t: dict) -> Section:
         s.note = NO_DATA
         return s
     s.chart = charts.hazard_ratio_chart(t["hazard_ratios"])
-    sig = hr.filter((pl.col("ci_low") > 1) | (pl.col("ci_high") < 1))
-    if sig.height == 0:
-        s.reading = f"None of the {hr.height} covariate effects has a 95% CI that excludes 1: no clear driver yet."
+    # only effects that survive the multiple-testing correction and pass the PH test
+    clear = hr.filter(pl.col("clear_effect").fill_null(False)).sort("p_adjusted")
+    method = hr["p_adjust_method"].drop_nulls().first() or "multiple-testing"
+    if clear.height == 0:
+        s.reading = (
+            f"None of the {hr.height} covariate effects survives {method} correction for "
+            f"{hr.height} tests (adjusted p < 0.05) with a passing proportional-hazards test: "
+            "no clear driver yet."
+        )
         return s
-    r = (
-        sig.with_columns(pl.col("hr").log().abs().alias("_e"))
-        .sort("_e", descending=True)
-        .row(0, named=True)
+    effects = "; ".join(
+        f"{r['covariate']} on {r['component_class']} multiplies the hazard by {r['hr']:.2f} "
+        f"{r['unit'] or 'per unit'} (95% CI {r['ci_low']:.2f}–{r['ci_high']:.2f}, "
+        f"adjusted p={r['p_adjusted']:.2g})"
+        for r in clear.iter_rows(named=True)
     )
-    p = "" if r["p"] is None else f", p={r['p']:.2g}"
     s.reading = (
-        f"Strongest clear effect: {r['covariate']} on {r['component_class']} multiplies the hazard by "
-        f"{r['hr']:.2f} per unit (95% CI {r['ci_low']:.2f}–{r['ci_high']:.2f}{p}); "
-        f"{sig.height} of {hr.height} effects have CIs that exclude 1."
+        f"Clear effects ({clear.height} of {hr.height}: adjusted p < 0.05 after {method} "
+        f"correction for {hr.height} tests, proportional hazards not rejected): {effects}."
     )
     return s
 

@@ -382,6 +382,12 @@ TABLES: dict[str, Table] = {
                 "n": I64,
                 "ph_test_p": F64,  # Schoenfeld-residual test of proportional hazards
                 "ph_ok": BOOL,
+                "unit": STR,  # what one step of the covariate is: 'per degC', 'rack-03 vs rack-02'
+                "reference": STR,  # categoricals: the reference level (null for continuous)
+                "p_adjusted": F64,  # multiple-testing adjusted p over every row of the table
+                "p_adjust_method": STR,  # 'holm'
+                "penalizer": F64,  # Cox ridge penalizer used (0: none)
+                "clear_effect": BOOL,  # p_adjusted < 0.05 and ph_ok
             },
             kind="derived",
         ),
