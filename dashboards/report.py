@@ -343,7 +343,10 @@ def _trend(t: dict) -> Section:
     months = sorted(df["window"].unique().to_list())
     best = None
     for (cls,), g in df.partition_by("component_class", as_dict=True).items():
-        g = g.sort("month").filter(pl.col("rate_per_1k_unit_days").is_not_null())
+        # low-exposure windows (flagged in failure_rates) are not compared: their rates say little
+        g = g.sort("month").filter(
+            pl.col("rate_per_1k_unit_days").is_not_null() & ~pl.col("low_exposure").fill_null(False)
+        )
         if g.height < 2:
             continue
         a, b = g.row(0, named=True), g.row(-1, named=True)
@@ -356,21 +359,15 @@ def _trend(t: dict) -> Section:
         s.reading = f"{len(months)} month(s) of fits; no class has two months to compare yet."
         return s
     _, cls, a, b = best
-    overlap = (
-        a["rate_ci_low"] is not None
-        and b["rate_ci_low"] is not None
-        and a["rate_ci_low"] <= b["rate_ci_high"]
-        and b["rate_ci_low"] <= a["rate_ci_high"]
-    )
+    from analysis.survival import rate_change_test  # the exact test, one place
+
+    p = rate_change_test(a["n_events"], a["exposure_hours"], b["n_events"], b["exposure_hours"])
     s.reading = (
         f"Across {len(months)} months ({months[0]} to {months[-1]}), the largest change is {cls}: "
         f"{_num(a['rate_per_1k_unit_days'])} ({a['window']}) to {_num(b['rate_per_1k_unit_days'])} ({b['window']}) "
-        "failures per 1,000 unit-days; "
-        + (
-            "the 95% CIs overlap, so the change is within noise."
-            if overlap
-            else "the 95% CIs do not overlap."
-        )
+        f"failures per 1,000 unit-days ({a['n_events']} vs {b['n_events']} failures); exact test of "
+        f"equal rates (conditional binomial) p = {p:.2g}: "
+        + ("a real change." if p < 0.05 else "consistent with no change.")
     )
     return s
 

@@ -76,7 +76,9 @@ def test_exponential_closed_form_equals_lifelines_and_numeric_fit():
     s = _observed(m(scale_hours=5000.0), 2000, seed=1)
     exact, numeric, ref = m.exact_fit(s), m.fit(s), m.fit_lifelines(s)
     assert exact["params"]["scale_hours"][0] == pytest.approx(s.exposure / s.n_events, rel=1e-12)
-    assert exact["params"]["scale_hours"][0] == pytest.approx(ref["params"]["scale_hours"][0], rel=1e-5)
+    assert exact["params"]["scale_hours"][0] == pytest.approx(
+        ref["params"]["scale_hours"][0], rel=1e-5
+    )
     assert numeric["loglik"] == pytest.approx(exact["loglik"], abs=1e-6)
 
 
@@ -151,6 +153,30 @@ def test_failure_rates_unchanged_for_the_four_original_models(name):
     before = pl.read_parquet(FIX / f"{name}_failure_rates_before.parquet")
     after = sv.failure_rates(lt)
     keys = ["component_class", "stratum", "window", "model"]
+    # the old code's zero-length windows (an observation ending at 00:00 on the 1st; upper CI
+    # ~1e17) are gone since windows shorter than a day are not made
+    gone = before.filter(pl.col("exposure_hours") < sv.MIN_WINDOW_HOURS)
+    assert set(gone["window"]) == ({"2026-01"} if name == "simulated" else set())
+    assert after.join(gone, on=keys).height == 0
+    before = before.join(gone.select(keys), on=keys, how="anti")
+    # failures detected at a midnight health check on the 1st (hbm) were counted in two months
+    # by the old split; now once: those windows' data changed, every other row must not
+    monthly = lambda fr: fr.filter((pl.col("window") != "all") & (pl.col("model") == "exponential"))
+    events = lt.group_by("component_class").agg(pl.col("event").sum().cast(pl.Int64).alias("d"))
+    for fr, double in ((before, name == "simulated"), (after, False)):
+        per = (
+            monthly(fr)
+            .group_by("component_class")
+            .agg(pl.col("n_events").sum())
+            .join(events, on="component_class")
+        )
+        assert (per["n_events"] > per["d"]).any() == double
+        assert (per["n_events"] >= per["d"]).all()
+    moved = (
+        monthly(before).join(after, on=keys).filter(pl.col("n_events") != pl.col("n_events_right"))
+    )
+    assert set(moved["component_class"]) == ({"hbm"} if name == "simulated" else set())
+    before = before.join(moved.select(keys[:3]), on=keys[:3], how="anti")
     j = before.join(after, on=keys, how="left", suffix="_after")
     assert j.height == before.height and j["n_units_after"].null_count() == 0
     for c in before.columns:

@@ -15,6 +15,11 @@ from analysis import survival as sv
 from warehouse.schemas import TABLES
 
 
+SAMPLE_LIFETIMES = (
+    Path(__file__).parent / "fixtures" / "survival" / "sample_fleet_lifetimes.parquet"
+)
+
+
 def _lifetimes(rows) -> pl.DataFrame:
     cols = ["component_class", "unit_id", "entry", "duration", "event"]
     return pl.DataFrame([dict(zip(cols, r)) for r in rows])
@@ -203,6 +208,84 @@ def test_single_unit_split_at_month_boundary():
     assert p["in_event"].to_list() == [False, True]
 
 
+def _observed(spans, cls="gpu"):
+    """component_lifetimes rows from (observed_from, observed_to, event) with entry 0."""
+    return pl.DataFrame(
+        {
+            "component_class": cls,
+            "unit_id": [f"u{i}" for i in range(len(spans))],
+            "entry": 0.0,
+            "duration": [(b - a).total_seconds() / 3600 for a, b, _ in spans],
+            "event": [e for *_, e in spans],
+            "observed_from": [a for a, _, _ in spans],
+            "observed_to": [b for _, b, _ in spans],
+        }
+    )
+
+
+def test_observation_ending_at_midnight_on_the_first_opens_no_window():
+    """Before: a failure at 2025-07-01 00:00 made a '2025-07' window of 0 h (upper CI ~1e17)
+    and was counted in both June and July."""
+    lt = _observed(
+        [
+            (datetime(2025, 6, 1), datetime(2025, 7, 1), True),
+            (datetime(2025, 6, 1), datetime(2025, 7, 1), False),
+        ]
+    )
+    fr = sv.failure_rates(lt).filter(pl.col("model") == "exponential")
+    assert fr["window"].to_list() == ["2025-06", "all"]
+    june = fr.row(0, named=True)
+    assert june["n_events"] == 1 and june["exposure_hours"] == pytest.approx(2 * 720.0)
+    assert not june["partial"] and june["period_end"] == datetime(2025, 7, 1)
+
+
+def test_sub_day_month_is_folded_into_its_neighbour_conserving_exposure_and_events():
+    end = datetime(2025, 7, 1, 5)  # the fleet's data end 5 h into July
+    lt = _observed(
+        [(datetime(2025, 5, 20), end, True), (datetime(2025, 6, 3), end, False)]
+        + [(datetime(2025, 5, 20), datetime(2025, 6, 10), True)]
+    )
+    notes: list[str] = []
+    fr = sv.failure_rates(lt, notes=notes).filter(pl.col("model") == "exponential")
+    months = fr.filter(pl.col("window") != "all")
+    assert months["window"].to_list() == ["2025-05", "2025-06"]
+    assert months["n_events"].sum() == 2
+    assert months["exposure_hours"].sum() == pytest.approx(lt["duration"].sum())
+    june = months.row(1, named=True)
+    assert june["period_end"] == end and june["n_units"] == 3  # pieces merged per unit
+    # June 10, and 05:00 on July 1 (in the folded June)
+    assert months["n_events"].to_list() == [0, 2]
+    assert months["partial"].to_list() == [True, False]  # May starts on the 20th
+    assert notes == ["gpu: 2025-07 observed only 5.0 h, folded into 2025-06"]
+
+
+def test_sample_fleet_windows_flag_partial_and_low_exposure_months():
+    fr = sv.failure_rates(pl.read_parquet(SAMPLE_LIFETIMES)).filter(
+        (pl.col("component_class") == "gpu") & (pl.col("model") == "exponential")
+    )
+    got = {r["window"]: (r["partial"], r["low_exposure"]) for r in fr.iter_rows(named=True)}
+    # observed 2026-01-05 .. 2026-03-05 23:43: January and March are partial, March has under
+    # a quarter of a median month's exposure
+    assert got == {
+        "2026-01": (True, False),
+        "2026-02": (False, False),
+        "2026-03": (True, True),
+        "all": (False, False),
+    }
+
+
+def test_rate_change_uses_the_exact_conditional_binomial_test():
+    # 30 vs 50 failures on equal exposure: the 95% CIs overlap, yet the rates differ
+    _, lo30, hi30 = sv.poisson_rate_ci(30, 1000.0)
+    _, lo50, hi50 = sv.poisson_rate_ci(50, 1000.0)
+    assert lo50 < hi30  # overlapping CIs
+    assert sv.rate_change_test(30, 1000.0, 50, 1000.0) == pytest.approx(0.0326, abs=5e-4)
+    assert sv.rate_change_test(30, 1000.0, 30, 1000.0) == pytest.approx(1.0)
+    # same counts on unequal exposure: the rate halved
+    assert sv.rate_change_test(40, 1000.0, 40, 2000.0) == pytest.approx(0.00275, abs=5e-5)
+    assert sv.rate_change_test(0, 10.0, 0, 10.0) == 1.0
+
+
 # ----------------------------------------------------------------------------- Cox / PH
 def test_cox_recovers_temperature_effect_and_reports_ph_check():
     rng = np.random.default_rng(2)
@@ -245,9 +328,6 @@ def test_holm_adjustment_matches_hand_computation():
     assert sv.holm(np.array([0.5, 0.9])) == pytest.approx([1.0, 1.0])  # monotone, capped at 1
 
 
-SAMPLE_LIFETIMES = Path(__file__).parent / "fixtures" / "survival" / "sample_fleet_lifetimes.parquet"
-
-
 def test_sample_fleet_hazard_ratios_find_temperature_and_no_rack_effect():
     """The committed fleet's lifetimes: the simulated truth is a GPU hazard ratio of 1.284 per
     degC of temperature offset and no rack effect. Unadjusted, a rack looks 'significant'
@@ -267,7 +347,9 @@ def test_sample_fleet_hazard_ratios_find_temperature_and_no_rack_effect():
     assert t.height == 1 and t["unit"][0] == "per degC"
     assert t["ci_low"][0] <= 1.284025 <= t["ci_high"][0] and t["ph_ok"][0]
     rack = hr.filter(pl.col("covariate") == "rack=rack-03").row(0, named=True)
-    assert rack["unit"] == f"rack-03 vs {rack['reference']}" and rack["reference"].startswith("rack-")
+    assert rack["unit"] == f"rack-03 vs {rack['reference']}" and rack["reference"].startswith(
+        "rack-"
+    )
     assert any("left out util_mean" in n for n in notes)  # power and utilisation: one measurement
     reading = _hazards({"hazard_ratios": hr}).reading
     assert "temp_mean on gpu multiplies the hazard by 1.32 per degC" in reading
@@ -436,7 +518,9 @@ def test_cli_fit_prints_table_and_errors_when_empty(tmp_path, capsys):
     assert len(lines) == 3 and all("wear-out" in ln for ln in lines)  # strata all, A, B
     assert "weibull" in lines[0].split()[2] and lines[0].split()[1] == "all"
     assert main(["--home", str(tmp_path), "fit", "--all-models"]) == 0
-    assert len([ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("psu")]) == 3 * len(sv.MODELS)
+    assert len(
+        [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("psu")]
+    ) == 3 * len(sv.MODELS)
 
 
 def test_aalen_johansen_ci_matches_lifelines_variance():

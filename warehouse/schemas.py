@@ -349,6 +349,10 @@ TABLES: dict[str, Table] = {
                 "shape_reading": STR,
                 "method": STR,  # exposure-table | per-unit | per-unit-lifelines | subsample-N
                 "converged": BOOL,
+                "period_start": UTC_TS,  # calendar span the row's observation covers
+                "period_end": UTC_TS,
+                "partial": BOOL,  # a monthly window that covers less than its calendar month
+                "low_exposure": BOOL,  # monthly exposure < 1/4 of the class's median month
             },
             kind="derived",
         ),
