@@ -13,7 +13,7 @@ from warehouse.schemas import conform
 def _layers(chart) -> tuple[dict, list[tuple[dict, list[dict]]]]:
     """(spec, [(layer spec, its data rows)]) of a layer chart."""
     spec = chart.to_dict()
-    layers = spec["layer"] if "layer" in spec else [spec]
+    layers = spec.get("layer", [spec])
     out = []
     for layer in layers:
         for sub in layer.get("layer", [layer]):
@@ -56,7 +56,7 @@ def test_monthly_chart_draws_cis_and_zero_failure_months_on_a_band_axis():
     # xOffset only on a band (ordinal) axis: on a time axis it made these marks vanish
     for lay, _ in layers:
         assert lay["encoding"]["x"]["type"] == "ordinal" and "xOffset" in lay["encoding"]
-    zero = [rows for lay, rows in layers if lay["mark"].get("shape") == "triangle-down"][0]
+    zero = next(rows for lay, rows in layers if lay["mark"].get("shape") == "triangle-down")
     assert [(r["component_class"], r["window"]) for r in zero] == [("psu", "2026-01")]
     labels = {r["window"]: r["label"] for r in rows}
     assert labels == {

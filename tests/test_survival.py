@@ -14,7 +14,6 @@ import pytest
 from analysis import survival as sv
 from warehouse.schemas import TABLES
 
-
 SAMPLE_LIFETIMES = (
     Path(__file__).parent / "fixtures" / "survival" / "sample_fleet_lifetimes.parquet"
 )
@@ -276,8 +275,8 @@ def test_sample_fleet_windows_flag_partial_and_low_exposure_months():
 
 def test_rate_change_uses_the_exact_conditional_binomial_test():
     # 30 vs 50 failures on equal exposure: the 95% CIs overlap, yet the rates differ
-    _, lo30, hi30 = sv.poisson_rate_ci(30, 1000.0)
-    _, lo50, hi50 = sv.poisson_rate_ci(50, 1000.0)
+    _, _, hi30 = sv.poisson_rate_ci(30, 1000.0)
+    _, lo50, _ = sv.poisson_rate_ci(50, 1000.0)
     assert lo50 < hi30  # overlapping CIs
     assert sv.rate_change_test(30, 1000.0, 50, 1000.0) == pytest.approx(0.0326, abs=5e-4)
     assert sv.rate_change_test(30, 1000.0, 30, 1000.0) == pytest.approx(1.0)
