@@ -28,13 +28,18 @@ class has several), and why each number is defined the way it is:
   - 'subsample-N': the candidates without sufficient statistics on a uniform random N units when the stratum
     is larger (``PARAMETRIC_MAX_UNITS``, ``WINDOW_MAX_UNITS`` for monthly windows); the rate stays
     on all units and AIC compares all candidates on that same subsample.
-* Monthly windows: each unit's observation [observed_from, observed_to] is split at month
+* Monthly windows: each unit's observation [observed_from, observed_to) is split at month
   boundaries; exposure and events per month give the rate with a Poisson CI, and parametric fits
   are run only in windows with at least ``MIN_EVENTS_WINDOW_FIT`` events (ages inside the window
-  are left-truncated at the window start and censored at its end).
+  are left-truncated at the window start and censored at its end). No window is shorter than a
+  day (a month observed less is folded into its neighbour); ``period_start`` / ``period_end``
+  give the span a row covers, ``partial`` marks a month observed only in part, ``low_exposure``
+  one with under ``LOW_EXPOSURE_FRACTION`` of the class's median monthly exposure. A change
+  between two windows is judged by ``rate_change_test`` (exact), never by CI overlap.
 * Kaplan-Meier and Nelson-Aalen (lifelines, with ``entry``) and Aalen-Johansen cumulative
   incidence of the first failure on a node by cause go to ``survival_curves``; Cox PH with
-  ``entry_col`` and the Schoenfeld-residual PH test go to ``hazard_ratios``.
+  ``entry_col`` (unpenalized unless stated), the Schoenfeld-residual PH test, covariate units
+  and Holm-adjusted p-values go to ``hazard_ratios``.
 """
 
 from __future__ import annotations
