@@ -1160,4 +1160,17 @@ def format_fit_table(
         "rate = failures / at-risk unit-time (exact Poisson CI); MTBF = 1/rate; "
         "shape from the Weibull fit; * = lowest AIC"
     )
+    if window != "all" and df.height:
+        partial = df.filter(pl.col("partial").fill_null(False))
+        if partial.height:
+            a, b = partial["period_start"].min(), partial["period_end"].max()
+            out.append(
+                f"{window} is a partial month: observed {a:%Y-%m-%d %H:%M} to {b:%Y-%m-%d %H:%M}"
+            )
+        low = df.filter(pl.col("low_exposure").fill_null(False))["component_class"].unique().sort()
+        if low.len():
+            out.append(
+                f"low exposure (< {LOW_EXPOSURE_FRACTION:.0%} of the class's median month, "
+                f"rates uncertain): {', '.join(low)}"
+            )
     return "\n".join(out)

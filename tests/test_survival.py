@@ -273,6 +273,15 @@ def test_sample_fleet_windows_flag_partial_and_low_exposure_months():
     }
 
 
+def test_fit_table_for_a_month_says_partial_and_low_exposure():
+    fr = sv.failure_rates(pl.read_parquet(SAMPLE_LIFETIMES))
+    text = sv.format_fit_table(fr, window="2026-03")
+    assert "2026-03 is a partial month: observed 2026-03-01 00:00 to 2026-03-05 23:43" in text
+    assert "low exposure (< 25% of the class's median month, rates uncertain): cooling, cpu" in text
+    full = sv.format_fit_table(fr, window="2026-02")
+    assert "partial" not in full and "low exposure" not in full
+
+
 def test_rate_change_uses_the_exact_conditional_binomial_test():
     # 30 vs 50 failures on equal exposure: the 95% CIs overlap, yet the rates differ
     _, _, hi30 = sv.poisson_rate_ci(30, 1000.0)
