@@ -8,37 +8,43 @@ class has several), and why each number is defined the way it is:
   ``sum(duration - entry)`` (left truncation: a unit is at risk only from ``entry``).  It is
   model-free, it is the exact MLE of the exponential model, and its 95% CI is the exact Poisson
   (Garwood, chi-square) interval.  MTBF = exposure / events, CI = reciprocal of the rate CI.
-* Parametric candidates Exponential, Weibull, LogNormal, LogLogistic, fitted with left
-  truncation and right censoring, and with interval censoring when ``duration_low`` is set.
+* Parametric candidates: every model registered in ``analysis/lifetime_models/`` (exponential,
+  Weibull, lognormal, log-logistic, Gompertz; one module each, the likelihood written once in
+  its ``base``), fitted with left truncation and right censoring, and with interval censoring
+  when ``duration_low`` is set.
   ``selected`` = lowest AIC within (class, stratum, window).  ``params`` (JSON) holds every
   parameter with its 95% CI.  The ``shape`` columns on every candidate row hold the *Weibull*
   shape of that class/stratum/window, so the selected row always carries the age trend:
   CI entirely < 1 -> infant mortality, entirely > 1 -> wear-out, covering 1 -> random.
 * Fitting path (``method`` column):
-  - 'exposure-table': exponential from sufficient statistics (events, exposure): its exact MLE
-    and AIC when no row is interval-censored.
+  - 'exposure-table': a model's closed-form MLE (the exponential from sufficient statistics,
+    events and exposure) when no row is interval-censored.
   - 'per-unit': the left-truncated, right- / interval-censored log-likelihood maximised over
     every unit with NumPy/SciPy (analytic gradient, O(n) vectorized); tested to agree with
     lifelines' fitters (lifelines costs ~15 us per unit per model plus ~0.1 s per fit, too slow
     for hundreds of class/stratum/window fits).
   - 'per-unit-lifelines': lifelines' ``fit(..., entry=)`` / ``fit_interval_censoring`` itself
     (``engine='lifelines'``, or ``'auto'`` up to ``LIFELINES_MAX_UNITS`` units).
-  - 'subsample-N': the non-exponential candidates on a uniform random N units when the stratum
+  - 'subsample-N': the candidates without sufficient statistics on a uniform random N units when the stratum
     is larger (``PARAMETRIC_MAX_UNITS``, ``WINDOW_MAX_UNITS`` for monthly windows); the rate stays
     on all units and AIC compares all candidates on that same subsample.
-* Monthly windows: each unit's observation [observed_from, observed_to] is split at month
+* Monthly windows: each unit's observation [observed_from, observed_to) is split at month
   boundaries; exposure and events per month give the rate with a Poisson CI, and parametric fits
   are run only in windows with at least ``MIN_EVENTS_WINDOW_FIT`` events (ages inside the window
-  are left-truncated at the window start and censored at its end).
+  are left-truncated at the window start and censored at its end). No window is shorter than a
+  day (a month observed less is folded into its neighbour); ``period_start`` / ``period_end``
+  give the span a row covers, ``partial`` marks a month observed only in part, ``low_exposure``
+  one with under ``LOW_EXPOSURE_FRACTION`` of the class's median monthly exposure. A change
+  between two windows is judged by ``rate_change_test`` (exact), never by CI overlap.
 * Kaplan-Meier and Nelson-Aalen (lifelines, with ``entry``) and Aalen-Johansen cumulative
   incidence of the first failure on a node by cause go to ``survival_curves``; Cox PH with
-  ``entry_col`` and the Schoenfeld-residual PH test go to ``hazard_ratios``.
+  ``entry_col`` (unpenalized unless stated), the Schoenfeld-residual PH test, covariate units
+  and Holm-adjusted p-values go to ``hazard_ratios``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -46,13 +52,18 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from scipy import optimize, special, stats
+from scipy import stats
 
+from analysis import lifetime_models
+from analysis.lifetime_models.base import Z95, Sample
+from analysis.lifetime_models.exponential import poisson_rate_ci
 from warehouse.schemas import TABLES, conform
 
+__all__ = ["Sample", "poisson_rate_ci"]  # re-exported: callers import them from here
+
 HOURS_PER_1K_DAYS = 24_000.0
-Z95 = float(stats.norm.ppf(0.975))
-MODELS = ("exponential", "weibull", "lognormal", "loglogistic")
+MODELS = lifetime_models.names()  # every registered model (analysis/lifetime_models/)
+SHAPE_MODEL = "weibull"  # the ``shape`` columns of every row: this model's shape (age trend)
 LIFELINES_MAX_UNITS = 20_000  # engine='auto': lifelines up to here (~15 us/unit/model)
 PARAMETRIC_MAX_UNITS = 25_000  # larger strata: Weibull/LogNormal/LogLogistic on a random subsample
 WINDOW_MAX_UNITS = 5_000  # the (many) monthly-window fits; the window rate itself uses every unit
@@ -95,18 +106,6 @@ def shape_reading(ci_low: float | None, ci_high: float | None) -> str | None:
     return "about constant: random failures"
 
 
-def poisson_rate_ci(events, exposure_hours) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rate per unit-hour and its exact (Garwood) 95% CI; vectorized over arrays."""
-    d = np.asarray(events, dtype=float)
-    e = np.asarray(exposure_hours, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where(e > 0, d / e, np.nan)
-        low = np.where((d > 0) & (e > 0), stats.chi2.ppf(0.025, 2 * d) / 2 / e, 0.0)
-        low = np.where(e > 0, low, np.nan)
-        high = np.where(e > 0, stats.chi2.ppf(0.975, 2 * d + 2) / 2 / e, np.nan)
-    return rate, low, high
-
-
 def _rate_columns(events, exposure) -> dict[str, np.ndarray]:
     rate, low, high = poisson_rate_ci(events, exposure)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -122,34 +121,6 @@ def _rate_columns(events, exposure) -> dict[str, np.ndarray]:
 
 
 # ----------------------------------------------------------------------------- data prep
-@dataclass
-class Sample:
-    """Survival data of one class/stratum/window as NumPy arrays (hours of age)."""
-
-    entry: np.ndarray
-    upper: np.ndarray  # failure / censoring age (``duration``)
-    lower: np.ndarray  # last age known healthy (= upper for exact failures)
-    event: np.ndarray  # bool
-    interval: np.ndarray  # bool: failure known only within (lower, upper]
-
-    @property
-    def n(self) -> int:
-        return len(self.upper)
-
-    @property
-    def n_events(self) -> int:
-        return int(self.event.sum())
-
-    @property
-    def exposure(self) -> float:
-        return float(np.sum(self.upper - self.entry))
-
-    def take(self, idx: np.ndarray) -> Sample:
-        return Sample(
-            *(a[idx] for a in (self.entry, self.upper, self.lower, self.event, self.interval))
-        )
-
-
 def _sample(df: pl.DataFrame) -> Sample:
     entry = df["entry"].fill_null(0.0).to_numpy().astype(float)
     upper = df["duration"].to_numpy().astype(float)
@@ -175,271 +146,26 @@ def clean_lifetimes(lifetimes: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(pl.col("entry").fill_null(0.0), pl.col("event").fill_null(False))
 
 
-# ----------------------------------------------------------------------------- vectorized MLE
-# Each model is a location-scale family in log-time: z = (log t - mu) * exp(b)  (b = log shape,
-# or -log sigma for the lognormal).  log S(t) and log f(t) below; f includes the 1/t Jacobian.
-def _logsf(model: str, z: np.ndarray) -> np.ndarray:
-    if model in ("weibull", "exponential"):
-        return -np.exp(z)
-    if model == "loglogistic":
-        return -np.logaddexp(0.0, z)
-    return special.log_ndtr(-z)  # lognormal
-
-
-def _logpdf(model: str, z: np.ndarray, logt: np.ndarray, b: float) -> np.ndarray:
-    if model in ("weibull", "exponential"):
-        return b - logt + z - np.exp(z)
-    if model == "loglogistic":
-        return b - logt + z - 2.0 * np.logaddexp(0.0, z)
-    return b - logt - 0.5 * z * z - 0.5 * math.log(2 * math.pi)
-
-
-def _sf_terms(model: str, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """log S and d log S / dz, sharing the expensive transcendental."""
-    if model in ("weibull", "exponential"):
-        ez = np.exp(z)
-        return -ez, -ez
-    if model == "loglogistic":
-        return -np.logaddexp(0.0, z), -special.expit(z)
-    lsf = special.log_ndtr(-z)  # the one expensive call: log S, reused for the Mills ratio
-    zc = np.minimum(z, 30.0)  # inverse Mills ratio phi/(1-Phi); ~ z + 1/z far in the tail
-    mills = np.exp(np.minimum(-0.5 * zc * zc - 0.5 * math.log(2 * math.pi) - lsf, 700.0))
-    return lsf, -np.where(z < 30.0, mills, z + 1.0 / np.maximum(z, 30.0))
-
-
-def _pdf_terms(model: str, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """log f and d log f / dz without the explicit ``b - log t`` terms."""
-    if model in ("weibull", "exponential"):
-        ez = np.exp(z)
-        return z - ez, 1.0 - ez
-    if model == "loglogistic":
-        return z - 2.0 * np.logaddexp(0.0, z), 1.0 - 2.0 * special.expit(z)
-    return -0.5 * z * z - 0.5 * math.log(2 * math.pi), -z
-
-
-class _LogLik:
-    """Left-truncated, right- / interval-censored log-likelihood, vectorized."""
-
-    def __init__(self, model: str, s: Sample):
-        self.model = model
-        ex = s.event & ~s.interval
-        rc = ~s.event
-        self.log_exact = np.log(s.upper[ex])
-        self.log_rc = np.log(s.upper[rc])
-        ic = s.interval
-        self.log_ic_hi = np.log(s.upper[ic])
-        lo = s.lower[ic]
-        self.ic_lo_pos = lo > 0
-        self.log_ic_lo = np.log(np.where(self.ic_lo_pos, lo, 1.0))
-        self.log_entry = np.log(s.entry[s.entry > 0])
-        self.sum_log_exact = float(self.log_exact.sum())
-
-    def value_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        """Log-likelihood and its analytic gradient (no interval-censored rows):
-        z = (log t - mu) e^b, so dz/dmu = -e^b and dz/db = z."""
-        mu = theta[0]
-        b = 0.0 if self.model == "exponential" else theta[1]
-        k = math.exp(b)
-        m = self.model
-        z_ex, z_rc, z_en = ((x - mu) * k for x in (self.log_exact, self.log_rc, self.log_entry))
-        (f_ex, d_ex), (f_rc, d_rc), (f_en, d_en) = (
-            _pdf_terms(m, z_ex),
-            _sf_terms(m, z_rc),
-            _sf_terms(m, z_en),
-        )
-        ll = len(z_ex) * b - self.sum_log_exact + f_ex.sum() + f_rc.sum() - f_en.sum()
-        g_mu = -k * (d_ex.sum() + d_rc.sum() - d_en.sum())
-        if m == "exponential":
-            return float(ll), np.array([g_mu])
-        g_b = len(z_ex) + (d_ex * z_ex).sum() + (d_rc * z_rc).sum() - (d_en * z_en).sum()
-        return float(ll), np.array([g_mu, g_b])
-
-    def grad(self, theta: np.ndarray) -> np.ndarray:
-        return self.value_grad(theta)[1]
-
-    def __call__(self, theta: np.ndarray) -> float:
-        mu = theta[0]
-        b = 0.0 if self.model == "exponential" else theta[1]
-        k = math.exp(b)
-        m = self.model
-        ll = np.sum(_logpdf(m, (self.log_exact - mu) * k, self.log_exact, b))
-        ll += np.sum(_logsf(m, (self.log_rc - mu) * k))
-        ll -= np.sum(_logsf(m, (self.log_entry - mu) * k))
-        if len(self.log_ic_hi):
-            s_hi = _logsf(m, (self.log_ic_hi - mu) * k)
-            s_lo = np.where(self.ic_lo_pos, _logsf(m, (self.log_ic_lo - mu) * k), 0.0)
-            diff = np.clip(s_hi - s_lo, -np.inf, -1e-300)
-            ll += np.sum(s_lo + np.log(-np.expm1(diff)))
-        return float(ll)
-
-
-def _hessian(f, x: np.ndarray, h: float = 1e-3) -> np.ndarray:
-    k = len(x)
-    H = np.empty((k, k))
-    for i in range(k):
-        for j in range(i, k):
-            ei, ej = np.eye(k)[i] * h, np.eye(k)[j] * h
-            H[i, j] = H[j, i] = (
-                f(x + ei + ej) - f(x + ei - ej) - f(x - ei + ej) + f(x - ei - ej)
-            ) / (4 * h * h)
-    return H
-
-
-def _vectorized_fit(model: str, s: Sample, start: np.ndarray | None = None) -> dict:
-    """MLE and log-scale Wald CIs on the unconstrained parameters (mu, log shape).
-
-    ``start``: a warm start (the whole-period fit, for the monthly windows)."""
-    ll = _LogLik(model, s)
-    logt_ev = np.log(s.upper[s.event])
-    mu0 = math.log(max(s.exposure, 1e-9) / max(s.n_events, 1))
-    theta0 = np.array(
-        [mu0]
-        if model == "exponential"
-        else [mu0, 0.0 if model != "lognormal" else -math.log(max(np.std(logt_ev), 0.1))]
-    )
-    if start is not None and len(start) == len(theta0) and np.all(np.isfinite(start)):
-        theta0 = np.asarray(start, dtype=float)
-    if s.interval.any():  # numeric derivatives for log(S(lo) - S(hi))
-        res = optimize.minimize(
-            lambda th: -ll(th), theta0, method="BFGS", options={"gtol": 1e-6 * max(1.0, s.n)}
-        )
-        theta = res.x
-        H = -_hessian(ll, theta)
-    else:
-
-        def neg(th):
-            with np.errstate(over="ignore", invalid="ignore"):
-                v, g = ll.value_grad(th)
-            if not (np.isfinite(v) and np.all(np.isfinite(g))):  # wild line-search step: back off
-                return np.inf, np.zeros_like(th)
-            return -v, -g
-
-        def neg_hess(th, h=1e-5):  # central differences of the analytic gradient
-            H = -np.column_stack(
-                [(ll.grad(th + e) - ll.grad(th - e)) / (2 * h) for e in np.eye(len(th)) * h]
-            )
-            return (H + H.T) / 2
-
-        res = optimize.minimize(
-            neg,
-            theta0,
-            jac=True,
-            method="BFGS",
-            options={"gtol": 1e-7 * max(1.0, s.n)},
-        )
-        theta = res.x
-        H = neg_hess(theta)
-    try:
-        cov = np.linalg.inv(H)
-        se = np.sqrt(np.clip(np.diag(cov), 0.0, np.inf))
-        ok = bool(np.all(np.isfinite(se)) and np.all(np.diag(cov) > 0))
-    except np.linalg.LinAlgError:
-        se, ok = np.full(len(theta), np.nan), False
-    loglik = ll(theta)
-    mu, se_mu = theta[0], se[0]
-    scale = (math.exp(mu), math.exp(mu - Z95 * se_mu), math.exp(mu + Z95 * se_mu))
-    out = {
-        "loglik": loglik,
-        "k": len(theta),
-        "converged": bool(ok and np.isfinite(loglik)),
-        "theta": theta,
-    }
-    if model == "exponential":
-        out["params"] = {
-            "scale_hours": scale,
-            "rate_per_hour": tuple(1.0 / v for v in (scale[0], scale[2], scale[1])),
-        }
-    elif model == "lognormal":
-        b, sb = theta[1], se[1]
-        sig = (math.exp(-b), math.exp(-b - Z95 * sb), math.exp(-b + Z95 * sb))
-        out["params"] = {"mu_log_hours": (mu, mu - Z95 * se_mu, mu + Z95 * se_mu), "sigma": sig}
-    else:
-        b, sb = theta[1], se[1]
-        shape = (math.exp(b), math.exp(b - Z95 * sb), math.exp(b + Z95 * sb))
-        out["params"] = {"shape": shape, "scale_hours": scale}
-    return out
-
-
-# ----------------------------------------------------------------------------- lifelines path
-def _lifelines_fit(model: str, s: Sample) -> dict:
-    from lifelines import ExponentialFitter, LogLogisticFitter, LogNormalFitter, WeibullFitter
-
-    cls = {
-        "exponential": ExponentialFitter,
-        "weibull": WeibullFitter,
-        "lognormal": LogNormalFitter,
-        "loglogistic": LogLogisticFitter,
-    }[model]
-    f = cls()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if s.interval.any():
-            hi = np.where(s.event, s.upper, np.inf)
-            lo = np.where(s.event, s.lower, s.upper)
-            # lifelines' convention: exact iff lower == upper, an interval row is "censored"
-            f.fit_interval_censoring(lo, hi, event_observed=s.event & ~s.interval, entry=s.entry)
-        else:
-            f.fit(s.upper, s.event, entry=s.entry)
-    summ = f.summary  # Wald CIs from the fitter's variance matrix
-
-    def trip(name: str) -> tuple[float, float, float]:
-        row = summ.loc[name]
-        return (float(row["coef"]), float(row["coef lower 95%"]), float(row["coef upper 95%"]))
-
-    if model == "exponential":
-        lam = trip("lambda_")
-        params = {"scale_hours": lam, "rate_per_hour": (1 / lam[0], 1 / lam[2], 1 / lam[1])}
-    elif model == "weibull":
-        params = {"shape": trip("rho_"), "scale_hours": trip("lambda_")}
-    elif model == "lognormal":
-        params = {"mu_log_hours": trip("mu_"), "sigma": trip("sigma_")}
-    else:
-        params = {"shape": trip("beta_"), "scale_hours": trip("alpha_")}
-    return {
-        "loglik": float(f.log_likelihood_),
-        "k": len(f._fitted_parameter_names),
-        "params": params,
-        "converged": True,
-    }
-
-
+# ----------------------------------------------------------------------------- fitting
 def fit_model(
     model: str, s: Sample, engine: str = "numpy", start: np.ndarray | None = None
 ) -> tuple[dict, str]:
-    """One parametric candidate on one sample; returns (fit, method).
+    """One parametric candidate (any registered model) on one sample; returns (fit, method).
 
-    The exponential without interval censoring always comes from the exposure table (its exact
-    MLE). Otherwise ``engine='numpy'`` maximises the vectorized likelihood ('per-unit');
-    ``engine='lifelines'`` uses lifelines' fitters ('per-unit-lifelines'); 'auto' picks
-    lifelines up to ``LIFELINES_MAX_UNITS`` units.
+    A closed-form MLE (the exponential without interval censoring) comes from the exposure
+    table. Otherwise ``engine='numpy'`` maximises the model's vectorized likelihood
+    ('per-unit'); ``engine='lifelines'`` uses lifelines' fitter ('per-unit-lifelines'); 'auto'
+    picks lifelines up to ``LIFELINES_MAX_UNITS`` units.
     """
-    if model == "exponential" and not s.interval.any():
-        d, e = s.n_events, s.exposure
-        if e <= 0:
-            return {
-                "loglik": float("nan"),
-                "k": 1,
-                "converged": False,
-                "params": {},
-            }, "exposure-table"
-        lam = d / e
-        loglik = d * math.log(lam) - lam * e if d > 0 else 0.0
-        _, lo, hi = poisson_rate_ci(d, e)
-        rate = (lam, float(lo), float(hi))
-        scale = tuple(1 / v if v > 0 else float("inf") for v in (rate[0], rate[2], rate[1]))
-        return {
-            "loglik": loglik,
-            "k": 1,
-            "converged": True,  # closed form; 0 events is the boundary MLE 0 with a Garwood CI
-            "params": {"rate_per_hour": rate, "scale_hours": scale},
-        }, "exposure-table"
+    m = lifetime_models.get(model)
+    exact = m.exact_fit(s)
+    if exact is not None:
+        return exact, "exposure-table"
     if engine == "auto":
         engine = "lifelines" if s.n <= LIFELINES_MAX_UNITS else "numpy"
     method = "per-unit-lifelines" if engine == "lifelines" else "per-unit"
     try:
-        fit = (
-            _lifelines_fit(model, s) if engine == "lifelines" else _vectorized_fit(model, s, start)
-        )
+        fit = m.fit_lifelines(s) if engine == "lifelines" else m.fit(s, start)
     except _FIT_ERRORS as exc:  # lifelines ConvergenceError, singular Hessian, ...
         fit = {
             "loglik": float("nan"),
@@ -463,15 +189,17 @@ def _fit_rows(
     """Candidate rows for one (class, stratum, window). ``starts``: warm starts per model,
     filled with this call's estimates when empty (the whole-period fit seeds the windows)."""
     rate_cols = {k: float(v) for k, v in _rate_columns(s.n_events, s.exposure).items()}
-    models = MODELS if s.n_events >= min_events else ("exponential",)
+    reg = lifetime_models.models()
+    models = [m for m in MODELS if s.n_events >= min_events or reg[m].full_data]
     sub = s
     if s.n > max_units:  # uniform random units: the likelihood stays unbiased
         rng = np.random.default_rng(max_units + s.n)
         sub = s.take(np.sort(rng.choice(s.n, max_units, replace=False)))
     rows = []
     for model in models:
+        full = reg[model].full_data  # sufficient statistics: every unit, even when subsampling
         start = starts.get(model) if starts else None
-        fit, method = fit_model(model, s if model == "exponential" else sub, engine, start)
+        fit, method = fit_model(model, s if full else sub, engine, start)
         if (
             starts is not None
             and start is None
@@ -479,13 +207,12 @@ def _fit_rows(
             and fit["converged"]
         ):
             starts[model] = fit["theta"]
-        if sub is not s and model != "exponential":
+        if sub is not s and not full:
             method = f"subsample-{max_units}"
-        aic = 2 * fit["k"] - 2 * fit["loglik"] if fit["converged"] else float("nan")
-        if model == "exponential" and sub is not s and len(models) > 1:
-            # AIC must compare the candidates on the same units: the subsample's exponential
-            efit, _ = fit_model("exponential", sub, engine)
-            aic = 2 * efit["k"] - 2 * efit["loglik"] if efit["converged"] else float("nan")
+        aic = reg[model].aic(fit)
+        if full and sub is not s and len(models) > 1:
+            # AIC must compare the candidates on the same units: the subsample's fit
+            aic = reg[model].aic(fit_model(model, sub, engine)[0])
         fin = lambda x: float(x) if np.isfinite(x) else None
         params = {
             name: {"value": fin(v[0]), "ci_low": fin(v[1]), "ci_high": fin(v[2])}
@@ -507,10 +234,10 @@ def _fit_rows(
                 **rate_cols,
                 "method": method,
                 "converged": fit["converged"],
-                "_shape": fit["params"].get("shape") if model == "weibull" else None,
+                "_shape": fit["params"].get("shape") if model == SHAPE_MODEL else None,
             }
         )
-    wb = next((r for r in rows if r["model"] == "weibull" and r["converged"]), None)
+    wb = next((r for r in rows if r["model"] == SHAPE_MODEL and r["converged"]), None)
     shape = wb["_shape"] if wb is not None else None
     finite = [r["aic"] for r in rows if np.isfinite(r["aic"])]
     best = min(finite) if finite else None
@@ -521,7 +248,7 @@ def _fit_rows(
             r["shape"], r["shape_ci_low"], r["shape_ci_high"] = shape
             r["shape_reading"] = shape_reading(shape[1], shape[2])
     if best is None:  # nothing converged (e.g. no events): the exposure row is the answer
-        rows[0]["selected"] = True
+        next(r for r in rows if reg[r["model"]].full_data)["selected"] = True
     return rows
 
 
@@ -534,49 +261,138 @@ def _strata(df: pl.DataFrame):
             yield m, df.filter(pl.col("model") == m)
 
 
-def _month_pieces(df: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, str]]:
-    """Observation split at calendar-month boundaries, integer month index ``m`` (vectorized:
-    int ranges exploded, month starts looked up from a small table, no per-row strings)."""
+US_PER_HOUR = 3.6e9
+MIN_WINDOW_HOURS = 24.0  # a month observed for less than this is folded into its neighbour
+LOW_EXPOSURE_FRACTION = 0.25  # window exposure below this share of the class's median: flagged
+
+
+def _month_pieces(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
+    """Observation split at calendar-month boundaries (vectorized: int ranges exploded, month
+    starts looked up from a small table, no per-row strings).
+
+    Returns (pieces, periods, notes): one piece per (unit, window) with integer month ``m``,
+    ages ``age_from`` / ``age_to`` and ``in_event``; per (class, m) the window's ``window``
+    label, the calendar span it covers (``period_start`` / ``period_end``) and ``partial``
+    (covers less than its calendar month). An observation ending exactly on a month boundary
+    opens no piece in the next month, and a month a class was observed for less than
+    ``MIN_WINDOW_HOURS`` is folded into the neighbouring month (its pieces merged per unit),
+    so no window has zero or sub-day length; ``notes`` says which were folded."""
     df = df.filter(pl.col("observed_from").is_not_null() & pl.col("observed_to").is_not_null())
+    pieces_schema = {
+        "component_class": pl.Utf8,
+        "m": pl.Int64,
+        "age_from": pl.Float64,
+        "age_to": pl.Float64,
+        "in_event": pl.Boolean,
+    }
     if df.height == 0:
-        return df.select("component_class", "entry").clear().with_columns(
-            m=pl.lit(0, pl.Int64), age_from=pl.lit(0.0), age_to=pl.lit(0.0), in_event=pl.lit(False)
-        ).drop("entry"), {}
-    mi = lambda c: pl.col(c).dt.year().cast(pl.Int64) * 12 + pl.col(c).dt.month().cast(pl.Int64) - 1
-    df = df.select(
+        return (
+            pl.DataFrame(schema=pieces_schema),
+            pl.DataFrame(
+                schema={
+                    "component_class": pl.Utf8,
+                    "m": pl.Int64,
+                    "window": pl.Utf8,
+                    "period_start": pl.Datetime("us"),
+                    "period_end": pl.Datetime("us"),
+                    "partial": pl.Boolean,
+                }
+            ),
+            [],
+        )
+    mi = lambda e: e.dt.year().cast(pl.Int64) * 12 + e.dt.month().cast(pl.Int64) - 1
+    frm = pl.col("observed_from").cast(pl.Datetime("us"))
+    to = pl.col("observed_to").cast(pl.Datetime("us"))
+    df = df.with_row_index("u").select(
         "component_class",
+        "u",
         "entry",
         "duration",
         "event",
-        f=pl.col("observed_from").cast(pl.Datetime("us")).cast(pl.Int64),
-        t=pl.col("observed_to").cast(pl.Datetime("us")).cast(pl.Int64),
-        m0=mi("observed_from"),
-        m1=mi("observed_to"),
+        f=frm.cast(pl.Int64),
+        t=to.cast(pl.Int64),
+        m0=mi(frm),
+        # the last instant observed is just before observed_to: ending at 00:00 on the 1st
+        # closes the previous month and opens no empty piece in the next
+        m1=mi(pl.when(to > frm).then(to - pl.duration(microseconds=1)).otherwise(to)),
     )
     lo, hi = int(df["m0"].min()), int(df["m1"].max())
     epoch = np.datetime64("1970-01-01", "us")
     starts = {
         m: int((np.datetime64(f"{m // 12:04d}-{m % 12 + 1:02d}-01", "us") - epoch).astype(np.int64))
-        for m in range(lo, hi + 2)
+        for m in range(lo - 1, hi + 3)
     }
-    labels = {m: f"{m // 12:04d}-{m % 12 + 1:02d}" for m in range(lo, hi + 1)}
+    month_start = lambda e: e.replace_strict(starts, return_dtype=pl.Int64)
     out = df.with_columns(m=pl.int_ranges("m0", pl.col("m1") + 1)).explode("m")
-    start = pl.max_horizontal(
-        pl.col("m").replace_strict(starts, return_dtype=pl.Int64), pl.col("f")
-    )
-    end = pl.min_horizontal(
-        (pl.col("m") + 1).replace_strict(starts, return_dtype=pl.Int64), pl.col("t")
-    )
-    out = out.with_columns(
-        age_from=pl.col("entry") + (start - pl.col("f")) / 3.6e9,
-        last=end >= pl.col("t"),
-        age_to=pl.col("entry") + (end - pl.col("f")) / 3.6e9,
-    ).with_columns(
-        age_to=pl.when(pl.col("last")).then(pl.col("duration")).otherwise(pl.col("age_to")),
-        in_event=pl.col("event") & pl.col("last"),
+    out = (
+        out.with_columns(
+            p0=pl.max_horizontal(month_start(pl.col("m")), pl.col("f")),
+            p1=pl.min_horizontal(month_start(pl.col("m") + 1), pl.col("t")),
+        )
+        .with_columns(
+            age_from=pl.col("entry") + (pl.col("p0") - pl.col("f")) / US_PER_HOUR,
+            last=pl.col("m") == pl.col("m1"),
+            age_to=pl.col("entry") + (pl.col("p1") - pl.col("f")) / US_PER_HOUR,
+        )
+        .with_columns(
+            age_to=pl.when(pl.col("last")).then(pl.col("duration")).otherwise(pl.col("age_to")),
+            in_event=pl.col("event") & pl.col("last"),
+        )
     )
     out = out.filter(pl.col("age_to") >= pl.col("age_from"))
-    return out.select("component_class", "m", "age_from", "age_to", "in_event"), labels
+    # fold sub-day windows into the previous month (else the next) of the same class
+    span = out.group_by("component_class", "m").agg(pl.col("p0").min(), pl.col("p1").max())
+    short = span.filter((pl.col("p1") - pl.col("p0")) < MIN_WINDOW_HOURS * US_PER_HOUR)
+    notes: list[str] = []
+    if short.height:
+        full = set(
+            span.join(short, on=["component_class", "m"], how="anti")
+            .select("component_class", "m")
+            .iter_rows()
+        )
+        moves = []
+        for cls, m, p0, p1 in short.select("component_class", "m", "p0", "p1").iter_rows():
+            to_m = m - 1 if (cls, m - 1) in full else m + 1 if (cls, m + 1) in full else m
+            if to_m != m:
+                moves.append((cls, m, to_m))
+                notes.append(
+                    f"{cls}: {m // 12:04d}-{m % 12 + 1:02d} observed only "
+                    f"{(p1 - p0) / US_PER_HOUR:.1f} h, folded into "
+                    f"{to_m // 12:04d}-{to_m % 12 + 1:02d}"
+                )
+        if moves:
+            fold = pl.DataFrame(moves, schema=["component_class", "m", "to_m"], orient="row")
+            out = (
+                out.join(fold, on=["component_class", "m"], how="left")
+                .with_columns(m=pl.coalesce("to_m", "m"))
+                .group_by("component_class", "u", "m", maintain_order=True)
+                .agg(
+                    pl.col("age_from").min(),
+                    pl.col("age_to").max(),
+                    pl.col("in_event").any(),
+                    pl.col("p0").min(),
+                    pl.col("p1").max(),
+                )
+            )
+    labels = {m: f"{m // 12:04d}-{m % 12 + 1:02d}" for m in starts}
+    periods = (
+        out.group_by("component_class", "m")
+        .agg(pl.col("p0").min(), pl.col("p1").max())
+        .with_columns(
+            window=pl.col("m").replace_strict(labels, return_dtype=pl.Utf8),
+            partial=(pl.col("p0") > month_start(pl.col("m")))
+            | (pl.col("p1") < month_start(pl.col("m") + 1)),
+            period_start=pl.col("p0").cast(pl.Datetime("us")),
+            period_end=pl.col("p1").cast(pl.Datetime("us")),
+        )
+        .select("component_class", "m", "window", "period_start", "period_end", "partial")
+        .sort("component_class", "m")
+    )
+    return (
+        out.select(*pieces_schema).sort("component_class", "m", maintain_order=True),
+        periods,
+        notes,
+    )
 
 
 def monthly_exposure(df: pl.DataFrame) -> pl.DataFrame:
@@ -584,12 +400,22 @@ def monthly_exposure(df: pl.DataFrame) -> pl.DataFrame:
 
     Returns one row per (unit, month) with window 'YYYY-MM', the ages at the piece's start and
     end (``age_from`` / ``age_to``; their difference is the exposure) and whether the failure
-    falls in it.
+    falls in it (see ``_month_pieces`` for boundaries and sub-day months).
     """
-    pieces, labels = _month_pieces(df)
-    return pieces.with_columns(
-        window=pl.col("m").replace_strict(labels, return_dtype=pl.Utf8, default=None)
+    pieces, periods, _ = _month_pieces(df)
+    return pieces.join(
+        periods.select("component_class", "m", "window"), on=["component_class", "m"]
     ).select("component_class", "window", "age_from", "age_to", "in_event")
+
+
+def rate_change_test(events_a, exposure_a, events_b, exposure_b) -> float:
+    """Two-sided exact p-value that two Poisson rates are equal: conditional on the total
+    d_a + d_b, d_b is Binomial(d_a + d_b, E_b / (E_a + E_b)) under equal rates (scipy's
+    ``binomtest``). 30 vs 50 events on equal exposure: p = 0.033, though their 95% CIs overlap."""
+    n = int(events_a) + int(events_b)
+    if n == 0 or exposure_a <= 0 or exposure_b <= 0:
+        return 1.0
+    return float(stats.binomtest(int(events_b), n, exposure_b / (exposure_a + exposure_b)).pvalue)
 
 
 def failure_rates(
@@ -620,10 +446,13 @@ def failure_rates(
                 engine,
                 starts=warm.setdefault(cls, {}) if stratum == "all" else None,
             )
+    periods = None
     if window == "month" and df.height:
-        pieces, labels = _month_pieces(df)
+        pieces, periods, fold_notes = _month_pieces(df)
+        notes.extend(fold_notes)
         if pieces.height == 0:
             notes.append("monthly windows skipped: no observed_from / observed_to")
+        labels = dict(periods.select("m", "window").unique().iter_rows())
         jobs = []
         for (cls, m), wdf in pieces.partition_by(["component_class", "m"], as_dict=True).items():
             s = Sample(
@@ -639,14 +468,45 @@ def failure_rates(
         # the GIL: threads use every core; results keep the input order (deterministic)
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             for part in pool.map(
-                lambda j: _fit_rows(j[0], MIN_EVENTS_WINDOW_FIT, j[1], engine, WINDOW_MAX_UNITS, starts=j[2]),
+                lambda j: _fit_rows(
+                    j[0], MIN_EVENTS_WINDOW_FIT, j[1], engine, WINDOW_MAX_UNITS, starts=j[2]
+                ),
                 jobs,
             ):
                 rows += part
     elif window not in (None, "month"):
         raise ValueError(f"window must be 'month' or None, got {window!r}")
-    out = conform("failure_rates", pl.DataFrame(rows)) if rows else TABLES["failure_rates"].empty()
-    return out.sort("component_class", "stratum", "window", "model")
+    if not rows:
+        return TABLES["failure_rates"].empty()
+    return _mark_periods(pl.DataFrame(rows), df, periods).sort(
+        "component_class", "stratum", "window", "model"
+    )
+
+
+def _mark_periods(
+    rows: pl.DataFrame, df: pl.DataFrame, periods: pl.DataFrame | None
+) -> pl.DataFrame:
+    """The calendar span of every row, ``partial`` months and ``low_exposure`` windows (less
+    than ``LOW_EXPOSURE_FRACTION`` of the class's median monthly exposure)."""
+    whole = (
+        df.group_by("component_class")
+        .agg(
+            period_start=pl.col("observed_from").min().cast(pl.Datetime("us")),
+            period_end=pl.col("observed_to").max().cast(pl.Datetime("us")),
+        )
+        .with_columns(window=pl.lit("all"), partial=pl.lit(False))
+    )
+    spans = whole.select("component_class", "window", "period_start", "period_end", "partial")
+    if periods is not None and periods.height:
+        spans = pl.concat([spans, periods.drop("m")])
+    rows = rows.join(spans, on=["component_class", "window"], how="left")
+    monthly = pl.col("window") != "all"
+    median = pl.col("exposure_hours").filter(monthly).median().over("component_class", "stratum")
+    rows = rows.with_columns(
+        partial=pl.col("partial").fill_null(False),
+        low_exposure=monthly & (pl.col("exposure_hours") < LOW_EXPOSURE_FRACTION * median),
+    )
+    return conform("failure_rates", rows)
 
 
 def _populations(df: pl.DataFrame) -> dict[str, str]:
@@ -853,31 +713,65 @@ def competing_risks(df: pl.DataFrame, notes: list[str] | None = None) -> pl.Data
 
 
 # ----------------------------------------------------------------------------- hazard_ratios
-CONTINUOUS = ("temp_mean", "temp_max", "power_mean", "util_mean")
+CONTINUOUS = {  # covariate -> the unit its hazard ratio is per
+    "temp_mean": "per degC",
+    "temp_max": "per degC",
+    "power_mean": "per W",
+    "util_mean": "per percentage point",
+}
 CATEGORICAL = ("model", "rack")
 MAX_LEVELS = 12  # categorical levels kept (most frequent); the rest pooled as 'other'
+DUPLICATE_CORR = 0.99  # a covariate this correlated with one kept before it measures the same
+# thing (GPU power and utilisation): both in one Cox model make neither estimable
+COX_PENALIZER = 0.0  # the Cox fit is unpenalized ...
+COX_FALLBACK_PENALIZER = 0.1  # ... unless it fails to converge; the table says which
+P_ADJUST_METHOD = "holm"  # family: every row of hazard_ratios (all classes and covariates)
+ALPHA = 0.05
 
 
-def _design(cdf: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    """Covariate columns present and non-constant; categoricals as dummies (most frequent
-    level is the reference)."""
+@dataclass
+class Design:
+    """Cox design of one class: the frame, covariate names, per name its unit and reference
+    level (categoricals), and the near-duplicate covariates left out."""
+
+    frame: pl.DataFrame
+    names: list[str]
+    units: dict[str, str]
+    reference: dict[str, str | None]
+    dropped: list[str]
+
+
+def _design(cdf: pl.DataFrame) -> Design:
+    """Covariate columns present and non-constant (a near-duplicate of an earlier one left out);
+    categoricals as dummies against their most frequent level (ties: the first by name)."""
     cols: list[pl.Expr] = []
     names: list[str] = []
-    for c in CONTINUOUS:
+    units: dict[str, str] = {}
+    reference: dict[str, str | None] = {}
+    dropped: list[str] = []
+    kept: list[np.ndarray] = []
+    for c, unit in CONTINUOUS.items():
         v = cdf[c]
         if v.null_count() < cdf.height and (v.drop_nulls().std() or 0) > 0:
+            x = v.fill_null(v.mean()).to_numpy().astype(float)
+            if any(abs(np.corrcoef(x, k)[0, 1]) > DUPLICATE_CORR for k in kept):
+                dropped.append(c)
+                continue
+            kept.append(x)
             cols.append(pl.col(c).fill_null(v.mean()))
             names.append(c)
+            units[c], reference[c] = unit, None
     for c in CATEGORICAL:
-        counts = cdf[c].drop_nulls().value_counts(sort=True)
+        counts = cdf[c].drop_nulls().value_counts().sort(["count", c], descending=[True, False])
         if counts.height < 2:
             continue
         levels = counts[c].to_list()
-        keep = levels[1:MAX_LEVELS]
-        for lv in keep:
+        ref = str(levels[0])
+        for lv in levels[1:MAX_LEVELS]:
             name = f"{c}={lv}"
             cols.append((pl.col(c) == lv).fill_null(False).cast(pl.Float64).alias(name))
             names.append(name)
+            units[name], reference[name] = f"{lv} vs {ref}", ref
         if len(levels) > MAX_LEVELS:
             name = f"{c}=other"
             cols.append(
@@ -886,9 +780,20 @@ def _design(cdf: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
                 .alias(name)
             )
             names.append(name)
-    return cdf.select(
-        pl.col("entry"), pl.col("duration"), pl.col("event").cast(pl.Int8), *cols
-    ), names
+            units[name], reference[name] = f"other {c}s vs {ref}", ref
+    frame = cdf.select(pl.col("entry"), pl.col("duration"), pl.col("event").cast(pl.Int8), *cols)
+    return Design(frame, names, units, reference, dropped)
+
+
+def holm(p: np.ndarray) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error control over all of ``p``)."""
+    p = np.asarray(p, dtype=float)
+    m = len(p)
+    order = np.argsort(p, kind="stable")
+    adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adj
+    return out
 
 
 def ph_test(cph, design: pl.DataFrame) -> dict[str, float]:
@@ -935,7 +840,10 @@ def ph_test(cph, design: pl.DataFrame) -> dict[str, float]:
 def hazard_ratios(
     lifetimes: pl.DataFrame, notes: list[str] | None = None, seed: int = 0
 ) -> pl.DataFrame:
-    """Cox PH per class (left-truncated via ``entry_col``) with the PH test per covariate."""
+    """Cox PH per class (left-truncated via ``entry_col``, unpenalized unless the ``penalizer``
+    column says otherwise) with, per covariate: its unit (per degC, per W, a level vs the named
+    reference level), the PH test, and ``p_adjusted`` (Holm over every row of the table, named
+    in ``p_adjust_method``). ``clear_effect``: adjusted p < 0.05 and the PH test passed."""
     from lifelines import CoxPHFitter
 
     notes = notes if notes is not None else []
@@ -954,39 +862,66 @@ def hazard_ratios(
         if events < MIN_EVENTS_COX:
             notes.append(f"cox {cls}: skipped, {events} events (< {MIN_EVENTS_COX})")
             continue
-        design, names = _design(cdf)
-        if not names:
+        d = _design(cdf)
+        if d.dropped:
+            notes.append(
+                f"cox {cls}: left out {', '.join(d.dropped)} (correlation > {DUPLICATE_CORR} "
+                "with a covariate kept: the same measurement twice)"
+            )
+        if not d.names:
             notes.append(f"cox {cls}: skipped, no non-constant covariate")
             continue
-        pdf = design.to_pandas()
+        pdf = d.frame.to_pandas()
+        penalizer = COX_PENALIZER
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                cph = CoxPHFitter(penalizer=0.01).fit(pdf, "duration", "event", entry_col="entry")
-                ph_p = ph_test(cph, design)
+                try:
+                    cph = CoxPHFitter(penalizer=penalizer).fit(
+                        pdf, "duration", "event", entry_col="entry"
+                    )
+                except _FIT_ERRORS:  # separation / no convergence: a stated ridge penalty
+                    penalizer = COX_FALLBACK_PENALIZER
+                    notes.append(
+                        f"cox {cls}: unpenalized fit did not converge; penalizer {penalizer}"
+                    )
+                    cph = CoxPHFitter(penalizer=penalizer).fit(
+                        pdf, "duration", "event", entry_col="entry"
+                    )
+                ph_p = ph_test(cph, d.frame)
         except _FIT_ERRORS as exc:  # convergence / singular matrix: reported, not raised
             notes.append(
                 f"cox {cls}: failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
             )
             continue
         summ = cph.summary
+        names = list(summ.index)
         frames.append(
             pl.DataFrame(
                 {
                     "component_class": cls,
-                    "covariate": list(summ.index),
+                    "covariate": names,
+                    "unit": [d.units[c] for c in names],
+                    "reference": [d.reference[c] for c in names],
                     "hr": summ["exp(coef)"].to_numpy(),
                     "ci_low": summ["exp(coef) lower 95%"].to_numpy(),
                     "ci_high": summ["exp(coef) upper 95%"].to_numpy(),
                     "p": summ["p"].to_numpy(),
                     "n": cdf.height,
-                    "ph_test_p": [ph_p[c] for c in summ.index],
-                }
+                    "ph_test_p": [ph_p[c] for c in names],
+                    "penalizer": float(penalizer),
+                },
+                schema_overrides={"reference": pl.Utf8},
             ).with_columns(ph_ok=pl.col("ph_test_p") >= PH_ALPHA)
         )
-    return (
-        conform("hazard_ratios", pl.concat(frames)) if frames else TABLES["hazard_ratios"].empty()
-    )
+    if not frames:
+        return TABLES["hazard_ratios"].empty()
+    out = pl.concat(frames)
+    out = out.with_columns(
+        p_adjusted=pl.Series(holm(out["p"].fill_null(1.0).to_numpy())),
+        p_adjust_method=pl.lit(P_ADJUST_METHOD),
+    ).with_columns(clear_effect=(pl.col("p_adjusted") < ALPHA) & pl.col("ph_ok"))
+    return conform("hazard_ratios", out)
 
 
 # ----------------------------------------------------------------------------- public API
@@ -1232,4 +1167,17 @@ def format_fit_table(
         "rate = failures / at-risk unit-time (exact Poisson CI); MTBF = 1/rate; "
         "shape from the Weibull fit; * = lowest AIC"
     )
+    if window != "all" and df.height:
+        partial = df.filter(pl.col("partial").fill_null(False))
+        if partial.height:
+            a, b = partial["period_start"].min(), partial["period_end"].max()
+            out.append(
+                f"{window} is a partial month: observed {a:%Y-%m-%d %H:%M} to {b:%Y-%m-%d %H:%M}"
+            )
+        low = df.filter(pl.col("low_exposure").fill_null(False))["component_class"].unique().sort()
+        if low.len():
+            out.append(
+                f"low exposure (< {LOW_EXPOSURE_FRACTION:.0%} of the class's median month, "
+                f"rates uncertain): {', '.join(low)}"
+            )
     return "\n".join(out)

@@ -188,7 +188,9 @@ def _forest(df, y, est: str, lo: str, hi: str, title: str, tooltip, color) -> al
     rule = (
         alt.Chart(df)
         .mark_rule(strokeWidth=2, **({"color": color[0]} if fixed else {}))
-        .encode(y=y, x=alt.X(f"{lo}:Q", scale=xs, title=title), x2=f"{hi}:Q", tooltip=tooltip, **enc)
+        .encode(
+            y=y, x=alt.X(f"{lo}:Q", scale=xs, title=title), x2=f"{hi}:Q", tooltip=tooltip, **enc
+        )
     )
     pt = (
         alt.Chart(df)
@@ -200,21 +202,22 @@ def _forest(df, y, est: str, lo: str, hi: str, title: str, tooltip, color) -> al
 
 def _unit_line(color: str) -> alt.Chart:
     """Dashed reference line at x = 1 (constant hazard, no effect)."""
-    return alt.Chart(pl.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[4, 4], color=color).encode(x="x:Q")
+    return (
+        alt.Chart(pl.DataFrame({"x": [1.0]}))
+        .mark_rule(strokeDash=[4, 4], color=color)
+        .encode(x="x:Q")
+    )
 
 
 def failure_rate_chart(rates: pl.DataFrame) -> alt.HConcatChart:
     """Forest plot of rate per 1,000 unit-days (log x, 95% CI) and the Weibull shape per class,
     from ``rates_frame``."""
-    df = (
-        rates.filter(pl.col("rate_per_1k_unit_days") > 0)
-        .with_columns(
-            pl.when(pl.col("rate_ci_low") > 0)
-            .then(pl.col("rate_ci_low"))
-            .otherwise(pl.col("rate_per_1k_unit_days"))
-            .alias("lo"),
-            pl.col("rate_ci_high").fill_null(pl.col("rate_per_1k_unit_days")).alias("hi"),
-        )
+    df = rates.filter(pl.col("rate_per_1k_unit_days") > 0).with_columns(
+        pl.when(pl.col("rate_ci_low") > 0)
+        .then(pl.col("rate_ci_low"))
+        .otherwise(pl.col("rate_per_1k_unit_days"))
+        .alias("lo"),
+        pl.col("rate_ci_high").fill_null(pl.col("rate_per_1k_unit_days")).alias("hi"),
     )
     order = df["component_class"].to_list()
     y = alt.Y("component_class:N", sort=order, scale=alt.Scale(domain=order), title=None)
@@ -353,21 +356,32 @@ def survival_chart(km: pl.DataFrame) -> alt.LayerChart:
 
 
 def trend_frame(failure_rates: pl.DataFrame) -> pl.DataFrame:
-    """Selected monthly-window rates per class (window 'YYYY-MM')."""
+    """Selected monthly-window rates per class (window 'YYYY-MM'); ``label`` is the axis label
+    ('2026-03 (partial)' for a month observed only in part)."""
     return (
         failure_rates.filter(
             pl.col("selected").fill_null(False)
             & pl.col("window").str.contains(r"^\d{4}-\d{2}$")
             & (pl.col("stratum").fill_null("all") == "all")
         )
-        .with_columns((pl.col("window") + "-01").str.to_date().alias("month"))
+        .with_columns(
+            (pl.col("window") + "-01").str.to_date().alias("month"),
+            pl.when(pl.col("partial").fill_null(False))
+            .then(pl.col("window") + " (partial)")
+            .otherwise(pl.col("window"))
+            .alias("label"),
+            pl.col("low_exposure").fill_null(False),
+        )
         .sort("component_class", "month")
     )
 
 
 def rate_trend_chart(trend: pl.DataFrame) -> alt.LayerChart:
-    """Monthly failure rate per class (``trend_frame``) with 95% CI; a month with no failure is
-    an open triangle on a floor value (a log axis has no zero) and is not joined by the line."""
+    """Monthly failure rate per class (``trend_frame``) with its 95% CI whisker, classes side
+    by side within a month (an ordinal month axis: ``xOffset`` works on bands, not on a time
+    axis). A month with no failure is an open triangle on a floor value (a log axis has no zero)
+    with its CI's upper bound; a partial month says so in its label; a low-exposure month is
+    a dashed whisker."""
     df = trend.filter(pl.col("rate_per_1k_unit_days").is_not_null())
     pos = df.filter(pl.col("rate_per_1k_unit_days") > 0)["rate_per_1k_unit_days"]
     floor = float(pos.min()) / 4 if pos.len() else 1e-3
@@ -375,12 +389,19 @@ def rate_trend_chart(trend: pl.DataFrame) -> alt.LayerChart:
         pl.max_horizontal(pl.col("rate_per_1k_unit_days"), pl.lit(floor)).alias("rate"),
         pl.max_horizontal(pl.col("rate_ci_low").fill_null(floor), pl.lit(floor)).alias("lo"),
         pl.max_horizontal(pl.col("rate_ci_high").fill_null(floor), pl.lit(floor)).alias("hi"),
+        pl.when(pl.col("low_exposure"))
+        .then(pl.lit("low exposure"))
+        .otherwise(pl.lit("enough exposure"))
+        .alias("exposure"),
     )
     sel = _legend_select("component_class")
-    x = alt.X("month:T", timeUnit="yearmonth", title="month", axis=alt.Axis(format="%b %Y"))
+    order = df.sort("month")["label"].unique(maintain_order=True).to_list()
+    x = alt.X("label:O", sort=order, title="month", axis=alt.Axis(labelAngle=0))
     ys = alt.Scale(type="log")
     color = alt.Color("component_class:N", title="class")
     op = alt.condition(sel, alt.value(1.0), alt.value(0.1))
+    dash = alt.condition("datum.low_exposure", alt.value([3, 3]), alt.value([1, 0]))
+    off = alt.XOffset("component_class:N")
     tip = [
         "component_class:N",
         "window:N",
@@ -389,66 +410,88 @@ def rate_trend_chart(trend: pl.DataFrame) -> alt.LayerChart:
         alt.Tooltip("rate_per_1k_unit_days:Q", format=".3g", title="rate / 1k unit-days"),
         alt.Tooltip("rate_ci_low:Q", format=".3g", title="CI low"),
         alt.Tooltip("rate_ci_high:Q", format=".3g", title="CI high"),
+        alt.Tooltip("partial:N", title="partial month"),
+        alt.Tooltip("exposure:N", title="exposure"),
     ]
+    title = "failures per 1,000 unit-days (log, 95% CI)"
     err = (
         alt.Chart(df)
-        .mark_rule(strokeWidth=1.5)
+        .mark_rule(strokeWidth=2)
         .encode(
             x=x,
-            y=alt.Y("lo:Q", scale=ys),
+            xOffset=off,
+            y=alt.Y("lo:Q", scale=ys, title=title),
             y2="hi:Q",
             color=color,
             opacity=op,
-            xOffset="component_class:N",
-        )
-    )
-    pos_df = df.filter(pl.col("rate_per_1k_unit_days") > 0)
-    line = (
-        alt.Chart(pos_df)
-        .mark_line(point=True)
-        .encode(
-            x=x,
-            y=alt.Y("rate:Q", scale=ys, title="failures per 1,000 unit-days (log, 95% CI)"),
-            color=color,
-            opacity=op,
+            strokeDash=dash,
             tooltip=tip,
         )
         .add_params(sel)
     )
+    dots = (
+        alt.Chart(df.filter(pl.col("rate_per_1k_unit_days") > 0))
+        .mark_point(filled=True, size=60)
+        .encode(x=x, xOffset=off, y=alt.Y("rate:Q", scale=ys), color=color, opacity=op, tooltip=tip)
+    )
     zero = (
         alt.Chart(df.filter(pl.col("rate_per_1k_unit_days") <= 0))
-        .mark_point(shape="triangle-down", filled=False, size=50)
-        .encode(
-            x=x,
-            y=alt.Y("rate:Q", scale=ys),
-            color=color,
-            opacity=op,
-            xOffset="component_class:N",
-            tooltip=tip,
-        )
+        .mark_point(shape="triangle-down", filled=False, size=70, strokeWidth=2)
+        .encode(x=x, xOffset=off, y=alt.Y("rate:Q", scale=ys), color=color, opacity=op, tooltip=tip)
     )
-    return (err + zero + line).properties(
+    return (err + dots + zero).properties(
         width=WIDTH,
         height=HEIGHT,
         title=alt.TitleParams(
-            "Monthly failure rate per class",
+            "Monthly failure rate per class (95% CI)",
             subtitle=(
-                "open triangles on the floor: months with no failure of that class; "
-                "click the legend to isolate a class"
+                "open triangles on the floor: months with no failure (whisker: CI upper bound); "
+                "dashed: under a quarter of a median month's exposure; click the legend to "
+                "isolate a class"
             ),
         ),
     )
 
 
+MAX_CI_SPAN = 1e4  # a hazard-ratio CI wider than this factor is drawn as not estimable
+EVIDENCE = {  # hazard-ratio row -> how strongly the table supports it (colour of the chart)
+    "clear": "clear effect (Holm-adjusted p < 0.05, PH holds)",
+    "ph": "adjusted p < 0.05 but proportional hazards rejected",
+    "none": "not significant after correction",
+}
+
+
 def hazard_ratio_chart(hazard_ratios: pl.DataFrame) -> alt.LayerChart:
-    """Cox hazard ratios with 95% CI on a log axis, reference line at 1."""
+    """Cox hazard ratios with 95% CI on a log axis, reference line at 1; each row names its
+    unit (per degC, a rack vs the reference rack) and is coloured by adjusted significance.
+    Rows whose CI spans more than ``MAX_CI_SPAN`` (e.g. a rack with no failure: the Cox
+    estimate runs to 0) carry no information and would crush the axis: left out, counted in
+    the subtitle."""
+    finite = (pl.col("hr") > 0) & pl.col("hr").is_finite()
+    informative = (
+        finite
+        & (pl.col("ci_low") > 0)
+        & pl.col("ci_high").is_finite()
+        & (pl.col("ci_high") < MAX_CI_SPAN * pl.col("ci_low"))
+    )
+    n_left_out = hazard_ratios.height - hazard_ratios.filter(informative).height
     df = (
-        hazard_ratios.filter((pl.col("hr") > 0) & pl.col("hr").is_finite())
+        hazard_ratios.filter(informative)
         .with_columns(
-            (pl.col("component_class") + " · " + pl.col("covariate")).alias("term"),
-            pl.when((pl.col("ci_low") > 1) | (pl.col("ci_high") < 1))
-            .then(pl.lit("CI excludes 1"))
-            .otherwise(pl.lit("CI includes 1"))
+            (
+                pl.col("component_class")
+                + " · "
+                + pl.when(pl.col("reference").is_not_null())
+                .then(pl.col("unit"))
+                .otherwise(pl.col("covariate") + " " + pl.col("unit").fill_null("per unit"))
+            )
+            .fill_null(pl.col("component_class") + " · " + pl.col("covariate"))
+            .alias("term"),
+            pl.when(pl.col("clear_effect").fill_null(False))
+            .then(pl.lit(EVIDENCE["clear"]))
+            .when(pl.col("p_adjusted") < 0.05)
+            .then(pl.lit(EVIDENCE["ph"]))
+            .otherwise(pl.lit(EVIDENCE["none"]))
             .alias("evidence"),
             pl.when(pl.col("ci_low") > 0)
             .then(pl.col("ci_low"))
@@ -459,24 +502,47 @@ def hazard_ratio_chart(hazard_ratios: pl.DataFrame) -> alt.LayerChart:
         .sort("hr", descending=True)
     )
     order = df["term"].to_list()
-    y = alt.Y("term:N", sort=order, title=None)
+    y = alt.Y("term:N", sort=order, title=None, axis=alt.Axis(labelLimit=400))
     color = alt.Color(
         "evidence:N",
-        scale=alt.Scale(domain=["CI excludes 1", "CI includes 1"], range=["#d62728", "#9e9e9e"]),
-        legend=alt.Legend(orient="bottom", title=None),
+        scale=alt.Scale(domain=list(EVIDENCE.values()), range=["#d62728", "#ff7f0e", "#9e9e9e"]),
+        legend=alt.Legend(orient="bottom", title=None, columns=1, labelLimit=0),
     )
     tip = [
         "component_class:N",
         "covariate:N",
+        alt.Tooltip("unit:N"),
         alt.Tooltip("hr:Q", format=".3f", title="hazard ratio"),
         alt.Tooltip("ci_low:Q", format=".3f"),
         alt.Tooltip("ci_high:Q", format=".3f"),
-        alt.Tooltip("p:Q", format=".3g"),
+        alt.Tooltip("p:Q", format=".3g", title="p (unadjusted)"),
+        alt.Tooltip("p_adjusted:Q", format=".3g", title="p adjusted"),
+        alt.Tooltip("p_adjust_method:N", title="adjustment"),
+        alt.Tooltip("ph_test_p:Q", format=".3g", title="PH test p"),
+        alt.Tooltip("penalizer:Q", title="Cox penalizer"),
         "n:Q",
-        alt.Tooltip("ph_ok:N", title="proportional hazards ok"),
     ]
-    ratios = _forest(df, y, "hr", "lo", "hi", "hazard ratio per unit of covariate (log, 95% CI)", tip, color)
-    return (_unit_line("#555") + ratios).properties(width=WIDTH, height=max(100, 28 * len(order)))
+    ratios = _forest(
+        df, y, "hr", "lo", "hi", "hazard ratio per stated unit (log, 95% CI)", tip, color
+    )
+    note = (
+        f"{n_left_out} row(s) with an uninformative CI (no failures in a level) left out; "
+        if n_left_out
+        else ""
+    )
+    return (_unit_line("#555") + ratios).properties(
+        width=WIDTH,
+        height=max(100, 28 * len(order)),
+        title=alt.TitleParams(
+            "Cox hazard ratios, 95% CI",
+            subtitle=f"{note}significance after {_adjustment(hazard_ratios)} correction over all rows",
+        ),
+    )
+
+
+def _adjustment(hazard_ratios: pl.DataFrame) -> str:
+    m = hazard_ratios["p_adjust_method"].drop_nulls()
+    return m[0] if m.len() else "multiple-testing"
 
 
 # ----------------------------------------------------------------------------- goodput
@@ -614,9 +680,7 @@ def sensitivity_frame(projections: pl.DataFrame) -> pl.DataFrame:
 def tornado_chart(sens: pl.DataFrame) -> alt.LayerChart:
     """Goodput gain (percentage points) from each single improvement (``sensitivity_frame``),
     largest first."""
-    df = sens.select(
-        "change", "knob", "gain_pp", "goodput", "goodput_base", "n_gpus", "method"
-    )
+    df = sens.select("change", "knob", "gain_pp", "goodput", "goodput_base", "n_gpus", "method")
     order = df["change"].to_list()
     y = alt.Y("change:N", sort=order, title=None)
     bars = (

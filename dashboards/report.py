@@ -377,7 +377,10 @@ def _trend(t: dict) -> Section:
     months = sorted(df["window"].unique().to_list())
     best = None
     for (cls,), g in df.partition_by("component_class", as_dict=True).items():
-        g = g.sort("month").filter(pl.col("rate_per_1k_unit_days").is_not_null())
+        # low-exposure windows (flagged in failure_rates) are not compared: their rates say little
+        g = g.sort("month").filter(
+            pl.col("rate_per_1k_unit_days").is_not_null() & ~pl.col("low_exposure").fill_null(False)
+        )
         if g.height < 2:
             continue
         a, b = g.row(0, named=True), g.row(-1, named=True)
@@ -390,21 +393,15 @@ def _trend(t: dict) -> Section:
         s.reading = f"{len(months)} month(s) of fits; no class has two months to compare yet."
         return s
     _, cls, a, b = best
-    overlap = (
-        a["rate_ci_low"] is not None
-        and b["rate_ci_low"] is not None
-        and a["rate_ci_low"] <= b["rate_ci_high"]
-        and b["rate_ci_low"] <= a["rate_ci_high"]
-    )
+    from analysis.survival import rate_change_test  # the exact test, one place
+
+    p = rate_change_test(a["n_events"], a["exposure_hours"], b["n_events"], b["exposure_hours"])
     s.reading = (
         f"Across {len(months)} months ({months[0]} to {months[-1]}), the largest change is {cls}: "
         f"{_num(a['rate_per_1k_unit_days'])} ({a['window']}) to {_num(b['rate_per_1k_unit_days'])} ({b['window']}) "
-        "failures per 1,000 unit-days; "
-        + (
-            "the 95% CIs overlap, so the change is within noise."
-            if overlap
-            else "the 95% CIs do not overlap."
-        )
+        f"failures per 1,000 unit-days ({a['n_events']} vs {b['n_events']} failures); exact test of "
+        f"equal rates (conditional binomial) p = {p:.2g}: "
+        + ("a real change." if p < 0.05 else "consistent with no change.")
     )
     return s
 
@@ -416,20 +413,25 @@ def _hazards(t: dict) -> Section:
         s.note = NO_DATA
         return s
     s.chart = charts.hazard_ratio_chart(t["hazard_ratios"])
-    sig = hr.filter((pl.col("ci_low") > 1) | (pl.col("ci_high") < 1))
-    if sig.height == 0:
-        s.reading = f"None of the {hr.height} covariate effects has a 95% CI that excludes 1: no clear driver yet."
+    # only effects that survive the multiple-testing correction and pass the PH test
+    clear = hr.filter(pl.col("clear_effect").fill_null(False)).sort("p_adjusted")
+    method = hr["p_adjust_method"].drop_nulls().first() or "multiple-testing"
+    if clear.height == 0:
+        s.reading = (
+            f"None of the {hr.height} covariate effects survives {method} correction for "
+            f"{hr.height} tests (adjusted p < 0.05) with a passing proportional-hazards test: "
+            "no clear driver yet."
+        )
         return s
-    r = (
-        sig.with_columns(pl.col("hr").log().abs().alias("_e"))
-        .sort("_e", descending=True)
-        .row(0, named=True)
+    effects = "; ".join(
+        f"{r['covariate']} on {r['component_class']} multiplies the hazard by {r['hr']:.2f} "
+        f"{r['unit'] or 'per unit'} (95% CI {r['ci_low']:.2f}–{r['ci_high']:.2f}, "
+        f"adjusted p={r['p_adjusted']:.2g})"
+        for r in clear.iter_rows(named=True)
     )
-    p = "" if r["p"] is None else f", p={r['p']:.2g}"
     s.reading = (
-        f"Strongest clear effect: {r['covariate']} on {r['component_class']} multiplies the hazard by "
-        f"{r['hr']:.2f} per unit (95% CI {r['ci_low']:.2f}–{r['ci_high']:.2f}{p}); "
-        f"{sig.height} of {hr.height} effects have CIs that exclude 1."
+        f"Clear effects ({clear.height} of {hr.height}: adjusted p < 0.05 after {method} "
+        f"correction for {hr.height} tests, proportional hazards not rejected): {effects}."
     )
     return s
 

@@ -117,10 +117,9 @@ def test_every_section_has_a_chart_and_computed_reading(built):
     )
     assert "psu the highest at 100.0%" in r["survival"]
     assert "the largest change is psu: 0.5 (2026-01) to 0 (2026-02)" in r["rate_trend"]
-    assert r["hazard_ratios"].startswith(
-        "Strongest clear effect: temp_mean on gpu multiplies the hazard by 1.30"
-    )
-    assert "1 of 2 effects" in r["hazard_ratios"]
+    assert r["hazard_ratios"].startswith("Clear effects (1 of 2: adjusted p < 0.05 after holm")
+    assert "temp_mean on gpu multiplies the hazard by 1.30 per degC" in r["hazard_ratios"]
+    assert "util_mean" not in r["hazard_ratios"]
     assert r["goodput_scale"].startswith(
         "At 16,384 GPUs the projected goodput is 80.0% (95% band 75.0%–84.0%)"
     )

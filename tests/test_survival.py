@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import warnings
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -12,6 +13,10 @@ import pytest
 
 from analysis import survival as sv
 from warehouse.schemas import TABLES
+
+SAMPLE_LIFETIMES = (
+    Path(__file__).parent / "fixtures" / "survival" / "sample_fleet_lifetimes.parquet"
+)
 
 
 def _lifetimes(rows) -> pl.DataFrame:
@@ -180,7 +185,7 @@ def test_monthly_windows_conserve_exposure_and_events():
     # parametric fits only in windows with enough events
     fitted = months.group_by("window").agg(pl.len().alias("k"), pl.col("n_events").first())
     for k, d in fitted.select("k", "n_events").iter_rows():
-        assert k == (4 if d >= sv.MIN_EVENTS_WINDOW_FIT else 1)
+        assert k == (len(sv.MODELS) if d >= sv.MIN_EVENTS_WINDOW_FIT else 1)
 
 
 def test_single_unit_split_at_month_boundary():
@@ -200,6 +205,93 @@ def test_single_unit_split_at_month_boundary():
     assert p["age_from"].to_list() == pytest.approx([100.0, 124.0])
     assert p["age_to"].to_list() == pytest.approx([124.0, 148.0])
     assert p["in_event"].to_list() == [False, True]
+
+
+def _observed(spans, cls="gpu"):
+    """component_lifetimes rows from (observed_from, observed_to, event) with entry 0."""
+    return pl.DataFrame(
+        {
+            "component_class": cls,
+            "unit_id": [f"u{i}" for i in range(len(spans))],
+            "entry": 0.0,
+            "duration": [(b - a).total_seconds() / 3600 for a, b, _ in spans],
+            "event": [e for *_, e in spans],
+            "observed_from": [a for a, _, _ in spans],
+            "observed_to": [b for _, b, _ in spans],
+        }
+    )
+
+
+def test_observation_ending_at_midnight_on_the_first_opens_no_window():
+    """Before: a failure at 2025-07-01 00:00 made a '2025-07' window of 0 h (upper CI ~1e17)
+    and was counted in both June and July."""
+    lt = _observed(
+        [
+            (datetime(2025, 6, 1), datetime(2025, 7, 1), True),
+            (datetime(2025, 6, 1), datetime(2025, 7, 1), False),
+        ]
+    )
+    fr = sv.failure_rates(lt).filter(pl.col("model") == "exponential")
+    assert fr["window"].to_list() == ["2025-06", "all"]
+    june = fr.row(0, named=True)
+    assert june["n_events"] == 1 and june["exposure_hours"] == pytest.approx(2 * 720.0)
+    assert not june["partial"] and june["period_end"] == datetime(2025, 7, 1)
+
+
+def test_sub_day_month_is_folded_into_its_neighbour_conserving_exposure_and_events():
+    end = datetime(2025, 7, 1, 5)  # the fleet's data end 5 h into July
+    lt = _observed(
+        [(datetime(2025, 5, 20), end, True), (datetime(2025, 6, 3), end, False)]
+        + [(datetime(2025, 5, 20), datetime(2025, 6, 10), True)]
+    )
+    notes: list[str] = []
+    fr = sv.failure_rates(lt, notes=notes).filter(pl.col("model") == "exponential")
+    months = fr.filter(pl.col("window") != "all")
+    assert months["window"].to_list() == ["2025-05", "2025-06"]
+    assert months["n_events"].sum() == 2
+    assert months["exposure_hours"].sum() == pytest.approx(lt["duration"].sum())
+    june = months.row(1, named=True)
+    assert june["period_end"] == end and june["n_units"] == 3  # pieces merged per unit
+    # June 10, and 05:00 on July 1 (in the folded June)
+    assert months["n_events"].to_list() == [0, 2]
+    assert months["partial"].to_list() == [True, False]  # May starts on the 20th
+    assert notes == ["gpu: 2025-07 observed only 5.0 h, folded into 2025-06"]
+
+
+def test_sample_fleet_windows_flag_partial_and_low_exposure_months():
+    fr = sv.failure_rates(pl.read_parquet(SAMPLE_LIFETIMES)).filter(
+        (pl.col("component_class") == "gpu") & (pl.col("model") == "exponential")
+    )
+    got = {r["window"]: (r["partial"], r["low_exposure"]) for r in fr.iter_rows(named=True)}
+    # observed 2026-01-05 .. 2026-03-05 23:43: January and March are partial, March has under
+    # a quarter of a median month's exposure
+    assert got == {
+        "2026-01": (True, False),
+        "2026-02": (False, False),
+        "2026-03": (True, True),
+        "all": (False, False),
+    }
+
+
+def test_fit_table_for_a_month_says_partial_and_low_exposure():
+    fr = sv.failure_rates(pl.read_parquet(SAMPLE_LIFETIMES))
+    text = sv.format_fit_table(fr, window="2026-03")
+    assert "2026-03 is a partial month: observed 2026-03-01 00:00 to 2026-03-05 23:43" in text
+    assert "low exposure (< 25% of the class's median month, rates uncertain): cooling, cpu" in text
+    full = sv.format_fit_table(fr, window="2026-02")
+    assert "partial" not in full and "low exposure" not in full
+
+
+def test_rate_change_uses_the_exact_conditional_binomial_test():
+    # 30 vs 50 failures on equal exposure: the 95% CIs overlap, yet the rates differ
+    _, _, hi30 = sv.poisson_rate_ci(30, 1000.0)
+    _, lo50, _ = sv.poisson_rate_ci(50, 1000.0)
+    assert lo50 < hi30  # overlapping CIs
+    assert sv.rate_change_test(30, 1000.0, 50, 1000.0) == pytest.approx(0.0326, abs=5e-4)
+    assert sv.rate_change_test(30, 1000.0, 30, 1000.0) == pytest.approx(1.0)
+    # same counts on unequal exposure: the rate halved
+    assert sv.rate_change_test(40, 1000.0, 40, 2000.0) == pytest.approx(0.00275, abs=5e-5)
+    assert sv.rate_change_test(0, 10.0, 0, 10.0) == 1.0
 
 
 # ----------------------------------------------------------------------------- Cox / PH
@@ -235,6 +327,41 @@ def test_cox_recovers_temperature_effect_and_reports_ph_check():
     assert all(0 <= r["ph_test_p"] <= 1 for r in rows.values())
     assert hr["ph_ok"].dtype == pl.Boolean and hr["ph_ok"].null_count() == 0
     assert not notes
+
+
+def test_holm_adjustment_matches_hand_computation():
+    # sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04 -> running max
+    adj = sv.holm(np.array([0.01, 0.04, 0.03, 0.005]))
+    assert adj == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert sv.holm(np.array([0.5, 0.9])) == pytest.approx([1.0, 1.0])  # monotone, capped at 1
+
+
+def test_sample_fleet_hazard_ratios_find_temperature_and_no_rack_effect():
+    """The committed fleet's lifetimes: the simulated truth is a GPU hazard ratio of 1.284 per
+    degC of temperature offset and no rack effect. Unadjusted, a rack looks 'significant'
+    (rack-03, p ~ 0.015, chance among ~30 tests); after Holm it is not, temperature is."""
+    from dashboards.report import _hazards
+
+    lt = pl.read_parquet(SAMPLE_LIFETIMES)
+    notes: list[str] = []
+    hr = sv.hazard_ratios(lt, notes)
+    assert hr["p_adjusted"].to_numpy() == pytest.approx(sv.holm(hr["p"].to_numpy()))
+    assert set(hr["p_adjust_method"]) == {"holm"} and set(hr["penalizer"]) == {0.0}
+    assert (hr["p_adjusted"] >= hr["p"]).all()
+    clear = hr.filter("clear_effect")
+    assert not clear["covariate"].str.starts_with("rack").any()
+    assert hr.filter(pl.col("covariate").str.starts_with("rack") & (pl.col("p") < 0.05)).height
+    t = clear.filter((pl.col("component_class") == "gpu") & (pl.col("covariate") == "temp_mean"))
+    assert t.height == 1 and t["unit"][0] == "per degC"
+    assert t["ci_low"][0] <= 1.284025 <= t["ci_high"][0] and t["ph_ok"][0]
+    rack = hr.filter(pl.col("covariate") == "rack=rack-03").row(0, named=True)
+    assert rack["unit"] == f"rack-03 vs {rack['reference']}" and rack["reference"].startswith(
+        "rack-"
+    )
+    assert any("left out util_mean" in n for n in notes)  # power and utilisation: one measurement
+    reading = _hazards({"hazard_ratios": hr}).reading
+    assert "temp_mean on gpu multiplies the hazard by 1.32 per degC" in reading
+    assert "rack" not in reading and "holm correction for 29 tests" in reading
 
 
 def test_ph_test_matches_lifelines_without_entries_and_flags_non_ph():
@@ -368,8 +495,8 @@ def test_refresh_fits_writes_tables(tmp_path):
     summary = sv.refresh_fits(wh, window=None)
     assert summary["units"] == lt.height and summary["classes"] == 1
     assert (
-        wh.read("failure_rates").height == summary["failure_rates_rows"] == 12
-    )  # 4 models x strata all, A, B
+        wh.read("failure_rates").height == summary["failure_rates_rows"] == 3 * len(sv.MODELS)
+    )  # every model x strata all, A, B
     assert wh.read("survival_curves").height == summary["survival_curve_points"]
 
 
@@ -399,7 +526,9 @@ def test_cli_fit_prints_table_and_errors_when_empty(tmp_path, capsys):
     assert len(lines) == 3 and all("wear-out" in ln for ln in lines)  # strata all, A, B
     assert "weibull" in lines[0].split()[2] and lines[0].split()[1] == "all"
     assert main(["--home", str(tmp_path), "fit", "--all-models"]) == 0
-    assert len([ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("psu")]) == 12
+    assert len(
+        [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("psu")]
+    ) == 3 * len(sv.MODELS)
 
 
 def test_aalen_johansen_ci_matches_lifelines_variance():

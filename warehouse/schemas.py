@@ -354,7 +354,7 @@ TABLES: dict[str, Table] = {
                 "component_class": STR,
                 "stratum": STR,  # 'all' or a model / SKU
                 "window": STR,  # 'all' or a calendar month 'YYYY-MM'
-                "model": STR,  # exponential | weibull | lognormal | loglogistic
+                "model": STR,  # a registered analysis.lifetime_models name (exponential, weibull...)
                 "selected": BOOL,  # lowest AIC within (class, stratum, window)
                 "params": STR,  # JSON
                 "aic": F64,
@@ -374,6 +374,10 @@ TABLES: dict[str, Table] = {
                 "method": STR,  # exposure-table | per-unit | per-unit-lifelines | subsample-N
                 "converged": BOOL,
                 "population": STR,  # where the units came from: inventory | telemetry | observed_units (joined by '+')
+                "period_start": UTC_TS,  # calendar span the row's observation covers
+                "period_end": UTC_TS,
+                "partial": BOOL,  # a monthly window that covers less than its calendar month
+                "low_exposure": BOOL,  # monthly exposure < 1/4 of the class's median month
             },
             kind="derived",
         ),
@@ -407,6 +411,12 @@ TABLES: dict[str, Table] = {
                 "n": I64,
                 "ph_test_p": F64,  # Schoenfeld-residual test of proportional hazards
                 "ph_ok": BOOL,
+                "unit": STR,  # what one step of the covariate is: 'per degC', 'rack-03 vs rack-02'
+                "reference": STR,  # categoricals: the reference level (null for continuous)
+                "p_adjusted": F64,  # multiple-testing adjusted p over every row of the table
+                "p_adjust_method": STR,  # 'holm'
+                "penalizer": F64,  # Cox ridge penalizer used (0: none)
+                "clear_effect": BOOL,  # p_adjusted < 0.05 and ph_ok
             },
             kind="derived",
         ),

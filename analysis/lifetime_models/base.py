@@ -1,0 +1,313 @@
+"""What every lifetime model shares, written once: the survival data (``Sample``), the
+left-truncated, right- / interval-censored likelihood, its maximisation with Wald CIs, AIC, the
+lifelines cross-check, and the distribution side (``sample``, residual life, mean).
+
+A model module declares only its math (see ``weibull.py``): the parameter names, how the
+unconstrained optimisation vector ``theta`` maps to them, the cumulative hazard ``H(t)`` and its
+inverse, the log density, the mean and the matching lifelines fitter. Everything below works for
+any model from those pieces:
+
+* likelihood, per unit with entry age ``a``, exit age ``t`` and, for interval-censored failures,
+  last age known healthy ``l``:  exact failure ``log f(t) - log S(a)``; right-censored
+  ``log S(t) - log S(a)``; interval ``log(S(l) - S(t)) - log S(a)``  (``log S = -H``);
+* MLE by BFGS (analytic gradient where the model gives one), covariance = inverse of the
+  observed information, 95% Wald CIs on ``theta`` mapped through each parameter's transform;
+  AIC = 2k - 2 log L;
+* ``sample(n, rng)`` = ``H^-1(E)``, E ~ Exp(1); residual life of a unit of age ``a`` =
+  ``H^-1(H(a) + E) - a`` (the conditional law given survival to ``a``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+from scipy import optimize, stats
+
+Z95 = float(stats.norm.ppf(0.975))
+
+
+@dataclass
+class Sample:
+    """Survival data of one class/stratum/window as NumPy arrays (hours of age)."""
+
+    entry: np.ndarray
+    upper: np.ndarray  # failure / censoring age (``duration``)
+    lower: np.ndarray  # last age known healthy (= upper for exact failures)
+    event: np.ndarray  # bool
+    interval: np.ndarray  # bool: failure known only within (lower, upper]
+
+    @property
+    def n(self) -> int:
+        return len(self.upper)
+
+    @property
+    def n_events(self) -> int:
+        return int(self.event.sum())
+
+    @property
+    def exposure(self) -> float:
+        return float(np.sum(self.upper - self.entry))
+
+    def take(self, idx: np.ndarray) -> Sample:
+        return Sample(
+            *(a[idx] for a in (self.entry, self.upper, self.lower, self.event, self.interval))
+        )
+
+
+def hessian(f, x: np.ndarray, h: float = 1e-3) -> np.ndarray:
+    """Central-difference Hessian of a scalar function (the interval-censored path)."""
+    k = len(x)
+    H = np.empty((k, k))
+    for i in range(k):
+        for j in range(i, k):
+            ei, ej = np.eye(k)[i] * h, np.eye(k)[j] * h
+            H[i, j] = H[j, i] = (
+                f(x + ei + ej) - f(x + ei - ej) - f(x - ei + ej) + f(x - ei - ej)
+            ) / (4 * h * h)
+    return H
+
+
+class LogLik:
+    """Left-truncated, right- / interval-censored log-likelihood of any model, vectorized.
+
+    Subclasses may add ``value_grad(theta) -> (value, gradient)`` (no interval-censored rows);
+    without it the fit uses numerical derivatives."""
+
+    def __init__(self, model: type[LifetimeModel], s: Sample):
+        self.model = model
+        ex = s.event & ~s.interval
+        self.t_exact = s.upper[ex]
+        self.t_rc = s.upper[~s.event]
+        self.t_ic_hi = s.upper[s.interval]
+        self.t_ic_lo = s.lower[s.interval]
+        self.t_entry = s.entry[s.entry > 0]
+
+    value_grad = None
+
+    def grad(self, theta: np.ndarray) -> np.ndarray:
+        return self.value_grad(theta)[1]
+
+    def __call__(self, theta: np.ndarray) -> float:
+        d = self.model.from_theta(theta)
+        ll = np.sum(d.log_pdf(self.t_exact)) - np.sum(d.cumulative_hazard(self.t_rc))
+        ll += np.sum(d.cumulative_hazard(self.t_entry))
+        if len(self.t_ic_hi):
+            s_hi = -d.cumulative_hazard(self.t_ic_hi)
+            s_lo = np.where(self.t_ic_lo > 0, -d.cumulative_hazard(self.t_ic_lo), 0.0)
+            diff = np.clip(s_hi - s_lo, -np.inf, -1e-300)
+            ll += np.sum(s_lo + np.log(-np.expm1(diff)))
+        return float(ll)
+
+
+def _param_dict(params) -> dict[str, float]:
+    """{name: value} from a ``failure_rates.params`` JSON string or dict (values either numbers
+    or ``{"value": v, "ci_low": ..., "ci_high": ...}``)."""
+    if isinstance(params, str):
+        params = json.loads(params)
+    out = {}
+    for k, v in params.items():
+        if isinstance(v, dict):
+            v = v.get("value")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = float(v)
+    return out
+
+
+class LifetimeModel:
+    """A parametric lifetime law: an instance is one distribution (fitted or given); the class
+    methods fit it. Subclasses declare the class variables and the ``*_`` math below."""
+
+    name: ClassVar[str]
+    params: ClassVar[tuple[str, ...]]  # declared parameters: the keys of ``failure_rates.params``
+    theta_names: ClassVar[tuple[str, ...]]  # the unconstrained vector the optimiser moves
+    lifelines_fitter: ClassVar[str]  # lifelines class name (or override ``make_lifelines_fitter``)
+    lifelines_names: ClassVar[tuple[tuple[str, str], ...]]  # (ours, lifelines' fitted name)
+    # fitted on every unit even when the others use a subsample: its MLE needs only the
+    # sufficient statistics (events, exposure)
+    full_data: ClassVar[bool] = False
+
+    def __init__(self, **params: float):
+        missing = [p for p in self.params if p not in params]
+        if missing:
+            raise ValueError(f"{self.name}: missing parameter(s) {', '.join(missing)}")
+        for p in self.params:
+            setattr(self, p, float(params[p]))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{p}={getattr(self, p):.6g}" for p in self.params)
+        return f"{type(self).__name__}({args})"
+
+    # -------------------------------------------------------------- the model's math (declare)
+    def cumulative_hazard(self, t: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def inverse_cumulative_hazard(self, h: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def log_pdf(self, t: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def mean(self) -> float:
+        raise NotImplementedError
+
+    @classmethod
+    def from_theta(cls, theta: np.ndarray) -> LifetimeModel:
+        raise NotImplementedError
+
+    @classmethod
+    def theta0(cls, s: Sample) -> np.ndarray:
+        raise NotImplementedError
+
+    @classmethod
+    def params_ci(cls, theta: np.ndarray, se: np.ndarray) -> dict[str, tuple[float, float, float]]:
+        """Each declared parameter as (estimate, 95% low, 95% high) from ``theta`` and its SEs."""
+        raise NotImplementedError
+
+    # -------------------------------------------------------------- the distribution (shared)
+    @classmethod
+    def from_params(cls, params) -> LifetimeModel:
+        """The distribution from a ``failure_rates.params`` JSON string or a dict."""
+        return cls(**{k: v for k, v in _param_dict(params).items() if k in cls.params})
+
+    def log_sf(self, t: np.ndarray) -> np.ndarray:
+        return -self.cumulative_hazard(np.asarray(t, dtype=float))
+
+    def sf(self, t: np.ndarray) -> np.ndarray:
+        return np.exp(self.log_sf(t))
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` lifetimes (hours from age 0) by inversion of the cumulative hazard."""
+        return self.inverse_cumulative_hazard(rng.exponential(size=n))
+
+    def residual_sample(self, age, rng: np.random.Generator, n: int | None = None) -> np.ndarray:
+        """Remaining life of units that have survived to ``age`` hours (scalar with ``n``, or
+        one draw per element of an array of ages): ``H^-1(H(age) + E) - age``."""
+        age = np.asarray(age, dtype=float)
+        if n is not None:
+            age = np.broadcast_to(age, (n,))
+        e = rng.exponential(size=age.shape)
+        return np.maximum(
+            self.inverse_cumulative_hazard(self.cumulative_hazard(age) + e) - age, 0.0
+        )
+
+    # -------------------------------------------------------------- fitting (shared)
+    @classmethod
+    def loglik(cls, s: Sample) -> LogLik:
+        return LogLik(cls, s)
+
+    @classmethod
+    def exact_fit(cls, s: Sample) -> dict | None:
+        """A closed-form MLE where the model has one (else None: maximise numerically)."""
+        return None
+
+    @classmethod
+    def fit(cls, s: Sample, start: np.ndarray | None = None) -> dict:
+        """MLE and 95% Wald CIs. ``start``: a warm start (the whole-period fit seeds the
+        monthly windows). Returns loglik, k, converged, theta and params {name: (v, lo, hi)}."""
+        ll = cls.loglik(s)
+        theta0 = cls.theta0(s)
+        if start is not None and len(start) == len(theta0) and np.all(np.isfinite(start)):
+            theta0 = np.asarray(start, dtype=float)
+        if s.interval.any() or ll.value_grad is None:  # numeric derivatives
+
+            def neg_value(th):
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    v = ll(th)
+                return -v if np.isfinite(v) else np.inf
+
+            res = optimize.minimize(
+                neg_value, theta0, method="BFGS", options={"gtol": 1e-6 * max(1.0, s.n)}
+            )
+            theta = res.x
+            H = -hessian(ll, theta)
+        else:
+
+            def neg(th):
+                with np.errstate(over="ignore", invalid="ignore"):
+                    v, g = ll.value_grad(th)
+                if not (np.isfinite(v) and np.all(np.isfinite(g))):  # wild line-search step
+                    return np.inf, np.zeros_like(th)
+                return -v, -g
+
+            def neg_hess(th, h=1e-5):  # central differences of the analytic gradient
+                H = -np.column_stack(
+                    [(ll.grad(th + e) - ll.grad(th - e)) / (2 * h) for e in np.eye(len(th)) * h]
+                )
+                return (H + H.T) / 2
+
+            res = optimize.minimize(
+                neg, theta0, jac=True, method="BFGS", options={"gtol": 1e-7 * max(1.0, s.n)}
+            )
+            theta = res.x
+            H = neg_hess(theta)
+        try:
+            cov = np.linalg.inv(H)
+            se = np.sqrt(np.clip(np.diag(cov), 0.0, np.inf))
+            ok = bool(np.all(np.isfinite(se)) and np.all(np.diag(cov) > 0))
+        except np.linalg.LinAlgError:
+            se, ok = np.full(len(theta), np.nan), False
+        loglik = ll(theta)
+        return {
+            "loglik": loglik,
+            "k": len(theta),
+            "converged": bool(ok and np.isfinite(loglik)),
+            "theta": theta,
+            "params": cls.params_ci(theta, se),
+        }
+
+    @staticmethod
+    def aic(fit: dict) -> float:
+        return 2 * fit["k"] - 2 * fit["loglik"] if fit["converged"] else float("nan")
+
+    # -------------------------------------------------------------- lifelines (shared)
+    @classmethod
+    def make_lifelines_fitter(cls):
+        import lifelines
+
+        return getattr(lifelines, cls.lifelines_fitter)()
+
+    @classmethod
+    def lifelines_params(cls, trip) -> dict[str, tuple[float, float, float]]:
+        """Our parameters from lifelines' summary; ``trip(name)`` = (coef, lower, upper)."""
+        return {ours: trip(theirs) for ours, theirs in cls.lifelines_names}
+
+    @classmethod
+    def fit_lifelines(cls, s: Sample) -> dict:
+        """The same fit by lifelines' own fitter (``fit(..., entry=)`` or
+        ``fit_interval_censoring``); its Wald CIs from lifelines' variance matrix."""
+        f = cls.make_lifelines_fitter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if s.interval.any():
+                hi = np.where(s.event, s.upper, np.inf)
+                lo = np.where(s.event, s.lower, s.upper)
+                # lifelines' convention: exact iff lower == upper, an interval row is "censored"
+                f.fit_interval_censoring(
+                    lo, hi, event_observed=s.event & ~s.interval, entry=s.entry
+                )
+            else:
+                f.fit(s.upper, s.event, entry=s.entry)
+        summ = f.summary
+
+        def trip(name: str) -> tuple[float, float, float]:
+            row = summ.loc[name]
+            return (float(row["coef"]), float(row["coef lower 95%"]), float(row["coef upper 95%"]))
+
+        return {
+            "loglik": float(f.log_likelihood_),
+            "k": len(f._fitted_parameter_names),
+            "params": cls.lifelines_params(trip),
+            "converged": True,
+        }
+
+
+def log_ci(est: float, se: float) -> tuple[float, float, float]:
+    """(exp(est), exp(est - z se), exp(est + z se)): a Wald CI on a log-scale parameter
+    (an unidentified parameter's huge SE gives an infinite bound, not an overflow)."""
+    exp = lambda x: math.exp(x) if x < 709.0 else math.inf
+    return (exp(est), exp(est - Z95 * se), exp(est + Z95 * se))
