@@ -511,10 +511,10 @@ def test_cli_fit_prints_table_and_errors_when_empty(tmp_path, capsys):
     from pipelines.cli import main
     from warehouse.store import Warehouse
 
+    wh = Warehouse(tmp_path)
     assert main(["--home", str(tmp_path), "fit"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "goodput build" in err
-    wh = Warehouse(tmp_path)
     lt = sv.simulate_lifetimes(
         {"psu": (2.0, 3000.0)}, 400, np.random.default_rng(1), horizon_hours=2000
     )
