@@ -51,7 +51,10 @@ class FileReport:
     rows_ok: int = 0
     rows_quarantined: int = 0
     bytes: int = 0
+    rows_duplicate: int = 0  # records the warehouse already held (moved out of rows_ok)
     skipped: bool = False  # already in the manifest
+    error: str | None = None  # could not be read at all (reason): nothing recorded as done
+    done: bool = True  # gets a manifest row (False: quarantined, to be tried again)
 
 
 def iter_files(paths: list[str | Path]) -> list[Path]:
@@ -231,69 +234,107 @@ def ingest_paths(
     fmt: str = "auto",
     ctx: ParseContext | None = None,
     progress: Callable[[int, int, Path], None] | None = None,
+    replace_existing: bool = False,
 ) -> list[FileReport]:
-    """Ingest files and directories into the warehouse; returns one report per file."""
+    """Ingest files and directories into the warehouse; returns one report per file.
+
+    Holds the warehouse's writer lock throughout, so two ingests never interleave.
+    ``replace_existing``: first forget what these paths (and these exact files) produced
+    earlier, then ingest them again (``goodput ingest --replace``)."""
     ctx = ctx or ParseContext()
     if fmt != "auto" and fmt not in formats():
         raise UserError(f"unknown format {fmt!r}; choose auto or one of: {', '.join(sorted(formats()))}")
     forced = None if fmt == "auto" else formats()[fmt]
     files = iter_files(paths)
+    with wh.writer():
+        return _ingest(wh, files, forced, ctx, progress, replace_existing)
+
+
+def _ingest(wh, files, forced, ctx, progress, replace_existing) -> list[FileReport]:
+    if replace_existing:
+        wh.forget([display_name(p) for p in files] + [s for s in map(_sha_of, files) if s])
     known = wh.known_sha256()
+    # files a previous ingest could not finish (unreadable, parser failure) left quarantine
+    # rows but no manifest row: they are replaced when the file is tried again
+    failed = set(wh.read("quarantine", "sha256 IS NOT NULL")["sha256"].unique().to_list()) - known
     reports: list[FileReport] = []
-    pending: list[tuple[FileReport, Path, list[tuple[str, ParseResult]]]] = []
+    pending: list[tuple[FileReport, list[tuple[str, ParseResult]]]] = []
     pending_rows = 0
 
     def flush():
         nonlocal pending, pending_rows
         if not pending:
             return
-        with wh.batch(pending[0][0].sha256[:16]) as batch:
+        retried = {r.sha256 for r, _ in pending if r.sha256 in failed}
+        if retried:
+            wh.delete_rows({"quarantine": ("sha256", retried)})
+        with wh.batch(_batch_id([r.sha256 or r.path for r, _ in pending])) as batch:
             # one Parquet part per table per batch, not per file: small files stay cheap to scan
             merged: dict[str, list[pl.DataFrame]] = {}
-            for report, path, results in pending:
-                for frames in _frames(batch.id, report, path, results):
+            for report, results in pending:
+                for frames in _frames(report, results):
                     for name, df in frames.items():
                         if df.height:
                             merged.setdefault(name, []).append(conform(name, df))
-            batch.add({name: pl.concat(dfs) for name, dfs in merged.items()})
+            dropped = batch.add({name: pl.concat(dfs) for name, dfs in merged.items()})
+            _count_duplicates([r for r, _ in pending], dropped)
+            batch.add(_manifest(batch.id, [r for r, _ in pending]))
         pending, pending_rows = [], 0
 
     for i, path in enumerate(files):
         if progress:
             progress(i, len(files), path)
+        name = display_name(path)
+        try:
+            st = path.stat()
+        except OSError as exc:
+            reports.append(FileReport(name, "", "", error=f"cannot read: {exc.strerror or exc}"))
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            reports.append(FileReport(name, "", "", error="not a regular file (FIFO, socket or device): skipped"))
+            continue
         # small files (nearly all) are read once: hashed, then parsed from memory
-        nbytes = path.stat().st_size
-        data = path.read_bytes() if nbytes <= CHUNK_BYTES else None
-        sha = hashlib.sha256(data).hexdigest() if data is not None else file_sha256(path)[0]
-        report = FileReport(str(path), "", sha)
+        try:
+            data = path.read_bytes() if st.st_size <= CHUNK_BYTES else None
+            sha = hashlib.sha256(data).hexdigest() if data is not None else file_sha256(path)[0]
+        except OSError as exc:
+            # quarantined without a sha256 and not marked done: the next ingest tries it again
+            report = FileReport(name, "unknown", "", error=f"cannot read: {exc.strerror or exc}", done=False)
+            reports.append(report)
+            pending.append((report, [("unknown", _quarantined(b"", report.error))]))
+            continue
+        report = FileReport(name, "", sha)
         reports.append(report)
         if sha in known:
             report.skipped = True
             continue
         known.add(sha)
-        fctx = replace(
-            ctx,
-            path=str(path),
-            mtime=datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(tzinfo=None),
-        )
-        report.bytes = nbytes
+        fctx = replace(ctx, path=name, mtime=datetime.fromtimestamp(st.st_mtime, UTC).replace(tzinfo=None))
+        report.bytes = st.st_size
         if data is None:  # stream it: chunks go straight to its own staged batch
             flush()
+            if sha in failed:
+                wh.delete_rows({"quarantine": ("sha256", {sha})})
             try:
-                with wh.batch(sha[:16]) as batch, open(path, "rb") as raw:
-                    for frames in _frames(batch.id, report, path, _parse_file(raw, path.name, forced, fctx)):
-                        batch.add(frames)
+                with wh.batch(_batch_id([sha])) as batch, open(path, "rb") as raw:
+                    dropped: dict[str, dict] = {}
+                    for frames in _frames(report, _parse_file(raw, path.name, forced, fctx)):
+                        for table, by_sha in batch.add(frames).items():
+                            for k, n in by_sha.items():
+                                dropped.setdefault(table, {})[k] = dropped.get(table, {}).get(k, 0) + n
+                    _count_duplicates([report], dropped)
+                    batch.add(_manifest(batch.id, [report]))
             except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
-                report.records = report.rows_ok = report.rows_quarantined = 0
-                with wh.batch(sha[:16]) as batch:
-                    for frames in _frames(batch.id, report, path, [_parser_failure(forced, exc)]):
+                report.records = report.rows_ok = report.rows_quarantined = report.rows_duplicate = 0
+                with wh.batch(_batch_id([sha])) as batch:
+                    for frames in _frames(report, [_parser_failure(report, forced, exc)]):
                         batch.add(frames)
             continue
         try:
             results = list(_parse_file(io.BytesIO(data), path.name, forced, fctx))
         except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
-            results = [_parser_failure(forced, exc)]
-        pending.append((report, path, results))
+            results = [_parser_failure(report, forced, exc)]
+        pending.append((report, results))
         pending_rows += sum(sum(df.height for df in r.tables.values()) for _, r in results)
         if pending_rows >= BATCH_ROWS:
             flush()
@@ -301,14 +342,47 @@ def ingest_paths(
     return reports
 
 
-def _parser_failure(spec: FormatSpec | None, exc: Exception) -> tuple[str, ParseResult]:
+def _batch_id(files: list[str]) -> str:
+    """Part files are named by batch, and a batch by its set of files (sha256): the same
+    content gives the same names, and a file ingested again after `forget` never overwrites
+    the parts of a batch it shared with other files (that set is not ingested twice)."""
+    return hashlib.sha256("\n".join(sorted(files)).encode()).hexdigest()[:16]
+
+
+def display_name(path: Path) -> str:
+    """A path as stored and printed: bytes that are not UTF-8 (a file name from another
+    locale) are kept visible as backslash escapes instead of breaking the writers."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _sha_of(path: Path) -> str | None:
+    try:
+        return file_sha256(path)[0] if path.is_file() else None
+    except OSError:
+        return None
+
+
+def _parser_failure(report: FileReport, spec: FormatSpec | None, exc: Exception) -> tuple[str, ParseResult]:
+    """A file the parser failed on as a whole: quarantined, and not marked done, so that a
+    fixed parser (or a later run) reads it again."""
+    report.done = False
     return (spec.name if spec else "unknown", _quarantined(b"", f"parser error: {exc!r}"))
 
 
-def _frames(batch_id: str, report: FileReport, path: Path, results) -> Iterator[dict[str, pl.DataFrame]]:
-    """One file's parse results, quarantine rows and (last) its manifest row, as table frames;
-    ``report`` is updated with the counts as results stream by."""
+def _count_duplicates(reports: list[FileReport], dropped: dict[str, dict[str | None, int]]) -> None:
+    """Move records the warehouse already held from ``rows_ok`` to ``rows_duplicate``."""
+    for r in reports:
+        primary = formats()[r.format].primary if r.format in formats() else None
+        n = dropped.get(primary, {}).get(r.path, 0) if primary else 0
+        r.rows_ok -= n
+        r.rows_duplicate += n
+
+
+def _frames(report: FileReport, results) -> Iterator[dict[str, pl.DataFrame]]:
+    """One file's parse results and quarantine rows, as table frames; ``report`` is updated
+    with the counts as results stream by."""
     now = datetime.now(UTC).replace(tzinfo=None)
+    sha = pl.lit(report.sha256 or None, pl.Utf8)
     for name, res in results:
         report.format = name
         primary = formats()[name].primary if name in formats() else None
@@ -316,24 +390,33 @@ def _frames(batch_id: str, report: FileReport, path: Path, results) -> Iterator[
         report.rows_ok += res.tables[primary].height if primary in res.tables else 0
         report.rows_quarantined += res.quarantine.height
         q = res.quarantine.with_columns(
-            source_file=pl.lit(str(path)),
-            sha256=pl.lit(report.sha256),
+            source_file=pl.lit(report.path),
+            sha256=sha,
             format=pl.lit(name),
             ingested_at=pl.lit(now),
         )
         yield {**res.tables, "quarantine": q}
-    yield {
+
+
+def _manifest(batch_id: str, reports: list[FileReport]) -> dict[str, pl.DataFrame]:
+    """Manifest rows of the files that are done (a file that could not be read or parsed at
+    all is left out, so it is tried again)."""
+    done = [r for r in reports if r.done]
+    return {
         "ingest_manifest": pl.DataFrame(
             {
-                "path": [str(path)],
-                "sha256": [report.sha256],
-                "bytes": [report.bytes],
-                "format": [report.format],
-                "records_read": [report.records],
-                "rows_ok": [report.rows_ok],
-                "rows_quarantined": [report.rows_quarantined],
-                "batch": [batch_id],
-                "ingested_at": [now],
-            }
+                "path": [r.path for r in done],
+                "sha256": [r.sha256 for r in done],
+                "bytes": [r.bytes for r in done],
+                "format": [r.format for r in done],
+                "records_read": [r.records for r in done],
+                "rows_ok": [r.rows_ok for r in done],
+                "rows_quarantined": [r.rows_quarantined for r in done],
+                "rows_duplicate": [r.rows_duplicate for r in done],
+                "batch": [batch_id] * len(done),
+                "ingested_at": [datetime.now(UTC).replace(tzinfo=None)] * len(done),
+            },
+            schema_overrides={"bytes": pl.Int64, "records_read": pl.Int64, "rows_ok": pl.Int64,
+                              "rows_quarantined": pl.Int64, "rows_duplicate": pl.Int64},
         )
     }

@@ -29,7 +29,8 @@ def _raw_counts(wh: Warehouse, table: str) -> dict[str, int]:
 
 
 def conservation(wh: Warehouse) -> tuple[bool, dict]:
-    """Every ingested file: records read = rows in its primary table + rows quarantined, and
+    """Every ingested file: records read = rows in its primary table + rows quarantined + rows
+    already stored (an earlier file or line held the same record), and
     the rows the manifest claims are really in the table."""
     manifest = wh.read("ingest_manifest")
     quarantined = wh.query("SELECT sha256, count(*) n FROM quarantine GROUP BY 1") if manifest.height else None
@@ -40,7 +41,7 @@ def conservation(wh: Warehouse) -> tuple[bool, dict]:
         spec = formats().get(m["format"])
         in_table = counts[spec.primary].get(m["path"], 0) if spec else 0
         in_quarantine = q_by_sha.get(m["sha256"], 0)
-        if m["records_read"] != m["rows_ok"] + m["rows_quarantined"] or in_table < m["rows_ok"] or in_quarantine != m["rows_quarantined"]:
+        if m["records_read"] != m["rows_ok"] + m["rows_quarantined"] + (m["rows_duplicate"] or 0) or in_table < m["rows_ok"] or in_quarantine != m["rows_quarantined"]:
             bad.append(f"{m['path']}: read {m['records_read']}, table {in_table}, quarantine {in_quarantine}")
     return not bad, {"files": manifest.height, "violations": len(bad), "first": "; ".join(bad[:5])}
 

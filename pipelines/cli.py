@@ -86,7 +86,8 @@ def _warehouse(args, existing: bool = False):
         if not home.is_dir() or not any(home.iterdir()):
             raise CliError(f"no warehouse at {home}; check --home / $GOODPUT_HOME, or create one "
                            "with `goodput ingest PATH...` or `goodput demo`")
-    return Warehouse(args.home, args.warehouse_uri)
+    wait = getattr(args, "wait", None)
+    return Warehouse(args.home, args.warehouse_uri, wait=True if wait is None else parse_duration(wait))
 
 
 # ----------------------------------------------------------------------------- commands
@@ -131,17 +132,27 @@ def cmd_ingest(args) -> int:
         if n > 20 and (i % max(1, n // 20) == 0):
             print(f"  [{i}/{n}] {path}", file=sys.stderr)
 
-    reports = ingest_paths(wh, args.paths, args.format, ingest_context(args), progress=progress)
-    wh.refresh_catalog()
-    new = [r for r in reports if not r.skipped]
-    skipped = len(reports) - len(new)
+    ctx = ingest_context(args)
+    with wh.writer():
+        reports = ingest_paths(wh, args.paths, args.format, ctx, progress=progress, replace_existing=args.replace)
+        wh.refresh_catalog()
+    failed = [r for r in reports if r.error]
+    new = [r for r in reports if not r.skipped and not r.error]
+    skipped = sum(r.skipped for r in reports)
+    dup = sum(r.rows_duplicate for r in new)
     print(
         f"ingested {len(new)} file(s), {sum(r.rows_ok for r in new):,} rows, "
         f"{sum(r.rows_quarantined for r in new):,} quarantined"
+        + (f", {dup:,} already stored" if dup else "")
         + (f"; {skipped} already ingested (unchanged)" if skipped else "")
+        + (f"; {len(failed)} not read" if failed else "")
     )
+    for r in failed:
+        print(f"warning: {r.path}: {r.error}", file=sys.stderr)
     for r in new:
-        if r.rows_quarantined:
+        if not r.done:
+            print(f"warning: {r.path}: could not be parsed; quarantined, and tried again by the next ingest", file=sys.stderr)
+        elif r.rows_quarantined:
             print(
                 f"warning: {r.path}: {r.rows_quarantined} record(s) quarantined "
                 f"(goodput sql \"select * from quarantine where sha256='{r.sha256}'\")",
@@ -151,17 +162,45 @@ def cmd_ingest(args) -> int:
     return 0
 
 
+def cmd_forget(args) -> int:
+    wh = _warehouse(args)
+    with wh.writer():
+        known = wh.read("ingest_manifest")
+        targets = []
+        for t in args.targets:
+            if t in set(known["sha256"].to_list()) or t in set(known["path"].to_list()):
+                targets.append(t)
+            elif Path(t).exists() and str(Path(t).resolve()) in set(known["path"].to_list()):
+                targets.append(str(Path(t).resolve()))
+            else:
+                from ingest.runner import file_sha256
+
+                sha = file_sha256(Path(t))[0] if Path(t).is_file() else None
+                if sha not in set(known["sha256"].to_list()):
+                    raise CliError(f"{t}: not an ingested file path or sha256 (see: goodput sql \"select path, sha256 from ingest_manifest\")")
+                targets.append(sha)
+        removed = wh.forget(targets)
+        wh.refresh_catalog()
+    print(f"forgot {len(targets)} file(s): " + (", ".join(f"{t} {n:,}" for t, n in sorted(removed.items())) or "no rows"))
+    return 0
+
+
 def cmd_sql(args) -> int:
     import duckdb
+    import polars as pl
 
+    for d in args.allow_files:
+        if not Path(d).is_dir():
+            raise CliError(f"--allow-files {d}: not a directory")
     wh = _warehouse(args, existing=True)
-    if not wh.db_path.exists():
-        wh.refresh_catalog()
     try:
-        df = wh.query(args.query)
+        df = wh.run_readonly(args.query, allow_files=args.allow_files)
     except duckdb.Error as exc:
-        raise CliError(str(exc).splitlines()[0]) from None
+        raise CliError(str(exc).strip().splitlines()[0]) from None
     if args.format == "csv":
+        # CSV has no lists or structs: nested values are written as JSON text
+        nested = [c for c, t in df.schema.items() if t.is_nested()]
+        df = df.with_columns(pl.struct(pl.col(c).alias("v")).struct.json_encode().str.json_path_match("$.v").alias(c) for c in nested) if nested else df
         sys.stdout.write(df.write_csv())
     elif args.format == "json":
         print(json.dumps(df.to_dicts(), default=str))
@@ -190,7 +229,8 @@ def cmd_demo(args) -> int:
     sources = sorted(p for p in SAMPLE_FLEET.iterdir() if p.is_dir())
     print(f"running the pipeline on the sample fleet ({SAMPLE_FLEET}) ...", file=sys.stderr)
     try:
-        checks = run_pipeline(wh, sources, cluster="simfleet", nodes_per_rack=4)  # sample fleet: racks of 4
+        with wh.writer():
+            checks = run_pipeline(wh, sources, cluster="simfleet", nodes_per_rack=4)  # sample fleet: racks of 4
     except PipelineError as exc:
         raise CliError(str(exc)) from None
     for line in summary_lines(wh):
@@ -228,13 +268,14 @@ def cmd_build(args) -> int:
     if assumed["ckpt_interval_s"] <= 0:
         raise CliError("--ckpt-interval must be a positive duration")
     config = _window_config(args, **assumed)
-    wh.refresh_catalog()
-    try:
-        result = build(config)
-    except PipelineError as exc:
-        raise CliError(str(exc)) from None
-    finally:
-        wh.refresh_catalog()  # what did build stays queryable, even after a failed step
+    with wh.writer():
+        wh.refresh_catalog()
+        try:
+            result = build(config)
+        except PipelineError as exc:
+            raise CliError(str(exc)) from None
+        finally:
+            wh.refresh_catalog()  # what did build stays queryable, even after a failed step
     for line in status_lines(wh) + summary_lines(wh):
         print(line)
     print(checks_line(result.get_asset_check_evaluations()))
@@ -309,8 +350,9 @@ def cmd_report(args) -> int:
     if args.gpus < 1:
         raise CliError("--gpus must be >= 1")
     wh = _warehouse(args, existing=True)
-    wh.refresh_catalog()
-    path = build_report(wh, Path(args.out) if args.out else None, target_gpus=args.gpus)
+    with wh.writer():
+        wh.refresh_catalog()
+        path = build_report(wh, Path(args.out) if args.out else None, target_gpus=args.gpus)
     print(f"report: {path}")
     return 0
 
@@ -337,6 +379,12 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", default=argparse.SUPPRESS, help=home_help)
     common.add_argument("--warehouse-uri", default=argparse.SUPPRESS, help=uri_help)
+    wait_help = "when another process is writing the warehouse: wait at most this long (e.g. 0, 30s, 10m; default: as long as it takes)"
+    p.add_argument("--wait", help=wait_help)
+    p.add_argument("--no-wait", dest="wait", action="store_const", const="0", help="fail at once if another process is writing")
+    common.add_argument("--wait", default=argparse.SUPPRESS, help=wait_help)
+    common.add_argument("--no-wait", dest="wait", action="store_const", const="0", default=argparse.SUPPRESS,
+                        help="fail at once if another process is writing")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("demo", parents=[common], help="whole pipeline on the committed sample fleet")
@@ -375,15 +423,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fields", help="field order of a headerless sacct dump (or 'xdmod')")
     s.add_argument("--delimiter", help="sacct field delimiter (default: from the header, else |)")
     s.add_argument("--map", help="component history column mapping canonical=theirs,...")
+    s.add_argument("--replace", action="store_true",
+                   help="forget what these files produced before (e.g. with a wrong --tz), then ingest them again")
     s.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("forget", parents=[common], help="remove every row some ingested files produced, so they can be ingested again")
+    s.add_argument("targets", nargs="+", metavar="PATH|SHA256")
+    s.set_defaults(func=cmd_forget)
 
     s = sub.add_parser("fit", parents=[common, window], help="print the fitted failure rates per component class (refit over a window given)")
     s.add_argument("--all-models", action="store_true", help="every candidate model, not only the AIC winner")
     s.add_argument("--window", default="all", help="'all' (default) or a month YYYY-MM")
     s.set_defaults(func=cmd_fit)
 
-    s = sub.add_parser("sql", parents=[common], help="query the warehouse with DuckDB SQL")
+    s = sub.add_parser("sql", parents=[common], help="query the warehouse with DuckDB SQL (read-only)")
     s.add_argument("query")
+    s.add_argument("--allow-files", action="append", default=[], metavar="DIR",
+                   help="also let the query read files under DIR (repeatable)")
     s.add_argument("--format", choices=["table", "csv", "json"], default="table")
     s.set_defaults(func=cmd_sql)
 

@@ -201,7 +201,7 @@ def test_crash_recovery_on_object_storage(tmp_path, uri, monkeypatch):
     partial = Batch(wh, "partial")
     partial.add({"quarantine": rows.with_columns(line=pl.lit(3))})
     partial._lock.close()
-    assert wh.read("quarantine").height == 1  # only the half-moved file is visible before reopening
+    assert wh.read("quarantine").height == 0  # the half-moved file is hidden while its COMMIT is staged
 
     reopened = Warehouse(tmp_path / "home", uri)
     assert sorted(reopened.read("quarantine")["line"]) == [1, 2]

@@ -48,6 +48,16 @@ class Table:
     # "ingest": appended per ingested batch; "derived": replaced whole by an analysis step.
     kind: str = "ingest"
     dedupe: Dedupe | None = None  # applied by the catalog view (Warehouse.view_sql)
+    # Ingest tables: the columns that identify one record ("content": every column but the
+    # provenance ones). A batch stores only records not stored yet (Warehouse.batch), so a log
+    # that grew, was rotated or re-compressed, or repeats a line, contributes each record once.
+    record_key: tuple[str, ...] | str | None = None
+
+    @property
+    def record_columns(self) -> tuple[str, ...]:
+        if self.record_key == "content":
+            return tuple(c for c in self.columns if c not in PROVENANCE)
+        return tuple(self.record_key or ())
 
     @property
     def schema(self) -> pl.Schema:
@@ -58,6 +68,8 @@ class Table:
 
 
 _SOURCE = {"source": STR, "source_file": STR, "source_line": I64}
+# where a row was read from, not what it says: never part of a record key
+PROVENANCE = ("source_file", "source_line", "sha256", "event_id", "caused_by", "ingested_at", "batch")
 
 # The values of every ``component_class`` / ``cause_class`` column (DESIGN.md, component
 # taxonomy). Declared here, with the columns, so ingest and analysis import the one list
@@ -123,6 +135,7 @@ TABLES: dict[str, Table] = {
                 renumber_within=("cluster", "scheduler", "job_id"),
                 renumber_order=("coalesce(start_time, submit_time, end_time)", "attempt"),
             ),
+            record_key="content",
         ),
         Table(
             "node_events",
@@ -138,6 +151,7 @@ TABLES: dict[str, Table] = {
                 "job_id": STR,  # set for job_killed / job_requeue
                 **_SOURCE,
             },
+            record_key="content",
         ),
         Table(
             "checkpoints",
@@ -179,6 +193,9 @@ TABLES: dict[str, Table] = {
                 **_SOURCE,
             },
             partition="source",
+            # not count / severity: a repeat group cut differently (a log that grew) is one event
+            record_key=("source", "time", "cluster", "host", "event_type", "code", "component_id", "gpu", "uuid",
+                        "action", "message"),
         ),
         Table(
             "gpu_samples",
@@ -203,12 +220,14 @@ TABLES: dict[str, Table] = {
                 "source_file": STR,
             },
             partition="date",
+            record_key=("date", "time", "cluster", "host", "gpu", "uuid", "pci_bus", "mig_instance", "metric"),
         ),
         Table(
             "metric_metadata",
             "HELP / TYPE text of one metric as a source declared it",
             {"metric": STR, "type": STR, "help": STR, "unit": STR, "source": STR, "source_file": STR},
             key=("metric", "source"),
+            record_key="content",
             # every scrape file repeats its HELP/TYPE lines: one row per metric and source,
             # from the most recently named file that declared it
             dedupe=Dedupe(keys=(("metric", "source"),), prefer=("help IS NULL", "source_file DESC")),
@@ -248,6 +267,7 @@ TABLES: dict[str, Table] = {
                 "status": STR,
                 **_SOURCE,
             },
+            record_key=("time", "cluster", "host", "sensor"),
         ),
         Table(
             "component_history",
@@ -267,6 +287,7 @@ TABLES: dict[str, Table] = {
             },
             # per source, so a derived source (telemetry UUID changes) can be rewritten alone
             partition="source",
+            record_key="content",
         ),
         Table(
             "interruptions",
@@ -524,12 +545,14 @@ TABLES: dict[str, Table] = {
                 "bytes": I64,
                 "format": STR,
                 "records_read": I64,
-                "rows_ok": I64,
+                "rows_ok": I64,  # rows stored in the format's primary table
                 "rows_quarantined": I64,
+                "rows_duplicate": I64,  # records already stored (earlier files, or repeated in this one)
                 "batch": STR,
                 "ingested_at": UTC_TS,
             },
             key=("sha256",),
+            record_key=("sha256",),
         ),
         Table(
             "quarantine",
@@ -543,6 +566,8 @@ TABLES: dict[str, Table] = {
                 "error": STR,
                 "ingested_at": UTC_TS,
             },
+            # per file (conservation counts them per sha256); a failed file retried is not doubled
+            record_key=("sha256", "source_file", "line", "raw", "error"),
         ),
     ]
 }

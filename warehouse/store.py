@@ -8,7 +8,7 @@ The home directory is local (DESIGN.md). The Parquet root is ``<home>/parquet`` 
     <root>/<table>/[<partition>=<value>/]data.parquet           derived tables, replaced whole
     <root>/_staging/<batch>/...                                 a batch being committed
     <home>/warehouse.duckdb                                     views over the Parquet
-    <home>/reports/  <home>/landing/  <home>/.catalog.lock
+    <home>/reports/  <home>/landing/  <home>/.writer.lock  <home>/.staging-locks/
 
 Every Parquet file operation goes through one fsspec filesystem (the local disk, or s3fs), and
 the DuckDB connections of ``connect()`` have that filesystem registered, so the same SQL reads
@@ -21,16 +21,30 @@ half-written batch visible. On a local disk a move is an atomic rename; on objec
 a copy then a delete, and rolling forward again after a crash is harmless: the marker says the
 staged files are complete, and copying one again writes the same bytes. Single files (derived
 tables) are written to a temp name and renamed on a local disk; on object storage a PUT is
-all-or-nothing already, so they are written in place. Idempotence: the manifest holds the
-sha256 of every ingested file and batch file names derive from content, so re-ingesting
-writes nothing.
+all-or-nothing already, so they are written in place. Readers never see part of a batch: the
+views leave out files of batches whose COMMIT marker is still in ``_staging``.
+
+One writer at a time (``Warehouse.writer``, an OS lock on ``<home>/.writer.lock``): ingest
+batches, derived tables, the catalog and forget all write under it. Readers never take it:
+``query`` / ``read`` / ``goodput sql`` build their views in memory from the Parquet, and the
+catalog file is rewritten whole and renamed into place.
+
+Idempotence: the manifest holds the sha256 of every ingested file, and a batch stores only
+records whose ``record_key`` (warehouse/schemas.py) is not stored yet, matched out of core by
+DuckDB against the table's files of the same partition and time range.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import posixpath
+import re
+import socket
+import sys
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
@@ -56,12 +70,33 @@ _DUCK_TYPES = {
 
 
 _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 STALE_STAGE_S = 6 * 3600  # object storage: an uncommitted stage idle this long is abandoned
+FAULT_ENV = "GOODPUT_FAULT_EXIT_AFTER_RENAMES"  # tests: os._exit mid-commit after N renames
+DEDUPE_MEMORY = "1GB"  # DuckDB's budget for matching a batch against stored records (spills beyond)
 
 
 class WarehouseError(Exception):
     """A warehouse location the user got wrong (scheme, bucket, credentials); the CLI prints it
     as one line."""
+
+
+class ReadOnlyViolation(WarehouseError):
+    """A statement that would write or reach outside the warehouse, given to the read-only
+    SQL surface."""
+
+
+_READ_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+
+
+class WarehouseBusy(WarehouseError):
+    """Another process is writing this warehouse and the caller chose not to wait (longer)."""
+
+
+# Per process: homes whose writer lock this process holds, with a re-entrant lock per home so
+# nested writers (the CLI around a Dagster run whose assets write) share one acquisition.
+_WRITERS: dict[Path, list] = {}
+_WRITERS_GUARD = threading.Lock()
 
 
 def duck_type(dtype: pl.DataType) -> str:
@@ -93,21 +128,40 @@ def resolve_parquet_uri(uri: str | os.PathLike | None, home: Path) -> str:
 
 
 class Warehouse:
-    def __init__(self, home: str | os.PathLike | None = None, uri: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        home: str | os.PathLike | None = None,
+        uri: str | os.PathLike | None = None,
+        wait: bool | float = True,
+    ):
+        """``wait``: what a writer does when another process holds the warehouse: True waits
+        as long as it takes, a number waits that many seconds, False or 0 fails at once."""
         self.home = resolve_home(home)
         self.parquet = resolve_parquet_uri(uri, self.home)
+        self.wait = wait
         self.db_path = self.home / "warehouse.duckdb"
         self.reports = self.home / "reports"
         self.landing = self.home / "landing"
-        for d in (self.reports, self.landing):
-            d.mkdir(parents=True, exist_ok=True)
+        if self.home.exists() and not self.home.is_dir():
+            raise WarehouseError(f"home {self.home} is a file, not a directory")
+        try:
+            for d in (self.reports, self.landing):
+                d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WarehouseError(f"cannot use home {self.home}: {exc.strerror or exc}") from None
+        if not os.access(self.home, os.W_OK | os.X_OK):
+            raise WarehouseError(f"cannot use home {self.home}: not writable")
         self.fs, self._root = fsspec.core.url_to_fs(self.parquet)
         self.local = isinstance(self.fs, LocalFileSystem)
         if self.local:
             self.fs.makedirs(self._root, exist_ok=True)
         else:
             self._check_bucket()
-        self._recover()
+        try:  # finish what a crashed writer left, unless a live writer is at work
+            with self.writer(wait=False):
+                pass
+        except WarehouseBusy:
+            pass
 
     def _check_bucket(self) -> None:
         """Fail on open, in one line, when the bucket is missing or unreachable: object stores
@@ -151,6 +205,89 @@ class Warehouse:
             write(fh)
         if target != path:
             self.fs.mv(target, path)
+
+    # ---------------------------------------------------------------- writer lock
+    @property
+    def lock_path(self) -> Path:
+        return self.home / ".writer.lock"
+
+    def lock_owner(self) -> str:
+        """Who holds the writer lock, for messages: pid, host, command and age."""
+        try:
+            owner = json.loads(self.lock_path.read_text() or "{}")
+        except (OSError, ValueError):
+            owner = {}
+        if not owner:
+            return "another process"
+        age = time.time() - owner.get("since", time.time())
+        return f"pid {owner.get('pid')} on {owner.get('host')} ({owner.get('command')}), for {age:.0f}s"
+
+    @contextmanager
+    def writer(self, wait: bool | float | None = None):
+        """Hold this warehouse's one writer lock (``<home>/.writer.lock``) for the block.
+
+        Every write (ingest batches, derived tables, the catalog, forget) goes through here.
+        Re-entrant within a process. The lock is an OS file lock, so a writer that dies
+        (any signal, any host crash) releases it: a stale lock file is simply taken over.
+        Another process's writer makes this one wait (``wait``: True = as long as it takes,
+        with one line on stderr; a number = that many seconds; False / 0 = not at all) or
+        raise ``WarehouseBusy`` naming the owner. Readers never take it. On first acquisition
+        the warehouse is recovered (committed stages rolled forward, others discarded)."""
+        wait = self.wait if wait is None else wait
+        with _WRITERS_GUARD:
+            entry = _WRITERS.setdefault(self.home, [threading.RLock(), 0, None])
+        rlock = entry[0]
+        if not rlock.acquire(blocking=wait is not False and wait != 0):
+            raise WarehouseBusy(f"warehouse {self.home} is being written by another thread of this process")
+        try:
+            if entry[1] == 0:
+                entry[2] = self._take_lock(wait)
+                try:
+                    self._recover()
+                except BaseException:
+                    _release(entry[2])
+                    raise
+            entry[1] += 1
+            try:
+                yield
+            finally:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    _release(entry[2])
+                    entry[2] = None
+        finally:
+            rlock.release()
+
+    def _take_lock(self, wait: bool | float):
+        fh = open(self.lock_path, "a+")
+        try:
+            deadline = None if wait is True else time.monotonic() + float(wait)
+            told = False
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    owner = self.lock_owner()
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise WarehouseBusy(
+                            f"warehouse {self.home} is being written by {owner}; "
+                            "try again later or pass --wait SECONDS"
+                        ) from None
+                    if not told:
+                        print(f"goodput: waiting for the writer of {self.home}: {owner}", file=sys.stderr)
+                        told = True
+                    time.sleep(0.1)
+            fh.seek(0)
+            fh.truncate()
+            owner = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv)[:200],
+                     "since": time.time()}
+            fh.write(json.dumps(owner))
+            fh.flush()
+            return fh
+        except BaseException:
+            fh.close()
+            raise
 
     # ---------------------------------------------------------------- writing
     def _recover(self) -> None:
@@ -198,31 +335,48 @@ class Warehouse:
         return datetime.now().timestamp() - max((_mtime(i) for i in infos), default=0.0)
 
     def _roll_forward(self, stage: str) -> None:
+        """Move a committed stage's files into place (replacing same-named files), then delete
+        the files its ``DELETE`` list names (paths relative to the root; written by forget),
+        then the stage. Repeating it after a crash at any point finishes the same work."""
         src = self._find(stage)
         dst = [self._root + f[len(stage) :] for f in src]
+        crash_after = int(os.environ.get(FAULT_ENV, "-1"))  # fault injection (tests/test_faults.py)
         if self.local:
-            for s, d in zip(src, dst, strict=True):
+            for i, (s, d) in enumerate(zip(src, dst, strict=True)):
+                if i == crash_after:
+                    os._exit(70)
                 self.fs.makedirs(posixpath.dirname(d), exist_ok=True)
                 self.fs.mv(s, d)  # a rename: atomic
         elif src:
             self.fs.mv(src, dst)  # concurrent server-side copies, then one bulk delete
+        deletes = _join(stage, "DELETE")
+        if self.fs.exists(deletes):
+            gone = [self._path(rel) for rel in json.loads(self.fs.cat_file(deletes))]
+            gone = [f for f in gone if self.fs.exists(f)]
+            if gone:
+                self.fs.rm(gone)
         self._rm_tree(stage)
 
     @contextmanager
     def batch(self, batch_id: str):
         """Stage rows for ingest tables; they become visible together when the block exits
         without error, and not at all otherwise."""
-        b = Batch(self, batch_id)
-        try:
-            yield b
-        except BaseException:
-            b.abort()
-            raise
-        b.commit()
+        with self.writer():
+            b = Batch(self, batch_id)
+            try:
+                yield b
+            except BaseException:
+                b.abort()
+                raise
+            b.commit()
 
     def replace_table(self, name: str, df: pl.DataFrame, partitions: str = "all") -> None:
         """Write a derived table. ``partitions='touched'`` replaces only the partitions in
         ``df`` (incremental rollups); ``'all'`` replaces the whole table."""
+        with self.writer():
+            self._replace_table(name, df, partitions)
+
+    def _replace_table(self, name: str, df: pl.DataFrame, partitions: str) -> None:
         spec = TABLES[name]
         df = conform(name, df)
         written: set[str] = set()
@@ -241,7 +395,8 @@ class Warehouse:
 
     def drop_partition(self, name: str, value: str) -> None:
         """Delete one hive partition of a derived table (a rewrite that produced no rows)."""
-        self._rm_tree(self._path(name, f"{TABLES[name].partition}={value}"))
+        with self.writer():
+            self._rm_tree(self._path(name, f"{TABLES[name].partition}={value}"))
 
     # ---------------------------------------------------------------- reading
     def files(self, name: str, partition: str | None = None) -> list[str]:
@@ -274,8 +429,22 @@ class Warehouse:
             con.register_filesystem(self.fs)
         return con
 
-    def view_sql(self, name: str) -> str:
-        """SELECT over one table's Parquet files with the declared column types."""
+    def committed_stages(self) -> list[str]:
+        """Batch ids whose COMMIT marker is written but whose files are still being moved in
+        (a live writer mid-commit, or one that crashed there)."""
+        try:
+            return sorted(posixpath.basename(posixpath.dirname(f)) for f in self.fs.glob(self._path("_staging", "*", "COMMIT")))
+        except FileNotFoundError:
+            return []
+
+    def view_sql(self, name: str, guard: bool | None = None) -> str:
+        """SELECT over one table's Parquet files with the declared column types.
+
+        ``guard``: exclude the files of batches still committing (COMMIT marker in
+        ``_staging``), checked when the query runs, so a reader never sees part of a batch even
+        if its writer dies between two renames. None = only when such a batch exists now (a
+        query inside this process, which holds or saw no writer); the catalog and the SQL
+        surface always guard, since they read while others write."""
         spec = TABLES[name]
         if not self.files(name):
             cols = ", ".join(f'CAST(NULL AS {duck_type(t)}) AS "{c}"' for c, t in spec.columns.items())
@@ -287,6 +456,16 @@ class Warehouse:
                 src = f"NULLIF(CAST({src} AS VARCHAR), '{_NULL_PARTITION}')"
             exprs.append(f'CAST({src} AS {duck_type(t)}) AS "{c}"')
         glob = f"{self.parquet}/{name}/**/*.parquet".replace("'", "''")
+        scan = f"read_parquet('{glob}', hive_partitioning = true, union_by_name = true"
+        if spec.kind == "ingest" and (guard or (guard is None and self.committed_stages())):
+            commits = f"{self.parquet}/_staging/*/COMMIT".replace("'", "''")
+            scan = (
+                f"(SELECT * EXCLUDE (filename) FROM {scan}, filename = true) WHERE NOT EXISTS ("
+                f"SELECT 1 FROM glob('{commits}') g "
+                f"WHERE contains(filename, '/part-' || split_part(g.file, '/', -2) || '-')))"
+            )
+        else:
+            scan += ")"
         # a column added to the schema after a file was written reads as null there: the empty
         # row set names every declared column and UNION BY NAME fills the gaps
         typed = ", ".join(
@@ -294,8 +473,8 @@ class Warehouse:
             for c, t in spec.columns.items()
         )
         sql = (
-            f"SELECT {', '.join(exprs)} FROM (SELECT * FROM read_parquet('{glob}', hive_partitioning = true, "
-            f"union_by_name = true) UNION ALL BY NAME SELECT {typed} WHERE false)"
+            f"SELECT {', '.join(exprs)} FROM (SELECT * FROM {scan} "
+            f"UNION ALL BY NAME SELECT {typed} WHERE false)"
         )
         return _deduped(sql, spec) if spec.dedupe else sql
 
@@ -309,50 +488,110 @@ class Warehouse:
     def known_sha256(self) -> set[str]:
         return set(self.read("ingest_manifest")["sha256"].to_list())
 
-    # ---------------------------------------------------------------- catalog
-    @contextmanager
-    def _catalog_lock(self):
-        with open(self.home / ".catalog.lock", "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+    # ---------------------------------------------------------------- forget
+    def forget(self, targets: list[str]) -> dict[str, int]:
+        """Remove every row that ingested files produced, in every ingest table, with their
+        manifest and quarantine rows, so they can be ingested again. ``targets`` are paths as
+        recorded in the manifest, or sha256 digests standing for the path they were ingested
+        under. A path means every version ingested under it: a log that grew stored only its
+        new records the second time, so its versions stand or fall together. Returns rows
+        removed per table.
 
+        Atomic like a batch: each affected Parquet part is rewritten without those rows into a
+        stage, parts left empty are listed in its ``DELETE`` file, and the COMMIT marker
+        switches it over; a crash rolls it forward (before the marker: discards it). Derived
+        tables follow at the next ``goodput build``."""
+        with self.writer():
+            manifest = self.read("ingest_manifest")
+            wanted = list(set(targets))
+            paths = set(manifest.filter(pl.col("sha256").is_in(wanted) | pl.col("path").is_in(wanted))["path"].to_list())
+            paths |= set(self.read("quarantine").filter(pl.col("sha256").is_in(wanted))["source_file"].to_list())
+            paths |= {t for t in wanted if not _SHA256.fullmatch(t)}
+            if not paths:
+                return {}
+            return self.delete_rows({n: (_file_column(t), paths) for n, t in TABLES.items() if t.kind == "ingest"})
+
+    def delete_rows(self, where: dict[str, tuple[str, set[str]]]) -> dict[str, int]:
+        """Remove from each table the rows whose column is one of the values
+        (``{table: (column, values)}``), in one atomic batch. Returns rows removed per table."""
+        removed: dict[str, int] = {}
+        with self.batch(f"forget-{uuid.uuid4().hex[:12]}") as batch:
+            gone: list[str] = []
+            for name, (column, values) in where.items():
+                for f in self._find(self._path(name)):
+                    n = batch.rewrite_without(f, column, values)
+                    if n is not None:
+                        removed[name] = removed.get(name, 0) + n[0]
+                        if n[1]:
+                            gone.append(f[len(self._root) + 1 :])
+            self._write(_join(batch.stage, "DELETE"), lambda fh: fh.write(json.dumps(gone).encode()), atomic=False)
+        return removed
+
+    # ---------------------------------------------------------------- catalog
     def refresh_catalog(self) -> Path:
-        """(Re)create every view in warehouse.duckdb. Serialized: DuckDB allows one writer.
-        ``_parquet_root`` records the root the views read, as a home may be pointed at another."""
+        """(Re)create warehouse.duckdb: every view, written into a new file that is renamed over
+        the old one, so a client holding the old file open (read-only) neither blocks this nor
+        sees a half-made catalog; it sees the new views when it reconnects. ``_parquet_root``
+        records the root the views read, as a home may be pointed at another."""
         root = self.parquet.replace("'", "''")
-        with self._catalog_lock(), self.connect(str(self.db_path)) as con:
-            for name in TABLES:
-                con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {self.view_sql(name)}')
-            for name, sql in VIEWS.items():
-                con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
-            con.execute(f"CREATE OR REPLACE VIEW _parquet_root AS SELECT '{root}' AS uri")
+        tmp = self.home / f".warehouse.duckdb.{os.getpid()}.tmp"
+        with self.writer():
+            tmp.unlink(missing_ok=True)
+            try:
+                with self.connect(str(tmp)) as con:
+                    self._create_views(con, guard=True)
+                    con.execute(f"CREATE OR REPLACE VIEW _parquet_root AS SELECT '{root}' AS uri")
+                os.replace(tmp, self.db_path)
+            finally:
+                tmp.unlink(missing_ok=True)
+                Path(f"{tmp}.wal").unlink(missing_ok=True)
         return self.db_path
 
-    def _catalog(self) -> duckdb.DuckDBPyConnection:
-        """A read-only catalog connection; the views are (re)built first when missing or made
-        for another Parquet root."""
-        if self.db_path.exists():
-            con = self.connect(str(self.db_path), read_only=True)
-            try:
-                if con.execute("SELECT uri FROM _parquet_root").fetchall() == [(self.parquet,)]:
-                    return con
-            except duckdb.CatalogException:  # a catalog from before the root was recorded
-                pass
-            con.close()
-        self.refresh_catalog()
-        return self.connect(str(self.db_path), read_only=True)
+    def _create_views(self, con: duckdb.DuckDBPyConnection, guard: bool | None = None) -> None:
+        for name in TABLES:
+            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {self.view_sql(name, guard)}')
+        for name, sql in VIEWS.items():
+            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
+
+    def reader(self, allow_files: list[str | os.PathLike] = ()) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection holding every view, made now from the Parquet (never
+        stale, never touching warehouse.duckdb) and locked down for untrusted SQL: file access
+        only under the Parquet root (and ``allow_files`` directories), no extension installs
+        or loads, configuration locked. ``run_readonly`` adds the statement check."""
+        con = self.connect()
+        self._create_views(con, guard=True)
+        if self.local:
+            dirs = [self.parquet, *(str(Path(d).expanduser().resolve()) for d in allow_files)]
+            listed = ", ".join("'" + d.rstrip("/").replace("'", "''") + "/'" for d in dirs)
+            con.execute(f"SET allowed_directories = [{listed}]")
+            con.execute("SET enable_external_access = false")
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET autoload_known_extensions = false")
+        con.execute("SET lock_configuration = true")
+        return con
+
+    def run_readonly(self, query: str, allow_files: list[str | os.PathLike] = ()) -> pl.DataFrame:
+        """Run user SQL: only SELECT / EXPLAIN statements (no COPY, ATTACH, INSTALL, LOAD, SET,
+        CREATE ...), against ``reader()``. Raises ``ReadOnlyViolation`` or ``duckdb.Error``."""
+        for stmt in duckdb.extract_statements(query):
+            if stmt.type not in _READ_STATEMENTS:
+                kind = stmt.type.name.replace("_STATEMENT", "")
+                raise ReadOnlyViolation(f"{kind} statements are not allowed: goodput sql is read-only")
+        with self.reader(allow_files) as con:
+            rel = con.sql(query)
+            return rel.pl() if rel is not None else pl.DataFrame()
 
     def sql(self, query: str, params: list | None = None) -> duckdb.DuckDBPyConnection:
-        """Run a query against the catalog, read-only; returns the executed cursor
-        (``fetchone`` / ``fetchall`` / ``pl``)."""
-        return self._catalog().execute(query, params)
+        """Run a query over the views (made from the Parquet now); returns the executed cursor
+        (``fetchall`` / ``pl``)."""
+        con = self.connect()
+        self._create_views(con)
+        return con.execute(query, params)
 
     def query(self, query: str) -> pl.DataFrame:
-        """Run a query against the catalog, read-only, and return a Polars frame."""
-        with self._catalog() as con:
+        """Run a query over the views (made from the Parquet now) and return a Polars frame."""
+        with self.connect() as con:
+            self._create_views(con)
             rel = con.sql(query)
             return rel.pl() if rel is not None else pl.DataFrame()
 
@@ -368,15 +607,78 @@ class Batch:
         wh._rm_tree(self.stage)
         self.seq = 0
 
-    def add(self, frames: dict[str, pl.DataFrame]) -> None:
+    def add(self, frames: dict[str, pl.DataFrame]) -> dict[str, dict[str | None, int]]:
+        """Stage rows. Only records not stored yet are written (a table's ``record_key``:
+        repeats within ``frames``, rows already in the warehouse or staged earlier in this
+        batch are left out). Returns, per table, the rows left out per source file."""
+        dropped: dict[str, dict[str | None, int]] = {}
         for name, df in frames.items():
             if df.height == 0:
                 continue
+            spec = TABLES[name]
             df = conform(name, df)
-            for rel, part in _split_partitions(TABLES[name], df):
+            keys = spec.record_columns
+            if keys:
+                df = df.with_row_index("_i")
+                kept = df.unique(subset=list(keys), keep="first", maintain_order=True)
+                parts = list(_split_partitions(spec, kept))
+                seen = pl.concat([self._stored(name, rel, part, keys) for rel, part in parts] or [pl.Series("_i", [], pl.UInt32)])
+                kept = kept.filter(~pl.col("_i").is_in(seen.implode()))
+                gone = df.filter(~pl.col("_i").is_in(kept["_i"].implode()))
+                if gone.height:
+                    dropped[name] = dict(gone.group_by(_file_column(spec)).len().rows())
+                df = kept.drop("_i")
+            for rel, part in _split_partitions(spec, df):
                 path = _join(self.stage, name, rel, f"part-{self.id}-{self.seq:05d}.parquet")
                 self.wh._write(path, _parquet_writer(part), atomic=False)
         self.seq += 1
+        return dropped
+
+    def _stored(self, name: str, rel: str, part: pl.DataFrame, keys: tuple[str, ...]) -> pl.Series:
+        """Row indices (``_i``) of ``part`` whose record key is already stored in this
+        partition (committed, or staged earlier in this batch). Out of core: DuckDB matches the
+        stored files against the batch, keeping only the batch's keys in memory; a time key
+        prunes row groups to the batch's time range."""
+        files = self.wh._find(self.wh._path(name, rel)) + self.wh._find(_join(self.stage, name, rel))
+        if not files:
+            return pl.Series("_i", [], pl.UInt32)
+        keys = tuple(k for k in keys if k != TABLES[name].partition)
+        urls = [f if self.wh.local else f"{self.wh.fs.protocol[0]}://{f}" for f in files]
+        on = " AND ".join(f'e."{k}" IS NOT DISTINCT FROM b."{k}"' for k in keys)
+        cols = ", ".join(f'e."{k}"' for k in keys)
+        # files written before a key column was declared read it as null
+        spec = TABLES[name]
+        typed = ", ".join(f'CAST(NULL AS {duck_type(spec.columns[k])}) AS "{k}"' for k in keys)
+        where = ""
+        if "time" in keys and part["time"].null_count() == 0:
+            lo, hi = part["time"].min(), part["time"].max()
+            where = f"WHERE e.time BETWEEN TIMESTAMP '{lo}' AND TIMESTAMP '{hi}'"
+        with self.wh.connect() as con:
+            con.execute(f"SET memory_limit = '{DEDUPE_MEMORY}'")
+            con.register("b", part.select("_i", *keys).to_arrow())
+            con.execute(
+                f"CREATE TEMP TABLE hits AS SELECT DISTINCT {cols} FROM "
+                f"(SELECT * FROM read_parquet($files, union_by_name = true) "
+                f"UNION ALL BY NAME SELECT {typed} WHERE false) e SEMI JOIN b ON {on} {where}",
+                {"files": urls},
+            )
+            hits = con.sql(f"SELECT b._i FROM b SEMI JOIN hits e ON {on}").pl()
+        return hits["_i"].cast(pl.UInt32)
+
+    def rewrite_without(self, file: str, column: str, values: set[str]):
+        """Stage ``file`` (a committed part) rewritten without the rows whose ``column`` is
+        one of ``values``. None if it holds none, else (rows removed, whether the file is left
+        empty and is to be deleted instead)."""
+        with self.wh.fs.open(file, "rb") as fh:
+            df = pl.read_parquet(fh)
+        if column not in df.columns:
+            return None
+        keep = df.filter(~pl.col(column).is_in(list(values)).fill_null(False))
+        if keep.height == df.height:
+            return None
+        if keep.height:
+            self.wh._write(self.stage + file[len(self.wh._root) :], _parquet_writer(keep), atomic=False)
+        return df.height - keep.height, keep.height == 0
 
     def commit(self) -> None:
         with self._lock:
@@ -442,3 +744,18 @@ def _mtime(info: dict) -> float:
     """Modification time of a listing entry: local disks give ``mtime``, S3 ``LastModified``."""
     t = info["mtime"] if "mtime" in info else info["LastModified"]
     return t.timestamp() if isinstance(t, datetime) else float(t)
+
+
+def _file_column(spec: Table) -> str:
+    """The column naming the ingested file a row came from."""
+    return "path" if spec.name == "ingest_manifest" else "source_file"
+
+
+def _release(fh) -> None:
+    """Drop a writer lock: empty the owner record, then unlock (closing releases the flock)."""
+    try:
+        fh.seek(0)
+        fh.truncate()
+        fh.flush()
+    finally:
+        fh.close()
