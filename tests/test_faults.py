@@ -5,7 +5,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import duckdb
 

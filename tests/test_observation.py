@@ -6,7 +6,12 @@ from datetime import datetime, timedelta
 import polars as pl
 import pytest
 
-from analysis.observation import infer_window, refresh_observation_window, source_spans, spans_disagree
+from analysis.observation import (
+    infer_window,
+    refresh_observation_window,
+    source_spans,
+    spans_disagree,
+)
 from pipelines.checks import spans_agree
 from pipelines.run import rollup_days
 

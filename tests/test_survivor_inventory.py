@@ -7,7 +7,12 @@ import io
 
 import polars as pl
 
-from benchmarks.validate_survivor_inventory import LAWS, WINDOW_START, survivor_inventory, true_rate_per_1k_unit_days
+from benchmarks.validate_survivor_inventory import (
+    LAWS,
+    WINDOW_START,
+    survivor_inventory,
+    true_rate_per_1k_unit_days,
+)
 from pipelines.cli import main
 from warehouse.store import Warehouse
 

@@ -231,7 +231,7 @@ def test_unreadable_file_is_quarantined_not_done_and_siblings_land(wh, tmp_path,
 
 
 def test_parser_failure_is_quarantined_and_retried_later(wh, monkeypatch):
-    import ingest.runner as runner
+    from ingest import runner
 
     real = runner._parse_file
 
