@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from datetime import UTC, datetime
@@ -31,6 +32,8 @@ def parse_duration(text: str) -> float:
     """``90s``, ``10m``, ``1h30m``, ``1.5h``, ``2d`` or ISO-8601 ``PT1H30M`` to seconds. A bare
     number is an error: ``--mtti 1.5`` would be 1.5 seconds or 1.5 hours depending on who reads it."""
     t = (text or "").strip().replace(" ", "")
+    if t == "0":  # zero needs no unit (--wait 0, --no-wait)
+        return 0.0
     if _COMPOUND.fullmatch(t):
         return sum(float(n) * _UNIT_S[u] for n, u in re.findall(rf"({_NUM})(day|d|hr|h|min|m|sec|s|w)", t))
     iso = _ISO.fullmatch(t.upper())
@@ -81,7 +84,7 @@ def _warehouse(args, existing: bool = False):
     exist (a typo) is an error instead of a new, empty warehouse."""
     from warehouse.store import Warehouse, resolve_home
 
-    if existing:
+    if existing and not (args.warehouse_uri or os.environ.get("GOODPUT_WAREHOUSE_URI")):
         home = resolve_home(args.home)
         if not home.is_dir() or not any(home.iterdir()):
             raise CliError(f"no warehouse at {home}; check --home / $GOODPUT_HOME, or create one "

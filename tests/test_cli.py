@@ -94,3 +94,7 @@ def test_read_only_commands_refuse_a_missing_home(tmp_path, capsys, command):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"no warehouse at {home}" in err
     assert not home.exists()  # nothing created behind the user's back
+
+
+def test_zero_needs_no_unit():
+    assert parse_duration("0") == 0.0
