@@ -13,6 +13,7 @@ import hashlib
 import io
 import os
 import stat
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +37,11 @@ from warehouse.store import Warehouse
 CHUNK_BYTES = 24 << 20
 _PROBE = 1 << 16  # bytes read at a time when looking for a chunk's last newline
 BATCH_ROWS = 2_000_000  # small files are committed together up to this many rows
+
+
+class Unreadable(Exception):
+    """A file that cannot be read at all (corrupt or truncated compression at its start): it is
+    quarantined and not marked done, so a later ingest tries it again."""
 
 
 class UserError(Exception):
@@ -202,9 +208,8 @@ def _parse_file(
     with open_source(raw) as fh:
         try:
             head = fh.peek(SNIFF_BYTES)[:SNIFF_BYTES] if hasattr(fh, "peek") else b""
-        except (OSError, EOFError, zstandard.ZstdError) as exc:
-            yield "unknown", _quarantined(b"", f"cannot decompress: {exc}")
-            return
+        except (OSError, EOFError, zlib.error, zstandard.ZstdError) as exc:
+            raise Unreadable(f"cannot decompress: {exc}") from None
         if not head.strip():
             yield (spec.name if spec else "unknown"), _quarantined(head, "empty file")
             return
@@ -224,7 +229,7 @@ def _parse_file(
                     yield spec.name, res
             else:
                 yield spec.name, _checked(spec, spec.parse(fh.read(), ctx))
-        except (OSError, EOFError, zstandard.ZstdError) as exc:
+        except (OSError, EOFError, zlib.error, zstandard.ZstdError) as exc:
             yield spec.name, _quarantined(b"", f"cannot read or decompress: {exc}")
 
 
@@ -332,6 +337,9 @@ def _ingest(wh, files, forced, ctx, progress, replace_existing) -> list[FileRepo
             continue
         try:
             results = list(_parse_file(io.BytesIO(data), path.name, forced, fctx))
+        except Unreadable as exc:
+            report.done = False
+            results = [("unknown", _quarantined(b"", str(exc)))]
         except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
             results = [_parser_failure(report, forced, exc)]
         pending.append((report, results))
@@ -366,6 +374,8 @@ def _parser_failure(report: FileReport, spec: FormatSpec | None, exc: Exception)
     """A file the parser failed on as a whole: quarantined, and not marked done, so that a
     fixed parser (or a later run) reads it again."""
     report.done = False
+    if isinstance(exc, Unreadable):
+        return ("unknown", _quarantined(b"", str(exc)))
     return (spec.name if spec else "unknown", _quarantined(b"", f"parser error: {exc!r}"))
 
 

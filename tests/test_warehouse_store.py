@@ -250,6 +250,17 @@ def test_parser_failure_is_quarantined_and_retried_later(wh, monkeypatch):
     assert wh.read("quarantine").height == 0 and wh.read("ingest_manifest").height == 1
 
 
+def test_corrupt_compression_is_quarantined_not_done_and_retried(wh, tmp_path):
+    bad = tmp_path / "node-1.log.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00" + b"\xff" * 40)  # gzip magic, then garbage
+    for _ in range(2):  # tried again, never stored twice
+        (rep,) = ingest_paths(wh, [bad])
+        assert not rep.done and not rep.skipped
+        assert wh.read("ingest_manifest").height == 0
+        (error,) = wh.read("quarantine")["error"].to_list()
+        assert error.startswith("cannot decompress:")
+
+
 def test_fifo_device_and_odd_names_are_one_line_each(wh, tmp_path, capsys):
     src = tmp_path / "src"
     src.mkdir()
