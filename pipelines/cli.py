@@ -155,6 +155,12 @@ def cmd_ingest(args) -> int:
     for r in new:
         if not r.done:
             print(f"warning: {r.path}: could not be parsed; quarantined, and tried again by the next ingest", file=sys.stderr)
+        elif r.rows_quarantined and not r.rows_ok and not r.rows_duplicate:
+            # every record rejected: most often the wrong options (--fields, --delimiter, --format, --tz);
+            # the parsers' reasons say which, and how to fix it
+            errors = wh.read("quarantine", f"sha256 = '{r.sha256}'")["error"].value_counts(sort=True)
+            reason = errors["error"][0] if errors.height else "see the quarantine table"
+            print(f"warning: {r.path}: every record rejected ({r.rows_quarantined}): {reason}", file=sys.stderr)
         elif r.rows_quarantined:
             print(
                 f"warning: {r.path}: {r.rows_quarantined} record(s) quarantined "

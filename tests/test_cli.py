@@ -98,3 +98,11 @@ def test_read_only_commands_refuse_a_missing_home(tmp_path, capsys, command):
 
 def test_zero_needs_no_unit():
     assert parse_duration("0") == 0.0
+
+
+def test_wrong_options_that_reject_every_record_say_so_with_the_fix(tmp_path, capsys):
+    dump = FIXTURES / "slurm" / "xdmod__accounting-logs.log"
+    assert main(["--home", str(tmp_path / "h"), "ingest", "--fields", "jobid,state", str(dump)]) == 0
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"warning: {dump}: every record rejected (4): ")
+    assert "--fields" in line and "has 2" in line
