@@ -28,6 +28,7 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
+import duckdb
 import polars as pl
 
 from warehouse.schemas import TABLES, conform
@@ -124,7 +125,18 @@ _DAILY_SQL: dict[str, str] = {
         GROUP BY ALL ORDER BY hour NULLS FIRST, host NULLS FIRST, gpu NULLS FIRST, metric NULLS FIRST""",
 }
 DAILY_TABLES = ("gpu_sightings", "gpu_hourly")  # a day is done when both are newer than its samples
-_DAY_INPUT = ("time", "cluster", "host", "gpu", "uuid", "pci_bus", "model", "metric", "value", "source_file")
+_DAY_INPUT = (
+    "time",
+    "cluster",
+    "host",
+    "gpu",
+    "uuid",
+    "pci_bus",
+    "model",
+    "metric",
+    "value",
+    "source_file",
+)
 
 
 def _day_view(files: list[str]) -> str:
@@ -155,17 +167,26 @@ def _put_partition(wh: Warehouse, table: str, value: str, local_file: Path) -> N
         wh._write(path, lambda fh: shutil.copyfileobj(src, fh, 1 << 20))
 
 
+def connect_out_of_core(wh: Warehouse) -> duckdb.DuckDBPyConnection:
+    """A warehouse connection whose queries stay within ``DUCKDB_MEMORY_LIMIT``, spilling to
+    a temporary directory under the warehouse home."""
+    con = wh.connect()
+    con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+    con.execute(f"SET temp_directory = {_sql_str(wh.home / '.duckdb_spill')}")
+    return con
+
+
 def _refresh_day(wh: Warehouse, d: date, files: list[str], scratch: Path) -> None:
     """Write day ``d`` of every daily derived table from its gpu_samples ``files``, out of core:
-    DuckDB streams each result to a Parquet file (memory-limited, spilling to ``scratch``),
+    DuckDB streams each result to a Parquet file in ``scratch`` (memory-limited, spilling),
     which becomes the table's partition; a table with no rows that day loses its partition."""
-    with wh.connect() as con:
-        con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
-        con.execute(f"SET temp_directory = {_sql_str(scratch / 'spill')}")
+    with connect_out_of_core(wh) as con:
         con.execute(f"CREATE TEMP VIEW day AS {_day_view(files)}")
         for table, sql in _DAILY_SQL.items():
             out = scratch / f"{table}.parquet"
-            rows = con.execute(f"COPY ({sql}) TO {_sql_str(out)} (FORMAT parquet, COMPRESSION zstd)").fetchall()[0][0]
+            rows = con.execute(
+                f"COPY ({sql}) TO {_sql_str(out)} (FORMAT parquet, COMPRESSION zstd)"
+            ).fetchall()[0][0]
             if rows:
                 _put_partition(wh, table, d.isoformat(), out)
             else:
@@ -186,6 +207,36 @@ def refresh_gpu_hourly(wh: Warehouse, dates: list[date] | None = None) -> list[d
                 _refresh_day(wh, d, files, Path(tmp))
                 done.append(d)
     return done
+
+
+def gpu_presence(wh: Warehouse) -> pl.DataFrame:
+    """gpu_hourly-shaped rows with no metric: per (cluster, host, gpu, uuid, PCI bus) one at its
+    first and one at its last hour. What component lifetimes need of gpu_hourly besides the
+    covariates (observation bounds, telemetry-only units, the UUID / bus -> GPU index layout),
+    selected out of core."""
+    slot = "cluster, host, gpu, uuid, pci_bus"
+    with connect_out_of_core(wh) as con:
+        frame = con.sql(
+            f"SELECT unnest([min(hour), max(hour)]) AS hour, {slot} "
+            f"FROM ({wh.view_sql('gpu_hourly')}) GROUP BY {slot}"
+        ).pl()
+    return conform("gpu_hourly", frame)
+
+
+def covariate_hourly_sql(wh: Warehouse, covariates: tuple[str, ...]) -> str:
+    """DuckDB SQL over gpu_hourly's Parquet: (hour, host, gpu, uuid, cov, n, mean, max) of the
+    metrics whose covariate name (``CANONICAL_METRICS``) is one of ``covariates``, for queries
+    that join it out of core instead of loading the table."""
+    cov = (
+        "CASE metric "
+        + " ".join(f"WHEN {_sql_str(m)} THEN {_sql_str(c)}" for m, c in CANONICAL_METRICS.items())
+        + " END"
+    )
+    wanted = ", ".join(_sql_str(m) for m, c in CANONICAL_METRICS.items() if c in covariates)
+    return (
+        f"SELECT hour, host, gpu, uuid, {cov} AS cov, n, mean, max FROM ({wh.view_sql('gpu_hourly')}) "
+        f"WHERE metric IN ({wanted}) AND mean IS NOT NULL"
+    )
 
 
 def counter_events(samples: pl.DataFrame) -> pl.DataFrame:

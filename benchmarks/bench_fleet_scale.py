@@ -16,7 +16,8 @@ Per size N (default 128 and 512; 2048 is the Llama 3 fleet, ~25 min on 2 cores):
    with a regex extracting name, labels, value and timestamp; ``read_csv`` of the sacct dump;
    every other source file read as lines. Ingest wall / this wall is the DuckDB-scan ratio.
 
-TARGET lines: peak RSS of ingest and of build < 4 GB at every size and within 1.5x from the
+CPU seconds (user + system, from the same rusage) are printed beside wall times: on a shared
+machine they are the steadier measure. TARGET lines: peak RSS of ingest and of build < 4 GB at every size and within 1.5x from the
 smallest to the largest size run; ingest within 3x of the DuckDB scan at every size.
 """
 
@@ -65,14 +66,16 @@ SELECT count(*) AS n, count(m.name) AS samples FROM (
 """
 
 
-def run_child(argv: list[str], log: Path) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS bytes, exit status) of one child process, output to ``log``."""
+def run_child(argv: list[str], log: Path) -> tuple[float, float, int, int]:
+    """(wall seconds, CPU seconds, peak RSS bytes, exit status) of one child process (rusage
+    of that child and its own children alone), output to ``log``."""
     t0 = time.perf_counter()
     with log.open("w") as fh:
         proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
         _, status_, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status_)
-    return time.perf_counter() - t0, usage.ru_maxrss * 1024, proc.returncode
+    cpu = usage.ru_utime + usage.ru_stime
+    return time.perf_counter() - t0, cpu, usage.ru_maxrss * 1024, proc.returncode
 
 
 def ensure_fleet(nodes: int) -> Path:
@@ -114,7 +117,7 @@ prom = sorted(glob.glob(fleet + '/**/*.prom.gz', recursive=True))
 sacct = sorted(glob.glob(fleet + '/**/sacct.txt', recursive=True))
 other = sorted(p for p in glob.glob(fleet + '/**/*', recursive=True)
                if os.path.isfile(p) and p not in prom and p not in sacct and not p.endswith('.json'))
-con = duckdb.connect(config={"enable_progress_bar": False})
+con = duckdb.connect(config={{"enable_progress_bar": False}})
 out = {{}}
 out['prom_lines'], out['samples'] = con.execute({SCAN_SQL!r}, {{'prom': prom, 'delim': chr(1)}}).fetchall()[0]
 out['sacct_rows'] = con.execute("SELECT count(*) FROM read_csv($f, delim = '|', header = true, all_varchar = true)",
@@ -135,48 +138,58 @@ def measure(nodes: int, steps: bool) -> dict:
     files = sum(1 for p in fleet.rglob("*") if p.is_file())
     res: dict = {"nodes": nodes, "files": files}
 
-    wall, rss, rc = run_child(GOODPUT + ["ingest", "--home", str(home), str(fleet)], logs / "ingest.log")
+    wall, cpu, rss, rc = run_child(
+        GOODPUT + ["ingest", "--home", str(home), str(fleet)], logs / "ingest.log"
+    )
     if rc:
         raise SystemExit(f"ingest of {fleet} failed ({rc}); see {logs / 'ingest.log'}")
     rows = warehouse_rows(home)
-    res["ingest"] = {"wall_s": wall, "rss": rss, "rows": rows}
-    print(f"[{nodes} nodes] ingest: {files:,} files, {rows:,} rows in {wall:.1f} s "
+    res["ingest"] = {"wall_s": wall, "cpu_s": cpu, "rss": rss, "rows": rows}
+    print(f"[{nodes} nodes] ingest: {files:,} files, {rows:,} rows in {wall:.1f} s, {cpu:.0f} CPU s "
           f"({rows / wall:,.0f} rows/s), peak RSS {rss / GB:.2f} GB", flush=True)  # fmt: skip
 
-    wall, rss, rc = run_child(GOODPUT + ["build", "--home", str(home)], logs / "build.log")
+    wall, cpu, rss, rc = run_child(GOODPUT + ["build", "--home", str(home)], logs / "build.log")
     if rc:
         raise SystemExit(f"build failed ({rc}); see {logs / 'build.log'}")
-    res["build"] = {"wall_s": wall, "rss": rss}
-    print(f"[{nodes} nodes] build: {wall:.1f} s ({rows / wall:,.0f} ingested rows/s), "
+    res["build"] = {"wall_s": wall, "cpu_s": cpu, "rss": rss}
+    print(f"[{nodes} nodes] build: {wall:.1f} s, {cpu:.0f} CPU s ({rows / wall:,.0f} ingested rows/s), "
           f"peak RSS {rss / GB:.2f} GB", flush=True)  # fmt: skip
 
     if steps:
         prelude = "import sys; from warehouse.store import Warehouse as W; "
         for name, code in STEPS.items():
             argv = [sys.executable, "-c", prelude + code, str(home)]
-            wall, rss, rc = run_child(argv, logs / f"{name}.log")
+            wall, cpu, rss, rc = run_child(argv, logs / f"{name}.log")
             if rc:
                 raise SystemExit(f"step {name} failed ({rc}); see {logs / (name + '.log')}")
-            res[name] = {"wall_s": wall, "rss": rss}
-            print(f"[{nodes} nodes]   step {name:28s} {wall:6.1f} s, peak RSS {rss / GB:.2f} GB", flush=True)
+            res[name] = {"wall_s": wall, "cpu_s": cpu, "rss": rss}
+            print(
+                f"[{nodes} nodes]   step {name:28s} {wall:6.1f} s, {cpu:6.1f} CPU s, peak RSS {rss / GB:.2f} GB",
+                flush=True,
+            )
 
-    wall, rss, rc = run_child([sys.executable, "-c", scan_script(fleet)], logs / "duckdb_scan.log")
+    wall, cpu, rss, rc = run_child(
+        [sys.executable, "-c", scan_script(fleet)], logs / "duckdb_scan.log"
+    )
     if rc:
         raise SystemExit(f"DuckDB scan failed ({rc}); see {logs / 'duckdb_scan.log'}")
     counts = json.loads((logs / "duckdb_scan.log").read_text().strip().splitlines()[-1])
-    res["scan"] = {"wall_s": wall, "rss": rss, **counts}
+    res["scan"] = {"wall_s": wall, "cpu_s": cpu, "rss": rss, **counts}
     ratio = res["ingest"]["wall_s"] / wall
     res["scan_ratio"] = ratio
-    print(f"[{nodes} nodes] DuckDB scan of the same files: {wall:.1f} s ({counts['samples']:,} samples, "
-          f"{counts['sacct_rows']:,} sacct rows, {counts['other_lines']:,} other lines), peak RSS "
-          f"{rss / GB:.2f} GB; ingest / scan = {ratio:.1f}x", flush=True)  # fmt: skip
+    print(f"[{nodes} nodes] DuckDB scan of the same files: {wall:.1f} s, {cpu:.0f} CPU s ({counts['samples']:,} "
+          f"samples, {counts['sacct_rows']:,} sacct rows, {counts['other_lines']:,} other lines), peak RSS "
+          f"{rss / GB:.2f} GB; ingest / scan = {ratio:.1f}x wall, {res['ingest']['cpu_s'] / cpu:.1f}x CPU",
+          flush=True)  # fmt: skip
     return res
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, nargs="+", default=[128, 512])
-    ap.add_argument("--skip-steps", action="store_true", help="only ingest, build and the DuckDB scan")
+    ap.add_argument(
+        "--skip-steps", action="store_true", help="only ingest, build and the DuckDB scan"
+    )
     args = ap.parse_args()
     sizes = sorted(set(args.nodes))
     results = [measure(n, not args.skip_steps) for n in sizes]

@@ -5,10 +5,13 @@ from datetime import date, datetime, timedelta
 import duckdb
 import polars as pl
 
+from analysis.lifetimes import COVARIATES, build_component_lifetimes
 from analysis.telemetry import (
     CANONICAL_METRICS,
     COUNTER_METRICS,
     counter_events,
+    covariate_hourly_sql,
+    gpu_presence,
     gpu_replacements,
     infer_gpu_replacements,
     refresh_counter_events,
@@ -112,7 +115,9 @@ def _same_rows(got: pl.DataFrame, want: pl.DataFrame) -> None:
     assert got.height == want.height > 0
     assert got.select(keys).equals(want.select(keys))
     for c in set(want.columns) - set(keys):  # DuckDB and Polars may sum in another order
-        assert (got[c] - want[c]).abs().max() <= 1e-9 * max(1.0, want[c].abs().max()), c
+        assert got[c].is_null().equals(want[c].is_null()), c
+        scale = max(1.0, want[c].abs().max() or 0.0)
+        assert ((got[c] - want[c]).abs().max() or 0.0) <= 1e-9 * scale, c
 
 
 def test_daily_tables_out_of_core_equal_whole_table_analyses(wh):
@@ -120,7 +125,8 @@ def test_daily_tables_out_of_core_equal_whole_table_analyses(wh):
     time, and equal the whole-gpu_samples analyses; a value held across midnight is no event."""
     dbe, temp = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_GPU_TEMP"
     t = [T0 + timedelta(hours=6 * i) for i in range(12)]  # 6-hourly over 4 days (May 1-4)
-    dbe_values = [0, 0, 0, 2, 2, 2, 2, 2, 3, 0, 0, 1]  # 2 held over midnight into day 3, reset at t9
+    # 2 held over midnight into day 3, reset at t9
+    dbe_values = [0, 0, 0, 2, 2, 2, 2, 2, 3, 0, 0, 1]
     rows = [(t[i], "n1", 3, "GPU-a", dbe, float(v)) for i, v in enumerate(dbe_values)]
     rows += [(t[i], "n1", 3, "GPU-a", temp, 40.0 + i) for i in range(12)]
     # slot n1/gpu1 gets a new GPU on day 2; a blank and a NaN are not values
@@ -135,7 +141,12 @@ def test_daily_tables_out_of_core_equal_whole_table_analyses(wh):
     changes = wh.read("gpu_counter_changes").filter(pl.col("uuid") == "GPU-a").sort("time")
     # each series' first sample of a day and every change: 6 of the 12 DBE samples
     assert changes.select("time", "value").rows() == [
-        (t[0], 0.0), (t[3], 2.0), (t[7], 2.0), (t[8], 3.0), (t[9], 0.0), (t[11], 1.0)
+        (t[0], 0.0),
+        (t[3], 2.0),
+        (t[7], 2.0),
+        (t[8], 3.0),
+        (t[9], 0.0),
+        (t[11], 1.0),
     ]
     got = wh.read("hw_events").drop("source")
     want = counter_events(wh.read("gpu_samples")).drop("source")
@@ -155,7 +166,9 @@ def test_daily_step_redone_when_a_table_is_missing(wh):
     wh.drop_partition("gpu_sightings", "2024-05-01")
     assert stale_dates(wh) == [date(2024, 5, 1)]
     assert refresh_gpu_hourly(wh) == [date(2024, 5, 1)]
-    assert wh.read("gpu_sightings").select("uuid", "first_seen", "last_seen").rows() == [("GPU-a", T0, T0)]
+    assert wh.read("gpu_sightings").select("uuid", "first_seen", "last_seen").rows() == [
+        ("GPU-a", T0, T0)
+    ]
 
 
 def test_refresh_counter_events_replaces_its_partition(wh):
@@ -230,12 +243,30 @@ def test_sample_fleet_ground_truth(wh, tmp_path):
     # the daily out-of-core tables give what the whole-table analyses of all samples give
     samples = wh.read("gpu_samples")
     _same_rows(wh.read("gpu_hourly"), _hourly_reference(samples))
-    counters = samples.filter(pl.col("metric").str.replace(r"\{.*$", "").is_in(list(COUNTER_METRICS)))
+    counters = samples.filter(
+        pl.col("metric").str.replace(r"\{.*$", "").is_in(list(COUNTER_METRICS))
+    )
     assert wh.read("gpu_counter_changes").height < counters.height / 2
     got = wh.read("hw_events").sort("event_id")
     assert got.drop("source").equals(counter_events(samples).sort("event_id").drop("source"))
-    assert infer_gpu_replacements(wh).sort("slot", "serial").equals(gpu_replacements(samples).sort("slot", "serial"))
+    assert (
+        infer_gpu_replacements(wh)
+        .sort("slot", "serial")
+        .equals(gpu_replacements(samples).sort("slot", "serial"))
+    )
     del samples
+    # component lifetimes read out of core (presence rows + covariates joined in DuckDB over
+    # Parquet) equal those from all of gpu_hourly in memory
+    hourly, presence = wh.read("gpu_hourly"), gpu_presence(wh)
+    assert presence.height == 2 * hourly.select("host", "gpu", "uuid").n_unique()
+    args = (wh.read("component_history"), wh.read("hw_events"))
+    whole = build_component_lifetimes(args[0], hourly, args[1])
+    assert whole.height > 32 * 8 and whole["temp_mean"].null_count() == 0
+    sql = covariate_hourly_sql(wh, COVARIATES)
+    out_of_core = build_component_lifetimes(
+        args[0], presence, args[1], hourly_covariates=sql, connect=wh.connect
+    )
+    _same_rows(out_of_core, whole)  # means: summation order
     ev = wh.read("hw_events").filter(pl.col("code") == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
     seen = [(r["host"], r["gpu"], r["time"]) for r in ev.iter_rows(named=True)]
     expected = {
