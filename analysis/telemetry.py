@@ -194,11 +194,18 @@ def _refresh_day(wh: Warehouse, d: date, files: list[str], scratch: Path) -> Non
             out.unlink()
 
 
-def refresh_gpu_hourly(wh: Warehouse, dates: list[date] | None = None) -> list[date]:
+def refresh_gpu_hourly(
+    wh: Warehouse, dates: list[date] | None = None, force: bool = False
+) -> list[date]:
     """Recompute the daily derived tables (gpu_hourly, gpu_counter_changes, gpu_sightings) for
-    ``dates`` (default: the stale ones), one day at a time in bounded memory; returns the dates
-    done."""
-    todo = stale_dates(wh) if dates is None else sorted(set(dates))
+    the stale dates, of ``dates`` only when given (all of ``dates`` when ``force``), one day at
+    a time in bounded memory; returns the dates done. Counter events and GPU replacements call
+    it first, so whichever step runs first does each day once."""
+    stale = stale_dates(wh)
+    if dates is None:
+        todo = stale
+    else:
+        todo = sorted(set(dates) if force else set(dates) & set(stale))
     done = []
     with tempfile.TemporaryDirectory(prefix="daily-", dir=wh.home) as tmp:
         for d in todo:

@@ -47,7 +47,7 @@ STEPS = {
     "gpu_hourly": (
         "from analysis import telemetry; from datetime import date; "
         "wh = W(sys.argv[1]); "
-        "telemetry.refresh_gpu_hourly(wh, [date.fromisoformat(d) for d in wh.partition_mtimes('gpu_samples')])"
+        "telemetry.refresh_gpu_hourly(wh, [date.fromisoformat(d) for d in wh.partition_mtimes('gpu_samples')], force=True)"
     ),
     "dcgm_counter_events": "from analysis import telemetry; telemetry.refresh_counter_events(W(sys.argv[1]))",
     "telemetry_gpu_replacements": "from analysis import telemetry; telemetry.refresh_gpu_replacements(W(sys.argv[1]))",

@@ -56,6 +56,8 @@ def test_hourly_incremental(wh):
         (1, 43.0, 43.0, 43.0, 43.0),
     ]
     assert stale_dates(wh) == [] and refresh_gpu_hourly(wh) == []
+    assert refresh_gpu_hourly(wh, [date(2024, 5, 1)]) == []  # a requested day already done
+    assert refresh_gpu_hourly(wh, [date(2024, 5, 1)], force=True) == [date(2024, 5, 1)]
     _write(wh, _samples([(T0 + timedelta(days=1), "n1", 0, "GPU-a", m, 50.0)]))
     assert refresh_gpu_hourly(wh) == [date(2024, 5, 2)]  # only the new day is recomputed
     assert wh.read("gpu_hourly").height == 3
