@@ -117,7 +117,8 @@ prom = sorted(glob.glob(fleet + '/**/*.prom.gz', recursive=True))
 sacct = sorted(glob.glob(fleet + '/**/sacct.txt', recursive=True))
 other = sorted(p for p in glob.glob(fleet + '/**/*', recursive=True)
                if os.path.isfile(p) and p not in prom and p not in sacct and not p.endswith('.json'))
-con = duckdb.connect(config={{"enable_progress_bar": False}})
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
 out = {{}}
 out['prom_lines'], out['samples'] = con.execute({SCAN_SQL!r}, {{'prom': prom, 'delim': chr(1)}}).fetchall()[0]
 out['sacct_rows'] = con.execute("SELECT count(*) FROM read_csv($f, delim = '|', header = true, all_varchar = true)",
