@@ -56,7 +56,13 @@ from analysis.gpu_identity import fill_gpu_index
 from analysis.observation import refresh_observation_window
 from analysis.projection import UNIT_COUNTS
 from analysis.status import MissingInputs
-from analysis.telemetry import CANONICAL_METRICS, REPLACEMENT_SOURCE
+from analysis.telemetry import (
+    CANONICAL_METRICS,
+    REPLACEMENT_SOURCE,
+    connect_out_of_core,
+    covariate_hourly_sql,
+    gpu_presence,
+)
 from warehouse.schemas import conform
 
 GPU_FAMILY = ("gpu", "gpu_memory", "gpu_sram", "nvlink")
@@ -148,7 +154,10 @@ FROM allc GROUP BY _u
 """
 
 
-def _covariates(units: pl.DataFrame, hourly: pl.DataFrame) -> pl.DataFrame:
+def _covariates(
+    units: pl.DataFrame, hourly: pl.DataFrame | str, connect=duckdb.connect
+) -> pl.DataFrame:
+    """Per unit covariates from hourly rows: a frame, or DuckDB SQL run out of core on ``connect()``."""
     schema = {
         "_u": pl.UInt32,
         "temp_mean": pl.Float64,
@@ -157,11 +166,14 @@ def _covariates(units: pl.DataFrame, hourly: pl.DataFrame) -> pl.DataFrame:
         "util_mean": pl.Float64,
         "last_seen_hour": pl.Datetime("us"),
     }
-    if hourly.height == 0 or units.height == 0:
+    if units.height == 0 or (isinstance(hourly, pl.DataFrame) and hourly.height == 0):
         return pl.DataFrame(schema=schema)
-    with duckdb.connect() as con:
+    with connect() as con:
         con.register("units", units.select("_u", "host", "gpu", "observed_from", "observed_to"))
-        con.register("hourly", hourly)
+        if isinstance(hourly, str):
+            con.execute(f"CREATE TEMP VIEW hourly AS {hourly}")
+        else:
+            con.register("hourly", hourly)
         out = con.sql(_COV_SQL).pl()
     return out.cast(schema) if out.height else pl.DataFrame(schema=schema)
 
@@ -389,10 +401,14 @@ def build_component_lifetimes(
     racks: pl.DataFrame | None = None,
     nodes_per_rack: int | None = None,
     observed_hosts: pl.DataFrame | None = None,
+    hourly_covariates: str | None = None,
+    connect=duckdb.connect,
 ) -> pl.DataFrame:
     """The ``component_lifetimes`` table (pure). ``observed_hosts`` (host, n_gpus): the hosts
     the data saw, for populations without an inventory (used only when ``component_history``
-    has no inventory rows)."""
+    has no inventory rows). ``hourly_covariates``: DuckDB SQL of the hourly covariate rows
+    (``analysis.telemetry.covariate_hourly_sql``), joined out of core on ``connect()``, instead of
+    those of ``gpu_hourly`` (which then needs no covariate rows)."""
     data_start, as_of = observation_bounds(
         component_history, gpu_hourly, hw_events, as_of, data_start
     )
@@ -428,7 +444,7 @@ def build_component_lifetimes(
         .then("fail_time")
         .otherwise("_end"),
     )
-    cov = _covariates(units, _hourly_covariates(gpu_hourly))
+    cov = _covariates(units, hourly_covariates or _hourly_covariates(gpu_hourly), connect)
     units = units.join(cov, on="_u", how="left")
     units = _rack(units, racks, nodes_per_rack)
     out = units.select(
@@ -500,13 +516,15 @@ def refresh_component_lifetimes(
         raise MissingInputs("component_lifetimes: no dated records and no inventory (component_history)")
     df = build_component_lifetimes(
         wh.read("component_history"),
-        wh.read("gpu_hourly"),
+        gpu_presence(wh),
         wh.read("hw_events"),
         as_of=window.observed_to,
         data_start=window.observed_from,
         racks=racks,
         nodes_per_rack=nodes_per_rack,
         observed_hosts=observed_hosts(wh, gpus_per_node),
+        hourly_covariates=covariate_hourly_sql(wh, COVARIATES),
+        connect=lambda: connect_out_of_core(wh),
     )
     wh.replace_table("component_lifetimes", df)
     if df.height == 0:

@@ -1,7 +1,13 @@
 """GPU telemetry derived tables: hourly rollups, error-counter events, UUID-change replacements.
 
-- ``gpu_hourly``: per (hour, host, gpu, uuid, PCI bus, metric) n/mean/min/max/last of non-null values,
-  recomputed only for the date partitions whose ``gpu_samples`` files are newer than the rollup.
+- Daily derived tables, recomputed only for the date partitions whose ``gpu_samples`` files are
+  newer than them, one day at a time out of core (DuckDB, memory-limited, spilling): memory does
+  not grow with the fleet or the history.
+  ``gpu_hourly``: per (hour, host, gpu, uuid, PCI bus, metric) n/mean/min/max/last of non-null values.
+  ``gpu_counter_changes``: the error-counter samples where a value changes (and each series'
+  first of the day), all that counter events need. ``gpu_sightings``: per day, each GPU's first
+  and last sample in its slot, all that replacements need. The whole-history steps below read
+  these compact tables, never raw samples.
 - ``hw_events`` (``source='dcgm_counter'``): increments of cumulative error counters per
   (host, gpu, uuid, metric). A decrease is a reset (reboot, replacement) and not an event; the
   first sample of a series sets its baseline. ``DCGM_FI_DEV_XID_ERRORS`` holds only the last XID
@@ -17,12 +23,16 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from datetime import date
+from pathlib import Path
 
+import duckdb
 import polars as pl
 
 from warehouse.schemas import TABLES, conform
-from warehouse.store import Warehouse
+from warehouse.store import Warehouse, duck_type
 
 CANONICAL_METRICS: dict[str, str] = {
     "DCGM_FI_DEV_GPU_TEMP": "temp",
@@ -72,51 +82,168 @@ def _partition_dates(wh: Warehouse, table: str) -> dict[date, float]:
 
 
 def stale_dates(wh: Warehouse) -> list[date]:
-    """Dates whose gpu_samples changed after their gpu_hourly partition was written."""
+    """Dates whose gpu_samples changed after their daily derived partitions were written."""
     samples = _partition_dates(wh, "gpu_samples")
-    hourly = _partition_dates(wh, "gpu_hourly")
-    return sorted(d for d, t in samples.items() if d not in hourly or hourly[d] < t)
+    done = [_partition_dates(wh, t) for t in DAILY_TABLES]
+    return sorted(d for d, t in samples.items() if any(d not in got or got[d] < t for got in done))
 
 
-def hourly_rollup(samples: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
-    """gpu_hourly rows from gpu_samples rows (null values are skipped; n counts the rest)."""
+# Out-of-core budget of the daily step: DuckDB spills sorts and aggregations past it to disk, so
+# one day of any fleet size runs in about this much memory.
+DUCKDB_MEMORY_LIMIT = "1GB"
+
+_COUNTER_FILTER = (
+    "metric IN (" + ", ".join("'" + m + "'" for m in COUNTER_METRICS) + ")"
+    f" OR metric LIKE '{XID_COUNT_METRIC}{{%'"
+)
+_SERIES = "cluster, host, gpu, uuid, metric"
+
+# One day of gpu_samples (``day``) -> that day's partition of each daily derived table, in the
+# table's column order (``date`` is the partition). Written in this order: gpu_hourly last, so a
+# crash part-way leaves the day stale and the next run redoes it.
+_DAILY_SQL: dict[str, str] = {
+    # every counter sample that starts its series' day or differs from the sample before: the
+    # increments between consecutive rows are those between consecutive samples (rows left out
+    # repeat the value before them), so counter_events over this table equals it over samples
+    "gpu_counter_changes": f"""
+        SELECT time, cluster, host, gpu, uuid, metric, value, source_file FROM (
+            SELECT *, lag(value) OVER (PARTITION BY {_SERIES} ORDER BY time) AS prev FROM day
+            WHERE ({_COUNTER_FILTER}) AND value IS NOT NULL
+        ) WHERE prev IS NULL OR value <> prev
+        ORDER BY {_SERIES}, time""",
+    # a GPU's first and last sample of the day (every uuid, null included: a day with samples
+    # always has rows, which marks it done)
+    "gpu_sightings": """
+        SELECT cluster, host, gpu, uuid, min(model) AS model, min(time) AS first_seen, max(time) AS last_seen
+        FROM day GROUP BY ALL ORDER BY host, gpu, uuid, cluster""",
+    # per (hour, GPU, metric): n / mean / min / max / last of the non-null, non-NaN values
+    "gpu_hourly": """
+        SELECT date_trunc('hour', time) AS hour, cluster, host, gpu, uuid, pci_bus, metric,
+            count(*)::BIGINT AS n, avg(value) AS mean, min(value) AS min, max(value) AS max,
+            arg_max(value, time) AS last
+        FROM day WHERE value IS NOT NULL AND NOT isnan(value)
+        GROUP BY ALL ORDER BY hour NULLS FIRST, host NULLS FIRST, gpu NULLS FIRST, metric NULLS FIRST""",
+}
+DAILY_TABLES = ("gpu_sightings", "gpu_hourly")  # a day is done when both are newer than its samples
+_DAY_INPUT = (
+    "time",
+    "cluster",
+    "host",
+    "gpu",
+    "uuid",
+    "pci_bus",
+    "model",
+    "metric",
+    "value",
+    "source_file",
+)
+
+
+def _day_view(files: list[str]) -> str:
+    """The needed gpu_samples columns of ``files`` with their declared types; a column an older
+    file lacks reads as null."""
+    types = {c: duck_type(TABLES["gpu_samples"].columns[c]) for c in _DAY_INPUT}
+    cast = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in types.items())
+    typed = ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in types.items())
     return (
-        samples.lazy()
-        .filter(pl.col("value").is_not_null() & pl.col("value").is_not_nan())
-        .with_columns(hour=pl.col("time").dt.truncate("1h"))
-        .group_by("hour", "cluster", "host", "gpu", "uuid", "pci_bus", "metric")
-        .agg(
-            n=pl.len().cast(pl.Int64),
-            mean=pl.col("value").mean(),
-            min=pl.col("value").min(),
-            max=pl.col("value").max(),
-            last=pl.col("value").sort_by("time").last(),
-        )
-        .with_columns(date=pl.col("hour").dt.date())
-        .sort("hour", "host", "gpu", "metric")
-        .collect()
+        f"SELECT {cast} FROM (SELECT * FROM read_parquet({_sql_list(files)}, union_by_name = true, "
+        f"hive_partitioning = false) UNION ALL BY NAME SELECT {typed} WHERE false)"
     )
 
 
-_ROLLUP_INPUT = ("time", "cluster", "host", "gpu", "uuid", "pci_bus", "metric", "value")
+def _sql_list(paths: list[str]) -> str:
+    return "[" + ", ".join(_sql_str(p) for p in paths) + "]"
 
 
-def refresh_gpu_hourly(wh: Warehouse, dates: list[date] | None = None) -> list[date]:
-    """Recompute gpu_hourly for ``dates`` (default: the stale ones); returns the dates done."""
-    todo = stale_dates(wh) if dates is None else sorted(set(dates))
-    for d in todo:
-        files = wh.files("gpu_samples", partition=d.isoformat())
-        if not files:
-            continue
-        with wh.connect() as con:
-            # only the columns the rollup needs, of those the files have (older files may lack
-            # a column the schema gained; conform adds it as nulls)
-            frame = con.sql(
-                f"SELECT COLUMNS(lambda c: c IN {_ROLLUP_INPUT}) FROM read_parquet($files, union_by_name = true)",
-                params={"files": files},
-            ).pl()
-        wh.replace_table("gpu_hourly", hourly_rollup(conform("gpu_samples", frame)), partitions="touched")
-    return todo
+def _sql_str(text: str | Path) -> str:
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def _put_partition(wh: Warehouse, table: str, value: str, local_file: Path) -> None:
+    """``local_file`` becomes the one file of a derived table's hive partition (the same path
+    ``Warehouse.replace_table`` writes, atomically, local or object storage)."""
+    path = wh._path(table, f"{TABLES[table].partition}={value}", "data.parquet")
+    with local_file.open("rb") as src:
+        wh._write(path, lambda fh: shutil.copyfileobj(src, fh, 1 << 20))
+
+
+def connect_out_of_core(wh: Warehouse) -> duckdb.DuckDBPyConnection:
+    """A warehouse connection whose queries stay within ``DUCKDB_MEMORY_LIMIT``, spilling to
+    a temporary directory under the warehouse home."""
+    con = wh.connect()
+    con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+    con.execute(f"SET temp_directory = {_sql_str(wh.home / '.duckdb_spill')}")
+    return con
+
+
+def _refresh_day(wh: Warehouse, d: date, files: list[str], scratch: Path) -> None:
+    """Write day ``d`` of every daily derived table from its gpu_samples ``files``, out of core:
+    DuckDB streams each result to a Parquet file in ``scratch`` (memory-limited, spilling),
+    which becomes the table's partition; a table with no rows that day loses its partition."""
+    with connect_out_of_core(wh) as con:
+        con.execute(f"CREATE TEMP VIEW day AS {_day_view(files)}")
+        for table, sql in _DAILY_SQL.items():
+            out = scratch / f"{table}.parquet"
+            rows = con.execute(
+                f"COPY ({sql}) TO {_sql_str(out)} (FORMAT parquet, COMPRESSION zstd)"
+            ).fetchall()[0][0]
+            if rows:
+                _put_partition(wh, table, d.isoformat(), out)
+            else:
+                wh.drop_partition(table, d.isoformat())
+            out.unlink()
+
+
+def refresh_gpu_hourly(
+    wh: Warehouse, dates: list[date] | None = None, force: bool = False
+) -> list[date]:
+    """Recompute the daily derived tables (gpu_hourly, gpu_counter_changes, gpu_sightings) for
+    the stale dates, of ``dates`` only when given (all of ``dates`` when ``force``), one day at
+    a time in bounded memory; returns the dates done. Counter events and GPU replacements call
+    it first, so whichever step runs first does each day once."""
+    stale = stale_dates(wh)
+    if dates is None:
+        todo = stale
+    else:
+        todo = sorted(set(dates) if force else set(dates) & set(stale))
+    done = []
+    with tempfile.TemporaryDirectory(prefix="daily-", dir=wh.home) as tmp:
+        for d in todo:
+            files = wh.files("gpu_samples", partition=d.isoformat())
+            if files:
+                _refresh_day(wh, d, files, Path(tmp))
+                done.append(d)
+    return done
+
+
+def gpu_presence(wh: Warehouse) -> pl.DataFrame:
+    """gpu_hourly-shaped rows with no metric: per (cluster, host, gpu, uuid, PCI bus) one at its
+    first and one at its last hour. What component lifetimes need of gpu_hourly besides the
+    covariates (observation bounds, telemetry-only units, the UUID / bus -> GPU index layout),
+    selected out of core."""
+    slot = "cluster, host, gpu, uuid, pci_bus"
+    with connect_out_of_core(wh) as con:
+        frame = con.sql(
+            f"SELECT unnest([min(hour), max(hour)]) AS hour, {slot} "
+            f"FROM ({wh.view_sql('gpu_hourly')}) GROUP BY {slot}"
+        ).pl()
+    return conform("gpu_hourly", frame)
+
+
+def covariate_hourly_sql(wh: Warehouse, covariates: tuple[str, ...]) -> str:
+    """DuckDB SQL over gpu_hourly's Parquet: (hour, host, gpu, uuid, cov, n, mean, max) of the
+    metrics whose covariate name (``CANONICAL_METRICS``) is one of ``covariates``, for queries
+    that join it out of core instead of loading the table."""
+    cov = (
+        "CASE metric "
+        + " ".join(f"WHEN {_sql_str(m)} THEN {_sql_str(c)}" for m, c in CANONICAL_METRICS.items())
+        + " END"
+    )
+    wanted = ", ".join(_sql_str(m) for m, c in CANONICAL_METRICS.items() if c in covariates)
+    return (
+        f"SELECT hour, host, gpu, uuid, {cov} AS cov, n, mean, max FROM ({wh.view_sql('gpu_hourly')}) "
+        f"WHERE metric IN ({wanted}) AND mean IS NOT NULL"
+    )
 
 
 def counter_events(samples: pl.DataFrame) -> pl.DataFrame:
@@ -158,11 +285,10 @@ def counter_events(samples: pl.DataFrame) -> pl.DataFrame:
 
 
 def refresh_counter_events(wh: Warehouse) -> int:
-    """Rewrite the ``source=dcgm_counter`` partition of hw_events; returns the event count."""
-    names = ", ".join("'" + m + "'" for m in COUNTER_METRICS)
-    events = counter_events(
-        wh.read("gpu_samples", where=f"metric IN ({names}) OR metric LIKE '{XID_COUNT_METRIC}{{%'")
-    )
+    """Rewrite the ``source=dcgm_counter`` partition of hw_events from gpu_counter_changes
+    (brought up to date first); returns the event count."""
+    refresh_gpu_hourly(wh)
+    events = counter_events(wh.read("gpu_counter_changes"))
     if events.height:
         wh.replace_table("hw_events", events, partitions="touched")
     else:  # nothing to write: an old partition must not survive
@@ -221,14 +347,16 @@ def gpu_replacements(samples: pl.DataFrame) -> pl.DataFrame:
 
 
 def infer_gpu_replacements(wh: Warehouse) -> pl.DataFrame:
-    """GPU replacements seen in the whole gpu_samples table, as component_history rows."""
+    """GPU replacements seen in the whole gpu_samples table, as component_history rows, from
+    gpu_sightings (brought up to date first)."""
+    refresh_gpu_hourly(wh)
     with wh.connect() as con:
         # two rows per (slot, uuid), its first and last sighting, stand in for all its samples
-        view = wh.view_sql("gpu_samples")
+        view = wh.view_sql("gpu_sightings")
         frame = con.sql(
-            f"SELECT cluster, host, gpu, uuid, min(model) AS model, min(time) AS time FROM ({view}) "
+            f"SELECT cluster, host, gpu, uuid, min(model) AS model, min(first_seen) AS time FROM ({view}) "
             f"WHERE uuid IS NOT NULL GROUP BY cluster, host, gpu, uuid UNION ALL "
-            f"SELECT cluster, host, gpu, uuid, min(model), max(time) FROM ({view}) "
+            f"SELECT cluster, host, gpu, uuid, min(model), max(last_seen) FROM ({view}) "
             f"WHERE uuid IS NOT NULL GROUP BY cluster, host, gpu, uuid"
         ).pl()
     return gpu_replacements(frame)

@@ -1,4 +1,5 @@
-"""Every benchmark at its default size, one after another (``make bench``, ~5 min on 2 cores),
+"""Every benchmark at its default size, one after another (``make bench``: ~5 min on 2 cores
+for the others, plus bench_fleet_scale's 128- and 512-node fleets, ~30 min on an idle machine),
 then the table of their ``TARGET`` lines. Exits non-zero when a target is missed or a
 benchmark fails to run.
 
@@ -15,6 +16,7 @@ import time
 BENCHMARKS = [
     "bench_sacct", "bench_telemetry", "bench_kernel", "bench_survival", "bench_goodput",
     "validate_attribution", "validate_survival_coverage", "validate_survivor_inventory",
+    "bench_fleet_scale",
 ]  # fmt: skip
 
 

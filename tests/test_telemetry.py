@@ -5,9 +5,13 @@ from datetime import date, datetime, timedelta
 import duckdb
 import polars as pl
 
+from analysis.lifetimes import COVARIATES, build_component_lifetimes
 from analysis.telemetry import (
     CANONICAL_METRICS,
+    COUNTER_METRICS,
     counter_events,
+    covariate_hourly_sql,
+    gpu_presence,
     gpu_replacements,
     infer_gpu_replacements,
     refresh_counter_events,
@@ -52,6 +56,8 @@ def test_hourly_incremental(wh):
         (1, 43.0, 43.0, 43.0, 43.0),
     ]
     assert stale_dates(wh) == [] and refresh_gpu_hourly(wh) == []
+    assert refresh_gpu_hourly(wh, [date(2024, 5, 1)]) == []  # a requested day already done
+    assert refresh_gpu_hourly(wh, [date(2024, 5, 1)], force=True) == [date(2024, 5, 1)]
     _write(wh, _samples([(T0 + timedelta(days=1), "n1", 0, "GPU-a", m, 50.0)]))
     assert refresh_gpu_hourly(wh) == [date(2024, 5, 2)]  # only the new day is recomputed
     assert wh.read("gpu_hourly").height == 3
@@ -85,6 +91,86 @@ def test_counter_increments_not_resets():
     ]
     assert set(ev["event_type"]) == {"counter"} and set(ev["source"]) == {"dcgm_counter"}
     assert ev["event_id"].n_unique() == 6
+
+
+def _hourly_reference(samples: pl.DataFrame) -> pl.DataFrame:
+    """gpu_hourly as the in-memory Polars rollup of all samples computed it before the daily
+    tables moved out of core."""
+    return (
+        samples.filter(pl.col("value").is_not_null() & pl.col("value").is_not_nan())
+        .with_columns(hour=pl.col("time").dt.truncate("1h"))
+        .group_by("hour", "cluster", "host", "gpu", "uuid", "pci_bus", "metric")
+        .agg(
+            n=pl.len().cast(pl.Int64),
+            mean=pl.col("value").mean(),
+            min=pl.col("value").min(),
+            max=pl.col("value").max(),
+            last=pl.col("value").sort_by("time").last(),
+        )
+        .with_columns(date=pl.col("hour").dt.date())
+    )
+
+
+def _same_rows(got: pl.DataFrame, want: pl.DataFrame) -> None:
+    keys = [c for c, t in want.schema.items() if t != pl.Float64]
+    got, want = got.select(want.columns).sort(keys), want.sort(keys)
+    assert got.height == want.height > 0
+    assert got.select(keys).equals(want.select(keys))
+    for c in set(want.columns) - set(keys):  # DuckDB and Polars may sum in another order
+        assert got[c].is_null().equals(want[c].is_null()), c
+        scale = max(1.0, want[c].abs().max() or 0.0)
+        assert ((got[c] - want[c]).abs().max() or 0.0) <= 1e-9 * scale, c
+
+
+def test_daily_tables_out_of_core_equal_whole_table_analyses(wh):
+    """Counter events and GPU replacements come from compact daily tables, computed a day at a
+    time, and equal the whole-gpu_samples analyses; a value held across midnight is no event."""
+    dbe, temp = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_GPU_TEMP"
+    t = [T0 + timedelta(hours=6 * i) for i in range(12)]  # 6-hourly over 4 days (May 1-4)
+    # 2 held over midnight into day 3, reset at t9
+    dbe_values = [0, 0, 0, 2, 2, 2, 2, 2, 3, 0, 0, 1]
+    rows = [(t[i], "n1", 3, "GPU-a", dbe, float(v)) for i, v in enumerate(dbe_values)]
+    rows += [(t[i], "n1", 3, "GPU-a", temp, 40.0 + i) for i in range(12)]
+    # slot n1/gpu1 gets a new GPU on day 2; a blank and a NaN are not values
+    rows += [(t[i], "n1", 1, "GPU-old" if i < 6 else "GPU-new", temp, 50.0) for i in range(12)]
+    rows += [(t[0], "n1", 1, "GPU-old", temp, None), (t[1], "n1", 1, "GPU-old", dbe, float("nan"))]
+    for (d,), day in _samples(rows).partition_by("date", as_dict=True).items():
+        with wh.batch(f"day-{d}") as b:
+            b.add({"gpu_samples": day})
+
+    assert refresh_counter_events(wh) == 3  # brings the daily tables up first
+    assert stale_dates(wh) == []
+    changes = wh.read("gpu_counter_changes").filter(pl.col("uuid") == "GPU-a").sort("time")
+    # each series' first sample of a day and every change: 6 of the 12 DBE samples
+    assert changes.select("time", "value").rows() == [
+        (t[0], 0.0),
+        (t[3], 2.0),
+        (t[7], 2.0),
+        (t[8], 3.0),
+        (t[9], 0.0),
+        (t[11], 1.0),
+    ]
+    got = wh.read("hw_events").drop("source")
+    want = counter_events(wh.read("gpu_samples")).drop("source")
+    assert got.sort("event_id").equals(want.sort("event_id"))
+    assert got.sort("time").select("time", "count").rows() == [(t[3], 2), (t[8], 1), (t[11], 1)]
+
+    hist = infer_gpu_replacements(wh)
+    assert hist.sort("serial").equals(gpu_replacements(wh.read("gpu_samples")).sort("serial"))
+    assert hist.filter(pl.col("serial") == "GPU-new")["installed_at"].to_list() == [t[6]]
+    _same_rows(wh.read("gpu_hourly"), _hourly_reference(wh.read("gpu_samples")))
+
+
+def test_daily_step_redone_when_a_table_is_missing(wh):
+    """A crash between the daily tables' writes leaves the day stale, so the next run redoes it."""
+    _write(wh, _samples([(T0, "n1", 0, "GPU-a", "DCGM_FI_DEV_GPU_TEMP", 40.0)]))
+    assert refresh_gpu_hourly(wh) == [date(2024, 5, 1)] and stale_dates(wh) == []
+    wh.drop_partition("gpu_sightings", "2024-05-01")
+    assert stale_dates(wh) == [date(2024, 5, 1)]
+    assert refresh_gpu_hourly(wh) == [date(2024, 5, 1)]
+    assert wh.read("gpu_sightings").select("uuid", "first_seen", "last_seen").rows() == [
+        ("GPU-a", T0, T0)
+    ]
 
 
 def test_refresh_counter_events_replaces_its_partition(wh):
@@ -156,6 +242,33 @@ def test_sample_fleet_ground_truth(wh, tmp_path):
 
     gt = json.loads((SAMPLE_FLEET / "ground_truth.json").read_text())
     refresh_counter_events(wh)
+    # the daily out-of-core tables give what the whole-table analyses of all samples give
+    samples = wh.read("gpu_samples")
+    _same_rows(wh.read("gpu_hourly"), _hourly_reference(samples))
+    counters = samples.filter(
+        pl.col("metric").str.replace(r"\{.*$", "").is_in(list(COUNTER_METRICS))
+    )
+    assert wh.read("gpu_counter_changes").height < counters.height / 2
+    got = wh.read("hw_events").sort("event_id")
+    assert got.drop("source").equals(counter_events(samples).sort("event_id").drop("source"))
+    assert (
+        infer_gpu_replacements(wh)
+        .sort("slot", "serial")
+        .equals(gpu_replacements(samples).sort("slot", "serial"))
+    )
+    del samples
+    # component lifetimes read out of core (presence rows + covariates joined in DuckDB over
+    # Parquet) equal those from all of gpu_hourly in memory
+    hourly, presence = wh.read("gpu_hourly"), gpu_presence(wh)
+    assert presence.height == 2 * hourly.select("host", "gpu", "uuid").n_unique()
+    args = (wh.read("component_history"), wh.read("hw_events"))
+    whole = build_component_lifetimes(args[0], hourly, args[1])
+    assert whole.height > 32 * 8 and whole["temp_mean"].null_count() == 0
+    sql = covariate_hourly_sql(wh, COVARIATES)
+    out_of_core = build_component_lifetimes(
+        args[0], presence, args[1], hourly_covariates=sql, connect=wh.connect
+    )
+    _same_rows(out_of_core, whole)  # means: summation order
     ev = wh.read("hw_events").filter(pl.col("code") == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
     seen = [(r["host"], r["gpu"], r["time"]) for r in ev.iter_rows(named=True)]
     expected = {

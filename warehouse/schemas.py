@@ -254,6 +254,39 @@ TABLES: dict[str, Table] = {
             kind="derived",
         ),
         Table(
+            "gpu_counter_changes",
+            "a cumulative error-counter sample that starts its series' day or differs from the one before",
+            {
+                "time": UTC_TS,
+                "cluster": STR,
+                "host": STR,
+                "gpu": I32,
+                "uuid": STR,
+                "metric": STR,
+                "value": F64,
+                "source_file": STR,
+                "date": pl.Date,
+            },
+            partition="date",
+            kind="derived",
+        ),
+        Table(
+            "gpu_sightings",
+            "first and last sample per day of one GPU (uuid) in one slot (host, gpu index)",
+            {
+                "cluster": STR,
+                "host": STR,
+                "gpu": I32,
+                "uuid": STR,
+                "model": STR,  # min over the day's samples
+                "first_seen": UTC_TS,
+                "last_seen": UTC_TS,
+                "date": pl.Date,
+            },
+            partition="date",
+            kind="derived",
+        ),
+        Table(
             "bmc_sensors",
             "one BMC sensor reading",
             {
