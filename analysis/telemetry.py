@@ -116,12 +116,12 @@ _DAILY_SQL: dict[str, str] = {
     "gpu_sightings": """
         SELECT cluster, host, gpu, uuid, min(model) AS model, min(time) AS first_seen, max(time) AS last_seen
         FROM day GROUP BY ALL ORDER BY host, gpu, uuid, cluster""",
-    # per (hour, GPU, metric): n / mean / min / max / last of the non-null, non-NaN values
+    # per (hour, GPU, metric): n / mean / min / max / last of the finite values
     "gpu_hourly": """
         SELECT date_trunc('hour', time) AS hour, cluster, host, gpu, uuid, pci_bus, metric,
             count(*)::BIGINT AS n, avg(value) AS mean, min(value) AS min, max(value) AS max,
             arg_max(value, time) AS last
-        FROM day WHERE value IS NOT NULL AND NOT isnan(value)
+        FROM day WHERE value IS NOT NULL AND isfinite(value)  -- isnan() misses some NaN payloads in DuckDB 2.0
         GROUP BY ALL ORDER BY hour NULLS FIRST, host NULLS FIRST, gpu NULLS FIRST, metric NULLS FIRST""",
 }
 DAILY_TABLES = ("gpu_sightings", "gpu_hourly")  # a day is done when both are newer than its samples
