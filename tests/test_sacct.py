@@ -252,3 +252,26 @@ def test_real_gpu_cluster_dump_with_steps_and_typed_gres():
     assert never_ran["start_time"] is None and never_ran["end_time"] == datetime(2023, 9, 1, 12, 55, 57)
     assert ok["start_time"][5] is None and ok["end_time"][5] is None  # PENDING: Unknown times stay null
     assert timeout["elapsed_s"] == 3 * 86400 + 25 and timeout["timelimit_s"] == 3 * 86400
+
+
+SLYME_FIELDS = (
+    "User", "JobID", "JobName", "State", "Partition", "NCPUS", "NNodes", "CPUTime", "TotalCPU", "UserCPU",
+    "SystemCPU", "ReqMem", "MaxRSS", "Submit", "Start", "End", "NodeList",
+)  # fmt: skip
+
+
+def test_real_headerless_dump_whose_jobid_is_not_the_first_field():
+    # Harvard FASRC (fasrc/slyme), Slurm 14.03: --noheader --parsable2 --format User,JobID,...
+    data = (SLURM / "fasrc-slyme__sacct_single_parallel_COMPLETED_parsable.out").read_bytes()
+    assert detect(data, "sacct_single_parallel_COMPLETED_parsable.out") > 0  # sniffed by its JobID column
+    # a pipe table with 7+ fields but no .batch/.extern step id in any column is not sacct
+    assert detect(b"a|1|x|y|z|2|3\nb|2.19|x|y|z|2|3\n", "t.txt") == 0
+    ok, q = _parse(data, fields=SLYME_FIELDS, tz="America/New_York")
+    assert q.height == 0  # one job; its .batch and .0 steps (empty User) fold into it
+    job = ok.row(0, named=True)
+    assert (job["job_id"], job["user"], job["name"], job["partition"], job["state"]) == (
+        "77454", "jab", "cpu_user_parallel", "general", "COMPLETED",
+    )  # fmt: skip
+    assert (job["n_cpus"], job["n_nodes"], job["nodes"]) == (3, 2, ["hero4515", "hero4516"])
+    assert job["start_time"] == datetime(2014, 6, 26, 15, 51, 28)  # EDT is UTC-4
+    assert job["end_time"] == datetime(2014, 6, 26, 15, 52, 31) and job["submit_time"] == job["start_time"]
