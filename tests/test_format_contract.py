@@ -28,6 +28,7 @@ FIXTURE_FORMATS = {
     "slurm/sacct_*.txt": "sacct",
     "slurm/xdmod__*.log": "sacct",
     "slurm/rug-cit-hpc_*sacct*": "sacct",
+    "slurm/fasrc-slyme__*": "sacct",
     "slurm/SARC__*.json": "sacct-json",
     "slurm/clockwork__*.json": "sacct-json",
     "slurm/sacct-json__*": "sacct-json",

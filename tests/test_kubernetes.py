@@ -311,3 +311,19 @@ def test_one_bad_yaml_document_costs_only_itself():
     ok, _, q = _parse(text)
     assert ok["job_id"].to_list() == ["ml/a", "ml/b"]
     assert q.select("line").to_series().to_list() == [5] and q["error"][0].startswith("invalid YAML at line 9")
+
+
+def test_real_oomkilled_daemonset_pod_is_two_runs():
+    # a live minikube Pod (docker runtime) captured by kubeshark: OOMKilled once, running again
+    data = (K8S / "kubeshark-scripts__oomkilled_worker_pod_in_podlist.json").read_bytes()
+    assert detect(data, "pods.json") > 0
+    ok, ne, q = _parse(data)
+    assert q.height == 0 and ne.height == 0
+    assert ok.select("job_id", "attempt", "state", "raw_state", "reason", "exit_code", "signal", "nodes").rows() == [
+        ("kubeshark/kubeshark-worker-daemon-set-hvn25", 1, "OUT_OF_MEMORY", "terminated/OOMKilled", "OOMKilled", 137, 9, ["mizu"]),
+        ("kubeshark/kubeshark-worker-daemon-set-hvn25", 2, "RUNNING", "running", None, None, None, ["mizu"]),
+    ]  # fmt: skip
+    assert ok["start_time"].to_list() == [datetime(2023, 5, 6, 16, 54, 42), datetime(2023, 5, 6, 21, 3, 58)]
+    assert ok["end_time"].to_list() == [datetime(2023, 5, 6, 21, 3, 57), None]
+    assert ok["elapsed_s"][0] == 4 * 3600 + 9 * 60 + 15  # the OOM-killed run
+    assert ok["n_gpus"].to_list() == [0, 0] and ok["submit_time"][0] == datetime(2023, 5, 6, 16, 54, 36)

@@ -219,3 +219,59 @@ def test_real_headerless_parsable_snowman_delimiter():
             "has 26: every record rejected; pass the dump's field list with --fields f1,f2,... (and its --delimiter)"
         )
     ]
+
+
+HB_JOBINFO_FIELDS = (
+    "JobID", "JobName", "User", "Partition", "NodeList", "NNodes", "NCPUs", "NTasks", "State", "Submit", "Start",
+    "End", "Timelimit", "Elapsed", "TotalCPU", "CPUTime", "UserCPU", "SystemCPU", "ReqMem", "MaxRSS", "MaxVMSize",
+    "ReqTRES", "AllocTRES", "TRESUsageInMax", "TRESUsageInTot", "TRESUsageOutTot", "MaxDiskRead", "MaxDiskWrite",
+    "MaxRSSNode", "MaxRSSTask", "MaxVMSizeNode", "MaxVMSizeTask", "MaxDiskReadNode", "MaxDiskReadTask",
+    "MaxDiskWriteNode", "MaxDiskWriteTask", "Comment",
+)  # fmt: skip
+
+
+def test_real_gpu_cluster_dump_with_steps_and_typed_gres():
+    # Habrok (rug-cit-hpc/hb-jobinfo): 37 fields, --parsable with '☃', steps, typed gres, "None assigned"
+    data = (SLURM / "rug-cit-hpc_hb-jobinfo__sacct.txt").read_bytes()
+    assert detect(data, "sacct.txt") > 0
+    ok, q = _parse(data, fields=HB_JOBINFO_FIELDS, tz="Europe/Amsterdam")
+    assert q.height == 0  # 17 lines: 7 jobs, their 10 steps folded in
+    assert ok["job_id"].to_list() == ["4047445", "5908801_3", "7965768", "7939708", "7818766", "7951810", "6708912"]
+    assert ok["state"].to_list() == [
+        "CANCELLED", "COMPLETED", "CANCELLED", "FAILED", "COMPLETED", "PENDING", "TIMEOUT",
+    ]  # fmt: skip
+    assert ok["raw_state"][0] == "CANCELLED by 10290820"
+    # gres/gpu:v100=1 and gres/gpu=1 are the same GPU; no gres in AllocTRES is 0 GPUs; no AllocTRES is unknown
+    assert ok["n_gpus"].to_list() == [None, 0, 1, 1, 0, None, 0]
+    assert ok["n_cpus"].to_list() == [0, 8, 8, 8, 128, 0, 256]
+    assert ok["nodes"].to_list() == [[], ["v100gpu10"], ["v100gpu16"], ["a100gpu2"], ["omni2", "omni3"], [], ["omni11", "omni12"]]
+    gpu, never_ran, timeout = ok.row(2, named=True), ok.row(0, named=True), ok.row(6, named=True)
+    assert gpu["start_time"] == datetime(2024, 4, 4, 19, 45, 17)  # CEST is UTC+2
+    assert ok["submit_time"][1] == datetime(2023, 11, 2, 12, 47, 11)  # CET is UTC+1
+    assert gpu["elapsed_s"] == 15 * 3600 + 28 * 60 + 22 and gpu["timelimit_s"] == 86400 + 23 * 3600 + 59 * 60
+    assert never_ran["start_time"] is None and never_ran["end_time"] == datetime(2023, 9, 1, 12, 55, 57)
+    assert ok["start_time"][5] is None and ok["end_time"][5] is None  # PENDING: Unknown times stay null
+    assert timeout["elapsed_s"] == 3 * 86400 + 25 and timeout["timelimit_s"] == 3 * 86400
+
+
+SLYME_FIELDS = (
+    "User", "JobID", "JobName", "State", "Partition", "NCPUS", "NNodes", "CPUTime", "TotalCPU", "UserCPU",
+    "SystemCPU", "ReqMem", "MaxRSS", "Submit", "Start", "End", "NodeList",
+)  # fmt: skip
+
+
+def test_real_headerless_dump_whose_jobid_is_not_the_first_field():
+    # Harvard FASRC (fasrc/slyme), Slurm 14.03: --noheader --parsable2 --format User,JobID,...
+    data = (SLURM / "fasrc-slyme__sacct_single_parallel_COMPLETED_parsable.out").read_bytes()
+    assert detect(data, "sacct_single_parallel_COMPLETED_parsable.out") > 0  # sniffed by its JobID column
+    # a pipe table with 7+ fields but no .batch/.extern step id in any column is not sacct
+    assert detect(b"a|1|x|y|z|2|3\nb|2.19|x|y|z|2|3\n", "t.txt") == 0
+    ok, q = _parse(data, fields=SLYME_FIELDS, tz="America/New_York")
+    assert q.height == 0  # one job; its .batch and .0 steps (empty User) fold into it
+    job = ok.row(0, named=True)
+    assert (job["job_id"], job["user"], job["name"], job["partition"], job["state"]) == (
+        "77454", "jab", "cpu_user_parallel", "general", "COMPLETED",
+    )  # fmt: skip
+    assert (job["n_cpus"], job["n_nodes"], job["nodes"]) == (3, 2, ["hero4515", "hero4516"])
+    assert job["start_time"] == datetime(2014, 6, 26, 15, 51, 28)  # EDT is UTC-4
+    assert job["end_time"] == datetime(2014, 6, 26, 15, 52, 31) and job["submit_time"] == job["start_time"]
