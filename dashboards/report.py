@@ -295,17 +295,26 @@ def _causes(t: dict) -> Section:
         )
         return s
     s.chart = charts.causes_chart(mix, ref)
-    top = mix.row(0, named=True)
-    ref_share = ref.filter(pl.col("cause_class") == top["cause_class"])["share"]
-    llama = _pct(ref_share[0], 0) if ref_share.len() else "0%"
-    k = min(3, mix.height)
+    total = mix["count"].sum()
     own = mix.filter(pl.col("cause_class") == WORKLOAD)["count"].sum()
+    # Llama 3's 419 interruptions hold no failures of the jobs' own: compare infrastructure only
+    infra = mix.filter(pl.col("cause_class") != WORKLOAD)
     s.reading = (
-        f"{top['cause_class']} caused {_pct(top['share'], 0)} of the {mix['count'].sum():,} unexpected "
-        f"interruptions; Llama 3 saw {llama}. The top {k} classes account for "
-        f"{_pct(mix['cum_share'][k - 1], 0)}. Of them, {own:,} were the jobs' own failures "
-        f"(class {WORKLOAD}: exit codes, OOM) and {mix['count'].sum() - own:,} infrastructure."
+        f"Of the {total:,} unexpected interruptions, {own:,} were the jobs' own failures "
+        f"(class {WORKLOAD}: exit codes, OOM) and {total - own:,} infrastructure."
     )
+    if infra.height:
+        top = infra.row(0, named=True)
+        share = top["count"] / infra["count"].sum()
+        ref_share = ref.filter(pl.col("cause_class") == top["cause_class"])["share"]
+        llama = _pct(ref_share[0], 0) if ref_share.len() else "0%"
+        k = min(3, infra.height)
+        s.reading += (
+            f" Among infrastructure interruptions {top['cause_class']} caused {_pct(share, 0)} "
+            f"(Llama 3: {llama})"
+            + (f"; the top {k} infrastructure classes account for "
+               f"{_pct(infra['count'].head(k).sum() / infra['count'].sum(), 0)}." if k > 1 else ".")
+        )
     return s
 
 

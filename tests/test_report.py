@@ -102,9 +102,9 @@ def test_every_section_has_a_chart_and_computed_reading(built):
     r = readings(page)
     assert list(r) == SECTIONS
     assert r["causes"] == (
-        "gpu caused 75% of the 4 unexpected interruptions; Llama 3 saw 41%. "
-        "The top 2 classes account for 100%. Of them, 0 were the jobs' own failures "
-        "(class workload: exit codes, OOM) and 4 infrastructure."
+        "Of the 4 unexpected interruptions, 0 were the jobs' own failures (class workload: exit "
+        "codes, OOM) and 4 infrastructure. Among infrastructure interruptions gpu caused 75% "
+        "(Llama 3: 41%); the top 2 infrastructure classes account for 100%."
     )
     assert r["failure_rates"].startswith(
         "gpu fails most often: 2 failures per 1,000 unit-days (95% CI 1–4, 3 failures); "
@@ -162,8 +162,8 @@ def test_reading_follows_the_data(tmp_path):
     intr = wh.read("interruptions").with_columns(pl.lit("nic").alias("cause_class"))
     wh.replace_table("interruptions", intr)
     r = {s.key: s.reading for s in build_sections(wh)}
-    assert r["causes"].startswith(
-        "nic caused 100% of the 4 unexpected interruptions; Llama 3 saw 2%"
+    assert r["causes"].endswith(
+        "Among infrastructure interruptions nic caused 100% (Llama 3: 2%)."
     )
 
 
@@ -310,7 +310,7 @@ def test_sample_fleet_report_is_small(tmp_path):
     assert n >= 5 and len(pngs) == n and len(list((out.parent / "charts").glob("*.svg"))) == n
     intr = wh.read("interruptions").filter(~pl.col("planned"))
     own = intr.filter(pl.col("failure_domain") == "workload").height
-    assert readings(page)["causes"].endswith(
-        f"Of them, {own:,} were the jobs' own failures (class workload: exit codes, OOM) "
-        f"and {intr.height - own:,} infrastructure."
+    assert readings(page)["causes"].startswith(
+        f"Of the {intr.height:,} unexpected interruptions, {own:,} were the jobs' own failures "
+        f"(class workload: exit codes, OOM) and {intr.height - own:,} infrastructure."
     )
