@@ -568,7 +568,7 @@ def with_fleet_age(
         start = fleet_age
         if fleet_age == "observed":
             start = ages.get(c, "stationary")
-        label = start if isinstance(start, str) else f"observed ({len(start.ages)} age quantiles)"
+        label = start if isinstance(start, str) else "observed"
         if fleet_age == "observed" and not isinstance(start, AgeGroups):
             label = "stationary (no observed ages)"
         exponential = law is None or law.name == "exponential" or getattr(law, "shape", 0) == 1.0
