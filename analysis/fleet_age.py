@@ -53,7 +53,7 @@ class AgeGroups:
         if a.size == 0:
             raise ValueError("no ages")
         k = min(groups, a.size)
-        q = np.quantile(a, (np.arange(k) + 0.5) / k)
+        q = np.quantile(a, (np.arange(k) + 0.5) / k, method="inverted_cdf")
         return cls(q, np.full(k, 1.0 / k))
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from datetime import UTC
 
 import numpy as np
 import polars as pl
@@ -513,11 +514,16 @@ def observed_ages(wh, classes=None) -> dict[str, AgeGroups]:
     if lt.height == 0:
         return {}
     win = stored_window(wh)
-    end = (
-        pl.lit(win.observed_to).cast(pl.Datetime("us", "UTC"))
-        if win is not None and win.observed_to is not None
-        else pl.col("observed_to").max().over("component_class")
-    )
+    if win is not None and win.observed_to is not None:
+        t = win.observed_to
+        tz = lt.schema["observed_to"].time_zone  # naive timestamps are UTC
+        if tz is None and t.tzinfo is not None:
+            t = t.astimezone(UTC).replace(tzinfo=None)
+        elif tz is not None and t.tzinfo is None:
+            t = t.replace(tzinfo=UTC)
+        end = pl.lit(t).cast(lt.schema["observed_to"])
+    else:
+        end = pl.col("observed_to").max().over("component_class")
     alive = lt.filter(
         ~pl.col("event").fill_null(False)
         & pl.col("observed_to").is_not_null()

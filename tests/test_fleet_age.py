@@ -173,3 +173,27 @@ def test_project_cli_observed_fleet_age_names_model_and_age_per_class(tmp_path, 
     stat = {c["component_class"]: c for c in out["stationary"]["classes"]}
     assert stat["gpu"]["rate_per_unit_hour"] == pytest.approx(1.0 / law.mean(), rel=1e-9)
     assert out["observed"]["mtti_hours"] < 0.6 * out["stationary"]["mtti_hours"]
+
+
+def test_observed_ages_are_aged_on_to_the_window_end(tmp_path, monkeypatch):
+    """Units still in service within a day of the build's window end, aged on to that end;
+    a unit whose observation stopped earlier (removed) and a failed unit are not ages."""
+    from analysis import observation
+    from analysis.projection import observed_ages
+    from warehouse.store import Warehouse
+
+    wh = Warehouse(str(tmp_path / "h"))
+    end = datetime(2026, 1, 31, tzinfo=UTC)
+    wh.replace_table("component_lifetimes", conform("component_lifetimes", pl.DataFrame({
+        "component_class": ["gpu"] * 4, "unit_id": list("abcd"),
+        "observed_from": [end - timedelta(hours=200)] * 4,
+        "observed_to": [end - timedelta(hours=h) for h in (10, 30, 5, 0)],
+        "entry": [0.0] * 4, "duration": [90.0, 70.0, 50.0, 400.0],
+        "event": [False, False, True, False],
+    })))  # fmt: skip
+    monkeypatch.setattr(
+        observation, "stored_window", lambda wh: observation.Window(None, end, "explicit")
+    )
+    ages = observed_ages(wh)
+    assert sorted(ages["gpu"].ages.tolist()) == [100.0, 400.0]
+    assert ages["gpu"].weights.tolist() == [0.5, 0.5]
