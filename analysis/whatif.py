@@ -179,6 +179,8 @@ def rows(
 
 _PROJ_COLUMNS = {
     "scope",
+    "fleet_age",
+    "horizon_hours",
     "mtti_ci_low",
     "mtti_ci_high",
     "young_interval_hours",
@@ -446,7 +448,8 @@ def refresh_projections(
         joint_rows(joint_best(rates, base, spares=spares_grid, replicas=replicas, seed=seed))
     )
     out = pl.concat([conform("goodput_projections", p) for p in parts]).with_columns(
-        pl.lit(scope).alias("scope")
+        pl.lit(scope).alias("scope"),
+        pl.lit(" + ".join(dict.fromkeys(rates.fleet_age or ("stationary",)))).alias("fleet_age"),
     )
     wh.replace_table("goodput_projections", out)
     return out

@@ -173,6 +173,9 @@ def test_project_cli_observed_fleet_age_names_model_and_age_per_class(tmp_path, 
     stat = {c["component_class"]: c for c in out["stationary"]["classes"]}
     assert stat["gpu"]["rate_per_unit_hour"] == pytest.approx(1.0 / law.mean(), rel=1e-9)
     assert out["observed"]["mtti_hours"] < 0.6 * out["stationary"]["mtti_hours"]
+    stored = Warehouse(str(home)).read("goodput_projections").sort("fleet_age")
+    assert stored["fleet_age"].to_list() == ["observed", "stationary"]
+    assert stored["horizon_hours"].to_list() == [1000.0, 1000.0]
 
 
 def test_observed_ages_are_aged_on_to_the_window_end(tmp_path, monkeypatch):
