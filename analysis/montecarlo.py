@@ -5,15 +5,19 @@ spare-pool exhaustion, restart-time spread and asynchronous checkpoint windows h
 form. Where the analytic assumptions hold (exponential lifetimes, fixed costs, no waiting for
 spares) the simulation converges to Daly's expected wall time (tested within 1%).
 
-Failure stream, per replica and class c with n_c units (``projection.UNIT_COUNTS``):
+Failure stream, per replica and class c with n_c units (``projection.UNIT_COUNTS``), from the
+class's lifetime law (``ClassRates.lifetimes``: the selected fitted model, any registered one,
+or the Weibull of a given shape; a replica's rate draw speeds the law up or slows it down):
 - every unit's first failure within the horizon H is drawn exactly: the number of units that
   fail is Binomial(n_c, F0(H)) and their times come from F0 truncated to [0, H], where F0 is
-  the residual-life law given the unit's age at job start: ``"stationary"`` (equilibrium
-  renewal: F0(x) = P(1/k, (x/λ)^k), the default), ``"new"`` (age 0) or a given age in hours;
-- a failed unit is replaced by a new one (age 0) at once, whose own Weibull lifetime starts
-  there (renewal chains are drawn generation by generation, vectorized over all events).
-  Only the failed unit renews; the spare node's other units are taken as statistically like
-  the ones they replace.
+  the residual-life law given the unit's age at job start (``analysis.fleet_age``):
+  ``"stationary"`` (equilibrium age, F0(x) = int_0^x S / mean, the default), ``"new"`` (age 0),
+  a given age in hours, or the observed ages of the class's units (age groups);
+- a failed unit is replaced by a new one (age 0) at once, whose own lifetime starts there
+  (renewal chains are drawn generation by generation, vectorized over all events). This is
+  the renewal process whose expected count ``fleet_age.expected_failures`` gives the analytic
+  projection. Only the failed unit renews; the spare node's other units are taken as
+  statistically like the ones they replace.
 Job dynamics: compute in segments of τ hours, each followed by a checkpoint whose blocking
 part δ_b stalls training; the checkpoint is durable δ − δ_b after the stall ends (async
 write). A failure loses everything since the last durable checkpoint, then the job waits for
@@ -30,10 +34,9 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import gamma as gamma_fn
-from scipy.special import gammainc, gammaincinv
 
 from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S
+from analysis.fleet_age import AgeGroups, start_groups, stationary_residual_cdf
 from analysis.projection import ClassRates, unit_counts, useful_fraction
 from analysis.taxonomy import NON_HARDWARE, WORKLOAD
 
@@ -57,7 +60,9 @@ class JobConfig:
     spares: int | None = None  # hot spare nodes; None = unlimited (never wait)
     repair_hours: float = 24.0  # median time until a failed node is back in the pool
     repair_sigma: float = 0.0
-    initial_age: str | float = "stationary"
+    # unit ages at job start: None = the rates' own fleet age (``ClassRates.starts``,
+    # stationary unless set by ``projection.with_fleet_age``), or 'stationary' | 'new' | hours
+    initial_age: str | float | None = None
     counts: dict[str, tuple[str, int]] | None = None  # unit-count overrides
 
 
@@ -93,62 +98,71 @@ def _lognormal(rng, median, sigma, size):
     return median * np.exp(sigma * rng.standard_normal(size))
 
 
+def _split(units: int, weights: np.ndarray) -> np.ndarray:
+    """``units`` spread over groups in proportion to ``weights`` (largest remainder)."""
+    raw = units * np.asarray(weights, float) / np.sum(weights)
+    out = np.floor(raw).astype(np.int64)
+    out[np.argsort(out - raw)[: units - int(out.sum())]] += 1
+    return out
+
+
 def failure_events(
-    rates: np.ndarray,
-    shapes: np.ndarray,
+    speed: np.ndarray,
+    laws: list,
+    starts,
     units: np.ndarray,
     hardware: np.ndarray,
     horizon: np.ndarray,
     rng: np.random.Generator,
-    initial_age="stationary",
 ):
     """Padded (replicas, E+1) failure times (inf-padded, sorted) and hardware flags.
 
-    ``rates`` (R, C) per unit-hour long-run rates; Weibull scale λ = 1/(rate·Γ(1+1/k)).
+    Class c's lifetimes in hours are ``laws[c]`` lifetimes divided by ``speed[:, c]`` (per
+    replica: its rate draw / the law's own rate), so law time = hours x speed. ``starts[c]``:
+    'stationary' (residual life of an equilibrium-age unit, CDF ``fleet_age.
+    stationary_residual_cdf``), 'new' or ``fleet_age.AgeGroups`` (the class's units spread
+    over the ages in proportion to the weights; residual life of a unit of age a:
+    H^-1(H(a) + E) - a). The number of first failures is Binomial(units, P(first < H)); the
+    replacement chains sample the law from age 0.
     """
-    n_rep, n_cls = rates.shape
-    k = np.broadcast_to(shapes, (n_rep, n_cls))
-    with np.errstate(divide="ignore"):
-        lam = np.where(
-            rates > 0, 1.0 / (np.maximum(rates, 1e-300) * gamma_fn(1.0 + 1.0 / k)), np.inf
-        )
-    h = np.broadcast_to(horizon[:, None], (n_rep, n_cls))
-    z = (h / lam) ** k
-    if initial_age == "stationary":
-        p = gammainc(1.0 / k, z)
-    elif initial_age == "new":
-        p = -np.expm1(-z)
+    n_rep, n_cls = speed.shape
+    times, reps, clss = [], [], []
+    for c in range(n_cls):
+        law, f = laws[c], speed[:, c]
+        hm = horizon * f  # the horizon in law time, per replica
+        firsts = []  # (times in hours, replica)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if isinstance(starts[c], str) and starts[c] == "stationary":
+                x, g = stationary_residual_cdf(law, float(hm.max()) if hm.size else 0.0)
+                p = np.interp(hm, x, g) if hm.max() > 0 else np.zeros(n_rep)
+                n = rng.binomial(int(units[c]), np.clip(p, 0.0, 1.0))
+                rep = np.repeat(np.arange(n_rep), n)
+                t = np.interp(rng.random(rep.size) * p[rep], g, x) / f[rep]
+                firsts.append((t, rep))
+            else:
+                groups = start_groups(starts[c])
+                for a, k in zip(groups.ages, _split(int(units[c]), groups.weights), strict=True):
+                    am = a * f
+                    h0 = law.cumulative_hazard(am)
+                    p = np.where(f > 0, -np.expm1(h0 - law.cumulative_hazard(am + hm)), 0.0)
+                    n = rng.binomial(int(k), np.clip(np.nan_to_num(p), 0.0, 1.0))
+                    rep = np.repeat(np.arange(n_rep), n)
+                    e = -np.log1p(-rng.random(rep.size) * p[rep])
+                    life = law.inverse_cumulative_hazard(h0[rep] + e) - am[rep]
+                    firsts.append((np.maximum(life, 0.0) / f[rep], rep))
+            cur_t = np.concatenate([t for t, _ in firsts])
+            cur_r = np.concatenate([r for _, r in firsts])
+            while cur_t.size:  # renewal chains of replacement units (age 0 at the failure)
+                times.append(cur_t)
+                reps.append(cur_r)
+                clss.append(np.full(cur_t.size, c))
+                nxt = cur_t + law.sample(cur_t.size, rng) / f[cur_r]
+                keep = nxt < horizon[cur_r]
+                cur_t, cur_r = nxt[keep], cur_r[keep]
+    if times:
+        t, rep, cls = np.concatenate(times), np.concatenate(reps), np.concatenate(clss)
     else:
-        a = float(initial_age)
-        za = (a / lam) ** k
-        p = -np.expm1(za - ((a + h) / lam) ** k)
-    p = np.where(np.isfinite(lam), p, 0.0)
-    n_first = rng.binomial(
-        np.broadcast_to(units.astype(np.int64), (n_rep, n_cls)), np.clip(p, 0, 1)
-    )
-    flat = n_first.ravel()
-    rep = np.repeat(np.repeat(np.arange(n_rep), n_cls), flat)
-    cls = np.repeat(np.tile(np.arange(n_cls), n_rep), flat)
-    kk, ll = k[rep, cls], lam[rep, cls]
-    u = rng.random(rep.size) * p[rep, cls]
-    if initial_age == "stationary":
-        t = ll * gammaincinv(1.0 / kk, u) ** (1.0 / kk)
-    elif initial_age == "new":
-        t = ll * (-np.log1p(-u)) ** (1.0 / kk)
-    else:
-        t = ll * ((a / ll) ** kk - np.log1p(-u)) ** (1.0 / kk) - a
-    times, reps, clss = [t], [rep], [cls]
-    cur_t, cur_r, cur_c = t, rep, cls
-    while cur_t.size:  # renewal chains of replacement units (age 0 at the failure)
-        nxt = cur_t + lam[cur_r, cur_c] * (-np.log(rng.random(cur_t.size))) ** (
-            1.0 / k[cur_r, cur_c]
-        )
-        keep = nxt < horizon[cur_r]
-        cur_t, cur_r, cur_c = nxt[keep], cur_r[keep], cur_c[keep]
-        times.append(cur_t)
-        reps.append(cur_r)
-        clss.append(cur_c)
-    t, rep, cls = np.concatenate(times), np.concatenate(reps), np.concatenate(clss)
+        t, rep, cls = np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64)
     order = np.lexsort((t, rep))
     t, rep, cls = t[order], rep[order], cls[order]
     per = np.bincount(rep, minlength=n_rep)
@@ -245,8 +259,18 @@ def _run(
     rng, r_mat, rates, units, hardware, horizon, cfg, tau, d_blk, d_async, work, deadline
 ) -> MCResult:
     n = r_mat.shape[0]
+    laws = rates.lifetimes()
+    ref = np.array([r for _, r in laws])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        speed = np.where(ref > 0, r_mat / np.where(ref > 0, ref, 1.0), 0.0)
+    if cfg.initial_age is None:
+        starts = rates.class_starts()
+    elif isinstance(cfg.initial_age, str):
+        starts = (cfg.initial_age,) * len(laws)
+    else:
+        starts = (AgeGroups.at(float(cfg.initial_age)),) * len(laws)
     fail, hw = failure_events(
-        np.ascontiguousarray(r_mat), rates.shapes(), units, hardware, horizon, rng, cfg.initial_age
+        speed, [law for law, _ in laws], starts, units, hardware, horizon, rng
     )
     ready = np.zeros(n)  # when computing (re)starts
     rem = np.full(n, np.inf if work is None else float(work))  # work still to do

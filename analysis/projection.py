@@ -25,14 +25,21 @@ its upper bound. Goodput bands are the 2.5/97.5 percentiles over those draws.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
+from datetime import UTC
 
 import numpy as np
 import polars as pl
 
+from analysis import lifetime_models
 from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S
+from analysis.fleet_age import (
+    DEFAULT_FLEET_AGE,
+    FLEET_AGES,
+    AgeGroups,
+    expected_failures,
+)
 from analysis.survival import rate_samples
 from analysis.taxonomy import (
     DEFAULT_SCOPE,
@@ -77,11 +84,24 @@ class ClassRates:
     counts: dict[str, tuple[str, int]] | None = None
     events: np.ndarray | None = None
     origins: tuple[str, ...] | None = None
+    # The lifetime law of each class (``analysis.lifetime_models``; None = exponential at
+    # ``rate``, or the Weibull of ``shape`` with mean 1/rate), ``base_rate`` the per-unit-hour
+    # rate that law gives at the class's fleet age (rate / base_rate = how much a what-if or a
+    # rate draw speeds its lifetimes up), ``starts`` the unit ages at job start
+    # (``analysis.fleet_age``: 'stationary', 'new' or AgeGroups), ``model_names`` and
+    # ``fleet_age`` what the JSON says per class, ``horizon_hours`` the job horizon the
+    # fleet-age rates are averaged over.
+    models: tuple | None = None
+    base_rate: np.ndarray | None = None
+    starts: tuple | None = None
+    model_names: tuple[str, ...] | None = None
+    fleet_age: tuple[str, ...] | None = None
+    horizon_hours: float | None = None
 
     def __post_init__(self):
         n = len(self.classes)
         object.__setattr__(self, "rate", np.asarray(self.rate, dtype=float).reshape(n))
-        for name in ("ci_low", "ci_high", "shape", "events"):
+        for name in ("ci_low", "ci_high", "shape", "events", "base_rate"):
             v = getattr(self, name)
             if v is not None:
                 object.__setattr__(self, name, np.asarray(v, dtype=float).reshape(n))
@@ -120,6 +140,23 @@ class ClassRates:
         return (
             np.ones(len(self.classes)) if self.shape is None else np.nan_to_num(self.shape, nan=1.0)
         )
+
+    def lifetimes(self) -> list[tuple]:
+        """Per class (law, speed-up reference): lifetimes in hours are ``law`` lifetimes divided
+        by rate / reference. A fitted law has reference ``base_rate``; otherwise the law is the
+        Weibull of ``shape`` with mean 1 (the exponential for shape 1) and the reference 1."""
+        weibull = lifetime_models.get("weibull")
+        models = self.models or (None,) * len(self.classes)
+        out = []
+        for i, k in enumerate(self.shapes()):
+            if models[i] is not None:
+                out.append((models[i], float(self.base_rate[i])))
+            else:
+                out.append((weibull(shape=k, scale_hours=1.0 / math.gamma(1.0 + 1.0 / k)), 1.0))
+        return out
+
+    def class_starts(self) -> tuple:
+        return self.starts or ("stationary",) * len(self.classes)
 
     def has_uncertainty(self) -> bool:
         if self.samples is not None:
@@ -242,6 +279,24 @@ def rates_from_table(df: pl.DataFrame, source: str = "file", origin: str = "file
     )
 
 
+def selected_law(row: dict):
+    """(law, model name) of a selected ``failure_rates`` row: the registered model with its
+    fitted ``params`` (``analysis.lifetime_models``), or (None, 'exponential') where the
+    exponential's rate is the answer (the exponential itself, no usable parameters, or a law
+    without a finite mean, e.g. a log-logistic of shape <= 1)."""
+    name = (row.get("model") or "exponential").lower()
+    if name == "exponential":
+        return None, name
+    try:
+        law = lifetime_models.get(name).from_params(row.get("params") or "{}")
+        mean = law.mean()
+    except (ValueError, TypeError, OverflowError):
+        return None, "exponential"
+    if not (math.isfinite(mean) and mean > 0):
+        return None, "exponential"
+    return law, name
+
+
 def rates_from_failure_rates(
     df: pl.DataFrame,
     stratum: str = "all",
@@ -251,10 +306,13 @@ def rates_from_failure_rates(
 ) -> ClassRates:
     """Adapter from the ``failure_rates`` table: the ``selected`` row of each class.
 
-    rate = rate_per_1k_unit_days / 24,000 (per unit-hour), CI from rate_ci_low/high (same
-    unit); the Weibull shape comes from ``params`` JSON (or the ``shape`` column) when the
-    selected model is weibull, else 1. Rate uncertainty: ``samples`` (class -> per-unit-hour
-    draws of equal length) when given, else the fit's own posterior draws
+    Each class is projected with its selected model and fitted parameters (``selected_law``):
+    the per-unit-hour rate of a stationary fleet is the renewal rate 1 / mean of that law (an
+    exponential's 1 / mean is events / exposure = rate_per_1k_unit_days / 24,000 exactly); the
+    law itself goes to ``models`` for the Monte Carlo and the fleet-age rates. Uncertainty is
+    the crude rate's, relative: the CI from rate_ci_low/high and the draws scaled by
+    fitted / crude. Draws: ``samples`` (class -> per-unit-hour draws of equal length, taken
+    as given) when given, else the fit's own posterior draws
     (``analysis.survival.rate_samples``) when the table has events and exposure; lognormal from
     the CI only for classes with neither.
     """
@@ -270,47 +328,36 @@ def rates_from_failure_rates(
     )
     if sel.height == 0:
         raise ValueError("failure_rates has no selected rows with a rate")
-    names, rate, lo, hi, shape = [], [], [], [], []
+    names, rate, lo, hi, shape, laws, base, model_names = [], [], [], [], [], [], [], []
     for row in sel.iter_rows(named=True):  # one row per class
         names.append(row["component_class"])
-        rate.append(row["rate_per_1k_unit_days"] / HOURS_PER_1K_UNIT_DAYS)
-        lo.append(
-            np.nan
-            if row.get("rate_ci_low") is None
-            else row["rate_ci_low"] / HOURS_PER_1K_UNIT_DAYS
-        )
-        hi.append(
-            np.nan
-            if row.get("rate_ci_high") is None
-            else row["rate_ci_high"] / HOURS_PER_1K_UNIT_DAYS
-        )
-        k = 1.0
-        if (row.get("model") or "").lower() == "weibull":
-            params = {}
-            try:
-                params = json.loads(row.get("params") or "{}")
-            except (TypeError, ValueError):
-                params = {}
-            k = (
-                params.get("shape", row.get("shape"))
-                if isinstance(params, dict)
-                else row.get("shape")
-            )
-            if isinstance(k, dict):  # analysis.survival stores {"value", "ci_low", "ci_high"}
-                k = k.get("value")
-            k = (
-                1.0
-                if not isinstance(k, (int, float)) or not math.isfinite(k) or k <= 0
-                else float(k)
-            )
+        crude = row["rate_per_1k_unit_days"] / HOURS_PER_1K_UNIT_DAYS
+        law, name = selected_law(row)
+        fitted = 1.0 / law.mean() if law is not None else crude
+        # the fit's CI and draws are on the crude rate (events / exposure): carried over to the
+        # fitted rate as relative uncertainty
+        ratio = fitted / crude if crude > 0 else 1.0
+        rate.append(fitted)
+        laws.append(law)
+        base.append(fitted if law is not None else np.nan)
+        model_names.append(name)
+        lo.append(np.nan if row.get("rate_ci_low") is None else row["rate_ci_low"] / HOURS_PER_1K_UNIT_DAYS * ratio)
+        hi.append(np.nan if row.get("rate_ci_high") is None else row["rate_ci_high"] / HOURS_PER_1K_UNIT_DAYS * ratio)
+        k = getattr(law, "shape", 1.0) if name == "weibull" else 1.0
         shape.append(k)
     events = sel["n_events"].cast(pl.Float64).to_numpy() if "n_events" in sel.columns else None
+    ratios = dict(zip(names, np.asarray(rate) / np.maximum(
+        sel["rate_per_1k_unit_days"].to_numpy() / HOURS_PER_1K_UNIT_DAYS, 1e-300), strict=True))
     out = ClassRates(
         tuple(names), rate, lo, hi, shape=shape, source="fitted", events=events,
         origins=("fit",) * len(names),
+        models=tuple(laws) if any(m is not None for m in laws) else None,
+        base_rate=base, model_names=tuple(model_names),
     )  # fmt: skip
     if samples is None and {"n_events", "exposure_hours"} <= set(df.columns):
         samples = rate_samples(df, FIT_DRAWS, np.random.default_rng(seed), stratum, window) or None
+        if samples:  # the posterior of the crude rate, moved to the selected model's rate
+            samples = {c: v * (ratios[c] if ratios[c] > 0 else 1.0) for c, v in samples.items()}
     if samples:
         # Fit-based draws (e.g. analysis.survival.rate_samples) where given; lognormal from
         # the CI for the other classes, so every class has the same number of draws.
@@ -414,6 +461,7 @@ def combine(*parts: ClassRates | None) -> ClassRates:
     counts = {}
     for p in parts:
         counts.update(p.counts or {})
+    models = sum((p.models or (None,) * len(p.classes) for p in parts), ())
     return ClassRates(
         names,
         cat("rate", np.nan),
@@ -425,6 +473,9 @@ def combine(*parts: ClassRates | None) -> ClassRates:
         counts=counts or None,
         events=cat("events", np.nan),
         origins=sum((p.origins or (p.source,) * len(p.classes) for p in parts), ()),
+        models=models if any(m is not None for m in models) else None,
+        base_rate=cat("base_rate", np.nan),
+        model_names=tuple(model_name(p, i) for p in parts for i in range(len(p.classes))),
     )
 
 
@@ -451,8 +502,116 @@ def scoped_rates(wh, scope: str = DEFAULT_SCOPE, gpus_per_node: int = GPUS_PER_N
     return combine(fits, measured)
 
 
+def observed_ages(wh, classes=None) -> dict[str, AgeGroups]:
+    """Per class, the ages (hours) of the units in service at the end of the observation
+    window, from ``component_lifetimes``: units without a failure whose observation reaches
+    the window end (``observation.stored_window``, else the class's latest ``observed_to``)
+    within a day, aged on to that end; summarised as ``fleet_age.AgeGroups`` (quantiles).
+    Classes with no such unit are absent (projected stationary)."""
+    from analysis.observation import stored_window
+
+    lt = wh.read("component_lifetimes")
+    if lt.height == 0:
+        return {}
+    win = stored_window(wh)
+    if win is not None and win.observed_to is not None:
+        t = win.observed_to
+        tz = lt.schema["observed_to"].time_zone  # naive timestamps are UTC
+        if tz is None and t.tzinfo is not None:
+            t = t.astimezone(UTC).replace(tzinfo=None)
+        elif tz is not None and t.tzinfo is None:
+            t = t.replace(tzinfo=UTC)
+        end = pl.lit(t).cast(lt.schema["observed_to"])
+    else:
+        end = pl.col("observed_to").max().over("component_class")
+    alive = lt.filter(
+        ~pl.col("event").fill_null(False)
+        & pl.col("observed_to").is_not_null()
+        & pl.col("duration").is_not_null()
+        & (pl.col("observed_to") >= end - pl.duration(days=1))
+    ).select(
+        "component_class",
+        (pl.col("duration") + (end - pl.col("observed_to")).dt.total_microseconds() / 3.6e9).alias("age"),
+    )  # fmt: skip
+    if classes is not None:
+        alive = alive.filter(pl.col("component_class").is_in(list(classes)))
+    return {
+        c: AgeGroups.from_ages(g["age"].to_numpy())
+        for (c,), g in alive.group_by("component_class")
+        if g.height
+    }
+
+
+def with_fleet_age(
+    rates: ClassRates,
+    fleet_age: str = DEFAULT_FLEET_AGE,
+    horizon_hours: float | None = None,
+    ages: dict[str, AgeGroups] | None = None,
+) -> ClassRates:
+    """Rates of a job of ``horizon_hours`` whose units start at ``fleet_age``
+    (``fleet_age.FLEET_AGES``): per class, expected failures per unit position over the
+    horizon (renewal with replacement by new units, ``fleet_age.expected_failures``) / horizon.
+    'stationary' keeps 1 / mean; 'new' starts every unit at age 0; 'observed' takes each
+    class's ``ages`` (``observed_ages``), and a class without ages stays stationary (said in
+    ``fleet_age``). Exponential classes have no age effect. The CI and draws move with the
+    rate (same relative uncertainty); the Monte Carlo then draws the same process."""
+    if fleet_age not in FLEET_AGES:
+        raise ValueError(f"unknown fleet age {fleet_age!r}; use one of {', '.join(FLEET_AGES)}")
+    ages = ages or {}
+    n = len(rates.classes)
+    if fleet_age != "stationary" and not (horizon_hours and horizon_hours > 0):
+        raise ValueError("a fleet age other than stationary needs a positive job horizon")
+    weibull = lifetime_models.get("weibull")
+    models = list(rates.models or (None,) * n)
+    base = np.array(rates.base_rate if rates.base_rate is not None else np.full(n, np.nan))
+    shapes = rates.shapes()
+    ratio, starts, labels = np.ones(n), [], []
+    for i, c in enumerate(rates.classes):
+        law, r = models[i], float(rates.rate[i])
+        if law is None and shapes[i] != 1.0 and r > 0:  # a Weibull given by shape and rate
+            law = weibull(shape=shapes[i], scale_hours=1.0 / (r * math.gamma(1.0 + 1.0 / shapes[i])))
+            models[i], base[i] = law, r
+        start = fleet_age
+        if fleet_age == "observed":
+            start = ages.get(c, "stationary")
+        label = start if isinstance(start, str) else "observed"
+        if fleet_age == "observed" and not isinstance(start, AgeGroups):
+            label = "stationary (no observed ages)"
+        exponential = law is None or law.name == "exponential" or getattr(law, "shape", 0) == 1.0
+        if start != "stationary" and not exponential and r > 0:
+            f = r / base[i]  # speed-up of the law by what-ifs: time runs f times faster
+            if isinstance(start, AgeGroups):
+                start = AgeGroups(start.ages * f, start.weights)
+            eff = expected_failures(law, horizon_hours * f, start) / horizon_hours
+            ratio[i] = eff / r
+            base[i] = eff / f
+        starts.append(start if not isinstance(start, AgeGroups) else ages[c])
+        labels.append(label)
+    return replace(
+        rates.scaled(dict(zip(rates.classes, ratio, strict=True))),
+        models=tuple(models) if any(m is not None for m in models) else None,
+        base_rate=base,
+        starts=tuple(starts),
+        fleet_age=tuple(labels),
+        horizon_hours=horizon_hours,
+    )
+
+
+def model_name(rates: ClassRates, i: int) -> str:
+    """The lifetime law class ``i`` is projected with: a fitted model's name, or the
+    Weibull of a given shape, or the exponential."""
+    if rates.models is not None and rates.models[i] is not None:
+        law = rates.models[i]
+        return law.name if rates.model_names is None else rates.model_names[i]
+    if rates.model_names is not None:
+        return rates.model_names[i]
+    k = rates.shapes()[i]
+    return "exponential" if k == 1.0 else f"weibull (shape {k:g})"
+
+
 def rate_rows(rates: ClassRates) -> list[dict]:
-    """Per class: rate per unit-hour with its 95% CI, unit scope and count, source, events."""
+    """Per class: rate per unit-hour with its 95% CI, unit scope and count, source, events,
+    the lifetime model and the fleet age its rate is for."""
     table = {**UNIT_COUNTS, **(rates.counts or {})}
     out = []
     for i, c in enumerate(rates.classes):
@@ -467,6 +626,8 @@ def rate_rows(rates: ClassRates) -> list[dict]:
                 "units_per_scope": int(k),
                 "source": (rates.origins or (rates.source,) * len(rates.classes))[i],
                 "events": None if rates.events is None or not np.isfinite(rates.events[i]) else int(rates.events[i]),
+                "model": model_name(rates, i),
+                "fleet_age": (rates.fleet_age or ("stationary",) * len(rates.classes))[i],
             }
         )  # fmt: skip
     return out

@@ -15,11 +15,13 @@ import numpy as np
 import polars as pl
 
 from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S, TARGET_GPUS
+from analysis.fleet_age import DEFAULT_FLEET_AGE
 from analysis.montecarlo import JobConfig, simulate
 from analysis.projection import (
     ClassRates,
     daly_interval,
     interruption_rate,
+    observed_ages,
     project,
     projection_rows,
     rate_rows,
@@ -28,6 +30,7 @@ from analysis.projection import (
     scoped_rates,
     unit_counts,
     useful_fraction,
+    with_fleet_age,
 )
 from analysis.taxonomy import DEFAULT_SCOPE
 from warehouse.schemas import conform
@@ -176,6 +179,8 @@ def rows(
 
 _PROJ_COLUMNS = {
     "scope",
+    "fleet_age",
+    "horizon_hours",
     "mtti_ci_low",
     "mtti_ci_high",
     "young_interval_hours",
@@ -443,7 +448,8 @@ def refresh_projections(
         joint_rows(joint_best(rates, base, spares=spares_grid, replicas=replicas, seed=seed))
     )
     out = pl.concat([conform("goodput_projections", p) for p in parts]).with_columns(
-        pl.lit(scope).alias("scope")
+        pl.lit(scope).alias("scope"),
+        pl.lit(" + ".join(dict.fromkeys(rates.fleet_age or ("stationary",)))).alias("fleet_age"),
     )
     wh.replace_table("goodput_projections", out)
     return out
@@ -475,11 +481,21 @@ def project_one(
     seed: int = 0,
     scope: str = DEFAULT_SCOPE,
     rates: ClassRates | None = None,
+    fleet_age: str = DEFAULT_FLEET_AGE,
+    horizon_hours: float | None = None,
 ) -> dict:
     """One scenario as ``goodput project`` shows it. Rates: ``rates`` when given (e.g. a
     ``--rates`` file), else an ``mtti_hours`` override, else the warehouse's rates of
     ``scope`` (``projection.scoped_rates``). Raises ValueError when there is nothing to
-    project from."""
+    project from.
+
+    ``fleet_age`` (``fleet_age.FLEET_AGES``) is the age of the job's units at its start, for
+    both the analytic rates and the Monte Carlo (``projection.with_fleet_age``): 'observed'
+    takes each class's ages at the window end from the warehouse (``observed_ages``); classes
+    without ages (measured interruption classes, rates files) stay stationary, as each class's
+    ``fleet_age`` in ``classes`` says. ``horizon_hours``: the job's length (default
+    ``Scenario.mc_wall_hours``), over which a non-stationary fleet's failures are counted and
+    the Monte Carlo runs."""
     from_warehouse = rates is None and mtti_hours is None
     if rates is None:
         rates = (
@@ -487,6 +503,9 @@ def project_one(
             if from_warehouse
             else ClassRates.from_mtti(mtti_hours)
         )
+    horizon = Scenario.mc_wall_hours if horizon_hours is None else float(horizon_hours)
+    ages = observed_ages(wh, rates.classes) if fleet_age == "observed" and from_warehouse else {}
+    rates = with_fleet_age(rates, fleet_age, horizon, ages)
     sc = Scenario(
         n_gpus=n_gpus,
         gpus_per_node=gpus_per_node,
@@ -495,8 +514,11 @@ def project_one(
         interval_hours=interval_hours,
         spares=spares,
         repair_hours=repair_hours,
+        mc_wall_hours=horizon,
     )
     res = evaluate(rates, sc, method, replicas=replicas, seed=seed)
+    res["fleet_age"] = fleet_age
+    res["horizon_hours"] = horizon
     res["scope"] = scope if from_warehouse else None
     res["interval_source"] = "auto = Daly" if interval_hours is None else "given"
     if mtti_hours is not None and method == "analytic":
@@ -539,6 +561,10 @@ def format_projection(res: dict) -> list[str]:
         f"  {'checkpoint cost':<22}{res['ckpt_cost_s']:g} s",
         f"  {'restart':<22}{dur(res['restart_s'] / 3600)}",
         f"  {'spares':<22}{spares}",
+        (
+            f"  {'fleet age':<22}{res.get('fleet_age', DEFAULT_FLEET_AGE)} at job start, "
+            f"{res.get('horizon_hours', res['mc_wall_hours']):g} h job horizon"
+        ),
         f"  {'MTTI':<22}{res['mtti_hours']:.2f} h"
         + (
             f"  (95% {res['mtti_ci_low']:.2f} - {res['mtti_ci_high']:.2f})"
@@ -555,12 +581,13 @@ def format_projection(res: dict) -> list[str]:
         lines.append(
             f"  {'single-job spread':<22}{res['goodput_spread_low']:.3f} - {res['goodput_spread_high']:.3f}"
         )
-    lines.append(f"  {'class rates':<22}per unit-hour (unit, source, events)")
+    lines.append(f"  {'class rates':<22}per unit-hour (unit, source, events; model, fleet age)")
     for c in res["classes"]:
         ev = "" if c["events"] is None else f", {c['events']:,} events"
         lines.append(
             f"    {c['component_class']:<18}{c['rate_per_unit_hour']:.3e} per unit-hour, "
-            f"{c['units_per_scope']} per {c['unit']} ({c['source']}{ev})"
+            f"{c['units_per_scope']} per {c['unit']} ({c['source']}{ev}; "
+            f"{c['model']}, {c['fleet_age']})"
         )
     if "analytic_goodput" in res:
         lines.append(

@@ -308,10 +308,14 @@ def cmd_project(args) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     wh = _warehouse(args, existing=True)
+    horizon = None if args.horizon is None else parse_duration(args.horizon) / 3600
+    if horizon == 0:
+        raise CliError("--horizon must be a positive duration")
     try:
         res = project_one(wh, args.gpus, args.gpus_per_node, parse_duration(args.ckpt_cost),
                           parse_duration(args.restart), interval, args.spares, mtti, args.method,
-                          scope=args.scope, rates=rates)
+                          scope=args.scope, rates=rates, fleet_age=args.fleet_age,
+                          horizon_hours=horizon)
     except ValueError as exc:
         raise CliError(f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first, "
                        "or pass --rates FILE.csv or --mtti DUR") from None
@@ -377,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
         RESTART_S,
         TARGET_GPUS,
     )
+    from analysis.fleet_age import DEFAULT_FLEET_AGE, FLEET_AGES
     from analysis.taxonomy import DEFAULT_SCOPE, SCOPES
 
     p = argparse.ArgumentParser(prog="goodput", description=__doc__.splitlines()[0])
@@ -467,6 +472,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rates", help="project from a rates CSV (component_class,events,exposure_hours,unit "
                                    "with unit gpu|node|job) instead of the warehouse")
     s.add_argument("--method", choices=["analytic", "mc"], default="analytic")
+    s.add_argument("--fleet-age", choices=list(FLEET_AGES), default=DEFAULT_FLEET_AGE,
+                   help="age of the job's units at its start: stationary (long-run rate 1/mean of each "
+                        "class's fitted model), new (all age 0: failures over --horizon by renewal), "
+                        "observed (each unit's age at the window end from the warehouse; classes "
+                        "without ages stay stationary)")
+    s.add_argument("--horizon",
+                   help="job length, e.g. 30d: failures of a non-stationary fleet are counted over it, "
+                        "and --method mc simulates it (default: 54 days, Llama 3's run)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=cmd_project)
 

@@ -13,6 +13,7 @@ from analysis.projection import (
     interruption_rate,
     llama3_rates,
     project,
+    rate_rows,
     rates_from_failure_rates,
     scale_points,
     unit_counts,
@@ -140,9 +141,13 @@ def test_adapter_reads_selected_rows_and_weibull_shape():
     )
     r = rates_from_failure_rates(df)
     assert r.classes == ("gpu", "psu") and r.source == "fitted"
-    assert r.rate.tolist() == pytest.approx([1e-4, 1e-5])
-    assert r.ci_high.tolist() == pytest.approx([2e-4, 2e-5])
+    # the selected Weibull's own rate, 1 / mean (not the crude 1e-4 events / exposure); its
+    # CI keeps the crude rate's relative width
+    fitted = 1.0 / (1e5 * math.gamma(1.0 + 1.0 / 0.8))
+    assert r.rate.tolist() == pytest.approx([fitted, 1e-5])
+    assert r.ci_high.tolist() == pytest.approx([2 * fitted, 2e-5])
     assert r.shapes().tolist() == [0.8, 1.0]
+    assert [row["model"] for row in rate_rows(r)] == ["weibull", "exponential"]
     assert r.has_uncertainty()
     drawn = rates_from_failure_rates(df, samples={"gpu": np.array([1e-4, 2e-4, 3e-4])})
     assert drawn.samples.shape == (2, 3) and drawn.samples[0].tolist() == [1e-4, 2e-4, 3e-4]

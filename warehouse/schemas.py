@@ -534,6 +534,8 @@ TABLES: dict[str, Table] = {
                 "goodput_spread_low": F64,  # 2.5-97.5% of single simulated jobs (mc only)
                 "goodput_spread_high": F64,
                 "scope": STR,  # hardware | infrastructure | all (analysis.taxonomy.SCOPES)
+                "fleet_age": STR,  # unit ages at job start: stationary | new | observed (analysis.fleet_age)
+                "horizon_hours": F64,  # job length a non-stationary fleet's failures are counted over
             },
             kind="derived",
         ),
