@@ -73,7 +73,7 @@ def _check(fmt: str, data: bytes, ctx: ParseContext | None = None):
     res = spec.parse(data, ctx or ParseContext(path="fuzz"))
     primary = res.tables.get(spec.primary)
     rows = 0 if primary is None else primary.height
-    assert res.records == rows + res.quarantine.height, (res.records, rows, res.quarantine.height)
+    assert res.records == rows + res.quarantine.height + res.duplicates, (res.records, rows, res.quarantine.height, res.duplicates)
     assert dict(res.quarantine.schema) == QUARANTINE_COLUMNS
     assert res.quarantine["error"].null_count() == 0
     for name, df in res.tables.items():
