@@ -13,7 +13,8 @@ manifest's ``rows_duplicate``, never quarantined (it is not a rejected record). 
 the repeat as an ordinary row and the warehouse's ``record_key`` dedupe (``Batch.add``) drops
 and counts it; only where a repeat would change the parser's own output (sacct numbering the
 attempts of a JobID, kernel repeat merging, ...) does the parser drop it itself and report how
-many in ``ParseResult.duplicates``.
+many in ``ParseResult.duplicates`` (``drop_repeats``, ``settle_repeats``). Either way a repeat of
+a rejected record is rejected again: one quarantine row per line, with the same reason.
 """
 
 from __future__ import annotations
@@ -172,25 +173,32 @@ def implausible_time(time: pl.Expr, ctx: ParseContext) -> pl.Expr:
     )
 
 
-def drop_repeats(df: pl.DataFrame, subset: list[str], line: str = "line") -> tuple[pl.DataFrame, pl.Series]:
+def drop_repeats(df: pl.DataFrame, subset: list[str], line: str = "line") -> tuple[pl.DataFrame, pl.DataFrame]:
     """``df`` without the rows that repeat an earlier one exactly (the same ``subset`` values),
-    and, per dropped row, the ``line`` of the first row it repeats. For parsers whose output a
-    repeat would change (see the module docstring); ``repeated_records`` then counts them."""
-    first = pl.col(line).first().over(subset)
-    marked = df.with_columns(_first=first)
+    and the dropped rows as (``line``, ``first``: the line of the row each repeats). For parsers
+    whose output a repeat would change (see the module docstring); ``settle_repeats`` then
+    decides what each repeat is."""
+    marked = df.with_columns(_first=pl.col(line).first().over(subset))
     repeat = pl.col(line) != pl.col("_first")
-    return marked.filter(~repeat).drop("_first"), marked.filter(repeat)["_first"]
+    dropped = marked.filter(repeat).select(line=pl.col(line).cast(pl.Int64), first=pl.col("_first").cast(pl.Int64))
+    return marked.filter(~repeat).drop("_first"), dropped
 
 
-def repeated_records(first_lines: pl.Series, record_lines: pl.Series) -> int:
-    """How many records the dropped repeats (``first_lines`` from ``drop_repeats``) would have
-    made: as many as the line they repeat made (``record_lines``: the line of every output row
-    and quarantine row, one entry per record). A repeated line that makes no record of its own
-    (a sacct step folded into its job) counts for none."""
-    if first_lines.len() == 0:
-        return 0
-    made = pl.DataFrame({"line": record_lines.cast(pl.Int64)})
-    return pl.DataFrame({"line": first_lines.cast(pl.Int64)}).join(made, on="line").height
+def settle_repeats(repeats: pl.DataFrame, row_lines: pl.Series, quarantine: pl.DataFrame) -> tuple[int, pl.DataFrame]:
+    """What the ``repeats`` of ``drop_repeats`` are, given what their first lines made: a
+    repeat of a line that made rows (``row_lines``: the line of every output row) is as many
+    duplicates; a repeat of a rejected line is rejected again, with the same reason (as a
+    repeated bad record is where the warehouse dedupes); a repeat of a line that made no record
+    (a sacct step folded into its job) is nothing. Returns (duplicates, ``quarantine`` with the
+    repeats' rows added)."""
+    if repeats.height == 0:
+        return 0, quarantine
+    made = pl.DataFrame({"first": row_lines.cast(pl.Int64)})
+    dups = repeats.join(made, on="first").height
+    again = repeats.join(quarantine.select(first="line", raw="raw", error="error"), on="first").drop("first")
+    if again.height == 0:
+        return dups, quarantine
+    return dups, pl.concat([quarantine, again.select(quarantine.columns).cast(quarantine.schema)])
 
 
 def whole_file_quarantine(data: bytes, error: str, line: int = 1) -> pl.DataFrame:

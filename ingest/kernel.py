@@ -27,7 +27,7 @@ one whose severity is the worst its lines state; identical repeats of an event w
 (``Link N``; SXid ``Engine instance N``; ``Data`` lines continue the line above): one event per
 link. The same line twice (overlapping rotated files) is one record: the repeat is dropped
 before repeat merging (it would raise a ``count``) and counted as a duplicate
-(``ParseResult.duplicates``). A record is such a row, so records = rows + quarantined lines +
+(``ParseResult.duplicates``); a repeat of a quarantined line is quarantined again. A record is such a row, so records = rows + quarantined lines +
 duplicates. Lines that are not faults (boot banners, ``NVRM: GPU at ...``
 identity lines, other drivers) are not records; the identity lines fill ``uuid``. ``caused by
 previous Xid N`` links ``caused_by`` to the latest earlier event with code N on the same GPU,
@@ -57,7 +57,7 @@ from ingest.base import (
     event_ids,
     implausible_time,
     normalize_pci,
-    repeated_records,
+    settle_repeats,
     text_pieces,
     valid_utf8,
 )
@@ -507,7 +507,7 @@ def _finish(lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     cand = _times(lines.filter(~is_header).drop(hcols, strict=False), headers, ctx)
     # the same line twice (overlapping rotated files concatenated) is one record: the repeat is
     # a duplicate of what its first occurrence made (see the module docstring)
-    cand, repeat_of = drop_repeats(cand, ["raw", "time"])
+    cand, repeats = drop_repeats(cand, ["raw", "time"])
     host = ctx.host or host_from_filename(ctx.path)
     cand = cand.with_columns(
         host=pl.coalesce(pl.col("ihost"), pl.lit(host, dtype=pl.Utf8)),
@@ -528,7 +528,7 @@ def _finish(lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         ).to_series(),
     )
     events = records.filter(~bad_kind & pl.col("time_error").is_null())
-    dups = repeated_records(repeat_of, records["line"])
+    dups, quarantine = settle_repeats(repeats, events["line"], quarantine)
     if events.height == 0:
         return ParseResult({}, quarantine, quarantine.height + dups, duplicates=dups)
     gpu_at = cand.filter((pl.col("kind") == "gpu_at") & pl.col("time_error").is_null())

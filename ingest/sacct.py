@@ -10,7 +10,8 @@ with the raw state kept, ``Unknown``/``None`` times, every elapsed format, GPUs 
 A record is one job line (with its steps). A step line whose job line is absent is quarantined:
 it cannot form an attempt on its own. A line that repeats an earlier line of its header block
 exactly is the same record again (a dump concatenated twice): dropped here (it would count as
-one more ``--duplicates`` attempt) and counted as a duplicate (``ParseResult.duplicates``). A job line
+one more ``--duplicates`` attempt) and counted as a duplicate (``ParseResult.duplicates``); a
+repeat of a rejected line is quarantined again, with the same reason. A job line
 whose values a job cannot have (an unreadable or out-of-range count, exit code or time, End
 before Start, a time outside ``ctx``'s plausible window) is quarantined with the reason; when
 no line of a block fits the given ``--fields``/``--delimiter``, every row says so and how to fix it.
@@ -28,7 +29,7 @@ from ingest.base import (
     ParseResult,
     drop_repeats,
     numbered_lines,
-    repeated_records,
+    settle_repeats,
 )
 from ingest.hostlist import expand_column
 from ingest.job_checks import job_value_errors
@@ -147,12 +148,12 @@ def _parse_block(lines: pl.Series, offset: int, fields: list[str], delim: str, l
     if fields[-1] == "":  # a --parsable header ends with the delimiter
         fields = fields[:-1]
     # An exact repeat of a line (a dump concatenated twice, a collector's retry) is the same
-    # record again, not a new attempt: dropped, and counted as a duplicate of what its first
-    # occurrence made (a job row or a quarantine row; a step folded into its job makes none).
-    df, repeat_of = drop_repeats(df, ["raw"])
+    # record again, not a new attempt: dropped, and counted as a duplicate when its first
+    # occurrence made a job row (a rejected line is rejected again; a folded step is nothing).
+    df, repeats = drop_repeats(df, ["raw"])
     ok, bad = _parse_unique(df, fields, delim, layout, ctx)
-    made = [ok["source_line"].cast(pl.Int64)] if ok.height else []
-    return ok, bad, repeated_records(repeat_of, pl.concat([*made, bad["line"].cast(pl.Int64)]))
+    dups, bad = settle_repeats(repeats, ok["source_line"] if ok.height else pl.Series([], dtype=pl.Int64), bad)
+    return ok, bad, dups
 
 
 def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, ctx: ParseContext):

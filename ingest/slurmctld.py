@@ -20,7 +20,7 @@ Not records (skipped): every other line, e.g. ``POWER:`` chatter, ``sched: Alloc
 following events. A would-be record whose timestamp or hostlist cannot be read, or whose time lies
 outside ``ctx``'s plausible window, is quarantined. A line repeating an earlier record line of
 the same chunk exactly is the same record: stored once and counted as a duplicate
-(``ParseResult.duplicates``; dropped here, since a repeat placed after a ``reason set to`` line
+(``ParseResult.duplicates``; a repeat of a rejected line is quarantined again; dropped here, since a repeat placed after a ``reason set to`` line
 would take another reason). Repeats in different chunks of a file larger than the runner's
 chunk are left to the warehouse's dedupe.
 """
@@ -38,7 +38,7 @@ from ingest.base import (
     drop_repeats,
     implausible_time,
     numbered_lines,
-    repeated_records,
+    settle_repeats,
 )
 from ingest.hostlist import expand_column
 from ingest.times import local_to_utc
@@ -114,7 +114,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     )
     # An exact repeat of a record line (a log shipped twice, a collector's retry) is the same
     # record: stored once, counted as a duplicate.
-    rec, repeat_of = drop_repeats(df.filter(pl.col("event").is_not_null()), ["raw"], line="source_line")
+    rec, repeats = drop_repeats(df.filter(pl.col("event").is_not_null()), ["raw"], line="source_line")
     rec = rec.with_columns(
         _time_err=pl.when(pl.col("time").is_null())
         .then(pl.format("unreadable timestamp '{}'", pl.col("ts").fill_null("(none)")))
@@ -164,7 +164,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     tables = {"node_events": conform("node_events", rec.select(
         "time", "cluster", "host", "event", "reason", "job_id", "source", "source_file", "source_line"
     ))} if rec.height else {}
-    dups = repeated_records(repeat_of, pl.concat([rec["source_line"].cast(pl.Int64), quarantine["line"].cast(pl.Int64)]))
+    dups, quarantine = settle_repeats(repeats, rec["source_line"], quarantine)
     return ParseResult(tables, quarantine, rec.height + quarantine.height + dups, duplicates=dups)
 
 
