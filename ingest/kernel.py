@@ -27,9 +27,9 @@ one whose severity is the worst its lines state; identical repeats of an event w
 (``Link N``; SXid ``Engine instance N``; ``Data`` lines continue the line above): one event per
 link. The same line twice (overlapping rotated files) is one record: the repeat is dropped
 before repeat merging (it would raise a ``count``) and counted as a duplicate
-(``ParseResult.duplicates``); a repeat of a quarantined line is quarantined again. A record is such a row, so records = rows + quarantined lines +
-duplicates. Lines that are not faults (boot banners, ``NVRM: GPU at ...``
-identity lines, other drivers) are not records; the identity lines fill ``uuid``. ``caused by
+(``ParseResult.duplicates``); a repeat of a quarantined line is quarantined again. A record is
+such a row, so records = rows + quarantined lines + duplicates. Lines that are not faults (boot
+banners, ``NVRM: GPU at ...`` identity lines, other drivers) are not records; the identity lines fill ``uuid``. ``caused by
 previous Xid N`` links ``caused_by`` to the latest earlier event with code N on the same GPU,
 else on the same host. Large files arrive in chunks: ``parse`` keeps each chunk's classified
 lines and ``merge`` (the runner's ``FormatSpec.merge`` hook) finishes them as one file, so the

@@ -1,7 +1,8 @@
 """The contract every registered format keeps, checked over ``ingest.registry.formats()``:
 
 - each format's real fixtures (``tests/fixtures/...``) are detected as that format;
-- a parse conserves records (records read = primary rows + quarantine rows) and its tables
+- a parse conserves records (records read = primary rows + quarantine rows +
+  ``ParseResult.duplicates``, the exact repeats a parser drops itself) and its tables
   conform to the declared schemas (``warehouse.schemas.conform`` leaves them unchanged);
 - arbitrary bytes and mutated fixtures (hypothesis) never raise and always conserve.
 

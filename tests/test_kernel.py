@@ -621,7 +621,7 @@ _MUTATIONS = st.sampled_from(["", "\x00", "\ufffd", "[", "]", ":", ",", " ", "-1
 )  # fmt: skip
 def test_mutated_lines_never_raise_conserve_and_merge_like_the_whole(lines, cut, with_time):
     """Any prefix with any body, with one character spliced in anywhere: parsing never raises,
-    records = rows + quarantine, and two halves merged give exactly what the whole gives."""
+    records = rows + quarantine + duplicates, and two halves merged give exactly what the whole gives."""
     text = [(p + b)[:i] + m + (p + b)[i:] for p, b, i, m in lines]
     ctx = ParseContext(time=T0 if with_time else None)
     whole = parse("\n".join(text).encode("utf-8", "surrogatepass") + b"\n", ctx)

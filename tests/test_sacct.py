@@ -173,6 +173,15 @@ def test_exact_duplicate_lines_are_stored_once_and_counted_as_duplicates(wh, tmp
     assert wh.read("quarantine").height == 0
 
 
+def test_a_repeated_rejected_line_is_rejected_again_not_a_duplicate():
+    bad = "7|2026-01-01T05:00:00|2026-01-01T04:00:00|FAILED\n"  # End before Start
+    good = "8|2026-01-01T00:00:00|2026-01-01T01:00:00|COMPLETED\n"
+    res = parse(("JobID|Start|End|State\n" + bad + good + bad + good).encode(), ParseContext())
+    assert (res.records, res.tables["job_attempts"].height, res.quarantine.height, res.duplicates) == (4, 1, 2, 1)
+    assert res.quarantine["line"].sort().to_list() == [2, 4]
+    assert res.quarantine["error"][0] == res.quarantine["error"][1]
+
+
 def test_wrong_delimiter_with_a_header_says_how_to_fix_it():
     ok, q = _parse("JobID|State|ExitCode\n1|COMPLETED|0:0\n2|FAILED|1:0\n", delimiter=",")
     assert ok.height == 0 and q["error"].unique().to_list() == [

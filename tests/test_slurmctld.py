@@ -1,5 +1,5 @@
 """slurmctld.log: node events, job kills and requeues from a real log and hand-built lines,
-local times, and property-based fuzzing (never raises, records = rows + quarantine)."""
+local times, and property-based fuzzing (never raises, records = rows + quarantine + duplicates)."""
 
 from datetime import datetime
 
