@@ -5,8 +5,16 @@ or network I/O, so it can be fuzzed and benchmarked. The runner (``ingest.runner
 
 Conservation contract: ``records`` counts the logical records the parser recognised (a sacct
 job with its steps folded in, one log event, one sample); each one lands as exactly one row in
-the format's ``primary`` table or as one quarantine row. Lines that are not records at all
-(headers, blank lines, comments, trailers) are not counted.
+the format's ``primary`` table, as one quarantine row, or as one of ``duplicates``. Lines that
+are not records at all (headers, blank lines, comments, trailers) are not counted.
+
+Exact duplicate records: a record repeated within a file is stored once and counted in the
+manifest's ``rows_duplicate``, never quarantined (it is not a rejected record). A parser emits
+the repeat as an ordinary row and the warehouse's ``record_key`` dedupe (``Batch.add``) drops
+and counts it; only where a repeat would change the parser's own output (sacct numbering the
+attempts of a JobID, kernel repeat merging, ...) does the parser drop it itself and report how
+many in ``ParseResult.duplicates`` (``drop_repeats``, ``settle_repeats``). Either way a repeat of
+a rejected record is rejected again: one quarantine row per line, with the same reason.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ class ParseResult:
     quarantine: pl.DataFrame
     records: int
     partial: object = None  # parser-private state a ``FormatSpec.merge`` hook reads
+    duplicates: int = 0  # exact repeats the parser dropped itself (counted in rows_duplicate)
 
     @staticmethod
     def empty_quarantine() -> pl.DataFrame:
@@ -164,21 +173,32 @@ def implausible_time(time: pl.Expr, ctx: ParseContext) -> pl.Expr:
     )
 
 
-def duplicate_of(df: pl.DataFrame) -> pl.DataFrame:
-    """``df`` (columns ``line``, ``raw``) with ``dup_of``: the first ``line`` whose ``raw`` is
-    exactly the same, on the rows that repeat one (null elsewhere). Parsers quarantine those
-    rows ("exact duplicate of line N"), so a record repeated within a file is stored once and
-    still counted. Hashes find the few candidates; the texts decide."""
-    h = df["raw"].hash()
-    repeated = h.filter(~h.is_first_distinct()).unique()
-    if repeated.len() == 0:
-        return df.with_columns(dup_of=pl.lit(None, pl.Int64))
-    cand = (
-        df.filter(h.is_in(repeated.implode()))
-        .select("line", dup_of=pl.col("line").first().over("raw"))
-        .filter(pl.col("dup_of") != pl.col("line"))
-    )
-    return df.join(cand, on="line", how="left", maintain_order="left")
+def drop_repeats(df: pl.DataFrame, subset: list[str], line: str = "line") -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``df`` without the rows that repeat an earlier one exactly (the same ``subset`` values),
+    and the dropped rows as (``line``, ``first``: the line of the row each repeats). For parsers
+    whose output a repeat would change (see the module docstring); ``settle_repeats`` then
+    decides what each repeat is."""
+    marked = df.with_columns(_first=pl.col(line).first().over(subset))
+    repeat = pl.col(line) != pl.col("_first")
+    dropped = marked.filter(repeat).select(line=pl.col(line).cast(pl.Int64), first=pl.col("_first").cast(pl.Int64))
+    return marked.filter(~repeat).drop("_first"), dropped
+
+
+def settle_repeats(repeats: pl.DataFrame, row_lines: pl.Series, quarantine: pl.DataFrame) -> tuple[int, pl.DataFrame]:
+    """What the ``repeats`` of ``drop_repeats`` are, given what their first lines made: a
+    repeat of a line that made rows (``row_lines``: the line of every output row) is as many
+    duplicates; a repeat of a rejected line is rejected again, with the same reason (as a
+    repeated bad record is where the warehouse dedupes); a repeat of a line that made no record
+    (a sacct step folded into its job) is nothing. Returns (duplicates, ``quarantine`` with the
+    repeats' rows added)."""
+    if repeats.height == 0:
+        return 0, quarantine
+    made = pl.DataFrame({"first": row_lines.cast(pl.Int64)})
+    dups = repeats.join(made, on="first").height
+    again = repeats.join(quarantine.select(first="line", raw="raw", error="error"), on="first").drop("first")
+    if again.height == 0:
+        return dups, quarantine
+    return dups, pl.concat([quarantine, again.select(quarantine.columns).cast(quarantine.schema)])
 
 
 def whole_file_quarantine(data: bytes, error: str, line: int = 1) -> pl.DataFrame:

@@ -10,7 +10,8 @@ Canonical header: ``component_class,serial,slot,installed_at,removed_at,removal_
 - CSV records are split per record (``_records``): a quoted field may span lines; a quote never
   closed, a quote inside an unquoted field or a row with another field count than the header
   quarantines that record only, with the reason; the other records land. A record repeating
-  an earlier one exactly is the same unit again: stored and counted once.
+  an earlier one exactly is an ordinary row here: the warehouse stores the unit once and counts
+  the repeat as a duplicate (``rows_duplicate``).
 - ``slot`` is ``host/position``: split at the first ``/`` into ``host`` and ``position``.
 - Times: ISO-8601 with or without zone, and common export forms (``2024-01-31 10:00``,
   ``01/31/2024 10:00``, ``31.01.2024``, ``2024/01/31``, epoch seconds), tried in that order (first
@@ -108,8 +109,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     if recs.height == 0:
         return ParseResult({}, ParseResult.empty_quarantine(), 0)
     header = [h.strip() for h in recs["fields"][0]]
-    # An exact repeat of a record (an export appended twice) is the same unit again: kept once.
-    recs = recs.slice(1).unique(subset="raw", keep="first", maintain_order=True)
+    recs = recs.slice(1)
     cols = _resolve(header, ctx.column_map)
     missing = [c for c in REQUIRED if c not in cols]
     if "slot" not in cols and "host" not in cols:

@@ -13,9 +13,9 @@ they would poison every hourly mean); a line whose only number is a millisecond 
 scrape whose other lines carry one (its value is missing); a sample that names no GPU and no
 host (no ``gpu``, ``UUID``, ``pci_bus_id`` or ``Hostname`` label: a GPU sample nobody can place;
 ``--host`` says the whole file is that host's, and then such samples are kept with that host and
-a null GPU; a host guessed from the file name is not enough); and an exact repeat of an earlier
-line of the same chunk (stored once: the repeat is a quarantine row "exact duplicate of line N",
-so records read = rows + quarantine still holds). ``# HELP`` / ``# TYPE`` lines go to ``metric_metadata``
+a null GPU; a host guessed from the file name is not enough). An exact repeat of an earlier
+sample is an ordinary row here: the warehouse stores it once and counts it as a duplicate
+(``rows_duplicate``). ``# HELP`` / ``# TYPE`` lines go to ``metric_metadata``
 (unit taken from ``(in X)`` in the help text); so do the lines of dcgm-exporter's counters CSV
 configuration (``DCGM_FI_X, gauge, help``), which therefore ingest as metadata with no samples.
 
@@ -35,7 +35,6 @@ from ingest.base import (
     FormatSpec,
     ParseContext,
     ParseResult,
-    duplicate_of,
     implausible_time,
     normalize_pci,
 )
@@ -217,7 +216,6 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         num=parse_number(pl.col("value")),
         time=sample_time(pl.col("ts"), ctx),
     )
-    parts = duplicate_of(parts)
     # Cheap predicates over every line; the readable reason is only built for the bad ones.
     lo, hi = ctx.not_before, ctx.latest_plausible()
     num, time = pl.col("num"), pl.col("time")
@@ -227,20 +225,13 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     bad_time = (time.is_null() | (time < lo) | (time > hi)).fill_null(True)
     flags = {"non_numeric": non_numeric, "non_finite": non_finite, "lone": lone, "bad_time": bad_time}
     parts = parts.with_columns(**flags)
-    is_bad = (
-        pl.col("metric").is_null()
-        | pl.col("dup_of").is_not_null()
-        | pl.any_horizontal(*flags)
-        | ~pl.col("identified")
-    )
+    is_bad = pl.col("metric").is_null() | pl.any_horizontal(*flags) | ~pl.col("identified")
     parts = parts.with_columns(is_bad=is_bad)
     bad = parts.filter("is_bad").with_columns(
         error=pl.when(pl.col("metric").is_null() & pl.col("raw").str.contains(_KEY_ONLY))
         .then(pl.lit("sample line has no value"))
         .when(pl.col("metric").is_null())
         .then(pl.lit("not a Prometheus sample line"))
-        .when(pl.col("dup_of").is_not_null())
-        .then(pl.format("exact duplicate of line {} (stored once)", "dup_of"))
         .when("non_numeric")
         .then(pl.lit("non-numeric sample value: ") + pl.col("value"))
         .when("non_finite")
@@ -256,7 +247,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .otherwise(implausible_time(time, ctx))
     )  # fmt: skip
     good = parts.filter(~pl.col("is_bad")).drop(
-        "line", "raw", "value", "ts", "identified", "dup_of", "is_bad", *flags
+        "line", "raw", "value", "ts", "identified", "is_bad", *flags
     )
     samples = good.with_columns(
         cluster=pl.lit(ctx.cluster),

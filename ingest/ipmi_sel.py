@@ -24,9 +24,9 @@
 - Not records: blank lines, ``#`` comments, the ``SEL has no more entries`` trailer and the
   ``SEL has no entries`` of an empty log. Any other
   line that is not a SEL entry is quarantined, as is an entry dated outside the plausible window
-  (a BMC clock never set reads 1970 or 2000-01-01) and an exact repeat of an earlier line (two
-  dumps of one SEL concatenated: the entry is stored once, the repeat is a quarantine row
-  "exact duplicate of line N", so records = rows + quarantine).
+  (a BMC clock never set reads 1970 or 2000-01-01). An exact repeat of an earlier line (two
+  dumps of one SEL concatenated) is an ordinary row here: the warehouse stores the entry once
+  and counts the repeat as a duplicate (``rows_duplicate``).
 - Host: ``ctx.host``, else the file name up to its first dot (``gpu-node-001.sel.txt``).
 """
 
@@ -41,7 +41,6 @@ from ingest.base import (
     FormatSpec,
     ParseContext,
     ParseResult,
-    duplicate_of,
     event_ids,
     implausible_time,
     numbered_lines,
@@ -184,11 +183,9 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .then(pl.lit("Pre-Init timestamp, no real date"))
         .when(pl.col("time").is_null())
         .then(pl.format("unreadable SEL date/time '{} {}'", f(1).fill_null(""), f(2).fill_null("")))
-        .when(pl.col("dup_of").is_not_null())
-        .then(pl.format("exact duplicate of line {} (stored once)", "dup_of"))
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
-    df = duplicate_of(df).with_columns(error=error)
+    df = df.with_columns(error=error)
     bad = df.filter(pl.col("error").is_not_null())
     ok = df.filter(pl.col("error").is_null())
     quarantine = quarantine_frame(bad["line"], bad["raw"], bad["error"])

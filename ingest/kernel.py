@@ -25,9 +25,11 @@ one whose severity is the worst its lines state; identical repeats of an event w
 ``ctx.options['xid_merge_window_s']`` (default 60 s) of the previous one merge into one row whose
 ``count`` says how many events it holds. NVLink XIDs (144-150 ...) and SXids carry ``link``
 (``Link N``; SXid ``Engine instance N``; ``Data`` lines continue the line above): one event per
-link. The same line twice (overlapping rotated files) is one record. A record is such a row, so
-records = rows + quarantined lines. Lines that are not faults (boot banners, ``NVRM: GPU at ...``
-identity lines, other drivers) are not records; the identity lines fill ``uuid``. ``caused by
+link. The same line twice (overlapping rotated files) is one record: the repeat is dropped
+before repeat merging (it would raise a ``count``) and counted as a duplicate
+(``ParseResult.duplicates``); a repeat of a quarantined line is quarantined again. A record is
+such a row, so records = rows + quarantined lines + duplicates. Lines that are not faults (boot
+banners, ``NVRM: GPU at ...`` identity lines, other drivers) are not records; the identity lines fill ``uuid``. ``caused by
 previous Xid N`` links ``caused_by`` to the latest earlier event with code N on the same GPU,
 else on the same host. Large files arrive in chunks: ``parse`` keeps each chunk's classified
 lines and ``merge`` (the runner's ``FormatSpec.merge`` hook) finishes them as one file, so the
@@ -51,9 +53,11 @@ from ingest.base import (
     FormatSpec,
     ParseContext,
     ParseResult,
+    drop_repeats,
     event_ids,
     implausible_time,
     normalize_pci,
+    settle_repeats,
     text_pieces,
     valid_utf8,
 )
@@ -501,8 +505,9 @@ def _finish(lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     is_header = pl.col("kind") == "rel_header"
     headers = lines.filter(is_header).select("line", *hcols) if "h_rmon" in lines.columns else pl.DataFrame()
     cand = _times(lines.filter(~is_header).drop(hcols, strict=False), headers, ctx)
-    # the same line twice (overlapping rotated files concatenated) is one record
-    cand = cand.unique(["raw", "time"], keep="first", maintain_order=True)
+    # the same line twice (overlapping rotated files concatenated) is one record: the repeat is
+    # a duplicate of what its first occurrence made (see the module docstring)
+    cand, repeats = drop_repeats(cand, ["raw", "time"])
     host = ctx.host or host_from_filename(ctx.path)
     cand = cand.with_columns(
         host=pl.coalesce(pl.col("ihost"), pl.lit(host, dtype=pl.Utf8)),
@@ -523,8 +528,9 @@ def _finish(lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         ).to_series(),
     )
     events = records.filter(~bad_kind & pl.col("time_error").is_null())
+    dups, quarantine = settle_repeats(repeats, events["line"], quarantine)
     if events.height == 0:
-        return ParseResult({}, quarantine, quarantine.height)
+        return ParseResult({}, quarantine, quarantine.height + dups, duplicates=dups)
     gpu_at = cand.filter((pl.col("kind") == "gpu_at") & pl.col("time_error").is_null())
     events = _describe(_attach_uuid(events, gpu_at))
     window = float(ctx.options.get("xid_merge_window_s", DEFAULT_MERGE_WINDOW_S))
@@ -535,7 +541,7 @@ def _finish(lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     rows = rows.with_columns(event_id=_event_ids(rows))
     rows = _link_causes(rows)
     table = conform("hw_events", rows.select([c for c in rows.columns if c in _HW_COLUMNS]))
-    return ParseResult({"hw_events": table}, quarantine, table.height + quarantine.height)
+    return ParseResult({"hw_events": table}, quarantine, table.height + quarantine.height + dups, duplicates=dups)
 
 
 def _attach_uuid(events: pl.DataFrame, gpu_at: pl.DataFrame) -> pl.DataFrame:

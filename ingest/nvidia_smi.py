@@ -14,8 +14,8 @@ a row whose ``timestamp`` cannot be read, or lies outside the plausible window, 
 digits and capitals in names (``c2c.mode``, ``pci.baseClass``, ``fabric.cliqueId``); a field
 named twice keeps its first column. Text attributes of those drivers (``fabric.state``,
 ``platform.*``, ``hostname`` ...) are not samples; ``hostname`` names the host when no
-``--host`` is given. An exact duplicate of an earlier data line is quarantined as such (stored
-once; it still counts as records, so records = rows + quarantine).
+``--host`` is given. An exact duplicate of an earlier data line gives ordinary rows here: the
+warehouse stores its samples once and counts the repeats as duplicates (``rows_duplicate``).
 """
 
 from __future__ import annotations
@@ -186,21 +186,11 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     lines = lines.with_columns(is_header=pl.col("raw").is_in(header_lines)).with_columns(
         segment=pl.col("is_header").cast(pl.Int32).cum_sum()
     )
-    # an exact repeat of a data line under the same header text is one GPU reading, stored once
-    lines = lines.with_columns(
-        header_raw=pl.when("is_header").then(pl.col("raw")).forward_fill().fill_null("")
-    )
-    dup_of = pl.col("line").first().over("header_raw", "raw")
     headers = lines.filter(pl.col("is_header"))
     data_lines = lines.filter(~pl.col("is_header"))
-    data_lines = data_lines.with_columns(dup_of=pl.when(dup_of != pl.col("line")).then(dup_of))
-    dups = data_lines.filter(pl.col("dup_of").is_not_null())
-    data_lines = data_lines.filter(pl.col("dup_of").is_null())
     given = [f.strip().lower() for f in ctx.fields] if ctx.fields else None
     samples = []
-    quarantines = [
-        dups.select("line", "raw", error=pl.format("exact duplicate of line {} (stored once)", "dup_of"))
-    ]
+    quarantines = []
     for seg, rows in data_lines.group_by("segment", maintain_order=True):
         seg_id = seg[0]
         if seg_id > 0:

@@ -8,11 +8,11 @@ the ``instance`` label without its port. DCGM blank sentinels become null values
 per record, with the reason: values that are not numbers, ``NaN`` / ``+Inf`` / ``-Inf`` (not
 measurements), timestamps that are unreadable or outside the plausible window, points of a series
 that names no GPU and no host (no ``gpu`` / ``UUID`` / ``pci_bus_id`` / ``Hostname`` /
-``instance`` label and no ``--host``), an exact repeat of an earlier point of the same series
-(stored once; the repeat is a quarantine row, so records = rows + quarantine), a series or point
-of the wrong JSON shape, and, in JSON lines, each line that is not JSON. An
-``"status": "error"`` response or a ``scalar`` / ``string`` result is one quarantined record with
-Prometheus' own error text.
+``instance`` label and no ``--host``), a series or point of the wrong JSON shape, and, in JSON
+lines, each line that is not JSON. An ``"status": "error"`` response or a ``scalar`` / ``string``
+result is one quarantined record with Prometheus' own error text. An exact repeat of an earlier
+point of the same series (a response saved twice into JSON lines) is an ordinary row here: the
+warehouse stores it once and counts it as a duplicate (``rows_duplicate``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from ingest.base import (
     FormatSpec,
     ParseContext,
     ParseResult,
-    duplicate_of,
     implausible_time,
     normalize_pci,
     whole_file_quarantine,
@@ -157,13 +156,6 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         )
         | pl.lit(ctx.host is not None),
     )
-    # the same point of the same series twice (a response saved twice into JSON lines)
-    pts = duplicate_of(
-        pts.rename({"point": "line"}).with_columns(
-            raw_point=pl.col("raw"),
-            raw=pl.format("{}\x1f{}\x1f{}", "series_key", "t", "raw"),
-        )
-    ).with_columns(raw=pl.col("raw_point")).rename({"line": "point"}).drop("raw_point")
     value = pl.col("value")
     pts = pts.with_columns(
         error=pl.when(pl.col("metric").is_null())
@@ -172,8 +164,6 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .then(pl.format("timestamp {} s is out of range", "t"))
         .when(pl.col("time").is_null())
         .then(pl.lit("point has no numeric timestamp"))
-        .when(pl.col("dup_of").is_not_null())
-        .then(pl.format("exact duplicate of point {} (stored once)", "dup_of"))
         .when(value.is_null() & ~is_str_blank(pl.col("raw")))
         .then(pl.lit("non-numeric sample value: ") + pl.col("raw"))
         .when(value.is_infinite() | value.is_nan())
@@ -199,7 +189,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         source_file=pl.lit(ctx.path),
     ).drop(
         "point", "t", "raw", "instance_host", "xid", "doc", "series", "error", "series_key",
-        "identified", "dup_of",
+        "identified",
     )  # fmt: skip
     q_rows = bad.select(
         line=pl.col("point").cast(pl.Int64),

@@ -6,9 +6,9 @@ of entries) to ``hw_events``. One record = one entry.
 - ``Created`` (ISO-8601, ``Z`` or an offset) -> UTC; without an offset it is read in ``ctx.tz``.
   An entry without a readable ``Created``, or dated outside the plausible window, is
   quarantined, as is a collection member that is only an ``@odata.id`` link (fetch with
-  ``$expand=.``) and an entry that repeats an earlier one of the file exactly (same JSON: stored
-  once; the repeat is a quarantine row "exact duplicate of entry N", so records = rows +
-  quarantine).
+  ``$expand=.``). An entry that repeats an earlier one of the file exactly (same JSON) is an
+  ordinary row here: the warehouse stores it once and counts the repeat as a duplicate
+  (``rows_duplicate``).
 - ``Severity`` OK / Warning / Critical -> info / warning / critical (missing: from the message
   text, as for IPMI); an ``EntryCode`` of ``Deassert`` is a recovery -> info.
 - ``EntryType`` SEL -> ``event_type`` ``sel`` (the same BMC log IPMI reads), else ``redfish``.
@@ -23,8 +23,6 @@ of entries) to ``hw_events``. One record = one entry.
 
 from __future__ import annotations
 
-import json
-
 import polars as pl
 
 from ingest import sel_sensor_classes as sc
@@ -32,7 +30,6 @@ from ingest.base import (
     FormatSpec,
     ParseContext,
     ParseResult,
-    duplicate_of,
     event_ids,
     implausible_time,
     whole_file_quarantine,
@@ -77,7 +74,7 @@ def _origin(entry: dict) -> str | None:
 
 def _rows(items: list) -> tuple[pl.DataFrame, list[tuple[int, str, str]]]:
     """Per-entry fields (JSON objects have no columnar form: one pass builds the columns)."""
-    cols = {k: [] for k in ("rec", "raw", "full", "entry_type", "severity", "created", "message_id",
+    cols = {k: [] for k in ("rec", "raw", "entry_type", "severity", "created", "message_id",
                             "message", "sensor_type", "sensor_number", "entry_code", "origin", "name")}  # fmt: skip
     bad: list[tuple[int, str, str]] = []
     for i, e in enumerate(items, start=1):
@@ -91,7 +88,6 @@ def _rows(items: list) -> tuple[pl.DataFrame, list[tuple[int, str, str]]]:
             continue
         cols["rec"].append(i)
         cols["raw"].append(raw_json(e))
-        cols["full"].append(json.dumps(e, separators=(",", ":"), sort_keys=True, default=str))
         cols["entry_type"].append(_str(e.get("EntryType")))
         cols["severity"].append(_str(e.get("Severity")))
         cols["created"].append(_str(e.get("Created")))
@@ -115,14 +111,11 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         return ParseResult({}, whole_file_quarantine(data, err), 1)
     df, bad = _rows(items)
     df = df.with_columns(time=iso_to_utc(pl.col("created"), ctx.tz))
-    dups = duplicate_of(df.select(line="rec", raw="full"))["dup_of"]
     df = df.with_columns(
         error=pl.when(pl.col("created").is_null())
         .then(pl.lit("entry has no Created time"))
         .when(pl.col("time").is_null())
         .then(pl.format("no readable Created time ('{}')", "created"))
-        .when(dups.is_not_null())
-        .then(pl.format("exact duplicate of entry {} (stored once)", dups))
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
     rejected = df.filter(pl.col("error").is_not_null())

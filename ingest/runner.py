@@ -2,7 +2,7 @@
 
 Parsers stay pure; this module owns everything that touches disk. Every file ends in the
 manifest with its counts, and every record it held is either a row of the format's primary
-table or a quarantine row (checked here: a parser that breaks conservation is a bug, and its
+table, a quarantine row or a counted exact duplicate (checked here: a parser that breaks conservation is a bug, and its
 file is quarantined whole rather than half-written).
 """
 
@@ -57,7 +57,7 @@ class FileReport:
     rows_ok: int = 0
     rows_quarantined: int = 0
     bytes: int = 0
-    rows_duplicate: int = 0  # records the warehouse already held (moved out of rows_ok)
+    rows_duplicate: int = 0  # exact repeats: already stored, repeated in the file, or dropped by the parser
     skipped: bool = False  # already in the manifest
     error: str | None = None  # could not be read at all (reason): nothing recorded as done
     done: bool = True  # gets a manifest row (False: quarantined, to be tried again)
@@ -183,10 +183,10 @@ def _stream_blocks(fh: BinaryIO) -> Iterator[bytes]:
 def _checked(spec: FormatSpec, result: ParseResult) -> ParseResult:
     ok = result.tables.get(spec.primary)
     n_ok = 0 if ok is None else ok.height
-    if n_ok + result.quarantine.height != result.records:
+    if n_ok + result.quarantine.height + result.duplicates != result.records:
         raise RuntimeError(
             f"conservation violated: {result.records} records read, {n_ok} rows + "
-            f"{result.quarantine.height} quarantined"
+            f"{result.quarantine.height} quarantined + {result.duplicates} duplicates"
         )
     return result
 
@@ -399,6 +399,7 @@ def _frames(report: FileReport, results) -> Iterator[dict[str, pl.DataFrame]]:
         report.records += res.records
         report.rows_ok += res.tables[primary].height if primary in res.tables else 0
         report.rows_quarantined += res.quarantine.height
+        report.rows_duplicate += res.duplicates
         q = res.quarantine.with_columns(
             source_file=pl.lit(report.path),
             sha256=sha,

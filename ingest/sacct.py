@@ -8,8 +8,10 @@ components (``1853+0``), ``--duplicates`` (one attempt per requeue), hostlists, 
 with the raw state kept, ``Unknown``/``None`` times, every elapsed format, GPUs from AllocTRES.
 
 A record is one job line (with its steps). A step line whose job line is absent is quarantined:
-it cannot form an attempt on its own. A line that repeats an earlier line of the file exactly
-is the same record again (a dump concatenated twice): stored once, counted once. A job line
+it cannot form an attempt on its own. A line that repeats an earlier line of its header block
+exactly is the same record again (a dump concatenated twice): dropped here (it would count as
+one more ``--duplicates`` attempt) and counted as a duplicate (``ParseResult.duplicates``); a
+repeat of a rejected line is quarantined again, with the same reason. A job line
 whose values a job cannot have (an unreadable or out-of-range count, exit code or time, End
 before Start, a time outside ``ctx``'s plausible window) is quarantined with the reason; when
 no line of a block fits the given ``--fields``/``--delimiter``, every row says so and how to fix it.
@@ -21,7 +23,14 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, numbered_lines
+from ingest.base import (
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    drop_repeats,
+    numbered_lines,
+    settle_repeats,
+)
 from ingest.hostlist import expand_column
 from ingest.job_checks import job_value_errors
 from ingest.times import NULL_TIMES, local_to_utc, slurm_duration_s
@@ -98,17 +107,18 @@ def _segments(lines: pl.Series, ctx: ParseContext) -> list[tuple[list[str], str,
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     lines = numbered_lines(data, ParseContext())["raw"]  # numbers are added per block below
-    frames, quarantines = [], []
+    frames, quarantines, dups = [], [], 0
     for fields, delim, lo, hi, layout in _segments(lines, ctx):
-        ok, bad = _parse_block(lines.slice(lo, hi - lo), lo, fields, delim, layout, ctx)
+        ok, bad, repeats = _parse_block(lines.slice(lo, hi - lo), lo, fields, delim, layout, ctx)
         if ok.height:
             frames.append(ok)
         quarantines.append(bad)
+        dups += repeats
     quarantine = pl.concat(quarantines) if quarantines else ParseResult.empty_quarantine()
     if not frames:
-        return ParseResult({}, quarantine, quarantine.height)
+        return ParseResult({}, quarantine, quarantine.height + dups, duplicates=dups)
     table = conform("job_attempts", _number_attempts(pl.concat(frames)))
-    return ParseResult({"job_attempts": table}, quarantine, table.height + quarantine.height)
+    return ParseResult({"job_attempts": table}, quarantine, table.height + quarantine.height + dups, duplicates=dups)
 
 
 def _wrong_layout(counts: pl.Series, n: int, delim: str, layout: str) -> str:
@@ -124,6 +134,7 @@ def _wrong_layout(counts: pl.Series, n: int, delim: str, layout: str) -> str:
 
 
 def _parse_block(lines: pl.Series, offset: int, fields: list[str], delim: str, layout: str, ctx: ParseContext):
+    """(job rows, quarantine rows, exact repeats dropped) of one header block."""
     df = pl.DataFrame({"raw": lines}).with_columns(
         line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64) + offset + ctx.line_offset
     )
@@ -131,15 +142,23 @@ def _parse_block(lines: pl.Series, offset: int, fields: list[str], delim: str, l
     df = df.filter((pl.col("raw").str.strip_chars() != "") & ~pl.col("raw").str.starts_with("#"))
     empty = pl.DataFrame()
     if df.height == 0:
-        return empty, ParseResult.empty_quarantine()
+        return empty, ParseResult.empty_quarantine(), 0
     if not fields:
-        return empty, quarantine_frame(df["line"], df["raw"], ["record before any sacct header line"] * df.height)
+        return empty, quarantine_frame(df["line"], df["raw"], ["record before any sacct header line"] * df.height), 0
     if fields[-1] == "":  # a --parsable header ends with the delimiter
         fields = fields[:-1]
-    n = len(fields)
     # An exact repeat of a line (a dump concatenated twice, a collector's retry) is the same
-    # record again, not a new one: it is stored once and not counted (see the module docstring).
-    df = df.unique(subset="raw", keep="first", maintain_order=True)
+    # record again, not a new attempt: dropped, and counted as a duplicate when its first
+    # occurrence made a job row (a rejected line is rejected again; a folded step is nothing).
+    df, repeats = drop_repeats(df, ["raw"])
+    ok, bad = _parse_unique(df, fields, delim, layout, ctx)
+    dups, bad = settle_repeats(repeats, ok["source_line"] if ok.height else pl.Series([], dtype=pl.Int64), bad)
+    return ok, bad, dups
+
+
+def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, ctx: ParseContext):
+    """(job rows, quarantine rows) of a block's lines, repeats already dropped."""
+    empty, n = pl.DataFrame(), len(fields)
     raw = pl.col("raw").str.strip_suffix("\r")
     nf = raw.str.count_matches(delim, literal=True) + 1
     # --parsable ends every line (headerless ones too) with the delimiter: one field too many,

@@ -19,8 +19,10 @@ Not records (skipped): every other line, e.g. ``POWER:`` chatter, ``sched: Alloc
 ``update_node: ... reason set to: R`` lines, whose text becomes the ``reason`` of the host's
 following events. A would-be record whose timestamp or hostlist cannot be read, or whose time lies
 outside ``ctx``'s plausible window, is quarantined. A line repeating an earlier record line of
-the same chunk exactly is the same record: stored and counted once (repeats in different
-chunks of a file larger than the runner's chunk are left to the warehouse's dedupe).
+the same chunk exactly is the same record: stored once and counted as a duplicate
+(``ParseResult.duplicates``; a repeat of a rejected line is quarantined again; dropped here, since a repeat placed after a ``reason set to`` line
+would take another reason). Repeats in different chunks of a file larger than the runner's
+chunk are left to the warehouse's dedupe.
 """
 
 from __future__ import annotations
@@ -29,7 +31,15 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, implausible_time, numbered_lines
+from ingest.base import (
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    drop_repeats,
+    implausible_time,
+    numbered_lines,
+    settle_repeats,
+)
 from ingest.hostlist import expand_column
 from ingest.times import local_to_utc
 from warehouse.schemas import conform, quarantine_frame
@@ -103,8 +113,8 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         "source_line", host=pl.col("reason_host"), last_reason=pl.col("reason_text")
     )
     # An exact repeat of a record line (a log shipped twice, a collector's retry) is the same
-    # record: stored once and counted once.
-    rec = df.filter(pl.col("event").is_not_null()).unique(subset="raw", keep="first", maintain_order=True)
+    # record: stored once, counted as a duplicate.
+    rec, repeats = drop_repeats(df.filter(pl.col("event").is_not_null()), ["raw"], line="source_line")
     rec = rec.with_columns(
         _time_err=pl.when(pl.col("time").is_null())
         .then(pl.format("unreadable timestamp '{}'", pl.col("ts").fill_null("(none)")))
@@ -154,7 +164,8 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     tables = {"node_events": conform("node_events", rec.select(
         "time", "cluster", "host", "event", "reason", "job_id", "source", "source_file", "source_line"
     ))} if rec.height else {}
-    return ParseResult(tables, quarantine, rec.height + quarantine.height)
+    dups, quarantine = settle_repeats(repeats, rec["source_line"], quarantine)
+    return ParseResult(tables, quarantine, rec.height + quarantine.height + dups, duplicates=dups)
 
 
 _HEAD = re.compile(rb"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\] ", re.MULTILINE)

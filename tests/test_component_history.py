@@ -216,8 +216,13 @@ def test_fuzz_one_inserted_character_costs_at_most_its_record(row, pos, char):
         assert q["line"].to_list() == [row + 2] and q["error"][0].startswith("unterminated quoted field")
 
 
-def test_exact_duplicate_records_are_stored_once():
+def test_exact_duplicate_records_are_stored_once_and_counted_as_duplicates(wh, tmp_path):
     rows = _units(3)
-    ok, q = _parse(HEADER + "\n".join([rows[0], rows[1], rows[0], rows[2], rows[1]]) + "\n")
-    assert ok["serial"].to_list() == ["SN00000", "SN00001", "SN00002"] and q.height == 0
+    f = tmp_path / "components.csv"
+    f.write_text(HEADER + "\n".join([rows[0], rows[1], rows[0], rows[2], rows[1]]) + "\n")
+    (r,) = ingest_paths(wh, [f])
+    assert (r.records, r.rows_ok, r.rows_quarantined, r.rows_duplicate) == (5, 3, 0, 2)
+    ok = wh.read("component_history").sort("source_line")
+    assert ok["serial"].to_list() == ["SN00000", "SN00001", "SN00002"]
     assert ok["source_line"].to_list() == [2, 3, 5]
+    assert wh.read("quarantine").height == 0

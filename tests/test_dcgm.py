@@ -303,15 +303,15 @@ def test_non_finite_values_rejected_sentinels_kept_as_null():
     ]
 
 
-def test_exact_duplicate_lines_stored_once():
+def test_exact_duplicate_lines_stored_once_and_counted_as_duplicates(wh, tmp_path):
     line = b'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 40 1714564800000\n'
     other = b'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 41 1714564815000\n'
-    r = _parse(line + other + line + line)
-    assert r.tables["gpu_samples"]["value"].to_list() == [40.0, 41.0]
-    assert r.records == 4 and r.quarantine.rows() == [
-        (3, line.decode().strip(), "exact duplicate of line 1 (stored once)"),
-        (4, line.decode().strip(), "exact duplicate of line 1 (stored once)"),
-    ]
+    p = tmp_path / "node1.prom"
+    p.write_bytes(line + other + line + line)
+    (rep,) = ingest_paths(wh, [p], fmt="dcgm")
+    assert (rep.records, rep.rows_ok, rep.rows_quarantined, rep.rows_duplicate) == (4, 2, 0, 2)
+    assert wh.read("gpu_samples").sort("time")["value"].to_list() == [40.0, 41.0]
+    assert wh.read("quarantine").height == 0
 
 
 def test_datadog_fixture_dummy_unlabelled_samples_quarantined():

@@ -1,7 +1,8 @@
 """The contract every registered format keeps, checked over ``ingest.registry.formats()``:
 
 - each format's real fixtures (``tests/fixtures/...``) are detected as that format;
-- a parse conserves records (records read = primary rows + quarantine rows) and its tables
+- a parse conserves records (records read = primary rows + quarantine rows +
+  ``ParseResult.duplicates``, the exact repeats a parser drops itself) and its tables
   conform to the declared schemas (``warehouse.schemas.conform`` leaves them unchanged);
 - arbitrary bytes and mutated fixtures (hypothesis) never raise and always conserve.
 
@@ -74,7 +75,7 @@ def _check(fmt: str, data: bytes, ctx: ParseContext | None = None):
     res = spec.parse(data, ctx or ParseContext(path="fuzz"))
     primary = res.tables.get(spec.primary)
     rows = 0 if primary is None else primary.height
-    assert res.records == rows + res.quarantine.height, (res.records, rows, res.quarantine.height)
+    assert res.records == rows + res.quarantine.height + res.duplicates, (res.records, rows, res.quarantine.height, res.duplicates)
     assert dict(res.quarantine.schema) == QUARANTINE_COLUMNS
     assert res.quarantine["error"].null_count() == 0
     for name, df in res.tables.items():

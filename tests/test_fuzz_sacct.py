@@ -21,7 +21,7 @@ LINES = [ln for data in REAL for ln in data.decode().splitlines()]
 def _check(data: bytes, **ctx):
     res = parse(data, ParseContext(**ctx))
     ok = res.tables.get("job_attempts", pl.DataFrame())
-    assert res.records == ok.height + res.quarantine.height
+    assert res.records == ok.height + res.quarantine.height + res.duplicates
     assert res.quarantine["error"].null_count() == 0
 
 

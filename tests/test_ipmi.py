@@ -255,7 +255,7 @@ def test_fleet_every_ipmi_fault_is_in_hw_events():
     assert_fleet_faults_found("ipmi", pl.concat(frames).filter(pl.col("action") == "Asserted"))
 
 
-def test_sel_duplicate_entry_stored_once_and_unset_clock_quarantined():
+def test_sel_duplicate_entry_stored_once_and_unset_clock_quarantined(wh, tmp_path):
     line = "  1a | 05/01/2024 | 10:00:00 | Power Supply #0x51 | Failure detected | Asserted"
     text = (
         f"{line}\n"
@@ -263,14 +263,18 @@ def test_sel_duplicate_entry_stored_once_and_unset_clock_quarantined():
         f"{line}\n"  # a second dump of the same SEL appended
         "  1c | 01/01/1970 | 00:00:07 | Temperature #0x30 | Upper Critical going high | Asserted"
     )
-    ok, q = _sel(text, host="n1")
-    assert ok.select("source_line", "time").rows() == [
+    p = tmp_path / "n1.sel.txt"
+    p.write_text(text)
+    (rep,) = ingest_paths(wh, [p], fmt="ipmi-sel")
+    # the repeat is neither a row nor a rejected record: it is counted as a duplicate
+    assert (rep.records, rep.rows_ok, rep.rows_quarantined, rep.rows_duplicate) == (4, 2, 1, 1)
+    assert wh.read("hw_events").sort("source_line").select("source_line", "time").rows() == [
         (1, datetime(2024, 5, 1, 10, 0)),
         (2, datetime(2024, 5, 1, 10, 5)),
     ]
-    assert q["line"].to_list() == [3, 4]
-    assert q["error"][0] == "exact duplicate of line 1 (stored once)"
-    assert q["error"][1].startswith("time 1970-01-01T00:00:07 is before 2000-01-01")
+    q = wh.read("quarantine")
+    assert q["line"].to_list() == [4]
+    assert q["error"][0].startswith("time 1970-01-01T00:00:07 is before 2000-01-01")
 
 
 def test_sdr_implausible_time_and_non_finite_reading_quarantined():

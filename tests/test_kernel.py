@@ -26,7 +26,7 @@ NO_BOOT = "uptime stamp and no boot time (no 'setting system clock' line before 
 def run(text: str, **kw) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     res = parse(text.encode(), ParseContext(**kw))
     ev = res.tables.get("hw_events", pl.DataFrame())
-    assert res.records == ev.height + res.quarantine.height
+    assert res.records == ev.height + res.quarantine.height + res.duplicates
     return ev, res.quarantine, res.records
 
 
@@ -272,7 +272,7 @@ def test_fuzz_never_raises_and_conserves(lines, with_time):
     res = parse(text.encode("utf-8", "surrogatepass"), ParseContext(time=T0 if with_time else None))
     ev = res.tables.get("hw_events")
     rows = 0 if ev is None else ev.height
-    assert res.records == rows + res.quarantine.height
+    assert res.records == rows + res.quarantine.height + res.duplicates
     if ev is not None:
         assert ev["time"].null_count() == 0 and (ev["count"] >= 1).all()
         assert ev["severity"].is_in(["fatal", "critical", "warning", "info"]).all()
@@ -555,22 +555,32 @@ def test_gzip_and_chunked_ingest_store_the_same_rows(wh, tmp_path, monkeypatch):
     other = Warehouse(tmp_path / "other")
     (plain,) = ingest_paths(wh, [a], "kernel", ParseContext())
     (packed,) = ingest_paths(other, [b], "kernel", ParseContext())
-    assert plain.rows_ok == packed.rows_ok == parse(data, ParseContext()).records
+    whole = parse(data, ParseContext())
+    assert plain.rows_ok == packed.rows_ok == whole.tables["hw_events"].height == 20
+    # each burst repeats one SXid line exactly (Link 1 at the same time): 12 duplicates
+    assert plain.rows_duplicate == packed.rows_duplicate == whole.duplicates == 12
     cols = ["time", "host", "code", "link", "severity", "count", "message"]
     first, second = (w.read("hw_events").sort("time", "link").select(cols) for w in (wh, other))
     assert first.equals(second)
     # the gzip copy of a log already ingested adds nothing: every record is a duplicate
     (again,) = ingest_paths(wh, [b], "kernel", ParseContext())
-    assert again.rows_ok == 0 and again.rows_duplicate == plain.rows_ok
+    assert again.rows_ok == 0 and again.rows_duplicate == again.records == plain.records == 32
 
 
-def test_exact_duplicate_lines_are_stored_once():
+def test_exact_duplicate_lines_are_stored_once_and_counted_as_duplicates(wh, tmp_path):
     text = (KDIR / "gpud__sxid_readme_xid79_with_nvswitch_links.log").read_text()
     once, _, n_once = run(text, time=_BOOTED)
-    twice, q, n_twice = run(text + text, time=_BOOTED)  # overlapping rotated files concatenated
-    assert q.height == 0 and n_twice == n_once == 6
-    assert twice.drop("event_id", "caused_by").equals(once.drop("event_id", "caused_by"))
+    p = tmp_path / "node-1.log"
+    p.write_text(text + text)  # overlapping rotated files concatenated
+    (rep,) = ingest_paths(wh, [p], "kernel", ParseContext(time=_BOOTED))
+    # the second copy's 9 fault lines (1 Xid, 8 SXid) are duplicates, not merged repeats
+    assert (rep.records, rep.rows_ok, rep.rows_quarantined, rep.rows_duplicate) == (15, 6, 0, 9)
+    assert n_once == 6
+    twice = wh.read("hw_events").sort("source_line", "link")
+    cols = ["time", "code", "link", "severity", "count", "message"]
+    assert twice.select(cols).equals(once.sort("source_line", "link").select(cols))
     assert twice["count"].to_list() == [1] * 6
+    assert wh.read("quarantine").height == 0
 
 
 # --- more real captures ---------------------------------------------------------------------------
@@ -611,12 +621,12 @@ _MUTATIONS = st.sampled_from(["", "\x00", "\ufffd", "[", "]", ":", ",", " ", "-1
 )  # fmt: skip
 def test_mutated_lines_never_raise_conserve_and_merge_like_the_whole(lines, cut, with_time):
     """Any prefix with any body, with one character spliced in anywhere: parsing never raises,
-    records = rows + quarantine, and two halves merged give exactly what the whole gives."""
+    records = rows + quarantine + duplicates, and two halves merged give exactly what the whole gives."""
     text = [(p + b)[:i] + m + (p + b)[i:] for p, b, i, m in lines]
     ctx = ParseContext(time=T0 if with_time else None)
     whole = parse("\n".join(text).encode("utf-8", "surrogatepass") + b"\n", ctx)
     rows = whole.tables["hw_events"].height if "hw_events" in whole.tables else 0
-    assert whole.records == rows + whole.quarantine.height
+    assert whole.records == rows + whole.quarantine.height + whole.duplicates
     cut = min(cut, len(text))
     head = parse(("\n".join(text[:cut]) + "\n").encode("utf-8", "surrogatepass"), ctx)
     tail = parse(("\n".join(text[cut:]) + "\n").encode("utf-8", "surrogatepass"), replace(ctx, line_offset=cut))

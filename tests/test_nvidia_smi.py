@@ -188,9 +188,12 @@ def test_bad_or_implausible_timestamp_is_quarantined_not_redated():
     assert "clock in the future" in errors[1] and "implausible clock" in errors[2]
 
 
-def test_exact_duplicate_line_stored_once():
-    data = b"index, temperature.gpu\n0, 40\n0, 40\n1, 41\n"
-    r = parse(data, ParseContext(time=MTIME))
-    assert r.tables["gpu_samples"]["value"].to_list() == [40.0, 41.0]
-    assert r.quarantine.rows() == [(3, "0, 40", "exact duplicate of line 2 (stored once)")]
-    assert r.records == 3
+def test_exact_duplicate_line_stored_once_and_counted_as_duplicate(wh, tmp_path):
+    from ingest.runner import ingest_paths
+
+    p = tmp_path / "node1.csv"
+    p.write_bytes(b"index, temperature.gpu\n0, 40\n0, 40\n1, 41\n")
+    (rep,) = ingest_paths(wh, [p], fmt="nvidia-smi", ctx=ParseContext(time=MTIME))
+    assert (rep.records, rep.rows_ok, rep.rows_quarantined, rep.rows_duplicate) == (3, 2, 0, 1)
+    assert wh.read("gpu_samples").sort("gpu").select("gpu", "value").rows() == [(0, 40.0), (1, 41.0)]
+    assert wh.read("quarantine").height == 0

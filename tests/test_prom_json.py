@@ -75,13 +75,24 @@ def test_vector_list_and_error_response():
     assert r.tables["gpu_samples"]["host"].to_list() == ["h1"]
     assert r.quarantine["line"].to_list() == [2, 3]
     assert "invalid parameter" in r.quarantine["error"][0] and "scalar" in r.quarantine["error"][1]
-    # JSON lines work too
-    lines = (json.dumps(vec) + "\n" + json.dumps(vec) + "\n").encode()
-    twice = parse(lines, ParseContext())  # the same response saved twice: stored once
-    assert twice.tables["gpu_samples"].height == 1 and twice.records == 2
-    assert twice.quarantine["error"].to_list() == ["exact duplicate of point 1 (stored once)"]
     bad = parse(b"{not json", ParseContext())
     assert bad.records == 1 and bad.quarantine["error"][0].startswith("not JSON")
+
+
+def test_json_lines_response_saved_twice_is_stored_once_and_counted_as_duplicate(wh, tmp_path):
+    vec = {
+        "status": "success",
+        "data": {"resultType": "vector", "result": [
+            {"metric": {"__name__": "DCGM_FI_DEV_POWER_USAGE", "gpu": "0", "Hostname": "h1"},
+             "value": [1714564800, "301.5"]},
+        ]},
+    }  # fmt: skip
+    p = tmp_path / "twice.jsonl"
+    p.write_text(json.dumps(vec) + "\n" + json.dumps(vec) + "\n")
+    (rep,) = ingest_paths(wh, [p], fmt="prom-json")
+    assert (rep.records, rep.rows_ok, rep.rows_quarantined, rep.rows_duplicate) == (2, 1, 0, 1)
+    assert wh.read("gpu_samples")["value"].to_list() == [301.5]
+    assert wh.read("quarantine").height == 0
 
 
 def test_runner_idempotent(wh, tmp_path):

@@ -16,7 +16,7 @@ def _parse(text: str | bytes, **ctx):
     data = text.encode() if isinstance(text, str) else text
     res = parse(data, ParseContext(**ctx))
     ok = res.tables.get("job_attempts", pl.DataFrame())
-    assert res.records == ok.height + res.quarantine.height  # conservation
+    assert res.records == ok.height + res.quarantine.height + res.duplicates  # conservation
     return ok, res.quarantine
 
 
@@ -157,13 +157,29 @@ def test_out_of_range_values_are_quarantined_not_nulled(line, error):
     assert q.height == 1 and q["line"][0] == 3 and error in q["error"][0]
 
 
-def test_exact_duplicate_lines_are_stored_once_and_not_counted():
+def test_exact_duplicate_lines_are_stored_once_and_counted_as_duplicates(wh, tmp_path):
+    from ingest.runner import ingest_paths
+
     line = "5|2026-01-01T00:00:00|2026-01-01T01:00:00|NODE_FAIL\n"
+    step = "5.batch|2026-01-01T00:00:00|2026-01-01T01:00:00|CANCELLED\n"  # folds into its job: no record
     requeued = "5|2026-01-01T02:00:00|2026-01-01T03:00:00|COMPLETED\n"
-    res = parse(("JobID|Start|End|State\n" + line + line + requeued + line).encode(), ParseContext())
-    ok = res.tables["job_attempts"]
-    assert res.records == 2 and res.quarantine.height == 0
-    assert ok.select("attempt", "state", "source_line").rows() == [(1, "NODE_FAIL", 2), (2, "COMPLETED", 4)]
+    p = tmp_path / "sacct.txt"
+    p.write_text("JobID|Start|End|State\n" + line + step + line + step + requeued + line)
+    (rep,) = ingest_paths(wh, [p], fmt="sacct")
+    # the two repeats of the job line are neither attempts (a third attempt) nor rejected records
+    assert (rep.records, rep.rows_ok, rep.rows_quarantined, rep.rows_duplicate) == (4, 2, 0, 2)
+    ok = wh.read("job_attempts").sort("source_line")
+    assert ok.select("attempt", "state", "source_line").rows() == [(1, "NODE_FAIL", 2), (2, "COMPLETED", 6)]
+    assert wh.read("quarantine").height == 0
+
+
+def test_a_repeated_rejected_line_is_rejected_again_not_a_duplicate():
+    bad = "7|2026-01-01T05:00:00|2026-01-01T04:00:00|FAILED\n"  # End before Start
+    good = "8|2026-01-01T00:00:00|2026-01-01T01:00:00|COMPLETED\n"
+    res = parse(("JobID|Start|End|State\n" + bad + good + bad + good).encode(), ParseContext())
+    assert (res.records, res.tables["job_attempts"].height, res.quarantine.height, res.duplicates) == (4, 1, 2, 1)
+    assert res.quarantine["line"].sort().to_list() == [2, 4]
+    assert res.quarantine["error"][0] == res.quarantine["error"][1]
 
 
 def test_wrong_delimiter_with_a_header_says_how_to_fix_it():

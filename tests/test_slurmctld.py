@@ -1,5 +1,5 @@
 """slurmctld.log: node events, job kills and requeues from a real log and hand-built lines,
-local times, and property-based fuzzing (never raises, records = rows + quarantine)."""
+local times, and property-based fuzzing (never raises, records = rows + quarantine + duplicates)."""
 
 from datetime import datetime
 
@@ -18,7 +18,7 @@ def _parse(data, **ctx):
     data = data.encode() if isinstance(data, str) else data
     res = parse(data, ParseContext(**ctx))
     ok = res.tables.get("node_events", pl.DataFrame())
-    assert res.records == ok.height + res.quarantine.height  # conservation
+    assert res.records == ok.height + res.quarantine.height + res.duplicates  # conservation
     return ok, res.quarantine
 
 
@@ -126,13 +126,19 @@ def test_fuzz_shuffled_lines_with_noise(lines, noise):
     _parse("\n".join(line.replace("gpu", noise, 1) for line in lines))
 
 
-def test_exact_duplicate_lines_are_one_record():
+def test_exact_duplicate_lines_are_stored_once_and_counted_as_duplicates(wh, tmp_path):
+    from ingest.runner import ingest_paths
+
     down = "[2025-02-01T10:00:00.123] error: Nodes gpu[01-02] not responding, setting DOWN\n"
     resume = "[2025-02-01T11:00:00.000] Node gpu01 now responding\n"
-    res = parse((down + down + resume + down).encode(), ParseContext())
-    ne = res.tables["node_events"]
-    assert res.records == 3 and res.quarantine.height == 0
+    p = tmp_path / "slurmctld.log"
+    p.write_text(down + down + resume + down)
+    (rep,) = ingest_paths(wh, [p], fmt="slurmctld")
+    # a record is one host's event: each repeat of the two-node line is two duplicates
+    assert (rep.records, rep.rows_ok, rep.rows_quarantined, rep.rows_duplicate) == (7, 3, 0, 4)
+    ne = wh.read("node_events").sort("source_line", "host")
     assert ne.select("host", "event", "source_line").rows() == [("gpu01", "down", 1), ("gpu02", "down", 1), ("gpu01", "resume", 3)]
+    assert wh.read("quarantine").height == 0
 
 
 def test_times_outside_the_plausible_window_are_quarantined():
