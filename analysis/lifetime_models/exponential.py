@@ -17,7 +17,7 @@ import numpy as np
 from scipy import stats
 
 from analysis.lifetime_models.base import Sample, _param_dict, log_ci
-from analysis.lifetime_models.log_location_scale import LogLocationScale
+from analysis.lifetime_models.log_location_scale import MinExtremeValue
 
 
 def poisson_rate_ci(events, exposure_hours) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -32,7 +32,7 @@ def poisson_rate_ci(events, exposure_hours) -> tuple[np.ndarray, np.ndarray, np.
     return rate, low, high
 
 
-class Exponential(LogLocationScale):
+class Exponential(MinExtremeValue):
     name = "exponential"
     params = ("scale_hours",)
     theta_names = ("log_scale",)
@@ -40,24 +40,6 @@ class Exponential(LogLocationScale):
     lifelines_names = (("scale_hours", "lambda_"),)
     full_data = True
     fixed_b = 0.0
-
-    z_logsf = staticmethod(lambda z: -np.exp(z))
-    z_logpdf = staticmethod(lambda z: z - np.exp(z))
-
-    @staticmethod
-    def z_sf_terms(z):
-        ez = np.exp(z)
-        return -ez, -ez
-
-    @staticmethod
-    def z_pdf_terms(z):
-        ez = np.exp(z)
-        return z - ez, 1.0 - ez
-
-    @staticmethod
-    def z_of_cumulative_hazard(h):
-        with np.errstate(divide="ignore"):
-            return np.log(h)
 
     def mu_b(self):
         return math.log(self.scale_hours) if self.scale_hours > 0 else -math.inf, 0.0

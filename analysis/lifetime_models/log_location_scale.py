@@ -139,3 +139,27 @@ class LogLocationScale(LifetimeModel):
     @classmethod
     def b0(cls, log_failure_ages: np.ndarray) -> float:
         return 0.0
+
+
+class MinExtremeValue(LogLocationScale):
+    """log T = mu + b Z with Z standard minimum extreme value (Gumbel), S_Z(z) = exp(-e^z): the
+    Weibull family (shape 1/b), and the exponential where b is fixed at 1. The z terms are
+    written here once for both."""
+
+    z_logsf = staticmethod(lambda z: -np.exp(z))
+    z_logpdf = staticmethod(lambda z: z - np.exp(z))
+
+    @staticmethod
+    def z_sf_terms(z):
+        ez = np.exp(z)
+        return -ez, -ez
+
+    @staticmethod
+    def z_pdf_terms(z):
+        ez = np.exp(z)
+        return z - ez, 1.0 - ez
+
+    @staticmethod
+    def z_of_cumulative_hazard(h):
+        with np.errstate(divide="ignore"):
+            return np.log(h)

@@ -15,33 +15,15 @@ import math
 import numpy as np
 
 from analysis.lifetime_models.base import log_ci
-from analysis.lifetime_models.log_location_scale import LogLocationScale
+from analysis.lifetime_models.log_location_scale import MinExtremeValue
 
 
-class Weibull(LogLocationScale):
+class Weibull(MinExtremeValue):
     name = "weibull"
     params = ("shape", "scale_hours")
     theta_names = ("log_scale", "log_shape")
     lifelines_fitter = "WeibullFitter"
     lifelines_names = (("shape", "rho_"), ("scale_hours", "lambda_"))
-
-    z_logsf = staticmethod(lambda z: -np.exp(z))
-    z_logpdf = staticmethod(lambda z: z - np.exp(z))
-
-    @staticmethod
-    def z_sf_terms(z):
-        ez = np.exp(z)
-        return -ez, -ez
-
-    @staticmethod
-    def z_pdf_terms(z):
-        ez = np.exp(z)
-        return z - ez, 1.0 - ez
-
-    @staticmethod
-    def z_of_cumulative_hazard(h):
-        with np.errstate(divide="ignore"):
-            return np.log(h)
 
     def mu_b(self):
         return math.log(self.scale_hours), math.log(self.shape)
