@@ -225,3 +225,16 @@ def test_every_job_runs_from_the_definitions_with_and_without_a_partition(tmp_pa
         assert mat.partition == days[-1] and mat.metadata["days"].value == 1
         assert Warehouse(home).read("gpu_hourly").sort(pl.all()).equals(hourly.sort(pl.all()))  # same rollup again
         assert instance.get_latest_materialization_event(dg.AssetKey("leadership_report")) is not None
+
+
+def test_daily_build_requests_yesterdays_partition_only_when_it_has_telemetry():
+    from datetime import UTC, datetime
+
+    schedule = defs.resolve_schedule_def("daily_build")
+    at = datetime(2026, 1, 7, 2, 30, tzinfo=UTC)
+    with dg.instance_for_test() as instance:
+        ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=at, repository_def=defs.get_repository_def())
+        assert "no telemetry ingested for 2026-01-06" in schedule.evaluate_tick(ctx).skip_message
+        instance.add_dynamic_partitions("telemetry_days", ["2026-01-05", "2026-01-06"])
+        [request] = schedule.evaluate_tick(ctx).run_requests
+        assert request.partition_key == "2026-01-06"
