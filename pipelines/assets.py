@@ -70,8 +70,13 @@ def register_days(instance: dg.DagsterInstance, wh: Warehouse) -> list[str]:
 
 def table_metadata(table: str) -> dict:
     """Definition metadata of an asset that writes ``table``: its declared columns."""
-    cols = [dg.TableColumn(name, str(dtype)) for name, dtype in TABLES[table].columns.items()]
+    cols = [dg.TableColumn(name, column_type(dtype)) for name, dtype in TABLES[table].columns.items()]
     return {"dagster/column_schema": dg.TableSchema(columns=cols), "table": table}
+
+
+def column_type(dtype: pl.DataType) -> str:
+    """A column's declared type as the UI shows it; times are naive UTC (warehouse/schemas.py)."""
+    return f"Datetime({dtype.time_unit}, UTC)" if isinstance(dtype, pl.Datetime) else str(dtype)
 
 
 def row_count(wh: Warehouse, table: str) -> dict:
