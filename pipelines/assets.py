@@ -1,16 +1,20 @@
 """Dagster assets: thin wrappers over the plain functions in ingest/, analysis/, dashboards/.
 
-Groups: ingest (sources -> Parquet), warehouse (rollups, derived events, the DuckDB catalog),
-analysis (interruptions, lifetimes, fits, goodput), dashboards (the report). Each asset
-reports what a user looks for in the UI: row counts, quarantine, coverage, fit and goodput
-summaries, the report path.
+Groups follow the data: ingest (sources -> Parquet), warehouse (rollups, derived events),
+analysis (interruptions, lifetimes, fits, goodput), catalog (the DuckDB views over all of it),
+dashboards (the report). Each asset reports what a user looks for in the UI: row counts
+(``dagster/row_count``), quarantine, coverage, fit and goodput summaries, the report path; its
+definition carries kinds, owners and the column schema of the table it writes.
+
+``gpu_hourly`` is partitioned by the days the telemetry covers (dynamic partitions, added by
+the ingest asset and by every build), so the UI shows no day before the data's first.
 """
 
 
-import os
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
+import polars as pl
 
 from analysis import (
     attribution,
@@ -22,25 +26,78 @@ from analysis import (
     telemetry,
     whatif,
 )
+from analysis.observation import source_spans
 from analysis.status import MissingInputs
 from dashboards.report import build_report
 from ingest.runner import ingest_paths
 from pipelines.resources import GoodputConfig
 from warehouse.schemas import TABLES
+from warehouse.store import Warehouse
 
-DAILY = dg.DailyPartitionsDefinition(start_date=os.environ.get("GOODPUT_PARTITIONS_START", "2024-01-01"), end_offset=1)
+TELEMETRY_DAYS = dg.DynamicPartitionsDefinition(name="telemetry_days")
 CATALOG_POOL = "duckdb_catalog"  # one writer at a time: DuckDB's rule
+OWNERS = ["team:fleet-goodput"]
+
+
+def rollup_days(wh: Warehouse) -> tuple[str | None, str | None]:
+    """The gpu_hourly partitions to build (first, last day): the days of the telemetry's robust
+    span (one sample dated 2023 or 9999 neither stretches nor breaks it), up to today (UTC);
+    (None, why not) when there are none."""
+    spans = source_spans(wh).filter(pl.col("source") == "telemetry")
+    if spans.height == 0:
+        return None, "no telemetry (gpu_samples)"
+    first = spans["span_from"][0].date()
+    last = min(spans["span_to"][0].date(), datetime.now(UTC).date())
+    if first > last:
+        return None, f"telemetry span {spans['span_from'][0]:%Y-%m-%d}..{spans['span_to'][0]:%Y-%m-%d} starts after today"
+    return first.isoformat(), last.isoformat()
+
+
+def register_days(instance: dg.DagsterInstance, wh: Warehouse) -> list[str]:
+    """Every day of the telemetry's span, added to the ``telemetry_days`` partitions where new;
+    returns those days (oldest first)."""
+    first, last = rollup_days(wh)
+    if first is None:
+        return []
+    start, n = date.fromisoformat(first), (date.fromisoformat(last) - date.fromisoformat(first)).days + 1
+    days = [(start + timedelta(days=i)).isoformat() for i in range(n)]
+    known = set(instance.get_dynamic_partitions(TELEMETRY_DAYS.name))
+    new = [d for d in days if d not in known]
+    if new:
+        instance.add_dynamic_partitions(TELEMETRY_DAYS.name, new)
+    return days
+
+
+def table_metadata(table: str) -> dict:
+    """Definition metadata of an asset that writes ``table``: its declared columns."""
+    cols = [dg.TableColumn(name, column_type(dtype)) for name, dtype in TABLES[table].columns.items()]
+    return {"dagster/column_schema": dg.TableSchema(columns=cols), "table": table}
+
+
+def column_type(dtype: pl.DataType) -> str:
+    """A column's declared type as the UI shows it; times are naive UTC (warehouse/schemas.py)."""
+    return f"Datetime({dtype.time_unit}, UTC)" if isinstance(dtype, pl.Datetime) else str(dtype)
+
+
+def row_count(wh: Warehouse, table: str) -> dict:
+    """``dagster/row_count``: the rows the table's view holds now."""
+    if not wh.files(table):
+        return {"dagster/row_count": dg.MetadataValue.int(0)}
+    with wh.connect() as con:
+        n = con.execute(f"SELECT count(*) FROM ({wh.view_sql(table)})").fetchall()[0][0]
+    return {"dagster/row_count": dg.MetadataValue.int(int(n))}
 
 
 class IngestConfig(dg.Config):
     paths: list[str] = []  # noqa: RUF012 (pydantic copies defaults) - set by the landing sensor
 
 
-@dg.asset(group_name="ingest", description="Parse every new source file (sha256-deduplicated) into the Parquet warehouse; bad records go to quarantine.")
+@dg.asset(group_name="ingest", kinds={"polars", "parquet"}, owners=OWNERS, description="Parse every new source file (sha256-deduplicated) into the Parquet warehouse; bad records go to quarantine.")
 def ingested_sources(context: dg.AssetExecutionContext, config: IngestConfig, goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.warehouse()
     reports = ingest_paths(wh, config.paths or goodput.source_paths(), "auto", goodput.parse_context())
     new = [r for r in reports if not r.skipped]
+    days = register_days(context.instance, wh)
     by_format: dict[str, dict[str, int]] = {}
     for r in new:
         f = by_format.setdefault(r.format, {"files": 0, "rows": 0, "quarantined": 0})
@@ -54,33 +111,48 @@ def ingested_sources(context: dg.AssetExecutionContext, config: IngestConfig, go
             "rows": sum(r.rows_ok for r in new),
             "rows_quarantined": sum(r.rows_quarantined for r in new),
             "by_format": dg.MetadataValue.json(by_format),
+            "telemetry_days": len(days),
         }
     )
 
 
 @dg.asset(
-    group_name="warehouse", deps=[ingested_sources], partitions_def=DAILY,
-    backfill_policy=dg.BackfillPolicy.single_run(),
-    description="Per GPU, hour and metric rollup of gpu_samples (n, mean, min, max, last), one daily partition at a time.",
+    group_name="warehouse", deps=[ingested_sources], partitions_def=TELEMETRY_DAYS,
+    backfill_policy=dg.BackfillPolicy.single_run(), kinds={"duckdb", "parquet"}, owners=OWNERS,
+    metadata=table_metadata("gpu_hourly"),
+    description="Per GPU, hour and metric rollup of gpu_samples (n, mean, min, max, last), one telemetry day per "
+    "partition. A run without a partition rolls up every day of the telemetry's span.",
 )
 def gpu_hourly(context: dg.AssetExecutionContext, goodput: GoodputConfig) -> dg.MaterializeResult:
-    dates = [date.fromisoformat(k) for k in context.partition_keys]
     wh = goodput.warehouse()
+    partitioned = context.has_partition_key or context.has_partition_key_range
+    keys = context.partition_keys if partitioned else register_days(context.instance, wh)
+    if not keys:
+        status.record(wh, "gpu_hourly", "skipped", f"gpu_hourly: {rollup_days(wh)[1]}", 0)
+        return _skipped_result(wh, "gpu_hourly")
+    dates = [date.fromisoformat(k) for k in keys]
     done = _guarded(wh, "gpu_hourly", (), lambda: telemetry.refresh_gpu_hourly(wh, dates), len)
-    return dg.MaterializeResult(metadata={"days": len(dates), "days_with_samples": len(done or [])})
+    if not partitioned:  # the days' partitions show as materialized, as after a backfill
+        for key in keys:
+            context.log_event(dg.AssetMaterialization("gpu_hourly", partition=key, metadata={"run": "every telemetry day"}))
+    return dg.MaterializeResult(metadata={
+        "days": len(dates), "days_with_samples": len(done or []), **row_count(wh, "gpu_hourly"),
+    })
 
 
-@dg.asset(group_name="warehouse", deps=[ingested_sources], description="Increments of DCGM error counters (ECC DBE, row remap, NVLink ...) as hw_events (source dcgm_counter); counter resets are not events.")
+@dg.asset(group_name="warehouse", deps=[ingested_sources], kinds={"duckdb", "parquet"}, owners=OWNERS, metadata=table_metadata("hw_events"), description="Increments of DCGM error counters (ECC DBE, row remap, NVLink ...) as hw_events (source dcgm_counter); counter resets are not events.")
 def dcgm_counter_events(goodput: GoodputConfig) -> dg.MaterializeResult:
-    return dg.MaterializeResult(metadata={"events": telemetry.refresh_counter_events(goodput.warehouse())})
+    wh = goodput.warehouse()
+    return dg.MaterializeResult(metadata={"events": telemetry.refresh_counter_events(wh), **row_count(wh, "hw_events")})
 
 
-@dg.asset(group_name="warehouse", deps=[ingested_sources], description="GPU replacements inferred from UUID changes per (host, GPU index), as component_history rows (source telemetry).")
+@dg.asset(group_name="warehouse", deps=[ingested_sources], kinds={"duckdb", "parquet"}, owners=OWNERS, metadata=table_metadata("component_history"), description="GPU replacements inferred from UUID changes per (host, GPU index), as component_history rows (source telemetry).")
 def telemetry_gpu_replacements(goodput: GoodputConfig) -> dg.MaterializeResult:
-    return dg.MaterializeResult(metadata={"replacements": telemetry.refresh_gpu_replacements(goodput.warehouse())})
+    wh = goodput.warehouse()
+    return dg.MaterializeResult(metadata={"replacements": telemetry.refresh_gpu_replacements(wh), **row_count(wh, "component_history")})
 
 
-@dg.asset(group_name="analysis", deps=[ingested_sources, dcgm_counter_events], description="Every job attempt that did not end normally, with its attributed root cause, domain and lost GPU-hours.")
+@dg.asset(group_name="analysis", deps=[ingested_sources, dcgm_counter_events], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("interruptions"), description="Every job attempt that did not end normally, with its attributed root cause, domain and lost GPU-hours.")
 def interruptions(goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.warehouse()
 
@@ -98,13 +170,14 @@ def interruptions(goodput: GoodputConfig) -> dg.MaterializeResult:
     return dg.MaterializeResult(
         metadata={
             "interruptions": df.height,
+            "dagster/row_count": df.height,
             "unexpected": int((~df["planned"]).sum()) if df.height else 0,
             "mix": dg.MetadataValue.md(_md(mix)),
         }
     )
 
 
-@dg.asset(group_name="analysis", deps=[gpu_hourly, telemetry_gpu_replacements, interruptions], description="One survival row per unit installation: entry age (left truncation), exit age, failed or censored, covariates.")
+@dg.asset(group_name="analysis", deps=[gpu_hourly, telemetry_gpu_replacements, interruptions], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("component_lifetimes"), description="One survival row per unit installation: entry age (left truncation), exit age, failed or censored, covariates.")
 def component_lifetimes(goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.warehouse()
     observed_from, observed_to = goodput.window_bounds()
@@ -116,12 +189,12 @@ def component_lifetimes(goodput: GoodputConfig) -> dg.MaterializeResult:
         return _skipped_result(wh, "component_lifetimes")
     populations = df.group_by("population").len().sort("population").rows()
     return dg.MaterializeResult(metadata={
-        "units": df.height, "failures": int(df["event"].sum()),
+        "units": df.height, "dagster/row_count": df.height, "failures": int(df["event"].sum()),
         "populations": dg.MetadataValue.json(dict(populations)),
     })
 
 
-@dg.asset(group_name="analysis", deps=[interruptions], description="Per-node failures, times between them, and the mean cumulative function across nodes.")
+@dg.asset(group_name="analysis", deps=[interruptions], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("node_failures"), description="Per-node failures, times between them, and the mean cumulative function across nodes.")
 def repairable_systems(goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.warehouse()
 
@@ -133,15 +206,15 @@ def repairable_systems(goodput: GoodputConfig) -> dg.MaterializeResult:
     if out is None:
         return _skipped_result(wh, "repairable_systems")
     failures, mcf = out
-    return dg.MaterializeResult(metadata={"node_failures": failures.height, "mcf_points": mcf.height})
+    return dg.MaterializeResult(metadata={"node_failures": failures.height, "dagster/row_count": failures.height, "mcf_points": mcf.height})
 
 
 @dg.multi_asset(
     group_name="analysis",
     specs=[
-        dg.AssetSpec("failure_rates", deps=[component_lifetimes], description="Every candidate model per component class and window; the AIC winner is flagged selected."),
-        dg.AssetSpec("survival_curves", deps=[component_lifetimes], description="Kaplan-Meier, Nelson-Aalen and Aalen-Johansen estimates."),
-        dg.AssetSpec("hazard_ratios", deps=[component_lifetimes], description="Cox proportional-hazards ratios with the PH check."),
+        dg.AssetSpec("failure_rates", deps=[component_lifetimes], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("failure_rates"), description="Every candidate model per component class and window; the AIC winner is flagged selected."),
+        dg.AssetSpec("survival_curves", deps=[component_lifetimes], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("survival_curves"), description="Kaplan-Meier, Nelson-Aalen and Aalen-Johansen estimates."),
+        dg.AssetSpec("hazard_ratios", deps=[component_lifetimes], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("hazard_ratios"), description="Cox proportional-hazards ratios with the PH check."),
     ],
 )
 def failure_fits(goodput: GoodputConfig):
@@ -158,11 +231,11 @@ def failure_fits(goodput: GoodputConfig):
             yield dg.MaterializeResult(asset_key=key, metadata=_skipped_meta(wh, "failure_fits"))
         return
     meta = {k: (v if isinstance(v, (int, float, str)) else dg.MetadataValue.json(v)) for k, v in summary.items()}
-    for key in ("failure_rates", "survival_curves", "hazard_ratios"):
-        yield dg.MaterializeResult(asset_key=key, metadata=meta)
+    for key in outputs:
+        yield dg.MaterializeResult(asset_key=key, metadata={**meta, **row_count(wh, key)})
 
 
-@dg.asset(group_name="analysis", deps=[ingested_sources], description="Measured goodput per job chain with badput split into lost work, restart, checkpoint, queue after failure and other.")
+@dg.asset(group_name="analysis", deps=[ingested_sources], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("goodput_jobs"), description="Measured goodput per job chain with badput split into lost work, restart, checkpoint, queue after failure and other.")
 def goodput_jobs(goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.warehouse()
 
@@ -176,10 +249,10 @@ def goodput_jobs(goodput: GoodputConfig) -> dg.MaterializeResult:
     df = _guarded(wh, "goodput_jobs", ("goodput_jobs",), run)
     if df is None:
         return _skipped_result(wh, "goodput_jobs")
-    return dg.MaterializeResult(metadata={"job_chains": df.height, "summary": dg.MetadataValue.md(_md(goodput_measured.summarize(df)))})
+    return dg.MaterializeResult(metadata={"job_chains": df.height, "dagster/row_count": df.height, "summary": dg.MetadataValue.md(_md(goodput_measured.summarize(df)))})
 
 
-@dg.asset(group_name="analysis", deps=["failure_rates", interruptions], description="Goodput projections: scale sweep with CI bands, sensitivity ranking, joint best checkpoint interval and spares.")
+@dg.asset(group_name="analysis", deps=["failure_rates", interruptions], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("goodput_projections"), description="Goodput projections: scale sweep with CI bands, sensitivity ranking, joint best checkpoint interval and spares.")
 def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.warehouse()
 
@@ -196,11 +269,11 @@ def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
     df = _guarded(wh, "goodput_projections", ("goodput_projections",), run)
     if df is None:
         return _skipped_result(wh, "goodput_projections")
-    return dg.MaterializeResult(metadata={"scenarios": df.height})
+    return dg.MaterializeResult(metadata={"scenarios": df.height, "dagster/row_count": df.height})
 
 
 @dg.asset(
-    group_name="warehouse", pool=CATALOG_POOL,
+    group_name="catalog", pool=CATALOG_POOL, kinds={"duckdb"}, owners=OWNERS,
     deps=[ingested_sources, gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions,
           component_lifetimes, repairable_systems, "failure_rates", "survival_curves", "hazard_ratios",
           goodput_jobs, goodput_projections],
@@ -217,7 +290,7 @@ def warehouse_catalog(goodput: GoodputConfig) -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path)), **{k: str(v) for k, v in counts.items()}})
 
 
-@dg.asset(group_name="dashboards", deps=[warehouse_catalog], description="The self-contained HTML leadership report, with a PNG and SVG per chart.")
+@dg.asset(group_name="dashboards", deps=[warehouse_catalog], kinds={"altair", "html"}, owners=OWNERS, description="The self-contained HTML leadership report, with a PNG and SVG per chart.")
 def leadership_report(goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.warehouse()
     path = _guarded(wh, "leadership_report", (), lambda: build_report(wh, target_gpus=goodput.target_gpus), lambda p: None)

@@ -1,8 +1,10 @@
 """Run the asset graph in-process: ``goodput demo`` (ingest + build) and ``goodput build``.
 
-The CLI and Dagster share one code path: both materialize the assets of pipelines/assets.py.
-The build run covers every daily rollup partition that has telemetry, as one single-run
-backfill, so a fresh warehouse is complete after one command.
+The CLI and Dagster share one code path: both materialize the assets of pipelines/assets.py,
+and the CLI records its runs in the persistent Dagster instance under the home
+(``<home>/.dagster``), so ``DAGSTER_HOME=<home>/.dagster dagster dev`` shows them. The build run
+is launched without a partition, so it rolls up every day of the telemetry's span and a fresh
+warehouse is complete after one command.
 """
 
 from __future__ import annotations
@@ -11,16 +13,13 @@ import logging
 import re
 import sys
 import warnings
-from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
-import polars as pl
 
 from analysis.goodput_measured import fleet_mtti
-from analysis.observation import source_spans, stored_window
-from analysis.status import record
-from pipelines.assets import BUILD_ASSETS, DAILY, INGEST_ASSETS, gpu_hourly
+from analysis.observation import stored_window
+from pipelines.assets import BUILD_ASSETS, INGEST_ASSETS
 from pipelines.checks import ALL_CHECKS
 from pipelines.resources import GoodputConfig
 from warehouse.store import Warehouse
@@ -51,20 +50,44 @@ class _StepFormatter(logging.Formatter):
         return f"  done: {step} ({took})"
 
 
-def _materialize(assets, config: GoodputConfig, tags: dict | None = None):
-    """``dagster.materialize`` with the progress logger instead of Dagster's console log."""
+DAGSTER_YAML = """\
+# The Dagster instance of this goodput home: `goodput demo` / `build` record their runs here.
+# Open it with: DAGSTER_HOME=<this directory> GOODPUT_HOME=<the home> dagster dev
+telemetry:
+  enabled: false
+"""
+
+
+def dagster_home(home: Path | str) -> Path:
+    """``<home>/.dagster``, with its dagster.yaml (written once; a user's edits are kept)."""
+    path = Path(home) / ".dagster"
+    path.mkdir(parents=True, exist_ok=True)
+    if not (path / "dagster.yaml").exists():
+        (path / "dagster.yaml").write_text(DAGSTER_YAML)
+    return path
+
+
+def instance_for(home: Path | str) -> dg.DagsterInstance:
+    """The persistent Dagster instance (SQLite run, event and schedule storage) of a home."""
+    return dg.DagsterInstance.from_config(str(dagster_home(home)))
+
+
+def _materialize(assets, config: GoodputConfig, job: str):
+    """Run ``assets`` (and their checks) as ``job`` in-process, recorded in the home's Dagster
+    instance, with the progress logger instead of Dagster's console log."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Dagster beta/preview notices are not for CLI users
         defs = dg.Definitions(
-            jobs=[dg.define_asset_job("goodput_cli_run", selection=assets)],
+            jobs=[dg.define_asset_job(job, selection=assets)],
             assets=assets,
             asset_checks=ALL_CHECKS,  # selecting an asset also runs its checks
             resources={"goodput": config},
             loggers={"progress": progress_logger},
         )
-        result = defs.resolve_job_def("goodput_cli_run").execute_in_process(
-            run_config={"loggers": {"progress": {}}}, tags=tags or {}, raise_on_error=False
-        )
+        with instance_for(config.warehouse().home) as instance:
+            result = defs.resolve_job_def(job).execute_in_process(
+                run_config={"loggers": {"progress": {}}}, instance=instance, raise_on_error=False
+            )
     if not result.success:
         failed = [e for e in result.all_events if e.is_failure]
         raise PipelineError(f"pipeline run failed: {failure_cause(failed[0]) if failed else 'see the Dagster event log'}")
@@ -83,39 +106,20 @@ def failure_cause(event) -> str:
 
 
 def ingest(config: GoodputConfig):
-    return _materialize(INGEST_ASSETS, config)
-
-
-def rollup_days(wh: Warehouse) -> tuple[str | None, str | None]:
-    """The gpu_hourly partitions to build (first, last day): the days of the telemetry's robust
-    span (one sample dated 2023 or 9999 neither stretches nor breaks it), within the partitions'
-    range; (None, why not) when there are none."""
-    spans = source_spans(wh).filter(pl.col("source") == "telemetry")
-    if spans.height == 0:
-        return None, "no telemetry (gpu_samples)"
-    first = max(spans["span_from"][0].date(), date.fromisoformat(DAILY.start.strftime("%Y-%m-%d")))
-    last = min(spans["span_to"][0].date(), datetime.now(UTC).date() + timedelta(days=DAILY.end_offset - 1))
-    if first > last:
-        return None, f"telemetry span {spans['span_from'][0]:%Y-%m-%d}..{spans['span_to'][0]:%Y-%m-%d} outside the partitions' range"
-    return first.isoformat(), last.isoformat()
+    return _materialize(INGEST_ASSETS, config, "ingest")
 
 
 def build(config: GoodputConfig):
-    """Everything downstream of ingest; rollups for every day of the telemetry's robust span."""
-    wh = config.warehouse()
-    first, last = rollup_days(wh)
-    assets = BUILD_ASSETS if first else [a for a in BUILD_ASSETS if a is not gpu_hourly]
-    if not first:
-        record(wh, "gpu_hourly", "skipped", f"gpu_hourly: {last}", 0)
-    tags = {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last} if first else {}
-    return _materialize(assets, config, tags)
+    """Everything downstream of ingest (the ``build`` job, without a partition): rollups for
+    every day of the telemetry's robust span."""
+    return _materialize(BUILD_ASSETS, config, "build")
 
 
 def refit(config: GoodputConfig):
     """Lifetimes and fits again (e.g. over a new observation window), then what depends on them."""
     from pipelines.assets import component_lifetimes, failure_fits, goodput_projections
 
-    return _materialize([component_lifetimes, failure_fits, goodput_projections], config)
+    return _materialize([component_lifetimes, failure_fits, goodput_projections], config, "refit")
 
 
 def status_lines(wh: Warehouse) -> list[str]:

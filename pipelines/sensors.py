@@ -10,10 +10,12 @@ requested but not yet in the manifest.
 
 import json
 import os
+from datetime import UTC, timedelta
 
 import dagster as dg
 
 from ingest.runner import file_sha256, iter_files
+from pipelines.assets import TELEMETRY_DAYS
 from pipelines.resources import GoodputConfig
 
 MAX_FILES_PER_RUN = 500
@@ -63,7 +65,13 @@ def build_sensor(job) -> dg.SensorDefinition:
 
 def build_schedule(job) -> dg.ScheduleDefinition:
     """Daily at 02:30 UTC: everything downstream of ingest, rolling up the previous day."""
-    return dg.build_schedule_from_partitioned_job(
-        job, name="daily_build", hour_of_day=2, minute_of_hour=30,
-        description="Rebuild everything downstream of ingest once a day (previous day's rollup partition).",
-    )
+
+    @dg.schedule(job=job, name="daily_build", cron_schedule="30 2 * * *", execution_timezone="UTC",
+                 description="Rebuild everything downstream of ingest once a day (previous day's rollup partition).")
+    def daily_build(context: dg.ScheduleEvaluationContext):
+        day = (context.scheduled_execution_time.astimezone(UTC) - timedelta(days=1)).date().isoformat()
+        if not context.instance.has_dynamic_partition(TELEMETRY_DAYS.name, day):
+            return dg.SkipReason(f"no telemetry ingested for {day} (no {TELEMETRY_DAYS.name} partition)")
+        return dg.RunRequest(run_key=day, partition_key=day)
+
+    return daily_build

@@ -12,8 +12,8 @@ from analysis.observation import (
     source_spans,
     spans_disagree,
 )
+from pipelines.assets import rollup_days
 from pipelines.checks import spans_agree
-from pipelines.run import rollup_days
 
 START = datetime(2026, 1, 5)
 DAYS = 60

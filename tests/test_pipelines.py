@@ -19,9 +19,13 @@ from pipelines.assets import ingested_sources
 from pipelines.cli import main
 from pipelines.definitions import defs, ingest_job
 from pipelines.resources import GoodputConfig
+from pipelines.run import instance_for
 from pipelines.sensors import build_sensor, new_landing_files
 from tests.conftest import REPO, SAMPLE_FLEET
+from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
+
+GROUP_ORDER = ["ingest", "warehouse", "analysis", "catalog", "dashboards"]
 
 
 @pytest.fixture(scope="module")
@@ -150,3 +154,91 @@ def test_definitions_load_from_the_repository_root():
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Validation successful" in proc.stderr + proc.stdout
+
+
+def _days(first: str, last: str) -> list[str]:
+    d = pl.date_range(pl.lit(first).str.to_date(), pl.lit(last).str.to_date(), eager=True)
+    return [x.isoformat() for x in d]
+
+
+def test_demo_records_its_runs_in_the_dagster_instance_under_the_home(demo):
+    wh, _ = demo
+    assert "telemetry:\n  enabled: false" in (wh.home / ".dagster" / "dagster.yaml").read_text()
+    graph = defs.resolve_asset_graph()
+    with instance_for(wh.home) as instance:
+        assert sorted(r.dagster_run.job_name for r in instance.get_run_records()) == ["build", "ingest"]
+        for key in graph.get_all_asset_keys():
+            assert instance.get_latest_materialization_event(key) is not None, key
+        for check in graph.asset_check_keys:
+            last = instance.event_log_storage.get_asset_check_execution_history(check, limit=1)
+            assert last and last[0].status.value == "SUCCEEDED", check
+        # partitions: exactly the telemetry's days, from its first (no phantom days before)
+        samples = wh.query('SELECT min("time")::DATE::VARCHAR a, max("time")::DATE::VARCHAR b FROM gpu_samples').row(0)
+        days = instance.get_dynamic_partitions("telemetry_days")
+        assert days == _days(*samples) and days[0] == "2026-01-05"
+        assert instance.get_materialized_partitions(dg.AssetKey("gpu_hourly")) == set(days)
+
+
+def test_asset_metadata_kinds_owners_schema_and_row_counts(demo):
+    wh, _ = demo
+    graph = defs.resolve_asset_graph()
+    with instance_for(wh.home) as instance:
+        for key in graph.get_all_asset_keys():
+            node = graph.get(key)
+            assert node.owners == ["team:fleet-goodput"] and node.kinds, key
+            # groups follow the data: no asset reads from a later group
+            for parent in node.parent_keys:
+                assert GROUP_ORDER.index(graph.get(parent).group_name) <= GROUP_ORDER.index(node.group_name), (parent, key)
+            if "table" not in node.metadata:
+                continue
+            table = node.metadata["table"]
+            columns = node.metadata["dagster/column_schema"].columns
+            assert [c.name for c in columns] == list(TABLES[table].columns)
+            types = {c.name: c.type for c in columns}
+            assert all(types[c] == str(t) for c, t in TABLES[table].columns.items() if not isinstance(t, pl.Datetime))
+            meta = instance.get_latest_materialization_event(key).asset_materialization.metadata
+            assert meta["dagster/row_count"].value == wh.read(table).height > 0, key
+    assert graph.get(dg.AssetKey("warehouse_catalog")).group_name == "catalog"
+    assert graph.get(dg.AssetKey("gpu_hourly")).kinds == {"duckdb", "parquet"}
+    hourly = {c.name: c.type for c in graph.get(dg.AssetKey("gpu_hourly")).metadata["dagster/column_schema"].columns}
+    assert (hourly["hour"], hourly["n"]) == ("Datetime(us, UTC)", str(TABLES["gpu_hourly"].columns["n"]))
+
+
+def test_every_job_runs_from_the_definitions_with_and_without_a_partition(tmp_path, monkeypatch):
+    """What the UI launches: the jobs of pipelines.definitions, on a small simulated fleet."""
+    src, home = tmp_path / "fleet", tmp_path / "home"
+    assert main(["simulate", "--out", str(src), "--nodes", "2", "--days", "2", "--fault-scale", "0.001", "--seed", "1"]) == 0
+    monkeypatch.setenv("GOODPUT_HOME", str(home))  # the resource of the definitions reads it, as under `dagster dev`
+    paths = [str(src / "slurm"), str(src / "dcgm")]
+    with warnings.catch_warnings(), instance_for(home) as instance:
+        warnings.simplefilter("ignore")
+        ingest = defs.resolve_job_def("ingest").execute_in_process(
+            instance=instance, run_config={"ops": {"ingested_sources": {"config": {"paths": paths}}}}
+        )
+        assert ingest.success
+        days = instance.get_dynamic_partitions("telemetry_days")
+        assert days == ["2026-01-05", "2026-01-06"]  # added by the ingest asset
+        build = defs.resolve_job_def("build")
+        assert build.execute_in_process(instance=instance).success  # no partition: every telemetry day
+        assert instance.get_materialized_partitions(dg.AssetKey("gpu_hourly")) == set(days)
+        hourly = Warehouse(home).read("gpu_hourly")
+        assert sorted({t.date().isoformat() for t in hourly["hour"]}) == days
+        one = build.execute_in_process(instance=instance, partition_key=days[-1])
+        assert one.success
+        [mat] = [m for m in one.asset_materializations_for_node("gpu_hourly") if m.partition]
+        assert mat.partition == days[-1] and mat.metadata["days"].value == 1
+        assert Warehouse(home).read("gpu_hourly").sort(pl.all()).equals(hourly.sort(pl.all()))  # same rollup again
+        assert instance.get_latest_materialization_event(dg.AssetKey("leadership_report")) is not None
+
+
+def test_daily_build_requests_yesterdays_partition_only_when_it_has_telemetry():
+    from datetime import UTC, datetime
+
+    schedule = defs.resolve_schedule_def("daily_build")
+    at = datetime(2026, 1, 7, 2, 30, tzinfo=UTC)
+    with dg.instance_for_test() as instance:
+        ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=at, repository_def=defs.get_repository_def())
+        assert "no telemetry ingested for 2026-01-06" in schedule.evaluate_tick(ctx).skip_message
+        instance.add_dynamic_partitions("telemetry_days", ["2026-01-05", "2026-01-06"])
+        [request] = schedule.evaluate_tick(ctx).run_requests
+        assert request.partition_key == "2026-01-06"
