@@ -97,6 +97,10 @@ def _warehouse(args, existing: bool = False):
 def cmd_simulate(args) -> int:
     from sample_data.fleet import simulate
 
+    if args.nodes < 1 or args.gpus_per_node < 1 or args.days <= 0 or args.fault_scale <= 0:
+        raise CliError("--nodes, --gpus-per-node, --days and --fault-scale must be positive")
+    if parse_duration(args.scrape_interval) < 1:
+        raise CliError("--scrape-interval must be at least 1s")
     summary = simulate(
         Path(args.out),
         nodes=args.nodes,

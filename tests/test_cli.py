@@ -106,3 +106,10 @@ def test_wrong_options_that_reject_every_record_say_so_with_the_fix(tmp_path, ca
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"warning: {dump}: every record rejected (4): ")
     assert "--fields" in line and "has 2" in line
+
+
+@pytest.mark.parametrize("flag, value", [("--fault-scale", "0"), ("--nodes", "0"), ("--days", "-1"), ("--scrape-interval", "0")])
+def test_simulate_refuses_non_positive_settings_in_one_line(tmp_path, capsys, flag, value):
+    assert main(["simulate", "--out", str(tmp_path / "f"), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and flag in err and not (tmp_path / "f").exists()
