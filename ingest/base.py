@@ -201,5 +201,10 @@ def settle_repeats(repeats: pl.DataFrame, row_lines: pl.Series, quarantine: pl.D
     return dups, pl.concat([quarantine, again.select(quarantine.columns).cast(quarantine.schema)])
 
 
+def json_error(exc) -> str:
+    """A ``json.JSONDecodeError`` as a readable reason: ``invalid JSON at line L column C: <what>``."""
+    return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg.removesuffix(' at')}"
+
+
 def whole_file_quarantine(data: bytes, error: str, line: int = 1) -> pl.DataFrame:
     return quarantine_frame([line], [data[:500].decode("utf-8", "replace")], [error])

@@ -1,11 +1,19 @@
-"""What a job attempt's values can be, checked per record by every scheduler parser (sacct text,
-sacct JSON): one place for the bounds and the reasons. Not a format (no ``FORMAT``)."""
+"""What the scheduler parsers (sacct text, sacct JSON) share about a job attempt: the bounds of its
+values and the reasons, Slurm's state names, and attempt numbering. Not a format (no ``FORMAT``)."""
 
 from __future__ import annotations
 
 import polars as pl
 
 from ingest.base import ParseContext, implausible_time
+
+STATE_CODES = {
+    "BF": "BOOT_FAIL", "CA": "CANCELLED", "CD": "COMPLETED", "DL": "DEADLINE", "F": "FAILED",
+    "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY", "PD": "PENDING", "PR": "PREEMPTED",
+    "R": "RUNNING", "RQ": "REQUEUED", "RS": "RESIZING", "RV": "REVOKED", "S": "SUSPENDED",
+    "TO": "TIMEOUT",
+}  # fmt: skip
+STATES = set(STATE_CODES.values())
 
 # Beyond these a value is a corrupt field, not a job.
 MAX_NODES = 1_000_000
@@ -34,3 +42,17 @@ def job_value_errors(ctx: ParseContext) -> pl.Expr:
     for cond, text in reversed(checks):
         reason = pl.when(cond.fill_null(False)).then(text).otherwise(reason)
     return reason
+
+
+def number_attempts(df: pl.DataFrame) -> pl.DataFrame:
+    """Attempts of one JobID in time order (``--duplicates`` lists a requeued job per run)."""
+    keys = ["cluster", "job_id"]
+    dup = df.select(pl.struct(keys).is_duplicated()).to_series()
+    once = df.filter(~dup).with_columns(attempt=pl.lit(1, pl.Int32))
+    many = (
+        df.filter(dup)
+        .sort([*keys, pl.col("start_time").fill_null(pl.col("end_time")).fill_null(pl.col("submit_time")), "source_line"],
+              nulls_last=True)
+        .with_columns(attempt=(pl.int_range(pl.len()).over(keys) + 1).cast(pl.Int32))
+    )
+    return pl.concat([once, many]).sort("source_line")

@@ -62,9 +62,9 @@ from ingest.base import (
     ParseContext,
     ParseResult,
     implausible_time,
+    json_error,
     whole_file_quarantine,
 )
-from ingest.sacct_json import json_error
 from warehouse.schemas import TABLES, conform, quarantine_frame
 
 REASON_STATE = {

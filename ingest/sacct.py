@@ -32,20 +32,13 @@ from ingest.base import (
     settle_repeats,
 )
 from ingest.hostlist import expand_column
-from ingest.job_checks import job_value_errors
+from ingest.job_checks import STATE_CODES, STATES, job_value_errors, number_attempts
 from ingest.times import NULL_TIMES, local_to_utc, slurm_duration_s
 from warehouse.schemas import conform, quarantine_frame
 
 XDMOD_FIELDS = ["jobid", "jobidraw", "cluster", "partition", "qos", "account", "group", "gid", "user", "uid", "submit", "eligible", "start", "end", "elapsed", "exitcode", "state", "nnodes", "ncpus", "reqcpus", "reqmem", "reqtres", "alloctres", "timelimit", "nodelist", "jobname"]
 FIELD_PRESETS = {"xdmod": XDMOD_FIELDS}
 
-STATE_CODES = {
-    "BF": "BOOT_FAIL", "CA": "CANCELLED", "CD": "COMPLETED", "DL": "DEADLINE", "F": "FAILED",
-    "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY", "PD": "PENDING", "PR": "PREEMPTED",
-    "R": "RUNNING", "RQ": "REQUEUED", "RS": "RESIZING", "RV": "REVOKED", "S": "SUSPENDED",
-    "TO": "TIMEOUT",
-}  # fmt: skip
-STATES = set(STATE_CODES.values())
 
 _JOBID = r"^(?P<job>(?P<base>\d+)(?:_(?P<task>\d+|\[[^\]]*\]))?(?:\+(?P<het>\d+))?)(?:\.(?P<step>[^.\s]+))?$"
 _FORMAT_TIME = "%Y-%m-%dT%H:%M:%S"
@@ -117,7 +110,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     quarantine = pl.concat(quarantines) if quarantines else ParseResult.empty_quarantine()
     if not frames:
         return ParseResult({}, quarantine, quarantine.height + dups, duplicates=dups)
-    table = conform("job_attempts", _number_attempts(pl.concat(frames)))
+    table = conform("job_attempts", number_attempts(pl.concat(frames)))
     return ParseResult({"job_attempts": table}, quarantine, table.height + quarantine.height + dups, duplicates=dups)
 
 
@@ -295,20 +288,6 @@ def _unreadable(c, exit_parts: pl.Expr, gpus: pl.Expr, tres_nodes: pl.Expr, ctx:
     for cond, text in reversed(checks):
         reason = pl.when(cond.fill_null(False)).then(text).otherwise(reason)
     return reason
-
-
-def _number_attempts(df: pl.DataFrame) -> pl.DataFrame:
-    """Attempts of one JobID in time order (``--duplicates`` lists a requeued job per run)."""
-    keys = ["cluster", "job_id"]
-    dup = df.select(pl.struct(keys).is_duplicated()).to_series()
-    once = df.filter(~dup).with_columns(attempt=pl.lit(1, pl.Int32))
-    many = (
-        df.filter(dup)
-        .sort([*keys, pl.col("start_time").fill_null(pl.col("end_time")).fill_null(pl.col("submit_time")), "source_line"],
-              nulls_last=True)
-        .with_columns(attempt=(pl.int_range(pl.len()).over(keys) + 1).cast(pl.Int32))
-    )
-    return pl.concat([once, many]).sort("source_line")
 
 
 def detect(head: bytes, name: str) -> int:

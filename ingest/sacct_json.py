@@ -24,16 +24,10 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, whole_file_quarantine
+from ingest.base import FormatSpec, ParseContext, ParseResult, json_error, whole_file_quarantine
 from ingest.hostlist import expand_column
-from ingest.job_checks import job_value_errors
-from ingest.sacct import STATES, _number_attempts
+from ingest.job_checks import STATES, job_value_errors, number_attempts
 from warehouse.schemas import conform, quarantine_frame
-
-
-def json_error(exc: json.JSONDecodeError) -> str:
-    """A readable reason: ``invalid JSON at line L column C: <what>`` (shared with k8s)."""
-    return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg.removesuffix(' at')}"
 
 
 def _num(v):
@@ -258,7 +252,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     df = df.drop("state_tok", "nodelist", "_err", "_unreadable")
     tables = {}
     if df.height:
-        tables["job_attempts"] = conform("job_attempts", _number_attempts(df))
+        tables["job_attempts"] = conform("job_attempts", number_attempts(df))
     return ParseResult(tables, quarantine, df.height + quarantine.height)
 
 
