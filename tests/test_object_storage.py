@@ -220,6 +220,9 @@ def test_cli_and_dagster_take_the_same_uri(tmp_path, uri, monkeypatch, capsys):
     monkeypatch.setenv("GOODPUT_WAREHOUSE_URI", uri)
     assert main(["--home", str(home), "sql", "select count(*) n from job_attempts", "--format", "csv"]) == 0
     assert capsys.readouterr().out.splitlines() == ["n", "4"]
+    # the read-only surface holds on object storage too: no file outside the bucket prefix
+    assert main(["--home", str(home), "sql", "select * from read_text('/etc/passwd')"]) == 2
+    assert "Permission Error" in capsys.readouterr().err
 
     config = GoodputConfig(home=str(home), sources=[str(p) for p in SOURCES[:2]])
     assert config.warehouse().parquet == uri

@@ -560,11 +560,11 @@ class Warehouse:
         or loads, configuration locked. ``run_readonly`` adds the statement check."""
         con = self.connect()
         self._create_views(con, guard=True)
-        if self.local:
-            dirs = [self.parquet, *(str(Path(d).expanduser().resolve()) for d in allow_files)]
-            listed = ", ".join("'" + d.rstrip("/").replace("'", "''") + "/'" for d in dirs)
-            con.execute(f"SET allowed_directories = [{listed}]")
-            con.execute("SET enable_external_access = false")
+        # the Parquet root (a directory or s3://bucket/prefix) and the opted-in directories only
+        dirs = [self.parquet, *(str(Path(d).expanduser().resolve()) for d in allow_files)]
+        listed = ", ".join("'" + d.rstrip("/").replace("'", "''") + "/'" for d in dirs)
+        con.execute(f"SET allowed_directories = [{listed}]")
+        con.execute("SET enable_external_access = false")
         con.execute("SET autoinstall_known_extensions = false")
         con.execute("SET autoload_known_extensions = false")
         con.execute("SET lock_configuration = true")
