@@ -74,6 +74,9 @@ def class_counts(mix: CauseMix) -> dict[str, int]:
     counts = {c: mix.count(FOLDED_FROM.get(c, (c,))) for c in CLASSES}
     counts.update(FABRIC_SPLIT)
     counts["ib_link"] -= sum(FABRIC_SPLIT.values())
+    empty = [c for c, n in counts.items() if n <= 0]
+    if empty:
+        raise ValueError(f"the cause mix has no interruptions for {', '.join(empty)}: every simulated class needs some")
     return counts
 
 
@@ -82,6 +85,7 @@ def software_rate_per_node_hour(mix: CauseMix) -> float:
     return mix.count(WORKLOAD_CLASSES) / (mix.nodes * mix.hours)
 
 
+# Fraction of events of a class that are non-fatal warnings (unit hot-swapped later).
 NONFATAL_FRACTION = {"ib_link": 0.4, "cooling": 0.5}
 # Median repair time (hours) and log-sd per class: board swaps take longer than a fan.
 REPAIR_HOURS = {

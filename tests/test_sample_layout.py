@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ingest.registry import formats
 from pipelines.cli import llama3_cause_mix, main
-from sample_data.simulation import simulate
+from sample_data.model import CauseMix, class_counts
+from sample_data.simulation import build_fleet, simulate
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_data"
@@ -122,3 +125,17 @@ def test_goodput_simulate_regenerates_the_committed_fleet_byte_for_byte(tmp_path
     regenerated = file_hashes(out)
     assert len(committed) == 2011
     assert regenerated == committed
+
+
+def test_the_cause_mix_is_folded_into_the_simulated_classes():
+    mix = llama3_cause_mix()
+    counts = class_counts(mix)
+    # Faulty GPU + GSP + SRAM (silent data corruption leaves no evidence and is not simulated);
+    # the fabric's switch/cable 35 + NIC 7 become NVLink 12, NVSwitch 5 and IB links 25
+    assert counts == {
+        "gpu": 148 + 17 + 19, "gpu_memory": 72, "nvlink": 12, "nvswitch": 5, "ib_link": 25,
+        "psu": 3, "cooling": 6, "cpu": 2, "host_memory": 2, "storage": 3,
+    }
+    no_psu = CauseMix([row for row in mix.table if row[2] != "psu"], mix.nodes, mix.hours)
+    with pytest.raises(ValueError, match="no interruptions for psu"):
+        build_fleet(no_psu, nodes=2, days=1)

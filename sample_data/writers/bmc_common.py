@@ -3,7 +3,9 @@ writers (as ``ingest/bmc_common.py`` is shared by their parsers)."""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -126,3 +128,10 @@ def sel_rows(f: Fleet, codes: list[dict], rng: np.random.Generator) -> list[list
         rows.sort(key=lambda r: (r[0], r[1], r[2], r[3], r[5]))
         out.append(rows)
     return out
+
+
+def log_entries(f: Fleet, sel_rows: list[list[tuple]]) -> Iterator[tuple[str, list[tuple]]]:
+    """Per host: its name and its records as (record id from 1, UTC time struct, record)."""
+    for n, rows in enumerate(sel_rows):
+        entries = [(rid, time.gmtime(round(f.start_epoch + r[0])), r) for rid, r in enumerate(rows, 1)]
+        yield f.hosts[n], entries

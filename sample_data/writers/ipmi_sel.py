@@ -7,15 +7,15 @@ from pathlib import Path
 
 from sample_data.model import Fleet, ts
 from sample_data.writers.base import write_text
+from sample_data.writers.bmc_common import log_entries
 
 
 def write(f: Fleet, out: Path, sel_rows: list[list[tuple]], ev: dict) -> int:
     """ipmi/<host>.sel.txt from each node's SEL records (``bmc_common.sel_rows``)."""
     n_rows = 0
-    for n, rows in enumerate(sel_rows):
+    for host, entries in log_entries(f, sel_rows):
         sel = []
-        for rid, (t, _, st, num, desc, direc, extra, _, fi) in enumerate(rows, start=1):
-            g = time.gmtime(round(f.start_epoch + t))
+        for rid, g, (t, _, st, num, desc, direc, extra, _, fi) in entries:
             line = (
                 f"{rid:>4x} | {time.strftime('%m/%d/%Y', g)} | {time.strftime('%H:%M:%S', g)}"
                 f" | {st} #0x{num:02x} | {desc} | {direc}"
@@ -26,5 +26,5 @@ def write(f: Fleet, out: Path, sel_rows: list[list[tuple]], ev: dict) -> int:
             if fi >= 0:
                 ev[fi].append({"source": "ipmi", "code": desc, "time": ts(f, t)})
         n_rows += len(sel)
-        write_text(out / "ipmi" / f"{f.hosts[n]}.sel.txt", "\n".join(sel) + "\n")
+        write_text(out / "ipmi" / f"{host}.sel.txt", "\n".join(sel) + "\n")
     return n_rows

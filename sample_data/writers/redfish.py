@@ -10,16 +10,15 @@ from pathlib import Path
 
 from sample_data.model import Fleet, ts
 from sample_data.writers.base import write_text
-from sample_data.writers.bmc_common import SEL_SENSOR
+from sample_data.writers.bmc_common import SEL_SENSOR, log_entries
 
 
 def write(f: Fleet, out: Path, sel_rows: list[list[tuple]], ev: dict) -> int:
     """redfish/<host>.LogEntries.json from each node's SEL records (``bmc_common.sel_rows``)."""
     n_rows = 0
-    for n, rows in enumerate(sel_rows):
+    for host, entries in log_entries(f, sel_rows):
         members = []
-        for rid, (t, _, st, num, desc, direc, extra, sev, fi) in enumerate(rows, start=1):
-            g = time.gmtime(round(f.start_epoch + t))
+        for rid, g, (t, _, st, num, desc, direc, extra, sev, fi) in entries:
             msg_id = "0x" + hashlib.sha1(f"{st}|{desc}|{direc}".encode()).hexdigest()[:6].upper()
             rf_type = next((v[2] for v in SEL_SENSOR.values() if v[0] == st), st)
             members.append(
@@ -56,5 +55,5 @@ def write(f: Fleet, out: Path, sel_rows: list[list[tuple]], ev: dict) -> int:
             "Members": members,
             "@odata.id": "/redfish/v1/Systems/1/LogServices/SEL/Entries",
         }
-        write_text(out / "redfish" / f"{f.hosts[n]}.LogEntries.json", json.dumps(coll, indent=4) + "\n")
+        write_text(out / "redfish" / f"{host}.LogEntries.json", json.dumps(coll, indent=4) + "\n")
     return n_rows
