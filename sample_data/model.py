@@ -43,23 +43,37 @@ class CauseMix:
         return sum(n for label, n, c in self.table if c in classes and label not in NOT_SIMULATED)
 
 
-# The simulated hardware classes, in slot order: (units per node in the reference run, Weibull
-# shape). Their counts come from the mix's folding, with the simulator's own detail: the GPU
-# board class also takes the SRAM faults (one board), and the fabric's interruptions (network
-# switch/cable + NIC) are split into NVLink and NVSwitch (``FABRIC_SPLIT``) and the IB links.
-CLASS_MODEL = {
-    "gpu": (8, 0.8),
-    "gpu_memory": (8, 1.4),
-    "nvlink": (8, 1.0),
-    "nvswitch": (4, 1.0),
-    "ib_link": (8, 1.0),
-    "psu": (2, 1.6),
-    "cooling": (6, 1.0),
-    "cpu": (2, 1.0),
-    "host_memory": (16, 1.0),
-    "storage": (2, 1.0),
+@dataclass(frozen=True)
+class UnitClass:
+    """How the fleet models one hardware class."""
+
+    ref_units: int  # units per node in the reference run (the rate is per unit)
+    units: int | None  # units per node here; None: one per GPU
+    shape: float  # Weibull shape of the unit's lifetime
+    repair_hours: tuple[float, float]  # median and log-sd of the repair time
+    position: str  # the slot's name on its node
+    serial_prefix: str  # "" for the GPU board's parts: they carry the board's serial
+    nonfatal: float = 0.0  # share of faults that are warnings (the unit is hot-swapped later)
+    crash: bool = False  # a fatal fault hangs or crashes the host at once (no drain delay)
+
+
+# The simulated hardware classes, in slot order. Their counts come from the mix's folding, with
+# the simulator's own detail: the GPU board class also takes the SRAM faults (one board), and
+# the fabric's interruptions (network switch/cable + NIC) are split into NVLink and NVSwitch
+# (``FABRIC_SPLIT``) and the IB links. Board swaps take longer to repair than a fan.
+UNIT_CLASSES = {
+    "gpu": UnitClass(8, None, 0.8, (10.0, 0.7), "gpu{}", "165"),
+    "gpu_memory": UnitClass(8, None, 1.4, (10.0, 0.7), "gpu{}-hbm", ""),
+    "nvlink": UnitClass(8, None, 1.0, (8.0, 0.7), "gpu{}-nvlink", ""),
+    "nvswitch": UnitClass(4, 4, 1.0, (16.0, 0.6), "nvswitch{}", "NVS"),
+    "ib_link": UnitClass(8, None, 1.0, (3.0, 0.6), "ib{}", "MT2238X", nonfatal=0.4),
+    "psu": UnitClass(2, 2, 1.6, (3.0, 0.5), "psu{}", "PSU", crash=True),
+    "cooling": UnitClass(6, 6, 1.0, (2.0, 0.5), "fan{}", "FAN", nonfatal=0.5, crash=True),
+    "cpu": UnitClass(2, 2, 1.0, (12.0, 0.6), "cpu{}", "CPU", crash=True),
+    "host_memory": UnitClass(16, 16, 1.0, (4.0, 0.5), "dimm{:02d}", "80AD", crash=True),
+    "storage": UnitClass(2, 2, 1.0, (4.0, 0.5), "nvme{}", "S6CKNX"),
 }
-CLASSES = tuple(CLASS_MODEL)
+CLASSES = tuple(UNIT_CLASSES)
 FOLDED_FROM = {"gpu": ("gpu", "gpu_sram"), "ib_link": ("ib_link", "nic")}
 FABRIC_SPLIT = {"nvlink": 12, "nvswitch": 5}  # of the fabric's interruptions; the rest: ib_link
 WORKLOAD_CLASSES = ("software",)  # application / NCCL hangs: the workload failures of jobs
@@ -85,23 +99,6 @@ def software_rate_per_node_hour(mix: CauseMix) -> float:
     return mix.count(WORKLOAD_CLASSES) / (mix.nodes * mix.hours)
 
 
-# Fraction of events of a class that are non-fatal warnings (unit hot-swapped later).
-NONFATAL_FRACTION = {"ib_link": 0.4, "cooling": 0.5}
-# Median repair time (hours) and log-sd per class: board swaps take longer than a fan.
-REPAIR_HOURS = {
-    "gpu": (10.0, 0.7),
-    "gpu_memory": (10.0, 0.7),
-    "nvlink": (8.0, 0.7),
-    "nvswitch": (16.0, 0.6),
-    "ib_link": (3.0, 0.6),
-    "psu": (3.0, 0.5),
-    "cooling": (2.0, 0.5),
-    "cpu": (12.0, 0.6),
-    "host_memory": (4.0, 0.5),
-    "storage": (4.0, 0.5),
-}
-# Classes whose fatal fault hangs/crashes the host at once (no drain delay).
-CRASH_CLASSES = ("psu", "cpu", "host_memory", "cooling")
 
 USERS = (
     ("alice", 10001, "llm"),
@@ -123,26 +120,17 @@ GPU_TEMP_BETA = 0.5  # log hazard ratio of gpu failures per sd of that offset
 
 def class_law(mix: CauseMix, cls: str, fault_scale: float) -> tuple[float, float, float]:
     """(shape, scale_hours, rate_per_unit_hour) so that the Weibull mean equals 1/rate."""
-    units, shape = CLASS_MODEL[cls]
-    rate = class_counts(mix)[cls] / (mix.nodes * units * mix.hours) * fault_scale
+    unit = UNIT_CLASSES[cls]
+    shape = unit.shape
+    rate = class_counts(mix)[cls] / (mix.nodes * unit.ref_units * mix.hours) * fault_scale
     scale = 1.0 / rate / math.gamma(1.0 + 1.0 / shape)
     return shape, scale, rate
 
 
 def units_per_node(cls: str, gpus_per_node: int) -> int:
     """Our node's count of units of a class (per-GPU classes follow G)."""
-    return {
-        "gpu": gpus_per_node,
-        "gpu_memory": gpus_per_node,
-        "nvlink": gpus_per_node,
-        "nvswitch": 4,
-        "ib_link": gpus_per_node,
-        "psu": 2,
-        "cooling": 6,
-        "cpu": 2,
-        "host_memory": 16,
-        "storage": 2,
-    }[cls]
+    units = UNIT_CLASSES[cls].units
+    return gpus_per_node if units is None else units
 
 
 def host_name(i: int) -> str:
@@ -210,30 +198,6 @@ class Fleet:
     gpu_uuid_at: dict = field(default_factory=dict)  # (node, gpu) -> [(t_install, uuid, serial)]
     gpu_temp_offset: np.ndarray | None = None  # (node, gpu) airflow offset, C
     slot_scale_s: np.ndarray | None = None  # per-slot Weibull scale (s), covariate applied
-
-
-SERIAL_PREFIX = {
-    "gpu": "165",
-    "nvswitch": "NVS",
-    "ib_link": "MT2238X",
-    "psu": "PSU",
-    "cooling": "FAN",
-    "cpu": "CPU",
-    "host_memory": "80AD",
-    "storage": "S6CKNX",
-}
-POSITION = {
-    "gpu": "gpu{}",
-    "gpu_memory": "gpu{}-hbm",
-    "nvlink": "gpu{}-nvlink",
-    "nvswitch": "nvswitch{}",
-    "ib_link": "ib{}",
-    "psu": "psu{}",
-    "cooling": "fan{}",
-    "cpu": "cpu{}",
-    "host_memory": "dimm{:02d}",
-    "storage": "nvme{}",
-}
 
 
 

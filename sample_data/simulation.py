@@ -31,18 +31,14 @@ import numpy as np
 
 from sample_data.model import (
     CLASSES,
-    CRASH_CLASSES,
     GPU_PCI_BUS,
     GPU_TEMP_BETA,
     K8S_NAMESPACE,
     MAX_YEARS_INSTALLED,
     MODULE_CLASSES,
-    NONFATAL_FRACTION,
-    POSITION,
-    REPAIR_HOURS,
-    SERIAL_PREFIX,
     TEMP_SD_C,
     TRAIN_USER,
+    UNIT_CLASSES,
     USERS,
     Attempt,
     CauseMix,
@@ -90,7 +86,7 @@ def _simulate_hardware(f: Fleet, rng: np.random.Generator, mix: CauseMix) -> Non
                 s = len(f.slot_class)
                 f.slot_class.append(cls)
                 f.slot_node.append(n)
-                f.slot_pos.append(POSITION[cls].format(i))
+                f.slot_pos.append(UNIT_CLASSES[cls].position.format(i))
                 f.slot_index.append(i)
                 if cls in MODULE_CLASSES:
                     module_slots.setdefault(n * G + i, []).append(s)
@@ -129,7 +125,7 @@ def _simulate_hardware(f: Fleet, rng: np.random.Generator, mix: CauseMix) -> Non
         f.inst.append(
             {
                 "slot": slot,
-                "serial": _serial(rng, SERIAL_PREFIX[cls], counter[0]),
+                "serial": _serial(rng, UNIT_CLASSES[cls].serial_prefix, counter[0]),
                 "uuid": None,
                 "install": t_install,
             }
@@ -137,7 +133,7 @@ def _simulate_hardware(f: Fleet, rng: np.random.Generator, mix: CauseMix) -> Non
 
     def new_module(m: int, t_install: float) -> list[int]:
         counter[0] += 1
-        base = _serial(rng, SERIAL_PREFIX["gpu"], counter[0])
+        base = _serial(rng, UNIT_CLASSES["gpu"].serial_prefix, counter[0])
         uuid = _uuid(rng)
         idx = []
         for s in module_slots[m]:
@@ -238,10 +234,10 @@ def _simulate_hardware(f: Fleet, rng: np.random.Generator, mix: CauseMix) -> Non
             fault.update(fatal=True, secondary=True, t_off=t, t_rep=pending_replace[gkey])
             f.faults.append(fault)
             continue
-        fatal = rng.uniform() >= NONFATAL_FRACTION.get(cls, 0.0)
-        med, sd = REPAIR_HOURS[cls]
+        fatal = rng.uniform() >= UNIT_CLASSES[cls].nonfatal
+        med, sd = UNIT_CLASSES[cls].repair_hours
         repair = med * math.exp(sd * rng.standard_normal()) * 3600.0
-        if fatal and cls not in CRASH_CLASSES:
+        if fatal and not UNIT_CLASSES[cls].crash:
             off = rng.uniform(600.0, 4 * 3600.0)  # drained, rebooted into repair later
         else:
             off = 0.0

@@ -7,7 +7,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from sample_data.model import Attempt, Fleet, ts
+from sample_data.model import UNIT_CLASSES, Attempt, Fleet, ts
 from sample_data.writers.base import alloc, nodelist, slurm_attempts, write_text
 
 # Drain reasons a node health check would set in Slurm, by class.
@@ -71,7 +71,7 @@ def write(f: Fleet, path: Path, codes: list[dict], ev: dict) -> int:
             continue
         host = f.hosts[n]
         t = flt["time"]
-        if flt["cls"] in ("psu", "cpu", "host_memory", "cooling"):
+        if UNIT_CLASSES[flt["cls"]].crash:
             t_ev = t + 20.0
             add(t_ev, f"error: Nodes {host} not responding, setting DOWN")
             ev[i].append({"source": "slurmctld", "code": "not responding", "time": ts(f, t_ev)})
