@@ -1,4 +1,4 @@
-"""The synthetic fleet simulation: hardware lifetimes, faults, repairs, jobs, and the files they leave.
+"""The synthetic fleet simulation: hardware lifetimes, faults, repairs, jobs, and their files.
 
 The model is deliberately simple but internally consistent, so that the analysis can be
 checked against a known truth:
@@ -10,11 +10,11 @@ checked against a known truth:
 * jobs run on a scheduler model (Slurm gang training chains, Slurm small jobs, a Kubernetes
   PyTorchJob chain) and are killed by the faults that hit their nodes.
 
-The fault rates come from a :class:`~sample_data.model.CauseMix` the caller passes (the CLI passes
-the published Llama 3 table of ``analysis.taxonomy``). ``simulate`` writes every format through
-``sample_data.writers`` (one module per ingest format). Everything is drawn from generators
-seeded from ``seed`` and emitted in a fixed order, so identical arguments give byte-identical files. Internal times are float
-seconds from ``start`` (UTC).
+The fault rates come from a :class:`~sample_data.model.CauseMix` the caller passes (the CLI
+passes the published Llama 3 table of ``analysis.taxonomy``). ``simulate`` writes every format
+through ``sample_data.writers`` (one module per ingest format). Everything is drawn from
+generators seeded from ``seed`` and emitted in a fixed order, so identical arguments give
+byte-identical files. Internal times are float seconds from ``start`` (UTC).
 """
 
 from __future__ import annotations
