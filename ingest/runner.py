@@ -102,17 +102,26 @@ def file_sha256(path: Path) -> tuple[str, int]:
 
 
 def parse_chunks(spec: FormatSpec, fh: BinaryIO, ctx: ParseContext, plain: bool) -> Iterator[ParseResult]:
-    """Checked results of ``spec.parse`` over a line-oriented stream's chunks, in file order.
-    Chunks are parsed concurrently on all cores (parsers are pure; Polars and NumPy release the
-    GIL); at most cores + 1 chunks are in flight."""
+    """Checked results of ``spec.parse`` over a line-oriented stream's chunks, in file order; for a
+    two-stage format one result, ``spec.merge`` of the chunks' ``spec.extract`` partials."""
+    if spec.extract is None:
+        yield from (_checked(spec, r) for r in _staged(spec.parse, fh, ctx, plain))
+    else:
+        yield _checked(spec, spec.merge(list(_staged(spec.extract, fh, ctx, plain)), ctx))
+
+
+def _staged(stage: Callable[[bytes, ParseContext], object], fh: BinaryIO, ctx: ParseContext, plain: bool) -> Iterator:
+    """``stage`` of each chunk (with its line offset), in file order. Chunks are parsed
+    concurrently on all cores (parsers are pure; Polars and NumPy release the GIL); at most
+    cores + 1 chunks are in flight."""
     pool, pending, line = _pool(), deque(), 0
     for block, newlines in _chunks(fh, plain):
-        pending.append(pool.submit(spec.parse, block, replace(ctx, line_offset=line)))
+        pending.append(pool.submit(stage, block, replace(ctx, line_offset=line)))
         line += newlines
         if len(pending) > _WORKERS:
-            yield _checked(spec, pending.popleft().result())
+            yield pending.popleft().result()
     while pending:
-        yield _checked(spec, pending.popleft().result())
+        yield pending.popleft().result()
 
 
 _WORKERS = os.cpu_count() or 1
@@ -191,11 +200,6 @@ def _checked(spec: FormatSpec, result: ParseResult) -> ParseResult:
     return result
 
 
-def _merged(spec: FormatSpec, results: list[ParseResult], ctx: ParseContext) -> ParseResult:
-    """One file's chunk results as one, through the format's ``merge`` hook."""
-    return results[0] if len(results) == 1 else _checked(spec, spec.merge(results, ctx))
-
-
 def _quarantined(data: bytes, error: str) -> ParseResult:
     return ParseResult(tables={}, quarantine=whole_file_quarantine(data, error), records=1)
 
@@ -222,10 +226,7 @@ def _parse_file(
             return
         try:
             if spec.line_oriented:
-                chunks = parse_chunks(spec, fh, ctx, plain=fh is raw)
-                if spec.merge is not None:
-                    chunks = iter([_merged(spec, list(chunks), ctx)])
-                for res in chunks:
+                for res in parse_chunks(spec, fh, ctx, plain=fh is raw):
                     yield spec.name, res
             else:
                 yield spec.name, _checked(spec, spec.parse(fh.read(), ctx))
