@@ -255,7 +255,7 @@ def ingest_paths(
         raise UserError(f"unknown format {fmt!r}; choose auto or one of: {', '.join(sorted(formats()))}")
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
-        raise UserError(f"jobs must be at least 1, not {jobs}")
+        raise UserError(f"jobs (--jobs) must be at least 1, not {jobs}")
     files = iter_files(paths)
     with wh.writer():
         return _ingest(wh, files, None if fmt == "auto" else fmt, ctx, progress, replace_existing, jobs)

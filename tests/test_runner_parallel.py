@@ -129,5 +129,39 @@ def _without_batches(wh: Warehouse) -> dict[str, list]:
 
 
 def test_jobs_below_one_is_a_user_error(tmp_path):
-    with pytest.raises(UserError, match="jobs must be at least 1, not 0"):
+    with pytest.raises(UserError, match=r"jobs \(--jobs\) must be at least 1, not 0"):
         ingest_paths(Warehouse(tmp_path / "home"), [tmp_path], jobs=0)
+
+
+def test_cli_jobs_flag(tmp_path, capsys):
+    from pipelines.cli import main
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(SAMPLE_FLEET / "slurm" / "sacct.txt", src / "sacct.txt")
+    assert main(["ingest", "--home", str(tmp_path / "home"), "--jobs", "0", str(src)]) == 2
+    assert capsys.readouterr().err == "goodput: error: jobs (--jobs) must be at least 1, not 0\n"
+    assert main(["ingest", "--home", str(tmp_path / "home"), "--jobs", "1", str(src)]) == 0
+    assert Warehouse(tmp_path / "home").read("job_attempts").height > 0
+
+
+def test_goodput_config_ingest_jobs_reaches_the_runner(tmp_path):
+    import warnings
+
+    import dagster as dg
+
+    from pipelines.assets import ingested_sources
+    from pipelines.resources import GoodputConfig
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(SAMPLE_FLEET / "slurm" / "sacct.txt", src / "sacct.txt")
+    for jobs, ok in ((-1, False), (1, True)):
+        cfg = GoodputConfig(home=str(tmp_path / "home"), sources=[str(src)], ingest_jobs=jobs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = dg.materialize([ingested_sources], resources={"goodput": cfg}, raise_on_error=False)
+        assert result.success is ok
+        if not ok:
+            (failure,) = [e for e in result.all_events if e.is_step_failure]
+            assert "jobs (--jobs) must be at least 1, not -1" in str(failure.step_failure_data.error)
