@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE_FLEET, table_snapshot
 from ingest import runner
 from ingest.runner import UserError, ingest_paths, iter_files
+from tests.conftest import SAMPLE_FLEET, table_snapshot
 from warehouse.store import Warehouse
 
 
@@ -25,7 +25,7 @@ def _mixed_fleet(root: Path) -> Path:
         (src / "dcgm" / node).mkdir(parents=True)
         for p in sorted((SAMPLE_FLEET / "dcgm" / node).iterdir())[:4]:
             shutil.copy(p, src / "dcgm" / node / p.name)
-    first = sorted((src / "dcgm" / "gpu-node-001").iterdir())[0]
+    first = min((src / "dcgm" / "gpu-node-001").iterdir())
     shutil.copy(first, src / "dcgm" / "zz-copy-of-first.prom.gz")
     (src / "odd").mkdir()
     (src / "odd" / "corrupt.prom.gz").write_bytes(b"\x1f\x8b\x08\x00" + b"\xff" * 40)
