@@ -8,13 +8,17 @@ lines) and ``ingest.kernel.parse`` over the file in the runner's chunks (ours al
 parses times, collapses, merges, classifies and links). Target: within 5x of grep.
 Both get a warm-up pass first. The parse figure includes reading and chunking exactly as the
 runner does (``ingest.runner._chunks``: pread blocks plus their newline counts); that share is
-printed apart.
+printed apart. Each contender runs ``--runs`` times (default 3) and the medians are compared; CPU
+seconds (ours: all threads; grep: the child's rusage) and the load average are printed beside
+them, since wall times on a shared machine swing with its load.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -72,31 +76,37 @@ def make_log(path: Path, target_bytes: int, xid_share: float, seed: int = 0) -> 
     return n_lines, n_xid
 
 
-def time_grep(path: Path) -> tuple[float, int]:
-    t0 = time.perf_counter()
+def _cpu(who: int) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+def time_grep(path: Path) -> tuple[float, int, float]:
+    """(wall seconds, matching lines, grep's CPU seconds)."""
+    c0, t0 = _cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
     out = subprocess.run(["grep", "-c", "NVRM: Xid", str(path)], capture_output=True, text=True, check=False)
-    return time.perf_counter() - t0, int(out.stdout.strip() or 0)
+    return time.perf_counter() - t0, int(out.stdout.strip() or 0), _cpu(resource.RUSAGE_CHILDREN) - c0
 
 
-def time_parse(path: Path) -> tuple[float, int, int, float]:
+def time_parse(path: Path) -> tuple[float, int, int, float, float]:
     """Parse as the runner does (``ingest.runner._parse_file``: pread chunks, newline counts,
-    chunks parsed on all cores, then the format's ``merge`` of the chunks; the file read is
-    included, as grep's is);
-    also the time of reading and chunking alone."""
+    chunks extracted on all cores, then the format's ``merge`` of them; the file read is
+    included, as grep's is); also the time of reading and chunking alone, and the parse's CPU
+    seconds (every thread of this process)."""
     rows = merged = 0
-    t0 = time.perf_counter()
+    c0, t0 = _cpu(resource.RUSAGE_SELF), time.perf_counter()
     with open(path, "rb") as fh:
         for _, res in _parse_file(fh, path.name, FORMAT, ParseContext(path=str(path), host="bench-node")):
             ev = res.tables.get("hw_events")
             if ev is not None:
                 rows += ev.height
                 merged += int(ev["count"].sum())
-    total = time.perf_counter() - t0
+    total, cpu = time.perf_counter() - t0, _cpu(resource.RUSAGE_SELF) - c0
     t0 = time.perf_counter()
     with open(path, "rb") as fh:
         for _ in _chunks(fh, plain=True):
             pass
-    return total, rows, merged, time.perf_counter() - t0
+    return total, rows, merged, time.perf_counter() - t0, cpu
 
 
 def main() -> None:
@@ -105,6 +115,7 @@ def main() -> None:
     ap.add_argument("--xid-share", type=float, default=0.01)
     ap.add_argument("--keep", action="store_true", help="keep the generated log (its path is printed)")
     ap.add_argument("--log", type=Path, help="time this log instead of generating one (kept)")
+    ap.add_argument("--runs", type=int, default=3, help="timed runs of each contender (medians compared)")
     args = ap.parse_args()
     if args.log:
         path, args.keep = args.log, True
@@ -120,17 +131,20 @@ def main() -> None:
     size = path.stat().st_size
     try:
         time_grep(path)  # warm the page cache for both contenders
-        g, count = time_grep(path)
         # like grep's warm-up run: the first pass also pays one-off imports (pyarrow.compute) and
-        # regex compilation; it is printed, the second pass is compared
+        # regex compilation; it is printed, the later passes are compared
         cold = time_parse(path)[0]
-        p, rows, events, reading = time_parse(path)
-        print(f"grep -c 'NVRM: Xid': {g:.2f} s ({count:,} lines, {size / 2**20 / g:.0f} MiB/s)")
-        print(f"ingest.kernel.parse:  {p:.2f} s ({rows:,} hw_events rows holding {events:,} events, "
-              f"{size / 2**20 / p:.0f} MiB/s)")
+        greps = [time_grep(path) for _ in range(args.runs)]
+        parses = [time_parse(path) for _ in range(args.runs)]
+        g, count, g_cpu = (statistics.median(x[i] for x in greps) for i in range(3))
+        p, rows, events, reading, p_cpu = (statistics.median(x[i] for x in parses) for i in range(5))
+        print(f"median of {args.runs} runs, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(f"grep -c 'NVRM: Xid': {g:.2f} s, {g_cpu:.2f} CPU s ({count:,} lines, {size / 2**20 / g:.0f} MiB/s)")
+        print(f"ingest.kernel.parse:  {p:.2f} s, {p_cpu:.2f} CPU s ({rows:,} hw_events rows holding {events:,} "
+              f"events, {size / 2**20 / p:.0f} MiB/s)")
         print(f"  reading and chunking alone ({CHUNK_BYTES >> 20} MiB chunks): {reading:.2f} s")
         print(f"  first (cold) pass: {cold:.2f} s")
-        print(f"ratio parse/grep: {p / g:.2f}x")
+        print(f"ratio parse/grep: {p / g:.2f}x wall, {p_cpu / g_cpu:.2f}x CPU")
         target("kernel XID extraction within 5x of grep -c", p / g <= 5, f"{p / g:.2f}x")
     finally:
         if not args.keep:

@@ -58,7 +58,6 @@ class ParseResult:
     tables: dict[str, pl.DataFrame]
     quarantine: pl.DataFrame
     records: int
-    partial: object = None  # parser-private state a ``FormatSpec.merge`` hook reads
     duplicates: int = 0  # exact repeats the parser dropped itself (counted in rows_duplicate)
 
     @staticmethod
@@ -79,9 +78,13 @@ class FormatSpec:
     description: str = ""
     # Large files of this format may be fed in chunks split at line boundaries.
     line_oriented: bool = False
-    # (chunk results of one file, the file's context) -> one result, for parsers whose records
-    # span lines (merged repeats, banners): the runner applies it so chunking changes nothing.
-    merge: Callable[[list[ParseResult], ParseContext], ParseResult] | None = None
+    # Two-stage parsers, whose records span lines (merged repeats, boot banners): ``extract``
+    # turns one chunk into parser-private partial state (chunk, context with its line_offset),
+    # and ``merge`` (the chunks' partials in file order, the file's context) finishes them as one
+    # file. The runner calls these instead of ``parse`` on line-oriented files, so chunking
+    # changes nothing and the finishing work runs once per file, not once per chunk.
+    extract: Callable[[bytes, ParseContext], object] | None = None
+    merge: Callable[[list, ParseContext], ParseResult] | None = None
 
 
 def numbered_lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:

@@ -31,9 +31,9 @@ before repeat merging (it would raise a ``count``) and counted as a duplicate
 such a row, so records = rows + quarantined lines + duplicates. Lines that are not faults (boot
 banners, ``NVRM: GPU at ...`` identity lines, other drivers) are not records; the identity lines fill ``uuid``. ``caused by
 previous Xid N`` links ``caused_by`` to the latest earlier event with code N on the same GPU,
-else on the same host. Large files arrive in chunks: ``parse`` keeps each chunk's classified
-lines and ``merge`` (the runner's ``FormatSpec.merge`` hook) finishes them as one file, so the
-events do not depend on chunking or compression.
+else on the same host. Large files arrive in chunks: the runner has ``_extract`` classify each
+chunk's candidate lines (``FormatSpec.extract``) and ``merge`` finish them once, as one file, so
+the events do not depend on chunking or compression.
 
 Host: the syslog/journald host, else ``ctx.host``, else a host-like file name
 (``gpu-node-001.log``), else null. ``gpu`` stays null (the kernel names PCI bus ids only):
@@ -446,17 +446,14 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
-    lines = _extract(data, ctx)
-    result = _finish(lines, ctx)
-    result.partial = lines  # what ``merge`` needs to finish several chunks as one file
-    return result
+    return _finish(_extract(data, ctx), ctx)
 
 
-def merge(results: list[ParseResult], ctx: ParseContext) -> ParseResult:
-    """One file's chunk results finished as one: collapse, repeat merging, exact duplicates,
-    boot banners, reltime headers, UUIDs and cause links then cross chunk boundaries, so the
-    events do not depend on how the runner cut the file."""
-    return _finish(pl.concat([r.partial for r in results], how="diagonal_relaxed"), ctx)
+def merge(parts: list[pl.DataFrame], ctx: ParseContext) -> ParseResult:
+    """One file's chunks (``_extract`` of each, in file order) finished as one: collapse, repeat
+    merging, exact duplicates, boot banners, reltime headers, UUIDs and cause links then cross
+    chunk boundaries, so the events do not depend on how the runner cut the file."""
+    return _finish(pl.concat(parts, how="diagonal_relaxed"), ctx)
 
 
 # kinds of candidate lines that are records (a row or a quarantine row each); the others
@@ -754,5 +751,6 @@ FORMAT = FormatSpec(
     detect=detect,
     description="kernel logs (dmesg, syslog, journald, /dev/kmsg): NVIDIA XID / SXID, mlx5 link, MCE, EDAC, NVMe",
     line_oriented=True,
+    extract=_extract,
     merge=merge,
 )

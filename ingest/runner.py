@@ -11,12 +11,13 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import multiprocessing
 import os
 import stat
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cache
@@ -102,17 +103,26 @@ def file_sha256(path: Path) -> tuple[str, int]:
 
 
 def parse_chunks(spec: FormatSpec, fh: BinaryIO, ctx: ParseContext, plain: bool) -> Iterator[ParseResult]:
-    """Checked results of ``spec.parse`` over a line-oriented stream's chunks, in file order.
-    Chunks are parsed concurrently on all cores (parsers are pure; Polars and NumPy release the
-    GIL); at most cores + 1 chunks are in flight."""
+    """Checked results of ``spec.parse`` over a line-oriented stream's chunks, in file order; for a
+    two-stage format one result, ``spec.merge`` of the chunks' ``spec.extract`` partials."""
+    if spec.extract is None:
+        yield from (_checked(spec, r) for r in _staged(spec.parse, fh, ctx, plain))
+    else:
+        yield _checked(spec, spec.merge(list(_staged(spec.extract, fh, ctx, plain)), ctx))
+
+
+def _staged(stage: Callable[[bytes, ParseContext], object], fh: BinaryIO, ctx: ParseContext, plain: bool) -> Iterator:
+    """``stage`` of each chunk (with its line offset), in file order. Chunks are parsed
+    concurrently on all cores (parsers are pure; Polars and NumPy release the GIL); at most
+    cores + 1 chunks are in flight."""
     pool, pending, line = _pool(), deque(), 0
     for block, newlines in _chunks(fh, plain):
-        pending.append(pool.submit(spec.parse, block, replace(ctx, line_offset=line)))
+        pending.append(pool.submit(stage, block, replace(ctx, line_offset=line)))
         line += newlines
         if len(pending) > _WORKERS:
-            yield _checked(spec, pending.popleft().result())
+            yield pending.popleft().result()
     while pending:
-        yield _checked(spec, pending.popleft().result())
+        yield pending.popleft().result()
 
 
 _WORKERS = os.cpu_count() or 1
@@ -191,11 +201,6 @@ def _checked(spec: FormatSpec, result: ParseResult) -> ParseResult:
     return result
 
 
-def _merged(spec: FormatSpec, results: list[ParseResult], ctx: ParseContext) -> ParseResult:
-    """One file's chunk results as one, through the format's ``merge`` hook."""
-    return results[0] if len(results) == 1 else _checked(spec, spec.merge(results, ctx))
-
-
 def _quarantined(data: bytes, error: str) -> ParseResult:
     return ParseResult(tables={}, quarantine=whole_file_quarantine(data, error), records=1)
 
@@ -222,10 +227,7 @@ def _parse_file(
             return
         try:
             if spec.line_oriented:
-                chunks = parse_chunks(spec, fh, ctx, plain=fh is raw)
-                if spec.merge is not None:
-                    chunks = iter([_merged(spec, list(chunks), ctx)])
-                for res in chunks:
+                for res in parse_chunks(spec, fh, ctx, plain=fh is raw):
                     yield spec.name, res
             else:
                 yield spec.name, _checked(spec, spec.parse(fh.read(), ctx))
@@ -240,28 +242,160 @@ def ingest_paths(
     ctx: ParseContext | None = None,
     progress: Callable[[int, int, Path], None] | None = None,
     replace_existing: bool = False,
+    jobs: int | None = None,
 ) -> list[FileReport]:
     """Ingest files and directories into the warehouse; returns one report per file.
 
     Holds the warehouse's writer lock throughout, so two ingests never interleave.
     ``replace_existing``: first forget what these paths (and these exact files) produced
-    earlier, then ingest them again (``goodput ingest --replace``)."""
+    earlier, then ingest them again (``goodput ingest --replace``). ``jobs``: processes that
+    parse files (default: every core); the tables written are the same for any number."""
     ctx = ctx or ParseContext()
     if fmt != "auto" and fmt not in formats():
         raise UserError(f"unknown format {fmt!r}; choose auto or one of: {', '.join(sorted(formats()))}")
-    forced = None if fmt == "auto" else formats()[fmt]
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise UserError(f"jobs (--jobs) must be at least 1, not {jobs}")
     files = iter_files(paths)
     with wh.writer():
-        return _ingest(wh, files, forced, ctx, progress, replace_existing)
+        return _ingest(wh, files, None if fmt == "auto" else fmt, ctx, progress, replace_existing, jobs)
 
 
-def _ingest(wh, files, forced, ctx, progress, replace_existing) -> list[FileReport]:
+def default_jobs() -> int:
+    """Parsing processes when none are asked for: one per core this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+# Small files are parsed in a process pool, several per task (a task's pickling and round trip
+# cost about as much as parsing one small file), while this process commits them in file order.
+TASK_FILES = 64
+TASK_BYTES = 4 << 20
+POOL_MIN_FILES = 256  # fewer small files than this (and fewer bytes than POOL_MIN_BYTES) are
+POOL_MIN_BYTES = 64 << 20  # parsed here: starting the workers would cost more than it saves
+
+
+@dataclass
+class _Item:
+    """One file on its way through ``_ingest``: read and hashed here, parsed (maybe in a worker
+    process), committed here in file order."""
+
+    path: Path
+    report: FileReport
+    data: bytes | None = None  # a small file's bytes, to parse
+    ctx: ParseContext | None = None
+    stream: bool = False  # a large file: parsed in chunks, straight into its own batch
+    results: list[tuple[str, ParseResult]] | None = None
+
+
+def _prepared(files: list[Path], known: set[str], ctx: ParseContext) -> Iterator[_Item]:
+    """Each file stat-ed, read (small ones) and hashed, in order; a file already in the
+    warehouse, or met earlier in this run, is marked skipped and not read again."""
+    for path in files:
+        name = display_name(path)
+        try:
+            st = path.stat()
+        except OSError as exc:
+            yield _Item(path, FileReport(name, "", "", error=f"cannot read: {exc.strerror or exc}"))
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            yield _Item(path, FileReport(name, "", "", error="not a regular file (FIFO, socket or device): skipped"))
+            continue
+        # small files (nearly all) are read once: hashed, then parsed from memory
+        try:
+            data = path.read_bytes() if st.st_size <= CHUNK_BYTES else None
+            sha = hashlib.sha256(data).hexdigest() if data is not None else file_sha256(path)[0]
+        except OSError as exc:
+            # quarantined without a sha256 and not marked done: the next ingest tries it again
+            report = FileReport(name, "unknown", "", error=f"cannot read: {exc.strerror or exc}", done=False)
+            yield _Item(path, report, results=[("unknown", _quarantined(b"", report.error))])
+            continue
+        report = FileReport(name, "", sha)
+        if sha in known:
+            report.skipped = True
+            yield _Item(path, report)
+            continue
+        known.add(sha)
+        report.bytes = st.st_size
+        fctx = replace(ctx, path=name, mtime=datetime.fromtimestamp(st.st_mtime, UTC).replace(tzinfo=None))
+        yield _Item(path, report, data=data, ctx=fctx, stream=data is None)
+
+
+def parse_bytes(data: bytes, name: str, fmt: str | None, ctx: ParseContext) -> tuple[list[tuple[str, ParseResult]], bool]:
+    """A small file's (format, result) list and whether it is done (False: it could not be read
+    or its parser failed; quarantined whole and tried again by a later ingest). Never raises for
+    the file's content: this is what worker processes run."""
+    spec = formats()[fmt] if fmt else None
+    try:
+        return list(_parse_file(io.BytesIO(data), name, spec, ctx)), True
+    except Unreadable as exc:
+        return [("unknown", _quarantined(b"", str(exc)))], False
+    except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
+        return [(spec.name if spec else "unknown", _quarantined(b"", f"parser error: {exc!r}"))], False
+
+
+def _parse_task(files: list[tuple[bytes, str, ParseContext]], fmt: str | None) -> list[tuple[list, bool]]:
+    return [parse_bytes(data, name, fmt, ctx) for data, name, ctx in files]
+
+
+def _parsed(items: Iterator[_Item], fmt: str | None, jobs: int, pooled: bool) -> Iterator[_Item]:
+    """``items`` in the same order, each small file's with its parse ``results``. With
+    ``pooled``, consecutive small files go to ``jobs`` worker processes in tasks of up to
+    TASK_FILES files / TASK_BYTES bytes, at most 2 x jobs tasks ahead of the caller."""
+    if not pooled:
+        for it in items:
+            if it.data is not None and not it.stream:
+                it.results, it.report.done = parse_bytes(it.data, it.path.name, fmt, it.ctx)
+                it.data = None
+            yield it
+        return
+    ahead: deque[tuple[list[_Item], Future | None]] = deque()
+    group: list[_Item] = []
+    size = 0
+    # spawned: a fork of this process, whose Polars thread pool may be running, can deadlock;
+    # and spawned workers are this process's children, so its rusage counts their CPU
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+    try:
+
+        def submit() -> None:
+            nonlocal group, size
+            if group:
+                task = [(it.data, it.path.name, it.ctx) for it in group]
+                ahead.append((group, pool.submit(_parse_task, task, fmt)))
+                group, size = [], 0
+
+        for it in items:
+            if it.data is not None and not it.stream:
+                group.append(it)
+                size += len(it.data)
+                if len(group) >= TASK_FILES or size >= TASK_BYTES:
+                    submit()
+            else:
+                submit()
+                ahead.append(([it], None))
+            while len(ahead) > 2 * jobs:
+                yield from _resolved(*ahead.popleft())
+        submit()
+        while ahead:
+            yield from _resolved(*ahead.popleft())
+    finally:  # also when the caller stops early (an error committing): queued tasks are dropped
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _resolved(group: list[_Item], future: Future | None) -> Iterator[_Item]:
+    for it, (results, done) in zip(group, future.result() if future else [(None, True)] * len(group)):
+        if future is not None:
+            it.results, it.report.done, it.data = results, done, None
+        yield it
+
+
+def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs) -> list[FileReport]:
     if replace_existing:
         wh.forget([display_name(p) for p in files] + [s for s in map(_sha_of, files) if s])
     known = wh.known_sha256()
     # files a previous ingest could not finish (unreadable, parser failure) left quarantine
     # rows but no manifest row: they are replaced when the file is tried again
     failed = set(wh.read("quarantine", "sha256 IS NOT NULL")["sha256"].unique().to_list()) - known
+    forced = formats()[fmt] if fmt else None
     reports: list[FileReport] = []
     pending: list[tuple[FileReport, list[tuple[str, ParseResult]]]] = []
     pending_rows = 0
@@ -286,68 +420,59 @@ def _ingest(wh, files, forced, ctx, progress, replace_existing) -> list[FileRepo
             batch.add(_manifest(batch.id, [r for r, _ in pending]))
         pending, pending_rows = [], 0
 
-    for i, path in enumerate(files):
+    pooled = jobs > 1 and _worth_a_pool(files)
+    for i, it in enumerate(_parsed(_prepared(files, known, ctx), fmt, jobs, pooled)):
         if progress:
-            progress(i, len(files), path)
-        name = display_name(path)
-        try:
-            st = path.stat()
-        except OSError as exc:
-            reports.append(FileReport(name, "", "", error=f"cannot read: {exc.strerror or exc}"))
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            reports.append(FileReport(name, "", "", error="not a regular file (FIFO, socket or device): skipped"))
-            continue
-        # small files (nearly all) are read once: hashed, then parsed from memory
-        try:
-            data = path.read_bytes() if st.st_size <= CHUNK_BYTES else None
-            sha = hashlib.sha256(data).hexdigest() if data is not None else file_sha256(path)[0]
-        except OSError as exc:
-            # quarantined without a sha256 and not marked done: the next ingest tries it again
-            report = FileReport(name, "unknown", "", error=f"cannot read: {exc.strerror or exc}", done=False)
-            reports.append(report)
-            pending.append((report, [("unknown", _quarantined(b"", report.error))]))
-            continue
-        report = FileReport(name, "", sha)
+            progress(i, len(files), it.path)
+        report = it.report
         reports.append(report)
-        if sha in known:
-            report.skipped = True
-            continue
-        known.add(sha)
-        fctx = replace(ctx, path=name, mtime=datetime.fromtimestamp(st.st_mtime, UTC).replace(tzinfo=None))
-        report.bytes = st.st_size
-        if data is None:  # stream it: chunks go straight to its own staged batch
+        if it.stream:  # a large file: its chunks go straight to its own staged batch
             flush()
-            if sha in failed:
-                wh.delete_rows({"quarantine": ("sha256", {sha})})
-            try:
-                with wh.batch(_batch_id([sha])) as batch, open(path, "rb") as raw:
-                    dropped: dict[str, dict] = {}
-                    for frames in _frames(report, _parse_file(raw, path.name, forced, fctx)):
-                        for table, by_sha in batch.add(frames).items():
-                            for k, n in by_sha.items():
-                                dropped.setdefault(table, {})[k] = dropped.get(table, {}).get(k, 0) + n
-                    _count_duplicates([report], dropped)
-                    batch.add(_manifest(batch.id, [report]))
-            except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
-                report.records = report.rows_ok = report.rows_quarantined = report.rows_duplicate = 0
-                with wh.batch(_batch_id([sha])) as batch:
-                    for frames in _frames(report, [_parser_failure(report, forced, exc)]):
-                        batch.add(frames)
-            continue
-        try:
-            results = list(_parse_file(io.BytesIO(data), path.name, forced, fctx))
-        except Unreadable as exc:
-            report.done = False
-            results = [("unknown", _quarantined(b"", str(exc)))]
-        except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
-            results = [_parser_failure(report, forced, exc)]
-        pending.append((report, results))
-        pending_rows += sum(sum(df.height for df in r.tables.values()) for _, r in results)
-        if pending_rows >= BATCH_ROWS:
-            flush()
+            _ingest_large(wh, it, forced, failed)
+        elif it.results is not None:
+            pending.append((report, it.results))
+            pending_rows += sum(sum(df.height for df in r.tables.values()) for _, r in it.results)
+            if pending_rows >= BATCH_ROWS:
+                flush()
     flush()
     return reports
+
+
+def _worth_a_pool(files: list[Path]) -> bool:
+    """Whether the small files are enough work to start worker processes for."""
+    n = size = 0
+    for p in files:
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_size <= CHUNK_BYTES:
+            n, size = n + 1, size + st.st_size
+        if n >= POOL_MIN_FILES or size >= POOL_MIN_BYTES:
+            return True
+    return False
+
+
+def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, failed: set[str]) -> None:
+    """A file larger than CHUNK_BYTES, streamed in chunks into a staged batch of its own (its
+    chunks are parsed on every core by threads)."""
+    report, sha = it.report, it.report.sha256
+    if sha in failed:
+        wh.delete_rows({"quarantine": ("sha256", {sha})})
+    try:
+        with wh.batch(_batch_id([sha])) as batch, open(it.path, "rb") as raw:
+            dropped: dict[str, dict] = {}
+            for frames in _frames(report, _parse_file(raw, it.path.name, forced, it.ctx)):
+                for table, by_sha in batch.add(frames).items():
+                    for k, n in by_sha.items():
+                        dropped.setdefault(table, {})[k] = dropped.get(table, {}).get(k, 0) + n
+            _count_duplicates([report], dropped)
+            batch.add(_manifest(batch.id, [report]))
+    except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
+        report.records = report.rows_ok = report.rows_quarantined = report.rows_duplicate = 0
+        with wh.batch(_batch_id([sha])) as batch:
+            for frames in _frames(report, [_parser_failure(report, forced, exc)]):
+                batch.add(frames)
 
 
 def _batch_id(files: list[str]) -> str:

@@ -157,8 +157,9 @@ def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, 
     # --parsable ends every line (headerless ones too) with the delimiter: one field too many,
     # and the last one empty.
     trailing = (nf == n + 1) & raw.str.ends_with(delim)
-    df = df.with_columns(body=pl.when(trailing).then(raw.str.strip_suffix(delim)).otherwise(raw)).with_columns(
-        nf=pl.col("body").str.count_matches(delim, literal=True) + 1
+    df = df.with_columns(
+        body=pl.when(trailing).then(raw.str.strip_suffix(delim)).otherwise(raw),
+        nf=nf - trailing.cast(pl.Int64),  # counted once: the stripped delimiter is the one less
     )
     bad = df.filter(pl.col("nf") != n)
     if bad.height and bad.height == df.height and (layout != "header" or ctx.delimiter):
@@ -217,6 +218,9 @@ _USED = {
 }  # fmt: skip
 
 
+_TIMES = {"submit": "Submit", "start": "Start", "end": "End"}  # field -> its name in messages
+
+
 def _col(df: pl.DataFrame, *names: str) -> pl.Expr:
     for n in names:
         if n in df.columns:
@@ -233,6 +237,8 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     tres_gpus = pl.coalesce(_gpu_count(alloc), pl.when(alloc.is_null()).then(_gpu_count(c("reqtres"))))
     tres_gpus = pl.coalesce(tres_gpus, pl.when(alloc.is_not_null()).then(pl.lit(0, pl.Int64)))
     tres_nodes = alloc.str.extract(r"(?:^|,)node=(\d+)").cast(pl.Int64, strict=False)
+    # each time is parsed once: the row and the unreadable-value check both read it
+    jobs = jobs.with_columns(**{f"_{f}_t": local_to_utc(c(f), ctx.tz, _FORMAT_TIME) for f in _TIMES})
     out = jobs.select(
         cluster=pl.coalesce(c("cluster"), pl.lit(ctx.cluster)),
         scheduler=pl.lit("slurm"),
@@ -243,9 +249,9 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         user=c("user"),
         account=c("account"),
         partition=c("partition"),
-        submit_time=local_to_utc(c("submit"), ctx.tz, _FORMAT_TIME),
-        start_time=local_to_utc(c("start"), ctx.tz, _FORMAT_TIME),
-        end_time=local_to_utc(c("end"), ctx.tz, _FORMAT_TIME),
+        submit_time="_submit_t",
+        start_time="_start_t",
+        end_time="_end_t",
         state=pl.when(state_tok.is_in(list(STATES))).then(state_tok).otherwise(pl.lit("UNKNOWN")),
         raw_state=c("state"),
         exit_code=exit_parts.struct.field("1").cast(pl.Int64, strict=False),
@@ -271,9 +277,9 @@ def _unreadable(c, exit_parts: pl.Expr, gpus: pl.Expr, tres_nodes: pl.Expr, ctx:
     """Why a job line's text values cannot be read (an unparseable time, count or exit code,
     a TRES count too large to hold), else null. Ranges are checked on the typed row after."""
     checks: list[tuple[pl.Expr, pl.Expr]] = []
-    for field, name in (("submit", "Submit"), ("start", "Start"), ("end", "End")):
+    for field, name in _TIMES.items():
         raw = c(field).str.strip_chars()
-        unreadable = raw.is_not_null() & ~raw.is_in(NULL_TIMES) & local_to_utc(c(field), ctx.tz, _FORMAT_TIME).is_null()
+        unreadable = raw.is_not_null() & ~raw.is_in(NULL_TIMES) & pl.col(f"_{field}_t").is_null()
         checks.append((unreadable, pl.format(f"unreadable {name} '{{}}' (want YYYY-MM-DDTHH:MM:SS in {ctx.tz})", raw)))
     for field, name in (("nnodes", "NNodes"), ("alloccpus", "AllocCPUS"), ("ncpus", "NCPUS")):
         raw = c(field).str.strip_chars()

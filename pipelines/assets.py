@@ -95,7 +95,8 @@ class IngestConfig(dg.Config):
 @dg.asset(group_name="ingest", kinds={"polars", "parquet"}, owners=OWNERS, description="Parse every new source file (sha256-deduplicated) into the Parquet warehouse; bad records go to quarantine.")
 def ingested_sources(context: dg.AssetExecutionContext, config: IngestConfig, goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.warehouse()
-    reports = ingest_paths(wh, config.paths or goodput.source_paths(), "auto", goodput.parse_context())
+    reports = ingest_paths(wh, config.paths or goodput.source_paths(), "auto", goodput.parse_context(),
+                           jobs=goodput.ingest_jobs or None)
     new = [r for r in reports if not r.skipped]
     days = register_days(context.instance, wh)
     by_format: dict[str, dict[str, int]] = {}

@@ -151,7 +151,8 @@ def cmd_ingest(args) -> int:
 
     ctx = ingest_context(args)
     with wh.writer():
-        reports = ingest_paths(wh, args.paths, args.format, ctx, progress=progress, replace_existing=args.replace)
+        reports = ingest_paths(wh, args.paths, args.format, ctx, progress=progress, replace_existing=args.replace,
+                               jobs=args.jobs)
         wh.refresh_catalog()
     failed = [r for r in reports if r.error]
     new = [r for r in reports if not r.skipped and not r.error]
@@ -453,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--map", help="component history column mapping canonical=theirs,...")
     s.add_argument("--replace", action="store_true",
                    help="forget what these files produced before (e.g. with a wrong --tz), then ingest them again")
+    s.add_argument("--jobs", type=int, help="processes that parse files (default: one per core)")
     s.set_defaults(func=cmd_ingest)
 
     s = sub.add_parser("forget", parents=[common], help="remove every row some ingested files produced, so they can be ingested again")

@@ -20,6 +20,7 @@ class GoodputConfig(dg.ConfigurableResource):
     sources: list[str] = []  # noqa: RUF012 (pydantic copies defaults) - empty: <home>/landing
     cluster: str = "default"
     tz: str = "UTC"
+    ingest_jobs: int = 0  # processes that parse source files; 0: one per core
     observed_from: str = ""  # ISO start of the observation window; empty: inferred from the data's span
     observed_to: str = ""  # ISO end (units still in service are censored here); empty: inferred
     nodes_per_rack: int = 0  # rack covariate from host order; 0: no rack rule

@@ -537,7 +537,7 @@ def test_same_events_whatever_the_compression_or_chunking(monkeypatch, tmp_path)
             assert res.records == whole.records
     # the pieces alone differ (so the check above can fail): merging is what makes them agree
     monkeypatch.setattr(runner, "CHUNK_BYTES", 1500)
-    pieces = list(runner.parse_chunks(FORMAT, io.BytesIO(data), ctx, plain=False))
+    pieces = [parse(block, ctx) for block, _ in runner._chunks(io.BytesIO(data), plain=False)]
     assert len(pieces) > 5 and sum(p.records for p in pieces) != whole.records
 
 
@@ -628,8 +628,8 @@ def test_mutated_lines_never_raise_conserve_and_merge_like_the_whole(lines, cut,
     rows = whole.tables["hw_events"].height if "hw_events" in whole.tables else 0
     assert whole.records == rows + whole.quarantine.height + whole.duplicates
     cut = min(cut, len(text))
-    head = parse(("\n".join(text[:cut]) + "\n").encode("utf-8", "surrogatepass"), ctx)
-    tail = parse(("\n".join(text[cut:]) + "\n").encode("utf-8", "surrogatepass"), replace(ctx, line_offset=cut))
+    head = FORMAT.extract(("\n".join(text[:cut]) + "\n").encode("utf-8", "surrogatepass"), ctx)
+    tail = FORMAT.extract(("\n".join(text[cut:]) + "\n").encode("utf-8", "surrogatepass"), replace(ctx, line_offset=cut))
     merged = FORMAT.merge([head, tail], ctx)
     assert merged.records == whole.records and merged.quarantine.equals(whole.quarantine)
     if rows:
