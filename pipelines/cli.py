@@ -133,6 +133,7 @@ def ingest_context(args):
 
 def cmd_ingest(args) -> int:
     from ingest.runner import ingest_paths
+    from pipelines.run import recorded_ingest
 
     wh = _warehouse(args)
 
@@ -142,7 +143,8 @@ def cmd_ingest(args) -> int:
 
     ctx = ingest_context(args)
     with wh.writer():
-        reports = ingest_paths(wh, args.paths, args.format, ctx, progress=progress, replace_existing=args.replace)
+        reports = recorded_ingest(wh, lambda: ingest_paths(
+            wh, args.paths, args.format, ctx, progress=progress, replace_existing=args.replace))
         wh.refresh_catalog()
     failed = [r for r in reports if r.error]
     new = [r for r in reports if not r.skipped and not r.error]

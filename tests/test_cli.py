@@ -213,3 +213,32 @@ def test_quick_commands_import_only_what_they_need(tmp_path, argv, heavy):
         assert any(line.split()[:3] == ["gpu", "all", "weibull"] for line in printed)
     if argv[:1] == ["project"]:
         assert json.loads(printed[-1])["mtti_hours"] == 3.0
+
+
+def test_ingest_is_recorded_as_a_run_in_the_homes_dagster_instance(tmp_path, capsys):
+    """`dagster dev` on HOME/.dagster shows what `goodput ingest` materialized (run, asset
+    metadata, telemetry days as gpu_hourly partitions), like demo and build."""
+    import dagster as dg
+
+    from pipelines.assets import TELEMETRY_DAYS
+    from pipelines.run import instance_for
+
+    home = tmp_path / "h"
+    sacct = FIXTURES / "slurm" / "xdmod__accounting-logs.log"
+    scrape = REPO / "sample_data" / "fleet" / "dcgm" / "gpu-node-001" / "2026-01-05.prom.gz"
+    assert main(["--home", str(home), "ingest", str(sacct)]) == 0
+    assert main(["--home", str(home), "ingest", str(sacct), str(scrape)]) == 0
+    capsys.readouterr()
+    with instance_for(home) as instance:
+        runs = instance.get_runs()
+        assert [r.job_name for r in runs] == ["ingest", "ingest"]
+        assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+        events = instance.fetch_materializations(dg.AssetKey("ingested_sources"), limit=10).records
+        assert len(events) == 2 and {e.run_id for e in events} == {r.run_id for r in runs}
+        latest = events[0].asset_materialization.metadata  # newest first
+        first = events[1].asset_materialization.metadata
+        assert (first["files_new"].value, first["rows"].value, first["telemetry_days"].value) == (1, 4, 0)
+        assert (latest["files_new"].value, latest["files_already_ingested"].value) == (1, 1)
+        assert set(latest["by_format"].value) == {"dcgm"} and latest["rows"].value > 0
+        days = instance.get_dynamic_partitions(TELEMETRY_DAYS.name)
+        assert len(days) == latest["telemetry_days"].value >= 1
