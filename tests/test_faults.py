@@ -50,7 +50,7 @@ def test_an_open_read_only_client_breaks_nothing_and_sql_is_never_stale(tmp_path
         [sys.executable, "-c", ("import duckdb, sys, time\n"
          "con = duckdb.connect(sys.argv[1], read_only=True)\n"
          "print(con.sql('select count(*) from hw_events').fetchall()[0][0], flush=True)\n"
-         "time.sleep(60)"), str(home / "warehouse.duckdb")],
+         "time.sleep(900)"), str(home / "warehouse.duckdb")],  # killed below; outlives slow runs
         stdout=subprocess.PIPE, text=True,
     )
     try:
