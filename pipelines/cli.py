@@ -403,7 +403,11 @@ def build_parser() -> argparse.ArgumentParser:
     from analysis.fleet_age import DEFAULT_FLEET_AGE, FLEET_AGES
     from analysis.taxonomy import DEFAULT_SCOPE, SCOPES
 
-    p = argparse.ArgumentParser(prog="goodput", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="goodput",
+        description="GPU-fleet reliability and goodput: ingest scheduler logs and hardware telemetry into "
+                    "a Parquet + DuckDB warehouse, fit failure rates, measure and project goodput.",
+    )
     p.add_argument("--version", action="version", version=f"goodput {version('fleet-goodput')}")
     home_help = "warehouse directory (default $GOODPUT_HOME or ./goodput_home)"
     uri_help = "Parquet root: a directory or s3://bucket/prefix (default $GOODPUT_WAREHOUSE_URI or HOME/parquet)"

@@ -133,7 +133,9 @@ def test_every_command_and_option_has_help():
 
     from pipelines.cli import build_parser
 
-    found = list(_actions(build_parser()))
+    parser = build_parser()
+    assert "warehouse" in parser.description and "``" not in parser.format_help()  # no docstring markup
+    found = list(_actions(parser))
     missing = [f"{' '.join(p)} {'/'.join(a.option_strings) or a.dest}" for p, a in found
                if not a.help or a.help == argparse.SUPPRESS]
     assert missing == []
