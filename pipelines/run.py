@@ -52,6 +52,15 @@ def progress_logger(_init_context):
     return log
 
 
+@dg.logger(description="Nothing on the console: `goodput ingest` prints its own summary.")
+def quiet_logger(_init_context):
+    log = logging.getLogger("goodput.quiet")
+    log.propagate = False
+    if not log.handlers:
+        log.addHandler(logging.NullHandler())
+    return log
+
+
 class _StepFormatter(logging.Formatter):
     def format(self, record):
         step, took = _STEP_DONE.search(record.getMessage()).groups()
@@ -137,7 +146,7 @@ def recorded_ingest(wh: Warehouse, ingest_files: Callable[[], list]) -> list:
             key, description="goodput ingest", metadata=ingest_metadata(reports, register_days(context.instance, wh))))
         return reports
 
-    @dg.job(name="ingest", logger_defs={"progress": progress_logger})
+    @dg.job(name="ingest", logger_defs={"quiet": quiet_logger})
     def ingest_job():
         ingest_op()
 
@@ -145,7 +154,7 @@ def recorded_ingest(wh: Warehouse, ingest_files: Callable[[], list]) -> list:
         warnings.simplefilter("ignore")  # Dagster beta/preview notices are not for CLI users
         with instance_for(wh.home) as instance:
             result = ingest_job.execute_in_process(
-                run_config={"loggers": {"progress": {}}}, instance=instance, raise_on_error=True)
+                run_config={"loggers": {"quiet": {}}}, instance=instance, raise_on_error=True)
     return result.output_for_node("ingest_files")
 
 
