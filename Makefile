@@ -9,8 +9,10 @@ $(UV):
 	python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip uv
 
+# --compile-bytecode: .pyc files written once here, so every `goodput` command starts without
+# compiling scipy / polars / dagster from source (also where PYTHONDONTWRITEBYTECODE is set)
 install: $(UV)
-	$(UV) sync --frozen --all-groups --python $(PY)
+	$(UV) sync --frozen --all-groups --compile-bytecode --python $(PY)
 
 demo: install
 	$(VENV)/bin/goodput demo

@@ -23,10 +23,12 @@ expectation. M is computed on a grid of ``GRID`` steps (second order in the step
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from analysis.lifetime_models import LifetimeModel
+if TYPE_CHECKING:  # annotations only: the CLI's parser reads FLEET_AGES without loading scipy
+    from analysis.lifetime_models import LifetimeModel
 
 FLEET_AGES = ("stationary", "new", "observed")
 DEFAULT_FLEET_AGE = "stationary"

@@ -49,10 +49,10 @@ import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from analysis import lifetime_models
 from analysis.lifetime_models.base import Z95, Sample
@@ -77,7 +77,10 @@ CURVE_MAX_POINTS = 1_000  # KM / NA / AJ points kept per curve (evenly spaced in
 PH_ALPHA = 0.05
 
 
+@cache
 def _fit_errors() -> tuple[type[BaseException], ...]:
+    """What a failed fit raises. Called in ``except`` clauses, so lifelines (seconds to import)
+    loads only when a fit fails, not with this module (``goodput fit`` only prints the table)."""
     from lifelines.exceptions import ConvergenceError
 
     return (
@@ -89,9 +92,6 @@ def _fit_errors() -> tuple[type[BaseException], ...]:
         OverflowError,
         KeyError,
     )
-
-
-_FIT_ERRORS = _fit_errors()
 
 
 # ----------------------------------------------------------------------------- plain readings
@@ -166,7 +166,7 @@ def fit_model(
     method = "per-unit-lifelines" if engine == "lifelines" else "per-unit"
     try:
         fit = m.fit_lifelines(s) if engine == "lifelines" else m.fit(s, start)
-    except _FIT_ERRORS as exc:  # lifelines ConvergenceError, singular Hessian, ...
+    except _fit_errors() as exc:  # lifelines ConvergenceError, singular Hessian, ...
         fit = {
             "loglik": float("nan"),
             "k": 0,
@@ -412,6 +412,8 @@ def rate_change_test(events_a, exposure_a, events_b, exposure_b) -> float:
     """Two-sided exact p-value that two Poisson rates are equal: conditional on the total
     d_a + d_b, d_b is Binomial(d_a + d_b, E_b / (E_a + E_b)) under equal rates (scipy's
     ``binomtest``). 30 vs 50 events on equal exposure: p = 0.033, though their 95% CIs overlap."""
+    from scipy import stats  # scipy.stats loads where a test runs (`goodput fit` prints without it)
+
     n = int(events_a) + int(events_b)
     if n == 0 or exposure_a <= 0 or exposure_b <= 0:
         return 1.0
@@ -834,6 +836,8 @@ def ph_test(cph, design: pl.DataFrame) -> dict[str, float]:
     g -= g.mean()
     se2 = cph.standard_errors_.to_numpy() ** 2
     T = (g[:, None] * scaled).sum(0) ** 2 / (d * se2 * (g**2).sum())
+    from scipy import stats
+
     return {n: float(stats.chi2.sf(t, 1)) for n, t in zip(names, T)}
 
 
@@ -880,7 +884,7 @@ def hazard_ratios(
                     cph = CoxPHFitter(penalizer=penalizer).fit(
                         pdf, "duration", "event", entry_col="entry"
                     )
-                except _FIT_ERRORS:  # separation / no convergence: a stated ridge penalty
+                except _fit_errors():  # separation / no convergence: a stated ridge penalty
                     penalizer = COX_FALLBACK_PENALIZER
                     notes.append(
                         f"cox {cls}: unpenalized fit did not converge; penalizer {penalizer}"
@@ -889,7 +893,7 @@ def hazard_ratios(
                         pdf, "duration", "event", entry_col="entry"
                     )
                 ph_p = ph_test(cph, d.frame)
-        except _FIT_ERRORS as exc:  # convergence / singular matrix: reported, not raised
+        except _fit_errors() as exc:  # convergence / singular matrix: reported, not raised
             notes.append(
                 f"cox {cls}: failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
             )

@@ -97,24 +97,27 @@ def ingested_sources(context: dg.AssetExecutionContext, config: IngestConfig, go
     wh = goodput.warehouse()
     reports = ingest_paths(wh, config.paths or goodput.source_paths(), "auto", goodput.parse_context(),
                            jobs=goodput.ingest_jobs or None)
+    return dg.MaterializeResult(metadata=ingest_metadata(reports, register_days(context.instance, wh)))
+
+
+def ingest_metadata(reports, days: list[str]) -> dict:
+    """What an ingest materialization shows (the asset's and `goodput ingest`'s): files new and
+    already ingested, rows and quarantined rows, per format, and the telemetry days now known."""
     new = [r for r in reports if not r.skipped]
-    days = register_days(context.instance, wh)
     by_format: dict[str, dict[str, int]] = {}
     for r in new:
         f = by_format.setdefault(r.format, {"files": 0, "rows": 0, "quarantined": 0})
         f["files"] += 1
         f["rows"] += r.rows_ok
         f["quarantined"] += r.rows_quarantined
-    return dg.MaterializeResult(
-        metadata={
-            "files_new": len(new),
-            "files_already_ingested": len(reports) - len(new),
-            "rows": sum(r.rows_ok for r in new),
-            "rows_quarantined": sum(r.rows_quarantined for r in new),
-            "by_format": dg.MetadataValue.json(by_format),
-            "telemetry_days": len(days),
-        }
-    )
+    return {
+        "files_new": len(new),
+        "files_already_ingested": len(reports) - len(new),
+        "rows": sum(r.rows_ok for r in new),
+        "rows_quarantined": sum(r.rows_quarantined for r in new),
+        "by_format": dg.MetadataValue.json(by_format),
+        "telemetry_days": len(days),
+    }
 
 
 @dg.asset(

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK  (argcomplete's marker: tab completion, see `goodput completion`)
 """The ``goodput`` command line (DESIGN.md, command-line section).
 
 Every command takes ``--home`` and ``--warehouse-uri``. A user's mistake (missing path, unknown
@@ -142,6 +143,7 @@ def ingest_context(args):
 
 def cmd_ingest(args) -> int:
     from ingest.runner import ingest_paths
+    from pipelines.run import recorded_ingest
 
     wh = _warehouse(args)
 
@@ -151,8 +153,8 @@ def cmd_ingest(args) -> int:
 
     ctx = ingest_context(args)
     with wh.writer():
-        reports = ingest_paths(wh, args.paths, args.format, ctx, progress=progress, replace_existing=args.replace,
-                               jobs=args.jobs)
+        reports = recorded_ingest(wh, lambda: ingest_paths(
+            wh, args.paths, args.format, ctx, progress=progress, replace_existing=args.replace, jobs=args.jobs))
         wh.refresh_catalog()
     failed = [r for r in reports if r.error]
     new = [r for r in reports if not r.skipped and not r.error]
@@ -372,6 +374,18 @@ def cmd_fit(args) -> int:
     return 0
 
 
+COMPLETION_SHELLS = ("bash", "zsh", "fish")
+
+
+def cmd_completion(args) -> int:
+    """argcomplete's script for the shell: it calls ``goodput`` back to complete commands,
+    options, choices and paths from this parser, so it never goes stale."""
+    import argcomplete
+
+    sys.stdout.write(argcomplete.shellcode(["goodput"], shell=args.shell))
+    return 0
+
+
 def cmd_report(args) -> int:
     from dashboards.report import build_report
 
@@ -399,7 +413,11 @@ def build_parser() -> argparse.ArgumentParser:
     from analysis.fleet_age import DEFAULT_FLEET_AGE, FLEET_AGES
     from analysis.taxonomy import DEFAULT_SCOPE, SCOPES
 
-    p = argparse.ArgumentParser(prog="goodput", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="goodput",
+        description="GPU-fleet reliability and goodput: ingest scheduler logs and hardware telemetry into "
+                    "a Parquet + DuckDB warehouse, fit failure rates, measure and project goodput.",
+    )
     p.add_argument("--version", action="version", version=f"goodput {version('fleet-goodput')}")
     home_help = "warehouse directory (default $GOODPUT_HOME or ./goodput_home)"
     uri_help = "Parquet root: a directory or s3://bucket/prefix (default $GOODPUT_WAREHOUSE_URI or HOME/parquet)"
@@ -414,7 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--wait", default=argparse.SUPPRESS, help=wait_help)
     common.add_argument("--no-wait", dest="wait", action="store_const", const="0", default=argparse.SUPPRESS,
                         help="fail at once if another process is writing")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           help="one of the commands below; `goodput COMMAND --help` for its options")
 
     s = sub.add_parser("demo", parents=[common], help="whole pipeline on the committed sample fleet")
     s.set_defaults(func=cmd_demo)
@@ -433,19 +452,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_build)
 
     s = sub.add_parser("simulate", parents=[common], help="write a synthetic fleet with ground truth")
-    s.add_argument("--out", required=True)
-    s.add_argument("--nodes", type=int, default=32)
-    s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE)
-    s.add_argument("--days", type=float, default=60)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", required=True, help="directory to write the fleet's source files and ground_truth.json to")
+    s.add_argument("--nodes", type=int, default=32, help="number of nodes (default 32)")
+    s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per node (default {GPUS_PER_NODE})")
+    s.add_argument("--days", type=float, default=60, help="length of the simulated period in days (default 60)")
+    s.add_argument("--seed", type=int, default=0, help="random seed: the same seed writes the same fleet (default 0)")
     s.add_argument("--fault-scale", type=float, default=20.0, help="multiply the Llama-3-derived fault rates")
     s.add_argument("--scrape-interval", default="1h", help="DCGM scrape interval (e.g. 15m, 1h)")
     s.set_defaults(func=cmd_simulate)
 
     s = sub.add_parser("ingest", parents=[common], help="parse source files into the warehouse")
-    s.add_argument("paths", nargs="+")
-    s.add_argument("--format", default="auto")
-    s.add_argument("--cluster", default="default")
+    s.add_argument("paths", nargs="+", metavar="PATH",
+                   help="source files or directories (read recursively; .gz and .zst are decompressed)")
+    s.add_argument("--format", default="auto",
+                   help="source format, e.g. sacct, sacct-json, dcgm, kernel, ipmi-sel, component-history "
+                        "(default auto: detected from each file's content)")
+    s.add_argument("--cluster", default="default", help="cluster name stored with the records (default 'default')")
     s.add_argument("--tz", default="UTC", help="zone of timestamps that carry none")
     s.add_argument("--host", help="host for files that do not name one")
     s.add_argument("--time", help="sample time for scrapes that carry none (ISO-8601)")
@@ -458,7 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_ingest)
 
     s = sub.add_parser("forget", parents=[common], help="remove every row some ingested files produced, so they can be ingested again")
-    s.add_argument("targets", nargs="+", metavar="PATH|SHA256")
+    s.add_argument("targets", nargs="+", metavar="PATH|SHA256",
+                   help="an ingested file's path or sha256 (see the ingest_manifest table)")
     s.set_defaults(func=cmd_forget)
 
     s = sub.add_parser("fit", parents=[common, window], help="print the fitted failure rates per component class (refit over a window given)")
@@ -467,15 +490,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_fit)
 
     s = sub.add_parser("sql", parents=[common], help="query the warehouse with DuckDB SQL (read-only)")
-    s.add_argument("query")
+    s.add_argument("query", help="one SELECT (or EXPLAIN) statement over the warehouse's tables and views")
     s.add_argument("--allow-files", action="append", default=[], metavar="DIR",
                    help="also let the query read files under DIR (repeatable)")
-    s.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    s.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                   help="output: table (default), csv, or json (one array of row objects)")
     s.set_defaults(func=cmd_sql)
 
     s = sub.add_parser("project", parents=[common], help="project goodput for a job size (analytic or Monte Carlo)")
-    s.add_argument("--gpus", type=int, default=TARGET_GPUS)
-    s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE)
+    s.add_argument("--gpus", type=int, default=TARGET_GPUS, help=f"GPUs the job spans (default {TARGET_GPUS:,})")
+    s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per node (default {GPUS_PER_NODE})")
     s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="checkpoint cost (blocking), e.g. 60s")
     s.add_argument("--restart", default=f"{RESTART_S:g}s", help="restart time after a failure, e.g. 10m")
     s.add_argument("--interval", default="auto", help="checkpoint interval: auto (Daly) or a duration")
@@ -487,7 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "everything but the job's own failures); all")
     s.add_argument("--rates", help="project from a rates CSV (component_class,events,exposure_hours,unit "
                                    "with unit gpu|node|job) instead of the warehouse")
-    s.add_argument("--method", choices=["analytic", "mc"], default="analytic")
+    s.add_argument("--method", choices=["analytic", "mc"], default="analytic",
+                   help="analytic (default: Daly's model with CI bands from the fits) or mc (Monte Carlo "
+                        "simulation of the job, with spares and the fitted lifetime models)")
     s.add_argument("--fleet-age", choices=list(FLEET_AGES), default=DEFAULT_FLEET_AGE,
                    help="age of the job's units at its start: stationary (long-run rate 1/mean of each "
                         "class's fitted model), new (all age 0: failures over --horizon by renewal), "
@@ -503,20 +529,38 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="HTML file to write (default DIR/reports/goodput_report.html)")
     s.add_argument("--gpus", type=int, default=TARGET_GPUS, help="job scale for the projected-goodput headline")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("completion", help="print the shell's tab-completion script: "
+                                          'eval "$(goodput completion bash)" in ~/.bashrc (zsh, fish alike)')
+    s.add_argument("shell", choices=COMPLETION_SHELLS, help="the shell to complete in")
+    s.set_defaults(func=cmd_completion)
     return p
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    """The exceptions that are a user's mistake (one line, exit 2). Imported when an error is
+    being handled, so a command that needs neither the ingest runner nor the store starts
+    without them."""
+    from ingest.runner import UserError
+    from warehouse.store import WarehouseError
+
+    return CliError, UserError, WarehouseError
 
 
 def main(argv: list[str] | None = None) -> int:
     import warnings
 
-    from ingest.runner import UserError
-    from warehouse.store import WarehouseError
+    import argcomplete
 
     warnings.filterwarnings("ignore", message=r".*is currently in (beta|preview)")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argcomplete.autocomplete(parser)  # answers a shell's completion request (and exits); else nothing
+    args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
-    except (CliError, UserError, WarehouseError) as exc:
+    except Exception as exc:
+        if not isinstance(exc, _user_errors()):
+            raise
         print(f"goodput: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -17,4 +17,8 @@ defs = dg.Definitions(
     sensors=[build_sensor(ingest_job)],
     schedules=[build_schedule(build_job)],
     resources={"goodput": GoodputConfig()},
+    # Steps run in the run's own process, as the CLI's runs do. Dagster's default (a subprocess
+    # per step) re-imported this code location for each of the build's 15 steps: 320 s of
+    # worker start-up against 118 s of work under load (benchmarks/bench_ui_vs_cli.py).
+    executor=dg.in_process_executor,
 )

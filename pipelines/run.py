@@ -1,4 +1,5 @@
-"""Run the asset graph in-process: ``goodput demo`` (ingest + build) and ``goodput build``.
+"""Run the asset graph in-process: ``goodput demo`` (ingest + build), ``goodput build`` and
+``fit``; record ``goodput ingest`` as a run too.
 
 The CLI and Dagster share one code path: both materialize the assets of pipelines/assets.py,
 and the CLI records its runs in the persistent Dagster instance under the home
@@ -13,13 +14,20 @@ import logging
 import re
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 
 from analysis.goodput_measured import fleet_mtti
 from analysis.observation import stored_window
-from pipelines.assets import BUILD_ASSETS, INGEST_ASSETS
+from pipelines.assets import (
+    BUILD_ASSETS,
+    INGEST_ASSETS,
+    ingest_metadata,
+    ingested_sources,
+    register_days,
+)
 from pipelines.checks import ALL_CHECKS
 from pipelines.resources import GoodputConfig
 from warehouse.store import Warehouse
@@ -41,6 +49,15 @@ def progress_logger(_init_context):
         handler.addFilter(lambda rec: bool(_STEP_DONE.search(rec.getMessage())))
         handler.setFormatter(_StepFormatter())
         log.addHandler(handler)
+    return log
+
+
+@dg.logger(description="Nothing on the console: `goodput ingest` prints its own summary.")
+def quiet_logger(_init_context):
+    log = logging.getLogger("goodput.quiet")
+    log.propagate = False
+    if not log.handlers:
+        log.addHandler(logging.NullHandler())
     return log
 
 
@@ -113,6 +130,32 @@ def build(config: GoodputConfig):
     """Everything downstream of ingest (the ``build`` job, without a partition): rollups for
     every day of the telemetry's robust span."""
     return _materialize(BUILD_ASSETS, config, "build")
+
+
+def recorded_ingest(wh: Warehouse, ingest_files: Callable[[], list]) -> list:
+    """Run ``ingest_files()`` (``goodput ingest`` with all its flags) as a run of the home's
+    Dagster instance that materializes ``ingested_sources``, with the same metadata as the
+    asset, and adds the telemetry's days to the ``gpu_hourly`` partitions, as the asset does.
+    Returns its file reports; an error it raises (a user's mistake) is raised here, unchanged."""
+    key = ingested_sources.key
+
+    @dg.op(name="ingest_files", description="goodput ingest PATH...: parse files into the warehouse")
+    def ingest_op(context):  # (no annotation: this module has postponed annotations)
+        reports = ingest_files()
+        context.log_event(dg.AssetMaterialization(
+            key, description="goodput ingest", metadata=ingest_metadata(reports, register_days(context.instance, wh))))
+        return reports
+
+    @dg.job(name="ingest", logger_defs={"quiet": quiet_logger})
+    def ingest_job():
+        ingest_op()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Dagster beta/preview notices are not for CLI users
+        with instance_for(wh.home) as instance:
+            result = ingest_job.execute_in_process(
+                run_config={"loggers": {"quiet": {}}}, instance=instance, raise_on_error=True)
+    return result.output_for_node("ingest_files")
 
 
 def refit(config: GoodputConfig):

@@ -113,3 +113,149 @@ def test_simulate_refuses_non_positive_settings_in_one_line(tmp_path, capsys, fl
     assert main(["simulate", "--out", str(tmp_path / "f"), flag, value]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and flag in err and not (tmp_path / "f").exists()
+
+
+def _actions(parser, path=("goodput",)):
+    """(command path, action) for every argument of every (sub)command; commands too."""
+    import argparse
+
+    for action in parser._actions:
+        yield path, action
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                yield (*path, name), argparse.Action([], name, help=helps.get(name))
+                yield from _actions(sub, (*path, name))
+
+
+def test_every_command_and_option_has_help():
+    import argparse
+
+    from pipelines.cli import build_parser
+
+    parser = build_parser()
+    assert "warehouse" in parser.description and "``" not in parser.format_help()  # no docstring markup
+    found = list(_actions(parser))
+    missing = [f"{' '.join(p)} {'/'.join(a.option_strings) or a.dest}" for p, a in found
+               if not a.help or a.help == argparse.SUPPRESS]
+    assert missing == []
+    assert {"goodput ingest", "goodput project", "goodput completion"} <= {" ".join(p) for p, _ in found}
+
+
+def _complete(line: str) -> list[str]:
+    """What bash offers for ``line`` + TAB, through the script `goodput completion bash` prints."""
+    import os
+    from pathlib import Path
+
+    words = line.split(" ")
+    script = (
+        'eval "$(goodput completion bash)"\n'
+        f'COMP_LINE="{line}"; COMP_POINT=${{#COMP_LINE}}; COMP_WORDS=({" ".join(repr(w) for w in words)}); '
+        f"COMP_CWORD={len(words) - 1}\n"
+        '_python_argcomplete goodput; printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=REPO, check=True)
+    return sorted(w.strip() for w in out.stdout.splitlines() if w.strip())
+
+
+def test_shell_completion_offers_commands_options_and_choices():
+    for shell in ("bash", "zsh", "fish"):
+        out = subprocess.run([sys.executable, "-m", "pipelines.cli", "completion", shell],
+                             capture_output=True, text=True, cwd=REPO, check=True).stdout
+        assert "goodput" in out and "_ARGCOMPLETE" in out
+    assert _complete("goodput pro") == ["project"]
+    assert _complete("goodput project --fleet") == ["--fleet-age"]
+    assert _complete("goodput sql --format ") == ["csv", "json", "table"]
+
+
+HEAVY = ("lifelines", "dagster", "altair", "pandas")
+_IMPORTED = """
+import json, sys
+from pipelines.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in {heavy} if m in sys.modules)))
+"""
+
+
+@pytest.mark.parametrize(
+    "argv, heavy",
+    [
+        ([], HEAVY),  # the import alone
+        (["--help"], (*HEAVY, "scipy")),
+        (["--version"], (*HEAVY, "scipy")),
+        (["sql", "select 1"], (*HEAVY, "scipy")),
+        (["fit"], (*HEAVY, "scipy.stats", "scipy.optimize")),
+        (["project", "--mtti", "3h", "--json"], HEAVY),
+    ],
+)
+def test_quick_commands_import_only_what_they_need(tmp_path, argv, heavy):
+    """`goodput fit` printing the stored table once spent ~10 s importing lifelines: the quick
+    commands load no Dagster, lifelines, Altair or pandas (timed in benchmarks/bench_cli_start.py)."""
+    import polars as pl
+
+    from warehouse.schemas import conform
+    from warehouse.store import Warehouse
+
+    wh = Warehouse(tmp_path / "h")
+    wh.replace_table("failure_rates", conform("failure_rates", pl.DataFrame({
+        "component_class": ["gpu"], "window": ["all"], "stratum": ["all"], "model": ["weibull"],
+        "selected": [True], "n_units": [256], "n_events": [7], "rate_per_1k_unit_days": [1.25],
+        "method": ["per-unit"], "population": ["inventory"],
+    })))
+    args = ["--home", str(wh.home), *argv] if argv else []
+    code = _IMPORTED.format(heavy=heavy) if argv else f"import json, sys, pipelines.cli\nprint(json.dumps(sorted(m for m in {heavy} if m in sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO, check=True)
+    *printed, loaded = out.stdout.splitlines()
+    assert json.loads(loaded) == []
+    if argv[:1] == ["fit"]:
+        assert any(line.split()[:3] == ["gpu", "all", "weibull"] for line in printed)
+    if argv[:1] == ["project"]:
+        assert json.loads(printed[-1])["mtti_hours"] == 3.0
+
+
+def test_ingest_is_recorded_as_a_run_in_the_homes_dagster_instance(tmp_path, capsys):
+    """`dagster dev` on HOME/.dagster shows what `goodput ingest` materialized (run, asset
+    metadata, telemetry days as gpu_hourly partitions), like demo and build."""
+    import dagster as dg
+
+    from pipelines.assets import TELEMETRY_DAYS
+    from pipelines.run import instance_for
+
+    home = tmp_path / "h"
+    sacct = FIXTURES / "slurm" / "xdmod__accounting-logs.log"
+    scrape = REPO / "sample_data" / "fleet" / "dcgm" / "gpu-node-001" / "2026-01-05.prom.gz"
+    assert main(["--home", str(home), "ingest", str(sacct)]) == 0
+    assert main(["--home", str(home), "ingest", str(sacct), str(scrape)]) == 0
+    capsys.readouterr()
+    with instance_for(home) as instance:
+        runs = instance.get_runs()
+        assert [r.job_name for r in runs] == ["ingest", "ingest"]
+        assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+        events = instance.fetch_materializations(dg.AssetKey("ingested_sources"), limit=10).records
+        assert len(events) == 2 and {e.run_id for e in events} == {r.run_id for r in runs}
+        latest = events[0].asset_materialization.metadata  # newest first
+        first = events[1].asset_materialization.metadata
+        assert (first["files_new"].value, first["rows"].value, first["telemetry_days"].value) == (1, 4, 0)
+        assert (latest["files_new"].value, latest["files_already_ingested"].value) == (1, 1)
+        assert set(latest["by_format"].value) == {"dcgm"} and latest["rows"].value > 0
+        days = instance.get_dynamic_partitions(TELEMETRY_DAYS.name)
+        assert len(days) == latest["telemetry_days"].value >= 1
+
+
+def test_ui_launched_jobs_run_their_steps_in_process_like_the_cli():
+    """A subprocess per step re-imported the code location 15 times per build: a UI run took
+    1.6x the CLI's (benchmarks/bench_ui_vs_cli.py). Every job of the definitions, the UI's ad hoc
+    asset materializations included, runs its steps in the run's process."""
+    import dagster as dg
+
+    from pipelines.definitions import defs
+
+    jobs = {name: defs.resolve_job_def(name) for name in ("build", "ingest")}
+    jobs["materialize"] = defs.resolve_implicit_global_asset_job_def()
+    assert {name: job.executor_def.name for name, job in jobs.items()} == {
+        name: dg.in_process_executor.name for name in jobs
+    }

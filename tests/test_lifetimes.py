@@ -385,7 +385,7 @@ def test_without_an_inventory_hosts_seen_carry_units_of_each_failing_class_over_
         {"time": START + 30 * D, "component_class": "gpu_memory", "gpu": 3, "severity": "fatal"},
         {"time": START + 40 * D, "component_class": "psu", "severity": "warning"},  # no removal confirms it
     )
-    units, df = build(TABLES["component_history"].empty(), he=he, observed_hosts=hosts)
+    _, df = build(TABLES["component_history"].empty(), he=he, observed_hosts=hosts)
     window_h = (AS_OF - START).total_seconds() / 3600
     assert set(df["population"]) == {"observed_units"}
     psu = df.filter(pl.col("component_class") == "psu")

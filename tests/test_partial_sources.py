@@ -57,7 +57,7 @@ def test_sacct_only_builds_skips_what_needs_hardware_data_and_keeps_the_catalog_
 
 
 def test_sacct_and_kernel_without_inventory_fit_rates_from_observed_units(growing):
-    wh, builds = growing
+    _, builds = growing
     code, out, _, st, _ = builds["kernel"]
     assert code == 0 and st["failure_fits"][0] == "ok" and st["goodput_projections"][0] == "ok"
     assert "observation window: 2026-01-05" in out
@@ -65,7 +65,7 @@ def test_sacct_and_kernel_without_inventory_fit_rates_from_observed_units(growin
 
 def test_sel_added_rates_use_observed_hosts_times_units_over_the_window(growing):
     wh, builds = growing
-    code, out, _, st, _ = builds["sel"]
+    code, _, _, st, _ = builds["sel"]
     assert code == 0 and all(s == "ok" for a, (s, _) in st.items() if a != "gpu_hourly")
     fr = wh.query(
         "SELECT component_class, population, n_units, n_events, exposure_hours FROM failure_rates "

@@ -119,20 +119,19 @@ def test_forget_of_something_never_ingested_is_one_line(wh, tmp_path, capsys):
 # ----------------------------------------------------------------- one writer
 def test_a_second_writer_fails_naming_the_owner_or_waits(wh, tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys,time; from warehouse.store import Warehouse\n"
-         "with Warehouse(sys.argv[1]).writer():\n print('held', flush=True); time.sleep(30)", str(wh.home)],
+        [sys.executable, "-c", ("import sys,time; from warehouse.store import Warehouse\n"
+         "with Warehouse(sys.argv[1]).writer():\n print('held', flush=True); time.sleep(30)"), str(wh.home)],
         cwd=REPO, stdout=subprocess.PIPE, text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(WarehouseBusy, match=rf"pid {holder.pid} on .*\(.*-c"):
-            with Warehouse(wh.home, wait=False).writer():
-                pass
+        with pytest.raises(WarehouseBusy, match=rf"pid {holder.pid} on .*\(.*-c"), Warehouse(wh.home, wait=False).writer():
+            pass
         with pytest.raises(WarehouseBusy, match="being written by"):
             ingest_paths(Warehouse(wh.home, wait=0.3), [KERNEL])
         assert wh.read("hw_events").height == 0
         out = subprocess.run([sys.executable, "-m", "pipelines.cli", "--no-wait", "ingest", str(KERNEL), "--home", str(wh.home)],
-                             cwd=REPO, capture_output=True, text=True)
+                             cwd=REPO, capture_output=True, text=True, check=False)
         assert out.returncode == 2 and out.stderr.count("\n") == 1 and f"pid {holder.pid}" in out.stderr
     finally:
         holder.kill()

@@ -259,8 +259,8 @@ class Warehouse:
             rlock.release()
 
     def _take_lock(self, wait: bool | float):
-        fh = open(self.lock_path, "a+")
-        try:
+        with ExitStack() as stack:  # closes the file if taking the lock fails
+            fh = stack.enter_context(open(self.lock_path, "a+"))
             deadline = None if wait is True else time.monotonic() + float(wait)
             told = False
             while True:
@@ -284,10 +284,8 @@ class Warehouse:
                      "since": time.time()}
             fh.write(json.dumps(owner))
             fh.flush()
+            stack.pop_all()  # success: the caller holds the lock (and the file) open
             return fh
-        except BaseException:
-            fh.close()
-            raise
 
     # ---------------------------------------------------------------- writing
     def _recover(self) -> None:

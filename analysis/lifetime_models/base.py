@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import special  # scipy.optimize / scipy.stats (a second to import) load only to fit
 
-Z95 = float(stats.norm.ppf(0.975))
+Z95 = float(special.ndtri(0.975))  # the normal's 97.5% quantile (= scipy.stats.norm.ppf)
 
 
 @dataclass
@@ -213,6 +213,8 @@ class LifetimeModel:
         theta0 = cls.theta0(s)
         if start is not None and len(start) == len(theta0) and np.all(np.isfinite(start)):
             theta0 = np.asarray(start, dtype=float)
+        from scipy import optimize
+
         if s.interval.any() or ll.value_grad is None:  # numeric derivatives
 
             def neg_value(th):

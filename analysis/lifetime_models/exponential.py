@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 from analysis.lifetime_models.base import Sample, _param_dict, log_ci
 from analysis.lifetime_models.log_location_scale import MinExtremeValue
@@ -22,6 +21,8 @@ from analysis.lifetime_models.log_location_scale import MinExtremeValue
 
 def poisson_rate_ci(events, exposure_hours) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rate per unit-hour and its exact (Garwood) 95% CI; vectorized over arrays."""
+    from scipy import stats  # here, not at the top: printing stored rates needs no scipy.stats
+
     d = np.asarray(events, dtype=float)
     e = np.asarray(exposure_hours, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):

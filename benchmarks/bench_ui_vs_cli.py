@@ -1,0 +1,125 @@
+"""A `build` launched from the Dagster UI against `goodput build` from the command line, on the
+committed sample fleet.
+
+    .venv/bin/python -m benchmarks.bench_ui_vs_cli [--home DIR] [--port 3999]
+
+One home (``benchmarks/out/ui-vs-cli-home`` by default, wiped first) gets the sample fleet with
+`goodput ingest`. Then `goodput build` runs (timed, a child process), then `dagster dev` is
+started on the home's instance (``DAGSTER_HOME=HOME/.dagster``, ``GOODPUT_HOME=HOME``) and the
+`build` job is launched through its GraphQL API, as the UI's Launch button does: the queued run
+coordinator hands it to the daemon, the default run launcher starts it in a new process with the
+executor of ``pipelines/definitions.py``. Timed from the launch request to the run's end (the
+server's start-up is not counted). Both runs build the same warehouse from the same ingest, so
+they do the same work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from benchmarks.targets import status, target
+
+REPO = Path(__file__).resolve().parent.parent
+GOODPUT = [sys.executable, "-m", "pipelines.cli"]
+DEFAULT_HOME = REPO / "benchmarks" / "out" / "ui-vs-cli-home"
+SAMPLE = REPO / "sample_data" / "fleet"
+RATIO = 1.5
+TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
+
+
+def cpu_children() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def cli_build(home: Path) -> tuple[float, float]:
+    cpu0, t0 = cpu_children(), time.perf_counter()
+    subprocess.run([*GOODPUT, "--home", str(home), "build"], cwd=REPO, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0, cpu_children() - cpu0
+
+
+def wait_for_server(port: int, proc: subprocess.Popen, timeout_s: float = 600) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"dagster dev exited with status {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5):
+                return
+        except OSError:
+            time.sleep(1)
+    raise RuntimeError(f"dagster dev did not answer on port {port} within {timeout_s:.0f} s")
+
+
+def ui_build(home: Path, port: int, log: Path) -> tuple[float, str, str]:
+    """(seconds from launch to the run's end, final status, run id) of the `build` job launched
+    through the GraphQL API of `dagster dev`."""
+    from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+
+    env = {**os.environ, "DAGSTER_HOME": str(home / ".dagster"), "GOODPUT_HOME": str(home)}
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [str(Path(sys.executable).parent / "dagster"), "dev", "-m", "pipelines.definitions", "-p", str(port)],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        wait_for_server(port, server)
+        client = DagsterGraphQLClient("127.0.0.1", port_number=port)
+        for attempt in range(60):  # the code location may still be loading
+            try:
+                t0 = time.perf_counter()
+                run_id = client.submit_job_execution("build", run_config={})
+                break
+            except DagsterGraphQLClientError:
+                if attempt == 59:
+                    raise
+                time.sleep(2)
+        state = ""
+        while state not in TERMINAL:
+            time.sleep(1)
+            state = client.get_run_status(run_id).value
+        return time.perf_counter() - t0, state, run_id
+    finally:
+        os.killpg(server.pid, signal.SIGINT)  # dagster dev stops its webserver, daemon and runs
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--home", type=Path, default=DEFAULT_HOME, help=f"home to build (wiped first; default {DEFAULT_HOME})")
+    ap.add_argument("--port", type=int, default=3999, help="port for dagster dev (default 3999)")
+    args = ap.parse_args()
+    home = args.home
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    sources = [str(p) for p in sorted(SAMPLE.iterdir()) if p.is_dir()]
+    print(f"ingesting the sample fleet into {home} ...", flush=True)
+    subprocess.run([*GOODPUT, "--home", str(home), "ingest", *sources], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    cli_s, cli_cpu = cli_build(home)
+    print(f"goodput build (CLI, in-process run):      {cli_s:7.1f} s wall, {cli_cpu:7.1f} s CPU", flush=True)
+    log = home / "dagster-dev.log"
+    ui_s, state, run_id = ui_build(home, args.port, log)
+    print(f"build launched through dagster dev (UI):   {ui_s:7.1f} s wall, status {state} (run {run_id}; log {log})")
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    target(f"UI-launched build within {RATIO:g}x of goodput build", state == "SUCCESS" and ui_s <= RATIO * cli_s,
+           f"UI {ui_s:.0f} s vs CLI {cli_s:.0f} s: {ui_s / cli_s:.2f}x, {state}")
+    return status()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
