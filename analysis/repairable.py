@@ -218,58 +218,72 @@ def observation_windows(
     )
 
 
+def node_windows(wh, interruptions=None, hw=None, ne=None) -> pl.DataFrame:
+    """(host, start, end) observation window per node: its GPU telemetry presence, else the span
+    of all evidence. Nodes are those of the inventory (component_history), the telemetry, the
+    event logs and the scheduler (hosts jobs ran on)."""
+    interruptions = wh.read("interruptions") if interruptions is None else interruptions
+    hw = wh.read("hw_events") if hw is None else hw
+    ne = wh.read("node_events") if ne is None else ne
+    with wh.connect() as con:
+        pres = con.sql(
+            f"SELECT host, min(hour) AS first_hour, max(hour) AS last_hour FROM ({wh.view_sql('gpu_hourly')}) "
+            f"WHERE host IS NOT NULL GROUP BY host"
+        ).pl()
+        inv = con.sql(
+            f"SELECT DISTINCT host FROM ({wh.view_sql('component_history')}) WHERE host IS NOT NULL"
+        ).pl()
+        ran = con.sql(
+            f"SELECT DISTINCT unnest(nodes) AS host FROM ({wh.view_sql('job_attempts')})"
+        ).pl()
+    hosts = (
+        set(inv["host"])
+        | set(pres["host"])
+        | set(ran["host"].drop_nulls())
+        | set(hw["host"].drop_nulls())
+        | set(ne["host"].drop_nulls())
+    )
+    times = [
+        c
+        for c in (
+            hw["time"].min(),
+            ne["time"].min(),
+            interruptions["start_time"].min(),
+            pres["first_hour"].min() if pres.height else None,
+        )
+        if c is not None
+    ]
+    ends = [
+        c
+        for c in (
+            hw["time"].max(),
+            ne["time"].max(),
+            interruptions["end_time"].max(),
+            pres["last_hour"].max() + timedelta(hours=1) if pres.height else None,
+        )
+        if c is not None
+    ]
+    if not times or not hosts:
+        return pl.DataFrame(
+            schema={"host": pl.Utf8, "start": pl.Datetime("us"), "end": pl.Datetime("us")}
+        )
+    return observation_windows(
+        sorted(hosts),
+        min(times),
+        max(ends),
+        pres.cast({"first_hour": pl.Datetime("us"), "last_hour": pl.Datetime("us")}),
+    )
+
+
 def refresh_repairable(
     wh, dedup_window_s: float = 4 * 3600, windows: pl.DataFrame | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Rebuild ``node_failures`` and ``node_mcf`` from interruptions, hw_events, node_events,
-    component_history (the host inventory) and gpu_hourly (presence)."""
+    component_history (the host inventory), job_attempts (hosts jobs ran on) and gpu_hourly
+    (presence)."""
     interruptions, hw, ne = wh.read("interruptions"), wh.read("hw_events"), wh.read("node_events")
     if windows is None:
-        with wh.connect() as con:
-            pres = con.sql(
-                f"SELECT host, min(hour) AS first_hour, max(hour) AS last_hour FROM ({wh.view_sql('gpu_hourly')}) "
-                f"WHERE host IS NOT NULL GROUP BY host"
-            ).pl()
-            inv = con.sql(
-                f"SELECT DISTINCT host FROM ({wh.view_sql('component_history')}) WHERE host IS NOT NULL"
-            ).pl()
-        hosts = (
-            set(inv["host"])
-            | set(pres["host"])
-            | set(hw["host"].drop_nulls())
-            | set(ne["host"].drop_nulls())
-        )
-        times = [
-            c
-            for c in (
-                hw["time"].min(),
-                ne["time"].min(),
-                interruptions["start_time"].min(),
-                pres["first_hour"].min() if pres.height else None,
-            )
-            if c is not None
-        ]
-        ends = [
-            c
-            for c in (
-                hw["time"].max(),
-                ne["time"].max(),
-                interruptions["end_time"].max(),
-                pres["last_hour"].max() + timedelta(hours=1) if pres.height else None,
-            )
-            if c is not None
-        ]
-        if not times or not hosts:
-            windows = pl.DataFrame(
-                schema={"host": pl.Utf8, "start": pl.Datetime("us"), "end": pl.Datetime("us")}
-            )
-        else:
-            windows = observation_windows(
-                sorted(hosts),
-                min(times),
-                max(ends),
-                pres.cast({"first_hour": pl.Datetime("us"), "last_hour": pl.Datetime("us")}),
-            )
+        windows = node_windows(wh, interruptions, hw, ne)
     failures = build_node_failures(interruptions, hw, ne, windows, dedup_window_s)
     mcf = mean_cumulative_function(failures, windows)
     wh.replace_table("node_failures", failures)
