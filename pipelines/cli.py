@@ -396,9 +396,12 @@ def cmd_nodes(args) -> int:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
     if gain is not None:
         b, w = gain["baseline"], gain["without_lemons"]
-        print(f"job on {gain['target_gpus']:,} GPUs at the fleet's node failure rate: MTTI {b['mtti_hours']:.3g} h, "
-              f"goodput {100 * b['goodput']:.1f}%; without the lemons' {gain['excess_failures']:.3g} excess failures: "
-              f"MTTI {w['mtti_hours']:.3g} h, goodput {100 * w['goodput']:.1f}% ({100 * gain['goodput_gain']:+.1f} points)")
+        line = (f"job on {gain['target_gpus']:,} GPUs at the fleet's node failure rate: MTTI {b['mtti_hours']:.3g} h, "
+                f"goodput {100 * b['goodput']:.1f}%")
+        if gain["lemons"]:
+            line += (f"; without the lemons' {gain['excess_failures']:.3g} excess failures: MTTI {w['mtti_hours']:.3g} h, "
+                     f"goodput {100 * w['goodput']:.1f}% ({100 * gain['goodput_gain']:+.1f} points)")
+        print(line + ("" if gain["lemons"] else "; no lemon node to remove"))
     return 0
 
 

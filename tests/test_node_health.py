@@ -197,6 +197,7 @@ def test_refresh_writes_the_table_and_goodput_nodes_prints_it(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "Benjamini-Hochberg over 2 nodes" in text and "n000" in text and "n001" not in text
     assert "1 node(s) not tested (no observed node-hours)" in text
+    assert text.rstrip().endswith("; no lemon node to remove")
 
 
 def test_goodput_nodes_on_a_warehouse_without_node_health_is_one_line(tmp_path, capsys):
@@ -205,3 +206,41 @@ def test_goodput_nodes_on_a_warehouse_without_node_health_is_one_line(tmp_path, 
     assert main(["--home", str(home), "nodes"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("goodput: error: node_health is empty") and err.count("\n") == 1
+
+
+def _section(health: pl.DataFrame, target: int = 1024):
+    pytest.importorskip("dashboards.section")  # the section contract (dashboards/section.py)
+    from dashboards.section import ReportContext
+    from dashboards.sections import node_health as section
+
+    ctx = ReportContext(wh=None, t={"node_health": health}, target_gpus=target, scope="whole fleet")
+    return section, section.build(ctx)
+
+
+def test_report_section_lists_the_lemons_and_reads_the_gain_from_the_same_numbers():
+    h = health_of([30] + [1] * 9, [1000] * 10)
+    section, s = _section(h)
+    g = lemon_gain(h, 1024)
+    assert (section.KEY, section.ORDER, section.TABLES) == ("node_health", 100, ("node_health",))
+    data = section.worst_frame(h)
+    assert data["host"][0] == "n000" and data["status"].to_list() == ["lemon"] + ["not significant"] * 9
+    assert s.reading.startswith(
+        "10 nodes observed for 10,000 node-hours had 39 failures (3.9 per 1,000 node-hours). "
+        "Test: one-sided exact Poisson test of failures vs fleet rate x node-hours; "
+        "Benjamini-Hochberg over 10 nodes, lemon when the adjusted p is below 0.05. "
+        "1 lemon node(s) (n000) had 30 failures where 3.9 were expected, 0 interruptions"
+    )
+    b, w = g["baseline"], g["without_lemons"]
+    assert (
+        f"Without their 26.1 excess failures a 1,024-GPU job's MTTI goes from "
+        f"{b['mtti_hours']:.1f} h to {w['mtti_hours']:.1f} h and its projected goodput from "
+        f"{100 * b['goodput']:.1f}% to {100 * w['goodput']:.1f}%"
+    ) in s.reading
+    assert "<td>n000</td>" in s.extra_html and "<td>n001</td>" not in s.extra_html
+    assert s.chart is not None
+
+
+def test_report_section_without_lemons_names_the_worst_node():
+    _, s = _section(health_of([3, 1, 1, 0], [100, 100, 100, 100]))
+    assert "No node fails significantly more often than the fleet; the worst, n000, had 3 failure(s) where 1.25 were expected" in s.reading
+    assert "Without" not in s.reading
