@@ -120,7 +120,7 @@ def table_html(health: pl.DataFrame) -> str:
         "hw events (critical)", "repairs (failed parts)", "node-hours", "GPU-hours scheduled",
         "p", "adjusted p", "lemon",
     ]  # fmt: skip
-    body = [  # fmt: skip
+    body = [
         [
             r["host"], r["cluster"] or "", r["failures"], num(r["expected_failures"]),
             r["interruptions"], num(r["lost_gpu_hours"]),
