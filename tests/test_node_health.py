@@ -244,3 +244,30 @@ def test_report_section_without_lemons_names_the_worst_node():
     _, s = _section(health_of([3, 1, 1, 0], [100, 100, 100, 100]))
     assert "No node fails significantly more often than the fleet; the worst, n000, had 3 failure(s) where 1.25 were expected" in s.reading
     assert "Without" not in s.reading
+
+
+def test_planted_lemons_found_through_node_failures_from_fatal_xids():
+    """Known truth through the real failure definition: fatal GPU XIDs at Poisson times become
+    node_failures episodes (repairable), then node_health flags the 10x nodes only."""
+    from analysis.repairable import build_node_failures
+
+    rng = np.random.default_rng(11)
+    n, horizon = 80, 2000.0
+    rate = np.full(n, 0.002)
+    planted = [5, 40, 77]
+    rate[planted] *= 10
+    counts = rng.poisson(rate * horizon)
+    hosts = np.repeat([f"n{i:03d}" for i in range(n)], counts)
+    at = rng.uniform(0, horizon, counts.sum())
+    hw = conform("hw_events", pl.DataFrame({
+        "event_id": [f"x{i}" for i in range(counts.sum())], "host": hosts,
+        "time": [T0 + timedelta(hours=float(h)) for h in at], "component_class": "gpu",
+        "severity": "fatal", "event_type": "xid", "code": "79", "source": "kernel",
+    }))  # fmt: skip
+    _, windows = fleet(np.zeros(n, int), np.full(n, horizon))
+    failures = build_node_failures(empty("interruptions"), hw, empty("node_events"), windows)
+    h = build_node_health(
+        failures, windows, empty("interruptions"), hw, empty("component_history"), empty("job_attempts")
+    )
+    assert sorted(h.filter(pl.col("lemon"))["host"]) == [f"n{i:03d}" for i in planted]
+    assert h["hw_events_critical"].sum() == counts.sum()
