@@ -232,7 +232,7 @@ def test_report_section_lists_the_lemons_and_reads_the_gain_from_the_same_number
     )
     b, w = g["baseline"], g["without_lemons"]
     assert (
-        f"Without their 26.1 excess failures a 1,024-GPU job's MTTI goes from "
+        f"Without their 26.1 excess failures, a 1,024-GPU job's MTTI from node failures goes from "
         f"{b['mtti_hours']:.1f} h to {w['mtti_hours']:.1f} h and its projected goodput from "
         f"{100 * b['goodput']:.1f}% to {100 * w['goodput']:.1f}%"
     ) in s.reading

@@ -101,10 +101,11 @@ def reading(health: pl.DataFrame, gain: dict | None) -> str:
         if gain is not None:
             b, w = gain["baseline"], gain["without_lemons"]
             text += (
-                f" Without their {num(gain['excess_failures'])} excess failures a "
-                f"{gain['target_gpus']:,}-GPU job's MTTI goes from {hours(b['mtti_hours'])} to "
-                f"{hours(w['mtti_hours'])} and its projected goodput from {pct(b['goodput'])} to "
-                f"{pct(w['goodput'])} ({100 * gain['goodput_gain']:+.1f} points)."
+                f" Without their {num(gain['excess_failures'])} excess failures, a "
+                f"{gain['target_gpus']:,}-GPU job's MTTI from node failures goes from "
+                f"{hours(b['mtti_hours'])} to {hours(w['mtti_hours'])} and its projected goodput "
+                f"from {pct(b['goodput'])} to {pct(w['goodput'])} "
+                f"({100 * gain['goodput_gain']:+.1f} points; analytic model, Daly's interval)."
             )
     if s["untested"]:
         text += f" {s['untested']:,} node(s) not tested: no observed node-hours."
