@@ -20,6 +20,8 @@ from analysis.node_health import (
     score,
     summary,
 )
+from dashboards.section import ReportContext
+from dashboards.sections import node_health as node_health_section
 from pipelines.cli import main
 from warehouse.schemas import TABLES, conform
 from warehouse.store import Warehouse
@@ -209,10 +211,7 @@ def test_goodput_nodes_on_a_warehouse_without_node_health_is_one_line(tmp_path, 
 
 
 def _section(health: pl.DataFrame, target: int = 1024):
-    pytest.importorskip("dashboards.section")  # the section contract (dashboards/section.py)
-    from dashboards.section import ReportContext
-    from dashboards.sections import node_health as section
-
+    section = node_health_section
     ctx = ReportContext(wh=None, t={"node_health": health}, target_gpus=target, scope="whole fleet")
     return section, section.build(ctx)
 

@@ -9,7 +9,7 @@ import polars as pl
 
 from analysis.node_health import lemon_gain, summary
 from dashboards.charts import WIDTH
-from dashboards.section import ReportContext, Section, hours, html_table, num, pct
+from dashboards.section import NO_DATA, ReportContext, Section, hours, html_table, num, pct
 
 KEY = "node_health"
 TITLE = "Lemon nodes: failures per node against the fleet's rate"
@@ -137,8 +137,11 @@ def table_html(health: pl.DataFrame) -> str:
 def build(ctx: ReportContext) -> Section:
     s = Section(KEY, TITLE)
     health = ctx.t["node_health"]
+    if health.height == 0:
+        s.note = NO_DATA
+        return s
     if health.filter(pl.col("node_hours") > 0).height == 0:
-        s.note = "no node with observed node-hours yet: run goodput demo / goodput build"
+        s.note = f"no node has observed node-hours: {health.height:,} node(s) not tested"
         return s
     gain = lemon_gain(health, ctx.target_gpus)
     s.chart = chart(worst_frame(health))
