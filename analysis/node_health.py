@@ -172,12 +172,16 @@ def _assemble(
             )
         },
     ).drop("job_cluster", "hw_cluster")
-    out = score(df, alpha).sort(
+    return conform("node_health", score(df, alpha).pipe(worst_first))
+
+
+def worst_first(health: pl.DataFrame) -> pl.DataFrame:
+    """Lemons first, then by p value (smallest first), failures, host; untested nodes last."""
+    return health.sort(
         [pl.col("lemon").fill_null(False), "p_value", "failures", "host"],
         descending=[True, False, True, False],
         nulls_last=True,
     )
-    return conform("node_health", out)
 
 
 def build_node_health(

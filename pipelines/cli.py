@@ -362,13 +362,17 @@ def cmd_fit(args) -> int:
 
 
 def cmd_nodes(args) -> int:
-    from analysis.node_health import lemon_gain, summary
+    from analysis.node_health import lemon_gain, score, summary, worst_first
 
     if args.top < 1 or args.gpus < 1 or args.gpus_per_node < 1:
         raise CliError("--top, --gpus and --gpus-per-node must be >= 1")
+    if args.alpha is not None and not 0 < args.alpha < 1:
+        raise CliError("--alpha must be between 0 and 1, e.g. 0.01")
     health = _warehouse(args, existing=True).read("node_health")
     if health.height == 0:
         raise CliError("node_health is empty: run `goodput build` (or `goodput demo`) first")
+    if args.alpha is not None:  # the stored counts, flagged at another level
+        health = worst_first(score(health, args.alpha))
     s = summary(health)
     gain = lemon_gain(health, args.gpus, args.gpus_per_node, parse_duration(args.ckpt_cost), parse_duration(args.restart))
     worst = health.head(args.top)
@@ -426,6 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
         CKPT_COST_S,
         CKPT_INTERVAL_S,
         GPUS_PER_NODE,
+        LEMON_ALPHA,
         RESTART_S,
         TARGET_GPUS,
     )
@@ -537,6 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per node of that job (default {GPUS_PER_NODE})")
     s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="checkpoint cost (blocking) of that job, e.g. 60s")
     s.add_argument("--restart", default=f"{RESTART_S:g}s", help="restart time after a failure, e.g. 10m")
+    s.add_argument("--alpha", type=float, help=f"level of the lemon flag on the adjusted p value (default {LEMON_ALPHA:g})")
     s.add_argument("--json", action="store_true", help="print one JSON object (summary, gain, nodes)")
     s.set_defaults(func=cmd_nodes)
 

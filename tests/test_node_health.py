@@ -270,3 +270,19 @@ def test_planted_lemons_found_through_node_failures_from_fatal_xids():
     )
     assert sorted(h.filter(pl.col("lemon"))["host"]) == [f"n{i:03d}" for i in planted]
     assert h["hw_events_critical"].sum() == counts.sum()
+
+
+def test_goodput_nodes_alpha_reflags_the_stored_counts(tmp_path, capsys):
+    wh = Warehouse(tmp_path / "home")
+    wh.replace_table("node_health", health_of([9, 1, 1, 1, 1, 1], [100] * 6))
+    wh.refresh_catalog()
+    assert main(["--home", str(wh.home), "nodes", "--json"]) == 0
+    stored = json.loads(capsys.readouterr().out)
+    p = stored["nodes"][0]["p_adjusted"]
+    assert stored["nodes"][0]["host"] == "n000" and 1e-3 < p < 0.05 and stored["summary"]["lemons"] == 1
+    assert main(["--home", str(wh.home), "nodes", "--json", "--alpha", "0.001"]) == 0
+    strict = json.loads(capsys.readouterr().out)
+    assert strict["summary"]["lemons"] == 0 and strict["summary"]["alpha"] == 0.001
+    assert strict["gain"]["lemons"] == 0 and strict["gain"]["goodput_gain"] == 0
+    assert main(["--home", str(wh.home), "nodes", "--alpha", "5"]) == 2
+    assert capsys.readouterr().err == "goodput: error: --alpha must be between 0 and 1, e.g. 0.01\n"

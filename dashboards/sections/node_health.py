@@ -8,7 +8,7 @@ import altair as alt
 import polars as pl
 
 from analysis.node_health import lemon_gain, summary
-from dashboards.charts import WIDTH
+from dashboards import charts
 from dashboards.section import NO_DATA, ReportContext, Section, hours, html_table, num, pct
 
 KEY = "node_health"
@@ -69,7 +69,7 @@ def chart(worst: pl.DataFrame) -> alt.LayerChart:
         .mark_tick(color="#222", thickness=2)
         .encode(x="expected_failures:Q", y=y, tooltip=tooltip)
     )
-    return (bars + ticks).properties(width=WIDTH, height=max(120, 22 * worst.height))
+    return (bars + ticks).properties(width=charts.WIDTH, height=max(120, 22 * worst.height))
 
 
 def reading(health: pl.DataFrame, gain: dict | None) -> str:
