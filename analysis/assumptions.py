@@ -13,3 +13,4 @@ CKPT_COST_S = 60.0  # each checkpoint stalls training for 60 s
 RESTART_S = 600.0  # restoring state after a failure: 10 minutes
 TARGET_GPUS = 16_384  # job size projections and the report focus on (Llama 3's run)
 GPUS_PER_NODE = 8
+LEMON_ALPHA = 0.05  # node_health: a node is a lemon when its multiple-testing adjusted p < this

@@ -218,58 +218,62 @@ def observation_windows(
     )
 
 
+def node_windows(wh) -> pl.DataFrame:
+    """(host, start, end) observation window per node: its GPU telemetry presence, else the span
+    of all evidence. Nodes are those of the inventory (component_history), the telemetry, the
+    event logs and the scheduler (hosts jobs ran on). Aggregates in DuckDB over the views."""
+    hosts_sql = " UNION ".join(
+        f"SELECT DISTINCT {col} AS host FROM ({wh.view_sql(t)})"
+        for t, col in (
+            ("component_history", "host"),
+            ("job_attempts", "unnest(nodes)"),
+            ("hw_events", "host"),
+            ("node_events", "host"),
+        )
+    )
+    with wh.connect() as con:
+        pres = con.sql(
+            f"SELECT host, min(hour) AS first_hour, max(hour) AS last_hour FROM ({wh.view_sql('gpu_hourly')}) "
+            f"WHERE host IS NOT NULL GROUP BY host"
+        ).pl()
+        others = con.sql(f"SELECT host FROM ({hosts_sql}) WHERE host IS NOT NULL").pl()
+        spans = con.execute(
+            " UNION ALL ".join(
+                f"SELECT min({lo})::TIMESTAMP, max({hi})::TIMESTAMP FROM ({wh.view_sql(t)})"
+                for t, lo, hi in (
+                    ("hw_events", "time", "time"),
+                    ("node_events", "time", "time"),
+                    ("interruptions", "start_time", "end_time"),
+                )
+            )
+        ).fetchall()
+    hosts = set(others["host"]) | set(pres["host"])
+    times = [lo for lo, _ in spans if lo is not None]
+    ends = [hi for _, hi in spans if hi is not None]
+    if pres.height:
+        times.append(pres["first_hour"].min())
+        ends.append(pres["last_hour"].max() + timedelta(hours=1))
+    if not times or not hosts:
+        return pl.DataFrame(
+            schema={"host": pl.Utf8, "start": pl.Datetime("us"), "end": pl.Datetime("us")}
+        )
+    return observation_windows(
+        sorted(hosts),
+        min(times),
+        max(ends),
+        pres.cast({"first_hour": pl.Datetime("us"), "last_hour": pl.Datetime("us")}),
+    )
+
+
 def refresh_repairable(
     wh, dedup_window_s: float = 4 * 3600, windows: pl.DataFrame | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Rebuild ``node_failures`` and ``node_mcf`` from interruptions, hw_events, node_events,
-    component_history (the host inventory) and gpu_hourly (presence)."""
+    component_history (the host inventory), job_attempts (hosts jobs ran on) and gpu_hourly
+    (presence)."""
     interruptions, hw, ne = wh.read("interruptions"), wh.read("hw_events"), wh.read("node_events")
     if windows is None:
-        with wh.connect() as con:
-            pres = con.sql(
-                f"SELECT host, min(hour) AS first_hour, max(hour) AS last_hour FROM ({wh.view_sql('gpu_hourly')}) "
-                f"WHERE host IS NOT NULL GROUP BY host"
-            ).pl()
-            inv = con.sql(
-                f"SELECT DISTINCT host FROM ({wh.view_sql('component_history')}) WHERE host IS NOT NULL"
-            ).pl()
-        hosts = (
-            set(inv["host"])
-            | set(pres["host"])
-            | set(hw["host"].drop_nulls())
-            | set(ne["host"].drop_nulls())
-        )
-        times = [
-            c
-            for c in (
-                hw["time"].min(),
-                ne["time"].min(),
-                interruptions["start_time"].min(),
-                pres["first_hour"].min() if pres.height else None,
-            )
-            if c is not None
-        ]
-        ends = [
-            c
-            for c in (
-                hw["time"].max(),
-                ne["time"].max(),
-                interruptions["end_time"].max(),
-                pres["last_hour"].max() + timedelta(hours=1) if pres.height else None,
-            )
-            if c is not None
-        ]
-        if not times or not hosts:
-            windows = pl.DataFrame(
-                schema={"host": pl.Utf8, "start": pl.Datetime("us"), "end": pl.Datetime("us")}
-            )
-        else:
-            windows = observation_windows(
-                sorted(hosts),
-                min(times),
-                max(ends),
-                pres.cast({"first_hour": pl.Datetime("us"), "last_hour": pl.Datetime("us")}),
-            )
+        windows = node_windows(wh)
     failures = build_node_failures(interruptions, hw, ne, windows, dedup_window_s)
     mcf = mean_cumulative_function(failures, windows)
     wh.replace_table("node_failures", failures)

@@ -20,6 +20,7 @@ from analysis import (
     attribution,
     goodput_measured,
     lifetimes,
+    node_health,
     repairable,
     status,
     survival,
@@ -213,6 +214,25 @@ def repairable_systems(goodput: GoodputConfig) -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata={"node_failures": failures.height, "dagster/row_count": failures.height, "mcf_points": mcf.height})
 
 
+@dg.asset(name="node_health", group_name="analysis", deps=[repairable_systems, telemetry_gpu_replacements], kinds={"duckdb", "parquet"}, owners=OWNERS, metadata=table_metadata("node_health"), description="Lemon nodes: per node its exposure, failures, interruptions, hardware events, repairs and lost GPU-hours, and whether it fails significantly more than the fleet (one-sided exact Poisson, Benjamini-Hochberg).")
+def node_health_asset(goodput: GoodputConfig) -> dg.MaterializeResult:
+    wh = goodput.warehouse()
+
+    def run():
+        status.require(wh, "node_health", ("job_attempts", "hw_events", "node_events", "component_history"), any_of=True)
+        return node_health.refresh_node_health(wh)
+
+    df = _guarded(wh, "node_health", ("node_health",), run)
+    if df is None:
+        return _skipped_result(wh, "node_health")
+    s = node_health.summary(df)
+    lemons = df.filter(pl.col("lemon").fill_null(False)).select("host", "failures", "expected_failures", "p_adjusted")
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": df.height, "lemons": s["lemons"], "untested": s["untested"],
+        "test": s["test"] or "none", "lemon_nodes": dg.MetadataValue.md(_md(lemons)),
+    })
+
+
 @dg.multi_asset(
     group_name="analysis",
     specs=[
@@ -279,7 +299,7 @@ def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
 @dg.asset(
     group_name="catalog", pool=CATALOG_POOL, kinds={"duckdb"}, owners=OWNERS,
     deps=[ingested_sources, gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions,
-          component_lifetimes, repairable_systems, "failure_rates", "survival_curves", "hazard_ratios",
+          component_lifetimes, repairable_systems, node_health_asset, "failure_rates", "survival_curves", "hazard_ratios",
           goodput_jobs, goodput_projections],
     description="DuckDB catalog (warehouse.duckdb): one view per table over its Parquet files.",
 )
@@ -345,6 +365,6 @@ def _md(df) -> str:
 INGEST_ASSETS = [ingested_sources]
 BUILD_ASSETS = [
     gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions, component_lifetimes,
-    repairable_systems, failure_fits, goodput_jobs, goodput_projections, warehouse_catalog, leadership_report,
+    repairable_systems, node_health_asset, failure_fits, goodput_jobs, goodput_projections, warehouse_catalog, leadership_report,
 ]
 ALL_ASSETS = INGEST_ASSETS + BUILD_ASSETS

@@ -386,6 +386,54 @@ def cmd_completion(args) -> int:
     return 0
 
 
+def cmd_nodes(args) -> int:
+    from analysis.node_health import lemon_gain, score, summary, worst_first
+
+    if args.top < 1 or args.gpus < 1 or args.gpus_per_node < 1:
+        raise CliError("--top, --gpus and --gpus-per-node must be >= 1")
+    if args.alpha is not None and not 0 < args.alpha < 1:
+        raise CliError("--alpha must be between 0 and 1, e.g. 0.01")
+    health = _warehouse(args, existing=True).read("node_health")
+    if health.height == 0:
+        raise CliError("node_health is empty: run `goodput build` (or `goodput demo`) first")
+    if args.alpha is not None:  # the stored counts, flagged at another level
+        health = worst_first(score(health, args.alpha))
+    s = summary(health)
+    gain = lemon_gain(health, args.gpus, args.gpus_per_node, parse_duration(args.ckpt_cost), parse_duration(args.restart))
+    worst = health.head(args.top)
+    if args.json:
+        print(json.dumps({"summary": s, "gain": gain, "nodes": worst.to_dicts()}, default=str))
+        return 0
+    print(f"nodes: {s['nodes']:,}, tested: {s['tested']:,}, lemons: {s['lemons']:,} (adjusted p < {s['alpha']:g})")
+    if s["untested"]:
+        print(f"{s['untested']:,} node(s) not tested (no observed node-hours)")
+    if s["test"]:
+        rate = s["fleet_rate_per_node_hour"] or 0.0
+        print(f"test: {s['test']}")
+        print(f"fleet: {s['failures']:,} failures in {s['node_hours']:,.0f} node-hours ({rate * 1000:.3g} per 1,000 node-hours)")
+    cols = ("host", "failures", "expected_failures", "rate_ratio", "interruptions", "lost_gpu_hours",
+            "hw_events", "repairs", "node_hours", "p_value", "p_adjusted", "lemon")
+    heads = ("host", "failures", "expected", "ratio", "interrupts", "lost_gpu_h", "hw_events", "repairs",
+             "node_h", "p", "p_adj", "lemon")
+
+    def cell(v):
+        return "-" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    rows = [heads] + [tuple(cell(r[c]) for c in cols) for r in worst.iter_rows(named=True)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    if gain is not None:
+        b, w = gain["baseline"], gain["without_lemons"]
+        line = (f"job on {gain['target_gpus']:,} GPUs at the fleet's node failure rate: MTTI {b['mtti_hours']:.3g} h, "
+                f"goodput {100 * b['goodput']:.1f}%")
+        if gain["lemons"]:
+            line += (f"; without the lemons' {gain['excess_failures']:.3g} excess failures: MTTI {w['mtti_hours']:.3g} h, "
+                     f"goodput {100 * w['goodput']:.1f}% ({100 * gain['goodput_gain']:+.1f} points)")
+        print(line + ("" if gain["lemons"] else "; no lemon node to remove"))
+    return 0
+
+
 def cmd_report(args) -> int:
     from dashboards.report import build_report
 
@@ -407,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
         CKPT_COST_S,
         CKPT_INTERVAL_S,
         GPUS_PER_NODE,
+        LEMON_ALPHA,
         RESTART_S,
         TARGET_GPUS,
     )
@@ -524,6 +573,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "and --method mc simulates it (default: 54 days, Llama 3's run)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=cmd_project)
+
+    s = sub.add_parser("nodes", parents=[common], help="lemon nodes: the nodes that fail most, with their numbers and the test")
+    s.add_argument("--top", type=int, default=20, help="how many nodes to list, worst first (default 20)")
+    s.add_argument("--gpus", type=int, default=TARGET_GPUS, help="job size the goodput gain of removing lemons is projected at")
+    s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per node of that job (default {GPUS_PER_NODE})")
+    s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="checkpoint cost (blocking) of that job, e.g. 60s")
+    s.add_argument("--restart", default=f"{RESTART_S:g}s", help="restart time after a failure, e.g. 10m")
+    s.add_argument("--alpha", type=float, help=f"level of the lemon flag on the adjusted p value (default {LEMON_ALPHA:g})")
+    s.add_argument("--json", action="store_true", help="print one JSON object (summary, gain, nodes)")
+    s.set_defaults(func=cmd_nodes)
 
     s = sub.add_parser("report", parents=[common], help="write the leadership report (HTML + PNG/SVG per chart)")
     s.add_argument("--out", help="HTML file to write (default DIR/reports/goodput_report.html)")

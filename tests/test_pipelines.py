@@ -245,3 +245,13 @@ def test_daily_build_requests_yesterdays_partition_only_when_it_has_telemetry():
         instance.add_dynamic_partitions("telemetry_days", ["2026-01-05", "2026-01-06"])
         [request] = schedule.evaluate_tick(ctx).run_requests
         assert request.partition_key == "2026-01-06"
+
+
+def test_demo_builds_node_health_over_every_node_it_counted_failures_on(demo):
+    wh, _ = demo
+    health = wh.read("node_health")
+    ran_on = set(wh.query("SELECT DISTINCT unnest(nodes) AS host FROM job_attempts")["host"])
+    assert ran_on <= set(health["host"])
+    assert health["failures"].sum() == wh.read("node_failures").height > 0
+    tested = health.filter(pl.col("node_hours") > 0)
+    assert tested["test"][0].endswith(f"Benjamini-Hochberg over {tested.height} nodes")

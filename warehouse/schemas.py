@@ -402,6 +402,33 @@ TABLES: dict[str, Table] = {
             kind="derived",
         ),
         Table(
+            "node_health",
+            "one node: its exposure, failures, interruptions, hardware events, repairs, and whether it is a lemon",
+            {
+                "host": STR,
+                "cluster": STR,
+                "node_hours": F64,  # observed (node_failures' window); 0 = not tested
+                "gpu_hours_scheduled": F64,  # GPU-hours of job attempts that ran on it
+                "failures": I64,  # node_failures episodes
+                "expected_failures": F64,  # fleet rate (failures per node-hour) x node_hours
+                "excess_failures": F64,  # failures - expected_failures
+                "rate_ratio": F64,  # failures / expected_failures
+                "interruptions": I64,  # unplanned infrastructure interruptions with cause_host = host
+                "lost_gpu_hours": F64,  # their lost work
+                "hw_events": I64,  # warning, critical or fatal hardware events
+                "hw_events_critical": I64,  # critical or fatal
+                "repairs": I64,  # component_history removals (replacements, RMAs) on the host
+                "failed_parts": I64,  # of those, removed because they failed
+                "test": STR,  # the significance test and its multiple-testing correction, or why untested
+                "p_value": F64,  # one-sided: P(failures >= observed) at the expected count
+                "p_adjusted": F64,
+                "alpha": F64,  # level of ``lemon``
+                "lemon": BOOL,  # p_adjusted < alpha (null when untested)
+            },
+            key=("host",),
+            kind="derived",
+        ),
+        Table(
             "failure_rates",
             "one candidate model per component class, stratum and window",
             {

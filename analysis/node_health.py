@@ -1,0 +1,298 @@
+"""Lemon nodes: per node, its exposure, failures, interruptions, hardware events, repairs and lost
+GPU-hours, whether it fails significantly more often than the fleet, and the projected goodput of
+a large job once the lemons' excess failures are gone (the ``node_health`` table).
+
+Takes ``node_failures`` (failure episodes per node, ``analysis.repairable``) with the same
+per-node observation windows, and aggregates ``interruptions``, ``hw_events``,
+``component_history`` and ``job_attempts`` per host in DuckDB.
+
+Test (``TEST``): a node observed ``t_i`` node-hours with ``k_i`` failures is compared with the
+fleet's rate ``lambda = sum k / sum t`` (over every node with exposure): under the null its count
+is Poisson(``lambda t_i``) and its one-sided exact p value is P(X >= k_i) =
+``scipy.stats.poisson.sf(k_i - 1, lambda t_i)``. The p values of all tested nodes are adjusted
+for multiple testing with Benjamini-Hochberg (``CORRECTION``; false discovery rate), and a node
+is a lemon when its adjusted p is below ``alpha`` (``assumptions.LEMON_ALPHA``). A node with no
+observed node-hours is not tested: its row says so and it counts in ``untested``.
+
+Gain (``lemon_gain``): the fleet's node failure rate without the lemons' excess (their failures
+above the expected count ``lambda t_i``: a lemon fails at the fleet's rate instead), fed through
+the analytic projection (``analysis.projection.project``: MTTI of a job on N GPUs from a
+per-node-hour rate, Daly's interval, expected useful fraction) as one class counted once per
+node, beside the same projection with every failure kept.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import polars as pl
+
+from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, LEMON_ALPHA, RESTART_S
+from warehouse.schemas import TABLES, conform
+
+TEST = "one-sided exact Poisson test of failures vs fleet rate x node-hours"
+CORRECTION = "Benjamini-Hochberg"
+UNTESTED = "not tested: no observed node-hours"
+NODE_CLASS = "node"  # the projection's one class: a node failure, counted once per node
+
+_AGG_SQL = {
+    "interruptions": """
+        SELECT cause_host AS host, count(*) AS interruptions, sum(lost_gpu_hours) AS lost_gpu_hours
+        FROM {src}
+        WHERE failure_domain = 'infrastructure' AND NOT coalesce(planned, false)
+          AND cause_host IS NOT NULL
+        GROUP BY cause_host""",
+    "hw_events": """
+        SELECT host,
+               count(*) FILTER (WHERE lower(severity) IN ('warning', 'critical', 'fatal')) AS hw_events,
+               count(*) FILTER (WHERE lower(severity) IN ('critical', 'fatal')) AS hw_events_critical,
+               min(cluster) AS hw_cluster
+        FROM {src} WHERE host IS NOT NULL GROUP BY host""",
+    "component_history": """
+        SELECT h AS host, count(*) FILTER (WHERE removed_at IS NOT NULL) AS repairs,
+               count(*) FILTER (WHERE coalesce(failed, false)) AS failed_parts
+        FROM (SELECT *, coalesce(host, nullif(split_part(slot, '/', 1), '')) AS h FROM {src})
+        WHERE h IS NOT NULL GROUP BY h""",
+    "job_attempts": """
+        SELECT host, sum(share * hours) AS gpu_hours_scheduled, min(cluster) AS job_cluster
+        FROM (
+            SELECT unnest(nodes) AS host, coalesce(n_gpus, 0)::DOUBLE / len(nodes) AS share,
+                   epoch(end_time - start_time) / 3600.0 AS hours, cluster
+            FROM {src}
+            WHERE start_time IS NOT NULL AND end_time > start_time AND len(nodes) > 0
+        )
+        WHERE host IS NOT NULL GROUP BY host""",
+}
+_AGG_SCHEMA = {
+    "interruptions": {"host": pl.Utf8, "interruptions": pl.Int64, "lost_gpu_hours": pl.Float64},
+    "hw_events": {
+        "host": pl.Utf8,
+        "hw_events": pl.Int64,
+        "hw_events_critical": pl.Int64,
+        "hw_cluster": pl.Utf8,
+    },
+    "component_history": {"host": pl.Utf8, "repairs": pl.Int64, "failed_parts": pl.Int64},
+    "job_attempts": {"host": pl.Utf8, "gpu_hours_scheduled": pl.Float64, "job_cluster": pl.Utf8},
+}
+
+
+def _aggregates(con, sources: dict[str, str]) -> dict[str, pl.DataFrame]:
+    """Per-host aggregates of each table, ``sources`` naming the relation to read it from."""
+    out = {}
+    for name, sql in _AGG_SQL.items():
+        df = con.sql(sql.format(src=sources[name])).pl()
+        out[name] = (
+            df.cast(_AGG_SCHEMA[name]) if df.height else pl.DataFrame(schema=_AGG_SCHEMA[name])
+        )
+    return out
+
+
+def poisson_test(failures, expected) -> np.ndarray:
+    """One-sided exact Poisson p values P(X >= failures), X ~ Poisson(expected)."""
+    from scipy.stats import poisson
+
+    k = np.asarray(failures, float)
+    mu = np.asarray(expected, float)
+    return np.where(k <= 0, 1.0, poisson.sf(k - 1, mu))
+
+
+def adjust(p) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p values (``CORRECTION``)."""
+    from scipy.stats import false_discovery_control
+
+    p = np.asarray(p, float)
+    return p if p.size == 0 else false_discovery_control(p, method="bh")
+
+
+def score(per_node: pl.DataFrame, alpha: float = LEMON_ALPHA) -> pl.DataFrame:
+    """``per_node`` (host, node_hours, failures, ...) with expected_failures, excess_failures,
+    rate_ratio, test, p_value, p_adjusted, alpha and lemon (see the module's docstring)."""
+    tested = per_node["node_hours"].fill_null(0.0) > 0
+    k = per_node["failures"].fill_null(0).to_numpy().astype(float)
+    t = per_node["node_hours"].fill_null(0.0).to_numpy()
+    on = tested.to_numpy()
+    exposure = t[on].sum()
+    rate = k[on].sum() / exposure if exposure > 0 else 0.0
+    expected = rate * t
+    p = np.full(len(k), np.nan)
+    p_adj = np.full(len(k), np.nan)
+    p[on] = poisson_test(k[on], expected[on])
+    p_adj[on] = adjust(p[on])
+    test = f"{TEST}; {CORRECTION} over {int(on.sum())} nodes"
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(expected > 0, k / expected, np.nan)
+    return per_node.with_columns(
+        expected_failures=pl.Series(np.where(on, expected, np.nan)).fill_nan(None),
+        excess_failures=pl.Series(np.where(on, k - expected, np.nan)).fill_nan(None),
+        rate_ratio=pl.Series(ratio).fill_nan(None),
+        test=pl.when(tested).then(pl.lit(test)).otherwise(pl.lit(UNTESTED)),
+        p_value=pl.Series(p).fill_nan(None),
+        p_adjusted=pl.Series(p_adj).fill_nan(None),
+        alpha=pl.lit(float(alpha)),
+    ).with_columns(lemon=pl.when(tested).then(pl.col("p_adjusted") < alpha))
+
+
+def _assemble(
+    failures: pl.DataFrame, windows: pl.DataFrame, agg: dict[str, pl.DataFrame], alpha: float
+) -> pl.DataFrame:
+    hosts = (
+        pl.concat(
+            [
+                windows.select("host"),
+                failures.select("host"),
+                *(a.select("host") for a in agg.values()),
+            ]
+        )
+        .drop_nulls()
+        .unique()
+    )
+    if hosts.height == 0:
+        return TABLES["node_health"].empty()
+    hours = windows.group_by("host").agg(
+        node_hours=((pl.col("end") - pl.col("start")).dt.total_microseconds() / 3.6e9).clip(0).sum()
+    )
+    count = failures.group_by("host").agg(failures=pl.len().cast(pl.Int64))
+    df = hosts.join(hours, on="host", how="left").join(count, on="host", how="left")
+    for a in agg.values():
+        df = df.join(a, on="host", how="left")
+    df = df.with_columns(
+        cluster=pl.coalesce("job_cluster", "hw_cluster"),
+        node_hours=pl.col("node_hours").fill_null(0.0),
+        gpu_hours_scheduled=pl.col("gpu_hours_scheduled").fill_null(0.0),
+        lost_gpu_hours=pl.col("lost_gpu_hours").fill_null(0.0),
+        **{
+            c: pl.col(c).fill_null(0)
+            for c in (
+                "failures",
+                "interruptions",
+                "hw_events",
+                "hw_events_critical",
+                "repairs",
+                "failed_parts",
+            )
+        },
+    ).drop("job_cluster", "hw_cluster")
+    return conform("node_health", score(df, alpha).pipe(worst_first))
+
+
+def worst_first(health: pl.DataFrame) -> pl.DataFrame:
+    """Lemons first, then by p value (smallest first), failures, host; untested nodes last."""
+    return health.sort(
+        [pl.col("lemon").fill_null(False), "p_value", "failures", "host"],
+        descending=[True, False, True, False],
+        nulls_last=True,
+    )
+
+
+def build_node_health(
+    failures: pl.DataFrame,
+    windows: pl.DataFrame,
+    interruptions: pl.DataFrame,
+    hw_events: pl.DataFrame,
+    component_history: pl.DataFrame,
+    job_attempts: pl.DataFrame,
+    alpha: float = LEMON_ALPHA,
+) -> pl.DataFrame:
+    """The ``node_health`` table from frames (pure): ``failures`` as ``node_failures``,
+    ``windows`` (host, start, end) the windows they were counted in."""
+    frames = {
+        "interruptions": conform("interruptions", interruptions),
+        "hw_events": conform("hw_events", hw_events),
+        "component_history": conform("component_history", component_history),
+        "job_attempts": conform("job_attempts", job_attempts),
+    }
+    with duckdb.connect() as con:
+        for name, df in frames.items():
+            con.register(f"_{name}", df)
+        agg = _aggregates(con, {name: f"_{name}" for name in frames})
+    return _assemble(failures, windows, agg, alpha)
+
+
+def refresh_node_health(
+    wh, alpha: float = LEMON_ALPHA, windows: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """Rebuild ``node_health`` from the warehouse (``node_failures`` must be current: it is counted
+    in the same windows, ``repairable.node_windows``) and replace the table."""
+    from analysis.repairable import node_windows
+
+    if windows is None:
+        windows = node_windows(wh)
+    with wh.connect() as con:
+        agg = _aggregates(con, {name: f"({wh.view_sql(name)})" for name in _AGG_SQL})
+    df = _assemble(wh.read("node_failures"), windows, agg, alpha)
+    wh.replace_table("node_health", df)
+    return df
+
+
+def lemon_gain(
+    health: pl.DataFrame,
+    target_gpus: int,
+    gpus_per_node: int = GPUS_PER_NODE,
+    ckpt_cost_s: float = CKPT_COST_S,
+    restart_s: float = RESTART_S,
+) -> dict | None:
+    """Projected goodput of a job on ``target_gpus`` GPUs at the fleet's node failure rate, and
+    without the lemons' excess failures; None when no tested node failed (no rate to project)."""
+    from analysis.projection import project, rates_from_table
+
+    tested = health.filter(pl.col("node_hours") > 0)
+    events = float(tested["failures"].sum())
+    exposure = float(tested["node_hours"].sum())
+    if events <= 0 or exposure <= 0:
+        return None
+    lemons = tested.filter(pl.col("lemon").fill_null(False))
+    excess = float(lemons["excess_failures"].clip(lower_bound=0).sum())
+
+    def one(n_events: float) -> dict:
+        rates = rates_from_table(
+            pl.DataFrame({"component_class": [NODE_CLASS], "events": [n_events],
+                          "exposure_hours": [exposure], "unit": ["node"]}),
+            source="node_health", origin="node_health",
+        )  # fmt: skip
+        p = project(rates, target_gpus, gpus_per_node, ckpt_cost_s, restart_s)
+        return {
+            "failures": n_events,
+            "rate_per_node_hour": n_events / exposure,
+            "mtti_hours": float(p.mtti_hours[0]),
+            "mtti_ci_low": float(p.mtti_ci_low[0]),
+            "mtti_ci_high": float(p.mtti_ci_high[0]),
+            "interval_hours": float(p.interval_hours[0]),
+            "goodput": float(p.goodput[0]),
+            "goodput_ci_low": float(p.goodput_ci_low[0]),
+            "goodput_ci_high": float(p.goodput_ci_high[0]),
+        }
+
+    base, without = one(events), one(events - excess)
+    return {
+        "target_gpus": int(target_gpus),
+        "gpus_per_node": int(gpus_per_node),
+        "ckpt_cost_s": float(ckpt_cost_s),
+        "restart_s": float(restart_s),
+        "node_hours": exposure,
+        "lemons": lemons.height,
+        "excess_failures": excess,
+        "baseline": base,
+        "without_lemons": without,
+        "goodput_gain": without["goodput"] - base["goodput"],
+    }
+
+
+def summary(health: pl.DataFrame) -> dict:
+    """Counts a reader needs beside the table: nodes, tested, untested (no exposure), lemons,
+    the fleet rate, the test and its level."""
+    tested = health.filter(pl.col("node_hours") > 0)
+    exposure = float(tested["node_hours"].sum())
+    tests = tested["test"].unique().to_list()
+    return {
+        "nodes": health.height,
+        "tested": tested.height,
+        "untested": health.height - tested.height,
+        "lemons": int(tested["lemon"].fill_null(False).sum()),
+        "failures": int(tested["failures"].sum()),
+        "node_hours": exposure,
+        "fleet_rate_per_node_hour": float(tested["failures"].sum()) / exposure
+        if exposure
+        else None,
+        "test": tests[0] if tests else None,
+        "alpha": float(health["alpha"][0]) if health.height else LEMON_ALPHA,
+    }
