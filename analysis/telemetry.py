@@ -246,21 +246,28 @@ def covariate_hourly_sql(wh: Warehouse, covariates: tuple[str, ...]) -> str:
     )
 
 
-def counter_events(samples: pl.DataFrame) -> pl.DataFrame:
-    """hw_events rows for increases of cumulative error counters (count = the increase)."""
-    keys = ["cluster", "host", "gpu", "uuid", "metric"]
+def _increments_sql(series: str) -> str:
+    """DuckDB SQL over a relation of counter samples (cluster, host, gpu, uuid, metric, time,
+    value, source_file): every rise of a cumulative counter over the sample before it in its
+    series (``lag`` over each series), with its ``base`` metric (the XID count's per-code name
+    without its labels) and the increase ``inc``. Run out of core: only the rises come back."""
+    bases = ", ".join(_sql_str(m) for m in COUNTER_METRICS)
+    return f"""
+        SELECT * FROM (
+            SELECT *, value - lag(value) OVER (PARTITION BY {_SERIES} ORDER BY time NULLS LAST) AS inc
+            FROM (
+                SELECT cluster, host, gpu, uuid, metric, regexp_replace(metric, '\\{{.*$', '') AS base,
+                    time, value, source_file
+                FROM {series} WHERE value IS NOT NULL
+            ) WHERE base IN ({bases})
+        ) WHERE inc > 0"""
+
+
+def _counter_event_rows(rises: pl.DataFrame) -> pl.DataFrame:
+    """hw_events rows from ``_increments_sql`` rows (count = the increase)."""
     cls = {m: c for m, (c, _) in COUNTER_METRICS.items()}
     sev = {m: s for m, (_, s) in COUNTER_METRICS.items()}
-    df = (
-        samples.lazy()
-        .with_columns(base=pl.col("metric").str.replace(r"\{.*$", ""))  # XID count: per-code series
-        .filter(pl.col("base").is_in(list(COUNTER_METRICS)) & pl.col("value").is_not_null())
-        .select(keys + ["base", "time", "value", "source_file"])
-        .sort(keys + ["time"], nulls_last=True)
-        .with_columns(inc=pl.col("value").diff().over(keys))
-        .filter(pl.col("inc") > 0)
-        .collect()
-    )
+    df = rises.filter(pl.col("inc") > 0)  # Polars' NaN order, as the counters were always read
     return conform(
         "hw_events",
         df.with_columns(
@@ -284,11 +291,25 @@ def counter_events(samples: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def counter_events(samples: pl.DataFrame) -> pl.DataFrame:
+    """hw_events rows for increases of cumulative error counters in ``samples`` (count = the
+    increase); the same SQL as ``refresh_counter_events`` runs over the stored table."""
+    cols = ["cluster", "host", "gpu", "uuid", "metric", "time", "value", "source_file"]
+    with duckdb.connect() as con:
+        con.register("series", samples.select(cols))
+        rises = con.sql(_increments_sql("series")).pl()
+    return _counter_event_rows(rises)
+
+
 def refresh_counter_events(wh: Warehouse) -> int:
     """Rewrite the ``source=dcgm_counter`` partition of hw_events from gpu_counter_changes
-    (brought up to date first); returns the event count."""
+    (brought up to date first), out of core: DuckDB takes the increments over each series of
+    the whole history within ``DUCKDB_MEMORY_LIMIT``; only the rises reach Python. Returns the
+    event count."""
     refresh_gpu_hourly(wh)
-    events = counter_events(wh.read("gpu_counter_changes"))
+    with connect_out_of_core(wh) as con:
+        rises = con.sql(_increments_sql(f"({wh.view_sql('gpu_counter_changes')})")).pl()
+    events = _counter_event_rows(rises)
     if events.height:
         wh.replace_table("hw_events", events, partitions="touched")
     else:  # nothing to write: an old partition must not survive

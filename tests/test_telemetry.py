@@ -91,6 +91,46 @@ def test_counter_increments_not_resets():
     ]
     assert set(ev["event_type"]) == {"counter"} and set(ev["source"]) == {"dcgm_counter"}
     assert ev["event_id"].n_unique() == 6
+    assert ev.sort("event_id").equals(_counter_events_reference(_samples(rows)).sort("event_id"))
+
+
+def _counter_events_reference(samples: pl.DataFrame) -> pl.DataFrame:
+    """counter events as the in-memory Polars diff over all samples computed them before the
+    increments moved into DuckDB SQL (``lag`` over each series, out of core)."""
+    keys = ["cluster", "host", "gpu", "uuid", "metric"]
+    cls = {m: c for m, (c, _) in COUNTER_METRICS.items()}
+    sev = {m: s for m, (_, s) in COUNTER_METRICS.items()}
+    df = (
+        samples.lazy()
+        .with_columns(base=pl.col("metric").str.replace(r"\{.*$", ""))
+        .filter(pl.col("base").is_in(list(COUNTER_METRICS)) & pl.col("value").is_not_null())
+        .select(keys + ["base", "time", "value", "source_file"])
+        .sort(keys + ["time"], nulls_last=True)
+        .with_columns(inc=pl.col("value").diff().over(keys))
+        .filter(pl.col("inc") > 0)
+        .collect()
+    )
+    return conform(
+        "hw_events",
+        df.with_columns(
+            event_id=pl.format(
+                "dcgm_counter:{}:{}:{}:{}:{}",
+                pl.col("host").fill_null(""),
+                pl.col("gpu").cast(pl.Utf8).fill_null(""),
+                pl.col("uuid").fill_null(""),
+                "metric",
+                pl.col("time").dt.strftime("%Y-%m-%dT%H:%M:%S%.6f"),
+            ),
+            component_class=pl.col("base").replace_strict(cls, return_dtype=pl.Utf8),
+            component_id=pl.col("gpu").cast(pl.Utf8),
+            event_type=pl.lit("counter"),
+            code=pl.col("metric"),
+            severity=pl.col("base").replace_strict(sev, return_dtype=pl.Utf8),
+            message=pl.format("{} rose by {} to {}", "metric", "inc", "value"),
+            count=pl.col("inc").round().clip(upper_bound=2**31 - 1).cast(pl.Int32),
+            source=pl.lit("dcgm_counter"),
+        ).drop("metric", "base", "value", "inc"),
+    )
 
 
 def _hourly_reference(samples: pl.DataFrame) -> pl.DataFrame:
@@ -153,6 +193,7 @@ def test_daily_tables_out_of_core_equal_whole_table_analyses(wh):
     got = wh.read("hw_events").drop("source")
     want = counter_events(wh.read("gpu_samples")).drop("source")
     assert got.sort("event_id").equals(want.sort("event_id"))
+    assert got.sort("event_id").equals(_counter_events_reference(wh.read("gpu_samples")).drop("source").sort("event_id"))
     assert got.sort("time").select("time", "count").rows() == [(t[3], 2), (t[8], 1), (t[11], 1)]
 
     hist = infer_gpu_replacements(wh)
@@ -251,6 +292,7 @@ def test_sample_fleet_ground_truth(wh, tmp_path):
     assert wh.read("gpu_counter_changes").height < counters.height / 2
     got = wh.read("hw_events").sort("event_id")
     assert got.drop("source").equals(counter_events(samples).sort("event_id").drop("source"))
+    assert got.height and got.drop("source").equals(_counter_events_reference(samples).sort("event_id").drop("source"))
     assert (
         infer_gpu_replacements(wh)
         .sort("slot", "serial")
