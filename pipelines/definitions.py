@@ -1,4 +1,11 @@
-"""Dagster entry point: ``dagster dev`` from the repository root loads ``defs`` from here."""
+"""Dagster entry point: ``dagster dev`` from the repository root loads ``defs`` from here.
+
+Runs launched from the UI, a schedule or a sensor use the multiprocess executor: each step in a
+process of its own, up to ``max_concurrent`` at once (default: the CPU count), set per run with
+``execution: {config: {max_concurrent: N}}``. The steps share nothing but the warehouse (they
+return metadata, never data), so the same definitions run with ``k8s_job_executor`` (a pod per
+step) by configuration: see README "Scale". The CLI runs the same jobs in-process.
+"""
 
 import dagster as dg
 
@@ -17,4 +24,15 @@ defs = dg.Definitions(
     sensors=[build_sensor(ingest_job)],
     schedules=[build_schedule(build_job)],
     resources={"goodput": GoodputConfig()},
+    executor=dg.multiprocess_executor,
 )
+
+
+def resolved_job(name: str = "build") -> dg.JobDefinition:
+    """A job of ``defs``, resolved: what ``dg.reconstructable`` needs to run it out of process
+    (``dg.execute_job``) as the UI's run launcher does."""
+    return defs.resolve_job_def(name)
+
+
+def resolved_build_job() -> dg.JobDefinition:
+    return resolved_job("build")
