@@ -23,6 +23,8 @@ Per installation (``component_history`` rows; ``source='telemetry'`` rows are ig
   temp / power / util and the max of temp from ``gpu_hourly`` (metric names mapped by
   ``analysis.telemetry.CANONICAL_METRICS``); GPU-family units use their own GPU (host + index),
   other units the mean over all GPUs of their host (the node's thermal and load environment).
+  Out of core, whole days come from ``gpu_daily`` and only the days a unit enters or leaves
+  from ``gpu_hourly`` (``covariate_sql``), so the cost follows the fleet, not the hours stored.
 - ``rack`` from a (host, rack) frame, else from the trailing host number with ``nodes_per_rack``
   (``rack-01`` holds hosts 1..k), else null.
 

@@ -6,8 +6,10 @@
   ``gpu_hourly``: per (hour, host, gpu, uuid, PCI bus, metric) n/mean/min/max/last of non-null values.
   ``gpu_counter_changes``: the error-counter samples where a value changes (and each series'
   first of the day), all that counter events need. ``gpu_sightings``: per day, each GPU's first
-  and last sample in its slot, all that replacements need. The whole-history steps below read
-  these compact tables, never raw samples.
+  and last sample in its slot, all that replacements need. ``gpu_daily``: per GPU, day and
+  metric, n / sum / min / max / first and last hour, from the day's gpu_hourly: what component
+  lifetimes need for whole days. The whole-history steps read these compact tables, never raw
+  samples nor every hour.
 - ``hw_events`` (``source='dcgm_counter'``): increments of cumulative error counters per
   (host, gpu, uuid, metric). A decrease is a reset (reboot, replacement) and not an event; the
   first sample of a series sets its baseline. ``DCGM_FI_DEV_XID_ERRORS`` holds only the last XID
