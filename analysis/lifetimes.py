@@ -23,6 +23,8 @@ Per installation (``component_history`` rows; ``source='telemetry'`` rows are ig
   temp / power / util and the max of temp from ``gpu_hourly`` (metric names mapped by
   ``analysis.telemetry.CANONICAL_METRICS``); GPU-family units use their own GPU (host + index),
   other units the mean over all GPUs of their host (the node's thermal and load environment).
+  Out of core, whole days come from ``gpu_daily`` and only the days a unit enters or leaves
+  from ``gpu_hourly`` (``covariate_sql``), so the cost follows the fleet, not the hours stored.
 - ``rack`` from a (host, rack) frame, else from the trailing host number with ``nodes_per_rack``
   (``rack-01`` holds hosts 1..k), else null.
 
@@ -46,7 +48,8 @@ UUID changes carry the same information and are therefore not read a second time
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import date, datetime, timedelta
 
 import duckdb
 import polars as pl
@@ -60,8 +63,10 @@ from analysis.telemetry import (
     CANONICAL_METRICS,
     REPLACEMENT_SOURCE,
     connect_out_of_core,
+    covariate_daily_sql,
     covariate_hourly_sql,
     gpu_presence,
+    refresh_gpu_hourly,
 )
 from warehouse.schemas import conform
 
@@ -127,37 +132,61 @@ def _hourly_covariates(gpu_hourly: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-_COV_SQL = """
-WITH per_gpu AS (
-    SELECT u._u, h.cov, sum(h.mean * h.n) / sum(h.n) AS m, max(h.max) AS mx, max(h.hour) AS last_hour
-    FROM units u JOIN hourly h
-      ON u.host = h.host AND u.gpu = h.gpu
-     AND h.hour >= date_trunc('hour', u.observed_from) AND h.hour < u.observed_to
-    WHERE u.gpu IS NOT NULL
-    GROUP BY u._u, h.cov
-), host_hourly AS (
-    SELECT host, hour, cov, sum(mean * n) AS s, sum(n) AS n, max(max) AS mx FROM hourly GROUP BY ALL
+# Per unit (``w``: its window [lo, hi) in hours) n-weighted means and maxima of the covariates:
+# each whole day inside the window from a ``daily`` row (day, host, gpu, cov, s = sum of mean * n,
+# n, mx, last_hour), every other hour from an ``hourly`` row (hour, host, gpu, cov, n, mean, max).
+# Only the days a window starts or ends in need hourly rows.
+_FULL_DAY = "{d} >= w.lo AND {d} + INTERVAL 23 HOUR < w.hi"
+_COV_SQL = f"""
+WITH w AS (
+    SELECT _u, host, gpu, date_trunc('hour', observed_from) AS lo, observed_to AS hi FROM units
+), edges AS (
+    SELECT DISTINCT host, date_trunc('day', lo) AS day FROM w
+    UNION SELECT DISTINCT host, date_trunc('day', hi) FROM w
+), hours AS (
+    SELECT h.*, date_trunc('day', h.hour) AS day FROM hourly h SEMI JOIN edges e
+      ON h.host = e.host AND date_trunc('day', h.hour) = e.day
+), per_gpu AS (
+    SELECT w._u, d.cov, d.s, d.n, d.mx, d.last_hour FROM w JOIN daily d
+      ON w.host = d.host AND w.gpu = d.gpu AND {_FULL_DAY.format(d="d.day")}
+    UNION ALL
+    SELECT w._u, h.cov, h.mean * h.n, h.n, h.max, h.hour FROM w JOIN hours h
+      ON w.host = h.host AND w.gpu = h.gpu AND h.hour >= w.lo AND h.hour < w.hi
+     AND NOT ({_FULL_DAY.format(d="h.day")})
+), host_daily AS (
+    SELECT host, day, cov, sum(s) AS s, sum(n) AS n, max(mx) AS mx FROM daily GROUP BY ALL
+), host_hours AS (
+    SELECT host, hour, day, cov, sum(mean * n) AS s, sum(n) AS n, max(max) AS mx FROM hours GROUP BY ALL
 ), per_host AS (
-    SELECT u._u, h.cov, sum(h.s) / sum(h.n) AS m, max(h.mx) AS mx, NULL::TIMESTAMP AS last_hour
-    FROM units u JOIN host_hourly h
-      ON u.host = h.host AND h.hour >= date_trunc('hour', u.observed_from) AND h.hour < u.observed_to
-    WHERE u.gpu IS NULL
-    GROUP BY u._u, h.cov
+    SELECT w._u, d.cov, d.s, d.n, d.mx, NULL::TIMESTAMP AS last_hour FROM w JOIN host_daily d
+      ON w.host = d.host AND {_FULL_DAY.format(d="d.day")} WHERE w.gpu IS NULL
+    UNION ALL
+    SELECT w._u, h.cov, h.s, h.n, h.mx, NULL FROM w JOIN host_hours h
+      ON w.host = h.host AND h.hour >= w.lo AND h.hour < w.hi AND NOT ({_FULL_DAY.format(d="h.day")})
+    WHERE w.gpu IS NULL
 ), allc AS (SELECT * FROM per_gpu UNION ALL SELECT * FROM per_host)
 SELECT _u,
-    max(m) FILTER (WHERE cov = 'temp') AS temp_mean,
+    sum(s) FILTER (WHERE cov = 'temp') / sum(n) FILTER (WHERE cov = 'temp') AS temp_mean,
     max(mx) FILTER (WHERE cov = 'temp') AS temp_max,
-    max(m) FILTER (WHERE cov = 'power') AS power_mean,
-    max(m) FILTER (WHERE cov = 'util') AS util_mean,
+    sum(s) FILTER (WHERE cov = 'power') / sum(n) FILTER (WHERE cov = 'power') AS power_mean,
+    sum(s) FILTER (WHERE cov = 'util') / sum(n) FILTER (WHERE cov = 'util') AS util_mean,
     max(last_hour) AS last_seen_hour
 FROM allc GROUP BY _u
 """
+_DAILY_FROM_HOURLY = (
+    "SELECT date_trunc('day', hour) AS day, host, gpu, cov, sum(mean * n) AS s, sum(n) AS n, "
+    "max(max) AS mx, max(hour) AS last_hour FROM hourly GROUP BY ALL"
+)
+
+# out-of-core covariate rows: the days a window starts or ends in -> (daily SQL, hourly SQL of those days)
+CovariateSQL = Callable[[list[date]], tuple[str, str]]
 
 
 def _covariates(
-    units: pl.DataFrame, hourly: pl.DataFrame | str, connect=duckdb.connect
+    units: pl.DataFrame, hourly: pl.DataFrame | CovariateSQL, connect=duckdb.connect
 ) -> pl.DataFrame:
-    """Per unit covariates from hourly rows: a frame, or DuckDB SQL run out of core on ``connect()``."""
+    """Per unit covariates from hourly rows: a frame (its days summed in DuckDB), or the daily
+    and edge-day hourly rows of ``hourly(dates)``, joined out of core on ``connect()``."""
     schema = {
         "_u": pl.UInt32,
         "temp_mean": pl.Float64,
@@ -168,12 +197,19 @@ def _covariates(
     }
     if units.height == 0 or (isinstance(hourly, pl.DataFrame) and hourly.height == 0):
         return pl.DataFrame(schema=schema)
+    win = units.select("_u", "host", "gpu", "observed_from", "observed_to")
     with connect() as con:
-        con.register("units", units.select("_u", "host", "gpu", "observed_from", "observed_to"))
-        if isinstance(hourly, str):
-            con.execute(f"CREATE TEMP VIEW hourly AS {hourly}")
-        else:
+        con.register("units", win)
+        if isinstance(hourly, pl.DataFrame):
             con.register("hourly", hourly)
+            con.execute(f"CREATE TEMP VIEW daily AS {_DAILY_FROM_HOURLY}")
+        else:
+            edges = pl.concat([
+                win["observed_from"].dt.truncate("1h").dt.date(), win["observed_to"].dt.date()
+            ]).drop_nulls().unique().sort().to_list()  # fmt: skip
+            daily_sql, hourly_sql = hourly(edges)
+            con.execute(f"CREATE TEMP VIEW daily AS {daily_sql}")
+            con.execute(f"CREATE TEMP VIEW hourly AS {hourly_sql}")
         out = con.sql(_COV_SQL).pl()
     return out.cast(schema) if out.height else pl.DataFrame(schema=schema)
 
@@ -401,14 +437,15 @@ def build_component_lifetimes(
     racks: pl.DataFrame | None = None,
     nodes_per_rack: int | None = None,
     observed_hosts: pl.DataFrame | None = None,
-    hourly_covariates: str | None = None,
+    hourly_covariates: CovariateSQL | None = None,
     connect=duckdb.connect,
 ) -> pl.DataFrame:
     """The ``component_lifetimes`` table (pure). ``observed_hosts`` (host, n_gpus): the hosts
     the data saw, for populations without an inventory (used only when ``component_history``
-    has no inventory rows). ``hourly_covariates``: DuckDB SQL of the hourly covariate rows
-    (``analysis.telemetry.covariate_hourly_sql``), joined out of core on ``connect()``, instead of
-    those of ``gpu_hourly`` (which then needs no covariate rows)."""
+    has no inventory rows). ``hourly_covariates``: the covariate rows as DuckDB SQL for the days
+    units enter or leave (``covariate_sql``: whole days from gpu_daily, those days' hours from
+    gpu_hourly), joined out of core on ``connect()``, instead of those of ``gpu_hourly`` (which
+    then needs no covariate rows)."""
     data_start, as_of = observation_bounds(
         component_history, gpu_hourly, hw_events, as_of, data_start
     )
@@ -486,7 +523,7 @@ WITH h AS (
     SELECT unnest(nodes) AS host, NULL::INTEGER AS gpu FROM ({job_attempts})
     UNION ALL SELECT host, NULL FROM ({node_events})
     UNION ALL SELECT host, TRY_CAST(gpu AS INTEGER) FROM ({hw_events})
-    UNION ALL SELECT host, gpu FROM ({gpu_hourly})
+    UNION ALL SELECT host, gpu FROM ({gpu_daily})
 )
 SELECT host, greatest(coalesce(max(gpu) + 1, 0), {g})::BIGINT AS n_gpus FROM h WHERE host IS NOT NULL GROUP BY host ORDER BY host
 """
@@ -495,9 +532,15 @@ SELECT host, greatest(coalesce(max(gpu) + 1, 0), {g})::BIGINT AS n_gpus FROM h W
 def observed_hosts(wh, gpus_per_node: int = 8) -> pl.DataFrame:
     """Every host the scheduler, node events, hardware events or telemetry saw, with its GPU
     count: the highest GPU index seen + 1, at least ``gpus_per_node``."""
-    views = {t: wh.view_sql(t) for t in ("job_attempts", "node_events", "hw_events", "gpu_hourly")}
+    views = {t: wh.view_sql(t) for t in ("job_attempts", "node_events", "hw_events", "gpu_daily")}
     with wh.connect() as con:
         return con.sql(_HOSTS_SQL.format(g=int(gpus_per_node), **views)).pl()
+
+
+def covariate_sql(wh, covariates: tuple[str, ...] = COVARIATES) -> CovariateSQL:
+    """The out-of-core covariate rows of a warehouse: gpu_daily for whole days, gpu_hourly's
+    partitions of the given days only, so the cost follows the fleet, not the hours stored."""
+    return lambda dates: (covariate_daily_sql(wh, covariates), covariate_hourly_sql(wh, covariates, dates))
 
 
 def refresh_component_lifetimes(
@@ -511,6 +554,7 @@ def refresh_component_lifetimes(
     """Infer and store the observation window (``data_start`` / ``as_of`` override its bounds),
     rebuild ``component_lifetimes`` over it and replace the table. Raises ``MissingInputs``
     when the data holds no dated record or no unit to follow."""
+    refresh_gpu_hourly(wh)  # the compact daily tables read below are up to date
     window, _ = refresh_observation_window(wh, data_start, as_of)
     if window.observed_from is None:
         raise MissingInputs("component_lifetimes: no dated records and no inventory (component_history)")
@@ -523,7 +567,7 @@ def refresh_component_lifetimes(
         racks=racks,
         nodes_per_rack=nodes_per_rack,
         observed_hosts=observed_hosts(wh, gpus_per_node),
-        hourly_covariates=covariate_hourly_sql(wh, COVARIATES),
+        hourly_covariates=covariate_sql(wh),
         connect=lambda: connect_out_of_core(wh),
     )
     wh.replace_table("component_lifetimes", df)

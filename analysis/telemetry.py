@@ -6,8 +6,10 @@
   ``gpu_hourly``: per (hour, host, gpu, uuid, PCI bus, metric) n/mean/min/max/last of non-null values.
   ``gpu_counter_changes``: the error-counter samples where a value changes (and each series'
   first of the day), all that counter events need. ``gpu_sightings``: per day, each GPU's first
-  and last sample in its slot, all that replacements need. The whole-history steps below read
-  these compact tables, never raw samples.
+  and last sample in its slot, all that replacements need. ``gpu_daily``: per GPU, day and
+  metric, n / sum / min / max / first and last hour, from the day's gpu_hourly: what component
+  lifetimes need for whole days. The whole-history steps read these compact tables, never raw
+  samples nor every hour.
 - ``hw_events`` (``source='dcgm_counter'``): increments of cumulative error counters per
   (host, gpu, uuid, metric). A decrease is a reset (reboot, replacement) and not an event; the
   first sample of a series sets its baseline. ``DCGM_FI_DEV_XID_ERRORS`` holds only the last XID
@@ -99,8 +101,8 @@ _COUNTER_FILTER = (
 _SERIES = "cluster, host, gpu, uuid, metric"
 
 # One day of gpu_samples (``day``) -> that day's partition of each daily derived table, in the
-# table's column order (``date`` is the partition). Written in this order: gpu_hourly last, so a
-# crash part-way leaves the day stale and the next run redoes it.
+# table's column order (``date`` is the partition). Written in this order, then gpu_daily from
+# the day's gpu_hourly: a crash part-way leaves the day stale and the next run redoes it.
 _DAILY_SQL: dict[str, str] = {
     # every counter sample that starts its series' day or differs from the sample before: the
     # increments between consecutive rows are those between consecutive samples (rows left out
@@ -124,7 +126,15 @@ _DAILY_SQL: dict[str, str] = {
         FROM day WHERE value IS NOT NULL AND isfinite(value)  -- isnan() misses some NaN payloads in DuckDB 2.0
         GROUP BY ALL ORDER BY hour NULLS FIRST, host NULLS FIRST, gpu NULLS FIRST, metric NULLS FIRST""",
 }
-DAILY_TABLES = ("gpu_sightings", "gpu_hourly")  # a day is done when both are newer than its samples
+# the day's gpu_hourly (``hourly``, the file just written) -> its gpu_daily partition: what
+# whole-history analyses read instead of every hour (lifetimes' covariates, GPU presence)
+_GPU_DAILY_SQL = """
+    SELECT cluster, host, gpu, uuid, pci_bus, metric, sum(n)::BIGINT AS n, sum(mean * n) AS sum,
+        min(min) AS min, max(max) AS max, min(hour) AS first_hour, max(hour) AS last_hour
+    FROM read_parquet({hourly}) GROUP BY ALL ORDER BY host NULLS FIRST, gpu NULLS FIRST, metric NULLS FIRST"""
+DAILY_OUTPUTS = (*_DAILY_SQL, "gpu_daily")  # every table the daily step writes, in order
+# a day is done when all of these are newer than its samples (each has rows on any day with samples)
+DAILY_TABLES = ("gpu_sightings", "gpu_hourly", "gpu_daily")
 _DAY_INPUT = (
     "time",
     "cluster",
@@ -140,11 +150,18 @@ _DAY_INPUT = (
 
 
 def _day_view(files: list[str]) -> str:
-    """The needed gpu_samples columns of ``files`` with their declared types; a column an older
-    file lacks reads as null."""
-    types = {c: duck_type(TABLES["gpu_samples"].columns[c]) for c in _DAY_INPUT}
-    cast = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in types.items())
+    """The needed gpu_samples columns of ``files`` with their declared types."""
+    return _files_view("gpu_samples", files, _DAY_INPUT)
+
+
+def _files_view(table: str, files: list[str], columns: tuple[str, ...]) -> str:
+    """``columns`` of some of ``table``'s Parquet ``files`` with their declared types; a column
+    an older file lacks reads as null (no file: no rows)."""
+    types = {c: duck_type(TABLES[table].columns[c]) for c in columns}
     typed = ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in types.items())
+    if not files:
+        return f"SELECT {typed} WHERE false"
+    cast = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in types.items())
     return (
         f"SELECT {cast} FROM (SELECT * FROM read_parquet({_sql_list(files)}, union_by_name = true, "
         f"hive_partitioning = false) UNION ALL BY NAME SELECT {typed} WHERE false)"
@@ -182,7 +199,8 @@ def _refresh_day(wh: Warehouse, d: date, files: list[str], scratch: Path) -> Non
     which becomes the table's partition; a table with no rows that day loses its partition."""
     with connect_out_of_core(wh) as con:
         con.execute(f"CREATE TEMP VIEW day AS {_day_view(files)}")
-        for table, sql in _DAILY_SQL.items():
+        daily = _GPU_DAILY_SQL.format(hourly=_sql_str(scratch / "gpu_hourly.parquet"))
+        for table, sql in [*_DAILY_SQL.items(), ("gpu_daily", daily)]:
             out = scratch / f"{table}.parquet"
             rows = con.execute(
                 f"COPY ({sql}) TO {_sql_str(out)} (FORMAT parquet, COMPRESSION zstd)"
@@ -191,13 +209,14 @@ def _refresh_day(wh: Warehouse, d: date, files: list[str], scratch: Path) -> Non
                 _put_partition(wh, table, d.isoformat(), out)
             else:
                 wh.drop_partition(table, d.isoformat())
-            out.unlink()
+        for table in DAILY_OUTPUTS:
+            (scratch / f"{table}.parquet").unlink(missing_ok=True)
 
 
 def refresh_gpu_hourly(
     wh: Warehouse, dates: list[date] | None = None, force: bool = False
 ) -> list[date]:
-    """Recompute the daily derived tables (gpu_hourly, gpu_counter_changes, gpu_sightings) for
+    """Recompute the daily derived tables (``DAILY_OUTPUTS``: gpu_hourly and the compact ones) for
     the stale dates, of ``dates`` only when given (all of ``dates`` when ``force``), one day at
     a time in bounded memory; returns the dates done. Counter events and GPU replacements call
     it first, so whichever step runs first does each day once."""
@@ -220,47 +239,77 @@ def gpu_presence(wh: Warehouse) -> pl.DataFrame:
     """gpu_hourly-shaped rows with no metric: per (cluster, host, gpu, uuid, PCI bus) one at its
     first and one at its last hour. What component lifetimes need of gpu_hourly besides the
     covariates (observation bounds, telemetry-only units, the UUID / bus -> GPU index layout),
-    selected out of core."""
+    selected out of core from the compact gpu_daily."""
     slot = "cluster, host, gpu, uuid, pci_bus"
     with connect_out_of_core(wh) as con:
         frame = con.sql(
-            f"SELECT unnest([min(hour), max(hour)]) AS hour, {slot} "
-            f"FROM ({wh.view_sql('gpu_hourly')}) GROUP BY {slot}"
+            f"SELECT unnest([min(first_hour), max(last_hour)]) AS hour, {slot} "
+            f"FROM ({wh.view_sql('gpu_daily')}) GROUP BY {slot}"
         ).pl()
     return conform("gpu_hourly", frame)
 
 
-def covariate_hourly_sql(wh: Warehouse, covariates: tuple[str, ...]) -> str:
-    """DuckDB SQL over gpu_hourly's Parquet: (hour, host, gpu, uuid, cov, n, mean, max) of the
-    metrics whose covariate name (``CANONICAL_METRICS``) is one of ``covariates``, for queries
-    that join it out of core instead of loading the table."""
-    cov = (
+def _covariate_case() -> str:
+    return (
         "CASE metric "
         + " ".join(f"WHEN {_sql_str(m)} THEN {_sql_str(c)}" for m, c in CANONICAL_METRICS.items())
         + " END"
     )
-    wanted = ", ".join(_sql_str(m) for m, c in CANONICAL_METRICS.items() if c in covariates)
+
+
+def _covariate_metrics(covariates: tuple[str, ...]) -> str:
+    return ", ".join(_sql_str(m) for m, c in CANONICAL_METRICS.items() if c in covariates)
+
+
+def covariate_hourly_sql(wh: Warehouse, covariates: tuple[str, ...], dates: list[date] | None = None) -> str:
+    """DuckDB SQL over gpu_hourly's Parquet (of the ``dates`` partitions only, when given):
+    (hour, host, gpu, uuid, cov, n, mean, max) of the metrics whose covariate name
+    (``CANONICAL_METRICS``) is one of ``covariates``, for queries that join it out of core
+    instead of loading the table."""
+    if dates is None:
+        source = wh.view_sql("gpu_hourly")
+    else:
+        files = [f for d in sorted(set(dates)) for f in wh.files("gpu_hourly", partition=d.isoformat())]
+        source = _files_view("gpu_hourly", files, ("hour", "host", "gpu", "uuid", "metric", "n", "mean", "max"))
     return (
-        f"SELECT hour, host, gpu, uuid, {cov} AS cov, n, mean, max FROM ({wh.view_sql('gpu_hourly')}) "
-        f"WHERE metric IN ({wanted}) AND mean IS NOT NULL"
+        f"SELECT hour, host, gpu, uuid, {_covariate_case()} AS cov, n, mean, max FROM ({source}) "
+        f"WHERE metric IN ({_covariate_metrics(covariates)}) AND mean IS NOT NULL"
     )
 
 
-def counter_events(samples: pl.DataFrame) -> pl.DataFrame:
-    """hw_events rows for increases of cumulative error counters (count = the increase)."""
-    keys = ["cluster", "host", "gpu", "uuid", "metric"]
+def covariate_daily_sql(wh: Warehouse, covariates: tuple[str, ...]) -> str:
+    """DuckDB SQL over gpu_daily's Parquet: (day, host, gpu, cov, s, n, mx, last_hour) per GPU,
+    day and covariate: the sum of the hourly mean * n, the samples, the max and the last hour
+    with data. Whole days of the history in 24x fewer rows than gpu_hourly."""
+    return (
+        f"SELECT CAST(date AS TIMESTAMP) AS day, host, gpu, {_covariate_case()} AS cov, sum(sum) AS s, "
+        f"sum(n) AS n, max(max) AS mx, max(last_hour) AS last_hour FROM ({wh.view_sql('gpu_daily')}) "
+        f"WHERE metric IN ({_covariate_metrics(covariates)}) GROUP BY ALL"
+    )
+
+
+def _increments_sql(series: str) -> str:
+    """DuckDB SQL over a relation of counter samples (cluster, host, gpu, uuid, metric, time,
+    value, source_file): every rise of a cumulative counter over the sample before it in its
+    series (``lag`` over each series), with its ``base`` metric (the XID count's per-code name
+    without its labels) and the increase ``inc``. Run out of core: only the rises come back."""
+    bases = ", ".join(_sql_str(m) for m in COUNTER_METRICS)
+    return f"""
+        SELECT * FROM (
+            SELECT *, value - lag(value) OVER (PARTITION BY {_SERIES} ORDER BY time NULLS LAST) AS inc
+            FROM (
+                SELECT cluster, host, gpu, uuid, metric, regexp_replace(metric, '\\{{.*$', '') AS base,
+                    time, value, source_file
+                FROM {series} WHERE value IS NOT NULL
+            ) WHERE base IN ({bases})
+        ) WHERE inc > 0"""
+
+
+def _counter_event_rows(rises: pl.DataFrame) -> pl.DataFrame:
+    """hw_events rows from ``_increments_sql`` rows (count = the increase)."""
     cls = {m: c for m, (c, _) in COUNTER_METRICS.items()}
     sev = {m: s for m, (_, s) in COUNTER_METRICS.items()}
-    df = (
-        samples.lazy()
-        .with_columns(base=pl.col("metric").str.replace(r"\{.*$", ""))  # XID count: per-code series
-        .filter(pl.col("base").is_in(list(COUNTER_METRICS)) & pl.col("value").is_not_null())
-        .select(keys + ["base", "time", "value", "source_file"])
-        .sort(keys + ["time"], nulls_last=True)
-        .with_columns(inc=pl.col("value").diff().over(keys))
-        .filter(pl.col("inc") > 0)
-        .collect()
-    )
+    df = rises.filter(pl.col("inc") > 0)  # Polars' NaN order, as the counters were always read
     return conform(
         "hw_events",
         df.with_columns(
@@ -284,11 +333,25 @@ def counter_events(samples: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def counter_events(samples: pl.DataFrame) -> pl.DataFrame:
+    """hw_events rows for increases of cumulative error counters in ``samples`` (count = the
+    increase); the same SQL as ``refresh_counter_events`` runs over the stored table."""
+    cols = ["cluster", "host", "gpu", "uuid", "metric", "time", "value", "source_file"]
+    with duckdb.connect() as con:
+        con.register("series", samples.select(cols))
+        rises = con.sql(_increments_sql("series")).pl()
+    return _counter_event_rows(rises)
+
+
 def refresh_counter_events(wh: Warehouse) -> int:
     """Rewrite the ``source=dcgm_counter`` partition of hw_events from gpu_counter_changes
-    (brought up to date first); returns the event count."""
+    (brought up to date first), out of core: DuckDB takes the increments over each series of
+    the whole history within ``DUCKDB_MEMORY_LIMIT``; only the rises reach Python. Returns the
+    event count."""
     refresh_gpu_hourly(wh)
-    events = counter_events(wh.read("gpu_counter_changes"))
+    with connect_out_of_core(wh) as con:
+        rises = con.sql(_increments_sql(f"({wh.view_sql('gpu_counter_changes')})")).pl()
+    events = _counter_event_rows(rises)
     if events.height:
         wh.replace_table("hw_events", events, partitions="touched")
     else:  # nothing to write: an old partition must not survive

@@ -7,7 +7,11 @@ dashboards (the report). Each asset reports what a user looks for in the UI: row
 definition carries kinds, owners and the column schema of the table it writes.
 
 ``gpu_hourly`` is partitioned by the days the telemetry covers (dynamic partitions, added by
-the ingest asset and by every build), so the UI shows no day before the data's first.
+the ingest asset and by every build), so the UI shows no day before the data's first. A day's
+partition writes that day of every daily table (gpu_hourly and the compact gpu_daily,
+gpu_counter_changes, gpu_sightings); a backfill runs ``BACKFILL_DAYS`` days per run. The
+whole-history assets after it (counter events, replacements, lifetimes) read only the compact
+tables, so a daily run costs one day of samples plus a history of compact rows.
 """
 
 
@@ -37,6 +41,7 @@ from warehouse.store import Warehouse
 
 TELEMETRY_DAYS = dg.DynamicPartitionsDefinition(name="telemetry_days")
 CATALOG_POOL = "duckdb_catalog"  # one writer at a time: DuckDB's rule
+BACKFILL_DAYS = 7  # telemetry days per backfill run: a bounded chunk of work, whatever the range
 OWNERS = ["team:fleet-goodput"]
 
 
@@ -123,7 +128,7 @@ def ingest_metadata(reports, days: list[str]) -> dict:
 
 @dg.asset(
     group_name="warehouse", deps=[ingested_sources], partitions_def=TELEMETRY_DAYS,
-    backfill_policy=dg.BackfillPolicy.single_run(), kinds={"duckdb", "parquet"}, owners=OWNERS,
+    backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=BACKFILL_DAYS), kinds={"duckdb", "parquet"}, owners=OWNERS,
     metadata=table_metadata("gpu_hourly"),
     description="Per GPU, hour and metric rollup of gpu_samples (n, mean, min, max, last), one telemetry day per "
     "partition. A run without a partition rolls up every day of the telemetry's span.",
@@ -145,13 +150,13 @@ def gpu_hourly(context: dg.AssetExecutionContext, goodput: GoodputConfig) -> dg.
     })
 
 
-@dg.asset(group_name="warehouse", deps=[ingested_sources], kinds={"duckdb", "parquet"}, owners=OWNERS, metadata=table_metadata("hw_events"), description="Increments of DCGM error counters (ECC DBE, row remap, NVLink ...) as hw_events (source dcgm_counter); counter resets are not events.")
+@dg.asset(group_name="warehouse", deps=[ingested_sources, gpu_hourly], kinds={"duckdb", "parquet"}, owners=OWNERS, metadata=table_metadata("hw_events"), description="Increments of DCGM error counters (ECC DBE, row remap, NVLink ...) as hw_events (source dcgm_counter); counter resets are not events.")
 def dcgm_counter_events(goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.warehouse()
     return dg.MaterializeResult(metadata={"events": telemetry.refresh_counter_events(wh), **row_count(wh, "hw_events")})
 
 
-@dg.asset(group_name="warehouse", deps=[ingested_sources], kinds={"duckdb", "parquet"}, owners=OWNERS, metadata=table_metadata("component_history"), description="GPU replacements inferred from UUID changes per (host, GPU index), as component_history rows (source telemetry).")
+@dg.asset(group_name="warehouse", deps=[ingested_sources, gpu_hourly], kinds={"duckdb", "parquet"}, owners=OWNERS, metadata=table_metadata("component_history"), description="GPU replacements inferred from UUID changes per (host, GPU index), as component_history rows (source telemetry).")
 def telemetry_gpu_replacements(goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.warehouse()
     return dg.MaterializeResult(metadata={"replacements": telemetry.refresh_gpu_replacements(wh), **row_count(wh, "component_history")})

@@ -1,4 +1,14 @@
-"""Dagster entry point: ``dagster dev`` from the repository root loads ``defs`` from here."""
+"""Dagster entry point: ``dagster dev`` from the repository root loads ``defs`` from here.
+
+Runs launched from the UI, a schedule or a sensor use the multiprocess executor: each step in a
+process of its own, up to ``max_concurrent`` at once (default 0: the CPU count), set per run with
+``execution: {config: {max_concurrent: N}}``. Step processes fork from a forkserver that has
+already imported these definitions: Dagster's default start (a fresh interpreter per step)
+re-imported the code location for each of the build's steps, 320 s of start-up against 118 s of
+work under load (benchmarks/bench_ui_vs_cli.py). The steps share nothing but the warehouse (they
+return metadata, never data), so the same definitions run with ``k8s_job_executor`` (a pod per
+step) by configuration: see README "Scale". The CLI runs the same jobs in-process.
+"""
 
 import dagster as dg
 
@@ -6,6 +16,15 @@ from pipelines.assets import ALL_ASSETS, BUILD_ASSETS, INGEST_ASSETS
 from pipelines.checks import ALL_CHECKS
 from pipelines.resources import GoodputConfig
 from pipelines.sensors import build_schedule, build_sensor
+
+PRELOAD = {"forkserver": {"preload_modules": ["pipelines.definitions"]}}
+
+
+@dg.configured(dg.multiprocess_executor, config_schema={"max_concurrent": dg.Field(int, is_required=False, default_value=0)})
+def preloaded_multiprocess(config: dict) -> dict:
+    """The multiprocess executor, its step processes forked from the preloaded definitions."""
+    return {"max_concurrent": config["max_concurrent"], "start_method": PRELOAD}
+
 
 ingest_job = dg.define_asset_job("ingest", selection=dg.AssetSelection.assets(*INGEST_ASSETS))
 build_job = dg.define_asset_job("build", selection=dg.AssetSelection.assets(*BUILD_ASSETS))
@@ -17,8 +36,15 @@ defs = dg.Definitions(
     sensors=[build_sensor(ingest_job)],
     schedules=[build_schedule(build_job)],
     resources={"goodput": GoodputConfig()},
-    # Steps run in the run's own process, as the CLI's runs do. Dagster's default (a subprocess
-    # per step) re-imported this code location for each of the build's 15 steps: 320 s of
-    # worker start-up against 118 s of work under load (benchmarks/bench_ui_vs_cli.py).
-    executor=dg.in_process_executor,
+    executor=preloaded_multiprocess,
 )
+
+
+def resolved_job(name: str = "build") -> dg.JobDefinition:
+    """A job of ``defs``, resolved: what ``dg.reconstructable`` needs to run it out of process
+    (``dg.execute_job``) as the UI's run launcher does."""
+    return defs.resolve_job_def(name)
+
+
+def resolved_build_job() -> dg.JobDefinition:
+    return resolved_job("build")

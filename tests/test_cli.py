@@ -246,16 +246,16 @@ def test_ingest_is_recorded_as_a_run_in_the_homes_dagster_instance(tmp_path, cap
         assert len(days) == latest["telemetry_days"].value >= 1
 
 
-def test_ui_launched_jobs_run_their_steps_in_process_like_the_cli():
-    """A subprocess per step re-imported the code location 15 times per build: a UI run took
-    1.6x the CLI's (benchmarks/bench_ui_vs_cli.py). Every job of the definitions, the UI's ad hoc
-    asset materializations included, runs its steps in the run's process."""
-    import dagster as dg
-
-    from pipelines.definitions import defs
+def test_ui_launched_jobs_fork_their_steps_from_the_preloaded_definitions():
+    """A fresh interpreter per step re-imported the code location for each of the build's steps: a
+    UI run took 1.6x the CLI's (benchmarks/bench_ui_vs_cli.py). Every job of the definitions, the
+    UI's ad hoc asset materializations included, forks its step processes from a forkserver that
+    imported the definitions once."""
+    from pipelines.definitions import PRELOAD, defs, preloaded_multiprocess
 
     jobs = {name: defs.resolve_job_def(name) for name in ("build", "ingest")}
     jobs["materialize"] = defs.resolve_implicit_global_asset_job_def()
-    assert {name: job.executor_def.name for name, job in jobs.items()} == {
-        name: dg.in_process_executor.name for name in jobs
-    }
+    assert {name: job.executor_def.name for name, job in jobs.items()} == {name: "preloaded_multiprocess" for name in jobs}
+    resolved = preloaded_multiprocess.config_schema.resolve_config({"config": {"max_concurrent": 2}}).value["config"]
+    assert (resolved["max_concurrent"], resolved["start_method"]) == (2, PRELOAD)  # per-run concurrency still set
+    assert PRELOAD["forkserver"]["preload_modules"] == ["pipelines.definitions"]

@@ -5,12 +5,11 @@ from datetime import date, datetime, timedelta
 import duckdb
 import polars as pl
 
-from analysis.lifetimes import COVARIATES, build_component_lifetimes
+from analysis.lifetimes import build_component_lifetimes, covariate_sql
 from analysis.telemetry import (
     CANONICAL_METRICS,
     COUNTER_METRICS,
     counter_events,
-    covariate_hourly_sql,
     gpu_presence,
     gpu_replacements,
     infer_gpu_replacements,
@@ -91,6 +90,46 @@ def test_counter_increments_not_resets():
     ]
     assert set(ev["event_type"]) == {"counter"} and set(ev["source"]) == {"dcgm_counter"}
     assert ev["event_id"].n_unique() == 6
+    assert ev.sort("event_id").equals(_counter_events_reference(_samples(rows)).sort("event_id"))
+
+
+def _counter_events_reference(samples: pl.DataFrame) -> pl.DataFrame:
+    """counter events as the in-memory Polars diff over all samples computed them before the
+    increments moved into DuckDB SQL (``lag`` over each series, out of core)."""
+    keys = ["cluster", "host", "gpu", "uuid", "metric"]
+    cls = {m: c for m, (c, _) in COUNTER_METRICS.items()}
+    sev = {m: s for m, (_, s) in COUNTER_METRICS.items()}
+    df = (
+        samples.lazy()
+        .with_columns(base=pl.col("metric").str.replace(r"\{.*$", ""))
+        .filter(pl.col("base").is_in(list(COUNTER_METRICS)) & pl.col("value").is_not_null())
+        .select(keys + ["base", "time", "value", "source_file"])
+        .sort(keys + ["time"], nulls_last=True)
+        .with_columns(inc=pl.col("value").diff().over(keys))
+        .filter(pl.col("inc") > 0)
+        .collect()
+    )
+    return conform(
+        "hw_events",
+        df.with_columns(
+            event_id=pl.format(
+                "dcgm_counter:{}:{}:{}:{}:{}",
+                pl.col("host").fill_null(""),
+                pl.col("gpu").cast(pl.Utf8).fill_null(""),
+                pl.col("uuid").fill_null(""),
+                "metric",
+                pl.col("time").dt.strftime("%Y-%m-%dT%H:%M:%S%.6f"),
+            ),
+            component_class=pl.col("base").replace_strict(cls, return_dtype=pl.Utf8),
+            component_id=pl.col("gpu").cast(pl.Utf8),
+            event_type=pl.lit("counter"),
+            code=pl.col("metric"),
+            severity=pl.col("base").replace_strict(sev, return_dtype=pl.Utf8),
+            message=pl.format("{} rose by {} to {}", "metric", "inc", "value"),
+            count=pl.col("inc").round().clip(upper_bound=2**31 - 1).cast(pl.Int32),
+            source=pl.lit("dcgm_counter"),
+        ).drop("metric", "base", "value", "inc"),
+    )
 
 
 def _hourly_reference(samples: pl.DataFrame) -> pl.DataFrame:
@@ -153,6 +192,7 @@ def test_daily_tables_out_of_core_equal_whole_table_analyses(wh):
     got = wh.read("hw_events").drop("source")
     want = counter_events(wh.read("gpu_samples")).drop("source")
     assert got.sort("event_id").equals(want.sort("event_id"))
+    assert got.sort("event_id").equals(_counter_events_reference(wh.read("gpu_samples")).drop("source").sort("event_id"))
     assert got.sort("time").select("time", "count").rows() == [(t[3], 2), (t[8], 1), (t[11], 1)]
 
     hist = infer_gpu_replacements(wh)
@@ -251,6 +291,7 @@ def test_sample_fleet_ground_truth(wh, tmp_path):
     assert wh.read("gpu_counter_changes").height < counters.height / 2
     got = wh.read("hw_events").sort("event_id")
     assert got.drop("source").equals(counter_events(samples).sort("event_id").drop("source"))
+    assert got.height and got.drop("source").equals(_counter_events_reference(samples).sort("event_id").drop("source"))
     assert (
         infer_gpu_replacements(wh)
         .sort("slot", "serial")
@@ -264,9 +305,8 @@ def test_sample_fleet_ground_truth(wh, tmp_path):
     args = (wh.read("component_history"), wh.read("hw_events"))
     whole = build_component_lifetimes(args[0], hourly, args[1])
     assert whole.height > 32 * 8 and whole["temp_mean"].null_count() == 0
-    sql = covariate_hourly_sql(wh, COVARIATES)
     out_of_core = build_component_lifetimes(
-        args[0], presence, args[1], hourly_covariates=sql, connect=wh.connect
+        args[0], presence, args[1], hourly_covariates=covariate_sql(wh), connect=wh.connect
     )
     _same_rows(out_of_core, whole)  # means: summation order
     ev = wh.read("hw_events").filter(pl.col("code") == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
@@ -300,3 +340,81 @@ def test_sample_fleet_ground_truth(wh, tmp_path):
     }
     # every true swap whose old and new GPU were both scraped is found, and nothing else
     assert inferred and inferred == {t for t in truth if t[1] in scraped and t[2] in scraped}
+
+
+# the per-unit covariate join as it ran over every gpu_hourly row before whole days came from gpu_daily
+_COV_REFERENCE_SQL = """
+WITH per_gpu AS (
+    SELECT u._u, h.cov, sum(h.mean * h.n) / sum(h.n) AS m, max(h.max) AS mx, max(h.hour) AS last_hour
+    FROM units u JOIN hourly h
+      ON u.host = h.host AND u.gpu = h.gpu
+     AND h.hour >= date_trunc('hour', u.observed_from) AND h.hour < u.observed_to
+    WHERE u.gpu IS NOT NULL
+    GROUP BY u._u, h.cov
+), host_hourly AS (
+    SELECT host, hour, cov, sum(mean * n) AS s, sum(n) AS n, max(max) AS mx FROM hourly GROUP BY ALL
+), per_host AS (
+    SELECT u._u, h.cov, sum(h.s) / sum(h.n) AS m, max(h.mx) AS mx, NULL::TIMESTAMP AS last_hour
+    FROM units u JOIN host_hourly h
+      ON u.host = h.host AND h.hour >= date_trunc('hour', u.observed_from) AND h.hour < u.observed_to
+    WHERE u.gpu IS NULL
+    GROUP BY u._u, h.cov
+), allc AS (SELECT * FROM per_gpu UNION ALL SELECT * FROM per_host)
+SELECT _u,
+    max(m) FILTER (WHERE cov = 'temp') AS temp_mean,
+    max(mx) FILTER (WHERE cov = 'temp') AS temp_max,
+    max(m) FILTER (WHERE cov = 'power') AS power_mean,
+    max(m) FILTER (WHERE cov = 'util') AS util_mean,
+    max(last_hour) AS last_seen_hour
+FROM allc GROUP BY _u
+"""
+
+
+def test_covariates_from_daily_rows_equal_the_join_over_every_hour(wh):
+    """Lifetimes take whole days of covariates from gpu_daily and only the days a unit enters or
+    leaves from gpu_hourly: the same means, maxima and last hours as the join over every hour,
+    for windows starting and ending mid-day, on midnight, within one day, and per host."""
+    from analysis.lifetimes import _covariates, _hourly_covariates
+
+    temp, power, util = "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_UTIL"
+    day0 = datetime(2024, 5, 1)
+    hours = [day0 + timedelta(minutes=30 * i) for i in range(4 * 48)]  # 4 days, 2 samples an hour
+    rows = [
+        (t, host, gpu, f"GPU-{host}-{gpu}", m, float((i * 7 + gpu * 3 + len(m)) % 50) + 0.25 * k)
+        for i, t in enumerate(hours)
+        for host in ("n1", "n2")
+        for gpu in (0, 1)
+        for k, m in enumerate((temp, power, util))
+        if not (host == "n2" and gpu == 1 and i % 48 > 40)  # a GPU silent every evening
+    ]
+    for (d,), part in _samples(rows).partition_by("date", as_dict=True).items():
+        with wh.batch(f"day-{d}") as b:
+            b.add({"gpu_samples": part})
+    assert len(refresh_gpu_hourly(wh)) == 4
+    assert wh.read("gpu_daily").height == 4 * 4 * 3  # days x GPUs x metrics
+    h = timedelta(hours=1)
+    windows = [
+        ("n1", 0, day0 + 5 * h + timedelta(minutes=20), day0 + 3 * 24 * h + 7 * h + timedelta(minutes=10)),
+        ("n1", 1, day0, day0 + 4 * 24 * h),  # whole days only
+        ("n2", 1, day0 + 24 * h, day0 + 3 * 24 * h),  # midnight to midnight
+        ("n2", 0, day0 + 30 * h, day0 + 33 * h + timedelta(minutes=1)),  # within one day
+        ("n2", 1, day0 + 23 * h, day0 + 49 * h),
+        ("n2", 0, day0 + 24 * h, day0 + 2 * 24 * h + 22 * h + timedelta(minutes=30)),  # ends at 22:30
+        ("n1", None, day0 + 2 * h, day0 + 75 * h + timedelta(minutes=30)),  # host units: all GPUs
+        ("n2", None, day0, day0 + 4 * 24 * h),
+        ("n1", 0, day0 + 10 * 24 * h, day0 + 11 * 24 * h),  # no data
+    ]
+    units = pl.DataFrame(
+        windows, schema={"host": pl.Utf8, "gpu": pl.Int32, "observed_from": pl.Datetime("us"), "observed_to": pl.Datetime("us")},
+        orient="row",
+    ).with_row_index("_u")
+    hourly = _hourly_covariates(wh.read("gpu_hourly"))
+    with duckdb.connect() as con:
+        con.register("units", units)
+        con.register("hourly", hourly)
+        want = con.sql(_COV_REFERENCE_SQL).pl()
+    out_of_core = _covariates(units, covariate_sql(wh), wh.connect)
+    in_memory = _covariates(units, hourly)
+    assert want.height == 8 and want["last_seen_hour"].null_count() == 2
+    _same_rows(out_of_core.cast(want.schema), want)
+    _same_rows(in_memory.cast(want.schema), want)

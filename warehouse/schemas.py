@@ -287,6 +287,27 @@ TABLES: dict[str, Table] = {
             kind="derived",
         ),
         Table(
+            "gpu_daily",
+            "rollup per GPU per day per metric, from that day's gpu_hourly (24x fewer rows)",
+            {
+                "cluster": STR,
+                "host": STR,
+                "gpu": I32,
+                "uuid": STR,
+                "pci_bus": STR,
+                "metric": STR,
+                "n": I64,
+                "sum": F64,  # sum of the hourly mean * n: the day's mean is sum / n
+                "min": F64,
+                "max": F64,
+                "first_hour": UTC_TS,
+                "last_hour": UTC_TS,
+                "date": pl.Date,
+            },
+            partition="date",
+            kind="derived",
+        ),
+        Table(
             "bmc_sensors",
             "one BMC sensor reading",
             {
