@@ -143,17 +143,17 @@ def duplicate_keys_check(goodput: GoodputConfig) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset="failure_rates", blocking=True, description="Every class with failures has a converged, AIC-selected model.")
 def fits_converged_check(goodput: GoodputConfig) -> dg.AssetCheckResult:
-    return _check(fits_converged(goodput.warehouse()))
+    return _check(fits_converged(goodput.analysis_warehouse()))
 
 
 @dg.asset_check(asset="goodput_projections", description="Measured and projected goodput lie in [0, 1] with CI bounds around the estimate.")
 def goodput_bounds_check(goodput: GoodputConfig) -> dg.AssetCheckResult:
-    return _check(goodput_bounds(goodput.warehouse()))
+    return _check(goodput_bounds(goodput.analysis_warehouse()))
 
 
 @dg.asset_check(asset="component_lifetimes", description="The sources' time spans agree (e.g. telemetry does not end a month after everything else).")
 def source_spans_check(goodput: GoodputConfig) -> dg.AssetCheckResult:
-    return _check(spans_agree(goodput.warehouse()), dg.AssetCheckSeverity.WARN)
+    return _check(spans_agree(goodput.analysis_warehouse()), dg.AssetCheckSeverity.WARN)
 
 
 ALL_CHECKS = [source_spans_check, conservation_check, schema_check, quarantine_ratio_check, duplicate_keys_check, fits_converged_check, goodput_bounds_check]

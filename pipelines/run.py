@@ -122,6 +122,29 @@ def refit(config: GoodputConfig):
     return _materialize([component_lifetimes, failure_fits, goodput_projections], config, "refit")
 
 
+# the settings a scope's stored results depend on (besides its inputs): a change rebuilds it
+SCOPE_SETTINGS = ("observed_from", "observed_to", "nodes_per_rack", "window_before_s", "window_after_s",
+                  "ckpt_interval_s", "ckpt_cost_s", "restart_s", "target_gpus", "gpus_per_node")
+
+
+def build_scope(config: GoodputConfig) -> Warehouse:
+    """The scoped warehouse of ``config``'s scope, its analyses built, or reused when they were
+    built from the current data with the same settings: the ``build`` assets but the catalog
+    and the report (rollups refresh the parent incrementally; the analyses write the scope's
+    own tables). Raises ``analysis.scope.ScopeError`` for a scope the data cannot answer."""
+    from analysis.scope import is_fresh, mark_fresh
+    from pipelines.assets import leadership_report, warehouse_catalog
+
+    wh, scoped = config.warehouse(), config.analysis_warehouse()
+    if scoped is wh:
+        return wh
+    settings = {k: getattr(config, k) for k in SCOPE_SETTINGS}
+    if not is_fresh(wh, scoped, settings):
+        _materialize([a for a in BUILD_ASSETS if a not in (warehouse_catalog, leadership_report)], config, "build_scope")
+        mark_fresh(wh, scoped, config.scope(), settings)
+    return scoped
+
+
 def status_lines(wh: Warehouse) -> list[str]:
     """The observation window and one line per analysis skipped or failed in the last build."""
     lines = []
