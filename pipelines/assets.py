@@ -27,6 +27,7 @@ from analysis import (
     telemetry,
     whatif,
 )
+from analysis.headline import fleet_headline, selected_rates
 from analysis.observation import source_spans
 from analysis.status import MissingInputs
 from dashboards.report import build_report
@@ -259,7 +260,7 @@ def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
 
     def run():
         status.require(wh, "goodput_projections", ("failure_rates",))
-        fr = wh.read("failure_rates", "selected AND \"window\" = 'all' AND stratum = 'all'")
+        fr = selected_rates(wh.read("failure_rates"))
         if int(fr["n_events"].sum()) == 0:
             raise MissingInputs("goodput_projections: no failure in failure_rates (a zero rate gives no MTTI to project)")
         return whatif.refresh_projections(
@@ -310,8 +311,11 @@ def goodput_breakdown(goodput: GoodputConfig) -> dg.MaterializeResult:
     df = _guarded(wh, "goodput_breakdown", ("goodput_breakdown",), run)
     if df is None:
         return _skipped_result(wh, "goodput_breakdown")
-    return dg.MaterializeResult(metadata={"dagster/row_count": df.height, "scope": goodput.scope().describe(),
-                                          "breakdown": dg.MetadataValue.md(_md(df))})
+    head = fleet_headline(wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"))
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": df.height, "scope": goodput.scope().describe(), "breakdown": dg.MetadataValue.md(_md(df)),
+        "headline": dg.MetadataValue.json({k: v for k, v in head.items() if v is not None}),
+    })
 
 
 def _guarded(wh, analysis: str, outputs: tuple[str, ...], run, rows=lambda r: r.height):

@@ -15,6 +15,7 @@ import pytest
 
 from analysis.breakdown import breakdown
 from analysis.headline import fleet_headline, selected_rates
+from analysis.observation import stored_window
 from analysis.scope import Scope, ScopeError, open_scope
 from pipelines.cli import main
 from warehouse.store import Warehouse
@@ -139,7 +140,10 @@ def test_scoped_fit_finds_the_rate_where_the_faults_are(fleet, capsys):
     c1 = selected_rates(open_scope(wh, Scope(cluster="c1")).read("failure_rates")).filter(pl.col("component_class") == "gpu").row(0, named=True)
     assert c1["n_events"] == hw.height
     assert c1["rate_ci_low"] <= TRUE_RATE_1K_DAYS <= c1["rate_ci_high"]
-    assert c1["exposure_hours"] == pytest.approx(HOSTS * 8 * DAYS * 24, rel=1e-6)
+    window = stored_window(open_scope(wh, Scope(cluster="c1")))  # inferred from c1's own records
+    assert window.observed_to == datetime(2026, 3, 2)
+    hours = (window.observed_to - window.observed_from).total_seconds() / 3600
+    assert c1["exposure_hours"] == pytest.approx(HOSTS * 8 * hours, rel=1e-6)
     _fit(wh, capsys, "--cluster", "c2")
     c2 = selected_rates(open_scope(wh, Scope(cluster="c2")).read("failure_rates")).filter(pl.col("component_class") == "gpu")
     assert c2.height == 0 or (c2["n_events"][0] == 0 and c2["rate_per_1k_unit_days"][0] < 0.1 * TRUE_RATE_1K_DAYS)
