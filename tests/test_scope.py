@@ -7,7 +7,9 @@ Hosts of even index run partition ``train``, odd ones ``debug``; accounts altern
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -149,6 +151,16 @@ def test_scoped_fit_finds_the_rate_where_the_faults_are(fleet, capsys):
     assert c2.height == 0 or (c2["n_events"][0] == 0 and c2["rate_per_1k_unit_days"][0] < 0.1 * TRUE_RATE_1K_DAYS)
     # the parent has no fits: a scope writes only its own tables
     assert wh.read("failure_rates").height == 0
+    # a second run reuses the scope's results while the data is unchanged ...
+    sw = open_scope(wh, Scope(cluster="c1"))
+    stamp = [Path(f).stat().st_mtime_ns for f in sw.files("failure_rates")]
+    _fit(wh, capsys, "--cluster", "c1")
+    assert [Path(f).stat().st_mtime_ns for f in sw.files("failure_rates")] == stamp
+    # ... and project uses the scope's rates
+    assert main(["--home", str(wh.home), "project", "--cluster", "c1", "--scope", "hardware", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out.splitlines()[-1])
+    gpu = next(c for c in res["classes"] if c["component_class"] == "gpu")
+    assert gpu["events"] == hw.height
 
 
 def test_breakdown_equals_hand_sums(fleet, capsys):
@@ -180,6 +192,20 @@ def test_breakdown_equals_hand_sums(fleet, capsys):
     assert cl["interruptions"].sum() == head["unexpected"]
     assert cl["lost_gpu_hours"].sum() == pytest.approx(head["lost_gpu_hours"])
     assert cl["gpu_hours"].sum() == pytest.approx(head["gpu_hours"])
+    # the headline accessor gives the numbers the CLI summary computed in SQL before it
+    old = sw.query(
+        "SELECT (SELECT count(*) FROM job_chains) jobs, (SELECT count(*) FROM job_attempts) attempts, "
+        "(SELECT coalesce(sum(n_gpus * date_diff('second', start_time, end_time)) / 3600.0, 0) FROM job_attempts) gpu_hours, "
+        "(SELECT sum(lost_gpu_hours) FROM interruptions WHERE NOT planned) lost, "
+        "(SELECT sum(productive_hours * n_gpus) / nullif(sum(wall_hours * n_gpus), 0) FROM goodput_jobs) g, "
+        "(SELECT avg(goodput) FROM goodput_jobs) a"
+    ).row(0, named=True)
+    assert (head["jobs"], head["attempts"]) == (old["jobs"], old["attempts"]) == (jobs.height, jobs.height)
+    assert head["gpu_hours"] == pytest.approx(old["gpu_hours"])
+    assert head["lost_gpu_hours"] == pytest.approx(old["lost"])
+    assert head["goodput_gpu_hours"] == pytest.approx(old["g"]) and head["goodput_mean"] == pytest.approx(old["a"])
+    assert head["unexpected"] == intr.height > 0
+    assert f"jobs: {jobs.height:,}  attempts: {jobs.height:,}" in out
 
 
 def test_breakdown_pure_handles_no_jobs():
