@@ -91,7 +91,9 @@ class Scope:
         """SQL over ``job_attempts``: the scope's attempts (overlapping [from, to), not clipped)."""
         conds = [f'"{k}" = {_lit(v)}' for k in ("cluster", "partition", "account") if (v := getattr(self, k)) is not None]
         if self.start is not None:
-            conds.append(f"coalesce(end_time, start_time, submit_time) >= {_ts(self.start)}")
+            # [start, end) meets [from, to); an attempt with one time only counts where it is
+            conds.append(f"(coalesce(end_time, start_time, submit_time) > {_ts(self.start)} "
+                         f"OR coalesce(start_time, submit_time, end_time) >= {_ts(self.start)})")
         if self.end is not None:
             conds.append(f"coalesce(start_time, submit_time, end_time) < {_ts(self.end)}")
         return " AND ".join(conds) or "true"

@@ -112,7 +112,7 @@ def test_scoped_views_filter_jobs_hosts_and_time(fleet):
     att = t.read("job_attempts")
     assert att["start_time"].min() == datetime(2026, 1, 10) and att["end_time"].max() <= datetime(2026, 1, 20)
     lo, hi = datetime(2026, 1, 10, 12), datetime(2026, 1, 20)
-    assert att.height == jobs.filter((pl.col("end_time") >= lo) & (pl.col("start_time") < hi)).height
+    assert att.height == jobs.filter((pl.col("end_time") > lo) & (pl.col("start_time") < hi)).height
     assert att.height < 10 * 2 * HOSTS  # days 9..18, less the day-9 jobs a failure ended before noon
     ev = t.read("hw_events")
     assert ev.height == hw.filter(pl.col("time").is_between(datetime(2026, 1, 10, 12), datetime(2026, 1, 20), closed="left")).height
@@ -213,3 +213,22 @@ def test_breakdown_pure_handles_no_jobs():
 
     empty = breakdown(TABLES["job_attempts"].empty(), TABLES["interruptions"].empty(), TABLES["goodput_jobs"].empty())
     assert empty.height == 0 and empty.columns == list(TABLES["goodput_breakdown"].columns)
+
+
+def test_config_scope_is_the_dagster_resources(fleet):
+    from pipelines.resources import GoodputConfig
+    from warehouse.scoped import ScopedWarehouse
+    from warehouse.store import WarehouseError
+
+    wh, jobs, *_ = fleet
+    plain = GoodputConfig(home=str(wh.home))
+    assert plain.scope().whole and type(plain.analysis_warehouse()) is Warehouse
+    cfg = GoodputConfig(home=str(wh.home), scope_cluster="c2", scope_from="2026-02-01T00:00:00Z", scope_to="2026-02-11")
+    assert cfg.scope().describe() == "cluster c2, 2026-02-01 to 2026-02-11"
+    assert cfg.window_bounds() == (datetime(2026, 2, 1), datetime(2026, 2, 11))  # the scope's window
+    sw = cfg.analysis_warehouse()
+    assert isinstance(sw, ScopedWarehouse) and sw.home.parent == wh.home / "scopes"
+    # c2 never fails: whole days only; the attempts ending at 'from' do not overlap it
+    assert sw.read("job_attempts").height == 10 * HOSTS
+    with pytest.raises(WarehouseError, match="belongs to the parent warehouse"):
+        sw.replace_table("job_attempts", jobs)
