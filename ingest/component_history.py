@@ -26,11 +26,30 @@ Canonical header: ``component_class,serial,slot,installed_at,removed_at,removal_
 - ``component_class`` is lower-cased and common names are mapped to the DESIGN.md taxonomy
   (``GPU``, ``HBM`` -> gpu_memory, ``DIMM`` -> host_memory, ``PSU``, ``fan`` -> cooling,
   ``SSD``/``NVMe`` -> storage, ``HCA``/``NIC`` -> nic); other names are kept as given.
+
+Two other layouts real collectors write are recognised by their first line (``layout``):
+
+- **Inventory intervals** (``serial | location | first seen | last seen``), the shape OLCF
+  published for Titan's GPUs: one row per contiguous sighting of a serial in a location, a
+  blank serial continuing the serial above, and event rows `` | | DBE | time`` marking the
+  serial's failure. A record is one interval row; an event row belongs to the serial's latest
+  interval starting at or before the event (that unit failed; ``removal_reason`` = the event,
+  ``removed_at`` = the later of last seen and the event). The class is not in the file: it comes
+  from the file name (``titan.gpu.history.txt`` -> gpu), else the whole file is quarantined
+  saying so. ``location`` is the node; ``position`` is the class.
+- **HPE ``sat hwhist``** tables (``| xname | FRUID | Timestamp | EventType |`` in either column
+  order, ``+---+`` borders): Hardware State Manager events (Added, Removed, Detected, Scanned)
+  of each FRU at each location, folded into installations: a record is one FRU's stay at one
+  xname, from its first event to its ``Removed`` event (null while still seen). The FRUID
+  (``Type.Maker.Part.Serial``) is the serial, its type the class (``NodeAccel`` -> gpu,
+  ``Processor`` -> cpu, ``Memory`` -> host_memory, ...), its middle the model. HSM does not
+  say why a FRU was removed: ``failed`` is false and the removal is censored, not a failure.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import PurePath
 
 import polars as pl
 
@@ -64,6 +83,8 @@ CLASS_NAMES = {
     "psu": "psu", "power supply": "psu", "fan": "cooling", "fans": "cooling",
     "ssd": "storage", "nvme": "storage", "disk": "storage", "drive": "storage", "hdd": "storage",
     "nic": "nic", "hca": "nic", "cpu": "cpu", "processor": "cpu",
+    # HPE Hardware State Manager component types (the first part of a FRUID)
+    "nodeaccel": "gpu", "nodeenclosurepowersupply": "psu", "nodehsnnic": "nic",
 }  # fmt: skip
 
 
@@ -103,9 +124,36 @@ def parse_times(expr: pl.Expr, tz: str, fmt: str | None = None) -> pl.Expr:
     return pl.when(zoned).then(aware).otherwise(pl.coalesce(naive, epoch))
 
 
+# the first line that is not blank, a comment or a table border tells the layout apart
+_HWHIST_HEADER = re.compile(
+    r"^\s*\|(?=.*\bxname\b)(?=.*\bfruid\b)(?=.*\btimestamp\b)(?=.*\beventtype\b).*\|\s*$", re.IGNORECASE
+)
+_INTERVAL_ROW = re.compile(r"^[^|,]*\|[^|]*\S[^|]*\|\s*\d[^|]*\|\s*\d[^|]*$")
+_BORDER = r"^\+[-+=]*\+$"  # a table border line: not a record
+HSM_EVENTS = ("added", "removed", "detected", "scanned")
+
+
+def layout(head: bytes) -> str:
+    """``csv``, ``intervals`` (serial | location | first seen | last seen) or ``hwhist``."""
+    for line in head.decode("utf-8-sig", errors="replace").split("\n"):
+        line = line.strip()
+        if line and not line.startswith("#") and not re.match(_BORDER, line):
+            if _HWHIST_HEADER.match(line):
+                return "hwhist"
+            return "intervals" if _INTERVAL_ROW.match(line) else "csv"
+    return "csv"
+
+
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
+    data = data.removeprefix(b"\xef\xbb\xbf")  # drop a BOM
+    kind = layout(data[:65536])
+    if kind != "csv":
+        lines = numbered_lines(data, ParseContext())
+        text = pl.col("raw").str.strip_chars()
+        lines = lines.filter((text != "") & ~text.str.starts_with("#") & ~text.str.contains(_BORDER))
+        return (_parse_hwhist if kind == "hwhist" else _parse_intervals)(lines, data, ctx)
     delim = ctx.delimiter or ","
-    recs = _records(numbered_lines(data.removeprefix(b"\xef\xbb\xbf"), ParseContext()), delim)  # drop a BOM
+    recs = _records(numbered_lines(data, ParseContext()), delim)
     if recs.height == 0:
         return ParseResult({}, ParseResult.empty_quarantine(), 0)
     header = [h.strip() for h in recs["fields"][0]]
@@ -137,6 +185,149 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     res = _normalize(df, ctx)
     q = pl.concat([quarantine_frame(bad_shape["line"], bad_shape["raw"], bad_shape["_shape"]), res.quarantine])
     return ParseResult(res.tables, q, res.records + bad_shape.height)
+
+
+def _get(i: int) -> pl.Expr:
+    return pl.col("fields").list.get(i, null_on_oob=True)
+
+
+def _parse_intervals(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseResult:
+    """``serial | location | first seen | last seen`` rows and `` | | EVENT | time`` rows."""
+    tokens = re.split(r"[^a-z0-9]+", PurePath(ctx.path or "").name.lower())
+    cls = next((CLASS_NAMES[t] for t in tokens if t in CLASS_NAMES), None)
+    if cls is None:
+        err = ("component history: a 'serial | location | first seen | last seen' listing does not say which "
+               "component it lists; name the file after it (e.g. gpu_history.txt, psu_history.txt)")  # fmt: skip
+        return ParseResult({}, whole_file_quarantine(data, err, int(lines["line"][0]) if lines.height else 1), 1)
+    fields = pl.col("raw").str.split("|").list.eval(pl.element().str.strip_chars())
+    df = lines.with_columns(fields=fields, nf=fields.list.len()).with_columns(sn=_get(0), loc=_get(1), a=_get(2), b=_get(3))
+    kind = (
+        pl.when(pl.col("nf") != 4).then(pl.lit("bad"))
+        .when(pl.col("loc") != "").then(pl.lit("interval"))
+        .when((pl.col("sn") == "") & (pl.col("a") != "")).then(pl.lit("event"))
+        .otherwise(pl.lit("bad"))
+    )  # fmt: skip
+    df = df.with_columns(kind=kind).with_columns(
+        serial=pl.when((pl.col("kind") == "interval") & (pl.col("sn") != "")).then("sn").forward_fill()
+    )
+    error = (
+        pl.when(pl.col("nf") != 4)
+        .then(pl.format("expected 4 '|'-separated fields (serial | location | first seen | last seen, "
+                        "or ' | | EVENT | time'), found {}", "nf"))
+        .when(pl.col("kind") == "bad")
+        .then(pl.lit("neither an installation (a location in field 2) nor an event (its name in field 3)"))
+        .when(pl.col("serial").is_null())
+        .then(pl.format("a{} row with a blank serial before any serial", pl.when(pl.col("kind") == "event")
+                        .then(pl.lit("n event")).otherwise(pl.lit(" continuation"))))
+    )  # fmt: skip
+    df = df.with_columns(_error=error)
+    bad = df.filter(pl.col("_error").is_not_null())
+    ivs = df.filter(pl.col("_error").is_null() & (pl.col("kind") == "interval")).with_columns(
+        inst=parse_times(pl.col("a"), ctx.tz), rem=parse_times(pl.col("b"), ctx.tz)
+    )
+    ev = df.filter(pl.col("_error").is_null() & (pl.col("kind") == "event")).with_columns(
+        t=parse_times(pl.col("b"), ctx.tz)
+    )
+    # an event belongs to the serial's latest installation that starts at or before it
+    owner = (
+        ev.join(ivs.select("serial", iline="line", inst="inst"), on="serial")
+        .filter(pl.col("inst") <= pl.col("t"))
+        .sort("inst", "iline")
+        .group_by("line")
+        .agg(pl.col("iline").last())
+    )
+    ev = ev.join(owner, on="line", how="left")
+    orphan = ev.filter(pl.col("iline").is_null()).with_columns(
+        _error=pl.when(pl.col("t").is_null())
+        .then(pl.format("unreadable event time '{}'", "b"))
+        .otherwise(pl.format("{} at {} for serial {}: no readable installation of that serial starts at or "
+                             "before it", "a", "b", "serial"))
+    )  # fmt: skip
+    fail = (
+        ev.filter(pl.col("iline").is_not_null())
+        .group_by("iline")
+        .agg(reason=pl.col("a").unique(maintain_order=True).str.join(", "), t_max=pl.col("t").max(),
+             t_text=pl.col("b").sort_by("t").last())
+    )  # fmt: skip
+    ivs = ivs.join(fail, left_on="line", right_on="iline", how="left")
+    later = pl.col("t_max").is_not_null() & (pl.col("rem").is_null() | (pl.col("t_max") > pl.col("rem")))
+    canonical = ivs.select(
+        "line", "raw", "serial",
+        component_class=pl.lit(cls), host=pl.col("loc"), position=pl.lit(cls),
+        installed_at="a", removed_at=pl.when(later).then("t_text").otherwise("b"),
+        removal_reason="reason", failed=pl.when(pl.col("t_max").is_not_null()).then(pl.lit("true")).otherwise(pl.lit("false")),
+    )  # fmt: skip
+    return _with_quarantine(_normalize(canonical, ctx), pl.concat([bad, orphan], how="diagonal_relaxed"))
+
+
+def _parse_hwhist(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseResult:
+    """HPE ``sat hwhist`` tables: one record per FRU stay at one xname."""
+    names = [h.strip().lower() for h in lines["raw"][0].strip().strip("|").split("|")] if lines.height else []
+    if not {"xname", "fruid", "timestamp", "eventtype"} <= set(names):
+        err = "sat hwhist: the first table row is not the header '| xname | FRUID | Timestamp | EventType |'"
+        return ParseResult({}, whole_file_quarantine(data, err), 1)
+    at = {n: names.index(n) for n in ("xname", "fruid", "timestamp", "eventtype")}
+    text = pl.col("raw").str.strip_chars()
+    df = lines.slice(1).with_columns(
+        pl.col("raw").str.strip_chars().str.strip_chars("|").str.split("|").list.eval(pl.element().str.strip_chars())
+        .alias("fields")
+    ).with_columns(
+        nf=pl.col("fields").list.len(),
+        xname=_get(at["xname"]), fruid=_get(at["fruid"]), ts=_get(at["timestamp"]),
+        event=_get(at["eventtype"]).str.to_lowercase(),
+    ).with_columns(time=parse_times(pl.col("ts"), ctx.tz))  # fmt: skip
+    error = (
+        pl.when(~text.str.starts_with("|") | ~text.str.ends_with("|"))
+        .then(pl.lit("not a table row ('| xname | FRUID | Timestamp | EventType |')"))
+        .when(pl.col("nf") != len(names))
+        .then(pl.format(f"expected {len(names)} '|'-separated columns as the header, found {{}}", "nf"))
+        .when(pl.col("xname") == "").then(pl.lit("empty xname"))
+        .when(pl.col("fruid") == "").then(pl.lit("empty FRUID"))
+        .when(pl.col("time").is_null()).then(pl.format("unreadable Timestamp '{}'", "ts"))
+        .when(implausible_time(pl.col("time"), ctx).is_not_null())
+        .then(pl.format("Timestamp: {}", implausible_time(pl.col("time"), ctx)))
+        .when(~pl.col("event").is_in(HSM_EVENTS))
+        .then(pl.format("unknown EventType '{}' (want Added, Removed, Detected or Scanned)", _get(at["eventtype"])))
+    )  # fmt: skip
+    df = df.with_columns(_error=error)
+    bad = df.filter(pl.col("_error").is_not_null())
+    removed = pl.col("event") == "removed"
+    # a Removed event ends a stay; the FRU's next event at that xname starts another
+    stays = (
+        df.filter(pl.col("_error").is_null())
+        .sort("fruid", "xname", "time", "line")
+        .with_columns(stay=(removed.cast(pl.Int64).cum_sum() - removed.cast(pl.Int64)).over("fruid", "xname"))
+        .group_by("fruid", "xname", "stay", maintain_order=True)
+        .agg(
+            line=pl.col("line").first(), raw=pl.col("raw").first(),
+            installed_at=pl.col("ts").filter(~removed).first(), removed_at=pl.col("ts").filter(removed).first(),
+        )
+    )  # fmt: skip
+    orphan = stays.filter(pl.col("installed_at").is_null()).with_columns(
+        _error=pl.format("Removed at {} with no earlier event of this FRU at {}", "removed_at", "xname")
+    )
+    stays = stays.filter(pl.col("installed_at").is_not_null())
+    node = pl.col("xname").str.extract(r"^(x\d+c\d+s\d+b\d+n\d+)", 1)
+    parts = pl.col("fruid").str.split(".")
+    canonical = stays.sort("line").select(
+        "line", "raw", "installed_at", "removed_at",
+        component_class=parts.list.first(), serial="fruid",
+        model=pl.when(parts.list.len() > 2).then(parts.list.slice(1, parts.list.len() - 2).list.join(".")),
+        host=pl.coalesce(node, pl.col("xname").str.extract(r"^(.+?)[a-z]+\d+$", 1), "xname"),
+        position=pl.coalesce(
+            pl.when(node.is_not_null()).then(pl.col("xname").str.slice(node.str.len_chars())).replace("", None),
+            pl.col("xname").str.extract(r"([a-z]+\d+)$", 1),
+        ),
+        removal_reason=pl.when(pl.col("removed_at").is_not_null()).then(pl.lit("Removed")),
+        failed=pl.lit("false"),
+    )  # fmt: skip
+    return _with_quarantine(_normalize(canonical, ctx), pl.concat([bad, orphan], how="diagonal_relaxed"))
+
+
+def _with_quarantine(res: ParseResult, bad: pl.DataFrame) -> ParseResult:
+    """``res`` plus the layout's own rejected records (``line``, ``raw``, ``_error``)."""
+    q = pl.concat([quarantine_frame(bad["line"], bad["raw"], bad["_error"]), res.quarantine]).sort("line")
+    return ParseResult(res.tables, q, res.records + bad.height)
 
 
 def _records(lines: pl.DataFrame, delim: str) -> pl.DataFrame:
@@ -290,6 +481,9 @@ def _normalize(df: pl.DataFrame, ctx: ParseContext) -> ParseResult:
 
 
 def detect(head: bytes, name: str) -> int:
+    kind = layout(head)
+    if kind != "csv":
+        return 90 if kind == "hwhist" else 60
     first = head.decode("utf-8-sig", errors="replace").lstrip().split("\n", 1)[0]
     cols = {_norm(c) for c in first.split(",")}
     if {"componentclass", "serial", "installedat"} <= cols:
@@ -304,5 +498,5 @@ FORMAT = FormatSpec(
     primary="component_history",
     parse=parse,
     detect=detect,
-    description="component installation history CSV (canonical header or --map)",
+    description="component installation history: CSV (canonical header or --map), inventory intervals, HPE sat hwhist",
 )

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from dashboards import charts
-from dashboards.report import _trend
+from dashboards.section import ReportContext
+from dashboards.sections import hazard_ratios, rate_trend
 from warehouse.schemas import conform
 
 
@@ -44,7 +44,7 @@ def _trend_rates() -> pl.DataFrame:
 
 
 def test_monthly_chart_draws_cis_and_zero_failure_months_on_a_band_axis():
-    chart = charts.rate_trend_chart(charts.trend_frame(_trend_rates()))
+    chart = rate_trend.rate_trend_chart(rate_trend.trend_frame(_trend_rates()))
     spec, layers = _layers(chart)
     assert "95% CI" in spec["title"]["text"]
     rules = [(lay, rows) for lay, rows in layers if lay["mark"]["type"] == "rule"]
@@ -75,7 +75,7 @@ def test_trend_reading_uses_the_exact_test_not_ci_overlap():
     noise") but the conditional binomial test gives p = 0.033. The low-exposure March is not
     the comparison's end point."""
     gpu = _trend_rates().filter(pl.col("component_class") == "gpu")
-    reading = _trend({"failure_rates": gpu}).reading
+    reading = rate_trend.build(ReportContext(None, {"failure_rates": gpu}, 0)).reading
     assert "the largest change is gpu: 5 (2026-01) to 8.33 (2026-02)" in reading
     assert "(30 vs 50 failures)" in reading and "p = 0.033: a real change." in reading
     assert "noise" not in reading and "overlap" not in reading
@@ -123,13 +123,13 @@ def _hazards() -> pl.DataFrame:
 
 
 def test_hazard_ratio_chart_shows_units_and_adjusted_significance():
-    spec, layers = _layers(charts.hazard_ratio_chart(_hazards()))
+    spec, layers = _layers(hazard_ratios.hazard_ratio_chart(_hazards()))
     rows = next(rows for lay, rows in layers if lay["mark"]["type"] == "point" and rows)
     got = {r["term"]: r["evidence"] for r in rows}
     assert got == {
-        "gpu · temp_mean per degC": charts.EVIDENCE["clear"],
-        "gpu · rack-03 vs rack-02": charts.EVIDENCE["none"],  # unadjusted p 0.015: not enough
-        "gpu · temp_max per degC": charts.EVIDENCE["ph"],  # significant, PH rejected
+        "gpu · temp_mean per degC": hazard_ratios.EVIDENCE["clear"],
+        "gpu · rack-03 vs rack-02": hazard_ratios.EVIDENCE["none"],  # unadjusted p 0.015: not enough
+        "gpu · temp_max per degC": hazard_ratios.EVIDENCE["ph"],  # significant, PH rejected
     }
     assert "1 row(s) with an uninformative CI" in spec["title"]["subtitle"]
     assert "holm correction" in spec["title"]["subtitle"]

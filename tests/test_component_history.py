@@ -13,7 +13,7 @@ from ingest.base import ParseContext
 from ingest.component_history import detect, parse
 from ingest.registry import detect as registry_detect
 from ingest.runner import ingest_paths
-from tests.conftest import SAMPLE_FLEET
+from tests.conftest import FIXTURES, SAMPLE_FLEET
 
 HEADER = "component_class,serial,slot,installed_at,removed_at,removal_reason,failed\n"
 
@@ -226,3 +226,89 @@ def test_exact_duplicate_records_are_stored_once_and_counted_as_duplicates(wh, t
     assert ok["serial"].to_list() == ["SN00000", "SN00001", "SN00002"]
     assert ok["source_line"].to_list() == [2, 3, 5]
     assert wh.read("quarantine").height == 0
+
+
+# ----------------------------------------------------------------------------- other layouts
+def _fixture(name):
+    path = FIXTURES / "component_history" / name
+    return _parse(path.read_bytes(), path=str(path))
+
+
+def test_olcf_inventory_intervals_fold_the_failure_event_into_the_unit_it_ended():
+    ok, q = _fixture("olcf_titan_gpu_history.txt")
+    assert q.height == 0 and ok.height == 9  # nine sightings; the DBE row belongs to one of them
+    assert set(ok["component_class"]) == {"gpu"}  # from the file name
+    sn = ok.group_by("serial").len().sort("serial")
+    assert sn.rows() == [("0323812007945", 4), ("0323812008856", 4), ("0325216047736", 1)]
+    failed = ok.filter(pl.col("failed"))
+    assert failed.select("serial", "host", "removal_reason", "removed_at").rows() == [
+        ("0323812008856", "c23-6c1s7n2", "DBE", datetime(2018, 11, 2, 14, 42, 34))
+    ]
+    first = ok.filter(pl.col("source_line") == 2).row(0, named=True)  # a continuation row
+    assert (first["serial"], first["slot"], first["installed_at"], first["removed_at"]) == (
+        "0323812007945", "c13-1c1s3n3/gpu", datetime(2014, 1, 21, 21, 10, 42), datetime(2017, 8, 1, 2, 15, 2)
+    )
+
+
+def test_inventory_intervals_reject_what_they_cannot_place():
+    text = (
+        " | c1-0c0s0n0 | 01/01/2020 00:00:00 | 01/02/2020 00:00:00\n"  # continuation before any serial
+        "SN1 | c1-0c0s0n1 | 01/05/2020 00:00:00 | 02/01/2020 00:00:00\n"
+        " | | OTB | 01/01/2020 00:00:00\n"  # before SN1's first installation
+        "SN1 | c1-0c0s0n1 | 01/05/2020\n"  # three fields
+        " | | DBE | 03/01/2020 10:00:00\n"  # after last seen: the failure ends the stay then
+        "SN2 | c1-0c0s0n2 | someday | 02/01/2020 00:00:00\n"
+    )
+    ok, q = _parse(text, path="/x/gpu_history.txt")
+    assert ok.select("serial", "failed", "removal_reason", "removed_at").rows() == [
+        ("SN1", True, "DBE", datetime(2020, 3, 1, 10))
+    ]
+    assert dict(zip(q["line"], q["error"], strict=True)) == {
+        1: "a continuation row with a blank serial before any serial",
+        3: "OTB at 01/01/2020 00:00:00 for serial SN1: no readable installation of that serial starts at or before it",
+        4: "expected 4 '|'-separated fields (serial | location | first seen | last seen, or ' | | EVENT | time'), found 3",
+        6: "unreadable installed_at 'someday'",
+    }
+    ok, q = _parse(text, path="/x/history.txt")  # no class in the name: one row says what to do
+    assert ok.height == 0 and q.height == 1 and "name the file after it" in q["error"][0]
+
+
+def test_hpe_sat_hwhist_tables_become_installations():
+    rows = []
+    for name in ("hpe_sat_hwhist_by_xname.txt", "hpe_sat_hwhist_by_fru.txt", "hpe_sat_hwhist_added.txt"):
+        ok, q = _fixture(name)
+        assert q.height == 0
+        rows += ok.select("component_class", "host", "position", "model", "installed_at", "removed_at", "failed").rows()
+    assert rows == [  # five Detected events of one FRU at one xname are one stay, still in service
+        ("cpu", "x3000c0s3b0n0", "p0", "AdvancedMicroDevicesInc", datetime(2021, 6, 2, 18, 37, 31, 619581), None, False),
+        ("psu", "x3000c0s17e0", "t1", "LiteonPower", datetime(2021, 6, 2, 18, 37, 34, 623145), None, False),
+        ("host_memory", "x3000c0s7b0n0", "d9", "Hynix.HMA41GR7MFR8NTFT1", datetime(2021, 5, 4, 19, 33, 3, 396677), None, False),
+    ]
+
+
+def test_hwhist_removed_events_end_stays_and_bad_rows_are_quarantined():
+    head = (
+        "+---+\n| FRUID | xname | Timestamp | EventType |\n+---+\n"
+    )
+    body = [
+        "| NodeAccel.NVIDIA.X.G1 | x1000c0s0b0n0a0 | 2024-01-01T00:00:00Z | Added |",
+        "| NodeAccel.NVIDIA.X.G1 | x1000c0s0b0n0a0 | 2024-02-01T00:00:00Z | Removed |",
+        "| NodeAccel.NVIDIA.X.G1 | x1000c0s0b0n0a0 | 2024-03-01T00:00:00Z | Added |",  # back: a second stay
+        "| NodeAccel.NVIDIA.X.G1 | x1000c0s0b0n0a0 | 2024-03-05T00:00:00Z | Scanned |",
+        "| NodeAccel.NVIDIA.X.G2 | x1000c0s0b0n0a1 | 2024-01-01T00:00:00Z | Removed |",  # never seen before
+        "| NodeAccel.NVIDIA.X.G3 | x1000c0s0b0n0a2 | 2024-01-01T00:00:00Z | Moved |",
+        "| NodeAccel.NVIDIA.X.G3 | x1000c0s0b0n0a2 | yesterday | Added |",
+        "| NodeAccel.NVIDIA.X.G3 | x1000c0s0b0n0a2 | 2024-01-01T00:00:00Z |",
+    ]
+    ok, q = _parse(head + "\n".join(body) + "\n+---+\n")
+    assert ok.select("component_class", "serial", "position", "installed_at", "removed_at", "removal_reason").rows() == [
+        ("gpu", "NodeAccel.NVIDIA.X.G1", "a0", datetime(2024, 1, 1), datetime(2024, 2, 1), "Removed"),
+        ("gpu", "NodeAccel.NVIDIA.X.G1", "a0", datetime(2024, 3, 1), None, None),
+    ]
+    assert not ok["failed"].any()  # HSM does not say why a FRU left: censored, not failed
+    assert dict(zip(q["line"], q["error"], strict=True)) == {
+        8: "Removed at 2024-01-01T00:00:00Z with no earlier event of this FRU at x1000c0s0b0n0a1",
+        9: "unknown EventType 'Moved' (want Added, Removed, Detected or Scanned)",
+        10: "unreadable Timestamp 'yesterday'",
+        11: "expected 4 '|'-separated columns as the header, found 3",
+    }

@@ -51,6 +51,7 @@ FIXTURE_FORMATS = {
     "bmc/redfish-mockup__Chassis_*": "redfish-sensors",
     "bmc/sushy__json_samples_power*": "redfish-sensors",
     "checkpoints/*": "checkpoints",
+    "component_history/*": "component-history",
 }
 CASES = sorted({(p, fmt) for glob, fmt in FIXTURE_FORMATS.items() for p in FIXTURES.glob(glob) if p.is_file()})
 FORMATS = sorted(formats())
@@ -62,8 +63,6 @@ def _xfail(reason: str):
 
 # Failures found in formats this contract does not own: fixed where the parser lives.
 KNOWN: dict[tuple[str, str], str] = {}
-# No public RMA/CMDB export in CSV was found; tests/test_component_history.py builds its cases.
-NO_FIXTURE_YET = {"component-history"}
 
 
 def _formats(test: str):
@@ -86,7 +85,7 @@ def _check(fmt: str, data: bytes, ctx: ParseContext | None = None):
 def test_every_format_has_a_fixture():
     have = {fmt for _, fmt in CASES}
     missing = [f for f in FORMATS if f not in have]
-    assert missing == [x for x in missing if x in NO_FIXTURE_YET]
+    assert missing == []
 
 
 @pytest.mark.parametrize("path, fmt", CASES, ids=[str(p.relative_to(FIXTURES)) for p, _ in CASES])

@@ -11,8 +11,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from dashboards import charts
-from dashboards.report import NO_DATA, build_report, build_sections, script_json
+from dashboards.report import build_report, build_sections, script_json
+from dashboards.section import NO_DATA
+from dashboards.sections import causes, survival
 from pipelines.cli import main
 from warehouse.schemas import TABLES, conform
 from warehouse.store import Warehouse
@@ -260,7 +261,7 @@ def test_cli_out_and_partial_warehouse(tmp_path, capsys):
 
 
 def test_llama3_reference_mix():
-    ref = charts.llama3_frame()
+    ref = causes.llama3_frame()
     assert ref["count"].sum() == 419
     assert dict(zip(ref["cause_class"], ref["count"], strict=True))["gpu"] == 148 + 17 + 6
     assert dict(zip(ref["cause_class"], ref["count"], strict=True))["software"] == 54 + 7 + 2
@@ -279,7 +280,7 @@ def test_survival_frame_is_thinned():
             "at_risk": [1] * 5000,
         }
     )
-    out = charts.survival_frame(sc, max_points=100)
+    out = survival.survival_frame(sc, max_points=100)
     assert out.height <= 102 and out["t"].min() == 0 and out["t"].max() == 4999
 
 

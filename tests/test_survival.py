@@ -340,7 +340,8 @@ def test_sample_fleet_hazard_ratios_find_temperature_and_no_rack_effect():
     """The committed fleet's lifetimes: the simulated truth is a GPU hazard ratio of 1.284 per
     degC of temperature offset and no rack effect. Unadjusted, a rack looks 'significant'
     (rack-03, p ~ 0.015, chance among ~30 tests); after Holm it is not, temperature is."""
-    from dashboards.report import _hazards
+    from dashboards.section import ReportContext
+    from dashboards.sections import hazard_ratios
 
     lt = pl.read_parquet(SAMPLE_LIFETIMES)
     notes: list[str] = []
@@ -359,7 +360,7 @@ def test_sample_fleet_hazard_ratios_find_temperature_and_no_rack_effect():
         "rack-"
     )
     assert any("left out util_mean" in n for n in notes)  # power and utilisation: one measurement
-    reading = _hazards({"hazard_ratios": hr}).reading
+    reading = hazard_ratios.build(ReportContext(None, {"hazard_ratios": hr}, 0)).reading
     assert "temp_mean on gpu multiplies the hazard by 1.32 per degC" in reading
     assert "rack" not in reading and "holm correction for 29 tests" in reading
 

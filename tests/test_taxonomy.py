@@ -12,7 +12,7 @@ from analysis.goodput_measured import measure
 from analysis.montecarlo import JobConfig
 from analysis.projection import interruption_rate, llama3_rates, rates_from_table
 from analysis.whatif import Scenario
-from dashboards import charts
+from dashboards.sections import causes
 from ingest import xid_catalog
 from pipelines.cli import main
 from sample_data import fleet
@@ -30,7 +30,7 @@ def test_llama3_table_is_the_published_one_with_one_folding():
     assert mix["gpu_sram"] == 19 and mix["unknown"] == 2 + 2 and sum(mix.values()) == 419
     assert set(mix) <= set(taxonomy.CLASSES)
     # the report's reference mix is the same table and folding
-    ref = dict(charts.llama3_frame().select("cause_class", "count").iter_rows())
+    ref = dict(causes.llama3_frame().select("cause_class", "count").iter_rows())
     assert ref == mix
     # the simulator reads its counts from the same published table
     assert fleet.LLAMA_RATES["gpu"][0] == 148 + 17 + 19

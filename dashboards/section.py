@@ -1,0 +1,171 @@
+"""The report-section contract and what sections share: ``Section`` (what a section module's
+``build`` returns), ``ReportContext`` (what it is given), the text formatting helpers, and the
+few readings more than one section states (fleet coverage, the projection at the target scale,
+the interruption scope).
+
+A section is one module ``dashboards/sections/<key>.py`` declaring ``KEY``, ``TITLE``,
+``ORDER``, ``TABLES`` and ``build(ctx) -> Section``; ``dashboards.sections.registry`` finds it.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import altair as alt
+import polars as pl
+
+from analysis.taxonomy import DEFAULT_SCOPE
+
+NO_DATA = "no data yet: run goodput demo / goodput build"
+SCOPE_WORDS = {
+    "hardware": "hardware fits only",
+    "infrastructure": "infrastructure: everything but the job's own failures",
+    "all": "all causes, the job's own failures included",
+}
+WHOLE_FLEET = "whole fleet"
+
+
+@dataclass
+class Section:
+    key: str  # chart file name and element id (a fixed identifier, never data)
+    title: str
+    chart: alt.TopLevelMixin | None = None
+    reading: str = ""
+    note: str = ""  # shown instead of the chart when there is none
+    extra_html: str = ""  # already escaped
+    spec: dict | None = field(default=None, repr=False)
+
+
+@dataclass
+class ReportContext:
+    """What every section's ``build`` gets: the warehouse, every table any section's ``TABLES``
+    names (read once for the whole report), the target job size and the scope in words."""
+
+    wh: object
+    t: dict[str, pl.DataFrame]
+    target_gpus: int
+    scope: str = WHOLE_FLEET
+
+    @cached_property
+    def coverage(self) -> pl.DataFrame:
+        """First/last time and rows per (source table, host), computed once per report."""
+        return coverage_frame(self.wh)
+
+
+# ----------------------------------------------------------------------------- formatting
+def pct(x: float | None, digits: int = 1) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.{digits}f}%"
+
+
+def num(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    if x == 0:
+        return "0"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def hours(h: float | None) -> str:
+    if h is None or not math.isfinite(h):
+        return "n/a"
+    if h < 1:
+        return f"{h * 60:.0f} min"
+    if h < 48:
+        return f"{h:.1f} h"
+    return f"{h / 24:.1f} days"
+
+
+def html_table(header: list[str], rows: list[list]) -> str:
+    """An HTML table; every cell is escaped."""
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{html.escape('' if c is None else str(c))}</td>" for c in r)
+        + "</tr>"
+        for r in rows
+    )
+    return f'<table class="data"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+# ----------------------------------------------------------------------------- shared readings
+def coverage_frame(wh) -> pl.DataFrame:
+    """first/last time and row count per (source table, host): aggregates, never raw samples."""
+    parts = []
+    queries = {
+        "job_attempts": (
+            "SELECT unnest(nodes) AS host, start_time AS t0, coalesce(end_time, start_time) AS t1 "
+            "FROM ({v}) WHERE start_time IS NOT NULL"
+        ),
+        "hw_events": "SELECT host, time AS t0, time AS t1 FROM ({v}) WHERE time IS NOT NULL",
+        "bmc_sensors": "SELECT host, time AS t0, time AS t1 FROM ({v}) WHERE time IS NOT NULL",
+    }
+    if wh.files("gpu_hourly"):
+        queries["gpu_hourly"] = (
+            "SELECT host, hour AS t0, hour + INTERVAL 1 HOUR AS t1, n FROM ({v}) WHERE hour IS NOT NULL"
+        )
+    else:
+        queries["gpu_samples"] = (
+            "SELECT host, time AS t0, time AS t1 FROM ({v}) WHERE time IS NOT NULL"
+        )
+    for table, inner in queries.items():
+        if not wh.files(table):
+            continue
+        count = "sum(n)" if table == "gpu_hourly" else "count(*)"
+        sql = (
+            f"SELECT '{table}' AS source, coalesce(host, '(no host)') AS host, min(t0) AS first, "
+            f"max(t1) AS last, {count}::BIGINT AS rows FROM ({inner.format(v=wh.view_sql(table))}) "
+            "GROUP BY 2 ORDER BY 2"
+        )
+        parts.append(wh.query(sql))
+    if not parts:
+        return pl.DataFrame(
+            schema={
+                "source": pl.Utf8,
+                "host": pl.Utf8,
+                "first": pl.Datetime("us"),
+                "last": pl.Datetime("us"),
+                "rows": pl.Int64,
+            }
+        )
+    return pl.concat(
+        [p.with_columns(pl.col("first", "last").cast(pl.Datetime("us"))) for p in parts]
+    )
+
+
+def scale_frame(projections: pl.DataFrame) -> pl.DataFrame:
+    """The n_gpus sweep (scenario 'scale_sweep' when present), analytic rows first."""
+    df = projections.filter(pl.col("knob") == "n_gpus")
+    if "scale_sweep" in df["scenario"].to_list():
+        df = df.filter(pl.col("scenario") == "scale_sweep")
+    if df.height and "analytic" in df["method"].to_list():
+        df = df.filter(pl.col("method") == "analytic")
+    return df.unique("n_gpus", keep="first").sort("n_gpus")
+
+
+def projection_at(proj: pl.DataFrame, target: int) -> dict | None:
+    """The projection for a job of exactly ``target`` GPUs: a scale-sweep point, else the
+    sensitivity baseline (analysis/whatif.py evaluates it at the target scale)."""
+    sc = scale_frame(proj).filter(pl.col("n_gpus") == target)
+    if sc.height:
+        return sc.row(0, named=True)
+    base = proj.filter(
+        (pl.col("scenario") == "sensitivity")
+        & (pl.col("knob") == "baseline")
+        & (pl.col("n_gpus") == target)
+        & (pl.col("method") == "analytic")
+    )
+    return base.row(0, named=True) if base.height else None
+
+
+def interruption_scope(proj: pl.DataFrame) -> str:
+    """The interruption scope the stored projections used (``analysis.taxonomy.SCOPES``)."""
+    if "scope" in proj.columns:
+        named = proj["scope"].drop_nulls()
+        if named.len():
+            return named[0]
+    return DEFAULT_SCOPE

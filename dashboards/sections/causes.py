@@ -1,0 +1,174 @@
+"""Interruption causes: a Pareto of this fleet's unexpected interruptions by class beside the Llama
+3 published mix."""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from analysis.taxonomy import LLAMA3_TABLE, WORKLOAD, WORKLOAD_DOMAIN
+from dashboards import charts
+from dashboards.section import NO_DATA, ReportContext, Section, html_table, pct
+
+KEY = "causes"
+TITLE = "Interruption causes, beside the Llama 3 published mix"
+ORDER = 20
+TABLES = ("interruptions",)
+
+
+def cause_mix_frame(interruptions: pl.DataFrame) -> pl.DataFrame:
+    """Unexpected (unplanned) interruptions by cause class: count, share, cumulative share."""
+    df = interruptions.filter(~pl.col("planned").fill_null(False))
+    mix = (
+        df.group_by(pl.col("cause_class").fill_null("unknown"))
+        .agg(pl.len().alias("count"), pl.col("lost_gpu_hours").sum().alias("lost_gpu_hours"))
+        .sort(["count", "cause_class"], descending=[True, False])
+    )
+    total = mix["count"].sum()
+    return mix.with_columns(
+        (pl.col("count") / total).alias("share"),
+        (pl.col("count").cum_sum() / total).alias("cum_share"),
+    )
+
+
+def llama3_frame() -> pl.DataFrame:
+    """The Llama 3 reference mix per class of our taxonomy (count and share of 419)."""
+    raw = pl.DataFrame(
+        {
+            "published": [r[0] for r in LLAMA3_TABLE],
+            "count": [r[1] for r in LLAMA3_TABLE],
+            "cause_class": [r[2] for r in LLAMA3_TABLE],
+        }
+    )
+    agg = raw.group_by("cause_class").agg(pl.col("count").sum(), pl.col("published").str.join(", "))
+    return agg.with_columns((pl.col("count") / pl.col("count").sum()).alias("share")).sort(
+        ["count", "cause_class"], descending=[True, False]
+    )
+
+
+SOURCES = ["this fleet", "Llama 3 (published)"]
+
+
+def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
+    """Pareto of unexpected interruptions by class (``cause_mix_frame``), beside this fleet's vs
+    Llama 3's mix (``llama3_frame``)."""
+    order = mix["cause_class"].to_list()
+    bars = (
+        alt.Chart(mix)
+        .mark_bar(color="#4c78a8")
+        .encode(
+            x=alt.X("cause_class:N", sort=order, title="cause class"),
+            y=alt.Y("count:Q", title="unexpected interruptions"),
+            tooltip=[
+                "cause_class:N",
+                "count:Q",
+                alt.Tooltip("share:Q", format=".1%"),
+                alt.Tooltip("lost_gpu_hours:Q", format=",.0f", title="lost GPU-hours"),
+            ],
+        )
+    )
+    line = (
+        alt.Chart(mix)
+        .mark_line(point=True, color="#e45756")
+        .encode(
+            x=alt.X("cause_class:N", sort=order),
+            y=alt.Y(
+                "cum_share:Q",
+                title="cumulative share",
+                axis=alt.Axis(format="%"),
+                scale=alt.Scale(domain=[0, 1]),
+            ),
+            tooltip=["cause_class:N", alt.Tooltip("cum_share:Q", format=".1%", title="cumulative")],
+        )
+    )
+    pareto = (
+        alt.layer(bars, line)
+        .resolve_scale(y="independent")
+        .properties(width=charts.WIDTH // 2, height=charts.HEIGHT, title="This fleet: Pareto by class")
+    )
+    both = pl.concat(
+        [
+            mix.select("cause_class", "share", "count").with_columns(
+                pl.lit("this fleet").alias("source")
+            ),
+            ref.select("cause_class", "share", "count").with_columns(
+                pl.lit("Llama 3 (published)").alias("source")
+            ),
+        ],
+        how="vertical_relaxed",
+    )
+    classes = (
+        both.group_by("cause_class")
+        .agg(pl.col("share").max())
+        .sort(["share", "cause_class"], descending=[True, False])
+    )
+    compare = (
+        alt.Chart(both)
+        .mark_bar()
+        .encode(
+            y=alt.Y("cause_class:N", sort=classes["cause_class"].to_list(), title=None),
+            x=alt.X(
+                "share:Q", title="share of unexpected interruptions", axis=alt.Axis(format="%")
+            ),
+            yOffset=alt.YOffset("source:N", sort=SOURCES),
+            color=alt.Color(
+                "source:N",
+                scale=alt.Scale(domain=SOURCES, range=["#4c78a8", "#bab0ac"]),
+                legend=alt.Legend(orient="bottom", title=None),
+            ),
+            tooltip=["source:N", "cause_class:N", "count:Q", alt.Tooltip("share:Q", format=".1%")],
+        )
+        .properties(width=charts.WIDTH // 2 - 40, height=charts.HEIGHT, title="Share vs Llama 3 reference")
+    )
+    return alt.hconcat(pareto, compare, spacing=40)
+
+
+def build(ctx: ReportContext) -> Section:
+    t = ctx.t
+    s = Section(KEY, TITLE)
+    # the jobs' own failures (workload domain: exit codes, OOM) are one class of their own,
+    # apart from infrastructure causes (a software/NCCL hang on the fabric side stays software)
+    intr = t["interruptions"].with_columns(
+        pl.when(pl.col("failure_domain") == WORKLOAD_DOMAIN)
+        .then(pl.lit(WORKLOAD))
+        .otherwise(pl.col("cause_class"))
+        .alias("cause_class")
+    )
+    mix = cause_mix_frame(intr)
+    ref = llama3_frame()
+    s.extra_html = (
+        "<details><summary>How the Llama 3 categories map to our classes</summary>"
+        + html_table(
+            ["Llama 3 category", "interruptions", "our class"], [list(r) for r in LLAMA3_TABLE]
+        )
+        + "</details>"
+    )
+    if mix.height == 0:
+        s.note = (
+            NO_DATA
+            if intr.height == 0
+            else f"no unexpected interruptions ({intr.height:,} planned ones only)"
+        )
+        return s
+    s.chart = causes_chart(mix, ref)
+    total = mix["count"].sum()
+    own = mix.filter(pl.col("cause_class") == WORKLOAD)["count"].sum()
+    # Llama 3's 419 interruptions hold no failures of the jobs' own: compare infrastructure only
+    infra = mix.filter(pl.col("cause_class") != WORKLOAD)
+    s.reading = (
+        f"Of the {total:,} unexpected interruptions, {own:,} were the jobs' own failures "
+        f"(class {WORKLOAD}: exit codes, OOM) and {total - own:,} infrastructure."
+    )
+    if infra.height:
+        top = infra.row(0, named=True)
+        share = top["count"] / infra["count"].sum()
+        ref_share = ref.filter(pl.col("cause_class") == top["cause_class"])["share"]
+        llama = pct(ref_share[0], 0) if ref_share.len() else "0%"
+        k = min(3, infra.height)
+        s.reading += (
+            f" Among infrastructure interruptions {top['cause_class']} caused {pct(share, 0)} "
+            f"(Llama 3: {llama})"
+            + (f"; the top {k} infrastructure classes account for "
+               f"{pct(infra['count'].head(k).sum() / infra['count'].sum(), 0)}." if k > 1 else ".")
+        )
+    return s

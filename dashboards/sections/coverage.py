@@ -1,0 +1,89 @@
+"""Data quality: time covered per source table and host (aggregates from the warehouse, not raw
+samples)."""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from dashboards import charts
+from dashboards.section import NO_DATA, ReportContext, Section, html_table
+
+KEY = "coverage"
+TITLE = "Data quality: time covered per source and host"
+ORDER = 120
+TABLES = ()
+
+
+def coverage_chart(coverage: pl.DataFrame) -> alt.Chart:
+    """Time covered per host and source table: columns source, host, first, last, rows."""
+    hosts = sorted(coverage["host"].unique().to_list())
+    sel = charts.legend_select("source")
+    return (
+        alt.Chart(coverage)
+        .mark_bar(height=5)
+        .encode(
+            y=alt.Y("host:N", sort=hosts, title=None, axis=alt.Axis(labelFontSize=9)),
+            x=alt.X("first:T", title="time covered (UTC)"),
+            x2="last:T",
+            yOffset="source:N",
+            color=alt.Color("source:N", title="source table"),
+            opacity=alt.condition(sel, alt.value(1.0), alt.value(0.1)),
+            tooltip=[
+                "source:N",
+                "host:N",
+                alt.Tooltip("first:T", format="%Y-%m-%d %H:%M"),
+                alt.Tooltip("last:T", format="%Y-%m-%d %H:%M"),
+                alt.Tooltip("rows:Q", format=","),
+            ],
+        )
+        .add_params(sel)
+        .properties(width=charts.WIDTH, height=max(120, 16 * len(hosts)))
+    )
+
+def build(ctx: ReportContext) -> Section:
+    coverage = ctx.coverage
+    s = Section(KEY, TITLE)
+    if coverage.height == 0:
+        s.note = NO_DATA
+        return s
+    s.chart = coverage_chart(coverage)
+    per = (
+        coverage.group_by("source")
+        .agg(
+            pl.col("first").min(),
+            pl.col("last").max(),
+            pl.col("rows").sum(),
+            pl.col("host").n_unique().alias("hosts"),
+        )
+        .sort("source")
+    )
+    hosts = coverage.filter(pl.col("host") != "(no host)")
+    n_hosts = hosts["host"].n_unique()
+    n_src = hosts["source"].n_unique()
+    full = (
+        hosts.group_by("host")
+        .agg(pl.col("source").n_unique())
+        .filter(pl.col("source") == n_src)
+        .height
+    )
+    text = (
+        f"Data spans {per['first'].min():%Y-%m-%d} to {per['last'].max():%Y-%m-%d}; {full:,} of {n_hosts:,} hosts "
+        f"appear in all {n_src} source tables"
+    )
+    missing = sorted(set(per["source"].to_list()) ^ set(hosts["source"].to_list()))
+    s.reading = text + (f" (no per-host data in {', '.join(missing)})" if missing else "") + "."
+    s.extra_html = html_table(
+        ["source table", "first (UTC)", "last (UTC)", "rows", "hosts"],
+        [
+            [
+                r["source"],
+                f"{r['first']:%Y-%m-%d %H:%M}",
+                f"{r['last']:%Y-%m-%d %H:%M}",
+                f"{r['rows']:,}",
+                r["hosts"],
+            ]
+            for r in per.iter_rows(named=True)
+        ],
+    )
+    return s

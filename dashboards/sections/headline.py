@@ -1,0 +1,158 @@
+"""Headline figures: fleet size, GPU-hours, interruptions, MTTI, measured and projected goodput, as
+tiles."""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from analysis.goodput_measured import fleet_mtti
+from dashboards import charts
+from dashboards.section import (
+    NO_DATA,
+    SCOPE_WORDS,
+    ReportContext,
+    Section,
+    hours,
+    interruption_scope,
+    num,
+    pct,
+    projection_at,
+)
+
+KEY = "headline"
+TITLE = "Headline figures"
+ORDER = 10
+TABLES = ("job_attempts", "interruptions", "goodput_jobs", "goodput_projections", "component_history")
+
+
+def headline_chart(figures: pl.DataFrame) -> alt.Chart:
+    """Headline tiles: ``figures`` has label, value (formatted text), detail."""
+    df = figures.with_row_index("i").with_columns(
+        (pl.col("i") % 3).alias("col"), (pl.col("i") // 3).alias("row")
+    )
+    base = alt.Chart(df).encode(
+        x=alt.X("col:O", axis=None),
+        y=alt.Y("row:O", axis=None),
+        tooltip=[alt.Tooltip("label:N"), alt.Tooltip("value:N"), alt.Tooltip("detail:N")],
+    )
+    value = base.mark_text(fontSize=30, fontWeight="bold", dy=-12, color="#1f3b73").encode(
+        text="value:N"
+    )
+    label = base.mark_text(fontSize=13, dy=14, color="#333").encode(text="label:N")
+    detail = base.mark_text(fontSize=11, dy=32, color="#777").encode(text="detail:N")
+    return (value + label + detail).properties(width=charts.WIDTH, height=110 * int(df["row"].max() + 1))
+
+
+def _fleet_size(wh, coverage: pl.DataFrame, ch: pl.DataFrame) -> tuple[int, int]:
+    """(hosts, GPUs): hosts seen by any source; GPUs as distinct (host, gpu) in telemetry,
+    else GPU slots in the component history."""
+    hosts = set(coverage["host"].to_list()) - {"(no host)"}
+    hosts |= set(ch["host"].drop_nulls().to_list())
+    gpus = 0
+    for table in ("gpu_hourly", "gpu_samples"):
+        if wh.files(table):
+            gpus = wh.query(
+                f"SELECT count(DISTINCT (host, gpu)) FROM ({wh.view_sql(table)}) WHERE gpu IS NOT NULL"
+            ).item()
+            break
+    if not gpus and ch.height:
+        gpus = ch.filter(pl.col("component_class") == "gpu")["slot"].n_unique()
+    return len(hosts), int(gpus or 0)
+
+
+def build(ctx: ReportContext) -> Section:
+    t, target = ctx.t, ctx.target_gpus
+    s = Section(KEY, TITLE)
+    att, intr, jobs, proj = (
+        t["job_attempts"],
+        t["interruptions"],
+        t["goodput_jobs"],
+        t["goodput_projections"],
+    )
+    hosts, gpus = _fleet_size(ctx.wh, ctx.coverage, t["component_history"])
+    if not (hosts or att.height):
+        s.note = NO_DATA
+        return s
+    ran = att.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
+    gpu_hours = (
+        ran.select(
+            (
+                pl.col("n_gpus").fill_null(0)
+                * (pl.col("end_time") - pl.col("start_time")).dt.total_seconds()
+            ).sum()
+            / 3600
+        ).item()
+        or 0.0
+    )
+    fm = fleet_mtti(att, intr)
+    span_h, unexpected = fm["span_hours"], fm["unexpected"]
+    scope = interruption_scope(proj)
+    mtti = fm["mtti_all_hours"] if scope == "all" else fm["mtti_infrastructure_hours"]
+    w = pl.col("n_gpus").fill_null(0).cast(pl.Float64)
+    gj = jobs.filter(pl.col("wall_hours") > 0)
+    measured = (
+        gj.select((w * pl.col("productive_hours")).sum() / (w * pl.col("wall_hours")).sum()).item()
+        if gj.height
+        else None
+    )
+    at = projection_at(proj, target)
+    figures = [
+        ("fleet", f"{hosts:,} hosts", f"{gpus:,} GPUs"),
+        (
+            "GPU-hours used by jobs",
+            num(gpu_hours),
+            f"{att.height:,} attempts" + (f" over {hours(span_h)}" if span_h else ""),
+        ),
+        (
+            "unexpected interruptions",
+            f"{unexpected:,}",
+            f"{fm['infrastructure']:,} infrastructure, {fm['workload']:,} the jobs' own; "
+            f"{intr.height - unexpected:,} planned"
+            if intr.height
+            else "interruptions not attributed yet",
+        ),
+        (
+            f"MTTI, {scope} (fleet-wide)",
+            hours(mtti),
+            f"all causes: {hours(fm['mtti_all_hours'])}; job time span ÷ interruptions",
+        ),
+        (
+            "measured goodput",
+            pct(measured),
+            "weighted by GPU-hours" if measured is not None else "goodput_jobs empty",
+        ),
+    ]
+    if at is not None:
+        r = at
+        figures.append(
+            (
+                f"projected goodput at {target:,} GPUs",
+                pct(r["goodput"]),
+                f"95% band {pct(r['goodput_ci_low'])}–{pct(r['goodput_ci_high'])}",
+            )
+        )
+    else:
+        figures.append(
+            (f"projected goodput at {target:,} GPUs", "n/a", "no projection at this scale yet")
+        )
+    s.chart = headline_chart(
+        pl.DataFrame(figures, schema=["label", "value", "detail"], orient="row")
+    )
+    parts = [f"{hosts:,} hosts with {gpus:,} GPUs ran {num(gpu_hours)} GPU-hours of jobs"]
+    if unexpected:
+        parts.append(
+            f"{unexpected:,} jobs were interrupted unexpectedly ({fm['workload']:,} by their own failures), "
+            f"one every {hours(fm['mtti_infrastructure_hours'])} across the fleet from infrastructure "
+            f"and one every {hours(fm['mtti_all_hours'])} from all causes"
+        )
+    if measured is not None:
+        parts.append(f"measured goodput is {pct(measured)}")
+    if at is not None:
+        r = at
+        parts.append(
+            f"the rates project {pct(r['goodput'])} for one {target:,}-GPU job "
+            f"(scope {SCOPE_WORDS.get(scope, scope)}, the same as the MTTI above)"
+        )
+    s.reading = "; ".join(parts) + "."
+    return s

@@ -1,0 +1,154 @@
+"""Failure rate per class per month (95% CI) and the exact test of the largest change."""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import polars as pl
+
+from dashboards import charts
+from dashboards.section import NO_DATA, ReportContext, Section, num
+
+KEY = "rate_trend"
+TITLE = "Failure rate per month (95% CI)"
+ORDER = 50
+TABLES = ("failure_rates",)
+
+
+def trend_frame(failure_rates: pl.DataFrame) -> pl.DataFrame:
+    """Selected monthly-window rates per class (window 'YYYY-MM'); ``label`` is the axis label
+    ('2026-03 (partial)' for a month observed only in part)."""
+    return (
+        failure_rates.filter(
+            pl.col("selected").fill_null(False)
+            & pl.col("window").str.contains(r"^\d{4}-\d{2}$")
+            & (pl.col("stratum").fill_null("all") == "all")
+        )
+        .with_columns(
+            (pl.col("window") + "-01").str.to_date().alias("month"),
+            pl.when(pl.col("partial").fill_null(False))
+            .then(pl.col("window") + " (partial)")
+            .otherwise(pl.col("window"))
+            .alias("label"),
+            pl.col("low_exposure").fill_null(False),
+        )
+        .sort("component_class", "month")
+    )
+
+
+def rate_trend_chart(trend: pl.DataFrame) -> alt.LayerChart:
+    """Monthly failure rate per class (``trend_frame``) with its 95% CI whisker, classes side
+    by side within a month (an ordinal month axis: ``xOffset`` works on bands, not on a time
+    axis). A month with no failure is an open triangle on a floor value (a log axis has no zero)
+    with its CI's upper bound; a partial month says so in its label; a low-exposure month is
+    a dashed whisker."""
+    df = trend.filter(pl.col("rate_per_1k_unit_days").is_not_null())
+    pos = df.filter(pl.col("rate_per_1k_unit_days") > 0)["rate_per_1k_unit_days"]
+    floor = float(pos.min()) / 4 if pos.len() else 1e-3
+    df = df.with_columns(
+        pl.max_horizontal(pl.col("rate_per_1k_unit_days"), pl.lit(floor)).alias("rate"),
+        pl.max_horizontal(pl.col("rate_ci_low").fill_null(floor), pl.lit(floor)).alias("lo"),
+        pl.max_horizontal(pl.col("rate_ci_high").fill_null(floor), pl.lit(floor)).alias("hi"),
+        pl.when(pl.col("low_exposure"))
+        .then(pl.lit("low exposure"))
+        .otherwise(pl.lit("enough exposure"))
+        .alias("exposure"),
+    )
+    sel = charts.legend_select("component_class")
+    order = df.sort("month")["label"].unique(maintain_order=True).to_list()
+    x = alt.X("label:O", sort=order, title="month", axis=alt.Axis(labelAngle=0))
+    ys = alt.Scale(type="log")
+    color = alt.Color("component_class:N", title="class")
+    op = alt.condition(sel, alt.value(1.0), alt.value(0.1))
+    dash = alt.condition("datum.low_exposure", alt.value([3, 3]), alt.value([1, 0]))
+    off = alt.XOffset("component_class:N")
+    tip = [
+        "component_class:N",
+        "window:N",
+        "n_events:Q",
+        alt.Tooltip("exposure_hours:Q", format=",.0f", title="unit-hours"),
+        alt.Tooltip("rate_per_1k_unit_days:Q", format=".3g", title="rate / 1k unit-days"),
+        alt.Tooltip("rate_ci_low:Q", format=".3g", title="CI low"),
+        alt.Tooltip("rate_ci_high:Q", format=".3g", title="CI high"),
+        alt.Tooltip("partial:N", title="partial month"),
+        alt.Tooltip("exposure:N", title="exposure"),
+    ]
+    title = "failures per 1,000 unit-days (log, 95% CI)"
+    err = (
+        alt.Chart(df)
+        .mark_rule(strokeWidth=2)
+        .encode(
+            x=x,
+            xOffset=off,
+            y=alt.Y("lo:Q", scale=ys, title=title),
+            y2="hi:Q",
+            color=color,
+            opacity=op,
+            strokeDash=dash,
+            tooltip=tip,
+        )
+        .add_params(sel)
+    )
+    dots = (
+        alt.Chart(df.filter(pl.col("rate_per_1k_unit_days") > 0))
+        .mark_point(filled=True, size=60)
+        .encode(x=x, xOffset=off, y=alt.Y("rate:Q", scale=ys), color=color, opacity=op, tooltip=tip)
+    )
+    zero = (
+        alt.Chart(df.filter(pl.col("rate_per_1k_unit_days") <= 0))
+        .mark_point(shape="triangle-down", filled=False, size=70, strokeWidth=2)
+        .encode(x=x, xOffset=off, y=alt.Y("rate:Q", scale=ys), color=color, opacity=op, tooltip=tip)
+    )
+    return (err + dots + zero).properties(
+        width=charts.WIDTH,
+        height=charts.HEIGHT,
+        title=alt.TitleParams(
+            "Monthly failure rate per class (95% CI)",
+            subtitle=(
+                "open triangles on the floor: months with no failure (whisker: CI upper bound); "
+                "dashed: under a quarter of a median month's exposure; click the legend to "
+                "isolate a class"
+            ),
+        ),
+    )
+
+
+def build(ctx: ReportContext) -> Section:
+    t = ctx.t
+    s = Section(KEY, TITLE)
+    df = trend_frame(t["failure_rates"])
+    if df.height == 0:
+        s.note = NO_DATA
+        return s
+    s.chart = rate_trend_chart(df)
+    months = sorted(df["window"].unique().to_list())
+    best = None
+    for (cls,), g in df.partition_by("component_class", as_dict=True).items():
+        # low-exposure windows (flagged in failure_rates) are not compared: their rates say little
+        g = g.sort("month").filter(
+            pl.col("rate_per_1k_unit_days").is_not_null() & ~pl.col("low_exposure").fill_null(False)
+        )
+        if g.height < 2:
+            continue
+        a, b = g.row(0, named=True), g.row(-1, named=True)
+        change = abs(
+            math.log((b["rate_per_1k_unit_days"] + 1e-9) / (a["rate_per_1k_unit_days"] + 1e-9))
+        )
+        if best is None or change > best[0]:
+            best = (change, cls, a, b)
+    if best is None:
+        s.reading = f"{len(months)} month(s) of fits; no class has two months to compare yet."
+        return s
+    _, cls, a, b = best
+    from analysis.survival import rate_change_test  # the exact test, one place
+
+    p = rate_change_test(a["n_events"], a["exposure_hours"], b["n_events"], b["exposure_hours"])
+    s.reading = (
+        f"Across {len(months)} months ({months[0]} to {months[-1]}), the largest change is {cls}: "
+        f"{num(a['rate_per_1k_unit_days'])} ({a['window']}) to {num(b['rate_per_1k_unit_days'])} ({b['window']}) "
+        f"failures per 1,000 unit-days ({a['n_events']} vs {b['n_events']} failures); exact test of "
+        f"equal rates (conditional binomial) p = {p:.2g}: "
+        + ("a real change." if p < 0.05 else "consistent with no change.")
+    )
+    return s

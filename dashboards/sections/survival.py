@@ -1,0 +1,130 @@
+"""Kaplan-Meier survival per component class with 95% CI bands."""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from dashboards import charts
+from dashboards.section import NO_DATA, ReportContext, Section, pct
+
+KEY = "survival"
+TITLE = "Kaplan-Meier survival per component class (95% CI bands)"
+ORDER = 40
+TABLES = ("survival_curves",)
+
+
+def survival_frame(survival_curves: pl.DataFrame, max_points: int = 120) -> pl.DataFrame:
+    """Kaplan-Meier points per class, thinned to at most ``max_points`` per class by keeping
+    the last estimate in each of ``max_points`` equal age bins (a step curve keeps its shape)."""
+    km = (
+        survival_curves.filter(pl.col("estimator") == "kaplan_meier")
+        .select("component_class", "t", "survival", "ci_low", "ci_high", "at_risk")
+        .drop_nulls(["t", "survival"])
+        .sort("component_class", "t")
+    )
+    if km.height == 0:
+        return km.with_columns(pl.lit(0.0).alias("days"))
+    span = pl.col("t").max().over("component_class")
+    km = km.with_columns(
+        pl.when(span > 0).then((pl.col("t") / span * max_points).floor()).otherwise(0).alias("_bin")
+    )
+    first = km.group_by("component_class").agg(pl.all().first())
+    thinned = km.group_by("component_class", "_bin").agg(pl.all().last())
+    out = pl.concat([first.select(km.columns), thinned.select(km.columns)]).unique(
+        ["component_class", "t"]
+    )
+    return (
+        out.sort("component_class", "t").drop("_bin").with_columns((pl.col("t") / 24).alias("days"))
+    )
+
+
+def survival_chart(km: pl.DataFrame) -> alt.LayerChart:
+    """Kaplan-Meier survival per class (``survival_frame``) with 95% CI bands; click the legend
+    to isolate a class."""
+    df = km.with_columns(
+        pl.col("ci_low").fill_null(pl.col("survival")),
+        pl.col("ci_high").fill_null(pl.col("survival")),
+    )
+    sel = charts.legend_select("component_class")
+    color = alt.Color(
+        "component_class:N",
+        title="class",
+        legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=3, symbolOpacity=1),
+    )
+    x = alt.X("days:Q", title="unit age (days)")
+    band = (
+        alt.Chart(df)
+        .mark_area(interpolate="step-after")
+        .encode(
+            x=x,
+            y=alt.Y("ci_low:Q"),
+            y2="ci_high:Q",
+            color=color,
+            opacity=alt.condition(sel, alt.value(0.1), alt.value(0.02)),
+        )
+    )
+    tip = [
+        "component_class:N",
+        alt.Tooltip("days:Q", format=".1f"),
+        alt.Tooltip("survival:Q", format=".3f"),
+        alt.Tooltip("ci_low:Q", format=".3f"),
+        alt.Tooltip("ci_high:Q", format=".3f"),
+        "at_risk:Q",
+    ]
+    line = (
+        alt.Chart(df)
+        .mark_line(interpolate="step-after", strokeWidth=2)
+        .encode(
+            x=x,
+            y=alt.Y(
+                "survival:Q",
+                title="fraction still in service (Kaplan-Meier)",
+                scale=alt.Scale(zero=False),
+            ),
+            color=color,
+            opacity=alt.condition(sel, alt.value(1.0), alt.value(0.12)),
+            tooltip=tip,
+        )
+        .add_params(sel)
+    )
+    return (band + line).properties(
+        width=charts.WIDTH,
+        height=charts.HEIGHT,
+        title=alt.TitleParams(
+            "Kaplan-Meier survival", subtitle="click the legend to isolate a class"
+        ),
+    )
+
+
+def _step_at(curve: pl.DataFrame, t: float) -> dict | None:
+    before = curve.filter(pl.col("t") <= t)
+    return before.row(-1, named=True) if before.height else None
+
+
+def build(ctx: ReportContext) -> Section:
+    t = ctx.t
+    s = Section(KEY, TITLE)
+    km = survival_frame(t["survival_curves"])
+    if km.height == 0:
+        s.note = NO_DATA
+        return s
+    s.chart = survival_chart(km)
+    horizon = km.group_by("component_class").agg(pl.col("t").max())["t"].min()
+    at = []
+    for (cls,), curve in km.partition_by("component_class", as_dict=True).items():
+        row = _step_at(curve, horizon)
+        if row is not None:
+            at.append((row["survival"], cls, row))
+    at.sort(key=lambda x: (x[0], x[1]))
+    lo, hi = at[0], at[-1]
+    text = (
+        f"At {horizon / 24:.0f} days of age (the longest age every class reaches), {lo[1]} has the lowest "
+        f"survival: {pct(lo[0])} still in service"
+    )
+    if lo[2]["ci_low"] is not None and lo[2]["ci_high"] is not None:
+        text += f" (95% CI {pct(lo[2]['ci_low'])}–{pct(lo[2]['ci_high'])})"
+    if len(at) > 1:
+        text += f"; {hi[1]} the highest at {pct(hi[0])}"
+    s.reading = text + "."
+    return s

@@ -1,0 +1,140 @@
+"""Report sections are modules of dashboards/sections/, found by scanning the package: the split
+from the two monolithic modules changed nothing the report shows, adding a section is adding
+one file, and the header states the period and the scope."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+from test_report import fixture_warehouse
+
+import dashboards.sections
+from dashboards.report import build_report, build_sections
+from dashboards.sections import registry
+from warehouse.schemas import TABLES, conform
+
+BEFORE = Path(__file__).parent / "fixtures" / "report" / "sections_before_split.json"
+SECTIONS_DIR = Path(dashboards.sections.__file__).parent
+
+
+def _plain(sections) -> list[dict]:
+    out = [
+        {"key": s.key, "title": s.title, "reading": s.reading, "note": s.note,
+         "extra_html": s.extra_html, "spec": s.spec}
+        for s in sections
+    ]  # fmt: skip
+    return json.loads(json.dumps(out, sort_keys=True, default=str))
+
+
+def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
+    """tests/fixtures/report/sections_before_split.json was written by the old report.py and
+    charts.py on the fixture warehouse: every key, title, reading, table and chart spec is the
+    same now."""
+    before = json.loads(BEFORE.read_text())
+    now = _plain(build_sections(fixture_warehouse(tmp_path / "home")))
+    assert [s["key"] for s in now] == [s["key"] for s in before]
+    for old, new in zip(before, now, strict=True):
+        for field in ("title", "reading", "note", "extra_html", "spec"):
+            assert new[field] == old[field], (old["key"], field)
+
+
+def test_registry_is_the_files_of_the_package_in_order():
+    files = {p.stem for p in SECTIONS_DIR.glob("*.py") if not p.stem.startswith("_")}
+    mods = registry()
+    assert {m.KEY for m in mods} == files
+    assert all(m.__name__ == f"dashboards.sections.{m.KEY}" for m in mods)  # file name = key
+    orders = [m.ORDER for m in mods]
+    assert orders == sorted(orders) and len(set(orders)) == len(orders)
+    assert [m.KEY for m in mods][:3] == ["headline", "causes", "failure_rates"]
+    for m in mods:
+        assert set(m.TABLES) <= set(TABLES), m.KEY  # warehouse tables, declared in schemas.py
+        assert m.TITLE and callable(m.build)
+
+
+EXTRA = '''
+from dashboards.section import Section
+
+KEY = "zz_extra"
+TITLE = "A section added as one file"
+ORDER = 35
+TABLES = ("hw_events",)
+
+
+def build(ctx):
+    s = Section(KEY, TITLE)
+    s.reading = f"{ctx.t['hw_events'].height} hardware events; scope {ctx.scope}."
+    return s
+'''
+
+
+@pytest.fixture
+def extra_section(tmp_path, monkeypatch):
+    """A throwaway section module in a folder added to the sections package's search path."""
+    folder = tmp_path / "more_sections"
+    folder.mkdir()
+    (folder / "zz_extra.py").write_text(EXTRA)
+    path = [*dashboards.sections.__path__, str(folder)]
+    monkeypatch.setattr(dashboards.sections, "__path__", path)
+    yield
+    sys.modules.pop("dashboards.sections.zz_extra", None)
+
+
+def test_a_new_section_file_is_discovered_and_placed_by_order(tmp_path, extra_section):
+    wh = fixture_warehouse(tmp_path / "home")
+    secs = build_sections(wh, scope="partition gpu-a")
+    keys = [s.key for s in secs]
+    assert keys.index("zz_extra") == keys.index("failure_rates") + 1  # ORDER 35: after 30
+    extra = secs[keys.index("zz_extra")]
+    n = wh.read("hw_events").height
+    assert n > 0 and extra.reading == f"{n} hardware events; scope partition gpu-a."
+    assert extra.title == "A section added as one file" and extra.spec is None
+
+
+def test_a_module_missing_part_of_the_contract_is_refused(tmp_path, monkeypatch):
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "zz_broken.py").write_text('KEY = "zz_broken"\nTITLE = "no build"\n')
+    path = [*dashboards.sections.__path__, str(folder)]
+    monkeypatch.setattr(dashboards.sections, "__path__", path)
+    try:
+        with pytest.raises(TypeError, match="zz_broken does not define ORDER, TABLES, build"):
+            registry()
+    finally:
+        sys.modules.pop("dashboards.sections.zz_broken", None)
+
+
+def test_a_failing_section_reports_its_error_and_the_others_still_build(tmp_path, monkeypatch):
+    wh = fixture_warehouse(tmp_path / "home")
+    sec = next(m for m in registry() if m.KEY == "survival")
+
+    def boom(ctx):
+        raise ValueError("bad curve")
+
+    monkeypatch.setattr(sec, "build", boom)
+    secs = {s.key: s for s in build_sections(wh)}
+    assert secs["survival"].note == "this section could not be built: ValueError: bad curve"
+    assert secs["survival"].title == sec.TITLE and secs["survival"].spec is None
+    assert secs["failure_rates"].spec is not None
+
+
+def test_header_states_period_and_scope(tmp_path):
+    wh = fixture_warehouse(tmp_path / "home")
+    page = build_report(wh, images=False).read_text()
+    assert "Period: not established yet (run goodput build)" in page
+    assert '<span id="report-scope">Scope: whole fleet</span>' in page
+    win = conform(
+        "observation_window",
+        pl.DataFrame(
+            {"source": ["window"], "observed_from": [datetime(2026, 1, 1)],
+             "observed_to": [datetime(2026, 3, 31, 12)], "method": ["explicit"], "flagged": [False]}
+        ),
+    )  # fmt: skip
+    wh.replace_table("observation_window", win)
+    page = build_report(wh, images=False, scope="partition <gpu-a>").read_text()
+    assert "Period: 2026-01-01 00:00 to 2026-03-31 12:00 UTC</span>" in page
+    assert '<span id="report-scope">Scope: partition &lt;gpu-a&gt;</span>' in page
