@@ -423,12 +423,12 @@ def cmd_report(args) -> int:
     if args.gpus < 1:
         raise CliError("--gpus must be >= 1")
     wh = _warehouse(args, existing=True)
-    scope = scope_settings(args)
-    if any(scope.values()):
-        wh = _scoped(wh, _config(args, target_gpus=args.gpus, **scope))
+    config = _config(args, target_gpus=args.gpus, **scope_settings(args))
+    wh = _scoped(wh, config)
     with wh.writer():
         wh.refresh_catalog()
-        path = build_report(wh, Path(args.out) if args.out else None, target_gpus=args.gpus)
+        path = build_report(wh, Path(args.out) if args.out else None, target_gpus=args.gpus,
+                            scope=config.scope().describe())
     print(f"report: {path}")
     return 0
 

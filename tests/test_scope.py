@@ -232,3 +232,38 @@ def test_config_scope_is_the_dagster_resources(fleet):
     assert sw.read("job_attempts").height == 10 * HOSTS
     with pytest.raises(WarehouseError, match="belongs to the parent warehouse"):
         sw.replace_table("job_attempts", jobs)
+
+
+def test_breakdowns_section_reads_the_table():
+    from dashboards.section import ReportContext
+    from dashboards.sections import breakdowns
+
+    bd = pl.DataFrame({
+        "dimension": ["cluster", "cluster", "partition", "partition", "account"],
+        "value": ["c1", "c2", "train", None, "a1"],
+        "jobs": [10, 10, 12, 8, 20], "attempts": [11, 10, 13, 8, 21],
+        "gpu_hours": [800.0, 200.0, 600.0, 400.0, 1000.0],
+        "interruptions": [3, 1, 2, 2, 4], "infrastructure": [2, 1, 1, 2, 3],
+        "lost_gpu_hours": [90.0, 10.0, 40.0, 60.0, 100.0], "goodput": [0.8, 0.95, 0.9, 0.7, 0.83],
+    })
+    s = breakdowns.build(ReportContext(wh=None, t={"goodput_breakdown": bd}, target_gpus=16384, scope="cluster c1"))
+    assert s.key == "breakdowns" and breakdowns.ORDER == 95 and breakdowns.TABLES == ("goodput_breakdown",)
+    assert s.reading.startswith(
+        "cluster c1 lost the most (90 GPU-hours, 90.0% of the clusters' loss, with 80.0% of their GPU-hours; goodput 80.0%); "
+        "partition (none) lost the most (60 GPU-hours, 60.0% of the partitions' loss, with 40.0% of their GPU-hours; goodput 70.0%)."
+    )
+    assert "<td>partition</td><td>(none)</td><td>8</td><td>8</td><td>400</td><td>2</td><td>2</td><td>60</td><td>70.0%</td>" in s.extra_html
+    assert s.chart is not None
+    empty = breakdowns.build(ReportContext(wh=None, t={"goodput_breakdown": bd.clear()}, target_gpus=1))
+    assert empty.chart is None and "goodput_breakdown is empty" in empty.note
+
+
+def test_scoped_report_names_its_scope(fleet, capsys):
+    wh, *_ = fleet
+    assert main(["--home", str(wh.home), "report", "--cluster", "c1"]) == 0
+    path = Path(capsys.readouterr().out.strip().removeprefix("report: "))
+    assert path == wh.home / "scopes" / Scope(cluster="c1").slug / "reports" / "goodput_report.html"
+    page = path.read_text()
+    assert '<span id="report-scope">Scope: cluster c1</span>' in page
+    assert "<td>cluster</td><td>c1</td><td>480</td>" in page  # the breakdown holds the scope's jobs only
+    assert "<td>c2</td>" not in page
