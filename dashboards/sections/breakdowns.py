@@ -17,6 +17,23 @@ TABLES = ("goodput_breakdown",)
 
 DIMENSIONS = ("cluster", "partition", "account")
 NONE = "(none)"  # jobs that name no partition / account
+TOP = 15  # bars per dimension in the chart (the table lists every value)
+
+
+def _bars(rows: pl.DataFrame, dim: str) -> alt.Chart:
+    """Lost GPU-hours per value of one dimension, coloured by measured goodput."""
+    return (
+        alt.Chart(rows)
+        .mark_bar()
+        .encode(
+            y=alt.Y("value:N", sort=alt.EncodingSortField("lost_gpu_hours", order="descending"), title=dim),
+            x=alt.X("lost_gpu_hours:Q", title="GPU-hours lost to unexpected interruptions"),
+            color=alt.Color("goodput:Q", scale=alt.Scale(scheme="redyellowgreen", domain=[0, 1]), title="measured goodput"),
+            tooltip=["value", "jobs", "attempts", alt.Tooltip("gpu_hours:Q", format=",.0f"), "interruptions",
+                     "infrastructure", alt.Tooltip("lost_gpu_hours:Q", format=",.0f"), alt.Tooltip("goodput:Q", format=".1%")],
+        )
+        .properties(width=charts.WIDTH - 120, height=alt.Step(18))
+    )
 
 
 def build(ctx: ReportContext) -> Section:
@@ -26,24 +43,9 @@ def build(ctx: ReportContext) -> Section:
         s.note = "No job accounting in this scope: nothing to break down (goodput_breakdown is empty)."
         return s
     shown = [d for d in DIMENSIONS if bd.filter(pl.col("dimension") == d).height > 1] or ["cluster"]
-    data = bd.filter(pl.col("dimension").is_in(shown)).with_columns(
-        lost_share=pl.col("lost_gpu_hours") / pl.col("gpu_hours").replace(0, None)
-    )
-    s.chart = (
-        alt.Chart(data)
-        .mark_bar()
-        .encode(
-            y=alt.Y("value:N", sort="-x", title=None),
-            x=alt.X("lost_gpu_hours:Q", title="GPU-hours lost to unexpected interruptions"),
-            color=alt.Color("goodput:Q", scale=alt.Scale(scheme="redyellowgreen", domain=[0, 1]), title="measured goodput"),
-            row=alt.Row("dimension:N", sort=list(shown), title=None),
-            tooltip=["dimension", "value", "jobs", "attempts", alt.Tooltip("gpu_hours:Q", format=",.0f"),
-                     "interruptions", "infrastructure", alt.Tooltip("lost_gpu_hours:Q", format=",.0f"),
-                     alt.Tooltip("goodput:Q", format=".1%")],
-        )
-        .resolve_scale(y="independent")
-        .properties(width=charts.WIDTH - 120, height=alt.Step(18))
-    )
+    s.chart = alt.vconcat(*(
+        _bars(bd.filter(pl.col("dimension") == d).sort("lost_gpu_hours", descending=True).head(TOP), d) for d in shown
+    ), spacing=24)
     parts = []
     for dim in shown:
         rows = bd.filter(pl.col("dimension") == dim)
