@@ -80,6 +80,19 @@ class Scope:
             parts.append(f"{_day(self.start) if self.start else 'start'} to {_day(self.end) if self.end else 'end'}")
         return ", ".join(parts) or "whole fleet"
 
+    def header(self) -> str:
+        """``describe()`` with what the slice keeps, for a report's header."""
+        if self.whole:
+            return self.describe()
+        rules = []
+        if self.start or self.end:
+            rules.append("job attempts overlapping the period, kept whole; events and exposure cut to it")
+        if self.cluster is not None:
+            rules.append("hardware of the cluster's hosts")
+        if self.partition is not None or self.account is not None:
+            rules.append("hardware of the hosts that ran these jobs")
+        return f"{self.describe()} ({'; '.join(rules)})"
+
     @property
     def slug(self) -> str:
         """A stable directory name: readable, plus a short hash of the exact values."""

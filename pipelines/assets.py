@@ -295,7 +295,7 @@ def warehouse_catalog(goodput: GoodputConfig) -> dg.MaterializeResult:
 @dg.asset(group_name="dashboards", deps=[warehouse_catalog], kinds={"altair", "html"}, owners=OWNERS, description="The self-contained HTML leadership report, with a PNG and SVG per chart.")
 def leadership_report(goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.analysis_warehouse()
-    path = _guarded(wh, "leadership_report", (), lambda: build_report(wh, target_gpus=goodput.target_gpus, scope=goodput.scope().describe()), lambda p: None)
+    path = _guarded(wh, "leadership_report", (), lambda: build_report(wh, target_gpus=goodput.target_gpus, scope=goodput.scope().header()), lambda p: None)
     return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path)), "bytes": path.stat().st_size})
 
 

@@ -428,7 +428,7 @@ def cmd_report(args) -> int:
     with wh.writer():
         wh.refresh_catalog()
         path = build_report(wh, Path(args.out) if args.out else None, target_gpus=args.gpus,
-                            scope=config.scope().describe())
+                            scope=config.scope().header())
     print(f"report: {path}")
     return 0
 

@@ -90,7 +90,10 @@ def test_scope_describe_and_slug():
     assert s.slug == Scope(datetime(2026, 1, 1), datetime(2026, 2, 1), "c1", "gpu").slug
     assert s.slug != Scope(datetime(2026, 1, 1), datetime(2026, 2, 1), "c1", "cpu").slug
     assert s.slug.startswith("cluster-c1_partition-gpu_2026-01-01--2026-02-01-")
-    assert Scope().describe() == "whole fleet" and Scope().whole
+    assert Scope().describe() == Scope().header() == "whole fleet" and Scope().whole
+    assert Scope(datetime(2026, 1, 1), None, account="ml").header() == (
+        "account ml, 2026-01-01 to end (job attempts overlapping the period, kept whole; events and exposure "
+        "cut to it; hardware of the hosts that ran these jobs)")
     with pytest.raises(ScopeError, match="must be after"):
         Scope(datetime(2026, 2, 1), datetime(2026, 1, 1))
 
@@ -264,6 +267,7 @@ def test_scoped_report_names_its_scope(fleet, capsys):
     path = Path(capsys.readouterr().out.strip().removeprefix("report: "))
     assert path == wh.home / "scopes" / Scope(cluster="c1").slug / "reports" / "goodput_report.html"
     page = path.read_text()
-    assert '<span id="report-scope">Scope: cluster c1</span>' in page
+    assert '<span id="report-scope">Scope: cluster c1 (hardware of the cluster&#x27;s hosts)</span>' in page
     assert "<td>cluster</td><td>c1</td><td>480</td>" in page  # the breakdown holds the scope's jobs only
     assert "<td>c2</td>" not in page
+    assert (path.parent / "charts" / "breakdowns.png").stat().st_size > 1000  # the chart renders
