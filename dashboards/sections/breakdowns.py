@@ -8,7 +8,7 @@ import altair as alt
 import polars as pl
 
 from dashboards import charts
-from dashboards.section import ReportContext, Section, html_table, num, pct
+from dashboards.section import NO_DATA, ReportContext, Section, html_table, num, pct
 
 KEY = "breakdowns"
 TITLE = "By cluster, partition and account"
@@ -40,7 +40,7 @@ def build(ctx: ReportContext) -> Section:
     s = Section(KEY, TITLE)
     bd = ctx.t["goodput_breakdown"].with_columns(pl.col("value").fill_null(NONE))
     if bd.height == 0:
-        s.note = "No job accounting in this scope: nothing to break down (goodput_breakdown is empty)."
+        s.note = NO_DATA
         return s
     shown = [d for d in DIMENSIONS if bd.filter(pl.col("dimension") == d).height > 1] or ["cluster"]
     s.chart = alt.vconcat(*(
