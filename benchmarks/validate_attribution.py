@@ -3,7 +3,7 @@
     python -m benchmarks.validate_attribution [--seeds 1 2 3] [--days 60] [--nodes 32] [--out /tmp/...]
     python -m benchmarks.validate_attribution --scale 100000   # attribution speed on random frames
 
-Each seed: ``sample_data.fleet.simulate`` into a temporary folder, ``ingest.runner.ingest_paths``
+Each seed: ``sample_data.simulation.simulate`` into a temporary folder, ``ingest.runner.ingest_paths``
 into a temporary warehouse, the ``analysis.telemetry`` refreshers, ``build_interruptions``, then
 scoring against ``ground_truth.json``:
 
@@ -193,13 +193,14 @@ def ingest_fleet(fleet_dir: Path, home: Path):
 def run_seed(seed: int, root: Path, days: float, nodes: int) -> dict:
     from analysis.attribution import build_interruptions
     from analysis.lifetimes import build_component_lifetimes
-    from sample_data.fleet import simulate
+    from pipelines.cli import llama3_cause_mix
+    from sample_data.simulation import simulate
 
     fleet, home = root / f"fleet-{seed}", root / f"home-{seed}"
     for p in (fleet, home):
         shutil.rmtree(p, ignore_errors=True)
     t0 = time.perf_counter()
-    simulate(fleet, nodes=nodes, days=days, seed=seed)
+    simulate(fleet, llama3_cause_mix(), nodes=nodes, days=days, seed=seed)
     t1 = time.perf_counter()
     wh = ingest_fleet(fleet, home)
     t2 = time.perf_counter()

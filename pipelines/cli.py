@@ -137,8 +137,17 @@ def _scoped(wh, config):
 
 
 # ----------------------------------------------------------------------------- commands
+def llama3_cause_mix():
+    """The simulator's fault mix: the published Llama 3 interruption table and its folding
+    (``analysis.taxonomy``), injected because sample_data does not import analysis."""
+    from analysis.taxonomy import LLAMA3_HOURS, LLAMA3_NODES, LLAMA3_TABLE
+    from sample_data.model import CauseMix
+
+    return CauseMix(LLAMA3_TABLE, LLAMA3_NODES, LLAMA3_HOURS)
+
+
 def cmd_simulate(args) -> int:
-    from sample_data.fleet import simulate
+    from sample_data.simulation import simulate
 
     if args.nodes < 1 or args.gpus_per_node < 1 or args.days <= 0 or args.fault_scale <= 0:
         raise CliError("--nodes, --gpus-per-node, --days and --fault-scale must be positive")
@@ -146,6 +155,7 @@ def cmd_simulate(args) -> int:
         raise CliError("--scrape-interval must be at least 1s")
     summary = simulate(
         Path(args.out),
+        llama3_cause_mix(),
         nodes=args.nodes,
         gpus_per_node=args.gpus_per_node,
         days=args.days,

@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 
 from ingest.runner import ingest_paths
-from sample_data.fleet import simulate
+from pipelines.cli import llama3_cause_mix
+from sample_data.simulation import simulate
 from tests.conftest import SAMPLE_FLEET
 
 SACCT_TXT = """\
@@ -115,7 +116,7 @@ def fleet(tmp_path_factory):
     if (SAMPLE_FLEET / "ground_truth.json").exists():
         return SAMPLE_FLEET
     out = tmp_path_factory.mktemp("fleet")
-    simulate(out, nodes=12, gpus_per_node=8, days=20, seed=3, fault_scale=150.0, scrape_interval_s=21600, k8s_nodes=3)
+    simulate(out, llama3_cause_mix(), nodes=12, gpus_per_node=8, days=20, seed=3, fault_scale=150.0, scrape_interval_s=21600, k8s_nodes=3)
     return out
 
 

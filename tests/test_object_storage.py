@@ -14,6 +14,7 @@ import pytest
 import s3fs
 from moto.server import ThreadedMotoServer
 
+from analysis import checks as analysis_checks
 from analysis import telemetry
 from ingest.runner import ingest_paths
 from pipelines import checks
@@ -21,6 +22,7 @@ from pipelines.assets import ingested_sources
 from pipelines.cli import main
 from pipelines.resources import GoodputConfig
 from tests.conftest import FIXTURES, table_snapshot
+from warehouse import checks as warehouse_checks
 from warehouse import store
 from warehouse.schemas import TABLES
 from warehouse.store import Batch, Warehouse, WarehouseError
@@ -125,12 +127,16 @@ def test_catalog_queries_match_a_local_warehouse(pair):
 
 def test_checks_pass_on_object_storage(pair):
     s3, local = pair
-    assert checks.conservation(s3) == (True, {"files": len(SOURCES), "violations": 0, "first": ""})
-    assert checks.schema(s3) == (True, {"violations": 0, "first": "", "tables": len(TABLES)})
-    assert checks.duplicate_keys(s3)[0] and checks.fits_converged(s3)[0] and checks.goodput_bounds(s3)[0]
-    ok, meta = checks.quarantine_ratio(s3, 1.0)
-    assert ok and meta == checks.quarantine_ratio(local, 1.0)[1] and 0 < meta["quarantined"] < meta["records_read"]
-    assert checks._raw_counts(s3, "hw_events") == checks._raw_counts(local, "hw_events") != {}
+    res = warehouse_checks.conservation(s3, checks.primary_tables())
+    assert (res.passed, res.metadata) == (True, {"files": len(SOURCES), "violations": 0, "first": ""})
+    res = warehouse_checks.schema(s3)
+    assert (res.passed, res.metadata) == (True, {"violations": 0, "first": "", "tables": len(TABLES)})
+    assert warehouse_checks.duplicate_keys(s3).passed
+    assert analysis_checks.fits_converged(s3).passed and analysis_checks.goodput_bounds(s3).passed
+    res = warehouse_checks.quarantine_ratio(s3, 1.0)
+    ok, meta = res.passed, res.metadata
+    assert ok and meta == warehouse_checks.quarantine_ratio(local, 1.0).metadata and 0 < meta["quarantined"] < meta["records_read"]
+    assert warehouse_checks.raw_counts(s3, "hw_events") == warehouse_checks.raw_counts(local, "hw_events") != {}
 
 
 def test_derived_tables_match_a_local_warehouse(pair):
@@ -171,11 +177,11 @@ def test_derived_tables_match_a_local_warehouse(pair):
 def test_schema_check_catches_a_tampered_file_on_object_storage(tmp_path, uri):
     wh = Warehouse(tmp_path / "home", uri)
     ingest_paths(wh, SOURCES[:1])
-    assert checks.schema(wh)[0]
+    assert warehouse_checks.schema(wh).passed
     with wh.fs.open(f"{wh.parquet}/job_attempts/part-bogus.parquet", "wb") as fh:
         pl.DataFrame({"job_id": ["1"], "surprise": [1]}).write_parquet(fh)
-    ok, meta = checks.schema(wh)
-    assert not ok and meta["first"] == "job_attempts/part-bogus.parquet: undeclared ['surprise']"
+    res = warehouse_checks.schema(wh)
+    assert not res.passed and res.metadata["first"] == "job_attempts/part-bogus.parquet: undeclared ['surprise']"
 
 
 def test_crash_recovery_on_object_storage(tmp_path, uri, monkeypatch):

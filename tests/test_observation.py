@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 import polars as pl
 import pytest
 
+from analysis.checks import spans_agree
 from analysis.observation import (
     infer_window,
     refresh_observation_window,
@@ -13,7 +14,6 @@ from analysis.observation import (
     spans_disagree,
 )
 from pipelines.assets import rollup_days
-from pipelines.checks import spans_agree
 
 START = datetime(2026, 1, 5)
 DAYS = 60
@@ -79,9 +79,9 @@ def test_explicit_bounds_override_each_on_its_own_and_an_inventory_alone_is_flag
 def test_span_check_fails_when_telemetry_ends_a_month_after_the_scheduler(wh):
     wh.replace_table("job_attempts", _jobs(START, START + timedelta(days=DAYS)))
     wh.replace_table("gpu_samples", _samples(_hourly(START, DAYS)))
-    ok, meta = spans_agree(wh)
-    assert ok and meta["sources"] == 2
+    res = spans_agree(wh)
+    assert res.passed and res.metadata["sources"] == 2
     wh.replace_table("gpu_samples", _samples(_hourly(START, DAYS + 30)))
-    ok, meta = spans_agree(wh)
-    assert not ok and meta["disagree"].startswith("telemetry spans 2026-01-05..2026-04-04, the others 2026-01-05..2026-03-05")
+    res = spans_agree(wh)
+    assert not res.passed and res.metadata["disagree"].startswith("telemetry spans 2026-01-05..2026-04-04, the others 2026-01-05..2026-03-05")
     assert len(spans_disagree(source_spans(wh))) == 1

@@ -13,6 +13,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from analysis import checks as analysis_checks
 from ingest.runner import ingest_paths
 from pipelines import checks
 from pipelines.assets import ingested_sources
@@ -22,6 +23,7 @@ from pipelines.resources import GoodputConfig
 from pipelines.run import instance_for
 from pipelines.sensors import build_sensor, new_landing_files
 from tests.conftest import REPO, SAMPLE_FLEET
+from warehouse import checks as warehouse_checks
 from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
 
@@ -93,9 +95,10 @@ def test_demo_summary_gives_infrastructure_and_all_causes_mtti_side_by_side(demo
 
 def test_plain_check_functions_agree_with_dagster(demo):
     wh, _ = demo
-    assert checks.conservation(wh)[0] and checks.schema(wh)[0] and checks.duplicate_keys(wh)[0]
-    assert checks.fits_converged(wh)[0] and checks.goodput_bounds(wh)[0]
-    assert checks.quarantine_ratio(wh, 0.05)[0]
+    assert warehouse_checks.conservation(wh, checks.primary_tables()).passed
+    assert warehouse_checks.schema(wh).passed and warehouse_checks.duplicate_keys(wh).passed
+    assert analysis_checks.fits_converged(wh).passed and analysis_checks.goodput_bounds(wh).passed
+    assert warehouse_checks.quarantine_ratio(wh, 0.05).passed
 
 
 def test_sensor_requests_new_files_once(tmp_path):
@@ -140,11 +143,11 @@ def test_corrupted_input_fails_the_quarantine_check(tmp_path):
 def test_tampered_parquet_fails_the_schema_check(tmp_path):
     wh = Warehouse(tmp_path / "home")
     ingest_paths(wh, [REPO / "tests" / "fixtures" / "slurm" / "xdmod__accounting-logs.log"])
-    assert checks.schema(wh)[0]
+    assert warehouse_checks.schema(wh).passed
     bogus = Path(wh.parquet) / "job_attempts" / "part-bogus.parquet"
     pl.DataFrame({"job_id": ["1"], "surprise": [1]}).write_parquet(bogus)
-    ok, meta = checks.schema(wh)
-    assert not ok and "surprise" in meta["first"]
+    res = warehouse_checks.schema(wh)
+    assert not res.passed and "surprise" in res.metadata["first"]
 
 
 def test_definitions_load_from_the_repository_root():

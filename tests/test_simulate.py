@@ -14,8 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from sample_data.fleet import CLASSES, hostlist, simulate
-from sample_data.formats import PRIMARY_KERNEL_MARKERS
+from pipelines.cli import llama3_cause_mix
+from sample_data.model import CLASSES
+from sample_data.simulation import simulate
+from sample_data.writers.base import hostlist
+from sample_data.writers.kernel import PRIMARY_KERNEL_MARKERS
+
+MIX = llama3_cause_mix()
 
 SACCT_HEADER = (
     "JobID|JobIDRaw|JobName|Partition|Account|User|Submit|Start|End|Elapsed|State|"
@@ -44,7 +49,7 @@ def tree_hash(root: Path) -> str:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory) -> tuple[Path, dict, dict]:
     out = tmp_path_factory.mktemp("fleet")
-    summary = simulate(out, **SMALL)
+    summary = simulate(out, MIX, **SMALL)
     truth = json.loads((out / "ground_truth.json").read_text())
     return out, summary, truth
 
@@ -63,9 +68,9 @@ def test_same_seed_gives_identical_bytes(tmp_path):
         "scrape_interval_s": 21600,
         "k8s_nodes": 2,
     }
-    simulate(tmp_path / "a", **kw)
-    simulate(tmp_path / "b", **kw)
-    simulate(tmp_path / "c", **{**kw, "seed": 12})
+    simulate(tmp_path / "a", MIX, **kw)
+    simulate(tmp_path / "b", MIX, **kw)
+    simulate(tmp_path / "c", MIX, **{**kw, "seed": 12})
     assert tree_hash(tmp_path / "a") == tree_hash(tmp_path / "b")
     assert tree_hash(tmp_path / "a") != tree_hash(tmp_path / "c")
     gz = next((tmp_path / "a" / "dcgm").rglob("*.prom.gz")).read_bytes()

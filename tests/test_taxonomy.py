@@ -14,8 +14,8 @@ from analysis.projection import interruption_rate, llama3_rates, rates_from_tabl
 from analysis.whatif import Scenario
 from dashboards.sections import causes
 from ingest import xid_catalog
-from pipelines.cli import main
-from sample_data import fleet
+from pipelines.cli import llama3_cause_mix, main
+from sample_data import model
 from warehouse.schemas import COMPONENT_CLASSES
 
 LLAMA_CSV = Path(__file__).resolve().parent.parent / "analysis" / "data" / "llama3_rates.csv"
@@ -33,8 +33,9 @@ def test_llama3_table_is_the_published_one_with_one_folding():
     ref = dict(causes.llama3_frame().select("cause_class", "count").iter_rows())
     assert ref == mix
     # the simulator reads its counts from the same published table
-    assert fleet.LLAMA_RATES["gpu"][0] == 148 + 17 + 19
-    assert fleet.SOFTWARE_RATE_PER_NODE_HOUR == pytest.approx((54 + 7) / (2048 * 54 * 24))
+    sim = llama3_cause_mix()
+    assert model.class_counts(sim)["gpu"] == 148 + 17 + 19
+    assert model.software_rate_per_node_hour(sim) == pytest.approx((54 + 7) / (2048 * 54 * 24))
 
 
 def test_class_list_is_declared_once():

@@ -1,4 +1,4 @@
-"""Synthetic GPU fleet: hardware lifetimes, faults, repairs, jobs, and the files they leave.
+"""The synthetic fleet simulation: hardware lifetimes, faults, repairs, jobs, and their files.
 
 The model is deliberately simple but internally consistent, so that the analysis can be
 checked against a known truth:
@@ -10,216 +10,59 @@ checked against a known truth:
 * jobs run on a scheduler model (Slurm gang training chains, Slurm small jobs, a Kubernetes
   PyTorchJob chain) and are killed by the faults that hit their nodes.
 
-Everything is drawn from one ``numpy.random.Generator`` seeded from ``seed`` and emitted in a
-fixed order, so identical arguments give byte-identical files. Internal times are float
-seconds from ``start`` (UTC).
+The fault rates come from a :class:`~sample_data.model.CauseMix` the caller passes (the CLI
+passes the published Llama 3 table of ``analysis.taxonomy``). ``simulate`` writes every format
+through ``sample_data.writers`` (one module per ingest format). Everything is drawn from
+generators seeded from ``seed`` and emitted in a fixed order, so identical arguments give
+byte-identical files. Internal times are float seconds from ``start`` (UTC).
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import math
-import time
-from dataclasses import dataclass, field
+import shutil
+from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
-from analysis.taxonomy import LLAMA3_HOURS, LLAMA3_NODES, llama3_published
-
-CLUSTER = "simfleet"
-GPU_MODEL = "NVIDIA H100 80GB HBM3"
-# PCI bus numbers of the 8 GPUs and their paired ConnectX NICs on an HGX H100 board.
-GPU_PCI_BUS = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
-NIC_PCI_BUS = ("1a", "29", "3b", "5c", "9b", "aa", "bb", "da")
-
-# The simulated fleet's fault model, from the published Llama 3 table (analysis.taxonomy):
-# interruptions per simulated class and how many units of that class a node carries. The
-# simulator models the fabric in more detail than the table: its "Network switch/cable" 35 and
-# NIC 7 become ib_link 18 + 7, nvlink 12 and nvswitch 5; its GPU class is Faulty GPU + GSP +
-# SRAM (the committed sample fleet and its ground truth were generated with these numbers).
-LLAMA_NODES = LLAMA3_NODES
-LLAMA_HOURS = LLAMA3_HOURS
-_P = llama3_published
-LLAMA_RATES = {
-    # class: (interruptions in the Llama run, units per node there, Weibull shape)
-    "gpu": (_P("Faulty GPU") + _P("GPU system processor (GSP)") + _P("GPU SRAM memory"), 8, 0.8),
-    "gpu_memory": (_P("GPU HBM3 memory"), 8, 1.4),
-    "nvlink": (12, 8, 1.0),  # of "Network switch/cable"
-    "nvswitch": (5, 4, 1.0),  # of "Network switch/cable"
-    "ib_link": (_P("Network switch/cable") - 12 - 5 + _P("NIC"), 8, 1.0),
-    "psu": (_P("Power supply"), 2, 1.6),
-    "cooling": (_P("GPU thermal interface + sensor"), 6, 1.0),
-    "cpu": (_P("CPU"), 2, 1.0),
-    "host_memory": (_P("System memory"), 16, 1.0),
-    "storage": (_P("SSD"), 2, 1.0),
-}
-CLASSES = tuple(LLAMA_RATES)
-MODULE_CLASSES = ("gpu", "gpu_memory", "nvlink")  # one physical GPU board
-# Workload (software + NCCL watchdog) interruptions per node-hour in the Llama run.
-SOFTWARE_RATE_PER_NODE_HOUR = (_P("Software bug") + _P("NCCL watchdog timeouts")) / (
-    LLAMA_NODES * LLAMA_HOURS
+from sample_data.model import (
+    CLASSES,
+    GPU_PCI_BUS,
+    GPU_TEMP_BETA,
+    K8S_NAMESPACE,
+    MAX_YEARS_INSTALLED,
+    MODULE_CLASSES,
+    TEMP_SD_C,
+    TRAIN_USER,
+    UNIT_CLASSES,
+    USERS,
+    Attempt,
+    CauseMix,
+    Fleet,
+    class_law,
+    ground_truth,
+    host_name,
+    software_rate_per_node_hour,
+    true_laws,
+    units_per_node,
 )
-# Fraction of events of a class that are non-fatal warnings (unit hot-swapped later).
-NONFATAL_FRACTION = {"ib_link": 0.4, "cooling": 0.5}
-# Median repair time (hours) and log-sd per class: board swaps take longer than a fan.
-REPAIR_HOURS = {
-    "gpu": (10.0, 0.7),
-    "gpu_memory": (10.0, 0.7),
-    "nvlink": (8.0, 0.7),
-    "nvswitch": (16.0, 0.6),
-    "ib_link": (3.0, 0.6),
-    "psu": (3.0, 0.5),
-    "cooling": (2.0, 0.5),
-    "cpu": (12.0, 0.6),
-    "host_memory": (4.0, 0.5),
-    "storage": (4.0, 0.5),
-}
-# Classes whose fatal fault hangs/crashes the host at once (no drain delay).
-CRASH_CLASSES = ("psu", "cpu", "host_memory", "cooling")
-
-USERS = (
-    ("alice", 10001, "llm"),
-    ("bob", 10002, "llm"),
-    ("carol", 10003, "vision"),
-    ("dave", 10004, "vision"),
-    ("erin", 10005, "speech"),
-    ("frank", 10006, "research"),
-    ("grace", 10007, "research"),
-    ("heidi", 10008, "infra"),
+from sample_data.writers import (
+    component_history,
+    dcgm,
+    ipmi_sel,
+    kernel,
+    kubernetes,
+    redfish,
+    sacct,
+    sacct_json,
+    slurmctld,
 )
-TRAIN_USER = ("mlops", 10100, "llm")
-CPUS_PER_NODE = 112
-MEM_PER_NODE_MB = 2_000_000
-MAX_YEARS_INSTALLED = 3.0
-TEMP_SD_C = 2.0  # sd of the per-slot GPU temperature offset
-GPU_TEMP_BETA = 0.5  # log hazard ratio of gpu failures per sd of that offset
-
-
-def class_law(cls: str, fault_scale: float) -> tuple[float, float, float]:
-    """(shape, scale_hours, rate_per_unit_hour) so that the Weibull mean equals 1/rate."""
-    count, units, shape = LLAMA_RATES[cls]
-    rate = count / (LLAMA_NODES * units * LLAMA_HOURS) * fault_scale
-    scale = 1.0 / rate / math.gamma(1.0 + 1.0 / shape)
-    return shape, scale, rate
-
-
-def units_per_node(cls: str, gpus_per_node: int) -> int:
-    """Our node's count of units of a class (per-GPU classes follow G)."""
-    return {
-        "gpu": gpus_per_node,
-        "gpu_memory": gpus_per_node,
-        "nvlink": gpus_per_node,
-        "nvswitch": 4,
-        "ib_link": gpus_per_node,
-        "psu": 2,
-        "cooling": 6,
-        "cpu": 2,
-        "host_memory": 16,
-        "storage": 2,
-    }[cls]
-
-
-def host_name(i: int) -> str:
-    return f"gpu-node-{i + 1:03d}"
-
-
-def iso(t: float, start_epoch: float) -> str:
-    """Seconds-from-start -> ISO-8601 UTC without zone suffix."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(round(start_epoch + t)))
-
-
-def hostlist(names: list[str]) -> str:
-    """Compress host names into a Slurm hostlist expression, e.g. gpu-node-[001-004,010]."""
-    if not names:
-        return "None assigned"
-    groups: dict[str, list[str]] = {}
-    for n in names:
-        j = len(n)
-        while j > 0 and n[j - 1].isdigit():
-            j -= 1
-        groups.setdefault(n[:j], []).append(n[j:])
-    out = []
-    for prefix in sorted(groups):
-        nums = sorted(set(groups[prefix]), key=lambda s: (int(s) if s else -1, s))
-        if len(nums) == 1:
-            out.append(prefix + nums[0])
-            continue
-        width = len(nums[0])
-        ranges, run = [], [int(nums[0])]
-        for s in nums[1:]:
-            v = int(s)
-            if v == run[-1] + 1 and len(s) == width:
-                run.append(v)
-            else:
-                ranges.append(run)
-                run = [v]
-        ranges.append(run)
-        parts = [
-            f"{r[0]:0{width}d}" if len(r) == 1 else f"{r[0]:0{width}d}-{r[-1]:0{width}d}"
-            for r in ranges
-        ]
-        out.append(f"{prefix}[{','.join(parts)}]")
-    return ",".join(out)
-
-
-@dataclass
-class Attempt:
-    """One run of a job (a requeue/restart is a new attempt under the same job)."""
-
-    scheduler: str
-    key: int  # submission index before ids are assigned
-    attempt: int
-    name: str
-    user: tuple
-    partition: str
-    submit: float
-    start: float
-    end: float | None  # None: still running at the end of the window
-    state: str
-    exit_code: str
-    nodes: list[int]
-    gpus: list[list[int]]  # GPU indices used on each node
-    time_limit_min: int
-    reason: str = ""
-    cause: tuple = ()  # ("fault", idx) | ("maint", idx) | ("workload",)
-    ckpt_s: int = 0
-    array_task: int = -1
-    job_id: str = ""
-    job_raw: int = 0
-    array_job_id: int = 0
-
-
-@dataclass
-class Fleet:
-    """Everything the writers need, in plain Python/NumPy form."""
-
-    start: str
-    start_epoch: float
-    horizon: float
-    nodes: int
-    gpus_per_node: int
-    k8s_nodes: int
-    seed: int
-    fault_scale: float
-    scrape_interval_s: int
-    hosts: list[str]
-    racks: list[str]
-    slot_class: list[str] = field(default_factory=list)
-    slot_node: list[int] = field(default_factory=list)
-    slot_pos: list[str] = field(default_factory=list)
-    slot_index: list[int] = field(default_factory=list)  # index within class on its node
-    inst: list[dict] = field(default_factory=list)  # installations
-    faults: list[dict] = field(default_factory=list)
-    replacements: list[dict] = field(default_factory=list)
-    maint: list[dict] = field(default_factory=list)
-    attempts: list[Attempt] = field(default_factory=list)
-    laws: dict = field(default_factory=dict)
-    unavailable: list[list[tuple]] = field(default_factory=list)  # per node (t0, t1, kind, ref)
-    gpu_uuid_at: dict = field(default_factory=dict)  # (node, gpu) -> [(t_install, uuid, serial)]
-    gpu_temp_offset: np.ndarray | None = None  # (node, gpu) airflow offset, C
-    slot_scale_s: np.ndarray | None = None  # per-slot Weibull scale (s), covariate applied
+from sample_data.writers.base import write_text
+from sample_data.writers.bmc_common import sel_rows
 
 
 def _serial(rng: np.random.Generator, prefix: str, counter: int) -> str:
@@ -231,34 +74,11 @@ def _uuid(rng: np.random.Generator) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-SERIAL_PREFIX = {
-    "gpu": "165",
-    "nvswitch": "NVS",
-    "ib_link": "MT2238X",
-    "psu": "PSU",
-    "cooling": "FAN",
-    "cpu": "CPU",
-    "host_memory": "80AD",
-    "storage": "S6CKNX",
-}
-POSITION = {
-    "gpu": "gpu{}",
-    "gpu_memory": "gpu{}-hbm",
-    "nvlink": "gpu{}-nvlink",
-    "nvswitch": "nvswitch{}",
-    "ib_link": "ib{}",
-    "psu": "psu{}",
-    "cooling": "fan{}",
-    "cpu": "cpu{}",
-    "host_memory": "dimm{:02d}",
-    "storage": "nvme{}",
-}
 
-
-def _simulate_hardware(f: Fleet, rng: np.random.Generator) -> None:
+def _simulate_hardware(f: Fleet, rng: np.random.Generator, mix: CauseMix) -> None:
     """Weibull lifetimes, faults, repairs and replacements for every unit slot (event heap)."""
     G, H = f.gpus_per_node, f.horizon
-    laws = {c: class_law(c, f.fault_scale) for c in CLASSES}
+    laws = {c: class_law(mix, c, f.fault_scale) for c in CLASSES}
     module_slots: dict[int, list[int]] = {}  # (node*G+gpu) -> slots of gpu, hbm, nvlink
     for n in range(f.nodes):
         for cls in CLASSES:
@@ -266,7 +86,7 @@ def _simulate_hardware(f: Fleet, rng: np.random.Generator) -> None:
                 s = len(f.slot_class)
                 f.slot_class.append(cls)
                 f.slot_node.append(n)
-                f.slot_pos.append(POSITION[cls].format(i))
+                f.slot_pos.append(UNIT_CLASSES[cls].position.format(i))
                 f.slot_index.append(i)
                 if cls in MODULE_CLASSES:
                     module_slots.setdefault(n * G + i, []).append(s)
@@ -305,7 +125,7 @@ def _simulate_hardware(f: Fleet, rng: np.random.Generator) -> None:
         f.inst.append(
             {
                 "slot": slot,
-                "serial": _serial(rng, SERIAL_PREFIX[cls], counter[0]),
+                "serial": _serial(rng, UNIT_CLASSES[cls].serial_prefix, counter[0]),
                 "uuid": None,
                 "install": t_install,
             }
@@ -313,7 +133,7 @@ def _simulate_hardware(f: Fleet, rng: np.random.Generator) -> None:
 
     def new_module(m: int, t_install: float) -> list[int]:
         counter[0] += 1
-        base = _serial(rng, SERIAL_PREFIX["gpu"], counter[0])
+        base = _serial(rng, UNIT_CLASSES["gpu"].serial_prefix, counter[0])
         uuid = _uuid(rng)
         idx = []
         for s in module_slots[m]:
@@ -414,10 +234,10 @@ def _simulate_hardware(f: Fleet, rng: np.random.Generator) -> None:
             fault.update(fatal=True, secondary=True, t_off=t, t_rep=pending_replace[gkey])
             f.faults.append(fault)
             continue
-        fatal = rng.uniform() >= NONFATAL_FRACTION.get(cls, 0.0)
-        med, sd = REPAIR_HOURS[cls]
+        fatal = rng.uniform() >= UNIT_CLASSES[cls].nonfatal
+        med, sd = UNIT_CLASSES[cls].repair_hours
         repair = med * math.exp(sd * rng.standard_normal()) * 3600.0
-        if fatal and cls not in CRASH_CLASSES:
+        if fatal and not UNIT_CLASSES[cls].crash:
             off = rng.uniform(600.0, 4 * 3600.0)  # drained, rebooted into repair later
         else:
             off = 0.0
@@ -429,39 +249,7 @@ def _simulate_hardware(f: Fleet, rng: np.random.Generator) -> None:
         groups.append((gkey, len(f.faults) - 1))
         if fatal:
             f.unavailable[node].append((t, t_rep, "fault", len(f.faults) - 1))
-    # Ground-truth laws: exposure and expected failures over each unit's observed at-risk span.
-    f.laws = {}
-    for cls in CLASSES:
-        k, eta_h, _ = laws[cls]
-        f.laws[cls] = {
-            "shape": k,
-            "scale_hours": eta_h,
-            "units_per_node": units_per_node(cls, G),
-            "n_units_observed": 0,
-            "exposure_unit_days": 0.0,
-            "n_failures": 0,
-            "_cumhaz": 0.0,
-        }
-    for inst in f.inst:
-        cls = f.slot_class[inst["slot"]]
-        law = f.laws[cls]
-        t0 = max(inst["install"], 0.0)
-        t1 = min(inst["fail"] if inst.get("failed") else inst.get("removed", H), H)
-        if t1 <= t0:
-            continue
-        eta = float(f.slot_scale_s[inst["slot"]])
-        a0, a1 = t0 - inst["install"], t1 - inst["install"]
-        law["n_units_observed"] += 1
-        law["exposure_unit_days"] += (t1 - t0) / 86400.0
-        law["_cumhaz"] += (a1 / eta) ** law["shape"] - (a0 / eta) ** law["shape"]
-        law["n_failures"] += int(bool(inst.get("failed")) and inst["fail"] < H)
-    for law in f.laws.values():
-        ch = law.pop("_cumhaz")
-        exp_d = law["exposure_unit_days"]
-        law["expected_failures"] = round(float(ch), 4)
-        law["true_rate_per_1k_unit_days"] = round(1000.0 * float(ch) / exp_d, 6) if exp_d else 0.0
-        law["exposure_unit_days"] = round(float(exp_d), 4)
-        law["scale_hours"] = round(law["scale_hours"], 3)
+    true_laws(f, laws)
 
 
 def _simulate_maintenance(f: Fleet, rng: np.random.Generator) -> None:
@@ -510,6 +298,7 @@ def _gang_chain(
     first_key: int,
     name_fmt: str,
     partition: str,
+    software_per_node_hour: float,
 ) -> list[Attempt]:
     """Back-to-back multi-node training jobs that restart from their last checkpoint."""
     H, G = f.horizon, f.gpus_per_node
@@ -546,7 +335,7 @@ def _gang_chain(
             nodes = avail[:need]
             overhead = float(rng.uniform(300.0, 900.0)) if attempt else float(rng.uniform(120, 300))
             e_done = s + overhead + (work - saved)
-            sw_rate = SOFTWARE_RATE_PER_NODE_HOUR * f.fault_scale * need / 3600.0
+            sw_rate = software_per_node_hour * f.fault_scale * need / 3600.0
             t_sw = s + float(rng.exponential(1.0 / sw_rate)) if sw_rate > 0 else math.inf
             ti, kind, ref, _ = _first_interrupt(f, nodes, s, min(e_done, t_sw, H))
             a = Attempt(
@@ -759,10 +548,11 @@ def _assign_ids(f: Fleet) -> None:
             next_raw += 1
     for a in f.attempts:
         if a.scheduler == "k8s":
-            a.job_id = f"ml-train/{a.name}"
+            a.job_id = f"{K8S_NAMESPACE}/{a.name}"
 
 
 def build_fleet(
+    mix: CauseMix,
     nodes: int = 32,
     gpus_per_node: int = 8,
     days: float = 60,
@@ -772,7 +562,8 @@ def build_fleet(
     k8s_nodes: int = 4,
     start: str = "2026-01-05T00:00:00",
 ) -> Fleet:
-    """Run the whole model (no files): hardware, maintenance, schedulers, ids."""
+    """Run the whole model (no files): hardware, maintenance, schedulers, ids. Fault and
+    workload-failure rates are ``mix``'s, times ``fault_scale``."""
     if nodes < 1 or gpus_per_node < 1 or gpus_per_node > len(GPU_PCI_BUS) or days <= 0:
         raise ValueError("need nodes >= 1, 1 <= gpus_per_node <= 8, days > 0")
     if fault_scale <= 0:
@@ -796,38 +587,109 @@ def build_fleet(
     f.unavailable = [[] for _ in range(nodes)]
     ss = np.random.SeedSequence(seed)
     r_hw, r_maint, r_train, r_small, r_k8s = (np.random.default_rng(s) for s in ss.spawn(5))
-    _simulate_hardware(f, r_hw)
+    _simulate_hardware(f, r_hw, mix)
     _simulate_maintenance(f, r_maint)
+    sw = software_rate_per_node_hour(mix)
     n_slurm = nodes - k8s_nodes
     n_small = max(1, round(0.25 * n_slurm)) if n_slurm > 1 else 0
     train_pool = list(range(n_slurm - n_small)) if n_slurm > 1 else list(range(n_slurm))
     small_pool = list(range(n_slurm - n_small, n_slurm)) if n_small else []
     k8s_pool = list(range(n_slurm, nodes))
     f.attempts.extend(
-        _gang_chain(f, r_train, train_pool, "slurm", 0, "llm-pretrain-{:02d}", "train")
+        _gang_chain(f, r_train, train_pool, "slurm", 0, "llm-pretrain-{:02d}", "train", sw)
     )
     f.attempts.extend(_small_jobs(f, r_small, small_pool, 100000))
     if k8s_pool:
-        f.attempts.extend(_gang_chain(f, r_k8s, k8s_pool, "k8s", 10_000_000, "llm-ft-{:02d}", ""))
+        f.attempts.extend(
+            _gang_chain(f, r_k8s, k8s_pool, "k8s", 10_000_000, "llm-ft-{:02d}", "", sw)
+        )
     _assign_ids(f)
     return f
 
 
-def simulate(
-    out_dir: Path,
-    nodes: int = 32,
-    gpus_per_node: int = 8,
-    days: float = 60,
-    seed: int = 0,
-    fault_scale: float = 20.0,
-    scrape_interval_s: int = 3600,
-    k8s_nodes: int = 4,
-    start: str = "2026-01-05T00:00:00",
-) -> dict:
-    """Build the fleet and write every file format under out_dir; return a count summary."""
-    from sample_data import formats
+def choose_codes(f: Fleet, rng: np.random.Generator) -> list[dict]:
+    """Per fault: the error code and text the hardware reports (XID, SXID, mlx5, SEL)."""
+    out = []
+    for flt in f.faults:
+        c = flt["cls"]
+        u = rng.uniform()
+        if c == "gpu":
+            code = "79" if u < 0.7 else "119"
+        elif c == "gpu_memory":
+            code = "48" if u < 0.5 else ("95" if u < 0.8 else "94")
+        elif c == "nvlink":
+            code = "74"
+        elif c == "nvswitch":
+            code = ("24007", "12028", "20034")[int(u * 3)]
+        elif c == "ib_link":
+            code = "mlx5_link_down" if u < 0.6 else "mlx5_port_module_error"
+        elif c == "cpu":
+            code = "IERR"
+        elif c == "host_memory":
+            code = "Uncorrectable ECC"
+        elif c == "psu":
+            code = "Failure detected"
+        elif c == "cooling":
+            code = "Lower Critical going low" if flt["fatal"] else "Lower Non-critical going low"
+        else:
+            code = "Drive Fault"
+        out.append(
+            {
+                "code": code,
+                "multiline": bool(rng.uniform() < 0.4),
+                "followups": int(rng.integers(1, 4)) if rng.uniform() < 0.35 else 0,
+                "pid": int(rng.integers(100000, 4000000)),
+            }
+        )
+    return out
 
-    f = build_fleet(
-        nodes, gpus_per_node, days, seed, fault_scale, scrape_interval_s, k8s_nodes, start
+
+# What write_fleet owns under its folder (removed first, so no file of an earlier run stays).
+GENERATED = ("slurm", "kernel", "dcgm", "ipmi", "redfish", "k8s", "components", "ground_truth.json")
+
+
+def write_fleet(f: Fleet, out: Path) -> dict:
+    """Write every format under out, then ground_truth.json; return a count summary."""
+    out.mkdir(parents=True, exist_ok=True)
+    # Regenerating into the same folder must not leave files of an earlier, different run
+    # (e.g. DCGM days beyond a shorter window); only our own sub-trees are removed.
+    for sub in GENERATED:
+        p = out / sub
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+    r_codes, r_kern, r_bmc, r_dcgm = (
+        np.random.default_rng(s) for s in np.random.SeedSequence([f.seed, 7]).spawn(4)
     )
-    return formats.write_all(f, Path(out_dir))
+    codes = choose_codes(f, r_codes)
+    ev: dict[int, list] = defaultdict(list)
+    summary = {}
+    summary["sacct_rows"] = sacct.write(f, out / "slurm" / "sacct.txt")
+    summary["sacct_json_jobs"] = sacct_json.write(f, out / "slurm" / "sacct.json")
+    summary["slurmctld_lines"] = slurmctld.write(f, out / "slurm" / "slurmctld.log", codes, ev)
+    kstats = kernel.write(f, out, codes, ev, r_kern)
+    sel = sel_rows(f, codes, r_bmc)
+    summary["sel_rows"] = ipmi_sel.write(f, out, sel, ev)
+    redfish.write(f, out, sel, ev)
+    summary["dcgm_files"] = dcgm.write(f, out, codes, ev, r_dcgm)
+    summary.update({f"k8s_{k}": v for k, v in kubernetes.write(f, out, ev).items()})
+    summary["component_rows"] = component_history.write(
+        f, out / "components" / "component_history.csv"
+    )
+    truth = ground_truth(f, codes, ev, {"kernel": kstats})
+    write_text(out / "ground_truth.json", json.dumps(truth, indent=2, sort_keys=True) + "\n")
+    summary["faults"] = len(truth["faults"])
+    summary["faults_by_class"] = {c: law["n_failures"] for c, law in truth["laws"].items()}
+    summary["attempts"] = len(f.attempts)
+    summary["jobs"] = len({(a.scheduler, a.job_id) for a in f.attempts})
+    summary["workload_failures"] = len(truth["workload_failures"])
+    summary["replacements"] = len(truth["replacements"])
+    return summary
+
+
+def simulate(out_dir: Path, mix: CauseMix, **settings) -> dict:
+    """Build the fleet (``build_fleet``'s settings: nodes, gpus_per_node, days, seed,
+    fault_scale, scrape_interval_s, k8s_nodes, start) and write every file format under
+    out_dir; return a count summary. The same arguments give byte-identical files."""
+    return write_fleet(build_fleet(mix, **settings), Path(out_dir))

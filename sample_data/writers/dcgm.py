@@ -1,0 +1,227 @@
+"""dcgm-exporter `/metrics` scrapes, gzip per host and day (read by ``ingest/dcgm.py``)."""
+
+from __future__ import annotations
+
+import gzip
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from sample_data.model import GPU_MODEL, K8S_NAMESPACE, Attempt, Fleet, ts
+from sample_data.writers.base import pci
+
+BLANK_SENTINEL = "9223372036854775794"
+DCGM_METRICS = (  # name, type, help
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+    (
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "counter",
+        "Total number of NVLink flow-control CRC errors.",
+    ),
+)
+
+
+def write(f: Fleet, out: Path, codes: list[dict], ev: dict, rng: np.random.Generator) -> int:
+    """dcgm/<host>/<date>.prom.gz: concatenated /metrics scrapes with ms timestamps.
+
+    No scrape while the node is powered off (repair or maintenance); counters and the last
+    XID reset at the reboot that ends such an interval; a replaced GPU shows its new UUID.
+    """
+    G, H, dt = f.gpus_per_node, f.horizon, float(f.scrape_interval_s)
+    by_node: dict[int, list[Attempt]] = defaultdict(list)
+    for a in f.attempts:
+        for n in a.nodes:
+            by_node[n].append(a)
+    off: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for flt in f.faults:
+        if flt["fatal"]:
+            off[flt["node"]].append((flt["t_off"], flt["t_rep"]))
+    for m in f.maint:
+        off[m["node"]].append((m["start"] + 60, m["end"]))
+    faults_by_node: dict[int, list[int]] = defaultdict(list)
+    for i, flt in enumerate(f.faults):
+        faults_by_node[flt["node"]].append(i)
+    headers = [(f"# HELP {m} {h}", f"# TYPE {m} {ty}") for m, ty, h in DCGM_METRICS]
+    gpu_off = f.gpu_temp_offset
+    total = 0
+    if dt <= 0:
+        return 0
+    for n in range(f.nodes):
+        phase = float(rng.uniform(0, 59))
+        pod_names = {"": 0}
+        tt = np.arange(phase, H, dt)
+        up = np.ones(tt.size, bool)
+        boot = np.zeros(tt.size, np.int64)
+        for a, b in sorted(off[n]):
+            up &= ~((tt >= a) & (tt < b))
+            boot += tt >= b
+        S = tt.size
+        # busy GPUs and pod names
+        busy = np.zeros((S, G), bool)
+        pod = np.zeros((S, G), np.int64)  # index into pod names, 0 = no pod
+        for a in by_node[n]:
+            e = a.end if a.end is not None else H
+            i0, i1 = np.searchsorted(tt, [a.start, e])
+            if i1 <= i0:
+                continue
+            gl = a.gpus[a.nodes.index(n)]
+            busy[i0:i1, gl] = True
+            if a.scheduler == "k8s":
+                pname = f"{a.name}-worker-{a.nodes.index(n)}"
+                pod_names.setdefault(pname, len(pod_names))
+                pod[i0:i1, gl] = pod_names[pname]
+        util = (
+            np.where(busy, np.clip(rng.normal(93, 5, (S, G)), 0, 100), 0).round().astype(np.int64)
+        )
+        temp = (33 + 0.33 * util + gpu_off[n] + rng.normal(0, 1.2, (S, G))).round().astype(np.int64)
+        mtemp = (temp + 4 + rng.normal(0, 1, (S, G))).round().astype(np.int64)
+        power = (68 + 5.9 * util + rng.normal(0, 6, (S, G))).round(3)
+        fb = np.where(busy, rng.integers(52000, 79000, (S, G)), 0)
+        dbe = np.zeros((S, G), np.int64)
+        xid = np.zeros((S, G), np.int64)
+        remap = np.zeros((S, G), np.int64)
+        crc_inc = rng.poisson(0.15 * dt / 3600.0, (S, G))
+        for i in faults_by_node[n]:
+            flt = f.faults[i]
+            g = flt["gpu_index"]
+            if g is None or not flt["fatal"] or flt["secondary"]:
+                continue
+            i0, i1 = np.searchsorted(tt, [flt["time"], flt["t_off"]])
+            if i1 <= i0:
+                continue
+            code = codes[i]["code"]
+            xid[i0:i1, g] = int(code)
+            first = ts(f, float(tt[i0]))
+            if flt["cls"] == "gpu_memory":
+                dbe[i0:i1, g] = 1
+                if code in ("48", "95"):
+                    remap[i0:i1, g] = 1
+                ev[i].append(
+                    {"source": "dcgm", "code": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "time": first}
+                )
+            if flt["cls"] == "nvlink":
+                crc_inc[i0, g] += int(rng.integers(1000, 100000))
+            if codes[i]["followups"] and code in ("74", "79", "48") and G > 1:
+                others = [x for x in range(G) if x != g][: codes[i]["followups"]]
+                xid[i0:i1, others] = 45
+            ev[i].append(
+                {"source": "dcgm", "code": f"DCGM_FI_DEV_XID_ERRORS={code}", "time": first}
+            )
+        # counters since last boot: cumulative sum restarted at each boot segment
+        crc = np.cumsum(crc_inc, axis=0)
+        seg_start = np.searchsorted(boot, boot, side="left")
+        base = np.where(seg_start[:, None] > 0, crc[np.maximum(seg_start - 1, 0)], 0)
+        crc = crc - base
+        vals = [temp, mtemp, power, util, fb, dbe, xid, remap, crc]
+        sel = np.nonzero(up)[0]
+        if sel.size == 0:
+            continue
+        total += _write_host(
+            f, out, n, tt[sel], [v[sel] for v in vals], pod[sel], list(pod_names), headers, rng
+        )
+    return total
+
+
+def _write_host(
+    f: Fleet,
+    out: Path,
+    n: int,
+    tt: np.ndarray,
+    vals: list[np.ndarray],
+    pod: np.ndarray,
+    pod_names: list[str],
+    headers: list,
+    rng,
+) -> int:
+    """Format one host's scrapes with Polars string ops and write one gzip file per UTC day."""
+    G, S = f.gpus_per_node, tt.size
+    host = f.hosts[n]
+    labels, lab_idx = [], np.zeros((S, G), np.int64)
+    for g in range(G):
+        hist = f.gpu_uuid_at[(n, g)]
+        starts = np.array([h[0] for h in hist])
+        which = np.maximum(np.searchsorted(starts, tt, side="right") - 1, 0)
+        lab_idx[:, g] = len(labels) + which
+        labels += [
+            f'gpu="{g}",UUID="{h[1]}",pci_bus_id="0000{pci(g)}.0",device="nvidia{g}",'
+            f'modelName="{GPU_MODEL}",Hostname="{host}"'
+            for h in hist
+        ]
+    lab = pl.Series(labels, dtype=pl.String).gather(lab_idx.ravel())
+    if n >= f.nodes - f.k8s_nodes:
+        suffix = [',container="",namespace="",pod=""'] + [
+            f',container="pytorch",namespace="{K8S_NAMESPACE}",pod="{p}"' for p in pod_names[1:]
+        ]
+        sfx = pl.Series(suffix, dtype=pl.String).gather(pod.ravel())
+        lab = pl.DataFrame({"a": lab, "b": sfx}).select(pl.concat_str(["a", "b"])).to_series()
+    ms = np.round((f.start_epoch + tt) * 1000).astype(np.int64)
+    s_idx = np.repeat(np.arange(S), G)
+    g_idx = np.tile(np.arange(G), S)
+    blank_mem = n % 8 == 5  # an exporter on old firmware: memory temperature unsupported
+    days = ((f.start_epoch + tt) // 86400).astype(np.int64)
+    frames = []
+    for mi, (name, _, _) in enumerate(DCGM_METRICS):
+        v = vals[mi].ravel()
+        if mi == 2:
+            vs = pl.Series(v).round(3).cast(pl.String)
+        elif mi == 1 and blank_mem:
+            vs = pl.repeat(BLANK_SENTINEL, v.size, eager=True, dtype=pl.String)
+        else:
+            vs = pl.Series(v).cast(pl.String)
+        tms = pl.Series(np.repeat(ms, G) + rng.integers(0, 40, S * G)).cast(pl.String)
+        line = (
+            pl.DataFrame({"l": lab, "v": vs, "t": tms})
+            .select(
+                pl.concat_str(
+                    [
+                        pl.lit(name + "{"),
+                        pl.col("l"),
+                        pl.lit("} "),
+                        pl.col("v"),
+                        pl.lit(" "),
+                        pl.col("t"),
+                    ]
+                )
+            )
+            .to_series()
+        )
+        frames.append(
+            pl.DataFrame(
+                {"day": days[s_idx], "s": s_idx, "k": mi * (G + 2) + 2 + g_idx, "line": line}
+            )
+        )
+        for h in (0, 1):
+            frames.append(
+                pl.DataFrame(
+                    {
+                        "day": days,
+                        "s": np.arange(S),
+                        "k": np.full(S, mi * (G + 2) + h),
+                        "line": pl.repeat(headers[mi][h], S, eager=True),
+                    }
+                )
+            )
+    df = (
+        pl.concat(frames)
+        .sort(["s", "k"])
+        .group_by("day", maintain_order=True)
+        .agg(pl.col("line").str.join("\n"))
+    )
+    written = 0
+    for d, text in zip(df["day"].to_list(), df["line"].to_list()):
+        date = time.strftime("%Y-%m-%d", time.gmtime(int(d) * 86400))
+        p = out / "dcgm" / host / f"{date}.prom.gz"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(gzip.compress((text + "\n").encode(), compresslevel=6, mtime=0))
+        written += 1
+    return written

@@ -1,0 +1,224 @@
+"""Kernel logs with NVIDIA XID/SXID, mlx5, MCE, EDAC and NVMe lines (read by ``ingest/kernel.py``)."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from sample_data.model import NIC_PCI_BUS, Attempt, Fleet, ts, uuid_at
+from sample_data.writers.base import pci, write_text
+
+SXID_TEXT = {
+    "24007": "Fatal, Link 42 sourcetrack TCEN0 crumbstore ECC DBE Error",
+    "12028": "Fatal, Link 17 egress non-posted PRIV error",
+    "20034": "Fatal, Link 30 LTSSM Fault Up",
+}
+XID_TEXT = {
+    "79": "GPU has fallen off the bus.",
+    "119": "Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function 76 "
+    "(GSP_RM_CONTROL) (0x20801348 0x98).",
+    "48": "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer "
+    "at partition 6, subpartition 0.",
+    "94": "Contained ECC error",
+    "95": "Uncontained: FBHUB. RST: Yes, D-RST: No",
+    "74": "NVLink: fatal error detected on link 5(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
+}
+
+
+BENIGN_KERNEL = (
+    (
+        "nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, skipping "
+        "further processing"
+    ),
+    "IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready",
+    (
+        "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_MC#0_Chan#2_DIMM#0 (channel:2 slot:0 "
+        "page:0x4a1c2 offset:0x0 grain:32 syndrome:0x0 - area:DRAM err_code:0000:009f socket:0 "
+        "ha:0 channel_mask:4 rank:1)"
+    ),
+    (
+        "perf: interrupt took too long (2503 > 2500), lowering kernel.perf_event_max_sample_rate "
+        "to 79750"
+    ),
+    "nvidia-nvswitch1: open (major=510)",
+    "xfs filesystem being remounted at /tmp supports timestamps until 2038 (0x7fffffff)",
+)
+BOOT_KERNEL = (
+    (
+        "Linux version 5.15.0-105-generic (buildd@lcy02-amd64-007) (gcc (Ubuntu 11.4.0-1ubuntu1~"
+        "22.04) 11.4.0, GNU ld (GNU Binutils for Ubuntu) 2.38) #115-Ubuntu SMP Mon Apr 15 "
+        "09:52:04 UTC 2024 (Ubuntu 5.15.0-105.115-generic 5.15.149)"
+    ),
+    "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.161.08  Sat Feb 17 22:55:48 UTC 2024",
+    "nvidia-nvswitch0: open (major=510)",
+)
+
+
+
+def kernel_lines_for_fault(
+    f: Fleet, i: int, code: dict, gpu_uuid: str | None, gpu_serial: str | None, name: str
+) -> list[tuple[float, str]]:
+    """Kernel lines of one fault: one primary line with its code, plus optional context."""
+    flt = f.faults[i]
+    t, c, k = flt["time"], flt["cls"], code["code"]
+    G = f.gpus_per_node
+    idx = f.slot_index[flt["slot"]]
+    pid = f"{code['pid']}" if name != "<unknown>" else "'<unknown>'"
+    lines: list[tuple[float, str]] = []
+
+    def add(at: float, msg: str) -> None:
+        lines.append((at, msg))
+
+    if c in ("gpu", "gpu_memory", "nvlink"):
+        bus = pci(idx)
+        if code["multiline"]:
+            add(t, f"NVRM: GPU at PCI:{bus}: {gpu_uuid}")
+            add(t, f"NVRM: GPU Board Serial Number: {gpu_serial}")
+        text = XID_TEXT[k].replace("GPU0", f"GPU{idx}")
+        add(t, f"NVRM: Xid (PCI:{bus}): {k}, pid={pid}, name={name}, {text}")
+        if code["multiline"] and k == "79":
+            add(t, f"NVRM: GPU {bus}.0: GPU has fallen off the bus.")
+        if code["followups"] and k in ("74", "79", "48") and G > 1:
+            others = [g for g in range(G) if g != idx][: code["followups"]]
+            for j, g in enumerate(others):
+                add(
+                    t + 0.5 + j,
+                    f"NVRM: Xid (PCI:{pci(g)}): 45, pid={pid}, name={name}, "
+                    f"Ch {8 + j:08x} caused by previous Xid {k}",
+                )
+    elif c == "nvswitch":
+        sw = f"nvidia-nvswitch{idx}"
+        add(t, f"{sw}: SXID={k}, {SXID_TEXT[k]}")
+        if code["multiline"]:
+            add(t, f"{sw}: SXID={k}, Severity 1 Engine instance 42 Sub-engine instance 00")
+            add(
+                t,
+                f"{sw}: SXID={k}, Data {{0x00000000, 0x00000000, 0x00000004, 0x00000000, "
+                f"0x00000000, 0x00000000, 0x00000000, 0x00000000}}",
+            )
+    elif c == "ib_link":
+        dev = f"mlx5_core 0000:{NIC_PCI_BUS[idx % len(NIC_PCI_BUS)]}:00.0"
+        if k == "mlx5_port_module_error":
+            add(
+                t,
+                f"{dev}: mlx5_port_module_event:1151:(pid 0): Port module event[error]: "
+                f"module {idx}, Cable error, High Temperature",
+            )
+        else:
+            add(t, f"{dev} ib{idx}: Link down")
+    elif c == "cpu":
+        add(
+            t,
+            f"mce: [Hardware Error]: CPU {idx * 56}: Machine Check Exception: 5 Bank 4: "
+            f"be00000000800400",
+        )
+        add(t, "mce: [Hardware Error]: Run the above through 'mcelog --ascii'")
+    elif c == "host_memory":
+        add(
+            t,
+            f"EDAC MC{idx // 8}: 1 UE memory read error on CPU_SrcID#{idx // 8}_MC#0_"
+            f"Chan#{idx % 8}_DIMM#0 (channel:{idx % 8} slot:0 page:0x1f2a3 offset:0x0 "
+            f"grain:32 - area:DRAM err_code:0000:009f)",
+        )
+    elif c == "storage":
+        add(
+            t, f"nvme nvme{idx}: controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff"
+        )
+    return lines
+
+
+KERNEL_CODE_FOR_EVIDENCE = {
+    "cpu": "mce",
+    "host_memory": "edac_ue",
+    "storage": "nvme_controller_down",
+}
+
+
+def _running_name(f: Fleet, node: int, t: float, by_node: dict) -> str:
+    for a in by_node.get(node, ()):
+        if a.start <= t and (a.end is None or t <= a.end + 60):
+            return "pt_main_thread" if a.partition in ("train", "") else "python3"
+    return "<unknown>"
+
+
+def write(
+    f: Fleet, out: Path, codes: list[dict], ev: dict, rng: np.random.Generator
+) -> dict:
+    """kernel/<host>.log; odd-numbered hosts use `dmesg --ctime`, even ones journald short-iso."""
+    by_node: dict[int, list[Attempt]] = defaultdict(list)
+    for a in f.attempts:
+        for n in a.nodes:
+            by_node[n].append(a)
+    per_node: dict[int, list[tuple[float, int, str]]] = defaultdict(list)
+    stats = {"primary_lines": 0, "xid45_followups": 0, "benign_lines": 0}
+    for i, flt in enumerate(f.faults):
+        c = flt["cls"]
+        if c in ("psu", "cooling"):
+            continue
+        gpu_uuid = gpu_serial = None
+        if flt["gpu_index"] is not None:
+            gpu_uuid, gpu_serial = uuid_at(f, flt["node"], flt["gpu_index"], flt["time"])
+        name = _running_name(f, flt["node"], flt["time"], by_node)
+        lines = kernel_lines_for_fault(f, i, codes[i], gpu_uuid, gpu_serial, name)
+        for t, msg in lines:
+            per_node[flt["node"]].append((t, 1, msg))
+        code = codes[i]["code"]
+        ev[i].append(
+            {
+                "source": "kernel",
+                "code": KERNEL_CODE_FOR_EVIDENCE.get(c, code),
+                "time": ts(f, flt["time"]),
+            }
+        )
+        if flt["fatal"] and not flt["secondary"]:
+            for j, msg in enumerate(BOOT_KERNEL):
+                per_node[flt["node"]].append((flt["t_rep"] + 20 + j, 0, msg))
+    for m in f.maint:
+        for j, msg in enumerate(BOOT_KERNEL):
+            per_node[m["node"]].append((m["end"] - 300 + j, 0, msg))
+    H = f.horizon
+    for n in range(f.nodes):
+        k = int(rng.poisson(H / (12 * 3600.0)))
+        tt = np.sort(rng.uniform(0, H, k))
+        which = rng.integers(0, len(BENIGN_KERNEL), k)
+        for t, w in zip(tt, which):
+            per_node[n].append((float(t), 2, BENIGN_KERNEL[int(w)]))
+    for n in range(f.nodes):
+        host = f.hosts[n]
+        rows = sorted(r for r in per_node[n] if 0 <= r[0] < H)
+        journald = (n + 1) % 2 == 0
+        lines = []
+        for t, kind, msg in rows:
+            if kind == 1:
+                if "caused by previous Xid" in msg:
+                    stats["xid45_followups"] += 1
+                elif _is_primary_kernel(msg):
+                    stats["primary_lines"] += 1
+            elif kind == 2:
+                stats["benign_lines"] += 1
+            g = time.gmtime(round(f.start_epoch + t))
+            if journald:
+                lines.append(f"{time.strftime('%Y-%m-%dT%H:%M:%S', g)}+0000 {host} kernel: {msg}")
+            else:
+                lines.append(f"[{time.strftime('%a %b %e %H:%M:%S %Y', g)}] {msg}")
+        write_text(out / "kernel" / f"{host}.log", "\n".join(lines) + ("\n" if lines else ""))
+    return stats
+
+
+PRIMARY_KERNEL_MARKERS = (
+    "NVRM: Xid (",
+    "Fatal, Link",
+    "Link down",
+    "Port module event[error]",
+    "Machine Check Exception",
+    " UE memory read error",
+    "controller is down",
+)
+
+
+def _is_primary_kernel(msg: str) -> bool:
+    """The one line per fault that carries its code (XID, SXID, mlx5, MCE, EDAC UE, NVMe)."""
+    return any(m in msg for m in PRIMARY_KERNEL_MARKERS) and "caused by previous Xid" not in msg

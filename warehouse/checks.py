@@ -1,0 +1,122 @@
+"""The warehouse's invariants as plain checks (DESIGN.md): conservation per ingested file, only
+declared columns, no duplicate record keys, a bounded quarantine share.
+
+Each takes a :class:`~warehouse.store.Warehouse` and returns a :class:`CheckResult` (passed,
+description, metadata); ``pipelines/checks.py`` wraps them as Dagster asset checks and
+``analysis/checks.py`` holds the analyses' own.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import duckdb
+import pyarrow.parquet as pq
+
+from warehouse.schemas import TABLES
+from warehouse.store import Warehouse
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One invariant check's outcome: whether it held, what it checks, and what it measured."""
+
+    passed: bool
+    description: str
+    metadata: dict = field(default_factory=dict)
+
+
+def invariant(description: str) -> Callable:
+    """Declare a check: the function returns (passed, metadata); the declared check returns a
+    CheckResult with this one-line description (also ``check.description``, for the wrappers)."""
+
+    def declare(fn: Callable[..., tuple[bool, dict]]) -> Callable[..., CheckResult]:
+        @functools.wraps(fn)
+        def check(*args, **kwargs) -> CheckResult:
+            passed, metadata = fn(*args, **kwargs)
+            return CheckResult(bool(passed), description, metadata)
+
+        check.description = description
+        return check
+
+    return declare
+
+
+def raw_counts(wh: Warehouse, table: str) -> dict[str, int]:
+    """Rows per source_file in a table's Parquet, before any view-level dedupe."""
+    files = wh.files(table)
+    if not files or "source_file" not in TABLES[table].columns:
+        return {}
+    with wh.connect() as con:
+        rows = con.execute(
+            "SELECT source_file, count(*) FROM read_parquet($files, hive_partitioning=true) GROUP BY 1",
+            {"files": files},
+        ).fetchall()
+    return dict(rows)
+
+
+@invariant("Records read = rows written + rows quarantined, per ingested file.")
+def conservation(wh: Warehouse, primary: Mapping[str, str]) -> tuple[bool, dict]:
+    """Every ingested file: records read = rows in its primary table (``primary``: format name ->
+    table, from the ingest registry) + rows quarantined + rows already stored (an earlier file or
+    line held the same record), and the rows the manifest claims are really in the table."""
+    manifest = wh.read("ingest_manifest")
+    quarantined = wh.query("SELECT sha256, count(*) n FROM quarantine GROUP BY 1") if manifest.height else None
+    q_by_sha = dict(quarantined.rows()) if quarantined is not None else {}
+    counts = {t: raw_counts(wh, t) for t in set(primary.values())}
+    bad = []
+    for m in manifest.iter_rows(named=True):
+        table = primary.get(m["format"])
+        in_table = counts[table].get(m["path"], 0) if table else 0
+        in_quarantine = q_by_sha.get(m["sha256"], 0)
+        if m["records_read"] != m["rows_ok"] + m["rows_quarantined"] + (m["rows_duplicate"] or 0) or in_table < m["rows_ok"] or in_quarantine != m["rows_quarantined"]:
+            bad.append(f"{m['path']}: read {m['records_read']}, table {in_table}, quarantine {in_quarantine}")
+    return not bad, {"files": manifest.height, "violations": len(bad), "first": "; ".join(bad[:5])}
+
+
+@invariant("Parquet files hold exactly the declared columns and types.")
+def schema(wh: Warehouse) -> tuple[bool, dict]:
+    """Every Parquet file holds only declared columns, with types DuckDB can cast to the
+    declared ones."""
+    bad = []
+    for name, spec in TABLES.items():
+        files = wh.files(name)
+        for f in files:
+            cols = set(pq.read_schema(f, filesystem=wh.fs).names)
+            extra = cols - set(spec.columns)
+            if extra:
+                bad.append(f"{f[len(wh.parquet) + 1 :]}: undeclared {sorted(extra)}")
+        if files:
+            try:
+                with wh.connect() as con:
+                    con.execute(f"SELECT * FROM ({wh.view_sql(name)}) LIMIT 1").fetchall()
+            except duckdb.Error as exc:
+                bad.append(f"{name}: {str(exc).splitlines()[0]}")
+    return not bad, {"violations": len(bad), "first": "; ".join(bad[:5]), "tables": len(TABLES)}
+
+
+@invariant("No table has two rows with the same key.")
+def duplicate_keys(wh: Warehouse) -> tuple[bool, dict]:
+    """Per table with a record key: how many keys occur on more than one row (none may)."""
+    dups = {}
+    for name, spec in TABLES.items():
+        if not spec.key or not wh.files(name):
+            continue
+        keys = ", ".join(f'"{k}"' for k in spec.key)
+        with wh.connect() as con:
+            n = con.execute(f"SELECT count(*) FROM (SELECT {keys} FROM ({wh.view_sql(name)}) GROUP BY ALL HAVING count(*) > 1)").fetchall()[0][0]
+        if n:
+            dups[name] = n
+    return not dups, {"tables_with_duplicates": dups}
+
+
+@invariant("Share of quarantined records stays under the configured threshold.")
+def quarantine_ratio(wh: Warehouse, limit: float) -> tuple[bool, dict]:
+    """Quarantined records / records read, over the whole manifest, at most ``limit``."""
+    m = wh.read("ingest_manifest")
+    read = int(m["records_read"].sum()) if m.height else 0
+    bad = int(m["rows_quarantined"].sum()) if m.height else 0
+    ratio = bad / read if read else 0.0
+    return ratio <= limit, {"records_read": read, "quarantined": bad, "ratio": ratio, "limit": limit}
