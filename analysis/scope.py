@@ -179,13 +179,13 @@ def open_scope(wh, scope: Scope) -> ScopedWarehouse:
         if value is not None and value not in known[key]:
             names = ", ".join(known[key][:20]) + (" ..." if len(known[key]) > 20 else "") or "none"
             raise ScopeError(f"unknown {key} {value!r}; the data has: {names}")
-    home = scope_home(wh, scope)
-    home.mkdir(parents=True, exist_ok=True)
     hosts = scope_hosts(wh, scope)
     with wh.connect() as con:
         jobs = con.execute(f"SELECT count(*) FROM ({wh.view_sql('job_attempts')}) WHERE {scope.job_filter()}").fetchall()[0][0]
     if not jobs and not hosts:
         raise ScopeError(f"scope {scope.describe()!r} holds no job attempt and no host{_data_span(wh)}")
+    home = scope_home(wh, scope)
+    home.mkdir(parents=True, exist_ok=True)
     host_cond = None
     if hosts is not None:
         tmp = home / f".{HOSTS_FILE}.{os.getpid()}.tmp"

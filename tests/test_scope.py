@@ -127,6 +127,7 @@ def test_scope_errors_are_one_line(fleet, capsys):
     wh, *_ = fleet
     with pytest.raises(ScopeError, match=r"unknown cluster 'c9'; the data has: c1, c2"):
         open_scope(wh, Scope(cluster="c9"))
+    assert not (wh.home / "scopes" / Scope(cluster="c9").slug).exists()  # nothing left behind
     with pytest.raises(ScopeError, match=r"unknown partition 'gpu'; the data has: debug, train"):
         open_scope(wh, Scope(partition="gpu"))
     with pytest.raises(ScopeError, match=r"holds no job attempt and no host \(the jobs run 2026-01-01 to 2026-03-02\)"):
