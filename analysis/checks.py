@@ -9,6 +9,7 @@ checks.
 
 from __future__ import annotations
 
+from analysis.headline import selected_rates
 from analysis.observation import source_spans, spans_disagree
 from warehouse.checks import invariant
 from warehouse.store import Warehouse
@@ -20,7 +21,7 @@ def fits_converged(wh: Warehouse) -> tuple[bool, dict]:
     rates = wh.read("failure_rates")
     lt = wh.read("component_lifetimes")
     classes = set(lt.filter(lt["event"])["component_class"].unique()) if lt.height else set()
-    sel = rates.filter(rates["selected"] & (rates["window"] == "all") & (rates["stratum"] == "all")) if rates.height else rates
+    sel = selected_rates(rates)
     missing = sorted(classes - set(sel["component_class"].to_list())) if sel.height else sorted(classes)
     unconverged = sorted(sel.filter(~sel["converged"])["component_class"].unique().to_list()) if sel.height else []
     return not missing and not unconverged, {"classes": len(classes), "missing": ", ".join(missing), "unconverged": ", ".join(unconverged)}

@@ -55,6 +55,7 @@ import numpy as np
 import polars as pl
 
 from analysis import lifetime_models
+from analysis.headline import selected_rates as selected
 from analysis.lifetime_models.base import Z95, Sample
 from analysis.lifetime_models.exponential import poisson_rate_ci
 from warehouse.schemas import TABLES, conform
@@ -983,9 +984,7 @@ def selected_rates(
     failure_rates_df: pl.DataFrame, stratum: str = "all", window: str = "all"
 ) -> pl.DataFrame:
     """Per class, the AIC-selected row (rate, CI, model, params JSON, Weibull shape)."""
-    return failure_rates_df.filter(
-        pl.col("selected") & (pl.col("stratum") == stratum) & (pl.col("window") == window)
-    ).select(
+    return selected(failure_rates_df, window, stratum).select(
         "component_class",
         "model",
         "params",

@@ -22,6 +22,7 @@ import polars as pl
 
 from analysis import (
     attribution,
+    breakdown,
     goodput_measured,
     lifetimes,
     node_health,
@@ -31,6 +32,7 @@ from analysis import (
     telemetry,
     whatif,
 )
+from analysis.headline import fleet_headline, selected_rates
 from analysis.observation import source_spans
 from analysis.status import MissingInputs
 from dashboards.report import build_report
@@ -164,7 +166,7 @@ def telemetry_gpu_replacements(goodput: GoodputConfig) -> dg.MaterializeResult:
 
 @dg.asset(group_name="analysis", deps=[ingested_sources, dcgm_counter_events], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("interruptions"), description="Every job attempt that did not end normally, with its attributed root cause, domain and lost GPU-hours.")
 def interruptions(goodput: GoodputConfig) -> dg.MaterializeResult:
-    wh = goodput.warehouse()
+    wh = goodput.analysis_warehouse()
 
     def run():
         status.require(wh, "interruptions", ("job_attempts",))
@@ -189,7 +191,7 @@ def interruptions(goodput: GoodputConfig) -> dg.MaterializeResult:
 
 @dg.asset(group_name="analysis", deps=[gpu_hourly, telemetry_gpu_replacements, interruptions], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("component_lifetimes"), description="One survival row per unit installation: entry age (left truncation), exit age, failed or censored, covariates.")
 def component_lifetimes(goodput: GoodputConfig) -> dg.MaterializeResult:
-    wh = goodput.warehouse()
+    wh = goodput.analysis_warehouse()
     observed_from, observed_to = goodput.window_bounds()
     df = _guarded(wh, "component_lifetimes", ("component_lifetimes",), lambda: lifetimes.refresh_component_lifetimes(
         wh, as_of=observed_to, data_start=observed_from, nodes_per_rack=goodput.nodes_per_rack or None,
@@ -206,7 +208,7 @@ def component_lifetimes(goodput: GoodputConfig) -> dg.MaterializeResult:
 
 @dg.asset(group_name="analysis", deps=[interruptions], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("node_failures"), description="Per-node failures, times between them, and the mean cumulative function across nodes.")
 def repairable_systems(goodput: GoodputConfig) -> dg.MaterializeResult:
-    wh = goodput.warehouse()
+    wh = goodput.analysis_warehouse()
 
     def run():
         status.require(wh, "repairable_systems", ("interruptions", "hw_events"), any_of=True)
@@ -247,7 +249,7 @@ def node_health_asset(goodput: GoodputConfig) -> dg.MaterializeResult:
     ],
 )
 def failure_fits(goodput: GoodputConfig):
-    wh = goodput.warehouse()
+    wh = goodput.analysis_warehouse()
     outputs = ("failure_rates", "survival_curves", "hazard_ratios")
 
     def run():
@@ -266,7 +268,7 @@ def failure_fits(goodput: GoodputConfig):
 
 @dg.asset(group_name="analysis", deps=[ingested_sources], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("goodput_jobs"), description="Measured goodput per job chain with badput split into lost work, restart, checkpoint, queue after failure and other.")
 def goodput_jobs(goodput: GoodputConfig) -> dg.MaterializeResult:
-    wh = goodput.warehouse()
+    wh = goodput.analysis_warehouse()
 
     def run():
         status.require(wh, "goodput_jobs", ("job_attempts",))
@@ -283,11 +285,11 @@ def goodput_jobs(goodput: GoodputConfig) -> dg.MaterializeResult:
 
 @dg.asset(group_name="analysis", deps=["failure_rates", interruptions], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("goodput_projections"), description="Goodput projections: scale sweep with CI bands, sensitivity ranking, joint best checkpoint interval and spares.")
 def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
-    wh = goodput.warehouse()
+    wh = goodput.analysis_warehouse()
 
     def run():
         status.require(wh, "goodput_projections", ("failure_rates",))
-        fr = wh.read("failure_rates", "selected AND \"window\" = 'all' AND stratum = 'all'")
+        fr = selected_rates(wh.read("failure_rates"))
         if int(fr["n_events"].sum()) == 0:
             raise MissingInputs("goodput_projections: no failure in failure_rates (a zero rate gives no MTTI to project)")
         return whatif.refresh_projections(
@@ -305,7 +307,7 @@ def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
     group_name="catalog", pool=CATALOG_POOL, kinds={"duckdb"}, owners=OWNERS,
     deps=[ingested_sources, gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions,
           component_lifetimes, repairable_systems, node_health_asset, "failure_rates", "survival_curves", "hazard_ratios",
-          goodput_jobs, goodput_projections],
+          goodput_jobs, goodput_projections, "goodput_breakdown"],
     description="DuckDB catalog (warehouse.duckdb): one view per table over its Parquet files.",
 )
 def warehouse_catalog(goodput: GoodputConfig) -> dg.MaterializeResult:
@@ -321,9 +323,28 @@ def warehouse_catalog(goodput: GoodputConfig) -> dg.MaterializeResult:
 
 @dg.asset(group_name="dashboards", deps=[warehouse_catalog], kinds={"altair", "html"}, owners=OWNERS, description="The self-contained HTML leadership report, with a PNG and SVG per chart.")
 def leadership_report(goodput: GoodputConfig) -> dg.MaterializeResult:
-    wh = goodput.warehouse()
-    path = _guarded(wh, "leadership_report", (), lambda: build_report(wh, target_gpus=goodput.target_gpus), lambda p: None)
+    wh = goodput.analysis_warehouse()
+    path = _guarded(wh, "leadership_report", (), lambda: build_report(wh, target_gpus=goodput.target_gpus, scope=goodput.scope().header()), lambda p: None)
     return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path)), "bytes": path.stat().st_size})
+
+
+# ---------------------------------------------------------------- scope: breakdowns
+@dg.asset(group_name="analysis", deps=[interruptions, goodput_jobs], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("goodput_breakdown"), description="Interruptions, lost GPU-hours and measured goodput per cluster, partition and account.")
+def goodput_breakdown(goodput: GoodputConfig) -> dg.MaterializeResult:
+    wh = goodput.analysis_warehouse()
+
+    def run():
+        status.require(wh, "goodput_breakdown", ("job_attempts",))
+        return breakdown.refresh_breakdown(wh)
+
+    df = _guarded(wh, "goodput_breakdown", ("goodput_breakdown",), run)
+    if df is None:
+        return _skipped_result(wh, "goodput_breakdown")
+    head = fleet_headline(wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"))
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": df.height, "scope": goodput.scope().describe(), "breakdown": dg.MetadataValue.md(_md(df)),
+        "headline": dg.MetadataValue.json({k: v for k, v in head.items() if v is not None}),
+    })
 
 
 def _guarded(wh, analysis: str, outputs: tuple[str, ...], run, rows=lambda r: r.height):
@@ -371,5 +392,6 @@ INGEST_ASSETS = [ingested_sources]
 BUILD_ASSETS = [
     gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions, component_lifetimes,
     repairable_systems, node_health_asset, failure_fits, goodput_jobs, goodput_projections, warehouse_catalog, leadership_report,
+    goodput_breakdown,
 ]
 ALL_ASSETS = INGEST_ASSETS + BUILD_ASSETS

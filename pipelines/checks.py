@@ -32,11 +32,14 @@ def _asset_check(
     blocking: bool = False,
     severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
 ) -> dg.AssetChecksDefinition:
-    """``check(warehouse, *args(config))`` as the Dagster check ``name`` on ``asset``."""
+    """``check(warehouse, *args(config))`` as the Dagster check ``name`` on ``asset``. The
+    analyses' invariants check the warehouse the analyses wrote (a scope's, when one is set)."""
+    scoped = check.__module__ == analysis_checks.__name__
 
     @dg.asset_check(name=name, asset=asset, blocking=blocking, description=check.description)
     def _check(goodput: GoodputConfig) -> dg.AssetCheckResult:
-        return _evaluation(check(goodput.warehouse(), *args(goodput)), severity)
+        wh = goodput.analysis_warehouse() if scoped else goodput.warehouse()
+        return _evaluation(check(wh, *args(goodput)), severity)
 
     return _check
 

@@ -94,6 +94,49 @@ def _warehouse(args, existing: bool = False):
     return Warehouse(args.home, args.warehouse_uri, wait=True if wait is None else parse_duration(wait))
 
 
+def add_scope_options(parser: argparse.ArgumentParser) -> None:
+    """The scope flags (analysis/scope.py), the same on every command that takes them."""
+    g = parser.add_argument_group("scope", "analyse a slice of the fleet (default: the whole fleet); "
+                                  "the slice's results are kept in HOME/scopes/<slug>/ and reused while the data is unchanged")
+    g.add_argument("--from", dest="scope_from", metavar="ISO",
+                   help="start (inclusive, ISO-8601 UTC): job attempts overlapping [from, to) kept whole; events, telemetry and the observation window cut to it")
+    g.add_argument("--to", dest="scope_to", metavar="ISO", help="end (exclusive, ISO-8601 UTC)")
+    g.add_argument("--cluster", dest="scope_cluster", metavar="NAME", help="jobs of this cluster, hardware of its hosts")
+    g.add_argument("--partition", dest="scope_partition", metavar="NAME",
+                   help="jobs of this partition, hardware of the hosts that ran them in the window")
+    g.add_argument("--account", dest="scope_account", metavar="NAME",
+                   help="jobs of this account, hardware of the hosts that ran them in the window")
+
+
+def scope_settings(args) -> dict[str, str]:
+    """The scope flags as ``GoodputConfig`` fields (empty: not given); checks from < to."""
+    from analysis.scope import Scope, ScopeError
+
+    start, end = parse_time(getattr(args, "scope_from", None)), parse_time(getattr(args, "scope_to", None))
+    try:
+        Scope(start, end)
+    except ScopeError as exc:
+        raise CliError(str(exc)) from None
+    out = {"scope_from": start.isoformat() if start else "", "scope_to": end.isoformat() if end else ""}
+    for key in ("cluster", "partition", "account"):
+        out[f"scope_{key}"] = getattr(args, f"scope_{key}", None) or ""
+    return out
+
+
+def _scoped(wh, config):
+    """The warehouse a command reads: ``wh`` itself, or the scope's (built or reused)."""
+    from analysis.scope import ScopeError
+    from pipelines.run import PipelineError, build_scope
+
+    if config.scope().whole:
+        return wh
+    try:
+        with wh.writer():
+            return build_scope(config)
+    except (ScopeError, PipelineError) as exc:
+        raise CliError(str(exc)) from None
+
+
 # ----------------------------------------------------------------------------- commands
 def llama3_cause_mix():
     """The simulator's fault mix: the published Llama 3 interruption table and its folding
@@ -293,7 +336,12 @@ def cmd_build(args) -> int:
     }
     if assumed["ckpt_interval_s"] <= 0:
         raise CliError("--ckpt-interval must be a positive duration")
-    config = _window_config(args, **assumed)
+    config = _window_config(args, **assumed, **scope_settings(args))
+    if not config.scope().whole:  # the scope's analyses (the parent's rollups refreshed), its summary
+        scoped = _scoped(wh, config)
+        for line in [f"scope: {config.scope().describe()} ({scoped.home})", *status_lines(scoped), *summary_lines(scoped)]:
+            print(line)
+        return 0
     with wh.writer():
         wh.refresh_catalog()
         try:
@@ -325,6 +373,9 @@ def cmd_project(args) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     wh = _warehouse(args, existing=True)
+    scope = scope_settings(args)
+    if any(scope.values()):
+        wh = _scoped(wh, _config(args, **scope))
     horizon = None if args.horizon is None else parse_duration(args.horizon) / 3600
     if horizon == 0:
         raise CliError("--horizon must be a positive duration")
@@ -351,7 +402,12 @@ def cmd_fit(args) -> int:
     from analysis.survival import format_fit_table
 
     wh = _warehouse(args, existing=True)
-    if args.observed_from or args.observed_to:  # a new window: refit over it
+    scope = scope_settings(args)
+    if any(scope.values()):  # the scope's fits (with its window, if given)
+        config = _window_config(args, **scope)
+        wh = _scoped(wh, config)
+        print(f"scope: {config.scope().describe()}")
+    elif args.observed_from or args.observed_to:  # a new window: refit over it
         from pipelines.run import PipelineError, refit
 
         try:
@@ -440,9 +496,12 @@ def cmd_report(args) -> int:
     if args.gpus < 1:
         raise CliError("--gpus must be >= 1")
     wh = _warehouse(args, existing=True)
+    config = _config(args, target_gpus=args.gpus, **scope_settings(args))
+    wh = _scoped(wh, config)
     with wh.writer():
         wh.refresh_catalog()
-        path = build_report(wh, Path(args.out) if args.out else None, target_gpus=args.gpus)
+        path = build_report(wh, Path(args.out) if args.out else None, target_gpus=args.gpus,
+                            scope=config.scope().header())
     print(f"report: {path}")
     return 0
 
@@ -498,6 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="assumed checkpoint interval for measured goodput of jobs without checkpoint evidence")
     s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="assumed cost of one checkpoint, e.g. 60s")
     s.add_argument("--restart", default=f"{RESTART_S:g}s", help="assumed restart time after a failure, e.g. 10m")
+    add_scope_options(s)
     s.set_defaults(func=cmd_build)
 
     s = sub.add_parser("simulate", parents=[common], help="write a synthetic fleet with ground truth")
@@ -536,6 +596,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("fit", parents=[common, window], help="print the fitted failure rates per component class (refit over a window given)")
     s.add_argument("--all-models", action="store_true", help="every candidate model, not only the AIC winner")
     s.add_argument("--window", default="all", help="'all' (default) or a month YYYY-MM")
+    add_scope_options(s)
     s.set_defaults(func=cmd_fit)
 
     s = sub.add_parser("sql", parents=[common], help="query the warehouse with DuckDB SQL (read-only)")
@@ -572,6 +633,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="job length, e.g. 30d: failures of a non-stationary fleet are counted over it, "
                         "and --method mc simulates it (default: 54 days, Llama 3's run)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
+    add_scope_options(s)
     s.set_defaults(func=cmd_project)
 
     s = sub.add_parser("nodes", parents=[common], help="lemon nodes: the nodes that fail most, with their numbers and the test")
@@ -587,6 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("report", parents=[common], help="write the leadership report (HTML + PNG/SVG per chart)")
     s.add_argument("--out", help="HTML file to write (default DIR/reports/goodput_report.html)")
     s.add_argument("--gpus", type=int, default=TARGET_GPUS, help="job scale for the projected-goodput headline")
+    add_scope_options(s)
     s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("completion", help="print the shell's tab-completion script: "

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from analysis.assumptions import CKPT_COST_S, CKPT_INTERVAL_S, GPUS_PER_NODE, RESTART_S, TARGET_GPUS
+from analysis.scope import Scope, open_scope
 from ingest.base import ParseContext
 from warehouse.store import Warehouse
 
@@ -32,9 +33,25 @@ class GoodputConfig(dg.ConfigurableResource):
     target_gpus: int = TARGET_GPUS  # job size the projections and the report focus on
     gpus_per_node: int = GPUS_PER_NODE
     max_quarantine_ratio: float = 0.05  # asset check threshold
+    # scope of the analysis assets (analysis/scope.py); all empty: the whole fleet
+    scope_from: str = ""  # ISO start (inclusive) of the jobs and events analysed
+    scope_to: str = ""  # ISO end (exclusive)
+    scope_cluster: str = ""
+    scope_partition: str = ""
+    scope_account: str = ""
 
     def warehouse(self) -> Warehouse:
         return Warehouse(self.home or None, self.warehouse_uri or None)
+
+    def scope(self) -> Scope:
+        return Scope(_utc(self.scope_from), _utc(self.scope_to), self.scope_cluster or None,
+                     self.scope_partition or None, self.scope_account or None)
+
+    def analysis_warehouse(self) -> Warehouse:
+        """Where the analysis assets read and write: the warehouse itself, or with a scope set
+        its scoped warehouse (``HOME/scopes/<slug>``, the parent's inputs filtered)."""
+        wh, scope = self.warehouse(), self.scope()
+        return wh if scope.whole else open_scope(wh, scope)
 
     def source_paths(self) -> list[str]:
         return list(self.sources) or [str(self.warehouse().landing)]
@@ -43,8 +60,9 @@ class GoodputConfig(dg.ConfigurableResource):
         return ParseContext(cluster=self.cluster, tz=self.tz)
 
     def window_bounds(self) -> tuple[datetime | None, datetime | None]:
-        """(observed_from, observed_to) as naive UTC; None where inferred from the data."""
-        return _utc(self.observed_from), _utc(self.observed_to)
+        """(observed_from, observed_to) as naive UTC; None where inferred from the data. A
+        scope's bounds are the window where no explicit one is given."""
+        return _utc(self.observed_from) or _utc(self.scope_from), _utc(self.observed_to) or _utc(self.scope_to)
 
 
 def _utc(text: str) -> datetime | None:

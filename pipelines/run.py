@@ -19,7 +19,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from analysis.goodput_measured import fleet_mtti
+from analysis.headline import read_headline, selected_rates
 from analysis.observation import stored_window
 from pipelines.assets import (
     BUILD_ASSETS,
@@ -165,6 +165,29 @@ def refit(config: GoodputConfig):
     return _materialize([component_lifetimes, failure_fits, goodput_projections], config, "refit")
 
 
+# the settings a scope's stored results depend on (besides its inputs): a change rebuilds it
+SCOPE_SETTINGS = ("observed_from", "observed_to", "nodes_per_rack", "window_before_s", "window_after_s",
+                  "ckpt_interval_s", "ckpt_cost_s", "restart_s", "target_gpus", "gpus_per_node")
+
+
+def build_scope(config: GoodputConfig) -> Warehouse:
+    """The scoped warehouse of ``config``'s scope, its analyses built, or reused when they were
+    built from the current data with the same settings: the ``build`` assets but the catalog
+    and the report (rollups refresh the parent incrementally; the analyses write the scope's
+    own tables). Raises ``analysis.scope.ScopeError`` for a scope the data cannot answer."""
+    from analysis.scope import is_fresh, mark_fresh
+    from pipelines.assets import leadership_report, warehouse_catalog
+
+    wh, scoped = config.warehouse(), config.analysis_warehouse()
+    if scoped is wh:
+        return wh
+    settings = {k: getattr(config, k) for k in SCOPE_SETTINGS}
+    if not is_fresh(wh, scoped, settings):
+        _materialize([a for a in BUILD_ASSETS if a not in (warehouse_catalog, leadership_report)], config, "build_scope")
+        mark_fresh(wh, scoped, config.scope(), settings)
+    return scoped
+
+
 def status_lines(wh: Warehouse) -> list[str]:
     """The observation window and one line per analysis skipped or failed in the last build."""
     lines = []
@@ -190,17 +213,17 @@ def run_pipeline(wh: Warehouse, sources: list[Path | str], **settings) -> list:
 
 
 def summary_lines(wh: Warehouse) -> list[str]:
-    """A short summary computed from the warehouse (nothing printed here is canned)."""
+    """A short summary computed from the warehouse (nothing printed here is canned); the
+    headline numbers and selected rates come from ``analysis.headline``, as in the report."""
     q = wh.query
+    head = read_headline(wh)
     s = q(
         "SELECT (SELECT count(*) FROM ingest_manifest) files, (SELECT coalesce(sum(rows_quarantined), 0) FROM ingest_manifest) quarantined, "
-        "(SELECT count(*) FROM job_chains) jobs, (SELECT count(*) FROM job_attempts) attempts, "
-        "(SELECT coalesce(sum(n_gpus * date_diff('second', start_time, end_time)) / 3600.0, 0) FROM job_attempts) gpu_hours, "
         "(SELECT count(DISTINCT host) FROM (SELECT unnest(nodes) host FROM job_attempts)) hosts"
     ).row(0, named=True)
     lines = [
         f"files ingested: {s['files']:,} ({s['quarantined']:,} records quarantined)",
-        f"hosts: {s['hosts']:,}  jobs: {s['jobs']:,}  attempts: {s['attempts']:,}  GPU-hours: {s['gpu_hours']:,.0f}",
+        f"hosts: {s['hosts']:,}  jobs: {head['jobs']:,}  attempts: {head['attempts']:,}  GPU-hours: {head['gpu_hours']:,.0f}",
     ]
     failed = q(
         "SELECT state, count(*) n FROM job_attempts WHERE state NOT IN ('COMPLETED', 'RUNNING', 'PENDING') GROUP BY 1 ORDER BY 2 DESC"
@@ -209,33 +232,30 @@ def summary_lines(wh: Warehouse) -> list[str]:
         lines.append("attempts not completed, by state: " + ", ".join(f"{a} {n:,}" for a, n in failed.rows()))
     mix = q(  # the jobs' own failures (workload domain) apart from infrastructure causes
         "SELECT CASE WHEN failure_domain = 'workload' THEN 'workload' ELSE cause_class END cause_class, "
-        "count(*) n, sum(lost_gpu_hours) lost FROM interruptions WHERE NOT planned GROUP BY 1 ORDER BY 2 DESC"
+        "count(*) n FROM interruptions WHERE NOT planned GROUP BY 1 ORDER BY 2 DESC"
     )
     if mix.height:
         total = mix["n"].sum()
-        fm = fleet_mtti(wh.read("job_attempts"), wh.read("interruptions"))
-        lines.append(f"unexpected interruptions: {total:,} (lost {mix['lost'].sum():,.0f} GPU-hours); by cause:")
-        lines += [f"  {c:<12} {n:>5,}  {100 * n / total:5.1f}%" for c, n, _ in mix.rows()]
+        lines.append(f"unexpected interruptions: {total:,} (lost {head['lost_gpu_hours']:,.0f} GPU-hours); by cause:")
+        lines += [f"  {c:<12} {n:>5,}  {100 * n / total:5.1f}%" for c, n in mix.rows()]
         infra, every = (
-            "n/a" if h is None else f"{h:.2f} h" for h in (fm["mtti_infrastructure_hours"], fm["mtti_all_hours"])
+            "n/a" if h is None else f"{h:.2f} h" for h in (head["mtti_infrastructure_hours"], head["mtti_all_hours"])
         )
         lines.append(
-            f"fleet MTTI: infrastructure {infra} ({fm['infrastructure']:,} interruptions), all causes {every} "
-            f"(+{fm['workload']:,} the jobs' own failures)"
+            f"fleet MTTI: infrastructure {infra} ({head['infrastructure']:,} interruptions), all causes {every} "
+            f"(+{head['workload']:,} the jobs' own failures)"
         )
-    rates = q(
-        "SELECT component_class, model, n_events, rate_per_1k_unit_days r, rate_ci_low lo, rate_ci_high hi, shape_reading "
-        "FROM failure_rates WHERE selected AND \"window\" = 'all' AND stratum = 'all' ORDER BY r DESC"
-    )
+    rates = selected_rates(wh.read("failure_rates")).sort("rate_per_1k_unit_days", descending=True, nulls_last=True)
     if rates.height:
         lines.append("failure rates per 1,000 unit-days (95% CI), best model by AIC:")
         lines += [
             f"  {c:<12} {r:8.3f} [{lo:.3f}, {hi:.3f}]  {m:<11} {n:>4} failures  {reading or ''}"
-            for c, m, n, r, lo, hi, reading in rates.rows()
+            for c, m, n, r, lo, hi, reading in rates.select(
+                "component_class", "model", "n_events", "rate_per_1k_unit_days", "rate_ci_low", "rate_ci_high", "shape_reading"
+            ).rows()
         ]
-    good = q("SELECT sum(productive_hours * n_gpus) / nullif(sum(wall_hours * n_gpus), 0) g, avg(goodput) a FROM goodput_jobs")
-    if good.height and good["g"][0] is not None:
-        lines.append(f"measured goodput: {good['g'][0]:.1%} weighted by GPU-hours, {good['a'][0]:.1%} mean over job chains")
+    if head["goodput_gpu_hours"] is not None:
+        lines.append(f"measured goodput: {head['goodput_gpu_hours']:.1%} weighted by GPU-hours, {head['goodput_mean']:.1%} mean over job chains")
     proj = q(
         "SELECT n_gpus, mtti_hours, optimal_interval_hours, goodput, goodput_ci_low, goodput_ci_high, scope FROM goodput_projections "
         "WHERE scenario = 'sensitivity' AND knob = 'baseline' LIMIT 1"

@@ -11,6 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from analysis.breakdown import refresh_breakdown
 from dashboards.report import build_report, build_sections, script_json
 from dashboards.section import NO_DATA
 from dashboards.sections import causes, survival
@@ -32,6 +33,7 @@ ALL_CHARTS = [
     "goodput_scale",
     "sensitivity",
     "goodput_measured",
+    "breakdowns",
     "data_quality",
     "coverage",
 ]
@@ -72,6 +74,7 @@ def fixture_warehouse(home: Path) -> Warehouse:
     for k, v in tables.items():
         if TABLES[k].kind == "derived":
             wh.replace_table(k, v)
+    refresh_breakdown(wh)  # computed from the fixture's jobs, interruptions and goodput
     wh.refresh_catalog()
     return wh
 
@@ -100,7 +103,7 @@ def printed_path(capsys) -> Path:
 def test_every_section_has_a_chart_and_computed_reading(built):
     out, page = built
     assert out.name == "goodput_report.html" and out.parent.name == "reports"
-    assert 'data-charts="11"' in page
+    assert 'data-charts="12"' in page
     r = readings(page)
     assert list(r) == SECTIONS
     assert r["causes"] == (
@@ -232,6 +235,7 @@ def test_cli_out_and_partial_warehouse(tmp_path, capsys):
         "hazard_ratios",
         "goodput_jobs",
         "goodput_projections",
+        "goodput_breakdown",
     ):
         wh.replace_table(name, TABLES[name].empty())
     target = tmp_path / "out" / "r.html"
@@ -249,6 +253,7 @@ def test_cli_out_and_partial_warehouse(tmp_path, capsys):
         "goodput_scale",
         "sensitivity",
         "goodput_measured",
+        "breakdowns",
         "node_health",
         "analyses",
     }

@@ -37,7 +37,7 @@ def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
     same now."""
     before = json.loads(BEFORE.read_text())
     now = _plain(build_sections(fixture_warehouse(tmp_path / "home")))
-    now = [s for s in now if s["key"] in {b["key"] for b in before}]  # sections added since
+    now = [s for s in now if s["key"] in {b["key"] for b in before}]  # sections added since the split aside
     assert [s["key"] for s in now] == [s["key"] for s in before]
     for old, new in zip(before, now, strict=True):
         for field in ("title", "reading", "note", "extra_html", "spec"):

@@ -557,6 +557,23 @@ TABLES: dict[str, Table] = {
             kind="derived",
         ),
         Table(
+            "goodput_breakdown",
+            "interruptions, lost GPU-hours and measured goodput per cluster, partition and account",
+            {
+                "dimension": STR,  # cluster | partition | account
+                "value": STR,  # null: the jobs that name none
+                "jobs": I64,  # job chains (their last attempt's partition / account)
+                "attempts": I64,
+                "gpu_hours": F64,  # n_gpus x (end - start) of the attempts
+                "interruptions": I64,  # unexpected (not planned) interrupted attempts
+                "infrastructure": I64,  # of those, outside the jobs' own (workload) domain
+                "lost_gpu_hours": F64,  # of the unexpected interruptions
+                "goodput": F64,  # measured, weighted by GPU-hours (productive / wall of the chains)
+            },
+            key=("dimension", "value"),
+            kind="derived",
+        ),
+        Table(
             "goodput_projections",
             "one what-if scenario",
             {

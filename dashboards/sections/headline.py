@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from analysis.goodput_measured import fleet_mtti
+from analysis.headline import fleet_headline
 from dashboards import charts
 from dashboards.section import (
     NO_DATA,
@@ -74,28 +74,11 @@ def build(ctx: ReportContext) -> Section:
     if not (hosts or att.height):
         s.note = NO_DATA
         return s
-    ran = att.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
-    gpu_hours = (
-        ran.select(
-            (
-                pl.col("n_gpus").fill_null(0)
-                * (pl.col("end_time") - pl.col("start_time")).dt.total_seconds()
-            ).sum()
-            / 3600
-        ).item()
-        or 0.0
-    )
-    fm = fleet_mtti(att, intr)
+    head = fleet_headline(att, intr, jobs)
+    gpu_hours, fm, measured = head["gpu_hours"], head, head["goodput_gpu_hours"]
     span_h, unexpected = fm["span_hours"], fm["unexpected"]
     scope = interruption_scope(proj)
     mtti = fm["mtti_all_hours"] if scope == "all" else fm["mtti_infrastructure_hours"]
-    w = pl.col("n_gpus").fill_null(0).cast(pl.Float64)
-    gj = jobs.filter(pl.col("wall_hours") > 0)
-    measured = (
-        gj.select((w * pl.col("productive_hours")).sum() / (w * pl.col("wall_hours")).sum()).item()
-        if gj.height
-        else None
-    )
     at = projection_at(proj, target)
     figures = [
         ("fleet", f"{hosts:,} hosts", f"{gpus:,} GPUs"),

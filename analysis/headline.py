@@ -1,0 +1,74 @@
+"""The fleet's headline numbers and "the selected rates", each computed in one place.
+
+``selected_rates(failure_rates)``: per class, the AIC-selected model of the whole window
+('all') and stratum ('all'), the rows every summary quotes. ``fleet_headline(...)``: jobs,
+attempts, GPU-hours, unexpected interruptions (infrastructure / the jobs' own), lost GPU-hours,
+fleet MTTI and measured goodput, from the warehouse tables. The report's headline section, the
+CLI summary (``pipelines/run.py``) and the Dagster asset metadata all read these.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analysis.goodput_measured import fleet_mtti
+
+ALL = "all"
+
+
+def selected_rates(failure_rates: pl.DataFrame, window: str = ALL, stratum: str = ALL) -> pl.DataFrame:
+    """The AIC-selected row of each class for ``window`` and ``stratum`` (every column)."""
+    if failure_rates.height == 0:
+        return failure_rates
+    return failure_rates.filter(
+        pl.col("selected").fill_null(False)
+        & (pl.col("window") == window)
+        & (pl.col("stratum").fill_null(ALL) == stratum)
+    )
+
+
+def gpu_hours(attempts: pl.DataFrame) -> float:
+    """GPU-hours the job attempts held: Σ n_gpus × (end − start) over attempts with both times."""
+    ran = attempts.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
+    return float(
+        ran.select(
+            (pl.col("n_gpus").fill_null(0) * (pl.col("end_time") - pl.col("start_time")).dt.total_seconds()).sum() / 3600
+        ).item()
+        or 0.0
+    )
+
+
+def weighted_goodput() -> pl.Expr:
+    """Measured goodput weighted by GPU-hours over job chains (``goodput_jobs`` rows with wall
+    time): Σ n_gpus·productive / Σ n_gpus·wall. Null without wall time."""
+    w = pl.col("n_gpus").fill_null(0).cast(pl.Float64)
+    ran = pl.col("wall_hours") > 0
+    num = (w * pl.col("productive_hours")).filter(ran).sum()
+    den = (w * pl.col("wall_hours")).filter(ran).sum()
+    return pl.when(den > 0).then(num / den).otherwise(None)
+
+
+def fleet_headline(attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_jobs: pl.DataFrame) -> dict:
+    """The fleet's headline numbers. Keys: attempts, jobs (chains), gpu_hours, interruptions
+    (rows), planned, unexpected, infrastructure, workload, lost_gpu_hours (unexpected),
+    span_hours, mtti_infrastructure_hours, mtti_all_hours, goodput_gpu_hours (weighted by
+    GPU-hours; None without job chains), goodput_mean (mean over the chains' goodput)."""
+    fm = fleet_mtti(attempts, interruptions)
+    unplanned = interruptions.filter(~pl.col("planned").fill_null(False))
+    jobs = goodput_jobs.filter(pl.col("wall_hours") > 0)
+    return {
+        "attempts": attempts.height,
+        "jobs": attempts.select("cluster", "scheduler", "job_id").n_unique() if attempts.height else 0,
+        "gpu_hours": gpu_hours(attempts),
+        "interruptions": interruptions.height,
+        "planned": interruptions.height - unplanned.height,
+        "lost_gpu_hours": float(unplanned["lost_gpu_hours"].fill_null(0).sum()) if unplanned.height else 0.0,
+        **fm,
+        "goodput_gpu_hours": jobs.select(weighted_goodput()).item() if jobs.height else None,
+        "goodput_mean": goodput_jobs["goodput"].mean() if goodput_jobs.height else None,
+    }
+
+
+def read_headline(wh) -> dict:
+    """``fleet_headline`` of a warehouse (scoped or not)."""
+    return fleet_headline(wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"))
