@@ -83,7 +83,7 @@ def test_registry_is_the_files_of_the_package_in_order():
     assert all(m.__name__ == f"dashboards.sections.{m.KEY}" for m in mods)  # file name = key
     orders = [m.ORDER for m in mods]
     assert orders == sorted(orders) and len(set(orders)) == len(orders)
-    assert [m.KEY for m in mods][:3] == ["headline", "causes", "failure_rates"]
+    assert [m.KEY for m in mods][:3] == ["headline", "explore", "causes"]
     for m in mods:
         assert set(m.TABLES) <= set(TABLES), m.KEY  # warehouse tables, declared in schemas.py
         assert m.TITLE and callable(m.build)
