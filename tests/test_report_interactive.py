@@ -151,3 +151,22 @@ def test_every_chart_fits_the_window(browser, report, width, tmp_path):
         assert used >= 0.7 * room, (key, room, used)  # and none is left small in a wide one
     page.screenshot(path=str(tmp_path / f"report_{width}.png"), full_page=True)
     assert errors == []
+
+
+def test_explore_frame_draws_long_spans_per_week():
+    """Over 400 days, a bar per day would be under a pixel: the buckets are ISO weeks."""
+    ends = [datetime(2025, 1, 1), datetime(2025, 1, 3), datetime(2026, 6, 1)]
+    intr = conform(
+        "interruptions",
+        pl.DataFrame({"cluster": "c1", "scheduler": "slurm", "job_id": ["1", "2", "3"],
+                      "attempt": 1, "end_time": ends, "cause_class": "gpu",
+                      "failure_domain": "infrastructure", "planned": False}),
+    )  # fmt: skip
+    df = explore_frame(intr, conform("job_attempts", pl.DataFrame()))
+    assert set(df["bucket"]) == {"week"}
+    # 2025-01-01 and -03 fall in the week from Monday 2024-12-30
+    assert df.select("day", "day_end", "interruptions").rows() == [
+        ("2024-12-30T00:00:00Z", "2025-01-06T00:00:00Z", 2),
+        ("2026-06-01T00:00:00Z", "2026-06-08T00:00:00Z", 1),
+    ]
+    assert set(df["partition"]) == {"(no partition)"}
