@@ -86,6 +86,8 @@ section { background: white; border-radius: 6px; padding: 16px 22px; margin: 18p
           box-shadow: 0 1px 3px rgba(0,0,0,.08); }
 section h2 { font-size: 18px; margin: 0 0 10px 0; color: #1f3b73; }
 .chart { overflow-x: auto; }
+.chart.vega-embed { display: block; width: 100%; }
+.chart svg { max-width: 100%; height: auto; }  /* the last few pixels a fit leaves over */
 .reading { font-size: 15px; margin: 10px 0 4px; }
 .note { font-style: italic; color: #8a5a00; background: #fff7e0; padding: 10px 12px; border-radius: 4px; }
 .sub { font-size: 13px; color: #555; margin: 12px 0 4px; }
@@ -113,13 +115,58 @@ CSP = (
 
 EMBED_JS = """
 (function () {
+  // Charts fit their column: a single or layered view has width "container" (Vega-Lite lays
+  // it out to the element); a concatenation has its view widths scaled until it fits, again
+  // when the window is resized. Each view is kept in window.reportViews (the Vega view API).
   var specs = JSON.parse(document.getElementById("report-specs").textContent);
-  Object.keys(specs).forEach(function (id) {
+  window.reportViews = {};
+  function scaled(spec, f) {
+    if (Array.isArray(spec)) return spec.map(function (x) { return scaled(x, f); });
+    if (spec === null || typeof spec !== "object") return spec;
+    var out = {};
+    Object.keys(spec).forEach(function (k) {
+      var v = spec[k];
+      if (k === "datasets" || k === "data" || k === "config") out[k] = v;
+      else if (k === "width" && typeof v === "number" && !("type" in spec))
+        out[k] = Math.max(80, Math.round(v * f));  // a view's width (marks carry "type")
+      else out[k] = scaled(v, f);
+    });
+    return out;
+  }
+  function draw(id, f) {
     var el = document.getElementById("chart-" + id);
-    vegaEmbed(el, specs[id], {renderer: "svg", actions: false}).catch(function (err) {
+    var spec = f === 1 ? specs[id] : scaled(specs[id], f);
+    return vegaEmbed(el, spec, {renderer: "svg", actions: false}).then(function (res) {
+      window.reportViews[id] = res.view;
+      return el;
+    }).catch(function (err) {
       el.textContent = "chart failed to render: " + err;
       console.error(err);
     });
+  }
+  function fit(id, f, tries, prev) {
+    // the width a concatenation uses is about fixed + f * views: two draws give both, the
+    // third fits (the secant step); view widths scale by f, labels and legends do not
+    return draw(id, f).then(function (el) {
+      var svg = el && el.querySelector("svg");
+      if (!svg || tries <= 0) return;
+      var room = el.clientWidth - 2, used = svg.getBoundingClientRect().width;
+      if (room <= 0 || (used <= room && used > 0.92 * room) || (used < room && f >= 1.6)) return;
+      var slope = prev && prev.f !== f ? (used - prev.used) / (f - prev.f) : used / f;
+      var next = Math.min(1.6, Math.max(0.3, f + (room - used) / Math.max(slope, 1)));
+      if (Math.abs(next - f) > 0.005) return fit(id, next, tries - 1, {f: f, used: used});
+    });
+  }
+  var concat = Object.keys(specs).filter(function (id) { return specs[id].width !== "container"; });
+  Object.keys(specs).forEach(function (id) {
+    if (concat.indexOf(id) < 0) draw(id, 1); else fit(id, 1, 4);
+  });
+  var timer = null, lastWidth = window.innerWidth;
+  window.addEventListener("resize", function () {
+    if (window.innerWidth === lastWidth) return;
+    lastWidth = window.innerWidth;
+    clearTimeout(timer);
+    timer = setTimeout(function () { concat.forEach(function (id) { fit(id, 1, 4); }); }, 250);
   });
 })();
 """
@@ -147,6 +194,18 @@ def period_text(wh) -> str:
     return text + (" (estimated from the earliest records)" if w.flagged else "")
 
 
+CONCAT = ("hconcat", "vconcat", "concat", "facet", "repeat")
+
+
+def fit_container(spec: dict) -> dict:
+    """The spec as the page embeds it: a single or layered view takes its element's width
+    (Vega-Lite's width "container" with autosize fit-x); a concatenation, which Vega-Lite
+    cannot fit to a container, is scaled to fit by the page's script (``EMBED_JS``)."""
+    if any(k in spec for k in CONCAT):
+        return spec
+    return {**spec, "width": "container", "autosize": {"type": "fit-x", "contains": "padding"}}
+
+
 def render_html(
     sections: list[Section], generated: str, home: str, period: str, scope: str = WHOLE_FLEET
 ) -> str:
@@ -160,7 +219,7 @@ def render_html(
             inner += f'<p class="note">{html.escape(s.note or NO_DATA)}</p>'
         inner += s.extra_html
         body.append(f'<section id="{html.escape(s.key)}">{inner}</section>')
-    specs = {s.key: s.spec for s in sections if s.spec is not None}
+    specs = {s.key: fit_container(s.spec) for s in sections if s.spec is not None}
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
@@ -181,8 +240,31 @@ def render_html(
     )
 
 
-def write_images(sections: list[Section], folder: Path) -> list[Path]:
-    """PNG (2x) and SVG per chart; stale images of sections without a chart are removed."""
+TOP_LEVEL_ONLY = ("$schema", "config", "datasets", "params", "background", "padding", "autosize")
+
+
+def titled(spec: dict, title: str, period: str, scope: str) -> dict:
+    """The spec for a slide: the chart (its own title kept) under the section's title, with the
+    period and the scope as subtitle lines, so an exported image says what it shows."""
+    inner = {k: v for k, v in spec.items() if k not in TOP_LEVEL_ONLY}
+    outer = {k: v for k, v in spec.items() if k in TOP_LEVEL_ONLY}
+    head = {
+        "text": title,
+        "subtitle": [f"Period: {period}", f"Scope: {scope}"],
+        "fontSize": 17,
+        "subtitleFontSize": 12,
+        "subtitleColor": "#555",
+        "anchor": "start",
+        "offset": 12,
+    }
+    return {**outer, "title": head, "vconcat": [inner]}
+
+
+def write_images(
+    sections: list[Section], folder: Path, period: str, scope: str = WHOLE_FLEET
+) -> list[Path]:
+    """PNG (2x) and SVG per chart, each titled with its section, period and scope (``titled``);
+    stale images of sections without a chart are removed."""
     folder.mkdir(parents=True, exist_ok=True)
     vl = vegalite_version()
     written = []
@@ -192,8 +274,9 @@ def write_images(sections: list[Section], folder: Path) -> list[Path]:
             png.unlink(missing_ok=True)
             svg.unlink(missing_ok=True)
             continue
-        svg.write_text(vlc.vegalite_to_svg(s.spec, vl_version=vl), encoding="utf-8")
-        png.write_bytes(vlc.vegalite_to_png(s.spec, vl_version=vl, scale=2))
+        spec = titled(s.spec, s.title, period, scope)
+        svg.write_text(vlc.vegalite_to_svg(spec, vl_version=vl), encoding="utf-8")
+        png.write_bytes(vlc.vegalite_to_png(spec, vl_version=vl, scale=2))
         written += [png, svg]
     return written
 
@@ -216,10 +299,11 @@ def build_report(
     out.parent.mkdir(parents=True, exist_ok=True)
     sections = build_sections(wh, target_gpus, scope)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    page = render_html(sections, generated, str(wh.home), period_text(wh), scope)
+    period = period_text(wh)
+    page = render_html(sections, generated, str(wh.home), period, scope)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(out)
     if images:
-        write_images(sections, out.parent / "charts")
+        write_images(sections, out.parent / "charts", period, scope)
     return out

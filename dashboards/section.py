@@ -17,7 +17,7 @@ from functools import cached_property
 import altair as alt
 import polars as pl
 
-from analysis.taxonomy import DEFAULT_SCOPE
+from analysis.taxonomy import DEFAULT_SCOPE, WORKLOAD, WORKLOAD_DOMAIN
 
 NO_DATA = "no data yet: run goodput demo / goodput build"
 SCOPE_WORDS = {
@@ -134,6 +134,18 @@ def coverage_frame(wh) -> pl.DataFrame:
         )
     return pl.concat(
         [p.with_columns(pl.col("first", "last").cast(pl.Datetime("us"))) for p in parts]
+    )
+
+
+def cause_class() -> pl.Expr:
+    """``cause_class`` of an interruption as the report shows it: the jobs' own failures
+    (workload domain: exit codes, OOM) are one class of their own, apart from infrastructure
+    causes (a software/NCCL hang on the fabric side stays software)."""
+    return (
+        pl.when(pl.col("failure_domain") == WORKLOAD_DOMAIN)
+        .then(pl.lit(WORKLOAD))
+        .otherwise(pl.col("cause_class"))
+        .alias("cause_class")
     )
 
 

@@ -14,7 +14,7 @@ import pytest
 from analysis.breakdown import refresh_breakdown
 from dashboards.report import build_report, build_sections, script_json
 from dashboards.section import NO_DATA
-from dashboards.sections import causes, survival
+from dashboards.sections import causes, registry, survival
 from pipelines.cli import main
 from warehouse.schemas import TABLES, conform
 from warehouse.store import Warehouse
@@ -25,6 +25,7 @@ XSS = "<img src=x onerror=alert(1)>"
 EVIL_HOST = "gpu-node-9</script><script>alert(2)</script>"
 ALL_CHARTS = [
     "headline",
+    "explore",
     "causes",
     "failure_rates",
     "survival",
@@ -152,6 +153,10 @@ def test_every_section_has_a_chart_and_computed_reading(built):
         r["coverage"]
         == "Data spans 2026-01-05 to 2026-01-12; 2 of 3 hosts appear in all 2 source tables."
     )
+    assert r["explore"] == (
+        "4 unexpected interruptions fell on 1 day(s); the busiest day (2026-01-05) had 4. Of 1 "
+        "partition(s), (no partition) had the most: 4 (100%, 40 lost GPU-hours)."
+    )
     h = r["headline"]
     assert h.startswith("3 hosts with 0 GPUs ran 832 GPU-hours of jobs")
     assert (
@@ -206,10 +211,15 @@ def test_script_json_round_trip():
 
 def test_images_for_every_chart(built):
     out, _ = built
+    titles = {m.KEY: m.TITLE for m in registry()}
     for name in ALL_CHARTS:
         png, svg = out.parent / "charts" / f"{name}.png", out.parent / "charts" / f"{name}.svg"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
         assert svg.read_text().lstrip().startswith("<svg"), name
+        # a slide export says what it shows: the section's title, the period and the scope
+        text = html.unescape(re.sub(r"<[^>]+>", " ", svg.read_text()))
+        for line in (titles[name], "Period: not established yet (run goodput build)", "Scope: whole fleet"):
+            assert line in text, (name, line)
 
 
 def test_empty_warehouse_says_no_data(tmp_path, capsys):
@@ -245,6 +255,7 @@ def test_cli_out_and_partial_warehouse(tmp_path, capsys):
     assert r["data_quality"].startswith("2 files gave 24 rows")
     assert r["headline"].startswith("3 hosts") and "measured goodput" not in r["headline"]
     assert {k for k, v in r.items() if v == NO_DATA} == {
+        "explore",
         "causes",
         "failure_rates",
         "survival",

@@ -34,14 +34,46 @@ def _plain(sections) -> list[dict]:
 def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
     """tests/fixtures/report/sections_before_split.json was written by the old report.py and
     charts.py on the fixture warehouse: every key, title, reading, table and chart spec is the
-    same now."""
+    same now, but for the Llama 3 comparison of the causes chart, changed on purpose
+    (test_llama3_comparison_is_infrastructure_only); sections added since the split are set aside."""
     before = json.loads(BEFORE.read_text())
     now = _plain(build_sections(fixture_warehouse(tmp_path / "home")))
     now = [s for s in now if s["key"] in {b["key"] for b in before}]  # sections added since the split aside
     assert [s["key"] for s in now] == [s["key"] for s in before]
     for old, new in zip(before, now, strict=True):
         for field in ("title", "reading", "note", "extra_html", "spec"):
+            if old["key"] == "causes" and field == "spec":
+                pareto = new[field]["hconcat"][0]
+                assert pareto == old[field]["hconcat"][0]
+                name = pareto["data"]["name"]
+                assert new[field]["datasets"][name] == old[field]["datasets"][name]
+                continue
             assert new[field] == old[field], (old["key"], field)
+
+
+def test_llama3_comparison_is_infrastructure_only(tmp_path):
+    """Llama 3's 419 interruptions hold no failure of the jobs' own: the chart compares
+    infrastructure shares on both sides, as its reading does (4 gpu/software interruptions
+    of the fixture plus 4 of the jobs' own: gpu is 3 of 4 infrastructure ones, not 3 of 8)."""
+    wh = fixture_warehouse(tmp_path / "home")
+    intr = wh.read("interruptions")
+    own = intr.filter(pl.col("job_id") == "201").with_columns(
+        pl.Series("job_id", ["901"]), pl.lit("workload").alias("failure_domain")
+    )
+    own = pl.concat([own.with_columns(pl.lit(f"90{i}").alias("job_id")) for i in range(1, 5)])
+    wh.replace_table("interruptions", pl.concat([intr, own]))
+    causes = next(s for s in build_sections(wh) if s.key == "causes")
+    assert "Among infrastructure interruptions gpu caused 75% (Llama 3: 41%)" in causes.reading
+    compare = causes.spec["hconcat"][1]
+    assert compare["title"] == "Infrastructure share vs Llama 3"
+    assert compare["encoding"]["x"]["title"] == "share of infrastructure interruptions"
+    rows = causes.spec["datasets"][compare["data"]["name"]]
+    fleet = {r["cause_class"]: r["share"] for r in rows if r["source"] == "this fleet"}
+    assert fleet == {"gpu": 0.75, "software": 0.25}  # no workload bar, shares of 4
+    llama = {r["cause_class"]: r["count"] for r in rows if r["source"] != "this fleet"}
+    assert sum(llama.values()) == 419 and "workload" not in llama
+    pareto = causes.spec["datasets"][causes.spec["hconcat"][0]["data"]["name"]]
+    assert {r["cause_class"]: r["count"] for r in pareto}["workload"] == 4  # still in the Pareto
 
 
 def test_registry_is_the_files_of_the_package_in_order():
@@ -51,7 +83,7 @@ def test_registry_is_the_files_of_the_package_in_order():
     assert all(m.__name__ == f"dashboards.sections.{m.KEY}" for m in mods)  # file name = key
     orders = [m.ORDER for m in mods]
     assert orders == sorted(orders) and len(set(orders)) == len(orders)
-    assert [m.KEY for m in mods][:3] == ["headline", "causes", "failure_rates"]
+    assert [m.KEY for m in mods][:3] == ["headline", "explore", "causes"]
     for m in mods:
         assert set(m.TABLES) <= set(TABLES), m.KEY  # warehouse tables, declared in schemas.py
         assert m.TITLE and callable(m.build)

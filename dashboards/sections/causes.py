@@ -6,9 +6,9 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from analysis.taxonomy import LLAMA3_TABLE, WORKLOAD, WORKLOAD_DOMAIN
+from analysis.taxonomy import LLAMA3_TABLE, WORKLOAD
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section, html_table, pct
+from dashboards.section import NO_DATA, ReportContext, Section, cause_class, html_table, pct
 
 KEY = "causes"
 TITLE = "Interruption causes, beside the Llama 3 published mix"
@@ -49,9 +49,18 @@ def llama3_frame() -> pl.DataFrame:
 SOURCES = ["this fleet", "Llama 3 (published)"]
 
 
+def infrastructure_mix(mix: pl.DataFrame) -> pl.DataFrame:
+    """``cause_mix_frame`` without the jobs' own failures (class ``workload``), shares of what
+    is left: the part of the mix comparable with Llama 3's infrastructure-only table."""
+    infra = mix.filter(pl.col("cause_class") != WORKLOAD)
+    return infra.with_columns((pl.col("count") / pl.col("count").sum()).alias("share"))
+
+
 def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
-    """Pareto of unexpected interruptions by class (``cause_mix_frame``), beside this fleet's vs
-    Llama 3's mix (``llama3_frame``)."""
+    """Pareto of unexpected interruptions by class (``cause_mix_frame``, the jobs' own failures
+    included), beside this fleet's infrastructure mix vs Llama 3's (``llama3_frame``): Llama 3's
+    419 interruptions hold no failure of the jobs' own, so the comparison leaves class
+    ``workload`` out and takes shares of infrastructure interruptions on both sides."""
     order = mix["cause_class"].to_list()
     bars = (
         alt.Chart(mix)
@@ -86,9 +95,10 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
         .resolve_scale(y="independent")
         .properties(width=charts.WIDTH // 2, height=charts.HEIGHT, title="This fleet: Pareto by class")
     )
+    infra = infrastructure_mix(mix)
     both = pl.concat(
         [
-            mix.select("cause_class", "share", "count").with_columns(
+            infra.select("cause_class", "share", "count").with_columns(
                 pl.lit("this fleet").alias("source")
             ),
             ref.select("cause_class", "share", "count").with_columns(
@@ -108,7 +118,9 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
         .encode(
             y=alt.Y("cause_class:N", sort=classes["cause_class"].to_list(), title=None),
             x=alt.X(
-                "share:Q", title="share of unexpected interruptions", axis=alt.Axis(format="%")
+                "share:Q",
+                title="share of infrastructure interruptions",
+                axis=alt.Axis(format="%"),
             ),
             yOffset=alt.YOffset("source:N", sort=SOURCES),
             color=alt.Color(
@@ -118,7 +130,11 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
             ),
             tooltip=["source:N", "cause_class:N", "count:Q", alt.Tooltip("share:Q", format=".1%")],
         )
-        .properties(width=charts.WIDTH // 2 - 40, height=charts.HEIGHT, title="Share vs Llama 3 reference")
+        .properties(
+            width=charts.WIDTH // 2 - 40,
+            height=charts.HEIGHT,
+            title="Infrastructure share vs Llama 3",
+        )
     )
     return alt.hconcat(pareto, compare, spacing=40)
 
@@ -126,14 +142,7 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
 def build(ctx: ReportContext) -> Section:
     t = ctx.t
     s = Section(KEY, TITLE)
-    # the jobs' own failures (workload domain: exit codes, OOM) are one class of their own,
-    # apart from infrastructure causes (a software/NCCL hang on the fabric side stays software)
-    intr = t["interruptions"].with_columns(
-        pl.when(pl.col("failure_domain") == WORKLOAD_DOMAIN)
-        .then(pl.lit(WORKLOAD))
-        .otherwise(pl.col("cause_class"))
-        .alias("cause_class")
-    )
+    intr = t["interruptions"].with_columns(cause_class())
     mix = cause_mix_frame(intr)
     ref = llama3_frame()
     s.extra_html = (
@@ -154,14 +163,14 @@ def build(ctx: ReportContext) -> Section:
     total = mix["count"].sum()
     own = mix.filter(pl.col("cause_class") == WORKLOAD)["count"].sum()
     # Llama 3's 419 interruptions hold no failures of the jobs' own: compare infrastructure only
-    infra = mix.filter(pl.col("cause_class") != WORKLOAD)
+    infra = infrastructure_mix(mix)
     s.reading = (
         f"Of the {total:,} unexpected interruptions, {own:,} were the jobs' own failures "
         f"(class {WORKLOAD}: exit codes, OOM) and {total - own:,} infrastructure."
     )
     if infra.height:
         top = infra.row(0, named=True)
-        share = top["count"] / infra["count"].sum()
+        share = top["share"]
         ref_share = ref.filter(pl.col("cause_class") == top["cause_class"])["share"]
         llama = pct(ref_share[0], 0) if ref_share.len() else "0%"
         k = min(3, infra.height)
