@@ -55,6 +55,8 @@ from typing import IO
 import duckdb
 import fsspec
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from warehouse.schemas import STORED_TS, TABLES, VIEWS, Table, conform
@@ -76,7 +78,9 @@ FAULT_ENV = "GOODPUT_FAULT_EXIT_AFTER_RENAMES"  # tests: os._exit mid-commit aft
 # warehouse.duckdb opens in DuckDB 1.5 and later: the `duckdb` command (PyPI duckdb-cli, in
 # pyproject.toml) is 1.5 while the Python duckdb is 2.0, whose own storage 1.5 cannot read
 CATALOG_STORAGE = "v1.5.0"
-DEDUPE_MEMORY = "1GB"  # DuckDB's budget for matching a batch against stored records (spills beyond)
+DEDUPE_MEMORY = "1GB"
+# in the Parquet root: its files' times are UTC-adjusted (older versions wrote naive UTC)
+TIMES_UTC_MARKER = "_times_utc"  # DuckDB's budget for matching a batch against stored records (spills beyond)
 
 
 class WarehouseError(Exception):
@@ -248,6 +252,7 @@ class Warehouse:
                 entry[2] = self._take_lock(wait)
                 try:
                     self._recover()
+                    self._upgrade_times()
                 except BaseException:
                     _release(entry[2])
                     raise
@@ -313,6 +318,31 @@ class Warehouse:
                     self._roll_forward(stage)
                 elif self.local or self._idle_s(stage) > STALE_STAGE_S:
                     self._rm_tree(stage)
+
+    def _upgrade_times(self) -> None:
+        """Once per Parquet root: rewrite the files an older version wrote with naive times
+        (not UTC-adjusted; they held UTC) as ``STORED_TS``, so every engine reads them as
+        instants, then write the ``TIMES_UTC_MARKER``. Each file is replaced atomically, and an
+        interrupted upgrade resumes at the next open."""
+        marker = self._path(TIMES_UTC_MARKER)
+        if self.fs.exists(marker):
+            return
+        old = []
+        for f in self._find(self._root):
+            if f.startswith(self._path("_staging") + "/"):
+                continue
+            with self.fs.open(f, "rb") as fh:
+                schema = pq.read_schema(fh)
+            if any(pa.types.is_timestamp(t.type) and t.type.tz is None for t in schema):
+                old.append(f)
+        if old:
+            print(f"goodput: storing the times of {len(old)} Parquet files of {self.parquet} as UTC (once)",
+                  file=sys.stderr)
+        for f in old:
+            with self.fs.open(f, "rb") as fh:
+                df = pl.read_parquet(fh)
+            self._write(f, _parquet_writer(df))
+        self._write(marker, lambda fh: fh.write(b"times are stored as timestamp[us, tz=UTC]\n"))
 
     @contextmanager
     def _stage_lock(self, batch_id: str, wait: bool = True):
