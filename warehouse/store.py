@@ -7,6 +7,7 @@ The home directory is local (DESIGN.md). The Parquet root is ``<home>/parquet`` 
     <root>/<table>/[<partition>=<value>/]part-<batch>.parquet   ingest tables, one file per batch
     <root>/<table>/[<partition>=<value>/]data.parquet           derived tables, replaced whole
     <root>/_staging/<batch>/...                                 a batch being committed
+    <root>/.times_utc                                           marker: times stored UTC-adjusted
     <home>/warehouse.duckdb                                     views over the Parquet
     <home>/reports/  <home>/landing/  <home>/.writer.lock  <home>/.staging-locks/
 
@@ -78,9 +79,9 @@ FAULT_ENV = "GOODPUT_FAULT_EXIT_AFTER_RENAMES"  # tests: os._exit mid-commit aft
 # warehouse.duckdb opens in DuckDB 1.5 and later: the `duckdb` command (PyPI duckdb-cli, in
 # pyproject.toml) is 1.5 while the Python duckdb is 2.0, whose own storage 1.5 cannot read
 CATALOG_STORAGE = "v1.5.0"
-DEDUPE_MEMORY = "1GB"
+DEDUPE_MEMORY = "1GB"  # DuckDB's budget for matching a batch against stored records (spills beyond)
 # in the Parquet root: its files' times are UTC-adjusted (older versions wrote naive UTC)
-TIMES_UTC_MARKER = "_times_utc"  # DuckDB's budget for matching a batch against stored records (spills beyond)
+TIMES_UTC_MARKER = ".times_utc"  # hidden: ingesting a folder that holds the home skips it
 
 
 class WarehouseError(Exception):
