@@ -50,8 +50,8 @@ def test_an_open_read_only_client_breaks_nothing_and_sql_is_never_stale(tmp_path
         [sys.executable, "-c", "import duckdb, sys, time\n"
          "con = duckdb.connect(sys.argv[1], read_only=True)\n"
          "print(con.sql('select count(*) from hw_events').fetchall()[0][0], flush=True)\n"
-         "time.sleep(60)", str(home / "warehouse.duckdb")],
-        stdout=subprocess.PIPE, text=True,
+         "time.sleep(60)", "warehouse.duckdb"],
+        stdout=subprocess.PIPE, text=True, cwd=home,  # the catalog names the Parquet relative to the home
     )
     try:
         first = int(reader.stdout.readline())
@@ -67,7 +67,7 @@ def test_an_open_read_only_client_breaks_nothing_and_sql_is_never_stale(tmp_path
     finally:
         reader.kill()
         reader.wait()
-    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:  # the new catalog
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True, config={"file_search_path": str(home)}) as con:
         assert con.sql("select count(*) from hw_events").fetchall() == [(both,)]
 
 

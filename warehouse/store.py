@@ -56,8 +56,6 @@ from typing import IO
 import duckdb
 import fsspec
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from warehouse.schemas import STORED_TS, TABLES, VIEWS, Table, conform
@@ -328,6 +326,9 @@ class Warehouse:
         marker = self._path(TIMES_UTC_MARKER)
         if self.fs.exists(marker):
             return
+        import pyarrow as pa  # here: importing it costs every command a second
+        import pyarrow.parquet as pq
+
         old = []
         for f in self._find(self._root):
             if f.startswith(self._path("_staging") + "/"):
