@@ -1,5 +1,7 @@
 """Shared fixtures: paths to committed fixtures and a throwaway warehouse."""
 
+import contextlib
+import io
 import json
 from pathlib import Path
 
@@ -17,6 +19,19 @@ SAMPLE_FLEET = REPO / "sample_data" / "fleet"
 @pytest.fixture
 def wh(tmp_path) -> Warehouse:
     return Warehouse(tmp_path / "home")
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory) -> tuple[Warehouse, str]:
+    """``goodput demo`` on the committed sample fleet, run once for the whole session: the
+    warehouse (read it, do not change it) and what the demo printed."""
+    from pipelines.cli import main
+
+    home = tmp_path_factory.mktemp("demo") / "home"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--home", str(home), "demo"]) == 0
+    return Warehouse(home), out.getvalue()
 
 
 def table_snapshot(wh: Warehouse) -> dict[str, list]:

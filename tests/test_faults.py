@@ -50,8 +50,8 @@ def test_an_open_read_only_client_breaks_nothing_and_sql_is_never_stale(tmp_path
         [sys.executable, "-c", ("import duckdb, sys, time\n"
          "con = duckdb.connect(sys.argv[1], read_only=True)\n"
          "print(con.sql('select count(*) from hw_events').fetchall()[0][0], flush=True)\n"
-         "time.sleep(900)"), str(home / "warehouse.duckdb")],  # killed below; outlives slow runs
-        stdout=subprocess.PIPE, text=True,
+         "time.sleep(900)"), "warehouse.duckdb"],  # killed below; outlives ingest + report under load
+        stdout=subprocess.PIPE, text=True, cwd=home,  # the catalog names the Parquet relative to the home
     )
     try:
         first = int(reader.stdout.readline())
@@ -67,7 +67,7 @@ def test_an_open_read_only_client_breaks_nothing_and_sql_is_never_stale(tmp_path
     finally:
         reader.kill()
         reader.wait()
-    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:  # the new catalog
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True, config={"file_search_path": str(home)}) as con:
         assert con.sql("select count(*) from hw_events").fetchall() == [(both,)]
 
 
@@ -84,7 +84,7 @@ def test_a_crash_between_commit_renames_shows_before_then_after(tmp_path):
     moved = list((home / "parquet" / "hw_events" / "source=kernel").glob("*.parquet"))
     assert moved and list((home / "parquet" / "_staging").glob("*/COMMIT"))  # half moved, for real
     # a reader that does not recover (a DuckDB client on the catalog) sees the state before
-    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True, config={"file_search_path": str(home)}) as con:
         got = {t: con.sql(f"select count(*) from {t}").fetchall()[0][0] for t in before}
     assert got == before
     # the next writer (here: opening the warehouse) rolls the batch forward: the state after

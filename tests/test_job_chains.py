@@ -3,7 +3,7 @@
 time order, and job_chains summarises each chain. Checked against the synthetic fleet's truth."""
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 
 import duckdb
 import polars as pl
@@ -63,20 +63,21 @@ def test_same_history_from_sacct_text_and_json_has_no_duplicate_attempts(wh, tmp
     assert ja["end_time"][3] == datetime(2026, 1, 1, 3)  # the dump that saw it end wins over RUNNING
     assert ja["nodes"].to_list()[:2] == [["g1", "g2"], ["g2", "g3"]]
     wh.refresh_catalog()
-    with duckdb.connect(str(wh.db_path), read_only=True) as con:
+    with duckdb.connect(str(wh.db_path), read_only=True, config={"file_search_path": str(wh.home)}) as con:
         assert con.sql("select count(*) from job_attempts").fetchall() == [(4,)]
         chains = con.sql("select * from job_chains order by job_id").pl()
     assert chains["job_id"].to_list() == ["500", "501_1", "501_2"]  # array tasks stay separate jobs
     c = chains.row(0, named=True)
     assert (c["attempts"], c["final_state"], c["n_gpus"], c["name"], c["user"]) == (2, "COMPLETED", 16, "train", "ann")
-    assert c["first_start"] == datetime(2026, 1, 1) and c["final_end"] == datetime(2026, 1, 1, 9)
+    # the catalog shows times as instants (TIMESTAMPTZ)
+    assert c["first_start"] == datetime(2026, 1, 1, tzinfo=UTC) and c["final_end"] == datetime(2026, 1, 1, 9, tzinfo=UTC)
 
 
 def test_running_chain_has_no_final_end(wh, tmp_path):
     (tmp_path / "a.txt").write_text(SACCT_TXT)
     ingest_paths(wh, [tmp_path])
     wh.refresh_catalog()
-    with duckdb.connect(str(wh.db_path), read_only=True) as con:
+    with duckdb.connect(str(wh.db_path), read_only=True, config={"file_search_path": str(wh.home)}) as con:
         row = con.execute("select final_state, final_end, attempts from job_chains where job_id = '501_2'").fetchone()
     assert row == ("RUNNING", None, 1)
 

@@ -1,6 +1,7 @@
 """Dagster wiring: the whole graph on the sample fleet, the landing sensor, the asset checks.
 
-The demo run is shared by the end-to-end tests (it materializes every asset once)."""
+The demo run is shared by the end-to-end tests (it materializes every asset once: the session
+fixture ``demo`` of tests/conftest.py, which tests/test_engines.py reads too)."""
 
 import json
 import re
@@ -11,7 +12,6 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
-import pytest
 
 from analysis import checks as analysis_checks
 from ingest.runner import ingest_paths
@@ -28,18 +28,6 @@ from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
 
 GROUP_ORDER = ["ingest", "warehouse", "analysis", "catalog", "dashboards"]
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    home = tmp_path_factory.mktemp("demo") / "home"
-    import contextlib
-    import io
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["--home", str(home), "demo"]) == 0
-    return Warehouse(home), out.getvalue()
 
 
 def test_demo_materializes_every_asset_and_every_check_passes(demo):

@@ -2,7 +2,7 @@
 
 import gzip
 import os
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import polars as pl
@@ -193,3 +193,39 @@ def test_files_written_before_a_column_was_declared_read_it_as_null(wh):
     assert got["pci_bus"].to_list() == [None, "0000:07:00.0"] and got["date"].to_list() == [date(2026, 1, 1)] * 2
     wh.refresh_catalog()
     assert wh.sql("select count(pci_bus), count(*) from gpu_samples").fetchall() == [(1, 2)]
+
+
+def test_a_warehouse_written_with_naive_times_is_upgraded_once_and_reads_the_same(tmp_path):
+    """Older versions stored times not UTC-adjusted (naive, holding UTC). Reads of a root that
+    mixes such files with new ones are right, and the next open rewrites them UTC-adjusted so
+    that other engines (a DuckDB client in another zone, pyarrow) read the same instants."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from warehouse.store import TIMES_UTC_MARKER
+
+    home = tmp_path / "home"
+    wh = Warehouse(home)
+    event = {"host": ["n1"], "code": ["79"], "component_class": ["gpu"], "source": ["kernel"]}
+    old = conform("hw_events", pl.DataFrame({**event, "time": [datetime(2026, 1, 1, 12)]}))
+    folder = Path(wh.parquet) / "hw_events" / "source=kernel"
+    folder.mkdir(parents=True)
+    old.drop("source").write_parquet(folder / "part-old.parquet")  # naive: the old way
+    assert pq.read_schema(folder / "part-old.parquet").field("time").type.tz is None
+    with wh.batch("new") as b:
+        b.add({"hw_events": conform("hw_events", pl.DataFrame({**event, "time": [datetime(2026, 1, 1, 13)]}))})
+        assert b.add({"hw_events": old}) == {"hw_events": {None: 1}}  # matched against the old file
+    times = [datetime(2026, 1, 1, 12), datetime(2026, 1, 1, 13)]
+    assert wh.read("hw_events").sort("time")["time"].to_list() == times
+    assert wh.query("SELECT time FROM hw_events ORDER BY 1")["time"].to_list() == times
+
+    (Path(wh.parquet) / TIMES_UTC_MARKER).unlink()  # as an older version left the root
+    wh = Warehouse(home)
+    assert pq.read_schema(folder / "part-old.parquet").field("time").type.tz == "UTC"
+    assert wh.read("hw_events").sort("time")["time"].to_list() == times
+    wh.refresh_catalog()
+    with duckdb.connect(str(wh.db_path), read_only=True) as con:
+        con.execute("SET TimeZone = 'Asia/Kolkata'")
+        con.execute(f"SET file_search_path = '{home}'")
+        got = con.sql("SELECT epoch_us(time) FROM hw_events ORDER BY 1").fetchall()
+    assert [t for (t,) in got] == [int(t.replace(tzinfo=UTC).timestamp() * 1e6) for t in times]

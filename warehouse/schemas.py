@@ -2,7 +2,10 @@
 
 This module is the table contract of DESIGN.md: parsers and analyses produce exactly these
 columns (``conform`` enforces it), the DuckDB catalog builds its views from them, and nothing
-else in the project spells a column list. Times are naive ``Datetime('us')`` holding UTC.
+else in the project spells a column list. Times are UTC: in memory (Polars frames, the
+warehouse's own queries) naive ``Datetime('us')`` holding UTC (``UTC_TS``); stored, and shown
+to users, as timestamps with time zone UTC (``STORED_TS``: Parquet ``isAdjustedToUTC=true``,
+DuckDB ``TIMESTAMPTZ``), so Spark, Trino, pyarrow and Polars read the files as instants.
 Durations carry their unit in the name (``_s``, ``_hours``).
 """
 
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 
 UTC_TS = pl.Datetime("us")
+STORED_TS = pl.Datetime("us", "UTC")
 STR = pl.Utf8
 I32 = pl.Int32
 I64 = pl.Int64

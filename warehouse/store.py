@@ -7,6 +7,7 @@ The home directory is local (DESIGN.md). The Parquet root is ``<home>/parquet`` 
     <root>/<table>/[<partition>=<value>/]part-<batch>.parquet   ingest tables, one file per batch
     <root>/<table>/[<partition>=<value>/]data.parquet           derived tables, replaced whole
     <root>/_staging/<batch>/...                                 a batch being committed
+    <root>/.times_utc                                           marker: times stored UTC-adjusted
     <home>/warehouse.duckdb                                     views over the Parquet
     <home>/reports/  <home>/landing/  <home>/.writer.lock  <home>/.staging-locks/
 
@@ -57,7 +58,7 @@ import fsspec
 import polars as pl
 from fsspec.implementations.local import LocalFileSystem
 
-from warehouse.schemas import TABLES, VIEWS, Table, conform
+from warehouse.schemas import STORED_TS, TABLES, VIEWS, Table, conform
 
 _DUCK_TYPES = {
     pl.Utf8: "VARCHAR",
@@ -73,7 +74,12 @@ _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 STALE_STAGE_S = 6 * 3600  # object storage: an uncommitted stage idle this long is abandoned
 FAULT_ENV = "GOODPUT_FAULT_EXIT_AFTER_RENAMES"  # tests: os._exit mid-commit after N renames
+# warehouse.duckdb opens in DuckDB 1.5 and later: the `duckdb` command (PyPI duckdb-cli, in
+# pyproject.toml) is 1.5 while the Python duckdb is 2.0, whose own storage 1.5 cannot read
+CATALOG_STORAGE = "v1.5.0"
 DEDUPE_MEMORY = "1GB"  # DuckDB's budget for matching a batch against stored records (spills beyond)
+# in the Parquet root: its files' times are UTC-adjusted (older versions wrote naive UTC)
+TIMES_UTC_MARKER = ".times_utc"  # hidden: ingesting a folder that holds the home skips it
 
 
 class WarehouseError(Exception):
@@ -100,8 +106,9 @@ _WRITERS_GUARD = threading.Lock()
 
 
 def duck_type(dtype: pl.DataType) -> str:
+    """The DuckDB type a column is stored as: times are ``TIMESTAMPTZ`` (``STORED_TS``)."""
     if isinstance(dtype, pl.Datetime):
-        return "TIMESTAMP"
+        return "TIMESTAMPTZ"
     if isinstance(dtype, pl.List):
         return duck_type(dtype.inner) + "[]"
     return _DUCK_TYPES[dtype.base_type()]
@@ -244,6 +251,7 @@ class Warehouse:
                 entry[2] = self._take_lock(wait)
                 try:
                     self._recover()
+                    self._upgrade_times()
                 except BaseException:
                     _release(entry[2])
                     raise
@@ -307,6 +315,34 @@ class Warehouse:
                     self._roll_forward(stage)
                 elif self.local or self._idle_s(stage) > STALE_STAGE_S:
                     self._rm_tree(stage)
+
+    def _upgrade_times(self) -> None:
+        """Once per Parquet root: rewrite the files an older version wrote with naive times
+        (not UTC-adjusted; they held UTC) as ``STORED_TS``, so every engine reads them as
+        instants, then write the ``TIMES_UTC_MARKER``. Each file is replaced atomically, and an
+        interrupted upgrade resumes at the next open."""
+        marker = self._path(TIMES_UTC_MARKER)
+        if self.fs.exists(marker):
+            return
+        import pyarrow as pa  # here: importing it costs every command a second
+        import pyarrow.parquet as pq
+
+        old = []
+        for f in self._find(self._root):
+            if f.startswith(self._path("_staging") + "/"):
+                continue
+            with self.fs.open(f, "rb") as fh:
+                schema = pq.read_schema(fh)
+            if any(pa.types.is_timestamp(t.type) and t.type.tz is None for t in schema):
+                old.append(f)
+        if old:
+            print(f"goodput: storing the times of {len(old)} Parquet files of {self.parquet} as UTC (once)",
+                  file=sys.stderr)
+        for f in old:
+            with self.fs.open(f, "rb") as fh:
+                df = pl.read_parquet(fh)
+            self._write(f, _parquet_writer(df))
+        self._write(marker, lambda fh: fh.write(b"times are stored as timestamp[us, tz=UTC]\n"))
 
     @contextmanager
     def _stage_lock(self, batch_id: str, wait: bool = True):
@@ -414,14 +450,20 @@ class Warehouse:
                 out[value] = max(out.get(value, 0.0), _mtime(info))
         return out
 
-    def connect(self, database: str = ":memory:", read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    def connect(
+        self, database: str = ":memory:", read_only: bool = False, storage: str | None = None
+    ) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection that can run ``view_sql`` SQL: on object storage the fsspec
-        filesystem is registered on it (the httpfs extension is not needed).
+        filesystem is registered on it (the httpfs extension is not needed). ``storage``: the
+        oldest DuckDB storage version a new database file must open in.
 
         s3fs caches listings, with each file's size, for the process: our own writes keep it
         current, other processes' (Dagster runs, the sensor) do not, so it starts empty for each
         connection; within one it spares a HEAD request per file DuckDB opens."""
-        con = duckdb.connect(database, read_only=read_only)
+        config = {"storage_compatibility_version": storage} if storage else {}
+        con = duckdb.connect(database, read_only=read_only, config=config)
+        # stored times are TIMESTAMPTZ: this session converts them to and from naive UTC
+        con.execute("SET TimeZone = 'UTC'")
         if not self.local:
             self.fs.invalidate_cache()
             con.register_filesystem(self.fs)
@@ -435,8 +477,13 @@ class Warehouse:
         except FileNotFoundError:
             return []
 
-    def view_sql(self, name: str, guard: bool | None = None) -> str:
+    def view_sql(self, name: str, guard: bool | None = None, zoned: bool = False, root: str | None = None) -> str:
         """SELECT over one table's Parquet files with the declared column types.
+
+        ``zoned``: times as stored, ``TIMESTAMPTZ`` (what the catalog and ``goodput sql`` show
+        users); else naive ``TIMESTAMP`` holding UTC, the in-memory contract the analyses'
+        SQL and Polars frames use (``warehouse/schemas.py``). ``root``: how the SQL names the
+        Parquet root (default: its absolute path or URI; the catalog names it relative to the home).
 
         ``guard``: exclude the files of batches still committing (COMMIT marker in
         ``_staging``), checked when the query runs, so a reader never sees part of a batch even
@@ -445,18 +492,19 @@ class Warehouse:
         surface always guard, since they read while others write."""
         spec = TABLES[name]
         if not self.files(name):
-            cols = ", ".join(f'CAST(NULL AS {duck_type(t)}) AS "{c}"' for c, t in spec.columns.items())
+            cols = ", ".join(f'{_typed("NULL", t, zoned)} AS "{c}"' for c, t in spec.columns.items())
             return f"SELECT {cols} WHERE false"
         exprs = []
         for c, t in spec.columns.items():
             src = f'"{c}"'
             if c == spec.partition:
                 src = f"NULLIF(CAST({src} AS VARCHAR), '{_NULL_PARTITION}')"
-            exprs.append(f'CAST({src} AS {duck_type(t)}) AS "{c}"')
-        glob = f"{self.parquet}/{name}/**/*.parquet".replace("'", "''")
+            exprs.append(f'{_typed(src, t, zoned)} AS "{c}"')
+        root = self.parquet if root is None else root
+        glob = f"{root}/{name}/**/*.parquet".replace("'", "''")
         scan = f"read_parquet('{glob}', hive_partitioning = true, union_by_name = true"
         if spec.kind == "ingest" and (guard or (guard is None and self.committed_stages())):
-            commits = f"{self.parquet}/_staging/*/COMMIT".replace("'", "''")
+            commits = f"{root}/_staging/*/COMMIT".replace("'", "''")
             scan = (
                 f"(SELECT * EXCLUDE (filename) FROM {scan}, filename = true) WHERE NOT EXISTS ("
                 f"SELECT 1 FROM glob('{commits}') g "
@@ -530,24 +578,39 @@ class Warehouse:
         """(Re)create warehouse.duckdb: every view, written into a new file that is renamed over
         the old one, so a client holding the old file open (read-only) neither blocks this nor
         sees a half-made catalog; it sees the new views when it reconnects. ``_parquet_root``
-        records the root the views read, as a home may be pointed at another."""
-        root = self.parquet.replace("'", "''")
+        records the root the views read, as a home may be pointed at another.
+
+        A Parquet root inside the home is named relative to it (``parquet/<table>/...``), so
+        the home can be moved or copied: DuckDB resolves the paths against its working
+        directory or ``file_search_path`` (README: open it from the home, or set that). The
+        file is written in ``CATALOG_STORAGE`` so the DuckDB CLI we install opens it too."""
+        root = self.catalog_root()
         tmp = self.home / f".warehouse.duckdb.{os.getpid()}.tmp"
         with self.writer():
             tmp.unlink(missing_ok=True)
             try:
-                with self.connect(str(tmp)) as con:
-                    self._create_views(con, guard=True)
-                    con.execute(f"CREATE OR REPLACE VIEW _parquet_root AS SELECT '{root}' AS uri")
+                with self.connect(str(tmp), storage=CATALOG_STORAGE) as con:
+                    con.execute(f"SET file_search_path = {_sql_str(str(self.home))}")
+                    self._create_views(con, guard=True, zoned=True, root=root)
+                    con.execute(f"CREATE OR REPLACE VIEW _parquet_root AS SELECT {_sql_str(root)} AS uri")
                 os.replace(tmp, self.db_path)
             finally:
                 tmp.unlink(missing_ok=True)
                 Path(f"{tmp}.wal").unlink(missing_ok=True)
         return self.db_path
 
-    def _create_views(self, con: duckdb.DuckDBPyConnection, guard: bool | None = None) -> None:
+    def catalog_root(self) -> str:
+        """The Parquet root as the catalog's views name it: relative to the home when it lies
+        inside it, else its absolute path or ``s3://`` URI."""
+        if self.local and Path(self.parquet).is_relative_to(self.home):
+            return Path(self.parquet).relative_to(self.home).as_posix()
+        return self.parquet
+
+    def _create_views(
+        self, con: duckdb.DuckDBPyConnection, guard: bool | None = None, zoned: bool = False, root: str | None = None
+    ) -> None:
         for name in TABLES:
-            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {self.view_sql(name, guard)}')
+            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {self.view_sql(name, guard, zoned, root)}')
         for name, sql in VIEWS.items():
             con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
 
@@ -557,7 +620,7 @@ class Warehouse:
         only under the Parquet root (and ``allow_files`` directories), no extension installs
         or loads, configuration locked. ``run_readonly`` adds the statement check."""
         con = self.connect()
-        self._create_views(con, guard=True)
+        self._create_views(con, guard=True, zoned=True)
         # the Parquet root (a directory or s3://bucket/prefix) and the opted-in directories only
         dirs = [self.parquet, *(str(Path(d).expanduser().resolve()) for d in allow_files)]
         listed = ", ".join("'" + d.rstrip("/").replace("'", "''") + "/'" for d in dirs)
@@ -688,6 +751,16 @@ class Batch:
             self.wh._rm_tree(self.stage)
 
 
+def _typed(expr: str, dtype: pl.DataType, zoned: bool) -> str:
+    """``expr`` cast to a column's type; a time as ``TIMESTAMPTZ``, or as naive UTC when not
+    ``zoned`` (files written before times were stored with their zone hold naive UTC, which
+    the cast reads in the session's zone: UTC on ``Warehouse.connect``)."""
+    cast = f"CAST({expr} AS {duck_type(dtype)})"
+    if isinstance(dtype, pl.Datetime) and not zoned:
+        return f"timezone('UTC', {cast})"
+    return cast
+
+
 def _deduped(sql: str, spec: Table) -> str:
     """Wrap a table's SELECT with its ``Dedupe``: merge rows per key (in turn), renumber."""
     d = spec.dedupe
@@ -730,11 +803,18 @@ def _split_partitions(spec: Table, df: pl.DataFrame):
         yield f"{col}={label}", part.drop(col)
 
 
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _join(*parts: str) -> str:
     return "/".join(p for p in parts if p)
 
 
 def _parquet_writer(df: pl.DataFrame) -> Callable[[IO[bytes]], None]:
+    """Write ``df`` with its times as ``STORED_TS`` (naive in memory means UTC)."""
+    naive = [c for c, t in df.schema.items() if isinstance(t, pl.Datetime) and t.time_zone is None]
+    df = df.with_columns(pl.col(c).dt.replace_time_zone("UTC").cast(STORED_TS) for c in naive)
     return lambda fh: df.write_parquet(fh, compression="zstd", statistics=True)
 
 
