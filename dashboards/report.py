@@ -215,6 +215,8 @@ def render_html(
         if s.spec is not None:
             inner += f'<div class="chart" id="chart-{html.escape(s.key)}"></div>'
             inner += f'<p class="reading">{html.escape(s.reading)}</p>'
+        elif s.reading:  # a table section: its reading, then its table
+            inner += f'<p class="reading">{html.escape(s.reading)}</p>'
         else:
             inner += f'<p class="note">{html.escape(s.note or NO_DATA)}</p>'
         inner += s.extra_html

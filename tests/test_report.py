@@ -333,3 +333,22 @@ def test_sample_fleet_report_is_small(tmp_path):
         f"Of the {intr.height:,} unexpected interruptions, {own:,} were the jobs' own failures "
         f"(class workload: exit codes, OOM) and {intr.height - own:,} infrastructure."
     )
+
+
+def test_table_sections_show_their_reading_and_coverage_counts_attempts_once(tmp_path):
+    """A section without a chart (a table) shows its reading, not 'no data'; the coverage table
+    counts each job attempt once, though an attempt spans several hosts."""
+    from analysis.status import record
+
+    wh = fixture_warehouse(tmp_path / "home")
+    record(wh, "interruptions", "ok", rows=3)
+    record(wh, "failure_fits", "skipped", "no component_lifetimes")
+    page = build_report(wh, images=False).read_text(encoding="utf-8")
+    analyses = re.search(r'<section id="analyses">(.*?)</section>', page, re.DOTALL).group(1)
+    assert NO_DATA not in analyses
+    assert '<p class="reading">1 of 2 analyses ran; missing inputs or errors: failure_fits skipped' in analyses
+    attempts = wh.read("job_attempts")
+    assert attempts["nodes"].list.len().max() > 1  # the fixture has multi-host attempts
+    coverage = re.search(r'<section id="coverage">(.*?)</section>', page, re.DOTALL).group(1)
+    row = re.search(r"<td>job_attempts</td><td>[^<]*</td><td>[^<]*</td><td>([\d,]+)</td>", coverage)
+    assert int(row.group(1).replace(",", "")) == attempts.height

@@ -58,6 +58,13 @@ def build(ctx: ReportContext) -> Section:
         )
         .sort("source")
     )
+    if "job_attempts" in per["source"]:  # an attempt spans hosts: count attempts, not attempt-host pairs
+        attempts = ctx.wh.query(
+            f"SELECT count(*) AS n FROM ({ctx.wh.view_sql('job_attempts')})"
+        )["n"][0]
+        per = per.with_columns(
+            rows=pl.when(pl.col("source") == "job_attempts").then(pl.lit(attempts, pl.Int64)).otherwise("rows")
+        )
     hosts = coverage.filter(pl.col("host") != "(no host)")
     n_hosts = hosts["host"].n_unique()
     n_src = hosts["source"].n_unique()
