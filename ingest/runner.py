@@ -249,7 +249,9 @@ def ingest_paths(
     Holds the warehouse's writer lock throughout, so two ingests never interleave.
     ``replace_existing``: first forget what these paths (and these exact files) produced
     earlier, then ingest them again (``goodput ingest --replace``). ``jobs``: processes that
-    parse files (default: every core); the tables written are the same for any number."""
+    parse files (default: every core); the tables written are the same for any number. Workers
+    are spawned, so a script calling this with jobs > 1 needs the usual
+    ``if __name__ == "__main__":`` guard (the CLI, Dagster and notebooks need nothing)."""
     ctx = ctx or ParseContext()
     if fmt != "auto" and fmt not in formats():
         raise UserError(f"unknown format {fmt!r}; choose auto or one of: {', '.join(sorted(formats()))}")
