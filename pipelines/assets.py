@@ -223,7 +223,7 @@ def repairable_systems(goodput: GoodputConfig) -> dg.MaterializeResult:
 
 @dg.asset(name="node_health", group_name="analysis", deps=[repairable_systems, telemetry_gpu_replacements], kinds={"duckdb", "parquet"}, owners=OWNERS, metadata=table_metadata("node_health"), description="Lemon nodes: per node its exposure, failures, interruptions, hardware events, repairs and lost GPU-hours, and whether it fails significantly more than the fleet (one-sided exact Poisson, Benjamini-Hochberg).")
 def node_health_asset(goodput: GoodputConfig) -> dg.MaterializeResult:
-    wh = goodput.warehouse()
+    wh = goodput.analysis_warehouse()
 
     def run():
         status.require(wh, "node_health", ("job_attempts", "hw_events", "node_events", "component_history"), any_of=True)

@@ -174,6 +174,9 @@ def test_breakdown_equals_hand_sums(fleet, capsys):
     assert out.startswith("scope: 2026-01-01 to 2026-03-02")
     sw = open_scope(wh, Scope(datetime(2026, 1, 1), datetime(2026, 3, 2)))
     bd = sw.read("goodput_breakdown")
+    # every analysis of the build ran in the scope, none in the parent (lemon nodes included)
+    assert sw.read("node_health").height > 0 and wh.read("node_health").height == 0
+    assert wh.read("goodput_breakdown").height == 0
     intr, gj = sw.read("interruptions"), sw.read("goodput_jobs")
     assert intr.height == hw.select("host", pl.col("time").dt.date()).unique().height  # one interrupted job per host-day hit
     keyed = intr.join(jobs.select("job_id", "partition", "account"), on="job_id")

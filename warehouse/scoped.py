@@ -36,17 +36,19 @@ class ScopedWarehouse(Warehouse):
             return self.parent.partition_mtimes(name)
         return super().partition_mtimes(name)
 
-    def view_sql(self, name: str, guard: bool | None = None) -> str:
+    def view_sql(self, name: str, guard: bool | None = None, zoned: bool = False, root: str | None = None) -> str:
         if name not in self.inputs:
-            return super().view_sql(name, guard)
-        base = self.parent.view_sql(name, guard)
+            return super().view_sql(name, guard, zoned, root)
+        # the parent's files by their absolute location (``root`` names this warehouse's own);
+        # connections run in UTC, so the conditions' TIMESTAMP literals compare right with zoned times
+        base = self.parent.view_sql(name, guard, zoned)
         where = self.inputs[name]
         return f"SELECT * FROM ({base}) WHERE {where}" if where else base
 
-    def connect(self, database: str = ":memory:", read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    def connect(self, database: str = ":memory:", read_only: bool = False, storage: str | None = None) -> duckdb.DuckDBPyConnection:
         # the parent's connection: it can read the parent's root (object storage included), and
         # this warehouse's own root is always a local directory
-        return self.parent.connect(database, read_only)
+        return self.parent.connect(database, read_only, storage)
 
     def replace_table(self, name: str, df, partitions: str = "all") -> None:
         if name in self.inputs:
