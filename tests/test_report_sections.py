@@ -5,6 +5,7 @@ one file, and the header states the period and the scope."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -47,6 +48,11 @@ def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
                 assert pareto == old[field]["hconcat"][0]
                 name = pareto["data"]["name"]
                 assert new[field]["datasets"][name] == old[field]["datasets"][name]
+                continue
+            if old["key"] == "coverage" and field == "extra_html":  # job_attempts counted once since
+                # (test_report.py::test_table_sections_show_their_reading_and_coverage_counts_attempts_once)
+                strip = re.compile(r"(<td>job_attempts</td>(?:<td>[^<]*</td>){2})<td>[^<]*</td>")
+                assert strip.sub(r"\1", new[field]) == strip.sub(r"\1", old[field])
                 continue
             assert new[field] == old[field], (old["key"], field)
 
