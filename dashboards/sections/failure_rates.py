@@ -5,6 +5,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from analysis.headline import selected_rates
 from dashboards import charts
 from dashboards.section import NO_DATA, ReportContext, Section, num
 
@@ -16,11 +17,7 @@ TABLES = ("failure_rates",)
 
 def rates_frame(failure_rates: pl.DataFrame, window: str = "all") -> pl.DataFrame:
     """Selected model per class (stratum 'all') for one window, positive rates only."""
-    return failure_rates.filter(
-        pl.col("selected").fill_null(False)
-        & (pl.col("window") == window)
-        & (pl.col("stratum").fill_null("all") == "all")
-    ).sort("rate_per_1k_unit_days", descending=True, nulls_last=True)
+    return selected_rates(failure_rates, window).sort("rate_per_1k_unit_days", descending=True, nulls_last=True)
 
 
 def failure_rate_chart(rates: pl.DataFrame) -> alt.HConcatChart:
