@@ -45,7 +45,7 @@ def progress_logger(_init_context):
     log.setLevel(logging.DEBUG)  # Dagster logs step events at DEBUG; the filter keeps only ends
     log.propagate = False
     if not log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _StderrHandler()
         handler.addFilter(lambda rec: bool(_STEP_DONE.search(rec.getMessage())))
         handler.setFormatter(_StepFormatter())
         log.addHandler(handler)
@@ -59,6 +59,20 @@ def quiet_logger(_init_context):
     if not log.handlers:
         log.addHandler(logging.NullHandler())
     return log
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record is emitted, not the stream it was
+    created with: the logger lives as long as the process, and a caller may redirect stderr
+    between runs (a closed redirect would swallow progress and print 'Logging error')."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value):
+        pass
 
 
 class _StepFormatter(logging.Formatter):

@@ -132,7 +132,24 @@ def test_a_real_failure_fails_with_its_cause_in_one_line_and_the_catalog_still_r
     assert run(home, "ingest", str(SACCT))[0] == 0
     code, _, err = run(home, "build")
     assert code == 2
-    assert err.strip() == "goodput: error: pipeline run failed: repairable_systems: RuntimeError: corrupt node_events partition"
+    # the steps' progress lines, then the error as one line, no traceback
+    assert err.strip().splitlines()[-1] == "goodput: error: pipeline run failed: repairable_systems: RuntimeError: corrupt node_events partition"
+    assert "  done: interruptions (" in err and "Traceback" not in err
     wh = Warehouse(home)
     assert wh.query("SELECT count(*) n FROM interruptions")["n"][0] > 100
     assert status(wh)["repairable_systems"] == ("failed", "RuntimeError: corrupt node_events partition")
+
+
+def test_step_progress_goes_to_the_current_stderr_not_the_first_one():
+    """The progress logger outlives one run: each run's redirected stderr gets its own lines
+    (it kept the stream it was created with, and a later run wrote into a closed buffer)."""
+    from pipelines.run import progress_logger
+
+    seen = []
+    for step in ("first", "second"):
+        buf = io.StringIO()
+        with contextlib.redirect_stderr(buf):
+            progress_logger.logger_fn(None).debug(f'Finished execution of step "{step}" in 1.5s.')
+        seen.append(buf.getvalue())
+        buf.close()
+    assert seen == ["  done: first (1.5s)\n", "  done: second (1.5s)\n"]
