@@ -276,9 +276,11 @@ def write_images(
             png.unlink(missing_ok=True)
             svg.unlink(missing_ok=True)
             continue
-        spec = titled(s.spec, s.title, period, scope)
-        svg.write_text(vlc.vegalite_to_svg(spec, vl_version=vl), encoding="utf-8")
-        png.write_bytes(vlc.vegalite_to_png(spec, vl_version=vl, scale=2))
+        # Vega runs once per chart: the PNG is the SVG rasterized (the same bytes
+        # vegalite_to_png gives, in half the time)
+        text = vlc.vegalite_to_svg(titled(s.spec, s.title, period, scope), vl_version=vl)
+        svg.write_text(text, encoding="utf-8")
+        png.write_bytes(vlc.svg_to_png(text, scale=2))
         written += [png, svg]
     return written
 
