@@ -17,8 +17,10 @@ install: $(UV)
 demo: install
 	$(VENV)/bin/goodput demo
 
+# one pytest worker per core (pytest-xdist); a test file stays on one worker, so its module
+# fixtures are built once. --durations lists the slowest tests at the end of the log.
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile --durations=15
 
 lint: install
 	$(VENV)/bin/ruff check .
