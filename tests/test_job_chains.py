@@ -54,8 +54,9 @@ def test_same_history_from_sacct_text_and_json_has_no_duplicate_attempts(wh, tmp
     (tmp_path / "b.json").write_text(SACCT_JSON)
     reports = ingest_paths(wh, [tmp_path])
     assert sorted(r.format for r in reports) == ["sacct", "sacct-json"]
-    raw = pl.read_parquet(wh.files("job_attempts"))
-    assert raw.height == 8  # the Parquet keeps every row (provenance)
+    raw = pl.read_parquet(wh.record_files("job_attempts"))
+    assert raw.height == 8  # the source rows are kept apart (provenance)
+    assert pl.read_parquet(wh.files("job_attempts")).height == 4  # the table's files: one row per attempt
     ja = wh.read("job_attempts").sort("job_id", "attempt")
     assert ja.select("job_id", "attempt", "state").rows() == [
         ("500", 1, "NODE_FAIL"), ("500", 2, "COMPLETED"), ("501_1", 1, "COMPLETED"), ("501_2", 1, "COMPLETED"),
@@ -148,7 +149,7 @@ def test_every_fault_killed_attempt_is_a_failed_attempt_with_its_nodes_and_end(f
         if a["scheduler"] == "slurm":
             assert row["state"] == "NODE_FAIL"
     # sacct text and --json both hold every Slurm attempt: the view shows each once
-    raw = pl.read_parquet(wh.files("job_attempts")).filter(pl.col("scheduler") == "slurm")
+    raw = pl.read_parquet(wh.record_files("job_attempts")).filter(pl.col("scheduler") == "slurm")
     assert raw.height == 2 * ja.filter(pl.col("scheduler") == "slurm").height
     assert ja.filter(pl.col("scheduler") == "slurm").select("job_id", "attempt").is_unique().all()
     # slurmctld's kill / requeue lines name the same jobs

@@ -45,8 +45,8 @@ def invariant(description: str) -> Callable:
 
 
 def raw_counts(wh: Warehouse, table: str) -> dict[str, int]:
-    """Rows per source_file in a table's Parquet, before any view-level dedupe."""
-    files = wh.files(table)
+    """Rows per source_file in a table's Parquet as ingested (a Dedupe table's source rows)."""
+    files = wh.record_files(table)
     if not files or "source_file" not in TABLES[table].columns:
         return {}
     with wh.connect() as con:

@@ -26,8 +26,10 @@ BOOL = pl.Boolean
 
 @dataclass(frozen=True)
 class Dedupe:
-    """How the catalog view merges rows that describe the same thing twice (overlapping dumps,
-    one history exported in several formats). The Parquet keeps every row (provenance).
+    """How rows that describe the same thing twice (overlapping dumps, one history exported in
+    several formats) merge into the table's canonical rows. The table's own Parquet folder holds
+    only those; every source's row is kept apart (provenance, what ``forget`` removes) and each
+    commit recomputes the canonical rows of the partitions it touched (warehouse/store.py).
 
     Each of ``keys`` is applied in turn: rows with equal key values (none of them null) become
     one row whose every column comes from the most preferred row (``prefer``, best first) that
@@ -51,7 +53,7 @@ class Table:
     partition: str | None = None
     # "ingest": appended per ingested batch; "derived": replaced whole by an analysis step.
     kind: str = "ingest"
-    dedupe: Dedupe | None = None  # applied by the catalog view (Warehouse.view_sql)
+    dedupe: Dedupe | None = None  # applied when writing (Batch.stage_canonical)
     # Ingest tables: the columns that identify one record ("content": every column but the
     # provenance ones). A batch stores only records not stored yet (Warehouse.batch), so a log
     # that grew, was rotated or re-compressed, or repeats a line, contributes each record once.

@@ -5,9 +5,13 @@ The home directory is local (DESIGN.md). The Parquet root is ``<home>/parquet`` 
 (``s3://bucket/prefix``; credentials and endpoint come from the standard AWS variables):
 
     <root>/<table>/[<partition>=<value>/]part-<batch>.parquet   ingest tables, one file per batch
-    <root>/<table>/[<partition>=<value>/]data.parquet           derived tables, replaced whole
+    <root>/<table>/[<partition>=<value>/]data.parquet           derived tables, replaced whole;
+                                                                the canonical rows of a Dedupe table
+    <root>/_sources/<table>/[<partition>=<value>/]part-<batch>.parquet
+                                                                a Dedupe table's rows per source
     <root>/_staging/<batch>/...                                 a batch being committed
     <root>/.times_utc                                           marker: times stored UTC-adjusted
+    <root>/.sources_apart                                       marker: Dedupe tables laid out as above
     <home>/warehouse.duckdb                                     views over the Parquet
     <home>/reports/  <home>/landing/  <home>/.writer.lock  <home>/.staging-locks/
 
@@ -30,6 +34,14 @@ batches, derived tables, the catalog and forget all write under it. Readers neve
 ``query`` / ``read`` / ``goodput sql`` build their views in memory from the Parquet, and the
 catalog file is rewritten whole and renamed into place.
 
+Tables with a ``Dedupe`` (warehouse/schemas.py: one job recorded by sacct text and --json, the
+HELP/TYPE every scrape repeats) keep every source's row, the provenance ``forget`` removes, under
+``_sources/<table>/``, and ``<table>/`` holds only the merged, canonical rows, so every engine
+reading the files sees what the views show. The batch that stages new source rows (or forget's
+rewrite of them) also stages the canonical ``data.parquet`` of each partition it touched,
+recomputed out of core by DuckDB from that partition's source rows; the COMMIT marker switches
+both.
+
 Idempotence: the manifest holds the sha256 of every ingested file, and a batch stores only
 records whose ``record_key`` (warehouse/schemas.py) is not stored yet, matched out of core by
 DuckDB against the table's files of the same partition and time range.
@@ -51,6 +63,7 @@ from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import IO
 
 import duckdb
@@ -80,6 +93,10 @@ CATALOG_STORAGE = "v1.5.0"
 DEDUPE_MEMORY = "1GB"  # DuckDB's budget for matching a batch against stored records (spills beyond)
 # in the Parquet root: its files' times are UTC-adjusted (older versions wrote naive UTC)
 TIMES_UTC_MARKER = ".times_utc"  # hidden: ingesting a folder that holds the home skips it
+# in the Parquet root: Dedupe tables keep their source rows in _sources/ (older versions kept
+# them in the table's own folder, which the views merged)
+SOURCES_MARKER = ".sources_apart"
+SOURCES = "_sources"
 
 
 class WarehouseError(Exception):
@@ -252,6 +269,7 @@ class Warehouse:
                 try:
                     self._recover()
                     self._upgrade_times()
+                    self._upgrade_sources()
                 except BaseException:
                     _release(entry[2])
                     raise
@@ -343,6 +361,46 @@ class Warehouse:
                 df = pl.read_parquet(fh)
             self._write(f, _parquet_writer(df))
         self._write(marker, lambda fh: fh.write(b"times are stored as timestamp[us, tz=UTC]\n"))
+
+    def _upgrade_sources(self) -> None:
+        """Once per Parquet root: move the source rows an older version kept in a Dedupe
+        table's own folder (``part-*.parquet``) to ``_sources/<table>/`` and write the table's
+        canonical rows in their place, in one staged batch (a crash leaves the old layout or
+        rolls forward to the new), then write the ``SOURCES_MARKER``."""
+        marker = self._path(SOURCES_MARKER)
+        if self.fs.exists(marker):
+            return
+        old = [f for name, spec in TABLES.items() if spec.dedupe for f in self._find(self._path(name))
+               if posixpath.basename(f).startswith("part-")]
+        if old:
+            print(f"goodput: keeping the source rows of {len(old)} Parquet files of {self.parquet} apart "
+                  "from their tables' merged rows (once)", file=sys.stderr)
+            batch = Batch(self, f"sources-{uuid.uuid4().hex[:12]}")
+            try:
+                for f in old:
+                    rel = f[len(self._root) + 1 :]
+                    dest = _join(batch.stage, SOURCES, rel)
+                    if self.local:
+                        self.fs.makedirs(posixpath.dirname(dest), exist_ok=True)
+                    self.fs.copy(f, dest)
+                    batch.gone.append(rel)
+                    name, part = rel.split("/", 1)
+                    batch.touched.add((name, posixpath.dirname(part)))
+            except BaseException:
+                batch.abort()
+                raise
+            batch.commit()
+        self._write(marker, lambda fh: fh.write(b"Dedupe tables: source rows in _sources/, canonical rows in the table\n"))
+
+    def records_dir(self, name: str) -> str:
+        """Where a table's ingested rows are stored, relative to the root: ``_sources/<table>``
+        for a Dedupe table (its own folder holds the canonical rows), else the table's folder."""
+        return _join(SOURCES, name) if TABLES[name].dedupe else name
+
+    def record_files(self, name: str) -> list[str]:
+        """The Parquet files (local paths or URIs) of a table's rows as ingested, one per
+        source record: a Dedupe table's source rows, else the table's own files (``files``)."""
+        return [self.parquet + f[len(self._root) :] for f in self._find(self._path(self.records_dir(name)))]
 
     @contextmanager
     def _stage_lock(self, batch_id: str, wait: bool = True):
@@ -494,12 +552,6 @@ class Warehouse:
         if not self.files(name):
             cols = ", ".join(f'{_typed("NULL", t, zoned)} AS "{c}"' for c, t in spec.columns.items())
             return f"SELECT {cols} WHERE false"
-        exprs = []
-        for c, t in spec.columns.items():
-            src = f'"{c}"'
-            if c == spec.partition:
-                src = f"NULLIF(CAST({src} AS VARCHAR), '{_NULL_PARTITION}')"
-            exprs.append(f'{_typed(src, t, zoned)} AS "{c}"')
         root = self.parquet if root is None else root
         glob = f"{root}/{name}/**/*.parquet".replace("'", "''")
         scan = f"read_parquet('{glob}', hive_partitioning = true, union_by_name = true"
@@ -512,17 +564,7 @@ class Warehouse:
             )
         else:
             scan += ")"
-        # a column added to the schema after a file was written reads as null there: the empty
-        # row set names every declared column and UNION BY NAME fills the gaps
-        typed = ", ".join(
-            f'CAST(NULL AS {"VARCHAR" if c == spec.partition else duck_type(t)}) AS "{c}"'
-            for c, t in spec.columns.items()
-        )
-        sql = (
-            f"SELECT {', '.join(exprs)} FROM (SELECT * FROM {scan} "
-            f"UNION ALL BY NAME SELECT {typed} WHERE false)"
-        )
-        return _deduped(sql, spec) if spec.dedupe else sql
+        return _typed_scan(spec, scan, zoned)
 
     def read(self, name: str, where: str | None = None) -> pl.DataFrame:
         """A table as a Polars frame, read straight from Parquet (never blocks on the catalog)."""
@@ -562,15 +604,16 @@ class Warehouse:
         (``{table: (column, values)}``), in one atomic batch. Returns rows removed per table."""
         removed: dict[str, int] = {}
         with self.batch(f"forget-{uuid.uuid4().hex[:12]}") as batch:
-            gone: list[str] = []
             for name, (column, values) in where.items():
-                for f in self._find(self._path(name)):
+                folder = self._path(self.records_dir(name))
+                for f in self._find(folder):
                     n = batch.rewrite_without(f, column, values)
                     if n is not None:
                         removed[name] = removed.get(name, 0) + n[0]
                         if n[1]:
-                            gone.append(f[len(self._root) + 1 :])
-            self._write(_join(batch.stage, "DELETE"), lambda fh: fh.write(json.dumps(gone).encode()), atomic=False)
+                            batch.gone.append(f[len(self._root) + 1 :])
+                        if TABLES[name].dedupe:  # its canonical rows follow in the same commit
+                            batch.touched.add((name, posixpath.dirname(f[len(folder) + 1 :])))
         return removed
 
     # ---------------------------------------------------------------- catalog
@@ -667,6 +710,8 @@ class Batch:
         self._lock.enter_context(wh._stage_lock(batch_id))
         wh._rm_tree(self.stage)
         self.seq = 0
+        self.gone: list[str] = []  # committed files (relative to the root) the commit deletes
+        self.touched: set[tuple[str, str]] = set()  # Dedupe (table, partition dir) to recompute
 
     def add(self, frames: dict[str, pl.DataFrame]) -> dict[str, dict[str | None, int]]:
         """Stage rows. Only records not stored yet are written (a table's ``record_key``:
@@ -690,8 +735,10 @@ class Batch:
                     dropped[name] = dict(gone.group_by(_file_column(spec)).len().rows())
                 df = kept.drop("_i")
             for rel, part in _split_partitions(spec, df):
-                path = _join(self.stage, name, rel, f"part-{self.id}-{self.seq:05d}.parquet")
+                path = _join(self.stage, self.wh.records_dir(name), rel, f"part-{self.id}-{self.seq:05d}.parquet")
                 self.wh._write(path, _parquet_writer(part), atomic=False)
+                if spec.dedupe:
+                    self.touched.add((name, rel))
         self.seq += 1
         return dropped
 
@@ -700,7 +747,7 @@ class Batch:
         partition (committed, or staged earlier in this batch). Out of core: DuckDB matches the
         stored files against the batch, keeping only the batch's keys in memory; a time key
         prunes row groups to the batch's time range."""
-        files = self.wh._find(self.wh._path(name, rel)) + self.wh._find(_join(self.stage, name, rel))
+        files = self._record_files(name, rel)
         if not files:
             return pl.Series("_i", [], pl.UInt32)
         keys = tuple(k for k in keys if k != TABLES[name].partition)
@@ -726,6 +773,40 @@ class Batch:
             hits = con.sql(f"SELECT b._i FROM b SEMI JOIN hits e ON {on}").pl()
         return hits["_i"].cast(pl.UInt32)
 
+    def _record_files(self, name: str, rel: str) -> list[str]:
+        """A partition's stored rows as this batch will leave them: the committed files it
+        neither rewrites nor deletes, and its staged ones."""
+        folder = _join(self.wh.records_dir(name), rel)
+        staged = self.wh._find(_join(self.stage, folder))
+        replaced = {self.wh._root + f[len(self.stage) :] for f in staged}
+        replaced |= {self.wh._path(g) for g in self.gone}
+        return [f for f in self.wh._find(self.wh._path(folder)) if f not in replaced] + staged
+
+    def stage_canonical(self) -> None:
+        """Stage the canonical rows (``data.parquet``) of every Dedupe partition this batch
+        touched: its source rows merged by the table's ``Dedupe`` (the SQL the views used to
+        run), computed and written out of core by DuckDB. A partition left without source rows
+        loses its canonical file."""
+        for name, rel in sorted(self.touched):
+            spec = TABLES[name]
+            files = self._record_files(name, rel)
+            if not files:
+                self.gone += [f[len(self.wh._root) + 1 :] for f in self.wh._find(self.wh._path(name, rel))]
+                continue
+            urls = ", ".join(_sql_str(f if self.wh.local else f"{self.wh.fs.protocol[0]}://{f}") for f in files)
+            scan = f"read_parquet([{urls}], hive_partitioning = {spec.partition is not None}, union_by_name = true)"
+            drop = f' EXCLUDE ("{spec.partition}")' if spec.partition else ""
+            query = f"SELECT *{drop} FROM ({_deduped(_typed_scan(spec, scan, zoned=True), spec)}) ORDER BY ALL"
+            target = _join(self.stage, name, rel, "data.parquet")
+            with self.wh.connect() as con, TemporaryDirectory() as tmp:
+                con.execute(f"SET memory_limit = '{DEDUPE_MEMORY}'")
+                out = target if self.wh.local else str(Path(tmp) / "data.parquet")
+                if self.wh.local:
+                    self.wh.fs.makedirs(posixpath.dirname(target), exist_ok=True)
+                con.execute(f"COPY ({query}) TO {_sql_str(out)} (FORMAT parquet, COMPRESSION zstd)")
+                if not self.wh.local:
+                    self.wh.fs.put_file(out, target)
+
     def rewrite_without(self, file: str, column: str, values: set[str]):
         """Stage ``file`` (a committed part) rewritten without the rows whose ``column`` is
         one of ``values``. None if it holds none, else (rows removed, whether the file is left
@@ -743,6 +824,10 @@ class Batch:
 
     def commit(self) -> None:
         with self._lock:
+            self.stage_canonical()
+            if self.gone:
+                gone = json.dumps(self.gone).encode()
+                self.wh._write(_join(self.stage, "DELETE"), lambda fh: fh.write(gone), atomic=False)
             self.wh._write(_join(self.stage, "COMMIT"), lambda fh: fh.write(b"ok"))
             self.wh._roll_forward(self.stage)
 
@@ -759,6 +844,27 @@ def _typed(expr: str, dtype: pl.DataType, zoned: bool) -> str:
     if isinstance(dtype, pl.Datetime) and not zoned:
         return f"timezone('UTC', {cast})"
     return cast
+
+
+def _typed_scan(spec: Table, scan: str, zoned: bool) -> str:
+    """SELECT every declared column of ``spec``, typed, from ``scan`` (a FROM item reading the
+    table's Parquet files, hive-partitioned)."""
+    exprs = []
+    for c, t in spec.columns.items():
+        src = f'"{c}"'
+        if c == spec.partition:
+            src = f"NULLIF(CAST({src} AS VARCHAR), '{_NULL_PARTITION}')"
+        exprs.append(f'{_typed(src, t, zoned)} AS "{c}"')
+    # a column added to the schema after a file was written reads as null there: the empty
+    # row set names every declared column and UNION BY NAME fills the gaps
+    typed = ", ".join(
+        f'CAST(NULL AS {"VARCHAR" if c == spec.partition else duck_type(t)}) AS "{c}"'
+        for c, t in spec.columns.items()
+    )
+    return (
+        f"SELECT {', '.join(exprs)} FROM (SELECT * FROM {scan} "
+        f"UNION ALL BY NAME SELECT {typed} WHERE false)"
+    )
 
 
 def _deduped(sql: str, spec: Table) -> str:
