@@ -50,7 +50,7 @@ from ingest.gpu_labels import (
     sentinel_to_null,
     xid_metric,
 )
-from warehouse.schemas import TABLES, conform, quarantine_frame
+from warehouse.schemas import conform, quarantine_frame
 
 SOURCE = "dcgm"
 
