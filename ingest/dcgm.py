@@ -21,7 +21,9 @@ configuration (``DCGM_FI_X, gauge, help``), which therefore ingest as metadata w
 
 Vectorized: the whole chunk is split into lines once and classified and dissected with Polars
 regex expressions; label strings are parsed once per distinct label set (a scrape repeats the
-same few label sets for every metric) and joined back.
+same few label sets for every metric) and joined back. ``parse_many`` does this once for many
+small files (the runner's tasks of scrape files), each row keeping its file; ``parse`` is its
+one-file case.
 """
 
 from __future__ import annotations
