@@ -1,7 +1,7 @@
 """End to end at fleet scale: ``goodput ingest`` and ``goodput build`` on simulated fleets of
 several sizes, with the peak memory of every step, next to DuckDB scanning the same files.
 
-    python -m benchmarks.bench_fleet_scale [--nodes 128 512] [--skip-steps] [--reuse-ingest]
+    python -m benchmarks.bench_fleet_scale [--nodes 128 512] [--skip-steps] [--reuse-ingest] [--ingest-only]
 
 Per size N (default 128 and 512; 2048 is the Llama 3 fleet: not run yet, about 40 min of ingest
 and 25 min of build on 2 idle cores going by the CPU times at 128 nodes):
@@ -24,6 +24,8 @@ and 25 min of build on 2 idle cores going by the CPU times at 128 nodes):
    day's DCGM scrapes and every other source. Day 54: the full warehouse of step 2 with the last
    day's daily tables removed (as after ingesting that day). Day 54 / day 1 (wall, peak RSS)
    says whether a daily run costs O(one day) or grows with the history.
+
+``--ingest-only``: steps 1, 2 (ingest) and 4 only, with their TARGET lines (no build).
 
 CPU seconds (user + system, from the same rusage) are printed beside wall times: on a shared
 machine they are the steadier measure. TARGET lines: peak RSS of ingest and of build < 4 GB at every size and within 1.5x from the
@@ -236,7 +238,7 @@ def measure_daily(nodes: int, fleet: Path, home: Path, logs: Path) -> dict:
     return {"first": day1, "last": dayn, "n_days": len(set(days))}
 
 
-def measure(nodes: int, steps: bool, reuse: bool = False, daily: bool = True) -> dict:
+def measure(nodes: int, steps: bool, reuse: bool = False, daily: bool = True, build: bool = True) -> dict:
     fleet = ensure_fleet(nodes)
     home = OUT / f"home-{nodes}"
     logs = OUT / f"logs-{nodes}"
@@ -246,6 +248,8 @@ def measure(nodes: int, steps: bool, reuse: bool = False, daily: bool = True) ->
     rows = i["rows"]
     print(f"[{nodes} nodes] ingest: {files:,} files, {rows:,} rows in {i['wall_s']:.1f} s, {i['cpu_s']:.0f} CPU s "
           f"({rows / i['wall_s']:,.0f} rows/s), peak RSS {i['rss'] / GB:.2f} GB", flush=True)  # fmt: skip
+    if not build:
+        return _scan_ratio(nodes, res)
 
     wall, cpu, rss, rc = run_child(GOODPUT + ["build", "--home", str(home)], logs / "build.log")
     if rc:
@@ -268,8 +272,11 @@ def measure(nodes: int, steps: bool, reuse: bool = False, daily: bool = True) ->
             )
     if daily:
         res["daily"] = measure_daily(nodes, fleet, home, logs)
+    return _scan_ratio(nodes, res)
 
-    scan = res["scan"]
+
+def _scan_ratio(nodes: int, res: dict) -> dict:
+    i, scan = res["ingest"], res["scan"]
     res["scan_ratio"] = i["wall_s"] / scan["wall_s"]
     res["scan_cpu_ratio"] = i["cpu_s"] / scan["cpu_s"]
     print(f"[{nodes} nodes] DuckDB scan of the same files: {scan['wall_s']:.1f} s, {scan['cpu_s']:.0f} CPU s "
@@ -286,25 +293,29 @@ def main() -> int:
         "--skip-steps", action="store_true", help="only ingest, build, the daily run and the DuckDB scan"
     )
     ap.add_argument("--skip-daily", action="store_true", help="no daily partition runs")
+    ap.add_argument("--ingest-only", action="store_true", help="only the ingest and the DuckDB scan (no build)")
     ap.add_argument(
         "--reuse-ingest", action="store_true",
         help="reuse the ingest and scan measured before for a size (home-N/ingest_result.json); measure the build again",
     )  # fmt: skip
     args = ap.parse_args()
     sizes = sorted(set(args.nodes))
-    results = [measure(n, not args.skip_steps, args.reuse_ingest, not args.skip_daily) for n in sizes]
+    results = [
+        measure(n, not args.skip_steps, args.reuse_ingest, not (args.skip_daily or args.ingest_only), not args.ingest_only)
+        for n in sizes
+    ]
     (OUT / "fleet_scale.json").write_text(json.dumps(results, indent=2))
 
     print(f"\n{'nodes':>6} {'GPUs':>7} {'rows':>12} {'ingest s':>9} {'rows/s':>10} {'ingest GB':>9} "
           f"{'build s':>8} {'build GB':>8} {'scan s':>7} {'ratio':>6}")  # fmt: skip
     for r in results:
-        i, b, s = r["ingest"], r["build"], r["scan"]
+        i, b, s = r["ingest"], r.get("build", {"wall_s": float("nan"), "rss": float("nan")}), r["scan"]
         print(f"{r['nodes']:>6} {r['nodes'] * 8:>7} {i['rows']:>12,} {i['wall_s']:>9.1f} "
               f"{i['rows'] / i['wall_s']:>10,.0f} {i['rss'] / GB:>9.2f} {b['wall_s']:>8.1f} "
               f"{b['rss'] / GB:>8.2f} {s['wall_s']:>7.1f} {r['scan_ratio']:>6.1f}")  # fmt: skip
 
     first, last = results[0], results[-1]
-    for step in ("ingest", "build"):
+    for step in ("ingest",) if args.ingest_only else ("ingest", "build"):
         peak = max(r[step]["rss"] for r in results)
         target(f"{step} peak RSS < 4 GB at every size", peak < RSS_LIMIT, f"max {peak / GB:.2f} GB")
         if len(results) > 1:

@@ -85,6 +85,11 @@ class FormatSpec:
     # changes nothing and the finishing work runs once per file, not once per chunk.
     extract: Callable[[bytes, ParseContext], object] | None = None
     merge: Callable[[list, ParseContext], ParseResult] | None = None
+    # Many small files at once: ``parse_many([(data, context), ...])`` returns what ``parse``
+    # returns for each file, in order, from one pass over all of them. The runner hands it its
+    # small files (whole, decompressed) by the task, for formats whose files come by the
+    # thousand (a scrape per host and day), so a parse's fixed cost is paid once per task.
+    parse_many: Callable[[list[tuple[bytes, ParseContext]]], list[ParseResult]] | None = None
 
 
 def numbered_lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:

@@ -21,22 +21,29 @@ configuration (``DCGM_FI_X, gauge, help``), which therefore ingest as metadata w
 
 Vectorized: the whole chunk is split into lines once and classified and dissected with Polars
 regex expressions; label strings are parsed once per distinct label set (a scrape repeats the
-same few label sets for every metric) and joined back.
+same few label sets for every metric) and joined back. ``parse_many`` does this once for many
+small files (the runner's tasks of scrape files), each row keeping its file; ``parse`` is its
+one-file case.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import datetime
 
+import numpy as np
 import polars as pl
 
 from ingest.base import (
     FormatSpec,
     ParseContext,
     ParseResult,
+    count_newlines,
     implausible_time,
     normalize_pci,
+    numbered_lines,
+    valid_utf8,
 )
 from ingest.gpu_labels import (
     LABEL_COLUMNS,
@@ -45,7 +52,7 @@ from ingest.gpu_labels import (
     sentinel_to_null,
     xid_metric,
 )
-from warehouse.schemas import QUARANTINE_COLUMNS, TABLES, conform, quarantine_frame
+from warehouse.schemas import conform, quarantine_frame
 
 SOURCE = "dcgm"
 
@@ -83,13 +90,12 @@ def label_columns(labels: pl.Series) -> pl.DataFrame:
 _MAX_MS = 10**15
 
 
-def sample_time(ts_text: pl.Expr, ctx: ParseContext) -> pl.Expr:
-    """The sample's own ms timestamp when it has one (null if unreadable), else --time, else
-    the file mtime, else null."""
+def sample_time(ts_text: pl.Expr, fallback: pl.Expr) -> pl.Expr:
+    """The sample's own ms timestamp when it has one (null if unreadable), else ``fallback``
+    (its file's --time, else the file's mtime, else null)."""
     ms = ts_text.cast(pl.Int64, strict=False)
     own = pl.from_epoch(pl.when(ms.abs() < _MAX_MS).then(ms), time_unit="ms").cast(pl.Datetime("us"))
-    fallback: datetime | None = ctx.time or ctx.mtime
-    return pl.when(ts_text.is_not_null()).then(own).otherwise(pl.lit(fallback, dtype=pl.Datetime("us")))
+    return pl.when(ts_text.is_not_null()).then(own).otherwise(fallback)
 
 
 def _epoch_ms(t: datetime) -> int:
@@ -98,62 +104,78 @@ def _epoch_ms(t: datetime) -> int:
 
 def lone_timestamp(num: pl.Expr, ts_text: pl.Expr, ctx: ParseContext) -> pl.Expr:
     """True where a line without a timestamp holds, as its only number, a whole number that
-    reads as a plausible millisecond timestamp while other lines of the chunk carry timestamps:
+    reads as a plausible millisecond timestamp while other lines of its file carry timestamps:
     the value is missing and the timestamp took its place."""
     lo, hi = _epoch_ms(ctx.not_before), _epoch_ms(ctx.latest_plausible())
     return (
-        ts_text.is_not_null().any()
+        ts_text.is_not_null().any().over("file")
         & ts_text.is_null()
         & num.is_between(lo, hi).fill_null(False)
         & (num == num.floor()).fill_null(False)
     )
 
 
-def metadata_frame(meta: pl.DataFrame, ctx: ParseContext, source: str) -> pl.DataFrame:
-    """One metric_metadata row per metric from (metric, type, help) rows (HELP and TYPE merged)."""
-    if meta.height == 0:
-        return TABLES["metric_metadata"].empty()
+def metadata_frame(meta: pl.DataFrame, source: str) -> pl.DataFrame:
+    """One metric_metadata row per file and metric from (file, path, metric, type, help) rows
+    (HELP and TYPE merged), with its ``file``."""
     out = (
-        meta.group_by("metric", maintain_order=True)
+        meta.group_by("file", "path", "metric", maintain_order=True)
         .agg(pl.col("type").drop_nulls().first(), pl.col("help").drop_nulls().first())
         .with_columns(
             unit=pl.col("help").str.extract(_UNIT, 1).str.strip_chars(),
             source=pl.lit(source),
-            source_file=pl.lit(ctx.path),
+            source_file=pl.col("path"),
         )
     )
-    return conform("metric_metadata", out)
+    return conform("metric_metadata", out.drop("file", "path")).with_columns(out["file"])
 
 
-def split_lines(data: bytes) -> pl.DataFrame:
-    """One ``raw`` row per line (null for empty lines), split by Polars' multi-threaded CSV
-    reader with a separator that cannot occur; Python's split when it does occur."""
-    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark is not text
-    # Polars' CSV reader decompresses data that starts like gzip/zlib/zstd: text that merely
-    # begins with those bytes (the runner has already decompressed real archives) takes the
-    # plain split, like text holding the separator.
-    if b"\x01" in data or data[:2] in (b"\x1f\x8b", b"\x78\x01", b"\x78\x9c", b"\x78\xda") or data[:4] == b"\x28\xb5\x2f\xfd":
-        text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
-        return pl.DataFrame({"raw": text.split("\n")[: -1 if text.endswith("\n") else None]})
-    if not data:
-        return pl.DataFrame({"raw": []}, schema={"raw": pl.Utf8})
-    return pl.read_csv(
-        data,
-        has_header=False,
-        separator="\x01",
-        quote_char=None,
-        new_columns=["raw"],
-        encoding="utf8-lossy",
-        infer_schema=False,
+def numbered_files(files: list[tuple[bytes, ParseContext]]) -> pl.DataFrame:
+    """The lines of many files as one frame: ``file`` (index in ``files``), ``line`` (1-based
+    within its file, plus its context's ``line_offset``) and ``raw`` (as ``numbered_lines``: no
+    newline or trailing CR, invalid UTF-8 replaced; a leading byte-order mark dropped). One
+    NumPy split of the joined text, whatever the number of files."""
+    texts = [valid_utf8(data.removeprefix(b"\xef\xbb\xbf")) for data, _ in files]
+    counts = np.array([count_newlines(t) + (bool(t) and not t.endswith(b"\n")) for t in texts], np.int64)
+    # every file ends with a newline, so no line spans two files
+    joined = b"".join(t if not t or t.endswith(b"\n") else t + b"\n" for t in texts)
+    lines = numbered_lines(joined, ParseContext())
+    file = np.repeat(np.arange(len(files), dtype=np.uint32), counts)
+    first = np.repeat(np.cumsum(counts) - counts, counts)  # each line's file's first line, 0-based
+    offset = np.repeat(np.array([ctx.line_offset for _, ctx in files], np.int64), counts)
+    return lines.select(
+        file=pl.Series(file),
+        line=pl.Series(np.arange(1, len(file) + 1, dtype=np.int64) - first + offset),
+        raw="raw",
     )
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
-    lines = split_lines(data).with_row_index("line", offset=1)
-    lines = lines.with_columns(pl.col("line").cast(pl.Int64) + ctx.line_offset)
+    return parse_many([(data, ctx)])[0]
+
+
+def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
+    """``parse`` of each file, in order, done in one pass over all of them (the runner hands
+    over its small files by the batch: the fixed cost of a parse is paid once per batch, not
+    once per file). The contexts may differ only in ``path``, ``mtime`` and ``line_offset``;
+    otherwise each file is parsed alone."""
+    ctx = files[0][1]
+    shared = replace(ctx, path="", mtime=None, line_offset=0)
+    if any(replace(c, path="", mtime=None, line_offset=0) != shared for _, c in files[1:]):
+        return [parse_many([f])[0] for f in files]
+    per_file = pl.DataFrame(
+        {
+            "file": pl.Series(range(len(files)), dtype=pl.UInt32),
+            "path": [c.path for _, c in files],
+            "host_fallback": [ctx.host or host_from_path(c.path) for _, c in files],
+            "fallback_time": [c.time or c.mtime for _, c in files],
+        },
+        schema_overrides={"path": pl.Utf8, "host_fallback": pl.Utf8, "fallback_time": pl.Datetime("us")},
+    )
+    lines = numbered_files(files)
     # anchored regexes: the DFA stops at the first character that decides them
     lines = lines.with_columns(
-        blank=pl.col("raw").is_null() | pl.col("raw").str.contains(r"^\s*$"),
+        blank=pl.col("raw").str.contains(r"^\s*$"),
         comment=pl.col("raw").str.contains(r"^\s*#"),
         cfg=pl.col("raw").str.contains(r"^\s*[A-Z][A-Z0-9_]*\s*,"),
     )
@@ -163,23 +185,29 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
 
     # metadata: # HELP / # TYPE, and counters-CSV configuration lines
     m = meta_lines.select(
-        pl.col("raw").str.strip_chars().str.extract_groups(_META).alias("m")
+        "file", pl.col("raw").str.strip_chars().str.extract_groups(_META).alias("m")
     ).unnest("m")
     m = m.filter(pl.col("kind").is_not_null()).select(
+        "file",
         "metric",
         type=pl.when(pl.col("kind") == "TYPE").then(pl.col("text").str.strip_chars()),
         help=pl.when(pl.col("kind") == "HELP").then(pl.col("text").str.strip_chars()),
     )
     cfg = (
-        cfg_lines.select(pl.col("raw").str.extract_groups(_CONFIG).alias("c"))
+        cfg_lines.select("file", pl.col("raw").str.extract_groups(_CONFIG).alias("c"))
         .unnest("c")
-        .select("metric", "type", pl.col("help").str.strip_chars())
+        .select("file", "metric", "type", pl.col("help").str.strip_chars())
     )
+    # per file: its comments' metrics first, then its configuration lines' (as parsed alone)
     meta = pl.concat([m, cfg.filter(pl.col("metric").is_not_null())], how="vertical")
-    # lines that only looked like configuration rows are judged as samples
-    body = pl.concat([body, cfg_lines.filter(~pl.col("raw").str.contains(_CONFIG))]).select(
-        "line", "raw"
+    meta = meta.sort("file", maintain_order=True).join(
+        per_file.select("file", "path"), on="file", how="left", maintain_order="left"
     )
+    # lines that only looked like configuration rows are judged as samples (after their file's)
+    body = pl.concat([body, cfg_lines.filter(~pl.col("raw").str.contains(_CONFIG))]).select(
+        "file", "line", "raw"
+    )
+    body = body.sort("file", maintain_order=True)
 
     # Cheap non-capturing regexes over every line; name and labels are dissected once per
     # distinct "name{labels}" key (a scrape repeats a few label sets for every metric).
@@ -201,21 +229,21 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     keys = pl.concat(
         [keys, label_columns(keys["labels"].fill_null("")).drop("labels")], how="horizontal"
     )
-    host_fallback = ctx.host or host_from_path(ctx.path)
     keys = keys.with_columns(
         metric=xid_metric(pl.col("metric"), pl.col("xid")),
         identified=pl.any_horizontal(
             pl.col(c).is_not_null() for c in ("host", "gpu", "uuid", "pci_bus")
         )
         | pl.lit(ctx.host is not None),
-        host=pl.coalesce(pl.col("host"), pl.lit(host_fallback, dtype=pl.Utf8)),
     ).drop("labels", "xid")
     parts = parts.join(keys, on="key", how="left", maintain_order="left").drop("key")
+    parts = parts.join(per_file, on="file", how="left", maintain_order="left")
     parts = parts.with_columns(
+        host=pl.coalesce("host", "host_fallback"),
         metric=pl.when(pl.col("value").is_not_null()).then(pl.col("metric")),
         num=parse_number(pl.col("value")),
-        time=sample_time(pl.col("ts"), ctx),
-    )
+        time=sample_time(pl.col("ts"), pl.col("fallback_time")),
+    ).drop("host_fallback", "fallback_time")
     # Cheap predicates over every line; the readable reason is only built for the bad ones.
     lo, hi = ctx.not_before, ctx.latest_plausible()
     num, time = pl.col("num"), pl.col("time")
@@ -246,29 +274,36 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .then(pl.lit("sample has no timestamp and no --time or file time was given"))
         .otherwise(implausible_time(time, ctx))
     )  # fmt: skip
-    good = parts.filter(~pl.col("is_bad")).drop(
-        "line", "raw", "value", "ts", "identified", "is_bad", *flags
-    )
-    samples = good.with_columns(
+    good = parts.filter(~pl.col("is_bad"))
+    samples = good.drop("line", "raw", "value", "ts", "identified", "is_bad", "path", *flags).with_columns(
         cluster=pl.lit(ctx.cluster),
         value=sentinel_to_null(pl.col("num")),
         date=pl.col("time").dt.date(),
         source=pl.lit(SOURCE),
-        source_file=pl.lit(ctx.path),
+        source_file=good["path"],
     ).drop("num")
-    quarantine = (
-        quarantine_frame(bad["line"], bad["raw"], bad["error"])
-        if bad.height
-        else pl.DataFrame(schema=QUARANTINE_COLUMNS)
-    )
-    return ParseResult(
-        tables={
-            "gpu_samples": conform("gpu_samples", samples),
-            "metric_metadata": metadata_frame(meta, ctx, SOURCE),
-        },
-        quarantine=quarantine,
-        records=parts.height,
-    )
+    tables = {
+        "gpu_samples": conform("gpu_samples", samples.drop("file")).with_columns(samples["file"]),
+        "metric_metadata": metadata_frame(meta, SOURCE),
+        "quarantine": quarantine_frame(bad["line"], bad["raw"], bad["error"]).with_columns(bad["file"]),
+    }
+    records = dict(parts.group_by("file").len().rows())
+    split = {name: _by_file(df) for name, df in tables.items()}
+    empty = {name: df.clear().drop("file") for name, df in tables.items()}
+    return [
+        ParseResult(
+            tables={name: split[name].get(i, empty[name]) for name in ("gpu_samples", "metric_metadata")},
+            quarantine=split["quarantine"].get(i, empty["quarantine"]),
+            records=records.get(i, 0),
+        )
+        for i in range(len(files))
+    ]
+
+
+def _by_file(df: pl.DataFrame) -> dict[int, pl.DataFrame]:
+    """``df``'s rows per ``file``, in their order, without that column."""
+    parts = df.partition_by("file", as_dict=True, include_key=False, maintain_order=True)
+    return {key[0]: part for key, part in parts.items()}
 
 
 def detect(head: bytes, name: str) -> int:
@@ -290,6 +325,7 @@ FORMAT = FormatSpec(
     name="dcgm",
     primary="gpu_samples",
     parse=parse,
+    parse_many=parse_many,
     detect=detect,
     description="dcgm-exporter /metrics Prometheus text scrapes (also its counters CSV as metadata)",
     line_oriented=True,

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.dcgm import detect, parse
+from ingest.dcgm import detect, parse, parse_many
 from ingest.gpu_labels import host_from_path
 from ingest.registry import detect as detect_format
 from ingest.runner import ingest_paths
@@ -343,3 +343,48 @@ def test_nvidia_docs_mig_scrape_keeps_instances_apart():
         ("ub20-a100-k8s", 0, "1g.5gb", "13", 0.995687),
     ]
     assert s.filter(pl.col("metric") == "DCGM_FI_DEV_POWER_USAGE")["value"].to_list() == [409.692]
+
+
+def test_parse_many_gives_each_file_what_parse_gives_it_alone():
+    """The runner hands many small scrapes to one ``parse_many`` call: each file keeps its own
+    path, host from the path, file time, line numbers, metadata, quarantine and the "only
+    number is a timestamp" judgement (made within the file, not across the batch)."""
+    stamped = (
+        b'# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n'
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 41 1714564800000\n'
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="1"} 1714564800000\n'  # value missing: quarantined here
+        b"not a sample\n"
+    )
+    unstamped = b'DCGM_FI_DEV_GPU_TEMP{gpu="1"} 1714564800000\n\nDCGM_FI_DEV_POWER_USAGE{gpu="1"} 300.5'
+    files = [
+        (stamped, ParseContext(path="/d/nodeA01/2024-05-01.prom", mtime=MTIME)),
+        (b"", ParseContext(path="/d/nodeA02/2024-05-01.prom", mtime=MTIME)),
+        (b"\xef\xbb\xbf" + unstamped, ParseContext(path="/d/nodeB07/2024-05-01.prom", mtime=datetime(2024, 5, 2))),
+        (stamped, ParseContext(path="/d/nodeC03/2024-05-01.prom", mtime=MTIME, line_offset=100)),
+    ]
+    many = parse_many(files)
+    alone = [parse(data, ctx) for data, ctx in files]
+    for got, want in zip(many, alone, strict=True):
+        assert got.records == want.records
+        assert got.quarantine.equals(want.quarantine)
+        assert set(got.tables) == set(want.tables)
+        for name, df in want.tables.items():
+            assert got.tables[name].equals(df), name
+    a, empty, b, c = many
+    assert (a.records, empty.records, b.records, c.records) == (3, 0, 2, 3)
+    assert a.quarantine.select("line", "error").rows() == [
+        (3, "sample has no value: its only number, 1714564800000, is a millisecond timestamp like the other lines'"),
+        (4, "not a Prometheus sample line"),
+    ]
+    assert c.quarantine["line"].to_list() == [103, 104]
+    # the same line in a file without timestamps is a sample at that file's time
+    sb = b.tables["gpu_samples"]
+    assert sb.select("metric", "value", "time", "host", "source_file").rows() == [
+        ("DCGM_FI_DEV_GPU_TEMP", 1714564800000.0, datetime(2024, 5, 2), "nodeB07", "/d/nodeB07/2024-05-01.prom"),
+        ("DCGM_FI_DEV_POWER_USAGE", 300.5, datetime(2024, 5, 2), "nodeB07", "/d/nodeB07/2024-05-01.prom"),
+    ]
+    assert a.tables["gpu_samples"]["host"].to_list() == ["nodeA01"]
+    assert a.tables["metric_metadata"].select("metric", "unit", "source_file").rows() == [
+        ("DCGM_FI_DEV_GPU_TEMP", "C", "/d/nodeA01/2024-05-01.prom")
+    ]
+    assert b.tables["metric_metadata"].height == 0 and empty.tables["gpu_samples"].height == 0

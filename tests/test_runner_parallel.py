@@ -165,3 +165,70 @@ def test_goodput_config_ingest_jobs_reaches_the_runner(tmp_path):
         if not ok:
             (failure,) = [e for e in result.all_events if e.is_step_failure]
             assert "jobs (--jobs) must be at least 1, not -1" in str(failure.step_failure_data.error)
+
+
+def _dcgm_many(monkeypatch, parse_many):
+    """Replace the registered DCGM format's ``parse_many`` (this process only: jobs=1)."""
+    from dataclasses import replace
+
+    from ingest.registry import formats
+
+    monkeypatch.setitem(formats(), "dcgm", replace(formats()["dcgm"], parse_many=parse_many))
+
+
+def test_small_scrapes_are_parsed_together_and_store_what_one_by_one_does(tmp_path, monkeypatch):
+    """A task's DCGM files go to one ``parse_many`` call; tables, manifest batches and reports
+    are those of parsing each file alone (``parse_many`` off), the odd files included."""
+    from ingest import dcgm
+
+    src = _mixed_fleet(tmp_path)
+    _dcgm_many(monkeypatch, None)
+    one_by_one = Warehouse(tmp_path / "one")
+    want = ingest_paths(one_by_one, [src], jobs=1)
+    calls = []
+    _dcgm_many(monkeypatch, lambda files: calls.append([c.path for _, c in files]) or dcgm.parse_many(files))
+    together = Warehouse(tmp_path / "together")
+    got = ingest_paths(together, [src], jobs=1)
+    assert _reports(got) == _reports(want)
+    assert table_snapshot(together) == table_snapshot(one_by_one)
+    # the 8 node scrapes in one call (the copy is skipped, the corrupt file is not readable)
+    assert [[Path(p).parent.name for p in c] for c in calls] == [["gpu-node-001"] * 4 + ["gpu-node-002"] * 4]
+
+
+def test_a_failing_parse_many_falls_back_to_one_file_at_a_time(tmp_path, monkeypatch):
+    """A parser bug in the batched call loses nothing: each file is parsed alone, and only a
+    file whose own parse fails is quarantined whole (and tried again later)."""
+    from ingest import dcgm
+
+    src = _mixed_fleet(tmp_path)
+    _dcgm_many(monkeypatch, None)
+    want = Warehouse(tmp_path / "one")
+    ingest_paths(want, [src], jobs=1)
+
+    def broken(files):
+        raise RuntimeError("parser bug")
+
+    _dcgm_many(monkeypatch, broken)
+    got = Warehouse(tmp_path / "got")
+    ingest_paths(got, [src], jobs=1)
+    assert table_snapshot(got) == table_snapshot(want)
+
+    # a file the parser fails on: quarantined whole, not done; the others of its call are stored
+    bad = sorted((src / "dcgm" / "gpu-node-002").iterdir())[1]
+    real = dcgm.parse_many
+
+    def failing_on_bad(files):
+        if any(ctx.path == str(bad) for _, ctx in files):
+            raise ZeroDivisionError("division by zero")
+        return real(files)
+
+    _dcgm_many(monkeypatch, failing_on_bad)
+    monkeypatch.setattr(dcgm, "parse_many", failing_on_bad)  # what dcgm.parse calls for one file
+    g2 = Warehouse(tmp_path / "g2")
+    reports = {r.path: r for r in ingest_paths(g2, [src], jobs=1)}
+    r = reports[str(bad)]
+    assert (r.records, r.rows_quarantined, r.done) == (1, 1, False)
+    q = g2.read("quarantine")
+    assert q.filter(q["source_file"] == str(bad))["error"].to_list() == ["parser error: ZeroDivisionError('division by zero')"]
+    ok = [x for p, x in reports.items() if p.startswith(str(bad.parent)) and p != str(bad)]
+    assert len(ok) == 3 and all(x.done and x.rows_ok > 0 and x.rows_quarantined == 0 for x in ok)
