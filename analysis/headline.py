@@ -1,7 +1,8 @@
 """The fleet's headline numbers and "the selected rates", each computed in one place.
 
 ``selected_rates(failure_rates)``: per class, the AIC-selected model of the whole window
-('all') and stratum ('all'), the rows every summary quotes. ``fleet_headline(...)``: jobs,
+('all') and stratum ('all'), the rows every summary quotes (or of one month, or of every month
+for the rate trend; the projection reads them too). ``fleet_headline(...)``: jobs,
 attempts, GPU-hours, unexpected interruptions (infrastructure / the jobs' own), lost GPU-hours,
 fleet MTTI and measured goodput, from the warehouse tables. The report's headline section, the
 CLI summary (``pipelines/run.py``) and the Dagster asset metadata all read these.
@@ -14,16 +15,17 @@ import polars as pl
 from analysis.goodput_measured import fleet_mtti
 
 ALL = "all"
+MONTHLY = r"^\d{4}-\d{2}$"  # the monthly windows' names ('YYYY-MM'); as ``window``: every month
 
 
 def selected_rates(failure_rates: pl.DataFrame, window: str = ALL, stratum: str = ALL) -> pl.DataFrame:
-    """The AIC-selected row of each class for ``window`` and ``stratum`` (every column)."""
+    """The AIC-selected row of each class for ``window`` ('all', one month 'YYYY-MM', or
+    ``MONTHLY`` for every month) and ``stratum`` (every column)."""
     if failure_rates.height == 0:
         return failure_rates
+    in_window = pl.col("window").str.contains(MONTHLY) if window == MONTHLY else pl.col("window") == window
     return failure_rates.filter(
-        pl.col("selected").fill_null(False)
-        & (pl.col("window") == window)
-        & (pl.col("stratum").fill_null(ALL) == stratum)
+        pl.col("selected").fill_null(False) & in_window & (pl.col("stratum").fill_null(ALL) == stratum)
     )
 
 

@@ -40,6 +40,9 @@ from analysis.fleet_age import (
     AgeGroups,
     expected_failures,
 )
+from analysis.headline import selected_rates
+from analysis.lifetime_models.base import Z95
+from analysis.lifetime_models.exponential import poisson_rate_ci
 from analysis.survival import rate_samples
 from analysis.taxonomy import (
     DEFAULT_SCOPE,
@@ -54,7 +57,6 @@ from analysis.taxonomy import (
 
 FIT_DRAWS = 2000  # posterior rate draws kept per class (resampled for each band)
 HOURS_PER_1K_UNIT_DAYS = 24_000.0  # rate per 1k unit-days -> per unit-hour: divide by this
-Z95 = 1.959963984540054
 HALF_NORMAL_Q975 = 2.241402727604947  # 97.5% quantile of |N(0, 1)|
 
 # Units per class (``analysis.taxonomy.UNITS``) plus the pseudo-class of an --mtti override.
@@ -216,16 +218,6 @@ def llama3_rates() -> ClassRates:
     )
 
 
-def garwood(events, exposure_hours) -> tuple[np.ndarray, np.ndarray]:
-    """Exact Poisson 95% CI (Garwood) of the rate events / exposure; 0 events give [0, upper]."""
-    from scipy.stats import chi2
-
-    e = np.asarray(events, float)
-    x = np.asarray(exposure_hours, float)
-    lo = np.where(e > 0, chi2.ppf(0.025, 2 * np.maximum(e, 1)) / 2, 0.0) / x
-    return lo, chi2.ppf(0.975, 2 * e + 2) / 2 / x
-
-
 def rates_from_table(df: pl.DataFrame, source: str = "file", origin: str = "file") -> ClassRates:
     """ClassRates from a rates table (``RATES_CSV_COLUMNS``): one row per class, ``events`` in
     ``exposure_hours`` unit-hours of its ``unit`` (gpu | node | job), so the rate is per GPU-,
@@ -263,8 +255,7 @@ def rates_from_table(df: pl.DataFrame, source: str = "file", origin: str = "file
     if dup.height:
         raise ValueError(f"rates table lists class {dup['component_class'][0]!r} twice")
     events, exposure = t["events"].to_numpy(), t["exposure_hours"].to_numpy()
-    rate = events / exposure
-    lo, hi = garwood(events, exposure)
+    rate, lo, hi = poisson_rate_ci(events, exposure)
     names = tuple(t["component_class"].to_list())
     return ClassRates(
         names,
@@ -318,12 +309,7 @@ def rates_from_failure_rates(
     """
     if df.height == 0:
         raise ValueError("failure_rates has no rows")
-    sel = df.filter(pl.col("selected").fill_null(False))
-    if "stratum" in sel.columns and sel.filter(pl.col("stratum") == stratum).height:
-        sel = sel.filter(pl.col("stratum") == stratum)
-    if "window" in sel.columns and sel.filter(pl.col("window") == window).height:
-        sel = sel.filter(pl.col("window") == window)
-    sel = sel.filter(pl.col("rate_per_1k_unit_days").is_not_null()).unique(
+    sel = selected_rates(df, window, stratum).filter(pl.col("rate_per_1k_unit_days").is_not_null()).unique(
         "component_class", keep="first", maintain_order=True
     )
     if sel.height == 0:

@@ -980,26 +980,6 @@ def refresh_fits(wh, window: str | None = "month") -> dict:
     }
 
 
-def selected_rates(
-    failure_rates_df: pl.DataFrame, stratum: str = "all", window: str = "all"
-) -> pl.DataFrame:
-    """Per class, the AIC-selected row (rate, CI, model, params JSON, Weibull shape)."""
-    return selected(failure_rates_df, window, stratum).select(
-        "component_class",
-        "model",
-        "params",
-        "n_units",
-        "n_events",
-        "exposure_hours",
-        "rate_per_1k_unit_days",
-        "rate_ci_low",
-        "rate_ci_high",
-        "shape",
-        "shape_ci_low",
-        "shape_ci_high",
-    )
-
-
 def rate_samples(
     failure_rates_df: pl.DataFrame,
     n: int,
@@ -1014,7 +994,7 @@ def rate_samples(
     (within a fraction of an event), it is defined for zero events, and it needs only the two
     sufficient statistics stored in ``failure_rates``. Multiply by units per job for a job rate.
     """
-    sel = selected_rates(failure_rates_df, stratum, window)
+    sel = selected(failure_rates_df, window, stratum)
     out = {}
     for cls, d, e in sel.select("component_class", "n_events", "exposure_hours").iter_rows():
         if e is None or e <= 0:
@@ -1026,7 +1006,7 @@ def rate_samples(
 def rate_ci_covers_truth(failure_rates_df: pl.DataFrame, ground_truth: dict) -> dict[str, dict]:
     """Per class of ``ground_truth['laws']``: the fitted rate CI and whether it covers
     ``true_rate_per_1k_unit_days`` (stratum 'all', window 'all', selected row)."""
-    sel = {r["component_class"]: r for r in selected_rates(failure_rates_df).iter_rows(named=True)}
+    sel = {r["component_class"]: r for r in selected(failure_rates_df).iter_rows(named=True)}
     out = {}
     for cls, law in ground_truth.get("laws", {}).items():
         true = law.get("true_rate_per_1k_unit_days")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from analysis.headline import MONTHLY, selected_rates
 from dashboards.section import ReportContext
 from dashboards.sections import hazard_ratios, rate_trend
 from warehouse.schemas import conform
@@ -41,6 +42,24 @@ def _trend_rates() -> pl.DataFrame:
     keys = ("component_class", "window", "n_events", "exposure_hours", "rate_per_1k_unit_days")
     keys += ("rate_ci_low", "rate_ci_high", "partial", "low_exposure")
     return _rates([dict(zip(keys, m)) for m in MONTHS])
+
+
+def test_trend_frame_is_the_selected_monthly_rows_of_stratum_all():
+    """The rate trend reads the one accessor of the selected rates (analysis.headline): a
+    candidate that lost on AIC, another stratum's row and the whole-window row stay out."""
+    extra = _rates([
+        {"component_class": "gpu", "window": "2026-02", "model": "weibull", "selected": False, "rate_per_1k_unit_days": 9.0},
+        {"component_class": "gpu", "window": "2026-02", "stratum": "sku=H100", "rate_per_1k_unit_days": 7.0},
+        {"component_class": "gpu", "window": "all", "rate_per_1k_unit_days": 6.0},
+    ])  # fmt: skip
+    fr = pl.concat([_trend_rates(), extra])
+    trend = rate_trend.trend_frame(fr)
+    assert sorted(trend.select("component_class", "window", "rate_per_1k_unit_days").rows()) == sorted(
+        (m[0], m[1], m[4]) for m in MONTHS
+    )
+    assert selected_rates(fr, MONTHLY).height == len(MONTHS)
+    assert selected_rates(fr, "2026-02")["rate_per_1k_unit_days"].sort().to_list() == [0.333, 8.33]
+    assert selected_rates(fr)["rate_per_1k_unit_days"].to_list() == [6.0]
 
 
 def test_monthly_chart_draws_cis_and_zero_failure_months_on_a_band_axis():

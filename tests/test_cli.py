@@ -1,6 +1,7 @@
 """The goodput command line: answers, formats, and one-line errors for user mistakes."""
 
 import json
+import math
 import subprocess
 import sys
 
@@ -181,6 +182,9 @@ print(json.dumps(sorted(m for m in {heavy} if m in sys.modules)))
 """
 
 
+GPU_SHAPE, GPU_SCALE_H = 0.8, 2.0e5  # the stored fit the project commands read
+
+
 @pytest.mark.parametrize(
     "argv, heavy",
     [
@@ -188,23 +192,37 @@ print(json.dumps(sorted(m for m in {heavy} if m in sys.modules)))
         (["--help"], (*HEAVY, "scipy")),
         (["--version"], (*HEAVY, "scipy")),
         (["sql", "select 1"], (*HEAVY, "scipy")),
-        (["fit"], (*HEAVY, "scipy.stats", "scipy.optimize")),
-        (["project", "--mtti", "3h", "--json"], HEAVY),
+        (["fit"], (*HEAVY, "scipy")),
+        (["project", "--mtti", "3h", "--json"], (*HEAVY, "scipy")),
+        (["project", "--json"], (*HEAVY, "scipy")),  # the stored fits and their posterior draws
+        (["project"], (*HEAVY, "scipy")),
+        (["nodes"], (*HEAVY, "scipy.stats", "scipy.optimize")),  # the stored scores; Garwood CI only
+        (["nodes", "--json"], (*HEAVY, "scipy.stats", "scipy.optimize")),
     ],
 )
 def test_quick_commands_import_only_what_they_need(tmp_path, argv, heavy):
-    """`goodput fit` printing the stored table once spent ~10 s importing lifelines: the quick
-    commands load no Dagster, lifelines, Altair or pandas (timed in benchmarks/bench_cli_start.py)."""
+    """`goodput fit` printing the stored table once spent ~10 s importing lifelines, and
+    `project` / `nodes` a second on scipy: the quick commands load no Dagster, lifelines, Altair
+    or pandas, and reading stored fits or node scores loads no scipy.stats / optimize (nor any
+    scipy where no special function is needed) (timed in benchmarks/bench_cli_start.py)."""
     import polars as pl
 
     from warehouse.schemas import conform
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path / "h")
+    params = json.dumps({"shape": {"value": GPU_SHAPE}, "scale_hours": {"value": GPU_SCALE_H}})
     wh.replace_table("failure_rates", conform("failure_rates", pl.DataFrame({
         "component_class": ["gpu"], "window": ["all"], "stratum": ["all"], "model": ["weibull"],
-        "selected": [True], "n_units": [256], "n_events": [7], "rate_per_1k_unit_days": [1.25],
+        "selected": [True], "n_units": [256], "n_events": [7], "exposure_hours": [7 / 1.25 * 24_000],
+        "rate_per_1k_unit_days": [1.25], "rate_ci_low": [0.5], "rate_ci_high": [2.6], "params": [params],
         "method": ["per-unit"], "population": ["inventory"],
+    })))
+    wh.replace_table("node_health", conform("node_health", pl.DataFrame({
+        "host": ["n1", "n2", "n3"], "node_hours": [1000.0, 1000.0, 0.0], "failures": [9, 1, 0],
+        "expected_failures": [5.0, 5.0, None], "excess_failures": [4.0, -4.0, None],
+        "test": ["exact Poisson", "exact Poisson", "not tested"], "p_value": [0.07, 0.99, None],
+        "p_adjusted": [0.01, 0.99, None], "alpha": [0.05] * 3, "lemon": [True, False, None],
     })))
     args = ["--home", str(wh.home), *argv] if argv else []
     code = _IMPORTED.format(heavy=heavy) if argv else f"import json, sys, pipelines.cli\nprint(json.dumps(sorted(m for m in {heavy} if m in sys.modules)))"
@@ -213,8 +231,26 @@ def test_quick_commands_import_only_what_they_need(tmp_path, argv, heavy):
     assert json.loads(loaded) == []
     if argv[:1] == ["fit"]:
         assert any(line.split()[:3] == ["gpu", "all", "weibull"] for line in printed)
-    if argv[:1] == ["project"]:
+    # a job on 16,384 GPUs carries 16,384 GPUs at the Weibull's renewal rate 1 / mean
+    fitted_mtti = GPU_SCALE_H * math.gamma(1 + 1 / GPU_SHAPE) / 16_384
+    if argv == ["project", "--mtti", "3h", "--json"]:
         assert json.loads(printed[-1])["mtti_hours"] == 3.0
+    elif argv == ["project", "--json"]:
+        res = json.loads(printed[-1])
+        assert res["mtti_hours"] == pytest.approx(fitted_mtti)
+        assert res["goodput_ci_low"] < res["goodput"] < res["goodput_ci_high"]
+    elif argv == ["project"]:
+        assert any(f"{fitted_mtti:.3g}" in line for line in printed)
+    # nodes: 10 failures in 2,000 node-hours; the lemon's 4 excess failures removed leave 6;
+    # a 16,384-GPU job spans 2,048 nodes
+    if argv == ["nodes", "--json"]:
+        res = json.loads(printed[-1])
+        assert res["summary"]["lemons"] == 1 and res["nodes"][0]["host"] == "n1"
+        assert res["gain"]["baseline"]["mtti_hours"] == pytest.approx(2000 / 10 / 2048)
+        assert res["gain"]["without_lemons"]["mtti_hours"] == pytest.approx(2000 / 6 / 2048)
+    elif argv == ["nodes"]:
+        assert printed[0].startswith("nodes: 3, tested: 2, lemons: 1")
+        assert f"MTTI {2000 / 10 / 2048:.3g} h" in printed[-1]
 
 
 def test_ingest_is_recorded_as_a_run_in_the_homes_dagster_instance(tmp_path, capsys):

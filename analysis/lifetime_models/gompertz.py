@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
 from analysis.lifetime_models.base import LifetimeModel, LogLik, Sample, log_ci
 
@@ -69,6 +68,8 @@ class Gompertz(LifetimeModel):
     def mean(self) -> float:
         x = self.initial_rate_per_hour / self.growth_per_hour
         if x < 500:
+            from scipy import special  # here, not at the top: see base.py
+
             return math.exp(x) * float(special.exp1(x)) / self.growth_per_hour
         return (1 - 1 / x + 2 / x**2) / x / self.growth_per_hour  # asymptotic e^x E1(x)
 

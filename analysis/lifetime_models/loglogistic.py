@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
 from analysis.lifetime_models.base import log_ci
 from analysis.lifetime_models.log_location_scale import LogLocationScale
@@ -31,11 +30,15 @@ class LogLogistic(LogLocationScale):
 
     @staticmethod
     def z_sf_terms(z):
-        return -np.logaddexp(0.0, z), -special.expit(z)
+        from scipy.special import expit  # here, not at the top: see base.py
+
+        return -np.logaddexp(0.0, z), -expit(z)
 
     @staticmethod
     def z_pdf_terms(z):
-        return z - 2.0 * np.logaddexp(0.0, z), 1.0 - 2.0 * special.expit(z)
+        from scipy.special import expit
+
+        return z - 2.0 * np.logaddexp(0.0, z), 1.0 - 2.0 * expit(z)
 
     @staticmethod
     def z_of_cumulative_hazard(h):

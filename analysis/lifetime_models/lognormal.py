@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
 from analysis.lifetime_models.base import Z95, log_ci
 from analysis.lifetime_models.log_location_scale import LogLocationScale
@@ -28,12 +27,19 @@ class LogNormal(LogLocationScale):
     lifelines_fitter = "LogNormalFitter"
     lifelines_names = (("mu_log_hours", "mu_"), ("sigma", "sigma_"))
 
-    z_logsf = staticmethod(lambda z: special.log_ndtr(-z))
+    @staticmethod
+    def z_logsf(z):
+        from scipy.special import log_ndtr  # here, not at the top: see base.py
+
+        return log_ndtr(-z)
+
     z_logpdf = staticmethod(lambda z: -0.5 * z * z - HALF_LOG_2PI)
 
     @staticmethod
     def z_sf_terms(z):
-        lsf = special.log_ndtr(-z)  # the one expensive call: log S, reused for the Mills ratio
+        from scipy.special import log_ndtr
+
+        lsf = log_ndtr(-z)  # the one expensive call: log S, reused for the Mills ratio
         zc = np.minimum(z, 30.0)  # inverse Mills ratio phi/(1-Phi); ~ z + 1/z far in the tail
         mills = np.exp(np.minimum(-0.5 * zc * zc - HALF_LOG_2PI - lsf, 700.0))
         return lsf, -np.where(z < 30.0, mills, z + 1.0 / np.maximum(z, 30.0))
@@ -44,7 +50,9 @@ class LogNormal(LogLocationScale):
 
     @staticmethod
     def z_of_cumulative_hazard(h):
-        return -special.ndtri_exp(-h)  # log Phi(-z) = -h, accurate far in the tail
+        from scipy.special import ndtri_exp
+
+        return -ndtri_exp(-h)  # log Phi(-z) = -h, accurate far in the tail
 
     @classmethod
     def b0(cls, log_failure_ages):

@@ -7,6 +7,7 @@ import math
 import altair as alt
 import polars as pl
 
+from analysis.headline import MONTHLY, selected_rates
 from dashboards import charts
 from dashboards.section import NO_DATA, ReportContext, Section, num
 
@@ -20,11 +21,7 @@ def trend_frame(failure_rates: pl.DataFrame) -> pl.DataFrame:
     """Selected monthly-window rates per class (window 'YYYY-MM'); ``label`` is the axis label
     ('2026-03 (partial)' for a month observed only in part)."""
     return (
-        failure_rates.filter(
-            pl.col("selected").fill_null(False)
-            & pl.col("window").str.contains(r"^\d{4}-\d{2}$")
-            & (pl.col("stratum").fill_null("all") == "all")
-        )
+        selected_rates(failure_rates, MONTHLY)
         .with_columns(
             (pl.col("window") + "-01").str.to_date().alias("month"),
             pl.when(pl.col("partial").fill_null(False))
