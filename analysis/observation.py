@@ -22,6 +22,7 @@ from datetime import datetime
 
 import polars as pl
 
+from analysis.telemetry import sample_times_sql
 from warehouse.schemas import TABLES, conform
 
 CORE_LOW, CORE_HIGH = 0.05, 0.95
@@ -62,18 +63,35 @@ class Window:
         )
 
 
-def _span_sql(view: str, expr: str, where: str) -> str:
+def _span_sql(counts: str) -> str:
+    """The robust span of ``counts`` (x: a time in epoch microseconds, n: the records at it):
+    records, first, last, span bounds and outliers, as DuckDB's ``quantile_disc`` over every
+    record would give them (the record at 0-based rank ceil(records * q) - 1), from one row per
+    distinct time."""
+    rank = "(SELECT min(x) FROM c WHERE cum > ceil(CAST(tot.n AS DOUBLE) * CAST({q} AS DOUBLE)) - 1)"
     return f"""
-    WITH t AS (SELECT epoch_us({expr}) AS x FROM ({view}) WHERE {expr} IS NOT NULL AND {where}),
-    q AS (SELECT count(*) AS n, min(x) AS mn, max(x) AS mx,
-                 quantile_disc(x, {CORE_LOW}) AS lo, quantile_disc(x, {CORE_HIGH}) AS hi FROM t),
+    WITH t AS ({counts}),
+    c AS (SELECT x, sum(n) OVER (ORDER BY x ROWS UNBOUNDED PRECEDING) AS cum FROM t),
+    tot AS (SELECT coalesce(sum(n), 0)::BIGINT AS n, min(x) AS mn, max(x) AS mx FROM t),
+    q AS (SELECT tot.*, {rank.format(q=CORE_LOW)} AS lo, {rank.format(q=CORE_HIGH)} AS hi FROM tot),
     m AS (SELECT *, greatest({OUTLIER_MARGIN} * (hi - lo), {MIN_MARGIN_US}) AS margin FROM q)
     SELECT m.n, m.mn, m.mx,
            (SELECT min(x) FROM t WHERE x >= m.lo - m.margin) AS span_from,
            (SELECT max(x) FROM t WHERE x <= m.hi + m.margin) AS span_to,
-           (SELECT count(*) FROM t WHERE x < m.lo - m.margin OR x > m.hi + m.margin) AS outliers
+           (SELECT coalesce(sum(n), 0)::BIGINT FROM t WHERE x < m.lo - m.margin OR x > m.hi + m.margin) AS outliers
     FROM m
     """
+
+
+def _time_counts(wh, table: str, expr: str, where: str) -> str:
+    """(x, n) of one source: records per distinct time; the telemetry's from its compact
+    per-day counts (``analysis.telemetry.sample_times_sql``), not from every sample."""
+    if table == "gpu_samples" and where == "true":
+        return f"SELECT epoch_us(time) AS x, n FROM ({sample_times_sql(wh)})"
+    return (
+        f"SELECT epoch_us({expr}) AS x, count(*) AS n FROM ({wh.view_sql(table)}) "
+        f"WHERE {expr} IS NOT NULL AND {where} GROUP BY x"
+    )
 
 
 def _ts(us) -> datetime | None:
@@ -87,7 +105,7 @@ def source_spans(wh) -> pl.DataFrame:
         if not wh.files(table):
             continue
         with wh.connect() as con:
-            n, mn, mx, lo, hi, out = con.execute(_span_sql(wh.view_sql(table), expr, where)).fetchall()[0]
+            n, mn, mx, lo, hi, out = con.execute(_span_sql(_time_counts(wh, table, expr, where))).fetchall()[0]
         if n:
             rows.append({"source": name, "kind": kind, "records": n, "first": _ts(mn), "last": _ts(mx),
                          "span_from": _ts(lo), "span_to": _ts(hi), "outliers": out})

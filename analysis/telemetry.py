@@ -8,8 +8,9 @@
   first of the day), all that counter events need. ``gpu_sightings``: per day, each GPU's first
   and last sample in its slot, all that replacements need. ``gpu_daily``: per GPU, day and
   metric, n / sum / min / max / first and last hour, from the day's gpu_hourly: what component
-  lifetimes need for whole days. The whole-history steps read these compact tables, never raw
-  samples nor every hour.
+  lifetimes need for whole days. ``gpu_sample_times``: samples per distinct sample time, what
+  the telemetry's observation span needs. The whole-history steps read these compact tables,
+  never raw samples nor every hour.
 - ``hw_events`` (``source='dcgm_counter'``): increments of cumulative error counters per
   (host, gpu, uuid, metric). A decrease is a reset (reboot, replacement) and not an event; the
   first sample of a series sets its baseline. ``DCGM_FI_DEV_XID_ERRORS`` holds only the last XID
@@ -78,6 +79,28 @@ def canonical_metric(metric: pl.Expr) -> pl.Expr:
     return metric.replace_strict(CANONICAL_METRICS, default=None, return_dtype=pl.Utf8)
 
 
+def sample_times_sql(wh: Warehouse) -> str:
+    """DuckDB SQL: (time, n) for every non-null gpu_samples time, the samples at that time;
+    the days whose gpu_sample_times partition is up to date from it (one row per distinct time),
+    the others (not rolled up yet, e.g. a day just ingested) from their gpu_samples files, so
+    the cost follows the distinct times plus the new days, not every sample of the history.
+    A scoped warehouse whose gpu_samples are filtered reads its filtered view."""
+    if getattr(wh, "inputs", {}).get("gpu_samples"):
+        return f"SELECT time, count(*) AS n FROM ({wh.view_sql('gpu_samples')}) WHERE time IS NOT NULL GROUP BY time"
+    samples = wh.partition_mtimes("gpu_samples")
+    rolled = wh.partition_mtimes("gpu_sample_times")
+    fresh = sorted(d for d, t in samples.items() if d in rolled and rolled[d] >= t)
+    stale = sorted(set(samples) - set(fresh))
+    counted = [f for d in fresh for f in wh.files("gpu_sample_times", partition=d)]
+    raw = [f for d in stale for f in wh.files("gpu_samples", partition=d)]
+    return (
+        f"SELECT time, sum(n)::BIGINT AS n FROM ("
+        f"SELECT time, n FROM ({_files_view('gpu_sample_times', counted, ('time', 'n'))}) UNION ALL "
+        f"SELECT time, count(*) FROM ({_files_view('gpu_samples', raw, ('time',))}) GROUP BY time"
+        f") WHERE time IS NOT NULL GROUP BY time"
+    )
+
+
 def _partition_dates(wh: Warehouse, table: str) -> dict[date, float]:
     """date partition -> newest file mtime."""
     return {date.fromisoformat(d): t for d, t in wh.partition_mtimes(table).items()}
@@ -118,6 +141,10 @@ _DAILY_SQL: dict[str, str] = {
     "gpu_sightings": """
         SELECT cluster, host, gpu, uuid, min(model) AS model, min(time) AS first_seen, max(time) AS last_seen
         FROM day GROUP BY ALL ORDER BY host, gpu, uuid, cluster""",
+    # samples per distinct time (null included: a day with samples always has rows): the time
+    # distribution the telemetry's observation span is measured on (``sample_times_sql``)
+    "gpu_sample_times": """
+        SELECT time, count(*)::BIGINT AS n FROM day GROUP BY time ORDER BY time NULLS FIRST""",
     # per (hour, GPU, metric): n / mean / min / max / last of the finite values
     "gpu_hourly": """
         SELECT date_trunc('hour', time) AS hour, cluster, host, gpu, uuid, pci_bus, metric,
@@ -134,7 +161,7 @@ _GPU_DAILY_SQL = """
     FROM read_parquet({hourly}) GROUP BY ALL ORDER BY host NULLS FIRST, gpu NULLS FIRST, metric NULLS FIRST"""
 DAILY_OUTPUTS = (*_DAILY_SQL, "gpu_daily")  # every table the daily step writes, in order
 # a day is done when all of these are newer than its samples (each has rows on any day with samples)
-DAILY_TABLES = ("gpu_sightings", "gpu_hourly", "gpu_daily")
+DAILY_TABLES = ("gpu_sightings", "gpu_sample_times", "gpu_hourly", "gpu_daily")
 _DAY_INPUT = (
     "time",
     "cluster",

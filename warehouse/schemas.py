@@ -291,6 +291,17 @@ TABLES: dict[str, Table] = {
             kind="derived",
         ),
         Table(
+            "gpu_sample_times",
+            "samples per distinct sample time per day: the telemetry's time distribution (observation spans)",
+            {
+                "time": UTC_TS,
+                "n": I64,
+                "date": pl.Date,
+            },
+            partition="date",
+            kind="derived",
+        ),
+        Table(
             "gpu_daily",
             "rollup per GPU per day per metric, from that day's gpu_hourly (24x fewer rows)",
             {
