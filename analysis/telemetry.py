@@ -8,8 +8,8 @@
   first of the day), all that counter events need. ``gpu_sightings``: per day, each GPU's first
   and last sample in its slot, all that replacements need. ``gpu_daily``: per GPU, day and
   metric, n / sum / min / max / first and last hour, from the day's gpu_hourly: what component
-  lifetimes need for whole days. ``gpu_sample_times``: samples per distinct sample time, what
-  the telemetry's observation span needs. The whole-history steps read these compact tables,
+  lifetimes need for whole days. ``gpu_sample_times``: samples per hour with their first and last
+  time, what the telemetry's observation span needs. The whole-history steps read these compact tables,
   never raw samples nor every hour.
 - ``hw_events`` (``source='dcgm_counter'``): increments of cumulative error counters per
   (host, gpu, uuid, metric). A decrease is a reset (reboot, replacement) and not an event; the
@@ -79,26 +79,38 @@ def canonical_metric(metric: pl.Expr) -> pl.Expr:
     return metric.replace_strict(CANONICAL_METRICS, default=None, return_dtype=pl.Utf8)
 
 
-def sample_times_sql(wh: Warehouse) -> str:
-    """DuckDB SQL: (time, n) for every non-null gpu_samples time, the samples at that time;
-    the days whose gpu_sample_times partition is up to date from it (one row per distinct time),
-    the others (not rolled up yet, e.g. a day just ingested) from their gpu_samples files, so
-    the cost follows the distinct times plus the new days, not every sample of the history.
-    A scoped warehouse whose gpu_samples are filtered reads its filtered view."""
-    if getattr(wh, "inputs", {}).get("gpu_samples"):
-        return f"SELECT time, count(*) AS n FROM ({wh.view_sql('gpu_samples')}) WHERE time IS NOT NULL GROUP BY time"
+def sample_hours_sql(wh: Warehouse) -> str:
+    """DuckDB SQL: (hour, n, first, last, dates) of the non-null gpu_samples times: per hour the
+    samples, their first and last time and the gpu_samples partitions holding them (for
+    ``sample_times_sql``). The days whose gpu_sample_times partition is up to date come from
+    it (24 rows a day), the others (not rolled up yet, e.g. a day just ingested) from their
+    gpu_samples files: the cost follows the days, not every sample of the history."""
     samples = wh.partition_mtimes("gpu_samples")
     rolled = wh.partition_mtimes("gpu_sample_times")
     fresh = sorted(d for d, t in samples.items() if d in rolled and rolled[d] >= t)
-    stale = sorted(set(samples) - set(fresh))
-    counted = [f for d in fresh for f in wh.files("gpu_sample_times", partition=d)]
-    raw = [f for d in stale for f in wh.files("gpu_samples", partition=d)]
+    counted = [(d, f) for d in fresh for f in wh.files("gpu_sample_times", partition=d)]
+    raw = [(d, f) for d in sorted(set(samples) - set(fresh)) for f in wh.files("gpu_samples", partition=d)]
+    parts = [
+        f"SELECT hour, n, first, last, {_sql_str(d)} AS d FROM "
+        f"({_files_view('gpu_sample_times', [f], ('hour', 'n', 'first', 'last'))})"
+        for d, f in counted
+    ] + [
+        f"SELECT date_trunc('hour', time) AS hour, count(*) AS n, min(time) AS first, max(time) AS last, "
+        f"{_sql_str(d)} AS d FROM ({_files_view('gpu_samples', [f], ('time',))}) GROUP BY ALL"
+        for d, f in raw
+    ]
+    if not parts:
+        return "SELECT NULL::TIMESTAMP AS hour, 0::BIGINT AS n, NULL::TIMESTAMP AS first, NULL::TIMESTAMP AS last, [] AS dates WHERE false"
     return (
-        f"SELECT time, sum(n)::BIGINT AS n FROM ("
-        f"SELECT time, n FROM ({_files_view('gpu_sample_times', counted, ('time', 'n'))}) UNION ALL "
-        f"SELECT time, count(*) FROM ({_files_view('gpu_samples', raw, ('time',))}) GROUP BY time"
-        f") WHERE time IS NOT NULL GROUP BY time"
+        "SELECT hour, sum(n)::BIGINT AS n, min(first) AS first, max(last) AS last, list(DISTINCT d ORDER BY d) AS dates "
+        f"FROM ({' UNION ALL '.join(parts)}) WHERE hour IS NOT NULL GROUP BY hour"
     )
+
+
+def sample_times_sql(wh: Warehouse, dates: list[str]) -> str:
+    """DuckDB SQL: the non-null sample times (``time``) of some gpu_samples partitions."""
+    files = [f for d in sorted(set(dates)) for f in wh.files("gpu_samples", partition=d)]
+    return f"SELECT time FROM ({_files_view('gpu_samples', files, ('time',))}) WHERE time IS NOT NULL"
 
 
 def _partition_dates(wh: Warehouse, table: str) -> dict[date, float]:
@@ -141,10 +153,12 @@ _DAILY_SQL: dict[str, str] = {
     "gpu_sightings": """
         SELECT cluster, host, gpu, uuid, min(model) AS model, min(time) AS first_seen, max(time) AS last_seen
         FROM day GROUP BY ALL ORDER BY host, gpu, uuid, cluster""",
-    # samples per distinct time (null included: a day with samples always has rows): the time
-    # distribution the telemetry's observation span is measured on (``sample_times_sql``)
+    # samples per hour with the first and last time (null included: a day with samples always
+    # has rows): the time distribution the telemetry's observation span is measured on
+    # (``sample_hours_sql``)
     "gpu_sample_times": """
-        SELECT time, count(*)::BIGINT AS n FROM day GROUP BY time ORDER BY time NULLS FIRST""",
+        SELECT date_trunc('hour', time) AS hour, count(*)::BIGINT AS n, min(time) AS first, max(time) AS last
+        FROM day GROUP BY ALL ORDER BY hour NULLS FIRST""",
     # per (hour, GPU, metric): n / mean / min / max / last of the finite values
     "gpu_hourly": """
         SELECT date_trunc('hour', time) AS hour, cluster, host, gpu, uuid, pci_bus, metric,

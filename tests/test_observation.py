@@ -88,66 +88,36 @@ def test_span_check_fails_when_telemetry_ends_a_month_after_the_scheduler(wh):
     assert len(spans_disagree(source_spans(wh))) == 1
 
 
-def _span_per_record(times: list[int]) -> tuple:
-    """The span as DuckDB's quantile_disc over every record gives it (the former per-record SQL)."""
-    import duckdb
 
-    from analysis.observation import CORE_HIGH, CORE_LOW, MIN_MARGIN_US, OUTLIER_MARGIN
-
-    with duckdb.connect() as con:
-        con.register("t0", pl.DataFrame({"x": times}, schema={"x": pl.Int64}))
-        return con.execute(f"""
-            WITH t AS (SELECT x FROM t0),
-            q AS (SELECT count(*) AS n, min(x) AS mn, max(x) AS mx,
-                         quantile_disc(x, {CORE_LOW}) AS lo, quantile_disc(x, {CORE_HIGH}) AS hi FROM t),
-            m AS (SELECT *, greatest({OUTLIER_MARGIN} * (hi - lo), {MIN_MARGIN_US}) AS margin FROM q)
-            SELECT m.n, m.mn, m.mx, (SELECT min(x) FROM t WHERE x >= m.lo - m.margin),
-                   (SELECT max(x) FROM t WHERE x <= m.hi + m.margin),
-                   (SELECT count(*) FROM t WHERE x < m.lo - m.margin OR x > m.hi + m.margin) FROM m""").fetchall()[0]
-
-
-@pytest.mark.parametrize("seed", range(8))
-def test_span_from_counts_per_time_equals_quantiles_over_every_record(seed):
-    """The span SQL reads one row per distinct time with its record count; its quantile ranks
-    are those of quantile_disc over every record (sizes such as 60, where n * 0.05 rounds up in
-    floating point, included), outliers and ties included."""
+@pytest.mark.parametrize("seed", range(4))
+def test_telemetry_span_from_hourly_counts_equals_quantiles_over_every_sample(wh, monkeypatch, seed):
+    """The telemetry's span is read from gpu_sample_times (per hour: samples, first, last) and
+    the samples of the few hours its ranks and bounds fall in, and a day ingested since its
+    rollup from its samples: the same figures as quantile_disc over every sample (the former
+    SQL, kept for the other sources), clock-skewed samples included."""
     import random
 
-    import duckdb
-
-    from analysis.observation import _span_sql
-
-    rng = random.Random(seed)
-    hour = 3_600_000_000
-    for n in (1, 2, 19, 20, 21, 60, 61, 99, 100, 101, rng.randrange(200, 5000)):
-        times = [rng.randrange(0, 40) * hour // rng.choice((1, 2, 7)) for _ in range(n)]
-        times += [rng.choice((-1, 1)) * 10_000 * hour for _ in range(rng.randrange(0, 3))]  # clock-skewed records
-        counts = pl.DataFrame({"x": times}, schema={"x": pl.Int64}).group_by("x").agg(n=pl.len().cast(pl.Int64))
-        with duckdb.connect() as con:
-            con.register("counts", counts)
-            got = con.execute(_span_sql("SELECT x, n FROM counts")).fetchall()[0]
-        assert got == _span_per_record(times), (seed, n)
-
-
-def test_telemetry_span_reads_rolled_up_days_from_their_time_counts_and_new_days_from_samples(wh):
-    """Days already rolled up are read from gpu_sample_times (one row per distinct time), a day
-    ingested since from its gpu_samples: the span is the same as over every sample."""
+    from analysis import observation
     from analysis.telemetry import refresh_gpu_hourly
 
-    times = [t for t in _hourly(START, 10) for _ in range(3)]  # three samples per scrape time
+    rng = random.Random(seed)
+    days = 20
+    times = [START + timedelta(hours=h, milliseconds=rng.randrange(0, 3_600_000))
+             for h in range(24 * days) for _ in range(rng.randrange(0, 4))]
+    times += [START - timedelta(days=rng.randrange(400, 900)), START + timedelta(days=rng.randrange(200, 9000))][: seed % 3]
     wh.replace_table("gpu_samples", _samples(times))
     refresh_gpu_hourly(wh)
-    counts = wh.read("gpu_sample_times")
-    assert (counts.height, counts["n"].sum()) == (24 * 10, 3 * 24 * 10)
-    # the samples of the rolled-up days are no longer read: with their counts kept newer, the
-    # rolled-up days count three samples per time even where gpu_samples now holds one
-    late = [START + timedelta(days=10, hours=h) for h in range(24)]
-    wh.replace_table("gpu_samples", _samples([*_hourly(START, 10), *late]))
-    for d in {t.date() for t in times}:
-        for f in wh.files("gpu_sample_times", partition=d.isoformat()):
-            os.utime(f)
-    tel = source_spans(wh).row(0, named=True)
-    assert (tel["records"], tel["first"], tel["last"], tel["outliers"]) == (len(times) + 24, times[0], late[-1], 0)
-    assert (tel["span_from"], tel["span_to"]) == (times[0], late[-1])
-    refresh_gpu_hourly(wh)  # rolled up again from the samples: one per time
-    assert source_spans(wh)["records"][0] == 24 * 11
+    new_day = [START + timedelta(days=days, seconds=rng.randrange(0, 86_400)) for _ in range(rng.randrange(1, 50))]
+    wh.replace_table("gpu_samples", _samples(new_day), partitions="touched")  # ingested, not rolled up yet
+
+    read: list[list[str]] = []
+    real = observation.sample_times_sql
+    monkeypatch.setattr(observation, "sample_times_sql", lambda w, dates: read.append(dates) or real(w, dates))
+    tel = source_spans(wh).filter(pl.col("source") == "telemetry").row(0, named=True)
+    us = lambda t: None if t is None else int((t - datetime(1970, 1, 1)).total_seconds()) * 1_000_000 + t.microsecond  # noqa: E731
+    got = (tel["records"], us(tel["first"]), us(tel["last"]), us(tel["span_from"]), us(tel["span_to"]), tel["outliers"])
+    with wh.connect() as con:
+        want = con.execute(observation._span_sql(wh.view_sql("gpu_samples"), "time", "true")).fetchall()[0]
+    assert got == want
+    assert 1 <= len({d for ds in read for d in ds}) <= 6  # a few hours' samples, not the history's
+

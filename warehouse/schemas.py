@@ -292,10 +292,12 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "gpu_sample_times",
-            "samples per distinct sample time per day: the telemetry's time distribution (observation spans)",
+            "samples per hour with their first and last time: the telemetry's time distribution (observation spans)",
             {
-                "time": UTC_TS,
+                "hour": UTC_TS,
                 "n": I64,
+                "first": UTC_TS,
+                "last": UTC_TS,
                 "date": pl.Date,
             },
             partition="date",
