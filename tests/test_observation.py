@@ -1,7 +1,6 @@
 """The observation window: robust per-source spans (one clock-skewed record never stretches
 exposure), explicit bounds, the flagged inventory-only case, and the span-agreement check."""
 
-import os
 from datetime import datetime, timedelta
 
 import polars as pl
@@ -114,7 +113,7 @@ def test_telemetry_span_from_hourly_counts_equals_quantiles_over_every_sample(wh
     real = observation.sample_times_sql
     monkeypatch.setattr(observation, "sample_times_sql", lambda w, dates: read.append(dates) or real(w, dates))
     tel = source_spans(wh).filter(pl.col("source") == "telemetry").row(0, named=True)
-    us = lambda t: None if t is None else int((t - datetime(1970, 1, 1)).total_seconds()) * 1_000_000 + t.microsecond  # noqa: E731
+    us = lambda t: None if t is None else (t - datetime(1970, 1, 1)) // timedelta(microseconds=1)
     got = (tel["records"], us(tel["first"]), us(tel["last"]), us(tel["span_from"]), us(tel["span_to"]), tel["outliers"])
     with wh.connect() as con:
         want = con.execute(observation._span_sql(wh.view_sql("gpu_samples"), "time", "true")).fetchall()[0]
