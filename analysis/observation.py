@@ -17,11 +17,14 @@ override the inferred ones, each on its own.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
+from fractions import Fraction
 
 import polars as pl
 
+from analysis.telemetry import sample_hours_sql, sample_times_sql
 from warehouse.schemas import TABLES, conform
 
 CORE_LOW, CORE_HIGH = 0.05, 0.95
@@ -76,6 +79,51 @@ def _span_sql(view: str, expr: str, where: str) -> str:
     """
 
 
+def _telemetry_span(wh, con) -> tuple:
+    """``_span_sql``'s figures for gpu_samples (n, first, last, span from / to, outliers, in
+    epoch microseconds) from the per-hour counts (``analysis.telemetry.sample_hours_sql``): each
+    rank and bound falls in one hour, and only that hour's samples are read (a few hours of
+    the whole history). quantile_disc's rank of q over n records is ceil(n * q) - 1 (0-based)."""
+    hours = con.execute(
+        "SELECT epoch_us(hour), n, epoch_us(first), epoch_us(last), dates FROM "
+        f"({sample_hours_sql(wh)}) ORDER BY hour"
+    ).fetchall()
+    n = sum(h[1] for h in hours)
+    if not n:
+        return 0, None, None, None, None, 0
+
+    def times(h, cond: str, agg: str = "x", tail: str = "") -> int:
+        """``agg`` over the times x (epoch microseconds) of hour ``h`` that meet ``cond``."""
+        return con.execute(
+            f"SELECT {agg} FROM (SELECT epoch_us(time) AS x FROM ({sample_times_sql(wh, h[4])})) "
+            f"WHERE x >= {h[0]} AND x < {h[0] + 3_600_000_000} AND {cond} {tail}"
+        ).fetchall()[0][0]
+
+    def rank(k: int) -> int:  # the k-th smallest time (0-based)
+        for h in hours:
+            if k < h[1]:
+                return times(h, "true", tail=f"ORDER BY x LIMIT 1 OFFSET {k}")
+            k -= h[1]
+        raise AssertionError("rank beyond the samples")
+
+    lo = rank(max(math.ceil(float(n) * CORE_LOW) - 1, 0))
+    hi = rank(max(math.ceil(float(n) * CORE_HIGH) - 1, 0))
+    margin = max(Fraction(OUTLIER_MARGIN) * (hi - lo), MIN_MARGIN_US)
+    a, b = math.ceil(lo - margin), math.floor(hi + margin)  # integer times: x >= a, x <= b as in SQL
+    # the first time >= a and the last <= b; records outside [a, b]
+    first_in = next(h for h in hours if h[3] >= a)
+    span_from = first_in[2] if first_in[2] >= a else times(first_in, f"x >= {a}", "min(x)")
+    last_in = next(h for h in reversed(hours) if h[2] <= b)
+    span_to = last_in[3] if last_in[3] <= b else times(last_in, f"x <= {b}", "max(x)")
+    out = 0
+    for h in hours:
+        if h[3] < a or h[2] > b:
+            out += h[1]
+        elif h[2] < a or h[3] > b:
+            out += times(h, f"(x < {a} OR x > {b})", "count(*)")
+    return n, hours[0][2], hours[-1][3], span_from, span_to, out
+
+
 def _ts(us) -> datetime | None:
     return None if us is None else pl.Series([us], dtype=pl.Int64).cast(pl.Datetime("us"))[0]
 
@@ -87,7 +135,10 @@ def source_spans(wh) -> pl.DataFrame:
         if not wh.files(table):
             continue
         with wh.connect() as con:
-            n, mn, mx, lo, hi, out = con.execute(_span_sql(wh.view_sql(table), expr, where)).fetchall()[0]
+            if table == "gpu_samples" and where == "true" and not getattr(wh, "inputs", {}).get(table):
+                n, mn, mx, lo, hi, out = _telemetry_span(wh, con)
+            else:  # every record (a scope's filtered samples included)
+                n, mn, mx, lo, hi, out = con.execute(_span_sql(wh.view_sql(table), expr, where)).fetchall()[0]
         if n:
             rows.append({"source": name, "kind": kind, "records": n, "first": _ts(mn), "last": _ts(mx),
                          "span_from": _ts(lo), "span_to": _ts(hi), "outliers": out})

@@ -8,8 +8,9 @@
   first of the day), all that counter events need. ``gpu_sightings``: per day, each GPU's first
   and last sample in its slot, all that replacements need. ``gpu_daily``: per GPU, day and
   metric, n / sum / min / max / first and last hour, from the day's gpu_hourly: what component
-  lifetimes need for whole days. The whole-history steps read these compact tables, never raw
-  samples nor every hour.
+  lifetimes need for whole days. ``gpu_sample_times``: samples per hour with their first and last
+  time, what the telemetry's observation span needs. The whole-history steps read these compact tables,
+  never raw samples nor every hour.
 - ``hw_events`` (``source='dcgm_counter'``): increments of cumulative error counters per
   (host, gpu, uuid, metric). A decrease is a reset (reboot, replacement) and not an event; the
   first sample of a series sets its baseline. ``DCGM_FI_DEV_XID_ERRORS`` holds only the last XID
@@ -78,6 +79,40 @@ def canonical_metric(metric: pl.Expr) -> pl.Expr:
     return metric.replace_strict(CANONICAL_METRICS, default=None, return_dtype=pl.Utf8)
 
 
+def sample_hours_sql(wh: Warehouse) -> str:
+    """DuckDB SQL: (hour, n, first, last, dates) of the non-null gpu_samples times: per hour the
+    samples, their first and last time and the gpu_samples partitions holding them (for
+    ``sample_times_sql``). The days whose gpu_sample_times partition is up to date come from
+    it (24 rows a day), the others (not rolled up yet, e.g. a day just ingested) from their
+    gpu_samples files: the cost follows the days, not every sample of the history."""
+    samples = wh.partition_mtimes("gpu_samples")
+    rolled = wh.partition_mtimes("gpu_sample_times")
+    fresh = sorted(d for d, t in samples.items() if d in rolled and rolled[d] >= t)
+    counted = [(d, f) for d in fresh for f in wh.files("gpu_sample_times", partition=d)]
+    raw = [(d, f) for d in sorted(set(samples) - set(fresh)) for f in wh.files("gpu_samples", partition=d)]
+    parts = [
+        f"SELECT hour, n, first, last, {_sql_str(d)} AS d FROM "
+        f"({_files_view('gpu_sample_times', [f], ('hour', 'n', 'first', 'last'))})"
+        for d, f in counted
+    ] + [
+        f"SELECT date_trunc('hour', time) AS hour, count(*) AS n, min(time) AS first, max(time) AS last, "
+        f"{_sql_str(d)} AS d FROM ({_files_view('gpu_samples', [f], ('time',))}) GROUP BY ALL"
+        for d, f in raw
+    ]
+    if not parts:
+        return "SELECT NULL::TIMESTAMP AS hour, 0::BIGINT AS n, NULL::TIMESTAMP AS first, NULL::TIMESTAMP AS last, [] AS dates WHERE false"
+    return (
+        "SELECT hour, sum(n)::BIGINT AS n, min(first) AS first, max(last) AS last, list(DISTINCT d ORDER BY d) AS dates "
+        f"FROM ({' UNION ALL '.join(parts)}) WHERE hour IS NOT NULL GROUP BY hour"
+    )
+
+
+def sample_times_sql(wh: Warehouse, dates: list[str]) -> str:
+    """DuckDB SQL: the non-null sample times (``time``) of some gpu_samples partitions."""
+    files = [f for d in sorted(set(dates)) for f in wh.files("gpu_samples", partition=d)]
+    return f"SELECT time FROM ({_files_view('gpu_samples', files, ('time',))}) WHERE time IS NOT NULL"
+
+
 def _partition_dates(wh: Warehouse, table: str) -> dict[date, float]:
     """date partition -> newest file mtime."""
     return {date.fromisoformat(d): t for d, t in wh.partition_mtimes(table).items()}
@@ -118,6 +153,12 @@ _DAILY_SQL: dict[str, str] = {
     "gpu_sightings": """
         SELECT cluster, host, gpu, uuid, min(model) AS model, min(time) AS first_seen, max(time) AS last_seen
         FROM day GROUP BY ALL ORDER BY host, gpu, uuid, cluster""",
+    # samples per hour with the first and last time (null included: a day with samples always
+    # has rows): the time distribution the telemetry's observation span is measured on
+    # (``sample_hours_sql``)
+    "gpu_sample_times": """
+        SELECT date_trunc('hour', time) AS hour, count(*)::BIGINT AS n, min(time) AS first, max(time) AS last
+        FROM day GROUP BY ALL ORDER BY hour NULLS FIRST""",
     # per (hour, GPU, metric): n / mean / min / max / last of the finite values
     "gpu_hourly": """
         SELECT date_trunc('hour', time) AS hour, cluster, host, gpu, uuid, pci_bus, metric,
@@ -134,7 +175,7 @@ _GPU_DAILY_SQL = """
     FROM read_parquet({hourly}) GROUP BY ALL ORDER BY host NULLS FIRST, gpu NULLS FIRST, metric NULLS FIRST"""
 DAILY_OUTPUTS = (*_DAILY_SQL, "gpu_daily")  # every table the daily step writes, in order
 # a day is done when all of these are newer than its samples (each has rows on any day with samples)
-DAILY_TABLES = ("gpu_sightings", "gpu_hourly", "gpu_daily")
+DAILY_TABLES = ("gpu_sightings", "gpu_sample_times", "gpu_hourly", "gpu_daily")
 _DAY_INPUT = (
     "time",
     "cluster",

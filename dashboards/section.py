@@ -93,6 +93,16 @@ def html_table(header: list[str], rows: list[list]) -> str:
 
 
 # ----------------------------------------------------------------------------- shared readings
+def telemetry_rollup(wh) -> str | None:
+    """The table the report reads telemetry's hosts, GPUs and hours from: ``gpu_daily`` (one row
+    per GPU, metric and day; the same hours, sample counts and GPUs as gpu_hourly, 24x fewer
+    rows), else ``gpu_hourly``, else None (raw samples only). A scope that filters gpu_hourly
+    reads it: its gpu_daily is not cut to the scope."""
+    if wh.files("gpu_daily") and not getattr(wh, "inputs", {}).get("gpu_hourly"):
+        return "gpu_daily"
+    return "gpu_hourly" if wh.files("gpu_hourly") else None
+
+
 def coverage_frame(wh) -> pl.DataFrame:
     """first/last time and row count per (source table, host): aggregates, never raw samples."""
     parts = []
@@ -104,7 +114,14 @@ def coverage_frame(wh) -> pl.DataFrame:
         "hw_events": "SELECT host, time AS t0, time AS t1 FROM ({v}) WHERE time IS NOT NULL",
         "bmc_sensors": "SELECT host, time AS t0, time AS t1 FROM ({v}) WHERE time IS NOT NULL",
     }
-    if wh.files("gpu_hourly"):
+    tables = dict.fromkeys(queries)
+    rollup = telemetry_rollup(wh)
+    if rollup == "gpu_daily":  # gpu_hourly's hours, n and hosts from its per-day rollup
+        queries["gpu_hourly"] = (
+            "SELECT host, first_hour AS t0, last_hour + INTERVAL 1 HOUR AS t1, n FROM ({v}) WHERE first_hour IS NOT NULL"
+        )
+        tables["gpu_hourly"] = "gpu_daily"
+    elif rollup == "gpu_hourly":
         queries["gpu_hourly"] = (
             "SELECT host, hour AS t0, hour + INTERVAL 1 HOUR AS t1, n FROM ({v}) WHERE hour IS NOT NULL"
         )
@@ -112,12 +129,13 @@ def coverage_frame(wh) -> pl.DataFrame:
         queries["gpu_samples"] = (
             "SELECT host, time AS t0, time AS t1 FROM ({v}) WHERE time IS NOT NULL"
         )
-    for table, inner in queries.items():
+    for source, inner in queries.items():
+        table = tables.get(source) or source
         if not wh.files(table):
             continue
-        count = "sum(n)" if table == "gpu_hourly" else "count(*)"
+        count = "sum(n)" if source == "gpu_hourly" else "count(*)"
         sql = (
-            f"SELECT '{table}' AS source, coalesce(host, '(no host)') AS host, min(t0) AS first, "
+            f"SELECT '{source}' AS source, coalesce(host, '(no host)') AS host, min(t0) AS first, "
             f"max(t1) AS last, {count}::BIGINT AS rows FROM ({inner.format(v=wh.view_sql(table))}) "
             "GROUP BY 2 ORDER BY 2"
         )

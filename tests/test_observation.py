@@ -85,3 +85,38 @@ def test_span_check_fails_when_telemetry_ends_a_month_after_the_scheduler(wh):
     res = spans_agree(wh)
     assert not res.passed and res.metadata["disagree"].startswith("telemetry spans 2026-01-05..2026-04-04, the others 2026-01-05..2026-03-05")
     assert len(spans_disagree(source_spans(wh))) == 1
+
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_telemetry_span_from_hourly_counts_equals_quantiles_over_every_sample(wh, monkeypatch, seed):
+    """The telemetry's span is read from gpu_sample_times (per hour: samples, first, last) and
+    the samples of the few hours its ranks and bounds fall in, and a day ingested since its
+    rollup from its samples: the same figures as quantile_disc over every sample (the former
+    SQL, kept for the other sources), clock-skewed samples included."""
+    import random
+
+    from analysis import observation
+    from analysis.telemetry import refresh_gpu_hourly
+
+    rng = random.Random(seed)
+    days = 20
+    times = [START + timedelta(hours=h, milliseconds=rng.randrange(0, 3_600_000))
+             for h in range(24 * days) for _ in range(rng.randrange(0, 4))]
+    times += [START - timedelta(days=rng.randrange(400, 900)), START + timedelta(days=rng.randrange(200, 9000))][: seed % 3]
+    wh.replace_table("gpu_samples", _samples(times))
+    refresh_gpu_hourly(wh)
+    new_day = [START + timedelta(days=days, seconds=rng.randrange(0, 86_400)) for _ in range(rng.randrange(1, 50))]
+    wh.replace_table("gpu_samples", _samples(new_day), partitions="touched")  # ingested, not rolled up yet
+
+    read: list[list[str]] = []
+    real = observation.sample_times_sql
+    monkeypatch.setattr(observation, "sample_times_sql", lambda w, dates: read.append(dates) or real(w, dates))
+    tel = source_spans(wh).filter(pl.col("source") == "telemetry").row(0, named=True)
+    us = lambda t: None if t is None else (t - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+    got = (tel["records"], us(tel["first"]), us(tel["last"]), us(tel["span_from"]), us(tel["span_to"]), tel["outliers"])
+    with wh.connect() as con:
+        want = con.execute(observation._span_sql(wh.view_sql("gpu_samples"), "time", "true")).fetchall()[0]
+    assert got == want
+    assert 1 <= len({d for ds in read for d in ds}) <= 6  # a few hours' samples, not the history's
+

@@ -293,6 +293,19 @@ TABLES: dict[str, Table] = {
             kind="derived",
         ),
         Table(
+            "gpu_sample_times",
+            "samples per hour with their first and last time: the telemetry's time distribution (observation spans)",
+            {
+                "hour": UTC_TS,
+                "n": I64,
+                "first": UTC_TS,
+                "last": UTC_TS,
+                "date": pl.Date,
+            },
+            partition="date",
+            kind="derived",
+        ),
+        Table(
             "gpu_daily",
             "rollup per GPU per day per metric, from that day's gpu_hourly (24x fewer rows)",
             {

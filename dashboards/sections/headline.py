@@ -18,6 +18,7 @@ from dashboards.section import (
     num,
     pct,
     projection_at,
+    telemetry_rollup,
 )
 
 KEY = "headline"
@@ -50,8 +51,8 @@ def _fleet_size(wh, coverage: pl.DataFrame, ch: pl.DataFrame) -> tuple[int, int]
     hosts = set(coverage["host"].to_list()) - {"(no host)"}
     hosts |= set(ch["host"].drop_nulls().to_list())
     gpus = 0
-    for table in ("gpu_hourly", "gpu_samples"):
-        if wh.files(table):
+    for table in (telemetry_rollup(wh), "gpu_samples"):
+        if table and wh.files(table):
             gpus = wh.query(
                 f"SELECT count(DISTINCT (host, gpu)) FROM ({wh.view_sql(table)}) WHERE gpu IS NOT NULL"
             ).item()
