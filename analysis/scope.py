@@ -40,14 +40,14 @@ from warehouse.scoped import ScopedWarehouse
 
 # Derived tables the warehouse steps (rollups, counter events) write: inputs of an analysis,
 # read from the parent like the ingest tables; every other derived table is the scope's own.
-ROLLUPS = ("gpu_hourly", "gpu_counter_changes", "gpu_sightings")
+ROLLUPS = ("gpu_hourly", "gpu_counter_changes", "gpu_sightings", "gpu_daily", "gpu_sample_times")
 # table -> its time column, for the tables cut to [from, to)
 TIMED = {
     "node_events": "time", "hw_events": "time", "gpu_samples": "time", "bmc_sensors": "time",
-    "gpu_hourly": "hour", "gpu_counter_changes": "time",
+    "gpu_hourly": "hour", "gpu_counter_changes": "time", "gpu_sample_times": "hour",
 }
 HOST_TABLES = ("node_events", "hw_events", "gpu_samples", "bmc_sensors", "gpu_hourly",
-               "gpu_counter_changes", "gpu_sightings", "component_history")
+               "gpu_counter_changes", "gpu_sightings", "gpu_daily", "component_history")
 UNFILTERED = ("ingest_manifest", "quarantine", "metric_metadata", "checkpoints")
 HOSTS_FILE = "hosts.parquet"
 STATE_FILE = "scope.json"
@@ -207,6 +207,11 @@ def open_scope(wh, scope: Scope) -> ScopedWarehouse:
             conds.append(host_cond)
         if name in TIMED and (t := scope.time_filter(TIMED[name])):
             conds.append(t)
+        if name == "gpu_daily":  # whole days: those overlapping [from, to)
+            if scope.start is not None:
+                conds.append(f"date >= CAST({_ts(scope.start)} AS DATE)")
+            if scope.end is not None:
+                conds.append(f"date < {_ts(scope.end)}")
         if name == "gpu_sightings":
             if scope.start is not None:
                 conds.append(f"last_seen >= {_ts(scope.start)}")

@@ -97,7 +97,7 @@ def telemetry_rollup(wh) -> str | None:
     """The table the report reads telemetry's hosts, GPUs and hours from: ``gpu_daily`` (one row
     per GPU, metric and day; the same hours, sample counts and GPUs as gpu_hourly, 24x fewer
     rows), else ``gpu_hourly``, else None (raw samples only). A scope that filters gpu_hourly
-    reads it: its gpu_daily is not cut to the scope."""
+    reads it: its gpu_daily holds whole days (cut to the scope's hosts, not its hours)."""
     if wh.files("gpu_daily") and not getattr(wh, "inputs", {}).get("gpu_hourly"):
         return "gpu_daily"
     return "gpu_hourly" if wh.files("gpu_hourly") else None

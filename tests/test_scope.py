@@ -8,7 +8,7 @@ Hosts of even index run partition ``train``, odd ones ``debug``; accounts altern
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -99,7 +99,7 @@ def test_scope_describe_and_slug():
 
 
 def test_scoped_views_filter_jobs_hosts_and_time(fleet):
-    wh, jobs, hist, hw = fleet
+    wh, jobs, _hist, hw = fleet
     sw = open_scope(wh, Scope(cluster="c1"))
     assert sw.home == wh.home / "scopes" / Scope(cluster="c1").slug
     assert set(sw.read("job_attempts")["cluster"].unique()) == {"c1"}
@@ -140,7 +140,7 @@ def test_scope_errors_are_one_line(fleet, capsys):
 
 
 def test_scoped_fit_finds_the_rate_where_the_faults_are(fleet, capsys):
-    wh, jobs, hist, hw = fleet
+    wh, _jobs, _hist, hw = fleet
     out = _fit(wh, capsys, "--cluster", "c1")
     assert out.splitlines()[0] == "scope: cluster c1"
     c1 = selected_rates(open_scope(wh, Scope(cluster="c1")).read("failure_rates")).filter(pl.col("component_class") == "gpu").row(0, named=True)
@@ -168,7 +168,7 @@ def test_scoped_fit_finds_the_rate_where_the_faults_are(fleet, capsys):
 
 
 def test_breakdown_equals_hand_sums(fleet, capsys):
-    wh, jobs, hist, hw = fleet
+    wh, jobs, _hist, hw = fleet
     assert main(["--home", str(wh.home), "build", "--from", "2026-01-01", "--to", "2026-03-02"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("scope: 2026-01-01 to 2026-03-02")
@@ -275,3 +275,16 @@ def test_scoped_report_names_its_scope(fleet, capsys):
     assert "<td>cluster</td><td>c1</td><td>480</td>" in page  # the breakdown holds the scope's jobs only
     assert "<td>c2</td>" not in page
     assert (path.parent / "charts" / "breakdowns.png").stat().st_size > 1000  # the chart renders
+
+
+def test_a_scope_reads_the_daily_rollups_cut_to_its_hosts_and_days(demo):
+    """Lifetimes and the report read gpu_daily: in a scope it is the parent's, cut to the
+    scope's hosts and to the days overlapping its period (it was rolled up again from every
+    host's samples)."""
+    wh, _ = demo
+    every = wh.read("gpu_daily")
+    sw = open_scope(wh, Scope(datetime(2026, 2, 1), datetime(2026, 2, 8, 12), partition="train"))
+    daily, hourly = sw.read("gpu_daily"), sw.read("gpu_hourly")
+    assert daily.height and set(daily["host"]) == set(hourly["host"]) < set(every["host"])
+    assert (daily["date"].min(), daily["date"].max()) == (date(2026, 2, 1), date(2026, 2, 8))
+    assert sw.read("gpu_sample_times")["hour"].min() == datetime(2026, 2, 1)
