@@ -71,11 +71,11 @@ def iter_files(paths: list[str | Path]) -> list[Path]:
         if not p.exists():
             raise UserError(f"no such file or directory: {p}")
         if p.is_dir():
-            out.extend(
-                f
-                for f in sorted(p.rglob("*"))
-                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
-            )
+            found = []
+            for root, dirs, names in os.walk(p):  # symlinked directories are not followed
+                dirs[:] = [d for d in dirs if not d.startswith(".")]  # never walk .git, .venv, ...
+                found += [Path(root, n) for n in names if not n.startswith(".")]
+            out.extend(f for f in sorted(found) if f.is_file())
         else:
             out.append(p)
     return out
@@ -253,14 +253,20 @@ def ingest_paths(
     are spawned, so a script calling this with jobs > 1 needs the usual
     ``if __name__ == "__main__":`` guard (the CLI, Dagster and notebooks need nothing)."""
     ctx = ctx or ParseContext()
-    if fmt != "auto" and fmt not in formats():
-        raise UserError(f"unknown format {fmt!r}; choose auto or one of: {', '.join(sorted(formats()))}")
+    files = checked_files(paths, fmt, jobs)
     jobs = default_jobs() if jobs is None else jobs
-    if jobs < 1:
-        raise UserError(f"jobs (--jobs) must be at least 1, not {jobs}")
-    files = iter_files(paths)
     with wh.writer():
         return _ingest(wh, files, None if fmt == "auto" else fmt, ctx, progress, replace_existing, jobs)
+
+
+def checked_files(paths: list[str | Path], fmt: str = "auto", jobs: int | None = None) -> list[Path]:
+    """The files ``ingest_paths`` reads, after the checks it makes before touching the
+    warehouse (an unknown format, a bad job count, a missing path: one-line UserError)."""
+    if fmt != "auto" and fmt not in formats():
+        raise UserError(f"unknown format {fmt!r}; choose auto or one of: {', '.join(sorted(formats()))}")
+    if jobs is not None and jobs < 1:
+        raise UserError(f"jobs (--jobs) must be at least 1, not {jobs}")
+    return iter_files(paths)
 
 
 def default_jobs() -> int:

@@ -185,8 +185,7 @@ def ingest_context(args):
 
 
 def cmd_ingest(args) -> int:
-    from ingest.runner import ingest_paths
-    from pipelines.run import recorded_ingest
+    from ingest.runner import checked_files, ingest_paths
 
     wh = _warehouse(args)
 
@@ -195,9 +194,12 @@ def cmd_ingest(args) -> int:
             print(f"  [{i}/{n}] {path}", file=sys.stderr)
 
     ctx = ingest_context(args)
+    files = checked_files(args.paths, args.format, args.jobs)  # a mistake fails before Dagster loads
+    from pipelines.run import recorded_ingest
+
     with wh.writer():
         reports = recorded_ingest(wh, lambda: ingest_paths(
-            wh, args.paths, args.format, ctx, progress=progress, replace_existing=args.replace, jobs=args.jobs))
+            wh, files, args.format, ctx, progress=progress, replace_existing=args.replace, jobs=args.jobs))
         wh.refresh_catalog()
     failed = [r for r in reports if r.error]
     new = [r for r in reports if not r.skipped and not r.error]

@@ -232,3 +232,13 @@ def test_a_failing_parse_many_falls_back_to_one_file_at_a_time(tmp_path, monkeyp
     assert q.filter(q["source_file"] == str(bad))["error"].to_list() == ["parser error: ZeroDivisionError('division by zero')"]
     ok = [x for p, x in reports.items() if p.startswith(str(bad.parent)) and p != str(bad)]
     assert len(ok) == 3 and all(x.done and x.rows_ok > 0 and x.rows_quarantined == 0 for x in ok)
+
+
+def test_directories_expand_sorted_without_hidden_entries_or_symlinked_dirs(tmp_path):
+    for rel in ("b/2.log", "a/1.log", "a/.swp", ".git/x/objects.log", "a/.cache/y.log", "c.log"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    (tmp_path / "d").symlink_to(tmp_path / "a", target_is_directory=True)
+    assert [f.relative_to(tmp_path).as_posix() for f in iter_files([tmp_path])] == ["a/1.log", "b/2.log", "c.log"]
+    with pytest.raises(UserError, match="no such file or directory"):
+        iter_files([tmp_path / "missing"])
