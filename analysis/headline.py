@@ -29,6 +29,17 @@ def selected_rates(failure_rates: pl.DataFrame, window: str = ALL, stratum: str 
     )
 
 
+def unit_populations(failure_rates: pl.DataFrame) -> list[tuple[str | None, str]]:
+    """Where each class's units came from (``population``: inventory, telemetry, events, ...)
+    in the whole-period, whole-fleet fits: (population, "class, class, ...") sorted by
+    population."""
+    if failure_rates.height == 0:
+        return []
+    whole = failure_rates.filter((pl.col("window") == ALL) & (pl.col("stratum").fill_null(ALL) == ALL))
+    pops = whole.group_by("population").agg(pl.col("component_class").unique().sort().str.join(", "))
+    return sorted(pops.rows(), key=lambda r: r[0] or "")
+
+
 def gpu_hours(attempts: pl.DataFrame) -> float:
     """GPU-hours the job attempts held: Σ n_gpus × (end − start) over attempts with both times."""
     ran = attempts.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())

@@ -398,8 +398,7 @@ def cmd_project(args) -> int:
 
 
 def cmd_fit(args) -> int:
-    import polars as pl
-
+    from analysis.headline import unit_populations
     from analysis.observation import stored_window
     from analysis.survival import format_fit_table
 
@@ -424,9 +423,7 @@ def cmd_fit(args) -> int:
     window = stored_window(wh)
     if window is not None:
         print(window.line())
-    pops = fr.filter((pl.col("window") == "all") & (pl.col("stratum") == "all")).group_by("population").agg(
-        pl.col("component_class").unique().sort().str.join(", "))
-    for pop, classes in sorted(pops.rows(), key=lambda r: r[0] or ""):
+    for pop, classes in unit_populations(fr):
         print(f"units from {pop or 'unknown'}: {classes}")
     print(format_fit_table(fr, all_models=args.all_models, window=args.window))
     return 0

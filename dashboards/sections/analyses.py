@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from analysis.headline import unit_populations
 from dashboards.section import NO_DATA, ReportContext, Section, html_table
 
 KEY = "analyses"
@@ -34,9 +35,7 @@ def build(ctx: ReportContext) -> Section:
                  f"({r['method']}{', flagged: ' + r['note'] if r['flagged'] else ''})")
     fr = t["failure_rates"]
     if fr.height:
-        pops = fr.filter((pl.col("window") == "all") & (pl.col("stratum") == "all")).group_by("population").agg(
-            pl.col("component_class").unique().sort().str.join(", ")).sort("population")
-        text += ". Units per class from: " + "; ".join(f"{p or 'unknown'} ({c})" for p, c in pops.rows())
+        text += ". Units per class from: " + "; ".join(f"{p or 'unknown'} ({c})" for p, c in unit_populations(fr))
     s.reading = text + "."
     s.extra_html = html_table(
         ["analysis", "status", "reason", "rows"],
