@@ -86,6 +86,13 @@ DAGSTER_YAML = """\
 # Open it with: DAGSTER_HOME=<this directory> GOODPUT_HOME=<the home> dagster dev
 telemetry:
   enabled: false
+# runs launched from the UI, a schedule or a sensor wait in the queue for the daemon: look every
+# second, not Dagster's default five (a sample-fleet build takes about 25 s)
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: 1
 """
 
 

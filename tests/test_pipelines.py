@@ -154,7 +154,8 @@ def _days(first: str, last: str) -> list[str]:
 
 def test_demo_records_its_runs_in_the_dagster_instance_under_the_home(demo):
     wh, _ = demo
-    assert "telemetry:\n  enabled: false" in (wh.home / ".dagster" / "dagster.yaml").read_text()
+    yaml = (wh.home / ".dagster" / "dagster.yaml").read_text()
+    assert "telemetry:\n  enabled: false" in yaml and "dequeue_interval_seconds: 1" in yaml
     graph = defs.resolve_asset_graph()
     with instance_for(wh.home) as instance:
         assert sorted(r.dagster_run.job_name for r in instance.get_run_records()) == ["build", "ingest"]
