@@ -3,8 +3,8 @@ several sizes, with the peak memory of every step, next to DuckDB scanning the s
 
     python -m benchmarks.bench_fleet_scale [--nodes 128 512] [--skip-steps] [--reuse-ingest] [--ingest-only]
 
-Per size N (default 128 and 512; 2048 is the Llama 3 fleet: not run yet, about 40 min of ingest
-and 25 min of build on 2 idle cores going by the CPU times at 128 nodes):
+Per size N (default 128 and 512; 2048 is the Llama 3 fleet: not run yet, about 20 min of ingest
+and 10 min of build on 2 idle cores going by the rates at 512 nodes, after an hour of simulation):
 
 1. A simulated fleet, ``goodput simulate --out benchmarks/out/fleet-N --nodes N --gpus-per-node 8
    --days 54 --seed 3 --fault-scale 1 --scrape-interval 1h``, written once and reused (its
