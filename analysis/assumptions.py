@@ -13,4 +13,8 @@ CKPT_COST_S = 60.0  # each checkpoint stalls training for 60 s
 RESTART_S = 600.0  # restoring state after a failure: 10 minutes
 TARGET_GPUS = 16_384  # job size projections and the report focus on (Llama 3's run)
 GPUS_PER_NODE = 8
+# attribution: node and hardware events from 15 min before an attempt's end to 5 min after it
+# are evidence of what ended it
+ATTRIBUTION_BEFORE_S = 900.0
+ATTRIBUTION_AFTER_S = 300.0
 LEMON_ALPHA = 0.05  # node_health: a node is a lemon when its multiple-testing adjusted p < this

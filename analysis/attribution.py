@@ -63,7 +63,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from analysis.assumptions import CKPT_INTERVAL_S
+from analysis.assumptions import ATTRIBUTION_AFTER_S, ATTRIBUTION_BEFORE_S, CKPT_INTERVAL_S
 from warehouse.schemas import TABLES, conform
 
 NORMAL_STATES = ("COMPLETED", "RUNNING", "PENDING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD")
@@ -582,8 +582,8 @@ def build_interruptions(
     attempts: pl.DataFrame,
     node_events: pl.DataFrame,
     hw_events: pl.DataFrame,
-    window_before_s: float = 900,
-    window_after_s: float = 300,
+    window_before_s: float = ATTRIBUTION_BEFORE_S,
+    window_after_s: float = ATTRIBUTION_AFTER_S,
     ckpt_interval_s: float = CKPT_INTERVAL_S,
     no_ckpt_below_gpus: int = 16,
     checkpoints: pl.DataFrame | None = None,

@@ -5,7 +5,15 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from analysis.assumptions import CKPT_COST_S, CKPT_INTERVAL_S, GPUS_PER_NODE, RESTART_S, TARGET_GPUS
+from analysis.assumptions import (
+    ATTRIBUTION_AFTER_S,
+    ATTRIBUTION_BEFORE_S,
+    CKPT_COST_S,
+    CKPT_INTERVAL_S,
+    GPUS_PER_NODE,
+    RESTART_S,
+    TARGET_GPUS,
+)
 from analysis.scope import Scope, open_scope
 from ingest.base import ParseContext
 from warehouse.store import Warehouse
@@ -25,8 +33,8 @@ class GoodputConfig(dg.ConfigurableResource):
     observed_from: str = ""  # ISO start of the observation window; empty: inferred from the data's span
     observed_to: str = ""  # ISO end (units still in service are censored here); empty: inferred
     nodes_per_rack: int = 0  # rack covariate from host order; 0: no rack rule
-    window_before_s: float = 900.0  # attribution window around an attempt's end
-    window_after_s: float = 300.0
+    window_before_s: float = ATTRIBUTION_BEFORE_S  # attribution window around an attempt's end
+    window_after_s: float = ATTRIBUTION_AFTER_S
     ckpt_interval_s: float = CKPT_INTERVAL_S  # checkpoint assumptions for lost work / measured goodput
     ckpt_cost_s: float = CKPT_COST_S
     restart_s: float = RESTART_S
