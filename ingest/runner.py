@@ -29,7 +29,7 @@ import zstandard
 
 from ingest.base import FormatSpec, ParseContext, ParseResult, count_newlines, whole_file_quarantine
 from ingest.registry import SNIFF_BYTES, detect, formats
-from warehouse.schemas import TABLES, conform
+from warehouse.schemas import conform
 from warehouse.store import Warehouse
 
 # Line-oriented files larger than this are parsed in chunks. Below 32 MiB (glibc's
@@ -463,7 +463,7 @@ def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs) -> list[FileR
                 for frames in _frames(report, results):
                     for name, df in frames.items():
                         if df.height:
-                            merged.setdefault(name, []).append(df if _conformed(name, df) else conform(name, df))
+                            merged.setdefault(name, []).append(conform(name, df))
             dropped = batch.add({name: pl.concat(dfs) for name, dfs in merged.items()})
             _count_duplicates([r for r, _ in pending], dropped)
             batch.add(_manifest(batch.id, [r for r, _ in pending]))
@@ -584,19 +584,6 @@ def _frames(report: FileReport, results) -> Iterator[dict[str, pl.DataFrame]]:
             ingested_at=pl.lit(now),
         )
         yield {**res.tables, "quarantine": q}
-
-
-def _conformed(table: str, df: pl.DataFrame) -> bool:
-    """Whether ``df`` already has exactly ``table``'s columns and types (a parser's output
-    usually does): then it needs no ``conform``, whose expressions cost more than a small
-    file's rows. (Lists, not ``pl.Schema``, whose comparison costs 0.2 ms.)"""
-    columns, dtypes = _schema(table)
-    return df.columns == columns and df.dtypes == dtypes
-
-
-@cache
-def _schema(table: str) -> tuple[list[str], list[pl.DataType]]:
-    return list(TABLES[table].columns), list(TABLES[table].columns.values())
 
 
 def _manifest(batch_id: str, reports: list[FileReport]) -> dict[str, pl.DataFrame]:

@@ -12,6 +12,7 @@ Durations carry their unit in the name (``_s``, ``_hours``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import polars as pl
 
@@ -721,6 +722,9 @@ def conform(table: str, df: pl.DataFrame) -> pl.DataFrame:
     Missing columns are added as nulls; extra columns are a programming error (a parser
     inventing a column would bypass the contract), so they raise.
     """
+    columns, dtypes = _layout(table)
+    if df.columns == columns and df.dtypes == dtypes:  # a parser's output usually is already
+        return df
     spec = TABLES[table]
     extra = [c for c in df.columns if c not in spec.columns]
     if extra:
@@ -731,6 +735,13 @@ def conform(table: str, df: pl.DataFrame) -> pl.DataFrame:
             for c, dtype in spec.columns.items()
         ]
     )
+
+
+@cache
+def _layout(table: str) -> tuple[list[str], list[pl.DataType]]:
+    """``table``'s column names and types as lists: comparing them with a frame's is cheap
+    (a ``pl.Schema`` comparison costs more than conforming a small file's rows)."""
+    return list(TABLES[table].columns), list(TABLES[table].columns.values())
 
 
 def quarantine_frame(lines, raws, errors) -> pl.DataFrame:
