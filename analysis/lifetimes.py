@@ -54,7 +54,7 @@ from datetime import date, datetime, timedelta
 import duckdb
 import polars as pl
 
-from analysis.attribution import resolve_chains
+from analysis.attribution import read_hw_evidence, resolve_chains
 from analysis.gpu_identity import fill_gpu_index
 from analysis.observation import refresh_observation_window
 from analysis.projection import UNIT_COUNTS
@@ -561,7 +561,7 @@ def refresh_component_lifetimes(
     df = build_component_lifetimes(
         wh.read("component_history"),
         gpu_presence(wh),
-        wh.read("hw_events"),
+        read_hw_evidence(wh),
         as_of=window.observed_to,
         data_start=window.observed_from,
         racks=racks,

@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import polars as pl
 
-from analysis.telemetry import sample_hours_sql, sample_times_sql
+from analysis.telemetry import COUNTER_SOURCE, sample_hours_sql, sample_times_sql
 from warehouse.schemas import TABLES, conform
 
 CORE_LOW, CORE_HIGH = 0.05, 0.95
@@ -40,7 +40,7 @@ SOURCES: tuple[tuple[str, str, str, str, str], ...] = (
     ("scheduler", "job_attempts", "coalesce(end_time, start_time)", "continuous", "true"),
     ("telemetry", "gpu_samples", "time", "continuous", "true"),
     ("node_events", "node_events", "time", "continuous", "true"),
-    ("hw_events", "hw_events", "time", "events", "source <> 'dcgm_counter'"),
+    ("hw_events", "hw_events", "time", "events", f"source <> '{COUNTER_SOURCE}'"),
 )
 
 

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 
-from analysis.attribution import _rank_expr, resolve_chains
+from analysis.attribution import _rank_expr, read_hw_evidence, resolve_chains
 from warehouse.schemas import TABLES, conform
 
 Z95 = 1.959963984540054
@@ -271,7 +271,7 @@ def refresh_repairable(
     """Rebuild ``node_failures`` and ``node_mcf`` from interruptions, hw_events, node_events,
     component_history (the host inventory), job_attempts (hosts jobs ran on) and gpu_hourly
     (presence)."""
-    interruptions, hw, ne = wh.read("interruptions"), wh.read("hw_events"), wh.read("node_events")
+    interruptions, hw, ne = wh.read("interruptions"), read_hw_evidence(wh), wh.read("node_events")
     if windows is None:
         windows = node_windows(wh)
     failures = build_node_failures(interruptions, hw, ne, windows, dedup_window_s)

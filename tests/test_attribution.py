@@ -6,7 +6,14 @@ from datetime import datetime, timedelta
 import polars as pl
 import pytest
 
-from analysis.attribution import build_interruptions, interruption_mix, refresh_interruptions
+from analysis.attribution import (
+    build_interruptions,
+    interruption_mix,
+    read_hw_evidence,
+    refresh_interruptions,
+)
+from analysis.lifetimes import _failure_events
+from analysis.repairable import failure_evidence
 from warehouse.schemas import TABLES, conform
 
 T0 = datetime(2026, 1, 10, 12, 0, 0)
@@ -354,3 +361,45 @@ def test_refresh_writes_the_table(wh):
     refresh_interruptions(wh)
     got = wh.read("interruptions")
     assert got["cause_class"].to_list() == ["gpu"]
+
+
+def test_failure_analyses_read_hw_events_without_background_counter_rises(wh, demo):
+    """``read_hw_evidence`` leaves out exactly the info/warning counter increments that no event
+    names as its cause, and every failure analysis answers the same from it as from the table."""
+    counter = {"source": "dcgm_counter", "event_type": "counter", "component_class": "nvlink"}
+    he = hw(
+        {"t": -300, **counter, "severity": "warning"},  # e0: background, left out
+        {"t": -200, **counter, "severity": "warning"},  # e1: the root of e2's chain, kept
+        {
+            "t": -100,
+            "component_class": "gpu",
+            "severity": "critical",
+            "code": "45",
+            "caused_by": "e1",
+        },
+        {"t": -90, **counter, "severity": "critical"},  # e3: evidence (rank 4)
+        {"t": -80, **counter, "severity": "info"},  # e4
+        {"t": -70, **counter, "severity": None},  # e5
+        {"t": -60, "component_class": "ib_link", "severity": "warning"},  # e6: evidence (rank 6)
+        {"t": -50, "component_class": "gpu", "severity": "Warning", "event_type": "counter"},  # e7
+    )
+    with wh.batch("b1") as b:
+        b.add({"hw_events": he})
+    got = read_hw_evidence(wh)
+    assert sorted(got["event_id"]) == ["e1", "e2", "e3", "e6"]
+    # without e1, e2 would be its own root: a critical GPU event (rank 3) instead of the counter
+    assert (
+        one(attempts(job()), he=got)["cause_event"]
+        == one(attempts(job()), he=he)["cause_event"]
+        == "e3"
+    )
+    assert one(attempts(job()), he=got.filter(pl.col("event_id") != "e1"))["cause_event"] == "e2"
+
+    demo_wh, _ = demo
+    full, ev = demo_wh.read("hw_events"), read_hw_evidence(demo_wh)
+    assert 0 < ev.height < full.height
+    att, ne = demo_wh.read("job_attempts"), demo_wh.read("node_events")
+    assert build_interruptions(att, ne, ev).equals(build_interruptions(att, ne, full))
+    it = demo_wh.read("interruptions")
+    assert failure_evidence(it, ev).sort(pl.all()).equals(failure_evidence(it, full).sort(pl.all()))
+    assert _failure_events(ev).sort(pl.all()).equals(_failure_events(full).sort(pl.all()))
