@@ -128,6 +128,8 @@ def stale_dates(wh: Warehouse) -> list[date]:
 # Out-of-core budget of the daily step: DuckDB spills sorts and aggregations past it to disk, so
 # one day of any fleet size runs in about this much memory.
 DUCKDB_MEMORY_LIMIT = "1GB"
+COUNTER_CHUNK_ROWS = 100_000  # counter rises turned into hw_events rows and written per chunk
+COUNTER_GROUP_ROWS = 200_000  # stored counter changes per group of hosts whose increments DuckDB takes at once
 
 _COUNTER_FILTER = (
     "metric IN (" + ", ".join("'" + m + "'" for m in COUNTER_METRICS) + ")"
@@ -386,18 +388,24 @@ def counter_events(samples: pl.DataFrame) -> pl.DataFrame:
 
 def refresh_counter_events(wh: Warehouse) -> int:
     """Rewrite the ``source=dcgm_counter`` partition of hw_events from gpu_counter_changes
-    (brought up to date first), out of core: DuckDB takes the increments over each series of
-    the whole history within ``DUCKDB_MEMORY_LIMIT``; only the rises reach Python. Returns the
-    event count."""
+    (brought up to date first), out of core and in bounded memory: the hosts are split into
+    groups of about ``COUNTER_GROUP_ROWS`` stored changes (a series never spans hosts, so each
+    group's increments are exact), DuckDB takes each group's increments within
+    ``DUCKDB_MEMORY_LIMIT``, and the rises reach Python and the Parquet file
+    ``COUNTER_CHUNK_ROWS`` at a time. Returns the event count."""
     refresh_gpu_hourly(wh)
+    changes = f"({wh.view_sql('gpu_counter_changes')})"
     with connect_out_of_core(wh) as con:
-        rises = con.sql(_increments_sql(f"({wh.view_sql('gpu_counter_changes')})")).pl()
-    events = _counter_event_rows(rises)
-    if events.height:
-        wh.replace_table("hw_events", events, partitions="touched")
-    else:  # nothing to write: an old partition must not survive
-        wh.drop_partition("hw_events", COUNTER_SOURCE)
-    return events.height
+        total = con.execute(f"SELECT count(*) FROM {changes}").fetchall()[0][0]
+        groups = max(1, -(-total // COUNTER_GROUP_ROWS))
+
+        def chunks():
+            for g in range(groups):
+                group = f"(SELECT * FROM {changes} WHERE hash(host) % {groups} = {g})"
+                for batch in con.sql(_increments_sql(group)).to_arrow_reader(COUNTER_CHUNK_ROWS):
+                    yield _counter_event_rows(pl.from_arrow(batch))
+
+        return wh.replace_partition("hw_events", COUNTER_SOURCE, chunks())
 
 
 def gpu_replacements(samples: pl.DataFrame) -> pl.DataFrame:

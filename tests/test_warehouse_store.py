@@ -288,3 +288,31 @@ def test_a_home_that_cannot_be_used_is_one_line(tmp_path, capsys, kind):
     assert err.count("\n") == 1 and f"home {home}" in err
     with pytest.raises(WarehouseError):
         Warehouse(home)
+
+
+# ----------------------------------------------------------------- streamed partitions
+def test_replace_partition_streams_chunks_into_one_file_or_keeps_the_old_one(wh):
+    """A derived partition written chunk by chunk is one file with every chunk's rows; a
+    failure part way leaves the partition as it was (no temp file); no rows drops it."""
+    t0 = datetime(2026, 1, 1)
+
+    def chunk(i: int, n: int) -> pl.DataFrame:
+        return pl.DataFrame({
+            "event_id": [f"c{i}-{k}" for k in range(n)], "time": [t0] * n, "host": ["n1"] * n, "severity": ["warning"] * n,
+        })  # fmt: skip
+
+    def failing():
+        yield chunk(9, 5)
+        raise RuntimeError("disk gone")
+
+    assert wh.replace_partition("hw_events", "dcgm_counter", (chunk(i, 3) for i in range(4))) == 12
+    files = wh.files("hw_events", partition="dcgm_counter")
+    got = wh.read("hw_events")
+    assert len(files) == 1 and got.height == 12 and set(got["source"]) == {"dcgm_counter"}
+    assert got["time"].to_list() == [t0] * 12 and got["event_id"].n_unique() == 12
+    with pytest.raises(RuntimeError, match="disk gone"):
+        wh.replace_partition("hw_events", "dcgm_counter", failing())
+    assert wh.read("hw_events").sort("event_id").equals(got.sort("event_id"))
+    assert os.listdir(Path(files[0]).parent) == ["data.parquet"]
+    assert wh.replace_partition("hw_events", "dcgm_counter", iter([chunk(0, 0)])) == 0
+    assert wh.read("hw_events").height == 0 and not wh.files("hw_events")

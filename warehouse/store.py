@@ -59,7 +59,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -225,8 +225,13 @@ class Warehouse:
             self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
             if atomic:
                 target = _join(posixpath.dirname(path), f".{uuid.uuid4().hex}.tmp")
-        with self.fs.open(target, "wb") as fh:
-            write(fh)
+        try:
+            with self.fs.open(target, "wb") as fh:
+                write(fh)
+        except BaseException:
+            if target != path:  # a failed write leaves no temp file behind
+                self.fs.rm(target)
+            raise
         if target != path:
             self.fs.mv(target, path)
 
@@ -484,6 +489,34 @@ class Warehouse:
             stale = [f for f in self._find(self._path(name)) if f not in written]
             if stale:
                 self.fs.rm(stale)
+
+    def replace_partition(self, name: str, value: str, frames: Iterable[pl.DataFrame]) -> int:
+        """Replace one hive partition of a derived table with the rows of ``frames``, streamed
+        chunk by chunk into its one Parquet file (atomically, as ``replace_table`` writes it), so
+        the partition never has to fit in memory. No rows: the partition is removed. Returns
+        the rows written."""
+        import pyarrow.parquet as pq  # not on the start path of read-only commands
+
+        spec = TABLES[name]
+        schema = _stored(spec.empty().drop(spec.partition)).to_arrow().schema
+        rows = 0
+
+        def write(fh) -> None:
+            nonlocal rows
+            with pq.ParquetWriter(fh, schema, compression="zstd") as out:
+                for df in frames:
+                    if df.height:
+                        out.write_table(_stored(conform(name, df).drop(spec.partition)).to_arrow().cast(schema))
+                        rows += df.height
+
+        folder = self._path(name, f"{spec.partition}={value}")
+        path = _join(folder, "data.parquet")
+        with self.writer():
+            self._write(path, write)
+            stale = [f for f in self._find(folder) if f != path] if rows else [folder]
+            for f in stale:
+                self._rm_tree(f)
+        return rows
 
     def drop_partition(self, name: str, value: str) -> None:
         """Delete one hive partition of a derived table (a rewrite that produced no rows)."""
@@ -917,10 +950,15 @@ def _join(*parts: str) -> str:
     return "/".join(p for p in parts if p)
 
 
-def _parquet_writer(df: pl.DataFrame) -> Callable[[IO[bytes]], None]:
-    """Write ``df`` with its times as ``STORED_TS`` (naive in memory means UTC)."""
+def _stored(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with its times as ``STORED_TS`` (naive in memory means UTC), as files hold them."""
     naive = [c for c, t in df.schema.items() if isinstance(t, pl.Datetime) and t.time_zone is None]
-    df = df.with_columns(pl.col(c).dt.replace_time_zone("UTC").cast(STORED_TS) for c in naive)
+    return df.with_columns(pl.col(c).dt.replace_time_zone("UTC").cast(STORED_TS) for c in naive)
+
+
+def _parquet_writer(df: pl.DataFrame) -> Callable[[IO[bytes]], None]:
+    """Write ``df`` with its times as ``STORED_TS``."""
+    df = _stored(df)
     return lambda fh: df.write_parquet(fh, compression="zstd", statistics=True)
 
 
