@@ -89,15 +89,15 @@ def sample_hours_sql(wh: Warehouse) -> str:
     rolled = wh.partition_mtimes("gpu_sample_times")
     fresh = sorted(d for d, t in samples.items() if d in rolled and rolled[d] >= t)
     counted = [(d, f) for d in fresh for f in wh.files("gpu_sample_times", partition=d)]
-    raw = [(d, f) for d in sorted(set(samples) - set(fresh)) for f in wh.files("gpu_samples", partition=d)]
+    raw = [(d, wh.files("gpu_samples", partition=d)) for d in sorted(set(samples) - set(fresh))]
     parts = [
         f"SELECT hour, n, first, last, {_sql_str(d)} AS d FROM "
         f"({_files_view('gpu_sample_times', [f], ('hour', 'n', 'first', 'last'))})"
         for d, f in counted
     ] + [
         f"SELECT date_trunc('hour', time) AS hour, count(*) AS n, min(time) AS first, max(time) AS last, "
-        f"{_sql_str(d)} AS d FROM ({_files_view('gpu_samples', [f], ('time',))}) GROUP BY ALL"
-        for d, f in raw
+        f"{_sql_str(d)} AS d FROM ({_files_view('gpu_samples', files, ('time',))}) GROUP BY ALL"
+        for d, files in raw
     ]
     if not parts:
         return "SELECT NULL::TIMESTAMP AS hour, 0::BIGINT AS n, NULL::TIMESTAMP AS first, NULL::TIMESTAMP AS last, [] AS dates WHERE false"
