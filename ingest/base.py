@@ -65,6 +65,11 @@ class ParseResult:
         return pl.DataFrame(schema=QUARANTINE_COLUMNS)
 
 
+# A detector's top confidence: the content carries the format's own signature. No detector
+# returns more, so ``registry.detect`` stops at the first format that returns it.
+CERTAIN = 95
+
+
 @dataclass(frozen=True)
 class FormatSpec:
     """Registers a parser. Each ``ingest`` module that defines ``FORMAT = FormatSpec(...)``
@@ -73,7 +78,7 @@ class FormatSpec:
     name: str  # the --format value
     primary: str  # table that receives one row per good record
     parse: Callable[[bytes, ParseContext], ParseResult]
-    # Content sniffing: (first 64 KiB, file name) -> confidence 0..100 (0 = not this format).
+    # Content sniffing: (first 64 KiB, file name) -> confidence 0..CERTAIN (0 = not this format).
     detect: Callable[[bytes, str], int]
     description: str = ""
     # Large files of this format may be fed in chunks split at line boundaries.

@@ -29,7 +29,14 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, implausible_time, numbered_lines
+from ingest.base import (
+    CERTAIN,
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    implausible_time,
+    numbered_lines,
+)
 from ingest.times import local_to_utc
 from warehouse.schemas import conform, quarantine_frame
 
@@ -214,7 +221,7 @@ _LOG_HINT = re.compile(
 
 def detect(head: bytes, name: str) -> int:
     if _is_csv(head):
-        return 95
+        return CERTAIN
     return 70 if _LOG_HINT.search(head) else 0
 
 

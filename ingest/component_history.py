@@ -54,6 +54,7 @@ from pathlib import PurePath
 import polars as pl
 
 from ingest.base import (
+    CERTAIN,
     FormatSpec,
     ParseContext,
     ParseResult,
@@ -487,7 +488,7 @@ def detect(head: bytes, name: str) -> int:
     first = head.decode("utf-8-sig", errors="replace").lstrip().split("\n", 1)[0]
     cols = {_norm(c) for c in first.split(",")}
     if {"componentclass", "serial", "installedat"} <= cols:
-        return 95
+        return CERTAIN
     if any("serial" in c or c == "sn" for c in cols) and any("install" in c for c in cols):
         return 50
     return 0

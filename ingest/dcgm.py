@@ -36,6 +36,7 @@ import numpy as np
 import polars as pl
 
 from ingest.base import (
+    CERTAIN,
     FormatSpec,
     ParseContext,
     ParseResult,
@@ -309,7 +310,7 @@ def _by_file(df: pl.DataFrame) -> dict[int, pl.DataFrame]:
 def detect(head: bytes, name: str) -> int:
     text = head.decode("utf-8", errors="replace")
     if re.search(r"^DCGM_[A-Z0-9_]+(\{[^}\n]*\})?\s+[-+]?[0-9.NI]", text, re.MULTILINE):
-        return 95
+        return CERTAIN
     if re.search(r"^# (HELP|TYPE) DCGM_", text, re.MULTILINE):
         return 90
     if re.search(r"^DCGM_FI_[A-Z0-9_]+\s*,\s*(gauge|counter|label)\s*,", text, re.MULTILINE):

@@ -27,6 +27,7 @@ import polars as pl
 
 from ingest import sel_sensor_classes as sc
 from ingest.base import (
+    CERTAIN,
     FormatSpec,
     ParseContext,
     ParseResult,
@@ -174,7 +175,7 @@ def _events(df: pl.DataFrame, ctx: ParseContext, host: str | None) -> pl.DataFra
 
 def detect(head: bytes, name: str) -> int:
     types = set(ODATA_TYPE.findall(head.decode("utf-8", errors="replace")))
-    return 95 if types & {"LogEntry", "LogEntryCollection"} else 0
+    return CERTAIN if types & {"LogEntry", "LogEntryCollection"} else 0
 
 
 FORMAT = FormatSpec(

@@ -27,6 +27,7 @@ import polars as pl
 
 from ingest import sel_sensor_classes as sc
 from ingest.base import (
+    CERTAIN,
     FormatSpec,
     ParseContext,
     ParseResult,
@@ -189,7 +190,7 @@ def detect(head: bytes, name: str) -> int:
     types = set(ODATA_TYPE.findall(head.decode("utf-8", errors="replace")))
     if types & {"LogEntry", "LogEntryCollection"}:
         return 0
-    return 95 if types & {"Thermal", "Power", "Sensor", "SensorCollection"} else 0
+    return CERTAIN if types & {"Thermal", "Power", "Sensor", "SensorCollection"} else 0
 
 
 FORMAT = FormatSpec(

@@ -7,7 +7,7 @@ import pkgutil
 from functools import cache
 
 import ingest
-from ingest.base import FormatSpec
+from ingest.base import CERTAIN, FormatSpec
 
 SNIFF_BYTES = 65536
 
@@ -24,10 +24,15 @@ def formats() -> dict[str, FormatSpec]:
 
 
 def detect(head: bytes, name: str) -> FormatSpec | None:
-    """The format whose sniffer is most confident about this content, or None."""
+    """The format whose sniffer is most confident about this content (the first one, in name
+    order, on a tie), or None. A format that is ``CERTAIN`` ends the search: no later one can
+    beat it, and the other sniffers' regexes over 64 KiB cost ~8 ms a file (a fleet is tens of
+    thousands of small files)."""
     best, score = None, 0
     for spec in formats().values():
         s = spec.detect(head, name)
         if s > score:
             best, score = spec, s
+            if s >= CERTAIN:
+                break
     return best

@@ -24,7 +24,14 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, json_error, whole_file_quarantine
+from ingest.base import (
+    CERTAIN,
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    json_error,
+    whole_file_quarantine,
+)
 from ingest.hostlist import expand_column
 from ingest.job_checks import STATES, job_value_errors, number_attempts
 from warehouse.schemas import conform, quarantine_frame
@@ -261,7 +268,7 @@ def detect(head: bytes, name: str) -> int:
     if not text.startswith("{"):
         return 0
     if '"jobs"' in text and re.search(r'"(data_parser|Slurm|slurm)"', text):
-        return 95
+        return CERTAIN
     if '"jobs"' in text and '"job_id"' in text and '"apiVersion"' not in text:
         return 70
     return 0

@@ -13,15 +13,17 @@ Cases that fail in parsers owned by other work are marked ``xfail(strict=True)``
 failure, so the mark must come off when the parser is fixed.
 """
 
+import gzip
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ingest.base import ParseContext
+from ingest.base import CERTAIN, ParseContext
 from ingest.registry import SNIFF_BYTES, detect, formats
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, SAMPLE_FLEET
 from warehouse.schemas import QUARANTINE_COLUMNS, conform
 
 # glob under tests/fixtures -> the format its files are
@@ -94,6 +96,24 @@ def test_fixture_detected_and_parsed_to_schema(path, fmt):
     found = detect(data[:SNIFF_BYTES], path.name)
     assert found is not None and found.name == fmt
     _check(fmt, data, ParseContext(path=str(path), time=datetime(2024, 5, 1), mtime=datetime(2024, 5, 1)))
+
+
+def test_no_sniffer_beats_certain_so_detect_may_stop_there():
+    """``detect`` stops at the first CERTAIN format: the same answer as asking every sniffer,
+    for every fixture and the sample fleet's files, because none returns more."""
+    by_dir: dict[Path, list[Path]] = {}
+    for p in sorted(SAMPLE_FLEET.rglob("*")):
+        if p.is_file() and p.name != "ground_truth.json":
+            by_dir.setdefault(p.parent, []).append(p)
+    paths = [p for p, _ in CASES] + [p for files in by_dir.values() for p in files[:2]]
+    for path in paths:
+        data = path.read_bytes()
+        head = (gzip.decompress(data) if path.suffix == ".gz" else data)[:SNIFF_BYTES]
+        scores = [(spec.detect(head, path.name), spec.name) for spec in formats().values()]
+        top = max(s for s, _ in scores)
+        assert top <= CERTAIN, path
+        found = detect(head, path.name)
+        assert (found.name if found else None) == next((n for s, n in scores if s == top and top), None), path
 
 
 @pytest.mark.parametrize("fmt", _formats("arbitrary"))
