@@ -62,7 +62,6 @@ from analysis.status import MissingInputs
 from analysis.telemetry import (
     CANONICAL_METRICS,
     REPLACEMENT_SOURCE,
-    connect_out_of_core,
     covariate_daily_sql,
     covariate_hourly_sql,
     gpu_presence,
@@ -132,14 +131,17 @@ def _hourly_covariates(gpu_hourly: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-# Per unit (``w``: its window [lo, hi) in hours) n-weighted means and maxima of the covariates:
+# Per unit (``u``: its window [lo, hi) in hours) n-weighted means and maxima of the covariates,
+# computed once per distinct (host, gpu, window) ``w`` (a host's many node-level parts share one):
 # each whole day inside the window from a ``daily`` row (day, host, gpu, cov, s = sum of mean * n,
 # n, mx, last_hour), every other hour from an ``hourly`` row (hour, host, gpu, cov, n, mean, max).
 # Only the days a window starts or ends in need hourly rows.
 _FULL_DAY = "{d} >= w.lo AND {d} + INTERVAL 23 HOUR < w.hi"
 _COV_SQL = f"""
-WITH w AS (
+WITH u AS (
     SELECT _u, host, gpu, date_trunc('hour', observed_from) AS lo, observed_to AS hi FROM units
+), w AS (  -- units with the same slot and window have the same covariates: each window once
+    SELECT DISTINCT host, gpu, lo, hi FROM u
 ), edges AS (
     SELECT DISTINCT host, date_trunc('day', lo) AS day FROM w
     UNION SELECT DISTINCT host, date_trunc('day', hi) FROM w
@@ -147,10 +149,10 @@ WITH w AS (
     SELECT h.*, date_trunc('day', h.hour) AS day FROM hourly h SEMI JOIN edges e
       ON h.host = e.host AND date_trunc('day', h.hour) = e.day
 ), per_gpu AS (
-    SELECT w._u, d.cov, d.s, d.n, d.mx, d.last_hour FROM w JOIN daily d
+    SELECT w.host, w.gpu, w.lo, w.hi, d.cov, d.s, d.n, d.mx, d.last_hour FROM w JOIN daily d
       ON w.host = d.host AND w.gpu = d.gpu AND {_FULL_DAY.format(d="d.day")}
     UNION ALL
-    SELECT w._u, h.cov, h.mean * h.n, h.n, h.max, h.hour FROM w JOIN hours h
+    SELECT w.host, w.gpu, w.lo, w.hi, h.cov, h.mean * h.n, h.n, h.max, h.hour FROM w JOIN hours h
       ON w.host = h.host AND w.gpu = h.gpu AND h.hour >= w.lo AND h.hour < w.hi
      AND NOT ({_FULL_DAY.format(d="h.day")})
 ), host_daily AS (
@@ -158,28 +160,33 @@ WITH w AS (
 ), host_hours AS (
     SELECT host, hour, day, cov, sum(mean * n) AS s, sum(n) AS n, max(max) AS mx FROM hours GROUP BY ALL
 ), per_host AS (
-    SELECT w._u, d.cov, d.s, d.n, d.mx, NULL::TIMESTAMP AS last_hour FROM w JOIN host_daily d
+    SELECT w.host, w.gpu, w.lo, w.hi, d.cov, d.s, d.n, d.mx, NULL::TIMESTAMP AS last_hour FROM w JOIN host_daily d
       ON w.host = d.host AND {_FULL_DAY.format(d="d.day")} WHERE w.gpu IS NULL
     UNION ALL
-    SELECT w._u, h.cov, h.s, h.n, h.mx, NULL FROM w JOIN host_hours h
+    SELECT w.host, w.gpu, w.lo, w.hi, h.cov, h.s, h.n, h.mx, NULL FROM w JOIN host_hours h
       ON w.host = h.host AND h.hour >= w.lo AND h.hour < w.hi AND NOT ({_FULL_DAY.format(d="h.day")})
     WHERE w.gpu IS NULL
-), allc AS (SELECT * FROM per_gpu UNION ALL SELECT * FROM per_host)
-SELECT _u,
-    sum(s) FILTER (WHERE cov = 'temp') / sum(n) FILTER (WHERE cov = 'temp') AS temp_mean,
-    max(mx) FILTER (WHERE cov = 'temp') AS temp_max,
-    sum(s) FILTER (WHERE cov = 'power') / sum(n) FILTER (WHERE cov = 'power') AS power_mean,
-    sum(s) FILTER (WHERE cov = 'util') / sum(n) FILTER (WHERE cov = 'util') AS util_mean,
-    max(last_hour) AS last_seen_hour
-FROM allc GROUP BY _u
+), allc AS (SELECT * FROM per_gpu UNION ALL SELECT * FROM per_host
+), per_window AS (
+    SELECT host, gpu, lo, hi,
+        sum(s) FILTER (WHERE cov = 'temp') / sum(n) FILTER (WHERE cov = 'temp') AS temp_mean,
+        max(mx) FILTER (WHERE cov = 'temp') AS temp_max,
+        sum(s) FILTER (WHERE cov = 'power') / sum(n) FILTER (WHERE cov = 'power') AS power_mean,
+        sum(s) FILTER (WHERE cov = 'util') / sum(n) FILTER (WHERE cov = 'util') AS util_mean,
+        max(last_hour) AS last_seen_hour
+    FROM allc GROUP BY ALL
+)
+SELECT u._u, p.temp_mean, p.temp_max, p.power_mean, p.util_mean, p.last_seen_hour FROM u JOIN per_window p
+  ON u.host = p.host AND u.gpu IS NOT DISTINCT FROM p.gpu AND u.lo = p.lo AND u.hi = p.hi
 """
 _DAILY_FROM_HOURLY = (
     "SELECT date_trunc('day', hour) AS day, host, gpu, cov, sum(mean * n) AS s, sum(n) AS n, "
     "max(max) AS mx, max(hour) AS last_hour FROM hourly GROUP BY ALL"
 )
 
-# out-of-core covariate rows: the days a window starts or ends in -> (daily SQL, hourly SQL of those days)
-CovariateSQL = Callable[[list[date]], tuple[str, str]]
+# out-of-core covariate rows: day -> the hosts with a window starting or ending in it -> (daily
+# SQL, hourly SQL of those days and hosts)
+CovariateSQL = Callable[[dict[date, list[str]]], tuple[str, str]]
 
 
 def _covariates(
@@ -205,11 +212,12 @@ def _covariates(
             con.execute(f"CREATE TEMP VIEW daily AS {_DAILY_FROM_HOURLY}")
         else:
             edges = pl.concat([
-                win["observed_from"].dt.truncate("1h").dt.date(), win["observed_to"].dt.date()
-            ]).drop_nulls().unique().sort().to_list()  # fmt: skip
-            daily_sql, hourly_sql = hourly(edges)
-            con.execute(f"CREATE TEMP VIEW daily AS {daily_sql}")
-            con.execute(f"CREATE TEMP VIEW hourly AS {hourly_sql}")
+                win.select("host", day=pl.col("observed_from").dt.truncate("1h").dt.date()),
+                win.select("host", day=pl.col("observed_to").dt.date()),
+            ]).drop_nulls().unique().group_by("day").agg(pl.col("host").sort())  # fmt: skip
+            daily_sql, hourly_sql = hourly(dict(edges.iter_rows()))
+            con.execute(f"CREATE TEMP TABLE daily AS {daily_sql}")  # tables: computed once, spillable
+            con.execute(f"CREATE TEMP TABLE hourly AS {hourly_sql}")
         out = con.sql(_COV_SQL).pl()
     return out.cast(schema) if out.height else pl.DataFrame(schema=schema)
 
@@ -539,8 +547,9 @@ def observed_hosts(wh, gpus_per_node: int = 8) -> pl.DataFrame:
 
 def covariate_sql(wh, covariates: tuple[str, ...] = COVARIATES) -> CovariateSQL:
     """The out-of-core covariate rows of a warehouse: gpu_daily for whole days, gpu_hourly's
-    partitions of the given days only, so the cost follows the fleet, not the hours stored."""
-    return lambda dates: (covariate_daily_sql(wh, covariates), covariate_hourly_sql(wh, covariates, dates))
+    partitions of the given days and hosts only, so the cost follows the fleet, not the hours
+    stored."""
+    return lambda hosts_by_date: (covariate_daily_sql(wh, covariates), covariate_hourly_sql(wh, covariates, hosts_by_date))
 
 
 def refresh_component_lifetimes(
@@ -568,7 +577,7 @@ def refresh_component_lifetimes(
         nodes_per_rack=nodes_per_rack,
         observed_hosts=observed_hosts(wh, gpus_per_node),
         hourly_covariates=covariate_sql(wh),
-        connect=lambda: connect_out_of_core(wh),
+        connect=wh.connect_out_of_core,
     )
     wh.replace_table("component_lifetimes", df)
     if df.height == 0:

@@ -125,9 +125,6 @@ def stale_dates(wh: Warehouse) -> list[date]:
     return sorted(d for d, t in samples.items() if any(d not in got or got[d] < t for got in done))
 
 
-# Out-of-core budget of the daily step: DuckDB spills sorts and aggregations past it to disk, so
-# one day of any fleet size runs in about this much memory.
-DUCKDB_MEMORY_LIMIT = "1GB"
 COUNTER_CHUNK_ROWS = 100_000  # counter rises turned into hw_events rows and written per chunk
 COUNTER_GROUP_ROWS = 200_000  # stored counter changes per group of hosts whose increments DuckDB takes at once
 
@@ -227,20 +224,11 @@ def _put_partition(wh: Warehouse, table: str, value: str, local_file: Path) -> N
         wh._write(path, lambda fh: shutil.copyfileobj(src, fh, 1 << 20))
 
 
-def connect_out_of_core(wh: Warehouse) -> duckdb.DuckDBPyConnection:
-    """A warehouse connection whose queries stay within ``DUCKDB_MEMORY_LIMIT``, spilling to
-    a temporary directory under the warehouse home."""
-    con = wh.connect()
-    con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
-    con.execute(f"SET temp_directory = {_sql_str(wh.home / '.duckdb_spill')}")
-    return con
-
-
 def _refresh_day(wh: Warehouse, d: date, files: list[str], scratch: Path) -> None:
     """Write day ``d`` of every daily derived table from its gpu_samples ``files``, out of core:
     DuckDB streams each result to a Parquet file in ``scratch`` (memory-limited, spilling),
     which becomes the table's partition; a table with no rows that day loses its partition."""
-    with connect_out_of_core(wh) as con:
+    with wh.connect_out_of_core() as con:
         con.execute(f"CREATE TEMP VIEW day AS {_day_view(files)}")
         daily = _GPU_DAILY_SQL.format(hourly=_sql_str(scratch / "gpu_hourly.parquet"))
         for table, sql in [*_DAILY_SQL.items(), ("gpu_daily", daily)]:
@@ -284,7 +272,7 @@ def gpu_presence(wh: Warehouse) -> pl.DataFrame:
     covariates (observation bounds, telemetry-only units, the UUID / bus -> GPU index layout),
     selected out of core from the compact gpu_daily."""
     slot = "cluster, host, gpu, uuid, pci_bus"
-    with connect_out_of_core(wh) as con:
+    with wh.connect_out_of_core() as con:
         frame = con.sql(
             f"SELECT unnest([min(first_hour), max(last_hour)]) AS hour, {slot} "
             f"FROM ({wh.view_sql('gpu_daily')}) GROUP BY {slot}"
@@ -304,20 +292,27 @@ def _covariate_metrics(covariates: tuple[str, ...]) -> str:
     return ", ".join(_sql_str(m) for m, c in CANONICAL_METRICS.items() if c in covariates)
 
 
-def covariate_hourly_sql(wh: Warehouse, covariates: tuple[str, ...], dates: list[date] | None = None) -> str:
-    """DuckDB SQL over gpu_hourly's Parquet (of the ``dates`` partitions only, when given):
-    (hour, host, gpu, uuid, cov, n, mean, max) of the metrics whose covariate name
-    (``CANONICAL_METRICS``) is one of ``covariates``, for queries that join it out of core
-    instead of loading the table."""
-    if dates is None:
-        source = wh.view_sql("gpu_hourly")
+def covariate_hourly_sql(
+    wh: Warehouse, covariates: tuple[str, ...], hosts_by_date: dict[date, list[str]] | None = None
+) -> str:
+    """DuckDB SQL over gpu_hourly's Parquet: (hour, host, gpu, uuid, cov, n, mean, max) of the
+    metrics whose covariate name (``CANONICAL_METRICS``) is one of ``covariates``, for queries
+    that join it out of core instead of loading the table. ``hosts_by_date``: only those
+    partitions, and in each only the rows of the hosts listed (filtered in the scan: a unit
+    that fails mid-history needs its own host's hours of that day, not the fleet's)."""
+    where = f"metric IN ({_covariate_metrics(covariates)}) AND mean IS NOT NULL"
+    columns = ("hour", "host", "gpu", "uuid", "metric", "n", "mean", "max")
+    if hosts_by_date is None:
+        scans = [f"SELECT * FROM ({wh.view_sql('gpu_hourly')}) WHERE {where}"]
     else:
-        files = [f for d in sorted(set(dates)) for f in wh.files("gpu_hourly", partition=d.isoformat())]
-        source = _files_view("gpu_hourly", files, ("hour", "host", "gpu", "uuid", "metric", "n", "mean", "max"))
-    return (
-        f"SELECT hour, host, gpu, uuid, {_covariate_case()} AS cov, n, mean, max FROM ({source}) "
-        f"WHERE metric IN ({_covariate_metrics(covariates)}) AND mean IS NOT NULL"
-    )
+        scans = [
+            f"SELECT * FROM ({_files_view('gpu_hourly', files, columns)}) WHERE {where} "
+            f"AND host IN ({', '.join(_sql_str(h) for h in sorted(hosts))})"
+            for d, hosts in sorted(hosts_by_date.items())
+            if hosts and (files := wh.files("gpu_hourly", partition=d.isoformat()))
+        ] or [f"{_files_view('gpu_hourly', [], columns)}"]
+    union = " UNION ALL ".join(scans)
+    return f"SELECT hour, host, gpu, uuid, {_covariate_case()} AS cov, n, mean, max FROM ({union})"
 
 
 def covariate_daily_sql(wh: Warehouse, covariates: tuple[str, ...]) -> str:
@@ -389,20 +384,24 @@ def counter_events(samples: pl.DataFrame) -> pl.DataFrame:
 def refresh_counter_events(wh: Warehouse) -> int:
     """Rewrite the ``source=dcgm_counter`` partition of hw_events from gpu_counter_changes
     (brought up to date first), out of core and in bounded memory: the hosts are split into
-    groups of about ``COUNTER_GROUP_ROWS`` stored changes (a series never spans hosts, so each
-    group's increments are exact), DuckDB takes each group's increments within
-    ``DUCKDB_MEMORY_LIMIT``, and the rises reach Python and the Parquet file
+    ranges of about ``COUNTER_GROUP_ROWS`` stored changes (a series never spans hosts, so each
+    range's increments are exact), DuckDB takes each range's increments within
+    ``OUT_OF_CORE_MEMORY``, and the rises reach Python and the Parquet file
     ``COUNTER_CHUNK_ROWS`` at a time. Returns the event count."""
     refresh_gpu_hourly(wh)
     changes = f"({wh.view_sql('gpu_counter_changes')})"
-    with connect_out_of_core(wh) as con:
-        total = con.execute(f"SELECT count(*) FROM {changes}").fetchall()[0][0]
-        groups = max(1, -(-total // COUNTER_GROUP_ROWS))
+    with wh.connect_out_of_core() as con:
+        per_host = con.sql(f"SELECT host, count(*) AS n FROM {changes} GROUP BY host ORDER BY host NULLS FIRST").pl()
+        group = (per_host["n"].cum_sum() - per_host["n"]) // COUNTER_GROUP_ROWS
+        ranges = per_host.group_by(group.alias("g"), maintain_order=True).agg(
+            lo=pl.col("host").min(), hi=pl.col("host").max(), null=pl.col("host").is_null().any()
+        )
 
         def chunks():
-            for g in range(groups):
-                group = f"(SELECT * FROM {changes} WHERE hash(host) % {groups} = {g})"
-                for batch in con.sql(_increments_sql(group)).to_arrow_reader(COUNTER_CHUNK_ROWS):
+            for lo, hi, null in ranges.select("lo", "hi", "null").iter_rows():
+                where = "false" if hi is None else f"host BETWEEN {_sql_str(lo)} AND {_sql_str(hi)}"
+                where = f"(host IS NULL OR {where})" if null else where
+                for batch in con.sql(_increments_sql(f"(SELECT * FROM {changes} WHERE {where})")).to_arrow_reader(COUNTER_CHUNK_ROWS):
                     yield _counter_event_rows(pl.from_arrow(batch))
 
         return wh.replace_partition("hw_events", COUNTER_SOURCE, chunks())

@@ -5,6 +5,7 @@ from datetime import date, datetime, timedelta
 import duckdb
 import polars as pl
 
+from analysis import telemetry
 from analysis.lifetimes import build_component_lifetimes, covariate_sql
 from analysis.telemetry import (
     CANONICAL_METRICS,
@@ -226,6 +227,25 @@ def test_refresh_counter_events_replaces_its_partition(wh):
     )
     assert refresh_counter_events(wh) == 1
     assert refresh_counter_events(wh) == 1 and wh.read("hw_events").height == 1  # idempotent
+
+
+def test_counter_events_by_host_range_equal_one_pass(wh, monkeypatch):
+    """Hosts split into ranges of ~COUNTER_GROUP_ROWS stored changes (here one or two hosts
+    each, a null host among them) give the events of one pass over every series."""
+    dbe, crc = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
+    rows = [
+        (T0 + timedelta(minutes=10 * i), host, g, f"GPU-{host}-{g}", m, float(i // (g + 2)))
+        for host in ("n1", "n2", "n3", None) for g in (0, 1) for m in (dbe, crc) for i in range(6)
+    ]  # fmt: skip
+    samples = _samples(rows)
+    _write(wh, samples)
+    whole = refresh_counter_events(wh)
+    one_pass = wh.read("hw_events").sort("event_id")
+    assert whole == one_pass.height > 0 and one_pass["host"].null_count() > 0
+    monkeypatch.setattr(telemetry, "COUNTER_GROUP_ROWS", 5)
+    assert refresh_counter_events(wh) == whole
+    assert wh.read("hw_events").sort("event_id").equals(one_pass)
+    assert one_pass.equals(_counter_events_reference(samples).sort("event_id"))
 
 
 def test_uuid_change_is_replacement(wh):

@@ -90,7 +90,10 @@ FAULT_ENV = "GOODPUT_FAULT_EXIT_AFTER_RENAMES"  # tests: os._exit mid-commit aft
 # warehouse.duckdb opens in DuckDB 1.5 and later: the `duckdb` command (PyPI duckdb-cli, in
 # pyproject.toml) is 1.5 while the Python duckdb is 2.0, whose own storage 1.5 cannot read
 CATALOG_STORAGE = "v1.5.0"
-DEDUPE_MEMORY = "1GB"  # DuckDB's budget for matching a batch against stored records (spills beyond)
+# DuckDB's budget for every query that reads a whole table or history (matching a batch against
+# stored records, the daily rollups, counter events, covariates): it spills to disk beyond this,
+# so a step's peak does not grow with the fleet (``Warehouse.connect_out_of_core``)
+OUT_OF_CORE_MEMORY = "512MB"
 # in the Parquet root: its files' times are UTC-adjusted (older versions wrote naive UTC)
 TIMES_UTC_MARKER = ".times_utc"  # hidden: ingesting a folder that holds the home skips it
 # in the Parquet root: Dedupe tables keep their source rows in _sources/ (older versions kept
@@ -560,6 +563,14 @@ class Warehouse:
             con.register_filesystem(self.fs)
         return con
 
+    def connect_out_of_core(self) -> duckdb.DuckDBPyConnection:
+        """``connect()`` whose queries stay within ``OUT_OF_CORE_MEMORY``, spilling to a
+        temporary directory under the home."""
+        con = self.connect()
+        con.execute(f"SET memory_limit = '{OUT_OF_CORE_MEMORY}'")
+        con.execute(f"SET temp_directory = {_sql_str(str(self.home / '.duckdb_spill'))}")
+        return con
+
     def committed_stages(self) -> list[str]:
         """Batch ids whose COMMIT marker is written but whose files are still being moved in
         (a live writer mid-commit, or one that crashed there)."""
@@ -816,8 +827,7 @@ class Batch:
         """The batch's DuckDB connection for matching records (opening one costs ~20 ms, and a
         batch matches once per partition it touches), closed with the batch."""
         if self._con is None:
-            self._con = self._lock.enter_context(self.wh.connect())
-            self._con.execute(f"SET memory_limit = '{DEDUPE_MEMORY}'")
+            self._con = self._lock.enter_context(self.wh.connect_out_of_core())
         return self._con
 
     def _record_files(self, name: str, rel: str) -> list[str]:
@@ -845,8 +855,7 @@ class Batch:
             drop = f' EXCLUDE ("{spec.partition}")' if spec.partition else ""
             query = f"SELECT *{drop} FROM ({_deduped(_typed_scan(spec, scan, zoned=True), spec)}) ORDER BY ALL"
             target = _join(self.stage, name, rel, "data.parquet")
-            with self.wh.connect() as con, TemporaryDirectory() as tmp:
-                con.execute(f"SET memory_limit = '{DEDUPE_MEMORY}'")
+            with self.wh.connect_out_of_core() as con, TemporaryDirectory() as tmp:
                 out = target if self.wh.local else str(Path(tmp) / "data.parquet")
                 if self.wh.local:
                     self.wh.fs.makedirs(posixpath.dirname(target), exist_ok=True)
