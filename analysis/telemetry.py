@@ -26,7 +26,6 @@
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from datetime import date
 from pathlib import Path
@@ -216,14 +215,6 @@ def _sql_str(text: str | Path) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
-def _put_partition(wh: Warehouse, table: str, value: str, local_file: Path) -> None:
-    """``local_file`` becomes the one file of a derived table's hive partition (the same path
-    ``Warehouse.replace_table`` writes, atomically, local or object storage)."""
-    path = wh._path(table, f"{TABLES[table].partition}={value}", "data.parquet")
-    with local_file.open("rb") as src:
-        wh._write(path, lambda fh: shutil.copyfileobj(src, fh, 1 << 20))
-
-
 def _refresh_day(wh: Warehouse, d: date, files: list[str], scratch: Path) -> None:
     """Write day ``d`` of every daily derived table from its gpu_samples ``files``, out of core:
     DuckDB streams each result to a Parquet file in ``scratch`` (memory-limited, spilling),
@@ -237,7 +228,7 @@ def _refresh_day(wh: Warehouse, d: date, files: list[str], scratch: Path) -> Non
                 f"COPY ({sql}) TO {_sql_str(out)} (FORMAT parquet, COMPRESSION zstd)"
             ).fetchall()[0][0]
             if rows:
-                _put_partition(wh, table, d.isoformat(), out)
+                wh.put_partition(table, d.isoformat(), out)
             else:
                 wh.drop_partition(table, d.isoformat())
         for table in DAILY_OUTPUTS:
@@ -292,27 +283,21 @@ def _covariate_metrics(covariates: tuple[str, ...]) -> str:
     return ", ".join(_sql_str(m) for m, c in CANONICAL_METRICS.items() if c in covariates)
 
 
-def covariate_hourly_sql(
-    wh: Warehouse, covariates: tuple[str, ...], hosts_by_date: dict[date, list[str]] | None = None
-) -> str:
+def covariate_hourly_sql(wh: Warehouse, covariates: tuple[str, ...], hosts_by_date: dict[date, list[str]]) -> str:
     """DuckDB SQL over gpu_hourly's Parquet: (hour, host, gpu, uuid, cov, n, mean, max) of the
     metrics whose covariate name (``CANONICAL_METRICS``) is one of ``covariates``, for queries
-    that join it out of core instead of loading the table. ``hosts_by_date``: only those
-    partitions, and in each only the rows of the hosts listed (filtered in the scan: a unit
-    that fails mid-history needs its own host's hours of that day, not the fleet's)."""
+    that join it out of core instead of loading the table: the partitions of ``hosts_by_date``
+    only, and in each only the rows of the hosts listed (filtered in the scan: a unit that
+    fails mid-history needs its own host's hours of that day, not the fleet's)."""
     where = f"metric IN ({_covariate_metrics(covariates)}) AND mean IS NOT NULL"
     columns = ("hour", "host", "gpu", "uuid", "metric", "n", "mean", "max")
-    if hosts_by_date is None:
-        scans = [f"SELECT * FROM ({wh.view_sql('gpu_hourly')}) WHERE {where}"]
-    else:
-        scans = [
-            f"SELECT * FROM ({_files_view('gpu_hourly', files, columns)}) WHERE {where} "
-            f"AND host IN ({', '.join(_sql_str(h) for h in sorted(hosts))})"
-            for d, hosts in sorted(hosts_by_date.items())
-            if hosts and (files := wh.files("gpu_hourly", partition=d.isoformat()))
-        ] or [f"{_files_view('gpu_hourly', [], columns)}"]
-    union = " UNION ALL ".join(scans)
-    return f"SELECT hour, host, gpu, uuid, {_covariate_case()} AS cov, n, mean, max FROM ({union})"
+    scans = [
+        f"SELECT * FROM ({_files_view('gpu_hourly', files, columns)}) WHERE {where} "
+        f"AND host IN ({', '.join(_sql_str(h) for h in sorted(hosts))})"
+        for d, hosts in sorted(hosts_by_date.items())
+        if hosts and (files := wh.files("gpu_hourly", partition=d.isoformat()))
+    ] or [_files_view("gpu_hourly", [], columns)]
+    return f"SELECT hour, host, gpu, uuid, {_covariate_case()} AS cov, n, mean, max FROM ({' UNION ALL '.join(scans)})"
 
 
 def covariate_daily_sql(wh: Warehouse, covariates: tuple[str, ...]) -> str:

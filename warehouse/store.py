@@ -54,6 +54,7 @@ import json
 import os
 import posixpath
 import re
+import shutil
 import socket
 import sys
 import threading
@@ -512,14 +513,24 @@ class Warehouse:
                         out.write_table(_stored(conform(name, df).drop(spec.partition)).to_arrow().cast(schema))
                         rows += df.height
 
-        folder = self._path(name, f"{spec.partition}={value}")
-        path = _join(folder, "data.parquet")
+        folder, path = self._partition_file(name, value)
         with self.writer():
             self._write(path, write)
             stale = [f for f in self._find(folder) if f != path] if rows else [folder]
             for f in stale:
                 self._rm_tree(f)
         return rows
+
+    def put_partition(self, name: str, value: str, local_file: Path) -> None:
+        """``local_file`` (a Parquet file written elsewhere, e.g. by DuckDB's ``COPY``) becomes
+        the one file of a derived table's hive partition, atomically, local or object storage."""
+        with self.writer(), local_file.open("rb") as src:
+            self._write(self._partition_file(name, value)[1], lambda fh: shutil.copyfileobj(src, fh, 1 << 20))
+
+    def _partition_file(self, name: str, value: str) -> tuple[str, str]:
+        """(folder, its one ``data.parquet``) of a derived table's hive partition."""
+        folder = self._path(name, f"{TABLES[name].partition}={value}")
+        return folder, _join(folder, "data.parquet")
 
     def drop_partition(self, name: str, value: str) -> None:
         """Delete one hive partition of a derived table (a rewrite that produced no rows)."""
