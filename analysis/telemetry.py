@@ -248,7 +248,7 @@ def refresh_gpu_hourly(
     else:
         todo = sorted(set(dates) if force else set(dates) & set(stale))
     done = []
-    with tempfile.TemporaryDirectory(prefix="daily-", dir=wh.home) as tmp:
+    with tempfile.TemporaryDirectory(prefix="daily-", dir=wh.scratch) as tmp:
         for d in todo:
             files = wh.files("gpu_samples", partition=d.isoformat())
             if files:

@@ -10,7 +10,8 @@ plus 8 min to simulate the 2,048-node fleet the first time):
    --days 54 --seed 3 --fault-scale 1 --scrape-interval 1h``, written once and reused (its
    ``ground_truth.json`` marks it complete).
 2. ``goodput ingest`` then ``goodput build`` into a fresh warehouse (benchmarks/out/home-N), each
-   a child process: wall time, rows/s, peak RSS (``os.wait4`` rusage of that child alone).
+   a child process: wall time, rows/s, peak RSS (``os.wait4`` rusage of that child alone), and
+   the CPU of the ingest's committing process alone (its parsers are child processes).
 3. The heavy build steps again, one child process each, for their own peak RSS and wall time:
    gpu_hourly (every date), dcgm counter events, GPU replacements, component lifetimes.
 4. DuckDB itself on the same files, in one child: ``read_csv`` of every ``.prom.gz`` as lines
@@ -71,6 +72,17 @@ with warnings.catch_warnings(), instance_for(sys.argv[1]) as instance:
     result = job.execute_in_process(instance=instance, partition_key=sys.argv[2], raise_on_error=False)
 print("success" if result.success else "failed")
 sys.exit(0 if result.success else 1)
+"""
+
+# ``goodput ingest`` (argv[1] = home, argv[2] = fleet), then the CPU of this process alone: the
+# one that commits (parsers are its child processes), the serial part of an ingest
+INGEST_RUN = """
+import json, resource, sys
+from pipelines.cli import main
+status = main(["ingest", "--home", sys.argv[1], sys.argv[2]])
+own = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"committer_cpu_s": own.ru_utime + own.ru_stime}))
+sys.exit(status)
 """
 
 # each heavy build step alone, in a child process of its own (argv[1] = warehouse home)
@@ -187,12 +199,13 @@ def measure_ingest(nodes: int, fleet: Path, home: Path, logs: Path, reuse: bool)
     files = sum(1 for p in fleet.rglob("*") if p.is_file())
     res: dict = {"files": files}
     wall, cpu, rss, rc = run_child(
-        GOODPUT + ["ingest", "--home", str(home), str(fleet)], logs / "ingest.log"
+        [sys.executable, "-c", INGEST_RUN, str(home), str(fleet)], logs / "ingest.log"
     )
     if rc:
         raise SystemExit(f"ingest of {fleet} failed ({rc}); see {logs / 'ingest.log'}")
     rows = warehouse_rows(home)
-    res["ingest"] = {"wall_s": wall, "cpu_s": cpu, "rss": rss, "rows": rows}
+    committer = json.loads((logs / "ingest.log").read_text().strip().splitlines()[-1])
+    res["ingest"] = {"wall_s": wall, "cpu_s": cpu, "rss": rss, "rows": rows, **committer}
     wall, cpu, rss, rc = run_child(
         [sys.executable, "-c", scan_script(fleet)], logs / "duckdb_scan.log"
     )
@@ -248,6 +261,9 @@ def measure(nodes: int, steps: bool, reuse: bool = False, daily: bool = True, bu
     rows = i["rows"]
     print(f"[{nodes} nodes] ingest: {files:,} files, {rows:,} rows in {i['wall_s']:.1f} s, {i['cpu_s']:.0f} CPU s "
           f"({rows / i['wall_s']:,.0f} rows/s), peak RSS {i['rss'] / GB:.2f} GB", flush=True)  # fmt: skip
+    if "committer_cpu_s" in i:  # the serial part: what one more parser core cannot speed up
+        print(f"[{nodes} nodes] ingest: the committing process {i['committer_cpu_s']:.0f} CPU s, "
+              f"{i['committer_cpu_s'] / rows * 1e6:.2f} CPU-us a row", flush=True)  # fmt: skip
     if not build:
         return _scan_ratio(nodes, res)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import math
 import multiprocessing
 import os
 import stat
@@ -269,9 +270,29 @@ def checked_files(paths: list[str | Path], fmt: str = "auto", jobs: int | None =
     return iter_files(paths)
 
 
-def default_jobs() -> int:
-    """Parsing processes when none are asked for: one per core this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def default_jobs(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
+    """Parsing processes when none are asked for: one per core this process may run on, and
+    no more than its cgroup's CPU quota (a Kubernetes pod's CPU limit: on a 64-core node a
+    2-CPU pod sees 64 cores, and 64 parsers would exceed its memory limit)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    quota = _cgroup_cpus(cgroup)
+    return max(1, min(cores, quota)) if quota else cores
+
+
+def _cgroup_cpus(cgroup: Path) -> int | None:
+    """CPUs the cgroup's quota allows (rounded up), from cgroup v2 ``cpu.max`` or v1
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``; None when there is no quota."""
+    try:
+        if (cgroup / "cpu.max").exists():
+            quota, period = (cgroup / "cpu.max").read_text().split()[:2]
+        else:
+            v1 = cgroup / "cpu"
+            quota, period = ((v1 / f).read_text().strip() for f in ("cpu.cfs_quota_us", "cpu.cfs_period_us"))
+        if quota in ("max", "-1"):
+            return None
+        return math.ceil(int(quota) / int(period))
+    except (OSError, ValueError):
+        return None
 
 
 # Small files are parsed in a process pool, several per task (a task's pickling and round trip

@@ -7,8 +7,12 @@ already imported these definitions: Dagster's default start (a fresh interpreter
 re-imported the code location for each of the build's steps, 320 s of start-up against 118 s of
 work under load (benchmarks/bench_ui_vs_cli.py). The steps share nothing but the warehouse (they
 return metadata, never data), so the same definitions run with ``k8s_job_executor`` (a pod per
-step) by configuration: see README "Scale". The CLI runs the same jobs in-process.
+step) by configuration only: ``GOODPUT_EXECUTOR=k8s`` in the code location's environment, and
+the executor's settings in the run config (README "Scale"). The CLI runs the same jobs
+in-process.
 """
+
+import os
 
 import dagster as dg
 
@@ -26,18 +30,42 @@ def preloaded_multiprocess(config: dict) -> dict:
     return {"max_concurrent": config["max_concurrent"], "start_method": PRELOAD}
 
 
+EXECUTOR_ENV = "GOODPUT_EXECUTOR"
+EXECUTORS = ("multiprocess", "k8s")
+
+
+def run_executor(name: str | None = None) -> dg.ExecutorDefinition:
+    """The executor of the runs Dagster launches, chosen by ``$GOODPUT_EXECUTOR``:
+    ``multiprocess`` (default; this machine's cores) or ``k8s`` (dagster-k8s's
+    ``k8s_job_executor``: a Kubernetes Job per step)."""
+    name = name or os.environ.get(EXECUTOR_ENV) or "multiprocess"
+    if name == "multiprocess":
+        return preloaded_multiprocess
+    if name == "k8s":
+        from dagster_k8s import k8s_job_executor  # imports the Kubernetes client: only when chosen
+
+        return k8s_job_executor
+    raise ValueError(f"{EXECUTOR_ENV}={name!r}: use one of {', '.join(EXECUTORS)}")
+
+
 ingest_job = dg.define_asset_job("ingest", selection=dg.AssetSelection.assets(*INGEST_ASSETS))
 build_job = dg.define_asset_job("build", selection=dg.AssetSelection.assets(*BUILD_ASSETS))
 
-defs = dg.Definitions(
-    assets=ALL_ASSETS,
-    asset_checks=ALL_CHECKS,
-    jobs=[ingest_job, build_job],
-    sensors=[build_sensor(ingest_job)],
-    schedules=[build_schedule(build_job)],
-    resources={"goodput": GoodputConfig()},
-    executor=preloaded_multiprocess,
-)
+
+def definitions(executor: dg.ExecutorDefinition) -> dg.Definitions:
+    """Every asset, check, job, sensor and schedule, with ``executor`` for launched runs."""
+    return dg.Definitions(
+        assets=ALL_ASSETS,
+        asset_checks=ALL_CHECKS,
+        jobs=[ingest_job, build_job],
+        sensors=[build_sensor(ingest_job)],
+        schedules=[build_schedule(build_job)],
+        resources={"goodput": GoodputConfig()},
+        executor=executor,
+    )
+
+
+defs = definitions(run_executor())
 
 
 def resolved_job(name: str = "build") -> dg.JobDefinition:

@@ -3,13 +3,20 @@ materialized by the build job with the multiprocess executor (both cores, one pr
 forked from a server that imported the definitions once), equal the in-process run's."""
 
 import shutil
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
+import pytest
+import yaml
+from dagster_k8s.models import k8s_model_from_dict
+from kubernetes import client
 
 from pipelines.cli import main
-from pipelines.definitions import defs, resolved_build_job
+from pipelines.definitions import definitions, defs, resolved_build_job, run_executor
 from pipelines.run import instance_for
 from warehouse.store import Warehouse
 
@@ -50,3 +57,45 @@ def test_multiprocess_executor_writes_what_the_in_process_run_writes(tmp_path, m
         want = a.read(name)
         keys = [c for c, t in want.schema.items() if t != pl.Float64 and not isinstance(t, pl.List)]
         assert b.read(name).sort(keys, nulls_last=True).equals(want.sort(keys, nulls_last=True)), name
+
+
+def _readme_k8s_run_config() -> dict:
+    """The run config README "Kubernetes" documents for ``GOODPUT_EXECUTOR=k8s``."""
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    return yaml.safe_load(text.split("**Kubernetes.**", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0])
+
+
+def test_the_readme_kubernetes_settings_are_valid_k8s_job_executor_config():
+    for name in ("build", "ingest"):
+        job = definitions(run_executor("k8s")).resolve_job_def(name)
+        assert job.executor_def.name == "k8s"
+        config = _readme_k8s_run_config()
+        k8s = dg.validate_run_config(job, config)["execution"]["k8s"]
+        assert k8s["job_namespace"] == "goodput" and k8s["max_concurrent"] == 4
+        # the pod's parts build into Kubernetes models as the executor builds them
+        volumes = [k8s_model_from_dict(client.V1Volume, v) for v in k8s["volumes"]]
+        assert volumes[0].persistent_volume_claim.claim_name == "goodput-home"
+        mounts = [k8s_model_from_dict(client.V1VolumeMount, m) for m in k8s["volume_mounts"]]
+        assert {m.name: m.mount_path for m in mounts} == {"home": "/goodput/home", "scratch": "/scratch"}
+        limits = k8s_model_from_dict(client.V1ResourceRequirements, k8s["step_k8s_config"]["container_config"]["resources"])
+        assert limits.limits == {"cpu": "2", "memory": "4Gi"}
+        assert "GOODPUT_EXECUTOR=k8s" in k8s["env_vars"]
+        steps = set(k8s["per_step_k8s_config"])  # each names a step of the ingest or build job
+        assert steps == {"ingested_sources", "gpu_hourly"}
+        assert steps <= set(defs.resolve_job_def("ingest").graph.node_dict) | set(defs.resolve_job_def("build").graph.node_dict)
+        config["execution"]["config"]["volume_mount"] = config["execution"]["config"].pop("volume_mounts")
+        with pytest.raises(dg.DagsterInvalidConfigError, match="volume_mount"):  # a typo is caught
+            dg.validate_run_config(job, config)
+
+
+def test_goodput_executor_picks_the_executor_of_launched_runs(monkeypatch):
+    assert run_executor().name == "preloaded_multiprocess"
+    assert run_executor("multiprocess").name == "preloaded_multiprocess"
+    with pytest.raises(ValueError, match="GOODPUT_EXECUTOR='slurm': use one of multiprocess, k8s"):
+        run_executor("slurm")
+    monkeypatch.setenv("GOODPUT_EXECUTOR", "k8s")  # as the code location's pod sets it
+    out = subprocess.run(
+        [sys.executable, "-c", "from pipelines.definitions import defs; print(defs.resolve_job_def('build').executor_def.name)"],
+        capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1],
+    )  # fmt: skip
+    assert out.stdout.strip() == "k8s"

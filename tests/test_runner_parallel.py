@@ -242,3 +242,23 @@ def test_directories_expand_sorted_without_hidden_entries_or_symlinked_dirs(tmp_
     assert [f.relative_to(tmp_path).as_posix() for f in iter_files([tmp_path])] == ["a/1.log", "b/2.log", "c.log"]
     with pytest.raises(UserError, match="no such file or directory"):
         iter_files([tmp_path / "missing"])
+
+
+@pytest.mark.parametrize(
+    "files, want",
+    [
+        ({"cpu.max": "200000 100000\n"}, 2),  # cgroup v2: a 2-CPU pod limit
+        ({"cpu.max": "150000 100000\n"}, 2),  # 1.5 CPUs: rounded up
+        ({"cpu.max": "max 100000\n"}, None),  # no limit
+        ({"cpu/cpu.cfs_quota_us": "300000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 3),  # cgroup v1
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        ({}, None),  # no cgroup files (macOS, a bare container)
+        ({"cpu.max": "garbage"}, None),
+    ],
+)
+def test_default_jobs_stay_within_the_cgroup_cpu_quota(tmp_path, monkeypatch, files, want):
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda _pid: set(range(64)), raising=False)
+    assert runner.default_jobs(tmp_path) == (64 if want is None else want)

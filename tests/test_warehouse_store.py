@@ -316,3 +316,18 @@ def test_replace_partition_streams_chunks_into_one_file_or_keeps_the_old_one(wh)
     assert os.listdir(Path(files[0]).parent) == ["data.parquet"]
     assert wh.replace_partition("hw_events", "dcgm_counter", iter([chunk(0, 0)])) == 0
     assert wh.read("hw_events").height == 0 and not wh.files("hw_events")
+
+
+def test_out_of_core_steps_spill_to_goodput_scratch(tmp_path, monkeypatch):
+    """A home on a shared volume (Kubernetes) keeps spills on the pod's own disk."""
+    assert Warehouse(tmp_path / "a").scratch == tmp_path / "a"  # default: the home
+    monkeypatch.setenv("GOODPUT_SCRATCH", str(tmp_path / "scratch"))
+    wh = Warehouse(tmp_path / "b")
+    assert wh.scratch == tmp_path / "scratch"
+    with wh.connect_out_of_core() as con:
+        spill = con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0]
+    assert Path(spill) == tmp_path / "scratch" / ".duckdb_spill"
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("GOODPUT_SCRATCH", str(tmp_path / "file" / "sub"))
+    with pytest.raises(WarehouseError, match=r"cannot use \$GOODPUT_SCRATCH .*file/sub: Not a directory"):
+        Warehouse(tmp_path / "c")

@@ -14,6 +14,10 @@ The home directory is local (DESIGN.md). The Parquet root is ``<home>/parquet`` 
     <root>/.sources_apart                                       marker: Dedupe tables laid out as above
     <home>/warehouse.duckdb                                     views over the Parquet
     <home>/reports/  <home>/landing/  <home>/.writer.lock  <home>/.staging-locks/
+    <scratch>/.duckdb_spill/  <scratch>/daily-*/                spills and a day's rollup files
+                                                                before they are moved in place;
+                                                                scratch is $GOODPUT_SCRATCH, else
+                                                                the home
 
 Every Parquet file operation goes through one fsspec filesystem (the local disk, or s3fs), and
 the DuckDB connections of ``connect()`` have that filesystem registered, so the same SQL reads
@@ -141,6 +145,9 @@ def resolve_home(home: str | os.PathLike | None = None) -> Path:
     return Path(chosen).expanduser().resolve()
 
 
+SCRATCH_ENV = "GOODPUT_SCRATCH"
+
+
 def resolve_parquet_uri(uri: str | os.PathLike | None, home: Path) -> str:
     """--warehouse-uri, else $GOODPUT_WAREHOUSE_URI, else <home>/parquet; returns an absolute
     local path or ``s3://bucket/prefix``."""
@@ -170,6 +177,9 @@ class Warehouse:
         self.db_path = self.home / "warehouse.duckdb"
         self.reports = self.home / "reports"
         self.landing = self.home / "landing"
+        # temporary files of out-of-core steps: a local disk even where the home is a shared
+        # volume (Kubernetes: an emptyDir)
+        self.scratch = Path(os.environ.get(SCRATCH_ENV) or self.home).expanduser().resolve()
         if self.home.exists() and not self.home.is_dir():
             raise WarehouseError(f"home {self.home} is a file, not a directory")
         try:
@@ -177,6 +187,10 @@ class Warehouse:
                 d.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise WarehouseError(f"cannot use home {self.home}: {exc.strerror or exc}") from None
+        try:
+            self.scratch.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WarehouseError(f"cannot use ${SCRATCH_ENV} {self.scratch}: {exc.strerror or exc}") from None
         if not os.access(self.home, os.W_OK | os.X_OK):
             raise WarehouseError(f"cannot use home {self.home}: not writable")
         self.fs, self._root = fsspec.core.url_to_fs(self.parquet)
@@ -576,10 +590,10 @@ class Warehouse:
 
     def connect_out_of_core(self) -> duckdb.DuckDBPyConnection:
         """``connect()`` whose queries stay within ``OUT_OF_CORE_MEMORY``, spilling to a
-        temporary directory under the home."""
+        temporary directory under the scratch folder ($GOODPUT_SCRATCH, else the home)."""
         con = self.connect()
         con.execute(f"SET memory_limit = '{OUT_OF_CORE_MEMORY}'")
-        con.execute(f"SET temp_directory = {_sql_str(str(self.home / '.duckdb_spill'))}")
+        con.execute(f"SET temp_directory = {_sql_str(str(self.scratch / '.duckdb_spill'))}")
         return con
 
     def committed_stages(self) -> list[str]:
