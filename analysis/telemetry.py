@@ -311,18 +311,19 @@ def covariate_daily_sql(wh: Warehouse, covariates: tuple[str, ...]) -> str:
     )
 
 
-def _increments_sql(series: str) -> str:
+def _increments_sql(series: str, extra: str = "") -> str:
     """DuckDB SQL over a relation of counter samples (cluster, host, gpu, uuid, metric, time,
-    value, source_file): every rise of a cumulative counter over the sample before it in its
-    series (``lag`` over each series), with its ``base`` metric (the XID count's per-code name
-    without its labels) and the increase ``inc``. Run out of core: only the rises come back."""
+    value, source_file, and the ``extra`` columns, e.g. ", date"): every rise of a cumulative
+    counter over the sample before it in its series (``lag`` over each series), with its
+    ``base`` metric (the XID count's per-code name without its labels) and the increase
+    ``inc``. Run out of core: only the rises come back."""
     bases = ", ".join(_sql_str(m) for m in COUNTER_METRICS)
     return f"""
         SELECT * FROM (
             SELECT *, value - lag(value) OVER (PARTITION BY {_SERIES} ORDER BY time NULLS LAST) AS inc
             FROM (
                 SELECT cluster, host, gpu, uuid, metric, regexp_replace(metric, '\\{{.*$', '') AS base,
-                    time, value, source_file
+                    time, value, source_file{extra}
                 FROM {series} WHERE value IS NOT NULL
             ) WHERE base IN ({bases})
         ) WHERE inc > 0"""
@@ -366,30 +367,85 @@ def counter_events(samples: pl.DataFrame) -> pl.DataFrame:
     return _counter_event_rows(rises)
 
 
+def _counter_piece(day: str) -> str:
+    """The hw_events piece (file of the counter-events partition) of one day's rises."""
+    return f"day-{day}"
+
+
+def counter_days_to_redo(wh: Warehouse) -> tuple[list[str], list[str]]:
+    """(days of gpu_counter_changes whose counter events must be recomputed, pieces of the
+    counter-events partition to delete). A day's rises depend on its changes and on each
+    series' last value before it, so from the first day whose piece is missing or older than
+    the changes of that day or of any day before it, every later day is redone (a daily run:
+    only the new day). A piece whose day has no changes any more is deleted, and the days
+    after it are redone; a whole-partition file of an older version means every day."""
+    changes = wh.partition_mtimes("gpu_counter_changes")
+    pieces = wh.piece_mtimes("hw_events", COUNTER_SOURCE)
+    days = sorted(changes)
+    stored = {p.removeprefix(_counter_piece("")): t for p, t in pieces.items() if p.startswith(_counter_piece(""))}
+    drop = sorted(p for p in pieces if p not in {_counter_piece(d) for d in days})
+    gone = [d for d in stored if d not in changes]
+    first = days[0] if days and any(not p.startswith(_counter_piece("")) for p in pieces) else None
+    newest = 0.0
+    for d in days:
+        newest = max(newest, changes[d])
+        if d not in stored or stored[d] < newest or any(g < d for g in gone):
+            first = d if first is None else min(first, d)
+            break
+    return [d for d in days if first is not None and d >= first], drop
+
+
 def refresh_counter_events(wh: Warehouse) -> int:
-    """Rewrite the ``source=dcgm_counter`` partition of hw_events from gpu_counter_changes
-    (brought up to date first), out of core and in bounded memory: the hosts are split into
-    ranges of about ``COUNTER_GROUP_ROWS`` stored changes (a series never spans hosts, so each
-    range's increments are exact), DuckDB takes each range's increments within
-    ``OUT_OF_CORE_MEMORY``, and the rises reach Python and the Parquet file
-    ``COUNTER_CHUNK_ROWS`` at a time. Returns the event count."""
+    """Bring the ``source=dcgm_counter`` partition of hw_events up to date with
+    gpu_counter_changes (itself brought up to date first), incrementally: one piece per day
+    of changes (``Warehouse.write_pieces``), and only the days ``counter_days_to_redo`` names
+    are computed, from their changes and each series' last value before the first of them.
+    Out of core and in bounded memory: hosts are split into ranges of about
+    ``COUNTER_GROUP_ROWS`` changes (a series never spans hosts, so each range's increments are
+    exact), DuckDB takes each range's increments within ``OUT_OF_CORE_MEMORY``, and the rises
+    reach Python ``COUNTER_CHUNK_ROWS`` at a time. Returns the partition's event count."""
     refresh_gpu_hourly(wh)
-    changes = f"({wh.view_sql('gpu_counter_changes')})"
-    with wh.connect_out_of_core() as con:
+    with wh.writer():
+        todo, drop = counter_days_to_redo(wh)
+        if todo:
+            _write_counter_days(wh, todo)
+        wh.drop_pieces("hw_events", COUNTER_SOURCE, drop)
+        files = wh.files("hw_events", partition=COUNTER_SOURCE)
+        if not files:
+            return 0
+        with wh.connect() as con:
+            return con.execute(f"SELECT sum(num_rows)::BIGINT FROM parquet_file_metadata({_sql_list(files)})").fetchall()[0][0]
+
+
+def _write_counter_days(wh: Warehouse, days: list[str]) -> None:
+    """Write the counter-events piece of each of ``days`` (consecutive, the last days of
+    gpu_counter_changes): the changes from the first of them, each series seeded with its
+    last value before it (the seed is the first row of its series here, so never a rise)."""
+    view = wh.view_sql("gpu_counter_changes")
+    first = f"DATE {_sql_str(days[0])}"
+    with wh.connect_out_of_core() as con, wh.write_pieces("hw_events", COUNTER_SOURCE) as write:
+        for d in days:  # a day without rises still gets its (empty) piece: it is done
+            write(_counter_piece(d), pl.DataFrame())
+        # one row per series: small, computed once (every host range reads it)
+        con.execute(f"""CREATE TEMP TABLE seeds AS
+            SELECT {_SERIES}, max(time) AS time, arg_max(value, time) AS value FROM ({view})
+            WHERE date < {first} AND value IS NOT NULL GROUP BY ALL""")
+        changes = f"(SELECT * FROM ({view}) WHERE date >= {first})"
         per_host = con.sql(f"SELECT host, count(*) AS n FROM {changes} GROUP BY host ORDER BY host NULLS FIRST").pl()
         group = (per_host["n"].cum_sum() - per_host["n"]) // COUNTER_GROUP_ROWS
         ranges = per_host.group_by(group.alias("g"), maintain_order=True).agg(
             lo=pl.col("host").min(), hi=pl.col("host").max(), null=pl.col("host").is_null().any()
         )
-
-        def chunks():
-            for lo, hi, null in ranges.select("lo", "hi", "null").iter_rows():
-                where = "false" if hi is None else f"host BETWEEN {_sql_str(lo)} AND {_sql_str(hi)}"
-                where = f"(host IS NULL OR {where})" if null else where
-                for batch in con.sql(_increments_sql(f"(SELECT * FROM {changes} WHERE {where})")).to_arrow_reader(COUNTER_CHUNK_ROWS):
-                    yield _counter_event_rows(pl.from_arrow(batch))
-
-        return wh.replace_partition("hw_events", COUNTER_SOURCE, chunks())
+        for lo, hi, null in ranges.select("lo", "hi", "null").iter_rows():
+            where = "false" if hi is None else f"host BETWEEN {_sql_str(lo)} AND {_sql_str(hi)}"
+            where = f"(host IS NULL OR {where})" if null else where
+            series = f"""(
+                SELECT cluster, host, gpu, uuid, metric, time, value, source_file, date FROM {changes} WHERE {where}
+                UNION ALL BY NAME SELECT *, NULL AS source_file, NULL::DATE AS date FROM seeds WHERE {where}
+            )"""
+            for batch in con.sql(_increments_sql(series, ", date")).to_arrow_reader(COUNTER_CHUNK_ROWS):
+                for (d,), part in pl.from_arrow(batch).partition_by("date", as_dict=True).items():
+                    write(_counter_piece(d.isoformat()), _counter_event_rows(part.drop("date")))
 
 
 def gpu_replacements(samples: pl.DataFrame) -> pl.DataFrame:

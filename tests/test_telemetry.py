@@ -248,6 +248,71 @@ def test_counter_events_by_host_range_equal_one_pass(wh, monkeypatch):
     assert one_pass.equals(_counter_events_reference(samples).sort("event_id"))
 
 
+def test_counter_events_are_computed_only_for_new_or_changed_days(wh, monkeypatch):
+    """Counter events are kept one piece per day: a new day computes only that day (its first
+    rise taken over the day before's last value), a day whose samples changed redoes itself and
+    the days after it, a day with no rises is done too (an empty piece), and a partition
+    written whole by an older version is replaced. Each time the events equal one pass over
+    every sample."""
+    import time
+
+    dbe, crc = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
+    start = datetime(2024, 5, 1)
+
+    def day(n: int, bump: float = 0.0) -> list:
+        # six samples a day per (host, gpu, metric); values rise within and across days, and
+        # host n2's DBE counter steps at midnight only (a rise seen at a day's first sample)
+        return [
+            (start + timedelta(days=n, hours=4 * i), host, g, f"GPU-{host}-{g}", m,
+             float(n * 3 + (0 if host == "n2" and m == dbe else i // 2)) + bump)
+            for host in ("n1", "n2", None) for g in (0, 1) for m in (dbe, crc) for i in range(6)
+        ]  # fmt: skip
+
+    def pieces() -> dict[str, float]:
+        return wh.piece_mtimes("hw_events", "dcgm_counter")
+
+    def check(samples: list) -> None:
+        want = _counter_events_reference(_samples(samples)).sort("event_id")
+        got = wh.read("hw_events").sort("event_id")
+        assert got.height == want.height > 0 and got.equals(want)
+
+    quiet = [(start + timedelta(hours=i), "n9", 0, "GPU-n9-0", dbe, 5.0) for i in range(3)]
+    _write(wh, _samples(quiet))  # day 0: samples, no rise
+    rows = quiet + day(1) + day(2)
+    _write(wh, _samples(day(1) + day(2)))
+    monkeypatch.setattr(telemetry, "COUNTER_GROUP_ROWS", 20)  # several host ranges
+    n = refresh_counter_events(wh)
+    assert set(pieces()) == {"day-2024-05-01", "day-2024-05-02", "day-2024-05-03"}
+    assert n == wh.read("hw_events").height
+    check(rows)
+    assert telemetry.counter_days_to_redo(wh) == ([], [])  # nothing to do: nothing rewritten
+    before = pieces()
+    time.sleep(0.01)
+
+    _write(wh, _samples(day(3)))  # the next day arrives
+    refresh_gpu_hourly(wh)
+    assert telemetry.counter_days_to_redo(wh) == (["2024-05-04"], [])
+    refresh_counter_events(wh)
+    after = pieces()
+    assert {p for p in after if after[p] != before.get(p)} == {"day-2024-05-04"}
+    check(rows := rows + day(3))
+
+    late = [(start + timedelta(days=2, hours=23), "n1", 0, "GPU-n1-0", dbe, 100.0)]
+    _write(wh, _samples(late))  # a late sample on day 2 (it changes day 3's first rise too)
+    refresh_gpu_hourly(wh)
+    assert telemetry.counter_days_to_redo(wh) == (["2024-05-03", "2024-05-04"], [])
+    refresh_counter_events(wh)
+    check(rows := rows + late)
+    assert any(e.startswith("dcgm_counter:n1:0:GPU-n1-0:" + dbe + ":2024-05-03T23") for e in wh.read("hw_events")["event_id"])
+
+    wh.replace_partition("hw_events", "dcgm_counter", [wh.read("hw_events").head(3)])  # an older version's layout
+    assert set(pieces()) == {"data"}
+    assert telemetry.counter_days_to_redo(wh)[1] == ["data"]
+    refresh_counter_events(wh)
+    assert "data" not in pieces() and len(pieces()) == 4
+    check(rows)
+
+
 def test_uuid_change_is_replacement(wh):
     m = "DCGM_FI_DEV_GPU_TEMP"
     rows = [

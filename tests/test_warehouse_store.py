@@ -331,3 +331,21 @@ def test_out_of_core_steps_spill_to_goodput_scratch(tmp_path, monkeypatch):
     monkeypatch.setenv("GOODPUT_SCRATCH", str(tmp_path / "file" / "sub"))
     with pytest.raises(WarehouseError, match=r"cannot use \$GOODPUT_SCRATCH .*file/sub: Not a directory"):
         Warehouse(tmp_path / "c")
+
+
+def test_record_key_ranges_bound_the_stored_rows_a_batch_is_matched_against():
+    """Each orderable key column without nulls bounds the stored rows read (times, strings,
+    integers); a column with a null, a list or a long string bounds nothing."""
+    from warehouse.schemas import TABLES
+    from warehouse.store import _key_ranges
+
+    part = pl.DataFrame({
+        "time": [datetime(2026, 1, 1, 0, 0, 1), datetime(2026, 1, 1, 23, 59, 59, 5)],
+        "host": ["gpu-node-0007", "gpu-node-0003"], "gpu": [7, 0], "uuid": ["GPU-a", None],
+        "metric": ["x" * 300, "DCGM_FI_DEV_GPU_TEMP"],
+    }, schema_overrides={"gpu": pl.Int32})  # fmt: skip
+    assert _key_ranges(part, ("time", "host", "gpu", "uuid", "metric"), TABLES["gpu_samples"]) == [
+        "e.\"time\" BETWEEN TIMESTAMP '2026-01-01 00:00:01' AND TIMESTAMP '2026-01-01 23:59:59.000005'",
+        "e.\"host\" BETWEEN 'gpu-node-0003' AND 'gpu-node-0007'",
+        'e."gpu" BETWEEN 0 AND 7',
+    ]

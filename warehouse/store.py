@@ -7,6 +7,9 @@ The home directory is local (DESIGN.md). The Parquet root is ``<home>/parquet`` 
     <root>/<table>/[<partition>=<value>/]part-<batch>.parquet   ingest tables, one file per batch
     <root>/<table>/[<partition>=<value>/]data.parquet           derived tables, replaced whole;
                                                                 the canonical rows of a Dedupe table
+    <root>/<table>/<partition>=<value>/<piece>.parquet          a derived partition kept in pieces
+                                                                replaced one by one (hw_events'
+                                                                counter events: one per day)
     <root>/_sources/<table>/[<partition>=<value>/]part-<batch>.parquet
                                                                 a Dedupe table's rows per source
     <root>/_staging/<batch>/...                                 a batch being committed
@@ -48,7 +51,8 @@ both.
 
 Idempotence: the manifest holds the sha256 of every ingested file, and a batch stores only
 records whose ``record_key`` (warehouse/schemas.py) is not stored yet, matched out of core by
-DuckDB against the table's files of the same partition and time range.
+DuckDB against the table's files of the same partition, reading only the stored rows within
+the batch's range of each key column (time, host, ...).
 """
 
 from __future__ import annotations
@@ -510,30 +514,67 @@ class Warehouse:
 
     def replace_partition(self, name: str, value: str, frames: Iterable[pl.DataFrame]) -> int:
         """Replace one hive partition of a derived table with the rows of ``frames``, streamed
-        chunk by chunk into its one Parquet file (atomically, as ``replace_table`` writes it), so
-        the partition never has to fit in memory. No rows: the partition is removed. Returns
-        the rows written."""
+        chunk by chunk into its one Parquet file (``write_pieces``: the piece ``data``), so the
+        partition never has to fit in memory. No rows: the partition is removed. Returns the
+        rows written."""
+        rows = 0
+        folder, path = self._partition_file(name, value)
+        with self.writer():
+            with self.write_pieces(name, value) as write:
+                for df in frames:
+                    write("data", df)
+                    rows += df.height
+            for f in [f for f in self._find(folder) if f != path] if rows else [folder]:
+                self._rm_tree(f)
+        return rows
+
+    @contextmanager
+    def write_pieces(self, name: str, value: str):
+        """Write files ("pieces") of one hive partition of a derived table, each
+        ``<partition>/<piece>.parquet``: yields ``write(piece, df)``, which appends ``df`` to
+        that piece (an empty ``df`` still makes the piece, with no rows). Rows stream to local
+        files under the scratch folder, so no piece has to fit in memory; when the block ends
+        without error each piece replaces its file, atomically (``_write``), in piece order.
+        On error no file changes. Other files of the partition stay (``drop_pieces``)."""
         import pyarrow.parquet as pq  # not on the start path of read-only commands
 
         spec = TABLES[name]
         schema = _stored(spec.empty().drop(spec.partition)).to_arrow().schema
-        rows = 0
+        folder = self._partition_file(name, value)[0]
+        with self.writer(), TemporaryDirectory(prefix="pieces-", dir=self.scratch) as tmp:
+            local = Path(tmp)
+            with ExitStack() as files:
+                writers: dict[str, pq.ParquetWriter] = {}
 
-        def write(fh) -> None:
-            nonlocal rows
-            with pq.ParquetWriter(fh, schema, compression="zstd") as out:
-                for df in frames:
+                def write(piece: str, df: pl.DataFrame) -> None:
+                    if piece not in writers:
+                        out = pq.ParquetWriter(local / f"{piece}.parquet", schema, compression="zstd")
+                        writers[piece] = files.enter_context(out)
                     if df.height:
-                        out.write_table(_stored(conform(name, df).drop(spec.partition)).to_arrow().cast(schema))
-                        rows += df.height
+                        table = _stored(conform(name, df).drop(spec.partition)).to_arrow().cast(schema)
+                        writers[piece].write_table(table)
 
-        folder, path = self._partition_file(name, value)
+                yield write
+            for piece in sorted(writers):  # every file closed (complete) above
+                with (local / f"{piece}.parquet").open("rb") as src:
+                    self._write(_join(folder, f"{piece}.parquet"), lambda fh: shutil.copyfileobj(src, fh, 1 << 20))
+
+    def piece_mtimes(self, name: str, value: str) -> dict[str, float]:
+        """Piece (file name without ``.parquet``) -> modification time, of one hive partition
+        of a derived table (none if it does not exist)."""
+        folder = self._partition_file(name, value)[0]
+        found = self.fs.find(folder, detail=True) if self.fs.exists(folder) else {}
+        return {
+            posixpath.basename(f)[: -len(".parquet")]: _mtime(info)
+            for f, info in found.items() if f.endswith(".parquet") and posixpath.dirname(f) == folder
+        }  # fmt: skip
+
+    def drop_pieces(self, name: str, value: str, pieces: Iterable[str]) -> None:
+        """Delete some pieces (``write_pieces``) of one hive partition of a derived table."""
+        folder = self._partition_file(name, value)[0]
         with self.writer():
-            self._write(path, write)
-            stale = [f for f in self._find(folder) if f != path] if rows else [folder]
-            for f in stale:
-                self._rm_tree(f)
-        return rows
+            for piece in pieces:
+                self._rm_tree(_join(folder, f"{piece}.parquet"))
 
     def put_partition(self, name: str, value: str, local_file: Path) -> None:
         """``local_file`` (a Parquet file written elsewhere, e.g. by DuckDB's ``COPY``) becomes
@@ -820,8 +861,9 @@ class Batch:
     def _stored(self, name: str, rel: str, part: pl.DataFrame, keys: tuple[str, ...]) -> pl.Series:
         """Row indices (``_i``) of ``part`` whose record key is already stored in this
         partition (committed, or staged earlier in this batch). Out of core: DuckDB matches the
-        stored files against the batch, keeping only the batch's keys in memory; a time key
-        prunes row groups to the batch's time range."""
+        stored files against the batch, keeping only the batch's keys in memory; the batch's
+        range of each key column (``_key_ranges``) prunes stored files and row groups by their
+        statistics (a batch holds some hosts' files: the other hosts' rows are never read)."""
         files = self._record_files(name, rel)
         if not files:
             return pl.Series("_i", [], pl.UInt32)
@@ -832,10 +874,8 @@ class Batch:
         # files written before a key column was declared read it as null
         spec = TABLES[name]
         typed = ", ".join(f'CAST(NULL AS {duck_type(spec.columns[k])}) AS "{k}"' for k in keys)
-        where = ""
-        if "time" in keys and part["time"].null_count() == 0:
-            lo, hi = part["time"].min(), part["time"].max()
-            where = f"WHERE e.time BETWEEN TIMESTAMP '{lo}' AND TIMESTAMP '{hi}'"
+        ranges = _key_ranges(part, keys, spec)
+        where = ("WHERE " + " AND ".join(ranges)) if ranges else ""
         con = self._connection()
         con.register("b", part.select("_i", *keys).to_arrow())
         con.execute(
@@ -1002,6 +1042,32 @@ def _split_partitions(spec: Table, df: pl.DataFrame):
 
 def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+_RANGE_LITERAL_CHARS = 256  # longer strings (raw lines) make no useful range predicate
+
+
+def _key_ranges(part: pl.DataFrame, keys: tuple[str, ...], spec: Table) -> list[str]:
+    """SQL predicates ``e."k" BETWEEN lo AND hi`` over the stored rows ``e``, one per record-key
+    column of ``part`` with no nulls whose type orders (times, strings, integers): a stored row
+    outside any range cannot match, and DuckDB skips files and row groups by these."""
+    out = []
+    for k in keys:
+        col, dtype = part[k], spec.columns[k]
+        ordered = isinstance(dtype, pl.Datetime) or dtype == pl.Utf8 or dtype.is_integer()
+        if not ordered or col.null_count() or not col.len():
+            continue
+        lo, hi = col.min(), col.max()
+        if isinstance(dtype, pl.Datetime):
+            bounds = f"TIMESTAMP '{lo}'", f"TIMESTAMP '{hi}'"
+        elif dtype.is_integer():
+            bounds = str(lo), str(hi)
+        elif max(len(lo), len(hi)) <= _RANGE_LITERAL_CHARS:
+            bounds = _sql_str(lo), _sql_str(hi)
+        else:
+            continue
+        out.append(f'e."{k}" BETWEEN {bounds[0]} AND {bounds[1]}')
+    return out
 
 
 def _join(*parts: str) -> str:
