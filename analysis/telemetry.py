@@ -367,9 +367,11 @@ def counter_events(samples: pl.DataFrame) -> pl.DataFrame:
     return _counter_event_rows(rises)
 
 
+COUNTER_PIECE = "day-"  # + YYYY-MM-DD: the hw_events piece (file of the counter-events partition) of one day's rises
+
+
 def _counter_piece(day: str) -> str:
-    """The hw_events piece (file of the counter-events partition) of one day's rises."""
-    return f"day-{day}"
+    return COUNTER_PIECE + day
 
 
 def counter_days_to_redo(wh: Warehouse) -> tuple[list[str], list[str]]:
@@ -382,10 +384,10 @@ def counter_days_to_redo(wh: Warehouse) -> tuple[list[str], list[str]]:
     changes = wh.partition_mtimes("gpu_counter_changes")
     pieces = wh.piece_mtimes("hw_events", COUNTER_SOURCE)
     days = sorted(changes)
-    stored = {p.removeprefix(_counter_piece("")): t for p, t in pieces.items() if p.startswith(_counter_piece(""))}
+    stored = {p.removeprefix(COUNTER_PIECE): t for p, t in pieces.items() if p.startswith(COUNTER_PIECE)}
     drop = sorted(p for p in pieces if p not in {_counter_piece(d) for d in days})
     gone = [d for d in stored if d not in changes]
-    first = days[0] if days and any(not p.startswith(_counter_piece("")) for p in pieces) else None
+    first = days[0] if days and any(not p.startswith(COUNTER_PIECE) for p in pieces) else None
     newest = 0.0
     for d in days:
         newest = max(newest, changes[d])
@@ -444,8 +446,8 @@ def _write_counter_days(wh: Warehouse, days: list[str]) -> None:
                 UNION ALL BY NAME SELECT *, NULL AS source_file, NULL::DATE AS date FROM seeds WHERE {where}
             )"""
             for batch in con.sql(_increments_sql(series, ", date")).to_arrow_reader(COUNTER_CHUNK_ROWS):
-                for (d,), part in pl.from_arrow(batch).partition_by("date", as_dict=True).items():
-                    write(_counter_piece(d.isoformat()), _counter_event_rows(part.drop("date")))
+                rises = pl.from_arrow(batch).filter(pl.col("inc") > 0)  # as _counter_event_rows does
+                write(COUNTER_PIECE + rises["date"].cast(pl.Utf8), _counter_event_rows(rises.drop("date")))
 
 
 def gpu_replacements(samples: pl.DataFrame) -> pl.DataFrame:

@@ -13,7 +13,7 @@ plus 8 min to simulate the 2,048-node fleet the first time):
    a child process: wall time, rows/s, peak RSS (``os.wait4`` rusage of that child alone), and
    the CPU of the ingest's committing process alone (its parsers are child processes).
 3. The heavy build steps again, one child process each, for their own peak RSS and wall time:
-   gpu_hourly (every date), dcgm counter events, GPU replacements, component lifetimes.
+   gpu_hourly (every date), dcgm counter events (every day), GPU replacements, component lifetimes.
 4. DuckDB itself on the same files, in one child: ``read_csv`` of every ``.prom.gz`` as lines
    with a regex extracting name, labels, value and timestamp; ``read_csv`` of the sacct dump;
    every other source file read as lines. Ingest wall / this wall is the DuckDB-scan ratio.
@@ -92,7 +92,12 @@ STEPS = {
         "wh = W(sys.argv[1]); "
         "telemetry.refresh_gpu_hourly(wh, [date.fromisoformat(d) for d in wh.partition_mtimes('gpu_samples')], force=True)"
     ),
-    "dcgm_counter_events": "from analysis import telemetry; telemetry.refresh_counter_events(W(sys.argv[1]))",
+    # every day's counter events again (a build from scratch; a daily run computes one day)
+    "dcgm_counter_events": (
+        "from analysis import telemetry; wh = W(sys.argv[1]); "
+        "wh.drop_pieces('hw_events', telemetry.COUNTER_SOURCE, wh.piece_mtimes('hw_events', telemetry.COUNTER_SOURCE)); "
+        "telemetry.refresh_counter_events(wh)"
+    ),
     "telemetry_gpu_replacements": "from analysis import telemetry; telemetry.refresh_gpu_replacements(W(sys.argv[1]))",
     "component_lifetimes": "from analysis import lifetimes; lifetimes.refresh_component_lifetimes(W(sys.argv[1]))",
 }

@@ -349,3 +349,19 @@ def test_record_key_ranges_bound_the_stored_rows_a_batch_is_matched_against():
         "e.\"host\" BETWEEN 'gpu-node-0003' AND 'gpu-node-0007'",
         'e."gpu" BETWEEN 0 AND 7',
     ]
+
+
+def test_write_pieces_routes_each_row_to_its_piece(wh):
+    """``write(Series of piece names, df)`` puts each row in its own piece (one conversion for
+    the chunk); a piece named with no rows still exists, empty; other pieces are kept."""
+    t0 = datetime(2026, 1, 1)
+    wh.replace_partition("hw_events", "dcgm_counter", [pl.DataFrame({"event_id": ["old"], "time": [t0]})])
+    df = pl.DataFrame({"event_id": [f"e{i}" for i in range(5)], "time": [t0] * 5, "host": list("abcab")})
+    with wh.write_pieces("hw_events", "dcgm_counter") as write:
+        write("day-3", pl.DataFrame())
+        write(pl.Series(["day-1", "day-2", "day-1", "day-1", "day-2"]), df)
+    assert set(wh.piece_mtimes("hw_events", "dcgm_counter")) == {"data", "day-1", "day-2", "day-3"}
+    by_file = {Path(f).stem: pl.read_parquet(f)["event_id"].to_list() for f in wh.files("hw_events", partition="dcgm_counter")}
+    assert by_file == {"data": ["old"], "day-1": ["e0", "e2", "e3"], "day-2": ["e1", "e4"], "day-3": []}
+    wh.drop_pieces("hw_events", "dcgm_counter", ["data", "day-3"])
+    assert wh.read("hw_events").height == 5

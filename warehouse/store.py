@@ -532,7 +532,9 @@ class Warehouse:
     def write_pieces(self, name: str, value: str):
         """Write files ("pieces") of one hive partition of a derived table, each
         ``<partition>/<piece>.parquet``: yields ``write(piece, df)``, which appends ``df`` to
-        that piece (an empty ``df`` still makes the piece, with no rows). Rows stream to local
+        that piece (an empty ``df`` still makes the piece, with no rows), or, with ``piece`` a
+        Series of piece names (one per row), each row to its own piece, converting ``df`` once
+        (a chunk of rows spanning many pieces costs one conversion, not one per piece). Rows stream to local
         files under the scratch folder, so no piece has to fit in memory; when the block ends
         without error each piece replaces its file, atomically (``_write``), in piece order.
         On error no file changes. Other files of the partition stay (``drop_pieces``)."""
@@ -546,13 +548,24 @@ class Warehouse:
             with ExitStack() as files:
                 writers: dict[str, pq.ParquetWriter] = {}
 
-                def write(piece: str, df: pl.DataFrame) -> None:
+                def opened(piece: str) -> pq.ParquetWriter:
                     if piece not in writers:
                         out = pq.ParquetWriter(local / f"{piece}.parquet", schema, compression="zstd")
                         writers[piece] = files.enter_context(out)
-                    if df.height:
-                        table = _stored(conform(name, df).drop(spec.partition)).to_arrow().cast(schema)
-                        writers[piece].write_table(table)
+                    return writers[piece]
+
+                def write(piece: str | pl.Series, df: pl.DataFrame) -> None:
+                    if isinstance(piece, str):
+                        opened(piece)
+                        groups = [(piece, None)] if df.height else []
+                    else:
+                        rows = pl.DataFrame({"piece": piece}).with_row_index("i").group_by("piece", maintain_order=True)
+                        groups = rows.agg("i").iter_rows()
+                    if not df.height:
+                        return
+                    table = _stored(conform(name, df).drop(spec.partition)).to_arrow().cast(schema)
+                    for each, rows in groups:
+                        opened(each).write_table(table if rows is None else table.take(rows))
 
                 yield write
             for piece in sorted(writers):  # every file closed (complete) above
