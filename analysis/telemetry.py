@@ -157,13 +157,15 @@ _DAILY_SQL: dict[str, str] = {
     "gpu_sample_times": """
         SELECT date_trunc('hour', time) AS hour, count(*)::BIGINT AS n, min(time) AS first, max(time) AS last
         FROM day GROUP BY ALL ORDER BY hour NULLS FIRST""",
-    # per (hour, GPU, metric): n / mean / min / max / last of the finite values
+    # per (hour, GPU, metric): n / mean / min / max / last of the finite values; stored host
+    # by host, so reading some hosts' hours (lifetimes' covariates on the days a unit enters
+    # or leaves) skips the other hosts' row groups
     "gpu_hourly": """
         SELECT date_trunc('hour', time) AS hour, cluster, host, gpu, uuid, pci_bus, metric,
             count(*)::BIGINT AS n, avg(value) AS mean, min(value) AS min, max(value) AS max,
             arg_max(value, time) AS last
         FROM day WHERE value IS NOT NULL AND isfinite(value)  -- isnan() misses some NaN payloads in DuckDB 2.0
-        GROUP BY ALL ORDER BY hour NULLS FIRST, host NULLS FIRST, gpu NULLS FIRST, metric NULLS FIRST""",
+        GROUP BY ALL ORDER BY host NULLS FIRST, gpu NULLS FIRST, metric NULLS FIRST, hour NULLS FIRST""",
 }
 # the day's gpu_hourly (``hourly``, the file just written) -> its gpu_daily partition: what
 # whole-history analyses read instead of every hour (lifetimes' covariates, GPU presence)
