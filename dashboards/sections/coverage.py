@@ -13,6 +13,20 @@ KEY = "coverage"
 TITLE = "Data quality: time covered per source and host"
 ORDER = 120
 TABLES = ()
+# hosts charted one bar per source each; a bigger fleet charts only its least-covered hosts (a
+# bar per host of 2,000 is 30,000 pixels tall, and Altair refuses more than 5,000 rows)
+MAX_HOSTS = 50
+
+
+def least_covered(coverage: pl.DataFrame, n: int = MAX_HOSTS) -> pl.DataFrame:
+    """The rows of the ``n`` hosts with the least coverage: fewest source tables, then the
+    least time covered over them (ties by name)."""
+    rank = (
+        coverage.group_by("host")
+        .agg(sources=pl.col("source").n_unique(), covered=(pl.col("last") - pl.col("first")).sum())
+        .sort("sources", "covered", "host")
+    )
+    return coverage.filter(pl.col("host").is_in(rank["host"].head(n).implode()))
 
 
 def coverage_chart(coverage: pl.DataFrame) -> alt.Chart:
@@ -47,7 +61,8 @@ def build(ctx: ReportContext) -> Section:
     if coverage.height == 0:
         s.note = NO_DATA
         return s
-    s.chart = coverage_chart(coverage)
+    n_charted = coverage["host"].n_unique()
+    s.chart = coverage_chart(coverage if n_charted <= MAX_HOSTS else least_covered(coverage))
     per = (
         coverage.group_by("source")
         .agg(
@@ -80,6 +95,11 @@ def build(ctx: ReportContext) -> Section:
     )
     missing = sorted(set(per["source"].to_list()) ^ set(hosts["source"].to_list()))
     s.reading = text + (f" (no per-host data in {', '.join(missing)})" if missing else "") + "."
+    if n_charted > MAX_HOSTS:
+        s.reading += (
+            f" The chart shows the {MAX_HOSTS} of {n_charted:,} hosts with the least coverage "
+            "(fewest source tables, then least time covered)."
+        )
     s.extra_html = html_table(
         ["source table", "first (UTC)", "last (UTC)", "rows", "hosts"],
         [
