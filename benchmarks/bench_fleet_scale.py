@@ -3,7 +3,7 @@ several sizes, with the peak memory of every step, next to DuckDB scanning the s
 
     python -m benchmarks.bench_fleet_scale [--nodes 128 512 2048] [--skip-steps] [--reuse-ingest] [--ingest-only]
 
-Per size N (default 128, 512 and 2048, the Llama 3 fleet: about 75 min in all on 2 idle cores,
+Per size N (default 128, 512 and 2048, the Llama 3 fleet: 48-75 min in all on 2 idle cores,
 plus 8 min to simulate the 2,048-node fleet the first time):
 
 1. A simulated fleet, ``goodput simulate --out benchmarks/out/fleet-N --nodes N --gpus-per-node 8

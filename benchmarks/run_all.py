@@ -1,5 +1,5 @@
 """Every benchmark at its default size, one after another (``make bench``: ~5 min on 2 cores
-for the others, plus bench_fleet_scale's 128-, 512- and 2,048-node fleets, ~75 min on an idle machine),
+for the others, plus bench_fleet_scale's 128-, 512- and 2,048-node fleets, 48-75 min on an idle machine),
 then the table of their ``TARGET`` lines. Exits non-zero when a target is missed or a
 benchmark fails to run.
 
