@@ -365,3 +365,10 @@ def test_write_pieces_routes_each_row_to_its_piece(wh):
     assert by_file == {"data": ["old"], "day-1": ["e0", "e2", "e3"], "day-2": ["e1", "e4"], "day-3": []}
     wh.drop_pieces("hw_events", "dcgm_counter", ["data", "day-3"])
     assert wh.read("hw_events").height == 5
+
+
+def test_connections_draw_no_progress_bar(wh):
+    """A long query must not draw DuckDB's progress bar into the CLI's output or step logs."""
+    for con in (wh.connect(), wh.connect_out_of_core()):
+        with con:
+            assert con.execute("SELECT current_setting('enable_progress_bar')").fetchall() == [(False,)]

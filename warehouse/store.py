@@ -637,6 +637,9 @@ class Warehouse:
         con = duckdb.connect(database, read_only=read_only, config=config)
         # stored times are TIMESTAMPTZ: this session converts them to and from naive UTC
         con.execute("SET TimeZone = 'UTC'")
+        # a query past 2 s would draw DuckDB's progress bar over the CLI's output and into
+        # Dagster's captured step logs
+        con.execute("SET enable_progress_bar = false")
         if not self.local:
             self.fs.invalidate_cache()
             con.register_filesystem(self.fs)
