@@ -534,10 +534,10 @@ class Warehouse:
         ``<partition>/<piece>.parquet``: yields ``write(piece, df)``, which appends ``df`` to
         that piece (an empty ``df`` still makes the piece, with no rows), or, with ``piece`` a
         Series of piece names (one per row), each row to its own piece, converting ``df`` once
-        (a chunk of rows spanning many pieces costs one conversion, not one per piece). Rows stream to local
-        files under the scratch folder, so no piece has to fit in memory; when the block ends
-        without error each piece replaces its file, atomically (``_write``), in piece order.
-        On error no file changes. Other files of the partition stay (``drop_pieces``)."""
+        (a chunk spanning many pieces costs one conversion, not one per piece). Rows stream to
+        local files under the scratch folder, so no piece has to fit in memory; when the block
+        ends without error each piece replaces its file, atomically (``_write``), in piece
+        order. On error no file changes. Other files of the partition stay (``drop_pieces``)."""
         import pyarrow.parquet as pq  # not on the start path of read-only commands
 
         spec = TABLES[name]
@@ -557,15 +557,15 @@ class Warehouse:
                 def write(piece: str | pl.Series, df: pl.DataFrame) -> None:
                     if isinstance(piece, str):
                         opened(piece)
-                        groups = [(piece, None)] if df.height else []
-                    else:
-                        rows = pl.DataFrame({"piece": piece}).with_row_index("i").group_by("piece", maintain_order=True)
-                        groups = rows.agg("i").iter_rows()
+                        groups = [(piece, None)]
+                    else:  # (piece, its rows' indices), in order of first appearance
+                        by_piece = pl.DataFrame({"piece": piece}).with_row_index("i")
+                        groups = by_piece.group_by("piece", maintain_order=True).agg("i").iter_rows()
                     if not df.height:
                         return
                     table = _stored(conform(name, df).drop(spec.partition)).to_arrow().cast(schema)
-                    for each, rows in groups:
-                        opened(each).write_table(table if rows is None else table.take(rows))
+                    for each, indices in groups:
+                        opened(each).write_table(table if indices is None else table.take(indices))
 
                 yield write
             for piece in sorted(writers):  # every file closed (complete) above
