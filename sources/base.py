@@ -12,10 +12,13 @@ and four things:
   and are stored once (record keys), so overlap costs only the transfer.
 - ``plan(src, window) -> list[str]``: the commands and queries a pull would run, for
   ``--dry-run`` (no I/O, no credentials read).
-- ``fetch(src, window) -> Iterator[Document]``: the I/O. Each document is a response or command
+- ``fetch(src, window) -> Iterator[Document | Failure]``: the I/O. Each document is a response or command
   output in a format an ``ingest`` parser reads; it goes through that parser, the warehouse's
   record keys and quarantine exactly as a file would. A failure raises ``SourceError`` with one
-  line saying what failed (never a traceback); nothing of the window is then stored.
+  line saying what failed (never a traceback); nothing of the window is then stored. A kind
+  that reads many independent targets (hundreds of BMCs) yields a ``Failure`` for a target it
+  could not read instead, and its other targets' documents are stored; such a kind reads every
+  target whole again on each pull, so a failed target is caught up by the next one.
 """
 
 from __future__ import annotations
@@ -70,6 +73,14 @@ class Document:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """One target of a source (a BMC) that could not be read in this pull: a status row."""
+
+    target: str
+    reason: str  # one line
+
+
+@dataclass(frozen=True)
 class SourceConfig:
     name: str  # unique in sources.toml; the cursor and the status rows are kept under it
     kind: str
@@ -91,8 +102,9 @@ class SourceConfig:
         return value
 
 
-def fetch_all(kind, src: SourceConfig, window: Window) -> list[Document]:
-    """Every document of ``window``, or SourceError: a window is stored whole or not at all."""
+def fetch_all(kind, src: SourceConfig, window: Window) -> list[Document | Failure]:
+    """Every document (and failed target) of ``window``, or SourceError: a window is stored whole
+    or not at all."""
     try:
         return list(kind.fetch(src, window))
     except SourceError:
