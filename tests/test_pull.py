@@ -220,4 +220,6 @@ def test_pull_conservation_catches_a_window_that_does_not_add_up(wh):
     with wh.batch("bad") as batch:
         batch.add({"pull_log": bad})
     result = pull_conservation(wh)
-    assert not result.passed and result.metadata["violations"] == 1
+    # the bad row does not add up, and it claims rows the warehouse does not hold twice
+    assert not result.passed and result.metadata["violations"] == 2
+    assert "read 5, stored 4" in result.metadata["first"] and "8 rows pulled, 4 stored" in result.metadata["first"]
