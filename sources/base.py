@@ -70,6 +70,7 @@ class Document:
     format: str  # the ingest format that reads it (ingest.registry)
     host: str | None = None  # ParseContext.host for documents that do not name their host
     options: dict = field(default_factory=dict)  # ParseContext.options for its parser
+    time: datetime | None = None  # ParseContext.time: when a snapshot without its own times was read
 
 
 @dataclass(frozen=True)
