@@ -84,13 +84,17 @@ def bmcs(src: SourceConfig) -> list[Bmc]:
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
-            raise SourceError(f"{src.name}: bmcs_file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+            raise SourceError(
+                f"{src.name}: bmcs_file {path}: {getattr(exc, 'strerror', None) or exc}"
+            ) from None
         for n, line in enumerate(text.splitlines(), start=1):
             fields = line.split("#", 1)[0].split()
             if not fields:
                 continue
             if len(fields) != 2:
-                raise SourceError(f"{src.name}: {path} line {n}: expected 'host url', got {line.strip()!r}")
+                raise SourceError(
+                    f"{src.name}: {path} line {n}: expected 'host url', got {line.strip()!r}"
+                )
             out.append(_bmc(src, fields[0], fields[1], f"{path} line {n}"))
     seen: set[str] = set()
     for b in out:
@@ -123,18 +127,26 @@ def _checked(src: SourceConfig) -> None:
     for key in ("concurrency", "max_pages"):
         if isinstance(o[key], bool) or not isinstance(o[key], int) or o[key] < 1:
             raise SourceError(f"{src.name}: {key} is a whole number >= 1")
-    if isinstance(o["bmc_timeout_s"], bool) or not isinstance(o["bmc_timeout_s"], (int, float)) \
-            or o["bmc_timeout_s"] <= 0:
+    if (
+        isinstance(o["bmc_timeout_s"], bool)
+        or not isinstance(o["bmc_timeout_s"], (int, float))
+        or o["bmc_timeout_s"] <= 0
+    ):
         raise SourceError(f"{src.name}: bmc_timeout_s is a number of seconds > 0")
 
 
 def plan(src: SourceConfig, window: Window) -> list[str]:
     """Per BMC, where its walk starts and how it signs in (no request sent, no credential read)."""
     _checked(src)
-    auth = {"session": f"POST {SESSIONS} (X-Auth-Token; DELETE at the end), ",
-            "basic": "basic auth, ", "none": ""}[src.options["auth"]]
-    walk = ("Systems/*/LogServices/*/Entries, Managers/*/LogServices/*/Entries, "
-            "Chassis/*/Sensors (else Thermal, Power), following Members@odata.nextLink")
+    auth = {
+        "session": f"POST {SESSIONS} (X-Auth-Token; DELETE at the end), ",
+        "basic": "basic auth, ",
+        "none": "",
+    }[src.options["auth"]]
+    walk = (
+        "Systems/*/LogServices/*/Entries, Managers/*/LogServices/*/Entries, "
+        "Chassis/*/Sensors (else Thermal, Power), following Members@odata.nextLink"
+    )
     return [f"{b.host}: GET {b.url}{ROOT} then {auth}{walk}" for b in bmcs(src)]
 
 
@@ -156,8 +168,10 @@ def fetch(src: SourceConfig, window: Window) -> Iterator[Document | Failure]:
         started[i] = time.monotonic()
         return read_bmc(src, targets[i], credentials, started[i] + limit)
 
-    pool = ThreadPoolExecutor(max_workers=min(src.options["concurrency"], len(targets)),
-                              thread_name_prefix=f"redfish-{src.name}")
+    pool = ThreadPoolExecutor(
+        max_workers=min(src.options["concurrency"], len(targets)),
+        thread_name_prefix=f"redfish-{src.name}",
+    )
     try:
         pending = {pool.submit(read, i): i for i in range(len(targets))}
         while pending:
@@ -177,13 +191,16 @@ def fetch(src: SourceConfig, window: Window) -> Iterator[Document | Failure]:
             for f, i in list(pending.items()):
                 if i in started and now >= started[i] + limit and not f.done():
                     del pending[f]  # its thread ends at its own cut-down request timeout
-                    yield Failure(targets[i].host, f"not read whole within {limit:g} s (bmc_timeout_s)")
+                    yield Failure(
+                        targets[i].host, f"not read whole within {limit:g} s (bmc_timeout_s)"
+                    )
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def read_bmc(src: SourceConfig, bmc: Bmc, credentials: tuple[str, str] | None,
-             deadline: float) -> list[Document] | Failure:
+def read_bmc(
+    src: SourceConfig, bmc: Bmc, credentials: tuple[str, str] | None, deadline: float
+) -> list[Document] | Failure:
     """One BMC's documents, or its Failure."""
     client = Client(src, bmc, credentials, deadline)
     try:
@@ -201,14 +218,16 @@ def _one_line(text: str) -> str:
 class Client:
     """One BMC's HTTP session: requests cut to its deadline, pages followed, links expanded."""
 
-    def __init__(self, src: SourceConfig, bmc: Bmc, credentials: tuple[str, str] | None,
-                 deadline: float):
+    def __init__(
+        self, src: SourceConfig, bmc: Bmc, credentials: tuple[str, str] | None, deadline: float
+    ):
         self.src, self.bmc, self.deadline = src, bmc, deadline
         self.auth = src.options["auth"]
         self.credentials = credentials
         verify = src.options["verify_tls"]
-        self.http = http_session(src, user_option="", verify=str(Path(verify).expanduser())
-                                 if isinstance(verify, str) else verify)
+        # given with every request too: requests lets REQUESTS_CA_BUNDLE override session.verify
+        self.verify = str(Path(verify).expanduser()) if isinstance(verify, str) else verify
+        self.http = http_session(src, user_option="", verify=self.verify)
         if self.auth == "basic" and credentials:
             self.http.auth = credentials
         self.session_url: str | None = None
@@ -220,20 +239,32 @@ class Client:
         url = urljoin(self.bmc.url, path)
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise BmcError(f"not read whole within {self.src.options['bmc_timeout_s']:g} s "
-                           f"(bmc_timeout_s), at {url}")
+            raise BmcError(
+                f"not read whole within {self.src.options['bmc_timeout_s']:g} s "
+                f"(bmc_timeout_s), at {url}"
+            )
         try:
-            r = self.http.request(method, url, timeout=min(self.src.timeout_s, left), **kw)
+            r = self.http.request(
+                method, url, timeout=min(self.src.timeout_s, left), verify=self.verify, **kw
+            )
             r.raise_for_status()
             return r
         except requests.exceptions.SSLError as exc:
-            why = "certificate not trusted" if "CERTIFICATE_VERIFY_FAILED" in str(exc) else "TLS failed"
-            raise BmcError(f"{url}: {why} (set verify_tls to the BMC's CA bundle, or false)") from None
+            why = (
+                "certificate not trusted"
+                if "CERTIFICATE_VERIFY_FAILED" in str(exc)
+                else "TLS failed"
+            )
+            raise BmcError(
+                f"{url}: {why} (set verify_tls to the BMC's CA bundle, or false)"
+            ) from None
         except requests.HTTPError as exc:
             r = exc.response
-            raise BmcError(f"{url}: HTTP {r.status_code} {r.reason}: {r.text[:200]}") from None
+            raise BmcError(f"{url}: HTTP {r.status_code} {r.reason}: {_error_text(r)}") from None
         except requests.Timeout:
-            raise BmcError(f"{url}: no answer within {min(self.src.timeout_s, left):.3g} s") from None
+            raise BmcError(
+                f"{url}: no answer within {min(self.src.timeout_s, left):.3g} s"
+            ) from None
         except requests.ConnectionError as exc:
             raise BmcError(f"{url}: cannot connect ({_root_cause(exc)})") from None
         except requests.RequestException as exc:
@@ -262,8 +293,10 @@ class Client:
         r = self.request("POST", path, json={"UserName": user, "Password": password})
         token = r.headers.get("X-Auth-Token")
         if not token:
-            raise BmcError(f"{urljoin(self.bmc.url, path)}: session login answered HTTP "
-                           f"{r.status_code} without an X-Auth-Token (try auth = \"basic\")")
+            raise BmcError(
+                f"{urljoin(self.bmc.url, path)}: session login answered HTTP "
+                f'{r.status_code} without an X-Auth-Token (try auth = "basic")'
+            )
         self.http.headers["X-Auth-Token"] = token
         self.session_url = r.headers.get("Location")
 
@@ -307,11 +340,15 @@ class Client:
         seen: set[str] = set()
         while path:
             if path in seen:
-                raise BmcError(f"{urljoin(self.bmc.url, path)}: Members@odata.nextLink loops "
-                               "back to a page already read")
+                raise BmcError(
+                    f"{urljoin(self.bmc.url, path)}: Members@odata.nextLink loops "
+                    "back to a page already read"
+                )
             if len(seen) >= self.src.options["max_pages"]:
-                raise BmcError(f"{urljoin(self.bmc.url, path)}: more than "
-                               f"{self.src.options['max_pages']} pages (max_pages)")
+                raise BmcError(
+                    f"{urljoin(self.bmc.url, path)}: more than "
+                    f"{self.src.options['max_pages']} pages (max_pages)"
+                )
             seen.add(path)
             data, doc = self.get(path)
             yield path, data, doc
@@ -335,15 +372,26 @@ class Client:
             if isinstance(doc, dict) and isinstance(doc.get("Members"), list):
                 linked = [m for m in doc["Members"] if _only_link(m)]
                 if linked:
-                    doc = {**doc, "Members": [self.get_json(m["@odata.id"]) if _only_link(m) else m
-                                              for m in doc["Members"]]}
+                    doc = {
+                        **doc,
+                        "Members": [
+                            self.get_json(m["@odata.id"]) if _only_link(m) else m
+                            for m in doc["Members"]
+                        ],
+                    }
                     data = json.dumps(doc).encode()
             # not JSON: the parser quarantines it with its reason, nothing silently lost
-            out.append(Document(
-                name=f"{self.src.name}/{self.bmc.host}{page_path}", data=data, format=fmt,
-                host=self.bmc.host,
-                time=datetime.now(UTC).replace(tzinfo=None, microsecond=0) if fmt == SENSORS_FORMAT else None,
-            ))
+            out.append(
+                Document(
+                    name=f"{self.src.name}/{self.bmc.host}{page_path}",
+                    data=data,
+                    format=fmt,
+                    host=self.bmc.host,
+                    time=datetime.now(UTC).replace(tzinfo=None, microsecond=0)
+                    if fmt == SENSORS_FORMAT
+                    else None,
+                )
+            )
         return out
 
 
@@ -358,7 +406,11 @@ def _link(obj: object, key: str) -> str | None:
 
 
 def _only_link(member: object) -> bool:
-    return isinstance(member, dict) and "@odata.id" in member and set(member) <= {"@odata.id", "@odata.type"}
+    return (
+        isinstance(member, dict)
+        and "@odata.id" in member
+        and set(member) <= {"@odata.id", "@odata.type"}
+    )
 
 
 def _next_link(doc: object) -> str | None:
@@ -366,6 +418,17 @@ def _next_link(doc: object) -> str | None:
         return None
     link = doc.get("Members@odata.nextLink") or doc.get("@odata.nextLink")
     return link if isinstance(link, str) and link else None
+
+
+def _error_text(response) -> str:
+    """A Redfish error's message (``{"error": {"message": ...}}``), else the body's start."""
+    try:
+        error = response.json().get("error", {})
+        info = error.get("@Message.ExtendedInfo") or [{}]
+        message = error.get("message") or info[0].get("Message")
+    except (ValueError, AttributeError, TypeError, IndexError):
+        message = None
+    return str(message)[:200] if message else response.text[:200]
 
 
 def _root_cause(exc: Exception) -> str:
