@@ -94,7 +94,8 @@ def main() -> int:
     n = args.bmcs
     rate = n / (took + took_store)
     print(f"{n} BMCs over {args.servers} sushy-static servers, load average {load:.1f}")
-    print(f"one at a time : {len(serial) / took_1:7.1f} BMCs/s ({len(serial)} BMCs, {took_1:.2f} s)")
+    print(f"one at a time : {len(serial) / took_1:7.1f} BMCs/s "
+          f"({len(serial)} BMCs, {took_1:.2f} s)")  # fmt: skip
     print(f"concurrency {args.concurrency:2d}: {n / took:7.1f} BMCs/s, "
           f"{n * REQUESTS_PER_BMC / took:.0f} requests/s ({took:.2f} s, client CPU {cpu:.2f} s, "
           f"{1000 * cpu / (n * REQUESTS_PER_BMC):.2f} ms a request)")  # fmt: skip
@@ -105,7 +106,8 @@ def main() -> int:
               f"with {args.concurrency} in flight; {FLEET_BMCS} BMCs in "
               f"{FLEET_BMCS * per_bmc / args.concurrency / 60:.0f} min")  # fmt: skip
     ok = not failed and not failed_1 and len(docs) == 5 * n
-    target("every BMC read whole", ok, f"{len(docs)} documents, {len(failed) + len(failed_1)} failures")
+    failures = len(failed) + len(failed_1)
+    target("every BMC read whole", ok, f"{len(docs)} documents, {failures} failures")
     target(f"fetch + parse + commit >= {TARGET_RATE:.1f} BMCs/s (12,500 BMCs an hour)",
            rate >= TARGET_RATE, f"{rate:.1f} BMCs/s")  # fmt: skip
     return status()

@@ -7,7 +7,9 @@ Takes options ``bmcs`` (``[{host = "gpu001", url = "https://10.0.0.1"}, ...]``) 
 SessionService, ``X-Auth-Token`` on every request, the session deleted at the end; ``basic``; or
 ``none``) with credentials from ``username_env`` / ``password_env``, ``verify_tls`` (true, false
 or a CA bundle path), ``concurrency`` (BMCs read at once), ``bmc_timeout_s`` (a BMC's whole walk)
-and ``max_pages`` (per collection). Returns, per BMC, every page it read or one ``Failure``.
+``max_pages`` (per collection) and ``logs`` (the log service ids to read, e.g. ``["Sel"]`` to
+leave out a Lifecycle log of tens of thousands of entries; all when empty). Returns, per BMC,
+every page it read or one ``Failure``.
 
 - Walk: ``/redfish/v1`` -> ``Systems/*`` and ``Managers/*`` -> ``LogServices/*`` -> ``Entries``,
   and ``Chassis/*`` -> its ``Sensors`` collection, else (older services) ``Thermal`` and ``Power``
@@ -49,6 +51,7 @@ OPTIONS = {
     "concurrency": 32,  # BMCs read at once
     "bmc_timeout_s": 120.0,  # one BMC's whole walk
     "max_pages": 1000,  # per collection: more is taken for a nextLink loop
+    "logs": [],  # LogService ids to read (e.g. ["SEL", "EventLog"]); empty: every log service
 }
 CHUNK = timedelta(days=36500)  # not windowed (see above): one window per pull
 OVERLAP = timedelta(0)
@@ -124,6 +127,8 @@ def _checked(src: SourceConfig) -> None:
         raise SourceError(f"{src.name}: verify_tls is true, false or the path of a CA bundle")
     if isinstance(verify, str) and not Path(verify).expanduser().exists():
         raise SourceError(f"{src.name}: verify_tls: no CA bundle at {verify}")
+    if not isinstance(o["logs"], list):
+        raise SourceError(f"{src.name}: logs is a list of log service ids, e.g. [\"SEL\"]")
     for key in ("concurrency", "max_pages"):
         if isinstance(o[key], bool) or not isinstance(o[key], int) or o[key] < 1:
             raise SourceError(f"{src.name}: {key} is a whole number >= 1")
@@ -315,11 +320,14 @@ class Client:
     def walk(self) -> list[Document]:
         root = self.get_json(ROOT)
         self.login(root)
+        wanted = {str(log).lower() for log in self.src.options["logs"]}
         docs: list[Document] = []
         for top in ("Systems", "Managers"):
             for member in self.members(_link(root, top)):
                 services = _link(self.get_json(member), "LogServices")
                 for service in self.members(services):
+                    if wanted and service.rstrip("/").rsplit("/", 1)[-1].lower() not in wanted:
+                        continue
                     entries = _link(self.get_json(service), "Entries")
                     if entries:
                         docs += self.documents(entries, LOGS_FORMAT)

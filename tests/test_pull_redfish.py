@@ -166,6 +166,14 @@ def test_a_bmc_that_never_answers_is_cut_at_its_deadline(redfish_bmcs):
     assert took < 15  # the per-request timeout (60 s) and retries did not hold it
 
 
+def test_only_the_log_services_asked_for(redfish_bmcs):
+    docs, failed = _fetch(_src({"gpu001": redfish_bmcs.url("gpu001")}, logs=["log"]))
+    assert failed == {}
+    assert [d.name for d in docs if d.format == "redfish"] == [
+        "bmcs/gpu001/redfish/v1/Managers/BMC/LogServices/Log/Entries"
+    ]
+
+
 def test_a_next_link_loop_or_too_many_pages_fails_the_bmc(redfish_bmcs):
     docs, failed = _fetch(_src({"loop": redfish_bmcs.url("loop")}))
     assert docs == [] and "Members@odata.nextLink loops back" in failed["loop"]
