@@ -6,7 +6,7 @@ Takes options ``bmcs`` (``[{host = "gpu001", url = "https://10.0.0.1"}, ...]``) 
 ``bmcs_file`` (``host url`` lines, ``#`` comments), an ``auth`` (``session``: POST to the
 SessionService, ``X-Auth-Token`` on every request, the session deleted at the end; ``basic``; or
 ``none``) with credentials from ``username_env`` / ``password_env``, ``verify_tls`` (true, false
-or a CA bundle path), ``concurrency`` (BMCs read at once), ``bmc_timeout_s`` (a BMC's whole walk)
+or a CA bundle path), ``concurrency`` (BMCs read at once), ``bmc_timeout_s`` (a BMC's whole walk),
 ``max_pages`` (per collection) and ``logs`` (the log service ids to read, e.g. ``["Sel"]`` to
 leave out a Lifecycle log of tens of thousands of entries; all when empty). Returns, per BMC,
 every page it read or one ``Failure``.
