@@ -4,7 +4,7 @@ tests/fixtures/redfish_mockup, sushy-emulator enforcing basic auth, a socket tha
 import base64
 import json
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 import pytest
@@ -13,6 +13,7 @@ from ingest.base import ParseContext
 from ingest.registry import formats
 from sources import kinds
 from sources.base import Document, Failure, SourceError, Window, source_config
+from sources.pull import pull
 from tests.servers.redfish import (
     MOCKUP,
     free_port,
@@ -24,9 +25,8 @@ from tests.servers.redfish import (
 )
 
 redfish = kinds()["redfish"]
-WINDOW = Window(
-    datetime(2026, 1, 1), datetime(2026, 1, 2)
-)  # not used to select: logs are read whole
+T0, T1, T2 = datetime(2026, 1, 1), datetime(2026, 1, 2), datetime(2026, 1, 3)
+WINDOW = Window(T0, T1)  # not used to select: a BMC's log is read whole every pull
 
 
 @pytest.fixture(scope="module")
@@ -45,24 +45,6 @@ def _fetch(src) -> tuple[list[Document], dict[str, str]]:
     out = list(redfish.fetch(src, WINDOW))
     docs = [d for d in out if isinstance(d, Document)]
     return docs, {f.target: f.reason for f in out if isinstance(f, Failure)}
-
-
-def _store(wh, docs: list[Document], batch: str) -> dict[str, int]:
-    """Parse the documents as the pull does (their format, host, time) and commit them in one
-    batch; returns rows read and rows left out as repeats, per table."""
-    frames: dict[str, list[pl.DataFrame]] = {}
-    for d in docs:
-        res = formats()[d.format].parse(
-            d.data, ParseContext(path=d.name, cluster="c1", host=d.host, time=d.time)
-        )
-        assert res.quarantine.height == 0, res.quarantine.to_dicts()
-        for name, df in res.tables.items():
-            frames.setdefault(name, []).append(df)
-    tables = {name: pl.concat(dfs) for name, dfs in frames.items()}
-    with wh.batch(batch) as b:
-        dropped = b.add(tables)
-    counts = {name: df.height for name, df in tables.items()}
-    return {**counts, **{f"{n}_repeats": sum(v.values()) for n, v in dropped.items()}}
 
 
 def _mockup_entries(host: str) -> list[dict]:
@@ -85,16 +67,15 @@ def test_paged_log_yields_every_entry_once_and_sensors_land(redfish_bmcs, wh):
         {"gpu001": redfish_bmcs.url("gpu001"), "gpu002": redfish_bmcs.url("gpu002")},
         verify_tls=str(redfish_bmcs.ca),
     )
-    docs, failed = _fetch(src)
-    assert failed == {}
-    pages = sorted(d.name for d in docs if d.host == "gpu001" and d.format == "redfish")
-    assert pages == [
+    [report] = pull(wh, [src], T0, T1)
+    assert (report.status, report.target, report.documents) == ("ok", None, 8)
+    files = set(wh.read("hw_events").filter(pl.col("host") == "gpu001")["source_file"])
+    assert files == {
         "bmcs/gpu001/redfish/v1/Managers/BMC/LogServices/Log/Entries",
         "bmcs/gpu001/redfish/v1/Systems/437XR1138R2/LogServices/Log1/Entries",
         "bmcs/gpu001/redfish/v1/Systems/437XR1138R2/LogServices/Log1/Entries/page-2",
         "bmcs/gpu001/redfish/v1/Systems/437XR1138R2/LogServices/Log1/Entries/page-3",
-    ]
-    _store(wh, docs, "pull-1")
+    }
     events = wh.read("hw_events")
     for host, n in (("gpu001", 6), ("gpu002", 1)):
         got = events.filter(pl.col("host") == host)
@@ -122,32 +103,53 @@ def test_paged_log_yields_every_entry_once_and_sensors_land(redfish_bmcs, wh):
     n_power = sum(len(power.get(a, [])) for a in ("PowerControl", "Voltages", "PowerSupplies"))
     g2 = sensors.filter(pl.col("host") == "gpu002")
     assert g2.height == len(thermal["Temperatures"]) + len(thermal["Fans"]) + n_power
-    read_at = {d.time for d in docs if d.format == "redfish-sensors"}
-    assert set(sensors["time"]) <= read_at and len(read_at) <= 2  # stamped when read
+    # stamped when read (the resources carry no reading time), not with the window
+    assert sensors["time"].min() >= report_started(wh) - timedelta(seconds=1)
+    assert report.records == report.rows_ok + report.rows_quarantined + report.rows_duplicate
+    assert report.rows_ok == events.height + sensors.height and report.rows_quarantined == 0
+
+
+def report_started(wh) -> datetime:
+    return wh.read("pull_log")["started_at"].min()
 
 
 def test_pulling_twice_adds_no_log_entry(redfish_bmcs, wh):
     src = _src({"gpu001": redfish_bmcs.url("gpu001")})
-    first = _store(wh, _fetch(src)[0], "pull-1")
-    second = _store(wh, _fetch(src)[0], "pull-2")
-    assert first["hw_events"] == second["hw_events"] == 6
-    assert second["hw_events_repeats"] == 6  # every entry read again, none stored again
+    [first] = pull(wh, [src], T0, T1)
+    [again] = pull(wh, [src], T0, T1)  # the same window
+    [later] = pull(wh, [src], T1, T2)  # the next one: the BMC's log is read whole again
     assert wh.read("hw_events").height == 6
-    # readings are a new snapshot each pull, each stored once
+    for r in (again, later):
+        assert r.status == "ok" and r.records == first.records == 6 + 5
+        assert r.rows_duplicate >= 6  # every entry read again, none stored again
+    # readings are a new snapshot each pull (unless within the same second), each stored once
     snapshots = wh.read("bmc_sensors").group_by("time").len()
     assert set(snapshots["len"]) == {5}
+    log = wh.read("pull_log").sort("started_at")
+    assert log.select("status", "target").rows() == [("ok", None)] * 3
 
 
-def test_unreachable_bmc_is_a_failure_and_the_others_are_stored(redfish_bmcs, wh):
-    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    src = _src({"gpu001": redfish_bmcs.url("gpu001"), "gpu404": dead})
-    docs, failed = _fetch(src)
-    assert list(failed) == ["gpu404"]
-    assert (
-        failed["gpu404"] == f"{dead}/redfish/v1/: cannot connect ([Errno 111] Connection refused)"
+def test_unreachable_bmc_is_a_status_row_and_the_next_pull_reads_it(redfish_bmcs, wh, tmp_path):
+    port = free_port()  # nothing listens there yet
+    src = _src({"gpu001": redfish_bmcs.url("gpu001"), "gpu404": f"http://127.0.0.1:{port}"})
+    whole, down = pull(wh, [src], T0, T1)
+    assert (whole.status, whole.target) == ("ok", None)
+    assert (down.status, down.target) == ("failed", "gpu404")
+    assert down.error == (
+        f"http://127.0.0.1:{port}/redfish/v1/: cannot connect ([Errno 111] Connection refused)"
     )
-    _store(wh, docs, "pull-1")
     assert set(wh.read("hw_events")["host"]) == {"gpu001"}
+    failed = wh.read("pull_log").filter(pl.col("status") == "failed")
+    assert failed.select("target", "error").rows() == [("gpu404", down.error)]
+    server = start_static(MOCKUP / "gpu002", tmp_path, port=port)  # the BMC is back
+    try:
+        reports = pull(wh, [src], T1, T2)
+    finally:
+        stop(server)
+    assert [(r.status, r.target) for r in reports] == [("ok", None)]
+    events = wh.read("hw_events")
+    assert events.filter(pl.col("host") == "gpu404").height == 1
+    assert events.filter(pl.col("host") == "gpu001").height == 6
 
 
 def test_a_bmc_that_never_answers_is_cut_at_its_deadline(redfish_bmcs):

@@ -92,9 +92,12 @@ def _start(args: list[str], scheme: str, port: int, log: Path, cwd: Path | None 
     return server
 
 
-def start_static(mockup: Path, workdir: Path, tls: tuple[Path, Path] | None = None) -> Server:
-    """``sushy-static`` serving ``mockup`` on a free loopback port (HTTPS with ``tls``)."""
-    port = free_port()
+def start_static(
+    mockup: Path, workdir: Path, tls: tuple[Path, Path] | None = None, port: int | None = None
+) -> Server:
+    """``sushy-static`` serving ``mockup`` on a loopback port (a free one unless given; HTTPS
+    with ``tls``)."""
+    port = port or free_port()
     args = [binary("sushy-static"), "-i", "127.0.0.1", "-p", str(port), "-m", str(mockup)]
     if tls:
         args += ["-c", str(tls[0]), "-k", str(tls[1])]
