@@ -48,7 +48,7 @@ OPTIONS = {
     "username_env": "",  # names of environment variables, never the credentials
     "password_env": "",
     "verify_tls": True,  # true | false | path of a CA bundle
-    "concurrency": 32,  # BMCs read at once
+    "concurrency": 64,  # BMCs read at once: 12,500 in an hour at 0.5 s a request
     "bmc_timeout_s": 120.0,  # one BMC's whole walk
     "max_pages": 1000,  # per collection: more is taken for a nextLink loop
     "logs": [],  # LogService ids to read (e.g. ["SEL", "EventLog"]); empty: every log service
