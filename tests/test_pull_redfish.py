@@ -12,7 +12,14 @@ import pytest
 from ingest.base import ParseContext
 from ingest.registry import formats
 from sources import kinds
-from sources.base import Document, Failure, SourceError, Window, source_config
+from sources.base import (
+    Document,
+    Failure,
+    SourceError,
+    Window,
+    load_sources,
+    source_config,
+)
 from sources.pull import pull
 from tests.servers.redfish import (
     MOCKUP,
@@ -261,6 +268,17 @@ def test_bmcs_file_and_plan(tmp_path, redfish_bmcs):
     plan = redfish.plan(src, WINDOW)  # no request, no credential read (U and P are unset)
     assert [p.split(": ")[0] for p in plan] == ["gpu001", "gpu009"]
     assert plan[1].startswith("gpu009: GET http://10.0.0.9:8443/redfish/v1/ then basic auth, ")
+    (tmp_path / "sources.toml").write_text(
+        '[[source]]\nname = "bmcs"\nkind = "redfish"\ncluster = "c1"\nauth = "none"\n'
+        'verify_tls = false\nbmcs = [{host = "gpu100", url = "https://10.0.0.1"}]\n'
+        f'bmcs_file = "{listing}"\n'
+    )
+    [loaded] = load_sources(tmp_path, kinds())
+    assert [p.split(" then ")[0] for p in redfish.plan(loaded, WINDOW)] == [
+        "gpu100: GET https://10.0.0.1/redfish/v1/",
+        f"gpu001: GET {redfish_bmcs.url('gpu001')}/redfish/v1/",
+        "gpu009: GET http://10.0.0.9:8443/redfish/v1/",
+    ]
     listing.write_text("gpu001\n")
     with pytest.raises(SourceError, match=r"bmcs.txt line 1: expected 'host url', got 'gpu001'"):
         redfish.plan(src, WINDOW)
