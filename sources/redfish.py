@@ -196,9 +196,7 @@ def fetch(src: SourceConfig, window: Window) -> Iterator[Document | Failure]:
             for f, i in list(pending.items()):
                 if i in started and now >= started[i] + limit and not f.done():
                     del pending[f]  # its thread ends at its own cut-down request timeout
-                    yield Failure(
-                        targets[i].host, f"not read whole within {limit:g} s (bmc_timeout_s)"
-                    )
+                    yield Failure(targets[i].host, Client.late_line(limit))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
@@ -240,40 +238,42 @@ class Client:
     # -- requests -------------------------------------------------------------------------
     def request(self, method: str, path: str, **kw):
         import requests
+        from urllib3.exceptions import ReadTimeoutError
 
         url = urljoin(self.bmc.url, path)
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise BmcError(
-                f"not read whole within {self.src.options['bmc_timeout_s']:g} s "
-                f"(bmc_timeout_s), at {url}"
-            )
+            raise BmcError(self.late())
+        timeout = min(self.src.timeout_s, left)
         try:
-            r = self.http.request(
-                method, url, timeout=min(self.src.timeout_s, left), verify=self.verify, **kw
-            )
+            r = self.http.request(method, url, timeout=timeout, verify=self.verify, **kw)
             r.raise_for_status()
             return r
         except requests.exceptions.SSLError as exc:
-            why = (
-                "certificate not trusted"
-                if "CERTIFICATE_VERIFY_FAILED" in str(exc)
-                else "TLS failed"
-            )
-            raise BmcError(
-                f"{url}: {why} (set verify_tls to the BMC's CA bundle, or false)"
-            ) from None
+            trust = "CERTIFICATE_VERIFY_FAILED" in str(exc)
+            why = "certificate not trusted" if trust else f"TLS failed ({_root_cause(exc)})"
+            raise BmcError(f"{url}: {why} (set verify_tls to the BMC's CA bundle, or false)") \
+                from None  # fmt: skip
         except requests.HTTPError as exc:
             r = exc.response
             raise BmcError(f"{url}: HTTP {r.status_code} {r.reason}: {_error_text(r)}") from None
-        except requests.Timeout:
-            raise BmcError(
-                f"{url}: no answer within {min(self.src.timeout_s, left):.3g} s"
-            ) from None
-        except requests.ConnectionError as exc:
-            raise BmcError(f"{url}: cannot connect ({_root_cause(exc)})") from None
         except requests.RequestException as exc:
+            # a read timeout that outlived the retries comes as a ConnectionError
+            reason = getattr(exc.args[0], "reason", None) if exc.args else None
+            if isinstance(exc, requests.Timeout) or isinstance(reason, ReadTimeoutError):
+                # cut short by the BMC's deadline: the same line as when the deadline is seen first
+                raise BmcError(self.late() if timeout < self.src.timeout_s
+                               else f"{url}: no answer within {timeout:g} s") from None  # fmt: skip
+            if isinstance(exc, requests.ConnectionError):
+                raise BmcError(f"{url}: cannot connect ({_root_cause(exc)})") from None
             raise BmcError(f"{url}: {exc}") from None
+
+    def late(self) -> str:
+        return self.late_line(float(self.src.options["bmc_timeout_s"]))
+
+    @staticmethod
+    def late_line(limit: float) -> str:
+        return f"not read whole within {limit:g} s (bmc_timeout_s)"
 
     def get(self, path: str) -> tuple[bytes, object | None]:
         """The body at ``path`` and its JSON (None when it is not JSON)."""

@@ -162,7 +162,7 @@ def test_unreachable_bmc_is_a_status_row_and_the_next_pull_reads_it(redfish_bmcs
 def test_a_bmc_that_never_answers_is_cut_at_its_deadline(redfish_bmcs):
     with silent_server() as hung:
         src = _src(
-            {"gpu001": redfish_bmcs.url("gpu001"), "gpu777": hung},
+            {"gpu001": redfish_bmcs.url("gpu001"), "gpu777": hung.url},
             timeout_s=60,
             retries=3,
             bmc_timeout_s=1.5,
@@ -173,6 +173,14 @@ def test_a_bmc_that_never_answers_is_cut_at_its_deadline(redfish_bmcs):
     assert failed == {"gpu777": "not read whole within 1.5 s (bmc_timeout_s)"}
     assert {d.host for d in docs} == {"gpu001"}
     assert took < 15  # the per-request timeout (60 s) and retries did not hold it
+
+
+def test_concurrency_bounds_the_bmcs_in_flight():
+    with silent_server() as hung:
+        hosts = {f"gpu{i:03d}": hung.url for i in range(7)}
+        _, failed = _fetch(_src(hosts, concurrency=3, bmc_timeout_s=0.5))
+    assert failed == {h: "not read whole within 0.5 s (bmc_timeout_s)" for h in hosts}
+    assert hung.most_open in (2, 3)  # 3 unless a walk gave up before the third had connected
 
 
 def test_only_the_log_services_asked_for(redfish_bmcs):

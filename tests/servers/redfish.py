@@ -7,6 +7,7 @@ stopped on teardown. Without sushy-tools the tests are skipped, or fail when CI 
 from __future__ import annotations
 
 import os
+import selectors
 import shutil
 import socket
 import subprocess
@@ -165,33 +166,54 @@ def stop(server: Server) -> None:
         server.proc.wait()
 
 
+@dataclass
+class Silent:
+    url: str
+    most_open: int = 0  # the most connections open at once
+
+
 @contextmanager
-def silent_server() -> Iterator[str]:
-    """A real listening socket that accepts connections and never answers: a hung BMC."""
+def silent_server() -> Iterator[Silent]:
+    """A real listening socket that accepts connections, reads what clients send and never
+    answers: a hung BMC. Counts the connections open at once."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    held: list[socket.socket] = []
+    listener.listen(64)
+    listener.setblocking(False)
+    silent = Silent(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    sel = selectors.DefaultSelector()
+    sel.register(listener, selectors.EVENT_READ)
     done = threading.Event()
 
-    def accept() -> None:
+    def serve() -> None:
         while not done.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            held.append(conn)
+            for key, _ in sel.select(timeout=0.05):
+                if key.fileobj is listener:
+                    try:
+                        conn, _ = listener.accept()
+                    except OSError:
+                        continue
+                    sel.register(conn, selectors.EVENT_READ)
+                    silent.most_open = max(silent.most_open, len(sel.get_map()) - 1)
+                    continue
+                try:
+                    data = key.fileobj.recv(65536)
+                except OSError:
+                    data = b""
+                if not data:  # the client gave up
+                    sel.unregister(key.fileobj)
+                    key.fileobj.close()
 
-    thread = threading.Thread(target=accept, daemon=True)
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+        yield silent
     finally:
         done.set()
-        listener.close()
-        for conn in held:
-            conn.close()
         thread.join(timeout=5)
+        for key in list(sel.get_map().values()):
+            key.fileobj.close()
+        sel.close()
 
 
 @dataclass
