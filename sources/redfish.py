@@ -30,9 +30,11 @@ every page it read or one ``Failure``.
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -167,36 +169,50 @@ def fetch(src: SourceConfig, window: Window) -> Iterator[Document | Failure]:
 
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # asked for
     limit = float(src.options["bmc_timeout_s"])
-    started: dict[int, float] = {}  # BMC index -> monotonic start of its walk
+    finished: queue.SimpleQueue = queue.SimpleQueue()  # (BMC index, its result), as they end
+    running: dict[int, float] = {}  # BMC index -> the deadline of its walk, while it runs
+    lock = threading.Lock()
 
-    def read(i: int) -> list[Document] | Failure:
-        started[i] = time.monotonic()
-        return read_bmc(src, targets[i], credentials, started[i] + limit)
+    def read(i: int) -> None:
+        deadline = time.monotonic() + limit
+        with lock:
+            running[i] = deadline
+        try:
+            finished.put((i, read_bmc(src, targets[i], credentials, deadline)))
+        except BaseException as exc:  # noqa: BLE001 - a bug: raised again in the caller's thread
+            finished.put((i, exc))
 
     pool = ThreadPoolExecutor(
         max_workers=min(src.options["concurrency"], len(targets)),
         thread_name_prefix=f"redfish-{src.name}",
     )
     try:
-        pending = {pool.submit(read, i): i for i in range(len(targets))}
-        while pending:
+        for i in range(len(targets)):
+            pool.submit(read, i)
+        left, given_up = len(targets), set()
+        while left:
+            with lock:
+                due = min(running.values(), default=time.monotonic() + 0.25)
+            try:
+                i, result = finished.get(timeout=min(0.25, max(0.0, due - time.monotonic())))
+            except queue.Empty:
+                i = None
+            if i is not None and i not in given_up:
+                with lock:
+                    running.pop(i, None)
+                left -= 1
+                if isinstance(result, BaseException):
+                    raise result
+                yield from [result] if isinstance(result, Failure) else result
             now = time.monotonic()
-            due = [started[i] + limit for i in pending.values() if i in started]
-            # wake for the next deadline, and now and then for walks that started meanwhile
-            timeout = max(0.0, min([*due, now + 0.25]) - now)
-            done, _ = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
-            for f in done:
-                i = pending.pop(f)
-                result = f.result()
-                if isinstance(result, Failure):
-                    yield result
-                else:
-                    yield from result
-            now = time.monotonic()
-            for f, i in list(pending.items()):
-                if i in started and now >= started[i] + limit and not f.done():
-                    del pending[f]  # its thread ends at its own cut-down request timeout
-                    yield Failure(targets[i].host, Client.late_line(limit))
+            with lock:  # still running past its deadline: reported now, its result ignored
+                late = [j for j, deadline in running.items() if now >= deadline]
+                for j in late:
+                    del running[j]
+            for j in late:
+                given_up.add(j)
+                left -= 1
+                yield Failure(targets[j].host, Client.late_line(limit))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
