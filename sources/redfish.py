@@ -377,7 +377,7 @@ class Client:
             data, doc = self.get(path)
             yield path, data, doc
             link = _next_link(doc)
-            path = urljoin(path, link) if link else None
+            path = _local(urljoin(path, link)) if link else None
 
     def members(self, path: str | None) -> list[str]:
         """The member links of a navigation collection (Systems, LogServices ...)."""
@@ -393,17 +393,10 @@ class Client:
         that are only links are read and put in their page."""
         out = []
         for page_path, data, doc in self.pages(path):
-            if isinstance(doc, dict) and isinstance(doc.get("Members"), list):
-                linked = [m for m in doc["Members"] if _only_link(m)]
-                if linked:
-                    doc = {
-                        **doc,
-                        "Members": [
-                            self.get_json(m["@odata.id"]) if _only_link(m) else m
-                            for m in doc["Members"]
-                        ],
-                    }
-                    data = json.dumps(doc).encode()
+            members = doc.get("Members") if isinstance(doc, dict) else None
+            if isinstance(members, list) and any(_only_link(m) for m in members):
+                expanded = [self.get_json(m["@odata.id"]) if _only_link(m) else m for m in members]
+                data = json.dumps({**doc, "Members": expanded}).encode()
             # not JSON: the parser quarantines it with its reason, nothing silently lost
             out.append(
                 Document(
@@ -427,6 +420,14 @@ def _odata_id(obj: object) -> str | None:
 def _link(obj: object, key: str) -> str | None:
     """``obj[key]["@odata.id"]``, else None."""
     return _odata_id(obj.get(key) if isinstance(obj, dict) else None)
+
+
+def _local(link: str) -> str:
+    """A link as a path on its BMC (``https://10.0.0.1/redfish/v1/X?$skip=50`` ->
+    ``/redfish/v1/X?$skip=50``): page names and the loop guard do not depend on how it is
+    written."""
+    parts = urlsplit(link)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
 
 
 def _only_link(member: object) -> bool:
