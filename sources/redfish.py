@@ -400,7 +400,7 @@ class Client:
             # not JSON: the parser quarantines it with its reason, nothing silently lost
             out.append(
                 Document(
-                    name=f"{self.src.name}/{self.bmc.host}{page_path}",
+                    name=f"pull://{self.src.name}/{self.bmc.host}{page_path}",
                     data=data,
                     format=fmt,
                     host=self.bmc.host,

@@ -78,10 +78,10 @@ def test_paged_log_yields_every_entry_once_and_sensors_land(redfish_bmcs, wh):
     assert (report.status, report.target, report.documents) == ("ok", None, 8)
     files = set(wh.read("hw_events").filter(pl.col("host") == "gpu001")["source_file"])
     assert files == {
-        "bmcs/gpu001/redfish/v1/Managers/BMC/LogServices/Log/Entries",
-        "bmcs/gpu001/redfish/v1/Systems/437XR1138R2/LogServices/Log1/Entries",
-        "bmcs/gpu001/redfish/v1/Systems/437XR1138R2/LogServices/Log1/Entries/page-2",
-        "bmcs/gpu001/redfish/v1/Systems/437XR1138R2/LogServices/Log1/Entries/page-3",
+        "pull://bmcs/gpu001/redfish/v1/Managers/BMC/LogServices/Log/Entries",
+        "pull://bmcs/gpu001/redfish/v1/Systems/437XR1138R2/LogServices/Log1/Entries",
+        "pull://bmcs/gpu001/redfish/v1/Systems/437XR1138R2/LogServices/Log1/Entries/page-2",
+        "pull://bmcs/gpu001/redfish/v1/Systems/437XR1138R2/LogServices/Log1/Entries/page-3",
     }
     events = wh.read("hw_events")
     for host, n in (("gpu001", 6), ("gpu002", 1)):
@@ -187,7 +187,7 @@ def test_only_the_log_services_asked_for(redfish_bmcs):
     docs, failed = _fetch(_src({"gpu001": redfish_bmcs.url("gpu001")}, logs=["log"]))
     assert failed == {}
     assert [d.name for d in docs if d.format == "redfish"] == [
-        "bmcs/gpu001/redfish/v1/Managers/BMC/LogServices/Log/Entries"
+        "pull://bmcs/gpu001/redfish/v1/Managers/BMC/LogServices/Log/Entries"
     ]
 
 
