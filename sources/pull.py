@@ -116,7 +116,8 @@ def _pull_window(wh: Warehouse, src: SourceConfig, w: Window) -> list[PullReport
     docs = [d for d in got if isinstance(d, Document)]
     failures = [f for f in got if isinstance(f, Failure)]
     inputs = [MemoryInput(_named(src, d.name), d.data, d.format,
-                          ParseContext(cluster=src.cluster, host=d.host, options=d.options)) for d in docs]
+                          ParseContext(cluster=src.cluster, host=d.host, time=d.time, options=d.options))
+              for d in docs]
     whole = PullReport(src.name, src.kind, w, "ok", documents=len(docs), bytes=sum(len(d.data) for d in docs))
     out = [whole] + [PullReport(src.name, src.kind, w, "failed", target=f.target, error=_one_line(f.reason, src))
                      for f in failures]

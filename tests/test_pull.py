@@ -223,3 +223,14 @@ def test_pull_conservation_catches_a_window_that_does_not_add_up(wh):
     # the bad row does not add up, and it claims rows the warehouse does not hold twice
     assert not result.passed and result.metadata["violations"] == 2
     assert "read 5, stored 4" in result.metadata["first"] and "8 rows pulled, 4 stored" in result.metadata["first"]
+
+
+@pytest.mark.parametrize("verify", [False, "/etc/goodput/bmc-ca.pem"])
+def test_verify_tls_is_not_undone_by_requests_ca_bundle(monkeypatch, verify):
+    from sources.base import http_session
+
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
+    session = http_session(command("x", ["true"]), verify=verify)
+    assert session.merge_environment_settings("https://bmc", {}, None, None, None)["verify"] == verify
+    default = http_session(command("x", ["true"]))
+    assert default.merge_environment_settings("https://bmc", {}, None, None, None)["verify"] == "/etc/ssl/certs/ca-certificates.crt"
