@@ -328,8 +328,11 @@ def cmd_sql(args) -> int:
 
 
 def _terminal_width() -> int:
+    """The terminal's width; piped or redirected, wide enough for every column (as DuckDB's CLI)."""
     import shutil
 
+    if not sys.stdout.isatty():
+        return 100_000
     return max(80, shutil.get_terminal_size((160, 24)).columns)
 
 
