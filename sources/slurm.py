@@ -1,0 +1,220 @@
+"""Slurm accounting (slurmdbd) as a live source: job attempts from ``sacct``, node state history
+from ``sacctmgr show event``, run on this host or through ``command_prefix`` (``["ssh",
+"login1"]``). Documents are ``sacct`` (``--parsable2``), ``sacct-json`` and ``sacctmgr-events``
+text, read by the same parsers as files.
+
+Only attempts that have ENDED are pulled, so a stored record never changes: ``-s`` lists every
+terminal state (``TERMINAL_STATES``), and with states given slurmdbd selects a job record by its
+end time (``time_end BETWEEN -S AND -E``; checked on Slurm 22.05.8: a running job is absent
+from every window until the window in which it ends; a ``--requeue`` job's NODE_FAIL attempt is
+selected by its own end, its next run by that run's end; a job still pending after a requeue is
+in no window). BETWEEN includes both ends, so ``-E`` is the window's end minus one second: a
+job ending on a chunk boundary is in exactly one window. ``--duplicates`` lists every attempt of
+a requeued job; ``env TZ=UTC`` makes sacct read ``-S``/``-E`` and print times in UTC wherever it
+runs. A job's attempts are numbered within each document; one whose earlier run ended in an
+earlier window is renumbered by the warehouse (``job_attempts`` dedupe: same job and start is
+one run). Records that reach slurmdbd late (slurmctld queues them while slurmdbd is away) are
+caught by ``OVERLAP``.
+
+``mode``: ``json`` (``sacct --json``), ``parsable`` (``--parsable2`` with ``SACCT_FIELDS``), or
+``auto``: ask ``sacct --version`` once per fetch and use ``--json`` from Slurm 23.02 on. Slurm
+22.05.8's ``--json`` (data_parser openapi/dbv0.0.38) reports ``exit_code`` ``{"status":
+"SUCCESS", "return_code": 0}`` for a job that exited 3 (``sacct`` text: ``3:0``), so before 23.02
+auto uses the text. Node events: ``sacctmgr show event event=node`` returns every event that
+overlaps the window (an open one in each window until it ends); its start and end rows are the
+same records each time, stored once. slurmrestd is not a mode (sites without a shell: not done).
+
+A command that fails (non-zero exit, timeout) is retried ``src.retries`` times with exponential
+backoff, then raises ``SourceError`` with its first stderr line; a missing command fails at once.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+
+from ingest.job_checks import STATES
+from ingest.sacctmgr_events import EVENT_FIELDS
+from sources.base import Document, SourceConfig, SourceError, Window
+
+KIND = "slurm"
+OPTIONS: dict[str, object] = {
+    "command_prefix": [],  # argv before each command: ["ssh", "login1"], ["env", "SLURM_CONF=..."]
+    "clusters": "all",  # "all" (--allclusters) or a list of cluster names (-M a,b)
+    "mode": "auto",  # auto | json | parsable
+    "events": True,  # also pull node state history (sacctmgr show event)
+}
+CHUNK = timedelta(hours=6)
+OVERLAP = timedelta(hours=1)
+
+MODES = ("auto", "json", "parsable")
+JSON_FROM = (23, 2)  # first release whose sacct --json keeps exit codes (see the docstring)
+# A job's last state once it ended: every state but those of a job that is still queued or running.
+TERMINAL_STATES = tuple(sorted(STATES - {"PENDING", "RUNNING", "RESIZING", "SUSPENDED"}))
+# What ingest/sacct.py reads into job_attempts.
+SACCT_FIELDS = (
+    "JobID", "Cluster", "Partition", "Account", "User", "JobName", "Submit", "Start", "End", "Elapsed",
+    "Timelimit", "State", "ExitCode", "NNodes", "AllocCPUS", "AllocTRES", "ReqTRES", "NodeList",
+)  # fmt: skip
+_TIME = "%Y-%m-%dT%H:%M:%S"
+_BACKOFF_S = 0.5
+
+
+def _options(src: SourceConfig) -> tuple[list[str], str, str]:
+    prefix, mode, clusters = (
+        src.options["command_prefix"],
+        src.options["mode"],
+        src.options["clusters"],
+    )
+    if not isinstance(prefix, list) or not all(isinstance(a, str) for a in prefix):
+        raise SourceError(f"{src.name}: command_prefix must be a list of strings, not {prefix!r}")
+    if mode not in MODES:
+        raise SourceError(f"{src.name}: mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if clusters != "all" and not (
+        isinstance(clusters, list) and clusters and all(isinstance(c, str) for c in clusters)
+    ):
+        raise SourceError(
+            f'{src.name}: clusters must be "all" or a list of cluster names, not {clusters!r}'
+        )
+    return prefix, mode, clusters
+
+
+def _bounds(window: Window) -> tuple[str, str]:
+    """sacct's inclusive -S/-E for the half-open window (whole seconds)."""
+    return window.start.strftime(_TIME), (window.end - timedelta(seconds=1)).strftime(_TIME)
+
+
+def sacct_args(src: SourceConfig, window: Window, json: bool) -> list[str]:
+    _, _, clusters = _options(src)
+    start, end = _bounds(window)
+    where = ["--allclusters"] if clusters == "all" else ["-M", ",".join(clusters)]
+    shape = (
+        ["--json"]
+        if json
+        else ["--parsable2", "--allocations", f"--format={','.join(SACCT_FIELDS)}"]
+    )
+    return [
+        "env",
+        "TZ=UTC",
+        "sacct",
+        *shape,
+        "--duplicates",
+        *where,
+        f"--state={','.join(TERMINAL_STATES)}",
+        f"--starttime={start}",
+        f"--endtime={end}",
+    ]
+
+
+def events_args(src: SourceConfig, window: Window) -> list[str]:
+    _, _, clusters = _options(src)
+    where = ["all_clusters"] if clusters == "all" else [f"clusters={','.join(clusters)}"]
+    start, end = _bounds(window)
+    return [
+        "env",
+        "TZ=UTC",
+        "sacctmgr",
+        "--parsable2",
+        "show",
+        "event",
+        "event=node",
+        *where,
+        f"start={start}",
+        f"end={end}",
+        f"format={','.join(EVENT_FIELDS)}",
+    ]
+
+
+VERSION_ARGS = ["sacct", "--version"]
+
+
+def plan(src: SourceConfig, window: Window) -> list[str]:
+    prefix, mode, _ = _options(src)
+    lines = []
+    for w in window.chunks(CHUNK):
+        if mode == "auto":
+            v = ".".join(map(str, JSON_FROM))
+            lines += [
+                shlex.join(prefix + VERSION_ARGS),
+                f"[Slurm >= {v}] " + shlex.join(prefix + sacct_args(src, w, json=True)),
+                f"[Slurm < {v}] " + shlex.join(prefix + sacct_args(src, w, json=False)),
+            ]
+        else:
+            lines.append(shlex.join(prefix + sacct_args(src, w, json=mode == "json")))
+        if src.options["events"]:
+            lines.append(shlex.join(prefix + events_args(src, w)))
+    return lines
+
+
+def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
+    _, mode, _ = _options(src)
+    if mode == "auto":
+        mode = (
+            "json"
+            if release(run(src, VERSION_ARGS).decode(errors="replace")) >= JSON_FROM
+            else "parsable"
+        )
+    tag = f"{window.start.isoformat()}..{window.end.isoformat()}"
+    json = mode == "json"
+    yield Document(
+        f"{src.name}:sacct{'-json' if json else ''}:{tag}",
+        run(src, sacct_args(src, window, json)),
+        "sacct-json" if json else "sacct",
+    )
+    if src.options["events"]:
+        yield Document(
+            f"{src.name}:sacctmgr-events:{tag}",
+            run(src, events_args(src, window)),
+            "sacctmgr-events",
+        )
+
+
+def release(version: str) -> tuple[int, int]:
+    """(major, minor) of ``sacct --version`` output (``slurm 23.02.7``, ``slurm-wlm 22.05.8``)."""
+    m = re.search(r"(\d+)\.(\d+)", version)
+    if not m:
+        raise SourceError(f"sacct --version printed no release: {version.strip()[:80]!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def run(src: SourceConfig, args: list[str]) -> bytes:
+    """The stdout of ``command_prefix + args``; retried with backoff, else a one-line SourceError."""
+    prefix, _, _ = _options(src)
+    argv = prefix + args
+    shown = shlex.join(argv[: len(prefix) + args.index(_program(args)) + 1]) + " ..."
+    why = ""
+    for attempt in range(src.retries + 1):
+        if attempt:
+            time.sleep(_BACKOFF_S * 2 ** (attempt - 1))
+        try:
+            out = subprocess.run(
+                argv,
+                check=False,
+                capture_output=True,
+                timeout=src.timeout_s,
+                stdin=subprocess.DEVNULL,
+            )
+        except FileNotFoundError:
+            raise SourceError(f"{src.name}: {argv[0]}: command not found") from None
+        except subprocess.TimeoutExpired:
+            why = f"{shown} gave no answer within {src.timeout_s:g} s"
+            continue
+        if out.returncode == 0:
+            return out.stdout
+        first = next(
+            (ln.strip() for ln in out.stderr.decode(errors="replace").splitlines() if ln.strip()),
+            "",
+        )
+        why = f"{shown} exited {out.returncode}: {first or '(no message)'}"
+        if out.returncode in (126, 127):  # the shell or env found no such command: no retry helps
+            break
+    raise SourceError(f"{src.name}: {why}")
+
+
+def _program(args: list[str]) -> str:
+    """The Slurm command in ``args`` (after ``env TZ=UTC``)."""
+    return next((a for a in args if a in ("sacct", "sacctmgr")), args[0])
