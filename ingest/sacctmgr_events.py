@@ -44,7 +44,7 @@ _STATE_EVENTS = (
     ("drain", rf"(?:^|\+)(?:DRAIN|DRAINING|DRAINED|FAIL|FAILING){_FLAG}(?:\+|$)"),
     ("reboot", rf"(?:^|\+)REBOOT\w*{_FLAG}(?:\+|$)"),
 )
-_HEADER = re.compile(r"(?i)(?:^|\|)NodeName(?:\||$)")
+_HEADER = re.compile(r"(?i)(?:^|\|)(?:NodeName|TimeStart)(?:\||$)")
 
 
 def _names(header: str) -> list[str]:

@@ -137,7 +137,7 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
     lines = []
     for w in window.chunks(CHUNK):
         if mode == "auto":
-            v = ".".join(map(str, JSON_FROM))
+            v = f"{JSON_FROM[0]}.{JSON_FROM[1]:02d}"
             lines += [
                 shlex.join(prefix + VERSION_ARGS),
                 f"[Slurm >= {v}] " + shlex.join(prefix + sacct_args(src, w, json=True)),

@@ -21,7 +21,7 @@ def _rows(data: bytes, **ctx):
 def test_real_capture_start_and_end_rows_without_the_cluster_event():
     rows, q = _rows(CAPTURE.read_bytes())
     assert q.height == 0
-    t = lambda s: datetime.fromisoformat(f"2026-11-25T13:{s}")  # noqa: E731
+    t = lambda s: datetime.fromisoformat(f"2026-11-25T13:{s}")
     assert rows == [
         (t("39:08"), "gpu001", "drain", "PSU redundancy lost"),  # FAIL
         (t("39:09"), "gpu001", "resume", "PSU redundancy lost"),
@@ -44,16 +44,21 @@ def test_detected_with_and_without_header():
 
 
 def test_bad_lines_are_quarantined_one_by_one_and_good_ones_kept():
-    data = b"\n".join([
-        b"Cluster|NodeName|TimeStart|TimeEnd|State|User|Reason",
-        b"c1|gpu1|2026-01-02T03:04:05|2026-01-02T04:00:00|IDLE+DRAIN|root(0)|a|reason|with bars",
-        b"c1|gpu2|yesterday|Unknown|DOWN|root(0)|x",
-        b"c1|gpu3|2026-01-02T03:04:05|Unknown|IDLE|root(0)|x",
-        b"c1|gpu4|2026-01-02T05:00:00|2026-01-02T04:00:00|DOWN|root(0)|x",
-        b"c1|gpu5|2026-01-02T03:04:05",
-        b"c1|gpu[6-7]|2026-01-02T03:04:05|Unknown|DOWN*|root(0)|psu",
-        b"c1|gpu[8|2026-01-02T03:04:05|Unknown|DOWN|root(0)|x",
-    ]) + b"\n"
+    data = (
+        b"\n".join(
+            [
+                b"Cluster|NodeName|TimeStart|TimeEnd|State|User|Reason",
+                b"c1|gpu1|2026-01-02T03:04:05|2026-01-02T04:00:00|IDLE+DRAIN|root(0)|a|reason|with bars",
+                b"c1|gpu2|yesterday|Unknown|DOWN|root(0)|x",
+                b"c1|gpu3|2026-01-02T03:04:05|Unknown|IDLE|root(0)|x",
+                b"c1|gpu4|2026-01-02T05:00:00|2026-01-02T04:00:00|DOWN|root(0)|x",
+                b"c1|gpu5|2026-01-02T03:04:05",
+                b"c1|gpu[6-7]|2026-01-02T03:04:05|Unknown|DOWN*|root(0)|psu",
+                b"c1|gpu[8|2026-01-02T03:04:05|Unknown|DOWN|root(0)|x",
+            ]
+        )
+        + b"\n"
+    )
     rows, q = _rows(data, tz="Europe/Berlin")
     assert rows == [
         (datetime(2026, 1, 2, 2, 4, 5), "gpu1", "drain", "a|reason|with bars"),
