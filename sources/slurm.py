@@ -24,7 +24,9 @@ auto uses the text. Node events: ``sacctmgr show event event=node`` returns ever
 overlaps the window (an open one in each window until it ends); its start and end rows are the
 same records each time, stored once. slurmrestd is not a mode (sites without a shell: not done).
 
-A command that fails (non-zero exit, timeout) is retried ``src.retries`` times with exponential
+With ``clusters`` a list, each fetch first checks with ``sacctmgr show cluster`` that slurmdbd
+knows every name (``sacct -M`` with an unknown name prints no job and exits 0: a typo would pull
+nothing, silently). A command that fails (non-zero exit, timeout) is retried ``src.retries`` times with exponential
 backoff, then raises ``SourceError`` with its first stderr line; a missing command fails at once.
 """
 
@@ -130,12 +132,15 @@ def events_args(src: SourceConfig, window: Window) -> list[str]:
 
 
 VERSION_ARGS = ["sacct", "--version"]
+CLUSTERS_ARGS = ["sacctmgr", "--noheader", "--parsable2", "show", "cluster", "format=Cluster"]
 
 
 def plan(src: SourceConfig, window: Window) -> list[str]:
-    prefix, mode, _ = _options(src)
+    prefix, mode, clusters = _options(src)
     lines = []
     for w in window.chunks(CHUNK):
+        if clusters != "all":
+            lines.append(shlex.join(prefix + CLUSTERS_ARGS))
         if mode == "auto":
             v = f"{JSON_FROM[0]}.{JSON_FROM[1]:02d}"
             lines += [
@@ -151,7 +156,13 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
 
 
 def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
-    _, mode, _ = _options(src)
+    _, mode, clusters = _options(src)
+    if clusters != "all":  # sacct -M with a name slurmdbd does not know prints nothing, exit 0
+        known = run(src, CLUSTERS_ARGS).decode(errors="replace").split()
+        unknown = [c for c in clusters if c not in known]
+        if unknown:
+            raise SourceError(f"{src.name}: slurmdbd knows no cluster {', '.join(unknown)} "
+                              f"(it knows {', '.join(known) or 'none'})")  # fmt: skip
     if mode == "auto":
         mode = (
             "json"

@@ -103,8 +103,13 @@ def test_plan_is_the_commands_fetch_runs(mix):
     src = _source(mix.cluster, mode="parsable", clusters=["lab", "other"])
     w = Window(datetime(2026, 1, 1), datetime(2026, 1, 1, 12))
     lines = slurm.plan(src, w)
-    assert len(lines) == 4  # two 6 h chunks, sacct and sacctmgr each
+    assert len(lines) == 6  # two 6 h chunks: the cluster check, sacct and sacctmgr each
     prefix = f"env SLURM_CONF={mix.cluster.conf} env TZ=UTC "
+    assert (
+        lines[0]
+        == f"env SLURM_CONF={mix.cluster.conf} sacctmgr --noheader --parsable2 show cluster format=Cluster"
+    )
+    lines = lines[1:]
     assert lines[0] == prefix + (
         "sacct --parsable2 --allocations --format="
         + ",".join(slurm.SACCT_FIELDS)
@@ -142,6 +147,16 @@ def test_missing_command_and_failing_command_are_one_line_errors(mix, tmp_path):
         SourceError, match=r"^lab: env PATH=/nonexistent sacct \.\.\. exited 127: env: .*sacct"
     ):
         fetch_all(slurm, src, w)
+
+
+def test_clusters_slurmdbd_does_not_know_are_an_error_not_an_empty_pull(mix):
+    w = Window(mix.since - timedelta(hours=1), mix.since)
+    with pytest.raises(
+        SourceError, match=r"^lab: slurmdbd knows no cluster typo \(it knows t\w+\)$"
+    ):
+        fetch_all(slurm, _source(mix.cluster, clusters=[mix.cluster.name, "typo"]), w)
+    docs = fetch_all(slurm, _source(mix.cluster, clusters=[mix.cluster.name]), w)
+    assert [d.format for d in docs] == ["sacct", "sacctmgr-events"]
 
 
 def test_a_bad_command_prefix_fails_its_window_and_the_fixed_source_catches_up(mix, tmp_path):
