@@ -5,29 +5,34 @@ text, read by the same parsers as files.
 
 Only attempts that have ENDED are pulled, so a stored record never changes: ``-s`` lists every
 terminal state (``TERMINAL_STATES``), and with states given slurmdbd selects a job record by its
-end time (``time_end BETWEEN -S AND -E``; checked on Slurm 22.05.8: a running job is absent
-from every window until the window in which it ends; a ``--requeue`` job's NODE_FAIL attempt is
-selected by its own end, its next run by that run's end; a job still pending after a requeue is
-in no window). BETWEEN includes both ends, so ``-E`` is the window's end minus one second: a
-job ending on a chunk boundary is in exactly one window. ``--duplicates`` lists every attempt of
-a requeued job; ``env TZ=UTC`` makes sacct read ``-S``/``-E`` and print times in UTC wherever it
-runs. A job's attempts are numbered within each document; one whose earlier run ended in an
-earlier window is renumbered by the warehouse (``job_attempts`` dedupe: same job and start is
-one run). Records that reach slurmdbd late (slurmctld queues them while slurmdbd is away) are
-caught by ``OVERLAP``.
+end time (``time_end BETWEEN -S AND -E``). Checked on Slurm 22.05.8 (tests/test_pull_slurm.py):
+a running job is in no window until the one in which it ends; a ``--requeue`` job's NODE_FAIL
+attempt and its next run are each selected by their own end; a pending job (also one requeued
+and waiting to run again) has no end and is in no window. BETWEEN includes both ends, so ``-E``
+is the window's end less one second: a job ending on a chunk boundary is in one window only.
+``--duplicates`` lists every attempt of a requeued job; ``env TZ=UTC`` makes sacct read
+``-S``/``-E`` and print times in UTC wherever it runs. A job's attempts are numbered within each
+document; a run whose earlier run ended in an earlier window is renumbered by the warehouse
+(``job_attempts`` dedupe: the same job and start is one run). Records that reach slurmdbd late
+(slurmctld queues them while slurmdbd is away) are caught by ``OVERLAP``.
 
 ``mode``: ``json`` (``sacct --json``), ``parsable`` (``--parsable2`` with ``SACCT_FIELDS``), or
-``auto``: ask ``sacct --version`` once per fetch and use ``--json`` from Slurm 23.02 on. Slurm
-22.05.8's ``--json`` (data_parser openapi/dbv0.0.38) reports ``exit_code`` ``{"status":
-"SUCCESS", "return_code": 0}`` for a job that exited 3 (``sacct`` text: ``3:0``), so before 23.02
-auto uses the text. Node events: ``sacctmgr show event event=node`` returns every event that
+``auto``: ask ``sacct --version`` once per fetch and use ``--json`` from Slurm 23.02 on
+(data_parser v0.0.39), ``--parsable2`` before. Slurm 22.05.8's ``--json`` (openapi/dbv0.0.38)
+prints ``exit_code`` ``{"status": "SUCCESS", "return_code": 0}`` for a job that ran ``exit 3``
+(its text: ``3:0``); 23.02 and later are not tried here (only 22.05.8 installs on this machine,
+and the 23.x captures in tests/fixtures hold no failed job). The text is also the lighter one:
+10,000 jobs are 1.6 MB of ``--parsable2`` against 24 MB of ``--json`` (benchmarks/
+bench_pull_slurm.py). Node events: ``sacctmgr show event event=node`` returns every event that
 overlaps the window (an open one in each window until it ends); its start and end rows are the
-same records each time, stored once. slurmrestd is not a mode (sites without a shell: not done).
+same records each time, stored once. slurmrestd is not a mode (sites that give no shell: not
+done).
 
 With ``clusters`` a list, each fetch first checks with ``sacctmgr show cluster`` that slurmdbd
 knows every name (``sacct -M`` with an unknown name prints no job and exits 0: a typo would pull
-nothing, silently). A command that fails (non-zero exit, timeout) is retried ``src.retries`` times with exponential
-backoff, then raises ``SourceError`` with its first stderr line; a missing command fails at once.
+nothing, silently). A command that fails (non-zero exit, timeout) is retried ``src.retries``
+times with exponential backoff, then raises ``SourceError`` with its first stderr line; a
+missing command (not found here, or exit 126/127 through the prefix) fails at once.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ CHUNK = timedelta(hours=6)
 OVERLAP = timedelta(hours=1)
 
 MODES = ("auto", "json", "parsable")
-JSON_FROM = (23, 2)  # first release whose sacct --json keeps exit codes (see the docstring)
+JSON_FROM = (23, 2)  # auto uses --json from this release on (see the docstring)
 # A job's last state once it ended: every state but those of a job that is still queued or running.
 TERMINAL_STATES = tuple(sorted(STATES - {"PENDING", "RUNNING", "RESIZING", "SUSPENDED"}))
 # What ingest/sacct.py reads into job_attempts.
