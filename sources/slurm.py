@@ -10,11 +10,16 @@ a running job is in no window until the one in which it ends; a ``--requeue`` jo
 attempt and its next run are each selected by their own end; a pending job (also one requeued
 and waiting to run again) has no end and is in no window. BETWEEN includes both ends, so ``-E``
 is the window's end less one second: a job ending on a chunk boundary is in one window only.
-``--duplicates`` lists every attempt of a requeued job; ``env TZ=UTC`` makes sacct read
-``-S``/``-E`` and print times in UTC wherever it runs. A job's attempts are numbered within each
-document; a run whose earlier run ended in an earlier window is renumbered by the warehouse
-(``job_attempts`` dedupe: the same job and start is one run). Records that reach slurmdbd late
-(slurmctld queues them while slurmdbd is away) are caught by ``OVERLAP``.
+``env TZ=UTC`` makes sacct read ``-S``/``-E`` and print times in UTC wherever it runs.
+
+Two sacct queries per window: the JobIDs with an attempt that ended in it, then every ended
+attempt of those jobs up to the window's end (``--jobs`` with ``--duplicates``: from the job's
+first run, however old). The parsers number a job's attempts within a document, so this gives a
+run the same attempt number in every window that reads it (a requeued job's first run ended
+yesterday, its rerun today: today's document holds both, numbered 1 and 2, and the first is an
+exact repeat of what yesterday stored); with the window alone the rerun would be attempt 1 today
+and a second row of the same run. Records that reach slurmdbd late (slurmctld queues them while
+slurmdbd is away) are caught by ``OVERLAP``.
 
 ``mode``: ``json`` (``sacct --json``), ``parsable`` (``--parsable2`` with ``SACCT_FIELDS``), or
 ``auto``: ask ``sacct --version`` once per fetch and use ``--json`` from Slurm 23.02 on
@@ -95,26 +100,30 @@ def _bounds(window: Window) -> tuple[str, str]:
     return window.start.strftime(_TIME), (window.end - timedelta(seconds=1)).strftime(_TIME)
 
 
-def sacct_args(src: SourceConfig, window: Window, json: bool) -> list[str]:
+def _sacct(src: SourceConfig, shape: list[str], select: list[str]) -> list[str]:
     _, _, clusters = _options(src)
-    start, end = _bounds(window)
     where = ["--allclusters"] if clusters == "all" else ["-M", ",".join(clusters)]
+    return ["env", "TZ=UTC", "sacct", *shape, "--duplicates", *where,
+            f"--state={','.join(TERMINAL_STATES)}", *select]  # fmt: skip
+
+
+def ids_args(src: SourceConfig, window: Window) -> list[str]:
+    """The jobs with an attempt that ended in the window (their JobIDs)."""
+    start, end = _bounds(window)
+    return _sacct(src, ["--parsable2", "--noheader", "--allocations", "--format=JobID"],
+                  [f"--starttime={start}", f"--endtime={end}"])  # fmt: skip
+
+
+def sacct_args(src: SourceConfig, window: Window, json: bool, ids: list[str]) -> list[str]:
+    """Every attempt of ``ids`` that ended before the window's end (from the first: with
+    ``--jobs`` sacct starts at the epoch), so each document numbers a job's attempts from its
+    first run and a run has the same attempt number in every window that reads it."""
     shape = (
         ["--json"]
         if json
         else ["--parsable2", "--allocations", f"--format={','.join(SACCT_FIELDS)}"]
     )
-    return [
-        "env",
-        "TZ=UTC",
-        "sacct",
-        *shape,
-        "--duplicates",
-        *where,
-        f"--state={','.join(TERMINAL_STATES)}",
-        f"--starttime={start}",
-        f"--endtime={end}",
-    ]
+    return _sacct(src, shape, [f"--endtime={_bounds(window)[1]}", f"--jobs={','.join(ids)}"])
 
 
 def events_args(src: SourceConfig, window: Window) -> list[str]:
@@ -137,6 +146,7 @@ def events_args(src: SourceConfig, window: Window) -> list[str]:
 
 
 VERSION_ARGS = ["sacct", "--version"]
+IDS_PER_COMMAND = 5000  # JobIDs per --jobs list (~40 kB of command line, also through ssh)
 CLUSTERS_ARGS = ["sacctmgr", "--noheader", "--parsable2", "show", "cluster", "format=Cluster"]
 
 
@@ -146,15 +156,17 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
     for w in window.chunks(CHUNK):
         if clusters != "all":
             lines.append(shlex.join(prefix + CLUSTERS_ARGS))
+        lines.append(shlex.join(prefix + ids_args(src, w)))
+        ids = ["<JobIDs it prints>"]
         if mode == "auto":
             v = f"{JSON_FROM[0]}.{JSON_FROM[1]:02d}"
             lines += [
                 shlex.join(prefix + VERSION_ARGS),
-                f"[Slurm >= {v}] " + shlex.join(prefix + sacct_args(src, w, json=True)),
-                f"[Slurm < {v}] " + shlex.join(prefix + sacct_args(src, w, json=False)),
+                f"[Slurm >= {v}] " + shlex.join(prefix + sacct_args(src, w, True, ids)),
+                f"[Slurm < {v}] " + shlex.join(prefix + sacct_args(src, w, False, ids)),
             ]
         else:
-            lines.append(shlex.join(prefix + sacct_args(src, w, json=mode == "json")))
+            lines.append(shlex.join(prefix + sacct_args(src, w, mode == "json", ids)))
         if src.options["events"]:
             lines.append(shlex.join(prefix + events_args(src, w)))
     return lines
@@ -168,19 +180,18 @@ def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
         if unknown:
             raise SourceError(f"{src.name}: slurmdbd knows no cluster {', '.join(unknown)} "
                               f"(it knows {', '.join(known) or 'none'})")  # fmt: skip
-    if mode == "auto":
-        mode = (
-            "json"
-            if release(run(src, VERSION_ARGS).decode(errors="replace")) >= JSON_FROM
-            else "parsable"
-        )
     tag = f"{window.start.isoformat()}..{window.end.isoformat()}"
-    json = mode == "json"
-    yield Document(
-        f"{src.name}:sacct{'-json' if json else ''}:{tag}",
-        run(src, sacct_args(src, window, json)),
-        "sacct-json" if json else "sacct",
-    )
+    ids = sorted(set(run(src, ids_args(src, window)).decode(errors="replace").split()))
+    if ids:
+        if mode == "auto":
+            version = run(src, VERSION_ARGS).decode(errors="replace")
+            mode = "json" if release(version) >= JSON_FROM else "parsable"
+        json = mode == "json"
+        for i in range(0, len(ids), IDS_PER_COMMAND):  # a job's attempts are all in one part
+            part = f"{tag}#{i // IDS_PER_COMMAND + 1}" if len(ids) > IDS_PER_COMMAND else tag
+            yield Document(f"{src.name}:sacct{'-json' if json else ''}:{part}",
+                           run(src, sacct_args(src, window, json, ids[i : i + IDS_PER_COMMAND])),
+                           "sacct-json" if json else "sacct")  # fmt: skip
     if src.options["events"]:
         yield Document(
             f"{src.name}:sacctmgr-events:{tag}",

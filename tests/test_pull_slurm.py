@@ -101,29 +101,24 @@ def _source(c: SlurmCluster, **options):
 
 def test_plan_is_the_commands_fetch_runs(mix):
     src = _source(mix.cluster, mode="parsable", clusters=["lab", "other"])
-    w = Window(datetime(2026, 1, 1), datetime(2026, 1, 1, 12))
-    lines = slurm.plan(src, w)
-    assert len(lines) == 6  # two 6 h chunks: the cluster check, sacct and sacctmgr each
-    prefix = f"env SLURM_CONF={mix.cluster.conf} env TZ=UTC "
-    assert (
-        lines[0]
-        == f"env SLURM_CONF={mix.cluster.conf} sacctmgr --noheader --parsable2 show cluster format=Cluster"
-    )
-    lines = lines[1:]
-    assert lines[0] == prefix + (
-        "sacct --parsable2 --allocations --format="
-        + ",".join(slurm.SACCT_FIELDS)
-        + " --duplicates -M lab,other "
-        "--state=BOOT_FAIL,CANCELLED,COMPLETED,DEADLINE,FAILED,NODE_FAIL,OUT_OF_MEMORY,PREEMPTED,REQUEUED,REVOKED,"
-        "TIMEOUT --starttime=2026-01-01T00:00:00 --endtime=2026-01-01T05:59:59"
-    )
-    assert lines[1] == prefix + (
-        "sacctmgr --parsable2 show event event=node clusters=lab,other start=2026-01-01T00:00:00 "
-        "end=2026-01-01T05:59:59 format=Cluster,NodeName,Start,End,State,User,Reason"
-    )
+    lines = slurm.plan(src, Window(datetime(2026, 1, 1), datetime(2026, 1, 1, 12)))
+    assert len(lines) == 8  # two 6 h chunks: the cluster check, two sacct and one sacctmgr each
+    conf = f"env SLURM_CONF={mix.cluster.conf} "
+    states = "BOOT_FAIL,CANCELLED,COMPLETED,DEADLINE,FAILED,NODE_FAIL,OUT_OF_MEMORY,PREEMPTED,REQUEUED,REVOKED,TIMEOUT"
+    assert lines[:4] == [
+        conf + "sacctmgr --noheader --parsable2 show cluster format=Cluster",
+        conf + "env TZ=UTC sacct --parsable2 --noheader --allocations --format=JobID --duplicates -M lab,other "
+        f"--state={states} --starttime=2026-01-01T00:00:00 --endtime=2026-01-01T05:59:59",
+        conf + "env TZ=UTC sacct --parsable2 --allocations --format=" + ",".join(slurm.SACCT_FIELDS)
+        + f" --duplicates -M lab,other --state={states} --endtime=2026-01-01T05:59:59 '--jobs=<JobIDs it prints>'",
+        conf + "env TZ=UTC sacctmgr --parsable2 show event event=node clusters=lab,other "
+        "start=2026-01-01T00:00:00 end=2026-01-01T05:59:59 format=Cluster,NodeName,Start,End,State,User,Reason",
+    ]  # fmt: skip
+    assert lines[4] == lines[0] and "--starttime=2026-01-01T06:00:00" in lines[5]
     auto = slurm.plan(_source(mix.cluster), Window(datetime(2026, 1, 1), datetime(2026, 1, 1, 1)))
-    assert auto[0].endswith("sacct --version") and auto[1].startswith("[Slurm >= 23.02] ")
-    assert "--json" in auto[1] and "--parsable2" in auto[2] and "--allclusters" in auto[1]
+    assert auto[1].endswith("sacct --version") and auto[2].startswith("[Slurm >= 23.02] ")
+    assert "--json" in auto[2] and "--parsable2 --allocations --format=JobID," in auto[3]
+    assert "--allclusters" in auto[0] and "all_clusters" in auto[4]
 
 
 def test_missing_command_and_failing_command_are_one_line_errors(mix, tmp_path):
@@ -144,7 +139,8 @@ def test_missing_command_and_failing_command_are_one_line_errors(mix, tmp_path):
     assert time.monotonic() - t0 >= slurm._BACKOFF_S  # retried once, after the backoff
     src = _source(mix.cluster, command_prefix=["env", "PATH=/nonexistent"])
     with pytest.raises(
-        SourceError, match=r"^lab: env PATH=/nonexistent sacct \.\.\. exited 127: env: .*sacct"
+        SourceError,
+        match=r"^lab: env PATH=/nonexistent env TZ=UTC sacct \.\.\. exited 127: env: .*No such file",
     ):
         fetch_all(slurm, src, w)
 
@@ -155,8 +151,11 @@ def test_clusters_slurmdbd_does_not_know_are_an_error_not_an_empty_pull(mix):
         SourceError, match=r"^lab: slurmdbd knows no cluster typo \(it knows t\w+\)$"
     ):
         fetch_all(slurm, _source(mix.cluster, clusters=[mix.cluster.name, "typo"]), w)
+    ok_ended = ["sacct", "-n", "-X", "-s", "CD", "-E", "now", "-j", mix.ids["ok"]]
+    poll("ok job in slurmdbd", lambda: mix.cluster.run(*ok_ended).stdout.strip(), deadline_s=60)
+    w = Window(mix.since, _now() + timedelta(seconds=1))
     docs = fetch_all(slurm, _source(mix.cluster, clusters=[mix.cluster.name]), w)
-    assert [d.format for d in docs] == ["sacct", "sacctmgr-events"]
+    assert [d.format for d in docs] == ["sacct", "sacctmgr-events"] and b"|ok|" in docs[0].data
 
 
 def test_a_bad_command_prefix_fails_its_window_and_the_fixed_source_catches_up(mix, tmp_path):
@@ -246,6 +245,22 @@ def test_pulling_the_same_window_again_adds_nothing(mix, pulled):
     assert again.status == "ok" and again.records == first[0].records > 0
     assert (again.rows_ok, again.rows_duplicate) == (0, again.records)
     assert {t: wh.read(t).height for t in before} == before
+
+
+def test_a_requeued_job_split_across_windows_keeps_its_attempt_numbers(mix, pulled, tmp_path):
+    _, _, until = pulled
+    node_fail = next(
+        r for r in _sacct_rows(mix) if r["JobName"] == "big" and r["State"] == "NODE_FAIL"
+    )
+    cut = datetime.fromisoformat(node_fail["End"]) + timedelta(seconds=1)  # the rerun ends later
+    wh, src = Warehouse(tmp_path / "home"), _source(mix.cluster)
+    [a] = pull(wh, [src], since=mix.since, until=cut)
+    [b] = pull(wh, [src], since=cut, until=until)
+    assert a.status == b.status == "ok" and b.rows_duplicate >= 1  # b re-reads the first run
+    big = wh.read("job_attempts").filter(pl.col("job_id") == mix.ids["big"]).sort("attempt")
+    assert big.select("attempt", "state").rows() == [(1, "NODE_FAIL"), (2, "COMPLETED")]
+    [whole] = pull(wh, [src], since=mix.since, until=until)  # every run has its number already
+    assert (whole.rows_ok, whole.rows_duplicate) == (0, whole.records)
 
 
 def test_json_mode_gives_the_same_attempts_except_the_lost_exit_code(mix, pulled, tmp_path):
