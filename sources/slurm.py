@@ -27,7 +27,7 @@ slurmdbd is away) are caught by ``OVERLAP``.
 prints ``exit_code`` ``{"status": "SUCCESS", "return_code": 0}`` for a job that ran ``exit 3``
 (its text: ``3:0``); 23.02 and later are not tried here (only 22.05.8 installs on this machine,
 and the 23.x captures in tests/fixtures hold no failed job). The text is also the lighter one:
-10,000 jobs are 1.6 MB of ``--parsable2`` against 24 MB of ``--json`` (benchmarks/
+10,000 jobs are 2 MB of ``--parsable2`` against 31 MB of ``--json`` (benchmarks/
 bench_pull_slurm.py). Node events: ``sacctmgr show event event=node`` returns every event that
 overlaps the window (an open one in each window until it ends); its start and end rows are the
 same records each time, stored once. slurmrestd is not a mode (sites that give no shell: not
