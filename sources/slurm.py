@@ -189,12 +189,12 @@ def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
         json = mode == "json"
         for i in range(0, len(ids), IDS_PER_COMMAND):  # a job's attempts are all in one part
             part = f"{tag}#{i // IDS_PER_COMMAND + 1}" if len(ids) > IDS_PER_COMMAND else tag
-            yield Document(f"{src.name}:sacct{'-json' if json else ''}:{part}",
+            yield Document(f"pull://{src.name}/sacct{'-json' if json else ''}/{part}",
                            run(src, sacct_args(src, window, json, ids[i : i + IDS_PER_COMMAND])),
                            "sacct-json" if json else "sacct")  # fmt: skip
     if src.options["events"]:
         yield Document(
-            f"{src.name}:sacctmgr-events:{tag}",
+            f"pull://{src.name}/sacctmgr-events/{tag}",
             run(src, events_args(src, window)),
             "sacctmgr-events",
         )

@@ -24,6 +24,7 @@ from sources import kinds, slurm
 from sources.base import SourceError, Window, fetch_all, source_config
 from sources.pull import pull
 from tests.servers.slurm import SlurmCluster, free_ports, poll, slurm_cluster  # noqa: F401 (fixture)
+from warehouse.checks import pull_conservation
 from warehouse.store import Warehouse
 
 XID_REASON = "Xid 79 GPU has fallen off the bus"
@@ -245,6 +246,9 @@ def test_pulling_the_same_window_again_adds_nothing(mix, pulled):
     assert again.status == "ok" and again.records == first[0].records > 0
     assert (again.rows_ok, again.rows_duplicate) == (0, again.records)
     assert {t: wh.read(t).height for t in before} == before
+    assert wh.read("job_attempts")["source_file"].str.starts_with("pull://lab/sacct/").all()
+    check = pull_conservation(wh)
+    assert check.passed, check.metadata
 
 
 def test_a_requeued_job_split_across_windows_keeps_its_attempt_numbers(mix, pulled, tmp_path):
@@ -261,6 +265,8 @@ def test_a_requeued_job_split_across_windows_keeps_its_attempt_numbers(mix, pull
     assert big.select("attempt", "state").rows() == [(1, "NODE_FAIL"), (2, "COMPLETED")]
     [whole] = pull(wh, [src], since=mix.since, until=until)  # every run has its number already
     assert (whole.rows_ok, whole.rows_duplicate) == (0, whole.records)
+    check = pull_conservation(wh)
+    assert check.passed, check.metadata
 
 
 def test_json_mode_gives_the_same_attempts_except_the_lost_exit_code(mix, pulled, tmp_path):
