@@ -5,9 +5,12 @@ Everything is its own: a munge key and socket, a MariaDB datadir on a loopback p
 for slurmdbd, slurmctld and each slurmd, and ``slurm.conf`` / ``slurmdbd.conf`` read through
 ``SLURM_CONF`` (``SlurmCluster.env``), so two pytest-xdist workers each get a cluster of their own
 and nothing touches the host's ``/etc/slurm`` or ``/run/munge``. Daemons run in the foreground
-as children of the test process (``-D`` / ``-F``) and are stopped on teardown. The scheduler
-settings are the fast ones (``sched/builtin``, one-second scheduling and job aging) so a
-scripted job mix takes seconds. Needs root (``SlurmUser=root``) and Debian's ``slurm-wlm
+as children of the test process (``-D`` / ``-F``) and are stopped on teardown (and sent SIGTERM
+if the test process dies). Settings for a fast job mix: ``sched/builtin`` scheduling every
+second, ``MinJobAge=2``, ``KillWait=1``, ``cred_expire=5`` (a requeued job may start again after
+about 6 s, not 121), ``ReturnToService=1`` (a node an admin set down stays down). A TIMEOUT
+still takes 60-90 s: time limits are whole minutes and slurmctld checks them every 30 s
+(``PERIODIC_TIMEOUT``, not configurable). Needs root (``SlurmUser=root``) and Debian's ``slurm-wlm
 slurmdbd mariadb-server munge``; without them the fixture skips, or fails when ``CI`` is set.
 """
 
