@@ -159,6 +159,31 @@ def test_clusters_slurmdbd_does_not_know_are_an_error_not_an_empty_pull(mix):
     assert [d.format for d in docs] == ["sacct", "sacctmgr-events"] and b"|ok|" in docs[0].data
 
 
+def test_a_command_that_hangs_is_cut_at_the_timeout(mix):
+    w = Window(mix.since, mix.since + timedelta(minutes=1))
+    hang = _source(
+        mix.cluster, command_prefix=["sh", "-c", "sleep 30", "sh"], timeout_s=0.5, retries=0
+    )
+    t0 = time.monotonic()
+    with pytest.raises(
+        SourceError,
+        match=r"^lab: sh -c 'sleep 30' sh env TZ=UTC sacct \.\.\. gave no answer within 0\.5 s$",
+    ):
+        fetch_all(slurm, hang, w)
+    assert time.monotonic() - t0 < 10
+
+
+def test_release_of_sacct_version():
+    assert (
+        slurm.release("slurm-wlm 22.05.8\n")
+        == (22, 5)
+        < slurm.JSON_FROM
+        <= slurm.release("slurm 23.02.7")
+    )
+    with pytest.raises(SourceError, match="printed no release"):
+        slurm.release("sacct: error: no config")
+
+
 def test_a_bad_command_prefix_fails_its_window_and_the_fixed_source_catches_up(mix, tmp_path):
     wh = Warehouse(tmp_path / "home")
     since = mix.since - timedelta(hours=1)
