@@ -184,8 +184,11 @@ def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
     ids = sorted(set(run(src, ids_args(src, window)).decode(errors="replace").split()))
     if ids:
         if mode == "auto":
-            version = run(src, VERSION_ARGS).decode(errors="replace")
-            mode = "json" if release(version) >= JSON_FROM else "parsable"
+            try:
+                version = release(run(src, VERSION_ARGS).decode(errors="replace"))
+            except ValueError as exc:
+                raise SourceError(f"{src.name}: {exc}") from None
+            mode = "json" if version >= JSON_FROM else "parsable"
         json = mode == "json"
         for i in range(0, len(ids), IDS_PER_COMMAND):  # a job's attempts are all in one part
             part = f"{tag}#{i // IDS_PER_COMMAND + 1}" if len(ids) > IDS_PER_COMMAND else tag
@@ -204,7 +207,7 @@ def release(version: str) -> tuple[int, int]:
     """(major, minor) of ``sacct --version`` output (``slurm 23.02.7``, ``slurm-wlm 22.05.8``)."""
     m = re.search(r"(\d+)\.(\d+)", version)
     if not m:
-        raise SourceError(f"sacct --version printed no release: {version.strip()[:80]!r}")
+        raise ValueError(f"sacct --version printed no release: {version.strip()[:80]!r}")
     return int(m.group(1)), int(m.group(2))
 
 

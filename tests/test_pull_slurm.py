@@ -180,7 +180,7 @@ def test_release_of_sacct_version():
         < slurm.JSON_FROM
         <= slurm.release("slurm 23.02.7")
     )
-    with pytest.raises(SourceError, match="printed no release"):
+    with pytest.raises(ValueError, match="printed no release"):
         slurm.release("sacct: error: no config")
 
 
