@@ -35,6 +35,8 @@ FIXTURE_FORMATS = {
     "slurm/SARC__*.json": "sacct-json",
     "slurm/clockwork__*.json": "sacct-json",
     "slurm/sacct-json__*": "sacct-json",
+    "slurm/sacct_json_*.json": "sacct-json",
+    "slurm/sacctmgr_*": "sacctmgr-events",
     "slurm/*slurmctld*": "slurmctld",
     "kubernetes/*": "k8s",
     "dcgm/dcgm-exporter*": "dcgm",
