@@ -1,0 +1,330 @@
+"""DCGM telemetry from a Prometheus-compatible TSDB (Prometheus, Thanos Query, Mimir,
+VictoriaMetrics: the same HTTP API), with the hourly rollups computed by the TSDB.
+
+Per time chunk and group of hosts (``hosts_per_query``, so each answer stays under the server's
+sample limits), one ``query_range`` (step 1 h, evaluated at the last millisecond of each hour)
+asks for count / avg / min / max / last ``_over_time`` of every metric over its hour: raw
+samples never cross the wire, only five points per series-hour (document format
+``prom-rollup``, table gpu_rollups). Then, at scrape resolution and only where needed, the raw
+samples (``prom-json``, table gpu_samples) of:
+
+- the series-hours of an error counter or the XID count in which its value changed: min != max
+  within the hour, or its min differs from the last value before the hour (the previous hour's
+  ``last``, or for the chunk's first hour an instant ``last_over_time`` over
+  ``counter_lookback_h``). With the sample just before each such hour as the baseline, the
+  increments between consecutive stored samples are exactly those between consecutive samples
+  in the TSDB, so counter events keep their exact times;
+- the series-hours whose rollup cannot stand for its samples (``ingest.tsdb.unusable``: NaN,
+  DCGM blanks), which gpu_hourly then takes from the samples, as from a file.
+
+Only whole hours that ended ``settle_s`` before now are pulled: a later pull's overlap takes the
+rest once complete (a rollup stored early would keep its first value; record keys store a
+series-hour once). A range selector covers [t - r, t] on Prometheus 2 and (t - r, t] on 3 and
+later (``/api/v1/status/buildinfo``; ``range_closed`` overrides), so each hour is exactly its
+samples. A series without the host label is not pulled.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+
+from analysis.telemetry import CANONICAL_METRICS, COUNTER_METRICS
+from ingest.gpu_labels import XID_COUNT_METRIC
+from ingest.tsdb import (
+    CONSTANT_FILLED,
+    HOUR_S,
+    ROLLUP_FUNCTIONS,
+    ROLLUP_LABEL,
+    rollup_label,
+    rollup_rows,
+    series_key,
+    series_points,
+    unusable,
+)
+from sources.base import (
+    REQUIRED,
+    Document,
+    SourceConfig,
+    SourceError,
+    Window,
+    http_error,
+    http_session,
+)
+
+KIND = "prometheus"
+DCGM = "DCGM_"
+COUNTERS = [m for m in COUNTER_METRICS if m.startswith(DCGM)]  # the XID count is one of them
+OPTIONS = {
+    "url": REQUIRED,  # base URL of the Prometheus HTTP API (Thanos Query, Mimir's prefix, ...)
+    "metrics": [m for m in CANONICAL_METRICS if m.startswith(DCGM)] + COUNTERS,
+    "counters": COUNTERS,  # of metrics: cumulative counts whose changes become events
+    "selector": "",  # extra label matchers for every query, e.g. 'job="dcgm-exporter"'
+    "host_label": "Hostname",  # the label naming the host (dcgm-exporter's; renamed to it if other)
+    "hosts_per_query": 64,
+    "counter_lookback_h": 24,  # how far back the value before a chunk's first hour is looked for
+    "settle_s": 600,  # hours ending later than this before now are left to the next pull
+    "range_closed": "auto",  # true: Prometheus 2 range selectors [t - r, t]; false: (t - r, t]
+    "token_env": "",
+    "username_env": "",
+    "password_env": "",
+    "verify_tls": True,  # or the path of a CA bundle
+}
+CHUNK = timedelta(days=1)
+OVERLAP = timedelta(hours=2)  # late scrapes, and the hours left unsettled by the last pull
+HOST = "Hostname"  # the label the parsers read the host from (ingest.gpu_labels.LABEL_COLUMNS)
+_MS = 0.001
+
+
+def plan(src: SourceConfig, window: Window) -> list[str]:
+    url = _base(src)
+    out = []
+    for chunk in _hour_chunks(window, datetime.now(UTC).replace(tzinfo=None), src):
+        first, last = _eval_times(chunk)
+        group = f'{src.options["host_label"]}=~"<up to {src.options["hosts_per_query"]} hosts>"'
+        out += [
+            (f"GET {url}/api/v1/label/{src.options['host_label']}/values match[]={_any_metric(src)} "
+            f"start={chunk.start.isoformat()} end={chunk.end.isoformat()}"),
+            (f"POST {url}/api/v1/query_range start={first} end={last} step={HOUR_S} "
+            f"query={_rollup_query(src, group, '<range>')}"),
+        ]
+        if _counters(src):
+            out.append(f"POST {url}/api/v1/query time={first - HOUR_S} query={_baseline_query(src, group)}")
+            out.append(f"POST {url}/api/v1/query (range selectors, raw samples) for each series-hour whose "
+                       "counter changed or whose rollup is unusable")
+    return out
+
+
+def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
+    chunks = _hour_chunks(window, datetime.now(UTC).replace(tzinfo=None), src)
+    if not chunks:
+        return
+    session = http_session(src, verify=_verify(src.options["verify_tls"]))
+    closed = _range_closed(src, session)
+    for chunk in chunks:
+        hosts = _get(src, session, f"/api/v1/label/{src.options['host_label']}/values",
+                     {"match[]": _any_metric(src), "start": _epoch(chunk.start), "end": _epoch(chunk.end)})
+        size = max(int(src.options["hosts_per_query"]), 1)
+        for g in range(0, len(hosts), size):
+            group = f'{src.options["host_label"]}=~"{"|".join(_regex_quote(h) for h in hosts[g:g + size])}"'
+            yield from _fetch_group(src, session, chunk, group, closed, f"{chunk}/hosts{g // size + 1}")
+
+
+def _fetch_group(src, session, chunk: Window, group: str, closed: bool, tag: str) -> Iterator[Document]:
+    first, last = _eval_times(chunk)
+    rng = "59m59s999ms" if closed else "1h"
+    body = _post(src, session, "/api/v1/query_range",
+                 {"query": _rollup_query(src, group, rng), "start": first, "end": last, "step": HOUR_S})
+    yield Document(f"{src.name}/rollups/{tag}", body, "prom-rollup")
+    result = json.loads(body)["data"]["result"]
+    points, labels, _ = series_points(result)
+    rows = rollup_rows(points, labels).with_columns(bad=unusable().is_not_null())
+    baseline = None
+    if _counters(src):
+        answer = json.loads(_post(src, session, "/api/v1/query",
+                                  {"query": _baseline_query(src, group), "time": first - HOUR_S}))
+        baseline = pl.DataFrame(
+            {"key": [series_key(s["metric"]) for s in answer["data"]["result"]],
+             "before": [float(s["value"][1]) for s in answer["data"]["result"]]},
+            schema={"key": pl.Utf8, "before": pl.Float64},
+        )
+    series: dict[str, dict] = {}  # key -> {"metric": labels, "values": {t: value}}
+    for metric, since, first_hour, keys in _raw_targets(rows, baseline, set(_counters(src)), chunk, src):
+        for labels, values in _raw_series(src, session, metric, keys, since, first_hour, closed):
+            got = series.setdefault(series_key(labels), {"metric": labels, "values": {}})
+            got["values"].update(values)
+    if series:
+        result = [{"metric": s["metric"], "values": sorted(s["values"].items(), key=lambda p: float(p[0]))}
+                  for s in series.values()]
+        doc = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+        yield Document(f"{src.name}/samples/{tag}", json.dumps(doc).encode(), "prom-json")
+
+
+def _raw_targets(rows: pl.DataFrame, baseline: pl.DataFrame | None, counters: set[str], chunk: Window,
+                 src: SourceConfig) -> list[tuple[str, datetime, datetime, list[str]]]:
+    """(metric, since, hour, series keys): the series-hours whose raw samples to pull, by
+    metric, hour and where the sample before the hour is looked for from (a counter's previous
+    hour with samples, the lookback before the chunk, or nowhere)."""
+    lookback = chunk.start - timedelta(hours=float(src.options["counter_lookback_h"]))
+    rows = rows.sort("key", "hour").with_columns(
+        metric=pl.col("key").str.json_path_match("$.__name__"),
+        prev_hour=pl.col("hour").shift(1).over("key"),
+        prev_last=pl.col("last").shift(1).over("key"),
+    )
+    if baseline is not None:
+        rows = rows.join(baseline, on="key", how="left")
+    else:
+        rows = rows.with_columns(before=pl.lit(None, pl.Float64))
+    before = pl.coalesce("prev_last", "before")
+    counter = pl.col("metric").is_in(list(counters)) | pl.col("metric").str.starts_with(XID_COUNT_METRIC)
+    changed = counter & ((pl.col("min") != pl.col("max")) | (before.is_not_null() & (pl.col("min") != before)))
+    picked = rows.filter(changed | pl.col("bad")).select(
+        "metric",
+        since=pl.when(~counter).then("hour").when(pl.col("prev_hour").is_not_null()).then("prev_hour")
+        .when(pl.col("before").is_not_null()).then(pl.lit(lookback)).otherwise("hour"),
+        hour="hour",
+        key="key",
+    )  # fmt: skip
+    groups = picked.group_by("metric", "since", "hour", maintain_order=True).agg("key").sort("hour", "metric")
+    return list(groups.iter_rows())
+
+
+def _raw_series(src, session, metric: str, keys: list[str], since: datetime, hour: datetime,
+                closed: bool) -> Iterator[tuple[dict, dict]]:
+    """(labels, {time: value}) of each of the series ``keys`` of ``metric``: its samples in
+    ``hour`` and the last one before (looked for from ``since``), from one range selector
+    (raw samples, exact times) matching at least those series."""
+    wanted = set(keys)
+    labels = [json.loads(k) for k in keys]
+    names = sorted(set.intersection(*(set(x) for x in labels)) - {"__name__"})
+    host = src.options["host_label"]
+    matchers = [
+        f'{host if n == HOST else n}=~"{"|".join(sorted({_regex_quote(x[n]) for x in labels}))}"' for n in names
+    ]
+    until = hour + timedelta(hours=1)
+    t = _epoch(until) - _MS
+    range_ms = round((t - _epoch(since)) * 1000) + (0 if closed else 1)
+    query = f"{metric}{{{', '.join(matchers)}}}[{range_ms}ms]"
+    answer = _post(src, session, "/api/v1/query", {"query": query, "time": t})
+    for s in json.loads(answer)["data"]["result"]:
+        got = dict(s["metric"])
+        if host != HOST and host in got:
+            got[HOST] = got.pop(host)
+        if series_key(got) not in wanted:
+            continue
+        values = s["values"]
+        kept = next((i for i, (ts, _) in enumerate(values) if float(ts) >= _epoch(hour)), len(values))
+        yield got, {str(ts): v for ts, v in values[max(kept - 1, 0):]}
+
+
+def _rollup_query(src: SourceConfig, group: str, rng: str) -> str:
+    """Every metric's five rollups over ``rng`` in one vector: ``__name__`` kept and the rollup
+    named by ``ROLLUP_LABEL`` (``label_replace``), joined by ``or``."""
+    parts = []
+    for metric in src.options["metrics"]:
+        sel = f"{metric}{{{_matchers(src, group)}}}[{rng}]"
+        constant = f"(max_over_time({sel}) == min_over_time({sel}))"
+        for column, fn in ROLLUP_FUNCTIONS.items():
+            expr = f"{fn}({sel})" + (f" unless {constant}" if column in CONSTANT_FILLED else "")
+            named = _named(_named(f"({expr})", "__name__", metric), ROLLUP_LABEL, rollup_label(metric, column))
+            parts.append(_host_renamed(src, named))
+    return " or ".join(parts)
+
+
+def _baseline_query(src: SourceConfig, group: str) -> str:
+    """Each counter series' last value within ``counter_lookback_h`` before an instant."""
+    rng = f"{int(src.options['counter_lookback_h'])}h"
+    return " or ".join(
+        _host_renamed(src, _named(f"last_over_time({m}{{{_matchers(src, group)}}}[{rng}])", "__name__", m))
+        for m in _counters(src)
+    )
+
+
+def _named(expr: str, label: str, value: str) -> str:
+    return f'label_replace({expr}, "{label}", "{_quote(value)}", "", "")'
+
+
+def _host_renamed(src: SourceConfig, expr: str) -> str:
+    host = src.options["host_label"]
+    return expr if host == HOST else f'label_replace({expr}, "{HOST}", "$1", "{host}", "(.*)")'
+
+
+def _matchers(src: SourceConfig, group: str) -> str:
+    return ", ".join(m for m in (group, src.options["selector"]) if m)
+
+
+def _any_metric(src: SourceConfig) -> str:
+    names = "|".join(_regex_quote(m) for m in src.options["metrics"])
+    return "{" + ", ".join(m for m in (f'__name__=~"{names}"', src.options["selector"]) if m) + "}"
+
+
+def _counters(src: SourceConfig) -> list[str]:
+    return [m for m in src.options["metrics"] if m in set(src.options["counters"])]
+
+
+def _hour_chunks(window: Window, now: datetime, src: SourceConfig) -> list[Window]:
+    """The whole, settled hours of ``window`` in chunks of ``CHUNK``."""
+    start = _ceil_hour(window.start)
+    end = _floor_hour(min(window.end, now - timedelta(seconds=float(src.options["settle_s"]))))
+    return Window(start, end).chunks(CHUNK) if end > start else []
+
+
+def _eval_times(chunk: Window) -> tuple[float, float]:
+    """The first and last evaluation instants: the last millisecond of the chunk's first and
+    last hour."""
+    return _epoch(chunk.start) + HOUR_S - _MS, _epoch(chunk.end) - _MS
+
+
+def _range_closed(src: SourceConfig, session) -> bool:
+    given = src.options["range_closed"]
+    if isinstance(given, bool):
+        return given
+    try:
+        version = _get(src, session, "/api/v1/status/buildinfo", {})["version"]
+        return int(str(version).split(".")[0]) < 3
+    except (SourceError, KeyError, TypeError, ValueError):
+        return True  # a store that does not say: Prometheus 2 semantics
+
+
+def _get(src, session, path: str, params: dict):
+    return json.loads(_request(src, session, "GET", path, params))["data"]
+
+
+def _post(src, session, path: str, form: dict) -> bytes:
+    return _request(src, session, "POST", path, form)
+
+
+def _request(src: SourceConfig, session, method: str, path: str, params: dict) -> bytes:
+    """The body of a successful answer, else SourceError with Prometheus' own reason."""
+    import requests
+
+    url = _base(src) + path
+    try:
+        r = session.request(method, url, timeout=src.timeout_s,
+                            **({"params": params} if method == "GET" else {"data": params}))
+    except requests.RequestException as exc:
+        raise http_error(src, url, exc) from None
+    try:
+        doc = r.json()
+    except ValueError:
+        doc = None
+    if r.status_code >= 400 or not isinstance(doc, dict) or doc.get("status") != "success":
+        reason = doc.get("error") if isinstance(doc, dict) and doc.get("error") else r.text[:200].strip()
+        hint = " (lower hosts_per_query)" if "too many samples" in str(reason) else ""
+        raise SourceError(f"{src.name}: {url}: HTTP {r.status_code}: {reason}{hint}".replace("\n", " "))
+    return r.content
+
+
+def _base(src: SourceConfig) -> str:
+    return str(src.options["url"]).rstrip("/")
+
+
+def _verify(value) -> bool | str:
+    return value if isinstance(value, (bool, str)) else bool(value)
+
+
+def _epoch(t: datetime) -> float:
+    return (t - datetime(1970, 1, 1)).total_seconds()
+
+
+def _ceil_hour(t: datetime) -> datetime:
+    floor = _floor_hour(t)
+    return floor if floor == t else floor + timedelta(hours=1)
+
+
+def _floor_hour(t: datetime) -> datetime:
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+def _quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _regex_quote(text: str) -> str:
+    """``text`` matched literally inside a PromQL regex string."""
+    special = set(".^$*+?()[]{}|\\")
+    return _quote("".join("\\" + c if c in special else c for c in text))
+
