@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -67,7 +66,7 @@ class Document:
 
     name: str  # stored as source_file: says which source, request and window it came from
     data: bytes
-    format: str  # the ingest format that reads it (ingest.registry)
+    format: str | None  # the ingest format that reads it (ingest.registry); None: detected
     host: str | None = None  # ParseContext.host for documents that do not name their host
     options: dict = field(default_factory=dict)  # ParseContext.options for its parser
 
