@@ -47,15 +47,22 @@ def _series_columns(keys: pl.Series) -> pl.DataFrame:
     rows = []
     for key in keys:
         labels = json.loads(key)
-        rows.append({
-            "key": key,
-            "metric": labels.get("__name__"),
-            "xid": labels.get("xid"),
-            "instance_host": labels.get("instance", "").rsplit(":", 1)[0] or None,
-            **{col: labels.get(lab) or None for lab, col in LABEL_COLUMNS.items()},
-        })
-    schema = {"key": pl.Utf8, "metric": pl.Utf8, "xid": pl.Utf8, "instance_host": pl.Utf8,
-              **{c: pl.Utf8 for c in LABEL_COLUMNS.values()}}
+        rows.append(
+            {
+                "key": key,
+                "metric": labels.get("__name__"),
+                "xid": labels.get("xid"),
+                "instance_host": labels.get("instance", "").rsplit(":", 1)[0] or None,
+                **{col: labels.get(lab) or None for lab, col in LABEL_COLUMNS.items()},
+            }
+        )
+    schema = {
+        "key": pl.Utf8,
+        "metric": pl.Utf8,
+        "xid": pl.Utf8,
+        "instance_host": pl.Utf8,
+        **{c: pl.Utf8 for c in LABEL_COLUMNS.values()},
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -66,15 +73,25 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         return ParseResult({}, whole_file_quarantine(data, f"not JSON: {exc}"), 1)
     if not isinstance(doc, dict) or doc.get("status") != "success":
         err = doc.get("error", "no status") if isinstance(doc, dict) else "not an object"
-        return ParseResult({}, whole_file_quarantine(data, f"Prometheus response is not a success: {err}"), 1)
+        return ParseResult(
+            {}, whole_file_quarantine(data, f"Prometheus response is not a success: {err}"), 1
+        )
     body = doc.get("data")
-    if not isinstance(body, dict) or body.get("resultType") != "matrix" or not isinstance(body.get("result"), list):
+    if (
+        not isinstance(body, dict)
+        or body.get("resultType") != "matrix"
+        or not isinstance(body.get("result"), list)
+    ):
         kind = body.get("resultType") if isinstance(body, dict) else None
-        return ParseResult({}, whole_file_quarantine(data, f"resultType {kind!r} is not a matrix of rollups"), 1)
+        return ParseResult(
+            {}, whole_file_quarantine(data, f"resultType {kind!r} is not a matrix of rollups"), 1
+        )
     points, labels, bad_entries = series_points(body["result"])
     rows = rollup_rows(points, labels)
-    fns = pl.DataFrame({"series": range(len(labels)), "fn": [rollup_column(x) for x in labels]},
-                       schema={"series": pl.Int64, "fn": pl.Utf8})
+    fns = pl.DataFrame(
+        {"series": range(len(labels)), "fn": [rollup_column(x) for x in labels]},
+        schema={"series": pl.Int64, "fn": pl.Utf8},
+    )
     no_time = pl.col("t").is_null() | (pl.col("t").abs() >= 1e12)
     stray = points.join(fns, on="series", how="left").filter(
         no_time | ~pl.col("fn").is_in(list(ROLLUP_FUNCTIONS)).fill_null(False)

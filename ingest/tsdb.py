@@ -34,7 +34,11 @@ HOUR_S = 3600
 
 # the ranges of DCGM blank values (ingest.gpu_labels): a sample there is "unsupported", stored
 # as null and left out of gpu_hourly, so a TSDB aggregate over one is not the hour's rollup
-_BLANK_RANGES = ((INT32_BLANK, INT32_MAX), (FP64_BLANK, FP64_BLANK + 15), (INT64_BLANK_FLOAT, float("inf")))
+_BLANK_RANGES = (
+    (INT32_BLANK, INT32_MAX),
+    (FP64_BLANK, FP64_BLANK + 15),
+    (INT64_BLANK_FLOAT, float("inf")),
+)
 
 
 def series_points(result: list) -> tuple[pl.DataFrame, list[dict], list[tuple[int, str, str]]]:
@@ -45,10 +49,14 @@ def series_points(result: list) -> tuple[pl.DataFrame, list[dict], list[tuple[in
     for i, s in enumerate(result):
         values = s.get("values") if isinstance(s, dict) else None
         if not isinstance(values, list) or not isinstance(s.get("metric", {}), dict):
-            bad.append((i, json.dumps(s)[:500], "series is not an object with metric labels and values"))
+            bad.append(
+                (i, json.dumps(s)[:500], "series is not an object with metric labels and values")
+            )
             continue
         if not all(isinstance(p, list) and len(p) == 2 for p in values):
-            bad.append((i, json.dumps(s)[:500], "series has points that are not [time, value] pairs"))
+            bad.append(
+                (i, json.dumps(s)[:500], "series has points that are not [time, value] pairs")
+            )
             continue
         series_ids.extend([len(labels)] * len(values))
         labels.append({str(a): str(b) for a, b in (s.get("metric") or {}).items()})
@@ -91,16 +99,26 @@ def rollup_rows(points: pl.DataFrame, labels: list[dict]) -> pl.DataFrame:
     with no time, or of a series with no or an unknown rollup label, are left out (the parser
     quarantines them)."""
     per_series = pl.DataFrame(
-        {"series": range(len(labels)), "key": [series_key(x) for x in labels],
-         "fn": [rollup_column(x) for x in labels]},
+        {
+            "series": range(len(labels)),
+            "key": [series_key(x) for x in labels],
+            "fn": [rollup_column(x) for x in labels],
+        },
         schema={"series": pl.Int64, "key": pl.Utf8, "fn": pl.Utf8},
     )
     pts = points.join(per_series, on="series", how="left").filter(
-        pl.col("fn").is_in(list(ROLLUP_FUNCTIONS)) & pl.col("t").is_not_null() & (pl.col("t").abs() < 1e12)
+        pl.col("fn").is_in(list(ROLLUP_FUNCTIONS))
+        & pl.col("t").is_not_null()
+        & (pl.col("t").abs() < 1e12)
     )
     pts = pts.with_columns(
-        value=pl.col("raw").str.strip_chars().str.replace(r"^\+", "").cast(pl.Float64, strict=False),
-        hour=pl.from_epoch(((pl.col("t") // HOUR_S) * HOUR_S).cast(pl.Int64), time_unit="s").cast(pl.Datetime("us")),
+        value=pl.col("raw")
+        .str.strip_chars()
+        .str.replace(r"^\+", "")
+        .cast(pl.Float64, strict=False),
+        hour=pl.from_epoch(((pl.col("t") // HOUR_S) * HOUR_S).cast(pl.Int64), time_unit="s").cast(
+            pl.Datetime("us")
+        ),
     )
     rows = pts.group_by("key", "hour", maintain_order=True).agg(
         **{c: pl.col("value").filter(pl.col("fn") == c).first() for c in ROLLUP_FUNCTIONS},
@@ -119,14 +137,24 @@ def unusable() -> pl.Expr:
     out). Its raw samples are pulled and stored instead."""
     values = [pl.col(c) for c in ROLLUP_FUNCTIONS]
     finite = pl.all_horizontal(*(v.is_finite() for v in values))
-    blank = pl.any_horizontal(*((pl.col("min") <= hi) & (pl.col("max") >= lo) for lo, hi in _BLANK_RANGES))
+    blank = pl.any_horizontal(
+        *((pl.col("min") <= hi) & (pl.col("max") >= lo) for lo, hi in _BLANK_RANGES)
+    )
     return (
         pl.when(pl.any_horizontal(v.is_null() for v in values))
-        .then(pl.lit(f"incomplete rollup: some of {', '.join(ROLLUP_FUNCTIONS)} missing or not a number"))
+        .then(
+            pl.lit(
+                f"incomplete rollup: some of {', '.join(ROLLUP_FUNCTIONS)} missing or not a number"
+            )
+        )
         .when(~finite)
         .then(pl.lit("rollup value is not a finite number (the hour holds NaN or Inf samples)"))
         .when(blank)
-        .then(pl.lit("the hour's min..max range may hold a DCGM blank value, which a rollup cannot leave out"))
+        .then(
+            pl.lit(
+                "the hour's min..max range may hold a DCGM blank value, which a rollup cannot leave out"
+            )
+        )
         .when((pl.col("n") < 1) | (pl.col("n") != pl.col("n").floor()))
         .then(pl.lit("rollup sample count is not a positive whole number"))
     )

@@ -86,15 +86,23 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
         first, last = _eval_times(chunk)
         group = f'{src.options["host_label"]}=~"<up to {src.options["hosts_per_query"]} hosts>"'
         out += [
-            (f"GET {url}/api/v1/label/{src.options['host_label']}/values match[]={_any_metric(src)} "
-            f"start={chunk.start.isoformat()} end={chunk.end.isoformat()}"),
-            (f"POST {url}/api/v1/query_range start={first} end={last} step={HOUR_S} "
-            f"query={_rollup_query(src, group, '<range>')}"),
+            (
+                f"GET {url}/api/v1/label/{src.options['host_label']}/values match[]={_any_metric(src)} "
+                f"start={chunk.start.isoformat()} end={chunk.end.isoformat()}"
+            ),
+            (
+                f"POST {url}/api/v1/query_range start={first} end={last} step={HOUR_S} "
+                f"query={_rollup_query(src, group, '<range>')}"
+            ),
         ]
         if _counters(src):
-            out.append(f"POST {url}/api/v1/query time={first - HOUR_S} query={_baseline_query(src, group)}")
-            out.append(f"POST {url}/api/v1/query (range selectors, raw samples) for each series-hour whose "
-                       "counter changed or whose rollup is unusable")
+            out.append(
+                f"POST {url}/api/v1/query time={first - HOUR_S} query={_baseline_query(src, group)}"
+            )
+            out.append(
+                f"POST {url}/api/v1/query (range selectors, raw samples) for each series-hour whose "
+                "counter changed or whose rollup is unusable"
+            )
     return out
 
 
@@ -105,46 +113,78 @@ def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
     session = http_session(src, verify=_verify(src.options["verify_tls"]))
     closed = _range_closed(src, session)
     for chunk in chunks:
-        hosts = _get(src, session, f"/api/v1/label/{src.options['host_label']}/values",
-                     {"match[]": _any_metric(src), "start": _epoch(chunk.start), "end": _epoch(chunk.end)})
+        hosts = _get(
+            src,
+            session,
+            f"/api/v1/label/{src.options['host_label']}/values",
+            {"match[]": _any_metric(src), "start": _epoch(chunk.start), "end": _epoch(chunk.end)},
+        )
         size = max(int(src.options["hosts_per_query"]), 1)
         for g in range(0, len(hosts), size):
-            group = f'{src.options["host_label"]}=~"{"|".join(_regex_quote(h) for h in hosts[g:g + size])}"'
-            yield from _fetch_group(src, session, chunk, group, closed, f"{chunk}/hosts{g // size + 1}")
+            group = f'{src.options["host_label"]}=~"{"|".join(_regex_quote(h) for h in hosts[g : g + size])}"'
+            yield from _fetch_group(
+                src, session, chunk, group, closed, f"{chunk}/hosts{g // size + 1}"
+            )
 
 
-def _fetch_group(src, session, chunk: Window, group: str, closed: bool, tag: str) -> Iterator[Document]:
+def _fetch_group(
+    src, session, chunk: Window, group: str, closed: bool, tag: str
+) -> Iterator[Document]:
     first, last = _eval_times(chunk)
     rng = "59m59s999ms" if closed else "1h"
-    body = _post(src, session, "/api/v1/query_range",
-                 {"query": _rollup_query(src, group, rng), "start": first, "end": last, "step": HOUR_S})
+    body = _post(
+        src,
+        session,
+        "/api/v1/query_range",
+        {"query": _rollup_query(src, group, rng), "start": first, "end": last, "step": HOUR_S},
+    )
     yield Document(f"{src.name}/rollups/{tag}", body, "prom-rollup")
     result = json.loads(body)["data"]["result"]
     points, labels, _ = series_points(result)
     rows = rollup_rows(points, labels).with_columns(bad=unusable().is_not_null())
     baseline = None
     if _counters(src):
-        answer = json.loads(_post(src, session, "/api/v1/query",
-                                  {"query": _baseline_query(src, group), "time": first - HOUR_S}))
+        answer = json.loads(
+            _post(
+                src,
+                session,
+                "/api/v1/query",
+                {"query": _baseline_query(src, group), "time": first - HOUR_S},
+            )
+        )
         baseline = pl.DataFrame(
-            {"key": [series_key(s["metric"]) for s in answer["data"]["result"]],
-             "before": [float(s["value"][1]) for s in answer["data"]["result"]]},
+            {
+                "key": [series_key(s["metric"]) for s in answer["data"]["result"]],
+                "before": [float(s["value"][1]) for s in answer["data"]["result"]],
+            },
             schema={"key": pl.Utf8, "before": pl.Float64},
         )
     series: dict[str, dict] = {}  # key -> {"metric": labels, "values": {t: value}}
-    for metric, since, first_hour, keys in _raw_targets(rows, baseline, set(_counters(src)), chunk, src):
+    for metric, since, first_hour, keys in _raw_targets(
+        rows, baseline, set(_counters(src)), chunk, src
+    ):
         for labels, values in _raw_series(src, session, metric, keys, since, first_hour, closed):
             got = series.setdefault(series_key(labels), {"metric": labels, "values": {}})
             got["values"].update(values)
     if series:
-        result = [{"metric": s["metric"], "values": sorted(s["values"].items(), key=lambda p: float(p[0]))}
-                  for s in series.values()]
+        result = [
+            {
+                "metric": s["metric"],
+                "values": sorted(s["values"].items(), key=lambda p: float(p[0])),
+            }
+            for s in series.values()
+        ]
         doc = {"status": "success", "data": {"resultType": "matrix", "result": result}}
         yield Document(f"{src.name}/samples/{tag}", json.dumps(doc).encode(), "prom-json")
 
 
-def _raw_targets(rows: pl.DataFrame, baseline: pl.DataFrame | None, counters: set[str], chunk: Window,
-                 src: SourceConfig) -> list[tuple[str, datetime, datetime, list[str]]]:
+def _raw_targets(
+    rows: pl.DataFrame,
+    baseline: pl.DataFrame | None,
+    counters: set[str],
+    chunk: Window,
+    src: SourceConfig,
+) -> list[tuple[str, datetime, datetime, list[str]]]:
     """(metric, since, hour, series keys): the series-hours whose raw samples to pull, by
     metric, hour and where the sample before the hour is looked for from (a counter's previous
     hour with samples, the lookback before the chunk, or nowhere)."""
@@ -159,8 +199,12 @@ def _raw_targets(rows: pl.DataFrame, baseline: pl.DataFrame | None, counters: se
     else:
         rows = rows.with_columns(before=pl.lit(None, pl.Float64))
     before = pl.coalesce("prev_last", "before")
-    counter = pl.col("metric").is_in(list(counters)) | pl.col("metric").str.starts_with(XID_COUNT_METRIC)
-    changed = counter & ((pl.col("min") != pl.col("max")) | (before.is_not_null() & (pl.col("min") != before)))
+    counter = pl.col("metric").is_in(list(counters)) | pl.col("metric").str.starts_with(
+        XID_COUNT_METRIC
+    )
+    changed = counter & (
+        (pl.col("min") != pl.col("max")) | (before.is_not_null() & (pl.col("min") != before))
+    )
     picked = rows.filter(changed | pl.col("bad")).select(
         "metric",
         since=pl.when(~counter).then("hour").when(pl.col("prev_hour").is_not_null()).then("prev_hour")
@@ -168,12 +212,17 @@ def _raw_targets(rows: pl.DataFrame, baseline: pl.DataFrame | None, counters: se
         hour="hour",
         key="key",
     )  # fmt: skip
-    groups = picked.group_by("metric", "since", "hour", maintain_order=True).agg("key").sort("hour", "metric")
+    groups = (
+        picked.group_by("metric", "since", "hour", maintain_order=True)
+        .agg("key")
+        .sort("hour", "metric")
+    )
     return list(groups.iter_rows())
 
 
-def _raw_series(src, session, metric: str, keys: list[str], since: datetime, hour: datetime,
-                closed: bool) -> Iterator[tuple[dict, dict]]:
+def _raw_series(
+    src, session, metric: str, keys: list[str], since: datetime, hour: datetime, closed: bool
+) -> Iterator[tuple[dict, dict]]:
     """(labels, {time: value}) of each of the series ``keys`` of ``metric``: its samples in
     ``hour`` and the last one before (looked for from ``since``), from one range selector
     (raw samples, exact times) matching at least those series."""
@@ -182,7 +231,8 @@ def _raw_series(src, session, metric: str, keys: list[str], since: datetime, hou
     names = sorted(set.intersection(*(set(x) for x in labels)) - {"__name__"})
     host = src.options["host_label"]
     matchers = [
-        f'{host if n == HOST else n}=~"{"|".join(sorted({_regex_quote(x[n]) for x in labels}))}"' for n in names
+        f'{host if n == HOST else n}=~"{"|".join(sorted({_regex_quote(x[n]) for x in labels}))}"'
+        for n in names
     ]
     until = hour + timedelta(hours=1)
     t = _epoch(until) - _MS
@@ -196,8 +246,10 @@ def _raw_series(src, session, metric: str, keys: list[str], since: datetime, hou
         if series_key(got) not in wanted:
             continue
         values = s["values"]
-        kept = next((i for i, (ts, _) in enumerate(values) if float(ts) >= _epoch(hour)), len(values))
-        yield got, {str(ts): v for ts, v in values[max(kept - 1, 0):]}
+        kept = next(
+            (i for i, (ts, _) in enumerate(values) if float(ts) >= _epoch(hour)), len(values)
+        )
+        yield got, {str(ts): v for ts, v in values[max(kept - 1, 0) :]}
 
 
 def _rollup_query(src: SourceConfig, group: str, rng: str) -> str:
@@ -209,17 +261,37 @@ def _rollup_query(src: SourceConfig, group: str, rng: str) -> str:
         constant = f"(max_over_time({sel}) == min_over_time({sel}))"
         for column, fn in ROLLUP_FUNCTIONS.items():
             expr = f"{fn}({sel})" + (f" unless {constant}" if column in CONSTANT_FILLED else "")
-            named = _named(_named(f"({expr})", "__name__", metric), ROLLUP_LABEL, rollup_label(metric, column))
+            named = _named(
+                _named(f"({expr})", "__name__", metric), ROLLUP_LABEL, rollup_label(metric, column)
+            )
             parts.append(_host_renamed(src, named))
-    return " or ".join(parts)
+    return _either(parts)
+
+
+def _either(parts: list[str]) -> str:
+    """``parts`` joined by ``or`` as a balanced tree: a chain makes each step of the query
+    match an ever larger left side (quadratic in the parts)."""
+    if len(parts) == 1:
+        return parts[0]
+    half = len(parts) // 2
+    return f"({_either(parts[:half])}) or ({_either(parts[half:])})"
 
 
 def _baseline_query(src: SourceConfig, group: str) -> str:
     """Each counter series' last value within ``counter_lookback_h`` before an instant."""
     rng = f"{int(src.options['counter_lookback_h'])}h"
-    return " or ".join(
-        _host_renamed(src, _named(f"last_over_time({m}{{{_matchers(src, group)}}}[{rng}])", "__name__", m))
-        for m in _counters(src)
+    return _either(
+        [
+            _host_renamed(
+                src,
+                _named(
+                    _named(f"last_over_time({m}{{{_matchers(src, group)}}}[{rng}])", "__name__", m),
+                    ROLLUP_LABEL,
+                    rollup_label(m, "last"),
+                ),
+            )  # ``or`` ignores __name__
+            for m in _counters(src)
+        ]
     )
 
 
@@ -283,8 +355,12 @@ def _request(src: SourceConfig, session, method: str, path: str, params: dict) -
 
     url = _base(src) + path
     try:
-        r = session.request(method, url, timeout=src.timeout_s,
-                            **({"params": params} if method == "GET" else {"data": params}))
+        r = session.request(
+            method,
+            url,
+            timeout=src.timeout_s,
+            **({"params": params} if method == "GET" else {"data": params}),
+        )
     except requests.RequestException as exc:
         raise http_error(src, url, exc) from None
     try:
@@ -292,9 +368,13 @@ def _request(src: SourceConfig, session, method: str, path: str, params: dict) -
     except ValueError:
         doc = None
     if r.status_code >= 400 or not isinstance(doc, dict) or doc.get("status") != "success":
-        reason = doc.get("error") if isinstance(doc, dict) and doc.get("error") else r.text[:200].strip()
+        reason = (
+            doc.get("error") if isinstance(doc, dict) and doc.get("error") else r.text[:200].strip()
+        )
         hint = " (lower hosts_per_query)" if "too many samples" in str(reason) else ""
-        raise SourceError(f"{src.name}: {url}: HTTP {r.status_code}: {reason}{hint}".replace("\n", " "))
+        raise SourceError(
+            f"{src.name}: {url}: HTTP {r.status_code}: {reason}{hint}".replace("\n", " ")
+        )
     return r.content
 
 
@@ -327,4 +407,3 @@ def _regex_quote(text: str) -> str:
     """``text`` matched literally inside a PromQL regex string."""
     special = set(".^$*+?()[]{}|\\")
     return _quote("".join("\\" + c if c in special else c for c in text))
-

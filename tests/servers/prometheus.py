@@ -48,27 +48,45 @@ def scrape_files(fleet: Path, hosts: list[str] | None = None) -> list[Path]:
 
 def openmetrics(files: list[Path]) -> bytes:
     """The samples of dcgm-exporter scrape files as one OpenMetrics exposition."""
-    text = b"".join(gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes() for f in files)
+    text = b"".join(
+        gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes() for f in files
+    )
     lines = pl.DataFrame({"raw": text.decode().splitlines()})
     helps = (
         lines.filter(pl.col("raw").str.starts_with("# HELP "))
-        .select(pl.col("raw").str.extract(r"^# HELP (\S+) (.*)$", 1).alias("family"),
-                pl.col("raw").str.extract(r"^# HELP (\S+) (.*)$", 2).alias("help"))
+        .select(
+            pl.col("raw").str.extract(r"^# HELP (\S+) (.*)$", 1).alias("family"),
+            pl.col("raw").str.extract(r"^# HELP (\S+) (.*)$", 2).alias("help"),
+        )
         .unique("family", keep="first")
     )
-    samples = lines.filter(~pl.col("raw").str.starts_with("#") & (pl.col("raw").str.strip_chars() != "")).select(
-        pl.col("raw").str.extract_groups(r"^(?P<key>(?P<family>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{.*\})?) (?P<value>\S+) (?P<ms>\d+)$")
-        .alias("s")
-    ).unnest("s")
+    samples = (
+        lines.filter(~pl.col("raw").str.starts_with("#") & (pl.col("raw").str.strip_chars() != ""))
+        .select(
+            pl.col("raw")
+            .str.extract_groups(
+                r"^(?P<key>(?P<family>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{.*\})?) (?P<value>\S+) (?P<ms>\d+)$"
+            )
+            .alias("s")
+        )
+        .unnest("s")
+    )
     samples = samples.with_columns(
-        sec=pl.format("{}.{}", pl.col("ms").str.slice(0, pl.col("ms").str.len_chars() - 3),
-                      pl.col("ms").str.slice(-3))
+        sec=pl.format(
+            "{}.{}",
+            pl.col("ms").str.slice(0, pl.col("ms").str.len_chars() - 3),
+            pl.col("ms").str.slice(-3),
+        )
     ).sort("family", "ms", maintain_order=True)
     out = []
     for (family,), part in samples.group_by("family", maintain_order=True):
         help_text = helps.filter(pl.col("family") == family)["help"]
-        out.append(f"# HELP {family} {help_text[0] if len(help_text) else family}\n# TYPE {family} gauge\n")
-        out.append("\n".join(part.select(pl.format("{} {} {}", "key", "value", "sec")).to_series()) + "\n")
+        out.append(
+            f"# HELP {family} {help_text[0] if len(help_text) else family}\n# TYPE {family} gauge\n"
+        )
+        out.append(
+            "\n".join(part.select(pl.format("{} {} {}", "key", "value", "sec")).to_series()) + "\n"
+        )
     out.append("# EOF\n")
     return "".join(out).encode()
 
@@ -87,9 +105,18 @@ def blocks(files: list[Path]) -> Path:
     try:
         (work / "fleet.om").write_bytes(openmetrics(files))
         subprocess.run(
-            [promtool, "tsdb", "create-blocks-from", "openmetrics", f"--max-block-duration={BLOCK_DURATION}",
-             str(work / "fleet.om"), str(work / "data")],
-            check=True, capture_output=True, timeout=600,
+            [
+                promtool,
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                f"--max-block-duration={BLOCK_DURATION}",
+                str(work / "fleet.om"),
+                str(work / "data"),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=600,
         )
         try:
             (work / "data").rename(cache)
@@ -118,15 +145,23 @@ def serve(data: Path, tmp: Path) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     log = (tmp / "prometheus.log").open("wb")
     proc = subprocess.Popen(
-        [prometheus, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={store}",
-         "--storage.tsdb.retention.time=10y", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            prometheus,
+            f"--config.file={tmp / 'prometheus.yml'}",
+            f"--storage.tsdb.path={store}",
+            "--storage.tsdb.retention.time=10y",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited {proc.returncode}: {(tmp / 'prometheus.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"prometheus exited {proc.returncode}: {(tmp / 'prometheus.log').read_text()[-2000:]}"
+                )
             try:
                 with urllib.request.urlopen(f"{url}/-/ready", timeout=5) as r:
                     if r.status == 200:
