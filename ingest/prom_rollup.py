@@ -31,6 +31,7 @@ from ingest.gpu_labels import LABEL_COLUMNS, xid_metric
 from ingest.tsdb import (
     ROLLUP_FUNCTIONS,
     ROLLUP_LABEL,
+    readable_time,
     rollup_column,
     rollup_rows,
     series_points,
@@ -69,7 +70,7 @@ def _series_columns(keys: pl.Series) -> pl.DataFrame:
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     try:
         doc = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
         return ParseResult({}, whole_file_quarantine(data, f"not JSON: {exc}"), 1)
     if not isinstance(doc, dict) or doc.get("status") != "success":
         err = doc.get("error", "no status") if isinstance(doc, dict) else "not an object"
@@ -92,7 +93,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         {"series": range(len(labels)), "fn": [rollup_column(x) for x in labels]},
         schema={"series": pl.Int64, "fn": pl.Utf8},
     )
-    no_time = pl.col("t").is_null() | (pl.col("t").abs() >= 1e12)
+    no_time = ~readable_time()
     stray = points.join(fns, on="series", how="left").filter(
         no_time | ~pl.col("fn").is_in(list(ROLLUP_FUNCTIONS)).fill_null(False)
     )

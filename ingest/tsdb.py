@@ -92,6 +92,12 @@ def rollup_column(labels: dict) -> str | None:
     return labels.get(ROLLUP_LABEL, "").rpartition(":")[2] or None
 
 
+def readable_time() -> pl.Expr:
+    """A point's time ``t`` (seconds) is a number a clock can hold (not NaN, not beyond ~33,000
+    years)."""
+    return pl.col("t").is_not_null() & (pl.col("t").abs() < 1e12)
+
+
 def rollup_rows(points: pl.DataFrame, labels: list[dict]) -> pl.DataFrame:
     """``series_points`` of rollup series -> one row per (series ``key``, ``hour``) holding the
     five rollups (``CONSTANT_FILLED`` from the min in a constant hour; null where the response
@@ -107,9 +113,7 @@ def rollup_rows(points: pl.DataFrame, labels: list[dict]) -> pl.DataFrame:
         schema={"series": pl.Int64, "key": pl.Utf8, "fn": pl.Utf8},
     )
     pts = points.join(per_series, on="series", how="left").filter(
-        pl.col("fn").is_in(list(ROLLUP_FUNCTIONS))
-        & pl.col("t").is_not_null()
-        & (pl.col("t").abs() < 1e12)
+        pl.col("fn").is_in(list(ROLLUP_FUNCTIONS)) & readable_time()
     )
     pts = pts.with_columns(
         value=pl.col("raw")
@@ -155,6 +159,6 @@ def unusable() -> pl.Expr:
                 "the hour's min..max range may hold a DCGM blank value, which a rollup cannot leave out"
             )
         )
-        .when((pl.col("n") < 1) | (pl.col("n") != pl.col("n").floor()))
+        .when((pl.col("n") < 1) | (pl.col("n") > 1e15) | (pl.col("n") != pl.col("n").floor()))
         .then(pl.lit("rollup sample count is not a positive whole number"))
     )

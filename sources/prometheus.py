@@ -76,6 +76,7 @@ OPTIONS = {
 CHUNK = timedelta(days=1)
 OVERLAP = timedelta(hours=2)  # late scrapes, and the hours left unsettled by the last pull
 HOST = "Hostname"  # the label the parsers read the host from (ingest.gpu_labels.LABEL_COLUMNS)
+NEAR = timedelta(minutes=5)  # Prometheus' default lookback: a live series has a sample within it
 _MS = 0.001
 
 
@@ -224,8 +225,26 @@ def _raw_series(
     src, session, metric: str, keys: list[str], since: datetime, hour: datetime, closed: bool
 ) -> Iterator[tuple[dict, dict]]:
     """(labels, {time: value}) of each of the series ``keys`` of ``metric``: its samples in
-    ``hour`` and the last one before (looked for from ``since``), from one range selector
-    (raw samples, exact times) matching at least those series."""
+    ``hour`` and the last one before (looked for from ``since``). Raw samples with their exact
+    times, from range selectors matching at least those series: first from ``NEAR`` before the
+    hour (where a series scraped every few seconds has its sample before), then from ``since``
+    for the series that had none there."""
+    near = max(since, hour - NEAR)
+    got = _samples(src, session, metric, keys, near, hour + timedelta(hours=1), closed)
+    missing = [k for k in keys if k in got and min(map(float, got[k][1])) >= _epoch(hour)]
+    if near > since and missing:
+        got.update(_samples(src, session, metric, missing, since, hour + timedelta(hours=1), closed))
+    for labels, values in got.values():
+        times = sorted(values, key=float)
+        kept = next((i for i, ts in enumerate(times) if float(ts) >= _epoch(hour)), len(times))
+        yield labels, {ts: values[ts] for ts in times[max(kept - 1, 0) :]}
+
+
+def _samples(
+    src, session, metric: str, keys: list[str], since: datetime, until: datetime, closed: bool
+) -> dict[str, tuple[dict, dict]]:
+    """key -> (labels, {time: value}) of the samples in [since, until) of the series ``keys``,
+    from one range selector whose matchers allow each label's values among them."""
     wanted = set(keys)
     labels = [json.loads(k) for k in keys]
     names = sorted(set.intersection(*(set(x) for x in labels)) - {"__name__"})
@@ -234,22 +253,17 @@ def _raw_series(
         f'{host if n == HOST else n}=~"{"|".join(sorted({_regex_quote(x[n]) for x in labels}))}"'
         for n in names
     ]
-    until = hour + timedelta(hours=1)
     t = _epoch(until) - _MS
     range_ms = round((t - _epoch(since)) * 1000) + (0 if closed else 1)
     query = f"{metric}{{{', '.join(matchers)}}}[{range_ms}ms]"
-    answer = _post(src, session, "/api/v1/query", {"query": query, "time": t})
-    for s in json.loads(answer)["data"]["result"]:
+    out = {}
+    for s in json.loads(_post(src, session, "/api/v1/query", {"query": query, "time": t}))["data"]["result"]:
         got = dict(s["metric"])
         if host != HOST and host in got:
             got[HOST] = got.pop(host)
-        if series_key(got) not in wanted:
-            continue
-        values = s["values"]
-        kept = next(
-            (i for i, (ts, _) in enumerate(values) if float(ts) >= _epoch(hour)), len(values)
-        )
-        yield got, {str(ts): v for ts, v in values[max(kept - 1, 0) :]}
+        if (key := series_key(got)) in wanted:
+            out[key] = (got, {str(ts): v for ts, v in s["values"]})
+    return out
 
 
 def _rollup_query(src: SourceConfig, group: str, rng: str) -> str:
