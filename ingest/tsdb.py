@@ -21,7 +21,8 @@ from ingest.gpu_labels import FP64_BLANK, INT32_BLANK, INT32_MAX, INT64_BLANK_FL
 ROLLUP_LABEL = "goodput_rollup"
 # gpu_rollups column -> the PromQL range function that computes it. The source asks for
 # ``CONSTANT_FILLED`` only where the hour's min != max: in a constant hour (most hours of an
-# error counter) they equal its min, and are filled in from it here.
+# error counter) they equal its min, and are filled in from it here (a row without max is
+# constant; one with max == min may lack mean and last).
 ROLLUP_FUNCTIONS = {
     "n": "count_over_time",
     "mean": "avg_over_time",
@@ -29,7 +30,7 @@ ROLLUP_FUNCTIONS = {
     "max": "max_over_time",
     "last": "last_over_time",
 }
-CONSTANT_FILLED = ("mean", "last")
+CONSTANT_FILLED = ("max", "mean", "last")
 HOUR_S = 3600
 
 # the ranges of DCGM blank values (ingest.gpu_labels): a sample there is "unsupported", stored
@@ -98,7 +99,7 @@ def readable_time() -> pl.Expr:
     return pl.col("t").is_not_null() & (pl.col("t").abs() < 1e12)
 
 
-def rollup_rows(points: pl.DataFrame, labels: list[dict]) -> pl.DataFrame:
+def rollup_rows(points: pl.DataFrame, labels: list[dict], period_s: int = HOUR_S) -> pl.DataFrame:
     """``series_points`` of rollup series -> one row per (series ``key``, ``hour``) holding the
     five rollups (``CONSTANT_FILLED`` from the min in a constant hour; null where the response
     lacks one). Points
@@ -120,18 +121,22 @@ def rollup_rows(points: pl.DataFrame, labels: list[dict]) -> pl.DataFrame:
         .str.strip_chars()
         .str.replace(r"^\+", "")
         .cast(pl.Float64, strict=False),
-        hour=pl.from_epoch(((pl.col("t") // HOUR_S) * HOUR_S).cast(pl.Int64), time_unit="s").cast(
-            pl.Datetime("us")
-        ),
+        hour=pl.from_epoch(
+            ((pl.col("t") // period_s) * period_s).cast(pl.Int64), time_unit="s"
+        ).cast(pl.Datetime("us")),
     )
     rows = pts.group_by("key", "hour", maintain_order=True).agg(
+        has_max=(pl.col("fn") == "max").any(),
         **{c: pl.col("value").filter(pl.col("fn") == c).first() for c in ROLLUP_FUNCTIONS},
     )
-    constant = pl.col("min") == pl.col("max")
+    constant = ~pl.col("has_max") | (pl.col("min") == pl.col("max"))
     return rows.with_columns(
-        pl.when(pl.col(c).is_null() & constant).then(pl.col("min")).otherwise(pl.col(c)).alias(c)
+        pl.when(~pl.col("has_max") if c == "max" else pl.col(c).is_null() & constant)
+        .then(pl.col("min"))
+        .otherwise(pl.col(c))
+        .alias(c)
         for c in CONSTANT_FILLED
-    )
+    ).drop("has_max")
 
 
 def unusable() -> pl.Expr:

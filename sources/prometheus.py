@@ -76,7 +76,8 @@ OPTIONS = {
 CHUNK = timedelta(days=1)
 OVERLAP = timedelta(hours=2)  # late scrapes, and the hours left unsettled by the last pull
 HOST = "Hostname"  # the label the parsers read the host from (ingest.gpu_labels.LABEL_COLUMNS)
-NEAR = timedelta(minutes=5)  # Prometheus' default lookback: a live series has a sample within it
+NEAR = timedelta(minutes=1)  # where a series scraped every few seconds has its sample before
+ZOOM = timedelta(minutes=5)  # the windows a counter's changed hour is searched in
 _MS = 0.001
 
 
@@ -101,8 +102,9 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
                 f"POST {url}/api/v1/query time={first - HOUR_S} query={_baseline_query(src, group)}"
             )
             out.append(
-                f"POST {url}/api/v1/query (range selectors, raw samples) for each series-hour whose "
-                "counter changed or whose rollup is unusable"
+                f"POST {url}/api/v1/query_range step={ZOOM.total_seconds():g} (min, max, last) for "
+                f"each hour whose counter changed, then POST {url}/api/v1/query (range selectors, raw "
+                "samples) for its changed windows and for each hour whose rollup is unusable"
             )
     return out
 
@@ -132,7 +134,7 @@ def _fetch_group(
     src, session, chunk: Window, group: str, closed: bool, tag: str
 ) -> Iterator[Document]:
     first, last = _eval_times(chunk)
-    rng = "59m59s999ms" if closed else "1h"
+    rng = _range(timedelta(hours=1), closed)
     body = _post(
         src,
         session,
@@ -161,12 +163,20 @@ def _fetch_group(
             schema={"key": pl.Utf8, "before": pl.Float64},
         )
     series: dict[str, dict] = {}  # key -> {"metric": labels, "values": {t: value}}
-    for metric, since, first_hour, keys in _raw_targets(
-        rows, baseline, set(_counters(src)), chunk, src
-    ):
-        for labels, values in _raw_series(src, session, metric, keys, since, first_hour, closed):
-            got = series.setdefault(series_key(labels), {"metric": labels, "values": {}})
-            got["values"].update(values)
+    targets = _raw_targets(rows, baseline, set(_counters(src)), chunk, src)
+    for metric, since, hour, zoom, keys, befores in targets:
+        spans = (
+            _zoomed(src, session, metric, keys, befores, since, hour, closed)
+            if zoom
+            else [(since, hour, keys)]
+        )
+        length = ZOOM if zoom else timedelta(hours=1)
+        for since_w, start, keys_w in spans:
+            for labels, values in _raw_series(
+                src, session, metric, keys_w, since_w, start, length, closed
+            ):
+                got = series.setdefault(series_key(labels), {"metric": labels, "values": {}})
+                got["values"].update(values)
     if series:
         result = [
             {
@@ -185,58 +195,117 @@ def _raw_targets(
     counters: set[str],
     chunk: Window,
     src: SourceConfig,
-) -> list[tuple[str, datetime, datetime, list[str]]]:
-    """(metric, since, hour, series keys): the series-hours whose raw samples to pull, by
-    metric, hour and where the sample before the hour is looked for from (a counter's previous
-    hour with samples, the lookback before the chunk, or nowhere)."""
+) -> list[tuple[str, datetime, datetime, bool, list[str], list[float | None]]]:
+    """(metric, since, hour, zoom, series keys, their values before the hour): the series-hours
+    whose raw samples to pull, by metric, hour and where the sample before the hour is looked
+    for from (a counter's previous hour with samples, the lookback before the chunk, or
+    nowhere). ``zoom``: a counter's changed hours, whose changed ``ZOOM`` windows are found
+    first; an unusable rollup's hour is pulled whole."""
     lookback = chunk.start - timedelta(hours=float(src.options["counter_lookback_h"]))
-    rows = rows.sort("key", "hour").with_columns(
-        metric=pl.col("key").str.json_path_match("$.__name__"),
-        prev_hour=pl.col("hour").shift(1).over("key"),
-        prev_last=pl.col("last").shift(1).over("key"),
-    )
     if baseline is not None:
         rows = rows.join(baseline, on="key", how="left")
     else:
         rows = rows.with_columns(before=pl.lit(None, pl.Float64))
-    before = pl.coalesce("prev_last", "before")
+    rows = _changes(rows.with_columns(metric=pl.col("key").str.json_path_match("$.__name__")))
     counter = pl.col("metric").is_in(list(counters)) | pl.col("metric").str.starts_with(
         XID_COUNT_METRIC
     )
-    changed = counter & (
-        (pl.col("min") != pl.col("max")) | (before.is_not_null() & (pl.col("min") != before))
-    )
-    picked = rows.filter(changed | pl.col("bad")).select(
+    picked = rows.filter((counter & pl.col("changed")) | pl.col("bad")).select(
         "metric",
         since=pl.when(~counter).then("hour").when(pl.col("prev_hour").is_not_null()).then("prev_hour")
         .when(pl.col("before").is_not_null()).then(pl.lit(lookback)).otherwise("hour"),
         hour="hour",
+        zoom=counter & ~pl.col("bad"),
         key="key",
+        prior="prior",
     )  # fmt: skip
     groups = (
-        picked.group_by("metric", "since", "hour", maintain_order=True)
-        .agg("key")
+        picked.group_by("metric", "since", "hour", "zoom", maintain_order=True)
+        .agg("key", "prior")
         .sort("hour", "metric")
     )
     return list(groups.iter_rows())
 
 
+def _changes(rows: pl.DataFrame) -> pl.DataFrame:
+    """Rows of (key, hour, min, max, last, before: the value before the first row of each key,
+    or null) with ``prev_hour`` (the key's row before), ``prior`` (the value before the row)
+    and ``changed``: its value changed within the row (min != max) or from the one before."""
+    rows = rows.sort("key", "hour").with_columns(
+        prev_hour=pl.col("hour").shift(1).over("key"),
+        prior=pl.coalesce(pl.col("last").shift(1).over("key"), "before"),
+    )
+    return rows.with_columns(
+        changed=(pl.col("min") != pl.col("max"))
+        | (pl.col("prior").is_not_null() & (pl.col("min") != pl.col("prior")))
+    )
+
+
+def _zoomed(
+    src,
+    session,
+    metric: str,
+    keys: list[str],
+    priors: list,
+    since: datetime,
+    hour: datetime,
+    closed: bool,
+) -> list[tuple[datetime, datetime, list[str]]]:
+    """(since, window start, keys) of the ``ZOOM`` windows of ``hour`` in which the series
+    ``keys`` (with their values before the hour, ``priors``) changed: one ``query_range`` of
+    their min (and max and last where they differ) per window finds them, so only those
+    windows' samples are pulled raw."""
+    rng = _range(ZOOM, closed)
+    sel = f"{metric}{{{', '.join(_series_matchers(src, keys))}}}[{rng}]"
+    constant = f"(max_over_time({sel}) == min_over_time({sel}))"
+    parts = [
+        _named(f"({fn}_over_time({sel})" + ("" if col == "min" else f" unless {constant}") + ")",
+               ROLLUP_LABEL, rollup_label(metric, col))
+        for col, fn in (("min", "min"), ("max", "max"), ("last", "last"))
+    ]  # fmt: skip
+    step = ZOOM.total_seconds()
+    body = _post(src, session, "/api/v1/query_range", {
+        "query": _host_renamed(src, _named(_either(parts), "__name__", metric)),
+        "start": _epoch(hour) + step - _MS, "end": _epoch(hour) + HOUR_S - _MS, "step": step,
+    })  # fmt: skip
+    points, labels, _ = series_points(json.loads(body)["data"]["result"])
+    windows = rollup_rows(points, labels, period_s=int(step)).rename({"hour": "start"})
+    prior = pl.DataFrame(
+        {"key": keys, "before": priors}, schema={"key": pl.Utf8, "before": pl.Float64}
+    )
+    windows = windows.join(prior, on="key").rename({"start": "hour"})
+    picked = (
+        _changes(windows)
+        .filter("changed")
+        .select("key", "hour", since=pl.coalesce("prev_hour", pl.lit(since)))
+    )
+    groups = picked.group_by("since", "hour", maintain_order=True).agg("key").sort("hour")
+    return list(groups.iter_rows())
+
+
 def _raw_series(
-    src, session, metric: str, keys: list[str], since: datetime, hour: datetime, closed: bool
+    src,
+    session,
+    metric: str,
+    keys: list[str],
+    since: datetime,
+    start: datetime,
+    length: timedelta,
+    closed: bool,
 ) -> Iterator[tuple[dict, dict]]:
     """(labels, {time: value}) of each of the series ``keys`` of ``metric``: its samples in
-    ``hour`` and the last one before (looked for from ``since``). Raw samples with their exact
-    times, from range selectors matching at least those series: first from ``NEAR`` before the
-    hour (where a series scraped every few seconds has its sample before), then from ``since``
-    for the series that had none there."""
-    near = max(since, hour - NEAR)
-    got = _samples(src, session, metric, keys, near, hour + timedelta(hours=1), closed)
-    missing = [k for k in keys if k in got and min(map(float, got[k][1])) >= _epoch(hour)]
+    [start, start + length) and the last one before (looked for from ``since``). Raw samples
+    with their exact times, from range selectors matching at least those series: first from
+    ``NEAR`` before ``start`` (where a series scraped every few seconds has its sample before),
+    then from ``since`` for the series that had none there."""
+    near, end = max(since, start - NEAR), start + length
+    got = _samples(src, session, metric, keys, near, end, closed)
+    missing = [k for k in keys if k in got and min(map(float, got[k][1])) >= _epoch(start)]
     if near > since and missing:
-        got.update(_samples(src, session, metric, missing, since, hour + timedelta(hours=1), closed))
+        got.update(_samples(src, session, metric, missing, since, end, closed))
     for labels, values in got.values():
         times = sorted(values, key=float)
-        kept = next((i for i, ts in enumerate(times) if float(ts) >= _epoch(hour)), len(times))
+        kept = next((i for i, ts in enumerate(times) if float(ts) >= _epoch(start)), len(times))
         yield labels, {ts: values[ts] for ts in times[max(kept - 1, 0) :]}
 
 
@@ -244,26 +313,39 @@ def _samples(
     src, session, metric: str, keys: list[str], since: datetime, until: datetime, closed: bool
 ) -> dict[str, tuple[dict, dict]]:
     """key -> (labels, {time: value}) of the samples in [since, until) of the series ``keys``,
-    from one range selector whose matchers allow each label's values among them."""
+    from one range selector."""
     wanted = set(keys)
-    labels = [json.loads(k) for k in keys]
-    names = sorted(set.intersection(*(set(x) for x in labels)) - {"__name__"})
-    host = src.options["host_label"]
-    matchers = [
-        f'{host if n == HOST else n}=~"{"|".join(sorted({_regex_quote(x[n]) for x in labels}))}"'
-        for n in names
-    ]
     t = _epoch(until) - _MS
     range_ms = round((t - _epoch(since)) * 1000) + (0 if closed else 1)
-    query = f"{metric}{{{', '.join(matchers)}}}[{range_ms}ms]"
+    query = f"{metric}{{{', '.join(_series_matchers(src, keys))}}}[{range_ms}ms]"
+    host = src.options["host_label"]
     out = {}
-    for s in json.loads(_post(src, session, "/api/v1/query", {"query": query, "time": t}))["data"]["result"]:
+    for s in json.loads(_post(src, session, "/api/v1/query", {"query": query, "time": t}))["data"][
+        "result"
+    ]:
         got = dict(s["metric"])
         if host != HOST and host in got:
-            got[HOST] = got.pop(host)
+            got[HOST] = got[host]  # as label_replace names it in the rollups
         if (key := series_key(got)) in wanted:
             out[key] = (got, {str(ts): v for ts, v in s["values"]})
     return out
+
+
+def _series_matchers(src: SourceConfig, keys: list[str]) -> list[str]:
+    """Label matchers that select at least the series ``keys`` (each label they all have, with
+    any of their values: exact for one series, and in practice for GPUs told apart by UUID)."""
+    labels = [json.loads(k) for k in keys]
+    names = sorted(set.intersection(*(set(x) for x in labels)) - {"__name__"})
+    host = src.options["host_label"]
+    if host != HOST:
+        names = [n for n in names if n != HOST]  # renamed from the host label, not stored as such
+    return [f'{n}=~"{"|".join(sorted({_regex_quote(x[n]) for x in labels}))}"' for n in names]
+
+
+def _range(length: timedelta, closed: bool) -> str:
+    """A range selector's duration covering exactly ``length`` before an evaluation instant one
+    millisecond before a boundary: [t - r, t] on Prometheus 2, (t - r, t] on 3."""
+    return f"{round(length.total_seconds() * 1000) - (1 if closed else 0)}ms"
 
 
 def _rollup_query(src: SourceConfig, group: str, rng: str) -> str:
