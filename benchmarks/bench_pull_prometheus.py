@@ -54,9 +54,21 @@ def _fleet(nodes: int, days: int, scrape_s: int) -> Path:
     out = OUT / f"prom-fleet-{nodes}n-{days}d-{scrape_s}s"
     if not (out / "ground_truth.json").exists():
         t = time.perf_counter()
-        simulate(out, llama3_cause_mix(), nodes=nodes, gpus_per_node=8, days=days, seed=3,
-                 fault_scale=30.0, scrape_interval_s=scrape_s, k8s_nodes=0, start=START.isoformat())
-        print(f"simulated {nodes} nodes x {days} days at {scrape_s} s in {time.perf_counter() - t:.0f} s")
+        simulate(
+            out,
+            llama3_cause_mix(),
+            nodes=nodes,
+            gpus_per_node=8,
+            days=days,
+            seed=3,
+            fault_scale=30.0,
+            scrape_interval_s=scrape_s,
+            k8s_nodes=0,
+            start=START.isoformat(),
+        )
+        print(
+            f"simulated {nodes} nodes x {days} days at {scrape_s} s in {time.perf_counter() - t:.0f} s"
+        )
     return out
 
 
@@ -81,8 +93,10 @@ def main() -> int:
     ap.add_argument("--days", type=int, default=2)
     ap.add_argument("--scrape-s", type=int, default=15)
     args = ap.parse_args()
-    print("at a 1 h scrape (bench_fleet_scale's 64-node, 54-day fleet) an hour is 1 raw sample and its "
-          "rollup 3-5 points: the 1/50 bar is impossible there; measured at 15 s on a slice instead")
+    print(
+        "at a 1 h scrape (bench_fleet_scale's 64-node, 54-day fleet) an hour is 1 raw sample and its "
+        "rollup 3-5 points: the 1/50 bar is impossible there; measured at 15 s on a slice instead"
+    )
     fleet = _fleet(args.nodes, args.days, args.scrape_s)
     files = server.scrape_files(fleet)
     t = time.perf_counter()
@@ -90,13 +104,15 @@ def main() -> int:
     print(f"TSDB blocks ready in {time.perf_counter() - t:.0f} s ({len(files)} scrape files)")
 
     wire = {"requests": 0, "points": 0, "bytes": 0}
+    by_path: dict[str, int] = {}
     request = source._request
 
-    def counted(*a, **k):
-        body = request(*a, **k)
+    def counted(src, session, method, path, params):
+        body = request(src, session, method, path, params)
         wire["requests"] += 1
-        wire["points"] += _count_points(body)
+        wire["points"] += (n := _count_points(body))
         wire["bytes"] += len(body)
+        by_path[path] = by_path.get(path, 0) + n
         return body
 
     source._request = counted
@@ -106,10 +122,23 @@ def main() -> int:
         ingest_paths(ingested, files)
         _built(ingested)
         file_wall = time.perf_counter() - t
-        src = source_config({"name": "tsdb", "kind": "prometheus", "url": url, "timeout_s": 300,
-                             "metrics": sorted(_metrics(ingested))}, kinds())
+        src = source_config(
+            {
+                "name": "tsdb",
+                "kind": "prometheus",
+                "url": url,
+                "timeout_s": 300,
+                "metrics": sorted(_metrics(ingested)),
+            },
+            kinds(),
+        )
         t = time.perf_counter()
-        reports = pull(pulled, [src], since=START - timedelta(days=1), until=START + timedelta(days=args.days + 1))
+        reports = pull(
+            pulled,
+            [src],
+            since=START - timedelta(days=1),
+            until=START + timedelta(days=args.days + 1),
+        )
         pull_only = time.perf_counter() - t
         _built(pulled)
         pull_wall = time.perf_counter() - t
@@ -119,28 +148,57 @@ def main() -> int:
         rollup_rows = pulled.query("SELECT count(*) AS n FROM gpu_rollups")["n"][0]
         raw_rows = pulled.query("SELECT count(*) AS n FROM gpu_samples")["n"][0]
     print(f"file ingest + daily tables: {file_wall:.1f} s for {samples:,} samples")
-    print(f"pull: {pull_only:.1f} s ({wire['requests']} requests, {wire['bytes'] / 1e6:.1f} MB), + daily tables "
-          f"{pull_wall - pull_only:.1f} s; stored {rollup_rows:,} rollup rows and {raw_rows:,} raw counter samples")
+    print(
+        f"pull: {pull_only:.1f} s ({wire['requests']} requests, {wire['bytes'] / 1e6:.1f} MB), + daily tables "
+        f"{pull_wall - pull_only:.1f} s; stored {rollup_rows:,} rollup rows and {raw_rows:,} raw counter samples"
+    )
+    print(
+        f"points by endpoint (query_range: hourly rollups and the 5-min search of changed counter hours; "
+        f"query: baselines and raw samples): {by_path}"
+    )
     ratio = samples / max(wire["points"], 1)
     target("pull succeeded", not failed, failed[0] if failed else f"{len(reports)} windows ok")
-    target("pulled gpu_hourly equals the ingested files'", same_hourly, "float within 1e-9 relative")
-    target("pulled counter events equal the ingested files'", same_events, "time, host, gpu, code, count")
-    target(f"points on the wire <= raw samples / {WIRE_RATIO}", ratio >= WIRE_RATIO,
-           f"{wire['points']:,} points for {samples:,} samples: 1/{ratio:.0f}")
-    target("pull wall time <= file ingest's", pull_wall <= file_wall, f"{pull_wall:.1f} s vs {file_wall:.1f} s")
+    target(
+        "pulled gpu_hourly equals the ingested files'", same_hourly, "float within 1e-9 relative"
+    )
+    target(
+        "pulled counter events equal the ingested files'",
+        same_events,
+        "time, host, gpu, code, count",
+    )
+    target(
+        f"points on the wire <= raw samples / {WIRE_RATIO}",
+        ratio >= WIRE_RATIO,
+        f"{wire['points']:,} points for {samples:,} samples: 1/{ratio:.0f}",
+    )
+    target(
+        "pull wall time <= file ingest's",
+        pull_wall <= file_wall,
+        f"{pull_wall:.1f} s vs {file_wall:.1f} s",
+    )
     _on_paper(rollup_rows, raw_rows, wire["points"], pull_only, args, src)
     return status()
 
 
 def _metrics(wh: Warehouse) -> set[str]:
-    return set(wh.query("SELECT DISTINCT regexp_replace(metric, '\\{.*$', '') AS m FROM gpu_samples")["m"])
+    return set(
+        wh.query("SELECT DISTINCT regexp_replace(metric, '\\{.*$', '') AS m FROM gpu_samples")["m"]
+    )
 
 
 def _same(a: Warehouse, b: Warehouse) -> tuple[bool, bool]:
     keys = ["hour", "cluster", "host", "gpu", "uuid", "pci_bus", "metric"]
-    ha, hb = a.read("gpu_hourly").sort(keys, nulls_last=True), b.read("gpu_hourly").sort(keys, nulls_last=True)
-    same = ha.height == hb.height and ha.select(keys, "n").equals(hb.select(keys, "n")) and all(
-        bool(((ha[c] - hb[c]).abs() <= 1e-9 * ha[c].abs().clip(lower_bound=1)).all()) for c in ("mean", "min", "max", "last")
+    ha, hb = (
+        a.read("gpu_hourly").sort(keys, nulls_last=True),
+        b.read("gpu_hourly").sort(keys, nulls_last=True),
+    )
+    same = (
+        ha.height == hb.height
+        and ha.select(keys, "n").equals(hb.select(keys, "n"))
+        and all(
+            bool(((ha[c] - hb[c]).abs() <= 1e-9 * ha[c].abs().clip(lower_bound=1)).all())
+            for c in ("mean", "min", "max", "last")
+        )
     )
     q = f"SELECT time, host, component_id, code, count FROM hw_events WHERE source = '{COUNTER_SOURCE}' ORDER BY ALL"
     return same, a.query(q).equals(b.query(q))
@@ -156,16 +214,22 @@ def _on_paper(rollup_rows: int, raw_rows: int, points: int, pull_s: float, args,
     hosts = PAPER_GPUS // PAPER_GPUS_PER_NODE
     groups = math.ceil(hosts / int(src.options["hosts_per_query"]))
     hours_per_pull = 1 + source.OVERLAP / timedelta(hours=1)  # the new hour and the overlap again
-    queries = 24 * groups * 2  # per hourly pull and host group: the rollups and the counters' baseline
+    queries = (
+        24 * groups * 2
+    )  # per hourly pull and host group: the rollups and the counters' baseline
     raw_share = raw_rows / max(rollup_rows, 1)
-    print(f"on paper, {PAPER_GPUS:,} GPUs x {PAPER_METRICS} series, one day: {rows:,} gpu_rollups rows "
-          f"(vs {series * 5760:,} samples at 15 s), about {rows * raw_share:,.0f} raw counter samples at the "
-          f"slice's share ({raw_share:.3f} per rollup row), about {rows * per_row * hours_per_pull:,.0f} points on "
-          f"the wire with the overlap re-read ({hours_per_pull:.0f} h per hourly pull)")
-    print(f"on paper: {queries:,} queries a day ({groups} host groups of {src.options['hosts_per_query']} x 24 "
-          f"hourly pulls x 2) plus one range query per metric and hour holding changed counters; the slice took "
-          f"{pull_s / (gpus * hours) * PAPER_GPUS * 24 * hours_per_pull / 3600:.1f} h of pull wall per day at its "
-          f"measured rate ({gpus} GPUs x {hours} h in {pull_s:.1f} s), before parallel host groups")
+    print(
+        f"on paper, {PAPER_GPUS:,} GPUs x {PAPER_METRICS} series, one day: {rows:,} gpu_rollups rows "
+        f"(vs {series * 5760:,} samples at 15 s), about {rows * raw_share:,.0f} raw counter samples at the "
+        f"slice's share ({raw_share:.3f} per rollup row), about {rows * per_row * hours_per_pull:,.0f} points on "
+        f"the wire with the overlap re-read ({hours_per_pull:.0f} h per hourly pull)"
+    )
+    print(
+        f"on paper: {queries:,} queries a day ({groups} host groups of {src.options['hosts_per_query']} x 24 "
+        f"hourly pulls x 2) plus one range query per metric and hour holding changed counters; the slice took "
+        f"{pull_s / (gpus * hours) * PAPER_GPUS * 24 * hours_per_pull / 3600:.1f} h of pull wall per day at its "
+        f"measured rate ({gpus} GPUs x {hours} h in {pull_s:.1f} s), before parallel host groups"
+    )
 
 
 if __name__ == "__main__":

@@ -3,17 +3,19 @@ VictoriaMetrics: the same HTTP API), with the hourly rollups computed by the TSD
 
 Per time chunk and group of hosts (``hosts_per_query``, so each answer stays under the server's
 sample limits), one ``query_range`` (step 1 h, evaluated at the last millisecond of each hour)
-asks for count / avg / min / max / last ``_over_time`` of every metric over its hour: raw
-samples never cross the wire, only five points per series-hour (document format
-``prom-rollup``, table gpu_rollups). Then, at scrape resolution and only where needed, the raw
-samples (``prom-json``, table gpu_samples) of:
+asks for count / min / max / avg / last ``_over_time`` of every metric over its hour, the last
+three only where the hour's min != max (a constant hour, most hours of an error counter, is
+its count and its min): raw samples never cross the wire, 2 to 5 points per series-hour do
+(document format ``prom-rollup``, table gpu_rollups). Then, at scrape resolution and only where
+needed, the raw samples (``prom-json``, table gpu_samples) of:
 
-- the series-hours of an error counter or the XID count in which its value changed: min != max
-  within the hour, or its min differs from the last value before the hour (the previous hour's
-  ``last``, or for the chunk's first hour an instant ``last_over_time`` over
-  ``counter_lookback_h``). With the sample just before each such hour as the baseline, the
-  increments between consecutive stored samples are exactly those between consecutive samples
-  in the TSDB, so counter events keep their exact times;
+- the changes of an error counter or the XID count. An hour changed where min != max, or where
+  its min differs from the last value before it (the previous hour's ``last``, or for the
+  chunk's first hour an instant ``last_over_time`` over ``counter_lookback_h``). Such an hour is
+  searched the same way in ``ZOOM`` windows (one ``query_range`` of min, and max and last where
+  they differ), and each changed window's samples are pulled with the sample just before it,
+  so the increments between consecutive stored samples are exactly those between consecutive
+  samples in the TSDB: counter events keep their exact times;
 - the series-hours whose rollup cannot stand for its samples (``ingest.tsdb.unusable``: NaN,
   DCGM blanks), which gpu_hourly then takes from the samples, as from a file.
 
@@ -21,7 +23,9 @@ Only whole hours that ended ``settle_s`` before now are pulled: a later pull's o
 rest once complete (a rollup stored early would keep its first value; record keys store a
 series-hour once). A range selector covers [t - r, t] on Prometheus 2 and (t - r, t] on 3 and
 later (``/api/v1/status/buildinfo``; ``range_closed`` overrides), so each hour is exactly its
-samples. A series without the host label is not pulled.
+samples. A series without the host label is not pulled. What a TSDB's rollup cannot tell: a
+NaN sample inside an hour whose min equals its max (its mean is not asked for) is counted in n,
+where a file ingest would quarantine it.
 """
 
 from __future__ import annotations
