@@ -82,6 +82,7 @@ OVERLAP = timedelta(hours=2)  # late scrapes, and the hours left unsettled by th
 HOST = "Hostname"  # the label the parsers read the host from (ingest.gpu_labels.LABEL_COLUMNS)
 NEAR = timedelta(minutes=1)  # where a series scraped every few seconds has its sample before
 ZOOM = timedelta(minutes=5)  # the windows a counter's changed hour is searched in
+FEW = 16  # samples of the span before a changed hour read whole rather than searched
 _MS = 0.001
 
 
@@ -168,16 +169,15 @@ def _fetch_group(
         )
     series: dict[str, dict] = {}  # key -> {"metric": labels, "values": {t: value}}
     targets = _raw_targets(rows, baseline, set(_counters(src)), chunk, src)
-    for metric, since, hour, zoom, keys, befores in targets:
-        spans = (
-            _zoomed(src, session, metric, keys, befores, since, hour, closed)
-            if zoom
-            else [(since, hour, keys)]
-        )
+    for metric, before, hour, zoom, keys, priors, counts in targets:
+        if zoom:
+            spans = _zoomed(src, session, metric, keys, priors, counts, before, hour, closed)
+        else:
+            spans = [(before, hour, keys, counts)]
         length = ZOOM if zoom else timedelta(hours=1)
-        for since_w, start, keys_w in spans:
+        for span, start, keys_w, counts_w in spans:
             for labels, values in _raw_series(
-                src, session, metric, keys_w, since_w, start, length, closed
+                src, session, metric, keys_w, counts_w, span, start, length, closed
             ):
                 got = series.setdefault(series_key(labels), {"metric": labels, "values": {}})
                 got["values"].update(values)
@@ -199,12 +199,13 @@ def _raw_targets(
     counters: set[str],
     chunk: Window,
     src: SourceConfig,
-) -> list[tuple[str, datetime, datetime, bool, list[str], list[float | None]]]:
-    """(metric, since, hour, zoom, series keys, their values before the hour): the series-hours
-    whose raw samples to pull, by metric, hour and where the sample before the hour is looked
-    for from (a counter's previous hour with samples, the lookback before the chunk, or
-    nowhere). ``zoom``: a counter's changed hours, whose changed ``ZOOM`` windows are found
-    first; an unusable rollup's hour is pulled whole."""
+) -> list[tuple]:
+    """(metric, before, hour, zoom, series keys, their values before the hour, the sample
+    counts of the spans before): the series-hours whose raw samples to pull, by metric, hour
+    and ``before``, the span [from, to) whose last sample is the one before the hour (a
+    counter's previous hour with samples, the lookback before the chunk, or none). ``zoom``: a
+    counter's changed hours, whose changed ``ZOOM`` windows are found first; an unusable
+    rollup's hour is pulled whole."""
     lookback = chunk.start - timedelta(hours=float(src.options["counter_lookback_h"]))
     if baseline is not None:
         rows = rows.join(baseline, on="key", how="left")
@@ -214,30 +215,34 @@ def _raw_targets(
     counter = pl.col("metric").is_in(list(counters)) | pl.col("metric").str.starts_with(
         XID_COUNT_METRIC
     )
+    prev = pl.col("prev_hour")
     picked = rows.filter((counter & pl.col("changed")) | pl.col("bad")).select(
         "metric",
-        since=pl.when(~counter).then("hour").when(pl.col("prev_hour").is_not_null()).then("prev_hour")
-        .when(pl.col("before").is_not_null()).then(pl.lit(lookback)).otherwise("hour"),
+        span=pl.when(counter & prev.is_not_null()).then(pl.concat_list(prev, prev + timedelta(hours=1)))
+        .when(counter & pl.col("before").is_not_null()).then(pl.concat_list(pl.lit(lookback), pl.lit(chunk.start)))
+        .otherwise(pl.concat_list("hour", "hour")),
         hour="hour",
-        zoom=counter & ~pl.col("bad"),
+        zoom=counter & ~pl.col("bad") & (pl.col("n") > 2 * FEW),  # else the hour is few samples
         key="key",
         prior="prior",
+        count=pl.when(prev.is_not_null()).then("prev_n"),
     )  # fmt: skip
     groups = (
-        picked.group_by("metric", "since", "hour", "zoom", maintain_order=True)
-        .agg("key", "prior")
+        picked.group_by("metric", "span", "hour", "zoom", maintain_order=True)
+        .agg("key", "prior", "count")
         .sort("hour", "metric")
     )
-    return list(groups.iter_rows())
+    return [(m, tuple(span), h, z, k, p, c) for m, span, h, z, k, p, c in groups.iter_rows()]
 
 
 def _changes(rows: pl.DataFrame) -> pl.DataFrame:
-    """Rows of (key, hour, min, max, last, before: the value before the first row of each key,
-    or null) with ``prev_hour`` (the key's row before), ``prior`` (the value before the row)
-    and ``changed``: its value changed within the row (min != max) or from the one before."""
+    """Rows of (key, hour, n, min, max, last, before: the value before the first row of each
+    key, or null) with ``prev_hour`` and ``prev_n`` (the key's row before), ``prior`` (the value
+    before the row) and ``changed``: its value changed within the row (min != max) or from the one before."""
     rows = rows.sort("key", "hour").with_columns(
         prev_hour=pl.col("hour").shift(1).over("key"),
         prior=pl.coalesce(pl.col("last").shift(1).over("key"), "before"),
+        prev_n=pl.col("n").shift(1).over("key").cast(pl.Int64),
     )
     return rows.with_columns(
         changed=(pl.col("min") != pl.col("max"))
@@ -251,14 +256,16 @@ def _zoomed(
     metric: str,
     keys: list[str],
     priors: list,
-    since: datetime,
+    counts: list,
+    before: tuple,
     hour: datetime,
     closed: bool,
-) -> list[tuple[datetime, datetime, list[str]]]:
-    """(since, window start, keys) of the ``ZOOM`` windows of ``hour`` in which the series
-    ``keys`` (with their values before the hour, ``priors``) changed: one ``query_range`` of
-    their min (and max and last where they differ) per window finds them, so only those
-    windows' samples are pulled raw."""
+) -> list[tuple]:
+    """(before, window start, keys, counts) of the ``ZOOM`` windows of ``hour`` in which the
+    series ``keys`` (with their values before the hour, ``priors``) changed: one
+    ``query_range`` of their min (and max and last where they differ) per window finds them, so
+    only those windows' samples are pulled raw. A window's sample before is in the window
+    before it, or for the hour's first, in the hour's ``before`` span."""
     rng = _range(ZOOM, closed)
     sel = f"{metric}{{{', '.join(_series_matchers(src, keys))}}}[{rng}]"
     constant = f"(max_over_time({sel}) == min_over_time({sel}))"
@@ -273,18 +280,21 @@ def _zoomed(
         "start": _epoch(hour) + step - _MS, "end": _epoch(hour) + HOUR_S - _MS, "step": step,
     })  # fmt: skip
     points, labels, _ = series_points(json.loads(body)["data"]["result"])
-    windows = rollup_rows(points, labels, period_s=int(step)).rename({"hour": "start"})
     prior = pl.DataFrame(
-        {"key": keys, "before": priors}, schema={"key": pl.Utf8, "before": pl.Float64}
+        {"key": keys, "before": priors, "count": counts},
+        schema={"key": pl.Utf8, "before": pl.Float64, "count": pl.Int64},
     )
-    windows = windows.join(prior, on="key").rename({"start": "hour"})
-    picked = (
-        _changes(windows)
-        .filter("changed")
-        .select("key", "hour", since=pl.coalesce("prev_hour", pl.lit(since)))
-    )
-    groups = picked.group_by("since", "hour", maintain_order=True).agg("key").sort("hour")
-    return list(groups.iter_rows())
+    windows = rollup_rows(points, labels, period_s=int(step)).join(prior, on="key")
+    prev = pl.col("prev_hour")
+    picked = _changes(windows).filter("changed").select(
+        "key",
+        "hour",
+        span=pl.when(prev.is_not_null()).then(pl.concat_list(prev, prev + ZOOM))
+        .otherwise(pl.lit(list(before), pl.List(pl.Datetime("us")))),
+        count=pl.when(prev.is_null()).then("count"),
+    )  # fmt: skip
+    groups = picked.group_by("span", "hour", maintain_order=True).agg("key", "count").sort("hour")
+    return [(tuple(span), h, k, c) for span, h, k, c in groups.iter_rows()]
 
 
 def _raw_series(
@@ -292,25 +302,84 @@ def _raw_series(
     session,
     metric: str,
     keys: list[str],
-    since: datetime,
+    counts: list,
+    before: tuple,
     start: datetime,
     length: timedelta,
     closed: bool,
 ) -> Iterator[tuple[dict, dict]]:
     """(labels, {time: value}) of each of the series ``keys`` of ``metric``: its samples in
-    [start, start + length) and the last one before (looked for from ``since``). Raw samples
-    with their exact times, from range selectors matching at least those series: first from
-    ``NEAR`` before ``start`` (where a series scraped every few seconds has its sample before),
-    then from ``since`` for the series that had none there."""
-    near, end = max(since, start - NEAR), start + length
-    got = _samples(src, session, metric, keys, near, end, closed)
-    missing = [k for k in keys if k in got and min(map(float, got[k][1])) >= _epoch(start)]
-    if near > since and missing:
-        got.update(_samples(src, session, metric, missing, since, end, closed))
+    [start, start + length) and the last one in the span ``before`` (samples ``counts`` there,
+    where known). Raw samples with their exact times, from range selectors matching at least
+    those series: first from ``NEAR`` before ``start`` (where a series scraped every few
+    seconds has its sample before), or from the span's start when it holds few samples (a short
+    span, or at most ``FEW``); for a series with none near, the span's last sample, found by
+    halving the span with ``count_over_time`` (a point per step, not the span's samples)."""
+    lo, hi = before
+    count = dict(zip(keys, counts, strict=True))
+    few = [k for k in keys if hi - lo <= ZOOM or (count[k] is not None and count[k] <= FEW)]
+    dense = [k for k in keys if k not in few]
+    got = _samples(src, session, metric, few, lo, start + length, closed) if few else {}
+    if dense:
+        got.update(
+            _samples(src, session, metric, dense, max(lo, start - NEAR), start + length, closed)
+        )
+    missing = [k for k in dense if k in got and min(map(float, got[k][1])) >= _epoch(start)]
+    if missing and hi > lo and start - NEAR > lo:
+        for key, last in _last_before(src, session, metric, missing, lo, hi, closed).items():
+            got[key][1].update(last)
     for labels, values in got.values():
         times = sorted(values, key=float)
         kept = next((i for i, ts in enumerate(times) if float(ts) >= _epoch(start)), len(times))
         yield labels, {ts: values[ts] for ts in times[max(kept - 1, 0) :]}
+
+
+def _last_before(
+    src, session, metric: str, keys: list[str], since: datetime, until: datetime, closed: bool
+) -> dict[str, dict]:
+    """key -> {time: value} of the last sample of each series ``keys`` in [since, until) (none
+    for a series without one): each series' span is halved while its later half holds samples
+    or its earlier half must, down to ``NEAR``, whose samples are then read. Series whose spans
+    agree (scraped alike) share each step's ``count_over_time`` query."""
+
+    def holding(group: list[str], a: datetime, b: datetime) -> set[str]:
+        t = _epoch(b) - _MS
+        rng = round((t - _epoch(a)) * 1000) + (0 if closed else 1)
+        sel = f"{metric}{{{', '.join(_series_matchers(src, group))}}}[{rng}ms]"
+        answer = _post(
+            src, session, "/api/v1/query", {"query": f"count_over_time({sel})", "time": t}
+        )
+        found = {_key_of(src, s["metric"], metric) for s in json.loads(answer)["data"]["result"]}
+        return found & set(group)
+
+    spans = {k: (since, until) for k in holding(keys, since, until)}
+    while wide := {k: v for k, v in spans.items() if v[1] - v[0] > NEAR}:
+        for (lo, hi), group in _by_value(wide).items():
+            mid = lo + (hi - lo) / 2
+            later = holding(group, mid, hi)
+            spans.update({k: (mid, hi) if k in later else (lo, mid) for k in group})
+    out = {}
+    for (lo, hi), group in _by_value(spans).items():
+        for key, (_, values) in _samples(src, session, metric, group, lo, hi, closed).items():
+            last = max(values, key=float)
+            out[key] = {last: values[last]}
+    return out
+
+
+def _by_value(d: dict) -> dict:
+    out: dict = {}
+    for k, v in d.items():
+        out.setdefault(v, []).append(k)
+    return out
+
+
+def _key_of(src: SourceConfig, labels: dict, metric: str) -> str:
+    """The series key of an answer's labels (a function's answer has lost ``__name__``)."""
+    got = {**labels, "__name__": metric}
+    host = src.options["host_label"]
+    if host != HOST and host in got:
+        got[HOST] = got[host]  # as label_replace names it in the rollups
+    return series_key(got)
 
 
 def _samples(
@@ -322,16 +391,11 @@ def _samples(
     t = _epoch(until) - _MS
     range_ms = round((t - _epoch(since)) * 1000) + (0 if closed else 1)
     query = f"{metric}{{{', '.join(_series_matchers(src, keys))}}}[{range_ms}ms]"
-    host = src.options["host_label"]
+    answer = json.loads(_post(src, session, "/api/v1/query", {"query": query, "time": t}))
     out = {}
-    for s in json.loads(_post(src, session, "/api/v1/query", {"query": query, "time": t}))["data"][
-        "result"
-    ]:
-        got = dict(s["metric"])
-        if host != HOST and host in got:
-            got[HOST] = got[host]  # as label_replace names it in the rollups
-        if (key := series_key(got)) in wanted:
-            out[key] = (got, {str(ts): v for ts, v in s["values"]})
+    for s in answer["data"]["result"]:
+        if (key := _key_of(src, s["metric"], metric)) in wanted:
+            out[key] = (json.loads(key), {str(ts): v for ts, v in s["values"]})
     return out
 
 

@@ -24,8 +24,8 @@ from tests.conftest import SAMPLE_FLEET
 from tests.servers import prometheus as server
 from warehouse.store import Warehouse
 
-HOSTS = [f"gpu-node-{i:03d}" for i in range(1, 5)]  # an eighth of the fleet: 32 GPUs, 60 days
-SINCE, UNTIL = datetime(2026, 1, 4), datetime(2026, 3, 7)
+HOSTS = [f"gpu-node-{i:03d}" for i in range(1, 5)]  # an eighth of the fleet: 32 GPUs
+SINCE, UNTIL = datetime(2026, 1, 4), datetime(2026, 2, 4)  # the first month
 AGAIN_UNTIL = datetime(2026, 1, 20)
 FLEET_METRICS = [
     "DCGM_FI_DEV_GPU_TEMP",
