@@ -66,7 +66,7 @@ def both(prom, tmp_path_factory):
     each with its daily tables and counter events built."""
     url, files = prom
     ingested = Warehouse(tmp_path_factory.mktemp("files") / "home")
-    ingest_paths(ingested, files, jobs=1)
+    ingest_paths(ingested, [f for f in files if f.name < f"{UNTIL:%Y-%m-%d}"], jobs=1)  # a file a day
     pulled = Warehouse(tmp_path_factory.mktemp("pulled") / "home")
     reports = pull(pulled, [_source(url)], since=SINCE, until=UNTIL)
     for wh in (ingested, pulled):
@@ -85,7 +85,7 @@ def test_pulled_rollups_give_the_files_gpu_hourly(both):
     keys = ["hour", "cluster", "host", "gpu", "uuid", "pci_bus", "metric"]
     want = _sorted(ingested.read("gpu_hourly"), keys)
     got = _sorted(pulled.read("gpu_hourly"), keys)
-    assert want.height > 50_000 and got.height == want.height
+    assert want.height > 25_000 and got.height == want.height
     assert got.select(keys).equals(want.select(keys))
     assert got["n"].to_list() == want["n"].to_list()
     for c in ("mean", "min", "max", "last"):
