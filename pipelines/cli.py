@@ -303,30 +303,72 @@ def cmd_forget(args) -> int:
 
 
 def cmd_sql(args) -> int:
+    """Print a read-only query's result as the DuckDB CLI does: a box table with "N rows (M shown)"
+    (DuckDB's own renderer, which escapes terminal control characters and prints every DuckDB
+    type), or every row as CSV / JSON, streamed. Nested values in CSV are JSON text."""
     import duckdb
-    import polars as pl
 
     for d in args.allow_files:
         if not Path(d).is_dir():
             raise CliError(f"--allow-files {d}: not a directory")
+    if args.max_rows < 1:
+        raise CliError(f"--max-rows must be at least 1, not {args.max_rows}")
     wh = _warehouse(args, existing=True)
     try:
-        df = wh.run_readonly(args.query, allow_files=args.allow_files)
+        with wh.readonly_relation(args.query, allow_files=args.allow_files) as rel:
+            if rel is None:
+                return 0
+            if args.format == "table":
+                rel.show(max_rows=args.max_rows, max_width=_terminal_width())
+            else:
+                _write_rows(rel, args.format)
     except duckdb.Error as exc:
         raise CliError(str(exc).strip().splitlines()[0]) from None
-    if args.format == "csv":
-        # CSV has no lists or structs: nested values are written as JSON text
-        nested = [c for c, t in df.schema.items() if t.is_nested()]
-        df = df.with_columns(pl.struct(pl.col(c).alias("v")).struct.json_encode().str.json_path_match("$.v").alias(c) for c in nested) if nested else df
-        sys.stdout.write(df.write_csv())
-    elif args.format == "json":
-        print(json.dumps(df.to_dicts(), default=str))
-    else:
-        import polars as pl
-
-        with pl.Config(tbl_rows=200, tbl_cols=50, fmt_str_lengths=60, tbl_width_chars=200):
-            print(df)
     return 0
+
+
+def _terminal_width() -> int:
+    import shutil
+
+    return max(80, shutil.get_terminal_size((160, 24)).columns)
+
+
+def _write_rows(rel, fmt: str) -> None:
+    """Every row of ``rel`` on stdout as CSV (header first) or one JSON array of row objects, in
+    batches (memory does not grow with the result). Values are DuckDB's own text (CSV) or JSON
+    (``to_json``): every type prints. On a terminal, control characters in CSV are escaped."""
+    import csv
+
+    names = rel.columns
+    quoted = ['"' + c.replace('"', '""') + '"' for c in names]
+    if fmt == "json":
+        row = "to_json(struct_pack(" + ", ".join(f"{q} := {q}" for q in quoted) + "))::VARCHAR"
+        reader = rel.project(row).to_arrow_reader(10_000)
+        out, first = sys.stdout, True
+        out.write("[")
+        for batch in reader:
+            for value in batch.column(0).to_pylist():
+                out.write(("" if first else ",\n") + value)
+                first = False
+        out.write("]\n")
+        return
+    cols = [f"(CASE WHEN typeof({q}) SIMILAR TO '.*(\\[\\]|STRUCT|MAP|UNION).*' THEN to_json({q})::VARCHAR "
+            f"ELSE {q}::VARCHAR END)" for q in quoted]
+    tty = sys.stdout.isatty()
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(names)
+    for batch in rel.project(", ".join(cols)).to_arrow_reader(10_000):
+        for row in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+            writer.writerow([_escape_controls(v) if tty and v else v for v in row])
+
+
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _escape_controls(text: str) -> str:
+    """Terminal control characters (ESC, OSC, BEL ...) as \\xNN, so log content cannot drive the
+    terminal; tab and newline are kept."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _config(args, **extra):
@@ -658,7 +700,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allow-files", action="append", default=[], metavar="DIR",
                    help="also let the query read files under DIR (repeatable)")
     s.add_argument("--format", choices=["table", "csv", "json"], default="table",
-                   help="output: table (default), csv, or json (one array of row objects)")
+                   help="output: table (default, as the DuckDB CLI prints it), csv, or json (one array of row objects); "
+                        "csv and json print every row")
+    s.add_argument("--max-rows", type=int, default=40, help="rows the table shows (default 40; the count of all is printed)")
     s.set_defaults(func=cmd_sql)
 
     s = sub.add_parser("project", parents=[common], help="project goodput for a job size (analytic or Monte Carlo)")
@@ -735,6 +779,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
+    except BrokenPipeError:  # `goodput sql ... | head`: the reader has all it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit would raise again
+        return 0
     except Exception as exc:
         if not isinstance(exc, _user_errors()):
             raise

@@ -115,8 +115,9 @@ def _pull_window(wh: Warehouse, src: SourceConfig, w: Window) -> list[PullReport
         return [report]
     docs = [d for d in got if isinstance(d, Document)]
     failures = [f for f in got if isinstance(f, Failure)]
-    inputs = [MemoryInput(d.name, d.data, d.format,
-                          ParseContext(cluster=src.cluster, host=d.host, options=d.options)) for d in docs]
+    inputs = [MemoryInput(_named(src, d.name), d.data, d.format,
+                          ParseContext(cluster=src.cluster, host=d.host, time=d.time, options=d.options))
+              for d in docs]
     whole = PullReport(src.name, src.kind, w, "ok", documents=len(docs), bytes=sum(len(d.data) for d in docs))
     out = [whole] + [PullReport(src.name, src.kind, w, "failed", target=f.target, error=_one_line(f.reason, src))
                      for f in failures]
@@ -133,6 +134,12 @@ def _pull_window(wh: Warehouse, src: SourceConfig, w: Window) -> list[PullReport
 
     commit_documents(wh, inputs, batch_id, log)
     return out
+
+
+def _named(src: SourceConfig, name: str) -> str:
+    """A document's ``source_file``: ``pull://<source>/...``, what says where a row came from."""
+    prefix = f"pull://{src.name}/"
+    return name if name.startswith(prefix) else prefix + name.removeprefix("pull://")
 
 
 def _log_rows(src: SourceConfig, reports: list[PullReport], started: datetime, batch_id: str) -> dict[str, pl.DataFrame]:

@@ -19,6 +19,7 @@ from pipelines.cli import main
 from sources import kinds
 from sources.base import SourceConfigError, Window, load_sources, source_config
 from sources.pull import cursors, plan, pull
+from warehouse.checks import pull_conservation
 
 SACCT = FIXTURES / "slurm" / "sacct_parsable2_with_header_examples.txt"
 K8S = FIXTURES / "kubernetes" / "kuard__kubectl_get_pods_list.json"
@@ -69,6 +70,7 @@ def test_pull_stores_what_ingesting_the_file_stores_and_a_second_pull_adds_nothi
     assert from_file.equals(pulled)
     ingest_paths(wh, [SACCT], ctx=ParseContext(cluster="c1"))
     assert wh.read("job_attempts").height == pulled.height
+    assert pull_conservation(wh).passed
 
 
 def test_cursor_overlap_and_windows(wh):
@@ -132,6 +134,7 @@ def test_bad_records_are_quarantined_per_record_and_counted(wh, tmp_path):
     q = wh.read("quarantine")
     assert q.height == r.rows_quarantined >= 1
     assert q["source_file"].str.starts_with("pull://dump/").all()
+    assert pull_conservation(wh).passed
 
 
 def test_sources_file_mistakes_are_one_line(tmp_path):
@@ -201,8 +204,33 @@ def test_dagster_pull_job_and_schedule(tmp_path):
         assert result.success
         [mat] = result.asset_materializations_for_node("pulled_sources")
         assert mat.metadata["rows"].value > 0 and mat.metadata["failures"].value == 0
+        [check] = result.get_asset_check_evaluations()
+        assert (check.check_name, check.passed) == ("pull_conservation_check", True)
     from warehouse.store import Warehouse
 
     log = Warehouse(home).read("pull_log")
     assert log.height == 1 and log["status"][0] == "ok"
     assert json.loads(json.dumps(mat.metadata["by_source"].value))["dump"]["windows_ok"] == 1
+
+
+def test_pull_conservation_catches_a_window_that_does_not_add_up(wh):
+    pull(wh, [command("dump", ["cat", str(SACCT)])], T0, T0 + timedelta(hours=1))
+    assert pull_conservation(wh).passed
+    bad = wh.read("pull_log").with_columns(records_read=pl.col("records_read") + 1, started_at=pl.lit(T0))
+    with wh.batch("bad") as batch:
+        batch.add({"pull_log": bad})
+    result = pull_conservation(wh)
+    # the bad row does not add up, and it claims rows the warehouse does not hold twice
+    assert not result.passed and result.metadata["violations"] == 2
+    assert "read 5, stored 4" in result.metadata["first"] and "8 rows pulled, 4 stored" in result.metadata["first"]
+
+
+@pytest.mark.parametrize("verify", [False, "/etc/goodput/bmc-ca.pem"])
+def test_verify_tls_is_not_undone_by_requests_ca_bundle(monkeypatch, verify):
+    from sources.base import http_session
+
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
+    session = http_session(command("x", ["true"]), verify=verify)
+    assert session.merge_environment_settings("https://bmc", {}, None, None, None)["verify"] == verify
+    default = http_session(command("x", ["true"]))
+    assert default.merge_environment_settings("https://bmc", {}, None, None, None)["verify"] == "/etc/ssl/certs/ca-certificates.crt"
