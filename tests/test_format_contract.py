@@ -45,6 +45,7 @@ FIXTURE_FORMATS = {
     "dcgm/nvidia-smi*": "nvidia-smi",
     "nvidia-smi/*": "nvidia-smi",
     "prometheus/*": "prom-json",
+    "prometheus-rollups/*": "prom-rollup",
     "kernel/*.log": "kernel",
     "bmc/ipmitool_sel*": "ipmi-sel",
     "bmc/*sel_list*": "ipmi-sel",

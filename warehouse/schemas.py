@@ -230,6 +230,32 @@ TABLES: dict[str, Table] = {
             record_key=("date", "time", "cluster", "host", "gpu", "uuid", "pci_bus", "mig_instance", "metric"),
         ),
         Table(
+            "gpu_rollups",
+            "n / mean / min / max / last of one series for one hour, as a TSDB computed them",
+            {
+                "hour": UTC_TS,  # the hour's start; the rollup covers [hour, hour + 1 h)
+                "cluster": STR,
+                "host": STR,
+                "gpu": I32,
+                "uuid": STR,
+                "pci_bus": STR,
+                "model": STR,
+                "mig_instance": STR,
+                "metric": STR,
+                "n": I64,
+                "mean": F64,
+                "min": F64,
+                "max": F64,
+                "last": F64,
+                "date": pl.Date,
+                "source": STR,
+                "source_file": STR,
+            },
+            partition="date",
+            # the series-hour, keyed as gpu_samples keys a sample
+            record_key=("date", "hour", "cluster", "host", "gpu", "uuid", "pci_bus", "mig_instance", "metric"),
+        ),
+        Table(
             "metric_metadata",
             "HELP / TYPE text of one metric as a source declared it",
             {"metric": STR, "type": STR, "help": STR, "unit": STR, "source": STR, "source_file": STR},
