@@ -56,7 +56,7 @@ def rollup_days(wh: Warehouse) -> tuple[str | None, str | None]:
     (None, why not) when there are none."""
     spans = source_spans(wh).filter(pl.col("source") == "telemetry")
     if spans.height == 0:
-        return None, "no telemetry (gpu_samples)"
+        return None, "no telemetry (gpu_samples or gpu_rollups)"
     first = spans["span_from"][0].date()
     last = min(spans["span_to"][0].date(), datetime.now(UTC).date())
     if first > last:
