@@ -27,7 +27,7 @@ Canonical header: ``component_class,serial,slot,installed_at,removed_at,removal_
   (``GPU``, ``HBM`` -> gpu_memory, ``DIMM`` -> host_memory, ``PSU``, ``fan`` -> cooling,
   ``SSD``/``NVMe`` -> storage, ``HCA``/``NIC`` -> nic); other names are kept as given.
 
-Two other layouts real collectors write are recognised by their first line (``layout``):
+Three other layouts real collectors write are recognised by their first line (``layout``):
 
 - **Inventory intervals** (``serial | location | first seen | last seen``), the shape OLCF
   published for Titan's GPUs: one row per contiguous sighting of a serial in a location, a
@@ -44,6 +44,24 @@ Two other layouts real collectors write are recognised by their first line (``la
   (``Type.Maker.Part.Serial``) is the serial, its type the class (``NodeAccel`` -> gpu,
   ``Processor`` -> cpu, ``Memory`` -> host_memory, ...), its middle the model. HSM does not
   say why a FRU was removed: ``failed`` is false and the removal is censored, not a failure.
+- **Insert / remove with events** (header ``SN,location,insert,remove,...,event``; ``out`` and
+  ``duration`` optional), the shape OLCF published for Titan's 37,343 GPU installations
+  (``gc_full.csv``). A row with an ``insert`` time is an installation (a record): ``location``
+  is the node (Cray cname ``c11-2c1s4n1``, which lifetimes read as cabinet column, row, cage,
+  blade slot and node), ``remove`` its last sighting, ``event`` why it ended (``DBE`` double-bit
+  ECC -> gpu_memory, ``OTB`` off the bus -> gpu). A row without ``insert`` is an event of the
+  serial's installation at that location starting at or before it (the GPU stayed in after a
+  reboot). An installation failed when it ended with an event, or was removed after one of its
+  events; one not ``out`` whose remove is the file's last time is still in service (removed_at
+  null); else its removal is censored. The class comes from the file name (``psu_history.csv``),
+  else gpu. Every event row, installation or not, is also a ``failures`` row (the system's
+  failure log: start = the event time, no repair time); an event row that is no installation
+  is not a component-history record.
+
+Any layout: ``ctx.options['exclude_hosts']`` (``goodput ingest --exclude-hosts FILE``: every
+whitespace-separated word of the file is a host name, so a plain list and a node table such as
+Titan's ``titan.service.txt`` both work) quarantines each installation on those hosts, saying so:
+service nodes are not compute units.
 """
 
 from __future__ import annotations
@@ -131,6 +149,8 @@ _HWHIST_HEADER = re.compile(
 )
 _INTERVAL_ROW = re.compile(r"^[^|,]*\|[^|]*\S[^|]*\|\s*\d[^|]*\|\s*\d[^|]*$")
 _BORDER = r"^\+[-+=]*\+$"  # a table border line: not a record
+_INSERT_REMOVE = {"sn", "location", "insert", "remove", "event"}
+EVENT_CLASSES = {"DBE": "gpu_memory", "OTB": "gpu"}  # Titan's events in the DESIGN.md taxonomy
 HSM_EVENTS = ("added", "removed", "detected", "scanned")
 
 
@@ -141,6 +161,8 @@ def layout(head: bytes) -> str:
         if line and not line.startswith("#") and not re.match(_BORDER, line):
             if _HWHIST_HEADER.match(line):
                 return "hwhist"
+            if _INSERT_REMOVE <= {_norm(c) for c in line.split(",")}:
+                return "insert-remove"
             return "intervals" if _INTERVAL_ROW.match(line) else "csv"
     return "csv"
 
@@ -148,6 +170,8 @@ def layout(head: bytes) -> str:
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     data = data.removeprefix(b"\xef\xbb\xbf")  # drop a BOM
     kind = layout(data[:65536])
+    if kind == "insert-remove":
+        return _parse_insert_remove(_records(numbered_lines(data, ParseContext()), ","), ctx)
     if kind != "csv":
         lines = numbered_lines(data, ParseContext())
         text = pl.col("raw").str.strip_chars()
@@ -194,8 +218,7 @@ def _get(i: int) -> pl.Expr:
 
 def _parse_intervals(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseResult:
     """``serial | location | first seen | last seen`` rows and `` | | EVENT | time`` rows."""
-    tokens = re.split(r"[^a-z0-9]+", PurePath(ctx.path or "").name.lower())
-    cls = next((CLASS_NAMES[t] for t in tokens if t in CLASS_NAMES), None)
+    cls = _file_class(ctx)
     if cls is None:
         err = ("component history: a 'serial | location | first seen | last seen' listing does not say which "
                "component it lists; name the file after it (e.g. gpu_history.txt, psu_history.txt)")  # fmt: skip
@@ -323,6 +346,78 @@ def _parse_hwhist(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseR
         failed=pl.lit("false"),
     )  # fmt: skip
     return _with_quarantine(_normalize(canonical, ctx), pl.concat([bad, orphan], how="diagonal_relaxed"))
+
+
+def _file_class(ctx: ParseContext) -> str | None:
+    """The component class a file's name gives (``titan.gpu.history.txt`` -> gpu), else None."""
+    tokens = re.split(r"[^a-z0-9]+", PurePath(ctx.path or "").name.lower())
+    return next((CLASS_NAMES[t] for t in tokens if t in CLASS_NAMES), None)
+
+
+def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
+    """``SN,location,insert,remove,[duration,out,]event`` rows: installations and event rows."""
+    header = [_norm(h) for h in recs["fields"][0]]
+    at = {h: i for i, h in enumerate(header)}
+    recs = recs.slice(1)
+    n = len(header)
+    value = lambda name: _get(at[name]).str.strip_chars().replace("", None) if name in at else pl.lit(None, pl.Utf8)
+    df = recs.with_columns(
+        sn=value("sn"), loc=value("location"), ins=value("insert"), rem=value("remove"),
+        out=value("out").str.to_lowercase(), ev=value("event"), nf=pl.col("fields").list.len(),
+    ).with_columns(t=parse_times(pl.col("rem"), ctx.tz))  # fmt: skip
+    error = (
+        pl.when(pl.col("_shape").is_not_null()).then("_shape")
+        .when(pl.col("nf") != n).then(pl.format(f"expected {n} fields separated by ',' (as the header), found {{}}", "nf"))
+        .when(pl.col("ins").is_null() & pl.col("ev").is_null())
+        .then(pl.lit("neither an installation (no insert time) nor an event (no event)"))
+    )  # fmt: skip
+    df = df.with_columns(_error=error)
+    bad = df.filter(pl.col("_error").is_not_null())
+    ivs = df.filter(pl.col("_error").is_null() & pl.col("ins").is_not_null()).with_columns(inst=parse_times(pl.col("ins"), ctx.tz))
+    ev = df.filter(pl.col("_error").is_null() & pl.col("ins").is_null())
+    excluded = list(ctx.options.get("exclude_hosts", ()))
+    ev_error = (
+        pl.when(pl.col("t").is_null()).then(pl.format("event {}: unreadable time '{}'", "ev", pl.col("rem").fill_null("")))
+        .when(implausible_time(pl.col("t"), ctx).is_not_null()).then(pl.format("event time: {}", implausible_time(pl.col("t"), ctx)))
+        .when(pl.col("loc").is_null()).then(pl.lit("event without a location"))
+        .when(pl.col("loc").is_in(excluded)).then(pl.format("host {} excluded (--exclude-hosts)", "loc"))
+    )  # fmt: skip
+    ev = ev.with_columns(_error=ev_error)
+    bad = pl.concat([bad, ev.filter(pl.col("_error").is_not_null())], how="diagonal_relaxed")
+    ev = ev.filter(pl.col("_error").is_null())
+    # an event row belongs to the serial's latest installation at that location starting at or before it
+    owner = (
+        ev.join(ivs.select("sn", "loc", iline="line", inst="inst"), on=["sn", "loc"])
+        .filter(pl.col("inst") <= pl.col("t"))
+        .sort("inst", "iline")
+        .group_by("line")
+        .agg(pl.col("iline").last())
+    )
+    attached = (
+        ev.join(owner, on="line").group_by("iline")
+        .agg(_events=pl.col("ev").unique(maintain_order=True).str.join(", "))
+    )  # fmt: skip
+    last = ivs["rem"].drop_nulls().max() if ivs.height else None
+    ivs = ivs.join(attached, left_on="line", right_on="iline", how="left")
+    in_service = pl.col("ev").is_null() & (pl.col("out") != "true") & (pl.col("rem") == pl.lit(last))
+    failed = pl.col("ev").is_not_null() | (pl.col("_events").is_not_null() & ~in_service)
+    cls = _file_class(ctx) or "gpu"
+    canonical = ivs.select(
+        "line", "raw", serial="sn", component_class=pl.lit(cls), host="loc", position=pl.lit(cls), installed_at="ins",
+        removed_at=pl.when(in_service).then(pl.lit(None, pl.Utf8)).otherwise("rem"),
+        removal_reason=pl.coalesce("ev", "_events"), failed=pl.when(failed).then(pl.lit("true")).otherwise(pl.lit("false")),
+    )  # fmt: skip
+    res = _with_quarantine(_normalize(canonical, ctx), bad)
+    stored = res.tables["component_history"]["source_line"] if res.tables else pl.Series([], dtype=pl.Int64)
+    events = pl.concat([ivs.filter(pl.col("line").is_in(stored.implode()) & pl.col("ev").is_not_null()), ev], how="diagonal_relaxed")
+    failures = conform("failures", events.sort("line").select(
+        system=pl.lit(ctx.cluster), host="loc", start_time="t", repair_known=pl.lit(False), cause=pl.lit("hardware"),
+        sub_cause="ev", component_class=pl.col("ev").replace_strict(EVENT_CLASSES, default=None), serial="sn",
+        source=pl.lit("component-history"), source_file=pl.lit(ctx.path), source_line="line",
+    ))  # fmt: skip
+    if failures.height:
+        res.tables["failures"] = failures
+    return res
 
 
 def _with_quarantine(res: ParseResult, bad: pl.DataFrame) -> ParseResult:
@@ -462,6 +557,8 @@ def _normalize(df: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         .then(pl.format("removed_at: {}", implausible_time(pl.col("removed_at"), ctx)))
         .when(pl.col("_failed_raw").is_not_null() & pl.col("failed").is_null())
         .then(pl.format("unreadable failed '{}' (want true/false, 1/0, yes/no)", "_failed_raw"))
+        .when(pl.col("host").is_in(list(ctx.options.get("exclude_hosts", ()))))
+        .then(pl.format("host {} excluded (--exclude-hosts)", "host"))
     )
     out = out.with_columns(_error=error)
     bad = out.filter(pl.col("_error").is_not_null())
@@ -483,6 +580,8 @@ def _normalize(df: pl.DataFrame, ctx: ParseContext) -> ParseResult:
 
 def detect(head: bytes, name: str) -> int:
     kind = layout(head)
+    if kind == "insert-remove":
+        return CERTAIN
     if kind != "csv":
         return 90 if kind == "hwhist" else 60
     first = head.decode("utf-8-sig", errors="replace").lstrip().split("\n", 1)[0]

@@ -181,7 +181,17 @@ def ingest_context(args):
         fields=tuple(f.strip() for f in args.fields.split(",")) if args.fields else None,
         delimiter=args.delimiter,
         column_map=_parse_map(args.map),
+        options={"exclude_hosts": _host_list(args.exclude_hosts)} if getattr(args, "exclude_hosts", None) else {},
     )
+
+
+def _host_list(path: str) -> tuple[str, ...]:
+    """Every whitespace-separated word of a file: a plain host list, or a node table whose
+    rows name the host among other columns (Titan's titan.service.txt)."""
+    try:
+        return tuple(sorted(set(Path(path).read_text(errors="replace").split())))
+    except OSError as exc:
+        raise CliError(f"--exclude-hosts {path}: {exc.strerror or exc}") from None
 
 
 def cmd_ingest(args) -> int:
@@ -581,7 +591,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--time", help="sample time for scrapes that carry none (ISO-8601)")
     s.add_argument("--fields", help="field order of a headerless sacct dump (or 'xdmod')")
     s.add_argument("--delimiter", help="sacct field delimiter (default: from the header, else |)")
-    s.add_argument("--map", help="component history column mapping canonical=theirs,...")
+    s.add_argument("--map", help="component history / failure log column mapping canonical=theirs,...")
+    s.add_argument("--exclude-hosts", metavar="FILE",
+                   help="component history: quarantine installations on these hosts (every word of FILE is a host, "
+                        "e.g. a service-node list)")
     s.add_argument("--replace", action="store_true",
                    help="forget what these files produced before (e.g. with a wrong --tz), then ingest them again")
     s.add_argument("--jobs", type=int, help="processes that parse files (default: one per core)")

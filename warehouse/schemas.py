@@ -364,6 +364,27 @@ TABLES: dict[str, Table] = {
             record_key="content",
         ),
         Table(
+            "failures",
+            "one failure of a node or system, with its repair where the source gives it (failure-log)",
+            {
+                "system": STR,  # the system (cluster) it happened on
+                "host": STR,  # the node; null when the record names only the system
+                "start_time": UTC_TS,  # when the problem started
+                "end_time": UTC_TS,  # when it was fixed; null when the source does not say
+                "downtime_hours": F64,  # the source's own downtime, else end - start; null when unknown
+                "repair_known": BOOL,  # false: the source gives no repair time (never invented)
+                "cause": STR,  # root-cause category as the source classifies it, lower case
+                "sub_cause": STR,  # what failed, as the source words it
+                "component_class": STR,  # DESIGN.md taxonomy where the failed part is known
+                "serial": STR,  # the failed unit, where named
+                "system_nodes": I32,  # the system's size, where the source gives it
+                "system_processors": I32,
+                **_SOURCE,
+            },
+            partition="source",
+            record_key="content",
+        ),
+        Table(
             "interruptions",
             "a job attempt that did not end normally, with its attributed cause",
             {
@@ -409,6 +430,14 @@ TABLES: dict[str, Table] = {
                 "temp_max": F64,
                 "power_mean": F64,
                 "util_mean": F64,
+                # the unit's place, from a Cray cname host (cX-YcCsSnN: cabinet column X, row Y,
+                # cage C, blade slot S, node N), else null; and its cohort
+                "cabinet_column": I32,
+                "cabinet_row": I32,
+                "cage": STR,
+                "blade": I32,
+                "node_position": STR,
+                "batch": STR,  # year the serial was first installed (its installation cohort)
             },
             key=("component_class", "unit_id"),
             kind="derived",
