@@ -7,7 +7,7 @@ Canonical header: ``component_class,serial,slot,installed_at,removed_at,removal_
   canonical -> their header; headers match case- and space-insensitively). A required column
   (``component_class``, ``serial``, ``installed_at``, and ``slot`` or ``host``) still missing
   after mapping quarantines the whole file with one row naming it and the ``--map`` flag.
-- CSV records are split per record (``_records``): a quoted field may span lines; a quote never
+- CSV records are split per record (``ingest.csv_records``): a quoted field may span lines; a quote never
   closed, a quote inside an unquoted field or a row with another field count than the header
   quarantines that record only, with the reason; the other records land. A record repeating
   an earlier one exactly is an ordinary row here: the warehouse stores the unit once and counts
@@ -80,31 +80,18 @@ from ingest.base import (
     numbered_lines,
     whole_file_quarantine,
 )
+from ingest.component_names import CLASS_NAMES
+from ingest.csv_records import csv_records
+from ingest.times import parse_times
 from warehouse.schemas import conform, quarantine_frame
 
 CANONICAL = ("component_class", "serial", "slot", "host", "position", "model", "installed_at",
              "removed_at", "removal_reason", "failed")  # fmt: skip
 REQUIRED = ("component_class", "serial", "installed_at")
 
-# Tried in order; zone-aware forms first. All are applied vectorized and coalesced.
-AWARE_FORMATS = ("%Y-%m-%dT%H:%M:%S%.f%z", "%Y-%m-%d %H:%M:%S%.f%z")
-NAIVE_FORMATS = (
-    "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M",
-    "%Y-%m-%d", "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %H:%M", "%m/%d/%Y", "%d.%m.%Y %H:%M:%S",
-    "%d.%m.%Y %H:%M", "%d.%m.%Y", "%Y/%m/%d %H:%M:%S", "%Y/%m/%d %H:%M", "%Y/%m/%d",
-)  # fmt: skip
 TRUE = ["true", "1", "yes", "y", "t"]
 FALSE = ["false", "0", "no", "n", "f"]
 FAILURE_REASON = r"(?i)fail|fault|error|dead|\brma\b|defect|broken|\bdbe\b|xid"
-CLASS_NAMES = {
-    "gpu": "gpu", "gpus": "gpu", "hbm": "gpu_memory", "hbm3": "gpu_memory", "gpu memory": "gpu_memory",
-    "dimm": "host_memory", "dram": "host_memory", "memory": "host_memory", "ram": "host_memory",
-    "psu": "psu", "power supply": "psu", "fan": "cooling", "fans": "cooling",
-    "ssd": "storage", "nvme": "storage", "disk": "storage", "drive": "storage", "hdd": "storage",
-    "nic": "nic", "hca": "nic", "cpu": "cpu", "processor": "cpu",
-    # HPE Hardware State Manager component types (the first part of a FRUID)
-    "nodeaccel": "gpu", "nodeenclosurepowersupply": "psu", "nodehsnnic": "nic",
-}  # fmt: skip
 
 
 def _norm(name: str) -> str:
@@ -120,27 +107,6 @@ def _resolve(header: list[str], column_map: dict[str, str]) -> dict[str, str]:
         if _norm(theirs) in by_norm:
             out[canon] = by_norm[_norm(theirs)]
     return out
-
-
-def parse_times(expr: pl.Expr, tz: str, fmt: str | None = None) -> pl.Expr:
-    """Several export time forms, vectorized: the first format that parses wins; naive UTC."""
-    s = expr.str.strip_chars().str.replace(r"[zZ]$", "+00:00").str.replace(r" UTC$", "+00:00")
-    aware = pl.coalesce(
-        [s.str.to_datetime(f, strict=False, time_zone="UTC", time_unit="us") for f in AWARE_FORMATS]
-    ).dt.replace_time_zone(None)
-    naive_formats = (fmt,) if fmt else NAIVE_FORMATS
-    naive = pl.coalesce([s.str.to_datetime(f, strict=False, time_unit="us") for f in naive_formats])
-    epoch = pl.when(s.str.contains(r"^\d{9,10}(?:\.\d+)?$")).then(
-        pl.from_epoch((s.cast(pl.Float64, strict=False) * 1e6).cast(pl.Int64), time_unit="us")
-    )
-    if tz.upper() != "UTC":
-        naive = (
-            naive.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
-            .dt.convert_time_zone("UTC")
-            .dt.replace_time_zone(None)
-        )
-    zoned = s.str.contains(r"[+-]\d{2}:?\d{2}$")
-    return pl.when(zoned).then(aware).otherwise(pl.coalesce(naive, epoch))
 
 
 # the first line that is not blank, a comment or a table border tells the layout apart
@@ -171,14 +137,14 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     data = data.removeprefix(b"\xef\xbb\xbf")  # drop a BOM
     kind = layout(data[:65536])
     if kind == "insert-remove":
-        return _parse_insert_remove(_records(numbered_lines(data, ParseContext()), ","), ctx)
+        return _parse_insert_remove(csv_records(numbered_lines(data, ParseContext()), ","), ctx)
     if kind != "csv":
         lines = numbered_lines(data, ParseContext())
         text = pl.col("raw").str.strip_chars()
         lines = lines.filter((text != "") & ~text.str.starts_with("#") & ~text.str.contains(_BORDER))
         return (_parse_hwhist if kind == "hwhist" else _parse_intervals)(lines, data, ctx)
     delim = ctx.delimiter or ","
-    recs = _records(numbered_lines(data, ParseContext()), delim)
+    recs = csv_records(numbered_lines(data, ParseContext()), delim)
     if recs.height == 0:
         return ParseResult({}, ParseResult.empty_quarantine(), 0)
     header = [h.strip() for h in recs["fields"][0]]
@@ -424,74 +390,6 @@ def _with_quarantine(res: ParseResult, bad: pl.DataFrame) -> ParseResult:
     """``res`` plus the layout's own rejected records (``line``, ``raw``, ``_error``)."""
     q = pl.concat([quarantine_frame(bad["line"], bad["raw"], bad["_error"]), res.quarantine]).sort("line")
     return ParseResult(res.tables, q, res.records + bad.height)
-
-
-def _records(lines: pl.DataFrame, delim: str) -> pl.DataFrame:
-    """CSV records of numbered lines: ``line`` (first physical line), ``raw`` (the record's
-    text), ``fields`` (unquoted values) and ``_shape`` (why the record cannot be split, else
-    null). Blank and '#' comment lines are not records.
-
-    A record spans lines only inside a quoted field (RFC 4180). A quote that is never closed
-    spoils only its own line: that line is quarantined and the records after it are read as if
-    it were absent; a multi-line "record" that does not split into fields (two stray quotes
-    pairing up across lines) falls back to one record per line. Vectorized: quote parity per
-    line, cumulative sums and one field regex.
-    """
-    if lines.height == 0:
-        return pl.DataFrame(schema={"line": pl.Int64, "raw": pl.Utf8, "fields": pl.List(pl.Utf8), "_shape": pl.Utf8})
-    lines = lines.with_columns(odd=(pl.col("raw").str.count_matches('"', literal=True) % 2).cast(pl.Int64))
-    groups, unterminated = [], []
-    while lines.height:
-        lines = lines.with_columns(rec=((pl.col("odd").cum_sum() - pl.col("odd")) % 2 == 0).cum_sum())
-        if lines["odd"].sum() % 2 == 0:
-            groups.append(lines)
-            break
-        last = lines.filter(pl.col("rec") == lines["rec"].max())  # the record whose quote never closes
-        groups.append(lines.filter(pl.col("rec") < last["rec"][0]))
-        unterminated.append(last.head(1))
-        lines = last.slice(1).drop("rec")
-    lines = pl.concat([g.with_columns(rec=pl.col("rec") + 1_000_000_000 * i) for i, g in enumerate(groups)])
-    lines = lines.with_columns(n_lines=pl.len().over("rec"))
-    multi = lines.filter(pl.col("n_lines") > 1).group_by("rec", maintain_order=True).agg(
-        line=pl.col("line").first(), raw=pl.col("raw").str.join("\n"), n_lines=pl.len()
-    )
-    recs = _split(pl.concat([lines.filter(pl.col("n_lines") == 1).select(multi.columns), multi]), delim)
-    # multi-line records that do not split: back to one record per line
-    spoilt = recs.filter((pl.col("n_lines") > 1) & pl.col("_shape").is_not_null())["rec"]
-    if spoilt.len():
-        single = lines.filter(pl.col("rec").is_in(spoilt.implode())).select("line", "raw", "odd", n_lines=pl.lit(1, pl.UInt32))
-        recs = pl.concat([recs.filter(~pl.col("rec").is_in(spoilt.implode())).drop("rec"), _split(single, delim).drop("odd")]).sort("line")
-    else:
-        recs = recs.drop("rec")
-    tails = pl.concat(unterminated).select("line", "raw") if unterminated else pl.DataFrame(schema={"line": pl.Int64, "raw": pl.Utf8})
-    recs = pl.concat([recs.drop("n_lines"), _split(tails, delim).drop("odd", strict=False)], how="diagonal_relaxed")
-    recs = recs.with_columns(
-        _shape=pl.when(pl.col("line").is_in(tails["line"].implode()) | ((pl.col("raw").str.count_matches('"', literal=True) % 2) == 1))
-        .then(pl.lit("unterminated quoted field (an odd number of '\"')"))
-        .otherwise("_shape")
-    ).sort("line")
-    stripped = pl.col("raw").str.strip_chars()
-    return recs.filter((stripped != "") & ~stripped.str.starts_with("#")).select("line", "raw", "fields", "_shape")
-
-
-def _split(recs: pl.DataFrame, delim: str) -> pl.DataFrame:
-    """Add ``fields`` (values, quotes removed) and ``_shape`` (error when the record's text is
-    not a sequence of CSV fields) to records with a ``raw`` column."""
-    d = re.escape(delim)
-    field = rf'(?:"(?:[^"]|"")*"|[^"{d}\r\n]*)'  # a quoted or a plain field (\r\n only inside quotes)
-    quoted = recs.filter(pl.col("raw").str.contains('"', literal=True))
-    pieces = (pl.lit(delim) + pl.col("raw")).str.extract_all(rf"{d}{field}")
-    tiled = pieces.list.eval(pl.element().str.len_chars()).list.sum() == pl.col("raw").str.len_chars() + len(delim)
-    values = pieces.list.eval(
-        pl.element().str.slice(len(delim)).str.replace(r'^"((?s:.*))"$', "$1").str.replace_all('""', '"', literal=True)
-    )
-    quoted = quoted.with_columns(
-        fields=values, _shape=pl.when(~tiled.fill_null(False)).then(pl.lit("a quote inside an unquoted field: not a CSV record"))
-    )
-    plain = recs.filter(~pl.col("raw").str.contains('"', literal=True)).with_columns(
-        fields=pl.col("raw").str.split(delim, literal=True), _shape=pl.lit(None, pl.Utf8)
-    )  # the common case: no quotes, a plain split
-    return pl.concat([plain, quoted])
 
 
 def _col(df: pl.DataFrame, name: str) -> pl.Expr:
