@@ -182,6 +182,7 @@ def ingest_context(args):
         delimiter=args.delimiter,
         column_map=_parse_map(args.map),
         options={"exclude_hosts": _host_list(args.exclude_hosts)} if getattr(args, "exclude_hosts", None) else {},
+        **({"not_before": parse_time(args.not_before)} if getattr(args, "not_before", None) else {}),
     )
 
 
@@ -592,6 +593,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fields", help="field order of a headerless sacct dump (or 'xdmod')")
     s.add_argument("--delimiter", help="sacct field delimiter (default: from the header, else |)")
     s.add_argument("--map", help="component history / failure log column mapping canonical=theirs,...")
+    s.add_argument("--not-before", metavar="ISO",
+                   help="records dated earlier are implausible and quarantined (default 2000-01-01; "
+                        "historical logs such as LANL's 1996-2005 release need an earlier one)")
     s.add_argument("--exclude-hosts", metavar="FILE",
                    help="component history: quarantine installations on these hosts (every word of FILE is a host, "
                         "e.g. a service-node list)")
