@@ -29,6 +29,7 @@ from analysis import (
     repairable,
     status,
     survival,
+    system_mtbf,
     telemetry,
     whatif,
 )
@@ -240,6 +241,17 @@ def node_health_asset(goodput: GoodputConfig) -> dg.MaterializeResult:
     })
 
 
+@dg.asset(name="system_mtbf", group_name="analysis", deps=[ingested_sources, interruptions, repairable_systems], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("system_mtbf"), description="System MTBF per month and quarter (exact Poisson 95% CI), overall, per root cause and per component class, for each series of failures: failure records, job interruptions, node failure episodes.")
+def system_mtbf_asset(goodput: GoodputConfig) -> dg.MaterializeResult:
+    wh = goodput.analysis_warehouse()
+    observed_from, observed_to = goodput.window_bounds()
+    df = _guarded(wh, "system_mtbf", ("system_mtbf",), lambda: system_mtbf.refresh_system_mtbf(wh, observed_from, observed_to))
+    if df is None:
+        return _skipped_result(wh, "system_mtbf")
+    series = df.select("source", "system").unique().sort("source", "system").rows()
+    return dg.MaterializeResult(metadata={"dagster/row_count": df.height, "series": dg.MetadataValue.json([list(r) for r in series])})
+
+
 @dg.multi_asset(
     group_name="analysis",
     specs=[
@@ -306,7 +318,7 @@ def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
 @dg.asset(
     group_name="catalog", pool=CATALOG_POOL, kinds={"duckdb"}, owners=OWNERS,
     deps=[ingested_sources, gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions,
-          component_lifetimes, repairable_systems, node_health_asset, "failure_rates", "survival_curves", "hazard_ratios",
+          component_lifetimes, repairable_systems, node_health_asset, system_mtbf_asset, "failure_rates", "survival_curves", "hazard_ratios",
           goodput_jobs, goodput_projections, "goodput_breakdown"],
     description="DuckDB catalog (warehouse.duckdb): one view per table over its Parquet files.",
 )
@@ -391,7 +403,7 @@ def _md(df) -> str:
 INGEST_ASSETS = [ingested_sources]
 BUILD_ASSETS = [
     gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions, component_lifetimes,
-    repairable_systems, node_health_asset, failure_fits, goodput_jobs, goodput_projections, warehouse_catalog, leadership_report,
+    repairable_systems, node_health_asset, system_mtbf_asset, failure_fits, goodput_jobs, goodput_projections, warehouse_catalog, leadership_report,
     goodput_breakdown,
 ]
 ALL_ASSETS = INGEST_ASSETS + BUILD_ASSETS

@@ -440,6 +440,46 @@ def cmd_fit(args) -> int:
     return 0
 
 
+def _print_rows(rows: list[tuple]) -> None:
+    """Rows of cells (the first is the heading) as aligned columns."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+
+
+def _cell(v, digits: str = ".3g") -> str:
+    return "-" if v is None else f"{v:{digits}}" if isinstance(v, float) else str(v)
+
+
+def cmd_mtbf(args) -> int:
+    import polars as pl
+
+    wh = _warehouse(args, existing=True)
+    df = wh.read("system_mtbf")
+    if df.height == 0:
+        raise CliError("system_mtbf is empty: ingest failure records (or a fleet's logs) and run `goodput build`")
+    df = df.filter((pl.col("period") == args.period) & (pl.col("grouping") == args.by))
+    for col, want in (("system", args.system), ("source", args.source)):
+        if want is not None:
+            known = sorted(set(df[col].drop_nulls()))
+            if want not in known:
+                raise CliError(f"no {col} {want!r} in system_mtbf (known: {', '.join(known) or 'none'})")
+            df = df.filter(pl.col(col) == want)
+    df = df.sort("source", "system", "class", "period_start", nulls_last=False)
+    if args.json:
+        print(json.dumps(df.to_dicts(), default=str))
+        return 0
+    head = ("source", "system", args.period, "class", "failures", "exposure_h", "mtbf_h", "ci_low", "ci_high", "partial")
+    rows = [head] + [
+        (r["source"], r["system"], r["label"], r["class"] or "all", str(r["failures"]), f"{r['exposure_hours']:,.0f}",
+         _cell(r["mtbf_hours"]), _cell(r["mtbf_ci_low"]), _cell(r["mtbf_ci_high"]), "partial" if r["partial"] else "")
+        for r in df.iter_rows(named=True)
+    ]
+    _print_rows(rows)
+    print("MTBF = exposure / failures (simultaneous events once); 95% CI exact Poisson")
+    return 0
+
+
 COMPLETION_SHELLS = ("bash", "zsh", "fish")
 
 
@@ -614,6 +654,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--window", default="all", help="'all' (default) or a month YYYY-MM")
     add_scope_options(s)
     s.set_defaults(func=cmd_fit)
+
+    s = sub.add_parser("mtbf", parents=[common], help="system MTBF per month or quarter (95% CI), overall or per class")
+    s.add_argument("--period", choices=["quarter", "month"], default="quarter", help="calendar period (default quarter)")
+    s.add_argument("--by", choices=["all", "cause", "component_class"], default="all",
+                   help="whole system (default), or per root cause / component class")
+    s.add_argument("--system", help="one system (cluster)")
+    s.add_argument("--source", choices=["failures", "interruptions", "node_failures"],
+                   help="one series: failure records, job interruptions or node failure episodes")
+    s.add_argument("--json", action="store_true", help="print the rows as one JSON array")
+    s.set_defaults(func=cmd_mtbf)
 
     s = sub.add_parser("sql", parents=[common], help="query the warehouse with DuckDB SQL (read-only)")
     s.add_argument("query", help="one SELECT (or EXPLAIN) statement over the warehouse's tables and views")

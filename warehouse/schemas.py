@@ -472,6 +472,29 @@ TABLES: dict[str, Table] = {
             kind="derived",
         ),
         Table(
+            "system_mtbf",
+            "failures and MTBF of a whole system per calendar month / quarter, overall and per class (analysis/system_mtbf.py)",
+            {
+                "source": STR,  # failures | interruptions | node_failures: each a separate series
+                "system": STR,
+                "period": STR,  # month | quarter
+                "label": STR,  # 2016-04 | 2016-Q2
+                "period_start": UTC_TS,
+                "period_end": UTC_TS,
+                "grouping": STR,  # all | cause | component_class
+                "class": STR,  # the cause or component class; null for 'all'
+                "failures": I64,  # distinct failure instants (simultaneous events count once)
+                "events": I64,  # event rows
+                "exposure_hours": F64,  # the period's overlap with the series' observation span
+                "partial": BOOL,  # the span covers only part of the period
+                "mtbf_hours": F64,  # null without a failure
+                "mtbf_ci_low": F64,  # exact Poisson 95%
+                "mtbf_ci_high": F64,  # null without a failure (unbounded)
+            },
+            key=("source", "system", "period", "period_start", "grouping", "class"),
+            kind="derived",
+        ),
+        Table(
             "node_health",
             "one node: its exposure, failures, interruptions, hardware events, repairs, and whether it is a lemon",
             {
