@@ -22,6 +22,7 @@ import polars as pl
 
 from analysis import (
     attribution,
+    availability,
     breakdown,
     goodput_measured,
     lifetimes,
@@ -255,6 +256,27 @@ def system_mtbf_asset(goodput: GoodputConfig) -> dg.MaterializeResult:
 @dg.multi_asset(
     group_name="analysis",
     specs=[
+        dg.AssetSpec(name, deps=[ingested_sources], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata(name), description=text)
+        for name, text in (
+            ("availability", "Per system and node: failures, MTBF, MTTR, availability (with nines) and normalised rates with 95% CIs, from failure records and node down/resume events."),
+            ("repair_fits", "Lognormal / Weibull / exponential fits of repair times and times between failures per system; the AIC winner is selected."),
+            ("root_causes", "Failures and downtime per root cause per system and overall."),
+        )
+    ],
+)
+def availability_assets(goodput: GoodputConfig):
+    wh = goodput.analysis_warehouse()
+    outputs = ("availability", "repair_fits", "root_causes")
+    observed_from, observed_to = goodput.window_bounds()
+    out = _guarded(wh, "availability", outputs, lambda: availability.refresh_availability(wh, observed_from, observed_to),
+                   lambda r: r[0].height)  # fmt: skip
+    for key, df in zip(outputs, out or (None,) * 3, strict=True):
+        yield dg.MaterializeResult(asset_key=key, metadata=_skipped_meta(wh, "availability") if df is None else {"dagster/row_count": df.height})
+
+
+@dg.multi_asset(
+    group_name="analysis",
+    specs=[
         dg.AssetSpec("failure_rates", deps=[component_lifetimes], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("failure_rates"), description="Every candidate model per component class and window; the AIC winner is flagged selected."),
         dg.AssetSpec("survival_curves", deps=[component_lifetimes], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("survival_curves"), description="Kaplan-Meier, Nelson-Aalen and Aalen-Johansen estimates."),
         dg.AssetSpec("hazard_ratios", deps=[component_lifetimes], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("hazard_ratios"), description="Cox proportional-hazards ratios with the PH check."),
@@ -318,7 +340,7 @@ def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
 @dg.asset(
     group_name="catalog", pool=CATALOG_POOL, kinds={"duckdb"}, owners=OWNERS,
     deps=[ingested_sources, gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions,
-          component_lifetimes, repairable_systems, node_health_asset, system_mtbf_asset, "failure_rates", "survival_curves", "hazard_ratios",
+          component_lifetimes, repairable_systems, node_health_asset, system_mtbf_asset, "availability", "repair_fits", "root_causes", "failure_rates", "survival_curves", "hazard_ratios",
           goodput_jobs, goodput_projections, "goodput_breakdown"],
     description="DuckDB catalog (warehouse.duckdb): one view per table over its Parquet files.",
 )
@@ -403,7 +425,7 @@ def _md(df) -> str:
 INGEST_ASSETS = [ingested_sources]
 BUILD_ASSETS = [
     gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions, component_lifetimes,
-    repairable_systems, node_health_asset, system_mtbf_asset, failure_fits, goodput_jobs, goodput_projections, warehouse_catalog, leadership_report,
+    repairable_systems, node_health_asset, system_mtbf_asset, availability_assets, failure_fits, goodput_jobs, goodput_projections, warehouse_catalog, leadership_report,
     goodput_breakdown,
 ]
 ALL_ASSETS = INGEST_ASSETS + BUILD_ASSETS

@@ -480,6 +480,62 @@ def cmd_mtbf(args) -> int:
     return 0
 
 
+ROOT_CAUSES_SHOWN = 8
+
+
+def cmd_availability(args) -> int:
+    import polars as pl
+
+    if args.top < 1:
+        raise CliError("--top must be >= 1")
+    wh = _warehouse(args, existing=True)
+    avail = wh.read("availability")
+    if avail.height == 0:
+        raise CliError("availability is empty: ingest failure records (or node events) and run `goodput build`")
+    fits, causes = wh.read("repair_fits"), wh.read("root_causes")
+    if args.system is not None:
+        known = sorted(set(avail["system"].drop_nulls()))
+        if args.system not in known:
+            raise CliError(f"no system {args.system!r} in availability (known: {', '.join(known)})")
+        avail, fits = (df.filter(pl.col("system") == args.system) for df in (avail, fits))
+        causes = causes.filter(pl.col("system") == args.system)
+    else:
+        causes = causes.filter(pl.col("system").is_null())
+    if args.level == "node":
+        rows = avail.filter(pl.col("level") == "node").sort("failures", descending=True).head(args.top)
+    else:
+        rows = avail.filter(pl.col("level") == "system")
+    if args.json:
+        print(json.dumps({"availability": rows.to_dicts(), "repair_fits": fits.filter(pl.col("selected")).to_dicts(),
+                          "root_causes": causes.to_dicts()}, default=str))  # fmt: skip
+        return 0
+    def ci(r: dict, c: str, prefix: str | None = None) -> str:
+        return f"{_cell(r[c])} [{_cell(r[(prefix or c) + '_ci_low'])}, {_cell(r[(prefix or c) + '_ci_high'])}]"
+
+    head = ("source", "system", "host", "nodes", "failures", "mtbf_h", "mttr_h", "availability", "nines",
+            "per_node_year", "tbf_shape")  # fmt: skip
+    body = [
+        (r["source"], r["system"], r["host"] or "", str(r["nodes"]), str(r["failures"]), ci(r, "mtbf_hours", "mtbf"),
+         ci(r, "mttr_hours", "mttr"), _cell(r["availability"], ".5f"), ci(r, "nines"), ci(r, "failures_per_node_year"),
+         ci(r, "tbf_shape") if r["tbf_shape"] is not None else "-")
+        for r in rows.iter_rows(named=True)
+    ]  # fmt: skip
+    _print_rows([head, *body])
+    print("95% CIs: MTBF and rates exact Poisson, MTTR / availability bootstrap; availability only where every repair is known")
+    best = fits.filter(pl.col("selected"))
+    for q, word in (("repair", "repair time"), ("tbf", "time between failures")):
+        won = best.filter(pl.col("quantity") == q)["model"].value_counts(sort=True)
+        if won.height:
+            print(f"{word}: best by AIC " + ", ".join(f"{m} in {n}" for m, n in won.rows()) + f" of {best.filter(pl.col('quantity') == q).height} system(s)")
+    if causes.height:
+        shown = causes.head(ROOT_CAUSES_SHOWN)
+        more = f"; {causes.height - shown.height} more (goodput sql \"select * from root_causes\")" if causes.height > shown.height else ""
+        print("root causes (share of failures / of downtime): " + ", ".join(
+            f"{r['cause'] or 'not recorded'} {100 * r['share']:.1f}% / {100 * (r['downtime_share'] or 0):.1f}%"
+            for r in shown.iter_rows(named=True)) + more)  # fmt: skip
+    return 0
+
+
 COMPLETION_SHELLS = ("bash", "zsh", "fish")
 
 
@@ -664,6 +720,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one series: failure records, job interruptions or node failure episodes")
     s.add_argument("--json", action="store_true", help="print the rows as one JSON array")
     s.set_defaults(func=cmd_mtbf)
+
+    s = sub.add_parser("availability", parents=[common],
+                       help="availability, MTBF, MTTR, repair-time fits and root causes per system or node")
+    s.add_argument("--system", help="one system (cluster): its root causes instead of every system's")
+    s.add_argument("--level", choices=["system", "node"], default="system", help="rows per system (default) or per node")
+    s.add_argument("--top", type=int, default=20, help="nodes listed with --level node, most failures first (default 20)")
+    s.add_argument("--json", action="store_true", help="print one JSON object (availability, repair_fits, root_causes)")
+    s.set_defaults(func=cmd_availability)
 
     s = sub.add_parser("sql", parents=[common], help="query the warehouse with DuckDB SQL (read-only)")
     s.add_argument("query", help="one SELECT (or EXPLAIN) statement over the warehouse's tables and views")

@@ -495,6 +495,83 @@ TABLES: dict[str, Table] = {
             kind="derived",
         ),
         Table(
+            "availability",
+            "failures, MTBF, MTTR and availability of a system or one of its nodes (analysis/availability.py)",
+            {
+                "source": STR,  # failures | node_events
+                "system": STR,
+                "level": STR,  # system | node
+                "host": STR,  # null at system level
+                "nodes": I64,  # the system's size (given by the source, else hosts seen); 1 for a node
+                "processors": I64,  # the system's processors where the source gives them
+                "span_hours": F64,  # observation span
+                "failures": I64,
+                "repairs_known": I64,  # failures whose repair time the source gives
+                "downtime_hours": F64,  # sum of the known repair times
+                "mtbf_hours": F64,  # span / failures, exact Poisson 95% CI
+                "mtbf_ci_low": F64,
+                "mtbf_ci_high": F64,
+                "failures_per_node_year": F64,  # per node-hour of the span x nodes, x 8760; exact CI
+                "failures_per_node_year_ci_low": F64,
+                "failures_per_node_year_ci_high": F64,
+                "failures_per_processor_year": F64,  # where processors are known
+                "failures_per_processor_year_ci_low": F64,
+                "failures_per_processor_year_ci_high": F64,
+                "mttr_hours": F64,  # mean known repair time; bootstrap 95% CI
+                "mttr_ci_low": F64,
+                "mttr_ci_high": F64,
+                "availability": F64,  # 1 - downtime / node-hours; null unless every repair is known
+                "availability_ci_low": F64,
+                "availability_ci_high": F64,
+                "nines": F64,  # -log10(1 - availability)
+                "nines_ci_low": F64,
+                "nines_ci_high": F64,
+                "tbf_shape": F64,  # Weibull shape of the system's times between failures (system level)
+                "tbf_shape_ci_low": F64,
+                "tbf_shape_ci_high": F64,
+                "tbf_reading": STR,
+            },
+            key=("source", "system", "level", "host"),
+            kind="derived",
+        ),
+        Table(
+            "repair_fits",
+            "one candidate distribution of a system's repair times or times between failures (lifelines)",
+            {
+                "source": STR,
+                "system": STR,
+                "quantity": STR,  # repair | tbf
+                "model": STR,  # lognormal | weibull | exponential
+                "selected": BOOL,  # lowest AIC of the quantity's candidates
+                "converged": BOOL,
+                "params": STR,  # JSON: lifelines' parameters, each with its 95% CI
+                "aic": F64,
+                "n": I64,  # positive durations fitted
+                "n_zero": I64,  # zero durations left out
+                "median_hours": F64,  # the fitted median
+                "shape": F64,  # Weibull shape (rho) with its CI; null for the other models
+                "shape_ci_low": F64,
+                "shape_ci_high": F64,
+            },
+            key=("source", "system", "quantity", "model"),
+            kind="derived",
+        ),
+        Table(
+            "root_causes",
+            "failures and downtime per root cause of a system (system null: all systems of the source)",
+            {
+                "source": STR,
+                "system": STR,
+                "cause": STR,  # null: the record names none
+                "failures": I64,
+                "share": F64,
+                "downtime_hours": F64,  # known repair times
+                "downtime_share": F64,
+            },
+            key=("source", "system", "cause"),
+            kind="derived",
+        ),
+        Table(
             "node_health",
             "one node: its exposure, failures, interruptions, hardware events, repairs, and whether it is a lemon",
             {
