@@ -54,16 +54,28 @@ DOWN = ("down", "drain", "not_ready")
 UP = ("resume", "ready")
 FITTED = ("lognormal", "weibull", "exponential")
 MIN_FIT = 5  # positive durations needed to fit
-OUTAGE_COLUMNS = {"source": pl.Utf8, "system": pl.Utf8, "host": pl.Utf8, "start": pl.Datetime("us"),
-                  "end": pl.Datetime("us"), "downtime_hours": pl.Float64, "cause": pl.Utf8,
-                  "system_nodes": pl.Int32, "system_processors": pl.Int32}  # fmt: skip
+OUTAGE_COLUMNS = {
+    "source": pl.Utf8,
+    "system": pl.Utf8,
+    "host": pl.Utf8,
+    "start": pl.Datetime("us"),
+    "end": pl.Datetime("us"),
+    "downtime_hours": pl.Float64,
+    "cause": pl.Utf8,
+    "system_nodes": pl.Int32,
+    "system_processors": pl.Int32,
+}
 
 
 def node_outages(node_events: pl.DataFrame, observed_to: datetime | None = None) -> pl.DataFrame:
     """A node's outages from its state changes: the first down / drain / not_ready while up
     starts one, the next resume / ready ends it (still out at the end: ends at ``observed_to``,
     else at the latest event of the data)."""
-    ev = node_events.filter(pl.col("event").is_in(DOWN + UP) & pl.col("host").is_not_null() & pl.col("time").is_not_null())
+    ev = node_events.filter(
+        pl.col("event").is_in(DOWN + UP)
+        & pl.col("host").is_not_null()
+        & pl.col("time").is_not_null()
+    )
     if ev.height == 0:
         return pl.DataFrame(schema=OUTAGE_COLUMNS)
     end_of_data = observed_to or ev["time"].max()
@@ -74,26 +86,45 @@ def node_outages(node_events: pl.DataFrame, observed_to: datetime | None = None)
     out = (
         ev.filter(pl.col("k") > 0)
         .group_by("cluster", "host", "k")
-        .agg(start=pl.col("time").filter("starts").first(), end=pl.col("time").filter("ends").first(),
-             cause=pl.col("reason").filter("starts").first())
+        .agg(
+            start=pl.col("time").filter("starts").first(),
+            end=pl.col("time").filter("ends").first(),
+            cause=pl.col("reason").filter("starts").first(),
+        )
         .with_columns(end=pl.coalesce("end", pl.lit(end_of_data)))
         .filter(pl.col("end") >= pl.col("start"))
-    )  # fmt: skip
+    )
     return out.select(
-        source=pl.lit("node_events"), system="cluster", host="host", start="start", end="end",
-        downtime_hours=(pl.col("end") - pl.col("start")).dt.total_microseconds() / 3.6e9, cause="cause",
-        system_nodes=pl.lit(None, pl.Int32), system_processors=pl.lit(None, pl.Int32),
-    ).cast(OUTAGE_COLUMNS)  # fmt: skip
+        source=pl.lit("node_events"),
+        system="cluster",
+        host="host",
+        start="start",
+        end="end",
+        downtime_hours=(pl.col("end") - pl.col("start")).dt.total_microseconds() / 3.6e9,
+        cause="cause",
+        system_nodes=pl.lit(None, pl.Int32),
+        system_processors=pl.lit(None, pl.Int32),
+    ).cast(OUTAGE_COLUMNS)
 
 
-def outages(failures: pl.DataFrame, node_events: pl.DataFrame, observed_to: datetime | None = None) -> pl.DataFrame:
+def outages(
+    failures: pl.DataFrame, node_events: pl.DataFrame, observed_to: datetime | None = None
+) -> pl.DataFrame:
     """Every failure with its repair (downtime null where unknown), from both inputs."""
     logged = failures.select(
-        source=pl.lit("failures"), system="system", host="host", start="start_time", end="end_time",
-        downtime_hours="downtime_hours", cause="cause", system_nodes="system_nodes",
+        source=pl.lit("failures"),
+        system="system",
+        host="host",
+        start="start_time",
+        end="end_time",
+        downtime_hours="downtime_hours",
+        cause="cause",
+        system_nodes="system_nodes",
         system_processors="system_processors",
-    ).cast(OUTAGE_COLUMNS)  # fmt: skip
-    return pl.concat([logged, node_outages(node_events, observed_to)]).filter(pl.col("start").is_not_null())
+    ).cast(OUTAGE_COLUMNS)
+    return pl.concat([logged, node_outages(node_events, observed_to)]).filter(
+        pl.col("start").is_not_null()
+    )
 
 
 def tbf_reading(ci_low: float | None, ci_high: float | None) -> str | None:
@@ -108,8 +139,13 @@ def tbf_reading(ci_low: float | None, ci_high: float | None) -> str | None:
 
 
 # ----------------------------------------------------------------------------- bootstrap
-def _bootstrap(group: np.ndarray, downtime: np.ndarray, n_groups: int, rng: np.random.Generator,
-               chunk: int = 20_000):  # fmt: skip
+def _bootstrap(
+    group: np.ndarray,
+    downtime: np.ndarray,
+    n_groups: int,
+    rng: np.random.Generator,
+    chunk: int = 20_000,
+):
     """Per group (0..n_groups-1; ``group`` ascending), BOOTSTRAP replicates of (sum of downtime,
     sum of weights) with Poisson(1) weights; returns two (n_groups, BOOTSTRAP) arrays."""
     d_sum = np.zeros((n_groups, BOOTSTRAP))
@@ -126,16 +162,29 @@ def _bootstrap(group: np.ndarray, downtime: np.ndarray, n_groups: int, rng: np.r
 def _summary(df: pl.DataFrame, keys: list[str], rng: np.random.Generator) -> pl.DataFrame:
     """Per ``keys`` group: failures, repairs known, downtime, MTTR and availability with CIs.
     ``df`` carries ``unit_hours`` (the group's node-hours) and ``span_hours``."""
-    df = df.sort(keys, nulls_last=True).with_columns(_g=pl.struct(keys).rank("dense").cast(pl.Int64) - 1)
+    df = df.sort(keys, nulls_last=True).with_columns(
+        _g=pl.struct(keys).rank("dense").cast(pl.Int64) - 1
+    )
     known = df.filter(pl.col("downtime_hours").is_not_null())
-    agg = df.group_by(*keys, "_g").agg(
-        failures=pl.len(), repairs_known=pl.col("downtime_hours").is_not_null().sum().cast(pl.Int64),
-        downtime_hours=pl.col("downtime_hours").sum(), mttr_hours=pl.col("downtime_hours").mean(),
-        unit_hours=pl.col("unit_hours").first(), span_hours=pl.col("span_hours").first(),
-    ).sort("_g")  # fmt: skip
-    d_sum, w_sum = _bootstrap(known["_g"].to_numpy(), known["downtime_hours"].to_numpy(), agg.height, rng)
+    agg = (
+        df.group_by(*keys, "_g")
+        .agg(
+            failures=pl.len(),
+            repairs_known=pl.col("downtime_hours").is_not_null().sum().cast(pl.Int64),
+            downtime_hours=pl.col("downtime_hours").sum(),
+            mttr_hours=pl.col("downtime_hours").mean(),
+            unit_hours=pl.col("unit_hours").first(),
+            span_hours=pl.col("span_hours").first(),
+        )
+        .sort("_g")
+    )
+    d_sum, w_sum = _bootstrap(
+        known["_g"].to_numpy(), known["downtime_hours"].to_numpy(), agg.height, rng
+    )
     with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a group without a known repair: all-NaN, kept null
+        warnings.simplefilter(
+            "ignore", RuntimeWarning
+        )  # a group without a known repair: all-NaN, kept null
         unavail = d_sum / agg["unit_hours"].to_numpy()[:, None]
         mttr = np.where(w_sum > 0, d_sum / w_sum, np.nan)
         u_lo, u_hi = np.nanpercentile(unavail, [2.5, 97.5], axis=1)
@@ -143,15 +192,24 @@ def _summary(df: pl.DataFrame, keys: list[str], rng: np.random.Generator) -> pl.
     complete = (agg["repairs_known"] == agg["failures"]).to_numpy()
     unavailability = (agg["downtime_hours"] / agg["unit_hours"]).to_numpy()
     nan = lambda a: pl.Series(np.where(complete, a, np.nan)).fill_nan(None)
-    nines = lambda u: np.where(u > 0, -np.log10(np.where(u > 0, u, 1.0)), np.nan)  # none down: unbounded
+    nines = lambda u: np.where(
+        u > 0, -np.log10(np.where(u > 0, u, 1.0)), np.nan
+    )  # none down: unbounded
     rate, low, high = poisson_rate_ci(agg["failures"].to_numpy(), agg["span_hours"].to_numpy())
     inv = lambda x: pl.Series(np.where(x > 0, 1 / np.where(x > 0, x, 1), np.nan)).fill_nan(None)
     return agg.with_columns(
-        mtbf_hours=inv(rate), mtbf_ci_low=inv(high), mtbf_ci_high=inv(low),
-        mttr_ci_low=pl.Series(m_lo).fill_nan(None), mttr_ci_high=pl.Series(m_hi).fill_nan(None),
-        availability=nan(1 - unavailability), availability_ci_low=nan(1 - u_hi), availability_ci_high=nan(1 - u_lo),
-        nines=nan(nines(unavailability)), nines_ci_low=nan(nines(u_hi)), nines_ci_high=nan(nines(u_lo)),
-    ).drop("_g")  # fmt: skip
+        mtbf_hours=inv(rate),
+        mtbf_ci_low=inv(high),
+        mtbf_ci_high=inv(low),
+        mttr_ci_low=pl.Series(m_lo).fill_nan(None),
+        mttr_ci_high=pl.Series(m_hi).fill_nan(None),
+        availability=nan(1 - unavailability),
+        availability_ci_low=nan(1 - u_hi),
+        availability_ci_high=nan(1 - u_lo),
+        nines=nan(nines(unavailability)),
+        nines_ci_low=nan(nines(u_hi)),
+        nines_ci_high=nan(nines(u_lo)),
+    ).drop("_g")
 
 
 # ----------------------------------------------------------------------------- fits
@@ -165,15 +223,26 @@ def fit_durations(x: np.ndarray, engine: str = "numpy") -> list[dict]:
     for model in FITTED:
         m = lifetime_models.get(model)
         fit, _ = fit_model(model, s, engine)
-        params = {k: {"value": float(v[0]), "ci_low": float(v[1]), "ci_high": float(v[2])} for k, v in fit["params"].items()}
+        params = {
+            k: {"value": float(v[0]), "ci_low": float(v[1]), "ci_high": float(v[2])}
+            for k, v in fit["params"].items()
+        }
         ok = bool(fit["converged"]) and bool(params)
         shape = list(params["shape"].values()) if model == "weibull" and ok else None
-        rows.append({
-            "model": model, "converged": ok, "params": json.dumps(params), "aic": m.aic(fit) if ok else None,
-            "median_hours": float(m.from_params(params).inverse_cumulative_hazard(np.log(2.0))) if ok else None,
-            "shape": shape[0] if shape else None, "shape_ci_low": shape[1] if shape else None,
-            "shape_ci_high": shape[2] if shape else None,
-        })  # fmt: skip
+        rows.append(
+            {
+                "model": model,
+                "converged": ok,
+                "params": json.dumps(params),
+                "aic": m.aic(fit) if ok else None,
+                "median_hours": float(m.from_params(params).inverse_cumulative_hazard(np.log(2.0)))
+                if ok
+                else None,
+                "shape": shape[0] if shape else None,
+                "shape_ci_low": shape[1] if shape else None,
+                "shape_ci_high": shape[2] if shape else None,
+            }
+        )
     best = min((r for r in rows if r["converged"]), key=lambda r: r["aic"], default=None)
     for r in rows:
         r["selected"] = r is best
@@ -182,26 +251,41 @@ def fit_durations(x: np.ndarray, engine: str = "numpy") -> list[dict]:
 
 def _fits(o: pl.DataFrame, engine: str) -> pl.DataFrame:
     rows = []
-    for (source, system), g in o.partition_by("source", "system", as_dict=True, maintain_order=True).items():
+    for (source, system), g in o.partition_by(
+        "source", "system", as_dict=True, maintain_order=True
+    ).items():
         starts = np.sort(g["start"].to_numpy().astype("datetime64[us]").astype(np.int64)) / 3.6e9
-        for quantity, x in (("repair", g["downtime_hours"].drop_nulls().to_numpy()), ("tbf", np.diff(starts))):
+        for quantity, x in (
+            ("repair", g["downtime_hours"].drop_nulls().to_numpy()),
+            ("tbf", np.diff(starts)),
+        ):
             pos = x[x > 0]
-            base = {"source": source, "system": system, "quantity": quantity, "n": int(pos.size), "n_zero": int((x <= 0).sum())}
+            base = {
+                "source": source,
+                "system": system,
+                "quantity": quantity,
+                "n": int(pos.size),
+                "n_zero": int((x <= 0).sum()),
+            }
             if pos.size < MIN_FIT:
                 continue
             rows += [{**base, **r} for r in fit_durations(pos, engine)]
     if not rows:
         return TABLES["repair_fits"].empty()
-    return conform("repair_fits", pl.DataFrame(rows, infer_schema_length=None).drop("note", strict=False))
+    return conform(
+        "repair_fits", pl.DataFrame(rows, infer_schema_length=None).drop("note", strict=False)
+    )
 
 
 # ----------------------------------------------------------------------------- tables
 def _spans(o: pl.DataFrame, observed_from, observed_to) -> pl.DataFrame:
     spans = o.group_by("source", "system").agg(
-        span_from=pl.col("start").min(), span_to=pl.coalesce("end", "start").max(),
-        hosts=pl.col("host").n_unique(), system_nodes=pl.col("system_nodes").max(),
+        span_from=pl.col("start").min(),
+        span_to=pl.coalesce("end", "start").max(),
+        hosts=pl.col("host").n_unique(),
+        system_nodes=pl.col("system_nodes").max(),
         system_processors=pl.col("system_processors").max(),
-    )  # fmt: skip
+    )
     if observed_from is not None:
         spans = spans.with_columns(span_from=pl.lit(observed_from, pl.Datetime("us")))
     if observed_to is not None:
@@ -212,50 +296,99 @@ def _spans(o: pl.DataFrame, observed_from, observed_to) -> pl.DataFrame:
     ).filter(pl.col("span_hours") > 0)
 
 
-def availability(o: pl.DataFrame, observed_from: datetime | None = None, observed_to: datetime | None = None,
-                 engine: str = "numpy"):
+def availability(
+    o: pl.DataFrame,
+    observed_from: datetime | None = None,
+    observed_to: datetime | None = None,
+    engine: str = "numpy",
+):
     """(availability, repair_fits, root_causes) of outage records (pure); ``engine`` of the fits."""
     spans = _spans(o, observed_from, observed_to)
-    o = o.drop("system_nodes", "system_processors").join(
-        spans.select("source", "system", "span_from", "span_to", "span_hours", "nodes"), on=["source", "system"]
-    ).filter((pl.col("start") >= pl.col("span_from")) & (pl.col("start") <= pl.col("span_to")))
+    o = (
+        o.drop("system_nodes", "system_processors")
+        .join(
+            spans.select("source", "system", "span_from", "span_to", "span_hours", "nodes"),
+            on=["source", "system"],
+        )
+        .filter((pl.col("start") >= pl.col("span_from")) & (pl.col("start") <= pl.col("span_to")))
+    )
     rng = np.random.default_rng(SEED)
-    system = _summary(o.with_columns(unit_hours=pl.col("span_hours") * pl.col("nodes")), ["source", "system"], rng)
-    node = _summary(o.filter(pl.col("host").is_not_null()).with_columns(unit_hours="span_hours"),
-                    ["source", "system", "host"], rng)  # fmt: skip
+    system = _summary(
+        o.with_columns(unit_hours=pl.col("span_hours") * pl.col("nodes")), ["source", "system"], rng
+    )
+    node = _summary(
+        o.filter(pl.col("host").is_not_null()).with_columns(unit_hours="span_hours"),
+        ["source", "system", "host"],
+        rng,
+    )
     fits = _fits(o, engine)
     shape = fits.filter((pl.col("quantity") == "tbf") & (pl.col("model") == "weibull")).select(
-        "source", "system", tbf_shape="shape", tbf_shape_ci_low="shape_ci_low", tbf_shape_ci_high="shape_ci_high")
-    system = system.join(spans.select("source", "system", "nodes", processors="system_processors"), on=["source", "system"])
-    system = system.join(shape, on=["source", "system"], how="left").with_columns(level=pl.lit("system"))
+        "source",
+        "system",
+        tbf_shape="shape",
+        tbf_shape_ci_low="shape_ci_low",
+        tbf_shape_ci_high="shape_ci_high",
+    )
+    system = system.join(
+        spans.select("source", "system", "nodes", processors="system_processors"),
+        on=["source", "system"],
+    )
+    system = system.join(shape, on=["source", "system"], how="left").with_columns(
+        level=pl.lit("system")
+    )
     node = node.with_columns(level=pl.lit("node"), nodes=pl.lit(1, pl.Int64))
     both = pl.concat([system, node], how="diagonal_relaxed")
     failures = both["failures"].to_numpy()
     per_node = poisson_rate_ci(failures, (both["unit_hours"] / HOURS_PER_YEAR).to_numpy())
-    proc_years = (both["span_hours"] * both["processors"].cast(pl.Float64) / HOURS_PER_YEAR).fill_null(np.nan)
+    proc_years = (
+        both["span_hours"] * both["processors"].cast(pl.Float64) / HOURS_PER_YEAR
+    ).fill_null(np.nan)
     per_proc = poisson_rate_ci(failures, proc_years.to_numpy())
     s = lambda a: pl.Series(a).fill_nan(None)
-    reading = [tbf_reading(a, b) for a, b in zip(both["tbf_shape_ci_low"], both["tbf_shape_ci_high"], strict=True)]
+    reading = [
+        tbf_reading(a, b)
+        for a, b in zip(both["tbf_shape_ci_low"], both["tbf_shape_ci_high"], strict=True)
+    ]
     both = both.with_columns(
-        failures_per_node_year=s(per_node[0]), failures_per_node_year_ci_low=s(per_node[1]),
-        failures_per_node_year_ci_high=s(per_node[2]), failures_per_processor_year=s(per_proc[0]),
-        failures_per_processor_year_ci_low=s(per_proc[1]), failures_per_processor_year_ci_high=s(per_proc[2]),
+        failures_per_node_year=s(per_node[0]),
+        failures_per_node_year_ci_low=s(per_node[1]),
+        failures_per_node_year_ci_high=s(per_node[2]),
+        failures_per_processor_year=s(per_proc[0]),
+        failures_per_processor_year_ci_low=s(per_proc[1]),
+        failures_per_processor_year_ci_high=s(per_proc[2]),
         tbf_reading=pl.Series(reading, dtype=pl.Utf8),
-    ).sort("source", "system", "level", "host", descending=[False, False, True, False], nulls_last=False)  # fmt: skip
+    ).sort(
+        "source",
+        "system",
+        "level",
+        "host",
+        descending=[False, False, True, False],
+        nulls_last=False,
+    )
     return conform("availability", both.drop("unit_hours")), fits, root_causes(o)
 
 
 def root_causes(o: pl.DataFrame) -> pl.DataFrame:
-    per = o.group_by("source", "system", "cause").agg(failures=pl.len(), downtime_hours=pl.col("downtime_hours").sum())
-    every = o.group_by("source", "cause").agg(failures=pl.len(), downtime_hours=pl.col("downtime_hours").sum()).with_columns(
-        system=pl.lit(None, pl.Utf8))  # fmt: skip
+    per = o.group_by("source", "system", "cause").agg(
+        failures=pl.len(), downtime_hours=pl.col("downtime_hours").sum()
+    )
+    every = (
+        o.group_by("source", "cause")
+        .agg(failures=pl.len(), downtime_hours=pl.col("downtime_hours").sum())
+        .with_columns(system=pl.lit(None, pl.Utf8))
+    )
     df = pl.concat([per, every.select(per.columns)])
     share = lambda c: pl.col(c) / pl.col(c).sum().over("source", "system")
     df = df.with_columns(share=share("failures"), downtime_share=share("downtime_hours"))
-    return conform("root_causes", df.sort("source", "system", "failures", descending=[False, False, True], nulls_last=False))
+    return conform(
+        "root_causes",
+        df.sort("source", "system", "failures", descending=[False, False, True], nulls_last=False),
+    )
 
 
-def refresh_availability(wh, observed_from: datetime | None = None, observed_to: datetime | None = None):
+def refresh_availability(
+    wh, observed_from: datetime | None = None, observed_to: datetime | None = None
+):
     o = outages(wh.read("failures"), wh.read("node_events"), observed_to)
     if o.height == 0:
         raise MissingInputs("availability: no failure records and no node down/drain events")

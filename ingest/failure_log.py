@@ -54,19 +54,47 @@ from warehouse.schemas import conform, quarantine_frame
 ALIASES = {
     "system": ("system", "cluster", "machine", "systemname"),
     "host": ("host", "node", "hostname", "nodename", "nodenum", "nodeid", "server"),
-    "start_time": ("starttime", "start", "probstarted", "started", "date", "time", "timestamp",
-                   "failedat", "failuretime", "opened", "reported"),
-    "end_time": ("endtime", "end", "probfixed", "fixed", "repaired", "resolved", "closed", "restored"),
+    "start_time": (
+        "starttime",
+        "start",
+        "probstarted",
+        "started",
+        "date",
+        "time",
+        "timestamp",
+        "failedat",
+        "failuretime",
+        "opened",
+        "reported",
+    ),
+    "end_time": (
+        "endtime",
+        "end",
+        "probfixed",
+        "fixed",
+        "repaired",
+        "resolved",
+        "closed",
+        "restored",
+    ),
     "downtime_hours": ("downtimehours",),
     "downtime_minutes": ("downtimeminutes", "downtime"),
     "downtime_s": ("downtimes", "downtimeseconds"),
     "cause": ("cause", "rootcause", "causeclass", "category"),
-    "sub_cause": ("subcause", "whatfailed", "component", "part", "problem", "failure", "description"),
+    "sub_cause": (
+        "subcause",
+        "whatfailed",
+        "component",
+        "part",
+        "problem",
+        "failure",
+        "description",
+    ),
     "component_class": ("componentclass",),
     "serial": ("serial", "sn", "serialnumber"),
     "system_nodes": ("systemnodes", "nodes"),
     "system_processors": ("systemprocessors", "procstot", "processors"),
-}  # fmt: skip
+}
 CAUSE_COLUMNS = ("facilities", "hardware", "human_error", "network", "undetermined", "software")
 HEADER_SEARCH = 10  # records looked at for the header
 MINUTES = {"downtime_hours": 60.0, "downtime_minutes": 1.0, "downtime_s": 1 / 60}
@@ -109,14 +137,19 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         return ParseResult({}, ParseResult.empty_quarantine(), 0)
     h = _header(recs, ctx.column_map)
     if h is None:
-        err = ("failure log: no start-time column (start_time, Prob Started, date, ...) in the first lines; "
-               "name it with --map start_time=<their header>")  # fmt: skip
+        err = (
+            "failure log: no start-time column (start_time, Prob Started, date, ...) "
+            "in the first lines; "
+            "name it with --map start_time=<their header>"
+        )
         return ParseResult({}, whole_file_quarantine(data, err), 1)
     header = [f.strip() for f in recs["fields"][h]]
     cols, causes = _resolve(header, ctx.column_map), _cause_columns(header)
     recs = recs.slice(h + 1)
     n = len(header)
-    get = lambda i: pl.col("fields").list.get(i, null_on_oob=True).str.strip_chars().replace("", None)
+    get = lambda i: (
+        pl.col("fields").list.get(i, null_on_oob=True).str.strip_chars().replace("", None)
+    )
     df = recs.with_columns(
         nf=pl.col("fields").list.len(),
         **{c: get(i) for c, i in cols.items()},
@@ -129,13 +162,17 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     if filled and "cause" not in cols:  # LANL: the cause is the column that holds the sub-cause
         df = df.with_columns(
             _n_causes=pl.sum_horizontal([pl.col(c).is_not_null() for c in filled]),
-            cause=pl.coalesce([pl.when(pl.col(f"_cause_{c}").is_not_null()).then(pl.lit(c)) for c in causes]),
+            cause=pl.coalesce(
+                [pl.when(pl.col(f"_cause_{c}").is_not_null()).then(pl.lit(c)) for c in causes]
+            ),
             sub_cause=pl.coalesce(pl.col("sub_cause"), *filled),
         )
     else:
         df = df.with_columns(_n_causes=pl.lit(0))
     fmt = ctx.options.get("time_format")
-    minutes = pl.coalesce([pl.col(c).cast(pl.Float64, strict=False) * f for c, f in MINUTES.items()])
+    minutes = pl.coalesce(
+        [pl.col(c).cast(pl.Float64, strict=False) * f for c, f in MINUTES.items()]
+    )
     downtime_text = pl.coalesce(*MINUTES)
     df = df.with_columns(
         start=parse_times(pl.col("start_time"), ctx.tz, fmt),
@@ -144,25 +181,39 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         downtime_text=downtime_text,
     )
     error = (
-        pl.when(pl.col("_shape").is_not_null()).then("_shape")
-        .when(pl.col("nf") != n).then(pl.format(f"expected {n} fields (as the header), found {{}}", "nf"))
-        .when(pl.col("start_time").is_null()).then(pl.lit("empty start time"))
-        .when(pl.col("start").is_null()).then(pl.format("unreadable start time '{}'", "start_time"))
+        pl.when(pl.col("_shape").is_not_null())
+        .then("_shape")
+        .when(pl.col("nf") != n)
+        .then(pl.format(f"expected {n} fields (as the header), found {{}}", "nf"))
+        .when(pl.col("start_time").is_null())
+        .then(pl.lit("empty start time"))
+        .when(pl.col("start").is_null())
+        .then(pl.format("unreadable start time '{}'", "start_time"))
         .when(implausible_time(pl.col("start"), ctx).is_not_null())
         .then(pl.format("start time: {}", implausible_time(pl.col("start"), ctx)))
         .when(pl.col("end_time").is_not_null() & pl.col("end").is_null())
         .then(pl.format("unreadable end time '{}'", "end_time"))
-        .when(pl.col("end") < pl.col("start")).then(pl.format("end time {} is before start time {}", "end_time", "start_time"))
+        .when(pl.col("end") < pl.col("start"))
+        .then(pl.format("end time {} is before start time {}", "end_time", "start_time"))
         .when(pl.col("downtime_text").is_not_null() & pl.col("minutes").is_null())
         .then(pl.format("unreadable downtime '{}'", "downtime_text"))
-        .when(pl.col("minutes") < 0).then(pl.format("negative downtime '{}'", "downtime_text"))
+        .when(pl.col("minutes") < 0)
+        .then(pl.format("negative downtime '{}'", "downtime_text"))
         .when(pl.col("_n_causes") > 1)
-        .then(pl.format("{} root-cause columns filled (want one of {})", "_n_causes", pl.lit(", ".join(causes))))
-    )  # fmt: skip
+        .then(
+            pl.format(
+                "{} root-cause columns filled (want one of {})",
+                "_n_causes",
+                pl.lit(", ".join(causes)),
+            )
+        )
+    )
     df = df.with_columns(_error=error)
     bad = df.filter(pl.col("_error").is_not_null())
     ok = df.filter(pl.col("_error").is_null())
-    hours = pl.coalesce(pl.col("minutes") / 60.0, (pl.col("end") - pl.col("start")).dt.total_microseconds() / 3.6e9)
+    hours = pl.coalesce(
+        pl.col("minutes") / 60.0, (pl.col("end") - pl.col("start")).dt.total_microseconds() / 3.6e9
+    )
     cause = pl.col("cause").str.to_lowercase().str.replace_all(r"[\s\-]+", "_")
     known_class = pl.col("sub_cause").str.to_lowercase().replace_strict(CLASS_NAMES, default=None)
     table = conform(
@@ -171,7 +222,9 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             system=pl.coalesce("system", pl.lit(ctx.cluster)),
             host="host",
             start_time="start",
-            end_time=pl.coalesce("end", pl.col("start") + pl.duration(microseconds=(pl.col("minutes") * 6e7).round())),
+            end_time=pl.coalesce(
+                "end", pl.col("start") + pl.duration(microseconds=(pl.col("minutes") * 6e7).round())
+            ),
             downtime_hours=hours,
             repair_known=hours.is_not_null(),
             cause=cause,
@@ -195,7 +248,9 @@ def detect(head: bytes, name: str) -> int:
     lines = head.decode("utf-8-sig", errors="replace").split("\n")[:HEADER_SEARCH]
     for line in lines:
         names = {_norm(f) for f in line.split(",")}
-        if {"probstarted", "downtime"} <= names and len(names & {_norm(c) for c in CAUSE_COLUMNS}) >= 2:
+        if {"probstarted", "downtime"} <= names and len(
+            names & {_norm(c) for c in CAUSE_COLUMNS}
+        ) >= 2:
             return CERTAIN
         if "starttime" in names and names & {"cause", "subcause", "rootcause"}:
             return 80
@@ -207,5 +262,7 @@ FORMAT = FormatSpec(
     primary="failures",
     parse=parse,
     detect=detect,
-    description="failure / repair records: LANL's release natively, other exports by header names or --map",
+    description=(
+        "failure / repair records: LANL's release natively, other exports by header names or --map"
+    ),
 )

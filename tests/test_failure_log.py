@@ -36,7 +36,9 @@ def test_lanl_read_natively():
     rows = list(csv.DictReader(LANL.open().readlines()[1:]))
     ok, q = _parse(LANL.read_bytes(), not_before=OLD)
     assert q.height == 0 and ok.height == len(rows)
-    want = Counter(next((c.lower().replace(" ", "_") for c in CAUSES if r[c].strip()), None) for r in rows)
+    want = Counter(
+        next((c.lower().replace(" ", "_") for c in CAUSES if r[c].strip()), None) for r in rows
+    )
     assert Counter(ok["cause"].to_list()) == want
     first = rows[0]
     got = ok.row(0, named=True)
@@ -44,11 +46,17 @@ def test_lanl_read_natively():
     assert got["system"] == first["System"] and got["host"] == (first["nodenum"] or None)
     assert got["sub_cause"] == first[filled]
     assert got["downtime_hours"] == pytest.approx(float(first["Down Time"]) / 60)
-    assert got["start_time"] == datetime.strptime(first["Prob Started (mm/dd/yy hh:mm)"], "%m/%d/%Y %H:%M")
-    assert got["system_nodes"] == int(first["nodes"]) and got["system_processors"] == int(first["procstot"])
+    assert got["start_time"] == datetime.strptime(
+        first["Prob Started (mm/dd/yy hh:mm)"], "%m/%d/%Y %H:%M"
+    )
+    assert got["system_nodes"] == int(first["nodes"]) and got["system_processors"] == int(
+        first["procstot"]
+    )
     assert ok["repair_known"].all()
     # the stated downtime wins over end - start (a DST change in a local clock, a typo)
-    assert ok["downtime_hours"].to_list() == pytest.approx([float(r["Down Time"]) / 60 for r in rows])
+    assert ok["downtime_hours"].to_list() == pytest.approx(
+        [float(r["Down Time"]) / 60 for r in rows]
+    )
 
 
 def test_lanl_before_2000_is_implausible_by_default():
@@ -71,7 +79,9 @@ def test_lanl_bad_records_quarantined_with_reasons():
     junk = f.copy()
     junk[16] = "someday"
     short = ",".join(f[:10])
-    text = "\n".join([*lines[:2], good, *(",".join(x) for x in (two, early, neg, junk)), short]) + "\n"
+    text = (
+        "\n".join([*lines[:2], good, *(",".join(x) for x in (two, early, neg, junk)), short]) + "\n"
+    )
     ok, q = _parse(text, not_before=OLD)
     assert ok.height == 1
     assert q["error"].to_list() == [
@@ -94,7 +104,11 @@ def test_canonical_header_end_or_downtime():
     ok, q = _parse(text)
     assert q.height == 0
     assert ok["downtime_hours"].to_list() == [2.5, 1.5, None]
-    assert ok["end_time"].to_list() == [datetime(2025, 1, 1, 2, 30), datetime(2025, 1, 2, 1, 30), None]
+    assert ok["end_time"].to_list() == [
+        datetime(2025, 1, 1, 2, 30),
+        datetime(2025, 1, 2, 1, 30),
+        None,
+    ]
     assert ok["repair_known"].to_list() == [True, True, False]
     assert ok["component_class"].to_list() == ["gpu", None, "host_memory"]
 
@@ -123,6 +137,18 @@ def test_cli_ingest_lanl_sample_twice(tmp_path, capsys):
     assert "302 rows, 0 quarantined" in capsys.readouterr().out
     assert main(args) == 0
     assert "already ingested" in capsys.readouterr().out
-    assert main(["sql", "select count(*) n, count(distinct system) s from failures", "--home", home, "--format", "csv"]) == 0
+    assert (
+        main(
+            [
+                "sql",
+                "select count(*) n, count(distinct system) s from failures",
+                "--home",
+                home,
+                "--format",
+                "csv",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.splitlines()
     assert out[1].split(",")[0] == "302"

@@ -20,7 +20,10 @@ NO_HOSTS = pl.DataFrame(schema={"host": pl.Utf8, "cluster": pl.Utf8})
 
 def _failures(rows):
     return pl.DataFrame(
-        [{"system": s, "start_time": t, "end_time": None, "cause": c, "component_class": k} for s, t, c, k in rows]
+        [
+            {"system": s, "start_time": t, "end_time": None, "cause": c, "component_class": k}
+            for s, t, c, k in rows
+        ]
     ).pipe(lambda df: pl.concat([TABLES["failures"].empty(), df], how="diagonal_relaxed"))
 
 
@@ -28,17 +31,25 @@ def test_counts_cis_and_simultaneous_failures():
     t = datetime
     rows = [
         ("s", t(2020, 1, 1), "hardware", "gpu"),
-        ("s", t(2020, 1, 5), "hardware", "gpu"), ("s", t(2020, 1, 5), "hardware", "gpu"),  # one instant
+        ("s", t(2020, 1, 5), "hardware", "gpu"),
+        ("s", t(2020, 1, 5), "hardware", "gpu"),  # one instant
         ("s", t(2020, 2, 9), "software", None),
         # March: none
         ("s", t(2020, 4, 15, 12), "hardware", "psu"),
-    ]  # fmt: skip
-    ev = failure_events(_failures(rows), TABLES["interruptions"].empty(), TABLES["node_failures"].empty(), NO_HOSTS)
+    ]
+    ev = failure_events(
+        _failures(rows), TABLES["interruptions"].empty(), TABLES["node_failures"].empty(), NO_HOSTS
+    )
     df = system_mtbf(ev)
     month = df.filter((pl.col("period") == "month") & (pl.col("grouping") == "all"))
     assert month["label"].to_list() == ["2020-01", "2020-02", "2020-03", "2020-04"]
     assert month["failures"].to_list() == [2, 1, 0, 1] and month["events"].to_list() == [3, 1, 0, 1]
-    assert month["partial"].to_list() == [False, False, False, True]  # observed up to the last failure
+    assert month["partial"].to_list() == [
+        False,
+        False,
+        False,
+        True,
+    ]  # observed up to the last failure
     jan = month.row(0, named=True)
     assert jan["exposure_hours"] == 31 * 24 and jan["mtbf_hours"] == pytest.approx(31 * 24 / 2)
     # exact Poisson: chi-square bounds on 2 events
@@ -51,26 +62,54 @@ def test_counts_cis_and_simultaneous_failures():
     q = df.filter((pl.col("period") == "quarter") & (pl.col("grouping") == "all"))
     assert q["label"].to_list() == ["2020-Q1", "2020-Q2"] and q["failures"].to_list() == [3, 1]
     by_cause = df.filter((pl.col("period") == "quarter") & (pl.col("grouping") == "cause"))
-    assert dict(zip(by_cause["class"] + "/" + by_cause["label"], by_cause["failures"], strict=True)) == {
-        "hardware/2020-Q1": 2, "hardware/2020-Q2": 1, "software/2020-Q1": 1, "software/2020-Q2": 0,
-    }  # fmt: skip
+    assert dict(
+        zip(by_cause["class"] + "/" + by_cause["label"], by_cause["failures"], strict=True)
+    ) == {
+        "hardware/2020-Q1": 2,
+        "hardware/2020-Q2": 1,
+        "software/2020-Q1": 1,
+        "software/2020-Q2": 0,
+    }
     assert set(df.filter(pl.col("grouping") == "component_class")["class"]) == {"gpu", "psu"}
 
 
 def test_every_series_and_an_explicit_window():
-    inter = pl.concat([TABLES["interruptions"].empty(), pl.DataFrame({
-        "cluster": ["c1", "c1", "c1"], "end_time": [datetime(2025, 1, 3), datetime(2025, 1, 4), datetime(2025, 1, 5)],
-        "cause_class": ["gpu", "software", "nic"], "planned": [False, False, True],
-        "failure_domain": ["infrastructure", "workload", "infrastructure"],
-    })], how="diagonal_relaxed")  # fmt: skip
-    nodes = pl.concat([TABLES["node_failures"].empty(), pl.DataFrame({
-        "host": ["n1", "n9"], "time": [datetime(2025, 1, 2), datetime(2025, 1, 9)], "cause_class": ["gpu", "psu"],
-    })], how="diagonal_relaxed")  # fmt: skip
+    inter = pl.concat(
+        [
+            TABLES["interruptions"].empty(),
+            pl.DataFrame(
+                {
+                    "cluster": ["c1", "c1", "c1"],
+                    "end_time": [datetime(2025, 1, 3), datetime(2025, 1, 4), datetime(2025, 1, 5)],
+                    "cause_class": ["gpu", "software", "nic"],
+                    "planned": [False, False, True],
+                    "failure_domain": ["infrastructure", "workload", "infrastructure"],
+                }
+            ),
+        ],
+        how="diagonal_relaxed",
+    )
+    nodes = pl.concat(
+        [
+            TABLES["node_failures"].empty(),
+            pl.DataFrame(
+                {
+                    "host": ["n1", "n9"],
+                    "time": [datetime(2025, 1, 2), datetime(2025, 1, 9)],
+                    "cause_class": ["gpu", "psu"],
+                }
+            ),
+        ],
+        how="diagonal_relaxed",
+    )
     hosts = pl.DataFrame({"host": ["n1"], "cluster": ["c1"]})
     ev = failure_events(TABLES["failures"].empty(), inter, nodes, hosts)
     # only the unplanned infrastructure interruption; a node no hardware event names is 'fleet'
-    assert sorted(ev.select("source", "system").rows()) == [("interruptions", "c1"), ("node_failures", "c1"),
-                                                            ("node_failures", "fleet")]  # fmt: skip
+    assert sorted(ev.select("source", "system").rows()) == [
+        ("interruptions", "c1"),
+        ("node_failures", "c1"),
+        ("node_failures", "fleet"),
+    ]
     df = system_mtbf(ev, observed_from=datetime(2025, 1, 1), observed_to=datetime(2025, 2, 1))
     m = df.filter((pl.col("period") == "month") & (pl.col("grouping") == "all"))
     assert m["exposure_hours"].to_list() == [744.0] * 3 and not m["partial"].any()
@@ -81,13 +120,22 @@ def test_titan_and_lanl_extracts_end_to_end(wh, capsys, tmp_path):
     from ingest.base import ParseContext
 
     ctx = ParseContext(cluster="titan", not_before=datetime(1990, 1, 1))
-    reports = ingest_paths(wh, [FIXTURES / "titan" / "gc_sample.csv", FIXTURES / "lanl" / "lanl_sample.csv"], "auto", ctx)
+    reports = ingest_paths(
+        wh,
+        [FIXTURES / "titan" / "gc_sample.csv", FIXTURES / "lanl" / "lanl_sample.csv"],
+        "auto",
+        ctx,
+    )
     assert [r.error for r in reports] == [None, None]
     wh.refresh_catalog()
     df = refresh_system_mtbf(wh)
     systems = set(df["system"])
     assert "titan" in systems and {"2", "20"} <= systems  # LANL's systems by number
-    titan = df.filter((pl.col("system") == "titan") & (pl.col("period") == "quarter") & (pl.col("grouping") == "all"))
+    titan = df.filter(
+        (pl.col("system") == "titan")
+        & (pl.col("period") == "quarter")
+        & (pl.col("grouping") == "all")
+    )
     stored = wh.read("failures").filter(pl.col("system") == "titan")
     assert titan["events"].sum() == stored.height
     assert titan["failures"].sum() == stored["start_time"].n_unique()
@@ -99,7 +147,10 @@ def test_titan_and_lanl_extracts_end_to_end(wh, capsys, tmp_path):
     assert main(["mtbf", "--home", home, "--system", "nope"]) == 2
     assert "no system 'nope'" in capsys.readouterr().err
     sections = {s.key: s for s in build_sections(wh, target_gpus=1024)}
-    assert sections["system_mtbf"].chart is not None and "titan (failures)" in sections["system_mtbf"].reading
+    assert (
+        sections["system_mtbf"].chart is not None
+        and "titan (failures)" in sections["system_mtbf"].reading
+    )
 
 
 def test_report_leaves_the_section_out_without_failures(wh):

@@ -47,25 +47,41 @@ def test_fixture_every_row_accounted_for():
     assert Counter(fails["sub_cause"]) == Counter(r["event"] for r in rows if r["event"])
     assert set(fails["component_class"]) == {"gpu_memory", "gpu"}
     assert not fails["repair_known"].any() and fails["end_time"].null_count() == fails.height
-    assert set(ch["component_class"]) == {"gpu"} and (ch["host"] == ch["slot"].str.split("/").list.first()).all()
+    assert (
+        set(ch["component_class"]) == {"gpu"}
+        and (ch["host"] == ch["slot"].str.split("/").list.first()).all()
+    )
 
 
 def test_installation_semantics():
-    text = HEADER + (
-        "A,c1-0c0s1n0,2014-01-01 00:00:00,2016-06-01 00:00:00,1,TRUE,DBE\n"  # ended by its event
-        "A,c1-0c0s1n0,,2015-03-01 00:00:00,,,OTB\n"  # an event of A's installation above
-        "B,c1-0c0s1n1,2014-01-01 00:00:00,2016-06-01 00:00:00,1,TRUE,\n"  # proactively replaced
-        "B,c1-0c0s1n1,,2015-01-01 00:00:00,,,DBE\n"  # ... after an event: failed
-        "C,c1-0c0s1n2,2014-01-01 00:00:00,2019-08-01 20:07:33,1,FALSE,\n"  # in service at the end
-        "C,c1-0c0s1n2,,2016-01-01 00:00:00,,,DBE\n"  # survived a DBE: still in service, not failed
-        "D,c1-0c0s1n3,2014-01-01 00:00:00,2017-01-01 00:00:00,1,FALSE,\n"  # moved elsewhere: censored
-        "D,c2-0c0s1n3,,2016-01-01 00:00:00,,,OTB\n"  # an event at a location D never was: still a failure
-        "D,c2-0c0s1n3,,,,,\n"  # nothing: quarantined
+    text = (
+        HEADER
+        + (
+            "A,c1-0c0s1n0,2014-01-01 00:00:00,2016-06-01 00:00:00,1,TRUE,DBE\n"  # ended by its event
+            "A,c1-0c0s1n0,,2015-03-01 00:00:00,,,OTB\n"  # an event of A's installation above
+            "B,c1-0c0s1n1,2014-01-01 00:00:00,2016-06-01 00:00:00,1,TRUE,\n"  # proactively replaced
+            "B,c1-0c0s1n1,,2015-01-01 00:00:00,,,DBE\n"  # ... after an event: failed
+            "C,c1-0c0s1n2,2014-01-01 00:00:00,2019-08-01 20:07:33,1,FALSE,\n"  # in service at the end
+            "C,c1-0c0s1n2,,2016-01-01 00:00:00,,,DBE\n"  # survived a DBE: still in service, not failed
+            "D,c1-0c0s1n3,2014-01-01 00:00:00,2017-01-01 00:00:00,1,FALSE,\n"  # moved elsewhere: censored
+            "D,c2-0c0s1n3,,2016-01-01 00:00:00,,,OTB\n"  # an event at a location D never was: still a failure
+            "D,c2-0c0s1n3,,,,,\n"  # nothing: quarantined
+        )
     )
     res, ch = _parse(text.encode())
-    got = {r["serial"]: (r["failed"], r["removal_reason"], r["removed_at"] is None) for r in ch.iter_rows(named=True)}
-    assert got == {"A": (True, "DBE", False), "B": (True, "DBE", False), "C": (False, "DBE", True), "D": (False, None, False)}
-    assert res.quarantine["error"].to_list() == ["neither an installation (no insert time) nor an event (no event)"]
+    got = {
+        r["serial"]: (r["failed"], r["removal_reason"], r["removed_at"] is None)
+        for r in ch.iter_rows(named=True)
+    }
+    assert got == {
+        "A": (True, "DBE", False),
+        "B": (True, "DBE", False),
+        "C": (False, "DBE", True),
+        "D": (False, None, False),
+    }
+    assert res.quarantine["error"].to_list() == [
+        "neither an installation (no insert time) nor an event (no event)"
+    ]
     assert res.tables["failures"]["sub_cause"].to_list() == ["DBE", "OTB", "DBE", "DBE", "OTB"]
 
 
@@ -88,20 +104,59 @@ def test_cli_exclude_hosts(tmp_path, capsys):
     service = tmp_path / "service.txt"
     first = next(iter(csv.DictReader(TITAN.open())))["location"]
     service.write_text(f"  1  0x1  {first}  service  up  batch\n")
-    assert main(["ingest", str(TITAN), "--home", str(home), "--cluster", "titan", "--exclude-hosts", str(service)]) == 0
+    assert (
+        main(
+            [
+                "ingest",
+                str(TITAN),
+                "--home",
+                str(home),
+                "--cluster",
+                "titan",
+                "--exclude-hosts",
+                str(service),
+            ]
+        )
+        == 0
+    )
     assert "quarantined" in capsys.readouterr().err
-    assert main(["ingest", str(TITAN), "--home", str(home), "--exclude-hosts", str(tmp_path / "missing")]) == 2
+    assert (
+        main(
+            [
+                "ingest",
+                str(TITAN),
+                "--home",
+                str(home),
+                "--exclude-hosts",
+                str(tmp_path / "missing"),
+            ]
+        )
+        == 2
+    )
     assert "--exclude-hosts" in capsys.readouterr().err
 
 
 def test_location_covariates_batch_and_cox():
     _, ch = _parse(TITAN.read_bytes())
     lt = build_component_lifetimes(ch, TABLES["gpu_hourly"].empty(), TABLES["hw_events"].empty())
-    row = lt.filter(pl.col("host") == "c11-2c1s4n1").row(0, named=True) if (lt["host"] == "c11-2c1s4n1").any() else None
+    row = (
+        lt.filter(pl.col("host") == "c11-2c1s4n1").row(0, named=True)
+        if (lt["host"] == "c11-2c1s4n1").any()
+        else None
+    )
     sample = lt.drop_nulls("cage").row(0, named=True)
     host = sample["host"]
-    assert host == f"c{sample['cabinet_column']}-{sample['cabinet_row']}c{sample['cage']}s{sample['blade']}n{sample['node_position']}"
-    assert row is None or (row["cabinet_column"], row["cabinet_row"], row["cage"], row["blade"], row["node_position"]) == (11, 2, "1", 4, "1")
+    assert (
+        host
+        == f"c{sample['cabinet_column']}-{sample['cabinet_row']}c{sample['cage']}s{sample['blade']}n{sample['node_position']}"
+    )
+    assert row is None or (
+        row["cabinet_column"],
+        row["cabinet_row"],
+        row["cage"],
+        row["blade"],
+        row["node_position"],
+    ) == (11, 2, "1", 4, "1")
     assert lt["cage"].null_count() == 0 and set(lt["cage"]) <= {"0", "1", "2"}
     assert set(lt["batch"]) >= {"2013", "2017"}  # the original GPUs and the replacements
     assert lt["event"].sum() == ch["failed"].sum()
