@@ -244,6 +244,52 @@ def cmd_ingest(args) -> int:
     return 0
 
 
+def cmd_pull(args) -> int:
+    """Pull live sources. Exit 0 when every window was pulled, 1 when some source (or one of its
+    targets) failed: what the others gave is stored, and the next pull catches up."""
+    from pipelines.resources import select_sources
+    from sources.pull import cursors, plan, pull
+
+    since, until = parse_time(args.since), parse_time(args.until)
+    if since and until and since >= until:
+        raise CliError(f"--since {args.since} is not before --until {args.until}")
+    wh = _warehouse(args, existing=args.dry_run)
+    sources = select_sources(wh, args.sources)
+    if not sources:
+        raise CliError(f"no sources configured: write {wh.home / 'sources.toml'} (see docs/connect.md)")
+    if args.dry_run:
+        got = cursors(wh)
+        for src in sources:
+            t, pulled = got.get(src.name, (None, False))
+            state = f"pulled to {t.isoformat()}" if pulled else f"failed from {t.isoformat()}" if t else "never pulled"
+            print(f"{src.name} ({src.kind}, cluster {src.cluster}): {state}")
+        for src, window, lines in plan(wh, sources, since, until):
+            print(f"  {src.name} {window}:")
+            for line in lines:
+                print(f"    {line}")
+        return 0
+    from pipelines.run import recorded_pull
+
+    with wh.writer():
+        reports = recorded_pull(wh, lambda: pull(wh, sources, since, until))
+        wh.refresh_catalog()
+    for src in sources:
+        mine = [r for r in reports if r.source == src.name]
+        ok = [r for r in mine if r.status == "ok"]
+        if not ok and mine:
+            print(f"{src.name}: failed at {mine[-1].window.start:%Y-%m-%d %H:%M}; the next pull starts there again")
+            continue
+        span = f"{ok[0].window.start:%Y-%m-%d %H:%M}..{ok[-1].window.end:%Y-%m-%d %H:%M}" if ok else "nothing"
+        print(f"{src.name}: pulled {span} ({len(ok)} window(s)): {sum(r.rows_ok for r in ok):,} rows, "
+              f"{sum(r.rows_quarantined for r in ok):,} quarantined, {sum(r.rows_duplicate for r in ok):,} already stored")
+    failed = [r for r in reports if r.status == "failed"]
+    for r in failed:
+        where = f"{r.source}/{r.target}" if r.target else r.source
+        print(f"warning: {where} {r.window}: {r.error}", file=sys.stderr)
+    print(f"warehouse: {wh.db_path}")
+    return 1 if failed else 0
+
+
 def cmd_forget(args) -> int:
     wh = _warehouse(args)
     with wh.writer():
@@ -268,30 +314,72 @@ def cmd_forget(args) -> int:
 
 
 def cmd_sql(args) -> int:
+    """Print a read-only query's result as the DuckDB CLI does: a box table with "N rows (M shown)"
+    (DuckDB's own renderer, which escapes terminal control characters and prints every DuckDB
+    type), or every row as CSV / JSON, streamed. Nested values in CSV are JSON text."""
     import duckdb
-    import polars as pl
 
     for d in args.allow_files:
         if not Path(d).is_dir():
             raise CliError(f"--allow-files {d}: not a directory")
+    if args.max_rows < 1:
+        raise CliError(f"--max-rows must be at least 1, not {args.max_rows}")
     wh = _warehouse(args, existing=True)
     try:
-        df = wh.run_readonly(args.query, allow_files=args.allow_files)
+        with wh.readonly_relation(args.query, allow_files=args.allow_files) as rel:
+            if rel is None:
+                return 0
+            if args.format == "table":
+                rel.show(max_rows=args.max_rows, max_width=_terminal_width())
+            else:
+                _write_rows(rel, args.format)
     except duckdb.Error as exc:
         raise CliError(str(exc).strip().splitlines()[0]) from None
-    if args.format == "csv":
-        # CSV has no lists or structs: nested values are written as JSON text
-        nested = [c for c, t in df.schema.items() if t.is_nested()]
-        df = df.with_columns(pl.struct(pl.col(c).alias("v")).struct.json_encode().str.json_path_match("$.v").alias(c) for c in nested) if nested else df
-        sys.stdout.write(df.write_csv())
-    elif args.format == "json":
-        print(json.dumps(df.to_dicts(), default=str))
-    else:
-        import polars as pl
-
-        with pl.Config(tbl_rows=200, tbl_cols=50, fmt_str_lengths=60, tbl_width_chars=200):
-            print(df)
     return 0
+
+
+def _terminal_width() -> int:
+    import shutil
+
+    return max(80, shutil.get_terminal_size((160, 24)).columns)
+
+
+def _write_rows(rel, fmt: str) -> None:
+    """Every row of ``rel`` on stdout as CSV (header first) or one JSON array of row objects, in
+    batches (memory does not grow with the result). Values are DuckDB's own text (CSV) or JSON
+    (``to_json``): every type prints. On a terminal, control characters in CSV are escaped."""
+    import csv
+
+    names = rel.columns
+    quoted = ['"' + c.replace('"', '""') + '"' for c in names]
+    if fmt == "json":
+        row = "to_json(struct_pack(" + ", ".join(f"{q} := {q}" for q in quoted) + "))::VARCHAR"
+        reader = rel.project(row).to_arrow_reader(10_000)
+        out, first = sys.stdout, True
+        out.write("[")
+        for batch in reader:
+            for value in batch.column(0).to_pylist():
+                out.write(("" if first else ",\n") + value)
+                first = False
+        out.write("]\n")
+        return
+    cols = [f"(CASE WHEN typeof({q}) SIMILAR TO '.*(\\[\\]|STRUCT|MAP|UNION).*' THEN to_json({q})::VARCHAR "
+            f"ELSE {q}::VARCHAR END)" for q in quoted]
+    tty = sys.stdout.isatty()
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(names)
+    for batch in rel.project(", ".join(cols)).to_arrow_reader(10_000):
+        for row in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+            writer.writerow([_escape_controls(v) if tty and v else v for v in row])
+
+
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _escape_controls(text: str) -> str:
+    """Terminal control characters (ESC, OSC, BEL ...) as \\xNN, so log content cannot drive the
+    terminal; tab and newline are kept."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _config(args, **extra):
@@ -700,6 +788,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", type=int, help="processes that parse files (default: one per core)")
     s.set_defaults(func=cmd_ingest)
 
+    s = sub.add_parser("pull", parents=[common], help="pull live sources (slurmdbd, Prometheus, Redfish BMCs) from HOME/sources.toml",
+                       description="Pull every source of HOME/sources.toml (or the ones named) from its cursor to now. "
+                                   "Exit status 1 when a source failed: the others are stored, the next pull catches up.")
+    s.add_argument("sources", nargs="*", metavar="SOURCE", help="source names in sources.toml (default: every source)")
+    s.add_argument("--since", metavar="ISO", help="pull from here instead of each source's cursor (a backfill)")
+    s.add_argument("--until", metavar="ISO", help="pull up to here (default: now)")
+    s.add_argument("--dry-run", action="store_true", help="print the commands and queries it would run, and run none")
+    s.set_defaults(func=cmd_pull)
+
     s = sub.add_parser("forget", parents=[common], help="remove every row some ingested files produced, so they can be ingested again")
     s.add_argument("targets", nargs="+", metavar="PATH|SHA256",
                    help="an ingested file's path or sha256 (see the ingest_manifest table)")
@@ -734,7 +831,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allow-files", action="append", default=[], metavar="DIR",
                    help="also let the query read files under DIR (repeatable)")
     s.add_argument("--format", choices=["table", "csv", "json"], default="table",
-                   help="output: table (default), csv, or json (one array of row objects)")
+                   help="output: table (default, as the DuckDB CLI prints it), csv, or json (one array of row objects); "
+                        "csv and json print every row")
+    s.add_argument("--max-rows", type=int, default=40, help="rows the table shows (default 40; the count of all is printed)")
     s.set_defaults(func=cmd_sql)
 
     s = sub.add_parser("project", parents=[common], help="project goodput for a job size (analytic or Monte Carlo)")
@@ -794,9 +893,10 @@ def _user_errors() -> tuple[type[Exception], ...]:
     being handled, so a command that needs neither the ingest runner nor the store starts
     without them."""
     from ingest.runner import UserError
+    from sources.base import SourceConfigError
     from warehouse.store import WarehouseError
 
-    return CliError, UserError, WarehouseError
+    return CliError, UserError, WarehouseError, SourceConfigError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -810,6 +910,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
+    except BrokenPipeError:  # `goodput sql ... | head`: the reader has all it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit would raise again
+        return 0
     except Exception as exc:
         if not isinstance(exc, _user_errors()):
             raise

@@ -804,6 +804,31 @@ TABLES: dict[str, Table] = {
             record_key=("sha256",),
         ),
         Table(
+            "pull_log",
+            "one window (or one failed target) of a live source's pull",
+            {
+                "source": STR,  # the source's name in sources.toml
+                "kind": STR,  # slurm | prometheus | redfish ...
+                "cluster": STR,
+                "window_start": UTC_TS,
+                "window_end": UTC_TS,
+                "target": STR,  # the part of the source this row is about (a BMC); null: all of it
+                "status": STR,  # ok | failed
+                "error": STR,  # failed: one line saying why
+                "documents": I64,  # responses / command outputs parsed
+                "bytes": I64,
+                "records_read": I64,
+                "rows_ok": I64,  # rows stored in the formats' primary tables
+                "rows_quarantined": I64,
+                "rows_duplicate": I64,  # records already stored (an overlap, a file ingested before)
+                "started_at": UTC_TS,
+                "finished_at": UTC_TS,
+                "batch": STR,
+            },
+            key=("source", "window_start", "target", "started_at"),
+            record_key="content",
+        ),
+        Table(
             "quarantine",
             "one rejected record",
             {
