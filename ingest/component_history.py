@@ -363,9 +363,9 @@ def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         ev.join(owner, on="line").group_by("iline")
         .agg(_events=pl.col("ev").unique(maintain_order=True).str.join(", "))
     )  # fmt: skip
-    last = ivs["rem"].drop_nulls().max() if ivs.height else None
+    last = ivs["t"].drop_nulls().max() if ivs.height else None  # the file's last time: still in service
     ivs = ivs.join(attached, left_on="line", right_on="iline", how="left")
-    in_service = pl.col("ev").is_null() & (pl.col("out") != "true") & (pl.col("rem") == pl.lit(last))
+    in_service = pl.col("ev").is_null() & (pl.col("out").fill_null("") != "true") & (pl.col("t") == pl.lit(last))
     failed = pl.col("ev").is_not_null() | (pl.col("_events").is_not_null() & ~in_service)
     cls = _file_class(ctx) or "gpu"
     canonical = ivs.select(

@@ -167,3 +167,13 @@ def test_location_covariates_batch_and_cox():
     assert sum(c.startswith("cage=") for c in covs) == 2, (covs, notes)
     assert sum(c.startswith("node_position=") for c in covs) == 3, (covs, notes)
     assert (hr["hr"] > 0).all()
+
+
+def test_last_time_compared_as_time_not_text():
+    # month-first times: '12/31/2018' sorts after '08/01/2019' as text, not as time
+    text = HEADER + (
+        "A,c1-0c0s1n0,01/01/2014 00:00,08/01/2019 20:00,1,FALSE,\n"  # in service at the end
+        "B,c1-0c0s1n1,01/01/2014 00:00,12/31/2018 00:00,1,FALSE,\n"  # moved before the end
+    )
+    _, ch = _parse(text.encode())
+    assert dict(zip(ch["serial"], ch["removed_at"].is_null(), strict=True)) == {"A": True, "B": False}
