@@ -808,7 +808,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_scope_options(s)
     s.set_defaults(func=cmd_fit)
 
-    s = sub.add_parser("mtbf", parents=[common], help="system MTBF per month or quarter (95% CI), overall or per class")
+    s = sub.add_parser("mtbf", parents=[common], help="system MTBF per month or quarter (95%% CI), overall or per class")
     s.add_argument("--period", choices=["quarter", "month"], default="quarter", help="calendar period (default quarter)")
     s.add_argument("--by", choices=["all", "cause", "component_class"], default="all",
                    help="whole system (default), or per root cause / component class")
