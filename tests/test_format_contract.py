@@ -57,6 +57,8 @@ FIXTURE_FORMATS = {
     "bmc/sushy__json_samples_power*": "redfish-sensors",
     "checkpoints/*": "checkpoints",
     "component_history/*": "component-history",
+    "titan/gc_*.csv": "component-history",
+    "lanl/*.csv": "failure-log",
 }
 CASES = sorted({(p, fmt) for glob, fmt in FIXTURE_FORMATS.items() for p in FIXTURES.glob(glob) if p.is_file()})
 FORMATS = sorted(formats())
