@@ -84,7 +84,7 @@ def record(name: str, output: str, wall: float, load0: tuple, load1: tuple) -> N
         f"{load0[0]:.1f} before, {load1[0]:.1f} after; {wall:.0f} s.\n\n```\n{output.rstrip()}\n```\n"
         f"<!-- /bench:{name} -->\n"
     )
-    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->\n", re.S)
+    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->\n", re.DOTALL)
     text = pattern.sub(lambda _: entry, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + entry
     RESULTS.write_text(text)
 

@@ -19,7 +19,6 @@ from analysis.scope import Scope, open_scope
 from ingest.base import ParseContext
 from warehouse.store import Warehouse
 
-
 # first day a Dagster backfill of the live sources offers (the pulled_sources asset's daily partitions)
 PULL_BACKFILL_START = os.environ.get("GOODPUT_PULL_BACKFILL_START", "2024-01-01")
 
