@@ -102,6 +102,7 @@ details { font-size: 13px; margin-top: 8px; }
 .tile .label { font-size: 13px; color: #333; margin-top: 2px; }
 .tile .detail { font-size: 12px; color: #666; margin-top: 4px; }
 .why { font-size: 14px; margin: 10px 0 0; }
+ol#actions { font-size: 14px; margin: 4px 0 10px; }
 nav#contents ol { columns: 2; font-size: 14px; margin: 6px 0; padding-left: 22px; }
 nav#contents a { color: #1f3b73; text-decoration: none; }
 dl.glossary dt { font-weight: bold; margin-top: 8px; }

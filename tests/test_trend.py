@@ -130,13 +130,15 @@ def test_unknown_grouping_or_period_is_a_value_error():
 
 # ----------------------------------------------------------------------------- first screen
 def _projections() -> pl.DataFrame:
-    return pl.DataFrame(
+    from warehouse.schemas import conform
+
+    return conform("goodput_projections", pl.DataFrame(
         {
             "scenario": ["scale_sweep"], "knob": ["n_gpus"], "method": ["analytic"],
             "n_gpus": [16384], "goodput": [0.5], "goodput_ci_low": [0.4], "goodput_ci_high": [0.6],
             "mtti_hours": [0.25], "scope": ["infrastructure"],
         }
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def _summary(tmp_path, window, cost=0.0):
@@ -271,3 +273,27 @@ def test_cli_losses_bad_choice_is_one_line(home, capsys):
         main(["--home", home, "losses", "--by", "rack"])
     assert exc.value.code == 2
     assert "invalid choice: 'rack'" in capsys.readouterr().err
+
+
+def test_first_screen_ranks_three_actions_by_goodput_gained():
+    from dashboards.sections.summary import actions_html
+    from warehouse.schemas import conform
+
+    rows = [  # knob, knob_value (gain), ckpt_cost_s, restart_s, goodput, band
+        ("baseline", None, 60.0, 600.0, 0.50, 0.40, 0.60),
+        ("restart_s", 0.10, 60.0, 300.0, 0.60, 0.52, 0.66),
+        ("rate:gpu", 0.05, 60.0, 600.0, 0.55, 0.45, 0.63),
+        ("rate:psu", 0.001, 60.0, 600.0, 0.501, 0.40, 0.60),
+        ("ckpt_cost_s", 0.02, 30.0, 600.0, 0.52, 0.42, 0.61),
+    ]
+    proj = pl.DataFrame(rows, schema=["knob", "knob_value", "ckpt_cost_s", "restart_s", "goodput", "goodput_ci_low",
+                                      "goodput_ci_high"], orient="row").with_columns(
+        scenario=pl.lit("sensitivity"), spares=pl.lit(None, pl.Int32))  # fmt: skip
+    proj = conform("goodput_projections", proj)
+    html = actions_html(proj, 16384)
+    assert "at 16,384 GPUs" in html and html.count("<li>") == 3
+    items = html.split("<li>")[1:]
+    assert items[0].startswith("restart time x0.5: +10.0 points, to 60.0% (95% band 52.0%–66.0%)")
+    assert items[1].startswith("gpu failure rate x0.5: +5.0 points, to 55.0%")
+    assert items[2].startswith("checkpoint cost x0.5: +2.0 points")
+    assert actions_html(proj.filter(pl.col("knob") == "baseline"), 16384) == ""

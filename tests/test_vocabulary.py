@@ -61,6 +61,10 @@ def test_the_causes_pareto_uses_the_class_palette():
     spec = _spec(causes_chart(cause_mix_frame(intr), llama3_frame()))
     colours = _colours(spec, "cause_class")
     assert (colours["gpu"], colours[WORKLOAD]) == ("#d62728", charts.CLASS_COLORS[WORKLOAD])
+    # the comparison beside it keeps its own two source colours (not merged with the classes')
+    assert spec["resolve"]["scale"]["color"] == "independent"
+    compare = spec["hconcat"][1]["encoding"]["color"]
+    assert compare["field"] == "source" and compare["scale"]["range"] == ["#4c78a8", "#bab0ac"]
 
 
 def test_a_missing_partition_is_named_alike_in_explore_and_trend():
@@ -92,7 +96,7 @@ def test_times_between_events_are_in_hours_and_changes_are_signed():
 JARGON = ("MTTI", "MTBF", "Weibull", "Holm", "Cox", "AIC", "Kaplan-Meier", "Daly", "Young", "lemon",
           "hazard ratio", "unit-days", "node-hours", "badput", "goodput", "GPU-hours", "adjusted p",
           "quarantined", "observation window", "spares", "Llama 3", "infant mortality", "wear-out",
-          "exposure", "95% band", "sensitivity", "scope")  # fmt: skip
+          "exposure", "95% band", "sensitivity", "what-if", "scope")  # fmt: skip
 
 
 def test_every_jargon_term_the_sections_use_is_in_the_glossary():

@@ -137,7 +137,8 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
             title="Infrastructure share vs Llama 3",
         )
     )
-    return alt.hconcat(pareto, compare, spacing=40)
+    # the Pareto colours classes, the comparison its two sources: two colour scales
+    return alt.hconcat(pareto, compare, spacing=40).resolve_scale(color="independent")
 
 
 def build(ctx: ReportContext) -> Section:

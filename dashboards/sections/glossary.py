@@ -71,6 +71,8 @@ GLOSSARY: dict[str, str] = {
     "restart but not a repair wait.",
     "sensitivity": "how much projected goodput each knob (checkpoint cost, restart time, "
     "spares, a more reliable class) buys when changed alone.",
+    "what-if": "a projection with one assumption changed (see sensitivity); the first screen's "
+    "recommended actions are the three that buy the most.",
     "scope": "the slice of the fleet a report covers (period, cluster, partition, account), and "
     "for projections which interruptions count (hardware, infrastructure or all).",
     "observation window": "the period every rate's exposure is counted over.",

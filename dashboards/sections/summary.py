@@ -27,6 +27,7 @@ from dashboards.section import (
     pct,
     projection_at,
 )
+from dashboards.sections.sensitivity import sensitivity_frame
 
 KEY = "summary"
 TITLE = "Summary"
@@ -59,6 +60,22 @@ def last_full_weeks(attempts, interruptions, goodput_jobs, start: datetime, end:
     if len(whole) < 2:
         return None
     return tuple(window_figures(attempts, interruptions, goodput_jobs, w, w + WEEK) for w in whole[-2:][::-1])
+
+
+def actions_html(projections: pl.DataFrame, target: int) -> str:
+    """The 3 single improvements that buy the most projected goodput at the target size (the
+    what-if engine's sensitivity rows, the same the what-if section charts), with their 95%
+    bands; empty without them."""
+    top = sensitivity_frame(projections).filter(pl.col("knob_value") > 0).head(TOP)
+    if top.height == 0:
+        return ""
+    items = "".join(
+        f"<li>{html.escape(r['change'])}: {r['gain_pp']:+.1f} points, to {pct(r['goodput'])} "
+        f"(95% band {pct(r['goodput_ci_low'])}–{pct(r['goodput_ci_high'])})</li>"
+        for r in top.iter_rows(named=True)
+    )
+    return (f'<p class="sub">Recommended actions, by projected goodput gained at {target:,} GPUs '
+            f'(what-if section)</p><ol id="actions">{items}</ol>')  # fmt: skip
 
 
 def typical_job_gpus(attempts: pl.DataFrame) -> float | None:
@@ -167,7 +184,8 @@ def build(ctx: ReportContext) -> Section:
         why += f" (Interruption scope of the projection: {scope_name}.)"
     s.extra_html = (
         f'<div class="tiles">{"".join(tiles)}</div>'
-        f'<p class="sub">Top {TOP} causes by lost GPU-hours '
+        + actions_html(proj, target)
+        + f'<p class="sub">Top {TOP} causes by lost GPU-hours '
         f"(the jobs' own failures are the class {html.escape(WORKLOAD)})</p>"
         + html_table(header, rows)
         + (f'<p class="why" id="projection-why">{html.escape(why)}</p>' if why else "")
