@@ -14,11 +14,11 @@ for multiple testing with Benjamini-Hochberg (``CORRECTION``; false discovery ra
 is a lemon when its adjusted p is below ``alpha`` (``assumptions.LEMON_ALPHA``). A node with no
 observed node-hours is not tested: its row says so and it counts in ``untested``.
 
-Gain (``lemon_gain``): the fleet's node failure rate without the lemons' excess (their failures
-above the expected count ``lambda t_i``: a lemon fails at the fleet's rate instead), fed through
-the analytic projection (``analysis.projection.project``: MTTI of a job on N GPUs from a
-per-node-hour rate, Daly's interval, expected useful fraction) as one class counted once per
-node, beside the same projection with every failure kept.
+Gain (``lemon_gain``): the projection ``goodput project`` makes (the same rates, the same
+function, so ``goodput nodes``, ``goodput project`` and the report's headline agree), beside the
+same projection with the hardware classes' rates cut by the lemons' excess share of the node
+failures (their failures above the expected count ``lambda t_i``: a lemon fails at the fleet's
+rate instead). With no fitted rates, the fleet's node failure rate is the one class.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, LEMON_ALPHA, RESTART_S
+from analysis.taxonomy import DEFAULT_SCOPE, NON_HARDWARE, WORKLOAD
 from warehouse.schemas import TABLES, conform
 
 TEST = "one-sided exact Poisson test of failures vs fleet rate x node-hours"
@@ -224,16 +225,36 @@ def refresh_node_health(
     return df
 
 
+def fleet_rates(wh, gpus_per_node: int = GPUS_PER_NODE):
+    """The rates ``goodput project`` projects from by default (``projection.scoped_rates`` of
+    the default interruption scope), or None when the warehouse holds none."""
+    from analysis.projection import scoped_rates
+
+    try:
+        return scoped_rates(wh, DEFAULT_SCOPE, gpus_per_node)
+    except ValueError:
+        return None
+
+
 def lemon_gain(
     health: pl.DataFrame,
     target_gpus: int,
     gpus_per_node: int = GPUS_PER_NODE,
     ckpt_cost_s: float = CKPT_COST_S,
     restart_s: float = RESTART_S,
+    rates=None,
 ) -> dict | None:
-    """Projected goodput of a job on ``target_gpus`` GPUs at the fleet's node failure rate, and
-    without the lemons' excess failures; None when no tested node failed (no rate to project)."""
-    from analysis.projection import project, rates_from_table
+    """Projected goodput of a job on ``target_gpus`` GPUs, and without the lemons' excess
+    failures; None when no tested node failed (nothing to remove).
+
+    ``rates`` (``analysis.projection.ClassRates``): the rates ``goodput project`` and the
+    report's headline project from (``projection.scoped_rates``); the baseline is then their
+    projection exactly (``whatif.project_one``), and without the lemons every hardware class
+    (not ``taxonomy.NON_HARDWARE``, not the jobs' own failures) is scaled by the share of node
+    failures left, (failures - excess) / failures. Without ``rates`` (no fits stored) the
+    fleet's node failure rate is the one class, counted once per node."""
+    from analysis.projection import rates_from_table
+    from analysis.whatif import project_one
 
     tested = health.filter(pl.col("node_hours") > 0)
     events = float(tested["failures"].sum())
@@ -242,32 +263,35 @@ def lemon_gain(
         return None
     lemons = tested.filter(pl.col("lemon").fill_null(False))
     excess = float(lemons["excess_failures"].clip(lower_bound=0).sum())
+    if rates is None:
 
-    def one(n_events: float) -> dict:
-        rates = rates_from_table(
-            pl.DataFrame({"component_class": [NODE_CLASS], "events": [n_events],
-                          "exposure_hours": [exposure], "unit": ["node"]}),
-            source="node_health", origin="node_health",
-        )  # fmt: skip
-        p = project(rates, target_gpus, gpus_per_node, ckpt_cost_s, restart_s)
-        return {
-            "failures": n_events,
-            "rate_per_node_hour": n_events / exposure,
-            "mtti_hours": float(p.mtti_hours[0]),
-            "mtti_ci_low": float(p.mtti_ci_low[0]),
-            "mtti_ci_high": float(p.mtti_ci_high[0]),
-            "interval_hours": float(p.interval_hours[0]),
-            "goodput": float(p.goodput[0]),
-            "goodput_ci_low": float(p.goodput_ci_low[0]),
-            "goodput_ci_high": float(p.goodput_ci_high[0]),
-        }
+        def node_rates(n_events: float):
+            table = pl.DataFrame({"component_class": [NODE_CLASS], "events": [n_events],
+                                  "exposure_hours": [exposure], "unit": ["node"]})  # fmt: skip
+            return rates_from_table(table, source="node_health", origin="node_health")
 
-    base, without = one(events), one(events - excess)
+        base_rates, without_rates = node_rates(events), node_rates(events - excess)
+        basis = "node failure rate"
+    else:
+        left = (events - excess) / events
+        hardware = [c for c in rates.classes if c not in NON_HARDWARE and c != WORKLOAD]
+        base_rates, without_rates = rates, rates.scaled(dict.fromkeys(hardware, left))
+        basis = "fitted rates"
+
+    def one(r, n_events: float) -> dict:
+        p = project_one(None, target_gpus, gpus_per_node, ckpt_cost_s, restart_s, rates=r)
+        keys = ("mtti_hours", "mtti_ci_low", "mtti_ci_high", "interval_hours", "goodput",
+                "goodput_ci_low", "goodput_ci_high")  # fmt: skip
+        return {"failures": n_events, "rate_per_node_hour": n_events / exposure,
+                **{k: float(p[k]) for k in keys}}  # fmt: skip
+
+    base, without = one(base_rates, events), one(without_rates, events - excess)
     return {
         "target_gpus": int(target_gpus),
         "gpus_per_node": int(gpus_per_node),
         "ckpt_cost_s": float(ckpt_cost_s),
         "restart_s": float(restart_s),
+        "basis": basis,
         "node_hours": exposure,
         "lemons": lemons.height,
         "excess_failures": excess,

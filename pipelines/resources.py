@@ -11,6 +11,7 @@ from analysis.assumptions import (
     ATTRIBUTION_BEFORE_S,
     CKPT_COST_S,
     CKPT_INTERVAL_S,
+    GPU_HOUR_COST,
     GPUS_PER_NODE,
     RESTART_S,
     TARGET_GPUS,
@@ -59,6 +60,7 @@ class GoodputConfig(dg.ConfigurableResource):
     restart_s: float = RESTART_S
     target_gpus: int = TARGET_GPUS  # job size the projections and the report focus on
     gpus_per_node: int = GPUS_PER_NODE
+    gpu_hour_cost: float = GPU_HOUR_COST  # $ per GPU-hour: the report prices lost GPU-hours (0: no cost)
     max_quarantine_ratio: float = 0.05  # asset check threshold
     # scope of the analysis assets (analysis/scope.py); all empty: the whole fleet
     scope_from: str = ""  # ISO start (inclusive) of the jobs and events analysed

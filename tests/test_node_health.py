@@ -231,7 +231,7 @@ def test_report_section_lists_the_lemons_and_reads_the_gain_from_the_same_number
     )
     b, w = g["baseline"], g["without_lemons"]
     assert (
-        f"Without their 26.1 excess failures, a 1,024-GPU job's MTTI from node failures goes from "
+        f"Without their 26.1 excess failures, a 1,024-GPU job's MTTI (node failure rate) goes from "
         f"{b['mtti_hours']:.1f} h to {w['mtti_hours']:.1f} h and its projected goodput from "
         f"{100 * b['goodput']:.1f}% to {100 * w['goodput']:.1f}%"
     ) in s.reading
@@ -286,3 +286,45 @@ def test_goodput_nodes_alpha_reflags_the_stored_counts(tmp_path, capsys):
     assert strict["gain"]["lemons"] == 0 and strict["gain"]["goodput_gain"] == 0
     assert main(["--home", str(wh.home), "nodes", "--alpha", "5"]) == 2
     assert capsys.readouterr().err == "goodput: error: --alpha must be between 0 and 1, e.g. 0.01\n"
+
+
+def test_gain_projects_from_the_rates_goodput_project_uses():
+    """Given the fitted rates, the baseline is ``goodput project``'s projection exactly, and the
+    lemons' excess share comes off the hardware classes only (software keeps its rate)."""
+    from analysis.projection import rates_from_table
+    from analysis.whatif import project_one
+
+    h = health_of([30] + [1] * 9, [1000] * 10)
+    table = pl.DataFrame({"component_class": ["gpu", "software"], "events": [20.0, 10.0],
+                          "exposure_hours": [8e6, 8e6], "unit": ["gpu", "gpu"]})  # fmt: skip
+    rates = rates_from_table(table, source="test")
+    g = lemon_gain(h, 1024, 8, 60, 600, rates=rates)
+    assert g["basis"] == "fitted rates"
+    want = project_one(None, 1024, 8, 60, 600, rates=rates)
+    assert g["baseline"]["goodput"] == want["goodput"] and g["baseline"]["mtti_hours"] == want["mtti_hours"]
+    left = (39 - g["excess_failures"]) / 39
+    cut = project_one(None, 1024, 8, 60, 600, rates=rates.scaled({"gpu": left}))
+    assert g["without_lemons"]["goodput"] == pytest.approx(cut["goodput"])
+    assert g["without_lemons"]["mtti_hours"] == pytest.approx(cut["mtti_hours"])
+    assert g["goodput_gain"] > 0
+
+
+def test_nodes_project_and_headline_agree_on_the_demo(demo, capsys):
+    """One projection, three readers: ``goodput nodes``, ``goodput project`` and the report's
+    headline (the stored scale sweep) give the same goodput at the target scale."""
+    import json
+
+    from analysis.assumptions import TARGET_GPUS
+    from analysis.whatif import project_one
+    from dashboards.section import projection_at
+    from pipelines.cli import main
+
+    wh, _ = demo
+    capsys.readouterr()
+    assert main(["--home", str(wh.home), "nodes", "--json"]) == 0
+    nodes = json.loads(capsys.readouterr().out)["gain"]["baseline"]
+    headline = projection_at(wh.read("goodput_projections"), TARGET_GPUS)
+    project = project_one(wh)  # what `goodput project` prints (the CLI would append it to the demo)
+    assert nodes["goodput"] == pytest.approx(project["goodput"], rel=1e-12)
+    assert headline["goodput"] == pytest.approx(project["goodput"], rel=1e-9)
+    assert nodes["mtti_hours"] == pytest.approx(project["mtti_hours"], rel=1e-12)

@@ -749,6 +749,30 @@ TABLES: dict[str, Table] = {
             kind="derived",
         ),
         Table(
+            "goodput_trend",
+            "goodput, lost GPU-hours, interruptions and MTBF per calendar week and month, with the change against the period before",
+            {
+                "period": STR,  # week (ISO, from Monday) | month
+                "period_start": UTC_TS,
+                "period_end": UTC_TS,  # exclusive
+                "hours": F64,  # of the period the job attempts cover
+                "gpu_hours": F64,  # held by job attempts within the period
+                "goodput": F64,  # measured, GPU-hour weighted, job chains ending in the period
+                "lost_gpu_hours": F64,  # of the unexpected interruptions ending in the period
+                "interruptions": I64,  # unexpected
+                "infrastructure": I64,  # of those, outside the jobs' own (workload) domain
+                "workload": I64,  # the jobs' own failures
+                "mtbf_hours": F64,  # fleet-wide: hours covered / unexpected interruptions
+                "mtbf_infrastructure_hours": F64,  # hours covered / infrastructure interruptions
+                "goodput_change": F64,  # against the previous period (a fraction: 0.01 = 1 point)
+                "lost_gpu_hours_change": F64,
+                "interruptions_change": I64,
+                "mtbf_hours_change": F64,
+            },
+            key=("period", "period_start"),
+            kind="derived",
+        ),
+        Table(
             "goodput_projections",
             "one what-if scenario",
             {

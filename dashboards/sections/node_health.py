@@ -7,7 +7,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from analysis.node_health import lemon_gain, summary
+from analysis.node_health import fleet_rates, lemon_gain, summary
 from dashboards import charts
 from dashboards.section import NO_DATA, ReportContext, Section, hours, html_table, num, pct
 
@@ -102,7 +102,7 @@ def reading(health: pl.DataFrame, gain: dict | None) -> str:
             b, w = gain["baseline"], gain["without_lemons"]
             text += (
                 f" Without their {num(gain['excess_failures'])} excess failures, a "
-                f"{gain['target_gpus']:,}-GPU job's MTTI from node failures goes from "
+                f"{gain['target_gpus']:,}-GPU job's MTTI ({gain['basis']}) goes from "
                 f"{hours(b['mtti_hours'])} to {hours(w['mtti_hours'])} and its projected goodput "
                 f"from {pct(b['goodput'])} to {pct(w['goodput'])} "
                 f"({100 * gain['goodput_gain']:+.1f} points; analytic model, Daly's interval)."
@@ -143,7 +143,8 @@ def build(ctx: ReportContext) -> Section:
     if health.filter(pl.col("node_hours") > 0).height == 0:
         s.note = f"no node has observed node-hours: {health.height:,} node(s) not tested"
         return s
-    gain = lemon_gain(health, ctx.target_gpus)
+    rates = fleet_rates(ctx.wh) if ctx.wh is not None else None
+    gain = lemon_gain(health, ctx.target_gpus, rates=rates)
     s.chart = chart(worst_frame(health))
     s.reading = reading(health, gain)
     s.extra_html = table_html(health)
