@@ -3,7 +3,7 @@
 What is computed, per component class (stratum 'all', plus one stratum per model / SKU when a
 class has several), and why each number is defined the way it is:
 
-* Rate per 1,000 unit-days (every row of a class/stratum/window carries the same value):
+* Observed rate per 1,000 unit-days (the exponential row):
   ``events / exposure * 24_000`` where exposure = total at-risk unit-hours
   ``sum(duration - entry)`` (left truncation: a unit is at risk only from ``entry``).  It is
   model-free, it is the exact MLE of the exponential model, and its 95% CI is the exact Poisson
@@ -11,11 +11,18 @@ class has several), and why each number is defined the way it is:
 * Parametric candidates: every model registered in ``analysis/lifetime_models/`` (exponential,
   Weibull, lognormal, log-logistic, Gompertz; one module each, the likelihood written once in
   its ``base``), fitted with left truncation and right censoring, and with interval censoring
-  when ``duration_low`` is set.
-  ``selected`` = lowest AIC within (class, stratum, window).  ``params`` (JSON) holds every
-  parameter with its 95% CI.  The ``shape`` columns on every candidate row hold the *Weibull*
-  shape of that class/stratum/window, so the selected row always carries the age trend:
-  CI entirely < 1 -> infant mortality, entirely > 1 -> wear-out, covering 1 -> random.
+  when ``duration_low`` is set.  ``params`` (JSON) holds every parameter with its 95% CI.
+  Each row's rate and MTBF are its own model's long-run (stationary fleet) values, 1 / mean
+  and the mean, with the observed rate's relative CI; ``rate_extrapolated`` marks a mean
+  beyond the oldest unit age observed; ``aic_weight`` is the Akaike weight.
+* ``selected`` (what every summary, the fit table and the projection quote): the exponential,
+  i.e. the observed rate, unless another model is clearly better: AIC lower by more than
+  ``CLEAR_AIC`` (10) *and* a mean lifetime within the observed ages. With months of data on
+  units years old, a model's mean is an extrapolation and a narrow AIC win by a lognormal
+  would project a rate the data do not show (``_own_rates``).
+* The ``shape`` columns on every candidate row hold the *Weibull* shape of that
+  class/stratum/window (the age trend): CI entirely < 1 -> infant mortality, entirely > 1 ->
+  wear-out, covering 1 -> the data cannot tell.
 * Fitting path (``method`` column):
   - 'exposure-table': a model's closed-form MLE (the exponential from sufficient statistics,
     events and exposure) when no row is interval-censored.
@@ -76,6 +83,11 @@ COX_MAX_UNITS = 5_000  # Cox / PH test on a uniform random subsample above this 
 AJ_MAX_NODES = 250_000  # Aalen-Johansen on a random node subsample above this
 CURVE_MAX_POINTS = 1_000  # KM / NA / AJ points kept per curve (evenly spaced in event order)
 PH_ALPHA = 0.05
+CLEAR_AIC = 10.0  # a model other than the exponential is selected only with an AIC this much lower
+# (and a mean lifetime within the observed ages): see ``_own_rates``
+_RATE_COLUMNS = (
+    "rate_per_1k_unit_days", "rate_ci_low", "rate_ci_high", "mtbf_hours", "mtbf_ci_low", "mtbf_ci_high",
+)  # fmt: skip
 
 
 @cache
@@ -96,15 +108,29 @@ def _fit_errors() -> tuple[type[BaseException], ...]:
 
 
 # ----------------------------------------------------------------------------- plain readings
+INFANT_MORTALITY = "decreasing hazard: infant mortality"
+WEAR_OUT = "increasing hazard: wear-out"
+CANNOT_TELL = "the data cannot tell (shape CI covers 1)"
+
+
 def shape_reading(ci_low: float | None, ci_high: float | None) -> str | None:
     """Plain reading of a Weibull shape CI (what leadership reads next to the rate)."""
     if ci_low is None or ci_high is None or not np.isfinite(ci_low) or not np.isfinite(ci_high):
         return None
     if ci_high < 1.0:
-        return "decreasing hazard: infant mortality"
+        return INFANT_MORTALITY
     if ci_low > 1.0:
-        return "increasing hazard: wear-out"
-    return "about constant: random failures"
+        return WEAR_OUT
+    return CANNOT_TELL
+
+
+def age_shape(row: dict) -> float:
+    """The Weibull shape a projection may age a class with: the row's ``shape`` where its
+    reading names a direction (infant mortality / wear-out), else 1 (no age trend shown)."""
+    k = row.get("shape")
+    if row.get("shape_reading") in (INFANT_MORTALITY, WEAR_OUT) and k is not None and k > 0:
+        return float(k)
+    return 1.0
 
 
 def _rate_columns(events, exposure) -> dict[str, np.ndarray]:
@@ -240,17 +266,72 @@ def _fit_rows(
         )
     wb = next((r for r in rows if r["model"] == SHAPE_MODEL and r["converged"]), None)
     shape = wb["_shape"] if wb is not None else None
-    finite = [r["aic"] for r in rows if np.isfinite(r["aic"])]
-    best = min(finite) if finite else None
     for r in rows:
         r.pop("_shape")
-        r["selected"] = best is not None and r["aic"] == best
         if shape is not None:
             r["shape"], r["shape_ci_low"], r["shape_ci_high"] = shape
             r["shape_reading"] = shape_reading(shape[1], shape[2])
-    if best is None:  # nothing converged (e.g. no events): the exposure row is the answer
-        next(r for r in rows if reg[r["model"]].full_data)["selected"] = True
+    _own_rates(rows, s, reg)
     return rows
+
+
+def model_mean(model: str, params) -> float | None:
+    """Mean lifetime in hours of a registered ``model`` with ``params`` (a ``failure_rates``
+    params JSON or dict); None when the parameters are unusable or the mean is not finite."""
+    try:
+        mean = lifetime_models.get(model).from_params(params or "{}").mean()
+    except (ValueError, TypeError, OverflowError, KeyError):
+        return None
+    return float(mean) if np.isfinite(mean) and mean > 0 else None
+
+
+def _own_rates(rows: list[dict], s: Sample, reg: dict) -> None:
+    """Each candidate's own long-run rate, its Akaike weight and ``selected`` (in place).
+
+    A model's long-run rate is that of a stationary fleet, 1 / its mean lifetime; the
+    exponential's is the observed rate, events / exposure, with the exact Poisson CI. Another
+    model's rate carries the observed rate's relative CI (the events are the same), and
+    ``rate_extrapolated`` says whether its mean lies beyond the oldest unit age observed (then
+    the rate is a model's extrapolation, not something the data show). ``selected``, the row
+    every summary and projection quotes: the exponential, unless another model is clearly
+    better, i.e. its AIC is lower by more than ``CLEAR_AIC`` and its rate is not extrapolated
+    (then the best such model by AIC)."""
+    oldest = float(s.upper.max()) if s.n else 0.0
+    exp_row = next(r for r in rows if reg[r["model"]].full_data)
+    observed = exp_row["rate_per_1k_unit_days"]
+    aics = np.array([r["aic"] for r in rows], float)
+    ok = np.isfinite(aics)
+    weights = np.zeros(len(rows))
+    if ok.any():
+        weights[ok] = np.exp(-(aics[ok] - aics[ok].min()) / 2)
+        weights /= weights.sum()
+    for r, w in zip(rows, weights, strict=True):
+        r["aic_weight"] = float(w)
+        if r is exp_row:
+            r["rate_extrapolated"] = False
+            continue
+        mean = model_mean(r["model"], r["params"]) if r["converged"] else None
+        if mean is None or not observed:
+            r.update(dict.fromkeys(_RATE_COLUMNS))
+            r["rate_extrapolated"] = None
+            continue
+        f = HOURS_PER_1K_DAYS / mean / observed  # own rate / observed rate
+        for k in ("rate_per_1k_unit_days", "rate_ci_low", "rate_ci_high"):
+            r[k] = exp_row[k] * f
+        for k in ("mtbf_hours", "mtbf_ci_low", "mtbf_ci_high"):
+            r[k] = exp_row[k] / f if exp_row[k] is not None else None
+        r["rate_extrapolated"] = mean > oldest
+    clear = [
+        r
+        for r in rows
+        if r is not exp_row
+        and r["rate_extrapolated"] is False
+        and np.isfinite(r["aic"])
+        and r["aic"] < exp_row["aic"] - CLEAR_AIC
+    ]
+    chosen = min(clear, key=lambda r: r["aic"]) if clear else exp_row
+    for r in rows:
+        r["selected"] = r is chosen
 
 
 def _strata(df: pl.DataFrame):
@@ -989,17 +1070,41 @@ def rate_samples(
 ) -> dict[str, np.ndarray]:
     """``n`` plausible per-unit-hour failure rates per class, for propagating fit uncertainty.
 
-    Draws from the Gamma(events + 1/2, exposure) distribution (the Jeffreys posterior of a
-    Poisson rate): its 2.5/97.5% quantiles sit at the Garwood CI of ``rate_ci_low/high``
-    (within a fraction of an event), it is defined for zero events, and it needs only the two
-    sufficient statistics stored in ``failure_rates``. Multiply by units per job for a job rate.
+    Rate: the Gamma(events + 1/2, exposure) distribution (the Jeffreys posterior of a Poisson
+    rate): its 2.5/97.5% quantiles sit at the Garwood CI of ``rate_ci_low/high`` (within a
+    fraction of an event), it is defined for zero events, and it needs only the two sufficient
+    statistics stored in ``failure_rates``. Family: each draw then takes one candidate model's
+    long-run rate relative to the observed rate, the model drawn with its Akaike weight among
+    the candidates whose rate is not extrapolated (``aic_weight``, ``rate_extrapolated``;
+    the exponential always counts; a table without weights: the selected row only). Multiply
+    by units per job for a job rate.
     """
     sel = selected(failure_rates_df, window, stratum)
+    df = failure_rates_df
+    cands = df.filter(
+        (pl.col("window") == window)
+        & (pl.col("stratum").fill_null("all") == stratum)
+        & pl.col("rate_per_1k_unit_days").is_not_null()
+        & (
+            pl.col("selected").fill_null(False)
+            | (~pl.col("rate_extrapolated").fill_null(True) & (pl.col("aic_weight") > 0))
+        )
+    ) if {"aic_weight", "rate_extrapolated"} <= set(df.columns) else sel
     out = {}
     for cls, d, e in sel.select("component_class", "n_events", "exposure_hours").iter_rows():
         if e is None or e <= 0:
             continue
-        out[cls] = rng.gamma(d + 0.5, 1.0 / e, size=n)
+        draws = rng.gamma(d + 0.5, 1.0 / e, size=n)
+        c = cands.filter(pl.col("component_class") == cls)
+        observed = d / e * HOURS_PER_1K_DAYS
+        if c.height > 1 and observed > 0:
+            w = c["aic_weight"].fill_null(0.0).to_numpy()
+            ratio = c["rate_per_1k_unit_days"].to_numpy() / observed
+            if w.sum() > 0:
+                draws *= ratio[rng.choice(len(w), size=n, p=w / w.sum())]
+        elif c.height == 1 and observed > 0:
+            draws *= c["rate_per_1k_unit_days"][0] / observed
+        out[cls] = draws
     return out
 
 
@@ -1100,9 +1205,14 @@ def _num(v: float | None, digits: int = 3) -> str:
 def format_fit_table(
     failure_rates_df: pl.DataFrame, all_models: bool = False, window: str = "all"
 ) -> str:
-    """Readable table of ``failure_rates`` (what ``goodput fit`` prints): AIC winners only
-    unless ``all_models``; rates per 1,000 unit-days and MTBF in hours, each with its 95% CI."""
+    """Readable table of ``failure_rates`` (what ``goodput fit`` prints): the selected row of
+    each class unless ``all_models``; each row's own rate per 1,000 unit-days and MTBF in hours
+    with its 95% CI (the selected row's is the number projections use), AIC difference to the
+    best candidate and Akaike weight."""
     df = failure_rates_df.filter(pl.col("window") == window)
+    df = df.with_columns(
+        daic=pl.col("aic") - pl.col("aic").min().over("component_class", "stratum")
+    )
     if not all_models:
         df = df.filter(pl.col("selected"))
     df = df.sort("component_class", pl.col("stratum") != "all", "stratum", "aic", nulls_last=True)
@@ -1115,6 +1225,8 @@ def format_fit_table(
         "events",
         "rate/1k unit-days [95% CI]",
         "MTBF h [95% CI]",
+        "dAIC",
+        "weight",
         "Weibull shape [95% CI]",
         "reading",
         "method",
@@ -1126,6 +1238,13 @@ def format_fit_table(
             if r["shape"] is not None
             else "-"
         )
+        rate = (
+            f"{_num(r['rate_per_1k_unit_days'])} [{_num(r['rate_ci_low'])}, {_num(r['rate_ci_high'])}]"
+            if r["rate_per_1k_unit_days"] is not None
+            else "- (no finite mean)"
+        )
+        if r["rate_extrapolated"]:
+            rate += " ^"
         lines.append(
             [
                 r["component_class"],
@@ -1134,8 +1253,10 @@ def format_fit_table(
                 "*" if r["selected"] else "",
                 f"{r['n_units']:,}",
                 f"{r['n_events']:,}",
-                f"{_num(r['rate_per_1k_unit_days'])} [{_num(r['rate_ci_low'])}, {_num(r['rate_ci_high'])}]",
+                rate,
                 f"{_num(r['mtbf_hours'])} [{_num(r['mtbf_ci_low'])}, {_num(r['mtbf_ci_high'])}]",
+                _num(r["daic"]),
+                "-" if r["aic_weight"] is None else f"{r['aic_weight']:.2f}",
                 shape,
                 r["shape_reading"] or "-",
                 r["method"],
@@ -1147,9 +1268,16 @@ def format_fit_table(
     fmt = lambda row: "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
     out = [fmt(header), fmt(["-" * w for w in widths])] + [fmt(x) for x in lines]
     out.append(
-        "rate = failures / at-risk unit-time (exact Poisson CI); MTBF = 1/rate; "
-        "shape from the Weibull fit; * = lowest AIC"
+        "rate = the model's long-run failures per unit-time (exponential: failures / at-risk "
+        "unit-time, exact Poisson CI); MTBF = 1/rate; shape from the Weibull fit"
     )
+    out.append(
+        f"* = selected, the rate summaries and projections use: the exponential unless a model's "
+        f"AIC is lower by more than {CLEAR_AIC:g} and its mean lifetime lies within the observed "
+        "ages"
+    )
+    if df["rate_extrapolated"].fill_null(False).any():
+        out.append("^ = mean lifetime beyond the oldest observed unit age: the rate is extrapolated")
     if window != "all" and df.height:
         partial = df.filter(pl.col("partial").fill_null(False))
         if partial.height:

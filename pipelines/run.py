@@ -268,7 +268,7 @@ def summary_lines(wh: Warehouse) -> list[str]:
         )
     rates = selected_rates(wh.read("failure_rates")).sort("rate_per_1k_unit_days", descending=True, nulls_last=True)
     if rates.height:
-        lines.append("failure rates per 1,000 unit-days (95% CI), best model by AIC:")
+        lines.append("failure rates per 1,000 unit-days (95% CI), selected model (as `goodput fit`):")
         lines += [
             f"  {c:<12} {r:8.3f} [{lo:.3f}, {hi:.3f}]  {m:<11} {n:>4} failures  {reading or ''}"
             for c, m, n, r, lo, hi, reading in rates.select(

@@ -477,7 +477,7 @@ TABLES: dict[str, Table] = {
                 "stratum": STR,  # 'all' or a model / SKU
                 "window": STR,  # 'all' or a calendar month 'YYYY-MM'
                 "model": STR,  # a registered analysis.lifetime_models name (exponential, weibull...)
-                "selected": BOOL,  # lowest AIC within (class, stratum, window)
+                "selected": BOOL,  # the row quoted and projected: exponential unless another model is clearly better (analysis.survival)
                 "params": STR,  # JSON
                 "aic": F64,
                 "n_units": I64,
@@ -500,6 +500,8 @@ TABLES: dict[str, Table] = {
                 "period_end": UTC_TS,
                 "partial": BOOL,  # a monthly window that covers less than its calendar month
                 "low_exposure": BOOL,  # monthly exposure < 1/4 of the class's median month
+                "aic_weight": F64,  # Akaike weight within (class, stratum, window)
+                "rate_extrapolated": BOOL,  # the row's mean lifetime lies beyond the oldest observed age
             },
             kind="derived",
         ),
