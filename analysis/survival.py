@@ -44,7 +44,9 @@ class has several), and why each number is defined the way it is:
   one with under ``LOW_EXPOSURE_FRACTION`` of the class's median monthly exposure. A change
   between two windows is judged by ``rate_change_test`` (exact), never by CI overlap.
 * Kaplan-Meier and Nelson-Aalen (lifelines, with ``entry``) and Aalen-Johansen cumulative
-  incidence of the first failure on a node by cause go to ``survival_curves``; Cox PH with
+  incidence of the first failure on a node by cause go to ``survival_curves``, each point
+  flagged ``small_risk_set`` under ``MIN_AT_RISK`` (10) units at risk, with null CI bounds where
+  the interval is undefined (never a zero-width CI); Cox PH with
   ``entry_col`` (unpenalized unless stated), the Schoenfeld-residual PH test, covariate units
   and Holm-adjusted p-values go to ``hazard_ratios``.
 """
@@ -82,6 +84,7 @@ COX_MAX_UNITS = 5_000  # Cox / PH test on a uniform random subsample above this 
 # left-truncated Cox costs ~ units x event times)
 AJ_MAX_NODES = 250_000  # Aalen-Johansen on a random node subsample above this
 CURVE_MAX_POINTS = 1_000  # KM / NA / AJ points kept per curve (evenly spaced in event order)
+MIN_AT_RISK = 10  # curve points with fewer units at risk are flagged ``small_risk_set``
 PH_ALPHA = 0.05
 CLEAR_AIC = 10.0  # a model other than the exponential is selected only with an AIC this much lower
 # (and a mean lifetime within the observed ages): see ``_own_rates``
@@ -675,8 +678,21 @@ def survival_curves(lifetimes: pl.DataFrame, notes: list[str] | None = None) -> 
             )
         )
     frames.append(competing_risks(df, notes))
-    frames = [conform("survival_curves", f) for f in frames if f.height]
+    frames = [conform("survival_curves", _flag_small(f)) for f in frames if f.height]
     return pl.concat(frames) if frames else TABLES["survival_curves"].empty()
+
+
+def _flag_small(curve: pl.DataFrame) -> pl.DataFrame:
+    """``small_risk_set`` where fewer than ``MIN_AT_RISK`` units are at risk (the estimate
+    rests on a handful of units: the report stops its curves there), and no zero-width CI: at a
+    survival of 0 or 1 (or an incidence of 0) the log-log interval is undefined, so its bounds
+    are null rather than a certainty the data do not give."""
+    width = pl.col("ci_high") - pl.col("ci_low")
+    return curve.with_columns(
+        small_risk_set=pl.col("at_risk") < MIN_AT_RISK,
+        ci_low=pl.when(width > 0).then(pl.col("ci_low")),
+        ci_high=pl.when(width > 0).then(pl.col("ci_high")),
+    )
 
 
 def node_first_failures(df: pl.DataFrame) -> pl.DataFrame:

@@ -519,6 +519,7 @@ TABLES: dict[str, Table] = {
                 "ci_low": F64,
                 "ci_high": F64,
                 "at_risk": I64,
+                "small_risk_set": BOOL,  # at_risk < 10 (analysis.survival.MIN_AT_RISK): flagged, not read
             },
             kind="derived",
         ),
