@@ -124,7 +124,7 @@ def test_new_fleet_age_does_not_collapse_when_another_family_wins_narrowly():
         rates = rates_from_failure_rates(fr)
         new = with_fleet_age(rates, "new", horizon).rate[0]
         assert new > 0.3 * truth_new
-        if _all(fr, "gpu_memory")["shape_reading"][0] == sv.WEAR_OUT:
+        if sv.age_reading(_all(fr, "gpu_memory").row(0, named=True)) == sv.WEAR_OUT:
             shown += 1
             assert 0.3 * truth_new < new < 2.0 * truth_new
             assert "age trend: weibull" in rates.model_names[0]

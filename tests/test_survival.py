@@ -134,7 +134,7 @@ def test_weibull_truth_recovered_over_seeds_and_aic_prefers_weibull():
                 and p["scale_hours"]["ci_low"] <= scale <= p["scale_hours"]["ci_high"]
             )
             covered[cls] += ok
-            reading = rows["shape_reading"][0]
+            reading = rows.filter(pl.col("model") == "weibull")["shape_reading"][0]
             assert reading == (
                 "decreasing hazard: infant mortality"
                 if shape < 1

@@ -492,7 +492,8 @@ TABLES: dict[str, Table] = {
                 "shape": F64,
                 "shape_ci_low": F64,
                 "shape_ci_high": F64,
-                "shape_reading": STR,
+                "shape_reading": STR,  # Weibull rows only: a direction only where shape_p_adjusted < 0.05
+                "shape_p_adjusted": F64,  # test of Weibull shape = 1, Holm-adjusted across the window's classes
                 "method": STR,  # exposure-table | per-unit | per-unit-lifelines | subsample-N
                 "converged": BOOL,
                 "population": STR,  # where the units came from: inventory | telemetry | observed_units (joined by '+')

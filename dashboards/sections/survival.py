@@ -20,10 +20,13 @@ def survival_frame(survival_curves: pl.DataFrame, max_points: int = 120) -> pl.D
     points, under ``analysis.survival.MIN_AT_RISK``, are left out: the curve stops there),
     thinned to at most ``max_points`` per class by keeping the last estimate in each of
     ``max_points`` equal age bins (a step curve keeps its shape)."""
+    flagged = (
+        pl.col("small_risk_set").fill_null(False)
+        if "small_risk_set" in survival_curves.columns
+        else pl.lit(False)
+    )
     km = (
-        survival_curves.filter(
-            (pl.col("estimator") == "kaplan_meier") & ~pl.col("small_risk_set").fill_null(False)
-        )
+        survival_curves.filter((pl.col("estimator") == "kaplan_meier") & ~flagged)
         .select("component_class", "t", "survival", "ci_low", "ci_high", "at_risk")
         .drop_nulls(["t", "survival"])
         .sort("component_class", "t")
