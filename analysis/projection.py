@@ -37,7 +37,7 @@ import numpy as np
 import polars as pl
 
 from analysis import lifetime_models
-from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S
+from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S, TARGET_GPUS
 from analysis.fleet_age import (
     DEFAULT_FLEET_AGE,
     FLEET_AGES,
@@ -384,12 +384,53 @@ def exposure_hours(attempts: pl.DataFrame, gpus_per_node: int = GPUS_PER_NODE) -
     return {k: float(v or 0.0) for k, v in row.items()}
 
 
+JOB_SIZE_EDGES = (8, 64, 512, 4096)  # GPUs: the job-size classes 1-8, 9-64, ..., 4097+
+
+
+def job_size_labels() -> list[str]:
+    lo = (0, *JOB_SIZE_EDGES)
+    return [f"{a + 1}-{b}" for a, b in zip(lo, JOB_SIZE_EDGES, strict=False)] + [f"{JOB_SIZE_EDGES[-1] + 1}+"]
+
+
+def _size_class(col: str = "n_gpus") -> pl.Expr:
+    """Index of a job's size class (``JOB_SIZE_EDGES``); null without a GPU count."""
+    n = pl.col(col).cast(pl.Float64)
+    return pl.sum_horizontal(*(n > e for e in JOB_SIZE_EDGES)).cast(pl.Int64).alias("_size")
+
+
+def workload_row(
+    unplanned: pl.DataFrame, attempts: pl.DataFrame, n_gpus: int
+) -> tuple[dict, str] | None:
+    """The jobs' own failures (workload domain) as a rate per job-hour, measured on the jobs of
+    the projected job's size class (``JOB_SIZE_EDGES``; the nearest class that ran, the larger
+    on a tie, when none of that size did): a job's own bug or OOM ends it once whatever its
+    GPU count, so pooling per GPU-hour would multiply small jobs' failures by a large job's
+    GPUs. Returns (rates-table row, where it was measured) or None when no job ran."""
+    hours = (pl.col("end_time") - pl.col("start_time")).dt.total_microseconds() / 3.6e9
+    ran = attempts.filter(pl.col("end_time") > pl.col("start_time")).with_columns(_size_class())
+    expo = dict(ran.group_by("_size").agg(hours.sum()).drop_nulls().iter_rows())
+    expo = {k: v for k, v in expo.items() if v > 0}
+    if not expo:
+        return None
+    target = int(np.searchsorted(JOB_SIZE_EDGES, n_gpus, side="left"))
+    k = min(expo, key=lambda j: (abs(j - target), -j))
+    sized = unplanned.with_columns(_size_class())
+    events = sized.filter(pl.col("_size") == k).height
+    unsized = sized.filter(pl.col("_size").is_null()).height
+    where = f"interruptions, jobs of {job_size_labels()[k]} GPUs"
+    if unsized:
+        where += f" ({unsized} without a GPU count not counted)"
+    row = {"component_class": WORKLOAD, "events": events, "exposure_hours": expo[k], "unit": "job"}
+    return row, where
+
+
 def interruption_class_rates(
     interruptions: pl.DataFrame,
     attempts: pl.DataFrame,
     scope: str = DEFAULT_SCOPE,
     exclude=(),
     gpus_per_node: int = GPUS_PER_NODE,
+    n_gpus: int = TARGET_GPUS,
 ) -> ClassRates | None:
     """Per-class rates measured from unplanned ``interruptions`` over the exposure of
     ``job_attempts``, for the classes not in ``exclude`` (those with a hardware fit).
@@ -397,8 +438,9 @@ def interruption_class_rates(
     Each class is a rate per unit-hour of its scope in ``taxonomy.UNITS`` (software per
     GPU-hour, host_os / unknown per node-hour, ...). ``infrastructure`` counts every event
     outside the workload domain; ``all`` adds the workload domain (exit codes, OOM) as the
-    pseudo-class ``workload``; ``hardware`` measures nothing here (returns None, as when no
-    event qualifies or nothing ran)."""
+    pseudo-class ``workload``, per job-hour of jobs the size of an ``n_gpus`` job
+    (``workload_row``); ``hardware`` measures nothing here (returns None, as when no event
+    qualifies or nothing ran)."""
     if scope not in SCOPES:
         raise ValueError(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
     if scope == "hardware" or interruptions.height == 0:
@@ -408,26 +450,28 @@ def interruption_class_rates(
     workload = pl.col("failure_domain").fill_null("unknown") == WORKLOAD_DOMAIN
     cls = pl.when(workload).then(pl.lit(WORKLOAD)).otherwise(pl.col("cause_class").fill_null("unknown"))
     counted = unplanned.with_columns(cls.alias("_class"))
-    if scope != "all":
-        counted = counted.filter(pl.col("_class") != WORKLOAD)
+    own = workload_row(counted.filter(pl.col("_class") == WORKLOAD), attempts, n_gpus)
+    counted = counted.filter(pl.col("_class") != WORKLOAD)
     per = (
         counted.filter(~pl.col("_class").is_in(list(exclude)))
         .group_by("_class")
         .agg(pl.len().alias("events"))
         .sort(["events", "_class"], descending=[True, False])
     )
-    if per.height == 0:
-        return None
     unit = [UNITS.get(c, DEFAULT_UNIT)[0] for c in per["_class"].to_list()]
     table = per.select(
         pl.col("_class").alias("component_class"),
-        "events",
-        pl.Series("exposure_hours", [expo[u] for u in unit]),
-        pl.Series("unit", unit),
+        pl.col("events").cast(pl.Int64),
+        pl.Series("exposure_hours", [expo[u] for u in unit], dtype=pl.Float64),
+        pl.Series("unit", unit, dtype=pl.Utf8),
     )
-    if (table["exposure_hours"] <= 0).any():
-        return None  # interruptions without any job time to measure them against
-    return rates_from_table(table, source="interruptions", origin="interruptions")
+    if scope == "all" and own is not None and own[0]["events"] > 0:
+        table = pl.concat([table, pl.DataFrame([own[0]], schema=table.schema)])
+    if table.height == 0 or (table["exposure_hours"] <= 0).any():
+        return None  # nothing measured, or interruptions without job time to measure them by
+    out = rates_from_table(table, source="interruptions", origin="interruptions")
+    origins = tuple(own[1] if c == WORKLOAD else o for c, o in zip(out.classes, out.origins, strict=True))
+    return replace(out, origins=origins)
 
 
 def combine(*parts: ClassRates | None) -> ClassRates:
@@ -473,10 +517,13 @@ def combine(*parts: ClassRates | None) -> ClassRates:
     )
 
 
-def scoped_rates(wh, scope: str = DEFAULT_SCOPE, gpus_per_node: int = GPUS_PER_NODE) -> ClassRates:
+def scoped_rates(
+    wh, scope: str = DEFAULT_SCOPE, gpus_per_node: int = GPUS_PER_NODE, n_gpus: int = TARGET_GPUS
+) -> ClassRates:
     """The rates a projection of ``scope`` uses: the hardware fits (``failure_rates``) plus,
-    for infrastructure / all, the classes measured in ``interruptions``. Raises ValueError
-    when there is nothing to project from."""
+    for infrastructure / all, the classes measured in ``interruptions`` (the jobs' own failures
+    of scope all from jobs the size of ``n_gpus``). Raises ValueError when there is nothing to
+    project from."""
     if scope not in SCOPES:
         raise ValueError(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
     fr = wh.read("failure_rates")
@@ -489,7 +536,7 @@ def scoped_rates(wh, scope: str = DEFAULT_SCOPE, gpus_per_node: int = GPUS_PER_N
                 raise
     measured = interruption_class_rates(
         wh.read("interruptions"), wh.read("job_attempts"), scope,
-        exclude=() if fits is None else fits.classes, gpus_per_node=gpus_per_node,
+        exclude=() if fits is None else fits.classes, gpus_per_node=gpus_per_node, n_gpus=n_gpus,
     )  # fmt: skip
     if fits is None and measured is None:
         raise ValueError("failure_rates has no rows and no interruptions were measured")

@@ -421,7 +421,7 @@ def refresh_projections(
     plus every non-workload class measured in ``interruptions``), stored in column ``scope``.
     Raises ValueError when there is nothing to project from and no ``rates`` are given."""
     if rates is None:
-        rates = scoped_rates(wh, scope, gpus_per_node)
+        rates = scoped_rates(wh, scope, gpus_per_node, target_gpus)
     # Monte Carlo window: long enough for ~MC_INTERRUPTIONS interruptions per replica (goodput
     # is a time fraction, so a longer window only adds work), within a day and Llama 3's 54 days.
     mtti = 1.0 / float(np.asarray(interruption_rate(rates, target_gpus, gpus_per_node)).ravel()[0])
@@ -504,7 +504,7 @@ def project_one(
     from_warehouse = rates is None and mtti_hours is None
     if rates is None:
         rates = (
-            scoped_rates(wh, scope, gpus_per_node)
+            scoped_rates(wh, scope, gpus_per_node, n_gpus)
             if from_warehouse
             else ClassRates.from_mtti(mtti_hours)
         )
