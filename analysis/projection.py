@@ -783,8 +783,12 @@ def project(
         draws = rates.sample(samples, seed)  # (S, C)
         ms = 1.0 / (draws @ u)  # (S, K)
         gs = useful_fraction(tau[None, :], d_h, r_h, ms)
+        # the point is the plug-in (a class with no failure at rate 0, its draws all above 0):
+        # a band whose draws all lie on one side of it reaches to the point
         glo, ghi = np.percentile(gs, [2.5, 97.5], axis=0)
+        glo, ghi = np.minimum(glo, g), np.maximum(ghi, g)
         mlo, mhi = np.percentile(ms, [2.5, 97.5], axis=0)
+        mlo, mhi = np.minimum(mlo, m), np.maximum(mhi, m)
         how = "the fits' rate posteriors" if rates.samples is not None else "the fit CIs (lognormal)"
         note = f"band: 2.5-97.5% over {samples} rate draws from {how}"
     else:
