@@ -16,6 +16,7 @@ import time
 BENCHMARKS = [
     "bench_sacct", "bench_telemetry", "bench_kernel", "bench_survival", "bench_goodput",
     "validate_attribution", "validate_survival_coverage", "validate_survivor_inventory",
+    "validate_claims",
     "bench_fleet_scale", "bench_cli_start", "bench_ui_vs_cli",
 ]  # fmt: skip
 

@@ -39,8 +39,9 @@ def test_exponential_truth_projects_the_observed_rate_whichever_family_wins_the_
     winners, covered = set(), 0
     for seed in range(12):
         lt = sv.simulate_lifetimes(
-            law, 3000, np.random.default_rng(seed), horizon_hours=1440, installed_before_hours=26_000
-        )
+            law, 3000, np.random.default_rng(seed), horizon_hours=1440,
+            installed_before_hours=26_000,
+        )  # fmt: skip
         fr = sv.failure_rates(lt, window=None)
         rows = _all(fr, "nvswitch")
         winners.add(rows.sort("aic")["model"][0])
