@@ -1,7 +1,8 @@
-"""Every benchmark at its default size, one after another (``make bench``: ~5 min on 2 cores
-for the others, plus bench_fleet_scale's 128-, 512- and 2,048-node fleets, 48-75 min on an idle machine),
-then the table of their ``TARGET`` lines. Exits non-zero when a target is missed or a
-benchmark fails to run.
+"""Every benchmark at its default size, one after another (``make bench``), then the table of
+their ``TARGET`` lines; each benchmark's output is written to ``benchmarks/RESULTS.md`` under
+its own heading with the machine, its load before and after, the date and the commit, replacing
+that benchmark's previous entry (the others are kept). Exits non-zero when a target is missed
+or a benchmark fails to run.
 
     .venv/bin/python -m benchmarks.run_all [--only bench_kernel bench_sacct ...]
 """
@@ -9,39 +10,84 @@ benchmark fails to run.
 from __future__ import annotations
 
 import argparse
+import os
+import platform
+import re
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
+from pathlib import Path
 
 BENCHMARKS = [
     "bench_sacct", "bench_telemetry", "bench_kernel", "bench_survival", "bench_goodput",
     "validate_attribution", "validate_survival_coverage", "validate_survivor_inventory",
     "validate_claims",
     "bench_fleet_scale", "bench_cli_start", "bench_ui_vs_cli",
+    "bench_pull_slurm", "bench_pull_prometheus", "bench_pull_redfish", "validate_public_datasets",
 ]  # fmt: skip
+RESULTS = Path(__file__).with_name("RESULTS.md")
+_HEADER = """# Benchmark results
+
+Written by `make bench` (`python -m benchmarks.run_all [--only NAME ...]`): one entry per
+benchmark, its latest run, with the machine, its load, the date and the commit it ran on.
+What each benchmark measures and its targets: `benchmarks/README.md`.
+"""
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", nargs="+", choices=BENCHMARKS, default=BENCHMARKS)
+    ap.add_argument("--only", nargs="+", choices=BENCHMARKS, default=None)
     args = ap.parse_args()
+    names = args.only or [b for b in BENCHMARKS if Path(__file__).with_name(f"{b}.py").exists()]
     verdicts, failed = [], 0
-    for name in args.only:
+    for name in names:
         print(f"\n=== benchmarks.{name}", flush=True)
-        t0 = time.perf_counter()
+        load0, t0 = os.getloadavg(), time.perf_counter()
         run = subprocess.run(
             [sys.executable, "-m", f"benchmarks.{name}"], stdout=subprocess.PIPE, text=True, check=False
         )
+        wall, load1 = time.perf_counter() - t0, os.getloadavg()
         print(run.stdout, end="", flush=True)
         lines = [ln for ln in run.stdout.splitlines() if ln.startswith("TARGET ")]
         if run.returncode and not any(" FAIL: " in ln for ln in lines):
             lines.append(f"TARGET FAIL: benchmarks.{name} exited with status {run.returncode}")
         failed += run.returncode != 0
         verdicts += [f"{name:28s} {ln.removeprefix('TARGET ')}" for ln in lines]
-        print(f"({time.perf_counter() - t0:.0f} s)")
+        print(f"({wall:.0f} s)")
+        record(name, run.stdout, wall, load0, load1)
     print("\n=== targets")
     print("\n".join(verdicts))
     return 1 if failed else 0
+
+
+def machine() -> str:
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores, {mem:.0f} GiB, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def commit() -> str:
+    def git(*a: str) -> str:
+        return subprocess.run(["git", *a], capture_output=True, text=True, check=False,
+                              cwd=Path(__file__).parent).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + (" with uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def record(name: str, output: str, wall: float, load0: tuple, load1: tuple) -> None:
+    """Replace ``name``'s entry in RESULTS.md with this run."""
+    text = RESULTS.read_text() if RESULTS.exists() else _HEADER
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    entry = (
+        f"<!-- bench:{name} -->\n## {name}\n\n"
+        f"`python -m benchmarks.{name}` at {when}, commit {commit()}; {machine()}; load average "
+        f"{load0[0]:.1f} before, {load1[0]:.1f} after; {wall:.0f} s.\n\n```\n{output.rstrip()}\n```\n"
+        f"<!-- /bench:{name} -->\n"
+    )
+    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->\n", re.S)
+    text = pattern.sub(lambda _: entry, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + entry
+    RESULTS.write_text(text)
 
 
 if __name__ == "__main__":

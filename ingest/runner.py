@@ -629,3 +629,45 @@ def _manifest(batch_id: str, reports: list[FileReport]) -> dict[str, pl.DataFram
                               "rows_quarantined": pl.Int64, "rows_duplicate": pl.Int64},
         )
     }
+
+
+@dataclass
+class MemoryInput:
+    """An in-memory input (a live source's response or command output) read as a file named
+    ``name`` in format ``fmt``."""
+
+    name: str
+    data: bytes
+    fmt: str | None  # None: detected from the content, as for files
+    ctx: ParseContext
+
+
+def commit_documents(
+    wh: Warehouse, docs: list[MemoryInput], batch_id: str,
+    extra: Callable[[list[FileReport]], dict[str, pl.DataFrame]],
+) -> list[FileReport]:
+    """Parse ``docs`` with their formats and commit them in one batch, with the frames
+    ``extra(reports)`` makes from their counts (a pull's status row): the same parsers, record
+    keys, duplicate counts and quarantine as files, and all of it or nothing is stored. No
+    manifest row: a document is not a file (the caller records it). The caller holds the
+    writer lock. A document that fails to parse is quarantined whole and its report is not
+    ``done``."""
+    reports, results = [], []
+    for d in docs:
+        if d.fmt is not None and d.fmt not in formats():
+            raise UserError(f"{d.name}: unknown format {d.fmt!r}")
+        report = FileReport(d.name, d.fmt or "", hashlib.sha256(d.data).hexdigest(), bytes=len(d.data))
+        res, report.done = parse_bytes(d.data, d.name, d.fmt, replace(d.ctx, path=d.name))
+        reports.append(report)
+        results.append(res)
+    with wh.batch(batch_id) as batch:
+        merged: dict[str, list[pl.DataFrame]] = {}
+        for report, res in zip(reports, results, strict=True):
+            for frames in _frames(report, res):
+                for name, df in frames.items():
+                    if df.height:
+                        merged.setdefault(name, []).append(conform(name, df))
+        dropped = batch.add({name: pl.concat(dfs) for name, dfs in merged.items()})
+        _count_duplicates(reports, dropped)
+        batch.add(extra(reports))
+    return reports

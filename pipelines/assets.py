@@ -22,6 +22,7 @@ import polars as pl
 
 from analysis import (
     attribution,
+    availability,
     breakdown,
     goodput_measured,
     lifetimes,
@@ -29,6 +30,7 @@ from analysis import (
     repairable,
     status,
     survival,
+    system_mtbf,
     telemetry,
     whatif,
 )
@@ -37,11 +39,14 @@ from analysis.observation import source_spans
 from analysis.status import MissingInputs
 from dashboards.report import build_report
 from ingest.runner import ingest_paths
-from pipelines.resources import GoodputConfig
+from pipelines.resources import PULL_BACKFILL_START, GoodputConfig, _utc, select_sources
+from sources.pull import pull
 from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
 
 TELEMETRY_DAYS = dg.DynamicPartitionsDefinition(name="telemetry_days")
+# days a backfill of the live sources can pull, one run a day (scheduled pulls take no partition)
+PULL_DAYS = dg.DailyPartitionsDefinition(start_date=PULL_BACKFILL_START, end_offset=1)
 CATALOG_POOL = "duckdb_catalog"  # one writer at a time: DuckDB's rule
 BACKFILL_DAYS = 7  # telemetry days per backfill run: a bounded chunk of work, whatever the range
 OWNERS = ["team:fleet-goodput"]
@@ -53,7 +58,7 @@ def rollup_days(wh: Warehouse) -> tuple[str | None, str | None]:
     (None, why not) when there are none."""
     spans = source_spans(wh).filter(pl.col("source") == "telemetry")
     if spans.height == 0:
-        return None, "no telemetry (gpu_samples)"
+        return None, "no telemetry (gpu_samples or gpu_rollups)"
     first = spans["span_from"][0].date()
     last = min(spans["span_to"][0].date(), datetime.now(UTC).date())
     if first > last:
@@ -128,8 +133,62 @@ def ingest_metadata(reports, days: list[str]) -> dict:
     }
 
 
+class PullConfig(dg.Config):
+    sources: list[str] = []  # noqa: RUF012 (pydantic copies defaults) - names in sources.toml; empty: every source
+    since: str = ""  # ISO-8601 UTC; empty: each source from its cursor (a backfill gives both)
+    until: str = ""  # ISO-8601 UTC; empty: now
+
+
+@dg.asset(group_name="ingest", kinds={"python", "parquet"}, owners=OWNERS,
+          description="Pull every live source of HOME/sources.toml (slurmdbd, Prometheus-compatible TSDB, Redfish "
+          "BMCs, commands) from its cursor to now, through the same parsers and record keys as files; a source that "
+          "fails is a failed pull_log row and is caught up by the next run. A run with a partition (a day) pulls "
+          "that day: a backfill.",
+          partitions_def=PULL_DAYS)
+def pulled_sources(context: dg.AssetExecutionContext, config: PullConfig, goodput: GoodputConfig) -> dg.MaterializeResult:
+    wh = goodput.warehouse()
+    chosen = select_sources(wh, config.sources)
+    since, until = _utc(config.since), _utc(config.until)
+    if context.has_partition_key:
+        window = context.partition_time_window
+        since, until = _naive(window.start), _naive(window.end)
+    reports = pull(wh, chosen, since, until)
+    return dg.MaterializeResult(metadata=pull_metadata(reports, register_days(context.instance, wh)))
+
+
+def _naive(t: datetime) -> datetime:
+    return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
+
+
+# what everything downstream reads: files ingested and sources pulled (every pulled day)
+SOURCE_ASSETS = [ingested_sources, dg.AssetDep(pulled_sources, partition_mapping=dg.AllPartitionMapping())]
+
+
+def pull_metadata(reports, days: list[str]) -> dict:
+    """What a pull's materialization shows (the asset's and `goodput pull`'s): windows pulled and
+    failed per source, rows stored, quarantined and already stored, the failures' reasons."""
+    by_source: dict[str, dict] = {}
+    for r in reports:
+        s = by_source.setdefault(r.source, {"windows_ok": 0, "failed": 0, "rows": 0, "quarantined": 0, "already_stored": 0})
+        s["windows_ok" if r.status == "ok" else "failed"] += 1
+        s["rows"] += r.rows_ok
+        s["quarantined"] += r.rows_quarantined
+        s["already_stored"] += r.rows_duplicate
+    failed = [f"{r.source}{'/' + r.target if r.target else ''} {r.window}: {r.error}" for r in reports if r.status == "failed"]
+    return {
+        "sources": len(by_source),
+        "rows": sum(r.rows_ok for r in reports),
+        "rows_quarantined": sum(r.rows_quarantined for r in reports),
+        "rows_already_stored": sum(r.rows_duplicate for r in reports),
+        "failures": len(failed),
+        "first_failures": dg.MetadataValue.md("\n".join(f"- {f}" for f in failed[:20]) or "(none)"),
+        "by_source": dg.MetadataValue.json(by_source),
+        "telemetry_days": len(days),
+    }
+
+
 @dg.asset(
-    group_name="warehouse", deps=[ingested_sources], partitions_def=TELEMETRY_DAYS,
+    group_name="warehouse", deps=SOURCE_ASSETS, partitions_def=TELEMETRY_DAYS,
     backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=BACKFILL_DAYS), kinds={"duckdb", "parquet"}, owners=OWNERS,
     metadata=table_metadata("gpu_hourly"),
     description="Per GPU, hour and metric rollup of gpu_samples (n, mean, min, max, last), one telemetry day per "
@@ -152,19 +211,19 @@ def gpu_hourly(context: dg.AssetExecutionContext, goodput: GoodputConfig) -> dg.
     })
 
 
-@dg.asset(group_name="warehouse", deps=[ingested_sources, gpu_hourly], kinds={"duckdb", "parquet"}, owners=OWNERS, metadata=table_metadata("hw_events"), description="Increments of DCGM error counters (ECC DBE, row remap, NVLink ...) as hw_events (source dcgm_counter); counter resets are not events.")
+@dg.asset(group_name="warehouse", deps=[*SOURCE_ASSETS, gpu_hourly], kinds={"duckdb", "parquet"}, owners=OWNERS, metadata=table_metadata("hw_events"), description="Increments of DCGM error counters (ECC DBE, row remap, NVLink ...) as hw_events (source dcgm_counter); counter resets are not events.")
 def dcgm_counter_events(goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.warehouse()
     return dg.MaterializeResult(metadata={"events": telemetry.refresh_counter_events(wh), **row_count(wh, "hw_events")})
 
 
-@dg.asset(group_name="warehouse", deps=[ingested_sources, gpu_hourly], kinds={"duckdb", "parquet"}, owners=OWNERS, metadata=table_metadata("component_history"), description="GPU replacements inferred from UUID changes per (host, GPU index), as component_history rows (source telemetry).")
+@dg.asset(group_name="warehouse", deps=[*SOURCE_ASSETS, gpu_hourly], kinds={"duckdb", "parquet"}, owners=OWNERS, metadata=table_metadata("component_history"), description="GPU replacements inferred from UUID changes per (host, GPU index), as component_history rows (source telemetry).")
 def telemetry_gpu_replacements(goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.warehouse()
     return dg.MaterializeResult(metadata={"replacements": telemetry.refresh_gpu_replacements(wh), **row_count(wh, "component_history")})
 
 
-@dg.asset(group_name="analysis", deps=[ingested_sources, dcgm_counter_events], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("interruptions"), description="Every job attempt that did not end normally, with its attributed root cause, domain and lost GPU-hours.")
+@dg.asset(group_name="analysis", deps=[*SOURCE_ASSETS, dcgm_counter_events], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("interruptions"), description="Every job attempt that did not end normally, with its attributed root cause, domain and lost GPU-hours.")
 def interruptions(goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.analysis_warehouse()
 
@@ -240,6 +299,38 @@ def node_health_asset(goodput: GoodputConfig) -> dg.MaterializeResult:
     })
 
 
+@dg.asset(name="system_mtbf", group_name="analysis", deps=[*SOURCE_ASSETS, interruptions, repairable_systems], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("system_mtbf"), description="System MTBF per month and quarter (exact Poisson 95% CI), overall, per root cause and per component class, for each series of failures: failure records, job interruptions, node failure episodes.")
+def system_mtbf_asset(goodput: GoodputConfig) -> dg.MaterializeResult:
+    wh = goodput.analysis_warehouse()
+    observed_from, observed_to = goodput.window_bounds()
+    df = _guarded(wh, "system_mtbf", ("system_mtbf",), lambda: system_mtbf.refresh_system_mtbf(wh, observed_from, observed_to))
+    if df is None:
+        return _skipped_result(wh, "system_mtbf")
+    series = df.select("source", "system").unique().sort("source", "system").rows()
+    return dg.MaterializeResult(metadata={"dagster/row_count": df.height, "series": dg.MetadataValue.json([list(r) for r in series])})
+
+
+@dg.multi_asset(
+    group_name="analysis",
+    specs=[
+        dg.AssetSpec(name, deps=SOURCE_ASSETS, kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata(name), description=text)
+        for name, text in (
+            ("availability", "Per system and node: failures, MTBF, MTTR, availability (with nines) and normalised rates with 95% CIs, from failure records and node down/resume events."),
+            ("repair_fits", "Lognormal / Weibull / exponential fits of repair times and times between failures per system; the AIC winner is selected."),
+            ("root_causes", "Failures and downtime per root cause per system and overall."),
+        )
+    ],
+)
+def availability_assets(goodput: GoodputConfig):
+    wh = goodput.analysis_warehouse()
+    outputs = ("availability", "repair_fits", "root_causes")
+    observed_from, observed_to = goodput.window_bounds()
+    out = _guarded(wh, "availability", outputs, lambda: availability.refresh_availability(wh, observed_from, observed_to),
+                   lambda r: r[0].height)  # fmt: skip
+    for key, df in zip(outputs, out or (None,) * 3, strict=True):
+        yield dg.MaterializeResult(asset_key=key, metadata=_skipped_meta(wh, "availability") if df is None else {"dagster/row_count": df.height})
+
+
 @dg.multi_asset(
     group_name="analysis",
     specs=[
@@ -266,7 +357,7 @@ def failure_fits(goodput: GoodputConfig):
         yield dg.MaterializeResult(asset_key=key, metadata={**meta, **row_count(wh, key)})
 
 
-@dg.asset(group_name="analysis", deps=[ingested_sources], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("goodput_jobs"), description="Measured goodput per job chain with badput split into lost work, restart, checkpoint, queue after failure and other.")
+@dg.asset(group_name="analysis", deps=SOURCE_ASSETS, kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("goodput_jobs"), description="Measured goodput per job chain with badput split into lost work, restart, checkpoint, queue after failure and other.")
 def goodput_jobs(goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.analysis_warehouse()
 
@@ -305,8 +396,9 @@ def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
 
 @dg.asset(
     group_name="catalog", pool=CATALOG_POOL, kinds={"duckdb"}, owners=OWNERS,
-    deps=[ingested_sources, gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions,
-          component_lifetimes, repairable_systems, node_health_asset, "failure_rates", "survival_curves", "hazard_ratios",
+    deps=[*SOURCE_ASSETS, gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions,
+          component_lifetimes, repairable_systems, node_health_asset, system_mtbf_asset, "availability", "repair_fits",
+          "root_causes", "failure_rates", "survival_curves", "hazard_ratios",
           goodput_jobs, goodput_projections, "goodput_breakdown"],
     description="DuckDB catalog (warehouse.duckdb): one view per table over its Parquet files.",
 )
@@ -389,9 +481,10 @@ def _md(df) -> str:
 
 
 INGEST_ASSETS = [ingested_sources]
+PULL_ASSETS = [pulled_sources]
 BUILD_ASSETS = [
     gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions, component_lifetimes,
-    repairable_systems, node_health_asset, failure_fits, goodput_jobs, goodput_projections, warehouse_catalog, leadership_report,
+    repairable_systems, node_health_asset, system_mtbf_asset, availability_assets, failure_fits, goodput_jobs, goodput_projections, warehouse_catalog, leadership_report,
     goodput_breakdown,
 ]
-ALL_ASSETS = INGEST_ASSETS + BUILD_ASSETS
+ALL_ASSETS = INGEST_ASSETS + PULL_ASSETS + BUILD_ASSETS

@@ -47,6 +47,9 @@ def _asset_check(
 conservation_check = _asset_check(
     "conservation_check", "ingested_sources", warehouse_checks.conservation, lambda goodput: (primary_tables(),), blocking=True
 )
+pull_conservation_check = _asset_check(
+    "pull_conservation_check", "pulled_sources", warehouse_checks.pull_conservation, blocking=True
+)
 schema_check = _asset_check("schema_check", "ingested_sources", warehouse_checks.schema, blocking=True)
 quarantine_ratio_check = _asset_check(
     "quarantine_ratio_check", "ingested_sources", warehouse_checks.quarantine_ratio,
@@ -59,4 +62,4 @@ source_spans_check = _asset_check(
     "source_spans_check", "component_lifetimes", analysis_checks.spans_agree, severity=dg.AssetCheckSeverity.WARN
 )
 
-ALL_CHECKS = [source_spans_check, conservation_check, schema_check, quarantine_ratio_check, duplicate_keys_check, fits_converged_check, goodput_bounds_check]
+ALL_CHECKS = [source_spans_check, conservation_check, pull_conservation_check, schema_check, quarantine_ratio_check, duplicate_keys_check, fits_converged_check, goodput_bounds_check]

@@ -181,7 +181,18 @@ def ingest_context(args):
         fields=tuple(f.strip() for f in args.fields.split(",")) if args.fields else None,
         delimiter=args.delimiter,
         column_map=_parse_map(args.map),
+        options={"exclude_hosts": _host_list(args.exclude_hosts)} if getattr(args, "exclude_hosts", None) else {},
+        **({"not_before": parse_time(args.not_before)} if getattr(args, "not_before", None) else {}),
     )
+
+
+def _host_list(path: str) -> tuple[str, ...]:
+    """Every whitespace-separated word of a file: a plain host list, or a node table whose
+    rows name the host among other columns (Titan's titan.service.txt)."""
+    try:
+        return tuple(sorted(set(Path(path).read_text(errors="replace").split())))
+    except OSError as exc:
+        raise CliError(f"--exclude-hosts {path}: {exc.strerror or exc}") from None
 
 
 def cmd_ingest(args) -> int:
@@ -233,6 +244,52 @@ def cmd_ingest(args) -> int:
     return 0
 
 
+def cmd_pull(args) -> int:
+    """Pull live sources. Exit 0 when every window was pulled, 1 when some source (or one of its
+    targets) failed: what the others gave is stored, and the next pull catches up."""
+    from pipelines.resources import select_sources
+    from sources.pull import cursors, plan, pull
+
+    since, until = parse_time(args.since), parse_time(args.until)
+    if since and until and since >= until:
+        raise CliError(f"--since {args.since} is not before --until {args.until}")
+    wh = _warehouse(args, existing=args.dry_run)
+    sources = select_sources(wh, args.sources)
+    if not sources:
+        raise CliError(f"no sources configured: write {wh.home / 'sources.toml'} (see docs/connect.md)")
+    if args.dry_run:
+        got = cursors(wh)
+        for src in sources:
+            t, pulled = got.get(src.name, (None, False))
+            state = f"pulled to {t.isoformat()}" if pulled else f"failed from {t.isoformat()}" if t else "never pulled"
+            print(f"{src.name} ({src.kind}, cluster {src.cluster}): {state}")
+        for src, window, lines in plan(wh, sources, since, until):
+            print(f"  {src.name} {window}:")
+            for line in lines:
+                print(f"    {line}")
+        return 0
+    from pipelines.run import recorded_pull
+
+    with wh.writer():
+        reports = recorded_pull(wh, lambda: pull(wh, sources, since, until))
+        wh.refresh_catalog()
+    for src in sources:
+        mine = [r for r in reports if r.source == src.name]
+        ok = [r for r in mine if r.status == "ok"]
+        if not ok and mine:
+            print(f"{src.name}: failed at {mine[-1].window.start:%Y-%m-%d %H:%M}; the next pull starts there again")
+            continue
+        span = f"{ok[0].window.start:%Y-%m-%d %H:%M}..{ok[-1].window.end:%Y-%m-%d %H:%M}" if ok else "nothing"
+        print(f"{src.name}: pulled {span} ({len(ok)} window(s)): {sum(r.rows_ok for r in ok):,} rows, "
+              f"{sum(r.rows_quarantined for r in ok):,} quarantined, {sum(r.rows_duplicate for r in ok):,} already stored")
+    failed = [r for r in reports if r.status == "failed"]
+    for r in failed:
+        where = f"{r.source}/{r.target}" if r.target else r.source
+        print(f"warning: {where} {r.window}: {r.error}", file=sys.stderr)
+    print(f"warehouse: {wh.db_path}")
+    return 1 if failed else 0
+
+
 def cmd_forget(args) -> int:
     wh = _warehouse(args)
     with wh.writer():
@@ -257,30 +314,75 @@ def cmd_forget(args) -> int:
 
 
 def cmd_sql(args) -> int:
+    """Print a read-only query's result as the DuckDB CLI does: a box table with "N rows (M shown)"
+    (DuckDB's own renderer, which escapes terminal control characters and prints every DuckDB
+    type), or every row as CSV / JSON, streamed. Nested values in CSV are JSON text."""
     import duckdb
-    import polars as pl
 
     for d in args.allow_files:
         if not Path(d).is_dir():
             raise CliError(f"--allow-files {d}: not a directory")
+    if args.max_rows < 1:
+        raise CliError(f"--max-rows must be at least 1, not {args.max_rows}")
     wh = _warehouse(args, existing=True)
     try:
-        df = wh.run_readonly(args.query, allow_files=args.allow_files)
+        with wh.readonly_relation(args.query, allow_files=args.allow_files) as rel:
+            if rel is None:
+                return 0
+            if args.format == "table":
+                rel.show(max_rows=args.max_rows, max_width=_terminal_width())
+            else:
+                _write_rows(rel, args.format)
     except duckdb.Error as exc:
         raise CliError(str(exc).strip().splitlines()[0]) from None
-    if args.format == "csv":
-        # CSV has no lists or structs: nested values are written as JSON text
-        nested = [c for c, t in df.schema.items() if t.is_nested()]
-        df = df.with_columns(pl.struct(pl.col(c).alias("v")).struct.json_encode().str.json_path_match("$.v").alias(c) for c in nested) if nested else df
-        sys.stdout.write(df.write_csv())
-    elif args.format == "json":
-        print(json.dumps(df.to_dicts(), default=str))
-    else:
-        import polars as pl
-
-        with pl.Config(tbl_rows=200, tbl_cols=50, fmt_str_lengths=60, tbl_width_chars=200):
-            print(df)
     return 0
+
+
+def _terminal_width() -> int:
+    """The terminal's width; piped or redirected, wide enough for every column (as DuckDB's CLI)."""
+    import shutil
+
+    if not sys.stdout.isatty():
+        return 100_000
+    return max(80, shutil.get_terminal_size((160, 24)).columns)
+
+
+def _write_rows(rel, fmt: str) -> None:
+    """Every row of ``rel`` on stdout as CSV (header first) or one JSON array of row objects, in
+    batches (memory does not grow with the result). Values are DuckDB's own text (CSV) or JSON
+    (``to_json``): every type prints. On a terminal, control characters in CSV are escaped."""
+    import csv
+
+    names = rel.columns
+    quoted = ['"' + c.replace('"', '""') + '"' for c in names]
+    if fmt == "json":
+        row = "to_json(struct_pack(" + ", ".join(f"{q} := {q}" for q in quoted) + "))::VARCHAR"
+        reader = rel.project(row).to_arrow_reader(10_000)
+        out, first = sys.stdout, True
+        out.write("[")
+        for batch in reader:
+            for value in batch.column(0).to_pylist():
+                out.write(("" if first else ",\n") + value)
+                first = False
+        out.write("]\n")
+        return
+    cols = [f"(CASE WHEN typeof({q}) SIMILAR TO '.*(\\[\\]|STRUCT|MAP|UNION).*' THEN to_json({q})::VARCHAR "
+            f"ELSE {q}::VARCHAR END)" for q in quoted]
+    tty = sys.stdout.isatty()
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(names)
+    for batch in rel.project(", ".join(cols)).to_arrow_reader(10_000):
+        for row in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+            writer.writerow([_escape_controls(v) if tty and v else v for v in row])
+
+
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _escape_controls(text: str) -> str:
+    """Terminal control characters (ESC, OSC, BEL ...) as \\xNN, so log content cannot drive the
+    terminal; tab and newline are kept."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _config(args, **extra):
@@ -426,6 +528,102 @@ def cmd_fit(args) -> int:
     for pop, classes in unit_populations(fr):
         print(f"units from {pop or 'unknown'}: {classes}")
     print(format_fit_table(fr, all_models=args.all_models, window=args.window))
+    return 0
+
+
+def _print_rows(rows: list[tuple]) -> None:
+    """Rows of cells (the first is the heading) as aligned columns."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+
+
+def _cell(v, digits: str = ".3g") -> str:
+    return "-" if v is None else f"{v:{digits}}" if isinstance(v, float) else str(v)
+
+
+def cmd_mtbf(args) -> int:
+    import polars as pl
+
+    wh = _warehouse(args, existing=True)
+    df = wh.read("system_mtbf")
+    if df.height == 0:
+        raise CliError("system_mtbf is empty: ingest failure records (or a fleet's logs) and run `goodput build`")
+    df = df.filter((pl.col("period") == args.period) & (pl.col("grouping") == args.by))
+    for col, want in (("system", args.system), ("source", args.source)):
+        if want is not None:
+            known = sorted(set(df[col].drop_nulls()))
+            if want not in known:
+                raise CliError(f"no {col} {want!r} in system_mtbf (known: {', '.join(known) or 'none'})")
+            df = df.filter(pl.col(col) == want)
+    df = df.sort("source", "system", "class", "period_start", nulls_last=False)
+    if args.json:
+        print(json.dumps(df.to_dicts(), default=str))
+        return 0
+    head = ("source", "system", args.period, "class", "failures", "exposure_h", "mtbf_h", "ci_low", "ci_high", "partial")
+    rows = [head] + [
+        (r["source"], r["system"], r["label"], r["class"] or "all", str(r["failures"]), f"{r['exposure_hours']:,.0f}",
+         _cell(r["mtbf_hours"]), _cell(r["mtbf_ci_low"]), _cell(r["mtbf_ci_high"]), "partial" if r["partial"] else "")
+        for r in df.iter_rows(named=True)
+    ]
+    _print_rows(rows)
+    print("MTBF = exposure / failures (simultaneous events once); 95% CI exact Poisson")
+    return 0
+
+
+ROOT_CAUSES_SHOWN = 8
+
+
+def cmd_availability(args) -> int:
+    import polars as pl
+
+    if args.top < 1:
+        raise CliError("--top must be >= 1")
+    wh = _warehouse(args, existing=True)
+    avail = wh.read("availability")
+    if avail.height == 0:
+        raise CliError("availability is empty: ingest failure records (or node events) and run `goodput build`")
+    fits, causes = wh.read("repair_fits"), wh.read("root_causes")
+    if args.system is not None:
+        known = sorted(set(avail["system"].drop_nulls()))
+        if args.system not in known:
+            raise CliError(f"no system {args.system!r} in availability (known: {', '.join(known)})")
+        avail, fits = (df.filter(pl.col("system") == args.system) for df in (avail, fits))
+        causes = causes.filter(pl.col("system") == args.system)
+    else:
+        causes = causes.filter(pl.col("system").is_null())
+    if args.level == "node":
+        rows = avail.filter(pl.col("level") == "node").sort("failures", descending=True).head(args.top)
+    else:
+        rows = avail.filter(pl.col("level") == "system")
+    if args.json:
+        print(json.dumps({"availability": rows.to_dicts(), "repair_fits": fits.filter(pl.col("selected")).to_dicts(),
+                          "root_causes": causes.to_dicts()}, default=str))  # fmt: skip
+        return 0
+    def ci(r: dict, c: str, prefix: str | None = None) -> str:
+        return f"{_cell(r[c])} [{_cell(r[(prefix or c) + '_ci_low'])}, {_cell(r[(prefix or c) + '_ci_high'])}]"
+
+    head = ("source", "system", "host", "nodes", "failures", "mtbf_h", "mttr_h", "availability", "nines",
+            "per_node_year", "tbf_shape")  # fmt: skip
+    body = [
+        (r["source"], r["system"], r["host"] or "", str(r["nodes"]), str(r["failures"]), ci(r, "mtbf_hours", "mtbf"),
+         ci(r, "mttr_hours", "mttr"), _cell(r["availability"], ".5f"), ci(r, "nines"), ci(r, "failures_per_node_year"),
+         ci(r, "tbf_shape") if r["tbf_shape"] is not None else "-")
+        for r in rows.iter_rows(named=True)
+    ]  # fmt: skip
+    _print_rows([head, *body])
+    print("95% CIs: MTBF and rates exact Poisson, MTTR / availability bootstrap; availability only where every repair is known")
+    best = fits.filter(pl.col("selected"))
+    for q, word in (("repair", "repair time"), ("tbf", "time between failures")):
+        won = best.filter(pl.col("quantity") == q)["model"].value_counts(sort=True)
+        if won.height:
+            print(f"{word}: best by AIC " + ", ".join(f"{m} in {n}" for m, n in won.rows()) + f" of {best.filter(pl.col('quantity') == q).height} system(s)")
+    if causes.height:
+        shown = causes.head(ROOT_CAUSES_SHOWN)
+        more = f"; {causes.height - shown.height} more (goodput sql \"select * from root_causes\")" if causes.height > shown.height else ""
+        print("root causes (share of failures / of downtime): " + ", ".join(
+            f"{r['cause'] or 'not recorded'} {100 * r['share']:.1f}% / {100 * (r['downtime_share'] or 0):.1f}%"
+            for r in shown.iter_rows(named=True)) + more)  # fmt: skip
     return 0
 
 
@@ -583,11 +781,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--time", help="sample time for scrapes that carry none (ISO-8601)")
     s.add_argument("--fields", help="field order of a headerless sacct dump (or 'xdmod')")
     s.add_argument("--delimiter", help="sacct field delimiter (default: from the header, else |)")
-    s.add_argument("--map", help="component history column mapping canonical=theirs,...")
+    s.add_argument("--map", help="component history / failure log column mapping canonical=theirs,...")
+    s.add_argument("--not-before", metavar="ISO",
+                   help="records dated earlier are implausible and quarantined (default 2000-01-01; "
+                        "historical logs such as LANL's 1996-2005 release need an earlier one)")
+    s.add_argument("--exclude-hosts", metavar="FILE",
+                   help="component history: quarantine installations on these hosts (every word of FILE is a host, "
+                        "e.g. a service-node list)")
     s.add_argument("--replace", action="store_true",
                    help="forget what these files produced before (e.g. with a wrong --tz), then ingest them again")
     s.add_argument("--jobs", type=int, help="processes that parse files (default: one per core)")
     s.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("pull", parents=[common], help="pull live sources (slurmdbd, Prometheus, Redfish BMCs) from HOME/sources.toml",
+                       description="Pull every source of HOME/sources.toml (or the ones named) from its cursor to now. "
+                                   "Exit status 1 when a source failed: the others are stored, the next pull catches up.")
+    s.add_argument("sources", nargs="*", metavar="SOURCE", help="source names in sources.toml (default: every source)")
+    s.add_argument("--since", metavar="ISO", help="pull from here instead of each source's cursor (a backfill)")
+    s.add_argument("--until", metavar="ISO", help="pull up to here (default: now)")
+    s.add_argument("--dry-run", action="store_true", help="print the commands and queries it would run, and run none")
+    s.set_defaults(func=cmd_pull)
 
     s = sub.add_parser("forget", parents=[common], help="remove every row some ingested files produced, so they can be ingested again")
     s.add_argument("targets", nargs="+", metavar="PATH|SHA256",
@@ -600,12 +813,32 @@ def build_parser() -> argparse.ArgumentParser:
     add_scope_options(s)
     s.set_defaults(func=cmd_fit)
 
+    s = sub.add_parser("mtbf", parents=[common], help="system MTBF per month or quarter (95%% CI), overall or per class")
+    s.add_argument("--period", choices=["quarter", "month"], default="quarter", help="calendar period (default quarter)")
+    s.add_argument("--by", choices=["all", "cause", "component_class"], default="all",
+                   help="whole system (default), or per root cause / component class")
+    s.add_argument("--system", help="one system (cluster)")
+    s.add_argument("--source", choices=["failures", "interruptions", "node_failures"],
+                   help="one series: failure records, job interruptions or node failure episodes")
+    s.add_argument("--json", action="store_true", help="print the rows as one JSON array")
+    s.set_defaults(func=cmd_mtbf)
+
+    s = sub.add_parser("availability", parents=[common],
+                       help="availability, MTBF, MTTR, repair-time fits and root causes per system or node")
+    s.add_argument("--system", help="one system (cluster): its root causes instead of every system's")
+    s.add_argument("--level", choices=["system", "node"], default="system", help="rows per system (default) or per node")
+    s.add_argument("--top", type=int, default=20, help="nodes listed with --level node, most failures first (default 20)")
+    s.add_argument("--json", action="store_true", help="print one JSON object (availability, repair_fits, root_causes)")
+    s.set_defaults(func=cmd_availability)
+
     s = sub.add_parser("sql", parents=[common], help="query the warehouse with DuckDB SQL (read-only)")
     s.add_argument("query", help="one SELECT (or EXPLAIN) statement over the warehouse's tables and views")
     s.add_argument("--allow-files", action="append", default=[], metavar="DIR",
                    help="also let the query read files under DIR (repeatable)")
     s.add_argument("--format", choices=["table", "csv", "json"], default="table",
-                   help="output: table (default), csv, or json (one array of row objects)")
+                   help="output: table (default, as the DuckDB CLI prints it), csv, or json (one array of row objects); "
+                        "csv and json print every row")
+    s.add_argument("--max-rows", type=int, default=40, help="rows the table shows (default 40; the count of all is printed)")
     s.set_defaults(func=cmd_sql)
 
     s = sub.add_parser("project", parents=[common], help="project goodput for a job size (analytic or Monte Carlo)")
@@ -665,9 +898,10 @@ def _user_errors() -> tuple[type[Exception], ...]:
     being handled, so a command that needs neither the ingest runner nor the store starts
     without them."""
     from ingest.runner import UserError
+    from sources.base import SourceConfigError
     from warehouse.store import WarehouseError
 
-    return CliError, UserError, WarehouseError
+    return CliError, UserError, WarehouseError, SourceConfigError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -681,6 +915,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
+    except BrokenPipeError:  # `goodput sql ... | head`: the reader has all it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit would raise again
+        return 0
     except Exception as exc:
         if not isinstance(exc, _user_errors()):
             raise

@@ -16,10 +16,10 @@ import os
 
 import dagster as dg
 
-from pipelines.assets import ALL_ASSETS, BUILD_ASSETS, INGEST_ASSETS
+from pipelines.assets import ALL_ASSETS, BUILD_ASSETS, INGEST_ASSETS, PULL_ASSETS
 from pipelines.checks import ALL_CHECKS
 from pipelines.resources import GoodputConfig
-from pipelines.sensors import build_schedule, build_sensor
+from pipelines.sensors import build_schedule, build_sensor, pull_schedule
 
 PRELOAD = {"forkserver": {"preload_modules": ["pipelines.definitions"]}}
 
@@ -49,7 +49,10 @@ def run_executor(name: str | None = None) -> dg.ExecutorDefinition:
 
 
 ingest_job = dg.define_asset_job("ingest", selection=dg.AssetSelection.assets(*INGEST_ASSETS))
-build_job = dg.define_asset_job("build", selection=dg.AssetSelection.assets(*BUILD_ASSETS))
+build_job = dg.define_asset_job("build", selection=dg.AssetSelection.assets(*BUILD_ASSETS),
+                                description="Everything downstream of ingest and pull: rollups, attribution, fits, goodput, report.")
+pull_job = dg.define_asset_job("pull", selection=dg.AssetSelection.assets(*PULL_ASSETS),
+                               description="Pull every live source of HOME/sources.toml (slurmdbd, TSDB, BMCs) from its cursor.")
 
 
 def definitions(executor: dg.ExecutorDefinition) -> dg.Definitions:
@@ -57,9 +60,9 @@ def definitions(executor: dg.ExecutorDefinition) -> dg.Definitions:
     return dg.Definitions(
         assets=ALL_ASSETS,
         asset_checks=ALL_CHECKS,
-        jobs=[ingest_job, build_job],
+        jobs=[ingest_job, pull_job, build_job],
         sensors=[build_sensor(ingest_job)],
-        schedules=[build_schedule(build_job)],
+        schedules=[build_schedule(build_job), pull_schedule(pull_job)],
         resources={"goodput": GoodputConfig()},
         executor=executor,
     )

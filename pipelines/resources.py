@@ -1,6 +1,7 @@
 """Configuration shared by the Dagster assets and the CLI: one resource, the CLI's flags."""
 
 
+import os
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -17,6 +18,25 @@ from analysis.assumptions import (
 from analysis.scope import Scope, open_scope
 from ingest.base import ParseContext
 from warehouse.store import Warehouse
+
+
+# first day a Dagster backfill of the live sources offers (the pulled_sources asset's daily partitions)
+PULL_BACKFILL_START = os.environ.get("GOODPUT_PULL_BACKFILL_START", "2024-01-01")
+
+
+def select_sources(wh: Warehouse, names: list[str] | tuple[str, ...] = ()) -> list:
+    """The sources of ``wh``'s ``sources.toml``, or the ones ``names`` names (an unknown name is
+    a one-line ``SourceConfigError``)."""
+    from sources import kinds
+    from sources.base import SourceConfigError, load_sources
+
+    every = load_sources(wh.home, kinds())
+    known = {s.name: s for s in every}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SourceConfigError(f"no source named {', '.join(unknown)} in {wh.home / 'sources.toml'}; "
+                                f"it has {', '.join(known) or 'none'}")
+    return [known[n] for n in names] if names else every
 
 
 class GoodputConfig(dg.ConfigurableResource):

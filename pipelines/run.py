@@ -26,6 +26,8 @@ from pipelines.assets import (
     INGEST_ASSETS,
     ingest_metadata,
     ingested_sources,
+    pull_metadata,
+    pulled_sources,
     register_days,
 )
 from pipelines.checks import ALL_CHECKS
@@ -158,25 +160,36 @@ def recorded_ingest(wh: Warehouse, ingest_files: Callable[[], list]) -> list:
     Dagster instance that materializes ``ingested_sources``, with the same metadata as the
     asset, and adds the telemetry's days to the ``gpu_hourly`` partitions, as the asset does.
     Returns its file reports; an error it raises (a user's mistake) is raised here, unchanged."""
-    key = ingested_sources.key
+    return _recorded(wh, ingested_sources.key, "ingest", "goodput ingest PATH...: parse files into the warehouse",
+                     ingest_files, lambda reports, instance: ingest_metadata(reports, register_days(instance, wh)))
 
-    @dg.op(name="ingest_files", description="goodput ingest PATH...: parse files into the warehouse")
-    def ingest_op(context):  # (no annotation: this module has postponed annotations)
-        reports = ingest_files()
-        context.log_event(dg.AssetMaterialization(
-            key, description="goodput ingest", metadata=ingest_metadata(reports, register_days(context.instance, wh))))
+
+def recorded_pull(wh: Warehouse, pull_sources: Callable[[], list]) -> list:
+    """``goodput pull``, recorded like ``recorded_ingest``: a run that materializes
+    ``pulled_sources`` with the asset's metadata. Returns the pull reports."""
+    return _recorded(wh, pulled_sources.key, "pull", "goodput pull: pull live sources into the warehouse",
+                     pull_sources, lambda reports, instance: pull_metadata(reports, register_days(instance, wh)))
+
+
+def _recorded(wh: Warehouse, key: dg.AssetKey, name: str, description: str, work: Callable[[], list],
+              metadata: Callable[[list, dg.DagsterInstance], dict]) -> list:
+    @dg.op(name=f"{name}_step", description=description)
+    def step(context):  # (no annotation: this module has postponed annotations)
+        reports = work()
+        context.log_event(dg.AssetMaterialization(key, description=f"goodput {name}",
+                                                  metadata=metadata(reports, context.instance)))
         return reports
 
-    @dg.job(name="ingest", logger_defs={"quiet": quiet_logger})
-    def ingest_job():
-        ingest_op()
+    @dg.job(name=name, logger_defs={"quiet": quiet_logger}, tags={"goodput/launched_by": "cli"})
+    def job():
+        step()
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Dagster beta/preview notices are not for CLI users
         with instance_for(wh.home) as instance:
-            result = ingest_job.execute_in_process(
+            result = job.execute_in_process(
                 run_config={"loggers": {"quiet": {}}}, instance=instance, raise_on_error=True)
-    return result.output_for_node("ingest_files")
+    return result.output_for_node(f"{name}_step")
 
 
 def refit(config: GoodputConfig):

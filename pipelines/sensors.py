@@ -1,4 +1,4 @@
-"""Landing-directory sensor and the daily schedule.
+"""Landing-directory sensor, the daily build schedule and the hourly pull schedule.
 
 Collectors drop files into ``$GOODPUT_HOME/landing/``. The sensor hashes files newer than its
 cursor and requests one ingest run per batch of new content: a file whose sha256 is already in
@@ -16,7 +16,7 @@ import dagster as dg
 
 from ingest.runner import file_sha256, iter_files
 from pipelines.assets import TELEMETRY_DAYS
-from pipelines.resources import GoodputConfig
+from pipelines.resources import GoodputConfig, select_sources
 
 MAX_FILES_PER_RUN = 500
 
@@ -75,3 +75,27 @@ def build_schedule(job) -> dg.ScheduleDefinition:
         return dg.RunRequest(run_key=day, partition_key=day)
 
     return daily_build
+
+
+PULL_CRON = os.environ.get("GOODPUT_PULL_CRON", "5 * * * *")  # hourly, 5 minutes past
+
+
+def pull_schedule(job) -> dg.ScheduleDefinition:
+    """Every hour (``$GOODPUT_PULL_CRON``): pull every live source from its cursor. On by default:
+    it skips, saying why, while the home has no ``sources.toml``."""
+
+    @dg.schedule(job=job, name="hourly_pull", cron_schedule=PULL_CRON, execution_timezone="UTC",
+                 default_status=dg.DefaultScheduleStatus.RUNNING,
+                 description="Pull every live source of HOME/sources.toml from its cursor to now.")
+    def hourly_pull(context: dg.ScheduleEvaluationContext, goodput: GoodputConfig):
+        from sources.base import SourceConfigError
+
+        try:
+            sources = select_sources(goodput.warehouse())
+        except SourceConfigError as exc:
+            return dg.SkipReason(str(exc))
+        if not sources:
+            return dg.SkipReason(f"no sources in {goodput.warehouse().home / 'sources.toml'}")
+        return dg.RunRequest(tags={"goodput/launched_by": "schedule"})
+
+    return hourly_pull

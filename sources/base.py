@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -67,9 +66,10 @@ class Document:
 
     name: str  # stored as source_file: says which source, request and window it came from
     data: bytes
-    format: str  # the ingest format that reads it (ingest.registry)
+    format: str | None  # the ingest format that reads it (ingest.registry); None: detected
     host: str | None = None  # ParseContext.host for documents that do not name their host
     options: dict = field(default_factory=dict)  # ParseContext.options for its parser
+    time: datetime | None = None  # ParseContext.time: when a snapshot without its own times was read
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,14 @@ def http_session(src: SourceConfig, user_option: str = "username_env", password_
     from requests.adapters import HTTPAdapter
     from urllib3.util.retry import Retry
 
-    s = requests.Session()
+    class Session(requests.Session):
+        def merge_environment_settings(self, url, proxies, stream, verify, cert):
+            out = super().merge_environment_settings(url, proxies, stream, verify, cert)
+            if verify is None and self.verify is not True:  # REQUESTS_CA_BUNDLE must not undo verify_tls
+                out["verify"] = self.verify
+            return out
+
+    s = Session()
     retry = Retry(total=src.retries, connect=src.retries, read=src.retries, backoff_factor=0.5,
                   status_forcelist=(429, 500, 502, 503, 504), allowed_methods=None,
                   respect_retry_after_header=True, raise_on_status=False)

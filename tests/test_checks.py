@@ -97,8 +97,9 @@ def test_an_empty_warehouse_passes_every_check(wh):
     results = [
         warehouse_checks.conservation(wh, PRIMARY), warehouse_checks.schema(wh), warehouse_checks.duplicate_keys(wh),
         warehouse_checks.quarantine_ratio(wh, 0.0), analysis_checks.fits_converged(wh), analysis_checks.goodput_bounds(wh),
+        warehouse_checks.pull_conservation(wh),
     ]
-    assert [r.passed for r in results] == [True] * 6
+    assert [r.passed for r in results] == [True] * 7
 
 
 def test_dagster_checks_wrap_the_plain_ones_under_their_names():
@@ -109,14 +110,16 @@ def test_dagster_checks_wrap_the_plain_ones_under_their_names():
         "conservation_check": warehouse_checks.conservation, "schema_check": warehouse_checks.schema,
         "quarantine_ratio_check": warehouse_checks.quarantine_ratio, "duplicate_keys_check": warehouse_checks.duplicate_keys,
         "fits_converged_check": analysis_checks.fits_converged, "goodput_bounds_check": analysis_checks.goodput_bounds,
-        "source_spans_check": analysis_checks.spans_agree,
+        "source_spans_check": analysis_checks.spans_agree, "pull_conservation_check": warehouse_checks.pull_conservation,
     }
     assert set(specs) == set(plain)
     assert {n: s.description for n, s in specs.items()} == {n: f.description for n, f in plain.items()}
-    assert {n for n, s in specs.items() if s.blocking} == {"conservation_check", "schema_check", "fits_converged_check"}
+    assert {n for n, s in specs.items() if s.blocking} == {"conservation_check", "schema_check", "fits_converged_check",
+                                                           "pull_conservation_check"}
     assert {n: s.asset_key.to_user_string() for n, s in specs.items()} == {
         "conservation_check": "ingested_sources", "schema_check": "ingested_sources", "quarantine_ratio_check": "ingested_sources",
         "duplicate_keys_check": "warehouse_catalog", "fits_converged_check": "failure_rates",
         "goodput_bounds_check": "goodput_projections", "source_spans_check": "component_lifetimes",
+        "pull_conservation_check": "pulled_sources",
     }
     assert checks.primary_tables()["sacct"] == "job_attempts"

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import duckdb
+import polars as pl
 import pyarrow.parquet as pq
 
 from warehouse.schemas import TABLES
@@ -74,6 +75,27 @@ def conservation(wh: Warehouse, primary: Mapping[str, str]) -> tuple[bool, dict]
         if m["records_read"] != m["rows_ok"] + m["rows_quarantined"] + (m["rows_duplicate"] or 0) or in_table < m["rows_ok"] or in_quarantine != m["rows_quarantined"]:
             bad.append(f"{m['path']}: read {m['records_read']}, table {in_table}, quarantine {in_quarantine}")
     return not bad, {"files": manifest.height, "violations": len(bad), "first": "; ".join(bad[:5])}
+
+
+@invariant("Records read = rows written + rows quarantined + repeats, per pulled window.")
+def pull_conservation(wh: Warehouse) -> tuple[bool, dict]:
+    """Every window a live source pulled whole: records read = rows stored + quarantined + already
+    stored, and the rows each source claims are in the warehouse (its documents are named
+    ``pull://<source>/...``; a later forget may only lower what is there)."""
+    log = wh.read("pull_log", "status = 'ok' AND target IS NULL")
+    bad = [f"{r['source']} {r['window_start']}: read {r['records_read']}, stored {r['rows_ok']}, "
+           f"quarantined {r['rows_quarantined']}, repeats {r['rows_duplicate']}"
+           for r in log.iter_rows(named=True)
+           if r["records_read"] != r["rows_ok"] + r["rows_quarantined"] + r["rows_duplicate"]]
+    stored: dict[str, int] = {}
+    for table in {t for t, spec in TABLES.items() if spec.kind == "ingest"} | {"quarantine"}:
+        for path, n in raw_counts(wh, table).items():
+            if path and path.startswith("pull://"):
+                source = path.removeprefix("pull://").split("/", 1)[0]
+                stored[source] = stored.get(source, 0) + n
+    claimed = log.group_by("source").agg(n=(pl.col("rows_ok") + pl.col("rows_quarantined")).sum())
+    bad += [f"{s}: {n} rows pulled, {stored.get(s, 0)} stored" for s, n in claimed.rows() if stored.get(s, 0) < n]
+    return not bad, {"windows": log.height, "violations": len(bad), "first": "; ".join(bad[:5])}
 
 
 @invariant("Parquet files hold exactly the declared columns and types.")

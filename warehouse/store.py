@@ -103,6 +103,7 @@ CATALOG_STORAGE = "v1.5.0"
 # stored records, the daily rollups, counter events, covariates): it spills to disk beyond this,
 # so a step's peak does not grow with the fleet (``Warehouse.connect_out_of_core``)
 OUT_OF_CORE_MEMORY = "512MB"
+READER_MEMORY = "2GB"  # user SQL (goodput sql): spills past it, or fails with DuckDB's one-line error
 # in the Parquet root: its files' times are UTC-adjusted (older versions wrote naive UTC)
 TIMES_UTC_MARKER = ".times_utc"  # hidden: ingesting a folder that holds the home skips it
 # in the Parquet root: Dedupe tables keep their source rows in _sources/ (older versions kept
@@ -789,6 +790,7 @@ class Warehouse:
         only under the Parquet root (and ``allow_files`` directories), no extension installs
         or loads, configuration locked. ``run_readonly`` adds the statement check."""
         con = self.connect()
+        con.execute(f"SET memory_limit = '{READER_MEMORY}'")  # DuckDB's default: 80% of the machine
         self._create_views(con, guard=True, zoned=True)
         # the Parquet root (a directory or s3://bucket/prefix) and the opted-in directories only
         dirs = [self.parquet, *(str(Path(d).expanduser().resolve()) for d in allow_files)]
@@ -801,15 +803,22 @@ class Warehouse:
         return con
 
     def run_readonly(self, query: str, allow_files: list[str | os.PathLike] = ()) -> pl.DataFrame:
-        """Run user SQL: only SELECT / EXPLAIN statements (no COPY, ATTACH, INSTALL, LOAD, SET,
-        CREATE ...), against ``reader()``. Raises ``ReadOnlyViolation`` or ``duckdb.Error``."""
+        """Run user SQL (see ``readonly_relation``) and return the result as a Polars frame."""
+        with self.readonly_relation(query, allow_files) as rel:
+            return rel.pl() if rel is not None else pl.DataFrame()
+
+    @contextmanager
+    def readonly_relation(self, query: str, allow_files: list[str | os.PathLike] = ()):
+        """User SQL as a DuckDB relation (None for a statement without a result), open while the
+        block runs: only SELECT / EXPLAIN statements (no COPY, ATTACH, INSTALL, LOAD, SET, CREATE
+        ...), against ``reader()``, within ``READER_MEMORY``. Raises ``ReadOnlyViolation`` or
+        ``duckdb.Error``."""
         for stmt in duckdb.extract_statements(query):
             if stmt.type not in _READ_STATEMENTS:
                 kind = stmt.type.name.replace("_STATEMENT", "")
                 raise ReadOnlyViolation(f"{kind} statements are not allowed: goodput sql is read-only")
         with self.reader(allow_files) as con:
-            rel = con.sql(query)
-            return rel.pl() if rel is not None else pl.DataFrame()
+            yield con.sql(query)
 
     def sql(self, query: str, params: list | None = None) -> duckdb.DuckDBPyConnection:
         """Run a query over the views (made from the Parquet now); returns the executed cursor

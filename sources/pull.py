@@ -1,0 +1,160 @@
+"""Pull live sources into the warehouse, incrementally and safely.
+
+For each source: the window from its cursor (the end of its last pulled window, less the kind's
+``OVERLAP`` for records that change late) to now, or the ``since``/``until`` given (a backfill),
+cut into the kind's ``CHUNK``s. Each chunk's documents go through the ingest parsers and are
+committed in one warehouse batch together with the chunk's ``pull_log`` row: a chunk is stored
+whole, with its status, or not at all, and a crash part-way leaves the cursor where the stored
+data ends. A source that fails (``SourceError``) gets a ``failed`` row with the reason and stops
+at that chunk, so no later window is marked done past a gap; the other sources still run, and
+the next pull starts again from the cursor. Records pulled twice (the overlap, a repeated pull,
+a file ingested earlier) are stored once by the warehouse's record keys and counted in
+``rows_duplicate``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+
+from ingest.base import ParseContext
+from ingest.runner import FileReport, MemoryInput, commit_documents
+from sources import kinds
+from sources.base import Document, Failure, SourceConfig, SourceError, Window, fetch_all
+from warehouse.store import Warehouse
+
+FIRST_PULL = timedelta(days=1)  # how far back a source's first pull reaches without --since
+
+
+@dataclass
+class PullReport:
+    source: str
+    kind: str
+    window: Window
+    status: str  # ok | failed
+    target: str | None = None  # a failed part of the source (a BMC); None: the whole source
+    error: str | None = None
+    documents: int = 0
+    bytes: int = 0
+    records: int = 0
+    rows_ok: int = 0
+    rows_quarantined: int = 0
+    rows_duplicate: int = 0
+
+
+def now() -> datetime:
+    """The end of a pull without --until: this minute, naive UTC."""
+    return datetime.now(UTC).replace(tzinfo=None, second=0, microsecond=0)
+
+
+def cursors(wh: Warehouse) -> dict[str, tuple[datetime, bool]]:
+    """Per source, (time, pulled): the end of its newest window pulled whole (True), or, for a
+    source never pulled whole, the start of the first window it failed on (False; without
+    ``since`` it would otherwise start a day back and leave that window out)."""
+    if not wh.files("pull_log"):
+        return {}
+    df = wh.query("""
+        SELECT source, coalesce(max(window_end) FILTER (WHERE status = 'ok'), min(window_start)) AS t,
+               count(*) FILTER (WHERE status = 'ok') > 0 AS pulled
+        FROM pull_log WHERE target IS NULL GROUP BY 1""")
+    return {s: (t, pulled) for s, t, pulled in df.rows()}
+
+
+def windows(src: SourceConfig, cursor: tuple[datetime, bool] | None, since: datetime | None,
+            until: datetime | None) -> list[Window]:
+    """The chunks a pull of ``src`` covers: [since, until) when since is given (a backfill),
+    else from the cursor (less the overlap once something was pulled; ``FIRST_PULL`` back
+    without one) to ``until`` or now."""
+    kind = kinds()[src.kind]
+    end = until or now()
+    if since is not None:
+        start = since
+    elif cursor is not None:
+        start = cursor[0] - kind.OVERLAP if cursor[1] else cursor[0]
+    else:
+        start = end - FIRST_PULL
+    return Window(start, end).chunks(kind.CHUNK) if start < end else []
+
+
+def plan(wh: Warehouse, sources: list[SourceConfig], since: datetime | None = None,
+         until: datetime | None = None) -> list[tuple[SourceConfig, Window, list[str]]]:
+    """What a pull would do, without doing it: per source and chunk, the commands and queries."""
+    got = cursors(wh)
+    return [(src, w, kinds()[src.kind].plan(src, w)) for src in sources
+            for w in windows(src, got.get(src.name), since, until)]
+
+
+def pull(wh: Warehouse, sources: list[SourceConfig], since: datetime | None = None,
+         until: datetime | None = None) -> list[PullReport]:
+    """Pull every source (see the module's docstring); one report per chunk and failed target.
+    Holds the warehouse's writer lock throughout."""
+    reports: list[PullReport] = []
+    with wh.writer():
+        got = cursors(wh)
+        for src in sources:
+            for w in windows(src, got.get(src.name), since, until):
+                reports += _pull_window(wh, src, w)
+                if reports[-1].status == "failed" and reports[-1].target is None:
+                    break  # no window past a gap is marked done
+    return reports
+
+
+def _pull_window(wh: Warehouse, src: SourceConfig, w: Window) -> list[PullReport]:
+    kind = kinds()[src.kind]
+    started = datetime.now(UTC).replace(tzinfo=None)
+    batch_id = hashlib.sha256(f"pull\n{src.name}\n{w}\n{started.isoformat()}".encode()).hexdigest()[:16]
+    try:
+        got = fetch_all(kind, src, w)
+    except SourceError as exc:
+        report = PullReport(src.name, src.kind, w, "failed", error=_one_line(str(exc), src))
+        with wh.batch(batch_id) as batch:
+            batch.add(_log_rows(src, [report], started, batch_id))
+        return [report]
+    docs = [d for d in got if isinstance(d, Document)]
+    failures = [f for f in got if isinstance(f, Failure)]
+    inputs = [MemoryInput(_named(src, d.name), d.data, d.format,
+                          ParseContext(cluster=src.cluster, host=d.host, time=d.time, options=d.options))
+              for d in docs]
+    whole = PullReport(src.name, src.kind, w, "ok", documents=len(docs), bytes=sum(len(d.data) for d in docs))
+    out = [whole] + [PullReport(src.name, src.kind, w, "failed", target=f.target, error=_one_line(f.reason, src))
+                     for f in failures]
+
+    def log(files: list[FileReport]) -> dict[str, pl.DataFrame]:
+        whole.records = sum(r.records for r in files)
+        whole.rows_ok = sum(r.rows_ok for r in files)
+        whole.rows_quarantined = sum(r.rows_quarantined for r in files)
+        whole.rows_duplicate = sum(r.rows_duplicate for r in files)
+        broken = [r.path for r in files if not r.done]
+        if broken:  # a parser failed on a response: quarantined whole, and the window is tried again
+            whole.status, whole.error = "failed", f"could not parse {len(broken)} response(s), e.g. {broken[0]}"
+        return _log_rows(src, out, started, batch_id)
+
+    commit_documents(wh, inputs, batch_id, log)
+    return out
+
+
+def _named(src: SourceConfig, name: str) -> str:
+    """A document's ``source_file``: ``pull://<source>/...``, what says where a row came from."""
+    prefix = f"pull://{src.name}/"
+    return name if name.startswith(prefix) else prefix + name.removeprefix("pull://")
+
+
+def _log_rows(src: SourceConfig, reports: list[PullReport], started: datetime, batch_id: str) -> dict[str, pl.DataFrame]:
+    finished = datetime.now(UTC).replace(tzinfo=None)
+    rows = [{
+        "source": src.name, "kind": src.kind, "cluster": src.cluster, "window_start": r.window.start,
+        "window_end": r.window.end, "target": r.target, "status": r.status, "error": r.error,
+        "documents": r.documents, "bytes": r.bytes, "records_read": r.records, "rows_ok": r.rows_ok,
+        "rows_quarantined": r.rows_quarantined, "rows_duplicate": r.rows_duplicate,
+        "started_at": started, "finished_at": finished, "batch": batch_id,
+    } for r in reports]
+    return {"pull_log": pl.DataFrame(rows)}
+
+
+def _one_line(text: str, src: SourceConfig) -> str:
+    """The reason on one line, without the source's name (the row names it)."""
+    text = " ".join(text.split())
+    return text.removeprefix(f"{src.name}: ")[:500]
