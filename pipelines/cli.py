@@ -688,8 +688,10 @@ def cmd_nodes(args) -> int:
         b, w = gain["baseline"], gain["without_lemons"]
         line = (f"job on {gain['target_gpus']:,} GPUs at the fleet's {gain['basis']}: MTTI {b['mtti_hours']:.3g} h, "
                 f"goodput {100 * b['goodput']:.1f}%")
-        if gain["lemons"]:
-            line += (f"; without the lemons' {gain['excess_failures']:.3g} excess failures: MTTI {w['mtti_hours']:.3g} h, "
+        if gain["lemons"] and w is None:
+            line += "; without the lemon node(s) no failure is left to refit a rate from"
+        elif gain["lemons"]:
+            line += (f"; rate refitted without the {gain['lemons']} lemon node(s): MTTI {w['mtti_hours']:.3g} h, "
                      f"goodput {100 * w['goodput']:.1f}% ({100 * gain['goodput_gain']:+.1f} points)")
         print(line + ("" if gain["lemons"] else "; no lemon node to remove"))
     return 0
