@@ -268,7 +268,7 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         _raw=pl.col("raw"),
         _value_err=_unreadable(c, exit_parts, tres_gpus, tres_nodes, ctx),
     )
-    hosts, err = expand_column(out["nodelist"])
+    hosts, err = expand_column(out["nodelist"], out["n_nodes"])
     out = out.with_columns(nodes=hosts, _node_err=pl.coalesce("_value_err", job_value_errors(ctx), err))
     return out.drop("nodelist", "_value_err")
 
