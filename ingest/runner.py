@@ -84,14 +84,64 @@ def iter_files(paths: list[str | Path]) -> list[Path]:
 
 def open_source(raw: BinaryIO) -> BinaryIO:
     """Wrap an open binary stream, transparently decompressing gzip or zstd (by magic bytes,
-    not name). The caller keeps ownership of ``raw``."""
+    not name). The caller keeps ownership of ``raw``. A compressed stream that ends before its
+    end marker (a truncated file) raises EOFError when its end is read."""
     magic = raw.read(4)
     raw.seek(0)
     if magic[:2] == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=raw)
     if magic == b"\x28\xb5\x2f\xfd":
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=False))
+        return io.BufferedReader(_Zstd(raw), 1 << 20)
     return raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # peek() is how we sniff
+
+
+class _Zstd(io.RawIOBase):
+    """A zstd stream's frames, decompressed. ``zstandard``'s stream reader ends a truncated
+    stream as if it were complete; this one feeds a decompressor 4 KiB of input at a time
+    (at most ~175 MB of output per feed, even for a bomb of RLE blocks) and knows whether the
+    last frame reached its end."""
+
+    def __init__(self, raw: BinaryIO):
+        self._raw, self._zd = raw, zstandard.ZstdDecompressor()
+        self._obj, self._out, self._at = self._zd.decompressobj(), b"", 0
+        self._fed = False  # whether the current frame has had input
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        while self._at == len(self._out):
+            piece = self._raw.read(4096)
+            if not piece:
+                if not self._obj.eof and self._fed:
+                    raise EOFError("zstd stream ends before the end of its frame (truncated file)")
+                return 0
+            self._out, self._at = self._decompress(piece), 0
+        n = min(len(buf), len(self._out) - self._at)
+        buf[:n] = self._out[self._at : self._at + n]
+        self._at += n
+        return n
+
+    def _decompress(self, piece: bytes) -> bytes:
+        out = []
+        while piece:
+            if self._obj.eof:  # the next frame of a multi-frame file
+                self._obj = self._zd.decompressobj()
+            self._fed = True
+            out.append(self._obj.decompress(piece))
+            piece = self._obj.unused_data if self._obj.eof else b""
+        return b"".join(out)
+
+
+BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark, written by Windows tools: not part of the text
+
+
+def _text_head(fh: BinaryIO) -> bytes:
+    """The first SNIFF_BYTES of a stream's text, read past a byte order mark (which is not
+    given to the parser either)."""
+    if fh.peek(len(BOM))[: len(BOM)] == BOM:
+        fh.read(len(BOM))
+    return fh.peek(SNIFF_BYTES)[:SNIFF_BYTES]
 
 
 def file_sha256(path: Path) -> tuple[str, int]:
@@ -213,7 +263,7 @@ def _parse_file(
     nobody recognises, an empty file or a parser failure becomes a single quarantine record."""
     with open_source(raw) as fh:
         try:
-            head = fh.peek(SNIFF_BYTES)[:SNIFF_BYTES] if hasattr(fh, "peek") else b""
+            head = _text_head(fh)
         except (OSError, EOFError, zlib.error, zstandard.ZstdError) as exc:
             raise Unreadable(f"cannot decompress: {exc}") from None
         if not head.strip():
@@ -231,9 +281,23 @@ def _parse_file(
                 for res in parse_chunks(spec, fh, ctx, plain=fh is raw):
                     yield spec.name, res
             else:
-                yield spec.name, _checked(spec, spec.parse(fh.read(), ctx))
+                yield spec.name, _checked(spec, spec.parse(_whole_text(fh), ctx))
         except (OSError, EOFError, zlib.error, zstandard.ZstdError) as exc:
-            yield spec.name, _quarantined(b"", f"cannot read or decompress: {exc}")
+            # truncated or corrupt compression: not marked done, so a complete copy is read later
+            raise Unreadable(f"cannot read or decompress: {exc}") from None
+
+
+# A format that is not line-oriented (JSON, YAML, ...) is parsed whole: its text, decompressed,
+# may be at most this long. A longer one (or a small .gz that inflates to gigabytes) is
+# quarantined unread, never held in memory.
+MAX_WHOLE_BYTES = 256 << 20
+
+
+def _whole_text(fh: BinaryIO) -> bytes:
+    data = fh.read(MAX_WHOLE_BYTES + 1)
+    if len(data) > MAX_WHOLE_BYTES:
+        raise Unreadable(f"longer than {MAX_WHOLE_BYTES >> 20} MiB decompressed, the limit for a file read whole: not read")
+    return data
 
 
 def ingest_paths(
@@ -394,7 +458,7 @@ def _whole(data: bytes, name: str, spec: FormatSpec | None) -> tuple[FormatSpec 
     for any other file."""
     try:
         with open_source(io.BytesIO(data)) as fh:
-            head = fh.peek(SNIFF_BYTES)[:SNIFF_BYTES] if hasattr(fh, "peek") else b""
+            head = _text_head(fh)
             if not head.strip():
                 return None, b""
             spec = spec or detect(head, name)
@@ -462,9 +526,7 @@ def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs) -> list[FileR
     if replace_existing:
         wh.forget([display_name(p) for p in files] + [s for s in map(_sha_of, files) if s])
     known = wh.known_sha256()
-    # files a previous ingest could not finish (unreadable, parser failure) left quarantine
-    # rows but no manifest row: they are replaced when the file is tried again
-    failed = set(wh.read("quarantine", "sha256 IS NOT NULL")["sha256"].unique().to_list()) - known
+    stale = _Stale(wh, known)
     forced = formats()[fmt] if fmt else None
     reports: list[FileReport] = []
     pending: list[tuple[FileReport, list[tuple[str, ParseResult]]]] = []
@@ -474,9 +536,7 @@ def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs) -> list[FileR
         nonlocal pending, pending_rows
         if not pending:
             return
-        retried = {r.sha256 for r, _ in pending if r.sha256 in failed}
-        if retried:
-            wh.delete_rows({"quarantine": ("sha256", retried)})
+        stale.clear([r for r, _ in pending])
         with wh.batch(_batch_id([r.sha256 or r.path for r, _ in pending])) as batch:
             # one Parquet part per table per batch, not per file: small files stay cheap to scan
             merged: dict[str, list[pl.DataFrame]] = {}
@@ -488,6 +548,7 @@ def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs) -> list[FileR
             dropped = batch.add({name: pl.concat(dfs) for name, dfs in merged.items()})
             _count_duplicates([r for r, _ in pending], dropped)
             batch.add(_manifest(batch.id, [r for r, _ in pending]))
+        stale.done([r for r, _ in pending])
         pending, pending_rows = [], 0
 
     pooled = jobs > 1 and _worth_a_pool(files)
@@ -496,9 +557,11 @@ def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs) -> list[FileR
             progress(i, len(files), it.path)
         report = it.report
         reports.append(report)
+        if report.skipped:  # stored already: what an earlier failed attempt at it left is stale
+            stale.clear([report])
         if it.stream:  # a large file: its chunks go straight to its own staged batch
             flush()
-            _ingest_large(wh, it, forced, failed)
+            _ingest_large(wh, it, forced, stale)
         elif it.results is not None:
             pending.append((report, it.results))
             pending_rows += sum(sum(df.height for df in r.tables.values()) for _, r in it.results)
@@ -523,12 +586,11 @@ def _worth_a_pool(files: list[Path]) -> bool:
     return False
 
 
-def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, failed: set[str]) -> None:
+def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, stale: _Stale) -> None:
     """A file larger than CHUNK_BYTES, streamed in chunks into a staged batch of its own (its
     chunks are parsed on every core by threads)."""
     report, sha = it.report, it.report.sha256
-    if sha in failed:
-        wh.delete_rows({"quarantine": ("sha256", {sha})})
+    stale.clear([report])
     try:
         with wh.batch(_batch_id([sha])) as batch, open(it.path, "rb") as raw:
             dropped: dict[str, dict] = {}
@@ -538,11 +600,40 @@ def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, failed: s
                         dropped.setdefault(table, {})[k] = dropped.get(table, {}).get(k, 0) + n
             _count_duplicates([report], dropped)
             batch.add(_manifest(batch.id, [report]))
+        stale.done([report])
     except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
         report.records = report.rows_ok = report.rows_quarantined = report.rows_duplicate = 0
         with wh.batch(_batch_id([sha])) as batch:
             for frames in _frames(report, [_parser_failure(report, forced, exc)]):
                 batch.add(frames)
+
+
+class _Stale:
+    """Quarantine rows left by earlier attempts at files that did not finish (unreadable,
+    truncated, permission denied, a parser failure: quarantined without a manifest row). When
+    a file is tried again, under the same content or the same path, they are removed: the new
+    attempt's rows (or its stored records) replace them."""
+
+    def __init__(self, wh: Warehouse, known: set[str]):
+        q = wh.read("quarantine").select("source_file", "sha256")
+        unfinished = q.filter(pl.col("sha256").is_null() | ~pl.col("sha256").is_in(list(known)))
+        self.wh, self.known = wh, set(known)
+        self.shas = set(unfinished["sha256"].drop_nulls().to_list())
+        self.paths = set(unfinished["source_file"].to_list())
+
+    def clear(self, reports: list[FileReport]) -> None:
+        shas = {r.sha256 for r in reports} & self.shas
+        paths = {r.path for r in reports} & self.paths
+        if not shas and not paths:
+            return
+        sha = pl.col("sha256")
+        unfinished = sha.is_null() | ~sha.is_in(list(self.known))
+        self.wh.delete_rows({"quarantine": sha.is_in(list(shas)) | (pl.col("source_file").is_in(list(paths)) & unfinished)})
+        self.shas -= shas
+        self.paths -= paths
+
+    def done(self, reports: list[FileReport]) -> None:
+        self.known |= {r.sha256 for r in reports if r.done}
 
 
 def _batch_id(files: list[str]) -> str:

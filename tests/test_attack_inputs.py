@@ -2,11 +2,18 @@
 and every rejected record or skipped byte range has a reason. The large inputs of the same
 attacks are in benchmarks/bench_attack_inputs.py."""
 
+import gzip
+
 import polars as pl
+import pytest
+import zstandard
 
 from ingest.base import ParseContext
+from ingest.runner import BOM, ingest_paths
 from ingest.sacct import parse as parse_sacct
 from ingest.slurmctld import parse as parse_slurmctld
+from tests.conftest import FIXTURES
+from warehouse.store import Warehouse
 
 HEADER = "JobID|State|Start|End|Elapsed|NNodes|NodeList|AllocTRES\n"
 
@@ -41,3 +48,34 @@ def test_malformed_hostlist_is_quarantined_not_a_host_named_with_brackets():
                           ParseContext())
     nodes = res.tables.get("node_events", pl.DataFrame({"host": []}))
     assert "gpu[3]" not in nodes["host"].to_list() and "nested" in res.quarantine["error"][0]
+
+
+def _ingest(wh, *paths, **kw):
+    return ingest_paths(wh, [str(p) for p in paths], jobs=1, **kw)
+
+
+@pytest.mark.parametrize("fmt", ["auto", "sacct"])
+def test_sacct_with_a_utf8_bom_is_detected_and_parsed(tmp_path, fmt):
+    dump = tmp_path / "bom.txt"
+    dump.write_bytes(BOM + (FIXTURES / "slurm/sacct_parsable2_with_header_examples.txt").read_bytes())
+    wh = Warehouse(tmp_path / "home")
+    (r,) = _ingest(wh, dump, fmt=fmt)
+    assert (r.format, r.records, r.rows_ok, r.rows_quarantined) == ("sacct", 4, 4, 0)
+
+
+@pytest.mark.parametrize("suffix", ["zst", "gz"])
+def test_truncated_compressed_file_is_quarantined_as_truncated_and_not_marked_done(tmp_path, suffix):
+    text = (FIXTURES / "slurm/xdmod__accounting-logs.log").read_bytes() * 50
+    whole = zstandard.ZstdCompressor().compress(text) if suffix == "zst" else gzip.compress(text)
+    f = tmp_path / "in" / f"acct.log.{suffix}"
+    f.parent.mkdir()
+    f.write_bytes(whole[: len(whole) // 2])
+    wh = Warehouse(tmp_path / "home")
+    (r,) = _ingest(wh, f.parent)
+    assert not r.done and r.rows_ok == 0
+    q = wh.read("quarantine")
+    assert q.height == 1 and ("truncated" in q["error"][0] or "end-of-stream" in q["error"][0])
+    assert wh.read("ingest_manifest").height == 0
+    f.write_bytes(whole)  # the complete copy arrives: read, and the stale row is gone
+    (r,) = _ingest(wh, f.parent)
+    assert r.done and (r.rows_ok, r.rows_duplicate) == (4, 196) and wh.read("quarantine").height == 0
