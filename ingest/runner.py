@@ -15,6 +15,7 @@ import math
 import multiprocessing
 import os
 import stat
+import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -63,20 +64,27 @@ class FileReport:
     skipped: bool = False  # already in the manifest
     error: str | None = None  # could not be read at all (reason): nothing recorded as done
     done: bool = True  # gets a manifest row (False: quarantined, to be tried again)
+    held_back: int = 0  # bytes of an incomplete last line, not read yet (``_parsed_size``)
 
 
-def iter_files(paths: list[str | Path]) -> list[Path]:
-    """Expand directories recursively (sorted, hidden files skipped); missing paths are errors."""
+def iter_files(paths: list[str | Path], unreadable: dict[Path, str] | None = None) -> list[Path]:
+    """Expand directories recursively (sorted, hidden files skipped); missing paths are errors.
+    A directory that cannot be listed is put in the list itself, with the reason in
+    ``unreadable`` (given: the ingest reports and quarantines it; else it is left out)."""
     out: list[Path] = []
     for p in map(Path, paths):
         if not p.exists():
             raise UserError(f"no such file or directory: {p}")
         if p.is_dir():
-            found = []
-            for root, dirs, names in os.walk(p):  # symlinked directories are not followed
+            found, failed = [], []
+            for root, dirs, names in os.walk(p, onerror=failed.append):  # symlinked dirs are not followed
                 dirs[:] = [d for d in dirs if not d.startswith(".")]  # never walk .git, .venv, ...
                 found += [Path(root, n) for n in names if not n.startswith(".")]
             out.extend(f for f in sorted(found) if f.is_file())
+            if unreadable is not None:
+                for exc in failed:
+                    unreadable[Path(exc.filename)] = f"cannot list directory: {exc.strerror or exc}: its files were not read"
+                    out.append(Path(exc.filename))
         else:
             out.append(p)
     return out
@@ -153,21 +161,23 @@ def file_sha256(path: Path) -> tuple[str, int]:
     return h.hexdigest(), n
 
 
-def parse_chunks(spec: FormatSpec, fh: BinaryIO, ctx: ParseContext, plain: bool) -> Iterator[ParseResult]:
+def parse_chunks(spec: FormatSpec, fh: BinaryIO, ctx: ParseContext, plain: bool, end: int | None = None) -> Iterator[ParseResult]:
     """Checked results of ``spec.parse`` over a line-oriented stream's chunks, in file order; for a
-    two-stage format one result, ``spec.merge`` of the chunks' ``spec.extract`` partials."""
+    two-stage format one result, ``spec.merge`` of the chunks' ``spec.extract`` partials. A plain
+    file is read up to ``end`` (default: its size)."""
     if spec.extract is None:
-        yield from (_checked(spec, r) for r in _staged(spec.parse, fh, ctx, plain))
+        yield from (_checked(spec, r) for r in _staged(spec.parse, fh, ctx, plain, end))
     else:
-        yield _checked(spec, spec.merge(list(_staged(spec.extract, fh, ctx, plain)), ctx))
+        yield _checked(spec, spec.merge(list(_staged(spec.extract, fh, ctx, plain, end)), ctx))
 
 
-def _staged(stage: Callable[[bytes, ParseContext], object], fh: BinaryIO, ctx: ParseContext, plain: bool) -> Iterator:
+def _staged(stage: Callable[[bytes, ParseContext], object], fh: BinaryIO, ctx: ParseContext, plain: bool,
+            end: int | None) -> Iterator:  # fmt: skip
     """``stage`` of each chunk (with its line offset), in file order. Chunks are parsed
     concurrently on all cores (parsers are pure; Polars and NumPy release the GIL); at most
     cores + 1 chunks are in flight."""
     pool, pending, line = _pool(), deque(), 0
-    for block, newlines in _chunks(fh, plain):
+    for block, newlines in _chunks(fh, plain, end):
         pending.append(pool.submit(stage, block, replace(ctx, line_offset=line)))
         line += newlines
         if len(pending) > _WORKERS:
@@ -184,12 +194,12 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(_WORKERS, thread_name_prefix="parse")
 
 
-def _chunks(fh: BinaryIO, plain: bool) -> Iterator[tuple[bytes, int]]:
+def _chunks(fh: BinaryIO, plain: bool, end: int | None = None) -> Iterator[tuple[bytes, int]]:
     """(block, newlines in it): blocks of at most CHUNK_BYTES that end on a line boundary (a
-    longer line stays whole). A plain file is read with ``pread``, one copy per block; a
-    decompressing stream is read forward and re-joined at the cut."""
+    longer line stays whole). A plain file is read with ``pread`` up to ``end`` (default: its
+    size), one copy per block; a decompressing stream is read forward and re-joined at the cut."""
     fd = _regular_fd(fh) if plain else None
-    for block in _stream_blocks(fh) if fd is None else _file_blocks(fd, fh.tell()):
+    for block in _stream_blocks(fh) if fd is None else _file_blocks(fd, fh.tell(), end):
         yield block, count_newlines(block)
 
 
@@ -201,16 +211,16 @@ def _regular_fd(fh: BinaryIO) -> int | None:
     return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
 
 
-def _file_blocks(fd: int, pos: int) -> Iterator[bytes]:
-    while (end := _line_end(fd, pos)) > pos and (block := os.pread(fd, end - pos, pos)):
+def _file_blocks(fd: int, pos: int, size: int | None) -> Iterator[bytes]:
+    size = os.fstat(fd).st_size if size is None else size
+    while (end := _line_end(fd, pos, size)) > pos and (block := os.pread(fd, end - pos, pos)):
         yield block
         pos += len(block)
 
 
-def _line_end(fd: int, pos: int) -> int:
+def _line_end(fd: int, pos: int, size: int) -> int:
     """Offset just past the last newline in [pos, pos + CHUNK_BYTES), found by probing backwards
-    from the end; else just past the next newline; else the end of the file."""
-    size = os.fstat(fd).st_size
+    from the end; else just past the next newline; else ``size`` (the end of what is read)."""
     end = pos + CHUNK_BYTES
     if end >= size:
         return size
@@ -220,11 +230,11 @@ def _line_end(fd: int, pos: int) -> int:
         if (i := os.pread(fd, hi - lo, lo).rfind(b"\n")) >= 0:
             return lo + i + 1
         hi = lo
-    while probe := os.pread(fd, _PROBE, end):
+    while end < size and (probe := os.pread(fd, min(_PROBE, size - end), end)):
         if (i := probe.find(b"\n")) >= 0:
             return end + i + 1
         end += len(probe)
-    return end
+    return min(end, size)
 
 
 def _stream_blocks(fh: BinaryIO) -> Iterator[bytes]:
@@ -257,10 +267,11 @@ def _quarantined(data: bytes, error: str) -> ParseResult:
 
 
 def _parse_file(
-    raw: BinaryIO, name: str, spec: FormatSpec | None, ctx: ParseContext
+    raw: BinaryIO, name: str, spec: FormatSpec | None, ctx: ParseContext, end: int | None = None
 ) -> Iterator[tuple[str, ParseResult]]:
     """Yield (format name, result) per chunk of the (possibly compressed) stream ``raw``; a file
-    nobody recognises, an empty file or a parser failure becomes a single quarantine record."""
+    nobody recognises, an empty file or a parser failure becomes a single quarantine record.
+    ``end``: an uncompressed line-oriented file is read up to there (what was hashed)."""
     with open_source(raw) as fh:
         try:
             head = _text_head(fh)
@@ -278,7 +289,7 @@ def _parse_file(
             return
         try:
             if spec.line_oriented:
-                for res in parse_chunks(spec, fh, ctx, plain=fh is raw):
+                for res in parse_chunks(spec, fh, ctx, plain=fh is raw, end=end):
                     yield spec.name, res
             else:
                 yield spec.name, _checked(spec, spec.parse(_whole_text(fh), ctx))
@@ -308,6 +319,7 @@ def ingest_paths(
     progress: Callable[[int, int, Path], None] | None = None,
     replace_existing: bool = False,
     jobs: int | None = None,
+    settle_s: float = 0.0,
 ) -> list[FileReport]:
     """Ingest files and directories into the warehouse; returns one report per file.
 
@@ -316,22 +328,60 @@ def ingest_paths(
     earlier, then ingest them again (``goodput ingest --replace``). ``jobs``: processes that
     parse files (default: every core); the tables written are the same for any number. Workers
     are spawned, so a script calling this with jobs > 1 needs the usual
-    ``if __name__ == "__main__":`` guard (the CLI, Dagster and notebooks need nothing)."""
+    ``if __name__ == "__main__":`` guard (the CLI, Dagster and notebooks need nothing).
+    ``settle_s``: a file whose size or modification time changes within this many seconds is
+    still being written: it is not read (a warning and a quarantine row say so, cleared when
+    it is read later); see ``unsettled``."""
     ctx = ctx or ParseContext()
-    files = checked_files(paths, fmt, jobs)
+    not_read: dict[Path, str] = {}
+    files = checked_files(paths, fmt, jobs, not_read)
     jobs = default_jobs() if jobs is None else jobs
+    not_read |= unsettled([f for f in files if f not in not_read], settle_s)  # before the lock: may wait
     with wh.writer():
-        return _ingest(wh, files, None if fmt == "auto" else fmt, ctx, progress, replace_existing, jobs)
+        return _ingest(wh, files, None if fmt == "auto" else fmt, ctx, progress, replace_existing, jobs, not_read)
 
 
-def checked_files(paths: list[str | Path], fmt: str = "auto", jobs: int | None = None) -> list[Path]:
+def unsettled(files: list[Path], settle_s: float) -> dict[Path, str]:
+    """The files not yet stable, with the reason: stable means size and modification time
+    unchanged for ``settle_s`` seconds. A file last modified longer ago than that is stable at
+    once; the others are watched (polled, together) until they are that old, for at most
+    ``settle_s``, and any change meanwhile marks the file as still being written."""
+    if settle_s <= 0:
+        return {}
+
+    def snap(p: Path) -> tuple[int, int] | None:
+        try:
+            st = p.stat()
+        except OSError:
+            return None  # reported when it is read
+        return st.st_size, st.st_mtime_ns
+
+    start = time.time()
+    first = {p: snap(p) for p in files}
+    watch = {p for p, s in first.items() if s and start - s[1] / 1e9 < settle_s}
+    changed: dict[Path, str] = {}
+    while watch:
+        time.sleep(min(0.1, settle_s))
+        now = time.time()
+        for p in list(watch):
+            if (s := snap(p)) != first[p]:
+                changed[p] = f"still being written (its size or modification time changed within the {settle_s:g} s settle time): not read yet"
+                watch.discard(p)
+            elif now - s[1] / 1e9 >= settle_s or now - start >= settle_s:
+                watch.discard(p)
+    return changed
+
+
+def checked_files(paths: list[str | Path], fmt: str = "auto", jobs: int | None = None,
+                  unreadable: dict[Path, str] | None = None) -> list[Path]:  # fmt: skip
     """The files ``ingest_paths`` reads, after the checks it makes before touching the
-    warehouse (an unknown format, a bad job count, a missing path: one-line UserError)."""
+    warehouse (an unknown format, a bad job count, a missing path: one-line UserError);
+    directories that cannot be listed as in ``iter_files``."""
     if fmt != "auto" and fmt not in formats():
         raise UserError(f"unknown format {fmt!r}; choose auto or one of: {', '.join(sorted(formats()))}")
     if jobs is not None and jobs < 1:
         raise UserError(f"jobs (--jobs) must be at least 1, not {jobs}")
-    return iter_files(paths)
+    return iter_files(paths, unreadable)
 
 
 def default_jobs(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
@@ -376,41 +426,97 @@ class _Item:
     report: FileReport
     data: bytes | None = None  # a small file's bytes, to parse
     ctx: ParseContext | None = None
-    stream: bool = False  # a large file: parsed in chunks, straight into its own batch
+    stream: BinaryIO | None = None  # a large file, open: parsed in chunks into its own batch
     results: list[tuple[str, ParseResult]] | None = None
 
 
-def _prepared(files: list[Path], known: set[str], ctx: ParseContext) -> Iterator[_Item]:
-    """Each file stat-ed, read (small ones) and hashed, in order; a file already in the
-    warehouse, or met earlier in this run, is marked skipped and not read again."""
+def _prepared(files: list[Path], known: set[str], ctx: ParseContext, forced: FormatSpec | None,
+              not_read: dict[Path, str]) -> Iterator[_Item]:  # fmt: skip
+    """Each file opened once, read (small ones) and hashed, in order; a file already in the
+    warehouse, or met earlier in this run, is marked skipped and not read again. What is
+    hashed is what is parsed: the bytes read from one open descriptor, up to ``_parsed_size``
+    (a line-oriented file's incomplete last line is held back). ``not_read``: paths not to
+    read, with the reason (quarantined, and cleared when they are read later)."""
     for path in files:
         name = display_name(path)
+        if path in not_read:  # a directory that cannot be listed, a file still being written
+            yield _not_read(path, not_read[path])
+            continue
         try:
-            st = path.stat()
+            fh = path.open("rb")  # a large file's stays open until it is parsed
         except OSError as exc:
-            yield _Item(path, FileReport(name, "", "", error=f"cannot read: {exc.strerror or exc}"))
+            yield _not_read(path, f"cannot read: {exc.strerror or exc}")
             continue
-        if not stat.S_ISREG(st.st_mode):
-            yield _Item(path, FileReport(name, "", "", error="not a regular file (FIFO, socket or device): skipped"))
-            continue
-        # small files (nearly all) are read once: hashed, then parsed from memory
         try:
-            data = path.read_bytes() if st.st_size <= CHUNK_BYTES else None
-            sha = hashlib.sha256(data).hexdigest() if data is not None else file_sha256(path)[0]
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                fh.close()
+                yield _Item(path, FileReport(name, "", "", error="not a regular file (FIFO, socket or device): skipped"))
+                continue
+            # small files (nearly all) are read once: hashed, then parsed from memory
+            data = fh.read() if st.st_size <= CHUNK_BYTES else None
+            size = _parsed_size(fh, data, st.st_size, name, forced)
+            sha = hashlib.sha256(memoryview(data)[:size]).hexdigest() if data is not None else _fd_sha256(fh.fileno(), size)
         except OSError as exc:
-            # quarantined without a sha256 and not marked done: the next ingest tries it again
-            report = FileReport(name, "unknown", "", error=f"cannot read: {exc.strerror or exc}", done=False)
-            yield _Item(path, report, results=[("unknown", _quarantined(b"", report.error))])
+            fh.close()
+            yield _not_read(path, f"cannot read: {exc.strerror or exc}")
             continue
-        report = FileReport(name, "", sha)
+        report = FileReport(name, "", sha, held_back=st.st_size - size)
+        if data is not None or sha in known or size == 0:
+            fh.close()
+        if size == 0:  # nothing but an incomplete line: read when it is complete
+            yield _Item(path, report)
+            continue
         if sha in known:
             report.skipped = True
             yield _Item(path, report)
             continue
         known.add(sha)
-        report.bytes = st.st_size
+        report.bytes = size
         fctx = replace(ctx, path=name, mtime=datetime.fromtimestamp(st.st_mtime, UTC).replace(tzinfo=None))
-        yield _Item(path, report, data=data, ctx=fctx, stream=data is None)
+        yield _Item(path, report, data=None if data is None else data[:size], ctx=fctx, stream=fh if data is None else None)
+
+
+def _not_read(path: Path, error: str) -> _Item:
+    """A file that could not be read: quarantined without a sha256 and not marked done, so the
+    next ingest tries it again (and then clears this row)."""
+    report = FileReport(display_name(path), "unknown", "", error=error, done=False)
+    return _Item(path, report, results=[("unknown", _quarantined(b"", error))])
+
+
+def _parsed_size(fh: BinaryIO, data: bytes | None, size: int, name: str, forced: FormatSpec | None) -> int:
+    """How much of a file to parse: all of it, except that the last line of an uncompressed
+    file in a line-oriented format, when it has no newline yet (a log or scrape being written,
+    or copied), is held back; the manifest records the bytes parsed, and the file, when it
+    has grown, is read again (what was stored already is counted as duplicates)."""
+    fd = fh.fileno()
+
+    def read(n: int, at: int) -> bytes:
+        return data[at : at + n] if data is not None else os.pread(fd, n, at)
+
+    if size == 0 or read(1, size - 1) == b"\n" or read(4, 0)[:2] == b"\x1f\x8b" or read(4, 0) == b"\x28\xb5\x2f\xfd":
+        return size
+    head = read(SNIFF_BYTES + len(BOM), 0)
+    spec = forced or detect(head.removeprefix(BOM)[:SNIFF_BYTES], name)
+    if spec is None or not spec.line_oriented:
+        return size
+    if data is not None:
+        return data.rfind(b"\n") + 1
+    hi = size
+    while hi > 0:
+        lo = max(0, hi - _PROBE)
+        if (i := os.pread(fd, hi - lo, lo).rfind(b"\n")) >= 0:
+            return lo + i + 1
+        hi = lo
+    return 0
+
+
+def _fd_sha256(fd: int, size: int) -> str:
+    h, pos = hashlib.sha256(), 0
+    while pos < size and (block := os.pread(fd, min(1 << 22, size - pos), pos)):
+        h.update(block)
+        pos += len(block)
+    return h.hexdigest()
 
 
 def parse_bytes(data: bytes, name: str, fmt: str | None, ctx: ParseContext) -> tuple[list[tuple[str, ParseResult]], bool]:
@@ -497,7 +603,7 @@ def _parsed(items: Iterator[_Item], fmt: str | None, jobs: int, pooled: bool) ->
                 group, size = [], 0
 
         for it in items:
-            if it.data is not None and not it.stream:
+            if it.data is not None:
                 group.append(it)
                 size += len(it.data)
                 if len(group) >= TASK_FILES or size >= TASK_BYTES:
@@ -522,11 +628,12 @@ def _resolved(group: list[_Item], future: Future | None) -> Iterator[_Item]:
         yield it
 
 
-def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs) -> list[FileReport]:
+def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs, not_read) -> list[FileReport]:
     if replace_existing:
         wh.forget([display_name(p) for p in files] + [s for s in map(_sha_of, files) if s])
     known = wh.known_sha256()
     stale = _Stale(wh, known)
+    stale.clear_listed([p for p in files if p.is_dir()] + [p.parent for p in files], not_read)
     forced = formats()[fmt] if fmt else None
     reports: list[FileReport] = []
     pending: list[tuple[FileReport, list[tuple[str, ParseResult]]]] = []
@@ -552,7 +659,7 @@ def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs) -> list[FileR
         pending, pending_rows = [], 0
 
     pooled = jobs > 1 and _worth_a_pool(files)
-    for i, it in enumerate(_parsed(_prepared(files, known, ctx), fmt, jobs, pooled)):
+    for i, it in enumerate(_parsed(_prepared(files, known, ctx, forced, not_read), fmt, jobs, pooled)):
         if progress:
             progress(i, len(files), it.path)
         report = it.report
@@ -592,9 +699,9 @@ def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, stale: _S
     report, sha = it.report, it.report.sha256
     stale.clear([report])
     try:
-        with wh.batch(_batch_id([sha])) as batch, open(it.path, "rb") as raw:
+        with wh.batch(_batch_id([sha])) as batch, it.stream as raw:
             dropped: dict[str, dict] = {}
-            for frames in _frames(report, _parse_file(raw, it.path.name, forced, it.ctx)):
+            for frames in _frames(report, _parse_file(raw, it.path.name, forced, it.ctx, report.bytes)):
                 for table, by_sha in batch.add(frames).items():
                     for k, n in by_sha.items():
                         dropped.setdefault(table, {})[k] = dropped.get(table, {}).get(k, 0) + n
@@ -631,6 +738,14 @@ class _Stale:
         self.wh.delete_rows({"quarantine": sha.is_in(list(shas)) | (pl.col("source_file").is_in(list(paths)) & unfinished)})
         self.shas -= shas
         self.paths -= paths
+
+    def clear_listed(self, roots: list[Path], not_read: dict[Path, str]) -> None:
+        """Rows of directories under ``roots`` that could not be listed before and now were."""
+        listed = {p for p in self.paths if Path(p).is_dir() and Path(p) not in not_read
+                  and any(Path(p).is_relative_to(r) for r in roots)}  # fmt: skip
+        if listed:
+            self.wh.delete_rows({"quarantine": pl.col("source_file").is_in(list(listed)) & pl.col("sha256").is_null()})
+            self.paths -= listed
 
     def done(self, reports: list[FileReport]) -> None:
         self.known |= {r.sha256 for r in reports if r.done}
