@@ -26,12 +26,13 @@ from functools import cache
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
 import polars as pl
 import zstandard
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, count_newlines, whole_file_quarantine
+from ingest.base import FormatSpec, ParseContext, ParseResult, newline_counts, whole_file_quarantine
 from ingest.registry import SNIFF_BYTES, detect, formats
-from warehouse.schemas import conform
+from warehouse.schemas import conform, quarantine_frame
 from warehouse.store import Warehouse
 
 # Line-oriented files larger than this are parsed in chunks. Below 32 MiB (glibc's
@@ -165,19 +166,68 @@ def parse_chunks(spec: FormatSpec, fh: BinaryIO, ctx: ParseContext, plain: bool,
     """Checked results of ``spec.parse`` over a line-oriented stream's chunks, in file order; for a
     two-stage format one result, ``spec.merge`` of the chunks' ``spec.extract`` partials. A plain
     file is read up to ``end`` (default: its size)."""
+    long: list[tuple[int, _LongLine]] = []
     if spec.extract is None:
-        yield from (_checked(spec, r) for r in _staged(spec.parse, fh, ctx, plain, end))
+        yield from (_checked(spec, r) for r in _staged(spec.parse, fh, ctx, plain, end, long))
     else:
-        yield _checked(spec, spec.merge(list(_staged(spec.extract, fh, ctx, plain, end)), ctx))
+        yield _checked(spec, spec.merge(list(_staged(spec.extract, fh, ctx, plain, end, long)), ctx))
+    if long:
+        why = f"line of {{:,}} bytes is longer than the limit of {MAX_LINE_BYTES >> 20} MiB: not read"
+        q = quarantine_frame([n for n, _ in long], [x.head.decode("utf-8", "replace") for _, x in long],
+                             [why.format(x.size) for _, x in long])  # fmt: skip
+        yield ParseResult({}, q, len(long))
+
+
+# A line of a line-oriented file longer than this is not given to the parser (a 200 MB line
+# would take gigabytes to parse): it is quarantined, and skipped without being held in memory.
+MAX_LINE_BYTES = 1 << 20
+
+
+@dataclass
+class _LongLine:
+    head: bytes  # its first 500 bytes, for the quarantine row
+    size: int
+
+
+def _cut_long_lines(block: bytes) -> Iterator[tuple[bytes | _LongLine, int]]:
+    """(piece, newlines in it) of a block, with each line longer than MAX_LINE_BYTES as a
+    ``_LongLine``."""
+    if (n := _newlines_if_short(block)) is not None:
+        yield block, n
+        return
+    nl = np.flatnonzero(np.frombuffer(block, np.uint8) == 10)
+    starts = np.concatenate(([0], nl + 1))
+    ends = np.concatenate((nl, [len(block)]))
+    first = 0  # first line of the piece not yet yielded
+    for i in np.flatnonzero(ends - starts > MAX_LINE_BYTES).tolist():
+        if i > first:
+            yield block[starts[first] : starts[i]], i - first
+        yield _LongLine(block[starts[i] : starts[i] + 500], int(ends[i] - starts[i])), int(i < len(nl))
+        first = i + 1
+    if starts[first] < len(block):
+        yield block[starts[first] :], len(nl) - first
+
+
+def _newlines_if_short(block: bytes) -> int | None:
+    """The newlines in ``block`` when none of its lines is longer than MAX_LINE_BYTES, else
+    None. Counted per half-limit slice: a longer line covers a whole slice, with no newline."""
+    half = MAX_LINE_BYTES // 2
+    counts = newline_counts(block, half)
+    full = counts if len(block) % half == 0 else counts[:-1]
+    return sum(counts) if len(block) <= MAX_LINE_BYTES or all(full) else None
 
 
 def _staged(stage: Callable[[bytes, ParseContext], object], fh: BinaryIO, ctx: ParseContext, plain: bool,
-            end: int | None) -> Iterator:  # fmt: skip
+            end: int | None, long: list[tuple[int, _LongLine]]) -> Iterator:  # fmt: skip
     """``stage`` of each chunk (with its line offset), in file order. Chunks are parsed
     concurrently on all cores (parsers are pure; Polars and NumPy release the GIL); at most
-    cores + 1 chunks are in flight."""
+    cores + 1 chunks are in flight. Lines too long to parse go to ``long`` (line number, line)."""
     pool, pending, line = _pool(), deque(), 0
     for block, newlines in _chunks(fh, plain, end):
+        if isinstance(block, _LongLine):
+            long.append((line + 1, block))
+            line += newlines
+            continue
         pending.append(pool.submit(stage, block, replace(ctx, line_offset=line)))
         line += newlines
         if len(pending) > _WORKERS:
@@ -194,13 +244,18 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(_WORKERS, thread_name_prefix="parse")
 
 
-def _chunks(fh: BinaryIO, plain: bool, end: int | None = None) -> Iterator[tuple[bytes, int]]:
+def _chunks(fh: BinaryIO, plain: bool, end: int | None = None) -> Iterator[tuple[bytes | _LongLine, int]]:
     """(block, newlines in it): blocks of at most CHUNK_BYTES that end on a line boundary (a
-    longer line stays whole). A plain file is read with ``pread`` up to ``end`` (default: its
-    size), one copy per block; a decompressing stream is read forward and re-joined at the cut."""
+    longer line stays whole), and each line longer than MAX_LINE_BYTES as a ``_LongLine``
+    (one longer than a chunk is never read whole). A plain file is
+    read with ``pread`` up to ``end`` (default: its size), one copy per block; a decompressing
+    stream is read forward and re-joined at the cut."""
     fd = _regular_fd(fh) if plain else None
     for block in _stream_blocks(fh) if fd is None else _file_blocks(fd, fh.tell(), end):
-        yield block, count_newlines(block)
+        if isinstance(block, _LongLine):
+            yield block, 1
+        else:
+            yield from _cut_long_lines(block)
 
 
 def _regular_fd(fh: BinaryIO) -> int | None:
@@ -211,11 +266,17 @@ def _regular_fd(fh: BinaryIO) -> int | None:
     return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
 
 
-def _file_blocks(fd: int, pos: int, size: int | None) -> Iterator[bytes]:
+def _file_blocks(fd: int, pos: int, size: int | None) -> Iterator[bytes | _LongLine]:
     size = os.fstat(fd).st_size if size is None else size
-    while (end := _line_end(fd, pos, size)) > pos and (block := os.pread(fd, end - pos, pos)):
-        yield block
-        pos += len(block)
+    while (end := _line_end(fd, pos, size)) > pos:
+        if end - pos > max(CHUNK_BYTES, MAX_LINE_BYTES):  # one line, too long: not read
+            yield _LongLine(os.pread(fd, 500, pos), end - pos - (os.pread(fd, 1, end - 1) == b"\n"))
+            pos = end
+        elif block := os.pread(fd, end - pos, pos):
+            yield block
+            pos += len(block)
+        else:
+            return
 
 
 def _line_end(fd: int, pos: int, size: int) -> int:
@@ -237,16 +298,28 @@ def _line_end(fd: int, pos: int, size: int) -> int:
     return min(end, size)
 
 
-def _stream_blocks(fh: BinaryIO) -> Iterator[bytes]:
-    rest = b""
+def _stream_blocks(fh: BinaryIO) -> Iterator[bytes | _LongLine]:
+    rest, skipping = b"", None  # skipping: the line longer than a chunk being read past
     while block := fh.read(CHUNK_BYTES):
+        if skipping is not None:
+            cut = block.find(b"\n")
+            skipping.size += len(block) if cut < 0 else cut
+            if cut < 0:
+                continue
+            yield skipping
+            skipping, block = None, block[cut + 1 :]
         block = rest + block
         cut = block.rfind(b"\n")
         if cut < 0:
-            rest = block
+            if len(block) > max(CHUNK_BYTES, MAX_LINE_BYTES):
+                skipping, rest = _LongLine(block[:500], len(block)), b""
+            else:
+                rest = block
             continue
         yield block[: cut + 1]
         rest = block[cut + 1 :]
+    if skipping is not None:
+        yield skipping
     if rest:
         yield rest
 
@@ -443,16 +516,15 @@ def _prepared(files: list[Path], known: set[str], ctx: ParseContext, forced: For
             yield _not_read(path, not_read[path])
             continue
         try:
+            if not stat.S_ISREG(path.stat().st_mode):  # checked before opening: a FIFO's open blocks
+                yield _Item(path, FileReport(name, "", "", error="not a regular file (FIFO, socket or device): skipped"))
+                continue
             fh = path.open("rb")  # a large file's stays open until it is parsed
         except OSError as exc:
             yield _not_read(path, f"cannot read: {exc.strerror or exc}")
             continue
         try:
             st = os.fstat(fh.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                fh.close()
-                yield _Item(path, FileReport(name, "", "", error="not a regular file (FIFO, socket or device): skipped"))
-                continue
             # small files (nearly all) are read once: hashed, then parsed from memory
             data = fh.read() if st.st_size <= CHUNK_BYTES else None
             size = _parsed_size(fh, data, st.st_size, name, forced)
@@ -462,9 +534,10 @@ def _prepared(files: list[Path], known: set[str], ctx: ParseContext, forced: For
             yield _not_read(path, f"cannot read: {exc.strerror or exc}")
             continue
         report = FileReport(name, "", sha, held_back=st.st_size - size)
-        if data is not None or sha in known or size == 0:
+        incomplete = size == 0 < st.st_size  # nothing but an incomplete line: read when it is complete
+        if data is not None or sha in known or incomplete:
             fh.close()
-        if size == 0:  # nothing but an incomplete line: read when it is complete
+        if incomplete:
             yield _Item(path, report)
             continue
         if sha in known:
@@ -573,7 +646,8 @@ def _whole(data: bytes, name: str, spec: FormatSpec | None) -> tuple[FormatSpec 
             text = fh.read(CHUNK_BYTES + 1)
     except (OSError, EOFError, zlib.error, zstandard.ZstdError):
         return None, b""
-    return (spec, text) if len(text) <= CHUNK_BYTES else (None, b"")
+    # a longer text, or one with a line too long to parse, is parsed in chunks (``parse_bytes``)
+    return (spec, text) if len(text) <= CHUNK_BYTES and _newlines_if_short(text) is not None else (None, b"")
 
 
 def _parsed(items: Iterator[_Item], fmt: str | None, jobs: int, pooled: bool) -> Iterator[_Item]:

@@ -263,3 +263,30 @@ def test_unreadable_subdirectory_is_reported_and_quarantined_then_cleared(tmp_pa
     reports = _ingest(wh, src)
     assert [r.path for r in reports if not r.skipped] == [str(src / "locked" / "b.log")]
     assert wh.read("quarantine").height == 0 and wh.read("hw_events").height == 2
+
+
+@pytest.mark.parametrize("compress", [None, "gz"])
+@pytest.mark.parametrize("long_bytes", [3 << 20, 30 << 20])  # inside a chunk; longer than a chunk
+def test_line_past_the_length_limit_is_one_quarantine_row_and_the_rest_is_read(tmp_path, compress, long_bytes):
+    text = (XID_OK + "x" * long_bytes + "\n" + XID_OK.replace("2026-01-05", "2026-01-06")).encode()
+    log = tmp_path / "node-a" / ("kern.log.gz" if compress else "kern.log")
+    log.parent.mkdir()
+    log.write_bytes(gzip.compress(text, 1) if compress else text)
+    wh = Warehouse(tmp_path / "home")
+    (r,) = _ingest(wh, log)
+    assert (r.records, r.rows_ok, r.rows_quarantined) == (3, 2, 1)
+    q = wh.read("quarantine")
+    assert q["line"].to_list() == [2]
+    assert q["error"][0] == f"line of {long_bytes:,} bytes is longer than the limit of 1 MiB: not read"
+
+
+def test_json_that_inflates_past_the_limit_is_quarantined_unread(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "MAX_WHOLE_BYTES", 1 << 20)
+    bomb = tmp_path / "jobs.json.gz"
+    bomb.write_bytes(gzip.compress(b'{"jobs": [' + b" " * (4 << 20) + b"]}", 9))
+    wh = Warehouse(tmp_path / "home")
+    (r,) = _ingest(wh, bomb, fmt="sacct-json")
+    assert not r.done and wh.read("ingest_manifest").height == 0
+    assert wh.read("quarantine")["error"].to_list() == [
+        "longer than 1 MiB decompressed, the limit for a file read whole: not read"
+    ]
