@@ -538,7 +538,7 @@ def _prepared(files: list[Path], known: set[str], ctx: ParseContext, forced: For
         if data is not None or sha in known or incomplete:
             fh.close()
         if incomplete:
-            yield _Item(path, report)
+            yield _not_read(path, f"its only line has no newline yet ({st.st_size:,} bytes): not read until it is complete")
             continue
         if sha in known:
             report.skipped = True

@@ -290,3 +290,16 @@ def test_json_that_inflates_past_the_limit_is_quarantined_unread(tmp_path, monke
     assert wh.read("quarantine")["error"].to_list() == [
         "longer than 1 MiB decompressed, the limit for a file read whole: not read"
     ]
+
+
+def test_file_that_is_one_incomplete_line_is_reported_and_read_once_complete(tmp_path):
+    log = tmp_path / "node-a" / "kern.log"
+    log.parent.mkdir()
+    log.write_text(XID_CUT)
+    wh = Warehouse(tmp_path / "home")
+    (r,) = _ingest(wh, log)
+    assert not r.done and "no newline yet" in r.error and wh.read("ingest_manifest").height == 0
+    assert "no newline yet" in wh.read("quarantine")["error"][0]
+    log.write_text(XID_CUT + XID_REST)
+    (r,) = _ingest(wh, log)
+    assert r.done and r.rows_ok == 1 and wh.read("quarantine").height == 0
