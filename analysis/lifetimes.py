@@ -26,7 +26,10 @@ Per installation (``component_history`` rows; ``source='telemetry'`` rows are ig
   Out of core, whole days come from ``gpu_daily`` and only the days a unit enters or leaves
   from ``gpu_hourly`` (``covariate_sql``), so the cost follows the fleet, not the hours stored.
 - ``rack`` from a (host, rack) frame, else from the trailing host number with ``nodes_per_rack``
-  (``rack-01`` holds hosts 1..k), else null.
+  (``rack-01`` holds hosts 1..k), else null. Hosts named as Cray cnames (``c11-2c1s4n1``) give
+  their place: cabinet column and row, cage, blade slot and node position (``cname_place``).
+- ``batch``: the year the unit's serial was first installed (inventory units; its cohort, e.g.
+  Titan's 2013 original GPUs against the 2016-2017 replacements).
 
 ``refresh_component_lifetimes`` takes the window from ``analysis.observation`` (the robust span
 of the data, or explicit bounds) and passes it as ``data_start`` / ``as_of``.
@@ -108,6 +111,18 @@ def observation_bounds(
     if data_start is None or as_of is None:
         raise ValueError("no times in the data: pass data_start and as_of")
     return data_start, as_of
+
+
+CNAME = r"^c(\d+)-(\d+)c(\d+)s(\d+)n(\d+)$"  # Cray XK/XC node: cabinet column-row, cage, slot, node
+
+
+def cname_place(host: pl.Expr) -> dict[str, pl.Expr]:
+    """The location covariates of a Cray cname host (``c11-2c1s4n1``: cabinet column 11, row 2,
+    cage 1, blade slot 4, node 1); nulls for any other host name."""
+    g = host.str.extract_groups(CNAME)
+    num = lambda i: g.struct.field(str(i)).cast(pl.Int32)
+    return {"cabinet_column": num(1), "cabinet_row": num(2), "cage": g.struct.field("3"),
+            "blade": num(4), "node_position": g.struct.field("5")}
 
 
 def _rack(df: pl.DataFrame, racks: pl.DataFrame | None, nodes_per_rack: int | None) -> pl.DataFrame:
@@ -321,6 +336,7 @@ def _history_units(ch: pl.DataFrame, data_start: datetime, as_of: datetime) -> p
         .otherwise(pl.lit(as_of)),
         _failed=pl.col("failed").fill_null(False) & removed.is_not_null() & (removed <= as_of),
         _reason=pl.col("removal_reason"),
+        batch=pl.col("installed_at").min().over(["component_class", "serial"]).dt.year().cast(pl.Utf8),
     ).filter(pl.col("_end") > pl.col("observed_from"))
     df = df.sort("installed_at").with_columns(
         _k=pl.int_range(pl.len()).over(["component_class", "serial"]),
@@ -343,6 +359,7 @@ def _history_units(ch: pl.DataFrame, data_start: datetime, as_of: datetime) -> p
         "_reason",
         "gpu",
         "idx",
+        "batch",
         unit_id=unit_id,
     )
 
@@ -465,6 +482,7 @@ def build_component_lifetimes(
         _telemetry=pl.lit(False), population=pl.lit("inventory")
     )
     tele = _telemetry_units(gpu_hourly, hist, data_start, as_of).with_columns(population=pl.lit("telemetry"))
+    tele = tele.with_columns(batch=pl.lit(None, pl.Utf8))
     units = pl.concat([hist, tele.select(hist.columns)], how="vertical_relaxed")
     events = _failure_events(fill_gpu_index(hw_events, gpu_hourly))
     matches = _match_failures(units.with_row_index("_u"), events)
@@ -480,7 +498,7 @@ def build_component_lifetimes(
             slot=pl.format("{}/{}{}", "host", "component_class", "idx"),
             model=pl.lit(None, pl.Utf8),
             installed_at="start", observed_from="start", _end="end", _failed="failed",
-            _reason=pl.lit(None, pl.Utf8),
+            _reason=pl.lit(None, pl.Utf8), batch=pl.lit(None, pl.Utf8),
             gpu=pl.when(pl.col("component_class").is_in([c for c, (scope, _) in UNIT_COUNTS.items() if scope == "gpu"])).then("idx"),
             idx="idx",
             unit_id=pl.format("{}/{}{}@{}", "host", "component_class", "idx", pl.col("start").dt.strftime("%Y-%m-%dT%H:%M:%S")),
@@ -496,7 +514,7 @@ def build_component_lifetimes(
     cov = _covariates(units, hourly_covariates or _hourly_covariates(gpu_hourly), connect)
     units = units.join(cov, on="_u", how="left")
     units = _rack(units, racks, nodes_per_rack)
-    out = units.select(
+    out = units.with_columns(**cname_place(pl.col("host"))).select(
         "component_class",
         "unit_id",
         "host",
@@ -526,6 +544,12 @@ def build_component_lifetimes(
         temp_max="temp_max",
         power_mean="power_mean",
         util_mean="util_mean",
+        cabinet_column="cabinet_column",
+        cabinet_row="cabinet_row",
+        cage="cage",
+        blade="blade",
+        node_position="node_position",
+        batch="batch",
     )
     return conform("component_lifetimes", out.sort("component_class", "unit_id"))
 

@@ -132,7 +132,7 @@ def source_spans(wh) -> pl.DataFrame:
     """One row per dated source with records: records, first, last, robust span, outliers."""
     rows = []
     for name, table, expr, kind, where in SOURCES:
-        if not wh.files(table):
+        if not wh.files(table) and not (table == "gpu_samples" and wh.files("gpu_rollups")):
             continue
         with wh.connect() as con:
             if table == "gpu_samples" and where == "true" and not getattr(wh, "inputs", {}).get(table):

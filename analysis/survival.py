@@ -722,7 +722,7 @@ CONTINUOUS = {  # covariate -> the unit its hazard ratio is per
     "power_mean": "per W",
     "util_mean": "per percentage point",
 }
-CATEGORICAL = ("model", "rack")
+CATEGORICAL = ("model", "rack", "batch", "cage", "node_position")  # component_lifetimes columns
 MAX_LEVELS = 12  # categorical levels kept (most frequent); the rest pooled as 'other'
 DUPLICATE_CORR = 0.99  # a covariate this correlated with one kept before it measures the same
 # thing (GPU power and utilisation): both in one Cox model make neither estimable

@@ -83,8 +83,9 @@ def sample_hours_sql(wh: Warehouse) -> str:
     samples, their first and last time and the gpu_samples partitions holding them (for
     ``sample_times_sql``). The days whose gpu_sample_times partition is up to date come from
     it (24 rows a day), the others (not rolled up yet, e.g. a day just ingested) from their
-    gpu_samples files: the cost follows the days, not every sample of the history."""
-    samples = wh.partition_mtimes("gpu_samples")
+    gpu_samples files: the cost follows the days, not every sample of the history. A day of
+    TSDB rollups (gpu_rollups) counts its samples as gpu_sample_times does: at their hour."""
+    samples = _input_mtimes(wh)
     rolled = wh.partition_mtimes("gpu_sample_times")
     fresh = sorted(d for d, t in samples.items() if d in rolled and rolled[d] >= t)
     counted = [(d, f) for d in fresh for f in wh.files("gpu_sample_times", partition=d)]
@@ -107,9 +108,23 @@ def sample_hours_sql(wh: Warehouse) -> str:
 
 
 def sample_times_sql(wh: Warehouse, dates: list[str]) -> str:
-    """DuckDB SQL: the non-null sample times (``time``) of some gpu_samples partitions."""
+    """DuckDB SQL: the non-null sample times (``time``) of some gpu_samples partitions, and of
+    their days' rollups each of its ``n`` samples at its hour."""
     files = [f for d in sorted(set(dates)) for f in wh.files("gpu_samples", partition=d)]
-    return f"SELECT time FROM ({_files_view('gpu_samples', files, ('time',))}) WHERE time IS NOT NULL"
+    rollups = [f for d in sorted(set(dates)) for f in wh.files("gpu_rollups", partition=d)]
+    raw = f"SELECT time FROM ({_files_view('gpu_samples', files, ('time',))}) WHERE time IS NOT NULL"
+    if not rollups:
+        return raw
+    return (f"{raw} UNION ALL SELECT hour AS time FROM (SELECT hour, unnest(range(n)) FROM "
+            f"({_files_view('gpu_rollups', rollups, ('hour', 'n'))}))")
+
+
+def _input_mtimes(wh: Warehouse) -> dict[str, float]:
+    """date partition -> newest file mtime of the daily tables' inputs (gpu_samples, gpu_rollups)."""
+    out = dict(wh.partition_mtimes("gpu_samples"))
+    for d, t in wh.partition_mtimes("gpu_rollups").items():
+        out[d] = max(out.get(d, t), t)
+    return out
 
 
 def _partition_dates(wh: Warehouse, table: str) -> dict[date, float]:
@@ -118,10 +133,11 @@ def _partition_dates(wh: Warehouse, table: str) -> dict[date, float]:
 
 
 def stale_dates(wh: Warehouse) -> list[date]:
-    """Dates whose gpu_samples changed after their daily derived partitions were written."""
-    samples = _partition_dates(wh, "gpu_samples")
+    """Dates whose gpu_samples or gpu_rollups changed after their daily derived partitions
+    were written."""
+    inputs = {date.fromisoformat(d): t for d, t in _input_mtimes(wh).items()}
     done = [_partition_dates(wh, t) for t in DAILY_TABLES]
-    return sorted(d for d, t in samples.items() if any(d not in got or got[d] < t for got in done))
+    return sorted(d for d, t in inputs.items() if any(d not in got or got[d] < t for got in done))
 
 
 COUNTER_CHUNK_ROWS = 100_000  # counter rises turned into hw_events rows and written per chunk
@@ -133,8 +149,11 @@ _COUNTER_FILTER = (
 )
 _SERIES = "cluster, host, gpu, uuid, metric"
 
-# One day of gpu_samples (``day``) -> that day's partition of each daily derived table, in the
-# table's column order (``date`` is the partition). Written in this order, then gpu_daily from
+# One day of gpu_samples (``day``) and gpu_rollups (``rolled``) -> that day's partition of
+# each daily derived table, in the table's column order (``date`` is the partition). ``loose``:
+# the samples of series-hours no rollup covers; ``seen``: those samples and the rollups, each
+# with its sample count ``n`` (a rollup's time is its hour: sightings and sample times of
+# pulled telemetry have hour resolution). Written in this order, then gpu_daily from
 # the day's gpu_hourly: a crash part-way leaves the day stale and the next run redoes it.
 _DAILY_SQL: dict[str, str] = {
     # every counter sample that starts its series' day or differs from the sample before: the
@@ -147,26 +166,45 @@ _DAILY_SQL: dict[str, str] = {
         ) WHERE prev IS NULL OR value <> prev
         ORDER BY {_SERIES}, time""",
     # a GPU's first and last sample of the day (every uuid, null included: a day with samples
-    # always has rows, which marks it done)
+    # always has rows, which marks it done); a rollup's samples count at their hour
     "gpu_sightings": """
         SELECT cluster, host, gpu, uuid, min(model) AS model, min(time) AS first_seen, max(time) AS last_seen
-        FROM day GROUP BY ALL ORDER BY host, gpu, uuid, cluster""",
+        FROM seen GROUP BY ALL ORDER BY host, gpu, uuid, cluster""",
     # samples per hour with the first and last time (null included: a day with samples always
     # has rows): the time distribution the telemetry's observation span is measured on
-    # (``sample_hours_sql``)
+    # (``sample_hours_sql``); a rollup's samples count at their hour
     "gpu_sample_times": """
-        SELECT date_trunc('hour', time) AS hour, count(*)::BIGINT AS n, min(time) AS first, max(time) AS last
-        FROM day GROUP BY ALL ORDER BY hour NULLS FIRST""",
-    # per (hour, GPU, metric): n / mean / min / max / last of the finite values; stored host
-    # by host, so reading some hosts' hours (lifetimes' covariates on the days a unit enters
-    # or leaves) skips the other hosts' row groups
+        SELECT date_trunc('hour', time) AS hour, sum(n)::BIGINT AS n, min(time) AS first, max(time) AS last
+        FROM seen GROUP BY ALL ORDER BY hour NULLS FIRST""",
+    # per (hour, GPU, metric): the TSDB's rollups, and n / mean / min / max / last of the finite
+    # values of the samples no rollup covers; stored host by host, so reading some hosts'
+    # hours (lifetimes' covariates on the days a unit enters or leaves) skips the other hosts'
+    # row groups
     "gpu_hourly": """
-        SELECT date_trunc('hour', time) AS hour, cluster, host, gpu, uuid, pci_bus, metric,
-            count(*)::BIGINT AS n, avg(value) AS mean, min(value) AS min, max(value) AS max,
-            arg_max(value, time) AS last
-        FROM day WHERE value IS NOT NULL AND isfinite(value)  -- isnan() misses some NaN payloads in DuckDB 2.0
-        GROUP BY ALL ORDER BY host NULLS FIRST, gpu NULLS FIRST, metric NULLS FIRST, hour NULLS FIRST""",
+        SELECT * FROM (
+            SELECT date_trunc('hour', time) AS hour, cluster, host, gpu, uuid, pci_bus, metric,
+                count(*)::BIGINT AS n, avg(value) AS mean, min(value) AS min, max(value) AS max,
+                arg_max(value, time) AS last
+            FROM loose WHERE value IS NOT NULL AND isfinite(value)  -- isnan() misses some NaN payloads in DuckDB 2.0
+            GROUP BY ALL
+            UNION ALL  -- MIG instances of one GPU (one series each) make one row, as their samples do
+            SELECT hour, cluster, host, gpu, uuid, pci_bus, metric, sum(n)::BIGINT,
+                CASE WHEN count(*) = 1 THEN any_value(mean) ELSE sum(mean * n) / sum(n) END,
+                min(min), max(max), arg_max(last, coalesce(mig_instance, ''))
+            FROM rolled GROUP BY ALL
+        ) ORDER BY host NULLS FIRST, gpu NULLS FIRST, metric NULLS FIRST, hour NULLS FIRST""",
 }
+# the hourly series a rollup covers: its samples (counter samples pulled at scrape resolution)
+# are not counted again
+_ROLLUP_SERIES = ("cluster", "host", "gpu", "uuid", "metric")
+_LOOSE_SQL = (
+    "SELECT * FROM day s ANTI JOIN (SELECT DISTINCT hour, " + ", ".join(_ROLLUP_SERIES) + " FROM rolled) r "
+    "ON r.hour = date_trunc('hour', s.time) AND "
+    + " AND ".join(f"r.{c} IS NOT DISTINCT FROM s.{c}" for c in _ROLLUP_SERIES)
+)
+_SEEN_SQL = """
+    SELECT cluster, host, gpu, uuid, model, time, 1 AS n FROM loose
+    UNION ALL SELECT cluster, host, gpu, uuid, model, hour, n FROM rolled"""
 # the day's gpu_hourly (``hourly``, the file just written) -> its gpu_daily partition: what
 # whole-history analyses read instead of every hour (lifetimes' covariates, GPU presence)
 _GPU_DAILY_SQL = """
@@ -176,6 +214,7 @@ _GPU_DAILY_SQL = """
 DAILY_OUTPUTS = (*_DAILY_SQL, "gpu_daily")  # every table the daily step writes, in order
 # a day is done when all of these are newer than its samples (each has rows on any day with samples)
 DAILY_TABLES = ("gpu_sightings", "gpu_sample_times", "gpu_hourly", "gpu_daily")
+_ROLLUP_INPUT = ("hour", *_ROLLUP_SERIES, "pci_bus", "model", "mig_instance", "n", "mean", "min", "max", "last")
 _DAY_INPUT = (
     "time",
     "cluster",
@@ -217,12 +256,16 @@ def _sql_str(text: str | Path) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
-def _refresh_day(wh: Warehouse, d: date, files: list[str], scratch: Path) -> None:
-    """Write day ``d`` of every daily derived table from its gpu_samples ``files``, out of core:
-    DuckDB streams each result to a Parquet file in ``scratch`` (memory-limited, spilling),
-    which becomes the table's partition; a table with no rows that day loses its partition."""
+def _refresh_day(wh: Warehouse, d: date, files: list[str], rollups: list[str], scratch: Path) -> None:
+    """Write day ``d`` of every daily derived table from its gpu_samples ``files`` and
+    gpu_rollups ``rollups``, out of core: DuckDB streams each result to a Parquet file in
+    ``scratch`` (memory-limited, spilling), which becomes the table's partition; a table with no
+    rows that day loses its partition."""
     with wh.connect_out_of_core() as con:
         con.execute(f"CREATE TEMP VIEW day AS {_day_view(files)}")
+        con.execute(f"CREATE TEMP VIEW rolled AS {_files_view('gpu_rollups', rollups, _ROLLUP_INPUT)}")
+        con.execute(f"CREATE TEMP VIEW loose AS {_LOOSE_SQL if rollups else 'SELECT * FROM day'}")
+        con.execute(f"CREATE TEMP VIEW seen AS {_SEEN_SQL}")
         daily = _GPU_DAILY_SQL.format(hourly=_sql_str(scratch / "gpu_hourly.parquet"))
         for table, sql in [*_DAILY_SQL.items(), ("gpu_daily", daily)]:
             out = scratch / f"{table}.parquet"
@@ -253,8 +296,9 @@ def refresh_gpu_hourly(
     with tempfile.TemporaryDirectory(prefix="daily-", dir=wh.scratch) as tmp:
         for d in todo:
             files = wh.files("gpu_samples", partition=d.isoformat())
-            if files:
-                _refresh_day(wh, d, files, Path(tmp))
+            rollups = wh.files("gpu_rollups", partition=d.isoformat())
+            if files or rollups:
+                _refresh_day(wh, d, files, rollups, Path(tmp))
                 done.append(d)
     return done
 

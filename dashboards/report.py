@@ -61,6 +61,8 @@ def build_sections(
             if bad:
                 raise RuntimeError(f"table {bad[0]} could not be read: {unread[bad[0]]}")
             sec = module.build(ctx)
+            if sec is None:  # a section for data this warehouse does not hold: left out
+                continue
             if sec.chart is not None:
                 sec.spec = _finite(charts.configure(sec.chart).to_dict())
         except Exception as exc:  # noqa: BLE001 - one broken input table must not sink the report

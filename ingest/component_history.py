@@ -7,7 +7,7 @@ Canonical header: ``component_class,serial,slot,installed_at,removed_at,removal_
   canonical -> their header; headers match case- and space-insensitively). A required column
   (``component_class``, ``serial``, ``installed_at``, and ``slot`` or ``host``) still missing
   after mapping quarantines the whole file with one row naming it and the ``--map`` flag.
-- CSV records are split per record (``_records``): a quoted field may span lines; a quote never
+- CSV records are split per record (``ingest.csv_records``): a quoted field may span lines; a quote never
   closed, a quote inside an unquoted field or a row with another field count than the header
   quarantines that record only, with the reason; the other records land. A record repeating
   an earlier one exactly is an ordinary row here: the warehouse stores the unit once and counts
@@ -27,7 +27,7 @@ Canonical header: ``component_class,serial,slot,installed_at,removed_at,removal_
   (``GPU``, ``HBM`` -> gpu_memory, ``DIMM`` -> host_memory, ``PSU``, ``fan`` -> cooling,
   ``SSD``/``NVMe`` -> storage, ``HCA``/``NIC`` -> nic); other names are kept as given.
 
-Two other layouts real collectors write are recognised by their first line (``layout``):
+Three other layouts real collectors write are recognised by their first line (``layout``):
 
 - **Inventory intervals** (``serial | location | first seen | last seen``), the shape OLCF
   published for Titan's GPUs: one row per contiguous sighting of a serial in a location, a
@@ -44,6 +44,24 @@ Two other layouts real collectors write are recognised by their first line (``la
   (``Type.Maker.Part.Serial``) is the serial, its type the class (``NodeAccel`` -> gpu,
   ``Processor`` -> cpu, ``Memory`` -> host_memory, ...), its middle the model. HSM does not
   say why a FRU was removed: ``failed`` is false and the removal is censored, not a failure.
+- **Insert / remove with events** (header ``SN,location,insert,remove,...,event``; ``out`` and
+  ``duration`` optional), the shape OLCF published for Titan's 37,343 GPU installations
+  (``gc_full.csv``). A row with an ``insert`` time is an installation (a record): ``location``
+  is the node (Cray cname ``c11-2c1s4n1``, which lifetimes read as cabinet column, row, cage,
+  blade slot and node), ``remove`` its last sighting, ``event`` why it ended (``DBE`` double-bit
+  ECC -> gpu_memory, ``OTB`` off the bus -> gpu). A row without ``insert`` is an event of the
+  serial's installation at that location starting at or before it (the GPU stayed in after a
+  reboot). An installation failed when it ended with an event, or was removed after one of its
+  events; one not ``out`` whose remove is the file's last time is still in service (removed_at
+  null); else its removal is censored. The class comes from the file name (``psu_history.csv``),
+  else gpu. Every event row, installation or not, is also a ``failures`` row (the system's
+  failure log: start = the event time, no repair time); an event row that is no installation
+  is not a component-history record.
+
+Any layout: ``ctx.options['exclude_hosts']`` (``goodput ingest --exclude-hosts FILE``: every
+whitespace-separated word of the file is a host name, so a plain list and a node table such as
+Titan's ``titan.service.txt`` both work) quarantines each installation on those hosts, saying so:
+service nodes are not compute units.
 """
 
 from __future__ import annotations
@@ -62,31 +80,18 @@ from ingest.base import (
     numbered_lines,
     whole_file_quarantine,
 )
+from ingest.component_names import CLASS_NAMES
+from ingest.csv_records import csv_records
+from ingest.times import parse_times
 from warehouse.schemas import conform, quarantine_frame
 
 CANONICAL = ("component_class", "serial", "slot", "host", "position", "model", "installed_at",
              "removed_at", "removal_reason", "failed")  # fmt: skip
 REQUIRED = ("component_class", "serial", "installed_at")
 
-# Tried in order; zone-aware forms first. All are applied vectorized and coalesced.
-AWARE_FORMATS = ("%Y-%m-%dT%H:%M:%S%.f%z", "%Y-%m-%d %H:%M:%S%.f%z")
-NAIVE_FORMATS = (
-    "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M",
-    "%Y-%m-%d", "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %H:%M", "%m/%d/%Y", "%d.%m.%Y %H:%M:%S",
-    "%d.%m.%Y %H:%M", "%d.%m.%Y", "%Y/%m/%d %H:%M:%S", "%Y/%m/%d %H:%M", "%Y/%m/%d",
-)  # fmt: skip
 TRUE = ["true", "1", "yes", "y", "t"]
 FALSE = ["false", "0", "no", "n", "f"]
 FAILURE_REASON = r"(?i)fail|fault|error|dead|\brma\b|defect|broken|\bdbe\b|xid"
-CLASS_NAMES = {
-    "gpu": "gpu", "gpus": "gpu", "hbm": "gpu_memory", "hbm3": "gpu_memory", "gpu memory": "gpu_memory",
-    "dimm": "host_memory", "dram": "host_memory", "memory": "host_memory", "ram": "host_memory",
-    "psu": "psu", "power supply": "psu", "fan": "cooling", "fans": "cooling",
-    "ssd": "storage", "nvme": "storage", "disk": "storage", "drive": "storage", "hdd": "storage",
-    "nic": "nic", "hca": "nic", "cpu": "cpu", "processor": "cpu",
-    # HPE Hardware State Manager component types (the first part of a FRUID)
-    "nodeaccel": "gpu", "nodeenclosurepowersupply": "psu", "nodehsnnic": "nic",
-}  # fmt: skip
 
 
 def _norm(name: str) -> str:
@@ -104,33 +109,14 @@ def _resolve(header: list[str], column_map: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def parse_times(expr: pl.Expr, tz: str, fmt: str | None = None) -> pl.Expr:
-    """Several export time forms, vectorized: the first format that parses wins; naive UTC."""
-    s = expr.str.strip_chars().str.replace(r"[zZ]$", "+00:00").str.replace(r" UTC$", "+00:00")
-    aware = pl.coalesce(
-        [s.str.to_datetime(f, strict=False, time_zone="UTC", time_unit="us") for f in AWARE_FORMATS]
-    ).dt.replace_time_zone(None)
-    naive_formats = (fmt,) if fmt else NAIVE_FORMATS
-    naive = pl.coalesce([s.str.to_datetime(f, strict=False, time_unit="us") for f in naive_formats])
-    epoch = pl.when(s.str.contains(r"^\d{9,10}(?:\.\d+)?$")).then(
-        pl.from_epoch((s.cast(pl.Float64, strict=False) * 1e6).cast(pl.Int64), time_unit="us")
-    )
-    if tz.upper() != "UTC":
-        naive = (
-            naive.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
-            .dt.convert_time_zone("UTC")
-            .dt.replace_time_zone(None)
-        )
-    zoned = s.str.contains(r"[+-]\d{2}:?\d{2}$")
-    return pl.when(zoned).then(aware).otherwise(pl.coalesce(naive, epoch))
-
-
 # the first line that is not blank, a comment or a table border tells the layout apart
 _HWHIST_HEADER = re.compile(
     r"^\s*\|(?=.*\bxname\b)(?=.*\bfruid\b)(?=.*\btimestamp\b)(?=.*\beventtype\b).*\|\s*$", re.IGNORECASE
 )
 _INTERVAL_ROW = re.compile(r"^[^|,]*\|[^|]*\S[^|]*\|\s*\d[^|]*\|\s*\d[^|]*$")
 _BORDER = r"^\+[-+=]*\+$"  # a table border line: not a record
+_INSERT_REMOVE = {"sn", "location", "insert", "remove", "event"}
+EVENT_CLASSES = {"DBE": "gpu_memory", "OTB": "gpu"}  # Titan's events in the DESIGN.md taxonomy
 HSM_EVENTS = ("added", "removed", "detected", "scanned")
 
 
@@ -141,6 +127,8 @@ def layout(head: bytes) -> str:
         if line and not line.startswith("#") and not re.match(_BORDER, line):
             if _HWHIST_HEADER.match(line):
                 return "hwhist"
+            if _INSERT_REMOVE <= {_norm(c) for c in line.split(",")}:
+                return "insert-remove"
             return "intervals" if _INTERVAL_ROW.match(line) else "csv"
     return "csv"
 
@@ -148,13 +136,15 @@ def layout(head: bytes) -> str:
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     data = data.removeprefix(b"\xef\xbb\xbf")  # drop a BOM
     kind = layout(data[:65536])
+    if kind == "insert-remove":
+        return _parse_insert_remove(csv_records(numbered_lines(data, ParseContext()), ","), ctx)
     if kind != "csv":
         lines = numbered_lines(data, ParseContext())
         text = pl.col("raw").str.strip_chars()
         lines = lines.filter((text != "") & ~text.str.starts_with("#") & ~text.str.contains(_BORDER))
         return (_parse_hwhist if kind == "hwhist" else _parse_intervals)(lines, data, ctx)
     delim = ctx.delimiter or ","
-    recs = _records(numbered_lines(data, ParseContext()), delim)
+    recs = csv_records(numbered_lines(data, ParseContext()), delim)
     if recs.height == 0:
         return ParseResult({}, ParseResult.empty_quarantine(), 0)
     header = [h.strip() for h in recs["fields"][0]]
@@ -194,8 +184,7 @@ def _get(i: int) -> pl.Expr:
 
 def _parse_intervals(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseResult:
     """``serial | location | first seen | last seen`` rows and `` | | EVENT | time`` rows."""
-    tokens = re.split(r"[^a-z0-9]+", PurePath(ctx.path or "").name.lower())
-    cls = next((CLASS_NAMES[t] for t in tokens if t in CLASS_NAMES), None)
+    cls = _file_class(ctx)
     if cls is None:
         err = ("component history: a 'serial | location | first seen | last seen' listing does not say which "
                "component it lists; name the file after it (e.g. gpu_history.txt, psu_history.txt)")  # fmt: skip
@@ -325,78 +314,82 @@ def _parse_hwhist(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseR
     return _with_quarantine(_normalize(canonical, ctx), pl.concat([bad, orphan], how="diagonal_relaxed"))
 
 
+def _file_class(ctx: ParseContext) -> str | None:
+    """The component class a file's name gives (``titan.gpu.history.txt`` -> gpu), else None."""
+    tokens = re.split(r"[^a-z0-9]+", PurePath(ctx.path or "").name.lower())
+    return next((CLASS_NAMES[t] for t in tokens if t in CLASS_NAMES), None)
+
+
+def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
+    """``SN,location,insert,remove,[duration,out,]event`` rows: installations and event rows."""
+    header = [_norm(h) for h in recs["fields"][0]]
+    at = {h: i for i, h in enumerate(header)}
+    recs = recs.slice(1)
+    n = len(header)
+    value = lambda name: _get(at[name]).str.strip_chars().replace("", None) if name in at else pl.lit(None, pl.Utf8)
+    df = recs.with_columns(
+        sn=value("sn"), loc=value("location"), ins=value("insert"), rem=value("remove"),
+        out=value("out").str.to_lowercase(), ev=value("event"), nf=pl.col("fields").list.len(),
+    ).with_columns(t=parse_times(pl.col("rem"), ctx.tz))  # fmt: skip
+    error = (
+        pl.when(pl.col("_shape").is_not_null()).then("_shape")
+        .when(pl.col("nf") != n).then(pl.format(f"expected {n} fields separated by ',' (as the header), found {{}}", "nf"))
+        .when(pl.col("ins").is_null() & pl.col("ev").is_null())
+        .then(pl.lit("neither an installation (no insert time) nor an event (no event)"))
+    )  # fmt: skip
+    df = df.with_columns(_error=error)
+    bad = df.filter(pl.col("_error").is_not_null())
+    ivs = df.filter(pl.col("_error").is_null() & pl.col("ins").is_not_null()).with_columns(inst=parse_times(pl.col("ins"), ctx.tz))
+    ev = df.filter(pl.col("_error").is_null() & pl.col("ins").is_null())
+    excluded = list(ctx.options.get("exclude_hosts", ()))
+    ev_error = (
+        pl.when(pl.col("t").is_null()).then(pl.format("event {}: unreadable time '{}'", "ev", pl.col("rem").fill_null("")))
+        .when(implausible_time(pl.col("t"), ctx).is_not_null()).then(pl.format("event time: {}", implausible_time(pl.col("t"), ctx)))
+        .when(pl.col("loc").is_null()).then(pl.lit("event without a location"))
+        .when(pl.col("loc").is_in(excluded)).then(pl.format("host {} excluded (--exclude-hosts)", "loc"))
+    )  # fmt: skip
+    ev = ev.with_columns(_error=ev_error)
+    bad = pl.concat([bad, ev.filter(pl.col("_error").is_not_null())], how="diagonal_relaxed")
+    ev = ev.filter(pl.col("_error").is_null())
+    # an event row belongs to the serial's latest installation at that location starting at or before it
+    owner = (
+        ev.join(ivs.select("sn", "loc", iline="line", inst="inst"), on=["sn", "loc"])
+        .filter(pl.col("inst") <= pl.col("t"))
+        .sort("inst", "iline")
+        .group_by("line")
+        .agg(pl.col("iline").last())
+    )
+    attached = (
+        ev.join(owner, on="line").group_by("iline")
+        .agg(_events=pl.col("ev").unique(maintain_order=True).str.join(", "))
+    )  # fmt: skip
+    last = ivs["t"].drop_nulls().max() if ivs.height else None  # the file's last time: still in service
+    ivs = ivs.join(attached, left_on="line", right_on="iline", how="left")
+    in_service = pl.col("ev").is_null() & (pl.col("out").fill_null("") != "true") & (pl.col("t") == pl.lit(last))
+    failed = pl.col("ev").is_not_null() | (pl.col("_events").is_not_null() & ~in_service)
+    cls = _file_class(ctx) or "gpu"
+    canonical = ivs.select(
+        "line", "raw", serial="sn", component_class=pl.lit(cls), host="loc", position=pl.lit(cls), installed_at="ins",
+        removed_at=pl.when(in_service).then(pl.lit(None, pl.Utf8)).otherwise("rem"),
+        removal_reason=pl.coalesce("ev", "_events"), failed=pl.when(failed).then(pl.lit("true")).otherwise(pl.lit("false")),
+    )  # fmt: skip
+    res = _with_quarantine(_normalize(canonical, ctx), bad)
+    stored = res.tables["component_history"]["source_line"] if res.tables else pl.Series([], dtype=pl.Int64)
+    events = pl.concat([ivs.filter(pl.col("line").is_in(stored.implode()) & pl.col("ev").is_not_null()), ev], how="diagonal_relaxed")
+    failures = conform("failures", events.sort("line").select(
+        system=pl.lit(ctx.cluster), host="loc", start_time="t", repair_known=pl.lit(False), cause=pl.lit("hardware"),
+        sub_cause="ev", component_class=pl.col("ev").replace_strict(EVENT_CLASSES, default=None), serial="sn",
+        source=pl.lit("component-history"), source_file=pl.lit(ctx.path), source_line="line",
+    ))  # fmt: skip
+    if failures.height:
+        res.tables["failures"] = failures
+    return res
+
+
 def _with_quarantine(res: ParseResult, bad: pl.DataFrame) -> ParseResult:
     """``res`` plus the layout's own rejected records (``line``, ``raw``, ``_error``)."""
     q = pl.concat([quarantine_frame(bad["line"], bad["raw"], bad["_error"]), res.quarantine]).sort("line")
     return ParseResult(res.tables, q, res.records + bad.height)
-
-
-def _records(lines: pl.DataFrame, delim: str) -> pl.DataFrame:
-    """CSV records of numbered lines: ``line`` (first physical line), ``raw`` (the record's
-    text), ``fields`` (unquoted values) and ``_shape`` (why the record cannot be split, else
-    null). Blank and '#' comment lines are not records.
-
-    A record spans lines only inside a quoted field (RFC 4180). A quote that is never closed
-    spoils only its own line: that line is quarantined and the records after it are read as if
-    it were absent; a multi-line "record" that does not split into fields (two stray quotes
-    pairing up across lines) falls back to one record per line. Vectorized: quote parity per
-    line, cumulative sums and one field regex.
-    """
-    if lines.height == 0:
-        return pl.DataFrame(schema={"line": pl.Int64, "raw": pl.Utf8, "fields": pl.List(pl.Utf8), "_shape": pl.Utf8})
-    lines = lines.with_columns(odd=(pl.col("raw").str.count_matches('"', literal=True) % 2).cast(pl.Int64))
-    groups, unterminated = [], []
-    while lines.height:
-        lines = lines.with_columns(rec=((pl.col("odd").cum_sum() - pl.col("odd")) % 2 == 0).cum_sum())
-        if lines["odd"].sum() % 2 == 0:
-            groups.append(lines)
-            break
-        last = lines.filter(pl.col("rec") == lines["rec"].max())  # the record whose quote never closes
-        groups.append(lines.filter(pl.col("rec") < last["rec"][0]))
-        unterminated.append(last.head(1))
-        lines = last.slice(1).drop("rec")
-    lines = pl.concat([g.with_columns(rec=pl.col("rec") + 1_000_000_000 * i) for i, g in enumerate(groups)])
-    lines = lines.with_columns(n_lines=pl.len().over("rec"))
-    multi = lines.filter(pl.col("n_lines") > 1).group_by("rec", maintain_order=True).agg(
-        line=pl.col("line").first(), raw=pl.col("raw").str.join("\n"), n_lines=pl.len()
-    )
-    recs = _split(pl.concat([lines.filter(pl.col("n_lines") == 1).select(multi.columns), multi]), delim)
-    # multi-line records that do not split: back to one record per line
-    spoilt = recs.filter((pl.col("n_lines") > 1) & pl.col("_shape").is_not_null())["rec"]
-    if spoilt.len():
-        single = lines.filter(pl.col("rec").is_in(spoilt.implode())).select("line", "raw", "odd", n_lines=pl.lit(1, pl.UInt32))
-        recs = pl.concat([recs.filter(~pl.col("rec").is_in(spoilt.implode())).drop("rec"), _split(single, delim).drop("odd")]).sort("line")
-    else:
-        recs = recs.drop("rec")
-    tails = pl.concat(unterminated).select("line", "raw") if unterminated else pl.DataFrame(schema={"line": pl.Int64, "raw": pl.Utf8})
-    recs = pl.concat([recs.drop("n_lines"), _split(tails, delim).drop("odd", strict=False)], how="diagonal_relaxed")
-    recs = recs.with_columns(
-        _shape=pl.when(pl.col("line").is_in(tails["line"].implode()) | ((pl.col("raw").str.count_matches('"', literal=True) % 2) == 1))
-        .then(pl.lit("unterminated quoted field (an odd number of '\"')"))
-        .otherwise("_shape")
-    ).sort("line")
-    stripped = pl.col("raw").str.strip_chars()
-    return recs.filter((stripped != "") & ~stripped.str.starts_with("#")).select("line", "raw", "fields", "_shape")
-
-
-def _split(recs: pl.DataFrame, delim: str) -> pl.DataFrame:
-    """Add ``fields`` (values, quotes removed) and ``_shape`` (error when the record's text is
-    not a sequence of CSV fields) to records with a ``raw`` column."""
-    d = re.escape(delim)
-    field = rf'(?:"(?:[^"]|"")*"|[^"{d}\r\n]*)'  # a quoted or a plain field (\r\n only inside quotes)
-    quoted = recs.filter(pl.col("raw").str.contains('"', literal=True))
-    pieces = (pl.lit(delim) + pl.col("raw")).str.extract_all(rf"{d}{field}")
-    tiled = pieces.list.eval(pl.element().str.len_chars()).list.sum() == pl.col("raw").str.len_chars() + len(delim)
-    values = pieces.list.eval(
-        pl.element().str.slice(len(delim)).str.replace(r'^"((?s:.*))"$', "$1").str.replace_all('""', '"', literal=True)
-    )
-    quoted = quoted.with_columns(
-        fields=values, _shape=pl.when(~tiled.fill_null(False)).then(pl.lit("a quote inside an unquoted field: not a CSV record"))
-    )
-    plain = recs.filter(~pl.col("raw").str.contains('"', literal=True)).with_columns(
-        fields=pl.col("raw").str.split(delim, literal=True), _shape=pl.lit(None, pl.Utf8)
-    )  # the common case: no quotes, a plain split
-    return pl.concat([plain, quoted])
 
 
 def _col(df: pl.DataFrame, name: str) -> pl.Expr:
@@ -462,6 +455,8 @@ def _normalize(df: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         .then(pl.format("removed_at: {}", implausible_time(pl.col("removed_at"), ctx)))
         .when(pl.col("_failed_raw").is_not_null() & pl.col("failed").is_null())
         .then(pl.format("unreadable failed '{}' (want true/false, 1/0, yes/no)", "_failed_raw"))
+        .when(pl.col("host").is_in(list(ctx.options.get("exclude_hosts", ()))))
+        .then(pl.format("host {} excluded (--exclude-hosts)", "host"))
     )
     out = out.with_columns(_error=error)
     bad = out.filter(pl.col("_error").is_not_null())
@@ -483,6 +478,8 @@ def _normalize(df: pl.DataFrame, ctx: ParseContext) -> ParseResult:
 
 def detect(head: bytes, name: str) -> int:
     kind = layout(head)
+    if kind == "insert-remove":
+        return CERTAIN
     if kind != "csv":
         return 90 if kind == "hwhist" else 60
     first = head.decode("utf-8-sig", errors="replace").lstrip().split("\n", 1)[0]

@@ -14,6 +14,10 @@ plausible window: ``ingest.job_checks``) is quarantined with its index as the re
 is not valid JSON, or has no ``jobs`` list, is one quarantined record. The per-job extraction is
 Python over parsed JSON (the objects are nested and change shape by release); the per-column work
 after it (hostlists, states, attempt numbering) is columnar.
+
+Slurm 22.05's ``sacct --json`` (data_parser ``openapi/dbv0.0.38``) prints ``exit_code``
+``{"status": "SUCCESS", "return_code": 0}`` for a job that exited non-zero (``LOST_EXIT``): a
+FAILED job's exit code from such a dump is stored as unknown (null), never as 0.
 """
 
 from __future__ import annotations
@@ -129,8 +133,9 @@ def _signal(ec) -> int | None:
     return int(n) if n is not None and abs(n) < 2**53 else None
 
 
-def _job_row(job: dict, ctx: ParseContext) -> dict:
-    """One job element as a flat row; raises ValueError when it has no usable id."""
+def _job_row(job: dict, ctx: ParseContext, lost_exit: bool = False) -> dict:
+    """One job element as a flat row; raises ValueError when it has no usable id. ``lost_exit``:
+    the dump comes from a release that prints a non-zero exit status as 0 (``LOST_EXIT``)."""
     raw_id = _num(job.get("job_id"))
     if raw_id is None or raw_id <= 0:
         raise ValueError(f"no usable job_id ({job.get('job_id')!r})")
@@ -180,7 +185,7 @@ def _job_row(job: dict, ctx: ParseContext) -> dict:
         "state_tok": states[0].upper() if states else None,
         "raw_state": ",".join(states) or None,
         "reason": _str(state.get("reason")),
-        "exit_code": int(rc) if rc is not None and abs(rc) < 2**53 else None,
+        "exit_code": None if lost_exit and _exit_lost(ec, states) else int(rc) if rc is not None and abs(rc) < 2**53 else None,
         "signal": _signal(ec),
         "n_nodes": _num(job.get("allocation_nodes")) if _unreadable("", job.get("allocation_nodes")) is None else None,
         "n_cpus": _tres_count((tres or {}).get("allocated") if isinstance(tres, dict) else None, "cpu"),
@@ -195,6 +200,19 @@ def _job_row(job: dict, ctx: ParseContext) -> dict:
             row["_unreadable"] = row["_unreadable"] or f"{k} {row[k]} is out of range"
             row[k] = None
     return row
+
+
+# data_parser generations whose exit_code of a job that exited non-zero reads {"status":
+# "SUCCESS", "return_code": 0}: seen on Slurm 22.05.8 (sacct --json of a job that ran
+# ``exit 3``: text sacct says 3:0) and in a 22.05.9 capture (SARC__slurm_22_5_9.json: FAILED, 0).
+LOST_EXIT = ("openapi/dbv0.0.38",)
+
+
+def _exit_lost(ec, states: list[str]) -> bool:
+    """A FAILED job whose exit_code says it succeeded: the release lost the code (stored as
+    unknown, not as 0). Signals are printed right (status SIGNALED) and kept."""
+    status = ec.get("status") if isinstance(ec, dict) else None
+    return bool(states) and states[0].upper() == "FAILED" and status == "SUCCESS"
 
 
 _ROW_SCHEMA = {
@@ -218,12 +236,15 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     if not isinstance(jobs, list):
         return ParseResult({}, whole_file_quarantine(data, "sacct JSON without a 'jobs' list"), 1)
+    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
+    plugin = meta.get("plugin") if isinstance(meta.get("plugin"), dict) else {}
+    lost_exit = plugin.get("type") in LOST_EXIT
     rows, bad = [], ([], [], [])
     for i, job in enumerate(jobs, start=1):
         try:
             if not isinstance(job, dict):
                 raise TypeError(f"job record is a {type(job).__name__}, not an object")
-            row = _job_row(job, ctx)
+            row = _job_row(job, ctx, lost_exit)
         except (ValueError, TypeError, OverflowError, AttributeError) as exc:
             bad[0].append(i)
             bad[1].append(json.dumps(job)[:500])

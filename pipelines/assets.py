@@ -22,6 +22,7 @@ import polars as pl
 
 from analysis import (
     attribution,
+    availability,
     breakdown,
     goodput_measured,
     lifetimes,
@@ -29,6 +30,7 @@ from analysis import (
     repairable,
     status,
     survival,
+    system_mtbf,
     telemetry,
     whatif,
 )
@@ -56,7 +58,7 @@ def rollup_days(wh: Warehouse) -> tuple[str | None, str | None]:
     (None, why not) when there are none."""
     spans = source_spans(wh).filter(pl.col("source") == "telemetry")
     if spans.height == 0:
-        return None, "no telemetry (gpu_samples)"
+        return None, "no telemetry (gpu_samples or gpu_rollups)"
     first = spans["span_from"][0].date()
     last = min(spans["span_to"][0].date(), datetime.now(UTC).date())
     if first > last:
@@ -297,6 +299,38 @@ def node_health_asset(goodput: GoodputConfig) -> dg.MaterializeResult:
     })
 
 
+@dg.asset(name="system_mtbf", group_name="analysis", deps=[*SOURCE_ASSETS, interruptions, repairable_systems], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("system_mtbf"), description="System MTBF per month and quarter (exact Poisson 95% CI), overall, per root cause and per component class, for each series of failures: failure records, job interruptions, node failure episodes.")
+def system_mtbf_asset(goodput: GoodputConfig) -> dg.MaterializeResult:
+    wh = goodput.analysis_warehouse()
+    observed_from, observed_to = goodput.window_bounds()
+    df = _guarded(wh, "system_mtbf", ("system_mtbf",), lambda: system_mtbf.refresh_system_mtbf(wh, observed_from, observed_to))
+    if df is None:
+        return _skipped_result(wh, "system_mtbf")
+    series = df.select("source", "system").unique().sort("source", "system").rows()
+    return dg.MaterializeResult(metadata={"dagster/row_count": df.height, "series": dg.MetadataValue.json([list(r) for r in series])})
+
+
+@dg.multi_asset(
+    group_name="analysis",
+    specs=[
+        dg.AssetSpec(name, deps=SOURCE_ASSETS, kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata(name), description=text)
+        for name, text in (
+            ("availability", "Per system and node: failures, MTBF, MTTR, availability (with nines) and normalised rates with 95% CIs, from failure records and node down/resume events."),
+            ("repair_fits", "Lognormal / Weibull / exponential fits of repair times and times between failures per system; the AIC winner is selected."),
+            ("root_causes", "Failures and downtime per root cause per system and overall."),
+        )
+    ],
+)
+def availability_assets(goodput: GoodputConfig):
+    wh = goodput.analysis_warehouse()
+    outputs = ("availability", "repair_fits", "root_causes")
+    observed_from, observed_to = goodput.window_bounds()
+    out = _guarded(wh, "availability", outputs, lambda: availability.refresh_availability(wh, observed_from, observed_to),
+                   lambda r: r[0].height)  # fmt: skip
+    for key, df in zip(outputs, out or (None,) * 3, strict=True):
+        yield dg.MaterializeResult(asset_key=key, metadata=_skipped_meta(wh, "availability") if df is None else {"dagster/row_count": df.height})
+
+
 @dg.multi_asset(
     group_name="analysis",
     specs=[
@@ -363,7 +397,8 @@ def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
 @dg.asset(
     group_name="catalog", pool=CATALOG_POOL, kinds={"duckdb"}, owners=OWNERS,
     deps=[*SOURCE_ASSETS, gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions,
-          component_lifetimes, repairable_systems, node_health_asset, "failure_rates", "survival_curves", "hazard_ratios",
+          component_lifetimes, repairable_systems, node_health_asset, system_mtbf_asset, "availability", "repair_fits",
+          "root_causes", "failure_rates", "survival_curves", "hazard_ratios",
           goodput_jobs, goodput_projections, "goodput_breakdown"],
     description="DuckDB catalog (warehouse.duckdb): one view per table over its Parquet files.",
 )
@@ -449,7 +484,7 @@ INGEST_ASSETS = [ingested_sources]
 PULL_ASSETS = [pulled_sources]
 BUILD_ASSETS = [
     gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions, component_lifetimes,
-    repairable_systems, node_health_asset, failure_fits, goodput_jobs, goodput_projections, warehouse_catalog, leadership_report,
+    repairable_systems, node_health_asset, system_mtbf_asset, availability_assets, failure_fits, goodput_jobs, goodput_projections, warehouse_catalog, leadership_report,
     goodput_breakdown,
 ]
 ALL_ASSETS = INGEST_ASSETS + PULL_ASSETS + BUILD_ASSETS

@@ -181,7 +181,18 @@ def ingest_context(args):
         fields=tuple(f.strip() for f in args.fields.split(",")) if args.fields else None,
         delimiter=args.delimiter,
         column_map=_parse_map(args.map),
+        options={"exclude_hosts": _host_list(args.exclude_hosts)} if getattr(args, "exclude_hosts", None) else {},
+        **({"not_before": parse_time(args.not_before)} if getattr(args, "not_before", None) else {}),
     )
+
+
+def _host_list(path: str) -> tuple[str, ...]:
+    """Every whitespace-separated word of a file: a plain host list, or a node table whose
+    rows name the host among other columns (Titan's titan.service.txt)."""
+    try:
+        return tuple(sorted(set(Path(path).read_text(errors="replace").split())))
+    except OSError as exc:
+        raise CliError(f"--exclude-hosts {path}: {exc.strerror or exc}") from None
 
 
 def cmd_ingest(args) -> int:
@@ -333,8 +344,11 @@ def cmd_sql(args) -> int:
 
 
 def _terminal_width() -> int:
+    """The terminal's width; piped or redirected, wide enough for every column (as DuckDB's CLI)."""
     import shutil
 
+    if not sys.stdout.isatty():
+        return 100_000
     return max(80, shutil.get_terminal_size((160, 24)).columns)
 
 
@@ -522,6 +536,102 @@ def cmd_fit(args) -> int:
     return 0
 
 
+def _print_rows(rows: list[tuple]) -> None:
+    """Rows of cells (the first is the heading) as aligned columns."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+
+
+def _cell(v, digits: str = ".3g") -> str:
+    return "-" if v is None else f"{v:{digits}}" if isinstance(v, float) else str(v)
+
+
+def cmd_mtbf(args) -> int:
+    import polars as pl
+
+    wh = _warehouse(args, existing=True)
+    df = wh.read("system_mtbf")
+    if df.height == 0:
+        raise CliError("system_mtbf is empty: ingest failure records (or a fleet's logs) and run `goodput build`")
+    df = df.filter((pl.col("period") == args.period) & (pl.col("grouping") == args.by))
+    for col, want in (("system", args.system), ("source", args.source)):
+        if want is not None:
+            known = sorted(set(df[col].drop_nulls()))
+            if want not in known:
+                raise CliError(f"no {col} {want!r} in system_mtbf (known: {', '.join(known) or 'none'})")
+            df = df.filter(pl.col(col) == want)
+    df = df.sort("source", "system", "class", "period_start", nulls_last=False)
+    if args.json:
+        print(json.dumps(df.to_dicts(), default=str))
+        return 0
+    head = ("source", "system", args.period, "class", "failures", "exposure_h", "mtbf_h", "ci_low", "ci_high", "partial")
+    rows = [head] + [
+        (r["source"], r["system"], r["label"], r["class"] or "all", str(r["failures"]), f"{r['exposure_hours']:,.0f}",
+         _cell(r["mtbf_hours"]), _cell(r["mtbf_ci_low"]), _cell(r["mtbf_ci_high"]), "partial" if r["partial"] else "")
+        for r in df.iter_rows(named=True)
+    ]
+    _print_rows(rows)
+    print("MTBF = exposure / failures (simultaneous events once); 95% CI exact Poisson")
+    return 0
+
+
+ROOT_CAUSES_SHOWN = 8
+
+
+def cmd_availability(args) -> int:
+    import polars as pl
+
+    if args.top < 1:
+        raise CliError("--top must be >= 1")
+    wh = _warehouse(args, existing=True)
+    avail = wh.read("availability")
+    if avail.height == 0:
+        raise CliError("availability is empty: ingest failure records (or node events) and run `goodput build`")
+    fits, causes = wh.read("repair_fits"), wh.read("root_causes")
+    if args.system is not None:
+        known = sorted(set(avail["system"].drop_nulls()))
+        if args.system not in known:
+            raise CliError(f"no system {args.system!r} in availability (known: {', '.join(known)})")
+        avail, fits = (df.filter(pl.col("system") == args.system) for df in (avail, fits))
+        causes = causes.filter(pl.col("system") == args.system)
+    else:
+        causes = causes.filter(pl.col("system").is_null())
+    if args.level == "node":
+        rows = avail.filter(pl.col("level") == "node").sort("failures", descending=True).head(args.top)
+    else:
+        rows = avail.filter(pl.col("level") == "system")
+    if args.json:
+        print(json.dumps({"availability": rows.to_dicts(), "repair_fits": fits.filter(pl.col("selected")).to_dicts(),
+                          "root_causes": causes.to_dicts()}, default=str))  # fmt: skip
+        return 0
+    def ci(r: dict, c: str, prefix: str | None = None) -> str:
+        return f"{_cell(r[c])} [{_cell(r[(prefix or c) + '_ci_low'])}, {_cell(r[(prefix or c) + '_ci_high'])}]"
+
+    head = ("source", "system", "host", "nodes", "failures", "mtbf_h", "mttr_h", "availability", "nines",
+            "per_node_year", "tbf_shape")  # fmt: skip
+    body = [
+        (r["source"], r["system"], r["host"] or "", str(r["nodes"]), str(r["failures"]), ci(r, "mtbf_hours", "mtbf"),
+         ci(r, "mttr_hours", "mttr"), _cell(r["availability"], ".5f"), ci(r, "nines"), ci(r, "failures_per_node_year"),
+         ci(r, "tbf_shape") if r["tbf_shape"] is not None else "-")
+        for r in rows.iter_rows(named=True)
+    ]  # fmt: skip
+    _print_rows([head, *body])
+    print("95% CIs: MTBF and rates exact Poisson, MTTR / availability bootstrap; availability only where every repair is known")
+    best = fits.filter(pl.col("selected"))
+    for q, word in (("repair", "repair time"), ("tbf", "time between failures")):
+        won = best.filter(pl.col("quantity") == q)["model"].value_counts(sort=True)
+        if won.height:
+            print(f"{word}: best by AIC " + ", ".join(f"{m} in {n}" for m, n in won.rows()) + f" of {best.filter(pl.col('quantity') == q).height} system(s)")
+    if causes.height:
+        shown = causes.head(ROOT_CAUSES_SHOWN)
+        more = f"; {causes.height - shown.height} more (goodput sql \"select * from root_causes\")" if causes.height > shown.height else ""
+        print("root causes (share of failures / of downtime): " + ", ".join(
+            f"{r['cause'] or 'not recorded'} {100 * r['share']:.1f}% / {100 * (r['downtime_share'] or 0):.1f}%"
+            for r in shown.iter_rows(named=True)) + more)  # fmt: skip
+    return 0
+
+
 COMPLETION_SHELLS = ("bash", "zsh", "fish")
 
 
@@ -674,7 +784,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--time", help="sample time for scrapes that carry none (ISO-8601)")
     s.add_argument("--fields", help="field order of a headerless sacct dump (or 'xdmod')")
     s.add_argument("--delimiter", help="sacct field delimiter (default: from the header, else |)")
-    s.add_argument("--map", help="component history column mapping canonical=theirs,...")
+    s.add_argument("--map", help="component history / failure log column mapping canonical=theirs,...")
+    s.add_argument("--not-before", metavar="ISO",
+                   help="records dated earlier are implausible and quarantined (default 2000-01-01; "
+                        "historical logs such as LANL's 1996-2005 release need an earlier one)")
+    s.add_argument("--exclude-hosts", metavar="FILE",
+                   help="component history: quarantine installations on these hosts (every word of FILE is a host, "
+                        "e.g. a service-node list)")
     s.add_argument("--replace", action="store_true",
                    help="forget what these files produced before (e.g. with a wrong --tz), then ingest them again")
     s.add_argument("--jobs", type=int, help="processes that parse files (default: one per core)")
@@ -702,6 +818,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--window", default="all", help="'all' (default) or a month YYYY-MM")
     add_scope_options(s)
     s.set_defaults(func=cmd_fit)
+
+    s = sub.add_parser("mtbf", parents=[common], help="system MTBF per month or quarter (95%% CI), overall or per class")
+    s.add_argument("--period", choices=["quarter", "month"], default="quarter", help="calendar period (default quarter)")
+    s.add_argument("--by", choices=["all", "cause", "component_class"], default="all",
+                   help="whole system (default), or per root cause / component class")
+    s.add_argument("--system", help="one system (cluster)")
+    s.add_argument("--source", choices=["failures", "interruptions", "node_failures"],
+                   help="one series: failure records, job interruptions or node failure episodes")
+    s.add_argument("--json", action="store_true", help="print the rows as one JSON array")
+    s.set_defaults(func=cmd_mtbf)
+
+    s = sub.add_parser("availability", parents=[common],
+                       help="availability, MTBF, MTTR, repair-time fits and root causes per system or node")
+    s.add_argument("--system", help="one system (cluster): its root causes instead of every system's")
+    s.add_argument("--level", choices=["system", "node"], default="system", help="rows per system (default) or per node")
+    s.add_argument("--top", type=int, default=20, help="nodes listed with --level node, most failures first (default 20)")
+    s.add_argument("--json", action="store_true", help="print one JSON object (availability, repair_fits, root_causes)")
+    s.set_defaults(func=cmd_availability)
 
     s = sub.add_parser("sql", parents=[common], help="query the warehouse with DuckDB SQL (read-only)")
     s.add_argument("query", help="one SELECT (or EXPLAIN) statement over the warehouse's tables and views")

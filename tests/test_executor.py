@@ -60,12 +60,12 @@ def test_multiprocess_executor_writes_what_the_in_process_run_writes(tmp_path, m
 
 
 def _readme_k8s_run_config() -> dict:
-    """The run config README "Kubernetes" documents for ``GOODPUT_EXECUTOR=k8s``."""
-    text = (Path(__file__).parents[1] / "README.md").read_text()
-    return yaml.safe_load(text.split("**Kubernetes.**", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0])
+    """The run config docs/dagster.md "Kubernetes" documents for ``GOODPUT_EXECUTOR=k8s``."""
+    text = (Path(__file__).parents[1] / "docs" / "dagster.md").read_text()
+    return yaml.safe_load(text.split("## Kubernetes", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0])
 
 
-def test_the_readme_kubernetes_settings_are_valid_k8s_job_executor_config():
+def test_the_documented_kubernetes_settings_are_valid_k8s_job_executor_config():
     for name in ("build", "ingest"):
         job = definitions(run_executor("k8s")).resolve_job_def(name)
         assert job.executor_def.name == "k8s"

@@ -35,6 +35,8 @@ FIXTURE_FORMATS = {
     "slurm/SARC__*.json": "sacct-json",
     "slurm/clockwork__*.json": "sacct-json",
     "slurm/sacct-json__*": "sacct-json",
+    "slurm/sacct_json_*.json": "sacct-json",
+    "slurm/sacctmgr_*": "sacctmgr-events",
     "slurm/*slurmctld*": "slurmctld",
     "kubernetes/*": "k8s",
     "dcgm/dcgm-exporter*": "dcgm",
@@ -43,6 +45,7 @@ FIXTURE_FORMATS = {
     "dcgm/nvidia-smi*": "nvidia-smi",
     "nvidia-smi/*": "nvidia-smi",
     "prometheus/*": "prom-json",
+    "prometheus-rollups/*": "prom-rollup",
     "kernel/*.log": "kernel",
     "bmc/ipmitool_sel*": "ipmi-sel",
     "bmc/*sel_list*": "ipmi-sel",
@@ -54,6 +57,8 @@ FIXTURE_FORMATS = {
     "bmc/sushy__json_samples_power*": "redfish-sensors",
     "checkpoints/*": "checkpoints",
     "component_history/*": "component-history",
+    "titan/gc_*.csv": "component-history",
+    "lanl/*.csv": "failure-log",
 }
 CASES = sorted({(p, fmt) for glob, fmt in FIXTURE_FORMATS.items() for p in FIXTURES.glob(glob) if p.is_file()})
 FORMATS = sorted(formats())

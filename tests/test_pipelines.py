@@ -33,7 +33,9 @@ GROUP_ORDER = ["ingest", "warehouse", "analysis", "catalog", "dashboards"]
 def test_demo_materializes_every_asset_and_every_check_passes(demo):
     wh, out = demo
     m = re.search(r"asset checks: (\d+)/(\d+) passed", out)
-    assert m and m.group(1) == m.group(2) and int(m.group(2)) == len(checks.ALL_CHECKS)
+    # every check but those of the live-source pull, which the demo does not run
+    demo_checks = [c for c in checks.ALL_CHECKS if all(k.asset_key.to_user_string() != "pulled_sources" for k in c.check_keys)]
+    assert m and m.group(1) == m.group(2) and int(m.group(2)) == len(demo_checks)
     for name in ["job_attempts", "hw_events", "gpu_samples", "gpu_hourly", "component_history", "interruptions",
                  "component_lifetimes", "failure_rates", "survival_curves", "goodput_jobs", "goodput_projections"]:
         assert wh.read(name).height > 0, name
@@ -161,7 +163,7 @@ def test_demo_records_its_runs_in_the_dagster_instance_under_the_home(demo):
         assert sorted(r.dagster_run.job_name for r in instance.get_run_records()) == ["build", "ingest"]
         for key in graph.get_all_asset_keys() - {dg.AssetKey("pulled_sources")}:  # the demo has no live sources
             assert instance.get_latest_materialization_event(key) is not None, key
-        for check in graph.asset_check_keys:
+        for check in (c for c in graph.asset_check_keys if c.asset_key != dg.AssetKey("pulled_sources")):
             last = instance.event_log_storage.get_asset_check_execution_history(check, limit=1)
             assert last and last[0].status.value == "SUCCEEDED", check
         # partitions: exactly the telemetry's days, from its first (no phantom days before)

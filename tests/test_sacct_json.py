@@ -208,3 +208,22 @@ def test_slurm_23_02_running_job_with_set_number_objects():
     assert job["end_time"] is None and job["start_time"] == datetime(2021, 2, 19, 9, 0, 9)  # end 0 = unset
     assert (job["n_nodes"], job["n_cpus"], job["n_gpus"], job["nodes"]) == (1, 4, 2, ["mila02"])
     assert job["timelimit_s"] == 7200 * 60  # {"set": true, "number": 7200} minutes
+
+
+def test_slurm_22_05_8_failed_exit_codes_the_json_lost_are_unknown_not_zero():
+    """A real 22.05.8 capture (tests/fixtures/slurm/PROVENANCE.md): its JSON says
+    {"status": "SUCCESS", "return_code": 0} for jobs that exited 3, 1 and 2; the text of the
+    same query says 3:0, 1:0, 2:0. Everything else of the two agrees."""
+    from ingest.sacct import parse as parse_text
+
+    ok, q = _parse((SLURM / "sacct_json_22_05_8_job_mix.json").read_bytes())
+    text = parse_text((SLURM / "sacct_parsable2_22_05_8_job_mix.txt").read_bytes(), ParseContext())
+    txt = text.tables["job_attempts"]
+    assert q.height == 0 and text.quarantine.height == 0
+    cols = ["job_id", "attempt", "state", "nodes", "n_nodes", "n_gpus", "start_time", "end_time"]
+    assert ok.select(cols).sort("job_id", "attempt").equals(txt.select(cols).sort("job_id", "attempt"))
+    exits = dict(zip(ok["job_id"] + "/" + ok["state"], ok["exit_code"], strict=True))
+    assert exits == {"1/TIMEOUT": 0, "2/COMPLETED": 0, "3/FAILED": None, "4/FAILED": None, "5/NODE_FAIL": 0,
+                     "5/COMPLETED": 0, "6_1/FAILED": None, "6_2/FAILED": None}  # fmt: skip
+    assert ok.filter(pl.col("job_id") == "4")["signal"].to_list() == [9]  # kill -9: SIGNALED, kept
+    assert txt.filter(pl.col("state") == "FAILED").sort("job_id")["exit_code"].to_list() == [3, 0, 1, 2]

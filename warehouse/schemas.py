@@ -230,6 +230,32 @@ TABLES: dict[str, Table] = {
             record_key=("date", "time", "cluster", "host", "gpu", "uuid", "pci_bus", "mig_instance", "metric"),
         ),
         Table(
+            "gpu_rollups",
+            "n / mean / min / max / last of one series for one hour, as a TSDB computed them",
+            {
+                "hour": UTC_TS,  # the hour's start; the rollup covers [hour, hour + 1 h)
+                "cluster": STR,
+                "host": STR,
+                "gpu": I32,
+                "uuid": STR,
+                "pci_bus": STR,
+                "model": STR,
+                "mig_instance": STR,
+                "metric": STR,
+                "n": I64,
+                "mean": F64,
+                "min": F64,
+                "max": F64,
+                "last": F64,
+                "date": pl.Date,
+                "source": STR,
+                "source_file": STR,
+            },
+            partition="date",
+            # the series-hour, keyed as gpu_samples keys a sample
+            record_key=("date", "hour", "cluster", "host", "gpu", "uuid", "pci_bus", "mig_instance", "metric"),
+        ),
+        Table(
             "metric_metadata",
             "HELP / TYPE text of one metric as a source declared it",
             {"metric": STR, "type": STR, "help": STR, "unit": STR, "source": STR, "source_file": STR},
@@ -364,6 +390,27 @@ TABLES: dict[str, Table] = {
             record_key="content",
         ),
         Table(
+            "failures",
+            "one failure of a node or system, with its repair where the source gives it (failure-log)",
+            {
+                "system": STR,  # the system (cluster) it happened on
+                "host": STR,  # the node; null when the record names only the system
+                "start_time": UTC_TS,  # when the problem started
+                "end_time": UTC_TS,  # when it was fixed; null when the source does not say
+                "downtime_hours": F64,  # the source's own downtime, else end - start; null when unknown
+                "repair_known": BOOL,  # false: the source gives no repair time (never invented)
+                "cause": STR,  # root-cause category as the source classifies it, lower case
+                "sub_cause": STR,  # what failed, as the source words it
+                "component_class": STR,  # DESIGN.md taxonomy where the failed part is known
+                "serial": STR,  # the failed unit, where named
+                "system_nodes": I32,  # the system's size, where the source gives it
+                "system_processors": I32,
+                **_SOURCE,
+            },
+            partition="source",
+            record_key="content",
+        ),
+        Table(
             "interruptions",
             "a job attempt that did not end normally, with its attributed cause",
             {
@@ -409,6 +456,14 @@ TABLES: dict[str, Table] = {
                 "temp_max": F64,
                 "power_mean": F64,
                 "util_mean": F64,
+                # the unit's place, from a Cray cname host (cX-YcCsSnN: cabinet column X, row Y,
+                # cage C, blade slot S, node N), else null; and its cohort
+                "cabinet_column": I32,
+                "cabinet_row": I32,
+                "cage": STR,
+                "blade": I32,
+                "node_position": STR,
+                "batch": STR,  # year the serial was first installed (its installation cohort)
             },
             key=("component_class", "unit_id"),
             kind="derived",
@@ -440,6 +495,106 @@ TABLES: dict[str, Table] = {
                 "ci_low": F64,
                 "ci_high": F64,
             },
+            kind="derived",
+        ),
+        Table(
+            "system_mtbf",
+            "failures and MTBF of a whole system per calendar month / quarter, overall and per class (analysis/system_mtbf.py)",
+            {
+                "source": STR,  # failures | interruptions | node_failures: each a separate series
+                "system": STR,
+                "period": STR,  # month | quarter
+                "label": STR,  # 2016-04 | 2016-Q2
+                "period_start": UTC_TS,
+                "period_end": UTC_TS,
+                "grouping": STR,  # all | cause | component_class
+                "class": STR,  # the cause or component class; null for 'all'
+                "failures": I64,  # distinct failure instants (simultaneous events count once)
+                "events": I64,  # event rows
+                "exposure_hours": F64,  # the period's overlap with the series' observation span
+                "partial": BOOL,  # the span covers only part of the period
+                "mtbf_hours": F64,  # null without a failure
+                "mtbf_ci_low": F64,  # exact Poisson 95%
+                "mtbf_ci_high": F64,  # null without a failure (unbounded)
+            },
+            key=("source", "system", "period", "period_start", "grouping", "class"),
+            kind="derived",
+        ),
+        Table(
+            "availability",
+            "failures, MTBF, MTTR and availability of a system or one of its nodes (analysis/availability.py)",
+            {
+                "source": STR,  # failures | node_events
+                "system": STR,
+                "level": STR,  # system | node
+                "host": STR,  # null at system level
+                "nodes": I64,  # the system's size (given by the source, else hosts seen); 1 for a node
+                "processors": I64,  # the system's processors where the source gives them
+                "span_hours": F64,  # observation span
+                "failures": I64,
+                "repairs_known": I64,  # failures whose repair time the source gives
+                "downtime_hours": F64,  # sum of the known repair times
+                "mtbf_hours": F64,  # span / failures, exact Poisson 95% CI
+                "mtbf_ci_low": F64,
+                "mtbf_ci_high": F64,
+                "failures_per_node_year": F64,  # per node-hour of the span x nodes, x 8760; exact CI
+                "failures_per_node_year_ci_low": F64,
+                "failures_per_node_year_ci_high": F64,
+                "failures_per_processor_year": F64,  # where processors are known
+                "failures_per_processor_year_ci_low": F64,
+                "failures_per_processor_year_ci_high": F64,
+                "mttr_hours": F64,  # mean known repair time; bootstrap 95% CI
+                "mttr_ci_low": F64,
+                "mttr_ci_high": F64,
+                "availability": F64,  # 1 - downtime / node-hours; null unless every repair is known
+                "availability_ci_low": F64,
+                "availability_ci_high": F64,
+                "nines": F64,  # -log10(1 - availability)
+                "nines_ci_low": F64,
+                "nines_ci_high": F64,
+                "tbf_shape": F64,  # Weibull shape of the system's times between failures (system level)
+                "tbf_shape_ci_low": F64,
+                "tbf_shape_ci_high": F64,
+                "tbf_reading": STR,
+            },
+            key=("source", "system", "level", "host"),
+            kind="derived",
+        ),
+        Table(
+            "repair_fits",
+            "one candidate distribution of a system's repair times or times between failures (lifelines)",
+            {
+                "source": STR,
+                "system": STR,
+                "quantity": STR,  # repair | tbf
+                "model": STR,  # lognormal | weibull | exponential
+                "selected": BOOL,  # lowest AIC of the quantity's candidates
+                "converged": BOOL,
+                "params": STR,  # JSON: lifelines' parameters, each with its 95% CI
+                "aic": F64,
+                "n": I64,  # positive durations fitted
+                "n_zero": I64,  # zero durations left out
+                "median_hours": F64,  # the fitted median
+                "shape": F64,  # Weibull shape (rho) with its CI; null for the other models
+                "shape_ci_low": F64,
+                "shape_ci_high": F64,
+            },
+            key=("source", "system", "quantity", "model"),
+            kind="derived",
+        ),
+        Table(
+            "root_causes",
+            "failures and downtime per root cause of a system (system null: all systems of the source)",
+            {
+                "source": STR,
+                "system": STR,
+                "cause": STR,  # null: the record names none
+                "failures": I64,
+                "share": F64,
+                "downtime_hours": F64,  # known repair times
+                "downtime_share": F64,
+            },
+            key=("source", "system", "cause"),
             kind="derived",
         ),
         Table(

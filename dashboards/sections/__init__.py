@@ -1,7 +1,8 @@
 """Report sections, one module each, found by scanning this package (like ``ingest.registry``
 finds formats): a module declaring ``KEY``, ``TITLE``, ``ORDER``, ``TABLES`` and
 ``build(ctx: dashboards.section.ReportContext) -> dashboards.section.Section`` is a section of
-the report, placed by ``ORDER``. Adding a section is adding one file here."""
+the report, placed by ``ORDER`` (``build`` returning None leaves it out: a section about data
+only some warehouses hold, such as failure records). Adding a section is adding one file here."""
 
 from __future__ import annotations
 

@@ -1,0 +1,573 @@
+"""DCGM telemetry from a Prometheus-compatible TSDB (Prometheus, Thanos Query, Mimir,
+VictoriaMetrics: the same HTTP API), with the hourly rollups computed by the TSDB.
+
+Per time chunk and group of hosts (``hosts_per_query``, so each answer stays under the server's
+sample limits), one ``query_range`` (step 1 h, evaluated at the last millisecond of each hour)
+asks for count / min / max / avg / last ``_over_time`` of every metric over its hour, the last
+three only where the hour's min != max (a constant hour, most hours of an error counter, is
+its count and its min): raw samples never cross the wire, 2 to 5 points per series-hour do
+(document format ``prom-rollup``, table gpu_rollups). Then, at scrape resolution and only where
+needed, the raw samples (``prom-json``, table gpu_samples) of:
+
+- the changes of an error counter or the XID count. An hour changed where min != max, or where
+  its min differs from the last value before it (the previous hour's ``last``, or for the
+  chunk's first hour an instant ``last_over_time`` over ``counter_lookback_h``). Such an hour is
+  searched the same way in ``ZOOM`` windows (one ``query_range`` of min, and max and last where
+  they differ), and each changed window's samples are pulled with the sample just before it,
+  so the increments between consecutive stored samples are exactly those between consecutive
+  samples in the TSDB: counter events keep their exact times;
+- the series-hours whose rollup cannot stand for its samples (``ingest.tsdb.unusable``: NaN,
+  DCGM blanks), which gpu_hourly then takes from the samples, as from a file.
+
+Only whole hours that ended ``settle_s`` before now are pulled: a later pull's overlap takes the
+rest once complete (a rollup stored early would keep its first value; record keys store a
+series-hour once). A range selector covers [t - r, t] on Prometheus 2 and (t - r, t] on 3 and
+later (``/api/v1/status/buildinfo``; ``range_closed`` overrides), so each hour is exactly its
+samples. A series without the host label is not pulled. What a TSDB's rollup cannot tell: a
+NaN sample inside an hour whose min equals its max (its mean is not asked for) is counted in n,
+where a file ingest would quarantine it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+
+from analysis.telemetry import CANONICAL_METRICS, COUNTER_METRICS
+from ingest.gpu_labels import XID_COUNT_METRIC
+from ingest.tsdb import (
+    CONSTANT_FILLED,
+    HOUR_S,
+    ROLLUP_FUNCTIONS,
+    ROLLUP_LABEL,
+    rollup_label,
+    rollup_rows,
+    series_key,
+    series_points,
+    unusable,
+)
+from sources.base import (
+    REQUIRED,
+    Document,
+    SourceConfig,
+    SourceError,
+    Window,
+    http_error,
+    http_session,
+)
+
+KIND = "prometheus"
+DCGM = "DCGM_"
+COUNTERS = [m for m in COUNTER_METRICS if m.startswith(DCGM)]  # the XID count is one of them
+OPTIONS = {
+    "url": REQUIRED,  # base URL of the Prometheus HTTP API (Thanos Query, Mimir's prefix, ...)
+    "metrics": [m for m in CANONICAL_METRICS if m.startswith(DCGM)] + COUNTERS,
+    "counters": COUNTERS,  # of metrics: cumulative counts whose changes become events
+    "selector": "",  # extra label matchers for every query, e.g. 'job="dcgm-exporter"'
+    "host_label": "Hostname",  # the label naming the host (dcgm-exporter's; renamed to it if other)
+    "hosts_per_query": 64,
+    "counter_lookback_h": 24,  # how far back the value before a chunk's first hour is looked for
+    "settle_s": 600,  # hours ending later than this before now are left to the next pull
+    "range_closed": "auto",  # true: Prometheus 2 range selectors [t - r, t]; false: (t - r, t]
+    "token_env": "",
+    "username_env": "",
+    "password_env": "",
+    "verify_tls": True,  # or the path of a CA bundle
+}
+CHUNK = timedelta(days=1)
+OVERLAP = timedelta(hours=2)  # late scrapes, and the hours left unsettled by the last pull
+HOST = "Hostname"  # the label the parsers read the host from (ingest.gpu_labels.LABEL_COLUMNS)
+NEAR = timedelta(minutes=1)  # where a series scraped every few seconds has its sample before
+ZOOM = timedelta(minutes=5)  # the windows a counter's changed hour is searched in
+FEW = 16  # samples of the span before a changed hour read whole rather than searched
+_MS = 0.001
+
+
+def plan(src: SourceConfig, window: Window) -> list[str]:
+    url = _base(src)
+    out = []
+    for chunk in _hour_chunks(window, datetime.now(UTC).replace(tzinfo=None), src):
+        first, last = _eval_times(chunk)
+        group = f'{src.options["host_label"]}=~"<up to {src.options["hosts_per_query"]} hosts>"'
+        out += [
+            (
+                f"GET {url}/api/v1/label/{src.options['host_label']}/values match[]={_any_metric(src)} "
+                f"start={chunk.start.isoformat()} end={chunk.end.isoformat()}"
+            ),
+            (
+                f"POST {url}/api/v1/query_range start={first} end={last} step={HOUR_S} "
+                f"query={_rollup_query(src, group, '<range>')}"
+            ),
+        ]
+        if _counters(src):
+            out.append(
+                f"POST {url}/api/v1/query time={first - HOUR_S} query={_baseline_query(src, group)}"
+            )
+            out.append(
+                f"POST {url}/api/v1/query_range step={ZOOM.total_seconds():g} (min, max, last) for "
+                f"each hour whose counter changed, then POST {url}/api/v1/query (range selectors, raw "
+                "samples) for its changed windows and for each hour whose rollup is unusable"
+            )
+    return out
+
+
+def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
+    chunks = _hour_chunks(window, datetime.now(UTC).replace(tzinfo=None), src)
+    if not chunks:
+        return
+    session = http_session(src, verify=_verify(src.options["verify_tls"]))
+    closed = _range_closed(src, session)
+    for chunk in chunks:
+        hosts = _get(
+            src,
+            session,
+            f"/api/v1/label/{src.options['host_label']}/values",
+            {"match[]": _any_metric(src), "start": _epoch(chunk.start), "end": _epoch(chunk.end)},
+        )
+        size = max(int(src.options["hosts_per_query"]), 1)
+        for g in range(0, len(hosts), size):
+            group = f'{src.options["host_label"]}=~"{"|".join(_regex_quote(h) for h in hosts[g : g + size])}"'
+            yield from _fetch_group(
+                src, session, chunk, group, closed, f"{chunk}/hosts{g // size + 1}"
+            )
+
+
+def _fetch_group(
+    src, session, chunk: Window, group: str, closed: bool, tag: str
+) -> Iterator[Document]:
+    first, last = _eval_times(chunk)
+    rng = _range(timedelta(hours=1), closed)
+    body = _post(
+        src,
+        session,
+        "/api/v1/query_range",
+        {"query": _rollup_query(src, group, rng), "start": first, "end": last, "step": HOUR_S},
+    )
+    yield Document(f"{src.name}/rollups/{tag}", body, "prom-rollup")
+    result = json.loads(body)["data"]["result"]
+    points, labels, _ = series_points(result)
+    rows = rollup_rows(points, labels).with_columns(bad=unusable().is_not_null())
+    baseline = None
+    if _counters(src):
+        answer = json.loads(
+            _post(
+                src,
+                session,
+                "/api/v1/query",
+                {"query": _baseline_query(src, group), "time": first - HOUR_S},
+            )
+        )
+        baseline = pl.DataFrame(
+            {
+                "key": [series_key(s["metric"]) for s in answer["data"]["result"]],
+                "before": [float(s["value"][1]) for s in answer["data"]["result"]],
+            },
+            schema={"key": pl.Utf8, "before": pl.Float64},
+        )
+    series: dict[str, dict] = {}  # key -> {"metric": labels, "values": {t: value}}
+    targets = _raw_targets(rows, baseline, set(_counters(src)), chunk, src)
+    for metric, before, hour, zoom, keys, priors, counts in targets:
+        if zoom:
+            spans = _zoomed(src, session, metric, keys, priors, counts, before, hour, closed)
+        else:
+            spans = [(before, hour, keys, counts)]
+        length = ZOOM if zoom else timedelta(hours=1)
+        for span, start, keys_w, counts_w in spans:
+            for labels, values in _raw_series(
+                src, session, metric, keys_w, counts_w, span, start, length, closed
+            ):
+                got = series.setdefault(series_key(labels), {"metric": labels, "values": {}})
+                got["values"].update(values)
+    if series:
+        result = [
+            {
+                "metric": s["metric"],
+                "values": sorted(s["values"].items(), key=lambda p: float(p[0])),
+            }
+            for s in series.values()
+        ]
+        doc = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+        yield Document(f"{src.name}/samples/{tag}", json.dumps(doc).encode(), "prom-json")
+
+
+def _raw_targets(
+    rows: pl.DataFrame,
+    baseline: pl.DataFrame | None,
+    counters: set[str],
+    chunk: Window,
+    src: SourceConfig,
+) -> list[tuple]:
+    """(metric, before, hour, zoom, series keys, their values before the hour, the sample
+    counts of the spans before): the series-hours whose raw samples to pull, by metric, hour
+    and ``before``, the span [from, to) whose last sample is the one before the hour (a
+    counter's previous hour with samples, the lookback before the chunk, or none). ``zoom``: a
+    counter's changed hours, whose changed ``ZOOM`` windows are found first; an unusable
+    rollup's hour is pulled whole."""
+    lookback = chunk.start - timedelta(hours=float(src.options["counter_lookback_h"]))
+    if baseline is not None:
+        rows = rows.join(baseline, on="key", how="left")
+    else:
+        rows = rows.with_columns(before=pl.lit(None, pl.Float64))
+    rows = _changes(rows.with_columns(metric=pl.col("key").str.json_path_match("$.__name__")))
+    counter = pl.col("metric").is_in(list(counters)) | pl.col("metric").str.starts_with(
+        XID_COUNT_METRIC
+    )
+    prev = pl.col("prev_hour")
+    picked = rows.filter((counter & pl.col("changed")) | pl.col("bad")).select(
+        "metric",
+        span=pl.when(counter & prev.is_not_null()).then(pl.concat_list(prev, prev + timedelta(hours=1)))
+        .when(counter & pl.col("before").is_not_null()).then(pl.concat_list(pl.lit(lookback), pl.lit(chunk.start)))
+        .otherwise(pl.concat_list("hour", "hour")),
+        hour="hour",
+        zoom=counter & ~pl.col("bad") & (pl.col("n") > 2 * FEW),  # else the hour is few samples
+        key="key",
+        prior="prior",
+        count=pl.when(prev.is_not_null()).then("prev_n"),
+    )  # fmt: skip
+    groups = (
+        picked.group_by("metric", "span", "hour", "zoom", maintain_order=True)
+        .agg("key", "prior", "count")
+        .sort("hour", "metric")
+    )
+    return [(m, tuple(span), h, z, k, p, c) for m, span, h, z, k, p, c in groups.iter_rows()]
+
+
+def _changes(rows: pl.DataFrame) -> pl.DataFrame:
+    """Rows of (key, hour, n, min, max, last, before: the value before the first row of each
+    key, or null) with ``prev_hour`` and ``prev_n`` (the key's row before), ``prior`` (the value
+    before the row) and ``changed``: its value changed within the row (min != max) or from the one before."""
+    rows = rows.sort("key", "hour").with_columns(
+        prev_hour=pl.col("hour").shift(1).over("key"),
+        prior=pl.coalesce(pl.col("last").shift(1).over("key"), "before"),
+        prev_n=pl.col("n").shift(1).over("key").cast(pl.Int64),
+    )
+    return rows.with_columns(
+        changed=(pl.col("min") != pl.col("max"))
+        | (pl.col("prior").is_not_null() & (pl.col("min") != pl.col("prior")))
+    )
+
+
+def _zoomed(
+    src,
+    session,
+    metric: str,
+    keys: list[str],
+    priors: list,
+    counts: list,
+    before: tuple,
+    hour: datetime,
+    closed: bool,
+) -> list[tuple]:
+    """(before, window start, keys, counts) of the ``ZOOM`` windows of ``hour`` in which the
+    series ``keys`` (with their values before the hour, ``priors``) changed: one
+    ``query_range`` of their min (and max and last where they differ) per window finds them, so
+    only those windows' samples are pulled raw. A window's sample before is in the window
+    before it, or for the hour's first, in the hour's ``before`` span."""
+    rng = _range(ZOOM, closed)
+    sel = f"{metric}{{{', '.join(_series_matchers(src, keys))}}}[{rng}]"
+    constant = f"(max_over_time({sel}) == min_over_time({sel}))"
+    parts = [
+        _named(f"({fn}_over_time({sel})" + ("" if col == "min" else f" unless {constant}") + ")",
+               ROLLUP_LABEL, rollup_label(metric, col))
+        for col, fn in (("min", "min"), ("max", "max"), ("last", "last"))
+    ]  # fmt: skip
+    step = ZOOM.total_seconds()
+    body = _post(src, session, "/api/v1/query_range", {
+        "query": _host_renamed(src, _named(_either(parts), "__name__", metric)),
+        "start": _epoch(hour) + step - _MS, "end": _epoch(hour) + HOUR_S - _MS, "step": step,
+    })  # fmt: skip
+    points, labels, _ = series_points(json.loads(body)["data"]["result"])
+    prior = pl.DataFrame(
+        {"key": keys, "before": priors, "count": counts},
+        schema={"key": pl.Utf8, "before": pl.Float64, "count": pl.Int64},
+    )
+    windows = rollup_rows(points, labels, period_s=int(step)).join(prior, on="key")
+    prev = pl.col("prev_hour")
+    picked = _changes(windows).filter("changed").select(
+        "key",
+        "hour",
+        span=pl.when(prev.is_not_null()).then(pl.concat_list(prev, prev + ZOOM))
+        .otherwise(pl.lit(list(before), pl.List(pl.Datetime("us")))),
+        count=pl.when(prev.is_null()).then("count"),
+    )  # fmt: skip
+    groups = picked.group_by("span", "hour", maintain_order=True).agg("key", "count").sort("hour")
+    return [(tuple(span), h, k, c) for span, h, k, c in groups.iter_rows()]
+
+
+def _raw_series(
+    src,
+    session,
+    metric: str,
+    keys: list[str],
+    counts: list,
+    before: tuple,
+    start: datetime,
+    length: timedelta,
+    closed: bool,
+) -> Iterator[tuple[dict, dict]]:
+    """(labels, {time: value}) of each of the series ``keys`` of ``metric``: its samples in
+    [start, start + length) and the last one in the span ``before`` (samples ``counts`` there,
+    where known). Raw samples with their exact times, from range selectors matching at least
+    those series: first from ``NEAR`` before ``start`` (where a series scraped every few
+    seconds has its sample before), or from the span's start when it holds few samples (a short
+    span, or at most ``FEW``); for a series with none near, the span's last sample, found by
+    halving the span with ``count_over_time`` (a point per step, not the span's samples)."""
+    lo, hi = before
+    count = dict(zip(keys, counts, strict=True))
+    few = [k for k in keys if hi - lo <= ZOOM or (count[k] is not None and count[k] <= FEW)]
+    dense = [k for k in keys if k not in few]
+    got = _samples(src, session, metric, few, lo, start + length, closed) if few else {}
+    if dense:
+        got.update(
+            _samples(src, session, metric, dense, max(lo, start - NEAR), start + length, closed)
+        )
+    missing = [k for k in dense if k in got and min(map(float, got[k][1])) >= _epoch(start)]
+    if missing and hi > lo and start - NEAR > lo:
+        for key, last in _last_before(src, session, metric, missing, lo, hi, closed).items():
+            got[key][1].update(last)
+    for labels, values in got.values():
+        times = sorted(values, key=float)
+        kept = next((i for i, ts in enumerate(times) if float(ts) >= _epoch(start)), len(times))
+        yield labels, {ts: values[ts] for ts in times[max(kept - 1, 0) :]}
+
+
+def _last_before(
+    src, session, metric: str, keys: list[str], since: datetime, until: datetime, closed: bool
+) -> dict[str, dict]:
+    """key -> {time: value} of the last sample of each series ``keys`` in [since, until) (none
+    for a series without one): each series' span is halved while its later half holds samples
+    or its earlier half must, down to ``NEAR``, whose samples are then read. Series whose spans
+    agree (scraped alike) share each step's ``count_over_time`` query."""
+
+    def holding(group: list[str], a: datetime, b: datetime) -> set[str]:
+        t = _epoch(b) - _MS
+        rng = round((t - _epoch(a)) * 1000) + (0 if closed else 1)
+        sel = f"{metric}{{{', '.join(_series_matchers(src, group))}}}[{rng}ms]"
+        answer = _post(
+            src, session, "/api/v1/query", {"query": f"count_over_time({sel})", "time": t}
+        )
+        found = {_key_of(src, s["metric"], metric) for s in json.loads(answer)["data"]["result"]}
+        return found & set(group)
+
+    spans = {k: (since, until) for k in holding(keys, since, until)}
+    while wide := {k: v for k, v in spans.items() if v[1] - v[0] > NEAR}:
+        for (lo, hi), group in _by_value(wide).items():
+            mid = lo + (hi - lo) / 2
+            later = holding(group, mid, hi)
+            spans.update({k: (mid, hi) if k in later else (lo, mid) for k in group})
+    out = {}
+    for (lo, hi), group in _by_value(spans).items():
+        for key, (_, values) in _samples(src, session, metric, group, lo, hi, closed).items():
+            last = max(values, key=float)
+            out[key] = {last: values[last]}
+    return out
+
+
+def _by_value(d: dict) -> dict:
+    out: dict = {}
+    for k, v in d.items():
+        out.setdefault(v, []).append(k)
+    return out
+
+
+def _key_of(src: SourceConfig, labels: dict, metric: str) -> str:
+    """The series key of an answer's labels (a function's answer has lost ``__name__``)."""
+    got = {**labels, "__name__": metric}
+    host = src.options["host_label"]
+    if host != HOST and host in got:
+        got[HOST] = got[host]  # as label_replace names it in the rollups
+    return series_key(got)
+
+
+def _samples(
+    src, session, metric: str, keys: list[str], since: datetime, until: datetime, closed: bool
+) -> dict[str, tuple[dict, dict]]:
+    """key -> (labels, {time: value}) of the samples in [since, until) of the series ``keys``,
+    from one range selector."""
+    wanted = set(keys)
+    t = _epoch(until) - _MS
+    range_ms = round((t - _epoch(since)) * 1000) + (0 if closed else 1)
+    query = f"{metric}{{{', '.join(_series_matchers(src, keys))}}}[{range_ms}ms]"
+    answer = json.loads(_post(src, session, "/api/v1/query", {"query": query, "time": t}))
+    out = {}
+    for s in answer["data"]["result"]:
+        if (key := _key_of(src, s["metric"], metric)) in wanted:
+            out[key] = (json.loads(key), {str(ts): v for ts, v in s["values"]})
+    return out
+
+
+def _series_matchers(src: SourceConfig, keys: list[str]) -> list[str]:
+    """Label matchers that select at least the series ``keys`` (each label they all have, with
+    any of their values: exact for one series, and in practice for GPUs told apart by UUID)."""
+    labels = [json.loads(k) for k in keys]
+    names = sorted(set.intersection(*(set(x) for x in labels)) - {"__name__"})
+    host = src.options["host_label"]
+    if host != HOST:
+        names = [n for n in names if n != HOST]  # renamed from the host label, not stored as such
+    return [f'{n}=~"{"|".join(sorted({_regex_quote(x[n]) for x in labels}))}"' for n in names]
+
+
+def _range(length: timedelta, closed: bool) -> str:
+    """A range selector's duration covering exactly ``length`` before an evaluation instant one
+    millisecond before a boundary: [t - r, t] on Prometheus 2, (t - r, t] on 3."""
+    return f"{round(length.total_seconds() * 1000) - (1 if closed else 0)}ms"
+
+
+def _rollup_query(src: SourceConfig, group: str, rng: str) -> str:
+    """Every metric's five rollups over ``rng`` in one vector: ``__name__`` kept and the rollup
+    named by ``ROLLUP_LABEL`` (``label_replace``), joined by ``or``."""
+    parts = []
+    for metric in src.options["metrics"]:
+        sel = f"{metric}{{{_matchers(src, group)}}}[{rng}]"
+        constant = f"(max_over_time({sel}) == min_over_time({sel}))"
+        for column, fn in ROLLUP_FUNCTIONS.items():
+            expr = f"{fn}({sel})" + (f" unless {constant}" if column in CONSTANT_FILLED else "")
+            named = _named(
+                _named(f"({expr})", "__name__", metric), ROLLUP_LABEL, rollup_label(metric, column)
+            )
+            parts.append(_host_renamed(src, named))
+    return _either(parts)
+
+
+def _either(parts: list[str]) -> str:
+    """``parts`` joined by ``or`` as a balanced tree: a chain makes each step of the query
+    match an ever larger left side (quadratic in the parts)."""
+    if len(parts) == 1:
+        return parts[0]
+    half = len(parts) // 2
+    return f"({_either(parts[:half])}) or ({_either(parts[half:])})"
+
+
+def _baseline_query(src: SourceConfig, group: str) -> str:
+    """Each counter series' last value within ``counter_lookback_h`` before an instant."""
+    rng = f"{int(src.options['counter_lookback_h'])}h"
+    return _either(
+        [
+            _host_renamed(
+                src,
+                _named(
+                    _named(f"last_over_time({m}{{{_matchers(src, group)}}}[{rng}])", "__name__", m),
+                    ROLLUP_LABEL,
+                    rollup_label(m, "last"),
+                ),
+            )  # ``or`` ignores __name__
+            for m in _counters(src)
+        ]
+    )
+
+
+def _named(expr: str, label: str, value: str) -> str:
+    return f'label_replace({expr}, "{label}", "{_quote(value)}", "", "")'
+
+
+def _host_renamed(src: SourceConfig, expr: str) -> str:
+    host = src.options["host_label"]
+    return expr if host == HOST else f'label_replace({expr}, "{HOST}", "$1", "{host}", "(.*)")'
+
+
+def _matchers(src: SourceConfig, group: str) -> str:
+    return ", ".join(m for m in (group, src.options["selector"]) if m)
+
+
+def _any_metric(src: SourceConfig) -> str:
+    names = "|".join(_regex_quote(m) for m in src.options["metrics"])
+    return "{" + ", ".join(m for m in (f'__name__=~"{names}"', src.options["selector"]) if m) + "}"
+
+
+def _counters(src: SourceConfig) -> list[str]:
+    return [m for m in src.options["metrics"] if m in set(src.options["counters"])]
+
+
+def _hour_chunks(window: Window, now: datetime, src: SourceConfig) -> list[Window]:
+    """The whole, settled hours of ``window`` in chunks of ``CHUNK``."""
+    start = _ceil_hour(window.start)
+    end = _floor_hour(min(window.end, now - timedelta(seconds=float(src.options["settle_s"]))))
+    return Window(start, end).chunks(CHUNK) if end > start else []
+
+
+def _eval_times(chunk: Window) -> tuple[float, float]:
+    """The first and last evaluation instants: the last millisecond of the chunk's first and
+    last hour."""
+    return _epoch(chunk.start) + HOUR_S - _MS, _epoch(chunk.end) - _MS
+
+
+def _range_closed(src: SourceConfig, session) -> bool:
+    given = src.options["range_closed"]
+    if isinstance(given, bool):
+        return given
+    try:
+        version = _get(src, session, "/api/v1/status/buildinfo", {})["version"]
+        return int(str(version).split(".")[0]) < 3
+    except (SourceError, KeyError, TypeError, ValueError):
+        return True  # a store that does not say: Prometheus 2 semantics
+
+
+def _get(src, session, path: str, params: dict):
+    return json.loads(_request(src, session, "GET", path, params))["data"]
+
+
+def _post(src, session, path: str, form: dict) -> bytes:
+    return _request(src, session, "POST", path, form)
+
+
+def _request(src: SourceConfig, session, method: str, path: str, params: dict) -> bytes:
+    """The body of a successful answer, else SourceError with Prometheus' own reason."""
+    import requests
+
+    url = _base(src) + path
+    try:
+        r = session.request(
+            method,
+            url,
+            timeout=src.timeout_s,
+            **({"params": params} if method == "GET" else {"data": params}),
+        )
+    except requests.RequestException as exc:
+        raise http_error(src, url, exc) from None
+    try:
+        doc = r.json()
+    except ValueError:
+        doc = None
+    if r.status_code >= 400 or not isinstance(doc, dict) or doc.get("status") != "success":
+        reason = (
+            doc.get("error") if isinstance(doc, dict) and doc.get("error") else r.text[:200].strip()
+        )
+        hint = " (lower hosts_per_query)" if "too many samples" in str(reason) else ""
+        raise SourceError(
+            f"{src.name}: {url}: HTTP {r.status_code}: {reason}{hint}".replace("\n", " ")
+        )
+    return r.content
+
+
+def _base(src: SourceConfig) -> str:
+    return str(src.options["url"]).rstrip("/")
+
+
+def _verify(value) -> bool | str:
+    return value if isinstance(value, (bool, str)) else bool(value)
+
+
+def _epoch(t: datetime) -> float:
+    return (t - datetime(1970, 1, 1)).total_seconds()
+
+
+def _ceil_hour(t: datetime) -> datetime:
+    floor = _floor_hour(t)
+    return floor if floor == t else floor + timedelta(hours=1)
+
+
+def _floor_hour(t: datetime) -> datetime:
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+def _quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _regex_quote(text: str) -> str:
+    """``text`` matched literally inside a PromQL regex string."""
+    special = set(".^$*+?()[]{}|\\")
+    return _quote("".join("\\" + c if c in special else c for c in text))

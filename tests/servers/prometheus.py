@@ -1,0 +1,182 @@
+"""A real Prometheus holding a fleet's DCGM history, for tests of the ``prometheus`` source.
+
+The fleet's dcgm-exporter scrapes (``dcgm/<host>/<day>.prom[.gz]``, millisecond timestamps) are
+rewritten as one OpenMetrics file (seconds, one HELP/TYPE per family, each family's samples
+together in time order, ``# EOF``), turned into TSDB blocks by ``promtool tsdb
+create-blocks-from openmetrics`` (cached under the temp dir, keyed by the input's hash), and
+served by ``prometheus`` on a free loopback port with no scrape targets. Without the binaries a
+test is skipped, or fails when ``CI`` is set.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+START_TIMEOUT_S = 120  # a loaded machine opens the blocks slowly
+BLOCK_DURATION = "744h"  # a month per block: a few blocks, not one per 2 h
+
+
+def binaries() -> tuple[str, str]:
+    """The prometheus and promtool paths, or skip (fail under CI) when they are missing."""
+    found = shutil.which("prometheus"), shutil.which("promtool")
+    if not all(found):
+        msg = "prometheus / promtool not installed (Debian package prometheus)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return found  # type: ignore[return-value]
+
+
+def scrape_files(fleet: Path, hosts: list[str] | None = None) -> list[Path]:
+    files = sorted((fleet / "dcgm").glob("*/*.prom*"))
+    return [f for f in files if hosts is None or f.parent.name in hosts]
+
+
+def openmetrics(files: list[Path]) -> bytes:
+    """The samples of dcgm-exporter scrape files as one OpenMetrics exposition."""
+    text = b"".join(
+        gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes() for f in files
+    )
+    lines = pl.DataFrame({"raw": text.decode().splitlines()})
+    helps = (
+        lines.filter(pl.col("raw").str.starts_with("# HELP "))
+        .select(
+            pl.col("raw").str.extract(r"^# HELP (\S+) (.*)$", 1).alias("family"),
+            pl.col("raw").str.extract(r"^# HELP (\S+) (.*)$", 2).alias("help"),
+        )
+        .unique("family", keep="first")
+    )
+    samples = (
+        lines.filter(~pl.col("raw").str.starts_with("#") & (pl.col("raw").str.strip_chars() != ""))
+        .select(
+            pl.col("raw")
+            .str.extract_groups(
+                r"^(?P<key>(?P<family>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{.*\})?) (?P<value>\S+) (?P<ms>\d+)$"
+            )
+            .alias("s")
+        )
+        .unnest("s")
+    )
+    samples = samples.with_columns(
+        sec=pl.format(
+            "{}.{}",
+            pl.col("ms").str.slice(0, pl.col("ms").str.len_chars() - 3),
+            pl.col("ms").str.slice(-3),
+        )
+    ).sort("family", "ms", maintain_order=True)
+    out = []
+    for (family,), part in samples.group_by("family", maintain_order=True):
+        help_text = helps.filter(pl.col("family") == family)["help"]
+        out.append(
+            f"# HELP {family} {help_text[0] if len(help_text) else family}\n# TYPE {family} gauge\n"
+        )
+        out.append(
+            "\n".join(part.select(pl.format("{} {} {}", "key", "value", "sec")).to_series()) + "\n"
+        )
+    out.append("# EOF\n")
+    return "".join(out).encode()
+
+
+def blocks(files: list[Path]) -> Path:
+    """TSDB blocks of ``files``' samples, built once per distinct input and kept in the temp
+    dir (building a 60-day fleet takes a while on a loaded machine)."""
+    _, promtool = binaries()
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.name.encode() + f.parent.name.encode() + f.read_bytes())
+    cache = Path(tempfile.gettempdir()) / f"goodput-prom-blocks-{digest.hexdigest()[:16]}"
+    if cache.exists():
+        return cache
+    work = Path(tempfile.mkdtemp(prefix="prom-build-"))
+    try:
+        (work / "fleet.om").write_bytes(openmetrics(files))
+        subprocess.run(
+            [
+                promtool,
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                f"--max-block-duration={BLOCK_DURATION}",
+                str(work / "fleet.om"),
+                str(work / "data"),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+        try:
+            (work / "data").rename(cache)
+        except OSError:  # another process built it meanwhile
+            pass
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return cache
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serve(data: Path, tmp: Path) -> Iterator[str]:
+    """A Prometheus serving a copy of the blocks in ``data``; yields its base URL and stops it
+    on exit."""
+    prometheus, _ = binaries()
+    store = tmp / "tsdb"
+    shutil.copytree(data, store, copy_function=os.link)  # blocks are immutable: links suffice
+    (tmp / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (tmp / "prometheus.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            prometheus,
+            f"--config.file={tmp / 'prometheus.yml'}",
+            f"--storage.tsdb.path={store}",
+            "--storage.tsdb.retention.time=10y",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"prometheus exited {proc.returncode}: {(tmp / 'prometheus.log').read_text()[-2000:]}"
+                )
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"prometheus not ready within {START_TIMEOUT_S} s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
