@@ -170,7 +170,8 @@ def parse_chunks(spec: FormatSpec, fh: BinaryIO, ctx: ParseContext, plain: bool,
     if spec.extract is None:
         yield from (_checked(spec, r) for r in _staged(spec.parse, fh, ctx, plain, end, long))
     else:
-        yield _checked(spec, spec.merge(list(_staged(spec.extract, fh, ctx, plain, end, long)), ctx))
+        if parts := list(_staged(spec.extract, fh, ctx, plain, end, long)):  # none: only long lines
+            yield _checked(spec, spec.merge(parts, ctx))
     if long:
         why = f"line of {{:,}} bytes is longer than the limit of {MAX_LINE_BYTES >> 20} MiB: not read"
         q = quarantine_frame([n for n, _ in long], [x.head.decode("utf-8", "replace") for _, x in long],

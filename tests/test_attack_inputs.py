@@ -280,6 +280,16 @@ def test_line_past_the_length_limit_is_one_quarantine_row_and_the_rest_is_read(t
     assert q["error"][0] == f"line of {long_bytes:,} bytes is longer than the limit of 1 MiB: not read"
 
 
+def test_file_that_is_one_long_line_is_one_quarantine_row(tmp_path):
+    log = tmp_path / "node-a" / "kern.log"
+    log.parent.mkdir()
+    log.write_bytes(XID_CUT.encode() + b"x" * (30 << 20) + b"\n")
+    wh = Warehouse(tmp_path / "home")
+    (r,) = _ingest(wh, log, fmt="kernel")
+    assert r.done and (r.records, r.rows_quarantined) == (1, 1)
+    assert "is longer than the limit of 1 MiB" in wh.read("quarantine")["error"][0]
+
+
 def test_json_that_inflates_past_the_limit_is_quarantined_unread(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "MAX_WHOLE_BYTES", 1 << 20)
     bomb = tmp_path / "jobs.json.gz"
