@@ -313,3 +313,19 @@ def test_file_that_is_one_incomplete_line_is_reported_and_read_once_complete(tmp
     log.write_text(XID_CUT + XID_REST)
     (r,) = _ingest(wh, log)
     assert r.done and r.rows_ok == 1 and wh.read("quarantine").height == 0
+
+
+def test_cli_warns_of_bytes_held_back_and_of_files_still_changing(tmp_path, capsys):
+    from pipelines.cli import main
+
+    log = tmp_path / "node-a" / "kern.log"
+    log.parent.mkdir()
+    log.write_text(XID_OK + XID_CUT)
+    assert main(["--home", str(tmp_path / "home"), "ingest", str(log), "--settle", "0"]) == 0
+    err = capsys.readouterr().err
+    assert f"{log}: its last {len(XID_CUT)} byte(s) are a line without its newline yet" in err
+    with log.open("a") as fh:
+        fh.write(XID_REST)
+    assert main(["--home", str(tmp_path / "home"), "ingest", str(log), "--settle", "1s"]) == 0  # just written
+    assert "still being written" not in capsys.readouterr().err  # unchanged while watched: read
+    assert Warehouse(tmp_path / "home").read("hw_events").height == 2
