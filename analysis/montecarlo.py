@@ -3,7 +3,9 @@
 Why a simulation next to the analytic model: Weibull lifetimes (infant mortality / wear-out),
 spare-pool exhaustion, restart-time spread and asynchronous checkpoint windows have no closed
 form. Where the analytic assumptions hold (exponential lifetimes, fixed costs, no waiting for
-spares) the simulation converges to Daly's expected wall time (tested within 1%).
+spares) the simulation converges to Daly's expected wall time (tested within 1%). Simulated at
+the plug-in rates (``rate_draws`` None) it answers the analytic projection's question; with
+one rate draw per replica it gives the band (``analysis.whatif.evaluate`` runs both).
 
 Failure stream, per replica and class c with n_c units (``projection.UNIT_COUNTS``), from the
 class's lifetime law (``ClassRates.lifetimes``: the selected fitted model, any registered one,

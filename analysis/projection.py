@@ -14,9 +14,13 @@ Model (DESIGN.md, goodput model):
 
 Everything broadcasts over NumPy arrays so a sweep of 10^5 scenarios is one vector pass.
 
-Rate uncertainty: each class carries either CI bounds or an array of samples. Rates read from
+Point and band (the same definitions in the analytic model and the Monte Carlo): the point
+is the plug-in projection at each class's rate (a class with no failure has rate 0); the band
+is the 2.5/97.5 percentiles over rate draws, so a zero-failure class's upper bound enters the
+band only. Each class carries either CI bounds or an array of samples. Rates read from
 ``failure_rates`` carry samples from the fit itself (``analysis.survival.rate_samples``: the
-Gamma(events + 1/2, exposure) posterior of each class's rate). Without samples the rate is
+Gamma(events + 1/2, exposure) posterior of each class's rate, times the long-run rate of a
+candidate family drawn by Akaike weight). Without samples the rate is
 drawn lognormal with the point estimate as median and σ = ln(hi/lo)/(2·1.96), i.e.
 the CI read as ±1.96σ on the log scale (how a Poisson/likelihood CI of a positive rate is
 usually built); a class with no events (point 0) draws a half-normal whose 97.5% quantile is
@@ -33,7 +37,7 @@ import numpy as np
 import polars as pl
 
 from analysis import lifetime_models
-from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S
+from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S, TARGET_GPUS
 from analysis.fleet_age import (
     DEFAULT_FLEET_AGE,
     FLEET_AGES,
@@ -43,7 +47,7 @@ from analysis.fleet_age import (
 from analysis.headline import selected_rates
 from analysis.lifetime_models.base import Z95
 from analysis.lifetime_models.exponential import poisson_rate_ci
-from analysis.survival import rate_samples
+from analysis.survival import age_shape, model_mean, rate_samples
 from analysis.taxonomy import (
     DEFAULT_SCOPE,
     DEFAULT_UNIT,
@@ -99,6 +103,10 @@ class ClassRates:
     model_names: tuple[str, ...] | None = None
     fleet_age: tuple[str, ...] | None = None
     horizon_hours: float | None = None
+    # per class, the law a new or observed fleet age is projected with when it differs from
+    # ``models`` (an exponential class whose Weibull fit shows an age trend: the fitted
+    # Weibull, at rate ``base_rate`` before what-ifs); None = ``models``
+    age_models: tuple | None = None
 
     def __post_init__(self):
         n = len(self.classes)
@@ -276,16 +284,9 @@ def selected_law(row: dict):
     exponential's rate is the answer (the exponential itself, no usable parameters, or a law
     without a finite mean, e.g. a log-logistic of shape <= 1)."""
     name = (row.get("model") or "exponential").lower()
-    if name == "exponential":
-        return None, name
-    try:
-        law = lifetime_models.get(name).from_params(row.get("params") or "{}")
-        mean = law.mean()
-    except (ValueError, TypeError, OverflowError):
+    if name == "exponential" or model_mean(name, row.get("params")) is None:
         return None, "exponential"
-    if not (math.isfinite(mean) and mean > 0):
-        return None, "exponential"
-    return law, name
+    return lifetime_models.get(name).from_params(row.get("params") or "{}"), name
 
 
 def rates_from_failure_rates(
@@ -297,15 +298,16 @@ def rates_from_failure_rates(
 ) -> ClassRates:
     """Adapter from the ``failure_rates`` table: the ``selected`` row of each class.
 
-    Each class is projected with its selected model and fitted parameters (``selected_law``):
-    the per-unit-hour rate of a stationary fleet is the renewal rate 1 / mean of that law (an
-    exponential's 1 / mean is events / exposure = rate_per_1k_unit_days / 24,000 exactly); the
-    law itself goes to ``models`` for the Monte Carlo and the fleet-age rates. Uncertainty is
-    the crude rate's, relative: the CI from rate_ci_low/high and the draws scaled by
-    fitted / crude. Draws: ``samples`` (class -> per-unit-hour draws of equal length, taken
-    as given) when given, else the fit's own posterior draws
-    (``analysis.survival.rate_samples``) when the table has events and exposure; lognormal from
-    the CI only for classes with neither.
+    The point is the selected row's own rate with its CI, the number the fit table and the
+    report print (``analysis.survival``: the observed rate, events / exposure, unless another
+    model is clearly better). Its law goes to ``models`` for the Monte Carlo and the fleet-age
+    rates (``selected_law``); an exponential class whose Weibull shape shows an age trend
+    (``age_shape``) is projected with a Weibull of that shape and mean 1 / rate, so a new or
+    observed fleet age moves its rate while a stationary one keeps it. Draws: ``samples``
+    (class -> per-unit-hour draws of equal length, taken as given) when given, else the fit's
+    own draws (``analysis.survival.rate_samples``: rate posterior, and the family by Akaike
+    weight) when the table has events and exposure; lognormal from the CI only for classes
+    with neither.
     """
     if df.height == 0:
         raise ValueError("failure_rates has no rows")
@@ -314,36 +316,40 @@ def rates_from_failure_rates(
     )
     if sel.height == 0:
         raise ValueError("failure_rates has no selected rows with a rate")
-    names, rate, lo, hi, shape, laws, base, model_names = [], [], [], [], [], [], [], []
+    age_rows = dict(
+        df.filter(
+            (pl.col("window") == window) & (pl.col("stratum").fill_null("all") == stratum)
+            & (pl.col("model") == "weibull") & pl.col("converged").fill_null(True)
+        ).select("component_class", "params").iter_rows()
+    )  # fmt: skip
+    names, shape, laws, base, model_names, age_laws = [], [], [], [], [], []
+    weibull = lifetime_models.get("weibull")
     for row in sel.iter_rows(named=True):  # one row per class
         names.append(row["component_class"])
-        crude = row["rate_per_1k_unit_days"] / HOURS_PER_1K_UNIT_DAYS
         law, name = selected_law(row)
-        fitted = 1.0 / law.mean() if law is not None else crude
-        # the fit's CI and draws are on the crude rate (events / exposure): carried over to the
-        # fitted rate as relative uncertainty
-        ratio = fitted / crude if crude > 0 else 1.0
-        rate.append(fitted)
         laws.append(law)
-        base.append(fitted if law is not None else np.nan)
+        base.append(1.0 / law.mean() if law is not None else row["rate_per_1k_unit_days"] / HOURS_PER_1K_UNIT_DAYS)
+        shape.append(getattr(law, "shape", 1.0) if name == "weibull" else 1.0)
+        age = None
+        if law is None and age_shape(row) != 1.0:
+            wb = age_rows.get(row["component_class"])
+            age = weibull.from_params(wb) if wb else None
+            if age is not None:
+                name = f"exponential; age trend: weibull shape {age.shape:.2f}"
+        age_laws.append(age)
         model_names.append(name)
-        lo.append(np.nan if row.get("rate_ci_low") is None else row["rate_ci_low"] / HOURS_PER_1K_UNIT_DAYS * ratio)
-        hi.append(np.nan if row.get("rate_ci_high") is None else row["rate_ci_high"] / HOURS_PER_1K_UNIT_DAYS * ratio)
-        k = getattr(law, "shape", 1.0) if name == "weibull" else 1.0
-        shape.append(k)
+    per_hour = lambda c: sel[c].cast(pl.Float64).to_numpy() / HOURS_PER_1K_UNIT_DAYS
     events = sel["n_events"].cast(pl.Float64).to_numpy() if "n_events" in sel.columns else None
-    ratios = dict(zip(names, np.asarray(rate) / np.maximum(
-        sel["rate_per_1k_unit_days"].to_numpy() / HOURS_PER_1K_UNIT_DAYS, 1e-300), strict=True))
     out = ClassRates(
-        tuple(names), rate, lo, hi, shape=shape, source="fitted", events=events,
+        tuple(names), per_hour("rate_per_1k_unit_days"), per_hour("rate_ci_low"),
+        per_hour("rate_ci_high"), shape=shape, source="fitted", events=events,
         origins=("fit",) * len(names),
         models=tuple(laws) if any(m is not None for m in laws) else None,
         base_rate=base, model_names=tuple(model_names),
+        age_models=tuple(age_laws) if any(a is not None for a in age_laws) else None,
     )  # fmt: skip
     if samples is None and {"n_events", "exposure_hours"} <= set(df.columns):
         samples = rate_samples(df, FIT_DRAWS, np.random.default_rng(seed), stratum, window) or None
-        if samples:  # the posterior of the crude rate, moved to the selected model's rate
-            samples = {c: v * (ratios[c] if ratios[c] > 0 else 1.0) for c, v in samples.items()}
     if samples:
         # Fit-based draws (e.g. analysis.survival.rate_samples) where given; lognormal from
         # the CI for the other classes, so every class has the same number of draws.
@@ -378,12 +384,53 @@ def exposure_hours(attempts: pl.DataFrame, gpus_per_node: int = GPUS_PER_NODE) -
     return {k: float(v or 0.0) for k, v in row.items()}
 
 
+JOB_SIZE_EDGES = (8, 64, 512, 4096)  # GPUs: the job-size classes 1-8, 9-64, ..., 4097+
+
+
+def job_size_labels() -> list[str]:
+    lo = (0, *JOB_SIZE_EDGES)
+    return [f"{a + 1}-{b}" for a, b in zip(lo, JOB_SIZE_EDGES, strict=False)] + [f"{JOB_SIZE_EDGES[-1] + 1}+"]
+
+
+def _size_class(col: str = "n_gpus") -> pl.Expr:
+    """Index of a job's size class (``JOB_SIZE_EDGES``); null without a GPU count."""
+    n = pl.col(col).cast(pl.Float64)
+    return pl.sum_horizontal(*(n > e for e in JOB_SIZE_EDGES)).cast(pl.Int64).alias("_size")
+
+
+def workload_row(
+    unplanned: pl.DataFrame, attempts: pl.DataFrame, n_gpus: int
+) -> tuple[dict, str] | None:
+    """The jobs' own failures (workload domain) as a rate per job-hour, measured on the jobs of
+    the projected job's size class (``JOB_SIZE_EDGES``; the nearest class that ran, the larger
+    on a tie, when none of that size did): a job's own bug or OOM ends it once whatever its
+    GPU count, so pooling per GPU-hour would multiply small jobs' failures by a large job's
+    GPUs. Returns (rates-table row, where it was measured) or None when no job ran."""
+    hours = (pl.col("end_time") - pl.col("start_time")).dt.total_microseconds() / 3.6e9
+    ran = attempts.filter(pl.col("end_time") > pl.col("start_time")).with_columns(_size_class())
+    expo = dict(ran.group_by("_size").agg(hours.sum()).drop_nulls().iter_rows())
+    expo = {k: v for k, v in expo.items() if v > 0}
+    if not expo:
+        return None
+    target = int(np.searchsorted(JOB_SIZE_EDGES, n_gpus, side="left"))
+    k = min(expo, key=lambda j: (abs(j - target), -j))
+    sized = unplanned.with_columns(_size_class())
+    events = sized.filter(pl.col("_size") == k).height
+    unsized = sized.filter(pl.col("_size").is_null()).height
+    where = f"interruptions, jobs of {job_size_labels()[k]} GPUs"
+    if unsized:
+        where += f" ({unsized} without a GPU count not counted)"
+    row = {"component_class": WORKLOAD, "events": events, "exposure_hours": expo[k], "unit": "job"}
+    return row, where
+
+
 def interruption_class_rates(
     interruptions: pl.DataFrame,
     attempts: pl.DataFrame,
     scope: str = DEFAULT_SCOPE,
     exclude=(),
     gpus_per_node: int = GPUS_PER_NODE,
+    n_gpus: int = TARGET_GPUS,
 ) -> ClassRates | None:
     """Per-class rates measured from unplanned ``interruptions`` over the exposure of
     ``job_attempts``, for the classes not in ``exclude`` (those with a hardware fit).
@@ -391,8 +438,9 @@ def interruption_class_rates(
     Each class is a rate per unit-hour of its scope in ``taxonomy.UNITS`` (software per
     GPU-hour, host_os / unknown per node-hour, ...). ``infrastructure`` counts every event
     outside the workload domain; ``all`` adds the workload domain (exit codes, OOM) as the
-    pseudo-class ``workload``; ``hardware`` measures nothing here (returns None, as when no
-    event qualifies or nothing ran)."""
+    pseudo-class ``workload``, per job-hour of jobs the size of an ``n_gpus`` job
+    (``workload_row``); ``hardware`` measures nothing here (returns None, as when no event
+    qualifies or nothing ran)."""
     if scope not in SCOPES:
         raise ValueError(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
     if scope == "hardware" or interruptions.height == 0:
@@ -402,26 +450,28 @@ def interruption_class_rates(
     workload = pl.col("failure_domain").fill_null("unknown") == WORKLOAD_DOMAIN
     cls = pl.when(workload).then(pl.lit(WORKLOAD)).otherwise(pl.col("cause_class").fill_null("unknown"))
     counted = unplanned.with_columns(cls.alias("_class"))
-    if scope != "all":
-        counted = counted.filter(pl.col("_class") != WORKLOAD)
+    own = workload_row(counted.filter(pl.col("_class") == WORKLOAD), attempts, n_gpus)
+    counted = counted.filter(pl.col("_class") != WORKLOAD)
     per = (
         counted.filter(~pl.col("_class").is_in(list(exclude)))
         .group_by("_class")
         .agg(pl.len().alias("events"))
         .sort(["events", "_class"], descending=[True, False])
     )
-    if per.height == 0:
-        return None
     unit = [UNITS.get(c, DEFAULT_UNIT)[0] for c in per["_class"].to_list()]
     table = per.select(
         pl.col("_class").alias("component_class"),
-        "events",
-        pl.Series("exposure_hours", [expo[u] for u in unit]),
-        pl.Series("unit", unit),
+        pl.col("events").cast(pl.Int64),
+        pl.Series("exposure_hours", [expo[u] for u in unit], dtype=pl.Float64),
+        pl.Series("unit", unit, dtype=pl.Utf8),
     )
-    if (table["exposure_hours"] <= 0).any():
-        return None  # interruptions without any job time to measure them against
-    return rates_from_table(table, source="interruptions", origin="interruptions")
+    if scope == "all" and own is not None and own[0]["events"] > 0:
+        table = pl.concat([table, pl.DataFrame([own[0]], schema=table.schema)])
+    if table.height == 0 or (table["exposure_hours"] <= 0).any():
+        return None  # nothing measured, or interruptions without job time to measure them by
+    out = rates_from_table(table, source="interruptions", origin="interruptions")
+    origins = tuple(own[1] if c == WORKLOAD else o for c, o in zip(out.classes, out.origins, strict=True))
+    return replace(out, origins=origins)
 
 
 def combine(*parts: ClassRates | None) -> ClassRates:
@@ -448,6 +498,7 @@ def combine(*parts: ClassRates | None) -> ClassRates:
     for p in parts:
         counts.update(p.counts or {})
     models = sum((p.models or (None,) * len(p.classes) for p in parts), ())
+    age_models = sum((p.age_models or (None,) * len(p.classes) for p in parts), ())
     return ClassRates(
         names,
         cat("rate", np.nan),
@@ -462,13 +513,17 @@ def combine(*parts: ClassRates | None) -> ClassRates:
         models=models if any(m is not None for m in models) else None,
         base_rate=cat("base_rate", np.nan),
         model_names=tuple(model_name(p, i) for p in parts for i in range(len(p.classes))),
+        age_models=age_models if any(m is not None for m in age_models) else None,
     )
 
 
-def scoped_rates(wh, scope: str = DEFAULT_SCOPE, gpus_per_node: int = GPUS_PER_NODE) -> ClassRates:
+def scoped_rates(
+    wh, scope: str = DEFAULT_SCOPE, gpus_per_node: int = GPUS_PER_NODE, n_gpus: int = TARGET_GPUS
+) -> ClassRates:
     """The rates a projection of ``scope`` uses: the hardware fits (``failure_rates``) plus,
-    for infrastructure / all, the classes measured in ``interruptions``. Raises ValueError
-    when there is nothing to project from."""
+    for infrastructure / all, the classes measured in ``interruptions`` (the jobs' own failures
+    of scope all from jobs the size of ``n_gpus``). Raises ValueError when there is nothing to
+    project from."""
     if scope not in SCOPES:
         raise ValueError(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
     fr = wh.read("failure_rates")
@@ -481,7 +536,7 @@ def scoped_rates(wh, scope: str = DEFAULT_SCOPE, gpus_per_node: int = GPUS_PER_N
                 raise
     measured = interruption_class_rates(
         wh.read("interruptions"), wh.read("job_attempts"), scope,
-        exclude=() if fits is None else fits.classes, gpus_per_node=gpus_per_node,
+        exclude=() if fits is None else fits.classes, gpus_per_node=gpus_per_node, n_gpus=n_gpus,
     )  # fmt: skip
     if fits is None and measured is None:
         raise ValueError("failure_rates has no rows and no interruptions were measured")
@@ -552,11 +607,14 @@ def with_fleet_age(
     base = np.array(rates.base_rate if rates.base_rate is not None else np.full(n, np.nan))
     shapes = rates.shapes()
     ratio, starts, labels = np.ones(n), [], []
+    age_models = rates.age_models or (None,) * n
     for i, c in enumerate(rates.classes):
         law, r = models[i], float(rates.rate[i])
         if law is None and shapes[i] != 1.0 and r > 0:  # a Weibull given by shape and rate
             law = weibull(shape=shapes[i], scale_hours=1.0 / (r * math.gamma(1.0 + 1.0 / shapes[i])))
             models[i], base[i] = law, r
+        if fleet_age != "stationary" and age_models[i] is not None:
+            law = models[i] = age_models[i]  # base[i]: the class's rate before what-ifs
         start = fleet_age
         if fleet_age == "observed":
             start = ages.get(c, "stationary")
@@ -725,8 +783,12 @@ def project(
         draws = rates.sample(samples, seed)  # (S, C)
         ms = 1.0 / (draws @ u)  # (S, K)
         gs = useful_fraction(tau[None, :], d_h, r_h, ms)
+        # the point is the plug-in (a class with no failure at rate 0, its draws all above 0):
+        # a band whose draws all lie on one side of it reaches to the point
         glo, ghi = np.percentile(gs, [2.5, 97.5], axis=0)
+        glo, ghi = np.minimum(glo, g), np.maximum(ghi, g)
         mlo, mhi = np.percentile(ms, [2.5, 97.5], axis=0)
+        mlo, mhi = np.minimum(mlo, m), np.maximum(mhi, m)
         how = "the fits' rate posteriors" if rates.samples is not None else "the fit CIs (lognormal)"
         note = f"band: 2.5-97.5% over {samples} rate draws from {how}"
     else:

@@ -54,6 +54,20 @@ SCOPES = ("hardware", "infrastructure", "all")
 DEFAULT_SCOPE = "infrastructure"
 WORKLOAD = "workload"
 WORKLOAD_DOMAIN = "workload"
+NONE_LABEL = "(none)"  # how every reading names a missing partition, account, node or cause
+
+
+def shown_cause() -> pl.Expr:
+    """``cause_class`` of an interruption as every reading shows it (report, CLI, trend): the
+    jobs' own failures (workload domain: exit codes, OOM) are the one class ``WORKLOAD``, apart
+    from infrastructure causes (a software/NCCL hang on the fabric side stays ``software``); a
+    missing class is ``unknown``."""
+    return (
+        pl.when(pl.col("failure_domain") == WORKLOAD_DOMAIN)
+        .then(pl.lit(WORKLOAD))
+        .otherwise(pl.col("cause_class").fill_null("unknown"))
+        .alias("cause_class")
+    )
 
 
 # Llama 3 405B pre-training (Dubey et al. 2024, "The Llama 3 Herd of Models", table 5): 419

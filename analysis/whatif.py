@@ -124,31 +124,34 @@ def evaluate(
             spares=sc.spares,
             repair_hours=sc.repair_hours,
         )
-        draws = r.sample(replicas, seed + 1) if r.has_uncertainty() else None
-        res = simulate(r, cfg, replicas=replicas, seed=seed, rate_draws=draws)
+        # the point, as in the analytic model: jobs simulated at the plug-in rates (a class
+        # with no failure at rate 0), never averaged over rate draws
+        res = simulate(r, cfg, replicas=replicas, seed=seed)
         s = res.summary()
         out["analytic_goodput"] = out["goodput"]
         out["goodput"] = s["mean"]
         out["goodput_spread_low"], out["goodput_spread_high"] = s["p2_5"], s["p97_5"]
+        draws = r.sample(replicas, seed) if r.has_uncertainty() and samples > 0 else None
         if draws is not None:
-            # Expected goodput given each replica's rate draw: the replicas' goodputs regressed
-            # on the analytic goodput of their draw (a + b·g_analytic); the band is the 2.5-97.5%
-            # of those fitted values, so single-job noise stays out of it.
+            # the band, as in the analytic model: the expected goodput over rate draws. Jobs
+            # simulated one per draw, regressed on the analytic goodput of their draw, give the
+            # slope b of the simulation's response; the band is the 2.5-97.5% of point +
+            # b·(g_analytic(draw) - g_analytic(point)), so single-job noise stays out of it and
+            # a one-sided band (a class with no failure: rate 0 at the point) reaches the point.
+            drawn = simulate(r, cfg, replicas=replicas, seed=seed + 1, rate_draws=draws)
             d_h = (sc.ckpt_cost_s if sc.ckpt_blocking_s is None else sc.ckpt_blocking_s) / 3600
             u = unit_counts(r.classes, sc.n_gpus, sc.gpus_per_node, r.counts)[:, 0]
             ga = useful_fraction(out["interval_hours"], d_h, sc.restart_s / 3600, 1.0 / (draws @ u))
-            if np.ptp(ga) > 0:
-                b, a = np.polyfit(ga, res.goodput, 1)
-                fitted = a + b * ga
-            else:
-                fitted = np.full_like(ga, s["mean"])
-            out["goodput_ci_low"], out["goodput_ci_high"] = (
-                float(v) for v in np.percentile(fitted, [2.5, 97.5])
-            )
+            b = np.polyfit(ga, drawn.goodput, 1)[0] if np.ptp(ga) > 0 else 0.0
+            fitted = s["mean"] + b * (ga - out["analytic_goodput"])
+            lo, hi = np.percentile(fitted, [2.5, 97.5])
+            out["goodput_ci_low"] = float(min(lo, s["mean"]))
+            out["goodput_ci_high"] = float(max(hi, s["mean"]))
             out["band"] = (
-                f"band: expected goodput over {replicas} rate draws from the fits (simulated jobs "
-                "regressed on the analytic goodput of their draw); spread: 2.5-97.5% of single "
-                f"simulated {sc.mc_wall_hours:g} h jobs"
+                f"point: {replicas} jobs simulated at the fitted rates; band: expected goodput "
+                f"over {replicas} rate draws from the fits (the point moved by the simulated "
+                "jobs' response to the analytic goodput of each draw); spread: 2.5-97.5% of "
+                f"single simulated {sc.mc_wall_hours:g} h jobs at the fitted rates"
             )
         else:
             out["goodput_ci_low"] = s["mean"] - 1.96 * s["se"]
@@ -416,7 +419,7 @@ def refresh_projections(
     plus every non-workload class measured in ``interruptions``), stored in column ``scope``.
     Raises ValueError when there is nothing to project from and no ``rates`` are given."""
     if rates is None:
-        rates = scoped_rates(wh, scope, gpus_per_node)
+        rates = scoped_rates(wh, scope, gpus_per_node, target_gpus)
     # Monte Carlo window: long enough for ~MC_INTERRUPTIONS interruptions per replica (goodput
     # is a time fraction, so a longer window only adds work), within a day and Llama 3's 54 days.
     mtti = 1.0 / float(np.asarray(interruption_rate(rates, target_gpus, gpus_per_node)).ravel()[0])
@@ -499,7 +502,7 @@ def project_one(
     from_warehouse = rates is None and mtti_hours is None
     if rates is None:
         rates = (
-            scoped_rates(wh, scope, gpus_per_node)
+            scoped_rates(wh, scope, gpus_per_node, n_gpus)
             if from_warehouse
             else ClassRates.from_mtti(mtti_hours)
         )

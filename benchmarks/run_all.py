@@ -22,6 +22,7 @@ from pathlib import Path
 BENCHMARKS = [
     "bench_sacct", "bench_telemetry", "bench_kernel", "bench_attack_inputs", "bench_survival", "bench_goodput",
     "validate_attribution", "validate_survival_coverage", "validate_survivor_inventory",
+    "validate_claims",
     "bench_fleet_scale", "bench_cli_start", "bench_ui_vs_cli",
     "bench_pull_slurm", "bench_pull_prometheus", "bench_pull_redfish", "validate_public_datasets",
 ]  # fmt: skip
@@ -84,7 +85,7 @@ def record(name: str, output: str, wall: float, load0: tuple, load1: tuple) -> N
         f"{load0[0]:.1f} before, {load1[0]:.1f} after; {wall:.0f} s.\n\n```\n{output.rstrip()}\n```\n"
         f"<!-- /bench:{name} -->\n"
     )
-    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->\n", re.S)
+    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->\n", re.DOTALL)
     text = pattern.sub(lambda _: entry, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + entry
     RESULTS.write_text(text)
 

@@ -82,7 +82,7 @@ def fit(inventory: pl.DataFrame, windowed: bool) -> pl.DataFrame:
     return (
         fr.filter(pl.col("model") == "exponential")
         .select("component_class", "rate_per_1k_unit_days", "rate_ci_low", "rate_ci_high", "n_events")
-        .join(fr.filter("selected").select("component_class", "shape_reading"), on="component_class")
+        .join(fr.filter(pl.col("model") == "weibull").select("component_class", "shape_reading"), on="component_class")
         .join(weib, on="component_class", how="left")
     )
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from analysis.taxonomy import CLASSES, WORKLOAD
+
 WIDTH = 620
 HEIGHT = 300
 FONT = "Helvetica, Arial, sans-serif"
@@ -25,6 +27,56 @@ def configure(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
         .configure_legend(labelFontSize=12, titleFontSize=12)
         .configure_title(fontSize=15, anchor="start")
     )
+
+
+# One colour per component / cause class in every chart, whichever classes a chart shows: the
+# palette, defined here only. ``class_colors`` puts it on every chart of the report.
+CLASS_COLORS: dict[str, str] = dict(
+    zip(
+        (*CLASSES, WORKLOAD),
+        ("#d62728", "#ff7f0e", "#ffbb78", "#9467bd", "#c5b0d5", "#17becf", "#1f77b4", "#8c564b",
+         "#aec7e8", "#bcbd22", "#dbdb8d", "#c49c94", "#7f7f7f", "#2ca02c", "#e377c2", "#c7c7c7",
+         "#98df8a"),
+        strict=True,
+    )
+)  # fmt: skip
+CLASS_FIELDS = ("component_class", "cause_class")
+OTHER_CLASS_COLOR = "#bab0ac"
+
+
+def class_colors(spec: dict) -> dict:
+    """``spec`` (a top-level Vega-Lite dict) with every colour encoding of a class field on the
+    class palette (``CLASS_COLORS``): the same class, the same colour, in every chart. The
+    scale's domain is the classes the chart's data holds (so its legend lists only those), in
+    palette order; a class outside the palette is grey (``OTHER_CLASS_COLOR``), after them."""
+    seen: dict[str, set] = {f: set() for f in CLASS_FIELDS}
+    for rows in (spec.get("datasets") or {}).values():
+        for row in rows:
+            for f in CLASS_FIELDS:
+                if row.get(f) is not None:
+                    seen[f].add(row[f])
+
+    def domain(field: str) -> tuple[list, list]:
+        known = [c for c in CLASS_COLORS if c in seen[field]]
+        other = sorted(map(str, seen[field] - set(CLASS_COLORS)))
+        return known + other, [CLASS_COLORS[c] for c in known] + [OTHER_CLASS_COLOR] * len(other)
+
+    def walk(node):
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: (v if k == "datasets" else walk(v)) for k, v in node.items()}
+        for channel in ("color", "fill", "stroke"):
+            enc = out.get(channel)
+            if isinstance(enc, dict) and enc.get("field") in CLASS_FIELDS:
+                names, colors = domain(enc["field"])
+                scale = {k: v for k, v in enc.get("scale", {}).items() if k not in ("scheme", "range", "domain")}
+                if names:
+                    out[channel] = {**enc, "scale": {**scale, "domain": names, "range": colors}}
+        return out
+
+    return walk(spec)
 
 
 def legend_select(field: str):

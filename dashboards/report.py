@@ -21,7 +21,7 @@ from pathlib import Path
 
 import vl_convert as vlc
 
-from analysis.assumptions import TARGET_GPUS
+from analysis.assumptions import GPU_HOUR_COST, TARGET_GPUS
 from analysis.observation import stored_window
 from dashboards import charts
 from dashboards.section import NO_DATA, WHOLE_FLEET, ReportContext, Section
@@ -42,7 +42,8 @@ def _finite(obj):
 
 
 def build_sections(
-    wh, target_gpus: int = TARGET_GPUS, scope: str = WHOLE_FLEET
+    wh, target_gpus: int = TARGET_GPUS, scope: str = WHOLE_FLEET,
+    gpu_hour_cost: float = GPU_HOUR_COST,
 ) -> list[Section]:
     """Every section of ``dashboards.sections``, in report order; each table any of them names
     is read once. A section that fails to build (or whose table could not be read) reports
@@ -53,7 +54,7 @@ def build_sections(
             t[name] = wh.read(name)
         except Exception as exc:  # noqa: BLE001 - reported by the sections that need it
             unread[name] = exc
-    ctx = ReportContext(wh=wh, t=t, target_gpus=target_gpus, scope=scope)
+    ctx = ReportContext(wh=wh, t=t, target_gpus=target_gpus, scope=scope, gpu_hour_cost=gpu_hour_cost)
     out = []
     for module in registry():
         try:
@@ -64,7 +65,7 @@ def build_sections(
             if sec is None:  # a section for data this warehouse does not hold: left out
                 continue
             if sec.chart is not None:
-                sec.spec = _finite(charts.configure(sec.chart).to_dict())
+                sec.spec = charts.class_colors(_finite(charts.configure(sec.chart).to_dict()))
         except Exception as exc:  # noqa: BLE001 - one broken input table must not sink the report
             print(f"goodput report: section {module.KEY!r} failed: {exc!r}", file=sys.stderr)
             sec = Section(
@@ -97,6 +98,17 @@ table.data { border-collapse: collapse; font-size: 12px; margin: 6px 0; }
 table.data th, table.data td { border-bottom: 1px solid #e3e3e3; padding: 3px 10px 3px 0; text-align: left;
                                word-break: break-all; }
 details { font-size: 13px; margin-top: 8px; }
+.tiles { display: grid; grid-template-columns: repeat(auto-fit, minmax(190px, 1fr)); gap: 12px; margin: 12px 0; }
+.tile { border: 1px solid #e3e6ec; border-radius: 6px; padding: 10px 12px; }
+.tile .value { font-size: 26px; font-weight: bold; color: #1f3b73; }
+.tile .label { font-size: 13px; color: #333; margin-top: 2px; }
+.tile .detail { font-size: 12px; color: #666; margin-top: 4px; }
+.why { font-size: 14px; margin: 10px 0 0; }
+ol#actions { font-size: 14px; margin: 4px 0 10px; }
+nav#contents ol { columns: 2; font-size: 14px; margin: 6px 0; padding-left: 22px; }
+nav#contents a { color: #1f3b73; text-decoration: none; }
+dl.glossary dt { font-weight: bold; margin-top: 8px; }
+dl.glossary dd { margin: 2px 0 0 16px; font-size: 14px; }
 footer { font-size: 11px; color: #777; text-align: center; padding: 12px; }
 @media print {
   body, main, section { background: white !important; box-shadow: none; }
@@ -208,9 +220,19 @@ def fit_container(spec: dict) -> dict:
     return {**spec, "width": "container", "autosize": {"type": "fit-x", "contains": "padding"}}
 
 
+def contents_html(sections: list[Section]) -> str:
+    """The table of contents: a link to every section after the first (the first screen)."""
+    items = "".join(
+        f'<li><a href="#{html.escape(s.key)}">{html.escape(s.title)}</a></li>' for s in sections[1:]
+    )
+    return f'<section id="contents-section"><h2>Contents</h2><nav id="contents"><ol>{items}</ol></nav></section>'
+
+
 def render_html(
-    sections: list[Section], generated: str, home: str, period: str, scope: str = WHOLE_FLEET
+    sections: list[Section], generated: str, period: str, scope: str = WHOLE_FLEET
 ) -> str:
+    """The page: the header (period, scope), the first section, the table of contents, then
+    every other section. No local path appears: the file is read away from its machine."""
     body = []
     for s in sections:
         inner = f"<h2>{html.escape(s.title)}</h2>"
@@ -223,6 +245,7 @@ def render_html(
             inner += f'<p class="note">{html.escape(s.note or NO_DATA)}</p>'
         inner += s.extra_html
         body.append(f'<section id="{html.escape(s.key)}">{inner}</section>')
+    body.insert(min(1, len(body)), contents_html(sections))
     specs = {s.key: fit_container(s.spec) for s in sections if s.spec is not None}
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -233,8 +256,9 @@ def render_html(
         "<header><h1>GPU fleet reliability and goodput</h1>"
         f'<p class="context"><span id="report-period">Period: {html.escape(period)}</span> · '
         f'<span id="report-scope">Scope: {html.escape(scope)}</span></p>'
-        f"<p>Generated {html.escape(generated)} from the warehouse at {html.escape(home)}. "
-        "Intervals are 95% confidence intervals or bands.</p></header>"
+        f"<p>Generated {html.escape(generated)}. "
+        "Intervals are 95% confidence intervals or bands; terms are explained in the "
+        '<a href="#glossary" style="color:white">glossary</a>.</p></header>'
         f'<main data-charts="{len(specs)}">' + "".join(body) + "</main>"
         "<footer>fleet-goodput report; Vega, Vega-Lite and Vega-Embed are inlined, the file makes no network request."
         "</footer>"
@@ -293,20 +317,22 @@ def build_report(
     target_gpus: int = TARGET_GPUS,
     images: bool = True,
     scope: str = WHOLE_FLEET,
+    gpu_hour_cost: float = GPU_HOUR_COST,
 ) -> Path:
     """Write the HTML report (default ``<home>/reports/goodput_report.html``; an existing
     directory as ``out`` gets that file name inside it) and, unless ``images`` is false, its
     chart images (``charts/<section>.png|svg`` next to it); returns the HTML path. The header
     states the period (the stored observation window) and ``scope``, a one-line description
-    of what the report covers."""
+    of what the report covers; ``gpu_hour_cost`` ($ per GPU-hour, 0: none) prices the lost
+    GPU-hours on the first screen."""
     out = Path(out) if out is not None else wh.reports / "goodput_report.html"
     if out.is_dir():
         out = out / "goodput_report.html"
     out.parent.mkdir(parents=True, exist_ok=True)
-    sections = build_sections(wh, target_gpus, scope)
+    sections = build_sections(wh, target_gpus, scope, gpu_hour_cost)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     period = period_text(wh)
-    page = render_html(sections, generated, str(wh.home), period, scope)
+    page = render_html(sections, generated, period, scope)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(out)

@@ -17,7 +17,8 @@ from functools import cached_property
 import altair as alt
 import polars as pl
 
-from analysis.taxonomy import DEFAULT_SCOPE, WORKLOAD, WORKLOAD_DOMAIN
+from analysis.assumptions import GPU_HOUR_COST
+from analysis.taxonomy import DEFAULT_SCOPE
 
 NO_DATA = "no data yet: run goodput demo / goodput build"
 SCOPE_WORDS = {
@@ -48,6 +49,7 @@ class ReportContext:
     t: dict[str, pl.DataFrame]
     target_gpus: int
     scope: str = WHOLE_FLEET
+    gpu_hour_cost: float = GPU_HOUR_COST  # $ per GPU-hour; 0: no cost shown
 
     @cached_property
     def coverage(self) -> pl.DataFrame:
@@ -78,6 +80,36 @@ def hours(h: float | None) -> str:
     if h < 48:
         return f"{h:.1f} h"
     return f"{h / 24:.1f} days"
+
+
+def in_hours(h: float | None) -> str:
+    """A time between events (MTBF, MTTI) in hours, always: ``0.42 h``, ``12.3 h``, ``1,234 h``."""
+    if h is None or not math.isfinite(h):
+        return "n/a"
+    if h < 10:
+        return f"{h:.2g} h" if h < 1 else f"{h:.1f} h"
+    return f"{h:,.0f} h" if h >= 100 else f"{h:.1f} h"
+
+
+def money(x: float | None) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"${x:,.0f}"
+
+
+def change(now: float | None, before: float | None, unit: str = "") -> str:
+    """``now`` against ``before``: a fraction's change in points (``+1.2 points``), any other
+    figure's signed difference in its unit with the relative change (``+120 GPU-hours, +8%``;
+    unit ``$``: ``+$1,877, +116%``)."""
+    if now is None or before is None or not (math.isfinite(now) and math.isfinite(before)):
+        return "n/a"
+    d = now - before
+    if unit == "points":
+        return f"{100 * d:+.1f} points"
+    if unit == "$":
+        text = f"{'-' if d < 0 else '+'}${abs(d):,.0f}"
+    else:
+        text = f"{d:+,.0f}" if abs(d) >= 100 or d == int(d) else f"{d:+.3g}"
+        text += f" {unit}" if unit else ""
+    return text + (f", {d / before:+.0%}" if before else "")
 
 
 def html_table(header: list[str], rows: list[list]) -> str:
@@ -152,18 +184,6 @@ def coverage_frame(wh) -> pl.DataFrame:
         )
     return pl.concat(
         [p.with_columns(pl.col("first", "last").cast(pl.Datetime("us"))) for p in parts]
-    )
-
-
-def cause_class() -> pl.Expr:
-    """``cause_class`` of an interruption as the report shows it: the jobs' own failures
-    (workload domain: exit codes, OOM) are one class of their own, apart from infrastructure
-    causes (a software/NCCL hang on the fabric side stays software)."""
-    return (
-        pl.when(pl.col("failure_domain") == WORKLOAD_DOMAIN)
-        .then(pl.lit(WORKLOAD))
-        .otherwise(pl.col("cause_class"))
-        .alias("cause_class")
     )
 
 

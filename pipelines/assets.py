@@ -32,6 +32,7 @@ from analysis import (
     survival,
     system_mtbf,
     telemetry,
+    trend,
     whatif,
 )
 from analysis.headline import fleet_headline, selected_rates
@@ -399,7 +400,7 @@ def goodput_projections(goodput: GoodputConfig) -> dg.MaterializeResult:
     deps=[*SOURCE_ASSETS, gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions,
           component_lifetimes, repairable_systems, node_health_asset, system_mtbf_asset, "availability", "repair_fits",
           "root_causes", "failure_rates", "survival_curves", "hazard_ratios",
-          goodput_jobs, goodput_projections, "goodput_breakdown"],
+          goodput_jobs, goodput_projections, "goodput_breakdown", "goodput_trend"],
     description="DuckDB catalog (warehouse.duckdb): one view per table over its Parquet files.",
 )
 def warehouse_catalog(goodput: GoodputConfig) -> dg.MaterializeResult:
@@ -416,7 +417,7 @@ def warehouse_catalog(goodput: GoodputConfig) -> dg.MaterializeResult:
 @dg.asset(group_name="dashboards", deps=[warehouse_catalog], kinds={"altair", "html"}, owners=OWNERS, description="The self-contained HTML leadership report, with a PNG and SVG per chart.")
 def leadership_report(goodput: GoodputConfig) -> dg.MaterializeResult:
     wh = goodput.analysis_warehouse()
-    path = _guarded(wh, "leadership_report", (), lambda: build_report(wh, target_gpus=goodput.target_gpus, scope=goodput.scope().header()), lambda p: None)
+    path = _guarded(wh, "leadership_report", (), lambda: build_report(wh, target_gpus=goodput.target_gpus, scope=goodput.scope().header(), gpu_hour_cost=goodput.gpu_hour_cost), lambda p: None)
     return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path)), "bytes": path.stat().st_size})
 
 
@@ -437,6 +438,21 @@ def goodput_breakdown(goodput: GoodputConfig) -> dg.MaterializeResult:
         "dagster/row_count": df.height, "scope": goodput.scope().describe(), "breakdown": dg.MetadataValue.md(_md(df)),
         "headline": dg.MetadataValue.json({k: v for k, v in head.items() if v is not None}),
     })
+
+
+@dg.asset(group_name="analysis", deps=[interruptions, goodput_jobs], kinds={"polars", "parquet"}, owners=OWNERS, metadata=table_metadata("goodput_trend"), description="Goodput, lost GPU-hours, interruptions and MTBF per week and month, with the change against the period before.")
+def goodput_trend(goodput: GoodputConfig) -> dg.MaterializeResult:
+    wh = goodput.analysis_warehouse()
+
+    def run():
+        status.require(wh, "goodput_trend", ("job_attempts",))
+        return trend.refresh_trend(wh)
+
+    df = _guarded(wh, "goodput_trend", ("goodput_trend",), run)
+    if df is None:
+        return _skipped_result(wh, "goodput_trend")
+    return dg.MaterializeResult(metadata={"dagster/row_count": df.height, "scope": goodput.scope().describe(),
+                                          "weeks": _md(df.filter(pl.col("period") == "week").tail(8))})
 
 
 def _guarded(wh, analysis: str, outputs: tuple[str, ...], run, rows=lambda r: r.height):
@@ -485,6 +501,6 @@ PULL_ASSETS = [pulled_sources]
 BUILD_ASSETS = [
     gpu_hourly, dcgm_counter_events, telemetry_gpu_replacements, interruptions, component_lifetimes,
     repairable_systems, node_health_asset, system_mtbf_asset, availability_assets, failure_fits, goodput_jobs, goodput_projections, warehouse_catalog, leadership_report,
-    goodput_breakdown,
+    goodput_breakdown, goodput_trend,
 ]
 ALL_ASSETS = INGEST_ASSETS + PULL_ASSETS + BUILD_ASSETS

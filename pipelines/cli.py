@@ -445,7 +445,9 @@ def cmd_build(args) -> int:
     }
     if assumed["ckpt_interval_s"] <= 0:
         raise CliError("--ckpt-interval must be a positive duration")
-    config = _window_config(args, **assumed, **scope_settings(args))
+    if args.gpu_hour_cost < 0:
+        raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
+    config = _window_config(args, **assumed, gpu_hour_cost=args.gpu_hour_cost, **scope_settings(args))
     if not config.scope().whole:  # the scope's analyses (the parent's rollups refreshed), its summary
         scoped = _scoped(wh, config)
         for line in [f"scope: {config.scope().describe()} ({scoped.home})", *status_lines(scoped), *summary_lines(scoped)]:
@@ -645,19 +647,21 @@ def cmd_completion(args) -> int:
 
 
 def cmd_nodes(args) -> int:
-    from analysis.node_health import lemon_gain, score, summary, worst_first
+    from analysis.node_health import fleet_rates, lemon_gain, score, summary, worst_first
 
     if args.top < 1 or args.gpus < 1 or args.gpus_per_node < 1:
         raise CliError("--top, --gpus and --gpus-per-node must be >= 1")
     if args.alpha is not None and not 0 < args.alpha < 1:
         raise CliError("--alpha must be between 0 and 1, e.g. 0.01")
-    health = _warehouse(args, existing=True).read("node_health")
+    wh = _warehouse(args, existing=True)
+    health = wh.read("node_health")
     if health.height == 0:
         raise CliError("node_health is empty: run `goodput build` (or `goodput demo`) first")
     if args.alpha is not None:  # the stored counts, flagged at another level
         health = worst_first(score(health, args.alpha))
     s = summary(health)
-    gain = lemon_gain(health, args.gpus, args.gpus_per_node, parse_duration(args.ckpt_cost), parse_duration(args.restart))
+    gain = lemon_gain(health, args.gpus, args.gpus_per_node, parse_duration(args.ckpt_cost), parse_duration(args.restart),
+                      rates=fleet_rates(wh, args.gpus_per_node))
     worst = health.head(args.top)
     if args.json:
         print(json.dumps({"summary": s, "gain": gain, "nodes": worst.to_dicts()}, default=str))
@@ -675,7 +679,11 @@ def cmd_nodes(args) -> int:
              "node_h", "p", "p_adj", "lemon")
 
     def cell(v):
-        return "-" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v)
+        if v is None:
+            return "-"
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        return f"{v:,.0f}" if isinstance(v, float) and abs(v) >= 100 else f"{v:.3g}" if isinstance(v, float) else str(v)
 
     rows = [heads] + [tuple(cell(r[c]) for c in cols) for r in worst.iter_rows(named=True)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
@@ -683,12 +691,86 @@ def cmd_nodes(args) -> int:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
     if gain is not None:
         b, w = gain["baseline"], gain["without_lemons"]
-        line = (f"job on {gain['target_gpus']:,} GPUs at the fleet's node failure rate: MTTI {b['mtti_hours']:.3g} h, "
+        line = (f"job on {gain['target_gpus']:,} GPUs at the fleet's {gain['basis']}: MTTI {b['mtti_hours']:.3g} h, "
                 f"goodput {100 * b['goodput']:.1f}%")
-        if gain["lemons"]:
-            line += (f"; without the lemons' {gain['excess_failures']:.3g} excess failures: MTTI {w['mtti_hours']:.3g} h, "
+        if gain["lemons"] and w is None:
+            line += "; without the lemon node(s) no failure is left to refit a rate from"
+        elif gain["lemons"]:
+            line += (f"; rate refitted without the {gain['lemons']} lemon node(s): MTTI {w['mtti_hours']:.3g} h, "
                      f"goodput {100 * w['goodput']:.1f}% ({100 * gain['goodput_gain']:+.1f} points)")
         print(line + ("" if gain["lemons"] else "; no lemon node to remove"))
+    return 0
+
+
+def _reading_warehouse(args):
+    """The warehouse a reading command reads: the whole fleet's, or its scope's (built or reused)."""
+    wh = _warehouse(args, existing=True)
+    scope = scope_settings(args)
+    return _scoped(wh, _config(args, **scope)) if any(scope.values()) else wh
+
+
+def _print_frame(df, fmt: str, text_rows, header: list[str], meta: dict) -> None:
+    """``df`` on stdout: an aligned text table (``text_rows``: its rows as the report formats
+    them), CSV (raw values, header first) or one JSON object (``meta`` and ``rows``)."""
+    if fmt == "csv":
+        sys.stdout.write(df.write_csv(datetime_format="%Y-%m-%dT%H:%M:%S"))
+        return
+    if fmt == "json":
+        print(json.dumps({**meta, "rows": df.to_dicts()}, default=str))
+        return
+    rows = [header, *text_rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for r in rows:
+        print("  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip())
+
+
+def _format(args) -> str:
+    return "json" if args.json else args.format
+
+
+def cmd_losses(args) -> int:
+    from analysis.trend import losses_frame
+    from dashboards.section import in_hours, num, pct
+
+    wh = _reading_warehouse(args)
+    df = losses_frame(wh.read("job_attempts"), wh.read("interruptions"), args.by, args.period)
+    if df.height == 0 and _format(args) == "table":
+        print("no unexpected interruptions in the warehouse (run `goodput build` after ingesting job records)")
+        return 0
+    header = ([args.period] if args.period else []) + [args.by, "lost GPU-hours", "share", "interruptions", "MTBF"]
+    rows = [
+        ([f"{r['period_start']:%Y-%m-%d}"] if args.period else [])
+        + [r[args.by], num(r["lost_gpu_hours"]), pct(r["share"]), f"{r['interruptions']:,}", in_hours(r["mtbf_hours"])]
+        for r in df.iter_rows(named=True)
+    ]
+    _print_frame(df, _format(args), rows, header, {"by": args.by, "period": args.period})
+    return 0
+
+
+def cmd_trend(args) -> int:
+    from analysis.trend import trend_frame
+    from dashboards.section import change, in_hours, num, pct
+
+    wh = _reading_warehouse(args)
+    df = trend_frame(wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"), args.period)
+    if df.height == 0 and _format(args) == "table":
+        print("no job attempts with start and end times in the warehouse")
+        return 0
+    header = [args.period, "GPU-hours", "goodput", "change", "lost GPU-hours", "change", "interruptions",
+              "MTBF", "change"]
+    rows = []
+    prev = None
+    for r in df.iter_rows(named=True):
+        p = prev or {}
+        rows.append([
+            f"{r['period_start']:%Y-%m-%d}", num(r["gpu_hours"]), pct(r["goodput"]),
+            change(r["goodput"], p.get("goodput"), "points") if prev else "",
+            num(r["lost_gpu_hours"]), change(r["lost_gpu_hours"], p.get("lost_gpu_hours")) if prev else "",
+            f"{r['interruptions']:,}", in_hours(r["mtbf_hours"]),
+            change(r["mtbf_hours"], p.get("mtbf_hours"), "h") if prev else "",
+        ])
+        prev = r
+    _print_frame(df, _format(args), rows, header, {"period": args.period})
     return 0
 
 
@@ -698,12 +780,14 @@ def cmd_report(args) -> int:
     if args.gpus < 1:
         raise CliError("--gpus must be >= 1")
     wh = _warehouse(args, existing=True)
+    if args.gpu_hour_cost < 0:
+        raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
     config = _config(args, target_gpus=args.gpus, **scope_settings(args))
     wh = _scoped(wh, config)
     with wh.writer():
         wh.refresh_catalog()
         path = build_report(wh, Path(args.out) if args.out else None, target_gpus=args.gpus,
-                            scope=config.scope().header())
+                            scope=config.scope().header(), gpu_hour_cost=args.gpu_hour_cost)
     print(f"report: {path}")
     return 0
 
@@ -715,6 +799,7 @@ def build_parser() -> argparse.ArgumentParser:
     from analysis.assumptions import (
         CKPT_COST_S,
         CKPT_INTERVAL_S,
+        GPU_HOUR_COST,
         GPUS_PER_NODE,
         LEMON_ALPHA,
         RESTART_S,
@@ -722,6 +807,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from analysis.fleet_age import DEFAULT_FLEET_AGE, FLEET_AGES
     from analysis.taxonomy import DEFAULT_SCOPE, SCOPES
+    from analysis.trend import LOSS_KEYS, PERIODS
 
     p = argparse.ArgumentParser(
         prog="goodput",
@@ -748,6 +834,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("demo", parents=[common], help="whole pipeline on the committed sample fleet")
     s.set_defaults(func=cmd_demo)
 
+    cost_help = "$ per GPU-hour: the report's first screen prices the lost GPU-hours (default: no cost shown)"
     window = argparse.ArgumentParser(add_help=False)
     window.add_argument("--observed-from", help="start of the observation window (ISO-8601; default: inferred from the data's span)")
     window.add_argument("--observed-to", "--as-of", dest="observed_to",
@@ -759,6 +846,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="assumed checkpoint interval for measured goodput of jobs without checkpoint evidence")
     s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="assumed cost of one checkpoint, e.g. 60s")
     s.add_argument("--restart", default=f"{RESTART_S:g}s", help="assumed restart time after a failure, e.g. 10m")
+    s.add_argument("--gpu-hour-cost", type=float, default=GPU_HOUR_COST, metavar="USD", help=cost_help)
     add_scope_options(s)
     s.set_defaults(func=cmd_build)
 
@@ -886,9 +974,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print one JSON object (summary, gain, nodes)")
     s.set_defaults(func=cmd_nodes)
 
+    fmt = argparse.ArgumentParser(add_help=False)
+    fmt.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                     help="table (default), csv (raw values) or json (one object with its rows)")
+    fmt.add_argument("--json", action="store_true", help="the same as --format json")
+
+    s = sub.add_parser("losses", parents=[common, fmt], help="lost GPU-hours of unexpected interruptions by cause, cluster, partition, account or node",
+                       epilog="examples:\n  goodput losses\n  goodput losses --by partition --period month\n"
+                              "  goodput losses --by node --format csv > losses.csv",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--by", choices=list(LOSS_KEYS), default="cause", help="what to group by (default cause)")
+    s.add_argument("--period", choices=list(PERIODS), help="one group per calendar week or month (default: the whole span)")
+    add_scope_options(s)
+    s.set_defaults(func=cmd_losses)
+
+    s = sub.add_parser("trend", parents=[common, fmt], help="goodput, lost GPU-hours, interruptions and MTBF per week or month, against the period before",
+                       epilog="examples:\n  goodput trend\n  goodput trend --period month --json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--period", choices=list(PERIODS), default="week", help="calendar week (default) or month")
+    add_scope_options(s)
+    s.set_defaults(func=cmd_trend)
+
     s = sub.add_parser("report", parents=[common], help="write the leadership report (HTML + PNG/SVG per chart)")
     s.add_argument("--out", help="HTML file to write (default DIR/reports/goodput_report.html)")
     s.add_argument("--gpus", type=int, default=TARGET_GPUS, help="job scale for the projected-goodput headline")
+    s.add_argument("--gpu-hour-cost", type=float, default=GPU_HOUR_COST, metavar="USD", help=cost_help)
     add_scope_options(s)
     s.set_defaults(func=cmd_report)
 

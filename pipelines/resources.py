@@ -11,6 +11,7 @@ from analysis.assumptions import (
     ATTRIBUTION_BEFORE_S,
     CKPT_COST_S,
     CKPT_INTERVAL_S,
+    GPU_HOUR_COST,
     GPUS_PER_NODE,
     RESTART_S,
     TARGET_GPUS,
@@ -18,7 +19,6 @@ from analysis.assumptions import (
 from analysis.scope import Scope, open_scope
 from ingest.base import ParseContext
 from warehouse.store import Warehouse
-
 
 # first day a Dagster backfill of the live sources offers (the pulled_sources asset's daily partitions)
 PULL_BACKFILL_START = os.environ.get("GOODPUT_PULL_BACKFILL_START", "2024-01-01")
@@ -60,6 +60,7 @@ class GoodputConfig(dg.ConfigurableResource):
     restart_s: float = RESTART_S
     target_gpus: int = TARGET_GPUS  # job size the projections and the report focus on
     gpus_per_node: int = GPUS_PER_NODE
+    gpu_hour_cost: float = GPU_HOUR_COST  # $ per GPU-hour: the report prices lost GPU-hours (0: no cost)
     max_quarantine_ratio: float = 0.05  # asset check threshold
     # scope of the analysis assets (analysis/scope.py); all empty: the whole fleet
     scope_from: str = ""  # ISO start (inclusive) of the jobs and events analysed

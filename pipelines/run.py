@@ -281,12 +281,13 @@ def summary_lines(wh: Warehouse) -> list[str]:
         )
     rates = selected_rates(wh.read("failure_rates")).sort("rate_per_1k_unit_days", descending=True, nulls_last=True)
     if rates.height:
-        lines.append("failure rates per 1,000 unit-days (95% CI), best model by AIC:")
+        lines.append("failure rates per 1,000 unit-days (95% CI), selected model (as `goodput fit`):")
+        from analysis.survival import age_reading  # the class's Weibull age reading, one place
+
         lines += [
-            f"  {c:<12} {r:8.3f} [{lo:.3f}, {hi:.3f}]  {m:<11} {n:>4} failures  {reading or ''}"
-            for c, m, n, r, lo, hi, reading in rates.select(
-                "component_class", "model", "n_events", "rate_per_1k_unit_days", "rate_ci_low", "rate_ci_high", "shape_reading"
-            ).rows()
+            f"  {r['component_class']:<12} {r['rate_per_1k_unit_days']:8.3f} [{r['rate_ci_low']:.3f}, {r['rate_ci_high']:.3f}]"
+            f"  {r['model']:<11} {r['n_events']:>4} failures  {age_reading(r) or ''}"
+            for r in rates.iter_rows(named=True)
         ]
     if head["goodput_gpu_hours"] is not None:
         lines.append(f"measured goodput: {head['goodput_gpu_hours']:.1%} weighted by GPU-hours, {head['goodput_mean']:.1%} mean over job chains")

@@ -4,7 +4,10 @@ partial months, units, adjusted significance), and the trend reading states an e
 from __future__ import annotations
 
 import polars as pl
+import pytest
+from scipy.stats import binomtest
 
+from analysis import survival as sv
 from analysis.headline import MONTHLY, selected_rates
 from dashboards.section import ReportContext
 from dashboards.sections import hazard_ratios, rate_trend
@@ -89,15 +92,23 @@ def test_monthly_chart_draws_cis_and_zero_failure_months_on_a_band_axis():
     )
 
 
-def test_trend_reading_uses_the_exact_test_not_ci_overlap():
-    """gpu 30 -> 50 failures on equal exposure: the CIs overlap (the old reading said "within
-    noise") but the conditional binomial test gives p = 0.033. The low-exposure March is not
-    the comparison's end point."""
-    gpu = _trend_rates().filter(pl.col("component_class") == "gpu")
-    reading = rate_trend.build(ReportContext(None, {"failure_rates": gpu}, 0)).reading
-    assert "the largest change is gpu: 5 (2026-01) to 8.33 (2026-02)" in reading
-    assert "(30 vs 50 failures)" in reading and "p = 0.033: a real change." in reading
+def test_trend_reading_names_a_trend_only_where_the_adjusted_test_rejects():
+    """gpu 30 -> 50 failures on equal exposure: the CIs overlap, but the trend test (exact
+    score test of a Poisson regression on time; with two months it is the conditional binomial
+    test, p = 0.033) rejects: a clear rise.
+    With the low-exposure March (1 failure) and psu in the family, gpu's test no longer rejects
+    after Holm across the two classes, and the reading says no class shows a clear trend
+    (before, it named "the largest change" whatever its evidence)."""
+    two = _trend_rates().filter(pl.col("component_class") == "gpu", pl.col("window") != "2026-03")
+    trend = sv.rate_trends(two).row(0, named=True)
+    assert trend["p"] == pytest.approx(binomtest(50, 80, 0.5).pvalue, abs=0.004)
+    assert trend["ratio_per_30d"] == pytest.approx((50 / 30) ** (30 / 29.5), rel=0.02)
+    reading = rate_trend.build(ReportContext(None, {"failure_rates": two}, 0)).reading
+    assert "a clear trend: gpu rising" in reading and f"adjusted p = {trend['p']:.2g}" in reading
     assert "noise" not in reading and "overlap" not in reading
+    every = rate_trend.build(ReportContext(None, {"failure_rates": _trend_rates()}, 0)).reading
+    assert "no class shows a clear trend" in every and "across 2 classes" in every
+    assert "largest change" not in every
 
 
 def _hazards() -> pl.DataFrame:

@@ -212,10 +212,12 @@ def test_quick_commands_import_only_what_they_need(tmp_path, argv, heavy):
 
     wh = Warehouse(tmp_path / "h")
     params = json.dumps({"shape": {"value": GPU_SHAPE}, "scale_hours": {"value": GPU_SCALE_H}})
+    own = 24_000 / (GPU_SCALE_H * math.gamma(1 + 1 / GPU_SHAPE))
     wh.replace_table("failure_rates", conform("failure_rates", pl.DataFrame({
         "component_class": ["gpu"], "window": ["all"], "stratum": ["all"], "model": ["weibull"],
         "selected": [True], "n_units": [256], "n_events": [7], "exposure_hours": [7 / 1.25 * 24_000],
-        "rate_per_1k_unit_days": [1.25], "rate_ci_low": [0.5], "rate_ci_high": [2.6], "params": [params],
+        # the Weibull row's own long-run rate 1 / mean, as analysis.survival writes it
+        "rate_per_1k_unit_days": [own], "rate_ci_low": [own * 0.4], "rate_ci_high": [own * 2.1], "params": [params],
         "method": ["per-unit"], "population": ["inventory"],
     })))
     wh.replace_table("node_health", conform("node_health", pl.DataFrame({
@@ -241,16 +243,17 @@ def test_quick_commands_import_only_what_they_need(tmp_path, argv, heavy):
         assert res["goodput_ci_low"] < res["goodput"] < res["goodput_ci_high"]
     elif argv == ["project"]:
         assert any(f"{fitted_mtti:.3g}" in line for line in printed)
-    # nodes: 10 failures in 2,000 node-hours; the lemon's 4 excess failures removed leave 6;
-    # a 16,384-GPU job spans 2,048 nodes
+    # nodes projects from the same fitted rates as project (one number); 10 failures in 2,000
+    # node-hours, refitted without the lemon n1 1 in 1,000: the gpu rate x 0.2
     if argv == ["nodes", "--json"]:
         res = json.loads(printed[-1])
         assert res["summary"]["lemons"] == 1 and res["nodes"][0]["host"] == "n1"
-        assert res["gain"]["baseline"]["mtti_hours"] == pytest.approx(2000 / 10 / 2048)
-        assert res["gain"]["without_lemons"]["mtti_hours"] == pytest.approx(2000 / 6 / 2048)
+        assert res["gain"]["basis"] == "fitted rates"
+        assert res["gain"]["baseline"]["mtti_hours"] == pytest.approx(fitted_mtti)
+        assert res["gain"]["without_lemons"]["mtti_hours"] == pytest.approx(fitted_mtti / 0.2)
     elif argv == ["nodes"]:
         assert printed[0].startswith("nodes: 3, tested: 2, lemons: 1")
-        assert f"MTTI {2000 / 10 / 2048:.3g} h" in printed[-1]
+        assert f"fitted rates: MTTI {fitted_mtti:.3g} h" in printed[-1]
 
 
 def test_ingest_is_recorded_as_a_run_in_the_homes_dagster_instance(tmp_path, capsys):

@@ -5,8 +5,8 @@ import argparse
 import re
 
 import pytest
-
 from conftest import REPO
+
 from pipelines.cli import build_parser
 from warehouse.reference import reference
 
@@ -22,8 +22,8 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
 
 
 def _code(text: str) -> list[str]:
-    blocks = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
-    inline = re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", text, re.DOTALL)
+    inline = re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.DOTALL))
     return [line for b in blocks for line in b.splitlines()] + inline
 
 

@@ -26,12 +26,14 @@ def _fr(rows: list[dict]) -> pl.DataFrame:
 
 
 def _weibull_row(cls, shape, scale, crude_per_1k, events=400):
+    """A selected Weibull row as ``analysis.survival`` writes it: its rate columns are the
+    law's own long-run rate (1 / mean), not the observed ``crude_per_1k`` (events / exposure)."""
+    own = PER_1K / get("weibull")(shape=shape, scale_hours=scale).mean()
     return {
         "component_class": cls, "model": "weibull",
         "params": json.dumps({"shape": {"value": shape}, "scale_hours": {"value": scale}}),
         "n_events": events, "exposure_hours": events / crude_per_1k * PER_1K,
-        "rate_per_1k_unit_days": crude_per_1k,
-        "rate_ci_low": crude_per_1k * 0.9, "rate_ci_high": crude_per_1k * 1.1,
+        "rate_per_1k_unit_days": own, "rate_ci_low": own * 0.9, "rate_ci_high": own * 1.1,
     }  # fmt: skip
 
 
@@ -79,7 +81,7 @@ def test_any_selected_model_is_projected_with_its_own_law(name, params):
     row = {
         "component_class": "gpu", "model": name, "n_events": 50, "exposure_hours": 1e5,
         "params": json.dumps({k: {"value": v} for k, v in params.items()}),
-        "rate_per_1k_unit_days": 50 / 1e5 * PER_1K,
+        "rate_per_1k_unit_days": PER_1K / law.mean(),  # the row's own rate (analysis.survival)
     }  # fmt: skip
     rates = rates_from_failure_rates(_fr([row]))
     assert rates.rate[0] == pytest.approx(1.0 / law.mean(), rel=1e-9)

@@ -9,10 +9,12 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 import pytest
-from scipy.stats import poisson
+from scipy.stats import binom, nbinom, poisson
 
 from analysis.assumptions import LEMON_ALPHA
 from analysis.node_health import (
+    SCREEN_ALPHA,
+    TEST,
     UNTESTED,
     build_node_health,
     lemon_gain,
@@ -63,9 +65,7 @@ def test_planted_lemons_are_flagged_and_healthy_nodes_are_not():
     flagged = {int(x[1:]) for x in h.filter(pl.col("lemon"))["host"]}
     assert flagged == planted
     assert h["lemon"].head(len(planted)).all()  # lemons listed first
-    assert h["test"][0] == (
-        "one-sided exact Poisson test of failures vs fleet rate x node-hours; Benjamini-Hochberg over 300 nodes"
-    )
+    assert h["test"][0].startswith(TEST) and h["test"][0].endswith("Benjamini-Hochberg over 300 nodes")
     assert (h["alpha"] == LEMON_ALPHA).all()
 
 
@@ -85,22 +85,61 @@ def test_false_positive_rate_on_null_fleets_is_under_the_level():
 
 
 def test_p_values_match_scipy_and_benjamini_hochberg_by_hand():
-    h = health_of([6, 1, 1, 4], [100, 100, 200, 100]).sort("host")
-    rate = 12 / 500
-    expected = np.array([100, 100, 200, 100]) * rate
-    p = np.array([poisson.sf(5, expected[0]), poisson.sf(0, expected[1]), poisson.sf(0, expected[2]),
-                  poisson.sf(3, expected[3])])
+    """Each node against the others: the larger p of the exact binomial (its share of the
+    failures vs its share of the node-hours) and the negative binomial around the other
+    nodes' rate with the moment-estimated overdispersion of the nodes the exact test keeps."""
+    k, t = np.array([6, 1, 1, 4]), np.array([100, 100, 200, 100])
+    h = health_of(k, t).sort("host")
+    exact = binom.sf(k - 1, 12, t / 500)
+    assert not (adjust_bh(exact) < SCREEN_ALPHA).any()  # none screened out of the dispersion
+    e_pool = t * 12 / 500
+    phi = max(0.0, ((k - e_pool) ** 2 - k).sum() / (e_pool**2).sum())
+    expected = t * (12 - k) / (500 - t)  # the other nodes' rate
+    n = 1 / phi
+    p = np.maximum(exact, nbinom.sf(k - 1, n, n / (n + expected)))
+    assert phi > 0 and f"dispersion {phi:.3g}" in h["test"][0]
     assert h["expected_failures"].to_list() == pytest.approx(expected.tolist())
     assert h["p_value"].to_list() == pytest.approx(p.tolist(), rel=1e-12)
-    # BH: p_(i) * m / i, made monotone from the largest down
-    order = np.argsort(p)
-    raw = p[order] * 4 / np.arange(1, 5)
-    adj = np.minimum.accumulate(raw[::-1])[::-1].clip(max=1)
-    want = np.empty(4)
-    want[order] = adj
-    assert h["p_adjusted"].to_list() == pytest.approx(want.tolist(), rel=1e-12)
-    assert h["excess_failures"].to_list() == pytest.approx((np.array([6, 1, 1, 4]) - expected).tolist())
+    assert h["p_adjusted"].to_list() == pytest.approx(adjust_bh(p).tolist(), rel=1e-12)
+    assert h["excess_failures"].to_list() == pytest.approx((k - expected).tolist())
     assert h["rate_ratio"][0] == pytest.approx(6 / expected[0])
+
+
+def adjust_bh(p: np.ndarray) -> np.ndarray:
+    """BH by hand: p_(i) * m / i, made monotone from the largest down."""
+    m = len(p)
+    order = np.argsort(p)
+    adj = np.minimum.accumulate((p[order] * m / np.arange(1, m + 1))[::-1])[::-1].clip(max=1)
+    out = np.empty(m)
+    out[order] = adj
+    return out
+
+
+def test_false_lemons_stay_rare_on_heterogeneous_clean_fleets_and_planted_ones_are_found():
+    """Node rates that differ without any lemon (gamma, coefficient of variation 0.25: unit
+    ages, temperature) at 16 and 128 nodes: the Poisson test against the pooled rate flags a
+    false lemon in 9% / 16% of such clean fleets (the issue measured 6% / 10% on the
+    simulator's); this test stays under the level, and three planted 8x nodes among 128 are
+    found, with nothing else flagged, in most fleets (rates over 200 seeds in the module doc)."""
+    seeds, false_any, found, pooled = 60, {16: 0, 128: 0}, 0, {16: 0, 128: 0}
+    for n in (16, 128):
+        for seed in range(seeds):
+            rng = np.random.default_rng(seed)
+            hours = rng.uniform(800, 1500, n)
+            rate = 0.004 * rng.gamma(16.0, 1 / 16.0, n)  # CV 0.25
+            k = rng.poisson(rate * hours)
+            nodes = pl.DataFrame({"host": [f"n{i}" for i in range(n)], "node_hours": hours, "failures": k})
+            false_any[n] += bool(score(nodes)["lemon"].any())
+            e = hours * k.sum() / hours.sum()
+            pooled[n] += bool((adjust_bh(np.where(k > 0, poisson.sf(k - 1, e), 1.0)) < LEMON_ALPHA).any())
+            if n == 128:
+                rate[:3] *= 8
+                planted = nodes.with_columns(failures=pl.Series(rng.poisson(rate * hours)))
+                flags = score(planted)["lemon"].to_numpy()
+                found += bool(flags[:3].all() and not flags[3:].any())
+    assert false_any[16] / seeds <= LEMON_ALPHA and false_any[128] / seeds <= LEMON_ALPHA
+    assert pooled[128] / seeds > 2 * LEMON_ALPHA  # the old test on the same fleets
+    assert found / seeds >= 0.8, found
 
 
 def test_gain_of_removing_lemons_equals_a_hand_computation():
@@ -109,8 +148,8 @@ def test_gain_of_removing_lemons_equals_a_hand_computation():
     assert h.filter(pl.col("lemon"))["host"].to_list() == ["n000"]
     g = lemon_gain(h, target_gpus=1024, gpus_per_node=8, ckpt_cost_s=60, restart_s=600)
     lam = 39 / 10_000
-    excess = 30 - lam * 1000
-    lam_without = (39 - excess) / 10_000
+    excess = 30 - 9 / 9000 * 1000  # against the other nodes' rate
+    lam_without = 9 / 9_000  # refitted on the nine other nodes
 
     def goodput(rate):
         m = 1 / (rate * 1024 / 8)
@@ -225,13 +264,13 @@ def test_report_section_lists_the_lemons_and_reads_the_gain_from_the_same_number
     assert data["host"][0] == "n000" and data["status"].to_list() == ["lemon"] + ["not significant"] * 9
     assert s.reading.startswith(
         "10 nodes observed for 10,000 node-hours had 39 failures (3.9 per 1,000 node-hours). "
-        "Test: one-sided exact Poisson test of failures vs fleet rate x node-hours; "
-        "Benjamini-Hochberg over 10 nodes, lemon when the adjusted p is below 0.05. "
-        "1 lemon node(s) (n000) had 30 failures where 3.9 were expected, 0 interruptions"
+        f"Test: {h['test'][0]}, lemon when the adjusted p is below 0.05. "
+        "1 lemon node(s) (n000) had 30 failures where 1 were expected, 0 interruptions"
     )
     b, w = g["baseline"], g["without_lemons"]
     assert (
-        f"Without their 26.1 excess failures, a 1,024-GPU job's MTTI from node failures goes from "
+        "With the fleet's rate refitted without them (each replaced by a typical node), a "
+        f"1,024-GPU job's MTTI (node failure rate) goes from "
         f"{b['mtti_hours']:.1f} h to {w['mtti_hours']:.1f} h and its projected goodput from "
         f"{100 * b['goodput']:.1f}% to {100 * w['goodput']:.1f}%"
     ) in s.reading
@@ -241,7 +280,7 @@ def test_report_section_lists_the_lemons_and_reads_the_gain_from_the_same_number
 
 def test_report_section_without_lemons_names_the_worst_node():
     _, s = _section(health_of([3, 1, 1, 0], [100, 100, 100, 100]))
-    assert "No node fails significantly more often than the fleet; the worst, n000, had 3 failure(s) where 1.25 were expected" in s.reading
+    assert "No node fails significantly more often than the fleet; the worst, n000, had 3 failure(s) where 0.667 were expected" in s.reading
     assert "Without" not in s.reading
 
 
@@ -279,10 +318,53 @@ def test_goodput_nodes_alpha_reflags_the_stored_counts(tmp_path, capsys):
     assert main(["--home", str(wh.home), "nodes", "--json"]) == 0
     stored = json.loads(capsys.readouterr().out)
     p = stored["nodes"][0]["p_adjusted"]
-    assert stored["nodes"][0]["host"] == "n000" and 1e-3 < p < 0.05 and stored["summary"]["lemons"] == 1
-    assert main(["--home", str(wh.home), "nodes", "--json", "--alpha", "0.001"]) == 0
+    # 9 failures where the other nodes' rate expects 1 (the old pooled rate expected 2.33)
+    assert stored["nodes"][0]["host"] == "n000" and 1e-4 < p < 0.05 and stored["summary"]["lemons"] == 1
+    assert main(["--home", str(wh.home), "nodes", "--json", "--alpha", "0.0001"]) == 0
     strict = json.loads(capsys.readouterr().out)
-    assert strict["summary"]["lemons"] == 0 and strict["summary"]["alpha"] == 0.001
+    assert strict["summary"]["lemons"] == 0 and strict["summary"]["alpha"] == 0.0001
     assert strict["gain"]["lemons"] == 0 and strict["gain"]["goodput_gain"] == 0
     assert main(["--home", str(wh.home), "nodes", "--alpha", "5"]) == 2
     assert capsys.readouterr().err == "goodput: error: --alpha must be between 0 and 1, e.g. 0.01\n"
+
+
+def test_gain_projects_from_the_rates_goodput_project_uses():
+    """Given the fitted rates, the baseline is ``goodput project``'s projection exactly, and the
+    lemons' excess share comes off the hardware classes only (software keeps its rate)."""
+    from analysis.projection import rates_from_table
+    from analysis.whatif import project_one
+
+    h = health_of([30] + [1] * 9, [1000] * 10)
+    table = pl.DataFrame({"component_class": ["gpu", "software"], "events": [20.0, 10.0],
+                          "exposure_hours": [8e6, 8e6], "unit": ["gpu", "gpu"]})  # fmt: skip
+    rates = rates_from_table(table, source="test")
+    g = lemon_gain(h, 1024, 8, 60, 600, rates=rates)
+    assert g["basis"] == "fitted rates"
+    want = project_one(None, 1024, 8, 60, 600, rates=rates)
+    assert g["baseline"]["goodput"] == want["goodput"] and g["baseline"]["mtti_hours"] == want["mtti_hours"]
+    left = (39 - g["excess_failures"]) / 39
+    cut = project_one(None, 1024, 8, 60, 600, rates=rates.scaled({"gpu": left}))
+    assert g["without_lemons"]["goodput"] == pytest.approx(cut["goodput"])
+    assert g["without_lemons"]["mtti_hours"] == pytest.approx(cut["mtti_hours"])
+    assert g["goodput_gain"] > 0
+
+
+def test_nodes_project_and_headline_agree_on_the_demo(demo, capsys):
+    """One projection, three readers: ``goodput nodes``, ``goodput project`` and the report's
+    headline (the stored scale sweep) give the same goodput at the target scale."""
+    import json
+
+    from analysis.assumptions import TARGET_GPUS
+    from analysis.whatif import project_one
+    from dashboards.section import projection_at
+    from pipelines.cli import main
+
+    wh, _ = demo
+    capsys.readouterr()
+    assert main(["--home", str(wh.home), "nodes", "--json"]) == 0
+    nodes = json.loads(capsys.readouterr().out)["gain"]["baseline"]
+    headline = projection_at(wh.read("goodput_projections"), TARGET_GPUS)
+    project = project_one(wh)  # what `goodput project` prints (the CLI would append it to the demo)
+    assert nodes["goodput"] == pytest.approx(project["goodput"], rel=1e-12)
+    assert headline["goodput"] == pytest.approx(project["goodput"], rel=1e-9)
+    assert nodes["mtti_hours"] == pytest.approx(project["mtti_hours"], rel=1e-12)

@@ -103,9 +103,10 @@ def test_adapter_reads_selected_rows_and_weibull_shape():
                             "scale_hours": {"value": 1e5},
                         }
                     ),
-                    "rate_per_1k_unit_days": 2.4,
-                    "rate_ci_low": 1.2,
-                    "rate_ci_high": 4.8,
+                    # the row's own long-run rate 1 / mean (analysis.survival writes it)
+                    "rate_per_1k_unit_days": 24_000 / (1e5 * math.gamma(1.0 + 1.0 / 0.8)),
+                    "rate_ci_low": 12_000 / (1e5 * math.gamma(1.0 + 1.0 / 0.8)),
+                    "rate_ci_high": 48_000 / (1e5 * math.gamma(1.0 + 1.0 / 0.8)),
                 },
                 {
                     "component_class": "gpu",
@@ -141,8 +142,7 @@ def test_adapter_reads_selected_rows_and_weibull_shape():
     )
     r = rates_from_failure_rates(df)
     assert r.classes == ("gpu", "psu") and r.source == "fitted"
-    # the selected Weibull's own rate, 1 / mean (not the crude 1e-4 events / exposure); its
-    # CI keeps the crude rate's relative width
+    # the selected Weibull's own rate, 1 / mean, with the CI the table prints
     fitted = 1.0 / (1e5 * math.gamma(1.0 + 1.0 / 0.8))
     assert r.rate.tolist() == pytest.approx([fitted, 1e-5])
     assert r.ci_high.tolist() == pytest.approx([2 * fitted, 2e-5])

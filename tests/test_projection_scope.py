@@ -66,7 +66,9 @@ def test_scopes_add_measured_classes_to_the_hardware_fits(fleet_wh, capsys):
     every = _project(fleet_wh, capsys, "--scope", "all")
     lam_hw = R_GPU * n
     lam_infra = lam_hw + 4 / 8000 * n + 2 / 1000 * nodes + 1 / 1000 * nodes
-    lam_all = lam_infra + 6 / 8000 * n
+    # the jobs' own failures: 6 in 1,000 job-hours of 8-GPU jobs (the size class nearest a
+    # 16,384-GPU job that ran), once per job, not 6 per 8,000 GPU-hours times 16,384 GPUs
+    lam_all = lam_infra + 6 / 1000
     assert hw["mtti_hours"] == pytest.approx(1 / lam_hw)
     assert infra["mtti_hours"] == pytest.approx(1 / lam_infra)
     assert every["mtti_hours"] == pytest.approx(1 / lam_all)
@@ -81,6 +83,7 @@ def test_scopes_add_measured_classes_to_the_hardware_fits(fleet_wh, capsys):
     }
     assert by["host_os"]["events"] == 2 and by["host_os"]["unit"] == "node"
     assert by["unknown"]["events"] == 1 and by["workload"]["events"] == 6
+    assert (by["workload"]["unit"], by["workload"]["source"]) == ("job", "interruptions, jobs of 1-8 GPUs")
     assert {c["component_class"] for c in infra["classes"]} == {
         "gpu",
         "software",
@@ -113,3 +116,31 @@ def test_without_any_fit_the_measured_classes_still_project(fleet_wh, capsys):
     by = {c["component_class"]: c for c in obj["classes"]}
     assert by["gpu"]["source"] == "interruptions" and by["gpu"]["events"] == 5
     assert main(["--home", str(fleet_wh.home), "project", "--scope", "hardware"]) == 2
+
+
+def test_workload_failures_are_measured_per_job_in_the_projected_jobs_size_class(wh):
+    """Small jobs fail often on their own (9 failures in 100 one-GPU job-hours), large ones
+    rarely (1 in 100 job-hours of 1,024 GPUs): a 16,384-GPU projection takes the large jobs'
+    rate per job-hour, an 8-GPU one the small jobs'; pooled per GPU-hour (10 in 102,500
+    GPU-hours) a 16,384-GPU job would have had 1.6 own failures an hour instead of 0.01."""
+    from analysis.projection import interruption_class_rates
+
+    att = [
+        {"cluster": "c", "scheduler": "slurm", "job_id": f"{size}-{i}", "attempt": 1,
+         "n_gpus": size, "start_time": T0, "end_time": T0 + timedelta(hours=10)}
+        for size in (1, 1024) for i in range(10)
+    ]  # fmt: skip
+    own = [
+        {"cluster": "c", "scheduler": "slurm", "job_id": f"{size}-{i}", "attempt": 1,
+         "end_time": T0, "n_gpus": size, "cause_class": "software", "failure_domain": "workload"}
+        for size, k in ((1, 9), (1024, 1)) for i in range(k)
+    ]  # fmt: skip
+    attempts = conform("job_attempts", pl.DataFrame(att))
+    intr = conform("interruptions", pl.DataFrame(own))
+    for n, rate, label in ((16_384, 1 / 100, "513-4096"), (8, 9 / 100, "1-8")):
+        r = interruption_class_rates(intr, attempts, "all", n_gpus=n)
+        i = r.classes.index("workload")
+        assert r.rate[i] == pytest.approx(rate)
+        assert r.origins[i] == f"interruptions, jobs of {label} GPUs"
+        assert r.counts["workload"] == ("job", 1)
+    assert interruption_class_rates(intr, attempts, "infrastructure") is None

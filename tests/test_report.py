@@ -25,6 +25,7 @@ XSS = "<img src=x onerror=alert(1)>"
 EVIL_HOST = "gpu-node-9</script><script>alert(2)</script>"
 ALL_CHARTS = [
     "headline",
+    "trend",
     "explore",
     "causes",
     "failure_rates",
@@ -40,7 +41,9 @@ ALL_CHARTS = [
 ]
 # the analyses section is a table, no chart; node_health has no rows in the fixture (a note)
 _AT = ALL_CHARTS.index("data_quality")  # node_health (ORDER 100) sits just before data_quality (110)
-SECTIONS = [*ALL_CHARTS[:_AT], "node_health", *ALL_CHARTS[_AT:], "analyses"]
+# the first screen, the table of contents, the charts, the tables, the glossary
+SECTIONS = ["summary", "contents-section", *ALL_CHARTS[:_AT], "node_health", *ALL_CHARTS[_AT:], "analyses", "glossary"]
+DATA_SECTIONS = [k for k in SECTIONS if k not in ("contents-section", "glossary")]
 
 
 def fixture_frame(name: str, rows: list[dict]) -> pl.DataFrame:
@@ -123,7 +126,9 @@ def test_every_section_has_a_chart_and_computed_reading(built):
         and "gpu has the lowest survival: 80.0%" in r["survival"]
     )
     assert "psu the highest at 100.0%" in r["survival"]
-    assert "the largest change is psu: 0.5 (2026-01) to 0 (2026-02)" in r["rate_trend"]
+    # 1 vs 0 and 1 vs 2 failures: no trend test rejects, and the reading names none
+    # (tests/test_trend_shape.py); before, it named "the largest change"
+    assert "no class shows a clear trend" in r["rate_trend"]
     assert r["hazard_ratios"].startswith("Clear effects (1 of 2: adjusted p < 0.05 after holm")
     assert "temp_mean on gpu multiplies the hazard by 1.30 per degC" in r["hazard_ratios"]
     assert "util_mean" not in r["hazard_ratios"]
@@ -156,12 +161,12 @@ def test_every_section_has_a_chart_and_computed_reading(built):
     )
     assert r["explore"] == (
         "4 unexpected interruptions fell on 1 day(s); the busiest day (2026-01-05) had 4. Of 1 "
-        "partition(s), (no partition) had the most: 4 (100%, 40 lost GPU-hours)."
+        "partition(s), (none) had the most: 4 (100%, 40 lost GPU-hours)."
     )
     h = r["headline"]
     assert h.startswith("3 hosts with 0 GPUs ran 832 GPU-hours of jobs")
     assert (
-        "4 jobs were interrupted unexpectedly" in h
+        "4 unexpected interruptions (0 the jobs' own failures)" in h
         and "82.5%" in h
         and "project 80.0% for one 16,384-GPU job" in h
     )
@@ -231,7 +236,7 @@ def test_empty_warehouse_says_no_data(tmp_path, capsys):
     assert out == home.resolve() / "reports" / "goodput_report.html"
     page = out.read_text()
     r = readings(page)
-    assert list(r) == SECTIONS and all(v == NO_DATA for v in r.values())
+    assert list(r) == SECTIONS and all(r[k] == NO_DATA for k in DATA_SECTIONS)
     assert 'data-charts="0"' in page
     assert not list((out.parent / "charts").glob("*"))
 
@@ -256,6 +261,7 @@ def test_cli_out_and_partial_warehouse(tmp_path, capsys):
     assert r["data_quality"].startswith("2 files gave 24 rows")
     assert r["headline"].startswith("3 hosts") and "measured goodput" not in r["headline"]
     assert {k for k, v in r.items() if v == NO_DATA} == {
+        "trend",
         "explore",
         "causes",
         "failure_rates",

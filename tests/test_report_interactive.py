@@ -145,7 +145,7 @@ def test_every_chart_fits_the_window(browser, report, width, tmp_path):
         """() => Array.from(document.querySelectorAll('div.chart')).map(el =>
               [el.id, el.clientWidth, el.querySelector('svg').getBoundingClientRect().width])"""
     )
-    assert len(sizes) == 13  # every section with a chart
+    assert len(sizes) == 14  # every section with a chart
     for key, room, used in sizes:
         assert used <= room + 2, (key, room, used)  # no chart runs past its column
         assert used >= 0.7 * room, (key, room, used)  # and none is left small in a wide one
@@ -169,4 +169,4 @@ def test_explore_frame_draws_long_spans_per_week():
         ("2024-12-30T00:00:00Z", "2025-01-06T00:00:00Z", 2),
         ("2026-06-01T00:00:00Z", "2026-06-08T00:00:00Z", 1),
     ]
-    assert set(df["partition"]) == {"(no partition)"}
+    assert set(df["partition"]) == {"(none)"}

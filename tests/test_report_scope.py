@@ -40,7 +40,7 @@ def test_headline_gives_infrastructure_and_all_causes_mtti_and_names_the_scope(t
     att = wh.read("job_attempts").drop_nulls(["start_time", "end_time"])
     span = (att["end_time"].max() - att["start_time"].min()).total_seconds() / 3600
     unplanned = intr.filter(~pl.col("planned")).height  # all infrastructure in the fixture
-    assert f"{unplanned + 4:,} jobs were interrupted unexpectedly (4 by their own failures)" in head
+    assert f"{unplanned + 4:,} unexpected interruptions (4 the jobs' own failures)" in head
     infra_h, all_h = span / unplanned, span / (unplanned + 4)
     assert f"one every {infra_h:.1f} h across the fleet from infrastructure" in head
     assert f"one every {all_h:.1f} h from all causes" in head

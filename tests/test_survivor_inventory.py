@@ -7,6 +7,7 @@ import io
 
 import polars as pl
 
+from analysis import survival as sv
 from benchmarks.validate_survivor_inventory import (
     LAWS,
     WINDOW_START,
@@ -38,6 +39,6 @@ def test_survivor_only_export_with_observed_from_recovers_the_psu_rate(tmp_path)
     truth = true_rate_per_1k_unit_days(*LAWS["psu"])
     assert exp["rate_ci_low"] <= truth <= exp["rate_ci_high"]
     assert 0.75 < exp["rate_per_1k_unit_days"] / truth < 1.33  # was 3.2x too low from the earliest install
-    assert not fr.filter("selected")["shape_reading"][0].startswith("increasing")  # constant hazard, not wear-out
+    assert not sv.age_reading(fr.filter("selected").row(0, named=True)).startswith("increasing")  # constant hazard, not wear-out
     assert set(fr["population"]) == {"inventory"}
     assert "observation window: 2025-01-01 00:00 .. 2026-01-01 00:00 UTC (365.0 days, explicit)" in out.getvalue()

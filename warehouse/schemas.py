@@ -632,7 +632,7 @@ TABLES: dict[str, Table] = {
                 "stratum": STR,  # 'all' or a model / SKU
                 "window": STR,  # 'all' or a calendar month 'YYYY-MM'
                 "model": STR,  # a registered analysis.lifetime_models name (exponential, weibull...)
-                "selected": BOOL,  # lowest AIC within (class, stratum, window)
+                "selected": BOOL,  # the row quoted and projected: exponential unless another model is clearly better (analysis.survival)
                 "params": STR,  # JSON
                 "aic": F64,
                 "n_units": I64,
@@ -647,7 +647,8 @@ TABLES: dict[str, Table] = {
                 "shape": F64,
                 "shape_ci_low": F64,
                 "shape_ci_high": F64,
-                "shape_reading": STR,
+                "shape_reading": STR,  # Weibull rows only: a direction only where shape_p_adjusted < 0.05
+                "shape_p_adjusted": F64,  # test of Weibull shape = 1, Holm-adjusted across the window's classes
                 "method": STR,  # exposure-table | per-unit | per-unit-lifelines | subsample-N
                 "converged": BOOL,
                 "population": STR,  # where the units came from: inventory | telemetry | observed_units (joined by '+')
@@ -655,6 +656,8 @@ TABLES: dict[str, Table] = {
                 "period_end": UTC_TS,
                 "partial": BOOL,  # a monthly window that covers less than its calendar month
                 "low_exposure": BOOL,  # monthly exposure < 1/4 of the class's median month
+                "aic_weight": F64,  # Akaike weight within (class, stratum, window)
+                "rate_extrapolated": BOOL,  # the row's mean lifetime lies beyond the oldest observed age
             },
             kind="derived",
         ),
@@ -672,6 +675,7 @@ TABLES: dict[str, Table] = {
                 "ci_low": F64,
                 "ci_high": F64,
                 "at_risk": I64,
+                "small_risk_set": BOOL,  # at_risk < 10 (analysis.survival.MIN_AT_RISK): flagged, not read
             },
             kind="derived",
         ),
@@ -746,6 +750,30 @@ TABLES: dict[str, Table] = {
                 "goodput": F64,  # measured, weighted by GPU-hours (productive / wall of the chains)
             },
             key=("dimension", "value"),
+            kind="derived",
+        ),
+        Table(
+            "goodput_trend",
+            "goodput, lost GPU-hours, interruptions and MTBF per calendar week and month, with the change against the period before",
+            {
+                "period": STR,  # week (ISO, from Monday) | month
+                "period_start": UTC_TS,
+                "period_end": UTC_TS,  # exclusive
+                "hours": F64,  # of the period the job attempts cover
+                "gpu_hours": F64,  # held by job attempts within the period
+                "goodput": F64,  # measured, GPU-hour weighted, job chains ending in the period
+                "lost_gpu_hours": F64,  # of the unexpected interruptions ending in the period
+                "interruptions": I64,  # unexpected
+                "infrastructure": I64,  # of those, outside the jobs' own (workload) domain
+                "workload": I64,  # the jobs' own failures
+                "mtbf_hours": F64,  # fleet-wide: hours covered / unexpected interruptions
+                "mtbf_infrastructure_hours": F64,  # hours covered / infrastructure interruptions
+                "goodput_change": F64,  # against the previous period (a fraction: 0.01 = 1 point)
+                "lost_gpu_hours_change": F64,
+                "interruptions_change": I64,
+                "mtbf_hours_change": F64,
+            },
+            key=("period", "period_start"),
             kind="derived",
         ),
         Table(

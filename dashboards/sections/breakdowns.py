@@ -7,6 +7,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from analysis.taxonomy import NONE_LABEL
 from dashboards import charts
 from dashboards.section import NO_DATA, ReportContext, Section, html_table, num, pct
 
@@ -16,7 +17,6 @@ ORDER = 95
 TABLES = ("goodput_breakdown",)
 
 DIMENSIONS = ("cluster", "partition", "account")
-NONE = "(none)"  # jobs that name no partition / account
 TOP = 15  # bars per dimension in the chart (the table lists every value)
 
 
@@ -28,7 +28,8 @@ def _bars(rows: pl.DataFrame, dim: str) -> alt.Chart:
         .encode(
             y=alt.Y("value:N", sort=alt.EncodingSortField("lost_gpu_hours", order="descending"), title=dim),
             x=alt.X("lost_gpu_hours:Q", title="GPU-hours lost to unexpected interruptions"),
-            color=alt.Color("goodput:Q", scale=alt.Scale(scheme="redyellowgreen", domain=[0, 1]), title="measured goodput"),
+            color=alt.Color("goodput:Q", scale=alt.Scale(scheme="redyellowgreen"), title="measured goodput",
+                            legend=alt.Legend(format=".0%")),  # the data's range: 85% and 97% differ
             tooltip=["value", "jobs", "attempts", alt.Tooltip("gpu_hours:Q", format=",.0f"), "interruptions",
                      "infrastructure", alt.Tooltip("lost_gpu_hours:Q", format=",.0f"), alt.Tooltip("goodput:Q", format=".1%")],
         )
@@ -38,7 +39,7 @@ def _bars(rows: pl.DataFrame, dim: str) -> alt.Chart:
 
 def build(ctx: ReportContext) -> Section:
     s = Section(KEY, TITLE)
-    bd = ctx.t["goodput_breakdown"].with_columns(pl.col("value").fill_null(NONE))
+    bd = ctx.t["goodput_breakdown"].with_columns(pl.col("value").fill_null(NONE_LABEL))
     if bd.height == 0:
         s.note = NO_DATA
         return s

@@ -6,9 +6,9 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from analysis.taxonomy import LLAMA3_TABLE, WORKLOAD
+from analysis.taxonomy import LLAMA3_TABLE, WORKLOAD, shown_cause
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section, cause_class, html_table, pct
+from dashboards.section import NO_DATA, ReportContext, Section, html_table, pct
 
 KEY = "causes"
 TITLE = "Interruption causes, beside the Llama 3 published mix"
@@ -64,9 +64,10 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
     order = mix["cause_class"].to_list()
     bars = (
         alt.Chart(mix)
-        .mark_bar(color="#4c78a8")
+        .mark_bar()
         .encode(
             x=alt.X("cause_class:N", sort=order, title="cause class"),
+            color=alt.Color("cause_class:N", legend=None),  # the class palette (charts.class_colors)
             y=alt.Y("count:Q", title="unexpected interruptions"),
             tooltip=[
                 "cause_class:N",
@@ -136,13 +137,14 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
             title="Infrastructure share vs Llama 3",
         )
     )
-    return alt.hconcat(pareto, compare, spacing=40)
+    # the Pareto colours classes, the comparison its two sources: two colour scales
+    return alt.hconcat(pareto, compare, spacing=40).resolve_scale(color="independent")
 
 
 def build(ctx: ReportContext) -> Section:
     t = ctx.t
     s = Section(KEY, TITLE)
-    intr = t["interruptions"].with_columns(cause_class())
+    intr = t["interruptions"].with_columns(shown_cause())
     mix = cause_mix_frame(intr)
     ref = llama3_frame()
     s.extra_html = (

@@ -8,15 +8,15 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from analysis.taxonomy import NONE_LABEL, shown_cause
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section, cause_class, num, pct
+from dashboards.section import NO_DATA, ReportContext, Section, num, pct
 
 KEY = "explore"
 TITLE = "Explore interruptions: pick a period, a cause class or a partition"
 ORDER = 15
 TABLES = ("interruptions", "job_attempts")
 
-NO_PARTITION = "(no partition)"
 BUCKET_DAYS_MAX = 400  # longer spans are drawn per week: bars stay wider than a pixel
 
 
@@ -27,10 +27,10 @@ def explore_frame(interruptions: pl.DataFrame, attempts: pl.DataFrame) -> pl.Dat
     keys = ["cluster", "scheduler", "job_id", "attempt"]
     intr = interruptions.filter(
         ~pl.col("planned").fill_null(False) & pl.col("end_time").is_not_null()
-    ).with_columns(cause_class().fill_null("unknown"))
+    ).with_columns(shown_cause())
     part = attempts.select(*keys, "partition").unique(keys, keep="first")
     df = intr.join(part, on=keys, how="left").with_columns(
-        pl.col("partition").fill_null(NO_PARTITION)
+        pl.col("partition").fill_null(NONE_LABEL)
     )
     if df.height == 0:
         return pl.DataFrame(

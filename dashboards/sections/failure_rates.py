@@ -6,6 +6,7 @@ import altair as alt
 import polars as pl
 
 from analysis.headline import selected_rates
+from analysis.survival import age_reading
 from dashboards import charts
 from dashboards.section import NO_DATA, ReportContext, Section, num
 
@@ -16,8 +17,14 @@ TABLES = ("failure_rates",)
 
 
 def rates_frame(failure_rates: pl.DataFrame, window: str = "all") -> pl.DataFrame:
-    """Selected model per class (stratum 'all') for one window, positive rates only."""
-    return selected_rates(failure_rates, window).sort("rate_per_1k_unit_days", descending=True, nulls_last=True)
+    """Selected model per class (stratum 'all') for one window, with ``shape_reading`` the
+    class's Weibull age reading (``analysis.survival.age_reading``) whatever model it has."""
+    sel = selected_rates(failure_rates, window)
+    if sel.height:
+        sel = sel.with_columns(
+            shape_reading=pl.Series([age_reading(r) for r in sel.iter_rows(named=True)], dtype=pl.Utf8)
+        )
+    return sel.sort("rate_per_1k_unit_days", descending=True, nulls_last=True)
 
 
 def failure_rate_chart(rates: pl.DataFrame) -> alt.HConcatChart:

@@ -14,6 +14,7 @@ from dashboards.section import (
     ReportContext,
     Section,
     hours,
+    in_hours,
     interruption_scope,
     num,
     pct,
@@ -98,8 +99,8 @@ def build(ctx: ReportContext) -> Section:
         ),
         (
             f"MTTI, {scope} (fleet-wide)",
-            hours(mtti),
-            f"all causes: {hours(fm['mtti_all_hours'])}; job time span ÷ interruptions",
+            in_hours(mtti),
+            f"all causes: {in_hours(fm['mtti_all_hours'])}; job time span ÷ interruptions",
         ),
         (
             "measured goodput",
@@ -126,9 +127,9 @@ def build(ctx: ReportContext) -> Section:
     parts = [f"{hosts:,} hosts with {gpus:,} GPUs ran {num(gpu_hours)} GPU-hours of jobs"]
     if unexpected:
         parts.append(
-            f"{unexpected:,} jobs were interrupted unexpectedly ({fm['workload']:,} by their own failures), "
-            f"one every {hours(fm['mtti_infrastructure_hours'])} across the fleet from infrastructure "
-            f"and one every {hours(fm['mtti_all_hours'])} from all causes"
+            f"{unexpected:,} unexpected interruptions ({fm['workload']:,} the jobs' own failures), "
+            f"one every {in_hours(fm['mtti_infrastructure_hours'])} across the fleet from infrastructure "
+            f"and one every {in_hours(fm['mtti_all_hours'])} from all causes"
         )
     if measured is not None:
         parts.append(f"measured goodput is {pct(measured)}")

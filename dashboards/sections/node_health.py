@@ -1,13 +1,13 @@
 """Report section: lemon nodes (``node_health``): the nodes that fail most against the fleet's
-rate, the test that flags them, and the projected goodput of a large job without their excess
-failures (``analysis.node_health.lemon_gain``), chart and reading from the same frame."""
+rate, the test that flags them, and the projected goodput of a large job with the fleet's rate
+refitted without them (``analysis.node_health.lemon_gain``), chart and reading from the same frame."""
 
 from __future__ import annotations
 
 import altair as alt
 import polars as pl
 
-from analysis.node_health import lemon_gain, summary
+from analysis.node_health import fleet_rates, lemon_gain, summary
 from dashboards import charts
 from dashboards.section import NO_DATA, ReportContext, Section, hours, html_table, num, pct
 
@@ -98,11 +98,13 @@ def reading(health: pl.DataFrame, gain: dict | None) -> str:
             f"{int(lemons['interruptions'].sum()):,} interruptions and "
             f"{num(float(lemons['lost_gpu_hours'].sum()))} lost GPU-hours."
         )
-        if gain is not None:
+        if gain is not None and gain["without_lemons"] is None:
+            text += " Without them no failure is left to refit the fleet's rate from."
+        elif gain is not None:
             b, w = gain["baseline"], gain["without_lemons"]
             text += (
-                f" Without their {num(gain['excess_failures'])} excess failures, a "
-                f"{gain['target_gpus']:,}-GPU job's MTTI from node failures goes from "
+                " With the fleet's rate refitted without them (each replaced by a typical "
+                f"node), a {gain['target_gpus']:,}-GPU job's MTTI ({gain['basis']}) goes from "
                 f"{hours(b['mtti_hours'])} to {hours(w['mtti_hours'])} and its projected goodput "
                 f"from {pct(b['goodput'])} to {pct(w['goodput'])} "
                 f"({100 * gain['goodput_gain']:+.1f} points; analytic model, Daly's interval)."
@@ -143,7 +145,8 @@ def build(ctx: ReportContext) -> Section:
     if health.filter(pl.col("node_hours") > 0).height == 0:
         s.note = f"no node has observed node-hours: {health.height:,} node(s) not tested"
         return s
-    gain = lemon_gain(health, ctx.target_gpus)
+    rates = fleet_rates(ctx.wh) if ctx.wh is not None else None
+    gain = lemon_gain(health, ctx.target_gpus, rates=rates)
     s.chart = chart(worst_frame(health))
     s.reading = reading(health, gain)
     s.extra_html = table_html(health)

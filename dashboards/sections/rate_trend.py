@@ -1,8 +1,6 @@
-"""Failure rate per class per month (95% CI) and the exact test of the largest change."""
+"""Failure rate per class per month (95% CI) and the trend test of every class (Holm-adjusted)."""
 
 from __future__ import annotations
-
-import math
 
 import altair as alt
 import polars as pl
@@ -120,32 +118,25 @@ def build(ctx: ReportContext) -> Section:
         return s
     s.chart = rate_trend_chart(df)
     months = sorted(df["window"].unique().to_list())
-    best = None
-    for (cls,), g in df.partition_by("component_class", as_dict=True).items():
-        # low-exposure windows (flagged in failure_rates) are not compared: their rates say little
-        g = g.sort("month").filter(
-            pl.col("rate_per_1k_unit_days").is_not_null() & ~pl.col("low_exposure").fill_null(False)
-        )
-        if g.height < 2:
-            continue
-        a, b = g.row(0, named=True), g.row(-1, named=True)
-        change = abs(
-            math.log((b["rate_per_1k_unit_days"] + 1e-9) / (a["rate_per_1k_unit_days"] + 1e-9))
-        )
-        if best is None or change > best[0]:
-            best = (change, cls, a, b)
-    if best is None:
-        s.reading = f"{len(months)} month(s) of fits; no class has two months to compare yet."
-        return s
-    _, cls, a, b = best
-    from analysis.survival import rate_change_test  # the exact test, one place
+    from analysis.survival import TREND_ALPHA, rate_trends  # the test and its rule, one place
 
-    p = rate_change_test(a["n_events"], a["exposure_hours"], b["n_events"], b["exposure_hours"])
-    s.reading = (
-        f"Across {len(months)} months ({months[0]} to {months[-1]}), the largest change is {cls}: "
-        f"{num(a['rate_per_1k_unit_days'])} ({a['window']}) to {num(b['rate_per_1k_unit_days'])} ({b['window']}) "
-        f"failures per 1,000 unit-days ({a['n_events']} vs {b['n_events']} failures); exact test of "
-        f"equal rates (conditional binomial) p = {p:.2g}: "
-        + ("a real change." if p < 0.05 else "consistent with no change.")
+    tests = rate_trends(t["failure_rates"])
+    span = f"Across {len(months)} months ({months[0]} to {months[-1]})"
+    if tests.height == 0:
+        s.reading = f"{span}: no class has two months with a failure to compare yet."
+        return s
+    how = (
+        f"one trend test per class (Poisson regression of monthly failures on time, exposure "
+        f"as offset), Holm-adjusted across {tests.height} classes at {TREND_ALPHA:.0%}"
     )
+    clear = tests.filter(pl.col("trend").is_not_null()).sort("p_adjusted")
+    if clear.height == 0:
+        s.reading = f"{span}, no class shows a clear trend ({how})."
+        return s
+    said = "; ".join(
+        f"{r['component_class']} {r['trend']} (rate x{num(r['ratio_per_30d'])} per 30 days, "
+        f"{r['events']} failures, adjusted p = {r['p_adjusted']:.2g})"
+        for r in clear.iter_rows(named=True)
+    )
+    s.reading = f"{span}, a clear trend: {said} ({how}); no other class shows one."
     return s

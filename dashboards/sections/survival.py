@@ -5,6 +5,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from analysis.survival import MIN_AT_RISK
 from dashboards import charts
 from dashboards.section import NO_DATA, ReportContext, Section, pct
 
@@ -15,10 +16,17 @@ TABLES = ("survival_curves",)
 
 
 def survival_frame(survival_curves: pl.DataFrame, max_points: int = 120) -> pl.DataFrame:
-    """Kaplan-Meier points per class, thinned to at most ``max_points`` per class by keeping
-    the last estimate in each of ``max_points`` equal age bins (a step curve keeps its shape)."""
+    """Kaplan-Meier points per class where enough units are at risk (``small_risk_set``
+    points, under ``analysis.survival.MIN_AT_RISK``, are left out: the curve stops there),
+    thinned to at most ``max_points`` per class by keeping the last estimate in each of
+    ``max_points`` equal age bins (a step curve keeps its shape)."""
+    flagged = (
+        pl.col("small_risk_set").fill_null(False)
+        if "small_risk_set" in survival_curves.columns
+        else pl.lit(False)
+    )
     km = (
-        survival_curves.filter(pl.col("estimator") == "kaplan_meier")
+        survival_curves.filter((pl.col("estimator") == "kaplan_meier") & ~flagged)
         .select("component_class", "t", "survival", "ci_low", "ci_high", "at_risk")
         .drop_nulls(["t", "survival"])
         .sort("component_class", "t")
@@ -110,6 +118,7 @@ def build(ctx: ReportContext) -> Section:
         s.note = NO_DATA
         return s
     s.chart = survival_chart(km)
+    stopped = f"curves stop where fewer than {MIN_AT_RISK} units remain at risk"
     horizon = km.group_by("component_class").agg(pl.col("t").max())["t"].min()
     at = []
     for (cls,), curve in km.partition_by("component_class", as_dict=True).items():
@@ -119,12 +128,16 @@ def build(ctx: ReportContext) -> Section:
     at.sort(key=lambda x: (x[0], x[1]))
     lo, hi = at[0], at[-1]
     text = (
-        f"At {horizon / 24:.0f} days of age (the longest age every class reaches), {lo[1]} has the lowest "
-        f"survival: {pct(lo[0])} still in service"
+        f"At {horizon / 24:.0f} days of age (the longest age every class reaches; {stopped}), "
+        f"{lo[1]} has the lowest survival: {pct(lo[0])} still in service"
     )
     if lo[2]["ci_low"] is not None and lo[2]["ci_high"] is not None:
         text += f" (95% CI {pct(lo[2]['ci_low'])}–{pct(lo[2]['ci_high'])})"
     if len(at) > 1:
         text += f"; {hi[1]} the highest at {pct(hi[0])}"
+    gone = sorted(set(t["survival_curves"].filter(pl.col("estimator") == "kaplan_meier")[
+        "component_class"]) - set(km["component_class"]))  # fmt: skip
+    if gone:
+        text += f". Too few units at risk for a curve: {', '.join(gone)}"
     s.reading = text + "."
     return s

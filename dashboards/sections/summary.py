@@ -1,0 +1,194 @@
+"""The first screen: period and scope; measured goodput, lost GPU-hours (and their cost when a
+$/GPU-hour is set) against the previous period of equal length; the top 3 causes by lost
+GPU-hours with their MTBF; the projection at the target job size and why it differs from what
+was measured. Figures only (HTML tiles and a table), each the same number the later sections
+show: the period's figures are ``analysis.trend.window_figures``, the headline's definitions."""
+
+from __future__ import annotations
+
+import html
+from datetime import datetime, timedelta
+
+import polars as pl
+
+from analysis.observation import stored_window
+from analysis.taxonomy import WORKLOAD
+from analysis.trend import data_window, losses_frame, period_starts, window_figures
+from dashboards.section import (
+    NO_DATA,
+    ReportContext,
+    Section,
+    change,
+    html_table,
+    in_hours,
+    interruption_scope,
+    money,
+    num,
+    pct,
+    projection_at,
+)
+from dashboards.sections.sensitivity import sensitivity_frame
+
+KEY = "summary"
+TITLE = "Summary"
+ORDER = 1
+TABLES = ("job_attempts", "interruptions", "goodput_jobs", "goodput_projections")
+TOP = 3
+WEEK = timedelta(days=7)
+
+
+def report_window(wh, attempts: pl.DataFrame) -> tuple[datetime, datetime] | None:
+    """The period the report covers: the stored observation window, else the job attempts'."""
+    w = stored_window(wh) if wh is not None else None
+    if w is not None and w.observed_from is not None and w.observed_to is not None:
+        return w.observed_from, w.observed_to
+    return data_window(attempts)
+
+
+def _tile(label: str, value: str, detail: str, key: str) -> str:
+    return (
+        f'<div class="tile" id="tile-{key}"><div class="value">{html.escape(value)}</div>'
+        f'<div class="label">{html.escape(label)}</div>'
+        f'<div class="detail">{html.escape(detail)}</div></div>'
+    )
+
+
+def last_full_weeks(attempts, interruptions, goodput_jobs, start: datetime, end: datetime):
+    """(figures of the latest calendar week wholly inside [start, end), of the week before it),
+    or None when the period holds fewer than two whole weeks."""
+    whole = [w for w in period_starts(start, end, "week") if w >= start and w + WEEK <= end]
+    if len(whole) < 2:
+        return None
+    return tuple(window_figures(attempts, interruptions, goodput_jobs, w, w + WEEK) for w in whole[-2:][::-1])
+
+
+def actions_html(projections: pl.DataFrame, target: int) -> str:
+    """The 3 single improvements that buy the most projected goodput at the target size (the
+    what-if engine's sensitivity rows, the same the what-if section charts), with their 95%
+    bands; empty without them."""
+    top = sensitivity_frame(projections).filter(pl.col("knob_value") > 0).head(TOP)
+    if top.height == 0:
+        return ""
+    items = "".join(
+        f"<li>{html.escape(r['change'])}: {r['gain_pp']:+.1f} points, to {pct(r['goodput'])} "
+        f"(95% band {pct(r['goodput_ci_low'])}–{pct(r['goodput_ci_high'])})</li>"
+        for r in top.iter_rows(named=True)
+    )
+    return (f'<p class="sub">Recommended actions, by projected goodput gained at {target:,} GPUs '
+            f'(what-if section)</p><ol id="actions">{items}</ol>')  # fmt: skip
+
+
+def typical_job_gpus(attempts: pl.DataFrame) -> float | None:
+    """The GPUs of the job attempts, averaged over GPU-hours (the size a GPU-hour ran at)."""
+    ran = attempts.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
+    w = pl.col("n_gpus").fill_null(0) * (pl.col("end_time") - pl.col("start_time")).dt.total_seconds()
+    den = ran.select(w.sum()).item()
+    return ran.select((w * pl.col("n_gpus").fill_null(0)).sum()).item() / den if den else None
+
+
+def why_projection_differs(measured: float | None, at: dict, target: int, typical: float | None) -> str:
+    """One sentence: why the projection at ``target`` GPUs is not the measured goodput."""
+    size = f"{typical:,.0f}" if typical else "far fewer"
+    gap = "below" if measured is None or at["goodput"] < measured else "above"
+    return (
+        f"The projection is {gap} the measured figure because this fleet's jobs ran on {size} "
+        f"GPUs on average (weighted by GPU-hours), while one {target:,}-GPU job depends on every "
+        f"part it spans at once: it would be interrupted every {in_hours(at['mtti_hours'])} and "
+        "spend that much more of its time redoing lost work, restarting and checkpointing."
+    )
+
+
+def build(ctx: ReportContext) -> Section:
+    t, target = ctx.t, ctx.target_gpus
+    s = Section(KEY, TITLE)
+    att, intr, jobs = t["job_attempts"], t["interruptions"], t["goodput_jobs"]
+    window = report_window(ctx.wh, att)
+    if window is None or att.height == 0:
+        s.note = NO_DATA
+        return s
+    start, end = window
+    length = end - start
+    now = window_figures(att, intr, jobs, start, end)
+    before = window_figures(att, intr, jobs, start - length, start)
+    has_before = before["attempts"] > 0
+    days = length.total_seconds() / 86400
+    prev = f"vs the previous {days:,.0f} days"
+    weeks = None if has_before else last_full_weeks(att, intr, jobs, start, end)
+
+    def versus(key: str, unit: str, shown=num, scale: float = 1.0) -> str:
+        """The change of ``key`` against the previous period of equal length; without data
+        before the period, the latest full week against the week before it."""
+        if has_before:
+            return f"{change(now[key] * scale, before[key] * scale, unit)} {prev}"
+        if weeks is None:
+            return "no earlier period in the data"
+        a, b = weeks
+        return (f"week of {a['start']:%Y-%m-%d}: {shown(a[key] * scale)}, "
+                f"{change(a[key] * scale, b[key] * scale, unit)} vs the week before")  # fmt: skip
+
+    cost = ctx.gpu_hour_cost
+    tiles = [
+        _tile("measured goodput", pct(now["goodput_gpu_hours"]),
+              versus("goodput_gpu_hours", "points", pct), "goodput"),
+        _tile("GPU-hours lost to interruptions", num(now["lost_gpu_hours"]),
+              f"{pct(now['lost_gpu_hours'] / now['gpu_hours'] if now['gpu_hours'] else None)} of "
+              f"{num(now['gpu_hours'])} GPU-hours; " + versus("lost_gpu_hours", "GPU-hours"), "lost"),
+    ]  # fmt: skip
+    if cost > 0:
+        lost_cost = now["lost_gpu_hours"] * cost
+        tiles.append(_tile("cost of the lost GPU-hours", money(lost_cost),
+                           f"at ${cost:,.2f} per GPU-hour; " + versus("lost_gpu_hours", "$", money, cost),
+                           "cost"))  # fmt: skip
+    tiles.append(_tile("unexpected interruptions", f"{now['unexpected']:,}",
+                       f"MTBF {in_hours(now['mtbf_hours'])} fleet-wide; "
+                       + versus("unexpected", "interruptions", lambda n: f"{n:,.0f}"),
+                       "interruptions"))  # fmt: skip
+    proj = t["goodput_projections"]
+    at = projection_at(proj, target)
+    if at is not None:
+        tiles.append(_tile(f"projected goodput at {target:,} GPUs", pct(at["goodput"]),
+                           f"95% band {pct(at['goodput_ci_low'])}–{pct(at['goodput_ci_high'])}; "
+                           f"MTTI {in_hours(at['mtti_hours'])}", "projected"))  # fmt: skip
+    period_att = att.filter(
+        (pl.col("end_time").cast(pl.Datetime("us")) > start)
+        & (pl.col("start_time").cast(pl.Datetime("us")) < end)
+    )
+    period_intr = intr.filter(
+        (pl.col("end_time").cast(pl.Datetime("us")) >= start)
+        & (pl.col("end_time").cast(pl.Datetime("us")) < end)
+    )
+    causes = losses_frame(period_att, period_intr, "cause").head(TOP)
+    rows = [
+        [r["cause"], num(r["lost_gpu_hours"]), pct(r["share"]), f"{r['interruptions']:,}",
+         in_hours(r["mtbf_hours"])]
+        + ([money(r["lost_gpu_hours"] * cost)] if cost > 0 else [])
+        for r in causes.iter_rows(named=True)
+    ]  # fmt: skip
+    header = ["cause", "lost GPU-hours", "share of lost", "interruptions", "MTBF"]
+    header += ["cost"] if cost > 0 else []
+    parts = [
+        (f"From {start:%Y-%m-%d} to {end:%Y-%m-%d} ({days:,.0f} days, {ctx.scope}) jobs used "
+        f"{num(now['gpu_hours'])} GPU-hours at a measured goodput of {pct(now['goodput_gpu_hours'])}"),
+        f"{now['unexpected']:,} unexpected interruptions (one every {in_hours(now['mtbf_hours'])}) "
+        f"cost {num(now['lost_gpu_hours'])} GPU-hours"
+        + (f" ({money(now['lost_gpu_hours'] * cost)})" if cost > 0 else ""),
+    ]
+    if causes.height:
+        top = causes.row(0, named=True)
+        parts.append(f"{top['cause']} cost the most ({pct(top['share'])} of the lost GPU-hours)")
+    s.reading = "; ".join(parts) + "."
+    why = ""
+    if at is not None:
+        why = why_projection_differs(now["goodput_gpu_hours"], at, target, typical_job_gpus(period_att))
+        scope_name = interruption_scope(proj)
+        why += f" (Interruption scope of the projection: {scope_name}.)"
+    s.extra_html = (
+        f'<div class="tiles">{"".join(tiles)}</div>'
+        + actions_html(proj, target)
+        + f'<p class="sub">Top {TOP} causes by lost GPU-hours '
+        f"(the jobs' own failures are the class {html.escape(WORKLOAD)})</p>"
+        + html_table(header, rows)
+        + (f'<p class="why" id="projection-why">{html.escape(why)}</p>' if why else "")
+    )
+    return s
+

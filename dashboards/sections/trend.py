@@ -1,0 +1,109 @@
+"""Goodput over time: measured goodput and the fleet-wide MTBF per week, above the GPU-hours lost
+each week by cause (``analysis.trend``), and the latest week against the one before."""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from analysis.trend import losses_frame, trend_frame
+from dashboards import charts
+from dashboards.section import (
+    NO_DATA,
+    ReportContext,
+    Section,
+    change,
+    html_table,
+    in_hours,
+    num,
+    pct,
+)
+
+KEY = "trend"
+TITLE = "Goodput, lost GPU-hours and MTBF week by week"
+ORDER = 12
+TABLES = ("job_attempts", "interruptions", "goodput_jobs")
+PERIOD = "week"
+
+
+def trend_chart(weeks: pl.DataFrame, losses: pl.DataFrame) -> alt.VConcatChart:
+    """Goodput (line, left axis) and MTBF (dashed line, right axis) per week above the lost
+    GPU-hours per week stacked by cause (the class palette)."""
+    df = weeks.with_columns(pl.col("period_start").dt.strftime("%Y-%m-%d").alias("week"))
+    x = alt.X("week:O", title="week starting", axis=alt.Axis(labelAngle=-40))
+    tip = [
+        "week:O",
+        alt.Tooltip("goodput:Q", format=".1%", title="measured goodput"),
+        alt.Tooltip("lost_gpu_hours:Q", format=",.0f", title="lost GPU-hours"),
+        alt.Tooltip("interruptions:Q", title="unexpected interruptions"),
+        alt.Tooltip("mtbf_hours:Q", format=".1f", title="MTBF (h)"),
+    ]
+    good = alt.Chart(df).mark_line(point=True, color="#1f3b73").encode(
+        x=x, y=alt.Y("goodput:Q", title="measured goodput", axis=alt.Axis(format="%"),
+                     scale=alt.Scale(zero=False)), tooltip=tip)  # fmt: skip
+    mtbf = alt.Chart(df).mark_line(point=True, strokeDash=[5, 3], color="#888").encode(
+        x=x, y=alt.Y("mtbf_hours:Q", title="MTBF, hours (dashed)"), tooltip=tip)  # fmt: skip
+    top = alt.layer(good, mtbf).resolve_scale(y="independent").properties(
+        width=charts.WIDTH, height=170, title="Measured goodput and fleet-wide MTBF per week")  # fmt: skip
+    lost = losses.with_columns(pl.col("period_start").dt.strftime("%Y-%m-%d").alias("week")).rename(
+        {"cause": "cause_class"})  # fmt: skip
+    order = losses_frame_order(lost)
+    bars = alt.Chart(lost).mark_bar().encode(
+        x=alt.X("week:O", title="week starting", axis=alt.Axis(labelAngle=-40)),
+        y=alt.Y("lost_gpu_hours:Q", title="lost GPU-hours"),
+        color=alt.Color("cause_class:N", title="cause", sort=order),  # the class palette
+        order=alt.Order("lost_gpu_hours:Q", sort="descending"),
+        tooltip=["week:O", "cause_class:N", alt.Tooltip("lost_gpu_hours:Q", format=",.0f"),
+                 alt.Tooltip("interruptions:Q"), alt.Tooltip("mtbf_hours:Q", format=".1f", title="MTBF (h)")],
+    ).properties(width=charts.WIDTH, height=200, title="GPU-hours lost to unexpected interruptions, by cause")  # fmt: skip
+    return alt.vconcat(top, bars, spacing=16)
+
+
+def losses_frame_order(lost: pl.DataFrame) -> list[str]:
+    """Causes by total lost GPU-hours, largest first (the legend's order)."""
+    tot = lost.group_by("cause_class").agg(pl.col("lost_gpu_hours").sum()).sort(
+        ["lost_gpu_hours", "cause_class"], descending=[True, False])  # fmt: skip
+    return tot["cause_class"].to_list()
+
+
+def build(ctx: ReportContext) -> Section:
+    t = ctx.t
+    s = Section(KEY, TITLE)
+    att, intr, jobs = t["job_attempts"], t["interruptions"], t["goodput_jobs"]
+    weeks = trend_frame(att, intr, jobs, PERIOD)
+    if weeks.height == 0 or (intr.height == 0 and jobs.height == 0):  # nothing measured per week
+        s.note = NO_DATA
+        return s
+    losses = losses_frame(att, intr, "cause", PERIOD)
+    s.chart = trend_chart(weeks, losses)
+    last = weeks.row(-1, named=True)
+    text = (
+        f"{weeks.height} week(s); the latest (from {last['period_start']:%Y-%m-%d}, "
+        f"{last['hours']:,.0f} h of data) had measured goodput {pct(last['goodput'])}, "
+        f"{num(last['lost_gpu_hours'])} lost GPU-hours and {last['interruptions']:,} unexpected "
+        f"interruptions (MTBF {in_hours(last['mtbf_hours'])})"
+    )
+    if weeks.height > 1:
+        prev = weeks.row(-2, named=True)
+        text += (
+            f"; against the week before: goodput {change(last['goodput'], prev['goodput'], 'points')}, "
+            f"lost GPU-hours {change(last['lost_gpu_hours'], prev['lost_gpu_hours'])}, "
+            f"MTBF {change(last['mtbf_hours'], prev['mtbf_hours'], 'h')}"
+        )
+    best, worst = weeks.sort("goodput").row(-1, named=True), weeks.sort("goodput").row(0, named=True)
+    s.reading = text + (
+        f". Best week {best['period_start']:%Y-%m-%d} ({pct(best['goodput'])}), "
+        f"worst {worst['period_start']:%Y-%m-%d} ({pct(worst['goodput'])})."
+    )
+    rows = [
+        [f"{r['period_start']:%Y-%m-%d}", num(r["gpu_hours"]), pct(r["goodput"]),
+         "" if r["goodput_change"] is None else f"{100 * r['goodput_change']:+.1f} points",
+         num(r["lost_gpu_hours"]), f"{r['interruptions']:,}", in_hours(r["mtbf_hours"])]
+        for r in weeks.iter_rows(named=True)
+    ]  # fmt: skip
+    s.extra_html = (
+        "<details><summary>The weeks as a table (also: goodput trend, goodput losses --period week)</summary>"
+        + html_table(["week", "GPU-hours", "goodput", "change", "lost GPU-hours", "interruptions", "MTBF"], rows)
+        + "</details>"
+    )
+    return s
