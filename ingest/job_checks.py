@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from ingest.base import ParseContext, implausible_time
+from ingest.hostlist import MAX_HOSTS
 
 STATE_CODES = {
     "BF": "BOOT_FAIL", "CA": "CANCELLED", "CD": "COMPLETED", "DL": "DEADLINE", "F": "FAILED",
@@ -16,7 +17,7 @@ STATE_CODES = {
 STATES = set(STATE_CODES.values())
 
 # Beyond these a value is a corrupt field, not a job.
-MAX_NODES = 1_000_000
+MAX_NODES = MAX_HOSTS  # a job's nodes are a hostlist
 MAX_GPUS = 10_000_000
 MAX_CPUS = 100_000_000
 MAX_EXIT = 255  # a process exit status and a signal number are 0..255

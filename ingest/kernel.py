@@ -190,6 +190,24 @@ def _lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:
     )
 
 
+def _nul_lines(buf: bytes, ctx: ParseContext) -> pl.DataFrame:
+    """Lines holding NUL bytes (a crash leaves them in logs) that hold a candidate literal once
+    the NULs are removed: (line, raw without the NULs, nul_raw: the text with each NUL shown
+    as ``\\0``). A NUL can split a literal (``NV\\0RM``) or a code (``7\\09``): such a line
+    is a damaged record, not a record and not nothing."""
+    a = np.frombuffer(buf, np.uint8)
+    newlines = np.flatnonzero(a == 10)
+    before = np.searchsorted(newlines, np.flatnonzero(a == 0))  # newlines before each NUL
+    idx = np.unique(before)
+    starts = np.concatenate(([0], newlines + 1))[idx]
+    ends = np.concatenate((newlines, [len(buf)]))[idx]
+    text = [buf[s:e].decode("utf-8").removesuffix("\r") for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+    df = pl.DataFrame({"line": pl.Series(idx + 1 + ctx.line_offset, dtype=pl.Int64), "nul_raw": text})
+    return df.with_columns(raw=pl.col("nul_raw").str.replace_all("\x00", "", literal=True)).filter(
+        pl.col("raw").str.contains(_CANDIDATE_RE)
+    ).with_columns(pl.col("nul_raw").str.replace_all("\x00", "\\0", literal=True)).select("line", "raw", "nul_raw")
+
+
 def _blocks(buf: bytes) -> pl.DataFrame:
     """(block text, byte offset of the block) over newline-aligned ~_BLOCK-byte pieces of
     ``buf`` (valid UTF-8) without copying it."""
@@ -458,7 +476,7 @@ def merge(parts: list[pl.DataFrame], ctx: ParseContext) -> ParseResult:
 
 # kinds of candidate lines that are records (a row or a quarantine row each); the others
 # (``gpu_at`` identity lines, ``boot_clock`` banners, reltime headers) only inform them
-_RECORD_KINDS = ["xid", "sxid", "host", "bad_xid", "bad_sxid"]
+_RECORD_KINDS = ["xid", "sxid", "host", "bad_xid", "bad_sxid", "bad_nul"]
 
 
 def _extract(data: bytes, ctx: ParseContext) -> pl.DataFrame:
@@ -466,6 +484,9 @@ def _extract(data: bytes, ctx: ParseContext) -> pl.DataFrame:
     in ``_finish``, where the whole file's boot banners and reltime headers are known)."""
     buf = valid_utf8(data)
     cand = _lines(buf, ctx)
+    nul = _nul_lines(buf, ctx) if buf.find(b"\x00") >= 0 else None
+    if nul is not None:  # lines with NUL bytes are classified without them, and quarantined
+        cand = pl.concat([cand.filter(~pl.col("raw").str.contains("\x00", literal=True)), nul], how="diagonal").sort("line")
     headers = _reltime_headers(buf, cand, ctx)
     if cand.height == 0 and headers.height == 0:
         return pl.DataFrame()
@@ -490,6 +511,11 @@ def _extract(data: bytes, ctx: ParseContext) -> pl.DataFrame:
         ihost=pl.coalesce("j_host", "ihost", "h5", "mhost", "uhost", "shost"),
     ).drop("up2", "iso5", "off5", "h5", "mhost", "uhost", "shost", "j_host")
     cand = _classify(cand).filter(pl.col("kind").is_not_null()).drop("body")
+    if nul is not None:
+        damaged = pl.col("nul_raw").is_not_null()
+        cand = cand.filter(~damaged | pl.col("kind").is_in(_RECORD_KINDS)).with_columns(
+            kind=pl.when(damaged).then(pl.lit("bad_nul")).otherwise("kind"), raw=pl.coalesce("nul_raw", "raw")
+        ).drop("nul_raw")
     if headers.height:
         cand = pl.concat([cand, headers.with_columns(kind=pl.lit("rel_header"))], how="diagonal_relaxed")
     return cand
@@ -521,6 +547,8 @@ def _finish(lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
             .then(pl.lit("NVRM: Xid line without a PCI id and numeric code"))
             .when(pl.col("kind") == "bad_sxid")
             .then(pl.lit("NVSwitch SXid line without a numeric code"))
+            .when(pl.col("kind") == "bad_nul")
+            .then(pl.lit("NUL byte inside the line (a corrupt or crash-damaged log): not read"))
             .otherwise(pl.col("time_error"))
         ).to_series(),
     )

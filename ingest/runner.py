@@ -15,6 +15,7 @@ import math
 import multiprocessing
 import os
 import stat
+import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -25,12 +26,13 @@ from functools import cache
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
 import polars as pl
 import zstandard
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, count_newlines, whole_file_quarantine
+from ingest.base import FormatSpec, ParseContext, ParseResult, newline_counts, whole_file_quarantine
 from ingest.registry import SNIFF_BYTES, detect, formats
-from warehouse.schemas import conform
+from warehouse.schemas import conform, quarantine_frame
 from warehouse.store import Warehouse
 
 # Line-oriented files larger than this are parsed in chunks. Below 32 MiB (glibc's
@@ -63,20 +65,27 @@ class FileReport:
     skipped: bool = False  # already in the manifest
     error: str | None = None  # could not be read at all (reason): nothing recorded as done
     done: bool = True  # gets a manifest row (False: quarantined, to be tried again)
+    held_back: int = 0  # bytes of an incomplete last line, not read yet (``_parsed_size``)
 
 
-def iter_files(paths: list[str | Path]) -> list[Path]:
-    """Expand directories recursively (sorted, hidden files skipped); missing paths are errors."""
+def iter_files(paths: list[str | Path], unreadable: dict[Path, str] | None = None) -> list[Path]:
+    """Expand directories recursively (sorted, hidden files skipped); missing paths are errors.
+    A directory that cannot be listed is put in the list itself, with the reason in
+    ``unreadable`` (given: the ingest reports and quarantines it; else it is left out)."""
     out: list[Path] = []
     for p in map(Path, paths):
         if not p.exists():
             raise UserError(f"no such file or directory: {p}")
         if p.is_dir():
-            found = []
-            for root, dirs, names in os.walk(p):  # symlinked directories are not followed
+            found, failed = [], []
+            for root, dirs, names in os.walk(p, onerror=failed.append):  # symlinked dirs are not followed
                 dirs[:] = [d for d in dirs if not d.startswith(".")]  # never walk .git, .venv, ...
                 found += [Path(root, n) for n in names if not n.startswith(".")]
             out.extend(f for f in sorted(found) if f.is_file())
+            if unreadable is not None:
+                for exc in failed:
+                    unreadable[Path(exc.filename)] = f"cannot list directory: {exc.strerror or exc}: its files were not read"
+                    out.append(Path(exc.filename))
         else:
             out.append(p)
     return out
@@ -84,14 +93,64 @@ def iter_files(paths: list[str | Path]) -> list[Path]:
 
 def open_source(raw: BinaryIO) -> BinaryIO:
     """Wrap an open binary stream, transparently decompressing gzip or zstd (by magic bytes,
-    not name). The caller keeps ownership of ``raw``."""
+    not name). The caller keeps ownership of ``raw``. A compressed stream that ends before its
+    end marker (a truncated file) raises EOFError when its end is read."""
     magic = raw.read(4)
     raw.seek(0)
     if magic[:2] == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=raw)
     if magic == b"\x28\xb5\x2f\xfd":
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=False))
+        return io.BufferedReader(_Zstd(raw), 1 << 20)
     return raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # peek() is how we sniff
+
+
+class _Zstd(io.RawIOBase):
+    """A zstd stream's frames, decompressed. ``zstandard``'s stream reader ends a truncated
+    stream as if it were complete; this one feeds a decompressor 4 KiB of input at a time
+    (at most ~175 MB of output per feed, even for a bomb of RLE blocks) and knows whether the
+    last frame reached its end."""
+
+    def __init__(self, raw: BinaryIO):
+        self._raw, self._zd = raw, zstandard.ZstdDecompressor()
+        self._obj, self._out, self._at = self._zd.decompressobj(), b"", 0
+        self._fed = False  # whether the current frame has had input
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        while self._at == len(self._out):
+            piece = self._raw.read(4096)
+            if not piece:
+                if not self._obj.eof and self._fed:
+                    raise EOFError("zstd stream ends before the end of its frame (truncated file)")
+                return 0
+            self._out, self._at = self._decompress(piece), 0
+        n = min(len(buf), len(self._out) - self._at)
+        buf[:n] = self._out[self._at : self._at + n]
+        self._at += n
+        return n
+
+    def _decompress(self, piece: bytes) -> bytes:
+        out = []
+        while piece:
+            if self._obj.eof:  # the next frame of a multi-frame file
+                self._obj = self._zd.decompressobj()
+            self._fed = True
+            out.append(self._obj.decompress(piece))
+            piece = self._obj.unused_data if self._obj.eof else b""
+        return b"".join(out)
+
+
+BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark, written by Windows tools: not part of the text
+
+
+def _text_head(fh: BinaryIO) -> bytes:
+    """The first SNIFF_BYTES of a stream's text, read past a byte order mark (which is not
+    given to the parser either)."""
+    if fh.peek(len(BOM))[: len(BOM)] == BOM:
+        fh.read(len(BOM))
+    return fh.peek(SNIFF_BYTES)[:SNIFF_BYTES]
 
 
 def file_sha256(path: Path) -> tuple[str, int]:
@@ -103,21 +162,73 @@ def file_sha256(path: Path) -> tuple[str, int]:
     return h.hexdigest(), n
 
 
-def parse_chunks(spec: FormatSpec, fh: BinaryIO, ctx: ParseContext, plain: bool) -> Iterator[ParseResult]:
+def parse_chunks(spec: FormatSpec, fh: BinaryIO, ctx: ParseContext, plain: bool, end: int | None = None) -> Iterator[ParseResult]:
     """Checked results of ``spec.parse`` over a line-oriented stream's chunks, in file order; for a
-    two-stage format one result, ``spec.merge`` of the chunks' ``spec.extract`` partials."""
+    two-stage format one result, ``spec.merge`` of the chunks' ``spec.extract`` partials. A plain
+    file is read up to ``end`` (default: its size)."""
+    long: list[tuple[int, _LongLine]] = []
     if spec.extract is None:
-        yield from (_checked(spec, r) for r in _staged(spec.parse, fh, ctx, plain))
+        yield from (_checked(spec, r) for r in _staged(spec.parse, fh, ctx, plain, end, long))
     else:
-        yield _checked(spec, spec.merge(list(_staged(spec.extract, fh, ctx, plain)), ctx))
+        if parts := list(_staged(spec.extract, fh, ctx, plain, end, long)):  # none: only long lines
+            yield _checked(spec, spec.merge(parts, ctx))
+    if long:
+        why = f"line of {{:,}} bytes is longer than the limit of {MAX_LINE_BYTES >> 20} MiB: not read"
+        q = quarantine_frame([n for n, _ in long], [x.head.decode("utf-8", "replace") for _, x in long],
+                             [why.format(x.size) for _, x in long])  # fmt: skip
+        yield ParseResult({}, q, len(long))
 
 
-def _staged(stage: Callable[[bytes, ParseContext], object], fh: BinaryIO, ctx: ParseContext, plain: bool) -> Iterator:
+# A line of a line-oriented file longer than this is not given to the parser (a 200 MB line
+# would take gigabytes to parse): it is quarantined, and skipped without being held in memory.
+MAX_LINE_BYTES = 1 << 20
+
+
+@dataclass
+class _LongLine:
+    head: bytes  # its first 500 bytes, for the quarantine row
+    size: int
+
+
+def _cut_long_lines(block: bytes) -> Iterator[tuple[bytes | _LongLine, int]]:
+    """(piece, newlines in it) of a block, with each line longer than MAX_LINE_BYTES as a
+    ``_LongLine``."""
+    if (n := _newlines_if_short(block)) is not None:
+        yield block, n
+        return
+    nl = np.flatnonzero(np.frombuffer(block, np.uint8) == 10)
+    starts = np.concatenate(([0], nl + 1))
+    ends = np.concatenate((nl, [len(block)]))
+    first = 0  # first line of the piece not yet yielded
+    for i in np.flatnonzero(ends - starts > MAX_LINE_BYTES).tolist():
+        if i > first:
+            yield block[starts[first] : starts[i]], i - first
+        yield _LongLine(block[starts[i] : starts[i] + 500], int(ends[i] - starts[i])), int(i < len(nl))
+        first = i + 1
+    if starts[first] < len(block):
+        yield block[starts[first] :], len(nl) - first
+
+
+def _newlines_if_short(block: bytes) -> int | None:
+    """The newlines in ``block`` when none of its lines is longer than MAX_LINE_BYTES, else
+    None. Counted per half-limit slice: a longer line covers a whole slice, with no newline."""
+    half = MAX_LINE_BYTES // 2
+    counts = newline_counts(block, half)
+    full = counts if len(block) % half == 0 else counts[:-1]
+    return sum(counts) if len(block) <= MAX_LINE_BYTES or all(full) else None
+
+
+def _staged(stage: Callable[[bytes, ParseContext], object], fh: BinaryIO, ctx: ParseContext, plain: bool,
+            end: int | None, long: list[tuple[int, _LongLine]]) -> Iterator:  # fmt: skip
     """``stage`` of each chunk (with its line offset), in file order. Chunks are parsed
     concurrently on all cores (parsers are pure; Polars and NumPy release the GIL); at most
-    cores + 1 chunks are in flight."""
+    cores + 1 chunks are in flight. Lines too long to parse go to ``long`` (line number, line)."""
     pool, pending, line = _pool(), deque(), 0
-    for block, newlines in _chunks(fh, plain):
+    for block, newlines in _chunks(fh, plain, end):
+        if isinstance(block, _LongLine):
+            long.append((line + 1, block))
+            line += newlines
+            continue
         pending.append(pool.submit(stage, block, replace(ctx, line_offset=line)))
         line += newlines
         if len(pending) > _WORKERS:
@@ -134,13 +245,18 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(_WORKERS, thread_name_prefix="parse")
 
 
-def _chunks(fh: BinaryIO, plain: bool) -> Iterator[tuple[bytes, int]]:
+def _chunks(fh: BinaryIO, plain: bool, end: int | None = None) -> Iterator[tuple[bytes | _LongLine, int]]:
     """(block, newlines in it): blocks of at most CHUNK_BYTES that end on a line boundary (a
-    longer line stays whole). A plain file is read with ``pread``, one copy per block; a
-    decompressing stream is read forward and re-joined at the cut."""
+    longer line stays whole), and each line longer than MAX_LINE_BYTES as a ``_LongLine``
+    (one longer than a chunk is never read whole). A plain file is
+    read with ``pread`` up to ``end`` (default: its size), one copy per block; a decompressing
+    stream is read forward and re-joined at the cut."""
     fd = _regular_fd(fh) if plain else None
-    for block in _stream_blocks(fh) if fd is None else _file_blocks(fd, fh.tell()):
-        yield block, count_newlines(block)
+    for block in _stream_blocks(fh) if fd is None else _file_blocks(fd, fh.tell(), end):
+        if isinstance(block, _LongLine):
+            yield block, 1
+        else:
+            yield from _cut_long_lines(block)
 
 
 def _regular_fd(fh: BinaryIO) -> int | None:
@@ -151,16 +267,22 @@ def _regular_fd(fh: BinaryIO) -> int | None:
     return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
 
 
-def _file_blocks(fd: int, pos: int) -> Iterator[bytes]:
-    while (end := _line_end(fd, pos)) > pos and (block := os.pread(fd, end - pos, pos)):
-        yield block
-        pos += len(block)
+def _file_blocks(fd: int, pos: int, size: int | None) -> Iterator[bytes | _LongLine]:
+    size = os.fstat(fd).st_size if size is None else size
+    while (end := _line_end(fd, pos, size)) > pos:
+        if end - pos > max(CHUNK_BYTES, MAX_LINE_BYTES):  # one line, too long: not read
+            yield _LongLine(os.pread(fd, 500, pos), end - pos - (os.pread(fd, 1, end - 1) == b"\n"))
+            pos = end
+        elif block := os.pread(fd, end - pos, pos):
+            yield block
+            pos += len(block)
+        else:
+            return
 
 
-def _line_end(fd: int, pos: int) -> int:
+def _line_end(fd: int, pos: int, size: int) -> int:
     """Offset just past the last newline in [pos, pos + CHUNK_BYTES), found by probing backwards
-    from the end; else just past the next newline; else the end of the file."""
-    size = os.fstat(fd).st_size
+    from the end; else just past the next newline; else ``size`` (the end of what is read)."""
     end = pos + CHUNK_BYTES
     if end >= size:
         return size
@@ -170,23 +292,35 @@ def _line_end(fd: int, pos: int) -> int:
         if (i := os.pread(fd, hi - lo, lo).rfind(b"\n")) >= 0:
             return lo + i + 1
         hi = lo
-    while probe := os.pread(fd, _PROBE, end):
+    while end < size and (probe := os.pread(fd, min(_PROBE, size - end), end)):
         if (i := probe.find(b"\n")) >= 0:
             return end + i + 1
         end += len(probe)
-    return end
+    return min(end, size)
 
 
-def _stream_blocks(fh: BinaryIO) -> Iterator[bytes]:
-    rest = b""
+def _stream_blocks(fh: BinaryIO) -> Iterator[bytes | _LongLine]:
+    rest, skipping = b"", None  # skipping: the line longer than a chunk being read past
     while block := fh.read(CHUNK_BYTES):
+        if skipping is not None:
+            cut = block.find(b"\n")
+            skipping.size += len(block) if cut < 0 else cut
+            if cut < 0:
+                continue
+            yield skipping
+            skipping, block = None, block[cut + 1 :]
         block = rest + block
         cut = block.rfind(b"\n")
         if cut < 0:
-            rest = block
+            if len(block) > max(CHUNK_BYTES, MAX_LINE_BYTES):
+                skipping, rest = _LongLine(block[:500], len(block)), b""
+            else:
+                rest = block
             continue
         yield block[: cut + 1]
         rest = block[cut + 1 :]
+    if skipping is not None:
+        yield skipping
     if rest:
         yield rest
 
@@ -207,13 +341,14 @@ def _quarantined(data: bytes, error: str) -> ParseResult:
 
 
 def _parse_file(
-    raw: BinaryIO, name: str, spec: FormatSpec | None, ctx: ParseContext
+    raw: BinaryIO, name: str, spec: FormatSpec | None, ctx: ParseContext, end: int | None = None
 ) -> Iterator[tuple[str, ParseResult]]:
     """Yield (format name, result) per chunk of the (possibly compressed) stream ``raw``; a file
-    nobody recognises, an empty file or a parser failure becomes a single quarantine record."""
+    nobody recognises, an empty file or a parser failure becomes a single quarantine record.
+    ``end``: an uncompressed line-oriented file is read up to there (what was hashed)."""
     with open_source(raw) as fh:
         try:
-            head = fh.peek(SNIFF_BYTES)[:SNIFF_BYTES] if hasattr(fh, "peek") else b""
+            head = _text_head(fh)
         except (OSError, EOFError, zlib.error, zstandard.ZstdError) as exc:
             raise Unreadable(f"cannot decompress: {exc}") from None
         if not head.strip():
@@ -228,12 +363,26 @@ def _parse_file(
             return
         try:
             if spec.line_oriented:
-                for res in parse_chunks(spec, fh, ctx, plain=fh is raw):
+                for res in parse_chunks(spec, fh, ctx, plain=fh is raw, end=end):
                     yield spec.name, res
             else:
-                yield spec.name, _checked(spec, spec.parse(fh.read(), ctx))
+                yield spec.name, _checked(spec, spec.parse(_whole_text(fh), ctx))
         except (OSError, EOFError, zlib.error, zstandard.ZstdError) as exc:
-            yield spec.name, _quarantined(b"", f"cannot read or decompress: {exc}")
+            # truncated or corrupt compression: not marked done, so a complete copy is read later
+            raise Unreadable(f"cannot read or decompress: {exc}") from None
+
+
+# A format that is not line-oriented (JSON, YAML, ...) is parsed whole: its text, decompressed,
+# may be at most this long. A longer one (or a small .gz that inflates to gigabytes) is
+# quarantined unread, never held in memory.
+MAX_WHOLE_BYTES = 256 << 20
+
+
+def _whole_text(fh: BinaryIO) -> bytes:
+    data = fh.read(MAX_WHOLE_BYTES + 1)
+    if len(data) > MAX_WHOLE_BYTES:
+        raise Unreadable(f"longer than {MAX_WHOLE_BYTES >> 20} MiB decompressed, the limit for a file read whole: not read")
+    return data
 
 
 def ingest_paths(
@@ -244,6 +393,7 @@ def ingest_paths(
     progress: Callable[[int, int, Path], None] | None = None,
     replace_existing: bool = False,
     jobs: int | None = None,
+    settle_s: float = 0.0,
 ) -> list[FileReport]:
     """Ingest files and directories into the warehouse; returns one report per file.
 
@@ -252,22 +402,60 @@ def ingest_paths(
     earlier, then ingest them again (``goodput ingest --replace``). ``jobs``: processes that
     parse files (default: every core); the tables written are the same for any number. Workers
     are spawned, so a script calling this with jobs > 1 needs the usual
-    ``if __name__ == "__main__":`` guard (the CLI, Dagster and notebooks need nothing)."""
+    ``if __name__ == "__main__":`` guard (the CLI, Dagster and notebooks need nothing).
+    ``settle_s``: a file whose size or modification time changes within this many seconds is
+    still being written: it is not read (a warning and a quarantine row say so, cleared when
+    it is read later); see ``unsettled``."""
     ctx = ctx or ParseContext()
-    files = checked_files(paths, fmt, jobs)
+    not_read: dict[Path, str] = {}
+    files = checked_files(paths, fmt, jobs, not_read)
     jobs = default_jobs() if jobs is None else jobs
+    not_read |= unsettled([f for f in files if f not in not_read], settle_s)  # before the lock: may wait
     with wh.writer():
-        return _ingest(wh, files, None if fmt == "auto" else fmt, ctx, progress, replace_existing, jobs)
+        return _ingest(wh, files, None if fmt == "auto" else fmt, ctx, progress, replace_existing, jobs, not_read)
 
 
-def checked_files(paths: list[str | Path], fmt: str = "auto", jobs: int | None = None) -> list[Path]:
+def unsettled(files: list[Path], settle_s: float) -> dict[Path, str]:
+    """The files not yet stable, with the reason: stable means size and modification time
+    unchanged for ``settle_s`` seconds. A file last modified longer ago than that is stable at
+    once; the others are watched (polled, together) until they are that old, for at most
+    ``settle_s``, and any change meanwhile marks the file as still being written."""
+    if settle_s <= 0:
+        return {}
+
+    def snap(p: Path) -> tuple[int, int] | None:
+        try:
+            st = p.stat()
+        except OSError:
+            return None  # reported when it is read
+        return st.st_size, st.st_mtime_ns
+
+    start = time.time()
+    first = {p: snap(p) for p in files}
+    watch = {p for p, s in first.items() if s and start - s[1] / 1e9 < settle_s}
+    changed: dict[Path, str] = {}
+    while watch:
+        time.sleep(min(0.1, settle_s))
+        now = time.time()
+        for p in list(watch):
+            if (s := snap(p)) != first[p]:
+                changed[p] = f"still being written (its size or modification time changed within the {settle_s:g} s settle time): not read yet"
+                watch.discard(p)
+            elif now - s[1] / 1e9 >= settle_s or now - start >= settle_s:
+                watch.discard(p)
+    return changed
+
+
+def checked_files(paths: list[str | Path], fmt: str = "auto", jobs: int | None = None,
+                  unreadable: dict[Path, str] | None = None) -> list[Path]:  # fmt: skip
     """The files ``ingest_paths`` reads, after the checks it makes before touching the
-    warehouse (an unknown format, a bad job count, a missing path: one-line UserError)."""
+    warehouse (an unknown format, a bad job count, a missing path: one-line UserError);
+    directories that cannot be listed as in ``iter_files``."""
     if fmt != "auto" and fmt not in formats():
         raise UserError(f"unknown format {fmt!r}; choose auto or one of: {', '.join(sorted(formats()))}")
     if jobs is not None and jobs < 1:
         raise UserError(f"jobs (--jobs) must be at least 1, not {jobs}")
-    return iter_files(paths)
+    return iter_files(paths, unreadable)
 
 
 def default_jobs(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
@@ -312,41 +500,97 @@ class _Item:
     report: FileReport
     data: bytes | None = None  # a small file's bytes, to parse
     ctx: ParseContext | None = None
-    stream: bool = False  # a large file: parsed in chunks, straight into its own batch
+    stream: BinaryIO | None = None  # a large file, open: parsed in chunks into its own batch
     results: list[tuple[str, ParseResult]] | None = None
 
 
-def _prepared(files: list[Path], known: set[str], ctx: ParseContext) -> Iterator[_Item]:
-    """Each file stat-ed, read (small ones) and hashed, in order; a file already in the
-    warehouse, or met earlier in this run, is marked skipped and not read again."""
+def _prepared(files: list[Path], known: set[str], ctx: ParseContext, forced: FormatSpec | None,
+              not_read: dict[Path, str]) -> Iterator[_Item]:  # fmt: skip
+    """Each file opened once, read (small ones) and hashed, in order; a file already in the
+    warehouse, or met earlier in this run, is marked skipped and not read again. What is
+    hashed is what is parsed: the bytes read from one open descriptor, up to ``_parsed_size``
+    (a line-oriented file's incomplete last line is held back). ``not_read``: paths not to
+    read, with the reason (quarantined, and cleared when they are read later)."""
     for path in files:
         name = display_name(path)
+        if path in not_read:  # a directory that cannot be listed, a file still being written
+            yield _not_read(path, not_read[path])
+            continue
         try:
-            st = path.stat()
+            if not stat.S_ISREG(path.stat().st_mode):  # checked before opening: a FIFO's open blocks
+                yield _Item(path, FileReport(name, "", "", error="not a regular file (FIFO, socket or device): skipped"))
+                continue
+            fh = path.open("rb")  # a large file's stays open until it is parsed
         except OSError as exc:
-            yield _Item(path, FileReport(name, "", "", error=f"cannot read: {exc.strerror or exc}"))
+            yield _not_read(path, f"cannot read: {exc.strerror or exc}")
             continue
-        if not stat.S_ISREG(st.st_mode):
-            yield _Item(path, FileReport(name, "", "", error="not a regular file (FIFO, socket or device): skipped"))
-            continue
-        # small files (nearly all) are read once: hashed, then parsed from memory
         try:
-            data = path.read_bytes() if st.st_size <= CHUNK_BYTES else None
-            sha = hashlib.sha256(data).hexdigest() if data is not None else file_sha256(path)[0]
+            st = os.fstat(fh.fileno())
+            # small files (nearly all) are read once: hashed, then parsed from memory
+            data = fh.read() if st.st_size <= CHUNK_BYTES else None
+            size = _parsed_size(fh, data, st.st_size, name, forced)
+            sha = hashlib.sha256(memoryview(data)[:size]).hexdigest() if data is not None else _fd_sha256(fh.fileno(), size)
         except OSError as exc:
-            # quarantined without a sha256 and not marked done: the next ingest tries it again
-            report = FileReport(name, "unknown", "", error=f"cannot read: {exc.strerror or exc}", done=False)
-            yield _Item(path, report, results=[("unknown", _quarantined(b"", report.error))])
+            fh.close()
+            yield _not_read(path, f"cannot read: {exc.strerror or exc}")
             continue
-        report = FileReport(name, "", sha)
+        report = FileReport(name, "", sha, held_back=st.st_size - size)
+        incomplete = size == 0 < st.st_size  # nothing but an incomplete line: read when it is complete
+        if data is not None or sha in known or incomplete:
+            fh.close()
+        if incomplete:
+            yield _not_read(path, f"its only line has no newline yet ({st.st_size:,} bytes): not read until it is complete")
+            continue
         if sha in known:
             report.skipped = True
             yield _Item(path, report)
             continue
         known.add(sha)
-        report.bytes = st.st_size
+        report.bytes = size
         fctx = replace(ctx, path=name, mtime=datetime.fromtimestamp(st.st_mtime, UTC).replace(tzinfo=None))
-        yield _Item(path, report, data=data, ctx=fctx, stream=data is None)
+        yield _Item(path, report, data=None if data is None else data[:size], ctx=fctx, stream=fh if data is None else None)
+
+
+def _not_read(path: Path, error: str) -> _Item:
+    """A file that could not be read: quarantined without a sha256 and not marked done, so the
+    next ingest tries it again (and then clears this row)."""
+    report = FileReport(display_name(path), "unknown", "", error=error, done=False)
+    return _Item(path, report, results=[("unknown", _quarantined(b"", error))])
+
+
+def _parsed_size(fh: BinaryIO, data: bytes | None, size: int, name: str, forced: FormatSpec | None) -> int:
+    """How much of a file to parse: all of it, except that the last line of an uncompressed
+    file in a line-oriented format, when it has no newline yet (a log or scrape being written,
+    or copied), is held back; the manifest records the bytes parsed, and the file, when it
+    has grown, is read again (what was stored already is counted as duplicates)."""
+    fd = fh.fileno()
+
+    def read(n: int, at: int) -> bytes:
+        return data[at : at + n] if data is not None else os.pread(fd, n, at)
+
+    if size == 0 or read(1, size - 1) == b"\n" or read(4, 0)[:2] == b"\x1f\x8b" or read(4, 0) == b"\x28\xb5\x2f\xfd":
+        return size
+    head = read(SNIFF_BYTES + len(BOM), 0)
+    spec = forced or detect(head.removeprefix(BOM)[:SNIFF_BYTES], name)
+    if spec is None or not spec.line_oriented:
+        return size
+    if data is not None:
+        return data.rfind(b"\n") + 1
+    hi = size
+    while hi > 0:
+        lo = max(0, hi - _PROBE)
+        if (i := os.pread(fd, hi - lo, lo).rfind(b"\n")) >= 0:
+            return lo + i + 1
+        hi = lo
+    return 0
+
+
+def _fd_sha256(fd: int, size: int) -> str:
+    h, pos = hashlib.sha256(), 0
+    while pos < size and (block := os.pread(fd, min(1 << 22, size - pos), pos)):
+        h.update(block)
+        pos += len(block)
+    return h.hexdigest()
 
 
 def parse_bytes(data: bytes, name: str, fmt: str | None, ctx: ParseContext) -> tuple[list[tuple[str, ParseResult]], bool]:
@@ -394,7 +638,7 @@ def _whole(data: bytes, name: str, spec: FormatSpec | None) -> tuple[FormatSpec 
     for any other file."""
     try:
         with open_source(io.BytesIO(data)) as fh:
-            head = fh.peek(SNIFF_BYTES)[:SNIFF_BYTES] if hasattr(fh, "peek") else b""
+            head = _text_head(fh)
             if not head.strip():
                 return None, b""
             spec = spec or detect(head, name)
@@ -403,7 +647,8 @@ def _whole(data: bytes, name: str, spec: FormatSpec | None) -> tuple[FormatSpec 
             text = fh.read(CHUNK_BYTES + 1)
     except (OSError, EOFError, zlib.error, zstandard.ZstdError):
         return None, b""
-    return (spec, text) if len(text) <= CHUNK_BYTES else (None, b"")
+    # a longer text, or one with a line too long to parse, is parsed in chunks (``parse_bytes``)
+    return (spec, text) if len(text) <= CHUNK_BYTES and _newlines_if_short(text) is not None else (None, b"")
 
 
 def _parsed(items: Iterator[_Item], fmt: str | None, jobs: int, pooled: bool) -> Iterator[_Item]:
@@ -433,7 +678,7 @@ def _parsed(items: Iterator[_Item], fmt: str | None, jobs: int, pooled: bool) ->
                 group, size = [], 0
 
         for it in items:
-            if it.data is not None and not it.stream:
+            if it.data is not None:
                 group.append(it)
                 size += len(it.data)
                 if len(group) >= TASK_FILES or size >= TASK_BYTES:
@@ -458,13 +703,12 @@ def _resolved(group: list[_Item], future: Future | None) -> Iterator[_Item]:
         yield it
 
 
-def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs) -> list[FileReport]:
+def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs, not_read) -> list[FileReport]:
     if replace_existing:
         wh.forget([display_name(p) for p in files] + [s for s in map(_sha_of, files) if s])
     known = wh.known_sha256()
-    # files a previous ingest could not finish (unreadable, parser failure) left quarantine
-    # rows but no manifest row: they are replaced when the file is tried again
-    failed = set(wh.read("quarantine", "sha256 IS NOT NULL")["sha256"].unique().to_list()) - known
+    stale = _Stale(wh, known)
+    stale.clear_listed([p for p in files if p.is_dir()] + [p.parent for p in files], not_read)
     forced = formats()[fmt] if fmt else None
     reports: list[FileReport] = []
     pending: list[tuple[FileReport, list[tuple[str, ParseResult]]]] = []
@@ -474,9 +718,7 @@ def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs) -> list[FileR
         nonlocal pending, pending_rows
         if not pending:
             return
-        retried = {r.sha256 for r, _ in pending if r.sha256 in failed}
-        if retried:
-            wh.delete_rows({"quarantine": ("sha256", retried)})
+        stale.clear([r for r, _ in pending])
         with wh.batch(_batch_id([r.sha256 or r.path for r, _ in pending])) as batch:
             # one Parquet part per table per batch, not per file: small files stay cheap to scan
             merged: dict[str, list[pl.DataFrame]] = {}
@@ -488,17 +730,20 @@ def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs) -> list[FileR
             dropped = batch.add({name: pl.concat(dfs) for name, dfs in merged.items()})
             _count_duplicates([r for r, _ in pending], dropped)
             batch.add(_manifest(batch.id, [r for r, _ in pending]))
+        stale.done([r for r, _ in pending])
         pending, pending_rows = [], 0
 
     pooled = jobs > 1 and _worth_a_pool(files)
-    for i, it in enumerate(_parsed(_prepared(files, known, ctx), fmt, jobs, pooled)):
+    for i, it in enumerate(_parsed(_prepared(files, known, ctx, forced, not_read), fmt, jobs, pooled)):
         if progress:
             progress(i, len(files), it.path)
         report = it.report
         reports.append(report)
+        if report.skipped:  # stored already: what an earlier failed attempt at it left is stale
+            stale.clear([report])
         if it.stream:  # a large file: its chunks go straight to its own staged batch
             flush()
-            _ingest_large(wh, it, forced, failed)
+            _ingest_large(wh, it, forced, stale)
         elif it.results is not None:
             pending.append((report, it.results))
             pending_rows += sum(sum(df.height for df in r.tables.values()) for _, r in it.results)
@@ -523,26 +768,62 @@ def _worth_a_pool(files: list[Path]) -> bool:
     return False
 
 
-def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, failed: set[str]) -> None:
+def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, stale: _Stale) -> None:
     """A file larger than CHUNK_BYTES, streamed in chunks into a staged batch of its own (its
     chunks are parsed on every core by threads)."""
     report, sha = it.report, it.report.sha256
-    if sha in failed:
-        wh.delete_rows({"quarantine": ("sha256", {sha})})
+    stale.clear([report])
     try:
-        with wh.batch(_batch_id([sha])) as batch, open(it.path, "rb") as raw:
+        with wh.batch(_batch_id([sha])) as batch, it.stream as raw:
             dropped: dict[str, dict] = {}
-            for frames in _frames(report, _parse_file(raw, it.path.name, forced, it.ctx)):
+            for frames in _frames(report, _parse_file(raw, it.path.name, forced, it.ctx, report.bytes)):
                 for table, by_sha in batch.add(frames).items():
                     for k, n in by_sha.items():
                         dropped.setdefault(table, {})[k] = dropped.get(table, {}).get(k, 0) + n
             _count_duplicates([report], dropped)
             batch.add(_manifest(batch.id, [report]))
+        stale.done([report])
     except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
         report.records = report.rows_ok = report.rows_quarantined = report.rows_duplicate = 0
         with wh.batch(_batch_id([sha])) as batch:
             for frames in _frames(report, [_parser_failure(report, forced, exc)]):
                 batch.add(frames)
+
+
+class _Stale:
+    """Quarantine rows left by earlier attempts at files that did not finish (unreadable,
+    truncated, permission denied, a parser failure: quarantined without a manifest row). When
+    a file is tried again, under the same content or the same path, they are removed: the new
+    attempt's rows (or its stored records) replace them."""
+
+    def __init__(self, wh: Warehouse, known: set[str]):
+        q = wh.read("quarantine").select("source_file", "sha256")
+        unfinished = q.filter(pl.col("sha256").is_null() | ~pl.col("sha256").is_in(list(known)))
+        self.wh, self.known = wh, set(known)
+        self.shas = set(unfinished["sha256"].drop_nulls().to_list())
+        self.paths = set(unfinished["source_file"].to_list())
+
+    def clear(self, reports: list[FileReport]) -> None:
+        shas = {r.sha256 for r in reports} & self.shas
+        paths = {r.path for r in reports} & self.paths
+        if not shas and not paths:
+            return
+        sha = pl.col("sha256")
+        unfinished = sha.is_null() | ~sha.is_in(list(self.known))
+        self.wh.delete_rows({"quarantine": sha.is_in(list(shas)) | (pl.col("source_file").is_in(list(paths)) & unfinished)})
+        self.shas -= shas
+        self.paths -= paths
+
+    def clear_listed(self, roots: list[Path], not_read: dict[Path, str]) -> None:
+        """Rows of directories under ``roots`` that could not be listed before and now were."""
+        listed = {p for p in self.paths if Path(p).is_dir() and Path(p) not in not_read
+                  and any(Path(p).is_relative_to(r) for r in roots)}  # fmt: skip
+        if listed:
+            self.wh.delete_rows({"quarantine": pl.col("source_file").is_in(list(listed)) & pl.col("sha256").is_null()})
+            self.paths -= listed
+
+    def done(self, reports: list[FileReport]) -> None:
+        self.known |= {r.sha256 for r in reports if r.done}
 
 
 def _batch_id(files: list[str]) -> str:

@@ -33,7 +33,7 @@ from ingest.base import (
 )
 from ingest.hostlist import expand_column
 from ingest.job_checks import STATE_CODES, STATES, job_value_errors, number_attempts
-from ingest.times import NULL_TIMES, local_to_utc, slurm_duration_s
+from ingest.times import NULL_TIMES, local_candidates, slurm_duration_s
 from warehouse.schemas import conform, quarantine_frame
 
 XDMOD_FIELDS = ["jobid", "jobidraw", "cluster", "partition", "qos", "account", "group", "gid", "user", "uid", "submit", "eligible", "start", "end", "elapsed", "exitcode", "state", "nnodes", "ncpus", "reqcpus", "reqmem", "reqtres", "alloctres", "timelimit", "nodelist", "jobname"]
@@ -238,7 +238,7 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     tres_gpus = pl.coalesce(tres_gpus, pl.when(alloc.is_not_null()).then(pl.lit(0, pl.Int64)))
     tres_nodes = alloc.str.extract(r"(?:^|,)node=(\d+)").cast(pl.Int64, strict=False)
     # each time is parsed once: the row and the unreadable-value check both read it
-    jobs = jobs.with_columns(**{f"_{f}_t": local_to_utc(c(f), ctx.tz, _FORMAT_TIME) for f in _TIMES})
+    jobs = _local_times(jobs, c, ctx.tz)
     out = jobs.select(
         cluster=pl.coalesce(c("cluster"), pl.lit(ctx.cluster)),
         scheduler=pl.lit("slurm"),
@@ -268,9 +268,42 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         _raw=pl.col("raw"),
         _value_err=_unreadable(c, exit_parts, tres_gpus, tres_nodes, ctx),
     )
-    hosts, err = expand_column(out["nodelist"])
+    hosts, err = expand_column(out["nodelist"], out["n_nodes"])
     out = out.with_columns(nodes=hosts, _node_err=pl.coalesce("_value_err", job_value_errors(ctx), err))
     return out.drop("nodelist", "_value_err")
+
+
+def _local_times(jobs: pl.DataFrame, c, tz: str) -> pl.DataFrame:
+    """``jobs`` with ``_submit_t`` / ``_start_t`` / ``_end_t`` (naive UTC) read from the local
+    times, and ``_gap_<field>`` / ``_ambiguous`` for the reasons. A wall-clock time in the hour
+    a DST fall-back repeats is two instants: the job's own Elapsed decides Start and End (the
+    one pair of readings an Elapsed apart), and the readings of Submit not after the Start
+    decide it; a time no evidence decides is left null, and the job is quarantined."""
+    cols = {}
+    for f in _TIMES:
+        cols[f"_{f}_e"], cols[f"_{f}_l"], cols[f"_gap_{f}"] = local_candidates(c(f), tz, _FORMAT_TIME)
+    jobs = jobs.with_columns(**cols, _elapsed=slurm_duration_s(c("elapsed")))
+    se, sl, ee, el, be, bl = (pl.col(f"_{f}_{k}") for f in ("start", "end", "submit") for k in "el")
+    two_s, two_e, two_b = ((a != b).fill_null(False) for a, b in ((se, sl), (ee, el), (be, bl)))
+
+    def fits(start: pl.Expr, end: pl.Expr) -> pl.Expr:
+        return (((end - start).dt.total_seconds() - pl.col("_elapsed")).abs() <= 1).fill_null(False)
+
+    pairs = [fits(se, ee), fits(se, el) & two_e, fits(sl, ee) & two_s, fits(sl, el) & two_s & two_e]
+    one = pl.sum_horizontal(*[p.cast(pl.Int8) for p in pairs]) == 1
+    jobs = jobs.with_columns(
+        _start_t=pl.when(~two_s).then(se).when(one & (pairs[2] | pairs[3])).then(sl).when(one).then(se),
+        _end_t=pl.when(~two_e).then(ee).when(one & (pairs[1] | pairs[3])).then(el).when(one).then(ee),
+        _ambiguous=(two_s | two_e) & ~one,
+    )
+    start = pl.col("_start_t")
+    jobs = jobs.with_columns(
+        _submit_t=pl.when(~two_b).then(be).when((be <= start) & ~(bl <= start)).then(be),
+    )
+    return jobs.with_columns(
+        _ambiguous=pl.when(pl.col("_ambiguous")).then(pl.lit("Start/End"))
+        .when(two_b & pl.col("_submit_t").is_null()).then(pl.lit("Submit"))
+    )
 
 
 def _unreadable(c, exit_parts: pl.Expr, gpus: pl.Expr, tres_nodes: pl.Expr, ctx: ParseContext) -> pl.Expr:
@@ -279,11 +312,17 @@ def _unreadable(c, exit_parts: pl.Expr, gpus: pl.Expr, tres_nodes: pl.Expr, ctx:
     checks: list[tuple[pl.Expr, pl.Expr]] = []
     for field, name in _TIMES.items():
         raw = c(field).str.strip_chars()
-        unreadable = raw.is_not_null() & ~raw.is_in(NULL_TIMES) & pl.col(f"_{field}_t").is_null()
+        checks.append((pl.col(f"_gap_{field}"), pl.format(f"{name} '{{}}' does not exist in {ctx.tz} (the hour skipped when DST starts)", raw)))
+        unreadable = raw.is_not_null() & ~raw.is_in(NULL_TIMES) & pl.col(f"_{field}_e").is_null()
         checks.append((unreadable, pl.format(f"unreadable {name} '{{}}' (want YYYY-MM-DDTHH:MM:SS in {ctx.tz})", raw)))
     for field, name in (("nnodes", "NNodes"), ("alloccpus", "AllocCPUS"), ("ncpus", "NCPUS")):
         raw = c(field).str.strip_chars()
         checks.append((raw.is_not_null() & ~raw.str.contains(r"^\d{1,18}$"), pl.format(f"{name} '{{}}' is not a count", raw)))
+    checks.append((pl.col("_ambiguous") == "Start/End", pl.format(
+        f"Start '{{}}' / End '{{}}' fall in the hour repeated when DST ends in {ctx.tz}, and Elapsed '{{}}' does not tell which",
+        c("start").fill_null(""), c("end").fill_null(""), c("elapsed").fill_null("(none)"))))
+    checks.append((pl.col("_ambiguous") == "Submit", pl.format(
+        f"Submit '{{}}' falls in the hour repeated when DST ends in {ctx.tz}, and the Start does not tell which", c("submit"))))
     tres = pl.coalesce(c("alloctres"), c("reqtres"))
     checks.append(((gpus.is_null() & tres.str.contains(r"gres/gpu[:=]")) | (tres_nodes.is_null() & c("alloctres").str.contains(r"(?:^|,)node=\d")),
                    pl.format("TRES '{}' holds a count too large to be one", tres)))  # fmt: skip

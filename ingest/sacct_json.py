@@ -263,7 +263,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         source=pl.lit("sacct-json"),
         source_file=pl.lit(ctx.path),
     )
-    hosts, err = expand_column(df["nodelist"])
+    hosts, err = expand_column(df["nodelist"], df["n_nodes"])
     df = df.with_columns(nodes=hosts, _err=pl.coalesce("_unreadable", job_value_errors(ctx), err))
     node_bad = df.filter(pl.col("_err").is_not_null())
     df = df.filter(pl.col("_err").is_null())

@@ -11,16 +11,25 @@ def local_to_utc(expr: pl.Expr, tz: str, fmt: str | None = None) -> pl.Expr:
     """Parse zone-less timestamps written in ``tz``; return naive UTC (null when unparseable).
 
     Ambiguous wall-clock times at a DST fall-back take the earlier instant; times that do not
-    exist (spring-forward gap) become null rather than a wrong instant.
+    exist (spring-forward gap) become null rather than a wrong instant. Where a record carries
+    evidence to decide (a job's Elapsed), use ``local_candidates`` instead.
     """
+    return local_candidates(expr, tz, fmt)[0]
+
+
+def local_candidates(expr: pl.Expr, tz: str, fmt: str | None = None) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """(earliest, latest, nonexistent) readings of zone-less timestamps written in ``tz``: the
+    two naive UTC instants a wall-clock time can be (they differ only in the hour a DST
+    fall-back repeats; both null when unparseable or in a spring-forward gap), and whether
+    the text is a valid time that does not exist in ``tz`` (Boolean)."""
     parsed = expr.str.strip_chars().str.to_datetime(format=fmt, strict=False, time_unit="us")
     if tz.upper() == "UTC":
-        return parsed
-    return (
-        parsed.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
-        .dt.convert_time_zone("UTC")
-        .dt.replace_time_zone(None)
+        return parsed, parsed, pl.lit(False)
+    early, late = (
+        parsed.dt.replace_time_zone(tz, ambiguous=a, non_existent="null").dt.convert_time_zone("UTC").dt.replace_time_zone(None)
+        for a in ("earliest", "latest")
     )
+    return early, late, parsed.is_not_null() & early.is_null()
 
 
 def slurm_duration_s(expr: pl.Expr) -> pl.Expr:

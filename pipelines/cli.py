@@ -205,12 +205,13 @@ def cmd_ingest(args) -> int:
             print(f"  [{i}/{n}] {path}", file=sys.stderr)
 
     ctx = ingest_context(args)
-    files = checked_files(args.paths, args.format, args.jobs)  # a mistake fails before Dagster loads
+    checked_files(args.paths, args.format, args.jobs)  # a mistake fails before Dagster loads
     from pipelines.run import recorded_ingest
 
     with wh.writer():
-        reports = recorded_ingest(wh, lambda: ingest_paths(
-            wh, files, args.format, ctx, progress=progress, replace_existing=args.replace, jobs=args.jobs))
+        reports = recorded_ingest(wh, lambda: ingest_paths(  # the paths: walked again, unreadable dirs reported
+            wh, args.paths, args.format, ctx, progress=progress, replace_existing=args.replace, jobs=args.jobs,
+            settle_s=parse_duration(args.settle)))
         wh.refresh_catalog()
     failed = [r for r in reports if r.error]
     new = [r for r in reports if not r.skipped and not r.error]
@@ -225,6 +226,10 @@ def cmd_ingest(args) -> int:
     )
     for r in failed:
         print(f"warning: {r.path}: {r.error}", file=sys.stderr)
+    for r in reports:
+        if r.held_back:
+            print(f"warning: {r.path}: its last {r.held_back:,} byte(s) are a line without its newline yet: "
+                  "not read; read by the ingest after the line is complete", file=sys.stderr)
     for r in new:
         if not r.done:
             print(f"warning: {r.path}: could not be parsed; quarantined, and tried again by the next ingest", file=sys.stderr)
@@ -877,6 +882,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--replace", action="store_true",
                    help="forget what these files produced before (e.g. with a wrong --tz), then ingest them again")
     s.add_argument("--jobs", type=int, help="processes that parse files (default: one per core)")
+    s.add_argument("--settle", default=os.environ.get("GOODPUT_SETTLE", "2s"), metavar="DUR",
+                   help="a file is read once its size and mtime have not changed for this long; one still "
+                        "changing is skipped with a warning (default 2s, or $GOODPUT_SETTLE; 0 reads at once)")
     s.set_defaults(func=cmd_ingest)
 
     s = sub.add_parser("pull", parents=[common], help="pull live sources (slurmdbd, Prometheus, Redfish BMCs) from HOME/sources.toml",

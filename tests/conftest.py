@@ -3,6 +3,7 @@
 import contextlib
 import io
 import json
+import os
 from pathlib import Path
 
 import polars as pl
@@ -10,6 +11,10 @@ import pytest
 
 from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
+
+# Tests write a file and ingest it at once: the CLI's settle wait (a file is read once it has
+# not changed for a while) would only slow them; tests/test_attack_inputs.py tests it.
+os.environ.setdefault("GOODPUT_SETTLE", "0")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parent.parent

@@ -261,8 +261,8 @@ def test_sel_duplicate_entry_stored_once_and_unset_clock_quarantined(wh, tmp_pat
         f"{line}\n"
         "  1b | 05/01/2024 | 10:05:00 | Power Supply #0x51 | Failure detected | Deasserted\n"
         f"{line}\n"  # a second dump of the same SEL appended
-        "  1c | 01/01/1970 | 00:00:07 | Temperature #0x30 | Upper Critical going high | Asserted"
-    )
+        "  1c | 01/01/1970 | 00:00:07 | Temperature #0x30 | Upper Critical going high | Asserted\n"
+    )  # the last line ends with its newline: without one it would be held back as incomplete
     p = tmp_path / "n1.sel.txt"
     p.write_text(text)
     (rep,) = ingest_paths(wh, [p], fmt="ipmi-sel")

@@ -210,14 +210,14 @@ def test_unreadable_file_is_quarantined_not_done_and_siblings_land(wh, tmp_path,
     shutil.copy(SEL, locked)
     locked.chmod(0)
     if os.geteuid() == 0:  # root reads whatever the mode: refuse as the kernel would for others
-        read_bytes = Path.read_bytes
+        path_open = Path.open
 
-        def denied(self):
+        def denied(self, *args, **kwargs):
             if self == locked and not self.stat().st_mode & 0o444:
                 raise PermissionError(13, "Permission denied")
-            return read_bytes(self)
+            return path_open(self, *args, **kwargs)
 
-        monkeypatch.setattr(Path, "read_bytes", denied)
+        monkeypatch.setattr(Path, "open", denied)
     assert main(["ingest", str(src), "--home", str(wh.home)]) == 0
     err = capsys.readouterr().err
     assert f"{locked}: cannot read: Permission denied" in err
@@ -227,6 +227,7 @@ def test_unreadable_file_is_quarantined_not_done_and_siblings_land(wh, tmp_path,
     locked.chmod(0o644)
     assert main(["ingest", str(src), "--home", str(wh.home)]) == 0
     assert sorted(wh.read("ingest_manifest")["path"].to_list()) == [str(src / "a.log"), str(locked)]
+    assert wh.read("quarantine").height == 0  # the "Permission denied" row is not left behind
 
 
 def test_parser_failure_is_quarantined_and_retried_later(wh, monkeypatch):

@@ -726,15 +726,16 @@ class Warehouse:
                 return {}
             return self.delete_rows({n: (_file_column(t), paths) for n, t in TABLES.items() if t.kind == "ingest"})
 
-    def delete_rows(self, where: dict[str, tuple[str, set[str]]]) -> dict[str, int]:
+    def delete_rows(self, where: dict[str, tuple[str, set[str]] | pl.Expr]) -> dict[str, int]:
         """Remove from each table the rows whose column is one of the values
-        (``{table: (column, values)}``), in one atomic batch. Returns rows removed per table."""
+        (``{table: (column, values)}``), or that match a Polars predicate, in one atomic batch.
+        Returns rows removed per table."""
         removed: dict[str, int] = {}
         with self.batch(f"forget-{uuid.uuid4().hex[:12]}") as batch:
-            for name, (column, values) in where.items():
+            for name, match in where.items():
                 folder = self._path(self.records_dir(name))
                 for f in self._find(folder):
-                    n = batch.rewrite_without(f, column, values)
+                    n = batch.rewrite_without(f, match)
                     if n is not None:
                         removed[name] = removed.get(name, 0) + n[0]
                         if n[1]:
@@ -953,15 +954,17 @@ class Batch:
                 if not self.wh.local:
                     self.wh.fs.put_file(out, target)
 
-    def rewrite_without(self, file: str, column: str, values: set[str]):
-        """Stage ``file`` (a committed part) rewritten without the rows whose ``column`` is
-        one of ``values``. None if it holds none, else (rows removed, whether the file is left
-        empty and is to be deleted instead)."""
+    def rewrite_without(self, file: str, match: tuple[str, set[str]] | pl.Expr):
+        """Stage ``file`` (a committed part) rewritten without the rows ``match`` selects: a
+        (column, values) pair or a predicate. None if it holds none, else (rows removed,
+        whether the file is left empty and is to be deleted instead)."""
         with self.wh.fs.open(file, "rb") as fh:
             df = pl.read_parquet(fh)
-        if column not in df.columns:
-            return None
-        keep = df.filter(~pl.col(column).is_in(list(values)).fill_null(False))
+        if isinstance(match, tuple):
+            if match[0] not in df.columns:
+                return None
+            match = pl.col(match[0]).is_in(list(match[1]))
+        keep = df.filter(~match.fill_null(False))
         if keep.height == df.height:
             return None
         if keep.height:
