@@ -34,7 +34,7 @@ import duckdb
 import polars as pl
 
 from warehouse.schemas import TABLES, conform
-from warehouse.store import Warehouse, duck_type
+from warehouse.store import Warehouse, duck_type, literal_path
 
 CANONICAL_METRICS: dict[str, str] = {
     "DCGM_FI_DEV_GPU_TEMP": "temp",
@@ -210,7 +210,8 @@ def _files_view(table: str, files: list[str], columns: tuple[str, ...]) -> str:
 
 
 def _sql_list(paths: list[str]) -> str:
-    return "[" + ", ".join(_sql_str(p) for p in paths) + "]"
+    """Files as a DuckDB list literal, each read as named (never as a glob)."""
+    return "[" + ", ".join(_sql_str(literal_path(p)) for p in paths) + "]"
 
 
 def _sql_str(text: str | Path) -> str:
@@ -223,7 +224,7 @@ def _refresh_day(wh: Warehouse, d: date, files: list[str], scratch: Path) -> Non
     which becomes the table's partition; a table with no rows that day loses its partition."""
     with wh.connect_out_of_core() as con:
         con.execute(f"CREATE TEMP VIEW day AS {_day_view(files)}")
-        daily = _GPU_DAILY_SQL.format(hourly=_sql_str(scratch / "gpu_hourly.parquet"))
+        daily = _GPU_DAILY_SQL.format(hourly=_sql_list([str(scratch / "gpu_hourly.parquet")]))
         for table, sql in [*_DAILY_SQL.items(), ("gpu_daily", daily)]:
             out = scratch / f"{table}.parquet"
             rows = con.execute(

@@ -58,6 +58,7 @@ the batch's range of each key column (time, host, ...).
 from __future__ import annotations
 
 import fcntl
+import glob
 import json
 import os
 import posixpath
@@ -142,6 +143,12 @@ def duck_type(dtype: pl.DataType) -> str:
     if isinstance(dtype, pl.List):
         return duck_type(dtype.inner) + "[]"
     return _DUCK_TYPES[dtype.base_type()]
+
+
+def literal_path(path: str) -> str:
+    """``path`` as DuckDB and fsspec read it literally: their file arguments are glob
+    patterns, so the ``[ ] * ?`` a directory name may hold are escaped (``[[]``, ``[*]``)."""
+    return glob.escape(path)
 
 
 def resolve_home(home: str | os.PathLike | None = None) -> Path:
@@ -658,7 +665,8 @@ class Warehouse:
         """Batch ids whose COMMIT marker is written but whose files are still being moved in
         (a live writer mid-commit, or one that crashed there)."""
         try:
-            return sorted(posixpath.basename(posixpath.dirname(f)) for f in self.fs.glob(self._path("_staging", "*", "COMMIT")))
+            commits = self.fs.glob(literal_path(self._path("_staging")) + "/*/COMMIT")
+            return sorted(posixpath.basename(posixpath.dirname(f)) for f in commits)
         except FileNotFoundError:
             return []
 
@@ -680,13 +688,13 @@ class Warehouse:
             cols = ", ".join(f'{_typed("NULL", t, zoned)} AS "{c}"' for c, t in spec.columns.items())
             return f"SELECT {cols} WHERE false"
         root = self.parquet if root is None else root
-        glob = f"{root}/{name}/**/*.parquet".replace("'", "''")
-        scan = f"read_parquet('{glob}', hive_partitioning = true, union_by_name = true"
+        files = _sql_str(f"{literal_path(root)}/{name}/**/*.parquet")
+        scan = f"read_parquet({files}, hive_partitioning = true, union_by_name = true"
         if spec.kind == "ingest" and (guard or (guard is None and self.committed_stages())):
-            commits = f"{root}/_staging/*/COMMIT".replace("'", "''")
+            commits = _sql_str(f"{literal_path(root)}/_staging/*/COMMIT")
             scan = (
                 f"(SELECT * EXCLUDE (filename) FROM {scan}, filename = true) WHERE NOT EXISTS ("
-                f"SELECT 1 FROM glob('{commits}') g "
+                f"SELECT 1 FROM glob({commits}) g "
                 f"WHERE contains(filename, '/part-' || split_part(g.file, '/', -2) || '-')))"
             )
         else:
@@ -794,6 +802,7 @@ class Warehouse:
         self._create_views(con, guard=True, zoned=True)
         # the Parquet root (a directory or s3://bucket/prefix) and the opted-in directories only
         dirs = [self.parquet, *(str(Path(d).expanduser().resolve()) for d in allow_files)]
+        dirs += [literal_path(d) for d in dirs]  # the views name the root as a glob, escaped
         listed = ", ".join("'" + d.rstrip("/").replace("'", "''") + "/'" for d in dirs)
         con.execute(f"SET allowed_directories = [{listed}]")
         con.execute("SET enable_external_access = false")
@@ -893,7 +902,7 @@ class Batch:
         if not files:
             return pl.Series("_i", [], pl.UInt32)
         keys = tuple(k for k in keys if k != TABLES[name].partition)
-        urls = [f if self.wh.local else f"{self.wh.fs.protocol[0]}://{f}" for f in files]
+        urls = [literal_path(f if self.wh.local else f"{self.wh.fs.protocol[0]}://{f}") for f in files]
         on = " AND ".join(f'e."{k}" IS NOT DISTINCT FROM b."{k}"' for k in keys)
         cols = ", ".join(f'e."{k}"' for k in keys)
         # files written before a key column was declared read it as null
@@ -940,7 +949,7 @@ class Batch:
             if not files:
                 self.gone += [f[len(self.wh._root) + 1 :] for f in self.wh._find(self.wh._path(name, rel))]
                 continue
-            urls = ", ".join(_sql_str(f if self.wh.local else f"{self.wh.fs.protocol[0]}://{f}") for f in files)
+            urls = ", ".join(_sql_str(literal_path(f if self.wh.local else f"{self.wh.fs.protocol[0]}://{f}")) for f in files)
             scan = f"read_parquet([{urls}], hive_partitioning = {spec.partition is not None}, union_by_name = true)"
             drop = f' EXCLUDE ("{spec.partition}")' if spec.partition else ""
             query = f"SELECT *{drop} FROM ({_deduped(_typed_scan(spec, scan, zoned=True), spec)}) ORDER BY ALL"
