@@ -404,7 +404,15 @@ def cmd_demo(args) -> int:
 
 def _window_config(args, **extra):
     """The resource with the build / fit flags (observation window, as-of)."""
+    from analysis.observation import check_bound
+
     observed_from, observed_to = parse_time(args.observed_from), parse_time(args.observed_to)
+    now = datetime.now(UTC).replace(tzinfo=None)
+    try:
+        check_bound("--observed-from", observed_from, now)
+        check_bound("--observed-to", observed_to, now)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     if args.gpus_per_node < 1:
         raise CliError("--gpus-per-node must be >= 1")
     if observed_from and observed_to and observed_to <= observed_from:
@@ -485,11 +493,16 @@ def cmd_project(args) -> int:
     return 0
 
 
+_MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
+
+
 def cmd_fit(args) -> int:
     from analysis.headline import unit_populations
     from analysis.observation import stored_window
     from analysis.survival import format_fit_table
 
+    if args.window != "all" and not _MONTH.fullmatch(args.window):
+        raise CliError(f"--window {args.window!r}: use 'all' or a month YYYY-MM, e.g. 2026-01")
     wh = _warehouse(args, existing=True)
     scope = scope_settings(args)
     if any(scope.values()):  # the scope's fits (with its window, if given)
@@ -508,6 +521,9 @@ def cmd_fit(args) -> int:
     fr = wh.read("failure_rates")
     if fr.height == 0:
         raise CliError("failure_rates is empty: run `goodput build` (or `goodput demo`) to fit the lifetimes first")
+    fitted = sorted(set(fr["window"].drop_nulls().to_list()))
+    if args.window not in fitted:
+        raise CliError(f"no fits for --window {args.window}; fitted: {', '.join(fitted)}")
     window = stored_window(wh)
     if window is not None:
         print(window.line())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 
+import polars as pl
 import pytest
 
 from ingest.runner import ingest_paths
@@ -33,3 +34,25 @@ def test_home_paths_with_glob_characters_are_literal(tmp_path, capsys, name):
     assert wh.read("job_attempts").height == 4
     assert wh.read("hw_events").height == 0
     assert wh.committed_stages() == []
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["fit", "--window", "banana"], "--window 'banana': use 'all' or a month YYYY-MM"),
+        (["fit", "--window", "2026-13"], "--window '2026-13': use 'all' or a month YYYY-MM"),
+        (["fit", "--window", "2031-01"], "no fits for --window 2031-01; fitted: all"),
+        (["fit", "--observed-from", "0001-01-01"], "--observed-from 0001-01-01 is outside"),
+        (["build", "--observed-to", "9999-01-01"], "--observed-to 9999-01-01 is outside"),
+    ],
+)
+def test_fit_window_and_observation_bounds_are_checked(tmp_path, capsys, argv, message):
+    wh = Warehouse(tmp_path / "home")
+    rates = pl.DataFrame({"component_class": ["gpu"], "window": ["all"], "model": ["exponential"],
+                          "selected": [True], "n_events": [3]})
+    wh.replace_table("failure_rates", rates)
+    before = wh.read("failure_rates")
+    assert main(["--home", str(wh.home), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert wh.read("failure_rates").equals(before)  # nothing refitted or saved
