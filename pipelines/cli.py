@@ -80,9 +80,10 @@ def _check_tz(tz: str) -> str:
     return tz
 
 
-def _warehouse(args, existing: bool = False):
+def _warehouse(args, existing: bool = False, read_only: bool = False):
     """The warehouse of --home. ``existing``: for commands that only read it, a home that does not
-    exist (a typo) is an error instead of a new, empty warehouse."""
+    exist (a typo) is an error instead of a new, empty warehouse. ``read_only``: a reader's
+    handle (works on a read-only home, never takes the writer lock)."""
     from warehouse.store import Warehouse, resolve_home
 
     if existing and not (args.warehouse_uri or os.environ.get("GOODPUT_WAREHOUSE_URI")):
@@ -91,7 +92,8 @@ def _warehouse(args, existing: bool = False):
             raise CliError(f"no warehouse at {home}; check --home / $GOODPUT_HOME, or create one "
                            "with `goodput ingest PATH...` or `goodput demo`")
     wait = getattr(args, "wait", None)
-    return Warehouse(args.home, args.warehouse_uri, wait=True if wait is None else parse_duration(wait))
+    return Warehouse(args.home, args.warehouse_uri, wait=True if wait is None else parse_duration(wait),
+                     read_only=read_only)
 
 
 def add_scope_options(parser: argparse.ArgumentParser) -> None:
@@ -313,7 +315,7 @@ def cmd_sql(args) -> int:
             raise CliError(f"--allow-files {d}: not a directory")
     if args.max_rows < 1:
         raise CliError(f"--max-rows must be at least 1, not {args.max_rows}")
-    wh = _warehouse(args, existing=True)
+    wh = _warehouse(args, existing=True, read_only=True)
     try:
         with wh.readonly_relation(args.query, allow_files=args.allow_files) as rel:
             if rel is None:
@@ -470,8 +472,8 @@ def cmd_project(args) -> int:
         rates = read_rates_csv(args.rates) if args.rates else None
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    wh = _warehouse(args, existing=True)
     scope = scope_settings(args)
+    wh = _warehouse(args, existing=True, read_only=not any(scope.values()))
     if any(scope.values()):
         wh = _scoped(wh, _config(args, **scope))
     horizon = None if args.horizon is None else parse_duration(args.horizon) / 3600
@@ -485,7 +487,10 @@ def cmd_project(args) -> int:
     except ValueError as exc:
         raise CliError(f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first, "
                        "or pass --rates FILE.csv or --mtti DUR") from None
-    append_projection(wh, res)
+    if wh.writable():  # kept in goodput_projections; a reader of a read-only home only prints
+        append_projection(_warehouse(args) if wh.read_only else wh, res)
+    else:
+        print(f"goodput: note: {wh.home} is read-only: this projection is printed, not saved", file=sys.stderr)
     if args.json:
         print(json.dumps(res, default=str))
     else:
@@ -503,8 +508,9 @@ def cmd_fit(args) -> int:
 
     if args.window != "all" and not _MONTH.fullmatch(args.window):
         raise CliError(f"--window {args.window!r}: use 'all' or a month YYYY-MM, e.g. 2026-01")
-    wh = _warehouse(args, existing=True)
     scope = scope_settings(args)
+    refits = any(scope.values()) or args.observed_from or args.observed_to
+    wh = _warehouse(args, existing=True, read_only=not refits)
     if any(scope.values()):  # the scope's fits (with its window, if given)
         config = _window_config(args, **scope)
         wh = _scoped(wh, config)
@@ -552,7 +558,7 @@ def cmd_nodes(args) -> int:
         raise CliError("--top, --gpus and --gpus-per-node must be >= 1")
     if args.alpha is not None and not 0 < args.alpha < 1:
         raise CliError("--alpha must be between 0 and 1, e.g. 0.01")
-    health = _warehouse(args, existing=True).read("node_health")
+    health = _warehouse(args, existing=True, read_only=True).read("node_health")
     if health.height == 0:
         raise CliError("node_health is empty: run `goodput build` (or `goodput demo`) first")
     if args.alpha is not None:  # the stored counts, flagged at another level

@@ -4,7 +4,12 @@ environment errors and readers on a read-only home."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -36,6 +41,18 @@ def test_home_paths_with_glob_characters_are_literal(tmp_path, capsys, name):
     assert wh.committed_stages() == []
 
 
+def fitted_rates() -> pl.DataFrame:
+    """One fitted class: what `fit` prints and `project` reads."""
+    return pl.DataFrame({
+        "component_class": ["gpu"], "stratum": ["all"], "window": ["all"], "model": ["exponential"],
+        "selected": [True], "params": ["{}"], "aic": [10.0], "n_units": [8], "n_events": [3],
+        "exposure_hours": [1000.0], "rate_per_1k_unit_days": [72.0], "rate_ci_low": [15.0],
+        "rate_ci_high": [210.0], "mtbf_hours": [333.0], "mtbf_ci_low": [114.0], "mtbf_ci_high": [1600.0],
+        "shape": [1.0], "shape_ci_low": [0.5], "shape_ci_high": [2.0], "shape_reading": ["constant"],
+        "method": ["mle"], "converged": [True], "population": ["fleet"],
+    })
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -48,11 +65,53 @@ def test_home_paths_with_glob_characters_are_literal(tmp_path, capsys, name):
 )
 def test_fit_window_and_observation_bounds_are_checked(tmp_path, capsys, argv, message):
     wh = Warehouse(tmp_path / "home")
-    rates = pl.DataFrame({"component_class": ["gpu"], "window": ["all"], "model": ["exponential"],
-                          "selected": [True], "n_events": [3]})
-    wh.replace_table("failure_rates", rates)
+    wh.replace_table("failure_rates", fitted_rates())
     before = wh.read("failure_rates")
     assert main(["--home", str(wh.home), *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
     assert wh.read("failure_rates").equals(before)  # nothing refitted or saved
+
+
+@pytest.fixture
+def shared_home(tmp_path_factory):
+    """A home with 4 job attempts and fitted rates, on a path another user can read."""
+    root = Path(tempfile.mkdtemp(prefix="goodput-ro-"))
+    root.chmod(0o755)
+    wh = Warehouse(root / "home")
+    ingest_paths(wh, [SACCT], jobs=1)
+    wh.replace_table("failure_rates", fitted_rates())
+    wh.refresh_catalog()
+    for p in [root, *root.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    yield wh
+    shutil.rmtree(root)
+
+
+READERS = [
+    (["sql", "select count(*) from job_attempts", "--format", "csv"], 0, "4"),
+    (["fit"], 0, "gpu"),
+    (["nodes"], 2, "node_health is empty"),
+    (["project", "--mtti", "3h", "--json"], 0, "mtti_hours"),
+]
+
+
+@pytest.mark.parametrize("argv, status, shown", READERS)
+def test_readers_work_on_a_read_only_home(shared_home, argv, status, shown):
+    """Run as another user (nobody), to whom the home is read-only."""
+    proc = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         sys.executable, "-m", "pipelines.cli", "--home", str(shared_home.home), *argv],
+        capture_output=True, text=True, cwd="/tmp", timeout=300, env={**os.environ, "HOME": "/tmp"},
+    )
+    assert proc.returncode == status, proc.stderr
+    assert shown in (proc.stdout if status == 0 else proc.stderr)
+    assert "Traceback" not in proc.stderr and "not writable" not in proc.stderr
+
+
+def test_readers_never_take_the_writer_lock(shared_home, monkeypatch, capsys):
+    taken, take = [], Warehouse._take_lock
+    monkeypatch.setattr(Warehouse, "_take_lock", lambda self, wait: taken.append(wait) or take(self, wait))
+    for argv, status, _ in READERS[:3]:  # project saves its projection: a (brief) writer
+        assert main(["--home", str(shared_home.home), "--no-wait", *argv]) == status
+    assert taken == []

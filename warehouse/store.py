@@ -180,12 +180,17 @@ class Warehouse:
         home: str | os.PathLike | None = None,
         uri: str | os.PathLike | None = None,
         wait: bool | float = True,
+        read_only: bool = False,
     ):
         """``wait``: what a writer does when another process holds the warehouse: True waits
-        as long as it takes, a number waits that many seconds, False or 0 fails at once."""
+        as long as it takes, a number waits that many seconds, False or 0 fails at once.
+        ``read_only``: a reader's handle: creates nothing, needs no write permission, never
+        takes the writer lock (nor recovers a crashed writer's stages: the views leave out a
+        batch still committing), and refuses to write."""
         self.home = resolve_home(home)
         self.parquet = resolve_parquet_uri(uri, self.home)
         self.wait = wait
+        self.read_only = read_only
         self.db_path = self.home / "warehouse.duckdb"
         self.reports = self.home / "reports"
         self.landing = self.home / "landing"
@@ -194,6 +199,10 @@ class Warehouse:
         self.scratch = Path(os.environ.get(SCRATCH_ENV) or self.home).expanduser().resolve()
         if self.home.exists() and not self.home.is_dir():
             raise WarehouseError(f"home {self.home} is a file, not a directory")
+        if read_only:
+            self.fs, self._root = fsspec.core.url_to_fs(self.parquet)
+            self.local = isinstance(self.fs, LocalFileSystem)
+            return
         try:
             for d in (self.reports, self.landing):
                 d.mkdir(parents=True, exist_ok=True)
@@ -240,6 +249,10 @@ class Warehouse:
     def _find(self, path: str) -> list[str]:
         """Parquet files under ``path`` (none if it does not exist), sorted."""
         return sorted(f for f in self.fs.find(path) if f.endswith(".parquet"))
+
+    def writable(self) -> bool:
+        """Whether this process may write the home (a reader decides whether to save)."""
+        return os.access(self.home, os.W_OK | os.X_OK)
 
     def _rm_tree(self, path: str) -> None:
         try:
@@ -292,6 +305,8 @@ class Warehouse:
         with one line on stderr; a number = that many seconds; False / 0 = not at all) or
         raise ``WarehouseBusy`` naming the owner. Readers never take it. On first acquisition
         the warehouse is recovered (committed stages rolled forward, others discarded)."""
+        if self.read_only:
+            raise WarehouseError(f"warehouse {self.home} was opened read-only (a reader's command)")
         wait = self.wait if wait is None else wait
         with _WRITERS_GUARD:
             entry = _WRITERS.setdefault(self.home, [threading.RLock(), 0, None])
