@@ -102,7 +102,7 @@ def test_readers_work_on_a_read_only_home(shared_home, argv, status, shown):
     proc = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
          sys.executable, "-m", "pipelines.cli", "--home", str(shared_home.home), *argv],
-        capture_output=True, text=True, cwd="/tmp", timeout=300, env={**os.environ, "HOME": "/tmp"},
+        capture_output=True, text=True, cwd="/tmp", timeout=300, check=False, env={**os.environ, "HOME": "/tmp"},
     )
     assert proc.returncode == status, proc.stderr
     assert shown in (proc.stdout if status == 0 else proc.stderr)
