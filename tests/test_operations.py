@@ -115,3 +115,63 @@ def test_readers_never_take_the_writer_lock(shared_home, monkeypatch, capsys):
     for argv, status, _ in READERS[:3]:  # project saves its projection: a (brief) writer
         assert main(["--home", str(shared_home.home), "--no-wait", *argv]) == status
     assert taken == []
+
+
+def _requests(sensor, instance, cfg, cursor):
+    import dagster as dg
+
+    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"goodput": cfg})
+    return [r for r in sensor(ctx) if isinstance(r, dg.RunRequest)], ctx.cursor
+
+
+def _paths(requests) -> list[str]:
+    return [p for r in requests for p in r.run_config["ops"]["ingested_sources"]["config"]["paths"]]
+
+
+def test_sensor_requests_new_content_whatever_its_mtime_and_a_forgotten_file_again(tmp_path):
+    import dagster as dg
+
+    from pipelines.definitions import ingest_job
+    from pipelines.resources import GoodputConfig
+    from pipelines.sensors import build_sensor
+
+    cfg = GoodputConfig(home=str(tmp_path / "home"))
+    wh = cfg.warehouse()
+    sensor = build_sensor(ingest_job)
+    new = wh.landing / "new.txt"
+    new.write_text("JobID|State\n1|COMPLETED\n")
+    with dg.instance_for_test() as instance:
+        first, cursor = _requests(sensor, instance, cfg, None)
+        assert _paths(first) == [str(new)]
+        ingest_paths(wh, [new], jobs=1)
+        old = wh.landing / "moved-in.txt"  # mv / rsync -a / tar x keep an old mtime
+        old.write_text("JobID|State\n2|FAILED\n")
+        os.utime(old, (946684800, 946684800))
+        again, cursor = _requests(sensor, instance, cfg, cursor)
+        assert _paths(again) == [str(old)]
+        ingest_paths(wh, [old], jobs=1)
+        assert _requests(sensor, instance, cfg, cursor)[0] == []
+        wh.forget([str(new)])  # forgotten, then dropped in again: new content once more
+        dropped, cursor = _requests(sensor, instance, cfg, cursor)
+        assert _paths(dropped) == [str(new)]
+        assert dropped[0].run_key not in {first[0].run_key, again[0].run_key}
+
+
+def test_sensor_retries_a_failed_run_with_backoff(tmp_path):
+    from pipelines.resources import GoodputConfig
+    from pipelines.sensors import RETRY_FIRST_S, new_landing_files
+
+    cfg = GoodputConfig(home=str(tmp_path / "home"))
+    f = cfg.warehouse().landing / "sacct.txt"
+    f.write_text("JobID|State\n1|COMPLETED\n")
+    t0 = 1_800_000_000.0
+    found, cursor = new_landing_files(cfg, None, now=t0)
+    assert [p for p, _ in found] == [str(f)]
+    # its run failed (nothing in the manifest): not before the backoff, nor while a run is active
+    assert new_landing_files(cfg, cursor, now=t0 + RETRY_FIRST_S / 2)[0] == []
+    assert new_landing_files(cfg, cursor, now=t0 + RETRY_FIRST_S + 1, active=True)[0] == []
+    found, cursor = new_landing_files(cfg, cursor, now=t0 + RETRY_FIRST_S + 1)
+    assert [p for p, _ in found] == [str(f)]
+    # the second failure waits twice as long
+    assert new_landing_files(cfg, cursor, now=t0 + 2.5 * RETRY_FIRST_S)[0] == []
+    assert new_landing_files(cfg, cursor, now=t0 + 3.5 * RETRY_FIRST_S)[0] != []
