@@ -19,6 +19,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cache
@@ -459,9 +460,20 @@ def _resolved(group: list[_Item], future: Future | None) -> Iterator[_Item]:
 
 
 def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs) -> list[FileReport]:
-    if replace_existing:
-        wh.forget([display_name(p) for p in files] + [s for s in map(_sha_of, files) if s])
-    known = wh.known_sha256()
+    if not replace_existing:
+        return _ingest_into(wh, None, files, fmt, ctx, progress, jobs, set())
+    # --replace: forget and the new rows in one batch, one commit: readers never see the gap,
+    # and a failure or kill before the commit leaves the old rows
+    targets = [display_name(p) for p in files] + [s for s in map(_sha_of, files) if s]
+    with wh.batch(f"replace-{_batch_id(targets)}") as batch:
+        forgotten = wh.forget_into(batch, targets)[1]
+        return _ingest_into(wh, batch, files, fmt, ctx, progress, jobs, forgotten)
+
+
+def _ingest_into(wh, shared, files, fmt, ctx, progress, jobs, forgotten: set[str]) -> list[FileReport]:
+    """Ingest ``files`` in batches of their own, or all into the batch ``shared`` (whose commit
+    is the caller's); ``forgotten``: manifest shas that batch removes."""
+    known = wh.known_sha256() - forgotten
     # files a previous ingest could not finish (unreadable, parser failure) left quarantine
     # rows but no manifest row: they are replaced when the file is tried again
     failed = set(wh.read("quarantine", "sha256 IS NOT NULL")["sha256"].unique().to_list()) - known
@@ -475,9 +487,12 @@ def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs) -> list[FileR
         if not pending:
             return
         retried = {r.sha256 for r, _ in pending if r.sha256 in failed}
-        if retried:
+        if retried and shared is not None:
+            wh.delete_into(shared, {"quarantine": ("sha256", retried)})
+        elif retried:
             wh.delete_rows({"quarantine": ("sha256", retried)})
-        with wh.batch(_batch_id([r.sha256 or r.path for r, _ in pending])) as batch:
+        own = wh.batch(_batch_id([r.sha256 or r.path for r, _ in pending])) if shared is None else nullcontext(shared)
+        with own as batch:
             # one Parquet part per table per batch, not per file: small files stay cheap to scan
             merged: dict[str, list[pl.DataFrame]] = {}
             for report, results in pending:
@@ -498,7 +513,7 @@ def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs) -> list[FileR
         reports.append(report)
         if it.stream:  # a large file: its chunks go straight to its own staged batch
             flush()
-            _ingest_large(wh, it, forced, failed)
+            _ingest_large(wh, it, forced, failed, shared)
         elif it.results is not None:
             pending.append((report, it.results))
             pending_rows += sum(sum(df.height for df in r.tables.values()) for _, r in it.results)
@@ -523,14 +538,19 @@ def _worth_a_pool(files: list[Path]) -> bool:
     return False
 
 
-def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, failed: set[str]) -> None:
-    """A file larger than CHUNK_BYTES, streamed in chunks into a staged batch of its own (its
-    chunks are parsed on every core by threads)."""
+def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, failed: set[str], shared=None) -> None:
+    """A file larger than CHUNK_BYTES, streamed in chunks into a staged batch of its own, or
+    into ``shared`` (its chunks are parsed on every core by threads). In a shared batch a
+    parser failure fails the whole batch (``--replace``: the old rows stay)."""
     report, sha = it.report, it.report.sha256
     if sha in failed:
-        wh.delete_rows({"quarantine": ("sha256", {sha})})
+        if shared is not None:
+            wh.delete_into(shared, {"quarantine": ("sha256", {sha})})
+        else:
+            wh.delete_rows({"quarantine": ("sha256", {sha})})
+    own = wh.batch(_batch_id([sha])) if shared is None else nullcontext(shared)
     try:
-        with wh.batch(_batch_id([sha])) as batch, open(it.path, "rb") as raw:
+        with own as batch, open(it.path, "rb") as raw:
             dropped: dict[str, dict] = {}
             for frames in _frames(report, _parse_file(raw, it.path.name, forced, it.ctx)):
                 for table, by_sha in batch.add(frames).items():
@@ -538,7 +558,9 @@ def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, failed: s
                         dropped.setdefault(table, {})[k] = dropped.get(table, {}).get(k, 0) + n
             _count_duplicates([report], dropped)
             batch.add(_manifest(batch.id, [report]))
-    except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
+    except Exception as exc:
+        if shared is not None:
+            raise
         report.records = report.rows_ok = report.rows_quarantined = report.rows_duplicate = 0
         with wh.batch(_batch_id([sha])) as batch:
             for frames in _frames(report, [_parser_failure(report, forced, exc)]):

@@ -175,3 +175,27 @@ def test_sensor_retries_a_failed_run_with_backoff(tmp_path):
     # the second failure waits twice as long
     assert new_landing_files(cfg, cursor, now=t0 + 2.5 * RETRY_FIRST_S)[0] == []
     assert new_landing_files(cfg, cursor, now=t0 + 3.5 * RETRY_FIRST_S)[0] != []
+
+
+def test_ingest_replace_is_one_commit(wh, tmp_path, monkeypatch):
+    from warehouse import store
+
+    f = tmp_path / "sacct.txt"
+    shutil.copy(SACCT, f)
+    ingest_paths(wh, [f], jobs=1)
+    before = wh.read("job_attempts").drop("attempt").sort("job_id")
+    commits, commit = [], store.Batch.commit
+    monkeypatch.setattr(store.Batch, "commit", lambda self: commits.append(self.id) or commit(self))
+    ingest_paths(wh, [f], jobs=1, replace_existing=True)
+    assert len(commits) == 1
+    assert wh.read("job_attempts").drop("attempt").sort("job_id").equals(before)
+    assert wh.read("ingest_manifest").height == 1
+
+    def killed(self, frames):  # the process dies after forget's work, before the new rows commit
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store.Batch, "add", killed)
+    with pytest.raises(KeyboardInterrupt):
+        ingest_paths(wh, [f], jobs=1, replace_existing=True)
+    assert wh.read("job_attempts").drop("attempt").sort("job_id").equals(before)
+    assert wh.read("ingest_manifest").height == 1

@@ -739,31 +739,43 @@ class Warehouse:
         stage, parts left empty are listed in its ``DELETE`` file, and the COMMIT marker
         switches it over; a crash rolls it forward (before the marker: discards it). Derived
         tables follow at the next ``goodput build``."""
-        with self.writer():
-            manifest = self.read("ingest_manifest")
-            wanted = list(set(targets))
-            paths = set(manifest.filter(pl.col("sha256").is_in(wanted) | pl.col("path").is_in(wanted))["path"].to_list())
-            paths |= set(self.read("quarantine").filter(pl.col("sha256").is_in(wanted))["source_file"].to_list())
-            paths |= {t for t in wanted if not _SHA256.fullmatch(t)}
-            if not paths:
-                return {}
-            return self.delete_rows({n: (_file_column(t), paths) for n, t in TABLES.items() if t.kind == "ingest"})
+        with self.batch(f"forget-{uuid.uuid4().hex[:12]}") as batch:
+            return self.forget_into(batch, targets)[0]
+
+    def forget_into(self, batch: Batch, targets: list[str]) -> tuple[dict[str, int], set[str]]:
+        """``forget`` staged into ``batch`` (committed with whatever else it holds: ``ingest
+        --replace`` stages the files' new rows in the same batch, one commit). Returns rows
+        removed per table and the sha256 digests whose manifest rows go."""
+        manifest = self.read("ingest_manifest")
+        wanted = list(set(targets))
+        paths = set(manifest.filter(pl.col("sha256").is_in(wanted) | pl.col("path").is_in(wanted))["path"].to_list())
+        paths |= set(self.read("quarantine").filter(pl.col("sha256").is_in(wanted))["source_file"].to_list())
+        paths |= {t for t in wanted if not _SHA256.fullmatch(t)}
+        if not paths:
+            return {}, set()
+        shas = set(manifest.filter(pl.col("path").is_in(list(paths)))["sha256"].to_list())
+        where = {n: (_file_column(t), paths) for n, t in TABLES.items() if t.kind == "ingest"}
+        return self.delete_into(batch, where), shas
 
     def delete_rows(self, where: dict[str, tuple[str, set[str]]]) -> dict[str, int]:
         """Remove from each table the rows whose column is one of the values
         (``{table: (column, values)}``), in one atomic batch. Returns rows removed per table."""
-        removed: dict[str, int] = {}
         with self.batch(f"forget-{uuid.uuid4().hex[:12]}") as batch:
-            for name, (column, values) in where.items():
-                folder = self._path(self.records_dir(name))
-                for f in self._find(folder):
-                    n = batch.rewrite_without(f, column, values)
-                    if n is not None:
-                        removed[name] = removed.get(name, 0) + n[0]
-                        if n[1]:
-                            batch.gone.append(f[len(self._root) + 1 :])
-                        if TABLES[name].dedupe:  # its canonical rows follow in the same commit
-                            batch.touched.add((name, posixpath.dirname(f[len(folder) + 1 :])))
+            return self.delete_into(batch, where)
+
+    def delete_into(self, batch: Batch, where: dict[str, tuple[str, set[str]]]) -> dict[str, int]:
+        """``delete_rows`` staged into ``batch``."""
+        removed: dict[str, int] = {}
+        for name, (column, values) in where.items():
+            folder = self._path(self.records_dir(name))
+            for f in batch.committed_files(folder):
+                n = batch.rewrite_without(f, column, values)
+                if n is not None:
+                    removed[name] = removed.get(name, 0) + n[0]
+                    if n[1]:
+                        batch.gone.append(f[len(self._root) + 1 :])
+                    if TABLES[name].dedupe:  # its canonical rows follow in the same commit
+                        batch.touched.add((name, posixpath.dirname(f[len(folder) + 1 :])))
         return removed
 
     # ---------------------------------------------------------------- catalog
@@ -977,11 +989,19 @@ class Batch:
                 if not self.wh.local:
                     self.wh.fs.put_file(out, target)
 
+    def committed_files(self, folder: str) -> list[str]:
+        """The committed Parquet files under ``folder`` (a path in the root) this batch does
+        not delete."""
+        gone = {self.wh._path(g) for g in self.gone}
+        return [f for f in self.wh._find(folder) if f not in gone]
+
     def rewrite_without(self, file: str, column: str, values: set[str]):
         """Stage ``file`` (a committed part) rewritten without the rows whose ``column`` is
-        one of ``values``. None if it holds none, else (rows removed, whether the file is left
+        one of ``values`` (its staged rewrite, if this batch made one already, is what is
+        rewritten). None if it holds none, else (rows removed, whether the file is left
         empty and is to be deleted instead)."""
-        with self.wh.fs.open(file, "rb") as fh:
+        staged = self.stage + file[len(self.wh._root) :]
+        with self.wh.fs.open(staged if self.wh.fs.exists(staged) else file, "rb") as fh:
             df = pl.read_parquet(fh)
         if column not in df.columns:
             return None
