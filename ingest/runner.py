@@ -263,12 +263,14 @@ def ingest_paths(
 
 def checked_files(paths: list[str | Path], fmt: str = "auto", jobs: int | None = None) -> list[Path]:
     """The files ``ingest_paths`` reads, after the checks it makes before touching the
-    warehouse (an unknown format, a bad job count, a missing path: one-line UserError)."""
+    warehouse (an unknown format, a bad job count, a missing path: one-line UserError), as
+    absolute paths: a file is known by its content and where it is, so the same relative path
+    read from two directories (two clusters' dumps) is two files."""
     if fmt != "auto" and fmt not in formats():
         raise UserError(f"unknown format {fmt!r}; choose auto or one of: {', '.join(sorted(formats()))}")
     if jobs is not None and jobs < 1:
         raise UserError(f"jobs (--jobs) must be at least 1, not {jobs}")
-    return iter_files(paths)
+    return [Path(os.path.abspath(p)) for p in iter_files(paths)]
 
 
 def default_jobs(cgroup: Path = Path("/sys/fs/cgroup")) -> int:

@@ -199,3 +199,47 @@ def test_ingest_replace_is_one_commit(wh, tmp_path, monkeypatch):
         ingest_paths(wh, [f], jobs=1, replace_existing=True)
     assert wh.read("job_attempts").drop("attempt").sort("job_id").equals(before)
     assert wh.read("ingest_manifest").height == 1
+
+
+def test_the_same_relative_path_from_two_clusters_is_two_files(wh, tmp_path, monkeypatch):
+    for cluster, text in [("a", "JobID|State\n1|COMPLETED\n"), ("b", "JobID|State\n2|FAILED\n")]:
+        (tmp_path / cluster / "slurm").mkdir(parents=True)
+        (tmp_path / cluster / "slurm" / "sacct.txt").write_text(text)
+    for cluster in ("a", "b"):
+        monkeypatch.chdir(tmp_path / cluster)
+        ingest_paths(wh, ["slurm/sacct.txt"], jobs=1)
+    paths = sorted(wh.read("ingest_manifest")["path"])
+    assert paths == [str(tmp_path / c / "slurm" / "sacct.txt") for c in ("a", "b")]
+    wh.forget([paths[0]])
+    assert wh.read("job_attempts")["job_id"].to_list() == ["2"]
+    assert wh.read("ingest_manifest")["path"].to_list() == [paths[1]]
+
+
+@pytest.mark.parametrize("together", [False, True])
+def test_forget_keeps_records_another_stored_file_also_provides(wh, tmp_path, together):
+    """Two overlapping sacct dumps and two overlapping kernel logs: forgetting the first of each
+    leaves exactly what the second alone holds, and forgetting the second too leaves nothing."""
+    sacct = SACCT.read_text().splitlines(keepends=True)
+    xids = [f"2026-01-05T10:00:0{i}+00:00 gpu-node-1 kernel: {line}" for i, line in enumerate(
+        (FIXTURES / "kernel" / "nvsentinel__syslog_monitor_xid_burst.log").read_text().splitlines(keepends=True))]
+    files = {"a.sacct": sacct[:3], "b.sacct": sacct[1:], "a.log": xids[:4], "b.log": xids[1:]}
+    for name, lines in files.items():
+        (tmp_path / name).write_text("".join(lines))
+    firsts, seconds = [tmp_path / "a.sacct", tmp_path / "a.log"], [tmp_path / "b.sacct", tmp_path / "b.log"]
+    alone = Warehouse(tmp_path / "alone")
+    ingest_paths(alone, seconds, jobs=1)
+    if together:
+        ingest_paths(wh, firsts + seconds, jobs=1)
+    else:
+        ingest_paths(wh, firsts, jobs=1)
+        ingest_paths(wh, seconds, jobs=1)
+    assert wh.read("job_attempts").height == 4 and wh.read("hw_events").height == 5
+    wh.forget([str(p) for p in firsts])
+
+    def rows(w, table, drop):
+        return sorted(map(str, w.read(table).drop(drop).rows()))
+
+    assert rows(wh, "job_attempts", ["attempt"]) == rows(alone, "job_attempts", ["attempt"])
+    assert rows(wh, "hw_events", ["event_id", "caused_by"]) == rows(alone, "hw_events", ["event_id", "caused_by"])
+    wh.forget([str(p) for p in seconds])
+    assert wh.read("job_attempts").height == 0 and wh.read("hw_events").height == 0

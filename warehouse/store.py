@@ -12,6 +12,9 @@ The home directory is local (DESIGN.md). The Parquet root is ``<home>/parquet`` 
                                                                 counter events: one per day)
     <root>/_sources/<table>/[<partition>=<value>/]part-<batch>.parquet
                                                                 a Dedupe table's rows per source
+    <root>/_copies/<table>/[<partition>=<value>/]part-<batch>.parquet
+                                                                records left out as repeats of
+                                                                another file's stored row
     <root>/_staging/<batch>/...                                 a batch being committed
     <root>/.times_utc                                           marker: times stored UTC-adjusted
     <root>/.sources_apart                                       marker: Dedupe tables laid out as above
@@ -48,6 +51,11 @@ reading the files sees what the views show. The batch that stages new source row
 rewrite of them) also stages the canonical ``data.parquet`` of each partition it touched,
 recomputed out of core by DuckDB from that partition's source rows; the COMMIT marker switches
 both.
+
+Provenance: a record left out because a stored row from another file holds it is kept under
+``_copies/<table>/`` (once per file); ``forget`` removes a file's rows and promotes, for each
+removed record, another file's copy into its place, so it removes only what no other stored
+file also provides.
 
 Idempotence: the manifest holds the sha256 of every ingested file, and a batch stores only
 records whose ``record_key`` (warehouse/schemas.py) is not stored yet, matched out of core by
@@ -111,6 +119,9 @@ TIMES_UTC_MARKER = ".times_utc"  # hidden: ingesting a folder that holds the hom
 # them in the table's own folder, which the views merged)
 SOURCES_MARKER = ".sources_apart"
 SOURCES = "_sources"
+# records a batch left out because another file's stored row holds them (provenance): forget
+# promotes them when that row goes (``Batch.add``, ``Warehouse.forget_into``)
+COPIES = "_copies"
 
 
 class WarehouseError(Exception):
@@ -755,7 +766,40 @@ class Warehouse:
             return {}, set()
         shas = set(manifest.filter(pl.col("path").is_in(list(paths)))["sha256"].to_list())
         where = {n: (_file_column(t), paths) for n, t in TABLES.items() if t.kind == "ingest"}
-        return self.delete_into(batch, where), shas
+        batch.removed = {}
+        removed = self.delete_into(batch, where)
+        for name, spec in TABLES.items():
+            if _has_copies(spec):
+                self.delete_into(batch, {name: ("source_file", paths)}, _join(COPIES, name))
+                if batch.removed.get(name):
+                    self._promote(batch, name, pl.concat(batch.removed[name], how="diagonal_relaxed"))
+        return removed, shas
+
+    def _promote(self, batch: Batch, name: str, gone: pl.DataFrame) -> None:
+        """Stage, in place of the removed rows ``gone``, another file's copy of each of their
+        records (the first by file and line) that this batch keeps."""
+        spec = TABLES[name]
+        keys = [k for k in spec.record_columns if k != spec.partition]
+        for rel, part in _split_partitions(spec, gone.select(spec.record_columns).unique()):
+            files = [literal_path(f if self.local else f"{self.fs.protocol[0]}://{f}")
+                     for f in batch._record_files(name, rel, _join(COPIES, name))]
+            if not files:
+                continue
+            on = " AND ".join(f'c."{k}" IS NOT DISTINCT FROM g."{k}"' for k in keys)
+            order = ", ".join(c for c in ("source_file", "source_line") if c in spec.columns)
+            by = ", ".join(f'c."{k}"' for k in keys)
+            with self.connect_out_of_core() as con:
+                con.register("g", part.to_arrow())
+                promoted = con.sql(
+                    f"SELECT * FROM read_parquet($files, union_by_name = true) c SEMI JOIN g ON {on} "
+                    f"QUALIFY row_number() OVER (PARTITION BY {by} "
+                    f"ORDER BY {order}) = 1", params={"files": files}).pl()
+            if promoted.height:
+                if spec.partition:
+                    value = rel.split("=", 1)[1]
+                    promoted = promoted.with_columns(pl.lit(None if value == _NULL_PARTITION else value)
+                                                     .cast(spec.columns[spec.partition]).alias(spec.partition))
+                batch.add({name: promoted})
 
     def delete_rows(self, where: dict[str, tuple[str, set[str]]]) -> dict[str, int]:
         """Remove from each table the rows whose column is one of the values
@@ -763,18 +807,23 @@ class Warehouse:
         with self.batch(f"forget-{uuid.uuid4().hex[:12]}") as batch:
             return self.delete_into(batch, where)
 
-    def delete_into(self, batch: Batch, where: dict[str, tuple[str, set[str]]]) -> dict[str, int]:
-        """``delete_rows`` staged into ``batch``."""
+    def delete_into(self, batch: Batch, where: dict[str, tuple[str, set[str]]],
+                    under: str | None = None) -> dict[str, int]:
+        """``delete_rows`` staged into ``batch`` (from the table's records, or the files
+        ``under`` another folder: its copies). The rows removed from records are kept in
+        ``batch.removed`` where it is set (forget promotes copies of them)."""
         removed: dict[str, int] = {}
         for name, (column, values) in where.items():
-            folder = self._path(self.records_dir(name))
+            folder = self._path(under or self.records_dir(name))
             for f in batch.committed_files(folder):
                 n = batch.rewrite_without(f, column, values)
                 if n is not None:
                     removed[name] = removed.get(name, 0) + n[0]
                     if n[1]:
                         batch.gone.append(f[len(self._root) + 1 :])
-                    if TABLES[name].dedupe:  # its canonical rows follow in the same commit
+                    if batch.removed is not None and under is None:
+                        batch.removed.setdefault(name, []).append(n[2])
+                    if TABLES[name].dedupe and under is None:  # its canonical rows follow in the same commit
                         batch.touched.add((name, posixpath.dirname(f[len(folder) + 1 :])))
         return removed
 
@@ -883,6 +932,7 @@ class Batch:
         self.seq = 0
         self.gone: list[str] = []  # committed files (relative to the root) the commit deletes
         self.touched: set[tuple[str, str]] = set()  # Dedupe (table, partition dir) to recompute
+        self.removed: dict[str, list[pl.DataFrame]] | None = None  # forget: rows removed per table
         self._con: duckdb.DuckDBPyConnection | None = None
 
     def add(self, frames: dict[str, pl.DataFrame]) -> dict[str, dict[str | None, int]]:
@@ -898,14 +948,18 @@ class Batch:
             keys = spec.record_columns
             if keys:
                 df = df.with_row_index("_i")
-                parts = []
-                for rel, part in _split_partitions(spec, _first_of_each_key(df, keys)):
-                    seen = self._stored(name, rel, part, keys)
+                firsts = _first_of_each_key(df, keys)
+                parts, same = [], [df["_i"].head(0)]
+                for rel, part in _split_partitions(spec, firsts):
+                    seen, mine = self._stored(name, rel, part, keys)
+                    same.append(mine)
                     parts.append((rel, part.filter(~pl.col("_i").is_in(seen.implode())) if seen.len() else part))
                 if sum(part.height for _, part in parts) < df.height:
                     kept = pl.concat([df["_i"].head(0), *(part["_i"] for _, part in parts)])
                     gone = df.filter(~pl.col("_i").is_in(kept.implode()))
                     dropped[name] = dict(gone.group_by(_file_column(spec)).len().rows())
+                    if _has_copies(spec):
+                        self._add_copies(name, gone, firsts, pl.concat(same), keys)
                 parts = [(rel, part.drop("_i")) for rel, part in parts]
             else:
                 parts = list(_split_partitions(spec, df))
@@ -919,16 +973,22 @@ class Batch:
         self.seq += 1
         return dropped
 
-    def _stored(self, name: str, rel: str, part: pl.DataFrame, keys: tuple[str, ...]) -> pl.Series:
+    def _stored(
+        self, name: str, rel: str, part: pl.DataFrame, keys: tuple[str, ...], folder: str | None = None
+    ) -> tuple[pl.Series, pl.Series]:
         """Row indices (``_i``) of ``part`` whose record key is already stored in this
-        partition (committed, or staged earlier in this batch). Out of core: DuckDB matches the
+        partition (committed, or staged earlier in this batch), and those of them a stored row
+        of the same file holds (``source_file``; all of them where the table has none).
+        ``folder``: match against the files of another folder than the table's records (its
+        copies). Out of core: DuckDB matches the
         stored files against the batch, keeping only the batch's keys in memory; the batch's
         range of each key column (``_key_ranges``) prunes stored files and row groups by their
         statistics (a batch holds some hosts' files: the other hosts' rows are never read)."""
-        files = self._record_files(name, rel)
+        files = self._record_files(name, rel, folder)
         if not files:
-            return pl.Series("_i", [], pl.UInt32)
+            return pl.Series("_i", [], pl.UInt32), pl.Series("_i", [], pl.UInt32)
         keys = tuple(k for k in keys if k != TABLES[name].partition)
+        own = "source_file" if "source_file" in TABLES[name].columns and "source_file" not in keys else None
         urls = [literal_path(f if self.wh.local else f"{self.wh.fs.protocol[0]}://{f}") for f in files]
         on = " AND ".join(f'e."{k}" IS NOT DISTINCT FROM b."{k}"' for k in keys)
         cols = ", ".join(f'e."{k}"' for k in keys)
@@ -938,16 +998,37 @@ class Batch:
         ranges = _key_ranges(part, keys, spec)
         where = ("WHERE " + " AND ".join(ranges)) if ranges else ""
         con = self._connection()
-        con.register("b", part.select("_i", *keys).to_arrow())
+        con.register("b", part.select("_i", *keys, *([own] if own else [])).to_arrow())
+        file_col = f', e."{own}" AS _file' if own else ", NULL AS _file"
         con.execute(
-            f"CREATE OR REPLACE TEMP TABLE hits AS SELECT DISTINCT {cols} FROM "
+            f"CREATE OR REPLACE TEMP TABLE hits AS SELECT DISTINCT {cols}{file_col} FROM "
             f"(SELECT * FROM read_parquet($files, union_by_name = true) "
-            f"UNION ALL BY NAME SELECT {typed} WHERE false) e SEMI JOIN b ON {on} {where}",
+            f"UNION ALL BY NAME SELECT {typed}{', NULL::VARCHAR AS source_file' if own else ''} WHERE false) e "
+            f"SEMI JOIN b ON {on} {where}",
             {"files": urls},
         )
-        hits = con.sql(f"SELECT b._i FROM b SEMI JOIN hits e ON {on}").pl()
+        same = f'e._file IS NOT DISTINCT FROM b."{own}"' if own else "true"
+        hits = con.sql(f"SELECT b._i, bool_or({same}) AS same FROM b JOIN hits e ON {on} GROUP BY b._i").pl()
         con.unregister("b")
-        return hits["_i"].cast(pl.UInt32)
+        return hits["_i"].cast(pl.UInt32), hits.filter("same")["_i"].cast(pl.UInt32)
+
+    def _add_copies(self, name: str, gone: pl.DataFrame, firsts: pl.DataFrame, same: pl.Series,
+                    keys: tuple[str, ...]) -> None:
+        """Stage, under ``_copies/<table>``, the rows of ``gone`` (left out as repeats) that
+        no row of their own file holds: not a repeat within their file (the kept twin's file)
+        nor of a stored row of it (``same``), nor copied for their file before."""
+        twins = gone.filter(~pl.col("_i").is_in(firsts["_i"].implode())).join(
+            firsts.select(*keys, _kept="source_file"), on=list(keys), how="inner", nulls_equal=True)
+        mine = twins.filter(pl.col("_kept") == pl.col("source_file"))["_i"]
+        copies = gone.filter(~pl.col("_i").is_in(pl.concat([mine, same.cast(mine.dtype)]).implode()))
+        copies = copies.unique([*keys, "source_file"], keep="first", maintain_order=True)
+        spec, folder = TABLES[name], _join(COPIES, name)
+        for rel, part in _split_partitions(spec, copies):
+            seen = self._stored(name, rel, part, (*keys, "source_file"), folder)[0]
+            part = part.filter(~pl.col("_i").is_in(seen.implode())).drop("_i")
+            if part.height:
+                path = _join(self.stage, folder, rel, f"part-{self.id}-{self.seq:05d}.parquet")
+                self.wh._write(path, _parquet_writer(part), atomic=False)
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         """The batch's DuckDB connection for matching records (opening one costs ~20 ms, and a
@@ -956,10 +1037,11 @@ class Batch:
             self._con = self._lock.enter_context(self.wh.connect_out_of_core())
         return self._con
 
-    def _record_files(self, name: str, rel: str) -> list[str]:
+    def _record_files(self, name: str, rel: str, folder: str | None = None) -> list[str]:
         """A partition's stored rows as this batch will leave them: the committed files it
-        neither rewrites nor deletes, and its staged ones."""
-        folder = _join(self.wh.records_dir(name), rel)
+        neither rewrites nor deletes, and its staged ones (of the table's records, or of
+        ``folder``)."""
+        folder = _join(folder or self.wh.records_dir(name), rel)
         staged = self.wh._find(_join(self.stage, folder))
         replaced = {self.wh._root + f[len(self.stage) :] for f in staged}
         replaced |= {self.wh._path(g) for g in self.gone}
@@ -1005,12 +1087,13 @@ class Batch:
             df = pl.read_parquet(fh)
         if column not in df.columns:
             return None
-        keep = df.filter(~pl.col(column).is_in(list(values)).fill_null(False))
+        hit = pl.col(column).is_in(list(values)).fill_null(False)
+        keep = df.filter(~hit)
         if keep.height == df.height:
             return None
         if keep.height:
             self.wh._write(self.stage + file[len(self.wh._root) :], _parquet_writer(keep), atomic=False)
-        return df.height - keep.height, keep.height == 0
+        return df.height - keep.height, keep.height == 0, _with_partition(df.filter(hit), file)
 
     def commit(self) -> None:
         with self._lock:
@@ -1084,6 +1167,19 @@ def _deduped(sql: str, spec: Table) -> str:
         )
     cols = ", ".join(f'"{c}"' for c in spec.columns)
     return f"SELECT {cols} FROM ({sql})"
+
+
+def _has_copies(spec: Table) -> bool:
+    """Whether a table keeps copies of records other files also provide (``_copies``): the
+    ingest tables whose rows name the file they came from, but the quarantine (whose key
+    names the file)."""
+    return spec.kind == "ingest" and "source_file" in spec.columns and "source_file" not in spec.record_columns
+
+
+def _with_partition(df: pl.DataFrame, file: str) -> pl.DataFrame:
+    """``df`` (rows of a Parquet file) with the hive partition its path names, as text."""
+    parts = [seg.split("=", 1) for seg in file.split("/") if "=" in seg]
+    return df.with_columns(pl.lit(None if v == _NULL_PARTITION else v, pl.Utf8).alias(k) for k, v in parts)
 
 
 def _first_of_each_key(df: pl.DataFrame, keys: tuple[str, ...]) -> pl.DataFrame:
