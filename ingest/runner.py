@@ -504,6 +504,7 @@ def _ingest_into(wh, shared, files, fmt, ctx, progress, jobs, forgotten: set[str
                             merged.setdefault(name, []).append(conform(name, df))
             dropped = batch.add({name: pl.concat(dfs) for name, dfs in merged.items()})
             _count_duplicates([r for r, _ in pending], dropped)
+            _quarantine_conflicts(batch, [r for r, _ in pending])
             batch.add(_manifest(batch.id, [r for r, _ in pending]))
         pending, pending_rows = [], 0
 
@@ -559,6 +560,7 @@ def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, failed: s
                     for k, n in by_sha.items():
                         dropped.setdefault(table, {})[k] = dropped.get(table, {}).get(k, 0) + n
             _count_duplicates([report], dropped)
+            _quarantine_conflicts(batch, [report])
             batch.add(_manifest(batch.id, [report]))
     except Exception as exc:
         if shared is not None:
@@ -605,6 +607,24 @@ def _count_duplicates(reports: list[FileReport], dropped: dict[str, dict[str | N
         n = dropped.get(primary, {}).get(r.path, 0) if primary else 0
         r.rows_ok -= n
         r.rows_duplicate += n
+
+
+def _quarantine_conflicts(batch, reports: list[FileReport]) -> None:
+    """The records ``batch.add`` refused as conflicts (a stored record's key, other values):
+    quarantine rows of their files, counted as quarantined instead of stored."""
+    if not batch.conflicts:
+        return
+    rows = pl.concat(batch.conflicts)
+    batch.conflicts.clear()
+    by_path = {r.path: r for r in reports}
+    for path, n in rows.group_by("source_file").len().rows():
+        by_path[path].rows_ok -= n
+        by_path[path].rows_quarantined += n
+    batch.add({"quarantine": rows.with_columns(
+        sha256=pl.col("source_file").replace_strict({p: r.sha256 for p, r in by_path.items()}, return_dtype=pl.Utf8),
+        format=pl.col("source_file").replace_strict({p: r.format for p, r in by_path.items()}, return_dtype=pl.Utf8),
+        ingested_at=pl.lit(datetime.now(UTC).replace(tzinfo=None)),
+    )})
 
 
 def _frames(report: FileReport, results) -> Iterator[dict[str, pl.DataFrame]]:
@@ -693,5 +713,6 @@ def commit_documents(
                         merged.setdefault(name, []).append(conform(name, df))
         dropped = batch.add({name: pl.concat(dfs) for name, dfs in merged.items()})
         _count_duplicates(reports, dropped)
+        _quarantine_conflicts(batch, reports)
         batch.add(extra(reports))
     return reports

@@ -243,3 +243,34 @@ def test_forget_keeps_records_another_stored_file_also_provides(wh, tmp_path, to
     assert rows(wh, "hw_events", ["event_id", "caused_by"]) == rows(alone, "hw_events", ["event_id", "caused_by"])
     wh.forget([str(p) for p in seconds])
     assert wh.read("job_attempts").height == 0 and wh.read("hw_events").height == 0
+
+
+def test_a_record_with_the_key_of_a_stored_one_and_other_values_is_a_conflict(wh, tmp_path):
+    """The same GPU, time and metric: 50 W in one scrape, 99 W in another. The second is
+    quarantined naming both files, never counted as already stored."""
+    def scrape(watts):
+        return ("# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
+                f'DCGM_FI_DEV_POWER_USAGE{{gpu="0",UUID="GPU-1",Hostname="n1"}} {watts} 1767607200000\n')
+    (tmp_path / "a.prom").write_text(scrape(50))
+    (tmp_path / "b.prom").write_text(scrape(99))
+    (tmp_path / "c.prom").write_text("# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n" + scrape(50))
+    ingest_paths(wh, [tmp_path / "a.prom"], jobs=1)
+    reports = {r.path: r for r in ingest_paths(wh, [tmp_path / "b.prom", tmp_path / "c.prom"], jobs=1)}
+    b, c = reports[str(tmp_path / "b.prom")], reports[str(tmp_path / "c.prom")]
+    assert (b.rows_ok, b.rows_quarantined, b.rows_duplicate) == (0, 1, 0)
+    assert (c.rows_ok, c.rows_quarantined, c.rows_duplicate) == (0, 0, 1)
+    assert wh.read("gpu_samples")["value"].to_list() == [50.0]
+    q = wh.read("quarantine", f"source_file = '{tmp_path / 'b.prom'}'")
+    assert q.height == 1 and q["sha256"][0] == b.sha256
+    assert str(tmp_path / "a.prom") in q["error"][0] and "99" in q["error"][0] and "50" in q["error"][0]
+    from pipelines.checks import primary_tables
+    from warehouse.checks import conservation
+    assert conservation(wh, primary_tables()).passed
+
+
+def test_sel_entries_with_different_record_ids_are_different_records(wh, tmp_path):
+    line = " | 02/06/2020 | 18:30:50 | Power Supply #0xfb | Power Supply AC lost | Asserted\n"
+    (tmp_path / "node1_sel.txt").write_text("".join(f"{i:4x}{line}" for i in (0x11, 0x12, 0x13)))
+    (report,) = ingest_paths(wh, [tmp_path / "node1_sel.txt"], fmt="ipmi-sel", jobs=1)
+    assert (report.records, report.rows_ok, report.rows_duplicate) == (3, 3, 0)
+    assert sorted(wh.read("hw_events")["record_id"]) == ["11", "12", "13"]

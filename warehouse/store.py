@@ -933,6 +933,7 @@ class Batch:
         self.gone: list[str] = []  # committed files (relative to the root) the commit deletes
         self.touched: set[tuple[str, str]] = set()  # Dedupe (table, partition dir) to recompute
         self.removed: dict[str, list[pl.DataFrame]] | None = None  # forget: rows removed per table
+        self.conflicts: list[pl.DataFrame] = []  # rows add() refused: same key, other values
         self._con: duckdb.DuckDBPyConnection | None = None
 
     def add(self, frames: dict[str, pl.DataFrame]) -> dict[str, dict[str | None, int]]:
@@ -949,15 +950,19 @@ class Batch:
             if keys:
                 df = df.with_row_index("_i")
                 firsts = _first_of_each_key(df, keys)
-                parts, same = [], [df["_i"].head(0)]
+                parts, same, other = [], [df["_i"].head(0)], []
                 for rel, part in _split_partitions(spec, firsts):
-                    seen, mine = self._stored(name, rel, part, keys)
+                    seen, mine, disagree = self._stored(name, rel, part, keys)
                     same.append(mine)
+                    other.append(disagree)
                     parts.append((rel, part.filter(~pl.col("_i").is_in(seen.implode())) if seen.len() else part))
                 if sum(part.height for _, part in parts) < df.height:
                     kept = pl.concat([df["_i"].head(0), *(part["_i"] for _, part in parts)])
                     gone = df.filter(~pl.col("_i").is_in(kept.implode()))
-                    dropped[name] = dict(gone.group_by(_file_column(spec)).len().rows())
+                    if spec.values:
+                        gone = self._conflicts(name, gone, firsts, pl.concat(other), keys)
+                    if gone.height:
+                        dropped[name] = dict(gone.group_by(_file_column(spec)).len().rows())
                     if _has_copies(spec):
                         self._add_copies(name, gone, firsts, pl.concat(same), keys)
                 parts = [(rel, part.drop("_i")) for rel, part in parts]
@@ -985,10 +990,13 @@ class Batch:
         range of each key column (``_key_ranges``) prunes stored files and row groups by their
         statistics (a batch holds some hosts' files: the other hosts' rows are never read)."""
         files = self._record_files(name, rel, folder)
+        none = pl.Series("_i", [], pl.UInt32)
         if not files:
-            return pl.Series("_i", [], pl.UInt32), pl.Series("_i", [], pl.UInt32)
+            return none, none, pl.DataFrame({"_i": none, "_other": [], "_was": []},
+                                            schema={"_i": pl.UInt32, "_other": pl.Utf8, "_was": pl.Utf8})
         keys = tuple(k for k in keys if k != TABLES[name].partition)
         own = "source_file" if "source_file" in TABLES[name].columns and "source_file" not in keys else None
+        values = TABLES[name].values if folder is None else ()
         urls = [literal_path(f if self.wh.local else f"{self.wh.fs.protocol[0]}://{f}") for f in files]
         on = " AND ".join(f'e."{k}" IS NOT DISTINCT FROM b."{k}"' for k in keys)
         cols = ", ".join(f'e."{k}"' for k in keys)
@@ -998,19 +1006,61 @@ class Batch:
         ranges = _key_ranges(part, keys, spec)
         where = ("WHERE " + " AND ".join(ranges)) if ranges else ""
         con = self._connection()
-        con.register("b", part.select("_i", *keys, *([own] if own else [])).to_arrow())
+        con.register("b", part.select("_i", *keys, *([own] if own else []), *values).to_arrow())
         file_col = f', e."{own}" AS _file' if own else ", NULL AS _file"
+        value_cols = "".join(f', e."{v}"' for v in values)
+        typed_values = "".join(f', CAST(NULL AS {duck_type(TABLES[name].columns[v])}) AS "{v}"' for v in values)
         con.execute(
-            f"CREATE OR REPLACE TEMP TABLE hits AS SELECT DISTINCT {cols}{file_col} FROM "
+            f"CREATE OR REPLACE TEMP TABLE hits AS SELECT DISTINCT {cols}{file_col}{value_cols} FROM "
             f"(SELECT * FROM read_parquet($files, union_by_name = true) "
-            f"UNION ALL BY NAME SELECT {typed}{', NULL::VARCHAR AS source_file' if own else ''} WHERE false) e "
-            f"SEMI JOIN b ON {on} {where}",
+            f"UNION ALL BY NAME SELECT {typed}{', NULL::VARCHAR AS source_file' if own else ''}{typed_values} "
+            f"WHERE false) e SEMI JOIN b ON {on} {where}",
             {"files": urls},
         )
         same = f'e._file IS NOT DISTINCT FROM b."{own}"' if own else "true"
-        hits = con.sql(f"SELECT b._i, bool_or({same}) AS same FROM b JOIN hits e ON {on} GROUP BY b._i").pl()
+        differ = " OR ".join(f'e."{v}" IS DISTINCT FROM b."{v}"' for v in values) or "false"
+        was = " || ', ' || ".join(f"""'{v} ' || coalesce(e."{v}"::VARCHAR, 'null')""" for v in values) or "NULL"
+        hits = con.sql(
+            f"SELECT b._i, bool_or({same}) AS same, bool_and(NOT ({differ})) AS agree, "
+            f"first(e._file) FILTER (WHERE {differ}) AS _other, first({was}) FILTER (WHERE {differ}) AS _was "
+            f"FROM b JOIN hits e ON {on} GROUP BY b._i"
+        ).pl()
         con.unregister("b")
-        return hits["_i"].cast(pl.UInt32), hits.filter("same")["_i"].cast(pl.UInt32)
+        # a record some stored row repeats exactly is a repeat, whatever others say
+        disagree = hits.filter(~pl.col("agree") & ~pl.col("same")).select(
+            pl.col("_i").cast(pl.UInt32), pl.col("_other").cast(pl.Utf8), pl.col("_was").cast(pl.Utf8))
+        return hits["_i"].cast(pl.UInt32), hits.filter("same")["_i"].cast(pl.UInt32), disagree
+
+    def _conflicts(self, name: str, gone: pl.DataFrame, firsts: pl.DataFrame, stored: pl.DataFrame,
+                   keys: tuple[str, ...]) -> pl.DataFrame:
+        """``gone`` (rows left out as repeats) without the conflicts among them, which are kept
+        in ``self.conflicts`` (file, line, raw, error): rows whose key a stored row (``stored``:
+        ``_i``, the other file, its values) or a row kept in this batch from another file holds
+        with other ``values``."""
+        spec = TABLES[name]
+        vals = list(spec.values)
+        file_col = _file_column(spec)
+        kept = firsts.filter(~pl.col("_i").is_in(gone["_i"].implode()))  # stored by this batch
+        twins = gone.filter(~pl.col("_i").is_in(firsts["_i"].implode())).join(
+            kept.select(*keys, *[pl.col(v).alias(f"_kept_{v}") for v in vals], _other=file_col),
+            on=list(keys), how="inner", nulls_equal=True)
+        differ = pl.any_horizontal(pl.col(v).ne_missing(pl.col(f"_kept_{v}")) for v in vals)
+        was = pl.concat_str([pl.format(f"{v} {{}}", pl.col(f"_kept_{v}").cast(pl.Utf8).fill_null("null"))
+                             for v in vals], separator=", ")
+        twins = twins.filter(differ & (pl.col("_other") != pl.col(file_col))).select("_i", "_other", _was=was)
+        bad = pl.concat([stored, twins.cast({"_i": pl.UInt32})]).unique("_i", keep="first")
+        if not bad.height:
+            return gone
+        rows = gone.join(bad, on="_i", how="inner")
+        vals_here = pl.concat_str([pl.format(f"{v} {{}}", pl.col(v).cast(pl.Utf8).fill_null("null"))
+                                   for v in vals], separator=", ")
+        self.conflicts.append(rows.select(
+            source_file=pl.col(file_col),
+            line=pl.col("source_line") if "source_line" in rows.columns else pl.lit(None, pl.Int64),
+            raw=pl.struct([c for c in rows.columns if c in spec.columns]).struct.json_encode().str.slice(0, 500),
+            error=pl.format("conflicts with the stored record of {} ({}): {} here", "_other", "_was", vals_here),
+        ))
+        return gone.filter(~pl.col("_i").is_in(bad["_i"].implode()))
 
     def _add_copies(self, name: str, gone: pl.DataFrame, firsts: pl.DataFrame, same: pl.Series,
                     keys: tuple[str, ...]) -> None:
