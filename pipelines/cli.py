@@ -790,6 +790,30 @@ def _user_errors() -> tuple[type[Exception], ...]:
     return CliError, UserError, WarehouseError, SourceConfigError
 
 
+# exit statuses of an environment error (disk full, I/O error, permission): whether it struck
+# before anything was committed, or after some batches were
+EXIT_ENV_NOTHING_COMMITTED = 3
+EXIT_ENV_PARTLY_COMMITTED = 4
+_ENV_WORDS = ("disk", "space", "i/o error", "file too large", "read-only", "permission denied", "quota")
+
+
+def environment_error(exc: BaseException) -> str | None:
+    """One line for an error of the machine, not of the user or the code (disk full, file too
+    large, I/O error, permissions), found anywhere in ``exc``'s chain (Dagster and SQLAlchemy
+    wrap it); None for anything else."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno is not None:
+            where = f": {exc.filename}" if exc.filename else ""
+            return f"{exc.strerror or exc}{where}"
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        if type(exc).__name__ in ("OperationalError", "IOException") and any(w in text.lower() for w in _ENV_WORDS):
+            return text
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     import warnings
 
@@ -806,10 +830,20 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit would raise again
         return 0
     except Exception as exc:
-        if not isinstance(exc, _user_errors()):
+        if isinstance(exc, _user_errors()):
+            print(f"goodput: error: {exc}", file=sys.stderr)
+            return 2
+        reason = environment_error(exc)
+        if reason is None:
             raise
-        print(f"goodput: error: {exc}", file=sys.stderr)
-        return 2
+        from warehouse.store import COMMITS
+
+        if COMMITS[0]:
+            print(f"goodput: error: {reason}; {COMMITS[0]} batch(es) were committed before it, each whole "
+                  "(run the command again to finish)", file=sys.stderr)
+            return EXIT_ENV_PARTLY_COMMITTED
+        print(f"goodput: error: {reason}; nothing was committed", file=sys.stderr)
+        return EXIT_ENV_NOTHING_COMMITTED
     except KeyboardInterrupt:
         print("goodput: interrupted", file=sys.stderr)
         return 130

@@ -274,3 +274,22 @@ def test_sel_entries_with_different_record_ids_are_different_records(wh, tmp_pat
     (report,) = ingest_paths(wh, [tmp_path / "node1_sel.txt"], fmt="ipmi-sel", jobs=1)
     assert (report.records, report.rows_ok, report.rows_duplicate) == (3, 3, 0)
     assert sorted(wh.read("hw_events")["record_id"]) == ["11", "12", "13"]
+
+
+def test_disk_full_is_one_line_with_an_exit_status_saying_nothing_was_committed(tmp_path):
+    """A file-size limit makes every write past a few KB fail (EFBIG), as a full disk does."""
+    home = tmp_path / "home"
+    script = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "from pipelines.cli import main\n"
+        f"sys.exit(main(['--home', {str(home)!r}, 'ingest', {str(SACCT)!r}]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          check=False, cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "nothing was committed" in proc.stderr, proc.stderr
+    assert Warehouse(home).read("job_attempts").height == 0
+    assert main(["--home", str(home), "ingest", str(SACCT)]) == 0
+    assert Warehouse(home).read("job_attempts").height == 4

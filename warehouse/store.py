@@ -141,6 +141,10 @@ class WarehouseBusy(WarehouseError):
     """Another process is writing this warehouse and the caller chose not to wait (longer)."""
 
 
+# Batches this process committed: after an environment error (disk full) the CLI says whether
+# anything was stored
+COMMITS = [0]
+
 # Per process: homes whose writer lock this process holds, with a re-entrant lock per home so
 # nested writers (the CLI around a Dagster run whose assets write) share one acquisition.
 _WRITERS: dict[Path, list] = {}
@@ -1152,6 +1156,7 @@ class Batch:
                 gone = json.dumps(self.gone).encode()
                 self.wh._write(_join(self.stage, "DELETE"), lambda fh: fh.write(gone), atomic=False)
             self.wh._write(_join(self.stage, "COMMIT"), lambda fh: fh.write(b"ok"))
+            COMMITS[0] += 1
             self.wh._roll_forward(self.stage)
 
     def abort(self) -> None:
