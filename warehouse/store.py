@@ -217,6 +217,8 @@ class Warehouse:
         if read_only:
             self.fs, self._root = fsspec.core.url_to_fs(self.parquet)
             self.local = isinstance(self.fs, LocalFileSystem)
+            if not self.local:
+                self._check_bucket()
             return
         try:
             for d in (self.reports, self.landing):
