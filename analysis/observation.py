@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from fractions import Fraction
 
 import polars as pl
@@ -34,6 +34,23 @@ MIN_MARGIN_US = 3_600_000_000  # one hour
 # from the others' union.
 DISAGREE_DAYS = 7.0
 DISAGREE_SHARE = 0.25
+
+# Bounds an explicit --observed-from / --observed-to must lie within: fleets of GPUs with error
+# logging are younger than this, and a bound past a year from now is a typo (a window of
+# 739,680 days from 0001-01-01 divides every rate by thousands)
+PLAUSIBLE_FROM = datetime(2000, 1, 1)
+PLAUSIBLE_AHEAD = timedelta(days=366)
+
+
+def check_bound(name: str, value: datetime | None, now: datetime) -> None:
+    """Raise ValueError (one line) when an explicit window bound is outside the plausible range:
+    ``PLAUSIBLE_FROM`` .. ``now`` + ``PLAUSIBLE_AHEAD`` (naive UTC)."""
+    if value is not None and not PLAUSIBLE_FROM <= value <= now + PLAUSIBLE_AHEAD:
+        raise ValueError(
+            f"{name} {value.date().isoformat()} is outside {PLAUSIBLE_FROM:%Y-%m-%d} .. "
+            f"{now + PLAUSIBLE_AHEAD:%Y-%m-%d} (a year from now); check the date"
+        )
+
 
 # (source name, table, time expression, kind, filter): kind 'continuous' sources decide the window
 SOURCES: tuple[tuple[str, str, str, str, str], ...] = (

@@ -37,6 +37,7 @@ import polars as pl
 
 from warehouse.schemas import TABLES
 from warehouse.scoped import ScopedWarehouse
+from warehouse.store import literal_path
 
 # Derived tables the warehouse steps (rollups, counter events) write: inputs of an analysis,
 # read from the parent like the ingest tables; every other derived table is the scope's own.
@@ -191,7 +192,7 @@ def open_scope(wh, scope: Scope) -> ScopedWarehouse:
         tmp = home / f".{HOSTS_FILE}.{os.getpid()}.tmp"
         pl.DataFrame({"host": hosts}, schema={"host": pl.Utf8}).write_parquet(tmp)
         os.replace(tmp, home / HOSTS_FILE)
-        host_cond = f"host IN (SELECT host FROM read_parquet({_lit(str(home / HOSTS_FILE))}))"
+        host_cond = f"host IN (SELECT host FROM read_parquet({_lit(literal_path(str(home / HOSTS_FILE)))}))"
     inputs: dict[str, str | None] = {}
     for name, spec in TABLES.items():
         if spec.kind != "ingest" and name not in ROLLUPS:

@@ -34,7 +34,7 @@ import duckdb
 import polars as pl
 
 from warehouse.schemas import TABLES, conform
-from warehouse.store import Warehouse, duck_type
+from warehouse.store import Warehouse, duck_type, literal_path
 
 CANONICAL_METRICS: dict[str, str] = {
     "DCGM_FI_DEV_GPU_TEMP": "temp",
@@ -249,7 +249,8 @@ def _files_view(table: str, files: list[str], columns: tuple[str, ...]) -> str:
 
 
 def _sql_list(paths: list[str]) -> str:
-    return "[" + ", ".join(_sql_str(p) for p in paths) + "]"
+    """Files as a DuckDB list literal, each read as named (never as a glob)."""
+    return "[" + ", ".join(_sql_str(literal_path(p)) for p in paths) + "]"
 
 
 def _sql_str(text: str | Path) -> str:
@@ -266,7 +267,7 @@ def _refresh_day(wh: Warehouse, d: date, files: list[str], rollups: list[str], s
         con.execute(f"CREATE TEMP VIEW rolled AS {_files_view('gpu_rollups', rollups, _ROLLUP_INPUT)}")
         con.execute(f"CREATE TEMP VIEW loose AS {_LOOSE_SQL if rollups else 'SELECT * FROM day'}")
         con.execute(f"CREATE TEMP VIEW seen AS {_SEEN_SQL}")
-        daily = _GPU_DAILY_SQL.format(hourly=_sql_str(scratch / "gpu_hourly.parquet"))
+        daily = _GPU_DAILY_SQL.format(hourly=_sql_list([str(scratch / "gpu_hourly.parquet")]))
         for table, sql in [*_DAILY_SQL.items(), ("gpu_daily", daily)]:
             out = scratch / f"{table}.parquet"
             rows = con.execute(

@@ -38,14 +38,18 @@ What each benchmark measures and its targets: `benchmarks/README.md`.
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="+", choices=BENCHMARKS, default=None)
+    ap.add_argument("--args", default="", help="arguments for the benchmark (with one --only); its entry is kept apart")
     args = ap.parse_args()
+    extra = args.args.split()
+    if extra and (not args.only or len(args.only) != 1):
+        ap.error("--args goes with one --only benchmark")
     names = args.only or [b for b in BENCHMARKS if Path(__file__).with_name(f"{b}.py").exists()]
     verdicts, failed = [], 0
     for name in names:
         print(f"\n=== benchmarks.{name}", flush=True)
         load0, t0 = os.getloadavg(), time.perf_counter()
         run = subprocess.run(
-            [sys.executable, "-m", f"benchmarks.{name}"], stdout=subprocess.PIPE, text=True, check=False
+            [sys.executable, "-m", f"benchmarks.{name}", *extra], stdout=subprocess.PIPE, text=True, check=False
         )
         wall, load1 = time.perf_counter() - t0, os.getloadavg()
         print(run.stdout, end="", flush=True)
@@ -55,7 +59,7 @@ def main() -> int:
         failed += run.returncode != 0
         verdicts += [f"{name:28s} {ln.removeprefix('TARGET ')}" for ln in lines]
         print(f"({wall:.0f} s)")
-        record(name, run.stdout, wall, load0, load1)
+        record(" ".join([name, *extra]), run.stdout, wall, load0, load1)
     print("\n=== targets")
     print("\n".join(verdicts))
     return 1 if failed else 0

@@ -20,6 +20,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cache
@@ -449,13 +450,15 @@ def unsettled(files: list[Path], settle_s: float) -> dict[Path, str]:
 def checked_files(paths: list[str | Path], fmt: str = "auto", jobs: int | None = None,
                   unreadable: dict[Path, str] | None = None) -> list[Path]:  # fmt: skip
     """The files ``ingest_paths`` reads, after the checks it makes before touching the
-    warehouse (an unknown format, a bad job count, a missing path: one-line UserError);
-    directories that cannot be listed as in ``iter_files``."""
+    warehouse (an unknown format, a bad job count, a missing path: one-line UserError), as
+    absolute paths: a file is known by its content and where it is, so the same relative path
+    read from two directories (two clusters' dumps) is two files; directories that cannot be
+    listed as in ``iter_files``."""
     if fmt != "auto" and fmt not in formats():
         raise UserError(f"unknown format {fmt!r}; choose auto or one of: {', '.join(sorted(formats()))}")
     if jobs is not None and jobs < 1:
         raise UserError(f"jobs (--jobs) must be at least 1, not {jobs}")
-    return iter_files(paths, unreadable)
+    return [Path(os.path.abspath(p)) for p in iter_files(paths, unreadable)]
 
 
 def default_jobs(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
@@ -704,10 +707,21 @@ def _resolved(group: list[_Item], future: Future | None) -> Iterator[_Item]:
 
 
 def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs, not_read) -> list[FileReport]:
-    if replace_existing:
-        wh.forget([display_name(p) for p in files] + [s for s in map(_sha_of, files) if s])
-    known = wh.known_sha256()
-    stale = _Stale(wh, known)
+    if not replace_existing:
+        return _ingest_into(wh, None, files, fmt, ctx, progress, jobs, set(), not_read)
+    # --replace: forget and the new rows in one batch, one commit: readers never see the gap,
+    # and a failure or kill before the commit leaves the old rows
+    targets = [display_name(p) for p in files] + [s for s in map(_sha_of, files) if s]
+    with wh.batch(f"replace-{_batch_id(targets)}") as batch:
+        forgotten = wh.forget_into(batch, targets)[1]
+        return _ingest_into(wh, batch, files, fmt, ctx, progress, jobs, forgotten, not_read)
+
+
+def _ingest_into(wh, shared, files, fmt, ctx, progress, jobs, forgotten: set[str], not_read) -> list[FileReport]:
+    """Ingest ``files`` in batches of their own, or all into the batch ``shared`` (whose commit
+    is the caller's); ``forgotten``: manifest shas that batch removes."""
+    known = wh.known_sha256() - forgotten
+    stale = _Stale(wh, known, shared)
     stale.clear_listed([p for p in files if p.is_dir()] + [p.parent for p in files], not_read)
     forced = formats()[fmt] if fmt else None
     reports: list[FileReport] = []
@@ -719,7 +733,8 @@ def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs, not_read) -> 
         if not pending:
             return
         stale.clear([r for r, _ in pending])
-        with wh.batch(_batch_id([r.sha256 or r.path for r, _ in pending])) as batch:
+        own = wh.batch(_batch_id([r.sha256 or r.path for r, _ in pending])) if shared is None else nullcontext(shared)
+        with own as batch:
             # one Parquet part per table per batch, not per file: small files stay cheap to scan
             merged: dict[str, list[pl.DataFrame]] = {}
             for report, results in pending:
@@ -729,6 +744,7 @@ def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs, not_read) -> 
                             merged.setdefault(name, []).append(conform(name, df))
             dropped = batch.add({name: pl.concat(dfs) for name, dfs in merged.items()})
             _count_duplicates([r for r, _ in pending], dropped)
+            _quarantine_conflicts(batch, [r for r, _ in pending])
             batch.add(_manifest(batch.id, [r for r, _ in pending]))
         stale.done([r for r, _ in pending])
         pending, pending_rows = [], 0
@@ -743,7 +759,7 @@ def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs, not_read) -> 
             stale.clear([report])
         if it.stream:  # a large file: its chunks go straight to its own staged batch
             flush()
-            _ingest_large(wh, it, forced, stale)
+            _ingest_large(wh, it, forced, stale, shared)
         elif it.results is not None:
             pending.append((report, it.results))
             pending_rows += sum(sum(df.height for df in r.tables.values()) for _, r in it.results)
@@ -768,22 +784,27 @@ def _worth_a_pool(files: list[Path]) -> bool:
     return False
 
 
-def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, stale: _Stale) -> None:
-    """A file larger than CHUNK_BYTES, streamed in chunks into a staged batch of its own (its
-    chunks are parsed on every core by threads)."""
+def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, stale: _Stale, shared=None) -> None:
+    """A file larger than CHUNK_BYTES, streamed in chunks into a staged batch of its own, or
+    into ``shared`` (its chunks are parsed on every core by threads). In a shared batch a
+    parser failure fails the whole batch (``--replace``: the old rows stay)."""
     report, sha = it.report, it.report.sha256
     stale.clear([report])
+    own = wh.batch(_batch_id([sha])) if shared is None else nullcontext(shared)
     try:
-        with wh.batch(_batch_id([sha])) as batch, it.stream as raw:
+        with own as batch, it.stream as raw:
             dropped: dict[str, dict] = {}
             for frames in _frames(report, _parse_file(raw, it.path.name, forced, it.ctx, report.bytes)):
                 for table, by_sha in batch.add(frames).items():
                     for k, n in by_sha.items():
                         dropped.setdefault(table, {})[k] = dropped.get(table, {}).get(k, 0) + n
             _count_duplicates([report], dropped)
+            _quarantine_conflicts(batch, [report])
             batch.add(_manifest(batch.id, [report]))
         stale.done([report])
-    except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
+    except Exception as exc:  # a parser bug must not lose the file: quarantine it whole
+        if shared is not None:
+            raise
         report.records = report.rows_ok = report.rows_quarantined = report.rows_duplicate = 0
         with wh.batch(_batch_id([sha])) as batch:
             for frames in _frames(report, [_parser_failure(report, forced, exc)]):
@@ -796,7 +817,8 @@ class _Stale:
     a file is tried again, under the same content or the same path, they are removed: the new
     attempt's rows (or its stored records) replace them."""
 
-    def __init__(self, wh: Warehouse, known: set[str]):
+    def __init__(self, wh: Warehouse, known: set[str], shared=None):
+        self.shared = shared  # a batch (--replace): the rows are removed in its commit
         q = wh.read("quarantine").select("source_file", "sha256")
         unfinished = q.filter(pl.col("sha256").is_null() | ~pl.col("sha256").is_in(list(known)))
         self.wh, self.known = wh, set(known)
@@ -810,7 +832,7 @@ class _Stale:
             return
         sha = pl.col("sha256")
         unfinished = sha.is_null() | ~sha.is_in(list(self.known))
-        self.wh.delete_rows({"quarantine": sha.is_in(list(shas)) | (pl.col("source_file").is_in(list(paths)) & unfinished)})
+        self._delete(sha.is_in(list(shas)) | (pl.col("source_file").is_in(list(paths)) & unfinished))
         self.shas -= shas
         self.paths -= paths
 
@@ -819,11 +841,17 @@ class _Stale:
         listed = {p for p in self.paths if Path(p).is_dir() and Path(p) not in not_read
                   and any(Path(p).is_relative_to(r) for r in roots)}  # fmt: skip
         if listed:
-            self.wh.delete_rows({"quarantine": pl.col("source_file").is_in(list(listed)) & pl.col("sha256").is_null()})
+            self._delete(pl.col("source_file").is_in(list(listed)) & pl.col("sha256").is_null())
             self.paths -= listed
 
     def done(self, reports: list[FileReport]) -> None:
         self.known |= {r.sha256 for r in reports if r.done}
+
+    def _delete(self, match: pl.Expr) -> None:
+        if self.shared is not None:
+            self.wh.delete_into(self.shared, {"quarantine": match})
+        else:
+            self.wh.delete_rows({"quarantine": match})
 
 
 def _batch_id(files: list[str]) -> str:
@@ -862,6 +890,24 @@ def _count_duplicates(reports: list[FileReport], dropped: dict[str, dict[str | N
         n = dropped.get(primary, {}).get(r.path, 0) if primary else 0
         r.rows_ok -= n
         r.rows_duplicate += n
+
+
+def _quarantine_conflicts(batch, reports: list[FileReport]) -> None:
+    """The records ``batch.add`` refused as conflicts (a stored record's key, other values):
+    quarantine rows of their files, counted as quarantined instead of stored."""
+    if not batch.conflicts:
+        return
+    rows = pl.concat(batch.conflicts)
+    batch.conflicts.clear()
+    by_path = {r.path: r for r in reports}
+    for path, n in rows.group_by("source_file").len().rows():
+        by_path[path].rows_ok -= n
+        by_path[path].rows_quarantined += n
+    batch.add({"quarantine": rows.with_columns(
+        sha256=pl.col("source_file").replace_strict({p: r.sha256 for p, r in by_path.items()}, return_dtype=pl.Utf8),
+        format=pl.col("source_file").replace_strict({p: r.format for p, r in by_path.items()}, return_dtype=pl.Utf8),
+        ingested_at=pl.lit(datetime.now(UTC).replace(tzinfo=None)),
+    )})
 
 
 def _frames(report: FileReport, results) -> Iterator[dict[str, pl.DataFrame]]:
@@ -950,5 +996,6 @@ def commit_documents(
                         merged.setdefault(name, []).append(conform(name, df))
         dropped = batch.add({name: pl.concat(dfs) for name, dfs in merged.items()})
         _count_duplicates(reports, dropped)
+        _quarantine_conflicts(batch, reports)
         batch.add(extra(reports))
     return reports

@@ -80,9 +80,10 @@ def _check_tz(tz: str) -> str:
     return tz
 
 
-def _warehouse(args, existing: bool = False):
+def _warehouse(args, existing: bool = False, read_only: bool = False):
     """The warehouse of --home. ``existing``: for commands that only read it, a home that does not
-    exist (a typo) is an error instead of a new, empty warehouse."""
+    exist (a typo) is an error instead of a new, empty warehouse. ``read_only``: a reader's
+    handle (works on a read-only home, never takes the writer lock)."""
     from warehouse.store import Warehouse, resolve_home
 
     if existing and not (args.warehouse_uri or os.environ.get("GOODPUT_WAREHOUSE_URI")):
@@ -91,7 +92,8 @@ def _warehouse(args, existing: bool = False):
             raise CliError(f"no warehouse at {home}; check --home / $GOODPUT_HOME, or create one "
                            "with `goodput ingest PATH...` or `goodput demo`")
     wait = getattr(args, "wait", None)
-    return Warehouse(args.home, args.warehouse_uri, wait=True if wait is None else parse_duration(wait))
+    return Warehouse(args.home, args.warehouse_uri, wait=True if wait is None else parse_duration(wait),
+                     read_only=read_only)
 
 
 def add_scope_options(parser: argparse.ArgumentParser) -> None:
@@ -329,7 +331,7 @@ def cmd_sql(args) -> int:
             raise CliError(f"--allow-files {d}: not a directory")
     if args.max_rows < 1:
         raise CliError(f"--max-rows must be at least 1, not {args.max_rows}")
-    wh = _warehouse(args, existing=True)
+    wh = _warehouse(args, existing=True, read_only=True)
     try:
         with wh.readonly_relation(args.query, allow_files=args.allow_files) as rel:
             if rel is None:
@@ -423,7 +425,15 @@ def cmd_demo(args) -> int:
 
 def _window_config(args, **extra):
     """The resource with the build / fit flags (observation window, as-of)."""
+    from analysis.observation import check_bound
+
     observed_from, observed_to = parse_time(args.observed_from), parse_time(args.observed_to)
+    now = datetime.now(UTC).replace(tzinfo=None)
+    try:
+        check_bound("--observed-from", observed_from, now)
+        check_bound("--observed-to", observed_to, now)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     if args.gpus_per_node < 1:
         raise CliError("--gpus-per-node must be >= 1")
     if observed_from and observed_to and observed_to <= observed_from:
@@ -483,8 +493,8 @@ def cmd_project(args) -> int:
         rates = read_rates_csv(args.rates) if args.rates else None
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    wh = _warehouse(args, existing=True)
     scope = scope_settings(args)
+    wh = _warehouse(args, existing=True, read_only=not any(scope.values()))
     if any(scope.values()):
         wh = _scoped(wh, _config(args, **scope))
     horizon = None if args.horizon is None else parse_duration(args.horizon) / 3600
@@ -498,7 +508,10 @@ def cmd_project(args) -> int:
     except ValueError as exc:
         raise CliError(f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first, "
                        "or pass --rates FILE.csv or --mtti DUR") from None
-    append_projection(wh, res)
+    if wh.writable():  # kept in goodput_projections; a reader of a read-only home only prints
+        append_projection(_warehouse(args) if wh.read_only else wh, res)
+    else:
+        print(f"goodput: note: {wh.home} is read-only: this projection is printed, not saved", file=sys.stderr)
     if args.json:
         print(json.dumps(res, default=str))
     else:
@@ -506,13 +519,19 @@ def cmd_project(args) -> int:
     return 0
 
 
+_MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
+
+
 def cmd_fit(args) -> int:
     from analysis.headline import unit_populations
     from analysis.observation import stored_window
     from analysis.survival import format_fit_table
 
-    wh = _warehouse(args, existing=True)
+    if args.window != "all" and not _MONTH.fullmatch(args.window):
+        raise CliError(f"--window {args.window!r}: use 'all' or a month YYYY-MM, e.g. 2026-01")
     scope = scope_settings(args)
+    refits = any(scope.values()) or args.observed_from or args.observed_to
+    wh = _warehouse(args, existing=True, read_only=not refits)
     if any(scope.values()):  # the scope's fits (with its window, if given)
         config = _window_config(args, **scope)
         wh = _scoped(wh, config)
@@ -529,6 +548,9 @@ def cmd_fit(args) -> int:
     fr = wh.read("failure_rates")
     if fr.height == 0:
         raise CliError("failure_rates is empty: run `goodput build` (or `goodput demo`) to fit the lifetimes first")
+    fitted = sorted(set(fr["window"].drop_nulls().to_list()))
+    if args.window not in fitted:
+        raise CliError(f"no fits for --window {args.window}; fitted: {', '.join(fitted)}")
     window = stored_window(wh)
     if window is not None:
         print(window.line())
@@ -653,7 +675,7 @@ def cmd_nodes(args) -> int:
         raise CliError("--top, --gpus and --gpus-per-node must be >= 1")
     if args.alpha is not None and not 0 < args.alpha < 1:
         raise CliError("--alpha must be between 0 and 1, e.g. 0.01")
-    wh = _warehouse(args, existing=True)
+    wh = _warehouse(args, existing=True, read_only=True)
     health = wh.read("node_health")
     if health.height == 0:
         raise CliError("node_health is empty: run `goodput build` (or `goodput demo`) first")
@@ -1020,6 +1042,30 @@ def _user_errors() -> tuple[type[Exception], ...]:
     return CliError, UserError, WarehouseError, SourceConfigError
 
 
+# exit statuses of an environment error (disk full, I/O error, permission): whether it struck
+# before anything was committed, or after some batches were
+EXIT_ENV_NOTHING_COMMITTED = 3
+EXIT_ENV_PARTLY_COMMITTED = 4
+_ENV_WORDS = ("disk", "space", "i/o error", "file too large", "read-only", "permission denied", "quota")
+
+
+def environment_error(exc: BaseException) -> str | None:
+    """One line for an error of the machine, not of the user or the code (disk full, file too
+    large, I/O error, permissions), found anywhere in ``exc``'s chain (Dagster and SQLAlchemy
+    wrap it); None for anything else."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno is not None:
+            where = f": {exc.filename}" if exc.filename else ""
+            return f"{exc.strerror or exc}{where}"
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        if type(exc).__name__ in ("OperationalError", "IOException") and any(w in text.lower() for w in _ENV_WORDS):
+            return text
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     import warnings
 
@@ -1036,10 +1082,20 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit would raise again
         return 0
     except Exception as exc:
-        if not isinstance(exc, _user_errors()):
+        if isinstance(exc, _user_errors()):
+            print(f"goodput: error: {exc}", file=sys.stderr)
+            return 2
+        reason = environment_error(exc)
+        if reason is None:
             raise
-        print(f"goodput: error: {exc}", file=sys.stderr)
-        return 2
+        from warehouse.store import COMMITS
+
+        if COMMITS[0]:
+            print(f"goodput: error: {reason}; {COMMITS[0]} batch(es) were committed before it, each whole "
+                  "(run the command again to finish)", file=sys.stderr)
+            return EXIT_ENV_PARTLY_COMMITTED
+        print(f"goodput: error: {reason}; nothing was committed", file=sys.stderr)
+        return EXIT_ENV_NOTHING_COMMITTED
     except KeyboardInterrupt:
         print("goodput: interrupted", file=sys.stderr)
         return 130

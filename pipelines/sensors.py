@@ -1,15 +1,20 @@
 """Landing-directory sensor, the daily build schedule and the hourly pull schedule.
 
-Collectors drop files into ``$GOODPUT_HOME/landing/``. The sensor hashes files newer than its
-cursor and requests one ingest run per batch of new content: a file whose sha256 is already in
-the manifest, or was already requested, is never requested again (so a file dropped twice runs
-once). The cursor, kept by Dagster, holds the newest modification time seen and the shas
-requested but not yet in the manifest.
+Collectors drop files into ``$GOODPUT_HOME/landing/``. The sensor is keyed by content and
+state, never by modification time (``mv``, ``rsync -a`` and ``tar x`` keep old mtimes): every
+tick it lists the landing folder, hashes files whose (size, mtime) it has not hashed yet, and
+requests one ingest run per batch of content that is neither in the manifest nor requested
+already (a file dropped twice runs once). A requested sha still missing from the manifest once
+no ingest run is active is a failed run: it is requested again after a backoff that doubles
+per attempt (``RETRY_FIRST_S`` .. ``RETRY_MAX_S``). A sha leaves the cursor once it is in the
+manifest, so a file forgotten and dropped in again is new; every request has its own run key
+(a counter in the cursor), as Dagster drops a request whose key it has seen.
 """
 
 
 import json
 import os
+import time
 from datetime import UTC, timedelta
 
 import dagster as dg
@@ -19,46 +24,73 @@ from pipelines.assets import TELEMETRY_DAYS
 from pipelines.resources import GoodputConfig, select_sources
 
 MAX_FILES_PER_RUN = 500
+RETRY_FIRST_S = 300.0  # a failed file is requested again after 5 min, then 10, 20 ...
+RETRY_MAX_S = 6 * 3600.0
 
 
-def new_landing_files(goodput: GoodputConfig, cursor: str | None) -> tuple[list[tuple[str, str]], str]:
-    """(path, sha256) of files to ingest, and the next cursor. Plain function: testable
-    without a Dagster instance."""
-    state = json.loads(cursor) if cursor else {"mtime": 0.0, "pending": []}
-    wh = goodput.warehouse()
-    known = wh.known_sha256()
-    pending = [s for s in state["pending"] if s not in known]
-    skip = known | set(pending)
-    newest = state["mtime"]
+def new_landing_files(
+    goodput: GoodputConfig, cursor: str | None, now: float | None = None, active: bool = False
+) -> tuple[list[tuple[str, str]], str]:
+    """(path, sha256) of files to ingest, and the next cursor. ``active``: an ingest run this
+    sensor launched is still queued or running (its files are not failed yet). Plain function:
+    testable without a Dagster instance.
+
+    The cursor: ``pending`` sha -> {tries, next: epoch seconds of the next retry}, ``hashed``
+    path -> [size, mtime_ns, sha] (files are hashed again only when they change), ``seq``: the
+    number of run requests made."""
+    now = time.time() if now is None else now
+    state = json.loads(cursor) if cursor else {}
+    pending: dict[str, dict] = state.get("pending") if isinstance(state.get("pending"), dict) else {}
+    hashed: dict[str, list] = state.get("hashed", {})
+    known = goodput.warehouse().known_sha256()
+    seen: dict[str, list] = {}
     found: list[tuple[str, str]] = []
-    for path in iter_files([wh.landing]):
-        mtime = os.stat(path).st_mtime
-        if mtime <= state["mtime"]:
+    for path in iter_files([goodput.warehouse().landing]):
+        try:
+            st = os.stat(path)
+            entry = hashed.get(str(path))
+            if entry is None or entry[:2] != [st.st_size, st.st_mtime_ns]:
+                entry = [st.st_size, st.st_mtime_ns, file_sha256(path)[0]]
+        except OSError:  # removed or unreadable between listing and hashing: the next tick sees it
             continue
-        newest = max(newest, mtime)
-        sha, _ = file_sha256(path)
-        if sha in skip:
+        seen[str(path)] = entry
+        sha = entry[2]
+        if sha in known or any(sha == s for _, s in found):
             continue
-        skip.add(sha)
+        tried = pending.get(sha)
+        if tried is not None and (active or now < tried["next"]):
+            continue
+        tries = 1 if tried is None else tried["tries"] + 1
+        pending[sha] = {"tries": tries, "next": now + min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (tries - 1))}
         found.append((str(path), sha))
-    pending += [sha for _, sha in found]
-    return found, json.dumps({"mtime": newest, "pending": pending})
+    on_disk = {e[2] for e in seen.values()}
+    pending = {s: p for s, p in pending.items() if s not in known and s in on_disk}
+    return found, json.dumps({"pending": pending, "hashed": seen, "seq": state.get("seq", 0)})
+
+
+_ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+           dg.DagsterRunStatus.STARTED]
 
 
 def build_sensor(job) -> dg.SensorDefinition:
     @dg.sensor(job=job, minimum_interval_seconds=60, description="Ingest new files dropped in $GOODPUT_HOME/landing/.")
     def landing_sensor(context: dg.SensorEvaluationContext, goodput: GoodputConfig):
-        found, cursor = new_landing_files(goodput, context.cursor)
-        context.update_cursor(cursor)
+        running = context.instance.get_runs(
+            dg.RunsFilter(job_name=job.name, statuses=_ACTIVE, tags={"goodput/launched_by": "landing_sensor"}), limit=1)
+        found, cursor = new_landing_files(goodput, context.cursor, active=bool(running))
         if not found:
+            context.update_cursor(cursor)
             return dg.SkipReason("no new files in the landing directory")
+        state = json.loads(cursor)
         for i in range(0, len(found), MAX_FILES_PER_RUN):
             chunk = found[i : i + MAX_FILES_PER_RUN]
+            state["seq"] += 1
             yield dg.RunRequest(
-                run_key="-".join(sha[:16] for _, sha in chunk[:4]) + f"-{len(chunk)}",
+                run_key=f"landing-{state['seq']}-" + "-".join(sha[:16] for _, sha in chunk[:4]) + f"-{len(chunk)}",
                 run_config={"ops": {"ingested_sources": {"config": {"paths": [p for p, _ in chunk]}}}},
-                tags={"goodput/files": str(len(chunk))},
+                tags={"goodput/files": str(len(chunk)), "goodput/launched_by": "landing_sensor"},
             )
+        context.update_cursor(json.dumps(state))
 
     return landing_sensor
 

@@ -110,7 +110,7 @@ def test_sensor_requests_new_files_once(tmp_path):
     # once ingested, the pending sha leaves the cursor and still nothing is requested
     ingest_paths(cfg.warehouse(), [landing / "day1"])
     found, cursor3 = new_landing_files(cfg, cursor)
-    assert found == [] and json.loads(cursor3)["pending"] == []
+    assert found == [] and json.loads(cursor3)["pending"] == {}
 
 
 def test_corrupted_input_fails_the_quarantine_check(tmp_path):

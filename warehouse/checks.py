@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from warehouse.schemas import TABLES
-from warehouse.store import Warehouse
+from warehouse.store import Warehouse, literal_path
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def raw_counts(wh: Warehouse, table: str) -> dict[str, int]:
     with wh.connect() as con:
         rows = con.execute(
             "SELECT source_file, count(*) FROM read_parquet($files, hive_partitioning=true) GROUP BY 1",
-            {"files": files},
+            {"files": [literal_path(f) for f in files]},
         ).fetchall()
     return dict(rows)
 

@@ -59,6 +59,9 @@ class Table:
     # provenance ones). A batch stores only records not stored yet (Warehouse.batch), so a log
     # that grew, was rotated or re-compressed, or repeats a line, contributes each record once.
     record_key: tuple[str, ...] | str | None = None
+    # Columns a repeat of a record must agree on: a record with a stored record's key and other
+    # values here is a conflict, quarantined naming both files (Warehouse.batch), not a repeat.
+    values: tuple[str, ...] = ()
 
     @property
     def record_columns(self) -> tuple[str, ...]:
@@ -189,6 +192,7 @@ TABLES: dict[str, Table] = {
                 "pci_bus": STR,  # normalized by parsers: dddd:bb:dd.f, lowercase
                 "event_type": STR,  # xid | sxid | sel | redfish | counter | link_down ...
                 "code": STR,  # XID / SXID number, SEL sensor number, MessageId ...
+                "record_id": STR,  # the source's own id of the entry (SEL record id); null where none
                 "severity": STR,  # fatal | critical | warning | info
                 "action": STR,  # NVIDIA immediate action (RESET_GPU ...) or SEL assertion
                 "message": STR,
@@ -201,8 +205,9 @@ TABLES: dict[str, Table] = {
             },
             partition="source",
             # not count / severity: a repeat group cut differently (a log that grew) is one event
-            record_key=("source", "time", "cluster", "host", "event_type", "code", "component_id", "gpu", "uuid",
-                        "action", "message"),
+            # the source's record id too: three SEL entries alike but for their ids are three events
+            record_key=("source", "time", "cluster", "host", "event_type", "code", "record_id", "component_id", "gpu",
+                        "uuid", "action", "message"),
         ),
         Table(
             "gpu_samples",
@@ -228,6 +233,7 @@ TABLES: dict[str, Table] = {
             },
             partition="date",
             record_key=("date", "time", "cluster", "host", "gpu", "uuid", "pci_bus", "mig_instance", "metric"),
+            values=("value",),
         ),
         Table(
             "gpu_rollups",
@@ -368,6 +374,7 @@ TABLES: dict[str, Table] = {
                 **_SOURCE,
             },
             record_key=("time", "cluster", "host", "sensor"),
+            values=("value",),
         ),
         Table(
             "component_history",

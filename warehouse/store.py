@@ -12,6 +12,9 @@ The home directory is local (DESIGN.md). The Parquet root is ``<home>/parquet`` 
                                                                 counter events: one per day)
     <root>/_sources/<table>/[<partition>=<value>/]part-<batch>.parquet
                                                                 a Dedupe table's rows per source
+    <root>/_copies/<table>/[<partition>=<value>/]part-<batch>.parquet
+                                                                records left out as repeats of
+                                                                another file's stored row
     <root>/_staging/<batch>/...                                 a batch being committed
     <root>/.times_utc                                           marker: times stored UTC-adjusted
     <root>/.sources_apart                                       marker: Dedupe tables laid out as above
@@ -49,6 +52,11 @@ rewrite of them) also stages the canonical ``data.parquet`` of each partition it
 recomputed out of core by DuckDB from that partition's source rows; the COMMIT marker switches
 both.
 
+Provenance: a record left out because a stored row from another file holds it is kept under
+``_copies/<table>/`` (once per file); ``forget`` removes a file's rows and promotes, for each
+removed record, another file's copy into its place, so it removes only what no other stored
+file also provides.
+
 Idempotence: the manifest holds the sha256 of every ingested file, and a batch stores only
 records whose ``record_key`` (warehouse/schemas.py) is not stored yet, matched out of core by
 DuckDB against the table's files of the same partition, reading only the stored rows within
@@ -58,6 +66,7 @@ the batch's range of each key column (time, host, ...).
 from __future__ import annotations
 
 import fcntl
+import glob
 import json
 import os
 import posixpath
@@ -110,6 +119,9 @@ TIMES_UTC_MARKER = ".times_utc"  # hidden: ingesting a folder that holds the hom
 # them in the table's own folder, which the views merged)
 SOURCES_MARKER = ".sources_apart"
 SOURCES = "_sources"
+# records a batch left out because another file's stored row holds them (provenance): forget
+# promotes them when that row goes (``Batch.add``, ``Warehouse.forget_into``)
+COPIES = "_copies"
 
 
 class WarehouseError(Exception):
@@ -129,6 +141,10 @@ class WarehouseBusy(WarehouseError):
     """Another process is writing this warehouse and the caller chose not to wait (longer)."""
 
 
+# Batches this process committed: after an environment error (disk full) the CLI says whether
+# anything was stored
+COMMITS = [0]
+
 # Per process: homes whose writer lock this process holds, with a re-entrant lock per home so
 # nested writers (the CLI around a Dagster run whose assets write) share one acquisition.
 _WRITERS: dict[Path, list] = {}
@@ -142,6 +158,12 @@ def duck_type(dtype: pl.DataType) -> str:
     if isinstance(dtype, pl.List):
         return duck_type(dtype.inner) + "[]"
     return _DUCK_TYPES[dtype.base_type()]
+
+
+def literal_path(path: str) -> str:
+    """``path`` as DuckDB and fsspec read it literally: their file arguments are glob
+    patterns, so the ``[ ] * ?`` a directory name may hold are escaped (``[[]``, ``[*]``)."""
+    return glob.escape(path)
 
 
 def resolve_home(home: str | os.PathLike | None = None) -> Path:
@@ -173,12 +195,17 @@ class Warehouse:
         home: str | os.PathLike | None = None,
         uri: str | os.PathLike | None = None,
         wait: bool | float = True,
+        read_only: bool = False,
     ):
         """``wait``: what a writer does when another process holds the warehouse: True waits
-        as long as it takes, a number waits that many seconds, False or 0 fails at once."""
+        as long as it takes, a number waits that many seconds, False or 0 fails at once.
+        ``read_only``: a reader's handle: creates nothing, needs no write permission, never
+        takes the writer lock (nor recovers a crashed writer's stages: the views leave out a
+        batch still committing), and refuses to write."""
         self.home = resolve_home(home)
         self.parquet = resolve_parquet_uri(uri, self.home)
         self.wait = wait
+        self.read_only = read_only
         self.db_path = self.home / "warehouse.duckdb"
         self.reports = self.home / "reports"
         self.landing = self.home / "landing"
@@ -187,6 +214,12 @@ class Warehouse:
         self.scratch = Path(os.environ.get(SCRATCH_ENV) or self.home).expanduser().resolve()
         if self.home.exists() and not self.home.is_dir():
             raise WarehouseError(f"home {self.home} is a file, not a directory")
+        if read_only:
+            self.fs, self._root = fsspec.core.url_to_fs(self.parquet)
+            self.local = isinstance(self.fs, LocalFileSystem)
+            if not self.local:
+                self._check_bucket()
+            return
         try:
             for d in (self.reports, self.landing):
                 d.mkdir(parents=True, exist_ok=True)
@@ -233,6 +266,10 @@ class Warehouse:
     def _find(self, path: str) -> list[str]:
         """Parquet files under ``path`` (none if it does not exist), sorted."""
         return sorted(f for f in self.fs.find(path) if f.endswith(".parquet"))
+
+    def writable(self) -> bool:
+        """Whether this process may write the home (a reader decides whether to save)."""
+        return os.access(self.home, os.W_OK | os.X_OK)
 
     def _rm_tree(self, path: str) -> None:
         try:
@@ -285,6 +322,8 @@ class Warehouse:
         with one line on stderr; a number = that many seconds; False / 0 = not at all) or
         raise ``WarehouseBusy`` naming the owner. Readers never take it. On first acquisition
         the warehouse is recovered (committed stages rolled forward, others discarded)."""
+        if self.read_only:
+            raise WarehouseError(f"warehouse {self.home} was opened read-only (a reader's command)")
         wait = self.wait if wait is None else wait
         with _WRITERS_GUARD:
             entry = _WRITERS.setdefault(self.home, [threading.RLock(), 0, None])
@@ -658,7 +697,8 @@ class Warehouse:
         """Batch ids whose COMMIT marker is written but whose files are still being moved in
         (a live writer mid-commit, or one that crashed there)."""
         try:
-            return sorted(posixpath.basename(posixpath.dirname(f)) for f in self.fs.glob(self._path("_staging", "*", "COMMIT")))
+            commits = self.fs.glob(literal_path(self._path("_staging")) + "/*/COMMIT")
+            return sorted(posixpath.basename(posixpath.dirname(f)) for f in commits)
         except FileNotFoundError:
             return []
 
@@ -680,13 +720,13 @@ class Warehouse:
             cols = ", ".join(f'{_typed("NULL", t, zoned)} AS "{c}"' for c, t in spec.columns.items())
             return f"SELECT {cols} WHERE false"
         root = self.parquet if root is None else root
-        glob = f"{root}/{name}/**/*.parquet".replace("'", "''")
-        scan = f"read_parquet('{glob}', hive_partitioning = true, union_by_name = true"
+        files = _sql_str(f"{literal_path(root)}/{name}/**/*.parquet")
+        scan = f"read_parquet({files}, hive_partitioning = true, union_by_name = true"
         if spec.kind == "ingest" and (guard or (guard is None and self.committed_stages())):
-            commits = f"{root}/_staging/*/COMMIT".replace("'", "''")
+            commits = _sql_str(f"{literal_path(root)}/_staging/*/COMMIT")
             scan = (
                 f"(SELECT * EXCLUDE (filename) FROM {scan}, filename = true) WHERE NOT EXISTS ("
-                f"SELECT 1 FROM glob('{commits}') g "
+                f"SELECT 1 FROM glob({commits}) g "
                 f"WHERE contains(filename, '/part-' || split_part(g.file, '/', -2) || '-')))"
             )
         else:
@@ -716,32 +756,82 @@ class Warehouse:
         stage, parts left empty are listed in its ``DELETE`` file, and the COMMIT marker
         switches it over; a crash rolls it forward (before the marker: discards it). Derived
         tables follow at the next ``goodput build``."""
-        with self.writer():
-            manifest = self.read("ingest_manifest")
-            wanted = list(set(targets))
-            paths = set(manifest.filter(pl.col("sha256").is_in(wanted) | pl.col("path").is_in(wanted))["path"].to_list())
-            paths |= set(self.read("quarantine").filter(pl.col("sha256").is_in(wanted))["source_file"].to_list())
-            paths |= {t for t in wanted if not _SHA256.fullmatch(t)}
-            if not paths:
-                return {}
-            return self.delete_rows({n: (_file_column(t), paths) for n, t in TABLES.items() if t.kind == "ingest"})
+        with self.batch(f"forget-{uuid.uuid4().hex[:12]}") as batch:
+            return self.forget_into(batch, targets)[0]
+
+    def forget_into(self, batch: Batch, targets: list[str]) -> tuple[dict[str, int], set[str]]:
+        """``forget`` staged into ``batch`` (committed with whatever else it holds: ``ingest
+        --replace`` stages the files' new rows in the same batch, one commit). Returns rows
+        removed per table and the sha256 digests whose manifest rows go."""
+        manifest = self.read("ingest_manifest")
+        wanted = list(set(targets))
+        paths = set(manifest.filter(pl.col("sha256").is_in(wanted) | pl.col("path").is_in(wanted))["path"].to_list())
+        paths |= set(self.read("quarantine").filter(pl.col("sha256").is_in(wanted))["source_file"].to_list())
+        paths |= {t for t in wanted if not _SHA256.fullmatch(t)}
+        if not paths:
+            return {}, set()
+        shas = set(manifest.filter(pl.col("path").is_in(list(paths)))["sha256"].to_list())
+        where = {n: (_file_column(t), paths) for n, t in TABLES.items() if t.kind == "ingest"}
+        batch.removed = {}
+        removed = self.delete_into(batch, where)
+        for name, spec in TABLES.items():
+            if _has_copies(spec):
+                self.delete_into(batch, {name: ("source_file", paths)}, _join(COPIES, name))
+                if batch.removed.get(name):
+                    self._promote(batch, name, pl.concat(batch.removed[name], how="diagonal_relaxed"))
+        return removed, shas
+
+    def _promote(self, batch: Batch, name: str, gone: pl.DataFrame) -> None:
+        """Stage, in place of the removed rows ``gone``, another file's copy of each of their
+        records (the first by file and line) that this batch keeps."""
+        spec = TABLES[name]
+        keys = [k for k in spec.record_columns if k != spec.partition]
+        for rel, part in _split_partitions(spec, gone.select(spec.record_columns).unique()):
+            files = [literal_path(f if self.local else f"{self.fs.protocol[0]}://{f}")
+                     for f in batch._record_files(name, rel, _join(COPIES, name))]
+            if not files:
+                continue
+            on = " AND ".join(f'c."{k}" IS NOT DISTINCT FROM g."{k}"' for k in keys)
+            order = ", ".join(c for c in ("source_file", "source_line") if c in spec.columns)
+            by = ", ".join(f'c."{k}"' for k in keys)
+            with self.connect_out_of_core() as con:
+                con.register("g", part.to_arrow())
+                promoted = con.sql(
+                    f"SELECT * FROM read_parquet($files, union_by_name = true) c SEMI JOIN g ON {on} "
+                    f"QUALIFY row_number() OVER (PARTITION BY {by} "
+                    f"ORDER BY {order}) = 1", params={"files": files}).pl()
+            if promoted.height:
+                if spec.partition:
+                    value = rel.split("=", 1)[1]
+                    promoted = promoted.with_columns(pl.lit(None if value == _NULL_PARTITION else value)
+                                                     .cast(spec.columns[spec.partition]).alias(spec.partition))
+                batch.add({name: promoted})
 
     def delete_rows(self, where: dict[str, tuple[str, set[str]] | pl.Expr]) -> dict[str, int]:
         """Remove from each table the rows whose column is one of the values
         (``{table: (column, values)}``), or that match a Polars predicate, in one atomic batch.
         Returns rows removed per table."""
-        removed: dict[str, int] = {}
         with self.batch(f"forget-{uuid.uuid4().hex[:12]}") as batch:
-            for name, match in where.items():
-                folder = self._path(self.records_dir(name))
-                for f in self._find(folder):
-                    n = batch.rewrite_without(f, match)
-                    if n is not None:
-                        removed[name] = removed.get(name, 0) + n[0]
-                        if n[1]:
-                            batch.gone.append(f[len(self._root) + 1 :])
-                        if TABLES[name].dedupe:  # its canonical rows follow in the same commit
-                            batch.touched.add((name, posixpath.dirname(f[len(folder) + 1 :])))
+            return self.delete_into(batch, where)
+
+    def delete_into(self, batch: Batch, where: dict[str, tuple[str, set[str]] | pl.Expr],
+                    under: str | None = None) -> dict[str, int]:
+        """``delete_rows`` staged into ``batch`` (from the table's records, or the files
+        ``under`` another folder: its copies). The rows removed from records are kept in
+        ``batch.removed`` where it is set (forget promotes copies of them)."""
+        removed: dict[str, int] = {}
+        for name, match in where.items():
+            folder = self._path(under or self.records_dir(name))
+            for f in batch.committed_files(folder):
+                n = batch.rewrite_without(f, match)
+                if n is not None:
+                    removed[name] = removed.get(name, 0) + n[0]
+                    if n[1]:
+                        batch.gone.append(f[len(self._root) + 1 :])
+                    if batch.removed is not None and under is None:
+                        batch.removed.setdefault(name, []).append(n[2])
+                    if TABLES[name].dedupe and under is None:  # its canonical rows follow in the same commit
+                        batch.touched.add((name, posixpath.dirname(f[len(folder) + 1 :])))
         return removed
 
     # ---------------------------------------------------------------- catalog
@@ -795,6 +885,7 @@ class Warehouse:
         self._create_views(con, guard=True, zoned=True)
         # the Parquet root (a directory or s3://bucket/prefix) and the opted-in directories only
         dirs = [self.parquet, *(str(Path(d).expanduser().resolve()) for d in allow_files)]
+        dirs += [literal_path(d) for d in dirs]  # the views name the root as a glob, escaped
         listed = ", ".join("'" + d.rstrip("/").replace("'", "''") + "/'" for d in dirs)
         con.execute(f"SET allowed_directories = [{listed}]")
         con.execute("SET enable_external_access = false")
@@ -848,6 +939,8 @@ class Batch:
         self.seq = 0
         self.gone: list[str] = []  # committed files (relative to the root) the commit deletes
         self.touched: set[tuple[str, str]] = set()  # Dedupe (table, partition dir) to recompute
+        self.removed: dict[str, list[pl.DataFrame]] | None = None  # forget: rows removed per table
+        self.conflicts: list[pl.DataFrame] = []  # rows add() refused: same key, other values
         self._con: duckdb.DuckDBPyConnection | None = None
 
     def add(self, frames: dict[str, pl.DataFrame]) -> dict[str, dict[str | None, int]]:
@@ -863,14 +956,22 @@ class Batch:
             keys = spec.record_columns
             if keys:
                 df = df.with_row_index("_i")
-                parts = []
-                for rel, part in _split_partitions(spec, _first_of_each_key(df, keys)):
-                    seen = self._stored(name, rel, part, keys)
+                firsts = _first_of_each_key(df, keys)
+                parts, same, other = [], [df["_i"].head(0)], []
+                for rel, part in _split_partitions(spec, firsts):
+                    seen, mine, disagree = self._stored(name, rel, part, keys)
+                    same.append(mine)
+                    other.append(disagree)
                     parts.append((rel, part.filter(~pl.col("_i").is_in(seen.implode())) if seen.len() else part))
                 if sum(part.height for _, part in parts) < df.height:
                     kept = pl.concat([df["_i"].head(0), *(part["_i"] for _, part in parts)])
                     gone = df.filter(~pl.col("_i").is_in(kept.implode()))
-                    dropped[name] = dict(gone.group_by(_file_column(spec)).len().rows())
+                    if spec.values:
+                        gone = self._conflicts(name, gone, firsts, pl.concat(other), keys)
+                    if gone.height:
+                        dropped[name] = dict(gone.group_by(_file_column(spec)).len().rows())
+                    if _has_copies(spec):
+                        self._add_copies(name, gone, firsts, pl.concat(same), keys)
                 parts = [(rel, part.drop("_i")) for rel, part in parts]
             else:
                 parts = list(_split_partitions(spec, df))
@@ -884,17 +985,26 @@ class Batch:
         self.seq += 1
         return dropped
 
-    def _stored(self, name: str, rel: str, part: pl.DataFrame, keys: tuple[str, ...]) -> pl.Series:
+    def _stored(
+        self, name: str, rel: str, part: pl.DataFrame, keys: tuple[str, ...], folder: str | None = None
+    ) -> tuple[pl.Series, pl.Series]:
         """Row indices (``_i``) of ``part`` whose record key is already stored in this
-        partition (committed, or staged earlier in this batch). Out of core: DuckDB matches the
+        partition (committed, or staged earlier in this batch), and those of them a stored row
+        of the same file holds (``source_file``; all of them where the table has none).
+        ``folder``: match against the files of another folder than the table's records (its
+        copies). Out of core: DuckDB matches the
         stored files against the batch, keeping only the batch's keys in memory; the batch's
         range of each key column (``_key_ranges``) prunes stored files and row groups by their
         statistics (a batch holds some hosts' files: the other hosts' rows are never read)."""
-        files = self._record_files(name, rel)
+        files = self._record_files(name, rel, folder)
+        none = pl.Series("_i", [], pl.UInt32)
         if not files:
-            return pl.Series("_i", [], pl.UInt32)
+            return none, none, pl.DataFrame({"_i": none, "_other": [], "_was": []},
+                                            schema={"_i": pl.UInt32, "_other": pl.Utf8, "_was": pl.Utf8})
         keys = tuple(k for k in keys if k != TABLES[name].partition)
-        urls = [f if self.wh.local else f"{self.wh.fs.protocol[0]}://{f}" for f in files]
+        own = "source_file" if "source_file" in TABLES[name].columns and "source_file" not in keys else None
+        values = TABLES[name].values if folder is None else ()
+        urls = [literal_path(f if self.wh.local else f"{self.wh.fs.protocol[0]}://{f}") for f in files]
         on = " AND ".join(f'e."{k}" IS NOT DISTINCT FROM b."{k}"' for k in keys)
         cols = ", ".join(f'e."{k}"' for k in keys)
         # files written before a key column was declared read it as null
@@ -903,16 +1013,79 @@ class Batch:
         ranges = _key_ranges(part, keys, spec)
         where = ("WHERE " + " AND ".join(ranges)) if ranges else ""
         con = self._connection()
-        con.register("b", part.select("_i", *keys).to_arrow())
+        con.register("b", part.select("_i", *keys, *([own] if own else []), *values).to_arrow())
+        file_col = f', e."{own}" AS _file' if own else ", NULL AS _file"
+        value_cols = "".join(f', e."{v}"' for v in values)
+        typed_values = "".join(f', CAST(NULL AS {duck_type(TABLES[name].columns[v])}) AS "{v}"' for v in values)
         con.execute(
-            f"CREATE OR REPLACE TEMP TABLE hits AS SELECT DISTINCT {cols} FROM "
+            f"CREATE OR REPLACE TEMP TABLE hits AS SELECT DISTINCT {cols}{file_col}{value_cols} FROM "
             f"(SELECT * FROM read_parquet($files, union_by_name = true) "
-            f"UNION ALL BY NAME SELECT {typed} WHERE false) e SEMI JOIN b ON {on} {where}",
+            f"UNION ALL BY NAME SELECT {typed}{', NULL::VARCHAR AS source_file' if own else ''}{typed_values} "
+            f"WHERE false) e SEMI JOIN b ON {on} {where}",
             {"files": urls},
         )
-        hits = con.sql(f"SELECT b._i FROM b SEMI JOIN hits e ON {on}").pl()
+        same = f'e._file IS NOT DISTINCT FROM b."{own}"' if own else "true"
+        differ = " OR ".join(f'e."{v}" IS DISTINCT FROM b."{v}"' for v in values) or "false"
+        was = " || ', ' || ".join(f"""'{v} ' || coalesce(e."{v}"::VARCHAR, 'null')""" for v in values) or "NULL"
+        hits = con.sql(
+            f"SELECT b._i, bool_or({same}) AS same, bool_and(NOT ({differ})) AS agree, "
+            f"first(e._file) FILTER (WHERE {differ}) AS _other, first({was}) FILTER (WHERE {differ}) AS _was "
+            f"FROM b JOIN hits e ON {on} GROUP BY b._i"
+        ).pl()
         con.unregister("b")
-        return hits["_i"].cast(pl.UInt32)
+        # a record some stored row repeats exactly is a repeat, whatever others say
+        disagree = hits.filter(~pl.col("agree") & ~pl.col("same")).select(
+            pl.col("_i").cast(pl.UInt32), pl.col("_other").cast(pl.Utf8), pl.col("_was").cast(pl.Utf8))
+        return hits["_i"].cast(pl.UInt32), hits.filter("same")["_i"].cast(pl.UInt32), disagree
+
+    def _conflicts(self, name: str, gone: pl.DataFrame, firsts: pl.DataFrame, stored: pl.DataFrame,
+                   keys: tuple[str, ...]) -> pl.DataFrame:
+        """``gone`` (rows left out as repeats) without the conflicts among them, which are kept
+        in ``self.conflicts`` (file, line, raw, error): rows whose key a stored row (``stored``:
+        ``_i``, the other file, its values) or a row kept in this batch from another file holds
+        with other ``values``."""
+        spec = TABLES[name]
+        vals = list(spec.values)
+        file_col = _file_column(spec)
+        kept = firsts.filter(~pl.col("_i").is_in(gone["_i"].implode()))  # stored by this batch
+        twins = gone.filter(~pl.col("_i").is_in(firsts["_i"].implode())).join(
+            kept.select(*keys, *[pl.col(v).alias(f"_kept_{v}") for v in vals], _other=file_col),
+            on=list(keys), how="inner", nulls_equal=True)
+        differ = pl.any_horizontal(pl.col(v).ne_missing(pl.col(f"_kept_{v}")) for v in vals)
+        was = pl.concat_str([pl.format(f"{v} {{}}", pl.col(f"_kept_{v}").cast(pl.Utf8).fill_null("null"))
+                             for v in vals], separator=", ")
+        twins = twins.filter(differ & (pl.col("_other") != pl.col(file_col))).select("_i", "_other", _was=was)
+        bad = pl.concat([stored, twins.cast({"_i": pl.UInt32})]).unique("_i", keep="first")
+        if not bad.height:
+            return gone
+        rows = gone.join(bad, on="_i", how="inner")
+        vals_here = pl.concat_str([pl.format(f"{v} {{}}", pl.col(v).cast(pl.Utf8).fill_null("null"))
+                                   for v in vals], separator=", ")
+        self.conflicts.append(rows.select(
+            source_file=pl.col(file_col),
+            line=pl.col("source_line") if "source_line" in rows.columns else pl.lit(None, pl.Int64),
+            raw=pl.struct([c for c in rows.columns if c in spec.columns]).struct.json_encode().str.slice(0, 500),
+            error=pl.format("conflicts with the stored record of {} ({}): {} here", "_other", "_was", vals_here),
+        ))
+        return gone.filter(~pl.col("_i").is_in(bad["_i"].implode()))
+
+    def _add_copies(self, name: str, gone: pl.DataFrame, firsts: pl.DataFrame, same: pl.Series,
+                    keys: tuple[str, ...]) -> None:
+        """Stage, under ``_copies/<table>``, the rows of ``gone`` (left out as repeats) that
+        no row of their own file holds: not a repeat within their file (the kept twin's file)
+        nor of a stored row of it (``same``), nor copied for their file before."""
+        twins = gone.filter(~pl.col("_i").is_in(firsts["_i"].implode())).join(
+            firsts.select(*keys, _kept="source_file"), on=list(keys), how="inner", nulls_equal=True)
+        mine = twins.filter(pl.col("_kept") == pl.col("source_file"))["_i"]
+        copies = gone.filter(~pl.col("_i").is_in(pl.concat([mine, same.cast(mine.dtype)]).implode()))
+        copies = copies.unique([*keys, "source_file"], keep="first", maintain_order=True)
+        spec, folder = TABLES[name], _join(COPIES, name)
+        for rel, part in _split_partitions(spec, copies):
+            seen = self._stored(name, rel, part, (*keys, "source_file"), folder)[0]
+            part = part.filter(~pl.col("_i").is_in(seen.implode())).drop("_i")
+            if part.height:
+                path = _join(self.stage, folder, rel, f"part-{self.id}-{self.seq:05d}.parquet")
+                self.wh._write(path, _parquet_writer(part), atomic=False)
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         """The batch's DuckDB connection for matching records (opening one costs ~20 ms, and a
@@ -921,10 +1094,11 @@ class Batch:
             self._con = self._lock.enter_context(self.wh.connect_out_of_core())
         return self._con
 
-    def _record_files(self, name: str, rel: str) -> list[str]:
+    def _record_files(self, name: str, rel: str, folder: str | None = None) -> list[str]:
         """A partition's stored rows as this batch will leave them: the committed files it
-        neither rewrites nor deletes, and its staged ones."""
-        folder = _join(self.wh.records_dir(name), rel)
+        neither rewrites nor deletes, and its staged ones (of the table's records, or of
+        ``folder``)."""
+        folder = _join(folder or self.wh.records_dir(name), rel)
         staged = self.wh._find(_join(self.stage, folder))
         replaced = {self.wh._root + f[len(self.stage) :] for f in staged}
         replaced |= {self.wh._path(g) for g in self.gone}
@@ -941,7 +1115,7 @@ class Batch:
             if not files:
                 self.gone += [f[len(self.wh._root) + 1 :] for f in self.wh._find(self.wh._path(name, rel))]
                 continue
-            urls = ", ".join(_sql_str(f if self.wh.local else f"{self.wh.fs.protocol[0]}://{f}") for f in files)
+            urls = ", ".join(_sql_str(literal_path(f if self.wh.local else f"{self.wh.fs.protocol[0]}://{f}")) for f in files)
             scan = f"read_parquet([{urls}], hive_partitioning = {spec.partition is not None}, union_by_name = true)"
             drop = f' EXCLUDE ("{spec.partition}")' if spec.partition else ""
             query = f"SELECT *{drop} FROM ({_deduped(_typed_scan(spec, scan, zoned=True), spec)}) ORDER BY ALL"
@@ -954,22 +1128,31 @@ class Batch:
                 if not self.wh.local:
                     self.wh.fs.put_file(out, target)
 
+    def committed_files(self, folder: str) -> list[str]:
+        """The committed Parquet files under ``folder`` (a path in the root) this batch does
+        not delete."""
+        gone = {self.wh._path(g) for g in self.gone}
+        return [f for f in self.wh._find(folder) if f not in gone]
+
     def rewrite_without(self, file: str, match: tuple[str, set[str]] | pl.Expr):
         """Stage ``file`` (a committed part) rewritten without the rows ``match`` selects: a
-        (column, values) pair or a predicate. None if it holds none, else (rows removed,
-        whether the file is left empty and is to be deleted instead)."""
-        with self.wh.fs.open(file, "rb") as fh:
+        (column, values) pair or a predicate (its staged rewrite, if this batch made one
+        already, is what is rewritten). None if it holds none, else (rows removed, whether
+        the file is left empty and is to be deleted instead, the rows removed)."""
+        staged = self.stage + file[len(self.wh._root) :]
+        with self.wh.fs.open(staged if self.wh.fs.exists(staged) else file, "rb") as fh:
             df = pl.read_parquet(fh)
         if isinstance(match, tuple):
             if match[0] not in df.columns:
                 return None
             match = pl.col(match[0]).is_in(list(match[1]))
-        keep = df.filter(~match.fill_null(False))
+        hit = match.fill_null(False)
+        keep = df.filter(~hit)
         if keep.height == df.height:
             return None
         if keep.height:
             self.wh._write(self.stage + file[len(self.wh._root) :], _parquet_writer(keep), atomic=False)
-        return df.height - keep.height, keep.height == 0
+        return df.height - keep.height, keep.height == 0, _with_partition(df.filter(hit), file)
 
     def commit(self) -> None:
         with self._lock:
@@ -978,6 +1161,7 @@ class Batch:
                 gone = json.dumps(self.gone).encode()
                 self.wh._write(_join(self.stage, "DELETE"), lambda fh: fh.write(gone), atomic=False)
             self.wh._write(_join(self.stage, "COMMIT"), lambda fh: fh.write(b"ok"))
+            COMMITS[0] += 1
             self.wh._roll_forward(self.stage)
 
     def abort(self) -> None:
@@ -1043,6 +1227,19 @@ def _deduped(sql: str, spec: Table) -> str:
         )
     cols = ", ".join(f'"{c}"' for c in spec.columns)
     return f"SELECT {cols} FROM ({sql})"
+
+
+def _has_copies(spec: Table) -> bool:
+    """Whether a table keeps copies of records other files also provide (``_copies``): the
+    ingest tables whose rows name the file they came from, but the quarantine (whose key
+    names the file)."""
+    return spec.kind == "ingest" and "source_file" in spec.columns and "source_file" not in spec.record_columns
+
+
+def _with_partition(df: pl.DataFrame, file: str) -> pl.DataFrame:
+    """``df`` (rows of a Parquet file) with the hive partition its path names, as text."""
+    parts = [seg.split("=", 1) for seg in file.split("/") if "=" in seg]
+    return df.with_columns(pl.lit(None if v == _NULL_PARTITION else v, pl.Utf8).alias(k) for k, v in parts)
 
 
 def _first_of_each_key(df: pl.DataFrame, keys: tuple[str, ...]) -> pl.DataFrame:
