@@ -24,6 +24,9 @@ and four things:
 from __future__ import annotations
 
 import os
+import shlex
+import subprocess
+import time
 import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -31,6 +34,7 @@ from pathlib import Path
 
 SOURCES_FILE = "sources.toml"  # in the home
 REQUIRED = object()  # an option without a default
+BACKOFF_S = 0.5  # wait before the first retry of a command; doubled each time, at most 30 s
 
 
 class SourceError(Exception):
@@ -111,6 +115,34 @@ def fetch_all(kind, src: SourceConfig, window: Window) -> list[Document | Failur
         raise
     except OSError as exc:  # network and process errors the kind did not translate
         raise SourceError(f"{src.name}: {exc.strerror or exc}") from None
+
+
+def run_command(src: SourceConfig, argv: list[str], shown: str | None = None) -> bytes:
+    """``argv``'s standard output (no standard input), retried ``src.retries`` times with
+    exponential backoff on a non-zero exit or after ``src.timeout_s``; a missing command, or an
+    exit of 126/127 (a shell or ``env`` found no such command), fails at once. Failure: a
+    SourceError naming the command (``shown``, else the command line) and its first line of
+    standard error."""
+    shown = shown or shlex.join(argv)[:200]
+    why = ""
+    for attempt in range(src.retries + 1):
+        if attempt:
+            time.sleep(min(BACKOFF_S * 2 ** (attempt - 1), 30))
+        try:
+            out = subprocess.run(argv, check=False, capture_output=True, timeout=src.timeout_s,
+                                 stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise SourceError(f"{src.name}: {argv[0]}: command not found") from None
+        except subprocess.TimeoutExpired:
+            why = f"{shown} gave no answer within {src.timeout_s:g} s"
+            continue
+        if out.returncode == 0:
+            return out.stdout
+        first = next((ln.strip() for ln in out.stderr.decode(errors="replace").splitlines() if ln.strip()), "")
+        why = f"{shown} exited {out.returncode}: {first[:300] or '(no message)'}"
+        if out.returncode in (126, 127):  # no retry finds a command that is not there
+            break
+    raise SourceError(f"{src.name}: {why}")
 
 
 def load_sources(home: Path, kinds: dict) -> list[SourceConfig]:

@@ -44,14 +44,12 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 
 from ingest.job_checks import STATES
 from ingest.sacctmgr_events import EVENT_FIELDS
-from sources.base import Document, SourceConfig, SourceError, Window
+from sources.base import Document, SourceConfig, SourceError, Window, run_command
 
 KIND = "slurm"
 OPTIONS: dict[str, object] = {
@@ -73,7 +71,6 @@ SACCT_FIELDS = (
     "Timelimit", "State", "ExitCode", "NNodes", "AllocCPUS", "AllocTRES", "ReqTRES", "NodeList",
 )  # fmt: skip
 _TIME = "%Y-%m-%dT%H:%M:%S"
-_BACKOFF_S = 0.5
 
 
 def _options(src: SourceConfig) -> tuple[list[str], str, str]:
@@ -212,37 +209,10 @@ def release(version: str) -> tuple[int, int]:
 
 
 def run(src: SourceConfig, args: list[str]) -> bytes:
-    """The stdout of ``command_prefix + args``; retried with backoff, else a one-line SourceError."""
+    """The stdout of ``command_prefix + args`` (``sources.base.run_command``)."""
     prefix, _, _ = _options(src)
     argv = prefix + args
-    shown = shlex.join(argv[: len(prefix) + args.index(_program(args)) + 1]) + " ..."
-    why = ""
-    for attempt in range(src.retries + 1):
-        if attempt:
-            time.sleep(_BACKOFF_S * 2 ** (attempt - 1))
-        try:
-            out = subprocess.run(
-                argv,
-                check=False,
-                capture_output=True,
-                timeout=src.timeout_s,
-                stdin=subprocess.DEVNULL,
-            )
-        except FileNotFoundError:
-            raise SourceError(f"{src.name}: {argv[0]}: command not found") from None
-        except subprocess.TimeoutExpired:
-            why = f"{shown} gave no answer within {src.timeout_s:g} s"
-            continue
-        if out.returncode == 0:
-            return out.stdout
-        first = next(
-            (ln.strip() for ln in out.stderr.decode(errors="replace").splitlines() if ln.strip()),
-            "",
-        )
-        why = f"{shown} exited {out.returncode}: {first or '(no message)'}"
-        if out.returncode in (126, 127):  # the shell or env found no such command: no retry helps
-            break
-    raise SourceError(f"{src.name}: {why}")
+    return run_command(src, argv, shlex.join(argv[: len(prefix) + args.index(_program(args)) + 1]) + " ...")
 
 
 def _program(args: list[str]) -> str:

@@ -20,7 +20,7 @@ import pytest
 
 from analysis.attribution import build_interruptions, read_hw_evidence
 from ingest.hostlist import expand
-from sources import kinds, slurm
+from sources import base, kinds, slurm
 from sources.base import SourceError, Window, fetch_all, source_config
 from sources.pull import pull
 from tests.servers.slurm import SlurmCluster, free_ports, poll, slurm_cluster  # noqa: F401 (fixture)
@@ -137,7 +137,7 @@ def test_missing_command_and_failing_command_are_one_line_errors(mix, tmp_path):
         f"lab: {prefix[0]} {prefix[1]} env TZ=UTC sacct ... exited 1: sacct: error:"
     )
     assert "Connection refused" in msg
-    assert time.monotonic() - t0 >= slurm._BACKOFF_S  # retried once, after the backoff
+    assert time.monotonic() - t0 >= base.BACKOFF_S  # retried once, after the backoff
     src = _source(mix.cluster, command_prefix=["env", "PATH=/nonexistent"])
     with pytest.raises(
         SourceError,
