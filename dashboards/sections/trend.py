@@ -51,7 +51,8 @@ def trend_chart(weeks: pl.DataFrame, losses: pl.DataFrame) -> alt.VConcatChart:
     bars = alt.Chart(lost).mark_bar().encode(
         x=alt.X("week:O", title="week starting", axis=alt.Axis(labelAngle=-40)),
         y=alt.Y("lost_gpu_hours:Q", title="lost GPU-hours"),
-        color=alt.Color("cause_class:N", title="cause", sort=order),  # the class palette
+        color=alt.Color("cause_class:N", title="cause", sort=order,  # the class palette
+                        legend=alt.Legend(orient="bottom", columns=6)),  # under the bars it belongs to
         order=alt.Order("lost_gpu_hours:Q", sort="descending"),
         tooltip=["week:O", "cause_class:N", alt.Tooltip("lost_gpu_hours:Q", format=",.0f"),
                  alt.Tooltip("interruptions:Q"), alt.Tooltip("mtbf_hours:Q", format=".1f", title="MTBF (h)")],
