@@ -735,16 +735,7 @@ def _ingest_into(wh, shared, files, fmt, ctx, progress, jobs, forgotten: set[str
         stale.clear([r for r, _ in pending])
         own = wh.batch(_batch_id([r.sha256 or r.path for r, _ in pending])) if shared is None else nullcontext(shared)
         with own as batch:
-            # one Parquet part per table per batch, not per file: small files stay cheap to scan
-            merged: dict[str, list[pl.DataFrame]] = {}
-            for report, results in pending:
-                for frames in _frames(report, results):
-                    for name, df in frames.items():
-                        if df.height:
-                            merged.setdefault(name, []).append(conform(name, df))
-            dropped = batch.add({name: pl.concat(dfs) for name, dfs in merged.items()})
-            _count_duplicates([r for r, _ in pending], dropped)
-            _quarantine_conflicts(batch, [r for r, _ in pending])
+            _stage(batch, pending)
             batch.add(_manifest(batch.id, [r for r, _ in pending]))
         stale.done([r for r, _ in pending])
         pending, pending_rows = [], 0
@@ -892,6 +883,21 @@ def _count_duplicates(reports: list[FileReport], dropped: dict[str, dict[str | N
         r.rows_duplicate += n
 
 
+def _stage(batch, parsed: list[tuple[FileReport, list[tuple[str, ParseResult]]]]) -> None:
+    """Stage parsed inputs' rows and quarantine rows in ``batch``, one Parquet part per table
+    (not per input: small files stay cheap to scan), and update their reports: records the
+    warehouse already held become duplicates, value conflicts quarantine rows."""
+    merged: dict[str, list[pl.DataFrame]] = {}
+    for report, results in parsed:
+        for frames in _frames(report, results):
+            for name, df in frames.items():
+                if df.height:
+                    merged.setdefault(name, []).append(conform(name, df))
+    reports = [r for r, _ in parsed]
+    _count_duplicates(reports, batch.add({name: pl.concat(dfs) for name, dfs in merged.items()}))
+    _quarantine_conflicts(batch, reports)
+
+
 def _quarantine_conflicts(batch, reports: list[FileReport]) -> None:
     """The records ``batch.add`` refused as conflicts (a stored record's key, other values):
     quarantine rows of their files, counted as quarantined instead of stored."""
@@ -988,14 +994,6 @@ def commit_documents(
         reports.append(report)
         results.append(res)
     with wh.batch(batch_id) as batch:
-        merged: dict[str, list[pl.DataFrame]] = {}
-        for report, res in zip(reports, results, strict=True):
-            for frames in _frames(report, res):
-                for name, df in frames.items():
-                    if df.height:
-                        merged.setdefault(name, []).append(conform(name, df))
-        dropped = batch.add({name: pl.concat(dfs) for name, dfs in merged.items()})
-        _count_duplicates(reports, dropped)
-        _quarantine_conflicts(batch, reports)
+        _stage(batch, list(zip(reports, results, strict=True)))
         batch.add(extra(reports))
     return reports

@@ -56,10 +56,10 @@ def cursors(wh: Warehouse) -> dict[str, tuple[datetime, bool]]:
     ``since`` it would otherwise start a day back and leave that window out)."""
     if not wh.files("pull_log"):
         return {}
-    df = wh.query("""
-        SELECT source, coalesce(max(window_end) FILTER (WHERE status = 'ok'), min(window_start)) AS t,
-               count(*) FILTER (WHERE status = 'ok') > 0 AS pulled
-        FROM pull_log WHERE target IS NULL GROUP BY 1""")
+    df = wh.read("pull_log", "target IS NULL").group_by("source").agg(
+        t=pl.coalesce(pl.col("window_end").filter(pl.col("status") == "ok").max(), pl.col("window_start").min()),
+        pulled=(pl.col("status") == "ok").any(),
+    )
     return {s: (t, pulled) for s, t, pulled in df.rows()}
 
 

@@ -88,11 +88,18 @@ def pull_conservation(wh: Warehouse) -> tuple[bool, dict]:
            for r in log.iter_rows(named=True)
            if r["records_read"] != r["rows_ok"] + r["rows_quarantined"] + r["rows_duplicate"]]
     stored: dict[str, int] = {}
-    for table in {t for t, spec in TABLES.items() if spec.kind == "ingest"} | {"quarantine"}:
-        for path, n in raw_counts(wh, table).items():
-            if path and path.startswith("pull://"):
-                source = path.removeprefix("pull://").split("/", 1)[0]
-                stored[source] = stored.get(source, 0) + n
+    tables = {t for t, spec in TABLES.items() if spec.kind == "ingest" and "source_file" in spec.columns}
+    for table in sorted(tables | {"quarantine"}):
+        if not (files := wh.record_files(table)):
+            continue
+        with wh.connect() as con:  # counted in DuckDB: only the pulled rows' sources come back
+            rows = con.execute(
+                "SELECT split_part(source_file[8:], '/', 1), count(*) FROM read_parquet($files, hive_partitioning=true) "
+                "WHERE starts_with(source_file, 'pull://') GROUP BY 1",
+                {"files": [literal_path(f) for f in files]},
+            ).fetchall()
+        for source, n in rows:
+            stored[source] = stored.get(source, 0) + n
     claimed = log.group_by("source").agg(n=(pl.col("rows_ok") + pl.col("rows_quarantined")).sum())
     bad += [f"{s}: {n} rows pulled, {stored.get(s, 0)} stored" for s, n in claimed.rows() if stored.get(s, 0) < n]
     return not bad, {"windows": log.height, "violations": len(bad), "first": "; ".join(bad[:5])}
