@@ -29,7 +29,9 @@ import polars as pl
 
 from analysis import survival as sv
 from analysis.node_health import score
+from analysis.survival.shape import INFANT_MORTALITY, WEAR_OUT
 from benchmarks.targets import status, target
+from sample_data.lifetimes import simulate_calendar_rates, simulate_lifetimes
 
 CLASSES = ("gpu", "gpu_memory", "nvlink", "nvswitch", "ib_link", "psu", "cooling", "cpu",
            "host_memory", "storage")  # fmt: skip
@@ -48,7 +50,7 @@ def at_most_level(k: int, n: int) -> tuple[bool, str]:
 
 def trend_claims(seed: int, gpu_factor: float) -> dict[str, str]:
     classes = {c: (3000, 0.5) if c == "gpu" else (500, 0.3) for c in CLASSES}
-    lt = sv.simulate_calendar_rates(
+    lt = simulate_calendar_rates(
         classes, np.random.default_rng(seed), days=181.0, change_day=90.0,
         factors={"gpu": gpu_factor},
     )  # fmt: skip
@@ -58,7 +60,7 @@ def trend_claims(seed: int, gpu_factor: float) -> dict[str, str]:
 
 def shape_fleet(seed: int, gpu_shape: float) -> pl.DataFrame:
     laws = {c: (1.0, 40_000.0) for c in CLASSES} | {"gpu": (gpu_shape, 40_000.0)}
-    lt = sv.simulate_lifetimes(laws, 1500, np.random.default_rng(1000 + seed), horizon_hours=4000)
+    lt = simulate_lifetimes(laws, 1500, np.random.default_rng(1000 + seed), horizon_hours=4000)
     return sv.failure_rates(lt, window=None).filter(pl.col("stratum") == "all")
 
 
@@ -85,7 +87,7 @@ def main() -> None:
            *at_most_level(stable, n))
     target("trend: gpu rate doubling claimed rising >= 80%", rising >= 0.8 * n, f"{rising}/{n}")
 
-    directions = (sv.INFANT_MORTALITY, sv.WEAR_OUT)
+    directions = (INFANT_MORTALITY, WEAR_OUT)
     false_dir, infant, covered, classes = 0, 0, 0, 0
     for s in range(n):
         null = shape_fleet(s, 1.0)
@@ -98,7 +100,7 @@ def main() -> None:
         gpu = shape_fleet(s, 0.8).filter(
             pl.col("model") == "weibull", pl.col("component_class") == "gpu"
         )
-        infant += gpu["shape_reading"][0] == sv.INFANT_MORTALITY
+        infant += gpu["shape_reading"][0] == INFANT_MORTALITY
     target("shape: constant-hazard fleets with a direction claimed consistent with <= 5%",
            *at_most_level(false_dir, n))  # fmt: skip
     print(f"shape: gpu Weibull 0.8 read as infant mortality in {infant}/{n} fleets (power)")

@@ -525,7 +525,7 @@ _MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
 def cmd_fit(args) -> int:
     from analysis.headline import unit_populations
     from analysis.observation import stored_window
-    from analysis.survival import format_fit_table
+    from pipelines.fit_table import format_fit_table
 
     if args.window != "all" and not _MONTH.fullmatch(args.window):
         raise CliError(f"--window {args.window!r}: use 'all' or a month YYYY-MM, e.g. 2026-01")

@@ -1,0 +1,116 @@
+"""Lifetimes with known truth, as ``component_lifetimes`` rows, for the tests and benchmarks
+that check the survival fits: Weibull laws with left truncation, removals and health checks
+(``simulate_lifetimes``), constant hazards that change on a calendar date
+(``simulate_calendar_rates``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from warehouse.schemas import conform
+
+
+def simulate_lifetimes(
+    laws: dict[str, tuple[float, float]],
+    n_units: int,
+    rng: np.random.Generator,
+    *,
+    horizon_hours: float = 8760.0,
+    installed_before_hours: float = 17520.0,
+    removal_rate_per_hour: float = 0.0,
+    check_every_hours: float | None = None,
+    start: str = "2025-01-01",
+) -> pl.DataFrame:
+    """Lifetimes with known Weibull laws {class: (shape, scale_hours)}, as component_lifetimes.
+
+    Units are installed uniformly over [-installed_before_hours, horizon_hours] relative to the
+    start of observation (age 0 at install) and observed during [0, horizon_hours]: units
+    installed earlier enter at their current age (left truncation) and those that failed before
+    observation began are never seen. Censoring: end of observation and random removals.
+    ``check_every_hours`` makes failures interval-censored between periodic health checks.
+    """
+    t0 = np.datetime64(start, "us")
+    frames = []
+    for cls, (shape, scale) in laws.items():
+        install = rng.uniform(-installed_before_hours, horizon_hours, n_units)
+        life = scale * rng.weibull(shape, n_units)
+        removal = (
+            rng.exponential(1 / removal_rate_per_hour, n_units)
+            if removal_rate_per_hour > 0
+            else np.full(n_units, np.inf)
+        )
+        entry = np.maximum(0.0, -install)
+        end_age = np.minimum(horizon_hours - install, removal)
+        seen = (life > entry) & (end_age > entry)
+        install, life, entry, end_age = install[seen], life[seen], entry[seen], end_age[seen]
+        event = life <= end_age
+        duration = np.where(event, life, end_age)
+        low = np.full(len(duration), np.nan)
+        if check_every_hours:
+            # health checks at calendar times k * check_every; failure seen at the next check
+            fail_cal = install + duration
+            next_check = np.ceil(fail_cal / check_every_hours) * check_every_hours
+            prev_check = next_check - check_every_hours
+            low = np.where(event, np.maximum(prev_check - install, entry), np.nan)
+            duration = np.where(event, next_check - install, duration)
+        n = len(duration)
+        frames.append(
+            pl.DataFrame(
+                {
+                    "component_class": cls,
+                    "unit_id": [f"{cls}-{i}" for i in range(n)],
+                    "host": [f"node{i // 8:05d}" for i in rng.permutation(n)],
+                    "model": np.where(rng.random(n) < 0.5, "A", "B"),
+                    "observed_from": t0 + ((install + entry) * 3.6e9).astype("timedelta64[us]"),
+                    "observed_to": t0 + ((install + duration) * 3.6e9).astype("timedelta64[us]"),
+                    "entry": entry,
+                    "duration": duration,
+                    "duration_low": low,
+                    "event": event,
+                    "temp_mean": 60 + 5 * rng.standard_normal(n),
+                }
+            )
+        )
+    return conform("component_lifetimes", pl.concat(frames))
+
+
+def simulate_calendar_rates(
+    classes: dict[str, tuple[int, float]],
+    rng: np.random.Generator,
+    *,
+    days: float = 181.0,
+    start: str = "2026-01-01",
+    change_day: float | None = None,
+    factors: dict[str, float] | None = None,
+) -> pl.DataFrame:
+    """Lifetimes with constant hazards in age that change on a calendar date, as
+    component_lifetimes: per class (units, failures per 1,000 unit-days), every unit watched
+    from ``start`` for ``days`` (ages at the start uniform over three years: memoryless, any
+    will do), a failed unit leaving; from ``change_day`` on, a class's rate is multiplied by
+    its ``factors`` entry (a planted trend)."""
+    t0 = np.datetime64(start, "us")
+    factors = factors or {}
+    frames = []
+    for cls, (n, per_1k) in classes.items():
+        lam = per_1k / 1000.0  # per unit-day
+        after = lam * factors.get(cls, 1.0)
+        cut = days if change_day is None else change_day
+        e = rng.exponential(1.0, n)  # each unit's cumulative hazard at its failure
+        t = np.where(e < lam * cut, e / lam, cut + (e - lam * cut) / after)
+        end = np.minimum(t, days)
+        age0 = rng.uniform(0, 3 * 365.0, n)
+        frames.append(
+            pl.DataFrame(
+                {
+                    "component_class": cls,
+                    "unit_id": [f"{cls}-{i}" for i in range(n)],
+                    "observed_from": np.full(n, t0),
+                    "observed_to": t0 + (end * 8.64e10).astype("timedelta64[us]"),
+                    "entry": age0 * 24,
+                    "duration": (age0 + end) * 24,
+                    "event": t < days,
+                }
+            )
+        )
+    return conform("component_lifetimes", pl.concat(frames))
