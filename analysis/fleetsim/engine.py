@@ -352,14 +352,12 @@ class _Sim:
             self.lose_node(j, blamed, t)
         self.dispatch(t)
 
-    def on_fail(self, node, t, ver, c=None):
-        """A stream failure (``c`` None: the node's next class in its stream) or a latent
-        fault's re-failure (``c`` given)."""
+    def on_fail(self, node, t, ver):
+        """The node's next stream failure (stale after the node went out of service)."""
         if ver != self.ver[node] or self.state[node] in OUT:
             return
-        if c is None:
-            c = self.ncls[node][self.ptr[node]]
-            self.ptr[node] += 1
+        c = self.ncls[node][self.ptr[node]]
+        self.ptr[node] += 1
         s = self.state[node]
         j = self.node_job[node] if s == BUSY else -1
         hw = self.hw[c]

@@ -1,0 +1,166 @@
+"""Fleet simulator against closed forms (analysis/fleetsim/closed_forms.py) and the single-job
+projections, plus the scenario's one-line errors. Each case is small: seconds in all."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from analysis import lifetime_models
+from analysis.fleetsim import closed_forms, engine
+from analysis.fleetsim.run import Inputs, estimates, simulate
+from analysis.fleetsim.scenario import ScenarioError, validate, with_knob
+from analysis.montecarlo import JobConfig
+from analysis.montecarlo import simulate as mc_simulate
+from analysis.projection import ClassRates, useful_fraction
+
+
+def node_rates(per_node_hour: float) -> ClassRates:
+    """One hardware class failing at ``per_node_hour`` per node, exponential."""
+    return ClassRates(("psu",), np.array([per_node_hour]), counts={"psu": ("node", 1)})
+
+
+def exp_law(mean_hours: float):
+    return lifetime_models.get("exponential")(scale_hours=mean_hours)
+
+
+def spec_of(**over) -> dict:
+    raw = {
+        "horizon_days": 200,
+        "idle_failure_factor": 0.0,
+        "fleet": {"nodes": 16, "hot_spares": 8},
+        "triage": {"hours": 0.0, "detect_prob": 1.0},
+        "repair": {"model": "exponential", "params": {"scale_hours": 1.0}},
+        "jobs": [{"gpus": 64, "checkpoint_interval_hours": 1.0, "checkpoint_cost_s": 120,
+                  "restart_s": 900}],
+        "replications": {"min": 8, "max": 8},
+    }
+    for k, v in over.items():
+        raw[k] = {**raw[k], **v} if isinstance(v, dict) and isinstance(raw.get(k), dict) else v
+    return validate(raw)
+
+
+def replicate(spec, rates, law, n):
+    return estimates([engine.run(spec, rates, law, spec["jobs"], s) for s in range(n)])
+
+
+def within(est, key, truth, slack=0.0):
+    lo, hi = est.ci_low[key], est.ci_high[key]
+    half = (hi - lo) / 2
+    assert abs(est.mean[key] - truth) <= 1.5 * half + slack, (key, est.mean[key], lo, hi, truth)
+
+
+def test_one_job_with_instant_repair_matches_daly_and_the_monte_carlo():
+    r = 1 / 80.0  # per node-hour: 8 nodes, MTTI 10 h
+    spec = spec_of()
+    est = replicate(spec, node_rates(r), exp_law(1.0), 8)
+    m = 1 / (8 * r)
+    daly = float(useful_fraction(1.0, 120 / 3600, 900 / 3600, m))
+    within(est, "goodput:64", daly, slack=0.002)
+    mc = mc_simulate(
+        ClassRates.from_mtti(m),
+        JobConfig(64, interval_hours=1.0, ckpt_cost_s=120, restart_s=900, wall_hours=4800),
+        replicas=200,
+    ).summary()
+    assert abs(est.mean["goodput:64"] - mc["mean"]) < 3 * mc["se"] + est.ci_high["goodput:64"] - est.mean["goodput:64"]
+
+
+def test_repair_line_alone_matches_mmc_erlang_c():
+    lam_node, n, c, mean_repair = 2.4 / 20_000, 20_000, 3, 1.0
+    spec = spec_of(
+        horizon_days=400, idle_failure_factor=1.0, fleet={"nodes": n, "hot_spares": 0},
+        triage={"hours": 0.0, "detect_prob": 0.0},
+        repair={"technicians": c, "params": {"scale_hours": mean_repair}},
+        jobs=[{"gpus": 8}],
+    )  # fmt: skip
+    est = replicate(spec, node_rates(lam_node), exp_law(mean_repair), 5)
+    lam = lam_node * (n - 3.0)  # arrivals come from the nodes not in repair (about 3 of them)
+    wq, lq = closed_forms.mmc_wait(lam, 1 / mean_repair, c)
+    within(est, "repair_queue_mean", lq, slack=0.03 * lq)
+    # the wait of the repairs that started service: all arrivals, the ones served at once at 0
+    served_wait = wq / closed_forms.erlang_c(c, lam * mean_repair)
+    within(est, "repair_wait_hours", served_wait, slack=0.03 * served_wait)
+
+
+def test_spare_pool_matches_erlang_b_for_a_lognormal_repair():
+    k, busy, r = 3, 100, 0.01  # 100 nodes in jobs fail at 1/h; repairs average 3 h
+    law = lifetime_models.get("lognormal")(mu_log_hours=math.log(3.0) - 0.5, sigma=1.0)
+    spec = spec_of(
+        horizon_days=600, fleet={"nodes": busy + k + 60, "hot_spares": k},
+        triage={"hours": 0.0, "detect_prob": 0.0}, jobs=[{"gpus": 8, "count": busy}],
+    )  # fmt: skip
+    est = replicate(spec, node_rates(r), law, 5)
+    a = busy * r * law.mean()
+    within(est, "spare_blocking", float(closed_forms.erlang_b(k, a)), slack=0.01)
+    carried = a * (1 - float(closed_forms.erlang_b(k, a))) / k
+    within(est, "spare_utilisation", carried, slack=0.01)
+
+
+def test_ettr_matches_metas_first_order_model_in_its_assumptions():
+    n_nodes, r, dt, u0 = 8, 0.05 / 8, 1.5, 0.25  # free checkpoints, Poisson failures
+    spec = spec_of(
+        horizon_days=300,
+        jobs=[{"gpus": 64, "checkpoint_interval_hours": dt, "checkpoint_cost_s": 0,
+               "restart_s": u0 * 3600}],
+    )  # fmt: skip
+    est = replicate(spec, node_rates(r), exp_law(1.0), 8)
+    meta = float(closed_forms.meta_ettr(n_nodes, r, dt, u0))
+    first_order_error = (n_nodes * r * (u0 + dt / 2)) ** 2
+    within(est, "ettr:64", meta, slack=first_order_error)
+
+
+def test_maintenance_alone_takes_its_share_of_node_hours():
+    spec = spec_of(maintenance={"every_days": 10, "hours": 12, "group_nodes": 4},
+                   horizon_days=100)  # fmt: skip
+    m = engine.run(spec, node_rates(0.0), exp_law(1.0), spec["jobs"], 0)
+    assert m["node_availability"] == pytest.approx(1 - 12 / 240, abs=1e-9)
+    assert m["failures"] == 0
+    assert m["lost_gpu_hours:maintenance"] > 0
+
+
+def test_retirement_false_blame_and_seeds():
+    spec = spec_of(
+        fleet={"nodes": 40, "hot_spares": 4}, retirement={"failures": 2, "window_days": 30},
+        triage={"hours": 0.1, "detect_prob": 0.5, "false_blame_prob": 0.5, "refail_hours": 2},
+        repair={"technicians": 2}, jobs=[{"gpus": 64, "count": 4}], horizon_days=120,
+    )  # fmt: skip
+    a = engine.run(spec, node_rates(1 / 500), exp_law(4.0), spec["jobs"], 3)
+    b = engine.run(spec, node_rates(1 / 500), exp_law(4.0), spec["jobs"], 3)
+    assert a == b
+    assert a["retired_nodes"] > 0
+    keep = with_knob(spec, "retirement.failures", None)
+    honest = with_knob(keep, "triage.false_blame_prob", 0.0)
+    blamed, right = (engine.run(s, node_rates(1 / 500), exp_law(4.0), s["jobs"], 3)
+                     for s in (keep, honest))  # fmt: skip
+    assert blamed["interruptions"] > 1.2 * right["interruptions"]  # the faulty node fails again
+    assert right["retired_nodes"] == 0
+
+
+def test_adaptive_stopping_reaches_the_target_or_the_cap():
+    spec = spec_of(replications={"min": 3, "max": 12, "rel_halfwidth": 0.01})
+    inputs = Inputs(node_rates(1 / 80), exp_law(1.0), spec["jobs"])
+    est = simulate(spec, inputs)
+    half = (est.ci_high["goodput:64"] - est.ci_low["goodput:64"]) / 2
+    assert est.converged and 3 <= est.replications <= 12 and half <= 0.01 * est.mean["goodput:64"]
+    tight = with_knob(spec, "replications.rel_halfwidth", 0.0)
+    assert simulate(tight, inputs).replications == 12
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ({"fleet": {"nodes": 4, "sparez": 1}}, "fleet.sparez: unknown key"),
+        ({"fleet": {"nodes": -1}}, "fleet.nodes: -1 is below 1"),
+        ({"fleet": {"nodes": 4}, "triage": {"detect_prob": 2}}, "triage.detect_prob: 2.0 is above 1"),
+        ({"fleet": {"nodes": 4}, "color": 1}, "color: unknown key"),
+        ({"fleet": {"nodes": 4}, "repair": {"model": "nope"}}, "repair: unknown lifetime model"),
+        ({"fleet": {"nodes": 4}, "jobs": [{"gpus": 64}]}, "cannot fit"),
+        ({"fleet": {"nodes": "x"}}, "fleet.nodes: want a number"),
+    ],
+)
+def test_bad_scenarios_are_one_line(raw, message):
+    with pytest.raises(ScenarioError) as e:
+        validate(raw)
+    assert message in str(e.value) and "\n" not in str(e.value)
