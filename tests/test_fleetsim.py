@@ -164,3 +164,57 @@ def test_bad_scenarios_are_one_line(raw, message):
     with pytest.raises(ScenarioError) as e:
         validate(raw)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_sweeps_rank_knobs_and_draw_the_spare_curve():
+    from analysis.fleetsim.sweep import ranking, result_rows, study
+
+    spec = validate({
+        "horizon_days": 60, "idle_failure_factor": 0.0,
+        "fleet": {"nodes": 16, "hot_spares": 0},
+        "triage": {"hours": 0.0, "detect_prob": 0.0},
+        "repair": {"technicians": 1, "model": "exponential", "params": {"scale_hours": 12.0}},
+        "jobs": [{"gpus": 128, "count": 1}],
+        "replications": {"min": 3, "max": 3},
+        "sweeps": [{"knob": "repair.technicians", "values": [4]},
+                   {"knob": "rate:psu", "values": [2.0]}],
+        "spare_curve": [0, 4],
+    })  # fmt: skip
+    res = study(spec, Inputs(node_rates(1 / 200), exp_law(12.0), spec["jobs"]), workers=1)
+    rank = ranking(res)
+    assert rank["item"].to_list() == ["repair.technicians", "rate:psu"]  # more techs help
+    assert rank["gain"][0] > 0 > rank["gain"][1]
+    k0, k4 = (e.mean["goodput:128"] for _, e in res["spare_curve"])
+    assert k4 > k0 + 0.05  # bought spares cut the job's wait for a repaired node
+    rows = result_rows("t", res)
+    assert set(rows["study"]) == {"baseline", "sweep", "spare_curve"}
+    assert rows.filter(rows["metric"] == "fleet_goodput").height == 5
+
+
+def test_cli_runs_the_committed_example_shape_and_bad_scenarios_are_one_line(tmp_path, capsys):
+    import json
+
+    import yaml
+
+    from pipelines.cli import SAMPLE_FLEET, main
+
+    example = SAMPLE_FLEET.parent / "fleetsim" / "example.yaml"
+    raw = yaml.safe_load(example.read_text())
+    raw["rates"] = str((example.parent / raw["rates"]).resolve())
+    raw["fleet"] = {**raw["fleet"], "nodes": 300, "hot_spares": 4, "warm_standbys": 2}
+    raw["jobs"] = [{"gpus": 512, "count": 2}, {"gpus": 8, "count": 100}]
+    raw["horizon_days"], raw["replications"] = 30, {"min": 2, "max": 2}
+    small = tmp_path / "small.yaml"
+    small.write_text(yaml.safe_dump(raw))
+    assert main(["fleetsim", "--scenario", str(small), "--json", "--workers", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["baseline"]["replications"] == 2
+    assert 0 < out["baseline"]["metrics"]["ettr:512"]["mean"] < 1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("fleet: {nodes: 10, hot_spare: 2}\n")
+    assert main(["fleetsim", "--scenario", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "fleet.hot_spare: unknown key" in err
+    bad.write_text("fleet: [\n")
+    assert main(["fleetsim", "--scenario", str(bad)]) == 2
+    assert "not valid YAML" in capsys.readouterr().err

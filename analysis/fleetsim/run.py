@@ -13,7 +13,9 @@ not drowned in noise).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import os
+from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -32,7 +34,17 @@ class Inputs:
     rates: object  # projection.ClassRates with the scenario's multipliers applied
     repair_law: object  # a lifetime_models distribution (hours)
     jobs: list[dict]
-    notes: dict = field(default_factory=dict)
+    base_rates: object = None  # the rates before the multipliers (what-if sweeps rescale)
+
+    def for_spec(self, spec: dict) -> Inputs:
+        """The inputs of a variant of the scenario (``scenario.with_knob``): its rate
+        multipliers, its listed jobs, its repair law unless fitted."""
+        base = self.base_rates if self.base_rates is not None else self.rates
+        law = self.repair_law
+        if spec["repair"]["model"] != "fitted":
+            law = repair_law(spec)
+        jobs = spec["jobs"] if isinstance(spec["jobs"], list) else self.jobs
+        return Inputs(base.scaled(spec["rate_multipliers"]), law, jobs, base)
 
 
 @dataclass
@@ -107,16 +119,22 @@ def measured_jobs(attempts: pl.DataFrame, spec: dict) -> list[dict]:
     return validate(raw)["jobs"]
 
 
+def needs_warehouse(spec: dict) -> bool:
+    """Whether the scenario reads the warehouse: fitted rates or repair law, measured jobs."""
+    return (
+        spec["rates"] == "warehouse"
+        or spec["repair"]["model"] == "fitted"
+        or spec["jobs"] == "measured"
+    )
+
+
 def resolve(spec: dict, wh=None) -> Inputs:
     """Failure laws, repair law and job mix of a validated scenario. ``wh`` (a Warehouse) is
     needed for 'warehouse' rates, a 'fitted' repair law or a 'measured' mix."""
     from analysis.projection import scoped_rates, with_fleet_age
     from analysis.whatif import read_rates_csv
 
-    need_wh = spec["rates"] == "warehouse" or spec["repair"]["model"] == "fitted" or (
-        spec["jobs"] == "measured"
-    )
-    if need_wh and wh is None:
+    if needs_warehouse(spec) and wh is None:
         raise ScenarioError("this scenario reads the warehouse (rates: warehouse, repair.model: "
                             "fitted or jobs: measured) but none was given")
     jobs = measured_jobs(wh.read("job_attempts"), spec) if spec["jobs"] == "measured" else spec["jobs"]
@@ -132,9 +150,8 @@ def resolve(spec: dict, wh=None) -> Inputs:
     if unknown:
         raise ScenarioError(f"rate_multipliers.{unknown[0]}: no such class in the rates "
                             f"(known: {', '.join(rates.classes)})")
-    rates = with_fleet_age(rates, DEFAULT_FLEET_AGE, spec["horizon_days"] * 24.0)
-    rates = rates.scaled(spec["rate_multipliers"])
-    return Inputs(rates, repair_law(spec, wh), jobs, {"rates_source": rates.source})
+    base = with_fleet_age(rates, DEFAULT_FLEET_AGE, spec["horizon_days"] * 24.0)
+    return Inputs(base.scaled(spec["rate_multipliers"]), repair_law(spec, wh), jobs, base)
 
 
 def _ci(x: np.ndarray) -> tuple[float, float, float]:
@@ -164,19 +181,52 @@ def converged(est: Estimates, rel: float) -> bool:
     return True
 
 
-def simulate(spec: dict, inputs: Inputs, progress=None) -> Estimates:
-    """Replications until the stopping rule holds (module docstring)."""
+def default_workers() -> int:
+    return max(1, min(len(os.sched_getaffinity(0)), 8))
+
+
+def simulate(spec: dict, inputs: Inputs, progress=None, workers: int | None = None) -> Estimates:
+    """Replications until the stopping rule holds (module docstring), ``workers`` processes
+    at a time (default: the cores this process may use). Replication i has its own seed and
+    results are taken in order, so the estimates do not depend on ``workers``."""
     r = spec["replications"]
-    runs = []
-    est = None
-    for i in range(r["max"]):
-        seed = int(np.random.SeedSequence([spec["seed"], i]).generate_state(1)[0])
-        runs.append(engine.run(spec, inputs.rates, inputs.repair_law, inputs.jobs, seed))
+    workers = default_workers() if workers is None else workers
+    runs: list[dict] = []
+
+    def done(result) -> Estimates | None:
+        runs.append(result)
         if progress is not None:
-            progress(i + 1)
-        if len(runs) >= r["min"]:
-            est = estimates(runs)
-            if converged(est, r["rel_halfwidth"]):
-                est.converged = True
+            progress(len(runs))
+        if len(runs) < r["min"]:
+            return None
+        est = estimates(runs)
+        est.converged = converged(est, r["rel_halfwidth"])
+        return est if est.converged or len(runs) == r["max"] else None
+
+    args = [(spec, inputs.rates, inputs.repair_law, inputs.jobs, seed_of(spec, i))
+            for i in range(r["max"])]  # fmt: skip
+    if workers <= 1:
+        for a in args:
+            est = done(engine.run(*a))
+            if est is not None:
                 return est
-    return est if est is not None else estimates(runs)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
+        pending = deque()
+        nxt = 0
+        while True:
+            while nxt < len(args) and len(pending) < workers:
+                pending.append(ex.submit(engine.run, *args[nxt]))
+                nxt += 1
+            est = done(pending.popleft().result())
+            if est is not None:
+                for f in pending:
+                    f.cancel()
+                return est
+
+
+def seed_of(spec: dict, i: int) -> int:
+    """Replication ``i``'s seed, from the scenario's."""
+    return int(np.random.SeedSequence([spec["seed"], i]).generate_state(1)[0])

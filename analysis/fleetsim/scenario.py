@@ -237,7 +237,8 @@ def with_knob(spec: dict, knob: str, value) -> dict:
 
 
 def load(path) -> dict:
-    """Read and validate a scenario YAML file (a bad file is one ``ScenarioError`` line)."""
+    """Read and validate a scenario YAML file (a bad file is one ``ScenarioError`` line); a
+    relative rates path is relative to the scenario file."""
     import yaml
 
     p = Path(path)
@@ -250,6 +251,9 @@ def load(path) -> dict:
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise ScenarioError(f"scenario {p} is not valid YAML{where}") from None
     try:
-        return validate(raw)
+        spec = validate(raw)
     except ScenarioError as exc:
         raise ScenarioError(f"scenario {p}: {exc}") from None
+    if spec["rates"] != "warehouse" and not Path(spec["rates"]).is_absolute():
+        spec["rates"] = str(p.parent / spec["rates"])  # a rates file beside the scenario
+    return spec
