@@ -33,8 +33,14 @@ def spec_of(**over) -> dict:
         "fleet": {"nodes": 16, "hot_spares": 8},
         "triage": {"hours": 0.0, "detect_prob": 1.0},
         "repair": {"model": "exponential", "params": {"scale_hours": 1.0}},
-        "jobs": [{"gpus": 64, "checkpoint_interval_hours": 1.0, "checkpoint_cost_s": 120,
-                  "restart_s": 900}],
+        "jobs": [
+            {
+                "gpus": 64,
+                "checkpoint_interval_hours": 1.0,
+                "checkpoint_cost_s": 120,
+                "restart_s": 900,
+            }
+        ],
         "replications": {"min": 8, "max": 8},
     }
     for k, v in over.items():
@@ -64,7 +70,10 @@ def test_one_job_with_instant_repair_matches_daly_and_the_monte_carlo():
         JobConfig(64, interval_hours=1.0, ckpt_cost_s=120, restart_s=900, wall_hours=4800),
         replicas=200,
     ).summary()
-    assert abs(est.mean["goodput:64"] - mc["mean"]) < 3 * mc["se"] + est.ci_high["goodput:64"] - est.mean["goodput:64"]
+    assert (
+        abs(est.mean["goodput:64"] - mc["mean"])
+        < 3 * mc["se"] + est.ci_high["goodput:64"] - est.mean["goodput:64"]
+    )
 
 
 def test_repair_line_alone_matches_mmc_erlang_c():
@@ -153,7 +162,10 @@ def test_adaptive_stopping_reaches_the_target_or_the_cap():
     [
         ({"fleet": {"nodes": 4, "sparez": 1}}, "fleet.sparez: unknown key"),
         ({"fleet": {"nodes": -1}}, "fleet.nodes: -1 is below 1"),
-        ({"fleet": {"nodes": 4}, "triage": {"detect_prob": 2}}, "triage.detect_prob: 2.0 is above 1"),
+        (
+            {"fleet": {"nodes": 4}, "triage": {"detect_prob": 2}},
+            "triage.detect_prob: 2.0 is above 1",
+        ),
         ({"fleet": {"nodes": 4}, "color": 1}, "color: unknown key"),
         ({"fleet": {"nodes": 4}, "repair": {"model": "nope"}}, "repair: unknown lifetime model"),
         ({"fleet": {"nodes": 4}, "jobs": [{"gpus": 64}]}, "cannot fit"),
@@ -218,3 +230,43 @@ def test_cli_runs_the_committed_example_shape_and_bad_scenarios_are_one_line(tmp
     bad.write_text("fleet: [\n")
     assert main(["fleetsim", "--scenario", str(bad)]) == 2
     assert "not valid YAML" in capsys.readouterr().err
+
+
+def test_asset_runs_the_home_scenarios_and_the_report_section_shows_them(tmp_path):
+    import dagster as dg
+    import polars as pl
+    import yaml
+
+    from dashboards.section import ReportContext
+    from dashboards.sections import operations_whatif
+    from pipelines.cli import SAMPLE_FLEET
+    from pipelines.fleetsim_assets import fleetsim_results
+    from pipelines.resources import GoodputConfig
+    from warehouse.store import Warehouse
+
+    rates = (SAMPLE_FLEET.parents[1] / "analysis" / "data" / "llama3_rates.csv").resolve()
+    (tmp_path / "scenarios").mkdir()
+    good = {
+        "rates": str(rates), "horizon_days": 20, "fleet": {"nodes": 40, "hot_spares": 2},
+        "repair": {"technicians": 2, "model": "exponential", "params": {"scale_hours": 24}},
+        "jobs": [{"gpus": 256, "count": 1}, {"gpus": 8, "count": 4}],
+        "replications": {"min": 2, "max": 2},
+        "sweeps": [{"knob": "repair.technicians", "values": [8]}], "spare_curve": [0, 4],
+    }  # fmt: skip
+    (tmp_path / "scenarios" / "good.yaml").write_text(yaml.safe_dump(good))
+    (tmp_path / "scenarios" / "bad.yaml").write_text("fleet: {nodes: 0}\n")
+    result = dg.materialize(
+        [fleetsim_results], resources={"goodput": GoodputConfig(home=str(tmp_path))}
+    )
+    meta = result.asset_materializations_for_node("fleetsim_results")[0].metadata
+    assert meta["scenarios"].value == 1
+    assert "fleet.nodes: 0 is below 1" in meta["errors"].value[0]
+    wh = Warehouse(tmp_path)
+    res = wh.read("fleetsim_results")
+    assert set(res["scenario"]) == {"good"} and res["replications"].min() == 2
+    ctx = ReportContext(wh, {"fleetsim_results": res}, 16_384)
+    section = operations_whatif.build(ctx)
+    assert section.chart is not None and "repair.technicians = 8" in section.reading
+    empty = ReportContext(wh, {"fleetsim_results": res.clear()}, 16_384)
+    assert operations_whatif.build(empty) is None
+    assert pl.Series(operations_whatif.spare_frame(res)["knob_value"]).unique().len() == 2

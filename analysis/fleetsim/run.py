@@ -80,9 +80,11 @@ def repair_law(spec: dict, wh=None):
         if sel.height:
             row = sel.row(0, named=True)
             return lifetime_models.get(row["model"]).from_params(row["params"])
-    raise ScenarioError("repair.model is 'fitted' but repair_fits has no repair-time fit: run "
-                        "`goodput build` on failure logs / node events, or give repair.model "
-                        "and repair.params")
+    raise ScenarioError(
+        "repair.model is 'fitted' but repair_fits has no repair-time fit: run "
+        "`goodput build` on failure logs / node events, or give repair.model "
+        "and repair.params"
+    )
 
 
 def measured_jobs(attempts: pl.DataFrame, spec: dict) -> list[dict]:
@@ -99,13 +101,19 @@ def measured_jobs(attempts: pl.DataFrame, spec: dict) -> list[dict]:
         pl.sum_horizontal(*(pl.col("n_gpus") > e for e in JOB_SIZE_EDGES)).alias("_size"),
     )
     if ran.height == 0:
-        raise ScenarioError("jobs: 'measured' but job_attempts has no finished job with GPUs; "
-                            "ingest scheduler logs or list the jobs in the scenario")
+        raise ScenarioError(
+            "jobs: 'measured' but job_attempts has no finished job with GPUs; "
+            "ingest scheduler logs or list the jobs in the scenario"
+        )
     g = f["gpus_per_node"]
-    agg = ran.group_by("_size").agg(
-        pl.col("n_gpus").median().alias("gpus"),
-        (pl.col("_h") * pl.col("n_gpus")).sum().alias("gpu_h"),
-    ).sort("_size")
+    agg = (
+        ran.group_by("_size")
+        .agg(
+            pl.col("n_gpus").median().alias("gpus"),
+            (pl.col("_h") * pl.col("n_gpus")).sum().alias("gpu_h"),
+        )
+        .sort("_size")
+    )
     share = agg["gpu_h"].to_numpy() / agg["gpu_h"].sum()
     out = []
     for row, s in zip(agg.iter_rows(named=True), share, strict=True):
@@ -135,9 +143,13 @@ def resolve(spec: dict, wh=None) -> Inputs:
     from analysis.whatif import read_rates_csv
 
     if needs_warehouse(spec) and wh is None:
-        raise ScenarioError("this scenario reads the warehouse (rates: warehouse, repair.model: "
-                            "fitted or jobs: measured) but none was given")
-    jobs = measured_jobs(wh.read("job_attempts"), spec) if spec["jobs"] == "measured" else spec["jobs"]
+        raise ScenarioError(
+            "this scenario reads the warehouse (rates: warehouse, repair.model: "
+            "fitted or jobs: measured) but none was given"
+        )
+    jobs = (
+        measured_jobs(wh.read("job_attempts"), spec) if spec["jobs"] == "measured" else spec["jobs"]
+    )
     biggest = max(j["gpus"] for j in jobs)
     try:
         if spec["rates"] == "warehouse":
@@ -148,8 +160,10 @@ def resolve(spec: dict, wh=None) -> Inputs:
         raise ScenarioError(f"rates: {str(exc).splitlines()[0]}") from None
     unknown = [c for c in spec["rate_multipliers"] if c not in rates.classes]
     if unknown:
-        raise ScenarioError(f"rate_multipliers.{unknown[0]}: no such class in the rates "
-                            f"(known: {', '.join(rates.classes)})")
+        raise ScenarioError(
+            f"rate_multipliers.{unknown[0]}: no such class in the rates "
+            f"(known: {', '.join(rates.classes)})"
+        )
     base = with_fleet_age(rates, DEFAULT_FLEET_AGE, spec["horizon_days"] * 24.0)
     return Inputs(base.scaled(spec["rate_multipliers"]), repair_law(spec, wh), jobs, base)
 

@@ -59,10 +59,17 @@ SCHEMA: dict[str, Key | dict] = {
     "triage": {
         "hours": Key(float, 0.25, 0, doc="automatic triage time of each pulled node"),
         "detect_prob": Key(float, 0.5, 0, 1, doc="share fixed by automatic triage"),
-        "false_blame_prob": Key(float, 0.0, 0, 1, doc="share of job failures blamed on a "
-                                "healthy node of the job; the faulty one stays in"),
-        "refail_hours": Key(float, 24.0, 1e-9, doc="mean time until a faulty node left in "
-                            "service fails again"),
+        "false_blame_prob": Key(
+            float,
+            0.0,
+            0,
+            1,
+            doc="share of job failures blamed on a "
+            "healthy node of the job; the faulty one stays in",
+        ),
+        "refail_hours": Key(
+            float, 24.0, 1e-9, doc="mean time until a faulty node left in service fails again"
+        ),
     },
     "repair": {
         "technicians": Key(int, None, 1, doc="manual repair servers (absent: unlimited)"),
@@ -81,8 +88,9 @@ SCHEMA: dict[str, Key | dict] = {
     "replications": {
         "min": Key(int, 5, 2),
         "max": Key(int, 30, 2),
-        "rel_halfwidth": Key(float, 0.05, 0, doc="stop when every 95% CI half-width is "
-                             "within this share of its mean"),
+        "rel_halfwidth": Key(
+            float, 0.05, 0, doc="stop when every 95% CI half-width is within this share of its mean"
+        ),
     },
 }
 LISTS = ("jobs", "rate_multipliers", "sweeps", "spare_curve")  # validated by their own rules
@@ -179,8 +187,9 @@ def validate(raw) -> dict:
         room = f["nodes"] - f["hot_spares"] - f["warm_standbys"]
         big = max(math.ceil(j["gpus"] / g) for j in out["jobs"])
         if big > room:
-            raise ScenarioError(f"jobs: a job of {big} nodes cannot fit the {room} nodes "
-                                "outside the spare pools")
+            raise ScenarioError(
+                f"jobs: a job of {big} nodes cannot fit the {room} nodes outside the spare pools"
+            )
         out["mix_nodes"] = need
     mult = raw.get("rate_multipliers") or {}
     if not isinstance(mult, dict):
@@ -231,8 +240,10 @@ def with_knob(spec: dict, knob: str, value) -> dict:
     elif not key and isinstance(sub, Key):
         raw[section] = value
     else:
-        raise ScenarioError(f"unknown knob {knob!r}; use section.key (e.g. fleet.hot_spares), "
-                            "jobs.<key> or rate:<class>")
+        raise ScenarioError(
+            f"unknown knob {knob!r}; use section.key (e.g. fleet.hot_spares), "
+            "jobs.<key> or rate:<class>"
+        )
     return validate(raw)
 
 

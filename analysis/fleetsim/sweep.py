@@ -24,6 +24,7 @@ def study(spec: dict, inputs: Inputs, progress=None, workers: int | None = None)
     [(spares, Estimates)]} for a validated scenario. A sweep of ``fleet.hot_spares`` turns
     nodes of the fleet into spares; a spare-curve point of K spares keeps the other nodes and
     buys K spares (fleet.nodes grows), so it shows what spares cost against what they buy."""
+
     def point(s):
         return simulate(s, inputs.for_spec(s), progress, workers)
 
@@ -82,6 +83,7 @@ def result_rows(name: str, res: dict) -> pl.DataFrame:
 
 def to_json(name: str, res: dict) -> dict:
     """The study as one JSON-able object (``goodput fleetsim --json``)."""
+
     def est(e: Estimates) -> dict:
         return {"replications": e.replications, "converged": e.converged, "metrics": e.as_dict()}
 
@@ -123,8 +125,10 @@ def format_study(name: str, res: dict) -> list[str]:
     if rank.height:
         out.append("what-if, ranked by fleet-goodput gain (percentage points, 95% CI):")
         for r in rank.iter_rows(named=True):
-            out.append(f"  {r['change']:<40} {r['gain'] * 100:+.2f} "
-                       f"[{r['gain_ci_low'] * 100:+.2f}, {r['gain_ci_high'] * 100:+.2f}]")
+            out.append(
+                f"  {r['change']:<40} {r['gain'] * 100:+.2f} "
+                f"[{r['gain_ci_low'] * 100:+.2f}, {r['gain_ci_high'] * 100:+.2f}]"
+            )
     if res["spare_curve"]:
         out.append("spare sizing: hot spares -> fleet goodput, largest job's ETTR")
         for k, e in res["spare_curve"]:
