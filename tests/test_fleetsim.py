@@ -270,3 +270,19 @@ def test_asset_runs_the_home_scenarios_and_the_report_section_shows_them(tmp_pat
     empty = ReportContext(wh, {"fleetsim_results": res.clear()}, 16_384)
     assert operations_whatif.build(empty) is None
     assert pl.Series(operations_whatif.spare_frame(res)["knob_value"]).unique().len() == 2
+
+
+def test_the_docs_describe_every_scenario_key():
+    from pathlib import Path
+
+    from analysis.fleetsim.scenario import JOB, LISTS, SCHEMA
+
+    text = (Path(__file__).parents[1] / "docs" / "fleetsim.md").read_text()
+    keys = [k for k, v in SCHEMA.items() if not isinstance(v, dict)] + list(LISTS)
+    keys += [f"{s}.{k}" for s, sub in SCHEMA.items() if isinstance(sub, dict) for k in sub]
+    keys = [k for k in keys if k not in ("replications.max", "replications.rel_halfwidth")]
+    missing = [k for k in keys if f"`{k}`" not in text]
+    missing += ["replications.rel_halfwidth"] if "`replications.rel_halfwidth`" not in text else []
+    jobs_row = next(line for line in text.splitlines() if line.startswith("| `jobs` |"))
+    missing += [k for k in JOB if k not in jobs_row]
+    assert not missing
