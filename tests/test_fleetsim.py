@@ -168,7 +168,7 @@ def test_adaptive_stopping_reaches_the_target_or_the_cap():
         ),
         ({"fleet": {"nodes": 4}, "color": 1}, "color: unknown key"),
         ({"fleet": {"nodes": 4}, "repair": {"model": "nope"}}, "repair: unknown lifetime model"),
-        ({"fleet": {"nodes": 4}, "jobs": [{"gpus": 64}]}, "cannot fit"),
+        ({"fleet": {"nodes": 4}, "jobs": [{"gpus": 64}]}, "the mix needs 8 nodes but 4 are"),
         ({"fleet": {"nodes": "x"}}, "fleet.nodes: want a number"),
     ],
 )
@@ -286,3 +286,26 @@ def test_the_docs_describe_every_scenario_key():
     jobs_row = next(line for line in text.splitlines() if line.startswith("| `jobs` |"))
     missing += [k for k in JOB if k not in jobs_row]
     assert not missing
+
+
+def test_measured_mix_follows_the_gpu_hours_of_job_attempts():
+    from datetime import datetime, timedelta
+
+    import polars as pl
+
+    from analysis.fleetsim.run import MEASURED_LOAD, measured_jobs
+
+    t0 = datetime(2026, 1, 1)
+    attempts = pl.DataFrame({
+        "start_time": [t0] * 4,
+        "end_time": [t0 + timedelta(hours=h) for h in (10, 10, 10, 5)],
+        "n_gpus": [8, 8, 1024, 1024],  # GPU-hours: 160 of 8-GPU jobs, 15,360 of 1024-GPU jobs
+    })  # fmt: skip
+    spec = spec_of(fleet={"nodes": 1000, "hot_spares": 0})
+    jobs = measured_jobs(attempts, spec)
+    assert [j["gpus"] for j in jobs] == [8, 1024]
+    room = 1000 * MEASURED_LOAD
+    assert jobs[0]["count"] == round(160 / 15_520 * room)
+    assert jobs[1]["count"] == round(15_360 / 15_520 * room / 128)
+    with pytest.raises(ScenarioError, match="no finished job"):
+        measured_jobs(attempts.clear(), spec)

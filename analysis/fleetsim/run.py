@@ -120,11 +120,14 @@ def measured_jobs(attempts: pl.DataFrame, spec: dict) -> list[dict]:
         nodes = min(math.ceil(row["gpus"] / g), room)
         count = max(1, round(s * MEASURED_LOAD * room / nodes))
         out.append({"gpus": nodes * g, "count": count})
+    while sum(j["count"] * j["gpus"] // g for j in out) > room:  # floors of one slot overfill
+        more = [j for j in out if j["count"] > 1]
+        if not more:
+            break  # validate says the mix does not fit
+        max(more, key=lambda j: j["count"] * j["gpus"])["count"] -= 1
     from analysis.fleetsim.scenario import validate
 
-    raw = {**spec, "jobs": out}
-    raw.pop("mix_nodes", None)
-    return validate(raw)["jobs"]
+    return validate({**spec, "jobs": out})["jobs"]
 
 
 def needs_warehouse(spec: dict) -> bool:

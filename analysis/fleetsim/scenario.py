@@ -185,12 +185,11 @@ def validate(raw) -> dict:
         g = f["gpus_per_node"]
         need = sum(math.ceil(j["gpus"] / g) * j["count"] for j in out["jobs"])
         room = f["nodes"] - f["hot_spares"] - f["warm_standbys"]
-        big = max(math.ceil(j["gpus"] / g) for j in out["jobs"])
-        if big > room:
+        if need > room:
             raise ScenarioError(
-                f"jobs: a job of {big} nodes cannot fit the {room} nodes outside the spare pools"
+                f"jobs: the mix needs {need} nodes but {room} are outside the "
+                "spare pools (slots hold their nodes: the rest would never run)"
             )
-        out["mix_nodes"] = need
     mult = raw.get("rate_multipliers") or {}
     if not isinstance(mult, dict):
         raise ScenarioError("rate_multipliers: want a mapping class: factor")
@@ -223,7 +222,6 @@ def _sweeps(given) -> list[dict]:
 def with_knob(spec: dict, knob: str, value) -> dict:
     """A validated copy of ``spec`` with one knob set (module docstring)."""
     raw = copy.deepcopy(spec)
-    raw.pop("mix_nodes", None)
     if knob.startswith("rate:"):
         raw["rate_multipliers"][knob.split(":", 1)[1]] = value
         return validate(raw)
