@@ -77,7 +77,7 @@ def test_one_job_with_instant_repair_matches_daly_and_the_monte_carlo():
 
 
 def test_repair_line_alone_matches_mmc_erlang_c():
-    lam_node, n, c, mean_repair = 2.4 / 20_000, 20_000, 3, 1.0
+    lam_node, n, c, mean_repair = 2.4 / 5_000, 5_000, 3, 1.0
     spec = spec_of(
         horizon_days=400, idle_failure_factor=1.0, fleet={"nodes": n, "hot_spares": 0},
         triage={"hours": 0.0, "detect_prob": 0.0},
