@@ -536,7 +536,10 @@ def cmd_fleetsim(args) -> int:
     def progress(n):
         print(f"\rfleetsim: {spec['name']}: replication {n}", end="", file=sys.stderr, flush=True)
 
-    res = study(spec, inputs, progress if sys.stderr.isatty() else None, args.workers)
+    try:
+        res = study(spec, inputs, progress if sys.stderr.isatty() else None, args.workers)
+    except ScenarioError as exc:
+        raise CliError(str(exc)) from None
     if sys.stderr.isatty():
         print(file=sys.stderr)
     if args.json:

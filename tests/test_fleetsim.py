@@ -170,6 +170,14 @@ def test_adaptive_stopping_reaches_the_target_or_the_cap():
         ({"fleet": {"nodes": 4}, "repair": {"model": "nope"}}, "repair: unknown lifetime model"),
         ({"fleet": {"nodes": 4}, "jobs": [{"gpus": 64}]}, "the mix needs 8 nodes but 4 are"),
         ({"fleet": {"nodes": "x"}}, "fleet.nodes: want a number"),
+        (
+            {"fleet": {"nodes": 4}, "sweeps": [{"knob": "repair.technicians", "values": [0]}]},
+            "sweeps[0]: repair.technicians: 0 is below 1",
+        ),
+        (
+            {"fleet": {"nodes": 4}, "sweeps": [{"knob": "rates", "values": ["x.csv"]}]},
+            "sweeps[0]: knob 'rates': use section.key",
+        ),
     ],
 )
 def test_bad_scenarios_are_one_line(raw, message):
@@ -198,6 +206,10 @@ def test_sweeps_rank_knobs_and_draw_the_spare_curve():
     assert rank["gain"][0] > 0 > rank["gain"][1]
     k0, k4 = (e.mean["goodput:128"] for _, e in res["spare_curve"])
     assert k4 > k0 + 0.05  # bought spares cut the job's wait for a repaired node
+    with pytest.raises(ScenarioError, match="rate:nope: no such class"):
+        Inputs(node_rates(1 / 200), exp_law(12.0), spec["jobs"]).for_spec(
+            with_knob(spec, "rate:nope", 2.0)
+        )
     rows = result_rows("t", res)
     assert set(rows["study"]) == {"baseline", "sweep", "spare_curve"}
     assert rows.filter(rows["metric"] == "fleet_goodput").height == 5

@@ -40,6 +40,11 @@ class Inputs:
         """The inputs of a variant of the scenario (``scenario.with_knob``): its rate
         multipliers, its listed jobs, its repair law unless fitted."""
         base = self.base_rates if self.base_rates is not None else self.rates
+        unknown = [c for c in spec["rate_multipliers"] if c not in base.classes]
+        if unknown:
+            raise ScenarioError(
+                f"rate:{unknown[0]}: no such class in the rates (known: {', '.join(base.classes)})"
+            )
         law = self.repair_law
         if spec["repair"]["model"] != "fitted":
             law = repair_law(spec)

@@ -94,6 +94,7 @@ SCHEMA: dict[str, Key | dict] = {
     },
 }
 LISTS = ("jobs", "rate_multipliers", "sweeps", "spare_curve")  # validated by their own rules
+INPUTS = ("name", "seed", "rates", "scope")  # pick the inputs or the seeds: not knobs
 
 
 def _value(path: str, key: Key, v):
@@ -201,6 +202,13 @@ def validate(raw) -> dict:
     if not isinstance(curve, list):
         raise ScenarioError("spare_curve: want a list of hot-spare counts")
     out["spare_curve"] = [_value("spare_curve", Key(int, None, 0), v) for v in curve]
+    bare = {**out, "sweeps": [], "spare_curve": []}
+    for i, sw in enumerate(out["sweeps"]):  # every point is a valid scenario, checked now
+        for v in sw["values"]:
+            try:
+                with_knob(bare, sw["knob"], v)
+            except ScenarioError as exc:
+                raise ScenarioError(f"sweeps[{i}]: {exc}") from None
     return out
 
 
@@ -235,12 +243,12 @@ def with_knob(spec: dict, knob: str, value) -> dict:
     sub = SCHEMA.get(section)
     if key and isinstance(sub, dict) and key in sub:
         raw[section][key] = value
-    elif not key and isinstance(sub, Key):
+    elif not key and isinstance(sub, Key) and section not in INPUTS:
         raw[section] = value
     else:
         raise ScenarioError(
-            f"unknown knob {knob!r}; use section.key (e.g. fleet.hot_spares), "
-            "jobs.<key> or rate:<class>"
+            f"knob {knob!r}: use section.key (e.g. fleet.hot_spares), jobs.<key>, rate:<class>, "
+            "horizon_days or idle_failure_factor"
         )
     return validate(raw)
 
