@@ -11,11 +11,13 @@ written once.
   repairs at rate mu: the probability of waiting C = c B / (c - a (1 - B)) with B = Erlang B
   (c, a), mean wait Wq = C / (c mu - lam) and mean queue length Lq = lam Wq (Little).
 - Meta's expected ETTR (Kokolis et al., "Revisiting Reliability in Large-Scale Machine
-  Learning Research Clusters", arXiv 2410.21680, the ETTR model of its reliability-metrics
-  section): a job of N nodes, each failing at rate r (Poisson), checkpointing every dt at no
-  cost and paying a restart overhead u0 per failure, has ETTR ~ 1 - N r (u0 + dt / 2): each
-  failure costs the restart and on average half a checkpoint interval of lost work. A first-
-  order model (it drops the (N r (u0 + dt/2))^2 terms that Daly's exact wall time keeps).
+  Learning Research Clusters", HPCA 2025, arXiv 2410.21680: its analytical estimate of ETTR as
+  a function of job parameters): a job of N nodes, each failing at rate r (Poisson), that
+  checkpoints every dt at no cost and pays a restart overhead u0 per failure has
+  ETTR ~ 1 - N r (u0 + dt / 2): each failure costs the restart and on average half a
+  checkpoint interval of lost work. First order: it drops the (N r (u0 + dt/2))^2 terms that
+  Daly's exact wall time keeps. (Written from the model's statement of these assumptions; the
+  paper's own text was not at hand to quote its section and equation number.)
 """
 
 from __future__ import annotations
