@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 
 from analysis import lifetime_models
@@ -246,7 +247,6 @@ def test_cli_runs_the_committed_example_shape_and_bad_scenarios_are_one_line(tmp
 
 def test_asset_runs_the_home_scenarios_and_the_report_section_shows_them(tmp_path):
     import dagster as dg
-    import polars as pl
     import yaml
 
     from dashboards.section import ReportContext
@@ -303,8 +303,6 @@ def test_the_docs_describe_every_scenario_key():
 def test_measured_mix_follows_the_gpu_hours_of_job_attempts():
     from datetime import datetime, timedelta
 
-    import polars as pl
-
     from analysis.fleetsim.run import MEASURED_LOAD, measured_jobs
 
     t0 = datetime(2026, 1, 1)
@@ -321,3 +319,29 @@ def test_measured_mix_follows_the_gpu_hours_of_job_attempts():
     assert jobs[1]["count"] == round(15_360 / 15_520 * room / 128)
     with pytest.raises(ScenarioError, match="no finished job"):
         measured_jobs(attempts.clear(), spec)
+
+
+def test_a_scenario_runs_on_the_warehouses_fits_repair_law_and_job_mix(demo):
+    """Driven by the demo's fitted laws (``failure_rates``), repair-time fit (``repair_fits``
+    from node events) and measured job mix (``job_attempts``). Uses the session's demo."""
+    from analysis.fleetsim.run import resolve
+
+    wh, _ = demo
+    spec = validate({"horizon_days": 30, "fleet": {"nodes": 64, "hot_spares": 2},
+                     "repair": {"technicians": 2}, "replications": {"min": 2, "max": 2}})  # fmt: skip
+    inputs = resolve(spec, wh)
+    assert (
+        inputs.repair_law.name
+        == wh.read("repair_fits").filter((pl.col("quantity") == "repair") & pl.col("selected"))[
+            "model"
+        ][0]
+    )
+    sizes = [j["gpus"] for j in inputs.jobs]
+    assert sizes == sorted(sizes) and max(sizes) <= 64 * 8
+    assert "gpu" in inputs.rates.classes
+    est = simulate(spec, inputs, workers=1)
+    for g in sizes:
+        assert 0.5 < est.mean[f"ettr:{g}"] <= 1.0
+    assert est.mean["failures"] > 0
+    with pytest.raises(ScenarioError, match="rate_multipliers.nope: no such class"):
+        resolve(validate({**spec, "rate_multipliers": {"nope": 2.0}}), wh)
