@@ -47,6 +47,10 @@ def main() -> None:
           f"{est.mean['interruptions']:,.0f} interruptions per year")  # fmt: skip
     rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
               resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 2**20  # fmt: skip
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = kids.ru_utime + kids.ru_stime if workers > 1 else time.process_time()
+    print(f"CPU {cpu:.1f} s in all ({cpu / est.replications:.2f} s per replication): the wall "
+          f"time on {workers} idle cores would be about {cpu / workers:.1f} s")  # fmt: skip
     print(f"peak RSS {rss:.2f} GiB (largest of this process and the replication processes)")
     target(f"100k GPUs x 1 year x {n} replications < 60 s ({workers} workers)", wall < 60,
            f"{wall:.1f} s")  # fmt: skip
