@@ -205,6 +205,11 @@ def test_sweeps_rank_knobs_and_draw_the_spare_curve():
     rank = ranking(res)
     assert rank["item"].to_list() == ["repair.technicians", "rate:psu"]  # more techs help
     assert rank["gain"][0] > 0 > rank["gain"][1]
+    techs, base = res["sweeps"][0][2], res["baseline"]
+    gain = techs.mean["fleet_goodput"] - base.mean["fleet_goodput"]
+    assert rank["gain"][0] == pytest.approx(gain)  # same seeds: paired mean = difference
+    conservative = (techs.ci_high["fleet_goodput"] - techs.ci_low["fleet_goodput"]) / 2
+    assert 0 < rank["gain_ci_low"][0] and rank["gain_ci_high"][0] - gain < conservative
     k0, k4 = (e.mean["goodput:128"] for _, e in res["spare_curve"])
     assert k4 > k0 + 0.05  # bought spares cut the job's wait for a repaired node
     with pytest.raises(ScenarioError, match="rate:nope: no such class"):

@@ -54,13 +54,15 @@ class Inputs:
 
 @dataclass
 class Estimates:
-    """Per metric: mean, 95% CI, and the replications behind it."""
+    """Per metric: mean, 95% CI, and the replications behind it (``values``: per replication,
+    in seed order, for paired comparisons of two scenarios)."""
 
     mean: dict[str, float]
     ci_low: dict[str, float]
     ci_high: dict[str, float]
     replications: int
     converged: bool
+    values: dict[str, np.ndarray]
 
     def as_dict(self) -> dict:
         return {
@@ -176,7 +178,7 @@ def resolve(spec: dict, wh=None) -> Inputs:
     return Inputs(base.scaled(spec["rate_multipliers"]), repair_law(spec, wh), jobs, base)
 
 
-def _ci(x: np.ndarray) -> tuple[float, float, float]:
+def ci(x: np.ndarray) -> tuple[float, float, float]:
     from scipy import stats
 
     m = float(x.mean())
@@ -188,10 +190,18 @@ def _ci(x: np.ndarray) -> tuple[float, float, float]:
 
 def estimates(runs: list[dict]) -> Estimates:
     keys = sorted({k for r in runs for k in r})
+    values = {k: np.array([r.get(k, 0.0) for r in runs]) for k in keys}
     mean, lo, hi = {}, {}, {}
     for k in keys:
-        mean[k], lo[k], hi[k] = _ci(np.array([r.get(k, 0.0) for r in runs]))
-    return Estimates(mean, lo, hi, len(runs), False)
+        mean[k], lo[k], hi[k] = ci(values[k])
+    return Estimates(mean, lo, hi, len(runs), False, values)
+
+
+def paired(a: Estimates, b: Estimates, key: str) -> tuple[float, float, float]:
+    """Mean and 95% CI of ``a - b`` over the replications both ran (same seeds: common random
+    numbers, so the difference's CI is much tighter than the two CIs')."""
+    n = min(a.replications, b.replications)
+    return ci(a.values[key][:n] - b.values[key][:n])
 
 
 def converged(est: Estimates, rel: float) -> bool:

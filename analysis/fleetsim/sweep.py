@@ -2,21 +2,23 @@
 a ranking of the sweep points by fleet-goodput gain, and the ``fleetsim_results`` rows.
 
 Every point runs the same replication seeds as the baseline (common random numbers), so a
-gain is the knob's effect, not noise. The ranking has the shape of
-``analysis.whatif.sensitivity``: item, kind, change, goodput_base, goodput, gain (plus the
-gain's CI from the two points' CIs, conservatively added).
+gain is the knob's effect, not noise: its CI is the paired one (``run.paired``), stored as the
+metric ``fleet_goodput_gain`` of each sweep and spare-curve point. The ranking has the shape of
+``analysis.whatif.sensitivity``: item, kind, change, goodput_base, goodput, gain, plus the
+gain's CI.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from analysis.fleetsim.run import Estimates, Inputs, simulate
+from analysis.fleetsim.run import Estimates, Inputs, paired, simulate
 from analysis.fleetsim.scenario import with_knob
 from warehouse.schemas import conform
 
 SPARES_KNOB = "fleet.hot_spares"
 GOODPUT = "fleet_goodput"
+GAIN = "fleet_goodput_gain"  # a point's paired gain over the baseline
 
 
 def study(spec: dict, inputs: Inputs, progress=None, workers: int | None = None) -> dict:
@@ -36,6 +38,8 @@ def study(spec: dict, inputs: Inputs, progress=None, workers: int | None = None)
     for k in spec["spare_curve"]:  # spares bought on top of the fleet's other nodes
         grown = with_knob(spec, "fleet.nodes", f["nodes"] - f["hot_spares"] + k)
         out["spare_curve"].append((k, point(with_knob(grown, SPARES_KNOB, k))))
+    for e in [e for *_, e in out["sweeps"]] + [e for _, e in out["spare_curve"]]:
+        e.mean[GAIN], e.ci_low[GAIN], e.ci_high[GAIN] = paired(e, out["baseline"], GOODPUT)
     return out
 
 
@@ -44,8 +48,6 @@ def ranking(res: dict) -> pl.DataFrame:
     b: Estimates = res["baseline"]
     rows = []
     for knob, v, e in res["sweeps"]:
-        half = (e.ci_high[GOODPUT] - e.ci_low[GOODPUT] + b.ci_high[GOODPUT] - b.ci_low[GOODPUT]) / 2
-        gain = e.mean[GOODPUT] - b.mean[GOODPUT]
         rows.append({
             "item": knob,
             "kind": "class" if knob.startswith("rate:") else "knob",
@@ -53,9 +55,9 @@ def ranking(res: dict) -> pl.DataFrame:
             "knob_value": None if v is None else float(v),
             "goodput_base": b.mean[GOODPUT],
             "goodput": e.mean[GOODPUT],
-            "gain": gain,
-            "gain_ci_low": gain - half,
-            "gain_ci_high": gain + half,
+            "gain": e.mean[GAIN],
+            "gain_ci_low": e.ci_low[GAIN],
+            "gain_ci_high": e.ci_high[GAIN],
         })  # fmt: skip
     schema = {"item": pl.Utf8, "kind": pl.Utf8, "change": pl.Utf8, "knob_value": pl.Float64,
               **{c: pl.Float64 for c in ("goodput_base", "goodput", "gain", "gain_ci_low",
