@@ -350,3 +350,23 @@ def test_a_scenario_runs_on_the_warehouses_fits_repair_law_and_job_mix(demo):
     assert est.mean["failures"] > 0
     with pytest.raises(ScenarioError, match="rate_multipliers.nope: no such class"):
         resolve(validate({**spec, "rate_multipliers": {"nope": 2.0}}), wh)
+
+
+def test_warm_standbys_replace_a_node_after_their_activation_time():
+    spec = spec_of(
+        fleet={"nodes": 12, "hot_spares": 0, "warm_standbys": 4, "warm_activation_hours": 3.0},
+        triage={"hours": 0.0, "detect_prob": 0.0},
+        repair={"params": {"scale_hours": 2.0}},
+    )  # fmt: skip
+    instant = with_knob(spec, "fleet.warm_activation_hours", 0.0)
+    hot = with_knob(with_knob(spec, "fleet.warm_standbys", 0), "fleet.hot_spares", 4)
+    slow, fast, h = (
+        engine.run(s, node_rates(1 / 800), exp_law(2.0), s["jobs"], 5) for s in (spec, instant, hot)
+    )
+    jobs = ("fleet_goodput", "goodput:64", "ettr:64", "interruptions")
+    assert [fast[k] for k in jobs] == [h[k] for k in jobs]  # an instant standby is a hot spare
+    # a replacement by a standby restarts after 3 h instead of 0.25 h: 2.75 h lost each time
+    # (a little less: a failure during the longer wait costs no rework)
+    lost = (fast["goodput:64"] - slow["goodput:64"]) * spec["horizon_days"] * 24
+    served = slow["interruptions"] * (1 - h["spare_blocking"])
+    assert 0.8 * 2.75 * served < lost <= 2.75 * served
