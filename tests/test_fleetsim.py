@@ -370,3 +370,19 @@ def test_warm_standbys_replace_a_node_after_their_activation_time():
     lost = (fast["goodput:64"] - slow["goodput:64"]) * spec["horizon_days"] * 24
     served = slow["interruptions"] * (1 - h["spare_blocking"])
     assert 0.8 * 2.75 * served < lost <= 2.75 * served
+
+
+def test_every_gpu_hour_of_a_job_is_productive_or_lost_to_a_named_cause():
+    spec = spec_of(
+        fleet={"nodes": 12, "hot_spares": 2},
+        maintenance={"every_days": 7, "hours": 6, "group_nodes": 4},
+        triage={"hours": 0.5, "detect_prob": 0.3, "false_blame_prob": 0.3},
+        repair={"technicians": 1, "params": {"scale_hours": 30.0}},
+    )  # fmt: skip
+    m = engine.run(spec, node_rates(1 / 100), exp_law(30.0), spec["jobs"], 1)
+    held = 64 * spec["horizon_days"] * 24
+    lost = {k: v for k, v in m.items() if k.startswith("lost_gpu_hours:")}
+    assert {"lost_gpu_hours:psu", "lost_gpu_hours:maintenance", "lost_gpu_hours:checkpoint"} <= set(
+        lost
+    )
+    assert m["goodput:64"] * held + sum(lost.values()) == pytest.approx(held, rel=1e-9)

@@ -520,7 +520,10 @@ class _Sim:
             gpus = self.kinds[self.j_kind[j]]["gpus"]
             done = self.j_done[j]
             if self.j_state[j] == RUN and H > self.j_ready[j]:
-                done += self.computed(j, H)[1]  # in flight at the horizon: not lost
+                full, comp, _ = self.computed(j, H)
+                done += comp  # in flight at the horizon: not lost
+                spec = self.kinds[self.j_kind[j]]
+                self.ckpt_gpu_h += full * spec["checkpoint_cost_s"] / 3600.0 * gpus
             self.close_episode(j, H)
             acc = prod.setdefault(gpus, [0.0, 0.0, 0.0])
             acc[0] += done
