@@ -386,3 +386,16 @@ def test_every_gpu_hour_of_a_job_is_productive_or_lost_to_a_named_cause():
         lost
     )
     assert m["goodput:64"] * held + sum(lost.values()) == pytest.approx(held, rel=1e-9)
+
+
+def test_a_measured_mix_too_big_for_the_fleet_is_a_one_line_error():
+    from datetime import datetime, timedelta
+
+    from analysis.fleetsim.run import measured_jobs
+
+    t0 = datetime(2026, 1, 1)
+    attempts = pl.DataFrame(
+        {"start_time": [t0] * 2, "end_time": [t0 + timedelta(hours=1)] * 2, "n_gpus": [8, 240]}
+    )
+    with pytest.raises(ScenarioError, match="needs 31 nodes but 10 lie outside"):
+        measured_jobs(attempts, spec_of(fleet={"nodes": 10, "hot_spares": 0}))

@@ -22,7 +22,7 @@ import polars as pl
 
 from analysis.fleet_age import DEFAULT_FLEET_AGE
 from analysis.fleetsim import engine
-from analysis.fleetsim.scenario import ScenarioError
+from analysis.fleetsim.scenario import ScenarioError, validate
 from analysis.projection import JOB_SIZE_EDGES
 
 TARGETS = ("fleet_goodput", "ettr:")  # metrics (or key prefixes) the stopping rule watches
@@ -124,16 +124,19 @@ def measured_jobs(attempts: pl.DataFrame, spec: dict) -> list[dict]:
     share = agg["gpu_h"].to_numpy() / agg["gpu_h"].sum()
     out = []
     for row, s in zip(agg.iter_rows(named=True), share, strict=True):
-        nodes = min(math.ceil(row["gpus"] / g), room)
+        nodes = math.ceil(row["gpus"] / g)
         count = max(1, round(s * MEASURED_LOAD * room / nodes))
         out.append({"gpus": nodes * g, "count": count})
     while sum(j["count"] * j["gpus"] // g for j in out) > room:  # floors of one slot overfill
         more = [j for j in out if j["count"] > 1]
         if not more:
-            break  # validate says the mix does not fit
+            need = sum(j["count"] * j["gpus"] // g for j in out)
+            raise ScenarioError(
+                f"jobs: the measured mix (one slot per job size of job_attempts, the largest "
+                f"{max(j['gpus'] for j in out)} GPUs) needs {need} nodes but {room} lie outside "
+                "the spare pools: raise fleet.nodes or list the jobs"
+            )
         max(more, key=lambda j: j["count"] * j["gpus"])["count"] -= 1
-    from analysis.fleetsim.scenario import validate
-
     return validate({**spec, "jobs": out})["jobs"]
 
 
