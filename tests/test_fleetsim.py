@@ -66,6 +66,8 @@ def test_one_job_with_instant_repair_matches_daly_and_the_monte_carlo():
     m = 1 / (8 * r)
     daly = float(useful_fraction(1.0, 120 / 3600, 900 / 3600, m))
     within(est, "goodput:64", daly, slack=0.002)
+    per_job = replicate(spec, ClassRates.from_mtti(m), exp_law(1.0), 8)  # a job-scope class
+    within(per_job, "goodput:64", daly, slack=0.002)
     mc = mc_simulate(
         ClassRates.from_mtti(m),
         JobConfig(64, interval_hours=1.0, ckpt_cost_s=120, restart_s=900, wall_hours=4800),
