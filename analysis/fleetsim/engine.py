@@ -281,7 +281,7 @@ class _Sim:
         self.sp_req += 1
         self.sp_miss += not self.hot
 
-    def give(self, j, node, t):
+    def give(self, j, node):
         lst = self.j_nodes[j]
         self.pos[node] = len(lst)
         lst.append(node)
@@ -306,7 +306,7 @@ class _Sim:
                 self.home[node] = FREE
                 if self.state[owed] == DOWN or self.state[owed] == MAINT_DOWN:
                     self.home[owed] = pool
-            self.give(j, node, t)
+            self.give(j, node)
             if not self.j_owed[j]:
                 self.waiters.popleft()
                 self.go_compute(j, t, restart=True)
@@ -317,7 +317,7 @@ class _Sim:
                 break
             self.queue.popleft()
             for _ in range(need):
-                self.give(j, self.free.pop(), t)
+                self.give(j, self.free.pop())
             self.j_start[j] = t
             self.go_compute(j, t, restart=False)
 
