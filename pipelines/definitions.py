@@ -18,6 +18,7 @@ import dagster as dg
 
 from pipelines.assets import ALL_ASSETS, BUILD_ASSETS, INGEST_ASSETS, PULL_ASSETS
 from pipelines.checks import ALL_CHECKS
+from pipelines.fleetsim_assets import FLEETSIM_ASSETS, fleetsim_job
 from pipelines.resources import GoodputConfig
 from pipelines.sensors import build_schedule, build_sensor, pull_schedule
 
@@ -58,9 +59,9 @@ pull_job = dg.define_asset_job("pull", selection=dg.AssetSelection.assets(*PULL_
 def definitions(executor: dg.ExecutorDefinition) -> dg.Definitions:
     """Every asset, check, job, sensor and schedule, with ``executor`` for launched runs."""
     return dg.Definitions(
-        assets=ALL_ASSETS,
+        assets=ALL_ASSETS + FLEETSIM_ASSETS,
         asset_checks=ALL_CHECKS,
-        jobs=[ingest_job, pull_job, build_job],
+        jobs=[ingest_job, pull_job, build_job, fleetsim_job],
         sensors=[build_sensor(ingest_job)],
         schedules=[build_schedule(build_job), pull_schedule(pull_job)],
         resources={"goodput": GoodputConfig()},

@@ -815,6 +815,24 @@ TABLES: dict[str, Table] = {
             kind="derived",
         ),
         Table(
+            "fleetsim_results",
+            "one metric of one fleet-simulator scenario point (baseline, sweep point or spare count), with its 95% CI over replications",
+            {
+                "scenario": STR,  # the scenario's name (HOME/scenarios/*.yaml)
+                "study": STR,  # baseline | sweep | spare_curve
+                "knob": STR,  # what the point changed (section.key, jobs.<key>, rate:<class>); null: baseline
+                "knob_value": F64,
+                "metric": STR,  # fleet_goodput, ettr:<gpus>, goodput:<gpus>, lost_gpu_hours:<cause>, ...
+                "mean": F64,
+                "ci_low": F64,  # 95% Student-t CI over the replications
+                "ci_high": F64,
+                "replications": I64,
+                "converged": BOOL,  # the stopping rule's half-width target was met
+            },
+            key=("scenario", "study", "knob", "knob_value", "metric"),
+            kind="derived",
+        ),
+        Table(
             "analysis_status",
             "one analysis step of the last build: ran, skipped for lack of inputs, or failed",
             {
