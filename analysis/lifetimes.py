@@ -517,14 +517,16 @@ def build_component_lifetimes(
     )
     hourly = hourly_covariates or _hourly_covariates(gpu_hourly)
     # the covariates over the same first days of every unit (exposure-matched: see
-    # analysis.survival.cox); the last hour seen over the whole observation
+    # analysis.survival.cox); the last hour seen over the whole observation, needed only where
+    # a failure has no event to date it (``duration_low`` below)
     first_days = units.with_columns(
         observed_to=pl.min_horizontal(
             "observed_to", pl.col("observed_from") + pl.duration(days=COVARIATE_DAYS)
         )
     )
     cov = _covariates(first_days, hourly, connect).drop("last_seen_hour")
-    seen = _covariates(units, hourly, connect).select("_u", "last_seen_hour")
+    undated = units.filter(pl.col("_failed") & pl.col("fail_time").is_null())
+    seen = _covariates(undated, hourly, connect).select("_u", "last_seen_hour")
     units = units.join(cov, on="_u", how="left").join(seen, on="_u", how="left")
     units = _rack(units, racks, nodes_per_rack)
     out = units.with_columns(**cname_place(pl.col("host"))).select(
