@@ -1,14 +1,72 @@
-"""Lifetimes with known truth, as ``component_lifetimes`` rows, for the tests and benchmarks
-that check the survival fits: Weibull laws with left truncation, removals and health checks
-(``simulate_lifetimes``), constant hazards that change on a calendar date
-(``simulate_calendar_rates``)."""
+"""Lifetimes with known truth for the tests and benchmarks that check the survival fits: as
+``component_lifetimes`` rows, Weibull laws with left truncation, removals and health checks
+(``simulate_lifetimes``) and constant hazards that change on a calendar date
+(``simulate_calendar_rates``); as the inputs ``analysis.lifetimes`` reads, a simulated fleet's
+inventory and hourly GPU telemetry (``fleet_inputs``: the planted temperature effect of
+``sample_data.simulation.build_fleet`` to find, or none)."""
 
 from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
 
 import numpy as np
 import polars as pl
 
+from sample_data.model import Fleet
+from sample_data.writers.component_history import HEADER, installations
+from sample_data.writers.dcgm import gpu_readings, node_load
 from warehouse.schemas import conform
+
+TELEMETRY = {"DCGM_FI_DEV_GPU_TEMP": 1, "DCGM_FI_DEV_POWER_USAGE": 3, "DCGM_FI_DEV_GPU_UTIL": 0}
+# metric -> its position in ``gpu_readings``' (util, temp, memory temp, power)
+
+
+def fleet_inputs(
+    f: Fleet, rng: np.random.Generator, hour_s: float = 3600.0
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(component_history, gpu_hourly) of a built fleet without writing or parsing its files:
+    the inventory rows of its component history export, and one reading per GPU and hour (the
+    dcgm-exporter model: load from the scheduled attempts, each slot's temperature offset) of
+    the temperature, power and utilisation metrics, as ``gpu_hourly`` rows."""
+    ts = lambda c: pl.col(c).str.to_datetime("%Y-%m-%dT%H:%M:%S", time_unit="us")
+    history = pl.DataFrame(installations(f), schema=list(HEADER), orient="row").with_columns(
+        ts("installed_at"),
+        pl.when(pl.col("removed_at") != "").then(ts("removed_at")).alias("removed_at"),
+        pl.col("failed") == "true",
+        source=pl.lit("simulated"),
+    )
+    by_node = defaultdict(list)
+    for a in f.attempts:
+        for n in a.nodes:
+            by_node[n].append(a)
+    tt = np.arange(0.0, f.horizon, hour_s)
+    start = np.datetime64(datetime.strptime(f.start, "%Y-%m-%dT%H:%M:%S"), "us")
+    hours = start + (tt * 1e6).astype("timedelta64[us]")
+    G = f.gpus_per_node
+    frames = []
+    for n in range(f.nodes):
+        busy, _ = node_load(f, n, tt, by_node[n], {"": 0})
+        readings = gpu_readings(busy, f.gpu_temp_offset[n], rng)
+        for metric, i in TELEMETRY.items():
+            v = readings[i].astype(float).ravel()
+            frames.append(
+                pl.DataFrame(
+                    {
+                        "hour": np.repeat(hours, G),
+                        "host": f.hosts[n],
+                        "gpu": np.tile(np.arange(G, dtype=np.int32), tt.size),
+                        "metric": metric,
+                        "n": 1,
+                        "mean": v,
+                        "min": v,
+                        "max": v,
+                        "last": v,
+                    }
+                )
+            )
+    hourly = pl.concat(frames)
+    return conform("component_history", history), conform("gpu_hourly", hourly)
 
 
 def simulate_lifetimes(

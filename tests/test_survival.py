@@ -336,7 +336,8 @@ def test_cox_recovers_temperature_effect_and_reports_ph_check():
     assert rows["rack=r3"]["ci_low"] <= 2.0 <= rows["rack=r3"]["ci_high"]
     assert all(0 <= r["ph_test_p"] <= 1 for r in rows.values())
     assert hr["ph_ok"].dtype == pl.Boolean and hr["ph_ok"].null_count() == 0
-    assert not notes
+    # memoryless: starting units at the end of the telemetry window (landmark) changes nothing
+    assert len(notes) == 1 and "units observed under" in notes[0]
 
 
 def test_holm_adjustment_matches_hand_computation():
@@ -348,8 +349,9 @@ def test_holm_adjustment_matches_hand_computation():
 
 def test_sample_fleet_hazard_ratios_find_temperature_and_no_rack_effect():
     """The committed fleet's lifetimes: the simulated truth is a GPU hazard ratio of 1.284 per
-    degC of temperature offset and no rack effect. Unadjusted, a rack looks 'significant'
-    (rack-03, p ~ 0.015, chance among ~30 tests); after Holm it is not, temperature is."""
+    degC of temperature offset and no rack effect. The temperature estimate's CI covers the
+    truth; after Holm over every row neither it nor any rack is claimed on this one small fleet
+    (benchmarks/validate_claims.py measures the power over many)."""
     from dashboards.section import ReportContext
     from dashboards.sections import hazard_ratios
 
@@ -359,20 +361,18 @@ def test_sample_fleet_hazard_ratios_find_temperature_and_no_rack_effect():
     assert hr["p_adjusted"].to_numpy() == pytest.approx(holm(hr["p"].to_numpy()))
     assert set(hr["p_adjust_method"]) == {"holm"} and set(hr["penalizer"]) == {0.0}
     assert (hr["p_adjusted"] >= hr["p"]).all()
-    clear = hr.filter("clear_effect")
-    assert not clear["covariate"].str.starts_with("rack").any()
-    assert hr.filter(pl.col("covariate").str.starts_with("rack") & (pl.col("p") < 0.05)).height
-    t = clear.filter((pl.col("component_class") == "gpu") & (pl.col("covariate") == "temp_mean"))
-    assert t.height == 1 and t["unit"][0] == "per degC"
-    assert t["ci_low"][0] <= 1.284025 <= t["ci_high"][0] and t["ph_ok"][0]
+    assert not hr["clear_effect"].any()
+    t = hr.filter((pl.col("component_class") == "gpu") & (pl.col("covariate") == "temp_mean"))
+    assert t.height == 1 and t["unit"][0] == "per degC" and t["kind"][0] == "effect"
+    assert t["ci_low"][0] <= 1.284025 <= t["ci_high"][0] and t["ph_ok"][0] and t["p"][0] < 0.05
+    power = hr.filter((pl.col("component_class") == "gpu") & (pl.col("covariate") == "power_mean"))
+    assert power["kind"][0] == "association"
     rack = hr.filter(pl.col("covariate") == "rack=rack-03").row(0, named=True)
-    assert rack["unit"] == f"rack-03 vs {rack['reference']}" and rack["reference"].startswith(
-        "rack-"
-    )
+    assert rack["unit"] == "rack-03 vs rack-01" and rack["reference"] == "rack-01"  # a priori
     assert any("left out util_mean" in n for n in notes)  # power and utilisation: one measurement
     reading = hazard_ratios.build(ReportContext(None, {"hazard_ratios": hr}, 0)).reading
-    assert "temp_mean on gpu multiplies the hazard by 1.32 per degC" in reading
-    assert "rack" not in reading and "holm correction for 29 tests" in reading
+    assert reading.startswith(f"No clear effect: none of the {hr.height} hazard ratios")
+    assert f"holm correction for {hr.height} tests" in reading
 
 
 def test_ph_test_matches_lifelines_without_entries_and_flags_non_ph():
@@ -411,7 +411,7 @@ def test_ph_test_matches_lifelines_without_entries_and_flags_non_ph():
 
 
 def test_cox_skips_cleanly_with_few_events():
-    lt = _lifetimes([("psu", str(i), 0, 10 + i, i < 3) for i in range(30)]).with_columns(
+    lt = _lifetimes([("psu", str(i), 0, 1000 + i, i < 3) for i in range(30)]).with_columns(
         temp_mean=pl.Series(np.arange(30.0))
     )
     notes: list[str] = []

@@ -459,6 +459,8 @@ TABLES: dict[str, Table] = {
                 "event": BOOL,
                 "population": STR,  # inventory | telemetry (UUIDs seen) | observed_units (hosts seen x units per host)
                 "failure_cause": STR,
+                # telemetry over the unit's first analysis.survival.cox.COVARIATE_DAYS days
+                # observed (its whole observation if shorter): the same window for every unit
                 "temp_mean": F64,
                 "temp_max": F64,
                 "power_mean": F64,
@@ -705,6 +707,7 @@ TABLES: dict[str, Table] = {
                 "p_adjust_method": STR,  # 'holm'
                 "penalizer": F64,  # Cox ridge penalizer used (0: none)
                 "clear_effect": BOOL,  # p_adjusted < 0.05 and ph_ok
+                "kind": STR,  # 'effect' | 'association' (power, utilisation: consequences of load)
             },
             kind="derived",
         ),

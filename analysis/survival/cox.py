@@ -1,6 +1,25 @@
 """Cox proportional hazards per class (``hazard_ratios``): left-truncated via ``entry_col``
 (unpenalized unless stated), the Schoenfeld-residual PH test with delayed entry, covariate
-units and reference levels, and Holm-adjusted p-values over every row of the table."""
+units and reference levels, and Holm-adjusted p-values over every row of the table.
+
+Covariates that do not invent effects:
+
+* Telemetry covariates are exposure-matched: ``component_lifetimes`` measures them over the
+  same fixed window of every unit, its first ``COVARIATE_DAYS`` days observed
+  (``analysis.lifetimes``), and the Cox model starts each unit at the end of that window (a
+  landmark: entry moved to it; units not observed that long, and failures inside the window,
+  are left out and counted in the notes). A covariate summarised over each unit's own
+  follow-up (its maximum temperature, say) grows with the follow-up, which a failure cuts
+  short, and would read as an effect the units do not have; measured before the unit is at
+  risk, it cannot see the failure coming either.
+* Reference levels are chosen before looking at the outcome: the first level by name (the
+  oldest batch, ``rack-01``), never the level with the most rows or failures.
+* ``kind``: 'effect' for a covariate that can act on the unit (temperature, location, batch,
+  model); 'association' for the consequences of load (``ASSOCIATIONS``: power, utilisation),
+  which go with the hazard through the work a unit does and are never read as a cause.
+* ``clear_effect``: Holm-adjusted p (over every row of the table) < ``ALPHA`` *and* the
+  proportional-hazards test passed (``ph_ok``).
+"""
 
 from __future__ import annotations
 
@@ -17,14 +36,16 @@ MIN_EVENTS_COX = 10
 COX_MAX_UNITS = 5_000  # Cox / PH test on a uniform random subsample above this (lifelines'
 # left-truncated Cox costs ~ units x event times)
 PH_ALPHA = 0.05
-CONTINUOUS = {  # covariate -> the unit its hazard ratio is per
+COVARIATE_DAYS = 7  # telemetry covariates: each unit's first days observed; the Cox landmark
+CONTINUOUS = {  # telemetry covariate (over COVARIATE_DAYS) -> the unit its hazard ratio is per
     "temp_mean": "per degC",
-    "temp_max": "per degC",
     "power_mean": "per W",
     "util_mean": "per percentage point",
 }
+ASSOCIATIONS = ("power_mean", "util_mean")  # consequences of load: associations, not causes
 CATEGORICAL = ("model", "rack", "batch", "cage", "node_position")  # component_lifetimes columns
-MAX_LEVELS = 12  # categorical levels kept (most frequent); the rest pooled as 'other'
+MAX_LEVELS = 12  # levels kept: the reference (first by name) and the most frequent others;
+# the rest pooled as 'other'
 DUPLICATE_CORR = 0.99  # a covariate this correlated with one kept before it measures the same
 # thing (GPU power and utilisation): both in one Cox model make neither estimable
 COX_PENALIZER = 0.0  # the Cox fit is unpenalized ...
@@ -47,7 +68,7 @@ class Design:
 
 def _design(cdf: pl.DataFrame) -> Design:
     """Covariate columns present and non-constant (a near-duplicate of an earlier one left out);
-    categoricals as dummies against their most frequent level (ties: the first by name)."""
+    categoricals as dummies against their first level by name (chosen a priori)."""
     cols: list[pl.Expr] = []
     names: list[str] = []
     units: dict[str, str] = {}
@@ -69,8 +90,9 @@ def _design(cdf: pl.DataFrame) -> Design:
         counts = cdf[c].drop_nulls().value_counts().sort(["count", c], descending=[True, False])
         if counts.height < 2:
             continue
-        levels = counts[c].to_list()
-        ref = str(levels[0])
+        first = counts[c].sort()[0]
+        ref = str(first)
+        levels = [first, *(lv for lv in counts[c].to_list() if lv != first)]
         for lv in levels[1:MAX_LEVELS]:
             name = f"{c}={lv}"
             cols.append((pl.col(c) == lv).fill_null(False).cast(pl.Float64).alias(name))
@@ -87,6 +109,60 @@ def _design(cdf: pl.DataFrame) -> Design:
             units[name], reference[name] = f"other {c}s vs {ref}", ref
     frame = cdf.select(pl.col("entry"), pl.col("duration"), pl.col("event").cast(pl.Int8), *cols)
     return Design(frame, names, units, reference, dropped)
+
+
+def _landmark(cdf: pl.DataFrame, cls: str, notes: list[str]) -> pl.DataFrame:
+    """With a telemetry covariate in the data, the units still at risk at the end of their
+    covariate window (``COVARIATE_DAYS`` after the start of their observation), entering there;
+    without one, ``cdf`` unchanged."""
+    if not any(cdf[c].null_count() < cdf.height for c in CONTINUOUS if c in cdf.columns):
+        return cdf
+    start = pl.col("entry") + COVARIATE_DAYS * 24.0
+    kept = cdf.filter(pl.col("duration") > start).with_columns(entry=start)
+    gone = cdf.height - kept.height
+    if gone:
+        lost = int(cdf["event"].sum()) - int(kept["event"].sum())
+        notes.append(
+            f"cox {cls}: {gone:,} units observed under {COVARIATE_DAYS} days (the telemetry "
+            f"covariate window) left out, {lost:,} of them failed in it"
+        )
+    return kept
+
+
+def _fit_cox(d: Design, cls: str, notes: list[str]):
+    """(fitted CoxPHFitter, its design frame, penalizer). Unpenalized; when that does not
+    converge (a level with no failure, or a batch that is only an age band on the age time
+    scale), the categorical covariates are left out one family at a time (the last of
+    ``CATEGORICAL`` first) until it does, each named in the notes; only when none converges,
+    the ridge ``COX_FALLBACK_PENALIZER`` on the full design."""
+    from lifelines import CoxPHFitter
+
+    families = [c for c in reversed(CATEGORICAL) if any(n.startswith(f"{c}=") for n in d.names)]
+    frame, left_out = d.frame, []
+    while True:
+        try:
+            fit = CoxPHFitter(penalizer=COX_PENALIZER).fit(
+                frame.to_pandas(), "duration", "event", entry_col="entry"
+            )
+        except _fit_errors():
+            if not families:
+                break
+            left_out.append(families.pop(0))
+            frame = d.frame.drop(n for n in d.names if n.split("=")[0] in left_out)
+            if frame.width <= 3:
+                break
+            continue
+        if left_out:
+            notes.append(
+                f"cox {cls}: unpenalized fit did not converge with {', '.join(left_out)}; "
+                "fitted without"
+            )
+        return fit, frame, COX_PENALIZER
+    notes.append(f"cox {cls}: unpenalized fit did not converge; penalizer {COX_FALLBACK_PENALIZER}")
+    fit = CoxPHFitter(penalizer=COX_FALLBACK_PENALIZER).fit(
+        d.frame.to_pandas(), "duration", "event", entry_col="entry"
+    )
+    return fit, d.frame, COX_FALLBACK_PENALIZER
 
 
 def ph_test(cph, design: pl.DataFrame) -> dict[str, float]:
@@ -135,12 +211,12 @@ def ph_test(cph, design: pl.DataFrame) -> dict[str, float]:
 def hazard_ratios(
     lifetimes: pl.DataFrame, notes: list[str] | None = None, seed: int = 0
 ) -> pl.DataFrame:
-    """Cox PH per class (left-truncated via ``entry_col``, unpenalized unless the ``penalizer``
-    column says otherwise) with, per covariate: its unit (per degC, per W, a level vs the named
-    reference level), the PH test, and ``p_adjusted`` (Holm over every row of the table, named
-    in ``p_adjust_method``). ``clear_effect``: adjusted p < 0.05 and the PH test passed."""
-    from lifelines import CoxPHFitter
-
+    """Cox PH per class (left-truncated via ``entry_col``, landmarked at the end of the
+    telemetry covariate window, unpenalized unless the ``penalizer`` column says otherwise)
+    with, per covariate: its unit (per degC, per W, a level vs the named reference level), its
+    ``kind`` (effect | association), the PH test, and ``p_adjusted`` (Holm over every row of the
+    table, named in ``p_adjust_method``). ``clear_effect``: adjusted p < 0.05 and the PH test
+    passed."""
     notes = notes if notes is not None else []
     df = clean_lifetimes(lifetimes)
     rng = np.random.default_rng(seed)
@@ -154,6 +230,7 @@ def hazard_ratios(
                 f"{cdf.height:,} units"
             )
             cdf = cdf[np.sort(rng.choice(cdf.height, COX_MAX_UNITS, replace=False))]
+        cdf = _landmark(cdf, cls, notes)
         events = int(cdf["event"].sum())
         if events < MIN_EVENTS_COX:
             notes.append(f"cox {cls}: skipped, {events} events (< {MIN_EVENTS_COX})")
@@ -167,24 +244,11 @@ def hazard_ratios(
         if not d.names:
             notes.append(f"cox {cls}: skipped, no non-constant covariate")
             continue
-        pdf = d.frame.to_pandas()
-        penalizer = COX_PENALIZER
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                try:
-                    cph = CoxPHFitter(penalizer=penalizer).fit(
-                        pdf, "duration", "event", entry_col="entry"
-                    )
-                except _fit_errors():  # separation / no convergence: a stated ridge penalty
-                    penalizer = COX_FALLBACK_PENALIZER
-                    notes.append(
-                        f"cox {cls}: unpenalized fit did not converge; penalizer {penalizer}"
-                    )
-                    cph = CoxPHFitter(penalizer=penalizer).fit(
-                        pdf, "duration", "event", entry_col="entry"
-                    )
-                ph_p = ph_test(cph, d.frame)
+                cph, frame, penalizer = _fit_cox(d, cls, notes)
+                ph_p = ph_test(cph, frame)
         except _fit_errors() as exc:  # convergence / singular matrix: reported, not raised
             notes.append(
                 f"cox {cls}: failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
@@ -206,6 +270,7 @@ def hazard_ratios(
                     "n": cdf.height,
                     "ph_test_p": [ph_p[c] for c in names],
                     "penalizer": float(penalizer),
+                    "kind": ["association" if c in ASSOCIATIONS else "effect" for c in names],
                 },
                 schema_overrides={"reference": pl.Utf8},
             ).with_columns(ph_ok=pl.col("ph_test_p") >= PH_ALPHA)
