@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 SAMPLE_FLEET = Path(__file__).resolve().parent.parent / "sample_data" / "fleet"
+SETTLE = os.environ.get("GOODPUT_SETTLE", "2s")  # ingest --settle and the landing sensor
 
 
 class CliError(Exception):
@@ -904,7 +905,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--replace", action="store_true",
                    help="forget what these files produced before (e.g. with a wrong --tz), then ingest them again")
     s.add_argument("--jobs", type=int, help="processes that parse files (default: one per core)")
-    s.add_argument("--settle", default=os.environ.get("GOODPUT_SETTLE", "2s"), metavar="DUR",
+    s.add_argument("--settle", default=SETTLE, metavar="DUR",
                    help="a file is read once its size and mtime have not changed for this long; one still "
                         "changing is skipped with a warning (default 2s, or $GOODPUT_SETTLE; 0 reads at once)")
     s.set_defaults(func=cmd_ingest)

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import polars as pl
@@ -128,6 +129,12 @@ def _paths(requests) -> list[str]:
     return [p for r in requests for p in r.run_config["ops"]["ingested_sources"]["config"]["paths"]]
 
 
+def _settled(path: Path) -> None:
+    """Written a minute ago: stable for any settle time the sensor is given."""
+    t = time.time() - 60
+    os.utime(path, (t, t))
+
+
 def test_sensor_requests_new_content_whatever_its_mtime_and_a_forgotten_file_again(tmp_path):
     import dagster as dg
 
@@ -140,6 +147,7 @@ def test_sensor_requests_new_content_whatever_its_mtime_and_a_forgotten_file_aga
     sensor = build_sensor(ingest_job)
     new = wh.landing / "new.txt"
     new.write_text("JobID|State\n1|COMPLETED\n")
+    _settled(new)
     with dg.instance_for_test() as instance:
         first, cursor = _requests(sensor, instance, cfg, None)
         assert _paths(first) == [str(new)]
@@ -175,6 +183,57 @@ def test_sensor_retries_a_failed_run_with_backoff(tmp_path):
     # the second failure waits twice as long
     assert new_landing_files(cfg, cursor, now=t0 + 2.5 * RETRY_FIRST_S)[0] == []
     assert new_landing_files(cfg, cursor, now=t0 + 3.5 * RETRY_FIRST_S)[0] != []
+
+
+def test_sensor_waits_until_a_file_is_stable_for_the_settle_time(tmp_path):
+    from pipelines.resources import GoodputConfig
+    from pipelines.sensors import new_landing_files
+
+    cfg = GoodputConfig(home=str(tmp_path / "home"))
+    f = cfg.warehouse().landing / "sacct.txt"
+    f.write_text("JobID|State\n1|COMPLETED\n")
+    settle, t0 = 2.0, time.time()  # the tests run with GOODPUT_SETTLE=0: a real settle time here
+    found, cursor = new_landing_files(cfg, None, now=t0, settle_s=settle)
+    assert found == []  # just written: it may still be growing
+    with f.open("a") as fh:  # it grows: the settle time starts again
+        fh.write("2|FAILED\n")
+    t1 = os.stat(f).st_mtime
+    found, cursor = new_landing_files(cfg, cursor, now=t1 + settle / 2, settle_s=settle)
+    assert found == []
+    found, cursor = new_landing_files(cfg, cursor, now=t1 + settle + 0.1, settle_s=settle)
+    assert [p for p, _ in found] == [str(f)]
+
+
+def test_sensor_requests_a_file_with_a_held_back_last_line_again_once_it_is_complete(tmp_path):
+    import dagster as dg
+
+    from pipelines.definitions import ingest_job
+    from pipelines.resources import GoodputConfig
+    from pipelines.sensors import RETRY_MAX_S, build_sensor, new_landing_files
+
+    cfg = GoodputConfig(home=str(tmp_path / "home"))
+    wh = cfg.warehouse()
+    sensor = build_sensor(ingest_job)
+    log = wh.landing / "sacct.txt"
+    head = "JobID|State|Start|End|Elapsed|NNodes|NodeList\n"
+    job = "{}|COMPLETED|2026-01-01T00:00:00|2026-01-01T01:00:00|01:00:00|1|n1\n"
+    log.write_text(head + job.format(1) + job.format(2)[:20])  # the collector is mid-line
+    _settled(log)
+    with dg.instance_for_test() as instance:
+        first, cursor = _requests(sensor, instance, cfg, None)
+        assert _paths(first) == [str(log)]
+        ingest_paths(wh, [log], jobs=1)  # what the run does: job 1, the cut line held back
+        assert wh.read("job_attempts")["job_id"].to_list() == ["1"]
+        assert _requests(sensor, instance, cfg, cursor)[0] == []
+        # done for now, not a failed run: not requested again however long it waits
+        assert new_landing_files(cfg, cursor, now=time.time() + 2 * RETRY_MAX_S)[0] == []
+        log.write_text(head + job.format(1) + job.format(2))
+        _settled(log)
+        again, cursor = _requests(sensor, instance, cfg, cursor)
+        assert _paths(again) == [str(log)] and again[0].run_key != first[0].run_key
+        ingest_paths(wh, [log], jobs=1)
+        assert sorted(wh.read("job_attempts")["job_id"].to_list()) == ["1", "2"]  # each once
+        assert _requests(sensor, instance, cfg, cursor)[0] == []
 
 
 def test_ingest_replace_is_one_commit(wh, tmp_path, monkeypatch):
