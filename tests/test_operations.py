@@ -214,25 +214,24 @@ def test_sensor_requests_a_file_with_a_held_back_last_line_again_once_it_is_comp
     cfg = GoodputConfig(home=str(tmp_path / "home"))
     wh = cfg.warehouse()
     sensor = build_sensor(ingest_job)
-    log = wh.landing / "sacct.txt"
-    head = "JobID|State|Start|End|Elapsed|NNodes|NodeList\n"
-    job = "{}|COMPLETED|2026-01-01T00:00:00|2026-01-01T01:00:00|01:00:00|1|n1\n"
-    log.write_text(head + job.format(1) + job.format(2)[:20])  # the collector is mid-line
+    log = wh.landing / "kern.log"
+    xid = "2026-01-05T1{}:00:00+00:00 node-a kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid={}, name=x, off bus\n"
+    log.write_text(xid.format(0, 1) + xid.format(1, 2)[:60])  # the collector is mid-line
     _settled(log)
     with dg.instance_for_test() as instance:
         first, cursor = _requests(sensor, instance, cfg, None)
         assert _paths(first) == [str(log)]
-        ingest_paths(wh, [log], jobs=1)  # what the run does: job 1, the cut line held back
-        assert wh.read("job_attempts")["job_id"].to_list() == ["1"]
+        ingest_paths(wh, [log], jobs=1)  # what the run does: the first event, the cut line held back
+        assert wh.read("hw_events")["source_line"].to_list() == [1]
         assert _requests(sensor, instance, cfg, cursor)[0] == []
         # done for now, not a failed run: not requested again however long it waits
         assert new_landing_files(cfg, cursor, now=time.time() + 2 * RETRY_MAX_S)[0] == []
-        log.write_text(head + job.format(1) + job.format(2))
+        log.write_text(xid.format(0, 1) + xid.format(1, 2))
         _settled(log)
         again, cursor = _requests(sensor, instance, cfg, cursor)
         assert _paths(again) == [str(log)] and again[0].run_key != first[0].run_key
         ingest_paths(wh, [log], jobs=1)
-        assert sorted(wh.read("job_attempts")["job_id"].to_list()) == ["1", "2"]  # each once
+        assert sorted(wh.read("hw_events")["source_line"].to_list()) == [1, 2]  # each once
         assert _requests(sensor, instance, cfg, cursor)[0] == []
 
 
