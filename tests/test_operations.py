@@ -110,12 +110,37 @@ def test_readers_work_on_a_read_only_home(shared_home, argv, status, shown):
     assert "Traceback" not in proc.stderr and "not writable" not in proc.stderr
 
 
+READ_ONLY = [argv for argv, _, _ in READERS[:3]] + [
+    ["mtbf"], ["availability"], ["losses"], ["trend"], ["pull", "--dry-run"],
+]
+
+
 def test_readers_never_take_the_writer_lock(shared_home, monkeypatch, capsys):
+    """So a --no-wait writer is never refused because of them (project: the next test)."""
     taken, take = [], Warehouse._take_lock
     monkeypatch.setattr(Warehouse, "_take_lock", lambda self, wait: taken.append(wait) or take(self, wait))
-    for argv, status, _ in READERS[:3]:  # project saves its projection: a (brief) writer
-        assert main(["--home", str(shared_home.home), "--no-wait", *argv]) == status
-    assert taken == []
+    for argv in READ_ONLY:
+        main(["--home", str(shared_home.home), "--no-wait", *argv])
+        assert (argv[0], taken) == (argv[0], [])
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_project_saves_only_without_waiting_for_a_writer(shared_home, capsys):
+    """Saving a projection is the one write of `project`: it takes the lock only for its own
+    append, never waits for it, and prints the result unsaved while a writer is at work."""
+    import fcntl
+
+    home = str(shared_home.home)
+    argv = ["--home", home, "--wait", "20s", "project", "--mtti", "3h", "--json"]
+    with open(shared_home.lock_path, "a+") as held:  # another process's writer, e.g. a long ingest
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert main(argv) == 0  # at once: not a busy error after the 20 s wait
+        out, err = capsys.readouterr()
+        assert "mtti_hours" in out and "this projection is printed, not saved" in err
+        fcntl.flock(held, fcntl.LOCK_UN)
+    assert shared_home.read("goodput_projections").height == 0
+    assert main(argv) == 0
+    assert shared_home.read("goodput_projections").height == 1
 
 
 def _requests(sensor, instance, cfg, cursor):
