@@ -847,17 +847,20 @@ class Warehouse:
         file is written in ``CATALOG_STORAGE`` so the DuckDB CLI we install opens it too."""
         root = self.catalog_root()
         tmp = self.home / f".warehouse.duckdb.{os.getpid()}.tmp"
-        with self.writer():
+        with self.writer(), TemporaryDirectory(prefix="goodput-catalog-") as build:
+            # built in a temporary folder, then copied in: DuckDB reads a '?' in a database
+            # path as the start of its options, so it cannot write one in a home named so
+            made = str(Path(build) / "warehouse.duckdb")
             tmp.unlink(missing_ok=True)
             try:
-                with self.connect(str(tmp), storage=CATALOG_STORAGE) as con:
+                with self.connect(made, storage=CATALOG_STORAGE) as con:
                     con.execute(f"SET file_search_path = {_sql_str(str(self.home))}")
                     self._create_views(con, guard=True, zoned=True, root=root)
                     con.execute(f"CREATE OR REPLACE VIEW _parquet_root AS SELECT {_sql_str(root)} AS uri")
+                shutil.copyfile(made, tmp)
                 os.replace(tmp, self.db_path)
             finally:
                 tmp.unlink(missing_ok=True)
-                Path(f"{tmp}.wal").unlink(missing_ok=True)
         return self.db_path
 
     def catalog_root(self) -> str:
