@@ -7,6 +7,10 @@ import polars as pl
 NULL_TIMES = ["", "Unknown", "None", "N/A", "(null)", "0"]
 
 
+_SKIPPED = "does not exist in {tz} (the hour skipped when DST starts)"
+_REPEATED = "fall{s} in the hour repeated when DST ends in {tz}, and {evidence} does not tell which"
+
+
 def local_to_utc(
     expr: pl.Expr, tz: str, fmt: str | None = None, order: list[pl.Expr] | None = None
 ) -> tuple[pl.Expr, pl.Expr]:
@@ -28,7 +32,7 @@ def wall_clock(
     steps back are the first pass, those from the step on the second; a run with no step back
     is undecided. A time in a spring-forward gap exists nowhere. Undecided and nonexistent
     times are null, and the reason (a String, else null) says which, for the quarantine row.
-    Records with a duration of their own (sacct's Elapsed) use ``local_candidates``."""
+    A record's start and end with its own duration or order: ``local_span``."""
     if tz.upper() == "UTC":
         return naive, pl.lit(None, pl.Utf8)
     early, late, gap = _readings(naive, tz)
@@ -40,13 +44,13 @@ def wall_clock(
         stepped = (back.cum_sum() > 0).over(keys)
         utc = utc.when(stepped).then(late).when(back.any().over(keys)).then(early)
     text = naive.dt.strftime("%Y-%m-%d %H:%M:%S")
+    evidence = "the record" if order is None else "the log's order"
     why = (
         pl.when(gap)
-        .then(pl.format(f"local time {{}} does not exist in {tz} (the hour skipped when DST starts)", text))
+        .then(pl.format("local time {} " + _SKIPPED.format(tz=tz), text))
         .when(two & utc.is_null())
-        .then(pl.format(f"local time {{}} falls in the hour repeated when DST ends in {tz}, and "
-                        + ("the log's order does not tell which" if order is not None else "nothing in the record tells which"), text))
-    )  # fmt: skip
+        .then(pl.format("local time {} " + _REPEATED.format(s="s", tz=tz, evidence=evidence), text))
+    )
     return utc, why
 
 
@@ -87,15 +91,16 @@ def local_span(
     s_utc = pl.when(~two_s).then(se).when(one & (pairs[2] | pairs[3])).then(sl).when(one).then(se)
     e_utc = pl.when(~two_e).then(ee).when(one & (pairs[1] | pairs[3])).then(el).when(one).then(ee)
     ev = pl.lit(evidence) if isinstance(evidence, str) else evidence
-    gap = f" does not exist in {tz} (the hour skipped when DST starts)"
     s_text, e_text = (t.dt.strftime("%Y-%m-%d %H:%M:%S").fill_null("") for t in (start, end))
+    repeated = _REPEATED.format(s="", tz=tz, evidence="{}")
     why = (
-        pl.when(s_gap).then(pl.format(f"{names[0]} '{{}}'{gap}", s_text))
-        .when(e_gap).then(pl.format(f"{names[1]} '{{}}'{gap}", e_text))
+        pl.when(s_gap)
+        .then(pl.format(f"{names[0]} '{{}}' " + _SKIPPED.format(tz=tz), s_text))
+        .when(e_gap)
+        .then(pl.format(f"{names[1]} '{{}}' " + _SKIPPED.format(tz=tz), e_text))
         .when((two_s | two_e) & ~one)
-        .then(pl.format(f"{names[0]} '{{}}' / {names[1]} '{{}}' fall in the hour repeated when DST ends in {tz}, "
-                        "and {} does not tell which", s_text, e_text, ev))
-    )  # fmt: skip
+        .then(pl.format(f"{names[0]} '{{}}' / {names[1]} '{{}}' " + repeated, s_text, e_text, ev))
+    )
     return s_utc, e_utc, why
 
 

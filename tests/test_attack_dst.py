@@ -111,7 +111,7 @@ def test_checkpoint_log_order_decides_and_a_csv_row_without_evidence_is_quaranti
     ok, bad = _parse(checkpoints, csv, "checkpoints")
     assert ok["time"].to_list() == [datetime(2026, 11, 1, 8)]
     assert bad == {
-        2: f"local time 2026-11-01 01:30:00 {REPEATED}, and nothing in the record tells which"
+        2: f"local time 2026-11-01 01:30:00 {REPEATED}, and the record does not tell which"
     }
 
 
@@ -171,5 +171,5 @@ def test_redfish_entry_with_a_zone_less_time_in_the_repeated_hour_is_quarantined
     )
     assert res.tables["hw_events"]["time"].to_list() == [EST_0130]
     assert res.quarantine["error"].to_list() == [
-        f"Created: local time 2026-11-01 01:30:00 {REPEATED}, and nothing in the record tells which"
+        f"Created: local time 2026-11-01 01:30:00 {REPEATED}, and the record does not tell which"
     ]
