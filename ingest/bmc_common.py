@@ -10,6 +10,7 @@ from pathlib import PurePath
 import polars as pl
 
 from ingest.base import ParseContext
+from ingest.times import wall_clock
 
 
 def host_from_path(path: str) -> str | None:
@@ -51,23 +52,19 @@ def resource_host(ctx: ParseContext, doc: object) -> str | None:
     return m.group(1) if m else None
 
 
-def iso_to_utc(expr: pl.Expr, tz: str) -> pl.Expr:
-    """ISO-8601 with ``Z`` / offset -> naive UTC; zone-less -> read in ``tz``."""
+def iso_to_utc(expr: pl.Expr, tz: str) -> tuple[pl.Expr, pl.Expr]:
+    """ISO-8601 with ``Z`` / offset -> naive UTC; zone-less -> read in ``tz``, where a time in a
+    DST change (no order among a resource's members to decide it) is null with the reason
+    returned beside it (``ingest.times.wall_clock``)."""
     s = expr.str.strip_chars().str.replace(r"[zZ]$", "+00:00")
     has_zone = s.str.contains(r"[+-]\d{2}:?\d{2}$")
     aware = s.str.to_datetime(
         "%Y-%m-%dT%H:%M:%S%.f%z", strict=False, time_zone="UTC", time_unit="us"
+    ).dt.replace_time_zone(None)
+    naive, why = wall_clock(
+        s.str.replace("T", " ").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"), tz
     )
-    naive = s.str.replace("T", " ").str.to_datetime(
-        "%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"
-    )
-    if tz.upper() != "UTC":
-        naive = naive.dt.replace_time_zone(
-            tz, ambiguous="earliest", non_existent="null"
-        ).dt.convert_time_zone("UTC")
-    else:
-        naive = naive.dt.replace_time_zone("UTC")
-    return pl.when(has_zone).then(aware).otherwise(naive).dt.replace_time_zone(None)
+    return pl.when(has_zone).then(aware).otherwise(naive), pl.when(~has_zone).then(why)
 
 
 def raw_json(obj: object) -> str:

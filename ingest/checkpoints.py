@@ -72,17 +72,18 @@ def file_job_id(data: bytes, path: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _to_utc(text: pl.Expr, zone: pl.Expr, tz: str) -> pl.Expr:
-    """``YYYY-MM-DD[ T]HH:MM:SS[.,fff]`` with an optional zone suffix to naive UTC."""
+def _to_utc(text: pl.Expr, zone: pl.Expr, tz: str, order: list[pl.Expr] | None) -> tuple[pl.Expr, pl.Expr]:
+    """``YYYY-MM-DD[ T]HH:MM:SS[.,fff]`` with an optional zone suffix to naive UTC, and the DST
+    reason of a zone-less one (``order``: as ``ingest.times.wall_clock``)."""
     clean = text.str.replace("T", " ").str.replace(",", ".")
-    local = local_to_utc(clean, tz, "%Y-%m-%d %H:%M:%S%.f")
+    local, why = local_to_utc(clean, tz, "%Y-%m-%d %H:%M:%S%.f", order)
     zoned = (
         pl.concat_str(clean, zone.str.replace("Z", "+00:00"))
         .str.to_datetime("%Y-%m-%d %H:%M:%S%.f%:z", strict=False, time_unit="us")
         .dt.convert_time_zone("UTC")
         .dt.replace_time_zone(None)
     )
-    return pl.when(zone.is_null()).then(local).otherwise(zoned)
+    return pl.when(zone.is_null()).then(local).otherwise(zoned), pl.when(zone.is_null()).then(why)
 
 
 def _parse_csv(data: bytes, ctx: ParseContext) -> ParseResult:
@@ -101,11 +102,14 @@ def _parse_csv(data: bytes, ctx: ParseContext) -> ParseResult:
             raw = raw.with_columns(pl.lit(None, pl.Utf8).alias(c))
     text = pl.col("time").str.strip_chars()
     parts = text.str.extract_groups(rf"^{_TIME}{_ZONE}$")
+    # a CSV's rows need not be in time order: a repeated DST hour is not guessed
+    time, dst = _to_utc(parts.struct.field("1"), parts.struct.field("2"), ctx.tz, None)
     df = raw.with_row_index("source_line", offset=2 + ctx.line_offset).with_columns(
         pl.col("source_line").cast(pl.Int64),
         pl.concat_str([pl.col(c).fill_null("") for c in raw.columns], separator=",").alias("raw"),
         text.alias("_time_text"),
-        _to_utc(parts.struct.field("1"), parts.struct.field("2"), ctx.tz).alias("time"),
+        time.alias("time"),
+        dst.alias("_dst"),
         pl.col("event")
         .str.strip_chars()
         .str.to_lowercase()
@@ -118,6 +122,8 @@ def _parse_csv(data: bytes, ctx: ParseContext) -> ParseResult:
     err = (
         pl.when(pl.col("job_id").is_null() | (pl.col("job_id") == ""))
         .then(pl.lit("no job_id"))
+        .when(pl.col("_dst").is_not_null())
+        .then("_dst")
         .when(pl.col("time").is_null())
         .then(pl.format("unreadable time '{}' (want ISO-8601)", pl.col("_time_text").fill_null("")))
         .when(pl.col("_event").is_null())
@@ -164,8 +170,11 @@ def _parse_log(data: bytes, ctx: ParseContext) -> ParseResult:
     )
     whole_file_job = file_job_id(data, ctx.path)
     stamp = pl.col("raw").str.extract_groups(rf"{_TIME}{_ZONE}")
+    # a training log is written in time order: that order places a repeated DST hour
+    time, dst = _to_utc(stamp.struct.field("1"), stamp.struct.field("2"), ctx.tz, [])
     rec = rec.with_columns(
-        time=_to_utc(stamp.struct.field("1"), stamp.struct.field("2"), ctx.tz),
+        time=time,
+        _dst=dst,
         job_id=pl.coalesce(
             pl.col("raw").str.extract(_JOB_LINE, 1).replace("", None),
             pl.lit(whole_file_job, pl.Utf8),
@@ -176,7 +185,9 @@ def _parse_log(data: bytes, ctx: ParseContext) -> ParseResult:
         cluster=pl.lit(ctx.cluster),
     )
     err = (
-        pl.when(pl.col("time").is_null())
+        pl.when(pl.col("_dst").is_not_null())
+        .then("_dst")
+        .when(pl.col("time").is_null())
         .then(
             pl.lit(
                 "checkpoint line has no timestamp (log with a time format, or use the job_id,time,event CSV)"

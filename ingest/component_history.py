@@ -82,7 +82,7 @@ from ingest.base import (
 )
 from ingest.component_names import CLASS_NAMES
 from ingest.csv_records import csv_records
-from ingest.times import parse_times
+from ingest.times import parse_span, parse_times
 from warehouse.schemas import conform, quarantine_frame
 
 CANONICAL = ("component_class", "serial", "slot", "host", "position", "model", "installed_at",
@@ -213,10 +213,10 @@ def _parse_intervals(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> Par
     df = df.with_columns(_error=error)
     bad = df.filter(pl.col("_error").is_not_null())
     ivs = df.filter(pl.col("_error").is_null() & (pl.col("kind") == "interval")).with_columns(
-        inst=parse_times(pl.col("a"), ctx.tz), rem=parse_times(pl.col("b"), ctx.tz)
+        inst=parse_times(pl.col("a"), ctx.tz)[0], rem=parse_times(pl.col("b"), ctx.tz)[0]
     )
     ev = df.filter(pl.col("_error").is_null() & (pl.col("kind") == "event")).with_columns(
-        t=parse_times(pl.col("b"), ctx.tz)
+        t=parse_times(pl.col("b"), ctx.tz)[0], _dst=parse_times(pl.col("b"), ctx.tz)[1]
     )
     # an event belongs to the serial's latest installation that starts at or before it
     owner = (
@@ -228,7 +228,9 @@ def _parse_intervals(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> Par
     )
     ev = ev.join(owner, on="line", how="left")
     orphan = ev.filter(pl.col("iline").is_null()).with_columns(
-        _error=pl.when(pl.col("t").is_null())
+        _error=pl.when(pl.col("_dst").is_not_null())
+        .then(pl.format("event time: {}", "_dst"))
+        .when(pl.col("t").is_null())
         .then(pl.format("unreadable event time '{}'", "b"))
         .otherwise(pl.format("{} at {} for serial {}: no readable installation of that serial starts at or "
                              "before it", "a", "b", "serial"))
@@ -265,7 +267,7 @@ def _parse_hwhist(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseR
         nf=pl.col("fields").list.len(),
         xname=_get(at["xname"]), fruid=_get(at["fruid"]), ts=_get(at["timestamp"]),
         event=_get(at["eventtype"]).str.to_lowercase(),
-    ).with_columns(time=parse_times(pl.col("ts"), ctx.tz))  # fmt: skip
+    ).with_columns(time=parse_times(pl.col("ts"), ctx.tz)[0], _dst=parse_times(pl.col("ts"), ctx.tz)[1])  # fmt: skip
     error = (
         pl.when(~text.str.starts_with("|") | ~text.str.ends_with("|"))
         .then(pl.lit("not a table row ('| xname | FRUID | Timestamp | EventType |')"))
@@ -273,6 +275,7 @@ def _parse_hwhist(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseR
         .then(pl.format(f"expected {len(names)} '|'-separated columns as the header, found {{}}", "nf"))
         .when(pl.col("xname") == "").then(pl.lit("empty xname"))
         .when(pl.col("fruid") == "").then(pl.lit("empty FRUID"))
+        .when(pl.col("_dst").is_not_null()).then(pl.format("Timestamp: {}", "_dst"))
         .when(pl.col("time").is_null()).then(pl.format("unreadable Timestamp '{}'", "ts"))
         .when(implausible_time(pl.col("time"), ctx).is_not_null())
         .then(pl.format("Timestamp: {}", implausible_time(pl.col("time"), ctx)))
@@ -330,7 +333,7 @@ def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     df = recs.with_columns(
         sn=value("sn"), loc=value("location"), ins=value("insert"), rem=value("remove"),
         out=value("out").str.to_lowercase(), ev=value("event"), nf=pl.col("fields").list.len(),
-    ).with_columns(t=parse_times(pl.col("rem"), ctx.tz))  # fmt: skip
+    ).with_columns(t=parse_times(pl.col("rem"), ctx.tz)[0], _dst=parse_times(pl.col("rem"), ctx.tz)[1])  # fmt: skip
     error = (
         pl.when(pl.col("_shape").is_not_null()).then("_shape")
         .when(pl.col("nf") != n).then(pl.format(f"expected {n} fields separated by ',' (as the header), found {{}}", "nf"))
@@ -339,11 +342,12 @@ def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     )  # fmt: skip
     df = df.with_columns(_error=error)
     bad = df.filter(pl.col("_error").is_not_null())
-    ivs = df.filter(pl.col("_error").is_null() & pl.col("ins").is_not_null()).with_columns(inst=parse_times(pl.col("ins"), ctx.tz))
+    ivs = df.filter(pl.col("_error").is_null() & pl.col("ins").is_not_null()).with_columns(inst=parse_times(pl.col("ins"), ctx.tz)[0])
     ev = df.filter(pl.col("_error").is_null() & pl.col("ins").is_null())
     excluded = list(ctx.options.get("exclude_hosts", ()))
     ev_error = (
-        pl.when(pl.col("t").is_null()).then(pl.format("event {}: unreadable time '{}'", "ev", pl.col("rem").fill_null("")))
+        pl.when(pl.col("_dst").is_not_null()).then(pl.format("event {}: {}", "ev", "_dst"))
+        .when(pl.col("t").is_null()).then(pl.format("event {}: unreadable time '{}'", "ev", pl.col("rem").fill_null("")))
         .when(implausible_time(pl.col("t"), ctx).is_not_null()).then(pl.format("event time: {}", implausible_time(pl.col("t"), ctx)))
         .when(pl.col("loc").is_null()).then(pl.lit("event without a location"))
         .when(pl.col("loc").is_in(excluded)).then(pl.format("host {} excluded (--exclude-hosts)", "loc"))
@@ -406,7 +410,10 @@ def _normalize(df: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     )
     cls = _col(df, "component_class").str.to_lowercase()
     failed_text = _col(df, "failed").str.to_lowercase()
-    removed = parse_times(_col(df, "removed_at"), ctx.tz, fmt)
+    # a unit is removed no earlier than installed: that decides a time in a repeated DST hour
+    installed, removed, dst = parse_span(
+        _col(df, "installed_at"), _col(df, "removed_at"), ctx.tz, fmt, names=("installed_at", "removed_at")
+    )
     failed_col = (
         pl.when(failed_text.is_in(TRUE)).then(True).when(failed_text.is_in(FALSE)).then(False)
     )
@@ -428,7 +435,8 @@ def _normalize(df: pl.DataFrame, ctx: ParseContext) -> ParseResult:
             pl.when(slot.str.contains("/")).then(slot.str.splitn("/", 2).struct.field("field_1")),
         ),
         model=_col(df, "model"),
-        installed_at=parse_times(_col(df, "installed_at"), ctx.tz, fmt),
+        installed_at=installed,
+        _dst=dst,
         removed_at=removed,
         removal_reason=_col(df, "removal_reason"),
         failed=failed,
@@ -443,6 +451,8 @@ def _normalize(df: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         .then(pl.lit("empty component_class"))
         .when(pl.col("slot").is_null())
         .then(pl.lit("empty slot / host"))
+        .when(pl.col("_dst").is_not_null())
+        .then("_dst")
         .when(pl.col("installed_at").is_null())
         .then(pl.format("unreadable installed_at '{}'", pl.col("_inst_raw").fill_null("")))
         .when(pl.col("_rem_raw").is_not_null() & pl.col("removed_at").is_null())
@@ -464,7 +474,7 @@ def _normalize(df: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     q = quarantine_frame(bad["line"], bad["raw"], bad["_error"])
     table = conform(
         "component_history",
-        ok.drop("raw", "_error", "_inst_raw", "_rem_raw", "_failed_raw")
+        ok.drop("raw", "_error", "_dst", "_inst_raw", "_rem_raw", "_failed_raw")
         .rename({"line": "source_line"})
         .with_columns(
             failed=pl.col("failed").fill_null(False),

@@ -48,7 +48,7 @@ from ingest.base import (
 )
 from ingest.component_names import CLASS_NAMES
 from ingest.csv_records import csv_records
-from ingest.times import parse_times
+from ingest.times import parse_span
 from warehouse.schemas import conform, quarantine_frame
 
 ALIASES = {
@@ -174,9 +174,15 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         [pl.col(c).cast(pl.Float64, strict=False) * f for c, f in MINUTES.items()]
     )
     downtime_text = pl.coalesce(*MINUTES)
+    # the downtime, else the order of start and end, decides a time in a repeated DST hour
+    start, end, dst = parse_span(
+        pl.col("start_time"), pl.col("end_time"), ctx.tz, fmt, seconds=minutes * 60, tolerance_s=60,
+        names=("start time", "end time"), evidence="the downtime or their order",
+    )
     df = df.with_columns(
-        start=parse_times(pl.col("start_time"), ctx.tz, fmt),
-        end=parse_times(pl.col("end_time"), ctx.tz, fmt),
+        start=start,
+        end=end,
+        _dst=dst,
         minutes=minutes,
         downtime_text=downtime_text,
     )
@@ -187,6 +193,8 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .then(pl.format(f"expected {n} fields (as the header), found {{}}", "nf"))
         .when(pl.col("start_time").is_null())
         .then(pl.lit("empty start time"))
+        .when(pl.col("_dst").is_not_null())
+        .then("_dst")
         .when(pl.col("start").is_null())
         .then(pl.format("unreadable start time '{}'", "start_time"))
         .when(implausible_time(pl.col("start"), ctx).is_not_null())

@@ -46,6 +46,7 @@ from ingest.base import (
     numbered_lines,
 )
 from ingest.bmc_common import host_from_path
+from ingest.times import wall_clock
 from warehouse.schemas import conform, quarantine_frame
 
 # Abbreviations with one meaning in practice -> minutes east of UTC.
@@ -160,17 +161,12 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     df = df.with_columns(
         naive=day.cast(pl.Datetime("us")) + pl.col("tod"), offset=_zone_offset(pl.col("zone"))
     )
-    local = pl.col("naive")
-    if ctx.tz.upper() != "UTC":
-        local = (
-            local.dt.replace_time_zone(ctx.tz, ambiguous="earliest", non_existent="null")
-            .dt.convert_time_zone("UTC")
-            .dt.replace_time_zone(None)
-        )
+    # a SEL lists its records in the order the BMC wrote them: that order places a repeated DST hour
+    local, dst = wall_clock(pl.col("naive"), ctx.tz, [])
+    zoned = pl.col("offset").is_not_null()
     df = df.with_columns(
-        time=pl.when(pl.col("offset").is_not_null())
-        .then(pl.col("naive") - pl.duration(minutes=pl.col("offset")))
-        .otherwise(local),
+        time=pl.when(zoned).then(pl.col("naive") - pl.duration(minutes=pl.col("offset"))).otherwise(local),
+        dst=pl.when(~zoned & pl.col("is_row")).then(dst),
     )
     error = (
         pl.when(~pl.col("is_row") | (pl.col("nf") < 5))
@@ -181,6 +177,8 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         )
         .when(pl.col("pre_init"))
         .then(pl.lit("Pre-Init timestamp, no real date"))
+        .when(pl.col("dst").is_not_null())
+        .then("dst")
         .when(pl.col("time").is_null())
         .then(pl.format("unreadable SEL date/time '{} {}'", f(1).fill_null(""), f(2).fill_null("")))
         .otherwise(implausible_time(pl.col("time"), ctx))

@@ -276,7 +276,9 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
     rel_hdr = pl.when(pl.col("rdelta").is_not_null()).then(pl.format("{} {} {}:00", "h_rmon", "h_rday", "h_rhm"))
     df = df.with_columns(rel=pl.coalesce(rel_own, rel_hdr))
     # a space in a strptime format matches any run of spaces (``Aug  2``): no normalising pass
-    ctime = local_to_utc(pl.col("ctime"), tz, "%a %b %d %H:%M:%S %Y")
+    # a log is written in time order per host: that order decides the hour a DST fall-back repeats
+    order = [pl.col("ihost").fill_null("")]
+    ctime, ctime_dst = local_to_utc(pl.col("ctime"), tz, "%a %b %d %H:%M:%S %Y", order)
     iso_base = pl.col("iso").str.replace(" ", "T").str.replace(",", ".")
     off = pl.col("off").str.extract_groups(r"^([+-])(\d\d):?(\d\d)$")
     off_s = (
@@ -284,12 +286,13 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
         * (off.struct.field("2").cast(pl.Int64) * 3600 + off.struct.field("3").cast(pl.Int64) * 60)
     )
     iso_naive = iso_base.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
+    iso_local, iso_dst = local_to_utc(iso_base, tz, "%Y-%m-%dT%H:%M:%S%.f", order)
     iso = (
         pl.when(pl.col("off") == "Z")
         .then(iso_naive)
         .when(pl.col("off").is_not_null())
         .then(iso_naive - pl.duration(seconds=off_s))
-        .otherwise(local_to_utc(iso_base, tz, "%Y-%m-%dT%H:%M:%S%.f"))
+        .otherwise(iso_local)
     )
     epoch_us = pl.coalesce(
         (pl.col("unix").cast(pl.Float64, strict=False) * 1e6).round().cast(pl.Int64, strict=False),
@@ -304,13 +307,17 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
     if ref is not None:
         fmt = "%Y %b %d %H:%M:%S%.f"
         sys_s = pl.coalesce("sys", "rel")
-        this_year = local_to_utc(pl.lit(f"{ref.year} ") + sys_s, tz, fmt)
-        last_year = local_to_utc(pl.lit(f"{ref.year - 1} ") + sys_s, tz, fmt)
+        this_year, this_dst = local_to_utc(pl.lit(f"{ref.year} ") + sys_s, tz, fmt, order)
+        last_year, last_dst = local_to_utc(pl.lit(f"{ref.year - 1} ") + sys_s, tz, fmt, order)
         # clock skew / zone slack before deciding the line belongs to the previous year
         late = pl.lit(ref + timedelta(days=1), dtype=pl.Datetime("us"))
-        sys_t = pl.when(this_year.is_null() | (this_year > late)).then(last_year).otherwise(this_year)
+        this_wall = (pl.lit(f"{ref.year} ") + sys_s).str.to_datetime(fmt, strict=False, time_unit="us")
+        this_first = (this_wall <= late).fill_null(False)
+        sys_t = pl.when(this_first).then(this_year).otherwise(last_year)
+        sys_dst = pl.when(this_first).then(this_dst).otherwise(last_dst)
     else:
         sys_t = pl.lit(None, dtype=pl.Datetime("us"))
+        sys_dst = pl.lit(None, pl.Utf8)
     has_abs = pl.any_horizontal(pl.col(c).is_not_null() for c in ("ctime", "iso", "unix", "j_rt", "sys", "rel"))
     df = df.with_columns(
         abs_t=pl.when(pl.col("ctime").is_not_null())
@@ -353,7 +360,11 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
         .then(pl.lit("dmesg delta stamp gives only the gap to the previous line, no time; pass --time"))
         .when(~pl.col("has_abs"))
         .then(pl.lit("kernel line without a timestamp; pass --time"))
-        .otherwise(pl.lit("unparseable or non-existent local timestamp"))
+        .when(pl.col("ctime").is_not_null())
+        .then(pl.coalesce(ctime_dst, pl.lit("unparseable local timestamp")))
+        .when(pl.col("iso").is_not_null())
+        .then(pl.coalesce(iso_dst, pl.lit("unparseable local timestamp")))
+        .otherwise(pl.coalesce(sys_dst, pl.lit("unparseable local timestamp")))
     )
     df = df.with_columns(time=time)
     return df.with_columns(

@@ -110,10 +110,13 @@ def _segment(rows: pl.DataFrame, fields: list[str], ctx: ParseContext):
 
     stamp = ident("timestamp")
     if "timestamp" in first:
-        own = local_to_utc(stamp, ctx.tz, _TIME_FORMAT)
+        # a --loop log is written in time order per host: that order places a repeated DST hour
+        own, dst = local_to_utc(stamp, ctx.tz, _TIME_FORMAT, [ident("hostname").fill_null("")])
         time = own
         time_error = (
-            pl.when(own.is_null())
+            pl.when(dst.is_not_null())
+            .then(dst)
+            .when(own.is_null())
             .then(pl.format("unreadable timestamp '{}' (want YYYY/MM/DD HH:MM:SS.fff)", stamp.fill_null("")))
             .otherwise(implausible_time(own, ctx))
         )

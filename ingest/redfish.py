@@ -111,10 +111,13 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     if err is not None:
         return ParseResult({}, whole_file_quarantine(data, err), 1)
     df, bad = _rows(items)
-    df = df.with_columns(time=iso_to_utc(pl.col("created"), ctx.tz))
+    time, dst = iso_to_utc(pl.col("created"), ctx.tz)
+    df = df.with_columns(time=time, dst=dst)
     df = df.with_columns(
         error=pl.when(pl.col("created").is_null())
         .then(pl.lit("entry has no Created time"))
+        .when(pl.col("dst").is_not_null())
+        .then(pl.format("Created: {}", "dst"))
         .when(pl.col("time").is_null())
         .then(pl.format("no readable Created time ('{}')", "created"))
         .otherwise(implausible_time(pl.col("time"), ctx))

@@ -147,13 +147,14 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     rows, bad = found
     df = pl.DataFrame(rows, schema=_SCHEMA)
     fallback = ctx.time or ctx.mtime
+    own, dst = iso_to_utc(pl.col("reading_time"), ctx.tz)
     df = df.with_columns(
-        time=pl.coalesce(
-            iso_to_utc(pl.col("reading_time"), ctx.tz), pl.lit(fallback, pl.Datetime("us"))
-        )
+        time=pl.coalesce(own, pl.lit(fallback, pl.Datetime("us"))), dst=dst
     )
     df = df.with_columns(
-        error=pl.when(pl.col("time").is_null())
+        error=pl.when(pl.col("dst").is_not_null())
+        .then(pl.format("reading time: {}", "dst"))
+        .when(pl.col("time").is_null())
         .then(pl.lit("no reading time: pass --time"))
         .when(~pl.col("value").is_finite().fill_null(True))
         .then(pl.format("non-finite reading: {}", pl.col("value").cast(pl.Utf8)))

@@ -163,6 +163,17 @@ def file_sha256(path: Path) -> tuple[str, int]:
     return h.hexdigest(), n
 
 
+def parsed_sha256(path: Path) -> tuple[str, int, int]:
+    """(sha256, count) of the bytes an ingest of ``path`` would parse now (an incomplete last
+    line held back, as ``_prepared`` does), and the file's size: what the manifest will record."""
+    with open(path, "rb") as fh:
+        total = os.fstat(fh.fileno()).st_size
+        data = fh.read() if total <= CHUNK_BYTES else None
+        size = _parsed_size(fh, data, total, display_name(path), None)
+        sha = hashlib.sha256(memoryview(data)[:size]).hexdigest() if data is not None else _fd_sha256(fh.fileno(), size)
+    return sha, size, total
+
+
 def parse_chunks(spec: FormatSpec, fh: BinaryIO, ctx: ParseContext, plain: bool, end: int | None = None) -> Iterator[ParseResult]:
     """Checked results of ``spec.parse`` over a line-oriented stream's chunks, in file order; for a
     two-stage format one result, ``spec.merge`` of the chunks' ``spec.extract`` partials. A plain

@@ -33,7 +33,7 @@ from ingest.base import (
 )
 from ingest.hostlist import expand_column
 from ingest.job_checks import STATE_CODES, STATES, job_value_errors, number_attempts
-from ingest.times import NULL_TIMES, local_candidates, slurm_duration_s
+from ingest.times import NULL_TIMES, local_candidates, local_span, naive_times, slurm_duration_s
 from warehouse.schemas import conform, quarantine_frame
 
 XDMOD_FIELDS = ["jobid", "jobidraw", "cluster", "partition", "qos", "account", "group", "gid", "user", "uid", "submit", "eligible", "start", "end", "elapsed", "exitcode", "state", "nnodes", "ncpus", "reqcpus", "reqmem", "reqtres", "alloctres", "timelimit", "nodelist", "jobname"]
@@ -275,35 +275,26 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
 
 def _local_times(jobs: pl.DataFrame, c, tz: str) -> pl.DataFrame:
     """``jobs`` with ``_submit_t`` / ``_start_t`` / ``_end_t`` (naive UTC) read from the local
-    times, and ``_gap_<field>`` / ``_ambiguous`` for the reasons. A wall-clock time in the hour
+    times, and ``_gap_<field>`` / ``_span_why`` / ``_submit_undecided`` for the reasons. A wall-clock time in the hour
     a DST fall-back repeats is two instants: the job's own Elapsed decides Start and End (the
     one pair of readings an Elapsed apart), and the readings of Submit not after the Start
     decide it; a time no evidence decides is left null, and the job is quarantined."""
     cols = {}
     for f in _TIMES:
         cols[f"_{f}_e"], cols[f"_{f}_l"], cols[f"_gap_{f}"] = local_candidates(c(f), tz, _FORMAT_TIME)
-    jobs = jobs.with_columns(**cols, _elapsed=slurm_duration_s(c("elapsed")))
-    se, sl, ee, el, be, bl = (pl.col(f"_{f}_{k}") for f in ("start", "end", "submit") for k in "el")
-    two_s, two_e, two_b = ((a != b).fill_null(False) for a, b in ((se, sl), (ee, el), (be, bl)))
-
-    def fits(start: pl.Expr, end: pl.Expr) -> pl.Expr:
-        return (((end - start).dt.total_seconds() - pl.col("_elapsed")).abs() <= 1).fill_null(False)
-
-    pairs = [fits(se, ee), fits(se, el) & two_e, fits(sl, ee) & two_s, fits(sl, el) & two_s & two_e]
-    one = pl.sum_horizontal(*[p.cast(pl.Int8) for p in pairs]) == 1
-    jobs = jobs.with_columns(
-        _start_t=pl.when(~two_s).then(se).when(one & (pairs[2] | pairs[3])).then(sl).when(one).then(se),
-        _end_t=pl.when(~two_e).then(ee).when(one & (pairs[1] | pairs[3])).then(el).when(one).then(ee),
-        _ambiguous=(two_s | two_e) & ~one,
+    start, end, why = local_span(
+        naive_times(c("start"), _FORMAT_TIME), naive_times(c("end"), _FORMAT_TIME), tz,
+        seconds=slurm_duration_s(c("elapsed")),
+        names=("Start", "End"), evidence=pl.format("Elapsed '{}'", c("elapsed").fill_null("(none)")),
     )
+    jobs = jobs.with_columns(**cols, _start_t=start, _end_t=end, _span_why=why)
+    be, bl = pl.col("_submit_e"), pl.col("_submit_l")
+    two_b = (be != bl).fill_null(False)
     start = pl.col("_start_t")
     jobs = jobs.with_columns(
         _submit_t=pl.when(~two_b).then(be).when((be <= start) & ~(bl <= start)).then(be),
     )
-    return jobs.with_columns(
-        _ambiguous=pl.when(pl.col("_ambiguous")).then(pl.lit("Start/End"))
-        .when(two_b & pl.col("_submit_t").is_null()).then(pl.lit("Submit"))
-    )
+    return jobs.with_columns(_submit_undecided=two_b & pl.col("_submit_t").is_null())
 
 
 def _unreadable(c, exit_parts: pl.Expr, gpus: pl.Expr, tres_nodes: pl.Expr, ctx: ParseContext) -> pl.Expr:
@@ -318,10 +309,8 @@ def _unreadable(c, exit_parts: pl.Expr, gpus: pl.Expr, tres_nodes: pl.Expr, ctx:
     for field, name in (("nnodes", "NNodes"), ("alloccpus", "AllocCPUS"), ("ncpus", "NCPUS")):
         raw = c(field).str.strip_chars()
         checks.append((raw.is_not_null() & ~raw.str.contains(r"^\d{1,18}$"), pl.format(f"{name} '{{}}' is not a count", raw)))
-    checks.append((pl.col("_ambiguous") == "Start/End", pl.format(
-        f"Start '{{}}' / End '{{}}' fall in the hour repeated when DST ends in {ctx.tz}, and Elapsed '{{}}' does not tell which",
-        c("start").fill_null(""), c("end").fill_null(""), c("elapsed").fill_null("(none)"))))
-    checks.append((pl.col("_ambiguous") == "Submit", pl.format(
+    checks.append((pl.col("_span_why").is_not_null(), pl.col("_span_why")))
+    checks.append((pl.col("_submit_undecided"), pl.format(
         f"Submit '{{}}' falls in the hour repeated when DST ends in {ctx.tz}, and the Start does not tell which", c("submit"))))
     tres = pl.coalesce(c("alloctres"), c("reqtres"))
     checks.append(((gpus.is_null() & tres.str.contains(r"gres/gpu[:=]")) | (tres_nodes.is_null() & c("alloctres").str.contains(r"(?:^|,)node=\d")),

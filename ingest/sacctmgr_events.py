@@ -28,7 +28,7 @@ import polars as pl
 
 from ingest.base import FormatSpec, ParseContext, ParseResult, implausible_time, numbered_lines
 from ingest.hostlist import expand_column
-from ingest.times import NULL_TIMES, local_to_utc
+from ingest.times import NULL_TIMES, local_span, naive_times
 from warehouse.schemas import conform, quarantine_frame
 
 # sacctmgr's format names, in the order sources.slurm asks for them (Reason last: it is free
@@ -102,14 +102,14 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     ).fill_null(False)
     df = df.filter(~cluster_event)
     end_raw = col("end")
-    df = df.with_columns(
-        _start=local_to_utc(col("start"), ctx.tz, _TIME),
-        _end=pl.when(end_raw.is_null() | end_raw.is_in(NULL_TIMES))
-        .then(None)
-        .otherwise(local_to_utc(end_raw, ctx.tz, _TIME)),
-        _event=_event(col("state")),
+    # an event's end is not before its start: that decides a time in a repeated DST hour
+    start, end, dst = local_span(
+        naive_times(col("start"), _TIME), naive_times(pl.when(~end_raw.is_in(NULL_TIMES)).then(end_raw), _TIME), ctx.tz,
+        names=("TimeStart", "TimeEnd"),
     )
+    df = df.with_columns(_start=start, _end=end, _dst=dst, _event=_event(col("state")))
     checks = [
+        (pl.col("_dst").is_not_null(), pl.col("_dst")),
         (
             pl.col("_start").is_null(),
             pl.format(

@@ -81,8 +81,9 @@ def _extract(msg: pl.Expr) -> pl.Expr:
     return pl.struct(event=event, nodes=nodes, job=job)
 
 
-def _utc(ts: pl.Expr, tz: str) -> pl.Expr:
-    """``2023-08-28T16:55:46.905`` in ``tz``, or with an explicit offset, to naive UTC."""
+def _utc(ts: pl.Expr, tz: str) -> tuple[pl.Expr, pl.Expr]:
+    """``2023-08-28T16:55:46.905`` in ``tz``, or with an explicit offset, to naive UTC, and the
+    DST reason of a local time the log's order (every line of the file) does not place."""
     has_off = ts.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$")
     with_off = (
         ts.str.replace(r"Z$", "+00:00")
@@ -90,8 +91,8 @@ def _utc(ts: pl.Expr, tz: str) -> pl.Expr:
         .dt.convert_time_zone("UTC")
         .dt.replace_time_zone(None)
     )
-    plain = local_to_utc(ts.str.replace(" ", "T"), tz)
-    return pl.when(has_off).then(with_off).otherwise(plain)
+    plain, why = local_to_utc(ts.str.replace(" ", "T"), tz, order=[])
+    return pl.when(has_off).then(with_off).otherwise(plain), pl.when(~has_off).then(why)
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
@@ -106,8 +107,9 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         job_id=pl.col("m").struct.field("job"),
         reason_host=pl.col("r").struct.field("nodes"),
         reason_text=pl.col("r").struct.field("reason").str.strip_chars(),
-        time=_utc(ts, ctx.tz),
     ).drop("m", "r")
+    time, dst = _utc(pl.col("ts"), ctx.tz)
+    df = df.with_columns(time=time, _dst=dst)
     # ``reason set to`` lines: carried to the same host's later down/drain events.
     reasons = df.filter(pl.col("reason_host").is_not_null()).select(
         "source_line", host=pl.col("reason_host"), last_reason=pl.col("reason_text")
@@ -117,7 +119,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     rec, repeats = drop_repeats(df.filter(pl.col("event").is_not_null()), ["raw"], line="source_line")
     rec = rec.with_columns(
         _time_err=pl.when(pl.col("time").is_null())
-        .then(pl.format("unreadable timestamp '{}'", pl.col("ts").fill_null("(none)")))
+        .then(pl.coalesce("_dst", pl.format("unreadable timestamp '{}'", pl.col("ts").fill_null("(none)"))))
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
     bad_time = rec.filter(pl.col("_time_err").is_not_null())

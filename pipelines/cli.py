@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 SAMPLE_FLEET = Path(__file__).resolve().parent.parent / "sample_data" / "fleet"
+SETTLE = os.environ.get("GOODPUT_SETTLE", "2s")  # ingest --settle and the landing sensor
 
 
 class CliError(Exception):
@@ -260,7 +261,7 @@ def cmd_pull(args) -> int:
     since, until = parse_time(args.since), parse_time(args.until)
     if since and until and since >= until:
         raise CliError(f"--since {args.since} is not before --until {args.until}")
-    wh = _warehouse(args, existing=args.dry_run)
+    wh = _warehouse(args, existing=args.dry_run, read_only=args.dry_run)  # a dry run only reads
     sources = select_sources(wh, args.sources)
     if not sources:
         raise CliError(f"no sources configured: write {wh.home / 'sources.toml'} (see docs/connect.md)")
@@ -480,6 +481,7 @@ def cmd_build(args) -> int:
 
 def cmd_project(args) -> int:
     from analysis.whatif import append_projection, format_projection, project_one, read_rates_csv
+    from warehouse.store import WarehouseBusy
 
     if args.gpus < 1 or args.gpus_per_node < 1 or (args.spares is not None and args.spares < 0):
         raise CliError("--gpus and --gpus-per-node must be >= 1 and --spares >= 0")
@@ -508,8 +510,14 @@ def cmd_project(args) -> int:
     except ValueError as exc:
         raise CliError(f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first, "
                        "or pass --rates FILE.csv or --mtti DUR") from None
-    if wh.writable():  # kept in goodput_projections; a reader of a read-only home only prints
-        append_projection(_warehouse(args) if wh.read_only else wh, res)
+    if wh.writable():  # kept in goodput_projections: a brief write that never waits for a writer
+        saver = _warehouse(args) if wh.read_only else wh
+        try:
+            with saver.writer(wait=0):
+                append_projection(saver, res)
+        except WarehouseBusy:
+            print(f"goodput: note: {wh.home} is being written by {saver.lock_owner()}: this projection "
+                  "is printed, not saved", file=sys.stderr)
     else:
         print(f"goodput: note: {wh.home} is read-only: this projection is printed, not saved", file=sys.stderr)
     if args.json:
@@ -604,7 +612,7 @@ def _cell(v, digits: str = ".3g") -> str:
 def cmd_mtbf(args) -> int:
     import polars as pl
 
-    wh = _warehouse(args, existing=True)
+    wh = _warehouse(args, existing=True, read_only=True)
     df = wh.read("system_mtbf")
     if df.height == 0:
         raise CliError("system_mtbf is empty: ingest failure records (or a fleet's logs) and run `goodput build`")
@@ -638,7 +646,7 @@ def cmd_availability(args) -> int:
 
     if args.top < 1:
         raise CliError("--top must be >= 1")
-    wh = _warehouse(args, existing=True)
+    wh = _warehouse(args, existing=True, read_only=True)
     avail = wh.read("availability")
     if avail.height == 0:
         raise CliError("availability is empty: ingest failure records (or node events) and run `goodput build`")
@@ -755,9 +763,10 @@ def cmd_nodes(args) -> int:
 
 
 def _reading_warehouse(args):
-    """The warehouse a reading command reads: the whole fleet's, or its scope's (built or reused)."""
-    wh = _warehouse(args, existing=True)
+    """The warehouse a reading command reads: the whole fleet's (a reader's handle), or its
+    scope's (built or reused)."""
     scope = scope_settings(args)
+    wh = _warehouse(args, existing=True, read_only=not any(scope.values()))
     return _scoped(wh, _config(args, **scope)) if any(scope.values()) else wh
 
 
@@ -934,7 +943,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--replace", action="store_true",
                    help="forget what these files produced before (e.g. with a wrong --tz), then ingest them again")
     s.add_argument("--jobs", type=int, help="processes that parse files (default: one per core)")
-    s.add_argument("--settle", default=os.environ.get("GOODPUT_SETTLE", "2s"), metavar="DUR",
+    s.add_argument("--settle", default=SETTLE, metavar="DUR",
                    help="a file is read once its size and mtime have not changed for this long; one still "
                         "changing is skipped with a warning (default 2s, or $GOODPUT_SETTLE; 0 reads at once)")
     s.set_defaults(func=cmd_ingest)

@@ -16,6 +16,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from tempfile import TemporaryDirectory
 
 import dagster as dg
 
@@ -107,9 +108,22 @@ def dagster_home(home: Path | str) -> Path:
     return path
 
 
+_ALIASES: dict[Path, TemporaryDirectory] = {}
+
+
 def instance_for(home: Path | str) -> dg.DagsterInstance:
-    """The persistent Dagster instance (SQLite run, event and schedule storage) of a home."""
-    return dg.DagsterInstance.from_config(str(dagster_home(home)))
+    """The persistent Dagster instance (SQLite run, event and schedule storage) of a home.
+
+    Dagster writes the folder into SQLite URLs unescaped, where ``?``, ``#`` or ``%`` would end
+    the path: such a folder is reached through a symlink in a temporary folder (kept for the
+    process; SQLite, unlike DuckDB, opens the path as given)."""
+    path = dagster_home(home)
+    if set("?#%") & set(str(path)):
+        if path not in _ALIASES:
+            _ALIASES[path] = TemporaryDirectory(prefix="goodput-dagster-")
+            (Path(_ALIASES[path].name) / "dagster").symlink_to(path, target_is_directory=True)
+        path = Path(_ALIASES[path].name) / "dagster"
+    return dg.DagsterInstance.from_config(str(path))
 
 
 def _materialize(assets, config: GoodputConfig, job: str):

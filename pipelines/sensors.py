@@ -2,9 +2,13 @@
 
 Collectors drop files into ``$GOODPUT_HOME/landing/``. The sensor is keyed by content and
 state, never by modification time (``mv``, ``rsync -a`` and ``tar x`` keep old mtimes): every
-tick it lists the landing folder, hashes files whose (size, mtime) it has not hashed yet, and
+tick it lists the landing folder, waits until a file is stable (size and mtime unchanged for the
+settle time, ``$GOODPUT_SETTLE`` as for ``goodput ingest --settle``), hashes what an ingest
+would parse of it (an incomplete last line held back: the sha256 the manifest records), and
 requests one ingest run per batch of content that is neither in the manifest nor requested
-already (a file dropped twice runs once). A requested sha still missing from the manifest once
+already (a file dropped twice runs once). A file that is only an incomplete line waits; one
+whose held-back last line is completed later changes, so it is hashed and requested again,
+and the ingest stores only its new record. A requested sha still missing from the manifest once
 no ingest run is active is a failed run: it is requested again after a backoff that doubles
 per attempt (``RETRY_FIRST_S`` .. ``RETRY_MAX_S``). A sha leaves the cursor once it is in the
 manifest, so a file forgotten and dropped in again is new; every request has its own run key
@@ -19,8 +23,9 @@ from datetime import UTC, timedelta
 
 import dagster as dg
 
-from ingest.runner import file_sha256, iter_files
+from ingest.runner import iter_files, parsed_sha256
 from pipelines.assets import TELEMETRY_DAYS
+from pipelines.cli import SETTLE, parse_duration
 from pipelines.resources import GoodputConfig, select_sources
 
 MAX_FILES_PER_RUN = 500
@@ -29,16 +34,19 @@ RETRY_MAX_S = 6 * 3600.0
 
 
 def new_landing_files(
-    goodput: GoodputConfig, cursor: str | None, now: float | None = None, active: bool = False
+    goodput: GoodputConfig, cursor: str | None, now: float | None = None, active: bool = False,
+    settle_s: float | None = None,
 ) -> tuple[list[tuple[str, str]], str]:
     """(path, sha256) of files to ingest, and the next cursor. ``active``: an ingest run this
     sensor launched is still queued or running (its files are not failed yet). Plain function:
     testable without a Dagster instance.
 
     The cursor: ``pending`` sha -> {tries, next: epoch seconds of the next retry}, ``hashed``
-    path -> [size, mtime_ns, sha] (files are hashed again only when they change), ``seq``: the
-    number of run requests made."""
+    path -> [size, mtime_ns, sha or null, first seen with this size and mtime] (files are hashed
+    again only when they change; null: not stable yet, or nothing but an incomplete line),
+    ``seq``: the number of run requests made. ``settle_s``: default ``$GOODPUT_SETTLE``."""
     now = time.time() if now is None else now
+    settle_s = parse_duration(SETTLE) if settle_s is None else settle_s
     state = json.loads(cursor) if cursor else {}
     pending: dict[str, dict] = state.get("pending") if isinstance(state.get("pending"), dict) else {}
     hashed: dict[str, list] = state.get("hashed", {})
@@ -49,13 +57,17 @@ def new_landing_files(
         try:
             st = os.stat(path)
             entry = hashed.get(str(path))
-            if entry is None or entry[:2] != [st.st_size, st.st_mtime_ns]:
-                entry = [st.st_size, st.st_mtime_ns, file_sha256(path)[0]]
+            if entry is None or len(entry) < 4 or entry[:2] != [st.st_size, st.st_mtime_ns]:
+                entry = [st.st_size, st.st_mtime_ns, None, now]
+            stable = now - st.st_mtime_ns / 1e9 >= settle_s or now - entry[3] >= settle_s
+            if entry[2] is None and stable:
+                sha, size, _ = parsed_sha256(path)
+                entry[2] = sha if size else None  # only an incomplete line: wait for its newline
         except OSError:  # removed or unreadable between listing and hashing: the next tick sees it
             continue
         seen[str(path)] = entry
         sha = entry[2]
-        if sha in known or any(sha == s for _, s in found):
+        if sha is None or sha in known or any(sha == s for _, s in found):
             continue
         tried = pending.get(sha)
         if tried is not None and (active or now < tried["next"]):

@@ -329,3 +329,22 @@ def test_cli_warns_of_bytes_held_back_and_of_files_still_changing(tmp_path, caps
     assert main(["--home", str(tmp_path / "home"), "ingest", str(log), "--settle", "1s"]) == 0  # just written
     assert "still being written" not in capsys.readouterr().err  # unchanged while watched: read
     assert Warehouse(tmp_path / "home").read("hw_events").height == 2
+
+
+def test_sql_cannot_read_duckdbs_temporary_directory_under_the_working_directory(tmp_path, monkeypatch, capsys):
+    """DuckDB lets SQL read its temporary directory (default ``.tmp`` under the working
+    directory, where another run's spills or anything else can lie): goodput sql gives it a
+    private, empty one."""
+    from pipelines.cli import main
+
+    home = str(tmp_path / "home")
+    assert main(["--home", home, "ingest", str(FIXTURES / "slurm" / "xdmod__accounting-logs.log")]) == 0
+    (tmp_path / ".tmp").mkdir()
+    (tmp_path / ".tmp" / "other.txt").write_text("not for goodput sql\n")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["--home", home, "sql", f"select content from read_text('{tmp_path}/.tmp/other.txt')"]) == 2
+    out, err = capsys.readouterr()
+    assert "not for goodput sql" not in out + err and err.count("\n") == 1
+    assert main(["--home", home, "sql", "select count(*) n from job_attempts", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["n", "4"]

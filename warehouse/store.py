@@ -847,17 +847,20 @@ class Warehouse:
         file is written in ``CATALOG_STORAGE`` so the DuckDB CLI we install opens it too."""
         root = self.catalog_root()
         tmp = self.home / f".warehouse.duckdb.{os.getpid()}.tmp"
-        with self.writer():
+        with self.writer(), TemporaryDirectory(prefix="goodput-catalog-") as build:
+            # built in a temporary folder, then copied in: DuckDB reads a '?' in a database
+            # path as the start of its options, so it cannot write one in a home named so
+            made = str(Path(build) / "warehouse.duckdb")
             tmp.unlink(missing_ok=True)
             try:
-                with self.connect(str(tmp), storage=CATALOG_STORAGE) as con:
+                with self.connect(made, storage=CATALOG_STORAGE) as con:
                     con.execute(f"SET file_search_path = {_sql_str(str(self.home))}")
                     self._create_views(con, guard=True, zoned=True, root=root)
                     con.execute(f"CREATE OR REPLACE VIEW _parquet_root AS SELECT {_sql_str(root)} AS uri")
+                shutil.copyfile(made, tmp)
                 os.replace(tmp, self.db_path)
             finally:
                 tmp.unlink(missing_ok=True)
-                Path(f"{tmp}.wal").unlink(missing_ok=True)
         return self.db_path
 
     def catalog_root(self) -> str:
@@ -875,13 +878,17 @@ class Warehouse:
         for name, sql in VIEWS.items():
             con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
 
-    def reader(self, allow_files: list[str | os.PathLike] = ()) -> duckdb.DuckDBPyConnection:
+    def reader(self, allow_files: list[str | os.PathLike] = (), spill: str | None = None) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB connection holding every view, made now from the Parquet (never
         stale, never touching warehouse.duckdb) and locked down for untrusted SQL: file access
         only under the Parquet root (and ``allow_files`` directories), no extension installs
-        or loads, configuration locked. ``run_readonly`` adds the statement check."""
+        or loads, configuration locked. ``run_readonly`` adds the statement check. ``spill``:
+        DuckDB's temporary directory, which its SQL may read (default ``.tmp`` under the working
+        directory, where other files can lie): give a private, empty one."""
         con = self.connect()
         con.execute(f"SET memory_limit = '{READER_MEMORY}'")  # DuckDB's default: 80% of the machine
+        if spill is not None:
+            con.execute(f"SET temp_directory = {_sql_str(spill)}")
         self._create_views(con, guard=True, zoned=True)
         # the Parquet root (a directory or s3://bucket/prefix) and the opted-in directories only
         dirs = [self.parquet, *(str(Path(d).expanduser().resolve()) for d in allow_files)]
@@ -909,7 +916,7 @@ class Warehouse:
             if stmt.type not in _READ_STATEMENTS:
                 kind = stmt.type.name.replace("_STATEMENT", "")
                 raise ReadOnlyViolation(f"{kind} statements are not allowed: goodput sql is read-only")
-        with self.reader(allow_files) as con:
+        with TemporaryDirectory(prefix="goodput-sql-") as spill, self.reader(allow_files, spill) as con:
             yield con.sql(query)
 
     def sql(self, query: str, params: list | None = None) -> duckdb.DuckDBPyConnection:
