@@ -88,6 +88,10 @@ def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
                 # only where a test across classes rejects (tests/test_projection_rates.py,
                 # tests/test_survival_curves.py, tests/test_trend_shape.py)
                 continue
+            if old["key"] == "goodput_measured" and field in ("reading", "spec"):
+                # changed on purpose: a badput part sized by assumptions is labelled so and never
+                # named the largest loss (tests/test_goodput_measured.py)
+                continue
             if old["key"] == "coverage" and field == "extra_html":  # job_attempts counted once since
                 # (test_report.py::test_table_sections_show_their_reading_and_coverage_counts_attempts_once)
                 strip = re.compile(r"(<td>job_attempts</td>(?:<td>[^<]*</td>){2})<td>[^<]*</td>")
