@@ -1,5 +1,6 @@
 """The fleet's headline numbers and "the selected rates", each computed in one place.
 
+``BAND_COVERS``: what the goodput band of a projection holds, in words.
 ``selected_rates(failure_rates)``: per class, the AIC-selected model of the whole window
 ('all') and stratum ('all'), the rows every summary quotes (or of one month, or of every month
 for the rate trend; the projection reads them too). ``fleet_headline(...)``: jobs,
@@ -15,6 +16,11 @@ import polars as pl
 from analysis.goodput_measured import fleet_mtti
 
 ALL = "all"
+# What a projection's 95% band holds and what it does not, said once (CLI summary, report).
+BAND_COVERS = (
+    "covers the uncertainty of the fitted rates and of which lifetime model fits them, not that "
+    "of the assumed checkpoint cost and restart time"
+)
 MONTHLY = r"^\d{4}-\d{2}$"  # the monthly windows' names ('YYYY-MM'); as ``window``: every month
 
 

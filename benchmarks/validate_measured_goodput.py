@@ -141,7 +141,7 @@ def main() -> None:
     )
     fleets = df.select("nodes", "seed").n_unique()
     print(f"{fleets} fleets ({args.seeds} seeds x {len(SIZES)} sizes, {args.days:g} days)")
-    with pl.Config(tbl_rows=10, tbl_width_chars=160):
+    with pl.Config(tbl_rows=10, tbl_cols=-1, tbl_width_chars=250):
         print(
             df.group_by("nodes", "scheduler", maintain_order=True).agg(
                 pl.col("seen").sum().alias("attempts seen"),

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import html
 
+from analysis.headline import BAND_COVERS
 from analysis.taxonomy import LLAMA3_TABLE, WORKLOAD
 from dashboards.section import ReportContext, Section
 from dashboards.sections.causes import COMPARED, NOT_COMPARED
-from dashboards.sections.goodput_scale import BAND_COVERS
 
 KEY = "glossary"
 TITLE = "Glossary"
@@ -47,7 +47,7 @@ GLOSSARY: dict[str, str] = {
     "node-hours": "nodes times hours observed.",
     "exposure": "the time each unit was observed in service, summed; what rates divide by.",
     "95% band": "the range that holds the true value with 95% confidence (a confidence "
-    "interval); a projection's " + BAND_COVERS,
+    f"interval); a projection's band {BAND_COVERS}.",
     "Weibull": "a lifetime model whose shape k says whether failures get rarer with age "
     "(k < 1, infant mortality), stay constant (k = 1) or grow (k > 1, wear-out).",
     "shape": "the Weibull shape parameter k (see Weibull).",

@@ -7,6 +7,7 @@ import math
 import altair as alt
 import polars as pl
 
+from analysis.headline import BAND_COVERS
 from dashboards import charts
 from dashboards.section import (
     NO_DATA,
@@ -25,12 +26,6 @@ TITLE = "Projected goodput vs job scale, and the checkpoint interval to use"
 ORDER = 70
 TABLES = ("goodput_projections",)
 
-# What a projection's 95% band holds and what it does not, said once (reading and glossary).
-BAND_COVERS = (
-    "covers the uncertainty of the fitted rates and of which lifetime model fits "
-    "them, not that of the assumed checkpoint cost and restart time (the what-if section varies "
-    "those)."
-)
 
 def scale_chart(scale: pl.DataFrame, target_gpus: int | None = None) -> alt.VConcatChart:
     """Projected goodput vs job size (``scale_frame``) with its CI band, and Daly's checkpoint
@@ -136,5 +131,5 @@ def build(ctx: ReportContext) -> Section:
     )
     if big["n_gpus"] != near["n_gpus"]:
         text += f"; at {big['n_gpus']:,} GPUs it is {pct(big['goodput'])}"
-    s.reading = f"{text}. The 95% band {BAND_COVERS}"
+    s.reading = f"{text}. The 95% band {BAND_COVERS} (the what-if section varies those)."
     return s
