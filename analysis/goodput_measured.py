@@ -53,6 +53,13 @@ US = 1_000_000
 HOUR_US = 3600 * US
 
 
+def chain_gpus() -> pl.Expr:
+    """An attempt's GPUs, else its chain's largest attempt's (``n_gpus``; over a frame holding
+    the chain's attempts): an attempt known only from events (a Kubernetes restart) carries no
+    GPU count where its gang's other attempts do."""
+    return pl.col("n_gpus").fill_null(pl.col("n_gpus").max().over(KEYS)).alias("n_gpus")
+
+
 def measure(
     attempts: pl.DataFrame,
     ckpt_interval_s: float = CKPT_INTERVAL_S,

@@ -293,6 +293,7 @@ def chain_truth(f: Fleet, atts: list[Attempt]) -> dict:
                 "start": ts(f, a.start),
                 "end": ts(f, a.end) if a.end is not None else None,
                 "state": a.state,
+                "n_gpus": sum(len(g) for g in a.gpus),
                 "overhead_s": round(a.overhead_s, 3),
             }
             for a in atts

