@@ -88,7 +88,8 @@ def measure(
     # an attempt that ran but shows no end ended when the chain's next attempt started
     started = attempts.filter(pl.col("start_time").is_not_null()).sort([*KEYS, "start_time"])
     next_start = pl.col("start_time").shift(-1).over(KEYS)
-    started = started.with_columns(pl.coalesce("end_time", next_start).alias("end_time"))
+    later = pl.when(next_start > pl.col("start_time")).then(next_start)  # not its own repeat
+    started = started.with_columns(pl.coalesce("end_time", later).alias("end_time"))
     # chains with an attempt still running: their last ended attempt is not the chain's end
     running = (
         started.filter(pl.col("end_time").is_null())

@@ -35,9 +35,10 @@ its pods, or from a PyTorchJob / JobSet object), one job restart event, and one
 records. Nothing is skipped silently: an object of a kind not read here (Service, ConfigMap...),
 an object without ``kind`` or ``metadata.name``, an unreadable document of a multi-document YAML file, a Pod that shows no run, a Node whose Ready
 condition carries no time (a Ready condition without ``lastTransitionTime`` is placed at its
-``lastHeartbeatTime``, said in the reason), a node or restart Event without a time, an attempt
-ending before it starts and a time outside ``ctx``'s plausible window are each one quarantine row
-(and so one record). Events of other reasons (Scheduled, Killing, Pulled...) are read as context
+``lastHeartbeatTime``, said in the reason), a node or restart Event without a time, a restart
+whose attempt's start is not in the file, an attempt ending before it starts and a time outside
+``ctx``'s plausible window are each one quarantine row (and so one record). Events of other
+reasons (Scheduled, Started, Killing, Pulled...) are read as context
 for restarts and are not records; a file that is not valid JSON (when it starts like
 JSON) or YAML is one quarantined record with the parser's line and column. ``source_line`` is
 the object's 1-based position in the file (or the log line). The work is Python per object:
