@@ -64,6 +64,7 @@ import duckdb
 import polars as pl
 
 from analysis.assumptions import ATTRIBUTION_AFTER_S, ATTRIBUTION_BEFORE_S, CKPT_INTERVAL_S
+from analysis.goodput_measured import chain_gpus
 from analysis.telemetry import COUNTER_SOURCE
 from warehouse.schemas import TABLES, conform
 
@@ -343,9 +344,11 @@ def _lost_gpu_hours(
 
 
 def candidate_attempts(attempts: pl.DataFrame) -> pl.DataFrame:
-    """Attempts that did not end normally and have an end time, one row per attempt key."""
+    """Attempts that did not end normally and have an end time, one row per attempt key; one
+    without a GPU count (a Kubernetes restart seen in events) at its chain's (``chain_gpus``)."""
     return (
-        attempts.filter(
+        attempts.with_columns(chain_gpus())
+        .filter(
             pl.col("end_time").is_not_null()
             & ~pl.col("state").fill_null("UNKNOWN").is_in(NORMAL_STATES)
         )

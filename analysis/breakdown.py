@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from analysis.goodput_measured import chain_gpus
 from analysis.headline import weighted_goodput
 from analysis.taxonomy import WORKLOAD_DOMAIN
 from warehouse.schemas import TABLES, conform
@@ -22,7 +23,7 @@ def breakdown(attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_jobs:
     """The ``goodput_breakdown`` table (pure)."""
     if attempts.height == 0:
         return TABLES["goodput_breakdown"].empty()
-    att = attempts.with_columns(
+    att = attempts.with_columns(chain_gpus()).with_columns(
         _gpu_h=pl.col("n_gpus").fill_null(0)
         * (pl.col("end_time") - pl.col("start_time")).dt.total_seconds().fill_null(0) / 3600
     )

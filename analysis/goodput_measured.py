@@ -8,6 +8,12 @@ length) restoring state. Where the job's own log gave its checkpoint times (tabl
 ``checkpoints``), those times replace the interval and the row's ``method`` is ``measured``
 instead of ``assumed``.
 
+Which parts rest on those assumptions is a column of every row (``assumed_parts``): restart and
+checkpoint always (no record says how long a restore or a save took), lost work unless the
+checkpoint times were measured; the queue and other gaps are measured. An attempt that ran but
+shows no end ended when the chain's next attempt started; a chain's GPUs are its largest
+attempt's (an attempt seen only from events, or from part of its pods, carries fewer).
+
 Per attempt, after overlaps between attempts are trimmed (so the books close exactly):
 - restart     = min(restart_s, attempt length) for attempts 2..n;
 - compute     = length − restart, cut into segments of interval + cost; each whole segment is
@@ -31,8 +37,27 @@ from analysis.taxonomy import WORKLOAD_DOMAIN
 from warehouse.schemas import conform
 
 KEYS = ["cluster", "scheduler", "job_id"]
+BADPUT = (
+    "lost_work_hours",
+    "restart_hours",
+    "checkpoint_hours",
+    "queue_after_failure_hours",
+    "other_hours",
+)
+# Which badput parts rest on a stated assumption, not on the records (``assumed_parts``): the
+# cost of a save and the time a restart takes are never in scheduler records, and lost work is
+# assumed unless the job's own checkpoint times were ingested; the queue and other gaps are the
+# attempts' measured times.
+ALWAYS_ASSUMED = ("restart_hours", "checkpoint_hours")
 US = 1_000_000
 HOUR_US = 3600 * US
+
+
+def chain_gpus() -> pl.Expr:
+    """An attempt's GPUs, else its chain's largest attempt's (``n_gpus``; over a frame holding
+    the chain's attempts): an attempt known only from events (a Kubernetes restart) carries no
+    GPU count where its gang's other attempts do."""
+    return pl.col("n_gpus").fill_null(pl.col("n_gpus").max().over(KEYS)).alias("n_gpus")
 
 
 def measure(
@@ -56,16 +81,24 @@ def measure(
     dlt = round(ckpt_cost_s * US)
     rst = round(restart_s * US)
     dup_cols = [*KEYS, "start_time", "end_time"]
+    attempts = attempts.select(*KEYS, "name", "user", "state", "n_gpus", "start_time", "end_time")
+    # a gang's size is its largest attempt's: an attempt seen from part of its pods, or from
+    # events that carry no GPU count, does not shrink the chain
+    sizes = attempts.group_by(KEYS).agg(pl.col("n_gpus").max().alias("_chain_gpus"))
+    # an attempt that ran but shows no end ended when the chain's next attempt started
+    started = attempts.filter(pl.col("start_time").is_not_null()).sort([*KEYS, "start_time"])
+    next_start = pl.col("start_time").shift(-1).over(KEYS)
+    later = pl.when(next_start > pl.col("start_time")).then(next_start)  # not its own repeat
+    started = started.with_columns(pl.coalesce("end_time", later).alias("end_time"))
     # chains with an attempt still running: their last ended attempt is not the chain's end
     running = (
-        attempts.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_null())
+        started.filter(pl.col("end_time").is_null())
         .select(KEYS)
         .unique()
         .with_columns(pl.lit(True).alias("_running"))
     )
     a = (
-        attempts.select(*KEYS, "name", "user", "state", "n_gpus", "start_time", "end_time")
-        .filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
+        started.filter(pl.col("end_time").is_not_null())
         .sort(dup_cols, maintain_order=True)
         # the same attempt reported twice (two sources, re-ingest of a renamed dump): keep one
         .filter(pl.any_horizontal([pl.col(c).ne_missing(pl.col(c).shift(1)) for c in dup_cols]))
@@ -81,6 +114,7 @@ def measure(
             )
         )
         .join(running, on=KEYS, how="left", maintain_order="left")
+        .join(sizes, on=KEYS, how="left", maintain_order="left")
         .with_columns(
             pl.col("_first").cum_sum().alias("_g"),
             (pl.col("_first").shift(-1, fill_value=True) & pl.col("_running").is_null()).alias(
@@ -175,7 +209,7 @@ def measure(
         pl.col("name").last(),
         pl.col("user").last(),
         pl.len().cast(pl.Int32).alias("attempts"),
-        pl.col("n_gpus").max().alias("n_gpus"),
+        pl.col("_chain_gpus").first().alias("n_gpus"),
         pl.col("start_time").min().alias("first_start"),
         pl.col("end_time").max().alias("final_end"),
         pl.when(pl.col("_running").any())
@@ -203,6 +237,10 @@ def measure(
         (pl.col("_other") * h).alias("other_hours"),
         (pl.col("n_gpus").fill_null(0) * pl.col("_wall") * h).alias("gpu_hours"),
         pl.when(pl.col("_wall") > 0).then(pl.col("_prod") / pl.col("_wall")).alias("goodput"),
+        pl.when(pl.col("method") == "measured")
+        .then(pl.lit(",".join(ALWAYS_ASSUMED)))
+        .otherwise(pl.lit(",".join(("lost_work_hours", *ALWAYS_ASSUMED))))
+        .alias("assumed_parts"),
         pl.lit(float(ckpt_interval_s)).alias("ckpt_interval_s"),
         pl.lit(float(ckpt_cost_s)).alias("ckpt_cost_s"),
         pl.lit(float(restart_s)).alias("restart_s"),
@@ -231,13 +269,6 @@ def durable_times(checkpoints: pl.DataFrame, ckpt_cost_s: float = CKPT_COST_S) -
     return pl.concat([ends, starts], how="diagonal_relaxed")
 
 
-BADPUT = (
-    "lost_work_hours",
-    "restart_hours",
-    "checkpoint_hours",
-    "queue_after_failure_hours",
-    "other_hours",
-)
 
 
 def summarize(jobs: pl.DataFrame) -> pl.DataFrame:

@@ -1,5 +1,6 @@
 """The fleet's headline numbers and "the selected rates", each computed in one place.
 
+``BAND_COVERS``: what the goodput band of a projection holds, in words.
 ``selected_rates(failure_rates)``: per class, the AIC-selected model of the whole window
 ('all') and stratum ('all'), the rows every summary quotes (or of one month, or of every month
 for the rate trend; the projection reads them too). ``fleet_headline(...)``: jobs,
@@ -12,9 +13,14 @@ from __future__ import annotations
 
 import polars as pl
 
-from analysis.goodput_measured import fleet_mtti
+from analysis.goodput_measured import chain_gpus, fleet_mtti
 
 ALL = "all"
+# What a projection's 95% band holds and what it does not, said once (CLI summary, report).
+BAND_COVERS = (
+    "covers the uncertainty of the fitted rates and of which lifetime model fits them, not that "
+    "of the assumed checkpoint cost and restart time"
+)
 MONTHLY = r"^\d{4}-\d{2}$"  # the monthly windows' names ('YYYY-MM'); as ``window``: every month
 
 
@@ -41,8 +47,11 @@ def unit_populations(failure_rates: pl.DataFrame) -> list[tuple[str | None, str]
 
 
 def gpu_hours(attempts: pl.DataFrame) -> float:
-    """GPU-hours the job attempts held: Σ n_gpus × (end − start) over attempts with both times."""
-    ran = attempts.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
+    """GPU-hours the job attempts held: Σ n_gpus × (end − start) over attempts with both times
+    (an attempt without a GPU count at its chain's, ``chain_gpus``)."""
+    ran = attempts.with_columns(chain_gpus()).filter(
+        pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null()
+    )
     return float(
         ran.select(
             (pl.col("n_gpus").fill_null(0) * (pl.col("end_time") - pl.col("start_time")).dt.total_seconds()).sum() / 3600

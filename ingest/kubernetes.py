@@ -18,8 +18,14 @@ Kubeflow training-operator log (its ``events`` lines). Dispatch is on ``kind``:
 - ``Event`` lists: each ``PyTorchJobRestarting`` / ``JobSetRestarting`` event ends a failed
   attempt of its job. Its end is the time of the job's pod termination event just before it
   (``Killing``, ``Evicted``, ``Preempting``, or the operator's ``ExitedWithCode``, which also
-  gives the exit code), else the restart event's own time; its nodes are where the job's pods
-  were last ``Scheduled`` (``Successfully assigned ns/pod to node``) before that end.
+  gives the exit code), else the restart event's own time; its start is the earliest start of
+  any of the job's pods after the job's previous attempt ended (a pod's container ``Started``
+  event, else its ``Scheduled`` one); its nodes are where the job's pods were last
+  ``Scheduled`` (``Successfully assigned ns/pod to node``) before that end. A restart whose
+  attempt's start is not in the file is quarantined with that reason: its end alone measures
+  nothing (the pods' ``lastState`` or a fuller event export gives the attempt).
+- The training-operator log shows restarts, never starts: each ``PyTorchJobRestarting`` line is
+  quarantined the same way, naming the attempt's end and exit code.
 - ``Node`` (``Ready`` condition transitions, cordon taints) and ``Event`` objects about nodes
   (NodeNotReady, NodeReady, Rebooted, NodeNotSchedulable, NodeSchedulable) go to ``node_events``.
 
@@ -29,9 +35,10 @@ its pods, or from a PyTorchJob / JobSet object), one job restart event, and one
 records. Nothing is skipped silently: an object of a kind not read here (Service, ConfigMap...),
 an object without ``kind`` or ``metadata.name``, an unreadable document of a multi-document YAML file, a Pod that shows no run, a Node whose Ready
 condition carries no time (a Ready condition without ``lastTransitionTime`` is placed at its
-``lastHeartbeatTime``, said in the reason), a node or restart Event without a time, an attempt
-ending before it starts and a time outside ``ctx``'s plausible window are each one quarantine row
-(and so one record). Events of other reasons (Scheduled, Killing, Pulled...) are read as context
+``lastHeartbeatTime``, said in the reason), a node or restart Event without a time, a restart
+whose attempt's start is not in the file, an attempt ending before it starts and a time outside
+``ctx``'s plausible window are each one quarantine row (and so one record). Events of other
+reasons (Scheduled, Started, Killing, Pulled...) are read as context
 for restarts and are not records; a file that is not valid JSON (when it starts like
 JSON) or YAML is one quarantined record with the parser's line and column. ``source_line`` is
 the object's 1-based position in the file (or the log line). The work is Python per object:
@@ -425,6 +432,7 @@ def _restart_runs(events: list[tuple[int, dict]], ctx: ParseContext, bad: list) 
     """Failed attempts of training jobs from their restart events (see the module docstring);
     a restart event without a time is appended to ``bad``."""
     placed: dict[tuple[str, str], list[tuple[datetime, str]]] = {}  # (ns, pod) -> [(t, host)]
+    started: dict[tuple[str, str], list[datetime]] = {}  # (ns, pod) -> container Started times
     ended: list[tuple[datetime, str, str, str, int | None]] = []  # (t, ns, pod, reason, exit)
     restarts: list[tuple[datetime, str, str, int, str]] = []
     for index, ev in events:
@@ -442,13 +450,19 @@ def _restart_runs(events: list[tuple[int, dict]], ctx: ParseContext, bad: list) 
         ns = obj.get("namespace") if isinstance(obj.get("namespace"), str) else "default"
         if reason == "Scheduled" and (m := _ASSIGNED.search(msg)):
             placed.setdefault((m["ns"], m["pod"]), []).append((t, m["host"]))
+        elif reason == "Started" and obj.get("kind") == "Pod" and isinstance(obj.get("name"), str):
+            # a repeated event (count > 1) shows its first and its latest occurrence
+            last = _ts(ev.get("lastTimestamp"))
+            started.setdefault((ns, obj["name"]), []).extend({t, last or t})
         elif reason == "ExitedWithCode" and (m := _EXITED.search(msg)):
             ended.append((t, m["ns"], m["pod"], reason, int(m["code"])))
         elif obj.get("kind") == "Pod" and reason in POD_END_REASONS and isinstance(obj.get("name"), str):
             ended.append((t, ns, obj["name"], reason, None))
         elif obj.get("kind") in JOB_KINDS and reason in RESTART_REASONS and isinstance(obj.get("name"), str):
             restarts.append((t, ns, obj["name"], index, reason))
+    events_by_index = dict(events)
     rows = []
+    prev_end: dict[tuple[str, str], datetime] = {}  # (ns, job) -> end of its previous attempt
     for r_time, ns, job, index, r_reason in sorted(restarts):
         member = re.compile(rf"^{re.escape(job)}-[a-z]+-\d+$")
         before = [e for e in ended if e[1] == ns and member.match(e[2])
@@ -466,14 +480,43 @@ def _restart_runs(events: list[tuple[int, dict]], ctx: ParseContext, bad: list) 
                 seen = [h for t, h in sorted(where) if t <= end]
                 if seen:
                     hosts.add(seen[-1])
+        after = prev_end.get((ns, job))
+        prev_end[(ns, job)] = end
+        start = _attempt_start(ns, member, after, end, started, placed)
+        if start is None:
+            since = f"since its previous attempt ended at {after:%Y-%m-%dT%H:%M:%S}" if after else "before it"
+            why = (f"object {index}: {r_reason} at {r_time:%Y-%m-%dT%H:%M:%S} ends an attempt of "
+                   f"{ns}/{job} whose start is not in this file (no Started or Scheduled event of "
+                   f"its pods {since}): the job's pod events or pods give it")  # fmt: skip
+            bad.append((index, json.dumps(events_by_index[index], default=str)[:500], why))
+            continue
         rows.append({
             "cluster": ctx.cluster, "scheduler": "k8s", "job_id": f"{ns}/{job}", "name": job,
-            "account": ns, "end_time": end, "state": state, "raw_state": "Restarting",
+            "account": ns, "start_time": start, "end_time": end, "state": state, "raw_state": "Restarting",
             "reason": reason, "exit_code": code, "signal": _signal({}, code), "nodes": sorted(hosts),
             "n_nodes": len(hosts) or None, "source": "k8s-events", "source_file": ctx.path,
             "source_line": index,
         })  # fmt: skip
     return rows
+
+
+def _attempt_start(ns, member, after, end, started, placed) -> datetime | None:
+    """When a failed attempt of a gang began: the earliest start of any of its pods after the
+    previous attempt's end (``after``; None: the first attempt) and not after its ``end``. A
+    pod's start is its container's ``Started`` event, else its ``Scheduled`` one (a pod
+    created anew); None when the file holds neither."""
+    def within(t):
+        return (after is None or t > after) and t <= end
+
+    firsts = []
+    for (pns, pod) in started.keys() | placed.keys():
+        if pns != ns or not member.match(pod):
+            continue
+        times = [t for t in started.get((pns, pod), []) if within(t)]
+        times = times or [t for t, _ in placed.get((pns, pod), []) if within(t)]
+        if times:
+            firsts.append(min(times))
+    return min(firsts) if firsts else None
 
 
 def _node_event(ctx, index, time, host, event, reason) -> dict:
@@ -486,9 +529,12 @@ def _node_event(ctx, index, time, host, event, reason) -> dict:
 _OPLOG = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\S+)\t\w+\tevents\t(?P<msg>[^\t]*)\t(?P<json>\{.*\})\s*$")
 
 
-def _operator_log(text: str, ctx: ParseContext) -> tuple[list[dict], list[tuple[int, str, str]]]:
-    """``PyTorchJobRestarting`` lines of a training-operator log: each ends a failed attempt."""
-    rows, bad = [], []
+def _operator_log(text: str, ctx: ParseContext) -> list[tuple[int, str, str]]:
+    """``PyTorchJobRestarting`` lines of a training-operator log, each one quarantine row: the
+    line ends a failed attempt but the log never shows when that attempt started (it records
+    restarts, not starts), so the attempt cannot be measured from it; the reason names the
+    attempt's end and exit code and where its start is found."""
+    bad = []
     exit_codes: dict[str, int] = {}
     for i, line in enumerate(text.split("\n"), start=1 + ctx.line_offset):
         m = _OPLOG.match(line)
@@ -512,14 +558,12 @@ def _operator_log(text: str, ctx: ParseContext) -> tuple[list[dict], list[tuple[
         if end is None:
             bad.append((i, line, f"unreadable timestamp {m['ts']!r}"))
             continue
-        ec = exit_codes.get(job)
-        rows.append({
-            "cluster": ctx.cluster, "scheduler": "k8s", "job_id": job, "name": job.split("/", 1)[1],
-            "account": job.split("/", 1)[0], "end_time": end, "state": "FAILED", "raw_state": "Restarting",
-            "reason": reason, "exit_code": ec, "signal": _signal({}, ec), "nodes": [],
-            "source": "k8s-operator-log", "source_file": ctx.path, "source_line": i,
-        })  # fmt: skip
-    return rows, bad
+        ec = f" (exit code {exit_codes[job]})" if job in exit_codes else ""
+        why = (f"{reason} at {end:%Y-%m-%dT%H:%M:%S} ends an attempt of {job}{ec} whose start an "
+               "operator log does not show: the job's pod events or pods (kubectl get events/pods "
+               "-o json) give it")  # fmt: skip
+        bad.append((i, line, why))
+    return bad
 
 
 # ------------------------------------------------------------------ entry points
@@ -579,7 +623,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     node_events: list[dict] = []
     bad: list[tuple[int, str, str]] = []
     if _looks_like_oplog(text):
-        attempts, bad = _operator_log(text, ctx)
+        bad = _operator_log(text, ctx)
     else:
         try:
             docs, bad = _load(text)
@@ -621,7 +665,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             elapsed_s=(pl.col("end_time") - pl.col("start_time")).dt.total_microseconds() / 1e6
         )
         order = pl.struct(pl.coalesce("start_time", "end_time", "submit_time"), "source_line")
-        df = df.with_columns(  # operator-log attempts carry no number: time order within the job
+        df = df.with_columns(  # attempts from events carry no number: time order within the job
             attempt=pl.col("attempt").fill_null(order.rank("ordinal").over("job_id").cast(pl.Int32))
         )
         df, q = _split_bad(df, _attempt_error(ctx))

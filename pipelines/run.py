@@ -20,7 +20,7 @@ from tempfile import TemporaryDirectory
 
 import dagster as dg
 
-from analysis.headline import read_headline, selected_rates
+from analysis.headline import BAND_COVERS, read_headline, selected_rates
 from analysis.observation import stored_window
 from pipelines.assets import (
     BUILD_ASSETS,
@@ -314,7 +314,7 @@ def summary_lines(wh: Warehouse) -> list[str]:
         lines.append(
             f"projected for a {n:,}-GPU job, {scope or 'hardware'} scope: MTTI {mtti:.2f} h, "
             f"checkpoint every {60 * interval:.0f} min (Daly), "
-            f"goodput {g:.1%} [{lo:.1%}, {hi:.1%}] (95% band from the fitted rates)"
+            f"goodput {g:.1%} [{lo:.1%}, {hi:.1%}] (the 95% band {BAND_COVERS})"
         )
     return lines
 

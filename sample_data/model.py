@@ -163,6 +163,7 @@ class Attempt:
     reason: str = ""
     cause: tuple = ()  # ("fault", idx) | ("maint", idx) | ("workload",)
     ckpt_s: int = 0
+    overhead_s: float = 0.0  # start-up / restore time before the attempt computes (chains)
     array_task: int = -1
     job_id: str = ""
     job_raw: int = 0
@@ -262,6 +263,48 @@ def _attempt_ref(f: Fleet, a: Attempt) -> dict:
     }
 
 
+def chain_truth(f: Fleet, atts: list[Attempt]) -> dict:
+    """A training chain's attempts as they ran and its true time budget (seconds, over its
+    ended attempts: a chain still running ends at its last ended attempt). Every attempt first
+    spends ``overhead_s`` starting up or restoring (``restart``, capped at its length), then
+    computes; a checkpoint every ``ckpt_s`` of compute keeps it (saves are free in this model),
+    so a failed attempt keeps whole intervals and loses the rest (``lost_work``), a completed
+    one keeps all; gaps between attempts are ``queue_after_failure``."""
+    atts = sorted(atts, key=lambda a: a.attempt)
+    ended = [a for a in atts if a.end is not None]
+    b = {"productive": 0.0, "lost_work": 0.0, "restart": 0.0, "queue_after_failure": 0.0}
+    for i, a in enumerate(ended):
+        d = a.end - a.start
+        restart = min(a.overhead_s, d)
+        compute = d - restart
+        kept = compute if a.state == "COMPLETED" else math.floor(compute / a.ckpt_s) * a.ckpt_s
+        b["restart"] += restart
+        b["productive"] += kept
+        b["lost_work"] += compute - kept
+        if i:
+            b["queue_after_failure"] += a.start - ended[i - 1].end
+    wall = ended[-1].end - ended[0].start if ended else 0.0
+    return {
+        "scheduler": atts[0].scheduler,
+        "job_id": atts[0].job_id,
+        "ckpt_interval_s": atts[0].ckpt_s,
+        "attempts": [
+            {
+                "attempt": a.attempt + 1,
+                "start": ts(f, a.start),
+                "end": ts(f, a.end) if a.end is not None else None,
+                "state": a.state,
+                "n_gpus": sum(len(g) for g in a.gpus),
+                "overhead_s": round(a.overhead_s, 3),
+            }
+            for a in atts
+        ],
+        "wall_s": round(wall, 3),
+        **{f"{k}_s": round(v, 3) for k, v in b.items()},
+        "goodput": round(b["productive"] / wall, 6) if wall > 0 else None,
+    }
+
+
 def ground_truth(f: Fleet, codes: list[dict], ev: dict, files: dict) -> dict:
     """The ground_truth.json document: the laws, every fault with its codes and the evidence the
     writers emitted (``ev``: fault index -> evidence dicts), workload failures, drains,
@@ -352,6 +395,10 @@ def ground_truth(f: Fleet, codes: list[dict], ev: dict, files: dict) -> dict:
             }
         )
     ckpt = {a.job_id: a.ckpt_s for a in f.attempts if a.ckpt_s}
+    chains: dict[tuple[str, str], list[Attempt]] = defaultdict(list)
+    for a in f.attempts:
+        if a.ckpt_s:
+            chains[(a.scheduler, a.job_id)].append(a)
     truth = {
         "seed": f.seed,
         "start": f.start,
@@ -382,6 +429,7 @@ def ground_truth(f: Fleet, codes: list[dict], ev: dict, files: dict) -> dict:
             }
         },
         "checkpoint_interval_s": dict(sorted(ckpt.items())),
+        "chains": [chain_truth(f, atts) for _, atts in sorted(chains.items())],
         "laws": {
             c: {k: (float(v) if isinstance(v, (np.floating,)) else v) for k, v in law.items()}
             for c, law in f.laws.items()

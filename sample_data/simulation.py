@@ -354,6 +354,7 @@ def _gang_chain(
                 [list(range(G))] * need,
                 limit_min,
                 ckpt_s=ckpt,
+                overhead_s=overhead,
             )
             if ti < math.inf and kind == "fault":
                 a.end = ti + float(rng.uniform(2.0, 30.0))

@@ -249,3 +249,41 @@ def test_sample_fleet_training_chains(wh):
     s = {r["weighting"]: r for r in summarize(jobs).iter_rows(named=True)}
     # big training chains dominate GPU-hours and have high goodput; small jobs often fail
     assert s["gpu_hours"]["goodput"] > s["jobs"]["goodput"]
+
+
+def test_report_never_names_an_assumed_part_the_largest_loss():
+    """Checkpoint overhead is the largest part here but rests on the assumed cost: the reading
+    names the largest measured part (queue wait), lists the assumed ones as such, and the
+    chart labels them."""
+    from dashboards.section import ReportContext
+    from dashboards.sections.goodput_measured import build
+
+    rows = frame([att("A", 1, 0, 600, "NODE_FAIL"), att("A", 2, 610, 1200, "COMPLETED")])
+    jobs = measure(rows, ckpt_interval_s=600, ckpt_cost_s=300, restart_s=60)
+    row = jobs.row(0, named=True)
+    assert row["assumed_parts"] == "lost_work_hours,restart_hours,checkpoint_hours"
+    assert row["checkpoint_hours"] > row["queue_after_failure_hours"] > 0
+    section = build(ReportContext(wh=None, t={"goodput_jobs": jobs}, target_gpus=16_384))
+    assert "the largest measured loss is queue wait after failure at 0.8% of GPU-hours." in section.reading
+    assert "Sized by assumptions, not records: checkpoint overhead 32.9%, restart / recovery 0.1%." in section.reading
+    assert "largest loss is checkpoint" not in section.reading
+    spec = section.chart.to_dict()
+    shown = {r["shown"] for rows in spec["datasets"].values() for r in rows if "shown" in r}
+    assert shown >= {"checkpoint overhead (assumed)", "queue wait after failure"}
+
+
+def test_measured_checkpoint_times_make_lost_work_a_measured_part():
+    rows = frame([att("A", 1, 0, 120, "NODE_FAIL"), att("A", 2, 140, 300, "COMPLETED")])
+    ck = pl.DataFrame({"cluster": ["c1"], "job_id": ["A"], "time": [T0 + timedelta(minutes=90)]})
+    assert measure(rows, checkpoints=ck)["assumed_parts"].to_list() == ["restart_hours,checkpoint_hours"]
+
+
+def test_an_attempt_without_an_end_ends_at_the_next_start_and_the_chain_keeps_its_gang_size():
+    rows = frame([
+        att("A", 1, 0, None, "RUNNING", gpus=8),  # its pod was replaced: no end recorded
+        att("A", 2, 70, 130, "COMPLETED", gpus=16),
+    ])  # fmt: skip
+    out = measure(rows, 7200, 0, 600).row(0, named=True)
+    assert out["final_state"] == "COMPLETED" and out["attempts"] == 2 and out["n_gpus"] == 16
+    assert out["wall_hours"] == pytest.approx(130 / 60)
+    assert out["lost_work_hours"] == pytest.approx(70 / 60)  # no 2-hour checkpoint in 70 minutes

@@ -119,13 +119,14 @@ def test_implausible_times_and_end_before_start_are_quarantined():
     assert res.records == 3
 
 
-def test_operator_log_restart_is_a_failed_attempt_with_exit_code():
+def test_operator_log_restart_without_a_start_is_quarantined_with_its_end_and_exit_code():
     ok, _, q = _parse((K8S / "kubeflow-trainer_issue2044_operator_log.txt").read_bytes())
-    assert q.height == 0 and ok.height == 1
-    a = ok.row(0, named=True)
-    assert a["job_id"] == "default/kfto-01" and a["state"] == "FAILED" and a["exit_code"] == 1
-    assert a["end_time"] == datetime(2024, 4, 5, 15, 12, 25)  # -04:00 converted to UTC
-    assert a["reason"] == "PyTorchJobRestarting" and a["attempt"] == 1
+    assert ok.height == 0 and q.height == 1  # the log shows restarts, never starts
+    assert q["error"][0] == (
+        "PyTorchJobRestarting at 2024-04-05T15:12:25 ends an attempt of default/kfto-01 (exit code 1) "
+        "whose start an operator log does not show: the job's pod events or pods "
+        "(kubectl get events/pods -o json) give it"
+    )  # -04:00 converted to UTC
 
 
 def test_vendor_doc_invalid_json_is_recognised_and_rejected_readably():
@@ -206,10 +207,39 @@ def test_events_give_restarts_with_nodes_and_node_transitions():
     assert ok["end_time"].to_list() == [datetime(2025, 1, 1, 2), datetime(2025, 1, 1, 3)]
     assert ok["nodes"].to_list() == [["n1", "n2"], ["n1", "n3"]]  # worker-1 was rescheduled to n3
     assert ok["reason"].to_list() == ["Killing", "ExitedWithCode"] and ok["exit_code"].to_list() == [None, 1]
-    assert ok["attempt"].to_list() == [1, 2] and ok["start_time"].null_count() == 2
+    assert ok["attempt"].to_list() == [1, 2]
+    # attempt 1 began when its pods were scheduled, attempt 2 when worker-1 was placed anew
+    assert ok["start_time"].to_list() == [datetime(2025, 1, 1, 0, 59), datetime(2025, 1, 1, 2, 1)]
     assert ne["event"].to_list() == ["not_ready", "ready", "drain", "resume"]
     assert ne["host"].to_list() == ["n2", "n2", "n3", "n3"]
     assert ne["time"][0] == datetime(2025, 1, 1, 2, 0, 30)
+
+
+def test_restart_events_take_their_start_from_container_starts_and_quarantine_an_unknown_start():
+    started = _event("Pod", "pt-worker-0", "Started", "2025-01-01T01:00:00Z", "Started container main")
+    started |= {"lastTimestamp": "2025-01-01T02:00:20Z", "count": 2}  # restarted in place
+    items = [
+        _event("Pod", "pt-worker-0", "Scheduled", "2025-01-01T00:59:00Z", "Successfully assigned ml/pt-worker-0 to n1"),
+        _event("Pod", "pt-worker-1", "Scheduled", "2025-01-01T00:59:00Z", "Successfully assigned ml/pt-worker-1 to n2"),
+        started,
+        _event("Pod", "pt-worker-1", "Started", "2025-01-01T01:00:30Z", "Started container main"),
+        _event("PyTorchJob", "pt", "ExitedWithCode", "2025-01-01T02:00:00Z", "Pod: ml.pt-worker-0 exited with code 1"),
+        _event("PyTorchJob", "pt", "PyTorchJobRestarting", "2025-01-01T02:00:01Z", "restarting"),
+        _event("Pod", "pt-worker-1", "Started", "2025-01-01T02:00:25Z", "Started container main"),
+        _event("Pod", "pt-worker-1", "Killing", "2025-01-01T03:00:00Z", "Stopping container main"),
+        _event("PyTorchJob", "pt", "PyTorchJobRestarting", "2025-01-01T03:00:02Z", "restarting"),
+        _event("PyTorchJob", "lone", "PyTorchJobRestarting", "2025-01-01T04:00:00Z", "restarting"),
+    ]
+    ok, _, q = _parse({"apiVersion": "v1", "kind": "List", "items": items})
+    # the container starts, not the earlier scheduling, begin each attempt
+    assert ok["start_time"].to_list() == [datetime(2025, 1, 1, 1), datetime(2025, 1, 1, 2, 0, 20)]
+    assert ok["end_time"].to_list() == [datetime(2025, 1, 1, 2), datetime(2025, 1, 1, 3)]
+    assert ok["exit_code"].to_list() == [1, None] and ok["reason"].to_list() == ["ExitedWithCode", "Killing"]
+    assert q["line"].to_list() == [10] and q["error"][0] == (
+        "object 10: PyTorchJobRestarting at 2025-01-01T04:00:00 ends an attempt of ml/lone whose start "
+        "is not in this file (no Started or Scheduled event of its pods before it): the job's pod "
+        "events or pods give it"
+    )
 
 
 def test_pytorchjob_and_jobset_objects_and_yaml_documents():

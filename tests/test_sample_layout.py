@@ -100,7 +100,9 @@ def file_hashes(root: Path) -> dict[str, str]:
 
 
 def test_a_small_fleet_has_the_bytes_it_had_before_the_split(tmp_path):
-    """Digest of every file's path and sha256, recorded with sample_data/fleet.py + formats.py."""
+    """Digest of every file's path and sha256, recorded with sample_data/fleet.py + formats.py
+    (re-recorded when the Kubernetes events gained each container start and the operator's
+    exit records, and the ground truth each training chain's attempts and time budget)."""
     simulate(
         tmp_path, llama3_cause_mix(), nodes=5, gpus_per_node=4, days=4, seed=11,
         fault_scale=300.0, scrape_interval_s=21600, k8s_nodes=2,
@@ -111,7 +113,7 @@ def test_a_small_fleet_has_the_bytes_it_had_before_the_split(tmp_path):
         digest.update(name.encode())
         digest.update(hashes[name].encode())
     assert len(hashes) == 43
-    assert digest.hexdigest() == "5b49c78e945c72aa073f0dcb151d371528807cc1f86a522c1cad27aebf46cdb2"
+    assert digest.hexdigest() == "9ee889b5697357fa5579db91564c53e99e3a997300e12ef29b520d30de995e94"
 
 
 def test_goodput_simulate_regenerates_the_committed_fleet_byte_for_byte(tmp_path, capsys):

@@ -738,6 +738,9 @@ TABLES: dict[str, Table] = {
                 # assumed (the stated interval below), and the assumptions used
                 "method": STR,
                 "n_checkpoints": I64,  # checkpoint saves counted (measured) or implied (assumed)
+                # the badput columns whose size rests on the assumptions below, not on the
+                # records (comma-separated; queue and other gaps are always measured)
+                "assumed_parts": STR,
                 "ckpt_interval_s": F64,
                 "ckpt_cost_s": F64,
                 "restart_s": F64,

@@ -31,8 +31,17 @@ def cause_mix_frame(interruptions: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+# What the comparison with Llama 3 leaves out on both sides, so that both shares have the same
+# denominator: the jobs' own failures (Llama 3's table of one job holds none apart from its
+# software bugs) and software (Llama 3's software bugs, NCCL watchdog and dependency failures
+# are its own code and stack; a fleet's are split between class software and the jobs' own).
+NOT_COMPARED = (WORKLOAD, "software")
+COMPARED = "interruptions outside software and the jobs' own failures"
+
+
 def llama3_frame() -> pl.DataFrame:
-    """The Llama 3 reference mix per class of our taxonomy (count and share of 419)."""
+    """The Llama 3 reference mix per class of our taxonomy: count, and share of the compared
+    interruptions (``COMPARED``; classes in ``NOT_COMPARED`` have a null share)."""
     raw = pl.DataFrame(
         {
             "published": [r[0] for r in LLAMA3_TABLE],
@@ -41,26 +50,26 @@ def llama3_frame() -> pl.DataFrame:
         }
     )
     agg = raw.group_by("cause_class").agg(pl.col("count").sum(), pl.col("published").str.join(", "))
-    return agg.with_columns((pl.col("count") / pl.col("count").sum()).alias("share")).sort(
-        ["count", "cause_class"], descending=[True, False]
-    )
+    return comparable_mix(agg).sort(["count", "cause_class"], descending=[True, False])
 
 
 SOURCES = ["this fleet", "Llama 3 (published)"]
 
 
-def infrastructure_mix(mix: pl.DataFrame) -> pl.DataFrame:
-    """``cause_mix_frame`` without the jobs' own failures (class ``workload``), shares of what
-    is left: the part of the mix comparable with Llama 3's infrastructure-only table."""
-    infra = mix.filter(pl.col("cause_class") != WORKLOAD)
-    return infra.with_columns((pl.col("count") / pl.col("count").sum()).alias("share"))
+def comparable_mix(mix: pl.DataFrame) -> pl.DataFrame:
+    """``mix`` (cause_class, count) with ``share`` = count over the compared interruptions
+    (``COMPARED``): null for the classes in ``NOT_COMPARED``. Applied to this fleet and to
+    Llama 3 alike, so the two shares of a class have the same denominator."""
+    kept = ~pl.col("cause_class").is_in(NOT_COMPARED)
+    total = pl.col("count").filter(kept).sum()
+    return mix.with_columns(pl.when(kept).then(pl.col("count") / total).alias("share"))
 
 
 def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
     """Pareto of unexpected interruptions by class (``cause_mix_frame``, the jobs' own failures
-    included), beside this fleet's infrastructure mix vs Llama 3's (``llama3_frame``): Llama 3's
-    419 interruptions hold no failure of the jobs' own, so the comparison leaves class
-    ``workload`` out and takes shares of infrastructure interruptions on both sides."""
+    included), beside this fleet's mix vs Llama 3's (``llama3_frame``), both as shares of the
+    compared interruptions (``COMPARED``: software and the jobs' own failures left out on both
+    sides)."""
     order = mix["cause_class"].to_list()
     bars = (
         alt.Chart(mix)
@@ -96,10 +105,9 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
         .resolve_scale(y="independent")
         .properties(width=charts.WIDTH // 2, height=charts.HEIGHT, title="This fleet: Pareto by class")
     )
-    infra = infrastructure_mix(mix)
     both = pl.concat(
         [
-            infra.select("cause_class", "share", "count").with_columns(
+            comparable_mix(mix).select("cause_class", "share", "count").with_columns(
                 pl.lit("this fleet").alias("source")
             ),
             ref.select("cause_class", "share", "count").with_columns(
@@ -107,7 +115,7 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
             ),
         ],
         how="vertical_relaxed",
-    )
+    ).filter(pl.col("share").is_not_null())
     classes = (
         both.group_by("cause_class")
         .agg(pl.col("share").max())
@@ -120,7 +128,7 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
             y=alt.Y("cause_class:N", sort=classes["cause_class"].to_list(), title=None),
             x=alt.X(
                 "share:Q",
-                title="share of infrastructure interruptions",
+                title=f"share of {COMPARED} (both sides)",
                 axis=alt.Axis(format="%"),
             ),
             yOffset=alt.YOffset("source:N", sort=SOURCES),
@@ -134,7 +142,7 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
         .properties(
             width=charts.WIDTH // 2 - 40,
             height=charts.HEIGHT,
-            title="Infrastructure share vs Llama 3",
+            title="Share vs Llama 3, software and the jobs' own failures left out",
         )
     )
     # the Pareto colours classes, the comparison its two sources: two colour scales
@@ -164,22 +172,22 @@ def build(ctx: ReportContext) -> Section:
     s.chart = causes_chart(mix, ref)
     total = mix["count"].sum()
     own = mix.filter(pl.col("cause_class") == WORKLOAD)["count"].sum()
-    # Llama 3's 419 interruptions hold no failures of the jobs' own: compare infrastructure only
-    infra = infrastructure_mix(mix)
     s.reading = (
         f"Of the {total:,} unexpected interruptions, {own:,} were the jobs' own failures "
         f"(class {WORKLOAD}: exit codes, OOM) and {total - own:,} infrastructure."
     )
-    if infra.height:
-        top = infra.row(0, named=True)
-        share = top["share"]
+    # one denominator on both sides: software and the jobs' own failures left out
+    compared = comparable_mix(mix).filter(pl.col("share").is_not_null())
+    if compared.height:
+        top = compared.row(0, named=True)
         ref_share = ref.filter(pl.col("cause_class") == top["cause_class"])["share"]
         llama = pct(ref_share[0], 0) if ref_share.len() else "0%"
-        k = min(3, infra.height)
+        k = min(3, compared.height)
         s.reading += (
-            f" Among infrastructure interruptions {top['cause_class']} caused {pct(share, 0)} "
-            f"(Llama 3: {llama})"
-            + (f"; the top {k} infrastructure classes account for "
-               f"{pct(infra['count'].head(k).sum() / infra['count'].sum(), 0)}." if k > 1 else ".")
+            f" Of the {compared['count'].sum():,} {COMPARED} (Llama 3: "
+            f"{ref.filter(pl.col('share').is_not_null())['count'].sum():,} of {ref['count'].sum():,}), "
+            f"{top['cause_class']} caused {pct(top['share'], 0)} (Llama 3: {llama})"
+            + (f"; the top {k} classes account for "
+               f"{pct(compared['share'].head(k).sum(), 0)}." if k > 1 else ".")
         )
     return s

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import html
 
-from analysis.taxonomy import WORKLOAD
+from analysis.headline import BAND_COVERS
+from analysis.taxonomy import LLAMA3_TABLE, WORKLOAD
 from dashboards.section import ReportContext, Section
+from dashboards.sections.causes import COMPARED, NOT_COMPARED
 
 KEY = "glossary"
 TITLE = "Glossary"
@@ -45,7 +47,7 @@ GLOSSARY: dict[str, str] = {
     "node-hours": "nodes times hours observed.",
     "exposure": "the time each unit was observed in service, summed; what rates divide by.",
     "95% band": "the range that holds the true value with 95% confidence (a confidence "
-    "interval); projections carry it from the uncertainty of the fitted rates.",
+    f"interval); a projection's band {BAND_COVERS}.",
     "Weibull": "a lifetime model whose shape k says whether failures get rarer with age "
     "(k < 1, infant mortality), stay constant (k = 1) or grow (k > 1, wear-out).",
     "shape": "the Weibull shape parameter k (see Weibull).",
@@ -83,7 +85,9 @@ GLOSSARY: dict[str, str] = {
     "quarantined": "input records that could not be read, kept with the reason instead of being "
     "dropped.",
     "Llama 3": "Meta's published count of 419 unexpected interruptions in a 54-day run on "
-    "16,384 H100 GPUs, the reference mix this fleet is compared with.",
+    f"16,384 H100 GPUs, the reference mix this fleet is compared with: as shares of the {COMPARED} "
+    f"on both sides ({sum(n for _, n, c in LLAMA3_TABLE if c not in NOT_COMPARED):,} of Llama 3's "
+    f"{sum(n for _, n, _ in LLAMA3_TABLE):,}).",
     "infant mortality": "failures that get rarer as units age (Weibull k < 1).",
     "wear-out": "failures that get more frequent as units age (Weibull k > 1).",
 }

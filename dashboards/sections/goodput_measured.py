@@ -37,14 +37,18 @@ def goodput_hist_frame(goodput_jobs: pl.DataFrame, bins: int = 20) -> pl.DataFra
 
 
 def badput_frame(goodput_jobs: pl.DataFrame) -> pl.DataFrame:
-    """Share of GPU-hours per part (productive and each badput kind), n_gpus × hours weighted."""
+    """Share of GPU-hours per part (productive and each badput kind), n_gpus × hours weighted,
+    and its basis: ``assumed`` when any chain's ``assumed_parts`` names the part (its size
+    rests on the stated assumptions, not on the records), else ``measured``."""
     w = pl.col("n_gpus").fill_null(0).cast(pl.Float64)
     j = goodput_jobs.filter(pl.col("wall_hours") > 0)
     total = j.select((w * pl.col("wall_hours")).sum()).item() or 0.0
+    assumed = set(j["assumed_parts"].drop_nulls().str.split(",").explode().to_list())
     rows = []
     for col, label in BADPUT_PARTS:
         gh = j.select((w * pl.col(col).fill_null(0)).sum()).item() or 0.0
-        rows.append({"part": label, "gpu_hours": gh, "share": gh / total if total else 0.0})
+        rows.append({"part": label, "gpu_hours": gh, "share": gh / total if total else 0.0,
+                     "basis": "assumed" if col in assumed else "measured"})  # fmt: skip
     return pl.DataFrame(rows)
 
 
@@ -72,13 +76,20 @@ def goodput_chart(hist: pl.DataFrame, badput: pl.DataFrame) -> alt.HConcatChart:
         )
         .properties(width=charts.WIDTH // 2, height=charts.HEIGHT, title="Distribution (weighted by GPU-hours)")
     )
-    parts = badput.with_columns(pl.lit("GPU-hours").alias("all"))
+    # a part sized by the assumptions says so on its bar's label
+    parts = badput.with_columns(
+        pl.when(pl.col("basis") == "assumed")
+        .then(pl.col("part") + " (assumed)")
+        .otherwise(pl.col("part"))
+        .alias("shown")
+    )
     order = [p[1] for p in BADPUT_PARTS]
+    shown = parts["shown"].to_list()
     b = (
         alt.Chart(parts)
         .mark_bar()
         .encode(
-            y=alt.Y("part:N", sort=order, title=None),
+            y=alt.Y("shown:N", sort=shown, title=None),
             x=alt.X("share:Q", title="share of job GPU-hours", axis=alt.Axis(format="%")),
             color=alt.Color(
                 "part:N",
@@ -91,6 +102,7 @@ def goodput_chart(hist: pl.DataFrame, badput: pl.DataFrame) -> alt.HConcatChart:
             ),
             tooltip=[
                 "part:N",
+                "basis:N",
                 alt.Tooltip("share:Q", format=".2%"),
                 alt.Tooltip("gpu_hours:Q", format=",.0f", title="GPU-hours"),
             ],
@@ -99,7 +111,7 @@ def goodput_chart(hist: pl.DataFrame, badput: pl.DataFrame) -> alt.HConcatChart:
     t = (
         alt.Chart(parts)
         .mark_text(align="left", dx=4, fontSize=11)
-        .encode(y=alt.Y("part:N", sort=order), x="share:Q", text=alt.Text("share:Q", format=".1%"))
+        .encode(y=alt.Y("shown:N", sort=shown), x="share:Q", text=alt.Text("share:Q", format=".1%"))
     )
     return alt.hconcat(
         h,
@@ -118,12 +130,9 @@ def build(ctx: ReportContext) -> Section:
     parts = badput_frame(jobs)
     s.chart = goodput_chart(goodput_hist_frame(jobs), parts)
     good = parts.row(0, named=True)
-    worst = parts.slice(1).sort("share", descending=True).row(0, named=True)
-    job_mean = jobs["goodput"].mean()
     s.reading = (
         f"Weighted by GPU-hours, measured goodput is {pct(good['share'])} over {jobs.height:,} job chains "
-        f"(job-weighted mean {pct(job_mean)}); the largest loss is {worst['part']} at "
-        f"{pct(worst['share'])} of GPU-hours."
+        f"(job-weighted mean {pct(jobs['goodput'].mean())}); " + _losses_text(parts.slice(1))
     )
     s.reading += " " + _assumptions_text(jobs)
     w = pl.col("n_gpus").fill_null(0).cast(pl.Float64)
@@ -150,6 +159,23 @@ def build(ctx: ReportContext) -> Section:
         ],
     )
     return s
+
+
+def _losses_text(badput: pl.DataFrame) -> str:
+    """The largest loss the records measure, and the parts that rest on assumptions (a part
+    sized by an assumption is never named the largest loss: its size is the assumption's)."""
+    ranked = badput.filter(pl.col("share") > 0).sort("share", descending=True, maintain_order=True)
+    measured = ranked.filter(pl.col("basis") == "measured")
+    text = (
+        f"the largest measured loss is {measured['part'][0]} at {pct(measured['share'][0])} of GPU-hours."
+        if measured.height
+        else "no measured loss: the queue and gap parts hold no GPU-hours."
+    )
+    assumed = ranked.filter(pl.col("basis") == "assumed")
+    if assumed.height:
+        listed = ", ".join(f"{r['part']} {pct(r['share'])}" for r in assumed.iter_rows(named=True))
+        text += f" Sized by assumptions, not records: {listed}."
+    return text
 
 
 def _assumptions_text(jobs: pl.DataFrame) -> str:

@@ -7,6 +7,7 @@ import math
 import altair as alt
 import polars as pl
 
+from analysis.headline import BAND_COVERS
 from dashboards import charts
 from dashboards.section import (
     NO_DATA,
@@ -130,5 +131,5 @@ def build(ctx: ReportContext) -> Section:
     )
     if big["n_gpus"] != near["n_gpus"]:
         text += f"; at {big['n_gpus']:,} GPUs it is {pct(big['goodput'])}"
-    s.reading = text + "."
+    s.reading = f"{text}. The 95% band {BAND_COVERS} (the what-if section varies those)."
     return s

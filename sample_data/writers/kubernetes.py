@@ -107,6 +107,18 @@ def write(f: Fleet, out: Path, ev: dict) -> dict:
                         "Normal",
                         "default-scheduler",
                     )
+            for w in range(W):  # the kubelet starts every worker's container: the attempt's start
+                event(
+                    a.start,
+                    a.start,
+                    "Pod",
+                    f"{name}-worker-{w}",
+                    "Started",
+                    "Started container pytorch",
+                    "Normal",
+                    "kubelet",
+                    f.hosts[a.nodes[w]],
+                )
             cond(
                 "Running",
                 a.start,
@@ -164,6 +176,16 @@ def write(f: Fleet, out: Path, ev: dict) -> dict:
                 restarts[w] += 1
                 last_term[w] = ("Error", 1, a.start, a.end)
             if not (a.cause and a.cause[0] in ("fault", "maint")):
+                event(  # the training operator's record of the worker that exited
+                    a.end,
+                    a.end,
+                    "PyTorchJob",
+                    name,
+                    "ExitedWithCode",
+                    f"Pod: {K8S_NAMESPACE}.{name}-worker-0 exited with code 1",
+                    "Normal",
+                    "pytorchjob-controller",
+                )
                 event(
                     a.end + 10,
                     a.end + 10,
