@@ -14,6 +14,7 @@ import os
 import re
 import sys
 from datetime import UTC, datetime
+from fractions import Fraction
 from pathlib import Path
 
 SAMPLE_FLEET = Path(__file__).resolve().parent.parent / "sample_data" / "fleet"
@@ -21,6 +22,21 @@ SAMPLE_FLEET = Path(__file__).resolve().parent.parent / "sample_data" / "fleet"
 
 class CliError(Exception):
     pass
+
+
+_SIZE = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))(k|K|Ki|M|Mi|G|Gi)?")
+_SIZE_UNITS = {None: 1, "k": 10**3, "K": 10**3, "Ki": 2**10, "M": 10**6, "Mi": 2**20, "G": 10**9, "Gi": 2**30}
+COUNT_FORMS = "a whole number like 32768, or with a suffix: 32k = 32,000, 32Ki = 32,768, 1M, 1Mi"
+
+
+def parse_count(text: str) -> int:
+    """A count of GPUs, nodes, rows ...: ``32768``, ``32k`` (32,000), ``32Ki`` (32,768), ``1.5M``.
+    The type of every integer option (``build_parser``)."""
+    m = _SIZE.fullmatch((text or "").strip().replace(",", "").replace("_", ""))
+    value = Fraction(m.group(1)) * _SIZE_UNITS[m.group(2)] if m else None
+    if value is None or value.denominator != 1:
+        raise argparse.ArgumentTypeError(f"cannot read {text!r} as a count; write {COUNT_FORMS}")
+    return int(value)
 
 
 _UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400, "w": 604800}
@@ -200,7 +216,6 @@ def _host_list(path: str) -> tuple[str, ...]:
 def cmd_ingest(args) -> int:
     from ingest.runner import checked_files, ingest_paths
 
-    wh = _warehouse(args)
 
     def progress(i, n, path):
         if n > 20 and (i % max(1, n // 20) == 0):
@@ -208,6 +223,7 @@ def cmd_ingest(args) -> int:
 
     ctx = ingest_context(args)
     checked_files(args.paths, args.format, args.jobs)  # a mistake fails before Dagster loads
+    wh = _warehouse(args)
     from pipelines.run import recorded_ingest
 
     with wh.writer():
@@ -405,6 +421,11 @@ def cmd_demo(args) -> int:
     if not SAMPLE_FLEET.exists():
         raise CliError(f"sample fleet not found at {SAMPLE_FLEET}")
     wh = _warehouse(args)
+    with wh.writer():
+        other = _other_data(wh)
+    if other:
+        raise CliError(f"{wh.home} holds other data ({other}): the demo would mix the sample fleet into it; "
+                       "run it in a home of its own: goodput demo --home DIR")
     # every source folder of the fleet; ground_truth.json is the simulator's answer key, not a source
     sources = sorted(p for p in SAMPLE_FLEET.iterdir() if p.is_dir())
     print(f"running the pipeline on the sample fleet ({SAMPLE_FLEET}) ...", file=sys.stderr)
@@ -421,6 +442,17 @@ def cmd_demo(args) -> int:
     if report.exists():
         print(f"report:    {report}")
     return 0
+
+
+def _other_data(wh) -> str:
+    """What ``wh`` holds besides the sample fleet (files ingested from elsewhere, pulled
+    sources), in a few words; empty when nothing."""
+    import polars as pl
+
+    files = wh.read("ingest_manifest").filter(~pl.col("path").str.contains(f"/{SAMPLE_FLEET.parent.name}/{SAMPLE_FLEET.name}/", literal=True))
+    pulls = wh.read("pull_log")["source"].unique()
+    return ", ".join(([f"{files.height} file(s) ingested, e.g. {files['path'][0]}"] if files.height else [])
+                     + ([f"pulled from {', '.join(sorted(pulls))}"] if len(pulls) else []))
 
 
 def _window_config(args, **extra):
@@ -445,9 +477,12 @@ def _window_config(args, **extra):
 
 
 def cmd_build(args) -> int:
+    wh = _warehouse(args, existing=True)
+    if not _holds_data(wh):
+        raise CliError(f"nothing to build in {wh.home}: no file ingested and no source pulled yet "
+                       "(goodput ingest PATH..., goodput pull, or goodput demo)")
     from pipelines.run import PipelineError, build, checks_line, status_lines, summary_lines
 
-    wh = _warehouse(args)
     assumed = {
         "ckpt_interval_s": parse_duration(args.ckpt_interval),
         "ckpt_cost_s": parse_duration(args.ckpt_cost),
@@ -815,9 +850,109 @@ def cmd_report(args) -> int:
 
 
 # ----------------------------------------------------------------------------- parser
-def build_parser() -> argparse.ArgumentParser:
+class _Parser(argparse.ArgumentParser):
+    """argparse with every error one line (no usage block: ``--help`` shows it) and, for a
+    mistyped command or choice, the closest one."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}{_closest_choice(message)}\n")
+
+
+def _closest_choice(message: str) -> str:
+    import difflib
+
+    m = re.search(r"invalid choice: (.+?) \(choose from (.*)\)", message)
+    if not m:
+        return ""
+    close = difflib.get_close_matches(m[1].strip("'"), [c.strip(" '") for c in m[2].split(",")], n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps descriptions; keeps text written in lines (the examples) as it is."""
+
+    def _fill_text(self, text, width, indent):
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+class _Version(argparse.Action):
+    """``--version``: the package version and, run from a git checkout, its commit."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def version_line() -> str:
+    """``goodput 0.1.0``, with ``(commit abc123def456)`` (``+ changes`` when files differ from
+    it) when the code runs from a git checkout and git is installed."""
+    import subprocess
     from importlib.metadata import version
 
+    line = f"goodput {version('fleet-goodput')}"
+    if not (REPO / ".git").exists():
+        return line
+    try:
+        git = ["git", "-C", str(REPO)]
+        sha, dirty = (subprocess.run([*git, *cmd], capture_output=True, text=True, timeout=10, check=False)
+                      for cmd in (["rev-parse", "--short=12", "HEAD"], ["status", "--porcelain", "--untracked-files=no"]))
+    except (OSError, subprocess.TimeoutExpired):
+        return line
+    if sha.returncode != 0:
+        return line
+    return f"{line} (commit {sha.stdout.strip()}{' + changes' if dirty.stdout.strip() else ''})"
+
+
+# ``goodput COMMAND --help`` ends with these (each one is parsed by tests/test_cli.py)
+EXAMPLES = {
+    "demo": ["goodput demo", "goodput demo --home /tmp/goodput-demo"],
+    "simulate": ["goodput simulate --out /tmp/fleet --nodes 64 --days 30 --seed 1"],
+    "ingest": ["goodput ingest /data/sacct/ /data/dcgm-scrapes/ /var/log/kern.log* --cluster prod",
+               "goodput ingest dump.txt --format sacct --fields xdmod",
+               "goodput ingest smi.csv --format nvidia-smi --host gpu-node-007 --time 2026-01-05T10:00:00Z"],
+    "pull": ["goodput pull --dry-run", "goodput pull slurmdbd --since 2026-01-01"],
+    "forget": ["goodput forget /data/sacct/2026-01.txt"],
+    "build": ["goodput build", "goodput build --as-of 2026-03-01 --ckpt-interval 1h --restart 15m",
+              "goodput build --cluster prod --from 2026-01-01"],
+    "fit": ["goodput fit", "goodput fit --all-models --window 2026-01"],
+    "mtbf": ["goodput mtbf --period month --by cause"],
+    "availability": ["goodput availability --level node --top 10"],
+    "sql": ["goodput sql \"select cause_class, count(*) n from interruptions group by 1 order by 2 desc\"",
+            "goodput sql \"select * from quarantine\" --format csv > quarantine.csv"],
+    "project": ["goodput project --gpus 32Ki", "goodput project --gpus 100k --spares 16 --method mc",
+                "goodput project --gpus 16384 --mtti 3h --interval 30m --json"],
+    "nodes": ["goodput nodes --top 10", "goodput nodes --alpha 0.01 --json"],
+    "report": ["goodput report", "goodput report --out /tmp/report.html --gpu-hour-cost 2.5"],
+    "completion": ["eval \"$(goodput completion bash)\"    # in ~/.bashrc"],
+}
+
+
+def _finish(parser: argparse.ArgumentParser) -> None:
+    """What every command gets alike: integer options read counts (``parse_count``), one-line
+    errors, and the examples at the end of its help."""
+    for action in parser._actions:
+        if action.type is int:
+            action.type = parse_count
+        for name, sub in _subcommands_of(action).items():
+            if name in EXAMPLES and not sub.epilog:
+                sub.epilog = "examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES[name])
+            sub.formatter_class = _HelpFormatter
+            _finish(sub)
+
+
+def _subcommands_of(action: argparse.Action) -> dict[str, argparse.ArgumentParser]:
+    return dict(action.choices) if isinstance(action, argparse._SubParsersAction) else {}
+
+
+def build_parser() -> argparse.ArgumentParser:
     from analysis.assumptions import (
         CKPT_COST_S,
         CKPT_INTERVAL_S,
@@ -831,12 +966,12 @@ def build_parser() -> argparse.ArgumentParser:
     from analysis.taxonomy import DEFAULT_SCOPE, SCOPES
     from analysis.trend import LOSS_KEYS, PERIODS
 
-    p = argparse.ArgumentParser(
-        prog="goodput",
+    p = _Parser(
+        prog="goodput", formatter_class=_HelpFormatter,
         description="GPU-fleet reliability and goodput: ingest scheduler logs and hardware telemetry into "
                     "a Parquet + DuckDB warehouse, fit failure rates, measure and project goodput.",
     )
-    p.add_argument("--version", action="version", version=f"goodput {version('fleet-goodput')}")
+    p.add_argument("--version", action=_Version, help="print the version (and the commit, run from a git checkout)")
     home_help = "warehouse directory (default $GOODPUT_HOME or ./goodput_home)"
     uri_help = "Parquet root: a directory or s3://bucket/prefix (default $GOODPUT_WAREHOUSE_URI or HOME/parquet)"
     p.add_argument("--home", help=home_help)
@@ -1028,6 +1163,7 @@ def build_parser() -> argparse.ArgumentParser:
                                           'eval "$(goodput completion bash)" in ~/.bashrc (zsh, fish alike)')
     s.add_argument("shell", choices=COMPLETION_SHELLS, help="the shell to complete in")
     s.set_defaults(func=cmd_completion)
+    _finish(p)
     return p
 
 
@@ -1046,6 +1182,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
 # before anything was committed, or after some batches were
 EXIT_ENV_NOTHING_COMMITTED = 3
 EXIT_ENV_PARTLY_COMMITTED = 4
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports it
 _ENV_WORDS = ("disk", "space", "i/o error", "file too large", "read-only", "permission denied", "quota")
 
 
@@ -1074,7 +1211,24 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=r".*is currently in (beta|preview)")
     parser = build_parser()
     argcomplete.autocomplete(parser)  # answers a shell's completion request (and exits); else nothing
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        parser.error(_unrecognized(parser, args, extra))
+    fresh = _fresh_dirs(args)
+    code = 1
+    try:
+        code = _run(args)
+    finally:
+        if code != 0 and fresh:  # a failed command leaves no home behind that it created
+            _remove_fresh(args, fresh)
+    return code
+
+
+def _run(args) -> int:
+    """The command's exit status; a user's mistake, an environment error or an interrupt as one
+    line on stderr."""
+    from warehouse.store import COMMITS
+
     try:
         return args.func(args) or 0
     except BrokenPipeError:  # `goodput sql ... | head`: the reader has all it wanted
@@ -1088,17 +1242,88 @@ def main(argv: list[str] | None = None) -> int:
         reason = environment_error(exc)
         if reason is None:
             raise
-        from warehouse.store import COMMITS
+        print(f"goodput: error: {reason}; {_committed()}", file=sys.stderr)
+        return EXIT_ENV_PARTLY_COMMITTED if COMMITS[0] else EXIT_ENV_NOTHING_COMMITTED
+    except BaseException as exc:  # Ctrl-C, also as Dagster raises it inside a run
+        if not _interrupt(exc):
+            raise
+        print(f"goodput: interrupted; {_committed()}", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
-        if COMMITS[0]:
-            print(f"goodput: error: {reason}; {COMMITS[0]} batch(es) were committed before it, each whole "
-                  "(run the command again to finish)", file=sys.stderr)
-            return EXIT_ENV_PARTLY_COMMITTED
-        print(f"goodput: error: {reason}; nothing was committed", file=sys.stderr)
-        return EXIT_ENV_NOTHING_COMMITTED
-    except KeyboardInterrupt:
-        print("goodput: interrupted", file=sys.stderr)
-        return 130
+
+def _committed() -> str:
+    from warehouse.store import COMMITS
+
+    if COMMITS[0]:
+        return f"{COMMITS[0]} batch(es) were committed before it, each whole (run the command again to finish)"
+    return "nothing was committed"
+
+
+def _interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl-C: a KeyboardInterrupt, or Dagster's own for a run it interrupted."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    errors = sys.modules.get("dagster._core.errors")
+    return errors is not None and isinstance(exc, errors.DagsterExecutionInterruptedError)
+
+
+def _unrecognized(parser: argparse.ArgumentParser, args, extra: list[str]) -> str:
+    """The error for arguments no option takes, with the closest option of the command."""
+    import difflib
+
+    command = _subcommands(parser).get(getattr(args, "command", None))
+    known = [o for p in (parser, command) if p for a in p._actions for o in a.option_strings]
+    hints = []
+    for word in (w.split("=")[0] for w in extra if w.startswith("--")):
+        # the options that begin with the same word first (--gpu-count: --gpus, not --account)
+        first = word[2:].split("-")[0]
+        alike = [o for o in known if difflib.get_close_matches(first, [o[2:].split("-")[0]], cutoff=0.75)]
+        close = difflib.get_close_matches(word, alike, n=1, cutoff=0) or difflib.get_close_matches(word, known, n=1)
+        if close:
+            hints.append(f"{word}: did you mean {close[0]}?")
+    return f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else "")
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return {name: sub for a in parser._actions for name, sub in _subcommands_of(a).items()}
+
+
+def _fresh_dirs(args) -> list[Path]:
+    """The local home and Parquet root of the command that do not exist yet."""
+    from warehouse.store import resolve_home, resolve_parquet_uri
+
+    try:
+        home = resolve_home(getattr(args, "home", None))
+        root = resolve_parquet_uri(getattr(args, "warehouse_uri", None), home)
+    except Exception:  # noqa: BLE001 - a bad URI: the command itself says so
+        return []
+    dirs = [home] + ([Path(root)] if "://" not in root and not Path(root).is_relative_to(home) else [])
+    return [d for d in dirs if not d.exists()]
+
+
+def _remove_fresh(args, fresh: list[Path]) -> None:
+    """Remove the directories a failed command created, when nothing was stored in them: under
+    the writer lock, so another process writing there meanwhile keeps them."""
+    import shutil
+
+    from warehouse.store import COMMITS, Warehouse, WarehouseError
+
+    if COMMITS[0] or not any(d.is_dir() for d in fresh):
+        return
+    try:
+        wh = Warehouse(getattr(args, "home", None), getattr(args, "warehouse_uri", None), wait=False)
+        with wh.writer(wait=False):
+            if _holds_data(wh):
+                return
+            for d in fresh:
+                shutil.rmtree(d, ignore_errors=True)
+    except (WarehouseError, OSError):
+        pass
+
+
+def _holds_data(wh) -> bool:
+    """Whether anything was ingested or pulled into ``wh``."""
+    return wh.read("ingest_manifest").height > 0 or wh.read("pull_log").height > 0
 
 
 if __name__ == "__main__":

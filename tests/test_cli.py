@@ -34,13 +34,15 @@ def test_bare_number_is_an_error_naming_the_units(capsys):
     assert err.count("\n") == 1 and "'1.5' has no unit" in err
 
 
-def test_version(capsys):
+def test_version_names_the_commit_of_a_git_checkout(capsys):
     from importlib.metadata import version
 
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
     assert exc.value.code == 0
-    assert capsys.readouterr().out.strip() == f"goodput {version('fleet-goodput')}"
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert capsys.readouterr().out.startswith(f"goodput {version('fleet-goodput')} (commit {head}")
 
 
 def test_ingest_then_sql_in_every_format(tmp_path, capsys):

@@ -1,0 +1,115 @@
+"""The command line's habits: no silent damage (a failed command creates nothing, `demo` keeps
+to its own home, `build` needs data), one-line argument errors with "did you mean", counts
+with suffixes, examples in every main command's help."""
+
+import argparse
+import shlex
+
+import pytest
+
+from pipelines.cli import COUNT_FORMS, EXAMPLES, build_parser, main, parse_count
+from tests.conftest import FIXTURES
+
+SACCT = FIXTURES / "slurm" / "xdmod__accounting-logs.log"
+
+
+def one_line_error(capsys, argv: list[str]) -> str:
+    """stderr of ``argv``, which must fail with status 2 in one line."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "usage:" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["build"], "no warehouse at"),
+        (["build", "--ckpt-interval", "0"], "no warehouse at"),
+        (["ingest", "/definitely/missing"], "no such file or directory"),
+        (["ingest", "--tz", "Mars/Olympus", str(SACCT)], "unknown time zone"),
+        (["pull"], "no sources configured"),
+        (["forget", "nothing-like-this"], "not an ingested file path or sha256"),
+        (["demo", "--gpus", "1"], "unrecognized arguments"),
+    ],
+)
+def test_a_failed_command_leaves_no_home_behind(tmp_path, capsys, argv, message):
+    home = tmp_path / "typo"
+    assert message in one_line_error(capsys, ["--home", str(home), *argv])
+    assert not home.exists()
+
+
+def test_a_failed_command_keeps_a_home_that_existed(tmp_path, capsys):
+    home = tmp_path / "h"
+    assert main(["--home", str(home), "ingest", str(SACCT)]) == 0
+    one_line_error(capsys, ["--home", str(home), "ingest", "/definitely/missing"])
+    assert (home / "warehouse.duckdb").exists()
+
+
+def test_build_on_a_home_without_data_is_one_line(tmp_path, capsys):
+    from warehouse.store import Warehouse
+
+    home = Warehouse(tmp_path / "h").home  # a warehouse, nothing ingested
+    assert "nothing to build in" in one_line_error(capsys, ["--home", str(home), "build"])
+
+
+def test_demo_refuses_a_home_holding_other_data(tmp_path, capsys):
+    home = tmp_path / "h"
+    assert main(["--home", str(home), "ingest", str(SACCT)]) == 0
+    capsys.readouterr()
+    err = one_line_error(capsys, ["--home", str(home), "demo"])
+    assert f"{home} holds other data (1 file(s) ingested, e.g. {SACCT})" in err
+    assert "goodput demo --home DIR" in err
+
+
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["ingset", "x"], "did you mean 'ingest'?"),
+        (["sql", "--format", "tabel", "select 1"], "did you mean 'table'?"),
+        (["project", "--gpu-count", "5"], "--gpu-count: did you mean --gpus?"),
+        (["build", "--ckpt-intervl", "1h"], "--ckpt-intervl: did you mean --ckpt-interval?"),
+        (["project", "--gpus", "32q"], COUNT_FORMS),
+        (["project", "--gpus"], "expected one argument"),
+    ],
+)
+def test_argument_errors_are_one_line_with_the_closest_choice(capsys, argv, hint):
+    assert hint in one_line_error(capsys, argv)
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [("32768", 32768), ("32k", 32_000), ("32K", 32_000), ("32Ki", 32_768), ("16Ki", 16_384),
+     ("1.5M", 1_500_000), ("1Mi", 1 << 20), ("100_000", 100_000), ("100,000", 100_000), ("-1", -1)],
+)
+def test_counts_read_si_and_binary_suffixes(text, value):
+    assert parse_count(text) == value
+
+
+@pytest.mark.parametrize("text", ["32q", "1.5", "1.0005k", "k", "", "1e3"])
+def test_counts_that_are_not_whole_are_refused(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="as a count"):
+        parse_count(text)
+
+
+def test_every_integer_option_reads_counts():
+    args = build_parser().parse_args(["project", "--gpus", "32Ki", "--spares", "1k"])
+    assert (args.gpus, args.spares) == (32_768, 1_000)
+    assert build_parser().parse_args(["simulate", "--out", "x", "--nodes", "2Ki"]).nodes == 2048
+
+
+def test_every_main_command_has_examples_that_parse():
+    parser = build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    missing = {"demo", "ingest", "build", "fit", "project", "nodes", "report", "sql", "pull"} - set(EXAMPLES)
+    assert not missing
+    for name, examples in EXAMPLES.items():
+        assert "examples:" in subs[name].format_help()
+        for example in examples:
+            if example.startswith("goodput "):
+                words = shlex.split(example.split(" > ")[0].split("    #")[0])[1:]
+                assert build_parser().parse_args(words).command == name, example
+                assert f"  {example}" in subs[name].format_help()
