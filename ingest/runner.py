@@ -14,6 +14,7 @@ import io
 import math
 import multiprocessing
 import os
+import signal
 import stat
 import time
 import zlib
@@ -664,7 +665,10 @@ def _parsed(items: Iterator[_Item], fmt: str | None, jobs: int, pooled: bool) ->
     size = 0
     # spawned: a fork of this process, whose Polars thread pool may be running, can deadlock;
     # and spawned workers are this process's children, so its rusage counts their CPU
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) if pooled else None
+    # workers ignore Ctrl-C (a terminal sends it to the whole process group): this process
+    # stops them, and says so in one line
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN)) if pooled else None
     limit = 2 * jobs if pooled else 0
     try:
 
@@ -707,14 +711,27 @@ def _resolved(group: list[_Item], future: Future | None) -> Iterator[_Item]:
 
 
 def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs, not_read) -> list[FileReport]:
-    if not replace_existing:
+    retried = [] if replace_existing else _rejected_in_another_format(wh, files, fmt)
+    if not replace_existing and not retried:
         return _ingest_into(wh, None, files, fmt, ctx, progress, jobs, set(), not_read)
     # --replace: forget and the new rows in one batch, one commit: readers never see the gap,
     # and a failure or kill before the commit leaves the old rows
-    targets = [display_name(p) for p in files] + [s for s in map(_sha_of, files) if s]
+    targets = retried or [display_name(p) for p in files] + [s for s in map(_sha_of, files) if s]
     with wh.batch(f"replace-{_batch_id(targets)}") as batch:
         forgotten = wh.forget_into(batch, targets)[1]
         return _ingest_into(wh, batch, files, fmt, ctx, progress, jobs, forgotten, not_read)
+
+
+def _rejected_in_another_format(wh: Warehouse, files: list[Path], fmt: str | None) -> list[str]:
+    """The sha256 of those of ``files`` whose every record was rejected when they were read in
+    another format than the ``fmt`` now forced (e.g. not recognised: "pass --format"): they are
+    read again in ``fmt``, replacing their quarantine rows in one commit, as ``--replace`` does."""
+    if fmt is None:
+        return []
+    m = wh.read("ingest_manifest")
+    return m.filter(pl.col("path").is_in([display_name(p) for p in files]) & (pl.col("format") != fmt)
+                    & (pl.col("rows_ok") == 0) & (pl.col("rows_duplicate") == 0)
+                    & (pl.col("rows_quarantined") > 0))["sha256"].to_list()  # fmt: skip
 
 
 def _ingest_into(wh, shared, files, fmt, ctx, progress, jobs, forgotten: set[str], not_read) -> list[FileReport]:

@@ -232,13 +232,16 @@ def cmd_ingest(args) -> int:
             settle_s=parse_duration(args.settle)))
         wh.refresh_catalog()
     failed = [r for r in reports if r.error]
-    new = [r for r in reports if not r.skipped and not r.error]
+    read = [r for r in reports if not r.skipped and not r.error]
+    rejected = [r for r in read if not r.done or (r.rows_quarantined and not r.rows_ok and not r.rows_duplicate)]
+    new = [r for r in read if r not in rejected]
     skipped = sum(r.skipped for r in reports)
     dup = sum(r.rows_duplicate for r in new)
     print(
         f"ingested {len(new)} file(s), {sum(r.rows_ok for r in new):,} rows, "
         f"{sum(r.rows_quarantined for r in new):,} quarantined"
         + (f", {dup:,} already stored" if dup else "")
+        + (f"; {len(rejected)} rejected (every record quarantined)" if rejected else "")
         + (f"; {skipped} already ingested (unchanged)" if skipped else "")
         + (f"; {len(failed)} not read" if failed else "")
     )
@@ -248,22 +251,29 @@ def cmd_ingest(args) -> int:
         if r.held_back:
             print(f"warning: {r.path}: its last {r.held_back:,} byte(s) are a line without its newline yet: "
                   "not read; read by the ingest after the line is complete", file=sys.stderr)
-    for r in new:
+    for r in rejected:
         if not r.done:
             print(f"warning: {r.path}: could not be parsed; quarantined, and tried again by the next ingest", file=sys.stderr)
-        elif r.rows_quarantined and not r.rows_ok and not r.rows_duplicate:
-            # every record rejected: most often the wrong options (--fields, --delimiter, --format, --tz);
-            # the parsers' reasons say which, and how to fix it
+        else:
+            # most often the wrong options (--fields, --delimiter, --format, --tz); the parsers'
+            # reasons say which, and how to fix it; another --format reads the file again
             errors = wh.read("quarantine", f"sha256 = '{r.sha256}'")["error"].value_counts(sort=True)
             reason = errors["error"][0] if errors.height else "see the quarantine table"
             print(f"warning: {r.path}: every record rejected ({r.rows_quarantined}): {reason}", file=sys.stderr)
-        elif r.rows_quarantined:
+    for r in new:
+        if r.rows_quarantined:
             print(
                 f"warning: {r.path}: {r.rows_quarantined} record(s) quarantined "
                 f"(goodput sql \"select * from quarantine where sha256='{r.sha256}'\")",
                 file=sys.stderr,
             )
     print(f"warehouse: {wh.db_path}")
+    if new:
+        import shlex
+
+        print(f"next: goodput{f' --home {shlex.quote(args.home)}' if args.home else ''} build   (then: goodput report)")
+    if rejected:
+        return EXIT_REJECTED
     return 0
 
 
@@ -478,11 +488,6 @@ def _window_config(args, **extra):
 
 def cmd_build(args) -> int:
     wh = _warehouse(args, existing=True)
-    if not _holds_data(wh):
-        raise CliError(f"nothing to build in {wh.home}: no file ingested and no source pulled yet "
-                       "(goodput ingest PATH..., goodput pull, or goodput demo)")
-    from pipelines.run import PipelineError, build, checks_line, status_lines, summary_lines
-
     assumed = {
         "ckpt_interval_s": parse_duration(args.ckpt_interval),
         "ckpt_cost_s": parse_duration(args.ckpt_cost),
@@ -493,6 +498,11 @@ def cmd_build(args) -> int:
     if args.gpu_hour_cost < 0:
         raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
     config = _window_config(args, **assumed, gpu_hour_cost=args.gpu_hour_cost, **scope_settings(args))
+    if not _holds_data(wh):
+        raise CliError(f"nothing to build in {wh.home}: no file ingested and no source pulled yet "
+                       "(goodput ingest PATH..., goodput pull, or goodput demo)")
+    from pipelines.run import PipelineError, build, checks_line, status_lines, summary_lines
+
     if not config.scope().whole:  # the scope's analyses (the parent's rollups refreshed), its summary
         scoped = _scoped(wh, config)
         for line in [f"scope: {config.scope().describe()} ({scoped.home})", *status_lines(scoped), *summary_lines(scoped)]:
@@ -510,6 +520,8 @@ def cmd_build(args) -> int:
         print(line)
     print(checks_line(result.get_asset_check_evaluations()))
     print(f"warehouse: {wh.db_path}")
+    if (report := wh.reports / "goodput_report.html").exists():
+        print(f"report:    {report}")
     return 0
 
 
@@ -1182,6 +1194,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
 # before anything was committed, or after some batches were
 EXIT_ENV_NOTHING_COMMITTED = 3
 EXIT_ENV_PARTLY_COMMITTED = 4
+EXIT_REJECTED = 5  # ingest: some file's every record was rejected (the others are stored)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports it
 _ENV_WORDS = ("disk", "space", "i/o error", "file too large", "read-only", "permission denied", "quota")
 
@@ -1204,6 +1217,13 @@ def environment_error(exc: BaseException) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # while starting, or removing what a failed command created
+        return interrupted()
+
+
+def _main(argv: list[str] | None) -> int:
     import warnings
 
     import argcomplete
@@ -1247,8 +1267,17 @@ def _run(args) -> int:
     except BaseException as exc:  # Ctrl-C, also as Dagster raises it inside a run
         if not _interrupt(exc):
             raise
-        print(f"goodput: interrupted; {_committed()}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return interrupted()
+
+
+def interrupted() -> int:
+    """Ctrl-C: one line, exit status 130. Every batch and table is whole: each commits at once
+    or not at all."""
+    from warehouse.store import COMMITS
+
+    done = f" ({COMMITS[0]} batch(es) were committed, each whole)" if COMMITS[0] else ""
+    print(f"goodput: interrupted; nothing is half-written{done}: run the command again to finish", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def _committed() -> str:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pipelines.cli import CliError, main, parse_duration
+from pipelines.cli import EXIT_REJECTED, CliError, main, parse_duration
 from tests.conftest import FIXTURES, REPO
 
 
@@ -82,12 +82,12 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, argv, message):
     assert "Traceback" not in proc.stderr
 
 
-def test_bad_input_files_warn_and_exit_0(tmp_path, capsys):
+def test_bad_records_warn_and_exit_0(tmp_path, capsys):
     bad = tmp_path / "bad.txt"
-    bad.write_text("JobID|State\n1|COMPLETED|extra\n")
+    bad.write_text("JobID|State\n1|COMPLETED|extra\n2|COMPLETED\n")
     assert main(["--home", str(tmp_path / "h"), "ingest", str(bad)]) == 0
     captured = capsys.readouterr()
-    assert "1 quarantined" in captured.out and "warning:" in captured.err
+    assert "ingested 1 file(s), 1 rows, 1 quarantined\n" in captured.out and "warning:" in captured.err
 
 
 @pytest.mark.parametrize("command", [["sql", "select 1"], ["fit"], ["report"], ["project", "--mtti", "3h"]])
@@ -105,7 +105,7 @@ def test_zero_needs_no_unit():
 
 def test_wrong_options_that_reject_every_record_say_so_with_the_fix(tmp_path, capsys):
     dump = FIXTURES / "slurm" / "xdmod__accounting-logs.log"
-    assert main(["--home", str(tmp_path / "h"), "ingest", "--fields", "jobid,state", str(dump)]) == 0
+    assert main(["--home", str(tmp_path / "h"), "ingest", "--fields", "jobid,state", str(dump)]) == EXIT_REJECTED
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"warning: {dump}: every record rejected (4): ")
     assert "--fields" in line and "has 2" in line

@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from pipelines.cli import COUNT_FORMS, EXAMPLES, build_parser, main, parse_count
+from pipelines.cli import COUNT_FORMS, EXAMPLES, EXIT_REJECTED, build_parser, main, parse_count
 from tests.conftest import FIXTURES
 
 SACCT = FIXTURES / "slurm" / "xdmod__accounting-logs.log"
@@ -113,3 +113,37 @@ def test_every_main_command_has_examples_that_parse():
                 words = shlex.split(example.split(" > ")[0].split("    #")[0])[1:]
                 assert build_parser().parse_args(words).command == name, example
                 assert f"  {example}" in subs[name].format_help()
+
+
+def test_ingest_counts_ingested_rejected_and_unchanged_files_apart(tmp_path, capsys):
+    """A file of records none of which could be read is rejected, not "ingested": the summary
+    says so and the exit status is EXIT_REJECTED; what the other files gave is stored."""
+    from warehouse.store import Warehouse
+
+    home = str(tmp_path / "h")
+    junk = tmp_path / "junk.txt"
+    junk.write_text("hello\nnot a known format\n")
+    assert main(["--home", home, "ingest", str(SACCT)]) == 0
+    capsys.readouterr()
+    assert main(["--home", home, "ingest", str(SACCT), str(junk)]) == EXIT_REJECTED
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0] == "ingested 0 file(s), 0 rows, 0 quarantined; 1 rejected (every record quarantined); 1 already ingested (unchanged)"
+    assert f"warning: {junk}: every record rejected (1): format not recognised" in err
+    assert Warehouse(home).read("job_attempts").height == 4
+
+
+def test_a_file_rejected_in_one_format_is_read_again_in_another_without_replace(tmp_path, capsys):
+    from warehouse.store import Warehouse
+
+    home = str(tmp_path / "h")
+    dump = tmp_path / "jobs.dat"  # a sacct dump whose header the detector cannot see: comment lines first
+    dump.write_text("".join(f"# export {i}\n" for i in range(2000)) + SACCT.read_text())
+    assert main(["--home", home, "ingest", str(dump)]) == EXIT_REJECTED
+    assert "format not recognised" in capsys.readouterr().err
+    assert main(["--home", home, "ingest", "--format", "sacct", str(dump)]) == 0
+    assert capsys.readouterr().out.startswith("ingested 1 file(s), 4 rows, 0 quarantined\n")
+    wh = Warehouse(home)
+    assert wh.read("quarantine").height == 0  # the old rejection is gone with its manifest row
+    assert wh.read("ingest_manifest").select("format", "rows_ok").rows() == [("sacct", 4)]
+    assert main(["--home", home, "ingest", "--format", "sacct", str(dump)]) == 0  # now unchanged
+    assert "1 already ingested (unchanged)" in capsys.readouterr().out
