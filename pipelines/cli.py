@@ -267,6 +267,8 @@ def cmd_ingest(args) -> int:
                 f"(goodput sql \"select * from quarantine where sha256='{r.sha256}'\")",
                 file=sys.stderr,
             )
+    for line in _sacct_gaps(wh, [r.path for r in new if r.format == "sacct" and r.rows_ok]):
+        print(line, file=sys.stderr)
     print(f"warehouse: {wh.db_path}")
     if new:
         import shlex
@@ -275,6 +277,37 @@ def cmd_ingest(args) -> int:
     if rejected:
         return EXIT_REJECTED
     return 0
+
+
+# the sacct fields attribution and GPU-hours need, by the job_attempts column they fill
+SACCT_NEEDS = {"Start": "start_time", "End": "end_time", "NodeList": "nodes", "AllocTRES": "n_gpus"}
+
+
+def _sacct_gaps(wh, paths: list[str]) -> list[str]:
+    """A warning per sacct dump none of whose jobs has a field of ``SACCT_NEEDS`` (a plain
+    ``sacct -P`` exports none of them), naming the sacct command that exports every field the
+    parser reads (the `slurm` source kind's)."""
+    if not paths:
+        return []
+    import polars as pl
+
+    from sources.slurm import SACCT_FIELDS
+
+    def filled(column: str) -> pl.Expr:  # any row has it (a list: a non-empty one)
+        col = pl.col(column)
+        return ((col.list.len() > 0) if column == "nodes" else col.is_not_null()).any().alias(column)
+
+    files = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+    have = wh.read("job_attempts", f"source_file IN ({files})").group_by("source_file").agg(
+        pl.len().alias("jobs"), *map(filled, SACCT_NEEDS.values()))
+    command = f"sacct --parsable2 --allocations --duplicates --format={','.join(SACCT_FIELDS)} -S START -E END"
+    lines = []
+    for r in have.sort("source_file").iter_rows(named=True):
+        missing = [field for field, column in SACCT_NEEDS.items() if not r[column]]
+        if missing:
+            lines.append(f"warning: {r['source_file']}: none of its {r['jobs']:,} job(s) has {', '.join(missing)}: "
+                         f"interruptions, nodes and GPU-hours need them; export them with: {command}")
+    return lines
 
 
 def cmd_pull(args) -> int:

@@ -147,3 +147,19 @@ def test_a_file_rejected_in_one_format_is_read_again_in_another_without_replace(
     assert wh.read("ingest_manifest").select("format", "rows_ok").rows() == [("sacct", 4)]
     assert main(["--home", home, "ingest", "--format", "sacct", str(dump)]) == 0  # now unchanged
     assert "1 already ingested (unchanged)" in capsys.readouterr().out
+
+
+def test_a_sacct_dump_without_times_nodes_or_tres_warns_with_the_command_that_exports_them(tmp_path, capsys):
+    from sources.slurm import SACCT_FIELDS
+
+    plain = tmp_path / "plain.txt"  # `sacct -P` with its default fields
+    plain.write_text("JobID|JobName|Partition|Account|AllocCPUS|State|ExitCode\n1|train|gpu|a|8|COMPLETED|0:0\n"
+                     "2|train|gpu|a|8|FAILED|1:0\n")
+    full = FIXTURES / "slurm" / "sacct_parsable2_22_05_8_job_mix.txt"
+    assert main(["--home", str(tmp_path / "h"), "ingest", str(plain), str(full)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("ingested 2 file(s), 10 rows, 0 quarantined\n")
+    assert f"next: goodput --home {tmp_path / 'h'} build" in out
+    (line,) = err.splitlines()  # the complete dump gets no warning
+    assert line.startswith(f"warning: {plain}: none of its 2 job(s) has Start, End, NodeList, AllocTRES: ")
+    assert line.endswith(f"sacct --parsable2 --allocations --duplicates --format={','.join(SACCT_FIELDS)} -S START -E END")
