@@ -980,12 +980,47 @@ EXAMPLES = {
 }
 
 
+def _complete_formats(**_) -> list[str]:
+    from ingest.registry import formats
+
+    return ["auto", *sorted(formats())]
+
+
+def _complete_from_warehouse(column: str):
+    """A tab completer: the values of ``job_attempts.<column>`` in the warehouse of the command
+    line's --home (nothing when there is none)."""
+
+    def complete(parsed_args=None, **_) -> list[str]:
+        from warehouse.store import Warehouse
+
+        try:
+            wh = Warehouse(getattr(parsed_args, "home", None), getattr(parsed_args, "warehouse_uri", None),
+                           read_only=True)
+            if not wh.home.is_dir():
+                return []
+            query = f"SELECT DISTINCT {column} FROM job_attempts WHERE {column} IS NOT NULL ORDER BY 1"
+            return [str(v) for v in wh.run_readonly(query).to_series()]
+        except Exception:  # noqa: BLE001 - a completion never fails the shell
+            return []
+
+    return complete
+
+
+# options completed from the warehouse or the format registry, by their destination
+COMPLETERS = {"scope_cluster": _complete_from_warehouse("cluster"), "cluster": _complete_from_warehouse("cluster"),
+              "scope_partition": _complete_from_warehouse("partition"),
+              "scope_account": _complete_from_warehouse("account"), "format": _complete_formats}
+
+
 def _finish(parser: argparse.ArgumentParser) -> None:
     """What every command gets alike: integer options read counts (``parse_count``), one-line
-    errors, and the examples at the end of its help."""
+    errors, the examples at the end of its help, and completion of formats, clusters,
+    partitions and accounts (``COMPLETERS``)."""
     for action in parser._actions:
         if action.type is int:
             action.type = parse_count
+        if action.dest in COMPLETERS and action.choices is None:
+            action.completer = COMPLETERS[action.dest]
         for name, sub in _subcommands_of(action).items():
             if name in EXAMPLES and not sub.epilog:
                 sub.epilog = "examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES[name])

@@ -163,3 +163,18 @@ def test_a_sacct_dump_without_times_nodes_or_tres_warns_with_the_command_that_ex
     (line,) = err.splitlines()  # the complete dump gets no warning
     assert line.startswith(f"warning: {plain}: none of its 2 job(s) has Start, End, NodeList, AllocTRES: ")
     assert line.endswith(f"sacct --parsable2 --allocations --duplicates --format={','.join(SACCT_FIELDS)} -S START -E END")
+
+
+def test_tab_completes_formats_and_the_warehouses_clusters_partitions_and_accounts(tmp_path):
+    from ingest.registry import formats
+    from tests.test_cli import _complete
+
+    home = tmp_path / "h"
+    assert main(["--home", str(home), "ingest", str(FIXTURES / "slurm" / "sacct_parsable2_22_05_8_job_mix.txt")]) == 0
+    assert _complete("goodput ingest --format ") == sorted(["auto", *formats()])
+    assert _complete("goodput ingest --format sacct") == ["sacct", "sacct-json", "sacctmgr-events"]
+    assert _complete(f"goodput --home {home} fit --cluster ") == ["tb01ebc"]
+    assert _complete(f"goodput --home {home} report --partition ") == ["gpu"]
+    assert _complete(f"goodput --home {home} build --account r") == ["root"]
+    assert _complete(f"goodput --home {tmp_path / 'none'} fit --cluster ") == []
+    assert not (tmp_path / "none").exists()
