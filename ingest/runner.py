@@ -68,6 +68,7 @@ class FileReport:
     error: str | None = None  # could not be read at all (reason): nothing recorded as done
     done: bool = True  # gets a manifest row (False: quarantined, to be tried again)
     held_back: int = 0  # bytes of an incomplete last line, not read yet (``_parsed_size``)
+    stand_ins: frozenset[str] = frozenset()  # what the file supplied for its records (``base.STAND_INS``)
 
 
 def iter_files(paths: list[str | Path], unreadable: dict[Path, str] | None = None) -> list[Path]:
@@ -945,6 +946,7 @@ def _frames(report: FileReport, results) -> Iterator[dict[str, pl.DataFrame]]:
         report.rows_ok += res.tables[primary].height if primary in res.tables else 0
         report.rows_quarantined += res.quarantine.height
         report.rows_duplicate += res.duplicates
+        report.stand_ins |= res.stand_ins
         if res.quarantine.height == 0:  # most files: no frame to build
             yield res.tables
             continue
@@ -972,10 +974,11 @@ def _manifest(batch_id: str, reports: list[FileReport]) -> dict[str, pl.DataFram
                 "rows_ok": [r.rows_ok for r in done],
                 "rows_quarantined": [r.rows_quarantined for r in done],
                 "rows_duplicate": [r.rows_duplicate for r in done],
+                "stand_ins": [", ".join(sorted(r.stand_ins)) or None for r in done],
                 "batch": [batch_id] * len(done),
                 "ingested_at": [datetime.now(UTC).replace(tzinfo=None)] * len(done),
             },
-            schema_overrides={"bytes": pl.Int64, "records_read": pl.Int64, "rows_ok": pl.Int64,
+            schema_overrides={"stand_ins": pl.Utf8, "bytes": pl.Int64, "records_read": pl.Int64, "rows_ok": pl.Int64,
                               "rows_quarantined": pl.Int64, "rows_duplicate": pl.Int64},
         )
     }

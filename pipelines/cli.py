@@ -269,6 +269,8 @@ def cmd_ingest(args) -> int:
             )
     for line in _sacct_gaps(wh, [r.path for r in new if r.format == "sacct" and r.rows_ok]):
         print(line, file=sys.stderr)
+    for line in _stand_in_notes(new):
+        print(line, file=sys.stderr)
     print(f"warehouse: {wh.db_path}")
     if new:
         import shlex
@@ -277,6 +279,22 @@ def cmd_ingest(args) -> int:
     if rejected:
         return EXIT_REJECTED
     return 0
+
+
+def _stand_in_notes(reports) -> list[str]:
+    """One line per kind of stand-in the run's files used (``ingest.base.STAND_INS``), with the
+    count of files: once per run, not once per file (a directory of scrapes has thousands)."""
+    from ingest.base import STAND_IN_HOST, STAND_IN_TIME
+
+    fix = {STAND_IN_TIME: ("carry no record times: each one's modification time stands in", "--time ISO"),
+           STAND_IN_HOST: ("name no host: each one's host was taken from its file name", "--host NAME")}
+    lines = []
+    for kind, (what, option) in fix.items():
+        files = [r.path for r in reports if kind in r.stand_ins]
+        if files:
+            lines.append(f"note: {len(files)} file(s) {what}, e.g. {files[0]} (give {option} to set it; "
+                         f"the manifest's stand_ins column lists them)")
+    return lines
 
 
 # the sacct fields attribution and GPU-hours need, by the job_attempts column they fill
@@ -1302,6 +1320,9 @@ def _main(argv: list[str] | None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:
         parser.error(_unrecognized(parser, args, extra))
+    from warehouse.store import COMMITS
+
+    COMMITS[0] = 0  # the batches this command commits (main may run several in one process)
     fresh = _fresh_dirs(args)
     code = 1
     try:

@@ -178,3 +178,35 @@ def test_tab_completes_formats_and_the_warehouses_clusters_partitions_and_accoun
     assert _complete(f"goodput --home {home} build --account r") == ["root"]
     assert _complete(f"goodput --home {tmp_path / 'none'} fit --cluster ") == []
     assert not (tmp_path / "none").exists()
+
+
+def test_stand_in_times_and_guessed_hosts_are_announced_once_and_kept_in_the_manifest(tmp_path, capsys):
+    import os
+    import shutil
+    from datetime import datetime
+
+    from ingest.base import STAND_IN_HOST, STAND_IN_TIME
+    from warehouse.store import Warehouse
+
+    sdr = tmp_path / "node07.sdr"  # ipmitool sdr output carries neither a time nor a host
+    shutil.copy(FIXTURES / "bmc" / "collegeboreal__hp-dl360-g7_sdr_elist_full.txt", sdr)
+    mtime = datetime(2026, 1, 5, 10, 0, 0, 123456)
+    os.utime(sdr, (mtime.timestamp(),) * 2)
+    smi = sorted((FIXTURES / "nvidia-smi").glob("*.csv"))  # timestamped rows, no hostname column
+    home = str(tmp_path / "h")
+    assert main(["--home", home, "ingest", str(sdr), *map(str, smi)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [ln.split(",")[0] for ln in err] == [
+        "note: 1 file(s) carry no record times: each one's modification time stands in",
+        "note: 3 file(s) name no host: each one's host was taken from its file name",
+    ]
+    wh = Warehouse(home)
+    assert dict(wh.read("ingest_manifest").select("path", "stand_ins").rows()) == {
+        str(sdr): f"{STAND_IN_TIME}, {STAND_IN_HOST}", **{str(p): STAND_IN_HOST for p in smi}}
+    sensors = wh.read("bmc_sensors")
+    assert set(sensors["host"]) == {"node07"}
+    assert {t.replace(tzinfo=None) for t in sensors["time"]} == {mtime}
+    # told what it is, the file stands in for nothing
+    assert main(["--home", home, "ingest", "--replace", "--host", "n1", "--time", "2026-01-05T11:00:00", str(sdr)]) == 0
+    assert capsys.readouterr().err == ""
+    assert wh.read("ingest_manifest", f"path = '{sdr}'")["stand_ins"].to_list() == [None]
