@@ -213,6 +213,30 @@ def _host_list(path: str) -> tuple[str, ...]:
         raise CliError(f"--exclude-hosts {path}: {exc.strerror or exc}") from None
 
 
+class ReadProgress:
+    """How far a large file has been read, on one terminal line rewritten at most twice a
+    second (``ingest_paths(reading=...)``)."""
+
+    def __init__(self, every_s: float = 0.5):
+        import time
+
+        self.clock, self.every_s, self.last, self.shown = time.monotonic, every_s, 0.0, False
+
+    def __call__(self, path: Path, done: int, size: int | None) -> None:
+        if self.clock() - self.last < self.every_s:
+            return
+        self.last = self.clock()
+        of = f" of {size / 2**20:,.0f} MiB ({100 * done / size:.0f}%)" if size else " (decompressed)"
+        sys.stderr.write(f"\r\x1b[K  reading {path.name}: {done / 2**20:,.0f} MiB{of}")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
 def cmd_ingest(args) -> int:
     from ingest.runner import checked_files, ingest_paths
 
@@ -226,11 +250,16 @@ def cmd_ingest(args) -> int:
     wh = _warehouse(args)
     from pipelines.run import recorded_ingest
 
-    with wh.writer():
-        reports = recorded_ingest(wh, lambda: ingest_paths(  # the paths: walked again, unreadable dirs reported
-            wh, args.paths, args.format, ctx, progress=progress, replace_existing=args.replace, jobs=args.jobs,
-            settle_s=parse_duration(args.settle)))
-        wh.refresh_catalog()
+    reading = ReadProgress() if sys.stderr.isatty() else None  # a terminal's, never a pipe's or a log's
+    try:
+        with wh.writer():
+            reports = recorded_ingest(wh, lambda: ingest_paths(  # the paths: walked again, unreadable dirs reported
+                wh, args.paths, args.format, ctx, progress=progress, replace_existing=args.replace, jobs=args.jobs,
+                settle_s=parse_duration(args.settle), reading=reading))
+            wh.refresh_catalog()
+    finally:
+        if reading is not None:
+            reading.clear()
     failed = [r for r in reports if r.error]
     read = [r for r in reports if not r.skipped and not r.error]
     rejected = [r for r in read if not r.done or (r.rows_quarantined and not r.rows_ok and not r.rows_duplicate)]

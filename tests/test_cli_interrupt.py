@@ -83,3 +83,37 @@ def test_ctrl_c_during_build_is_one_line_without_dagster_output(tmp_path, capsys
     wh = Warehouse(home)
     assert wh.committed_stages() == []
     assert wh.read("job_attempts").height == 8  # what ingest stored is untouched
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_progress_within_a_large_file_on_a_terminal_only(tmp_path, tty):
+    import pty
+
+    big = tmp_path / "big.log"  # a kernel log (read in chunks: a line-oriented format)
+    big.write_text("".join(f"2026-01-05T{j // 3600:02d}:{j // 60 % 60:02d}:{j % 60:02d}+00:00 gpu-node-001 kernel: "
+                           "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n" for j in range(2000)))
+    argv = ["--home", str(tmp_path / "h"), "ingest", "--jobs", "1", str(big)]
+    env = {**os.environ, "GOODPUT_SETTLE": "0"}
+    if not tty:
+        proc = subprocess.run([sys.executable, "-c", INGEST, *argv], cwd=REPO, capture_output=True, text=True,
+                              env=env, timeout=DEADLINE_S, check=False)
+        assert proc.returncode == 0 and "reading" not in proc.stderr and "\r" not in proc.stderr
+        return
+    main_fd, term = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", INGEST, *argv], cwd=REPO, stderr=term, stdout=subprocess.DEVNULL,
+                            env=env)
+    os.close(term)
+    seen = b""
+    while True:  # until the process closes the terminal
+        try:
+            piece = os.read(main_fd, 4096)
+        except OSError:  # EIO: the other end is closed
+            break
+        if not piece:
+            break
+        seen += piece
+    os.close(main_fd)
+    assert proc.wait(timeout=DEADLINE_S) == 0
+    text = seen.decode()
+    assert f"\r\x1b[K  reading big.log: 0 MiB of {big.stat().st_size / 2**20:,.0f} MiB (" in text
+    assert text.endswith("\r\x1b[K")  # the line is cleared when the file is read
