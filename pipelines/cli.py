@@ -240,7 +240,6 @@ class ReadProgress:
 def cmd_ingest(args) -> int:
     from ingest.runner import checked_files, ingest_paths
 
-
     def progress(i, n, path):
         if n > 20 and (i % max(1, n // 20) == 0):
             print(f"  [{i}/{n}] {path}", file=sys.stderr)
@@ -262,8 +261,12 @@ def cmd_ingest(args) -> int:
             reading.clear()
     failed = [r for r in reports if r.error]
     read = [r for r in reports if not r.skipped and not r.error]
-    rejected = [r for r in read if not r.done or (r.rows_quarantined and not r.rows_ok and not r.rows_duplicate)]
-    new = [r for r in read if r not in rejected]
+
+    def gave_nothing(r) -> bool:  # every record rejected, or the file could not be parsed
+        return not r.done or bool(r.rows_quarantined and not r.rows_ok and not r.rows_duplicate)
+
+    rejected = [r for r in read if gave_nothing(r)]
+    new = [r for r in read if not gave_nothing(r)]
     skipped = sum(r.skipped for r in reports)
     dup = sum(r.rows_duplicate for r in new)
     print(
@@ -1003,7 +1006,7 @@ def version_line() -> str:
     return f"{line} (commit {sha.stdout.strip()}{' + changes' if dirty.stdout.strip() else ''})"
 
 
-# ``goodput COMMAND --help`` ends with these (each one is parsed by tests/test_cli.py)
+# ``goodput COMMAND --help`` ends with these (each one is parsed by tests/test_cli_habits.py)
 EXAMPLES = {
     "demo": ["goodput demo", "goodput demo --home /tmp/goodput-demo"],
     "simulate": ["goodput simulate --out /tmp/fleet --nodes 64 --days 30 --seed 1"],
