@@ -172,9 +172,7 @@ def test_tab_completes_formats_and_the_warehouses_clusters_partitions_and_accoun
     home = tmp_path / "h"
     assert main(["--home", str(home), "ingest", str(FIXTURES / "slurm" / "sacct_parsable2_22_05_8_job_mix.txt")]) == 0
     assert _complete("goodput ingest --format ") == sorted(["auto", *formats()])
-    assert _complete("goodput ingest --format sacct") == ["sacct", "sacct-json", "sacctmgr-events"]
     assert _complete(f"goodput --home {home} fit --cluster ") == ["tb01ebc"]
-    assert _complete(f"goodput --home {home} report --partition ") == ["gpu"]
     assert _complete(f"goodput --home {home} build --account r") == ["root"]
     assert _complete(f"goodput --home {tmp_path / 'none'} fit --cluster ") == []
     assert not (tmp_path / "none").exists()

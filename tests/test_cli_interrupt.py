@@ -91,7 +91,7 @@ def test_progress_within_a_large_file_on_a_terminal_only(tmp_path, tty):
 
     big = tmp_path / "big.log"  # a kernel log (read in chunks: a line-oriented format)
     big.write_text("".join(f"2026-01-05T{j // 3600:02d}:{j // 60 % 60:02d}:{j % 60:02d}+00:00 gpu-node-001 kernel: "
-                           "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n" for j in range(2000)))
+                           "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n" for j in range(400)))
     argv = ["--home", str(tmp_path / "h"), "ingest", "--jobs", "1", str(big)]
     env = {**os.environ, "GOODPUT_SETTLE": "0"}
     if not tty:
