@@ -582,7 +582,7 @@ def cmd_build(args) -> int:
         raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
     config = _window_config(args, **assumed, gpu_hour_cost=args.gpu_hour_cost, **scope_settings(args))
     if not _holds_data(wh):
-        raise CliError(f"nothing to build in {wh.home}: no file ingested and no source pulled yet "
+        raise CliError(f"nothing to build in {wh.home}: no record ingested or pulled yet "
                        "(goodput ingest PATH..., goodput pull, or goodput demo)")
     from pipelines.run import PipelineError, build, checks_line, status_lines, summary_lines
 
@@ -1463,7 +1463,7 @@ def _remove_fresh(args, fresh: list[Path]) -> None:
     try:
         wh = Warehouse(getattr(args, "home", None), getattr(args, "warehouse_uri", None), wait=False)
         with wh.writer(wait=False):
-            if _holds_data(wh):
+            if _stored(wh):  # anything at all, a quarantine row included
                 return
             for d in fresh:
                 shutil.rmtree(d, ignore_errors=True)
@@ -1471,9 +1471,21 @@ def _remove_fresh(args, fresh: list[Path]) -> None:
         pass
 
 
+# ingest tables that record what was read, not what the data says
+BOOKKEEPING = ("ingest_manifest", "pull_log", "quarantine")
+
+
+def _stored(wh) -> set[str]:
+    """The ingest tables of ``wh`` that have rows (Parquet files): written by ingest, pull or a
+    batch of the Python API alike."""
+    from warehouse.schemas import TABLES
+
+    return {name for name, spec in TABLES.items() if spec.kind == "ingest" and wh.files(name)}
+
+
 def _holds_data(wh) -> bool:
-    """Whether anything was ingested or pulled into ``wh``."""
-    return wh.read("ingest_manifest").height > 0 or wh.read("pull_log").height > 0
+    """Whether ``wh`` holds records to build from (not only manifest, pull and quarantine rows)."""
+    return bool(_stored(wh) - set(BOOKKEEPING))
 
 
 if __name__ == "__main__":
