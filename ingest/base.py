@@ -59,10 +59,33 @@ class ParseResult:
     quarantine: pl.DataFrame
     records: int
     duplicates: int = 0  # exact repeats the parser dropped itself (counted in rows_duplicate)
+    # what the file, not its records or the options, supplied (``STAND_INS``): recorded in the
+    # manifest and announced by the command line
+    stand_ins: frozenset[str] = frozenset()
 
     @staticmethod
     def empty_quarantine() -> pl.DataFrame:
         return pl.DataFrame(schema=QUARANTINE_COLUMNS)
+
+
+# What a file can supply for its records: the file's modification time stood in for record
+# times (no timestamp in the records, no --time), the host was taken from the file name (no
+# host in the records, no --host).
+STAND_IN_TIME, STAND_IN_HOST = "file time", "host from file name"
+STAND_INS = (STAND_IN_TIME, STAND_IN_HOST)
+
+
+def stand_ins(ctx: ParseContext, rows: pl.DataFrame | None, host_guessed: bool = False) -> frozenset[str]:
+    """The stand-ins ``rows`` (a parse's good rows) carry: the file time where some row's
+    ``time`` is the file's modification time and no --time was given (records never carry the
+    file's own microsecond), and the host when the parser says it applied the one it guessed."""
+    out = set()
+    if (ctx.time is None and ctx.mtime is not None and rows is not None and "time" in rows.columns
+            and rows.height and (rows["time"].dt.replace_time_zone(None) == ctx.mtime).any()):
+        out.add(STAND_IN_TIME)
+    if host_guessed and ctx.host is None:
+        out.add(STAND_IN_HOST)
+    return frozenset(out)
 
 
 # A detector's top confidence: the content carries the format's own signature. No detector

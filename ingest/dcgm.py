@@ -37,6 +37,8 @@ import polars as pl
 
 from ingest.base import (
     CERTAIN,
+    STAND_IN_HOST,
+    STAND_IN_TIME,
     FormatSpec,
     ParseContext,
     ParseResult,
@@ -239,7 +241,10 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
     ).drop("labels", "xid")
     parts = parts.join(keys, on="key", how="left", maintain_order="left").drop("key")
     parts = parts.join(per_file, on="file", how="left", maintain_order="left")
-    parts = parts.with_columns(
+    parts = parts.with_columns(  # what the file stood in for (``stand_ins``), per sample
+        guessed_host=pl.col("host").is_null() & pl.col("host_fallback").is_not_null() & pl.lit(ctx.host is None),
+        file_time=pl.col("ts").is_null() & pl.col("fallback_time").is_not_null() & pl.lit(ctx.time is None),
+    ).with_columns(
         host=pl.coalesce("host", "host_fallback"),
         metric=pl.when(pl.col("value").is_not_null()).then(pl.col("metric")),
         num=parse_number(pl.col("value")),
@@ -276,6 +281,9 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
         .otherwise(implausible_time(time, ctx))
     )  # fmt: skip
     good = parts.filter(~pl.col("is_bad"))
+    stood_in = {f: (STAND_IN_HOST if h else None, STAND_IN_TIME if t else None)
+                for f, h, t in good.group_by("file").agg(pl.col("guessed_host", "file_time").any()).rows()}
+    good = good.drop("guessed_host", "file_time")
     samples = good.drop("line", "raw", "value", "ts", "identified", "is_bad", "path", *flags).with_columns(
         cluster=pl.lit(ctx.cluster),
         value=sentinel_to_null(pl.col("num")),
@@ -296,6 +304,7 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
             tables={name: split[name].get(i, empty[name]) for name in ("gpu_samples", "metric_metadata")},
             quarantine=split["quarantine"].get(i, empty["quarantine"]),
             records=records.get(i, 0),
+            stand_ins=frozenset(stood_in.get(i, ())) - {None},
         )
         for i in range(len(files))
     ]

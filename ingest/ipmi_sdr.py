@@ -29,7 +29,14 @@ import re
 import polars as pl
 
 from ingest import sel_sensor_classes as sc
-from ingest.base import FormatSpec, ParseContext, ParseResult, implausible_time, numbered_lines
+from ingest.base import (
+    FormatSpec,
+    ParseContext,
+    ParseResult,
+    implausible_time,
+    numbered_lines,
+    stand_ins,
+)
 from ingest.bmc_common import host_from_path
 from warehouse.schemas import conform, quarantine_frame
 
@@ -78,8 +85,10 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     ok = df.filter(pl.col("error").is_null())
     table = _readings(ok, ctx, when) if ok.height else None
     q = quarantine_frame(bad["line"], bad["raw"], bad["error"])
+    guessed = table is not None and table["host"].is_not_null().any()
     return ParseResult(
-        {"bmc_sensors": table} if table is not None else {}, q, ok.height + bad.height
+        {"bmc_sensors": table} if table is not None else {}, q, ok.height + bad.height,
+        stand_ins=stand_ins(ctx, table, guessed),
     )
 
 

@@ -44,6 +44,7 @@ from ingest.base import (
     event_ids,
     implausible_time,
     numbered_lines,
+    stand_ins,
 )
 from ingest.bmc_common import host_from_path
 from ingest.times import wall_clock
@@ -189,7 +190,8 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     quarantine = quarantine_frame(bad["line"], bad["raw"], bad["error"])
     table = _events(ok, ctx) if ok.height else None
     tables = {"hw_events": table} if table is not None else {}
-    return ParseResult(tables, quarantine, ok.height + bad.height)
+    guessed = table is not None and table["host"].is_not_null().any()
+    return ParseResult(tables, quarantine, ok.height + bad.height, stand_ins=stand_ins(ctx, table, guessed))
 
 
 def _events(ok: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:

@@ -58,6 +58,7 @@ from ingest.base import (
     implausible_time,
     normalize_pci,
     settle_repeats,
+    stand_ins,
     text_pieces,
     valid_utf8,
 )
@@ -564,6 +565,7 @@ def _finish(lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         ).to_series(),
     )
     events = records.filter(~bad_kind & pl.col("time_error").is_null())
+    guessed = host is not None and not ctx.host and events["ihost"].is_null().any()
     dups, quarantine = settle_repeats(repeats, events["line"], quarantine)
     if events.height == 0:
         return ParseResult({}, quarantine, quarantine.height + dups, duplicates=dups)
@@ -577,7 +579,8 @@ def _finish(lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     rows = rows.with_columns(event_id=_event_ids(rows))
     rows = _link_causes(rows)
     table = conform("hw_events", rows.select([c for c in rows.columns if c in _HW_COLUMNS]))
-    return ParseResult({"hw_events": table}, quarantine, table.height + quarantine.height + dups, duplicates=dups)
+    return ParseResult({"hw_events": table}, quarantine, table.height + quarantine.height + dups, duplicates=dups,
+                       stand_ins=stand_ins(ctx, table, guessed))
 
 
 def _attach_uuid(events: pl.DataFrame, gpu_at: pl.DataFrame) -> pl.DataFrame:

@@ -31,6 +31,7 @@ from ingest.base import (
     implausible_time,
     normalize_pci,
     numbered_lines,
+    stand_ins,
 )
 from ingest.gpu_labels import host_from_path
 from ingest.times import local_to_utc
@@ -237,10 +238,12 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         else pl.DataFrame(schema=QUARANTINE_COLUMNS)
     )
     samples_df = conform("gpu_samples", out) if out.height else TABLES["gpu_samples"].empty()
+    guessed = bool(samples and host and not ctx.host and pl.concat(samples, how="diagonal")["host"].is_null().any())
     return ParseResult(
         tables={"gpu_samples": samples_df},
         quarantine=quarantine,
         records=samples_df.height + quarantine.height,
+        stand_ins=stand_ins(ctx, samples_df, guessed),
     )
 
 

@@ -27,6 +27,7 @@ from ingest.base import (
     ParseResult,
     implausible_time,
     normalize_pci,
+    stand_ins,
     whole_file_quarantine,
 )
 from ingest.gpu_labels import (
@@ -210,10 +211,12 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         if bad_docs or q_rows.height
         else pl.DataFrame(schema=QUARANTINE_COLUMNS)
     )
+    guessed = bool(fallback_host) and good["host"].is_null().any()
     return ParseResult(
         tables={"gpu_samples": conform("gpu_samples", samples)},
         quarantine=quarantine,
         records=pts.height + len(bad_docs),
+        stand_ins=stand_ins(ctx, samples, guessed),
     )
 
 

@@ -33,9 +33,18 @@ from ingest.base import (
     ParseResult,
     event_ids,
     implausible_time,
+    stand_ins,
     whole_file_quarantine,
 )
-from ingest.bmc_common import ODATA_TYPE, iso_to_utc, load, odata_type, raw_json, resource_host
+from ingest.bmc_common import (
+    ODATA_TYPE,
+    host_from_path,
+    iso_to_utc,
+    load,
+    odata_type,
+    raw_json,
+    resource_host,
+)
 from warehouse.schemas import conform, quarantine_frame
 
 SEVERITY = {"ok": "info", "warning": "warning", "critical": "critical"}
@@ -128,7 +137,8 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     bad.sort()
     q = quarantine_frame([b[0] for b in bad], [b[1] for b in bad], [b[2] for b in bad])
     table = _events(df, ctx, resource_host(ctx, doc)) if df.height else None
-    return ParseResult({"hw_events": table} if table is not None else {}, q, df.height + q.height)
+    return ParseResult({"hw_events": table} if table is not None else {}, q, df.height + q.height,
+                       stand_ins=stand_ins(ctx, None, table is not None and host_from_path(ctx.path) is not None))
 
 
 def _events(df: pl.DataFrame, ctx: ParseContext, host: str | None) -> pl.DataFrame:

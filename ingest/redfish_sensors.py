@@ -32,9 +32,18 @@ from ingest.base import (
     ParseContext,
     ParseResult,
     implausible_time,
+    stand_ins,
     whole_file_quarantine,
 )
-from ingest.bmc_common import ODATA_TYPE, iso_to_utc, load, odata_type, raw_json, resource_host
+from ingest.bmc_common import (
+    ODATA_TYPE,
+    host_from_path,
+    iso_to_utc,
+    load,
+    odata_type,
+    raw_json,
+    resource_host,
+)
 from warehouse.schemas import conform, quarantine_frame
 
 # resource type -> [(array, value property (first present wins), unit property or fixed unit, sensor_type)]
@@ -184,7 +193,8 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         source_file=pl.lit(ctx.path),
         source_line=pl.col("rec"),
     )
-    return ParseResult({"bmc_sensors": conform("bmc_sensors", out)}, q, out.height + q.height)
+    return ParseResult({"bmc_sensors": conform("bmc_sensors", out)}, q, out.height + q.height,
+                       stand_ins=stand_ins(ctx, out, host_from_path(ctx.path) is not None))
 
 
 def detect(head: bytes, name: str) -> int:

@@ -14,6 +14,7 @@ import io
 import math
 import multiprocessing
 import os
+import signal
 import stat
 import time
 import zlib
@@ -67,6 +68,7 @@ class FileReport:
     error: str | None = None  # could not be read at all (reason): nothing recorded as done
     done: bool = True  # gets a manifest row (False: quarantined, to be tried again)
     held_back: int = 0  # bytes of an incomplete last line, not read yet (``_parsed_size``)
+    stand_ins: frozenset[str] = frozenset()  # what the file supplied for its records (``base.STAND_INS``)
 
 
 def iter_files(paths: list[str | Path], unreadable: dict[Path, str] | None = None) -> list[Path]:
@@ -92,15 +94,20 @@ def iter_files(paths: list[str | Path], unreadable: dict[Path, str] | None = Non
     return out
 
 
+def _compressed(magic: bytes) -> str | None:
+    """"gzip" or "zstd" by a stream's first 4 bytes; None: not compressed."""
+    return "gzip" if magic[:2] == b"\x1f\x8b" else "zstd" if magic == b"\x28\xb5\x2f\xfd" else None
+
+
 def open_source(raw: BinaryIO) -> BinaryIO:
     """Wrap an open binary stream, transparently decompressing gzip or zstd (by magic bytes,
     not name). The caller keeps ownership of ``raw``. A compressed stream that ends before its
     end marker (a truncated file) raises EOFError when its end is read."""
     magic = raw.read(4)
     raw.seek(0)
-    if magic[:2] == b"\x1f\x8b":
+    if _compressed(magic) == "gzip":
         return gzip.GzipFile(fileobj=raw)
-    if magic == b"\x28\xb5\x2f\xfd":
+    if _compressed(magic) == "zstd":
         return io.BufferedReader(_Zstd(raw), 1 << 20)
     return raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # peek() is how we sniff
 
@@ -174,15 +181,17 @@ def parsed_sha256(path: Path) -> tuple[str, int, int]:
     return sha, size, total
 
 
-def parse_chunks(spec: FormatSpec, fh: BinaryIO, ctx: ParseContext, plain: bool, end: int | None = None) -> Iterator[ParseResult]:
+def parse_chunks(spec: FormatSpec, fh: BinaryIO, ctx: ParseContext, plain: bool, end: int | None = None,
+                 read: Callable[[int], None] | None = None) -> Iterator[ParseResult]:  # fmt: skip
     """Checked results of ``spec.parse`` over a line-oriented stream's chunks, in file order; for a
     two-stage format one result, ``spec.merge`` of the chunks' ``spec.extract`` partials. A plain
-    file is read up to ``end`` (default: its size)."""
+    file is read up to ``end`` (default: its size). ``read``: called with the bytes (of text)
+    read so far, as each chunk is read."""
     long: list[tuple[int, _LongLine]] = []
     if spec.extract is None:
-        yield from (_checked(spec, r) for r in _staged(spec.parse, fh, ctx, plain, end, long))
+        yield from (_checked(spec, r) for r in _staged(spec.parse, fh, ctx, plain, end, long, read))
     else:
-        if parts := list(_staged(spec.extract, fh, ctx, plain, end, long)):  # none: only long lines
+        if parts := list(_staged(spec.extract, fh, ctx, plain, end, long, read)):  # none: only long lines
             yield _checked(spec, spec.merge(parts, ctx))
     if long:
         why = f"line of {{:,}} bytes is longer than the limit of {MAX_LINE_BYTES >> 20} MiB: not read"
@@ -231,12 +240,16 @@ def _newlines_if_short(block: bytes) -> int | None:
 
 
 def _staged(stage: Callable[[bytes, ParseContext], object], fh: BinaryIO, ctx: ParseContext, plain: bool,
-            end: int | None, long: list[tuple[int, _LongLine]]) -> Iterator:  # fmt: skip
+            end: int | None, long: list[tuple[int, _LongLine]], read: Callable[[int], None] | None = None) -> Iterator:  # fmt: skip
     """``stage`` of each chunk (with its line offset), in file order. Chunks are parsed
     concurrently on all cores (parsers are pure; Polars and NumPy release the GIL); at most
-    cores + 1 chunks are in flight. Lines too long to parse go to ``long`` (line number, line)."""
-    pool, pending, line = _pool(), deque(), 0
+    cores + 1 chunks are in flight. Lines too long to parse go to ``long`` (line number, line).
+    ``read``: see ``parse_chunks``."""
+    pool, pending, line, seen = _pool(), deque(), 0, 0
     for block, newlines in _chunks(fh, plain, end):
+        seen += block.size if isinstance(block, _LongLine) else len(block)
+        if read is not None:
+            read(seen)
         if isinstance(block, _LongLine):
             long.append((line + 1, block))
             line += newlines
@@ -353,11 +366,13 @@ def _quarantined(data: bytes, error: str) -> ParseResult:
 
 
 def _parse_file(
-    raw: BinaryIO, name: str, spec: FormatSpec | None, ctx: ParseContext, end: int | None = None
+    raw: BinaryIO, name: str, spec: FormatSpec | None, ctx: ParseContext, end: int | None = None,
+    read: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[str, ParseResult]]:
     """Yield (format name, result) per chunk of the (possibly compressed) stream ``raw``; a file
     nobody recognises, an empty file or a parser failure becomes a single quarantine record.
-    ``end``: an uncompressed line-oriented file is read up to there (what was hashed)."""
+    ``end``: an uncompressed line-oriented file is read up to there (what was hashed). ``read``:
+    see ``parse_chunks``."""
     with open_source(raw) as fh:
         try:
             head = _text_head(fh)
@@ -375,7 +390,7 @@ def _parse_file(
             return
         try:
             if spec.line_oriented:
-                for res in parse_chunks(spec, fh, ctx, plain=fh is raw, end=end):
+                for res in parse_chunks(spec, fh, ctx, plain=fh is raw, end=end, read=read):
                     yield spec.name, res
             else:
                 yield spec.name, _checked(spec, spec.parse(_whole_text(fh), ctx))
@@ -406,6 +421,7 @@ def ingest_paths(
     replace_existing: bool = False,
     jobs: int | None = None,
     settle_s: float = 0.0,
+    reading: Callable[[Path, int, int | None], None] | None = None,
 ) -> list[FileReport]:
     """Ingest files and directories into the warehouse; returns one report per file.
 
@@ -417,14 +433,16 @@ def ingest_paths(
     ``if __name__ == "__main__":`` guard (the CLI, Dagster and notebooks need nothing).
     ``settle_s``: a file whose size or modification time changes within this many seconds is
     still being written: it is not read (a warning and a quarantine row say so, cleared when
-    it is read later); see ``unsettled``."""
+    it is read later); see ``unsettled``. ``reading``: called as a large file is read in chunks,
+    with its path, the bytes read so far (decompressed) and its size (None when compressed)."""
     ctx = ctx or ParseContext()
     not_read: dict[Path, str] = {}
     files = checked_files(paths, fmt, jobs, not_read)
     jobs = default_jobs() if jobs is None else jobs
     not_read |= unsettled([f for f in files if f not in not_read], settle_s)  # before the lock: may wait
     with wh.writer():
-        return _ingest(wh, files, None if fmt == "auto" else fmt, ctx, progress, replace_existing, jobs, not_read)
+        return _ingest(wh, files, None if fmt == "auto" else fmt, ctx, progress, replace_existing, jobs, not_read,
+                       reading)
 
 
 def unsettled(files: list[Path], settle_s: float) -> dict[Path, str]:
@@ -582,7 +600,7 @@ def _parsed_size(fh: BinaryIO, data: bytes | None, size: int, name: str, forced:
     def read(n: int, at: int) -> bytes:
         return data[at : at + n] if data is not None else os.pread(fd, n, at)
 
-    if size == 0 or read(1, size - 1) == b"\n" or read(4, 0)[:2] == b"\x1f\x8b" or read(4, 0) == b"\x28\xb5\x2f\xfd":
+    if size == 0 or read(1, size - 1) == b"\n" or _compressed(read(4, 0)):
         return size
     head = read(SNIFF_BYTES + len(BOM), 0)
     spec = forced or detect(head.removeprefix(BOM)[:SNIFF_BYTES], name)
@@ -675,7 +693,10 @@ def _parsed(items: Iterator[_Item], fmt: str | None, jobs: int, pooled: bool) ->
     size = 0
     # spawned: a fork of this process, whose Polars thread pool may be running, can deadlock;
     # and spawned workers are this process's children, so its rusage counts their CPU
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) if pooled else None
+    # workers ignore Ctrl-C (a terminal sends it to the whole process group): this process
+    # stops them, and says so in one line
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN)) if pooled else None
     limit = 2 * jobs if pooled else 0
     try:
 
@@ -717,18 +738,32 @@ def _resolved(group: list[_Item], future: Future | None) -> Iterator[_Item]:
         yield it
 
 
-def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs, not_read) -> list[FileReport]:
-    if not replace_existing:
-        return _ingest_into(wh, None, files, fmt, ctx, progress, jobs, set(), not_read)
+def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs, not_read, reading=None) -> list[FileReport]:
+    retried = [] if replace_existing else _rejected_in_another_format(wh, files, fmt)
+    if not replace_existing and not retried:
+        return _ingest_into(wh, None, files, fmt, ctx, progress, jobs, set(), not_read, reading)
     # --replace: forget and the new rows in one batch, one commit: readers never see the gap,
     # and a failure or kill before the commit leaves the old rows
-    targets = [display_name(p) for p in files] + [s for s in map(_sha_of, files) if s]
+    targets = retried or [display_name(p) for p in files] + [s for s in map(_sha_of, files) if s]
     with wh.batch(f"replace-{_batch_id(targets)}") as batch:
         forgotten = wh.forget_into(batch, targets)[1]
-        return _ingest_into(wh, batch, files, fmt, ctx, progress, jobs, forgotten, not_read)
+        return _ingest_into(wh, batch, files, fmt, ctx, progress, jobs, forgotten, not_read, reading)
 
 
-def _ingest_into(wh, shared, files, fmt, ctx, progress, jobs, forgotten: set[str], not_read) -> list[FileReport]:
+def _rejected_in_another_format(wh: Warehouse, files: list[Path], fmt: str | None) -> list[str]:
+    """The sha256 of those of ``files`` whose every record was rejected when they were read in
+    another format than the ``fmt`` now forced (e.g. not recognised: "pass --format"): they are
+    read again in ``fmt``, replacing their quarantine rows in one commit, as ``--replace`` does."""
+    if fmt is None:
+        return []
+    m = wh.read("ingest_manifest")
+    return m.filter(pl.col("path").is_in([display_name(p) for p in files]) & (pl.col("format") != fmt)
+                    & (pl.col("rows_ok") == 0) & (pl.col("rows_duplicate") == 0)
+                    & (pl.col("rows_quarantined") > 0))["sha256"].to_list()  # fmt: skip
+
+
+def _ingest_into(wh, shared, files, fmt, ctx, progress, jobs, forgotten: set[str], not_read,
+                 reading=None) -> list[FileReport]:  # fmt: skip
     """Ingest ``files`` in batches of their own, or all into the batch ``shared`` (whose commit
     is the caller's); ``forgotten``: manifest shas that batch removes."""
     known = wh.known_sha256() - forgotten
@@ -761,7 +796,7 @@ def _ingest_into(wh, shared, files, fmt, ctx, progress, jobs, forgotten: set[str
             stale.clear([report])
         if it.stream:  # a large file: its chunks go straight to its own staged batch
             flush()
-            _ingest_large(wh, it, forced, stale, shared)
+            _ingest_large(wh, it, forced, stale, shared, reading)
         elif it.results is not None:
             pending.append((report, it.results))
             pending_rows += sum(sum(df.height for df in r.tables.values()) for _, r in it.results)
@@ -786,7 +821,8 @@ def _worth_a_pool(files: list[Path]) -> bool:
     return False
 
 
-def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, stale: _Stale, shared=None) -> None:
+def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, stale: _Stale, shared=None,
+                  reading: Callable[[Path, int, int | None], None] | None = None) -> None:  # fmt: skip
     """A file larger than CHUNK_BYTES, streamed in chunks into a staged batch of its own, or
     into ``shared`` (its chunks are parsed on every core by threads). In a shared batch a
     parser failure fails the whole batch (``--replace``: the old rows stay)."""
@@ -796,7 +832,9 @@ def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, stale: _S
     try:
         with own as batch, it.stream as raw:
             dropped: dict[str, dict] = {}
-            for frames in _frames(report, _parse_file(raw, it.path.name, forced, it.ctx, report.bytes)):
+            size = None if _compressed(os.pread(raw.fileno(), 4, 0)) else report.bytes  # else: unknown text size
+            read = None if reading is None else (lambda n: reading(it.path, n, size))
+            for frames in _frames(report, _parse_file(raw, it.path.name, forced, it.ctx, report.bytes, read)):
                 for table, by_sha in batch.add(frames).items():
                     for k, n in by_sha.items():
                         dropped.setdefault(table, {})[k] = dropped.get(table, {}).get(k, 0) + n
@@ -939,6 +977,7 @@ def _frames(report: FileReport, results) -> Iterator[dict[str, pl.DataFrame]]:
         report.rows_ok += res.tables[primary].height if primary in res.tables else 0
         report.rows_quarantined += res.quarantine.height
         report.rows_duplicate += res.duplicates
+        report.stand_ins |= res.stand_ins
         if res.quarantine.height == 0:  # most files: no frame to build
             yield res.tables
             continue
@@ -966,10 +1005,11 @@ def _manifest(batch_id: str, reports: list[FileReport]) -> dict[str, pl.DataFram
                 "rows_ok": [r.rows_ok for r in done],
                 "rows_quarantined": [r.rows_quarantined for r in done],
                 "rows_duplicate": [r.rows_duplicate for r in done],
+                "stand_ins": [", ".join(sorted(r.stand_ins)) or None for r in done],
                 "batch": [batch_id] * len(done),
                 "ingested_at": [datetime.now(UTC).replace(tzinfo=None)] * len(done),
             },
-            schema_overrides={"bytes": pl.Int64, "records_read": pl.Int64, "rows_ok": pl.Int64,
+            schema_overrides={"stand_ins": pl.Utf8, "bytes": pl.Int64, "records_read": pl.Int64, "rows_ok": pl.Int64,
                               "rows_quarantined": pl.Int64, "rows_duplicate": pl.Int64},
         )
     }

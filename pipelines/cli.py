@@ -14,6 +14,7 @@ import os
 import re
 import sys
 from datetime import UTC, datetime
+from fractions import Fraction
 from pathlib import Path
 
 SAMPLE_FLEET = Path(__file__).resolve().parent.parent / "sample_data" / "fleet"
@@ -22,6 +23,21 @@ SETTLE = os.environ.get("GOODPUT_SETTLE", "2s")  # ingest --settle and the landi
 
 class CliError(Exception):
     pass
+
+
+_SIZE = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))(k|K|Ki|M|Mi|G|Gi)?")
+_SIZE_UNITS = {None: 1, "k": 10**3, "K": 10**3, "Ki": 2**10, "M": 10**6, "Mi": 2**20, "G": 10**9, "Gi": 2**30}
+COUNT_FORMS = "a whole number like 32768, or with a suffix: 32k = 32,000, 32Ki = 32,768, 1M, 1Mi"
+
+
+def parse_count(text: str) -> int:
+    """A count of GPUs, nodes, rows ...: ``32768``, ``32k`` (32,000), ``32Ki`` (32,768), ``1.5M``.
+    The type of every integer option (``build_parser``)."""
+    m = _SIZE.fullmatch((text or "").strip().replace(",", "").replace("_", ""))
+    value = Fraction(m.group(1)) * _SIZE_UNITS[m.group(2)] if m else None
+    if value is None or value.denominator != 1:
+        raise argparse.ArgumentTypeError(f"cannot read {text!r} as a count; write {COUNT_FORMS}")
+    return int(value)
 
 
 _UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400, "w": 604800}
@@ -198,10 +214,32 @@ def _host_list(path: str) -> tuple[str, ...]:
         raise CliError(f"--exclude-hosts {path}: {exc.strerror or exc}") from None
 
 
+class ReadProgress:
+    """How far a large file has been read, on one terminal line rewritten at most twice a
+    second (``ingest_paths(reading=...)``)."""
+
+    def __init__(self, every_s: float = 0.5):
+        import time
+
+        self.clock, self.every_s, self.last, self.shown = time.monotonic, every_s, 0.0, False
+
+    def __call__(self, path: Path, done: int, size: int | None) -> None:
+        if self.clock() - self.last < self.every_s:
+            return
+        self.last = self.clock()
+        of = f" of {size / 2**20:,.0f} MiB ({100 * done / size:.0f}%)" if size else " (decompressed)"
+        sys.stderr.write(f"\r\x1b[K  reading {path.name}: {done / 2**20:,.0f} MiB{of}")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
 def cmd_ingest(args) -> int:
     from ingest.runner import checked_files, ingest_paths
-
-    wh = _warehouse(args)
 
     def progress(i, n, path):
         if n > 20 and (i % max(1, n // 20) == 0):
@@ -209,21 +247,34 @@ def cmd_ingest(args) -> int:
 
     ctx = ingest_context(args)
     checked_files(args.paths, args.format, args.jobs)  # a mistake fails before Dagster loads
+    wh = _warehouse(args)
     from pipelines.run import recorded_ingest
 
-    with wh.writer():
-        reports = recorded_ingest(wh, lambda: ingest_paths(  # the paths: walked again, unreadable dirs reported
-            wh, args.paths, args.format, ctx, progress=progress, replace_existing=args.replace, jobs=args.jobs,
-            settle_s=parse_duration(args.settle)))
-        wh.refresh_catalog()
+    reading = ReadProgress() if sys.stderr.isatty() else None  # a terminal's, never a pipe's or a log's
+    try:
+        with wh.writer():
+            reports = recorded_ingest(wh, lambda: ingest_paths(  # the paths: walked again, unreadable dirs reported
+                wh, args.paths, args.format, ctx, progress=progress, replace_existing=args.replace, jobs=args.jobs,
+                settle_s=parse_duration(args.settle), reading=reading))
+            wh.refresh_catalog()
+    finally:
+        if reading is not None:
+            reading.clear()
     failed = [r for r in reports if r.error]
-    new = [r for r in reports if not r.skipped and not r.error]
+    read = [r for r in reports if not r.skipped and not r.error]
+
+    def gave_nothing(r) -> bool:  # every record rejected, or the file could not be parsed
+        return not r.done or bool(r.rows_quarantined and not r.rows_ok and not r.rows_duplicate)
+
+    rejected = [r for r in read if gave_nothing(r)]
+    new = [r for r in read if not gave_nothing(r)]
     skipped = sum(r.skipped for r in reports)
     dup = sum(r.rows_duplicate for r in new)
     print(
         f"ingested {len(new)} file(s), {sum(r.rows_ok for r in new):,} rows, "
         f"{sum(r.rows_quarantined for r in new):,} quarantined"
         + (f", {dup:,} already stored" if dup else "")
+        + (f"; {len(rejected)} rejected (every record quarantined)" if rejected else "")
         + (f"; {skipped} already ingested (unchanged)" if skipped else "")
         + (f"; {len(failed)} not read" if failed else "")
     )
@@ -233,23 +284,81 @@ def cmd_ingest(args) -> int:
         if r.held_back:
             print(f"warning: {r.path}: its last {r.held_back:,} byte(s) are a line without its newline yet: "
                   "not read; read by the ingest after the line is complete", file=sys.stderr)
-    for r in new:
+    for r in rejected:
         if not r.done:
             print(f"warning: {r.path}: could not be parsed; quarantined, and tried again by the next ingest", file=sys.stderr)
-        elif r.rows_quarantined and not r.rows_ok and not r.rows_duplicate:
-            # every record rejected: most often the wrong options (--fields, --delimiter, --format, --tz);
-            # the parsers' reasons say which, and how to fix it
+        else:
+            # most often the wrong options (--fields, --delimiter, --format, --tz); the parsers'
+            # reasons say which, and how to fix it; another --format reads the file again
             errors = wh.read("quarantine", f"sha256 = '{r.sha256}'")["error"].value_counts(sort=True)
             reason = errors["error"][0] if errors.height else "see the quarantine table"
             print(f"warning: {r.path}: every record rejected ({r.rows_quarantined}): {reason}", file=sys.stderr)
-        elif r.rows_quarantined:
+    for r in new:
+        if r.rows_quarantined:
             print(
                 f"warning: {r.path}: {r.rows_quarantined} record(s) quarantined "
                 f"(goodput sql \"select * from quarantine where sha256='{r.sha256}'\")",
                 file=sys.stderr,
             )
+    for line in _sacct_gaps(wh, [r.path for r in new if r.format == "sacct" and r.rows_ok]):
+        print(line, file=sys.stderr)
+    for line in _stand_in_notes(new):
+        print(line, file=sys.stderr)
     print(f"warehouse: {wh.db_path}")
+    if new:
+        import shlex
+
+        print(f"next: goodput{f' --home {shlex.quote(args.home)}' if args.home else ''} build   (then: goodput report)")
+    if rejected:
+        return EXIT_REJECTED
     return 0
+
+
+def _stand_in_notes(reports) -> list[str]:
+    """One line per kind of stand-in the run's files used (``ingest.base.STAND_INS``), with the
+    count of files: once per run, not once per file (a directory of scrapes has thousands)."""
+    from ingest.base import STAND_IN_HOST, STAND_IN_TIME
+
+    fix = {STAND_IN_TIME: ("carry no record times: each one's modification time stands in", "--time ISO"),
+           STAND_IN_HOST: ("name no host: each one's host was taken from its file name", "--host NAME")}
+    lines = []
+    for kind, (what, option) in fix.items():
+        files = [r.path for r in reports if kind in r.stand_ins]
+        if files:
+            lines.append(f"note: {len(files)} file(s) {what}, e.g. {files[0]} (give {option} to set it; "
+                         f"the manifest's stand_ins column lists them)")
+    return lines
+
+
+# the sacct fields attribution and GPU-hours need, by the job_attempts column they fill
+SACCT_NEEDS = {"Start": "start_time", "End": "end_time", "NodeList": "nodes", "AllocTRES": "n_gpus"}
+
+
+def _sacct_gaps(wh, paths: list[str]) -> list[str]:
+    """A warning per sacct dump none of whose jobs has a field of ``SACCT_NEEDS`` (a plain
+    ``sacct -P`` exports none of them), naming the sacct command that exports every field the
+    parser reads (the `slurm` source kind's)."""
+    if not paths:
+        return []
+    import polars as pl
+
+    from sources.slurm import SACCT_FIELDS
+
+    def filled(column: str) -> pl.Expr:  # any row has it (a list: a non-empty one)
+        col = pl.col(column)
+        return ((col.list.len() > 0) if column == "nodes" else col.is_not_null()).any().alias(column)
+
+    files = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+    have = wh.read("job_attempts", f"source_file IN ({files})").group_by("source_file").agg(
+        pl.len().alias("jobs"), *map(filled, SACCT_NEEDS.values()))
+    command = f"sacct --parsable2 --allocations --duplicates --format={','.join(SACCT_FIELDS)} -S START -E END"
+    lines = []
+    for r in have.sort("source_file").iter_rows(named=True):
+        missing = [field for field, column in SACCT_NEEDS.items() if not r[column]]
+        if missing:
+            lines.append(f"warning: {r['source_file']}: none of its {r['jobs']:,} job(s) has {', '.join(missing)}: "
+                         f"interruptions, nodes and GPU-hours need them; export them with: {command}")
+    return lines
 
 
 def cmd_pull(args) -> int:
@@ -406,6 +515,11 @@ def cmd_demo(args) -> int:
     if not SAMPLE_FLEET.exists():
         raise CliError(f"sample fleet not found at {SAMPLE_FLEET}")
     wh = _warehouse(args)
+    with wh.writer():
+        other = _other_data(wh)
+    if other:
+        raise CliError(f"{wh.home} holds other data ({other}): the demo would mix the sample fleet into it; "
+                       "run it in a home of its own: goodput demo --home DIR")
     # every source folder of the fleet; ground_truth.json is the simulator's answer key, not a source
     sources = sorted(p for p in SAMPLE_FLEET.iterdir() if p.is_dir())
     print(f"running the pipeline on the sample fleet ({SAMPLE_FLEET}) ...", file=sys.stderr)
@@ -422,6 +536,17 @@ def cmd_demo(args) -> int:
     if report.exists():
         print(f"report:    {report}")
     return 0
+
+
+def _other_data(wh) -> str:
+    """What ``wh`` holds besides the sample fleet (files ingested from elsewhere, pulled
+    sources), in a few words; empty when nothing."""
+    import polars as pl
+
+    files = wh.read("ingest_manifest").filter(~pl.col("path").str.contains(f"/{SAMPLE_FLEET.parent.name}/{SAMPLE_FLEET.name}/", literal=True))
+    pulls = wh.read("pull_log")["source"].unique()
+    return ", ".join(([f"{files.height} file(s) ingested, e.g. {files['path'][0]}"] if files.height else [])
+                     + ([f"pulled from {', '.join(sorted(pulls))}"] if len(pulls) else []))
 
 
 def _window_config(args, **extra):
@@ -446,9 +571,7 @@ def _window_config(args, **extra):
 
 
 def cmd_build(args) -> int:
-    from pipelines.run import PipelineError, build, checks_line, status_lines, summary_lines
-
-    wh = _warehouse(args)
+    wh = _warehouse(args, existing=True)
     assumed = {
         "ckpt_interval_s": parse_duration(args.ckpt_interval),
         "ckpt_cost_s": parse_duration(args.ckpt_cost),
@@ -459,6 +582,11 @@ def cmd_build(args) -> int:
     if args.gpu_hour_cost < 0:
         raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
     config = _window_config(args, **assumed, gpu_hour_cost=args.gpu_hour_cost, **scope_settings(args))
+    if not _holds_data(wh):
+        raise CliError(f"nothing to build in {wh.home}: no record ingested or pulled yet "
+                       "(goodput ingest PATH..., goodput pull, or goodput demo)")
+    from pipelines.run import PipelineError, build, checks_line, status_lines, summary_lines
+
     if not config.scope().whole:  # the scope's analyses (the parent's rollups refreshed), its summary
         scoped = _scoped(wh, config)
         for line in [f"scope: {config.scope().describe()} ({scoped.home})", *status_lines(scoped), *summary_lines(scoped)]:
@@ -476,6 +604,8 @@ def cmd_build(args) -> int:
         print(line)
     print(checks_line(result.get_asset_check_evaluations()))
     print(f"warehouse: {wh.db_path}")
+    if (report := wh.reports / "goodput_report.html").exists():
+        print(f"report:    {report}")
     return 0
 
 
@@ -854,9 +984,144 @@ def cmd_report(args) -> int:
 
 
 # ----------------------------------------------------------------------------- parser
-def build_parser() -> argparse.ArgumentParser:
+class _Parser(argparse.ArgumentParser):
+    """argparse with every error one line (no usage block: ``--help`` shows it) and, for a
+    mistyped command or choice, the closest one."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}{_closest_choice(message)}\n")
+
+
+def _closest_choice(message: str) -> str:
+    import difflib
+
+    m = re.search(r"invalid choice: (.+?) \(choose from (.*)\)", message)
+    if not m:
+        return ""
+    close = difflib.get_close_matches(m[1].strip("'"), [c.strip(" '") for c in m[2].split(",")], n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps descriptions; keeps text written in lines (the examples) as it is."""
+
+    def _fill_text(self, text, width, indent):
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+class _Version(argparse.Action):
+    """``--version``: the package version and, run from a git checkout, its commit."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def version_line() -> str:
+    """``goodput 0.1.0``, with ``(commit abc123def456)`` (``+ changes`` when files differ from
+    it) when the code runs from a git checkout and git is installed."""
+    import subprocess
     from importlib.metadata import version
 
+    line = f"goodput {version('fleet-goodput')}"
+    if not (REPO / ".git").exists():
+        return line
+    try:
+        git = ["git", "-C", str(REPO)]
+        sha, dirty = (subprocess.run([*git, *cmd], capture_output=True, text=True, timeout=10, check=False)
+                      for cmd in (["rev-parse", "--short=12", "HEAD"], ["status", "--porcelain", "--untracked-files=no"]))
+    except (OSError, subprocess.TimeoutExpired):
+        return line
+    if sha.returncode != 0:
+        return line
+    return f"{line} (commit {sha.stdout.strip()}{' + changes' if dirty.stdout.strip() else ''})"
+
+
+# ``goodput COMMAND --help`` ends with these (each one is parsed by tests/test_cli_habits.py)
+EXAMPLES = {
+    "demo": ["goodput demo", "goodput demo --home /tmp/goodput-demo"],
+    "simulate": ["goodput simulate --out /tmp/fleet --nodes 64 --days 30 --seed 1"],
+    "ingest": ["goodput ingest /data/sacct/ /data/dcgm-scrapes/ /var/log/kern.log* --cluster prod",
+               "goodput ingest dump.txt --format sacct --fields xdmod",
+               "goodput ingest smi.csv --format nvidia-smi --host gpu-node-007 --time 2026-01-05T10:00:00Z"],
+    "pull": ["goodput pull --dry-run", "goodput pull slurmdbd --since 2026-01-01"],
+    "forget": ["goodput forget /data/sacct/2026-01.txt"],
+    "build": ["goodput build", "goodput build --as-of 2026-03-01 --ckpt-interval 1h --restart 15m",
+              "goodput build --cluster prod --from 2026-01-01"],
+    "fit": ["goodput fit", "goodput fit --all-models --window 2026-01"],
+    "mtbf": ["goodput mtbf --period month --by cause"],
+    "availability": ["goodput availability --level node --top 10"],
+    "sql": ["goodput sql \"select cause_class, count(*) n from interruptions group by 1 order by 2 desc\"",
+            "goodput sql \"select * from quarantine\" --format csv > quarantine.csv"],
+    "project": ["goodput project --gpus 32Ki", "goodput project --gpus 100k --spares 16 --method mc",
+                "goodput project --gpus 16384 --mtti 3h --interval 30m --json"],
+    "nodes": ["goodput nodes --top 10", "goodput nodes --alpha 0.01 --json"],
+    "report": ["goodput report", "goodput report --out /tmp/report.html --gpu-hour-cost 2.5"],
+    "completion": ["eval \"$(goodput completion bash)\"    # in ~/.bashrc"],
+}
+
+
+def _complete_formats(**_) -> list[str]:
+    from ingest.registry import formats
+
+    return ["auto", *sorted(formats())]
+
+
+def _complete_from_warehouse(column: str):
+    """A tab completer: the values of ``job_attempts.<column>`` in the warehouse of the command
+    line's --home (nothing when there is none)."""
+
+    def complete(parsed_args=None, **_) -> list[str]:
+        from warehouse.store import Warehouse
+
+        try:
+            wh = Warehouse(getattr(parsed_args, "home", None), getattr(parsed_args, "warehouse_uri", None),
+                           read_only=True)
+            if not wh.home.is_dir():
+                return []
+            query = f"SELECT DISTINCT {column} FROM job_attempts WHERE {column} IS NOT NULL ORDER BY 1"
+            return [str(v) for v in wh.run_readonly(query).to_series()]
+        except Exception:  # noqa: BLE001 - a completion never fails the shell
+            return []
+
+    return complete
+
+
+# options completed from the warehouse or the format registry, by their destination
+COMPLETERS = {"scope_cluster": _complete_from_warehouse("cluster"), "cluster": _complete_from_warehouse("cluster"),
+              "scope_partition": _complete_from_warehouse("partition"),
+              "scope_account": _complete_from_warehouse("account"), "format": _complete_formats}
+
+
+def _finish(parser: argparse.ArgumentParser) -> None:
+    """What every command gets alike: integer options read counts (``parse_count``), one-line
+    errors, the examples at the end of its help, and completion of formats, clusters,
+    partitions and accounts (``COMPLETERS``)."""
+    for action in parser._actions:
+        if action.type is int:
+            action.type = parse_count
+        if action.dest in COMPLETERS and action.choices is None:
+            action.completer = COMPLETERS[action.dest]
+        for name, sub in _subcommands_of(action).items():
+            if name in EXAMPLES and not sub.epilog:
+                sub.epilog = "examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES[name])
+            sub.formatter_class = _HelpFormatter
+            _finish(sub)
+
+
+def _subcommands_of(action: argparse.Action) -> dict[str, argparse.ArgumentParser]:
+    return dict(action.choices) if isinstance(action, argparse._SubParsersAction) else {}
+
+
+def build_parser() -> argparse.ArgumentParser:
     from analysis.assumptions import (
         CKPT_COST_S,
         CKPT_INTERVAL_S,
@@ -870,12 +1135,12 @@ def build_parser() -> argparse.ArgumentParser:
     from analysis.taxonomy import DEFAULT_SCOPE, SCOPES
     from analysis.trend import LOSS_KEYS, PERIODS
 
-    p = argparse.ArgumentParser(
-        prog="goodput",
+    p = _Parser(
+        prog="goodput", formatter_class=_HelpFormatter,
         description="GPU-fleet reliability and goodput: ingest scheduler logs and hardware telemetry into "
                     "a Parquet + DuckDB warehouse, fit failure rates, measure and project goodput.",
     )
-    p.add_argument("--version", action="version", version=f"goodput {version('fleet-goodput')}")
+    p.add_argument("--version", action=_Version, help="print the version (and the commit, run from a git checkout)")
     home_help = "warehouse directory (default $GOODPUT_HOME or ./goodput_home)"
     uri_help = "Parquet root: a directory or s3://bucket/prefix (default $GOODPUT_WAREHOUSE_URI or HOME/parquet)"
     p.add_argument("--home", help=home_help)
@@ -1074,6 +1339,7 @@ def build_parser() -> argparse.ArgumentParser:
                                           'eval "$(goodput completion bash)" in ~/.bashrc (zsh, fish alike)')
     s.add_argument("shell", choices=COMPLETION_SHELLS, help="the shell to complete in")
     s.set_defaults(func=cmd_completion)
+    _finish(p)
     return p
 
 
@@ -1092,6 +1358,8 @@ def _user_errors() -> tuple[type[Exception], ...]:
 # before anything was committed, or after some batches were
 EXIT_ENV_NOTHING_COMMITTED = 3
 EXIT_ENV_PARTLY_COMMITTED = 4
+EXIT_REJECTED = 5  # ingest: some file's every record was rejected (the others are stored)
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports it
 _ENV_WORDS = ("disk", "space", "i/o error", "file too large", "read-only", "permission denied", "quota")
 
 
@@ -1113,6 +1381,13 @@ def environment_error(exc: BaseException) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # while starting, or removing what a failed command created
+        return interrupted()
+
+
+def _main(argv: list[str] | None) -> int:
     import warnings
 
     import argcomplete
@@ -1120,7 +1395,27 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=r".*is currently in (beta|preview)")
     parser = build_parser()
     argcomplete.autocomplete(parser)  # answers a shell's completion request (and exits); else nothing
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        parser.error(_unrecognized(parser, args, extra))
+    from warehouse.store import COMMITS
+
+    COMMITS[0] = 0  # the batches this command commits (main may run several in one process)
+    fresh = _fresh_dirs(args)
+    code = 1
+    try:
+        code = _run(args)
+    finally:
+        if code != 0 and fresh:  # a failed command leaves no home behind that it created
+            _remove_fresh(args, fresh)
+    return code
+
+
+def _run(args) -> int:
+    """The command's exit status; a user's mistake, an environment error or an interrupt as one
+    line on stderr."""
+    from warehouse.store import COMMITS
+
     try:
         return args.func(args) or 0
     except BrokenPipeError:  # `goodput sql ... | head`: the reader has all it wanted
@@ -1134,17 +1429,109 @@ def main(argv: list[str] | None = None) -> int:
         reason = environment_error(exc)
         if reason is None:
             raise
-        from warehouse.store import COMMITS
+        print(f"goodput: error: {reason}; {_committed()}", file=sys.stderr)
+        return EXIT_ENV_PARTLY_COMMITTED if COMMITS[0] else EXIT_ENV_NOTHING_COMMITTED
+    except BaseException as exc:  # Ctrl-C, also as Dagster raises it inside a run
+        if not _interrupt(exc):
+            raise
+        return interrupted()
 
-        if COMMITS[0]:
-            print(f"goodput: error: {reason}; {COMMITS[0]} batch(es) were committed before it, each whole "
-                  "(run the command again to finish)", file=sys.stderr)
-            return EXIT_ENV_PARTLY_COMMITTED
-        print(f"goodput: error: {reason}; nothing was committed", file=sys.stderr)
-        return EXIT_ENV_NOTHING_COMMITTED
-    except KeyboardInterrupt:
-        print("goodput: interrupted", file=sys.stderr)
-        return 130
+
+def interrupted() -> int:
+    """Ctrl-C: one line, exit status 130. Every batch and table is whole: each commits at once
+    or not at all."""
+    from warehouse.store import COMMITS
+
+    done = f" ({COMMITS[0]} batch(es) were committed, each whole)" if COMMITS[0] else ""
+    print(f"goodput: interrupted; nothing is half-written{done}: run the command again to finish", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def _committed() -> str:
+    from warehouse.store import COMMITS
+
+    if COMMITS[0]:
+        return f"{COMMITS[0]} batch(es) were committed before it, each whole (run the command again to finish)"
+    return "nothing was committed"
+
+
+def _interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl-C: a KeyboardInterrupt, or Dagster's own for a run it interrupted."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    errors = sys.modules.get("dagster._core.errors")
+    return errors is not None and isinstance(exc, errors.DagsterExecutionInterruptedError)
+
+
+def _unrecognized(parser: argparse.ArgumentParser, args, extra: list[str]) -> str:
+    """The error for arguments no option takes, with the closest option of the command."""
+    import difflib
+
+    command = _subcommands(parser).get(getattr(args, "command", None))
+    known = [o for p in (parser, command) if p for a in p._actions for o in a.option_strings]
+    hints = []
+    for word in (w.split("=")[0] for w in extra if w.startswith("--")):
+        # the options that begin with the same word first (--gpu-count: --gpus, not --account)
+        first = word[2:].split("-")[0]
+        alike = [o for o in known if difflib.get_close_matches(first, [o[2:].split("-")[0]], cutoff=0.75)]
+        close = difflib.get_close_matches(word, alike, n=1, cutoff=0) or difflib.get_close_matches(word, known, n=1)
+        if close:
+            hints.append(f"{word}: did you mean {close[0]}?")
+    return f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else "")
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return {name: sub for a in parser._actions for name, sub in _subcommands_of(a).items()}
+
+
+def _fresh_dirs(args) -> list[Path]:
+    """The local home and Parquet root of the command that do not exist yet."""
+    from warehouse.store import resolve_home, resolve_parquet_uri
+
+    try:
+        home = resolve_home(getattr(args, "home", None))
+        root = resolve_parquet_uri(getattr(args, "warehouse_uri", None), home)
+    except Exception:  # noqa: BLE001 - a bad URI: the command itself says so
+        return []
+    dirs = [home] + ([Path(root)] if "://" not in root and not Path(root).is_relative_to(home) else [])
+    return [d for d in dirs if not d.exists()]
+
+
+def _remove_fresh(args, fresh: list[Path]) -> None:
+    """Remove the directories a failed command created, when nothing was stored in them: under
+    the writer lock, so another process writing there meanwhile keeps them."""
+    import shutil
+
+    from warehouse.store import COMMITS, Warehouse, WarehouseError
+
+    if COMMITS[0] or not any(d.is_dir() for d in fresh):
+        return
+    try:
+        wh = Warehouse(getattr(args, "home", None), getattr(args, "warehouse_uri", None), wait=False)
+        with wh.writer(wait=False):
+            if _stored(wh):  # anything at all, a quarantine row included
+                return
+            for d in fresh:
+                shutil.rmtree(d, ignore_errors=True)
+    except (WarehouseError, OSError):
+        pass
+
+
+# ingest tables that record what was read, not what the data says
+BOOKKEEPING = ("ingest_manifest", "pull_log", "quarantine")
+
+
+def _stored(wh) -> set[str]:
+    """The ingest tables of ``wh`` that have rows (Parquet files): written by ingest, pull or a
+    batch of the Python API alike."""
+    from warehouse.schemas import TABLES
+
+    return {name for name, spec in TABLES.items() if spec.kind == "ingest" and wh.files(name)}
+
+
+def _holds_data(wh) -> bool:
+    """Whether ``wh`` holds records to build from (not only manifest, pull and quarantine rows)."""
+    return bool(_stored(wh) - set(BOOKKEEPING))
 
 
 if __name__ == "__main__":

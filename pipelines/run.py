@@ -126,6 +126,20 @@ def instance_for(home: Path | str) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(path))
 
 
+# The command line's runs do not mirror their steps' stdout/stderr into compute-log files: that
+# costs a `tail` and a Python watcher process per step, and the watcher, in the terminal's process
+# group, printed a KeyboardInterrupt traceback at Ctrl-C. The CLI prints its own output.
+CLI_INSTANCE = {"compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager",
+                                 "class": "NoOpComputeLogManager"}}
+
+
+def cli_instance(home: Path | str) -> dg.DagsterInstance:
+    """``instance_for(home)`` as the command line's runs use it (``CLI_INSTANCE``)."""
+    from dagster._core.instance.ref import InstanceRef
+
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home(home)), overrides=CLI_INSTANCE))
+
+
 def _materialize(assets, config: GoodputConfig, job: str):
     """Run ``assets`` (and their checks) as ``job`` in-process, recorded in the home's Dagster
     instance, with the progress logger instead of Dagster's console log."""
@@ -138,14 +152,26 @@ def _materialize(assets, config: GoodputConfig, job: str):
             resources={"goodput": config},
             loggers={"progress": progress_logger},
         )
-        with instance_for(config.warehouse().home) as instance:
+        with cli_instance(config.warehouse().home) as instance:
             result = defs.resolve_job_def(job).execute_in_process(
                 run_config={"loggers": {"progress": {}}}, instance=instance, raise_on_error=False
             )
     if not result.success:
         failed = [e for e in result.all_events if e.is_failure]
+        if any(_interrupted(e) for e in failed):  # Ctrl-C: the CLI's one line, not a failed step
+            raise KeyboardInterrupt
         raise PipelineError(f"pipeline run failed: {failure_cause(failed[0]) if failed else 'see the Dagster event log'}")
     return result
+
+
+def _interrupted(event) -> bool:
+    """Whether a failure event is an interrupt (Ctrl-C, SIGTERM) rather than an error."""
+    err = getattr(event.event_specific_data, "error", None)
+    while err is not None:
+        if err.cls_name in ("DagsterExecutionInterruptedError", "KeyboardInterrupt"):
+            return True
+        err = err.cause or err.context
+    return False
 
 
 def failure_cause(event) -> str:
@@ -200,7 +226,7 @@ def _recorded(wh: Warehouse, key: dg.AssetKey, name: str, description: str, work
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Dagster beta/preview notices are not for CLI users
-        with instance_for(wh.home) as instance:
+        with cli_instance(wh.home) as instance:
             result = job.execute_in_process(
                 run_config={"loggers": {"quiet": {}}}, instance=instance, raise_on_error=True)
     return result.output_for_node(f"{name}_step")

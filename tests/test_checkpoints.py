@@ -11,6 +11,7 @@ from ingest.base import ParseContext
 from ingest.checkpoints import parse
 from ingest.registry import detect
 from ingest.runner import ingest_paths
+from tests.conftest import FIXTURES
 from warehouse.schemas import TABLES, conform
 
 CK = Path(__file__).parent / "fixtures" / "checkpoints"
@@ -113,6 +114,7 @@ def test_build_flags_state_the_assumptions_in_the_resource(wh, monkeypatch):
         raise pipelines.run.PipelineError("stop here")
 
     monkeypatch.setattr(pipelines.run, "build", fake_build)
+    assert main(["--home", str(wh.home), "ingest", str(FIXTURES / "slurm" / "xdmod__accounting-logs.log")]) == 0
     argv = [
         "--home",
         str(wh.home),

@@ -2,12 +2,13 @@
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-from pipelines.cli import CliError, main, parse_duration
+from pipelines.cli import EXIT_REJECTED, CliError, main, parse_duration
 from tests.conftest import FIXTURES, REPO
 
 
@@ -34,13 +35,19 @@ def test_bare_number_is_an_error_naming_the_units(capsys):
     assert err.count("\n") == 1 and "'1.5' has no unit" in err
 
 
-def test_version(capsys):
+def test_version_names_the_commit_of_a_git_checkout(capsys):
     from importlib.metadata import version
 
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
     assert exc.value.code == 0
-    assert capsys.readouterr().out.strip() == f"goodput {version('fleet-goodput')}"
+    out = capsys.readouterr().out
+    git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                         text=True, check=False) if (REPO / ".git").exists() and shutil.which("git") else None
+    if git is None or git.returncode:  # not a checkout (an sdist, a copy): the version alone
+        assert out == f"goodput {version('fleet-goodput')}\n"
+    else:
+        assert out.startswith(f"goodput {version('fleet-goodput')} (commit {git.stdout.strip()}")
 
 
 def test_ingest_then_sql_in_every_format(tmp_path, capsys):
@@ -80,12 +87,12 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, argv, message):
     assert "Traceback" not in proc.stderr
 
 
-def test_bad_input_files_warn_and_exit_0(tmp_path, capsys):
+def test_bad_records_warn_and_exit_0(tmp_path, capsys):
     bad = tmp_path / "bad.txt"
-    bad.write_text("JobID|State\n1|COMPLETED|extra\n")
+    bad.write_text("JobID|State\n1|COMPLETED|extra\n2|COMPLETED\n")
     assert main(["--home", str(tmp_path / "h"), "ingest", str(bad)]) == 0
     captured = capsys.readouterr()
-    assert "1 quarantined" in captured.out and "warning:" in captured.err
+    assert "ingested 1 file(s), 1 rows, 1 quarantined\n" in captured.out and "warning:" in captured.err
 
 
 @pytest.mark.parametrize("command", [["sql", "select 1"], ["fit"], ["report"], ["project", "--mtti", "3h"]])
@@ -103,7 +110,7 @@ def test_zero_needs_no_unit():
 
 def test_wrong_options_that_reject_every_record_say_so_with_the_fix(tmp_path, capsys):
     dump = FIXTURES / "slurm" / "xdmod__accounting-logs.log"
-    assert main(["--home", str(tmp_path / "h"), "ingest", "--fields", "jobid,state", str(dump)]) == 0
+    assert main(["--home", str(tmp_path / "h"), "ingest", "--fields", "jobid,state", str(dump)]) == EXIT_REJECTED
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"warning: {dump}: every record rejected (4): ")
     assert "--fields" in line and "has 2" in line

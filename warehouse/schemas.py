@@ -882,6 +882,9 @@ TABLES: dict[str, Table] = {
                 "rows_ok": I64,  # rows stored in the format's primary table
                 "rows_quarantined": I64,
                 "rows_duplicate": I64,  # records already stored (earlier files, or repeated in this one)
+                # what the file, not its records or the options, supplied: "file time" (its
+                # modification time stood in for record times), "host from file name"; null: nothing
+                "stand_ins": STR,
                 "batch": STR,
                 "ingested_at": UTC_TS,
             },
