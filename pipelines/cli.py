@@ -266,7 +266,9 @@ def cmd_ingest(args) -> int:
     def gave_nothing(r) -> bool:  # every record rejected, or the file could not be parsed
         return not r.done or bool(r.rows_quarantined and not r.rows_ok and not r.rows_duplicate)
 
-    rejected = [r for r in read if gave_nothing(r)]
+    # an empty file (a log just rotated) has no record to reject: announced, not a failure
+    empty = [r for r in read if r.done and r.bytes == 0]
+    rejected = [r for r in read if gave_nothing(r) and r not in empty]
     new = [r for r in read if not gave_nothing(r)]
     skipped = sum(r.skipped for r in reports)
     dup = sum(r.rows_duplicate for r in new)
@@ -275,6 +277,7 @@ def cmd_ingest(args) -> int:
         f"{sum(r.rows_quarantined for r in new):,} quarantined"
         + (f", {dup:,} already stored" if dup else "")
         + (f"; {len(rejected)} rejected (every record quarantined)" if rejected else "")
+        + (f"; {len(empty)} empty" if empty else "")
         + (f"; {skipped} already ingested (unchanged)" if skipped else "")
         + (f"; {len(failed)} not read" if failed else "")
     )
@@ -293,6 +296,9 @@ def cmd_ingest(args) -> int:
             errors = wh.read("quarantine", f"sha256 = '{r.sha256}'")["error"].value_counts(sort=True)
             reason = errors["error"][0] if errors.height else "see the quarantine table"
             print(f"warning: {r.path}: every record rejected ({r.rows_quarantined}): {reason}", file=sys.stderr)
+    for r in empty:
+        print(f"warning: {r.path}: empty file: nothing to read (recorded; a later version is read)",
+              file=sys.stderr)
     for r in new:
         if r.rows_quarantined:
             print(

@@ -132,6 +132,18 @@ def test_ingest_counts_ingested_rejected_and_unchanged_files_apart(tmp_path, cap
     assert Warehouse(home).read("job_attempts").height == 4
 
 
+def test_an_empty_file_is_announced_not_a_rejection(tmp_path, capsys):
+    """A log just rotated is empty: no record was rejected, so the ingest does not fail (a cron
+    job over /var/log would otherwise fail every rotation); the summary and stderr say so."""
+    home = str(tmp_path / "h")
+    empty = tmp_path / "kern.log.1"
+    empty.write_bytes(b"")
+    assert main(["--home", home, "ingest", str(SACCT), str(empty)]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].endswith("; 1 empty")
+    assert f"warning: {empty}: empty file" in err
+
+
 def test_a_file_rejected_in_one_format_is_read_again_in_another_without_replace(tmp_path, capsys):
     from warehouse.store import Warehouse
 
