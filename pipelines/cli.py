@@ -670,6 +670,7 @@ def cmd_completion(args) -> int:
 
 def cmd_nodes(args) -> int:
     from analysis.node_health import fleet_rates, lemon_gain, score, summary, worst_first
+    from analysis.numbers import change, in_hours, pct
 
     if args.top < 1 or args.gpus < 1 or args.gpus_per_node < 1:
         raise CliError("--top, --gpus and --gpus-per-node must be >= 1")
@@ -713,21 +714,23 @@ def cmd_nodes(args) -> int:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
     if gain is not None:
         b, w = gain["baseline"], gain["without_lemons"]
-        line = (f"job on {gain['target_gpus']:,} GPUs at the fleet's {gain['basis']}: MTTI {b['mtti_hours']:.3g} h, "
-                f"goodput {100 * b['goodput']:.1f}%")
+        line = (f"job on {gain['target_gpus']:,} GPUs at the fleet's {gain['basis']}: MTTI {in_hours(b['mtti_hours'])}, "
+                f"goodput {pct(b['goodput'])}")
         if gain["lemons"] and w is None:
             line += "; without the lemon node(s) no failure is left to refit a rate from"
         elif gain["lemons"]:
-            line += (f"; rate refitted without the {gain['lemons']} lemon node(s): MTTI {w['mtti_hours']:.3g} h, "
-                     f"goodput {100 * w['goodput']:.1f}% ({100 * gain['goodput_gain']:+.1f} points)")
+            line += (f"; rate refitted without the {gain['lemons']} lemon node(s): MTTI {in_hours(w['mtti_hours'])}, "
+                     f"goodput {pct(w['goodput'])} ({change(w['goodput'], b['goodput'], 'points')})")
         print(line + ("" if gain["lemons"] else "; no lemon node to remove"))
     return 0
 
 
-def _reading_warehouse(args):
-    """The warehouse a reading command reads: the whole fleet's, or its scope's (built or reused)."""
-    wh = _warehouse(args, existing=True)
+def _reading_warehouse(args, read_only: bool = False):
+    """The warehouse a reading command reads: the whole fleet's, or its scope's (built or reused).
+    ``read_only``: the whole fleet's is opened as a reader (a read-only home works); a scope is
+    built by a writer."""
     scope = scope_settings(args)
+    wh = _warehouse(args, existing=True, read_only=read_only and not any(scope.values()))
     return _scoped(wh, _config(args, **scope)) if any(scope.values()) else wh
 
 
@@ -793,6 +796,46 @@ def cmd_trend(args) -> int:
         ])
         prev = r
     _print_frame(df, _format(args), rows, header, {"period": args.period})
+    return 0
+
+
+def cmd_whatif(args) -> int:
+    """The ranked knobs at a job size: the report's what-if section as a table (the same rows:
+    ``analysis.whatif.sensitivity_at``, stored by the last build or computed now)."""
+    import polars as pl
+
+    from analysis.numbers import in_hours, pct
+    from analysis.whatif import Scenario, sensitivity_at, sensitivity_frame
+
+    if args.gpus < 1:
+        raise CliError("--gpus must be >= 1")
+    wh = _reading_warehouse(args, read_only=True)
+    try:
+        rows = sensitivity_at(wh, args.gpus)
+    except ValueError as exc:
+        raise CliError(f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first") from None
+    base = rows.filter(pl.col("knob") == "baseline").row(0, named=True)
+    ranked = sensitivity_frame(rows).select(
+        "change", "knob", "gain_pp", "goodput_base", "goodput", "goodput_ci_low", "goodput_ci_high", "mtti_hours",
+        "interval_hours", "method",
+    )  # fmt: skip
+    meta = {"n_gpus": args.gpus, "baseline": {k: base[k] for k in (
+        "goodput", "goodput_ci_low", "goodput_ci_high", "mtti_hours", "interval_hours", "spares", "scope")}}
+    fmt = _format(args)
+    if fmt == "table":
+        print(f"at {args.gpus:,} GPUs ({base['scope'] or 'infrastructure'} interruptions): goodput "
+              f"{pct(base['goodput'])} (95% {pct(base['goodput_ci_low'])} - {pct(base['goodput_ci_high'])}), "
+              f"MTTI {in_hours(base['mtti_hours'])}; each change alone:")
+    text = [
+        [r["change"], f"{r['gain_pp']:+.1f} points", f"{pct(r['goodput_base'])} -> {pct(r['goodput'])}",
+         f"{pct(r['goodput_ci_low'])} - {pct(r['goodput_ci_high'])}", in_hours(r["mtti_hours"]), r["method"]]
+        for r in ranked.iter_rows(named=True)
+    ]  # fmt: skip
+    header = ["change", "goodput gain", "goodput", "95% band", "MTTI", "method"]
+    _print_frame(ranked, fmt, text, header, meta)
+    if fmt == "table" and "mc" in ranked["method"]:
+        print(f"mc: Monte Carlo against its own baseline of {base['spares']} spare nodes (repair {Scenario.repair_hours:g} h), "
+              "where waiting for a repaired node also costs goodput")
     return 0
 
 
@@ -1016,6 +1059,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--period", choices=list(PERIODS), default="week", help="calendar week (default) or month")
     add_scope_options(s)
     s.set_defaults(func=cmd_trend)
+
+    s = sub.add_parser("whatif", parents=[common, fmt], help="which single improvement buys the most goodput at a job size, with 95%% bands",
+                       description="The report's what-if ranking: the goodput gained by halving each class's failure rate, "
+                                   "the checkpoint cost or the restart time, or adding spare nodes, largest first.",
+                       epilog="examples:\n  goodput whatif\n  goodput whatif --gpus 32768 --format csv",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--gpus", type=int, default=TARGET_GPUS, help=f"GPUs the job spans (default {TARGET_GPUS:,})")
+    add_scope_options(s)
+    s.set_defaults(func=cmd_whatif)
 
     s = sub.add_parser("report", parents=[common], help="write the leadership report (HTML + PNG/SVG per chart)")
     s.add_argument("--out", help="HTML file to write (default DIR/reports/goodput_report.html)")

@@ -1,0 +1,121 @@
+"""The reading commands that answer a leader's questions without SQL: `whatif` (the report's
+what-if ranking as a table), and one projection everywhere: `project`, `nodes`, `whatif` and the
+report's first screen give the same goodput and MTTI for the same inputs, written alike."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from analysis.assumptions import TARGET_GPUS
+from analysis.numbers import in_hours, pct
+from analysis.projection import llama3_rates
+from analysis.whatif import refresh_projections, sensitivity_frame
+from dashboards.report import build_sections
+from dashboards.section import projection_at
+from pipelines.cli import main
+from warehouse.schemas import conform
+from warehouse.store import Warehouse
+
+LLAMA = llama3_rates()
+
+
+def _fitted(home) -> Warehouse:
+    """A warehouse whose fits are Llama 3's rates (exponential, with CIs), with node scores
+    (one lemon) and the report's standard projections made by a build."""
+    wh = Warehouse(home)
+    r = LLAMA
+    wh.replace_table("failure_rates", conform("failure_rates", pl.DataFrame({
+        "component_class": list(r.classes), "stratum": "all", "window": "all", "model": "exponential",
+        "selected": True, "params": "{}", "rate_per_1k_unit_days": r.rate * 24_000,
+        "rate_ci_low": r.ci_low * 24_000, "rate_ci_high": r.ci_high * 24_000,
+    })))  # fmt: skip
+    wh.replace_table("node_health", conform("node_health", pl.DataFrame({
+        "host": ["n1", "n2"], "node_hours": [1000.0, 1000.0], "failures": [9, 1],
+        "expected_failures": [5.0, 5.0], "excess_failures": [4.0, -4.0],
+        "test": ["exact Poisson"] * 2, "p_value": [0.07, 0.99], "p_adjusted": [0.01, 0.99],
+        "alpha": [0.05] * 2, "lemon": [True, False],
+    })))  # fmt: skip
+    refresh_projections(wh, replicas=20, spares_grid=(0, 4))
+    wh.refresh_catalog()
+    return wh
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory) -> Warehouse:
+    return _fitted(tmp_path_factory.mktemp("answers") / "home")
+
+
+def _run(capsys, wh, *argv) -> str:
+    assert main(["--home", str(wh.home), *argv]) == 0
+    return capsys.readouterr().out
+
+
+def test_whatif_prints_the_reports_ranking(fitted, capsys):
+    stored = sensitivity_frame(fitted.read("goodput_projections"))
+    got = json.loads(_run(capsys, fitted, "whatif", "--json"))
+    assert got["n_gpus"] == TARGET_GPUS
+    assert [r["change"] for r in got["rows"]] == stored["change"].to_list()
+    assert [r["gain_pp"] for r in got["rows"]] == pytest.approx(stored["gain_pp"].to_list())
+    gains = [r["gain_pp"] for r in got["rows"]]
+    assert gains == sorted(gains, reverse=True)
+    # Llama 3: GPUs cause most interruptions, so halving their rate buys most among the classes
+    classes = [r for r in got["rows"] if r["knob"].startswith("rate:")]
+    assert classes[0]["knob"] == "rate:gpu"
+    for r in got["rows"]:
+        assert r["goodput_ci_low"] <= r["goodput"] <= r["goodput_ci_high"]
+    text = _run(capsys, fitted, "whatif")
+    top = got["rows"][0]
+    line = next(ln for ln in text.splitlines() if ln.startswith(top["change"]))
+    assert f"{top['gain_pp']:+.1f} points" in line and pct(top["goodput"]) in line
+    assert f"{pct(top['goodput_ci_low'])} - {pct(top['goodput_ci_high'])}" in line
+    # the report's what-if section names the same first lever with the same gain
+    section = next(s for s in build_sections(fitted) if s.key == "sensitivity")
+    assert f"the biggest lever is {top['change']}: {top['gain_pp']:+.2f} percentage points" in section.reading
+    csv = _run(capsys, fitted, "whatif", "--format", "csv").splitlines()
+    assert csv[0].startswith("change,knob,gain_pp,") and len(csv) == len(got["rows"]) + 1
+
+
+def test_whatif_at_another_size_computes_the_same_ranking_anew(fitted, capsys):
+    got = json.loads(_run(capsys, fitted, "whatif", "--gpus", "4096", "--json"))
+    proj = json.loads(_run(capsys, fitted, "project", "--gpus", "4096", "--json"))
+    assert got["baseline"]["goodput"] == pytest.approx(proj["goodput"], rel=1e-12)
+    assert got["baseline"]["mtti_hours"] == pytest.approx(proj["mtti_hours"], rel=1e-12)
+    assert got["rows"][0]["gain_pp"] > 0
+    # nothing was stored by a reader
+    assert 4096 not in fitted.read("goodput_projections").filter(
+        pl.col("scenario") == "sensitivity")["n_gpus"].to_list()  # fmt: skip
+
+
+def test_project_nodes_whatif_and_headline_give_one_projection(fitted, capsys):
+    proj = json.loads(_run(capsys, fitted, "project", "--json"))
+    nodes = json.loads(_run(capsys, fitted, "nodes", "--json"))["gain"]["baseline"]
+    whatif = json.loads(_run(capsys, fitted, "whatif", "--json"))["baseline"]
+    head = projection_at(fitted.read("goodput_projections"), TARGET_GPUS)
+    for other in (nodes, whatif, head):
+        assert other["goodput"] == pytest.approx(proj["goodput"], rel=1e-12)
+        assert other["mtti_hours"] == pytest.approx(proj["mtti_hours"], rel=1e-12)
+    assert 0.05 < proj["goodput"] < 0.95
+    # and every view writes it alike: goodput in percent, MTTI in hours
+    g, m = pct(proj["goodput"]), in_hours(proj["mtti_hours"])
+    texts = {
+        "project": _run(capsys, fitted, "project"),
+        "nodes": _run(capsys, fitted, "nodes"),
+        "whatif": _run(capsys, fitted, "whatif"),
+    }
+    for name, text in texts.items():
+        assert g in text and m in text, name
+    scale = next(s for s in build_sections(fitted) if s.key == "goodput_scale")
+    assert scale.reading.startswith(f"At {TARGET_GPUS:,} GPUs the projected goodput is {g}")
+
+
+def test_whatif_without_rates_or_with_a_bad_size_is_one_line(tmp_path, capsys):
+    wh = Warehouse(tmp_path / "home")
+    wh.refresh_catalog()
+    assert main(["--home", str(wh.home), "whatif"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "goodput build" in err
+    assert main(["--home", str(wh.home), "whatif", "--gpus", "0"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
