@@ -839,6 +839,38 @@ def cmd_whatif(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    """Clusters (partitions, accounts) side by side: measured goodput, infrastructure
+    interruption rate and MTBF with exact 95% CIs (``analysis.breakdown.compare_frame``)."""
+    from analysis.breakdown import compare_frame
+    from analysis.numbers import in_hours, num, pct
+
+    wh = _reading_warehouse(args, read_only=True)
+    df = compare_frame(wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"), args.by)
+    if df.height == 0 and _format(args) == "table":
+        print("no job attempts in the warehouse (ingest job records, then `goodput build`)")
+        return 0
+
+    def ci(r, value, key, shown):
+        lo, hi = r[f"{key}_ci_low"], r[f"{key}_ci_high"]
+        return f"{shown(r[value])} ({shown(lo)} - {shown(hi)})"
+
+    text = [
+        [r[args.by], f"{r['jobs']:,}", num(r["gpu_hours"]), pct(r["goodput"]),
+         f"{r['infrastructure']:,} of {r['interruptions']:,}", ci(r, "rate_per_1k_gpu_days", "rate", num),
+         ci(r, "mtbf_hours", "mtbf", in_hours),
+         num(r["lost_gpu_hours"])]
+        for r in df.iter_rows(named=True)
+    ]  # fmt: skip
+    header = [args.by, "jobs", "GPU-hours", "goodput", "infra. interruptions", "per 1,000 GPU-days (95% CI)",
+              "MTBF (95% CI)", "lost GPU-hours"]  # fmt: skip
+    _print_frame(df, _format(args), text, header, {"by": args.by})
+    if _format(args) == "table":
+        print("infrastructure interruptions: unexpected, not the jobs' own failures; MTBF: the hours the "
+              f"{args.by}'s jobs span / those interruptions; CIs exact Poisson")
+    return 0
+
+
 def cmd_report(args) -> int:
     from dashboards.report import build_report
 
@@ -870,6 +902,7 @@ def build_parser() -> argparse.ArgumentParser:
         RESTART_S,
         TARGET_GPUS,
     )
+    from analysis.breakdown import DIMENSIONS
     from analysis.fleet_age import DEFAULT_FLEET_AGE, FLEET_AGES
     from analysis.taxonomy import DEFAULT_SCOPE, SCOPES
     from analysis.trend import LOSS_KEYS, PERIODS
@@ -1068,6 +1101,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpus", type=int, default=TARGET_GPUS, help=f"GPUs the job spans (default {TARGET_GPUS:,})")
     add_scope_options(s)
     s.set_defaults(func=cmd_whatif)
+
+    s = sub.add_parser("compare", parents=[common, fmt], help="clusters (or partitions, accounts) side by side: goodput, interruption rate and MTBF with 95%% CIs",
+                       epilog="examples:\n  goodput compare\n  goodput compare --by partition --cluster prod --json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--by", choices=list(DIMENSIONS), default="cluster", help="what to set side by side (default cluster)")
+    add_scope_options(s)
+    s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("report", parents=[common], help="write the leadership report (HTML + PNG/SVG per chart)")
     s.add_argument("--out", help="HTML file to write (default DIR/reports/goodput_report.html)")

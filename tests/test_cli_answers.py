@@ -5,6 +5,7 @@ report's first screen give the same goodput and MTTI for the same inputs, writte
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import polars as pl
 import pytest
@@ -119,3 +120,68 @@ def test_whatif_without_rates_or_with_a_bad_size_is_one_line(tmp_path, capsys):
     assert err.count("\n") == 1 and "goodput build" in err
     assert main(["--home", str(wh.home), "whatif", "--gpus", "0"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+# ----------------------------------------------------------------------------- compare
+def _clusters(wh) -> None:
+    """tests/test_trend.py's fleet with jobs C and D moved to cluster c2, and a cluster c3 whose
+    one job (8 GPUs, 10 h) was never interrupted."""
+    from test_trend import attempts, goodput_jobs, interruptions
+
+    def moved(df):
+        c = pl.when(pl.col("job_id").is_in(["C", "D"])).then(pl.lit("c2")).otherwise(pl.col("cluster"))
+        return df.with_columns(c.alias("cluster"))
+
+    e = {"job_id": "E", "cluster": "c3", "scheduler": "slurm", "attempt": 1, "n_gpus": 8,
+         "partition": "p1", "account": "acct3", "start_time": datetime(2026, 1, 20),
+         "end_time": datetime(2026, 1, 20, 10)}  # fmt: skip
+    att = pl.concat([conform("job_attempts", moved(attempts())), conform("job_attempts", pl.DataFrame([e]))])
+    jobs = moved(goodput_jobs())
+    jobs = pl.concat([jobs, pl.DataFrame([{"job_id": "E", "n_gpus": 8, "wall_hours": 10.0, "productive_hours": 9.0,
+                                           "final_end": e["end_time"], "goodput": 0.9, "cluster": "c3",
+                                           "scheduler": "slurm"}], schema=jobs.schema)])  # fmt: skip
+    with wh.batch("compare-test") as b:
+        b.add({"job_attempts": att})
+    wh.replace_table("interruptions", conform("interruptions", moved(interruptions())))
+    wh.replace_table("goodput_jobs", conform("goodput_jobs", jobs))
+    wh.refresh_catalog()
+
+
+def _garwood(events: int, exposure: float) -> tuple[float, float]:
+    from scipy.stats import chi2
+
+    lo = chi2.ppf(0.025, 2 * events) / 2 / exposure if events else 0.0
+    return lo, chi2.ppf(0.975, 2 * events + 2) / 2 / exposure
+
+
+def test_compare_sets_clusters_side_by_side_with_exact_cis(tmp_path, capsys):
+    from test_trend import WEEK1_GOODPUT, WEEK2_GOODPUT
+
+    wh = Warehouse(tmp_path / "home")
+    _clusters(wh)
+    got = {r["cluster"]: r for r in json.loads(_run(capsys, wh, "compare", "--json"))["rows"]}
+    assert list(got) == ["c2", "c1", "c3"]  # largest GPU-hours first
+    # (GPU-hours, span hours, infrastructure interruptions, unexpected, goodput)
+    want = {"c1": (384.0, 72.0, 1, 2, WEEK1_GOODPUT), "c2": (576.0, 60.0, 1, 1, WEEK2_GOODPUT),
+            "c3": (80.0, 10.0, 0, 0, 0.9)}  # fmt: skip
+    for name, (gpu_h, span, infra, unexpected, goodput) in want.items():
+        r = got[name]
+        assert (r["gpu_hours"], r["span_hours"], r["infrastructure"], r["interruptions"]) == (gpu_h, span, infra, unexpected)
+        assert r["goodput"] == pytest.approx(goodput)
+        gpu_days = gpu_h / 24_000
+        assert r["rate_per_1k_gpu_days"] == pytest.approx(infra / gpu_days)
+        lo, hi = _garwood(infra, gpu_days)
+        assert (r["rate_ci_low"], r["rate_ci_high"]) == pytest.approx((lo, hi))
+        lo_h, hi_h = _garwood(infra, span)
+        assert r["mtbf_ci_low"] == pytest.approx(1 / hi_h)
+        if infra:
+            assert r["mtbf_hours"] == pytest.approx(span / infra)
+            assert r["mtbf_ci_high"] == pytest.approx(1 / lo_h)
+        else:  # no interruption: no MTBF, and no upper bound on it
+            assert r["mtbf_hours"] is None and r["mtbf_ci_high"] is None
+    text = _run(capsys, wh, "compare").splitlines()
+    c1 = next(ln for ln in text if ln.startswith("c1"))
+    assert pct(WEEK1_GOODPUT) in c1 and "1 of 2" in c1 and in_hours(72.0) in c1
+    assert "n/a" in next(ln for ln in text if ln.startswith("c3"))
+    csv = _run(capsys, wh, "compare", "--by", "account", "--format", "csv").splitlines()
+    assert csv[0].startswith("account,jobs,gpu_hours,goodput,") and len(csv) == 4
