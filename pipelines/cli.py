@@ -331,7 +331,7 @@ def cmd_sql(args) -> int:
             raise CliError(f"--allow-files {d}: not a directory")
     if args.max_rows < 1:
         raise CliError(f"--max-rows must be at least 1, not {args.max_rows}")
-    wh = _warehouse(args, existing=True, read_only=True)
+    wh = _reading_warehouse(args, read_only=True)  # a scope: its views show only its rows
     try:
         with wh.readonly_relation(args.query, allow_files=args.allow_files) as rel:
             if rel is None:
@@ -512,8 +512,12 @@ def cmd_project(args) -> int:
         append_projection(_warehouse(args) if wh.read_only else wh, res)
     else:
         print(f"goodput: note: {wh.home} is read-only: this projection is printed, not saved", file=sys.stderr)
-    if args.json:
+    if _format(args) == "json":
         print(json.dumps(res, default=str))
+    elif _format(args) == "csv":  # the scalar figures as one row (the classes: --json)
+        import polars as pl
+
+        _print_frame(pl.DataFrame([{k: v for k, v in res.items() if not isinstance(v, dict | list)}]), "csv", [], [], {})
     else:
         print("\n".join(format_projection(res)))
     return 0
@@ -523,6 +527,8 @@ _MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
 
 
 def cmd_fit(args) -> int:
+    import polars as pl
+
     from analysis.headline import unit_populations
     from analysis.observation import stored_window
     from analysis.survival import format_fit_table
@@ -552,6 +558,11 @@ def cmd_fit(args) -> int:
     if args.window not in fitted:
         raise CliError(f"no fits for --window {args.window}; fitted: {', '.join(fitted)}")
     window = stored_window(wh)
+    if _format(args) != "table":
+        rows = fr.filter(pl.col("window") == args.window)
+        _print_frame(rows if args.all_models else rows.filter(pl.col("selected")), _format(args), [], [],
+                     {"window": args.window})
+        return 0
     if window is not None:
         print(window.line())
     for pop, classes in unit_populations(fr):
@@ -574,7 +585,7 @@ def _cell(v, digits: str = ".3g") -> str:
 def cmd_mtbf(args) -> int:
     import polars as pl
 
-    wh = _warehouse(args, existing=True)
+    wh = _reading_warehouse(args)
     df = wh.read("system_mtbf")
     if df.height == 0:
         raise CliError("system_mtbf is empty: ingest failure records (or a fleet's logs) and run `goodput build`")
@@ -586,8 +597,8 @@ def cmd_mtbf(args) -> int:
                 raise CliError(f"no {col} {want!r} in system_mtbf (known: {', '.join(known) or 'none'})")
             df = df.filter(pl.col(col) == want)
     df = df.sort("source", "system", "class", "period_start", nulls_last=False)
-    if args.json:
-        print(json.dumps(df.to_dicts(), default=str))
+    if _format(args) != "table":
+        _print_frame(df, _format(args), [], [], {"period": args.period, "by": args.by})
         return 0
     head = ("source", "system", args.period, "class", "failures", "exposure_h", "mtbf_h", "ci_low", "ci_high", "partial")
     rows = [head] + [
@@ -608,7 +619,7 @@ def cmd_availability(args) -> int:
 
     if args.top < 1:
         raise CliError("--top must be >= 1")
-    wh = _warehouse(args, existing=True)
+    wh = _reading_warehouse(args)
     avail = wh.read("availability")
     if avail.height == 0:
         raise CliError("availability is empty: ingest failure records (or node events) and run `goodput build`")
@@ -625,9 +636,12 @@ def cmd_availability(args) -> int:
         rows = avail.filter(pl.col("level") == "node").sort("failures", descending=True).head(args.top)
     else:
         rows = avail.filter(pl.col("level") == "system")
-    if args.json:
+    if _format(args) == "json":
         print(json.dumps({"availability": rows.to_dicts(), "repair_fits": fits.filter(pl.col("selected")).to_dicts(),
                           "root_causes": causes.to_dicts()}, default=str))  # fmt: skip
+        return 0
+    if _format(args) == "csv":  # the availability rows; the fits and causes are tables of their own (sql)
+        _print_frame(rows, "csv", [], [], {})
         return 0
     def ci(r: dict, c: str, prefix: str | None = None) -> str:
         return f"{_cell(r[c])} [{_cell(r[(prefix or c) + '_ci_low'])}, {_cell(r[(prefix or c) + '_ci_high'])}]"
@@ -676,7 +690,7 @@ def cmd_nodes(args) -> int:
         raise CliError("--top, --gpus and --gpus-per-node must be >= 1")
     if args.alpha is not None and not 0 < args.alpha < 1:
         raise CliError("--alpha must be between 0 and 1, e.g. 0.01")
-    wh = _warehouse(args, existing=True, read_only=True)
+    wh = _reading_warehouse(args, read_only=True)
     health = wh.read("node_health")
     if health.height == 0:
         raise CliError("node_health is empty: run `goodput build` (or `goodput demo`) first")
@@ -686,8 +700,11 @@ def cmd_nodes(args) -> int:
     gain = lemon_gain(health, args.gpus, args.gpus_per_node, parse_duration(args.ckpt_cost), parse_duration(args.restart),
                       rates=fleet_rates(wh, args.gpus_per_node))
     worst = health.head(args.top)
-    if args.json:
+    if _format(args) == "json":
         print(json.dumps({"summary": s, "gain": gain, "nodes": worst.to_dicts()}, default=str))
+        return 0
+    if _format(args) == "csv":
+        _print_frame(worst, "csv", [], [], {})
         return 0
     print(f"nodes: {s['nodes']:,}, tested: {s['tested']:,}, lemons: {s['lemons']:,} (adjusted p < {s['alpha']:g})")
     if s["untested"]:
@@ -939,6 +956,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="end of the observation window: units still in service are censored here (ISO-8601; default: inferred)")
     window.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per host where the data does not show them (default {GPUS_PER_NODE})")
 
+    fmt = argparse.ArgumentParser(add_help=False)
+    fmt.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                     help="table (default), csv (raw values) or json (one object with its rows)")
+    fmt.add_argument("--json", action="store_true", help="the same as --format json")
+
     s = sub.add_parser("build", parents=[common, window], help="everything downstream of ingest (rollups, attribution, fits, goodput, report)")
     s.add_argument("--ckpt-interval", default=f"{CKPT_INTERVAL_S:g}s",
                    help="assumed checkpoint interval for measured goodput of jobs without checkpoint evidence")
@@ -999,28 +1021,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an ingested file's path or sha256 (see the ingest_manifest table)")
     s.set_defaults(func=cmd_forget)
 
-    s = sub.add_parser("fit", parents=[common, window], help="print the fitted failure rates per component class (refit over a window given)")
+    s = sub.add_parser("fit", parents=[common, window, fmt], help="print the fitted failure rates per component class (refit over a window given)")
     s.add_argument("--all-models", action="store_true", help="every candidate model, not only the AIC winner")
     s.add_argument("--window", default="all", help="'all' (default) or a month YYYY-MM")
     add_scope_options(s)
     s.set_defaults(func=cmd_fit)
 
-    s = sub.add_parser("mtbf", parents=[common], help="system MTBF per month or quarter (95%% CI), overall or per class")
+    s = sub.add_parser("mtbf", parents=[common, fmt], help="system MTBF per month or quarter (95%% CI), overall or per class")
     s.add_argument("--period", choices=["quarter", "month"], default="quarter", help="calendar period (default quarter)")
     s.add_argument("--by", choices=["all", "cause", "component_class"], default="all",
                    help="whole system (default), or per root cause / component class")
     s.add_argument("--system", help="one system (cluster)")
     s.add_argument("--source", choices=["failures", "interruptions", "node_failures"],
                    help="one series: failure records, job interruptions or node failure episodes")
-    s.add_argument("--json", action="store_true", help="print the rows as one JSON array")
+    add_scope_options(s)
     s.set_defaults(func=cmd_mtbf)
 
-    s = sub.add_parser("availability", parents=[common],
+    s = sub.add_parser("availability", parents=[common, fmt],
                        help="availability, MTBF, MTTR, repair-time fits and root causes per system or node")
     s.add_argument("--system", help="one system (cluster): its root causes instead of every system's")
     s.add_argument("--level", choices=["system", "node"], default="system", help="rows per system (default) or per node")
     s.add_argument("--top", type=int, default=20, help="nodes listed with --level node, most failures first (default 20)")
-    s.add_argument("--json", action="store_true", help="print one JSON object (availability, repair_fits, root_causes)")
+    add_scope_options(s)
     s.set_defaults(func=cmd_availability)
 
     s = sub.add_parser("sql", parents=[common], help="query the warehouse with DuckDB SQL (read-only)")
@@ -1031,9 +1053,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output: table (default, as the DuckDB CLI prints it), csv, or json (one array of row objects); "
                         "csv and json print every row")
     s.add_argument("--max-rows", type=int, default=40, help="rows the table shows (default 40; the count of all is printed)")
+    add_scope_options(s)
     s.set_defaults(func=cmd_sql)
 
-    s = sub.add_parser("project", parents=[common], help="project goodput for a job size (analytic or Monte Carlo)")
+    s = sub.add_parser("project", parents=[common, fmt], help="project goodput for a job size (analytic or Monte Carlo)")
     s.add_argument("--gpus", type=int, default=TARGET_GPUS, help=f"GPUs the job spans (default {TARGET_GPUS:,})")
     s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per node (default {GPUS_PER_NODE})")
     s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="checkpoint cost (blocking), e.g. 60s")
@@ -1058,24 +1081,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--horizon",
                    help="job length, e.g. 30d: failures of a non-stationary fleet are counted over it, "
                         "and --method mc simulates it (default: 54 days, Llama 3's run)")
-    s.add_argument("--json", action="store_true", help="print one JSON object")
     add_scope_options(s)
     s.set_defaults(func=cmd_project)
 
-    s = sub.add_parser("nodes", parents=[common], help="lemon nodes: the nodes that fail most, with their numbers and the test")
+    s = sub.add_parser("nodes", parents=[common, fmt], help="lemon nodes: the nodes that fail most, with their numbers and the test")
     s.add_argument("--top", type=int, default=20, help="how many nodes to list, worst first (default 20)")
     s.add_argument("--gpus", type=int, default=TARGET_GPUS, help="job size the goodput gain of removing lemons is projected at")
     s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per node of that job (default {GPUS_PER_NODE})")
     s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="checkpoint cost (blocking) of that job, e.g. 60s")
     s.add_argument("--restart", default=f"{RESTART_S:g}s", help="restart time after a failure, e.g. 10m")
     s.add_argument("--alpha", type=float, help=f"level of the lemon flag on the adjusted p value (default {LEMON_ALPHA:g})")
-    s.add_argument("--json", action="store_true", help="print one JSON object (summary, gain, nodes)")
+    add_scope_options(s)
     s.set_defaults(func=cmd_nodes)
-
-    fmt = argparse.ArgumentParser(add_help=False)
-    fmt.add_argument("--format", choices=["table", "csv", "json"], default="table",
-                     help="table (default), csv (raw values) or json (one object with its rows)")
-    fmt.add_argument("--json", action="store_true", help="the same as --format json")
 
     s = sub.add_parser("losses", parents=[common, fmt], help="lost GPU-hours of unexpected interruptions by cause, cluster, partition, account or node",
                        epilog="examples:\n  goodput losses\n  goodput losses --by partition --period month\n"

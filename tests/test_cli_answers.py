@@ -185,3 +185,20 @@ def test_compare_sets_clusters_side_by_side_with_exact_cis(tmp_path, capsys):
     assert "n/a" in next(ln for ln in text if ln.startswith("c3"))
     csv = _run(capsys, wh, "compare", "--by", "account", "--format", "csv").splitlines()
     assert csv[0].startswith("account,jobs,gpu_hours,goodput,") and len(csv) == 4
+
+
+def test_scope_flags_on_reading_commands_sql_views_included(tmp_path, capsys):
+    """`--cluster c2` on compare and sql: the scope is built once (HOME/scopes/...) and then
+    reused; every view sql sees holds only c2's rows."""
+    wh = Warehouse(tmp_path / "home")
+    _clusters(wh)
+    scoped = json.loads(_run(capsys, wh, "compare", "--by", "partition", "--cluster", "c2", "--json"))["rows"]
+    assert {r["partition"] for r in scoped} == {"p1", "p2"} and sum(r["jobs"] for r in scoped) == 2
+    out = _run(capsys, wh, "sql", "--cluster", "c2", "--format", "json",
+               "select cluster, count(*) n from job_attempts group by 1")  # fmt: skip
+    assert json.loads(out) == [{"cluster": "c2", "n": 2}]
+    out = _run(capsys, wh, "sql", "--format", "csv", "select count(*) n from job_attempts")
+    assert out.splitlines() == ["n", "5"]  # the whole fleet without the flag
+    assert main(["--home", str(wh.home), "sql", "--cluster", "nope", "select 1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown cluster 'nope'" in err and "c1, c2, c3" in err
