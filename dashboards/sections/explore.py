@@ -126,8 +126,9 @@ def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VC
     brush = alt.selection_interval(name="period", encodings=["x"])
     pick_class = alt.selection_point(name="pick_class", fields=["cause_class"])
     inter, goods = alt.Chart(intr), alt.Chart(good)
-    # one tick per day or week at most: finer ticks would repeat the same date label
-    axis = alt.Axis(format="%b %d", tickCount={"interval": bucket, "step": 1}, labelOverlap="greedy")
+    # about ten ticks, never finer than a day (finer ticks would repeat the same date label)
+    ticks = min(10, intr["day"].n_unique() + 1)
+    axis = alt.Axis(format="%b %d", tickCount=ticks, labelOverlap="greedy")
 
     def x_time(title: str) -> alt.X:
         return alt.X("day:T", scale=alt.Scale(type="utc"), title=title, axis=axis)
@@ -148,7 +149,7 @@ def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VC
             .transform_calculate(text=text)
             .mark_text(align="left", baseline="middle", fontSize=15, color="#1f3b73", x=0)
             .encode(text=alt.Text("text:N"))
-            .properties(width=charts.WIDTH // 2 - 20, height=24)
+            .properties(width=charts.WIDTH + 60, height=22)
         )  # fmt: skip
 
     counts = figure(
@@ -179,7 +180,7 @@ def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VC
         .transform_filter(brush)
         .transform_aggregate(g="sum(gpu_hours)", p="sum(productive_gpu_hours)", groupby=["day"])
         .transform_calculate(goodput="datum.g > 0 ? datum.p / datum.g : null")
-        .mark_line(point=True, color="#2ca02c")
+        .mark_line(point=alt.OverlayMarkDef(color="#2ca02c"), color="#2ca02c")
         .encode(x=x_time(f"job chains ending per {bucket} (UTC)"),
                 y=alt.Y("goodput:Q", title="measured goodput", axis=alt.Axis(format="%")),
                 tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d", title=f"{bucket} from"),
@@ -205,7 +206,8 @@ def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VC
         return chart.add_params(pick) if pick else chart.transform_filter(pick_class)
 
     return alt.vconcat(
-        alt.hconcat(counts, goodput_text, spacing=20),
+        counts,
+        goodput_text,
         timeline,
         goodput_line,
         alt.hconcat(
@@ -252,7 +254,8 @@ def build(ctx: ReportContext) -> Section:
     top = parts.row(0, named=True)
     when = busiest["day"][:10] if bucket == "day" else f"from {busiest['day'][:10]}"
     s.reading = (
-        f"{total:,} unexpected interruptions fell on {days:,} {bucket}(s); the busiest {bucket} "
+        f"Without a selection: {total:,} unexpected interruptions fell on {days:,} {bucket}(s); "
+        f"the busiest {bucket} "
         f"({when}) had {busiest['interruptions']:,}. Of {parts.height:,} partition(s), "
         f"{top['partition']} had the most: {top['interruptions']:,} "
         f"({pct(top['interruptions'] / total, 0)}, {num(top['lost_gpu_hours'])} lost GPU-hours)."
