@@ -94,7 +94,7 @@ def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
                 for a, b in zip(rows(old[field]), rows(new[field]), strict=True):
                     assert b == {**a, "goodput_base": pytest.approx(a["goodput_base"])}
                 continue
-            if old["key"] == "explore" and field in ("title", "spec", "extra_html"):  # the drill-down
+            if old["key"] == "explore" and field in ("title", "reading", "spec", "extra_html"):  # the drill-down
                 continue  # section since (tests/test_report_interactive.py)
             if old["key"] == "coverage" and field == "extra_html":  # job_attempts counted once since
                 # (test_report.py::test_table_sections_show_their_reading_and_coverage_counts_attempts_once)
