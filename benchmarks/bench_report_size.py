@@ -1,0 +1,92 @@
+"""Size of the self-contained report (one HTML file: Vega inlined, every chart's aggregates
+embedded once, the drill-down section included) as the fleet grows, extrapolated to 2,048 nodes.
+
+    python -m benchmarks.bench_report_size [--nodes 16 64] [--days 30]
+
+Per size N: a simulated fleet (``goodput simulate --nodes N --gpus-per-node 8 --days D --seed 3``,
+kept in benchmarks/out/report-fleet-N-Dd), ``goodput ingest`` and ``goodput build`` into a fresh
+home (benchmarks/out/report-home-N-Dd), whose build writes the report. Printed: the HTML size,
+the inlined JavaScript (fixed) and the chart data (the specs' JSON) of each size, the bytes each
+host adds (the slope between the smallest and the largest size) and the size that gives at
+2,048 nodes (Llama 3's fleet). A 2,048-node build takes most of an hour on 2 cores
+(bench_fleet_scale); the per-host slope of two small fleets stands in for it.
+
+TARGET line: the report extrapolated to 2,048 nodes < 5 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.targets import status, target
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "out"
+GOODPUT = [sys.executable, "-m", "pipelines.cli"]
+LIMIT = 5 * 1024**2
+FLEET = 2048
+MB = 1024**2
+
+
+def run(*argv: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run([*GOODPUT, *argv], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def report_of(nodes: int, days: float) -> tuple[Path, float]:
+    """The report of a fresh build of the N-node fleet (simulated once); its build seconds."""
+    fleet = OUT / f"report-fleet-{nodes}-{days:g}d"
+    if not (fleet / "ground_truth.json").exists():
+        shutil.rmtree(fleet, ignore_errors=True)
+        run("simulate", "--out", str(fleet), "--nodes", str(nodes), "--gpus-per-node", "8",
+            "--days", f"{days:g}", "--seed", "3")  # fmt: skip
+    home = OUT / f"report-home-{nodes}-{days:g}d"
+    shutil.rmtree(home, ignore_errors=True)
+    wall = run("--home", str(home), "ingest", str(fleet), "--cluster", "sim")
+    wall += run("--home", str(home), "build")
+    return home / "reports" / "goodput_report.html", wall
+
+
+def parts(page: str) -> dict[str, int]:
+    """Bytes of the page, of its inlined JavaScript and of the chart specs' JSON (the data)."""
+    specs = re.search(r'<script type="application/json" id="report-specs">(.*?)</script>', page, re.DOTALL)
+    scripts = sum(len(m.encode()) for m in re.findall(r"<script>(.*?)</script>", page, re.DOTALL))
+    data = json.loads(specs.group(1)) if specs else {}
+    return {"html": len(page.encode()), "javascript": scripts, "specs": len(specs.group(1).encode()) if specs else 0,
+            "explore": len(json.dumps(data.get("explore", {})).encode())}  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, nargs="+", default=[16, 64])
+    ap.add_argument("--days", type=float, default=30)
+    args = ap.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    sizes = {}
+    for n in sorted(set(args.nodes)):
+        path, wall = report_of(n, args.days)
+        p = parts(path.read_text(encoding="utf-8"))
+        sizes[n] = p
+        print(f"{n:>5} nodes, {args.days:g} days: report {p['html'] / MB:.2f} MB (JavaScript "
+              f"{p['javascript'] / MB:.2f} MB, chart specs {p['specs'] / MB:.2f} MB, of which the "
+              f"drill-down {p['explore'] / 1024:.0f} kB); ingest + build {wall:.0f} s", flush=True)
+    lo, hi = min(sizes), max(sizes)
+    per_host = (sizes[hi]["html"] - sizes[lo]["html"]) / (hi - lo) if hi > lo else 0.0
+    at_fleet = sizes[hi]["html"] + per_host * (FLEET - hi)
+    print(f"per host: {per_host / 1024:.1f} kB (from {lo} to {hi} nodes); at {FLEET:,} nodes: "
+          f"{at_fleet / MB:.2f} MB")
+    target(f"report at {FLEET:,} nodes < {LIMIT // MB} MB (extrapolated per host from {lo}-{hi} nodes)",
+           at_fleet < LIMIT, f"{at_fleet / MB:.2f} MB")  # fmt: skip
+    return status()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
