@@ -122,6 +122,9 @@ def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VC
     goodput line, and bars by cause class (click to pick) and by partition; the selectors, the
     brush and the picked class filter every view but the one they are made on."""
     params = {f: _selector(f, [*intr[f].to_list(), *good[f].to_list()]) for f in SELECTORS}
+    # the page carries each row once: no bucket end (Vega adds it) and sums to 0.01 GPU-hour
+    intr = intr.drop("day_end", "bucket").with_columns(pl.col("lost_gpu_hours").round(2))
+    good = good.drop("day_end").with_columns(pl.col("gpu_hours", "productive_gpu_hours").round(2))
     chosen = _chosen(params)
     brush = alt.selection_interval(name="period", encodings=["x"])
     pick_class = alt.selection_point(name="pick_class", fields=["cause_class"])
@@ -165,7 +168,8 @@ def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VC
         g="gpu_hours", p="productive_gpu_hours",
     )
     timeline = (
-        inter.mark_bar(color="#4c78a8")
+        inter.transform_calculate(day_end=f"utcOffset('{bucket}', toDate(datum.day), 1)")
+        .mark_bar(color="#4c78a8")
         .encode(x=x_time(f"per {bucket} (UTC)"), x2="day_end:T", y=alt.Y("sum(interruptions):Q", title="interruptions"),
                 tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d", title=f"{bucket} from"), *tip])
         .add_params(brush, *params.values())
