@@ -3,16 +3,19 @@
 
 A job chain belongs to the partition and account of its last attempt; an interruption to those
 of the attempt it ended. Goodput is weighted by GPU-hours (``analysis.headline``), so each row
-is the fleet headline's number restricted to that slice.
+is the fleet headline's number restricted to that slice. ``compare_frame`` sets the slices of one
+dimension side by side with their interruption rates and MTBF, each with an exact 95% CI.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from analysis.goodput_measured import chain_gpus
 from analysis.headline import weighted_goodput
-from analysis.taxonomy import WORKLOAD_DOMAIN
+from analysis.survival import poisson_rate_ci
+from analysis.taxonomy import NONE_LABEL, WORKLOAD_DOMAIN
 from warehouse.schemas import TABLES, conform
 
 DIMENSIONS = ("cluster", "partition", "account")
@@ -59,3 +62,40 @@ def refresh_breakdown(wh) -> pl.DataFrame:
     df = breakdown(wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"))
     wh.replace_table("goodput_breakdown", df)
     return df
+
+
+GPU_DAYS = 1000 * 24  # rates per 1,000 GPU-days of job time, in GPU-hours
+
+
+def compare_frame(
+    attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_jobs: pl.DataFrame, by: str = "cluster"
+) -> pl.DataFrame:
+    """The ``breakdown`` rows of one dimension (cluster, partition or account), largest GPU-hours
+    first, each with its infrastructure interruptions (unexpected, not the jobs' own failures)
+    per 1,000 GPU-days of job time and its MTBF: the hours its job attempts span divided by
+    those interruptions (``analysis.goodput_measured.fleet_mtti`` of the slice); both with exact
+    (Garwood) 95% CIs. A slice without any has no MTBF and a rate CI from 0."""
+    if by not in DIMENSIONS:
+        raise ValueError(f"--by must be one of {', '.join(DIMENSIONS)}, got {by!r}")
+    rows = breakdown(attempts, interruptions, goodput_jobs).filter(pl.col("dimension") == by)
+    ran = attempts.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
+    span = ran.group_by(by).agg(
+        span_hours=(pl.col("end_time").max() - pl.col("start_time").min()).dt.total_seconds() / 3600
+    )
+    df = rows.join(span, left_on="value", right_on=by, how="left", nulls_equal=True)
+    events = df["infrastructure"].to_numpy()
+    rate, lo, hi = poisson_rate_ci(events, df["gpu_hours"].fill_null(0).to_numpy() / GPU_DAYS)
+    per_h, per_lo, per_hi = poisson_rate_ci(events, df["span_hours"].fill_null(0).to_numpy())
+    with np.errstate(divide="ignore"):
+        mtbf, mtbf_lo, mtbf_hi = 1 / per_h, 1 / per_hi, 1 / per_lo
+
+    def finite(a):
+        return pl.Series(np.where(np.isfinite(a), a, np.nan)).fill_nan(None)
+
+    return df.select(
+        pl.col("value").fill_null(NONE_LABEL).alias(by), "jobs", "gpu_hours", "goodput", "interruptions",
+        "infrastructure", "lost_gpu_hours", "span_hours",
+    ).with_columns(
+        rate_per_1k_gpu_days=finite(rate), rate_ci_low=finite(lo), rate_ci_high=finite(hi),
+        mtbf_hours=finite(mtbf), mtbf_ci_low=finite(mtbf_lo), mtbf_ci_high=finite(mtbf_hi),
+    )  # fmt: skip

@@ -17,6 +17,7 @@ import polars as pl
 from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S, TARGET_GPUS
 from analysis.fleet_age import DEFAULT_FLEET_AGE
 from analysis.montecarlo import JobConfig, simulate
+from analysis.numbers import in_hours, pct
 from analysis.projection import (
     ClassRates,
     daly_interval,
@@ -391,6 +392,71 @@ def joint_rows(grid: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([g, best])
 
 
+def base_scenario(
+    rates: ClassRates,
+    target_gpus: int = TARGET_GPUS,
+    gpus_per_node: int = GPUS_PER_NODE,
+    ckpt_cost_s: float = CKPT_COST_S,
+    restart_s: float = RESTART_S,
+    repair_hours: float = 24.0,
+) -> Scenario:
+    """The scenario the report's projections start from at ``target_gpus``. Its Monte Carlo
+    window is long enough for ~MC_INTERRUPTIONS interruptions per replica (goodput is a time
+    fraction, so a longer window only adds work), within a day and Llama 3's 54 days."""
+    mtti = 1.0 / float(np.asarray(interruption_rate(rates, target_gpus, gpus_per_node)).ravel()[0])
+    return Scenario(
+        n_gpus=target_gpus,
+        gpus_per_node=gpus_per_node,
+        ckpt_cost_s=ckpt_cost_s,
+        restart_s=restart_s,
+        repair_hours=repair_hours,
+        mc_wall_hours=float(np.clip(MC_INTERRUPTIONS * mtti, 24.0, 54 * 24.0)),
+    )
+
+
+BASE_SPARES = 8  # spare nodes of the sensitivity's baseline (its spares item adds more)
+
+
+def sensitivity_set(
+    rates: ClassRates,
+    base: Scenario,
+    base_spares: int = BASE_SPARES,
+    samples: int = 400,
+    replicas: int = 100,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """The ranked knobs at ``base.n_gpus`` as ``goodput_projections`` rows (scenario
+    'sensitivity'): the baseline, then each single improvement with its goodput, 95% band and
+    gain. What the report's what-if section draws and ``goodput whatif`` prints."""
+    b = evaluate(rates, replace(base, spares=base_spares), samples=samples, seed=seed)
+    sens = sensitivity(
+        rates, replace(base, spares=base_spares), samples=samples, replicas=replicas, seed=seed
+    )
+    return sensitivity_rows(sens, b)
+
+
+def sensitivity_at(wh, n_gpus: int) -> pl.DataFrame:
+    """The sensitivity rows at ``n_gpus``: the stored ones (those of the report) when the last
+    build made them at that size, else ``sensitivity_set`` computed now from the warehouse's
+    rates with the stored projections' settings (GPUs per node, checkpoint cost, restart,
+    interruption scope), or the defaults where nothing is stored. Raises ValueError when there
+    is nothing to project from."""
+    stored = wh.read("goodput_projections").filter(pl.col("scenario") == "sensitivity")
+    here = stored.filter(pl.col("n_gpus") == n_gpus)
+    if here.filter(pl.col("knob") == "baseline").height:
+        return here
+    base = stored.filter(pl.col("knob") == "baseline").head(1).to_dicts()
+    got = base[0] if base else {}
+    scope = got.get("scope") or DEFAULT_SCOPE
+    gpus_per_node = got.get("gpus_per_node") or GPUS_PER_NODE
+    rates = scoped_rates(wh, scope, gpus_per_node, n_gpus)
+    sc = base_scenario(
+        rates, n_gpus, gpus_per_node,
+        got.get("ckpt_cost_s") or CKPT_COST_S, got.get("restart_s") or RESTART_S,
+    )  # fmt: skip
+    return sensitivity_set(rates, sc).with_columns(pl.lit(scope).alias("scope"))
+
+
 def refresh_projections(
     wh,
     target_gpus: int = TARGET_GPUS,
@@ -398,7 +464,7 @@ def refresh_projections(
     ckpt_cost_s: float = CKPT_COST_S,
     restart_s: float = RESTART_S,
     repair_hours: float = 24.0,
-    base_spares: int = 8,
+    base_spares: int = BASE_SPARES,
     rates: ClassRates | None = None,
     samples: int = 400,
     replicas: int = 100,
@@ -420,17 +486,7 @@ def refresh_projections(
     Raises ValueError when there is nothing to project from and no ``rates`` are given."""
     if rates is None:
         rates = scoped_rates(wh, scope, gpus_per_node, target_gpus)
-    # Monte Carlo window: long enough for ~MC_INTERRUPTIONS interruptions per replica (goodput
-    # is a time fraction, so a longer window only adds work), within a day and Llama 3's 54 days.
-    mtti = 1.0 / float(np.asarray(interruption_rate(rates, target_gpus, gpus_per_node)).ravel()[0])
-    base = Scenario(
-        n_gpus=target_gpus,
-        gpus_per_node=gpus_per_node,
-        ckpt_cost_s=ckpt_cost_s,
-        restart_s=restart_s,
-        repair_hours=repair_hours,
-        mc_wall_hours=float(np.clip(MC_INTERRUPTIONS * mtti, 24.0, 54 * 24.0)),
-    )
+    base = base_scenario(rates, target_gpus, gpus_per_node, ckpt_cost_s, restart_s, repair_hours)
     parts = [
         sweep(
             rates,
@@ -442,11 +498,7 @@ def refresh_projections(
             scenario="scale_sweep",
         )
     ]
-    b = evaluate(rates, replace(base, spares=base_spares), samples=samples, seed=seed)
-    sens = sensitivity(
-        rates, replace(base, spares=base_spares), samples=samples, replicas=replicas, seed=seed
-    )
-    parts.append(sensitivity_rows(sens, b))
+    parts.append(sensitivity_set(rates, base, base_spares, samples, replicas, seed))
     parts.append(
         joint_rows(joint_best(rates, base, spares=spares_grid, replicas=replicas, seed=seed))
     )
@@ -456,6 +508,51 @@ def refresh_projections(
     )
     wh.replace_table("goodput_projections", out)
     return out
+
+
+def _change_label(knob: str, factor: float | None) -> str:
+    f = "" if factor is None else f" x{factor:g}"
+    if knob.startswith("rate:"):
+        return f"{knob.split(':', 1)[1]} failure rate{f}"
+    return {
+        "ckpt_cost_s": f"checkpoint cost{f}",
+        "ckpt_blocking_s": f"blocking checkpoint time{f}",
+        "restart_s": f"restart time{f}",
+    }.get(knob, knob)
+
+
+def sensitivity_frame(projections: pl.DataFrame) -> pl.DataFrame:
+    """Sensitivity rows (scenario 'sensitivity'): knob = item, knob_value = goodput gain over
+    its baseline (``goodput_base``: the 'baseline' row, or for spares the Monte Carlo one). The improvement factor is read back from the
+    checkpoint-cost or restart row against the baseline (all items share one factor)."""
+    sens = projections.filter(pl.col("scenario") == "sensitivity")
+    base = sens.filter(pl.col("knob") == "baseline")
+    items = sens.filter((pl.col("knob") != "baseline") & pl.col("knob_value").is_not_null())
+    factor = None
+    if base.height:
+        b = base.row(0, named=True)
+        for knob, col in (("ckpt_cost_s", "ckpt_cost_s"), ("restart_s", "restart_s")):
+            r = items.filter(pl.col("knob") == knob)
+            if r.height and b[col]:
+                factor = round(r[col][0] / b[col], 6)
+                break
+    spares_step = None
+    if base.height and base["spares"][0] is not None:
+        r = items.filter(pl.col("knob") == "spares")
+        if r.height and r["spares"][0] is not None:
+            spares_step = int(r["spares"][0] - base["spares"][0])
+    labels = [
+        (f"+{spares_step} spare nodes" if spares_step is not None else "more spare nodes")
+        if k == "spares"
+        else _change_label(k, factor)
+        for k in items["knob"].to_list()
+    ]
+    # each item's own baseline: the analytic one, or the Monte Carlo one of the spares item
+    return items.with_columns(
+        pl.Series("change", labels, dtype=pl.Utf8),
+        (pl.col("knob_value") * 100).alias("gain_pp"),
+        (pl.col("goodput") - pl.col("knob_value")).alias("goodput_base"),
+    ).sort("knob_value", descending=True)
 
 
 # ----------------------------------------------------------------------------- one scenario (CLI)
@@ -568,21 +665,21 @@ def format_projection(res: dict) -> list[str]:
             f"  {'fleet age':<22}{res.get('fleet_age', DEFAULT_FLEET_AGE)} at job start, "
             f"{res.get('horizon_hours', res['mc_wall_hours']):g} h job horizon"
         ),
-        f"  {'MTTI':<22}{res['mtti_hours']:.2f} h"
+        f"  {'MTTI':<22}{in_hours(res['mtti_hours'])}"
         + (
-            f"  (95% {res['mtti_ci_low']:.2f} - {res['mtti_ci_high']:.2f})"
+            f"  (95% {in_hours(res['mtti_ci_low'])} - {in_hours(res['mtti_ci_high'])})"
             if res["mtti_ci_low"] != res["mtti_ci_high"]
             else ""
         ),
         f"  {'Daly interval':<22}{dur(res['optimal_interval_hours'])} (optimal_interval_hours)",
         f"  {'Young interval':<22}{dur(res['young_interval_hours'])}",
         f"  {'chosen interval':<22}{dur(res['interval_hours'])} ({res['interval_source']})",
-        f"  {'goodput':<22}{res['goodput']:.3f}  (95% {res['goodput_ci_low']:.3f} - {res['goodput_ci_high']:.3f})",
+        f"  {'goodput':<22}{pct(res['goodput'])}  (95% {pct(res['goodput_ci_low'])} - {pct(res['goodput_ci_high'])})",
         f"  {'band':<22}{res['band'].removeprefix('band: ')}",
     ]
     if res.get("goodput_spread_low") is not None:
         lines.append(
-            f"  {'single-job spread':<22}{res['goodput_spread_low']:.3f} - {res['goodput_spread_high']:.3f}"
+            f"  {'single-job spread':<22}{pct(res['goodput_spread_low'])} - {pct(res['goodput_spread_high'])}"
         )
     lines.append(f"  {'class rates':<22}per unit-hour (unit, source, events; model, fleet age)")
     for c in res["classes"]:
@@ -594,6 +691,6 @@ def format_projection(res: dict) -> list[str]:
         )
     if "analytic_goodput" in res:
         lines.append(
-            f"  {'analytic goodput':<22}{res['analytic_goodput']:.3f}  (no spare waits, mean rates)"
+            f"  {'analytic goodput':<22}{pct(res['analytic_goodput'])}  (no spare waits, mean rates)"
         )
     return lines

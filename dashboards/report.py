@@ -89,7 +89,9 @@ section { background: white; border-radius: 6px; padding: 16px 22px; margin: 18p
           box-shadow: 0 1px 3px rgba(0,0,0,.08); }
 section h2 { font-size: 18px; margin: 0 0 10px 0; color: #1f3b73; }
 .chart { overflow-x: auto; }
-.chart.vega-embed { display: block; width: 100%; }
+.chart.vega-embed { display: flex; flex-direction: column; width: 100%; }
+.vega-bindings { order: -1; display: flex; flex-wrap: wrap; gap: 6px 22px; margin: 0 0 10px; font-size: 14px; }
+.vega-bind-name { color: #1f3b73; font-weight: bold; }
 .chart svg { max-width: 100%; height: auto; }  /* the last few pixels a fit leaves over */
 .reading { font-size: 15px; margin: 10px 0 4px; }
 .note { font-style: italic; color: #8a5a00; background: #fff7e0; padding: 10px 12px; border-radius: 4px; }

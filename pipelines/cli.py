@@ -447,7 +447,7 @@ def cmd_sql(args) -> int:
             raise CliError(f"--allow-files {d}: not a directory")
     if args.max_rows < 1:
         raise CliError(f"--max-rows must be at least 1, not {args.max_rows}")
-    wh = _warehouse(args, existing=True, read_only=True)
+    wh = _reading_warehouse(args, read_only=True)  # a scope: its views show only its rows
     try:
         with wh.readonly_relation(args.query, allow_files=args.allow_files) as rel:
             if rel is None:
@@ -656,8 +656,12 @@ def cmd_project(args) -> int:
                   "is printed, not saved", file=sys.stderr)
     else:
         print(f"goodput: note: {wh.home} is read-only: this projection is printed, not saved", file=sys.stderr)
-    if args.json:
+    if _format(args) == "json":
         print(json.dumps(res, default=str))
+    elif _format(args) == "csv":  # the scalar figures as one row (the classes: --json)
+        import polars as pl
+
+        _print_frame(pl.DataFrame([{k: v for k, v in res.items() if not isinstance(v, dict | list)}]), "csv", [], [], {})
     else:
         print("\n".join(format_projection(res)))
     return 0
@@ -697,6 +701,8 @@ _MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
 
 
 def cmd_fit(args) -> int:
+    import polars as pl
+
     from analysis.headline import unit_populations
     from analysis.observation import stored_window
     from pipelines.fit_table import format_fit_table
@@ -726,6 +732,11 @@ def cmd_fit(args) -> int:
     if args.window not in fitted:
         raise CliError(f"no fits for --window {args.window}; fitted: {', '.join(fitted)}")
     window = stored_window(wh)
+    if _format(args) != "table":
+        rows = fr.filter(pl.col("window") == args.window)
+        _print_frame(rows if args.all_models else rows.filter(pl.col("selected")), _format(args), [], [],
+                     {"window": args.window})
+        return 0
     if window is not None:
         print(window.line())
     for pop, classes in unit_populations(fr):
@@ -748,7 +759,7 @@ def _cell(v, digits: str = ".3g") -> str:
 def cmd_mtbf(args) -> int:
     import polars as pl
 
-    wh = _warehouse(args, existing=True, read_only=True)
+    wh = _reading_warehouse(args, read_only=True)
     df = wh.read("system_mtbf")
     if df.height == 0:
         raise CliError("system_mtbf is empty: ingest failure records (or a fleet's logs) and run `goodput build`")
@@ -760,8 +771,8 @@ def cmd_mtbf(args) -> int:
                 raise CliError(f"no {col} {want!r} in system_mtbf (known: {', '.join(known) or 'none'})")
             df = df.filter(pl.col(col) == want)
     df = df.sort("source", "system", "class", "period_start", nulls_last=False)
-    if args.json:
-        print(json.dumps(df.to_dicts(), default=str))
+    if _format(args) != "table":
+        _print_frame(df, _format(args), [], [], {"period": args.period, "by": args.by})
         return 0
     head = ("source", "system", args.period, "class", "failures", "exposure_h", "mtbf_h", "ci_low", "ci_high", "partial")
     rows = [head] + [
@@ -782,7 +793,7 @@ def cmd_availability(args) -> int:
 
     if args.top < 1:
         raise CliError("--top must be >= 1")
-    wh = _warehouse(args, existing=True, read_only=True)
+    wh = _reading_warehouse(args, read_only=True)
     avail = wh.read("availability")
     if avail.height == 0:
         raise CliError("availability is empty: ingest failure records (or node events) and run `goodput build`")
@@ -799,9 +810,12 @@ def cmd_availability(args) -> int:
         rows = avail.filter(pl.col("level") == "node").sort("failures", descending=True).head(args.top)
     else:
         rows = avail.filter(pl.col("level") == "system")
-    if args.json:
+    if _format(args) == "json":
         print(json.dumps({"availability": rows.to_dicts(), "repair_fits": fits.filter(pl.col("selected")).to_dicts(),
                           "root_causes": causes.to_dicts()}, default=str))  # fmt: skip
+        return 0
+    if _format(args) == "csv":  # the availability rows; the fits and causes are tables of their own (sql)
+        _print_frame(rows, "csv", [], [], {})
         return 0
     def ci(r: dict, c: str, prefix: str | None = None) -> str:
         return f"{_cell(r[c])} [{_cell(r[(prefix or c) + '_ci_low'])}, {_cell(r[(prefix or c) + '_ci_high'])}]"
@@ -844,12 +858,13 @@ def cmd_completion(args) -> int:
 
 def cmd_nodes(args) -> int:
     from analysis.node_health import fleet_rates, lemon_gain, score, summary, worst_first
+    from analysis.numbers import change, in_hours, pct
 
     if args.top < 1 or args.gpus < 1 or args.gpus_per_node < 1:
         raise CliError("--top, --gpus and --gpus-per-node must be >= 1")
     if args.alpha is not None and not 0 < args.alpha < 1:
         raise CliError("--alpha must be between 0 and 1, e.g. 0.01")
-    wh = _warehouse(args, existing=True, read_only=True)
+    wh = _reading_warehouse(args, read_only=True)
     health = wh.read("node_health")
     if health.height == 0:
         raise CliError("node_health is empty: run `goodput build` (or `goodput demo`) first")
@@ -859,8 +874,11 @@ def cmd_nodes(args) -> int:
     gain = lemon_gain(health, args.gpus, args.gpus_per_node, parse_duration(args.ckpt_cost), parse_duration(args.restart),
                       rates=fleet_rates(wh, args.gpus_per_node))
     worst = health.head(args.top)
-    if args.json:
+    if _format(args) == "json":
         print(json.dumps({"summary": s, "gain": gain, "nodes": worst.to_dicts()}, default=str))
+        return 0
+    if _format(args) == "csv":
+        _print_frame(worst, "csv", [], [], {})
         return 0
     print(f"nodes: {s['nodes']:,}, tested: {s['tested']:,}, lemons: {s['lemons']:,} (adjusted p < {s['alpha']:g})")
     if s["untested"]:
@@ -887,22 +905,23 @@ def cmd_nodes(args) -> int:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
     if gain is not None:
         b, w = gain["baseline"], gain["without_lemons"]
-        line = (f"job on {gain['target_gpus']:,} GPUs at the fleet's {gain['basis']}: MTTI {b['mtti_hours']:.3g} h, "
-                f"goodput {100 * b['goodput']:.1f}%")
+        line = (f"job on {gain['target_gpus']:,} GPUs at the fleet's {gain['basis']}: MTTI {in_hours(b['mtti_hours'])}, "
+                f"goodput {pct(b['goodput'])}")
         if gain["lemons"] and w is None:
             line += "; without the lemon node(s) no failure is left to refit a rate from"
         elif gain["lemons"]:
-            line += (f"; rate refitted without the {gain['lemons']} lemon node(s): MTTI {w['mtti_hours']:.3g} h, "
-                     f"goodput {100 * w['goodput']:.1f}% ({100 * gain['goodput_gain']:+.1f} points)")
+            line += (f"; rate refitted without the {gain['lemons']} lemon node(s): MTTI {in_hours(w['mtti_hours'])}, "
+                     f"goodput {pct(w['goodput'])} ({change(w['goodput'], b['goodput'], 'points')})")
         print(line + ("" if gain["lemons"] else "; no lemon node to remove"))
     return 0
 
 
-def _reading_warehouse(args):
-    """The warehouse a reading command reads: the whole fleet's (a reader's handle), or its
-    scope's (built or reused)."""
+def _reading_warehouse(args, read_only: bool = True):
+    """The warehouse a reading command reads: the whole fleet's, or its scope's (built or reused).
+    ``read_only``: the whole fleet's is opened as a reader (a read-only home works); a scope is
+    built by a writer."""
     scope = scope_settings(args)
-    wh = _warehouse(args, existing=True, read_only=not any(scope.values()))
+    wh = _warehouse(args, existing=True, read_only=read_only and not any(scope.values()))
     return _scoped(wh, _config(args, **scope)) if any(scope.values()) else wh
 
 
@@ -968,6 +987,78 @@ def cmd_trend(args) -> int:
         ])
         prev = r
     _print_frame(df, _format(args), rows, header, {"period": args.period})
+    return 0
+
+
+def cmd_whatif(args) -> int:
+    """The ranked knobs at a job size: the report's what-if section as a table (the same rows:
+    ``analysis.whatif.sensitivity_at``, stored by the last build or computed now)."""
+    import polars as pl
+
+    from analysis.numbers import in_hours, pct
+    from analysis.whatif import Scenario, sensitivity_at, sensitivity_frame
+
+    if args.gpus < 1:
+        raise CliError("--gpus must be >= 1")
+    wh = _reading_warehouse(args, read_only=True)
+    try:
+        rows = sensitivity_at(wh, args.gpus)
+    except ValueError as exc:
+        raise CliError(f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first") from None
+    base = rows.filter(pl.col("knob") == "baseline").row(0, named=True)
+    ranked = sensitivity_frame(rows).select(
+        "change", "knob", "gain_pp", "goodput_base", "goodput", "goodput_ci_low", "goodput_ci_high", "mtti_hours",
+        "interval_hours", "method",
+    )  # fmt: skip
+    meta = {"n_gpus": args.gpus, "baseline": {k: base[k] for k in (
+        "goodput", "goodput_ci_low", "goodput_ci_high", "mtti_hours", "interval_hours", "spares", "scope")}}
+    fmt = _format(args)
+    if fmt == "table":
+        print(f"at {args.gpus:,} GPUs ({base['scope'] or 'infrastructure'} interruptions): goodput "
+              f"{pct(base['goodput'])} (95% {pct(base['goodput_ci_low'])} - {pct(base['goodput_ci_high'])}), "
+              f"MTTI {in_hours(base['mtti_hours'])}; each change alone:")
+    text = [
+        [r["change"], f"{r['gain_pp']:+.1f} points", f"{pct(r['goodput_base'])} -> {pct(r['goodput'])}",
+         f"{pct(r['goodput_ci_low'])} - {pct(r['goodput_ci_high'])}", in_hours(r["mtti_hours"]), r["method"]]
+        for r in ranked.iter_rows(named=True)
+    ]  # fmt: skip
+    header = ["change", "goodput gain", "goodput", "95% band", "MTTI", "method"]
+    _print_frame(ranked, fmt, text, header, meta)
+    if fmt == "table" and "mc" in ranked["method"]:
+        print(f"mc: Monte Carlo against its own baseline of {base['spares']} spare nodes (repair {Scenario.repair_hours:g} h), "
+              "where waiting for a repaired node also costs goodput")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    """Clusters (partitions, accounts) side by side: measured goodput, infrastructure
+    interruption rate and MTBF with exact 95% CIs (``analysis.breakdown.compare_frame``)."""
+    from analysis.breakdown import compare_frame
+    from analysis.numbers import in_hours, num, pct
+
+    wh = _reading_warehouse(args, read_only=True)
+    df = compare_frame(wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"), args.by)
+    if df.height == 0 and _format(args) == "table":
+        print("no job attempts in the warehouse (ingest job records, then `goodput build`)")
+        return 0
+
+    def ci(r, value, key, shown):
+        lo, hi = r[f"{key}_ci_low"], r[f"{key}_ci_high"]
+        return f"{shown(r[value])} ({shown(lo)} - {shown(hi)})"
+
+    text = [
+        [r[args.by], f"{r['jobs']:,}", num(r["gpu_hours"]), pct(r["goodput"]),
+         f"{r['infrastructure']:,} of {r['interruptions']:,}", ci(r, "rate_per_1k_gpu_days", "rate", num),
+         ci(r, "mtbf_hours", "mtbf", in_hours),
+         num(r["lost_gpu_hours"])]
+        for r in df.iter_rows(named=True)
+    ]  # fmt: skip
+    header = [args.by, "jobs", "GPU-hours", "goodput", "infra. interruptions", "per 1,000 GPU-days (95% CI)",
+              "MTBF (95% CI)", "lost GPU-hours"]  # fmt: skip
+    _print_frame(df, _format(args), text, header, {"by": args.by})
+    if _format(args) == "table":
+        print("infrastructure interruptions: unexpected, not the jobs' own failures; MTBF: the hours the "
+              f"{args.by}'s jobs span / those interruptions; CIs exact Poisson")
     return 0
 
 
@@ -1137,6 +1228,7 @@ def build_parser() -> argparse.ArgumentParser:
         RESTART_S,
         TARGET_GPUS,
     )
+    from analysis.breakdown import DIMENSIONS
     from analysis.fleet_age import DEFAULT_FLEET_AGE, FLEET_AGES
     from analysis.taxonomy import DEFAULT_SCOPE, SCOPES
     from analysis.trend import LOSS_KEYS, PERIODS
@@ -1172,6 +1264,11 @@ def build_parser() -> argparse.ArgumentParser:
     window.add_argument("--observed-to", "--as-of", dest="observed_to",
                         help="end of the observation window: units still in service are censored here (ISO-8601; default: inferred)")
     window.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per host where the data does not show them (default {GPUS_PER_NODE})")
+
+    fmt = argparse.ArgumentParser(add_help=False)
+    fmt.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                     help="table (default), csv (raw values) or json (one object with its rows)")
+    fmt.add_argument("--json", action="store_true", help="the same as --format json")
 
     s = sub.add_parser("build", parents=[common, window], help="everything downstream of ingest (rollups, attribution, fits, goodput, report)")
     s.add_argument("--ckpt-interval", default=f"{CKPT_INTERVAL_S:g}s",
@@ -1233,28 +1330,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an ingested file's path or sha256 (see the ingest_manifest table)")
     s.set_defaults(func=cmd_forget)
 
-    s = sub.add_parser("fit", parents=[common, window], help="print the fitted failure rates per component class (refit over a window given)")
+    s = sub.add_parser("fit", parents=[common, window, fmt], help="print the fitted failure rates per component class (refit over a window given)")
     s.add_argument("--all-models", action="store_true", help="every candidate model, not only the AIC winner")
     s.add_argument("--window", default="all", help="'all' (default) or a month YYYY-MM")
     add_scope_options(s)
     s.set_defaults(func=cmd_fit)
 
-    s = sub.add_parser("mtbf", parents=[common], help="system MTBF per month or quarter (95%% CI), overall or per class")
+    s = sub.add_parser("mtbf", parents=[common, fmt], help="system MTBF per month or quarter (95%% CI), overall or per class")
     s.add_argument("--period", choices=["quarter", "month"], default="quarter", help="calendar period (default quarter)")
     s.add_argument("--by", choices=["all", "cause", "component_class"], default="all",
                    help="whole system (default), or per root cause / component class")
     s.add_argument("--system", help="one system (cluster)")
     s.add_argument("--source", choices=["failures", "interruptions", "node_failures"],
                    help="one series: failure records, job interruptions or node failure episodes")
-    s.add_argument("--json", action="store_true", help="print the rows as one JSON array")
+    add_scope_options(s)
     s.set_defaults(func=cmd_mtbf)
 
-    s = sub.add_parser("availability", parents=[common],
+    s = sub.add_parser("availability", parents=[common, fmt],
                        help="availability, MTBF, MTTR, repair-time fits and root causes per system or node")
     s.add_argument("--system", help="one system (cluster): its root causes instead of every system's")
     s.add_argument("--level", choices=["system", "node"], default="system", help="rows per system (default) or per node")
     s.add_argument("--top", type=int, default=20, help="nodes listed with --level node, most failures first (default 20)")
-    s.add_argument("--json", action="store_true", help="print one JSON object (availability, repair_fits, root_causes)")
+    add_scope_options(s)
     s.set_defaults(func=cmd_availability)
 
     s = sub.add_parser("sql", parents=[common], help="query the warehouse with DuckDB SQL (read-only)")
@@ -1265,9 +1362,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output: table (default, as the DuckDB CLI prints it), csv, or json (one array of row objects); "
                         "csv and json print every row")
     s.add_argument("--max-rows", type=int, default=40, help="rows the table shows (default 40; the count of all is printed)")
+    add_scope_options(s)
     s.set_defaults(func=cmd_sql)
 
-    s = sub.add_parser("project", parents=[common], help="project goodput for a job size (analytic or Monte Carlo)")
+    s = sub.add_parser("project", parents=[common, fmt], help="project goodput for a job size (analytic or Monte Carlo)")
     s.add_argument("--gpus", type=int, default=TARGET_GPUS, help=f"GPUs the job spans (default {TARGET_GPUS:,})")
     s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per node (default {GPUS_PER_NODE})")
     s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="checkpoint cost (blocking), e.g. 60s")
@@ -1292,7 +1390,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--horizon",
                    help="job length, e.g. 30d: failures of a non-stationary fleet are counted over it, "
                         "and --method mc simulates it (default: 54 days, Llama 3's run)")
-    s.add_argument("--json", action="store_true", help="print one JSON object")
     add_scope_options(s)
     s.set_defaults(func=cmd_project)
 
@@ -1303,20 +1400,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=cmd_fleetsim)
 
-    s = sub.add_parser("nodes", parents=[common], help="lemon nodes: the nodes that fail most, with their numbers and the test")
+    s = sub.add_parser("nodes", parents=[common, fmt], help="lemon nodes: the nodes that fail most, with their numbers and the test")
     s.add_argument("--top", type=int, default=20, help="how many nodes to list, worst first (default 20)")
     s.add_argument("--gpus", type=int, default=TARGET_GPUS, help="job size the goodput gain of removing lemons is projected at")
     s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per node of that job (default {GPUS_PER_NODE})")
     s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="checkpoint cost (blocking) of that job, e.g. 60s")
     s.add_argument("--restart", default=f"{RESTART_S:g}s", help="restart time after a failure, e.g. 10m")
     s.add_argument("--alpha", type=float, help=f"level of the lemon flag on the adjusted p value (default {LEMON_ALPHA:g})")
-    s.add_argument("--json", action="store_true", help="print one JSON object (summary, gain, nodes)")
+    add_scope_options(s)
     s.set_defaults(func=cmd_nodes)
-
-    fmt = argparse.ArgumentParser(add_help=False)
-    fmt.add_argument("--format", choices=["table", "csv", "json"], default="table",
-                     help="table (default), csv (raw values) or json (one object with its rows)")
-    fmt.add_argument("--json", action="store_true", help="the same as --format json")
 
     s = sub.add_parser("losses", parents=[common, fmt], help="lost GPU-hours of unexpected interruptions by cause, cluster, partition, account or node",
                        epilog="examples:\n  goodput losses\n  goodput losses --by partition --period month\n"
@@ -1333,6 +1425,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--period", choices=list(PERIODS), default="week", help="calendar week (default) or month")
     add_scope_options(s)
     s.set_defaults(func=cmd_trend)
+
+    s = sub.add_parser("whatif", parents=[common, fmt], help="which single improvement buys the most goodput at a job size, with 95%% bands",
+                       description="The report's what-if ranking: the goodput gained by halving each class's failure rate, "
+                                   "the checkpoint cost or the restart time, or adding spare nodes, largest first.",
+                       epilog="examples:\n  goodput whatif\n  goodput whatif --gpus 32768 --format csv",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--gpus", type=int, default=TARGET_GPUS, help=f"GPUs the job spans (default {TARGET_GPUS:,})")
+    add_scope_options(s)
+    s.set_defaults(func=cmd_whatif)
+
+    s = sub.add_parser("compare", parents=[common, fmt], help="clusters (or partitions, accounts) side by side: goodput, interruption rate and MTBF with 95%% CIs",
+                       epilog="examples:\n  goodput compare\n  goodput compare --by partition --cluster prod --json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--by", choices=list(DIMENSIONS), default="cluster", help="what to set side by side (default cluster)")
+    add_scope_options(s)
+    s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("report", parents=[common], help="write the leadership report (HTML + PNG/SVG per chart)")
     s.add_argument("--out", help="HTML file to write (default DIR/reports/goodput_report.html)")

@@ -162,7 +162,7 @@ def test_every_section_has_a_chart_and_computed_reading(built):
         == "Data spans 2026-01-05 to 2026-01-12; 2 of 3 hosts appear in all 2 source tables."
     )
     assert r["explore"] == (
-        "4 unexpected interruptions fell on 1 day(s); the busiest day (2026-01-05) had 4. Of 1 "
+        "Without a selection: 4 unexpected interruptions fell on 1 day(s); the busiest day (2026-01-05) had 4. Of 1 "
         "partition(s), (none) had the most: 4 (100%, 40 lost GPU-hours)."
     )
     h = r["headline"]

@@ -1,6 +1,7 @@
-"""The interactive report in headless Chromium: in the explore section a click on a partition
-filters the cause-class bars, and a brush across the timeline filters both bar charts (read
-from the bars Vega drew, their aria labels); every chart fits a narrow and a wide window."""
+"""The interactive report in headless Chromium: in the drill-down section the cluster /
+partition / account drop-downs, a click on a cause class and a brush across the timeline filter
+every chart (read from the bars and texts Vega drew: aria labels and the view's scenegraph);
+every chart fits a narrow and a wide window."""
 
 from __future__ import annotations
 
@@ -109,21 +110,52 @@ def browser():
             b.close()
 
 
-def test_click_on_a_partition_and_a_time_brush_filter_the_other_charts(browser, report):
+TEXTS = """() => { const out = [];
+  (function walk(n) { if (!n) return;
+    if (n.marktype === 'text') (n.items || []).forEach(i => i.text && out.push(String(i.text)));
+    (n.items || []).forEach(walk); })(window.reportViews.explore.scenegraph().root);
+  return out.filter(t => t.startsWith('Selection') || t.startsWith('measured goodput ')); }"""
+
+
+def _select(page, field: str, value: str) -> None:
+    page.select_option(f'#chart-explore select[name="sel_{field}"]', value)
+    page.wait_for_function(
+        "([f, v]) => window.reportViews.explore.signal('sel_' + f) === v", arg=[field, value], timeout=10_000
+    )
+    page.wait_for_timeout(200)
+
+
+def test_selectors_a_class_click_and_a_time_brush_filter_every_chart(browser, report):
     page, errors = _open(browser, report, 1400)
     assert _bars(page, "cause_class") == {"gpu": 5, "workload": 4, "psu": 1}
     assert _bars(page, "partition") == {"batch": 7, "train": 3}
-    # click the "train" bar: the class bars show train's interruptions only
-    page.locator('#chart-explore [aria-roledescription="bar"][aria-label*="partition: train;"]').click()
-    page.wait_for_timeout(300)
+    assert page.evaluate(TEXTS) == ["Selection: 10 unexpected interruptions, 80 GPU-hours lost",
+                                    "measured goodput 82.5% of 504 GPU-hours"]  # fmt: skip
+    # the partition selector (a drop-down bound to a Vega-Lite parameter): every chart shows train's rows
+    options = page.eval_on_selector_all('#chart-explore select[name="sel_partition"] option', "os => os.map(o => o.value)")
+    assert options == ["(all)", "(none)", "batch", "train"]  # the fixture's job chains name no partition
+    _select(page, "partition", "train")
     assert _bars(page, "cause_class") == {"gpu": 3}
-    assert _bars(page, "partition") == {"batch": 7, "train": 3}  # a view is not filtered by itself
-    # clear the click (double-click empty space) and brush across January 7 only
-    page.locator('#chart-explore [aria-roledescription="bar"][aria-label*="partition: train;"]').click(
+    assert _bars(page, "partition") == {"train": 3}
+    # no job chain of the fixture names a partition: no goodput for train
+    assert page.evaluate(TEXTS) == ["Selection: 3 unexpected interruptions, 24 GPU-hours lost",
+                                    "measured goodput n/a of 0 GPU-hours"]  # fmt: skip
+    _select(page, "partition", "(none)")
+    assert page.evaluate(TEXTS) == ["Selection: 0 unexpected interruptions, 0 GPU-hours lost",
+                                    "measured goodput 82.5% of 504 GPU-hours"]  # fmt: skip
+    _select(page, "partition", "(all)")
+    assert _bars(page, "partition") == {"batch": 7, "train": 3}
+    # a click on a class bar filters the partition bars and the figures
+    page.locator('#chart-explore [aria-roledescription="bar"][aria-label*="cause_class: psu;"]').click()
+    page.wait_for_timeout(300)
+    assert _bars(page, "partition") == {"batch": 1}
+    assert page.evaluate(TEXTS)[0] == "Selection: 1 unexpected interruptions, 8 GPU-hours lost"
+    page.locator('#chart-explore [aria-roledescription="bar"][aria-label*="cause_class: psu;"]').click(
         modifiers=["Shift"]
     )  # shift-click toggles it off
     page.wait_for_timeout(300)
-    assert _bars(page, "cause_class") == {"gpu": 5, "workload": 4, "psu": 1}
+    assert _bars(page, "partition") == {"batch": 7, "train": 3}
+    # brush across January 7 only: the bar charts and the figures hold that day's rows
     jan7 = page.locator('#chart-explore [aria-roledescription="bar"][aria-label*="day from: 2026-01-07"]')
     box = jan7.bounding_box()
     y = box["y"] + box["height"] - 2
@@ -135,6 +167,7 @@ def test_click_on_a_partition_and_a_time_brush_filter_the_other_charts(browser, 
     page.wait_for_timeout(300)
     assert _bars(page, "cause_class") == {"workload": 4}
     assert _bars(page, "partition") == {"batch": 4}
+    assert page.evaluate(TEXTS)[0] == "Selection: 4 unexpected interruptions, 32 GPU-hours lost"
     assert errors == []
 
 
@@ -170,3 +203,37 @@ def test_explore_frame_draws_long_spans_per_week():
         ("2026-06-01T00:00:00Z", "2026-06-08T00:00:00Z", 1),
     ]
     assert set(df["partition"]) == {"(none)"}
+
+
+OVERLAPS = """sel => { const bad = [];
+  document.querySelectorAll(sel + ' g.role-axis').forEach(axis => {
+    const boxes = Array.from(axis.querySelectorAll('g.role-axis-label text'))
+      .filter(t => t.textContent && getComputedStyle(t).opacity !== '0' && t.getAttribute('opacity') !== '0')
+      .map(t => [t.textContent, t.getBoundingClientRect()]);
+    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+      const [a, r] = boxes[i], [b, s] = boxes[j];
+      if (r.left < s.right - 1 && s.left < r.right - 1 && r.top < s.bottom - 1 && s.top < r.bottom - 1) bad.push([a, b]);
+    } });
+  return bad; }"""
+
+
+def test_first_screen_and_a_drilled_down_section_at_1400_px(browser, report, tmp_path):
+    """The screenshots the issue asks to look at (1400 px wide): the first screen, and the
+    drill-down section with a partition picked; its selectors sit above its charts, every
+    chart of it is drawn, and no two visible axis labels overlap."""
+    page, errors = _open(browser, report, 1400)
+    first = tmp_path / "first_screen.png"
+    page.screenshot(path=str(first))
+    assert page.locator("#summary .tile").count() >= 3 and page.locator("#contents a").count() > 10
+    _select(page, "partition", "batch")
+    section = page.locator("#explore")
+    section.scroll_into_view_if_needed()
+    drilled = tmp_path / "drilled_down.png"
+    section.screenshot(path=str(drilled))
+    assert first.stat().st_size > 30_000 and drilled.stat().st_size > 30_000
+    binds = page.locator("#chart-explore .vega-bindings").bounding_box()
+    plots = page.locator("#chart-explore svg").bounding_box()
+    assert binds["y"] + binds["height"] <= plots["y"] + 1  # the drop-downs above the charts
+    assert page.evaluate(OVERLAPS, "#chart-explore") == []
+    assert page.evaluate(TEXTS)[0] == "Selection: 7 unexpected interruptions, 56 GPU-hours lost"
+    assert errors == []

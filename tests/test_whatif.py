@@ -144,7 +144,7 @@ def test_cli_project_table_mc_and_errors(wh, capsys):
     out = capsys.readouterr().out
     assert (
         "MTTI" in out
-        and "2.00 h" in out
+        and "2.0 h" in out
         and "30.0 min (given)" in out
         and "Monte Carlo noise" in out
     )
@@ -180,7 +180,7 @@ def test_cli_project_reads_fitted_rates_with_bands(wh, capsys):
     assert obj["goodput_ci_low"] < obj["goodput"] < obj["goodput_ci_high"]
     assert main(["--home", str(wh.home), "project", "--gpus", "32768"]) == 0
     out = capsys.readouterr().out
-    assert "fitted (13 classes" in out and "1.55 h  (95%" in out
+    assert "fitted (13 classes" in out and "1.5 h  (95%" in out
     assert wh.read("goodput_projections").height == 2
 
 

@@ -1,7 +1,14 @@
-"""Explore interruptions: unexpected interruptions over time, by cause class and by partition,
-as one linked chart. Dragging across the timeline picks a period and clicking a class or a
-partition picks it (shift-click adds more): each view shows what the others picked. The data
-is one aggregate row per (day, class, partition), never one row per job."""
+"""Drill down without a server: cluster, partition and account selectors (Vega-Lite parameters
+bound to drop-downs, like Grafana variables), a time-range brush on the timeline and a click on a
+cause class filter every chart of the section together: the figures of the selection (unexpected
+interruptions, lost GPU-hours, measured goodput), interruptions over time, measured goodput over
+time, and the bars by cause class and by partition.
+
+The page carries two aggregates, each embedded once (Vega-Lite ``datasets``), never one row per
+job: unexpected interruptions per (time bucket, cluster, partition, account, cause class), and
+job chains' GPU-hours and productive GPU-hours per (time bucket, cluster, partition, account),
+so goodput is recomputed for any selection as Σ productive / Σ GPU-hours. Fits and projections
+cannot be re-fitted in the browser: the section says so and names the scoped rebuild."""
 
 from __future__ import annotations
 
@@ -13,134 +20,229 @@ from dashboards import charts
 from dashboards.section import NO_DATA, ReportContext, Section, num, pct
 
 KEY = "explore"
-TITLE = "Explore interruptions: pick a period, a cause class or a partition"
+TITLE = "Drill down: pick a cluster, partition, account, period or cause class"
 ORDER = 15
-TABLES = ("interruptions", "job_attempts")
+TABLES = ("interruptions", "job_attempts", "goodput_jobs")
 
 BUCKET_DAYS_MAX = 400  # longer spans are drawn per week: bars stay wider than a pixel
+SELECTORS = ("cluster", "partition", "account")
+ALL = "(all)"  # a selector's value that keeps every row
+ISO = "%Y-%m-%dT%H:%M:%SZ"
+_KEYS = ["cluster", "scheduler", "job_id", "attempt"]
 
 
-def explore_frame(interruptions: pl.DataFrame, attempts: pl.DataFrame) -> pl.DataFrame:
-    """Unexpected interruptions per (time bucket, cause class, partition): ``day`` and ``day_end``
-    as UTC ISO strings (a bucket is a day, or a week over long spans: ``bucket``),
-    ``interruptions``, ``lost_gpu_hours``. The partition is the attempt's in ``job_attempts``."""
-    keys = ["cluster", "scheduler", "job_id", "attempt"]
+def bucket_every(*times: pl.Series) -> str:
+    """'1d', or '1w' when the times span more than ``BUCKET_DAYS_MAX`` days."""
+    ts = pl.concat([t.cast(pl.Datetime("us")) for t in times]).drop_nulls()
+    if ts.len() == 0:
+        return "1d"
+    return "1d" if (ts.max() - ts.min()).days <= BUCKET_DAYS_MAX else "1w"
+
+
+def _labels() -> list[pl.Expr]:
+    return [pl.col(c).cast(pl.Utf8).fill_null(NONE_LABEL) for c in SELECTORS]
+
+
+def _bucketed(df: pl.DataFrame, time: str, every: str, group: list[str], aggs: list[pl.Expr]) -> pl.DataFrame:
+    start = pl.col(time).cast(pl.Datetime("us")).dt.truncate(every)
+    return (
+        df.with_columns(start.alias("_t0"), start.dt.offset_by(every).alias("_t1"))
+        .group_by("_t0", "_t1", *group)
+        .agg(aggs)
+        .sort("_t0", *group)
+        .select(
+            pl.col("_t0").dt.strftime(ISO).alias("day"),
+            pl.col("_t1").dt.strftime(ISO).alias("day_end"),
+            *group,
+            pl.exclude("_t0", "_t1", *group),
+        )
+    )
+
+
+def explore_frame(interruptions: pl.DataFrame, attempts: pl.DataFrame, every: str | None = None) -> pl.DataFrame:
+    """Unexpected interruptions per (time bucket, cluster, partition, account, cause class):
+    ``day`` and ``day_end`` as UTC ISO strings (a bucket is a day, or a week over long spans:
+    ``bucket``), ``interruptions``, ``lost_gpu_hours``. Partition and account are the
+    attempt's in ``job_attempts``; a missing one is ``NONE_LABEL``."""
     intr = interruptions.filter(
         ~pl.col("planned").fill_null(False) & pl.col("end_time").is_not_null()
     ).with_columns(shown_cause())
-    part = attempts.select(*keys, "partition").unique(keys, keep="first")
-    df = intr.join(part, on=keys, how="left").with_columns(
-        pl.col("partition").fill_null(NONE_LABEL)
-    )
+    jobs = attempts.select(*_KEYS, "partition", "account").unique(_KEYS, keep="first")
+    df = intr.drop("partition", "account", strict=False).join(jobs, on=_KEYS, how="left").with_columns(_labels())
+    every = every or bucket_every(df["end_time"])
+    group = [*SELECTORS, "cause_class"]
+    aggs = [pl.len().alias("interruptions"), pl.col("lost_gpu_hours").fill_null(0).sum()]
     if df.height == 0:
-        return pl.DataFrame(
-            schema={
-                "day": pl.Utf8,
-                "day_end": pl.Utf8,
-                "cause_class": pl.Utf8,
-                "partition": pl.Utf8,
-                "interruptions": pl.UInt32,
-                "lost_gpu_hours": pl.Float64,
-                "bucket": pl.Utf8,
-            }
-        )
-    span = (df["end_time"].max() - df["end_time"].min()).days
-    every = "1d" if span <= BUCKET_DAYS_MAX else "1w"
-    iso = "%Y-%m-%dT%H:%M:%SZ"
-    start = pl.col("end_time").dt.truncate(every)
-    return (
-        df.with_columns(start.alias("_t0"), start.dt.offset_by(every).alias("_t1"))
-        .group_by("_t0", "_t1", "cause_class", "partition")
-        .agg(pl.len().alias("interruptions"), pl.col("lost_gpu_hours").sum())
-        .sort("_t0", "cause_class", "partition")
-        .select(
-            pl.col("_t0").dt.strftime(iso).alias("day"),
-            pl.col("_t1").dt.strftime(iso).alias("day_end"),
-            "cause_class",
-            "partition",
-            "interruptions",
-            "lost_gpu_hours",
-            pl.lit("day" if every == "1d" else "week").alias("bucket"),
-        )
+        schema = {"day": pl.Utf8, "day_end": pl.Utf8, **dict.fromkeys(group, pl.Utf8),
+                  "interruptions": pl.UInt32, "lost_gpu_hours": pl.Float64, "bucket": pl.Utf8}  # fmt: skip
+        return pl.DataFrame(schema=schema)
+    out = _bucketed(df, "end_time", every, group, aggs)
+    return out.with_columns(pl.lit("day" if every == "1d" else "week").alias("bucket"))
+
+
+def goodput_frame(goodput_jobs: pl.DataFrame, attempts: pl.DataFrame, every: str = "1d") -> pl.DataFrame:
+    """Job chains per (time bucket of their final end, cluster, partition, account): GPU-hours
+    (n_gpus × wall) and productive GPU-hours, whose ratio over any selection is the measured
+    goodput weighted by GPU-hours (``analysis.headline.weighted_goodput``). A chain counts under
+    its last attempt's partition and account (as ``goodput_breakdown``)."""
+    last = attempts.sort("attempt").group_by("cluster", "scheduler", "job_id").agg(
+        pl.col("partition", "account").last()
     )
+    ran = goodput_jobs.filter((pl.col("wall_hours") > 0) & pl.col("final_end").is_not_null())
+    df = ran.join(last, on=["cluster", "scheduler", "job_id"], how="left").with_columns(_labels())
+    w = pl.col("n_gpus").fill_null(0).cast(pl.Float64)
+    aggs = [(w * pl.col("wall_hours")).sum().alias("gpu_hours"),
+            (w * pl.col("productive_hours")).sum().alias("productive_gpu_hours")]  # fmt: skip
+    if df.height == 0:
+        schema = {"day": pl.Utf8, "day_end": pl.Utf8, **dict.fromkeys(SELECTORS, pl.Utf8),
+                  "gpu_hours": pl.Float64, "productive_gpu_hours": pl.Float64}  # fmt: skip
+        return pl.DataFrame(schema=schema)
+    return _bucketed(df, "final_end", every, list(SELECTORS), aggs)
 
 
-def explore_chart(df: pl.DataFrame, bucket: str) -> alt.VConcatChart:
-    """The timeline (an interval brush on x) above bars by cause class and by partition (click
-    to pick); every view is filtered by the selections made in the other views."""
+def _selector(field: str, values: list[str]) -> alt.Parameter:
+    options = [ALL, *sorted(set(values))]
+    return alt.param(name=f"sel_{field}", value=ALL,
+                     bind=alt.binding_select(options=options, name=f"{field} "))  # fmt: skip
+
+
+def _chosen(params: dict[str, alt.Parameter]) -> str:
+    """A Vega expression: the row is in every selector's choice."""
+    return " && ".join(f"(sel_{f} == '{ALL}' || datum.{f} == sel_{f})" for f in params)
+
+
+def picked(selection: str) -> str:
+    """A Vega expression: the row is in ``selection`` (every row while it is empty), as
+    Vega-Lite tests a selection parameter (its ``<name>_store`` data set)."""
+    return f"(!length(data('{selection}_store')) || vlSelectionTest('{selection}_store', datum))"
+
+
+def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VConcatChart:
+    """The figures of the selection, the interruption timeline (an interval brush on x), the
+    goodput line, and bars by cause class (click to pick) and by partition; the selectors, the
+    brush and the picked class filter every view but the one they are made on."""
+    params = {f: _selector(f, [*intr[f].to_list(), *good[f].to_list()]) for f in SELECTORS}
+    # the page carries each row once: no bucket end (Vega adds it) and sums to 0.01 GPU-hour
+    intr = intr.drop("day_end", "bucket").with_columns(pl.col("lost_gpu_hours").round(2))
+    good = good.drop("day_end").with_columns(pl.col("gpu_hours", "productive_gpu_hours").round(2))
+    chosen = _chosen(params)
     brush = alt.selection_interval(name="period", encodings=["x"])
     pick_class = alt.selection_point(name="pick_class", fields=["cause_class"])
-    pick_part = alt.selection_point(name="pick_partition", fields=["partition"])
-    base = alt.Chart(df)
-    count = alt.X("sum(interruptions):Q", title="unexpected interruptions")
-    tip = [
-        alt.Tooltip("sum(interruptions):Q", title="interruptions"),
-        alt.Tooltip("sum(lost_gpu_hours):Q", format=",.0f", title="lost GPU-hours"),
-    ]
-    timeline = (
-        base.mark_bar(color="#4c78a8")
-        .encode(
-            x=alt.X(
-                "day:T",
-                scale=alt.Scale(type="utc"),
-                title=f"interruptions per {bucket} (UTC)",
-                axis=alt.Axis(format="%b %d"),
-            ),
-            x2="day_end:T",
-            y=alt.Y("sum(interruptions):Q", title="interruptions"),
-            tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d", title=f"{bucket} from"), *tip],
-        )
-        .add_params(brush)
-        .transform_filter(pick_class)
-        .transform_filter(pick_part)
-        .properties(
-            width=charts.WIDTH + 60,
-            height=140,
-            title=alt.TitleParams(
-                "Over time", subtitle="drag to pick a period; double-click to clear"
-            ),
-        )
-    )
+    inter, goods = alt.Chart(intr), alt.Chart(good)
+    # about ten ticks, never finer than a day (finer ticks would repeat the same date label)
+    ticks = min(10, intr["day"].n_unique() + 1)
+    axis = alt.Axis(format="%b %d", tickCount=ticks, labelOverlap="greedy")
 
-    def bars(field: str, title: str, pick, other) -> alt.Chart:
+    def x_time(title: str) -> alt.X:
+        return alt.X("day:T", scale=alt.Scale(type="utc"), title=title, axis=axis)
+
+    tip = [alt.Tooltip("sum(interruptions):Q", title="interruptions"),
+           alt.Tooltip("sum(lost_gpu_hours):Q", format=",.0f", title="lost GPU-hours")]  # fmt: skip
+
+    def figure(chart: alt.Chart, text: str, **totals: str) -> alt.Chart:
+        """One line of text: the sums ``totals`` (field -> column) over the rows in the selection.
+        Rows outside it count 0 rather than being filtered out, so an empty selection still
+        prints its zeros (Vega aggregates nothing into no row)."""
+        kept = f"({chosen}) && {picked('period')}" + (f" && {picked('pick_class')}" if "n" in totals else "")
+        zeroed = {f"_{k}": f"datum._in ? datum.{c} : 0" for k, c in totals.items()}
         return (
-            base.mark_bar()
-            .encode(
-                y=alt.Y(f"{field}:N", sort="-x", title=None),
-                x=count,
-                color=alt.condition(pick, alt.value("#1f3b73"), alt.value("#c7cfdd")),
-                tooltip=[alt.Tooltip(f"{field}:N"), *tip],
-            )
-            .add_params(pick)
+            chart.transform_calculate(day="toDate(datum.day)")
+            .transform_calculate(_in=kept).transform_calculate(**zeroed)
+            .transform_aggregate(**{k: f"sum(_{k})" for k in totals})
+            .transform_calculate(text=text)
+            .mark_text(align="left", baseline="middle", fontSize=15, color="#1f3b73", x=0)
+            .encode(text=alt.Text("text:N"))
+            .properties(width=charts.WIDTH + 60, height=22)
+        )  # fmt: skip
+
+    counts = figure(
+        inter,
+        "'Selection: ' + format(datum.n, ',') + ' unexpected interruptions, ' + "
+        "format(datum.lost, ',.0f') + ' GPU-hours lost'",
+        n="interruptions", lost="lost_gpu_hours",
+    )
+    goodput_text = figure(
+        goods,
+        "'measured goodput ' + (datum.g > 0 ? format(datum.p / datum.g, '.1%') : 'n/a') + "
+        "' of ' + format(datum.g, ',.0f') + ' GPU-hours'",
+        g="gpu_hours", p="productive_gpu_hours",
+    )
+    timeline = (
+        inter.transform_calculate(day_end=f"utcOffset('{bucket}', toDate(datum.day), 1)")
+        .mark_bar(color="#4c78a8")
+        .encode(x=x_time(f"per {bucket} (UTC)"), x2="day_end:T", y=alt.Y("sum(interruptions):Q", title="interruptions"),
+                tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d", title=f"{bucket} from"), *tip])
+        .add_params(brush, *params.values())
+        .transform_filter(chosen)
+        .transform_filter(pick_class)
+        .properties(width=charts.WIDTH + 60, height=130,
+                    title=alt.TitleParams("Unexpected interruptions over time",
+                                          subtitle="drag to pick a period; double-click to clear"))
+    )  # fmt: skip
+    goodput_line = (
+        goods.transform_filter(chosen)
+        .transform_filter(brush)
+        .transform_aggregate(g="sum(gpu_hours)", p="sum(productive_gpu_hours)", groupby=["day"])
+        .transform_calculate(goodput="datum.g > 0 ? datum.p / datum.g : null")
+        .mark_line(point=alt.OverlayMarkDef(color="#2ca02c"), color="#2ca02c")
+        .encode(x=x_time(f"job chains ending per {bucket} (UTC)"),
+                y=alt.Y("goodput:Q", title="measured goodput", axis=alt.Axis(format="%")),
+                tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d", title=f"{bucket} from"),
+                         alt.Tooltip("goodput:Q", format=".1%"),
+                         alt.Tooltip("g:Q", format=",.0f", title="GPU-hours")])
+        .properties(width=charts.WIDTH + 60, height=110,
+                    title=alt.TitleParams("Measured goodput over time",
+                                          subtitle="GPU-hour weighted, of the job chains in the selection"))
+    )  # fmt: skip
+
+    def bars(field: str, title: str, subtitle: str, pick=None) -> alt.Chart:
+        color = alt.condition(pick, alt.value("#1f3b73"), alt.value("#c7cfdd")) if pick else alt.value("#1f3b73")
+        chart = (
+            inter.mark_bar()
+            .encode(y=alt.Y(f"{field}:N", sort="-x", title=None),
+                    x=alt.X("sum(lost_gpu_hours):Q", title="lost GPU-hours"),
+                    color=color, tooltip=[alt.Tooltip(f"{field}:N"), *tip])
+            .transform_filter(chosen)
             .transform_filter(brush)
-            .transform_filter(other)
-            .properties(
-                width=charts.WIDTH // 2 - 20,
-                height=alt.Step(18),
-                title=alt.TitleParams(title, subtitle="click to pick, shift-click for more"),
-            )
-        )
+            .properties(width=charts.WIDTH // 2 - 40, height=alt.Step(18),
+                        title=alt.TitleParams(title, subtitle=subtitle))
+        )  # fmt: skip
+        return chart.add_params(pick) if pick else chart.transform_filter(pick_class)
 
     return alt.vconcat(
+        counts,
+        goodput_text,
         timeline,
+        goodput_line,
         alt.hconcat(
-            bars("cause_class", "By cause class", pick_class, pick_part),
-            bars("partition", "By partition", pick_part, pick_class),
-            spacing=40,
+            bars("cause_class", "By cause class", "click to pick, shift-click for more", pick_class),
+            bars("partition", "By partition", "of the picked classes"),
+            spacing=60,
         ),
-        spacing=24,
+        spacing=20,
     )
+
+
+REFIT_NOTE = (
+    "The selectors and the brush filter these counts, lost GPU-hours and measured goodput in "
+    "the page; failure rates, fits and projections are not re-fitted by them. For one "
+    "cluster's, partition's or account's fits run a scoped rebuild: goodput report --cluster "
+    "NAME (or --partition, --account, --from, --to)."
+)
 
 
 def build(ctx: ReportContext) -> Section:
     s = Section(KEY, TITLE)
-    df = explore_frame(ctx.t["interruptions"], ctx.t["job_attempts"])
+    att, intr_t = ctx.t["job_attempts"], ctx.t["interruptions"]
+    every = bucket_every(intr_t["end_time"], ctx.t["goodput_jobs"]["final_end"])
+    df = explore_frame(intr_t, att, every)
     if df.height == 0:
-        s.note = NO_DATA if ctx.t["interruptions"].height == 0 else "no unexpected interruptions"
+        s.note = NO_DATA if intr_t.height == 0 else "no unexpected interruptions"
         return s
+    good = goodput_frame(ctx.t["goodput_jobs"], att, every)
     days = df.select(pl.col("day").n_unique()).item()
     bucket = df["bucket"][0]
-    s.chart = explore_chart(df, bucket)
+    s.chart = explore_chart(df, good, bucket)
     total = int(df["interruptions"].sum())
     busiest = (
         df.group_by("day")
@@ -156,9 +258,11 @@ def build(ctx: ReportContext) -> Section:
     top = parts.row(0, named=True)
     when = busiest["day"][:10] if bucket == "day" else f"from {busiest['day'][:10]}"
     s.reading = (
-        f"{total:,} unexpected interruptions fell on {days:,} {bucket}(s); the busiest {bucket} "
+        f"Without a selection: {total:,} unexpected interruptions fell on {days:,} {bucket}(s); "
+        f"the busiest {bucket} "
         f"({when}) had {busiest['interruptions']:,}. Of {parts.height:,} partition(s), "
         f"{top['partition']} had the most: {top['interruptions']:,} "
         f"({pct(top['interruptions'] / total, 0)}, {num(top['lost_gpu_hours'])} lost GPU-hours)."
     )
+    s.extra_html = f'<p class="sub" id="explore-refit">{REFIT_NOTE}</p>'
     return s

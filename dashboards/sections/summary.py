@@ -14,6 +14,7 @@ import polars as pl
 from analysis.observation import stored_window
 from analysis.taxonomy import WORKLOAD
 from analysis.trend import data_window, losses_frame, period_starts, window_figures
+from analysis.whatif import sensitivity_frame
 from dashboards.section import (
     NO_DATA,
     ReportContext,
@@ -27,7 +28,6 @@ from dashboards.section import (
     pct,
     projection_at,
 )
-from dashboards.sections.sensitivity import sensitivity_frame
 
 KEY = "summary"
 TITLE = "Summary"
