@@ -14,7 +14,7 @@ import polars as pl
 
 from analysis.goodput_measured import chain_gpus
 from analysis.headline import weighted_goodput
-from analysis.survival import poisson_rate_ci
+from analysis.lifetime_models.exponential import poisson_rate_ci
 from analysis.taxonomy import NONE_LABEL, WORKLOAD_DOMAIN
 from warehouse.schemas import TABLES, conform
 
