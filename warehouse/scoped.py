@@ -50,12 +50,12 @@ class ScopedWarehouse(Warehouse):
         # this warehouse's own root is always a local directory
         return self.parent.connect(database, read_only, storage)
 
-    def reader(self, allow_files=()) -> duckdb.DuckDBPyConnection:
+    def reader(self, allow_files=(), spill: str | None = None) -> duckdb.DuckDBPyConnection:
         # untrusted SQL (``goodput sql`` over a scope) reads the parent's files for the inputs
         # and the scope's home (its own tables, its host list). A parent on object storage is
         # not opened to it (allow_files are local directories): such a query fails in one line
         parent = str(self.parent.parquet)
-        return super().reader([*allow_files, self.home, *([] if "://" in parent else [parent])])
+        return super().reader([*allow_files, self.home, *([] if "://" in parent else [parent])], spill)
 
     def replace_table(self, name: str, df, partitions: str = "all") -> None:
         if name in self.inputs:
