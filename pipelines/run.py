@@ -112,18 +112,22 @@ _ALIASES: dict[Path, TemporaryDirectory] = {}
 
 
 def instance_for(home: Path | str) -> dg.DagsterInstance:
-    """The persistent Dagster instance (SQLite run, event and schedule storage) of a home.
+    """The persistent Dagster instance (SQLite run, event and schedule storage) of a home."""
+    return dg.DagsterInstance.from_config(_instance_dir(home))
 
-    Dagster writes the folder into SQLite URLs unescaped, where ``?``, ``#`` or ``%`` would end
-    the path: such a folder is reached through a symlink in a temporary folder (kept for the
-    process; SQLite, unlike DuckDB, opens the path as given)."""
+
+def _instance_dir(home: Path | str) -> str:
+    """The home's Dagster folder as Dagster may be given it. Dagster writes the folder into
+    SQLite URLs unescaped, where ``?``, ``#`` or ``%`` would end the path: such a folder is
+    reached through a symlink in a temporary folder (kept for the process; SQLite, unlike
+    DuckDB, opens the path as given)."""
     path = dagster_home(home)
     if set("?#%") & set(str(path)):
         if path not in _ALIASES:
             _ALIASES[path] = TemporaryDirectory(prefix="goodput-dagster-")
             (Path(_ALIASES[path].name) / "dagster").symlink_to(path, target_is_directory=True)
         path = Path(_ALIASES[path].name) / "dagster"
-    return dg.DagsterInstance.from_config(str(path))
+    return str(path)
 
 
 # The command line's runs do not mirror their steps' stdout/stderr into compute-log files: that
@@ -137,7 +141,7 @@ def cli_instance(home: Path | str) -> dg.DagsterInstance:
     """``instance_for(home)`` as the command line's runs use it (``CLI_INSTANCE``)."""
     from dagster._core.instance.ref import InstanceRef
 
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home(home)), overrides=CLI_INSTANCE))
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(_instance_dir(home), overrides=CLI_INSTANCE))
 
 
 def _materialize(assets, config: GoodputConfig, job: str):
