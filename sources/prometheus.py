@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
+import orjson
 import polars as pl
 
 from analysis.telemetry import CANONICAL_METRICS, COUNTER_METRICS
@@ -69,6 +71,8 @@ OPTIONS = {
     "selector": "",  # extra label matchers for every query, e.g. 'job="dcgm-exporter"'
     "host_label": "Hostname",  # the label naming the host (dcgm-exporter's; renamed to it if other)
     "hosts_per_query": 64,
+    "raw_per_hour": 2,  # sparser series (samples per series-hour) are pulled raw, not rolled up
+    "concurrency": 4,  # requests in flight (host groups pulled at once)
     "counter_lookback_h": 24,  # how far back the value before a chunk's first hour is looked for
     "settle_s": 600,  # hours ending later than this before now are left to the next pull
     "range_closed": "auto",  # true: Prometheus 2 range selectors [t - r, t]; false: (t - r, t]
@@ -77,7 +81,7 @@ OPTIONS = {
     "password_env": "",
     "verify_tls": True,  # or the path of a CA bundle
 }
-CHUNK = timedelta(days=1)
+CHUNK = timedelta(days=7)  # a backfill's commit: series labels cross the wire once a chunk
 OVERLAP = timedelta(hours=2)  # late scrapes, and the hours left unsettled by the last pull
 HOST = "Hostname"  # the label the parsers read the host from (ingest.gpu_labels.LABEL_COLUMNS)
 NEAR = timedelta(minutes=1)  # where a series scraped every few seconds has its sample before
@@ -115,29 +119,62 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
 
 
 def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
+    """Per chunk, its host groups pulled ``concurrency`` at a time (each group's requests one
+    after another), their documents yielded in group order."""
     chunks = _hour_chunks(window, datetime.now(UTC).replace(tzinfo=None), src)
     if not chunks:
         return
     session = http_session(src, verify=_verify(src.options["verify_tls"]))
     closed = _range_closed(src, session)
-    for chunk in chunks:
-        hosts = _get(
-            src,
-            session,
-            f"/api/v1/label/{src.options['host_label']}/values",
-            {"match[]": _any_metric(src), "start": _epoch(chunk.start), "end": _epoch(chunk.end)},
-        )
-        size = max(int(src.options["hosts_per_query"]), 1)
-        for g in range(0, len(hosts), size):
-            group = f'{src.options["host_label"]}=~"{"|".join(_regex_quote(h) for h in hosts[g : g + size])}"'
-            yield from _fetch_group(
-                src, session, chunk, group, closed, f"{chunk}/hosts{g // size + 1}"
+    with ThreadPoolExecutor(max(int(src.options["concurrency"]), 1)) as pool:
+        for chunk in chunks:
+            span = {"start": _epoch(chunk.start), "end": _epoch(chunk.end)}
+            hosts = _get(
+                src,
+                session,
+                f"/api/v1/label/{src.options['host_label']}/values",
+                {"match[]": _any_metric(src), **span},
             )
+            groups = [
+                f'{src.options["host_label"]}=~"{"|".join(_regex_quote(h) for h in part)}"'
+                for part in _host_groups(src, hosts)
+            ]
+            tags = [f"{chunk}/hosts{i + 1}" for i in range(len(groups))]
+            pulled = [
+                pool.submit(_group_documents, src, session, chunk, g, closed, t)
+                for g, t in zip(groups, tags, strict=True)
+            ]
+            try:
+                for done in pulled:
+                    yield from done.result()
+            finally:
+                for p in pulled:
+                    p.cancel()
+
+
+def _host_groups(src: SourceConfig, hosts: list[str]) -> list[list[str]]:
+    """``hosts`` in groups of at most ``hosts_per_query``, and in at least ``concurrency`` groups
+    (of about equal size) where there are that many hosts, so the TSDB answers on as many cores."""
+    size = max(int(src.options["hosts_per_query"]), 1)
+    n = max(-(-len(hosts) // size), min(max(int(src.options["concurrency"]), 1), len(hosts)))
+    return [hosts[i * len(hosts) // n : (i + 1) * len(hosts) // n] for i in range(n)]
+
+
+def _group_documents(
+    src, session, chunk: Window, group: str, closed: bool, tag: str
+) -> list[Document]:
+    return list(_fetch_group(src, session, chunk, group, closed, tag))
 
 
 def _fetch_group(
     src, session, chunk: Window, group: str, closed: bool, tag: str
 ) -> Iterator[Document]:
+    """The group's documents: its raw samples when its series are sparse (``_sparse``), else its
+    rollups and the raw samples the rollups need (see the module's docstring)."""
+    if _sparse(src, session, chunk, group, closed):
+        body = _raw_samples(src, session, chunk, group, closed)
+        yield Document(f"{src.name}/samples/{tag}", body, "prom-json")
+        return
     first, last = _eval_times(chunk)
     rng = _range(timedelta(hours=1), closed)
     body = _post(
@@ -191,6 +228,47 @@ def _fetch_group(
         ]
         doc = {"status": "success", "data": {"resultType": "matrix", "result": result}}
         yield Document(f"{src.name}/samples/{tag}", json.dumps(doc).encode(), "prom-json")
+
+
+def _sparse(src, session, chunk: Window, group: str, closed: bool) -> bool:
+    """Whether the group's series hold at most ``raw_per_hour`` samples per series-hour (over
+    the chunk's last hour, one instant ``count_over_time`` per metric): their raw samples are
+    then no more points than their rollups (2 to 5 a series-hour) and the TSDB computes nothing."""
+    most = float(src.options["raw_per_hour"])
+    if most <= 0:
+        return False
+    answer = json.loads(
+        _post(
+            src,
+            session,
+            "/api/v1/query",
+            {"query": _density_query(src, group, _range(timedelta(hours=1), closed)),
+             "time": _epoch(chunk.end) - _MS},
+        )
+    )["data"]["result"]  # fmt: skip
+    counts = [float(s["value"][1]) for s in answer]
+    return sum(counts) <= most * len(counts)
+
+
+def _raw_samples(src, session, chunk: Window, group: str, closed: bool) -> bytes:
+    """The group's raw samples of the chunk: one range selector over every metric, evaluated at
+    the chunk's last millisecond (a ``prom-json`` answer). The host label is copied to
+    ``Hostname`` where it is another, as ``label_replace`` does for the rollups."""
+    rng = _range(chunk.end - chunk.start, closed)
+    body = _post(
+        src,
+        session,
+        "/api/v1/query",
+        {"query": f"{_any_metric(src, group)}[{rng}]", "time": _epoch(chunk.end) - _MS},
+    )
+    host = src.options["host_label"]
+    if host == HOST:
+        return body
+    doc = orjson.loads(body)
+    for series in doc["data"]["result"]:
+        if host in series["metric"]:
+            series["metric"][HOST] = series["metric"][host]
+    return orjson.dumps(doc)
 
 
 def _raw_targets(
@@ -472,9 +550,20 @@ def _matchers(src: SourceConfig, group: str) -> str:
     return ", ".join(m for m in (group, src.options["selector"]) if m)
 
 
-def _any_metric(src: SourceConfig) -> str:
+def _any_metric(src: SourceConfig, group: str = "") -> str:
     names = "|".join(_regex_quote(m) for m in src.options["metrics"])
-    return "{" + ", ".join(m for m in (f'__name__=~"{names}"', src.options["selector"]) if m) + "}"
+    return "{" + ", ".join(m for m in (f'__name__=~"{names}"', _matchers(src, group)) if m) + "}"
+
+
+def _density_query(src: SourceConfig, group: str, rng: str) -> str:
+    """Each series' sample count over ``rng``, every metric in one vector (named apart by
+    ``ROLLUP_LABEL``: ``or`` matches series without their ``__name__``)."""
+    return _either(
+        [
+            _named(f"count_over_time({m}{{{_matchers(src, group)}}}[{rng}])", ROLLUP_LABEL, m)
+            for m in src.options["metrics"]
+        ]
+    )
 
 
 def _counters(src: SourceConfig) -> list[str]:
