@@ -86,6 +86,7 @@ OVERLAP = timedelta(hours=2)  # late scrapes, and the hours left unsettled by th
 HOST = "Hostname"  # the label the parsers read the host from (ingest.gpu_labels.LABEL_COLUMNS)
 NEAR = timedelta(minutes=1)  # where a series scraped every few seconds has its sample before
 ZOOM = timedelta(minutes=5)  # the windows a counter's changed hour is searched in
+PROBE = timedelta(hours=6)  # the windows a host group's samples per series-hour are counted in
 FEW = 16  # samples of the span before a changed hour read whole rather than searched
 _MS = 0.001
 
@@ -231,23 +232,27 @@ def _fetch_group(
 
 
 def _sparse(src, session, chunk: Window, group: str, closed: bool) -> bool:
-    """Whether the group's series hold at most ``raw_per_hour`` samples per series-hour (over
-    the chunk's last hour, one instant ``count_over_time`` per metric): their raw samples are
-    then no more points than their rollups (2 to 5 a series-hour) and the TSDB computes nothing."""
+    """Whether the group's series hold at most ``raw_per_hour`` samples per series-hour: their
+    raw samples are then no more points than their rollups (2 to 5 a series-hour) and the TSDB
+    computes nothing. Measured over the chunk in ``PROBE`` windows (one ``query_range`` of each
+    metric's summed sample count and series count per window; a window where a series has no
+    sample does not count for it); a chunk with no samples takes the rollups."""
     most = float(src.options["raw_per_hour"])
     if most <= 0:
         return False
-    answer = json.loads(
-        _post(
-            src,
-            session,
-            "/api/v1/query",
-            {"query": _density_query(src, group, _range(timedelta(hours=1), closed)),
-             "time": _epoch(chunk.end) - _MS},
-        )
-    )["data"]["result"]  # fmt: skip
-    counts = [float(s["value"][1]) for s in answer]
-    return sum(counts) <= most * len(counts)
+    window = min(PROBE, chunk.end - chunk.start)
+    step = window.total_seconds()
+    form = {
+        "query": _density_query(src, group, _range(window, closed)),
+        "start": _epoch(chunk.start) + step - _MS,
+        "end": _epoch(chunk.end) - _MS,
+        "step": step,
+    }
+    answer = json.loads(_post(src, session, "/api/v1/query_range", form))["data"]["result"]
+    total = {"samples": 0.0, "series": 0.0}
+    for s in answer:
+        total[s["metric"][ROLLUP_LABEL].rpartition(":")[2]] += sum(float(v) for _, v in s["values"])
+    return 0 < total["samples"] <= most * total["series"] * window / timedelta(hours=1)
 
 
 def _raw_samples(src, session, chunk: Window, group: str, closed: bool) -> bytes:
@@ -556,14 +561,15 @@ def _any_metric(src: SourceConfig, group: str = "") -> str:
 
 
 def _density_query(src: SourceConfig, group: str, rng: str) -> str:
-    """Each series' sample count over ``rng``, every metric in one vector (named apart by
-    ``ROLLUP_LABEL``: ``or`` matches series without their ``__name__``)."""
-    return _either(
-        [
-            _named(f"count_over_time({m}{{{_matchers(src, group)}}}[{rng}])", ROLLUP_LABEL, m)
-            for m in src.options["metrics"]
-        ]
-    )
+    """Per metric, the samples over ``rng`` summed over its series, and the series that have
+    any, in one vector (told apart by ``ROLLUP_LABEL``: ``or`` matches series without their
+    ``__name__``)."""
+    parts = []
+    for m in src.options["metrics"]:
+        counts = f"count_over_time({m}{{{_matchers(src, group)}}}[{rng}])"
+        parts += [_named(f"sum({counts})", ROLLUP_LABEL, f"{m}:samples"),
+                  _named(f"count({counts})", ROLLUP_LABEL, f"{m}:series")]  # fmt: skip
+    return _either(parts)
 
 
 def _counters(src: SourceConfig) -> list[str]:
