@@ -1,8 +1,13 @@
 """DCGM telemetry from a Prometheus-compatible TSDB (Prometheus, Thanos Query, Mimir,
 VictoriaMetrics: the same HTTP API), with the hourly rollups computed by the TSDB.
 
-Per time chunk and group of hosts (``hosts_per_query``, so each answer stays under the server's
-sample limits), one ``query_range`` (step 1 h, evaluated at the last millisecond of each hour)
+Per time chunk and group of hosts (at most ``hosts_per_query``, so each answer stays under the
+server's sample limits, and at least ``concurrency`` groups, pulled that many at a time so the
+TSDB answers on several cores), first a density probe: each metric's samples and series in
+``PROBE`` windows over the chunk. A group whose series hold at most ``raw_per_hour`` samples
+per series-hour (a 1 h scrape) is pulled raw, in one range selector over every metric
+(``prom-json``, table gpu_samples, exactly the samples a file ingest stores): its rollups would
+be no fewer points. Otherwise one ``query_range`` (step 1 h, evaluated at the last millisecond of each hour)
 asks for count / min / max / avg / last ``_over_time`` of every metric over its hour, the last
 three only where the hour's min != max (a constant hour, most hours of an error counter, is
 its count and its min): raw samples never cross the wire, 2 to 5 points per series-hour do
@@ -103,8 +108,16 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
                 f"start={chunk.start.isoformat()} end={chunk.end.isoformat()}"
             ),
             (
-                f"POST {url}/api/v1/query_range start={first} end={last} step={HOUR_S} "
-                f"query={_rollup_query(src, group, '<range>')}"
+                f"POST {url}/api/v1/query_range step={PROBE.total_seconds():g} (density probe, "
+                f"per host group) query={_density_query(src, group, '<probe>')}"
+            ),
+            (
+                f"POST {url}/api/v1/query time={last} (a group at most {src.options['raw_per_hour']} "
+                f"samples per series-hour: its raw samples) query={_any_metric(src, group)}[<chunk>]"
+            ),
+            (
+                f"POST {url}/api/v1/query_range start={first} end={last} step={HOUR_S} (other "
+                f"groups) query={_rollup_query(src, group, '<range>')}"
             ),
         ]
         if _counters(src):
