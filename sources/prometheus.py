@@ -94,6 +94,7 @@ ZOOM = timedelta(minutes=5)  # the windows a counter's changed hour is searched 
 PROBE = timedelta(hours=6)  # the windows a host group's samples per series-hour are counted in
 FEW = 16  # samples of the span before a changed hour read whole rather than searched
 _MS = 0.001
+_SUCCESS = b'{"status":"success"'  # how Prometheus, Thanos, Mimir and VictoriaMetrics begin one
 
 
 def plan(src: SourceConfig, window: Window) -> list[str]:
@@ -198,12 +199,13 @@ def _fetch_group(
         {"query": _rollup_query(src, group, rng), "start": first, "end": last, "step": HOUR_S},
     )
     yield Document(f"{src.name}/rollups/{tag}", body, "prom-rollup")
-    result = json.loads(body)["data"]["result"]
+    result = _json(src, body)["data"]["result"]
     points, labels, _ = series_points(result)
     rows = rollup_rows(points, labels).with_columns(bad=unusable().is_not_null())
     baseline = None
     if _counters(src):
-        answer = json.loads(
+        answer = _json(
+            src,
             _post(
                 src,
                 session,
@@ -241,7 +243,7 @@ def _fetch_group(
             for s in series.values()
         ]
         doc = {"status": "success", "data": {"resultType": "matrix", "result": result}}
-        yield Document(f"{src.name}/samples/{tag}", json.dumps(doc).encode(), "prom-json")
+        yield Document(f"{src.name}/samples/{tag}", orjson.dumps(doc), "prom-json")
 
 
 def _sparse(src, session, chunk: Window, group: str, closed: bool) -> bool:
@@ -261,7 +263,7 @@ def _sparse(src, session, chunk: Window, group: str, closed: bool) -> bool:
         "end": _epoch(chunk.end) - _MS,
         "step": step,
     }
-    answer = json.loads(_post(src, session, "/api/v1/query_range", form))["data"]["result"]
+    answer = _json(src, _post(src, session, "/api/v1/query_range", form))["data"]["result"]
     total = {"samples": 0.0, "series": 0.0}
     for s in answer:
         total[s["metric"][ROLLUP_LABEL].rpartition(":")[2]] += sum(float(v) for _, v in s["values"])
@@ -282,7 +284,7 @@ def _raw_samples(src, session, chunk: Window, group: str, closed: bool) -> bytes
     host = src.options["host_label"]
     if host == HOST:
         return body
-    doc = orjson.loads(body)
+    doc = _json(src, body)
     for series in doc["data"]["result"]:
         if host in series["metric"]:
             series["metric"][HOST] = series["metric"][host]
@@ -375,7 +377,7 @@ def _zoomed(
         "query": _host_renamed(src, _named(_either(parts), "__name__", metric)),
         "start": _epoch(hour) + step - _MS, "end": _epoch(hour) + HOUR_S - _MS, "step": step,
     })  # fmt: skip
-    points, labels, _ = series_points(json.loads(body)["data"]["result"])
+    points, labels, _ = series_points(_json(src, body)["data"]["result"])
     prior = pl.DataFrame(
         {"key": keys, "before": priors, "count": counts},
         schema={"key": pl.Utf8, "before": pl.Float64, "count": pl.Int64},
@@ -445,7 +447,7 @@ def _last_before(
         answer = _post(
             src, session, "/api/v1/query", {"query": f"count_over_time({sel})", "time": t}
         )
-        found = {_key_of(src, s["metric"], metric) for s in json.loads(answer)["data"]["result"]}
+        found = {_key_of(src, s["metric"], metric) for s in _json(src, answer)["data"]["result"]}
         return found & set(group)
 
     spans = {k: (since, until) for k in holding(keys, since, until)}
@@ -487,7 +489,7 @@ def _samples(
     t = _epoch(until) - _MS
     range_ms = round((t - _epoch(since)) * 1000) + (0 if closed else 1)
     query = f"{metric}{{{', '.join(_series_matchers(src, keys))}}}[{range_ms}ms]"
-    answer = json.loads(_post(src, session, "/api/v1/query", {"query": query, "time": t}))
+    answer = _json(src, _post(src, session, "/api/v1/query", {"query": query, "time": t}))
     out = {}
     for s in answer["data"]["result"]:
         if (key := _key_of(src, s["metric"], metric)) in wanted:
@@ -614,7 +616,7 @@ def _range_closed(src: SourceConfig, session) -> bool:
 
 
 def _get(src, session, path: str, params: dict):
-    return json.loads(_request(src, session, "GET", path, params))["data"]
+    return _json(src, _request(src, session, "GET", path, params))["data"]
 
 
 def _post(src, session, path: str, form: dict) -> bytes:
@@ -635,6 +637,8 @@ def _request(src: SourceConfig, session, method: str, path: str, params: dict) -
         )
     except requests.RequestException as exc:
         raise http_error(src, url, exc) from None
+    if r.status_code < 400 and r.content.startswith(_SUCCESS):
+        return r.content  # not decoded twice: the caller or the parser reads it
     try:
         doc = r.json()
     except ValueError:
@@ -648,6 +652,14 @@ def _request(src: SourceConfig, session, method: str, path: str, params: dict) -
             f"{src.name}: {url}: HTTP {r.status_code}: {reason}{hint}".replace("\n", " ")
         )
     return r.content
+
+
+def _json(src: SourceConfig, body: bytes):
+    """A successful answer decoded, or SourceError when it is not JSON (cut short, say)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise SourceError(f"{src.name}: an answer is not JSON ({exc})") from None
 
 
 def _base(src: SourceConfig) -> str:
