@@ -7,14 +7,16 @@ committed in one warehouse batch together with the chunk's ``pull_log`` row: a c
 whole, with its status, or not at all, and a crash part-way leaves the cursor where the stored
 data ends. A source that fails (``SourceError``) gets a ``failed`` row with the reason and stops
 at that chunk, so no later window is marked done past a gap; the other sources still run, and
-the next pull starts again from the cursor. Records pulled twice (the overlap, a repeated pull,
-a file ingested earlier) are stored once by the warehouse's record keys and counted in
-``rows_duplicate``.
+the next pull starts again from the cursor. A source's next chunk is fetched while the current
+one is committed, so its server and this process work at once (two chunks are held at most).
+Records pulled twice (the overlap, a repeated pull, a file ingested earlier) are stored once by
+the warehouse's record keys and counted in ``rows_duplicate``.
 """
 
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -92,24 +94,36 @@ def pull(wh: Warehouse, sources: list[SourceConfig], since: datetime | None = No
     """Pull every source (see the module's docstring); one report per chunk and failed target.
     Holds the warehouse's writer lock throughout."""
     reports: list[PullReport] = []
-    with wh.writer():
+    with wh.writer(), ThreadPoolExecutor(1) as ahead:
         got = cursors(wh)
         for src in sources:
-            for w in windows(src, got.get(src.name), since, until):
-                reports += _pull_window(wh, src, w)
+            todo = windows(src, got.get(src.name), since, until)
+            fetching = ahead.submit(_fetch, src, todo[0]) if todo else None
+            for i, w in enumerate(todo):
+                started, fetched = fetching.result()
+                fetching = ahead.submit(_fetch, src, todo[i + 1]) if i + 1 < len(todo) else None
+                reports += _pull_window(wh, src, w, started, fetched)
                 if reports[-1].status == "failed" and reports[-1].target is None:
-                    break  # no window past a gap is marked done
+                    break  # no window past a gap is marked done (a chunk fetched ahead is dropped)
+            if fetching is not None:
+                fetching.cancel()
     return reports
 
 
-def _pull_window(wh: Warehouse, src: SourceConfig, w: Window) -> list[PullReport]:
-    kind = kinds()[src.kind]
+def _fetch(src: SourceConfig, w: Window) -> tuple[datetime, list[Document | Failure] | SourceError]:
+    """When the fetch of ``w`` started, and its documents or why the source failed."""
     started = datetime.now(UTC).replace(tzinfo=None)
-    batch_id = hashlib.sha256(f"pull\n{src.name}\n{w}\n{started.isoformat()}".encode()).hexdigest()[:16]
     try:
-        got = fetch_all(kind, src, w)
+        return started, fetch_all(kinds()[src.kind], src, w)
     except SourceError as exc:
-        report = PullReport(src.name, src.kind, w, "failed", error=_one_line(str(exc), src))
+        return started, exc
+
+
+def _pull_window(wh: Warehouse, src: SourceConfig, w: Window, started: datetime,
+                 got: list[Document | Failure] | SourceError) -> list[PullReport]:
+    batch_id = hashlib.sha256(f"pull\n{src.name}\n{w}\n{started.isoformat()}".encode()).hexdigest()[:16]
+    if isinstance(got, SourceError):
+        report = PullReport(src.name, src.kind, w, "failed", error=_one_line(str(got), src))
         with wh.batch(batch_id) as batch:
             batch.add(_log_rows(src, [report], started, batch_id))
         return [report]
