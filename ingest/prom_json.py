@@ -161,7 +161,20 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     series_schema = {"metric": pl.Utf8, **{c: pl.Utf8 for c in LABEL_COLUMNS.values()},
                      "instance_host": pl.Utf8, "xid": pl.Utf8, "doc": pl.Int32,
                      "series": pl.Int32}  # fmt: skip
-    labels_of = pl.DataFrame(per_series, schema=series_schema)
+    fallback_host = ctx.host or host_from_path(ctx.path)
+    labels_of = pl.DataFrame(per_series, schema=series_schema).with_columns(
+        # what a series' labels say, worked out once a series, not once a point
+        identified=pl.any_horizontal(
+            pl.col(c).is_not_null() for c in ("host", "gpu", "uuid", "pci_bus", "instance_host")
+        )
+        | pl.lit(ctx.host is not None),
+        stored_metric=xid_metric(pl.col("metric"), pl.col("xid")),
+        stored_host=pl.coalesce(
+            pl.col("host"), pl.lit(fallback_host, dtype=pl.Utf8), pl.col("instance_host")
+        ),
+        stored_gpu=pl.col("gpu").cast(pl.Int32, strict=False),
+        stored_pci=normalize_pci(pl.col("pci_bus")),
+    )
     pts = pl.DataFrame(
         {"secs": secs, "t": texts, "raw": raws},
         schema={"secs": pl.Float64, "t": pl.Utf8, "raw": pl.Utf8},
@@ -175,10 +188,6 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     pts = pts.with_columns(
         value=num,
         time=pl.from_epoch((secs * 1e6).round().cast(pl.Int64, strict=False), time_unit="us"),
-        identified=pl.any_horizontal(
-            pl.col(c).is_not_null() for c in ("host", "gpu", "uuid", "pci_bus", "instance_host")
-        )
-        | pl.lit(ctx.host is not None),
     )
     value = pl.col("value")
     pts = pts.with_columns(
@@ -198,14 +207,11 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     )  # fmt: skip
     bad = pts.filter(pl.col("error").is_not_null())
     good = pts.filter(pl.col("error").is_null())
-    fallback_host = ctx.host or host_from_path(ctx.path)
     samples = good.with_columns(
-        metric=xid_metric(pl.col("metric"), pl.col("xid")),
-        host=pl.coalesce(
-            pl.col("host"), pl.lit(fallback_host, dtype=pl.Utf8), pl.col("instance_host")
-        ),
-        gpu=pl.col("gpu").cast(pl.Int32, strict=False),
-        pci_bus=normalize_pci(pl.col("pci_bus")),
+        metric="stored_metric",
+        host="stored_host",
+        gpu="stored_gpu",
+        pci_bus="stored_pci",
         value=sentinel_to_null(pl.col("value")),
         date=pl.col("time").dt.date(),
         cluster=pl.lit(ctx.cluster),
@@ -213,6 +219,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         source_file=pl.lit(ctx.path),
     ).drop(
         "point", "secs", "t", "raw", "instance_host", "xid", "doc", "series", "error", "identified",
+        "stored_metric", "stored_host", "stored_gpu", "stored_pci",
     )  # fmt: skip
     t_text = pl.coalesce(  # a whole second as JSON writes it (an integer)
         "t",
