@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import orjson
 import polars as pl
 
 from ingest.base import (
@@ -46,7 +48,13 @@ def _documents(data: bytes) -> tuple[list[tuple[int, object]], list[tuple[int, s
     """The (number, response object)s in a file (one object, a JSON array of them, or JSON
     lines; numbered by array position or line) and
     the JSON lines that do not parse, as (line, raw, error). Raises ``JSONDecodeError`` when
-    nothing in the file is JSON."""
+    nothing in the file is JSON. A well-formed response is read by orjson (several times faster);
+    anything it refuses (NaN literals, invalid UTF-8, JSON lines) by the standard library."""
+    try:
+        doc = orjson.loads(data)
+        return list(enumerate(doc if isinstance(doc, list) else [doc], start=1)), []
+    except orjson.JSONDecodeError:
+        pass
     text = data.decode("utf-8", errors="replace").strip()
     try:
         doc = json.loads(text)
@@ -76,16 +84,27 @@ def _series_shape_error(series, key: str) -> str | None:
     return None
 
 
-def _series_frame(series: dict, key: str) -> pl.DataFrame:
-    """One series' points as (t, raw) text columns; a point that is not a [time, value] pair
-    keeps its JSON text as ``raw`` (and no time) for its quarantine row."""
-    points = series.get("values") if key == "values" else [series.get("value")]
+def _points(series: dict, key: str) -> tuple[list, list, list]:
+    """One series' points as (seconds, time text, value text) lists. A well-formed series
+    (every point a [number, string] pair, as Prometheus writes them) is taken whole, with no
+    per-point Python work and no time text (written from the seconds where a quarantine row
+    needs it); otherwise point by point, where a point that is not a [time, value] pair keeps
+    its JSON text as its value text (and no time) for its quarantine row."""
+    points = (series.get("values") if key == "values" else [series.get("value")]) or []
+    if (
+        points
+        and set(map(type, points)) <= {list, tuple}
+        and set(map(len, points)) == {2}
+    ):
+        t, raw = zip(*points, strict=True)
+        if set(map(type, t)) <= {int, float} and set(map(type, raw)) == {str}:
+            return list(t), [None] * len(t), list(raw)
     pairs = [
         (_text(p[0]), _text(p[1])) if isinstance(p, (list, tuple)) and len(p) == 2 else ("", json.dumps(p))
-        for p in points or []
+        for p in points
     ]
-    t, raw = zip(*pairs, strict=True) if pairs else ((), ())
-    return pl.DataFrame({"t": list(t), "raw": list(raw)}, schema={"t": pl.Utf8, "raw": pl.Utf8})
+    t_text, raw = zip(*pairs, strict=True) if pairs else ((), ())
+    return [None] * len(pairs), list(t_text), list(raw)
 
 
 def _text(v) -> str:
@@ -93,12 +112,15 @@ def _text(v) -> str:
     return "" if v is None else v if isinstance(v, str) else json.dumps(v)
 
 
+_OUT_OF_RANGE = "timestamp out of range"  # written with the time text on the quarantined rows only
+
+
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     try:
         docs, bad_docs = _documents(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return ParseResult({}, whole_file_quarantine(data, f"not JSON: {exc}"), 1)
-    frames = []
+    secs, texts, raws, lengths, per_series = [], [], [], [], []
     for n, doc in docs:
         if not isinstance(doc, dict) or doc.get("status", "success") != "success":
             err = doc.get("error", "unknown error") if isinstance(doc, dict) else "not an object"
@@ -124,45 +146,56 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
                 bad_docs.append((n, json.dumps(series)[:500], f"series {s_idx}: {shape}"))
                 continue
             labels = {str(k): str(v) for k, v in (series.get("metric") or {}).items()}
-            f = _series_frame(series, key)
-            cols = {col: labels.get(lab) for lab, col in LABEL_COLUMNS.items()}
-            instance_host = labels.get("instance", "").rsplit(":", 1)[0] or None
-            frames.append(
-                f.with_columns(
-                    metric=pl.lit(labels.get("__name__") or None, dtype=pl.Utf8),
-                    **{c: pl.lit(v if v != "" else None, dtype=pl.Utf8) for c, v in cols.items()},
-                    instance_host=pl.lit(instance_host, dtype=pl.Utf8),
-                    xid=pl.lit(labels.get("xid"), dtype=pl.Utf8),
-                    doc=pl.lit(n, dtype=pl.Int32),
-                    series=pl.lit(s_idx, dtype=pl.Int32),
-                    series_key=pl.lit(json.dumps(labels, sort_keys=True)),
-                )
-            )
-    if frames:
-        pts = pl.concat(frames, how="vertical").with_row_index("point", offset=1)
-    else:
-        pts = pl.DataFrame(
-            schema={"point": pl.UInt32, "t": pl.Utf8, "raw": pl.Utf8, "metric": pl.Utf8,
-                    **{c: pl.Utf8 for c in LABEL_COLUMNS.values()}, "instance_host": pl.Utf8, "xid": pl.Utf8,
-                    "doc": pl.Int32, "series": pl.Int32, "series_key": pl.Utf8}
-        )  # fmt: skip
-    num = pl.col("raw").str.strip_chars().str.replace(r"^\+", "").cast(pl.Float64, strict=False)
-    given_secs = pl.col("t").cast(pl.Float64, strict=False)
-    secs = pl.when(given_secs.abs() < 1e12).then(given_secs)  # beyond: not a clock, overflows
-    pts = pts.with_columns(
-        value=num,
-        time=pl.from_epoch((secs * 1e6).round().cast(pl.Int64, strict=False), time_unit="us"),
+            t, t_text, raw = _points(series, key)
+            secs.extend(t)
+            texts.extend(t_text)
+            raws.extend(raw)
+            lengths.append(len(t))
+            per_series.append({
+                "metric": labels.get("__name__") or None,
+                **{col: labels.get(lab) or None for lab, col in LABEL_COLUMNS.items()},
+                "instance_host": labels.get("instance", "").rsplit(":", 1)[0] or None,
+                "xid": labels.get("xid"),
+                "doc": n,
+                "series": s_idx,
+            })  # fmt: skip
+    series_schema = {"metric": pl.Utf8, **{c: pl.Utf8 for c in LABEL_COLUMNS.values()},
+                     "instance_host": pl.Utf8, "xid": pl.Utf8, "doc": pl.Int32,
+                     "series": pl.Int32}  # fmt: skip
+    fallback_host = ctx.host or host_from_path(ctx.path)
+    labels_of = pl.DataFrame(per_series, schema=series_schema).with_columns(
+        # what a series' labels say, worked out once a series, not once a point
         identified=pl.any_horizontal(
             pl.col(c).is_not_null() for c in ("host", "gpu", "uuid", "pci_bus", "instance_host")
         )
         | pl.lit(ctx.host is not None),
+        stored_metric=xid_metric(pl.col("metric"), pl.col("xid")),
+        stored_host=pl.coalesce(
+            pl.col("host"), pl.lit(fallback_host, dtype=pl.Utf8), pl.col("instance_host")
+        ),
+        stored_gpu=pl.col("gpu").cast(pl.Int32, strict=False),
+        stored_pci=normalize_pci(pl.col("pci_bus")),
+    )
+    pts = pl.DataFrame(
+        {"secs": secs, "t": texts, "raw": raws},
+        schema={"secs": pl.Float64, "t": pl.Utf8, "raw": pl.Utf8},
+    ).with_row_index("point", offset=1)
+    pts = pl.concat(
+        [pts, labels_of[np.repeat(np.arange(len(lengths)), lengths)]], how="horizontal"
+    )
+    num = pl.col("raw").str.strip_chars().str.replace(r"^\+", "").cast(pl.Float64, strict=False)
+    given_secs = pl.coalesce("secs", pl.col("t").cast(pl.Float64, strict=False))
+    secs = pl.when(given_secs.abs() < 1e12).then(given_secs)  # beyond: not a clock, overflows
+    pts = pts.with_columns(
+        value=num,
+        time=pl.from_epoch((secs * 1e6).round().cast(pl.Int64, strict=False), time_unit="us"),
     )
     value = pl.col("value")
     pts = pts.with_columns(
         error=pl.when(pl.col("metric").is_null())
         .then(pl.lit("series has no __name__ label"))
         .when(pl.col("time").is_null() & given_secs.is_not_null())
-        .then(pl.format("timestamp {} s is out of range", "t"))
+        .then(pl.lit(_OUT_OF_RANGE))
         .when(pl.col("time").is_null())
         .then(pl.lit("point has no numeric timestamp"))
         .when(value.is_null() & ~is_str_blank(pl.col("raw")))
@@ -175,27 +208,33 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     )  # fmt: skip
     bad = pts.filter(pl.col("error").is_not_null())
     good = pts.filter(pl.col("error").is_null())
-    fallback_host = ctx.host or host_from_path(ctx.path)
     samples = good.with_columns(
-        metric=xid_metric(pl.col("metric"), pl.col("xid")),
-        host=pl.coalesce(
-            pl.col("host"), pl.lit(fallback_host, dtype=pl.Utf8), pl.col("instance_host")
-        ),
-        gpu=pl.col("gpu").cast(pl.Int32, strict=False),
-        pci_bus=normalize_pci(pl.col("pci_bus")),
+        metric="stored_metric",
+        host="stored_host",
+        gpu="stored_gpu",
+        pci_bus="stored_pci",
         value=sentinel_to_null(pl.col("value")),
         date=pl.col("time").dt.date(),
         cluster=pl.lit(ctx.cluster),
         source=pl.lit(SOURCE),
         source_file=pl.lit(ctx.path),
     ).drop(
-        "point", "t", "raw", "instance_host", "xid", "doc", "series", "error", "series_key",
-        "identified",
+        "point", "secs", "t", "raw", "instance_host", "xid", "doc", "series", "error", "identified",
+        "stored_metric", "stored_host", "stored_gpu", "stored_pci",
     )  # fmt: skip
+    t_text = pl.coalesce(  # a whole second as JSON writes it (an integer)
+        "t",
+        pl.when(pl.col("secs") == pl.col("secs").round())
+        .then(pl.col("secs").cast(pl.Int64, strict=False).cast(pl.Utf8))
+        .otherwise(pl.col("secs").cast(pl.Utf8)),
+        pl.col("secs").cast(pl.Utf8),
+    )
     q_rows = bad.select(
         line=pl.col("point").cast(pl.Int64),
-        raw=pl.format("doc {} series {}: {} {} = {}", "doc", "series", "metric", "t", "raw"),
-        error="error",
+        raw=pl.format("doc {} series {}: {} {} = {}", "doc", "series", "metric", t_text, "raw"),
+        error=pl.when(pl.col("error") == _OUT_OF_RANGE)
+        .then(pl.format("timestamp {} s is out of range", t_text))
+        .otherwise("error"),
     )
     quarantine = (
         pl.concat(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 
+import orjson
 import polars as pl
 
 from ingest.base import (
@@ -69,9 +70,12 @@ def _series_columns(keys: pl.Series) -> pl.DataFrame:
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
-        return ParseResult({}, whole_file_quarantine(data, f"not JSON: {exc}"), 1)
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:  # what orjson refuses (NaN literals, ...) as the standard library reads it
+            doc = json.loads(data)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
+            return ParseResult({}, whole_file_quarantine(data, f"not JSON: {exc}"), 1)
     if not isinstance(doc, dict) or doc.get("status") != "success":
         err = doc.get("error", "no status") if isinstance(doc, dict) else "not an object"
         return ParseResult(

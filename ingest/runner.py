@@ -1026,25 +1026,30 @@ class MemoryInput:
     ctx: ParseContext
 
 
-def commit_documents(
-    wh: Warehouse, docs: list[MemoryInput], batch_id: str,
-    extra: Callable[[list[FileReport]], dict[str, pl.DataFrame]],
-) -> list[FileReport]:
-    """Parse ``docs`` with their formats and commit them in one batch, with the frames
-    ``extra(reports)`` makes from their counts (a pull's status row): the same parsers, record
-    keys, duplicate counts and quarantine as files, and all of it or nothing is stored. No
-    manifest row: a document is not a file (the caller records it). The caller holds the
-    writer lock. A document that fails to parse is quarantined whole and its report is not
-    ``done``."""
-    reports, results = [], []
+def parse_documents(docs: list[MemoryInput]) -> list[tuple[FileReport, list[tuple[str, ParseResult]]]]:
+    """Each of ``docs`` parsed with its format, with its report: the same parsers as files. A
+    document that fails to parse is quarantined whole and its report is not ``done``. Touches
+    no warehouse, so it can run while another batch commits."""
+    parsed = []
     for d in docs:
         if d.fmt is not None and d.fmt not in formats():
             raise UserError(f"{d.name}: unknown format {d.fmt!r}")
         report = FileReport(d.name, d.fmt or "", hashlib.sha256(d.data).hexdigest(), bytes=len(d.data))
         res, report.done = parse_bytes(d.data, d.name, d.fmt, replace(d.ctx, path=d.name))
-        reports.append(report)
-        results.append(res)
+        parsed.append((report, res))
+    return parsed
+
+
+def commit_documents(
+    wh: Warehouse, parsed: list[tuple[FileReport, list[tuple[str, ParseResult]]]], batch_id: str,
+    extra: Callable[[list[FileReport]], dict[str, pl.DataFrame]],
+) -> list[FileReport]:
+    """Commit ``parse_documents``' results in one batch, with the frames ``extra(reports)``
+    makes from their counts (a pull's status row): the same record keys, duplicate counts and
+    quarantine as files, and all of it or nothing is stored. No manifest row: a document is not
+    a file (the caller records it). The caller holds the writer lock."""
+    reports = [r for r, _ in parsed]
     with wh.batch(batch_id) as batch:
-        _stage(batch, list(zip(reports, results, strict=True)))
+        _stage(batch, parsed)
         batch.add(extra(reports))
     return reports

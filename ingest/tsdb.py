@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import polars as pl
 
 from ingest.gpu_labels import FP64_BLANK, INT32_BLANK, INT32_MAX, INT64_BLANK_FLOAT
@@ -45,8 +46,9 @@ _BLANK_RANGES = (
 def series_points(result: list) -> tuple[pl.DataFrame, list[dict], list[tuple[int, str, str]]]:
     """The points of a matrix ``result`` as (series, t, raw) rows (t in float seconds, raw the
     value text), the labels of each series (``labels[series]``), and the entries that are not a
-    series of [time, value] pairs, as (index, raw JSON, reason)."""
-    series_ids, ts, raws, labels, bad = [], [], [], [], []
+    series of [time, value] pairs, as (index, raw JSON, reason). A series of [number, string]
+    pairs (what Prometheus writes) is taken whole, with no per-point Python work."""
+    lengths, ts, raws, labels, bad = [], [], [], [], []
     for i, s in enumerate(result):
         values = s.get("values") if isinstance(s, dict) else None
         if not isinstance(values, list) or not isinstance(s.get("metric", {}), dict):
@@ -54,19 +56,19 @@ def series_points(result: list) -> tuple[pl.DataFrame, list[dict], list[tuple[in
                 (i, json.dumps(s)[:500], "series is not an object with metric labels and values")
             )
             continue
-        if not all(isinstance(p, list) and len(p) == 2 for p in values):
+        if values and not (set(map(type, values)) <= {list} and set(map(len, values)) == {2}):
             bad.append(
                 (i, json.dumps(s)[:500], "series has points that are not [time, value] pairs")
             )
             continue
-        series_ids.extend([len(labels)] * len(values))
+        lengths.append(len(values))
         labels.append({str(a): str(b) for a, b in (s.get("metric") or {}).items()})
         if values:
             t, v = zip(*values, strict=True)
-            ts.extend(t)
-            raws.extend(v)
+            ts.extend(t if set(map(type, t)) <= {int, float} else map(_seconds, t))
+            raws.extend(v if set(map(type, v)) == {str} else map(str, v))
     points = pl.DataFrame(
-        {"series": series_ids, "t": [_seconds(t) for t in ts], "raw": [str(r) for r in raws]},
+        {"series": np.repeat(np.arange(len(lengths), dtype=np.int64), lengths), "t": ts, "raw": raws},
         schema={"series": pl.Int64, "t": pl.Float64, "raw": pl.Utf8},
     )
     return points, labels, bad

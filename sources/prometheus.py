@@ -1,8 +1,13 @@
 """DCGM telemetry from a Prometheus-compatible TSDB (Prometheus, Thanos Query, Mimir,
 VictoriaMetrics: the same HTTP API), with the hourly rollups computed by the TSDB.
 
-Per time chunk and group of hosts (``hosts_per_query``, so each answer stays under the server's
-sample limits), one ``query_range`` (step 1 h, evaluated at the last millisecond of each hour)
+Per time chunk and group of hosts (at most ``hosts_per_query``, so each answer stays under the
+server's sample limits, and at least ``concurrency`` groups, pulled that many at a time so the
+TSDB answers on several cores), first a density probe: each metric's samples and series in
+``PROBE`` windows over the chunk. A group whose series hold at most ``raw_per_hour`` samples
+per series-hour (a 1 h scrape) is pulled raw, in one range selector over every metric
+(``prom-json``, table gpu_samples, exactly the samples a file ingest stores): its rollups would
+be no fewer points. Otherwise one ``query_range`` (step 1 h, evaluated at the last millisecond of each hour)
 asks for count / min / max / avg / last ``_over_time`` of every metric over its hour, the last
 three only where the hour's min != max (a constant hour, most hours of an error counter, is
 its count and its min): raw samples never cross the wire, 2 to 5 points per series-hour do
@@ -32,8 +37,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
+import orjson
 import polars as pl
 
 from analysis.telemetry import CANONICAL_METRICS, COUNTER_METRICS
@@ -69,6 +76,8 @@ OPTIONS = {
     "selector": "",  # extra label matchers for every query, e.g. 'job="dcgm-exporter"'
     "host_label": "Hostname",  # the label naming the host (dcgm-exporter's; renamed to it if other)
     "hosts_per_query": 64,
+    "raw_per_hour": 2,  # sparser series (samples per series-hour) are pulled raw, not rolled up
+    "concurrency": 4,  # requests in flight (host groups pulled at once)
     "counter_lookback_h": 24,  # how far back the value before a chunk's first hour is looked for
     "settle_s": 600,  # hours ending later than this before now are left to the next pull
     "range_closed": "auto",  # true: Prometheus 2 range selectors [t - r, t]; false: (t - r, t]
@@ -77,13 +86,15 @@ OPTIONS = {
     "password_env": "",
     "verify_tls": True,  # or the path of a CA bundle
 }
-CHUNK = timedelta(days=1)
+CHUNK = timedelta(days=7)  # a backfill's commit: series labels cross the wire once a chunk
 OVERLAP = timedelta(hours=2)  # late scrapes, and the hours left unsettled by the last pull
 HOST = "Hostname"  # the label the parsers read the host from (ingest.gpu_labels.LABEL_COLUMNS)
 NEAR = timedelta(minutes=1)  # where a series scraped every few seconds has its sample before
 ZOOM = timedelta(minutes=5)  # the windows a counter's changed hour is searched in
+PROBE = timedelta(hours=6)  # the windows a host group's samples per series-hour are counted in
 FEW = 16  # samples of the span before a changed hour read whole rather than searched
 _MS = 0.001
+_SUCCESS = b'{"status":"success"'  # how Prometheus, Thanos, Mimir and VictoriaMetrics begin one
 
 
 def plan(src: SourceConfig, window: Window) -> list[str]:
@@ -98,8 +109,16 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
                 f"start={chunk.start.isoformat()} end={chunk.end.isoformat()}"
             ),
             (
-                f"POST {url}/api/v1/query_range start={first} end={last} step={HOUR_S} "
-                f"query={_rollup_query(src, group, '<range>')}"
+                f"POST {url}/api/v1/query_range step={PROBE.total_seconds():g} (density probe, "
+                f"per host group) query={_density_query(src, group, '<probe>')}"
+            ),
+            (
+                f"POST {url}/api/v1/query time={last} (a group at most {src.options['raw_per_hour']} "
+                f"samples per series-hour: its raw samples) query={_any_metric(src, group)}[<chunk>]"
+            ),
+            (
+                f"POST {url}/api/v1/query_range start={first} end={last} step={HOUR_S} (other "
+                f"groups) query={_rollup_query(src, group, '<range>')}"
             ),
         ]
         if _counters(src):
@@ -115,29 +134,62 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
 
 
 def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
+    """Per chunk, its host groups pulled ``concurrency`` at a time (each group's requests one
+    after another), their documents yielded in group order."""
     chunks = _hour_chunks(window, datetime.now(UTC).replace(tzinfo=None), src)
     if not chunks:
         return
     session = http_session(src, verify=_verify(src.options["verify_tls"]))
     closed = _range_closed(src, session)
-    for chunk in chunks:
-        hosts = _get(
-            src,
-            session,
-            f"/api/v1/label/{src.options['host_label']}/values",
-            {"match[]": _any_metric(src), "start": _epoch(chunk.start), "end": _epoch(chunk.end)},
-        )
-        size = max(int(src.options["hosts_per_query"]), 1)
-        for g in range(0, len(hosts), size):
-            group = f'{src.options["host_label"]}=~"{"|".join(_regex_quote(h) for h in hosts[g : g + size])}"'
-            yield from _fetch_group(
-                src, session, chunk, group, closed, f"{chunk}/hosts{g // size + 1}"
+    with ThreadPoolExecutor(max(int(src.options["concurrency"]), 1)) as pool:
+        for chunk in chunks:
+            span = {"start": _epoch(chunk.start), "end": _epoch(chunk.end)}
+            hosts = _get(
+                src,
+                session,
+                f"/api/v1/label/{src.options['host_label']}/values",
+                {"match[]": _any_metric(src), **span},
             )
+            groups = [
+                f'{src.options["host_label"]}=~"{"|".join(_regex_quote(h) for h in part)}"'
+                for part in _host_groups(src, hosts)
+            ]
+            tags = [f"{chunk}/hosts{i + 1}" for i in range(len(groups))]
+            pulled = [
+                pool.submit(_group_documents, src, session, chunk, g, closed, t)
+                for g, t in zip(groups, tags, strict=True)
+            ]
+            try:
+                for done in pulled:
+                    yield from done.result()
+            finally:
+                for p in pulled:
+                    p.cancel()
+
+
+def _host_groups(src: SourceConfig, hosts: list[str]) -> list[list[str]]:
+    """``hosts`` in groups of at most ``hosts_per_query``, and in at least ``concurrency`` groups
+    (of about equal size) where there are that many hosts, so the TSDB answers on as many cores."""
+    size = max(int(src.options["hosts_per_query"]), 1)
+    n = max(-(-len(hosts) // size), min(max(int(src.options["concurrency"]), 1), len(hosts)))
+    return [hosts[i * len(hosts) // n : (i + 1) * len(hosts) // n] for i in range(n)]
+
+
+def _group_documents(
+    src, session, chunk: Window, group: str, closed: bool, tag: str
+) -> list[Document]:
+    return list(_fetch_group(src, session, chunk, group, closed, tag))
 
 
 def _fetch_group(
     src, session, chunk: Window, group: str, closed: bool, tag: str
 ) -> Iterator[Document]:
+    """The group's documents: its raw samples when its series are sparse (``_sparse``), else its
+    rollups and the raw samples the rollups need (see the module's docstring)."""
+    if _sparse(src, session, chunk, group, closed):
+        body = _raw_samples(src, session, chunk, group, closed)
+        yield Document(f"{src.name}/samples/{tag}", body, "prom-json")
+        return
     first, last = _eval_times(chunk)
     rng = _range(timedelta(hours=1), closed)
     body = _post(
@@ -147,12 +199,13 @@ def _fetch_group(
         {"query": _rollup_query(src, group, rng), "start": first, "end": last, "step": HOUR_S},
     )
     yield Document(f"{src.name}/rollups/{tag}", body, "prom-rollup")
-    result = json.loads(body)["data"]["result"]
+    result = _json(src, body)["data"]["result"]
     points, labels, _ = series_points(result)
     rows = rollup_rows(points, labels).with_columns(bad=unusable().is_not_null())
     baseline = None
     if _counters(src):
-        answer = json.loads(
+        answer = _json(
+            src,
             _post(
                 src,
                 session,
@@ -190,7 +243,52 @@ def _fetch_group(
             for s in series.values()
         ]
         doc = {"status": "success", "data": {"resultType": "matrix", "result": result}}
-        yield Document(f"{src.name}/samples/{tag}", json.dumps(doc).encode(), "prom-json")
+        yield Document(f"{src.name}/samples/{tag}", orjson.dumps(doc), "prom-json")
+
+
+def _sparse(src, session, chunk: Window, group: str, closed: bool) -> bool:
+    """Whether the group's series hold at most ``raw_per_hour`` samples per series-hour: their
+    raw samples are then no more points than their rollups (2 to 5 a series-hour) and the TSDB
+    computes nothing. Measured over the chunk in ``PROBE`` windows (one ``query_range`` of each
+    metric's summed sample count and series count per window; a window where a series has no
+    sample does not count for it); a chunk with no samples takes the rollups."""
+    most = float(src.options["raw_per_hour"])
+    if most <= 0:
+        return False
+    window = min(PROBE, chunk.end - chunk.start)
+    step = window.total_seconds()
+    form = {
+        "query": _density_query(src, group, _range(window, closed)),
+        "start": _epoch(chunk.start) + step - _MS,
+        "end": _epoch(chunk.end) - _MS,
+        "step": step,
+    }
+    answer = _json(src, _post(src, session, "/api/v1/query_range", form))["data"]["result"]
+    total = {"samples": 0.0, "series": 0.0}
+    for s in answer:
+        total[s["metric"][ROLLUP_LABEL].rpartition(":")[2]] += sum(float(v) for _, v in s["values"])
+    return 0 < total["samples"] <= most * total["series"] * window / timedelta(hours=1)
+
+
+def _raw_samples(src, session, chunk: Window, group: str, closed: bool) -> bytes:
+    """The group's raw samples of the chunk: one range selector over every metric, evaluated at
+    the chunk's last millisecond (a ``prom-json`` answer). The host label is copied to
+    ``Hostname`` where it is another, as ``label_replace`` does for the rollups."""
+    rng = _range(chunk.end - chunk.start, closed)
+    body = _post(
+        src,
+        session,
+        "/api/v1/query",
+        {"query": f"{_any_metric(src, group)}[{rng}]", "time": _epoch(chunk.end) - _MS},
+    )
+    host = src.options["host_label"]
+    if host == HOST:
+        return body
+    doc = _json(src, body)
+    for series in doc["data"]["result"]:
+        if host in series["metric"]:
+            series["metric"][HOST] = series["metric"][host]
+    return orjson.dumps(doc)
 
 
 def _raw_targets(
@@ -279,7 +377,7 @@ def _zoomed(
         "query": _host_renamed(src, _named(_either(parts), "__name__", metric)),
         "start": _epoch(hour) + step - _MS, "end": _epoch(hour) + HOUR_S - _MS, "step": step,
     })  # fmt: skip
-    points, labels, _ = series_points(json.loads(body)["data"]["result"])
+    points, labels, _ = series_points(_json(src, body)["data"]["result"])
     prior = pl.DataFrame(
         {"key": keys, "before": priors, "count": counts},
         schema={"key": pl.Utf8, "before": pl.Float64, "count": pl.Int64},
@@ -349,7 +447,7 @@ def _last_before(
         answer = _post(
             src, session, "/api/v1/query", {"query": f"count_over_time({sel})", "time": t}
         )
-        found = {_key_of(src, s["metric"], metric) for s in json.loads(answer)["data"]["result"]}
+        found = {_key_of(src, s["metric"], metric) for s in _json(src, answer)["data"]["result"]}
         return found & set(group)
 
     spans = {k: (since, until) for k in holding(keys, since, until)}
@@ -391,7 +489,7 @@ def _samples(
     t = _epoch(until) - _MS
     range_ms = round((t - _epoch(since)) * 1000) + (0 if closed else 1)
     query = f"{metric}{{{', '.join(_series_matchers(src, keys))}}}[{range_ms}ms]"
-    answer = json.loads(_post(src, session, "/api/v1/query", {"query": query, "time": t}))
+    answer = _json(src, _post(src, session, "/api/v1/query", {"query": query, "time": t}))
     out = {}
     for s in answer["data"]["result"]:
         if (key := _key_of(src, s["metric"], metric)) in wanted:
@@ -472,9 +570,21 @@ def _matchers(src: SourceConfig, group: str) -> str:
     return ", ".join(m for m in (group, src.options["selector"]) if m)
 
 
-def _any_metric(src: SourceConfig) -> str:
+def _any_metric(src: SourceConfig, group: str = "") -> str:
     names = "|".join(_regex_quote(m) for m in src.options["metrics"])
-    return "{" + ", ".join(m for m in (f'__name__=~"{names}"', src.options["selector"]) if m) + "}"
+    return "{" + ", ".join(m for m in (f'__name__=~"{names}"', _matchers(src, group)) if m) + "}"
+
+
+def _density_query(src: SourceConfig, group: str, rng: str) -> str:
+    """Per metric, the samples over ``rng`` summed over its series, and the series that have
+    any, in one vector (told apart by ``ROLLUP_LABEL``: ``or`` matches series without their
+    ``__name__``)."""
+    parts = []
+    for m in src.options["metrics"]:
+        counts = f"count_over_time({m}{{{_matchers(src, group)}}}[{rng}])"
+        parts += [_named(f"sum({counts})", ROLLUP_LABEL, f"{m}:samples"),
+                  _named(f"count({counts})", ROLLUP_LABEL, f"{m}:series")]  # fmt: skip
+    return _either(parts)
 
 
 def _counters(src: SourceConfig) -> list[str]:
@@ -506,7 +616,7 @@ def _range_closed(src: SourceConfig, session) -> bool:
 
 
 def _get(src, session, path: str, params: dict):
-    return json.loads(_request(src, session, "GET", path, params))["data"]
+    return _json(src, _request(src, session, "GET", path, params))["data"]
 
 
 def _post(src, session, path: str, form: dict) -> bytes:
@@ -527,6 +637,8 @@ def _request(src: SourceConfig, session, method: str, path: str, params: dict) -
         )
     except requests.RequestException as exc:
         raise http_error(src, url, exc) from None
+    if r.status_code < 400 and r.content.startswith(_SUCCESS):
+        return r.content  # not decoded twice: the caller or the parser reads it
     try:
         doc = r.json()
     except ValueError:
@@ -540,6 +652,14 @@ def _request(src: SourceConfig, session, method: str, path: str, params: dict) -
             f"{src.name}: {url}: HTTP {r.status_code}: {reason}{hint}".replace("\n", " ")
         )
     return r.content
+
+
+def _json(src: SourceConfig, body: bytes):
+    """A successful answer decoded, or SourceError when it is not JSON (cut short, say)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise SourceError(f"{src.name}: an answer is not JSON ({exc})") from None
 
 
 def _base(src: SourceConfig) -> str:

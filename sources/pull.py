@@ -7,21 +7,24 @@ committed in one warehouse batch together with the chunk's ``pull_log`` row: a c
 whole, with its status, or not at all, and a crash part-way leaves the cursor where the stored
 data ends. A source that fails (``SourceError``) gets a ``failed`` row with the reason and stops
 at that chunk, so no later window is marked done past a gap; the other sources still run, and
-the next pull starts again from the cursor. Records pulled twice (the overlap, a repeated pull,
-a file ingested earlier) are stored once by the warehouse's record keys and counted in
-``rows_duplicate``.
+the next pull starts again from the cursor. A source's next chunk is fetched and parsed while the
+current one is committed, so its server, the parsers and the commit work at once (two chunks are
+held at most).
+Records pulled twice (the overlap, a repeated pull, a file ingested earlier) are stored once by
+the warehouse's record keys and counted in ``rows_duplicate``.
 """
 
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
 from ingest.base import ParseContext
-from ingest.runner import FileReport, MemoryInput, commit_documents
+from ingest.runner import FileReport, MemoryInput, commit_documents, parse_documents
 from sources import kinds
 from sources.base import Document, Failure, SourceConfig, SourceError, Window, fetch_all
 from warehouse.store import Warehouse
@@ -92,32 +95,46 @@ def pull(wh: Warehouse, sources: list[SourceConfig], since: datetime | None = No
     """Pull every source (see the module's docstring); one report per chunk and failed target.
     Holds the warehouse's writer lock throughout."""
     reports: list[PullReport] = []
-    with wh.writer():
+    with wh.writer(), ThreadPoolExecutor(1) as ahead:
         got = cursors(wh)
         for src in sources:
-            for w in windows(src, got.get(src.name), since, until):
-                reports += _pull_window(wh, src, w)
+            todo = windows(src, got.get(src.name), since, until)
+            fetching = ahead.submit(_fetch, src, todo[0]) if todo else None
+            for i, w in enumerate(todo):
+                started, fetched, parsed = fetching.result()
+                fetching = ahead.submit(_fetch, src, todo[i + 1]) if i + 1 < len(todo) else None
+                reports += _pull_window(wh, src, w, started, fetched, parsed)
                 if reports[-1].status == "failed" and reports[-1].target is None:
-                    break  # no window past a gap is marked done
+                    break  # no window past a gap is marked done (a chunk fetched ahead is dropped)
+            if fetching is not None:
+                fetching.cancel()
     return reports
 
 
-def _pull_window(wh: Warehouse, src: SourceConfig, w: Window) -> list[PullReport]:
-    kind = kinds()[src.kind]
+def _fetch(src: SourceConfig, w: Window) -> tuple[datetime, list[Document | Failure] | SourceError, list]:
+    """When the fetch of ``w`` started, its documents (and failed targets) or why the source
+    failed, and the documents parsed (``parse_documents``)."""
     started = datetime.now(UTC).replace(tzinfo=None)
-    batch_id = hashlib.sha256(f"pull\n{src.name}\n{w}\n{started.isoformat()}".encode()).hexdigest()[:16]
     try:
-        got = fetch_all(kind, src, w)
+        got = fetch_all(kinds()[src.kind], src, w)
     except SourceError as exc:
-        report = PullReport(src.name, src.kind, w, "failed", error=_one_line(str(exc), src))
+        return started, exc, []
+    inputs = [MemoryInput(_named(src, d.name), d.data, d.format,
+                          ParseContext(cluster=src.cluster, host=d.host, time=d.time, options=d.options))
+              for d in got if isinstance(d, Document)]
+    return started, got, parse_documents(inputs)
+
+
+def _pull_window(wh: Warehouse, src: SourceConfig, w: Window, started: datetime,
+                 got: list[Document | Failure] | SourceError, parsed: list) -> list[PullReport]:
+    batch_id = hashlib.sha256(f"pull\n{src.name}\n{w}\n{started.isoformat()}".encode()).hexdigest()[:16]
+    if isinstance(got, SourceError):
+        report = PullReport(src.name, src.kind, w, "failed", error=_one_line(str(got), src))
         with wh.batch(batch_id) as batch:
             batch.add(_log_rows(src, [report], started, batch_id))
         return [report]
     docs = [d for d in got if isinstance(d, Document)]
     failures = [f for f in got if isinstance(f, Failure)]
-    inputs = [MemoryInput(_named(src, d.name), d.data, d.format,
-                          ParseContext(cluster=src.cluster, host=d.host, time=d.time, options=d.options))
-              for d in docs]
     whole = PullReport(src.name, src.kind, w, "ok", documents=len(docs), bytes=sum(len(d.data) for d in docs))
     out = [whole] + [PullReport(src.name, src.kind, w, "failed", target=f.target, error=_one_line(f.reason, src))
                      for f in failures]
@@ -132,7 +149,7 @@ def _pull_window(wh: Warehouse, src: SourceConfig, w: Window) -> list[PullReport
             whole.status, whole.error = "failed", f"could not parse {len(broken)} response(s), e.g. {broken[0]}"
         return _log_rows(src, out, started, batch_id)
 
-    commit_documents(wh, inputs, batch_id, log)
+    commit_documents(wh, parsed, batch_id, log)
     return out
 
 

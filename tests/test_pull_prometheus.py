@@ -1,7 +1,8 @@
 """The ``prometheus`` source against a real Prometheus holding the committed fleet's DCGM
-history (tests/servers/prometheus.py): what it pulls derives the same gpu_hourly, gpu_daily and
-counter events as ingesting the scrape files, a second pull stores nothing, credentials reach
-the server, and a stopped server is a one-line error."""
+history (tests/servers/prometheus.py): what it pulls, as TSDB rollups or, for series as sparse
+as this fleet's (a sample every 6 h), as raw samples, derives the same gpu_hourly, gpu_daily
+and counter events as ingesting the scrape files, a second pull stores nothing, credentials
+reach the server, and a stopped server is a one-line error."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def both(prom, tmp_path_factory):
     ingested = Warehouse(tmp_path_factory.mktemp("files") / "home")
     ingest_paths(ingested, [f for f in files if f.name < f"{UNTIL:%Y-%m-%d}"], jobs=1)  # a file a day
     pulled = Warehouse(tmp_path_factory.mktemp("pulled") / "home")
-    reports = pull(pulled, [_source(url)], since=SINCE, until=UNTIL)
+    reports = pull(pulled, [_source(url, raw_per_hour=0)], since=SINCE, until=UNTIL)  # rollups
     for wh in (ingested, pulled):
         refresh_gpu_hourly(wh)
         refresh_counter_events(wh)
@@ -99,6 +100,41 @@ def test_pulled_rollups_give_the_files_gpu_hourly(both):
         wd.select(daily_keys, "n", "first_hour", "last_hour")
     )
     assert ((gd["sum"] - wd["sum"]).abs() <= 1e-6 * wd["sum"].abs().clip(lower_bound=1)).all()
+
+
+@pytest.fixture(scope="module")
+def raw(prom, both, tmp_path_factory):
+    """The same month pulled with the default ``raw_per_hour``: this fleet's series hold fewer
+    samples an hour than a rollup has points, so they come raw; one host per query, three
+    queries at once."""
+    pulled = Warehouse(tmp_path_factory.mktemp("raw") / "home")
+    src = _source(prom[0], hosts_per_query=1, concurrency=3)
+    reports = pull(pulled, [src], since=SINCE, until=UNTIL)
+    refresh_gpu_hourly(pulled)
+    refresh_counter_events(pulled)
+    return pulled, reports
+
+
+def test_sparse_series_are_pulled_as_the_files_raw_samples(prom, both, raw):
+    ingested, _, _ = both
+    pulled, reports = raw
+    assert reports and all(r.status == "ok" for r in reports), [r.error for r in reports]
+    assert pulled.query("SELECT count(*) AS n FROM gpu_rollups")["n"][0] == 0
+    cols = "time, host, gpu, uuid, pci_bus, metric, value"
+    want = ingested.query(f"SELECT {cols} FROM gpu_samples ORDER BY ALL")
+    assert want.height > 25_000
+    assert pulled.query(f"SELECT {cols} FROM gpu_samples ORDER BY ALL").equals(want)
+    keys = ["hour", "cluster", "host", "gpu", "uuid", "pci_bus", "metric"]
+    hourly = ", ".join([*keys, "n", "mean", "min", "max", "last"])
+    q = f"SELECT {hourly} FROM gpu_hourly ORDER BY ALL"
+    assert pulled.query(q).equals(ingested.query(q))
+    q = (
+        "SELECT time, host, component_id, code, count FROM hw_events "
+        f"WHERE source = '{COUNTER_SOURCE}' ORDER BY ALL"
+    )
+    assert pulled.query(q).equals(ingested.query(q))
+    again = pull(pulled, [_source(prom[0])], since=SINCE, until=AGAIN_UNTIL)
+    assert sum(r.records for r in again) > 10_000 and sum(r.rows_ok for r in again) == 0
 
 
 def test_pulled_counter_samples_give_the_files_counter_events(both):
@@ -135,7 +171,7 @@ def test_pulling_again_adds_nothing(both, prom):
     _, pulled, _ = both
     tables = ("gpu_rollups", "gpu_samples", "quarantine")
     before = {t: pulled.query(f"SELECT count(*) AS n FROM {t}")["n"][0] for t in tables}
-    again = pull(pulled, [_source(prom[0])], since=SINCE, until=AGAIN_UNTIL)
+    again = pull(pulled, [_source(prom[0], raw_per_hour=0)], since=SINCE, until=AGAIN_UNTIL)
     assert [r.status for r in again] == ["ok"] * len(again)
     assert sum(r.records for r in again) > 10_000
     assert sum(r.rows_ok for r in again) == 0
