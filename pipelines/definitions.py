@@ -16,8 +16,7 @@ import os
 
 import dagster as dg
 
-from pipelines.assets import ALL_ASSETS, BUILD_ASSETS, INGEST_ASSETS, PULL_ASSETS
-from pipelines.checks import ALL_CHECKS
+from pipelines.assets import ALL_ASSETS, ALL_CHECKS, BUILD_ASSETS, INGEST_ASSETS, PULL_ASSETS
 from pipelines.resources import GoodputConfig
 from pipelines.sensors import build_schedule, build_sensor, pull_schedule
 
@@ -49,10 +48,14 @@ def run_executor(name: str | None = None) -> dg.ExecutorDefinition:
 
 
 ingest_job = dg.define_asset_job("ingest", selection=dg.AssetSelection.assets(*INGEST_ASSETS))
-build_job = dg.define_asset_job("build", selection=dg.AssetSelection.assets(*BUILD_ASSETS),
-                                description="Everything downstream of ingest and pull: rollups, attribution, fits, goodput, report.")
-pull_job = dg.define_asset_job("pull", selection=dg.AssetSelection.assets(*PULL_ASSETS),
-                               description="Pull every live source of HOME/sources.toml (slurmdbd, TSDB, BMCs) from its cursor.")
+build_job = dg.define_asset_job(
+    "build", selection=dg.AssetSelection.assets(*BUILD_ASSETS),
+    description="Everything downstream of ingest and pull: rollups, attribution, fits, goodput, "
+    "report.")
+pull_job = dg.define_asset_job(
+    "pull", selection=dg.AssetSelection.assets(*PULL_ASSETS),
+    description="Pull every live source of HOME/sources.toml (slurmdbd, TSDB, BMCs) from its "
+    "cursor.")
 
 
 def definitions(executor: dg.ExecutorDefinition) -> dg.Definitions:

@@ -1,7 +1,7 @@
 """Run the asset graph in-process: ``goodput demo`` (ingest + build), ``goodput build`` and
 ``fit``; record ``goodput ingest`` as a run too.
 
-The CLI and Dagster share one code path: both materialize the assets of pipelines/assets.py,
+The CLI and Dagster share one code path: both materialize the assets of pipelines/assets/,
 and the CLI records its runs in the persistent Dagster instance under the home
 (``<home>/.dagster``), so ``DAGSTER_HOME=<home>/.dagster dagster dev`` shows them. The build run
 is launched without a partition, so it rolls up every day of the telemetry's span and a fresh
@@ -22,6 +22,7 @@ import dagster as dg
 from analysis.headline import read_headline, selected_rates
 from analysis.observation import stored_window
 from pipelines.assets import (
+    ALL_CHECKS,
     BUILD_ASSETS,
     INGEST_ASSETS,
     ingest_metadata,
@@ -30,7 +31,6 @@ from pipelines.assets import (
     pulled_sources,
     register_days,
 )
-from pipelines.checks import ALL_CHECKS
 from pipelines.resources import GoodputConfig
 from warehouse.store import Warehouse
 
@@ -217,7 +217,8 @@ def build_scope(config: GoodputConfig) -> Warehouse:
         return wh
     settings = {k: getattr(config, k) for k in SCOPE_SETTINGS}
     if not is_fresh(wh, scoped, settings):
-        _materialize([a for a in BUILD_ASSETS if a not in (warehouse_catalog, leadership_report)], config, "build_scope")
+        shared = {warehouse_catalog.key, leadership_report.key}  # the parent's, not the scope's
+        _materialize([a for a in BUILD_ASSETS if not shared & a.keys], config, "build_scope")
         mark_fresh(wh, scoped, config.scope(), settings)
     return scoped
 

@@ -16,7 +16,8 @@ import polars as pl
 from analysis import checks as analysis_checks
 from ingest.runner import ingest_paths
 from pipelines import checks
-from pipelines.assets import ingested_sources
+from pipelines.assets import ALL_CHECKS, ingested_sources
+from pipelines.assets.ingest import conservation_check, quarantine_ratio_check, schema_check
 from pipelines.cli import main
 from pipelines.definitions import defs, ingest_job
 from pipelines.resources import GoodputConfig
@@ -34,7 +35,7 @@ def test_demo_materializes_every_asset_and_every_check_passes(demo):
     wh, out = demo
     m = re.search(r"asset checks: (\d+)/(\d+) passed", out)
     # every check but those of the live-source pull, which the demo does not run
-    demo_checks = [c for c in checks.ALL_CHECKS if all(k.asset_key.to_user_string() != "pulled_sources" for k in c.check_keys)]
+    demo_checks = [c for c in ALL_CHECKS if all(k.asset_key.to_user_string() != "pulled_sources" for k in c.check_keys)]
     assert m and m.group(1) == m.group(2) and int(m.group(2)) == len(demo_checks)
     for name in ["job_attempts", "hw_events", "gpu_samples", "gpu_hourly", "component_history", "interruptions",
                  "component_lifetimes", "failure_rates", "survival_curves", "goodput_jobs", "goodput_projections"]:
@@ -122,7 +123,7 @@ def test_corrupted_input_fails_the_quarantine_check(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = dg.materialize(
-            [ingested_sources, checks.quarantine_ratio_check, checks.conservation_check, checks.schema_check],
+            [ingested_sources, quarantine_ratio_check, conservation_check, schema_check],
             resources={"goodput": cfg},
         )
     by_name = {e.check_name: e for e in result.get_asset_check_evaluations()}

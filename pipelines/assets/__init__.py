@@ -1,0 +1,57 @@
+"""Dagster assets: thin wrappers over the plain functions in ingest/, analysis/, dashboards/,
+one module per domain, in the data's direction (``DOMAINS``).
+
+Groups follow the data: ingest (sources -> Parquet), warehouse (rollups, derived events),
+analysis (interruptions, lifetimes, fits, goodput), catalog (the DuckDB views over all of it),
+dashboards (the report). Each asset reports what a user looks for in the UI: row counts
+(``dagster/row_count``), quarantine, coverage, fit and goodput summaries, the report path; its
+definition carries kinds, owners and the column schema of the table it writes. A module's asset
+checks sit beside its assets.
+
+A domain module is imported after the modules whose tables it reads: an asset's deps are the
+assets that write the tables it declares (``factory.writers``), and the catalog depends on
+every table written before it. Adding a domain is one line in ``DOMAINS``.
+"""
+
+import importlib
+
+import dagster as dg
+
+DOMAINS = tuple(importlib.import_module(name) for name in (
+    "pipelines.assets.ingest",
+    "pipelines.assets.telemetry",
+    "pipelines.assets.analysis",
+    "pipelines.assets.report",
+))
+
+# the names the CLI, the sensors and the tests use (imported after DOMAINS: in its order)
+from pipelines.assets.analysis import (  # noqa: E402
+    component_lifetimes,
+    failure_fits,
+    goodput_projections,
+)
+from pipelines.assets.ingest import (  # noqa: E402
+    TELEMETRY_DAYS,
+    ingest_metadata,
+    ingested_sources,
+    pull_metadata,
+    pulled_sources,
+    register_days,
+    rollup_days,
+)
+from pipelines.assets.report import leadership_report, warehouse_catalog  # noqa: E402
+
+ALL_ASSETS = dg.load_assets_from_modules(DOMAINS)
+ALL_CHECKS = dg.load_asset_checks_from_modules(DOMAINS)
+INGEST_ASSETS = [ingested_sources]
+PULL_ASSETS = [pulled_sources]
+# everything downstream of ingest and pull: what `goodput build` and the build job run
+# (load_assets_from_modules returns copies: assets are told apart by their keys)
+BUILD_ASSETS = [a for a in ALL_ASSETS if not {ingested_sources.key, pulled_sources.key} & a.keys]
+
+__all__ = [
+    "ALL_ASSETS", "ALL_CHECKS", "BUILD_ASSETS", "DOMAINS", "INGEST_ASSETS", "PULL_ASSETS",
+    "TELEMETRY_DAYS", "component_lifetimes", "failure_fits", "goodput_projections",
+    "ingest_metadata", "ingested_sources", "leadership_report", "pull_metadata", "pulled_sources",
+    "register_days", "rollup_days", "warehouse_catalog",
+]
