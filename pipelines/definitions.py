@@ -16,7 +16,14 @@ import os
 
 import dagster as dg
 
-from pipelines.assets import ALL_ASSETS, ALL_CHECKS, BUILD_ASSETS, INGEST_ASSETS, PULL_ASSETS
+from pipelines.assets import (
+    ALL_ASSETS,
+    ALL_CHECKS,
+    BUILD_ASSETS,
+    INGEST_ASSETS,
+    JOB_DESCRIPTIONS,
+    PULL_ASSETS,
+)
 from pipelines.resources import GoodputConfig
 from pipelines.sensors import build_schedule, build_sensor, pull_schedule
 
@@ -47,15 +54,14 @@ def run_executor(name: str | None = None) -> dg.ExecutorDefinition:
     raise ValueError(f"{EXECUTOR_ENV}={name!r}: use one of {', '.join(EXECUTORS)}")
 
 
-ingest_job = dg.define_asset_job("ingest", selection=dg.AssetSelection.assets(*INGEST_ASSETS))
-build_job = dg.define_asset_job(
-    "build", selection=dg.AssetSelection.assets(*BUILD_ASSETS),
-    description="Everything downstream of ingest and pull: rollups, attribution, fits, goodput, "
-    "report.")
-pull_job = dg.define_asset_job(
-    "pull", selection=dg.AssetSelection.assets(*PULL_ASSETS),
-    description="Pull every live source of HOME/sources.toml (slurmdbd, TSDB, BMCs) from its "
-    "cursor.")
+def _job(name: str, assets: list):
+    return dg.define_asset_job(name, selection=dg.AssetSelection.assets(*assets),
+                               description=JOB_DESCRIPTIONS[name])
+
+
+ingest_job = _job("ingest", INGEST_ASSETS)
+build_job = _job("build", BUILD_ASSETS)
+pull_job = _job("pull", PULL_ASSETS)
 
 
 def definitions(executor: dg.ExecutorDefinition) -> dg.Definitions:

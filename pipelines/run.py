@@ -25,6 +25,7 @@ from pipelines.assets import (
     ALL_CHECKS,
     BUILD_ASSETS,
     INGEST_ASSETS,
+    JOB_DESCRIPTIONS,
     ingest_metadata,
     ingested_sources,
     pull_metadata,
@@ -35,6 +36,9 @@ from pipelines.resources import GoodputConfig
 from warehouse.store import Warehouse
 
 _STEP_DONE = re.compile(r'Finished execution of step "([^"]+)" in ([0-9.]+\s*\w+)')
+
+
+CLI_TAGS = {"goodput/launched_by": "cli"}  # the runs of `goodput` commands, told apart in the UI
 
 
 class PipelineError(RuntimeError):
@@ -118,7 +122,8 @@ def _materialize(assets, config: GoodputConfig, job: str):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Dagster beta/preview notices are not for CLI users
         defs = dg.Definitions(
-            jobs=[dg.define_asset_job(job, selection=assets)],
+            jobs=[dg.define_asset_job(job, selection=assets, description=JOB_DESCRIPTIONS[job],
+                                      tags=CLI_TAGS)],
             assets=assets,
             asset_checks=ALL_CHECKS,  # selecting an asset also runs its checks
             resources={"goodput": config},
@@ -180,7 +185,8 @@ def _recorded(wh: Warehouse, key: dg.AssetKey, name: str, description: str, work
                                                   metadata=metadata(reports, context.instance)))
         return reports
 
-    @dg.job(name=name, logger_defs={"quiet": quiet_logger}, tags={"goodput/launched_by": "cli"})
+    @dg.job(name=name, logger_defs={"quiet": quiet_logger}, tags=CLI_TAGS,
+            description=JOB_DESCRIPTIONS[name])
     def job():
         step()
 

@@ -247,3 +247,76 @@ def test_demo_builds_node_health_over_every_node_it_counted_failures_on(demo):
     assert health["failures"].sum() == wh.read("node_failures").height > 0
     tested = health.filter(pl.col("node_hours") > 0)
     assert tested["test"][0].endswith(f"Benjamini-Hochberg over {tested.height} nodes")
+
+
+def test_definitions_list_every_asset_job_schedule_sensor_and_check_with_a_description():
+    """What the UI shows, pinned: asset keys by group, jobs, schedules and the sensor (each on by
+    default), checks by asset; every one described."""
+    graph = defs.resolve_asset_graph()
+    by_group: dict[str, set[str]] = {}
+    for key in graph.get_all_asset_keys():
+        by_group.setdefault(graph.get(key).group_name, set()).add(key.to_user_string())
+        assert graph.get(key).description, key
+    assert by_group == {
+        "ingest": {"ingested_sources", "pulled_sources"},
+        "warehouse": {"gpu_hourly", "dcgm_counter_events", "telemetry_gpu_replacements"},
+        "analysis": {"interruptions", "component_lifetimes", "repairable_systems", "node_health",
+                     "system_mtbf", "availability", "repair_fits", "root_causes", "failure_rates",
+                     "survival_curves", "hazard_ratios", "goodput_jobs", "goodput_projections",
+                     "goodput_breakdown", "goodput_trend"},
+        "catalog": {"warehouse_catalog"},
+        "dashboards": {"leadership_report"},
+    }
+    repo = defs.get_repository_def()
+    jobs = {j.name: j for j in repo.get_all_jobs() if not j.name.startswith("__")}
+    assert sorted(jobs) == ["build", "ingest", "pull"] and all(j.description for j in jobs.values())
+    running = dg.DefaultScheduleStatus.RUNNING
+    assert {(s.name, s.job_name, s.default_status == running) for s in repo.schedule_defs} == {
+        ("daily_build", "build", True), ("hourly_pull", "pull", True)}
+    [sensor] = repo.sensor_defs
+    assert (sensor.name, sensor.job_name) == ("landing_sensor", "ingest")
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert all(s.description for s in [*repo.schedule_defs, sensor])
+    specs = [s for c in ALL_CHECKS for s in c.check_specs]
+    assert {(s.name, s.asset_key.to_user_string()) for s in specs} == {
+        ("conservation_check", "ingested_sources"), ("schema_check", "ingested_sources"),
+        ("quarantine_ratio_check", "ingested_sources"),
+        ("pull_conservation_check", "pulled_sources"),
+        ("duplicate_keys_check", "warehouse_catalog"), ("fits_converged_check", "failure_rates"),
+        ("goodput_bounds_check", "goodput_projections"),
+        ("source_spans_check", "component_lifetimes"),
+    }
+    assert all(s.description for s in specs)
+
+
+def test_an_analysis_asset_depends_on_the_writers_of_the_tables_it_declares():
+    """One declaration feeds both the graph and the skip logic (pipelines/assets/factory.py)."""
+    graph = defs.resolve_asset_graph()
+
+    def parents(name: str) -> set[str]:
+        return {k.to_user_string() for k in graph.get(dg.AssetKey(name)).parent_keys}
+
+    sources = {"ingested_sources", "pulled_sources"}
+    # needs job_attempts, reads hw_events (also written by the DCGM counter events) and node_events
+    assert parents("interruptions") == sources | {"dcgm_counter_events"}
+    assert parents("failure_rates") == {"component_lifetimes"}
+    assert parents("goodput_projections") == {"failure_rates", "interruptions"}
+    # the catalog reads every table: it follows every asset that writes one
+    assert parents("warehouse_catalog") == {
+        k.to_user_string() for k in graph.get_all_asset_keys()} - {"warehouse_catalog",
+                                                                    "leadership_report"}
+
+
+def test_cli_runs_are_tagged_and_described(tmp_path):
+    from pipelines.run import ingest
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "sacct.txt").write_text("JobID|State\n1|COMPLETED\n")
+    cfg = GoodputConfig(home=str(tmp_path / "home"), sources=[str(src)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ingest(cfg)
+    with instance_for(cfg.warehouse().home) as instance:
+        [run] = instance.get_runs()
+        assert run.job_name == "ingest" and run.tags["goodput/launched_by"] == "cli"

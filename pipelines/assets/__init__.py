@@ -25,12 +25,12 @@ DOMAINS = tuple(importlib.import_module(name) for name in (
 ))
 
 # the names the CLI, the sensors and the tests use (imported after DOMAINS: in its order)
-from pipelines.assets.analysis import (  # noqa: E402
+from pipelines.assets.analysis import (
     component_lifetimes,
     failure_fits,
     goodput_projections,
 )
-from pipelines.assets.ingest import (  # noqa: E402
+from pipelines.assets.ingest import (
     TELEMETRY_DAYS,
     ingest_metadata,
     ingested_sources,
@@ -39,7 +39,7 @@ from pipelines.assets.ingest import (  # noqa: E402
     register_days,
     rollup_days,
 )
-from pipelines.assets.report import leadership_report, warehouse_catalog  # noqa: E402
+from pipelines.assets.report import leadership_report, warehouse_catalog
 
 ALL_ASSETS = dg.load_assets_from_modules(DOMAINS)
 ALL_CHECKS = dg.load_asset_checks_from_modules(DOMAINS)
@@ -48,9 +48,20 @@ PULL_ASSETS = [pulled_sources]
 # everything downstream of ingest and pull: what `goodput build` and the build job run
 # (load_assets_from_modules returns copies: assets are told apart by their keys)
 BUILD_ASSETS = [a for a in ALL_ASSETS if not {ingested_sources.key, pulled_sources.key} & a.keys]
+# what each job runs, as the UI and the CLI's recorded runs describe it
+JOB_DESCRIPTIONS = {
+    "ingest": "Parse new source files (the landing folder, or the paths given) into the warehouse.",
+    "pull": "Pull every live source of HOME/sources.toml (slurmdbd, TSDB, BMCs) from its cursor.",
+    "build": "Everything downstream of ingest and pull: rollups, attribution, fits, goodput, "
+    "report.",
+    "refit": "Lifetimes and failure fits again (a new observation window), then the projections.",
+    "build_scope": "The analyses of a scope (a cluster, partition, account or period) into its "
+    "own warehouse.",
+}
 
 __all__ = [
-    "ALL_ASSETS", "ALL_CHECKS", "BUILD_ASSETS", "DOMAINS", "INGEST_ASSETS", "PULL_ASSETS",
+    "ALL_ASSETS", "ALL_CHECKS", "BUILD_ASSETS", "DOMAINS", "INGEST_ASSETS", "JOB_DESCRIPTIONS",
+    "PULL_ASSETS",
     "TELEMETRY_DAYS", "component_lifetimes", "failure_fits", "goodput_projections",
     "ingest_metadata", "ingested_sources", "leadership_report", "pull_metadata", "pulled_sources",
     "register_days", "rollup_days", "warehouse_catalog",
