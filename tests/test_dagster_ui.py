@@ -1,7 +1,7 @@
 """The Dagster UI as a user opens it (``dagster-webserver`` on a home, Debian's headless Chromium
 driven by Playwright, 1400 px wide): the asset graph shows every group, a group's graph its assets
-by name, and the page of a run the CLI recorded its steps and outcome. Screenshots are kept for a person to look at
-(``$GOODPUT_SCREENSHOTS``, else the test's temporary folder)."""
+by name, and the page of a run the CLI recorded its steps and outcome. Screenshots are kept for
+a person to look at (``$GOODPUT_SCREENSHOTS``, else the test's temporary folder)."""
 
 from __future__ import annotations
 

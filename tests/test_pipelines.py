@@ -35,7 +35,8 @@ def test_demo_materializes_every_asset_and_every_check_passes(demo):
     wh, out = demo
     m = re.search(r"asset checks: (\d+)/(\d+) passed", out)
     # every check but those of the live-source pull, which the demo does not run
-    demo_checks = [c for c in ALL_CHECKS if all(k.asset_key.to_user_string() != "pulled_sources" for k in c.check_keys)]
+    demo_checks = [c for c in ALL_CHECKS
+                   if all(k.asset_key.to_user_string() != "pulled_sources" for k in c.check_keys)]
     assert m and m.group(1) == m.group(2) and int(m.group(2)) == len(demo_checks)
     for name in ["job_attempts", "hw_events", "gpu_samples", "gpu_hourly", "component_history", "interruptions",
                  "component_lifetimes", "failure_rates", "survival_curves", "goodput_jobs", "goodput_projections"]:
