@@ -91,7 +91,7 @@ def table_asset(
     analysis: str | None = None,
     kinds: frozenset[str] = POLARS,
     rows: Callable = lambda result: result.height,
-    describe: Callable | None = None,
+    describe: Callable,
     descriptions: dict[str, str] | None = None,
 ):
     """An analysis asset (group ``analysis``) around ``compute(wh, goodput) -> result``, run
@@ -130,7 +130,7 @@ def table_asset(
                     return dg.MaterializeResult(metadata=skipped_meta(wh, label))
                 return dg.MaterializeResult(metadata=describe(result, wh, goodput))
 
-            register(outputs[:1], [single])
+            register(outputs, [single])
             return single
 
         specs = [dg.AssetSpec(out, deps=deps, kinds=set(kinds), owners=OWNERS,
