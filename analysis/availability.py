@@ -43,8 +43,10 @@ import numpy as np
 import polars as pl
 
 from analysis import lifetime_models
+from analysis.lifetime_models.base import Sample
+from analysis.lifetime_models.exponential import poisson_rate_ci
 from analysis.status import MissingInputs
-from analysis.survival import Sample, fit_model, poisson_rate_ci
+from analysis.survival import fit_model
 from warehouse.schemas import TABLES, conform
 
 BOOTSTRAP = 400

@@ -19,7 +19,10 @@ Per installation (``component_history`` rows; ``source='telemetry'`` rows are ig
 - any other unit is censored at min(removed_at, as_of): a unit still in service is censored at
   ``as_of``, never dropped. Installations never observed (removed before data_start, installed
   after as_of) are left out.
-- covariates over [observed_from, observed_to): n-weighted means of the hourly means of
+- covariates over the unit's first ``COVARIATE_DAYS`` days observed, [observed_from,
+  min(observed_to, observed_from + COVARIATE_DAYS)): the same window for every unit, so a
+  covariate does not grow with the follow-up a failure cuts short (the Cox model starts each
+  unit at the window's end: ``analysis.survival.cox``); n-weighted means of the hourly means of
   temp / power / util and the max of temp from ``gpu_hourly`` (metric names mapped by
   ``analysis.telemetry.CANONICAL_METRICS``); GPU-family units use their own GPU (host + index),
   other units the mean over all GPUs of their host (the node's thermal and load environment).
@@ -62,6 +65,7 @@ from analysis.gpu_identity import fill_gpu_index
 from analysis.observation import refresh_observation_window
 from analysis.projection import UNIT_COUNTS
 from analysis.status import MissingInputs
+from analysis.survival.cox import COVARIATE_DAYS
 from analysis.telemetry import (
     CANONICAL_METRICS,
     REPLACEMENT_SOURCE,
@@ -511,8 +515,19 @@ def build_component_lifetimes(
         .then("fail_time")
         .otherwise("_end"),
     )
-    cov = _covariates(units, hourly_covariates or _hourly_covariates(gpu_hourly), connect)
-    units = units.join(cov, on="_u", how="left")
+    hourly = hourly_covariates or _hourly_covariates(gpu_hourly)
+    # the covariates over the same first days of every unit (exposure-matched: see
+    # analysis.survival.cox); the last hour seen over the whole observation, needed only where
+    # a failure has no event to date it (``duration_low`` below)
+    first_days = units.with_columns(
+        observed_to=pl.min_horizontal(
+            "observed_to", pl.col("observed_from") + pl.duration(days=COVARIATE_DAYS)
+        )
+    )
+    cov = _covariates(first_days, hourly, connect).drop("last_seen_hour")
+    undated = units.filter(pl.col("_failed") & pl.col("fail_time").is_null())
+    seen = _covariates(undated, hourly, connect).select("_u", "last_seen_hour")
+    units = units.join(cov, on="_u", how="left").join(seen, on="_u", how="left")
     units = _rack(units, racks, nodes_per_rack)
     out = units.with_columns(**cname_place(pl.col("host"))).select(
         "component_class",

@@ -16,8 +16,8 @@ included.
   given (``observed_from`` / ``observed_to``), else its first to its last event (or repair end);
   a period observed only in part is ``partial``.
 - MTBF = exposure / failures; its 95% CI is the reciprocal of the exact (Garwood) Poisson CI of
-  the rate (``analysis.survival.poisson_rate_ci``). No failure: no MTBF, and the CI's lower
-  bound alone (the data say the MTBF is at least that).
+  the rate (``analysis.lifetime_models.exponential.poisson_rate_ci``). No failure: no MTBF,
+  and the CI's lower bound alone (the data say the MTBF is at least that).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
+from analysis.lifetime_models.exponential import poisson_rate_ci
 from analysis.status import MissingInputs
-from analysis.survival import poisson_rate_ci
 from warehouse.schemas import TABLES, conform
 
 PERIODS = {"month": "1mo", "quarter": "1q"}

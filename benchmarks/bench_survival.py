@@ -18,6 +18,7 @@ import polars as pl
 
 from analysis import survival as sv
 from benchmarks.targets import status, target
+from sample_data.lifetimes import simulate_lifetimes
 
 LAWS = {
     "gpu": (0.7, 60_000.0),
@@ -37,7 +38,7 @@ def main() -> None:
     ap.add_argument("--no-windows", action="store_true")
     args = ap.parse_args()
     t = time.perf_counter()
-    lt = sv.simulate_lifetimes(
+    lt = simulate_lifetimes(
         LAWS,
         args.units // len(LAWS) * 5 // 4,
         np.random.default_rng(0),

@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 BENCHMARKS = [
-    "bench_sacct", "bench_telemetry", "bench_kernel", "bench_attack_inputs", "bench_survival", "bench_goodput",
+    "bench_sacct", "bench_telemetry", "bench_kernel", "bench_attack_inputs", "bench_survival", "bench_goodput", "bench_fleetsim",
     "validate_attribution", "validate_survival_coverage", "validate_survivor_inventory",
-    "validate_claims",
+    "validate_claims", "validate_fleets",
     "bench_fleet_scale", "bench_cli_start", "bench_ui_vs_cli",
     "bench_pull_slurm", "bench_pull_prometheus", "bench_pull_redfish", "validate_public_datasets",
 ]  # fmt: skip

@@ -17,19 +17,35 @@
   rates vary (gamma, coefficient of variation 0.25): share with any false lemon (target:
   consistent with <= 5%, each); three planted 8x nodes among 128: share where exactly they
   are flagged (power, printed).
+* Cox effects (``analysis.survival.hazard_ratios`` on ``analysis.lifetimes`` covariates from
+  hourly telemetry): fleets of ``sample_data.simulation.build_fleet`` (16 nodes x 8 GPUs, 60
+  days) built into lifetimes through ``sample_data.lifetimes.fleet_inputs``. Null fleets (no
+  temperature effect): share with any clear effect on any row (target: consistent with <= 5%).
+  Planted fleets (the simulator's GPU temperature effect, hazard ratio 1.284 per degC): share
+  where gpu temperature is a clear effect (power), the mean estimate and its 95% CI coverage
+  of the truth (printed).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from datetime import datetime, timedelta
 
 import numpy as np
 import polars as pl
 
 from analysis import survival as sv
+from analysis.lifetimes import build_component_lifetimes
 from analysis.node_health import score
+from analysis.survival.shape import INFANT_MORTALITY, WEAR_OUT
 from benchmarks.targets import status, target
+from pipelines.cli import llama3_cause_mix
+from sample_data.lifetimes import fleet_inputs, simulate_calendar_rates, simulate_lifetimes
+from sample_data.model import GPU_TEMP_BETA, TEMP_SD_C
+from sample_data.simulation import build_fleet
+from warehouse.schemas import TABLES
 
 CLASSES = ("gpu", "gpu_memory", "nvlink", "nvswitch", "ib_link", "psu", "cooling", "cpu",
            "host_memory", "storage")  # fmt: skip
@@ -48,7 +64,7 @@ def at_most_level(k: int, n: int) -> tuple[bool, str]:
 
 def trend_claims(seed: int, gpu_factor: float) -> dict[str, str]:
     classes = {c: (3000, 0.5) if c == "gpu" else (500, 0.3) for c in CLASSES}
-    lt = sv.simulate_calendar_rates(
+    lt = simulate_calendar_rates(
         classes, np.random.default_rng(seed), days=181.0, change_day=90.0,
         factors={"gpu": gpu_factor},
     )  # fmt: skip
@@ -58,7 +74,7 @@ def trend_claims(seed: int, gpu_factor: float) -> dict[str, str]:
 
 def shape_fleet(seed: int, gpu_shape: float) -> pl.DataFrame:
     laws = {c: (1.0, 40_000.0) for c in CLASSES} | {"gpu": (gpu_shape, 40_000.0)}
-    lt = sv.simulate_lifetimes(laws, 1500, np.random.default_rng(1000 + seed), horizon_hours=4000)
+    lt = simulate_lifetimes(laws, 1500, np.random.default_rng(1000 + seed), horizon_hours=4000)
     return sv.failure_rates(lt, window=None).filter(pl.col("stratum") == "all")
 
 
@@ -74,6 +90,40 @@ def lemon_fleet(seed: int, n: int, planted: int = 0) -> tuple[bool, bool]:
     return bool(flags[planted:].any()), bool(flags[:planted].all() and not flags[planted:].any())
 
 
+def cox_fleet(seed: int, beta: float) -> pl.DataFrame:
+    """``hazard_ratios`` of a simulated 16-node fleet whose GPU temperature effect is ``beta``
+    (log hazard ratio per sd of a slot's temperature offset)."""
+    f = build_fleet(llama3_cause_mix(), nodes=16, seed=seed, gpu_temp_beta=beta)
+    history, hourly = fleet_inputs(f, np.random.default_rng(seed))
+    start = datetime.strptime(f.start, "%Y-%m-%dT%H:%M:%S")
+    lt = build_component_lifetimes(
+        history, hourly, TABLES["hw_events"].empty(), data_start=start,
+        as_of=start + timedelta(seconds=f.horizon), nodes_per_rack=4,
+    )  # fmt: skip
+    return sv.hazard_ratios(lt)
+
+
+def cox_claims(n: int) -> None:
+    """The Cox block: false clear effects on null fleets, power and CI coverage on planted."""
+    false_any, found, covered, estimates = 0, 0, 0, []
+    truth = math.exp(GPU_TEMP_BETA / TEMP_SD_C)
+    for s in range(n):
+        false_any += bool(cox_fleet(s, 0.0)["clear_effect"].any())
+        t = cox_fleet(s, GPU_TEMP_BETA).filter(
+            pl.col("component_class") == "gpu", pl.col("covariate") == "temp_mean"
+        )
+        if t.height:
+            r = t.row(0, named=True)
+            found += r["clear_effect"]
+            covered += r["ci_low"] <= truth <= r["ci_high"]
+            estimates.append(r["hr"])
+    target("cox: null fleets with any clear effect, consistent with <= 5%",
+           *at_most_level(false_any, n))  # fmt: skip
+    print(f"cox: planted gpu temperature HR {truth:.3f}/degC a clear effect in {found}/{n} "
+          f"fleets (power); mean estimate {np.mean(estimates):.3f}; 95% CI covers the truth in "
+          f"{covered}/{len(estimates)}")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=30)
@@ -85,7 +135,7 @@ def main() -> None:
            *at_most_level(stable, n))
     target("trend: gpu rate doubling claimed rising >= 80%", rising >= 0.8 * n, f"{rising}/{n}")
 
-    directions = (sv.INFANT_MORTALITY, sv.WEAR_OUT)
+    directions = (INFANT_MORTALITY, WEAR_OUT)
     false_dir, infant, covered, classes = 0, 0, 0, 0
     for s in range(n):
         null = shape_fleet(s, 1.0)
@@ -98,7 +148,7 @@ def main() -> None:
         gpu = shape_fleet(s, 0.8).filter(
             pl.col("model") == "weibull", pl.col("component_class") == "gpu"
         )
-        infant += gpu["shape_reading"][0] == sv.INFANT_MORTALITY
+        infant += gpu["shape_reading"][0] == INFANT_MORTALITY
     target("shape: constant-hazard fleets with a direction claimed consistent with <= 5%",
            *at_most_level(false_dir, n))  # fmt: skip
     print(f"shape: gpu Weibull 0.8 read as infant mortality in {infant}/{n} fleets (power)")
@@ -112,6 +162,7 @@ def main() -> None:
                "with <= 5%", *at_most_level(false_any, n))  # fmt: skip
     found = sum(lemon_fleet(s, 128, planted=3)[1] for s in range(n))
     print(f"lemons: three planted 8x nodes among 128 found exactly in {found}/{n} fleets (power)")
+    cox_claims(n)
     sys.exit(status())
 
 

@@ -21,6 +21,7 @@ import polars as pl
 
 from analysis import survival as sv
 from benchmarks.targets import status, target
+from sample_data.lifetimes import simulate_lifetimes
 
 LAWS = {
     "infant": (0.6, 20_000.0),
@@ -37,7 +38,7 @@ def main() -> None:
     args = ap.parse_args()
     hits = {c: {"shape": 0, "scale": 0, "both": 0, "aic_weibull": 0} for c in LAWS}
     for seed in range(args.seeds):
-        lt = sv.simulate_lifetimes(
+        lt = simulate_lifetimes(
             LAWS, args.units, np.random.default_rng(seed), removal_rate_per_hour=1 / 40_000
         )
         fr = sv.failure_rates(lt, window=None).filter(pl.col("stratum") == "all")

@@ -6,7 +6,7 @@ An asset register lists the units in service when the observation window starts 
 installed and removed since; units that failed before the window are gone from it. Exposure
 before the window must then not be counted (its failures are missing): units installed earlier
 enter left-truncated at the window start. The export is generated from
-``analysis.survival.simulate_lifetimes`` (known Weibull laws, installs spread over three years
+``sample_data.lifetimes.simulate_lifetimes`` (known Weibull laws, installs spread over three years
 before and during a one-year window) and goes through ``analysis.lifetimes`` and
 ``analysis.survival.failure_rates`` with the window given (``--observed-from``), and, for
 contrast, with the window inferred from the earliest record (what an inventory alone allows).
@@ -29,6 +29,7 @@ import polars as pl
 from analysis import survival as sv
 from analysis.lifetimes import build_component_lifetimes
 from benchmarks.targets import status, target
+from sample_data.lifetimes import simulate_lifetimes
 from warehouse.schemas import TABLES, conform
 
 WINDOW_START = datetime(2025, 1, 1)
@@ -48,7 +49,7 @@ def survivor_inventory(laws: dict[str, tuple[float, float]], n_units: int, seed:
                        removal_rate_per_hour: float = 1 / 200_000) -> pl.DataFrame:
     """A ``component_history`` export: units alive at the window start and units installed
     since, with their removals (failed or decommissioned) up to the window end."""
-    lt = sv.simulate_lifetimes(
+    lt = simulate_lifetimes(
         laws, n_units, np.random.default_rng(seed), horizon_hours=WINDOW_HOURS,
         installed_before_hours=3 * 8760.0, removal_rate_per_hour=removal_rate_per_hour,
         start=WINDOW_START.isoformat(),

@@ -519,13 +519,43 @@ def cmd_project(args) -> int:
     return 0
 
 
+def cmd_fleetsim(args) -> int:
+    from analysis.fleetsim.run import needs_warehouse, resolve
+    from analysis.fleetsim.scenario import ScenarioError, load
+    from analysis.fleetsim.sweep import format_study, study, to_json
+
+    if args.workers is not None and args.workers < 1:
+        raise CliError("--workers must be >= 1")
+    try:
+        spec = load(args.scenario)
+        wh = _warehouse(args, existing=True, read_only=True) if needs_warehouse(spec) else None
+        inputs = resolve(spec, wh)
+    except ScenarioError as exc:
+        raise CliError(str(exc)) from None
+
+    def progress(n):
+        print(f"\rfleetsim: {spec['name']}: replication {n}", end="", file=sys.stderr, flush=True)
+
+    try:
+        res = study(spec, inputs, progress if sys.stderr.isatty() else None, args.workers)
+    except ScenarioError as exc:
+        raise CliError(str(exc)) from None
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    if args.json:
+        print(json.dumps(to_json(spec["name"], res), default=str))
+    else:
+        print("\n".join(format_study(spec["name"], res)))
+    return 0
+
+
 _MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
 
 
 def cmd_fit(args) -> int:
     from analysis.headline import unit_populations
     from analysis.observation import stored_window
-    from analysis.survival import format_fit_table
+    from pipelines.fit_table import format_fit_table
 
     if args.window != "all" and not _MONTH.fullmatch(args.window):
         raise CliError(f"--window {args.window!r}: use 'all' or a month YYYY-MM, e.g. 2026-01")
@@ -985,6 +1015,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print one JSON object")
     add_scope_options(s)
     s.set_defaults(func=cmd_project)
+
+    s = sub.add_parser("fleetsim", parents=[common], help="simulate a fleet's operations (spares, triage, repair line, "
+                       "retirement, maintenance) under the fitted failure laws: ETTR, goodput, what-if sweeps (docs/fleetsim.md)")
+    s.add_argument("--scenario", required=True, metavar="FILE.yaml", help="the scenario (schema: docs/fleetsim.md)")
+    s.add_argument("--workers", type=int, help="processes running replications (default: one per core)")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.set_defaults(func=cmd_fleetsim)
 
     s = sub.add_parser("nodes", parents=[common], help="lemon nodes: the nodes that fail most, with their numbers and the test")
     s.add_argument("--top", type=int, default=20, help="how many nodes to list, worst first (default 20)")

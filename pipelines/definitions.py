@@ -20,6 +20,7 @@ from pipelines.assets import (
     ALL_ASSETS,
     ALL_CHECKS,
     BUILD_ASSETS,
+    DOMAIN_JOBS,
     INGEST_ASSETS,
     JOB_DESCRIPTIONS,
     PULL_ASSETS,
@@ -69,7 +70,7 @@ def definitions(executor: dg.ExecutorDefinition) -> dg.Definitions:
     return dg.Definitions(
         assets=ALL_ASSETS,
         asset_checks=ALL_CHECKS,
-        jobs=[ingest_job, pull_job, build_job],
+        jobs=[ingest_job, pull_job, build_job, *DOMAIN_JOBS],
         sensors=[build_sensor(ingest_job)],
         schedules=[build_schedule(build_job), pull_schedule(pull_job)],
         resources={"goodput": GoodputConfig()},

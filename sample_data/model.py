@@ -198,6 +198,7 @@ class Fleet:
     gpu_uuid_at: dict = field(default_factory=dict)  # (node, gpu) -> [(t_install, uuid, serial)]
     gpu_temp_offset: np.ndarray | None = None  # (node, gpu) airflow offset, C
     slot_scale_s: np.ndarray | None = None  # per-slot Weibull scale (s), covariate applied
+    gpu_temp_beta: float = GPU_TEMP_BETA  # log hazard ratio per sd of the offset (0: no effect)
 
 
 
@@ -371,8 +372,8 @@ def ground_truth(f: Fleet, codes: list[dict], ev: dict, files: dict) -> dict:
                 "meaning": "per-slot GPU temperature offset (C) added to DCGM_FI_DEV_GPU_TEMP; gpu "
                 "hazard multiplied by exp(beta*z - beta^2/2), z = offset / sd",
                 "sd_c": TEMP_SD_C,
-                "beta_per_sd": GPU_TEMP_BETA,
-                "hazard_ratio_per_degC": round(math.exp(GPU_TEMP_BETA / TEMP_SD_C), 6),
+                "beta_per_sd": f.gpu_temp_beta,
+                "hazard_ratio_per_degC": round(math.exp(f.gpu_temp_beta / TEMP_SD_C), 6),
                 "offsets": {
                     f"{f.hosts[n]}/gpu{g}": float(f.gpu_temp_offset[n, g])
                     for n in range(f.nodes)

@@ -105,7 +105,7 @@ def _simulate_hardware(f: Fleet, rng: np.random.Generator, mix: CauseMix) -> Non
     hr = np.ones(n_slots)
     for s_, (cls, node, idx) in enumerate(zip(f.slot_class, f.slot_node, f.slot_index)):
         if cls == "gpu":
-            hr[s_] = math.exp(GPU_TEMP_BETA * z[node, idx] - GPU_TEMP_BETA**2 / 2)
+            hr[s_] = math.exp(f.gpu_temp_beta * z[node, idx] - f.gpu_temp_beta**2 / 2)
     scale_s = scale_s * hr ** (-1.0 / shape)  # Weibull PH: H = hr * (t / eta)^k
     f.slot_scale_s = scale_s
     # Units in service at start: installed uniformly over the previous 0-3 years; the failure
@@ -561,9 +561,12 @@ def build_fleet(
     scrape_interval_s: int = 3600,
     k8s_nodes: int = 4,
     start: str = "2026-01-05T00:00:00",
+    gpu_temp_beta: float = GPU_TEMP_BETA,
 ) -> Fleet:
     """Run the whole model (no files): hardware, maintenance, schedulers, ids. Fault and
-    workload-failure rates are ``mix``'s, times ``fault_scale``."""
+    workload-failure rates are ``mix``'s, times ``fault_scale``; ``gpu_temp_beta`` is the
+    planted temperature effect (log hazard ratio per sd of a GPU slot's temperature offset;
+    0 for a fleet where temperature does nothing)."""
     if nodes < 1 or gpus_per_node < 1 or gpus_per_node > len(GPU_PCI_BUS) or days <= 0:
         raise ValueError("need nodes >= 1, 1 <= gpus_per_node <= 8, days > 0")
     if fault_scale <= 0:
@@ -583,6 +586,7 @@ def build_fleet(
         scrape_interval_s=int(scrape_interval_s),
         hosts=[host_name(i) for i in range(nodes)],
         racks=[f"rack-{i // 4 + 1:02d}" for i in range(nodes)],
+        gpu_temp_beta=float(gpu_temp_beta),
     )
     f.unavailable = [[] for _ in range(nodes)]
     ss = np.random.SeedSequence(seed)

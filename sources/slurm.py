@@ -30,8 +30,13 @@ and the 23.x captures in tests/fixtures hold no failed job). The text is also th
 10,000 jobs are 2 MB of ``--parsable2`` against 31 MB of ``--json`` (benchmarks/
 bench_pull_slurm.py). Node events: ``sacctmgr show event event=node`` returns every event that
 overlaps the window (an open one in each window until it ends); its start and end rows are the
-same records each time, stored once. slurmrestd is not a mode (sites that give no shell: not
-done).
+same records each time, stored once. slurmrestd is not a mode: the 22.05.8 slurmrestd that runs
+here (``slurmrestd -a rest_auth/jwt`` with ``SLURM_JWT=daemon``, a token from ``scontrol token``)
+answers ``GET /slurmdb/v0.0.38/jobs`` with the same lost exit codes, and that query has no
+parameter for requeued attempts (its OpenAPI lists submit_time, start_time, end_time, account,
+association, cluster, constraints, cpus_max/min, skip_steps, disable_wait_for_result, exit_code,
+format, group, job_name, nodes_max/min, partition, qos, reason, reservation, state, step, node,
+wckey; no duplicates), so every requeue before a job's last attempt would be missing.
 
 With ``clusters`` a list, each fetch first checks with ``sacctmgr show cluster`` that slurmdbd
 knows every name (``sacct -M`` with an unknown name prints no job and exits 0: a typo would pull

@@ -15,6 +15,9 @@ import pytest
 from analysis import lifetime_models as lm
 from analysis import survival as sv
 from analysis.lifetime_models.base import Sample
+from analysis.survival.rates import _RATE_COLUMNS, MODELS
+from analysis.survival.windows import MIN_WINDOW_HOURS
+from sample_data.lifetimes import simulate_lifetimes
 
 FIX = Path(__file__).parent / "fixtures" / "survival"
 
@@ -49,7 +52,7 @@ def test_registry_finds_every_model_module_without_a_list():
     assert set(lm.names()) == set(TRUTH)
     assert lm.names()[0] == "exponential"  # the closed-form, all-units model first
     assert {"gompertz", "weibull"} <= set(mods)
-    assert sv.MODELS == lm.names()
+    assert MODELS == lm.names()
     with pytest.raises(ValueError, match="unknown lifetime model 'gamma'"):
         lm.get("gamma")
 
@@ -104,7 +107,7 @@ def test_sample_and_residual_life_follow_the_survival_function(name):
 
 def test_from_params_reads_a_failure_rates_row():
     rng = np.random.default_rng(2)
-    lt = sv.simulate_lifetimes({"gpu": (0.7, 9000.0)}, 3000, rng)
+    lt = simulate_lifetimes({"gpu": (0.7, 9000.0)}, 3000, rng)
     fr = sv.failure_rates(lt, window=None)
     for row in fr.filter(pl.col("converged")).iter_rows(named=True):
         d = lm.get(row["model"]).from_params(row["params"])
@@ -155,7 +158,7 @@ def test_failure_rates_unchanged_for_the_four_original_models(name):
     keys = ["component_class", "stratum", "window", "model"]
     # the old code's zero-length windows (an observation ending at 00:00 on the 1st; upper CI
     # ~1e17) are gone since windows shorter than a day are not made
-    gone = before.filter(pl.col("exposure_hours") < sv.MIN_WINDOW_HOURS)
+    gone = before.filter(pl.col("exposure_hours") < MIN_WINDOW_HOURS)
     assert set(gone["window"]) == ({"2026-01"} if name == "simulated" else set())
     assert after.join(gone, on=keys).height == 0
     before = before.join(gone.select(keys), on=keys, how="anti")
@@ -179,9 +182,9 @@ def test_failure_rates_unchanged_for_the_four_original_models(name):
     before = before.join(moved.select(keys[:3]), on=keys[:3], how="anti")
     j = before.join(after, on=keys, how="left", suffix="_after")
     assert j.height == before.height and j["n_units_after"].null_count() == 0
-    # since the selection rule (analysis.survival._own_rates), a row's rate and MTBF are its own
+    # since the selection rule (analysis.survival.rates._own_rates), a row's rate and MTBF are its own
     # model's long-run values: the observed rate stays on the exponential rows, compared here
-    own = list(sv._RATE_COLUMNS)
+    own = list(_RATE_COLUMNS)
     exp_rows = j.filter(pl.col("model") == "exponential")
     for c in own:
         np.testing.assert_allclose(exp_rows[f"{c}_after"].to_numpy(), exp_rows[c].to_numpy(), rtol=1e-6)
@@ -205,7 +208,7 @@ def test_failure_rates_unchanged_for_the_four_original_models(name):
                     if x is not None:
                         assert b[k][kk] == pytest.approx(x, rel=1e-6)
     # the lowest AIC changes only where the new model (Gompertz) is the better fit (``selected``
-    # was the lowest AIC then; now it is the rule of analysis.survival._own_rates)
+    # was the lowest AIC then; now it is the rule of analysis.survival.rates._own_rates)
     lowest = lambda fr: fr.filter(pl.col("aic") == pl.col("aic").min().over(keys[:3]))
     changed = lowest(before).join(lowest(after), on=keys, how="anti")
     winners = lowest(after).join(changed.select(keys[:3]).unique(), on=keys[:3])

@@ -163,7 +163,8 @@ def test_demo_records_its_runs_in_the_dagster_instance_under_the_home(demo):
     graph = defs.resolve_asset_graph()
     with instance_for(wh.home) as instance:
         assert sorted(r.dagster_run.job_name for r in instance.get_run_records()) == ["build", "ingest"]
-        for key in graph.get_all_asset_keys() - {dg.AssetKey("pulled_sources")}:  # the demo has no live sources
+        # the demo has no live sources; fleetsim_results is its own job (pipelines/fleetsim_assets.py)
+        for key in graph.get_all_asset_keys() - {dg.AssetKey("pulled_sources"), dg.AssetKey("fleetsim_results")}:
             assert instance.get_latest_materialization_event(key) is not None, key
         for check in (c for c in graph.asset_check_keys if c.asset_key != dg.AssetKey("pulled_sources")):
             last = instance.event_log_storage.get_asset_check_execution_history(check, limit=1)
@@ -264,13 +265,17 @@ def test_definitions_list_every_asset_job_schedule_sensor_and_check_with_a_descr
         "analysis": {"interruptions", "component_lifetimes", "repairable_systems", "node_health",
                      "system_mtbf", "availability", "repair_fits", "root_causes", "failure_rates",
                      "survival_curves", "hazard_ratios", "goodput_jobs", "goodput_projections",
-                     "goodput_breakdown", "goodput_trend"},
+                     "goodput_breakdown", "goodput_trend", "fleetsim_results"},
         "catalog": {"warehouse_catalog"},
         "dashboards": {"leadership_report"},
     }
     repo = defs.get_repository_def()
     jobs = {j.name: j for j in repo.get_all_jobs() if not j.name.startswith("__")}
-    assert sorted(jobs) == ["build", "ingest", "pull"] and all(j.description for j in jobs.values())
+    assert sorted(jobs) == ["build", "fleetsim", "ingest", "pull"]
+    assert all(j.description for j in jobs.values())
+    built = {k.to_user_string() for k in defs.resolve_job_def("build").asset_layer.selected_asset_keys}
+    assert built == set().union(*by_group.values()) - {"ingested_sources", "pulled_sources",
+                                                       "fleetsim_results"}  # its own job
     running = dg.DefaultScheduleStatus.RUNNING
     assert {(s.name, s.job_name, s.default_status == running) for s in repo.schedule_defs} == {
         ("daily_build", "build", True), ("hourly_pull", "pull", True)}
@@ -302,10 +307,11 @@ def test_an_analysis_asset_depends_on_the_writers_of_the_tables_it_declares():
     assert parents("interruptions") == sources | {"dcgm_counter_events"}
     assert parents("failure_rates") == {"component_lifetimes"}
     assert parents("goodput_projections") == {"failure_rates", "interruptions"}
-    # the catalog reads every table: it follows every asset that writes one
-    assert parents("warehouse_catalog") == {
-        k.to_user_string() for k in graph.get_all_asset_keys()} - {"warehouse_catalog",
-                                                                    "leadership_report"}
+    # the catalog reads every table: it follows every asset that writes one before it (the
+    # report after it, and the fleet simulator's domain, listed after it in DOMAINS)
+    assert parents("warehouse_catalog") == {k.to_user_string() for k in graph.get_all_asset_keys()
+                                            } - {"warehouse_catalog", "leadership_report",
+                                                 "fleetsim_results"}
 
 
 def test_cli_runs_are_tagged_and_described(tmp_path):

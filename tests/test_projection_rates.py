@@ -1,7 +1,7 @@
 """Projection rates are the rates the data support: the selected row of ``failure_rates`` (the
 observed rate unless another model is clearly better and not an extrapolation), printed the
 same by the fit table, `goodput fit`, `goodput project` and the report, with the candidate
-families' uncertainty in the band. Known truth: ``analysis.survival.simulate_lifetimes``."""
+families' uncertainty in the band. Known truth: ``sample_data.lifetimes.simulate_lifetimes``."""
 
 import json
 import re
@@ -14,9 +14,12 @@ from analysis import survival as sv
 from analysis.fleet_age import expected_failures
 from analysis.lifetime_models import get
 from analysis.projection import rates_from_failure_rates, with_fleet_age
+from analysis.survival.shape import WEAR_OUT
 from dashboards.section import ReportContext, num
 from dashboards.sections import failure_rates as fr_section
 from pipelines.cli import main
+from pipelines.fit_table import _num
+from sample_data.lifetimes import simulate_lifetimes
 from warehouse.schemas import conform
 from warehouse.store import Warehouse
 
@@ -38,7 +41,7 @@ def test_exponential_truth_projects_the_observed_rate_whichever_family_wins_the_
     law = {"nvswitch": (1.0, PER_1K / truth)}
     winners, covered = set(), 0
     for seed in range(12):
-        lt = sv.simulate_lifetimes(
+        lt = simulate_lifetimes(
             law, 3000, np.random.default_rng(seed), horizon_hours=1440,
             installed_before_hours=26_000,
         )  # fmt: skip
@@ -61,7 +64,7 @@ def test_a_clearly_better_model_within_the_observed_ages_is_selected_and_project
     life: the Weibull wins by far more than 10 AIC and its mean lies within the observed ages,
     so it is selected, and the projection, the row and 1 / mean agree."""
     shape, scale = 2.5, 3000.0
-    lt = sv.simulate_lifetimes(
+    lt = simulate_lifetimes(
         {"psu": (shape, scale)}, 1500, np.random.default_rng(3), horizon_hours=8000,
         installed_before_hours=2000,
     )  # fmt: skip
@@ -116,7 +119,7 @@ def test_new_fleet_age_does_not_collapse_when_another_family_wins_narrowly():
     truth_new = expected_failures(true_law, horizon, "new") / horizon
     shown, winners = 0, set()
     for seed in range(6):
-        lt = sv.simulate_lifetimes(
+        lt = simulate_lifetimes(
             {"gpu_memory": (shape, scale)}, 4000, np.random.default_rng(seed),
             horizon_hours=1440, installed_before_hours=26_000,
         )  # fmt: skip
@@ -125,7 +128,7 @@ def test_new_fleet_age_does_not_collapse_when_another_family_wins_narrowly():
         rates = rates_from_failure_rates(fr)
         new = with_fleet_age(rates, "new", horizon).rate[0]
         assert new > 0.3 * truth_new
-        if sv.age_reading(_all(fr, "gpu_memory").row(0, named=True)) == sv.WEAR_OUT:
+        if sv.age_reading(_all(fr, "gpu_memory").row(0, named=True)) == WEAR_OUT:
             shown += 1
             assert 0.3 * truth_new < new < 2.0 * truth_new
             assert "age trend: weibull" in rates.model_names[0]
@@ -137,7 +140,7 @@ def test_new_fleet_age_does_not_collapse_when_another_family_wins_narrowly():
 def test_fit_table_cli_project_and_report_print_the_same_rate(tmp_path, capsys):
     home = str(tmp_path)
     wh = Warehouse(home)
-    lt = sv.simulate_lifetimes(
+    lt = simulate_lifetimes(
         {"gpu": (0.8, 300_000.0), "psu": (2.5, 3000.0)}, 1500, np.random.default_rng(11),
         horizon_hours=8000, installed_before_hours=2000,
     )  # fmt: skip
@@ -155,7 +158,7 @@ def test_fit_table_cli_project_and_report_print_the_same_rate(tmp_path, capsys):
     reading = fr_section.build(ctx).reading
     for cls, r in sel.items():
         line = next(ln for ln in table.splitlines() if re.match(rf"{cls}\s+all\s", ln))
-        assert sv._num(r["rate_per_1k_unit_days"]) in line.split()
+        assert _num(r["rate_per_1k_unit_days"]) in line.split()
         assert proj[cls]["rate_per_unit_hour"] * PER_1K == pytest.approx(
             r["rate_per_1k_unit_days"], rel=1e-12
         )

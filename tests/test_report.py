@@ -130,7 +130,7 @@ def test_every_section_has_a_chart_and_computed_reading(built):
     # (tests/test_trend_shape.py); before, it named "the largest change"
     assert "no class shows a clear trend" in r["rate_trend"]
     assert r["hazard_ratios"].startswith("Clear effects (1 of 2: adjusted p < 0.05 after holm")
-    assert "temp_mean on gpu multiplies the hazard by 1.30 per degC" in r["hazard_ratios"]
+    assert "temp_mean hazard ratio 1.30 per degC" in r["hazard_ratios"]
     assert "util_mean" not in r["hazard_ratios"]
     assert r["goodput_scale"].startswith(
         "At 16,384 GPUs the projected goodput is 80.0% (95% band 75.0%–84.0%)"

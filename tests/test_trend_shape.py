@@ -2,16 +2,19 @@
 regression of monthly failures on time), Holm-adjusted, the report naming a trend only where
 it rejects; Weibull shape directions only where shape = 1 is rejected after Holm, never on a
 model without that shape. Known truth: fleets simulated here (piecewise-constant rates in
-calendar time) and ``analysis.survival.simulate_lifetimes``."""
+calendar time) and ``sample_data.lifetimes.simulate_lifetimes``."""
 
 import numpy as np
 import polars as pl
 import pytest
 
 from analysis import survival as sv
+from analysis.survival.rate_trend import _trend_fit
+from analysis.survival.shape import CANNOT_TELL, INFANT_MORTALITY, SHAPE_ALPHA, WEAR_OUT
 from dashboards.section import ReportContext
 from dashboards.sections import failure_rates as fr_section
 from dashboards.sections import rate_trend
+from sample_data.lifetimes import simulate_calendar_rates, simulate_lifetimes
 
 PER_1K = 24_000.0
 DAYS = 181.0  # 2026-01-01 .. 2026-07-01
@@ -23,9 +26,9 @@ CLASSES = ("gpu", "gpu_memory", "nvlink", "nvswitch", "ib_link", "psu", "cooling
 def fleet(seed: int, gpu_factor: float = 1.0) -> pl.DataFrame:
     """Ten classes watched for six months at constant hazards (gpu: 3,000 units at 0.5
     failures per 1,000 unit-days; the others 500 units at 0.3), the gpu rate multiplied by
-    ``gpu_factor`` from day 90 on (``analysis.survival.simulate_calendar_rates``)."""
+    ``gpu_factor`` from day 90 on (``sample_data.lifetimes.simulate_calendar_rates``)."""
     classes = {c: (3000, 0.5) if c == "gpu" else (500, 0.3) for c in CLASSES}
-    return sv.simulate_calendar_rates(
+    return simulate_calendar_rates(
         classes, np.random.default_rng(seed), days=DAYS, change_day=CHANGE_DAY,
         factors={"gpu": gpu_factor},
     )  # fmt: skip
@@ -37,7 +40,7 @@ def test_trend_slope_is_the_poisson_regression_mle_and_p_its_exact_score_test():
     d = np.array([3.0, 7, 4, 9, 12, 10])
     e = np.array([1.0, 1.2, 0.8, 1.0, 1.1, 0.9]) * 1e4
     t = np.array([15.0, 45, 74, 105, 135, 166])
-    p, b = sv._trend_fit(d, e, t)
+    p, b = _trend_fit(d, e, t)
     nll = lambda x: -(d * (x[0] + x[1] * t) - e * np.exp(x[0] + x[1] * t)).sum()
     opts = {"xatol": 1e-10, "fatol": 1e-12, "maxiter": 20_000}
     start = [np.log(d.sum() / e.sum()), 0.0]
@@ -49,7 +52,7 @@ def test_trend_slope_is_the_poisson_regression_mle_and_p_its_exact_score_test():
     # the exact conditional p (multinomial draws) is near the normal approximation here (45
     # failures), and the same on every call (fixed seed)
     assert p == pytest.approx(2 * stats.norm.sf(abs(z)), abs=0.01)
-    assert sv._trend_fit(d, e, t) == (p, b)
+    assert _trend_fit(d, e, t) == (p, b)
 
 
 def _claims(seed: int, factor: float) -> tuple[pl.DataFrame, str]:
@@ -85,20 +88,20 @@ def test_shape_direction_only_after_holm_and_only_on_weibull_rows():
     where the adjusted p < 0.05; the rest read 'the data cannot tell'."""
     laws = {"gpu": (0.6, 30_000.0), "psu": (1.15, 30_000.0)}
     laws |= {c: (1.0, 40_000.0) for c in CLASSES if c not in laws}
-    lt = sv.simulate_lifetimes(laws, 1500, np.random.default_rng(8), horizon_hours=4000)
+    lt = simulate_lifetimes(laws, 1500, np.random.default_rng(8), horizon_hours=4000)
     fr = sv.failure_rates(lt, window=None).filter(pl.col("stratum") == "all")
     assert fr.filter(pl.col("model") != "weibull")["shape_reading"].null_count() == fr.filter(
         pl.col("model") != "weibull").height  # fmt: skip
     weibull = fr.filter(pl.col("model") == "weibull")
     wb = {r["component_class"]: r for r in weibull.iter_rows(named=True)}
-    assert wb["gpu"]["shape_reading"] == sv.INFANT_MORTALITY
+    assert wb["gpu"]["shape_reading"] == INFANT_MORTALITY
     for r in wb.values():
-        direction = r["shape_reading"] in (sv.INFANT_MORTALITY, sv.WEAR_OUT)
-        assert direction == (r["shape_p_adjusted"] < sv.SHAPE_ALPHA)
+        direction = r["shape_reading"] in (INFANT_MORTALITY, WEAR_OUT)
+        assert direction == (r["shape_p_adjusted"] < SHAPE_ALPHA)
         if not direction:
-            assert r["shape_reading"] == sv.CANNOT_TELL
+            assert r["shape_reading"] == CANNOT_TELL
     unadjusted = [c for c, r in wb.items() if r["shape_ci_low"] > 1 or r["shape_ci_high"] < 1]
-    adjusted = [c for c, r in wb.items() if r["shape_reading"] != sv.CANNOT_TELL]
+    adjusted = [c for c, r in wb.items() if r["shape_reading"] != CANNOT_TELL]
     assert set(adjusted) <= set(unadjusted)
     # the report quotes the class's Weibull reading next to whatever model is selected
     reading = fr_section.build(ReportContext(None, {"failure_rates": fr}, 16_384)).reading

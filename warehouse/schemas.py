@@ -459,6 +459,8 @@ TABLES: dict[str, Table] = {
                 "event": BOOL,
                 "population": STR,  # inventory | telemetry (UUIDs seen) | observed_units (hosts seen x units per host)
                 "failure_cause": STR,
+                # telemetry over the unit's first analysis.survival.cox.COVARIATE_DAYS days
+                # observed (its whole observation if shorter): the same window for every unit
                 "temp_mean": F64,
                 "temp_max": F64,
                 "power_mean": F64,
@@ -705,6 +707,7 @@ TABLES: dict[str, Table] = {
                 "p_adjust_method": STR,  # 'holm'
                 "penalizer": F64,  # Cox ridge penalizer used (0: none)
                 "clear_effect": BOOL,  # p_adjusted < 0.05 and ph_ok
+                "kind": STR,  # 'effect' | 'association' (power, utilisation: consequences of load)
             },
             kind="derived",
         ),
@@ -812,6 +815,24 @@ TABLES: dict[str, Table] = {
                 "fleet_age": STR,  # unit ages at job start: stationary | new | observed (analysis.fleet_age)
                 "horizon_hours": F64,  # job length a non-stationary fleet's failures are counted over
             },
+            kind="derived",
+        ),
+        Table(
+            "fleetsim_results",
+            "one metric of one fleet-simulator scenario point (baseline, sweep point or spare count), with its 95% CI over replications",
+            {
+                "scenario": STR,  # the scenario's name (HOME/scenarios/*.yaml)
+                "study": STR,  # baseline | sweep | spare_curve
+                "knob": STR,  # what the point changed (section.key, jobs.<key>, rate:<class>); null: baseline
+                "knob_value": F64,
+                "metric": STR,  # fleet_goodput, ettr:<gpus>, goodput:<gpus>, lost_gpu_hours:<cause>, ...
+                "mean": F64,
+                "ci_low": F64,  # 95% Student-t CI over the replications
+                "ci_high": F64,
+                "replications": I64,
+                "converged": BOOL,  # the stopping rule's half-width target was met
+            },
+            key=("scenario", "study", "knob", "knob_value", "metric"),
             kind="derived",
         ),
         Table(

@@ -55,7 +55,11 @@ GLOSSARY: dict[str, str] = {
     "working after each age, with failures and removals accounted for.",
     "hazard": "the failure rate at a given age.",
     "hazard ratio": "how many times more often units with a trait (hotter, another rack or SKU) "
-    "fail than the others, from a Cox model; 1 means no difference.",
+    "fail than the others, from a Cox model; 1 means no difference. A clear effect needs a "
+    "Holm-adjusted p < 0.05 over every ratio shown and a passing proportional-hazards test; "
+    "power and utilisation follow the load a unit carries and are read as associations, never "
+    "as what raises the hazard. Telemetry traits are measured over the same first days of "
+    "every unit's observation.",
     "Cox": "the Cox proportional-hazards model: estimates hazard ratios of traits without "
     "assuming a lifetime model.",
     "adjusted p": "a p value corrected for testing many nodes or traits at once (Holm or "

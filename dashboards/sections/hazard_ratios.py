@@ -1,4 +1,6 @@
-"""What raises the failure hazard: Cox hazard ratios (95% CI) coloured by adjusted significance."""
+"""Failure hazard by trait: Cox hazard ratios (95% CI) coloured by what the table supports: a
+clear effect, a clear association (consequences of load), a significant ratio whose
+proportional-hazards test fails, or nothing after the multiple-testing correction."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from dashboards import charts
 from dashboards.section import NO_DATA, ReportContext, Section
 
 KEY = "hazard_ratios"
-TITLE = "What raises the failure hazard (Cox hazard ratios, 95% CI)"
+TITLE = "Failure hazard by trait (Cox hazard ratios, 95% CI)"
 ORDER = 60
 TABLES = ("hazard_ratios",)
 
@@ -17,9 +19,11 @@ TABLES = ("hazard_ratios",)
 MAX_CI_SPAN = 1e4  # a hazard-ratio CI wider than this factor is drawn as not estimable
 EVIDENCE = {  # hazard-ratio row -> how strongly the table supports it (colour of the chart)
     "clear": "clear effect (Holm-adjusted p < 0.05, PH holds)",
+    "association": "clear association, not a cause (power, utilisation follow the load)",
     "ph": "adjusted p < 0.05 but proportional hazards rejected",
     "none": "not significant after correction",
 }
+ASSOCIATION = pl.col("kind").fill_null("effect") == "association"
 
 
 def hazard_ratio_chart(hazard_ratios: pl.DataFrame) -> alt.LayerChart:
@@ -48,7 +52,9 @@ def hazard_ratio_chart(hazard_ratios: pl.DataFrame) -> alt.LayerChart:
             )
             .fill_null(pl.col("component_class") + " · " + pl.col("covariate"))
             .alias("term"),
-            pl.when(pl.col("clear_effect").fill_null(False))
+            pl.when(pl.col("clear_effect").fill_null(False) & ASSOCIATION)
+            .then(pl.lit(EVIDENCE["association"]))
+            .when(pl.col("clear_effect").fill_null(False))
             .then(pl.lit(EVIDENCE["clear"]))
             .when(pl.col("p_adjusted") < 0.05)
             .then(pl.lit(EVIDENCE["ph"]))
@@ -66,13 +72,16 @@ def hazard_ratio_chart(hazard_ratios: pl.DataFrame) -> alt.LayerChart:
     y = alt.Y("term:N", sort=order, title=None, axis=alt.Axis(labelLimit=400))
     color = alt.Color(
         "evidence:N",
-        scale=alt.Scale(domain=list(EVIDENCE.values()), range=["#d62728", "#ff7f0e", "#9e9e9e"]),
+        scale=alt.Scale(
+            domain=list(EVIDENCE.values()), range=["#d62728", "#9467bd", "#ff7f0e", "#9e9e9e"]
+        ),
         legend=alt.Legend(orient="bottom", title=None, columns=1, labelLimit=0),
     )
     tip = [
         "component_class:N",
         "covariate:N",
         alt.Tooltip("unit:N"),
+        alt.Tooltip("kind:N", title="effect or association"),
         alt.Tooltip("hr:Q", format=".3f", title="hazard ratio"),
         alt.Tooltip("ci_low:Q", format=".3f"),
         alt.Tooltip("ci_high:Q", format=".3f"),
@@ -114,24 +123,55 @@ def build(ctx: ReportContext) -> Section:
         s.note = NO_DATA
         return s
     s.chart = hazard_ratio_chart(t["hazard_ratios"])
-    # only effects that survive the multiple-testing correction and pass the PH test
+    # only rows that survive the multiple-testing correction and pass the PH test are claims;
+    # the consequences of load are associations, never what raises the hazard
     clear = hr.filter(pl.col("clear_effect").fill_null(False)).sort("p_adjusted")
+    effects, assoc = clear.filter(~ASSOCIATION), clear.filter(ASSOCIATION)
+    failed_ph = hr.filter(
+        (pl.col("p_adjusted") < 0.05) & ~pl.col("ph_ok").fill_null(False)
+    ).sort("p_adjusted")
     method = hr["p_adjust_method"].drop_nulls().first() or "multiple-testing"
-    if clear.height == 0:
-        s.reading = (
-            f"None of the {hr.height} covariate effects survives {method} correction for "
-            f"{hr.height} tests (adjusted p < 0.05) with a passing proportional-hazards test: "
-            "no clear driver yet."
+    rule = (
+        f"adjusted p < 0.05 after {method} correction for {hr.height} tests, proportional "
+        "hazards not rejected"
+    )
+    parts = []
+    if effects.height:
+        parts.append(
+            f"Clear effects ({effects.height} of {hr.height}: {rule}): "
+            + "; ".join(f"{_ratio(r)} on {r['component_class']}" for r in effects.iter_rows(
+                named=True
+            ))
+            + "."
         )
-        return s
-    effects = "; ".join(
-        f"{r['covariate']} on {r['component_class']} multiplies the hazard by {r['hr']:.2f} "
-        f"{r['unit'] or 'per unit'} (95% CI {r['ci_low']:.2f}–{r['ci_high']:.2f}, "
-        f"adjusted p={r['p_adjusted']:.2g})"
-        for r in clear.iter_rows(named=True)
-    )
-    s.reading = (
-        f"Clear effects ({clear.height} of {hr.height}: adjusted p < 0.05 after {method} "
-        f"correction for {hr.height} tests, proportional hazards not rejected): {effects}."
-    )
+    else:
+        parts.append(
+            f"No clear effect: none of the {hr.height} hazard ratios is a cause with {rule}."
+        )
+    if assoc.height:
+        parts.append(
+            "Associations, not causes (they follow the load a unit carries): "
+            + "; ".join(f"{_ratio(r)} on {r['component_class']}" for r in assoc.iter_rows(
+                named=True
+            ))
+            + "."
+        )
+    if failed_ph.height:
+        parts.append(
+            "Significant but not claimed, the proportional-hazards test fails (the ratio "
+            "changes with age): "
+            + ", ".join(
+                f"{r['covariate']} on {r['component_class']} (PH test p={r['ph_test_p']:.2g})"
+                for r in failed_ph.iter_rows(named=True)
+            )
+            + "."
+        )
+    s.reading = " ".join(parts)
     return s
+
+
+def _ratio(r: dict) -> str:
+    return (
+        f"{r['covariate']} hazard ratio {r['hr']:.2f} {r['unit'] or 'per unit'} "
+        f"(95% CI {r['ci_low']:.2f}–{r['ci_high']:.2f}, adjusted p={r['p_adjusted']:.2g})"
+    )

@@ -22,6 +22,7 @@ DOMAINS = tuple(importlib.import_module(name) for name in (
     "pipelines.assets.telemetry",
     "pipelines.assets.analysis",
     "pipelines.assets.report",
+    "pipelines.fleetsim_assets",
 ))
 
 # the names the CLI, the sensors and the tests use (imported after DOMAINS: in its order)
@@ -41,13 +42,17 @@ from pipelines.assets.ingest import (
 )
 from pipelines.assets.report import leadership_report, warehouse_catalog
 
-ALL_ASSETS = dg.load_assets_from_modules(DOMAINS)
+BY_DOMAIN = {m: dg.load_assets_from_modules([m]) for m in DOMAINS}
+ALL_ASSETS = [a for assets in BY_DOMAIN.values() for a in assets]
 ALL_CHECKS = dg.load_asset_checks_from_modules(DOMAINS)
 INGEST_ASSETS = [ingested_sources]
 PULL_ASSETS = [pulled_sources]
-# everything downstream of ingest and pull: what `goodput build` and the build job run
-# (load_assets_from_modules returns copies: assets are told apart by their keys)
-BUILD_ASSETS = [a for a in ALL_ASSETS if not {ingested_sources.key, pulled_sources.key} & a.keys]
+# a domain declaring jobs of its own (``JOBS``) runs in them; the other domains' assets but the
+# sources are the build job's: what `goodput build` runs (load_assets_from_modules returns
+# copies: assets are told apart by their keys)
+DOMAIN_JOBS = [job for m in DOMAINS for job in getattr(m, "JOBS", ())]
+BUILD_ASSETS = [a for m, assets in BY_DOMAIN.items() if not hasattr(m, "JOBS") for a in assets
+                if not {ingested_sources.key, pulled_sources.key} & a.keys]
 # what each job runs, as the UI and the CLI's recorded runs describe it
 JOB_DESCRIPTIONS = {
     "ingest": "Parse new source files (the landing folder, or the paths given) into the warehouse.",
@@ -60,7 +65,7 @@ JOB_DESCRIPTIONS = {
 }
 
 __all__ = [
-    "ALL_ASSETS", "ALL_CHECKS", "BUILD_ASSETS", "DOMAINS", "INGEST_ASSETS", "JOB_DESCRIPTIONS",
+    "ALL_ASSETS", "ALL_CHECKS", "BUILD_ASSETS", "DOMAINS", "DOMAIN_JOBS", "INGEST_ASSETS", "JOB_DESCRIPTIONS",
     "PULL_ASSETS",
     "TELEMETRY_DAYS", "component_lifetimes", "failure_fits", "goodput_projections",
     "ingest_metadata", "ingested_sources", "leadership_report", "pull_metadata", "pulled_sources",

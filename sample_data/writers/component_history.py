@@ -9,9 +9,14 @@ from pathlib import Path
 from sample_data.model import Fleet, ts
 from sample_data.writers.base import write_text
 
+HEADER = (
+    "component_class", "serial", "slot", "installed_at", "removed_at", "removal_reason", "failed",
+)  # fmt: skip
 
-def write(f: Fleet, path: Path) -> int:
-    """One row per installation of every unit seen during the window (ISO UTC times)."""
+
+def installations(f: Fleet) -> list[tuple[str, ...]]:
+    """One row (``HEADER``) per installation of every unit seen during the window (ISO UTC
+    times), ordered by slot, installation time and serial."""
     rows = []
     H = f.horizon
     for inst in f.inst:
@@ -38,19 +43,15 @@ def write(f: Fleet, path: Path) -> int:
             )
         )
     rows.sort(key=lambda r: (r[2], r[3], r[1]))
+    return rows
+
+
+def write(f: Fleet, path: Path) -> int:
+    """The component history CSV: ``HEADER`` and the ``installations`` rows."""
+    rows = installations(f)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(
-        [
-            "component_class",
-            "serial",
-            "slot",
-            "installed_at",
-            "removed_at",
-            "removal_reason",
-            "failed",
-        ]
-    )
+    w.writerow(HEADER)
     w.writerows(rows)
     write_text(path, buf.getvalue())
     return len(rows)

@@ -31,6 +31,41 @@ DCGM_METRICS = (  # name, type, help
 )
 
 
+def node_load(
+    f: Fleet, n: int, tt: np.ndarray, attempts: list[Attempt], pod_names: dict[str, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(busy, pod) per scrape time ``tt`` and GPU of node ``n``: whether an attempt holds the
+    GPU, and the index of its Kubernetes pod in ``pod_names`` (filled here; 0 = no pod)."""
+    busy = np.zeros((tt.size, f.gpus_per_node), bool)
+    pod = np.zeros((tt.size, f.gpus_per_node), np.int64)
+    for a in attempts:
+        e = a.end if a.end is not None else f.horizon
+        i0, i1 = np.searchsorted(tt, [a.start, e])
+        if i1 <= i0:
+            continue
+        gl = a.gpus[a.nodes.index(n)]
+        busy[i0:i1, gl] = True
+        if a.scheduler == "k8s":
+            pname = f"{a.name}-worker-{a.nodes.index(n)}"
+            pod_names.setdefault(pname, len(pod_names))
+            pod[i0:i1, gl] = pod_names[pname]
+    return busy, pod
+
+
+def gpu_readings(
+    busy: np.ndarray, offset: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(util %, GPU temperature C, memory temperature C, power W) per scrape and GPU: load
+    drives utilisation, temperature and power; a GPU slot's airflow ``offset`` shifts its
+    temperature only."""
+    shape = busy.shape
+    util = np.where(busy, np.clip(rng.normal(93, 5, shape), 0, 100), 0).round().astype(np.int64)
+    temp = (33 + 0.33 * util + offset + rng.normal(0, 1.2, shape)).round().astype(np.int64)
+    mtemp = (temp + 4 + rng.normal(0, 1, shape)).round().astype(np.int64)
+    power = (68 + 5.9 * util + rng.normal(0, 6, shape)).round(3)
+    return util, temp, mtemp, power
+
+
 def write(f: Fleet, out: Path, codes: list[dict], ev: dict, rng: np.random.Generator) -> int:
     """dcgm/<host>/<date>.prom.gz: concatenated /metrics scrapes with ms timestamps.
 
@@ -66,26 +101,8 @@ def write(f: Fleet, out: Path, codes: list[dict], ev: dict, rng: np.random.Gener
             up &= ~((tt >= a) & (tt < b))
             boot += tt >= b
         S = tt.size
-        # busy GPUs and pod names
-        busy = np.zeros((S, G), bool)
-        pod = np.zeros((S, G), np.int64)  # index into pod names, 0 = no pod
-        for a in by_node[n]:
-            e = a.end if a.end is not None else H
-            i0, i1 = np.searchsorted(tt, [a.start, e])
-            if i1 <= i0:
-                continue
-            gl = a.gpus[a.nodes.index(n)]
-            busy[i0:i1, gl] = True
-            if a.scheduler == "k8s":
-                pname = f"{a.name}-worker-{a.nodes.index(n)}"
-                pod_names.setdefault(pname, len(pod_names))
-                pod[i0:i1, gl] = pod_names[pname]
-        util = (
-            np.where(busy, np.clip(rng.normal(93, 5, (S, G)), 0, 100), 0).round().astype(np.int64)
-        )
-        temp = (33 + 0.33 * util + gpu_off[n] + rng.normal(0, 1.2, (S, G))).round().astype(np.int64)
-        mtemp = (temp + 4 + rng.normal(0, 1, (S, G))).round().astype(np.int64)
-        power = (68 + 5.9 * util + rng.normal(0, 6, (S, G))).round(3)
+        busy, pod = node_load(f, n, tt, by_node[n], pod_names)
+        util, temp, mtemp, power = gpu_readings(busy, gpu_off[n], rng)
         fb = np.where(busy, rng.integers(52000, 79000, (S, G)), 0)
         dbe = np.zeros((S, G), np.int64)
         xid = np.zeros((S, G), np.int64)

@@ -1,0 +1,267 @@
+"""Run a fleet scenario: resolve its inputs (failure laws, repair law, job mix) from the
+warehouse or the scenario itself, repeat replications until every target metric's 95% CI is
+within the scenario's relative half-width (or the maximum count), and return the estimates.
+
+Stopping rule (as AIReSim's): after ``replications.min`` runs, stop as soon as the 95%
+Student-t CI half-width of fleet goodput and of every job size's ETTR is within
+``replications.rel_halfwidth`` of its mean; never beyond ``replications.max``. Replication
+``i`` uses seed ``(scenario seed, i)``, so a scenario's estimates are reproducible and two
+scenarios of a sweep share their random numbers (common random numbers: their difference is
+not drowned in noise).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from analysis.fleet_age import DEFAULT_FLEET_AGE
+from analysis.fleetsim import engine
+from analysis.fleetsim.scenario import ScenarioError, validate
+from analysis.projection import JOB_SIZE_EDGES
+
+TARGETS = ("fleet_goodput", "ettr:")  # metrics (or key prefixes) the stopping rule watches
+MEASURED_LOAD = 0.9  # a measured mix fills this share of the nodes outside the spare pools
+
+
+@dataclass
+class Inputs:
+    rates: object  # projection.ClassRates with the scenario's multipliers applied
+    repair_law: object  # a lifetime_models distribution (hours)
+    jobs: list[dict]
+    base_rates: object = None  # the rates before the multipliers (what-if sweeps rescale)
+
+    def for_spec(self, spec: dict) -> Inputs:
+        """The inputs of a variant of the scenario (``scenario.with_knob``): its rate
+        multipliers, its listed jobs, its repair law unless fitted."""
+        base = self.base_rates if self.base_rates is not None else self.rates
+        unknown = [c for c in spec["rate_multipliers"] if c not in base.classes]
+        if unknown:
+            raise ScenarioError(
+                f"rate:{unknown[0]}: no such class in the rates (known: {', '.join(base.classes)})"
+            )
+        law = self.repair_law
+        if spec["repair"]["model"] != "fitted":
+            law = repair_law(spec)
+        jobs = spec["jobs"] if isinstance(spec["jobs"], list) else self.jobs
+        return Inputs(base.scaled(spec["rate_multipliers"]), law, jobs, base)
+
+
+@dataclass
+class Estimates:
+    """Per metric: mean, 95% CI, and the replications behind it (``values``: per replication,
+    in seed order, for paired comparisons of two scenarios)."""
+
+    mean: dict[str, float]
+    ci_low: dict[str, float]
+    ci_high: dict[str, float]
+    replications: int
+    converged: bool
+    values: dict[str, np.ndarray]
+
+    def as_dict(self) -> dict:
+        return {
+            k: {"mean": self.mean[k], "ci_low": self.ci_low[k], "ci_high": self.ci_high[k]}
+            for k in self.mean
+        }
+
+
+def repair_law(spec: dict, wh=None):
+    """The manual repair-time law: the scenario's model and params, or the selected
+    ``repair_fits`` row (quantity repair) of the system with the most repairs."""
+    from analysis import lifetime_models
+
+    rp = spec["repair"]
+    if rp["model"] != "fitted":
+        return lifetime_models.get(rp["model"])(**(rp["params"] or {}))
+    fits = wh.read("repair_fits") if wh is not None else None
+    if fits is not None and fits.height:
+        sel = fits.filter(
+            (pl.col("quantity") == "repair") & pl.col("selected").fill_null(False)
+        ).sort("n", descending=True)
+        if sel.height:
+            row = sel.row(0, named=True)
+            return lifetime_models.get(row["model"]).from_params(row["params"])
+    raise ScenarioError(
+        "repair.model is 'fitted' but repair_fits has no repair-time fit: run "
+        "`goodput build` on failure logs / node events, or give repair.model "
+        "and repair.params"
+    )
+
+
+def measured_jobs(attempts: pl.DataFrame, spec: dict) -> list[dict]:
+    """The job mix of ``job_attempts``: per job-size class (``projection.JOB_SIZE_EDGES``) its
+    median GPU count (whole nodes), with slot counts in proportion to the
+    class's GPU-hours, filling ``MEASURED_LOAD`` of the nodes outside the spare pools."""
+    f = spec["fleet"]
+    room = f["nodes"] - f["hot_spares"] - f["warm_standbys"]
+    hours = (pl.col("end_time") - pl.col("start_time")).dt.total_microseconds() / 3.6e9
+    ran = attempts.filter(
+        (pl.col("end_time") > pl.col("start_time")) & (pl.col("n_gpus") > 0)
+    ).with_columns(
+        hours.alias("_h"),
+        pl.sum_horizontal(*(pl.col("n_gpus") > e for e in JOB_SIZE_EDGES)).alias("_size"),
+    )
+    if ran.height == 0:
+        raise ScenarioError(
+            "jobs: 'measured' but job_attempts has no finished job with GPUs; "
+            "ingest scheduler logs or list the jobs in the scenario"
+        )
+    g = f["gpus_per_node"]
+    agg = (
+        ran.group_by("_size")
+        .agg(
+            pl.col("n_gpus").median().alias("gpus"),
+            (pl.col("_h") * pl.col("n_gpus")).sum().alias("gpu_h"),
+        )
+        .sort("_size")
+    )
+    share = agg["gpu_h"].to_numpy() / agg["gpu_h"].sum()
+    out = []
+    for row, s in zip(agg.iter_rows(named=True), share, strict=True):
+        nodes = math.ceil(row["gpus"] / g)
+        count = max(1, round(s * MEASURED_LOAD * room / nodes))
+        out.append({"gpus": nodes * g, "count": count})
+    while sum(j["count"] * j["gpus"] // g for j in out) > room:  # floors of one slot overfill
+        more = [j for j in out if j["count"] > 1]
+        if not more:
+            need = sum(j["count"] * j["gpus"] // g for j in out)
+            raise ScenarioError(
+                f"jobs: the measured mix (one slot per job size of job_attempts, the largest "
+                f"{max(j['gpus'] for j in out)} GPUs) needs {need} nodes but {room} lie outside "
+                "the spare pools: raise fleet.nodes or list the jobs"
+            )
+        max(more, key=lambda j: j["count"] * j["gpus"])["count"] -= 1
+    return validate({**spec, "jobs": out})["jobs"]
+
+
+def needs_warehouse(spec: dict) -> bool:
+    """Whether the scenario reads the warehouse: fitted rates or repair law, measured jobs."""
+    return (
+        spec["rates"] == "warehouse"
+        or spec["repair"]["model"] == "fitted"
+        or spec["jobs"] == "measured"
+    )
+
+
+def resolve(spec: dict, wh=None) -> Inputs:
+    """Failure laws, repair law and job mix of a validated scenario. ``wh`` (a Warehouse) is
+    needed for 'warehouse' rates, a 'fitted' repair law or a 'measured' mix."""
+    from analysis.projection import scoped_rates, with_fleet_age
+    from analysis.whatif import read_rates_csv
+
+    if needs_warehouse(spec) and wh is None:
+        raise ScenarioError(
+            "this scenario reads the warehouse (rates: warehouse, repair.model: "
+            "fitted or jobs: measured) but none was given"
+        )
+    jobs = (
+        measured_jobs(wh.read("job_attempts"), spec) if spec["jobs"] == "measured" else spec["jobs"]
+    )
+    biggest = max(j["gpus"] for j in jobs)
+    try:
+        if spec["rates"] == "warehouse":
+            rates = scoped_rates(wh, spec["scope"], spec["fleet"]["gpus_per_node"], biggest)
+        else:
+            rates = read_rates_csv(spec["rates"])
+    except ValueError as exc:
+        raise ScenarioError(f"rates: {str(exc).splitlines()[0]}") from None
+    unknown = [c for c in spec["rate_multipliers"] if c not in rates.classes]
+    if unknown:
+        raise ScenarioError(
+            f"rate_multipliers.{unknown[0]}: no such class in the rates "
+            f"(known: {', '.join(rates.classes)})"
+        )
+    base = with_fleet_age(rates, DEFAULT_FLEET_AGE, spec["horizon_days"] * 24.0)
+    return Inputs(base.scaled(spec["rate_multipliers"]), repair_law(spec, wh), jobs, base)
+
+
+def ci(x: np.ndarray) -> tuple[float, float, float]:
+    from scipy import stats
+
+    m = float(x.mean())
+    if x.size < 2:
+        return m, m, m
+    h = float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return m, m - h, m + h
+
+
+def estimates(runs: list[dict]) -> Estimates:
+    keys = sorted({k for r in runs for k in r})
+    values = {k: np.array([r.get(k, 0.0) for r in runs]) for k in keys}
+    mean, lo, hi = {}, {}, {}
+    for k in keys:
+        mean[k], lo[k], hi[k] = ci(values[k])
+    return Estimates(mean, lo, hi, len(runs), False, values)
+
+
+def paired(a: Estimates, b: Estimates, key: str) -> tuple[float, float, float]:
+    """Mean and 95% CI of ``a - b`` over the replications both ran (same seeds: common random
+    numbers, so the difference's CI is much tighter than the two CIs')."""
+    n = min(a.replications, b.replications)
+    return ci(a.values[key][:n] - b.values[key][:n])
+
+
+def converged(est: Estimates, rel: float) -> bool:
+    for k, m in est.mean.items():
+        if any(k == t or (t.endswith(":") and k.startswith(t)) for t in TARGETS):
+            half = (est.ci_high[k] - est.ci_low[k]) / 2
+            if half > rel * abs(m):
+                return False
+    return True
+
+
+def default_workers() -> int:
+    return max(1, min(len(os.sched_getaffinity(0)), 8))
+
+
+def simulate(spec: dict, inputs: Inputs, progress=None, workers: int | None = None) -> Estimates:
+    """Replications until the stopping rule holds (module docstring), ``workers`` processes
+    at a time (default: the cores this process may use). Replication i has its own seed and
+    results are taken in order, so the estimates do not depend on ``workers``."""
+    r = spec["replications"]
+    workers = default_workers() if workers is None else workers
+    runs: list[dict] = []
+
+    def done(result) -> Estimates | None:
+        runs.append(result)
+        if progress is not None:
+            progress(len(runs))
+        if len(runs) < r["min"]:
+            return None
+        est = estimates(runs)
+        est.converged = converged(est, r["rel_halfwidth"])
+        return est if est.converged or len(runs) == r["max"] else None
+
+    args = [(spec, inputs.rates, inputs.repair_law, inputs.jobs, seed_of(spec, i))
+            for i in range(r["max"])]  # fmt: skip
+    if workers <= 1:
+        for a in args:
+            est = done(engine.run(*a))
+            if est is not None:
+                return est
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
+        pending = deque()
+        nxt = 0
+        while True:
+            while nxt < len(args) and len(pending) < workers:
+                pending.append(ex.submit(engine.run, *args[nxt]))
+                nxt += 1
+            est = done(pending.popleft().result())
+            if est is not None:
+                for f in pending:
+                    f.cancel()
+                return est
+
+
+def seed_of(spec: dict, i: int) -> int:
+    """Replication ``i``'s seed, from the scenario's."""
+    return int(np.random.SeedSequence([spec["seed"], i]).generate_state(1)[0])
