@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import cache
 
-import ingest
 from ingest.base import CERTAIN, FormatSpec
+from warehouse.plugins import discover
 
 SNIFF_BYTES = 65536
 
 
 @cache
 def formats() -> dict[str, FormatSpec]:
-    found: dict[str, FormatSpec] = {}
-    for mod in sorted(pkgutil.iter_modules(ingest.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"ingest.{mod.name}")
-        spec = getattr(module, "FORMAT", None)
-        if isinstance(spec, FormatSpec):
-            found[spec.name] = spec
-    return found
+    """Every format module's ``FORMAT``, by format name."""
+    found = discover("ingest", "FORMAT", lambda spec: isinstance(spec, FormatSpec),
+                     lambda spec: spec.name)
+    return {name: module.FORMAT for name, module in found.items()}
 
 
 def detect(head: bytes, name: str) -> FormatSpec | None:

@@ -16,9 +16,15 @@ import os
 
 import dagster as dg
 
-from pipelines.assets import ALL_ASSETS, BUILD_ASSETS, INGEST_ASSETS, PULL_ASSETS
-from pipelines.checks import ALL_CHECKS
-from pipelines.fleetsim_assets import FLEETSIM_ASSETS, fleetsim_job
+from pipelines.assets import (
+    ALL_ASSETS,
+    ALL_CHECKS,
+    BUILD_ASSETS,
+    DOMAIN_JOBS,
+    INGEST_ASSETS,
+    JOB_DESCRIPTIONS,
+    PULL_ASSETS,
+)
 from pipelines.resources import GoodputConfig
 from pipelines.sensors import build_schedule, build_sensor, pull_schedule
 
@@ -49,19 +55,22 @@ def run_executor(name: str | None = None) -> dg.ExecutorDefinition:
     raise ValueError(f"{EXECUTOR_ENV}={name!r}: use one of {', '.join(EXECUTORS)}")
 
 
-ingest_job = dg.define_asset_job("ingest", selection=dg.AssetSelection.assets(*INGEST_ASSETS))
-build_job = dg.define_asset_job("build", selection=dg.AssetSelection.assets(*BUILD_ASSETS),
-                                description="Everything downstream of ingest and pull: rollups, attribution, fits, goodput, report.")
-pull_job = dg.define_asset_job("pull", selection=dg.AssetSelection.assets(*PULL_ASSETS),
-                               description="Pull every live source of HOME/sources.toml (slurmdbd, TSDB, BMCs) from its cursor.")
+def _job(name: str, assets: list):
+    return dg.define_asset_job(name, selection=dg.AssetSelection.assets(*assets),
+                               description=JOB_DESCRIPTIONS[name])
+
+
+ingest_job = _job("ingest", INGEST_ASSETS)
+build_job = _job("build", BUILD_ASSETS)
+pull_job = _job("pull", PULL_ASSETS)
 
 
 def definitions(executor: dg.ExecutorDefinition) -> dg.Definitions:
     """Every asset, check, job, sensor and schedule, with ``executor`` for launched runs."""
     return dg.Definitions(
-        assets=ALL_ASSETS + FLEETSIM_ASSETS,
+        assets=ALL_ASSETS,
         asset_checks=ALL_CHECKS,
-        jobs=[ingest_job, pull_job, build_job, fleetsim_job],
+        jobs=[ingest_job, pull_job, build_job, *DOMAIN_JOBS],
         sensors=[build_sensor(ingest_job)],
         schedules=[build_schedule(build_job), pull_schedule(pull_job)],
         resources={"goodput": GoodputConfig()},

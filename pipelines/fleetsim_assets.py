@@ -14,7 +14,7 @@ from analysis.fleetsim.run import resolve
 from analysis.fleetsim.scenario import ScenarioError, load
 from analysis.fleetsim.sweep import result_rows, study
 from analysis.status import MissingInputs
-from pipelines.assets import OWNERS, _guarded, _skipped_result
+from pipelines.assets.factory import OWNERS, guarded, skipped_meta
 from pipelines.resources import GoodputConfig
 from warehouse.schemas import TABLES
 
@@ -52,10 +52,10 @@ def fleetsim_results(
     context: dg.AssetExecutionContext, goodput: GoodputConfig
 ) -> dg.MaterializeResult:
     wh = goodput.analysis_warehouse()
-    out = _guarded(wh, "fleetsim_results", ("fleetsim_results",),
+    out = guarded(wh, "fleetsim_results", ("fleetsim_results",),
                    lambda: run_scenarios(wh, context.log), rows=lambda r: r[0].height)  # fmt: skip
     if out is None:
-        return _skipped_result(wh, "fleetsim_results")
+        return dg.MaterializeResult(metadata=skipped_meta(wh, "fleetsim_results"))
     df, errors = out
     for e in errors:
         context.log.error(e)
@@ -66,9 +66,9 @@ def fleetsim_results(
     })  # fmt: skip
 
 
-FLEETSIM_ASSETS = [fleetsim_results]
 fleetsim_job = dg.define_asset_job(
     "fleetsim",
-    selection=dg.AssetSelection.assets(*FLEETSIM_ASSETS),
+    selection=dg.AssetSelection.assets(fleetsim_results),
     description="Run the fleet-simulator scenarios of HOME/scenarios.",
 )
+JOBS = [fleetsim_job]  # this domain's own job: its assets are not in `build`

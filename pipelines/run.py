@@ -1,7 +1,7 @@
 """Run the asset graph in-process: ``goodput demo`` (ingest + build), ``goodput build`` and
 ``fit``; record ``goodput ingest`` as a run too.
 
-The CLI and Dagster share one code path: both materialize the assets of pipelines/assets.py,
+The CLI and Dagster share one code path: both materialize the assets of pipelines/assets/,
 and the CLI records its runs in the persistent Dagster instance under the home
 (``<home>/.dagster``), so ``DAGSTER_HOME=<home>/.dagster dagster dev`` shows them. The build run
 is launched without a partition, so it rolls up every day of the telemetry's span and a fresh
@@ -23,19 +23,23 @@ import dagster as dg
 from analysis.headline import BAND_COVERS, read_headline, selected_rates
 from analysis.observation import stored_window
 from pipelines.assets import (
+    ALL_CHECKS,
     BUILD_ASSETS,
     INGEST_ASSETS,
+    JOB_DESCRIPTIONS,
     ingest_metadata,
     ingested_sources,
     pull_metadata,
     pulled_sources,
     register_days,
 )
-from pipelines.checks import ALL_CHECKS
 from pipelines.resources import GoodputConfig
 from warehouse.store import Warehouse
 
 _STEP_DONE = re.compile(r'Finished execution of step "([^"]+)" in ([0-9.]+\s*\w+)')
+
+
+CLI_TAGS = {"goodput/launched_by": "cli"}  # the runs of `goodput` commands, told apart in the UI
 
 
 class PipelineError(RuntimeError):
@@ -150,7 +154,8 @@ def _materialize(assets, config: GoodputConfig, job: str):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Dagster beta/preview notices are not for CLI users
         defs = dg.Definitions(
-            jobs=[dg.define_asset_job(job, selection=assets)],
+            jobs=[dg.define_asset_job(job, selection=assets, description=JOB_DESCRIPTIONS[job],
+                                      tags=CLI_TAGS)],
             assets=assets,
             asset_checks=ALL_CHECKS,  # selecting an asset also runs its checks
             resources={"goodput": config},
@@ -224,7 +229,8 @@ def _recorded(wh: Warehouse, key: dg.AssetKey, name: str, description: str, work
                                                   metadata=metadata(reports, context.instance)))
         return reports
 
-    @dg.job(name=name, logger_defs={"quiet": quiet_logger}, tags={"goodput/launched_by": "cli"})
+    @dg.job(name=name, logger_defs={"quiet": quiet_logger}, tags=CLI_TAGS,
+            description=JOB_DESCRIPTIONS[name])
     def job():
         step()
 
@@ -261,7 +267,8 @@ def build_scope(config: GoodputConfig) -> Warehouse:
         return wh
     settings = {k: getattr(config, k) for k in SCOPE_SETTINGS}
     if not is_fresh(wh, scoped, settings):
-        _materialize([a for a in BUILD_ASSETS if a not in (warehouse_catalog, leadership_report)], config, "build_scope")
+        shared = {warehouse_catalog.key, leadership_report.key}  # the parent's, not the scope's
+        _materialize([a for a in BUILD_ASSETS if not shared & a.keys], config, "build_scope")
         mark_fresh(wh, scoped, config.scope(), settings)
     return scoped
 

@@ -85,7 +85,8 @@ _ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dagst
 
 
 def build_sensor(job) -> dg.SensorDefinition:
-    @dg.sensor(job=job, minimum_interval_seconds=60, description="Ingest new files dropped in $GOODPUT_HOME/landing/.")
+    @dg.sensor(job=job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
+               description="Ingest new files dropped in $GOODPUT_HOME/landing/ (on by default).")
     def landing_sensor(context: dg.SensorEvaluationContext, goodput: GoodputConfig):
         running = context.instance.get_runs(
             dg.RunsFilter(job_name=job.name, statuses=_ACTIVE, tags={"goodput/launched_by": "landing_sensor"}), limit=1)
@@ -108,10 +109,13 @@ def build_sensor(job) -> dg.SensorDefinition:
 
 
 def build_schedule(job) -> dg.ScheduleDefinition:
-    """Daily at 02:30 UTC: everything downstream of ingest, rolling up the previous day."""
+    """Daily at 02:30 UTC: everything downstream of ingest, rolling up the previous day. On by
+    default: it skips, saying why, when no telemetry was ingested for that day."""
 
     @dg.schedule(job=job, name="daily_build", cron_schedule="30 2 * * *", execution_timezone="UTC",
-                 description="Rebuild everything downstream of ingest once a day (previous day's rollup partition).")
+                 default_status=dg.DefaultScheduleStatus.RUNNING,
+                 description="Rebuild everything downstream of ingest once a day (previous day's "
+                 "rollup partition; on by default).")
     def daily_build(context: dg.ScheduleEvaluationContext):
         day = (context.scheduled_execution_time.astimezone(UTC) - timedelta(days=1)).date().isoformat()
         if not context.instance.has_dynamic_partition(TELEMETRY_DAYS.name, day):

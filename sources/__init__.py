@@ -7,16 +7,12 @@ Redfish BMCs) into the warehouse through the same parsers, record keys and quara
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import cache
+
+from warehouse.plugins import discover
 
 
 @cache
 def kinds() -> dict:
-    found = {}
-    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{__name__}.{mod.name}")
-        if isinstance(getattr(module, "KIND", None), str):
-            found[module.KIND] = module
-    return found
+    """Every source kind's module, by ``KIND``."""
+    return discover(__name__, "KIND", lambda kind: isinstance(kind, str))

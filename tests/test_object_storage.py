@@ -23,7 +23,7 @@ from pipelines.cli import main
 from pipelines.resources import GoodputConfig
 from tests.conftest import FIXTURES, table_snapshot
 from warehouse import checks as warehouse_checks
-from warehouse import store
+from warehouse import batch
 from warehouse.schemas import TABLES
 from warehouse.store import Batch, Warehouse, WarehouseError
 
@@ -213,7 +213,7 @@ def test_crash_recovery_on_object_storage(tmp_path, uri, monkeypatch):
     assert sorted(reopened.read("quarantine")["line"]) == [1, 2]
     assert reopened.read("node_events")["host"].to_list() == ["n1"]
     assert [f.rsplit("/", 3)[1] for f in reopened.fs.find(f"{reopened.parquet}/_staging")] == ["partial"]
-    monkeypatch.setattr(store, "STALE_STAGE_S", 0)
+    monkeypatch.setattr(batch, "STALE_STAGE_S", 0)
     assert Warehouse(tmp_path / "home", uri).fs.find(f"{reopened.parquet}/_staging") == []
 
 

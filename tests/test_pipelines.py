@@ -16,7 +16,8 @@ import polars as pl
 from analysis import checks as analysis_checks
 from ingest.runner import ingest_paths
 from pipelines import checks
-from pipelines.assets import ingested_sources
+from pipelines.assets import ALL_CHECKS, ingested_sources
+from pipelines.assets.ingest import conservation_check, quarantine_ratio_check, schema_check
 from pipelines.cli import main
 from pipelines.definitions import defs, ingest_job
 from pipelines.resources import GoodputConfig
@@ -34,7 +35,8 @@ def test_demo_materializes_every_asset_and_every_check_passes(demo):
     wh, out = demo
     m = re.search(r"asset checks: (\d+)/(\d+) passed", out)
     # every check but those of the live-source pull, which the demo does not run
-    demo_checks = [c for c in checks.ALL_CHECKS if all(k.asset_key.to_user_string() != "pulled_sources" for k in c.check_keys)]
+    demo_checks = [c for c in ALL_CHECKS
+                   if all(k.asset_key.to_user_string() != "pulled_sources" for k in c.check_keys)]
     assert m and m.group(1) == m.group(2) and int(m.group(2)) == len(demo_checks)
     for name in ["job_attempts", "hw_events", "gpu_samples", "gpu_hourly", "component_history", "interruptions",
                  "component_lifetimes", "failure_rates", "survival_curves", "goodput_jobs", "goodput_projections"]:
@@ -122,7 +124,7 @@ def test_corrupted_input_fails_the_quarantine_check(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = dg.materialize(
-            [ingested_sources, checks.quarantine_ratio_check, checks.conservation_check, checks.schema_check],
+            [ingested_sources, quarantine_ratio_check, conservation_check, schema_check],
             resources={"goodput": cfg},
         )
     by_name = {e.check_name: e for e in result.get_asset_check_evaluations()}
@@ -247,3 +249,81 @@ def test_demo_builds_node_health_over_every_node_it_counted_failures_on(demo):
     assert health["failures"].sum() == wh.read("node_failures").height > 0
     tested = health.filter(pl.col("node_hours") > 0)
     assert tested["test"][0].endswith(f"Benjamini-Hochberg over {tested.height} nodes")
+
+
+def test_definitions_list_every_asset_job_schedule_sensor_and_check_with_a_description():
+    """What the UI shows, pinned: asset keys by group, jobs, schedules and the sensor (each on by
+    default), checks by asset; every one described."""
+    graph = defs.resolve_asset_graph()
+    by_group: dict[str, set[str]] = {}
+    for key in graph.get_all_asset_keys():
+        by_group.setdefault(graph.get(key).group_name, set()).add(key.to_user_string())
+        assert graph.get(key).description, key
+    assert by_group == {
+        "ingest": {"ingested_sources", "pulled_sources"},
+        "warehouse": {"gpu_hourly", "dcgm_counter_events", "telemetry_gpu_replacements"},
+        "analysis": {"interruptions", "component_lifetimes", "repairable_systems", "node_health",
+                     "system_mtbf", "availability", "repair_fits", "root_causes", "failure_rates",
+                     "survival_curves", "hazard_ratios", "goodput_jobs", "goodput_projections",
+                     "goodput_breakdown", "goodput_trend", "fleetsim_results"},
+        "catalog": {"warehouse_catalog"},
+        "dashboards": {"leadership_report"},
+    }
+    repo = defs.get_repository_def()
+    jobs = {j.name: j for j in repo.get_all_jobs() if not j.name.startswith("__")}
+    assert sorted(jobs) == ["build", "fleetsim", "ingest", "pull"]
+    assert all(j.description for j in jobs.values())
+    built = {k.to_user_string() for k in defs.resolve_job_def("build").asset_layer.selected_asset_keys}
+    assert built == set().union(*by_group.values()) - {"ingested_sources", "pulled_sources",
+                                                       "fleetsim_results"}  # its own job
+    running = dg.DefaultScheduleStatus.RUNNING
+    assert {(s.name, s.job_name, s.default_status == running) for s in repo.schedule_defs} == {
+        ("daily_build", "build", True), ("hourly_pull", "pull", True)}
+    [sensor] = repo.sensor_defs
+    assert (sensor.name, sensor.job_name) == ("landing_sensor", "ingest")
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert all(s.description for s in [*repo.schedule_defs, sensor])
+    specs = [s for c in ALL_CHECKS for s in c.check_specs]
+    assert {(s.name, s.asset_key.to_user_string()) for s in specs} == {
+        ("conservation_check", "ingested_sources"), ("schema_check", "ingested_sources"),
+        ("quarantine_ratio_check", "ingested_sources"),
+        ("pull_conservation_check", "pulled_sources"),
+        ("duplicate_keys_check", "warehouse_catalog"), ("fits_converged_check", "failure_rates"),
+        ("goodput_bounds_check", "goodput_projections"),
+        ("source_spans_check", "component_lifetimes"),
+    }
+    assert all(s.description for s in specs)
+
+
+def test_an_analysis_asset_depends_on_the_writers_of_the_tables_it_declares():
+    """One declaration feeds both the graph and the skip logic (pipelines/assets/factory.py)."""
+    graph = defs.resolve_asset_graph()
+
+    def parents(name: str) -> set[str]:
+        return {k.to_user_string() for k in graph.get(dg.AssetKey(name)).parent_keys}
+
+    sources = {"ingested_sources", "pulled_sources"}
+    # needs job_attempts, reads hw_events (also written by the DCGM counter events) and node_events
+    assert parents("interruptions") == sources | {"dcgm_counter_events"}
+    assert parents("failure_rates") == {"component_lifetimes"}
+    assert parents("goodput_projections") == {"failure_rates", "interruptions"}
+    # the catalog reads every table: it follows every asset that writes one before it (the
+    # report after it, and the fleet simulator's domain, listed after it in DOMAINS)
+    assert parents("warehouse_catalog") == {k.to_user_string() for k in graph.get_all_asset_keys()
+                                            } - {"warehouse_catalog", "leadership_report",
+                                                 "fleetsim_results"}
+
+
+def test_cli_runs_are_tagged_and_described(tmp_path):
+    from pipelines.run import ingest
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "sacct.txt").write_text("JobID|State\n1|COMPLETED\n")
+    cfg = GoodputConfig(home=str(tmp_path / "home"), sources=[str(src)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ingest(cfg)
+    with instance_for(cfg.warehouse().home) as instance:
+        [run] = instance.get_runs()
+        assert run.job_name == "ingest" and run.tags["goodput/launched_by"] == "cli"

@@ -9,11 +9,10 @@ new module.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import cache
 
 from analysis.lifetime_models.base import LifetimeModel, Sample
+from warehouse.plugins import discover
 
 __all__ = ["LifetimeModel", "Sample", "get", "models", "names"]
 
@@ -21,11 +20,9 @@ __all__ = ["LifetimeModel", "Sample", "get", "models", "names"]
 @cache
 def models() -> dict[str, type[LifetimeModel]]:
     """Every registered model by name; the exponential (closed form, all units) first."""
-    found: dict[str, type[LifetimeModel]] = {}
-    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        model = getattr(importlib.import_module(f"{__name__}.{mod.name}"), "MODEL", None)
-        if isinstance(model, type) and issubclass(model, LifetimeModel):
-            found[model.name] = model
+    found = {name: module.MODEL for name, module in discover(
+        __name__, "MODEL", lambda m: isinstance(m, type) and issubclass(m, LifetimeModel),
+        lambda m: m.name).items()}
     return dict(sorted(found.items(), key=lambda kv: (not kv[1].full_data, kv[0])))
 
 

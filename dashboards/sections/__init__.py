@@ -6,9 +6,9 @@ only some warehouses hold, such as failure records). Adding a section is adding 
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from types import ModuleType
+
+from warehouse.plugins import discover
 
 CONTRACT = ("KEY", "TITLE", "ORDER", "TABLES", "build")
 
@@ -16,22 +16,7 @@ CONTRACT = ("KEY", "TITLE", "ORDER", "TABLES", "build")
 def registry() -> list[ModuleType]:
     """Every section module in this package, in report order (``ORDER``, then ``KEY``). A
     module missing part of the contract, or a key used twice, is a programming error: raise."""
-    found: dict[str, ModuleType] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        missing = [name for name in CONTRACT if not hasattr(module, name)]
-        if missing:
-            raise TypeError(
-                f"report section {module.__name__} does not define {', '.join(missing)}"
-            )
-        if module.KEY in found:
-            raise ValueError(
-                f"report sections {found[module.KEY].__name__} and {module.__name__} "
-                f"share the key {module.KEY!r}"
-            )
-        found[module.KEY] = module
+    found = discover(__name__, "KEY", required=CONTRACT)
     return sorted(found.values(), key=lambda m: (m.ORDER, m.KEY))
 
 

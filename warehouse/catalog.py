@@ -1,0 +1,293 @@
+"""The query surface: DuckDB connections over the Parquet root, one typed view per table
+(``view_sql``: declared columns, Dedupe merging, batches still committing left out), the
+catalog file ``warehouse.duckdb``, and the locked-down read-only SQL of ``goodput sql``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import duckdb
+import polars as pl
+
+from warehouse.files import _NULL_PARTITION, WarehouseError, _sql_str, duck_type, literal_path
+from warehouse.schemas import TABLES, VIEWS, Table, conform
+
+# warehouse.duckdb opens in DuckDB 1.5 and later: the `duckdb` command (PyPI duckdb-cli, in
+# pyproject.toml) is 1.5 while the Python duckdb is 2.0, whose own storage 1.5 cannot read
+CATALOG_STORAGE = "v1.5.0"
+# DuckDB's budget for every query that reads a whole table or history (matching a batch against
+# stored records, the daily rollups, counter events, covariates): it spills to disk beyond this,
+# so a step's peak does not grow with the fleet (``Warehouse.connect_out_of_core``)
+OUT_OF_CORE_MEMORY = "512MB"
+READER_MEMORY = (
+    "2GB"  # user SQL (goodput sql): spills past it, or fails with DuckDB's one-line error
+)
+
+
+class ReadOnlyViolation(WarehouseError):
+    """A statement that would write or reach outside the warehouse, given to the read-only
+    SQL surface."""
+
+
+_READ_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+
+
+class Catalog:
+    """A ``Warehouse``'s connections, views, catalog file and read-only SQL."""
+
+    def connect(
+        self, database: str = ":memory:", read_only: bool = False, storage: str | None = None
+    ) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection that can run ``view_sql`` SQL: on object storage the fsspec
+        filesystem is registered on it (the httpfs extension is not needed). ``storage``: the
+        oldest DuckDB storage version a new database file must open in.
+
+        s3fs caches listings, with each file's size, for the process: our own writes keep it
+        current, other processes' (Dagster runs, the sensor) do not, so it starts empty for each
+        connection; within one it spares a HEAD request per file DuckDB opens."""
+        config = {"storage_compatibility_version": storage} if storage else {}
+        con = duckdb.connect(database, read_only=read_only, config=config)
+        # stored times are TIMESTAMPTZ: this session converts them to and from naive UTC
+        con.execute("SET TimeZone = 'UTC'")
+        # a query past 2 s would draw DuckDB's progress bar over the CLI's output and into
+        # Dagster's captured step logs
+        con.execute("SET enable_progress_bar = false")
+        if not self.local:
+            self.fs.invalidate_cache()
+            con.register_filesystem(self.fs)
+        return con
+
+    def connect_out_of_core(self) -> duckdb.DuckDBPyConnection:
+        """``connect()`` whose queries stay within ``OUT_OF_CORE_MEMORY``, spilling to a
+        temporary directory under the scratch folder ($GOODPUT_SCRATCH, else the home)."""
+        con = self.connect()
+        con.execute(f"SET memory_limit = '{OUT_OF_CORE_MEMORY}'")
+        con.execute(f"SET temp_directory = {_sql_str(str(self.scratch / '.duckdb_spill'))}")
+        return con
+
+    def view_sql(
+        self, name: str, guard: bool | None = None, zoned: bool = False, root: str | None = None
+    ) -> str:
+        """SELECT over one table's Parquet files with the declared column types.
+
+        ``zoned``: times as stored, ``TIMESTAMPTZ`` (what the catalog and ``goodput sql`` show
+        users); else naive ``TIMESTAMP`` holding UTC, the in-memory contract the analyses'
+        SQL and Polars frames use (``warehouse/schemas.py``). ``root``: how the SQL names the
+        Parquet root (default: its absolute path or URI; the catalog names it relative to the home).
+
+        ``guard``: exclude the files of batches still committing (COMMIT marker in
+        ``_staging``), checked when the query runs, so a reader never sees part of a batch even
+        if its writer dies between two renames. None = only when such a batch exists now (a
+        query inside this process, which holds or saw no writer); the catalog and the SQL
+        surface always guard, since they read while others write."""
+        spec = TABLES[name]
+        if not self.files(name):
+            cols = ", ".join(
+                f'{_typed("NULL", t, zoned)} AS "{c}"' for c, t in spec.columns.items()
+            )
+            return f"SELECT {cols} WHERE false"
+        root = self.parquet if root is None else root
+        files = _sql_str(f"{literal_path(root)}/{name}/**/*.parquet")
+        scan = f"read_parquet({files}, hive_partitioning = true, union_by_name = true"
+        if spec.kind == "ingest" and (guard or (guard is None and self.committed_stages())):
+            commits = _sql_str(f"{literal_path(root)}/_staging/*/COMMIT")
+            scan = (
+                f"(SELECT * EXCLUDE (filename) FROM {scan}, filename = true) WHERE NOT EXISTS ("
+                f"SELECT 1 FROM glob({commits}) g "
+                f"WHERE contains(filename, '/part-' || split_part(g.file, '/', -2) || '-')))"
+            )
+        else:
+            scan += ")"
+        return _typed_scan(spec, scan, zoned)
+
+    def read(self, name: str, where: str | None = None) -> pl.DataFrame:
+        """A table as a Polars frame, read straight from Parquet (never blocks on the catalog)."""
+        sql = f"SELECT * FROM ({self.view_sql(name)})" + (f" WHERE {where}" if where else "")
+        with self.connect() as con:
+            df = con.sql(sql).pl()
+        return conform(name, df)
+
+    def known_sha256(self) -> set[str]:
+        return set(self.read("ingest_manifest")["sha256"].to_list())
+
+    def refresh_catalog(self) -> Path:
+        """(Re)create warehouse.duckdb: every view, written into a new file that is renamed over
+        the old one, so a client holding the old file open (read-only) neither blocks this nor
+        sees a half-made catalog; it sees the new views when it reconnects. ``_parquet_root``
+        records the root the views read, as a home may be pointed at another.
+
+        A Parquet root inside the home is named relative to it (``parquet/<table>/...``), so
+        the home can be moved or copied: DuckDB resolves the paths against its working
+        directory or ``file_search_path`` (README: open it from the home, or set that). The
+        file is written in ``CATALOG_STORAGE`` so the DuckDB CLI we install opens it too."""
+        root = self.catalog_root()
+        tmp = self.home / f".warehouse.duckdb.{os.getpid()}.tmp"
+        with self.writer(), TemporaryDirectory(prefix="goodput-catalog-") as build:
+            # built in a temporary folder, then copied in: DuckDB reads a '?' in a database
+            # path as the start of its options, so it cannot write one in a home named so
+            made = str(Path(build) / "warehouse.duckdb")
+            tmp.unlink(missing_ok=True)
+            try:
+                with self.connect(made, storage=CATALOG_STORAGE) as con:
+                    con.execute(f"SET file_search_path = {_sql_str(str(self.home))}")
+                    self._create_views(con, guard=True, zoned=True, root=root)
+                    con.execute(
+                        f"CREATE OR REPLACE VIEW _parquet_root AS SELECT {_sql_str(root)} AS uri"
+                    )
+                shutil.copyfile(made, tmp)
+                os.replace(tmp, self.db_path)
+            finally:
+                tmp.unlink(missing_ok=True)
+        return self.db_path
+
+    def catalog_root(self) -> str:
+        """The Parquet root as the catalog's views name it: relative to the home when it lies
+        inside it, else its absolute path or ``s3://`` URI."""
+        if self.local and Path(self.parquet).is_relative_to(self.home):
+            return Path(self.parquet).relative_to(self.home).as_posix()
+        return self.parquet
+
+    def _create_views(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        guard: bool | None = None,
+        zoned: bool = False,
+        root: str | None = None,
+    ) -> None:
+        for name in TABLES:
+            con.execute(
+                f'CREATE OR REPLACE VIEW "{name}" AS {self.view_sql(name, guard, zoned, root)}'
+            )
+        for name, sql in VIEWS.items():
+            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
+
+    def reader(
+        self, allow_files: list[str | os.PathLike] = (), spill: str | None = None
+    ) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection holding every view, made now from the Parquet (never
+        stale, never touching warehouse.duckdb) and locked down for untrusted SQL: file access
+        only under the Parquet root (and ``allow_files`` directories), no extension installs
+        or loads, configuration locked. ``run_readonly`` adds the statement check. ``spill``:
+        DuckDB's temporary directory, which its SQL may read (default ``.tmp`` under the working
+        directory, where other files can lie): give a private, empty one."""
+        con = self.connect()
+        con.execute(f"SET memory_limit = '{READER_MEMORY}'")  # DuckDB's default: 80% of the machine
+        if spill is not None:
+            con.execute(f"SET temp_directory = {_sql_str(spill)}")
+        self._create_views(con, guard=True, zoned=True)
+        # the Parquet root (a directory or s3://bucket/prefix) and the opted-in directories only
+        dirs = [self.parquet, *(str(Path(d).expanduser().resolve()) for d in allow_files)]
+        dirs += [literal_path(d) for d in dirs]  # the views name the root as a glob, escaped
+        listed = ", ".join("'" + d.rstrip("/").replace("'", "''") + "/'" for d in dirs)
+        con.execute(f"SET allowed_directories = [{listed}]")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET autoload_known_extensions = false")
+        con.execute("SET lock_configuration = true")
+        return con
+
+    def run_readonly(self, query: str, allow_files: list[str | os.PathLike] = ()) -> pl.DataFrame:
+        """Run user SQL (see ``readonly_relation``) and return the result as a Polars frame."""
+        with self.readonly_relation(query, allow_files) as rel:
+            return rel.pl() if rel is not None else pl.DataFrame()
+
+    @contextmanager
+    def readonly_relation(self, query: str, allow_files: list[str | os.PathLike] = ()):
+        """User SQL as a DuckDB relation (None for a statement without a result), open while the
+        block runs: only SELECT / EXPLAIN statements (no COPY, ATTACH, INSTALL, LOAD, SET, CREATE
+        ...), against ``reader()``, within ``READER_MEMORY``. Raises ``ReadOnlyViolation`` or
+        ``duckdb.Error``."""
+        for stmt in duckdb.extract_statements(query):
+            if stmt.type not in _READ_STATEMENTS:
+                kind = stmt.type.name.replace("_STATEMENT", "")
+                raise ReadOnlyViolation(
+                    f"{kind} statements are not allowed: goodput sql is read-only"
+                )
+        with (
+            TemporaryDirectory(prefix="goodput-sql-") as spill,
+            self.reader(allow_files, spill) as con,
+        ):
+            yield con.sql(query)
+
+    def sql(self, query: str, params: list | None = None) -> duckdb.DuckDBPyConnection:
+        """Run a query over the views (made from the Parquet now); returns the executed cursor
+        (``fetchall`` / ``pl``)."""
+        con = self.connect()
+        self._create_views(con)
+        return con.execute(query, params)
+
+    def query(self, query: str) -> pl.DataFrame:
+        """Run a query over the views (made from the Parquet now) and return a Polars frame."""
+        with self.connect() as con:
+            self._create_views(con)
+            rel = con.sql(query)
+            return rel.pl() if rel is not None else pl.DataFrame()
+
+
+def _typed(expr: str, dtype: pl.DataType, zoned: bool) -> str:
+    """``expr`` cast to a column's type; a time as ``TIMESTAMPTZ``, or as naive UTC when not
+    ``zoned`` (files written before times were stored with their zone hold naive UTC, which
+    the cast reads in the session's zone: UTC on ``Warehouse.connect``)."""
+    cast = f"CAST({expr} AS {duck_type(dtype)})"
+    if isinstance(dtype, pl.Datetime) and not zoned:
+        return f"timezone('UTC', {cast})"
+    return cast
+
+
+def _typed_scan(spec: Table, scan: str, zoned: bool) -> str:
+    """SELECT every declared column of ``spec``, typed, from ``scan`` (a FROM item reading the
+    table's Parquet files, hive-partitioned)."""
+    exprs = []
+    for c, t in spec.columns.items():
+        src = f'"{c}"'
+        if c == spec.partition:
+            src = f"NULLIF(CAST({src} AS VARCHAR), '{_NULL_PARTITION}')"
+        exprs.append(f'{_typed(src, t, zoned)} AS "{c}"')
+    # a column added to the schema after a file was written reads as null there: the empty
+    # row set names every declared column and UNION BY NAME fills the gaps
+    typed = ", ".join(
+        f'CAST(NULL AS {"VARCHAR" if c == spec.partition else duck_type(t)}) AS "{c}"'
+        for c, t in spec.columns.items()
+    )
+    return (
+        f"SELECT {', '.join(exprs)} FROM (SELECT * FROM {scan} "
+        f"UNION ALL BY NAME SELECT {typed} WHERE false)"
+    )
+
+
+def _deduped(sql: str, spec: Table) -> str:
+    """Wrap a table's SELECT with its ``Dedupe``: merge rows per key (in turn), renumber."""
+    d = spec.dedupe
+    prefer = ", ".join(d.prefer)
+    for key in d.keys:
+        # rows with a null key part are never merged: each gets a group of its own
+        alone = " OR ".join(f"({k}) IS NULL" for k in key)
+        group = [f"({k})" for k in key] + [f"CASE WHEN {alone} THEN _rid END"]
+        aggs = []
+        for c, t in spec.columns.items():
+            if isinstance(t, pl.List):
+                aggs.append(f'first("{c}" ORDER BY len("{c}") DESC NULLS LAST, {prefer}) AS "{c}"')
+            else:
+                aggs.append(
+                    f'first("{c}" ORDER BY {prefer}) FILTER (WHERE "{c}" IS NOT NULL) AS "{c}"'
+                )
+        sql = (
+            f"SELECT {', '.join(aggs)} FROM (SELECT *, row_number() OVER () AS _rid FROM ({sql})) "
+            f"GROUP BY {', '.join(group)}"
+        )
+    if d.renumber:
+        window = (
+            f"PARTITION BY {', '.join(d.renumber_within)} ORDER BY {', '.join(d.renumber_order)}"
+        )
+        dtype = duck_type(spec.columns[d.renumber])
+        sql = (
+            f'SELECT * REPLACE (CAST(row_number() OVER ({window}) AS {dtype}) AS "{d.renumber}") '
+            f"FROM ({sql})"
+        )
+    cols = ", ".join(f'"{c}"' for c in spec.columns)
+    return f"SELECT {cols} FROM ({sql})"
