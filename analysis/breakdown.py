@@ -22,13 +22,16 @@ DIMENSIONS = ("cluster", "partition", "account")
 _JOB = ("cluster", "scheduler", "job_id")
 
 
-def breakdown(attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_jobs: pl.DataFrame) -> pl.DataFrame:
+def breakdown(
+    attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_jobs: pl.DataFrame
+) -> pl.DataFrame:
     """The ``goodput_breakdown`` table (pure)."""
     if attempts.height == 0:
         return TABLES["goodput_breakdown"].empty()
     att = attempts.with_columns(chain_gpus()).with_columns(
         _gpu_h=pl.col("n_gpus").fill_null(0)
-        * (pl.col("end_time") - pl.col("start_time")).dt.total_seconds().fill_null(0) / 3600
+        * (pl.col("end_time") - pl.col("start_time")).dt.total_seconds().fill_null(0)
+        / 3600
     )
     last = att.sort("attempt").group_by(_JOB).agg(pl.col("partition", "account").last())
     chains = goodput_jobs.join(last, on=_JOB, how="left")
@@ -38,7 +41,9 @@ def breakdown(attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_jobs:
     )
     parts = []
     for dim in DIMENSIONS:
-        a = att.group_by(dim).agg(attempts=pl.len(), gpu_hours=pl.col("_gpu_h").sum(), jobs=pl.struct(_JOB).n_unique())
+        a = att.group_by(dim).agg(
+            attempts=pl.len(), gpu_hours=pl.col("_gpu_h").sum(), jobs=pl.struct(_JOB).n_unique()
+        )
         i = unplanned.group_by(dim).agg(
             interruptions=pl.len(),
             infrastructure=(pl.col("failure_domain") != WORKLOAD_DOMAIN).fill_null(True).sum(),
@@ -48,10 +53,21 @@ def breakdown(attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_jobs:
         parts.append(
             a.join(i, on=dim, how="left", nulls_equal=True)
             .join(g, on=dim, how="left", nulls_equal=True)
-            .with_columns(pl.col("interruptions", "infrastructure").fill_null(0), pl.col("lost_gpu_hours").fill_null(0.0))
-            .select(dimension=pl.lit(dim), value=pl.col(dim), jobs="jobs", attempts="attempts", gpu_hours="gpu_hours",
-                    interruptions="interruptions", infrastructure="infrastructure",
-                    lost_gpu_hours="lost_gpu_hours", goodput="goodput")
+            .with_columns(
+                pl.col("interruptions", "infrastructure").fill_null(0),
+                pl.col("lost_gpu_hours").fill_null(0.0),
+            )
+            .select(
+                dimension=pl.lit(dim),
+                value=pl.col(dim),
+                jobs="jobs",
+                attempts="attempts",
+                gpu_hours="gpu_hours",
+                interruptions="interruptions",
+                infrastructure="infrastructure",
+                lost_gpu_hours="lost_gpu_hours",
+                goodput="goodput",
+            )
             .sort("gpu_hours", descending=True)
         )
     return conform("goodput_breakdown", pl.concat([conform("goodput_breakdown", p) for p in parts]))
@@ -68,7 +84,10 @@ GPU_DAYS = 1000 * 24  # rates per 1,000 GPU-days of job time, in GPU-hours
 
 
 def compare_frame(
-    attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_jobs: pl.DataFrame, by: str = "cluster"
+    attempts: pl.DataFrame,
+    interruptions: pl.DataFrame,
+    goodput_jobs: pl.DataFrame,
+    by: str = "cluster",
 ) -> pl.DataFrame:
     """The ``breakdown`` rows of one dimension (cluster, partition or account), largest GPU-hours
     first, each with its infrastructure interruptions (unexpected, not the jobs' own failures)

@@ -22,9 +22,19 @@ def fits_converged(wh: Warehouse) -> tuple[bool, dict]:
     lt = wh.read("component_lifetimes")
     classes = set(lt.filter(lt["event"])["component_class"].unique()) if lt.height else set()
     sel = selected_rates(rates)
-    missing = sorted(classes - set(sel["component_class"].to_list())) if sel.height else sorted(classes)
-    unconverged = sorted(sel.filter(~sel["converged"])["component_class"].unique().to_list()) if sel.height else []
-    return not missing and not unconverged, {"classes": len(classes), "missing": ", ".join(missing), "unconverged": ", ".join(unconverged)}
+    missing = (
+        sorted(classes - set(sel["component_class"].to_list())) if sel.height else sorted(classes)
+    )
+    unconverged = (
+        sorted(sel.filter(~sel["converged"])["component_class"].unique().to_list())
+        if sel.height
+        else []
+    )
+    return not missing and not unconverged, {
+        "classes": len(classes),
+        "missing": ", ".join(missing),
+        "unconverged": ", ".join(unconverged),
+    }
 
 
 @invariant("Measured and projected goodput lie in [0, 1] with CI bounds around the estimate.")
@@ -32,7 +42,9 @@ def goodput_bounds(wh: Warehouse) -> tuple[bool, dict]:
     """No job's measured goodput and no projection (nor its CI bounds) outside [0, 1], and every
     projection's CI contains its estimate."""
     with wh.connect() as con:
-        jobs = con.execute(f"SELECT count(*) FROM ({wh.view_sql('goodput_jobs')}) WHERE goodput < 0 OR goodput > 1 OR goodput IS NULL").fetchall()[0][0]
+        jobs = con.execute(
+            f"SELECT count(*) FROM ({wh.view_sql('goodput_jobs')}) WHERE goodput < 0 OR goodput > 1 OR goodput IS NULL"
+        ).fetchall()[0][0]
         proj = con.execute(
             f"SELECT count(*) FROM ({wh.view_sql('goodput_projections')}) WHERE goodput < 0 OR goodput > 1 OR "
             "goodput_ci_low > goodput + 1e-9 OR goodput_ci_high < goodput - 1e-9 OR goodput_ci_low < 0 OR goodput_ci_high > 1"
@@ -40,10 +52,16 @@ def goodput_bounds(wh: Warehouse) -> tuple[bool, dict]:
     return jobs == 0 and proj == 0, {"jobs_out_of_bounds": jobs, "projections_out_of_bounds": proj}
 
 
-@invariant("The sources' time spans agree (e.g. telemetry does not end a month after everything else).")
+@invariant(
+    "The sources' time spans agree (e.g. telemetry does not end a month after everything else)."
+)
 def spans_agree(wh: Warehouse) -> tuple[bool, dict]:
     """Every dated source's robust span agrees with the others' (no source starting or ending
     a week, and a quarter of the window, apart from all the rest)."""
     spans = source_spans(wh)
     bad = spans_disagree(spans)
-    return not bad, {"sources": spans.height, "disagree": "; ".join(bad), "outlying_times": int(spans["outliers"].sum())}
+    return not bad, {
+        "sources": spans.height,
+        "disagree": "; ".join(bad),
+        "outlying_times": int(spans["outliers"].sum()),
+    }

@@ -269,8 +269,6 @@ def durable_times(checkpoints: pl.DataFrame, ckpt_cost_s: float = CKPT_COST_S) -
     return pl.concat([ends, starts], how="diagonal_relaxed")
 
 
-
-
 def summarize(jobs: pl.DataFrame) -> pl.DataFrame:
     """Goodput and badput shares, weighted by job count and by GPU-hours (n_gpus × wall).
 
@@ -307,7 +305,9 @@ def fleet_mtti(attempts: pl.DataFrame, interruptions: pl.DataFrame) -> dict:
     workload domain), mtti_infrastructure_hours, mtti_all_hours (None without events)."""
     ran = attempts.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
     span = (
-        (ran["end_time"].max() - ran["start_time"].min()).total_seconds() / 3600 if ran.height else None
+        (ran["end_time"].max() - ran["start_time"].min()).total_seconds() / 3600
+        if ran.height
+        else None
     )
     unplanned = interruptions.filter(~pl.col("planned").fill_null(False))
     workload = unplanned.filter(pl.col("failure_domain") == WORKLOAD_DOMAIN).height

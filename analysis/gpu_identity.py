@@ -27,7 +27,9 @@ def fill_gpu_index(hw_events: pl.DataFrame, gpu_hourly: pl.DataFrame) -> pl.Data
     )
     known = pl.concat(
         [
-            ev.filter(pl.col("gpu").is_not_null() & pl.col("_bus").is_not_null()).select("host", "_bus", "gpu"),
+            ev.filter(pl.col("gpu").is_not_null() & pl.col("_bus").is_not_null()).select(
+                "host", "_bus", "gpu"
+            ),
             gpus.select("host", "_bus", gpu="_g").drop_nulls(),
         ]
     ).unique()

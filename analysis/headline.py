@@ -24,14 +24,20 @@ BAND_COVERS = (
 MONTHLY = r"^\d{4}-\d{2}$"  # the monthly windows' names ('YYYY-MM'); as ``window``: every month
 
 
-def selected_rates(failure_rates: pl.DataFrame, window: str = ALL, stratum: str = ALL) -> pl.DataFrame:
+def selected_rates(
+    failure_rates: pl.DataFrame, window: str = ALL, stratum: str = ALL
+) -> pl.DataFrame:
     """The AIC-selected row of each class for ``window`` ('all', one month 'YYYY-MM', or
     ``MONTHLY`` for every month) and ``stratum`` (every column)."""
     if failure_rates.height == 0:
         return failure_rates
-    in_window = pl.col("window").str.contains(MONTHLY) if window == MONTHLY else pl.col("window") == window
+    in_window = (
+        pl.col("window").str.contains(MONTHLY) if window == MONTHLY else pl.col("window") == window
+    )
     return failure_rates.filter(
-        pl.col("selected").fill_null(False) & in_window & (pl.col("stratum").fill_null(ALL) == stratum)
+        pl.col("selected").fill_null(False)
+        & in_window
+        & (pl.col("stratum").fill_null(ALL) == stratum)
     )
 
 
@@ -41,8 +47,12 @@ def unit_populations(failure_rates: pl.DataFrame) -> list[tuple[str | None, str]
     population."""
     if failure_rates.height == 0:
         return []
-    whole = failure_rates.filter((pl.col("window") == ALL) & (pl.col("stratum").fill_null(ALL) == ALL))
-    pops = whole.group_by("population").agg(pl.col("component_class").unique().sort().str.join(", "))
+    whole = failure_rates.filter(
+        (pl.col("window") == ALL) & (pl.col("stratum").fill_null(ALL) == ALL)
+    )
+    pops = whole.group_by("population").agg(
+        pl.col("component_class").unique().sort().str.join(", ")
+    )
     return sorted(pops.rows(), key=lambda r: r[0] or "")
 
 
@@ -54,7 +64,11 @@ def gpu_hours(attempts: pl.DataFrame) -> float:
     )
     return float(
         ran.select(
-            (pl.col("n_gpus").fill_null(0) * (pl.col("end_time") - pl.col("start_time")).dt.total_seconds()).sum() / 3600
+            (
+                pl.col("n_gpus").fill_null(0)
+                * (pl.col("end_time") - pl.col("start_time")).dt.total_seconds()
+            ).sum()
+            / 3600
         ).item()
         or 0.0
     )
@@ -70,7 +84,9 @@ def weighted_goodput() -> pl.Expr:
     return pl.when(den > 0).then(num / den).otherwise(None)
 
 
-def fleet_headline(attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_jobs: pl.DataFrame) -> dict:
+def fleet_headline(
+    attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_jobs: pl.DataFrame
+) -> dict:
     """The fleet's headline numbers. Keys: attempts, jobs (chains), gpu_hours, interruptions
     (rows), planned, unexpected, infrastructure, workload, lost_gpu_hours (unexpected),
     span_hours, mtti_infrastructure_hours, mtti_all_hours, goodput_gpu_hours (weighted by
@@ -80,11 +96,15 @@ def fleet_headline(attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_
     jobs = goodput_jobs.filter(pl.col("wall_hours") > 0)
     return {
         "attempts": attempts.height,
-        "jobs": attempts.select("cluster", "scheduler", "job_id").n_unique() if attempts.height else 0,
+        "jobs": attempts.select("cluster", "scheduler", "job_id").n_unique()
+        if attempts.height
+        else 0,
         "gpu_hours": gpu_hours(attempts),
         "interruptions": interruptions.height,
         "planned": interruptions.height - unplanned.height,
-        "lost_gpu_hours": float(unplanned["lost_gpu_hours"].fill_null(0).sum()) if unplanned.height else 0.0,
+        "lost_gpu_hours": float(unplanned["lost_gpu_hours"].fill_null(0).sum())
+        if unplanned.height
+        else 0.0,
         **fm,
         "goodput_gpu_hours": jobs.select(weighted_goodput()).item() if jobs.height else None,
         "goodput_mean": goodput_jobs["goodput"].mean() if goodput_jobs.height else None,
@@ -93,4 +113,6 @@ def fleet_headline(attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_
 
 def read_headline(wh) -> dict:
     """``fleet_headline`` of a warehouse (scoped or not)."""
-    return fleet_headline(wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"))
+    return fleet_headline(
+        wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs")
+    )

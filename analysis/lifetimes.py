@@ -125,8 +125,13 @@ def cname_place(host: pl.Expr) -> dict[str, pl.Expr]:
     cage 1, blade slot 4, node 1); nulls for any other host name."""
     g = host.str.extract_groups(CNAME)
     num = lambda i: g.struct.field(str(i)).cast(pl.Int32)
-    return {"cabinet_column": num(1), "cabinet_row": num(2), "cage": g.struct.field("3"),
-            "blade": num(4), "node_position": g.struct.field("5")}
+    return {
+        "cabinet_column": num(1),
+        "cabinet_row": num(2),
+        "cage": g.struct.field("3"),
+        "blade": num(4),
+        "node_position": g.struct.field("5"),
+    }
 
 
 def _rack(df: pl.DataFrame, racks: pl.DataFrame | None, nodes_per_rack: int | None) -> pl.DataFrame:
@@ -239,7 +244,9 @@ def _covariates(
                 win.filter(leave + pl.duration(hours=23) >= hi).select("host", day=leave.dt.date()),
             ]).drop_nulls().unique().group_by("day").agg(pl.col("host").sort())  # fmt: skip
             daily_sql, hourly_sql = hourly(dict(edges.iter_rows()))
-            con.execute(f"CREATE TEMP TABLE daily AS {daily_sql}")  # tables: computed once, spillable
+            con.execute(
+                f"CREATE TEMP TABLE daily AS {daily_sql}"
+            )  # tables: computed once, spillable
             con.execute(f"CREATE TEMP TABLE hourly AS {hourly_sql}")
         out = con.sql(_COV_SQL).pl()
     return out.cast(schema) if out.height else pl.DataFrame(schema=schema)
@@ -340,7 +347,11 @@ def _history_units(ch: pl.DataFrame, data_start: datetime, as_of: datetime) -> p
         .otherwise(pl.lit(as_of)),
         _failed=pl.col("failed").fill_null(False) & removed.is_not_null() & (removed <= as_of),
         _reason=pl.col("removal_reason"),
-        batch=pl.col("installed_at").min().over(["component_class", "serial"]).dt.year().cast(pl.Utf8),
+        batch=pl.col("installed_at")
+        .min()
+        .over(["component_class", "serial"])
+        .dt.year()
+        .cast(pl.Utf8),
     ).filter(pl.col("_end") > pl.col("observed_from"))
     df = df.sort("installed_at").with_columns(
         _k=pl.int_range(pl.len()).over(["component_class", "serial"]),
@@ -422,8 +433,16 @@ def _observed_units(
         & ~pl.col("ev_class").is_in(list(skip))
         & pl.col("host").is_in(hosts["host"].implode())
     )
-    empty = pl.DataFrame(schema={"component_class": pl.Utf8, "host": pl.Utf8, "idx": pl.Int32, "start": pl.Datetime("us"),
-                                 "end": pl.Datetime("us"), "failed": pl.Boolean})
+    empty = pl.DataFrame(
+        schema={
+            "component_class": pl.Utf8,
+            "host": pl.Utf8,
+            "idx": pl.Int32,
+            "start": pl.Datetime("us"),
+            "end": pl.Datetime("us"),
+            "failed": pl.Boolean,
+        }
+    )
     if ev.height == 0 or hosts.height == 0:
         return empty
     classes = ev["ev_class"].unique().sort()
@@ -432,33 +451,52 @@ def _observed_units(
     cls = pl.DataFrame({"component_class": classes, "scope": scope, "k": per})
     units = (
         hosts.join(cls, how="cross")
-        .with_columns(n=pl.when(pl.col("scope") == "gpu").then(pl.col("n_gpus") * pl.col("k")).otherwise(pl.col("k")))
+        .with_columns(
+            n=pl.when(pl.col("scope") == "gpu")
+            .then(pl.col("n_gpus") * pl.col("k"))
+            .otherwise(pl.col("k"))
+        )
         .with_columns(idx=pl.int_ranges(0, "n", dtype=pl.Int32))
         .explode("idx")
         .select("component_class", "host", "idx", "scope", "k", "n")
     )
-    n_slots = units.group_by("component_class", "host").agg(n=pl.col("n").first(), k=pl.col("k").first(), scope=pl.col("scope").first())
+    n_slots = units.group_by("component_class", "host").agg(
+        n=pl.col("n").first(), k=pl.col("k").first(), scope=pl.col("scope").first()
+    )
     ev = (
         ev.rename({"ev_class": "component_class"})
         .join(n_slots, on=["component_class", "host"])
         .sort("ev_time", "ev_id")
         .with_columns(_r=pl.int_range(pl.len()).over("component_class", "host"))
         .with_columns(
-            idx=(pl.when((pl.col("scope") == "gpu") & pl.col("ev_gpu").is_not_null())
-                 .then(pl.col("ev_gpu").cast(pl.Int64) * pl.col("k"))
-                 .otherwise(pl.col("_r")) % pl.col("n")).cast(pl.Int32)
+            idx=(
+                pl.when((pl.col("scope") == "gpu") & pl.col("ev_gpu").is_not_null())
+                .then(pl.col("ev_gpu").cast(pl.Int64) * pl.col("k"))
+                .otherwise(pl.col("_r"))
+                % pl.col("n")
+            ).cast(pl.Int32)
         )
         .sort("ev_time", "ev_id")
     )
     slot = ["component_class", "host", "idx"]
     failed = ev.select(
-        *slot, start=pl.col("ev_time").shift(1).over(slot).fill_null(pl.lit(data_start)), end="ev_time", failed=pl.lit(True)
+        *slot,
+        start=pl.col("ev_time").shift(1).over(slot).fill_null(pl.lit(data_start)),
+        end="ev_time",
+        failed=pl.lit(True),
     )
     last = ev.group_by(slot).agg(start=pl.col("ev_time").max())
     censored = units.join(last, on=slot, how="left").select(
-        *slot, start=pl.col("start").fill_null(pl.lit(data_start)), end=pl.lit(as_of), failed=pl.lit(False)
+        *slot,
+        start=pl.col("start").fill_null(pl.lit(data_start)),
+        end=pl.lit(as_of),
+        failed=pl.lit(False),
     )
-    return pl.concat([failed, censored], how="vertical_relaxed").cast(empty.schema).filter(pl.col("end") > pl.col("start"))
+    return (
+        pl.concat([failed, censored], how="vertical_relaxed")
+        .cast(empty.schema)
+        .filter(pl.col("end") > pl.col("start"))
+    )
 
 
 def build_component_lifetimes(
@@ -485,31 +523,58 @@ def build_component_lifetimes(
     hist = _history_units(component_history, data_start, as_of).with_columns(
         _telemetry=pl.lit(False), population=pl.lit("inventory")
     )
-    tele = _telemetry_units(gpu_hourly, hist, data_start, as_of).with_columns(population=pl.lit("telemetry"))
+    tele = _telemetry_units(gpu_hourly, hist, data_start, as_of).with_columns(
+        population=pl.lit("telemetry")
+    )
     tele = tele.with_columns(batch=pl.lit(None, pl.Utf8))
     units = pl.concat([hist, tele.select(hist.columns)], how="vertical_relaxed")
     events = _failure_events(fill_gpu_index(hw_events, gpu_hourly))
     matches = _match_failures(units.with_row_index("_u"), events)
-    units = units.with_row_index("_u").join(matches, on="_u", how="left").with_columns(
-        # a telemetry-only unit counts as failed only when an event explains its replacement
-        _failed=pl.col("_failed") & (~pl.col("_telemetry") | pl.col("fail_time").is_not_null()),
+    units = (
+        units.with_row_index("_u")
+        .join(matches, on="_u", how="left")
+        .with_columns(
+            # a telemetry-only unit counts as failed only when an event explains its replacement
+            _failed=pl.col("_failed") & (~pl.col("_telemetry") | pl.col("fail_time").is_not_null()),
+        )
     )
     has_inventory = (component_history["source"].fill_null("") != REPLACEMENT_SOURCE).any()
     if observed_hosts is not None and not has_inventory:
-        seen = _observed_units(observed_hosts, events, {"gpu"} if tele.height else set(), data_start, as_of)
+        seen = _observed_units(
+            observed_hosts, events, {"gpu"} if tele.height else set(), data_start, as_of
+        )
         obs = seen.select(
-            "component_class", "host",
+            "component_class",
+            "host",
             slot=pl.format("{}/{}{}", "host", "component_class", "idx"),
             model=pl.lit(None, pl.Utf8),
-            installed_at="start", observed_from="start", _end="end", _failed="failed",
-            _reason=pl.lit(None, pl.Utf8), batch=pl.lit(None, pl.Utf8),
-            gpu=pl.when(pl.col("component_class").is_in([c for c, (scope, _) in UNIT_COUNTS.items() if scope == "gpu"])).then("idx"),
+            installed_at="start",
+            observed_from="start",
+            _end="end",
+            _failed="failed",
+            _reason=pl.lit(None, pl.Utf8),
+            batch=pl.lit(None, pl.Utf8),
+            gpu=pl.when(
+                pl.col("component_class").is_in(
+                    [c for c, (scope, _) in UNIT_COUNTS.items() if scope == "gpu"]
+                )
+            ).then("idx"),
             idx="idx",
-            unit_id=pl.format("{}/{}{}@{}", "host", "component_class", "idx", pl.col("start").dt.strftime("%Y-%m-%dT%H:%M:%S")),
-            _telemetry=pl.lit(False), population=pl.lit("observed_units"),
-            fail_time=pl.when("failed").then("end"), fail_cause=pl.when("failed").then("component_class"),
+            unit_id=pl.format(
+                "{}/{}{}@{}",
+                "host",
+                "component_class",
+                "idx",
+                pl.col("start").dt.strftime("%Y-%m-%dT%H:%M:%S"),
+            ),
+            _telemetry=pl.lit(False),
+            population=pl.lit("observed_units"),
+            fail_time=pl.when("failed").then("end"),
+            fail_cause=pl.when("failed").then("component_class"),
         )
-        units = pl.concat([units.drop("_u"), obs.select(units.drop("_u").columns)], how="vertical_relaxed").with_row_index("_u")
+        units = pl.concat(
+            [units.drop("_u"), obs.select(units.drop("_u").columns)], how="vertical_relaxed"
+        ).with_row_index("_u")
     units = units.with_columns(
         observed_to=pl.when(pl.col("_failed") & pl.col("fail_time").is_not_null())
         .then("fail_time")
@@ -592,7 +657,10 @@ def covariate_sql(wh, covariates: tuple[str, ...] = COVARIATES) -> CovariateSQL:
     """The out-of-core covariate rows of a warehouse: gpu_daily for whole days, gpu_hourly's
     partitions of the given days and hosts only, so the cost follows the fleet, not the hours
     stored."""
-    return lambda hosts_by_date: (covariate_daily_sql(wh, covariates), covariate_hourly_sql(wh, covariates, hosts_by_date))
+    return lambda hosts_by_date: (
+        covariate_daily_sql(wh, covariates),
+        covariate_hourly_sql(wh, covariates, hosts_by_date),
+    )
 
 
 def refresh_component_lifetimes(
@@ -609,7 +677,9 @@ def refresh_component_lifetimes(
     refresh_gpu_hourly(wh)  # the compact daily tables read below are up to date
     window, _ = refresh_observation_window(wh, data_start, as_of)
     if window.observed_from is None:
-        raise MissingInputs("component_lifetimes: no dated records and no inventory (component_history)")
+        raise MissingInputs(
+            "component_lifetimes: no dated records and no inventory (component_history)"
+        )
     df = build_component_lifetimes(
         wh.read("component_history"),
         gpu_presence(wh),

@@ -126,7 +126,10 @@ def _telemetry_span(wh, con) -> tuple:
     lo = rank(max(math.ceil(float(n) * CORE_LOW) - 1, 0))
     hi = rank(max(math.ceil(float(n) * CORE_HIGH) - 1, 0))
     margin = max(Fraction(OUTLIER_MARGIN) * (hi - lo), MIN_MARGIN_US)
-    a, b = math.ceil(lo - margin), math.floor(hi + margin)  # integer times: x >= a, x <= b as in SQL
+    a, b = (
+        math.ceil(lo - margin),
+        math.floor(hi + margin),
+    )  # integer times: x >= a, x <= b as in SQL
     # the first time >= a and the last <= b; records outside [a, b]
     first_in = next(h for h in hours if h[3] >= a)
     span_from = first_in[2] if first_in[2] >= a else times(first_in, f"x >= {a}", "min(x)")
@@ -152,16 +155,39 @@ def source_spans(wh) -> pl.DataFrame:
         if not wh.files(table) and not (table == "gpu_samples" and wh.files("gpu_rollups")):
             continue
         with wh.connect() as con:
-            if table == "gpu_samples" and where == "true" and not getattr(wh, "inputs", {}).get(table):
+            if (
+                table == "gpu_samples"
+                and where == "true"
+                and not getattr(wh, "inputs", {}).get(table)
+            ):
                 n, mn, mx, lo, hi, out = _telemetry_span(wh, con)
             else:  # every record (a scope's filtered samples included)
-                n, mn, mx, lo, hi, out = con.execute(_span_sql(wh.view_sql(table), expr, where)).fetchall()[0]
+                n, mn, mx, lo, hi, out = con.execute(
+                    _span_sql(wh.view_sql(table), expr, where)
+                ).fetchall()[0]
         if n:
-            rows.append({"source": name, "kind": kind, "records": n, "first": _ts(mn), "last": _ts(mx),
-                         "span_from": _ts(lo), "span_to": _ts(hi), "outliers": out})
-    schema = {"source": pl.Utf8, "kind": pl.Utf8, "records": pl.Int64, "first": pl.Datetime("us"),
-              "last": pl.Datetime("us"), "span_from": pl.Datetime("us"), "span_to": pl.Datetime("us"),
-              "outliers": pl.Int64}
+            rows.append(
+                {
+                    "source": name,
+                    "kind": kind,
+                    "records": n,
+                    "first": _ts(mn),
+                    "last": _ts(mx),
+                    "span_from": _ts(lo),
+                    "span_to": _ts(hi),
+                    "outliers": out,
+                }
+            )
+    schema = {
+        "source": pl.Utf8,
+        "kind": pl.Utf8,
+        "records": pl.Int64,
+        "first": pl.Datetime("us"),
+        "last": pl.Datetime("us"),
+        "span_from": pl.Datetime("us"),
+        "span_to": pl.Datetime("us"),
+        "outliers": pl.Int64,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -186,7 +212,10 @@ def infer_window(
     if use.height == 0:
         use = spans
     if use.height:  # whole seconds: sub-second clock digits are not information about exposure
-        lo, hi = use["span_from"].min().replace(microsecond=0), use["span_to"].max().replace(microsecond=0)
+        lo, hi = (
+            use["span_from"].min().replace(microsecond=0),
+            use["span_to"].max().replace(microsecond=0),
+        )
         how, note = "inferred", ""
         out = int(use["outliers"].sum())
         if out:
@@ -233,19 +262,44 @@ def spans_disagree(spans: pl.DataFrame) -> list[str]:
 def window_table(spans: pl.DataFrame, window: Window) -> pl.DataFrame:
     """The ``observation_window`` table: a row per source span and one for the window used."""
     per_source = spans.select(
-        "source", "records", "outliers", observed_from="span_from", observed_to="span_to",
-        first="first", last="last", method=pl.lit("span"), flagged=pl.lit(False), note=pl.lit(None, pl.Utf8),
+        "source",
+        "records",
+        "outliers",
+        observed_from="span_from",
+        observed_to="span_to",
+        first="first",
+        last="last",
+        method=pl.lit("span"),
+        flagged=pl.lit(False),
+        note=pl.lit(None, pl.Utf8),
     )
     used = pl.DataFrame(
-        {"source": ["window"], "observed_from": [window.observed_from], "observed_to": [window.observed_to],
-         "method": [window.method], "flagged": [window.flagged], "note": [window.note or None]},
-        schema={"source": pl.Utf8, "observed_from": pl.Datetime("us"), "observed_to": pl.Datetime("us"),
-                "method": pl.Utf8, "flagged": pl.Boolean, "note": pl.Utf8},
+        {
+            "source": ["window"],
+            "observed_from": [window.observed_from],
+            "observed_to": [window.observed_to],
+            "method": [window.method],
+            "flagged": [window.flagged],
+            "note": [window.note or None],
+        },
+        schema={
+            "source": pl.Utf8,
+            "observed_from": pl.Datetime("us"),
+            "observed_to": pl.Datetime("us"),
+            "method": pl.Utf8,
+            "flagged": pl.Boolean,
+            "note": pl.Utf8,
+        },
     )
-    return conform("observation_window", pl.concat([conform("observation_window", per_source), conform("observation_window", used)]))
+    return conform(
+        "observation_window",
+        pl.concat([conform("observation_window", per_source), conform("observation_window", used)]),
+    )
 
 
-def refresh_observation_window(wh, observed_from: datetime | None = None, observed_to: datetime | None = None) -> tuple[Window, pl.DataFrame]:
+def refresh_observation_window(
+    wh, observed_from: datetime | None = None, observed_to: datetime | None = None
+) -> tuple[Window, pl.DataFrame]:
     """Infer the window, store ``observation_window``; returns (window, source spans)."""
     spans = source_spans(wh)
     window = infer_window(spans, _inventory_bounds(wh), observed_from, observed_to)

@@ -233,7 +233,9 @@ def rates_from_table(df: pl.DataFrame, source: str = "file", origin: str = "file
     Raises ValueError (one line) on a missing column or a bad value."""
     missing = [c for c in RATES_CSV_COLUMNS if c not in df.columns]
     if missing:
-        raise ValueError(f"rates table lacks column(s) {', '.join(missing)}; want {', '.join(RATES_CSV_COLUMNS)}")
+        raise ValueError(
+            f"rates table lacks column(s) {', '.join(missing)}; want {', '.join(RATES_CSV_COLUMNS)}"
+        )
     try:
         t = df.select(
             pl.col("component_class").cast(pl.Utf8).str.strip_chars(),
@@ -311,8 +313,10 @@ def rates_from_failure_rates(
     """
     if df.height == 0:
         raise ValueError("failure_rates has no rows")
-    sel = selected_rates(df, window, stratum).filter(pl.col("rate_per_1k_unit_days").is_not_null()).unique(
-        "component_class", keep="first", maintain_order=True
+    sel = (
+        selected_rates(df, window, stratum)
+        .filter(pl.col("rate_per_1k_unit_days").is_not_null())
+        .unique("component_class", keep="first", maintain_order=True)
     )
     if sel.height == 0:
         raise ValueError("failure_rates has no selected rows with a rate")
@@ -328,7 +332,11 @@ def rates_from_failure_rates(
         names.append(row["component_class"])
         law, name = selected_law(row)
         laws.append(law)
-        base.append(1.0 / law.mean() if law is not None else row["rate_per_1k_unit_days"] / HOURS_PER_1K_UNIT_DAYS)
+        base.append(
+            1.0 / law.mean()
+            if law is not None
+            else row["rate_per_1k_unit_days"] / HOURS_PER_1K_UNIT_DAYS
+        )
         shape.append(getattr(law, "shape", 1.0) if name == "weibull" else 1.0)
         age = None
         if law is None and age_shape(row) != 1.0:
@@ -389,7 +397,9 @@ JOB_SIZE_EDGES = (8, 64, 512, 4096)  # GPUs: the job-size classes 1-8, 9-64, ...
 
 def job_size_labels() -> list[str]:
     lo = (0, *JOB_SIZE_EDGES)
-    return [f"{a + 1}-{b}" for a, b in zip(lo, JOB_SIZE_EDGES, strict=False)] + [f"{JOB_SIZE_EDGES[-1] + 1}+"]
+    return [f"{a + 1}-{b}" for a, b in zip(lo, JOB_SIZE_EDGES, strict=False)] + [
+        f"{JOB_SIZE_EDGES[-1] + 1}+"
+    ]
 
 
 def _size_class(col: str = "n_gpus") -> pl.Expr:
@@ -448,7 +458,11 @@ def interruption_class_rates(
     expo = exposure_hours(attempts, gpus_per_node)
     unplanned = interruptions.filter(~pl.col("planned").fill_null(False))
     workload = pl.col("failure_domain").fill_null("unknown") == WORKLOAD_DOMAIN
-    cls = pl.when(workload).then(pl.lit(WORKLOAD)).otherwise(pl.col("cause_class").fill_null("unknown"))
+    cls = (
+        pl.when(workload)
+        .then(pl.lit(WORKLOAD))
+        .otherwise(pl.col("cause_class").fill_null("unknown"))
+    )
     counted = unplanned.with_columns(cls.alias("_class"))
     own = workload_row(counted.filter(pl.col("_class") == WORKLOAD), attempts, n_gpus)
     counted = counted.filter(pl.col("_class") != WORKLOAD)
@@ -470,7 +484,9 @@ def interruption_class_rates(
     if table.height == 0 or (table["exposure_hours"] <= 0).any():
         return None  # nothing measured, or interruptions without job time to measure them by
     out = rates_from_table(table, source="interruptions", origin="interruptions")
-    origins = tuple(own[1] if c == WORKLOAD else o for c, o in zip(out.classes, out.origins, strict=True))
+    origins = tuple(
+        own[1] if c == WORKLOAD else o for c, o in zip(out.classes, out.origins, strict=True)
+    )
     return replace(out, origins=origins)
 
 
@@ -487,7 +503,10 @@ def combine(*parts: ClassRates | None) -> ClassRates:
     def cat(attr, fill):
         vals = [getattr(p, attr) for p in parts]
         return np.concatenate(
-            [np.full(len(p.classes), fill) if v is None else v for p, v in zip(parts, vals, strict=True)]
+            [
+                np.full(len(p.classes), fill) if v is None else v
+                for p, v in zip(parts, vals, strict=True)
+            ]
         )
 
     samples = None
@@ -611,7 +630,9 @@ def with_fleet_age(
     for i, c in enumerate(rates.classes):
         law, r = models[i], float(rates.rate[i])
         if law is None and shapes[i] != 1.0 and r > 0:  # a Weibull given by shape and rate
-            law = weibull(shape=shapes[i], scale_hours=1.0 / (r * math.gamma(1.0 + 1.0 / shapes[i])))
+            law = weibull(
+                shape=shapes[i], scale_hours=1.0 / (r * math.gamma(1.0 + 1.0 / shapes[i]))
+            )
             models[i], base[i] = law, r
         if fleet_age != "stationary" and age_models[i] is not None:
             law = models[i] = age_models[i]  # base[i]: the class's rate before what-ifs
@@ -789,7 +810,9 @@ def project(
         glo, ghi = np.minimum(glo, g), np.maximum(ghi, g)
         mlo, mhi = np.percentile(ms, [2.5, 97.5], axis=0)
         mlo, mhi = np.minimum(mlo, m), np.maximum(mhi, m)
-        how = "the fits' rate posteriors" if rates.samples is not None else "the fit CIs (lognormal)"
+        how = (
+            "the fits' rate posteriors" if rates.samples is not None else "the fit CIs (lognormal)"
+        )
         note = f"band: 2.5-97.5% over {samples} rate draws from {how}"
     else:
         glo, ghi, mlo, mhi = g, g, m, m

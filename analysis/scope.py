@@ -44,11 +44,25 @@ from warehouse.store import literal_path
 ROLLUPS = ("gpu_hourly", "gpu_counter_changes", "gpu_sightings", "gpu_daily", "gpu_sample_times")
 # table -> its time column, for the tables cut to [from, to)
 TIMED = {
-    "node_events": "time", "hw_events": "time", "gpu_samples": "time", "bmc_sensors": "time",
-    "gpu_hourly": "hour", "gpu_counter_changes": "time", "gpu_sample_times": "hour",
+    "node_events": "time",
+    "hw_events": "time",
+    "gpu_samples": "time",
+    "bmc_sensors": "time",
+    "gpu_hourly": "hour",
+    "gpu_counter_changes": "time",
+    "gpu_sample_times": "hour",
 }
-HOST_TABLES = ("node_events", "hw_events", "gpu_samples", "bmc_sensors", "gpu_hourly",
-               "gpu_counter_changes", "gpu_sightings", "gpu_daily", "component_history")
+HOST_TABLES = (
+    "node_events",
+    "hw_events",
+    "gpu_samples",
+    "bmc_sensors",
+    "gpu_hourly",
+    "gpu_counter_changes",
+    "gpu_sightings",
+    "gpu_daily",
+    "component_history",
+)
 UNFILTERED = ("ingest_manifest", "quarantine", "metric_metadata", "checkpoints")
 HOSTS_FILE = "hosts.parquet"
 STATE_FILE = "scope.json"
@@ -68,7 +82,9 @@ class Scope:
 
     def __post_init__(self):
         if self.start is not None and self.end is not None and self.end <= self.start:
-            raise ScopeError(f"--to ({self.end:%Y-%m-%d %H:%M}) must be after --from ({self.start:%Y-%m-%d %H:%M})")
+            raise ScopeError(
+                f"--to ({self.end:%Y-%m-%d %H:%M}) must be after --from ({self.start:%Y-%m-%d %H:%M})"
+            )
 
     @property
     def whole(self) -> bool:
@@ -76,9 +92,15 @@ class Scope:
 
     def describe(self) -> str:
         """One human line: 'cluster c1, partition gpu, 2026-01-01 to 2026-02-01'."""
-        parts = [f"{k} {v}" for k in ("cluster", "partition", "account") if (v := getattr(self, k)) is not None]
+        parts = [
+            f"{k} {v}"
+            for k in ("cluster", "partition", "account")
+            if (v := getattr(self, k)) is not None
+        ]
         if self.start or self.end:
-            parts.append(f"{_day(self.start) if self.start else 'start'} to {_day(self.end) if self.end else 'end'}")
+            parts.append(
+                f"{_day(self.start) if self.start else 'start'} to {_day(self.end) if self.end else 'end'}"
+            )
         return ", ".join(parts) or "whole fleet"
 
     def header(self) -> str:
@@ -87,7 +109,9 @@ class Scope:
             return self.describe()
         rules = []
         if self.start or self.end:
-            rules.append("job attempts overlapping the period, kept whole; events and exposure cut to it")
+            rules.append(
+                "job attempts overlapping the period, kept whole; events and exposure cut to it"
+            )
         if self.cluster is not None:
             rules.append("hardware of the cluster's hosts")
         if self.partition is not None or self.account is not None:
@@ -97,17 +121,28 @@ class Scope:
     @property
     def slug(self) -> str:
         """A stable directory name: readable, plus a short hash of the exact values."""
-        canon = json.dumps({k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in asdict(self).items()}, sort_keys=True)
-        readable = re.sub(r"[^A-Za-z0-9._-]+", "-", self.describe().replace(", ", "_").replace(" to ", "--")).strip("-")
+        canon = json.dumps(
+            {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in asdict(self).items()},
+            sort_keys=True,
+        )
+        readable = re.sub(
+            r"[^A-Za-z0-9._-]+", "-", self.describe().replace(", ", "_").replace(" to ", "--")
+        ).strip("-")
         return f"{readable[:80]}-{hashlib.sha256(canon.encode()).hexdigest()[:8]}"
 
     def job_filter(self) -> str:
         """SQL over ``job_attempts``: the scope's attempts (overlapping [from, to), not clipped)."""
-        conds = [f'"{k}" = {_lit(v)}' for k in ("cluster", "partition", "account") if (v := getattr(self, k)) is not None]
+        conds = [
+            f'"{k}" = {_lit(v)}'
+            for k in ("cluster", "partition", "account")
+            if (v := getattr(self, k)) is not None
+        ]
         if self.start is not None:
             # [start, end) meets [from, to); an attempt with one time only counts where it is
-            conds.append(f"(coalesce(end_time, start_time, submit_time) > {_ts(self.start)} "
-                         f"OR coalesce(start_time, submit_time, end_time) >= {_ts(self.start)})")
+            conds.append(
+                f"(coalesce(end_time, start_time, submit_time) > {_ts(self.start)} "
+                f"OR coalesce(start_time, submit_time, end_time) >= {_ts(self.start)})"
+            )
         if self.end is not None:
             conds.append(f"coalesce(start_time, submit_time, end_time) < {_ts(self.end)}")
         return " AND ".join(conds) or "true"
@@ -122,7 +157,11 @@ class Scope:
 
 
 def _day(t: datetime) -> str:
-    return f"{t:%Y-%m-%d}" if (t.hour, t.minute, t.second, t.microsecond) == (0, 0, 0, 0) else f"{t:%Y-%m-%d %H:%M}"
+    return (
+        f"{t:%Y-%m-%d}"
+        if (t.hour, t.minute, t.second, t.microsecond) == (0, 0, 0, 0)
+        else f"{t:%Y-%m-%d %H:%M}"
+    )
 
 
 def _lit(v: str) -> str:
@@ -146,7 +185,7 @@ def known_values(wh) -> dict[str, list[str]]:
             if col == "cluster":
                 for t in ("node_events", "hw_events", "gpu_sightings"):
                     if wh.files(t):
-                        sql += f' UNION SELECT DISTINCT cluster FROM ({wh.view_sql(t)}) WHERE cluster IS NOT NULL'
+                        sql += f" UNION SELECT DISTINCT cluster FROM ({wh.view_sql(t)}) WHERE cluster IS NOT NULL"
             out[col] = sorted(r[0] for r in con.execute(sql).fetchall())
     return out
 
@@ -159,13 +198,23 @@ def scope_hosts(wh, scope: Scope) -> list[str] | None:
         hosts = None
         if scope.cluster is not None:
             c = _lit(scope.cluster)
-            parts = [f"SELECT unnest(nodes) AS host FROM ({wh.view_sql('job_attempts')}) WHERE cluster = {c}"]
-            parts += [f"SELECT host FROM ({wh.view_sql(t)}) WHERE cluster = {c}" for t in ("node_events", "hw_events", "gpu_sightings") if wh.files(t)]
+            parts = [
+                f"SELECT unnest(nodes) AS host FROM ({wh.view_sql('job_attempts')}) WHERE cluster = {c}"
+            ]
+            parts += [
+                f"SELECT host FROM ({wh.view_sql(t)}) WHERE cluster = {c}"
+                for t in ("node_events", "hw_events", "gpu_sightings")
+                if wh.files(t)
+            ]
             hosts = {r[0] for r in con.execute(" UNION ".join(parts)).fetchall() if r[0]}
         if scope.partition is not None or scope.account is not None:
-            ran = {r[0] for r in con.execute(
-                f"SELECT DISTINCT unnest(nodes) FROM ({wh.view_sql('job_attempts')}) WHERE {scope.job_filter()}"
-            ).fetchall() if r[0]}
+            ran = {
+                r[0]
+                for r in con.execute(
+                    f"SELECT DISTINCT unnest(nodes) FROM ({wh.view_sql('job_attempts')}) WHERE {scope.job_filter()}"
+                ).fetchall()
+                if r[0]
+            }
             hosts = ran if hosts is None else hosts & ran
     return sorted(hosts)
 
@@ -182,9 +231,13 @@ def open_scope(wh, scope: Scope) -> ScopedWarehouse:
             raise ScopeError(f"unknown {key} {value!r}; the data has: {names}")
     hosts = scope_hosts(wh, scope)
     with wh.connect() as con:
-        jobs = con.execute(f"SELECT count(*) FROM ({wh.view_sql('job_attempts')}) WHERE {scope.job_filter()}").fetchall()[0][0]
+        jobs = con.execute(
+            f"SELECT count(*) FROM ({wh.view_sql('job_attempts')}) WHERE {scope.job_filter()}"
+        ).fetchall()[0][0]
     if not jobs and not hosts:
-        raise ScopeError(f"scope {scope.describe()!r} holds no job attempt and no host{_data_span(wh)}")
+        raise ScopeError(
+            f"scope {scope.describe()!r} holds no job attempt and no host{_data_span(wh)}"
+        )
     home = scope_home(wh, scope)
     home.mkdir(parents=True, exist_ok=True)
     host_cond = None
@@ -192,7 +245,9 @@ def open_scope(wh, scope: Scope) -> ScopedWarehouse:
         tmp = home / f".{HOSTS_FILE}.{os.getpid()}.tmp"
         pl.DataFrame({"host": hosts}, schema={"host": pl.Utf8}).write_parquet(tmp)
         os.replace(tmp, home / HOSTS_FILE)
-        host_cond = f"host IN (SELECT host FROM read_parquet({_lit(literal_path(str(home / HOSTS_FILE)))}))"
+        host_cond = (
+            f"host IN (SELECT host FROM read_parquet({_lit(literal_path(str(home / HOSTS_FILE)))}))"
+        )
     inputs: dict[str, str | None] = {}
     for name, spec in TABLES.items():
         if spec.kind != "ingest" and name not in ROLLUPS:
@@ -225,7 +280,9 @@ def open_scope(wh, scope: Scope) -> ScopedWarehouse:
 def _data_span(wh) -> str:
     """Where the jobs are, for the empty-scope message."""
     with wh.connect() as con:
-        lo, hi = con.execute(f"SELECT min(start_time), max(end_time) FROM ({wh.view_sql('job_attempts')})").fetchall()[0]
+        lo, hi = con.execute(
+            f"SELECT min(start_time), max(end_time) FROM ({wh.view_sql('job_attempts')})"
+        ).fetchall()[0]
     return "" if lo is None else f" (the jobs run {lo:%Y-%m-%d} to {hi:%Y-%m-%d})"
 
 
@@ -236,7 +293,9 @@ def input_fingerprint(wh, scoped: ScopedWarehouse) -> str:
     for name in sorted(scoped.inputs):
         for f, info in sorted(wh.fs.find(wh._path(name), detail=True).items()):
             if f.endswith(".parquet"):
-                h.update(f"{f}\0{info.get('size')}\0{info.get('mtime', info.get('LastModified'))}\n".encode())
+                h.update(
+                    f"{f}\0{info.get('size')}\0{info.get('mtime', info.get('LastModified'))}\n".encode()
+                )
     return h.hexdigest()
 
 
@@ -246,11 +305,17 @@ def is_fresh(wh, scoped: ScopedWarehouse, settings: dict) -> bool:
         state = json.loads((scoped.home / STATE_FILE).read_text())
     except (OSError, ValueError):
         return False
-    return state.get("inputs") == input_fingerprint(wh, scoped) and state.get("settings") == settings
+    return (
+        state.get("inputs") == input_fingerprint(wh, scoped) and state.get("settings") == settings
+    )
 
 
 def mark_fresh(wh, scoped: ScopedWarehouse, scope: Scope, settings: dict) -> None:
-    state = {"scope": scope.describe(), "inputs": input_fingerprint(wh, scoped), "settings": settings}
+    state = {
+        "scope": scope.describe(),
+        "inputs": input_fingerprint(wh, scoped),
+        "settings": settings,
+    }
     tmp = scoped.home / f".{STATE_FILE}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(state, default=str))
     os.replace(tmp, scoped.home / STATE_FILE)

@@ -28,18 +28,40 @@ def _has_rows(wh, table: str) -> bool:
     if not wh.files(table):
         return False
     with wh.connect() as con:
-        return bool(con.execute(f"SELECT count(*) FROM (SELECT 1 FROM ({wh.view_sql(table)}) LIMIT 1)").fetchall()[0][0])
+        return bool(
+            con.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM ({wh.view_sql(table)}) LIMIT 1)"
+            ).fetchall()[0][0]
+        )
 
 
 def status_row(analysis: str, status: str, reason: str | None, rows: int | None) -> pl.DataFrame:
-    return conform("analysis_status", pl.DataFrame(
-        {"analysis": [analysis], "status": [status], "reason": [reason], "rows": [rows],
-         "at": [datetime.now(UTC).replace(tzinfo=None)]},
-        schema={"analysis": pl.Utf8, "status": pl.Utf8, "reason": pl.Utf8, "rows": pl.Int64, "at": pl.Datetime("us")},
-    ))
+    return conform(
+        "analysis_status",
+        pl.DataFrame(
+            {
+                "analysis": [analysis],
+                "status": [status],
+                "reason": [reason],
+                "rows": [rows],
+                "at": [datetime.now(UTC).replace(tzinfo=None)],
+            },
+            schema={
+                "analysis": pl.Utf8,
+                "status": pl.Utf8,
+                "reason": pl.Utf8,
+                "rows": pl.Int64,
+                "at": pl.Datetime("us"),
+            },
+        ),
+    )
 
 
-def record(wh, analysis: str, status: str, reason: str | None = None, rows: int | None = None) -> None:
+def record(
+    wh, analysis: str, status: str, reason: str | None = None, rows: int | None = None
+) -> None:
     """Replace ``analysis``'s row of ``analysis_status`` (its own partition: steps running side
     by side never overwrite each other's rows)."""
-    wh.replace_table("analysis_status", status_row(analysis, status, reason, rows), partitions="touched")
+    wh.replace_table(
+        "analysis_status", status_row(analysis, status, reason, rows), partitions="touched"
+    )

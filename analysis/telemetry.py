@@ -112,11 +112,15 @@ def sample_times_sql(wh: Warehouse, dates: list[str]) -> str:
     their days' rollups each of its ``n`` samples at its hour."""
     files = [f for d in sorted(set(dates)) for f in wh.files("gpu_samples", partition=d)]
     rollups = [f for d in sorted(set(dates)) for f in wh.files("gpu_rollups", partition=d)]
-    raw = f"SELECT time FROM ({_files_view('gpu_samples', files, ('time',))}) WHERE time IS NOT NULL"
+    raw = (
+        f"SELECT time FROM ({_files_view('gpu_samples', files, ('time',))}) WHERE time IS NOT NULL"
+    )
     if not rollups:
         return raw
-    return (f"{raw} UNION ALL SELECT hour AS time FROM (SELECT hour, unnest(range(n)) FROM "
-            f"({_files_view('gpu_rollups', rollups, ('hour', 'n'))}))")
+    return (
+        f"{raw} UNION ALL SELECT hour AS time FROM (SELECT hour, unnest(range(n)) FROM "
+        f"({_files_view('gpu_rollups', rollups, ('hour', 'n'))}))"
+    )
 
 
 def _input_mtimes(wh: Warehouse) -> dict[str, float]:
@@ -141,7 +145,9 @@ def stale_dates(wh: Warehouse) -> list[date]:
 
 
 COUNTER_CHUNK_ROWS = 100_000  # counter rises turned into hw_events rows and written per chunk
-COUNTER_GROUP_ROWS = 200_000  # stored counter changes per group of hosts whose increments DuckDB takes at once
+COUNTER_GROUP_ROWS = (
+    200_000  # stored counter changes per group of hosts whose increments DuckDB takes at once
+)
 
 _COUNTER_FILTER = (
     "metric IN (" + ", ".join("'" + m + "'" for m in COUNTER_METRICS) + ")"
@@ -198,7 +204,9 @@ _DAILY_SQL: dict[str, str] = {
 # are not counted again
 _ROLLUP_SERIES = ("cluster", "host", "gpu", "uuid", "metric")
 _LOOSE_SQL = (
-    "SELECT * FROM day s ANTI JOIN (SELECT DISTINCT hour, " + ", ".join(_ROLLUP_SERIES) + " FROM rolled) r "
+    "SELECT * FROM day s ANTI JOIN (SELECT DISTINCT hour, "
+    + ", ".join(_ROLLUP_SERIES)
+    + " FROM rolled) r "
     "ON r.hour = date_trunc('hour', s.time) AND "
     + " AND ".join(f"r.{c} IS NOT DISTINCT FROM s.{c}" for c in _ROLLUP_SERIES)
 )
@@ -214,7 +222,18 @@ _GPU_DAILY_SQL = """
 DAILY_OUTPUTS = (*_DAILY_SQL, "gpu_daily")  # every table the daily step writes, in order
 # a day is done when all of these are newer than its samples (each has rows on any day with samples)
 DAILY_TABLES = ("gpu_sightings", "gpu_sample_times", "gpu_hourly", "gpu_daily")
-_ROLLUP_INPUT = ("hour", *_ROLLUP_SERIES, "pci_bus", "model", "mig_instance", "n", "mean", "min", "max", "last")
+_ROLLUP_INPUT = (
+    "hour",
+    *_ROLLUP_SERIES,
+    "pci_bus",
+    "model",
+    "mig_instance",
+    "n",
+    "mean",
+    "min",
+    "max",
+    "last",
+)
 _DAY_INPUT = (
     "time",
     "cluster",
@@ -257,14 +276,18 @@ def _sql_str(text: str | Path) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
-def _refresh_day(wh: Warehouse, d: date, files: list[str], rollups: list[str], scratch: Path) -> None:
+def _refresh_day(
+    wh: Warehouse, d: date, files: list[str], rollups: list[str], scratch: Path
+) -> None:
     """Write day ``d`` of every daily derived table from its gpu_samples ``files`` and
     gpu_rollups ``rollups``, out of core: DuckDB streams each result to a Parquet file in
     ``scratch`` (memory-limited, spilling), which becomes the table's partition; a table with no
     rows that day loses its partition."""
     with wh.connect_out_of_core() as con:
         con.execute(f"CREATE TEMP VIEW day AS {_day_view(files)}")
-        con.execute(f"CREATE TEMP VIEW rolled AS {_files_view('gpu_rollups', rollups, _ROLLUP_INPUT)}")
+        con.execute(
+            f"CREATE TEMP VIEW rolled AS {_files_view('gpu_rollups', rollups, _ROLLUP_INPUT)}"
+        )
         con.execute(f"CREATE TEMP VIEW loose AS {_LOOSE_SQL if rollups else 'SELECT * FROM day'}")
         con.execute(f"CREATE TEMP VIEW seen AS {_SEEN_SQL}")
         daily = _GPU_DAILY_SQL.format(hourly=_sql_list([str(scratch / "gpu_hourly.parquet")]))
@@ -330,7 +353,9 @@ def _covariate_metrics(covariates: tuple[str, ...]) -> str:
     return ", ".join(_sql_str(m) for m, c in CANONICAL_METRICS.items() if c in covariates)
 
 
-def covariate_hourly_sql(wh: Warehouse, covariates: tuple[str, ...], hosts_by_date: dict[date, list[str]]) -> str:
+def covariate_hourly_sql(
+    wh: Warehouse, covariates: tuple[str, ...], hosts_by_date: dict[date, list[str]]
+) -> str:
     """DuckDB SQL over gpu_hourly's Parquet: (hour, host, gpu, uuid, cov, n, mean, max) of the
     metrics whose covariate name (``CANONICAL_METRICS``) is one of ``covariates``, for queries
     that join it out of core instead of loading the table: the partitions of ``hosts_by_date``
@@ -431,7 +456,9 @@ def counter_days_to_redo(wh: Warehouse) -> tuple[list[str], list[str]]:
     changes = wh.partition_mtimes("gpu_counter_changes")
     pieces = wh.piece_mtimes("hw_events", COUNTER_SOURCE)
     days = sorted(changes)
-    stored = {p.removeprefix(COUNTER_PIECE): t for p, t in pieces.items() if p.startswith(COUNTER_PIECE)}
+    stored = {
+        p.removeprefix(COUNTER_PIECE): t for p, t in pieces.items() if p.startswith(COUNTER_PIECE)
+    }
     drop = sorted(p for p in pieces if p not in {_counter_piece(d) for d in days})
     gone = [d for d in stored if d not in changes]
     first = days[0] if days and any(not p.startswith(COUNTER_PIECE) for p in pieces) else None
@@ -463,7 +490,9 @@ def refresh_counter_events(wh: Warehouse) -> int:
         if not files:
             return 0
         with wh.connect() as con:
-            return con.execute(f"SELECT sum(num_rows)::BIGINT FROM parquet_file_metadata({_sql_list(files)})").fetchall()[0][0]
+            return con.execute(
+                f"SELECT sum(num_rows)::BIGINT FROM parquet_file_metadata({_sql_list(files)})"
+            ).fetchall()[0][0]
 
 
 def _write_counter_days(wh: Warehouse, days: list[str]) -> None:
@@ -480,7 +509,9 @@ def _write_counter_days(wh: Warehouse, days: list[str]) -> None:
             SELECT {_SERIES}, max(time) AS time, arg_max(value, time) AS value FROM ({view})
             WHERE date < {first} AND value IS NOT NULL GROUP BY ALL""")
         changes = f"(SELECT * FROM ({view}) WHERE date >= {first})"
-        per_host = con.sql(f"SELECT host, count(*) AS n FROM {changes} GROUP BY host ORDER BY host NULLS FIRST").pl()
+        per_host = con.sql(
+            f"SELECT host, count(*) AS n FROM {changes} GROUP BY host ORDER BY host NULLS FIRST"
+        ).pl()
         group = (per_host["n"].cum_sum() - per_host["n"]) // COUNTER_GROUP_ROWS
         ranges = per_host.group_by(group.alias("g"), maintain_order=True).agg(
             lo=pl.col("host").min(), hi=pl.col("host").max(), null=pl.col("host").is_null().any()
@@ -492,9 +523,16 @@ def _write_counter_days(wh: Warehouse, days: list[str]) -> None:
                 SELECT cluster, host, gpu, uuid, metric, time, value, source_file, date FROM {changes} WHERE {where}
                 UNION ALL BY NAME SELECT *, NULL AS source_file, NULL::DATE AS date FROM seeds WHERE {where}
             )"""
-            for batch in con.sql(_increments_sql(series, ", date")).to_arrow_reader(COUNTER_CHUNK_ROWS):
-                rises = pl.from_arrow(batch).filter(pl.col("inc") > 0)  # as _counter_event_rows does
-                write(COUNTER_PIECE + rises["date"].cast(pl.Utf8), _counter_event_rows(rises.drop("date")))
+            for batch in con.sql(_increments_sql(series, ", date")).to_arrow_reader(
+                COUNTER_CHUNK_ROWS
+            ):
+                rises = pl.from_arrow(batch).filter(
+                    pl.col("inc") > 0
+                )  # as _counter_event_rows does
+                write(
+                    COUNTER_PIECE + rises["date"].cast(pl.Utf8),
+                    _counter_event_rows(rises.drop("date")),
+                )
 
 
 def gpu_replacements(samples: pl.DataFrame) -> pl.DataFrame:

@@ -65,7 +65,9 @@ def data_window(attempts: pl.DataFrame) -> tuple[datetime, datetime] | None:
     ran = attempts.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
     if ran.height == 0:
         return None
-    return _naive(ran["start_time"].min()), _naive(ran["end_time"].max()) + timedelta(microseconds=1)
+    return _naive(ran["start_time"].min()), _naive(ran["end_time"].max()) + timedelta(
+        microseconds=1
+    )
 
 
 def _naive(t: datetime) -> datetime:
@@ -105,7 +107,9 @@ def trend_frame(
     if span is not None:
         for s in period_starts(*span, period):
             e = _next(s, period)
-            f = window_figures(attempts, interruptions, goodput_jobs, max(s, span[0]), min(e, span[1]))
+            f = window_figures(
+                attempts, interruptions, goodput_jobs, max(s, span[0]), min(e, span[1])
+            )
             rows.append(
                 {
                     "period_start": s,
@@ -133,7 +137,10 @@ def trend_frame(
 
 
 def losses_frame(
-    attempts: pl.DataFrame, interruptions: pl.DataFrame, by: str = "cause", period: str | None = None
+    attempts: pl.DataFrame,
+    interruptions: pl.DataFrame,
+    by: str = "cause",
+    period: str | None = None,
 ) -> pl.DataFrame:
     """Unexpected interruptions and their lost GPU-hours by ``by`` (cause, cluster, partition,
     account or node: the host the cause was found on), per calendar ``period`` when given,
@@ -155,14 +162,21 @@ def losses_frame(
     span = data_window(attempts)
     if period is not None:
         intr = intr.with_columns(
-            pl.col("end_time").cast(pl.Datetime("us")).dt.truncate(PERIODS[period]).alias("period_start")
+            pl.col("end_time")
+            .cast(pl.Datetime("us"))
+            .dt.truncate(PERIODS[period])
+            .alias("period_start")
         )
         group = ["period_start", by]
     out = intr.group_by(group).agg(
         pl.len().cast(pl.Int64).alias("interruptions"),
         pl.col("lost_gpu_hours").fill_null(0).sum().alias("lost_gpu_hours"),
     )
-    total = pl.col("lost_gpu_hours").sum().over(group[:-1]) if period else pl.col("lost_gpu_hours").sum()
+    total = (
+        pl.col("lost_gpu_hours").sum().over(group[:-1])
+        if period
+        else pl.col("lost_gpu_hours").sum()
+    )
     out = out.with_columns((pl.col("lost_gpu_hours") / total).fill_nan(None).alias("share"))
     if span is None:
         out = out.with_columns(pl.lit(None, pl.Float64).alias("mtbf_hours"))
@@ -172,7 +186,7 @@ def losses_frame(
     else:
         lo, hi = pl.lit(span[0]).cast(pl.Datetime("us")), pl.lit(span[1]).cast(pl.Datetime("us"))
         end = pl.col("period_start").dt.offset_by(PERIODS[period])
-        covered = (pl.min_horizontal(end, hi) - pl.max_horizontal(pl.col("period_start"), lo))
+        covered = pl.min_horizontal(end, hi) - pl.max_horizontal(pl.col("period_start"), lo)
         out = out.with_columns(
             (covered.dt.total_seconds() / 3600 / pl.col("interruptions")).alias("mtbf_hours")
         )
@@ -180,10 +194,14 @@ def losses_frame(
     return out.sort(order, descending=[False] * (len(group) - 1) + [True, False])
 
 
-def trend_table(attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_jobs: pl.DataFrame) -> pl.DataFrame:
+def trend_table(
+    attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_jobs: pl.DataFrame
+) -> pl.DataFrame:
     """The ``goodput_trend`` table: ``trend_frame`` of every period kind, ``period`` naming it."""
     parts = [
-        trend_frame(attempts, interruptions, goodput_jobs, period).with_columns(pl.lit(period).alias("period"))
+        trend_frame(attempts, interruptions, goodput_jobs, period).with_columns(
+            pl.lit(period).alias("period")
+        )
         for period in PERIODS
     ]
     return conform("goodput_trend", pl.concat(parts, how="vertical_relaxed"))

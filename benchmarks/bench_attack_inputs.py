@@ -38,7 +38,9 @@ def _peak_mb(argv: list[str], env: dict) -> tuple[float, float, str]:
         "sys.stderr.write(p.stderr[-600:])"
     )
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", probe, *argv], capture_output=True, text=True, env=env, check=True
+    )
     kb, rc = out.stdout.split()[:2]
     return int(kb) / 1024, time.perf_counter() - t0, f"exit {rc}: {out.stderr.strip()[-300:]}"
 
@@ -86,21 +88,32 @@ def main() -> None:
         (tmp / "bomb").mkdir()
         _json_bomb(tmp / "bomb" / "jobs.json.gz", args.bomb_gb)
         size = (tmp / "bomb" / "jobs.json.gz").stat().st_size
-        cases[f"{size / 1e6:.1f} MB .json.gz inflating to {args.bomb_gb} GB"] = (tmp / "bomb", ["--format", "sacct-json"])
+        cases[f"{size / 1e6:.1f} MB .json.gz inflating to {args.bomb_gb} GB"] = (
+            tmp / "bomb",
+            ["--format", "sacct-json"],
+        )
         (tmp / "hosts").mkdir()
         _hostlist(tmp / "hosts" / "sacct.txt")
         cases["sacct hostlist of 10,000,000 hosts"] = (tmp / "hosts", [])
         (tmp / "empty").mkdir()
-        base, _, _ = _peak_mb([*goodput, "--home", str(tmp / "home0"), "ingest", str(tmp / "empty")], env)
+        base, _, _ = _peak_mb(
+            [*goodput, "--home", str(tmp / "home0"), "ingest", str(tmp / "empty")], env
+        )
         print(f"baseline (ingest of an empty directory): peak RSS {base:,.0f} MB")
         for i, (name, (src, extra)) in enumerate(cases.items()):
-            peak, wall, tail = _peak_mb([*goodput, "--home", str(tmp / f"home{i + 1}"), "ingest", str(src), *extra], env)
-            print(f"{name}: peak RSS {peak:,.0f} MB, {wall:.1f} s ({tail.splitlines()[0] if tail else ''})")
+            peak, wall, tail = _peak_mb(
+                [*goodput, "--home", str(tmp / f"home{i + 1}"), "ingest", str(src), *extra], env
+            )
+            print(
+                f"{name}: peak RSS {peak:,.0f} MB, {wall:.1f} s ({tail.splitlines()[0] if tail else ''})"
+            )
             print("   ", tail.replace("\n", "\n    "))
             target(f"{name}: peak RSS < {LIMIT_MB} MB", peak < LIMIT_MB, f"{peak:,.0f} MB")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"max RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
+    print(
+        f"max RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB"
+    )
     sys.exit(status())
 
 

@@ -31,7 +31,10 @@ COMMANDS = {
     "--help": ["--help"],
     "--version": ["--version"],
     "fit": ["fit"],
-    "sql": ["sql", "select component_class, rate_per_1k_unit_days from failure_rates where selected"],
+    "sql": [
+        "sql",
+        "select component_class, rate_per_1k_unit_days from failure_rates where selected",
+    ],
     "project --json": ["project", "--json"],
     "project": ["project"],
     "nodes": ["nodes"],
@@ -51,24 +54,35 @@ def timed(argv: list[str]) -> tuple[float, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--home", type=Path, help=f"a demo-built home (default {DEFAULT_HOME}, built if missing)")
+    ap.add_argument(
+        "--home", type=Path, help=f"a demo-built home (default {DEFAULT_HOME}, built if missing)"
+    )
     ap.add_argument("--runs", type=int, default=5, help="fresh processes per command (default 5)")
     args = ap.parse_args()
     home = args.home or DEFAULT_HOME
     if not (home / "warehouse.duckdb").exists():
         print(f"building {home} with `goodput demo` ...", flush=True)
-        subprocess.run([*GOODPUT, "--home", str(home), "demo"], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
-    print(f"home {home}; {args.runs} runs per command; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        subprocess.run(
+            [*GOODPUT, "--home", str(home), "demo"], cwd=REPO, check=True, stdout=subprocess.DEVNULL
+        )
+    print(
+        f"home {home}; {args.runs} runs per command; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     print(f"{'command':14s} {'fastest s':>10s} {'median s':>9s} {'CPU s':>6s}")
     for name, argv in COMMANDS.items():
         runs = [timed(["--home", str(home), *argv]) for _ in range(args.runs)]
         walls = [w for w, _ in runs]
         cpu = statistics.median(c for _, c in runs)
-        print(f"{name:14s} {min(walls):10.2f} {statistics.median(walls):9.2f} {cpu:6.2f}", flush=True)
+        print(
+            f"{name:14s} {min(walls):10.2f} {statistics.median(walls):9.2f} {cpu:6.2f}", flush=True
+        )
         if name in TARGETED:
-            target(f"goodput {name} starts and answers in < {LIMIT_S:g} s", min(walls) < LIMIT_S,
-                   f"fastest {min(walls):.2f} s, median {statistics.median(walls):.2f} s, CPU {cpu:.2f} s, "
-                   f"load {os.getloadavg()[0]:.1f}")
+            target(
+                f"goodput {name} starts and answers in < {LIMIT_S:g} s",
+                min(walls) < LIMIT_S,
+                f"fastest {min(walls):.2f} s, median {statistics.median(walls):.2f} s, CPU {cpu:.2f} s, "
+                f"load {os.getloadavg()[0]:.1f}",
+            )
     return status()
 
 

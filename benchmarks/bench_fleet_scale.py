@@ -188,7 +188,9 @@ def reset_derived(home: Path) -> None:
         if spec.kind != "ingest":
             shutil.rmtree(home / "parquet" / name, ignore_errors=True)
     shutil.rmtree(home / "parquet" / "hw_events" / f"source={COUNTER_SOURCE}", ignore_errors=True)
-    shutil.rmtree(home / "parquet" / "component_history" / f"source={REPLACEMENT_SOURCE}", ignore_errors=True)
+    shutil.rmtree(
+        home / "parquet" / "component_history" / f"source={REPLACEMENT_SOURCE}", ignore_errors=True
+    )
     (home / "warehouse.duckdb").unlink(missing_ok=True)
 
 
@@ -198,7 +200,10 @@ def measure_ingest(nodes: int, fleet: Path, home: Path, logs: Path, reuse: bool)
     if reuse and saved.exists():
         res = json.loads(saved.read_text())
         reset_derived(home)
-        print(f"[{nodes} nodes] ingest and scan as measured before ({saved}); derived tables reset", flush=True)
+        print(
+            f"[{nodes} nodes] ingest and scan as measured before ({saved}); derived tables reset",
+            flush=True,
+        )
         return res
     shutil.rmtree(home, ignore_errors=True)
     files = sum(1 for p in fleet.rglob("*") if p.is_file())
@@ -242,7 +247,9 @@ def measure_daily(nodes: int, fleet: Path, home: Path, logs: Path) -> dict:
     shutil.rmtree(one, ignore_errors=True)
     inputs = [str(p) for p in fleet.iterdir() if p.name != "dcgm"]
     inputs += [str(p) for p in sorted((fleet / "dcgm").glob(f"*/{first}.prom.gz"))]
-    _, _, _, rc = run_child(GOODPUT + ["ingest", "--home", str(one), *inputs], logs / "ingest_day1.log")
+    _, _, _, rc = run_child(
+        GOODPUT + ["ingest", "--home", str(one), *inputs], logs / "ingest_day1.log"
+    )
     if rc:
         raise SystemExit(f"ingest of day 1 failed ({rc}); see {logs / 'ingest_day1.log'}")
     day1 = daily_run(one, first, logs / "daily_day1.log")
@@ -256,7 +263,9 @@ def measure_daily(nodes: int, fleet: Path, home: Path, logs: Path) -> dict:
     return {"first": day1, "last": dayn, "n_days": len(set(days))}
 
 
-def measure(nodes: int, steps: bool, reuse: bool = False, daily: bool = True, build: bool = True) -> dict:
+def measure(
+    nodes: int, steps: bool, reuse: bool = False, daily: bool = True, build: bool = True
+) -> dict:
     fleet = ensure_fleet(nodes)
     home = OUT / f"home-{nodes}"
     logs = OUT / f"logs-{nodes}"
@@ -311,10 +320,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, nargs="+", default=[128, 512, 2048])
     ap.add_argument(
-        "--skip-steps", action="store_true", help="only ingest, build, the daily run and the DuckDB scan"
+        "--skip-steps",
+        action="store_true",
+        help="only ingest, build, the daily run and the DuckDB scan",
     )
     ap.add_argument("--skip-daily", action="store_true", help="no daily partition runs")
-    ap.add_argument("--ingest-only", action="store_true", help="only the ingest and the DuckDB scan (no build)")
+    ap.add_argument(
+        "--ingest-only", action="store_true", help="only the ingest and the DuckDB scan (no build)"
+    )
     ap.add_argument(
         "--reuse-ingest", action="store_true",
         help="reuse the ingest and scan measured before for a size (home-N/ingest_result.json); measure the build again",
@@ -322,7 +335,13 @@ def main() -> int:
     args = ap.parse_args()
     sizes = sorted(set(args.nodes))
     results = [
-        measure(n, not args.skip_steps, args.reuse_ingest, not (args.skip_daily or args.ingest_only), not args.ingest_only)
+        measure(
+            n,
+            not args.skip_steps,
+            args.reuse_ingest,
+            not (args.skip_daily or args.ingest_only),
+            not args.ingest_only,
+        )
         for n in sizes
     ]
     (OUT / "fleet_scale.json").write_text(json.dumps(results, indent=2))
@@ -330,7 +349,11 @@ def main() -> int:
     print(f"\n{'nodes':>6} {'GPUs':>7} {'rows':>12} {'ingest s':>9} {'rows/s':>10} {'ingest GB':>9} "
           f"{'build s':>8} {'build GB':>8} {'scan s':>7} {'ratio':>6}")  # fmt: skip
     for r in results:
-        i, b, s = r["ingest"], r.get("build", {"wall_s": float("nan"), "rss": float("nan")}), r["scan"]
+        i, b, s = (
+            r["ingest"],
+            r.get("build", {"wall_s": float("nan"), "rss": float("nan")}),
+            r["scan"],
+        )
         print(f"{r['nodes']:>6} {r['nodes'] * 8:>7} {i['rows']:>12,} {i['wall_s']:>9.1f} "
               f"{i['rows'] / i['wall_s']:>10,.0f} {i['rss'] / GB:>9.2f} {b['wall_s']:>8.1f} "
               f"{b['rss'] / GB:>8.2f} {s['wall_s']:>7.1f} {r['scan_ratio']:>6.1f}")  # fmt: skip

@@ -67,10 +67,15 @@ def make_log(path: Path, target_bytes: int, xid_share: float, seed: int = 0) -> 
                 if rng.random() < xid_share:
                     code, rest = XIDS[int(rng.integers(len(XIDS)))]
                     bus = BUS[int(rng.integers(len(BUS)))]
-                    out.append(f"{stamp}NVRM: Xid (PCI:0000:{bus}:00): {code}, {rest.format(int(rng.integers(1000, 4_000_000)))}")
+                    out.append(
+                        f"{stamp}NVRM: Xid (PCI:0000:{bus}:00): {code}, {rest.format(int(rng.integers(1000, 4_000_000)))}"
+                    )
                     n_xid += 1
                 else:
-                    out.append(stamp + BENIGN[int(rng.integers(len(BENIGN)))].format(int(rng.integers(1 << 40))))
+                    out.append(
+                        stamp
+                        + BENIGN[int(rng.integers(len(BENIGN)))].format(int(rng.integers(1 << 40)))
+                    )
             fh.write("\n".join(out) + "\n")
             n_lines += len(out)
     return n_lines, n_xid
@@ -84,8 +89,14 @@ def _cpu(who: int) -> float:
 def time_grep(path: Path) -> tuple[float, int, float]:
     """(wall seconds, matching lines, grep's CPU seconds)."""
     c0, t0 = _cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
-    out = subprocess.run(["grep", "-c", "NVRM: Xid", str(path)], capture_output=True, text=True, check=False)
-    return time.perf_counter() - t0, int(out.stdout.strip() or 0), _cpu(resource.RUSAGE_CHILDREN) - c0
+    out = subprocess.run(
+        ["grep", "-c", "NVRM: Xid", str(path)], capture_output=True, text=True, check=False
+    )
+    return (
+        time.perf_counter() - t0,
+        int(out.stdout.strip() or 0),
+        _cpu(resource.RUSAGE_CHILDREN) - c0,
+    )
 
 
 def time_parse(path: Path) -> tuple[float, int, int, float, float]:
@@ -96,7 +107,9 @@ def time_parse(path: Path) -> tuple[float, int, int, float, float]:
     rows = merged = 0
     c0, t0 = _cpu(resource.RUSAGE_SELF), time.perf_counter()
     with open(path, "rb") as fh:
-        for _, res in _parse_file(fh, path.name, FORMAT, ParseContext(path=str(path), host="bench-node")):
+        for _, res in _parse_file(
+            fh, path.name, FORMAT, ParseContext(path=str(path), host="bench-node")
+        ):
             ev = res.tables.get("hw_events")
             if ev is not None:
                 rows += ev.height
@@ -113,9 +126,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=1024)
     ap.add_argument("--xid-share", type=float, default=0.01)
-    ap.add_argument("--keep", action="store_true", help="keep the generated log (its path is printed)")
+    ap.add_argument(
+        "--keep", action="store_true", help="keep the generated log (its path is printed)"
+    )
     ap.add_argument("--log", type=Path, help="time this log instead of generating one (kept)")
-    ap.add_argument("--runs", type=int, default=3, help="timed runs of each contender (medians compared)")
+    ap.add_argument(
+        "--runs", type=int, default=3, help="timed runs of each contender (medians compared)"
+    )
     args = ap.parse_args()
     if args.log:
         path, args.keep = args.log, True
@@ -126,8 +143,10 @@ def main() -> None:
         path = Path(name)
         t0 = time.perf_counter()
         n_lines, n_xid = make_log(path, args.mb << 20, args.xid_share)
-        print(f"log: {path} {path.stat().st_size / 2**20:.0f} MiB, {n_lines:,} lines, {n_xid:,} XID "
-              f"lines (generated in {time.perf_counter() - t0:.1f} s)")
+        print(
+            f"log: {path} {path.stat().st_size / 2**20:.0f} MiB, {n_lines:,} lines, {n_xid:,} XID "
+            f"lines (generated in {time.perf_counter() - t0:.1f} s)"
+        )
     size = path.stat().st_size
     try:
         time_grep(path)  # warm the page cache for both contenders
@@ -137,11 +156,19 @@ def main() -> None:
         greps = [time_grep(path) for _ in range(args.runs)]
         parses = [time_parse(path) for _ in range(args.runs)]
         g, count, g_cpu = (statistics.median(x[i] for x in greps) for i in range(3))
-        p, rows, events, reading, p_cpu = (statistics.median(x[i] for x in parses) for i in range(5))
-        print(f"median of {args.runs} runs, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-        print(f"grep -c 'NVRM: Xid': {g:.2f} s, {g_cpu:.2f} CPU s ({count:,} lines, {size / 2**20 / g:.0f} MiB/s)")
-        print(f"ingest.kernel.parse:  {p:.2f} s, {p_cpu:.2f} CPU s ({rows:,} hw_events rows holding {events:,} "
-              f"events, {size / 2**20 / p:.0f} MiB/s)")
+        p, rows, events, reading, p_cpu = (
+            statistics.median(x[i] for x in parses) for i in range(5)
+        )
+        print(
+            f"median of {args.runs} runs, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
+        print(
+            f"grep -c 'NVRM: Xid': {g:.2f} s, {g_cpu:.2f} CPU s ({count:,} lines, {size / 2**20 / g:.0f} MiB/s)"
+        )
+        print(
+            f"ingest.kernel.parse:  {p:.2f} s, {p_cpu:.2f} CPU s ({rows:,} hw_events rows holding {events:,} "
+            f"events, {size / 2**20 / p:.0f} MiB/s)"
+        )
         print(f"  reading and chunking alone ({CHUNK_BYTES >> 20} MiB chunks): {reading:.2f} s")
         print(f"  first (cold) pass: {cold:.2f} s")
         print(f"ratio parse/grep: {p / g:.2f}x wall, {p_cpu / g_cpu:.2f}x CPU")

@@ -112,7 +112,13 @@ def main() -> int:
 
     wire = {"requests": 0, "points": 0, "bytes": 0, "in_flight_s": 0.0}
     by_path: dict[str, int] = {}
-    split = {"fetch_s": 0.0, "parse_s": 0.0, "parse_cpu_s": 0.0, "commit_s": 0.0, "commit_cpu_s": 0.0}
+    split = {
+        "fetch_s": 0.0,
+        "parse_s": 0.0,
+        "parse_cpu_s": 0.0,
+        "commit_s": 0.0,
+        "commit_cpu_s": 0.0,
+    }
     request, fetch_all = source._request, pulling.fetch_all
     parse, commit = pulling.parse_documents, pulling.commit_documents
 
@@ -245,7 +251,14 @@ def _same(a: Warehouse, b: Warehouse) -> tuple[bool, bool]:
 
 
 def _on_paper(
-    series_hours: int, rollup_rows: int, raw_rows: int, windows: int, wire: dict, split: dict, args, src
+    series_hours: int,
+    rollup_rows: int,
+    raw_rows: int,
+    windows: int,
+    wire: dict,
+    split: dict,
+    args,
+    src,
 ) -> None:
     """A 100k-GPU day pulled hourly (the schedule), from the run's measured rates: stored rows and
     points per series-hour, commit CPU per stored row, and the requests beyond each pull's fixed

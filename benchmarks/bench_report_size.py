@@ -71,7 +71,9 @@ def report_of(nodes: int, days: float, fresh: bool) -> tuple[Path, float]:
 
 def parts(page: str) -> dict[str, int]:
     """Bytes of the page, of its inlined JavaScript and of the chart specs' JSON (the data)."""
-    specs = re.search(r'<script type="application/json" id="report-specs">(.*?)</script>', page, re.DOTALL)
+    specs = re.search(
+        r'<script type="application/json" id="report-specs">(.*?)</script>', page, re.DOTALL
+    )
     scripts = sum(len(m.encode()) for m in re.findall(r"<script>(.*?)</script>", page, re.DOTALL))
     data = json.loads(specs.group(1)) if specs else {}
     return {"html": len(page.encode()), "javascript": scripts, "specs": len(specs.group(1).encode()) if specs else 0,
@@ -84,7 +86,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, nargs="+", default=[16, 64])
     ap.add_argument("--days", type=float, default=30)
-    ap.add_argument("--fresh", action="store_true", help="ingest and build again (default: reuse a finished build)")
+    ap.add_argument(
+        "--fresh",
+        action="store_true",
+        help="ingest and build again (default: reuse a finished build)",
+    )
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     sizes = {}
@@ -92,25 +98,42 @@ def main() -> int:
         path, wall = report_of(n, args.days, args.fresh)
         p = parts(path.read_text(encoding="utf-8"))
         sizes[n] = p
-        print(f"{n:>5} nodes, {args.days:g} days: report {p['html'] / MB:.2f} MB (JavaScript "
-              f"{p['javascript'] / MB:.2f} MB, chart specs {p['specs'] / MB:.2f} MB, of which the "
-              f"drill-down {p['explore'] / 1024:.0f} kB); {wall:.0f} s", flush=True)
+        print(
+            f"{n:>5} nodes, {args.days:g} days: report {p['html'] / MB:.2f} MB (JavaScript "
+            f"{p['javascript'] / MB:.2f} MB, chart specs {p['specs'] / MB:.2f} MB, of which the "
+            f"drill-down {p['explore'] / 1024:.0f} kB); {wall:.0f} s",
+            flush=True,
+        )
     lo, hi = min(sizes), max(sizes)
-    grown = {k: sizes[hi]["sections"][k] - sizes[lo]["sections"].get(k, 0) for k in sizes[hi]["sections"]}
-    print("chart data grown from the smallest to the largest size: " + ", ".join(
-        f"{k} +{v / 1024:.0f} kB" for k, v in sorted(grown.items(), key=lambda kv: -kv[1])[:6]))
+    grown = {
+        k: sizes[hi]["sections"][k] - sizes[lo]["sections"].get(k, 0) for k in sizes[hi]["sections"]
+    }
+    print(
+        "chart data grown from the smallest to the largest size: "
+        + ", ".join(
+            f"{k} +{v / 1024:.0f} kB" for k, v in sorted(grown.items(), key=lambda kv: -kv[1])[:6]
+        )
+    )
     per_host = (sizes[hi]["html"] - sizes[lo]["html"]) / (hi - lo) if hi > lo else 0.0
     at_fleet = sizes[hi]["html"] + per_host * (FLEET - hi)
-    print(f"whole page linear: {per_host / 1024:.1f} kB per host (from {lo} to {hi} nodes); at {FLEET:,} "
-          f"nodes: {at_fleet / MB:.2f} MB (upper bound)")
-    cap_points = len(CLASSES) * (inspect.signature(survival_frame).parameters["max_points"].default + 1)
+    print(
+        f"whole page linear: {per_host / 1024:.1f} kB per host (from {lo} to {hi} nodes); at {FLEET:,} "
+        f"nodes: {at_fleet / MB:.2f} MB (upper bound)"
+    )
+    cap_points = len(CLASSES) * (
+        inspect.signature(survival_frame).parameters["max_points"].default + 1
+    )
     big = sizes[hi]
     per_point = big["sections"].get("survival", 0) / max(big["survival_points"], 1)
     survival = lambda p: p["sections"].get("survival", 0)
-    rest_per_host = ((big["html"] - survival(big)) - (sizes[lo]["html"] - survival(sizes[lo]))) / max(hi - lo, 1)
+    rest_per_host = (
+        (big["html"] - survival(big)) - (sizes[lo]["html"] - survival(sizes[lo]))
+    ) / max(hi - lo, 1)
     capped = big["html"] - survival(big) + rest_per_host * (FLEET - hi) + per_point * cap_points
-    print(f"survival at its cap ({cap_points:,} points, {per_point * cap_points / 1024:.0f} kB), the rest "
-          f"{rest_per_host / 1024:.2f} kB per host: at {FLEET:,} nodes {capped / MB:.2f} MB")
+    print(
+        f"survival at its cap ({cap_points:,} points, {per_point * cap_points / 1024:.0f} kB), the rest "
+        f"{rest_per_host / 1024:.2f} kB per host: at {FLEET:,} nodes {capped / MB:.2f} MB"
+    )
     target(f"report at {FLEET:,} nodes < {LIMIT // MB} MB (survival at its cap, the rest per host from {lo}-{hi} nodes)",
            capped < LIMIT, f"{capped / MB:.2f} MB; whole page linear {at_fleet / MB:.2f} MB")  # fmt: skip
     return status()

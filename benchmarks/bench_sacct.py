@@ -41,23 +41,66 @@ def make_dump(path: Path, lines: int, seed: int = 0) -> None:
     dur = rng.integers(60, 86400, jobs)
     nodes = rng.integers(1, 9, jobs)
     first = rng.integers(1, 900, jobs)
-    states = rng.choice(["COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED by 1001", "TIMEOUT"], jobs, p=[0.8, 0.08, 0.02, 0.07, 0.03])
-    df = pl.DataFrame({"id": ids, "start": start, "dur": dur, "nodes": nodes, "first": first, "state": states})
+    states = rng.choice(
+        ["COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED by 1001", "TIMEOUT"],
+        jobs,
+        p=[0.8, 0.08, 0.02, 0.07, 0.03],
+    )
+    df = pl.DataFrame(
+        {"id": ids, "start": start, "dur": dur, "nodes": nodes, "first": first, "state": states}
+    )
     df = df.with_columns(
         s=pl.from_epoch("start").dt.strftime("%Y-%m-%dT%H:%M:%S"),
         e=pl.from_epoch(pl.col("start") + pl.col("dur")).dt.strftime("%Y-%m-%dT%H:%M:%S"),
-        el=pl.format("{}:{}:{}", (pl.col("dur") // 3600).cast(pl.Utf8).str.zfill(2),
-                     (pl.col("dur") % 3600 // 60).cast(pl.Utf8).str.zfill(2), (pl.col("dur") % 60).cast(pl.Utf8).str.zfill(2)),
-        nl=pl.format("gpu-node-[{}-{}]", pl.col("first").cast(pl.Utf8).str.zfill(4),
-                     (pl.col("first") + pl.col("nodes") - 1).cast(pl.Utf8).str.zfill(4)),
+        el=pl.format(
+            "{}:{}:{}",
+            (pl.col("dur") // 3600).cast(pl.Utf8).str.zfill(2),
+            (pl.col("dur") % 3600 // 60).cast(pl.Utf8).str.zfill(2),
+            (pl.col("dur") % 60).cast(pl.Utf8).str.zfill(2),
+        ),
+        nl=pl.format(
+            "gpu-node-[{}-{}]",
+            pl.col("first").cast(pl.Utf8).str.zfill(4),
+            (pl.col("first") + pl.col("nodes") - 1).cast(pl.Utf8).str.zfill(4),
+        ),
     )
-    job = df.select(line=pl.format(
-        "{}|{}|train|gpu|acct|user|{}|{}|{}|{}|{}|0:0|{}|{}|billing=1,cpu={},gres/gpu={},node={}|{}|fleet",
-        "id", "id", "s", "s", "e", "el", "state", "nodes", pl.col("nodes") * 96, pl.col("nodes") * 96,
-        pl.col("nodes") * 8, "nodes", "nl"), k=pl.lit(0), id="id")
+    job = df.select(
+        line=pl.format(
+            "{}|{}|train|gpu|acct|user|{}|{}|{}|{}|{}|0:0|{}|{}|billing=1,cpu={},gres/gpu={},node={}|{}|fleet",
+            "id",
+            "id",
+            "s",
+            "s",
+            "e",
+            "el",
+            "state",
+            "nodes",
+            pl.col("nodes") * 96,
+            pl.col("nodes") * 96,
+            pl.col("nodes") * 8,
+            "nodes",
+            "nl",
+        ),
+        k=pl.lit(0),
+        id="id",
+    )
     steps = [
-        df.select(line=pl.format("{}.{}|{}.{}|{}||acct|user|{}|{}|{}|{}|COMPLETED|0:0|1|96|cpu=96|gpu-node-0001|fleet",
-                                 "id", pl.lit(step), "id", pl.lit(step), pl.lit(step), "s", "s", "e", "el"), k=pl.lit(i + 1), id="id")
+        df.select(
+            line=pl.format(
+                "{}.{}|{}.{}|{}||acct|user|{}|{}|{}|{}|COMPLETED|0:0|1|96|cpu=96|gpu-node-0001|fleet",
+                "id",
+                pl.lit(step),
+                "id",
+                pl.lit(step),
+                pl.lit(step),
+                "s",
+                "s",
+                "e",
+                "el",
+            ),
+            k=pl.lit(i + 1),
+            id="id",
+        )
         for i, step in enumerate(["batch", "extern", "0"])
     ]
     body = pl.concat([job, *steps]).sort("id", "k")["line"]
@@ -87,16 +130,24 @@ def main() -> None:
 
         rows, res = duckdb_read(), ours()  # warm-up: imports, page cache
         (duck, duck_cpu), (mine, mine_cpu) = _timed(duckdb_read, args.runs), _timed(ours, args.runs)
-        print(f"median of {args.runs} runs, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-        print(f"duckdb read_csv:        {duck:6.2f} s, {duck_cpu:6.2f} CPU s  {len(rows) / duck:12,.0f} lines/s")
-        print(f"goodput sacct parse:    {mine:6.2f} s, {mine_cpu:6.2f} CPU s  {n_lines / mine:12,.0f} lines/s "
-              f"({res.tables['job_attempts'].height:,} attempts)  ratio {mine / duck:.2f}x wall, "
-              f"{mine_cpu / duck_cpu:.2f}x CPU of duckdb")
+        print(
+            f"median of {args.runs} runs, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
+        print(
+            f"duckdb read_csv:        {duck:6.2f} s, {duck_cpu:6.2f} CPU s  {len(rows) / duck:12,.0f} lines/s"
+        )
+        print(
+            f"goodput sacct parse:    {mine:6.2f} s, {mine_cpu:6.2f} CPU s  {n_lines / mine:12,.0f} lines/s "
+            f"({res.tables['job_attempts'].height:,} attempts)  ratio {mine / duck:.2f}x wall, "
+            f"{mine_cpu / duck_cpu:.2f}x CPU of duckdb"
+        )
 
         t = time.perf_counter()
         ingest_paths(Warehouse(Path(tmp) / "home"), [path])
         full = time.perf_counter() - t
-        print(f"goodput ingest (+parquet, manifest): {full:6.2f} s  {n_lines / full:12,.0f} lines/s  ratio {full / duck:.2f}x")
+        print(
+            f"goodput ingest (+parquet, manifest): {full:6.2f} s  {n_lines / full:12,.0f} lines/s  ratio {full / duck:.2f}x"
+        )
         target("sacct parse within 3x of duckdb read_csv", mine <= 3 * duck, f"{mine / duck:.2f}x")
 
 

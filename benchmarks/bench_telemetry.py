@@ -117,7 +117,9 @@ def bench_parser(n_samples: int, repeat: int = 3) -> None:
     print(f"{'ingest.dcgm.parse':32s}{n_ours / t_ours:>18,.0f}{n_ours / c_ours:>20,.0f}")
     print(f"{'prometheus_client text parser':32s}{n_ref / t_ref:>18,.0f}{n_ref / c_ref:>20,.0f}")
     speedup = (n_ours / t_ours) / (n_ref / t_ref)
-    print(f"speedup: {speedup:.1f}x wall, {(n_ours / c_ours) / (n_ref / c_ref):.1f}x per CPU-second")
+    print(
+        f"speedup: {speedup:.1f}x wall, {(n_ours / c_ours) / (n_ref / c_ref):.1f}x per CPU-second"
+    )
     target("DCGM text parse >= 20x prometheus_client", speedup >= 20, f"{speedup:.1f}x wall")
 
 
@@ -192,7 +194,9 @@ def bench_directory(gb: float, keep: bool) -> None:
             f"{rows / dt:,.0f} samples/s, {nbytes / dt / 1e6:.0f} MB/s"
         )
         print(f"peak RSS during ingest: {peak:,.0f} MB (RSS before: {rss0:,.0f} MB)")
-        target(f"{gb:g} GB scrape directory ingest peak RSS < 1536 MB", peak < 1536, f"{peak:,.0f} MB")
+        target(
+            f"{gb:g} GB scrape directory ingest peak RSS < 1536 MB", peak < 1536, f"{peak:,.0f} MB"
+        )
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -45,8 +45,13 @@ def cpu_children() -> float:
 
 def cli_build(home: Path) -> tuple[float, float]:
     cpu0, t0 = cpu_children(), time.perf_counter()
-    subprocess.run([*GOODPUT, "--home", str(home), "build"], cwd=REPO, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [*GOODPUT, "--home", str(home), "build"],
+        cwd=REPO,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t0, cpu_children() - cpu0
 
 
@@ -71,8 +76,19 @@ def ui_build(home: Path, port: int, log: Path) -> tuple[float, str, str]:
     env = {**os.environ, "DAGSTER_HOME": str(home / ".dagster"), "GOODPUT_HOME": str(home)}
     with log.open("w") as out:
         server = subprocess.Popen(
-            [str(Path(sys.executable).parent / "dagster"), "dev", "-m", "pipelines.definitions", "-p", str(port)],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                str(Path(sys.executable).parent / "dagster"),
+                "dev",
+                "-m",
+                "pipelines.definitions",
+                "-p",
+                str(port),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         wait_for_server(port, server)
@@ -102,7 +118,12 @@ def ui_build(home: Path, port: int, log: Path) -> tuple[float, str, str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--home", type=Path, default=DEFAULT_HOME, help=f"home the CLI builds, HOME-ui the UI (both wiped first; default {DEFAULT_HOME})")
+    ap.add_argument(
+        "--home",
+        type=Path,
+        default=DEFAULT_HOME,
+        help=f"home the CLI builds, HOME-ui the UI (both wiped first; default {DEFAULT_HOME})",
+    )
     ap.add_argument("--port", type=int, default=3999, help="port for dagster dev (default 3999)")
     args = ap.parse_args()
     home = args.home
@@ -112,17 +133,30 @@ def main() -> int:
     home.mkdir(parents=True)
     sources = [str(p) for p in sorted(SAMPLE.iterdir()) if p.is_dir()]
     print(f"ingesting the sample fleet into {home} ...", flush=True)
-    subprocess.run([*GOODPUT, "--home", str(home), "ingest", *sources], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [*GOODPUT, "--home", str(home), "ingest", *sources],
+        cwd=REPO,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     shutil.copytree(home, ui_home, symlinks=True)  # the same ingest for both builds
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     cli_s, cli_cpu = cli_build(home)
-    print(f"goodput build (CLI, in-process run):      {cli_s:7.1f} s wall, {cli_cpu:7.1f} s CPU", flush=True)
+    print(
+        f"goodput build (CLI, in-process run):      {cli_s:7.1f} s wall, {cli_cpu:7.1f} s CPU",
+        flush=True,
+    )
     log = ui_home / "dagster-dev.log"
     ui_s, state, run_id = ui_build(ui_home, args.port, log)
-    print(f"build launched through dagster dev (UI):   {ui_s:7.1f} s wall, status {state} (run {run_id}; log {log})")
+    print(
+        f"build launched through dagster dev (UI):   {ui_s:7.1f} s wall, status {state} (run {run_id}; log {log})"
+    )
     print(f"load average {os.getloadavg()[0]:.1f}")
-    target(f"UI-launched build within {RATIO:g}x of goodput build", state == "SUCCESS" and ui_s <= RATIO * cli_s,
-           f"UI {ui_s:.0f} s vs CLI {cli_s:.0f} s: {ui_s / cli_s:.2f}x, {state}")
+    target(
+        f"UI-launched build within {RATIO:g}x of goodput build",
+        state == "SUCCESS" and ui_s <= RATIO * cli_s,
+        f"UI {ui_s:.0f} s vs CLI {cli_s:.0f} s: {ui_s / cli_s:.2f}x, {state}",
+    )
     return status()
 
 

@@ -38,7 +38,11 @@ What each benchmark measures and its targets: `benchmarks/README.md`.
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="+", choices=BENCHMARKS, default=None)
-    ap.add_argument("--args", default="", help="arguments for the benchmark (with one --only); its entry is kept apart")
+    ap.add_argument(
+        "--args",
+        default="",
+        help="arguments for the benchmark (with one --only); its entry is kept apart",
+    )
     args = ap.parse_args()
     extra = args.args.split()
     if extra and (not args.only or len(args.only) != 1):
@@ -49,7 +53,10 @@ def main() -> int:
         print(f"\n=== benchmarks.{name}", flush=True)
         load0, t0 = os.getloadavg(), time.perf_counter()
         run = subprocess.run(
-            [sys.executable, "-m", f"benchmarks.{name}", *extra], stdout=subprocess.PIPE, text=True, check=False
+            [sys.executable, "-m", f"benchmarks.{name}", *extra],
+            stdout=subprocess.PIPE,
+            text=True,
+            check=False,
         )
         wall, load1 = time.perf_counter() - t0, os.getloadavg()
         print(run.stdout, end="", flush=True)
@@ -72,11 +79,14 @@ def machine() -> str:
 
 def commit() -> str:
     def git(*a: str) -> str:
-        return subprocess.run(["git", *a], capture_output=True, text=True, check=False,
-                              cwd=Path(__file__).parent).stdout.strip()
+        return subprocess.run(
+            ["git", *a], capture_output=True, text=True, check=False, cwd=Path(__file__).parent
+        ).stdout.strip()
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + (" with uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    return head + (
+        " with uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else ""
+    )
 
 
 def record(name: str, output: str, wall: float, load0: tuple, load1: tuple) -> None:
@@ -89,8 +99,14 @@ def record(name: str, output: str, wall: float, load0: tuple, load1: tuple) -> N
         f"{load0[0]:.1f} before, {load1[0]:.1f} after; {wall:.0f} s.\n\n```\n{output.rstrip()}\n```\n"
         f"<!-- /bench:{name} -->\n"
     )
-    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->\n", re.DOTALL)
-    text = pattern.sub(lambda _: entry, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + entry
+    pattern = re.compile(
+        rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->\n", re.DOTALL
+    )
+    text = (
+        pattern.sub(lambda _: entry, text)
+        if pattern.search(text)
+        else text.rstrip("\n") + "\n\n" + entry
+    )
     RESULTS.write_text(text)
 
 

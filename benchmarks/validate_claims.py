@@ -131,8 +131,9 @@ def main() -> None:
 
     stable = sum(bool(trend_claims(s, 1.0)) for s in range(n))
     rising = sum(trend_claims(s, 2.0).get("gpu") == "rising" for s in range(n))
-    target("trend: stable fleets with a trend claim, consistent with <= 5%",
-           *at_most_level(stable, n))
+    target(
+        "trend: stable fleets with a trend claim, consistent with <= 5%", *at_most_level(stable, n)
+    )
     target("trend: gpu rate doubling claimed rising >= 80%", rising >= 0.8 * n, f"{rising}/{n}")
 
     directions = (INFANT_MORTALITY, WEAR_OUT)

@@ -64,7 +64,9 @@ def fleet_errors(seed: int, nodes: int, k8s_nodes: int, days: float, work: Path)
     sacct.write(f, out / "slurm" / "sacct.txt")
     wh = Warehouse(work / f"home-{nodes}-{seed}")
     reports = ingest_paths(wh, [out / "k8s", out / "slurm"])
-    assert all(r.rows_quarantined == 0 for r in reports), [r.path for r in reports if r.rows_quarantined]
+    assert all(r.rows_quarantined == 0 for r in reports), [
+        r.path for r in reports if r.rows_quarantined
+    ]
     attempts = wh.read("job_attempts")
     chains = defaultdict(list)
     for a in f.attempts:
@@ -85,7 +87,9 @@ def fleet_errors(seed: int, nodes: int, k8s_nodes: int, days: float, work: Path)
             true += len(t["attempts"])
             got = sorted(zip(rows["start_time"].to_list(), rows["end_time"].to_list(), strict=True))
             want = [(_t(a["start"]), _t(a["end"])) for a in t["attempts"]]
-            moved += sum(x != y for x, y in zip(got, want, strict=False)) + abs(len(got) - len(want))
+            moved += sum(x != y for x, y in zip(got, want, strict=False)) + abs(
+                len(got) - len(want)
+            )
             if not t["wall_s"]:
                 continue
             m = measure(rows, t["ckpt_interval_s"], 0.0, RESTART_S).row(0, named=True)
@@ -95,8 +99,11 @@ def fleet_errors(seed: int, nodes: int, k8s_nodes: int, days: float, work: Path)
             b[0] += m["n_gpus"] * abs(shift)
             b[1] += m["n_gpus"] ** 2 * var
             w = m["n_gpus"] * m["wall_hours"]
-            for key, good in (("goodput", m["goodput"]), ("goodput_true", t["goodput"]),
-                              ("goodput_default", d["goodput"])):
+            for key, good in (
+                ("goodput", m["goodput"]),
+                ("goodput_true", t["goodput"]),
+                ("goodput_default", d["goodput"]),
+            ):
                 g[key][0] += w * good
                 g[key][1] += w
         gpu_s = g["goodput"][1] * 3600

@@ -65,7 +65,11 @@ def main() -> None:
             f"{h['aic_weibull']:6.0%}{'  (shape far from 1)' if far else ''}"
         )
         ok &= h["shape"] >= 0.9 and h["scale"] >= 0.9 and (not far or h["aic_weibull"] == 1.0)
-    target("95% Weibull CI coverage >= 90% per class; AIC picks Weibull when shape is far from 1", ok, f"{args.seeds} seeds")
+    target(
+        "95% Weibull CI coverage >= 90% per class; AIC picks Weibull when shape is far from 1",
+        ok,
+        f"{args.seeds} seeds",
+    )
 
 
 if __name__ == "__main__":

@@ -45,45 +45,72 @@ def true_rate_per_1k_unit_days(shape: float, scale: float) -> float | None:
     return 24_000.0 / scale if shape == 1.0 else None
 
 
-def survivor_inventory(laws: dict[str, tuple[float, float]], n_units: int, seed: int,
-                       removal_rate_per_hour: float = 1 / 200_000) -> pl.DataFrame:
+def survivor_inventory(
+    laws: dict[str, tuple[float, float]],
+    n_units: int,
+    seed: int,
+    removal_rate_per_hour: float = 1 / 200_000,
+) -> pl.DataFrame:
     """A ``component_history`` export: units alive at the window start and units installed
     since, with their removals (failed or decommissioned) up to the window end."""
     lt = simulate_lifetimes(
-        laws, n_units, np.random.default_rng(seed), horizon_hours=WINDOW_HOURS,
-        installed_before_hours=3 * 8760.0, removal_rate_per_hour=removal_rate_per_hour,
+        laws,
+        n_units,
+        np.random.default_rng(seed),
+        horizon_hours=WINDOW_HOURS,
+        installed_before_hours=3 * 8760.0,
+        removal_rate_per_hour=removal_rate_per_hour,
         start=WINDOW_START.isoformat(),
     )
     end = WINDOW_START + timedelta(hours=WINDOW_HOURS)
-    installed = pl.col("observed_from") - pl.duration(microseconds=(pl.col("entry") * 3.6e9).cast(pl.Int64))
+    installed = pl.col("observed_from") - pl.duration(
+        microseconds=(pl.col("entry") * 3.6e9).cast(pl.Int64)
+    )
     removed = pl.col("event") | (pl.col("observed_to") < end)
-    return conform("component_history", lt.select(
-        "component_class",
-        serial="unit_id",
-        slot=pl.format("{}/{}{}", "host", "component_class", pl.int_range(pl.len()).over("component_class", "host")),
-        installed_at=installed,
-        removed_at=pl.when(removed).then("observed_to"),
-        removal_reason=pl.when("event").then(pl.lit("failed (RMA)")).when(removed).then(pl.lit("decommissioned")),
-        failed=pl.col("event"),
-        source=pl.lit("cmdb"),
-    ))
+    return conform(
+        "component_history",
+        lt.select(
+            "component_class",
+            serial="unit_id",
+            slot=pl.format(
+                "{}/{}{}",
+                "host",
+                "component_class",
+                pl.int_range(pl.len()).over("component_class", "host"),
+            ),
+            installed_at=installed,
+            removed_at=pl.when(removed).then("observed_to"),
+            removal_reason=pl.when("event")
+            .then(pl.lit("failed (RMA)"))
+            .when(removed)
+            .then(pl.lit("decommissioned")),
+            failed=pl.col("event"),
+            source=pl.lit("cmdb"),
+        ),
+    )
 
 
 def fit(inventory: pl.DataFrame, windowed: bool) -> pl.DataFrame:
     """The selected ``failure_rates`` row per class (all units, whole period) plus the
     exponential row's rate CI, with the window given or inferred from the earliest record."""
     lt = build_component_lifetimes(
-        inventory, TABLES["gpu_hourly"].empty(), TABLES["hw_events"].empty(),
+        inventory,
+        TABLES["gpu_hourly"].empty(),
+        TABLES["hw_events"].empty(),
         as_of=WINDOW_START + timedelta(hours=WINDOW_HOURS),
         data_start=WINDOW_START if windowed else inventory["installed_at"].min(),
     )
     fr = sv.failure_rates(lt, window=None).filter(pl.col("stratum") == "all")
-    weib = fr.filter(pl.col("model") == "weibull").select(
-        "component_class", shape_params="params")
+    weib = fr.filter(pl.col("model") == "weibull").select("component_class", shape_params="params")
     return (
         fr.filter(pl.col("model") == "exponential")
-        .select("component_class", "rate_per_1k_unit_days", "rate_ci_low", "rate_ci_high", "n_events")
-        .join(fr.filter(pl.col("model") == "weibull").select("component_class", "shape_reading"), on="component_class")
+        .select(
+            "component_class", "rate_per_1k_unit_days", "rate_ci_low", "rate_ci_high", "n_events"
+        )
+        .join(
+            fr.filter(pl.col("model") == "weibull").select("component_class", "shape_reading"),
+            on="component_class",
+        )
         .join(weib, on="component_class", how="left")
     )
 
@@ -115,8 +142,12 @@ def main() -> None:
         inv = survivor_inventory(LAWS, args.units, seed)
         for windowed in (True, False):
             runs[windowed].append(score(fit(inv, windowed)))
-    print(f"{args.seeds} seeds, {args.units} units per class before the export drops the units failed before the window")
-    print(f"{'class':6s} {'window':>16s} {'rate/truth':>10s} {'rate-cov':>8s} {'shape-cov':>9s} {'wear-out':>8s}")
+    print(
+        f"{args.seeds} seeds, {args.units} units per class before the export drops the units failed before the window"
+    )
+    print(
+        f"{'class':6s} {'window':>16s} {'rate/truth':>10s} {'rate-cov':>8s} {'shape-cov':>9s} {'wear-out':>8s}"
+    )
     for windowed, label in ((True, "--observed-from"), (False, "earliest record")):
         for cls in LAWS:
             rs = [r[cls] for r in runs[windowed]]
@@ -132,11 +163,23 @@ def main() -> None:
         rs = [r[cls] for r in runs[True]]
         if shape == 1.0:
             cov = sum(r["rate_covered"] for r in rs)
-            target(f"survivor-only inventory, {cls} rate 95% CI covers the truth in >= 90% of seeds", cov >= 0.9 * n, f"{cov}/{n}")
+            target(
+                f"survivor-only inventory, {cls} rate 95% CI covers the truth in >= 90% of seeds",
+                cov >= 0.9 * n,
+                f"{cov}/{n}",
+            )
             wear = sum(r["wearout"] for r in rs)
-            target(f"survivor-only inventory, constant-hazard {cls} labelled wear-out in <= 10% of seeds", wear <= 0.1 * n, f"{wear}/{n}")
+            target(
+                f"survivor-only inventory, constant-hazard {cls} labelled wear-out in <= 10% of seeds",
+                wear <= 0.1 * n,
+                f"{wear}/{n}",
+            )
         cov = sum(r["shape_covered"] for r in rs)
-        target(f"survivor-only inventory, {cls} Weibull shape 95% CI covers {shape} in >= 90% of seeds", cov >= 0.9 * n, f"{cov}/{n}")
+        target(
+            f"survivor-only inventory, {cls} Weibull shape 95% CI covers {shape} in >= 90% of seeds",
+            cov >= 0.9 * n,
+            f"{cov}/{n}",
+        )
     sys.exit(status())
 
 

@@ -71,7 +71,11 @@ def class_colors(spec: dict) -> dict:
             enc = out.get(channel)
             if isinstance(enc, dict) and enc.get("field") in CLASS_FIELDS:
                 names, colors = domain(enc["field"])
-                scale = {k: v for k, v in enc.get("scale", {}).items() if k not in ("scheme", "range", "domain")}
+                scale = {
+                    k: v
+                    for k, v in enc.get("scale", {}).items()
+                    if k not in ("scheme", "range", "domain")
+                }
                 if names:
                     out[channel] = {**enc, "scale": {**scale, "domain": names, "range": colors}}
         return out
@@ -112,5 +116,3 @@ def unit_line(color: str) -> alt.Chart:
         .mark_rule(strokeDash=[4, 4], color=color)
         .encode(x="x:Q")
     )
-
-

@@ -40,9 +40,10 @@ def _finite(obj):
     return obj
 
 
-
 def build_sections(
-    wh, target_gpus: int = TARGET_GPUS, scope: str = WHOLE_FLEET,
+    wh,
+    target_gpus: int = TARGET_GPUS,
+    scope: str = WHOLE_FLEET,
     gpu_hour_cost: float = GPU_HOUR_COST,
 ) -> list[Section]:
     """Every section of ``dashboards.sections``, in report order; each table any of them names
@@ -54,7 +55,9 @@ def build_sections(
             t[name] = wh.read(name)
         except Exception as exc:  # noqa: BLE001 - reported by the sections that need it
             unread[name] = exc
-    ctx = ReportContext(wh=wh, t=t, target_gpus=target_gpus, scope=scope, gpu_hour_cost=gpu_hour_cost)
+    ctx = ReportContext(
+        wh=wh, t=t, target_gpus=target_gpus, scope=scope, gpu_hour_cost=gpu_hour_cost
+    )
     out = []
     for module in registry():
         try:

@@ -75,13 +75,21 @@ STAND_IN_TIME, STAND_IN_HOST = "file time", "host from file name"
 STAND_INS = (STAND_IN_TIME, STAND_IN_HOST)
 
 
-def stand_ins(ctx: ParseContext, rows: pl.DataFrame | None, host_guessed: bool = False) -> frozenset[str]:
+def stand_ins(
+    ctx: ParseContext, rows: pl.DataFrame | None, host_guessed: bool = False
+) -> frozenset[str]:
     """The stand-ins ``rows`` (a parse's good rows) carry: the file time where some row's
     ``time`` is the file's modification time and no --time was given (records never carry the
     file's own microsecond), and the host when the parser says it applied the one it guessed."""
     out = set()
-    if (ctx.time is None and ctx.mtime is not None and rows is not None and "time" in rows.columns
-            and rows.height and (rows["time"].dt.replace_time_zone(None) == ctx.mtime).any()):
+    if (
+        ctx.time is None
+        and ctx.mtime is not None
+        and rows is not None
+        and "time" in rows.columns
+        and rows.height
+        and (rows["time"].dt.replace_time_zone(None) == ctx.mtime).any()
+    ):
         out.add(STAND_IN_TIME)
     if host_guessed and ctx.host is None:
         out.add(STAND_IN_HOST)
@@ -126,7 +134,9 @@ def numbered_lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:
     replaced, never fatal; a final newline adds no row. The lines are Arrow views into
     ``data`` cut at the newlines NumPy finds: no decoded copy, no Python loop."""
     data = valid_utf8(data)
-    ends = np.concatenate([np.flatnonzero(s == 10) + i for i, s in _slices(data)] or [[]]).astype(np.int64)
+    ends = np.concatenate([np.flatnonzero(s == 10) + i for i, s in _slices(data)] or [[]]).astype(
+        np.int64
+    )
     if len(data) and data[-1] != 10:  # the last line has no newline
         ends = np.append(ends, len(data))
     # pieces line, newline, line, newline, ...: every other piece is a line
@@ -174,7 +184,9 @@ def text_pieces(buf: bytes, cuts: np.ndarray) -> pl.Series:
     """Zero-copy Utf8 pieces ``buf[cuts[i]:cuts[i+1]]``. ``buf`` must be valid UTF-8
     (``valid_utf8``) and the cuts ascending, within it and on character boundaries: Arrow does
     not check."""
-    arr = pa.Array.from_buffers(pa.large_string(), len(cuts) - 1, [None, pa.py_buffer(cuts), pa.py_buffer(buf)])
+    arr = pa.Array.from_buffers(
+        pa.large_string(), len(cuts) - 1, [None, pa.py_buffer(cuts), pa.py_buffer(buf)]
+    )
     return pl.from_arrow(arr)
 
 
@@ -185,7 +197,13 @@ def normalize_pci(expr: pl.Expr) -> pl.Expr:
         r"([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})(?:\.([0-7]))?"
     )
     dom = g.struct.field("1").str.slice(-4)
-    return pl.format("{}:{}:{}.{}", dom, g.struct.field("2"), g.struct.field("3"), g.struct.field("4").fill_null("0"))
+    return pl.format(
+        "{}:{}:{}.{}",
+        dom,
+        g.struct.field("2"),
+        g.struct.field("3"),
+        g.struct.field("4").fill_null("0"),
+    )
 
 
 def event_ids(keys: pl.Series) -> pl.Series:
@@ -208,24 +226,42 @@ def implausible_time(time: pl.Expr, ctx: ParseContext) -> pl.Expr:
     lo, hi = ctx.not_before, ctx.latest_plausible()
     return (
         pl.when(time < lo)
-        .then(pl.format("time {} is before {} (implausible clock)", time.dt.to_string("%Y-%m-%dT%H:%M:%S"), pl.lit(lo.isoformat())))
+        .then(
+            pl.format(
+                "time {} is before {} (implausible clock)",
+                time.dt.to_string("%Y-%m-%dT%H:%M:%S"),
+                pl.lit(lo.isoformat()),
+            )
+        )
         .when(time > hi)
-        .then(pl.format("time {} is after {} (clock in the future)", time.dt.to_string("%Y-%m-%dT%H:%M:%S"), pl.lit(hi.isoformat(timespec="seconds"))))
+        .then(
+            pl.format(
+                "time {} is after {} (clock in the future)",
+                time.dt.to_string("%Y-%m-%dT%H:%M:%S"),
+                pl.lit(hi.isoformat(timespec="seconds")),
+            )
+        )
     )
 
 
-def drop_repeats(df: pl.DataFrame, subset: list[str], line: str = "line") -> tuple[pl.DataFrame, pl.DataFrame]:
+def drop_repeats(
+    df: pl.DataFrame, subset: list[str], line: str = "line"
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``df`` without the rows that repeat an earlier one exactly (the same ``subset`` values),
     and the dropped rows as (``line``, ``first``: the line of the row each repeats). For parsers
     whose output a repeat would change (see the module docstring); ``settle_repeats`` then
     decides what each repeat is."""
     marked = df.with_columns(_first=pl.col(line).first().over(subset))
     repeat = pl.col(line) != pl.col("_first")
-    dropped = marked.filter(repeat).select(line=pl.col(line).cast(pl.Int64), first=pl.col("_first").cast(pl.Int64))
+    dropped = marked.filter(repeat).select(
+        line=pl.col(line).cast(pl.Int64), first=pl.col("_first").cast(pl.Int64)
+    )
     return marked.filter(~repeat).drop("_first"), dropped
 
 
-def settle_repeats(repeats: pl.DataFrame, row_lines: pl.Series, quarantine: pl.DataFrame) -> tuple[int, pl.DataFrame]:
+def settle_repeats(
+    repeats: pl.DataFrame, row_lines: pl.Series, quarantine: pl.DataFrame
+) -> tuple[int, pl.DataFrame]:
     """What the ``repeats`` of ``drop_repeats`` are, given what their first lines made: a
     repeat of a line that made rows (``row_lines``: the line of every output row) is as many
     duplicates; a repeat of a rejected line is rejected again, with the same reason (as a
@@ -236,7 +272,9 @@ def settle_repeats(repeats: pl.DataFrame, row_lines: pl.Series, quarantine: pl.D
         return 0, quarantine
     made = pl.DataFrame({"first": row_lines.cast(pl.Int64)})
     dups = repeats.join(made, on="first").height
-    again = repeats.join(quarantine.select(first="line", raw="raw", error="error"), on="first").drop("first")
+    again = repeats.join(
+        quarantine.select(first="line", raw="raw", error="error"), on="first"
+    ).drop("first")
     if again.height == 0:
         return dups, quarantine
     return dups, pl.concat([quarantine, again.select(quarantine.columns).cast(quarantine.schema)])

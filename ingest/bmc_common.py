@@ -62,7 +62,10 @@ def iso_to_utc(expr: pl.Expr, tz: str) -> tuple[pl.Expr, pl.Expr]:
         "%Y-%m-%dT%H:%M:%S%.f%z", strict=False, time_zone="UTC", time_unit="us"
     ).dt.replace_time_zone(None)
     naive, why = wall_clock(
-        s.str.replace("T", " ").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"), tz
+        s.str.replace("T", " ").str.to_datetime(
+            "%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"
+        ),
+        tz,
     )
     return pl.when(has_zone).then(aware).otherwise(naive), pl.when(~has_zone).then(why)
 

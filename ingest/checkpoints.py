@@ -72,7 +72,9 @@ def file_job_id(data: bytes, path: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _to_utc(text: pl.Expr, zone: pl.Expr, tz: str, order: list[pl.Expr] | None) -> tuple[pl.Expr, pl.Expr]:
+def _to_utc(
+    text: pl.Expr, zone: pl.Expr, tz: str, order: list[pl.Expr] | None
+) -> tuple[pl.Expr, pl.Expr]:
     """``YYYY-MM-DD[ T]HH:MM:SS[.,fff]`` with an optional zone suffix to naive UTC, and the DST
     reason of a zone-less one (``order``: as ``ingest.times.wall_clock``)."""
     clean = text.str.replace("T", " ").str.replace(",", ".")

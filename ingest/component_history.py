@@ -111,7 +111,8 @@ def _resolve(header: list[str], column_map: dict[str, str]) -> dict[str, str]:
 
 # the first line that is not blank, a comment or a table border tells the layout apart
 _HWHIST_HEADER = re.compile(
-    r"^\s*\|(?=.*\bxname\b)(?=.*\bfruid\b)(?=.*\btimestamp\b)(?=.*\beventtype\b).*\|\s*$", re.IGNORECASE
+    r"^\s*\|(?=.*\bxname\b)(?=.*\bfruid\b)(?=.*\btimestamp\b)(?=.*\beventtype\b).*\|\s*$",
+    re.IGNORECASE,
 )
 _INTERVAL_ROW = re.compile(r"^[^|,]*\|[^|]*\S[^|]*\|\s*\d[^|]*\|\s*\d[^|]*$")
 _BORDER = r"^\+[-+=]*\+$"  # a table border line: not a record
@@ -141,7 +142,9 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     if kind != "csv":
         lines = numbered_lines(data, ParseContext())
         text = pl.col("raw").str.strip_chars()
-        lines = lines.filter((text != "") & ~text.str.starts_with("#") & ~text.str.contains(_BORDER))
+        lines = lines.filter(
+            (text != "") & ~text.str.starts_with("#") & ~text.str.contains(_BORDER)
+        )
         return (_parse_hwhist if kind == "hwhist" else _parse_intervals)(lines, data, ctx)
     delim = ctx.delimiter or ","
     recs = csv_records(numbered_lines(data, ParseContext()), delim)
@@ -164,7 +167,9 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         _shape=pl.when(pl.col("_shape").is_not_null())
         .then("_shape")
         .when(nf != n)
-        .then(pl.format(f"expected {n} fields separated by {delim!r} (as the header), found {{}}", nf))
+        .then(
+            pl.format(f"expected {n} fields separated by {delim!r} (as the header), found {{}}", nf)
+        )
     )
     bad_shape = recs.filter(pl.col("_shape").is_not_null())
     recs = recs.filter(pl.col("_shape").is_null())
@@ -174,7 +179,9 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         **{c: pl.col("fields").list.get(index[h]).str.strip_chars().replace("", None) for c, h in cols.items()},
     )  # fmt: skip
     res = _normalize(df, ctx)
-    q = pl.concat([quarantine_frame(bad_shape["line"], bad_shape["raw"], bad_shape["_shape"]), res.quarantine])
+    q = pl.concat(
+        [quarantine_frame(bad_shape["line"], bad_shape["raw"], bad_shape["_shape"]), res.quarantine]
+    )
     return ParseResult(res.tables, q, res.records + bad_shape.height)
 
 
@@ -188,9 +195,13 @@ def _parse_intervals(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> Par
     if cls is None:
         err = ("component history: a 'serial | location | first seen | last seen' listing does not say which "
                "component it lists; name the file after it (e.g. gpu_history.txt, psu_history.txt)")  # fmt: skip
-        return ParseResult({}, whole_file_quarantine(data, err, int(lines["line"][0]) if lines.height else 1), 1)
+        return ParseResult(
+            {}, whole_file_quarantine(data, err, int(lines["line"][0]) if lines.height else 1), 1
+        )
     fields = pl.col("raw").str.split("|").list.eval(pl.element().str.strip_chars())
-    df = lines.with_columns(fields=fields, nf=fields.list.len()).with_columns(sn=_get(0), loc=_get(1), a=_get(2), b=_get(3))
+    df = lines.with_columns(fields=fields, nf=fields.list.len()).with_columns(
+        sn=_get(0), loc=_get(1), a=_get(2), b=_get(3)
+    )
     kind = (
         pl.when(pl.col("nf") != 4).then(pl.lit("bad"))
         .when(pl.col("loc") != "").then(pl.lit("interval"))
@@ -198,7 +209,9 @@ def _parse_intervals(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> Par
         .otherwise(pl.lit("bad"))
     )  # fmt: skip
     df = df.with_columns(kind=kind).with_columns(
-        serial=pl.when((pl.col("kind") == "interval") & (pl.col("sn") != "")).then("sn").forward_fill()
+        serial=pl.when((pl.col("kind") == "interval") & (pl.col("sn") != ""))
+        .then("sn")
+        .forward_fill()
     )
     error = (
         pl.when(pl.col("nf") != 4)
@@ -242,19 +255,27 @@ def _parse_intervals(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> Par
              t_text=pl.col("b").sort_by("t").last())
     )  # fmt: skip
     ivs = ivs.join(fail, left_on="line", right_on="iline", how="left")
-    later = pl.col("t_max").is_not_null() & (pl.col("rem").is_null() | (pl.col("t_max") > pl.col("rem")))
+    later = pl.col("t_max").is_not_null() & (
+        pl.col("rem").is_null() | (pl.col("t_max") > pl.col("rem"))
+    )
     canonical = ivs.select(
         "line", "raw", "serial",
         component_class=pl.lit(cls), host=pl.col("loc"), position=pl.lit(cls),
         installed_at="a", removed_at=pl.when(later).then("t_text").otherwise("b"),
         removal_reason="reason", failed=pl.when(pl.col("t_max").is_not_null()).then(pl.lit("true")).otherwise(pl.lit("false")),
     )  # fmt: skip
-    return _with_quarantine(_normalize(canonical, ctx), pl.concat([bad, orphan], how="diagonal_relaxed"))
+    return _with_quarantine(
+        _normalize(canonical, ctx), pl.concat([bad, orphan], how="diagonal_relaxed")
+    )
 
 
 def _parse_hwhist(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseResult:
     """HPE ``sat hwhist`` tables: one record per FRU stay at one xname."""
-    names = [h.strip().lower() for h in lines["raw"][0].strip().strip("|").split("|")] if lines.height else []
+    names = (
+        [h.strip().lower() for h in lines["raw"][0].strip().strip("|").split("|")]
+        if lines.height
+        else []
+    )
     if not {"xname", "fruid", "timestamp", "eventtype"} <= set(names):
         err = "sat hwhist: the first table row is not the header '| xname | FRUID | Timestamp | EventType |'"
         return ParseResult({}, whole_file_quarantine(data, err), 1)
@@ -297,7 +318,9 @@ def _parse_hwhist(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseR
         )
     )  # fmt: skip
     orphan = stays.filter(pl.col("installed_at").is_null()).with_columns(
-        _error=pl.format("Removed at {} with no earlier event of this FRU at {}", "removed_at", "xname")
+        _error=pl.format(
+            "Removed at {} with no earlier event of this FRU at {}", "removed_at", "xname"
+        )
     )
     stays = stays.filter(pl.col("installed_at").is_not_null())
     node = pl.col("xname").str.extract(r"^(x\d+c\d+s\d+b\d+n\d+)", 1)
@@ -314,7 +337,9 @@ def _parse_hwhist(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseR
         removal_reason=pl.when(pl.col("removed_at").is_not_null()).then(pl.lit("Removed")),
         failed=pl.lit("false"),
     )  # fmt: skip
-    return _with_quarantine(_normalize(canonical, ctx), pl.concat([bad, orphan], how="diagonal_relaxed"))
+    return _with_quarantine(
+        _normalize(canonical, ctx), pl.concat([bad, orphan], how="diagonal_relaxed")
+    )
 
 
 def _file_class(ctx: ParseContext) -> str | None:
@@ -329,7 +354,9 @@ def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     at = {h: i for i, h in enumerate(header)}
     recs = recs.slice(1)
     n = len(header)
-    value = lambda name: _get(at[name]).str.strip_chars().replace("", None) if name in at else pl.lit(None, pl.Utf8)
+    value = lambda name: (
+        _get(at[name]).str.strip_chars().replace("", None) if name in at else pl.lit(None, pl.Utf8)
+    )
     df = recs.with_columns(
         sn=value("sn"), loc=value("location"), ins=value("insert"), rem=value("remove"),
         out=value("out").str.to_lowercase(), ev=value("event"), nf=pl.col("fields").list.len(),
@@ -342,7 +369,9 @@ def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     )  # fmt: skip
     df = df.with_columns(_error=error)
     bad = df.filter(pl.col("_error").is_not_null())
-    ivs = df.filter(pl.col("_error").is_null() & pl.col("ins").is_not_null()).with_columns(inst=parse_times(pl.col("ins"), ctx.tz)[0])
+    ivs = df.filter(pl.col("_error").is_null() & pl.col("ins").is_not_null()).with_columns(
+        inst=parse_times(pl.col("ins"), ctx.tz)[0]
+    )
     ev = df.filter(pl.col("_error").is_null() & pl.col("ins").is_null())
     excluded = list(ctx.options.get("exclude_hosts", ()))
     ev_error = (
@@ -367,9 +396,15 @@ def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         ev.join(owner, on="line").group_by("iline")
         .agg(_events=pl.col("ev").unique(maintain_order=True).str.join(", "))
     )  # fmt: skip
-    last = ivs["t"].drop_nulls().max() if ivs.height else None  # the file's last time: still in service
+    last = (
+        ivs["t"].drop_nulls().max() if ivs.height else None
+    )  # the file's last time: still in service
     ivs = ivs.join(attached, left_on="line", right_on="iline", how="left")
-    in_service = pl.col("ev").is_null() & (pl.col("out").fill_null("") != "true") & (pl.col("t") == pl.lit(last))
+    in_service = (
+        pl.col("ev").is_null()
+        & (pl.col("out").fill_null("") != "true")
+        & (pl.col("t") == pl.lit(last))
+    )
     failed = pl.col("ev").is_not_null() | (pl.col("_events").is_not_null() & ~in_service)
     cls = _file_class(ctx) or "gpu"
     canonical = ivs.select(
@@ -378,8 +413,15 @@ def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         removal_reason=pl.coalesce("ev", "_events"), failed=pl.when(failed).then(pl.lit("true")).otherwise(pl.lit("false")),
     )  # fmt: skip
     res = _with_quarantine(_normalize(canonical, ctx), bad)
-    stored = res.tables["component_history"]["source_line"] if res.tables else pl.Series([], dtype=pl.Int64)
-    events = pl.concat([ivs.filter(pl.col("line").is_in(stored.implode()) & pl.col("ev").is_not_null()), ev], how="diagonal_relaxed")
+    stored = (
+        res.tables["component_history"]["source_line"]
+        if res.tables
+        else pl.Series([], dtype=pl.Int64)
+    )
+    events = pl.concat(
+        [ivs.filter(pl.col("line").is_in(stored.implode()) & pl.col("ev").is_not_null()), ev],
+        how="diagonal_relaxed",
+    )
     failures = conform("failures", events.sort("line").select(
         system=pl.lit(ctx.cluster), host="loc", start_time="t", repair_known=pl.lit(False), cause=pl.lit("hardware"),
         sub_cause="ev", component_class=pl.col("ev").replace_strict(EVENT_CLASSES, default=None), serial="sn",
@@ -392,7 +434,9 @@ def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
 
 def _with_quarantine(res: ParseResult, bad: pl.DataFrame) -> ParseResult:
     """``res`` plus the layout's own rejected records (``line``, ``raw``, ``_error``)."""
-    q = pl.concat([quarantine_frame(bad["line"], bad["raw"], bad["_error"]), res.quarantine]).sort("line")
+    q = pl.concat([quarantine_frame(bad["line"], bad["raw"], bad["_error"]), res.quarantine]).sort(
+        "line"
+    )
     return ParseResult(res.tables, q, res.records + bad.height)
 
 
@@ -412,7 +456,11 @@ def _normalize(df: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     failed_text = _col(df, "failed").str.to_lowercase()
     # a unit is removed no earlier than installed: that decides a time in a repeated DST hour
     installed, removed, dst = parse_span(
-        _col(df, "installed_at"), _col(df, "removed_at"), ctx.tz, fmt, names=("installed_at", "removed_at")
+        _col(df, "installed_at"),
+        _col(df, "removed_at"),
+        ctx.tz,
+        fmt,
+        names=("installed_at", "removed_at"),
     )
     failed_col = (
         pl.when(failed_text.is_in(TRUE)).then(True).when(failed_text.is_in(FALSE)).then(False)

@@ -66,6 +66,8 @@ _KEY_ONLY = r"^\s*[a-zA-Z_:][a-zA-Z0-9_:]*\s*(?:\{.*\})?\s*$"
 _META = r"^#\s*(?P<kind>HELP|TYPE)\s+(?P<metric>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\s+(?P<text>.*))?$"
 _CONFIG = r"^(?P<metric>[A-Z][A-Z0-9_]*)\s*,\s*(?P<type>[a-z]+)\s*,\s*(?P<help>.*)$"
 _UNIT = r"\(in ([^)]+)\)"
+
+
 def parse_number(raw: pl.Expr) -> pl.Expr:
     """Prometheus sample value text to float (NaN and +/-Inf accepted); null if not a number."""
     s = raw.str.strip_chars()
@@ -97,7 +99,9 @@ def sample_time(ts_text: pl.Expr, fallback: pl.Expr) -> pl.Expr:
     """The sample's own ms timestamp when it has one (null if unreadable), else ``fallback``
     (its file's --time, else the file's mtime, else null)."""
     ms = ts_text.cast(pl.Int64, strict=False)
-    own = pl.from_epoch(pl.when(ms.abs() < _MAX_MS).then(ms), time_unit="ms").cast(pl.Datetime("us"))
+    own = pl.from_epoch(pl.when(ms.abs() < _MAX_MS).then(ms), time_unit="ms").cast(
+        pl.Datetime("us")
+    )
     return pl.when(ts_text.is_not_null()).then(own).otherwise(fallback)
 
 
@@ -139,7 +143,9 @@ def numbered_files(files: list[tuple[bytes, ParseContext]]) -> pl.DataFrame:
     newline or trailing CR, invalid UTF-8 replaced; a leading byte-order mark dropped). One
     NumPy split of the joined text, whatever the number of files."""
     texts = [valid_utf8(data.removeprefix(b"\xef\xbb\xbf")) for data, _ in files]
-    counts = np.array([count_newlines(t) + (bool(t) and not t.endswith(b"\n")) for t in texts], np.int64)
+    counts = np.array(
+        [count_newlines(t) + (bool(t) and not t.endswith(b"\n")) for t in texts], np.int64
+    )
     # every file ends with a newline, so no line spans two files
     joined = b"".join(t if not t or t.endswith(b"\n") else t + b"\n" for t in texts)
     lines = numbered_lines(joined, ParseContext())
@@ -173,7 +179,11 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
             "host_fallback": [ctx.host or host_from_path(c.path) for _, c in files],
             "fallback_time": [c.time or c.mtime for _, c in files],
         },
-        schema_overrides={"path": pl.Utf8, "host_fallback": pl.Utf8, "fallback_time": pl.Datetime("us")},
+        schema_overrides={
+            "path": pl.Utf8,
+            "host_fallback": pl.Utf8,
+            "fallback_time": pl.Datetime("us"),
+        },
     )
     lines = numbered_files(files)
     # anchored regexes: the DFA stops at the first character that decides them
@@ -241,15 +251,23 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
     ).drop("labels", "xid")
     parts = parts.join(keys, on="key", how="left", maintain_order="left").drop("key")
     parts = parts.join(per_file, on="file", how="left", maintain_order="left")
-    parts = parts.with_columns(  # what the file stood in for (``stand_ins``), per sample
-        guessed_host=pl.col("host").is_null() & pl.col("host_fallback").is_not_null() & pl.lit(ctx.host is None),
-        file_time=pl.col("ts").is_null() & pl.col("fallback_time").is_not_null() & pl.lit(ctx.time is None),
-    ).with_columns(
-        host=pl.coalesce("host", "host_fallback"),
-        metric=pl.when(pl.col("value").is_not_null()).then(pl.col("metric")),
-        num=parse_number(pl.col("value")),
-        time=sample_time(pl.col("ts"), pl.col("fallback_time")),
-    ).drop("host_fallback", "fallback_time")
+    parts = (
+        parts.with_columns(  # what the file stood in for (``stand_ins``), per sample
+            guessed_host=pl.col("host").is_null()
+            & pl.col("host_fallback").is_not_null()
+            & pl.lit(ctx.host is None),
+            file_time=pl.col("ts").is_null()
+            & pl.col("fallback_time").is_not_null()
+            & pl.lit(ctx.time is None),
+        )
+        .with_columns(
+            host=pl.coalesce("host", "host_fallback"),
+            metric=pl.when(pl.col("value").is_not_null()).then(pl.col("metric")),
+            num=parse_number(pl.col("value")),
+            time=sample_time(pl.col("ts"), pl.col("fallback_time")),
+        )
+        .drop("host_fallback", "fallback_time")
+    )
     # Cheap predicates over every line; the readable reason is only built for the bad ones.
     lo, hi = ctx.not_before, ctx.latest_plausible()
     num, time = pl.col("num"), pl.col("time")
@@ -257,7 +275,12 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
     non_finite = (num.is_infinite() | num.is_nan()).fill_null(False)
     lone = lone_timestamp(num, pl.col("ts"), ctx)
     bad_time = (time.is_null() | (time < lo) | (time > hi)).fill_null(True)
-    flags = {"non_numeric": non_numeric, "non_finite": non_finite, "lone": lone, "bad_time": bad_time}
+    flags = {
+        "non_numeric": non_numeric,
+        "non_finite": non_finite,
+        "lone": lone,
+        "bad_time": bad_time,
+    }
     parts = parts.with_columns(**flags)
     is_bad = pl.col("metric").is_null() | pl.any_horizontal(*flags) | ~pl.col("identified")
     parts = parts.with_columns(is_bad=is_bad)
@@ -281,27 +304,37 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
         .otherwise(implausible_time(time, ctx))
     )  # fmt: skip
     good = parts.filter(~pl.col("is_bad"))
-    stood_in = {f: (STAND_IN_HOST if h else None, STAND_IN_TIME if t else None)
-                for f, h, t in good.group_by("file").agg(pl.col("guessed_host", "file_time").any()).rows()}
+    stood_in = {
+        f: (STAND_IN_HOST if h else None, STAND_IN_TIME if t else None)
+        for f, h, t in good.group_by("file").agg(pl.col("guessed_host", "file_time").any()).rows()
+    }
     good = good.drop("guessed_host", "file_time")
-    samples = good.drop("line", "raw", "value", "ts", "identified", "is_bad", "path", *flags).with_columns(
-        cluster=pl.lit(ctx.cluster),
-        value=sentinel_to_null(pl.col("num")),
-        date=pl.col("time").dt.date(),
-        source=pl.lit(SOURCE),
-        source_file=good["path"],
-    ).drop("num")
+    samples = (
+        good.drop("line", "raw", "value", "ts", "identified", "is_bad", "path", *flags)
+        .with_columns(
+            cluster=pl.lit(ctx.cluster),
+            value=sentinel_to_null(pl.col("num")),
+            date=pl.col("time").dt.date(),
+            source=pl.lit(SOURCE),
+            source_file=good["path"],
+        )
+        .drop("num")
+    )
     tables = {
         "gpu_samples": conform("gpu_samples", samples.drop("file")).with_columns(samples["file"]),
         "metric_metadata": metadata_frame(meta, SOURCE),
-        "quarantine": quarantine_frame(bad["line"], bad["raw"], bad["error"]).with_columns(bad["file"]),
+        "quarantine": quarantine_frame(bad["line"], bad["raw"], bad["error"]).with_columns(
+            bad["file"]
+        ),
     }
     records = dict(parts.group_by("file").len().rows())
     split = {name: _by_file(df) for name, df in tables.items()}
     empty = {name: df.clear().drop("file") for name, df in tables.items()}
     return [
         ParseResult(
-            tables={name: split[name].get(i, empty[name]) for name in ("gpu_samples", "metric_metadata")},
+            tables={
+                name: split[name].get(i, empty[name]) for name in ("gpu_samples", "metric_metadata")
+            },
             quarantine=split["quarantine"].get(i, empty["quarantine"]),
             records=records.get(i, 0),
             stand_ins=frozenset(stood_in.get(i, ())) - {None},

@@ -176,8 +176,14 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     downtime_text = pl.coalesce(*MINUTES)
     # the downtime, else the order of start and end, decides a time in a repeated DST hour
     start, end, dst = parse_span(
-        pl.col("start_time"), pl.col("end_time"), ctx.tz, fmt, seconds=minutes * 60, tolerance_s=60,
-        names=("start time", "end time"), evidence="the downtime or their order",
+        pl.col("start_time"),
+        pl.col("end_time"),
+        ctx.tz,
+        fmt,
+        seconds=minutes * 60,
+        tolerance_s=60,
+        names=("start time", "end time"),
+        evidence="the downtime or their order",
     )
     df = df.with_columns(
         start=start,

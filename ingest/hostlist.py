@@ -76,7 +76,9 @@ def _bounds(spec: str, expr: str) -> list[tuple[int, int, int]]:
 
 
 def _too_many(n: int, expr: str, limit: int) -> HostlistError:
-    return HostlistError(f"hostlist {expr[:80]!r} names {n:,} hosts, more than the limit of {limit:,}")
+    return HostlistError(
+        f"hostlist {expr[:80]!r} names {n:,} hosts, more than the limit of {limit:,}"
+    )
 
 
 def expand(expr: str | None, limit: int = MAX_HOSTS) -> list[str]:
@@ -88,7 +90,9 @@ def expand(expr: str | None, limit: int = MAX_HOSTS) -> list[str]:
     if not expr or expr.lower() in ("none assigned", "(null)", "none"):
         return []
     items = [
-        [p if i % 2 == 0 else _bounds(p, expr) for i, p in enumerate(_GROUP.split(item))]  # literal, group, ...
+        [
+            p if i % 2 == 0 else _bounds(p, expr) for i, p in enumerate(_GROUP.split(item))
+        ]  # literal, group, ...
         for item in _split_top(expr)
     ]
     n = sum(math.prod(map(_size, pieces)) for pieces in items)
@@ -102,7 +106,11 @@ def _size(piece: str | list[tuple[int, int, int]]) -> int:
 
 
 def _names(piece: str | list[tuple[int, int, int]]) -> list[str]:
-    return [piece] if isinstance(piece, str) else [str(i).zfill(w) for a, b, w in piece for i in range(a, b + 1)]
+    return (
+        [piece]
+        if isinstance(piece, str)
+        else [str(i).zfill(w) for a, b, w in piece for i in range(a, b + 1)]
+    )
 
 
 def compress(hosts: list[str]) -> str:
@@ -126,7 +134,9 @@ def compress(hosts: list[str]) -> str:
             if n is not None and n == prev + 1:
                 prev = n
                 continue
-            runs.append(f"{start:0{width}d}" if start == prev else f"{start:0{width}d}-{prev:0{width}d}")
+            runs.append(
+                f"{start:0{width}d}" if start == prev else f"{start:0{width}d}-{prev:0{width}d}"
+            )
             if n is not None:
                 start = prev = n
         out.append(f"{prefix}[{','.join(runs)}]")
@@ -169,9 +179,13 @@ def expand_column(
     parts = items.with_columns(
         g=pl.col("item").str.extract_groups(r"^([^\[]*)\[([^\]]*)\](.*)$")
     ).with_columns(
-        prefix=pl.col("g").struct.field("1"), spec=pl.col("g").struct.field("2"), suffix=pl.col("g").struct.field("3")
+        prefix=pl.col("g").struct.field("1"),
+        spec=pl.col("g").struct.field("2"),
+        suffix=pl.col("g").struct.field("3"),
     )
-    plain = parts.filter(pl.col("spec").is_null()).select("row", "pos", sub=pl.lit(0, pl.Int64), host=pl.col("item"))
+    plain = parts.filter(pl.col("spec").is_null()).select(
+        "row", "pos", sub=pl.lit(0, pl.Int64), host=pl.col("item")
+    )
     ranged = (
         parts.filter(pl.col("spec").is_not_null())
         .with_columns(r=pl.col("spec").str.split(","))
@@ -184,15 +198,28 @@ def expand_column(
             b=pl.coalesce(pl.col("hi"), pl.col("lo")).cast(pl.Int64, strict=False),
         )
     )
-    counts = pl.concat([
-        plain.select("row", n=pl.lit(1, pl.Int64)),
-        ranged.select("row", n=(pl.col("b") - pl.col("a") + 1).clip(0)),
-    ]).group_by("row").agg(n=pl.col("n").sum())
+    counts = (
+        pl.concat(
+            [
+                plain.select("row", n=pl.lit(1, pl.Int64)),
+                ranged.select("row", n=(pl.col("b") - pl.col("a") + 1).clip(0)),
+            ]
+        )
+        .group_by("row")
+        .agg(n=pl.col("n").sum())
+    )
     big = counts.filter(pl.col("n") > limit)["row"]
-    bad_rows = pl.concat([
-        ranged.filter(pl.col("lo").is_null() | pl.col("a").is_null() | pl.col("b").is_null() | (pl.col("b") < pl.col("a")))["row"],
-        big,
-    ]).unique()
+    bad_rows = pl.concat(
+        [
+            ranged.filter(
+                pl.col("lo").is_null()
+                | pl.col("a").is_null()
+                | pl.col("b").is_null()
+                | (pl.col("b") < pl.col("a"))
+            )["row"],
+            big,
+        ]
+    ).unique()
     ranged = (
         ranged.filter(~pl.col("row").is_in(bad_rows.implode()))
         .with_columns(width=pl.col("lo").str.len_chars())  # the same names as expand's widths
@@ -200,8 +227,12 @@ def expand_column(
         .explode("n")
         .with_columns(sub=pl.int_range(pl.len()).over("pos"))
         .select(
-            "row", "pos", "sub",
-            host=pl.concat_str("prefix", pl.col("n").cast(pl.Utf8).str.pad_start(pl.col("width"), "0"), "suffix"),
+            "row",
+            "pos",
+            "sub",
+            host=pl.concat_str(
+                "prefix", pl.col("n").cast(pl.Utf8).str.pad_start(pl.col("width"), "0"), "suffix"
+            ),
         )
     )
     fast = (
@@ -211,7 +242,11 @@ def expand_column(
         .agg(hosts=pl.col("host"))
     )
     # -- fallback: complex or malformed expressions, once per unique value
-    slow_exprs = df.filter((pl.col("kind") == 2) | pl.col("row").is_in(bad_rows.implode()))["expr"].unique().to_list()
+    slow_exprs = (
+        df.filter((pl.col("kind") == 2) | pl.col("row").is_in(bad_rows.implode()))["expr"]
+        .unique()
+        .to_list()
+    )
     hosts_of, err_of = {}, {}
     for u in slow_exprs:
         try:
@@ -239,19 +274,38 @@ def expand_column(
     )
     # each row's error first; hosts are joined only to rows without one (a row over its node
     # count never gets a copy of the list)
-    rows = original.with_columns(
-        nodes=pl.lit(None, pl.Int64) if nodes is None else nodes.cast(pl.Int64, strict=False)
-    ).with_row_index("i").join(table.select("expr", "err", "n"), on="expr", how="left", nulls_equal=True, maintain_order="left")
+    rows = (
+        original.with_columns(
+            nodes=pl.lit(None, pl.Int64) if nodes is None else nodes.cast(pl.Int64, strict=False)
+        )
+        .with_row_index("i")
+        .join(
+            table.select("expr", "err", "n"),
+            on="expr",
+            how="left",
+            nulls_equal=True,
+            maintain_order="left",
+        )
+    )
     rows = rows.with_columns(
         err=pl.coalesce(
             "err",
-            pl.when((pl.col("n") > pl.col("nodes")) & (pl.col("nodes") > 0)).then(  # 0: none allocated
-                pl.format("hostlist {} names {} hosts but the record has NNodes {}", pl.col("expr").str.slice(0, 80), "n", "nodes")
+            pl.when(
+                (pl.col("n") > pl.col("nodes")) & (pl.col("nodes") > 0)
+            ).then(  # 0: none allocated
+                pl.format(
+                    "hostlist {} names {} hosts but the record has NNodes {}",
+                    pl.col("expr").str.slice(0, 80),
+                    "n",
+                    "nodes",
+                )
             ),
         )
     )
-    good = rows.filter(pl.col("err").is_null()).select("i", "expr").join(
-        table.select("expr", "hosts"), on="expr", how="left", nulls_equal=True
+    good = (
+        rows.filter(pl.col("err").is_null())
+        .select("i", "expr")
+        .join(table.select("expr", "hosts"), on="expr", how="left", nulls_equal=True)
     )
     out = rows.join(good.select("i", "hosts"), on="i", how="left", maintain_order="left")
     return out["hosts"].fill_null(pl.lit([], dtype=pl.List(pl.Utf8))), out["err"]

@@ -87,7 +87,9 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     q = quarantine_frame(bad["line"], bad["raw"], bad["error"])
     guessed = table is not None and table["host"].is_not_null().any()
     return ParseResult(
-        {"bmc_sensors": table} if table is not None else {}, q, ok.height + bad.height,
+        {"bmc_sensors": table} if table is not None else {},
+        q,
+        ok.height + bad.height,
         stand_ins=stand_ins(ctx, table, guessed),
     )
 

@@ -166,7 +166,9 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     local, dst = wall_clock(pl.col("naive"), ctx.tz, [])
     zoned = pl.col("offset").is_not_null()
     df = df.with_columns(
-        time=pl.when(zoned).then(pl.col("naive") - pl.duration(minutes=pl.col("offset"))).otherwise(local),
+        time=pl.when(zoned)
+        .then(pl.col("naive") - pl.duration(minutes=pl.col("offset")))
+        .otherwise(local),
         dst=pl.when(~zoned & pl.col("is_row")).then(dst),
     )
     error = (
@@ -191,7 +193,9 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     table = _events(ok, ctx) if ok.height else None
     tables = {"hw_events": table} if table is not None else {}
     guessed = table is not None and table["host"].is_not_null().any()
-    return ParseResult(tables, quarantine, ok.height + bad.height, stand_ins=stand_ins(ctx, table, guessed))
+    return ParseResult(
+        tables, quarantine, ok.height + bad.height, stand_ins=stand_ins(ctx, table, guessed)
+    )
 
 
 def _events(ok: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:

@@ -37,8 +37,19 @@ def job_value_errors(ctx: ParseContext) -> pl.Expr:
         checks.append((why.is_not_null(), pl.format(f"{col}: {{}}", why)))
     checks.append((pl.col("end_time") < pl.col("start_time"),
                    pl.format("end_time {} is before start_time {}", _ts("end_time"), _ts("start_time"))))  # fmt: skip
-    for col, hi in (("n_nodes", MAX_NODES), ("n_cpus", MAX_CPUS), ("n_gpus", MAX_GPUS), ("exit_code", MAX_EXIT), ("signal", MAX_EXIT)):
-        checks.append(((pl.col(col) < 0) | (pl.col(col) > hi), pl.format(f"{col} {{}} is not in 0..{hi:,}", pl.col(col))))
+    for col, hi in (
+        ("n_nodes", MAX_NODES),
+        ("n_cpus", MAX_CPUS),
+        ("n_gpus", MAX_GPUS),
+        ("exit_code", MAX_EXIT),
+        ("signal", MAX_EXIT),
+    ):
+        checks.append(
+            (
+                (pl.col(col) < 0) | (pl.col(col) > hi),
+                pl.format(f"{col} {{}} is not in 0..{hi:,}", pl.col(col)),
+            )
+        )
     reason = pl.lit(None, pl.Utf8)
     for cond, text in reversed(checks):
         reason = pl.when(cond.fill_null(False)).then(text).otherwise(reason)
@@ -52,8 +63,14 @@ def number_attempts(df: pl.DataFrame) -> pl.DataFrame:
     once = df.filter(~dup).with_columns(attempt=pl.lit(1, pl.Int32))
     many = (
         df.filter(dup)
-        .sort([*keys, pl.col("start_time").fill_null(pl.col("end_time")).fill_null(pl.col("submit_time")), "source_line"],
-              nulls_last=True)
+        .sort(
+            [
+                *keys,
+                pl.col("start_time").fill_null(pl.col("end_time")).fill_null(pl.col("submit_time")),
+                "source_line",
+            ],
+            nulls_last=True,
+        )
         .with_columns(attempt=(pl.int_range(pl.len()).over(keys) + 1).cast(pl.Int32))
     )
     return pl.concat([once, many]).sort("source_line")

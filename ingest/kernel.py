@@ -89,13 +89,19 @@ _DELTA = r"<\s*[-+]?\d+\.\d+>"  # dmesg --show-delta / --time-format=delta: gap 
 # dmesg --decode puts ``kern  :warn  : `` before any of them.
 _PREFIX = (
     r"^(?P<head>(?:<\d+>)?(?:[a-z0-9]+ *:[a-z]+ *: )?(?:"
-    r"\[(?P<ctime>[A-Z][a-z]{2} +" + _MONTH + r" +\d{1,2} \d\d:\d\d:\d\d \d{4})(?: " + _DELTA + r")?\]"
+    r"\[(?P<ctime>[A-Z][a-z]{2} +"
+    + _MONTH
+    + r" +\d{1,2} \d\d:\d\d:\d\d \d{4})(?: "
+    + _DELTA
+    + r")?\]"
     r"|\[\s*(?P<up>\d+\.\d+)(?: " + _DELTA + r")?\](?: (?P<mhost>\S+) kernel:)?"
     r"|\[(?P<dlt>" + _DELTA + r")\]"
     r"|\[(?P<rmon>" + _MONTH + r") ?(?P<rday>\d{1,2}) (?P<rhm>\d\d:\d\d)\]"
     r"|\[\s*(?P<rdelta>\+\d+\.\d+)\]"
     r"|\d+,\d+,(?P<kmsg>\d+),[^;]*;"
-    r"|1 (?:(?P<iso5>" + _ISO + r")(?P<off5>Z|[+-]\d\d:\d\d)|-) (?P<h5>\S+) \S+ \S+ \S+ (?:-|(?:\[(?:[^\]\\]|\\.)*\])+)(?: \x{FEFF}?)?"
+    r"|1 (?:(?P<iso5>"
+    + _ISO
+    + r")(?P<off5>Z|[+-]\d\d:\d\d)|-) (?P<h5>\S+) \S+ \S+ \S+ (?:-|(?:\[(?:[^\]\\]|\\.)*\])+)(?: \x{FEFF}?)?"
     r"|(?P<iso>" + _ISO + r")(?P<off>Z|[+-]\d\d:?\d\d)?(?: (?P<ihost>\S+) kernel:)?"
     r"|(?P<unix>\d{9,11}\.\d{1,6}) (?P<uhost>\S+) kernel:"
     r"|(?P<sys>" + _MONTH + r" +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?) (?P<shost>\S+) kernel:"
@@ -108,9 +114,13 @@ _PREFIX_GROUPS = [
 # dmesg --time-format=reltime prints ``[Jan21 04:41]`` when the minute changes and ``[  +0.000123]``
 # (gap to the previous line) otherwise: a ``+`` line's minute is that of the header above it.
 _REL_HEADER = re.compile(
-    rb"(?m)^(?:<\d+>)?(?:[a-z0-9]+ *:[a-z]+ *: )?\[(" + _MONTH.encode() + rb") ?(\d{1,2}) (\d\d:\d\d)\]"
+    rb"(?m)^(?:<\d+>)?(?:[a-z0-9]+ *:[a-z]+ *: )?\[("
+    + _MONTH.encode()
+    + rb") ?(\d{1,2}) (\d\d:\d\d)\]"
 )
-_REL_FIRST = re.compile(rb"^(?:<\d+>)?(?:[a-z0-9]+ *:[a-z]+ *: )?\[(?:\s*\+\d|" + _MONTH.encode() + rb" ?\d)")
+_REL_FIRST = re.compile(
+    rb"^(?:<\d+>)?(?:[a-z0-9]+ *:[a-z]+ *: )?\[(?:\s*\+\d|" + _MONTH.encode() + rb" ?\d)"
+)
 _PCI = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
 # What follows ``NVRM: Xid`` (split off as a literal: a leading ``.*`` or a trailing ``(.*)$``
 # capture would run every line through the slow capture engine); the message is the rest.
@@ -141,7 +151,17 @@ HOST_FAULTS = {
     "nvme_controller_down": ("nvme", "storage", "fatal"),
 }
 SXID_DEFAULT_SEVERITY = "critical"  # an SXID line that says neither Fatal nor Non-fatal
-GENERIC_LOG_NAMES = {"kern", "kernel", "syslog", "messages", "dmesg", "kmsg", "journal", "log", "all"}
+GENERIC_LOG_NAMES = {
+    "kern",
+    "kernel",
+    "syslog",
+    "messages",
+    "dmesg",
+    "kmsg",
+    "journal",
+    "log",
+    "all",
+}
 
 
 def host_from_filename(path: str) -> str | None:
@@ -180,7 +200,9 @@ def _lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:
     if len(hits) == 0:
         return pl.DataFrame(schema={"line": pl.Int64, "raw": pl.Utf8})
     rfind, find, n = buf.rfind, buf.find, len(buf)
-    starts = np.unique(np.fromiter((rfind(b"\n", 0, h) + 1 for h in hits.tolist()), np.int64, len(hits)))
+    starts = np.unique(
+        np.fromiter((rfind(b"\n", 0, h) + 1 for h in hits.tolist()), np.int64, len(hits))
+    )
     ends = [find(b"\n", s) for s in starts.tolist()]
     raw = [buf[s : (e if e >= 0 else n)].decode("utf-8") for s, e in zip(starts.tolist(), ends)]
     # newlines before each candidate line: counted over the line-aligned stretches between them
@@ -202,11 +224,19 @@ def _nul_lines(buf: bytes, ctx: ParseContext) -> pl.DataFrame:
     idx = np.unique(before)
     starts = np.concatenate(([0], newlines + 1))[idx]
     ends = np.concatenate((newlines, [len(buf)]))[idx]
-    text = [buf[s:e].decode("utf-8").removesuffix("\r") for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
-    df = pl.DataFrame({"line": pl.Series(idx + 1 + ctx.line_offset, dtype=pl.Int64), "nul_raw": text})
-    return df.with_columns(raw=pl.col("nul_raw").str.replace_all("\x00", "", literal=True)).filter(
-        pl.col("raw").str.contains(_CANDIDATE_RE)
-    ).with_columns(pl.col("nul_raw").str.replace_all("\x00", "\\0", literal=True)).select("line", "raw", "nul_raw")
+    text = [
+        buf[s:e].decode("utf-8").removesuffix("\r")
+        for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
+    ]
+    df = pl.DataFrame(
+        {"line": pl.Series(idx + 1 + ctx.line_offset, dtype=pl.Int64), "nul_raw": text}
+    )
+    return (
+        df.with_columns(raw=pl.col("nul_raw").str.replace_all("\x00", "", literal=True))
+        .filter(pl.col("raw").str.contains(_CANDIDATE_RE))
+        .with_columns(pl.col("nul_raw").str.replace_all("\x00", "\\0", literal=True))
+        .select("line", "raw", "nul_raw")
+    )
 
 
 def _blocks(buf: bytes) -> pl.DataFrame:
@@ -226,13 +256,20 @@ def _hit_offsets(blocks: pl.DataFrame, buf: bytes) -> np.ndarray:
     """Byte offsets of candidate-literal matches (at least one in every line that holds one)."""
     marker = next((chr(c) for c in range(32) if buf.find(bytes([c])) < 0), None)
     if marker is None:  # every control byte occurs: search the literals directly (slower)
-        hits = blocks.select(h=pl.col("block").str.find_many(CANDIDATE_LITERALS) + pl.col("base"))["h"]
+        hits = blocks.select(h=pl.col("block").str.find_many(CANDIDATE_LITERALS) + pl.col("base"))[
+            "h"
+        ]
         return hits.explode().drop_nulls().to_numpy()
     marked = blocks.select(
-        h=pl.col("block").str.replace_all(_CANDIDATE_RE, marker + "$0").str.find_many([marker]), base="base"
+        h=pl.col("block").str.replace_all(_CANDIDATE_RE, marker + "$0").str.find_many([marker]),
+        base="base",
     ).with_row_index("b")
     # the k-th marker of a block sits k bytes after its hit
-    hits = marked.explode("h").drop_nulls("h").select(pl.col("h") - pl.int_range(pl.len()).over("b") + pl.col("base"))
+    hits = (
+        marked.explode("h")
+        .drop_nulls("h")
+        .select(pl.col("h") - pl.int_range(pl.len()).over("b") + pl.col("base"))
+    )
     return hits["h"].to_numpy()
 
 
@@ -240,7 +277,10 @@ def _reltime_headers(buf: bytes, cand: pl.DataFrame, ctx: ParseContext) -> pl.Da
     """The ``[Jan21 04:41]`` minute headers of a ``dmesg --time-format=reltime`` chunk (line,
     month, day, hh:mm), so that a ``+delta`` line can take the minute of the header above it even
     when the header is no fault line or sits in an earlier chunk. Only reltime chunks are scanned."""
-    rel = _REL_FIRST.match(buf) or (cand.height and cand["raw"].str.contains(r"^[^\[]{0,20}\[(?:\s*\+\d|[A-Z][a-z]{2} ?\d)").any())
+    rel = _REL_FIRST.match(buf) or (
+        cand.height
+        and cand["raw"].str.contains(r"^[^\[]{0,20}\[(?:\s*\+\d|[A-Z][a-z]{2} ?\d)").any()
+    )
     if not rel:
         return pl.DataFrame()
     found = [(m.start(), *(g.decode() for g in m.groups())) for m in _REL_HEADER.finditer(buf)]
@@ -270,11 +310,17 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
     df = df.sort("line")
     # a reltime ``+delta`` line takes the minute of the latest header above it
     if headers.height:
-        df = df.join_asof(headers.sort("line"), on="line", strategy="backward", check_sortedness=False)
+        df = df.join_asof(
+            headers.sort("line"), on="line", strategy="backward", check_sortedness=False
+        )
     else:
-        df = df.with_columns(h_rmon=pl.lit(None, pl.Utf8), h_rday=pl.lit(None, pl.Utf8), h_rhm=pl.lit(None, pl.Utf8))
+        df = df.with_columns(
+            h_rmon=pl.lit(None, pl.Utf8), h_rday=pl.lit(None, pl.Utf8), h_rhm=pl.lit(None, pl.Utf8)
+        )
     rel_own = pl.format("{} {} {}:00", "rmon", "rday", "rhm")
-    rel_hdr = pl.when(pl.col("rdelta").is_not_null()).then(pl.format("{} {} {}:00", "h_rmon", "h_rday", "h_rhm"))
+    rel_hdr = pl.when(pl.col("rdelta").is_not_null()).then(
+        pl.format("{} {} {}:00", "h_rmon", "h_rday", "h_rhm")
+    )
     df = df.with_columns(rel=pl.coalesce(rel_own, rel_hdr))
     # a space in a strptime format matches any run of spaces (``Aug  2``): no normalising pass
     # a log is written in time order per host: that order decides the hour a DST fall-back repeats
@@ -282,9 +328,8 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
     ctime, ctime_dst = local_to_utc(pl.col("ctime"), tz, "%a %b %d %H:%M:%S %Y", order)
     iso_base = pl.col("iso").str.replace(" ", "T").str.replace(",", ".")
     off = pl.col("off").str.extract_groups(r"^([+-])(\d\d):?(\d\d)$")
-    off_s = (
-        pl.when(off.struct.field("1") == "-").then(-1).otherwise(1)
-        * (off.struct.field("2").cast(pl.Int64) * 3600 + off.struct.field("3").cast(pl.Int64) * 60)
+    off_s = pl.when(off.struct.field("1") == "-").then(-1).otherwise(1) * (
+        off.struct.field("2").cast(pl.Int64) * 3600 + off.struct.field("3").cast(pl.Int64) * 60
     )
     iso_naive = iso_base.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
     iso_local, iso_dst = local_to_utc(iso_base, tz, "%Y-%m-%dT%H:%M:%S%.f", order)
@@ -299,7 +344,9 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
         (pl.col("unix").cast(pl.Float64, strict=False) * 1e6).round().cast(pl.Int64, strict=False),
         pl.col("j_rt").cast(pl.Int64, strict=False),
     )
-    epoch = pl.when(epoch_us.abs() < _MAX_UPTIME_S * 10**6).then(pl.from_epoch(epoch_us, time_unit="us"))
+    epoch = pl.when(epoch_us.abs() < _MAX_UPTIME_S * 10**6).then(
+        pl.from_epoch(epoch_us, time_unit="us")
+    )
     up_s = pl.coalesce(
         pl.col("up").cast(pl.Float64, strict=False),
         pl.col("kmsg").cast(pl.Float64, strict=False) / 1e6,
@@ -312,14 +359,18 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
         last_year, last_dst = local_to_utc(pl.lit(f"{ref.year - 1} ") + sys_s, tz, fmt, order)
         # clock skew / zone slack before deciding the line belongs to the previous year
         late = pl.lit(ref + timedelta(days=1), dtype=pl.Datetime("us"))
-        this_wall = (pl.lit(f"{ref.year} ") + sys_s).str.to_datetime(fmt, strict=False, time_unit="us")
+        this_wall = (pl.lit(f"{ref.year} ") + sys_s).str.to_datetime(
+            fmt, strict=False, time_unit="us"
+        )
         this_first = (this_wall <= late).fill_null(False)
         sys_t = pl.when(this_first).then(this_year).otherwise(last_year)
         sys_dst = pl.when(this_first).then(this_dst).otherwise(last_dst)
     else:
         sys_t = pl.lit(None, dtype=pl.Datetime("us"))
         sys_dst = pl.lit(None, pl.Utf8)
-    has_abs = pl.any_horizontal(pl.col(c).is_not_null() for c in ("ctime", "iso", "unix", "j_rt", "sys", "rel"))
+    has_abs = pl.any_horizontal(
+        pl.col(c).is_not_null() for c in ("ctime", "iso", "unix", "j_rt", "sys", "rel")
+    )
     df = df.with_columns(
         abs_t=pl.when(pl.col("ctime").is_not_null())
         .then(ctime)
@@ -350,15 +401,27 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
         .when(pl.col("rel").is_not_null() & (ref is None))
         .then(pl.lit("dmesg reltime " + no_year))
         .when(pl.col("rdelta").is_not_null() & pl.col("rel").is_null())
-        .then(pl.lit("dmesg reltime '+delta' stamp with no '[Mon DD HH:MM]' header line before it in the file"))
+        .then(
+            pl.lit(
+                "dmesg reltime '+delta' stamp with no '[Mon DD HH:MM]' header line before it in the file"
+            )
+        )
         .when(pl.col("j_rt").is_not_null() | pl.col("unix").is_not_null())
         .then(pl.lit("epoch timestamp out of range"))
         .when(~pl.col("has_abs") & pl.col("has_up") & pl.col("up_us").is_null())
         .then(pl.format("uptime stamp {} s is out of range", up_s.cast(pl.Utf8)))
         .when(~pl.col("has_abs") & pl.col("has_up"))
-        .then(pl.lit("uptime stamp and no boot time (no 'setting system clock' line before it in this boot); pass the boot time as --time"))
+        .then(
+            pl.lit(
+                "uptime stamp and no boot time (no 'setting system clock' line before it in this boot); pass the boot time as --time"
+            )
+        )
         .when(pl.col("dlt").is_not_null())
-        .then(pl.lit("dmesg delta stamp gives only the gap to the previous line, no time; pass --time"))
+        .then(
+            pl.lit(
+                "dmesg delta stamp gives only the gap to the previous line, no time; pass --time"
+            )
+        )
         .when(~pl.col("has_abs"))
         .then(pl.lit("kernel line without a timestamp; pass --time"))
         .when(pl.col("ctime").is_not_null())
@@ -369,7 +432,9 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
     )
     df = df.with_columns(time=time)
     return df.with_columns(
-        time_error=pl.when(pl.col("time").is_null()).then(err).otherwise(implausible_time(pl.col("time"), ctx))
+        time_error=pl.when(pl.col("time").is_null())
+        .then(err)
+        .otherwise(implausible_time(pl.col("time"), ctx))
     )
 
 
@@ -390,7 +455,9 @@ def _boot_times(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     banners = df.filter((pl.col("kind") == "boot_clock") & pl.col("up_us").is_not_null()).select(
         "line", "_boot_no", b_boot=pl.from_epoch(clock_us - pl.col("up_us"), time_unit="us")
     )
-    df = df.join_asof(banners, on="line", by="_boot_no", strategy="backward", check_sortedness=False)
+    df = df.join_asof(
+        banners, on="line", by="_boot_no", strategy="backward", check_sortedness=False
+    )
     return df.with_columns(boot=pl.coalesce("b_boot", fb)).drop("_boot_no", "b_boot")
 
 
@@ -408,7 +475,10 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(
         _x=after_xid.str.extract_groups(_XID),
         _xa=after_xid,
-        **{k: pl.when(body.str.contains(lit, literal=True)).then(body).str.extract_groups(rx) for k, (lit, rx) in parts.items()},
+        **{
+            k: pl.when(body.str.contains(lit, literal=True)).then(body).str.extract_groups(rx)
+            for k, (lit, rx) in parts.items()
+        },
     ).with_columns(_xmsg=pl.col("_xa").str.slice(pl.col("_x").struct.field("head").str.len_chars()))
     x, s, m, mce, ed, nv, ga = (pl.col(k) for k in ("_x", "_s", "_m", "_mce", "_ed", "_nv", "_ga"))
     mlx_msg = m.struct.field("msg")
@@ -420,7 +490,11 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("mlx5_link_down"))
         .when(mlx_msg.str.contains(r"(?i)port module event\[error\]"))
         .then(pl.lit("mlx5_port_module_error"))
-        .when(mce_msg.str.contains(r"(?i)machine check exception|machine check: processor context corrupt"))
+        .when(
+            mce_msg.str.contains(
+                r"(?i)machine check exception|machine check: processor context corrupt"
+            )
+        )
         .then(pl.lit("mce"))
         .when(mce_msg.str.contains(r"(?i)machine check events logged"))
         .then(pl.lit("mce_corrected"))
@@ -498,7 +572,9 @@ def _extract(data: bytes, ctx: ParseContext) -> pl.DataFrame:
     cand = _lines(buf, ctx)
     nul = _nul_lines(buf, ctx) if buf.find(b"\x00") >= 0 else None
     if nul is not None:  # lines with NUL bytes are classified without them, and quarantined
-        cand = pl.concat([cand.filter(~pl.col("raw").str.contains("\x00", literal=True)), nul], how="diagonal").sort("line")
+        cand = pl.concat(
+            [cand.filter(~pl.col("raw").str.contains("\x00", literal=True)), nul], how="diagonal"
+        ).sort("line")
     headers = _reltime_headers(buf, cand, ctx)
     if cand.height == 0 and headers.height == 0:
         return pl.DataFrame()
@@ -512,10 +588,14 @@ def _extract(data: bytes, ctx: ParseContext) -> pl.DataFrame:
         _text=pl.when(is_json).then(json_raw.str.json_path_match("$.MESSAGE")).otherwise(raw),
     )
     prefix = pl.col("_p")
-    cand = cand.with_columns(_p=pl.col("_text").str.extract_groups(_PREFIX)).with_columns(
-        **{k: prefix.struct.field(k) for k in _PREFIX_GROUPS},
-        body=pl.col("_text").str.slice(prefix.struct.field("head").str.len_chars()),
-    ).drop("_p", "_text")
+    cand = (
+        cand.with_columns(_p=pl.col("_text").str.extract_groups(_PREFIX))
+        .with_columns(
+            **{k: prefix.struct.field(k) for k in _PREFIX_GROUPS},
+            body=pl.col("_text").str.slice(prefix.struct.field("head").str.len_chars()),
+        )
+        .drop("_p", "_text")
+    )
     cand = cand.with_columns(
         up=pl.coalesce("up", "up2"),
         iso=pl.coalesce("iso", "iso5"),
@@ -525,11 +605,18 @@ def _extract(data: bytes, ctx: ParseContext) -> pl.DataFrame:
     cand = _classify(cand).filter(pl.col("kind").is_not_null()).drop("body")
     if nul is not None:
         damaged = pl.col("nul_raw").is_not_null()
-        cand = cand.filter(~damaged | pl.col("kind").is_in(_RECORD_KINDS)).with_columns(
-            kind=pl.when(damaged).then(pl.lit("bad_nul")).otherwise("kind"), raw=pl.coalesce("nul_raw", "raw")
-        ).drop("nul_raw")
+        cand = (
+            cand.filter(~damaged | pl.col("kind").is_in(_RECORD_KINDS))
+            .with_columns(
+                kind=pl.when(damaged).then(pl.lit("bad_nul")).otherwise("kind"),
+                raw=pl.coalesce("nul_raw", "raw"),
+            )
+            .drop("nul_raw")
+        )
     if headers.height:
-        cand = pl.concat([cand, headers.with_columns(kind=pl.lit("rel_header"))], how="diagonal_relaxed")
+        cand = pl.concat(
+            [cand, headers.with_columns(kind=pl.lit("rel_header"))], how="diagonal_relaxed"
+        )
     return cand
 
 
@@ -538,7 +625,11 @@ def _finish(lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         return ParseResult({}, ParseResult.empty_quarantine(), 0)
     hcols = ["h_rmon", "h_rday", "h_rhm"]
     is_header = pl.col("kind") == "rel_header"
-    headers = lines.filter(is_header).select("line", *hcols) if "h_rmon" in lines.columns else pl.DataFrame()
+    headers = (
+        lines.filter(is_header).select("line", *hcols)
+        if "h_rmon" in lines.columns
+        else pl.DataFrame()
+    )
     cand = _times(lines.filter(~is_header).drop(hcols, strict=False), headers, ctx)
     # the same line twice (overlapping rotated files concatenated) is one record: the repeat is
     # a duplicate of what its first occurrence made (see the module docstring)
@@ -579,8 +670,13 @@ def _finish(lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     rows = rows.with_columns(event_id=_event_ids(rows))
     rows = _link_causes(rows)
     table = conform("hw_events", rows.select([c for c in rows.columns if c in _HW_COLUMNS]))
-    return ParseResult({"hw_events": table}, quarantine, table.height + quarantine.height + dups, duplicates=dups,
-                       stand_ins=stand_ins(ctx, table, guessed))
+    return ParseResult(
+        {"hw_events": table},
+        quarantine,
+        table.height + quarantine.height + dups,
+        duplicates=dups,
+        stand_ins=stand_ins(ctx, table, guessed),
+    )
 
 
 def _attach_uuid(events: pl.DataFrame, gpu_at: pl.DataFrame) -> pl.DataFrame:
@@ -588,14 +684,15 @@ def _attach_uuid(events: pl.DataFrame, gpu_at: pl.DataFrame) -> pl.DataFrame:
     event on the same host and bus (the driver prints it once per GPU per boot)."""
     if gpu_at.height == 0:
         return events.with_columns(uuid=pl.lit(None, dtype=pl.Utf8))
-    ids = (
-        gpu_at.select(hk=pl.col("host").fill_null(""), pci_bus="pci_bus", time="time", uuid="uuid_at")
-        .sort("time")
-    )
+    ids = gpu_at.select(
+        hk=pl.col("host").fill_null(""), pci_bus="pci_bus", time="time", uuid="uuid_at"
+    ).sort("time")
     return (
         events.with_columns(hk=pl.col("host").fill_null(""))
         .sort("time")
-        .join_asof(ids, on="time", by=["hk", "pci_bus"], strategy="backward", check_sortedness=False)
+        .join_asof(
+            ids, on="time", by=["hk", "pci_bus"], strategy="backward", check_sortedness=False
+        )
         .with_columns(uuid=pl.when(pl.col("kind") == "xid").then(pl.col("uuid")))
         .drop("hk")
         .sort("line")
@@ -616,7 +713,9 @@ def _describe(events: pl.DataFrame) -> pl.DataFrame:
         }
     )
     ev = (
-        events.with_columns(xid=pl.when(pl.col("kind") == "xid").then(pl.col("code").cast(pl.Int32, strict=False)))
+        events.with_columns(
+            xid=pl.when(pl.col("kind") == "xid").then(pl.col("code").cast(pl.Int32, strict=False))
+        )
         .join(cat, on="xid", how="left")
         .join(host, on="code", how="left")
     )
@@ -632,7 +731,11 @@ def _describe(events: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("cat_severity").fill_null(UNKNOWN_XID["severity"]))
     )
     return ev.with_columns(
-        event_type=pl.when(is_xid).then(pl.lit("xid")).when(is_sxid).then(pl.lit("sxid")).otherwise("h_type"),
+        event_type=pl.when(is_xid)
+        .then(pl.lit("xid"))
+        .when(is_sxid)
+        .then(pl.lit("sxid"))
+        .otherwise("h_type"),
         component_class=pl.when(is_xid)
         .then(pl.col("cat_class").fill_null(UNKNOWN_XID["component_class"]))
         .when(is_sxid)
@@ -644,10 +747,14 @@ def _describe(events: pl.DataFrame) -> pl.DataFrame:
         .then(pl.col("sxid_severity"))  # null on continuation lines: they do not vote
         .otherwise("h_severity"),
         action=pl.when(is_xid).then(pl.col("cat_action")),
-        component_id=pl.when(is_xid).then(pl.col("pci_bus")).otherwise(pl.coalesce("component_id", "pci_bus")),
+        component_id=pl.when(is_xid)
+        .then(pl.col("pci_bus"))
+        .otherwise(pl.coalesce("component_id", "pci_bus")),
         device=pl.coalesce("pci_bus", "component_id", pl.lit("")),
         hk=pl.col("host").fill_null(""),
-        link=pl.when(is_sxid | (is_xid & (pl.col("cat_class") == "nvlink"))).then(_link_number(pl.col("message"))),
+        link=pl.when(is_sxid | (is_xid & (pl.col("cat_class") == "nvlink"))).then(
+            _link_number(pl.col("message"))
+        ),
     )
 
 
@@ -668,7 +775,13 @@ def _worst(severity: pl.Expr) -> pl.Expr:
     return severity.sort_by(rank, nulls_last=False).last()
 
 
-_KEY = ["hk", "event_type", "device", "code", "lk"]  # one event source: collapse and merge stay within it
+_KEY = [
+    "hk",
+    "event_type",
+    "device",
+    "code",
+    "lk",
+]  # one event source: collapse and merge stay within it
 
 
 def _runs(ev: pl.DataFrame, order: list[str], starts: pl.Expr) -> pl.DataFrame:
@@ -686,30 +799,49 @@ def _collapse_multiline(ev: pl.DataFrame) -> pl.DataFrame:
     previous line and with a different text (an identical text is a repeat, not a continuation)."""
     source = _KEY[:-1]
     # an SXid ``Data`` line names no link: it continues the line above it
-    ev = ev.sort([*source, "line"]).with_columns(
-        link=pl.when(pl.col("event_type") == "sxid").then(pl.col("link").forward_fill().over(source)).otherwise("link")
-    ).with_columns(lk=pl.col("link").fill_null(-1))
+    ev = (
+        ev.sort([*source, "line"])
+        .with_columns(
+            link=pl.when(pl.col("event_type") == "sxid")
+            .then(pl.col("link").forward_fill().over(source))
+            .otherwise("link")
+        )
+        .with_columns(lk=pl.col("link").fill_null(-1))
+    )
     starts = ((pl.col("time") - pl.col("prev_t")).abs() > pl.duration(seconds=COLLAPSE_S)) | (
         pl.col("message") == pl.col("prev_m")
     )
     firsts = [
         *_KEY, "time", "host", "component_class", "component_id", "pci_bus", "uuid", "link", "action", "pid", "process", "line", "raw",
     ]  # fmt: skip
-    return _runs(ev, ["line"], starts).group_by("run").agg(
-        *[pl.col(c).first() for c in firsts],
-        severity=_worst(pl.col("severity")),
-        message=pl.col("message").unique(maintain_order=True).str.join(" | ").str.slice(0, MESSAGE_LIMIT),
-    ).drop("run").with_columns(pl.col("severity").fill_null(SXID_DEFAULT_SEVERITY))
+    return (
+        _runs(ev, ["line"], starts)
+        .group_by("run")
+        .agg(
+            *[pl.col(c).first() for c in firsts],
+            severity=_worst(pl.col("severity")),
+            message=pl.col("message")
+            .unique(maintain_order=True)
+            .str.join(" | ")
+            .str.slice(0, MESSAGE_LIMIT),
+        )
+        .drop("run")
+        .with_columns(pl.col("severity").fill_null(SXID_DEFAULT_SEVERITY))
+    )
 
 
 def _merge_repeats(ev: pl.DataFrame, window_s: float) -> pl.DataFrame:
     """Repeats of the same (host, device, code, link) less than ``window_s`` after the previous one
     merge into the first, with ``count`` events."""
     starts = (pl.col("time") - pl.col("prev_t")) > pl.duration(microseconds=int(window_s * 1e6))
-    out = _runs(ev, ["time", "line"], starts).group_by("run").agg(
-        pl.all().exclude("run", "prev_t", "prev_m", "severity").first(),
-        severity=_worst(pl.col("severity")),
-        count=pl.len().cast(pl.Int32),
+    out = (
+        _runs(ev, ["time", "line"], starts)
+        .group_by("run")
+        .agg(
+            pl.all().exclude("run", "prev_t", "prev_m", "severity").first(),
+            severity=_worst(pl.col("severity")),
+            count=pl.len().cast(pl.Int32),
+        )
     )
     return out.drop("run").sort("line").rename({"line": "source_line"})
 
@@ -737,22 +869,32 @@ def _link_causes(rows: pl.DataFrame) -> pl.DataFrame:
     rows = rows.with_columns(cause_code=cause, hk=pl.col("host").fill_null(""))
     if rows["cause_code"].null_count() == rows.height:
         return rows.with_columns(caused_by=pl.lit(None, dtype=pl.Utf8))
-    xids = rows.filter(pl.col("event_type") == "xid").select(
-        "hk", "time", cause_code="code", cause_pci="pci_bus", cause_id="event_id"
-    ).sort("time")
-    want = rows.filter(pl.col("cause_code").is_not_null()).select("event_id", "hk", "time", "pci_bus", "cause_code")
+    xids = (
+        rows.filter(pl.col("event_type") == "xid")
+        .select("hk", "time", cause_code="code", cause_pci="pci_bus", cause_id="event_id")
+        .sort("time")
+    )
+    want = rows.filter(pl.col("cause_code").is_not_null()).select(
+        "event_id", "hk", "time", "pci_bus", "cause_code"
+    )
     same_gpu = (
         want.sort("time")
         .join_asof(
-            xids.rename({"cause_pci": "pci_bus"}), on="time", by=["hk", "pci_bus", "cause_code"],
-            strategy="backward", check_sortedness=False,
+            xids.rename({"cause_pci": "pci_bus"}),
+            on="time",
+            by=["hk", "pci_bus", "cause_code"],
+            strategy="backward",
+            check_sortedness=False,
         )
         .select("event_id", gpu_cause="cause_id")
     )
     same_host = (
         want.sort("time")
         .join_asof(
-            xids.drop("cause_pci"), on="time", by=["hk", "cause_code"], strategy="backward",
+            xids.drop("cause_pci"),
+            on="time",
+            by=["hk", "cause_code"],
+            strategy="backward",
             check_sortedness=False,
         )
         .select("event_id", host_cause="cause_id")
@@ -782,7 +924,9 @@ def detect(head: bytes, name: str) -> int:
     lines = [ln for ln in head.split(b"\n")[:200] if ln.strip()]
     if not lines:
         return 0
-    hits = sum(1 for ln in lines if _SNIFF_LINE.match(ln))  # per sniffed line (<= 200), not per record
+    hits = sum(
+        1 for ln in lines if _SNIFF_LINE.match(ln)
+    )  # per sniffed line (<= 200), not per record
     return 60 if hits >= 0.8 * len(lines) else 0
 
 

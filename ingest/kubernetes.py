@@ -87,7 +87,12 @@ REASON_STATE = {
     "NodeShutdown": "NODE_FAIL",
     "Terminated": "NODE_FAIL",
 }
-PHASE_STATE = {"Pending": "PENDING", "Running": "RUNNING", "Succeeded": "COMPLETED", "Failed": "FAILED"}
+PHASE_STATE = {
+    "Pending": "PENDING",
+    "Running": "RUNNING",
+    "Succeeded": "COMPLETED",
+    "Failed": "FAILED",
+}
 JOB_CONDITION_STATE = {
     "Succeeded": "COMPLETED",
     "Completed": "COMPLETED",
@@ -187,13 +192,21 @@ def _meta(obj: dict) -> tuple[str, str, dict]:
     md = obj.get("metadata")
     if not isinstance(md, dict) or not isinstance(md.get("name"), str) or not md["name"]:
         raise BadObject(f"{obj.get('kind')} object without metadata.name")
-    ns = md.get("namespace") if isinstance(md.get("namespace"), str) and md.get("namespace") else "default"
+    ns = (
+        md.get("namespace")
+        if isinstance(md.get("namespace"), str) and md.get("namespace")
+        else "default"
+    )
     return ns, md["name"], md
 
 
 def _owner_job(md: dict) -> str | None:
     for ref in md.get("ownerReferences") or []:
-        if isinstance(ref, dict) and ref.get("kind") in JOB_KINDS and isinstance(ref.get("name"), str):
+        if (
+            isinstance(ref, dict)
+            and ref.get("kind") in JOB_KINDS
+            and isinstance(ref.get("name"), str)
+        ):
             return ref["name"]
     labels = md.get("labels") if isinstance(md.get("labels"), dict) else {}
     for key in JOB_LABELS:
@@ -238,26 +251,59 @@ def _pod_runs(pod: dict, ctx: ParseContext, index: int) -> tuple[str | None, lis
             rows.append({**base, **_terminated(last), "attempt": max(restarts, 1), "n_gpus": gpus})
         cur = cs.get("state") if isinstance(cs.get("state"), dict) else {}
         if isinstance(cur.get("terminated"), dict):
-            rows.append({**base, **_terminated(cur["terminated"]), "attempt": restarts + 1, "n_gpus": gpus})
+            rows.append(
+                {**base, **_terminated(cur["terminated"]), "attempt": restarts + 1, "n_gpus": gpus}
+            )
         elif isinstance(cur.get("running"), dict):
-            rows.append({**base, "attempt": restarts + 1, "n_gpus": gpus, "state": "RUNNING",
-                         "raw_state": "running", "start_time": _ts(cur["running"].get("startedAt"))})
+            rows.append(
+                {
+                    **base,
+                    "attempt": restarts + 1,
+                    "n_gpus": gpus,
+                    "state": "RUNNING",
+                    "raw_state": "running",
+                    "start_time": _ts(cur["running"].get("startedAt")),
+                }
+            )
         elif not isinstance(last, dict) and restarts == 0:
             reason = _d(cur, "waiting", "reason")
-            rows.append({**base, "attempt": 1, "n_gpus": gpus, "state": "PENDING",
-                         "raw_state": "waiting", "reason": reason if isinstance(reason, str) else None})
+            rows.append(
+                {
+                    **base,
+                    "attempt": 1,
+                    "n_gpus": gpus,
+                    "state": "PENDING",
+                    "raw_state": "waiting",
+                    "reason": reason if isinstance(reason, str) else None,
+                }
+            )
     if not statuses:
         phase = status.get("phase") if isinstance(status.get("phase"), str) else None
         reason = status.get("reason") if isinstance(status.get("reason"), str) else None
         state = REASON_STATE.get(reason) or PHASE_STATE.get(phase, "UNKNOWN")
-        ends = [_ts(c.get("lastTransitionTime")) for c in status.get("conditions") or [] if isinstance(c, dict)]
+        ends = [
+            _ts(c.get("lastTransitionTime"))
+            for c in status.get("conditions") or []
+            if isinstance(c, dict)
+        ]
         ends = [e for e in ends if e is not None]
         final = phase in ("Failed", "Succeeded")
-        rows.append({**base, "attempt": 1, "n_gpus": sum(gpus_by_name.values()), "state": state,
-                     "raw_state": "/".join(x for x in (phase, reason) if x) or None, "reason": reason,
-                     "start_time": _ts(status.get("startTime")), "end_time": max(ends) if final and ends else None})
+        rows.append(
+            {
+                **base,
+                "attempt": 1,
+                "n_gpus": sum(gpus_by_name.values()),
+                "state": state,
+                "raw_state": "/".join(x for x in (phase, reason) if x) or None,
+                "reason": reason,
+                "start_time": _ts(status.get("startTime")),
+                "end_time": max(ends) if final and ends else None,
+            }
+        )
     if not rows:
-        raise BadObject(f"Pod {ns}/{name}: no container status shows a run (no state, lastState or phase)")
+        raise BadObject(
+            f"Pod {ns}/{name}: no container status shows a run (no state, lastState or phase)"
+        )
     return owner, rows
 
 
@@ -277,6 +323,7 @@ def _terminated(term: dict) -> dict:
 
 def _fold_gang(rows: list[dict]) -> list[dict]:
     """Container runs of one training job -> job attempts (overlapping runs are one attempt)."""
+
     def key(r):
         t = r.get("start_time") or r.get("end_time") or r.get("submit_time")
         return (t is None, t or datetime.min, r["source_line"])
@@ -286,7 +333,9 @@ def _fold_gang(rows: list[dict]) -> list[dict]:
     open_ended = False
     for r in sorted(rows, key=key):
         start = r.get("start_time")
-        new = not groups or (start is not None and not open_ended and group_end is not None and start > group_end)
+        new = not groups or (
+            start is not None and not open_ended and group_end is not None and start > group_end
+        )
         if new:
             groups.append([])
             group_end, open_ended = None, False
@@ -299,10 +348,18 @@ def _fold_gang(rows: list[dict]) -> list[dict]:
     out: list[dict] = []
     for g in groups:
         # attempt numbers only grow; pods restarted in place carry theirs (restartCount + 1)
-        attempt = max([len(out) + 1, (out[-1]["attempt"] + 1) if out else 1]
-                      + [r["attempt"] for r in g if r.get("attempt")])
-        lead = min(g, key=lambda r: STATE_PRIORITY.index(r.get("state", "UNKNOWN"))
-                   if r.get("state", "UNKNOWN") in STATE_PRIORITY else len(STATE_PRIORITY))
+        attempt = max(
+            [len(out) + 1, (out[-1]["attempt"] + 1) if out else 1]
+            + [r["attempt"] for r in g if r.get("attempt")]
+        )
+        lead = min(
+            g,
+            key=lambda r: (
+                STATE_PRIORITY.index(r.get("state", "UNKNOWN"))
+                if r.get("state", "UNKNOWN") in STATE_PRIORITY
+                else len(STATE_PRIORITY)
+            ),
+        )
         starts = [r["start_time"] for r in g if r.get("start_time")]
         ends = [r["end_time"] for r in g if r.get("end_time")]
         submits = [r["submit_time"] for r in g if r.get("submit_time")]
@@ -312,17 +369,19 @@ def _fold_gang(rows: list[dict]) -> list[dict]:
         for r in g:
             k = (r["_pod"], r["_container"])
             gpus[k] = max(gpus.get(k, 0), r.get("n_gpus") or 0)
-        out.append({
-            **lead,
-            "submit_time": min(submits) if submits else None,
-            "start_time": min(starts) if starts else None,
-            "end_time": None if running or not ends else max(ends),
-            "nodes": nodes,
-            "n_nodes": len(nodes),
-            "n_gpus": sum(gpus.values()),
-            "attempt": attempt,
-            "source_line": min(r["source_line"] for r in g),
-        })
+        out.append(
+            {
+                **lead,
+                "submit_time": min(submits) if submits else None,
+                "start_time": min(starts) if starts else None,
+                "end_time": None if running or not ends else max(ends),
+                "nodes": nodes,
+                "n_nodes": len(nodes),
+                "n_gpus": sum(gpus.values()),
+                "attempt": attempt,
+                "source_line": min(r["source_line"] for r in g),
+            }
+        )
     return out
 
 
@@ -340,7 +399,11 @@ def _job_gpus(obj: dict) -> int | None:
         if isinstance(rj, dict):
             job_spec = _d(rj, "template", "spec") or {}
             pods = _int(job_spec.get("parallelism")) or 1
-            total += (_int(rj.get("replicas")) or 1) * pods * _pod_template_gpus(job_spec.get("template"))
+            total += (
+                (_int(rj.get("replicas")) or 1)
+                * pods
+                * _pod_template_gpus(job_spec.get("template"))
+            )
             seen = True
     return total if seen else None
 
@@ -349,7 +412,11 @@ def _job_runs(obj: dict, ctx: ParseContext, index: int) -> list[dict]:
     ns, name, md = _meta(obj)
     status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
     conds = sorted(
-        (c for c in status.get("conditions") or [] if isinstance(c, dict) and _ts(c.get("lastTransitionTime"))),
+        (
+            c
+            for c in status.get("conditions") or []
+            if isinstance(c, dict) and _ts(c.get("lastTransitionTime"))
+        ),
         key=lambda c: _ts(c["lastTransitionTime"]),
     )
     base = {
@@ -365,7 +432,9 @@ def _job_runs(obj: dict, ctx: ParseContext, index: int) -> list[dict]:
     elif start is None:
         running = [_ts(c["lastTransitionTime"]) for c in conds if c.get("type") == "Running"]
         start = min(running) if running else None
-    true = [c for c in conds if str(c.get("status")) == "True" and c.get("type") in JOB_CONDITION_STATE]
+    true = [
+        c for c in conds if str(c.get("status")) == "True" and c.get("type") in JOB_CONDITION_STATE
+    ]
     final = true[-1] if true else (conds[-1] if conds else None)
     ctype = final.get("type") if final else None
     state = JOB_CONDITION_STATE.get(ctype, "UNKNOWN")
@@ -373,9 +442,17 @@ def _job_runs(obj: dict, ctx: ParseContext, index: int) -> list[dict]:
     if end is None and state in ("COMPLETED", "FAILED"):
         end = _ts(final["lastTransitionTime"])
     restarts = _int(status.get("restarts"))  # JobSet counts its restarts; PyTorchJob does not
-    return [{**base, "start_time": start, "end_time": end if state not in ("RUNNING", "PENDING") else None,
-             "state": state, "raw_state": ctype, "reason": final.get("reason") if final else None,
-             "attempt": (restarts or 0) + 1 if restarts is not None else None}]
+    return [
+        {
+            **base,
+            "start_time": start,
+            "end_time": end if state not in ("RUNNING", "PENDING") else None,
+            "state": state,
+            "raw_state": ctype,
+            "reason": final.get("reason") if final else None,
+            "attempt": (restarts or 0) + 1 if restarts is not None else None,
+        }
+    ]
 
 
 # ------------------------------------------------------------------ nodes and events
@@ -394,13 +471,29 @@ def _node_rows(node: dict, ctx: ParseContext, index: int) -> list[dict]:
         if _ts(c.get("lastTransitionTime")):
             rows.append(_node_event(ctx, index, _ts(c["lastTransitionTime"]), name, event, why))
         elif _ts(c.get("lastHeartbeatTime")):
-            rows.append(_node_event(ctx, index, _ts(c["lastHeartbeatTime"]), name, event,
-                                    f"{why} (no lastTransitionTime: time of the last heartbeat)"))
+            rows.append(
+                _node_event(
+                    ctx,
+                    index,
+                    _ts(c["lastHeartbeatTime"]),
+                    name,
+                    event,
+                    f"{why} (no lastTransitionTime: time of the last heartbeat)",
+                )
+            )
     for t in _d(node, "spec", "taints") or []:
-        if isinstance(t, dict) and t.get("key") == "node.kubernetes.io/unschedulable" and _ts(t.get("timeAdded")):
+        if (
+            isinstance(t, dict)
+            and t.get("key") == "node.kubernetes.io/unschedulable"
+            and _ts(t.get("timeAdded"))
+        ):
             rows.append(_node_event(ctx, index, _ts(t["timeAdded"]), name, "drain", "cordoned"))
     if not rows:
-        ready = [c for c in _d(node, "status", "conditions") or [] if isinstance(c, dict) and c.get("type") == "Ready"]
+        ready = [
+            c
+            for c in _d(node, "status", "conditions") or []
+            if isinstance(c, dict) and c.get("type") == "Ready"
+        ]
         if not ready:
             raise BadObject(f"Node {name} has no Ready condition")
         raise BadObject(f"Node {name} Ready={ready[0].get('status')} has no lastTransitionTime or "
@@ -414,15 +507,28 @@ def _event_rows(ev: dict, ctx: ParseContext, index: int) -> list[dict]:
     host = obj.get("name") if isinstance(obj, dict) else None
     if not isinstance(host, str) or obj.get("kind") != "Node" or reason not in NODE_EVENT_REASONS:
         return []
-    times = {_ts(ev.get("firstTimestamp")) or _ts(ev.get("eventTime")), _ts(ev.get("lastTimestamp"))}
+    times = {
+        _ts(ev.get("firstTimestamp")) or _ts(ev.get("eventTime")),
+        _ts(ev.get("lastTimestamp")),
+    }
     msg = ev.get("message") if isinstance(ev.get("message"), str) else reason
     if times == {None}:
-        raise BadObject(f"{reason} event of node {host} without firstTimestamp, eventTime or lastTimestamp")
-    return [_node_event(ctx, index, t, host, NODE_EVENT_REASONS[reason], msg) for t in sorted(times - {None})]
+        raise BadObject(
+            f"{reason} event of node {host} without firstTimestamp, eventTime or lastTimestamp"
+        )
+    return [
+        _node_event(ctx, index, t, host, NODE_EVENT_REASONS[reason], msg)
+        for t in sorted(times - {None})
+    ]
 
 
 RESTART_REASONS = ("PyTorchJobRestarting", "JobSetRestarting")
-POD_END_REASONS = {"Killing": "FAILED", "Evicted": "PREEMPTED", "Preempting": "PREEMPTED", "ExitedWithCode": "FAILED"}
+POD_END_REASONS = {
+    "Killing": "FAILED",
+    "Evicted": "PREEMPTED",
+    "Preempting": "PREEMPTED",
+    "ExitedWithCode": "FAILED",
+}
 _ASSIGNED = re.compile(r"assigned (?P<ns>[^/\s]+)/(?P<pod>\S+) to (?P<host>\S+)")
 _EXITED = re.compile(r"Pod: (?P<ns>[^.\s]+)\.(?P<pod>\S+) exited with code (?P<code>-?\d+)")
 END_WINDOW_S = 120  # a pod termination this long before a restart event ended that attempt
@@ -439,13 +545,22 @@ def _restart_runs(events: list[tuple[int, dict]], ctx: ParseContext, bad: list) 
         obj = ev.get("involvedObject") or ev.get("regarding") or {}
         reason = ev.get("reason") if isinstance(ev.get("reason"), str) else None
         msg = ev.get("message") if isinstance(ev.get("message"), str) else ""
-        t = _ts(ev.get("firstTimestamp")) or _ts(ev.get("eventTime")) or _ts(ev.get("lastTimestamp"))
+        t = (
+            _ts(ev.get("firstTimestamp"))
+            or _ts(ev.get("eventTime"))
+            or _ts(ev.get("lastTimestamp"))
+        )
         if not isinstance(obj, dict):
             continue
         if t is None:
             if obj.get("kind") in JOB_KINDS and reason in RESTART_REASONS:
-                bad.append((index, json.dumps(ev, default=str)[:500],
-                            f"object {index}: {reason} event without firstTimestamp, eventTime or lastTimestamp"))
+                bad.append(
+                    (
+                        index,
+                        json.dumps(ev, default=str)[:500],
+                        f"object {index}: {reason} event without firstTimestamp, eventTime or lastTimestamp",
+                    )
+                )
             continue
         ns = obj.get("namespace") if isinstance(obj.get("namespace"), str) else "default"
         if reason == "Scheduled" and (m := _ASSIGNED.search(msg)):
@@ -456,17 +571,30 @@ def _restart_runs(events: list[tuple[int, dict]], ctx: ParseContext, bad: list) 
             started.setdefault((ns, obj["name"]), []).extend({t, last or t})
         elif reason == "ExitedWithCode" and (m := _EXITED.search(msg)):
             ended.append((t, m["ns"], m["pod"], reason, int(m["code"])))
-        elif obj.get("kind") == "Pod" and reason in POD_END_REASONS and isinstance(obj.get("name"), str):
+        elif (
+            obj.get("kind") == "Pod"
+            and reason in POD_END_REASONS
+            and isinstance(obj.get("name"), str)
+        ):
             ended.append((t, ns, obj["name"], reason, None))
-        elif obj.get("kind") in JOB_KINDS and reason in RESTART_REASONS and isinstance(obj.get("name"), str):
+        elif (
+            obj.get("kind") in JOB_KINDS
+            and reason in RESTART_REASONS
+            and isinstance(obj.get("name"), str)
+        ):
             restarts.append((t, ns, obj["name"], index, reason))
     events_by_index = dict(events)
     rows = []
     prev_end: dict[tuple[str, str], datetime] = {}  # (ns, job) -> end of its previous attempt
     for r_time, ns, job, index, r_reason in sorted(restarts):
         member = re.compile(rf"^{re.escape(job)}-[a-z]+-\d+$")
-        before = [e for e in ended if e[1] == ns and member.match(e[2])
-                  and 0 <= (r_time - e[0]).total_seconds() <= END_WINDOW_S]
+        before = [
+            e
+            for e in ended
+            if e[1] == ns
+            and member.match(e[2])
+            and 0 <= (r_time - e[0]).total_seconds() <= END_WINDOW_S
+        ]
         end, state, reason, code = r_time, "FAILED", r_reason, None
         if before:
             last = max(before, key=lambda e: (e[0], e[3] != "ExitedWithCode"))
@@ -484,7 +612,11 @@ def _restart_runs(events: list[tuple[int, dict]], ctx: ParseContext, bad: list) 
         prev_end[(ns, job)] = end
         start = _attempt_start(ns, member, after, end, started, placed)
         if start is None:
-            since = f"since its previous attempt ended at {after:%Y-%m-%dT%H:%M:%S}" if after else "before it"
+            since = (
+                f"since its previous attempt ended at {after:%Y-%m-%dT%H:%M:%S}"
+                if after
+                else "before it"
+            )
             why = (f"object {index}: {r_reason} at {r_time:%Y-%m-%dT%H:%M:%S} ends an attempt of "
                    f"{ns}/{job} whose start is not in this file (no Started or Scheduled event of "
                    f"its pods {since}): the job's pod events or pods give it")  # fmt: skip
@@ -505,11 +637,12 @@ def _attempt_start(ns, member, after, end, started, placed) -> datetime | None:
     previous attempt's end (``after``; None: the first attempt) and not after its ``end``. A
     pod's start is its container's ``Started`` event, else its ``Scheduled`` one (a pod
     created anew); None when the file holds neither."""
+
     def within(t):
         return (after is None or t > after) and t <= end
 
     firsts = []
-    for (pns, pod) in started.keys() | placed.keys():
+    for pns, pod in started.keys() | placed.keys():
         if pns != ns or not member.match(pod):
             continue
         times = [t for t in started.get((pns, pod), []) if within(t)]
@@ -526,7 +659,9 @@ def _node_event(ctx, index, time, host, event, reason) -> dict:
 
 
 # ------------------------------------------------------------------ operator log
-_OPLOG = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\S+)\t\w+\tevents\t(?P<msg>[^\t]*)\t(?P<json>\{.*\})\s*$")
+_OPLOG = re.compile(
+    r"^(?P<ts>\d{4}-\d\d-\d\dT\S+)\t\w+\tevents\t(?P<msg>[^\t]*)\t(?P<json>\{.*\})\s*$"
+)
 
 
 def _operator_log(text: str, ctx: ParseContext) -> list[tuple[int, str, str]]:
@@ -582,7 +717,10 @@ def _load(text: str) -> tuple[list, list[tuple[int, str, str]]]:
     except yaml.YAMLError as exc:
         whole = _yaml_error(exc, 0)
     starts = [0] + [m.start() for m in re.finditer(r"(?m)^---[ \t]*(?:#.*)?$", text)]
-    pieces = [(text.count("\n", 0, a), text[a:b]) for a, b in zip(starts, starts[1:] + [len(text)], strict=True)]
+    pieces = [
+        (text.count("\n", 0, a), text[a:b])
+        for a, b in zip(starts, starts[1:] + [len(text)], strict=True)
+    ]
     if len([p for _, p in pieces if p.strip()]) < 2:
         raise ValueError(whole)
     docs, bad = [], []
@@ -604,7 +742,11 @@ def _yaml_error(exc: yaml.YAMLError, line_offset: int) -> str:
 def _objects(docs: list) -> list:
     out = []
     for d in docs:
-        if isinstance(d, dict) and isinstance(d.get("items"), list) and (d.get("kind") or "").endswith("List"):
+        if (
+            isinstance(d, dict)
+            and isinstance(d.get("items"), list)
+            and (d.get("kind") or "").endswith("List")
+        ):
             item_kind = d["kind"][: -len("List")] or None
             for it in d["items"]:
                 if isinstance(it, dict) and "kind" not in it and item_kind:
@@ -653,13 +795,18 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
                     events.append((i, obj))
                     node_events.extend(_event_rows(obj, ctx, i))
                 else:
-                    raise BadObject(f"kind {kind} is not read by the k8s format (it reads {', '.join(READ_KINDS)})")
+                    raise BadObject(
+                        f"kind {kind} is not read by the k8s format (it reads {', '.join(READ_KINDS)})"
+                    )
             except (BadObject, TypeError, AttributeError, ValueError) as exc:
                 bad.append((i, json.dumps(obj, default=str)[:500], f"object {i}: {exc}"))
         for runs in gangs.values():
             attempts.extend(_fold_gang(runs))
         attempts.extend(_restart_runs(events, ctx, bad))
-    tables, quarantines = {}, [quarantine_frame([b[0] for b in bad], [b[1] for b in bad], [b[2] for b in bad])]
+    tables, quarantines = (
+        {},
+        [quarantine_frame([b[0] for b in bad], [b[1] for b in bad], [b[2] for b in bad])],
+    )
     if attempts:
         df = _frame("job_attempts", attempts).with_columns(
             elapsed_s=(pl.col("end_time") - pl.col("start_time")).dt.total_microseconds() / 1e6
@@ -692,8 +839,19 @@ def _attempt_error(ctx: ParseContext) -> pl.Expr:
     start), else null."""
     return (
         pl.when(pl.col("end_time") < pl.col("start_time"))
-        .then(pl.format("end_time {} is before start_time {}", *(pl.col(c).dt.to_string("%Y-%m-%dT%H:%M:%S") for c in ("end_time", "start_time"))))
-        .otherwise(pl.coalesce(_implausible("submit_time", ctx), _implausible("start_time", ctx), _implausible("end_time", ctx)))
+        .then(
+            pl.format(
+                "end_time {} is before start_time {}",
+                *(pl.col(c).dt.to_string("%Y-%m-%dT%H:%M:%S") for c in ("end_time", "start_time")),
+            )
+        )
+        .otherwise(
+            pl.coalesce(
+                _implausible("submit_time", ctx),
+                _implausible("start_time", ctx),
+                _implausible("end_time", ctx),
+            )
+        )
     )
 
 
@@ -702,7 +860,11 @@ def _split_bad(df: pl.DataFrame, error: pl.Expr) -> tuple[pl.DataFrame, pl.DataF
     whose raw text is the row as parsed (its object's JSON is not kept)."""
     df = df.with_columns(_error=error)
     bad = df.filter(pl.col("_error").is_not_null())
-    raw = bad.drop("_error").select(pl.struct(pl.all()).struct.json_encode()).to_series() if bad.height else []
+    raw = (
+        bad.drop("_error").select(pl.struct(pl.all()).struct.json_encode()).to_series()
+        if bad.height
+        else []
+    )
     return (
         df.filter(pl.col("_error").is_null()).drop("_error"),
         quarantine_frame(bad["source_line"], raw, bad["_error"]),
@@ -725,7 +887,9 @@ def _frame(table: str, rows: list[dict]) -> pl.DataFrame:
         return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
     return pl.DataFrame(
-        [{c: fit(r.get(c), t) for c, t in schema.items()} for r in rows], schema=schema, orient="row"
+        [{c: fit(r.get(c), t) for c, t in schema.items()} for r in rows],
+        schema=schema,
+        orient="row",
     )
 
 
@@ -733,17 +897,26 @@ def _looks_like_oplog(text: str) -> bool:
     return bool(re.search(r"^\d{4}-\d\d-\d\dT\S+\t\w+\tevents\t", text[:65536], re.MULTILINE))
 
 
-_K8S_KINDS = rb"(Pod|PodList|List|Event|EventList|Node|NodeList|PyTorchJob|PyTorchJobList|JobSet|JobSetList)"
+_K8S_KINDS = (
+    rb"(Pod|PodList|List|Event|EventList|Node|NodeList|PyTorchJob|PyTorchJobList|JobSet|JobSetList)"
+)
 
 
 def detect(head: bytes, name: str) -> int:
     if re.search(rb'"kind"\s*:\s*"' + _K8S_KINDS + rb'"', head) and b'"apiVersion"' in head:
         return 90
-    if re.search(rb"(?m)^kind:\s*" + _K8S_KINDS + rb"\s*$", head) and re.search(rb"(?m)^apiVersion:", head):
+    if re.search(rb"(?m)^kind:\s*" + _K8S_KINDS + rb"\s*$", head) and re.search(
+        rb"(?m)^apiVersion:", head
+    ):
         return 90
-    if re.search(rb"(?m)^\d{4}-\d\d-\d\dT\S+\t\w+\tevents\t", head) and b'"kind":"PyTorchJob"' in head:
+    if (
+        re.search(rb"(?m)^\d{4}-\d\d-\d\dT\S+\t\w+\tevents\t", head)
+        and b'"kind":"PyTorchJob"' in head
+    ):
         return 70
-    if re.search(rb'"(Status|status)"\s*:', head) and re.search(rb"PyTorchJob|training\.kubeflow\.org|JobSet", head):
+    if re.search(rb'"(Status|status)"\s*:', head) and re.search(
+        rb"PyTorchJob|training\.kubeflow\.org|JobSet", head
+    ):
         return 70  # a PyTorchJob-like object, e.g. a vendor CLI's describe output
     return 0
 

@@ -118,7 +118,11 @@ def _segment(rows: pl.DataFrame, fields: list[str], ctx: ParseContext):
             pl.when(dst.is_not_null())
             .then(dst)
             .when(own.is_null())
-            .then(pl.format("unreadable timestamp '{}' (want YYYY/MM/DD HH:MM:SS.fff)", stamp.fill_null("")))
+            .then(
+                pl.format(
+                    "unreadable timestamp '{}' (want YYYY/MM/DD HH:MM:SS.fff)", stamp.fill_null("")
+                )
+            )
             .otherwise(implausible_time(own, ctx))
         )
     else:
@@ -134,7 +138,9 @@ def _segment(rows: pl.DataFrame, fields: list[str], ctx: ParseContext):
         uuid=ident("uuid", "gpu_uuid"),
         pci_bus=normalize_pci(ident("pci.bus_id", "gpu_bus_id")),
         model=ident("name", "gpu_name"),
-        host=pl.when(hostname.str.contains(BLANKS) | (hostname == "")).then(None).otherwise(hostname),
+        host=pl.when(hostname.str.contains(BLANKS) | (hostname == ""))
+        .then(None)
+        .otherwise(hostname),
         time=time,
         time_error=time_error,
     )
@@ -238,7 +244,12 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         else pl.DataFrame(schema=QUARANTINE_COLUMNS)
     )
     samples_df = conform("gpu_samples", out) if out.height else TABLES["gpu_samples"].empty()
-    guessed = bool(samples and host and not ctx.host and pl.concat(samples, how="diagonal")["host"].is_null().any())
+    guessed = bool(
+        samples
+        and host
+        and not ctx.host
+        and pl.concat(samples, how="diagonal")["host"].is_null().any()
+    )
     return ParseResult(
         tables={"gpu_samples": samples_df},
         quarantine=quarantine,

@@ -91,16 +91,14 @@ def _points(series: dict, key: str) -> tuple[list, list, list]:
     needs it); otherwise point by point, where a point that is not a [time, value] pair keeps
     its JSON text as its value text (and no time) for its quarantine row."""
     points = (series.get("values") if key == "values" else [series.get("value")]) or []
-    if (
-        points
-        and set(map(type, points)) <= {list, tuple}
-        and set(map(len, points)) == {2}
-    ):
+    if points and set(map(type, points)) <= {list, tuple} and set(map(len, points)) == {2}:
         t, raw = zip(*points, strict=True)
         if set(map(type, t)) <= {int, float} and set(map(type, raw)) == {str}:
             return list(t), [None] * len(t), list(raw)
     pairs = [
-        (_text(p[0]), _text(p[1])) if isinstance(p, (list, tuple)) and len(p) == 2 else ("", json.dumps(p))
+        (_text(p[0]), _text(p[1]))
+        if isinstance(p, (list, tuple)) and len(p) == 2
+        else ("", json.dumps(p))
         for p in points
     ]
     t_text, raw = zip(*pairs, strict=True) if pairs else ((), ())
@@ -180,9 +178,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         {"secs": secs, "t": texts, "raw": raws},
         schema={"secs": pl.Float64, "t": pl.Utf8, "raw": pl.Utf8},
     ).with_row_index("point", offset=1)
-    pts = pl.concat(
-        [pts, labels_of[np.repeat(np.arange(len(lengths)), lengths)]], how="horizontal"
-    )
+    pts = pl.concat([pts, labels_of[np.repeat(np.arange(len(lengths)), lengths)]], how="horizontal")
     num = pl.col("raw").str.strip_chars().str.replace(r"^\+", "").cast(pl.Float64, strict=False)
     given_secs = pl.coalesce("secs", pl.col("t").cast(pl.Float64, strict=False))
     secs = pl.when(given_secs.abs() < 1e12).then(given_secs)  # beyond: not a clock, overflows

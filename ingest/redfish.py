@@ -137,8 +137,12 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     bad.sort()
     q = quarantine_frame([b[0] for b in bad], [b[1] for b in bad], [b[2] for b in bad])
     table = _events(df, ctx, resource_host(ctx, doc)) if df.height else None
-    return ParseResult({"hw_events": table} if table is not None else {}, q, df.height + q.height,
-                       stand_ins=stand_ins(ctx, None, table is not None and host_from_path(ctx.path) is not None))
+    return ParseResult(
+        {"hw_events": table} if table is not None else {},
+        q,
+        df.height + q.height,
+        stand_ins=stand_ins(ctx, None, table is not None and host_from_path(ctx.path) is not None),
+    )
 
 
 def _events(df: pl.DataFrame, ctx: ParseContext, host: str | None) -> pl.DataFrame:

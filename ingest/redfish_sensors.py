@@ -89,7 +89,9 @@ def _readings(doc: dict) -> tuple[list[dict], list[tuple[int, str, str]]] | None
         for array, value_keys, unit_key, stype in ARRAYS[kind]:
             items = doc.get(array)
             if items is not None and not isinstance(items, list):
-                bad.append((len(out) + len(bad) + 1, raw_json(items), f"{array} is not a JSON array"))
+                bad.append(
+                    (len(out) + len(bad) + 1, raw_json(items), f"{array} is not a JSON array")
+                )
                 continue
             for item in items or []:
                 rec = len(out) + len(bad) + 1
@@ -157,9 +159,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     df = pl.DataFrame(rows, schema=_SCHEMA)
     fallback = ctx.time or ctx.mtime
     own, dst = iso_to_utc(pl.col("reading_time"), ctx.tz)
-    df = df.with_columns(
-        time=pl.coalesce(own, pl.lit(fallback, pl.Datetime("us"))), dst=dst
-    )
+    df = df.with_columns(time=pl.coalesce(own, pl.lit(fallback, pl.Datetime("us"))), dst=dst)
     df = df.with_columns(
         error=pl.when(pl.col("dst").is_not_null())
         .then(pl.format("reading time: {}", "dst"))
@@ -184,7 +184,9 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         # older Sensor schemas have no ReadingType: the unit tells (Cel -> temperature)
         sensor_type=pl.coalesce(
             "sensor_type",
-            sc.unit_expr(pl.col("unit")).replace_strict(sc.UNIT_SENSOR_TYPE, default=None, return_dtype=pl.Utf8),
+            sc.unit_expr(pl.col("unit")).replace_strict(
+                sc.UNIT_SENSOR_TYPE, default=None, return_dtype=pl.Utf8
+            ),
         ),
         value=pl.col("value"),
         unit=sc.unit_expr(pl.col("unit")),
@@ -193,8 +195,12 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         source_file=pl.lit(ctx.path),
         source_line=pl.col("rec"),
     )
-    return ParseResult({"bmc_sensors": conform("bmc_sensors", out)}, q, out.height + q.height,
-                       stand_ins=stand_ins(ctx, out, host_from_path(ctx.path) is not None))
+    return ParseResult(
+        {"bmc_sensors": conform("bmc_sensors", out)},
+        q,
+        out.height + q.height,
+        stand_ins=stand_ins(ctx, out, host_from_path(ctx.path) is not None),
+    )
 
 
 def detect(head: bytes, name: str) -> int:

@@ -13,8 +13,9 @@ SNIFF_BYTES = 65536
 @cache
 def formats() -> dict[str, FormatSpec]:
     """Every format module's ``FORMAT``, by format name."""
-    found = discover("ingest", "FORMAT", lambda spec: isinstance(spec, FormatSpec),
-                     lambda spec: spec.name)
+    found = discover(
+        "ingest", "FORMAT", lambda spec: isinstance(spec, FormatSpec), lambda spec: spec.name
+    )
     return {name: module.FORMAT for name, module in found.items()}
 
 

@@ -63,12 +63,16 @@ class FileReport:
     rows_ok: int = 0
     rows_quarantined: int = 0
     bytes: int = 0
-    rows_duplicate: int = 0  # exact repeats: already stored, repeated in the file, or dropped by the parser
+    rows_duplicate: int = (
+        0  # exact repeats: already stored, repeated in the file, or dropped by the parser
+    )
     skipped: bool = False  # already in the manifest
     error: str | None = None  # could not be read at all (reason): nothing recorded as done
     done: bool = True  # gets a manifest row (False: quarantined, to be tried again)
     held_back: int = 0  # bytes of an incomplete last line, not read yet (``_parsed_size``)
-    stand_ins: frozenset[str] = frozenset()  # what the file supplied for its records (``base.STAND_INS``)
+    stand_ins: frozenset[str] = (
+        frozenset()
+    )  # what the file supplied for its records (``base.STAND_INS``)
 
 
 def iter_files(paths: list[str | Path], unreadable: dict[Path, str] | None = None) -> list[Path]:
@@ -81,13 +85,17 @@ def iter_files(paths: list[str | Path], unreadable: dict[Path, str] | None = Non
             raise UserError(f"no such file or directory: {p}")
         if p.is_dir():
             found, failed = [], []
-            for root, dirs, names in os.walk(p, onerror=failed.append):  # symlinked dirs are not followed
+            for root, dirs, names in os.walk(
+                p, onerror=failed.append
+            ):  # symlinked dirs are not followed
                 dirs[:] = [d for d in dirs if not d.startswith(".")]  # never walk .git, .venv, ...
                 found += [Path(root, n) for n in names if not n.startswith(".")]
             out.extend(f for f in sorted(found) if f.is_file())
             if unreadable is not None:
                 for exc in failed:
-                    unreadable[Path(exc.filename)] = f"cannot list directory: {exc.strerror or exc}: its files were not read"
+                    unreadable[Path(exc.filename)] = (
+                        f"cannot list directory: {exc.strerror or exc}: its files were not read"
+                    )
                     out.append(Path(exc.filename))
         else:
             out.append(p)
@@ -95,7 +103,7 @@ def iter_files(paths: list[str | Path], unreadable: dict[Path, str] | None = Non
 
 
 def _compressed(magic: bytes) -> str | None:
-    """"gzip" or "zstd" by a stream's first 4 bytes; None: not compressed."""
+    """ "gzip" or "zstd" by a stream's first 4 bytes; None: not compressed."""
     return "gzip" if magic[:2] == b"\x1f\x8b" else "zstd" if magic == b"\x28\xb5\x2f\xfd" else None
 
 
@@ -177,7 +185,11 @@ def parsed_sha256(path: Path) -> tuple[str, int, int]:
         total = os.fstat(fh.fileno()).st_size
         data = fh.read() if total <= CHUNK_BYTES else None
         size = _parsed_size(fh, data, total, display_name(path), None)
-        sha = hashlib.sha256(memoryview(data)[:size]).hexdigest() if data is not None else _fd_sha256(fh.fileno(), size)
+        sha = (
+            hashlib.sha256(memoryview(data)[:size]).hexdigest()
+            if data is not None
+            else _fd_sha256(fh.fileno(), size)
+        )
     return sha, size, total
 
 
@@ -191,10 +203,14 @@ def parse_chunks(spec: FormatSpec, fh: BinaryIO, ctx: ParseContext, plain: bool,
     if spec.extract is None:
         yield from (_checked(spec, r) for r in _staged(spec.parse, fh, ctx, plain, end, long, read))
     else:
-        if parts := list(_staged(spec.extract, fh, ctx, plain, end, long, read)):  # none: only long lines
+        if parts := list(
+            _staged(spec.extract, fh, ctx, plain, end, long, read)
+        ):  # none: only long lines
             yield _checked(spec, spec.merge(parts, ctx))
     if long:
-        why = f"line of {{:,}} bytes is longer than the limit of {MAX_LINE_BYTES >> 20} MiB: not read"
+        why = (
+            f"line of {{:,}} bytes is longer than the limit of {MAX_LINE_BYTES >> 20} MiB: not read"
+        )
         q = quarantine_frame([n for n, _ in long], [x.head.decode("utf-8", "replace") for _, x in long],
                              [why.format(x.size) for _, x in long])  # fmt: skip
         yield ParseResult({}, q, len(long))
@@ -224,7 +240,10 @@ def _cut_long_lines(block: bytes) -> Iterator[tuple[bytes | _LongLine, int]]:
     for i in np.flatnonzero(ends - starts > MAX_LINE_BYTES).tolist():
         if i > first:
             yield block[starts[first] : starts[i]], i - first
-        yield _LongLine(block[starts[i] : starts[i] + 500], int(ends[i] - starts[i])), int(i < len(nl))
+        yield (
+            _LongLine(block[starts[i] : starts[i] + 500], int(ends[i] - starts[i])),
+            int(i < len(nl)),
+        )
         first = i + 1
     if starts[first] < len(block):
         yield block[starts[first] :], len(nl) - first
@@ -270,7 +289,9 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(_WORKERS, thread_name_prefix="parse")
 
 
-def _chunks(fh: BinaryIO, plain: bool, end: int | None = None) -> Iterator[tuple[bytes | _LongLine, int]]:
+def _chunks(
+    fh: BinaryIO, plain: bool, end: int | None = None
+) -> Iterator[tuple[bytes | _LongLine, int]]:
     """(block, newlines in it): blocks of at most CHUNK_BYTES that end on a line boundary (a
     longer line stays whole), and each line longer than MAX_LINE_BYTES as a ``_LongLine``
     (one longer than a chunk is never read whole). A plain file is
@@ -366,7 +387,11 @@ def _quarantined(data: bytes, error: str) -> ParseResult:
 
 
 def _parse_file(
-    raw: BinaryIO, name: str, spec: FormatSpec | None, ctx: ParseContext, end: int | None = None,
+    raw: BinaryIO,
+    name: str,
+    spec: FormatSpec | None,
+    ctx: ParseContext,
+    end: int | None = None,
     read: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[str, ParseResult]]:
     """Yield (format name, result) per chunk of the (possibly compressed) stream ``raw``; a file
@@ -384,8 +409,9 @@ def _parse_file(
         if spec is None:
             spec = detect(head, name)
         if spec is None:
-            yield "unknown", _quarantined(
-                head, "format not recognised from content or name; pass --format"
+            yield (
+                "unknown",
+                _quarantined(head, "format not recognised from content or name; pass --format"),
             )
             return
         try:
@@ -408,7 +434,9 @@ MAX_WHOLE_BYTES = 256 << 20
 def _whole_text(fh: BinaryIO) -> bytes:
     data = fh.read(MAX_WHOLE_BYTES + 1)
     if len(data) > MAX_WHOLE_BYTES:
-        raise Unreadable(f"longer than {MAX_WHOLE_BYTES >> 20} MiB decompressed, the limit for a file read whole: not read")
+        raise Unreadable(
+            f"longer than {MAX_WHOLE_BYTES >> 20} MiB decompressed, the limit for a file read whole: not read"
+        )
     return data
 
 
@@ -439,10 +467,21 @@ def ingest_paths(
     not_read: dict[Path, str] = {}
     files = checked_files(paths, fmt, jobs, not_read)
     jobs = default_jobs() if jobs is None else jobs
-    not_read |= unsettled([f for f in files if f not in not_read], settle_s)  # before the lock: may wait
+    not_read |= unsettled(
+        [f for f in files if f not in not_read], settle_s
+    )  # before the lock: may wait
     with wh.writer():
-        return _ingest(wh, files, None if fmt == "auto" else fmt, ctx, progress, replace_existing, jobs, not_read,
-                       reading)
+        return _ingest(
+            wh,
+            files,
+            None if fmt == "auto" else fmt,
+            ctx,
+            progress,
+            replace_existing,
+            jobs,
+            not_read,
+            reading,
+        )
 
 
 def unsettled(files: list[Path], settle_s: float) -> dict[Path, str]:
@@ -469,7 +508,9 @@ def unsettled(files: list[Path], settle_s: float) -> dict[Path, str]:
         now = time.time()
         for p in list(watch):
             if (s := snap(p)) != first[p]:
-                changed[p] = f"still being written (its size or modification time changed within the {settle_s:g} s settle time): not read yet"
+                changed[p] = (
+                    f"still being written (its size or modification time changed within the {settle_s:g} s settle time): not read yet"
+                )
                 watch.discard(p)
             elif now - s[1] / 1e9 >= settle_s or now - start >= settle_s:
                 watch.discard(p)
@@ -484,7 +525,9 @@ def checked_files(paths: list[str | Path], fmt: str = "auto", jobs: int | None =
     read from two directories (two clusters' dumps) is two files; directories that cannot be
     listed as in ``iter_files``."""
     if fmt != "auto" and fmt not in formats():
-        raise UserError(f"unknown format {fmt!r}; choose auto or one of: {', '.join(sorted(formats()))}")
+        raise UserError(
+            f"unknown format {fmt!r}; choose auto or one of: {', '.join(sorted(formats()))}"
+        )
     if jobs is not None and jobs < 1:
         raise UserError(f"jobs (--jobs) must be at least 1, not {jobs}")
     return [Path(os.path.abspath(p)) for p in iter_files(paths, unreadable)]
@@ -494,7 +537,9 @@ def default_jobs(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
     """Parsing processes when none are asked for: one per core this process may run on, and
     no more than its cgroup's CPU quota (a Kubernetes pod's CPU limit: on a 64-core node a
     2-CPU pod sees 64 cores, and 64 parsers would exceed its memory limit)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    )
     quota = _cgroup_cpus(cgroup)
     return max(1, min(cores, quota)) if quota else cores
 
@@ -507,7 +552,9 @@ def _cgroup_cpus(cgroup: Path) -> int | None:
             quota, period = (cgroup / "cpu.max").read_text().split()[:2]
         else:
             v1 = cgroup / "cpu"
-            quota, period = ((v1 / f).read_text().strip() for f in ("cpu.cfs_quota_us", "cpu.cfs_period_us"))
+            quota, period = (
+                (v1 / f).read_text().strip() for f in ("cpu.cfs_quota_us", "cpu.cfs_period_us")
+            )
         if quota in ("max", "-1"):
             return None
         return math.ceil(int(quota) / int(period))
@@ -549,8 +596,15 @@ def _prepared(files: list[Path], known: set[str], ctx: ParseContext, forced: For
             yield _not_read(path, not_read[path])
             continue
         try:
-            if not stat.S_ISREG(path.stat().st_mode):  # checked before opening: a FIFO's open blocks
-                yield _Item(path, FileReport(name, "", "", error="not a regular file (FIFO, socket or device): skipped"))
+            if not stat.S_ISREG(
+                path.stat().st_mode
+            ):  # checked before opening: a FIFO's open blocks
+                yield _Item(
+                    path,
+                    FileReport(
+                        name, "", "", error="not a regular file (FIFO, socket or device): skipped"
+                    ),
+                )
                 continue
             fh = path.open("rb")  # a large file's stays open until it is parsed
         except OSError as exc:
@@ -561,17 +615,26 @@ def _prepared(files: list[Path], known: set[str], ctx: ParseContext, forced: For
             # small files (nearly all) are read once: hashed, then parsed from memory
             data = fh.read() if st.st_size <= CHUNK_BYTES else None
             size = _parsed_size(fh, data, st.st_size, name, forced)
-            sha = hashlib.sha256(memoryview(data)[:size]).hexdigest() if data is not None else _fd_sha256(fh.fileno(), size)
+            sha = (
+                hashlib.sha256(memoryview(data)[:size]).hexdigest()
+                if data is not None
+                else _fd_sha256(fh.fileno(), size)
+            )
         except OSError as exc:
             fh.close()
             yield _not_read(path, f"cannot read: {exc.strerror or exc}")
             continue
         report = FileReport(name, "", sha, held_back=st.st_size - size)
-        incomplete = size == 0 < st.st_size  # nothing but an incomplete line: read when it is complete
+        incomplete = (
+            size == 0 < st.st_size
+        )  # nothing but an incomplete line: read when it is complete
         if data is not None or sha in known or incomplete:
             fh.close()
         if incomplete:
-            yield _not_read(path, f"its only line has no newline yet ({st.st_size:,} bytes): not read until it is complete")
+            yield _not_read(
+                path,
+                f"its only line has no newline yet ({st.st_size:,} bytes): not read until it is complete",
+            )
             continue
         if sha in known:
             report.skipped = True
@@ -579,8 +642,16 @@ def _prepared(files: list[Path], known: set[str], ctx: ParseContext, forced: For
             continue
         known.add(sha)
         report.bytes = size
-        fctx = replace(ctx, path=name, mtime=datetime.fromtimestamp(st.st_mtime, UTC).replace(tzinfo=None))
-        yield _Item(path, report, data=None if data is None else data[:size], ctx=fctx, stream=fh if data is None else None)
+        fctx = replace(
+            ctx, path=name, mtime=datetime.fromtimestamp(st.st_mtime, UTC).replace(tzinfo=None)
+        )
+        yield _Item(
+            path,
+            report,
+            data=None if data is None else data[:size],
+            ctx=fctx,
+            stream=fh if data is None else None,
+        )
 
 
 def _not_read(path: Path, error: str) -> _Item:
@@ -590,7 +661,9 @@ def _not_read(path: Path, error: str) -> _Item:
     return _Item(path, report, results=[("unknown", _quarantined(b"", error))])
 
 
-def _parsed_size(fh: BinaryIO, data: bytes | None, size: int, name: str, forced: FormatSpec | None) -> int:
+def _parsed_size(
+    fh: BinaryIO, data: bytes | None, size: int, name: str, forced: FormatSpec | None
+) -> int:
     """How much of a file to parse: all of it, except that the last line of an uncompressed
     file in a line-oriented format, when it has no newline yet (a log or scrape being written,
     or copied), is held back; the manifest records the bytes parsed, and the file, when it
@@ -625,7 +698,9 @@ def _fd_sha256(fd: int, size: int) -> str:
     return h.hexdigest()
 
 
-def parse_bytes(data: bytes, name: str, fmt: str | None, ctx: ParseContext) -> tuple[list[tuple[str, ParseResult]], bool]:
+def parse_bytes(
+    data: bytes, name: str, fmt: str | None, ctx: ParseContext
+) -> tuple[list[tuple[str, ParseResult]], bool]:
     """A small file's (format, result) list and whether it is done (False: it could not be read
     or its parser failed; quarantined whole and tried again by a later ingest). Never raises for
     the file's content: this is what worker processes run."""
@@ -635,10 +710,14 @@ def parse_bytes(data: bytes, name: str, fmt: str | None, ctx: ParseContext) -> t
     except Unreadable as exc:
         return [("unknown", _quarantined(b"", str(exc)))], False
     except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
-        return [(spec.name if spec else "unknown", _quarantined(b"", f"parser error: {exc!r}"))], False
+        return [
+            (spec.name if spec else "unknown", _quarantined(b"", f"parser error: {exc!r}"))
+        ], False
 
 
-def _parse_task(files: list[tuple[bytes, str, ParseContext]], fmt: str | None) -> list[tuple[list, bool]]:
+def _parse_task(
+    files: list[tuple[bytes, str, ParseContext]], fmt: str | None
+) -> list[tuple[list, bool]]:
     """``parse_bytes`` of each small file, in order, except that the files of a format with
     ``parse_many`` are parsed together: one call per format for the whole task, so the fixed
     cost of a parse is paid once per task, not once per file. A file that cannot be read whole,
@@ -656,11 +735,18 @@ def _parse_task(files: list[tuple[bytes, str, ParseContext]], fmt: str | None) -
     for name, group in together.items():
         spec = formats()[name]
         try:
-            results = [_checked(spec, r) for r in spec.parse_many([(text, files[i][2]) for i, text in group])]
+            results = [
+                _checked(spec, r)
+                for r in spec.parse_many([(text, files[i][2]) for i, text in group])
+            ]
         except Exception:  # noqa: BLE001 - parsed one by one, a parser bug quarantines only its file
             results = [None] * len(group)
         for (i, _), res in zip(group, results, strict=True):
-            out[i] = ([(name, res)], True) if res is not None else parse_bytes(files[i][0], files[i][1], fmt, files[i][2])
+            out[i] = (
+                ([(name, res)], True)
+                if res is not None
+                else parse_bytes(files[i][0], files[i][1], fmt, files[i][2])
+            )
     return out  # type: ignore[return-value]
 
 
@@ -680,7 +766,11 @@ def _whole(data: bytes, name: str, spec: FormatSpec | None) -> tuple[FormatSpec 
     except (OSError, EOFError, zlib.error, zstandard.ZstdError):
         return None, b""
     # a longer text, or one with a line too long to parse, is parsed in chunks (``parse_bytes``)
-    return (spec, text) if len(text) <= CHUNK_BYTES and _newlines_if_short(text) is not None else (None, b"")
+    return (
+        (spec, text)
+        if len(text) <= CHUNK_BYTES and _newlines_if_short(text) is not None
+        else (None, b"")
+    )
 
 
 def _parsed(items: Iterator[_Item], fmt: str | None, jobs: int, pooled: bool) -> Iterator[_Item]:
@@ -695,8 +785,16 @@ def _parsed(items: Iterator[_Item], fmt: str | None, jobs: int, pooled: bool) ->
     # and spawned workers are this process's children, so its rusage counts their CPU
     # workers ignore Ctrl-C (a terminal sends it to the whole process group): this process
     # stops them, and says so in one line
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN)) if pooled else None
+    pool = (
+        ProcessPoolExecutor(
+            jobs,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=signal.signal,
+            initargs=(signal.SIGINT, signal.SIG_IGN),
+        )
+        if pooled
+        else None
+    )
     limit = 2 * jobs if pooled else 0
     try:
 
@@ -732,13 +830,17 @@ def _parsed(items: Iterator[_Item], fmt: str | None, jobs: int, pooled: bool) ->
 
 
 def _resolved(group: list[_Item], future: Future | None) -> Iterator[_Item]:
-    for it, (results, done) in zip(group, future.result() if future else [(None, True)] * len(group)):
+    for it, (results, done) in zip(
+        group, future.result() if future else [(None, True)] * len(group)
+    ):
         if future is not None:
             it.results, it.report.done, it.data = results, done, None
         yield it
 
 
-def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs, not_read, reading=None) -> list[FileReport]:
+def _ingest(
+    wh, files, fmt, ctx, progress, replace_existing, jobs, not_read, reading=None
+) -> list[FileReport]:
     retried = [] if replace_existing else _rejected_in_another_format(wh, files, fmt)
     if not replace_existing and not retried:
         return _ingest_into(wh, None, files, fmt, ctx, progress, jobs, set(), not_read, reading)
@@ -747,7 +849,9 @@ def _ingest(wh, files, fmt, ctx, progress, replace_existing, jobs, not_read, rea
     targets = retried or [display_name(p) for p in files] + [s for s in map(_sha_of, files) if s]
     with wh.batch(f"replace-{_batch_id(targets)}") as batch:
         forgotten = wh.forget_into(batch, targets)[1]
-        return _ingest_into(wh, batch, files, fmt, ctx, progress, jobs, forgotten, not_read, reading)
+        return _ingest_into(
+            wh, batch, files, fmt, ctx, progress, jobs, forgotten, not_read, reading
+        )
 
 
 def _rejected_in_another_format(wh: Warehouse, files: list[Path], fmt: str | None) -> list[str]:
@@ -779,7 +883,11 @@ def _ingest_into(wh, shared, files, fmt, ctx, progress, jobs, forgotten: set[str
         if not pending:
             return
         stale.clear([r for r, _ in pending])
-        own = wh.batch(_batch_id([r.sha256 or r.path for r, _ in pending])) if shared is None else nullcontext(shared)
+        own = (
+            wh.batch(_batch_id([r.sha256 or r.path for r, _ in pending]))
+            if shared is None
+            else nullcontext(shared)
+        )
         with own as batch:
             _stage(batch, pending)
             batch.add(_manifest(batch.id, [r for r, _ in pending]))
@@ -787,7 +895,9 @@ def _ingest_into(wh, shared, files, fmt, ctx, progress, jobs, forgotten: set[str
         pending, pending_rows = [], 0
 
     pooled = jobs > 1 and _worth_a_pool(files)
-    for i, it in enumerate(_parsed(_prepared(files, known, ctx, forced, not_read), fmt, jobs, pooled)):
+    for i, it in enumerate(
+        _parsed(_prepared(files, known, ctx, forced, not_read), fmt, jobs, pooled)
+    ):
         if progress:
             progress(i, len(files), it.path)
         report = it.report
@@ -832,9 +942,13 @@ def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, stale: _S
     try:
         with own as batch, it.stream as raw:
             dropped: dict[str, dict] = {}
-            size = None if _compressed(os.pread(raw.fileno(), 4, 0)) else report.bytes  # else: unknown text size
+            size = (
+                None if _compressed(os.pread(raw.fileno(), 4, 0)) else report.bytes
+            )  # else: unknown text size
             read = None if reading is None else (lambda n: reading(it.path, n, size))
-            for frames in _frames(report, _parse_file(raw, it.path.name, forced, it.ctx, report.bytes, read)):
+            for frames in _frames(
+                report, _parse_file(raw, it.path.name, forced, it.ctx, report.bytes, read)
+            ):
                 for table, by_sha in batch.add(frames).items():
                     for k, n in by_sha.items():
                         dropped.setdefault(table, {})[k] = dropped.get(table, {}).get(k, 0) + n
@@ -872,7 +986,9 @@ class _Stale:
             return
         sha = pl.col("sha256")
         unfinished = sha.is_null() | ~sha.is_in(list(self.known))
-        self._delete(sha.is_in(list(shas)) | (pl.col("source_file").is_in(list(paths)) & unfinished))
+        self._delete(
+            sha.is_in(list(shas)) | (pl.col("source_file").is_in(list(paths)) & unfinished)
+        )
         self.shas -= shas
         self.paths -= paths
 
@@ -914,7 +1030,9 @@ def _sha_of(path: Path) -> str | None:
         return None
 
 
-def _parser_failure(report: FileReport, spec: FormatSpec | None, exc: Exception) -> tuple[str, ParseResult]:
+def _parser_failure(
+    report: FileReport, spec: FormatSpec | None, exc: Exception
+) -> tuple[str, ParseResult]:
     """A file the parser failed on as a whole: quarantined, and not marked done, so that a
     fixed parser (or a later run) reads it again."""
     report.done = False
@@ -958,11 +1076,19 @@ def _quarantine_conflicts(batch, reports: list[FileReport]) -> None:
     for path, n in rows.group_by("source_file").len().rows():
         by_path[path].rows_ok -= n
         by_path[path].rows_quarantined += n
-    batch.add({"quarantine": rows.with_columns(
-        sha256=pl.col("source_file").replace_strict({p: r.sha256 for p, r in by_path.items()}, return_dtype=pl.Utf8),
-        format=pl.col("source_file").replace_strict({p: r.format for p, r in by_path.items()}, return_dtype=pl.Utf8),
-        ingested_at=pl.lit(datetime.now(UTC).replace(tzinfo=None)),
-    )})
+    batch.add(
+        {
+            "quarantine": rows.with_columns(
+                sha256=pl.col("source_file").replace_strict(
+                    {p: r.sha256 for p, r in by_path.items()}, return_dtype=pl.Utf8
+                ),
+                format=pl.col("source_file").replace_strict(
+                    {p: r.format for p, r in by_path.items()}, return_dtype=pl.Utf8
+                ),
+                ingested_at=pl.lit(datetime.now(UTC).replace(tzinfo=None)),
+            )
+        }
+    )
 
 
 def _frames(report: FileReport, results) -> Iterator[dict[str, pl.DataFrame]]:
@@ -1009,8 +1135,14 @@ def _manifest(batch_id: str, reports: list[FileReport]) -> dict[str, pl.DataFram
                 "batch": [batch_id] * len(done),
                 "ingested_at": [datetime.now(UTC).replace(tzinfo=None)] * len(done),
             },
-            schema_overrides={"stand_ins": pl.Utf8, "bytes": pl.Int64, "records_read": pl.Int64, "rows_ok": pl.Int64,
-                              "rows_quarantined": pl.Int64, "rows_duplicate": pl.Int64},
+            schema_overrides={
+                "stand_ins": pl.Utf8,
+                "bytes": pl.Int64,
+                "records_read": pl.Int64,
+                "rows_ok": pl.Int64,
+                "rows_quarantined": pl.Int64,
+                "rows_duplicate": pl.Int64,
+            },
         )
     }
 
@@ -1026,7 +1158,9 @@ class MemoryInput:
     ctx: ParseContext
 
 
-def parse_documents(docs: list[MemoryInput]) -> list[tuple[FileReport, list[tuple[str, ParseResult]]]]:
+def parse_documents(
+    docs: list[MemoryInput],
+) -> list[tuple[FileReport, list[tuple[str, ParseResult]]]]:
     """Each of ``docs`` parsed with its format, with its report: the same parsers as files. A
     document that fails to parse is quarantined whole and its report is not ``done``. Touches
     no warehouse, so it can run while another batch commits."""
@@ -1034,14 +1168,18 @@ def parse_documents(docs: list[MemoryInput]) -> list[tuple[FileReport, list[tupl
     for d in docs:
         if d.fmt is not None and d.fmt not in formats():
             raise UserError(f"{d.name}: unknown format {d.fmt!r}")
-        report = FileReport(d.name, d.fmt or "", hashlib.sha256(d.data).hexdigest(), bytes=len(d.data))
+        report = FileReport(
+            d.name, d.fmt or "", hashlib.sha256(d.data).hexdigest(), bytes=len(d.data)
+        )
         res, report.done = parse_bytes(d.data, d.name, d.fmt, replace(d.ctx, path=d.name))
         parsed.append((report, res))
     return parsed
 
 
 def commit_documents(
-    wh: Warehouse, parsed: list[tuple[FileReport, list[tuple[str, ParseResult]]]], batch_id: str,
+    wh: Warehouse,
+    parsed: list[tuple[FileReport, list[tuple[str, ParseResult]]]],
+    batch_id: str,
     extra: Callable[[list[FileReport]], dict[str, pl.DataFrame]],
 ) -> list[FileReport]:
     """Commit ``parse_documents``' results in one batch, with the frames ``extra(reports)``

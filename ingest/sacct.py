@@ -36,7 +36,34 @@ from ingest.job_checks import STATE_CODES, STATES, job_value_errors, number_atte
 from ingest.times import NULL_TIMES, local_candidates, local_span, naive_times, slurm_duration_s
 from warehouse.schemas import conform, quarantine_frame
 
-XDMOD_FIELDS = ["jobid", "jobidraw", "cluster", "partition", "qos", "account", "group", "gid", "user", "uid", "submit", "eligible", "start", "end", "elapsed", "exitcode", "state", "nnodes", "ncpus", "reqcpus", "reqmem", "reqtres", "alloctres", "timelimit", "nodelist", "jobname"]
+XDMOD_FIELDS = [
+    "jobid",
+    "jobidraw",
+    "cluster",
+    "partition",
+    "qos",
+    "account",
+    "group",
+    "gid",
+    "user",
+    "uid",
+    "submit",
+    "eligible",
+    "start",
+    "end",
+    "elapsed",
+    "exitcode",
+    "state",
+    "nnodes",
+    "ncpus",
+    "reqcpus",
+    "reqmem",
+    "reqtres",
+    "alloctres",
+    "timelimit",
+    "nodelist",
+    "jobname",
+]
 FIELD_PRESETS = {"xdmod": XDMOD_FIELDS}
 
 
@@ -61,7 +88,9 @@ _HEADER = r"^\s*(?i:JobID)([^A-Za-z0-9_\s]+|\s+)"
 
 # A headerless line starts with a JobID; what follows it up to the next name character is the
 # delimiter (``|``, ``☃``, ``¦``...).
-_LEAD = re.compile(r"^\s*\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?(?:\.[A-Za-z0-9_-]+)?([^\w\s\[\].:,=/+-]+)")
+_LEAD = re.compile(
+    r"^\s*\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?(?:\.[A-Za-z0-9_-]+)?([^\w\s\[\].:,=/+-]+)"
+)
 
 
 def _delimiter_after_jobid(lines: pl.Series) -> str | None:
@@ -86,7 +115,15 @@ def _segments(lines: pl.Series, ctx: ParseContext) -> list[tuple[list[str], str,
     if not header_idx:
         fields = [f.strip().lower() for f in explicit] if explicit else XDMOD_FIELDS
         delim = ctx.delimiter or _delimiter_after_jobid(lines.head(50)) or "|"
-        return [(fields, delim, 0, len(lines), "--fields" if explicit else "no header: Open XDMoD's 26 fields")]
+        return [
+            (
+                fields,
+                delim,
+                0,
+                len(lines),
+                "--fields" if explicit else "no header: Open XDMoD's 26 fields",
+            )
+        ]
     segs = []
     for n, i in enumerate(header_idx):
         delim = ctx.delimiter or _delimiter_from_header(lines[i])
@@ -111,7 +148,12 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     if not frames:
         return ParseResult({}, quarantine, quarantine.height + dups, duplicates=dups)
     table = conform("job_attempts", number_attempts(pl.concat(frames)))
-    return ParseResult({"job_attempts": table}, quarantine, table.height + quarantine.height + dups, duplicates=dups)
+    return ParseResult(
+        {"job_attempts": table},
+        quarantine,
+        table.height + quarantine.height + dups,
+        duplicates=dups,
+    )
 
 
 def _wrong_layout(counts: pl.Series, n: int, delim: str, layout: str) -> str:
@@ -126,7 +168,9 @@ def _wrong_layout(counts: pl.Series, n: int, delim: str, layout: str) -> str:
             f"--fields f1,f2,... (and its --delimiter)")  # fmt: skip
 
 
-def _parse_block(lines: pl.Series, offset: int, fields: list[str], delim: str, layout: str, ctx: ParseContext):
+def _parse_block(
+    lines: pl.Series, offset: int, fields: list[str], delim: str, layout: str, ctx: ParseContext
+):
     """(job rows, quarantine rows, exact repeats dropped) of one header block."""
     df = pl.DataFrame({"raw": lines}).with_columns(
         line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64) + offset + ctx.line_offset
@@ -137,7 +181,13 @@ def _parse_block(lines: pl.Series, offset: int, fields: list[str], delim: str, l
     if df.height == 0:
         return empty, ParseResult.empty_quarantine(), 0
     if not fields:
-        return empty, quarantine_frame(df["line"], df["raw"], ["record before any sacct header line"] * df.height), 0
+        return (
+            empty,
+            quarantine_frame(
+                df["line"], df["raw"], ["record before any sacct header line"] * df.height
+            ),
+            0,
+        )
     if fields[-1] == "":  # a --parsable header ends with the delimiter
         fields = fields[:-1]
     # An exact repeat of a line (a dump concatenated twice, a collector's retry) is the same
@@ -145,7 +195,9 @@ def _parse_block(lines: pl.Series, offset: int, fields: list[str], delim: str, l
     # occurrence made a job row (a rejected line is rejected again; a folded step is nothing).
     df, repeats = drop_repeats(df, ["raw"])
     ok, bad = _parse_unique(df, fields, delim, layout, ctx)
-    dups, bad = settle_repeats(repeats, ok["source_line"] if ok.height else pl.Series([], dtype=pl.Int64), bad)
+    dups, bad = settle_repeats(
+        repeats, ok["source_line"] if ok.height else pl.Series([], dtype=pl.Int64), bad
+    )
     return ok, bad, dups
 
 
@@ -165,10 +217,14 @@ def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, 
     if bad.height and bad.height == df.height and (layout != "header" or ctx.delimiter):
         # Every line disagrees with the layout: the options, not the records, are wrong. One
         # reason, the same on every row, that says how to fix it.
-        bare = bad.select(pl.col("body").str.strip_suffix(delim).str.count_matches(delim, literal=True) + 1).to_series()
+        bare = bad.select(
+            pl.col("body").str.strip_suffix(delim).str.count_matches(delim, literal=True) + 1
+        ).to_series()
         errors = [_wrong_layout(bare, n, delim, layout)] * bad.height
     else:
-        errors = bad.select(pl.format(f"expected {n} fields separated by {delim!r}, found {{}}", "nf")).to_series()
+        errors = bad.select(
+            pl.format(f"expected {n} fields separated by {delim!r}, found {{}}", "nf")
+        ).to_series()
     qs = [quarantine_frame(bad["line"], bad["raw"], errors)]
     df = df.filter(pl.col("nf") == n)
     if "jobid" not in fields:
@@ -187,25 +243,39 @@ def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, 
     wanted = {f: i for i, f in enumerate(fields) if f in _USED and f != "jobid"}
     split = pl.col("body").str.split_exact(delim, n - 1)
     jobs = jobs.select(
-        "line", "raw", "jobid",
+        "line",
+        "raw",
+        "jobid",
         *[split.struct.field(f"field_{i}").replace("", None).alias(f) for f, i in wanted.items()],
     )
     ids = jobs["jobid"].str.extract_groups(_JOBID)
     jobs = jobs.with_columns(
-        job=ids.struct.field("job"), base=ids.struct.field("base"), task=ids.struct.field("task"),
+        job=ids.struct.field("job"),
+        base=ids.struct.field("base"),
+        task=ids.struct.field("task"),
         step=ids.struct.field("step"),
     )
     bad_id = jobs.filter(pl.col("job").is_null())
-    qs.append(quarantine_frame(
-        bad_id["line"], bad_id["raw"],
-        bad_id.select(pl.format("unrecognised JobID {}", pl.col("jobid").replace("", "(empty)"))).to_series(),
-    ))
+    qs.append(
+        quarantine_frame(
+            bad_id["line"],
+            bad_id["raw"],
+            bad_id.select(
+                pl.format("unrecognised JobID {}", pl.col("jobid").replace("", "(empty)"))
+            ).to_series(),
+        )
+    )
     jobs = jobs.filter(pl.col("job").is_not_null())
     orphans = steps.filter(~pl.col("step_of").is_in(jobs["job"].implode()))
-    qs.append(quarantine_frame(
-        orphans["line"], orphans["raw"],
-        orphans.select(pl.format("step {} has no job line for {} in this file", "jobid", "step_of")).to_series(),
-    ))
+    qs.append(
+        quarantine_frame(
+            orphans["line"],
+            orphans["raw"],
+            orphans.select(
+                pl.format("step {} has no job line for {} in this file", "jobid", "step_of")
+            ).to_series(),
+        )
+    )
     out = _normalize(jobs, ctx)
     bad_nodes = out.filter(pl.col("_node_err").is_not_null())
     qs.append(quarantine_frame(bad_nodes["source_line"], bad_nodes["_raw"], bad_nodes["_node_err"]))
@@ -234,7 +304,9 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     state_tok = state_tok.replace(STATE_CODES)
     exit_parts = c("exitcode").str.extract_groups(r"^\s*(-?\d+)(?::(\d+))?\s*$")
     alloc = c("alloctres")
-    tres_gpus = pl.coalesce(_gpu_count(alloc), pl.when(alloc.is_null()).then(_gpu_count(c("reqtres"))))
+    tres_gpus = pl.coalesce(
+        _gpu_count(alloc), pl.when(alloc.is_null()).then(_gpu_count(c("reqtres")))
+    )
     tres_gpus = pl.coalesce(tres_gpus, pl.when(alloc.is_not_null()).then(pl.lit(0, pl.Int64)))
     tres_nodes = alloc.str.extract(r"(?:^|,)node=(\d+)").cast(pl.Int64, strict=False)
     # each time is parsed once: the row and the unreadable-value check both read it
@@ -269,7 +341,9 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         _value_err=_unreadable(c, exit_parts, tres_gpus, tres_nodes, ctx),
     )
     hosts, err = expand_column(out["nodelist"], out["n_nodes"])
-    out = out.with_columns(nodes=hosts, _node_err=pl.coalesce("_value_err", job_value_errors(ctx), err))
+    out = out.with_columns(
+        nodes=hosts, _node_err=pl.coalesce("_value_err", job_value_errors(ctx), err)
+    )
     return out.drop("nodelist", "_value_err")
 
 
@@ -281,11 +355,16 @@ def _local_times(jobs: pl.DataFrame, c, tz: str) -> pl.DataFrame:
     decide it; a time no evidence decides is left null, and the job is quarantined."""
     cols = {}
     for f in _TIMES:
-        cols[f"_{f}_e"], cols[f"_{f}_l"], cols[f"_gap_{f}"] = local_candidates(c(f), tz, _FORMAT_TIME)
+        cols[f"_{f}_e"], cols[f"_{f}_l"], cols[f"_gap_{f}"] = local_candidates(
+            c(f), tz, _FORMAT_TIME
+        )
     start, end, why = local_span(
-        naive_times(c("start"), _FORMAT_TIME), naive_times(c("end"), _FORMAT_TIME), tz,
+        naive_times(c("start"), _FORMAT_TIME),
+        naive_times(c("end"), _FORMAT_TIME),
+        tz,
         seconds=slurm_duration_s(c("elapsed")),
-        names=("Start", "End"), evidence=pl.format("Elapsed '{}'", c("elapsed").fill_null("(none)")),
+        names=("Start", "End"),
+        evidence=pl.format("Elapsed '{}'", c("elapsed").fill_null("(none)")),
     )
     jobs = jobs.with_columns(**cols, _start_t=start, _end_t=end, _span_why=why)
     be, bl = pl.col("_submit_e"), pl.col("_submit_l")
@@ -297,21 +376,48 @@ def _local_times(jobs: pl.DataFrame, c, tz: str) -> pl.DataFrame:
     return jobs.with_columns(_submit_undecided=two_b & pl.col("_submit_t").is_null())
 
 
-def _unreadable(c, exit_parts: pl.Expr, gpus: pl.Expr, tres_nodes: pl.Expr, ctx: ParseContext) -> pl.Expr:
+def _unreadable(
+    c, exit_parts: pl.Expr, gpus: pl.Expr, tres_nodes: pl.Expr, ctx: ParseContext
+) -> pl.Expr:
     """Why a job line's text values cannot be read (an unparseable time, count or exit code,
     a TRES count too large to hold), else null. Ranges are checked on the typed row after."""
     checks: list[tuple[pl.Expr, pl.Expr]] = []
     for field, name in _TIMES.items():
         raw = c(field).str.strip_chars()
-        checks.append((pl.col(f"_gap_{field}"), pl.format(f"{name} '{{}}' does not exist in {ctx.tz} (the hour skipped when DST starts)", raw)))
+        checks.append(
+            (
+                pl.col(f"_gap_{field}"),
+                pl.format(
+                    f"{name} '{{}}' does not exist in {ctx.tz} (the hour skipped when DST starts)",
+                    raw,
+                ),
+            )
+        )
         unreadable = raw.is_not_null() & ~raw.is_in(NULL_TIMES) & pl.col(f"_{field}_e").is_null()
-        checks.append((unreadable, pl.format(f"unreadable {name} '{{}}' (want YYYY-MM-DDTHH:MM:SS in {ctx.tz})", raw)))
+        checks.append(
+            (
+                unreadable,
+                pl.format(f"unreadable {name} '{{}}' (want YYYY-MM-DDTHH:MM:SS in {ctx.tz})", raw),
+            )
+        )
     for field, name in (("nnodes", "NNodes"), ("alloccpus", "AllocCPUS"), ("ncpus", "NCPUS")):
         raw = c(field).str.strip_chars()
-        checks.append((raw.is_not_null() & ~raw.str.contains(r"^\d{1,18}$"), pl.format(f"{name} '{{}}' is not a count", raw)))
+        checks.append(
+            (
+                raw.is_not_null() & ~raw.str.contains(r"^\d{1,18}$"),
+                pl.format(f"{name} '{{}}' is not a count", raw),
+            )
+        )
     checks.append((pl.col("_span_why").is_not_null(), pl.col("_span_why")))
-    checks.append((pl.col("_submit_undecided"), pl.format(
-        f"Submit '{{}}' falls in the hour repeated when DST ends in {ctx.tz}, and the Start does not tell which", c("submit"))))
+    checks.append(
+        (
+            pl.col("_submit_undecided"),
+            pl.format(
+                f"Submit '{{}}' falls in the hour repeated when DST ends in {ctx.tz}, and the Start does not tell which",
+                c("submit"),
+            ),
+        )
+    )
     tres = pl.coalesce(c("alloctres"), c("reqtres"))
     checks.append(((gpus.is_null() & tres.str.contains(r"gres/gpu[:=]")) | (tres_nodes.is_null() & c("alloctres").str.contains(r"(?:^|,)node=\d")),
                    pl.format("TRES '{}' holds a count too large to be one", tres)))  # fmt: skip
@@ -329,7 +435,11 @@ def detect(head: bytes, name: str) -> int:
     for line in text.splitlines()[:50]:
         if _delimiter_from_header(line):
             return 90
-    lines = [ln for ln in text.splitlines()[:-1] or text.splitlines() if ln.strip() and not ln.startswith("#")][:20]
+    lines = [
+        ln
+        for ln in text.splitlines()[:-1] or text.splitlines()
+        if ln.strip() and not ln.startswith("#")
+    ][:20]
     delim = _delimiter_after_jobid(pl.Series(lines, dtype=pl.Utf8)) if lines else None
     parts = lines[0].split(delim) if delim else []
     if len(parts) >= 7 and re.match(_JOBID, parts[0].strip()):
@@ -348,7 +458,10 @@ def _jobid_column(lines: list[str]) -> bool:
     if len(rows[0]) < 7 or any(len(r) != len(rows[0]) for r in rows):
         return False
     columns = [[r[i].strip() for r in rows] for i in range(len(rows[0]))]
-    return any(all(re.match(_JOBID, c) for c in col) and any(_STEP_ID.match(c) for c in col) for col in columns)
+    return any(
+        all(re.match(_JOBID, c) for c in col) and any(_STEP_ID.match(c) for c in col)
+        for col in columns
+    )
 
 
 FORMAT = FormatSpec(

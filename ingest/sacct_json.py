@@ -185,10 +185,18 @@ def _job_row(job: dict, ctx: ParseContext, lost_exit: bool = False) -> dict:
         "state_tok": states[0].upper() if states else None,
         "raw_state": ",".join(states) or None,
         "reason": _str(state.get("reason")),
-        "exit_code": None if lost_exit and _exit_lost(ec, states) else int(rc) if rc is not None and abs(rc) < 2**53 else None,
+        "exit_code": None
+        if lost_exit and _exit_lost(ec, states)
+        else int(rc)
+        if rc is not None and abs(rc) < 2**53
+        else None,
         "signal": _signal(ec),
-        "n_nodes": _num(job.get("allocation_nodes")) if _unreadable("", job.get("allocation_nodes")) is None else None,
-        "n_cpus": _tres_count((tres or {}).get("allocated") if isinstance(tres, dict) else None, "cpu"),
+        "n_nodes": _num(job.get("allocation_nodes"))
+        if _unreadable("", job.get("allocation_nodes")) is None
+        else None,
+        "n_cpus": _tres_count(
+            (tres or {}).get("allocated") if isinstance(tres, dict) else None, "cpu"
+        ),
         "n_gpus": _gpus(tres),
         "nodelist": _str(job.get("nodes")),
         "elapsed_s": _num(t.get("elapsed")) if _unreadable("", t.get("elapsed")) is None else None,
@@ -272,7 +280,9 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             quarantine_frame(*bad),
             quarantine_frame(
                 node_bad["source_line"],
-                [json.dumps(jobs[i - 1])[:500] for i in node_bad["source_line"]],  # only the bad ones
+                [
+                    json.dumps(jobs[i - 1])[:500] for i in node_bad["source_line"]
+                ],  # only the bad ones
                 node_bad.select(pl.format("job record {}: {}", "source_line", "_err")).to_series(),
             ),
         ]

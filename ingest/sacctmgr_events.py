@@ -104,7 +104,9 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     end_raw = col("end")
     # an event's end is not before its start: that decides a time in a repeated DST hour
     start, end, dst = local_span(
-        naive_times(col("start"), _TIME), naive_times(pl.when(~end_raw.is_in(NULL_TIMES)).then(end_raw), _TIME), ctx.tz,
+        naive_times(col("start"), _TIME),
+        naive_times(pl.when(~end_raw.is_in(NULL_TIMES)).then(end_raw), _TIME),
+        ctx.tz,
         names=("TimeStart", "TimeEnd"),
     )
     df = df.with_columns(_start=start, _end=end, _dst=dst, _event=_event(col("state")))

@@ -45,7 +45,9 @@ from ingest.times import local_to_utc
 from warehouse.schemas import conform, quarantine_frame
 
 _TS = r"^\s*\[(?P<ts>[^\]]*)\]\s*"
-_PREFIX = r"(?:(?:error|debug\d?|verbose|info|warning|fatal|sched|update_node|drain_nodes|_?\w+):\s+)*"
+_PREFIX = (
+    r"(?:(?:error|debug\d?|verbose|info|warning|fatal|sched|update_node|drain_nodes|_?\w+):\s+)*"
+)
 _NODE = r"(?P<nodes>\S+)"  # a name or hostlist (``gpu[01-04],cpu7``)
 _JOB = r"(?:JobId=|job_id |job )(?P<job>\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?)(?:\(\d+\))?"
 
@@ -77,7 +79,11 @@ def _extract(msg: pl.Expr) -> pl.Expr:
         hit = msg.str.contains(pat)
         event = pl.when(hit).then(pl.lit(name)).otherwise(event)
         nodes = pl.when(hit).then(g.struct.field("nodes")).otherwise(nodes)
-        job = pl.when(hit).then(g.struct.field("job") if "(?P<job>" in pat else pl.lit(None, pl.Utf8)).otherwise(job)
+        job = (
+            pl.when(hit)
+            .then(g.struct.field("job") if "(?P<job>" in pat else pl.lit(None, pl.Utf8))
+            .otherwise(job)
+        )
     return pl.struct(event=event, nodes=nodes, job=job)
 
 
@@ -98,7 +104,9 @@ def _utc(ts: pl.Expr, tz: str) -> tuple[pl.Expr, pl.Expr]:
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     df = numbered_lines(data, ctx).rename({"line": "source_line"})
     ts = pl.col("raw").str.extract(_TS)
-    msg = pl.when(ts.is_not_null()).then(pl.col("raw").str.replace(_TS, "")).otherwise(pl.col("raw"))
+    msg = (
+        pl.when(ts.is_not_null()).then(pl.col("raw").str.replace(_TS, "")).otherwise(pl.col("raw"))
+    )
     df = df.with_columns(ts=ts, msg=msg.str.replace(r"^" + _PREFIX, ""))
     df = df.with_columns(m=_extract(pl.col("msg")), r=pl.col("msg").str.extract_groups(_REASON))
     df = df.with_columns(
@@ -116,10 +124,16 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     )
     # An exact repeat of a record line (a log shipped twice, a collector's retry) is the same
     # record: stored once, counted as a duplicate.
-    rec, repeats = drop_repeats(df.filter(pl.col("event").is_not_null()), ["raw"], line="source_line")
+    rec, repeats = drop_repeats(
+        df.filter(pl.col("event").is_not_null()), ["raw"], line="source_line"
+    )
     rec = rec.with_columns(
         _time_err=pl.when(pl.col("time").is_null())
-        .then(pl.coalesce("_dst", pl.format("unreadable timestamp '{}'", pl.col("ts").fill_null("(none)"))))
+        .then(
+            pl.coalesce(
+                "_dst", pl.format("unreadable timestamp '{}'", pl.col("ts").fill_null("(none)"))
+            )
+        )
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
     bad_time = rec.filter(pl.col("_time_err").is_not_null())
@@ -136,7 +150,10 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         )
         marks = pl.concat([reasons, resets]).sort("source_line")
         rec = rec.sort("source_line").join_asof(
-            marks, on="source_line", by="host", strategy="backward",
+            marks,
+            on="source_line",
+            by="host",
+            strategy="backward",
             check_sortedness=False,  # both sides are sorted on source_line just above
         )
     else:
@@ -163,14 +180,33 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             ),
         ]
     )
-    tables = {"node_events": conform("node_events", rec.select(
-        "time", "cluster", "host", "event", "reason", "job_id", "source", "source_file", "source_line"
-    ))} if rec.height else {}
+    tables = (
+        {
+            "node_events": conform(
+                "node_events",
+                rec.select(
+                    "time",
+                    "cluster",
+                    "host",
+                    "event",
+                    "reason",
+                    "job_id",
+                    "source",
+                    "source_file",
+                    "source_line",
+                ),
+            )
+        }
+        if rec.height
+        else {}
+    )
     dups, quarantine = settle_repeats(repeats, rec["source_line"], quarantine)
     return ParseResult(tables, quarantine, rec.height + quarantine.height + dups, duplicates=dups)
 
 
-_HEAD = re.compile(rb"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\] ", re.MULTILINE)
+_HEAD = re.compile(
+    rb"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\] ", re.MULTILINE
+)
 
 
 def detect(head: bytes, name: str) -> int:

@@ -68,7 +68,11 @@ def series_points(result: list) -> tuple[pl.DataFrame, list[dict], list[tuple[in
             ts.extend(t if set(map(type, t)) <= {int, float} else map(_seconds, t))
             raws.extend(v if set(map(type, v)) == {str} else map(str, v))
     points = pl.DataFrame(
-        {"series": np.repeat(np.arange(len(lengths), dtype=np.int64), lengths), "t": ts, "raw": raws},
+        {
+            "series": np.repeat(np.arange(len(lengths), dtype=np.int64), lengths),
+            "t": ts,
+            "raw": raws,
+        },
         schema={"series": pl.Int64, "t": pl.Float64, "raw": pl.Utf8},
     )
     return points, labels, bad

@@ -20,10 +20,13 @@ def primary_tables() -> dict[str, str]:
 
 
 def _evaluation(result: CheckResult, severity: dg.AssetCheckSeverity) -> dg.AssetCheckResult:
-    metadata = {k: dg.MetadataValue.json(v) if isinstance(v, dict) else v
-                for k, v in result.metadata.items()}
-    return dg.AssetCheckResult(passed=result.passed, metadata=metadata, severity=severity,
-                               description=result.description)
+    metadata = {
+        k: dg.MetadataValue.json(v) if isinstance(v, dict) else v
+        for k, v in result.metadata.items()
+    }
+    return dg.AssetCheckResult(
+        passed=result.passed, metadata=metadata, severity=severity, description=result.description
+    )
 
 
 def asset_check(

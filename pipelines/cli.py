@@ -26,7 +26,16 @@ class CliError(Exception):
 
 
 _SIZE = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))(k|K|Ki|M|Mi|G|Gi)?")
-_SIZE_UNITS = {None: 1, "k": 10**3, "K": 10**3, "Ki": 2**10, "M": 10**6, "Mi": 2**20, "G": 10**9, "Gi": 2**30}
+_SIZE_UNITS = {
+    None: 1,
+    "k": 10**3,
+    "K": 10**3,
+    "Ki": 2**10,
+    "M": 10**6,
+    "Mi": 2**20,
+    "G": 10**9,
+    "Gi": 2**30,
+}
 COUNT_FORMS = "a whole number like 32768, or with a suffix: 32k = 32,000, 32Ki = 32,768, 1M, 1Mi"
 
 
@@ -40,7 +49,17 @@ def parse_count(text: str) -> int:
     return int(value)
 
 
-_UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400, "w": 604800}
+_UNIT_S = {
+    "s": 1,
+    "sec": 1,
+    "m": 60,
+    "min": 60,
+    "h": 3600,
+    "hr": 3600,
+    "d": 86400,
+    "day": 86400,
+    "w": 604800,
+}
 _NUM = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _COMPOUND = re.compile(rf"(?:({_NUM})(d|day|h|hr|min|m|sec|s|w))+")
 _ISO = re.compile(rf"P(?:({_NUM})W)?(?:({_NUM})D)?(?:T(?:({_NUM})H)?(?:({_NUM})M)?(?:({_NUM})S)?)?")
@@ -53,7 +72,9 @@ def parse_duration(text: str) -> float:
     if t == "0":  # zero needs no unit (--wait 0, --no-wait)
         return 0.0
     if _COMPOUND.fullmatch(t):
-        return sum(float(n) * _UNIT_S[u] for n, u in re.findall(rf"({_NUM})(day|d|hr|h|min|m|sec|s|w)", t))
+        return sum(
+            float(n) * _UNIT_S[u] for n, u in re.findall(rf"({_NUM})(day|d|hr|h|min|m|sec|s|w)", t)
+        )
     iso = _ISO.fullmatch(t.upper())
     if iso and t.upper() not in ("P", "PT") and any(iso.groups()):
         weeks, days, hours, minutes, seconds = (float(g or 0) for g in iso.groups())
@@ -71,7 +92,9 @@ def parse_time(text: str | None) -> datetime | None:
     try:
         t = datetime.fromisoformat(text)
     except ValueError:
-        raise CliError(f"cannot read time {text!r}; use ISO-8601 like 2026-01-05T10:00:00Z") from None
+        raise CliError(
+            f"cannot read time {text!r}; use ISO-8601 like 2026-01-05T10:00:00Z"
+        ) from None
     return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
 
 
@@ -93,7 +116,9 @@ def _check_tz(tz: str) -> str:
     try:
         ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
-        raise CliError(f"unknown time zone {tz!r}; use an IANA name like UTC or America/Chicago") from None
+        raise CliError(
+            f"unknown time zone {tz!r}; use an IANA name like UTC or America/Chicago"
+        ) from None
     return tz
 
 
@@ -106,37 +131,69 @@ def _warehouse(args, existing: bool = False, read_only: bool = False):
     if existing and not (args.warehouse_uri or os.environ.get("GOODPUT_WAREHOUSE_URI")):
         home = resolve_home(args.home)
         if not home.is_dir() or not any(home.iterdir()):
-            raise CliError(f"no warehouse at {home}; check --home / $GOODPUT_HOME, or create one "
-                           "with `goodput ingest PATH...` or `goodput demo`")
+            raise CliError(
+                f"no warehouse at {home}; check --home / $GOODPUT_HOME, or create one "
+                "with `goodput ingest PATH...` or `goodput demo`"
+            )
     wait = getattr(args, "wait", None)
-    return Warehouse(args.home, args.warehouse_uri, wait=True if wait is None else parse_duration(wait),
-                     read_only=read_only)
+    return Warehouse(
+        args.home,
+        args.warehouse_uri,
+        wait=True if wait is None else parse_duration(wait),
+        read_only=read_only,
+    )
 
 
 def add_scope_options(parser: argparse.ArgumentParser) -> None:
     """The scope flags (analysis/scope.py), the same on every command that takes them."""
-    g = parser.add_argument_group("scope", "analyse a slice of the fleet (default: the whole fleet); "
-                                  "the slice's results are kept in HOME/scopes/<slug>/ and reused while the data is unchanged")
-    g.add_argument("--from", dest="scope_from", metavar="ISO",
-                   help="start (inclusive, ISO-8601 UTC): job attempts overlapping [from, to) kept whole; events, telemetry and the observation window cut to it")
+    g = parser.add_argument_group(
+        "scope",
+        "analyse a slice of the fleet (default: the whole fleet); "
+        "the slice's results are kept in HOME/scopes/<slug>/ and reused while the data is unchanged",
+    )
+    g.add_argument(
+        "--from",
+        dest="scope_from",
+        metavar="ISO",
+        help="start (inclusive, ISO-8601 UTC): job attempts overlapping [from, to) kept whole; events, telemetry and the observation window cut to it",
+    )
     g.add_argument("--to", dest="scope_to", metavar="ISO", help="end (exclusive, ISO-8601 UTC)")
-    g.add_argument("--cluster", dest="scope_cluster", metavar="NAME", help="jobs of this cluster, hardware of its hosts")
-    g.add_argument("--partition", dest="scope_partition", metavar="NAME",
-                   help="jobs of this partition, hardware of the hosts that ran them in the window")
-    g.add_argument("--account", dest="scope_account", metavar="NAME",
-                   help="jobs of this account, hardware of the hosts that ran them in the window")
+    g.add_argument(
+        "--cluster",
+        dest="scope_cluster",
+        metavar="NAME",
+        help="jobs of this cluster, hardware of its hosts",
+    )
+    g.add_argument(
+        "--partition",
+        dest="scope_partition",
+        metavar="NAME",
+        help="jobs of this partition, hardware of the hosts that ran them in the window",
+    )
+    g.add_argument(
+        "--account",
+        dest="scope_account",
+        metavar="NAME",
+        help="jobs of this account, hardware of the hosts that ran them in the window",
+    )
 
 
 def scope_settings(args) -> dict[str, str]:
     """The scope flags as ``GoodputConfig`` fields (empty: not given); checks from < to."""
     from analysis.scope import Scope, ScopeError
 
-    start, end = parse_time(getattr(args, "scope_from", None)), parse_time(getattr(args, "scope_to", None))
+    start, end = (
+        parse_time(getattr(args, "scope_from", None)),
+        parse_time(getattr(args, "scope_to", None)),
+    )
     try:
         Scope(start, end)
     except ScopeError as exc:
         raise CliError(str(exc)) from None
-    out = {"scope_from": start.isoformat() if start else "", "scope_to": end.isoformat() if end else ""}
+    out = {
+        "scope_from": start.isoformat() if start else "",
+        "scope_to": end.isoformat() if end else "",
+    }
     for key in ("cluster", "partition", "account"):
         out[f"scope_{key}"] = getattr(args, f"scope_{key}", None) or ""
     return out
@@ -200,8 +257,12 @@ def ingest_context(args):
         fields=tuple(f.strip() for f in args.fields.split(",")) if args.fields else None,
         delimiter=args.delimiter,
         column_map=_parse_map(args.map),
-        options={"exclude_hosts": _host_list(args.exclude_hosts)} if getattr(args, "exclude_hosts", None) else {},
-        **({"not_before": parse_time(args.not_before)} if getattr(args, "not_before", None) else {}),
+        options={"exclude_hosts": _host_list(args.exclude_hosts)}
+        if getattr(args, "exclude_hosts", None)
+        else {},
+        **(
+            {"not_before": parse_time(args.not_before)} if getattr(args, "not_before", None) else {}
+        ),
     )
 
 
@@ -227,7 +288,9 @@ class ReadProgress:
         if self.clock() - self.last < self.every_s:
             return
         self.last = self.clock()
-        of = f" of {size / 2**20:,.0f} MiB ({100 * done / size:.0f}%)" if size else " (decompressed)"
+        of = (
+            f" of {size / 2**20:,.0f} MiB ({100 * done / size:.0f}%)" if size else " (decompressed)"
+        )
         sys.stderr.write(f"\r\x1b[K  reading {path.name}: {done / 2**20:,.0f} MiB{of}")
         sys.stderr.flush()
         self.shown = True
@@ -250,12 +313,25 @@ def cmd_ingest(args) -> int:
     wh = _warehouse(args)
     from pipelines.run import recorded_ingest
 
-    reading = ReadProgress() if sys.stderr.isatty() else None  # a terminal's, never a pipe's or a log's
+    reading = (
+        ReadProgress() if sys.stderr.isatty() else None
+    )  # a terminal's, never a pipe's or a log's
     try:
         with wh.writer():
-            reports = recorded_ingest(wh, lambda: ingest_paths(  # the paths: walked again, unreadable dirs reported
-                wh, args.paths, args.format, ctx, progress=progress, replace_existing=args.replace, jobs=args.jobs,
-                settle_s=parse_duration(args.settle), reading=reading))
+            reports = recorded_ingest(
+                wh,
+                lambda: ingest_paths(  # the paths: walked again, unreadable dirs reported
+                    wh,
+                    args.paths,
+                    args.format,
+                    ctx,
+                    progress=progress,
+                    replace_existing=args.replace,
+                    jobs=args.jobs,
+                    settle_s=parse_duration(args.settle),
+                    reading=reading,
+                ),
+            )
             wh.refresh_catalog()
     finally:
         if reading is not None:
@@ -285,20 +361,33 @@ def cmd_ingest(args) -> int:
         print(f"warning: {r.path}: {r.error}", file=sys.stderr)
     for r in reports:
         if r.held_back:
-            print(f"warning: {r.path}: its last {r.held_back:,} byte(s) are a line without its newline yet: "
-                  "not read; read by the ingest after the line is complete", file=sys.stderr)
+            print(
+                f"warning: {r.path}: its last {r.held_back:,} byte(s) are a line without its newline yet: "
+                "not read; read by the ingest after the line is complete",
+                file=sys.stderr,
+            )
     for r in rejected:
         if not r.done:
-            print(f"warning: {r.path}: could not be parsed; quarantined, and tried again by the next ingest", file=sys.stderr)
+            print(
+                f"warning: {r.path}: could not be parsed; quarantined, and tried again by the next ingest",
+                file=sys.stderr,
+            )
         else:
             # most often the wrong options (--fields, --delimiter, --format, --tz); the parsers'
             # reasons say which, and how to fix it; another --format reads the file again
-            errors = wh.read("quarantine", f"sha256 = '{r.sha256}'")["error"].value_counts(sort=True)
+            errors = wh.read("quarantine", f"sha256 = '{r.sha256}'")["error"].value_counts(
+                sort=True
+            )
             reason = errors["error"][0] if errors.height else "see the quarantine table"
-            print(f"warning: {r.path}: every record rejected ({r.rows_quarantined}): {reason}", file=sys.stderr)
+            print(
+                f"warning: {r.path}: every record rejected ({r.rows_quarantined}): {reason}",
+                file=sys.stderr,
+            )
     for r in empty:
-        print(f"warning: {r.path}: empty file: nothing to read (recorded; a later version is read)",
-              file=sys.stderr)
+        print(
+            f"warning: {r.path}: empty file: nothing to read (recorded; a later version is read)",
+            file=sys.stderr,
+        )
     for r in new:
         if r.rows_quarantined:
             print(
@@ -314,7 +403,9 @@ def cmd_ingest(args) -> int:
     if new:
         import shlex
 
-        print(f"next: goodput{f' --home {shlex.quote(args.home)}' if args.home else ''} build   (then: goodput report)")
+        print(
+            f"next: goodput{f' --home {shlex.quote(args.home)}' if args.home else ''} build   (then: goodput report)"
+        )
     if rejected:
         return EXIT_REJECTED
     return 0
@@ -325,14 +416,24 @@ def _stand_in_notes(reports) -> list[str]:
     count of files: once per run, not once per file (a directory of scrapes has thousands)."""
     from ingest.base import STAND_IN_HOST, STAND_IN_TIME
 
-    fix = {STAND_IN_TIME: ("carry no record times: each one's modification time stands in", "--time ISO"),
-           STAND_IN_HOST: ("name no host: each one's host was taken from its file name", "--host NAME")}
+    fix = {
+        STAND_IN_TIME: (
+            "carry no record times: each one's modification time stands in",
+            "--time ISO",
+        ),
+        STAND_IN_HOST: (
+            "name no host: each one's host was taken from its file name",
+            "--host NAME",
+        ),
+    }
     lines = []
     for kind, (what, option) in fix.items():
         files = [r.path for r in reports if kind in r.stand_ins]
         if files:
-            lines.append(f"note: {len(files)} file(s) {what}, e.g. {files[0]} (give {option} to set it; "
-                         f"the manifest's stand_ins column lists them)")
+            lines.append(
+                f"note: {len(files)} file(s) {what}, e.g. {files[0]} (give {option} to set it; "
+                f"the manifest's stand_ins column lists them)"
+            )
     return lines
 
 
@@ -352,18 +453,25 @@ def _sacct_gaps(wh, paths: list[str]) -> list[str]:
 
     def filled(column: str) -> pl.Expr:  # any row has it (a list: a non-empty one)
         col = pl.col(column)
-        return ((col.list.len() > 0) if column == "nodes" else col.is_not_null()).any().alias(column)
+        return (
+            ((col.list.len() > 0) if column == "nodes" else col.is_not_null()).any().alias(column)
+        )
 
     files = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
-    have = wh.read("job_attempts", f"source_file IN ({files})").group_by("source_file").agg(
-        pl.len().alias("jobs"), *map(filled, SACCT_NEEDS.values()))
+    have = (
+        wh.read("job_attempts", f"source_file IN ({files})")
+        .group_by("source_file")
+        .agg(pl.len().alias("jobs"), *map(filled, SACCT_NEEDS.values()))
+    )
     command = f"sacct --parsable2 --allocations --duplicates --format={','.join(SACCT_FIELDS)} -S START -E END"
     lines = []
     for r in have.sort("source_file").iter_rows(named=True):
         missing = [field for field, column in SACCT_NEEDS.items() if not r[column]]
         if missing:
-            lines.append(f"warning: {r['source_file']}: none of its {r['jobs']:,} job(s) has {', '.join(missing)}: "
-                         f"interruptions, nodes and GPU-hours need them; export them with: {command}")
+            lines.append(
+                f"warning: {r['source_file']}: none of its {r['jobs']:,} job(s) has {', '.join(missing)}: "
+                f"interruptions, nodes and GPU-hours need them; export them with: {command}"
+            )
     return lines
 
 
@@ -379,12 +487,20 @@ def cmd_pull(args) -> int:
     wh = _warehouse(args, existing=args.dry_run, read_only=args.dry_run)  # a dry run only reads
     sources = select_sources(wh, args.sources)
     if not sources:
-        raise CliError(f"no sources configured: write {wh.home / 'sources.toml'} (see docs/connect.md)")
+        raise CliError(
+            f"no sources configured: write {wh.home / 'sources.toml'} (see docs/connect.md)"
+        )
     if args.dry_run:
         got = cursors(wh)
         for src in sources:
             t, pulled = got.get(src.name, (None, False))
-            state = f"pulled to {t.isoformat()}" if pulled else f"failed from {t.isoformat()}" if t else "never pulled"
+            state = (
+                f"pulled to {t.isoformat()}"
+                if pulled
+                else f"failed from {t.isoformat()}"
+                if t
+                else "never pulled"
+            )
             print(f"{src.name} ({src.kind}, cluster {src.cluster}): {state}")
         for src, window, lines in plan(wh, sources, since, until):
             print(f"  {src.name} {window}:")
@@ -400,11 +516,19 @@ def cmd_pull(args) -> int:
         mine = [r for r in reports if r.source == src.name]
         ok = [r for r in mine if r.status == "ok"]
         if not ok and mine:
-            print(f"{src.name}: failed at {mine[-1].window.start:%Y-%m-%d %H:%M}; the next pull starts there again")
+            print(
+                f"{src.name}: failed at {mine[-1].window.start:%Y-%m-%d %H:%M}; the next pull starts there again"
+            )
             continue
-        span = f"{ok[0].window.start:%Y-%m-%d %H:%M}..{ok[-1].window.end:%Y-%m-%d %H:%M}" if ok else "nothing"
-        print(f"{src.name}: pulled {span} ({len(ok)} window(s)): {sum(r.rows_ok for r in ok):,} rows, "
-              f"{sum(r.rows_quarantined for r in ok):,} quarantined, {sum(r.rows_duplicate for r in ok):,} already stored")
+        span = (
+            f"{ok[0].window.start:%Y-%m-%d %H:%M}..{ok[-1].window.end:%Y-%m-%d %H:%M}"
+            if ok
+            else "nothing"
+        )
+        print(
+            f"{src.name}: pulled {span} ({len(ok)} window(s)): {sum(r.rows_ok for r in ok):,} rows, "
+            f"{sum(r.rows_quarantined for r in ok):,} quarantined, {sum(r.rows_duplicate for r in ok):,} already stored"
+        )
     failed = [r for r in reports if r.status == "failed"]
     for r in failed:
         where = f"{r.source}/{r.target}" if r.target else r.source
@@ -428,11 +552,16 @@ def cmd_forget(args) -> int:
 
                 sha = file_sha256(Path(t))[0] if Path(t).is_file() else None
                 if sha not in set(known["sha256"].to_list()):
-                    raise CliError(f"{t}: not an ingested file path or sha256 (see: goodput sql \"select path, sha256 from ingest_manifest\")")
+                    raise CliError(
+                        f'{t}: not an ingested file path or sha256 (see: goodput sql "select path, sha256 from ingest_manifest")'
+                    )
                 targets.append(sha)
         removed = wh.forget(targets)
         wh.refresh_catalog()
-    print(f"forgot {len(targets)} file(s): " + (", ".join(f"{t} {n:,}" for t, n in sorted(removed.items())) or "no rows"))
+    print(
+        f"forgot {len(targets)} file(s): "
+        + (", ".join(f"{t} {n:,}" for t, n in sorted(removed.items())) or "no rows")
+    )
     return 0
 
 
@@ -489,8 +618,11 @@ def _write_rows(rel, fmt: str) -> None:
                 first = False
         out.write("]\n")
         return
-    cols = [f"(CASE WHEN typeof({q}) SIMILAR TO '.*(\\[\\]|STRUCT|MAP|UNION).*' THEN to_json({q})::VARCHAR "
-            f"ELSE {q}::VARCHAR END)" for q in quoted]
+    cols = [
+        f"(CASE WHEN typeof({q}) SIMILAR TO '.*(\\[\\]|STRUCT|MAP|UNION).*' THEN to_json({q})::VARCHAR "
+        f"ELSE {q}::VARCHAR END)"
+        for q in quoted
+    ]
     tty = sys.stdout.isatty()
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(names)
@@ -524,14 +656,18 @@ def cmd_demo(args) -> int:
     with wh.writer():
         other = _other_data(wh)
     if other:
-        raise CliError(f"{wh.home} holds other data ({other}): the demo would mix the sample fleet into it; "
-                       "run it in a home of its own: goodput demo --home DIR")
+        raise CliError(
+            f"{wh.home} holds other data ({other}): the demo would mix the sample fleet into it; "
+            "run it in a home of its own: goodput demo --home DIR"
+        )
     # every source folder of the fleet; ground_truth.json is the simulator's answer key, not a source
     sources = sorted(p for p in SAMPLE_FLEET.iterdir() if p.is_dir())
     print(f"running the pipeline on the sample fleet ({SAMPLE_FLEET}) ...", file=sys.stderr)
     try:
         with wh.writer():
-            checks = run_pipeline(wh, sources, cluster="simfleet", nodes_per_rack=4)  # sample fleet: racks of 4
+            checks = run_pipeline(
+                wh, sources, cluster="simfleet", nodes_per_rack=4
+            )  # sample fleet: racks of 4
     except PipelineError as exc:
         raise CliError(str(exc)) from None
     for line in summary_lines(wh):
@@ -549,10 +685,16 @@ def _other_data(wh) -> str:
     sources), in a few words; empty when nothing."""
     import polars as pl
 
-    files = wh.read("ingest_manifest").filter(~pl.col("path").str.contains(f"/{SAMPLE_FLEET.parent.name}/{SAMPLE_FLEET.name}/", literal=True))
+    files = wh.read("ingest_manifest").filter(
+        ~pl.col("path").str.contains(
+            f"/{SAMPLE_FLEET.parent.name}/{SAMPLE_FLEET.name}/", literal=True
+        )
+    )
     pulls = wh.read("pull_log")["source"].unique()
-    return ", ".join(([f"{files.height} file(s) ingested, e.g. {files['path'][0]}"] if files.height else [])
-                     + ([f"pulled from {', '.join(sorted(pulls))}"] if len(pulls) else []))
+    return ", ".join(
+        ([f"{files.height} file(s) ingested, e.g. {files['path'][0]}"] if files.height else [])
+        + ([f"pulled from {', '.join(sorted(pulls))}"] if len(pulls) else [])
+    )
 
 
 def _window_config(args, **extra):
@@ -569,10 +711,15 @@ def _window_config(args, **extra):
     if args.gpus_per_node < 1:
         raise CliError("--gpus-per-node must be >= 1")
     if observed_from and observed_to and observed_to <= observed_from:
-        raise CliError(f"--observed-to ({observed_to}) must be after --observed-from ({observed_from})")
+        raise CliError(
+            f"--observed-to ({observed_to}) must be after --observed-from ({observed_from})"
+        )
     return _config(
-        args, observed_from=observed_from.isoformat() if observed_from else "",
-        observed_to=observed_to.isoformat() if observed_to else "", gpus_per_node=args.gpus_per_node, **extra,
+        args,
+        observed_from=observed_from.isoformat() if observed_from else "",
+        observed_to=observed_to.isoformat() if observed_to else "",
+        gpus_per_node=args.gpus_per_node,
+        **extra,
     )
 
 
@@ -587,15 +734,25 @@ def cmd_build(args) -> int:
         raise CliError("--ckpt-interval must be a positive duration")
     if args.gpu_hour_cost < 0:
         raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
-    config = _window_config(args, **assumed, gpu_hour_cost=args.gpu_hour_cost, **scope_settings(args))
+    config = _window_config(
+        args, **assumed, gpu_hour_cost=args.gpu_hour_cost, **scope_settings(args)
+    )
     if not _holds_data(wh):
-        raise CliError(f"nothing to build in {wh.home}: no record ingested or pulled yet "
-                       "(goodput ingest PATH..., goodput pull, or goodput demo)")
+        raise CliError(
+            f"nothing to build in {wh.home}: no record ingested or pulled yet "
+            "(goodput ingest PATH..., goodput pull, or goodput demo)"
+        )
     from pipelines.run import PipelineError, build, checks_line, status_lines, summary_lines
 
-    if not config.scope().whole:  # the scope's analyses (the parent's rollups refreshed), its summary
+    if (
+        not config.scope().whole
+    ):  # the scope's analyses (the parent's rollups refreshed), its summary
         scoped = _scoped(wh, config)
-        for line in [f"scope: {config.scope().describe()} ({scoped.home})", *status_lines(scoped), *summary_lines(scoped)]:
+        for line in [
+            f"scope: {config.scope().describe()} ({scoped.home})",
+            *status_lines(scoped),
+            *summary_lines(scoped),
+        ]:
             print(line)
         return 0
     with wh.writer():
@@ -639,29 +796,54 @@ def cmd_project(args) -> int:
     if horizon == 0:
         raise CliError("--horizon must be a positive duration")
     try:
-        res = project_one(wh, args.gpus, args.gpus_per_node, parse_duration(args.ckpt_cost),
-                          parse_duration(args.restart), interval, args.spares, mtti, args.method,
-                          scope=args.scope, rates=rates, fleet_age=args.fleet_age,
-                          horizon_hours=horizon)
+        res = project_one(
+            wh,
+            args.gpus,
+            args.gpus_per_node,
+            parse_duration(args.ckpt_cost),
+            parse_duration(args.restart),
+            interval,
+            args.spares,
+            mtti,
+            args.method,
+            scope=args.scope,
+            rates=rates,
+            fleet_age=args.fleet_age,
+            horizon_hours=horizon,
+        )
     except ValueError as exc:
-        raise CliError(f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first, "
-                       "or pass --rates FILE.csv or --mtti DUR") from None
+        raise CliError(
+            f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first, "
+            "or pass --rates FILE.csv or --mtti DUR"
+        ) from None
     if wh.writable():  # kept in goodput_projections: a brief write that never waits for a writer
         saver = _warehouse(args) if wh.read_only else wh
         try:
             with saver.writer(wait=0):
                 append_projection(saver, res)
         except WarehouseBusy:
-            print(f"goodput: note: {wh.home} is being written by {saver.lock_owner()}: this projection "
-                  "is printed, not saved", file=sys.stderr)
+            print(
+                f"goodput: note: {wh.home} is being written by {saver.lock_owner()}: this projection "
+                "is printed, not saved",
+                file=sys.stderr,
+            )
     else:
-        print(f"goodput: note: {wh.home} is read-only: this projection is printed, not saved", file=sys.stderr)
+        print(
+            f"goodput: note: {wh.home} is read-only: this projection is printed, not saved",
+            file=sys.stderr,
+        )
     if _format(args) == "json":
         print(json.dumps(res, default=str))
     elif _format(args) == "csv":  # the scalar figures as one row (the classes: --json)
         import polars as pl
 
-        _print_frame(pl.DataFrame([{k: v for k, v in res.items() if not isinstance(v, dict | list)}]), "csv", [], [], {})
+        _print_frame(
+            pl.DataFrame([{k: v for k, v in res.items() if not isinstance(v, dict | list)}]),
+            "csv",
+            [],
+            [],
+            {},
+        )
     else:
         print("\n".join(format_projection(res)))
     return 0
@@ -727,15 +909,22 @@ def cmd_fit(args) -> int:
             wh.refresh_catalog()
     fr = wh.read("failure_rates")
     if fr.height == 0:
-        raise CliError("failure_rates is empty: run `goodput build` (or `goodput demo`) to fit the lifetimes first")
+        raise CliError(
+            "failure_rates is empty: run `goodput build` (or `goodput demo`) to fit the lifetimes first"
+        )
     fitted = sorted(set(fr["window"].drop_nulls().to_list()))
     if args.window not in fitted:
         raise CliError(f"no fits for --window {args.window}; fitted: {', '.join(fitted)}")
     window = stored_window(wh)
     if _format(args) != "table":
         rows = fr.filter(pl.col("window") == args.window)
-        _print_frame(rows if args.all_models else rows.filter(pl.col("selected")), _format(args), [], [],
-                     {"window": args.window})
+        _print_frame(
+            rows if args.all_models else rows.filter(pl.col("selected")),
+            _format(args),
+            [],
+            [],
+            {"window": args.window},
+        )
         return 0
     if window is not None:
         print(window.line())
@@ -762,22 +951,47 @@ def cmd_mtbf(args) -> int:
     wh = _reading_warehouse(args, read_only=True)
     df = wh.read("system_mtbf")
     if df.height == 0:
-        raise CliError("system_mtbf is empty: ingest failure records (or a fleet's logs) and run `goodput build`")
+        raise CliError(
+            "system_mtbf is empty: ingest failure records (or a fleet's logs) and run `goodput build`"
+        )
     df = df.filter((pl.col("period") == args.period) & (pl.col("grouping") == args.by))
     for col, want in (("system", args.system), ("source", args.source)):
         if want is not None:
             known = sorted(set(df[col].drop_nulls()))
             if want not in known:
-                raise CliError(f"no {col} {want!r} in system_mtbf (known: {', '.join(known) or 'none'})")
+                raise CliError(
+                    f"no {col} {want!r} in system_mtbf (known: {', '.join(known) or 'none'})"
+                )
             df = df.filter(pl.col(col) == want)
     df = df.sort("source", "system", "class", "period_start", nulls_last=False)
     if _format(args) != "table":
         _print_frame(df, _format(args), [], [], {"period": args.period, "by": args.by})
         return 0
-    head = ("source", "system", args.period, "class", "failures", "exposure_h", "mtbf_h", "ci_low", "ci_high", "partial")
+    head = (
+        "source",
+        "system",
+        args.period,
+        "class",
+        "failures",
+        "exposure_h",
+        "mtbf_h",
+        "ci_low",
+        "ci_high",
+        "partial",
+    )
     rows = [head] + [
-        (r["source"], r["system"], r["label"], r["class"] or "all", str(r["failures"]), f"{r['exposure_hours']:,.0f}",
-         _cell(r["mtbf_hours"]), _cell(r["mtbf_ci_low"]), _cell(r["mtbf_ci_high"]), "partial" if r["partial"] else "")
+        (
+            r["source"],
+            r["system"],
+            r["label"],
+            r["class"] or "all",
+            str(r["failures"]),
+            f"{r['exposure_hours']:,.0f}",
+            _cell(r["mtbf_hours"]),
+            _cell(r["mtbf_ci_low"]),
+            _cell(r["mtbf_ci_high"]),
+            "partial" if r["partial"] else "",
+        )
         for r in df.iter_rows(named=True)
     ]
     _print_rows(rows)
@@ -796,7 +1010,9 @@ def cmd_availability(args) -> int:
     wh = _reading_warehouse(args, read_only=True)
     avail = wh.read("availability")
     if avail.height == 0:
-        raise CliError("availability is empty: ingest failure records (or node events) and run `goodput build`")
+        raise CliError(
+            "availability is empty: ingest failure records (or node events) and run `goodput build`"
+        )
     fits, causes = wh.read("repair_fits"), wh.read("root_causes")
     if args.system is not None:
         known = sorted(set(avail["system"].drop_nulls()))
@@ -807,16 +1023,21 @@ def cmd_availability(args) -> int:
     else:
         causes = causes.filter(pl.col("system").is_null())
     if args.level == "node":
-        rows = avail.filter(pl.col("level") == "node").sort("failures", descending=True).head(args.top)
+        rows = (
+            avail.filter(pl.col("level") == "node").sort("failures", descending=True).head(args.top)
+        )
     else:
         rows = avail.filter(pl.col("level") == "system")
     if _format(args) == "json":
         print(json.dumps({"availability": rows.to_dicts(), "repair_fits": fits.filter(pl.col("selected")).to_dicts(),
                           "root_causes": causes.to_dicts()}, default=str))  # fmt: skip
         return 0
-    if _format(args) == "csv":  # the availability rows; the fits and causes are tables of their own (sql)
+    if (
+        _format(args) == "csv"
+    ):  # the availability rows; the fits and causes are tables of their own (sql)
         _print_frame(rows, "csv", [], [], {})
         return 0
+
     def ci(r: dict, c: str, prefix: str | None = None) -> str:
         return f"{_cell(r[c])} [{_cell(r[(prefix or c) + '_ci_low'])}, {_cell(r[(prefix or c) + '_ci_high'])}]"
 
@@ -829,15 +1050,25 @@ def cmd_availability(args) -> int:
         for r in rows.iter_rows(named=True)
     ]  # fmt: skip
     _print_rows([head, *body])
-    print("95% CIs: MTBF and rates exact Poisson, MTTR / availability bootstrap; availability only where every repair is known")
+    print(
+        "95% CIs: MTBF and rates exact Poisson, MTTR / availability bootstrap; availability only where every repair is known"
+    )
     best = fits.filter(pl.col("selected"))
     for q, word in (("repair", "repair time"), ("tbf", "time between failures")):
         won = best.filter(pl.col("quantity") == q)["model"].value_counts(sort=True)
         if won.height:
-            print(f"{word}: best by AIC " + ", ".join(f"{m} in {n}" for m, n in won.rows()) + f" of {best.filter(pl.col('quantity') == q).height} system(s)")
+            print(
+                f"{word}: best by AIC "
+                + ", ".join(f"{m} in {n}" for m, n in won.rows())
+                + f" of {best.filter(pl.col('quantity') == q).height} system(s)"
+            )
     if causes.height:
         shown = causes.head(ROOT_CAUSES_SHOWN)
-        more = f"; {causes.height - shown.height} more (goodput sql \"select * from root_causes\")" if causes.height > shown.height else ""
+        more = (
+            f'; {causes.height - shown.height} more (goodput sql "select * from root_causes")'
+            if causes.height > shown.height
+            else ""
+        )
         print("root causes (share of failures / of downtime): " + ", ".join(
             f"{r['cause'] or 'not recorded'} {100 * r['share']:.1f}% / {100 * (r['downtime_share'] or 0):.1f}%"
             for r in shown.iter_rows(named=True)) + more)  # fmt: skip
@@ -871,8 +1102,14 @@ def cmd_nodes(args) -> int:
     if args.alpha is not None:  # the stored counts, flagged at another level
         health = worst_first(score(health, args.alpha))
     s = summary(health)
-    gain = lemon_gain(health, args.gpus, args.gpus_per_node, parse_duration(args.ckpt_cost), parse_duration(args.restart),
-                      rates=fleet_rates(wh, args.gpus_per_node))
+    gain = lemon_gain(
+        health,
+        args.gpus,
+        args.gpus_per_node,
+        parse_duration(args.ckpt_cost),
+        parse_duration(args.restart),
+        rates=fleet_rates(wh, args.gpus_per_node),
+    )
     worst = health.head(args.top)
     if _format(args) == "json":
         print(json.dumps({"summary": s, "gain": gain, "nodes": worst.to_dicts()}, default=str))
@@ -880,24 +1117,58 @@ def cmd_nodes(args) -> int:
     if _format(args) == "csv":
         _print_frame(worst, "csv", [], [], {})
         return 0
-    print(f"nodes: {s['nodes']:,}, tested: {s['tested']:,}, lemons: {s['lemons']:,} (adjusted p < {s['alpha']:g})")
+    print(
+        f"nodes: {s['nodes']:,}, tested: {s['tested']:,}, lemons: {s['lemons']:,} (adjusted p < {s['alpha']:g})"
+    )
     if s["untested"]:
         print(f"{s['untested']:,} node(s) not tested (no observed node-hours)")
     if s["test"]:
         rate = s["fleet_rate_per_node_hour"] or 0.0
         print(f"test: {s['test']}")
-        print(f"fleet: {s['failures']:,} failures in {s['node_hours']:,.0f} node-hours ({rate * 1000:.3g} per 1,000 node-hours)")
-    cols = ("host", "failures", "expected_failures", "rate_ratio", "interruptions", "lost_gpu_hours",
-            "hw_events", "repairs", "node_hours", "p_value", "p_adjusted", "lemon")
-    heads = ("host", "failures", "expected", "ratio", "interrupts", "lost_gpu_h", "hw_events", "repairs",
-             "node_h", "p", "p_adj", "lemon")
+        print(
+            f"fleet: {s['failures']:,} failures in {s['node_hours']:,.0f} node-hours ({rate * 1000:.3g} per 1,000 node-hours)"
+        )
+    cols = (
+        "host",
+        "failures",
+        "expected_failures",
+        "rate_ratio",
+        "interruptions",
+        "lost_gpu_hours",
+        "hw_events",
+        "repairs",
+        "node_hours",
+        "p_value",
+        "p_adjusted",
+        "lemon",
+    )
+    heads = (
+        "host",
+        "failures",
+        "expected",
+        "ratio",
+        "interrupts",
+        "lost_gpu_h",
+        "hw_events",
+        "repairs",
+        "node_h",
+        "p",
+        "p_adj",
+        "lemon",
+    )
 
     def cell(v):
         if v is None:
             return "-"
         if isinstance(v, bool):
             return "yes" if v else "no"
-        return f"{v:,.0f}" if isinstance(v, float) and abs(v) >= 100 else f"{v:.3g}" if isinstance(v, float) else str(v)
+        return (
+            f"{v:,.0f}"
+            if isinstance(v, float) and abs(v) >= 100
+            else f"{v:.3g}"
+            if isinstance(v, float)
+            else str(v)
+        )
 
     rows = [heads] + [tuple(cell(r[c]) for c in cols) for r in worst.iter_rows(named=True)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
@@ -905,13 +1176,17 @@ def cmd_nodes(args) -> int:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
     if gain is not None:
         b, w = gain["baseline"], gain["without_lemons"]
-        line = (f"job on {gain['target_gpus']:,} GPUs at the fleet's {gain['basis']}: MTTI {in_hours(b['mtti_hours'])}, "
-                f"goodput {pct(b['goodput'])}")
+        line = (
+            f"job on {gain['target_gpus']:,} GPUs at the fleet's {gain['basis']}: MTTI {in_hours(b['mtti_hours'])}, "
+            f"goodput {pct(b['goodput'])}"
+        )
         if gain["lemons"] and w is None:
             line += "; without the lemon node(s) no failure is left to refit a rate from"
         elif gain["lemons"]:
-            line += (f"; rate refitted without the {gain['lemons']} lemon node(s): MTTI {in_hours(w['mtti_hours'])}, "
-                     f"goodput {pct(w['goodput'])} ({change(w['goodput'], b['goodput'], 'points')})")
+            line += (
+                f"; rate refitted without the {gain['lemons']} lemon node(s): MTTI {in_hours(w['mtti_hours'])}, "
+                f"goodput {pct(w['goodput'])} ({change(w['goodput'], b['goodput'], 'points')})"
+            )
         print(line + ("" if gain["lemons"] else "; no lemon node to remove"))
     return 0
 
@@ -937,7 +1212,12 @@ def _print_frame(df, fmt: str, text_rows, header: list[str], meta: dict) -> None
     rows = [header, *text_rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for r in rows:
-        print("  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip())
+        print(
+            "  ".join(
+                v.rjust(w) if i else v.ljust(w)
+                for i, (v, w) in enumerate(zip(r, widths, strict=True))
+            ).rstrip()
+        )
 
 
 def _format(args) -> str:
@@ -951,12 +1231,26 @@ def cmd_losses(args) -> int:
     wh = _reading_warehouse(args)
     df = losses_frame(wh.read("job_attempts"), wh.read("interruptions"), args.by, args.period)
     if df.height == 0 and _format(args) == "table":
-        print("no unexpected interruptions in the warehouse (run `goodput build` after ingesting job records)")
+        print(
+            "no unexpected interruptions in the warehouse (run `goodput build` after ingesting job records)"
+        )
         return 0
-    header = ([args.period] if args.period else []) + [args.by, "lost GPU-hours", "share", "interruptions", "MTBF"]
+    header = ([args.period] if args.period else []) + [
+        args.by,
+        "lost GPU-hours",
+        "share",
+        "interruptions",
+        "MTBF",
+    ]
     rows = [
         ([f"{r['period_start']:%Y-%m-%d}"] if args.period else [])
-        + [r[args.by], num(r["lost_gpu_hours"]), pct(r["share"]), f"{r['interruptions']:,}", in_hours(r["mtbf_hours"])]
+        + [
+            r[args.by],
+            num(r["lost_gpu_hours"]),
+            pct(r["share"]),
+            f"{r['interruptions']:,}",
+            in_hours(r["mtbf_hours"]),
+        ]
         for r in df.iter_rows(named=True)
     ]
     _print_frame(df, _format(args), rows, header, {"by": args.by, "period": args.period})
@@ -968,23 +1262,40 @@ def cmd_trend(args) -> int:
     from dashboards.section import change, in_hours, num, pct
 
     wh = _reading_warehouse(args)
-    df = trend_frame(wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"), args.period)
+    df = trend_frame(
+        wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"), args.period
+    )
     if df.height == 0 and _format(args) == "table":
         print("no job attempts with start and end times in the warehouse")
         return 0
-    header = [args.period, "GPU-hours", "goodput", "change", "lost GPU-hours", "change", "interruptions",
-              "MTBF", "change"]
+    header = [
+        args.period,
+        "GPU-hours",
+        "goodput",
+        "change",
+        "lost GPU-hours",
+        "change",
+        "interruptions",
+        "MTBF",
+        "change",
+    ]
     rows = []
     prev = None
     for r in df.iter_rows(named=True):
         p = prev or {}
-        rows.append([
-            f"{r['period_start']:%Y-%m-%d}", num(r["gpu_hours"]), pct(r["goodput"]),
-            change(r["goodput"], p.get("goodput"), "points") if prev else "",
-            num(r["lost_gpu_hours"]), change(r["lost_gpu_hours"], p.get("lost_gpu_hours")) if prev else "",
-            f"{r['interruptions']:,}", in_hours(r["mtbf_hours"]),
-            change(r["mtbf_hours"], p.get("mtbf_hours"), "h") if prev else "",
-        ])
+        rows.append(
+            [
+                f"{r['period_start']:%Y-%m-%d}",
+                num(r["gpu_hours"]),
+                pct(r["goodput"]),
+                change(r["goodput"], p.get("goodput"), "points") if prev else "",
+                num(r["lost_gpu_hours"]),
+                change(r["lost_gpu_hours"], p.get("lost_gpu_hours")) if prev else "",
+                f"{r['interruptions']:,}",
+                in_hours(r["mtbf_hours"]),
+                change(r["mtbf_hours"], p.get("mtbf_hours"), "h") if prev else "",
+            ]
+        )
         prev = r
     _print_frame(df, _format(args), rows, header, {"period": args.period})
     return 0
@@ -1004,19 +1315,36 @@ def cmd_whatif(args) -> int:
     try:
         rows = sensitivity_at(wh, args.gpus)
     except ValueError as exc:
-        raise CliError(f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first") from None
+        raise CliError(
+            f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first"
+        ) from None
     base = rows.filter(pl.col("knob") == "baseline").row(0, named=True)
     ranked = sensitivity_frame(rows).select(
         "change", "knob", "gain_pp", "goodput_base", "goodput", "goodput_ci_low", "goodput_ci_high", "mtti_hours",
         "interval_hours", "method",
     )  # fmt: skip
-    meta = {"n_gpus": args.gpus, "baseline": {k: base[k] for k in (
-        "goodput", "goodput_ci_low", "goodput_ci_high", "mtti_hours", "interval_hours", "spares", "scope")}}
+    meta = {
+        "n_gpus": args.gpus,
+        "baseline": {
+            k: base[k]
+            for k in (
+                "goodput",
+                "goodput_ci_low",
+                "goodput_ci_high",
+                "mtti_hours",
+                "interval_hours",
+                "spares",
+                "scope",
+            )
+        },
+    }
     fmt = _format(args)
     if fmt == "table":
-        print(f"at {args.gpus:,} GPUs ({base['scope'] or 'infrastructure'} interruptions): goodput "
-              f"{pct(base['goodput'])} (95% {pct(base['goodput_ci_low'])} - {pct(base['goodput_ci_high'])}), "
-              f"MTTI {in_hours(base['mtti_hours'])}; each change alone:")
+        print(
+            f"at {args.gpus:,} GPUs ({base['scope'] or 'infrastructure'} interruptions): goodput "
+            f"{pct(base['goodput'])} (95% {pct(base['goodput_ci_low'])} - {pct(base['goodput_ci_high'])}), "
+            f"MTTI {in_hours(base['mtti_hours'])}; each change alone:"
+        )
     text = [
         [r["change"], f"{r['gain_pp']:+.1f} points", f"{pct(r['goodput_base'])} -> {pct(r['goodput'])}",
          f"{pct(r['goodput_ci_low'])} - {pct(r['goodput_ci_high'])}", in_hours(r["mtti_hours"]), r["method"]]
@@ -1025,8 +1353,10 @@ def cmd_whatif(args) -> int:
     header = ["change", "goodput gain", "goodput", "95% band", "MTTI", "method"]
     _print_frame(ranked, fmt, text, header, meta)
     if fmt == "table" and "mc" in ranked["method"]:
-        print(f"mc: Monte Carlo against its own baseline of {base['spares']} spare nodes (repair {Scenario.repair_hours:g} h), "
-              "where waiting for a repaired node also costs goodput")
+        print(
+            f"mc: Monte Carlo against its own baseline of {base['spares']} spare nodes (repair {Scenario.repair_hours:g} h), "
+            "where waiting for a repaired node also costs goodput"
+        )
     return 0
 
 
@@ -1037,7 +1367,9 @@ def cmd_compare(args) -> int:
     from analysis.numbers import in_hours, num, pct
 
     wh = _reading_warehouse(args, read_only=True)
-    df = compare_frame(wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"), args.by)
+    df = compare_frame(
+        wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"), args.by
+    )
     if df.height == 0 and _format(args) == "table":
         print("no job attempts in the warehouse (ingest job records, then `goodput build`)")
         return 0
@@ -1057,8 +1389,10 @@ def cmd_compare(args) -> int:
               "MTBF (95% CI)", "lost GPU-hours"]  # fmt: skip
     _print_frame(df, _format(args), text, header, {"by": args.by})
     if _format(args) == "table":
-        print("infrastructure interruptions: unexpected, not the jobs' own failures; MTBF: the hours the "
-              f"{args.by}'s jobs span / those interruptions; CIs exact Poisson")
+        print(
+            "infrastructure interruptions: unexpected, not the jobs' own failures; MTBF: the hours the "
+            f"{args.by}'s jobs span / those interruptions; CIs exact Poisson"
+        )
     return 0
 
 
@@ -1074,8 +1408,13 @@ def cmd_report(args) -> int:
     wh = _scoped(wh, config)
     with wh.writer():
         wh.refresh_catalog()
-        path = build_report(wh, Path(args.out) if args.out else None, target_gpus=args.gpus,
-                            scope=config.scope().header(), gpu_hour_cost=args.gpu_hour_cost)
+        path = build_report(
+            wh,
+            Path(args.out) if args.out else None,
+            target_gpus=args.gpus,
+            scope=config.scope().header(),
+            gpu_hour_cost=args.gpu_hour_cost,
+        )
     print(f"report: {path}")
     return 0
 
@@ -1095,7 +1434,9 @@ def _closest_choice(message: str) -> str:
     m = re.search(r"invalid choice: (.+?) \(choose from (.*)\)", message)
     if not m:
         return ""
-    close = difflib.get_close_matches(m[1].strip("'"), [c.strip(" '") for c in m[2].split(",")], n=1)
+    close = difflib.get_close_matches(
+        m[1].strip("'"), [c.strip(" '") for c in m[2].split(",")], n=1
+    )
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
@@ -1111,7 +1452,9 @@ class _HelpFormatter(argparse.HelpFormatter):
 class _Version(argparse.Action):
     """``--version``: the package version and, run from a git checkout, its commit."""
 
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+    def __init__(
+        self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None
+    ):
         super().__init__(option_strings, dest, nargs=0, default=default, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
@@ -1133,8 +1476,13 @@ def version_line() -> str:
         return line
     try:
         git = ["git", "-C", str(REPO)]
-        sha, dirty = (subprocess.run([*git, *cmd], capture_output=True, text=True, timeout=10, check=False)
-                      for cmd in (["rev-parse", "--short=12", "HEAD"], ["status", "--porcelain", "--untracked-files=no"]))
+        sha, dirty = (
+            subprocess.run([*git, *cmd], capture_output=True, text=True, timeout=10, check=False)
+            for cmd in (
+                ["rev-parse", "--short=12", "HEAD"],
+                ["status", "--porcelain", "--untracked-files=no"],
+            )
+        )
     except (OSError, subprocess.TimeoutExpired):
         return line
     if sha.returncode != 0:
@@ -1146,23 +1494,33 @@ def version_line() -> str:
 EXAMPLES = {
     "demo": ["goodput demo", "goodput demo --home /tmp/goodput-demo"],
     "simulate": ["goodput simulate --out /tmp/fleet --nodes 64 --days 30 --seed 1"],
-    "ingest": ["goodput ingest /data/sacct/ /data/dcgm-scrapes/ /var/log/kern.log* --cluster prod",
-               "goodput ingest dump.txt --format sacct --fields xdmod",
-               "goodput ingest smi.csv --format nvidia-smi --host gpu-node-007 --time 2026-01-05T10:00:00Z"],
+    "ingest": [
+        "goodput ingest /data/sacct/ /data/dcgm-scrapes/ /var/log/kern.log* --cluster prod",
+        "goodput ingest dump.txt --format sacct --fields xdmod",
+        "goodput ingest smi.csv --format nvidia-smi --host gpu-node-007 --time 2026-01-05T10:00:00Z",
+    ],
     "pull": ["goodput pull --dry-run", "goodput pull slurmdbd --since 2026-01-01"],
     "forget": ["goodput forget /data/sacct/2026-01.txt"],
-    "build": ["goodput build", "goodput build --as-of 2026-03-01 --ckpt-interval 1h --restart 15m",
-              "goodput build --cluster prod --from 2026-01-01"],
+    "build": [
+        "goodput build",
+        "goodput build --as-of 2026-03-01 --ckpt-interval 1h --restart 15m",
+        "goodput build --cluster prod --from 2026-01-01",
+    ],
     "fit": ["goodput fit", "goodput fit --all-models --window 2026-01"],
     "mtbf": ["goodput mtbf --period month --by cause"],
     "availability": ["goodput availability --level node --top 10"],
-    "sql": ["goodput sql \"select cause_class, count(*) n from interruptions group by 1 order by 2 desc\"",
-            "goodput sql \"select * from quarantine\" --format csv > quarantine.csv"],
-    "project": ["goodput project --gpus 32Ki", "goodput project --gpus 100k --spares 16 --method mc",
-                "goodput project --gpus 16384 --mtti 3h --interval 30m --json"],
+    "sql": [
+        'goodput sql "select cause_class, count(*) n from interruptions group by 1 order by 2 desc"',
+        'goodput sql "select * from quarantine" --format csv > quarantine.csv',
+    ],
+    "project": [
+        "goodput project --gpus 32Ki",
+        "goodput project --gpus 100k --spares 16 --method mc",
+        "goodput project --gpus 16384 --mtti 3h --interval 30m --json",
+    ],
     "nodes": ["goodput nodes --top 10", "goodput nodes --alpha 0.01 --json"],
     "report": ["goodput report", "goodput report --out /tmp/report.html --gpu-hour-cost 2.5"],
-    "completion": ["eval \"$(goodput completion bash)\"    # in ~/.bashrc"],
+    "completion": ['eval "$(goodput completion bash)"    # in ~/.bashrc'],
 }
 
 
@@ -1180,11 +1538,16 @@ def _complete_from_warehouse(column: str):
         from warehouse.store import Warehouse
 
         try:
-            wh = Warehouse(getattr(parsed_args, "home", None), getattr(parsed_args, "warehouse_uri", None),
-                           read_only=True)
+            wh = Warehouse(
+                getattr(parsed_args, "home", None),
+                getattr(parsed_args, "warehouse_uri", None),
+                read_only=True,
+            )
             if not wh.home.is_dir():
                 return []
-            query = f"SELECT DISTINCT {column} FROM job_attempts WHERE {column} IS NOT NULL ORDER BY 1"
+            query = (
+                f"SELECT DISTINCT {column} FROM job_attempts WHERE {column} IS NOT NULL ORDER BY 1"
+            )
             return [str(v) for v in wh.run_readonly(query).to_series()]
         except Exception:  # noqa: BLE001 - a completion never fails the shell
             return []
@@ -1193,9 +1556,13 @@ def _complete_from_warehouse(column: str):
 
 
 # options completed from the warehouse or the format registry, by their destination
-COMPLETERS = {"scope_cluster": _complete_from_warehouse("cluster"), "cluster": _complete_from_warehouse("cluster"),
-              "scope_partition": _complete_from_warehouse("partition"),
-              "scope_account": _complete_from_warehouse("account"), "format": _complete_formats}
+COMPLETERS = {
+    "scope_cluster": _complete_from_warehouse("cluster"),
+    "cluster": _complete_from_warehouse("cluster"),
+    "scope_partition": _complete_from_warehouse("partition"),
+    "scope_account": _complete_from_warehouse("account"),
+    "format": _complete_formats,
+}
 
 
 def _finish(parser: argparse.ArgumentParser) -> None:
@@ -1234,11 +1601,16 @@ def build_parser() -> argparse.ArgumentParser:
     from analysis.trend import LOSS_KEYS, PERIODS
 
     p = _Parser(
-        prog="goodput", formatter_class=_HelpFormatter,
+        prog="goodput",
+        formatter_class=_HelpFormatter,
         description="GPU-fleet reliability and goodput: ingest scheduler logs and hardware telemetry into "
-                    "a Parquet + DuckDB warehouse, fit failure rates, measure and project goodput.",
+        "a Parquet + DuckDB warehouse, fit failure rates, measure and project goodput.",
     )
-    p.add_argument("--version", action=_Version, help="print the version (and the commit, run from a git checkout)")
+    p.add_argument(
+        "--version",
+        action=_Version,
+        help="print the version (and the commit, run from a git checkout)",
+    )
     home_help = "warehouse directory (default $GOODPUT_HOME or ./goodput_home)"
     uri_help = "Parquet root: a directory or s3://bucket/prefix (default $GOODPUT_WAREHOUSE_URI or HOME/parquet)"
     p.add_argument("--home", help=home_help)
@@ -1248,209 +1620,503 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--warehouse-uri", default=argparse.SUPPRESS, help=uri_help)
     wait_help = "when another process is writing the warehouse: wait at most this long (e.g. 0, 30s, 10m; default: as long as it takes)"
     p.add_argument("--wait", help=wait_help)
-    p.add_argument("--no-wait", dest="wait", action="store_const", const="0", help="fail at once if another process is writing")
+    p.add_argument(
+        "--no-wait",
+        dest="wait",
+        action="store_const",
+        const="0",
+        help="fail at once if another process is writing",
+    )
     common.add_argument("--wait", default=argparse.SUPPRESS, help=wait_help)
-    common.add_argument("--no-wait", dest="wait", action="store_const", const="0", default=argparse.SUPPRESS,
-                        help="fail at once if another process is writing")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                           help="one of the commands below; `goodput COMMAND --help` for its options")
+    common.add_argument(
+        "--no-wait",
+        dest="wait",
+        action="store_const",
+        const="0",
+        default=argparse.SUPPRESS,
+        help="fail at once if another process is writing",
+    )
+    sub = p.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        help="one of the commands below; `goodput COMMAND --help` for its options",
+    )
 
-    s = sub.add_parser("demo", parents=[common], help="whole pipeline on the committed sample fleet")
+    s = sub.add_parser(
+        "demo", parents=[common], help="whole pipeline on the committed sample fleet"
+    )
     s.set_defaults(func=cmd_demo)
 
     cost_help = "$ per GPU-hour: the report's first screen prices the lost GPU-hours (default: no cost shown)"
     window = argparse.ArgumentParser(add_help=False)
-    window.add_argument("--observed-from", help="start of the observation window (ISO-8601; default: inferred from the data's span)")
-    window.add_argument("--observed-to", "--as-of", dest="observed_to",
-                        help="end of the observation window: units still in service are censored here (ISO-8601; default: inferred)")
-    window.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per host where the data does not show them (default {GPUS_PER_NODE})")
+    window.add_argument(
+        "--observed-from",
+        help="start of the observation window (ISO-8601; default: inferred from the data's span)",
+    )
+    window.add_argument(
+        "--observed-to",
+        "--as-of",
+        dest="observed_to",
+        help="end of the observation window: units still in service are censored here (ISO-8601; default: inferred)",
+    )
+    window.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=GPUS_PER_NODE,
+        help=f"GPUs per host where the data does not show them (default {GPUS_PER_NODE})",
+    )
 
     fmt = argparse.ArgumentParser(add_help=False)
-    fmt.add_argument("--format", choices=["table", "csv", "json"], default="table",
-                     help="table (default), csv (raw values) or json (one object with its rows)")
+    fmt.add_argument(
+        "--format",
+        choices=["table", "csv", "json"],
+        default="table",
+        help="table (default), csv (raw values) or json (one object with its rows)",
+    )
     fmt.add_argument("--json", action="store_true", help="the same as --format json")
 
-    s = sub.add_parser("build", parents=[common, window], help="everything downstream of ingest (rollups, attribution, fits, goodput, report)")
-    s.add_argument("--ckpt-interval", default=f"{CKPT_INTERVAL_S:g}s",
-                   help="assumed checkpoint interval for measured goodput of jobs without checkpoint evidence")
-    s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="assumed cost of one checkpoint, e.g. 60s")
-    s.add_argument("--restart", default=f"{RESTART_S:g}s", help="assumed restart time after a failure, e.g. 10m")
-    s.add_argument("--gpu-hour-cost", type=float, default=GPU_HOUR_COST, metavar="USD", help=cost_help)
+    s = sub.add_parser(
+        "build",
+        parents=[common, window],
+        help="everything downstream of ingest (rollups, attribution, fits, goodput, report)",
+    )
+    s.add_argument(
+        "--ckpt-interval",
+        default=f"{CKPT_INTERVAL_S:g}s",
+        help="assumed checkpoint interval for measured goodput of jobs without checkpoint evidence",
+    )
+    s.add_argument(
+        "--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="assumed cost of one checkpoint, e.g. 60s"
+    )
+    s.add_argument(
+        "--restart",
+        default=f"{RESTART_S:g}s",
+        help="assumed restart time after a failure, e.g. 10m",
+    )
+    s.add_argument(
+        "--gpu-hour-cost", type=float, default=GPU_HOUR_COST, metavar="USD", help=cost_help
+    )
     add_scope_options(s)
     s.set_defaults(func=cmd_build)
 
-    s = sub.add_parser("simulate", parents=[common], help="write a synthetic fleet with ground truth")
-    s.add_argument("--out", required=True, help="directory to write the fleet's source files and ground_truth.json to")
+    s = sub.add_parser(
+        "simulate", parents=[common], help="write a synthetic fleet with ground truth"
+    )
+    s.add_argument(
+        "--out",
+        required=True,
+        help="directory to write the fleet's source files and ground_truth.json to",
+    )
     s.add_argument("--nodes", type=int, default=32, help="number of nodes (default 32)")
-    s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per node (default {GPUS_PER_NODE})")
-    s.add_argument("--days", type=float, default=60, help="length of the simulated period in days (default 60)")
-    s.add_argument("--seed", type=int, default=0, help="random seed: the same seed writes the same fleet (default 0)")
-    s.add_argument("--fault-scale", type=float, default=20.0, help="multiply the Llama-3-derived fault rates")
+    s.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=GPUS_PER_NODE,
+        help=f"GPUs per node (default {GPUS_PER_NODE})",
+    )
+    s.add_argument(
+        "--days", type=float, default=60, help="length of the simulated period in days (default 60)"
+    )
+    s.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="random seed: the same seed writes the same fleet (default 0)",
+    )
+    s.add_argument(
+        "--fault-scale", type=float, default=20.0, help="multiply the Llama-3-derived fault rates"
+    )
     s.add_argument("--scrape-interval", default="1h", help="DCGM scrape interval (e.g. 15m, 1h)")
     s.set_defaults(func=cmd_simulate)
 
     s = sub.add_parser("ingest", parents=[common], help="parse source files into the warehouse")
-    s.add_argument("paths", nargs="+", metavar="PATH",
-                   help="source files or directories (read recursively; .gz and .zst are decompressed)")
-    s.add_argument("--format", default="auto",
-                   help="source format, e.g. sacct, sacct-json, dcgm, kernel, ipmi-sel, component-history "
-                        "(default auto: detected from each file's content)")
-    s.add_argument("--cluster", default="default", help="cluster name stored with the records (default 'default')")
+    s.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="source files or directories (read recursively; .gz and .zst are decompressed)",
+    )
+    s.add_argument(
+        "--format",
+        default="auto",
+        help="source format, e.g. sacct, sacct-json, dcgm, kernel, ipmi-sel, component-history "
+        "(default auto: detected from each file's content)",
+    )
+    s.add_argument(
+        "--cluster",
+        default="default",
+        help="cluster name stored with the records (default 'default')",
+    )
     s.add_argument("--tz", default="UTC", help="zone of timestamps that carry none")
     s.add_argument("--host", help="host for files that do not name one")
     s.add_argument("--time", help="sample time for scrapes that carry none (ISO-8601)")
     s.add_argument("--fields", help="field order of a headerless sacct dump (or 'xdmod')")
     s.add_argument("--delimiter", help="sacct field delimiter (default: from the header, else |)")
-    s.add_argument("--map", help="component history / failure log column mapping canonical=theirs,...")
-    s.add_argument("--not-before", metavar="ISO",
-                   help="records dated earlier are implausible and quarantined (default 2000-01-01; "
-                        "historical logs such as LANL's 1996-2005 release need an earlier one)")
-    s.add_argument("--exclude-hosts", metavar="FILE",
-                   help="component history: quarantine installations on these hosts (every word of FILE is a host, "
-                        "e.g. a service-node list)")
-    s.add_argument("--replace", action="store_true",
-                   help="forget what these files produced before (e.g. with a wrong --tz), then ingest them again")
+    s.add_argument(
+        "--map", help="component history / failure log column mapping canonical=theirs,..."
+    )
+    s.add_argument(
+        "--not-before",
+        metavar="ISO",
+        help="records dated earlier are implausible and quarantined (default 2000-01-01; "
+        "historical logs such as LANL's 1996-2005 release need an earlier one)",
+    )
+    s.add_argument(
+        "--exclude-hosts",
+        metavar="FILE",
+        help="component history: quarantine installations on these hosts (every word of FILE is a host, "
+        "e.g. a service-node list)",
+    )
+    s.add_argument(
+        "--replace",
+        action="store_true",
+        help="forget what these files produced before (e.g. with a wrong --tz), then ingest them again",
+    )
     s.add_argument("--jobs", type=int, help="processes that parse files (default: one per core)")
-    s.add_argument("--settle", default=SETTLE, metavar="DUR",
-                   help="a file is read once its size and mtime have not changed for this long; one still "
-                        "changing is skipped with a warning (default 2s, or $GOODPUT_SETTLE; 0 reads at once)")
+    s.add_argument(
+        "--settle",
+        default=SETTLE,
+        metavar="DUR",
+        help="a file is read once its size and mtime have not changed for this long; one still "
+        "changing is skipped with a warning (default 2s, or $GOODPUT_SETTLE; 0 reads at once)",
+    )
     s.set_defaults(func=cmd_ingest)
 
-    s = sub.add_parser("pull", parents=[common], help="pull live sources (slurmdbd, Prometheus, Redfish BMCs) from HOME/sources.toml",
-                       description="Pull every source of HOME/sources.toml (or the ones named) from its cursor to now. "
-                                   "Exit status 1 when a source failed: the others are stored, the next pull catches up.")
-    s.add_argument("sources", nargs="*", metavar="SOURCE", help="source names in sources.toml (default: every source)")
-    s.add_argument("--since", metavar="ISO", help="pull from here instead of each source's cursor (a backfill)")
+    s = sub.add_parser(
+        "pull",
+        parents=[common],
+        help="pull live sources (slurmdbd, Prometheus, Redfish BMCs) from HOME/sources.toml",
+        description="Pull every source of HOME/sources.toml (or the ones named) from its cursor to now. "
+        "Exit status 1 when a source failed: the others are stored, the next pull catches up.",
+    )
+    s.add_argument(
+        "sources",
+        nargs="*",
+        metavar="SOURCE",
+        help="source names in sources.toml (default: every source)",
+    )
+    s.add_argument(
+        "--since", metavar="ISO", help="pull from here instead of each source's cursor (a backfill)"
+    )
     s.add_argument("--until", metavar="ISO", help="pull up to here (default: now)")
-    s.add_argument("--dry-run", action="store_true", help="print the commands and queries it would run, and run none")
+    s.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the commands and queries it would run, and run none",
+    )
     s.set_defaults(func=cmd_pull)
 
-    s = sub.add_parser("forget", parents=[common], help="remove every row some ingested files produced, so they can be ingested again")
-    s.add_argument("targets", nargs="+", metavar="PATH|SHA256",
-                   help="an ingested file's path or sha256 (see the ingest_manifest table)")
+    s = sub.add_parser(
+        "forget",
+        parents=[common],
+        help="remove every row some ingested files produced, so they can be ingested again",
+    )
+    s.add_argument(
+        "targets",
+        nargs="+",
+        metavar="PATH|SHA256",
+        help="an ingested file's path or sha256 (see the ingest_manifest table)",
+    )
     s.set_defaults(func=cmd_forget)
 
-    s = sub.add_parser("fit", parents=[common, window, fmt], help="print the fitted failure rates per component class (refit over a window given)")
-    s.add_argument("--all-models", action="store_true", help="every candidate model, not only the AIC winner")
+    s = sub.add_parser(
+        "fit",
+        parents=[common, window, fmt],
+        help="print the fitted failure rates per component class (refit over a window given)",
+    )
+    s.add_argument(
+        "--all-models", action="store_true", help="every candidate model, not only the AIC winner"
+    )
     s.add_argument("--window", default="all", help="'all' (default) or a month YYYY-MM")
     add_scope_options(s)
     s.set_defaults(func=cmd_fit)
 
-    s = sub.add_parser("mtbf", parents=[common, fmt], help="system MTBF per month or quarter (95%% CI), overall or per class")
-    s.add_argument("--period", choices=["quarter", "month"], default="quarter", help="calendar period (default quarter)")
-    s.add_argument("--by", choices=["all", "cause", "component_class"], default="all",
-                   help="whole system (default), or per root cause / component class")
+    s = sub.add_parser(
+        "mtbf",
+        parents=[common, fmt],
+        help="system MTBF per month or quarter (95%% CI), overall or per class",
+    )
+    s.add_argument(
+        "--period",
+        choices=["quarter", "month"],
+        default="quarter",
+        help="calendar period (default quarter)",
+    )
+    s.add_argument(
+        "--by",
+        choices=["all", "cause", "component_class"],
+        default="all",
+        help="whole system (default), or per root cause / component class",
+    )
     s.add_argument("--system", help="one system (cluster)")
-    s.add_argument("--source", choices=["failures", "interruptions", "node_failures"],
-                   help="one series: failure records, job interruptions or node failure episodes")
+    s.add_argument(
+        "--source",
+        choices=["failures", "interruptions", "node_failures"],
+        help="one series: failure records, job interruptions or node failure episodes",
+    )
     add_scope_options(s)
     s.set_defaults(func=cmd_mtbf)
 
-    s = sub.add_parser("availability", parents=[common, fmt],
-                       help="availability, MTBF, MTTR, repair-time fits and root causes per system or node")
-    s.add_argument("--system", help="one system (cluster): its root causes instead of every system's")
-    s.add_argument("--level", choices=["system", "node"], default="system", help="rows per system (default) or per node")
-    s.add_argument("--top", type=int, default=20, help="nodes listed with --level node, most failures first (default 20)")
+    s = sub.add_parser(
+        "availability",
+        parents=[common, fmt],
+        help="availability, MTBF, MTTR, repair-time fits and root causes per system or node",
+    )
+    s.add_argument(
+        "--system", help="one system (cluster): its root causes instead of every system's"
+    )
+    s.add_argument(
+        "--level",
+        choices=["system", "node"],
+        default="system",
+        help="rows per system (default) or per node",
+    )
+    s.add_argument(
+        "--top",
+        type=int,
+        default=20,
+        help="nodes listed with --level node, most failures first (default 20)",
+    )
     add_scope_options(s)
     s.set_defaults(func=cmd_availability)
 
-    s = sub.add_parser("sql", parents=[common], help="query the warehouse with DuckDB SQL (read-only)")
-    s.add_argument("query", help="one SELECT (or EXPLAIN) statement over the warehouse's tables and views")
-    s.add_argument("--allow-files", action="append", default=[], metavar="DIR",
-                   help="also let the query read files under DIR (repeatable)")
-    s.add_argument("--format", choices=["table", "csv", "json"], default="table",
-                   help="output: table (default, as the DuckDB CLI prints it), csv, or json (one array of row objects); "
-                        "csv and json print every row")
-    s.add_argument("--max-rows", type=int, default=40, help="rows the table shows (default 40; the count of all is printed)")
+    s = sub.add_parser(
+        "sql", parents=[common], help="query the warehouse with DuckDB SQL (read-only)"
+    )
+    s.add_argument(
+        "query", help="one SELECT (or EXPLAIN) statement over the warehouse's tables and views"
+    )
+    s.add_argument(
+        "--allow-files",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also let the query read files under DIR (repeatable)",
+    )
+    s.add_argument(
+        "--format",
+        choices=["table", "csv", "json"],
+        default="table",
+        help="output: table (default, as the DuckDB CLI prints it), csv, or json (one array of row objects); "
+        "csv and json print every row",
+    )
+    s.add_argument(
+        "--max-rows",
+        type=int,
+        default=40,
+        help="rows the table shows (default 40; the count of all is printed)",
+    )
     add_scope_options(s)
     s.set_defaults(func=cmd_sql)
 
-    s = sub.add_parser("project", parents=[common, fmt], help="project goodput for a job size (analytic or Monte Carlo)")
-    s.add_argument("--gpus", type=int, default=TARGET_GPUS, help=f"GPUs the job spans (default {TARGET_GPUS:,})")
-    s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per node (default {GPUS_PER_NODE})")
-    s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="checkpoint cost (blocking), e.g. 60s")
-    s.add_argument("--restart", default=f"{RESTART_S:g}s", help="restart time after a failure, e.g. 10m")
-    s.add_argument("--interval", default="auto", help="checkpoint interval: auto (Daly) or a duration")
-    s.add_argument("--spares", type=int, default=None,
-                   help="hot spare nodes for --method mc (default: unlimited, never wait for a node)")
+    s = sub.add_parser(
+        "project",
+        parents=[common, fmt],
+        help="project goodput for a job size (analytic or Monte Carlo)",
+    )
+    s.add_argument(
+        "--gpus",
+        type=int,
+        default=TARGET_GPUS,
+        help=f"GPUs the job spans (default {TARGET_GPUS:,})",
+    )
+    s.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=GPUS_PER_NODE,
+        help=f"GPUs per node (default {GPUS_PER_NODE})",
+    )
+    s.add_argument(
+        "--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="checkpoint cost (blocking), e.g. 60s"
+    )
+    s.add_argument(
+        "--restart", default=f"{RESTART_S:g}s", help="restart time after a failure, e.g. 10m"
+    )
+    s.add_argument(
+        "--interval", default="auto", help="checkpoint interval: auto (Daly) or a duration"
+    )
+    s.add_argument(
+        "--spares",
+        type=int,
+        default=None,
+        help="hot spare nodes for --method mc (default: unlimited, never wait for a node)",
+    )
     s.add_argument("--mtti", help="override the fitted rates with this MTTI (e.g. 3h)")
-    s.add_argument("--scope", choices=list(SCOPES), default=DEFAULT_SCOPE,
-                   help="interruption classes projected: hardware fits only; infrastructure (default: "
-                        "everything but the job's own failures); all")
-    s.add_argument("--rates", help="project from a rates CSV (component_class,events,exposure_hours,unit "
-                                   "with unit gpu|node|job) instead of the warehouse")
-    s.add_argument("--method", choices=["analytic", "mc"], default="analytic",
-                   help="analytic (default: Daly's model with CI bands from the fits) or mc (Monte Carlo "
-                        "simulation of the job, with spares and the fitted lifetime models)")
-    s.add_argument("--fleet-age", choices=list(FLEET_AGES), default=DEFAULT_FLEET_AGE,
-                   help="age of the job's units at its start: stationary (long-run rate 1/mean of each "
-                        "class's fitted model), new (all age 0: failures over --horizon by renewal), "
-                        "observed (each unit's age at the window end from the warehouse; classes "
-                        "without ages stay stationary)")
-    s.add_argument("--horizon",
-                   help="job length, e.g. 30d: failures of a non-stationary fleet are counted over it, "
-                        "and --method mc simulates it (default: 54 days, Llama 3's run)")
+    s.add_argument(
+        "--scope",
+        choices=list(SCOPES),
+        default=DEFAULT_SCOPE,
+        help="interruption classes projected: hardware fits only; infrastructure (default: "
+        "everything but the job's own failures); all",
+    )
+    s.add_argument(
+        "--rates",
+        help="project from a rates CSV (component_class,events,exposure_hours,unit "
+        "with unit gpu|node|job) instead of the warehouse",
+    )
+    s.add_argument(
+        "--method",
+        choices=["analytic", "mc"],
+        default="analytic",
+        help="analytic (default: Daly's model with CI bands from the fits) or mc (Monte Carlo "
+        "simulation of the job, with spares and the fitted lifetime models)",
+    )
+    s.add_argument(
+        "--fleet-age",
+        choices=list(FLEET_AGES),
+        default=DEFAULT_FLEET_AGE,
+        help="age of the job's units at its start: stationary (long-run rate 1/mean of each "
+        "class's fitted model), new (all age 0: failures over --horizon by renewal), "
+        "observed (each unit's age at the window end from the warehouse; classes "
+        "without ages stay stationary)",
+    )
+    s.add_argument(
+        "--horizon",
+        help="job length, e.g. 30d: failures of a non-stationary fleet are counted over it, "
+        "and --method mc simulates it (default: 54 days, Llama 3's run)",
+    )
     add_scope_options(s)
     s.set_defaults(func=cmd_project)
 
-    s = sub.add_parser("fleetsim", parents=[common], help="simulate a fleet's operations (spares, triage, repair line, "
-                       "retirement, maintenance) under the fitted failure laws: ETTR, goodput, what-if sweeps (docs/fleetsim.md)")
-    s.add_argument("--scenario", required=True, metavar="FILE.yaml", help="the scenario (schema: docs/fleetsim.md)")
-    s.add_argument("--workers", type=int, help="processes running replications (default: one per core)")
+    s = sub.add_parser(
+        "fleetsim",
+        parents=[common],
+        help="simulate a fleet's operations (spares, triage, repair line, "
+        "retirement, maintenance) under the fitted failure laws: ETTR, goodput, what-if sweeps (docs/fleetsim.md)",
+    )
+    s.add_argument(
+        "--scenario",
+        required=True,
+        metavar="FILE.yaml",
+        help="the scenario (schema: docs/fleetsim.md)",
+    )
+    s.add_argument(
+        "--workers", type=int, help="processes running replications (default: one per core)"
+    )
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=cmd_fleetsim)
 
-    s = sub.add_parser("nodes", parents=[common, fmt], help="lemon nodes: the nodes that fail most, with their numbers and the test")
-    s.add_argument("--top", type=int, default=20, help="how many nodes to list, worst first (default 20)")
-    s.add_argument("--gpus", type=int, default=TARGET_GPUS, help="job size the goodput gain of removing lemons is projected at")
-    s.add_argument("--gpus-per-node", type=int, default=GPUS_PER_NODE, help=f"GPUs per node of that job (default {GPUS_PER_NODE})")
-    s.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help="checkpoint cost (blocking) of that job, e.g. 60s")
-    s.add_argument("--restart", default=f"{RESTART_S:g}s", help="restart time after a failure, e.g. 10m")
-    s.add_argument("--alpha", type=float, help=f"level of the lemon flag on the adjusted p value (default {LEMON_ALPHA:g})")
+    s = sub.add_parser(
+        "nodes",
+        parents=[common, fmt],
+        help="lemon nodes: the nodes that fail most, with their numbers and the test",
+    )
+    s.add_argument(
+        "--top", type=int, default=20, help="how many nodes to list, worst first (default 20)"
+    )
+    s.add_argument(
+        "--gpus",
+        type=int,
+        default=TARGET_GPUS,
+        help="job size the goodput gain of removing lemons is projected at",
+    )
+    s.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=GPUS_PER_NODE,
+        help=f"GPUs per node of that job (default {GPUS_PER_NODE})",
+    )
+    s.add_argument(
+        "--ckpt-cost",
+        default=f"{CKPT_COST_S:g}s",
+        help="checkpoint cost (blocking) of that job, e.g. 60s",
+    )
+    s.add_argument(
+        "--restart", default=f"{RESTART_S:g}s", help="restart time after a failure, e.g. 10m"
+    )
+    s.add_argument(
+        "--alpha",
+        type=float,
+        help=f"level of the lemon flag on the adjusted p value (default {LEMON_ALPHA:g})",
+    )
     add_scope_options(s)
     s.set_defaults(func=cmd_nodes)
 
-    s = sub.add_parser("losses", parents=[common, fmt], help="lost GPU-hours of unexpected interruptions by cause, cluster, partition, account or node",
-                       epilog="examples:\n  goodput losses\n  goodput losses --by partition --period month\n"
-                              "  goodput losses --by node --format csv > losses.csv",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("--by", choices=list(LOSS_KEYS), default="cause", help="what to group by (default cause)")
-    s.add_argument("--period", choices=list(PERIODS), help="one group per calendar week or month (default: the whole span)")
+    s = sub.add_parser(
+        "losses",
+        parents=[common, fmt],
+        help="lost GPU-hours of unexpected interruptions by cause, cluster, partition, account or node",
+        epilog="examples:\n  goodput losses\n  goodput losses --by partition --period month\n"
+        "  goodput losses --by node --format csv > losses.csv",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument(
+        "--by", choices=list(LOSS_KEYS), default="cause", help="what to group by (default cause)"
+    )
+    s.add_argument(
+        "--period",
+        choices=list(PERIODS),
+        help="one group per calendar week or month (default: the whole span)",
+    )
     add_scope_options(s)
     s.set_defaults(func=cmd_losses)
 
-    s = sub.add_parser("trend", parents=[common, fmt], help="goodput, lost GPU-hours, interruptions and MTBF per week or month, against the period before",
-                       epilog="examples:\n  goodput trend\n  goodput trend --period month --json",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("--period", choices=list(PERIODS), default="week", help="calendar week (default) or month")
+    s = sub.add_parser(
+        "trend",
+        parents=[common, fmt],
+        help="goodput, lost GPU-hours, interruptions and MTBF per week or month, against the period before",
+        epilog="examples:\n  goodput trend\n  goodput trend --period month --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument(
+        "--period", choices=list(PERIODS), default="week", help="calendar week (default) or month"
+    )
     add_scope_options(s)
     s.set_defaults(func=cmd_trend)
 
-    s = sub.add_parser("whatif", parents=[common, fmt], help="which single improvement buys the most goodput at a job size, with 95%% bands",
-                       description="The report's what-if ranking: the goodput gained by halving each class's failure rate, "
-                                   "the checkpoint cost or the restart time, or adding spare nodes, largest first.",
-                       epilog="examples:\n  goodput whatif\n  goodput whatif --gpus 32768 --format csv",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("--gpus", type=int, default=TARGET_GPUS, help=f"GPUs the job spans (default {TARGET_GPUS:,})")
+    s = sub.add_parser(
+        "whatif",
+        parents=[common, fmt],
+        help="which single improvement buys the most goodput at a job size, with 95%% bands",
+        description="The report's what-if ranking: the goodput gained by halving each class's failure rate, "
+        "the checkpoint cost or the restart time, or adding spare nodes, largest first.",
+        epilog="examples:\n  goodput whatif\n  goodput whatif --gpus 32768 --format csv",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument(
+        "--gpus",
+        type=int,
+        default=TARGET_GPUS,
+        help=f"GPUs the job spans (default {TARGET_GPUS:,})",
+    )
     add_scope_options(s)
     s.set_defaults(func=cmd_whatif)
 
-    s = sub.add_parser("compare", parents=[common, fmt], help="clusters (or partitions, accounts) side by side: goodput, interruption rate and MTBF with 95%% CIs",
-                       epilog="examples:\n  goodput compare\n  goodput compare --by partition --cluster prod --json",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("--by", choices=list(DIMENSIONS), default="cluster", help="what to set side by side (default cluster)")
+    s = sub.add_parser(
+        "compare",
+        parents=[common, fmt],
+        help="clusters (or partitions, accounts) side by side: goodput, interruption rate and MTBF with 95%% CIs",
+        epilog="examples:\n  goodput compare\n  goodput compare --by partition --cluster prod --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument(
+        "--by",
+        choices=list(DIMENSIONS),
+        default="cluster",
+        help="what to set side by side (default cluster)",
+    )
     add_scope_options(s)
     s.set_defaults(func=cmd_compare)
 
-    s = sub.add_parser("report", parents=[common], help="write the leadership report (HTML + PNG/SVG per chart)")
+    s = sub.add_parser(
+        "report", parents=[common], help="write the leadership report (HTML + PNG/SVG per chart)"
+    )
     s.add_argument("--out", help="HTML file to write (default DIR/reports/goodput_report.html)")
-    s.add_argument("--gpus", type=int, default=TARGET_GPUS, help="job scale for the projected-goodput headline")
-    s.add_argument("--gpu-hour-cost", type=float, default=GPU_HOUR_COST, metavar="USD", help=cost_help)
+    s.add_argument(
+        "--gpus", type=int, default=TARGET_GPUS, help="job scale for the projected-goodput headline"
+    )
+    s.add_argument(
+        "--gpu-hour-cost", type=float, default=GPU_HOUR_COST, metavar="USD", help=cost_help
+    )
     add_scope_options(s)
     s.set_defaults(func=cmd_report)
 
-    s = sub.add_parser("completion", help="print the shell's tab-completion script: "
-                                          'eval "$(goodput completion bash)" in ~/.bashrc (zsh, fish alike)')
+    s = sub.add_parser(
+        "completion",
+        help="print the shell's tab-completion script: "
+        'eval "$(goodput completion bash)" in ~/.bashrc (zsh, fish alike)',
+    )
     s.add_argument("shell", choices=COMPLETION_SHELLS, help="the shell to complete in")
     s.set_defaults(func=cmd_completion)
     _finish(p)
@@ -1474,7 +2140,15 @@ EXIT_ENV_NOTHING_COMMITTED = 3
 EXIT_ENV_PARTLY_COMMITTED = 4
 EXIT_REJECTED = 5  # ingest: some file's every record was rejected (the others are stored)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports it
-_ENV_WORDS = ("disk", "space", "i/o error", "file too large", "read-only", "permission denied", "quota")
+_ENV_WORDS = (
+    "disk",
+    "space",
+    "i/o error",
+    "file too large",
+    "read-only",
+    "permission denied",
+    "quota",
+)
 
 
 def environment_error(exc: BaseException) -> str | None:
@@ -1488,7 +2162,9 @@ def environment_error(exc: BaseException) -> str | None:
             where = f": {exc.filename}" if exc.filename else ""
             return f"{exc.strerror or exc}{where}"
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        if type(exc).__name__ in ("OperationalError", "IOException") and any(w in text.lower() for w in _ENV_WORDS):
+        if type(exc).__name__ in ("OperationalError", "IOException") and any(
+            w in text.lower() for w in _ENV_WORDS
+        ):
             return text
         exc = exc.__cause__ or exc.__context__
     return None
@@ -1508,7 +2184,9 @@ def _main(argv: list[str] | None) -> int:
 
     warnings.filterwarnings("ignore", message=r".*is currently in (beta|preview)")
     parser = build_parser()
-    argcomplete.autocomplete(parser)  # answers a shell's completion request (and exits); else nothing
+    argcomplete.autocomplete(
+        parser
+    )  # answers a shell's completion request (and exits); else nothing
     args, extra = parser.parse_known_args(argv)
     if extra:
         parser.error(_unrecognized(parser, args, extra))
@@ -1557,7 +2235,10 @@ def interrupted() -> int:
     from warehouse.store import COMMITS
 
     done = f" ({COMMITS[0]} batch(es) were committed, each whole)" if COMMITS[0] else ""
-    print(f"goodput: interrupted; nothing is half-written{done}: run the command again to finish", file=sys.stderr)
+    print(
+        f"goodput: interrupted; nothing is half-written{done}: run the command again to finish",
+        file=sys.stderr,
+    )
     return EXIT_INTERRUPTED
 
 
@@ -1587,11 +2268,17 @@ def _unrecognized(parser: argparse.ArgumentParser, args, extra: list[str]) -> st
     for word in (w.split("=")[0] for w in extra if w.startswith("--")):
         # the options that begin with the same word first (--gpu-count: --gpus, not --account)
         first = word[2:].split("-")[0]
-        alike = [o for o in known if difflib.get_close_matches(first, [o[2:].split("-")[0]], cutoff=0.75)]
-        close = difflib.get_close_matches(word, alike, n=1, cutoff=0) or difflib.get_close_matches(word, known, n=1)
+        alike = [
+            o for o in known if difflib.get_close_matches(first, [o[2:].split("-")[0]], cutoff=0.75)
+        ]
+        close = difflib.get_close_matches(word, alike, n=1, cutoff=0) or difflib.get_close_matches(
+            word, known, n=1
+        )
         if close:
             hints.append(f"{word}: did you mean {close[0]}?")
-    return f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else "")
+    return f"unrecognized arguments: {' '.join(extra)}" + (
+        f" ({'; '.join(hints)})" if hints else ""
+    )
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -1607,7 +2294,9 @@ def _fresh_dirs(args) -> list[Path]:
         root = resolve_parquet_uri(getattr(args, "warehouse_uri", None), home)
     except Exception:  # noqa: BLE001 - a bad URI: the command itself says so
         return []
-    dirs = [home] + ([Path(root)] if "://" not in root and not Path(root).is_relative_to(home) else [])
+    dirs = [home] + (
+        [Path(root)] if "://" not in root and not Path(root).is_relative_to(home) else []
+    )
     return [d for d in dirs if not d.exists()]
 
 
@@ -1621,7 +2310,9 @@ def _remove_fresh(args, fresh: list[Path]) -> None:
     if COMMITS[0] or not any(d.is_dir() for d in fresh):
         return
     try:
-        wh = Warehouse(getattr(args, "home", None), getattr(args, "warehouse_uri", None), wait=False)
+        wh = Warehouse(
+            getattr(args, "home", None), getattr(args, "warehouse_uri", None), wait=False
+        )
         with wh.writer(wait=False):
             if _stored(wh):  # anything at all, a quarantine row included
                 return

@@ -31,7 +31,10 @@ from pipelines.sensors import build_schedule, build_sensor, pull_schedule
 PRELOAD = {"forkserver": {"preload_modules": ["pipelines.definitions"]}}
 
 
-@dg.configured(dg.multiprocess_executor, config_schema={"max_concurrent": dg.Field(int, is_required=False, default_value=0)})
+@dg.configured(
+    dg.multiprocess_executor,
+    config_schema={"max_concurrent": dg.Field(int, is_required=False, default_value=0)},
+)
 def preloaded_multiprocess(config: dict) -> dict:
     """The multiprocess executor, its step processes forked from the preloaded definitions."""
     return {"max_concurrent": config["max_concurrent"], "start_method": PRELOAD}
@@ -56,8 +59,9 @@ def run_executor(name: str | None = None) -> dg.ExecutorDefinition:
 
 
 def _job(name: str, assets: list):
-    return dg.define_asset_job(name, selection=dg.AssetSelection.assets(*assets),
-                               description=JOB_DESCRIPTIONS[name])
+    return dg.define_asset_job(
+        name, selection=dg.AssetSelection.assets(*assets), description=JOB_DESCRIPTIONS[name]
+    )
 
 
 ingest_job = _job("ingest", INGEST_ASSETS)

@@ -1,6 +1,5 @@
 """Configuration shared by the Dagster assets and the CLI: one resource, the CLI's flags."""
 
-
 import os
 from datetime import UTC, datetime
 
@@ -34,8 +33,10 @@ def select_sources(wh: Warehouse, names: list[str] | tuple[str, ...] = ()) -> li
     known = {s.name: s for s in every}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise SourceConfigError(f"no source named {', '.join(unknown)} in {wh.home / 'sources.toml'}; "
-                                f"it has {', '.join(known) or 'none'}")
+        raise SourceConfigError(
+            f"no source named {', '.join(unknown)} in {wh.home / 'sources.toml'}; "
+            f"it has {', '.join(known) or 'none'}"
+        )
     return [known[n] for n in names] if names else every
 
 
@@ -50,17 +51,23 @@ class GoodputConfig(dg.ConfigurableResource):
     cluster: str = "default"
     tz: str = "UTC"
     ingest_jobs: int = 0  # processes that parse source files; 0: one per core
-    observed_from: str = ""  # ISO start of the observation window; empty: inferred from the data's span
+    observed_from: str = (
+        ""  # ISO start of the observation window; empty: inferred from the data's span
+    )
     observed_to: str = ""  # ISO end (units still in service are censored here); empty: inferred
     nodes_per_rack: int = 0  # rack covariate from host order; 0: no rack rule
     window_before_s: float = ATTRIBUTION_BEFORE_S  # attribution window around an attempt's end
     window_after_s: float = ATTRIBUTION_AFTER_S
-    ckpt_interval_s: float = CKPT_INTERVAL_S  # checkpoint assumptions for lost work / measured goodput
+    ckpt_interval_s: float = (
+        CKPT_INTERVAL_S  # checkpoint assumptions for lost work / measured goodput
+    )
     ckpt_cost_s: float = CKPT_COST_S
     restart_s: float = RESTART_S
     target_gpus: int = TARGET_GPUS  # job size the projections and the report focus on
     gpus_per_node: int = GPUS_PER_NODE
-    gpu_hour_cost: float = GPU_HOUR_COST  # $ per GPU-hour: the report prices lost GPU-hours (0: no cost)
+    gpu_hour_cost: float = (
+        GPU_HOUR_COST  # $ per GPU-hour: the report prices lost GPU-hours (0: no cost)
+    )
     max_quarantine_ratio: float = 0.05  # asset check threshold
     # scope of the analysis assets (analysis/scope.py); all empty: the whole fleet
     scope_from: str = ""  # ISO start (inclusive) of the jobs and events analysed
@@ -73,8 +80,13 @@ class GoodputConfig(dg.ConfigurableResource):
         return Warehouse(self.home or None, self.warehouse_uri or None)
 
     def scope(self) -> Scope:
-        return Scope(_utc(self.scope_from), _utc(self.scope_to), self.scope_cluster or None,
-                     self.scope_partition or None, self.scope_account or None)
+        return Scope(
+            _utc(self.scope_from),
+            _utc(self.scope_to),
+            self.scope_cluster or None,
+            self.scope_partition or None,
+            self.scope_account or None,
+        )
 
     def analysis_warehouse(self) -> Warehouse:
         """Where the analysis assets read and write: the warehouse itself, or with a scope set
@@ -91,7 +103,9 @@ class GoodputConfig(dg.ConfigurableResource):
     def window_bounds(self) -> tuple[datetime | None, datetime | None]:
         """(observed_from, observed_to) as naive UTC; None where inferred from the data. A
         scope's bounds are the window where no explicit one is given."""
-        return _utc(self.observed_from) or _utc(self.scope_from), _utc(self.observed_to) or _utc(self.scope_to)
+        return _utc(self.observed_from) or _utc(self.scope_from), _utc(self.observed_to) or _utc(
+            self.scope_to
+        )
 
 
 def _utc(text: str) -> datetime | None:

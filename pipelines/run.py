@@ -137,15 +137,21 @@ def _instance_dir(home: Path | str) -> str:
 # The command line's runs do not mirror their steps' stdout/stderr into compute-log files: that
 # costs a `tail` and a Python watcher process per step, and the watcher, in the terminal's process
 # group, printed a KeyboardInterrupt traceback at Ctrl-C. The CLI prints its own output.
-CLI_INSTANCE = {"compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager",
-                                 "class": "NoOpComputeLogManager"}}
+CLI_INSTANCE = {
+    "compute_logs": {
+        "module": "dagster._core.storage.noop_compute_log_manager",
+        "class": "NoOpComputeLogManager",
+    }
+}
 
 
 def cli_instance(home: Path | str) -> dg.DagsterInstance:
     """``instance_for(home)`` as the command line's runs use it (``CLI_INSTANCE``)."""
     from dagster._core.instance.ref import InstanceRef
 
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(_instance_dir(home), overrides=CLI_INSTANCE))
+    return dg.DagsterInstance.from_ref(
+        InstanceRef.from_dir(_instance_dir(home), overrides=CLI_INSTANCE)
+    )
 
 
 def _materialize(assets, config: GoodputConfig, job: str):
@@ -154,8 +160,11 @@ def _materialize(assets, config: GoodputConfig, job: str):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Dagster beta/preview notices are not for CLI users
         defs = dg.Definitions(
-            jobs=[dg.define_asset_job(job, selection=assets, description=JOB_DESCRIPTIONS[job],
-                                      tags=CLI_TAGS)],
+            jobs=[
+                dg.define_asset_job(
+                    job, selection=assets, description=JOB_DESCRIPTIONS[job], tags=CLI_TAGS
+                )
+            ],
             assets=assets,
             asset_checks=ALL_CHECKS,  # selecting an asset also runs its checks
             resources={"goodput": config},
@@ -169,7 +178,9 @@ def _materialize(assets, config: GoodputConfig, job: str):
         failed = [e for e in result.all_events if e.is_failure]
         if any(_interrupted(e) for e in failed):  # Ctrl-C: the CLI's one line, not a failed step
             raise KeyboardInterrupt
-        raise PipelineError(f"pipeline run failed: {failure_cause(failed[0]) if failed else 'see the Dagster event log'}")
+        raise PipelineError(
+            f"pipeline run failed: {failure_cause(failed[0]) if failed else 'see the Dagster event log'}"
+        )
     return result
 
 
@@ -209,28 +220,53 @@ def recorded_ingest(wh: Warehouse, ingest_files: Callable[[], list]) -> list:
     Dagster instance that materializes ``ingested_sources``, with the same metadata as the
     asset, and adds the telemetry's days to the ``gpu_hourly`` partitions, as the asset does.
     Returns its file reports; an error it raises (a user's mistake) is raised here, unchanged."""
-    return _recorded(wh, ingested_sources.key, "ingest", "goodput ingest PATH...: parse files into the warehouse",
-                     ingest_files, lambda reports, instance: ingest_metadata(reports, register_days(instance, wh)))
+    return _recorded(
+        wh,
+        ingested_sources.key,
+        "ingest",
+        "goodput ingest PATH...: parse files into the warehouse",
+        ingest_files,
+        lambda reports, instance: ingest_metadata(reports, register_days(instance, wh)),
+    )
 
 
 def recorded_pull(wh: Warehouse, pull_sources: Callable[[], list]) -> list:
     """``goodput pull``, recorded like ``recorded_ingest``: a run that materializes
     ``pulled_sources`` with the asset's metadata. Returns the pull reports."""
-    return _recorded(wh, pulled_sources.key, "pull", "goodput pull: pull live sources into the warehouse",
-                     pull_sources, lambda reports, instance: pull_metadata(reports, register_days(instance, wh)))
+    return _recorded(
+        wh,
+        pulled_sources.key,
+        "pull",
+        "goodput pull: pull live sources into the warehouse",
+        pull_sources,
+        lambda reports, instance: pull_metadata(reports, register_days(instance, wh)),
+    )
 
 
-def _recorded(wh: Warehouse, key: dg.AssetKey, name: str, description: str, work: Callable[[], list],
-              metadata: Callable[[list, dg.DagsterInstance], dict]) -> list:
+def _recorded(
+    wh: Warehouse,
+    key: dg.AssetKey,
+    name: str,
+    description: str,
+    work: Callable[[], list],
+    metadata: Callable[[list, dg.DagsterInstance], dict],
+) -> list:
     @dg.op(name=f"{name}_step", description=description)
     def step(context):  # (no annotation: this module has postponed annotations)
         reports = work()
-        context.log_event(dg.AssetMaterialization(key, description=f"goodput {name}",
-                                                  metadata=metadata(reports, context.instance)))
+        context.log_event(
+            dg.AssetMaterialization(
+                key, description=f"goodput {name}", metadata=metadata(reports, context.instance)
+            )
+        )
         return reports
 
-    @dg.job(name=name, logger_defs={"quiet": quiet_logger}, tags=CLI_TAGS,
-            description=JOB_DESCRIPTIONS[name])
+    @dg.job(
+        name=name,
+        logger_defs={"quiet": quiet_logger},
+        tags=CLI_TAGS,
+        description=JOB_DESCRIPTIONS[name],
+    )
     def job():
         step()
 
@@ -238,7 +274,8 @@ def _recorded(wh: Warehouse, key: dg.AssetKey, name: str, description: str, work
         warnings.simplefilter("ignore")  # Dagster beta/preview notices are not for CLI users
         with cli_instance(wh.home) as instance:
             result = job.execute_in_process(
-                run_config={"loggers": {"quiet": {}}}, instance=instance, raise_on_error=True)
+                run_config={"loggers": {"quiet": {}}}, instance=instance, raise_on_error=True
+            )
     return result.output_for_node(f"{name}_step")
 
 
@@ -250,8 +287,18 @@ def refit(config: GoodputConfig):
 
 
 # the settings a scope's stored results depend on (besides its inputs): a change rebuilds it
-SCOPE_SETTINGS = ("observed_from", "observed_to", "nodes_per_rack", "window_before_s", "window_after_s",
-                  "ckpt_interval_s", "ckpt_cost_s", "restart_s", "target_gpus", "gpus_per_node")
+SCOPE_SETTINGS = (
+    "observed_from",
+    "observed_to",
+    "nodes_per_rack",
+    "window_before_s",
+    "window_after_s",
+    "ckpt_interval_s",
+    "ckpt_cost_s",
+    "restart_s",
+    "target_gpus",
+    "gpus_per_node",
+)
 
 
 def build_scope(config: GoodputConfig) -> Warehouse:
@@ -286,7 +333,9 @@ def status_lines(wh: Warehouse) -> list[str]:
 
 def run_pipeline(wh: Warehouse, sources: list[Path | str], **settings) -> list:
     """Ingest ``sources`` then build; returns the asset check results of the build run."""
-    config = GoodputConfig(home=str(wh.home), warehouse_uri=wh.parquet, sources=[str(s) for s in sources], **settings)
+    config = GoodputConfig(
+        home=str(wh.home), warehouse_uri=wh.parquet, sources=[str(s) for s in sources], **settings
+    )
     wh.refresh_catalog()
     ingested = ingest(config)
     wh.refresh_catalog()
@@ -314,25 +363,34 @@ def summary_lines(wh: Warehouse) -> list[str]:
         "SELECT state, count(*) n FROM job_attempts WHERE state NOT IN ('COMPLETED', 'RUNNING', 'PENDING') GROUP BY 1 ORDER BY 2 DESC"
     )
     if failed.height:
-        lines.append("attempts not completed, by state: " + ", ".join(f"{a} {n:,}" for a, n in failed.rows()))
+        lines.append(
+            "attempts not completed, by state: " + ", ".join(f"{a} {n:,}" for a, n in failed.rows())
+        )
     mix = q(  # the jobs' own failures (workload domain) apart from infrastructure causes
         "SELECT CASE WHEN failure_domain = 'workload' THEN 'workload' ELSE cause_class END cause_class, "
         "count(*) n FROM interruptions WHERE NOT planned GROUP BY 1 ORDER BY 2 DESC"
     )
     if mix.height:
         total = mix["n"].sum()
-        lines.append(f"unexpected interruptions: {total:,} (lost {head['lost_gpu_hours']:,.0f} GPU-hours); by cause:")
+        lines.append(
+            f"unexpected interruptions: {total:,} (lost {head['lost_gpu_hours']:,.0f} GPU-hours); by cause:"
+        )
         lines += [f"  {c:<12} {n:>5,}  {100 * n / total:5.1f}%" for c, n in mix.rows()]
         infra, every = (
-            "n/a" if h is None else f"{h:.2f} h" for h in (head["mtti_infrastructure_hours"], head["mtti_all_hours"])
+            "n/a" if h is None else f"{h:.2f} h"
+            for h in (head["mtti_infrastructure_hours"], head["mtti_all_hours"])
         )
         lines.append(
             f"fleet MTTI: infrastructure {infra} ({head['infrastructure']:,} interruptions), all causes {every} "
             f"(+{head['workload']:,} the jobs' own failures)"
         )
-    rates = selected_rates(wh.read("failure_rates")).sort("rate_per_1k_unit_days", descending=True, nulls_last=True)
+    rates = selected_rates(wh.read("failure_rates")).sort(
+        "rate_per_1k_unit_days", descending=True, nulls_last=True
+    )
     if rates.height:
-        lines.append("failure rates per 1,000 unit-days (95% CI), selected model (as `goodput fit`):")
+        lines.append(
+            "failure rates per 1,000 unit-days (95% CI), selected model (as `goodput fit`):"
+        )
         from analysis.survival import age_reading  # the class's Weibull age reading, one place
 
         lines += [
@@ -341,7 +399,9 @@ def summary_lines(wh: Warehouse) -> list[str]:
             for r in rates.iter_rows(named=True)
         ]
     if head["goodput_gpu_hours"] is not None:
-        lines.append(f"measured goodput: {head['goodput_gpu_hours']:.1%} weighted by GPU-hours, {head['goodput_mean']:.1%} mean over job chains")
+        lines.append(
+            f"measured goodput: {head['goodput_gpu_hours']:.1%} weighted by GPU-hours, {head['goodput_mean']:.1%} mean over job chains"
+        )
     proj = q(
         "SELECT n_gpus, mtti_hours, optimal_interval_hours, goodput, goodput_ci_low, goodput_ci_high, scope FROM goodput_projections "
         "WHERE scenario = 'sensitivity' AND knob = 'baseline' LIMIT 1"
@@ -358,5 +418,6 @@ def summary_lines(wh: Warehouse) -> list[str]:
 
 def checks_line(evaluations) -> str:
     failed = [e.check_name for e in evaluations if not e.passed]
-    return f"asset checks: {len(evaluations) - len(failed)}/{len(evaluations)} passed" + (f" (failed: {', '.join(failed)})" if failed else "")
-
+    return f"asset checks: {len(evaluations) - len(failed)}/{len(evaluations)} passed" + (
+        f" (failed: {', '.join(failed)})" if failed else ""
+    )

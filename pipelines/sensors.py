@@ -15,7 +15,6 @@ manifest, so a file forgotten and dropped in again is new; every request has its
 (a counter in the cursor), as Dagster drops a request whose key it has seen.
 """
 
-
 import json
 import os
 import time
@@ -34,7 +33,10 @@ RETRY_MAX_S = 6 * 3600.0
 
 
 def new_landing_files(
-    goodput: GoodputConfig, cursor: str | None, now: float | None = None, active: bool = False,
+    goodput: GoodputConfig,
+    cursor: str | None,
+    now: float | None = None,
+    active: bool = False,
     settle_s: float | None = None,
 ) -> tuple[list[tuple[str, str]], str]:
     """(path, sha256) of files to ingest, and the next cursor. ``active``: an ingest run this
@@ -48,7 +50,9 @@ def new_landing_files(
     now = time.time() if now is None else now
     settle_s = parse_duration(SETTLE) if settle_s is None else settle_s
     state = json.loads(cursor) if cursor else {}
-    pending: dict[str, dict] = state.get("pending") if isinstance(state.get("pending"), dict) else {}
+    pending: dict[str, dict] = (
+        state.get("pending") if isinstance(state.get("pending"), dict) else {}
+    )
     hashed: dict[str, list] = state.get("hashed", {})
     known = goodput.warehouse().known_sha256()
     seen: dict[str, list] = {}
@@ -73,23 +77,38 @@ def new_landing_files(
         if tried is not None and (active or now < tried["next"]):
             continue
         tries = 1 if tried is None else tried["tries"] + 1
-        pending[sha] = {"tries": tries, "next": now + min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (tries - 1))}
+        pending[sha] = {
+            "tries": tries,
+            "next": now + min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (tries - 1)),
+        }
         found.append((str(path), sha))
     on_disk = {e[2] for e in seen.values()}
     pending = {s: p for s, p in pending.items() if s not in known and s in on_disk}
     return found, json.dumps({"pending": pending, "hashed": seen, "seq": state.get("seq", 0)})
 
 
-_ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
-           dg.DagsterRunStatus.STARTED]
+_ACTIVE = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
 
 
 def build_sensor(job) -> dg.SensorDefinition:
-    @dg.sensor(job=job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
-               description="Ingest new files dropped in $GOODPUT_HOME/landing/ (on by default).")
+    @dg.sensor(
+        job=job,
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Ingest new files dropped in $GOODPUT_HOME/landing/ (on by default).",
+    )
     def landing_sensor(context: dg.SensorEvaluationContext, goodput: GoodputConfig):
         running = context.instance.get_runs(
-            dg.RunsFilter(job_name=job.name, statuses=_ACTIVE, tags={"goodput/launched_by": "landing_sensor"}), limit=1)
+            dg.RunsFilter(
+                job_name=job.name, statuses=_ACTIVE, tags={"goodput/launched_by": "landing_sensor"}
+            ),
+            limit=1,
+        )
         found, cursor = new_landing_files(goodput, context.cursor, active=bool(running))
         if not found:
             context.update_cursor(cursor)
@@ -99,8 +118,12 @@ def build_sensor(job) -> dg.SensorDefinition:
             chunk = found[i : i + MAX_FILES_PER_RUN]
             state["seq"] += 1
             yield dg.RunRequest(
-                run_key=f"landing-{state['seq']}-" + "-".join(sha[:16] for _, sha in chunk[:4]) + f"-{len(chunk)}",
-                run_config={"ops": {"ingested_sources": {"config": {"paths": [p for p, _ in chunk]}}}},
+                run_key=f"landing-{state['seq']}-"
+                + "-".join(sha[:16] for _, sha in chunk[:4])
+                + f"-{len(chunk)}",
+                run_config={
+                    "ops": {"ingested_sources": {"config": {"paths": [p for p, _ in chunk]}}}
+                },
                 tags={"goodput/files": str(len(chunk)), "goodput/launched_by": "landing_sensor"},
             )
         context.update_cursor(json.dumps(state))
@@ -112,14 +135,25 @@ def build_schedule(job) -> dg.ScheduleDefinition:
     """Daily at 02:30 UTC: everything downstream of ingest, rolling up the previous day. On by
     default: it skips, saying why, when no telemetry was ingested for that day."""
 
-    @dg.schedule(job=job, name="daily_build", cron_schedule="30 2 * * *", execution_timezone="UTC",
-                 default_status=dg.DefaultScheduleStatus.RUNNING,
-                 description="Rebuild everything downstream of ingest once a day (previous day's "
-                 "rollup partition; on by default).")
+    @dg.schedule(
+        job=job,
+        name="daily_build",
+        cron_schedule="30 2 * * *",
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description="Rebuild everything downstream of ingest once a day (previous day's "
+        "rollup partition; on by default).",
+    )
     def daily_build(context: dg.ScheduleEvaluationContext):
-        day = (context.scheduled_execution_time.astimezone(UTC) - timedelta(days=1)).date().isoformat()
+        day = (
+            (context.scheduled_execution_time.astimezone(UTC) - timedelta(days=1))
+            .date()
+            .isoformat()
+        )
         if not context.instance.has_dynamic_partition(TELEMETRY_DAYS.name, day):
-            return dg.SkipReason(f"no telemetry ingested for {day} (no {TELEMETRY_DAYS.name} partition)")
+            return dg.SkipReason(
+                f"no telemetry ingested for {day} (no {TELEMETRY_DAYS.name} partition)"
+            )
         return dg.RunRequest(run_key=day, partition_key=day)
 
     return daily_build
@@ -132,9 +166,14 @@ def pull_schedule(job) -> dg.ScheduleDefinition:
     """Every hour (``$GOODPUT_PULL_CRON``): pull every live source from its cursor. On by default:
     it skips, saying why, while the home has no ``sources.toml``."""
 
-    @dg.schedule(job=job, name="hourly_pull", cron_schedule=PULL_CRON, execution_timezone="UTC",
-                 default_status=dg.DefaultScheduleStatus.RUNNING,
-                 description="Pull every live source of HOME/sources.toml from its cursor to now.")
+    @dg.schedule(
+        job=job,
+        name="hourly_pull",
+        cron_schedule=PULL_CRON,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description="Pull every live source of HOME/sources.toml from its cursor to now.",
+    )
     def hourly_pull(context: dg.ScheduleEvaluationContext, goodput: GoodputConfig):
         from sources.base import SourceConfigError
 

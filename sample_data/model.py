@@ -90,14 +90,15 @@ def class_counts(mix: CauseMix) -> dict[str, int]:
     counts["ib_link"] -= sum(FABRIC_SPLIT.values())
     empty = [c for c, n in counts.items() if n <= 0]
     if empty:
-        raise ValueError(f"the cause mix has no interruptions for {', '.join(empty)}: every simulated class needs some")
+        raise ValueError(
+            f"the cause mix has no interruptions for {', '.join(empty)}: every simulated class needs some"
+        )
     return counts
 
 
 def software_rate_per_node_hour(mix: CauseMix) -> float:
     """Workload (software + NCCL watchdog) interruptions per node-hour in the reference run."""
     return mix.count(WORKLOAD_CLASSES) / (mix.nodes * mix.hours)
-
 
 
 USERS = (
@@ -202,7 +203,6 @@ class Fleet:
     gpu_temp_beta: float = GPU_TEMP_BETA  # log hazard ratio per sd of the offset (0: no effect)
 
 
-
 def uuid_at(f: Fleet, node: int, gpu: int, t: float) -> tuple[str, str]:
     """UUID and board serial of the GPU in (node, gpu) at time t."""
     hist = f.gpu_uuid_at[(node, gpu)]
@@ -249,7 +249,6 @@ def true_laws(f: Fleet, laws: dict[str, tuple[float, float, float]]) -> None:
         law["true_rate_per_1k_unit_days"] = round(1000.0 * float(ch) / exp_d, 6) if exp_d else 0.0
         law["exposure_unit_days"] = round(float(exp_d), 4)
         law["scale_hours"] = round(law["scale_hours"], 3)
-
 
 
 def _attempt_ref(f: Fleet, a: Attempt) -> dict:

@@ -74,7 +74,6 @@ def _uuid(rng: np.random.Generator) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-
 def _simulate_hardware(f: Fleet, rng: np.random.Generator, mix: CauseMix) -> None:
     """Weibull lifetimes, faults, repairs and replacements for every unit slot (event heap)."""
     G, H = f.gpus_per_node, f.horizon

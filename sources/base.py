@@ -73,7 +73,9 @@ class Document:
     format: str | None  # the ingest format that reads it (ingest.registry); None: detected
     host: str | None = None  # ParseContext.host for documents that do not name their host
     options: dict = field(default_factory=dict)  # ParseContext.options for its parser
-    time: datetime | None = None  # ParseContext.time: when a snapshot without its own times was read
+    time: datetime | None = (
+        None  # ParseContext.time: when a snapshot without its own times was read
+    )
 
 
 @dataclass(frozen=True)
@@ -129,8 +131,13 @@ def run_command(src: SourceConfig, argv: list[str], shown: str | None = None) ->
         if attempt:
             time.sleep(min(BACKOFF_S * 2 ** (attempt - 1), 30))
         try:
-            out = subprocess.run(argv, check=False, capture_output=True, timeout=src.timeout_s,
-                                 stdin=subprocess.DEVNULL)
+            out = subprocess.run(
+                argv,
+                check=False,
+                capture_output=True,
+                timeout=src.timeout_s,
+                stdin=subprocess.DEVNULL,
+            )
         except FileNotFoundError:
             raise SourceError(f"{src.name}: {argv[0]}: command not found") from None
         except subprocess.TimeoutExpired:
@@ -138,7 +145,10 @@ def run_command(src: SourceConfig, argv: list[str], shown: str | None = None) ->
             continue
         if out.returncode == 0:
             return out.stdout
-        first = next((ln.strip() for ln in out.stderr.decode(errors="replace").splitlines() if ln.strip()), "")
+        first = next(
+            (ln.strip() for ln in out.stderr.decode(errors="replace").splitlines() if ln.strip()),
+            "",
+        )
         why = f"{shown} exited {out.returncode}: {first[:300] or '(no message)'}"
         if out.returncode in (126, 127):  # no retry finds a command that is not there
             break
@@ -167,27 +177,42 @@ def source_config(entry: dict, kinds: dict, where: str = "source") -> SourceConf
     if not name or not isinstance(name, str):
         raise SourceConfigError(f"{where}: needs a name")
     if kind not in kinds:
-        raise SourceConfigError(f"{where} ({name}): kind {kind!r} is not one of {', '.join(sorted(kinds))}")
+        raise SourceConfigError(
+            f"{where} ({name}): kind {kind!r} is not one of {', '.join(sorted(kinds))}"
+        )
     cluster = entry.pop("cluster", "default")
     common = {k: entry.pop(k) for k in ("timeout_s", "retries") if k in entry}
     spec = kinds[kind].OPTIONS
     unknown = sorted(set(entry) - set(spec))
     if unknown:
-        raise SourceConfigError(f"{where} ({name}): unknown option(s) {', '.join(unknown)} for kind {kind}; "
-                                f"it takes {', '.join(sorted(spec)) or 'none'}")
+        raise SourceConfigError(
+            f"{where} ({name}): unknown option(s) {', '.join(unknown)} for kind {kind}; "
+            f"it takes {', '.join(sorted(spec)) or 'none'}"
+        )
     options = {k: entry.get(k, default) for k, default in spec.items()}
     missing = sorted(k for k, v in options.items() if v is REQUIRED)
     if missing:
         raise SourceConfigError(f"{where} ({name}): kind {kind} needs {', '.join(missing)}")
     try:
-        return SourceConfig(name, kind, str(cluster), options, float(common.get("timeout_s", 30.0)),
-                            int(common.get("retries", 3)))
+        return SourceConfig(
+            name,
+            kind,
+            str(cluster),
+            options,
+            float(common.get("timeout_s", 30.0)),
+            int(common.get("retries", 3)),
+        )
     except (TypeError, ValueError) as exc:
         raise SourceConfigError(f"{where} ({name}): {exc}") from None
 
 
-def http_session(src: SourceConfig, user_option: str = "username_env", password_option: str = "password_env",
-                 token_option: str = "token_env", verify: bool | str = True):
+def http_session(
+    src: SourceConfig,
+    user_option: str = "username_env",
+    password_option: str = "password_env",
+    token_option: str = "token_env",
+    verify: bool | str = True,
+):
     """A ``requests`` session for ``src``: retries with exponential backoff on connection errors
     and 429/5xx (urllib3's Retry), bearer or basic auth from the environment variables the
     options name, TLS verification as given (a CA bundle path, or False)."""
@@ -198,14 +223,23 @@ def http_session(src: SourceConfig, user_option: str = "username_env", password_
     class Session(requests.Session):
         def merge_environment_settings(self, url, proxies, stream, verify, cert):
             out = super().merge_environment_settings(url, proxies, stream, verify, cert)
-            if verify is None and self.verify is not True:  # REQUESTS_CA_BUNDLE must not undo verify_tls
+            if (
+                verify is None and self.verify is not True
+            ):  # REQUESTS_CA_BUNDLE must not undo verify_tls
                 out["verify"] = self.verify
             return out
 
     s = Session()
-    retry = Retry(total=src.retries, connect=src.retries, read=src.retries, backoff_factor=0.5,
-                  status_forcelist=(429, 500, 502, 503, 504), allowed_methods=None,
-                  respect_retry_after_header=True, raise_on_status=False)
+    retry = Retry(
+        total=src.retries,
+        connect=src.retries,
+        read=src.retries,
+        backoff_factor=0.5,
+        status_forcelist=(429, 500, 502, 503, 504),
+        allowed_methods=None,
+        respect_retry_after_header=True,
+        raise_on_status=False,
+    )
     adapter = HTTPAdapter(max_retries=retry, pool_maxsize=64)
     s.mount("http://", adapter)
     s.mount("https://", adapter)
@@ -224,10 +258,11 @@ def http_error(src: SourceConfig, url: str, exc: Exception) -> SourceError:
 
     if isinstance(exc, requests.HTTPError) and exc.response is not None:
         r = exc.response
-        return SourceError(f"{src.name}: {url}: HTTP {r.status_code} {r.reason}: {r.text[:200].strip()}")
+        return SourceError(
+            f"{src.name}: {url}: HTTP {r.status_code} {r.reason}: {r.text[:200].strip()}"
+        )
     if isinstance(exc, requests.Timeout):
         return SourceError(f"{src.name}: {url}: no answer within {src.timeout_s:g} s")
     if isinstance(exc, requests.ConnectionError):
         return SourceError(f"{src.name}: {url}: cannot connect ({type(exc).__name__})")
     return SourceError(f"{src.name}: {url}: {exc}")
-

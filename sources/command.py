@@ -26,7 +26,10 @@ def argv(src: SourceConfig, window: Window) -> list[str]:
     cmd = src.options["command"]
     if isinstance(cmd, str):
         cmd = shlex.split(cmd)
-    start, end = window.start.isoformat(timespec="seconds"), window.end.isoformat(timespec="seconds")
+    start, end = (
+        window.start.isoformat(timespec="seconds"),
+        window.end.isoformat(timespec="seconds"),
+    )
     return [str(a).replace("{start}", start).replace("{end}", end) for a in cmd]
 
 
@@ -37,5 +40,9 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
 def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
     args = argv(src, window)
     fmt = src.options["format"]
-    yield Document(f"pull://{src.name}/{window}", run_command(src, args), None if fmt == "auto" else fmt,
-                   host=src.options["host"])
+    yield Document(
+        f"pull://{src.name}/{window}",
+        run_command(src, args),
+        None if fmt == "auto" else fmt,
+        host=src.options["host"],
+    )

@@ -211,7 +211,7 @@ def _fetch_group(
                 session,
                 "/api/v1/query",
                 {"query": _baseline_query(src, group), "time": first - HOUR_S},
-            )
+            ),
         )
         baseline = pl.DataFrame(
             {

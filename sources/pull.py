@@ -59,15 +59,26 @@ def cursors(wh: Warehouse) -> dict[str, tuple[datetime, bool]]:
     ``since`` it would otherwise start a day back and leave that window out)."""
     if not wh.files("pull_log"):
         return {}
-    df = wh.read("pull_log", "target IS NULL").group_by("source").agg(
-        t=pl.coalesce(pl.col("window_end").filter(pl.col("status") == "ok").max(), pl.col("window_start").min()),
-        pulled=(pl.col("status") == "ok").any(),
+    df = (
+        wh.read("pull_log", "target IS NULL")
+        .group_by("source")
+        .agg(
+            t=pl.coalesce(
+                pl.col("window_end").filter(pl.col("status") == "ok").max(),
+                pl.col("window_start").min(),
+            ),
+            pulled=(pl.col("status") == "ok").any(),
+        )
     )
     return {s: (t, pulled) for s, t, pulled in df.rows()}
 
 
-def windows(src: SourceConfig, cursor: tuple[datetime, bool] | None, since: datetime | None,
-            until: datetime | None) -> list[Window]:
+def windows(
+    src: SourceConfig,
+    cursor: tuple[datetime, bool] | None,
+    since: datetime | None,
+    until: datetime | None,
+) -> list[Window]:
     """The chunks a pull of ``src`` covers: [since, until) when since is given (a backfill),
     else from the cursor (less the overlap once something was pulled; ``FIRST_PULL`` back
     without one) to ``until`` or now."""
@@ -82,16 +93,27 @@ def windows(src: SourceConfig, cursor: tuple[datetime, bool] | None, since: date
     return Window(start, end).chunks(kind.CHUNK) if start < end else []
 
 
-def plan(wh: Warehouse, sources: list[SourceConfig], since: datetime | None = None,
-         until: datetime | None = None) -> list[tuple[SourceConfig, Window, list[str]]]:
+def plan(
+    wh: Warehouse,
+    sources: list[SourceConfig],
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[tuple[SourceConfig, Window, list[str]]]:
     """What a pull would do, without doing it: per source and chunk, the commands and queries."""
     got = cursors(wh)
-    return [(src, w, kinds()[src.kind].plan(src, w)) for src in sources
-            for w in windows(src, got.get(src.name), since, until)]
+    return [
+        (src, w, kinds()[src.kind].plan(src, w))
+        for src in sources
+        for w in windows(src, got.get(src.name), since, until)
+    ]
 
 
-def pull(wh: Warehouse, sources: list[SourceConfig], since: datetime | None = None,
-         until: datetime | None = None) -> list[PullReport]:
+def pull(
+    wh: Warehouse,
+    sources: list[SourceConfig],
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[PullReport]:
     """Pull every source (see the module's docstring); one report per chunk and failed target.
     Holds the warehouse's writer lock throughout."""
     reports: list[PullReport] = []
@@ -111,7 +133,9 @@ def pull(wh: Warehouse, sources: list[SourceConfig], since: datetime | None = No
     return reports
 
 
-def _fetch(src: SourceConfig, w: Window) -> tuple[datetime, list[Document | Failure] | SourceError, list]:
+def _fetch(
+    src: SourceConfig, w: Window
+) -> tuple[datetime, list[Document | Failure] | SourceError, list]:
     """When the fetch of ``w`` started, its documents (and failed targets) or why the source
     failed, and the documents parsed (``parse_documents``)."""
     started = datetime.now(UTC).replace(tzinfo=None)
@@ -119,15 +143,30 @@ def _fetch(src: SourceConfig, w: Window) -> tuple[datetime, list[Document | Fail
         got = fetch_all(kinds()[src.kind], src, w)
     except SourceError as exc:
         return started, exc, []
-    inputs = [MemoryInput(_named(src, d.name), d.data, d.format,
-                          ParseContext(cluster=src.cluster, host=d.host, time=d.time, options=d.options))
-              for d in got if isinstance(d, Document)]
+    inputs = [
+        MemoryInput(
+            _named(src, d.name),
+            d.data,
+            d.format,
+            ParseContext(cluster=src.cluster, host=d.host, time=d.time, options=d.options),
+        )
+        for d in got
+        if isinstance(d, Document)
+    ]
     return started, got, parse_documents(inputs)
 
 
-def _pull_window(wh: Warehouse, src: SourceConfig, w: Window, started: datetime,
-                 got: list[Document | Failure] | SourceError, parsed: list) -> list[PullReport]:
-    batch_id = hashlib.sha256(f"pull\n{src.name}\n{w}\n{started.isoformat()}".encode()).hexdigest()[:16]
+def _pull_window(
+    wh: Warehouse,
+    src: SourceConfig,
+    w: Window,
+    started: datetime,
+    got: list[Document | Failure] | SourceError,
+    parsed: list,
+) -> list[PullReport]:
+    batch_id = hashlib.sha256(f"pull\n{src.name}\n{w}\n{started.isoformat()}".encode()).hexdigest()[
+        :16
+    ]
     if isinstance(got, SourceError):
         report = PullReport(src.name, src.kind, w, "failed", error=_one_line(str(got), src))
         with wh.batch(batch_id) as batch:
@@ -135,9 +174,13 @@ def _pull_window(wh: Warehouse, src: SourceConfig, w: Window, started: datetime,
         return [report]
     docs = [d for d in got if isinstance(d, Document)]
     failures = [f for f in got if isinstance(f, Failure)]
-    whole = PullReport(src.name, src.kind, w, "ok", documents=len(docs), bytes=sum(len(d.data) for d in docs))
-    out = [whole] + [PullReport(src.name, src.kind, w, "failed", target=f.target, error=_one_line(f.reason, src))
-                     for f in failures]
+    whole = PullReport(
+        src.name, src.kind, w, "ok", documents=len(docs), bytes=sum(len(d.data) for d in docs)
+    )
+    out = [whole] + [
+        PullReport(src.name, src.kind, w, "failed", target=f.target, error=_one_line(f.reason, src))
+        for f in failures
+    ]
 
     def log(files: list[FileReport]) -> dict[str, pl.DataFrame]:
         whole.records = sum(r.records for r in files)
@@ -145,8 +188,13 @@ def _pull_window(wh: Warehouse, src: SourceConfig, w: Window, started: datetime,
         whole.rows_quarantined = sum(r.rows_quarantined for r in files)
         whole.rows_duplicate = sum(r.rows_duplicate for r in files)
         broken = [r.path for r in files if not r.done]
-        if broken:  # a parser failed on a response: quarantined whole, and the window is tried again
-            whole.status, whole.error = "failed", f"could not parse {len(broken)} response(s), e.g. {broken[0]}"
+        if (
+            broken
+        ):  # a parser failed on a response: quarantined whole, and the window is tried again
+            whole.status, whole.error = (
+                "failed",
+                f"could not parse {len(broken)} response(s), e.g. {broken[0]}",
+            )
         return _log_rows(src, out, started, batch_id)
 
     commit_documents(wh, parsed, batch_id, log)
@@ -159,15 +207,32 @@ def _named(src: SourceConfig, name: str) -> str:
     return name if name.startswith(prefix) else prefix + name.removeprefix("pull://")
 
 
-def _log_rows(src: SourceConfig, reports: list[PullReport], started: datetime, batch_id: str) -> dict[str, pl.DataFrame]:
+def _log_rows(
+    src: SourceConfig, reports: list[PullReport], started: datetime, batch_id: str
+) -> dict[str, pl.DataFrame]:
     finished = datetime.now(UTC).replace(tzinfo=None)
-    rows = [{
-        "source": src.name, "kind": src.kind, "cluster": src.cluster, "window_start": r.window.start,
-        "window_end": r.window.end, "target": r.target, "status": r.status, "error": r.error,
-        "documents": r.documents, "bytes": r.bytes, "records_read": r.records, "rows_ok": r.rows_ok,
-        "rows_quarantined": r.rows_quarantined, "rows_duplicate": r.rows_duplicate,
-        "started_at": started, "finished_at": finished, "batch": batch_id,
-    } for r in reports]
+    rows = [
+        {
+            "source": src.name,
+            "kind": src.kind,
+            "cluster": src.cluster,
+            "window_start": r.window.start,
+            "window_end": r.window.end,
+            "target": r.target,
+            "status": r.status,
+            "error": r.error,
+            "documents": r.documents,
+            "bytes": r.bytes,
+            "records_read": r.records,
+            "rows_ok": r.rows_ok,
+            "rows_quarantined": r.rows_quarantined,
+            "rows_duplicate": r.rows_duplicate,
+            "started_at": started,
+            "finished_at": finished,
+            "batch": batch_id,
+        }
+        for r in reports
+    ]
     return {"pull_log": pl.DataFrame(rows)}
 
 

@@ -130,7 +130,7 @@ def _checked(src: SourceConfig) -> None:
     if isinstance(verify, str) and not Path(verify).expanduser().exists():
         raise SourceError(f"{src.name}: verify_tls: no CA bundle at {verify}")
     if not isinstance(o["logs"], list):
-        raise SourceError(f"{src.name}: logs is a list of log service ids, e.g. [\"SEL\"]")
+        raise SourceError(f'{src.name}: logs is a list of log service ids, e.g. ["SEL"]')
     for key in ("concurrency", "max_pages"):
         if isinstance(o[key], bool) or not isinstance(o[key], int) or o[key] < 1:
             raise SourceError(f"{src.name}: {key} is a whole number >= 1")

@@ -217,7 +217,9 @@ def run(src: SourceConfig, args: list[str]) -> bytes:
     """The stdout of ``command_prefix + args`` (``sources.base.run_command``)."""
     prefix, _, _ = _options(src)
     argv = prefix + args
-    return run_command(src, argv, shlex.join(argv[: len(prefix) + args.index(_program(args)) + 1]) + " ...")
+    return run_command(
+        src, argv, shlex.join(argv[: len(prefix) + args.index(_program(args)) + 1]) + " ..."
+    )
 
 
 def _program(args: list[str]) -> str:

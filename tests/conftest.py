@@ -41,7 +41,9 @@ def demo(tmp_path_factory) -> tuple[Warehouse, str]:
 
 def table_snapshot(wh: Warehouse) -> dict[str, list]:
     """Every table's rows (without ingest times), order-free: for equality across warehouses."""
-    return {t: sorted(map(str, wh.read(t).drop("ingested_at", strict=False).rows())) for t in TABLES}
+    return {
+        t: sorted(map(str, wh.read(t).drop("ingested_at", strict=False).rows())) for t in TABLES
+    }
 
 
 def assert_fleet_faults_found(source: str, events: pl.DataFrame) -> None:
@@ -51,8 +53,12 @@ def assert_fleet_faults_found(source: str, events: pl.DataFrame) -> None:
     truth = pl.DataFrame(
         [
             {
-                "fault_id": f["fault_id"], "host": f["host"], "cls": f["component_class"],
-                "fatal": f["fatal"], "code": e["code"], "time": e["time"],
+                "fault_id": f["fault_id"],
+                "host": f["host"],
+                "cls": f["component_class"],
+                "fatal": f["fatal"],
+                "code": e["code"],
+                "time": e["time"],
             }
             for f in json.loads((SAMPLE_FLEET / "ground_truth.json").read_text())["faults"]
             for e in f["evidence"]

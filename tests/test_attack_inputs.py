@@ -41,17 +41,25 @@ def test_hostlist_of_ten_million_hosts_is_one_quarantined_record_not_an_oom():
 
 
 def test_hostlist_longer_than_nnodes_is_quarantined_not_a_bigger_fleet():
-    ok, q = _sacct("1|FAILED|2026-01-01T00:00:00|2026-01-01T01:00:00|01:00:00|2|n[0-999]x[0-9]|node=2\n")
+    ok, q = _sacct(
+        "1|FAILED|2026-01-01T00:00:00|2026-01-01T01:00:00|01:00:00|2|n[0-999]x[0-9]|node=2\n"
+    )
     assert ok.height == 0
-    assert q["error"].to_list() == ["hostlist n[0-999]x[0-9] names 10000 hosts but the record has NNodes 2"]
+    assert q["error"].to_list() == [
+        "hostlist n[0-999]x[0-9] names 10000 hosts but the record has NNodes 2"
+    ]
 
 
 def test_malformed_hostlist_is_quarantined_not_a_host_named_with_brackets():
-    ok, q = _sacct("1|FAILED|2026-01-01T00:00:00|2026-01-01T01:00:00|01:00:00|3|gpu[1-2],,gpu[[3]]|node=3\n")
+    ok, q = _sacct(
+        "1|FAILED|2026-01-01T00:00:00|2026-01-01T01:00:00|01:00:00|3|gpu[1-2],,gpu[[3]]|node=3\n"
+    )
     assert ok.height == 0 and "hostlist" in q["error"][0]
-    res = parse_slurmctld(b"[2026-01-01T00:00:00.000] update_node: node gpu[[3]] reason set to: x\n"
-                          b"[2026-01-01T00:00:01.000] error: Nodes gpu[[3]] not responding, setting DOWN\n",
-                          ParseContext())
+    res = parse_slurmctld(
+        b"[2026-01-01T00:00:00.000] update_node: node gpu[[3]] reason set to: x\n"
+        b"[2026-01-01T00:00:01.000] error: Nodes gpu[[3]] not responding, setting DOWN\n",
+        ParseContext(),
+    )
     nodes = res.tables.get("node_events", pl.DataFrame({"host": []}))
     assert "gpu[3]" not in nodes["host"].to_list() and "nested" in res.quarantine["error"][0]
 
@@ -63,14 +71,18 @@ def _ingest(wh, *paths, **kw):
 @pytest.mark.parametrize("fmt", ["auto", "sacct"])
 def test_sacct_with_a_utf8_bom_is_detected_and_parsed(tmp_path, fmt):
     dump = tmp_path / "bom.txt"
-    dump.write_bytes(BOM + (FIXTURES / "slurm/sacct_parsable2_with_header_examples.txt").read_bytes())
+    dump.write_bytes(
+        BOM + (FIXTURES / "slurm/sacct_parsable2_with_header_examples.txt").read_bytes()
+    )
     wh = Warehouse(tmp_path / "home")
     (r,) = _ingest(wh, dump, fmt=fmt)
     assert (r.format, r.records, r.rows_ok, r.rows_quarantined) == ("sacct", 4, 4, 0)
 
 
 @pytest.mark.parametrize("suffix", ["zst", "gz"])
-def test_truncated_compressed_file_is_quarantined_as_truncated_and_not_marked_done(tmp_path, suffix):
+def test_truncated_compressed_file_is_quarantined_as_truncated_and_not_marked_done(
+    tmp_path, suffix
+):
     text = (FIXTURES / "slurm/xdmod__accounting-logs.log").read_bytes() * 50
     whole = zstandard.ZstdCompressor().compress(text) if suffix == "zst" else gzip.compress(text)
     f = tmp_path / "in" / f"acct.log.{suffix}"
@@ -84,7 +96,9 @@ def test_truncated_compressed_file_is_quarantined_as_truncated_and_not_marked_do
     assert wh.read("ingest_manifest").height == 0
     f.write_bytes(whole)  # the complete copy arrives: read, and the stale row is gone
     (r,) = _ingest(wh, f.parent)
-    assert r.done and (r.rows_ok, r.rows_duplicate) == (4, 196) and wh.read("quarantine").height == 0
+    assert (
+        r.done and (r.rows_ok, r.rows_duplicate) == (4, 196) and wh.read("quarantine").height == 0
+    )
 
 
 XID_OK = "2026-01-05T10:00:00+00:00 node-a kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, off bus\n"
@@ -126,7 +140,9 @@ def test_dcgm_sample_cut_inside_its_value_is_not_stored_as_a_smaller_value(tmp_p
     assert sorted(wh.read("gpu_samples")["value"].to_list()) == [300.5, 612.5]
 
 
-def test_file_rotated_between_hashing_and_parsing_is_recorded_against_the_bytes_parsed(tmp_path, monkeypatch):
+def test_file_rotated_between_hashing_and_parsing_is_recorded_against_the_bytes_parsed(
+    tmp_path, monkeypatch
+):
     old = "".join(XID_OK.replace("2026-01-05", f"2026-01-{d:02d}") for d in range(1, 29))
     new = XID_OK.replace("2026-01-05", "2026-02-05")
     log = tmp_path / "node-a" / "kern.log"
@@ -193,19 +209,28 @@ def _dst(*lines: str):
 
 def test_job_crossing_the_fall_back_hour_is_resolved_by_its_elapsed():
     # 01:50 EDT -> 01:10 EST is 20 minutes; Elapsed says so
-    ok, q = _dst("1|COMPLETED|2026-11-01T01:00:00|2026-11-01T01:50:00|2026-11-01T01:10:00|00:20:00|1|n1\n")
+    ok, q = _dst(
+        "1|COMPLETED|2026-11-01T01:00:00|2026-11-01T01:50:00|2026-11-01T01:10:00|00:20:00|1|n1\n"
+    )
     assert q.height == 0
     row = ok.row(0, named=True)
-    assert (row["start_time"], row["end_time"]) == (datetime(2026, 11, 1, 5, 50), datetime(2026, 11, 1, 6, 10))
+    assert (row["start_time"], row["end_time"]) == (
+        datetime(2026, 11, 1, 5, 50),
+        datetime(2026, 11, 1, 6, 10),
+    )
 
 
 def test_job_ending_in_the_repeated_hour_keeps_its_whole_elapsed():
-    ok, q = _dst("1|COMPLETED|2026-11-01T00:00:00|2026-11-01T00:30:00|2026-11-01T01:30:00|02:00:00|1|n1\n")
+    ok, q = _dst(
+        "1|COMPLETED|2026-11-01T00:00:00|2026-11-01T00:30:00|2026-11-01T01:30:00|02:00:00|1|n1\n"
+    )
     assert q.height == 0 and ok["end_time"][0] - ok["start_time"][0] == timedelta(hours=2)
 
 
 def test_submit_in_the_repeated_hour_is_decided_by_the_start_it_precedes():
-    ok, q = _dst("1|COMPLETED|2026-11-01T01:40:00|2026-11-01T01:20:00|2026-11-01T02:20:00|01:00:00|1|n1\n")
+    ok, q = _dst(
+        "1|COMPLETED|2026-11-01T01:40:00|2026-11-01T01:20:00|2026-11-01T02:20:00|01:00:00|1|n1\n"
+    )
     assert q.height == 0
     assert ok.row(0)[ok.columns.index("submit_time")] == datetime(2026, 11, 1, 5, 40)
     assert ok["start_time"][0] == datetime(2026, 11, 1, 6, 20)
@@ -220,8 +245,14 @@ def test_times_no_evidence_decides_or_that_do_not_exist_are_quarantined_with_the
     )
     assert ok["job_id"].to_list() == ["4"]
     errors = dict(zip(q["line"].to_list(), q["error"].to_list(), strict=True))
-    assert "repeated when DST ends in America/New_York" in errors[2] and "Elapsed '00:20:00'" in errors[2]
-    assert errors[3] == "Start '2026-03-08T02:30:00' does not exist in America/New_York (the hour skipped when DST starts)"
+    assert (
+        "repeated when DST ends in America/New_York" in errors[2]
+        and "Elapsed '00:20:00'" in errors[2]
+    )
+    assert (
+        errors[3]
+        == "Start '2026-03-08T02:30:00' does not exist in America/New_York (the hour skipped when DST starts)"
+    )
     assert "repeated when DST ends" in errors[4]
 
 
@@ -237,7 +268,9 @@ def test_nul_byte_inside_an_xid_line_is_a_quarantine_row_not_a_lost_or_wrong_eve
     assert (r.records, r.rows_ok, r.rows_quarantined) == (6, 4, 2)
     assert wh.read("hw_events")["code"].to_list() == ["79"] * 4
     q = wh.read("quarantine").sort("line")
-    assert q["line"].to_list() == [3, 5] and set(q["error"]) == {"NUL byte inside the line (a corrupt or crash-damaged log): not read"}
+    assert q["line"].to_list() == [3, 5] and set(q["error"]) == {
+        "NUL byte inside the line (a corrupt or crash-damaged log): not read"
+    }
     assert "7\\09" in q["raw"][0]
 
 
@@ -256,7 +289,10 @@ def test_unreadable_subdirectory_is_reported_and_quarantined_then_cleared(tmp_pa
     monkeypatch.setattr(os, "scandir", denied)
     wh = Warehouse(tmp_path / "home")
     reports = _ingest(wh, src)
-    assert [(r.path, r.done) for r in reports] == [(str(src / "a.log"), True), (str(src / "locked"), False)]
+    assert [(r.path, r.done) for r in reports] == [
+        (str(src / "a.log"), True),
+        (str(src / "locked"), False),
+    ]
     assert reports[1].error == "cannot list directory: Permission denied: its files were not read"
     assert wh.read("quarantine")["source_file"].to_list() == [str(src / "locked")]
     monkeypatch.setattr(os, "scandir", real_scandir)
@@ -267,7 +303,9 @@ def test_unreadable_subdirectory_is_reported_and_quarantined_then_cleared(tmp_pa
 
 @pytest.mark.parametrize("compress", [None, "gz"])
 @pytest.mark.parametrize("long_bytes", [3 << 20, 30 << 20])  # inside a chunk; longer than a chunk
-def test_line_past_the_length_limit_is_one_quarantine_row_and_the_rest_is_read(tmp_path, compress, long_bytes):
+def test_line_past_the_length_limit_is_one_quarantine_row_and_the_rest_is_read(
+    tmp_path, compress, long_bytes
+):
     text = (XID_OK + "x" * long_bytes + "\n" + XID_OK.replace("2026-01-05", "2026-01-06")).encode()
     log = tmp_path / "node-a" / ("kern.log.gz" if compress else "kern.log")
     log.parent.mkdir()
@@ -277,7 +315,9 @@ def test_line_past_the_length_limit_is_one_quarantine_row_and_the_rest_is_read(t
     assert (r.records, r.rows_ok, r.rows_quarantined) == (3, 2, 1)
     q = wh.read("quarantine")
     assert q["line"].to_list() == [2]
-    assert q["error"][0] == f"line of {long_bytes:,} bytes is longer than the limit of 1 MiB: not read"
+    assert (
+        q["error"][0] == f"line of {long_bytes:,} bytes is longer than the limit of 1 MiB: not read"
+    )
 
 
 def test_file_that_is_one_long_line_is_one_quarantine_row(tmp_path):
@@ -326,25 +366,37 @@ def test_cli_warns_of_bytes_held_back_and_of_files_still_changing(tmp_path, caps
     assert f"{log}: its last {len(XID_CUT)} byte(s) are a line without its newline yet" in err
     with log.open("a") as fh:
         fh.write(XID_REST)
-    assert main(["--home", str(tmp_path / "home"), "ingest", str(log), "--settle", "1s"]) == 0  # just written
+    assert (
+        main(["--home", str(tmp_path / "home"), "ingest", str(log), "--settle", "1s"]) == 0
+    )  # just written
     assert "still being written" not in capsys.readouterr().err  # unchanged while watched: read
     assert Warehouse(tmp_path / "home").read("hw_events").height == 2
 
 
-def test_sql_cannot_read_duckdbs_temporary_directory_under_the_working_directory(tmp_path, monkeypatch, capsys):
+def test_sql_cannot_read_duckdbs_temporary_directory_under_the_working_directory(
+    tmp_path, monkeypatch, capsys
+):
     """DuckDB lets SQL read its temporary directory (default ``.tmp`` under the working
     directory, where another run's spills or anything else can lie): goodput sql gives it a
     private, empty one."""
     from pipelines.cli import main
 
     home = str(tmp_path / "home")
-    assert main(["--home", home, "ingest", str(FIXTURES / "slurm" / "xdmod__accounting-logs.log")]) == 0
+    assert (
+        main(["--home", home, "ingest", str(FIXTURES / "slurm" / "xdmod__accounting-logs.log")])
+        == 0
+    )
     (tmp_path / ".tmp").mkdir()
     (tmp_path / ".tmp" / "other.txt").write_text("not for goodput sql\n")
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
-    assert main(["--home", home, "sql", f"select content from read_text('{tmp_path}/.tmp/other.txt')"]) == 2
+    assert (
+        main(["--home", home, "sql", f"select content from read_text('{tmp_path}/.tmp/other.txt')"])
+        == 2
+    )
     out, err = capsys.readouterr()
     assert "not for goodput sql" not in out + err and err.count("\n") == 1
-    assert main(["--home", home, "sql", "select count(*) n from job_attempts", "--format", "csv"]) == 0
+    assert (
+        main(["--home", home, "sql", "select count(*) n from job_attempts", "--format", "csv"]) == 0
+    )
     assert capsys.readouterr().out.splitlines() == ["n", "4"]

@@ -57,9 +57,9 @@ def test_trend_frame_is_the_selected_monthly_rows_of_stratum_all():
     ])  # fmt: skip
     fr = pl.concat([_trend_rates(), extra])
     trend = rate_trend.trend_frame(fr)
-    assert sorted(trend.select("component_class", "window", "rate_per_1k_unit_days").rows()) == sorted(
-        (m[0], m[1], m[4]) for m in MONTHS
-    )
+    assert sorted(
+        trend.select("component_class", "window", "rate_per_1k_unit_days").rows()
+    ) == sorted((m[0], m[1], m[4]) for m in MONTHS)
     assert selected_rates(fr, MONTHLY).height == len(MONTHS)
     assert selected_rates(fr, "2026-02")["rate_per_1k_unit_days"].sort().to_list() == [0.333, 8.33]
     assert selected_rates(fr)["rate_per_1k_unit_days"].to_list() == [6.0]
@@ -158,7 +158,9 @@ def test_hazard_ratio_chart_shows_units_and_adjusted_significance():
     got = {r["term"]: r["evidence"] for r in rows}
     assert got == {
         "gpu · temp_mean per degC": hazard_ratios.EVIDENCE["clear"],
-        "gpu · rack-03 vs rack-02": hazard_ratios.EVIDENCE["none"],  # unadjusted p 0.015: not enough
+        "gpu · rack-03 vs rack-02": hazard_ratios.EVIDENCE[
+            "none"
+        ],  # unadjusted p 0.015: not enough
         "gpu · temp_max per degC": hazard_ratios.EVIDENCE["ph"],  # significant, PH rejected
     }
     assert "1 row(s) with an uninformative CI" in spec["title"]["subtitle"]

@@ -114,7 +114,17 @@ def test_build_flags_state_the_assumptions_in_the_resource(wh, monkeypatch):
         raise pipelines.run.PipelineError("stop here")
 
     monkeypatch.setattr(pipelines.run, "build", fake_build)
-    assert main(["--home", str(wh.home), "ingest", str(FIXTURES / "slurm" / "xdmod__accounting-logs.log")]) == 0
+    assert (
+        main(
+            [
+                "--home",
+                str(wh.home),
+                "ingest",
+                str(FIXTURES / "slurm" / "xdmod__accounting-logs.log"),
+            ]
+        )
+        == 0
+    )
     argv = [
         "--home",
         str(wh.home),

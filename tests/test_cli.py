@@ -14,8 +14,18 @@ from tests.conftest import FIXTURES, REPO
 
 @pytest.mark.parametrize(
     "text, seconds",
-    [("90s", 90), ("10m", 600), ("1.5h", 5400), ("2d", 172800), ("1h30m", 5400), ("1d 12h", 129600),
-     ("PT1H30M", 5400), ("P1DT2H", 93600), ("pt90s", 90), ("PT0.5H", 1800)],
+    [
+        ("90s", 90),
+        ("10m", 600),
+        ("1.5h", 5400),
+        ("2d", 172800),
+        ("1h30m", 5400),
+        ("1d 12h", 129600),
+        ("PT1H30M", 5400),
+        ("P1DT2H", 93600),
+        ("pt90s", 90),
+        ("PT0.5H", 1800),
+    ],
 )
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
@@ -42,8 +52,16 @@ def test_version_names_the_commit_of_a_git_checkout(capsys):
         main(["--version"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                         text=True, check=False) if (REPO / ".git").exists() and shutil.which("git") else None
+    git = (
+        subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if (REPO / ".git").exists() and shutil.which("git")
+        else None
+    )
     if git is None or git.returncode:  # not a checkout (an sdist, a copy): the version alone
         assert out == f"goodput {version('fleet-goodput')}\n"
     else:
@@ -52,15 +70,47 @@ def test_version_names_the_commit_of_a_git_checkout(capsys):
 
 def test_ingest_then_sql_in_every_format(tmp_path, capsys):
     home = str(tmp_path / "h")
-    assert main(["--home", home, "ingest", str(FIXTURES / "slurm" / "xdmod__accounting-logs.log")]) == 0
+    assert (
+        main(["--home", home, "ingest", str(FIXTURES / "slurm" / "xdmod__accounting-logs.log")])
+        == 0
+    )
     assert "ingested 1 file(s), 4 rows, 0 quarantined" in capsys.readouterr().out
-    assert main(["sql", "--home", home, "select state, count(*) n from job_attempts group by 1 order by 1", "--format", "json"]) == 0
+    assert (
+        main(
+            [
+                "sql",
+                "--home",
+                home,
+                "select state, count(*) n from job_attempts group by 1 order by 1",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out) == [
-        {"state": "CANCELLED", "n": 1}, {"state": "COMPLETED", "n": 2}, {"state": "TIMEOUT", "n": 1}
+        {"state": "CANCELLED", "n": 1},
+        {"state": "COMPLETED", "n": 2},
+        {"state": "TIMEOUT", "n": 1},
     ]
-    assert main(["sql", "--home", home, "select job_id from job_attempts order by 1 limit 2", "--format", "csv"]) == 0
+    assert (
+        main(
+            [
+                "sql",
+                "--home",
+                home,
+                "select job_id from job_attempts order by 1 limit 2",
+                "--format",
+                "csv",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.splitlines() == ["job_id", "4103947", "4107166"]
-    assert main(["--home", home, "ingest", str(FIXTURES / "slurm" / "xdmod__accounting-logs.log")]) == 0
+    assert (
+        main(["--home", home, "ingest", str(FIXTURES / "slurm" / "xdmod__accounting-logs.log")])
+        == 0
+    )
     assert "1 already ingested (unchanged)" in capsys.readouterr().out
 
 
@@ -80,7 +130,10 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, argv, message):
     Warehouse(tmp_path / "h")  # an existing, empty warehouse: read-only commands accept it
     proc = subprocess.run(
         [sys.executable, "-m", "pipelines.cli", "--home", str(tmp_path / "h"), *argv],
-        capture_output=True, text=True, cwd=REPO, check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
     )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and message in proc.stderr
@@ -92,10 +145,14 @@ def test_bad_records_warn_and_exit_0(tmp_path, capsys):
     bad.write_text("JobID|State\n1|COMPLETED|extra\n2|COMPLETED\n")
     assert main(["--home", str(tmp_path / "h"), "ingest", str(bad)]) == 0
     captured = capsys.readouterr()
-    assert "ingested 1 file(s), 1 rows, 1 quarantined\n" in captured.out and "warning:" in captured.err
+    assert (
+        "ingested 1 file(s), 1 rows, 1 quarantined\n" in captured.out and "warning:" in captured.err
+    )
 
 
-@pytest.mark.parametrize("command", [["sql", "select 1"], ["fit"], ["report"], ["project", "--mtti", "3h"]])
+@pytest.mark.parametrize(
+    "command", [["sql", "select 1"], ["fit"], ["report"], ["project", "--mtti", "3h"]]
+)
 def test_read_only_commands_refuse_a_missing_home(tmp_path, capsys, command):
     home = tmp_path / "typo"
     assert main(["--home", str(home), *command]) == 2
@@ -110,13 +167,19 @@ def test_zero_needs_no_unit():
 
 def test_wrong_options_that_reject_every_record_say_so_with_the_fix(tmp_path, capsys):
     dump = FIXTURES / "slurm" / "xdmod__accounting-logs.log"
-    assert main(["--home", str(tmp_path / "h"), "ingest", "--fields", "jobid,state", str(dump)]) == EXIT_REJECTED
+    assert (
+        main(["--home", str(tmp_path / "h"), "ingest", "--fields", "jobid,state", str(dump)])
+        == EXIT_REJECTED
+    )
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"warning: {dump}: every record rejected (4): ")
     assert "--fields" in line and "has 2" in line
 
 
-@pytest.mark.parametrize("flag, value", [("--fault-scale", "0"), ("--nodes", "0"), ("--days", "-1"), ("--scrape-interval", "0")])
+@pytest.mark.parametrize(
+    "flag, value",
+    [("--fault-scale", "0"), ("--nodes", "0"), ("--days", "-1"), ("--scrape-interval", "0")],
+)
 def test_simulate_refuses_non_positive_settings_in_one_line(tmp_path, capsys, flag, value):
     assert main(["simulate", "--out", str(tmp_path / "f"), flag, value]) == 2
     err = capsys.readouterr().err
@@ -142,12 +205,19 @@ def test_every_command_and_option_has_help():
     from pipelines.cli import build_parser
 
     parser = build_parser()
-    assert "warehouse" in parser.description and "``" not in parser.format_help()  # no docstring markup
+    assert (
+        "warehouse" in parser.description and "``" not in parser.format_help()
+    )  # no docstring markup
     found = list(_actions(parser))
-    missing = [f"{' '.join(p)} {'/'.join(a.option_strings) or a.dest}" for p, a in found
-               if not a.help or a.help == argparse.SUPPRESS]
+    missing = [
+        f"{' '.join(p)} {'/'.join(a.option_strings) or a.dest}"
+        for p, a in found
+        if not a.help or a.help == argparse.SUPPRESS
+    ]
     assert missing == []
-    assert {"goodput ingest", "goodput project", "goodput completion"} <= {" ".join(p) for p, _ in found}
+    assert {"goodput ingest", "goodput project", "goodput completion"} <= {
+        " ".join(p) for p, _ in found
+    }
 
 
 def _complete(line: str) -> list[str]:
@@ -163,14 +233,21 @@ def _complete(line: str) -> list[str]:
         '_python_argcomplete goodput; printf "%s\\n" "${COMPREPLY[@]}"\n'
     )
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=REPO, check=True)
+    out = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env=env, cwd=REPO, check=True
+    )
     return sorted(w.strip() for w in out.stdout.splitlines() if w.strip())
 
 
 def test_shell_completion_offers_commands_options_and_choices():
     for shell in ("bash", "zsh", "fish"):
-        out = subprocess.run([sys.executable, "-m", "pipelines.cli", "completion", shell],
-                             capture_output=True, text=True, cwd=REPO, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-m", "pipelines.cli", "completion", shell],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            check=True,
+        ).stdout
         assert "goodput" in out and "_ARGCOMPLETE" in out
     assert _complete("goodput pro") == ["project"]
     assert _complete("goodput project --fleet") == ["--fleet-age"]
@@ -203,7 +280,10 @@ GPU_SHAPE, GPU_SCALE_H = 0.8, 2.0e5  # the stored fit the project commands read
         (["project", "--mtti", "3h", "--json"], (*HEAVY, "scipy")),
         (["project", "--json"], (*HEAVY, "scipy")),  # the stored fits and their posterior draws
         (["project"], (*HEAVY, "scipy")),
-        (["nodes"], (*HEAVY, "scipy.stats", "scipy.optimize")),  # the stored scores; Garwood CI only
+        (
+            ["nodes"],
+            (*HEAVY, "scipy.stats", "scipy.optimize"),
+        ),  # the stored scores; Garwood CI only
         (["nodes", "--json"], (*HEAVY, "scipy.stats", "scipy.optimize")),
     ],
 )
@@ -220,22 +300,60 @@ def test_quick_commands_import_only_what_they_need(tmp_path, argv, heavy):
     wh = Warehouse(tmp_path / "h")
     params = json.dumps({"shape": {"value": GPU_SHAPE}, "scale_hours": {"value": GPU_SCALE_H}})
     own = 24_000 / (GPU_SCALE_H * math.gamma(1 + 1 / GPU_SHAPE))
-    wh.replace_table("failure_rates", conform("failure_rates", pl.DataFrame({
-        "component_class": ["gpu"], "window": ["all"], "stratum": ["all"], "model": ["weibull"],
-        "selected": [True], "n_units": [256], "n_events": [7], "exposure_hours": [7 / 1.25 * 24_000],
-        # the Weibull row's own long-run rate 1 / mean, as analysis.survival writes it
-        "rate_per_1k_unit_days": [own], "rate_ci_low": [own * 0.4], "rate_ci_high": [own * 2.1], "params": [params],
-        "method": ["per-unit"], "population": ["inventory"],
-    })))
-    wh.replace_table("node_health", conform("node_health", pl.DataFrame({
-        "host": ["n1", "n2", "n3"], "node_hours": [1000.0, 1000.0, 0.0], "failures": [9, 1, 0],
-        "expected_failures": [5.0, 5.0, None], "excess_failures": [4.0, -4.0, None],
-        "test": ["exact Poisson", "exact Poisson", "not tested"], "p_value": [0.07, 0.99, None],
-        "p_adjusted": [0.01, 0.99, None], "alpha": [0.05] * 3, "lemon": [True, False, None],
-    })))
+    wh.replace_table(
+        "failure_rates",
+        conform(
+            "failure_rates",
+            pl.DataFrame(
+                {
+                    "component_class": ["gpu"],
+                    "window": ["all"],
+                    "stratum": ["all"],
+                    "model": ["weibull"],
+                    "selected": [True],
+                    "n_units": [256],
+                    "n_events": [7],
+                    "exposure_hours": [7 / 1.25 * 24_000],
+                    # the Weibull row's own long-run rate 1 / mean, as analysis.survival writes it
+                    "rate_per_1k_unit_days": [own],
+                    "rate_ci_low": [own * 0.4],
+                    "rate_ci_high": [own * 2.1],
+                    "params": [params],
+                    "method": ["per-unit"],
+                    "population": ["inventory"],
+                }
+            ),
+        ),
+    )
+    wh.replace_table(
+        "node_health",
+        conform(
+            "node_health",
+            pl.DataFrame(
+                {
+                    "host": ["n1", "n2", "n3"],
+                    "node_hours": [1000.0, 1000.0, 0.0],
+                    "failures": [9, 1, 0],
+                    "expected_failures": [5.0, 5.0, None],
+                    "excess_failures": [4.0, -4.0, None],
+                    "test": ["exact Poisson", "exact Poisson", "not tested"],
+                    "p_value": [0.07, 0.99, None],
+                    "p_adjusted": [0.01, 0.99, None],
+                    "alpha": [0.05] * 3,
+                    "lemon": [True, False, None],
+                }
+            ),
+        ),
+    )
     args = ["--home", str(wh.home), *argv] if argv else []
-    code = _IMPORTED.format(heavy=heavy) if argv else f"import json, sys, pipelines.cli\nprint(json.dumps(sorted(m for m in {heavy} if m in sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO, check=True)
+    code = (
+        _IMPORTED.format(heavy=heavy)
+        if argv
+        else f"import json, sys, pipelines.cli\nprint(json.dumps(sorted(m for m in {heavy} if m in sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO, check=True
+    )
     *printed, loaded = out.stdout.splitlines()
     assert json.loads(loaded) == []
     if argv[:1] == ["fit"]:
@@ -285,7 +403,11 @@ def test_ingest_is_recorded_as_a_run_in_the_homes_dagster_instance(tmp_path, cap
         assert len(events) == 2 and {e.run_id for e in events} == {r.run_id for r in runs}
         latest = events[0].asset_materialization.metadata  # newest first
         first = events[1].asset_materialization.metadata
-        assert (first["files_new"].value, first["rows"].value, first["telemetry_days"].value) == (1, 4, 0)
+        assert (first["files_new"].value, first["rows"].value, first["telemetry_days"].value) == (
+            1,
+            4,
+            0,
+        )
         assert (latest["files_new"].value, latest["files_already_ingested"].value) == (1, 1)
         assert set(latest["by_format"].value) == {"dcgm"} and latest["rows"].value > 0
         days = instance.get_dynamic_partitions(TELEMETRY_DAYS.name)
@@ -301,7 +423,14 @@ def test_ui_launched_jobs_fork_their_steps_from_the_preloaded_definitions():
 
     jobs = {name: defs.resolve_job_def(name) for name in ("build", "ingest")}
     jobs["materialize"] = defs.resolve_implicit_global_asset_job_def()
-    assert {name: job.executor_def.name for name, job in jobs.items()} == {name: "preloaded_multiprocess" for name in jobs}
-    resolved = preloaded_multiprocess.config_schema.resolve_config({"config": {"max_concurrent": 2}}).value["config"]
-    assert (resolved["max_concurrent"], resolved["start_method"]) == (2, PRELOAD)  # per-run concurrency still set
+    assert {name: job.executor_def.name for name, job in jobs.items()} == {
+        name: "preloaded_multiprocess" for name in jobs
+    }
+    resolved = preloaded_multiprocess.config_schema.resolve_config(
+        {"config": {"max_concurrent": 2}}
+    ).value["config"]
+    assert (resolved["max_concurrent"], resolved["start_method"]) == (
+        2,
+        PRELOAD,
+    )  # per-run concurrency still set
     assert PRELOAD["forkserver"]["preload_modules"] == ["pipelines.definitions"]

@@ -74,7 +74,10 @@ def test_whatif_prints_the_reports_ranking(fitted, capsys):
     assert f"{pct(top['goodput_ci_low'])} - {pct(top['goodput_ci_high'])}" in line
     # the report's what-if section names the same first lever with the same gain
     section = next(s for s in build_sections(fitted) if s.key == "sensitivity")
-    assert f"the biggest lever is {top['change']}: {top['gain_pp']:+.2f} percentage points" in section.reading
+    assert (
+        f"the biggest lever is {top['change']}: {top['gain_pp']:+.2f} percentage points"
+        in section.reading
+    )
     csv = _run(capsys, fitted, "whatif", "--format", "csv").splitlines()
     assert csv[0].startswith("change,knob,gain_pp,") and len(csv) == len(got["rows"]) + 1
 
@@ -129,13 +132,19 @@ def _clusters(wh) -> None:
     from test_trend import attempts, goodput_jobs, interruptions
 
     def moved(df):
-        c = pl.when(pl.col("job_id").is_in(["C", "D"])).then(pl.lit("c2")).otherwise(pl.col("cluster"))
+        c = (
+            pl.when(pl.col("job_id").is_in(["C", "D"]))
+            .then(pl.lit("c2"))
+            .otherwise(pl.col("cluster"))
+        )
         return df.with_columns(c.alias("cluster"))
 
     e = {"job_id": "E", "cluster": "c3", "scheduler": "slurm", "attempt": 1, "n_gpus": 8,
          "partition": "p1", "account": "acct3", "start_time": datetime(2026, 1, 20),
          "end_time": datetime(2026, 1, 20, 10)}  # fmt: skip
-    att = pl.concat([conform("job_attempts", moved(attempts())), conform("job_attempts", pl.DataFrame([e]))])
+    att = pl.concat(
+        [conform("job_attempts", moved(attempts())), conform("job_attempts", pl.DataFrame([e]))]
+    )
     jobs = moved(goodput_jobs())
     jobs = pl.concat([jobs, pl.DataFrame([{"job_id": "E", "n_gpus": 8, "wall_hours": 10.0, "productive_hours": 9.0,
                                            "final_end": e["end_time"], "goodput": 0.9, "cluster": "c3",
@@ -166,7 +175,12 @@ def test_compare_sets_clusters_side_by_side_with_exact_cis(tmp_path, capsys):
             "c3": (80.0, 10.0, 0, 0, 0.9)}  # fmt: skip
     for name, (gpu_h, span, infra, unexpected, goodput) in want.items():
         r = got[name]
-        assert (r["gpu_hours"], r["span_hours"], r["infrastructure"], r["interruptions"]) == (gpu_h, span, infra, unexpected)
+        assert (r["gpu_hours"], r["span_hours"], r["infrastructure"], r["interruptions"]) == (
+            gpu_h,
+            span,
+            infra,
+            unexpected,
+        )
         assert r["goodput"] == pytest.approx(goodput)
         gpu_days = gpu_h / 24_000
         assert r["rate_per_1k_gpu_days"] == pytest.approx(infra / gpu_days)
@@ -192,7 +206,9 @@ def test_scope_flags_on_reading_commands_sql_views_included(tmp_path, capsys):
     reused; every view sql sees holds only c2's rows."""
     wh = Warehouse(tmp_path / "home")
     _clusters(wh)
-    scoped = json.loads(_run(capsys, wh, "compare", "--by", "partition", "--cluster", "c2", "--json"))["rows"]
+    scoped = json.loads(
+        _run(capsys, wh, "compare", "--by", "partition", "--cluster", "c2", "--json")
+    )["rows"]
     assert {r["partition"] for r in scoped} == {"p1", "p2"} and sum(r["jobs"] for r in scoped) == 2
     out = _run(capsys, wh, "sql", "--cluster", "c2", "--format", "json",
                "select cluster, count(*) n from job_attempts group by 1")  # fmt: skip

@@ -82,8 +82,18 @@ def test_argument_errors_are_one_line_with_the_closest_choice(capsys, argv, hint
 
 @pytest.mark.parametrize(
     "text, value",
-    [("32768", 32768), ("32k", 32_000), ("32K", 32_000), ("32Ki", 32_768), ("16Ki", 16_384),
-     ("1.5M", 1_500_000), ("1Mi", 1 << 20), ("100_000", 100_000), ("100,000", 100_000), ("-1", -1)],
+    [
+        ("32768", 32768),
+        ("32k", 32_000),
+        ("32K", 32_000),
+        ("32Ki", 32_768),
+        ("16Ki", 16_384),
+        ("1.5M", 1_500_000),
+        ("1Mi", 1 << 20),
+        ("100_000", 100_000),
+        ("100,000", 100_000),
+        ("-1", -1),
+    ],
 )
 def test_counts_read_si_and_binary_suffixes(text, value):
     assert parse_count(text) == value
@@ -104,7 +114,9 @@ def test_every_integer_option_reads_counts():
 def test_every_main_command_has_examples_that_parse():
     parser = build_parser()
     subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    missing = {"demo", "ingest", "build", "fit", "project", "nodes", "report", "sql", "pull"} - set(EXAMPLES)
+    missing = {"demo", "ingest", "build", "fit", "project", "nodes", "report", "sql", "pull"} - set(
+        EXAMPLES
+    )
     assert not missing
     for name, examples in EXAMPLES.items():
         assert "examples:" in subs[name].format_help()
@@ -127,7 +139,10 @@ def test_ingest_counts_ingested_rejected_and_unchanged_files_apart(tmp_path, cap
     capsys.readouterr()
     assert main(["--home", home, "ingest", str(SACCT), str(junk)]) == EXIT_REJECTED
     out, err = capsys.readouterr()
-    assert out.splitlines()[0] == "ingested 0 file(s), 0 rows, 0 quarantined; 1 rejected (every record quarantined); 1 already ingested (unchanged)"
+    assert (
+        out.splitlines()[0]
+        == "ingested 0 file(s), 0 rows, 0 quarantined; 1 rejected (every record quarantined); 1 already ingested (unchanged)"
+    )
     assert f"warning: {junk}: every record rejected (1): format not recognised" in err
     assert Warehouse(home).read("job_attempts").height == 4
 
@@ -148,7 +163,9 @@ def test_a_file_rejected_in_one_format_is_read_again_in_another_without_replace(
     from warehouse.store import Warehouse
 
     home = str(tmp_path / "h")
-    dump = tmp_path / "jobs.dat"  # a sacct dump whose header the detector cannot see: comment lines first
+    dump = (
+        tmp_path / "jobs.dat"
+    )  # a sacct dump whose header the detector cannot see: comment lines first
     dump.write_text("".join(f"# export {i}\n" for i in range(2000)) + SACCT.read_text())
     assert main(["--home", home, "ingest", str(dump)]) == EXIT_REJECTED
     assert "format not recognised" in capsys.readouterr().err
@@ -161,20 +178,28 @@ def test_a_file_rejected_in_one_format_is_read_again_in_another_without_replace(
     assert "1 already ingested (unchanged)" in capsys.readouterr().out
 
 
-def test_a_sacct_dump_without_times_nodes_or_tres_warns_with_the_command_that_exports_them(tmp_path, capsys):
+def test_a_sacct_dump_without_times_nodes_or_tres_warns_with_the_command_that_exports_them(
+    tmp_path, capsys
+):
     from sources.slurm import SACCT_FIELDS
 
     plain = tmp_path / "plain.txt"  # `sacct -P` with its default fields
-    plain.write_text("JobID|JobName|Partition|Account|AllocCPUS|State|ExitCode\n1|train|gpu|a|8|COMPLETED|0:0\n"
-                     "2|train|gpu|a|8|FAILED|1:0\n")
+    plain.write_text(
+        "JobID|JobName|Partition|Account|AllocCPUS|State|ExitCode\n1|train|gpu|a|8|COMPLETED|0:0\n"
+        "2|train|gpu|a|8|FAILED|1:0\n"
+    )
     full = FIXTURES / "slurm" / "sacct_parsable2_22_05_8_job_mix.txt"
     assert main(["--home", str(tmp_path / "h"), "ingest", str(plain), str(full)]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("ingested 2 file(s), 10 rows, 0 quarantined\n")
     assert f"next: goodput --home {tmp_path / 'h'} build" in out
     (line,) = err.splitlines()  # the complete dump gets no warning
-    assert line.startswith(f"warning: {plain}: none of its 2 job(s) has Start, End, NodeList, AllocTRES: ")
-    assert line.endswith(f"sacct --parsable2 --allocations --duplicates --format={','.join(SACCT_FIELDS)} -S START -E END")
+    assert line.startswith(
+        f"warning: {plain}: none of its 2 job(s) has Start, End, NodeList, AllocTRES: "
+    )
+    assert line.endswith(
+        f"sacct --parsable2 --allocations --duplicates --format={','.join(SACCT_FIELDS)} -S START -E END"
+    )
 
 
 def test_tab_completes_formats_and_the_warehouses_clusters_partitions_and_accounts(tmp_path):
@@ -182,7 +207,17 @@ def test_tab_completes_formats_and_the_warehouses_clusters_partitions_and_accoun
     from tests.test_cli import _complete
 
     home = tmp_path / "h"
-    assert main(["--home", str(home), "ingest", str(FIXTURES / "slurm" / "sacct_parsable2_22_05_8_job_mix.txt")]) == 0
+    assert (
+        main(
+            [
+                "--home",
+                str(home),
+                "ingest",
+                str(FIXTURES / "slurm" / "sacct_parsable2_22_05_8_job_mix.txt"),
+            ]
+        )
+        == 0
+    )
     assert _complete("goodput ingest --format ") == sorted(["auto", *formats()])
     assert _complete(f"goodput --home {home} fit --cluster ") == ["tb01ebc"]
     assert _complete(f"goodput --home {home} build --account r") == ["root"]
@@ -190,7 +225,9 @@ def test_tab_completes_formats_and_the_warehouses_clusters_partitions_and_accoun
     assert not (tmp_path / "none").exists()
 
 
-def test_stand_in_times_and_guessed_hosts_are_announced_once_and_kept_in_the_manifest(tmp_path, capsys):
+def test_stand_in_times_and_guessed_hosts_are_announced_once_and_kept_in_the_manifest(
+    tmp_path, capsys
+):
     import os
     import shutil
     from datetime import datetime
@@ -212,11 +249,28 @@ def test_stand_in_times_and_guessed_hosts_are_announced_once_and_kept_in_the_man
     ]
     wh = Warehouse(home)
     assert dict(wh.read("ingest_manifest").select("path", "stand_ins").rows()) == {
-        str(sdr): f"{STAND_IN_TIME}, {STAND_IN_HOST}", **{str(p): STAND_IN_HOST for p in smi}}
+        str(sdr): f"{STAND_IN_TIME}, {STAND_IN_HOST}",
+        **{str(p): STAND_IN_HOST for p in smi},
+    }
     sensors = wh.read("bmc_sensors")
     assert set(sensors["host"]) == {"node07"}
     assert {t.replace(tzinfo=None) for t in sensors["time"]} == {mtime}
     # told what it is, the file stands in for nothing
-    assert main(["--home", home, "ingest", "--replace", "--host", "n1", "--time", "2026-01-05T11:00:00", str(sdr)]) == 0
+    assert (
+        main(
+            [
+                "--home",
+                home,
+                "ingest",
+                "--replace",
+                "--host",
+                "n1",
+                "--time",
+                "2026-01-05T11:00:00",
+                str(sdr),
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().err == ""
     assert wh.read("ingest_manifest", f"path = '{sdr}'")["stand_ins"].to_list() == [None]

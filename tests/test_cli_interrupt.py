@@ -22,8 +22,11 @@ HEADER = "JobID|Cluster|Partition|Account|User|JobName|Submit|Start|End|Elapsed|
 def sacct_files(folder) -> None:
     folder.mkdir()
     for f in range(FILES):
-        lines = [f"{f * JOBS_PER_FILE + j + 1}|c1|gpu|a|u|train|2026-01-05T00:00:00|2026-01-05T00:00:00|"
-                 f"2026-01-05T01:00:00|01:00:00|COMPLETED|0:0|1|gres/gpu=8,node=1|n{f:03d}\n" for j in range(JOBS_PER_FILE)]
+        lines = [
+            f"{f * JOBS_PER_FILE + j + 1}|c1|gpu|a|u|train|2026-01-05T00:00:00|2026-01-05T00:00:00|"
+            f"2026-01-05T01:00:00|01:00:00|COMPLETED|0:0|1|gres/gpu=8,node=1|n{f:03d}\n"
+            for j in range(JOBS_PER_FILE)
+        ]
         (folder / f"{f:03d}.txt").write_text(HEADER + "".join(lines))
 
 
@@ -35,8 +38,15 @@ def interrupted_at(argv: list[str], marker: str) -> tuple[int, list[str]]:
     """Run ``python -c INGEST argv`` in a session of its own, send SIGINT to its process group
     once ``marker`` is on stderr; returns the exit status and the stderr lines that are not
     progress."""
-    proc = subprocess.Popen([sys.executable, "-c", INGEST, *argv], cwd=REPO, stderr=subprocess.PIPE, text=True,
-                            stdout=subprocess.DEVNULL, start_new_session=True, env={**os.environ, "GOODPUT_SETTLE": "0"})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", INGEST, *argv],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "GOODPUT_SETTLE": "0"},
+    )
     lines, deadline = [], time.monotonic() + DEADLINE_S
     for line in proc.stderr:  # blocks per line: the marker is waited for, not guessed
         lines.append(line.rstrip("\n"))
@@ -67,15 +77,30 @@ def test_ctrl_c_during_ingest_is_one_line_and_leaves_whole_batches(tmp_path, mar
     assert len(err) == 1 and err[0].startswith("goodput: interrupted; nothing is half-written"), err
     if home.exists():  # else nothing was committed, and the fresh home went with it
         assert_whole(Warehouse(home))
-    assert main(["--home", str(home), "ingest", "--jobs", "1", str(tmp_path / "in")]) == 0  # a re-run completes
+    assert (
+        main(["--home", str(home), "ingest", "--jobs", "1", str(tmp_path / "in")]) == 0
+    )  # a re-run completes
     wh = Warehouse(home)
     assert_whole(wh)
-    assert wh.read("ingest_manifest").height == FILES and wh.read("job_attempts").height == FILES * JOBS_PER_FILE
+    assert (
+        wh.read("ingest_manifest").height == FILES
+        and wh.read("job_attempts").height == FILES * JOBS_PER_FILE
+    )
 
 
 def test_ctrl_c_during_build_is_one_line_without_dagster_output(tmp_path, capsys):
     home = tmp_path / "home"
-    assert main(["--home", str(home), "ingest", str(FIXTURES / "slurm" / "sacct_parsable2_22_05_8_job_mix.txt")]) == 0
+    assert (
+        main(
+            [
+                "--home",
+                str(home),
+                "ingest",
+                str(FIXTURES / "slurm" / "sacct_parsable2_22_05_8_job_mix.txt"),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     code, err = interrupted_at(["--home", str(home), "build"], "  done: ")
     assert code == EXIT_INTERRUPTED
@@ -90,18 +115,35 @@ def test_progress_within_a_large_file_on_a_terminal_only(tmp_path, tty):
     import pty
 
     big = tmp_path / "big.log"  # a kernel log (read in chunks: a line-oriented format)
-    big.write_text("".join(f"2026-01-05T{j // 3600:02d}:{j // 60 % 60:02d}:{j % 60:02d}+00:00 gpu-node-001 kernel: "
-                           "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n" for j in range(400)))
+    big.write_text(
+        "".join(
+            f"2026-01-05T{j // 3600:02d}:{j // 60 % 60:02d}:{j % 60:02d}+00:00 gpu-node-001 kernel: "
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+            for j in range(400)
+        )
+    )
     argv = ["--home", str(tmp_path / "h"), "ingest", "--jobs", "1", str(big)]
     env = {**os.environ, "GOODPUT_SETTLE": "0"}
     if not tty:
-        proc = subprocess.run([sys.executable, "-c", INGEST, *argv], cwd=REPO, capture_output=True, text=True,
-                              env=env, timeout=DEADLINE_S, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-c", INGEST, *argv],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=DEADLINE_S,
+            check=False,
+        )
         assert proc.returncode == 0 and "reading" not in proc.stderr and "\r" not in proc.stderr
         return
     main_fd, term = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", INGEST, *argv], cwd=REPO, stderr=term, stdout=subprocess.DEVNULL,
-                            env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", INGEST, *argv],
+        cwd=REPO,
+        stderr=term,
+        stdout=subprocess.DEVNULL,
+        env=env,
+    )
     os.close(term)
     seen = b""
     while True:  # until the process closes the terminal

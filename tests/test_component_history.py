@@ -166,7 +166,10 @@ def test_fleet_every_replacement_is_in_component_history():
 
 
 def _units(n: int) -> list[str]:
-    return [f"gpu,SN{i:05d},node{i // 8:04d}/gpu{i % 8},2024-01-0{1 + i % 9}T00:00:00,,," for i in range(n)]
+    return [
+        f"gpu,SN{i:05d},node{i // 8:04d}/gpu{i % 8},2024-01-0{1 + i % 9}T00:00:00,,,"
+        for i in range(n)
+    ]
 
 
 def test_one_unterminated_quote_loses_only_its_record():
@@ -194,11 +197,15 @@ def test_quoted_fields_across_lines_stray_quotes_and_ragged_rows():
 
 
 def test_implausible_install_and_removal_times_are_quarantined():
-    ok, q = _parse(HEADER + "gpu,A,n1/0,1999-12-31,,,\ngpu,B,n1/1,2024-01-01,2999-01-01,,\ngpu,C,n1/2,2024-01-01,,,\n")
+    ok, q = _parse(
+        HEADER
+        + "gpu,A,n1/0,1999-12-31,,,\ngpu,B,n1/1,2024-01-01,2999-01-01,,\ngpu,C,n1/2,2024-01-01,,,\n"
+    )
     assert ok["serial"].to_list() == ["C"]
     assert [e.split(" (")[0] for e in q["error"]] == [
         "installed_at: time 1999-12-31T00:00:00 is before 2000-01-01T00:00:00",
-        "removed_at: time 2999-01-01T00:00:00 is after " + q["error"][1].split(" is after ")[1].split(" (")[0],
+        "removed_at: time 2999-01-01T00:00:00 is after "
+        + q["error"][1].split(" is after ")[1].split(" (")[0],
     ]
 
 
@@ -213,7 +220,9 @@ def test_fuzz_one_inserted_character_costs_at_most_its_record(row, pos, char):
     others = [f"SN{i:05d}" for i in range(10) if i != row]
     assert set(others) <= set(ok["serial"].to_list())  # every other unit lands
     if char == '"':  # one stray quote: exactly its own line is quarantined
-        assert q["line"].to_list() == [row + 2] and q["error"][0].startswith("unterminated quoted field")
+        assert q["line"].to_list() == [row + 2] and q["error"][0].startswith(
+            "unterminated quoted field"
+        )
 
 
 def test_exact_duplicate_records_are_stored_once_and_counted_as_duplicates(wh, tmp_path):
@@ -246,7 +255,10 @@ def test_olcf_inventory_intervals_fold_the_failure_event_into_the_unit_it_ended(
     ]
     first = ok.filter(pl.col("source_line") == 2).row(0, named=True)  # a continuation row
     assert (first["serial"], first["slot"], first["installed_at"], first["removed_at"]) == (
-        "0323812007945", "c13-1c1s3n3/gpu", datetime(2014, 1, 21, 21, 10, 42), datetime(2017, 8, 1, 2, 15, 2)
+        "0323812007945",
+        "c13-1c1s3n3/gpu",
+        datetime(2014, 1, 21, 21, 10, 42),
+        datetime(2017, 8, 1, 2, 15, 2),
     )
 
 
@@ -275,21 +287,49 @@ def test_inventory_intervals_reject_what_they_cannot_place():
 
 def test_hpe_sat_hwhist_tables_become_installations():
     rows = []
-    for name in ("hpe_sat_hwhist_by_xname.txt", "hpe_sat_hwhist_by_fru.txt", "hpe_sat_hwhist_added.txt"):
+    for name in (
+        "hpe_sat_hwhist_by_xname.txt",
+        "hpe_sat_hwhist_by_fru.txt",
+        "hpe_sat_hwhist_added.txt",
+    ):
         ok, q = _fixture(name)
         assert q.height == 0
-        rows += ok.select("component_class", "host", "position", "model", "installed_at", "removed_at", "failed").rows()
+        rows += ok.select(
+            "component_class", "host", "position", "model", "installed_at", "removed_at", "failed"
+        ).rows()
     assert rows == [  # five Detected events of one FRU at one xname are one stay, still in service
-        ("cpu", "x3000c0s3b0n0", "p0", "AdvancedMicroDevicesInc", datetime(2021, 6, 2, 18, 37, 31, 619581), None, False),
-        ("psu", "x3000c0s17e0", "t1", "LiteonPower", datetime(2021, 6, 2, 18, 37, 34, 623145), None, False),
-        ("host_memory", "x3000c0s7b0n0", "d9", "Hynix.HMA41GR7MFR8NTFT1", datetime(2021, 5, 4, 19, 33, 3, 396677), None, False),
+        (
+            "cpu",
+            "x3000c0s3b0n0",
+            "p0",
+            "AdvancedMicroDevicesInc",
+            datetime(2021, 6, 2, 18, 37, 31, 619581),
+            None,
+            False,
+        ),
+        (
+            "psu",
+            "x3000c0s17e0",
+            "t1",
+            "LiteonPower",
+            datetime(2021, 6, 2, 18, 37, 34, 623145),
+            None,
+            False,
+        ),
+        (
+            "host_memory",
+            "x3000c0s7b0n0",
+            "d9",
+            "Hynix.HMA41GR7MFR8NTFT1",
+            datetime(2021, 5, 4, 19, 33, 3, 396677),
+            None,
+            False,
+        ),
     ]
 
 
 def test_hwhist_removed_events_end_stays_and_bad_rows_are_quarantined():
-    head = (
-        "+---+\n| FRUID | xname | Timestamp | EventType |\n+---+\n"
-    )
+    head = "+---+\n| FRUID | xname | Timestamp | EventType |\n+---+\n"
     body = [
         "| NodeAccel.NVIDIA.X.G1 | x1000c0s0b0n0a0 | 2024-01-01T00:00:00Z | Added |",
         "| NodeAccel.NVIDIA.X.G1 | x1000c0s0b0n0a0 | 2024-02-01T00:00:00Z | Removed |",
@@ -301,8 +341,17 @@ def test_hwhist_removed_events_end_stays_and_bad_rows_are_quarantined():
         "| NodeAccel.NVIDIA.X.G3 | x1000c0s0b0n0a2 | 2024-01-01T00:00:00Z |",
     ]
     ok, q = _parse(head + "\n".join(body) + "\n+---+\n")
-    assert ok.select("component_class", "serial", "position", "installed_at", "removed_at", "removal_reason").rows() == [
-        ("gpu", "NodeAccel.NVIDIA.X.G1", "a0", datetime(2024, 1, 1), datetime(2024, 2, 1), "Removed"),
+    assert ok.select(
+        "component_class", "serial", "position", "installed_at", "removed_at", "removal_reason"
+    ).rows() == [
+        (
+            "gpu",
+            "NodeAccel.NVIDIA.X.G1",
+            "a0",
+            datetime(2024, 1, 1),
+            datetime(2024, 2, 1),
+            "Removed",
+        ),
         ("gpu", "NodeAccel.NVIDIA.X.G1", "a0", datetime(2024, 3, 1), None, None),
     ]
     assert not ok["failed"].any()  # HSM does not say why a FRU left: censored, not failed

@@ -41,12 +41,23 @@ def ui(tmp_path_factory):
     [port] = free_ports(1)
     env = {**os.environ, "DAGSTER_HOME": str(home / ".dagster"), "GOODPUT_HOME": str(home)}
     server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "dagster-webserver"), "-m", "pipelines.definitions",
-         "-h", "127.0.0.1", "-p", str(port)],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            str(Path(sys.executable).parent / "dagster-webserver"),
+            "-m",
+            "pipelines.definitions",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,  # its code server is a child: stopped with it, as a group
     )
     base = f"http://127.0.0.1:{port}"
+
     def answering() -> bool:
         assert server.poll() is None, "dagster-webserver exited"
         try:
@@ -76,20 +87,26 @@ def pages(ui):
     base, run_id, shots = ui
     out = {}
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                    args=["--no-sandbox", "--disable-gpu"])
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox", "--disable-gpu"]
+        )
         try:
             page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
             for name, path, shown in (
                 ("asset_graph", "/asset-groups", GROUPS),
-                ("ingest_group", f"/locations/{LOCATION}/asset-groups/ingest/lineage",
-                 ("ingested_sources", "pulled_sources", "gpu_hourly")),
+                (
+                    "ingest_group",
+                    f"/locations/{LOCATION}/asset-groups/ingest/lineage",
+                    ("ingested_sources", "pulled_sources", "gpu_hourly"),
+                ),
                 ("run", f"/runs/{run_id}", ("ingested_sources", "conservation_check", "Success")),
             ):
                 page.goto(base + path, wait_until="domcontentloaded")
                 page.wait_for_function(
                     "names => names.every(n => document.body.innerText.includes(n))",
-                    arg=list(shown), timeout=180_000)  # slow on a busy machine
+                    arg=list(shown),
+                    timeout=180_000,
+                )  # slow on a busy machine
                 if name == "asset_graph":  # Dagster's newsletter dialog, once per browser
                     try:
                         page.get_by_role("button", name="Skip").click(timeout=30_000)
@@ -98,8 +115,11 @@ def pages(ui):
                 page.wait_for_timeout(1000)  # the graph's layout settles after its nodes appear
                 shot = shots / f"dagster_{name}.png"
                 page.screenshot(path=str(shot))
-                out[name] = {"text": page.inner_text("body"), "shot": shot,
-                             "width": page.evaluate("document.documentElement.scrollWidth")}
+                out[name] = {
+                    "text": page.inner_text("body"),
+                    "shot": shot,
+                    "width": page.evaluate("document.documentElement.scrollWidth"),
+                }
         finally:
             browser.close()
     return out
@@ -111,7 +131,8 @@ def test_the_asset_graph_shows_every_group_and_a_groups_assets(pages):
     assert all(g in graph["text"] for g in GROUPS)
     # the ingest group's graph: its assets, and the assets downstream of them as links
     assert {"ingested_sources", "pulled_sources", "gpu_hourly", "interruptions"} <= set(
-        ingest_group["text"].split())
+        ingest_group["text"].split()
+    )
     for page in (graph, ingest_group):
         assert page["width"] <= WIDTH  # no sideways scrolling at 1400 px
         assert page["shot"].stat().st_size > 30_000  # a drawn graph, not a blank page
@@ -120,7 +141,11 @@ def test_the_asset_graph_shows_every_group_and_a_groups_assets(pages):
 def test_a_cli_run_page_shows_its_job_steps_and_outcome(pages):
     run = pages["run"]
     assert "Run of" in run["text"] and "ingest" in run["text"] and "Success" in run["text"]
-    steps = ("ingested_sources", "ingested_sources_conservation_check",
-             "ingested_sources_quarantine_ratio_check", "ingested_sources_schema_check")
+    steps = (
+        "ingested_sources",
+        "ingested_sources_conservation_check",
+        "ingested_sources_quarantine_ratio_check",
+        "ingested_sources_schema_check",
+    )
     assert all(step in run["text"] for step in steps)
     assert run["shot"].stat().st_size > 30_000

@@ -242,7 +242,9 @@ def test_fuzz_conservation(lines):
 
 
 def test_sample_without_identity_is_quarantined_unless_host_given():
-    text = b'DCGM_FI_DEV_GPU_TEMP 41 1714564800000\nDCGM_FI_DEV_GPU_TEMP{gpu="0"} 40 1714564800000\n'
+    text = (
+        b'DCGM_FI_DEV_GPU_TEMP 41 1714564800000\nDCGM_FI_DEV_GPU_TEMP{gpu="0"} 40 1714564800000\n'
+    )
     r = _parse(text, path="/scrapes/node042.prom")  # a host guessed from the name is not enough
     assert r.tables["gpu_samples"].select("host", "gpu", "value").rows() == [("node042", 0, 40.0)]
     assert r.quarantine["line"].to_list() == [1]
@@ -337,7 +339,9 @@ def test_nvidia_docs_mig_scrape_keeps_instances_apart():
     r = _parse((D / "nvidia-cloud-native-docs__dcgm-exporter_mig_a100.prom").read_bytes())
     s = r.tables["gpu_samples"]
     assert r.records == s.height == 21 and r.quarantine.height == 0
-    gr = s.filter(pl.col("metric") == "DCGM_FI_PROF_GR_ENGINE_ACTIVE").sort("mig_instance", nulls_last=False)
+    gr = s.filter(pl.col("metric") == "DCGM_FI_PROF_GR_ENGINE_ACTIVE").sort(
+        "mig_instance", nulls_last=False
+    )
     assert gr.select("host", "gpu", "mig_profile", "mig_instance", "value").rows() == [
         ("ub20-a100-k8s", 0, None, None, 0.99563),
         ("ub20-a100-k8s", 0, "1g.5gb", "13", 0.995687),
@@ -350,16 +354,21 @@ def test_parse_many_gives_each_file_what_parse_gives_it_alone():
     path, host from the path, file time, line numbers, metadata, quarantine and the "only
     number is a timestamp" judgement (made within the file, not across the batch)."""
     stamped = (
-        b'# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n'
+        b"# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"
         b'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 41 1714564800000\n'
         b'DCGM_FI_DEV_GPU_TEMP{gpu="1"} 1714564800000\n'  # value missing: quarantined here
         b"not a sample\n"
     )
-    unstamped = b'DCGM_FI_DEV_GPU_TEMP{gpu="1"} 1714564800000\n\nDCGM_FI_DEV_POWER_USAGE{gpu="1"} 300.5'
+    unstamped = (
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="1"} 1714564800000\n\nDCGM_FI_DEV_POWER_USAGE{gpu="1"} 300.5'
+    )
     files = [
         (stamped, ParseContext(path="/d/nodeA01/2024-05-01.prom", mtime=MTIME)),
         (b"", ParseContext(path="/d/nodeA02/2024-05-01.prom", mtime=MTIME)),
-        (b"\xef\xbb\xbf" + unstamped, ParseContext(path="/d/nodeB07/2024-05-01.prom", mtime=datetime(2024, 5, 2))),
+        (
+            b"\xef\xbb\xbf" + unstamped,
+            ParseContext(path="/d/nodeB07/2024-05-01.prom", mtime=datetime(2024, 5, 2)),
+        ),
         (stamped, ParseContext(path="/d/nodeC03/2024-05-01.prom", mtime=MTIME, line_offset=100)),
     ]
     many = parse_many(files)
@@ -373,15 +382,30 @@ def test_parse_many_gives_each_file_what_parse_gives_it_alone():
     a, empty, b, c = many
     assert (a.records, empty.records, b.records, c.records) == (3, 0, 2, 3)
     assert a.quarantine.select("line", "error").rows() == [
-        (3, "sample has no value: its only number, 1714564800000, is a millisecond timestamp like the other lines'"),
+        (
+            3,
+            "sample has no value: its only number, 1714564800000, is a millisecond timestamp like the other lines'",
+        ),
         (4, "not a Prometheus sample line"),
     ]
     assert c.quarantine["line"].to_list() == [103, 104]
     # the same line in a file without timestamps is a sample at that file's time
     sb = b.tables["gpu_samples"]
     assert sb.select("metric", "value", "time", "host", "source_file").rows() == [
-        ("DCGM_FI_DEV_GPU_TEMP", 1714564800000.0, datetime(2024, 5, 2), "nodeB07", "/d/nodeB07/2024-05-01.prom"),
-        ("DCGM_FI_DEV_POWER_USAGE", 300.5, datetime(2024, 5, 2), "nodeB07", "/d/nodeB07/2024-05-01.prom"),
+        (
+            "DCGM_FI_DEV_GPU_TEMP",
+            1714564800000.0,
+            datetime(2024, 5, 2),
+            "nodeB07",
+            "/d/nodeB07/2024-05-01.prom",
+        ),
+        (
+            "DCGM_FI_DEV_POWER_USAGE",
+            300.5,
+            datetime(2024, 5, 2),
+            "nodeB07",
+            "/d/nodeB07/2024-05-01.prom",
+        ),
     ]
     assert a.tables["gpu_samples"]["host"].to_list() == ["nodeA01"]
     assert a.tables["metric_metadata"].select("metric", "unit", "source_file").rows() == [

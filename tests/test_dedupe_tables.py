@@ -80,7 +80,9 @@ def test_forgetting_one_source_keeps_the_jobs_and_forgetting_both_removes_them(t
     assert set(wh.read("job_attempts")["source_file"]) == {str(TXT)}
     # ingesting the json again merges with what is stored, as at first
     ingest_paths(wh, [JSON])
-    assert set(canonical(wh)["source_file"]) == {str(JSON)} and canonical(wh).height == SLURM_ATTEMPTS
+    assert (
+        set(canonical(wh)["source_file"]) == {str(JSON)} and canonical(wh).height == SLURM_ATTEMPTS
+    )
     wh.forget([str(TXT)])
     assert canonical(wh).equals(alone[".json"])
     wh.forget([str(JSON)])
@@ -108,21 +110,36 @@ def test_a_crash_before_the_commit_leaves_the_old_table_and_after_it_rolls_forwa
     home = tmp_path / "home"
     wh = ingest_each(home, [TXT])
     before = (home / "parquet" / "job_attempts" / "data.parquet").read_bytes()
-    crashed = subprocess.run([sys.executable, "-c", CRASH_BEFORE_COMMIT, str(home), str(JSON)], cwd=REPO,
-                             capture_output=True, text=True, check=False)
+    crashed = subprocess.run(
+        [sys.executable, "-c", CRASH_BEFORE_COMMIT, str(home), str(JSON)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert crashed.returncode == 70, crashed.stderr
     staged = list((home / "parquet" / "_staging").glob("*/job_attempts/data.parquet"))
     assert staged and not list((home / "parquet" / "_staging").glob("*/COMMIT"))  # staged for real
     assert (home / "parquet" / "job_attempts" / "data.parquet").read_bytes() == before
     wh = Warehouse(home)  # recovery discards the uncommitted stage
-    assert not (home / "parquet" / "_staging").exists() or not list((home / "parquet" / "_staging").iterdir())
+    assert not (home / "parquet" / "_staging").exists() or not list(
+        (home / "parquet" / "_staging").iterdir()
+    )
     assert canonical(wh).equals(alone[".txt"])
     assert pl.read_parquet(wh.record_files("job_attempts")).height == SLURM_ATTEMPTS
     # a crash after the marker, between the renames (source rows moved, canonical not yet)
-    crashed = subprocess.run([sys.executable, "-m", "pipelines.cli", "ingest", str(JSON), "--home", str(home)],
-                             cwd=REPO, env={**os.environ, FAULT_ENV: "1"}, capture_output=True, text=True, check=False)
+    crashed = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "ingest", str(JSON), "--home", str(home)],
+        cwd=REPO,
+        env={**os.environ, FAULT_ENV: "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert crashed.returncode == 70, crashed.stderr
-    assert (home / "parquet" / "job_attempts" / "data.parquet").read_bytes() == before  # not switched yet
+    assert (
+        home / "parquet" / "job_attempts" / "data.parquet"
+    ).read_bytes() == before  # not switched yet
     wh = Warehouse(home)  # rolls forward: the merged table
     assert canonical(wh).equals(canonical(ingest_each(tmp_path / "both", [TXT, JSON])))
     assert set(canonical(wh)["source_file"]) == {str(JSON)}
@@ -150,4 +167,7 @@ def test_a_warehouse_of_the_old_layout_is_upgraded_once_and_reads_the_same(tmp_p
     assert pl.read_parquet(wh.record_files("job_attempts")).height == 2 * SLURM_ATTEMPTS
     # and it keeps working: forgetting a source recomputes from the moved source rows
     wh.forget([str(JSON)])
-    assert set(wh.read("job_attempts")["source_file"]) == {str(TXT)} and wh.read("job_attempts").height == SLURM_ATTEMPTS
+    assert (
+        set(wh.read("job_attempts")["source_file"]) == {str(TXT)}
+        and wh.read("job_attempts").height == SLURM_ATTEMPTS
+    )

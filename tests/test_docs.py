@@ -52,8 +52,10 @@ def test_every_command_and_option_named_exists(doc, cmd, rest):
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
 def test_paths_named_exist(doc):
-    for path in re.findall(r"`((?:docs|benchmarks|tests|sample_data|analysis|ingest|sources|warehouse|pipelines|dashboards)/[\w./-]+\.(?:md|py|csv))`",
-                           doc.read_text()):
+    for path in re.findall(
+        r"`((?:docs|benchmarks|tests|sample_data|analysis|ingest|sources|warehouse|pipelines|dashboards)/[\w./-]+\.(?:md|py|csv))`",
+        doc.read_text(),
+    ):
         assert (REPO / path).exists(), f"{doc.name}: {path} does not exist"
 
 
@@ -63,4 +65,6 @@ def test_no_links_outside_the_repository():
 
 
 def test_table_reference_is_current():
-    assert (REPO / "docs" / "tables.md").read_text() == reference(), "run: python -m warehouse.reference > docs/tables.md"
+    assert (REPO / "docs" / "tables.md").read_text() == reference(), (
+        "run: python -m warehouse.reference > docs/tables.md"
+    )

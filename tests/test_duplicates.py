@@ -16,7 +16,9 @@ def test_runner_conservation_counts_parser_duplicates():
     rows = pl.DataFrame({"job_id": ["1", "2"]})
     q = quarantine_frame([3], ["x"], ["bad"])
     assert _checked(spec, ParseResult({"job_attempts": rows}, q, 5, duplicates=2)).duplicates == 2
-    with pytest.raises(RuntimeError, match=r"5 records read, 2 rows \+ 1 quarantined \+ 1 duplicates"):
+    with pytest.raises(
+        RuntimeError, match=r"5 records read, 2 rows \+ 1 quarantined \+ 1 duplicates"
+    ):
         _checked(spec, ParseResult({"job_attempts": rows}, q, 5, duplicates=1))
 
 
@@ -34,10 +36,18 @@ def test_settle_repeats_duplicates_rows_and_requarantines_rejects():
 def test_manifest_conserves_with_parser_and_store_duplicates(wh, tmp_path):
     job = "5|2026-01-01T00:00:00|2026-01-01T01:00:00|COMPLETED\n"
     (tmp_path / "a.txt").write_text("JobID|Start|End|State\n" + job + job)  # the parser drops one
-    (tmp_path / "b.txt").write_text("JobID|Start|End|State\n" + job + "not|a|job\n")  # the store drops one
+    (tmp_path / "b.txt").write_text(
+        "JobID|Start|End|State\n" + job + "not|a|job\n"
+    )  # the store drops one
     reports = ingest_paths(wh, [tmp_path], fmt="sacct")
-    got = {r.path.rsplit("/", 1)[1]: (r.records, r.rows_ok, r.rows_quarantined, r.rows_duplicate) for r in reports}
+    got = {
+        r.path.rsplit("/", 1)[1]: (r.records, r.rows_ok, r.rows_quarantined, r.rows_duplicate)
+        for r in reports
+    }
     assert got == {"a.txt": (2, 1, 0, 1), "b.txt": (2, 0, 1, 1)}
     m = wh.read("ingest_manifest").sort("path")
-    assert m.select("records_read", "rows_ok", "rows_quarantined", "rows_duplicate").rows() == [(2, 1, 0, 1), (2, 0, 1, 1)]
+    assert m.select("records_read", "rows_ok", "rows_quarantined", "rows_duplicate").rows() == [
+        (2, 1, 0, 1),
+        (2, 0, 1, 1),
+    ]
     assert wh.read("job_attempts").height == 1

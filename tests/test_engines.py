@@ -45,14 +45,20 @@ def read_pyarrow(wh: Warehouse, name: str) -> pl.DataFrame:
     if part:
         partitioning = ds.partitioning(pa.schema([(part, pa.string())]), flavor="hive")
         schema = schema.append(pa.field(part, pa.string()))
-    table = ds.dataset(f"{wh.parquet}/{name}", format="parquet", partitioning=partitioning, schema=schema).to_table()
+    table = ds.dataset(
+        f"{wh.parquet}/{name}", format="parquet", partitioning=partitioning, schema=schema
+    ).to_table()
     return _with_declared_types(name, pl.from_arrow(table))
 
 
 def read_polars(wh: Warehouse, name: str) -> pl.DataFrame:
     """Polars scan_parquet over the table's files, hive-partitioned."""
-    lazy = pl.scan_parquet(f"{wh.parquet}/{name}/**/*.parquet", hive_partitioning=True, missing_columns="insert",
-                           hive_schema={TABLES[name].partition: pl.Utf8} if TABLES[name].partition else None)
+    lazy = pl.scan_parquet(
+        f"{wh.parquet}/{name}/**/*.parquet",
+        hive_partitioning=True,
+        missing_columns="insert",
+        hive_schema={TABLES[name].partition: pl.Utf8} if TABLES[name].partition else None,
+    )
     return _with_declared_types(name, lazy.collect())
 
 
@@ -96,7 +102,9 @@ def compare_every_table(wh: Warehouse, con: duckdb.DuckDBPyConnection) -> int:
             continue
         n += 1
         view = read_catalog(con, name).with_columns(
-            pl.col(c).dt.convert_time_zone("UTC") for c, t in spec.columns.items() if isinstance(t, pl.Datetime)
+            pl.col(c).dt.convert_time_zone("UTC")
+            for c, t in spec.columns.items()
+            if isinstance(t, pl.Datetime)
         )
         # Dedupe tables too: their folder holds the merged rows, the source rows live apart
         assert_same_table(name, read_pyarrow(wh, name), read_polars(wh, name), view)
@@ -108,11 +116,21 @@ def test_every_engine_reads_the_sample_fleet_warehouse_alike(demo):
     with catalog(wh.home) as con:
         assert compare_every_table(wh, con) >= 20
         # sacct text and --json both record each Slurm job: the files hold each attempt once
-        assert read_pyarrow(wh, "job_attempts").height == read_polars(wh, "job_attempts").height == 1607
-        assert pl.read_parquet(wh.record_files("job_attempts")).height == 3206  # every source's row, apart
+        assert (
+            read_pyarrow(wh, "job_attempts").height
+            == read_polars(wh, "job_attempts").height
+            == 1607
+        )
+        assert (
+            pl.read_parquet(wh.record_files("job_attempts")).height == 3206
+        )  # every source's row, apart
         # times are TIMESTAMPTZ in the catalog, shown in the client's zone
-        kinds = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns "
-                                 "WHERE table_name = 'job_attempts'").fetchall())
+        kinds = dict(
+            con.execute(
+                "SELECT column_name, data_type FROM information_schema.columns "
+                "WHERE table_name = 'job_attempts'"
+            ).fetchall()
+        )
         assert kinds["start_time"] == "TIMESTAMP WITH TIME ZONE"
     first = wh.query("SELECT min(start_time) AS t FROM job_attempts")["t"][0]
     assert first.tzinfo is None  # the analyses' own reads stay naive UTC
@@ -131,29 +149,49 @@ def moved(tmp_path_factory):
     scheduler, no inventory), built, then its home moved."""
     base = tmp_path_factory.mktemp("partial")
     hosts = ("gpu-node-001", "gpu-node-002")
-    run(base / "home", "ingest", *(str(SAMPLE_FLEET / "dcgm" / h) for h in hosts),
-        *(str(SAMPLE_FLEET / "kernel" / f"{h}.log") for h in hosts), str(SAMPLE_FLEET / "ipmi" / f"{hosts[0]}.sel.txt"))
+    run(
+        base / "home",
+        "ingest",
+        *(str(SAMPLE_FLEET / "dcgm" / h) for h in hosts),
+        *(str(SAMPLE_FLEET / "kernel" / f"{h}.log") for h in hosts),
+        str(SAMPLE_FLEET / "ipmi" / f"{hosts[0]}.sel.txt"),
+    )
     run(base / "home", "build")
     shutil.move(base / "home", base / "moved")
     return base / "moved"
 
 
-def test_the_catalog_survives_moving_the_home_and_engines_agree_on_a_partial_warehouse(moved, tmp_path, monkeypatch):
+def test_the_catalog_survives_moving_the_home_and_engines_agree_on_a_partial_warehouse(
+    moved, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)  # nowhere near the home
     wh = Warehouse(moved)
     with catalog(moved) as con:
         assert compare_every_table(wh, con) >= 5
-        for (view,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
+        for (view,) in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+        ).fetchall():
             con.sql(f'SELECT count(*) FROM "{view}"').fetchall()  # every view binds after the move
-        assert con.sql("SELECT count(*) FROM gpu_samples").fetchall()[0][0] == wh.read("gpu_samples").height > 0
+        assert (
+            con.sql("SELECT count(*) FROM gpu_samples").fetchall()[0][0]
+            == wh.read("gpu_samples").height
+            > 0
+        )
     # goodput sql shows what the catalog shows: instants in UTC
     shown = wh.run_readonly("SELECT min(time) AS t FROM hw_events")
-    assert shown.schema["t"] == STORED_TS and shown["t"][0].replace(tzinfo=None) == wh.read("hw_events")["time"].min()
+    assert (
+        shown.schema["t"] == STORED_TS
+        and shown["t"][0].replace(tzinfo=None) == wh.read("hw_events")["time"].min()
+    )
     # from the home itself, a plain connection needs no setting at all
     monkeypatch.chdir(moved)
     with duckdb.connect("warehouse.duckdb", read_only=True) as con:
         assert con.sql("SELECT uri FROM _parquet_root").fetchall() == [("parquet",)]
-        assert con.sql("SELECT count(*) FROM hw_events").fetchall()[0][0] == wh.read("hw_events").height > 0
+        assert (
+            con.sql("SELECT count(*) FROM hw_events").fetchall()[0][0]
+            == wh.read("hw_events").height
+            > 0
+        )
 
 
 def test_the_installed_duckdb_command_opens_the_catalog_as_the_readme_says(moved, tmp_path):
@@ -163,16 +201,51 @@ def test_the_installed_duckdb_command_opens_the_catalog_as_the_readme_says(moved
     wh = Warehouse(moved)
     want = str(wh.read("hw_events").height)
     query = "SELECT count(*) FROM hw_events"
-    here = subprocess.run([DUCKDB_CLI, "-csv", "-noheader", "warehouse.duckdb", "-c", query],
-                          cwd=moved, capture_output=True, text=True, timeout=60, check=False)
+    here = subprocess.run(
+        [DUCKDB_CLI, "-csv", "-noheader", "warehouse.duckdb", "-c", query],
+        cwd=moved,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert here.returncode == 0 and here.stdout.strip() == want, here.stderr
-    away = subprocess.run([DUCKDB_CLI, "-csv", "-noheader", "-cmd", f"SET file_search_path='{moved.name}'",
-                           f"{moved.name}/warehouse.duckdb", "-c", query],
-                          cwd=moved.parent, capture_output=True, text=True, timeout=60, check=False)
+    away = subprocess.run(
+        [
+            DUCKDB_CLI,
+            "-csv",
+            "-noheader",
+            "-cmd",
+            f"SET file_search_path='{moved.name}'",
+            f"{moved.name}/warehouse.duckdb",
+            "-c",
+            query,
+        ],
+        cwd=moved.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert away.returncode == 0 and away.stdout.strip() == want, away.stderr
-    times = subprocess.run([DUCKDB_CLI, "-csv", "-noheader", "warehouse.duckdb", "-c",
-                            "SET TimeZone='UTC'; SELECT min(time) FROM hw_events"],
-                           cwd=moved, capture_output=True, text=True, timeout=60, check=False)
+    times = subprocess.run(
+        [
+            DUCKDB_CLI,
+            "-csv",
+            "-noheader",
+            "warehouse.duckdb",
+            "-c",
+            "SET TimeZone='UTC'; SELECT min(time) FROM hw_events",
+        ],
+        cwd=moved,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     first = wh.read("hw_events")["time"].min()  # naive UTC
     shown = times.stdout.strip()
-    assert shown.startswith(f"{first:%Y-%m-%d %H:%M:%S}") and shown.endswith("+00"), (shown, times.stderr)
+    assert shown.startswith(f"{first:%Y-%m-%d %H:%M:%S}") and shown.endswith("+00"), (
+        shown,
+        times.stderr,
+    )

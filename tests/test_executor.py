@@ -22,13 +22,24 @@ from warehouse.store import Warehouse
 
 # gpu_hourly fans out to two steps that run at once; each writes its own tables
 ASSETS = ["gpu_hourly", "dcgm_counter_events", "telemetry_gpu_replacements"]
-TABLES = ["gpu_hourly", "gpu_daily", "gpu_counter_changes", "gpu_sightings", "hw_events", "component_history"]
-MULTIPROCESS = {"execution": {"config": {"max_concurrent": 2}}}  # forkserver preloading is the definitions' own
+TABLES = [
+    "gpu_hourly",
+    "gpu_daily",
+    "gpu_counter_changes",
+    "gpu_sightings",
+    "hw_events",
+    "component_history",
+]
+MULTIPROCESS = {
+    "execution": {"config": {"max_concurrent": 2}}
+}  # forkserver preloading is the definitions' own
 
 
 def _run(home, monkeypatch, out_of_process: bool) -> set[str]:
     """Materialize ``ASSETS`` in ``home``; the step processes' ids."""
-    monkeypatch.setenv("GOODPUT_HOME", str(home))  # the resource reads it, in every step process too
+    monkeypatch.setenv(
+        "GOODPUT_HOME", str(home)
+    )  # the resource reads it, in every step process too
     selection = [dg.AssetKey(a) for a in ASSETS]
     with warnings.catch_warnings(), instance_for(home) as instance:
         warnings.simplefilter("ignore")
@@ -38,14 +49,33 @@ def _run(home, monkeypatch, out_of_process: bool) -> set[str]:
             ) as result:  # fmt: skip
                 assert result.success
                 return {e.pid for e in result.all_events if e.is_step_start}
-        result = resolved_build_job().execute_in_process(instance=instance, asset_selection=selection)
+        result = resolved_build_job().execute_in_process(
+            instance=instance, asset_selection=selection
+        )
         assert result.success
         return {e.pid for e in result.all_events if e.is_step_start}
 
 
 def test_multiprocess_executor_writes_what_the_in_process_run_writes(tmp_path, monkeypatch):
     src, one, two = tmp_path / "fleet", tmp_path / "in_process", tmp_path / "multiprocess"
-    assert main(["simulate", "--out", str(src), "--nodes", "2", "--days", "3", "--fault-scale", "30", "--seed", "4"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--out",
+                str(src),
+                "--nodes",
+                "2",
+                "--days",
+                "3",
+                "--fault-scale",
+                "30",
+                "--seed",
+                "4",
+            ]
+        )
+        == 0
+    )
     assert main(["--home", str(one), "ingest", str(src / "dcgm")]) == 0
     shutil.copytree(one, two)  # the same ingested warehouse (and Dagster instance) twice
     assert defs.get_job_def("build").executor_def.name == "preloaded_multiprocess"
@@ -56,13 +86,17 @@ def test_multiprocess_executor_writes_what_the_in_process_run_writes(tmp_path, m
     for name in TABLES:
         want = a.read(name)
         keys = [c for c, t in want.schema.items() if t != pl.Float64 and not isinstance(t, pl.List)]
-        assert b.read(name).sort(keys, nulls_last=True).equals(want.sort(keys, nulls_last=True)), name
+        assert b.read(name).sort(keys, nulls_last=True).equals(want.sort(keys, nulls_last=True)), (
+            name
+        )
 
 
 def _readme_k8s_run_config() -> dict:
     """The run config docs/dagster.md "Kubernetes" documents for ``GOODPUT_EXECUTOR=k8s``."""
     text = (Path(__file__).parents[1] / "docs" / "dagster.md").read_text()
-    return yaml.safe_load(text.split("## Kubernetes", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0])
+    return yaml.safe_load(
+        text.split("## Kubernetes", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    )
 
 
 def test_the_documented_kubernetes_settings_are_valid_k8s_job_executor_config():
@@ -76,14 +110,23 @@ def test_the_documented_kubernetes_settings_are_valid_k8s_job_executor_config():
         volumes = [k8s_model_from_dict(client.V1Volume, v) for v in k8s["volumes"]]
         assert volumes[0].persistent_volume_claim.claim_name == "goodput-home"
         mounts = [k8s_model_from_dict(client.V1VolumeMount, m) for m in k8s["volume_mounts"]]
-        assert {m.name: m.mount_path for m in mounts} == {"home": "/goodput/home", "scratch": "/scratch"}
-        limits = k8s_model_from_dict(client.V1ResourceRequirements, k8s["step_k8s_config"]["container_config"]["resources"])
+        assert {m.name: m.mount_path for m in mounts} == {
+            "home": "/goodput/home",
+            "scratch": "/scratch",
+        }
+        limits = k8s_model_from_dict(
+            client.V1ResourceRequirements, k8s["step_k8s_config"]["container_config"]["resources"]
+        )
         assert limits.limits == {"cpu": "2", "memory": "4Gi"}
         assert "GOODPUT_EXECUTOR=k8s" in k8s["env_vars"]
         steps = set(k8s["per_step_k8s_config"])  # each names a step of the ingest or build job
         assert steps == {"ingested_sources", "gpu_hourly"}
-        assert steps <= set(defs.resolve_job_def("ingest").graph.node_dict) | set(defs.resolve_job_def("build").graph.node_dict)
-        config["execution"]["config"]["volume_mount"] = config["execution"]["config"].pop("volume_mounts")
+        assert steps <= set(defs.resolve_job_def("ingest").graph.node_dict) | set(
+            defs.resolve_job_def("build").graph.node_dict
+        )
+        config["execution"]["config"]["volume_mount"] = config["execution"]["config"].pop(
+            "volume_mounts"
+        )
         with pytest.raises(dg.DagsterInvalidConfigError, match="volume_mount"):  # a typo is caught
             dg.validate_run_config(job, config)
 

@@ -20,13 +20,21 @@ def _counts(wh: Warehouse) -> dict[str, int]:
 
 
 def test_two_ingests_of_the_same_files_in_other_orders_store_each_once(tmp_path):
-    files = sorted((SAMPLE_FLEET / "kernel").iterdir())[:12] + sorted((SAMPLE_FLEET / "ipmi").iterdir())[:12]
+    files = (
+        sorted((SAMPLE_FLEET / "kernel").iterdir())[:12]
+        + sorted((SAMPLE_FLEET / "ipmi").iterdir())[:12]
+    )
     alone = Warehouse(tmp_path / "alone")
     ingest_paths(alone, files)
     home = str(tmp_path / "home")
     runs = [
-        subprocess.Popen([*GOODPUT, "ingest", *map(str, order), "--home", home], cwd=REPO,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [*GOODPUT, "ingest", *map(str, order), "--home", home],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for order in (files, files[::-1])
     ]
     outs = [r.communicate(timeout=300) for r in runs]
@@ -45,46 +53,94 @@ def test_two_ingests_of_the_same_files_in_other_orders_store_each_once(tmp_path)
 def test_an_open_read_only_client_breaks_nothing_and_sql_is_never_stale(tmp_path):
     home = tmp_path / "home"
     kernel = sorted((SAMPLE_FLEET / "kernel").iterdir())
-    subprocess.run([*GOODPUT, "ingest", str(kernel[0]), "--home", str(home)], cwd=REPO, check=True, capture_output=True)
+    subprocess.run(
+        [*GOODPUT, "ingest", str(kernel[0]), "--home", str(home)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
     reader = subprocess.Popen(
-        [sys.executable, "-c", ("import duckdb, sys, time\n"
-         "con = duckdb.connect(sys.argv[1], read_only=True)\n"
-         "print(con.sql('select count(*) from hw_events').fetchall()[0][0], flush=True)\n"
-         "time.sleep(900)"), "warehouse.duckdb"],  # killed below; outlives ingest + report under load
-        stdout=subprocess.PIPE, text=True, cwd=home,  # the catalog names the Parquet relative to the home
+        [
+            sys.executable,
+            "-c",
+            (
+                "import duckdb, sys, time\n"
+                "con = duckdb.connect(sys.argv[1], read_only=True)\n"
+                "print(con.sql('select count(*) from hw_events').fetchall()[0][0], flush=True)\n"
+                "time.sleep(900)"
+            ),
+            "warehouse.duckdb",
+        ],  # killed below; outlives ingest + report under load
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=home,  # the catalog names the Parquet relative to the home
     )
     try:
         first = int(reader.stdout.readline())
         assert first == Warehouse(home).read("hw_events").height > 0
         for cmd in (["ingest", str(kernel[1])], ["report"]):
-            out = subprocess.run([*GOODPUT, *cmd, "--home", str(home)], cwd=REPO, capture_output=True, text=True, check=False)
+            out = subprocess.run(
+                [*GOODPUT, *cmd, "--home", str(home)],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
-        out = subprocess.run([*GOODPUT, "sql", "select count(*) n from hw_events", "--format", "csv", "--home", str(home)],
-                             cwd=REPO, capture_output=True, text=True, check=False)
+        out = subprocess.run(
+            [
+                *GOODPUT,
+                "sql",
+                "select count(*) n from hw_events",
+                "--format",
+                "csv",
+                "--home",
+                str(home),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         both = Warehouse(home).read("hw_events").height
         assert out.stdout == f"n\n{both}\n" and both > first
         assert reader.poll() is None  # the reader was never disturbed
     finally:
         reader.kill()
         reader.wait()
-    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True, config={"file_search_path": str(home)}) as con:
+    with duckdb.connect(
+        str(home / "warehouse.duckdb"), read_only=True, config={"file_search_path": str(home)}
+    ) as con:
         assert con.sql("select count(*) from hw_events").fetchall() == [(both,)]
 
 
 def test_a_crash_between_commit_renames_shows_before_then_after(tmp_path):
     home = tmp_path / "home"
     sel = SAMPLE_FLEET / "ipmi" / "gpu-node-001.sel.txt"
-    subprocess.run([*GOODPUT, "ingest", str(sel), "--home", str(home)], cwd=REPO, check=True, capture_output=True)
+    subprocess.run(
+        [*GOODPUT, "ingest", str(sel), "--home", str(home)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
     before = _counts(Warehouse(home))
     kernel = tmp_path / "gpu-node-002.log"
     shutil.copy(SAMPLE_FLEET / "kernel" / kernel.name, kernel)
-    crashed = subprocess.run([*GOODPUT, "ingest", str(kernel), "--home", str(home)], cwd=REPO,
-                             env={**os.environ, FAULT_ENV: "1"}, capture_output=True, text=True, check=False)
+    crashed = subprocess.run(
+        [*GOODPUT, "ingest", str(kernel), "--home", str(home)],
+        cwd=REPO,
+        env={**os.environ, FAULT_ENV: "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert crashed.returncode == 70
     moved = list((home / "parquet" / "hw_events" / "source=kernel").glob("*.parquet"))
     assert moved and list((home / "parquet" / "_staging").glob("*/COMMIT"))  # half moved, for real
     # a reader that does not recover (a DuckDB client on the catalog) sees the state before
-    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True, config={"file_search_path": str(home)}) as con:
+    with duckdb.connect(
+        str(home / "warehouse.duckdb"), read_only=True, config={"file_search_path": str(home)}
+    ) as con:
         got = {t: con.sql(f"select count(*) from {t}").fetchall()[0][0] for t in before}
     assert got == before
     # the next writer (here: opening the warehouse) rolls the batch forward: the state after
@@ -96,11 +152,25 @@ def test_a_crash_between_commit_renames_shows_before_then_after(tmp_path):
 def test_a_crash_in_forget_leaves_before_or_after(tmp_path):
     home = tmp_path / "home"
     kernel = sorted((SAMPLE_FLEET / "kernel").iterdir())[:2]
-    subprocess.run([*GOODPUT, "ingest", *map(str, kernel), "--home", str(home)], cwd=REPO, check=True, capture_output=True)
+    subprocess.run(
+        [*GOODPUT, "ingest", *map(str, kernel), "--home", str(home)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
     wh = Warehouse(home)
-    total, first = wh.read("hw_events").height, wh.read("hw_events", f"source_file = '{kernel[0]}'").height
-    crashed = subprocess.run([*GOODPUT, "forget", str(kernel[0]), "--home", str(home)], cwd=REPO,
-                             env={**os.environ, FAULT_ENV: "0"}, capture_output=True, text=True, check=False)
+    total, first = (
+        wh.read("hw_events").height,
+        wh.read("hw_events", f"source_file = '{kernel[0]}'").height,
+    )
+    crashed = subprocess.run(
+        [*GOODPUT, "forget", str(kernel[0]), "--home", str(home)],
+        cwd=REPO,
+        env={**os.environ, FAULT_ENV: "0"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert crashed.returncode == 70
     assert Warehouse(home).read("hw_events").height == total - first  # rolled forward: after
     assert Warehouse(home).read("ingest_manifest")["path"].to_list() == [str(kernel[1])]

@@ -167,7 +167,8 @@ def test_project_cli_observed_fleet_age_names_model_and_age_per_class(tmp_path, 
     assert out["observed"]["fleet_age"] == "observed" and out["observed"]["horizon_hours"] == 1000
     assert (obs["gpu"]["model"], obs["gpu"]["fleet_age"]) == ("weibull", "observed")
     assert (obs["psu"]["model"], obs["psu"]["fleet_age"]) == (
-        "exponential", "stationary (no observed ages)"
+        "exponential",
+        "stationary (no observed ages)",
     )
     young = expected_failures(law, 1000.0, AgeGroups.at(100.0)) / 1000.0
     assert obs["gpu"]["rate_per_unit_hour"] == pytest.approx(young, rel=1e-9)

@@ -60,7 +60,9 @@ FIXTURE_FORMATS = {
     "titan/gc_*.csv": "component-history",
     "lanl/*.csv": "failure-log",
 }
-CASES = sorted({(p, fmt) for glob, fmt in FIXTURE_FORMATS.items() for p in FIXTURES.glob(glob) if p.is_file()})
+CASES = sorted(
+    {(p, fmt) for glob, fmt in FIXTURE_FORMATS.items() for p in FIXTURES.glob(glob) if p.is_file()}
+)
 FORMATS = sorted(formats())
 
 
@@ -73,7 +75,10 @@ KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _formats(test: str):
-    return [pytest.param(f, marks=_xfail(KNOWN[(test, f)])) if (test, f) in KNOWN else f for f in FORMATS]
+    return [
+        pytest.param(f, marks=_xfail(KNOWN[(test, f)])) if (test, f) in KNOWN else f
+        for f in FORMATS
+    ]
 
 
 def _check(fmt: str, data: bytes, ctx: ParseContext | None = None):
@@ -81,7 +86,12 @@ def _check(fmt: str, data: bytes, ctx: ParseContext | None = None):
     res = spec.parse(data, ctx or ParseContext(path="fuzz"))
     primary = res.tables.get(spec.primary)
     rows = 0 if primary is None else primary.height
-    assert res.records == rows + res.quarantine.height + res.duplicates, (res.records, rows, res.quarantine.height, res.duplicates)
+    assert res.records == rows + res.quarantine.height + res.duplicates, (
+        res.records,
+        rows,
+        res.quarantine.height,
+        res.duplicates,
+    )
     assert dict(res.quarantine.schema) == QUARANTINE_COLUMNS
     assert res.quarantine["error"].null_count() == 0
     for name, df in res.tables.items():
@@ -100,7 +110,11 @@ def test_fixture_detected_and_parsed_to_schema(path, fmt):
     data = path.read_bytes()
     found = detect(data[:SNIFF_BYTES], path.name)
     assert found is not None and found.name == fmt
-    _check(fmt, data, ParseContext(path=str(path), time=datetime(2024, 5, 1), mtime=datetime(2024, 5, 1)))
+    _check(
+        fmt,
+        data,
+        ParseContext(path=str(path), time=datetime(2024, 5, 1), mtime=datetime(2024, 5, 1)),
+    )
 
 
 def test_no_sniffer_beats_certain_so_detect_may_stop_there():
@@ -118,12 +132,16 @@ def test_no_sniffer_beats_certain_so_detect_may_stop_there():
         top = max(s for s, _ in scores)
         assert top <= CERTAIN, path
         found = detect(head, path.name)
-        assert (found.name if found else None) == next((n for s, n in scores if s == top and top), None), path
+        assert (found.name if found else None) == next(
+            (n for s, n in scores if s == top and top), None
+        ), path
 
 
 @pytest.mark.parametrize("fmt", _formats("arbitrary"))
 def test_arbitrary_bytes_never_raise_and_conserve(fmt):
-    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @settings(
+        max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+    )
     @given(st.binary(max_size=300) | st.text(max_size=200).map(str.encode))
     @example(b"\x1f\x8b\x08\x00")  # a gzip header: decompressing is the runner's job
     @example(b"(\xb5/\xfd")  # a zstd frame header
@@ -142,10 +160,18 @@ def test_mutated_fixtures_never_raise_and_conserve(fmt):
     if not real:
         pytest.skip(f"no fixture for {fmt}")
 
-    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-    @given(st.sampled_from(real), st.integers(0, 1 << 16), st.integers(0, 40), st.binary(max_size=12))
+    @settings(
+        max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+    )
+    @given(
+        st.sampled_from(real), st.integers(0, 1 << 16), st.integers(0, 40), st.binary(max_size=12)
+    )
     def run(data, pos, cut, insert):
         pos = pos % (len(data) + 1)
-        _check(fmt, data[:pos] + insert + data[pos + cut :], ParseContext(path="fuzz", tz="Europe/Berlin"))
+        _check(
+            fmt,
+            data[:pos] + insert + data[pos + cut :],
+            ParseContext(path="fuzz", tz="Europe/Berlin"),
+        )
 
     run()

@@ -47,7 +47,10 @@ def test_shuffled_real_lines_and_delimiters(lines, delim):
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(st.sampled_from(XDMOD_FIELDS + ["", "alloccpus", "bogus"]), min_size=1, max_size=8),
-    st.lists(st.lists(st.text(alphabet="0123456789_.[]-:,|abcTUNknow ", max_size=12), max_size=8), max_size=5),
+    st.lists(
+        st.lists(st.text(alphabet="0123456789_.[]-:,|abcTUNknow ", max_size=12), max_size=8),
+        max_size=5,
+    ),
 )
 def test_caller_field_lists_with_random_values(fields, rows):
     data = "\n".join("|".join(r) for r in rows).encode()

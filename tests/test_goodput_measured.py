@@ -264,8 +264,14 @@ def test_report_never_names_an_assumed_part_the_largest_loss():
     assert row["assumed_parts"] == "lost_work_hours,restart_hours,checkpoint_hours"
     assert row["checkpoint_hours"] > row["queue_after_failure_hours"] > 0
     section = build(ReportContext(wh=None, t={"goodput_jobs": jobs}, target_gpus=16_384))
-    assert "the largest measured loss is queue wait after failure at 0.8% of GPU-hours." in section.reading
-    assert "Sized by assumptions, not records: checkpoint overhead 32.9%, restart / recovery 0.1%." in section.reading
+    assert (
+        "the largest measured loss is queue wait after failure at 0.8% of GPU-hours."
+        in section.reading
+    )
+    assert (
+        "Sized by assumptions, not records: checkpoint overhead 32.9%, restart / recovery 0.1%."
+        in section.reading
+    )
     assert "largest loss is checkpoint" not in section.reading
     spec = section.chart.to_dict()
     shown = {r["shown"] for rows in spec["datasets"].values() for r in rows if "shown" in r}
@@ -275,7 +281,9 @@ def test_report_never_names_an_assumed_part_the_largest_loss():
 def test_measured_checkpoint_times_make_lost_work_a_measured_part():
     rows = frame([att("A", 1, 0, 120, "NODE_FAIL"), att("A", 2, 140, 300, "COMPLETED")])
     ck = pl.DataFrame({"cluster": ["c1"], "job_id": ["A"], "time": [T0 + timedelta(minutes=90)]})
-    assert measure(rows, checkpoints=ck)["assumed_parts"].to_list() == ["restart_hours,checkpoint_hours"]
+    assert measure(rows, checkpoints=ck)["assumed_parts"].to_list() == [
+        "restart_hours,checkpoint_hours"
+    ]
 
 
 def test_an_attempt_without_an_end_ends_at_the_next_start_and_the_chain_keeps_its_gang_size():

@@ -16,11 +16,19 @@ def _rates() -> pl.DataFrame:
         ("gpu", "2026-01", "all", "telemetry", True),  # a month: not the whole period
         ("gpu", "all", "sku=H100", "telemetry", True),  # a stratum: not the whole fleet
     ]
-    return pl.DataFrame(rows, schema=["component_class", "window", "stratum", "population", "selected"], orient="row")
+    return pl.DataFrame(
+        rows,
+        schema=["component_class", "window", "stratum", "population", "selected"],
+        orient="row",
+    )
 
 
 def test_unit_populations_are_the_whole_period_whole_fleet_rows_per_population():
-    assert unit_populations(_rates()) == [(None, "nic"), ("inventory", "gpu, psu"), ("observed_units", "cooling")]
+    assert unit_populations(_rates()) == [
+        (None, "nic"),
+        ("inventory", "gpu, psu"),
+        ("observed_units", "cooling"),
+    ]
     assert unit_populations(_rates().clear()) == []
 
 

@@ -24,7 +24,9 @@ def test_expand(expr, hosts):
     assert expand(expr) == hosts
 
 
-@pytest.mark.parametrize("expr", ["gpu[1-", "gpu]1", "gpu[x-3]", "gpu[9-3]", "gpu[1-2],,gpu[[3]]", "gpu[[3]]", "a,,b"])
+@pytest.mark.parametrize(
+    "expr", ["gpu[1-", "gpu]1", "gpu[x-3]", "gpu[9-3]", "gpu[1-2],,gpu[[3]]", "gpu[[3]]", "a,,b"]
+)
 def test_malformed(expr):
     with pytest.raises(HostlistError):
         expand(expr)
@@ -64,7 +66,9 @@ def test_column_path_matches_reference_on_arbitrary_text(text):
 
 
 def test_hosts_are_counted_before_they_are_made():
-    with pytest.raises(HostlistError, match="names 10,000,000 hosts, more than the limit of 100,000"):
+    with pytest.raises(
+        HostlistError, match="names 10,000,000 hosts, more than the limit of 100,000"
+    ):
         expand("n[0-99999]x[0-99]")
     assert len(expand("n[1-5]", limit=5)) == 5
     with pytest.raises(HostlistError, match="names 6 hosts"):
@@ -73,8 +77,15 @@ def test_hosts_are_counted_before_they_are_made():
 
 def test_column_rows_over_their_node_count_or_the_limit_get_errors_and_no_hosts():
     col, err = expand_column(
-        pl.Series(["n[1-4]", "n[1-4]", "n[0-999999]", "n[1-4]", "m[1-2]"]), pl.Series([4, 2, None, 0, None])
+        pl.Series(["n[1-4]", "n[1-4]", "n[0-999999]", "n[1-4]", "m[1-2]"]),
+        pl.Series([4, 2, None, 0, None]),
     )
-    assert col.to_list() == [["n1", "n2", "n3", "n4"], [], [], ["n1", "n2", "n3", "n4"], ["m1", "m2"]]
+    assert col.to_list() == [
+        ["n1", "n2", "n3", "n4"],
+        [],
+        [],
+        ["n1", "n2", "n3", "n4"],
+        ["m1", "m2"],
+    ]
     assert err[0] is None and err[1] == "hostlist n[1-4] names 4 hosts but the record has NNodes 2"
     assert "names 1,000,000 hosts" in err[2] and err[3] is None and err[4] is None

@@ -38,13 +38,23 @@ EXPECTED = {
     "kubernetes/is-healthy__Pod_crashloopbackoff.yaml": ("k8s", 1, 1, 0),
     "kubernetes/is-healthy__Pod_evicted.yaml": ("k8s", 1, 1, 0),
     "kubernetes/is-healthy__Pod_oomkilled-unhealthy.yaml": ("k8s", 2, 2, 0),
-    "kubernetes/kubeflow-trainer_issue2044_operator_log.txt": ("k8s", 1, 0, 1),  # no start in the log
+    "kubernetes/kubeflow-trainer_issue2044_operator_log.txt": (
+        "k8s",
+        1,
+        0,
+        1,
+    ),  # no start in the log
 }
 
 
 def _snapshot(wh):
-    return {t: wh.read(t).drop("ingested_at", strict=False).sort(pl.all().exclude(pl.List(pl.Utf8))).to_dicts()
-            for t in ("job_attempts", "node_events", "quarantine", "ingest_manifest")}
+    return {
+        t: wh.read(t)
+        .drop("ingested_at", strict=False)
+        .sort(pl.all().exclude(pl.List(pl.Utf8)))
+        .to_dicts()
+        for t in ("job_attempts", "node_events", "quarantine", "ingest_manifest")
+    }
 
 
 @pytest.fixture
@@ -73,7 +83,9 @@ def test_every_sample_by_content_compressed_and_nested(wh, shuffled):
     assert len(reports) == len(EXPECTED)
     for r in reports:
         fmt, records, ok, bad = EXPECTED[names[r.path]]
-        assert (r.format, r.records, r.rows_ok, r.rows_quarantined) == (fmt, records, ok, bad), names[r.path]
+        assert (r.format, r.records, r.rows_ok, r.rows_quarantined) == (fmt, records, ok, bad), (
+            names[r.path]
+        )
         assert r.records == r.rows_ok + r.rows_quarantined
     manifest = wh.read("ingest_manifest")
     assert manifest.height == len(EXPECTED)
@@ -120,7 +132,9 @@ def test_name_alone_does_not_decide(wh, tmp_path):
     src = tmp_path / "sacct.json"
     shutil.copy(FIXTURES / "kubernetes" / "is-healthy__Pod_evicted.yaml", src)
     (r,) = ingest_paths(wh, [src])
-    assert r.format == "k8s" and wh.read("job_attempts")["job_id"].to_list() == ["default/evicted-pod"]
+    assert r.format == "k8s" and wh.read("job_attempts")["job_id"].to_list() == [
+        "default/evicted-pod"
+    ]
 
 
 def test_xdmod_tres_gpu_table_agrees_with_the_sacct_parser():
@@ -131,7 +145,9 @@ def test_xdmod_tres_gpu_table_agrees_with_the_sacct_parser():
     from ingest.sacct import parse
 
     cases = json.loads((FIXTURES / "slurm" / "xdmod__alloc-tres-gpu-count.json").read_text())
-    lines = ["JobID|State|AllocTRES"] + [f"{i + 1}|COMPLETED|{tres}" for i, (tres, _) in enumerate(cases)]
+    lines = ["JobID|State|AllocTRES"] + [
+        f"{i + 1}|COMPLETED|{tres}" for i, (tres, _) in enumerate(cases)
+    ]
     res = parse("\n".join(lines).encode(), ParseContext())
     got = res.tables["job_attempts"]["n_gpus"].fill_null(0).to_list()
     assert got == [gpus for _, gpus in cases] and len(got) == 9
@@ -184,7 +200,12 @@ def test_chunks_are_parsed_in_order_with_line_numbers(wh, tmp_path, monkeypatch)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=300) | st.lists(st.sampled_from([b"a", b"\n", b"\r", b"\xff", "é".encode(), b"x" * 20])).map(b"".join))
+@given(
+    st.binary(max_size=300)
+    | st.lists(st.sampled_from([b"a", b"\n", b"\r", b"\xff", "é".encode(), b"x" * 20])).map(
+        b"".join
+    )
+)
 def test_numbered_lines_splits_like_python(data):
     """Zero-copy line views equal decoding with replacement and splitting at newlines (a final
     newline adds no line; one trailing CR is dropped)."""

@@ -288,7 +288,11 @@ def test_sdr_implausible_time_and_non_finite_reading_quarantined():
 
 
 def test_hp_proliant_sdr_elist_full_capture():
-    ok, q = _sdr((BMC / "collegeboreal__hp-dl360-g7_sdr_elist_full.txt").read_bytes(), time=datetime(2021, 11, 24), host="dl360")
+    ok, q = _sdr(
+        (BMC / "collegeboreal__hp-dl360-g7_sdr_elist_full.txt").read_bytes(),
+        time=datetime(2021, 11, 24),
+        host="dl360",
+    )
     assert q.height == 0 and ok.height == 43
     got = {r["sensor"]: (r["value"], r["unit"], r["status"]) for r in ok.iter_rows(named=True)}
     assert got["Power Supply 1"] == (0.0, "W", "ok: Presence detected, Failure detected")
@@ -303,8 +307,18 @@ def test_real_sel_list_captures_and_empty_sel():
     ok, q = _sel((BMC / "collegeboreal__hp-dl360-g7_sel_list.txt").read_bytes(), host="dl360")
     assert q.height == 0
     assert ok.select("time", "component_class", "component_id", "code").rows() == [
-        (datetime(2021, 6, 29, 8, 18, 6), "host_memory", "0x2b", "Correctable ECC logging limit reached"),
-        (datetime(2021, 11, 3, 15, 1, 48), "host_memory", "0x2b", "Correctable ECC logging limit reached"),
+        (
+            datetime(2021, 6, 29, 8, 18, 6),
+            "host_memory",
+            "0x2b",
+            "Correctable ECC logging limit reached",
+        ),
+        (
+            datetime(2021, 11, 3, 15, 1, 48),
+            "host_memory",
+            "0x2b",
+            "Correctable ECC logging limit reached",
+        ),
     ]
     ok, q = _sel((BMC / "gengwg-cheatsheets__sel_list.txt").read_bytes(), host="n1")
     assert q.height == 0

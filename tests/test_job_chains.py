@@ -56,30 +56,48 @@ def test_same_history_from_sacct_text_and_json_has_no_duplicate_attempts(wh, tmp
     assert sorted(r.format for r in reports) == ["sacct", "sacct-json"]
     raw = pl.read_parquet(wh.record_files("job_attempts"))
     assert raw.height == 8  # the source rows are kept apart (provenance)
-    assert pl.read_parquet(wh.files("job_attempts")).height == 4  # the table's files: one row per attempt
+    assert (
+        pl.read_parquet(wh.files("job_attempts")).height == 4
+    )  # the table's files: one row per attempt
     ja = wh.read("job_attempts").sort("job_id", "attempt")
     assert ja.select("job_id", "attempt", "state").rows() == [
         ("500", 1, "NODE_FAIL"), ("500", 2, "COMPLETED"), ("501_1", 1, "COMPLETED"), ("501_2", 1, "COMPLETED"),
     ]  # fmt: skip
-    assert ja["end_time"][3] == datetime(2026, 1, 1, 3)  # the dump that saw it end wins over RUNNING
+    assert ja["end_time"][3] == datetime(
+        2026, 1, 1, 3
+    )  # the dump that saw it end wins over RUNNING
     assert ja["nodes"].to_list()[:2] == [["g1", "g2"], ["g2", "g3"]]
     wh.refresh_catalog()
-    with duckdb.connect(str(wh.db_path), read_only=True, config={"file_search_path": str(wh.home)}) as con:
+    with duckdb.connect(
+        str(wh.db_path), read_only=True, config={"file_search_path": str(wh.home)}
+    ) as con:
         assert con.sql("select count(*) from job_attempts").fetchall() == [(4,)]
         chains = con.sql("select * from job_chains order by job_id").pl()
     assert chains["job_id"].to_list() == ["500", "501_1", "501_2"]  # array tasks stay separate jobs
     c = chains.row(0, named=True)
-    assert (c["attempts"], c["final_state"], c["n_gpus"], c["name"], c["user"]) == (2, "COMPLETED", 16, "train", "ann")
+    assert (c["attempts"], c["final_state"], c["n_gpus"], c["name"], c["user"]) == (
+        2,
+        "COMPLETED",
+        16,
+        "train",
+        "ann",
+    )
     # the catalog shows times as instants (TIMESTAMPTZ)
-    assert c["first_start"] == datetime(2026, 1, 1, tzinfo=UTC) and c["final_end"] == datetime(2026, 1, 1, 9, tzinfo=UTC)
+    assert c["first_start"] == datetime(2026, 1, 1, tzinfo=UTC) and c["final_end"] == datetime(
+        2026, 1, 1, 9, tzinfo=UTC
+    )
 
 
 def test_running_chain_has_no_final_end(wh, tmp_path):
     (tmp_path / "a.txt").write_text(SACCT_TXT)
     ingest_paths(wh, [tmp_path])
     wh.refresh_catalog()
-    with duckdb.connect(str(wh.db_path), read_only=True, config={"file_search_path": str(wh.home)}) as con:
-        row = con.execute("select final_state, final_end, attempts from job_chains where job_id = '501_2'").fetchone()
+    with duckdb.connect(
+        str(wh.db_path), read_only=True, config={"file_search_path": str(wh.home)}
+    ) as con:
+        row = con.execute(
+            "select final_state, final_end, attempts from job_chains where job_id = '501_2'"
+        ).fetchone()
     assert row == ("RUNNING", None, 1)
 
 
@@ -101,8 +119,12 @@ def test_k8s_restart_seen_by_pod_and_by_event_is_one_attempt_with_all_nodes(wh, 
         {"kind": "Event", "reason": "PyTorchJobRestarting", "involvedObject": {"kind": "PyTorchJob", "name": "pt", "namespace": "ml"},
          "firstTimestamp": "2025-01-01T02:00:02Z"},
     ]  # fmt: skip
-    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod]}))
-    (tmp_path / "events.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": events}))
+    (tmp_path / "pods.json").write_text(
+        json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod]})
+    )
+    (tmp_path / "events.json").write_text(
+        json.dumps({"apiVersion": "v1", "kind": "List", "items": events})
+    )
     ingest_paths(wh, [tmp_path])
     ja = wh.read("job_attempts").sort("attempt")
     assert ja.height == 2
@@ -118,7 +140,17 @@ def fleet(tmp_path_factory):
     if (SAMPLE_FLEET / "ground_truth.json").exists():
         return SAMPLE_FLEET
     out = tmp_path_factory.mktemp("fleet")
-    simulate(out, llama3_cause_mix(), nodes=12, gpus_per_node=8, days=20, seed=3, fault_scale=150.0, scrape_interval_s=21600, k8s_nodes=3)
+    simulate(
+        out,
+        llama3_cause_mix(),
+        nodes=12,
+        gpus_per_node=8,
+        days=20,
+        seed=3,
+        fault_scale=150.0,
+        scrape_interval_s=21600,
+        k8s_nodes=3,
+    )
     return out
 
 
@@ -159,5 +191,8 @@ def test_every_fault_killed_attempt_is_a_failed_attempt_with_its_nodes_and_end(f
     linked = ne.join(ja.select("job_id", "end_time", "nodes"), on="job_id").filter(
         (pl.col("time") - pl.col("end_time")).dt.total_milliseconds().abs() <= 1000
     )
-    assert linked.unique(["job_id", "time", "event"]).height == ne.unique(["job_id", "time", "event"]).height
+    assert (
+        linked.unique(["job_id", "time", "event"]).height
+        == ne.unique(["job_id", "time", "event"]).height
+    )
     assert linked.select(pl.col("nodes").list.contains(pl.col("host")).all()).item()

@@ -51,7 +51,9 @@ def test_real_lines_with_a_reference_time():
     ]
     by_line = {r["source_line"]: r for r in ev.iter_rows(named=True)}
     assert by_line[3]["time"] == datetime(2024, 8, 30, 11, 43, 9)
-    assert "Multiple Warp Errors" in by_line[3]["message"] and "ESR 0x57c730" in by_line[3]["message"]
+    assert (
+        "Multiple Warp Errors" in by_line[3]["message"] and "ESR 0x57c730" in by_line[3]["message"]
+    )
     assert by_line[3]["pid"] is None and by_line[3]["process"] is None  # pid='<unknown>'
     assert (by_line[6]["pid"], by_line[6]["process"]) == (1797828, "pt_main_thread")
     assert by_line[22]["pid"] is None and by_line[22]["message"] == "GPU has fallen off the bus"
@@ -94,7 +96,10 @@ def test_catalog_csv_is_not_taken_for_a_kernel_log():
     spec = detect(head, "nvidia_xid_catalog.csv")
     assert spec is None or spec.name != "kernel"
     assert FORMAT.detect(REAL.read_bytes(), REAL.name) == 90
-    assert FORMAT.detect((KDIR / "gpud__pkg_kmsg_testdata_kmsg.1.log").read_bytes(), "kmsg.1.log") == 60
+    assert (
+        FORMAT.detect((KDIR / "gpud__pkg_kmsg_testdata_kmsg.1.log").read_bytes(), "kmsg.1.log")
+        == 60
+    )
 
 
 def test_prefix_styles_hosts_and_zones():
@@ -104,7 +109,9 @@ def test_prefix_styles_hosts_and_zones():
         "2025-05-01T09:58:12.250000+00:00 node-b kernel: NVRM: Xid (PCI:0000:5d:00): 63, retire\n"
         "[Fri Aug 30 11:43:09 2024] NVRM: Xid (0000:3b:00): 999, a new code\n"
     )
-    ev, q, _ = run(text, path="/logs/gpu-node-007.log", time=datetime(2025, 1, 5), tz="America/Chicago")
+    ev, q, _ = run(
+        text, path="/logs/gpu-node-007.log", time=datetime(2025, 1, 5), tz="America/Chicago"
+    )
     assert q.height == 0
     rows = ev.select("host", "time", "code", "component_class").rows()
     assert rows == [
@@ -117,7 +124,9 @@ def test_prefix_styles_hosts_and_zones():
     ev, _, _ = run(text, path="/logs/gpu-node-007.log", host="given", time=datetime(2025, 1, 5))
     assert ev["host"].to_list() == ["node-a", "node-b", "node-b", "given"]
     _, q, _ = run("Nov 20 10:00:00 h kernel: NVRM: Xid (PCI:0000:01:00): 79, x\n")
-    assert q["error"].to_list() == ["syslog timestamp has no year and no reference time; pass --time"]
+    assert q["error"].to_list() == [
+        "syslog timestamp has no year and no reference time; pass --time"
+    ]
 
 
 def test_host_from_filename():
@@ -138,7 +147,9 @@ def test_sxid_forms_and_multiline_collapse():
     )
     ev, q, n = run(text)
     assert n == 4 and q.height == 1 and q["line"].to_list() == [6]
-    rows = ev.select("component_class", "component_id", "code", "severity", "event_type", "pci_bus").rows()
+    rows = ev.select(
+        "component_class", "component_id", "code", "severity", "event_type", "pci_bus"
+    ).rows()
     assert rows == [
         ("nvswitch", "nvidia-nvswitch2", "24007", "fatal", "sxid", None),
         ("nvswitch", "nvidia-nvswitch3", "12028", "warning", "sxid", "0000:05:00.0"),
@@ -150,15 +161,24 @@ def test_sxid_forms_and_multiline_collapse():
 def test_host_faults_nic_cpu_memory_storage():
     p = "2025-05-01T10:00:00+0000 h1 kernel: "
     text = (
-        p + "mlx5_core 0000:3b:00.0 ib2: Link down\n"
-        + p + "mlx5_core 0000:5c:00.0: mlx5_port_module_event:1151:(pid 0): Port module event[error]: module 3, Cable error\n"
-        + p + "mlx5_core 0000:3b:00.0 ib2: Link up\n"
-        + p + "mce: [Hardware Error]: CPU 56: Machine Check Exception: 5 Bank 4: be00000000800400\n"
-        + p + "mce: [Hardware Error]: Run the above through 'mcelog --ascii'\n"
-        + p + "EDAC MC1: 1 UE memory read error on CPU_SrcID#1_MC#0_Chan#3_DIMM#0 (channel:3 slot:0)\n"
-        + p + "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_MC#0_Chan#2_DIMM#0 (channel:2) not a record\n"
-        + p + "nvme nvme3: controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff\n"
-        + p + "IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready\n"
+        p
+        + "mlx5_core 0000:3b:00.0 ib2: Link down\n"
+        + p
+        + "mlx5_core 0000:5c:00.0: mlx5_port_module_event:1151:(pid 0): Port module event[error]: module 3, Cable error\n"
+        + p
+        + "mlx5_core 0000:3b:00.0 ib2: Link up\n"
+        + p
+        + "mce: [Hardware Error]: CPU 56: Machine Check Exception: 5 Bank 4: be00000000800400\n"
+        + p
+        + "mce: [Hardware Error]: Run the above through 'mcelog --ascii'\n"
+        + p
+        + "EDAC MC1: 1 UE memory read error on CPU_SrcID#1_MC#0_Chan#3_DIMM#0 (channel:3 slot:0)\n"
+        + p
+        + "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_MC#0_Chan#2_DIMM#0 (channel:2) not a record\n"
+        + p
+        + "nvme nvme3: controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff\n"
+        + p
+        + "IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready\n"
     )
     ev, q, n = run(text)
     assert q.height == 0 and n == 5  # corrected errors, link up and other chatter are not records
@@ -187,11 +207,16 @@ def test_merge_window_is_configurable():
 def test_uuid_from_the_driver_identity_line_and_gpu_from_telemetry():
     p = "[Fri Aug 30 11:00:00 2024] "
     text = (
-        p + "NVRM: GPU at PCI:0000:18:00: GPU-0a1b2c3d-0000-1111-2222-333344445555\n"
-        + p + "NVRM: GPU Board Serial Number: 1654623000123\n"
-        + p + "NVRM: Xid (PCI:0000:18:00): 79, pid=9, name=p, GPU has fallen off the bus.\n"
-        + p + "NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.\n"
-        + p + "NVRM: Xid (PCI:0000:2a:00): 45, pid=9, name=p, Ch 00000008 caused by previous Xid 79\n"
+        p
+        + "NVRM: GPU at PCI:0000:18:00: GPU-0a1b2c3d-0000-1111-2222-333344445555\n"
+        + p
+        + "NVRM: GPU Board Serial Number: 1654623000123\n"
+        + p
+        + "NVRM: Xid (PCI:0000:18:00): 79, pid=9, name=p, GPU has fallen off the bus.\n"
+        + p
+        + "NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.\n"
+        + p
+        + "NVRM: Xid (PCI:0000:2a:00): 45, pid=9, name=p, Ch 00000008 caused by previous Xid 79\n"
     )
     ev, _, n = run(text, host="gpu-node-002")
     assert n == 2
@@ -219,7 +244,14 @@ def test_gpu_index_from_telemetry_bus_labels_uuid_and_learned_layout():
             {
                 "host": ["a", "a", "c", "c", "b", "a"],
                 "uuid": ["GPU-0", None, None, None, None, None],
-                "pci_bus": ["0000:18:00.0", "0000:2a:00.0", "0000:18:00.0", "0000:3a:00.0", "0000:9a:00.0", "0000:5d:00.0"],
+                "pci_bus": [
+                    "0000:18:00.0",
+                    "0000:2a:00.0",
+                    "0000:18:00.0",
+                    "0000:3a:00.0",
+                    "0000:9a:00.0",
+                    "0000:5d:00.0",
+                ],
             }
         ),
     )
@@ -239,7 +271,9 @@ def test_runner_conservation_and_idempotence(wh, tmp_path):
     reports = ingest_paths(wh, files, "kernel", Ctx(time=T0))
     assert [(r.records, r.rows_ok, r.rows_quarantined) for r in reports] == [(13, 13, 0), (0, 0, 0)]
     hw = wh.read("hw_events")
-    assert hw.height == 13 and set(hw["host"]) == {"gpu-node-009"} and set(hw["source"]) == {"kernel"}
+    assert (
+        hw.height == 13 and set(hw["host"]) == {"gpu-node-009"} and set(hw["source"]) == {"kernel"}
+    )
     again = ingest_paths(wh, files, "kernel", Ctx(time=T0))
     assert all(r.skipped for r in again) and wh.read("hw_events").height == 13
     # a line-for-line reparse gives the same event ids
@@ -249,8 +283,14 @@ def test_runner_conservation_and_idempotence(wh, tmp_path):
 
 
 _PIECES = [
-    "[Fri Aug 30 11:43:09 2024] ", "[ 12.000001] ", "6,1,5,-;", "Nov 20 10:00:00 h kernel: ",
-    "2025-05-01T09:58:12+0000 h kernel: ", "", "kernel: ", "<4>",
+    "[Fri Aug 30 11:43:09 2024] ",
+    "[ 12.000001] ",
+    "6,1,5,-;",
+    "Nov 20 10:00:00 h kernel: ",
+    "2025-05-01T09:58:12+0000 h kernel: ",
+    "",
+    "kernel: ",
+    "<4>",
 ]
 _BODIES = [
     "NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics",
@@ -264,7 +304,10 @@ _BODIES = [
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.tuples(st.sampled_from(_PIECES), st.sampled_from(_BODIES), st.text(max_size=8)), max_size=25),
+    st.lists(
+        st.tuples(st.sampled_from(_PIECES), st.sampled_from(_BODIES), st.text(max_size=8)),
+        max_size=25,
+    ),
     st.booleans(),
 )
 def test_fuzz_never_raises_and_conserves(lines, with_time):
@@ -281,7 +324,9 @@ def test_fuzz_never_raises_and_conserves(lines, with_time):
 KERNEL_FLEET = SAMPLE_FLEET / "kernel"
 
 
-@pytest.mark.skipif(not (SAMPLE_FLEET / "ground_truth.json").exists(), reason="synthetic fleet not generated yet")
+@pytest.mark.skipif(
+    not (SAMPLE_FLEET / "ground_truth.json").exists(), reason="synthetic fleet not generated yet"
+)
 def test_fleet_faults_with_kernel_evidence_are_in_hw_events():
     truth = json.loads((SAMPLE_FLEET / "ground_truth.json").read_text())
     frames = [
@@ -289,9 +334,7 @@ def test_fleet_faults_with_kernel_evidence_are_in_hw_events():
         for p in sorted(KERNEL_FLEET.glob("*.log"))
     ]
     hw = pl.concat([f for f in frames if f is not None])
-    expected = [
-        (f, e) for f in truth["faults"] for e in f["evidence"] if e["source"] == "kernel"
-    ]
+    expected = [(f, e) for f in truth["faults"] for e in f["evidence"] if e["source"] == "kernel"]
     assert expected
     matched: set[str] = set()
     for fault, ev in expected:
@@ -351,7 +394,10 @@ _PREFIX_CASES = [
 def test_every_time_prefix(prefix, when, host, reason):
     ev, q, _ = run(prefix + _B + "\n", time=_BOOTED)
     assert q.height == 0 and ev.select("time", "host", "code", "message").row(0) == (
-        when, host, "79", "GPU has fallen off the bus."
+        when,
+        host,
+        "79",
+        "GPU has fallen off the bus.",
     )
     ev, q, _ = run(prefix + _B + "\n")
     if reason is None:  # the line dates itself: no --time needed, and none is used
@@ -415,7 +461,10 @@ def test_uptime_lines_are_dated_by_the_boot_banner_of_their_boot():
     assert ev.select("source_line", "time").rows() == [(2, datetime(2025, 1, 21, 4, 1, 40))]
     assert q.select("line", "error").rows() == [(4, NO_BOOT)]
     ev, q, _ = run(text, time=_BOOTED)  # --time dates the boot without a banner
-    assert q.height == 0 and ev["time"].to_list() == [datetime(2025, 1, 21, 4, 1, 40), datetime(2025, 1, 22, 0, 0, 5)]
+    assert q.height == 0 and ev["time"].to_list() == [
+        datetime(2025, 1, 21, 4, 1, 40),
+        datetime(2025, 1, 22, 0, 0, 5),
+    ]
 
 
 # --- record-level quarantine and plausibility ---------------------------------------------------
@@ -423,9 +472,13 @@ def test_uptime_lines_are_dated_by_the_boot_banner_of_their_boot():
 
 def test_one_absurd_uptime_loses_only_its_line():
     good = "".join(
-        f"[{100 + 100 * i}.000000] NVRM: Xid (PCI:0000:{i:02x}:00): 79, pid=1, name=x, off the bus\n" for i in range(15)
+        f"[{100 + 100 * i}.000000] NVRM: Xid (PCI:0000:{i:02x}:00): 79, pid=1, name=x, off the bus\n"
+        for i in range(15)
     )
-    text = good + "[99999999999999999999.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, off the bus\n"
+    text = (
+        good
+        + "[99999999999999999999.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, off the bus\n"
+    )
     ev, q, n = run(text, time=_BOOTED)
     assert n == 16 and ev.height == 15
     assert q.select("line", "error").rows() == [(16, "uptime stamp 1e+20 s is out of range")]
@@ -459,7 +512,14 @@ def test_sxid_lines_of_one_nvswitch_within_a_second_stay_one_event_per_link():
         (3, "79", "0000:91:00.0", "0000:91:00.0", None, "fatal"),
         (6, "20034", "nvidia-nvswitch1", "0000:06:00.0", 48, "fatal"),
         (7, "20034", "nvidia-nvswitch0", "0000:05:00.0", 63, "fatal"),  # + its Data line
-        (8, "20034", "nvidia-nvswitch2", "0000:07:00.0", 60, "critical"),  # no Fatal/Non-fatal word seen
+        (
+            8,
+            "20034",
+            "nvidia-nvswitch2",
+            "0000:07:00.0",
+            60,
+            "critical",
+        ),  # no Fatal/Non-fatal word seen
         (10, "20034", "nvidia-nvswitch2", "0000:07:00.0", 37, "fatal"),
         (11, "20034", "nvidia-nvswitch0", "0000:05:00.0", 62, "fatal"),
     ]
@@ -471,10 +531,14 @@ def test_sxid_lines_of_one_nvswitch_within_a_second_stay_one_event_per_link():
 def test_nvlink_xid_links_and_worst_severity():
     p = "[Tue Jan 21 04:41:44 2025] NVRM: Xid (PCI:0000:04:00): "
     text = (
-        p + "149, NETIR_LINK_EVT Nonfatal XC0 i0 Link 00 (0x025001c6 0x00000000)\n"
-        + p + "149, NETIR_LINK_EVT/NETIR_LINK_DOWN Fatal XC0 i0 Link 00 (0x00000011 0x00000000)\n"
-        + p + "149, NETIR_LINK_EVT Nonfatal XC0 i0 Link 01 (0x025001c6 0x00000000)\n"
-        + p + "149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000)\n"
+        p
+        + "149, NETIR_LINK_EVT Nonfatal XC0 i0 Link 00 (0x025001c6 0x00000000)\n"
+        + p
+        + "149, NETIR_LINK_EVT/NETIR_LINK_DOWN Fatal XC0 i0 Link 00 (0x00000011 0x00000000)\n"
+        + p
+        + "149, NETIR_LINK_EVT Nonfatal XC0 i0 Link 01 (0x025001c6 0x00000000)\n"
+        + p
+        + "149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000)\n"
         + "[Tue Jan 21 04:41:44 2025] nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 20034, Non-fatal, Link 30 LTSSM\n"
         + "[Tue Jan 21 04:41:44 2025] nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 20034, Fatal, Link 30 LTSSM Fault Up\n"
     )
@@ -494,19 +558,31 @@ def test_nvlink_xid_links_and_worst_severity():
 def _burst_log() -> str:
     """A raw-dmesg log whose bursts, repeats, multi-line events, banner and causes are spread so
     that small chunks cut through all of them."""
-    lines = ["[    1.000000] rtc_cmos 00:05: setting system clock to 2025-01-21T04:00:00 UTC (1737432000)"]
-    lines.append("[    2.000000] NVRM: GPU at PCI:0000:18:00: GPU-0a1b2c3d-0000-1111-2222-333344445555")
+    lines = [
+        "[    1.000000] rtc_cmos 00:05: setting system clock to 2025-01-21T04:00:00 UTC (1737432000)"
+    ]
+    lines.append(
+        "[    2.000000] NVRM: GPU at PCI:0000:18:00: GPU-0a1b2c3d-0000-1111-2222-333344445555"
+    )
     t = 10.0
     for burst in range(12):
         for k in range(6):  # identical repeats merge; per-SM lines collapse
             t += 0.1
-            lines.append(f"[{t:12.6f}] NVRM: Xid (PCI:0000:18:00): 13, pid=1, name=p, Graphics SM Exception (SM {k % 2})")
+            lines.append(
+                f"[{t:12.6f}] NVRM: Xid (PCI:0000:18:00): 13, pid=1, name=p, Graphics SM Exception (SM {k % 2})"
+            )
             lines.append(f"[{t:12.6f}] perf: interrupt took too long (2503 > 2500)")
         t += 0.2
         for link in (1, 2, 1):
-            lines.append(f"[{t:12.6f}] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link {link} egress")
-        lines.append(f"[{t:12.6f}] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Fatal, Link 2 egress")
-        lines.append(f"[{t + 1:12.6f}] NVRM: Xid (PCI:0000:2a:00): 45, pid=9, name=p, Ch 1 caused by previous Xid 13")
+            lines.append(
+                f"[{t:12.6f}] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link {link} egress"
+            )
+        lines.append(
+            f"[{t:12.6f}] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Fatal, Link 2 egress"
+        )
+        lines.append(
+            f"[{t + 1:12.6f}] NVRM: Xid (PCI:0000:2a:00): 45, pid=9, name=p, Ch 1 caused by previous Xid 13"
+        )
         t += 45 if burst % 3 else 200
     return "\n".join(lines) + "\n"
 
@@ -533,7 +609,10 @@ def test_same_events_whatever_the_compression_or_chunking(monkeypatch, tmp_path)
     for chunk_bytes in (700, 1500, 4099):
         for path in (plain, gz):
             (res,) = results(chunk_bytes, path)
-            assert res.tables["hw_events"].equals(whole.tables["hw_events"]), (chunk_bytes, path.name)
+            assert res.tables["hw_events"].equals(whole.tables["hw_events"]), (
+                chunk_bytes,
+                path.name,
+            )
             assert res.records == whole.records
     # the pieces alone differ (so the check above can fail): merging is what makes them agree
     monkeypatch.setattr(runner, "CHUNK_BYTES", 1500)
@@ -594,19 +673,28 @@ def test_nvsentinel_burst_lines():
         ("119", "0002:00:00.0", "gpu", 1582259, "nvc:[driver]", _BOOTED),
         ("79", "0001:00:00.0", "gpu", 123456, "test", _BOOTED),
         ("94", "0003:00:00.0", "gpu_memory", 789012, "process", _BOOTED),
-        ("13", "0000:97:00.0", "software", 2519562, "python3", _BOOTED + timedelta(seconds=103859.498995)),
+        (
+            "13",
+            "0000:97:00.0",
+            "software",
+            2519562,
+            "python3",
+            _BOOTED + timedelta(seconds=103859.498995),
+        ),
         ("31", "0000:02:00.0", "software", None, None, _BOOTED),
     ]
     _, q, _ = run(path.read_text())  # no --time: every line says why it has no time
-    assert q["error"].to_list() == ["kernel line without a timestamp; pass --time"] * 3 + [NO_BOOT] + [
-        "kernel line without a timestamp; pass --time"
-    ]
+    assert q["error"].to_list() == ["kernel line without a timestamp; pass --time"] * 3 + [
+        NO_BOOT
+    ] + ["kernel line without a timestamp; pass --time"]
 
 
 # --- property: arbitrary and mutated lines ---------------------------------------------------------
 
 
-_MUTATIONS = st.sampled_from(["", "\x00", "\ufffd", "[", "]", ":", ",", " ", "-1", "99999999999999999999", "{", '"'])
+_MUTATIONS = st.sampled_from(
+    ["", "\x00", "\ufffd", "[", "]", ":", ",", " ", "-1", "99999999999999999999", "{", '"']
+)
 
 
 @settings(max_examples=80, deadline=None)
@@ -629,7 +717,10 @@ def test_mutated_lines_never_raise_conserve_and_merge_like_the_whole(lines, cut,
     assert whole.records == rows + whole.quarantine.height + whole.duplicates
     cut = min(cut, len(text))
     head = FORMAT.extract(("\n".join(text[:cut]) + "\n").encode("utf-8", "surrogatepass"), ctx)
-    tail = FORMAT.extract(("\n".join(text[cut:]) + "\n").encode("utf-8", "surrogatepass"), replace(ctx, line_offset=cut))
+    tail = FORMAT.extract(
+        ("\n".join(text[cut:]) + "\n").encode("utf-8", "surrogatepass"),
+        replace(ctx, line_offset=cut),
+    )
     merged = FORMAT.merge([head, tail], ctx)
     assert merged.records == whole.records and merged.quarantine.equals(whole.quarantine)
     if rows:
@@ -642,5 +733,7 @@ def test_mutated_lines_never_raise_conserve_and_merge_like_the_whole(lines, cut,
      "<6>1 2025-01-21T04:41:44Z gpu01 kernel - - - ", "1737434504.283302 gpu01 kernel: "],
 )  # fmt: skip
 def test_chatter_without_xids_is_detected_in_every_stamp_style(prefix):
-    head = "".join(f"{prefix}perf: interrupt took too long ({n} > 2500)\n" for n in range(20)).encode()
+    head = "".join(
+        f"{prefix}perf: interrupt took too long ({n} > 2500)\n" for n in range(20)
+    ).encode()
     assert FORMAT.detect(head, "dmesg.txt") == 60

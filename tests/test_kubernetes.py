@@ -30,15 +30,22 @@ def test_crashloop_pod_last_termination_is_a_failed_attempt():
     assert q.height == 0 and ne.height == 0 and ok.height == 1  # waiting in back-off: no run
     a = ok.row(0, named=True)
     assert a["job_id"] == "argocd/my-pod" and a["scheduler"] == "k8s" and a["attempt"] == 3
-    assert a["state"] == "FAILED" and a["reason"] == "Error" and a["raw_state"] == "terminated/Error"
+    assert (
+        a["state"] == "FAILED" and a["reason"] == "Error" and a["raw_state"] == "terminated/Error"
+    )
     assert a["exit_code"] == 1 and a["signal"] is None and a["nodes"] == ["minikube"]
-    assert a["end_time"] == datetime(2018, 12, 2, 9, 20, 25) and a["submit_time"] == datetime(2018, 12, 2, 9, 19, 36)
+    assert a["end_time"] == datetime(2018, 12, 2, 9, 20, 25) and a["submit_time"] == datetime(
+        2018, 12, 2, 9, 19, 36
+    )
 
 
 def test_oomkilled_in_last_state_while_running():
     ok, _, q = _parse((K8S / "is-healthy__Pod_oomkilled-unhealthy.yaml").read_bytes())
     assert q.height == 0
-    assert ok["attempt"].to_list() == [9, 10] and ok["state"].to_list() == ["OUT_OF_MEMORY", "RUNNING"]
+    assert ok["attempt"].to_list() == [9, 10] and ok["state"].to_list() == [
+        "OUT_OF_MEMORY",
+        "RUNNING",
+    ]
     oom = ok.row(0, named=True)
     assert oom["exit_code"] == 1 and oom["reason"] == "OOMKilled"  # exit code is not always 137
     assert oom["start_time"] == datetime(2024, 11, 20, 7, 18, 53)
@@ -50,7 +57,11 @@ def test_evicted_pod_without_container_statuses():
     ok, _, q = _parse((K8S / "is-healthy__Pod_evicted.yaml").read_bytes())
     a = ok.row(0, named=True)
     assert q.height == 0 and ok.height == 1
-    assert a["state"] == "PREEMPTED" and a["reason"] == "Evicted" and a["raw_state"] == "Failed/Evicted"
+    assert (
+        a["state"] == "PREEMPTED"
+        and a["reason"] == "Evicted"
+        and a["raw_state"] == "Failed/Evicted"
+    )
     assert a["start_time"] == datetime(2024, 5, 22, 9, 52, 34) and a["nodes"] == ["some-node"]
 
 
@@ -80,7 +91,12 @@ def test_not_ready_node_without_transition_time_is_counted():
     res = parse(json.dumps(objs).encode(), ParseContext())
     ne = res.tables["node_events"]
     assert ne.select("host", "event", "time", "reason").rows() == [
-        ("a", "not_ready", datetime(2025, 3, 1, 10), "KubeletNotReady (no lastTransitionTime: time of the last heartbeat)"),
+        (
+            "a",
+            "not_ready",
+            datetime(2025, 3, 1, 10),
+            "KubeletNotReady (no lastTransitionTime: time of the last heartbeat)",
+        ),
         ("c", "not_ready", datetime(2025, 3, 1, 11), "NodeStatusUnknown"),
     ]
     assert res.quarantine["error"].to_list() == [
@@ -91,10 +107,17 @@ def test_not_ready_node_without_transition_time_is_counted():
 
 def test_every_skipped_object_is_counted():
     svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}
-    waiting = _pod("w", "n1", [{"name": "main", "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}])
+    waiting = _pod(
+        "w",
+        "n1",
+        [{"name": "main", "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}],
+    )
     restart = _event("PyTorchJob", "pt", "PyTorchJobRestarting", None)
     down = _event("Node", "n4", "NodeNotReady", None)
-    res = parse(json.dumps({"kind": "List", "items": [svc, waiting, restart, down]}).encode(), ParseContext())
+    res = parse(
+        json.dumps({"kind": "List", "items": [svc, waiting, restart, down]}).encode(),
+        ParseContext(),
+    )
     assert res.records == 4 and "job_attempts" not in res.tables
     assert res.quarantine["error"].to_list() == [
         "object 1: kind Service is not read by the k8s format (it reads Pod, PyTorchJob, JobSet, Node, Event)",
@@ -114,7 +137,11 @@ def test_implausible_times_and_end_before_start_are_quarantined():
     assert res.tables["job_attempts"]["job_id"].to_list() == ["ml/p0"]
     assert res.quarantine.select("line", "error").rows() == [
         (2, "end_time 2025-01-01T01:00:00 is before start_time 2025-01-01T05:00:00"),
-        (3, "end_time: time 2999-01-01T01:00:00 is after " + res.quarantine["error"][1].split(" is after ")[1]),
+        (
+            3,
+            "end_time: time 2999-01-01T01:00:00 is after "
+            + res.quarantine["error"][1].split(" is after ")[1],
+        ),
     ]
     assert res.records == 3
 
@@ -141,7 +168,9 @@ def test_vendor_doc_invalid_json_is_recognised_and_rejected_readably():
 def _pod(name, node, statuses, owner=None, gpus=8, ns="ml", **status):
     md = {"name": name, "namespace": ns, "creationTimestamp": "2025-01-01T00:00:00Z"}
     if owner:
-        md["ownerReferences"] = [{"kind": "PyTorchJob", "name": owner, "apiVersion": "kubeflow.org/v1"}]
+        md["ownerReferences"] = [
+            {"kind": "PyTorchJob", "name": owner, "apiVersion": "kubeflow.org/v1"}
+        ]
     return {
         "apiVersion": "v1", "kind": "Pod", "metadata": md,
         "spec": {"nodeName": node, "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
@@ -150,7 +179,9 @@ def _pod(name, node, statuses, owner=None, gpus=8, ns="ml", **status):
 
 
 def _term(reason, code, start, end):
-    return {"terminated": {"reason": reason, "exitCode": code, "startedAt": start, "finishedAt": end}}
+    return {
+        "terminated": {"reason": reason, "exitCode": code, "startedAt": start, "finishedAt": end}
+    }
 
 
 def test_pytorchjob_pods_fold_into_gang_attempts():
@@ -176,8 +207,14 @@ def test_pytorchjob_pods_fold_into_gang_attempts():
     assert first["n_gpus"] == 16 and first["exit_code"] == 137 and first["signal"] == 9
     assert first["end_time"] == datetime(2025, 1, 1, 2, 0, 5) and first["attempt"] == 1
     assert second["state"] == "COMPLETED" and second["attempt"] == 2
-    assert second["start_time"] == datetime(2025, 1, 1, 2, 5) and second["end_time"] == datetime(2025, 1, 1, 5, 0, 10)
-    assert solo_row["state"] == "FAILED" and solo_row["reason"] == "ContainerCannotRun" and solo_row["n_gpus"] == 0
+    assert second["start_time"] == datetime(2025, 1, 1, 2, 5) and second["end_time"] == datetime(
+        2025, 1, 1, 5, 0, 10
+    )
+    assert (
+        solo_row["state"] == "FAILED"
+        and solo_row["reason"] == "ContainerCannotRun"
+        and solo_row["n_gpus"] == 0
+    )
 
 
 def _event(kind, name, reason, t, msg="", ns="ml"):
@@ -188,15 +225,51 @@ def _event(kind, name, reason, t, msg="", ns="ml"):
 
 def test_events_give_restarts_with_nodes_and_node_transitions():
     items = [
-        _event("Pod", "pt-worker-0", "Scheduled", "2025-01-01T00:59:00Z", "Successfully assigned ml/pt-worker-0 to n1"),
-        _event("Pod", "pt-worker-1", "Scheduled", "2025-01-01T00:59:00Z", "Successfully assigned ml/pt-worker-1 to n2"),
+        _event(
+            "Pod",
+            "pt-worker-0",
+            "Scheduled",
+            "2025-01-01T00:59:00Z",
+            "Successfully assigned ml/pt-worker-0 to n1",
+        ),
+        _event(
+            "Pod",
+            "pt-worker-1",
+            "Scheduled",
+            "2025-01-01T00:59:00Z",
+            "Successfully assigned ml/pt-worker-1 to n2",
+        ),
         _event("Pod", "pt-worker-1", "Killing", "2025-01-01T02:00:00Z", "Stopping container main"),
-        _event("Node", "n2", "NodeNotReady", "2025-01-01T02:00:30Z", "Node n2 status is now: NodeNotReady"),
+        _event(
+            "Node",
+            "n2",
+            "NodeNotReady",
+            "2025-01-01T02:00:30Z",
+            "Node n2 status is now: NodeNotReady",
+        ),
         _event("PyTorchJob", "pt", "PyTorchJobRestarting", "2025-01-01T02:00:02Z", "restarting"),
-        _event("Pod", "pt-worker-1", "Scheduled", "2025-01-01T02:01:00Z", "Successfully assigned ml/pt-worker-1 to n3"),
-        _event("PyTorchJob", "pt", "ExitedWithCode", "2025-01-01T03:00:00Z", "Pod: ml.pt-worker-0 exited with code 1"),
+        _event(
+            "Pod",
+            "pt-worker-1",
+            "Scheduled",
+            "2025-01-01T02:01:00Z",
+            "Successfully assigned ml/pt-worker-1 to n3",
+        ),
+        _event(
+            "PyTorchJob",
+            "pt",
+            "ExitedWithCode",
+            "2025-01-01T03:00:00Z",
+            "Pod: ml.pt-worker-0 exited with code 1",
+        ),
         _event("PyTorchJob", "pt", "PyTorchJobRestarting", "2025-01-01T03:00:01Z", "restarting"),
-        _event("Pod", "pt-worker-0", "BackOff", "2025-01-01T03:00:10Z", "Back-off restarting failed container"),
+        _event(
+            "Pod",
+            "pt-worker-0",
+            "BackOff",
+            "2025-01-01T03:00:10Z",
+            "Back-off restarting failed container",
+        ),
         _event("Node", "n2", "NodeReady", "2025-01-01T04:00:00Z"),
         _event("Node", "n3", "NodeNotSchedulable", "2025-01-01T05:00:00Z"),
         _event("Node", "n3", "NodeSchedulable", "2025-01-01T06:00:00Z"),
@@ -206,7 +279,9 @@ def test_events_give_restarts_with_nodes_and_node_transitions():
     assert q.height == 0 and ok.height == 2  # one record per restart event
     assert ok["end_time"].to_list() == [datetime(2025, 1, 1, 2), datetime(2025, 1, 1, 3)]
     assert ok["nodes"].to_list() == [["n1", "n2"], ["n1", "n3"]]  # worker-1 was rescheduled to n3
-    assert ok["reason"].to_list() == ["Killing", "ExitedWithCode"] and ok["exit_code"].to_list() == [None, 1]
+    assert ok["reason"].to_list() == ["Killing", "ExitedWithCode"] and ok[
+        "exit_code"
+    ].to_list() == [None, 1]
     assert ok["attempt"].to_list() == [1, 2]
     # attempt 1 began when its pods were scheduled, attempt 2 when worker-1 was placed anew
     assert ok["start_time"].to_list() == [datetime(2025, 1, 1, 0, 59), datetime(2025, 1, 1, 2, 1)]
@@ -216,14 +291,34 @@ def test_events_give_restarts_with_nodes_and_node_transitions():
 
 
 def test_restart_events_take_their_start_from_container_starts_and_quarantine_an_unknown_start():
-    started = _event("Pod", "pt-worker-0", "Started", "2025-01-01T01:00:00Z", "Started container main")
+    started = _event(
+        "Pod", "pt-worker-0", "Started", "2025-01-01T01:00:00Z", "Started container main"
+    )
     started |= {"lastTimestamp": "2025-01-01T02:00:20Z", "count": 2}  # restarted in place
     items = [
-        _event("Pod", "pt-worker-0", "Scheduled", "2025-01-01T00:59:00Z", "Successfully assigned ml/pt-worker-0 to n1"),
-        _event("Pod", "pt-worker-1", "Scheduled", "2025-01-01T00:59:00Z", "Successfully assigned ml/pt-worker-1 to n2"),
+        _event(
+            "Pod",
+            "pt-worker-0",
+            "Scheduled",
+            "2025-01-01T00:59:00Z",
+            "Successfully assigned ml/pt-worker-0 to n1",
+        ),
+        _event(
+            "Pod",
+            "pt-worker-1",
+            "Scheduled",
+            "2025-01-01T00:59:00Z",
+            "Successfully assigned ml/pt-worker-1 to n2",
+        ),
         started,
         _event("Pod", "pt-worker-1", "Started", "2025-01-01T01:00:30Z", "Started container main"),
-        _event("PyTorchJob", "pt", "ExitedWithCode", "2025-01-01T02:00:00Z", "Pod: ml.pt-worker-0 exited with code 1"),
+        _event(
+            "PyTorchJob",
+            "pt",
+            "ExitedWithCode",
+            "2025-01-01T02:00:00Z",
+            "Pod: ml.pt-worker-0 exited with code 1",
+        ),
         _event("PyTorchJob", "pt", "PyTorchJobRestarting", "2025-01-01T02:00:01Z", "restarting"),
         _event("Pod", "pt-worker-1", "Started", "2025-01-01T02:00:25Z", "Started container main"),
         _event("Pod", "pt-worker-1", "Killing", "2025-01-01T03:00:00Z", "Stopping container main"),
@@ -234,7 +329,10 @@ def test_restart_events_take_their_start_from_container_starts_and_quarantine_an
     # the container starts, not the earlier scheduling, begin each attempt
     assert ok["start_time"].to_list() == [datetime(2025, 1, 1, 1), datetime(2025, 1, 1, 2, 0, 20)]
     assert ok["end_time"].to_list() == [datetime(2025, 1, 1, 2), datetime(2025, 1, 1, 3)]
-    assert ok["exit_code"].to_list() == [1, None] and ok["reason"].to_list() == ["ExitedWithCode", "Killing"]
+    assert ok["exit_code"].to_list() == [1, None] and ok["reason"].to_list() == [
+        "ExitedWithCode",
+        "Killing",
+    ]
     assert q["line"].to_list() == [10] and q["error"][0] == (
         "object 10: PyTorchJobRestarting at 2025-01-01T04:00:00 ends an attempt of ml/lone whose start "
         "is not in this file (no Started or Scheduled event of its pods before it): the job's pod "
@@ -266,21 +364,40 @@ def test_pytorchjob_and_jobset_objects_and_yaml_documents():
             "spec": {"taints": [{"key": "node.kubernetes.io/unschedulable", "timeAdded": "2025-01-02T00:00:00Z"}]},
             "status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
                                        "lastTransitionTime": "2025-01-02T01:00:00Z"}]}}  # fmt: skip
-    text = "---\n".join(yaml.safe_dump(o) for o in (pj, js, node, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}))
+    text = "---\n".join(
+        yaml.safe_dump(o)
+        for o in (pj, js, node, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}})
+    )
     ok, ne, q = _parse(text)
-    assert q["error"].to_list() == ["object 4: kind Service is not read by the k8s format (it reads Pod, PyTorchJob, JobSet, Node, Event)"]
+    assert q["error"].to_list() == [
+        "object 4: kind Service is not read by the k8s format (it reads Pod, PyTorchJob, JobSet, Node, Event)"
+    ]
     assert ok.height == 2
     j, p = ok.sort("job_id").rows(named=True)
     assert p["job_id"] == "ml/pt" and p["state"] == "FAILED" and p["n_gpus"] == 32
     assert p["start_time"] == datetime(2025, 1, 1, 3, 5)  # the Running transition after the restart
     assert p["end_time"] == datetime(2025, 1, 1, 9) and p["reason"] == "PyTorchJobFailed"
-    assert j["job_id"] == "default/js" and j["state"] == "COMPLETED" and j["attempt"] == 3 and j["n_gpus"] == 32
+    assert (
+        j["job_id"] == "default/js"
+        and j["state"] == "COMPLETED"
+        and j["attempt"] == 3
+        and j["n_gpus"] == 32
+    )
     assert ne.sort("time")["event"].to_list() == ["drain", "not_ready"]
 
 
 def test_objects_without_kind_or_name_are_quarantined_and_bad_yaml_is_one_row():
-    ok, _, q = _parse({"apiVersion": "v1", "kind": "List", "items": [{"metadata": {}}, {"kind": "Pod", "metadata": {}}]})
-    assert ok.height == 0 and q["error"].to_list() == ["object 1: object without kind", "object 2: Pod object without metadata.name"]
+    ok, _, q = _parse(
+        {
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": [{"metadata": {}}, {"kind": "Pod", "metadata": {}}],
+        }
+    )
+    assert ok.height == 0 and q["error"].to_list() == [
+        "object 1: object without kind",
+        "object 2: Pod object without metadata.name",
+    ]
     ok, _, q = _parse("apiVersion: v1\nkind: Pod\nmetadata: [unclosed\n")
     assert q.height == 1 and q["error"][0].startswith("invalid YAML at line")
 
@@ -303,7 +420,12 @@ def test_fuzz_arbitrary_bytes(data):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from([REAL, REAL_JSON]), st.integers(0, 2600), st.integers(1, 30), st.binary(max_size=20))
+@given(
+    st.sampled_from([REAL, REAL_JSON]),
+    st.integers(0, 2600),
+    st.integers(1, 30),
+    st.binary(max_size=20),
+)
 def test_fuzz_mutated_real_objects(real, pos, cut, insert):
     pos = min(pos, len(real) - 1)
     _parse(real[:pos] + insert + real[pos + cut :])
@@ -311,10 +433,14 @@ def test_fuzz_mutated_real_objects(real, pos, cut, insert):
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=25),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=6,
 )
-keys = st.sampled_from(["kind", "metadata", "spec", "status", "involvedObject", "reason", "firstTimestamp", "items"])
+keys = st.sampled_from(
+    ["kind", "metadata", "spec", "status", "involvedObject", "reason", "firstTimestamp", "items"]
+)
 kinds = st.sampled_from(["Pod", "Event", "Node", "PyTorchJob", "JobSet", "List"])
 
 
@@ -337,10 +463,16 @@ def test_real_kubectl_get_pods_list_running_pod():
 
 def test_one_bad_yaml_document_costs_only_itself():
     good = "apiVersion: v1\nkind: Pod\nmetadata: {{name: {n}, namespace: ml}}\nstatus: {{phase: Succeeded, startTime: '2025-01-01T00:00:00Z'}}\n"
-    text = good.format(n="a") + "---\napiVersion: v1\nkind: Pod\nmetadata: [unclosed\n---\n" + good.format(n="b")
+    text = (
+        good.format(n="a")
+        + "---\napiVersion: v1\nkind: Pod\nmetadata: [unclosed\n---\n"
+        + good.format(n="b")
+    )
     ok, _, q = _parse(text)
     assert ok["job_id"].to_list() == ["ml/a", "ml/b"]
-    assert q.select("line").to_series().to_list() == [5] and q["error"][0].startswith("invalid YAML at line 9")
+    assert q.select("line").to_series().to_list() == [5] and q["error"][0].startswith(
+        "invalid YAML at line 9"
+    )
 
 
 def test_real_oomkilled_daemonset_pod_is_two_runs():
@@ -353,7 +485,12 @@ def test_real_oomkilled_daemonset_pod_is_two_runs():
         ("kubeshark/kubeshark-worker-daemon-set-hvn25", 1, "OUT_OF_MEMORY", "terminated/OOMKilled", "OOMKilled", 137, 9, ["mizu"]),
         ("kubeshark/kubeshark-worker-daemon-set-hvn25", 2, "RUNNING", "running", None, None, None, ["mizu"]),
     ]  # fmt: skip
-    assert ok["start_time"].to_list() == [datetime(2023, 5, 6, 16, 54, 42), datetime(2023, 5, 6, 21, 3, 58)]
+    assert ok["start_time"].to_list() == [
+        datetime(2023, 5, 6, 16, 54, 42),
+        datetime(2023, 5, 6, 21, 3, 58),
+    ]
     assert ok["end_time"].to_list() == [datetime(2023, 5, 6, 21, 3, 57), None]
     assert ok["elapsed_s"][0] == 4 * 3600 + 9 * 60 + 15  # the OOM-killed run
-    assert ok["n_gpus"].to_list() == [0, 0] and ok["submit_time"][0] == datetime(2023, 5, 6, 16, 54, 36)
+    assert ok["n_gpus"].to_list() == [0, 0] and ok["submit_time"][0] == datetime(
+        2023, 5, 6, 16, 54, 36
+    )

@@ -187,7 +187,9 @@ def test_failure_rates_unchanged_for_the_four_original_models(name):
     own = list(_RATE_COLUMNS)
     exp_rows = j.filter(pl.col("model") == "exponential")
     for c in own:
-        np.testing.assert_allclose(exp_rows[f"{c}_after"].to_numpy(), exp_rows[c].to_numpy(), rtol=1e-6)
+        np.testing.assert_allclose(
+            exp_rows[f"{c}_after"].to_numpy(), exp_rows[c].to_numpy(), rtol=1e-6
+        )
     for c in before.columns:
         if c in own:
             continue

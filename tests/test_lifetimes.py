@@ -380,10 +380,19 @@ def test_refresh_writes_the_table(wh):
 def test_without_an_inventory_hosts_seen_carry_units_of_each_failing_class_over_the_window():
     hosts = pl.DataFrame({"host": ["n1", "n2"], "n_gpus": [8, 8]})
     he = hw(
-        {"time": START + 10 * D, "component_class": "psu", "component_id": "PS1", "severity": "critical"},
+        {
+            "time": START + 10 * D,
+            "component_class": "psu",
+            "component_id": "PS1",
+            "severity": "critical",
+        },
         {"time": START + 20 * D, "component_class": "gpu_memory", "gpu": 3, "severity": "fatal"},
         {"time": START + 30 * D, "component_class": "gpu_memory", "gpu": 3, "severity": "fatal"},
-        {"time": START + 40 * D, "component_class": "psu", "severity": "warning"},  # no removal confirms it
+        {
+            "time": START + 40 * D,
+            "component_class": "psu",
+            "severity": "warning",
+        },  # no removal confirms it
     )
     _, df = build(TABLES["component_history"].empty(), he=he, observed_hosts=hosts)
     window_h = (AS_OF - START).total_seconds() / 3600
@@ -400,6 +409,13 @@ def test_without_an_inventory_hosts_seen_carry_units_of_each_failing_class_over_
     assert failed["observed_to"].to_list() == [START + 20 * D, START + 30 * D]
     assert failed["failure_cause"].to_list() == ["gpu_memory", "gpu_memory"]
     # an inventory, when there is one, is the population: no observed units are added
-    ch = history({"component_class": "psu", "serial": "P1", "slot": "n1/psu0", "installed_at": START - 100 * D})
+    ch = history(
+        {
+            "component_class": "psu",
+            "serial": "P1",
+            "slot": "n1/psu0",
+            "installed_at": START - 100 * D,
+        }
+    )
     _, with_inventory = build(ch, he=he, observed_hosts=hosts)
     assert set(with_inventory["population"]) == {"inventory"}

@@ -38,11 +38,15 @@ def empty(table: str) -> pl.DataFrame:
 def fleet(failures: np.ndarray, hours: np.ndarray) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(node_failures, windows) of nodes n000.. with these failure counts and observed hours."""
     hosts = [f"n{i:03d}" for i in range(len(failures))]
-    fails = pl.DataFrame({"host": np.repeat(hosts, failures)}, schema={"host": pl.Utf8}).with_columns(
-        time=pl.lit(T0, pl.Datetime("us"))
-    )
+    fails = pl.DataFrame(
+        {"host": np.repeat(hosts, failures)}, schema={"host": pl.Utf8}
+    ).with_columns(time=pl.lit(T0, pl.Datetime("us")))
     win = pl.DataFrame(
-        {"host": hosts, "start": [T0] * len(hosts), "end": [T0 + timedelta(hours=float(h)) for h in hours]}
+        {
+            "host": hosts,
+            "start": [T0] * len(hosts),
+            "end": [T0 + timedelta(hours=float(h)) for h in hours],
+        }
     )
     return fails, win
 
@@ -50,7 +54,13 @@ def fleet(failures: np.ndarray, hours: np.ndarray) -> tuple[pl.DataFrame, pl.Dat
 def health_of(failures, hours, **kw) -> pl.DataFrame:
     f, w = fleet(np.asarray(failures), np.asarray(hours))
     return build_node_health(
-        f, w, empty("interruptions"), empty("hw_events"), empty("component_history"), empty("job_attempts"), **kw
+        f,
+        w,
+        empty("interruptions"),
+        empty("hw_events"),
+        empty("component_history"),
+        empty("job_attempts"),
+        **kw,
     )
 
 
@@ -65,7 +75,9 @@ def test_planted_lemons_are_flagged_and_healthy_nodes_are_not():
     flagged = {int(x[1:]) for x in h.filter(pl.col("lemon"))["host"]}
     assert flagged == planted
     assert h["lemon"].head(len(planted)).all()  # lemons listed first
-    assert h["test"][0].startswith(TEST) and h["test"][0].endswith("Benjamini-Hochberg over 300 nodes")
+    assert h["test"][0].startswith(TEST) and h["test"][0].endswith(
+        "Benjamini-Hochberg over 300 nodes"
+    )
     assert (h["alpha"] == LEMON_ALPHA).all()
 
 
@@ -128,10 +140,14 @@ def test_false_lemons_stay_rare_on_heterogeneous_clean_fleets_and_planted_ones_a
             hours = rng.uniform(800, 1500, n)
             rate = 0.004 * rng.gamma(16.0, 1 / 16.0, n)  # CV 0.25
             k = rng.poisson(rate * hours)
-            nodes = pl.DataFrame({"host": [f"n{i}" for i in range(n)], "node_hours": hours, "failures": k})
+            nodes = pl.DataFrame(
+                {"host": [f"n{i}" for i in range(n)], "node_hours": hours, "failures": k}
+            )
             false_any[n] += bool(score(nodes)["lemon"].any())
             e = hours * k.sum() / hours.sum()
-            pooled[n] += bool((adjust_bh(np.where(k > 0, poisson.sf(k - 1, e), 1.0)) < LEMON_ALPHA).any())
+            pooled[n] += bool(
+                (adjust_bh(np.where(k > 0, poisson.sf(k - 1, e), 1.0)) < LEMON_ALPHA).any()
+            )
             if n == 128:
                 rate[:3] *= 8
                 planted = nodes.with_columns(failures=pl.Series(rng.poisson(rate * hours)))
@@ -206,12 +222,24 @@ def test_per_node_counts_come_from_each_table_and_unobserved_nodes_are_counted_u
     h = build_node_health(*_frames())
     rows = {r["host"]: r for r in h.iter_rows(named=True)}
     a, b, c = rows["n000"], rows["n001"], rows["n999"]
-    assert (a["interruptions"], a["lost_gpu_hours"]) == (2, 15.0)  # workload / planned ones are not the node's
+    assert (a["interruptions"], a["lost_gpu_hours"]) == (
+        2,
+        15.0,
+    )  # workload / planned ones are not the node's
     assert (a["hw_events"], a["hw_events_critical"], b["hw_events"]) == (2, 1, 1)
     assert (a["repairs"], a["failed_parts"]) == (2, 1)  # slot 'n000/gpu0' names the host too
-    assert (a["gpu_hours_scheduled"], b["gpu_hours_scheduled"], c["gpu_hours_scheduled"]) == (24.0, 24.0, 8.0)
+    assert (a["gpu_hours_scheduled"], b["gpu_hours_scheduled"], c["gpu_hours_scheduled"]) == (
+        24.0,
+        24.0,
+        8.0,
+    )
     assert (a["node_hours"], a["failures"], a["cluster"]) == (100.0, 2, "east")
-    assert c["node_hours"] == 0 and c["test"] == UNTESTED and c["p_value"] is None and c["lemon"] is None
+    assert (
+        c["node_hours"] == 0
+        and c["test"] == UNTESTED
+        and c["p_value"] is None
+        and c["lemon"] is None
+    )
     s = summary(h)
     assert (s["nodes"], s["tested"], s["untested"], s["failures"]) == (3, 2, 1, 2)
     assert s["fleet_rate_per_node_hour"] == pytest.approx(2 / 150)
@@ -261,7 +289,10 @@ def test_report_section_lists_the_lemons_and_reads_the_gain_from_the_same_number
     g = lemon_gain(h, 1024)
     assert (section.KEY, section.ORDER, section.TABLES) == ("node_health", 100, ("node_health",))
     data = section.worst_frame(h)
-    assert data["host"][0] == "n000" and data["status"].to_list() == ["lemon"] + ["not significant"] * 9
+    assert (
+        data["host"][0] == "n000"
+        and data["status"].to_list() == ["lemon"] + ["not significant"] * 9
+    )
     assert s.reading.startswith(
         "10 nodes observed for 10,000 node-hours had 39 failures (3.9 per 1,000 node-hours). "
         f"Test: {h['test'][0]}, lemon when the adjusted p is below 0.05. "
@@ -280,7 +311,10 @@ def test_report_section_lists_the_lemons_and_reads_the_gain_from_the_same_number
 
 def test_report_section_without_lemons_names_the_worst_node():
     _, s = _section(health_of([3, 1, 1, 0], [100, 100, 100, 100]))
-    assert "No node fails significantly more often than the fleet; the worst, n000, had 3 failure(s) where 0.667 were expected" in s.reading
+    assert (
+        "No node fails significantly more often than the fleet; the worst, n000, had 3 failure(s) where 0.667 were expected"
+        in s.reading
+    )
     assert "Without" not in s.reading
 
 
@@ -305,7 +339,12 @@ def test_planted_lemons_found_through_node_failures_from_fatal_xids():
     _, windows = fleet(np.zeros(n, int), np.full(n, horizon))
     failures = build_node_failures(empty("interruptions"), hw, empty("node_events"), windows)
     h = build_node_health(
-        failures, windows, empty("interruptions"), hw, empty("component_history"), empty("job_attempts")
+        failures,
+        windows,
+        empty("interruptions"),
+        hw,
+        empty("component_history"),
+        empty("job_attempts"),
     )
     assert sorted(h.filter(pl.col("lemon"))["host"]) == [f"n{i:03d}" for i in planted]
     assert h["hw_events_critical"].sum() == counts.sum()
@@ -319,7 +358,11 @@ def test_goodput_nodes_alpha_reflags_the_stored_counts(tmp_path, capsys):
     stored = json.loads(capsys.readouterr().out)
     p = stored["nodes"][0]["p_adjusted"]
     # 9 failures where the other nodes' rate expects 1 (the old pooled rate expected 2.33)
-    assert stored["nodes"][0]["host"] == "n000" and 1e-4 < p < 0.05 and stored["summary"]["lemons"] == 1
+    assert (
+        stored["nodes"][0]["host"] == "n000"
+        and 1e-4 < p < 0.05
+        and stored["summary"]["lemons"] == 1
+    )
     assert main(["--home", str(wh.home), "nodes", "--json", "--alpha", "0.0001"]) == 0
     strict = json.loads(capsys.readouterr().out)
     assert strict["summary"]["lemons"] == 0 and strict["summary"]["alpha"] == 0.0001
@@ -341,7 +384,10 @@ def test_gain_projects_from_the_rates_goodput_project_uses():
     g = lemon_gain(h, 1024, 8, 60, 600, rates=rates)
     assert g["basis"] == "fitted rates"
     want = project_one(None, 1024, 8, 60, 600, rates=rates)
-    assert g["baseline"]["goodput"] == want["goodput"] and g["baseline"]["mtti_hours"] == want["mtti_hours"]
+    assert (
+        g["baseline"]["goodput"] == want["goodput"]
+        and g["baseline"]["mtti_hours"] == want["mtti_hours"]
+    )
     left = (39 - g["excess_failures"]) / 39
     cut = project_one(None, 1024, 8, 60, 600, rates=rates.scaled({"gpu": left}))
     assert g["without_lemons"]["goodput"] == pytest.approx(cut["goodput"])

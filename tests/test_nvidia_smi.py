@@ -110,11 +110,7 @@ def test_runner_conservation_and_idempotence(wh, tmp_path):
 
 
 def test_bus_id_is_kept_in_the_kernel_spelling():
-    data = (
-        b"index, pci.bus_id, temperature.gpu\n"
-        b"0, 00000000:CB:00.0, 41\n"
-        b"1, 00000000:DB:00.0, 43\n"
-    )
+    data = b"index, pci.bus_id, temperature.gpu\n0, 00000000:CB:00.0, 41\n1, 00000000:DB:00.0, 43\n"
     s = parse(data, ParseContext(time=datetime(2024, 5, 1), host="n1")).tables["gpu_samples"]
     assert s.select("gpu", "pci_bus", "metric", "value").rows() == [
         (0, "0000:cb:00.0", "temperature.gpu", 41.0),
@@ -128,7 +124,9 @@ S = FIXTURES / "nvidia-smi"
 def test_all_212_fields_of_driver_590_parse():
     """A real 590.48.01 capture of every --query-gpu field: names with digits and capitals
     (c2c.mode, pci.baseClass, fabric.cliqueId), units in headers, text attributes."""
-    data = (S / "nvidia_gpu_exporter__h100-80gb-hbm3_590.48.01_query_gpu_all_fields.csv").read_bytes()
+    data = (
+        S / "nvidia_gpu_exporter__h100-80gb-hbm3_590.48.01_query_gpu_all_fields.csv"
+    ).read_bytes()
     r = parse(data, ParseContext(tz="UTC", host="h100-node"))
     s = r.tables["gpu_samples"]
     assert r.quarantine.height == 0 and r.records == s.height == 165
@@ -148,7 +146,9 @@ def test_all_212_fields_of_driver_590_parse():
 
 
 def test_windows_591_capture_parses():
-    data = (S / "nvidia_gpu_exporter__windows_rtx-2080-super_591.86_query_gpu_all_fields.csv").read_bytes()
+    data = (
+        S / "nvidia_gpu_exporter__windows_rtx-2080-super_591.86_query_gpu_all_fields.csv"
+    ).read_bytes()
     r = parse(data, ParseContext(tz="UTC"))
     s = r.tables["gpu_samples"]
     assert r.quarantine.height == 0 and s.height == 165
@@ -195,5 +195,8 @@ def test_exact_duplicate_line_stored_once_and_counted_as_duplicate(wh, tmp_path)
     p.write_bytes(b"index, temperature.gpu\n0, 40\n0, 40\n1, 41\n")
     (rep,) = ingest_paths(wh, [p], fmt="nvidia-smi", ctx=ParseContext(time=MTIME))
     assert (rep.records, rep.rows_ok, rep.rows_quarantined, rep.rows_duplicate) == (3, 2, 0, 1)
-    assert wh.read("gpu_samples").sort("gpu").select("gpu", "value").rows() == [(0, 40.0), (1, 41.0)]
+    assert wh.read("gpu_samples").sort("gpu").select("gpu", "value").rows() == [
+        (0, 40.0),
+        (1, 41.0),
+    ]
     assert wh.read("quarantine").height == 0

@@ -73,7 +73,10 @@ def pair(s3_endpoint, tmp_path_factory) -> tuple[Warehouse, Warehouse]:
     """(S3 warehouse, local warehouse), each with its own local home, both holding SOURCES.
     Tests that change them leave both in the same state."""
     home = tmp_path_factory.mktemp("pair")
-    s3, local = Warehouse(home / "s3home", _bucket(s3_endpoint, "pair")), Warehouse(home / "localhome")
+    s3, local = (
+        Warehouse(home / "s3home", _bucket(s3_endpoint, "pair")),
+        Warehouse(home / "localhome"),
+    )
     reports = [ingest_paths(wh, SOURCES) for wh in (s3, local)]
     assert [(r.format, r.rows_ok, r.rows_quarantined) for r in reports[0]] == [
         (r.format, r.rows_ok, r.rows_quarantined) for r in reports[1]
@@ -97,7 +100,9 @@ def test_ingested_tables_match_a_local_warehouse(pair):
     # files are URIs in their hive partitions
     sample_files = s3.files("gpu_samples")
     assert len(sample_files) == 1 and sample_files[0].startswith(f"{s3.parquet}/gpu_samples/date=")
-    assert s3.files("hw_events", partition="kernel")[0].startswith(f"{s3.parquet}/hw_events/source=kernel/")
+    assert s3.files("hw_events", partition="kernel")[0].startswith(
+        f"{s3.parquet}/hw_events/source=kernel/"
+    )
 
 
 def test_reingest_writes_nothing(pair):
@@ -121,22 +126,38 @@ def test_catalog_queries_match_a_local_warehouse(pair):
     for q in queries:
         assert s3.query(q).equals(local.query(q)), q
     jobs = s3.read("job_attempts")
-    assert s3.query(queries[0]).row(0) == (jobs.height, jobs["job_id"].n_unique()) and jobs.height > 0
+    assert (
+        s3.query(queries[0]).row(0) == (jobs.height, jobs["job_id"].n_unique()) and jobs.height > 0
+    )
     assert s3.sql("SELECT count(*) FROM quarantine").fetchone() == (s3.read("quarantine").height,)
 
 
 def test_checks_pass_on_object_storage(pair):
     s3, local = pair
     res = warehouse_checks.conservation(s3, checks.primary_tables())
-    assert (res.passed, res.metadata) == (True, {"files": len(SOURCES), "violations": 0, "first": ""})
+    assert (res.passed, res.metadata) == (
+        True,
+        {"files": len(SOURCES), "violations": 0, "first": ""},
+    )
     res = warehouse_checks.schema(s3)
-    assert (res.passed, res.metadata) == (True, {"violations": 0, "first": "", "tables": len(TABLES)})
+    assert (res.passed, res.metadata) == (
+        True,
+        {"violations": 0, "first": "", "tables": len(TABLES)},
+    )
     assert warehouse_checks.duplicate_keys(s3).passed
     assert analysis_checks.fits_converged(s3).passed and analysis_checks.goodput_bounds(s3).passed
     res = warehouse_checks.quarantine_ratio(s3, 1.0)
     ok, meta = res.passed, res.metadata
-    assert ok and meta == warehouse_checks.quarantine_ratio(local, 1.0).metadata and 0 < meta["quarantined"] < meta["records_read"]
-    assert warehouse_checks.raw_counts(s3, "hw_events") == warehouse_checks.raw_counts(local, "hw_events") != {}
+    assert (
+        ok
+        and meta == warehouse_checks.quarantine_ratio(local, 1.0).metadata
+        and 0 < meta["quarantined"] < meta["records_read"]
+    )
+    assert (
+        warehouse_checks.raw_counts(s3, "hw_events")
+        == warehouse_checks.raw_counts(local, "hw_events")
+        != {}
+    )
 
 
 def test_derived_tables_match_a_local_warehouse(pair):
@@ -150,7 +171,12 @@ def test_derived_tables_match_a_local_warehouse(pair):
 
     # a partition written, then dropped by a rewrite that finds no counter events
     counter = pl.DataFrame(
-        {"time": [datetime(2026, 1, 1)], "host": ["h1"], "source": [telemetry.COUNTER_SOURCE], "event_id": ["c1"]}
+        {
+            "time": [datetime(2026, 1, 1)],
+            "host": ["h1"],
+            "source": [telemetry.COUNTER_SOURCE],
+            "event_id": ["c1"],
+        }
     )
     where = f"source = '{telemetry.COUNTER_SOURCE}'"
     for wh in pair:
@@ -164,7 +190,9 @@ def test_derived_tables_match_a_local_warehouse(pair):
     later = hourly.with_columns(date=pl.col("date") + pl.duration(days=1), n=pl.lit(7, pl.Int64))
     for wh in pair:
         wh.replace_table("gpu_hourly", pl.concat([hourly, later]))
-        wh.replace_table("gpu_hourly", later.with_columns(n=pl.lit(9, pl.Int64)), partitions="touched")
+        wh.replace_table(
+            "gpu_hourly", later.with_columns(n=pl.lit(9, pl.Int64)), partitions="touched"
+        )
     got = s3.read("gpu_hourly").group_by("date").agg(pl.col("n").unique().sort()).sort("date")
     assert got["n"].to_list() == [sorted(hourly["n"].unique()), [9]]
     assert s3.read("gpu_hourly").sort(pl.all()).equals(local.read("gpu_hourly").sort(pl.all()))
@@ -181,7 +209,10 @@ def test_schema_check_catches_a_tampered_file_on_object_storage(tmp_path, uri):
     with wh.fs.open(f"{wh.parquet}/job_attempts/part-bogus.parquet", "wb") as fh:
         pl.DataFrame({"job_id": ["1"], "surprise": [1]}).write_parquet(fh)
     res = warehouse_checks.schema(wh)
-    assert not res.passed and res.metadata["first"] == "job_attempts/part-bogus.parquet: undeclared ['surprise']"
+    assert (
+        not res.passed
+        and res.metadata["first"] == "job_attempts/part-bogus.parquet: undeclared ['surprise']"
+    )
 
 
 def test_crash_recovery_on_object_storage(tmp_path, uri, monkeypatch):
@@ -198,7 +229,12 @@ def test_crash_recovery_on_object_storage(tmp_path, uri, monkeypatch):
     late._lock.close()  # its writer dies: the OS releases the lock
     # crashed halfway through the moves (one table copied, not yet deleted): completed once
     mid = Batch(wh, "mid")
-    mid.add({"quarantine": rows.with_columns(line=pl.lit(2)), "node_events": pl.DataFrame({"host": ["n1"]})})
+    mid.add(
+        {
+            "quarantine": rows.with_columns(line=pl.lit(2)),
+            "node_events": pl.DataFrame({"host": ["n1"]}),
+        }
+    )
     wh.fs.pipe_file(f"{mid.stage}/COMMIT", b"ok")
     staged = wh.fs.find(f"{mid.stage}/quarantine")
     wh.fs.copy(staged[0], staged[0].replace("/_staging/mid", ""))
@@ -207,12 +243,16 @@ def test_crash_recovery_on_object_storage(tmp_path, uri, monkeypatch):
     partial = Batch(wh, "partial")
     partial.add({"quarantine": rows.with_columns(line=pl.lit(3))})
     partial._lock.close()
-    assert wh.read("quarantine").height == 0  # the half-moved file is hidden while its COMMIT is staged
+    assert (
+        wh.read("quarantine").height == 0
+    )  # the half-moved file is hidden while its COMMIT is staged
 
     reopened = Warehouse(tmp_path / "home", uri)
     assert sorted(reopened.read("quarantine")["line"]) == [1, 2]
     assert reopened.read("node_events")["host"].to_list() == ["n1"]
-    assert [f.rsplit("/", 3)[1] for f in reopened.fs.find(f"{reopened.parquet}/_staging")] == ["partial"]
+    assert [f.rsplit("/", 3)[1] for f in reopened.fs.find(f"{reopened.parquet}/_staging")] == [
+        "partial"
+    ]
     monkeypatch.setattr(batch, "STALE_STAGE_S", 0)
     assert Warehouse(tmp_path / "home", uri).fs.find(f"{reopened.parquet}/_staging") == []
 
@@ -224,7 +264,10 @@ def test_cli_and_dagster_take_the_same_uri(tmp_path, uri, monkeypatch, capsys):
     assert not (home / "parquet").exists()  # the Parquet went to the bucket; the catalog stays home
     assert (home / "warehouse.duckdb").exists()
     monkeypatch.setenv("GOODPUT_WAREHOUSE_URI", uri)
-    assert main(["--home", str(home), "sql", "select count(*) n from job_attempts", "--format", "csv"]) == 0
+    assert (
+        main(["--home", str(home), "sql", "select count(*) n from job_attempts", "--format", "csv"])
+        == 0
+    )
     assert capsys.readouterr().out.splitlines() == ["n", "4"]
     # the read-only surface holds on object storage too: no file outside the bucket prefix
     assert main(["--home", str(home), "sql", "select * from read_text('/etc/passwd')"]) == 2
@@ -236,7 +279,10 @@ def test_cli_and_dagster_take_the_same_uri(tmp_path, uri, monkeypatch, capsys):
         warnings.simplefilter("ignore")
         result = dg.materialize([ingested_sources], resources={"goodput": config})
     assert result.success
-    assert result.asset_materializations_for_node("ingested_sources")[0].metadata["files_new"].value == 1
+    assert (
+        result.asset_materializations_for_node("ingested_sources")[0].metadata["files_new"].value
+        == 1
+    )
     manifest = Warehouse(home, uri).read("ingest_manifest")
     assert sorted(manifest["path"]) == sorted(map(str, SOURCES[:2]))
 
@@ -263,14 +309,18 @@ def test_user_errors_are_one_line(tmp_path, uri, monkeypatch, capsys):
     try:
         assert main(["--home", home, "--warehouse-uri", uri, "fit"]) == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "cannot reach bucket" in err and "credentials" in err.lower()
+        assert (
+            err.count("\n") == 1 and "cannot reach bucket" in err and "credentials" in err.lower()
+        )
     finally:
         s3fs.S3FileSystem.clear_instance_cache()
 
 
 def test_local_uri_forms(tmp_path, monkeypatch):
     assert Warehouse(tmp_path / "home").parquet == str(tmp_path / "home" / "parquet")
-    assert Warehouse(tmp_path / "home", f"file://{tmp_path}/elsewhere/").parquet == str(tmp_path / "elsewhere")
+    assert Warehouse(tmp_path / "home", f"file://{tmp_path}/elsewhere/").parquet == str(
+        tmp_path / "elsewhere"
+    )
     monkeypatch.setenv("GOODPUT_WAREHOUSE_URI", str(tmp_path / "env"))
     wh = Warehouse(tmp_path / "home")
     assert wh.parquet == str(tmp_path / "env") and Path(wh.parquet).is_dir()

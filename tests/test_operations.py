@@ -28,13 +28,26 @@ def test_home_paths_with_glob_characters_are_literal(tmp_path, capsys, name):
     """A sibling that the name would match as a glob holds other data: neither is read for the
     other, and ingest / sql work without a traceback."""
     sibling = Warehouse(tmp_path / "hb1" if name == "hb[1]" else tmp_path / "hx")
-    shutil.copy(FIXTURES / "kernel" / "nvsentinel__syslog_monitor_xid_burst.log", tmp_path / "xid.log")
+    shutil.copy(
+        FIXTURES / "kernel" / "nvsentinel__syslog_monitor_xid_burst.log", tmp_path / "xid.log"
+    )
     ingest_paths(sibling, [tmp_path / "xid.log"], jobs=1)
     home = str(tmp_path / name)
     assert main(["--home", home, "ingest", str(SACCT)]) == 0
     assert "ingested 1 file(s), 4 rows" in capsys.readouterr().out
-    assert main(["--home", home, "sql", "select count(*) n, min(path) p from ingest_manifest",
-                 "--format", "csv"]) == 0
+    assert (
+        main(
+            [
+                "--home",
+                home,
+                "sql",
+                "select count(*) n, min(path) p from ingest_manifest",
+                "--format",
+                "csv",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.splitlines()[1] == f"1,{SACCT}"
     wh = Warehouse(home)
     assert wh.read("job_attempts").height == 4
@@ -54,8 +67,9 @@ def test_every_command_works_in_a_home_named_with_glob_and_url_characters(tmp_pa
     assert run("ingest", str(SACCT)) == 0
     assert run("sql", "select count(*) n from job_attempts", "--format", "csv") == 0
     assert capsys.readouterr().out.splitlines()[-1] == "4"
-    Path(home, "sources.toml").write_text(f'[[source]]\nname = "dump"\nkind = "command"\n'
-                                          f'command = ["cat", "{SACCT}"]\n')
+    Path(home, "sources.toml").write_text(
+        f'[[source]]\nname = "dump"\nkind = "command"\ncommand = ["cat", "{SACCT}"]\n'
+    )
     assert run("pull", "--dry-run", "--since", "2026-01-01", "--until", "2026-01-02") == 0
     assert f"cat {SACCT}" in capsys.readouterr().out
     assert run("forget", str(SACCT)) == 0
@@ -73,14 +87,33 @@ def test_every_command_works_in_a_home_named_with_glob_and_url_characters(tmp_pa
 
 def fitted_rates() -> pl.DataFrame:
     """One fitted class: what `fit` prints and `project` reads."""
-    return pl.DataFrame({
-        "component_class": ["gpu"], "stratum": ["all"], "window": ["all"], "model": ["exponential"],
-        "selected": [True], "params": ["{}"], "aic": [10.0], "n_units": [8], "n_events": [3],
-        "exposure_hours": [1000.0], "rate_per_1k_unit_days": [72.0], "rate_ci_low": [15.0],
-        "rate_ci_high": [210.0], "mtbf_hours": [333.0], "mtbf_ci_low": [114.0], "mtbf_ci_high": [1600.0],
-        "shape": [1.0], "shape_ci_low": [0.5], "shape_ci_high": [2.0], "shape_reading": ["constant"],
-        "method": ["mle"], "converged": [True], "population": ["fleet"],
-    })
+    return pl.DataFrame(
+        {
+            "component_class": ["gpu"],
+            "stratum": ["all"],
+            "window": ["all"],
+            "model": ["exponential"],
+            "selected": [True],
+            "params": ["{}"],
+            "aic": [10.0],
+            "n_units": [8],
+            "n_events": [3],
+            "exposure_hours": [1000.0],
+            "rate_per_1k_unit_days": [72.0],
+            "rate_ci_low": [15.0],
+            "rate_ci_high": [210.0],
+            "mtbf_hours": [333.0],
+            "mtbf_ci_low": [114.0],
+            "mtbf_ci_high": [1600.0],
+            "shape": [1.0],
+            "shape_ci_low": [0.5],
+            "shape_ci_high": [2.0],
+            "shape_reading": ["constant"],
+            "method": ["mle"],
+            "converged": [True],
+            "population": ["fleet"],
+        }
+    )
 
 
 @pytest.mark.parametrize(
@@ -130,9 +163,24 @@ READERS = [
 def test_readers_work_on_a_read_only_home(shared_home, argv, status, shown):
     """Run as another user (nobody), to whom the home is read-only."""
     proc = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-         sys.executable, "-m", "pipelines.cli", "--home", str(shared_home.home), *argv],
-        capture_output=True, text=True, cwd="/tmp", timeout=300, check=False, env={**os.environ, "HOME": "/tmp"},
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-m",
+            "pipelines.cli",
+            "--home",
+            str(shared_home.home),
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        cwd="/tmp",
+        timeout=300,
+        check=False,
+        env={**os.environ, "HOME": "/tmp"},
     )
     assert proc.returncode == status, proc.stderr
     assert shown in (proc.stdout if status == 0 else proc.stderr)
@@ -140,14 +188,20 @@ def test_readers_work_on_a_read_only_home(shared_home, argv, status, shown):
 
 
 READ_ONLY = [argv for argv, _, _ in READERS[:3]] + [
-    ["mtbf"], ["availability"], ["losses"], ["trend"], ["pull", "--dry-run"],
+    ["mtbf"],
+    ["availability"],
+    ["losses"],
+    ["trend"],
+    ["pull", "--dry-run"],
 ]
 
 
 def test_readers_never_take_the_writer_lock(shared_home, monkeypatch, capsys):
     """So a --no-wait writer is never refused because of them (project: the next test)."""
     taken, take = [], Warehouse._take_lock
-    monkeypatch.setattr(Warehouse, "_take_lock", lambda self, wait: taken.append(wait) or take(self, wait))
+    monkeypatch.setattr(
+        Warehouse, "_take_lock", lambda self, wait: taken.append(wait) or take(self, wait)
+    )
     for argv in READ_ONLY:
         main(["--home", str(shared_home.home), "--no-wait", *argv])
         assert (argv[0], taken) == (argv[0], [])
@@ -275,7 +329,9 @@ def test_sensor_requests_a_file_with_a_held_back_last_line_again_once_it_is_comp
     with dg.instance_for_test() as instance:
         first, cursor = _requests(sensor, instance, cfg, None)
         assert _paths(first) == [str(log)]
-        ingest_paths(wh, [log], jobs=1)  # what the run does: the first event, the cut line held back
+        ingest_paths(
+            wh, [log], jobs=1
+        )  # what the run does: the first event, the cut line held back
         assert wh.read("hw_events")["source_line"].to_list() == [1]
         assert _requests(sensor, instance, cfg, cursor)[0] == []
         # done for now, not a failed run: not requested again however long it waits
@@ -332,12 +388,21 @@ def test_forget_keeps_records_another_stored_file_also_provides(wh, tmp_path, to
     """Two overlapping sacct dumps and two overlapping kernel logs: forgetting the first of each
     leaves exactly what the second alone holds, and forgetting the second too leaves nothing."""
     sacct = SACCT.read_text().splitlines(keepends=True)
-    xids = [f"2026-01-05T10:00:0{i}+00:00 gpu-node-1 kernel: {line}" for i, line in enumerate(
-        (FIXTURES / "kernel" / "nvsentinel__syslog_monitor_xid_burst.log").read_text().splitlines(keepends=True))]
+    xids = [
+        f"2026-01-05T10:00:0{i}+00:00 gpu-node-1 kernel: {line}"
+        for i, line in enumerate(
+            (FIXTURES / "kernel" / "nvsentinel__syslog_monitor_xid_burst.log")
+            .read_text()
+            .splitlines(keepends=True)
+        )
+    ]
     files = {"a.sacct": sacct[:3], "b.sacct": sacct[1:], "a.log": xids[:4], "b.log": xids[1:]}
     for name, lines in files.items():
         (tmp_path / name).write_text("".join(lines))
-    firsts, seconds = [tmp_path / "a.sacct", tmp_path / "a.log"], [tmp_path / "b.sacct", tmp_path / "b.log"]
+    firsts, seconds = (
+        [tmp_path / "a.sacct", tmp_path / "a.log"],
+        [tmp_path / "b.sacct", tmp_path / "b.log"],
+    )
     alone = Warehouse(tmp_path / "alone")
     ingest_paths(alone, seconds, jobs=1)
     if together:
@@ -352,7 +417,9 @@ def test_forget_keeps_records_another_stored_file_also_provides(wh, tmp_path, to
         return sorted(map(str, w.read(table).drop(drop).rows()))
 
     assert rows(wh, "job_attempts", ["attempt"]) == rows(alone, "job_attempts", ["attempt"])
-    assert rows(wh, "hw_events", ["event_id", "caused_by"]) == rows(alone, "hw_events", ["event_id", "caused_by"])
+    assert rows(wh, "hw_events", ["event_id", "caused_by"]) == rows(
+        alone, "hw_events", ["event_id", "caused_by"]
+    )
     wh.forget([str(p) for p in seconds])
     assert wh.read("job_attempts").height == 0 and wh.read("hw_events").height == 0
 
@@ -360,23 +427,36 @@ def test_forget_keeps_records_another_stored_file_also_provides(wh, tmp_path, to
 def test_a_record_with_the_key_of_a_stored_one_and_other_values_is_a_conflict(wh, tmp_path):
     """The same GPU, time and metric: 50 W in one scrape, 99 W in another. The second is
     quarantined naming both files, never counted as already stored."""
+
     def scrape(watts):
-        return ("# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
-                f'DCGM_FI_DEV_POWER_USAGE{{gpu="0",UUID="GPU-1",Hostname="n1"}} {watts} 1767607200000\n')
+        return (
+            "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
+            f'DCGM_FI_DEV_POWER_USAGE{{gpu="0",UUID="GPU-1",Hostname="n1"}} {watts} 1767607200000\n'
+        )
+
     (tmp_path / "a.prom").write_text(scrape(50))
     (tmp_path / "b.prom").write_text(scrape(99))
-    (tmp_path / "c.prom").write_text("# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n" + scrape(50))
+    (tmp_path / "c.prom").write_text(
+        "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n" + scrape(50)
+    )
     ingest_paths(wh, [tmp_path / "a.prom"], jobs=1)
-    reports = {r.path: r for r in ingest_paths(wh, [tmp_path / "b.prom", tmp_path / "c.prom"], jobs=1)}
+    reports = {
+        r.path: r for r in ingest_paths(wh, [tmp_path / "b.prom", tmp_path / "c.prom"], jobs=1)
+    }
     b, c = reports[str(tmp_path / "b.prom")], reports[str(tmp_path / "c.prom")]
     assert (b.rows_ok, b.rows_quarantined, b.rows_duplicate) == (0, 1, 0)
     assert (c.rows_ok, c.rows_quarantined, c.rows_duplicate) == (0, 0, 1)
     assert wh.read("gpu_samples")["value"].to_list() == [50.0]
     q = wh.read("quarantine", f"source_file = '{tmp_path / 'b.prom'}'")
     assert q.height == 1 and q["sha256"][0] == b.sha256
-    assert str(tmp_path / "a.prom") in q["error"][0] and "99" in q["error"][0] and "50" in q["error"][0]
+    assert (
+        str(tmp_path / "a.prom") in q["error"][0]
+        and "99" in q["error"][0]
+        and "50" in q["error"][0]
+    )
     from pipelines.checks import primary_tables
     from warehouse.checks import conservation
+
     assert conservation(wh, primary_tables()).passed
 
 
@@ -398,8 +478,14 @@ def test_disk_full_is_one_line_with_an_exit_status_saying_nothing_was_committed(
         "from pipelines.cli import main\n"
         f"sys.exit(main(['--home', {str(home)!r}, 'ingest', {str(SACCT)!r}]))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                          check=False, cwd=Path(__file__).resolve().parent.parent)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.count("\n") == 1 and "nothing was committed" in proc.stderr, proc.stderr
     assert Warehouse(home).read("job_attempts").height == 0

@@ -27,7 +27,10 @@ def run(home: Path, *argv: str) -> tuple[int, str, str]:
 
 
 def status(wh: Warehouse) -> dict[str, tuple[str, str | None]]:
-    return {a: (s, r) for a, s, r in wh.query("SELECT analysis, status, reason FROM analysis_status").rows()}
+    return {
+        a: (s, r)
+        for a, s, r in wh.query("SELECT analysis, status, reason FROM analysis_status").rows()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +41,13 @@ def growing(tmp_path_factory):
     for name, paths in (("sacct", [SACCT]), ("kernel", [KERNEL]), ("sel", [SEL])):
         assert run(home, "ingest", *map(str, paths))[0] == 0
         code, out, err = run(home, "build")
-        builds[name] = (code, out, err, status(Warehouse(home)), Warehouse(home).query(
-            "SELECT count(*) n FROM interruptions")["n"][0])
+        builds[name] = (
+            code,
+            out,
+            err,
+            status(Warehouse(home)),
+            Warehouse(home).query("SELECT count(*) n FROM interruptions")["n"][0],
+        )
     return Warehouse(home), builds
 
 
@@ -67,15 +75,21 @@ def test_sel_added_rates_use_observed_hosts_times_units_over_the_window(growing)
     wh, builds = growing
     code, _, _, st, _ = builds["sel"]
     # no telemetry (gpu_hourly), and neither failure records nor down/resume node events (availability)
-    assert code == 0 and all(s == "ok" for a, (s, _) in st.items() if a not in ("gpu_hourly", "availability"))
+    assert code == 0 and all(
+        s == "ok" for a, (s, _) in st.items() if a not in ("gpu_hourly", "availability")
+    )
     fr = wh.query(
         "SELECT component_class, population, n_units, n_events, exposure_hours FROM failure_rates "
         "WHERE selected AND \"window\" = 'all' AND stratum = 'all'"
     )
     assert set(fr["population"]) == {"observed_units"}
-    hosts = wh.query("SELECT count(DISTINCT host) n FROM (SELECT unnest(nodes) host FROM job_attempts "
-                     "UNION SELECT host FROM hw_events)")["n"][0]
-    w = wh.query("SELECT observed_from, observed_to FROM observation_window WHERE source = 'window'").row(0)
+    hosts = wh.query(
+        "SELECT count(DISTINCT host) n FROM (SELECT unnest(nodes) host FROM job_attempts "
+        "UNION SELECT host FROM hw_events)"
+    )["n"][0]
+    w = wh.query(
+        "SELECT observed_from, observed_to FROM observation_window WHERE source = 'window'"
+    ).row(0)
     window_h = (w[1] - w[0]).total_seconds() / 3600
     psu = fr.filter(fr["component_class"] == "psu").row(0, named=True)
     # two PSUs per host (the projection's unit count), each at risk over the whole window
@@ -101,10 +115,18 @@ def test_inventory_only_builds_and_flags_the_window_it_could_not_infer(tmp_path)
     assert st["interruptions"] == ("skipped", "interruptions: no rows in job_attempts")
     assert st["failure_fits"][0] == "ok"
     assert wh.query("SELECT flagged FROM observation_window WHERE source = 'window'")["flagged"][0]
-    assert set(wh.query("SELECT DISTINCT population FROM failure_rates")["population"]) == {"inventory"}
+    assert set(wh.query("SELECT DISTINCT population FROM failure_rates")["population"]) == {
+        "inventory"
+    }
     # an explicit window re-fits: units installed before it enter left-truncated at its start
-    code, out, _ = run(home, "fit", "--observed-from", "2026-01-05", "--observed-to", "2026-03-05T23:00:00Z")
-    assert code == 0 and "observation window: 2026-01-05 00:00 .. 2026-03-05 23:00 UTC (60.0 days, explicit)" in out
+    code, out, _ = run(
+        home, "fit", "--observed-from", "2026-01-05", "--observed-to", "2026-03-05T23:00:00Z"
+    )
+    assert (
+        code == 0
+        and "observation window: 2026-01-05 00:00 .. 2026-03-05 23:00 UTC (60.0 days, explicit)"
+        in out
+    )
     lt = wh.query("SELECT min(observed_from) a, max(observed_to) b FROM component_lifetimes").row(0)
     assert str(lt[0]) == "2026-01-05 00:00:00" and str(lt[1]) == "2026-03-05 23:00:00"
 
@@ -118,11 +140,16 @@ def test_telemetry_only_builds_rollups_and_skips_job_analyses(tmp_path):
     assert st["gpu_hourly"][0] == "ok" and st["component_lifetimes"][0] == "ok"
     assert st["goodput_jobs"][0] == "skipped" and "skipped: interruptions (" in out
     # two nodes for sixty days show no GPU failure: nothing to project from, said so
-    assert st["goodput_projections"] == ("skipped", "goodput_projections: no failure in failure_rates (a zero rate gives no MTTI to project)")
+    assert st["goodput_projections"] == (
+        "skipped",
+        "goodput_projections: no failure in failure_rates (a zero rate gives no MTTI to project)",
+    )
     assert (Warehouse(home).reports / "goodput_report.html").exists()
 
 
-def test_a_real_failure_fails_with_its_cause_in_one_line_and_the_catalog_still_refreshes(tmp_path, monkeypatch):
+def test_a_real_failure_fails_with_its_cause_in_one_line_and_the_catalog_still_refreshes(
+    tmp_path, monkeypatch
+):
     from analysis import repairable
 
     def broken(wh):
@@ -134,11 +161,17 @@ def test_a_real_failure_fails_with_its_cause_in_one_line_and_the_catalog_still_r
     code, _, err = run(home, "build")
     assert code == 2
     # the steps' progress lines, then the error as one line, no traceback
-    assert err.strip().splitlines()[-1] == "goodput: error: pipeline run failed: repairable_systems: RuntimeError: corrupt node_events partition"
+    assert (
+        err.strip().splitlines()[-1]
+        == "goodput: error: pipeline run failed: repairable_systems: RuntimeError: corrupt node_events partition"
+    )
     assert "  done: interruptions (" in err and "Traceback" not in err
     wh = Warehouse(home)
     assert wh.query("SELECT count(*) n FROM interruptions")["n"][0] > 100
-    assert status(wh)["repairable_systems"] == ("failed", "RuntimeError: corrupt node_events partition")
+    assert status(wh)["repairable_systems"] == (
+        "failed",
+        "RuntimeError: corrupt node_events partition",
+    )
 
 
 def test_step_progress_goes_to_the_current_stderr_not_the_first_one():

@@ -35,11 +35,25 @@ def test_demo_materializes_every_asset_and_every_check_passes(demo):
     wh, out = demo
     m = re.search(r"asset checks: (\d+)/(\d+) passed", out)
     # every check but those of the live-source pull, which the demo does not run
-    demo_checks = [c for c in ALL_CHECKS
-                   if all(k.asset_key.to_user_string() != "pulled_sources" for k in c.check_keys)]
+    demo_checks = [
+        c
+        for c in ALL_CHECKS
+        if all(k.asset_key.to_user_string() != "pulled_sources" for k in c.check_keys)
+    ]
     assert m and m.group(1) == m.group(2) and int(m.group(2)) == len(demo_checks)
-    for name in ["job_attempts", "hw_events", "gpu_samples", "gpu_hourly", "component_history", "interruptions",
-                 "component_lifetimes", "failure_rates", "survival_curves", "goodput_jobs", "goodput_projections"]:
+    for name in [
+        "job_attempts",
+        "hw_events",
+        "gpu_samples",
+        "gpu_hourly",
+        "component_history",
+        "interruptions",
+        "component_lifetimes",
+        "failure_rates",
+        "survival_curves",
+        "goodput_jobs",
+        "goodput_projections",
+    ]:
         assert wh.read(name).height > 0, name
     assert f"warehouse: {wh.db_path}" in out
 
@@ -61,7 +75,9 @@ def test_demo_summary_is_computed_from_the_warehouse(demo):
     attempts = wh.query("SELECT count(*) n FROM job_attempts")["n"][0]
     assert f"attempts: {attempts:,}" in out
     killed = sum(len(f["killed_attempts"]) for f in truth["faults"])
-    unexpected_infra = wh.query("SELECT count(*) n FROM interruptions WHERE NOT planned AND failure_domain = 'infrastructure'")["n"][0]
+    unexpected_infra = wh.query(
+        "SELECT count(*) n FROM interruptions WHERE NOT planned AND failure_domain = 'infrastructure'"
+    )["n"][0]
     assert unexpected_infra == killed  # every fault-killed attempt attributed to infrastructure
     assert "unexpected interruptions:" in out and "failure rates per 1,000 unit-days" in out
 
@@ -103,7 +119,9 @@ def test_sensor_requests_new_files_once(tmp_path):
         ctx = dg.build_sensor_context(instance=instance, resources={"goodput": cfg})
         requests = list(sensor(ctx))
         assert len(requests) == 1 and isinstance(requests[0], dg.RunRequest)
-        assert requests[0].run_config["ops"]["ingested_sources"]["config"]["paths"] == [str(landing / "day1" / "sacct.txt")]
+        assert requests[0].run_config["ops"]["ingested_sources"]["config"]["paths"] == [
+            str(landing / "day1" / "sacct.txt")
+        ]
         cursor = ctx.cursor
         # the same bytes dropped again, under another name, request nothing
         shutil.copy(landing / "day1" / "sacct.txt", landing / "again.txt")
@@ -145,8 +163,14 @@ def test_tampered_parquet_fails_the_schema_check(tmp_path):
 def test_definitions_load_from_the_repository_root():
     assert {j.name for j in defs.resolve_all_job_defs()} >= {"ingest", "build"}
     assert defs.resolve_sensor_def("landing_sensor") and defs.resolve_schedule_def("daily_build")
-    proc = subprocess.run([str(REPO / ".venv" / "bin" / "dagster"), "definitions", "validate"], cwd=REPO,
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "dagster"), "definitions", "validate"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Validation successful" in proc.stderr + proc.stdout
 
@@ -162,15 +186,25 @@ def test_demo_records_its_runs_in_the_dagster_instance_under_the_home(demo):
     assert "telemetry:\n  enabled: false" in yaml and "dequeue_interval_seconds: 1" in yaml
     graph = defs.resolve_asset_graph()
     with instance_for(wh.home) as instance:
-        assert sorted(r.dagster_run.job_name for r in instance.get_run_records()) == ["build", "ingest"]
+        assert sorted(r.dagster_run.job_name for r in instance.get_run_records()) == [
+            "build",
+            "ingest",
+        ]
         # the demo has no live sources; fleetsim_results is its own job (pipelines/fleetsim_assets.py)
-        for key in graph.get_all_asset_keys() - {dg.AssetKey("pulled_sources"), dg.AssetKey("fleetsim_results")}:
+        for key in graph.get_all_asset_keys() - {
+            dg.AssetKey("pulled_sources"),
+            dg.AssetKey("fleetsim_results"),
+        }:
             assert instance.get_latest_materialization_event(key) is not None, key
-        for check in (c for c in graph.asset_check_keys if c.asset_key != dg.AssetKey("pulled_sources")):
+        for check in (
+            c for c in graph.asset_check_keys if c.asset_key != dg.AssetKey("pulled_sources")
+        ):
             last = instance.event_log_storage.get_asset_check_execution_history(check, limit=1)
             assert last and last[0].status.value == "SUCCEEDED", check
         # partitions: exactly the telemetry's days, from its first (no phantom days before)
-        samples = wh.query('SELECT min("time")::DATE::VARCHAR a, max("time")::DATE::VARCHAR b FROM gpu_samples').row(0)
+        samples = wh.query(
+            'SELECT min("time")::DATE::VARCHAR a, max("time")::DATE::VARCHAR b FROM gpu_samples'
+        ).row(0)
         days = instance.get_dynamic_partitions("telemetry_days")
         assert days == _days(*samples) and days[0] == "2026-01-05"
         assert instance.get_materialized_partitions(dg.AssetKey("gpu_hourly")) == set(days)
@@ -185,38 +219,72 @@ def test_asset_metadata_kinds_owners_schema_and_row_counts(demo):
             assert node.owners == ["team:fleet-goodput"] and node.kinds, key
             # groups follow the data: no asset reads from a later group
             for parent in node.parent_keys:
-                assert GROUP_ORDER.index(graph.get(parent).group_name) <= GROUP_ORDER.index(node.group_name), (parent, key)
+                assert GROUP_ORDER.index(graph.get(parent).group_name) <= GROUP_ORDER.index(
+                    node.group_name
+                ), (parent, key)
             if "table" not in node.metadata:
                 continue
             table = node.metadata["table"]
             columns = node.metadata["dagster/column_schema"].columns
             assert [c.name for c in columns] == list(TABLES[table].columns)
             types = {c.name: c.type for c in columns}
-            assert all(types[c] == str(t) for c, t in TABLES[table].columns.items() if not isinstance(t, pl.Datetime))
+            assert all(
+                types[c] == str(t)
+                for c, t in TABLES[table].columns.items()
+                if not isinstance(t, pl.Datetime)
+            )
             meta = instance.get_latest_materialization_event(key).asset_materialization.metadata
             assert meta["dagster/row_count"].value == wh.read(table).height > 0, key
     assert graph.get(dg.AssetKey("warehouse_catalog")).group_name == "catalog"
     assert graph.get(dg.AssetKey("gpu_hourly")).kinds == {"duckdb", "parquet"}
-    hourly = {c.name: c.type for c in graph.get(dg.AssetKey("gpu_hourly")).metadata["dagster/column_schema"].columns}
-    assert (hourly["hour"], hourly["n"]) == ("Datetime(us, UTC)", str(TABLES["gpu_hourly"].columns["n"]))
+    hourly = {
+        c.name: c.type
+        for c in graph.get(dg.AssetKey("gpu_hourly")).metadata["dagster/column_schema"].columns
+    }
+    assert (hourly["hour"], hourly["n"]) == (
+        "Datetime(us, UTC)",
+        str(TABLES["gpu_hourly"].columns["n"]),
+    )
 
 
 def test_every_job_runs_from_the_definitions_with_and_without_a_partition(tmp_path, monkeypatch):
     """What the UI launches: the jobs of pipelines.definitions, on a small simulated fleet."""
     src, home = tmp_path / "fleet", tmp_path / "home"
-    assert main(["simulate", "--out", str(src), "--nodes", "2", "--days", "2", "--fault-scale", "0.001", "--seed", "1"]) == 0
-    monkeypatch.setenv("GOODPUT_HOME", str(home))  # the resource of the definitions reads it, as under `dagster dev`
+    assert (
+        main(
+            [
+                "simulate",
+                "--out",
+                str(src),
+                "--nodes",
+                "2",
+                "--days",
+                "2",
+                "--fault-scale",
+                "0.001",
+                "--seed",
+                "1",
+            ]
+        )
+        == 0
+    )
+    monkeypatch.setenv(
+        "GOODPUT_HOME", str(home)
+    )  # the resource of the definitions reads it, as under `dagster dev`
     paths = [str(src / "slurm"), str(src / "dcgm")]
     with warnings.catch_warnings(), instance_for(home) as instance:
         warnings.simplefilter("ignore")
         ingest = defs.resolve_job_def("ingest").execute_in_process(
-            instance=instance, run_config={"ops": {"ingested_sources": {"config": {"paths": paths}}}}
+            instance=instance,
+            run_config={"ops": {"ingested_sources": {"config": {"paths": paths}}}},
         )
         assert ingest.success
         days = instance.get_dynamic_partitions("telemetry_days")
         assert days == ["2026-01-05", "2026-01-06"]  # added by the ingest asset
         build = defs.resolve_job_def("build")
-        assert build.execute_in_process(instance=instance).success  # no partition: every telemetry day
+        assert build.execute_in_process(
+            instance=instance
+        ).success  # no partition: every telemetry day
         assert instance.get_materialized_partitions(dg.AssetKey("gpu_hourly")) == set(days)
         hourly = Warehouse(home).read("gpu_hourly")
         assert sorted({t.date().isoformat() for t in hourly["hour"]}) == days
@@ -224,8 +292,12 @@ def test_every_job_runs_from_the_definitions_with_and_without_a_partition(tmp_pa
         assert one.success
         [mat] = [m for m in one.asset_materializations_for_node("gpu_hourly") if m.partition]
         assert mat.partition == days[-1] and mat.metadata["days"].value == 1
-        assert Warehouse(home).read("gpu_hourly").sort(pl.all()).equals(hourly.sort(pl.all()))  # same rollup again
-        assert instance.get_latest_materialization_event(dg.AssetKey("leadership_report")) is not None
+        assert (
+            Warehouse(home).read("gpu_hourly").sort(pl.all()).equals(hourly.sort(pl.all()))
+        )  # same rollup again
+        assert (
+            instance.get_latest_materialization_event(dg.AssetKey("leadership_report")) is not None
+        )
 
 
 def test_daily_build_requests_yesterdays_partition_only_when_it_has_telemetry():
@@ -234,7 +306,9 @@ def test_daily_build_requests_yesterdays_partition_only_when_it_has_telemetry():
     schedule = defs.resolve_schedule_def("daily_build")
     at = datetime(2026, 1, 7, 2, 30, tzinfo=UTC)
     with dg.instance_for_test() as instance:
-        ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=at, repository_def=defs.get_repository_def())
+        ctx = dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=at, repository_def=defs.get_repository_def()
+        )
         assert "no telemetry ingested for 2026-01-06" in schedule.evaluate_tick(ctx).skip_message
         instance.add_dynamic_partitions("telemetry_days", ["2026-01-05", "2026-01-06"])
         [request] = schedule.evaluate_tick(ctx).run_requests
@@ -262,10 +336,24 @@ def test_definitions_list_every_asset_job_schedule_sensor_and_check_with_a_descr
     assert by_group == {
         "ingest": {"ingested_sources", "pulled_sources"},
         "warehouse": {"gpu_hourly", "dcgm_counter_events", "telemetry_gpu_replacements"},
-        "analysis": {"interruptions", "component_lifetimes", "repairable_systems", "node_health",
-                     "system_mtbf", "availability", "repair_fits", "root_causes", "failure_rates",
-                     "survival_curves", "hazard_ratios", "goodput_jobs", "goodput_projections",
-                     "goodput_breakdown", "goodput_trend", "fleetsim_results"},
+        "analysis": {
+            "interruptions",
+            "component_lifetimes",
+            "repairable_systems",
+            "node_health",
+            "system_mtbf",
+            "availability",
+            "repair_fits",
+            "root_causes",
+            "failure_rates",
+            "survival_curves",
+            "hazard_ratios",
+            "goodput_jobs",
+            "goodput_projections",
+            "goodput_breakdown",
+            "goodput_trend",
+            "fleetsim_results",
+        },
         "catalog": {"warehouse_catalog"},
         "dashboards": {"leadership_report"},
     }
@@ -273,22 +361,31 @@ def test_definitions_list_every_asset_job_schedule_sensor_and_check_with_a_descr
     jobs = {j.name: j for j in repo.get_all_jobs() if not j.name.startswith("__")}
     assert sorted(jobs) == ["build", "fleetsim", "ingest", "pull"]
     assert all(j.description for j in jobs.values())
-    built = {k.to_user_string() for k in defs.resolve_job_def("build").asset_layer.selected_asset_keys}
-    assert built == set().union(*by_group.values()) - {"ingested_sources", "pulled_sources",
-                                                       "fleetsim_results"}  # its own job
+    built = {
+        k.to_user_string() for k in defs.resolve_job_def("build").asset_layer.selected_asset_keys
+    }
+    assert built == set().union(*by_group.values()) - {
+        "ingested_sources",
+        "pulled_sources",
+        "fleetsim_results",
+    }  # its own job
     running = dg.DefaultScheduleStatus.RUNNING
     assert {(s.name, s.job_name, s.default_status == running) for s in repo.schedule_defs} == {
-        ("daily_build", "build", True), ("hourly_pull", "pull", True)}
+        ("daily_build", "build", True),
+        ("hourly_pull", "pull", True),
+    }
     [sensor] = repo.sensor_defs
     assert (sensor.name, sensor.job_name) == ("landing_sensor", "ingest")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert all(s.description for s in [*repo.schedule_defs, sensor])
     specs = [s for c in ALL_CHECKS for s in c.check_specs]
     assert {(s.name, s.asset_key.to_user_string()) for s in specs} == {
-        ("conservation_check", "ingested_sources"), ("schema_check", "ingested_sources"),
+        ("conservation_check", "ingested_sources"),
+        ("schema_check", "ingested_sources"),
         ("quarantine_ratio_check", "ingested_sources"),
         ("pull_conservation_check", "pulled_sources"),
-        ("duplicate_keys_check", "warehouse_catalog"), ("fits_converged_check", "failure_rates"),
+        ("duplicate_keys_check", "warehouse_catalog"),
+        ("fits_converged_check", "failure_rates"),
         ("goodput_bounds_check", "goodput_projections"),
         ("source_spans_check", "component_lifetimes"),
     }
@@ -309,9 +406,9 @@ def test_an_analysis_asset_depends_on_the_writers_of_the_tables_it_declares():
     assert parents("goodput_projections") == {"failure_rates", "interruptions"}
     # the catalog reads every table: it follows every asset that writes one before it (the
     # report after it, and the fleet simulator's domain, listed after it in DOMAINS)
-    assert parents("warehouse_catalog") == {k.to_user_string() for k in graph.get_all_asset_keys()
-                                            } - {"warehouse_catalog", "leadership_report",
-                                                 "fleetsim_results"}
+    assert parents("warehouse_catalog") == {
+        k.to_user_string() for k in graph.get_all_asset_keys()
+    } - {"warehouse_catalog", "leadership_report", "fleetsim_results"}
 
 
 def test_cli_runs_are_tagged_and_described(tmp_path):

@@ -164,15 +164,24 @@ def test_scale_points_cover_8_to_200k_in_whole_nodes():
 def test_fitted_rates_carry_the_fits_posterior_draws():
     """Rates read from failure_rates take their uncertainty from the fit's events and exposure
     (Gamma(events + 1/2, exposure)), not from a shape assumed around the CI."""
-    fr = conform("failure_rates", pl.DataFrame(
-        {
-            "component_class": ["gpu", "psu"], "stratum": ["all", "all"], "window": ["all", "all"],
-            "model": ["exponential", "exponential"], "selected": [True, True], "params": ["{}", "{}"],
-            "n_events": [40, 0], "exposure_hours": [1.0e6, 5.0e5],
-            "rate_per_1k_unit_days": [40 / 1e6 * 24_000, 0.0],
-            "rate_ci_low": [0.686, 0.0], "rate_ci_high": [1.31, 0.177],
-        }
-    ))
+    fr = conform(
+        "failure_rates",
+        pl.DataFrame(
+            {
+                "component_class": ["gpu", "psu"],
+                "stratum": ["all", "all"],
+                "window": ["all", "all"],
+                "model": ["exponential", "exponential"],
+                "selected": [True, True],
+                "params": ["{}", "{}"],
+                "n_events": [40, 0],
+                "exposure_hours": [1.0e6, 5.0e5],
+                "rate_per_1k_unit_days": [40 / 1e6 * 24_000, 0.0],
+                "rate_ci_low": [0.686, 0.0],
+                "rate_ci_high": [1.31, 0.177],
+            }
+        ),
+    )
     rates = rates_from_failure_rates(fr)
     assert rates.samples is not None and rates.samples.shape[0] == 2
     assert abs(rates.samples[0].mean() - 40.5 / 1e6) / (40.5 / 1e6) < 0.05

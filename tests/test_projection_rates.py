@@ -80,9 +80,10 @@ def test_a_clearly_better_model_within_the_observed_ages_is_selected_and_project
     rates = rates_from_failure_rates(fr)
     assert rates.rate[0] * PER_1K == pytest.approx(sel["rate_per_1k_unit_days"], rel=1e-12)
     # every candidate row shows its own rate (no repetition of one number)
-    assert rows["rate_per_1k_unit_days"].drop_nulls().n_unique() == rows.height - rows[
-        "rate_per_1k_unit_days"
-    ].null_count()
+    assert (
+        rows["rate_per_1k_unit_days"].drop_nulls().n_unique()
+        == rows.height - rows["rate_per_1k_unit_days"].null_count()
+    )
 
 
 def test_family_uncertainty_enters_the_draws_by_akaike_weight():

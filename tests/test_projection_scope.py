@@ -83,7 +83,10 @@ def test_scopes_add_measured_classes_to_the_hardware_fits(fleet_wh, capsys):
     }
     assert by["host_os"]["events"] == 2 and by["host_os"]["unit"] == "node"
     assert by["unknown"]["events"] == 1 and by["workload"]["events"] == 6
-    assert (by["workload"]["unit"], by["workload"]["source"]) == ("job", "interruptions, jobs of 1-8 GPUs")
+    assert (by["workload"]["unit"], by["workload"]["source"]) == (
+        "job",
+        "interruptions, jobs of 1-8 GPUs",
+    )
     assert {c["component_class"] for c in infra["classes"]} == {
         "gpu",
         "software",

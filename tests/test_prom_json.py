@@ -139,7 +139,9 @@ def test_one_bad_json_line_loses_only_that_line():
     good = json.dumps(MATRIX)
     r = parse((good + "\n{truncated\n").encode(), ParseContext())
     assert r.tables["gpu_samples"].height == 3 and r.records == 5
-    assert r.quarantine.filter(r.quarantine["line"] == 2)["error"][0].startswith("JSON line is not JSON")
+    assert r.quarantine.filter(r.quarantine["line"] == 2)["error"][0].startswith(
+        "JSON line is not JSON"
+    )
 
 
 def test_values_times_identity_and_shapes_quarantined_per_record():
@@ -156,11 +158,16 @@ def test_values_times_identity_and_shapes_quarantined_per_record():
     assert s.select("time", "value").rows() == [(datetime(2024, 5, 1, 12), 40.0)]
     assert r.records == 10 and r.quarantine.height == 9
     errors = r.quarantine["error"].to_list()
-    assert errors[:3] == [f"non-finite sample value (not a measurement): {v}" for v in ("+Inf", "-Inf", "NaN")]
+    assert errors[:3] == [
+        f"non-finite sample value (not a measurement): {v}" for v in ("+Inf", "-Inf", "NaN")
+    ]
     assert errors[3] == "timestamp 1e+300 s is out of range"
     assert "clock in the future" in errors[4] and "implausible clock" in errors[5]
     assert errors[6].startswith("series names no GPU and no host")
-    assert errors[7:] == ["series 2: not a JSON object", "series 3: its metric is not an object of labels"]
+    assert errors[7:] == [
+        "series 2: not a JSON object",
+        "series 3: its metric is not an object of labels",
+    ]
     # --host places a GPU-less series
     r = parse(json.dumps(_matrix(doc["data"]["result"][1])).encode(), ParseContext(host="n9"))
     assert r.tables["gpu_samples"].select("host", "gpu", "value").rows() == [("n9", None, 39.0)]

@@ -27,8 +27,17 @@ T0 = datetime(2026, 1, 1)
 
 
 def command(name: str, argv: list[str], **options) -> object:
-    return source_config({"name": name, "kind": "command", "cluster": "c1", "command": argv, "retries": 0,
-                          **options}, kinds())
+    return source_config(
+        {
+            "name": name,
+            "kind": "command",
+            "cluster": "c1",
+            "command": argv,
+            "retries": 0,
+            **options,
+        },
+        kinds(),
+    )
 
 
 def write_sources(home, text: str) -> None:
@@ -47,15 +56,23 @@ def test_window_chunks_cover_the_range_once():
     w = Window(T0, T0 + timedelta(hours=50))
     chunks = w.chunks(timedelta(days=1))
     assert [(c.start, c.end) for c in chunks] == [
-        (T0, T0 + timedelta(days=1)), (T0 + timedelta(days=1), T0 + timedelta(days=2)),
-        (T0 + timedelta(days=2), T0 + timedelta(hours=50))]
+        (T0, T0 + timedelta(days=1)),
+        (T0 + timedelta(days=1), T0 + timedelta(days=2)),
+        (T0 + timedelta(days=2), T0 + timedelta(hours=50)),
+    ]
 
 
 def test_pull_stores_what_ingesting_the_file_stores_and_a_second_pull_adds_nothing(wh, tmp_path):
     src = command("dump", ["cat", str(SACCT)])
     first = pull(wh, [src], T0, T0 + timedelta(hours=6))
-    assert [(r.status, r.records) for r in first] == [("ok", first[0].rows_ok + first[0].rows_quarantined)]
-    pulled = wh.read("job_attempts").drop("source_file", "ingested_at", "batch", strict=False).sort("job_id", "attempt")
+    assert [(r.status, r.records) for r in first] == [
+        ("ok", first[0].rows_ok + first[0].rows_quarantined)
+    ]
+    pulled = (
+        wh.read("job_attempts")
+        .drop("source_file", "ingested_at", "batch", strict=False)
+        .sort("job_id", "attempt")
+    )
     assert pulled.height == first[0].rows_ok > 0
     assert (pulled["cluster"] == "c1").all()
 
@@ -66,7 +83,11 @@ def test_pull_stores_what_ingesting_the_file_stores_and_a_second_pull_adds_nothi
     # the same records from a file: stored once
     other = wh.__class__(tmp_path / "other")
     ingest_paths(other, [SACCT], ctx=ParseContext(cluster="c1"))
-    from_file = other.read("job_attempts").drop("source_file", "ingested_at", "batch", strict=False).sort("job_id", "attempt")
+    from_file = (
+        other.read("job_attempts")
+        .drop("source_file", "ingested_at", "batch", strict=False)
+        .sort("job_id", "attempt")
+    )
     assert from_file.equals(pulled)
     ingest_paths(wh, [SACCT], ctx=ParseContext(cluster="c1"))
     assert wh.read("job_attempts").height == pulled.height
@@ -82,15 +103,21 @@ def test_cursor_overlap_and_windows(wh):
     assert cursors(wh) == {"dump": (T0 + timedelta(days=2, hours=3), True)}
     # without --since: from the cursor less the overlap, to --until
     nxt = plan(wh, [src], until=T0 + timedelta(days=2, hours=5))
-    assert [(w.start, w.end) for _, w, _ in nxt] == [(T0 + timedelta(days=2, hours=3) - overlap, T0 + timedelta(days=2, hours=5))]
+    assert [(w.start, w.end) for _, w, _ in nxt] == [
+        (T0 + timedelta(days=2, hours=3) - overlap, T0 + timedelta(days=2, hours=5))
+    ]
 
 
 def test_window_bounds_reach_the_command():
     src = command("dump", ["echo", "{start}", "{end}"])
-    assert kinds()["command"].plan(src, Window(T0, T0 + timedelta(hours=1))) == ["echo 2026-01-01T00:00:00 2026-01-01T01:00:00"]
+    assert kinds()["command"].plan(src, Window(T0, T0 + timedelta(hours=1))) == [
+        "echo 2026-01-01T00:00:00 2026-01-01T01:00:00"
+    ]
 
 
-def test_a_failing_source_is_a_status_row_the_others_still_run_and_the_next_pull_catches_up(wh, tmp_path):
+def test_a_failing_source_is_a_status_row_the_others_still_run_and_the_next_pull_catches_up(
+    wh, tmp_path
+):
     flag = tmp_path / "down"
     flag.write_text("")
     # fails while the flag file exists, like a login node that is down
@@ -101,10 +128,18 @@ def test_a_failing_source_is_a_status_row_the_others_still_run_and_the_next_pull
     by = {(r.source, r.window.start): r for r in reports}
     failed = by[("k8s", T0)]
     assert failed.status == "failed"
-    assert failed.error.endswith("exited 255: ssh: connect to host login1 port 22: No route to host")
-    assert ("k8s", T0 + timedelta(days=1)) not in by  # no window past the gap is tried, let alone marked done
+    assert failed.error.endswith(
+        "exited 255: ssh: connect to host login1 port 22: No route to host"
+    )
+    assert (
+        "k8s",
+        T0 + timedelta(days=1),
+    ) not in by  # no window past the gap is tried, let alone marked done
     assert [r.status for r in reports if r.source == "dump"] == ["ok", "ok"]
-    assert cursors(wh)["k8s"] == (T0, False)  # never pulled whole: its failed window is where it resumes
+    assert cursors(wh)["k8s"] == (
+        T0,
+        False,
+    )  # never pulled whole: its failed window is where it resumes
     log = wh.read("pull_log").filter(pl.col("source") == "k8s")
     assert log.select("status", "error").rows() == [("failed", failed.error)]
     assert wh.read("job_attempts").height > 0
@@ -118,8 +153,16 @@ def test_a_failing_source_is_a_status_row_the_others_still_run_and_the_next_pull
 
 
 def test_a_command_that_hangs_is_cut_at_its_timeout(wh):
-    src = source_config({"name": "slow", "kind": "command", "command": [sys.executable, "-c", "import time; time.sleep(30)"],
-                         "timeout_s": 0.5, "retries": 0}, kinds())
+    src = source_config(
+        {
+            "name": "slow",
+            "kind": "command",
+            "command": [sys.executable, "-c", "import time; time.sleep(30)"],
+            "timeout_s": 0.5,
+            "retries": 0,
+        },
+        kinds(),
+    )
     [r] = pull(wh, [src], T0, T0 + timedelta(hours=1))
     assert r.status == "failed" and r.error.endswith("no answer within 0.5 s")
 
@@ -127,7 +170,9 @@ def test_a_command_that_hangs_is_cut_at_its_timeout(wh):
 def test_bad_records_are_quarantined_per_record_and_counted(wh, tmp_path):
     bad = tmp_path / "sacct.txt"
     lines = SACCT.read_text().splitlines()
-    bad.write_text("\n".join([*lines, lines[-1].replace("|", "|not-a-time|", 1).replace("|", "||", 3)]) + "\n")
+    bad.write_text(
+        "\n".join([*lines, lines[-1].replace("|", "|not-a-time|", 1).replace("|", "||", 3)]) + "\n"
+    )
     [r] = pull(wh, [command("dump", ["cat", str(bad)])], T0, T0 + timedelta(hours=1))
     assert r.status == "ok"
     assert r.records == r.rows_ok + r.rows_quarantined + r.rows_duplicate
@@ -142,20 +187,24 @@ def test_sources_file_mistakes_are_one_line(tmp_path):
     write_sources(home, '[[source]]\nname = "x"\nkind = "nope"\n')
     with pytest.raises(SourceConfigError, match="kind 'nope' is not one of"):
         load_sources(home, kinds())
-    write_sources(home, '[[source]]\nname = "x"\nkind = "command"\ncommand = ["true"]\ncolour = "red"\n')
+    write_sources(
+        home, '[[source]]\nname = "x"\nkind = "command"\ncommand = ["true"]\ncolour = "red"\n'
+    )
     with pytest.raises(SourceConfigError, match="unknown option"):
         load_sources(home, kinds())
     write_sources(home, '[[source]]\nname = "x"\nkind = "command"\n')
     with pytest.raises(SourceConfigError, match="needs command"):
         load_sources(home, kinds())
-    write_sources(home, '[[source\n')
+    write_sources(home, "[[source\n")
     code, _, err = run_cli("--home", home, "pull")
     assert code == 2 and err.count("\n") == 1 and "sources.toml" in err
 
 
 def test_cli_pull_dry_run_and_exit_status(tmp_path):
     home = tmp_path / "home"
-    write_sources(home, f"""
+    write_sources(
+        home,
+        f"""
 [[source]]
 name = "dump"
 kind = "command"
@@ -167,17 +216,27 @@ name = "down"
 kind = "command"
 command = ["sh", "-c", "echo unreachable >&2; exit 2"]
 retries = 0
-""")
-    code, out, _ = run_cli("--home", home, "pull", "--dry-run", "--since", "2026-01-01", "--until", "2026-01-01T12:00")
+""",
+    )
+    code, out, _ = run_cli(
+        "--home", home, "pull", "--dry-run", "--since", "2026-01-01", "--until", "2026-01-01T12:00"
+    )
     assert code == 0
     assert f"cat {SACCT}" in out and "2026-01-01T00:00:00..2026-01-01T12:00:00" in out
     assert not list(home.rglob("*.parquet"))  # a dry run stores nothing
 
-    code, out, err = run_cli("--home", home, "pull", "--since", "2026-01-01", "--until", "2026-01-01T12:00")
+    code, out, err = run_cli(
+        "--home", home, "pull", "--since", "2026-01-01", "--until", "2026-01-01T12:00"
+    )
     assert code == 1
     assert "dump: pulled 2026-01-01 00:00..2026-01-01 12:00 (1 window(s))" in out
-    assert "warning: down 2026-01-01T00:00:00..2026-01-01T12:00:00: sh -c" in err and "unreachable" in err
-    code, out, _ = run_cli("--home", home, "pull", "dump", "--since", "2026-01-01", "--until", "2026-01-01T12:00")
+    assert (
+        "warning: down 2026-01-01T00:00:00..2026-01-01T12:00:00: sh -c" in err
+        and "unreachable" in err
+    )
+    code, out, _ = run_cli(
+        "--home", home, "pull", "dump", "--since", "2026-01-01", "--until", "2026-01-01T12:00"
+    )
     assert code == 0 and "already stored" in out and " 0 rows" in out
     code, _, err = run_cli("--home", home, "pull", "nosuch")
     assert code == 2 and "no source named nosuch" in err
@@ -193,14 +252,23 @@ def test_dagster_pull_job_and_schedule(tmp_path):
     schedule = next(s for s in defs.schedules if s.name == "hourly_pull")
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
     ctx = dg.build_schedule_context(resources={"goodput": GoodputConfig(home=str(home))})
-    assert isinstance(schedule.evaluate_tick(ctx).skip_message, str)  # no sources.toml: skipped, saying why
+    assert isinstance(
+        schedule.evaluate_tick(ctx).skip_message, str
+    )  # no sources.toml: skipped, saying why
 
-    write_sources(home, f'[[source]]\nname = "dump"\nkind = "command"\ncommand = ["cat", "{SACCT}"]\n')
-    [request] = schedule.evaluate_tick(dg.build_schedule_context(resources={"goodput": GoodputConfig(home=str(home))})).run_requests
+    write_sources(
+        home, f'[[source]]\nname = "dump"\nkind = "command"\ncommand = ["cat", "{SACCT}"]\n'
+    )
+    [request] = schedule.evaluate_tick(
+        dg.build_schedule_context(resources={"goodput": GoodputConfig(home=str(home))})
+    ).run_requests
     job = defs.resolve_job_def("pull")
     with dg.instance_for_test() as instance:
-        result = job.execute_in_process(instance=instance, resources={"goodput": GoodputConfig(home=str(home))},
-                                        tags=request.tags)
+        result = job.execute_in_process(
+            instance=instance,
+            resources={"goodput": GoodputConfig(home=str(home))},
+            tags=request.tags,
+        )
         assert result.success
         [mat] = result.asset_materializations_for_node("pulled_sources")
         assert mat.metadata["rows"].value > 0 and mat.metadata["failures"].value == 0
@@ -216,13 +284,18 @@ def test_dagster_pull_job_and_schedule(tmp_path):
 def test_pull_conservation_catches_a_window_that_does_not_add_up(wh):
     pull(wh, [command("dump", ["cat", str(SACCT)])], T0, T0 + timedelta(hours=1))
     assert pull_conservation(wh).passed
-    bad = wh.read("pull_log").with_columns(records_read=pl.col("records_read") + 1, started_at=pl.lit(T0))
+    bad = wh.read("pull_log").with_columns(
+        records_read=pl.col("records_read") + 1, started_at=pl.lit(T0)
+    )
     with wh.batch("bad") as batch:
         batch.add({"pull_log": bad})
     result = pull_conservation(wh)
     # the bad row does not add up, and it claims rows the warehouse does not hold twice
     assert not result.passed and result.metadata["violations"] == 2
-    assert "read 5, stored 4" in result.metadata["first"] and "8 rows pulled, 4 stored" in result.metadata["first"]
+    assert (
+        "read 5, stored 4" in result.metadata["first"]
+        and "8 rows pulled, 4 stored" in result.metadata["first"]
+    )
 
 
 @pytest.mark.parametrize("verify", [False, "/etc/goodput/bmc-ca.pem"])
@@ -231,6 +304,11 @@ def test_verify_tls_is_not_undone_by_requests_ca_bundle(monkeypatch, verify):
 
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
     session = http_session(command("x", ["true"]), verify=verify)
-    assert session.merge_environment_settings("https://bmc", {}, None, None, None)["verify"] == verify
+    assert (
+        session.merge_environment_settings("https://bmc", {}, None, None, None)["verify"] == verify
+    )
     default = http_session(command("x", ["true"]))
-    assert default.merge_environment_settings("https://bmc", {}, None, None, None)["verify"] == "/etc/ssl/certs/ca-certificates.crt"
+    assert (
+        default.merge_environment_settings("https://bmc", {}, None, None, None)["verify"]
+        == "/etc/ssl/certs/ca-certificates.crt"
+    )

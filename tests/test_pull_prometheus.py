@@ -67,7 +67,9 @@ def both(prom, tmp_path_factory):
     each with its daily tables and counter events built."""
     url, files = prom
     ingested = Warehouse(tmp_path_factory.mktemp("files") / "home")
-    ingest_paths(ingested, [f for f in files if f.name < f"{UNTIL:%Y-%m-%d}"], jobs=1)  # a file a day
+    ingest_paths(
+        ingested, [f for f in files if f.name < f"{UNTIL:%Y-%m-%d}"], jobs=1
+    )  # a file a day
     pulled = Warehouse(tmp_path_factory.mktemp("pulled") / "home")
     reports = pull(pulled, [_source(url, raw_per_hour=0)], since=SINCE, until=UNTIL)  # rollups
     for wh in (ingested, pulled):

@@ -20,14 +20,29 @@ def test_the_daemon_pulls_on_schedule(tmp_path):
 
     home = tmp_path / "home"
     home.mkdir()
-    (home / "sources.toml").write_text(f'[[source]]\nname = "dump"\nkind = "command"\ncommand = ["cat", "{SACCT}"]\n')
-    instance_for(home).dispose()  # writes HOME/.dagster/dagster.yaml (queued runs, polled every second)
-    env = {**os.environ, "GOODPUT_HOME": str(home), "DAGSTER_HOME": str(home / ".dagster"),
-           "GOODPUT_PULL_CRON": "* * * * *"}
-    daemon = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-m", "pipelines.definitions"],
-                              cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (home / "sources.toml").write_text(
+        f'[[source]]\nname = "dump"\nkind = "command"\ncommand = ["cat", "{SACCT}"]\n'
+    )
+    instance_for(
+        home
+    ).dispose()  # writes HOME/.dagster/dagster.yaml (queued runs, polled every second)
+    env = {
+        **os.environ,
+        "GOODPUT_HOME": str(home),
+        "DAGSTER_HOME": str(home / ".dagster"),
+        "GOODPUT_PULL_CRON": "* * * * *",
+    }
+    daemon = subprocess.Popen(
+        [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-m", "pipelines.definitions"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        deadline = time.monotonic() + 240  # the next minute's tick, then a launched run (slow under load)
+        deadline = (
+            time.monotonic() + 240
+        )  # the next minute's tick, then a launched run (slow under load)
         while time.monotonic() < deadline and not Warehouse(home).files("pull_log"):
             time.sleep(2)
     finally:

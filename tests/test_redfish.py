@@ -295,7 +295,11 @@ def test_sensor_non_finite_implausible_and_misshaped_array_quarantined():
     )
     ok, q = _sensors(doc, time=datetime(2024, 5, 1), host="n1")
     assert ok.select("sensor", "value").rows() == [("Inlet", 24.0)]
-    assert q["error"].to_list() == ["non-finite reading: NaN", "non-finite reading: inf", "Fans is not a JSON array"]
+    assert q["error"].to_list() == [
+        "non-finite reading: NaN",
+        "non-finite reading: inf",
+        "Fans is not a JSON array",
+    ]
     ok, q = _sensors(doc, time=datetime(2099, 1, 1), host="n1")
     assert ok.height == 0 and "clock in the future" in q["error"][0]
 
@@ -309,18 +313,28 @@ def test_openbmc_postcode_page_and_unset_bmc_clock_entries():
         "Boot Count: 4: TS Offset: 0.0033; POST Code: 0x43",
     )  # fmt: skip
     # Intel's PSU manager README: an OpenBMC whose clock was never set dates events 1970-01-03
-    ok, q = _logs((BMC / "intel-bmc-psu-manager__EventLog_entries_clock_1970.json").read_bytes(), host="obmc")
+    ok, q = _logs(
+        (BMC / "intel-bmc-psu-manager__EventLog_entries_clock_1970.json").read_bytes(), host="obmc"
+    )
     assert ok.height == 0 and q["line"].to_list() == [1, 2, 3]
-    assert q["error"][0] == "time 1970-01-03T09:06:50 is before 2000-01-01T00:00:00 (implausible clock)"
+    assert (
+        q["error"][0]
+        == "time 1970-01-03T09:06:50 is before 2000-01-01T00:00:00 (implausible clock)"
+    )
 
 
 def test_sensor_without_reading_type_and_sushy_power():
-    ok, q = _sensors((BMC / "redfish-mockup__Chassis_1U_Sensors_CPU1Temp.json").read_bytes(), time=datetime(2024, 5, 1))
+    ok, q = _sensors(
+        (BMC / "redfish-mockup__Chassis_1U_Sensors_CPU1Temp.json").read_bytes(),
+        time=datetime(2024, 5, 1),
+    )
     assert q.height == 0
     assert ok.select("host", "sensor", "sensor_type", "value", "unit", "status").rows() == [
         ("1U", "CPU #1 Temperature", "temperature", 37.0, "C", "ok")
     ]
-    ok, q = _sensors((BMC / "sushy__json_samples_power.json").read_bytes(), time=datetime(2024, 5, 1))
+    ok, q = _sensors(
+        (BMC / "sushy__json_samples_power.json").read_bytes(), time=datetime(2024, 5, 1)
+    )
     assert q.height == 0
     assert ok.select("host", "sensor", "sensor_type", "value", "unit").rows() == [
         ("MultiBladeEncl", "Power Supply 0", "power_supply", 650.0, "W"),

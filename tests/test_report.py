@@ -40,9 +40,19 @@ ALL_CHARTS = [
     "coverage",
 ]
 # the analyses section is a table, no chart; node_health has no rows in the fixture (a note)
-_AT = ALL_CHARTS.index("data_quality")  # node_health (ORDER 100) sits just before data_quality (110)
+_AT = ALL_CHARTS.index(
+    "data_quality"
+)  # node_health (ORDER 100) sits just before data_quality (110)
 # the first screen, the table of contents, the charts, the tables, the glossary
-SECTIONS = ["summary", "contents-section", *ALL_CHARTS[:_AT], "node_health", *ALL_CHARTS[_AT:], "analyses", "glossary"]
+SECTIONS = [
+    "summary",
+    "contents-section",
+    *ALL_CHARTS[:_AT],
+    "node_health",
+    *ALL_CHARTS[_AT:],
+    "analyses",
+    "glossary",
+]
 DATA_SECTIONS = [k for k in SECTIONS if k not in ("contents-section", "glossary")]
 
 
@@ -227,7 +237,11 @@ def test_images_for_every_chart(built):
         assert svg.read_text().lstrip().startswith("<svg"), name
         # a slide export says what it shows: the section's title, the period and the scope
         text = html.unescape(re.sub(r"<[^>]+>", " ", svg.read_text()))
-        for line in (titles[name], "Period: not established yet (run goodput build)", "Scope: whole fleet"):
+        for line in (
+            titles[name],
+            "Period: not established yet (run goodput build)",
+            "Scope: whole fleet",
+        ):
             assert line in text, (name, line)
 
 
@@ -356,7 +370,10 @@ def test_table_sections_show_their_reading_and_coverage_counts_attempts_once(tmp
     page = build_report(wh, images=False).read_text(encoding="utf-8")
     analyses = re.search(r'<section id="analyses">(.*?)</section>', page, re.DOTALL).group(1)
     assert NO_DATA not in analyses
-    assert '<p class="reading">1 of 2 analyses ran; missing inputs or errors: failure_fits skipped' in analyses
+    assert (
+        '<p class="reading">1 of 2 analyses ran; missing inputs or errors: failure_fits skipped'
+        in analyses
+    )
     attempts = wh.read("job_attempts")
     assert attempts["nodes"].list.len().max() > 1  # the fixture has multi-host attempts
     coverage = re.search(r'<section id="coverage">(.*?)</section>', page, re.DOTALL).group(1)

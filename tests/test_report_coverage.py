@@ -17,15 +17,24 @@ def _readings(wh) -> tuple[pl.DataFrame, tuple[int, int]]:
     return cov, headline._fleet_size(wh, cov, wh.read("component_history"))
 
 
-def test_coverage_and_fleet_size_from_gpu_daily_equal_those_from_gpu_hourly(demo, tmp_path, monkeypatch):
+def test_coverage_and_fleet_size_from_gpu_daily_equal_those_from_gpu_hourly(
+    demo, tmp_path, monkeypatch
+):
     wh, _ = demo
     assert section.telemetry_rollup(wh) == "gpu_daily"
     cov, size = _readings(wh)
     tel = cov.filter(pl.col("source") == "gpu_hourly")
-    assert tel.height > 0 and tel["rows"].sum() == wh.query(
-        f"SELECT sum(n)::BIGINT AS n FROM ({wh.view_sql('gpu_hourly')})")["n"][0]
-    assert size[1] == wh.query(
-        f"SELECT count(DISTINCT (host, gpu)) AS n FROM ({wh.view_sql('gpu_hourly')}) WHERE gpu IS NOT NULL")["n"][0]
+    assert (
+        tel.height > 0
+        and tel["rows"].sum()
+        == wh.query(f"SELECT sum(n)::BIGINT AS n FROM ({wh.view_sql('gpu_hourly')})")["n"][0]
+    )
+    assert (
+        size[1]
+        == wh.query(
+            f"SELECT count(DISTINCT (host, gpu)) AS n FROM ({wh.view_sql('gpu_hourly')}) WHERE gpu IS NOT NULL"
+        )["n"][0]
+    )
 
     # the same frame and fleet size as read from every hour of gpu_hourly
     for mod in (section, headline):
@@ -69,5 +78,8 @@ def test_a_large_fleet_charts_its_least_covered_hosts():
     cov_no_attempts = cov.filter(pl.col("source") != "job_attempts")
     Ctx.coverage = cov_no_attempts
     s = coverage.build(Ctx)
-    assert len(s.chart.to_dict()["datasets"][next(iter(s.chart.to_dict()["datasets"]))]) <= 2 * coverage.MAX_HOSTS
+    assert (
+        len(s.chart.to_dict()["datasets"][next(iter(s.chart.to_dict()["datasets"]))])
+        <= 2 * coverage.MAX_HOSTS
+    )
     assert f"the {coverage.MAX_HOSTS} of 2,000 hosts with the least coverage" in s.reading

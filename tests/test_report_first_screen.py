@@ -13,7 +13,9 @@ from test_report_browser import ARGS, CHROMIUM
 
 from dashboards.report import build_report
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium absent (apt-get install chromium)")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="/usr/bin/chromium absent (apt-get install chromium)"
+)
 WIDTH, FOLD = 1400, 900
 FIRST_SCREEN = ("#report-period", "#report-scope", "#tile-goodput", "#tile-lost", "#tile-cost",
                 "#tile-interruptions", "#summary table.data")  # fmt: skip
@@ -34,7 +36,9 @@ def screen(tmp_path_factory) -> dict:
             out["boxes"] = {sel: page.locator(sel).first.bounding_box() for sel in FIRST_SCREEN}
             out["tiles"] = [t.bounding_box() for t in page.locator("#summary .tile").all()]
             out["tile_text"] = page.locator("#summary .tiles").inner_text()
-            out["links"] = page.locator("#contents a").evaluate_all("as => as.map(a => a.getAttribute('href'))")
+            out["links"] = page.locator("#contents a").evaluate_all(
+                "as => as.map(a => a.getAttribute('href'))"
+            )
             out["ids"] = page.locator("main > section").evaluate_all("ss => ss.map(s => s.id)")
             out["glossary_terms"] = page.locator("#glossary dt").count()
             out["header"] = page.locator("header").inner_text()
@@ -63,7 +67,7 @@ def test_tiles_do_not_overlap(screen):
     tiles = screen["tiles"]
     assert len(tiles) >= 4
     for i, a in enumerate(tiles):
-        for b in tiles[i + 1:]:
+        for b in tiles[i + 1 :]:
             apart = (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
                      or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])  # fmt: skip
             assert apart, (a, b)

@@ -120,7 +120,9 @@ TEXTS = """() => { const out = [];
 def _select(page, field: str, value: str) -> None:
     page.select_option(f'#chart-explore select[name="sel_{field}"]', value)
     page.wait_for_function(
-        "([f, v]) => window.reportViews.explore.signal('sel_' + f) === v", arg=[field, value], timeout=10_000
+        "([f, v]) => window.reportViews.explore.signal('sel_' + f) === v",
+        arg=[field, value],
+        timeout=10_000,
     )
     page.wait_for_timeout(200)
 
@@ -132,8 +134,15 @@ def test_selectors_a_class_click_and_a_time_brush_filter_every_chart(browser, re
     assert page.evaluate(TEXTS) == ["Selection: 10 unexpected interruptions, 80 GPU-hours lost",
                                     "measured goodput 82.5% of 504 GPU-hours"]  # fmt: skip
     # the partition selector (a drop-down bound to a Vega-Lite parameter): every chart shows train's rows
-    options = page.eval_on_selector_all('#chart-explore select[name="sel_partition"] option', "os => os.map(o => o.value)")
-    assert options == ["(all)", "(none)", "batch", "train"]  # the fixture's job chains name no partition
+    options = page.eval_on_selector_all(
+        '#chart-explore select[name="sel_partition"] option', "os => os.map(o => o.value)"
+    )
+    assert options == [
+        "(all)",
+        "(none)",
+        "batch",
+        "train",
+    ]  # the fixture's job chains name no partition
     _select(page, "partition", "train")
     assert _bars(page, "cause_class") == {"gpu": 3}
     assert _bars(page, "partition") == {"train": 3}
@@ -146,17 +155,21 @@ def test_selectors_a_class_click_and_a_time_brush_filter_every_chart(browser, re
     _select(page, "partition", "(all)")
     assert _bars(page, "partition") == {"batch": 7, "train": 3}
     # a click on a class bar filters the partition bars and the figures
-    page.locator('#chart-explore [aria-roledescription="bar"][aria-label*="cause_class: psu;"]').click()
+    page.locator(
+        '#chart-explore [aria-roledescription="bar"][aria-label*="cause_class: psu;"]'
+    ).click()
     page.wait_for_timeout(300)
     assert _bars(page, "partition") == {"batch": 1}
     assert page.evaluate(TEXTS)[0] == "Selection: 1 unexpected interruptions, 8 GPU-hours lost"
-    page.locator('#chart-explore [aria-roledescription="bar"][aria-label*="cause_class: psu;"]').click(
-        modifiers=["Shift"]
-    )  # shift-click toggles it off
+    page.locator(
+        '#chart-explore [aria-roledescription="bar"][aria-label*="cause_class: psu;"]'
+    ).click(modifiers=["Shift"])  # shift-click toggles it off
     page.wait_for_timeout(300)
     assert _bars(page, "partition") == {"batch": 7, "train": 3}
     # brush across January 7 only: the bar charts and the figures hold that day's rows
-    jan7 = page.locator('#chart-explore [aria-roledescription="bar"][aria-label*="day from: 2026-01-07"]')
+    jan7 = page.locator(
+        '#chart-explore [aria-roledescription="bar"][aria-label*="day from: 2026-01-07"]'
+    )
     box = jan7.bounding_box()
     y = box["y"] + box["height"] - 2
     page.mouse.move(box["x"] - 2, y)  # a bar is in the brush when its day starts inside it

@@ -49,7 +49,10 @@ def test_headline_gives_infrastructure_and_all_causes_mtti_and_names_the_scope(t
         in head
     )
     causes = _reading(secs, "causes")
-    assert f"4 were the jobs' own failures (class workload: exit codes, OOM) and {unplanned} infrastructure." in causes
+    assert (
+        f"4 were the jobs' own failures (class workload: exit codes, OOM) and {unplanned} infrastructure."
+        in causes
+    )
     assert "Llama 3: " in causes.split("infrastructure.", 1)[1]  # compared on one denominator
     assert "Interruption scope: infrastructure" in _reading(secs, "goodput_scale")
     good = _reading(secs, "goodput_measured")

@@ -50,9 +50,16 @@ def _palette_aside(spec):
         if color.get("field") in CLASS_FIELDS:
             out["encoding"] = {k: v for k, v in enc.items() if k != "color"}
         elif color.get("field") == "goodput":
-            out["encoding"] = {**enc, "color": {k: v for k, v in color.items() if k not in ("scale", "legend")}}
+            out["encoding"] = {
+                **enc,
+                "color": {k: v for k, v in color.items() if k not in ("scale", "legend")},
+            }
     mark = out.get("mark")
-    if isinstance(mark, dict) and mark.get("type") == "bar" and mark.get("color", "#4c78a8") == "#4c78a8":
+    if (
+        isinstance(mark, dict)
+        and mark.get("type") == "bar"
+        and mark.get("color", "#4c78a8") == "#4c78a8"
+    ):
         rest = {k: v for k, v in mark.items() if k != "color"}
         out["mark"] = "bar" if rest == {"type": "bar"} else rest
     return out
@@ -66,7 +73,9 @@ def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
     (``_palette_aside``); sections added since the split are set aside."""
     before = json.loads(BEFORE.read_text())
     now = _plain(build_sections(fixture_warehouse(tmp_path / "home")))
-    now = [s for s in now if s["key"] in {b["key"] for b in before}]  # sections added since the split aside
+    now = [
+        s for s in now if s["key"] in {b["key"] for b in before}
+    ]  # sections added since the split aside
     assert [s["key"] for s in now] == [s["key"] for s in before]
     for old, new in zip(before, now, strict=True):
         for field in ("title", "reading", "note", "extra_html", "spec"):
@@ -75,7 +84,10 @@ def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
             if old["key"] == "causes" and field == "reading":  # one denominator on both sides
                 continue
             if old["key"] == "goodput_scale" and field == "reading":  # what the band holds
-                assert new[field] == f"{old[field]} The 95% band {BAND_COVERS} (the what-if section varies those)."
+                assert (
+                    new[field]
+                    == f"{old[field]} The 95% band {BAND_COVERS} (the what-if section varies those)."
+                )
                 continue
             if old["key"] == "causes" and field == "spec":
                 pareto = new[field]["hconcat"][0]
@@ -85,13 +97,18 @@ def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
                 continue
             if old["key"] == "headline" and field == "reading":  # one wording for interruptions
                 said = "4 jobs were interrupted unexpectedly (0 by their own failures)"
-                assert new[field] == old[field].replace(said, "4 unexpected interruptions (0 the jobs' own failures)")
+                assert new[field] == old[field].replace(
+                    said, "4 unexpected interruptions (0 the jobs' own failures)"
+                )
                 continue
             if old["key"] == "hazard_ratios" and field in ("title", "reading", "spec"):
                 # changed on purpose: effects apart from associations (power), PH failures
                 # named, a colour for associations (tests/test_cox_covariates.py)
                 continue
-            if old["key"] in ("failure_rates", "survival", "rate_trend") and field in ("reading", "spec"):
+            if old["key"] in ("failure_rates", "survival", "rate_trend") and field in (
+                "reading",
+                "spec",
+            ):
                 # changed on purpose: the selected row is the observed rate unless a model is
                 # clearly better (new columns in the charts' data), shape readings say when the
                 # data cannot tell, KM curves stop under 10 units at risk, trends are claimed
@@ -102,15 +119,24 @@ def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
                 # changed on purpose: a badput part sized by assumptions is labelled so and never
                 # named the largest loss (tests/test_goodput_measured.py)
                 continue
-            if old["key"] == "sensitivity" and field == "spec":  # each item's goodput_base is its own
+            if (
+                old["key"] == "sensitivity" and field == "spec"
+            ):  # each item's goodput_base is its own
                 # baseline (goodput - gain: the Monte Carlo one for spares), equal here up to rounding
                 rows = lambda spec: next(iter(spec["datasets"].values()))
                 for a, b in zip(rows(old[field]), rows(new[field]), strict=True):
                     assert b == {**a, "goodput_base": pytest.approx(a["goodput_base"])}
                 continue
-            if old["key"] == "explore" and field in ("title", "reading", "spec", "extra_html"):  # the drill-down
+            if old["key"] == "explore" and field in (
+                "title",
+                "reading",
+                "spec",
+                "extra_html",
+            ):  # the drill-down
                 continue  # section since (tests/test_report_interactive.py)
-            if old["key"] == "coverage" and field == "extra_html":  # job_attempts counted once since
+            if (
+                old["key"] == "coverage" and field == "extra_html"
+            ):  # job_attempts counted once since
                 # (test_report.py::test_table_sections_show_their_reading_and_coverage_counts_attempts_once)
                 strip = re.compile(r"(<td>job_attempts</td>(?:<td>[^<]*</td>){2})<td>[^<]*</td>")
                 assert strip.sub(r"\1", new[field]) == strip.sub(r"\1", old[field])
@@ -165,7 +191,7 @@ def test_registry_is_the_files_of_the_package_in_order():
         assert m.TITLE and callable(m.build)
 
 
-EXTRA = '''
+EXTRA = """
 from dashboards.section import Section
 
 KEY = "zz_extra"
@@ -178,7 +204,7 @@ def build(ctx):
     s = Section(KEY, TITLE)
     s.reading = f"{ctx.t['hw_events'].height} hardware events; scope {ctx.scope}."
     return s
-'''
+"""
 
 
 @pytest.fixture

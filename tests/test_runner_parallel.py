@@ -17,7 +17,14 @@ def _mixed_fleet(root: Path) -> Path:
     """A slice of the committed fleet (every source type) plus the quirks a real drop holds: a
     copy of a file under another name, a corrupt gzip, an empty file, an unrecognised one."""
     src = root / "src"
-    for sub, n in (("slurm", None), ("k8s", None), ("components", None), ("kernel", 2), ("ipmi", 2), ("redfish", 2)):
+    for sub, n in (
+        ("slurm", None),
+        ("k8s", None),
+        ("components", None),
+        ("kernel", 2),
+        ("ipmi", 2),
+        ("redfish", 2),
+    ):
         for p in sorted((SAMPLE_FLEET / sub).iterdir())[:n]:
             (src / sub).mkdir(parents=True, exist_ok=True)
             shutil.copy(p, src / sub / p.name)
@@ -84,9 +91,9 @@ def test_pooled_ingest_writes_what_a_serial_one_does(tmp_path, pooled):
         assert r.records == r.rows_ok + r.rows_quarantined + r.rows_duplicate, r.path
     assert sum(r.rows_ok for r in two) > 5_000
     q = parallel.read("quarantine")
-    assert q.filter(q["source_file"].str.ends_with("corrupt.prom.gz"))["error"].str.slice(0, 17).to_list() == [
-        "cannot decompress"
-    ]
+    assert q.filter(q["source_file"].str.ends_with("corrupt.prom.gz"))["error"].str.slice(
+        0, 17
+    ).to_list() == ["cannot decompress"]
 
     # again: nothing changes; only the file that could not be read is tried again
     again = ingest_paths(parallel, [src], jobs=2)
@@ -94,7 +101,9 @@ def test_pooled_ingest_writes_what_a_serial_one_does(tmp_path, pooled):
     assert table_snapshot(parallel) == table_snapshot(serial)
 
 
-def test_a_crash_while_committing_leaves_whole_batches_and_a_rerun_completes(tmp_path, pooled, monkeypatch):
+def test_a_crash_while_committing_leaves_whole_batches_and_a_rerun_completes(
+    tmp_path, pooled, monkeypatch
+):
     src = _mixed_fleet(tmp_path)
     serial = Warehouse(tmp_path / "serial")
     ingest_paths(serial, [src], jobs=1)
@@ -111,7 +120,9 @@ def test_a_crash_while_committing_leaves_whole_batches_and_a_rerun_completes(tmp
     with pytest.raises(RuntimeError, match="disk full"):
         ingest_paths(wh, [src], jobs=2)
     m = wh.read("ingest_manifest")
-    assert m["batch"].n_unique() == 2  # the two batches committed before the crash, nothing of the third
+    assert (
+        m["batch"].n_unique() == 2
+    )  # the two batches committed before the crash, nothing of the third
     stored = set(m["path"])
     assert set(wh.read("gpu_samples")["source_file"]) <= stored
     monkeypatch.setattr(runner, "_manifest", manifest)
@@ -119,7 +130,9 @@ def test_a_crash_while_committing_leaves_whole_batches_and_a_rerun_completes(tmp
     # the same rows as a serial run; only the manifest's batch ids differ (the rerun's files
     # are grouped afresh)
     got, want = _without_batches(wh), _without_batches(serial)
-    assert got == want and len(got["ingest_manifest"]) == len(iter_files([src])) - 2  # a copy skipped, one not done
+    assert (
+        got == want and len(got["ingest_manifest"]) == len(iter_files([src])) - 2
+    )  # a copy skipped, one not done
 
 
 def _without_batches(wh: Warehouse) -> dict[str, list]:
@@ -160,11 +173,15 @@ def test_goodput_config_ingest_jobs_reaches_the_runner(tmp_path):
         cfg = GoodputConfig(home=str(tmp_path / "home"), sources=[str(src)], ingest_jobs=jobs)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = dg.materialize([ingested_sources], resources={"goodput": cfg}, raise_on_error=False)
+            result = dg.materialize(
+                [ingested_sources], resources={"goodput": cfg}, raise_on_error=False
+            )
         assert result.success is ok
         if not ok:
             (failure,) = [e for e in result.all_events if e.is_step_failure]
-            assert "jobs (--jobs) must be at least 1, not -1" in str(failure.step_failure_data.error)
+            assert "jobs (--jobs) must be at least 1, not -1" in str(
+                failure.step_failure_data.error
+            )
 
 
 def _dcgm_many(monkeypatch, parse_many):
@@ -186,13 +203,18 @@ def test_small_scrapes_are_parsed_together_and_store_what_one_by_one_does(tmp_pa
     one_by_one = Warehouse(tmp_path / "one")
     want = ingest_paths(one_by_one, [src], jobs=1)
     calls = []
-    _dcgm_many(monkeypatch, lambda files: calls.append([c.path for _, c in files]) or dcgm.parse_many(files))
+    _dcgm_many(
+        monkeypatch,
+        lambda files: calls.append([c.path for _, c in files]) or dcgm.parse_many(files),
+    )
     together = Warehouse(tmp_path / "together")
     got = ingest_paths(together, [src], jobs=1)
     assert _reports(got) == _reports(want)
     assert table_snapshot(together) == table_snapshot(one_by_one)
     # the 8 node scrapes in one call (the copy is skipped, the corrupt file is not readable)
-    assert [[Path(p).parent.name for p in c] for c in calls] == [["gpu-node-001"] * 4 + ["gpu-node-002"] * 4]
+    assert [[Path(p).parent.name for p in c] for c in calls] == [
+        ["gpu-node-001"] * 4 + ["gpu-node-002"] * 4
+    ]
 
 
 def test_a_failing_parse_many_falls_back_to_one_file_at_a_time(tmp_path, monkeypatch):
@@ -229,7 +251,9 @@ def test_a_failing_parse_many_falls_back_to_one_file_at_a_time(tmp_path, monkeyp
     r = reports[str(bad)]
     assert (r.records, r.rows_quarantined, r.done) == (1, 1, False)
     q = g2.read("quarantine")
-    assert q.filter(q["source_file"] == str(bad))["error"].to_list() == ["parser error: ZeroDivisionError('division by zero')"]
+    assert q.filter(q["source_file"] == str(bad))["error"].to_list() == [
+        "parser error: ZeroDivisionError('division by zero')"
+    ]
     ok = [x for p, x in reports.items() if p.startswith(str(bad.parent)) and p != str(bad)]
     assert len(ok) == 3 and all(x.done and x.rows_ok > 0 and x.rows_quarantined == 0 for x in ok)
 
@@ -239,7 +263,11 @@ def test_directories_expand_sorted_without_hidden_entries_or_symlinked_dirs(tmp_
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x")
     (tmp_path / "d").symlink_to(tmp_path / "a", target_is_directory=True)
-    assert [f.relative_to(tmp_path).as_posix() for f in iter_files([tmp_path])] == ["a/1.log", "b/2.log", "c.log"]
+    assert [f.relative_to(tmp_path).as_posix() for f in iter_files([tmp_path])] == [
+        "a/1.log",
+        "b/2.log",
+        "c.log",
+    ]
     with pytest.raises(UserError, match="no such file or directory"):
         iter_files([tmp_path / "missing"])
 

@@ -72,8 +72,12 @@ def test_duplicates_give_one_attempt_per_requeue_in_time_order():
 
 
 def test_arrays_multibyte_delimiter_fields_and_timezone():
-    text = "123_4¦2026-03-08T01:30:00¦CA¦gpu[08-10]\n123_[5-7]¦Unknown¦WEIRD_NEW_STATE¦None assigned\n"
-    ok, q = _parse(text, fields=("JobID", "Start", "State", "NodeList"), delimiter="¦", tz="America/New_York")
+    text = (
+        "123_4¦2026-03-08T01:30:00¦CA¦gpu[08-10]\n123_[5-7]¦Unknown¦WEIRD_NEW_STATE¦None assigned\n"
+    )
+    ok, q = _parse(
+        text, fields=("JobID", "Start", "State", "NodeList"), delimiter="¦", tz="America/New_York"
+    )
     assert q.height == 0
     a, b = ok.row(0, named=True), ok.row(1, named=True)
     assert (a["job_id"], a["array_job_id"], a["array_task_id"]) == ("123_4", "123", "4")
@@ -122,33 +126,59 @@ def test_parsable_trailing_delimiter_headerless_and_with_header(delim):
     body = f"7{delim}COMPLETED{delim}0:0{delim}\n8{delim}FAILED{delim}1:9{delim}\n"
     for text, ctx in (
         (body, {"fields": ("JobID", "State", "ExitCode"), "delimiter": delim}),
-        (f"JobID{delim}State{delim}ExitCode{delim}\n" + body, {"delimiter": delim} if delim != "|" else {}),
+        (
+            f"JobID{delim}State{delim}ExitCode{delim}\n" + body,
+            {"delimiter": delim} if delim != "|" else {},
+        ),
     ):
         ok, q = _parse(text, **ctx)
         assert q.height == 0
-        assert ok.select("job_id", "state", "exit_code", "signal").rows() == [("7", "COMPLETED", 0, 0), ("8", "FAILED", 1, 9)]
+        assert ok.select("job_id", "state", "exit_code", "signal").rows() == [
+            ("7", "COMPLETED", 0, 0),
+            ("8", "FAILED", 1, 9),
+        ]
 
 
 def test_one_bad_gpu_count_quarantines_one_line_only():
     good = "".join(f"{i}|COMPLETED|gres/gpu=8,node=1\n" for i in range(1, 40))
     ok, q = _parse("JobID|State|AllocTRES\n" + good + "99|FAILED|gres/gpu=99999999999\n")
     assert ok.height == 39 and ok["n_gpus"].unique().to_list() == [8]
-    assert q.rows() == [(41, "99|FAILED|gres/gpu=99999999999", "n_gpus 99999999999 is not in 0..10,000,000")]
+    assert q.rows() == [
+        (41, "99|FAILED|gres/gpu=99999999999", "n_gpus 99999999999 is not in 0..10,000,000")
+    ]
 
 
 @pytest.mark.parametrize(
     "line, error",
     [
-        ("1|99999999999|0:0|2026-01-01T00:00:00|2026-01-01T01:00:00", "n_nodes 99999999999 is not in 0..100,000"),
+        (
+            "1|99999999999|0:0|2026-01-01T00:00:00|2026-01-01T01:00:00",
+            "n_nodes 99999999999 is not in 0..100,000",
+        ),
         ("1|-2|0:0|2026-01-01T00:00:00|2026-01-01T01:00:00", "NNodes '-2' is not a count"),
         ("1|x|0:0|2026-01-01T00:00:00|2026-01-01T01:00:00", "NNodes 'x' is not a count"),
-        ("1|2|999999999999:0|2026-01-01T00:00:00|2026-01-01T01:00:00", "exit_code 999999999999 is not in 0..255"),
+        (
+            "1|2|999999999999:0|2026-01-01T00:00:00|2026-01-01T01:00:00",
+            "exit_code 999999999999 is not in 0..255",
+        ),
         ("1|2|1:300|2026-01-01T00:00:00|2026-01-01T01:00:00", "signal 300 is not in 0..255"),
         ("1|2|oops|2026-01-01T00:00:00|2026-01-01T01:00:00", "ExitCode 'oops'"),
-        ("1|2|0:0|2026-01-02T00:00:00|2026-01-01T01:00:00", "end_time 2026-01-01T01:00:00 is before start_time 2026-01-02T00:00:00"),
-        ("1|2|0:0|2026-01-01T00:00:00|9999-01-01T01:00:00", "end_time: time 9999-01-01T01:00:00 is after"),
-        ("1|2|0:0|1970-01-01T00:00:00|2026-01-01T01:00:00", "start_time: time 1970-01-01T00:00:00 is before 2000-01-01"),
-        ("1|2|0:0|2026-13-01T00:00:00|2026-01-01T01:00:00", "unreadable Start '2026-13-01T00:00:00'"),
+        (
+            "1|2|0:0|2026-01-02T00:00:00|2026-01-01T01:00:00",
+            "end_time 2026-01-01T01:00:00 is before start_time 2026-01-02T00:00:00",
+        ),
+        (
+            "1|2|0:0|2026-01-01T00:00:00|9999-01-01T01:00:00",
+            "end_time: time 9999-01-01T01:00:00 is after",
+        ),
+        (
+            "1|2|0:0|1970-01-01T00:00:00|2026-01-01T01:00:00",
+            "start_time: time 1970-01-01T00:00:00 is before 2000-01-01",
+        ),
+        (
+            "1|2|0:0|2026-13-01T00:00:00|2026-01-01T01:00:00",
+            "unreadable Start '2026-13-01T00:00:00'",
+        ),
     ],
 )
 def test_out_of_range_values_are_quarantined_not_nulled(line, error):
@@ -169,7 +199,10 @@ def test_exact_duplicate_lines_are_stored_once_and_counted_as_duplicates(wh, tmp
     # the two repeats of the job line are neither attempts (a third attempt) nor rejected records
     assert (rep.records, rep.rows_ok, rep.rows_quarantined, rep.rows_duplicate) == (4, 2, 0, 2)
     ok = wh.read("job_attempts").sort("source_line")
-    assert ok.select("attempt", "state", "source_line").rows() == [(1, "NODE_FAIL", 2), (2, "COMPLETED", 6)]
+    assert ok.select("attempt", "state", "source_line").rows() == [
+        (1, "NODE_FAIL", 2),
+        (2, "COMPLETED", 6),
+    ]
     assert wh.read("quarantine").height == 0
 
 
@@ -177,7 +210,12 @@ def test_a_repeated_rejected_line_is_rejected_again_not_a_duplicate():
     bad = "7|2026-01-01T05:00:00|2026-01-01T04:00:00|FAILED\n"  # End before Start
     good = "8|2026-01-01T00:00:00|2026-01-01T01:00:00|COMPLETED\n"
     res = parse(("JobID|Start|End|State\n" + bad + good + bad + good).encode(), ParseContext())
-    assert (res.records, res.tables["job_attempts"].height, res.quarantine.height, res.duplicates) == (4, 1, 2, 1)
+    assert (
+        res.records,
+        res.tables["job_attempts"].height,
+        res.quarantine.height,
+        res.duplicates,
+    ) == (4, 1, 2, 1)
     assert res.quarantine["line"].sort().to_list() == [2, 4]
     assert res.quarantine["error"][0] == res.quarantine["error"][1]
 
@@ -195,9 +233,18 @@ def test_wrong_delimiter_with_a_header_says_how_to_fix_it():
 @pytest.mark.parametrize(
     "ctx, error",
     [
-        ({"fields": ("JobID", "State")}, "every line has 3 fields separated by '|' but the field list (--fields) has 2: every record rejected; pass the dump's field list with --fields"),
-        ({"fields": ("JobID", "State", "End"), "delimiter": ","}, "no line contains the delimiter ',': every record rejected; pass the dump's delimiter with --delimiter"),
-        ({}, "but the field list (no header: Open XDMoD's 26 fields) has 26: every record rejected"),
+        (
+            {"fields": ("JobID", "State")},
+            "every line has 3 fields separated by '|' but the field list (--fields) has 2: every record rejected; pass the dump's field list with --fields",
+        ),
+        (
+            {"fields": ("JobID", "State", "End"), "delimiter": ","},
+            "no line contains the delimiter ',': every record rejected; pass the dump's delimiter with --delimiter",
+        ),
+        (
+            {},
+            "but the field list (no header: Open XDMoD's 26 fields) has 26: every record rejected",
+        ),
     ],
 )
 def test_wrong_options_give_one_clear_reason_on_every_row(ctx, error):
@@ -219,14 +266,27 @@ def test_real_headerless_parsable_snowman_delimiter():
     assert detect(data, "sacct.txt") > 0
     ok, q = _parse(data, fields=JOBINFO_FIELDS, tz="Europe/Amsterdam")
     assert q.height == 0
-    assert ok["job_id"].to_list() == ["20872560", "20940996", "20953257", "20963999_982", "21085537"]
+    assert ok["job_id"].to_list() == [
+        "20872560",
+        "20940996",
+        "20953257",
+        "20963999_982",
+        "21085537",
+    ]
     assert ok["state"].to_list() == ["COMPLETED", "FAILED", "COMPLETED", "COMPLETED", "RUNNING"]
     assert ok["n_cpus"].to_list() == [6, 1, 4, 8, 80] and ok["user"][1] == "user6"
     first, running = ok.row(0, named=True), ok.row(4, named=True)
     assert first["start_time"] == datetime(2021, 7, 12, 22, 28, 51)  # CEST is UTC+2
-    assert first["elapsed_s"] == 1 * 86400 + 6 * 3600 + 51 * 60 + 32 and first["timelimit_s"] == 8 * 86400
+    assert (
+        first["elapsed_s"] == 1 * 86400 + 6 * 3600 + 51 * 60 + 32
+        and first["timelimit_s"] == 8 * 86400
+    )
     assert running["end_time"] is None and running["n_nodes"] == 21 and len(running["nodes"]) == 21
-    assert running["nodes"][:3] == ["mycluster2-node022", "mycluster2-node023", "mycluster2-node057"]
+    assert running["nodes"][:3] == [
+        "mycluster2-node022",
+        "mycluster2-node023",
+        "mycluster2-node057",
+    ]
     # without --fields: one reason on every line, counting the fields without the trailing delimiter
     _, q = _parse(data)
     assert q.height == 13 and q["error"].unique().to_list() == [
@@ -252,7 +312,15 @@ def test_real_gpu_cluster_dump_with_steps_and_typed_gres():
     assert detect(data, "sacct.txt") > 0
     ok, q = _parse(data, fields=HB_JOBINFO_FIELDS, tz="Europe/Amsterdam")
     assert q.height == 0  # 17 lines: 7 jobs, their 10 steps folded in
-    assert ok["job_id"].to_list() == ["4047445", "5908801_3", "7965768", "7939708", "7818766", "7951810", "6708912"]
+    assert ok["job_id"].to_list() == [
+        "4047445",
+        "5908801_3",
+        "7965768",
+        "7939708",
+        "7818766",
+        "7951810",
+        "6708912",
+    ]
     assert ok["state"].to_list() == [
         "CANCELLED", "COMPLETED", "CANCELLED", "FAILED", "COMPLETED", "PENDING", "TIMEOUT",
     ]  # fmt: skip
@@ -260,13 +328,28 @@ def test_real_gpu_cluster_dump_with_steps_and_typed_gres():
     # gres/gpu:v100=1 and gres/gpu=1 are the same GPU; no gres in AllocTRES is 0 GPUs; no AllocTRES is unknown
     assert ok["n_gpus"].to_list() == [None, 0, 1, 1, 0, None, 0]
     assert ok["n_cpus"].to_list() == [0, 8, 8, 8, 128, 0, 256]
-    assert ok["nodes"].to_list() == [[], ["v100gpu10"], ["v100gpu16"], ["a100gpu2"], ["omni2", "omni3"], [], ["omni11", "omni12"]]
+    assert ok["nodes"].to_list() == [
+        [],
+        ["v100gpu10"],
+        ["v100gpu16"],
+        ["a100gpu2"],
+        ["omni2", "omni3"],
+        [],
+        ["omni11", "omni12"],
+    ]
     gpu, never_ran, timeout = ok.row(2, named=True), ok.row(0, named=True), ok.row(6, named=True)
     assert gpu["start_time"] == datetime(2024, 4, 4, 19, 45, 17)  # CEST is UTC+2
     assert ok["submit_time"][1] == datetime(2023, 11, 2, 12, 47, 11)  # CET is UTC+1
-    assert gpu["elapsed_s"] == 15 * 3600 + 28 * 60 + 22 and gpu["timelimit_s"] == 86400 + 23 * 3600 + 59 * 60
-    assert never_ran["start_time"] is None and never_ran["end_time"] == datetime(2023, 9, 1, 12, 55, 57)
-    assert ok["start_time"][5] is None and ok["end_time"][5] is None  # PENDING: Unknown times stay null
+    assert (
+        gpu["elapsed_s"] == 15 * 3600 + 28 * 60 + 22
+        and gpu["timelimit_s"] == 86400 + 23 * 3600 + 59 * 60
+    )
+    assert never_ran["start_time"] is None and never_ran["end_time"] == datetime(
+        2023, 9, 1, 12, 55, 57
+    )
+    assert (
+        ok["start_time"][5] is None and ok["end_time"][5] is None
+    )  # PENDING: Unknown times stay null
     assert timeout["elapsed_s"] == 3 * 86400 + 25 and timeout["timelimit_s"] == 3 * 86400
 
 
@@ -279,7 +362,9 @@ SLYME_FIELDS = (
 def test_real_headerless_dump_whose_jobid_is_not_the_first_field():
     # Harvard FASRC (fasrc/slyme), Slurm 14.03: --noheader --parsable2 --format User,JobID,...
     data = (SLURM / "fasrc-slyme__sacct_single_parallel_COMPLETED_parsable.out").read_bytes()
-    assert detect(data, "sacct_single_parallel_COMPLETED_parsable.out") > 0  # sniffed by its JobID column
+    assert (
+        detect(data, "sacct_single_parallel_COMPLETED_parsable.out") > 0
+    )  # sniffed by its JobID column
     # a pipe table with 7+ fields but no .batch/.extern step id in any column is not sacct
     assert detect(b"a|1|x|y|z|2|3\nb|2.19|x|y|z|2|3\n", "t.txt") == 0
     ok, q = _parse(data, fields=SLYME_FIELDS, tz="America/New_York")
@@ -290,4 +375,7 @@ def test_real_headerless_dump_whose_jobid_is_not_the_first_field():
     )  # fmt: skip
     assert (job["n_cpus"], job["n_nodes"], job["nodes"]) == (3, 2, ["hero4515", "hero4516"])
     assert job["start_time"] == datetime(2014, 6, 26, 15, 51, 28)  # EDT is UTC-4
-    assert job["end_time"] == datetime(2014, 6, 26, 15, 52, 31) and job["submit_time"] == job["start_time"]
+    assert (
+        job["end_time"] == datetime(2014, 6, 26, 15, 52, 31)
+        and job["submit_time"] == job["start_time"]
+    )

@@ -51,7 +51,10 @@ def test_clockwork_array_tasks_and_node_fail():
     ok, q = _parse((SLURM / "clockwork__sacct_1.json").read_bytes())
     assert q.height == 0
     assert ok["job_id"].to_list() == ["1_7", "2_0"]  # array tasks named as sacct text names them
-    assert ok["array_job_id"].to_list() == ["1", "2"] and ok["array_task_id"].to_list() == ["7", "0"]
+    assert ok["array_job_id"].to_list() == ["1", "2"] and ok["array_task_id"].to_list() == [
+        "7",
+        "0",
+    ]
     assert ok["state"].to_list() == ["NODE_FAIL", "REQUEUED"]
     assert ok["reason"].to_list() == ["Prolog", "Prolog"]
     assert ok["end_time"][0] is None and ok["nodes"].to_list() == [["cdr1"], ["cdr2"]]
@@ -122,8 +125,14 @@ def test_invalid_json_and_missing_jobs_are_one_readable_quarantine_row():
 def test_detect_tells_sacct_json_from_kubernetes_json():
     assert detect((SLURM / "SARC__slurm_21_8_8.json").read_bytes(), "x.json") >= 90
     assert detect((SLURM / "SARC__slurm_23_11_5.json").read_bytes(), "x") >= 90
-    assert detect(b'{"apiVersion": "v1", "kind": "List", "items": [{"jobs": [], "job_id": 1}]}', "x") == 0
-    assert detect((FIXTURES / "kubernetes" / "hyperpod_pytorchjob_status_doc.json").read_bytes(), "x") == 0
+    assert (
+        detect(b'{"apiVersion": "v1", "kind": "List", "items": [{"jobs": [], "job_id": 1}]}', "x")
+        == 0
+    )
+    assert (
+        detect((FIXTURES / "kubernetes" / "hyperpod_pytorchjob_status_doc.json").read_bytes(), "x")
+        == 0
+    )
     assert detect((SLURM / "xdmod__alloc-tres-gpu-count.json").read_bytes(), "x") == 0
 
 
@@ -143,11 +152,19 @@ def test_fuzz_mutated_real_dump(pos, cut, insert):
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=6,
 )
-job_keys = st.sampled_from(["job_id", "time", "state", "array", "het", "tres", "nodes", "exit_code", "allocation_nodes"])
+job_keys = st.sampled_from(
+    ["job_id", "time", "state", "array", "het", "tres", "nodes", "exit_code", "allocation_nodes"]
+)
 
 
 @settings(max_examples=50, deadline=None)
@@ -182,7 +199,8 @@ def test_out_of_range_values_are_quarantined_per_job_not_nulled():
         "job record 3: allocation_nodes 10000000000000000000000000000000000000000 is out of range",
         "job record 4: end_time 2023-11-14T22:13:20 is before start_time 2023-11-14T23:13:20",
         "job record 5: exit_code 300 is not in 0..255",
-        "job record 6: start_time: time 5138-11-16T09:46:39 is after " + q["error"][4].split(" is after ")[1].split(" (")[0],
+        "job record 6: start_time: time 5138-11-16T09:46:39 is after "
+        + q["error"][4].split(" is after ")[1].split(" (")[0],
         'job record 7: exit_code.return_code "x" is not a number',
         "job record 8: start_time: time 1998-07-09T16:00:00 is before 2000-01-01T00:00:00",
     ]
@@ -191,12 +209,14 @@ def test_out_of_range_values_are_quarantined_per_job_not_nulled():
 def test_slurm_22_05_array_task_with_four_a100_nodes():
     ok, q = _parse((SLURM / "SARC__slurm_22_5_9.json").read_bytes())
     assert q.height == 0
-    assert ok.select("job_id", "array_job_id", "array_task_id", "cluster", "state", "n_nodes", "n_cpus", "n_gpus").rows() == [
-        ("20247445_100", "20247445", "100", "narval", "FAILED", 4, 96, 16)
-    ]
+    assert ok.select(
+        "job_id", "array_job_id", "array_task_id", "cluster", "state", "n_nodes", "n_cpus", "n_gpus"
+    ).rows() == [("20247445_100", "20247445", "100", "narval", "FAILED", 4, 96, 16)]
     job = ok.row(0, named=True)
     assert job["nodes"] == ["ng30103", "ng30203", "ng30706", "ng30707"]
-    assert job["start_time"] == datetime(2023, 9, 3, 11, 30, 41) and job["end_time"] == datetime(2023, 9, 4, 22, 4, 4)
+    assert job["start_time"] == datetime(2023, 9, 3, 11, 30, 41) and job["end_time"] == datetime(
+        2023, 9, 4, 22, 4, 4
+    )
     assert job["elapsed_s"] == 124403 and job["timelimit_s"] == 2880 * 60
 
 
@@ -204,8 +224,15 @@ def test_slurm_23_02_running_job_with_set_number_objects():
     ok, q = _parse((SLURM / "SARC__slurm_23_2_6.json").read_bytes())
     assert q.height == 0
     job = ok.row(0, named=True)
-    assert (job["job_id"], job["array_job_id"], job["state"], job["user"]) == ("4", None, "RUNNING", "masterkohga")
-    assert job["end_time"] is None and job["start_time"] == datetime(2021, 2, 19, 9, 0, 9)  # end 0 = unset
+    assert (job["job_id"], job["array_job_id"], job["state"], job["user"]) == (
+        "4",
+        None,
+        "RUNNING",
+        "masterkohga",
+    )
+    assert job["end_time"] is None and job["start_time"] == datetime(
+        2021, 2, 19, 9, 0, 9
+    )  # end 0 = unset
     assert (job["n_nodes"], job["n_cpus"], job["n_gpus"], job["nodes"]) == (1, 4, 2, ["mila02"])
     assert job["timelimit_s"] == 7200 * 60  # {"set": true, "number": 7200} minutes
 
@@ -221,9 +248,16 @@ def test_slurm_22_05_8_failed_exit_codes_the_json_lost_are_unknown_not_zero():
     txt = text.tables["job_attempts"]
     assert q.height == 0 and text.quarantine.height == 0
     cols = ["job_id", "attempt", "state", "nodes", "n_nodes", "n_gpus", "start_time", "end_time"]
-    assert ok.select(cols).sort("job_id", "attempt").equals(txt.select(cols).sort("job_id", "attempt"))
+    assert (
+        ok.select(cols).sort("job_id", "attempt").equals(txt.select(cols).sort("job_id", "attempt"))
+    )
     exits = dict(zip(ok["job_id"] + "/" + ok["state"], ok["exit_code"], strict=True))
     assert exits == {"1/TIMEOUT": 0, "2/COMPLETED": 0, "3/FAILED": None, "4/FAILED": None, "5/NODE_FAIL": 0,
                      "5/COMPLETED": 0, "6_1/FAILED": None, "6_2/FAILED": None}  # fmt: skip
     assert ok.filter(pl.col("job_id") == "4")["signal"].to_list() == [9]  # kill -9: SIGNALED, kept
-    assert txt.filter(pl.col("state") == "FAILED").sort("job_id")["exit_code"].to_list() == [3, 0, 1, 2]
+    assert txt.filter(pl.col("state") == "FAILED").sort("job_id")["exit_code"].to_list() == [
+        3,
+        0,
+        1,
+        2,
+    ]

@@ -39,11 +39,22 @@ def project_imports(module: str) -> set[str]:
 
 
 def test_the_package_is_a_model_a_simulation_and_one_writer_per_parser():
-    writers = {p.stem for p in (SAMPLE / "writers").glob("*.py")} - {"__init__", "base", "bmc_common"}
+    writers = {p.stem for p in (SAMPLE / "writers").glob("*.py")} - {
+        "__init__",
+        "base",
+        "bmc_common",
+    }
     parsers = {spec.parse.__module__.removeprefix("ingest.") for spec in formats().values()}
     assert writers == {
-        "sacct", "sacct_json", "slurmctld", "kernel", "dcgm", "ipmi_sel", "redfish",
-        "kubernetes", "component_history",
+        "sacct",
+        "sacct_json",
+        "slurmctld",
+        "kernel",
+        "dcgm",
+        "ipmi_sel",
+        "redfish",
+        "kubernetes",
+        "component_history",
     }
     assert writers <= parsers  # each writer is named like the parser that reads its files
     assert {"sample_data.model", "sample_data.simulation"} <= set(MODULES)
@@ -53,7 +64,9 @@ def test_no_module_imports_analysis_a_parser_or_dagster_layers():
     parsers = {spec.parse.__module__ for spec in formats().values()}
     for module in MODULES:
         imports = project_imports(module)
-        assert not {m for m in imports if m.split(".")[0] in ("analysis", "dashboards", "pipelines")}, module
+        assert not {
+            m for m in imports if m.split(".")[0] in ("analysis", "dashboards", "pipelines")
+        }, module
         assert not imports & parsers, module
 
 
@@ -104,8 +117,15 @@ def test_a_small_fleet_has_the_bytes_it_had_before_the_split(tmp_path):
     (re-recorded when the Kubernetes events gained each container start and the operator's
     exit records, and the ground truth each training chain's attempts and time budget)."""
     simulate(
-        tmp_path, llama3_cause_mix(), nodes=5, gpus_per_node=4, days=4, seed=11,
-        fault_scale=300.0, scrape_interval_s=21600, k8s_nodes=2,
+        tmp_path,
+        llama3_cause_mix(),
+        nodes=5,
+        gpus_per_node=4,
+        days=4,
+        seed=11,
+        fault_scale=300.0,
+        scrape_interval_s=21600,
+        k8s_nodes=2,
     )
     hashes = file_hashes(tmp_path)
     digest = hashlib.sha256()
@@ -119,8 +139,23 @@ def test_a_small_fleet_has_the_bytes_it_had_before_the_split(tmp_path):
 def test_goodput_simulate_regenerates_the_committed_fleet_byte_for_byte(tmp_path, capsys):
     """The README's command, through the CLI that injects the Llama 3 mix."""
     out = tmp_path / "fleet"
-    argv = ["simulate", "--out", str(out), "--nodes", "32", "--gpus-per-node", "8", "--days", "60",
-            "--seed", "7", "--fault-scale", "30", "--scrape-interval", "6h"]
+    argv = [
+        "simulate",
+        "--out",
+        str(out),
+        "--nodes",
+        "32",
+        "--gpus-per-node",
+        "8",
+        "--days",
+        "60",
+        "--seed",
+        "7",
+        "--fault-scale",
+        "30",
+        "--scrape-interval",
+        "6h",
+    ]
     assert main(argv) == 0
     assert "faults: 148" in capsys.readouterr().out
     committed = file_hashes(SAMPLE / "fleet")
@@ -135,8 +170,16 @@ def test_the_cause_mix_is_folded_into_the_simulated_classes():
     # Faulty GPU + GSP + SRAM (silent data corruption leaves no evidence and is not simulated);
     # the fabric's switch/cable 35 + NIC 7 become NVLink 12, NVSwitch 5 and IB links 25
     assert counts == {
-        "gpu": 148 + 17 + 19, "gpu_memory": 72, "nvlink": 12, "nvswitch": 5, "ib_link": 25,
-        "psu": 3, "cooling": 6, "cpu": 2, "host_memory": 2, "storage": 3,
+        "gpu": 148 + 17 + 19,
+        "gpu_memory": 72,
+        "nvlink": 12,
+        "nvswitch": 5,
+        "ib_link": 25,
+        "psu": 3,
+        "cooling": 6,
+        "cpu": 2,
+        "host_memory": 2,
+        "storage": 3,
     }
     no_psu = CauseMix([row for row in mix.table if row[2] != "psu"], mix.nodes, mix.hours)
     with pytest.raises(ValueError, match="no interruptions for psu"):

@@ -40,31 +40,75 @@ def _fleet(seed: int = 7):
             for g in range(8):
                 t = T0
                 while True:
-                    nxt = t + timedelta(hours=float(rng.exponential(1 / RATE_PER_HOUR))) if cluster == "c1" else end
+                    nxt = (
+                        t + timedelta(hours=float(rng.exponential(1 / RATE_PER_HOUR)))
+                        if cluster == "c1"
+                        else end
+                    )
                     failed = nxt < end
-                    hist.append({"component_class": "gpu", "serial": f"{host}-g{g}-{t:%j%H%M%S}", "slot": f"{host}/gpu{g}",
-                                 "host": host, "position": str(g), "installed_at": t,
-                                 "removed_at": nxt if failed else None, "failed": failed, "source": "inventory",
-                                 "source_file": "inv.csv"})
+                    hist.append(
+                        {
+                            "component_class": "gpu",
+                            "serial": f"{host}-g{g}-{t:%j%H%M%S}",
+                            "slot": f"{host}/gpu{g}",
+                            "host": host,
+                            "position": str(g),
+                            "installed_at": t,
+                            "removed_at": nxt if failed else None,
+                            "failed": failed,
+                            "source": "inventory",
+                            "source_file": "inv.csv",
+                        }
+                    )
                     if not failed:
                         break
                     fails.append((nxt, g))
                     t = nxt
             for t, g in fails:
-                hw.append({"time": t, "cluster": cluster, "host": host, "component_class": "gpu", "component_id": str(g),
-                           "gpu": g, "event_type": "xid", "code": "79", "severity": "fatal", "action": "RESET_GPU",
-                           "message": "GPU has fallen off the bus", "source": "kernel", "source_file": f"{host}.log",
-                           "source_line": len(hw)})
+                hw.append(
+                    {
+                        "time": t,
+                        "cluster": cluster,
+                        "host": host,
+                        "component_class": "gpu",
+                        "component_id": str(g),
+                        "gpu": g,
+                        "event_type": "xid",
+                        "code": "79",
+                        "severity": "fatal",
+                        "action": "RESET_GPU",
+                        "message": "GPU has fallen off the bus",
+                        "source": "kernel",
+                        "source_file": f"{host}.log",
+                        "source_line": len(hw),
+                    }
+                )
             for d in range(DAYS):
                 start, stop = T0 + timedelta(days=d), T0 + timedelta(days=d + 1)
                 hit = sorted(t for t, _ in fails if start <= t < stop)
-                jobs.append({"cluster": cluster, "scheduler": "slurm", "job_id": f"{host}-{d}", "attempt": 1,
-                             "name": "train", "user": "u", "account": f"a{d % 2 + 1}",
-                             "partition": "train" if h % 2 == 0 else "debug",
-                             "submit_time": start, "start_time": start, "end_time": hit[0] if hit else stop,
-                             "state": "NODE_FAIL" if hit else "COMPLETED", "raw_state": "NODE_FAIL" if hit else "COMPLETED",
-                             "exit_code": 0, "n_nodes": 1, "n_gpus": 8, "nodes": [host], "source_file": "sacct.txt",
-                             "source_line": len(jobs)})
+                jobs.append(
+                    {
+                        "cluster": cluster,
+                        "scheduler": "slurm",
+                        "job_id": f"{host}-{d}",
+                        "attempt": 1,
+                        "name": "train",
+                        "user": "u",
+                        "account": f"a{d % 2 + 1}",
+                        "partition": "train" if h % 2 == 0 else "debug",
+                        "submit_time": start,
+                        "start_time": start,
+                        "end_time": hit[0] if hit else stop,
+                        "state": "NODE_FAIL" if hit else "COMPLETED",
+                        "raw_state": "NODE_FAIL" if hit else "COMPLETED",
+                        "exit_code": 0,
+                        "n_nodes": 1,
+                        "n_gpus": 8,
+                        "nodes": [host],
+                        "source_file": "sacct.txt",
+                        "source_line": len(jobs),
+                    }
+                )
     return pl.DataFrame(jobs), pl.DataFrame(hist), pl.DataFrame(hw)
 
 
@@ -93,7 +137,8 @@ def test_scope_describe_and_slug():
     assert Scope().describe() == Scope().header() == "whole fleet" and Scope().whole
     assert Scope(datetime(2026, 1, 1), None, account="ml").header() == (
         "account ml, 2026-01-01 to end (job attempts overlapping the period, kept whole; events and exposure "
-        "cut to it; hardware of the hosts that ran these jobs)")
+        "cut to it; hardware of the hosts that ran these jobs)"
+    )
     with pytest.raises(ScopeError, match="must be after"):
         Scope(datetime(2026, 2, 1), datetime(2026, 1, 1))
 
@@ -109,16 +154,29 @@ def test_scoped_views_filter_jobs_hosts_and_time(fleet):
     assert open_scope(wh, Scope(cluster="c2")).read("hw_events").height == 0
     # partition: the hosts that ran its jobs (even hosts run train)
     sp = open_scope(wh, Scope(partition="train"))
-    assert sorted(sp.read("component_history")["host"].unique()) == [f"c{c}n{h:02d}" for c in (1, 2) for h in (0, 2, 4, 6)]
+    assert sorted(sp.read("component_history")["host"].unique()) == [
+        f"c{c}n{h:02d}" for c in (1, 2) for h in (0, 2, 4, 6)
+    ]
     # time: attempts overlapping [from, to) kept whole, events cut to it
     t = open_scope(wh, Scope(datetime(2026, 1, 10, 12), datetime(2026, 1, 20)))
     att = t.read("job_attempts")
-    assert att["start_time"].min() == datetime(2026, 1, 10) and att["end_time"].max() <= datetime(2026, 1, 20)
+    assert att["start_time"].min() == datetime(2026, 1, 10) and att["end_time"].max() <= datetime(
+        2026, 1, 20
+    )
     lo, hi = datetime(2026, 1, 10, 12), datetime(2026, 1, 20)
     assert att.height == jobs.filter((pl.col("end_time") > lo) & (pl.col("start_time") < hi)).height
-    assert att.height < 10 * 2 * HOSTS  # days 9..18, less the day-9 jobs a failure ended before noon
+    assert (
+        att.height < 10 * 2 * HOSTS
+    )  # days 9..18, less the day-9 jobs a failure ended before noon
     ev = t.read("hw_events")
-    assert ev.height == hw.filter(pl.col("time").is_between(datetime(2026, 1, 10, 12), datetime(2026, 1, 20), closed="left")).height
+    assert (
+        ev.height
+        == hw.filter(
+            pl.col("time").is_between(
+                datetime(2026, 1, 10, 12), datetime(2026, 1, 20), closed="left"
+            )
+        ).height
+    )
     # the parent is untouched
     assert wh.read("job_attempts").height == jobs.height
 
@@ -130,12 +188,17 @@ def test_scope_errors_are_one_line(fleet, capsys):
     assert not (wh.home / "scopes" / Scope(cluster="c9").slug).exists()  # nothing left behind
     with pytest.raises(ScopeError, match=r"unknown partition 'gpu'; the data has: debug, train"):
         open_scope(wh, Scope(partition="gpu"))
-    with pytest.raises(ScopeError, match=r"holds no job attempt and no host \(the jobs run 2026-01-01 to 2026-03-02\)"):
+    with pytest.raises(
+        ScopeError,
+        match=r"holds no job attempt and no host \(the jobs run 2026-01-01 to 2026-03-02\)",
+    ):
         open_scope(wh, Scope(datetime(2025, 1, 1), datetime(2025, 2, 1)))
     assert main(["--home", str(wh.home), "fit", "--cluster", "c9"]) == 2
     err = capsys.readouterr().err
     assert err.strip() == "goodput: error: unknown cluster 'c9'; the data has: c1, c2"
-    assert main(["--home", str(wh.home), "report", "--from", "2026-02-01", "--to", "2026-01-01"]) == 2
+    assert (
+        main(["--home", str(wh.home), "report", "--from", "2026-02-01", "--to", "2026-01-01"]) == 2
+    )
     assert "must be after --from" in capsys.readouterr().err
 
 
@@ -143,7 +206,11 @@ def test_scoped_fit_finds_the_rate_where_the_faults_are(fleet, capsys):
     wh, _jobs, _hist, hw = fleet
     out = _fit(wh, capsys, "--cluster", "c1")
     assert out.splitlines()[0] == "scope: cluster c1"
-    c1 = selected_rates(open_scope(wh, Scope(cluster="c1")).read("failure_rates")).filter(pl.col("component_class") == "gpu").row(0, named=True)
+    c1 = (
+        selected_rates(open_scope(wh, Scope(cluster="c1")).read("failure_rates"))
+        .filter(pl.col("component_class") == "gpu")
+        .row(0, named=True)
+    )
     assert c1["n_events"] == hw.height
     assert c1["rate_ci_low"] <= TRUE_RATE_1K_DAYS <= c1["rate_ci_high"]
     window = stored_window(open_scope(wh, Scope(cluster="c1")))  # inferred from c1's own records
@@ -151,8 +218,12 @@ def test_scoped_fit_finds_the_rate_where_the_faults_are(fleet, capsys):
     hours = (window.observed_to - window.observed_from).total_seconds() / 3600
     assert c1["exposure_hours"] == pytest.approx(HOSTS * 8 * hours, rel=1e-6)
     _fit(wh, capsys, "--cluster", "c2")
-    c2 = selected_rates(open_scope(wh, Scope(cluster="c2")).read("failure_rates")).filter(pl.col("component_class") == "gpu")
-    assert c2.height == 0 or (c2["n_events"][0] == 0 and c2["rate_per_1k_unit_days"][0] < 0.1 * TRUE_RATE_1K_DAYS)
+    c2 = selected_rates(open_scope(wh, Scope(cluster="c2")).read("failure_rates")).filter(
+        pl.col("component_class") == "gpu"
+    )
+    assert c2.height == 0 or (
+        c2["n_events"][0] == 0 and c2["rate_per_1k_unit_days"][0] < 0.1 * TRUE_RATE_1K_DAYS
+    )
     # the parent has no fits: a scope writes only its own tables
     assert wh.read("failure_rates").height == 0
     # a second run reuses the scope's results while the data is unchanged ...
@@ -161,7 +232,12 @@ def test_scoped_fit_finds_the_rate_where_the_faults_are(fleet, capsys):
     _fit(wh, capsys, "--cluster", "c1")
     assert [Path(f).stat().st_mtime_ns for f in sw.files("failure_rates")] == stamp
     # ... and project uses the scope's rates
-    assert main(["--home", str(wh.home), "project", "--cluster", "c1", "--scope", "hardware", "--json"]) == 0
+    assert (
+        main(
+            ["--home", str(wh.home), "project", "--cluster", "c1", "--scope", "hardware", "--json"]
+        )
+        == 0
+    )
     res = json.loads(capsys.readouterr().out.splitlines()[-1])
     gpu = next(c for c in res["classes"] if c["component_class"] == "gpu")
     assert gpu["events"] == hw.height
@@ -169,7 +245,9 @@ def test_scoped_fit_finds_the_rate_where_the_faults_are(fleet, capsys):
 
 def test_breakdown_equals_hand_sums(fleet, capsys):
     wh, jobs, _hist, hw = fleet
-    assert main(["--home", str(wh.home), "build", "--from", "2026-01-01", "--to", "2026-03-02"]) == 0
+    assert (
+        main(["--home", str(wh.home), "build", "--from", "2026-01-01", "--to", "2026-03-02"]) == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith("scope: 2026-01-01 to 2026-03-02")
     sw = open_scope(wh, Scope(datetime(2026, 1, 1), datetime(2026, 3, 2)))
@@ -178,21 +256,35 @@ def test_breakdown_equals_hand_sums(fleet, capsys):
     assert sw.read("node_health").height > 0 and wh.read("node_health").height == 0
     assert wh.read("goodput_breakdown").height == 0
     intr, gj = sw.read("interruptions"), sw.read("goodput_jobs")
-    assert intr.height == hw.select("host", pl.col("time").dt.date()).unique().height  # one interrupted job per host-day hit
+    assert (
+        intr.height == hw.select("host", pl.col("time").dt.date()).unique().height
+    )  # one interrupted job per host-day hit
     keyed = intr.join(jobs.select("job_id", "partition", "account"), on="job_id")
     for dim in ("cluster", "partition", "account"):
         for value in jobs[dim].unique():
-            row = bd.filter((pl.col("dimension") == dim) & (pl.col("value") == value)).row(0, named=True)
+            row = bd.filter((pl.col("dimension") == dim) & (pl.col("value") == value)).row(
+                0, named=True
+            )
             a = jobs.filter(pl.col(dim) == value)
             assert row["attempts"] == a.height and row["jobs"] == a.height
-            hours = sum(8 * (e - s).total_seconds() / 3600 for s, e in zip(a["start_time"], a["end_time"], strict=True))
+            hours = sum(
+                8 * (e - s).total_seconds() / 3600
+                for s, e in zip(a["start_time"], a["end_time"], strict=True)
+            )
             assert row["gpu_hours"] == pytest.approx(hours)
             i = keyed.filter(pl.col(dim) == value)
             assert row["interruptions"] == i.height
             assert row["lost_gpu_hours"] == pytest.approx(sum(i["lost_gpu_hours"]))
             g = gj.join(a.select("job_id"), on="job_id")
-            assert row["goodput"] == pytest.approx(sum(g["productive_hours"] * g["n_gpus"]) / sum(g["wall_hours"] * g["n_gpus"]))
-    assert bd.filter((pl.col("dimension") == "cluster") & (pl.col("value") == "c2"))["interruptions"][0] == 0
+            assert row["goodput"] == pytest.approx(
+                sum(g["productive_hours"] * g["n_gpus"]) / sum(g["wall_hours"] * g["n_gpus"])
+            )
+    assert (
+        bd.filter((pl.col("dimension") == "cluster") & (pl.col("value") == "c2"))["interruptions"][
+            0
+        ]
+        == 0
+    )
     # the breakdown's clusters add up to the headline
     head = fleet_headline(sw.read("job_attempts"), intr, gj)
     cl = bd.filter(pl.col("dimension") == "cluster")
@@ -207,10 +299,16 @@ def test_breakdown_equals_hand_sums(fleet, capsys):
         "(SELECT sum(productive_hours * n_gpus) / nullif(sum(wall_hours * n_gpus), 0) FROM goodput_jobs) g, "
         "(SELECT avg(goodput) FROM goodput_jobs) a"
     ).row(0, named=True)
-    assert (head["jobs"], head["attempts"]) == (old["jobs"], old["attempts"]) == (jobs.height, jobs.height)
+    assert (
+        (head["jobs"], head["attempts"])
+        == (old["jobs"], old["attempts"])
+        == (jobs.height, jobs.height)
+    )
     assert head["gpu_hours"] == pytest.approx(old["gpu_hours"])
     assert head["lost_gpu_hours"] == pytest.approx(old["lost"])
-    assert head["goodput_gpu_hours"] == pytest.approx(old["g"]) and head["goodput_mean"] == pytest.approx(old["a"])
+    assert head["goodput_gpu_hours"] == pytest.approx(old["g"]) and head[
+        "goodput_mean"
+    ] == pytest.approx(old["a"])
     assert head["unexpected"] == intr.height > 0
     assert f"jobs: {jobs.height:,}  attempts: {jobs.height:,}" in out
 
@@ -218,7 +316,11 @@ def test_breakdown_equals_hand_sums(fleet, capsys):
 def test_breakdown_pure_handles_no_jobs():
     from warehouse.schemas import TABLES
 
-    empty = breakdown(TABLES["job_attempts"].empty(), TABLES["interruptions"].empty(), TABLES["goodput_jobs"].empty())
+    empty = breakdown(
+        TABLES["job_attempts"].empty(),
+        TABLES["interruptions"].empty(),
+        TABLES["goodput_jobs"].empty(),
+    )
     assert empty.height == 0 and empty.columns == list(TABLES["goodput_breakdown"].columns)
 
 
@@ -230,9 +332,17 @@ def test_config_scope_is_the_dagster_resources(fleet):
     wh, jobs, *_ = fleet
     plain = GoodputConfig(home=str(wh.home))
     assert plain.scope().whole and type(plain.analysis_warehouse()) is Warehouse
-    cfg = GoodputConfig(home=str(wh.home), scope_cluster="c2", scope_from="2026-02-01T00:00:00Z", scope_to="2026-02-11")
+    cfg = GoodputConfig(
+        home=str(wh.home),
+        scope_cluster="c2",
+        scope_from="2026-02-01T00:00:00Z",
+        scope_to="2026-02-11",
+    )
     assert cfg.scope().describe() == "cluster c2, 2026-02-01 to 2026-02-11"
-    assert cfg.window_bounds() == (datetime(2026, 2, 1), datetime(2026, 2, 11))  # the scope's window
+    assert cfg.window_bounds() == (
+        datetime(2026, 2, 1),
+        datetime(2026, 2, 11),
+    )  # the scope's window
     sw = cfg.analysis_warehouse()
     assert isinstance(sw, ScopedWarehouse) and sw.home.parent == wh.home / "scopes"
     # c2 never fails: whole days only; the attempts ending at 'from' do not overlap it
@@ -245,23 +355,39 @@ def test_breakdowns_section_reads_the_table():
     from dashboards.section import NO_DATA, ReportContext
     from dashboards.sections import breakdowns
 
-    bd = pl.DataFrame({
-        "dimension": ["cluster", "cluster", "partition", "partition", "account"],
-        "value": ["c1", "c2", "train", None, "a1"],
-        "jobs": [10, 10, 12, 8, 20], "attempts": [11, 10, 13, 8, 21],
-        "gpu_hours": [800.0, 200.0, 600.0, 400.0, 1000.0],
-        "interruptions": [3, 1, 2, 2, 4], "infrastructure": [2, 1, 1, 2, 3],
-        "lost_gpu_hours": [90.0, 10.0, 40.0, 60.0, 100.0], "goodput": [0.8, 0.95, 0.9, 0.7, 0.83],
-    })
-    s = breakdowns.build(ReportContext(wh=None, t={"goodput_breakdown": bd}, target_gpus=16384, scope="cluster c1"))
-    assert s.key == "breakdowns" and breakdowns.ORDER == 95 and breakdowns.TABLES == ("goodput_breakdown",)
+    bd = pl.DataFrame(
+        {
+            "dimension": ["cluster", "cluster", "partition", "partition", "account"],
+            "value": ["c1", "c2", "train", None, "a1"],
+            "jobs": [10, 10, 12, 8, 20],
+            "attempts": [11, 10, 13, 8, 21],
+            "gpu_hours": [800.0, 200.0, 600.0, 400.0, 1000.0],
+            "interruptions": [3, 1, 2, 2, 4],
+            "infrastructure": [2, 1, 1, 2, 3],
+            "lost_gpu_hours": [90.0, 10.0, 40.0, 60.0, 100.0],
+            "goodput": [0.8, 0.95, 0.9, 0.7, 0.83],
+        }
+    )
+    s = breakdowns.build(
+        ReportContext(wh=None, t={"goodput_breakdown": bd}, target_gpus=16384, scope="cluster c1")
+    )
+    assert (
+        s.key == "breakdowns"
+        and breakdowns.ORDER == 95
+        and breakdowns.TABLES == ("goodput_breakdown",)
+    )
     assert s.reading.startswith(
         "cluster c1 lost the most (90 GPU-hours, 90.0% of the clusters' loss, with 80.0% of their GPU-hours; goodput 80.0%); "
         "partition (none) lost the most (60 GPU-hours, 60.0% of the partitions' loss, with 40.0% of their GPU-hours; goodput 70.0%)."
     )
-    assert "<td>partition</td><td>(none)</td><td>8</td><td>8</td><td>400</td><td>2</td><td>2</td><td>60</td><td>70.0%</td>" in s.extra_html
+    assert (
+        "<td>partition</td><td>(none)</td><td>8</td><td>8</td><td>400</td><td>2</td><td>2</td><td>60</td><td>70.0%</td>"
+        in s.extra_html
+    )
     assert s.chart is not None
-    empty = breakdowns.build(ReportContext(wh=None, t={"goodput_breakdown": bd.clear()}, target_gpus=1))
+    empty = breakdowns.build(
+        ReportContext(wh=None, t={"goodput_breakdown": bd.clear()}, target_gpus=1)
+    )
     assert empty.chart is None and empty.note == NO_DATA
 
 
@@ -271,8 +397,13 @@ def test_scoped_report_names_its_scope(fleet, capsys):
     path = Path(capsys.readouterr().out.strip().removeprefix("report: "))
     assert path == wh.home / "scopes" / Scope(cluster="c1").slug / "reports" / "goodput_report.html"
     page = path.read_text()
-    assert '<span id="report-scope">Scope: cluster c1 (hardware of the cluster&#x27;s hosts)</span>' in page
-    assert "<td>cluster</td><td>c1</td><td>480</td>" in page  # the breakdown holds the scope's jobs only
+    assert (
+        '<span id="report-scope">Scope: cluster c1 (hardware of the cluster&#x27;s hosts)</span>'
+        in page
+    )
+    assert (
+        "<td>cluster</td><td>c1</td><td>480</td>" in page
+    )  # the breakdown holds the scope's jobs only
     assert "<td>c2</td>" not in page
     assert (path.parent / "charts" / "breakdowns.png").stat().st_size > 1000  # the chart renders
 

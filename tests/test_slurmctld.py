@@ -65,7 +65,11 @@ def test_event_kinds_arrays_hostlists_local_time_and_quarantine():
         "resume",
     ]  # fmt: skip
     assert ok["host"].to_list()[-4:] == ["gpu10", "cpu1", "cpu2", "gpu10"]
-    assert ok["host"].to_list()[:3] == ["gpu01", "gpu02", "gpu03"]  # a hostlist is one record per host
+    assert ok["host"].to_list()[:3] == [
+        "gpu01",
+        "gpu02",
+        "gpu03",
+    ]  # a hostlist is one record per host
     assert ok["job_id"].to_list()[4:6] == ["123_4", "200"]  # array task named as sacct names it
     assert ok["reason"][6] == "GPU ECC DBE (Xid 48)"
     # Chicago is UTC-6 before the DST switch at 02:00 local on 2024-03-10, UTC-5 after it
@@ -137,7 +141,11 @@ def test_exact_duplicate_lines_are_stored_once_and_counted_as_duplicates(wh, tmp
     # a record is one host's event: each repeat of the two-node line is two duplicates
     assert (rep.records, rep.rows_ok, rep.rows_quarantined, rep.rows_duplicate) == (7, 3, 0, 4)
     ne = wh.read("node_events").sort("source_line", "host")
-    assert ne.select("host", "event", "source_line").rows() == [("gpu01", "down", 1), ("gpu02", "down", 1), ("gpu01", "resume", 3)]
+    assert ne.select("host", "event", "source_line").rows() == [
+        ("gpu01", "down", 1),
+        ("gpu02", "down", 1),
+        ("gpu01", "resume", 3),
+    ]
     assert wh.read("quarantine").height == 0
 
 
@@ -156,7 +164,9 @@ def test_times_outside_the_plausible_window_are_quarantined():
 
 
 def test_real_log_node_now_responding_among_power_save_chatter():
-    ok, q = _parse((FIXTURES / "slurm" / "aws-eda-slurm-cluster_issue267_slurmctld.log").read_bytes(), tz="UTC")
+    ok, q = _parse(
+        (FIXTURES / "slurm" / "aws-eda-slurm-cluster_issue267_slurmctld.log").read_bytes(), tz="UTC"
+    )
     assert q.height == 0
     assert ok.select("time", "host", "event", "source_line").rows() == [
         (datetime(2024, 10, 22, 12, 31, 9, 580000), "sp-r7a-m-dy-sp-8-gb-1-cores-1", "resume", 7)

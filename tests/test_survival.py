@@ -501,7 +501,9 @@ def test_refresh_fits_writes_tables(tmp_path):
 
 def test_shape_reading():
     assert shape_reading(0.5, 0.9) == "decreasing hazard: infant mortality"
-    assert shape_reading(0.9, 1.2) == CANNOT_TELL  # a CI covering 1 is no evidence of a constant hazard
+    assert (
+        shape_reading(0.9, 1.2) == CANNOT_TELL
+    )  # a CI covering 1 is no evidence of a constant hazard
     assert shape_reading(1.1, 2.0) == "increasing hazard: wear-out"
     assert shape_reading(None, 2.0) is None
 

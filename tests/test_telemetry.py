@@ -193,7 +193,9 @@ def test_daily_tables_out_of_core_equal_whole_table_analyses(wh):
     got = wh.read("hw_events").drop("source")
     want = counter_events(wh.read("gpu_samples")).drop("source")
     assert got.sort("event_id").equals(want.sort("event_id"))
-    assert got.sort("event_id").equals(_counter_events_reference(wh.read("gpu_samples")).drop("source").sort("event_id"))
+    assert got.sort("event_id").equals(
+        _counter_events_reference(wh.read("gpu_samples")).drop("source").sort("event_id")
+    )
     assert got.sort("time").select("time", "count").rows() == [(t[3], 2), (t[8], 1), (t[11], 1)]
 
     hist = infer_gpu_replacements(wh)
@@ -303,9 +305,14 @@ def test_counter_events_are_computed_only_for_new_or_changed_days(wh, monkeypatc
     assert telemetry.counter_days_to_redo(wh) == (["2024-05-03", "2024-05-04"], [])
     refresh_counter_events(wh)
     check(rows := rows + late)
-    assert any(e.startswith("dcgm_counter:n1:0:GPU-n1-0:" + dbe + ":2024-05-03T23") for e in wh.read("hw_events")["event_id"])
+    assert any(
+        e.startswith("dcgm_counter:n1:0:GPU-n1-0:" + dbe + ":2024-05-03T23")
+        for e in wh.read("hw_events")["event_id"]
+    )
 
-    wh.replace_partition("hw_events", "dcgm_counter", [wh.read("hw_events").head(3)])  # an older version's layout
+    wh.replace_partition(
+        "hw_events", "dcgm_counter", [wh.read("hw_events").head(3)]
+    )  # an older version's layout
     assert set(pieces()) == {"data"}
     assert telemetry.counter_days_to_redo(wh)[1] == ["data"]
     refresh_counter_events(wh)
@@ -376,7 +383,9 @@ def test_sample_fleet_ground_truth(wh, tmp_path):
     assert wh.read("gpu_counter_changes").height < counters.height / 2
     got = wh.read("hw_events").sort("event_id")
     assert got.drop("source").equals(counter_events(samples).sort("event_id").drop("source"))
-    assert got.height and got.drop("source").equals(_counter_events_reference(samples).sort("event_id").drop("source"))
+    assert got.height and got.drop("source").equals(
+        _counter_events_reference(samples).sort("event_id").drop("source")
+    )
     assert (
         infer_gpu_replacements(wh)
         .sort("slot", "serial")
@@ -479,18 +488,34 @@ def test_covariates_from_daily_rows_equal_the_join_over_every_hour(wh):
     assert wh.read("gpu_daily").height == 4 * 4 * 3  # days x GPUs x metrics
     h = timedelta(hours=1)
     windows = [
-        ("n1", 0, day0 + 5 * h + timedelta(minutes=20), day0 + 3 * 24 * h + 7 * h + timedelta(minutes=10)),
+        (
+            "n1",
+            0,
+            day0 + 5 * h + timedelta(minutes=20),
+            day0 + 3 * 24 * h + 7 * h + timedelta(minutes=10),
+        ),
         ("n1", 1, day0, day0 + 4 * 24 * h),  # whole days only
         ("n2", 1, day0 + 24 * h, day0 + 3 * 24 * h),  # midnight to midnight
         ("n2", 0, day0 + 30 * h, day0 + 33 * h + timedelta(minutes=1)),  # within one day
         ("n2", 1, day0 + 23 * h, day0 + 49 * h),
-        ("n2", 0, day0 + 24 * h, day0 + 2 * 24 * h + 22 * h + timedelta(minutes=30)),  # ends at 22:30
+        (
+            "n2",
+            0,
+            day0 + 24 * h,
+            day0 + 2 * 24 * h + 22 * h + timedelta(minutes=30),
+        ),  # ends at 22:30
         ("n1", None, day0 + 2 * h, day0 + 75 * h + timedelta(minutes=30)),  # host units: all GPUs
         ("n2", None, day0, day0 + 4 * 24 * h),
         ("n1", 0, day0 + 10 * 24 * h, day0 + 11 * 24 * h),  # no data
     ]
     units = pl.DataFrame(
-        windows, schema={"host": pl.Utf8, "gpu": pl.Int32, "observed_from": pl.Datetime("us"), "observed_to": pl.Datetime("us")},
+        windows,
+        schema={
+            "host": pl.Utf8,
+            "gpu": pl.Int32,
+            "observed_from": pl.Datetime("us"),
+            "observed_to": pl.Datetime("us"),
+        },
         orient="row",
     ).with_row_index("_u")
     hourly = _hourly_covariates(wh.read("gpu_hourly"))

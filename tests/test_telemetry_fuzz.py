@@ -17,7 +17,9 @@ from tests.conftest import FIXTURES
 from warehouse.schemas import QUARANTINE_COLUMNS, TABLES
 from warehouse.store import Warehouse
 
-CTX = ParseContext(path="/fuzz/node1.x", time=datetime(2024, 5, 1, 12), not_after=datetime(2025, 1, 1))
+CTX = ParseContext(
+    path="/fuzz/node1.x", time=datetime(2024, 5, 1, 12), not_after=datetime(2025, 1, 1)
+)
 
 PARSERS = {
     "dcgm": (dcgm.FORMAT, ["dcgm/dcgm-exporter_readme_sample_metrics.prom", "dcgm/datadog-integrations-core__dcgm_metrics.txt",
@@ -53,7 +55,9 @@ def mutated(draw, seeds: list[bytes]) -> bytes:
             break
         i = draw(st.integers(0, len(data) - 1))
         j = draw(st.integers(i, min(len(data), i + 200)))
-        op = draw(st.sampled_from(["truncate", "delete", "repeat", "flip", "insert", "splice_line"]))
+        op = draw(
+            st.sampled_from(["truncate", "delete", "repeat", "flip", "insert", "splice_line"])
+        )
         if op == "truncate":
             del data[i:]
         elif op == "delete":
@@ -118,35 +122,86 @@ def test_a_file_repeated_is_stored_once(fmt, tmp_path):
         assert once.rows_ok > 0, name
         # the second copy: its good records (and their own repeats) are duplicates
         assert (twice.records, twice.rows_ok, twice.rows_quarantined, twice.rows_duplicate) == (
-            2 * once.records, once.rows_ok, 2 * once.rows_quarantined, once.rows_ok + 2 * once.rows_duplicate), name
+            2 * once.records,
+            once.rows_ok,
+            2 * once.rows_quarantined,
+            once.rows_ok + 2 * once.rows_duplicate,
+        ), name
         cols = [c for c in TABLES[spec.primary].record_columns if c != "source_file"] or None
-        first, second = (w.read(spec.primary).select(cols).sort(cols, nulls_last=True) for w in (w1, w2))
+        first, second = (
+            w.read(spec.primary).select(cols).sort(cols, nulls_last=True) for w in (w1, w2)
+        )
         assert first.equals(second), name
 
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=8,
 )
-_labels = st.dictionaries(st.sampled_from(["__name__", "gpu", "UUID", "Hostname", "instance", "xid"]), _json | st.text(max_size=6))
-_series = st.fixed_dictionaries({"metric": _labels | _json, "values": st.lists(st.lists(_json, max_size=3) | _json, max_size=4) | _json})
+_labels = st.dictionaries(
+    st.sampled_from(["__name__", "gpu", "UUID", "Hostname", "instance", "xid"]),
+    _json | st.text(max_size=6),
+)
+_series = st.fixed_dictionaries(
+    {
+        "metric": _labels | _json,
+        "values": st.lists(st.lists(_json, max_size=3) | _json, max_size=4) | _json,
+    }
+)
 _entry = st.dictionaries(
-    st.sampled_from(["@odata.type", "Created", "Severity", "Message", "MessageId", "EntryType", "EntryCode", "SensorType",
-                     "SensorNumber", "Links", "Name"]), _json | st.text(max_size=30), max_size=8)
+    st.sampled_from(
+        [
+            "@odata.type",
+            "Created",
+            "Severity",
+            "Message",
+            "MessageId",
+            "EntryType",
+            "EntryCode",
+            "SensorType",
+            "SensorNumber",
+            "Links",
+            "Name",
+        ]
+    ),
+    _json | st.text(max_size=30),
+    max_size=8,
+)
 _reading = st.dictionaries(
-    st.sampled_from(["Name", "ReadingCelsius", "Reading", "ReadingUnits", "Status", "ReadingRPM", "MemberId"]), _json, max_size=6
+    st.sampled_from(
+        ["Name", "ReadingCelsius", "Reading", "ReadingUnits", "Status", "ReadingRPM", "MemberId"]
+    ),
+    _json,
+    max_size=6,
 )
 STRUCTURED = {
     "prom-json": st.fixed_dictionaries(
-        {"status": st.just("success"),
-         "data": st.fixed_dictionaries({"resultType": st.sampled_from(["matrix", "vector"]), "result": st.lists(_series | _json, max_size=3) | _json})}
+        {
+            "status": st.just("success"),
+            "data": st.fixed_dictionaries(
+                {
+                    "resultType": st.sampled_from(["matrix", "vector"]),
+                    "result": st.lists(_series | _json, max_size=3) | _json,
+                }
+            ),
+        }
     ),
-    "redfish": st.fixed_dictionaries({"@odata.type": st.just("#LogEntryCollection.LogEntryCollection"),
-                                      "Members": st.lists(_entry | _json, max_size=4)}),
-    "redfish-sensors": st.fixed_dictionaries({"@odata.type": st.just("#Thermal.v1_7_0.Thermal"),
-                                              "Temperatures": st.lists(_reading | _json, max_size=3) | _json,
-                                              "Fans": st.lists(_reading, max_size=2) | _json}),
+    "redfish": st.fixed_dictionaries(
+        {
+            "@odata.type": st.just("#LogEntryCollection.LogEntryCollection"),
+            "Members": st.lists(_entry | _json, max_size=4),
+        }
+    ),
+    "redfish-sensors": st.fixed_dictionaries(
+        {
+            "@odata.type": st.just("#Thermal.v1_7_0.Thermal"),
+            "Temperatures": st.lists(_reading | _json, max_size=3) | _json,
+            "Fans": st.lists(_reading, max_size=2) | _json,
+        }
+    ),
 }
 
 

@@ -176,4 +176,7 @@ def test_last_time_compared_as_time_not_text():
         "B,c1-0c0s1n1,01/01/2014 00:00,12/31/2018 00:00,1,FALSE,\n"  # moved before the end
     )
     _, ch = _parse(text.encode())
-    assert dict(zip(ch["serial"], ch["removed_at"].is_null(), strict=True)) == {"A": True, "B": False}
+    assert dict(zip(ch["serial"], ch["removed_at"].is_null(), strict=True)) == {
+        "A": True,
+        "B": False,
+    }

@@ -16,8 +16,14 @@ def attempts() -> pl.DataFrame:
         ("C", "p1", "acct2", 16, T(2026, 1, 12), T(2026, 1, 13)),
         ("D", "p2", "acct2", 16, T(2026, 1, 14), T(2026, 1, 14, 12)),
     ]
-    df = pl.DataFrame(rows, schema=["job_id", "partition", "account", "n_gpus", "start_time", "end_time"], orient="row")
-    return df.with_columns(cluster=pl.lit("c1"), scheduler=pl.lit("slurm"), attempt=pl.lit(1, pl.Int32))
+    df = pl.DataFrame(
+        rows,
+        schema=["job_id", "partition", "account", "n_gpus", "start_time", "end_time"],
+        orient="row",
+    )
+    return df.with_columns(
+        cluster=pl.lit("c1"), scheduler=pl.lit("slurm"), attempt=pl.lit(1, pl.Int32)
+    )
 
 
 def interruptions() -> pl.DataFrame:
@@ -29,10 +35,20 @@ def interruptions() -> pl.DataFrame:
     ]
     df = pl.DataFrame(
         rows,
-        schema=["job_id", "end_time", "cause_class", "failure_domain", "cause_host", "lost_gpu_hours", "planned"],
+        schema=[
+            "job_id",
+            "end_time",
+            "cause_class",
+            "failure_domain",
+            "cause_host",
+            "lost_gpu_hours",
+            "planned",
+        ],
         orient="row",
     )
-    return df.with_columns(cluster=pl.lit("c1"), scheduler=pl.lit("slurm"), attempt=pl.lit(1, pl.Int32))
+    return df.with_columns(
+        cluster=pl.lit("c1"), scheduler=pl.lit("slurm"), attempt=pl.lit(1, pl.Int32)
+    )
 
 
 def goodput_jobs() -> pl.DataFrame:
@@ -42,7 +58,11 @@ def goodput_jobs() -> pl.DataFrame:
         ("C", 16, 24.0, 20.0, T(2026, 1, 13)),
         ("D", 16, 12.0, 12.0, T(2026, 1, 14, 12)),
     ]
-    df = pl.DataFrame(rows, schema=["job_id", "n_gpus", "wall_hours", "productive_hours", "final_end"], orient="row")
+    df = pl.DataFrame(
+        rows,
+        schema=["job_id", "n_gpus", "wall_hours", "productive_hours", "final_end"],
+        orient="row",
+    )
     return df.with_columns(
         (pl.col("productive_hours") / pl.col("wall_hours")).alias("goodput"),
         cluster=pl.lit("c1"), scheduler=pl.lit("slurm"),
@@ -72,11 +92,15 @@ def test_weekly_trend_figures_and_changes():
     df = trend_frame(attempts(), interruptions(), goodput_jobs(), "week")
     assert df["period_start"].to_list() == [T(2026, 1, 5), T(2026, 1, 12)]
     w1, w2 = df.rows(named=True)
-    assert w1["goodput"] == pytest.approx(WEEK1_GOODPUT) and w2["goodput"] == pytest.approx(WEEK2_GOODPUT)
+    assert w1["goodput"] == pytest.approx(WEEK1_GOODPUT) and w2["goodput"] == pytest.approx(
+        WEEK2_GOODPUT
+    )
     assert (w1["lost_gpu_hours"], w2["lost_gpu_hours"]) == (24.0, 32.0)
     assert (w1["interruptions"], w1["infrastructure"], w1["workload"]) == (2, 1, 1)
     assert w2["interruptions"] == 1  # the planned drain of D does not count
-    assert w1["mtbf_hours"] == pytest.approx(72 / 2)  # jobs ran 01-05 .. 01-08: 72 h, 2 interruptions
+    assert w1["mtbf_hours"] == pytest.approx(
+        72 / 2
+    )  # jobs ran 01-05 .. 01-08: 72 h, 2 interruptions
     assert w2["mtbf_hours"] == pytest.approx(60.0)  # 01-12 .. 01-14 12:00, 1 interruption
     assert w1["goodput_change"] is None
     assert w2["goodput_change"] == pytest.approx(WEEK2_GOODPUT - WEEK1_GOODPUT)
@@ -149,8 +173,15 @@ def _summary(tmp_path, window, cost=0.0):
 
     wh = Warehouse(tmp_path / "home")
     if window is not None:
-        row = {"source": "window", "observed_from": window[0], "observed_to": window[1], "method": "explicit"}
-        df = pl.DataFrame([row]).with_columns(pl.col("observed_from", "observed_to").dt.replace_time_zone("UTC"))
+        row = {
+            "source": "window",
+            "observed_from": window[0],
+            "observed_to": window[1],
+            "method": "explicit",
+        }
+        df = pl.DataFrame([row]).with_columns(
+            pl.col("observed_from", "observed_to").dt.replace_time_zone("UTC")
+        )
         wh.replace_table("observation_window", TABLES["observation_window"].empty().vstack(
             df.select(pl.col(c).cast(t) if c in df.columns else pl.lit(None, t).alias(c)
                       for c, t in TABLES["observation_window"].empty().schema.items())))  # fmt: skip
@@ -165,7 +196,9 @@ def _summary(tmp_path, window, cost=0.0):
 def test_first_screen_compares_with_the_previous_period_of_equal_length(tmp_path):
     s = _summary(tmp_path, (T(2026, 1, 12), T(2026, 1, 19)), cost=2.0)
     html = s.extra_html
-    assert s.reading.startswith("From 2026-01-12 to 2026-01-19 (7 days, whole fleet) jobs used 576 GPU-hours")
+    assert s.reading.startswith(
+        "From 2026-01-12 to 2026-01-19 (7 days, whole fleet) jobs used 576 GPU-hours"
+    )
     assert f"{100 * WEEK2_GOODPUT:.1f}%" in s.reading  # 88.9%
     assert "1 unexpected interruptions (one every 60.0 h) cost 32 GPU-hours ($64)" in s.reading
     goodput_change = f"{100 * (WEEK2_GOODPUT - WEEK1_GOODPUT):+.1f} points vs the previous 7 days"
@@ -183,7 +216,9 @@ def test_first_screen_without_an_earlier_period_or_cost_says_so(tmp_path):
     s = _summary(tmp_path, None)  # no stored window: the job attempts' span, nothing before it
     assert s.extra_html.count("no earlier period in the data") == 3
     assert "$" not in s.extra_html and "cost" not in s.extra_html.replace("cost the most", "")
-    assert "<td>gpu</td><td>48</td>" in s.extra_html and "<td>workload</td><td>8</td>" in s.extra_html
+    assert (
+        "<td>gpu</td><td>48</td>" in s.extra_html and "<td>workload</td><td>8</td>" in s.extra_html
+    )
 
 
 def test_first_screen_without_an_earlier_period_compares_the_last_two_whole_weeks(tmp_path):
@@ -201,7 +236,11 @@ def test_trend_section_reads_the_latest_week_against_the_one_before():
     from dashboards.section import ReportContext
     from dashboards.sections import trend
 
-    t = {"job_attempts": attempts(), "interruptions": interruptions(), "goodput_jobs": goodput_jobs()}
+    t = {
+        "job_attempts": attempts(),
+        "interruptions": interruptions(),
+        "goodput_jobs": goodput_jobs(),
+    }
     s = trend.build(ReportContext(wh=None, t=t, target_gpus=1))
     assert s.reading == (
         "2 week(s); the latest (from 2026-01-12, 60 h of data) had measured goodput 88.9%, 32 lost "
@@ -213,8 +252,13 @@ def test_trend_section_reads_the_latest_week_against_the_one_before():
     bars = spec["vconcat"][1]["encoding"]["color"]["scale"]
     assert dict(zip(bars["domain"], bars["range"], strict=True)) == {
         "gpu": charts.CLASS_COLORS["gpu"], "workload": charts.CLASS_COLORS["workload"]}  # fmt: skip
-    assert "<td>2026-01-12</td><td>576</td><td>88.9%</td><td>-4.9 points</td><td>32</td><td>1</td>" in s.extra_html
-    empty = trend.build(ReportContext(wh=None, t={k: v.clear() for k, v in t.items()}, target_gpus=1))
+    assert (
+        "<td>2026-01-12</td><td>576</td><td>88.9%</td><td>-4.9 points</td><td>32</td><td>1</td>"
+        in s.extra_html
+    )
+    empty = trend.build(
+        ReportContext(wh=None, t={k: v.clear() for k, v in t.items()}, target_gpus=1)
+    )
     assert empty.chart is None and empty.note
 
 
@@ -226,7 +270,13 @@ def home(tmp_path):
 
     wh = Warehouse(tmp_path / "home")
     with wh.batch("trend-test") as b:
-        b.add({"job_attempts": conform("job_attempts", attempts().with_columns(pl.col("attempt").cast(pl.Int32)))})
+        b.add(
+            {
+                "job_attempts": conform(
+                    "job_attempts", attempts().with_columns(pl.col("attempt").cast(pl.Int32))
+                )
+            }
+        )
     wh.replace_table("interruptions", conform("interruptions", interruptions()))
     wh.replace_table("goodput_jobs", conform("goodput_jobs", goodput_jobs()))
     return str(wh.home)
@@ -242,7 +292,10 @@ def test_cli_losses_by_partition_as_table_csv_and_json(home, capsys):
     assert lines[0].split() == ["partition", "lost", "GPU-hours", "share", "interruptions", "MTBF"]
     assert lines[1].split() == ["p1", "48", "85.7%", "2", "114", "h"]  # 228 h of jobs / 2
     assert lines[2].split() == ["(none)", "8", "14.3%", "1", "228", "h"]
-    assert main(["--home", home, "losses", "--by", "cause", "--period", "week", "--format", "csv"]) == 0
+    assert (
+        main(["--home", home, "losses", "--by", "cause", "--period", "week", "--format", "csv"])
+        == 0
+    )
     csv = capsys.readouterr().out.splitlines()
     assert csv[0] == "period_start,cause,interruptions,lost_gpu_hours,share,mtbf_hours"
     assert csv[1].startswith("2026-01-05T00:00:00,gpu,1,16.0,0.666")

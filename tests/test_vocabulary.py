@@ -36,18 +36,27 @@ def _spec(chart) -> dict:
 
 
 def test_a_class_has_one_colour_whatever_else_a_chart_shows():
-    a = alt.Chart(pl.DataFrame({"component_class": ["gpu", "psu"], "n": [1, 2]})).mark_bar().encode(
-        x="n:Q", color=alt.Color("component_class:N", scale=alt.Scale(scheme="category10"))
+    a = (
+        alt.Chart(pl.DataFrame({"component_class": ["gpu", "psu"], "n": [1, 2]}))
+        .mark_bar()
+        .encode(x="n:Q", color=alt.Color("component_class:N", scale=alt.Scale(scheme="category10")))
     )
-    b = alt.Chart(pl.DataFrame({"cause_class": ["nvlink", "gpu", WORKLOAD, "node"], "n": [1, 2, 3, 4]}))
+    b = alt.Chart(
+        pl.DataFrame({"cause_class": ["nvlink", "gpu", WORKLOAD, "node"], "n": [1, 2, 3, 4]})
+    )
     b = b.mark_line().encode(x="n:Q", color="cause_class:N")
     ca, cb = _colours(_spec(a), "component_class"), _colours(_spec(b), "cause_class")
-    assert ca == {"gpu": charts.CLASS_COLORS["gpu"], "psu": charts.CLASS_COLORS["psu"]}  # scheme replaced
+    assert ca == {
+        "gpu": charts.CLASS_COLORS["gpu"],
+        "psu": charts.CLASS_COLORS["psu"],
+    }  # scheme replaced
     assert cb["gpu"] == ca["gpu"] == "#d62728"
     assert cb[WORKLOAD] == charts.CLASS_COLORS[WORKLOAD]
     assert list(cb) == ["gpu", "nvlink", WORKLOAD, "node"]  # palette order; the unknown class last
     assert cb["node"] == charts.OTHER_CLASS_COLOR
-    assert len(set(charts.CLASS_COLORS.values())) == len(charts.CLASS_COLORS)  # no two classes alike
+    assert len(set(charts.CLASS_COLORS.values())) == len(
+        charts.CLASS_COLORS
+    )  # no two classes alike
 
 
 def test_the_causes_pareto_uses_the_class_palette():
@@ -73,8 +82,17 @@ def test_a_missing_partition_is_named_alike_in_explore_and_trend():
 
     t = datetime(2026, 1, 5)
     keys = {"cluster": ["c"], "scheduler": ["slurm"], "job_id": ["1"], "attempt": [0]}
-    att = pl.DataFrame({**keys, "partition": [None], "account": ["a"], "n_gpus": [8],
-                        "start_time": [t], "end_time": [datetime(2026, 1, 6)]}, schema_overrides={"partition": pl.Utf8})
+    att = pl.DataFrame(
+        {
+            **keys,
+            "partition": [None],
+            "account": ["a"],
+            "n_gpus": [8],
+            "start_time": [t],
+            "end_time": [datetime(2026, 1, 6)],
+        },
+        schema_overrides={"partition": pl.Utf8},
+    )
     intr = pl.DataFrame({**keys, "end_time": [datetime(2026, 1, 6)], "cause_class": ["gpu"],
                          "failure_domain": ["infrastructure"], "cause_host": [None], "planned": [False],
                          "lost_gpu_hours": [4.0]}, schema_overrides={"cause_host": pl.Utf8})  # fmt: skip
@@ -84,7 +102,13 @@ def test_a_missing_partition_is_named_alike_in_explore_and_trend():
 
 
 def test_times_between_events_are_in_hours_and_changes_are_signed():
-    assert [in_hours(h) for h in (0.1437, 4.31, 30.6, 1435.2, None)] == ["0.14 h", "4.3 h", "30.6 h", "1,435 h", "n/a"]
+    assert [in_hours(h) for h in (0.1437, 4.31, 30.6, 1435.2, None)] == [
+        "0.14 h",
+        "4.3 h",
+        "30.6 h",
+        "1,435 h",
+        "n/a",
+    ]
     assert change(0.8889, 0.9375, "points") == "-4.9 points"
     assert change(32.0, 24.0, "GPU-hours") == "+8 GPU-hours, +33%"
     assert change(1, 0, "interruptions") == "+1 interruptions"
@@ -105,7 +129,9 @@ def test_every_jargon_term_the_sections_use_is_in_the_glossary():
     import dashboards.sections as pkg
     from dashboards.sections.glossary import GLOSSARY
 
-    text = "\n".join(p.read_text() for p in Path(pkg.__file__).parent.glob("*.py") if p.stem != "glossary")
+    text = "\n".join(
+        p.read_text() for p in Path(pkg.__file__).parent.glob("*.py") if p.stem != "glossary"
+    )
     used = [t for t in JARGON if t.lower() in text.lower()]
     assert len(used) >= 20  # the list is alive: most of it is in use
     keys = {k.lower() for k in GLOSSARY}

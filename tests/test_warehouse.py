@@ -19,17 +19,57 @@ SACCT = "JobID|State|Start|End|NodeList|AllocTRES\n1|COMPLETED|2026-01-01T00:00:
 
 def test_every_design_table_is_declared_with_its_key_columns():
     required = {
-        "job_attempts": {"cluster", "scheduler", "job_id", "attempt", "state", "raw_state", "nodes", "n_gpus"},
-        "hw_events": {"time", "host", "component_class", "component_id", "event_type", "code", "severity"},
-        "failure_rates": {"model", "selected", "params", "aic", "rate_ci_low", "rate_ci_high", "mtbf_hours"},
-        "goodput_projections": {"mtti_hours", "optimal_interval_hours", "goodput", "goodput_ci_low"},
+        "job_attempts": {
+            "cluster",
+            "scheduler",
+            "job_id",
+            "attempt",
+            "state",
+            "raw_state",
+            "nodes",
+            "n_gpus",
+        },
+        "hw_events": {
+            "time",
+            "host",
+            "component_class",
+            "component_id",
+            "event_type",
+            "code",
+            "severity",
+        },
+        "failure_rates": {
+            "model",
+            "selected",
+            "params",
+            "aic",
+            "rate_ci_low",
+            "rate_ci_high",
+            "mtbf_hours",
+        },
+        "goodput_projections": {
+            "mtti_hours",
+            "optimal_interval_hours",
+            "goodput",
+            "goodput_ci_low",
+        },
         "ingest_manifest": {"path", "sha256", "bytes", "format", "rows_ok", "rows_quarantined"},
         "quarantine": {"source_file", "line", "raw", "error", "ingested_at"},
     }
     for name, cols in required.items():
         assert cols <= set(TABLES[name].columns), name
-    design = ["node_events", "gpu_samples", "gpu_hourly", "bmc_sensors", "component_history",
-              "interruptions", "component_lifetimes", "survival_curves", "hazard_ratios", "goodput_jobs"]
+    design = [
+        "node_events",
+        "gpu_samples",
+        "gpu_hourly",
+        "bmc_sensors",
+        "component_history",
+        "interruptions",
+        "component_lifetimes",
+        "survival_curves",
+        "hazard_ratios",
+        "goodput_jobs",
+    ]
     assert set(design) <= set(TABLES)
 
 
@@ -74,7 +114,9 @@ def test_conservation_on_every_slurm_text_fixture(wh):
         assert (m["rows_ok"], m["rows_quarantined"]) == (rows, quarantined)
 
 
-@pytest.mark.parametrize("compress", [gzip.compress, lambda b: zstandard.ZstdCompressor().compress(b)])
+@pytest.mark.parametrize(
+    "compress", [gzip.compress, lambda b: zstandard.ZstdCompressor().compress(b)]
+)
 def test_compressed_inputs_are_read_by_magic_bytes(wh, tmp_path, compress):
     src = tmp_path / "dump.bin"
     src.write_bytes(compress(SACCT.encode()))
@@ -140,12 +182,17 @@ def test_partitioned_tables_and_catalog_views(wh):
     samples = pl.DataFrame(
         {
             "time": [datetime(2026, 1, 1, 1), datetime(2026, 1, 2, 1)],
-            "host": ["a", "b"], "metric": ["t", "t"], "value": [1.0, None],
+            "host": ["a", "b"],
+            "metric": ["t", "t"],
+            "value": [1.0, None],
         }
     ).with_columns(date=pl.col("time").dt.date())
     with wh.batch("p") as b:
         b.add({"gpu_samples": samples})
-    assert sorted(p.name for p in (Path(wh.parquet) / "gpu_samples").iterdir()) == ["date=2026-01-01", "date=2026-01-02"]
+    assert sorted(p.name for p in (Path(wh.parquet) / "gpu_samples").iterdir()) == [
+        "date=2026-01-01",
+        "date=2026-01-02",
+    ]
     wh.refresh_catalog()
     got = wh.sql("select date, value from gpu_samples order by date").fetchall()
     assert [str(d) for d, _ in got] == ["2026-01-01", "2026-01-02"] and got[1][1] is None
@@ -176,7 +223,10 @@ def test_a_home_pointed_at_another_root_reads_that_root(tmp_path):
 
 def test_files_written_before_a_column_was_declared_read_it_as_null(wh):
     """The schema grows (gpu_samples gained pci_bus); Parquet written before still reads."""
-    old = conform("gpu_samples", pl.DataFrame({"time": [datetime(2026, 1, 1)], "metric": ["m"], "value": [1.0]}))
+    old = conform(
+        "gpu_samples",
+        pl.DataFrame({"time": [datetime(2026, 1, 1)], "metric": ["m"], "value": [1.0]}),
+    )
     old = old.drop("pci_bus").with_columns(date=pl.col("time").dt.date())
     folder = Path(wh.parquet) / "gpu_samples" / "date=2026-01-01"
     folder.mkdir(parents=True)
@@ -186,11 +236,16 @@ def test_files_written_before_a_column_was_declared_read_it_as_null(wh):
 
     assert refresh_gpu_hourly(wh) == [date(2026, 1, 1)]
     assert wh.read("gpu_hourly").select("pci_bus", "n").rows() == [(None, 1)]
-    new = conform("gpu_samples", old.with_columns(pci_bus=pl.lit("0000:07:00.0"), value=pl.lit(2.0)))
+    new = conform(
+        "gpu_samples", old.with_columns(pci_bus=pl.lit("0000:07:00.0"), value=pl.lit(2.0))
+    )
     with wh.batch("new") as b:
         b.add({"gpu_samples": new})
     got = wh.read("gpu_samples").sort("value")
-    assert got["pci_bus"].to_list() == [None, "0000:07:00.0"] and got["date"].to_list() == [date(2026, 1, 1)] * 2
+    assert (
+        got["pci_bus"].to_list() == [None, "0000:07:00.0"]
+        and got["date"].to_list() == [date(2026, 1, 1)] * 2
+    )
     wh.refresh_catalog()
     assert wh.sql("select count(pci_bus), count(*) from gpu_samples").fetchall() == [(1, 2)]
 
@@ -213,7 +268,13 @@ def test_a_warehouse_written_with_naive_times_is_upgraded_once_and_reads_the_sam
     old.drop("source").write_parquet(folder / "part-old.parquet")  # naive: the old way
     assert pq.read_schema(folder / "part-old.parquet").field("time").type.tz is None
     with wh.batch("new") as b:
-        b.add({"hw_events": conform("hw_events", pl.DataFrame({**event, "time": [datetime(2026, 1, 1, 13)]}))})
+        b.add(
+            {
+                "hw_events": conform(
+                    "hw_events", pl.DataFrame({**event, "time": [datetime(2026, 1, 1, 13)]})
+                )
+            }
+        )
         assert b.add({"hw_events": old}) == {"hw_events": {None: 1}}  # matched against the old file
     times = [datetime(2026, 1, 1, 12), datetime(2026, 1, 1, 13)]
     assert wh.read("hw_events").sort("time")["time"].to_list() == times

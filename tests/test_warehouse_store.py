@@ -102,8 +102,12 @@ def test_ingest_replace_is_forget_plus_ingest_and_forget_by_sha(wh):
     sel_rows = wh.read("hw_events", "source_file LIKE '%.sel.txt'")
     assert main(["ingest", "--replace", str(KERNEL), "--home", home]) == 0
     got = wh.read("hw_events")
-    assert got.filter(pl.col("source_file").str.ends_with(".log"))["time"].min() == datetime(2026, 1, 14, 11, 12, 49)
-    assert got.filter(pl.col("source_file").str.ends_with(".sel.txt")).height == sel_rows.height  # untouched
+    assert got.filter(pl.col("source_file").str.ends_with(".log"))["time"].min() == datetime(
+        2026, 1, 14, 11, 12, 49
+    )
+    assert (
+        got.filter(pl.col("source_file").str.ends_with(".sel.txt")).height == sel_rows.height
+    )  # untouched
     sha = wh.read("ingest_manifest", "path LIKE '%.sel.txt'")["sha256"][0]
     assert main(["forget", sha, "--home", home]) == 0
     assert wh.read("hw_events", "source_file LIKE '%.sel.txt'").height == 0
@@ -119,20 +123,50 @@ def test_forget_of_something_never_ingested_is_one_line(wh, tmp_path, capsys):
 # ----------------------------------------------------------------- one writer
 def test_a_second_writer_fails_naming_the_owner_or_waits(wh, tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", ("import sys,time; from warehouse.store import Warehouse\n"
-         "with Warehouse(sys.argv[1]).writer():\n print('held', flush=True); time.sleep(30)"), str(wh.home)],
-        cwd=REPO, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys,time; from warehouse.store import Warehouse\n"
+                "with Warehouse(sys.argv[1]).writer():\n print('held', flush=True); time.sleep(30)"
+            ),
+            str(wh.home),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(WarehouseBusy, match=rf"pid {holder.pid} on .*\(.*-c"), Warehouse(wh.home, wait=False).writer():
+        with (
+            pytest.raises(WarehouseBusy, match=rf"pid {holder.pid} on .*\(.*-c"),
+            Warehouse(wh.home, wait=False).writer(),
+        ):
             pass
         with pytest.raises(WarehouseBusy, match="being written by"):
             ingest_paths(Warehouse(wh.home, wait=0.3), [KERNEL])
         assert wh.read("hw_events").height == 0
-        out = subprocess.run([sys.executable, "-m", "pipelines.cli", "--no-wait", "ingest", str(KERNEL), "--home", str(wh.home)],
-                             cwd=REPO, capture_output=True, text=True, check=False)
-        assert out.returncode == 2 and out.stderr.count("\n") == 1 and f"pid {holder.pid}" in out.stderr
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pipelines.cli",
+                "--no-wait",
+                "ingest",
+                str(KERNEL),
+                "--home",
+                str(wh.home),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (
+            out.returncode == 2
+            and out.stderr.count("\n") == 1
+            and f"pid {holder.pid}" in out.stderr
+        )
     finally:
         holder.kill()
         holder.wait()
@@ -176,7 +210,9 @@ def test_sql_cannot_write_or_read_outside_the_warehouse(wh, capsys, query):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("goodput: error:")
     assert Path(part).read_bytes() == before and not (wh.home / "evil.duckdb").exists()
-    assert main(["sql", "select count(*) n from hw_events", "--format", "json", "--home", home]) == 0
+    assert (
+        main(["sql", "select count(*) n from hw_events", "--format", "json", "--home", home]) == 0
+    )
     assert json.loads(capsys.readouterr().out) == [{"n": 11}]
 
 
@@ -187,22 +223,41 @@ def test_sql_allow_files_opts_in_to_reading_a_directory(wh, tmp_path, capsys):
     q = f"select sum(x)::INT s from read_csv('{extra}/a.csv')"
     assert main(["sql", q, "--home", str(wh.home)]) == 2
     capsys.readouterr()
-    assert main(["sql", q, "--allow-files", str(extra), "--format", "json", "--home", str(wh.home)]) == 0
+    assert (
+        main(["sql", q, "--allow-files", str(extra), "--format", "json", "--home", str(wh.home)])
+        == 0
+    )
     assert json.loads(capsys.readouterr().out) == [{"s": 3}]
 
 
 def test_sql_csv_renders_list_columns_as_json(wh, tmp_path, capsys):
     src = tmp_path / "sacct.txt"
-    src.write_text("JobID|State|Start|End|NodeList|AllocTRES\n"
-                   "1|COMPLETED|2026-01-01T00:00:00|2026-01-01T01:00:00|n[1-2]|gres/gpu=16\n")
+    src.write_text(
+        "JobID|State|Start|End|NodeList|AllocTRES\n"
+        "1|COMPLETED|2026-01-01T00:00:00|2026-01-01T01:00:00|n[1-2]|gres/gpu=16\n"
+    )
     assert main(["ingest", str(src), "--home", str(wh.home)]) == 0
     capsys.readouterr()
-    assert main(["sql", "select job_id, nodes from job_attempts", "--format", "csv", "--home", str(wh.home)]) == 0
+    assert (
+        main(
+            [
+                "sql",
+                "select job_id, nodes from job_attempts",
+                "--format",
+                "csv",
+                "--home",
+                str(wh.home),
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out == 'job_id,nodes\n1,"[""n1"",""n2""]"\n'
 
 
 # ----------------------------------------------------------------- runner robustness
-def test_unreadable_file_is_quarantined_not_done_and_siblings_land(wh, tmp_path, capsys, monkeypatch):
+def test_unreadable_file_is_quarantined_not_done_and_siblings_land(
+    wh, tmp_path, capsys, monkeypatch
+):
     src = tmp_path / "src"
     src.mkdir()
     shutil.copy(KERNEL, src / "a.log")
@@ -222,7 +277,9 @@ def test_unreadable_file_is_quarantined_not_done_and_siblings_land(wh, tmp_path,
     err = capsys.readouterr().err
     assert f"{locked}: cannot read: Permission denied" in err
     q = wh.read("quarantine")
-    assert q.select("source_file", "sha256", "error").rows() == [(str(locked), None, "cannot read: Permission denied")]
+    assert q.select("source_file", "sha256", "error").rows() == [
+        (str(locked), None, "cannot read: Permission denied")
+    ]
     assert wh.read("ingest_manifest")["path"].to_list() == [str(src / "a.log")]
     locked.chmod(0o644)
     assert main(["ingest", str(src), "--home", str(wh.home)]) == 0
@@ -330,7 +387,9 @@ def test_out_of_core_steps_spill_to_goodput_scratch(tmp_path, monkeypatch):
     assert Path(spill) == tmp_path / "scratch" / ".duckdb_spill"
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("GOODPUT_SCRATCH", str(tmp_path / "file" / "sub"))
-    with pytest.raises(WarehouseError, match=r"cannot use \$GOODPUT_SCRATCH .*file/sub: Not a directory"):
+    with pytest.raises(
+        WarehouseError, match=r"cannot use \$GOODPUT_SCRATCH .*file/sub: Not a directory"
+    ):
         Warehouse(tmp_path / "c")
 
 
@@ -356,14 +415,26 @@ def test_write_pieces_routes_each_row_to_its_piece(wh):
     """``write(Series of piece names, df)`` puts each row in its own piece (one conversion for
     the chunk); a piece named with no rows still exists, empty; other pieces are kept."""
     t0 = datetime(2026, 1, 1)
-    wh.replace_partition("hw_events", "dcgm_counter", [pl.DataFrame({"event_id": ["old"], "time": [t0]})])
-    df = pl.DataFrame({"event_id": [f"e{i}" for i in range(5)], "time": [t0] * 5, "host": list("abcab")})
+    wh.replace_partition(
+        "hw_events", "dcgm_counter", [pl.DataFrame({"event_id": ["old"], "time": [t0]})]
+    )
+    df = pl.DataFrame(
+        {"event_id": [f"e{i}" for i in range(5)], "time": [t0] * 5, "host": list("abcab")}
+    )
     with wh.write_pieces("hw_events", "dcgm_counter") as write:
         write("day-3", pl.DataFrame())
         write(pl.Series(["day-1", "day-2", "day-1", "day-1", "day-2"]), df)
     assert set(wh.piece_mtimes("hw_events", "dcgm_counter")) == {"data", "day-1", "day-2", "day-3"}
-    by_file = {Path(f).stem: pl.read_parquet(f)["event_id"].to_list() for f in wh.files("hw_events", partition="dcgm_counter")}
-    assert by_file == {"data": ["old"], "day-1": ["e0", "e2", "e3"], "day-2": ["e1", "e4"], "day-3": []}
+    by_file = {
+        Path(f).stem: pl.read_parquet(f)["event_id"].to_list()
+        for f in wh.files("hw_events", partition="dcgm_counter")
+    }
+    assert by_file == {
+        "data": ["old"],
+        "day-1": ["e0", "e2", "e3"],
+        "day-2": ["e1", "e4"],
+        "day-3": [],
+    }
     wh.drop_pieces("hw_events", "dcgm_counter", ["data", "day-3"])
     assert wh.read("hw_events").height == 5
 
@@ -372,4 +443,6 @@ def test_connections_draw_no_progress_bar(wh):
     """A long query must not draw DuckDB's progress bar into the CLI's output or step logs."""
     for con in (wh.connect(), wh.connect_out_of_core()):
         with con:
-            assert con.execute("SELECT current_setting('enable_progress_bar')").fetchall() == [(False,)]
+            assert con.execute("SELECT current_setting('enable_progress_bar')").fetchall() == [
+                (False,)
+            ]

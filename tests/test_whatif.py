@@ -194,7 +194,13 @@ def test_bands_are_named_for_what_they_are():
     assert a["optimal_interval_hours"] == pytest.approx(float(daly_interval(60 / 3600, m)))
     assert a["young_interval_hours"] == pytest.approx((2 * 60 / 3600 * m) ** 0.5)
     mc = evaluate(LLAMA, sc, "mc", samples=400, replicas=400, seed=1)
-    assert mc["goodput_spread_low"] < mc["goodput_ci_low"] < mc["goodput"] < mc["goodput_ci_high"] < mc["goodput_spread_high"]
+    assert (
+        mc["goodput_spread_low"]
+        < mc["goodput_ci_low"]
+        < mc["goodput"]
+        < mc["goodput_ci_high"]
+        < mc["goodput_spread_high"]
+    )
     # the rate band of the expected goodput is the analytic band's size, not the job spread's
     width = mc["goodput_ci_high"] - mc["goodput_ci_low"]
     assert width == pytest.approx(a["goodput_ci_high"] - a["goodput_ci_low"], rel=0.35)

@@ -64,7 +64,11 @@ def conservation(wh: Warehouse, primary: Mapping[str, str]) -> tuple[bool, dict]
     table, from the ingest registry) + rows quarantined + rows already stored (an earlier file or
     line held the same record), and the rows the manifest claims are really in the table."""
     manifest = wh.read("ingest_manifest")
-    quarantined = wh.query("SELECT sha256, count(*) n FROM quarantine GROUP BY 1") if manifest.height else None
+    quarantined = (
+        wh.query("SELECT sha256, count(*) n FROM quarantine GROUP BY 1")
+        if manifest.height
+        else None
+    )
     q_by_sha = dict(quarantined.rows()) if quarantined is not None else {}
     counts = {t: raw_counts(wh, t) for t in set(primary.values())}
     bad = []
@@ -72,8 +76,14 @@ def conservation(wh: Warehouse, primary: Mapping[str, str]) -> tuple[bool, dict]
         table = primary.get(m["format"])
         in_table = counts[table].get(m["path"], 0) if table else 0
         in_quarantine = q_by_sha.get(m["sha256"], 0)
-        if m["records_read"] != m["rows_ok"] + m["rows_quarantined"] + (m["rows_duplicate"] or 0) or in_table < m["rows_ok"] or in_quarantine != m["rows_quarantined"]:
-            bad.append(f"{m['path']}: read {m['records_read']}, table {in_table}, quarantine {in_quarantine}")
+        if (
+            m["records_read"] != m["rows_ok"] + m["rows_quarantined"] + (m["rows_duplicate"] or 0)
+            or in_table < m["rows_ok"]
+            or in_quarantine != m["rows_quarantined"]
+        ):
+            bad.append(
+                f"{m['path']}: read {m['records_read']}, table {in_table}, quarantine {in_quarantine}"
+            )
     return not bad, {"files": manifest.height, "violations": len(bad), "first": "; ".join(bad[:5])}
 
 
@@ -83,12 +93,16 @@ def pull_conservation(wh: Warehouse) -> tuple[bool, dict]:
     stored, and the rows each source claims are in the warehouse (its documents are named
     ``pull://<source>/...``; a later forget may only lower what is there)."""
     log = wh.read("pull_log", "status = 'ok' AND target IS NULL")
-    bad = [f"{r['source']} {r['window_start']}: read {r['records_read']}, stored {r['rows_ok']}, "
-           f"quarantined {r['rows_quarantined']}, repeats {r['rows_duplicate']}"
-           for r in log.iter_rows(named=True)
-           if r["records_read"] != r["rows_ok"] + r["rows_quarantined"] + r["rows_duplicate"]]
+    bad = [
+        f"{r['source']} {r['window_start']}: read {r['records_read']}, stored {r['rows_ok']}, "
+        f"quarantined {r['rows_quarantined']}, repeats {r['rows_duplicate']}"
+        for r in log.iter_rows(named=True)
+        if r["records_read"] != r["rows_ok"] + r["rows_quarantined"] + r["rows_duplicate"]
+    ]
     stored: dict[str, int] = {}
-    tables = {t for t, spec in TABLES.items() if spec.kind == "ingest" and "source_file" in spec.columns}
+    tables = {
+        t for t, spec in TABLES.items() if spec.kind == "ingest" and "source_file" in spec.columns
+    }
     for table in sorted(tables | {"quarantine"}):
         if not (files := wh.record_files(table)):
             continue
@@ -101,7 +115,11 @@ def pull_conservation(wh: Warehouse) -> tuple[bool, dict]:
         for source, n in rows:
             stored[source] = stored.get(source, 0) + n
     claimed = log.group_by("source").agg(n=(pl.col("rows_ok") + pl.col("rows_quarantined")).sum())
-    bad += [f"{s}: {n} rows pulled, {stored.get(s, 0)} stored" for s, n in claimed.rows() if stored.get(s, 0) < n]
+    bad += [
+        f"{s}: {n} rows pulled, {stored.get(s, 0)} stored"
+        for s, n in claimed.rows()
+        if stored.get(s, 0) < n
+    ]
     return not bad, {"windows": log.height, "violations": len(bad), "first": "; ".join(bad[:5])}
 
 
@@ -135,7 +153,9 @@ def duplicate_keys(wh: Warehouse) -> tuple[bool, dict]:
             continue
         keys = ", ".join(f'"{k}"' for k in spec.key)
         with wh.connect() as con:
-            n = con.execute(f"SELECT count(*) FROM (SELECT {keys} FROM ({wh.view_sql(name)}) GROUP BY ALL HAVING count(*) > 1)").fetchall()[0][0]
+            n = con.execute(
+                f"SELECT count(*) FROM (SELECT {keys} FROM ({wh.view_sql(name)}) GROUP BY ALL HAVING count(*) > 1)"
+            ).fetchall()[0][0]
         if n:
             dups[name] = n
     return not dups, {"tables_with_duplicates": dups}
@@ -148,4 +168,9 @@ def quarantine_ratio(wh: Warehouse, limit: float) -> tuple[bool, dict]:
     read = int(m["records_read"].sum()) if m.height else 0
     bad = int(m["rows_quarantined"].sum()) if m.height else 0
     ratio = bad / read if read else 0.0
-    return ratio <= limit, {"records_read": read, "quarantined": bad, "ratio": ratio, "limit": limit}
+    return ratio <= limit, {
+        "records_read": read,
+        "quarantined": bad,
+        "ratio": ratio,
+        "limit": limit,
+    }

@@ -26,8 +26,14 @@ def reference() -> str:
         "|---|---|---|---|---|",
     ]
     for t in TABLES.values():
-        key = "every column but provenance" if t.record_key == "content" else ", ".join(t.record_columns) or "-"
-        out.append(f"| [`{t.name}`](#{t.name}) | {t.grain} | {t.kind} | {t.partition or '-'} | {key} |")
+        key = (
+            "every column but provenance"
+            if t.record_key == "content"
+            else ", ".join(t.record_columns) or "-"
+        )
+        out.append(
+            f"| [`{t.name}`](#{t.name}) | {t.grain} | {t.kind} | {t.partition or '-'} | {key} |"
+        )
     for t in TABLES.values():
         out += ["", f"## {t.name}", "", t.grain + ".", "", "| column | type |", "|---|---|"]
         out += [f"| `{c}` | {_type(d)} |" for c, d in t.columns.items()]

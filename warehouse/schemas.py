@@ -79,7 +79,15 @@ class Table:
 
 _SOURCE = {"source": STR, "source_file": STR, "source_line": I64}
 # where a row was read from, not what it says: never part of a record key
-PROVENANCE = ("source_file", "source_line", "sha256", "event_id", "caused_by", "ingested_at", "batch")
+PROVENANCE = (
+    "source_file",
+    "source_line",
+    "sha256",
+    "event_id",
+    "caused_by",
+    "ingested_at",
+    "batch",
+)
 
 # The values of every ``component_class`` / ``cause_class`` column (DESIGN.md, component
 # taxonomy). Declared here, with the columns, so ingest and analysis import the one list
@@ -128,14 +136,19 @@ TABLES: dict[str, Table] = {
             # lastState, with its start, and by a PyTorchJobRestarting event, with all nodes).
             dedupe=Dedupe(
                 keys=(
-                    ("cluster", "scheduler", "job_id", "coalesce(start_time, submit_time, end_time)"),
+                    (
+                        "cluster",
+                        "scheduler",
+                        "job_id",
+                        "coalesce(start_time, submit_time, end_time)",
+                    ),
                     ("cluster", "scheduler", "job_id", "end_time"),
                 ),
                 prefer=(
                     "end_time IS NULL",
                     "state IN ('RUNNING', 'PENDING', 'REQUEUED', 'SUSPENDED', 'UNKNOWN')",
                     (
-                        "(name IS NULL)::INT + (\"user\" IS NULL)::INT + (n_gpus IS NULL)::INT"
+                        '(name IS NULL)::INT + ("user" IS NULL)::INT + (n_gpus IS NULL)::INT'
                         " + (exit_code IS NULL)::INT + (len(nodes) = 0 OR nodes IS NULL)::INT"
                     ),
                     "source_file",
@@ -206,8 +219,20 @@ TABLES: dict[str, Table] = {
             partition="source",
             # not count / severity: a repeat group cut differently (a log that grew) is one event
             # the source's record id too: three SEL entries alike but for their ids are three events
-            record_key=("source", "time", "cluster", "host", "event_type", "code", "record_id", "component_id", "gpu",
-                        "uuid", "action", "message"),
+            record_key=(
+                "source",
+                "time",
+                "cluster",
+                "host",
+                "event_type",
+                "code",
+                "record_id",
+                "component_id",
+                "gpu",
+                "uuid",
+                "action",
+                "message",
+            ),
         ),
         Table(
             "gpu_samples",
@@ -232,7 +257,17 @@ TABLES: dict[str, Table] = {
                 "source_file": STR,
             },
             partition="date",
-            record_key=("date", "time", "cluster", "host", "gpu", "uuid", "pci_bus", "mig_instance", "metric"),
+            record_key=(
+                "date",
+                "time",
+                "cluster",
+                "host",
+                "gpu",
+                "uuid",
+                "pci_bus",
+                "mig_instance",
+                "metric",
+            ),
             values=("value",),
         ),
         Table(
@@ -259,17 +294,36 @@ TABLES: dict[str, Table] = {
             },
             partition="date",
             # the series-hour, keyed as gpu_samples keys a sample
-            record_key=("date", "hour", "cluster", "host", "gpu", "uuid", "pci_bus", "mig_instance", "metric"),
+            record_key=(
+                "date",
+                "hour",
+                "cluster",
+                "host",
+                "gpu",
+                "uuid",
+                "pci_bus",
+                "mig_instance",
+                "metric",
+            ),
         ),
         Table(
             "metric_metadata",
             "HELP / TYPE text of one metric as a source declared it",
-            {"metric": STR, "type": STR, "help": STR, "unit": STR, "source": STR, "source_file": STR},
+            {
+                "metric": STR,
+                "type": STR,
+                "help": STR,
+                "unit": STR,
+                "source": STR,
+                "source_file": STR,
+            },
             key=("metric", "source"),
             record_key="content",
             # every scrape file repeats its HELP/TYPE lines: one row per metric and source,
             # from the most recently named file that declared it
-            dedupe=Dedupe(keys=(("metric", "source"),), prefer=("help IS NULL", "source_file DESC")),
+            dedupe=Dedupe(
+                keys=(("metric", "source"),), prefer=("help IS NULL", "source_file DESC")
+            ),
         ),
         Table(
             "gpu_hourly",

@@ -36,7 +36,9 @@ class ScopedWarehouse(Warehouse):
             return self.parent.partition_mtimes(name)
         return super().partition_mtimes(name)
 
-    def view_sql(self, name: str, guard: bool | None = None, zoned: bool = False, root: str | None = None) -> str:
+    def view_sql(
+        self, name: str, guard: bool | None = None, zoned: bool = False, root: str | None = None
+    ) -> str:
         if name not in self.inputs:
             return super().view_sql(name, guard, zoned, root)
         # the parent's files by their absolute location (``root`` names this warehouse's own);
@@ -45,7 +47,9 @@ class ScopedWarehouse(Warehouse):
         where = self.inputs[name]
         return f"SELECT * FROM ({base}) WHERE {where}" if where else base
 
-    def connect(self, database: str = ":memory:", read_only: bool = False, storage: str | None = None) -> duckdb.DuckDBPyConnection:
+    def connect(
+        self, database: str = ":memory:", read_only: bool = False, storage: str | None = None
+    ) -> duckdb.DuckDBPyConnection:
         # the parent's connection: it can read the parent's root (object storage included), and
         # this warehouse's own root is always a local directory
         return self.parent.connect(database, read_only, storage)
@@ -55,12 +59,18 @@ class ScopedWarehouse(Warehouse):
         # and the scope's home (its own tables, its host list). A parent on object storage is
         # not opened to it (allow_files are local directories): such a query fails in one line
         parent = str(self.parent.parquet)
-        return super().reader([*allow_files, self.home, *([] if "://" in parent else [parent])], spill)
+        return super().reader(
+            [*allow_files, self.home, *([] if "://" in parent else [parent])], spill
+        )
 
     def replace_table(self, name: str, df, partitions: str = "all") -> None:
         if name in self.inputs:
-            raise WarehouseError(f"{name} belongs to the parent warehouse {self.parent.home}; a scope only reads it")
+            raise WarehouseError(
+                f"{name} belongs to the parent warehouse {self.parent.home}; a scope only reads it"
+            )
         super().replace_table(name, df, partitions)
 
     def batch(self, batch_id: str):
-        raise WarehouseError(f"a scoped warehouse ({self.home}) takes no ingest: ingest into {self.parent.home}")
+        raise WarehouseError(
+            f"a scoped warehouse ({self.home}) takes no ingest: ingest into {self.parent.home}"
+        )

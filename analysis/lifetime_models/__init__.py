@@ -20,9 +20,15 @@ __all__ = ["LifetimeModel", "Sample", "get", "models", "names"]
 @cache
 def models() -> dict[str, type[LifetimeModel]]:
     """Every registered model by name; the exponential (closed form, all units) first."""
-    found = {name: module.MODEL for name, module in discover(
-        __name__, "MODEL", lambda m: isinstance(m, type) and issubclass(m, LifetimeModel),
-        lambda m: m.name).items()}
+    found = {
+        name: module.MODEL
+        for name, module in discover(
+            __name__,
+            "MODEL",
+            lambda m: isinstance(m, type) and issubclass(m, LifetimeModel),
+            lambda m: m.name,
+        ).items()
+    }
     return dict(sorted(found.items(), key=lambda kv: (not kv[1].full_data, kv[0])))
 
 

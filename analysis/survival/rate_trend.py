@@ -83,9 +83,12 @@ def rate_trends(failure_rates_df: pl.DataFrame, stratum: str = "all") -> pl.Data
                     "period_start": pl.Datetime("us"), "period_end": pl.Datetime("us"),
                     "exposure_hours": pl.Float64}
         )  # fmt: skip
-    for (cls,), g in monthly.with_columns(mid.alias("_day")).sort("_day").partition_by(
-        "component_class", as_dict=True, maintain_order=True
-    ).items():
+    for (cls,), g in (
+        monthly.with_columns(mid.alias("_day"))
+        .sort("_day")
+        .partition_by("component_class", as_dict=True, maintain_order=True)
+        .items()
+    ):
         g = g.filter((pl.col("exposure_hours") > 0) & pl.col("_day").is_not_null())
         d = g["n_events"].fill_null(0).to_numpy().astype(float)
         if g.height < 2 or d.sum() == 0:

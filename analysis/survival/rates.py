@@ -370,15 +370,19 @@ def rate_samples(
     """
     sel = selected(failure_rates_df, window, stratum)
     df = failure_rates_df
-    cands = df.filter(
-        (pl.col("window") == window)
-        & (pl.col("stratum").fill_null("all") == stratum)
-        & pl.col("rate_per_1k_unit_days").is_not_null()
-        & (
-            pl.col("selected").fill_null(False)
-            | (~pl.col("rate_extrapolated").fill_null(True) & (pl.col("aic_weight") > 0))
+    cands = (
+        df.filter(
+            (pl.col("window") == window)
+            & (pl.col("stratum").fill_null("all") == stratum)
+            & pl.col("rate_per_1k_unit_days").is_not_null()
+            & (
+                pl.col("selected").fill_null(False)
+                | (~pl.col("rate_extrapolated").fill_null(True) & (pl.col("aic_weight") > 0))
+            )
         )
-    ) if {"aic_weight", "rate_extrapolated"} <= set(df.columns) else sel
+        if {"aic_weight", "rate_extrapolated"} <= set(df.columns)
+        else sel
+    )
     out = {}
     for cls, d, e in sel.select("component_class", "n_events", "exposure_hours").iter_rows():
         if e is None or e <= 0:

@@ -69,8 +69,12 @@ def _shape_tests(rows: pl.DataFrame) -> pl.DataFrame:
     (its CI is exp(log k ± 1.96 se)), Holm-adjusted across the classes and strata of a window;
     ``shape_reading`` on the Weibull rows only, a direction only where that p < SHAPE_ALPHA."""
     groups = ["component_class", "stratum", "window"]
-    g = rows.filter(pl.col("shape_ci_low") > 0).group_by(groups, maintain_order=True).agg(
-        pl.col("shape").first(), pl.col("shape_ci_low").first(), pl.col("shape_ci_high").first()
+    g = (
+        rows.filter(pl.col("shape_ci_low") > 0)
+        .group_by(groups, maintain_order=True)
+        .agg(
+            pl.col("shape").first(), pl.col("shape_ci_low").first(), pl.col("shape_ci_high").first()
+        )
     )
     if g.height == 0:
         return rows.with_columns(

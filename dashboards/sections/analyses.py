@@ -27,25 +27,45 @@ def build(ctx: ReportContext) -> Section:
     skipped = st.filter(pl.col("status") != "ok")
     text = f"{st.height - skipped.height} of {st.height} analyses ran"
     if skipped.height:
-        text += "; missing inputs or errors: " + "; ".join(f"{a} {st_}" for a, st_ in skipped.select("analysis", "status").rows())
+        text += "; missing inputs or errors: " + "; ".join(
+            f"{a} {st_}" for a, st_ in skipped.select("analysis", "status").rows()
+        )
     w = win.filter(pl.col("source") == "window")
     if w.height and w["observed_from"][0] is not None:
         r = w.row(0, named=True)
-        text += (f". Exposure is measured from {r['observed_from']:%Y-%m-%d %H:%M} to {r['observed_to']:%Y-%m-%d %H:%M} UTC "
-                 f"({r['method']}{', flagged: ' + r['note'] if r['flagged'] else ''})")
+        text += (
+            f". Exposure is measured from {r['observed_from']:%Y-%m-%d %H:%M} to {r['observed_to']:%Y-%m-%d %H:%M} UTC "
+            f"({r['method']}{', flagged: ' + r['note'] if r['flagged'] else ''})"
+        )
     fr = t["failure_rates"]
     if fr.height:
-        text += ". Units per class from: " + "; ".join(f"{p or 'unknown'} ({c})" for p, c in unit_populations(fr))
+        text += ". Units per class from: " + "; ".join(
+            f"{p or 'unknown'} ({c})" for p, c in unit_populations(fr)
+        )
     s.reading = text + "."
     s.extra_html = html_table(
         ["analysis", "status", "reason", "rows"],
-        [[a, b, c or "", "" if n is None else f"{n:,}"] for a, b, c, n in st.select("analysis", "status", "reason", "rows").rows()],
+        [
+            [a, b, c or "", "" if n is None else f"{n:,}"]
+            for a, b, c, n in st.select("analysis", "status", "reason", "rows").rows()
+        ],
     )
     spans = win.filter(pl.col("source") != "window")
     if spans.height:
-        s.extra_html += '<p class="sub">Robust time span per source (outlying record times do not stretch it)</p>' + html_table(
-            ["source", "from (UTC)", "to (UTC)", "records", "outlying times"],
-            [[r["source"], f"{r['observed_from']:%Y-%m-%d %H:%M}", f"{r['observed_to']:%Y-%m-%d %H:%M}",
-              f"{r['records']:,}", f"{r['outliers']:,}"] for r in spans.iter_rows(named=True)],
+        s.extra_html += (
+            '<p class="sub">Robust time span per source (outlying record times do not stretch it)</p>'
+            + html_table(
+                ["source", "from (UTC)", "to (UTC)", "records", "outlying times"],
+                [
+                    [
+                        r["source"],
+                        f"{r['observed_from']:%Y-%m-%d %H:%M}",
+                        f"{r['observed_to']:%Y-%m-%d %H:%M}",
+                        f"{r['records']:,}",
+                        f"{r['outliers']:,}",
+                    ]
+                    for r in spans.iter_rows(named=True)
+                ],
+            )
         )
     return s

@@ -26,12 +26,28 @@ def _bars(rows: pl.DataFrame, dim: str) -> alt.Chart:
         alt.Chart(rows)
         .mark_bar()
         .encode(
-            y=alt.Y("value:N", sort=alt.EncodingSortField("lost_gpu_hours", order="descending"), title=dim),
+            y=alt.Y(
+                "value:N",
+                sort=alt.EncodingSortField("lost_gpu_hours", order="descending"),
+                title=dim,
+            ),
             x=alt.X("lost_gpu_hours:Q", title="GPU-hours lost to unexpected interruptions"),
-            color=alt.Color("goodput:Q", scale=alt.Scale(scheme="redyellowgreen"), title="measured goodput",
-                            legend=alt.Legend(format=".0%")),  # the data's range: 85% and 97% differ
-            tooltip=["value", "jobs", "attempts", alt.Tooltip("gpu_hours:Q", format=",.0f"), "interruptions",
-                     "infrastructure", alt.Tooltip("lost_gpu_hours:Q", format=",.0f"), alt.Tooltip("goodput:Q", format=".1%")],
+            color=alt.Color(
+                "goodput:Q",
+                scale=alt.Scale(scheme="redyellowgreen"),
+                title="measured goodput",
+                legend=alt.Legend(format=".0%"),
+            ),  # the data's range: 85% and 97% differ
+            tooltip=[
+                "value",
+                "jobs",
+                "attempts",
+                alt.Tooltip("gpu_hours:Q", format=",.0f"),
+                "interruptions",
+                "infrastructure",
+                alt.Tooltip("lost_gpu_hours:Q", format=",.0f"),
+                alt.Tooltip("goodput:Q", format=".1%"),
+            ],
         )
         .properties(width=charts.WIDTH - 120, height=alt.Step(18))
     )
@@ -44,9 +60,18 @@ def build(ctx: ReportContext) -> Section:
         s.note = NO_DATA
         return s
     shown = [d for d in DIMENSIONS if bd.filter(pl.col("dimension") == d).height > 1] or ["cluster"]
-    s.chart = alt.vconcat(*(
-        _bars(bd.filter(pl.col("dimension") == d).sort("lost_gpu_hours", descending=True).head(TOP), d) for d in shown
-    ), spacing=24)
+    s.chart = alt.vconcat(
+        *(
+            _bars(
+                bd.filter(pl.col("dimension") == d)
+                .sort("lost_gpu_hours", descending=True)
+                .head(TOP),
+                d,
+            )
+            for d in shown
+        ),
+        spacing=24,
+    )
     parts = []
     for dim in shown:
         rows = bd.filter(pl.col("dimension") == dim)
@@ -62,8 +87,30 @@ def build(ctx: ReportContext) -> Section:
         ("; ".join(parts) + ".") if parts else f"No unexpected interruption in {ctx.scope}."
     ) + " A job chain counts under its last attempt's partition and account."
     s.extra_html = html_table(
-        ["by", "value", "jobs", "attempts", "GPU-hours", "interruptions", "of them infrastructure", "lost GPU-hours", "goodput"],
-        [[r["dimension"], r["value"], f"{r['jobs']:,}", f"{r['attempts']:,}", num(r["gpu_hours"]), f"{r['interruptions']:,}",
-          f"{r['infrastructure']:,}", num(r["lost_gpu_hours"]), pct(r["goodput"])] for r in bd.iter_rows(named=True)],
+        [
+            "by",
+            "value",
+            "jobs",
+            "attempts",
+            "GPU-hours",
+            "interruptions",
+            "of them infrastructure",
+            "lost GPU-hours",
+            "goodput",
+        ],
+        [
+            [
+                r["dimension"],
+                r["value"],
+                f"{r['jobs']:,}",
+                f"{r['attempts']:,}",
+                num(r["gpu_hours"]),
+                f"{r['interruptions']:,}",
+                f"{r['infrastructure']:,}",
+                num(r["lost_gpu_hours"]),
+                pct(r["goodput"]),
+            ]
+            for r in bd.iter_rows(named=True)
+        ],
     )
     return s

@@ -76,7 +76,9 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
         .mark_bar()
         .encode(
             x=alt.X("cause_class:N", sort=order, title="cause class"),
-            color=alt.Color("cause_class:N", legend=None),  # the class palette (charts.class_colors)
+            color=alt.Color(
+                "cause_class:N", legend=None
+            ),  # the class palette (charts.class_colors)
             y=alt.Y("count:Q", title="unexpected interruptions"),
             tooltip=[
                 "cause_class:N",
@@ -103,13 +105,15 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
     pareto = (
         alt.layer(bars, line)
         .resolve_scale(y="independent")
-        .properties(width=charts.WIDTH // 2, height=charts.HEIGHT, title="This fleet: Pareto by class")
+        .properties(
+            width=charts.WIDTH // 2, height=charts.HEIGHT, title="This fleet: Pareto by class"
+        )
     )
     both = pl.concat(
         [
-            comparable_mix(mix).select("cause_class", "share", "count").with_columns(
-                pl.lit("this fleet").alias("source")
-            ),
+            comparable_mix(mix)
+            .select("cause_class", "share", "count")
+            .with_columns(pl.lit("this fleet").alias("source")),
             ref.select("cause_class", "share", "count").with_columns(
                 pl.lit("Llama 3 (published)").alias("source")
             ),
@@ -187,7 +191,10 @@ def build(ctx: ReportContext) -> Section:
             f" Of the {compared['count'].sum():,} {COMPARED} (Llama 3: "
             f"{ref.filter(pl.col('share').is_not_null())['count'].sum():,} of {ref['count'].sum():,}), "
             f"{top['cause_class']} caused {pct(top['share'], 0)} (Llama 3: {llama})"
-            + (f"; the top {k} classes account for "
-               f"{pct(compared['share'].head(k).sum(), 0)}." if k > 1 else ".")
+            + (
+                f"; the top {k} classes account for {pct(compared['share'].head(k).sum(), 0)}."
+                if k > 1
+                else "."
+            )
         )
     return s

@@ -55,6 +55,7 @@ def coverage_chart(coverage: pl.DataFrame) -> alt.Chart:
         .properties(width=charts.WIDTH, height=max(120, 16 * len(hosts)))
     )
 
+
 def build(ctx: ReportContext) -> Section:
     coverage = ctx.coverage
     s = Section(KEY, TITLE)
@@ -73,12 +74,16 @@ def build(ctx: ReportContext) -> Section:
         )
         .sort("source")
     )
-    if "job_attempts" in per["source"]:  # an attempt spans hosts: count attempts, not attempt-host pairs
-        attempts = ctx.wh.query(
-            f"SELECT count(*) AS n FROM ({ctx.wh.view_sql('job_attempts')})"
-        )["n"][0]
+    if (
+        "job_attempts" in per["source"]
+    ):  # an attempt spans hosts: count attempts, not attempt-host pairs
+        attempts = ctx.wh.query(f"SELECT count(*) AS n FROM ({ctx.wh.view_sql('job_attempts')})")[
+            "n"
+        ][0]
         per = per.with_columns(
-            rows=pl.when(pl.col("source") == "job_attempts").then(pl.lit(attempts, pl.Int64)).otherwise("rows")
+            rows=pl.when(pl.col("source") == "job_attempts")
+            .then(pl.lit(attempts, pl.Int64))
+            .otherwise("rows")
         )
     hosts = coverage.filter(pl.col("host") != "(no host)")
     n_hosts = hosts["host"].n_unique()

@@ -43,7 +43,9 @@ def _labels() -> list[pl.Expr]:
     return [pl.col(c).cast(pl.Utf8).fill_null(NONE_LABEL) for c in SELECTORS]
 
 
-def _bucketed(df: pl.DataFrame, time: str, every: str, group: list[str], aggs: list[pl.Expr]) -> pl.DataFrame:
+def _bucketed(
+    df: pl.DataFrame, time: str, every: str, group: list[str], aggs: list[pl.Expr]
+) -> pl.DataFrame:
     start = pl.col(time).cast(pl.Datetime("us")).dt.truncate(every)
     return (
         df.with_columns(start.alias("_t0"), start.dt.offset_by(every).alias("_t1"))
@@ -59,7 +61,9 @@ def _bucketed(df: pl.DataFrame, time: str, every: str, group: list[str], aggs: l
     )
 
 
-def explore_frame(interruptions: pl.DataFrame, attempts: pl.DataFrame, every: str | None = None) -> pl.DataFrame:
+def explore_frame(
+    interruptions: pl.DataFrame, attempts: pl.DataFrame, every: str | None = None
+) -> pl.DataFrame:
     """Unexpected interruptions per (time bucket, cluster, partition, account, cause class):
     ``day`` and ``day_end`` as UTC ISO strings (a bucket is a day, or a week over long spans:
     ``bucket``), ``interruptions``, ``lost_gpu_hours``. Partition and account are the
@@ -68,7 +72,11 @@ def explore_frame(interruptions: pl.DataFrame, attempts: pl.DataFrame, every: st
         ~pl.col("planned").fill_null(False) & pl.col("end_time").is_not_null()
     ).with_columns(shown_cause())
     jobs = attempts.select(*_KEYS, "partition", "account").unique(_KEYS, keep="first")
-    df = intr.drop("partition", "account", strict=False).join(jobs, on=_KEYS, how="left").with_columns(_labels())
+    df = (
+        intr.drop("partition", "account", strict=False)
+        .join(jobs, on=_KEYS, how="left")
+        .with_columns(_labels())
+    )
     every = every or bucket_every(df["end_time"])
     group = [*SELECTORS, "cause_class"]
     aggs = [pl.len().alias("interruptions"), pl.col("lost_gpu_hours").fill_null(0).sum()]
@@ -80,13 +88,17 @@ def explore_frame(interruptions: pl.DataFrame, attempts: pl.DataFrame, every: st
     return out.with_columns(pl.lit("day" if every == "1d" else "week").alias("bucket"))
 
 
-def goodput_frame(goodput_jobs: pl.DataFrame, attempts: pl.DataFrame, every: str = "1d") -> pl.DataFrame:
+def goodput_frame(
+    goodput_jobs: pl.DataFrame, attempts: pl.DataFrame, every: str = "1d"
+) -> pl.DataFrame:
     """Job chains per (time bucket of their final end, cluster, partition, account): GPU-hours
     (n_gpus × wall) and productive GPU-hours, whose ratio over any selection is the measured
     goodput weighted by GPU-hours (``analysis.headline.weighted_goodput``). A chain counts under
     its last attempt's partition and account (as ``goodput_breakdown``)."""
-    last = attempts.sort("attempt").group_by("cluster", "scheduler", "job_id").agg(
-        pl.col("partition", "account").last()
+    last = (
+        attempts.sort("attempt")
+        .group_by("cluster", "scheduler", "job_id")
+        .agg(pl.col("partition", "account").last())
     )
     ran = goodput_jobs.filter((pl.col("wall_hours") > 0) & pl.col("final_end").is_not_null())
     df = ran.join(last, on=["cluster", "scheduler", "job_id"], how="left").with_columns(_labels())
@@ -143,7 +155,9 @@ def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VC
         """One line of text: the sums ``totals`` (field -> column) over the rows in the selection.
         Rows outside it count 0 rather than being filtered out, so an empty selection still
         prints its zeros (Vega aggregates nothing into no row)."""
-        kept = f"({chosen}) && {picked('period')}" + (f" && {picked('pick_class')}" if "n" in totals else "")
+        kept = f"({chosen}) && {picked('period')}" + (
+            f" && {picked('pick_class')}" if "n" in totals else ""
+        )
         zeroed = {f"_{k}": f"datum._in ? datum.{c} : 0" for k, c in totals.items()}
         return (
             chart.transform_calculate(day="toDate(datum.day)")
@@ -159,13 +173,15 @@ def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VC
         inter,
         "'Selection: ' + format(datum.n, ',') + ' unexpected interruptions, ' + "
         "format(datum.lost, ',.0f') + ' GPU-hours lost'",
-        n="interruptions", lost="lost_gpu_hours",
+        n="interruptions",
+        lost="lost_gpu_hours",
     )
     goodput_text = figure(
         goods,
         "'measured goodput ' + (datum.g > 0 ? format(datum.p / datum.g, '.1%') : 'n/a') + "
         "' of ' + format(datum.g, ',.0f') + ' GPU-hours'",
-        g="gpu_hours", p="productive_gpu_hours",
+        g="gpu_hours",
+        p="productive_gpu_hours",
     )
     timeline = (
         inter.transform_calculate(day_end=f"utcOffset('{bucket}', toDate(datum.day), 1)")
@@ -196,7 +212,11 @@ def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VC
     )  # fmt: skip
 
     def bars(field: str, title: str, subtitle: str, pick=None) -> alt.Chart:
-        color = alt.condition(pick, alt.value("#1f3b73"), alt.value("#c7cfdd")) if pick else alt.value("#1f3b73")
+        color = (
+            alt.condition(pick, alt.value("#1f3b73"), alt.value("#c7cfdd"))
+            if pick
+            else alt.value("#1f3b73")
+        )
         chart = (
             inter.mark_bar()
             .encode(y=alt.Y(f"{field}:N", sort="-x", title=None),
@@ -215,7 +235,9 @@ def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VC
         timeline,
         goodput_line,
         alt.hconcat(
-            bars("cause_class", "By cause class", "click to pick, shift-click for more", pick_class),
+            bars(
+                "cause_class", "By cause class", "click to pick, shift-click for more", pick_class
+            ),
             bars("partition", "By partition", "of the picked classes"),
             spacing=60,
         ),

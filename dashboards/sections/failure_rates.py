@@ -22,7 +22,9 @@ def rates_frame(failure_rates: pl.DataFrame, window: str = "all") -> pl.DataFram
     sel = selected_rates(failure_rates, window)
     if sel.height:
         sel = sel.with_columns(
-            shape_reading=pl.Series([age_reading(r) for r in sel.iter_rows(named=True)], dtype=pl.Utf8)
+            shape_reading=pl.Series(
+                [age_reading(r) for r in sel.iter_rows(named=True)], dtype=pl.Utf8
+            )
         )
     return sel.sort("rate_per_1k_unit_days", descending=True, nulls_last=True)
 
@@ -55,7 +57,9 @@ def failure_rate_chart(rates: pl.DataFrame) -> alt.HConcatChart:
         "failures per 1,000 unit-days (log, 95% CI)", tip, ("#4c78a8", "#1f3b73"),
     )  # fmt: skip
     forest = rates.properties(
-        width=charts.WIDTH // 2 + 40, height=max(120, 28 * len(order)), title="Failure rate per class"
+        width=charts.WIDTH // 2 + 40,
+        height=max(120, 28 * len(order)),
+        title="Failure rate per class",
     )
     sh = df.filter(pl.col("shape").is_not_null())
     if sh.height == 0:

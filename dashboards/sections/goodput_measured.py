@@ -24,6 +24,7 @@ BADPUT_PARTS = (
     ("other_hours", "other (unfinished, idle gaps)"),
 )
 
+
 def goodput_hist_frame(goodput_jobs: pl.DataFrame, bins: int = 20) -> pl.DataFrame:
     """GPU-hours and job counts per goodput bin (0..1)."""
     j = goodput_jobs.filter(pl.col("goodput").is_not_null())
@@ -74,7 +75,11 @@ def goodput_chart(hist: pl.DataFrame, badput: pl.DataFrame) -> alt.HConcatChart:
                 "jobs:Q",
             ],
         )
-        .properties(width=charts.WIDTH // 2, height=charts.HEIGHT, title="Distribution (weighted by GPU-hours)")
+        .properties(
+            width=charts.WIDTH // 2,
+            height=charts.HEIGHT,
+            title="Distribution (weighted by GPU-hours)",
+        )
     )
     # a part sized by the assumptions says so on its bar's label
     parts = badput.with_columns(
@@ -115,7 +120,9 @@ def goodput_chart(hist: pl.DataFrame, badput: pl.DataFrame) -> alt.HConcatChart:
     )
     return alt.hconcat(
         h,
-        (b + t).properties(width=charts.WIDTH // 2 - 60, height=charts.HEIGHT, title="Where the GPU-hours went"),
+        (b + t).properties(
+            width=charts.WIDTH // 2 - 60, height=charts.HEIGHT, title="Where the GPU-hours went"
+        ),
         spacing=30,
     )
 

@@ -98,7 +98,9 @@ def scale_chart(scale: pl.DataFrame, target_gpus: int | None = None) -> alt.VCon
                 alt.Tooltip("minutes:Q", format=".1f"),
             ],
         )
-        .properties(width=charts.WIDTH, height=170, title="Optimal checkpoint interval at each scale")
+        .properties(
+            width=charts.WIDTH, height=170, title="Optimal checkpoint interval at each scale"
+        )
     )
     return alt.vconcat(top, bottom, spacing=20)
 

@@ -127,9 +127,9 @@ def build(ctx: ReportContext) -> Section:
     # the consequences of load are associations, never what raises the hazard
     clear = hr.filter(pl.col("clear_effect").fill_null(False)).sort("p_adjusted")
     effects, assoc = clear.filter(~ASSOCIATION), clear.filter(ASSOCIATION)
-    failed_ph = hr.filter(
-        (pl.col("p_adjusted") < 0.05) & ~pl.col("ph_ok").fill_null(False)
-    ).sort("p_adjusted")
+    failed_ph = hr.filter((pl.col("p_adjusted") < 0.05) & ~pl.col("ph_ok").fill_null(False)).sort(
+        "p_adjusted"
+    )
     method = hr["p_adjust_method"].drop_nulls().first() or "multiple-testing"
     rule = (
         f"adjusted p < 0.05 after {method} correction for {hr.height} tests, proportional "
@@ -139,9 +139,9 @@ def build(ctx: ReportContext) -> Section:
     if effects.height:
         parts.append(
             f"Clear effects ({effects.height} of {hr.height}: {rule}): "
-            + "; ".join(f"{_ratio(r)} on {r['component_class']}" for r in effects.iter_rows(
-                named=True
-            ))
+            + "; ".join(
+                f"{_ratio(r)} on {r['component_class']}" for r in effects.iter_rows(named=True)
+            )
             + "."
         )
     else:
@@ -151,9 +151,9 @@ def build(ctx: ReportContext) -> Section:
     if assoc.height:
         parts.append(
             "Associations, not causes (they follow the load a unit carries): "
-            + "; ".join(f"{_ratio(r)} on {r['component_class']}" for r in assoc.iter_rows(
-                named=True
-            ))
+            + "; ".join(
+                f"{_ratio(r)} on {r['component_class']}" for r in assoc.iter_rows(named=True)
+            )
             + "."
         )
     if failed_ph.height:

@@ -25,7 +25,13 @@ from dashboards.section import (
 KEY = "headline"
 TITLE = "Headline figures"
 ORDER = 10
-TABLES = ("job_attempts", "interruptions", "goodput_jobs", "goodput_projections", "component_history")
+TABLES = (
+    "job_attempts",
+    "interruptions",
+    "goodput_jobs",
+    "goodput_projections",
+    "component_history",
+)
 
 
 def headline_chart(figures: pl.DataFrame) -> alt.Chart:
@@ -43,7 +49,9 @@ def headline_chart(figures: pl.DataFrame) -> alt.Chart:
     )
     label = base.mark_text(fontSize=13, dy=14, color="#333").encode(text="label:N")
     detail = base.mark_text(fontSize=11, dy=32, color="#777").encode(text="detail:N")
-    return (value + label + detail).properties(width=charts.WIDTH, height=110 * int(df["row"].max() + 1))
+    return (value + label + detail).properties(
+        width=charts.WIDTH, height=110 * int(df["row"].max() + 1)
+    )
 
 
 def _fleet_size(wh, coverage: pl.DataFrame, ch: pl.DataFrame) -> tuple[int, int]:

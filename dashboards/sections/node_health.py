@@ -56,9 +56,7 @@ def chart(worst: pl.DataFrame) -> alt.LayerChart:
             y=y,
             color=alt.Color(
                 "status:N",
-                scale=alt.Scale(
-                    domain=["lemon", "not significant"], range=["#c0392b", "#9db4d6"]
-                ),
+                scale=alt.Scale(domain=["lemon", "not significant"], range=["#c0392b", "#9db4d6"]),
                 title=None,
             ),
             tooltip=tooltip,
@@ -125,11 +123,19 @@ def table_html(health: pl.DataFrame) -> str:
     ]  # fmt: skip
     body = [
         [
-            r["host"], r["cluster"] or "", r["failures"], num(r["expected_failures"]),
-            r["interruptions"], num(r["lost_gpu_hours"]),
-            f"{r['hw_events']} ({r['hw_events_critical']})", f"{r['repairs']} ({r['failed_parts']})",
-            num(r["node_hours"]), num(r["gpu_hours_scheduled"]),
-            f"{r['p_value']:.2g}", f"{r['p_adjusted']:.2g}", "yes" if r["lemon"] else "no",
+            r["host"],
+            r["cluster"] or "",
+            r["failures"],
+            num(r["expected_failures"]),
+            r["interruptions"],
+            num(r["lost_gpu_hours"]),
+            f"{r['hw_events']} ({r['hw_events_critical']})",
+            f"{r['repairs']} ({r['failed_parts']})",
+            num(r["node_hours"]),
+            num(r["gpu_hours_scheduled"]),
+            f"{r['p_value']:.2g}",
+            f"{r['p_adjusted']:.2g}",
+            "yes" if r["lemon"] else "no",
         ]
         for r in rows.iter_rows(named=True)
     ]

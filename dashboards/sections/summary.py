@@ -59,7 +59,9 @@ def last_full_weeks(attempts, interruptions, goodput_jobs, start: datetime, end:
     whole = [w for w in period_starts(start, end, "week") if w >= start and w + WEEK <= end]
     if len(whole) < 2:
         return None
-    return tuple(window_figures(attempts, interruptions, goodput_jobs, w, w + WEEK) for w in whole[-2:][::-1])
+    return tuple(
+        window_figures(attempts, interruptions, goodput_jobs, w, w + WEEK) for w in whole[-2:][::-1]
+    )
 
 
 def actions_html(projections: pl.DataFrame, target: int) -> str:
@@ -81,12 +83,17 @@ def actions_html(projections: pl.DataFrame, target: int) -> str:
 def typical_job_gpus(attempts: pl.DataFrame) -> float | None:
     """The GPUs of the job attempts, averaged over GPU-hours (the size a GPU-hour ran at)."""
     ran = attempts.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
-    w = pl.col("n_gpus").fill_null(0) * (pl.col("end_time") - pl.col("start_time")).dt.total_seconds()
+    w = (
+        pl.col("n_gpus").fill_null(0)
+        * (pl.col("end_time") - pl.col("start_time")).dt.total_seconds()
+    )
     den = ran.select(w.sum()).item()
     return ran.select((w * pl.col("n_gpus").fill_null(0)).sum()).item() / den if den else None
 
 
-def why_projection_differs(measured: float | None, at: dict, target: int, typical: float | None) -> str:
+def why_projection_differs(
+    measured: float | None, at: dict, target: int, typical: float | None
+) -> str:
     """One sentence: why the projection at ``target`` GPUs is not the measured goodput."""
     size = f"{typical:,.0f}" if typical else "far fewer"
     gap = "below" if measured is None or at["goodput"] < measured else "above"
@@ -167,8 +174,10 @@ def build(ctx: ReportContext) -> Section:
     header = ["cause", "lost GPU-hours", "share of lost", "interruptions", "MTBF"]
     header += ["cost"] if cost > 0 else []
     parts = [
-        (f"From {start:%Y-%m-%d} to {end:%Y-%m-%d} ({days:,.0f} days, {ctx.scope}) jobs used "
-        f"{num(now['gpu_hours'])} GPU-hours at a measured goodput of {pct(now['goodput_gpu_hours'])}"),
+        (
+            f"From {start:%Y-%m-%d} to {end:%Y-%m-%d} ({days:,.0f} days, {ctx.scope}) jobs used "
+            f"{num(now['gpu_hours'])} GPU-hours at a measured goodput of {pct(now['goodput_gpu_hours'])}"
+        ),
         f"{now['unexpected']:,} unexpected interruptions (one every {in_hours(now['mtbf_hours'])}) "
         f"cost {num(now['lost_gpu_hours'])} GPU-hours"
         + (f" ({money(now['lost_gpu_hours'] * cost)})" if cost > 0 else ""),
@@ -179,7 +188,9 @@ def build(ctx: ReportContext) -> Section:
     s.reading = "; ".join(parts) + "."
     why = ""
     if at is not None:
-        why = why_projection_differs(now["goodput_gpu_hours"], at, target, typical_job_gpus(period_att))
+        why = why_projection_differs(
+            now["goodput_gpu_hours"], at, target, typical_job_gpus(period_att)
+        )
         scope_name = interruption_scope(proj)
         why += f" (Interruption scope of the projection: {scope_name}.)"
     s.extra_html = (
@@ -191,4 +202,3 @@ def build(ctx: ReportContext) -> Section:
         + (f'<p class="why" id="projection-why">{html.escape(why)}</p>' if why else "")
     )
     return s
-

@@ -91,7 +91,10 @@ def build(ctx: ReportContext) -> Section:
             f"lost GPU-hours {change(last['lost_gpu_hours'], prev['lost_gpu_hours'])}, "
             f"MTBF {change(last['mtbf_hours'], prev['mtbf_hours'], 'h')}"
         )
-    best, worst = weeks.sort("goodput").row(-1, named=True), weeks.sort("goodput").row(0, named=True)
+    best, worst = (
+        weeks.sort("goodput").row(-1, named=True),
+        weeks.sort("goodput").row(0, named=True),
+    )
     s.reading = text + (
         f". Best week {best['period_start']:%Y-%m-%d} ({pct(best['goodput'])}), "
         f"worst {worst['period_start']:%Y-%m-%d} ({pct(worst['goodput'])})."
@@ -104,7 +107,10 @@ def build(ctx: ReportContext) -> Section:
     ]  # fmt: skip
     s.extra_html = (
         "<details><summary>The weeks as a table (also: goodput trend, goodput losses --period week)</summary>"
-        + html_table(["week", "GPU-hours", "goodput", "change", "lost GPU-hours", "interruptions", "MTBF"], rows)
+        + html_table(
+            ["week", "GPU-hours", "goodput", "change", "lost GPU-hours", "interruptions", "MTBF"],
+            rows,
+        )
         + "</details>"
     )
     return s

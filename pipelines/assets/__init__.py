@@ -17,13 +17,16 @@ import importlib
 
 import dagster as dg
 
-DOMAINS = tuple(importlib.import_module(name) for name in (
-    "pipelines.assets.ingest",
-    "pipelines.assets.telemetry",
-    "pipelines.assets.analysis",
-    "pipelines.assets.report",
-    "pipelines.fleetsim_assets",
-))
+DOMAINS = tuple(
+    importlib.import_module(name)
+    for name in (
+        "pipelines.assets.ingest",
+        "pipelines.assets.telemetry",
+        "pipelines.assets.analysis",
+        "pipelines.assets.report",
+        "pipelines.fleetsim_assets",
+    )
+)
 
 # the names the CLI, the sensors and the tests use (imported after DOMAINS: in its order)
 from pipelines.assets.analysis import (
@@ -51,8 +54,13 @@ PULL_ASSETS = [pulled_sources]
 # sources are the build job's: what `goodput build` runs (load_assets_from_modules returns
 # copies: assets are told apart by their keys)
 DOMAIN_JOBS = [job for m in DOMAINS for job in getattr(m, "JOBS", ())]
-BUILD_ASSETS = [a for m, assets in BY_DOMAIN.items() if not hasattr(m, "JOBS") for a in assets
-                if not {ingested_sources.key, pulled_sources.key} & a.keys]
+BUILD_ASSETS = [
+    a
+    for m, assets in BY_DOMAIN.items()
+    if not hasattr(m, "JOBS")
+    for a in assets
+    if not {ingested_sources.key, pulled_sources.key} & a.keys
+]
 # what each job runs, as the UI and the CLI's recorded runs describe it
 JOB_DESCRIPTIONS = {
     "ingest": "Parse new source files (the landing folder, or the paths given) into the warehouse.",
@@ -65,9 +73,24 @@ JOB_DESCRIPTIONS = {
 }
 
 __all__ = [
-    "ALL_ASSETS", "ALL_CHECKS", "BUILD_ASSETS", "DOMAINS", "DOMAIN_JOBS", "INGEST_ASSETS", "JOB_DESCRIPTIONS",
+    "ALL_ASSETS",
+    "ALL_CHECKS",
+    "BUILD_ASSETS",
+    "DOMAINS",
+    "DOMAIN_JOBS",
+    "INGEST_ASSETS",
+    "JOB_DESCRIPTIONS",
     "PULL_ASSETS",
-    "TELEMETRY_DAYS", "component_lifetimes", "failure_fits", "goodput_projections",
-    "ingest_metadata", "ingested_sources", "leadership_report", "pull_metadata", "pulled_sources",
-    "register_days", "rollup_days", "warehouse_catalog",
+    "TELEMETRY_DAYS",
+    "component_lifetimes",
+    "failure_fits",
+    "goodput_projections",
+    "ingest_metadata",
+    "ingested_sources",
+    "leadership_report",
+    "pull_metadata",
+    "pulled_sources",
+    "register_days",
+    "rollup_days",
+    "warehouse_catalog",
 ]

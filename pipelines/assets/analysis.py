@@ -27,44 +27,70 @@ from pipelines.assets.factory import DUCKDB, md, row_count, table_asset
 from pipelines.checks import asset_check
 
 
-@table_asset("interruptions", needs=("job_attempts",), reads=("hw_events", "node_events"),
-             describe=lambda df, wh, goodput: {
-                 "interruptions": df.height, "dagster/row_count": df.height,
-                 "unexpected": int((~df["planned"]).sum()) if df.height else 0,
-                 "mix": dg.MetadataValue.md(md(attribution.interruption_mix(df)))})
+@table_asset(
+    "interruptions",
+    needs=("job_attempts",),
+    reads=("hw_events", "node_events"),
+    describe=lambda df, wh, goodput: {
+        "interruptions": df.height,
+        "dagster/row_count": df.height,
+        "unexpected": int((~df["planned"]).sum()) if df.height else 0,
+        "mix": dg.MetadataValue.md(md(attribution.interruption_mix(df))),
+    },
+)
 def interruptions(wh, goodput):
     """Every job attempt that did not end normally, with its attributed root cause, domain and
     lost GPU-hours."""
     return attribution.refresh_interruptions(
-        wh, window_before_s=goodput.window_before_s, window_after_s=goodput.window_after_s,
+        wh,
+        window_before_s=goodput.window_before_s,
+        window_after_s=goodput.window_after_s,
         ckpt_interval_s=goodput.ckpt_interval_s,
     )
 
 
 def _lifetimes_meta(df, wh, goodput) -> dict:
     populations = df.group_by("population").len().sort("population").rows()
-    return {"units": df.height, "dagster/row_count": df.height, "failures": int(df["event"].sum()),
-            "populations": dg.MetadataValue.json(dict(populations))}
+    return {
+        "units": df.height,
+        "dagster/row_count": df.height,
+        "failures": int(df["event"].sum()),
+        "populations": dg.MetadataValue.json(dict(populations)),
+    }
 
 
-@table_asset("component_lifetimes", reads=("gpu_hourly", "component_history", "interruptions"),
-             describe=_lifetimes_meta)
+@table_asset(
+    "component_lifetimes",
+    reads=("gpu_hourly", "component_history", "interruptions"),
+    describe=_lifetimes_meta,
+)
 def component_lifetimes(wh, goodput):
     """One survival row per unit installation: entry age (left truncation), exit age, failed or
     censored, covariates."""
     observed_from, observed_to = goodput.window_bounds()
     return lifetimes.refresh_component_lifetimes(
-        wh, as_of=observed_to, data_start=observed_from,
-        nodes_per_rack=goodput.nodes_per_rack or None, gpus_per_node=goodput.gpus_per_node,
+        wh,
+        as_of=observed_to,
+        data_start=observed_from,
+        nodes_per_rack=goodput.nodes_per_rack or None,
+        gpus_per_node=goodput.gpus_per_node,
     )
 
 
-@table_asset("node_failures", "node_mcf", name="repairable_systems",
-             needs=("interruptions", "hw_events"), any_of=True, reads=("node_events",),
-             rows=lambda out: out[0].height,
-             describe=lambda out, wh, goodput: {
-                 "node_failures": out[0].height, "dagster/row_count": out[0].height,
-                 "mcf_points": out[1].height})
+@table_asset(
+    "node_failures",
+    "node_mcf",
+    name="repairable_systems",
+    needs=("interruptions", "hw_events"),
+    any_of=True,
+    reads=("node_events",),
+    rows=lambda out: out[0].height,
+    describe=lambda out, wh, goodput: {
+        "node_failures": out[0].height,
+        "dagster/row_count": out[0].height,
+        "mcf_points": out[1].height,
+    },
+)
 def repairable_systems(wh, goodput):
     """Per-node failures, times between them, and the mean cumulative function across nodes."""
     return repairable.refresh_repairable(wh)
@@ -73,14 +99,25 @@ def repairable_systems(wh, goodput):
 def _node_health_meta(df, wh, goodput) -> dict:
     s = node_health.summary(df)
     lemons = df.filter(pl.col("lemon").fill_null(False)).select(
-        "host", "failures", "expected_failures", "p_adjusted")
-    return {"dagster/row_count": df.height, "lemons": s["lemons"], "untested": s["untested"],
-            "test": s["test"] or "none", "lemon_nodes": dg.MetadataValue.md(md(lemons))}
+        "host", "failures", "expected_failures", "p_adjusted"
+    )
+    return {
+        "dagster/row_count": df.height,
+        "lemons": s["lemons"],
+        "untested": s["untested"],
+        "test": s["test"] or "none",
+        "lemon_nodes": dg.MetadataValue.md(md(lemons)),
+    }
 
 
-@table_asset("node_health", kinds=DUCKDB, any_of=True,
-             needs=("job_attempts", "hw_events", "node_events", "component_history"),
-             reads=("node_failures",), describe=_node_health_meta)
+@table_asset(
+    "node_health",
+    kinds=DUCKDB,
+    any_of=True,
+    needs=("job_attempts", "hw_events", "node_events", "component_history"),
+    reads=("node_failures",),
+    describe=_node_health_meta,
+)
 def node_health_asset(wh, goodput):
     """Lemon nodes: per node its exposure, failures, interruptions, hardware events, repairs and
     lost GPU-hours, and whether it fails significantly more than the fleet (one-sided exact
@@ -90,12 +127,15 @@ def node_health_asset(wh, goodput):
 
 def _mtbf_meta(df, wh, goodput) -> dict:
     series = df.select("source", "system").unique().sort("source", "system").rows()
-    return {"dagster/row_count": df.height,
-            "series": dg.MetadataValue.json([list(r) for r in series])}
+    return {
+        "dagster/row_count": df.height,
+        "series": dg.MetadataValue.json([list(r) for r in series]),
+    }
 
 
-@table_asset("system_mtbf", reads=("failures", "interruptions", "node_failures"),
-             describe=_mtbf_meta)
+@table_asset(
+    "system_mtbf", reads=("failures", "interruptions", "node_failures"), describe=_mtbf_meta
+)
 def system_mtbf_asset(wh, goodput):
     """System MTBF per month and quarter (exact Poisson 95% CI), overall, per root cause and per
     component class, for each series of failures: failure records, job interruptions, node
@@ -112,12 +152,17 @@ AVAILABILITY = {
 }
 
 
-@table_asset(*AVAILABILITY, name="availability_assets", analysis="availability",
-             reads=("failures", "node_events"), descriptions=AVAILABILITY,
-             rows=lambda out: out[0].height,
-             describe=lambda out, wh, goodput: {
-                 key: {"dagster/row_count": df.height}
-                 for key, df in zip(AVAILABILITY, out, strict=True)})
+@table_asset(
+    *AVAILABILITY,
+    name="availability_assets",
+    analysis="availability",
+    reads=("failures", "node_events"),
+    descriptions=AVAILABILITY,
+    rows=lambda out: out[0].height,
+    describe=lambda out, wh, goodput: {
+        key: {"dagster/row_count": df.height} for key, df in zip(AVAILABILITY, out, strict=True)
+    },
+)
 def availability_assets(wh, goodput):
     return availability.refresh_availability(wh, *goodput.window_bounds())
 
@@ -131,74 +176,118 @@ FITS = {
 
 
 def _fits_meta(summary, wh, goodput) -> dict:
-    meta = {k: v if isinstance(v, (int, float, str)) else dg.MetadataValue.json(v)
-            for k, v in summary.items()}
+    meta = {
+        k: v if isinstance(v, (int, float, str)) else dg.MetadataValue.json(v)
+        for k, v in summary.items()
+    }
     return {key: {**meta, **row_count(wh, key)} for key in FITS}
 
 
-@table_asset(*FITS, name="failure_fits", needs=("component_lifetimes",), descriptions=FITS,
-             rows=lambda summary: summary["failure_rates_rows"], describe=_fits_meta)
+@table_asset(
+    *FITS,
+    name="failure_fits",
+    needs=("component_lifetimes",),
+    descriptions=FITS,
+    rows=lambda summary: summary["failure_rates_rows"],
+    describe=_fits_meta,
+)
 def failure_fits(wh, goodput):
     return survival.refresh_fits(wh)
 
 
-@table_asset("goodput_jobs", needs=("job_attempts",), reads=("checkpoints",),
-             describe=lambda df, wh, goodput: {
-                 "job_chains": df.height, "dagster/row_count": df.height,
-                 "summary": dg.MetadataValue.md(md(goodput_measured.summarize(df)))})
+@table_asset(
+    "goodput_jobs",
+    needs=("job_attempts",),
+    reads=("checkpoints",),
+    describe=lambda df, wh, goodput: {
+        "job_chains": df.height,
+        "dagster/row_count": df.height,
+        "summary": dg.MetadataValue.md(md(goodput_measured.summarize(df))),
+    },
+)
 def goodput_jobs(wh, goodput):
     """Measured goodput per job chain with badput split into lost work, restart, checkpoint,
     queue after failure and other."""
     return goodput_measured.refresh_goodput_jobs(
-        wh, ckpt_interval_s=goodput.ckpt_interval_s, ckpt_cost_s=goodput.ckpt_cost_s,
+        wh,
+        ckpt_interval_s=goodput.ckpt_interval_s,
+        ckpt_cost_s=goodput.ckpt_cost_s,
         restart_s=goodput.restart_s,
     )
 
 
-@table_asset("goodput_projections", needs=("failure_rates",), reads=("interruptions",),
-             describe=lambda df, wh, goodput: {"scenarios": df.height,
-                                               "dagster/row_count": df.height})
+@table_asset(
+    "goodput_projections",
+    needs=("failure_rates",),
+    reads=("interruptions",),
+    describe=lambda df, wh, goodput: {"scenarios": df.height, "dagster/row_count": df.height},
+)
 def goodput_projections(wh, goodput):
     """Goodput projections: scale sweep with CI bands, sensitivity ranking, joint best
     checkpoint interval and spares."""
     fr = selected_rates(wh.read("failure_rates"))
     if int(fr["n_events"].sum()) == 0:
-        raise MissingInputs("goodput_projections: no failure in failure_rates "
-                            "(a zero rate gives no MTTI to project)")
+        raise MissingInputs(
+            "goodput_projections: no failure in failure_rates "
+            "(a zero rate gives no MTTI to project)"
+        )
     return whatif.refresh_projections(
-        wh, target_gpus=goodput.target_gpus, gpus_per_node=goodput.gpus_per_node,
-        ckpt_cost_s=goodput.ckpt_cost_s, restart_s=goodput.restart_s,
+        wh,
+        target_gpus=goodput.target_gpus,
+        gpus_per_node=goodput.gpus_per_node,
+        ckpt_cost_s=goodput.ckpt_cost_s,
+        restart_s=goodput.restart_s,
     )
 
 
 def _breakdown_meta(df, wh, goodput) -> dict:
-    head = fleet_headline(wh.read("job_attempts"), wh.read("interruptions"),
-                          wh.read("goodput_jobs"))
-    return {"dagster/row_count": df.height, "scope": goodput.scope().describe(),
-            "breakdown": dg.MetadataValue.md(md(df)),
-            "headline": dg.MetadataValue.json({k: v for k, v in head.items() if v is not None})}
+    head = fleet_headline(
+        wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs")
+    )
+    return {
+        "dagster/row_count": df.height,
+        "scope": goodput.scope().describe(),
+        "breakdown": dg.MetadataValue.md(md(df)),
+        "headline": dg.MetadataValue.json({k: v for k, v in head.items() if v is not None}),
+    }
 
 
-@table_asset("goodput_breakdown", needs=("job_attempts",), reads=("interruptions", "goodput_jobs"),
-             describe=_breakdown_meta)
+@table_asset(
+    "goodput_breakdown",
+    needs=("job_attempts",),
+    reads=("interruptions", "goodput_jobs"),
+    describe=_breakdown_meta,
+)
 def goodput_breakdown(wh, goodput):
     """Interruptions, lost GPU-hours and measured goodput per cluster, partition and account."""
     return breakdown.refresh_breakdown(wh)
 
 
-@table_asset("goodput_trend", needs=("job_attempts",), reads=("interruptions", "goodput_jobs"),
-             describe=lambda df, wh, goodput: {
-                 "dagster/row_count": df.height, "scope": goodput.scope().describe(),
-                 "weeks": md(df.filter(pl.col("period") == "week").tail(8))})
+@table_asset(
+    "goodput_trend",
+    needs=("job_attempts",),
+    reads=("interruptions", "goodput_jobs"),
+    describe=lambda df, wh, goodput: {
+        "dagster/row_count": df.height,
+        "scope": goodput.scope().describe(),
+        "weeks": md(df.filter(pl.col("period") == "week").tail(8)),
+    },
+)
 def goodput_trend(wh, goodput):
     """Goodput, lost GPU-hours, interruptions and MTBF per week and month, with the change
     against the period before."""
     return trend.refresh_trend(wh)
 
 
-fits_converged_check = asset_check("fits_converged_check", "failure_rates",
-                                   analysis_checks.fits_converged, blocking=True)
-goodput_bounds_check = asset_check("goodput_bounds_check", "goodput_projections",
-                                   analysis_checks.goodput_bounds)
-source_spans_check = asset_check("source_spans_check", "component_lifetimes",
-                                 analysis_checks.spans_agree, severity=dg.AssetCheckSeverity.WARN)
+fits_converged_check = asset_check(
+    "fits_converged_check", "failure_rates", analysis_checks.fits_converged, blocking=True
+)
+goodput_bounds_check = asset_check(
+    "goodput_bounds_check", "goodput_projections", analysis_checks.goodput_bounds
+)
+source_spans_check = asset_check(
+    "source_spans_check",
+    "component_lifetimes",
+    analysis_checks.spans_agree,
+    severity=dg.AssetCheckSeverity.WARN,
+)

@@ -121,9 +121,16 @@ def table_asset(
             return wh, result
 
         if descriptions is None:
-            @dg.asset(name=key, group_name="analysis", deps=deps, kinds=set(kinds), owners=OWNERS,
-                      metadata=table_metadata(outputs[0]),
-                      description=inspect.cleandoc(compute.__doc__))
+
+            @dg.asset(
+                name=key,
+                group_name="analysis",
+                deps=deps,
+                kinds=set(kinds),
+                owners=OWNERS,
+                metadata=table_metadata(outputs[0]),
+                description=inspect.cleandoc(compute.__doc__),
+            )
             def single(goodput: GoodputConfig) -> dg.MaterializeResult:
                 wh, result = run(goodput)
                 if result is None:
@@ -133,15 +140,26 @@ def table_asset(
             register(outputs, [single])
             return single
 
-        specs = [dg.AssetSpec(out, deps=deps, kinds=set(kinds), owners=OWNERS,
-                              metadata=table_metadata(out), description=descriptions[out])
-                 for out in outputs]
+        specs = [
+            dg.AssetSpec(
+                out,
+                deps=deps,
+                kinds=set(kinds),
+                owners=OWNERS,
+                metadata=table_metadata(out),
+                description=descriptions[out],
+            )
+            for out in outputs
+        ]
 
         @dg.multi_asset(name=key, group_name="analysis", specs=specs)
         def multi(goodput: GoodputConfig):
             wh, result = run(goodput)
-            meta = {out: skipped_meta(wh, label) for out in outputs} if result is None else (
-                describe(result, wh, goodput))
+            meta = (
+                {out: skipped_meta(wh, label) for out in outputs}
+                if result is None
+                else (describe(result, wh, goodput))
+            )
             for out in outputs:
                 yield dg.MaterializeResult(asset_key=out, metadata=meta[out])
 

@@ -67,8 +67,13 @@ def ingested_sources(
     """Parse every new source file (sha256-deduplicated) into the Parquet warehouse; bad
     records go to quarantine."""
     wh = goodput.warehouse()
-    reports = ingest_paths(wh, config.paths or goodput.source_paths(), "auto",
-                           goodput.parse_context(), jobs=goodput.ingest_jobs or None)
+    reports = ingest_paths(
+        wh,
+        config.paths or goodput.source_paths(),
+        "auto",
+        goodput.parse_context(),
+        jobs=goodput.ingest_jobs or None,
+    )
     days = register_days(context.instance, wh)
     return dg.MaterializeResult(metadata=ingest_metadata(reports, days))
 
@@ -100,8 +105,7 @@ class PullConfig(dg.Config):
     until: str = ""  # ISO-8601 UTC; empty: now
 
 
-@dg.asset(group_name="ingest", kinds={"python", "parquet"}, owners=OWNERS,
-          partitions_def=PULL_DAYS)
+@dg.asset(group_name="ingest", kinds={"python", "parquet"}, owners=OWNERS, partitions_def=PULL_DAYS)
 def pulled_sources(
     context: dg.AssetExecutionContext, config: PullConfig, goodput: GoodputConfig
 ) -> dg.MaterializeResult:
@@ -125,8 +129,10 @@ def _naive(t: datetime) -> datetime:
 
 
 # what everything downstream reads: files ingested and sources pulled (every pulled day)
-SOURCE_ASSETS = [ingested_sources,
-                 dg.AssetDep(pulled_sources, partition_mapping=dg.AllPartitionMapping())]
+SOURCE_ASSETS = [
+    ingested_sources,
+    dg.AssetDep(pulled_sources, partition_mapping=dg.AllPartitionMapping()),
+]
 register([name for name, spec in TABLES.items() if spec.kind == "ingest"], SOURCE_ASSETS)
 
 
@@ -135,14 +141,19 @@ def pull_metadata(reports, days: list[str]) -> dict:
     failed per source, rows stored, quarantined and already stored, the failures' reasons."""
     by_source: dict[str, dict] = {}
     for r in reports:
-        s = by_source.setdefault(r.source, {"windows_ok": 0, "failed": 0, "rows": 0,
-                                            "quarantined": 0, "already_stored": 0})
+        s = by_source.setdefault(
+            r.source,
+            {"windows_ok": 0, "failed": 0, "rows": 0, "quarantined": 0, "already_stored": 0},
+        )
         s["windows_ok" if r.status == "ok" else "failed"] += 1
         s["rows"] += r.rows_ok
         s["quarantined"] += r.rows_quarantined
         s["already_stored"] += r.rows_duplicate
-    failed = [f"{r.source}{'/' + r.target if r.target else ''} {r.window}: {r.error}"
-              for r in reports if r.status == "failed"]
+    failed = [
+        f"{r.source}{'/' + r.target if r.target else ''} {r.window}: {r.error}"
+        for r in reports
+        if r.status == "failed"
+    ]
     return {
         "sources": len(by_source),
         "rows": sum(r.rows_ok for r in reports),
@@ -156,15 +167,22 @@ def pull_metadata(reports, days: list[str]) -> dict:
 
 
 conservation_check = asset_check(
-    "conservation_check", "ingested_sources", warehouse_checks.conservation,
-    lambda goodput: (primary_tables(),), blocking=True,
+    "conservation_check",
+    "ingested_sources",
+    warehouse_checks.conservation,
+    lambda goodput: (primary_tables(),),
+    blocking=True,
 )
 pull_conservation_check = asset_check(
     "pull_conservation_check", "pulled_sources", warehouse_checks.pull_conservation, blocking=True
 )
-schema_check = asset_check("schema_check", "ingested_sources", warehouse_checks.schema,
-                           blocking=True)
+schema_check = asset_check(
+    "schema_check", "ingested_sources", warehouse_checks.schema, blocking=True
+)
 quarantine_ratio_check = asset_check(
-    "quarantine_ratio_check", "ingested_sources", warehouse_checks.quarantine_ratio,
-    lambda goodput: (goodput.max_quarantine_ratio,), severity=dg.AssetCheckSeverity.WARN,
+    "quarantine_ratio_check",
+    "ingested_sources",
+    warehouse_checks.quarantine_ratio,
+    lambda goodput: (goodput.max_quarantine_ratio,),
+    severity=dg.AssetCheckSeverity.WARN,
 )

@@ -12,8 +12,9 @@ from warehouse import checks as warehouse_checks
 CATALOG_POOL = "duckdb_catalog"  # one writer at a time: DuckDB's rule
 
 
-@dg.asset(group_name="catalog", pool=CATALOG_POOL, kinds={"duckdb"}, owners=OWNERS,
-          deps=every_writer())
+@dg.asset(
+    group_name="catalog", pool=CATALOG_POOL, kinds={"duckdb"}, owners=OWNERS, deps=every_writer()
+)
 def warehouse_catalog(goodput: GoodputConfig) -> dg.MaterializeResult:
     """DuckDB catalog (warehouse.duckdb): one view per table over its Parquet files."""
     wh = goodput.warehouse()
@@ -24,21 +25,37 @@ def warehouse_catalog(goodput: GoodputConfig) -> dg.MaterializeResult:
         "(SELECT min(start_time) FROM job_attempts) first_start, "
         "(SELECT max(end_time) FROM job_attempts) last_end"
     ).row(0, named=True)
-    return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path)),
-                                          **{k: str(v) for k, v in counts.items()}})
+    return dg.MaterializeResult(
+        metadata={
+            "path": dg.MetadataValue.path(str(path)),
+            **{k: str(v) for k, v in counts.items()},
+        }
+    )
 
 
-@dg.asset(group_name="dashboards", deps=[warehouse_catalog], kinds={"altair", "html"},
-          owners=OWNERS)
+@dg.asset(
+    group_name="dashboards", deps=[warehouse_catalog], kinds={"altair", "html"}, owners=OWNERS
+)
 def leadership_report(goodput: GoodputConfig) -> dg.MaterializeResult:
     """The self-contained HTML leadership report, with a PNG and SVG per chart."""
     wh = goodput.analysis_warehouse()
-    path = guarded(wh, "leadership_report", (), lambda: build_report(
-        wh, target_gpus=goodput.target_gpus, scope=goodput.scope().header(),
-        gpu_hour_cost=goodput.gpu_hour_cost), lambda p: None)
-    return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path)),
-                                          "bytes": path.stat().st_size})
+    path = guarded(
+        wh,
+        "leadership_report",
+        (),
+        lambda: build_report(
+            wh,
+            target_gpus=goodput.target_gpus,
+            scope=goodput.scope().header(),
+            gpu_hour_cost=goodput.gpu_hour_cost,
+        ),
+        lambda p: None,
+    )
+    return dg.MaterializeResult(
+        metadata={"path": dg.MetadataValue.path(str(path)), "bytes": path.stat().st_size}
+    )
 
 
-duplicate_keys_check = asset_check("duplicate_keys_check", "warehouse_catalog",
-                                   warehouse_checks.duplicate_keys)
+duplicate_keys_check = asset_check(
+    "duplicate_keys_check", "warehouse_catalog", warehouse_checks.duplicate_keys
+)

@@ -31,8 +31,11 @@ BACKFILL_DAYS = 7  # telemetry days per backfill run: a bounded chunk of work, w
 
 
 @dg.asset(
-    group_name="warehouse", deps=writers("gpu_samples", "gpu_rollups"),
-    partitions_def=TELEMETRY_DAYS, kinds=set(DUCKDB), owners=OWNERS,
+    group_name="warehouse",
+    deps=writers("gpu_samples", "gpu_rollups"),
+    partitions_def=TELEMETRY_DAYS,
+    kinds=set(DUCKDB),
+    owners=OWNERS,
     backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=BACKFILL_DAYS),
     metadata=table_metadata("gpu_hourly"),
 )
@@ -49,18 +52,30 @@ def gpu_hourly(context: dg.AssetExecutionContext, goodput: GoodputConfig) -> dg.
     done = guarded(wh, "gpu_hourly", (), lambda: telemetry.refresh_gpu_hourly(wh, dates), len)
     if not partitioned:  # the days' partitions show as materialized, as after a backfill
         for key in keys:
-            context.log_event(dg.AssetMaterialization(
-                "gpu_hourly", partition=key, metadata={"run": "every telemetry day"}))
-    return dg.MaterializeResult(metadata={
-        "days": len(dates), "days_with_samples": len(done or []), **row_count(wh, "gpu_hourly"),
-    })
+            context.log_event(
+                dg.AssetMaterialization(
+                    "gpu_hourly", partition=key, metadata={"run": "every telemetry day"}
+                )
+            )
+    return dg.MaterializeResult(
+        metadata={
+            "days": len(dates),
+            "days_with_samples": len(done or []),
+            **row_count(wh, "gpu_hourly"),
+        }
+    )
 
 
 register(["gpu_hourly"], [gpu_hourly])
 
 
-@dg.asset(group_name="warehouse", deps=writers("gpu_samples", "gpu_hourly"), kinds=set(DUCKDB),
-          owners=OWNERS, metadata=table_metadata("hw_events"))
+@dg.asset(
+    group_name="warehouse",
+    deps=writers("gpu_samples", "gpu_hourly"),
+    kinds=set(DUCKDB),
+    owners=OWNERS,
+    metadata=table_metadata("hw_events"),
+)
 def dcgm_counter_events(goodput: GoodputConfig) -> dg.MaterializeResult:
     """Increments of DCGM error counters (ECC DBE, row remap, NVLink ...) as hw_events (source
     dcgm_counter); counter resets are not events."""
@@ -69,8 +84,13 @@ def dcgm_counter_events(goodput: GoodputConfig) -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata={"events": events, **row_count(wh, "hw_events")})
 
 
-@dg.asset(group_name="warehouse", deps=writers("gpu_samples", "gpu_hourly"), kinds=set(DUCKDB),
-          owners=OWNERS, metadata=table_metadata("component_history"))
+@dg.asset(
+    group_name="warehouse",
+    deps=writers("gpu_samples", "gpu_hourly"),
+    kinds=set(DUCKDB),
+    owners=OWNERS,
+    metadata=table_metadata("component_history"),
+)
 def telemetry_gpu_replacements(goodput: GoodputConfig) -> dg.MaterializeResult:
     """GPU replacements inferred from UUID changes per (host, GPU index), as component_history
     rows (source telemetry)."""

@@ -133,5 +133,7 @@ def sel_rows(f: Fleet, codes: list[dict], rng: np.random.Generator) -> list[list
 def log_entries(f: Fleet, sel_rows: list[list[tuple]]) -> Iterator[tuple[str, list[tuple]]]:
     """Per host: its name and its records as (record id from 1, UTC time struct, record)."""
     for n, rows in enumerate(sel_rows):
-        entries = [(rid, time.gmtime(round(f.start_epoch + r[0])), r) for rid, r in enumerate(rows, 1)]
+        entries = [
+            (rid, time.gmtime(round(f.start_epoch + r[0])), r) for rid, r in enumerate(rows, 1)
+        ]
         yield f.hosts[n], entries

@@ -57,7 +57,6 @@ BOOT_KERNEL = (
 )
 
 
-
 def kernel_lines_for_fault(
     f: Fleet, i: int, code: dict, gpu_uuid: str | None, gpu_serial: str | None, name: str
 ) -> list[tuple[float, str]]:
@@ -144,9 +143,7 @@ def _running_name(f: Fleet, node: int, t: float, by_node: dict) -> str:
     return "<unknown>"
 
 
-def write(
-    f: Fleet, out: Path, codes: list[dict], ev: dict, rng: np.random.Generator
-) -> dict:
+def write(f: Fleet, out: Path, codes: list[dict], ev: dict, rng: np.random.Generator) -> dict:
     """kernel/<host>.log; odd-numbered hosts use `dmesg --ctime`, even ones journald short-iso."""
     by_node: dict[int, list[Attempt]] = defaultdict(list)
     for a in f.attempts:

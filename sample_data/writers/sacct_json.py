@@ -164,5 +164,7 @@ def write(f: Fleet, path: Path) -> int:
     # same JSON document (parsers must not depend on whitespace).
     body = ",\n".join("    " + json.dumps(j, ensure_ascii=False) for j in jobs)
     rest = json.dumps({k: v for k, v in doc.items() if k != "jobs"}, indent=2)
-    write_text(path, '{\n  "jobs": [\n' + body + ("\n" if jobs else "") + "  ],\n" + rest[2:] + "\n")
+    write_text(
+        path, '{\n  "jobs": [\n' + body + ("\n" if jobs else "") + "  ],\n" + rest[2:] + "\n"
+    )
     return len(jobs)
