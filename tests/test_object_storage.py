@@ -22,8 +22,8 @@ from pipelines.assets import ingested_sources
 from pipelines.cli import main
 from pipelines.resources import GoodputConfig
 from tests.conftest import FIXTURES, table_snapshot
-from warehouse import checks as warehouse_checks
 from warehouse import batch
+from warehouse import checks as warehouse_checks
 from warehouse.schemas import TABLES
 from warehouse.store import Batch, Warehouse, WarehouseError
 

@@ -396,8 +396,8 @@ def test_out_of_core_steps_spill_to_goodput_scratch(tmp_path, monkeypatch):
 def test_record_key_ranges_bound_the_stored_rows_a_batch_is_matched_against():
     """Each orderable key column without nulls bounds the stored rows read (times, strings,
     integers); a column with a null, a list or a long string bounds nothing."""
-    from warehouse.schemas import TABLES
     from warehouse.batch import _key_ranges
+    from warehouse.schemas import TABLES
 
     part = pl.DataFrame({
         "time": [datetime(2026, 1, 1, 0, 0, 1), datetime(2026, 1, 1, 23, 59, 59, 5)],
