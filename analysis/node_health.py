@@ -65,8 +65,10 @@ _AGG_SQL = {
         GROUP BY cause_host""",
     "hw_events": """
         SELECT host,
-               count(*) FILTER (WHERE lower(severity) IN ('warning', 'critical', 'fatal')) AS hw_events,
-               count(*) FILTER (WHERE lower(severity) IN ('critical', 'fatal')) AS hw_events_critical,
+               count(*) FILTER (WHERE lower(severity) IN ('warning', 'critical', 'fatal'))
+                   AS hw_events,
+               count(*) FILTER (WHERE lower(severity) IN ('critical', 'fatal'))
+                   AS hw_events_critical,
                min(cluster) AS hw_cluster
         FROM {src} WHERE host IS NOT NULL GROUP BY host""",
     "component_history": """

@@ -76,9 +76,10 @@ class Window:
         if self.observed_from is None:
             return "observation window: none (no dated records)"
         return (
-            f"observation window: {self.observed_from:%Y-%m-%d %H:%M} .. {self.observed_to:%Y-%m-%d %H:%M} UTC "
-            f"({(self.observed_to - self.observed_from).total_seconds() / 86400:.1f} days, {self.method})"
-            + (f"; {self.note}" if self.note else "")
+            f"observation window: {self.observed_from:%Y-%m-%d %H:%M} .. "
+            f"{self.observed_to:%Y-%m-%d %H:%M} UTC "
+            f"({(self.observed_to - self.observed_from).total_seconds() / 86400:.1f} days, "
+            f"{self.method})" + (f"; {self.note}" if self.note else "")
         )
 
 
@@ -196,7 +197,8 @@ def _inventory_bounds(wh) -> tuple[datetime | None, datetime | None]:
         return None, None
     with wh.connect() as con:
         lo, hi = con.execute(
-            f"SELECT min(installed_at), greatest(max(installed_at), max(removed_at)) FROM ({wh.view_sql('component_history')})"
+            "SELECT min(installed_at), greatest(max(installed_at), max(removed_at)) FROM "
+            f"({wh.view_sql('component_history')})"
         ).fetchall()[0]
     return lo, hi
 
@@ -222,7 +224,10 @@ def infer_window(
             note = f"{out:,} outlying record time(s) outside the span ignored"
     elif inventory[0] is not None:
         lo, hi, how = inventory[0], inventory[1], "earliest_record"
-        note = "no dated source besides the inventory: window inferred from the earliest and latest inventory record; pass --observed-from / --observed-to"
+        note = (
+            "no dated source besides the inventory: window inferred from the earliest and "
+            "latest inventory record; pass --observed-from / --observed-to"
+        )
     else:
         lo, hi, how, note = None, None, "none", ""
     if observed_from is None and observed_to is None:

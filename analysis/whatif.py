@@ -159,7 +159,8 @@ def evaluate(
             out["goodput_ci_high"] = s["mean"] + 1.96 * s["se"]
             out["band"] = (
                 f"band: Monte Carlo noise of the mean only (± 1.96 SE over {replicas} replicas), "
-                f"no rate uncertainty; spread: 2.5-97.5% of single simulated {sc.mc_wall_hours:g} h jobs"
+                f"no rate uncertainty; spread: 2.5-97.5% of single simulated {sc.mc_wall_hours:g} "
+                "h jobs"
             )
         out["mc"] = s
     return out
@@ -523,8 +524,9 @@ def _change_label(knob: str, factor: float | None) -> str:
 
 def sensitivity_frame(projections: pl.DataFrame) -> pl.DataFrame:
     """Sensitivity rows (scenario 'sensitivity'): knob = item, knob_value = goodput gain over
-    its baseline (``goodput_base``: the 'baseline' row, or for spares the Monte Carlo one). The improvement factor is read back from the
-    checkpoint-cost or restart row against the baseline (all items share one factor)."""
+    its baseline (``goodput_base``: the 'baseline' row, or for spares the Monte Carlo one). The
+    improvement factor is read back from the checkpoint-cost or restart row against the baseline
+    (all items share one factor)."""
     sens = projections.filter(pl.col("scenario") == "sensitivity")
     base = sens.filter(pl.col("knob") == "baseline")
     items = sens.filter((pl.col("knob") != "baseline") & pl.col("knob_value").is_not_null())
@@ -656,7 +658,8 @@ def format_projection(res: dict) -> list[str]:
     window = f", {res['mc_wall_hours']:g} h simulated window" if res["method"] == "mc" else ""
     lines = [
         f"goodput projection ({res['method']}{window})",
-        f"  {'job':<22}{res['n_gpus']:,} GPUs on {nodes:,} nodes ({res['gpus_per_node']} GPUs/node)",
+        f"  {'job':<22}{res['n_gpus']:,} GPUs on {nodes:,} nodes ({res['gpus_per_node']} "
+        "GPUs/node)",
         f"  {'rates':<22}{src}",
         f"  {'checkpoint cost':<22}{res['ckpt_cost_s']:g} s",
         f"  {'restart':<22}{dur(res['restart_s'] / 3600)}",
@@ -674,12 +677,14 @@ def format_projection(res: dict) -> list[str]:
         f"  {'Daly interval':<22}{dur(res['optimal_interval_hours'])} (optimal_interval_hours)",
         f"  {'Young interval':<22}{dur(res['young_interval_hours'])}",
         f"  {'chosen interval':<22}{dur(res['interval_hours'])} ({res['interval_source']})",
-        f"  {'goodput':<22}{pct(res['goodput'])}  (95% {pct(res['goodput_ci_low'])} - {pct(res['goodput_ci_high'])})",
+        f"  {'goodput':<22}{pct(res['goodput'])}  (95% {pct(res['goodput_ci_low'])} - "
+        f"{pct(res['goodput_ci_high'])})",
         f"  {'band':<22}{res['band'].removeprefix('band: ')}",
     ]
     if res.get("goodput_spread_low") is not None:
         lines.append(
-            f"  {'single-job spread':<22}{pct(res['goodput_spread_low'])} - {pct(res['goodput_spread_high'])}"
+            f"  {'single-job spread':<22}{pct(res['goodput_spread_low'])} - "
+            f"{pct(res['goodput_spread_high'])}"
         )
     lines.append(f"  {'class rates':<22}per unit-hour (unit, source, events; model, fleet age)")
     for c in res["classes"]:
@@ -691,6 +696,7 @@ def format_projection(res: dict) -> list[str]:
         )
     if "analytic_goodput" in res:
         lines.append(
-            f"  {'analytic goodput':<22}{pct(res['analytic_goodput'])}  (no spare waits, mean rates)"
+            f"  {'analytic goodput':<22}{pct(res['analytic_goodput'])}  (no spare waits, mean "
+            "rates)"
         )
     return lines

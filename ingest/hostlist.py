@@ -152,9 +152,9 @@ def expand_column(
     """Expand a column of hostlists: (List[str] hosts, error message or null) per row.
 
     ``nodes``: each row's node count (NNodes), where known (null or 0: not known): a row whose
-    hostlist names more hosts is an error. Hosts are counted before they are made, so a row over ``limit`` or its
-    node count costs nothing. Vectorized for the shapes sacct prints (plain names and names
-    with one bracket group); names with several bracket groups or malformed brackets go
+    hostlist names more hosts is an error. Hosts are counted before they are made, so a row over
+    ``limit`` or its node count costs nothing. Vectorized for the shapes sacct prints (plain names
+    and names with one bracket group); names with several bracket groups or malformed brackets go
     through ``expand`` per unique value, which is also where readable errors come from.
     """
     original = pl.DataFrame({"expr": col.cast(pl.Utf8)})

@@ -53,7 +53,10 @@ TEXT_FIELDS = {
     "platform.chassis_serial_number", "platform.slot_number", "platform.tray_index",
     "platform.host_id", "platform.peer_type", "platform.module_id", "platform.gpu_fabric_guid",
 }  # fmt: skip
-BLANKS = r"^(N/A|\[N/A\]|\[Not Supported\]|\[Unknown Error\]|\[Insufficient Permissions\]|\[GPU is lost\]|\[Requested functionality has been deprecated\])$"
+BLANKS = (
+    r"^(N/A|\[N/A\]|\[Not Supported\]|\[Unknown Error\]|\[Insufficient Permissions\]|\[GPU "
+    r"is lost\]|\[Requested functionality has been deprecated\])$"
+)
 _NUMBER = r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?:\s*[A-Za-z%/]+)?$"
 _TIME_FORMAT = "%Y/%m/%d %H:%M:%S%.f"
 
@@ -211,10 +214,14 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         else:
             quarantines.append(
                 rows.select(
-                    "line", "raw",
-                    error=pl.lit("headerless nvidia-smi CSV (noheader): pass --fields with the --query-gpu list"),
+                    "line",
+                    "raw",
+                    error=pl.lit(
+                        "headerless nvidia-smi CSV (noheader): pass --fields with the --query-gpu "
+                        "list"
+                    ),
                 )
-            )  # fmt: skip
+            )
             continue
         good, bad = _segment(rows.select("line", "raw"), fields, ctx)
         if good.height:
@@ -261,7 +268,8 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
 def detect(head: bytes, name: str) -> int:
     text = head.decode("utf-8", errors="replace")
     if re.search(
-        r"^#?\s*(index|timestamp|name|uuid|pci\.bus_id), .*(temperature\.gpu|utilization\.gpu|memory\.used|power\.draw)",
+        r"^#?\s*(index|timestamp|name|uuid|pci\.bus_id), "
+        r".*(temperature\.gpu|utilization\.gpu|memory\.used|power\.draw)",
         text,
         re.MULTILINE,
     ):

@@ -199,9 +199,14 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .when(value.is_infinite() | value.is_nan())
         .then(pl.lit("non-finite sample value (not a measurement): ") + pl.col("raw"))
         .when(~pl.col("identified"))
-        .then(pl.lit("series names no GPU and no host (no gpu, UUID, pci_bus_id, Hostname or instance label); pass --host"))
+        .then(
+            pl.lit(
+                "series names no GPU and no host (no gpu, UUID, pci_bus_id, Hostname or instance "
+                "label); pass --host"
+            )
+        )
         .otherwise(implausible_time(pl.col("time"), ctx))
-    )  # fmt: skip
+    )
     bad = pts.filter(pl.col("error").is_not_null())
     good = pts.filter(pl.col("error").is_null())
     samples = good.with_columns(

@@ -2,8 +2,8 @@
 
 Parsers stay pure; this module owns everything that touches disk. Every file ends in the
 manifest with its counts, and every record it held is either a row of the format's primary
-table, a quarantine row or a counted exact duplicate (checked here: a parser that breaks conservation is a bug, and its
-file is quarantined whole rather than half-written).
+table, a quarantine row or a counted exact duplicate (checked here: a parser that breaks
+conservation is a bug, and its file is quarantined whole rather than half-written).
 """
 
 from __future__ import annotations
@@ -193,8 +193,14 @@ def parsed_sha256(path: Path) -> tuple[str, int, int]:
     return sha, size, total
 
 
-def parse_chunks(spec: FormatSpec, fh: BinaryIO, ctx: ParseContext, plain: bool, end: int | None = None,
-                 read: Callable[[int], None] | None = None) -> Iterator[ParseResult]:  # fmt: skip
+def parse_chunks(
+    spec: FormatSpec,
+    fh: BinaryIO,
+    ctx: ParseContext,
+    plain: bool,
+    end: int | None = None,
+    read: Callable[[int], None] | None = None,
+) -> Iterator[ParseResult]:
     """Checked results of ``spec.parse`` over a line-oriented stream's chunks, in file order; for a
     two-stage format one result, ``spec.merge`` of the chunks' ``spec.extract`` partials. A plain
     file is read up to ``end`` (default: its size). ``read``: called with the bytes (of text)
@@ -211,8 +217,11 @@ def parse_chunks(spec: FormatSpec, fh: BinaryIO, ctx: ParseContext, plain: bool,
         why = (
             f"line of {{:,}} bytes is longer than the limit of {MAX_LINE_BYTES >> 20} MiB: not read"
         )
-        q = quarantine_frame([n for n, _ in long], [x.head.decode("utf-8", "replace") for _, x in long],
-                             [why.format(x.size) for _, x in long])  # fmt: skip
+        q = quarantine_frame(
+            [n for n, _ in long],
+            [x.head.decode("utf-8", "replace") for _, x in long],
+            [why.format(x.size) for _, x in long],
+        )
         yield ParseResult({}, q, len(long))
 
 
@@ -258,8 +267,15 @@ def _newlines_if_short(block: bytes) -> int | None:
     return sum(counts) if len(block) <= MAX_LINE_BYTES or all(full) else None
 
 
-def _staged(stage: Callable[[bytes, ParseContext], object], fh: BinaryIO, ctx: ParseContext, plain: bool,
-            end: int | None, long: list[tuple[int, _LongLine]], read: Callable[[int], None] | None = None) -> Iterator:  # fmt: skip
+def _staged(
+    stage: Callable[[bytes, ParseContext], object],
+    fh: BinaryIO,
+    ctx: ParseContext,
+    plain: bool,
+    end: int | None,
+    long: list[tuple[int, _LongLine]],
+    read: Callable[[int], None] | None = None,
+) -> Iterator:
     """``stage`` of each chunk (with its line offset), in file order. Chunks are parsed
     concurrently on all cores (parsers are pure; Polars and NumPy release the GIL); at most
     cores + 1 chunks are in flight. Lines too long to parse go to ``long`` (line number, line).
@@ -435,7 +451,8 @@ def _whole_text(fh: BinaryIO) -> bytes:
     data = fh.read(MAX_WHOLE_BYTES + 1)
     if len(data) > MAX_WHOLE_BYTES:
         raise Unreadable(
-            f"longer than {MAX_WHOLE_BYTES >> 20} MiB decompressed, the limit for a file read whole: not read"
+            f"longer than {MAX_WHOLE_BYTES >> 20} MiB decompressed, the limit for a file read "
+            "whole: not read"
         )
     return data
 
@@ -509,7 +526,8 @@ def unsettled(files: list[Path], settle_s: float) -> dict[Path, str]:
         for p in list(watch):
             if (s := snap(p)) != first[p]:
                 changed[p] = (
-                    f"still being written (its size or modification time changed within the {settle_s:g} s settle time): not read yet"
+                    "still being written (its size or modification time changed within the "
+                    f"{settle_s:g} s settle time): not read yet"
                 )
                 watch.discard(p)
             elif now - s[1] / 1e9 >= settle_s or now - start >= settle_s:
@@ -633,7 +651,8 @@ def _prepared(files: list[Path], known: set[str], ctx: ParseContext, forced: For
         if incomplete:
             yield _not_read(
                 path,
-                f"its only line has no newline yet ({st.st_size:,} bytes): not read until it is complete",
+                f"its only line has no newline yet ({st.st_size:,} bytes): not read until it is "
+                "complete",
             )
             continue
         if sha in known:
@@ -861,9 +880,13 @@ def _rejected_in_another_format(wh: Warehouse, files: list[Path], fmt: str | Non
     if fmt is None:
         return []
     m = wh.read("ingest_manifest")
-    return m.filter(pl.col("path").is_in([display_name(p) for p in files]) & (pl.col("format") != fmt)
-                    & (pl.col("rows_ok") == 0) & (pl.col("rows_duplicate") == 0)
-                    & (pl.col("rows_quarantined") > 0))["sha256"].to_list()  # fmt: skip
+    return m.filter(
+        pl.col("path").is_in([display_name(p) for p in files])
+        & (pl.col("format") != fmt)
+        & (pl.col("rows_ok") == 0)
+        & (pl.col("rows_duplicate") == 0)
+        & (pl.col("rows_quarantined") > 0)
+    )["sha256"].to_list()
 
 
 def _ingest_into(wh, shared, files, fmt, ctx, progress, jobs, forgotten: set[str], not_read,
@@ -931,8 +954,14 @@ def _worth_a_pool(files: list[Path]) -> bool:
     return False
 
 
-def _ingest_large(wh: Warehouse, it: _Item, forced: FormatSpec | None, stale: _Stale, shared=None,
-                  reading: Callable[[Path, int, int | None], None] | None = None) -> None:  # fmt: skip
+def _ingest_large(
+    wh: Warehouse,
+    it: _Item,
+    forced: FormatSpec | None,
+    stale: _Stale,
+    shared=None,
+    reading: Callable[[Path, int, int | None], None] | None = None,
+) -> None:
     """A file larger than CHUNK_BYTES, streamed in chunks into a staged batch of its own, or
     into ``shared`` (its chunks are parsed on every core by threads). In a shared batch a
     parser failure fails the whole batch (``--replace``: the old rows stay)."""

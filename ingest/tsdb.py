@@ -167,7 +167,8 @@ def unusable() -> pl.Expr:
         .when(blank)
         .then(
             pl.lit(
-                "the hour's min..max range may hold a DCGM blank value, which a rollup cannot leave out"
+                "the hour's min..max range may hold a DCGM blank value, which a rollup cannot "
+                "leave out"
             )
         )
         .when((pl.col("n") < 1) | (pl.col("n") > 1e15) | (pl.col("n") != pl.col("n").floor()))

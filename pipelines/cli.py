@@ -67,7 +67,8 @@ _ISO = re.compile(rf"P(?:({_NUM})W)?(?:({_NUM})D)?(?:T(?:({_NUM})H)?(?:({_NUM})M
 
 def parse_duration(text: str) -> float:
     """``90s``, ``10m``, ``1h30m``, ``1.5h``, ``2d`` or ISO-8601 ``PT1H30M`` to seconds. A bare
-    number is an error: ``--mtti 1.5`` would be 1.5 seconds or 1.5 hours depending on who reads it."""
+    number is an error: ``--mtti 1.5`` would be 1.5 seconds or 1.5 hours depending on who reads
+    it."""
     t = (text or "").strip().replace(" ", "")
     if t == "0":  # zero needs no unit (--wait 0, --no-wait)
         return 0.0
@@ -148,14 +149,17 @@ def add_scope_options(parser: argparse.ArgumentParser) -> None:
     """The scope flags (analysis/scope.py), the same on every command that takes them."""
     g = parser.add_argument_group(
         "scope",
-        "analyse a slice of the fleet (default: the whole fleet); "
-        "the slice's results are kept in HOME/scopes/<slug>/ and reused while the data is unchanged",
+        "analyse a slice of the fleet (default: the whole fleet); the slice's results are kept in "
+        "HOME/scopes/<slug>/ and reused while the data is unchanged",
     )
     g.add_argument(
         "--from",
         dest="scope_from",
         metavar="ISO",
-        help="start (inclusive, ISO-8601 UTC): job attempts overlapping [from, to) kept whole; events, telemetry and the observation window cut to it",
+        help=(
+            "start (inclusive, ISO-8601 UTC): job attempts overlapping [from, to) kept whole; "
+            "events, telemetry and the observation window cut to it"
+        ),
     )
     g.add_argument("--to", dest="scope_to", metavar="ISO", help="end (exclusive, ISO-8601 UTC)")
     g.add_argument(
@@ -362,14 +366,15 @@ def cmd_ingest(args) -> int:
     for r in reports:
         if r.held_back:
             print(
-                f"warning: {r.path}: its last {r.held_back:,} byte(s) are a line without its newline yet: "
-                "not read; read by the ingest after the line is complete",
+                f"warning: {r.path}: its last {r.held_back:,} byte(s) are a line without its "
+                "newline yet: not read; read by the ingest after the line is complete",
                 file=sys.stderr,
             )
     for r in rejected:
         if not r.done:
             print(
-                f"warning: {r.path}: could not be parsed; quarantined, and tried again by the next ingest",
+                f"warning: {r.path}: could not be parsed; quarantined, and tried again by the "
+                "next ingest",
                 file=sys.stderr,
             )
         else:
@@ -404,7 +409,8 @@ def cmd_ingest(args) -> int:
         import shlex
 
         print(
-            f"next: goodput{f' --home {shlex.quote(args.home)}' if args.home else ''} build   (then: goodput report)"
+            f"next: goodput{f' --home {shlex.quote(args.home)}' if args.home else ''} build   "
+            "(then: goodput report)"
         )
     if rejected:
         return EXIT_REJECTED
@@ -463,14 +469,18 @@ def _sacct_gaps(wh, paths: list[str]) -> list[str]:
         .group_by("source_file")
         .agg(pl.len().alias("jobs"), *map(filled, SACCT_NEEDS.values()))
     )
-    command = f"sacct --parsable2 --allocations --duplicates --format={','.join(SACCT_FIELDS)} -S START -E END"
+    command = (
+        f"sacct --parsable2 --allocations --duplicates --format={','.join(SACCT_FIELDS)} -S "
+        "START -E END"
+    )
     lines = []
     for r in have.sort("source_file").iter_rows(named=True):
         missing = [field for field, column in SACCT_NEEDS.items() if not r[column]]
         if missing:
             lines.append(
-                f"warning: {r['source_file']}: none of its {r['jobs']:,} job(s) has {', '.join(missing)}: "
-                f"interruptions, nodes and GPU-hours need them; export them with: {command}"
+                f"warning: {r['source_file']}: none of its {r['jobs']:,} job(s) has "
+                f"{', '.join(missing)}: interruptions, nodes and GPU-hours need them; export them "
+                f"with: {command}"
             )
     return lines
 
@@ -517,7 +527,8 @@ def cmd_pull(args) -> int:
         ok = [r for r in mine if r.status == "ok"]
         if not ok and mine:
             print(
-                f"{src.name}: failed at {mine[-1].window.start:%Y-%m-%d %H:%M}; the next pull starts there again"
+                f"{src.name}: failed at {mine[-1].window.start:%Y-%m-%d %H:%M}; the next pull "
+                "starts there again"
             )
             continue
         span = (
@@ -526,8 +537,9 @@ def cmd_pull(args) -> int:
             else "nothing"
         )
         print(
-            f"{src.name}: pulled {span} ({len(ok)} window(s)): {sum(r.rows_ok for r in ok):,} rows, "
-            f"{sum(r.rows_quarantined for r in ok):,} quarantined, {sum(r.rows_duplicate for r in ok):,} already stored"
+            f"{src.name}: pulled {span} ({len(ok)} window(s)): {sum(r.rows_ok for r in ok):,} "
+            f"rows, {sum(r.rows_quarantined for r in ok):,} quarantined, "
+            f"{sum(r.rows_duplicate for r in ok):,} already stored"
         )
     failed = [r for r in reports if r.status == "failed"]
     for r in failed:
@@ -553,7 +565,8 @@ def cmd_forget(args) -> int:
                 sha = file_sha256(Path(t))[0] if Path(t).is_file() else None
                 if sha not in set(known["sha256"].to_list()):
                     raise CliError(
-                        f'{t}: not an ingested file path or sha256 (see: goodput sql "select path, sha256 from ingest_manifest")'
+                        f'{t}: not an ingested file path or sha256 (see: goodput sql "select '
+                        'path, sha256 from ingest_manifest")'
                     )
                 targets.append(sha)
         removed = wh.forget(targets)
@@ -619,8 +632,8 @@ def _write_rows(rel, fmt: str) -> None:
         out.write("]\n")
         return
     cols = [
-        f"(CASE WHEN typeof({q}) SIMILAR TO '.*(\\[\\]|STRUCT|MAP|UNION).*' THEN to_json({q})::VARCHAR "
-        f"ELSE {q}::VARCHAR END)"
+        f"(CASE WHEN typeof({q}) SIMILAR TO '.*(\\[\\]|STRUCT|MAP|UNION).*' THEN "
+        f"to_json({q})::VARCHAR ELSE {q}::VARCHAR END)"
         for q in quoted
     ]
     tty = sys.stdout.isatty()
@@ -660,7 +673,8 @@ def cmd_demo(args) -> int:
             f"{wh.home} holds other data ({other}): the demo would mix the sample fleet into it; "
             "run it in a home of its own: goodput demo --home DIR"
         )
-    # every source folder of the fleet; ground_truth.json is the simulator's answer key, not a source
+    # every source folder of the fleet; ground_truth.json is the simulator's answer key, not a
+    # source
     sources = sorted(p for p in SAMPLE_FLEET.iterdir() if p.is_dir())
     print(f"running the pipeline on the sample fleet ({SAMPLE_FLEET}) ...", file=sys.stderr)
     try:
@@ -823,8 +837,8 @@ def cmd_project(args) -> int:
                 append_projection(saver, res)
         except WarehouseBusy:
             print(
-                f"goodput: note: {wh.home} is being written by {saver.lock_owner()}: this projection "
-                "is printed, not saved",
+                f"goodput: note: {wh.home} is being written by {saver.lock_owner()}: this "
+                "projection is printed, not saved",
                 file=sys.stderr,
             )
     else:
@@ -910,7 +924,8 @@ def cmd_fit(args) -> int:
     fr = wh.read("failure_rates")
     if fr.height == 0:
         raise CliError(
-            "failure_rates is empty: run `goodput build` (or `goodput demo`) to fit the lifetimes first"
+            "failure_rates is empty: run `goodput build` (or `goodput demo`) to fit the lifetimes "
+            "first"
         )
     fitted = sorted(set(fr["window"].drop_nulls().to_list()))
     if args.window not in fitted:
@@ -952,7 +967,8 @@ def cmd_mtbf(args) -> int:
     df = wh.read("system_mtbf")
     if df.height == 0:
         raise CliError(
-            "system_mtbf is empty: ingest failure records (or a fleet's logs) and run `goodput build`"
+            "system_mtbf is empty: ingest failure records (or a fleet's logs) and run `goodput "
+            "build`"
         )
     df = df.filter((pl.col("period") == args.period) & (pl.col("grouping") == args.by))
     for col, want in (("system", args.system), ("source", args.source)):
@@ -1029,8 +1045,16 @@ def cmd_availability(args) -> int:
     else:
         rows = avail.filter(pl.col("level") == "system")
     if _format(args) == "json":
-        print(json.dumps({"availability": rows.to_dicts(), "repair_fits": fits.filter(pl.col("selected")).to_dicts(),
-                          "root_causes": causes.to_dicts()}, default=str))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "availability": rows.to_dicts(),
+                    "repair_fits": fits.filter(pl.col("selected")).to_dicts(),
+                    "root_causes": causes.to_dicts(),
+                },
+                default=str,
+            )
+        )
         return 0
     if (
         _format(args) == "csv"
@@ -1039,19 +1063,44 @@ def cmd_availability(args) -> int:
         return 0
 
     def ci(r: dict, c: str, prefix: str | None = None) -> str:
-        return f"{_cell(r[c])} [{_cell(r[(prefix or c) + '_ci_low'])}, {_cell(r[(prefix or c) + '_ci_high'])}]"
+        return (
+            f"{_cell(r[c])} [{_cell(r[(prefix or c) + '_ci_low'])}, "
+            f"{_cell(r[(prefix or c) + '_ci_high'])}]"
+        )
 
-    head = ("source", "system", "host", "nodes", "failures", "mtbf_h", "mttr_h", "availability", "nines",
-            "per_node_year", "tbf_shape")  # fmt: skip
+    head = (
+        "source",
+        "system",
+        "host",
+        "nodes",
+        "failures",
+        "mtbf_h",
+        "mttr_h",
+        "availability",
+        "nines",
+        "per_node_year",
+        "tbf_shape",
+    )
     body = [
-        (r["source"], r["system"], r["host"] or "", str(r["nodes"]), str(r["failures"]), ci(r, "mtbf_hours", "mtbf"),
-         ci(r, "mttr_hours", "mttr"), _cell(r["availability"], ".5f"), ci(r, "nines"), ci(r, "failures_per_node_year"),
-         ci(r, "tbf_shape") if r["tbf_shape"] is not None else "-")
+        (
+            r["source"],
+            r["system"],
+            r["host"] or "",
+            str(r["nodes"]),
+            str(r["failures"]),
+            ci(r, "mtbf_hours", "mtbf"),
+            ci(r, "mttr_hours", "mttr"),
+            _cell(r["availability"], ".5f"),
+            ci(r, "nines"),
+            ci(r, "failures_per_node_year"),
+            ci(r, "tbf_shape") if r["tbf_shape"] is not None else "-",
+        )
         for r in rows.iter_rows(named=True)
-    ]  # fmt: skip
+    ]
     _print_rows([head, *body])
     print(
-        "95% CIs: MTBF and rates exact Poisson, MTTR / availability bootstrap; availability only where every repair is known"
+        "95% CIs: MTBF and rates exact Poisson, MTTR / availability bootstrap; availability only "
+        "where every repair is known"
     )
     best = fits.filter(pl.col("selected"))
     for q, word in (("repair", "repair time"), ("tbf", "time between failures")):
@@ -1069,9 +1118,15 @@ def cmd_availability(args) -> int:
             if causes.height > shown.height
             else ""
         )
-        print("root causes (share of failures / of downtime): " + ", ".join(
-            f"{r['cause'] or 'not recorded'} {100 * r['share']:.1f}% / {100 * (r['downtime_share'] or 0):.1f}%"
-            for r in shown.iter_rows(named=True)) + more)  # fmt: skip
+        print(
+            "root causes (share of failures / of downtime): "
+            + ", ".join(
+                f"{r['cause'] or 'not recorded'} {100 * r['share']:.1f}% / "
+                f"{100 * (r['downtime_share'] or 0):.1f}%"
+                for r in shown.iter_rows(named=True)
+            )
+            + more
+        )
     return 0
 
 
@@ -1118,7 +1173,8 @@ def cmd_nodes(args) -> int:
         _print_frame(worst, "csv", [], [], {})
         return 0
     print(
-        f"nodes: {s['nodes']:,}, tested: {s['tested']:,}, lemons: {s['lemons']:,} (adjusted p < {s['alpha']:g})"
+        f"nodes: {s['nodes']:,}, tested: {s['tested']:,}, lemons: {s['lemons']:,} (adjusted p < "
+        f"{s['alpha']:g})"
     )
     if s["untested"]:
         print(f"{s['untested']:,} node(s) not tested (no observed node-hours)")
@@ -1126,7 +1182,8 @@ def cmd_nodes(args) -> int:
         rate = s["fleet_rate_per_node_hour"] or 0.0
         print(f"test: {s['test']}")
         print(
-            f"fleet: {s['failures']:,} failures in {s['node_hours']:,.0f} node-hours ({rate * 1000:.3g} per 1,000 node-hours)"
+            f"fleet: {s['failures']:,} failures in {s['node_hours']:,.0f} node-hours "
+            f"({rate * 1000:.3g} per 1,000 node-hours)"
         )
     cols = (
         "host",
@@ -1177,15 +1234,16 @@ def cmd_nodes(args) -> int:
     if gain is not None:
         b, w = gain["baseline"], gain["without_lemons"]
         line = (
-            f"job on {gain['target_gpus']:,} GPUs at the fleet's {gain['basis']}: MTTI {in_hours(b['mtti_hours'])}, "
-            f"goodput {pct(b['goodput'])}"
+            f"job on {gain['target_gpus']:,} GPUs at the fleet's {gain['basis']}: MTTI "
+            f"{in_hours(b['mtti_hours'])}, goodput {pct(b['goodput'])}"
         )
         if gain["lemons"] and w is None:
             line += "; without the lemon node(s) no failure is left to refit a rate from"
         elif gain["lemons"]:
             line += (
-                f"; rate refitted without the {gain['lemons']} lemon node(s): MTTI {in_hours(w['mtti_hours'])}, "
-                f"goodput {pct(w['goodput'])} ({change(w['goodput'], b['goodput'], 'points')})"
+                f"; rate refitted without the {gain['lemons']} lemon node(s): MTTI "
+                f"{in_hours(w['mtti_hours'])}, goodput {pct(w['goodput'])} "
+                f"({change(w['goodput'], b['goodput'], 'points')})"
             )
         print(line + ("" if gain["lemons"] else "; no lemon node to remove"))
     return 0
@@ -1232,7 +1290,8 @@ def cmd_losses(args) -> int:
     df = losses_frame(wh.read("job_attempts"), wh.read("interruptions"), args.by, args.period)
     if df.height == 0 and _format(args) == "table":
         print(
-            "no unexpected interruptions in the warehouse (run `goodput build` after ingesting job records)"
+            "no unexpected interruptions in the warehouse (run `goodput build` after ingesting "
+            "job records)"
         )
         return 0
     header = ([args.period] if args.period else []) + [
@@ -1320,9 +1379,17 @@ def cmd_whatif(args) -> int:
         ) from None
     base = rows.filter(pl.col("knob") == "baseline").row(0, named=True)
     ranked = sensitivity_frame(rows).select(
-        "change", "knob", "gain_pp", "goodput_base", "goodput", "goodput_ci_low", "goodput_ci_high", "mtti_hours",
-        "interval_hours", "method",
-    )  # fmt: skip
+        "change",
+        "knob",
+        "gain_pp",
+        "goodput_base",
+        "goodput",
+        "goodput_ci_low",
+        "goodput_ci_high",
+        "mtti_hours",
+        "interval_hours",
+        "method",
+    )
     meta = {
         "n_gpus": args.gpus,
         "baseline": {
@@ -1342,20 +1409,27 @@ def cmd_whatif(args) -> int:
     if fmt == "table":
         print(
             f"at {args.gpus:,} GPUs ({base['scope'] or 'infrastructure'} interruptions): goodput "
-            f"{pct(base['goodput'])} (95% {pct(base['goodput_ci_low'])} - {pct(base['goodput_ci_high'])}), "
-            f"MTTI {in_hours(base['mtti_hours'])}; each change alone:"
+            f"{pct(base['goodput'])} (95% {pct(base['goodput_ci_low'])} - "
+            f"{pct(base['goodput_ci_high'])}), MTTI {in_hours(base['mtti_hours'])}; each change "
+            "alone:"
         )
     text = [
-        [r["change"], f"{r['gain_pp']:+.1f} points", f"{pct(r['goodput_base'])} -> {pct(r['goodput'])}",
-         f"{pct(r['goodput_ci_low'])} - {pct(r['goodput_ci_high'])}", in_hours(r["mtti_hours"]), r["method"]]
+        [
+            r["change"],
+            f"{r['gain_pp']:+.1f} points",
+            f"{pct(r['goodput_base'])} -> {pct(r['goodput'])}",
+            f"{pct(r['goodput_ci_low'])} - {pct(r['goodput_ci_high'])}",
+            in_hours(r["mtti_hours"]),
+            r["method"],
+        ]
         for r in ranked.iter_rows(named=True)
-    ]  # fmt: skip
+    ]
     header = ["change", "goodput gain", "goodput", "95% band", "MTTI", "method"]
     _print_frame(ranked, fmt, text, header, meta)
     if fmt == "table" and "mc" in ranked["method"]:
         print(
-            f"mc: Monte Carlo against its own baseline of {base['spares']} spare nodes (repair {Scenario.repair_hours:g} h), "
-            "where waiting for a repaired node also costs goodput"
+            f"mc: Monte Carlo against its own baseline of {base['spares']} spare nodes (repair "
+            f"{Scenario.repair_hours:g} h), where waiting for a repaired node also costs goodput"
         )
     return 0
 
@@ -1379,19 +1453,33 @@ def cmd_compare(args) -> int:
         return f"{shown(r[value])} ({shown(lo)} - {shown(hi)})"
 
     text = [
-        [r[args.by], f"{r['jobs']:,}", num(r["gpu_hours"]), pct(r["goodput"]),
-         f"{r['infrastructure']:,} of {r['interruptions']:,}", ci(r, "rate_per_1k_gpu_days", "rate", num),
-         ci(r, "mtbf_hours", "mtbf", in_hours),
-         num(r["lost_gpu_hours"])]
+        [
+            r[args.by],
+            f"{r['jobs']:,}",
+            num(r["gpu_hours"]),
+            pct(r["goodput"]),
+            f"{r['infrastructure']:,} of {r['interruptions']:,}",
+            ci(r, "rate_per_1k_gpu_days", "rate", num),
+            ci(r, "mtbf_hours", "mtbf", in_hours),
+            num(r["lost_gpu_hours"]),
+        ]
         for r in df.iter_rows(named=True)
-    ]  # fmt: skip
-    header = [args.by, "jobs", "GPU-hours", "goodput", "infra. interruptions", "per 1,000 GPU-days (95% CI)",
-              "MTBF (95% CI)", "lost GPU-hours"]  # fmt: skip
+    ]
+    header = [
+        args.by,
+        "jobs",
+        "GPU-hours",
+        "goodput",
+        "infra. interruptions",
+        "per 1,000 GPU-days (95% CI)",
+        "MTBF (95% CI)",
+        "lost GPU-hours",
+    ]
     _print_frame(df, _format(args), text, header, {"by": args.by})
     if _format(args) == "table":
         print(
-            "infrastructure interruptions: unexpected, not the jobs' own failures; MTBF: the hours the "
-            f"{args.by}'s jobs span / those interruptions; CIs exact Poisson"
+            "infrastructure interruptions: unexpected, not the jobs' own failures; MTBF: the "
+            f"hours the {args.by}'s jobs span / those interruptions; CIs exact Poisson"
         )
     return 0
 
@@ -1497,7 +1585,8 @@ EXAMPLES = {
     "ingest": [
         "goodput ingest /data/sacct/ /data/dcgm-scrapes/ /var/log/kern.log* --cluster prod",
         "goodput ingest dump.txt --format sacct --fields xdmod",
-        "goodput ingest smi.csv --format nvidia-smi --host gpu-node-007 --time 2026-01-05T10:00:00Z",
+        "goodput ingest smi.csv --format nvidia-smi --host gpu-node-007 --time "
+        "2026-01-05T10:00:00Z",
     ],
     "pull": ["goodput pull --dry-run", "goodput pull slurmdbd --since 2026-01-01"],
     "forget": ["goodput forget /data/sacct/2026-01.txt"],
@@ -1510,7 +1599,8 @@ EXAMPLES = {
     "mtbf": ["goodput mtbf --period month --by cause"],
     "availability": ["goodput availability --level node --top 10"],
     "sql": [
-        'goodput sql "select cause_class, count(*) n from interruptions group by 1 order by 2 desc"',
+        'goodput sql "select cause_class, count(*) n from interruptions group by 1 order by 2 '
+        'desc"',
         'goodput sql "select * from quarantine" --format csv > quarantine.csv',
     ],
     "project": [
@@ -1603,8 +1693,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="goodput",
         formatter_class=_HelpFormatter,
-        description="GPU-fleet reliability and goodput: ingest scheduler logs and hardware telemetry into "
-        "a Parquet + DuckDB warehouse, fit failure rates, measure and project goodput.",
+        description=(
+            "GPU-fleet reliability and goodput: ingest scheduler logs and hardware "
+            "telemetry into a Parquet + DuckDB warehouse, fit failure rates, measure and "
+            "project goodput."
+        ),
     )
     p.add_argument(
         "--version",
@@ -1612,13 +1705,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the version (and the commit, run from a git checkout)",
     )
     home_help = "warehouse directory (default $GOODPUT_HOME or ./goodput_home)"
-    uri_help = "Parquet root: a directory or s3://bucket/prefix (default $GOODPUT_WAREHOUSE_URI or HOME/parquet)"
+    uri_help = (
+        "Parquet root: a directory or s3://bucket/prefix (default $GOODPUT_WAREHOUSE_URI "
+        "or HOME/parquet)"
+    )
     p.add_argument("--home", help=home_help)
     p.add_argument("--warehouse-uri", help=uri_help)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", default=argparse.SUPPRESS, help=home_help)
     common.add_argument("--warehouse-uri", default=argparse.SUPPRESS, help=uri_help)
-    wait_help = "when another process is writing the warehouse: wait at most this long (e.g. 0, 30s, 10m; default: as long as it takes)"
+    wait_help = (
+        "when another process is writing the warehouse: wait at most this long (e.g. 0, "
+        "30s, 10m; default: as long as it takes)"
+    )
     p.add_argument("--wait", help=wait_help)
     p.add_argument(
         "--no-wait",
@@ -1648,7 +1747,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=cmd_demo)
 
-    cost_help = "$ per GPU-hour: the report's first screen prices the lost GPU-hours (default: no cost shown)"
+    cost_help = (
+        "$ per GPU-hour: the report's first screen prices the lost GPU-hours (default: no "
+        "cost shown)"
+    )
     window = argparse.ArgumentParser(add_help=False)
     window.add_argument(
         "--observed-from",
@@ -1658,7 +1760,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--observed-to",
         "--as-of",
         dest="observed_to",
-        help="end of the observation window: units still in service are censored here (ISO-8601; default: inferred)",
+        help=(
+            "end of the observation window: units still in service are censored here (ISO-8601; "
+            "default: inferred)"
+        ),
     )
     window.add_argument(
         "--gpus-per-node",
@@ -1765,13 +1870,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--exclude-hosts",
         metavar="FILE",
-        help="component history: quarantine installations on these hosts (every word of FILE is a host, "
-        "e.g. a service-node list)",
+        help=(
+            "component history: quarantine installations on these hosts (every word of FILE is a "
+            "host, e.g. a service-node list)"
+        ),
     )
     s.add_argument(
         "--replace",
         action="store_true",
-        help="forget what these files produced before (e.g. with a wrong --tz), then ingest them again",
+        help=(
+            "forget what these files produced before (e.g. with a wrong --tz), then ingest them "
+            "again"
+        ),
     )
     s.add_argument("--jobs", type=int, help="processes that parse files (default: one per core)")
     s.add_argument(
@@ -1787,8 +1897,11 @@ def build_parser() -> argparse.ArgumentParser:
         "pull",
         parents=[common],
         help="pull live sources (slurmdbd, Prometheus, Redfish BMCs) from HOME/sources.toml",
-        description="Pull every source of HOME/sources.toml (or the ones named) from its cursor to now. "
-        "Exit status 1 when a source failed: the others are stored, the next pull catches up.",
+        description=(
+            "Pull every source of HOME/sources.toml (or the ones named) from its cursor "
+            "to now. Exit status 1 when a source failed: the others are stored, the next "
+            "pull catches up."
+        ),
     )
     s.add_argument(
         "sources",
@@ -1898,8 +2011,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--format",
         choices=["table", "csv", "json"],
         default="table",
-        help="output: table (default, as the DuckDB CLI prints it), csv, or json (one array of row objects); "
-        "csv and json print every row",
+        help=(
+            "output: table (default, as the DuckDB CLI prints it), csv, or json (one array of "
+            "row objects); csv and json print every row"
+        ),
     )
     s.add_argument(
         "--max-rows",
@@ -1982,8 +2097,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "fleetsim",
         parents=[common],
-        help="simulate a fleet's operations (spares, triage, repair line, "
-        "retirement, maintenance) under the fitted failure laws: ETTR, goodput, what-if sweeps (docs/fleetsim.md)",
+        help=(
+            "simulate a fleet's operations (spares, triage, repair line, retirement, "
+            "maintenance) under the fitted failure laws: ETTR, goodput, what-if sweeps "
+            "(docs/fleetsim.md)"
+        ),
     )
     s.add_argument(
         "--scenario",
@@ -2036,7 +2154,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "losses",
         parents=[common, fmt],
-        help="lost GPU-hours of unexpected interruptions by cause, cluster, partition, account or node",
+        help=(
+            "lost GPU-hours of unexpected interruptions by cause, cluster, partition, account or "
+            "node"
+        ),
         epilog="examples:\n  goodput losses\n  goodput losses --by partition --period month\n"
         "  goodput losses --by node --format csv > losses.csv",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -2055,7 +2176,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "trend",
         parents=[common, fmt],
-        help="goodput, lost GPU-hours, interruptions and MTBF per week or month, against the period before",
+        help=(
+            "goodput, lost GPU-hours, interruptions and MTBF per week or month, against the "
+            "period before"
+        ),
         epilog="examples:\n  goodput trend\n  goodput trend --period month --json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -2069,8 +2193,11 @@ def build_parser() -> argparse.ArgumentParser:
         "whatif",
         parents=[common, fmt],
         help="which single improvement buys the most goodput at a job size, with 95%% bands",
-        description="The report's what-if ranking: the goodput gained by halving each class's failure rate, "
-        "the checkpoint cost or the restart time, or adding spare nodes, largest first.",
+        description=(
+            "The report's what-if ranking: the goodput gained by halving each class's "
+            "failure rate, the checkpoint cost or the restart time, or adding spare "
+            "nodes, largest first."
+        ),
         epilog="examples:\n  goodput whatif\n  goodput whatif --gpus 32768 --format csv",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -2086,8 +2213,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "compare",
         parents=[common, fmt],
-        help="clusters (or partitions, accounts) side by side: goodput, interruption rate and MTBF with 95%% CIs",
-        epilog="examples:\n  goodput compare\n  goodput compare --by partition --cluster prod --json",
+        help=(
+            "clusters (or partitions, accounts) side by side: goodput, interruption rate and "
+            "MTBF with 95%% CIs"
+        ),
+        epilog=(
+            "examples:\n  goodput compare\n  goodput compare --by partition --cluster prod --json"
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument(
@@ -2246,7 +2378,10 @@ def _committed() -> str:
     from warehouse.store import COMMITS
 
     if COMMITS[0]:
-        return f"{COMMITS[0]} batch(es) were committed before it, each whole (run the command again to finish)"
+        return (
+            f"{COMMITS[0]} batch(es) were committed before it, each whole (run the command "
+            "again to finish)"
+        )
     return "nothing was committed"
 
 

@@ -19,7 +19,8 @@ from analysis.scope import Scope, open_scope
 from ingest.base import ParseContext
 from warehouse.store import Warehouse
 
-# first day a Dagster backfill of the live sources offers (the pulled_sources asset's daily partitions)
+# first day a Dagster backfill of the live sources offers (the pulled_sources asset's daily
+# partitions)
 PULL_BACKFILL_START = os.environ.get("GOODPUT_PULL_BACKFILL_START", "2024-01-01")
 
 
@@ -46,7 +47,9 @@ class GoodputConfig(dg.ConfigurableResource):
     The same values the CLI takes as flags; set them in the launchpad or in code."""
 
     home: str = ""  # empty: $GOODPUT_HOME, else ./goodput_home
-    warehouse_uri: str = ""  # Parquet root, a directory or s3://bucket/prefix; empty: $GOODPUT_WAREHOUSE_URI, else <home>/parquet
+    # Parquet root, a directory or s3://bucket/prefix; empty: $GOODPUT_WAREHOUSE_URI, else
+    # <home>/parquet
+    warehouse_uri: str = ""
     sources: list[str] = []  # noqa: RUF012 (pydantic copies defaults) - empty: <home>/landing
     cluster: str = "default"
     tz: str = "UTC"

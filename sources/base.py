@@ -12,10 +12,11 @@ and four things:
   and are stored once (record keys), so overlap costs only the transfer.
 - ``plan(src, window) -> list[str]``: the commands and queries a pull would run, for
   ``--dry-run`` (no I/O, no credentials read).
-- ``fetch(src, window) -> Iterator[Document | Failure]``: the I/O. Each document is a response or command
-  output in a format an ``ingest`` parser reads; it goes through that parser, the warehouse's
-  record keys and quarantine exactly as a file would. A failure raises ``SourceError`` with one
-  line saying what failed (never a traceback); nothing of the window is then stored. A kind
+- ``fetch(src, window) -> Iterator[Document | Failure]``: the I/O. Each document is a response or
+  command output in a format an ``ingest`` parser reads; it goes through that parser, the
+  warehouse's record keys and quarantine exactly as a file would. A failure raises
+  ``SourceError`` with one line saying what failed (never a traceback); nothing of the window is
+  then stored. A kind
   that reads many independent targets (hundreds of BMCs) yields a ``Failure`` for a target it
   could not read instead, and its other targets' documents are stored; such a kind reads every
   target whole again on each pull, so a failed target is caught up by the next one.

@@ -32,8 +32,8 @@ class has several), window 'all' and monthly windows (``analysis.survival.window
   - 'per-unit-lifelines': lifelines' ``fit(..., entry=)`` / ``fit_interval_censoring`` itself
     (``engine='lifelines'``, or ``'auto'`` up to ``LIFELINES_MAX_UNITS`` units).
   - 'subsample-N': the candidates without sufficient statistics on a uniform random N units
-    when the stratum is larger (``PARAMETRIC_MAX_UNITS``, ``WINDOW_MAX_UNITS`` for monthly windows); the rate stays
-    on all units and AIC compares all candidates on that same subsample.
+    when the stratum is larger (``PARAMETRIC_MAX_UNITS``, ``WINDOW_MAX_UNITS`` for monthly
+    windows); the rate stays on all units and AIC compares all candidates on that same subsample.
 * A change between two windows is judged by ``rate_change_test`` (exact), never by CI overlap.
 """
 

@@ -34,7 +34,8 @@ def build(ctx: ReportContext) -> Section:
     if w.height and w["observed_from"][0] is not None:
         r = w.row(0, named=True)
         text += (
-            f". Exposure is measured from {r['observed_from']:%Y-%m-%d %H:%M} to {r['observed_to']:%Y-%m-%d %H:%M} UTC "
+            f". Exposure is measured from {r['observed_from']:%Y-%m-%d %H:%M} to "
+            f"{r['observed_to']:%Y-%m-%d %H:%M} UTC "
             f"({r['method']}{', flagged: ' + r['note'] if r['flagged'] else ''})"
         )
     fr = t["failure_rates"]
@@ -53,7 +54,8 @@ def build(ctx: ReportContext) -> Section:
     spans = win.filter(pl.col("source") != "window")
     if spans.height:
         s.extra_html += (
-            '<p class="sub">Robust time span per source (outlying record times do not stretch it)</p>'
+            '<p class="sub">Robust time span per source (outlying record times do not stretch '
+            "it)</p>"
             + html_table(
                 ["source", "from (UTC)", "to (UTC)", "records", "outlying times"],
                 [

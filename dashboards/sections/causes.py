@@ -189,8 +189,9 @@ def build(ctx: ReportContext) -> Section:
         k = min(3, compared.height)
         s.reading += (
             f" Of the {compared['count'].sum():,} {COMPARED} (Llama 3: "
-            f"{ref.filter(pl.col('share').is_not_null())['count'].sum():,} of {ref['count'].sum():,}), "
-            f"{top['cause_class']} caused {pct(top['share'], 0)} (Llama 3: {llama})"
+            f"{ref.filter(pl.col('share').is_not_null())['count'].sum():,} of "
+            f"{ref['count'].sum():,}), {top['cause_class']} caused {pct(top['share'], 0)} (Llama "
+            f"3: {llama})"
             + (
                 f"; the top {k} classes account for {pct(compared['share'].head(k).sum(), 0)}."
                 if k > 1

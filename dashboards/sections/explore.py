@@ -81,8 +81,14 @@ def explore_frame(
     group = [*SELECTORS, "cause_class"]
     aggs = [pl.len().alias("interruptions"), pl.col("lost_gpu_hours").fill_null(0).sum()]
     if df.height == 0:
-        schema = {"day": pl.Utf8, "day_end": pl.Utf8, **dict.fromkeys(group, pl.Utf8),
-                  "interruptions": pl.UInt32, "lost_gpu_hours": pl.Float64, "bucket": pl.Utf8}  # fmt: skip
+        schema = {
+            "day": pl.Utf8,
+            "day_end": pl.Utf8,
+            **dict.fromkeys(group, pl.Utf8),
+            "interruptions": pl.UInt32,
+            "lost_gpu_hours": pl.Float64,
+            "bucket": pl.Utf8,
+        }
         return pl.DataFrame(schema=schema)
     out = _bucketed(df, "end_time", every, group, aggs)
     return out.with_columns(pl.lit("day" if every == "1d" else "week").alias("bucket"))
@@ -186,30 +192,48 @@ def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VC
     timeline = (
         inter.transform_calculate(day_end=f"utcOffset('{bucket}', toDate(datum.day), 1)")
         .mark_bar(color="#4c78a8")
-        .encode(x=x_time(f"per {bucket} (UTC)"), x2="day_end:T", y=alt.Y("sum(interruptions):Q", title="interruptions"),
-                tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d", title=f"{bucket} from"), *tip])
+        .encode(
+            x=x_time(f"per {bucket} (UTC)"),
+            x2="day_end:T",
+            y=alt.Y("sum(interruptions):Q", title="interruptions"),
+            tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d", title=f"{bucket} from"), *tip],
+        )
         .add_params(brush, *params.values())
         .transform_filter(chosen)
         .transform_filter(pick_class)
-        .properties(width=charts.WIDTH + 60, height=130,
-                    title=alt.TitleParams("Unexpected interruptions over time",
-                                          subtitle="drag to pick a period; double-click to clear"))
-    )  # fmt: skip
+        .properties(
+            width=charts.WIDTH + 60,
+            height=130,
+            title=alt.TitleParams(
+                "Unexpected interruptions over time",
+                subtitle="drag to pick a period; double-click to clear",
+            ),
+        )
+    )
     goodput_line = (
         goods.transform_filter(chosen)
         .transform_filter(brush)
         .transform_aggregate(g="sum(gpu_hours)", p="sum(productive_gpu_hours)", groupby=["day"])
         .transform_calculate(goodput="datum.g > 0 ? datum.p / datum.g : null")
         .mark_line(point=alt.OverlayMarkDef(color="#2ca02c"), color="#2ca02c")
-        .encode(x=x_time(f"job chains ending per {bucket} (UTC)"),
-                y=alt.Y("goodput:Q", title="measured goodput", axis=alt.Axis(format="%")),
-                tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d", title=f"{bucket} from"),
-                         alt.Tooltip("goodput:Q", format=".1%"),
-                         alt.Tooltip("g:Q", format=",.0f", title="GPU-hours")])
-        .properties(width=charts.WIDTH + 60, height=110,
-                    title=alt.TitleParams("Measured goodput over time",
-                                          subtitle="GPU-hour weighted, of the job chains in the selection"))
-    )  # fmt: skip
+        .encode(
+            x=x_time(f"job chains ending per {bucket} (UTC)"),
+            y=alt.Y("goodput:Q", title="measured goodput", axis=alt.Axis(format="%")),
+            tooltip=[
+                alt.Tooltip("day:T", format="%Y-%m-%d", title=f"{bucket} from"),
+                alt.Tooltip("goodput:Q", format=".1%"),
+                alt.Tooltip("g:Q", format=",.0f", title="GPU-hours"),
+            ],
+        )
+        .properties(
+            width=charts.WIDTH + 60,
+            height=110,
+            title=alt.TitleParams(
+                "Measured goodput over time",
+                subtitle="GPU-hour weighted, of the job chains in the selection",
+            ),
+        )
+    )
 
     def bars(field: str, title: str, subtitle: str, pick=None) -> alt.Chart:
         color = (

@@ -138,8 +138,9 @@ def build(ctx: ReportContext) -> Section:
     s.chart = goodput_chart(goodput_hist_frame(jobs), parts)
     good = parts.row(0, named=True)
     s.reading = (
-        f"Weighted by GPU-hours, measured goodput is {pct(good['share'])} over {jobs.height:,} job chains "
-        f"(job-weighted mean {pct(jobs['goodput'].mean())}); " + _losses_text(parts.slice(1))
+        f"Weighted by GPU-hours, measured goodput is {pct(good['share'])} over {jobs.height:,} "
+        f"job chains (job-weighted mean {pct(jobs['goodput'].mean())}); "
+        + _losses_text(parts.slice(1))
     )
     s.reading += " " + _assumptions_text(jobs)
     w = pl.col("n_gpus").fill_null(0).cast(pl.Float64)
@@ -174,7 +175,8 @@ def _losses_text(badput: pl.DataFrame) -> str:
     ranked = badput.filter(pl.col("share") > 0).sort("share", descending=True, maintain_order=True)
     measured = ranked.filter(pl.col("basis") == "measured")
     text = (
-        f"the largest measured loss is {measured['part'][0]} at {pct(measured['share'][0])} of GPU-hours."
+        f"the largest measured loss is {measured['part'][0]} at {pct(measured['share'][0])} of "
+        "GPU-hours."
         if measured.height
         else "no measured loss: the queue and gap parts hold no GPU-hours."
     )
@@ -195,7 +197,8 @@ def _assumptions_text(jobs: pl.DataFrame) -> str:
     if sets.height:
         a = sets.row(0, named=True)
         text += (
-            f", {assumed:,} assuming a checkpoint every {hours(a['ckpt_interval_s'] / 3600)} costing "
-            f"{a['ckpt_cost_s']:g} s and a restart of {hours(a['restart_s'] / 3600)} after each failure"
+            f", {assumed:,} assuming a checkpoint every {hours(a['ckpt_interval_s'] / 3600)} "
+            f"costing {a['ckpt_cost_s']:g} s and a restart of {hours(a['restart_s'] / 3600)} "
+            "after each failure"
         )
     return text + " (goodput build --ckpt-interval / --ckpt-cost / --restart)."

@@ -105,7 +105,9 @@ def hazard_ratio_chart(hazard_ratios: pl.DataFrame) -> alt.LayerChart:
         height=max(100, 28 * len(order)),
         title=alt.TitleParams(
             "Cox hazard ratios, 95% CI",
-            subtitle=f"{note}significance after {_adjustment(hazard_ratios)} correction over all rows",
+            subtitle=(
+                f"{note}significance after {_adjustment(hazard_ratios)} correction over all rows"
+            ),
         ),
     )
 

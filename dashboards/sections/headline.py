@@ -63,7 +63,8 @@ def _fleet_size(wh, coverage: pl.DataFrame, ch: pl.DataFrame) -> tuple[int, int]
     for table in (telemetry_rollup(wh), "gpu_samples"):
         if table and wh.files(table):
             gpus = wh.query(
-                f"SELECT count(DISTINCT (host, gpu)) FROM ({wh.view_sql(table)}) WHERE gpu IS NOT NULL"
+                f"SELECT count(DISTINCT (host, gpu)) FROM ({wh.view_sql(table)}) WHERE gpu IS NOT "
+                "NULL"
             ).item()
             break
     if not gpus and ch.height:
@@ -135,9 +136,9 @@ def build(ctx: ReportContext) -> Section:
     parts = [f"{hosts:,} hosts with {gpus:,} GPUs ran {num(gpu_hours)} GPU-hours of jobs"]
     if unexpected:
         parts.append(
-            f"{unexpected:,} unexpected interruptions ({fm['workload']:,} the jobs' own failures), "
-            f"one every {in_hours(fm['mtti_infrastructure_hours'])} across the fleet from infrastructure "
-            f"and one every {in_hours(fm['mtti_all_hours'])} from all causes"
+            f"{unexpected:,} unexpected interruptions ({fm['workload']:,} the jobs' own "
+            f"failures), one every {in_hours(fm['mtti_infrastructure_hours'])} across the fleet "
+            f"from infrastructure and one every {in_hours(fm['mtti_all_hours'])} from all causes"
         )
     if measured is not None:
         parts.append(f"measured goodput is {pct(measured)}")

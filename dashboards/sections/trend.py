@@ -43,20 +43,43 @@ def trend_chart(weeks: pl.DataFrame, losses: pl.DataFrame) -> alt.VConcatChart:
                      scale=alt.Scale(zero=False)), tooltip=tip)  # fmt: skip
     mtbf = alt.Chart(df).mark_line(point=True, strokeDash=[5, 3], color="#888").encode(
         x=x, y=alt.Y("mtbf_hours:Q", title="MTBF, hours (dashed)"), tooltip=tip)  # fmt: skip
-    top = alt.layer(good, mtbf).resolve_scale(y="independent").properties(
-        width=charts.WIDTH, height=170, title="Measured goodput and fleet-wide MTBF per week")  # fmt: skip
+    top = (
+        alt.layer(good, mtbf)
+        .resolve_scale(y="independent")
+        .properties(
+            width=charts.WIDTH, height=170, title="Measured goodput and fleet-wide MTBF per week"
+        )
+    )
     lost = losses.with_columns(pl.col("period_start").dt.strftime("%Y-%m-%d").alias("week")).rename(
         {"cause": "cause_class"})  # fmt: skip
     order = losses_frame_order(lost)
-    bars = alt.Chart(lost).mark_bar().encode(
-        x=alt.X("week:O", title="week starting", axis=alt.Axis(labelAngle=-40)),
-        y=alt.Y("lost_gpu_hours:Q", title="lost GPU-hours"),
-        color=alt.Color("cause_class:N", title="cause", sort=order,  # the class palette
-                        legend=alt.Legend(orient="bottom", columns=6)),  # under the bars it belongs to
-        order=alt.Order("lost_gpu_hours:Q", sort="descending"),
-        tooltip=["week:O", "cause_class:N", alt.Tooltip("lost_gpu_hours:Q", format=",.0f"),
-                 alt.Tooltip("interruptions:Q"), alt.Tooltip("mtbf_hours:Q", format=".1f", title="MTBF (h)")],
-    ).properties(width=charts.WIDTH, height=200, title="GPU-hours lost to unexpected interruptions, by cause")  # fmt: skip
+    bars = (
+        alt.Chart(lost)
+        .mark_bar()
+        .encode(
+            x=alt.X("week:O", title="week starting", axis=alt.Axis(labelAngle=-40)),
+            y=alt.Y("lost_gpu_hours:Q", title="lost GPU-hours"),
+            color=alt.Color(
+                "cause_class:N",
+                title="cause",
+                sort=order,  # the class palette
+                legend=alt.Legend(orient="bottom", columns=6),
+            ),  # under the bars it belongs to
+            order=alt.Order("lost_gpu_hours:Q", sort="descending"),
+            tooltip=[
+                "week:O",
+                "cause_class:N",
+                alt.Tooltip("lost_gpu_hours:Q", format=",.0f"),
+                alt.Tooltip("interruptions:Q"),
+                alt.Tooltip("mtbf_hours:Q", format=".1f", title="MTBF (h)"),
+            ],
+        )
+        .properties(
+            width=charts.WIDTH,
+            height=200,
+            title="GPU-hours lost to unexpected interruptions, by cause",
+        )
+    )
     return alt.vconcat(top, bars, spacing=16)
 
 
@@ -87,9 +110,10 @@ def build(ctx: ReportContext) -> Section:
     if weeks.height > 1:
         prev = weeks.row(-2, named=True)
         text += (
-            f"; against the week before: goodput {change(last['goodput'], prev['goodput'], 'points')}, "
-            f"lost GPU-hours {change(last['lost_gpu_hours'], prev['lost_gpu_hours'])}, "
-            f"MTBF {change(last['mtbf_hours'], prev['mtbf_hours'], 'h')}"
+            "; against the week before: goodput "
+            f"{change(last['goodput'], prev['goodput'], 'points')}, lost GPU-hours "
+            f"{change(last['lost_gpu_hours'], prev['lost_gpu_hours'])}, MTBF "
+            f"{change(last['mtbf_hours'], prev['mtbf_hours'], 'h')}"
         )
     best, worst = (
         weeks.sort("goodput").row(-1, named=True),
@@ -106,7 +130,8 @@ def build(ctx: ReportContext) -> Section:
         for r in weeks.iter_rows(named=True)
     ]  # fmt: skip
     s.extra_html = (
-        "<details><summary>The weeks as a table (also: goodput trend, goodput losses --period week)</summary>"
+        "<details><summary>The weeks as a table (also: goodput trend, goodput losses --period "
+        "week)</summary>"
         + html_table(
             ["week", "GPU-hours", "goodput", "change", "lost GPU-hours", "interruptions", "MTBF"],
             rows,
