@@ -1,7 +1,8 @@
 """End to end at fleet scale: ``goodput ingest`` and ``goodput build`` on simulated fleets of
 several sizes, with the peak memory of every step, next to DuckDB scanning the same files.
 
-    python -m benchmarks.bench_fleet_scale [--nodes 128 512 2048] [--skip-steps] [--reuse-ingest] [--ingest-only]
+    python -m benchmarks.bench_fleet_scale [--nodes 128 512 2048] [--skip-steps] [--reuse-ingest]
+                                           [--ingest-only]
 
 Per size N (default 128, 512 and 2048, the Llama 3 fleet: 48-75 min in all on 2 idle cores,
 plus 8 min to simulate the 2,048-node fleet the first time):
@@ -29,9 +30,10 @@ plus 8 min to simulate the 2,048-node fleet the first time):
 ``--ingest-only``: steps 1, 2 (ingest) and 4 only, with their TARGET lines (no build).
 
 CPU seconds (user + system, from the same rusage) are printed beside wall times: on a shared
-machine they are the steadier measure. TARGET lines: peak RSS of ingest and of build < 4 GB at every size and within 1.5x from the
-smallest to the largest size run; ingest within 3x of the DuckDB scan at every size (wall and
-CPU); the daily partition on the last day within 2x of the first day (wall and peak RSS).
+machine they are the steadier measure. TARGET lines: peak RSS of ingest and of build < 4 GB at
+every size and within 1.5x from the smallest to the largest size run; ingest within 3x of the
+DuckDB scan at every size (wall and CPU); the daily partition on the last day within 2x of the
+first day (wall and peak RSS).
 """
 
 from __future__ import annotations
@@ -69,7 +71,9 @@ with warnings.catch_warnings(), instance_for(sys.argv[1]) as instance:
     warnings.simplefilter("ignore")
     register_days(instance, Warehouse(sys.argv[1]))  # as the ingest asset does
     job = defs.resolve_job_def("build")
-    result = job.execute_in_process(instance=instance, partition_key=sys.argv[2], raise_on_error=False)
+    result = job.execute_in_process(
+        instance=instance, partition_key=sys.argv[2], raise_on_error=False
+    )
 print("success" if result.success else "failed")
 sys.exit(0 if result.success else 1)
 """
@@ -88,25 +92,30 @@ sys.exit(status)
 # each heavy build step alone, in a child process of its own (argv[1] = warehouse home)
 STEPS = {
     "gpu_hourly": (
-        "from analysis import telemetry; from datetime import date; "
-        "wh = W(sys.argv[1]); "
-        "telemetry.refresh_gpu_hourly(wh, [date.fromisoformat(d) for d in wh.partition_mtimes('gpu_samples')], force=True)"
+        "from analysis import telemetry; from datetime import date; wh = W(sys.argv[1]); "
+        "telemetry.refresh_gpu_hourly(wh, [date.fromisoformat(d) for d in "
+        "wh.partition_mtimes('gpu_samples')], force=True)"
     ),
     # every day's counter events again (a build from scratch; a daily run computes one day)
     "dcgm_counter_events": (
-        "from analysis import telemetry; wh = W(sys.argv[1]); "
-        "wh.drop_pieces('hw_events', telemetry.COUNTER_SOURCE, wh.piece_mtimes('hw_events', telemetry.COUNTER_SOURCE)); "
+        "from analysis import telemetry; wh = W(sys.argv[1]); wh.drop_pieces('hw_events', "
+        "telemetry.COUNTER_SOURCE, wh.piece_mtimes('hw_events', telemetry.COUNTER_SOURCE)); "
         "telemetry.refresh_counter_events(wh)"
     ),
-    "telemetry_gpu_replacements": "from analysis import telemetry; telemetry.refresh_gpu_replacements(W(sys.argv[1]))",
-    "component_lifetimes": "from analysis import lifetimes; lifetimes.refresh_component_lifetimes(W(sys.argv[1]))",
+    "telemetry_gpu_replacements": (
+        "from analysis import telemetry; telemetry.refresh_gpu_replacements(W(sys.argv[1]))"
+    ),
+    "component_lifetimes": (
+        "from analysis import lifetimes; lifetimes.refresh_component_lifetimes(W(sys.argv[1]))"
+    ),
 }
 
 # DuckDB reading the raw files: the floor an ingest is compared with
 SCAN_SQL = r"""
 SELECT count(*) AS n, count(m.name) AS samples FROM (
-    SELECT regexp_extract(line, '^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)(?:\s+(-?\d+))?\s*$',
-                          ['name', 'labels', 'value', 'ts']) AS m
+    SELECT regexp_extract(
+               line, '^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)(?:\s+(-?\d+))?\s*$',
+               ['name', 'labels', 'value', 'ts']) AS m
     FROM read_csv($prom, columns = {'line': 'VARCHAR'}, delim = $delim, quote = '', escape = '',
                   header = false, auto_detect = false, compression = 'gzip')
     WHERE NOT starts_with(line, '#')
@@ -133,9 +142,22 @@ def ensure_fleet(nodes: int) -> Path:
     shutil.rmtree(fleet, ignore_errors=True)
     print(f"simulating {nodes} nodes -> {fleet} (cached for the next run)", flush=True)
     argv = GOODPUT + [
-        "simulate", "--out", str(fleet), "--nodes", str(nodes), "--gpus-per-node", "8", "--days", "54",
-        "--seed", "3", "--fault-scale", "1", "--scrape-interval", "1h",
-    ]  # fmt: skip
+        "simulate",
+        "--out",
+        str(fleet),
+        "--nodes",
+        str(nodes),
+        "--gpus-per-node",
+        "8",
+        "--days",
+        "54",
+        "--seed",
+        "3",
+        "--fault-scale",
+        "1",
+        "--scrape-interval",
+        "1h",
+    ]
     subprocess.run(argv, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     return fleet
 
@@ -164,16 +186,20 @@ fleet = {str(fleet)!r}
 prom = sorted(glob.glob(fleet + '/**/*.prom.gz', recursive=True))
 sacct = sorted(glob.glob(fleet + '/**/sacct.txt', recursive=True))
 other = sorted(p for p in glob.glob(fleet + '/**/*', recursive=True)
-               if os.path.isfile(p) and p not in prom and p not in sacct and not p.endswith('.json'))
+               if os.path.isfile(p) and p not in prom and p not in sacct
+               and not p.endswith('.json'))
 con = duckdb.connect()
 con.execute("SET enable_progress_bar = false")
 out = {{}}
-out['prom_lines'], out['samples'] = con.execute({SCAN_SQL!r}, {{'prom': prom, 'delim': chr(1)}}).fetchall()[0]
-out['sacct_rows'] = con.execute("SELECT count(*) FROM read_csv($f, delim = '|', header = true, all_varchar = true)",
-                                {{'f': sacct}}).fetchall()[0][0] if sacct else 0
-out['other_lines'] = con.execute("SELECT count(*) FROM read_csv($f, columns = {{'line': 'VARCHAR'}}, delim = chr(1), "
-                                 "quote = '', escape = '', header = false, auto_detect = false, null_padding = true)",
-                                 {{'f': other}}).fetchall()[0][0] if other else 0
+out['prom_lines'], out['samples'] = con.execute(
+    {SCAN_SQL!r}, {{'prom': prom, 'delim': chr(1)}}).fetchall()[0]
+out['sacct_rows'] = con.execute(
+    "SELECT count(*) FROM read_csv($f, delim = '|', header = true, all_varchar = true)",
+    {{'f': sacct}}).fetchall()[0][0] if sacct else 0
+out['other_lines'] = con.execute(
+    "SELECT count(*) FROM read_csv($f, columns = {{'line': 'VARCHAR'}}, delim = chr(1), "
+    "quote = '', escape = '', header = false, auto_detect = false, null_padding = true)",
+    {{'f': other}}).fetchall()[0][0] if other else 0
 print(json.dumps(out))
 """
 
@@ -273,8 +299,12 @@ def measure(
     res: dict = {"nodes": nodes, **measure_ingest(nodes, fleet, home, logs, reuse)}
     files, i = res["files"], res["ingest"]
     rows = i["rows"]
-    print(f"[{nodes} nodes] ingest: {files:,} files, {rows:,} rows in {i['wall_s']:.1f} s, {i['cpu_s']:.0f} CPU s "
-          f"({rows / i['wall_s']:,.0f} rows/s), peak RSS {i['rss'] / GB:.2f} GB", flush=True)  # fmt: skip
+    print(
+        f"[{nodes} nodes] ingest: {files:,} files, {rows:,} rows in {i['wall_s']:.1f} s, "
+        f"{i['cpu_s']:.0f} CPU s ({rows / i['wall_s']:,.0f} rows/s), peak RSS {i['rss'] / GB:.2f} "
+        "GB",
+        flush=True,
+    )
     if "committer_cpu_s" in i:  # the serial part: what one more parser core cannot speed up
         print(f"[{nodes} nodes] ingest: the committing process {i['committer_cpu_s']:.0f} CPU s, "
               f"{i['committer_cpu_s'] / rows * 1e6:.2f} CPU-us a row", flush=True)  # fmt: skip
@@ -285,8 +315,11 @@ def measure(
     if rc:
         raise SystemExit(f"build failed ({rc}); see {logs / 'build.log'}")
     res["build"] = {"wall_s": wall, "cpu_s": cpu, "rss": rss}
-    print(f"[{nodes} nodes] build: {wall:.1f} s, {cpu:.0f} CPU s ({rows / wall:,.0f} ingested rows/s), "
-          f"peak RSS {rss / GB:.2f} GB", flush=True)  # fmt: skip
+    print(
+        f"[{nodes} nodes] build: {wall:.1f} s, {cpu:.0f} CPU s ({rows / wall:,.0f} ingested "
+        f"rows/s), peak RSS {rss / GB:.2f} GB",
+        flush=True,
+    )
 
     if steps:
         prelude = "import sys; from warehouse.store import Warehouse as W; "
@@ -297,7 +330,8 @@ def measure(
                 raise SystemExit(f"step {name} failed ({rc}); see {logs / (name + '.log')}")
             res[name] = {"wall_s": wall, "cpu_s": cpu, "rss": rss}
             print(
-                f"[{nodes} nodes]   step {name:28s} {wall:6.1f} s, {cpu:6.1f} CPU s, peak RSS {rss / GB:.2f} GB",
+                f"[{nodes} nodes]   step {name:28s} {wall:6.1f} s, {cpu:6.1f} CPU s, peak RSS "
+                f"{rss / GB:.2f} GB",
                 flush=True,
             )
     if daily:
@@ -309,10 +343,13 @@ def _scan_ratio(nodes: int, res: dict) -> dict:
     i, scan = res["ingest"], res["scan"]
     res["scan_ratio"] = i["wall_s"] / scan["wall_s"]
     res["scan_cpu_ratio"] = i["cpu_s"] / scan["cpu_s"]
-    print(f"[{nodes} nodes] DuckDB scan of the same files: {scan['wall_s']:.1f} s, {scan['cpu_s']:.0f} CPU s "
-          f"({scan['samples']:,} samples, {scan['sacct_rows']:,} sacct rows, {scan['other_lines']:,} other lines), "
-          f"peak RSS {scan['rss'] / GB:.2f} GB; ingest / scan = {res['scan_ratio']:.1f}x wall, "
-          f"{res['scan_cpu_ratio']:.1f}x CPU", flush=True)  # fmt: skip
+    print(
+        f"[{nodes} nodes] DuckDB scan of the same files: {scan['wall_s']:.1f} s, "
+        f"{scan['cpu_s']:.0f} CPU s ({scan['samples']:,} samples, {scan['sacct_rows']:,} sacct "
+        f"rows, {scan['other_lines']:,} other lines), peak RSS {scan['rss'] / GB:.2f} GB; ingest "
+        f"/ scan = {res['scan_ratio']:.1f}x wall, {res['scan_cpu_ratio']:.1f}x CPU",
+        flush=True,
+    )
     return res
 
 
@@ -329,9 +366,13 @@ def main() -> int:
         "--ingest-only", action="store_true", help="only the ingest and the DuckDB scan (no build)"
     )
     ap.add_argument(
-        "--reuse-ingest", action="store_true",
-        help="reuse the ingest and scan measured before for a size (home-N/ingest_result.json); measure the build again",
-    )  # fmt: skip
+        "--reuse-ingest",
+        action="store_true",
+        help=(
+            "reuse the ingest and scan measured before for a size (home-N/ingest_result.json); "
+            "measure the build again"
+        ),
+    )
     args = ap.parse_args()
     sizes = sorted(set(args.nodes))
     results = [
@@ -346,8 +387,10 @@ def main() -> int:
     ]
     (OUT / "fleet_scale.json").write_text(json.dumps(results, indent=2))
 
-    print(f"\n{'nodes':>6} {'GPUs':>7} {'rows':>12} {'ingest s':>9} {'rows/s':>10} {'ingest GB':>9} "
-          f"{'build s':>8} {'build GB':>8} {'scan s':>7} {'ratio':>6}")  # fmt: skip
+    print(
+        f"\n{'nodes':>6} {'GPUs':>7} {'rows':>12} {'ingest s':>9} {'rows/s':>10} {'ingest GB':>9} "
+        f"{'build s':>8} {'build GB':>8} {'scan s':>7} {'ratio':>6}"
+    )
     for r in results:
         i, b, s = (
             r["ingest"],
@@ -365,7 +408,8 @@ def main() -> int:
         if len(results) > 1:
             growth = last[step]["rss"] / first[step]["rss"]
             target(
-                f"{step} peak RSS within {RSS_GROWTH}x from {first['nodes']} to {last['nodes']} nodes",
+                f"{step} peak RSS within {RSS_GROWTH}x from {first['nodes']} to {last['nodes']} "
+                "nodes",
                 growth <= RSS_GROWTH,
                 f"{first[step]['rss'] / GB:.2f} -> {last[step]['rss'] / GB:.2f} GB, {growth:.2f}x",
             )
@@ -383,9 +427,11 @@ def main() -> int:
         for key, what, unit in (("wall_s", "wall time", 1.0), ("rss", "peak RSS", GB)):
             ratio = d["last"][key] / d["first"][key]
             target(
-                f"daily build partition, day {d['n_days']} within {DAILY_RATIO:g}x of day 1 ({what}), {r['nodes']} nodes",
+                f"daily build partition, day {d['n_days']} within {DAILY_RATIO:g}x of day 1 "
+                f"({what}), {r['nodes']} nodes",
                 ratio <= DAILY_RATIO,
-                f"{d['first'][key] / unit:.2f} -> {d['last'][key] / unit:.2f} {'s' if unit == 1.0 else 'GB'}, {ratio:.2f}x",
+                f"{d['first'][key] / unit:.2f} -> {d['last'][key] / unit:.2f} "
+                f"{'s' if unit == 1.0 else 'GB'}, {ratio:.2f}x",
             )
     return status()
 

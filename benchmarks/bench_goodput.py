@@ -44,8 +44,8 @@ def main() -> None:
     restart = rng.uniform(60, 3600, args.scenarios)
     t, p = best_of(lambda: project(rates, n, 8, cost, restart, samples=0))
     print(
-        f"analytic: {args.scenarios:,} scenarios (Λ(N), Young, Daly, useful fraction) in {t:.3f} s; "
-        f"mean goodput {p.goodput.mean():.3f}"
+        f"analytic: {args.scenarios:,} scenarios (Λ(N), Young, Daly, useful fraction) in {t:.3f} "
+        f"s; mean goodput {p.goodput.mean():.3f}"
     )
     target(f"{args.scenarios:,} analytic scenarios < 1 s", t < 1, f"{t:.3f} s")
     t, p = best_of(lambda: project(rates, n, 8, cost, restart, samples=100), n=1)
@@ -57,8 +57,8 @@ def main() -> None:
     t, res = best_of(lambda: simulate(rates, cfg, replicas=args.replicas, seed=1))
     s = res.summary()
     print(
-        f"monte carlo: {args.replicas:,} replicas x 16,384 GPUs x 54 days, exponential, unlimited spares: "
-        f"{t:.2f} s; goodput {s['mean']:.4f} [{s['p2_5']:.4f}, {s['p97_5']:.4f}], "
+        f"monte carlo: {args.replicas:,} replicas x 16,384 GPUs x 54 days, exponential, unlimited "
+        f"spares: {t:.2f} s; goodput {s['mean']:.4f} [{s['p2_5']:.4f}, {s['p97_5']:.4f}], "
         f"{s['mean_failures']:.0f} failures/job"
     )
     target(f"{args.replicas:,} Monte Carlo replicas < 30 s", t < 30, f"{t:.2f} s")
@@ -88,8 +88,9 @@ def main() -> None:
     )
     s = res.summary()
     print(
-        f"monte carlo: same job, Weibull lifetimes, async ckpt, lognormal restarts, 10% requeues, "
-        f"16 spares, rate draws: {t:.2f} s; goodput {s['mean']:.4f} [{s['p2_5']:.4f}, {s['p97_5']:.4f}]"
+        "monte carlo: same job, Weibull lifetimes, async ckpt, lognormal restarts, 10% requeues, "
+        f"16 spares, rate draws: {t:.2f} s; goodput {s['mean']:.4f} [{s['p2_5']:.4f}, "
+        f"{s['p97_5']:.4f}]"
     )
 
     k = args.attempts

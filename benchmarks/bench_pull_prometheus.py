@@ -73,7 +73,8 @@ def _fleet(nodes: int, days: int, scrape_s: int) -> Path:
             start=START.isoformat(),
         )
         print(
-            f"simulated {nodes} nodes x {days} days at {scrape_s} s in {time.perf_counter() - t:.0f} s"
+            f"simulated {nodes} nodes x {days} days at {scrape_s} s in "
+            f"{time.perf_counter() - t:.0f} s"
         )
     return out
 
@@ -100,9 +101,9 @@ def main() -> int:
     ap.add_argument("--scrape-s", type=int, default=15)
     args = ap.parse_args()
     print(
-        "at a 1 h scrape (bench_fleet_scale's 64-node, 54-day fleet) an hour is 1 raw sample and its "
-        "rollup 2-5 points: the 1/50 bar is impossible there (the source pulls such sparse series raw, "
-        "a point a sample); the default run measures it at 15 s on a slice instead"
+        "at a 1 h scrape (bench_fleet_scale's 64-node, 54-day fleet) an hour is 1 raw sample and "
+        "its rollup 2-5 points: the 1/50 bar is impossible there (the source pulls such sparse "
+        "series raw, a point a sample); the default run measures it at 15 s on a slice instead"
     )
     fleet = _fleet(args.nodes, args.days, args.scrape_s)
     files = server.scrape_files(fleet)
@@ -185,22 +186,24 @@ def main() -> int:
         series_hours = ingested.query("SELECT count(*) AS n FROM gpu_hourly")["n"][0]
         raw_rows = pulled.query("SELECT count(*) AS n FROM gpu_samples")["n"][0]
     print(
-        f"file ingest + daily tables: {file_wall:.1f} s for {samples:,} samples (ingest {file_only:.1f} s, "
-        f"daily tables {file_wall - file_only:.1f} s)"
+        f"file ingest + daily tables: {file_wall:.1f} s for {samples:,} samples (ingest "
+        f"{file_only:.1f} s, daily tables {file_wall - file_only:.1f} s)"
     )
     print(
-        f"pull: {pull_only:.1f} s ({wire['requests']} requests, {wire['bytes'] / 1e6:.1f} MB), + daily tables "
-        f"{pull_wall - pull_only:.1f} s; stored {rollup_rows:,} rollup rows and {raw_rows:,} raw samples"
+        f"pull: {pull_only:.1f} s ({wire['requests']} requests, {wire['bytes'] / 1e6:.1f} MB), + "
+        f"daily tables {pull_wall - pull_only:.1f} s; stored {rollup_rows:,} rollup rows and "
+        f"{raw_rows:,} raw samples"
     )
     print(
-        f"pull split: fetch {split['fetch_s']:.1f} s (requests in flight {wire['in_flight_s']:.1f} s summed: "
-        f"TSDB and transfer) and parse {split['parse_s']:.1f} s (thread CPU {split['parse_cpu_s']:.1f} s), "
-        f"both a chunk ahead of the commits, commit {split['commit_s']:.1f} s (thread CPU "
-        f"{split['commit_cpu_s']:.1f} s), daily tables {pull_wall - pull_only:.1f} s"
+        f"pull split: fetch {split['fetch_s']:.1f} s (requests in flight "
+        f"{wire['in_flight_s']:.1f} s summed: TSDB and transfer) and parse {split['parse_s']:.1f} "
+        f"s (thread CPU {split['parse_cpu_s']:.1f} s), both a chunk ahead of the commits, commit "
+        f"{split['commit_s']:.1f} s (thread CPU {split['commit_cpu_s']:.1f} s), daily tables "
+        f"{pull_wall - pull_only:.1f} s"
     )
     print(
-        f"points by endpoint (query_range: hourly rollups and the 5-min search of changed counter hours; "
-        f"query: density probes, baselines and raw samples): {by_path}"
+        "points by endpoint (query_range: hourly rollups and the 5-min search of changed counter "
+        f"hours; query: density probes, baselines and raw samples): {by_path}"
     )
     ratio = samples / max(wire["points"], 1)
     target("pull succeeded", not failed, failed[0] if failed else f"{len(reports)} windows ok")
@@ -246,7 +249,10 @@ def _same(a: Warehouse, b: Warehouse) -> tuple[bool, bool]:
             for c in ("mean", "min", "max", "last")
         )
     )
-    q = f"SELECT time, host, component_id, code, count FROM hw_events WHERE source = '{COUNTER_SOURCE}' ORDER BY ALL"
+    q = (
+        "SELECT time, host, component_id, code, count FROM hw_events WHERE source = "
+        f"'{COUNTER_SOURCE}' ORDER BY ALL"
+    )
     return same, a.query(q).equals(b.query(q))
 
 
@@ -277,19 +283,21 @@ def _on_paper(
     paper_groups = len(source._host_groups(src, [str(i) for i in range(hosts)]))
     queries = 24 * (2 + paper_groups * per_group) + per_host_hour * hosts * 24 * hours_per_pull
     print(
-        f"on paper, {PAPER_GPUS:,} GPUs x {PAPER_METRICS} series, one day ({paper_hours:,} series-hours): "
-        f"rows a day {paper_hours * per_series_hour:,.0f} ({per_series_hour:.3f} stored rows per series-hour "
-        f"measured: {'rollups and the raw samples of changed counters' if rollup_rows else 'raw samples'}; "
+        f"on paper, {PAPER_GPUS:,} GPUs x {PAPER_METRICS} series, one day ({paper_hours:,} "
+        f"series-hours): rows a day {paper_hours * per_series_hour:,.0f} ({per_series_hour:.3f} "
+        "stored rows per series-hour measured: "
+        f"{'rollups and the raw samples of changed counters' if rollup_rows else 'raw samples'}; "
         f"vs {series * 5760:,} samples at 15 s), about "
-        f"{paper_hours * wire['points'] / max(series_hours, 1) * hours_per_pull:,.0f} points on the wire with "
-        f"the overlap re-read ({hours_per_pull:.0f} h per hourly pull)"
+        f"{paper_hours * wire['points'] / max(series_hours, 1) * hours_per_pull:,.0f} points on "
+        f"the wire with the overlap re-read ({hours_per_pull:.0f} h per hourly pull)"
     )
     print(
         f"on paper: commit CPU a day {paper_hours * per_series_hour * cpu_per_row / 60:,.1f} min "
-        f"({cpu_per_row * 1e6:.1f} CPU-us per stored row measured: parse and commit); queries a day at most {queries:,.0f}: "
-        f"24 hourly pulls x (2 + {paper_groups} host groups x {per_group}) + {per_host_hour:.3f} changed-counter "
-        f"requests per host-hour measured x {hosts:,} hosts x 24 h x {hours_per_pull:.0f} h re-read (an upper "
-        f"bound: a group of {src.options['hosts_per_query']} hosts asks once for all its series changed in a "
+        f"({cpu_per_row * 1e6:.1f} CPU-us per stored row measured: parse and commit); queries a "
+        f"day at most {queries:,.0f}: 24 hourly pulls x (2 + {paper_groups} host groups x "
+        f"{per_group}) + {per_host_hour:.3f} changed-counter requests per host-hour measured x "
+        f"{hosts:,} hosts x 24 h x {hours_per_pull:.0f} h re-read (an upper bound: a group of "
+        f"{src.options['hosts_per_query']} hosts asks once for all its series changed in a "
         "metric's hour)"
     )
 

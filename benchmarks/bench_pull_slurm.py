@@ -50,7 +50,10 @@ _VARIED = {
     "exit_code": "IF(seq % 10 = 7, 768, 0)",  # exit 3 (a wait status: code << 8)
     "nodes_alloc": "1 + (seq % 10 = 9)",
     "nodelist": "IF(seq % 10 = 9, 'gpu[003-004]', CONCAT('gpu00', 1 + seq % 4))",
-    "tres_alloc": "CONCAT('1=', 1 + (seq % 10 = 9), ',4=', 1 + (seq % 10 = 9), ',1001=', 8 * (1 + (seq % 10 = 9)))",
+    "tres_alloc": (
+        "CONCAT('1=', 1 + (seq % 10 = 9), ',4=', 1 + (seq % 10 = 9), ',1001=', 8 * (1 + "
+        "(seq % 10 = 9)))"
+    ),
 }
 
 
@@ -73,8 +76,10 @@ def fill(cluster, jobs: int, base: int, step: float) -> float:
         [*sql, "-e", query], check=True, capture_output=True, text=True
     ).stdout.split()
     exprs = [_VARIED[c].format(base=base, step=step) if c in _VARIED else f"t.`{c}`" for c in cols]
-    insert = (f"INSERT INTO {table} ({', '.join(f'`{c}`' for c in cols)}) SELECT {', '.join(exprs)} "
-              f"FROM seq_1_to_{jobs} JOIN {table} AS t ON t.id_job = 1")  # fmt: skip
+    insert = (
+        f"INSERT INTO {table} ({', '.join(f'`{c}`' for c in cols)}) SELECT {', '.join(exprs)} "
+        f"FROM seq_1_to_{jobs} JOIN {table} AS t ON t.id_job = 1"
+    )
     t0 = time.perf_counter()
     subprocess.run([*sql, "-e", insert], check=True, capture_output=True, text=True)
     return time.perf_counter() - t0
@@ -86,7 +91,8 @@ def main() -> int:
     args = ap.parse_args()
     if missing_binaries() or os.geteuid() != 0:
         print(
-            f"cannot start the Slurm cluster: root and {', '.join(missing_binaries()) or 'the binaries'} needed"
+            "cannot start the Slurm cluster: root and "
+            f"{', '.join(missing_binaries()) or 'the binaries'} needed"
         )
         return 2
     root = Path(tempfile.mkdtemp(prefix="bench-slurm-"))
@@ -105,21 +111,33 @@ def main() -> int:
         base = int(since.replace(tzinfo=UTC).timestamp())
         step = int(SPAN.total_seconds()) // (args.jobs + 1)
         print(
-            f"{args.jobs:,} job rows copied into slurmdbd's job table in {fill(c, args.jobs, base, step):.1f} s"
+            f"{args.jobs:,} job rows copied into slurmdbd's job table in "
+            f"{fill(c, args.jobs, base, step):.1f} s"
         )
         counts = {}
         for mode in ("auto", "json"):
             wh = Warehouse(work / mode)
-            src = source_config({"name": "bench", "kind": "slurm", "cluster": "bench", "mode": mode, "timeout_s": 300,
-                                 "command_prefix": ["env", f"SLURM_CONF={c.conf}"]}, kinds())  # fmt: skip
+            src = source_config(
+                {
+                    "name": "bench",
+                    "kind": "slurm",
+                    "cluster": "bench",
+                    "mode": mode,
+                    "timeout_s": 300,
+                    "command_prefix": ["env", f"SLURM_CONF={c.conf}"],
+                },
+                kinds(),
+            )
             t0 = time.perf_counter()
             reports = pull(wh, [src], since=since, until=until)
             took = time.perf_counter() - t0
             att = wh.read("job_attempts")
             counts[mode] = att.group_by("state").len().sort("state").rows()
             ok = all(r.status == "ok" for r in reports) and att.height == args.jobs
-            line = (f"{att.height:,} jobs stored, {sum(r.bytes for r in reports) / 1e6:.1f} MB of sacct output, "
-                    f"{len(reports)} window(s), {took:.1f} s")  # fmt: skip
+            line = (
+                f"{att.height:,} jobs stored, {sum(r.bytes for r in reports) / 1e6:.1f} MB of "
+                f"sacct output, {len(reports)} window(s), {took:.1f} s"
+            )
             if mode == "auto":
                 target(
                     f"{args.jobs:,} Slurm jobs pulled (sacct --parsable2) in < {TARGET_S:g} s",

@@ -64,7 +64,8 @@ def scrape_text(host: str, t_ms: int, rng: np.random.Generator, blank: bool = Fa
     out = []
     labels = [
         f'gpu="{g}",UUID="GPU-{zlib.crc32(f"{host}/{g}".encode()):08x}-1a2b-3c4d-5e6f-{g:012x}",'
-        f'pci_bus_id="00000000:{0x18 + g:02X}:00.0",device="nvidia{g}",modelName="NVIDIA H100 80GB HBM3",'
+        f'pci_bus_id="00000000:{0x18 + g:02X}:00.0",device="nvidia{g}",modelName="NVIDIA H100 '
+        '80GB HBM3",'
         f'Hostname="{host}",container="pytorch",namespace="training",pod="llm-worker-{g}"'
         for g in range(GPUS)
     ]
@@ -190,8 +191,8 @@ def bench_directory(gb: float, keep: bool) -> None:
         quarantined = sum(r.rows_quarantined for r in reports)
         peak = peak_rss_mb()
         print(
-            f"ingested {len(reports)} files, {rows:,} samples ({quarantined} quarantined) in {dt:.0f} s: "
-            f"{rows / dt:,.0f} samples/s, {nbytes / dt / 1e6:.0f} MB/s"
+            f"ingested {len(reports)} files, {rows:,} samples ({quarantined} quarantined) in "
+            f"{dt:.0f} s: {rows / dt:,.0f} samples/s, {nbytes / dt / 1e6:.0f} MB/s"
         )
         print(f"peak RSS during ingest: {peak:,.0f} MB (RSS before: {rss0:,.0f} MB)")
         target(

@@ -164,18 +164,26 @@ def main() -> None:
         )
     for sched in SCHEDULERS:
         s = df.filter(pl.col("scheduler") == sched)
-        target(f"{sched}: attempts seen == attempts in the truth, times equal, over {fleets} fleets",
-               s["seen"].sum() == s["true"].sum() and s["moved"].sum() == 0,
-               f"{s['seen'].sum():,} seen, {s['true'].sum():,} true, {s['moved'].sum()} with other times")  # fmt: skip
-        target(f"{sched}: chain-hours equal the truth within 1 s per attempt", s["worst_s"].max() <= 1.0,
-               f"largest difference {s['worst_s'].max():.2f} s per attempt")  # fmt: skip
+        target(
+            f"{sched}: attempts seen == attempts in the truth, times equal, over {fleets} fleets",
+            s["seen"].sum() == s["true"].sum() and s["moved"].sum() == 0,
+            f"{s['seen'].sum():,} seen, {s['true'].sum():,} true, {s['moved'].sum()} with other "
+            "times",
+        )
+        target(
+            f"{sched}: chain-hours equal the truth within 1 s per attempt",
+            s["worst_s"].max() <= 1.0,
+            f"largest difference {s['worst_s'].max():.2f} s per attempt",
+        )
         s = s.filter(pl.col("error").is_not_null())
         errs, ratio = s["error"].abs(), (s["error"].abs() / s["bound"])
-        target(f"{sched}: |measured - true goodput| within the restore-time bound in every fleet",
-               bool(s.height) and ratio.max() <= 1.0,
-               f"largest |error| / bound {ratio.max():.2f}; |error| max {errs.max():.4f}, median "
-               f"{float(np.median(errs.to_numpy())):.4f}, bound median {s['bound'].median():.4f} over "
-               f"{s.height} fleets; within {POINT * 100:g} point in {int((errs <= POINT).sum())}")  # fmt: skip
+        target(
+            f"{sched}: |measured - true goodput| within the restore-time bound in every fleet",
+            bool(s.height) and ratio.max() <= 1.0,
+            f"largest |error| / bound {ratio.max():.2f}; |error| max {errs.max():.4f}, median "
+            f"{float(np.median(errs.to_numpy())):.4f}, bound median {s['bound'].median():.4f} over "
+            f"{s.height} fleets; within {POINT * 100:g} point in {int((errs <= POINT).sum())}",
+        )
     sys.exit(status())
 
 
