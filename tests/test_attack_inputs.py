@@ -101,7 +101,10 @@ def test_truncated_compressed_file_is_quarantined_as_truncated_and_not_marked_do
     )
 
 
-XID_OK = "2026-01-05T10:00:00+00:00 node-a kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, off bus\n"
+XID_OK = (
+    "2026-01-05T10:00:00+00:00 node-a kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, "
+    "off bus\n"
+)
 XID_CUT = "2026-01-05T11:00:00+00:00 node-a kernel: NVRM: Xid (PCI:0000:5d:00): 11"
 XID_REST = "9, pid=2, name=y, channel error\n"
 
@@ -249,9 +252,9 @@ def test_times_no_evidence_decides_or_that_do_not_exist_are_quarantined_with_the
         "repeated when DST ends in America/New_York" in errors[2]
         and "Elapsed '00:20:00'" in errors[2]
     )
-    assert (
-        errors[3]
-        == "Start '2026-03-08T02:30:00' does not exist in America/New_York (the hour skipped when DST starts)"
+    assert errors[3] == (
+        "Start '2026-03-08T02:30:00' does not exist in America/New_York (the hour skipped when "
+        "DST starts)"
     )
     assert "repeated when DST ends" in errors[4]
 

@@ -228,7 +228,8 @@ def _complete(line: str) -> list[str]:
     words = line.split(" ")
     script = (
         'eval "$(goodput completion bash)"\n'
-        f'COMP_LINE="{line}"; COMP_POINT=${{#COMP_LINE}}; COMP_WORDS=({" ".join(repr(w) for w in words)}); '
+        f'COMP_LINE="{line}"; COMP_POINT=${{#COMP_LINE}}; '
+        f"COMP_WORDS=({' '.join(repr(w) for w in words)}); "
         f"COMP_CWORD={len(words) - 1}\n"
         '_python_argcomplete goodput; printf "%s\\n" "${COMPREPLY[@]}"\n'
     )
@@ -349,7 +350,10 @@ def test_quick_commands_import_only_what_they_need(tmp_path, argv, heavy):
     code = (
         _IMPORTED.format(heavy=heavy)
         if argv
-        else f"import json, sys, pipelines.cli\nprint(json.dumps(sorted(m for m in {heavy} if m in sys.modules)))"
+        else (
+            f"import json, sys, pipelines.cli\nprint(json.dumps(sorted(m for m in {heavy} if m "
+            "in sys.modules)))"
+        )
     )
     out = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO, check=True

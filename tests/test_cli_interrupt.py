@@ -16,7 +16,10 @@ from warehouse.store import Warehouse
 
 DEADLINE_S = 300  # a loaded machine is slow; polled, never slept through
 FILES, JOBS_PER_FILE = 21, 40  # progress is shown per file above 20 files
-HEADER = "JobID|Cluster|Partition|Account|User|JobName|Submit|Start|End|Elapsed|State|ExitCode|NNodes|AllocTRES|NodeList\n"
+HEADER = (
+    "JobID|Cluster|Partition|Account|User|JobName|Submit|Start|End|Elapsed|State|ExitCode|"
+    "NNodes|AllocTRES|NodeList\n"
+)
 
 
 def sacct_files(folder) -> None:
@@ -30,8 +33,12 @@ def sacct_files(folder) -> None:
         (folder / f"{f:03d}.txt").write_text(HEADER + "".join(lines))
 
 
-# each file above 4 KiB is streamed into a batch of its own (runner.CHUNK_BYTES): one commit per file
-INGEST = "import sys, ingest.runner as r; r.CHUNK_BYTES = 4096; from pipelines.cli import main; sys.exit(main(sys.argv[1:]))"
+# each file above 4 KiB is streamed into a batch of its own (runner.CHUNK_BYTES): one commit per
+# file
+INGEST = (
+    "import sys, ingest.runner as r; r.CHUNK_BYTES = 4096; from pipelines.cli import main; "
+    "sys.exit(main(sys.argv[1:]))"
+)
 
 
 def interrupted_at(argv: list[str], marker: str) -> tuple[int, list[str]]:
@@ -117,8 +124,8 @@ def test_progress_within_a_large_file_on_a_terminal_only(tmp_path, tty):
     big = tmp_path / "big.log"  # a kernel log (read in chunks: a line-oriented format)
     big.write_text(
         "".join(
-            f"2026-01-05T{j // 3600:02d}:{j // 60 % 60:02d}:{j % 60:02d}+00:00 gpu-node-001 kernel: "
-            "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+            f"2026-01-05T{j // 3600:02d}:{j // 60 % 60:02d}:{j % 60:02d}+00:00 gpu-node-001 "
+            "kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
             for j in range(400)
         )
     )

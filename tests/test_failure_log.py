@@ -85,7 +85,8 @@ def test_lanl_bad_records_quarantined_with_reasons():
     ok, q = _parse(text, not_before=OLD)
     assert ok.height == 1
     assert q["error"].to_list() == [
-        "2 root-cause columns filled (want one of facilities, hardware, human_error, network, undetermined, software)",
+        "2 root-cause columns filled (want one of facilities, hardware, human_error, network, "
+        "undetermined, software)",
         f"end time 1/1/1990 0:00 is before start time {f[16]}",
         "negative downtime '-5'",
         "unreadable start time 'someday'",
@@ -114,7 +115,12 @@ def test_canonical_header_end_or_downtime():
 
 
 def test_date_host_what_failed_log_by_map():
-    text = "Date,Node,Part\n2025-03-01,gpu-node-004,GPU\n2025-03-04,gpu-node-009,PSU\n2025-03-05,,fan\n"
+    text = (
+        "Date,Node,Part\n"
+        "2025-03-01,gpu-node-004,GPU\n"
+        "2025-03-04,gpu-node-009,PSU\n"
+        "2025-03-05,,fan\n"
+    )
     ok, q = _parse(text, cluster="east", column_map={"start_time": "Date", "sub_cause": "Part"})
     assert q.height == 0
     assert ok["system"].to_list() == ["east"] * 3

@@ -334,8 +334,14 @@ def test_a_scenario_runs_on_the_warehouses_fits_repair_law_and_job_mix(demo):
     from analysis.fleetsim.run import resolve
 
     wh, _ = demo
-    spec = validate({"horizon_days": 30, "fleet": {"nodes": 64, "hot_spares": 2},
-                     "repair": {"technicians": 2}, "replications": {"min": 2, "max": 2}})  # fmt: skip
+    spec = validate(
+        {
+            "horizon_days": 30,
+            "fleet": {"nodes": 64, "hot_spares": 2},
+            "repair": {"technicians": 2},
+            "replications": {"min": 2, "max": 2},
+        }
+    )
     inputs = resolve(spec, wh)
     assert (
         inputs.repair_law.name

@@ -31,13 +31,27 @@ def _epoch(iso):
 def _sacct_json(jobs):
     out = []
     for job_id, task, start, end, state, nodes in jobs:
-        out.append({
-            "job_id": job_id, "name": "train" if not task else "sweep", "user": "ann" if not task else "bob",
-            "array": {"job_id": 501 if task else 0, "task_id": {"set": bool(task), "number": task or 0}},
-            "time": {"start": _epoch(start), "end": _epoch(end) if end else 0, "submission": _epoch("2026-01-01T00:00:00")},
-            "state": {"current": [state], "reason": "None"}, "nodes": nodes,
-            "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 16 if not task else 1}]},
-        })  # fmt: skip
+        out.append(
+            {
+                "job_id": job_id,
+                "name": "train" if not task else "sweep",
+                "user": "ann" if not task else "bob",
+                "array": {
+                    "job_id": 501 if task else 0,
+                    "task_id": {"set": bool(task), "number": task or 0},
+                },
+                "time": {
+                    "start": _epoch(start),
+                    "end": _epoch(end) if end else 0,
+                    "submission": _epoch("2026-01-01T00:00:00"),
+                },
+                "state": {"current": [state], "reason": "None"},
+                "nodes": nodes,
+                "tres": {
+                    "allocated": [{"type": "gres", "name": "gpu", "count": 16 if not task else 1}]
+                },
+            }
+        )
     return json.dumps({"meta": {"plugin": {"data_parser": "data_parser/v0.0.40"}}, "jobs": out})
 
 
@@ -61,8 +75,11 @@ def test_same_history_from_sacct_text_and_json_has_no_duplicate_attempts(wh, tmp
     )  # the table's files: one row per attempt
     ja = wh.read("job_attempts").sort("job_id", "attempt")
     assert ja.select("job_id", "attempt", "state").rows() == [
-        ("500", 1, "NODE_FAIL"), ("500", 2, "COMPLETED"), ("501_1", 1, "COMPLETED"), ("501_2", 1, "COMPLETED"),
-    ]  # fmt: skip
+        ("500", 1, "NODE_FAIL"),
+        ("500", 2, "COMPLETED"),
+        ("501_1", 1, "COMPLETED"),
+        ("501_2", 1, "COMPLETED"),
+    ]
     assert ja["end_time"][3] == datetime(
         2026, 1, 1, 3
     )  # the dump that saw it end wins over RUNNING
@@ -103,22 +120,59 @@ def test_running_chain_has_no_final_end(wh, tmp_path):
 
 def test_k8s_restart_seen_by_pod_and_by_event_is_one_attempt_with_all_nodes(wh, tmp_path):
     t = "2025-01-01T0{}:00:00Z"
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "pt-worker-0", "namespace": "ml", "labels": {"training.kubeflow.org/job-name": "pt"}},
-           "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 8}}}]},
-           "status": {"containerStatuses": [{"name": "c", "restartCount": 1,
-                      "lastState": {"terminated": {"reason": "Error", "exitCode": 1, "startedAt": t.format(1), "finishedAt": t.format(2)}},
-                      "state": {"running": {"startedAt": t.format(3)}}}]}}  # fmt: skip
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "pt-worker-0",
+            "namespace": "ml",
+            "labels": {"training.kubeflow.org/job-name": "pt"},
+        },
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 8}}}],
+        },
+        "status": {
+            "containerStatuses": [
+                {
+                    "name": "c",
+                    "restartCount": 1,
+                    "lastState": {
+                        "terminated": {
+                            "reason": "Error",
+                            "exitCode": 1,
+                            "startedAt": t.format(1),
+                            "finishedAt": t.format(2),
+                        }
+                    },
+                    "state": {"running": {"startedAt": t.format(3)}},
+                }
+            ]
+        },
+    }
     events = [
-        {"kind": "Event", "reason": "Scheduled", "involvedObject": {"kind": "Pod", "name": f"pt-worker-{w}", "namespace": "ml"},
-         "message": f"Successfully assigned ml/pt-worker-{w} to n{w + 1}", "firstTimestamp": t.format(0)}
+        {
+            "kind": "Event",
+            "reason": "Scheduled",
+            "involvedObject": {"kind": "Pod", "name": f"pt-worker-{w}", "namespace": "ml"},
+            "message": f"Successfully assigned ml/pt-worker-{w} to n{w + 1}",
+            "firstTimestamp": t.format(0),
+        }
         for w in (0, 1)
     ] + [
-        {"kind": "Event", "reason": "Killing", "involvedObject": {"kind": "Pod", "name": "pt-worker-1", "namespace": "ml"},
-         "firstTimestamp": t.format(2)},
-        {"kind": "Event", "reason": "PyTorchJobRestarting", "involvedObject": {"kind": "PyTorchJob", "name": "pt", "namespace": "ml"},
-         "firstTimestamp": "2025-01-01T02:00:02Z"},
-    ]  # fmt: skip
+        {
+            "kind": "Event",
+            "reason": "Killing",
+            "involvedObject": {"kind": "Pod", "name": "pt-worker-1", "namespace": "ml"},
+            "firstTimestamp": t.format(2),
+        },
+        {
+            "kind": "Event",
+            "reason": "PyTorchJobRestarting",
+            "involvedObject": {"kind": "PyTorchJob", "name": "pt", "namespace": "ml"},
+            "firstTimestamp": "2025-01-01T02:00:02Z",
+        },
+    ]
     (tmp_path / "pods.json").write_text(
         json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod]})
     )

@@ -194,12 +194,45 @@ def test_no_failures_gives_no_gain_and_no_lemon():
 def _frames():
     """Two observed nodes and one seen only by the scheduler (no observation window)."""
     failures, windows = fleet(np.array([2, 0]), np.array([100, 50]))
-    intr = conform("interruptions", pl.DataFrame([
-        {"job_id": "1", "cause_host": "n000", "failure_domain": "infrastructure", "planned": False, "lost_gpu_hours": 12.5, "end_time": T0},
-        {"job_id": "2", "cause_host": "n000", "failure_domain": "infrastructure", "planned": False, "lost_gpu_hours": 2.5, "end_time": T0},
-        {"job_id": "3", "cause_host": "n000", "failure_domain": "workload", "planned": False, "lost_gpu_hours": 100.0, "end_time": T0},
-        {"job_id": "4", "cause_host": "n001", "failure_domain": "infrastructure", "planned": True, "lost_gpu_hours": 100.0, "end_time": T0},
-    ]))  # fmt: skip
+    intr = conform(
+        "interruptions",
+        pl.DataFrame(
+            [
+                {
+                    "job_id": "1",
+                    "cause_host": "n000",
+                    "failure_domain": "infrastructure",
+                    "planned": False,
+                    "lost_gpu_hours": 12.5,
+                    "end_time": T0,
+                },
+                {
+                    "job_id": "2",
+                    "cause_host": "n000",
+                    "failure_domain": "infrastructure",
+                    "planned": False,
+                    "lost_gpu_hours": 2.5,
+                    "end_time": T0,
+                },
+                {
+                    "job_id": "3",
+                    "cause_host": "n000",
+                    "failure_domain": "workload",
+                    "planned": False,
+                    "lost_gpu_hours": 100.0,
+                    "end_time": T0,
+                },
+                {
+                    "job_id": "4",
+                    "cause_host": "n001",
+                    "failure_domain": "infrastructure",
+                    "planned": True,
+                    "lost_gpu_hours": 100.0,
+                    "end_time": T0,
+                },
+            ]
+        ),
+    )
     hw = conform("hw_events", pl.DataFrame([
         {"host": "n000", "severity": "fatal", "cluster": "east"},
         {"host": "n000", "severity": "warning", "cluster": "east"},
@@ -211,10 +244,29 @@ def _frames():
         {"host": "n000", "serial": "b", "removed_at": T0, "failed": False},
         {"host": "n000", "serial": "c"},
     ]))  # fmt: skip
-    att = conform("job_attempts", pl.DataFrame([
-        {"cluster": "east", "job_id": "1", "n_gpus": 16, "nodes": ["n000", "n001"], "start_time": T0, "end_time": T0 + timedelta(hours=3)},
-        {"cluster": "east", "job_id": "2", "n_gpus": 8, "nodes": ["n999"], "start_time": T0, "end_time": T0 + timedelta(hours=1)},
-    ]))  # fmt: skip
+    att = conform(
+        "job_attempts",
+        pl.DataFrame(
+            [
+                {
+                    "cluster": "east",
+                    "job_id": "1",
+                    "n_gpus": 16,
+                    "nodes": ["n000", "n001"],
+                    "start_time": T0,
+                    "end_time": T0 + timedelta(hours=3),
+                },
+                {
+                    "cluster": "east",
+                    "job_id": "2",
+                    "n_gpus": 8,
+                    "nodes": ["n999"],
+                    "start_time": T0,
+                    "end_time": T0 + timedelta(hours=1),
+                },
+            ]
+        ),
+    )
     return failures, windows, intr, hw, hist, att
 
 
@@ -249,9 +301,17 @@ def test_refresh_writes_the_table_and_goodput_nodes_prints_it(tmp_path, capsys):
     wh = Warehouse(tmp_path / "home")
     failures, windows, intr, hw, hist, att = _frames()
     with wh.batch("t") as b:
-        b.add({"hw_events": hw.with_columns(event_id=pl.Series([f"e{i}" for i in range(hw.height)]),
-                                         message=pl.Series([f"m{i}" for i in range(hw.height)]), source=pl.lit("kernel")),
-               "component_history": hist.with_columns(source=pl.lit("csv")), "job_attempts": att})  # fmt: skip
+        b.add(
+            {
+                "hw_events": hw.with_columns(
+                    event_id=pl.Series([f"e{i}" for i in range(hw.height)]),
+                    message=pl.Series([f"m{i}" for i in range(hw.height)]),
+                    source=pl.lit("kernel"),
+                ),
+                "component_history": hist.with_columns(source=pl.lit("csv")),
+                "job_attempts": att,
+            }
+        )
     wh.replace_table("interruptions", intr)
     wh.replace_table("node_failures", conform("node_failures", failures))
     df = refresh_node_health(wh, windows=windows)
@@ -312,8 +372,8 @@ def test_report_section_lists_the_lemons_and_reads_the_gain_from_the_same_number
 def test_report_section_without_lemons_names_the_worst_node():
     _, s = _section(health_of([3, 1, 1, 0], [100, 100, 100, 100]))
     assert (
-        "No node fails significantly more often than the fleet; the worst, n000, had 3 failure(s) where 0.667 were expected"
-        in s.reading
+        "No node fails significantly more often than the fleet; the worst, n000, had 3 failure(s) "
+        "where 0.667 were expected" in s.reading
     )
     assert "Without" not in s.reading
 

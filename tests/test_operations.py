@@ -323,7 +323,10 @@ def test_sensor_requests_a_file_with_a_held_back_last_line_again_once_it_is_comp
     wh = cfg.warehouse()
     sensor = build_sensor(ingest_job)
     log = wh.landing / "kern.log"
-    xid = "2026-01-05T1{}:00:00+00:00 node-a kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid={}, name=x, off bus\n"
+    xid = (
+        "2026-01-05T1{}:00:00+00:00 node-a kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid={}, "
+        "name=x, off bus\n"
+    )
     log.write_text(xid.format(0, 1) + xid.format(1, 2)[:60])  # the collector is mid-line
     _settled(log)
     with dg.instance_for_test() as instance:

@@ -155,8 +155,9 @@ def test_pulled_counter_samples_give_the_files_counter_events(both):
 def test_raw_samples_only_for_changed_counters_and_blank_hours(both):
     ingested, pulled, _ = both
     samples = ingested.query("SELECT count(*) AS n FROM gpu_samples")["n"][0]
-    raw = pulled.query(f"""SELECT metric IN ({", ".join(f"'{m}'" for m in COUNTERS)}) AS counter, count(*) AS n,
-                          count(value) AS valued FROM gpu_samples GROUP BY 1 ORDER BY 1""").rows()
+    raw = pulled.query(f"""SELECT metric IN ({", ".join(f"'{m}'" for m in COUNTERS)}) AS counter,
+                          count(*) AS n, count(value) AS valued
+                          FROM gpu_samples GROUP BY 1 ORDER BY 1""").rows()
     assert (
         0 < sum(n for _, n, _ in raw) < samples / 5
     )  # changed counter hours and the sample before each

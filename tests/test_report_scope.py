@@ -21,11 +21,20 @@ def test_headline_gives_infrastructure_and_all_causes_mtti_and_names_the_scope(t
     own = conform(
         "interruptions",
         pl.DataFrame(
-            {"cluster": "c1", "scheduler": "slurm", "job_id": ["901", "902", "903", "904"], "attempt": 1,
-             "end_time": datetime(2026, 1, 5, 5), "n_gpus": 8, "state": "FAILED",
-             "cause_class": "software", "failure_domain": "workload", "planned": False}
+            {
+                "cluster": "c1",
+                "scheduler": "slurm",
+                "job_id": ["901", "902", "903", "904"],
+                "attempt": 1,
+                "end_time": datetime(2026, 1, 5, 5),
+                "n_gpus": 8,
+                "state": "FAILED",
+                "cause_class": "software",
+                "failure_domain": "workload",
+                "planned": False,
+            }
         ),
-    )  # fmt: skip
+    )
     wh.replace_table("interruptions", pl.concat([intr, own]))
     proj = wh.read("goodput_projections").with_columns(pl.lit("infrastructure").alias("scope"))
     wh.replace_table("goodput_projections", proj)
@@ -50,14 +59,14 @@ def test_headline_gives_infrastructure_and_all_causes_mtti_and_names_the_scope(t
     )
     causes = _reading(secs, "causes")
     assert (
-        f"4 were the jobs' own failures (class workload: exit codes, OOM) and {unplanned} infrastructure."
-        in causes
+        f"4 were the jobs' own failures (class workload: exit codes, OOM) and {unplanned} "
+        "infrastructure." in causes
     )
     assert "Llama 3: " in causes.split("infrastructure.", 1)[1]  # compared on one denominator
     assert "Interruption scope: infrastructure" in _reading(secs, "goodput_scale")
     good = _reading(secs, "goodput_measured")
     assert good.endswith(
-        f"Badput split: 1 job chains from their own checkpoint times, {jobs.height - 1} assuming a checkpoint "
-        "every 30 min costing 60 s and a restart of 10 min after each failure "
+        f"Badput split: 1 job chains from their own checkpoint times, {jobs.height - 1} assuming "
+        "a checkpoint every 30 min costing 60 s and a restart of 10 min after each failure "
         "(goodput build --ckpt-interval / --ckpt-cost / --restart)."
     )

@@ -69,8 +69,8 @@ def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
     """tests/fixtures/report/sections_before_split.json was written by the old report.py and
     charts.py on the fixture warehouse: every key, title, reading, table and chart spec is the
     same now, but for the Llama 3 comparison of the causes chart, changed on purpose
-    (test_llama3_comparison_has_one_denominator_on_both_sides), and the colours of classes and of goodput
-    (``_palette_aside``); sections added since the split are set aside."""
+    (test_llama3_comparison_has_one_denominator_on_both_sides), and the colours of classes and of
+    goodput (``_palette_aside``); sections added since the split are set aside."""
     before = json.loads(BEFORE.read_text())
     now = _plain(build_sections(fixture_warehouse(tmp_path / "home")))
     now = [
@@ -84,9 +84,8 @@ def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
             if old["key"] == "causes" and field == "reading":  # one denominator on both sides
                 continue
             if old["key"] == "goodput_scale" and field == "reading":  # what the band holds
-                assert (
-                    new[field]
-                    == f"{old[field]} The 95% band {BAND_COVERS} (the what-if section varies those)."
+                assert new[field] == (
+                    f"{old[field]} The 95% band {BAND_COVERS} (the what-if section varies those)."
                 )
                 continue
             if old["key"] == "causes" and field == "spec":
@@ -122,7 +121,8 @@ def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
             if (
                 old["key"] == "sensitivity" and field == "spec"
             ):  # each item's goodput_base is its own
-                # baseline (goodput - gain: the Monte Carlo one for spares), equal here up to rounding
+                # baseline (goodput - gain: the Monte Carlo one for spares), equal here up to
+                # rounding
                 rows = lambda spec: next(iter(spec["datasets"].values()))
                 for a, b in zip(rows(old[field]), rows(new[field]), strict=True):
                     assert b == {**a, "goodput_base": pytest.approx(a["goodput_base"])}
@@ -137,7 +137,8 @@ def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
             if (
                 old["key"] == "coverage" and field == "extra_html"
             ):  # job_attempts counted once since
-                # (test_report.py::test_table_sections_show_their_reading_and_coverage_counts_attempts_once)
+                # (test_report.py::
+                #  test_table_sections_show_their_reading_and_coverage_counts_attempts_once)
                 strip = re.compile(r"(<td>job_attempts</td>(?:<td>[^<]*</td>){2})<td>[^<]*</td>")
                 assert strip.sub(r"\1", new[field]) == strip.sub(r"\1", old[field])
                 continue

@@ -43,9 +43,20 @@ def _mixed_fleet(root: Path) -> Path:
 
 def _reports(reports) -> list[tuple]:
     return [
-        (r.path, r.format, r.sha256, r.records, r.rows_ok, r.rows_quarantined, r.rows_duplicate, r.skipped, r.error, r.done)
+        (
+            r.path,
+            r.format,
+            r.sha256,
+            r.records,
+            r.rows_ok,
+            r.rows_quarantined,
+            r.rows_duplicate,
+            r.skipped,
+            r.error,
+            r.done,
+        )
         for r in reports
-    ]  # fmt: skip
+    ]
 
 
 @pytest.fixture

@@ -136,8 +136,8 @@ def test_scope_describe_and_slug():
     assert s.slug.startswith("cluster-c1_partition-gpu_2026-01-01--2026-02-01-")
     assert Scope().describe() == Scope().header() == "whole fleet" and Scope().whole
     assert Scope(datetime(2026, 1, 1), None, account="ml").header() == (
-        "account ml, 2026-01-01 to end (job attempts overlapping the period, kept whole; events and exposure "
-        "cut to it; hardware of the hosts that ran these jobs)"
+        "account ml, 2026-01-01 to end (job attempts overlapping the period, kept whole; events "
+        "and exposure cut to it; hardware of the hosts that ran these jobs)"
     )
     with pytest.raises(ScopeError, match="must be after"):
         Scope(datetime(2026, 2, 1), datetime(2026, 1, 1))
@@ -293,11 +293,11 @@ def test_breakdown_equals_hand_sums(fleet, capsys):
     assert cl["gpu_hours"].sum() == pytest.approx(head["gpu_hours"])
     # the headline accessor gives the numbers the CLI summary computed in SQL before it
     old = sw.query(
-        "SELECT (SELECT count(*) FROM job_chains) jobs, (SELECT count(*) FROM job_attempts) attempts, "
-        "(SELECT coalesce(sum(n_gpus * date_diff('second', start_time, end_time)) / 3600.0, 0) FROM job_attempts) gpu_hours, "
-        "(SELECT sum(lost_gpu_hours) FROM interruptions WHERE NOT planned) lost, "
-        "(SELECT sum(productive_hours * n_gpus) / nullif(sum(wall_hours * n_gpus), 0) FROM goodput_jobs) g, "
-        "(SELECT avg(goodput) FROM goodput_jobs) a"
+        "SELECT (SELECT count(*) FROM job_chains) jobs, (SELECT count(*) FROM job_attempts) "
+        "attempts, (SELECT coalesce(sum(n_gpus * date_diff('second', start_time, end_time)) / "
+        "3600.0, 0) FROM job_attempts) gpu_hours, (SELECT sum(lost_gpu_hours) FROM interruptions "
+        "WHERE NOT planned) lost, (SELECT sum(productive_hours * n_gpus) / nullif(sum(wall_hours "
+        "* n_gpus), 0) FROM goodput_jobs) g, (SELECT avg(goodput) FROM goodput_jobs) a"
     ).row(0, named=True)
     assert (
         (head["jobs"], head["attempts"])
@@ -377,8 +377,9 @@ def test_breakdowns_section_reads_the_table():
         and breakdowns.TABLES == ("goodput_breakdown",)
     )
     assert s.reading.startswith(
-        "cluster c1 lost the most (90 GPU-hours, 90.0% of the clusters' loss, with 80.0% of their GPU-hours; goodput 80.0%); "
-        "partition (none) lost the most (60 GPU-hours, 60.0% of the partitions' loss, with 40.0% of their GPU-hours; goodput 70.0%)."
+        "cluster c1 lost the most (90 GPU-hours, 90.0% of the clusters' loss, with 80.0% of their "
+        "GPU-hours; goodput 80.0%); partition (none) lost the most (60 GPU-hours, 60.0% of the "
+        "partitions' loss, with 40.0% of their GPU-hours; goodput 70.0%)."
     )
     assert (
         "<td>partition</td><td>(none)</td><td>8</td><td>8</td><td>400</td><td>2</td><td>2</td><td>60</td><td>70.0%</td>"

@@ -22,18 +22,54 @@ CTX = ParseContext(
 )
 
 PARSERS = {
-    "dcgm": (dcgm.FORMAT, ["dcgm/dcgm-exporter_readme_sample_metrics.prom", "dcgm/datadog-integrations-core__dcgm_metrics.txt",
-                           "dcgm/nvidia-cloud-native-docs__dcgm-exporter_mig_a100.prom"]),
-    "prom-json": (prom_json.FORMAT, ["prometheus/prometheus-docs__api_query_range_up.json",
-                                     "prometheus/prometheus-docs__api_query_vector_up.json"]),
-    "nvidia-smi": (nvidia_smi.FORMAT, ["nvidia-smi/nvidia_gpu_exporter__h100-80gb-hbm3_590.48.01_query_gpu_all_fields.csv",
-                                       "dcgm/nvidia-smi_query_csv_examples.txt"]),
-    "ipmi-sel": (ipmi_sel.FORMAT, ["bmc/ipmitool_sel_list_examples_from_docs.txt", "bmc/collegeboreal__hp-dl360-g7_sel_list.txt"]),
-    "ipmi-sdr": (ipmi_sdr.FORMAT, ["bmc/telegraf_ipmi_sensor_test__sdr_v1.txt", "bmc/collegeboreal__hp-dl360-g7_sdr_elist_full.txt"]),
-    "redfish": (redfish.FORMAT, ["bmc/redfish-mockup__Systems_437XR1138R2_LogServices_Log1_Entries.json",
-                                 "bmc/openbmc-docs__redfish-postcodes_Entries.json"]),
-    "redfish-sensors": (redfish_sensors.FORMAT, ["bmc/redfish-mockup__Chassis_1U_Thermal.json", "bmc/sushy__json_samples_power.json"]),
-}  # fmt: skip
+    "dcgm": (
+        dcgm.FORMAT,
+        [
+            "dcgm/dcgm-exporter_readme_sample_metrics.prom",
+            "dcgm/datadog-integrations-core__dcgm_metrics.txt",
+            "dcgm/nvidia-cloud-native-docs__dcgm-exporter_mig_a100.prom",
+        ],
+    ),
+    "prom-json": (
+        prom_json.FORMAT,
+        [
+            "prometheus/prometheus-docs__api_query_range_up.json",
+            "prometheus/prometheus-docs__api_query_vector_up.json",
+        ],
+    ),
+    "nvidia-smi": (
+        nvidia_smi.FORMAT,
+        [
+            "nvidia-smi/nvidia_gpu_exporter__h100-80gb-hbm3_590.48.01_query_gpu_all_fields.csv",
+            "dcgm/nvidia-smi_query_csv_examples.txt",
+        ],
+    ),
+    "ipmi-sel": (
+        ipmi_sel.FORMAT,
+        [
+            "bmc/ipmitool_sel_list_examples_from_docs.txt",
+            "bmc/collegeboreal__hp-dl360-g7_sel_list.txt",
+        ],
+    ),
+    "ipmi-sdr": (
+        ipmi_sdr.FORMAT,
+        [
+            "bmc/telegraf_ipmi_sensor_test__sdr_v1.txt",
+            "bmc/collegeboreal__hp-dl360-g7_sdr_elist_full.txt",
+        ],
+    ),
+    "redfish": (
+        redfish.FORMAT,
+        [
+            "bmc/redfish-mockup__Systems_437XR1138R2_LogServices_Log1_Entries.json",
+            "bmc/openbmc-docs__redfish-postcodes_Entries.json",
+        ],
+    ),
+    "redfish-sensors": (
+        redfish_sensors.FORMAT,
+        ["bmc/redfish-mockup__Chassis_1U_Thermal.json", "bmc/sushy__json_samples_power.json"],
+    ),
+}
 
 
 def _check(spec, data: bytes):
@@ -67,8 +103,28 @@ def mutated(draw, seeds: list[bytes]) -> bytes:
         elif op == "flip":
             data[i] ^= draw(st.integers(1, 255))
         elif op == "insert":
-            data[i:i] = draw(st.sampled_from([b"NaN", b"-Inf", b"\n", b"|", b",", b'"', b"{", b"}", b"\x00", b"9223372036854775807",
-                                              b"99999999999999999999", b"\xff\xfe", b"1e999", b"null", b"[]", b"  "]))  # fmt: skip
+            data[i:i] = draw(
+                st.sampled_from(
+                    [
+                        b"NaN",
+                        b"-Inf",
+                        b"\n",
+                        b"|",
+                        b",",
+                        b'"',
+                        b"{",
+                        b"}",
+                        b"\x00",
+                        b"9223372036854775807",
+                        b"99999999999999999999",
+                        b"\xff\xfe",
+                        b"1e999",
+                        b"null",
+                        b"[]",
+                        b"  ",
+                    ]
+                )
+            )
         else:  # a line of the file repeated elsewhere
             lines = bytes(data).splitlines(keepends=True)
             if lines:
@@ -104,7 +160,8 @@ def test_arbitrary_bytes_never_raise_and_conserve(fmt):
 @pytest.mark.parametrize("fmt", ["dcgm", "ipmi-sel", "nvidia-smi"])
 def test_a_file_repeated_is_stored_once(fmt, tmp_path):
     """Two dumps of one log (or one scrape saved twice) concatenated: the same rows, and every
-    repeated record counted as a duplicate (not quarantined: a repeat of a bad line is bad again)."""
+    repeated record counted as a duplicate (not quarantined: a repeat of a bad line is bad
+    again)."""
     spec, names = PARSERS[fmt]
     ctx = replace(CTX, path="<memory>", not_after=None)  # the H100 capture is dated 2026
     for i, name in enumerate(names):
@@ -227,7 +284,7 @@ def test_every_real_capture_is_detected_as_its_format():
             path = FIXTURES / name
             assert detect(path.read_bytes()[:65536], path.name).name == fmt, name
     extra = {
-        "nvidia-smi/nvidia_gpu_exporter__windows_rtx-2080-super_591.86_query_gpu_all_fields.csv": "nvidia-smi",
+        "nvidia-smi/nvidia_gpu_exporter__windows_rtx-2080-super_591.86_query_gpu_all_fields.csv": "nvidia-smi",  # noqa: E501
         "bmc/gengwg-cheatsheets__sel_list.txt": "ipmi-sel",
         "bmc/white-raven-poweredge-shutup__idrac_sdr_type_temperature.txt": "ipmi-sdr",
         "bmc/intel-bmc-psu-manager__EventLog_entries_clock_1970.json": "redfish",

@@ -182,9 +182,17 @@ def _summary(tmp_path, window, cost=0.0):
         df = pl.DataFrame([row]).with_columns(
             pl.col("observed_from", "observed_to").dt.replace_time_zone("UTC")
         )
-        wh.replace_table("observation_window", TABLES["observation_window"].empty().vstack(
-            df.select(pl.col(c).cast(t) if c in df.columns else pl.lit(None, t).alias(c)
-                      for c, t in TABLES["observation_window"].empty().schema.items())))  # fmt: skip
+        wh.replace_table(
+            "observation_window",
+            TABLES["observation_window"]
+            .empty()
+            .vstack(
+                df.select(
+                    pl.col(c).cast(t) if c in df.columns else pl.lit(None, t).alias(c)
+                    for c, t in TABLES["observation_window"].empty().schema.items()
+                )
+            ),
+        )
     t = {
         "job_attempts": attempts(), "interruptions": interruptions(),
         "goodput_jobs": goodput_jobs(), "goodput_projections": _projections(),
@@ -339,9 +347,19 @@ def test_first_screen_ranks_three_actions_by_goodput_gained():
         ("rate:psu", 0.001, 60.0, 600.0, 0.501, 0.40, 0.60),
         ("ckpt_cost_s", 0.02, 30.0, 600.0, 0.52, 0.42, 0.61),
     ]
-    proj = pl.DataFrame(rows, schema=["knob", "knob_value", "ckpt_cost_s", "restart_s", "goodput", "goodput_ci_low",
-                                      "goodput_ci_high"], orient="row").with_columns(
-        scenario=pl.lit("sensitivity"), spares=pl.lit(None, pl.Int32))  # fmt: skip
+    proj = pl.DataFrame(
+        rows,
+        schema=[
+            "knob",
+            "knob_value",
+            "ckpt_cost_s",
+            "restart_s",
+            "goodput",
+            "goodput_ci_low",
+            "goodput_ci_high",
+        ],
+        orient="row",
+    ).with_columns(scenario=pl.lit("sensitivity"), spares=pl.lit(None, pl.Int32))
     proj = conform("goodput_projections", proj)
     html = actions_html(proj, 16384)
     assert "at 16,384 GPUs" in html and html.count("<li>") == 3

@@ -14,7 +14,11 @@ from tests.conftest import FIXTURES, table_snapshot
 from warehouse.schemas import TABLES, conform
 from warehouse.store import Warehouse, resolve_home
 
-SACCT = "JobID|State|Start|End|NodeList|AllocTRES\n1|COMPLETED|2026-01-01T00:00:00|2026-01-01T01:00:00|n1|gres/gpu=8\n2|BROKEN\n"
+SACCT = (
+    "JobID|State|Start|End|NodeList|AllocTRES\n"
+    "1|COMPLETED|2026-01-01T00:00:00|2026-01-01T01:00:00|n1|gres/gpu=8\n"
+    "2|BROKEN\n"
+)
 
 
 def test_every_design_table_is_declared_with_its_key_columns():

@@ -355,9 +355,14 @@ def test_replace_partition_streams_chunks_into_one_file_or_keeps_the_old_one(wh)
     t0 = datetime(2026, 1, 1)
 
     def chunk(i: int, n: int) -> pl.DataFrame:
-        return pl.DataFrame({
-            "event_id": [f"c{i}-{k}" for k in range(n)], "time": [t0] * n, "host": ["n1"] * n, "severity": ["warning"] * n,
-        })  # fmt: skip
+        return pl.DataFrame(
+            {
+                "event_id": [f"c{i}-{k}" for k in range(n)],
+                "time": [t0] * n,
+                "host": ["n1"] * n,
+                "severity": ["warning"] * n,
+            }
+        )
 
     def failing():
         yield chunk(9, 5)
@@ -405,7 +410,8 @@ def test_record_key_ranges_bound_the_stored_rows_a_batch_is_matched_against():
         "metric": ["x" * 300, "DCGM_FI_DEV_GPU_TEMP"],
     }, schema_overrides={"gpu": pl.Int32})  # fmt: skip
     assert _key_ranges(part, ("time", "host", "gpu", "uuid", "metric"), TABLES["gpu_samples"]) == [
-        "e.\"time\" BETWEEN TIMESTAMP '2026-01-01 00:00:01' AND TIMESTAMP '2026-01-01 23:59:59.000005'",
+        "e.\"time\" BETWEEN TIMESTAMP '2026-01-01 00:00:01' AND TIMESTAMP '2026-01-01 "
+        "23:59:59.000005'",
         "e.\"host\" BETWEEN 'gpu-node-0003' AND 'gpu-node-0007'",
         'e."gpu" BETWEEN 0 AND 7',
     ]

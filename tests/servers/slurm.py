@@ -196,8 +196,8 @@ def _write_configs(c: SlurmCluster, db_password: str) -> None:
     munge = f"socket={r}/munge/munge.socket"
     # cred_expire: how long a requeued job waits before it may start again (120 s by default)
     nodes = "\n".join(
-        f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={p[n]} CPUs=2 Gres=gpu:{GPUS_PER_NODE} "
-        f"State=UNKNOWN"
+        f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={p[n]} CPUs=2 "
+        f"Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN"
         for n in NODES
     )
     (r / "etc" / "slurm.conf").write_text(f"""\
@@ -244,7 +244,8 @@ MessageTimeout=30
 PartitionName=gpu Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP
 """)
     (r / "etc" / "gres.conf").write_text(
-        f"NodeName={NODES[0][:3]}[{NODES[0][3:]}-{NODES[-1][3:]}] Name=gpu File={r}/dev/nvidia[0-{GPUS_PER_NODE - 1}]\n"
+        f"NodeName={NODES[0][:3]}[{NODES[0][3:]}-{NODES[-1][3:]}] Name=gpu "
+        f"File={r}/dev/nvidia[0-{GPUS_PER_NODE - 1}]\n"
     )
     dbd = r / "etc" / "slurmdbd.conf"
     dbd.write_text(f"""\
@@ -268,7 +269,8 @@ StorageLoc=slurm_acct_db
 
 
 def start_cluster(root: Path) -> SlurmCluster:
-    """Start every daemon; the cluster with all four nodes idle. Stops what it started on failure."""
+    """Start every daemon; the cluster with all four nodes idle. Stops what it started on
+    failure."""
     root.chmod(0o755)  # munged wants its socket's directory searchable by all
     for d in ("etc", "munge", "db", "state", "spool", "run", "log", "dev", "work"):
         (root / d).mkdir()
