@@ -142,22 +142,9 @@ def ensure_fleet(nodes: int) -> Path:
     shutil.rmtree(fleet, ignore_errors=True)
     print(f"simulating {nodes} nodes -> {fleet} (cached for the next run)", flush=True)
     argv = GOODPUT + [
-        "simulate",
-        "--out",
-        str(fleet),
-        "--nodes",
-        str(nodes),
-        "--gpus-per-node",
-        "8",
-        "--days",
-        "54",
-        "--seed",
-        "3",
-        "--fault-scale",
-        "1",
-        "--scrape-interval",
-        "1h",
-    ]
+        "simulate", "--out", str(fleet), "--nodes", str(nodes), "--gpus-per-node", "8",
+        "--days", "54", "--seed", "3", "--fault-scale", "1", "--scrape-interval", "1h",
+    ]  # fmt: skip
     subprocess.run(argv, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     return fleet
 

@@ -75,11 +75,9 @@ def test_same_history_from_sacct_text_and_json_has_no_duplicate_attempts(wh, tmp
     )  # the table's files: one row per attempt
     ja = wh.read("job_attempts").sort("job_id", "attempt")
     assert ja.select("job_id", "attempt", "state").rows() == [
-        ("500", 1, "NODE_FAIL"),
-        ("500", 2, "COMPLETED"),
-        ("501_1", 1, "COMPLETED"),
-        ("501_2", 1, "COMPLETED"),
-    ]
+        ("500", 1, "NODE_FAIL"), ("500", 2, "COMPLETED"),
+        ("501_1", 1, "COMPLETED"), ("501_2", 1, "COMPLETED"),
+    ]  # fmt: skip
     assert ja["end_time"][3] == datetime(
         2026, 1, 1, 3
     )  # the dump that saw it end wins over RUNNING

@@ -194,45 +194,16 @@ def test_no_failures_gives_no_gain_and_no_lemon():
 def _frames():
     """Two observed nodes and one seen only by the scheduler (no observation window)."""
     failures, windows = fleet(np.array([2, 0]), np.array([100, 50]))
-    intr = conform(
-        "interruptions",
-        pl.DataFrame(
-            [
-                {
-                    "job_id": "1",
-                    "cause_host": "n000",
-                    "failure_domain": "infrastructure",
-                    "planned": False,
-                    "lost_gpu_hours": 12.5,
-                    "end_time": T0,
-                },
-                {
-                    "job_id": "2",
-                    "cause_host": "n000",
-                    "failure_domain": "infrastructure",
-                    "planned": False,
-                    "lost_gpu_hours": 2.5,
-                    "end_time": T0,
-                },
-                {
-                    "job_id": "3",
-                    "cause_host": "n000",
-                    "failure_domain": "workload",
-                    "planned": False,
-                    "lost_gpu_hours": 100.0,
-                    "end_time": T0,
-                },
-                {
-                    "job_id": "4",
-                    "cause_host": "n001",
-                    "failure_domain": "infrastructure",
-                    "planned": True,
-                    "lost_gpu_hours": 100.0,
-                    "end_time": T0,
-                },
-            ]
-        ),
-    )
+    intr = conform("interruptions", pl.DataFrame([
+        {"job_id": "1", "cause_host": "n000", "failure_domain": "infrastructure", "planned": False,
+         "lost_gpu_hours": 12.5, "end_time": T0},
+        {"job_id": "2", "cause_host": "n000", "failure_domain": "infrastructure", "planned": False,
+         "lost_gpu_hours": 2.5, "end_time": T0},
+        {"job_id": "3", "cause_host": "n000", "failure_domain": "workload", "planned": False,
+         "lost_gpu_hours": 100.0, "end_time": T0},
+        {"job_id": "4", "cause_host": "n001", "failure_domain": "infrastructure", "planned": True,
+         "lost_gpu_hours": 100.0, "end_time": T0},
+    ]))  # fmt: skip
     hw = conform("hw_events", pl.DataFrame([
         {"host": "n000", "severity": "fatal", "cluster": "east"},
         {"host": "n000", "severity": "warning", "cluster": "east"},
@@ -244,29 +215,12 @@ def _frames():
         {"host": "n000", "serial": "b", "removed_at": T0, "failed": False},
         {"host": "n000", "serial": "c"},
     ]))  # fmt: skip
-    att = conform(
-        "job_attempts",
-        pl.DataFrame(
-            [
-                {
-                    "cluster": "east",
-                    "job_id": "1",
-                    "n_gpus": 16,
-                    "nodes": ["n000", "n001"],
-                    "start_time": T0,
-                    "end_time": T0 + timedelta(hours=3),
-                },
-                {
-                    "cluster": "east",
-                    "job_id": "2",
-                    "n_gpus": 8,
-                    "nodes": ["n999"],
-                    "start_time": T0,
-                    "end_time": T0 + timedelta(hours=1),
-                },
-            ]
-        ),
-    )
+    att = conform("job_attempts", pl.DataFrame([
+        {"cluster": "east", "job_id": "1", "n_gpus": 16, "nodes": ["n000", "n001"],
+         "start_time": T0, "end_time": T0 + timedelta(hours=3)},
+        {"cluster": "east", "job_id": "2", "n_gpus": 8, "nodes": ["n999"],
+         "start_time": T0, "end_time": T0 + timedelta(hours=1)},
+    ]))  # fmt: skip
     return failures, windows, intr, hw, hist, att
 
 

@@ -103,28 +103,11 @@ def mutated(draw, seeds: list[bytes]) -> bytes:
         elif op == "flip":
             data[i] ^= draw(st.integers(1, 255))
         elif op == "insert":
-            data[i:i] = draw(
-                st.sampled_from(
-                    [
-                        b"NaN",
-                        b"-Inf",
-                        b"\n",
-                        b"|",
-                        b",",
-                        b'"',
-                        b"{",
-                        b"}",
-                        b"\x00",
-                        b"9223372036854775807",
-                        b"99999999999999999999",
-                        b"\xff\xfe",
-                        b"1e999",
-                        b"null",
-                        b"[]",
-                        b"  ",
-                    ]
-                )
-            )
+            data[i:i] = draw(st.sampled_from([
+                b"NaN", b"-Inf", b"\n", b"|", b",", b'"', b"{", b"}", b"\x00",
+                b"9223372036854775807", b"99999999999999999999", b"\xff\xfe", b"1e999", b"null",
+                b"[]", b"  ",
+            ]))  # fmt: skip
         else:  # a line of the file repeated elsewhere
             lines = bytes(data).splitlines(keepends=True)
             if lines:
