@@ -112,9 +112,19 @@ def compare_frame(
         return pl.Series(np.where(np.isfinite(a), a, np.nan)).fill_nan(None)
 
     return df.select(
-        pl.col("value").fill_null(NONE_LABEL).alias(by), "jobs", "gpu_hours", "goodput", "interruptions",
-        "infrastructure", "lost_gpu_hours", "span_hours",
+        pl.col("value").fill_null(NONE_LABEL).alias(by),
+        "jobs",
+        "gpu_hours",
+        "goodput",
+        "interruptions",
+        "infrastructure",
+        "lost_gpu_hours",
+        "span_hours",
     ).with_columns(
-        rate_per_1k_gpu_days=finite(rate), rate_ci_low=finite(lo), rate_ci_high=finite(hi),
-        mtbf_hours=finite(mtbf), mtbf_ci_low=finite(mtbf_lo), mtbf_ci_high=finite(mtbf_hi),
-    )  # fmt: skip
+        rate_per_1k_gpu_days=finite(rate),
+        rate_ci_low=finite(lo),
+        rate_ci_high=finite(hi),
+        mtbf_hours=finite(mtbf),
+        mtbf_ci_low=finite(mtbf_lo),
+        mtbf_ci_high=finite(mtbf_hi),
+    )

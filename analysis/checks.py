@@ -43,11 +43,14 @@ def goodput_bounds(wh: Warehouse) -> tuple[bool, dict]:
     projection's CI contains its estimate."""
     with wh.connect() as con:
         jobs = con.execute(
-            f"SELECT count(*) FROM ({wh.view_sql('goodput_jobs')}) WHERE goodput < 0 OR goodput > 1 OR goodput IS NULL"
+            f"SELECT count(*) FROM ({wh.view_sql('goodput_jobs')}) "
+            "WHERE goodput < 0 OR goodput > 1 OR goodput IS NULL"
         ).fetchall()[0][0]
         proj = con.execute(
-            f"SELECT count(*) FROM ({wh.view_sql('goodput_projections')}) WHERE goodput < 0 OR goodput > 1 OR "
-            "goodput_ci_low > goodput + 1e-9 OR goodput_ci_high < goodput - 1e-9 OR goodput_ci_low < 0 OR goodput_ci_high > 1"
+            f"SELECT count(*) FROM ({wh.view_sql('goodput_projections')}) "
+            "WHERE goodput < 0 OR goodput > 1 OR "
+            "goodput_ci_low > goodput + 1e-9 OR goodput_ci_high < goodput - 1e-9 OR "
+            "goodput_ci_low < 0 OR goodput_ci_high > 1"
         ).fetchall()[0][0]
     return jobs == 0 and proj == 0, {"jobs_out_of_bounds": jobs, "projections_out_of_bounds": proj}
 

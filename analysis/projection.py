@@ -591,8 +591,10 @@ def observed_ages(wh, classes=None) -> dict[str, AgeGroups]:
         & (pl.col("observed_to") >= end - pl.duration(days=1))
     ).select(
         "component_class",
-        (pl.col("duration") + (end - pl.col("observed_to")).dt.total_microseconds() / 3.6e9).alias("age"),
-    )  # fmt: skip
+        (pl.col("duration") + (end - pl.col("observed_to")).dt.total_microseconds() / 3.6e9).alias(
+            "age"
+        ),
+    )
     if classes is not None:
         alive = alive.filter(pl.col("component_class").is_in(list(classes)))
     return {
@@ -685,16 +687,22 @@ def rate_rows(rates: ClassRates) -> list[dict]:
             {
                 "component_class": c,
                 "rate_per_unit_hour": float(rates.rate[i]),
-                "rate_ci_low": None if rates.ci_low is None or not np.isfinite(rates.ci_low[i]) else float(rates.ci_low[i]),
-                "rate_ci_high": None if rates.ci_high is None or not np.isfinite(rates.ci_high[i]) else float(rates.ci_high[i]),
+                "rate_ci_low": None
+                if rates.ci_low is None or not np.isfinite(rates.ci_low[i])
+                else float(rates.ci_low[i]),
+                "rate_ci_high": None
+                if rates.ci_high is None or not np.isfinite(rates.ci_high[i])
+                else float(rates.ci_high[i]),
                 "unit": scope,
                 "units_per_scope": int(k),
                 "source": (rates.origins or (rates.source,) * len(rates.classes))[i],
-                "events": None if rates.events is None or not np.isfinite(rates.events[i]) else int(rates.events[i]),
+                "events": None
+                if rates.events is None or not np.isfinite(rates.events[i])
+                else int(rates.events[i]),
                 "model": model_name(rates, i),
                 "fleet_age": (rates.fleet_age or ("stationary",) * len(rates.classes))[i],
             }
-        )  # fmt: skip
+        )
     return out
 
 

@@ -66,7 +66,8 @@ def main() -> int:
             [*GOODPUT, "--home", str(home), "demo"], cwd=REPO, check=True, stdout=subprocess.DEVNULL
         )
     print(
-        f"home {home}; {args.runs} runs per command; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        f"home {home}; {args.runs} runs per command; load average {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} cores"
     )
     print(f"{'command':14s} {'fastest s':>10s} {'median s':>9s} {'CPU s':>6s}")
     for name, argv in COMMANDS.items():
@@ -80,8 +81,8 @@ def main() -> int:
             target(
                 f"goodput {name} starts and answers in < {LIMIT_S:g} s",
                 min(walls) < LIMIT_S,
-                f"fastest {min(walls):.2f} s, median {statistics.median(walls):.2f} s, CPU {cpu:.2f} s, "
-                f"load {os.getloadavg()[0]:.1f}",
+                f"fastest {min(walls):.2f} s, median {statistics.median(walls):.2f} s, CPU "
+                f"{cpu:.2f} s, load {os.getloadavg()[0]:.1f}",
             )
     return status()
 

@@ -76,10 +76,14 @@ def parts(page: str) -> dict[str, int]:
     )
     scripts = sum(len(m.encode()) for m in re.findall(r"<script>(.*?)</script>", page, re.DOTALL))
     data = json.loads(specs.group(1)) if specs else {}
-    return {"html": len(page.encode()), "javascript": scripts, "specs": len(specs.group(1).encode()) if specs else 0,
-            "explore": len(json.dumps(data.get("explore", {})).encode()),
-            "sections": {k: len(json.dumps(v).encode()) for k, v in data.items()},
-            "survival_points": sum(map(len, data.get("survival", {}).get("datasets", {}).values()))}  # fmt: skip
+    return {
+        "html": len(page.encode()),
+        "javascript": scripts,
+        "specs": len(specs.group(1).encode()) if specs else 0,
+        "explore": len(json.dumps(data.get("explore", {})).encode()),
+        "sections": {k: len(json.dumps(v).encode()) for k, v in data.items()},
+        "survival_points": sum(map(len, data.get("survival", {}).get("datasets", {}).values())),
+    }
 
 
 def main() -> int:
@@ -117,8 +121,8 @@ def main() -> int:
     per_host = (sizes[hi]["html"] - sizes[lo]["html"]) / (hi - lo) if hi > lo else 0.0
     at_fleet = sizes[hi]["html"] + per_host * (FLEET - hi)
     print(
-        f"whole page linear: {per_host / 1024:.1f} kB per host (from {lo} to {hi} nodes); at {FLEET:,} "
-        f"nodes: {at_fleet / MB:.2f} MB (upper bound)"
+        f"whole page linear: {per_host / 1024:.1f} kB per host (from {lo} to {hi} nodes); at "
+        f"{FLEET:,} nodes: {at_fleet / MB:.2f} MB (upper bound)"
     )
     cap_points = len(CLASSES) * (
         inspect.signature(survival_frame).parameters["max_points"].default + 1
@@ -131,11 +135,15 @@ def main() -> int:
     ) / max(hi - lo, 1)
     capped = big["html"] - survival(big) + rest_per_host * (FLEET - hi) + per_point * cap_points
     print(
-        f"survival at its cap ({cap_points:,} points, {per_point * cap_points / 1024:.0f} kB), the rest "
-        f"{rest_per_host / 1024:.2f} kB per host: at {FLEET:,} nodes {capped / MB:.2f} MB"
+        f"survival at its cap ({cap_points:,} points, {per_point * cap_points / 1024:.0f} kB), "
+        f"the rest {rest_per_host / 1024:.2f} kB per host: at {FLEET:,} nodes {capped / MB:.2f} MB"
     )
-    target(f"report at {FLEET:,} nodes < {LIMIT // MB} MB (survival at its cap, the rest per host from {lo}-{hi} nodes)",
-           capped < LIMIT, f"{capped / MB:.2f} MB; whole page linear {at_fleet / MB:.2f} MB")  # fmt: skip
+    target(
+        f"report at {FLEET:,} nodes < {LIMIT // MB} MB (survival at its cap, the rest per host "
+        f"from {lo}-{hi} nodes)",
+        capped < LIMIT,
+        f"{capped / MB:.2f} MB; whole page linear {at_fleet / MB:.2f} MB",
+    )
     return status()
 
 

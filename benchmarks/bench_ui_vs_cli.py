@@ -149,7 +149,8 @@ def main() -> int:
     log = ui_home / "dagster-dev.log"
     ui_s, state, run_id = ui_build(ui_home, args.port, log)
     print(
-        f"build launched through dagster dev (UI):   {ui_s:7.1f} s wall, status {state} (run {run_id}; log {log})"
+        f"build launched through dagster dev (UI):   {ui_s:7.1f} s wall, status {state} (run "
+        f"{run_id}; log {log})"
     )
     print(f"load average {os.getloadavg()[0]:.1f}")
     target(

@@ -20,12 +20,28 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 BENCHMARKS = [
-    "bench_sacct", "bench_telemetry", "bench_kernel", "bench_attack_inputs", "bench_survival", "bench_goodput", "bench_fleetsim",
-    "validate_attribution", "validate_survival_coverage", "validate_survivor_inventory",
-    "validate_claims", "validate_fleets", "validate_measured_goodput",
-    "bench_fleet_scale", "bench_cli_start", "bench_ui_vs_cli", "bench_report_size",
-    "bench_pull_slurm", "bench_pull_prometheus", "bench_pull_redfish", "validate_public_datasets",
-]  # fmt: skip
+    "bench_sacct",
+    "bench_telemetry",
+    "bench_kernel",
+    "bench_attack_inputs",
+    "bench_survival",
+    "bench_goodput",
+    "bench_fleetsim",
+    "validate_attribution",
+    "validate_survival_coverage",
+    "validate_survivor_inventory",
+    "validate_claims",
+    "validate_fleets",
+    "validate_measured_goodput",
+    "bench_fleet_scale",
+    "bench_cli_start",
+    "bench_ui_vs_cli",
+    "bench_report_size",
+    "bench_pull_slurm",
+    "bench_pull_prometheus",
+    "bench_pull_redfish",
+    "validate_public_datasets",
+]
 RESULTS = Path(__file__).with_name("RESULTS.md")
 _HEADER = """# Benchmark results
 
@@ -74,7 +90,10 @@ def main() -> int:
 
 def machine() -> str:
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{os.cpu_count()} cores, {mem:.0f} GiB, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return (
+        f"{os.cpu_count()} cores, {mem:.0f} GiB, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}"
+    )
 
 
 def commit() -> str:
@@ -96,7 +115,8 @@ def record(name: str, output: str, wall: float, load0: tuple, load1: tuple) -> N
     entry = (
         f"<!-- bench:{name} -->\n## {name}\n\n"
         f"`python -m benchmarks.{name}` at {when}, commit {commit()}; {machine()}; load average "
-        f"{load0[0]:.1f} before, {load1[0]:.1f} after; {wall:.0f} s.\n\n```\n{output.rstrip()}\n```\n"
+        f"{load0[0]:.1f} before, {load1[0]:.1f} after; {wall:.0f} s.\n\n"
+        f"```\n{output.rstrip()}\n```\n"
         f"<!-- /bench:{name} -->\n"
     )
     pattern = re.compile(

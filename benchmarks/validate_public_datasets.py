@@ -147,19 +147,23 @@ def titan(datasets: Path, work: Path) -> None:
     target(
         "Titan ingests in full: installations rows + quarantine + duplicates = records",
         m["rows_ok"] + m["rows_quarantined"] + m["rows_duplicate"] == m["records_read"],
-        f"{m['rows_ok']:,} + {m['rows_quarantined']:,} + {m['rows_duplicate']:,} of {m['records_read']:,}",
+        f"{m['rows_ok']:,} + {m['rows_quarantined']:,} + {m['rows_duplicate']:,} of "
+        f"{m['records_read']:,}",
     )
     accounted = m["records_read"] + stored.height + repeats.height + quarantined.height
     target(
-        "Titan: every data line accounted for (installation records + event lines stored, repeated or quarantined)",
+        "Titan: every data line accounted for (installation records + event lines stored, "
+        "repeated or quarantined)",
         accounted == lines == raw.height,
-        f"{accounted:,} of {lines:,}: {m['records_read']:,} installations; event lines {stored.height:,} stored, "
-        f"{repeats.height} exact repeats, {quarantined.height} quarantined; {fails.height:,} DBE/OTB failures stored",
+        f"{accounted:,} of {lines:,}: {m['records_read']:,} installations; event lines "
+        f"{stored.height:,} stored, {repeats.height} exact repeats, {quarantined.height} "
+        f"quarantined; {fails.height:,} DBE/OTB failures stored",
     )
     target("Titan ingest < 60 s (goodput ingest, 2 cores)", seconds < 60, f"{seconds:.1f} s")
     excluded = q.filter(pl.col("error").str.contains("excluded")).height
     print(
-        f"service nodes listed: {len(set(service.read_text().split()))} words; installations on them: {excluded}"
+        f"service nodes listed: {len(set(service.read_text().split()))} words; installations on "
+        f"them: {excluded}"
     )
 
     # quarterly system MTBF: ours (exposure / distinct failure instants, exact CI) vs the paper
@@ -173,7 +177,8 @@ def titan(datasets: Path, work: Path) -> None:
     ref = paper_quarterly_mtbf(fails["start_time"])
     cmp_ = ours.join(ref, on="label").filter(pl.col("label") >= "2015-Q3").sort("label")
     print(
-        f"{'quarter':8} {'failures':>8} {'ours h':>8} {'95% CI':>16} {'paper method h':>15} {'published h':>12}"
+        f"{'quarter':8} {'failures':>8} {'ours h':>8} {'95% CI':>16} {'paper method h':>15} "
+        f"{'published h':>12}"
     )
     worst = 0.0
     for r in cmp_.iter_rows(named=True):
@@ -181,8 +186,10 @@ def titan(datasets: Path, work: Path) -> None:
         dev = abs(r["mtbf_hours"] / r["paper_method"] - 1)
         worst = max(worst, dev)
         print(
-            f"{r['label']:8} {r['failures']:8d} {r['mtbf_hours']:8.2f} [{r['mtbf_ci_low']:6.2f}, {r['mtbf_ci_high']:6.2f}]"
-            f" {r['paper_method']:15.2f} {pub if pub else '':>12}{'  (partial quarter)' if r['partial'] else ''}"
+            f"{r['label']:8} {r['failures']:8d} {r['mtbf_hours']:8.2f} [{r['mtbf_ci_low']:6.2f}, "
+            f"{r['mtbf_ci_high']:6.2f}]"
+            f" {r['paper_method']:15.2f} "
+            f"{pub if pub else '':>12}{'  (partial quarter)' if r['partial'] else ''}"
         )
     print(
         "why ours differs from the authors' method: ours divides the whole quarter's hours by its "
@@ -213,7 +220,8 @@ def titan(datasets: Path, work: Path) -> None:
     later = cmp_.filter((pl.col("label") >= "2018-Q1") & ~pl.col("partial"))
     low = later.sort("mtbf_hours").row(0, named=True)
     target(
-        f"Titan lowest quarterly MTBF from 2018-Q1 within 10% of the published {TITAN_LOWEST_LATER} h",
+        "Titan lowest quarterly MTBF from 2018-Q1 within 10% of the published "
+        f"{TITAN_LOWEST_LATER} h",
         abs(low["mtbf_hours"] / TITAN_LOWEST_LATER - 1) <= WITHIN,
         f"{low['mtbf_hours']:.2f} h in {low['label']}",
     )
@@ -241,8 +249,9 @@ def titan(datasets: Path, work: Path) -> None:
     got = dict(zip(pq["system"], pq["mtbf_hours"], strict=True))
     unknown = part.filter(pl.col("system") == "unknown").height
     print(
-        f"partitions by each serial's first installation before / after {OLD_NEW_CUTOFF:%Y-%m-%d %H:%M} "
-        f"(the authors' cutoff); {unknown} failures of serials with no installation row left out. "
+        "partitions by each serial's first installation before / after "
+        f"{OLD_NEW_CUTOFF:%Y-%m-%d %H:%M} (the authors' cutoff); {unknown} failures of serials "
+        "with no installation row left out. "
         "The new partition's 2018-Q4 MTBF rests on about 20 failures: its 95% CI is wide"
     )
     for p, pub in TITAN_2018Q4.items():
@@ -260,7 +269,8 @@ def titan(datasets: Path, work: Path) -> None:
     target(
         "Titan 2018-Q4 new-partition MTBF: the published 96 h inside our 95% CI",
         ci_new["mtbf_ci_low"] <= TITAN_2018Q4["new"] <= ci_new["mtbf_ci_high"],
-        f"{ci_new['mtbf_hours']:.1f} h [{ci_new['mtbf_ci_low']:.1f}, {ci_new['mtbf_ci_high']:.1f}] on {ci_new['failures']} failures",
+        f"{ci_new['mtbf_hours']:.1f} h [{ci_new['mtbf_ci_low']:.1f}, "
+        f"{ci_new['mtbf_ci_high']:.1f}] on {ci_new['failures']} failures",
     )
 
     # lifetimes: KM by batch, Cox by location in the old batch
@@ -276,7 +286,8 @@ def titan(datasets: Path, work: Path) -> None:
         )
         surv["old" if old[0] else "new"] = float(km.survival_function_at_times(at).iloc[0])
     target(
-        "Titan KM: the new batch survives 2.5 years better than the old (paper: clearly less prone to failure)",
+        "Titan KM: the new batch survives 2.5 years better than the old (paper: clearly less "
+        "prone to failure)",
         surv["new"] > surv["old"],
         f"S(2.5 y) new {surv['new']:.3f}, old {surv['old']:.3f}",
     )
@@ -297,7 +308,8 @@ def titan(datasets: Path, work: Path) -> None:
         )
     cage = levels["cage"]
     target(
-        "Titan Cox (old batch): hazard rises with the cage, 0 < 1 < 2 (paper: survival cage 0 > 1 > 2)",
+        "Titan Cox (old batch): hazard rises with the cage, 0 < 1 < 2 "
+        "(paper: survival cage 0 > 1 > 2)",
         cage.get("0", np.nan) < cage.get("1", np.nan) < cage.get("2", np.nan),
         str({k: round(v, 2) for k, v in sorted(cage.items())}),
     )
@@ -326,7 +338,8 @@ def lanl(datasets: Path, work: Path) -> None:
         m["rows_ok"] + m["rows_quarantined"] + m["rows_duplicate"]
         == m["records_read"]
         == len(rows),
-        f"{m['rows_ok']:,} + {m['rows_quarantined']:,} + {m['rows_duplicate']:,} of {m['records_read']:,}; file {len(rows):,}",
+        f"{m['rows_ok']:,} + {m['rows_quarantined']:,} + {m['rows_duplicate']:,} of "
+        f"{m['records_read']:,}; file {len(rows):,}",
     )
     target("LANL ingest < 30 s (goodput ingest, 2 cores)", seconds < 30, f"{seconds:.1f} s")
     t = time.perf_counter()
@@ -340,18 +353,23 @@ def lanl(datasets: Path, work: Path) -> None:
         per_file[system] = per_file.get(system, 0) + 1
     ours = dict(zip(systems["system"], systems["failures"], strict=True))
     print(
-        "system  failures  per node-year [95% CI]       processors  per processor-year  MTBF h  MTTR h  availability  nines"
+        "system  failures  per node-year [95% CI]       processors  per processor-year  MTBF h  "
+        "MTTR h  availability  nines"
     )
     for r in systems.iter_rows(named=True):
         print(
-            f"{r['system']:>6}  {r['failures']:8,}  {r['failures_per_node_year']:8.3g} [{r['failures_per_node_year_ci_low']:.3g}, "
-            f"{r['failures_per_node_year_ci_high']:.3g}]  {r['processors'] or 0:10,}  {r['failures_per_processor_year'] or float('nan'):18.3g}"
-            f"  {r['mtbf_hours']:6.3g}  {r['mttr_hours']:6.3g}  {r['availability']:.5f}  {r['nines']:.2f}"
+            f"{r['system']:>6}  {r['failures']:8,}  {r['failures_per_node_year']:8.3g} "
+            f"[{r['failures_per_node_year_ci_low']:.3g}, "
+            f"{r['failures_per_node_year_ci_high']:.3g}]  {r['processors'] or 0:10,}  "
+            f"{r['failures_per_processor_year'] or float('nan'):18.3g}"
+            f"  {r['mtbf_hours']:6.3g}  {r['mttr_hours']:6.3g}  {r['availability']:.5f}  "
+            f"{r['nines']:.2f}"
         )
     target(
         "LANL failures per system: every system's distinct records counted",
         ours == per_file,
-        f"{len(ours)} systems, {sum(ours.values()):,} failures; the file's {m['rows_duplicate']} exact repeats once",
+        f"{len(ours)} systems, {sum(ours.values()):,} failures; the file's {m['rows_duplicate']} "
+        "exact repeats once",
     )
 
     shares = causes.filter(pl.col("system").is_not_null() & pl.col("cause").is_not_null())
@@ -364,14 +382,16 @@ def lanl(datasets: Path, work: Path) -> None:
     print(
         "root causes, all systems (share of failures / of downtime): "
         + ", ".join(
-            f"{r['cause'] or 'not recorded'} {100 * r['share']:.1f}% / {100 * r['downtime_share']:.1f}%"
+            f"{r['cause'] or 'not recorded'} {100 * r['share']:.1f}% / "
+            f"{100 * r['downtime_share']:.1f}%"
             for r in every.iter_rows(named=True)
         )
     )
     hw = shares.filter(pl.col("cause") == "hardware")["share"]
     sw = shares.filter(pl.col("cause") == "software")["share"]
     print(
-        f"hardware share by system {100 * hw.min():.0f}% .. {100 * hw.max():.0f}%, software {100 * sw.min():.0f}% .. {100 * sw.max():.0f}%"
+        f"hardware share by system {100 * hw.min():.0f}% .. {100 * hw.max():.0f}%, software "
+        f"{100 * sw.min():.0f}% .. {100 * sw.max():.0f}%"
     )
     print(
         "systems whose largest recorded cause is not hardware: "
@@ -403,7 +423,8 @@ def lanl(datasets: Path, work: Path) -> None:
     )
     below = tbf.filter(pl.col("shape_ci_high") < 1)
     print(
-        f"TBF Weibull shape by system: {tbf['shape'].min():.2f} .. {tbf['shape'].max():.2f} (median {tbf['shape'].median():.2f})"
+        f"TBF Weibull shape by system: {tbf['shape'].min():.2f} .. {tbf['shape'].max():.2f} "
+        f"(median {tbf['shape'].median():.2f})"
     )
     target(
         "LANL: time between failures Weibull with decreasing hazard (shape CI < 1) in most systems",
@@ -472,7 +493,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.datasets is None or not (args.datasets / "titan" / "gc_full.csv").is_file():
         sys.exit(
-            "validate_public_datasets: no datasets folder (titan/gc_full.csv, lanl/LANL_1996-2005.csv); pass --datasets DIR"
+            "validate_public_datasets: no datasets folder (titan/gc_full.csv, "
+            "lanl/LANL_1996-2005.csv); pass --datasets DIR"
         )
     with tempfile.TemporaryDirectory() as work:
         titan(args.datasets, Path(work))

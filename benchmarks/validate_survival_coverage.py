@@ -54,15 +54,15 @@ def main() -> None:
             hits[cls]["aic_weibull"] += aic["weibull"] < aic["exponential"]
     ok = True
     print(
-        f"{'class':8s} {'shape':>5s} {'scale':>9s}  shape-cov scale-cov  both  AIC weibull<exp   ({args.seeds} seeds, "
-        f"{args.units} units/class before truncation)"
+        f"{'class':8s} {'shape':>5s} {'scale':>9s}  shape-cov scale-cov  both  AIC weibull<exp   "
+        f"({args.seeds} seeds, {args.units} units/class before truncation)"
     )
     for cls, (shape, scale) in LAWS.items():
         h = {k: v / args.seeds for k, v in hits[cls].items()}
         far = abs(shape - 1) >= 0.4
         print(
-            f"{cls:8s} {shape:5.1f} {scale:9.0f}  {h['shape']:9.0%} {h['scale']:9.0%} {h['both']:5.0%}  "
-            f"{h['aic_weibull']:6.0%}{'  (shape far from 1)' if far else ''}"
+            f"{cls:8s} {shape:5.1f} {scale:9.0f}  {h['shape']:9.0%} {h['scale']:9.0%} "
+            f"{h['both']:5.0%}  {h['aic_weibull']:6.0%}{'  (shape far from 1)' if far else ''}"
         )
         ok &= h["shape"] >= 0.9 and h["scale"] >= 0.9 and (not far or h["aic_weibull"] == 1.0)
     target(

@@ -143,10 +143,12 @@ def main() -> None:
         for windowed in (True, False):
             runs[windowed].append(score(fit(inv, windowed)))
     print(
-        f"{args.seeds} seeds, {args.units} units per class before the export drops the units failed before the window"
+        f"{args.seeds} seeds, {args.units} units per class before the export drops the units "
+        "failed before the window"
     )
     print(
-        f"{'class':6s} {'window':>16s} {'rate/truth':>10s} {'rate-cov':>8s} {'shape-cov':>9s} {'wear-out':>8s}"
+        f"{'class':6s} {'window':>16s} {'rate/truth':>10s} {'rate-cov':>8s} {'shape-cov':>9s} "
+        f"{'wear-out':>8s}"
     )
     for windowed, label in ((True, "--observed-from"), (False, "earliest record")):
         for cls in LAWS:
@@ -155,7 +157,8 @@ def main() -> None:
             rc = [r["rate_covered"] for r in rs if r["rate_covered"] is not None]
             print(
                 f"{cls:6s} {label:>16s} {np.median(ratio) if ratio else float('nan'):10.2f} "
-                f"{(f'{sum(rc)}/{len(rc)}' if rc else '-'):>8s} {sum(r['shape_covered'] for r in rs):>4d}/{len(rs):<4d} "
+                f"{(f'{sum(rc)}/{len(rc)}' if rc else '-'):>8s} "
+                f"{sum(r['shape_covered'] for r in rs):>4d}/{len(rs):<4d} "
                 f"{sum(r['wearout'] for r in rs):>4d}/{len(rs)}"
             )
     n = args.seeds
@@ -170,13 +173,15 @@ def main() -> None:
             )
             wear = sum(r["wearout"] for r in rs)
             target(
-                f"survivor-only inventory, constant-hazard {cls} labelled wear-out in <= 10% of seeds",
+                f"survivor-only inventory, constant-hazard {cls} labelled wear-out in <= 10% of "
+                "seeds",
                 wear <= 0.1 * n,
                 f"{wear}/{n}",
             )
         cov = sum(r["shape_covered"] for r in rs)
         target(
-            f"survivor-only inventory, {cls} Weibull shape 95% CI covers {shape} in >= 90% of seeds",
+            f"survivor-only inventory, {cls} Weibull shape 95% CI covers {shape} in >= 90% "
+            "of seeds",
             cov >= 0.9 * n,
             f"{cov}/{n}",
         )

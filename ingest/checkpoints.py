@@ -48,9 +48,18 @@ PATTERNS: tuple[tuple[str, str, str], ...] = (
     ("save_end", "megatron", r"successfully saved checkpoint (?:from|at) iteration\s+(?P<it>\d+)"),
     ("save_start", "megatron", r"saving checkpoint at iteration\s+(?P<it>\d+)"),
     ("save_start", "lightning", r"global step (?P<it>\d+):.*saving model to"),
-    ("save_end", "torchtitan", r"Finished saving the checkpoint.*?in (?P<took>\d+(?:\.\d+)?) ?seconds"),
-    ("save_start", "torchtitan", r"Saving (?:the checkpoint|a (?:full|model only) checkpoint.*?at (?:last )?step,? (?:step )?(?P<it>\d+))"),
-)  # fmt: skip
+    (
+        "save_end",
+        "torchtitan",
+        r"Finished saving the checkpoint.*?in (?P<took>\d+(?:\.\d+)?) ?seconds",
+    ),
+    (
+        "save_start",
+        "torchtitan",
+        r"Saving (?:the checkpoint|a (?:full|model only) checkpoint.*?at (?:last )?step,? "
+        r"(?:step )?(?P<it>\d+))",
+    ),
+)
 _JOB_LINE = r"Job ID: *([^\t ]*)"
 _SLURM_ENV = re.compile(r"SLURM_JOB_ID[=: ]\s*(\d+)")
 _OUT_NAME = re.compile(r"(?:^|[-_.])(\d+(?:_\d+)?)\.(?:out|err|log|txt)$")
@@ -192,13 +201,15 @@ def _parse_log(data: bytes, ctx: ParseContext) -> ParseResult:
         .when(pl.col("time").is_null())
         .then(
             pl.lit(
-                "checkpoint line has no timestamp (log with a time format, or use the job_id,time,event CSV)"
+                "checkpoint line has no timestamp (log with a time format, or use the "
+                "job_id,time,event CSV)"
             )
         )
         .when(pl.col("job_id").is_null())
         .then(
             pl.lit(
-                "cannot tell the job: no 'Job ID:', no SLURM_JOB_ID= line and the file is not named slurm-<job>.out"
+                "cannot tell the job: no 'Job ID:', no SLURM_JOB_ID= line and the file is not "
+                "named slurm-<job>.out"
             )
         )
         .otherwise(implausible_time(pl.col("time"), ctx))
@@ -227,8 +238,8 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
 
 
 _LOG_HINT = re.compile(
-    rb"\tJob ID: .*\t# GPUs: |successfully saved checkpoint (?:from|at) iteration|saving checkpoint at "
-    rb"iteration|global step \d+:.*saving model to|Finished saving the checkpoint"
+    rb"\tJob ID: .*\t# GPUs: |successfully saved checkpoint (?:from|at) iteration|saving "
+    rb"checkpoint at iteration|global step \d+:.*saving model to|Finished saving the checkpoint"
 )
 
 
@@ -243,5 +254,8 @@ FORMAT = FormatSpec(
     primary="checkpoints",
     parse=parse,
     detect=detect,
-    description="checkpoint saves: job_id,time,event CSV; Megatron-LM progress.txt; Megatron/NeMo, Lightning and torchtitan logs",
+    description=(
+        "checkpoint saves: job_id,time,event CSV; Megatron-LM progress.txt; "
+        "Megatron/NeMo, Lightning and torchtitan logs"
+    ),
 )

@@ -3,11 +3,30 @@ taxonomy (``warehouse.schemas.COMPONENT_CLASSES``); parsers look a lower-cased n
 keep a name not listed as given."""
 
 CLASS_NAMES = {
-    "gpu": "gpu", "gpus": "gpu", "hbm": "gpu_memory", "hbm3": "gpu_memory", "gpu memory": "gpu_memory",
-    "dimm": "host_memory", "dram": "host_memory", "memory": "host_memory", "ram": "host_memory",
-    "psu": "psu", "power supply": "psu", "fan": "cooling", "fans": "cooling",
-    "ssd": "storage", "nvme": "storage", "disk": "storage", "drive": "storage", "hdd": "storage",
-    "nic": "nic", "hca": "nic", "cpu": "cpu", "processor": "cpu",
+    "gpu": "gpu",
+    "gpus": "gpu",
+    "hbm": "gpu_memory",
+    "hbm3": "gpu_memory",
+    "gpu memory": "gpu_memory",
+    "dimm": "host_memory",
+    "dram": "host_memory",
+    "memory": "host_memory",
+    "ram": "host_memory",
+    "psu": "psu",
+    "power supply": "psu",
+    "fan": "cooling",
+    "fans": "cooling",
+    "ssd": "storage",
+    "nvme": "storage",
+    "disk": "storage",
+    "drive": "storage",
+    "hdd": "storage",
+    "nic": "nic",
+    "hca": "nic",
+    "cpu": "cpu",
+    "processor": "cpu",
     # HPE Hardware State Manager component types (the first part of a FRUID)
-    "nodeaccel": "gpu", "nodeenclosurepowersupply": "psu", "nodehsnnic": "nic",
-}  # fmt: skip
+    "nodeaccel": "gpu",
+    "nodeenclosurepowersupply": "psu",
+    "nodehsnnic": "nic",
+}

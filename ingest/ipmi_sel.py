@@ -28,7 +28,7 @@
   dumps of one SEL concatenated) is an ordinary row here: the warehouse stores the entry once
   and counts the repeat as a duplicate (``rows_duplicate``).
 - Host: ``ctx.host``, else the file name up to its first dot (``gpu-node-001.sel.txt``).
-"""
+"""  # noqa: E501 (line 3 is a verbatim SEL entry line; splitting it would misquote it)
 
 from __future__ import annotations
 

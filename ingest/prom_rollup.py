@@ -106,12 +106,19 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         host=pl.coalesce("host", pl.lit(ctx.host, pl.Utf8), "instance_host"),
         error=unusable(),
     ).with_columns(
-        error=pl.when(pl.col("error").is_not_null()).then("error")
-        .when(pl.col("metric").is_null()).then(pl.lit("series has no __name__ label"))
+        error=pl.when(pl.col("error").is_not_null())
+        .then("error")
+        .when(pl.col("metric").is_null())
+        .then(pl.lit("series has no __name__ label"))
         .when(pl.all_horizontal(pl.col(c).is_null() for c in ("host", "gpu", "uuid", "pci_bus")))
-        .then(pl.lit("series names no GPU and no host (no gpu, UUID, pci_bus_id, Hostname or instance label)"))
+        .then(
+            pl.lit(
+                "series names no GPU and no host (no gpu, UUID, pci_bus_id, Hostname or instance "
+                "label)"
+            )
+        )
         .otherwise(implausible_time(pl.col("hour"), ctx))
-    )  # fmt: skip
+    )
     good = rows.filter(pl.col("error").is_null())
     bad = rows.filter(pl.col("error").is_not_null())
     out = good.with_columns(
@@ -125,23 +132,38 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         source_file=pl.lit(ctx.path),
     )
     out = out.select(c for c in TABLES["gpu_rollups"].columns if c in out.columns)
-    quarantine = pl.concat([
-        bad.select(
-            line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),
-            raw=pl.format("{} {} n={} mean={} min={} max={} last={}", "key", pl.col("hour").dt.to_string("%Y-%m-%dT%H:%M"),
-                          *ROLLUP_FUNCTIONS),
-            error="error",
-        ).cast(QUARANTINE_COLUMNS),
-        stray.select(
-            line=pl.col("series") + 1,
-            raw=pl.format("series {}: {} = {}", pl.col("series") + 1, "t", "raw"),
-            error=pl.when(no_time).then(pl.lit("point has no readable timestamp"))
-            .otherwise(pl.format("series has no known {} label (one of {}): not a rollup", pl.lit(ROLLUP_LABEL),
-                                 pl.lit(", ".join(ROLLUP_FUNCTIONS)))),
-        ).cast(QUARANTINE_COLUMNS),
-        quarantine_frame([i + 1 for i, _, _ in bad_entries], [r for _, r, _ in bad_entries],
-                         [e for _, _, e in bad_entries]),
-    ])  # fmt: skip
+    quarantine = pl.concat(
+        [
+            bad.select(
+                line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),
+                raw=pl.format(
+                    "{} {} n={} mean={} min={} max={} last={}",
+                    "key",
+                    pl.col("hour").dt.to_string("%Y-%m-%dT%H:%M"),
+                    *ROLLUP_FUNCTIONS,
+                ),
+                error="error",
+            ).cast(QUARANTINE_COLUMNS),
+            stray.select(
+                line=pl.col("series") + 1,
+                raw=pl.format("series {}: {} = {}", pl.col("series") + 1, "t", "raw"),
+                error=pl.when(no_time)
+                .then(pl.lit("point has no readable timestamp"))
+                .otherwise(
+                    pl.format(
+                        "series has no known {} label (one of {}): not a rollup",
+                        pl.lit(ROLLUP_LABEL),
+                        pl.lit(", ".join(ROLLUP_FUNCTIONS)),
+                    )
+                ),
+            ).cast(QUARANTINE_COLUMNS),
+            quarantine_frame(
+                [i + 1 for i, _, _ in bad_entries],
+                [r for _, r, _ in bad_entries],
+                [e for _, _, e in bad_entries],
+            ),
+        ]
+    )
     return ParseResult(
         tables={"gpu_rollups": conform("gpu_rollups", out)},
         quarantine=quarantine,
@@ -159,5 +181,8 @@ FORMAT = FormatSpec(
     primary="gpu_rollups",
     parse=parse,
     detect=detect,
-    description="hourly rollups (n, mean, min, max, last) a Prometheus-compatible TSDB computed (query_range JSON)",
+    description=(
+        "hourly rollups (n, mean, min, max, last) a Prometheus-compatible TSDB computed "
+        "(query_range JSON)"
+    ),
 )

@@ -84,8 +84,23 @@ def _origin(entry: dict) -> str | None:
 
 def _rows(items: list) -> tuple[pl.DataFrame, list[tuple[int, str, str]]]:
     """Per-entry fields (JSON objects have no columnar form: one pass builds the columns)."""
-    cols = {k: [] for k in ("rec", "raw", "entry_type", "severity", "created", "message_id",
-                            "message", "sensor_type", "sensor_number", "entry_code", "origin", "name")}  # fmt: skip
+    cols = {
+        k: []
+        for k in (
+            "rec",
+            "raw",
+            "entry_type",
+            "severity",
+            "created",
+            "message_id",
+            "message",
+            "sensor_type",
+            "sensor_number",
+            "entry_code",
+            "origin",
+            "name",
+        )
+    }
     bad: list[tuple[int, str, str]] = []
     for i, e in enumerate(items, start=1):
         if not isinstance(e, dict):

@@ -18,7 +18,8 @@ table; ``detect`` tells them apart by ``@odata.type``.
 - Time: ``ReadingTime``, else ``ctx.time`` (``--time``), else the file's modification time;
   a reading with none, or with one outside the plausible window, is quarantined; so is a
   non-finite reading (``NaN`` / ``Infinity``, which Python's JSON accepts) and an array that is
-  not a JSON array (one quarantine row for it, the other arrays still read). Host as in ``redfish`` (ctx.host, file name, resource id).
+  not a JSON array (one quarantine row for it, the other arrays still read). Host as in
+  ``redfish`` (ctx.host, file name, resource id).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ from ingest.bmc_common import (
 )
 from warehouse.schemas import conform, quarantine_frame
 
-# resource type -> [(array, value property (first present wins), unit property or fixed unit, sensor_type)]
+# resource type -> [(array, value property (first present wins), unit property or fixed unit,
+#                    sensor_type)]
 ARRAYS: dict[str, list[tuple[str, tuple[str, ...], str, str]]] = {
     "Thermal": [
         ("Temperatures", ("ReadingCelsius",), "=C", "temperature"),
@@ -144,8 +146,16 @@ def _row(rec, item, value, unit, stype, reading_time=None) -> dict:
     }
 
 
-_SCHEMA = {"rec": pl.Int64, "raw": pl.Utf8, "sensor": pl.Utf8, "sensor_type": pl.Utf8,
-           "value": pl.Float64, "unit": pl.Utf8, "status": pl.Utf8, "reading_time": pl.Utf8}  # fmt: skip
+_SCHEMA = {
+    "rec": pl.Int64,
+    "raw": pl.Utf8,
+    "sensor": pl.Utf8,
+    "sensor_type": pl.Utf8,
+    "value": pl.Float64,
+    "unit": pl.Utf8,
+    "status": pl.Utf8,
+    "reading_time": pl.Utf8,
+}
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:

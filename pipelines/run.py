@@ -179,7 +179,8 @@ def _materialize(assets, config: GoodputConfig, job: str):
         if any(_interrupted(e) for e in failed):  # Ctrl-C: the CLI's one line, not a failed step
             raise KeyboardInterrupt
         raise PipelineError(
-            f"pipeline run failed: {failure_cause(failed[0]) if failed else 'see the Dagster event log'}"
+            "pipeline run failed: "
+            f"{failure_cause(failed[0]) if failed else 'see the Dagster event log'}"
         )
     return result
 
@@ -352,28 +353,32 @@ def summary_lines(wh: Warehouse) -> list[str]:
     q = wh.query
     head = read_headline(wh)
     s = q(
-        "SELECT (SELECT count(*) FROM ingest_manifest) files, (SELECT coalesce(sum(rows_quarantined), 0) FROM ingest_manifest) quarantined, "
+        "SELECT (SELECT count(*) FROM ingest_manifest) files, (SELECT "
+        "coalesce(sum(rows_quarantined), 0) FROM ingest_manifest) quarantined, "
         "(SELECT count(DISTINCT host) FROM (SELECT unnest(nodes) host FROM job_attempts)) hosts"
     ).row(0, named=True)
     lines = [
         f"files ingested: {s['files']:,} ({s['quarantined']:,} records quarantined)",
-        f"hosts: {s['hosts']:,}  jobs: {head['jobs']:,}  attempts: {head['attempts']:,}  GPU-hours: {head['gpu_hours']:,.0f}",
+        f"hosts: {s['hosts']:,}  jobs: {head['jobs']:,}  attempts: {head['attempts']:,}  "
+        f"GPU-hours: {head['gpu_hours']:,.0f}",
     ]
     failed = q(
-        "SELECT state, count(*) n FROM job_attempts WHERE state NOT IN ('COMPLETED', 'RUNNING', 'PENDING') GROUP BY 1 ORDER BY 2 DESC"
+        "SELECT state, count(*) n FROM job_attempts WHERE state NOT IN ('COMPLETED', 'RUNNING', "
+        "'PENDING') GROUP BY 1 ORDER BY 2 DESC"
     )
     if failed.height:
         lines.append(
             "attempts not completed, by state: " + ", ".join(f"{a} {n:,}" for a, n in failed.rows())
         )
     mix = q(  # the jobs' own failures (workload domain) apart from infrastructure causes
-        "SELECT CASE WHEN failure_domain = 'workload' THEN 'workload' ELSE cause_class END cause_class, "
-        "count(*) n FROM interruptions WHERE NOT planned GROUP BY 1 ORDER BY 2 DESC"
+        "SELECT CASE WHEN failure_domain = 'workload' THEN 'workload' ELSE cause_class END "
+        "cause_class, count(*) n FROM interruptions WHERE NOT planned GROUP BY 1 ORDER BY 2 DESC"
     )
     if mix.height:
         total = mix["n"].sum()
         lines.append(
-            f"unexpected interruptions: {total:,} (lost {head['lost_gpu_hours']:,.0f} GPU-hours); by cause:"
+            f"unexpected interruptions: {total:,} (lost {head['lost_gpu_hours']:,.0f} "
+            "GPU-hours); by cause:"
         )
         lines += [f"  {c:<12} {n:>5,}  {100 * n / total:5.1f}%" for c, n in mix.rows()]
         infra, every = (
@@ -381,8 +386,8 @@ def summary_lines(wh: Warehouse) -> list[str]:
             for h in (head["mtti_infrastructure_hours"], head["mtti_all_hours"])
         )
         lines.append(
-            f"fleet MTTI: infrastructure {infra} ({head['infrastructure']:,} interruptions), all causes {every} "
-            f"(+{head['workload']:,} the jobs' own failures)"
+            f"fleet MTTI: infrastructure {infra} ({head['infrastructure']:,} interruptions), all "
+            f"causes {every} (+{head['workload']:,} the jobs' own failures)"
         )
     rates = selected_rates(wh.read("failure_rates")).sort(
         "rate_per_1k_unit_days", descending=True, nulls_last=True
@@ -394,16 +399,19 @@ def summary_lines(wh: Warehouse) -> list[str]:
         from analysis.survival import age_reading  # the class's Weibull age reading, one place
 
         lines += [
-            f"  {r['component_class']:<12} {r['rate_per_1k_unit_days']:8.3f} [{r['rate_ci_low']:.3f}, {r['rate_ci_high']:.3f}]"
+            f"  {r['component_class']:<12} {r['rate_per_1k_unit_days']:8.3f} "
+            f"[{r['rate_ci_low']:.3f}, {r['rate_ci_high']:.3f}]"
             f"  {r['model']:<11} {r['n_events']:>4} failures  {age_reading(r) or ''}"
             for r in rates.iter_rows(named=True)
         ]
     if head["goodput_gpu_hours"] is not None:
         lines.append(
-            f"measured goodput: {head['goodput_gpu_hours']:.1%} weighted by GPU-hours, {head['goodput_mean']:.1%} mean over job chains"
+            f"measured goodput: {head['goodput_gpu_hours']:.1%} weighted by GPU-hours, "
+            f"{head['goodput_mean']:.1%} mean over job chains"
         )
     proj = q(
-        "SELECT n_gpus, mtti_hours, optimal_interval_hours, goodput, goodput_ci_low, goodput_ci_high, scope FROM goodput_projections "
+        "SELECT n_gpus, mtti_hours, optimal_interval_hours, goodput, goodput_ci_low, "
+        "goodput_ci_high, scope FROM goodput_projections "
         "WHERE scenario = 'sensitivity' AND knob = 'baseline' LIMIT 1"
     )
     if proj.height:

@@ -39,7 +39,8 @@ class CauseMix:
     hours: float
 
     def count(self, classes: tuple[str, ...]) -> int:
-        """Interruptions folded into any of ``classes``, less the causes the fleet does not model."""
+        """Interruptions folded into any of ``classes``, less the causes the fleet does not
+        model."""
         return sum(n for label, n, c in self.table if c in classes and label not in NOT_SIMULATED)
 
 
@@ -91,7 +92,8 @@ def class_counts(mix: CauseMix) -> dict[str, int]:
     empty = [c for c, n in counts.items() if n <= 0]
     if empty:
         raise ValueError(
-            f"the cause mix has no interruptions for {', '.join(empty)}: every simulated class needs some"
+            f"the cause mix has no interruptions for {', '.join(empty)}: every simulated class "
+            "needs some"
         )
     return counts
 

@@ -7,8 +7,9 @@ TSDB answers on several cores), first a density probe: each metric's samples and
 ``PROBE`` windows over the chunk. A group whose series hold at most ``raw_per_hour`` samples
 per series-hour (a 1 h scrape) is pulled raw, in one range selector over every metric
 (``prom-json``, table gpu_samples, exactly the samples a file ingest stores): its rollups would
-be no fewer points. Otherwise one ``query_range`` (step 1 h, evaluated at the last millisecond of each hour)
-asks for count / min / max / avg / last ``_over_time`` of every metric over its hour, the last
+be no fewer points. Otherwise one ``query_range`` (step 1 h, evaluated at the last millisecond of
+each hour) asks for count / min / max / avg / last ``_over_time`` of every metric over its hour,
+the last
 three only where the hour's min != max (a constant hour, most hours of an error counter, is
 its count and its min): raw samples never cross the wire, 2 to 5 points per series-hour do
 (document format ``prom-rollup``, table gpu_rollups). Then, at scrape resolution and only where
@@ -105,16 +106,18 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
         group = f'{src.options["host_label"]}=~"<up to {src.options["hosts_per_query"]} hosts>"'
         out += [
             (
-                f"GET {url}/api/v1/label/{src.options['host_label']}/values match[]={_any_metric(src)} "
-                f"start={chunk.start.isoformat()} end={chunk.end.isoformat()}"
+                f"GET {url}/api/v1/label/{src.options['host_label']}/values "
+                f"match[]={_any_metric(src)} start={chunk.start.isoformat()} "
+                f"end={chunk.end.isoformat()}"
             ),
             (
                 f"POST {url}/api/v1/query_range step={PROBE.total_seconds():g} (density probe, "
                 f"per host group) query={_density_query(src, group, '<probe>')}"
             ),
             (
-                f"POST {url}/api/v1/query time={last} (a group at most {src.options['raw_per_hour']} "
-                f"samples per series-hour: its raw samples) query={_any_metric(src, group)}[<chunk>]"
+                f"POST {url}/api/v1/query time={last} (a group at most "
+                f"{src.options['raw_per_hour']} samples per series-hour: its raw samples) "
+                f"query={_any_metric(src, group)}[<chunk>]"
             ),
             (
                 f"POST {url}/api/v1/query_range start={first} end={last} step={HOUR_S} (other "
@@ -127,8 +130,9 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
             )
             out.append(
                 f"POST {url}/api/v1/query_range step={ZOOM.total_seconds():g} (min, max, last) for "
-                f"each hour whose counter changed, then POST {url}/api/v1/query (range selectors, raw "
-                "samples) for its changed windows and for each hour whose rollup is unusable"
+                f"each hour whose counter changed, then POST {url}/api/v1/query "
+                "(range selectors, raw samples) for its changed windows and for each hour whose "
+                "rollup is unusable"
             )
     return out
 
@@ -316,15 +320,17 @@ def _raw_targets(
     prev = pl.col("prev_hour")
     picked = rows.filter((counter & pl.col("changed")) | pl.col("bad")).select(
         "metric",
-        span=pl.when(counter & prev.is_not_null()).then(pl.concat_list(prev, prev + timedelta(hours=1)))
-        .when(counter & pl.col("before").is_not_null()).then(pl.concat_list(pl.lit(lookback), pl.lit(chunk.start)))
+        span=pl.when(counter & prev.is_not_null())
+        .then(pl.concat_list(prev, prev + timedelta(hours=1)))
+        .when(counter & pl.col("before").is_not_null())
+        .then(pl.concat_list(pl.lit(lookback), pl.lit(chunk.start)))
         .otherwise(pl.concat_list("hour", "hour")),
         hour="hour",
         zoom=counter & ~pl.col("bad") & (pl.col("n") > 2 * FEW),  # else the hour is few samples
         key="key",
         prior="prior",
         count=pl.when(prev.is_not_null()).then("prev_n"),
-    )  # fmt: skip
+    )
     groups = (
         picked.group_by("metric", "span", "hour", "zoom", maintain_order=True)
         .agg("key", "prior", "count")
@@ -336,7 +342,8 @@ def _raw_targets(
 def _changes(rows: pl.DataFrame) -> pl.DataFrame:
     """Rows of (key, hour, n, min, max, last, before: the value before the first row of each
     key, or null) with ``prev_hour`` and ``prev_n`` (the key's row before), ``prior`` (the value
-    before the row) and ``changed``: its value changed within the row (min != max) or from the one before."""
+    before the row) and ``changed``: its value changed within the row (min != max) or from the
+    one before."""
     rows = rows.sort("key", "hour").with_columns(
         prev_hour=pl.col("hour").shift(1).over("key"),
         prior=pl.coalesce(pl.col("last").shift(1).over("key"), "before"),

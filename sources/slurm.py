@@ -72,9 +72,25 @@ JSON_FROM = (23, 2)  # auto uses --json from this release on (see the docstring)
 TERMINAL_STATES = tuple(sorted(STATES - {"PENDING", "RUNNING", "RESIZING", "SUSPENDED"}))
 # What ingest/sacct.py reads into job_attempts.
 SACCT_FIELDS = (
-    "JobID", "Cluster", "Partition", "Account", "User", "JobName", "Submit", "Start", "End", "Elapsed",
-    "Timelimit", "State", "ExitCode", "NNodes", "AllocCPUS", "AllocTRES", "ReqTRES", "NodeList",
-)  # fmt: skip
+    "JobID",
+    "Cluster",
+    "Partition",
+    "Account",
+    "User",
+    "JobName",
+    "Submit",
+    "Start",
+    "End",
+    "Elapsed",
+    "Timelimit",
+    "State",
+    "ExitCode",
+    "NNodes",
+    "AllocCPUS",
+    "AllocTRES",
+    "ReqTRES",
+    "NodeList",
+)
 _TIME = "%Y-%m-%dT%H:%M:%S"
 
 

@@ -21,7 +21,8 @@ from ingest import (
 )
 from ingest.base import ParseContext
 
-TZ = "America/New_York"  # 2026-11-01 01:00-02:00 happens twice (EDT, then EST); 2026-03-08 02:xx never
+# 2026-11-01 01:00-02:00 happens twice (EDT, then EST); 2026-03-08 02:xx never
+TZ = "America/New_York"
 EDT_0110, EDT_0150 = datetime(2026, 11, 1, 5, 10), datetime(2026, 11, 1, 5, 50)
 EST_0105, EST_0130 = datetime(2026, 11, 1, 6, 5), datetime(2026, 11, 1, 6, 30)
 REPEATED = f"falls in the hour repeated when DST ends in {TZ}"
@@ -38,7 +39,10 @@ def _parse(module, text: str, table: str, **ctx):
 
 
 def _xid(stamp: str, pid: int) -> str:
-    return f"[{stamp}] NVRM: Xid (PCI:0000:3b:00): 79, pid={pid}, name=x, GPU has fallen off the bus.\n"
+    return (
+        f"[{stamp}] NVRM: Xid (PCI:0000:3b:00): 79, pid={pid}, name=x, GPU has fallen off "
+        "the bus.\n"
+    )
 
 
 def test_kernel_log_order_places_the_repeated_hour_and_a_lone_or_skipped_time_is_quarantined():
@@ -70,8 +74,11 @@ def test_slurmctld_log_order_places_the_repeated_hour():
     ok, bad = _parse(slurmctld, "".join(lines), "node_events")
     assert bad == {} and ok.sort("time")["host"].to_list() == ["n0", "n1", "n2", "n3"]
     assert ok.sort("time")["time"].to_list() == [EDT_0110, EDT_0150, EST_0105, EST_0130]
-    ok, bad = _parse(slurmctld, "[2026-03-08T02:30:00.000] error: Nodes n1 not responding, setting DOWN\n",
-                     "node_events")  # fmt: skip
+    ok, bad = _parse(
+        slurmctld,
+        "[2026-03-08T02:30:00.000] error: Nodes n1 not responding, setting DOWN\n",
+        "node_events",
+    )
     assert ok.height == 0 and bad == {1: f"local time 2026-03-08 02:30:00 {SKIPPED}"}
 
 
@@ -86,8 +93,10 @@ def test_nvidia_smi_loop_order_places_the_repeated_hour():
 
 
 def test_sel_record_order_places_the_repeated_hour():
-    text = "".join(f"{i + 1} | 11/01/2026 | {t} | Fan #0x30 | Lower Critical going low | Asserted\n"
-                   for i, t in enumerate(["01:10:00", "01:50:00", "01:05:00", "01:30:00"]))  # fmt: skip
+    text = "".join(
+        f"{i + 1} | 11/01/2026 | {t} | Fan #0x30 | Lower Critical going low | Asserted\n"
+        for i, t in enumerate(["01:10:00", "01:50:00", "01:05:00", "01:30:00"])
+    )
     ok, bad = _parse(ipmi_sel, text, "hw_events", host="n1")
     assert bad == {} and ok.sort("source_line")["time"].to_list() == [
         EDT_0110,
@@ -98,8 +107,10 @@ def test_sel_record_order_places_the_repeated_hour():
 
 
 def test_checkpoint_log_order_decides_and_a_csv_row_without_evidence_is_quarantined():
-    log = "".join(f"2026-11-01 {t}\tJob ID: 7\t# GPUs: 8\tSaved checkpoint\tIteration: {i}\n"
-                  for i, t in enumerate(["01:10:00", "01:50:00", "01:05:00", "01:30:00"]))  # fmt: skip
+    log = "".join(
+        f"2026-11-01 {t}\tJob ID: 7\t# GPUs: 8\tSaved checkpoint\tIteration: {i}\n"
+        for i, t in enumerate(["01:10:00", "01:50:00", "01:05:00", "01:30:00"])
+    )
     ok, bad = _parse(checkpoints, log, "checkpoints")
     assert bad == {} and ok.sort("iteration")["time"].to_list() == [
         EDT_0110,
@@ -116,27 +127,29 @@ def test_checkpoint_log_order_decides_and_a_csv_row_without_evidence_is_quaranti
 
 
 def test_sacctmgr_event_end_not_before_its_start_decides():
-    text = (
-        "Cluster|NodeName|TimeStart|TimeEnd|State|User|Reason\n"
-        + (
-            "c1|n1|2026-11-01T01:50:00|2026-11-01T01:10:00|DOWN|root(0)|psu\n"  # 20 min across the change
-            "c1|n2|2026-11-01T01:10:00|2026-11-01T01:50:00|DOWN|root(0)|psu\n"  # 40 min or 1 h 40 min
-        )
+    text = "Cluster|NodeName|TimeStart|TimeEnd|State|User|Reason\n" + (
+        # 20 min across the change
+        "c1|n1|2026-11-01T01:50:00|2026-11-01T01:10:00|DOWN|root(0)|psu\n"
+        # 40 min or 1 h 40 min
+        "c1|n2|2026-11-01T01:10:00|2026-11-01T01:50:00|DOWN|root(0)|psu\n"
     )
     ok, bad = _parse(sacctmgr_events, text, "node_events")
     down = ok.filter(pl.col("event") == "down")
     assert down["host"].to_list() == ["n1"] and down["time"].to_list() == [EDT_0150]
-    assert bad == {3: f"TimeStart '2026-11-01 01:10:00' / TimeEnd '2026-11-01 01:50:00' fall in the hour "
-                      f"repeated when DST ends in {TZ}, and their order does not tell which"}  # fmt: skip
+    assert bad == {
+        3: (
+            f"TimeStart '2026-11-01 01:10:00' / TimeEnd '2026-11-01 01:50:00' fall in the hour "
+            f"repeated when DST ends in {TZ}, and their order does not tell which"
+        )
+    }
 
 
 def test_failure_log_downtime_decides():
-    text = (
-        "system,host,start_time,end_time,downtime_hours,cause,sub_cause\n"
-        + (
-            "s,n1,2026-11-01 01:10:00,2026-11-01 01:50:00,1.6667,hardware,gpu\n"  # EDT -> EST: 1 h 40 min
-            "s,n2,2026-11-01 01:10:00,2026-11-01 01:50:00,0.6667,hardware,gpu\n"  # 40 min: both passes fit
-        )
+    text = "system,host,start_time,end_time,downtime_hours,cause,sub_cause\n" + (
+        # EDT -> EST: 1 h 40 min
+        "s,n1,2026-11-01 01:10:00,2026-11-01 01:50:00,1.6667,hardware,gpu\n"
+        # 40 min: both passes fit
+        "s,n2,2026-11-01 01:10:00,2026-11-01 01:50:00,0.6667,hardware,gpu\n"
     )
     ok, bad = _parse(failure_log, text, "failures")
     assert ok["host"].to_list() == ["n1"] and ok["start_time"].to_list() == [EDT_0110]
@@ -160,8 +173,12 @@ def test_component_history_removal_not_before_installation_decides():
 
 
 def test_redfish_entry_with_a_zone_less_time_in_the_repeated_hour_is_quarantined():
-    entry = {"@odata.type": "#LogEntry.v1_14_0.LogEntry", "EntryType": "Event", "Severity": "Warning",
-             "Message": "Correctable memory errors on DIMM A3"}  # fmt: skip
+    entry = {
+        "@odata.type": "#LogEntry.v1_14_0.LogEntry",
+        "EntryType": "Event",
+        "Severity": "Warning",
+        "Message": "Correctable memory errors on DIMM A3",
+    }
     page = {"@odata.type": "#LogEntryCollection.LogEntryCollection", "Members": [
         {**entry, "Id": "1", "Created": "2026-11-01T01:30:00"},
         {**entry, "Id": "2", "Created": "2026-11-01T01:30:00-05:00"},

@@ -50,11 +50,24 @@ def _trend_rates() -> pl.DataFrame:
 def test_trend_frame_is_the_selected_monthly_rows_of_stratum_all():
     """The rate trend reads the one accessor of the selected rates (analysis.headline): a
     candidate that lost on AIC, another stratum's row and the whole-window row stay out."""
-    extra = _rates([
-        {"component_class": "gpu", "window": "2026-02", "model": "weibull", "selected": False, "rate_per_1k_unit_days": 9.0},
-        {"component_class": "gpu", "window": "2026-02", "stratum": "sku=H100", "rate_per_1k_unit_days": 7.0},
-        {"component_class": "gpu", "window": "all", "rate_per_1k_unit_days": 6.0},
-    ])  # fmt: skip
+    extra = _rates(
+        [
+            {
+                "component_class": "gpu",
+                "window": "2026-02",
+                "model": "weibull",
+                "selected": False,
+                "rate_per_1k_unit_days": 9.0,
+            },
+            {
+                "component_class": "gpu",
+                "window": "2026-02",
+                "stratum": "sku=H100",
+                "rate_per_1k_unit_days": 7.0,
+            },
+            {"component_class": "gpu", "window": "all", "rate_per_1k_unit_days": 6.0},
+        ]
+    )
     fr = pl.concat([_trend_rates(), extra])
     trend = rate_trend.trend_frame(fr)
     assert sorted(

@@ -139,9 +139,9 @@ def test_ingest_counts_ingested_rejected_and_unchanged_files_apart(tmp_path, cap
     capsys.readouterr()
     assert main(["--home", home, "ingest", str(SACCT), str(junk)]) == EXIT_REJECTED
     out, err = capsys.readouterr()
-    assert (
-        out.splitlines()[0]
-        == "ingested 0 file(s), 0 rows, 0 quarantined; 1 rejected (every record quarantined); 1 already ingested (unchanged)"
+    assert out.splitlines()[0] == (
+        "ingested 0 file(s), 0 rows, 0 quarantined; 1 rejected (every record quarantined); 1 "
+        "already ingested (unchanged)"
     )
     assert f"warning: {junk}: every record rejected (1): format not recognised" in err
     assert Warehouse(home).read("job_attempts").height == 4
@@ -198,7 +198,8 @@ def test_a_sacct_dump_without_times_nodes_or_tres_warns_with_the_command_that_ex
         f"warning: {plain}: none of its 2 job(s) has Start, End, NodeList, AllocTRES: "
     )
     assert line.endswith(
-        f"sacct --parsable2 --allocations --duplicates --format={','.join(SACCT_FIELDS)} -S START -E END"
+        f"sacct --parsable2 --allocations --duplicates --format={','.join(SACCT_FIELDS)} "
+        "-S START -E END"
     )
 
 

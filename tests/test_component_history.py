@@ -84,8 +84,14 @@ def test_other_export_through_column_map_and_its_time_formats():
     ok, q = _parse(text)
     assert ok.height == 0 and q.height == 1
     assert "--map component_class=<their header>,serial=<their header>" in q["error"][0]
-    cmap = {"component_class": "type", "serial": "SN", "slot": "location", "installed_at": "InstallDate",
-            "removed_at": "RemovalDate", "removal_reason": "Reason"}  # fmt: skip
+    cmap = {
+        "component_class": "type",
+        "serial": "SN",
+        "slot": "location",
+        "installed_at": "InstallDate",
+        "removed_at": "RemovalDate",
+        "removal_reason": "Reason",
+    }
     ok, q = _parse(text, column_map=cmap)
     assert q.height == 0
     assert ok["component_class"].to_list() == ["gpu", "host_memory", "cooling"]
@@ -124,9 +130,27 @@ def test_runner_conservation_and_idempotence(wh, tmp_path):
     assert again.skipped and wh.read("component_history").equals(before)
 
 
-_CELL = st.sampled_from(["", "gpu", "GPU", "psu", "SN1", "n1/gpu0", "n1", "2025-01-01",
-                         "2025-01-01T00:00:00Z", "01/31/2025", "1735689600", "garbage", "true", "no",
-                         "2", '"a,b"', "é"])  # fmt: skip
+_CELL = st.sampled_from(
+    [
+        "",
+        "gpu",
+        "GPU",
+        "psu",
+        "SN1",
+        "n1/gpu0",
+        "n1",
+        "2025-01-01",
+        "2025-01-01T00:00:00Z",
+        "01/31/2025",
+        "1735689600",
+        "garbage",
+        "true",
+        "no",
+        "2",
+        '"a,b"',
+        "é",
+    ]
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -264,7 +288,8 @@ def test_olcf_inventory_intervals_fold_the_failure_event_into_the_unit_it_ended(
 
 def test_inventory_intervals_reject_what_they_cannot_place():
     text = (
-        " | c1-0c0s0n0 | 01/01/2020 00:00:00 | 01/02/2020 00:00:00\n"  # continuation before any serial
+        # continuation before any serial
+        " | c1-0c0s0n0 | 01/01/2020 00:00:00 | 01/02/2020 00:00:00\n"
         "SN1 | c1-0c0s0n1 | 01/05/2020 00:00:00 | 02/01/2020 00:00:00\n"
         " | | OTB | 01/01/2020 00:00:00\n"  # before SN1's first installation
         "SN1 | c1-0c0s0n1 | 01/05/2020\n"  # three fields
@@ -277,8 +302,14 @@ def test_inventory_intervals_reject_what_they_cannot_place():
     ]
     assert dict(zip(q["line"], q["error"], strict=True)) == {
         1: "a continuation row with a blank serial before any serial",
-        3: "OTB at 01/01/2020 00:00:00 for serial SN1: no readable installation of that serial starts at or before it",
-        4: "expected 4 '|'-separated fields (serial | location | first seen | last seen, or ' | | EVENT | time'), found 3",
+        3: (
+            "OTB at 01/01/2020 00:00:00 for serial SN1: no readable installation of that serial "
+            "starts at or before it"
+        ),
+        4: (
+            "expected 4 '|'-separated fields (serial | location | first seen | last seen, "
+            "or ' | | EVENT | time'), found 3"
+        ),
         6: "unreadable installed_at 'someday'",
     }
     ok, q = _parse(text, path="/x/history.txt")  # no class in the name: one row says what to do
@@ -333,9 +364,11 @@ def test_hwhist_removed_events_end_stays_and_bad_rows_are_quarantined():
     body = [
         "| NodeAccel.NVIDIA.X.G1 | x1000c0s0b0n0a0 | 2024-01-01T00:00:00Z | Added |",
         "| NodeAccel.NVIDIA.X.G1 | x1000c0s0b0n0a0 | 2024-02-01T00:00:00Z | Removed |",
-        "| NodeAccel.NVIDIA.X.G1 | x1000c0s0b0n0a0 | 2024-03-01T00:00:00Z | Added |",  # back: a second stay
+        # back: a second stay
+        "| NodeAccel.NVIDIA.X.G1 | x1000c0s0b0n0a0 | 2024-03-01T00:00:00Z | Added |",
         "| NodeAccel.NVIDIA.X.G1 | x1000c0s0b0n0a0 | 2024-03-05T00:00:00Z | Scanned |",
-        "| NodeAccel.NVIDIA.X.G2 | x1000c0s0b0n0a1 | 2024-01-01T00:00:00Z | Removed |",  # never seen before
+        # never seen before
+        "| NodeAccel.NVIDIA.X.G2 | x1000c0s0b0n0a1 | 2024-01-01T00:00:00Z | Removed |",
         "| NodeAccel.NVIDIA.X.G3 | x1000c0s0b0n0a2 | 2024-01-01T00:00:00Z | Moved |",
         "| NodeAccel.NVIDIA.X.G3 | x1000c0s0b0n0a2 | yesterday | Added |",
         "| NodeAccel.NVIDIA.X.G3 | x1000c0s0b0n0a2 | 2024-01-01T00:00:00Z |",

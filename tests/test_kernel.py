@@ -20,7 +20,10 @@ from warehouse.store import Warehouse
 KDIR = FIXTURES / "kernel"
 REAL = KDIR / "real_xid_kernel_lines_from_issues.log"
 T0 = datetime(2024, 8, 30, 12, 0, 0)
-NO_BOOT = "uptime stamp and no boot time (no 'setting system clock' line before it in this boot); pass the boot time as --time"
+NO_BOOT = (
+    "uptime stamp and no boot time (no 'setting system clock' line before it in this "
+    "boot); pass the boot time as --time"
+)
 
 
 def run(text: str, **kw) -> tuple[pl.DataFrame, pl.DataFrame, int]:
@@ -104,7 +107,8 @@ def test_catalog_csv_is_not_taken_for_a_kernel_log():
 
 def test_prefix_styles_hosts_and_zones():
     text = (
-        "Dec 31 23:59:59 node-a kernel: [  12.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, off bus\n"
+        "Dec 31 23:59:59 node-a kernel: [  12.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, "
+        "off bus\n"
         "2025-05-01T09:58:12+0200 node-b kernel: NVRM: Xid (PCI:0000:3b:00): 79, off bus\n"
         "2025-05-01T09:58:12.250000+00:00 node-b kernel: NVRM: Xid (PCI:0000:5d:00): 63, retire\n"
         "[Fri Aug 30 11:43:09 2024] NVRM: Xid (0000:3b:00): 999, a new code\n"
@@ -138,10 +142,13 @@ def test_host_from_filename():
 
 def test_sxid_forms_and_multiline_collapse():
     text = (
-        "[Fri Aug 30 11:00:00 2024] nvidia-nvswitch2: SXID=24007, Fatal, Link 42 crumbstore ECC DBE Error\n"
-        "[Fri Aug 30 11:00:00 2024] nvidia-nvswitch2: SXID=24007, Severity 1 Engine instance 42 Sub-engine instance 00\n"
+        "[Fri Aug 30 11:00:00 2024] nvidia-nvswitch2: SXID=24007, Fatal, Link 42 crumbstore ECC "
+        "DBE Error\n"
+        "[Fri Aug 30 11:00:00 2024] nvidia-nvswitch2: SXID=24007, Severity 1 Engine instance 42 "
+        "Sub-engine instance 00\n"
         "[Fri Aug 30 11:00:00 2024] nvidia-nvswitch2: SXID=24007, Data {0x00000000, 0x00000004}\n"
-        "[Fri Aug 30 11:05:00 2024] nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress\n"
+        "[Fri Aug 30 11:05:00 2024] nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, "
+        "Link 32 egress\n"
         "[Fri Aug 30 11:06:30 2024] nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028 garbage\n"
         "[Fri Aug 30 11:07:00 2024] nvidia-nvswitch3: SXid (PCI:0000:05:00.0): oops\n"
     )
@@ -164,7 +171,8 @@ def test_host_faults_nic_cpu_memory_storage():
         p
         + "mlx5_core 0000:3b:00.0 ib2: Link down\n"
         + p
-        + "mlx5_core 0000:5c:00.0: mlx5_port_module_event:1151:(pid 0): Port module event[error]: module 3, Cable error\n"
+        + "mlx5_core 0000:5c:00.0: mlx5_port_module_event:1151:(pid 0): Port module "
+        "event[error]: module 3, Cable error\n"
         + p
         + "mlx5_core 0000:3b:00.0 ib2: Link up\n"
         + p
@@ -174,7 +182,8 @@ def test_host_faults_nic_cpu_memory_storage():
         + p
         + "EDAC MC1: 1 UE memory read error on CPU_SrcID#1_MC#0_Chan#3_DIMM#0 (channel:3 slot:0)\n"
         + p
-        + "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_MC#0_Chan#2_DIMM#0 (channel:2) not a record\n"
+        + "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_MC#0_Chan#2_DIMM#0 (channel:2) not a "
+        "record\n"
         + p
         + "nvme nvme3: controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff\n"
         + p
@@ -195,7 +204,8 @@ def test_host_faults_nic_cpu_memory_storage():
 
 def test_merge_window_is_configurable():
     lines = "".join(
-        f"2025-05-01T10:{m:02d}:{s:02d}+0000 h kernel: NVRM: Xid (PCI:0000:18:00): 48, pid=5, name=p, DBE\n"
+        f"2025-05-01T10:{m:02d}:{s:02d}+0000 h kernel: NVRM: Xid (PCI:0000:18:00): 48, pid=5, "
+        "name=p, DBE\n"
         for m, s in [(0, 0), (0, 30), (0, 59), (3, 0)]
     )
     ev, _, n = run(lines)
@@ -294,12 +304,17 @@ _PIECES = [
 ]
 _BODIES = [
     "NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics",
-    "NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0", "NVRM: Xid (PCI:zz): 1",
+    "NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0",
+    "NVRM: Xid (PCI:zz): 1",
     "NVRM: Xid (PCI:0000:01:00): 45, pid=3, name=p, Ch 1 caused by previous Xid 149",
-    "nvidia-nvswitch0: SXID=12028, Non-fatal, Link 3", "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): x",
-    "mlx5_core 0000:4b:00.0 ib0: Link down", "NVRM: GPU at PCI:0000:cb:00: GPU-12ab",
-    "EDAC MC0: 1 UE x", "perf: interrupt took too long", "\x00\xff garbage NVRM",
-]  # fmt: skip
+    "nvidia-nvswitch0: SXID=12028, Non-fatal, Link 3",
+    "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): x",
+    "mlx5_core 0000:4b:00.0 ib0: Link down",
+    "NVRM: GPU at PCI:0000:cb:00: GPU-12ab",
+    "EDAC MC0: 1 UE x",
+    "perf: interrupt took too long",
+    "\x00\xff garbage NVRM",
+]
 
 
 @settings(max_examples=60, deadline=None)
@@ -367,25 +382,29 @@ _PREFIX_CASES = [
     ("kern  :warn  : 2025-01-21T04:41:44,283302+00:00 ", _AT, None, None),  # ... --decode
     ("kern  :err   : [24128.828315] ", _UP, None, NO_BOOT),  # dmesg --decode
     ("kern  :warn  : [Tue Jan 21 04:41:44 2025] ", _AT.replace(microsecond=0), None, None),
-    ("[Tue Jan 21 04:41:44 2025 <    0.000293>] ", _AT.replace(microsecond=0), None, None),  # -T --show-delta
+    # -T --show-delta
+    ("[Tue Jan 21 04:41:44 2025 <    0.000293>] ", _AT.replace(microsecond=0), None, None),
     ("[24128.828315 <    0.000293>] ", _UP, None, NO_BOOT),  # --show-delta
     ("[Jan21 04:41] ", _AT.replace(second=0, microsecond=0), None,  # --time-format=reltime
      "dmesg reltime timestamp has no year and no reference time; pass --time"),
     ("[<    0.000293>] ", _BOOTED, None,  # --time-format=delta: no time at all
      "dmesg delta stamp gives only the gap to the previous line, no time; pass --time"),
     ("", _BOOTED, None, "kernel line without a timestamp; pass --time"),  # --time-format=notime
-    ("Jan 21 04:41:44 gpu01 kernel: ", _AT.replace(microsecond=0), "gpu01",  # journald short / RFC 3164
+    # journald short / RFC 3164
+    ("Jan 21 04:41:44 gpu01 kernel: ", _AT.replace(microsecond=0), "gpu01",
      "syslog timestamp has no year and no reference time; pass --time"),
     ("<4>Jan 21 04:41:44 gpu01 kernel: ", _AT.replace(microsecond=0), "gpu01",
      "syslog timestamp has no year and no reference time; pass --time"),
     ("Jan 21 04:41:44.283302 gpu01 kernel: ", _AT, "gpu01",  # short-precise
      "syslog timestamp has no year and no reference time; pass --time"),
-    ("2025-01-21T04:41:44+0000 gpu01 kernel: ", _AT.replace(microsecond=0), "gpu01", None),  # short-iso
+    # short-iso
+    ("2025-01-21T04:41:44+0000 gpu01 kernel: ", _AT.replace(microsecond=0), "gpu01", None),
     ("2025-01-21T06:41:44.283302+02:00 gpu01 kernel: ", _AT, "gpu01", None),  # short-iso-precise
     ("[24128.828315] gpu01 kernel: ", _UP, "gpu01", NO_BOOT),  # short-monotonic
     ("1737434504.283302 gpu01 kernel: ", _AT, "gpu01", None),  # short-unix
     ("<4>1 2025-01-21T04:41:44.283302Z gpu01 kernel - - - ", _AT, "gpu01", None),  # RFC 5424
-    ('<4>1 2025-01-21T04:41:44.283302+00:00 gpu01 kernel - - [meta sequenceId="7"] ', _AT, "gpu01", None),
+    ('<4>1 2025-01-21T04:41:44.283302+00:00 gpu01 kernel - - [meta sequenceId="7"] ',
+     _AT, "gpu01", None),
     ("4,1234,24128828315,-;", _UP, None, NO_BOOT),  # /dev/kmsg
 ]  # fmt: skip
 
@@ -424,7 +443,8 @@ def test_dmesg_iso_lines_are_not_dated_to_time():
     """The issue's case: ``dmesg --decode --time-format=iso`` lines were quarantined as having
     no timestamp, and following the advice (--time) dated every event to --time."""
     text = "".join(
-        f"kern  :warn  : 2025-01-21T04:4{m}:44,283302+00:00 NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, DBE\n"
+        f"kern  :warn  : 2025-01-21T04:4{m}:44,283302+00:00 NVRM: Xid (PCI:0000:3b:00): 48, "
+        "pid=1, name=x, DBE\n"
         for m in (1, 3, 5)
     )
     for kw in ({}, {"time": _BOOTED}):
@@ -452,10 +472,13 @@ def test_reltime_plus_lines_take_the_minute_of_the_header_above():
 
 def test_uptime_lines_are_dated_by_the_boot_banner_of_their_boot():
     text = (
-        "[    1.234567] rtc_cmos 00:05: setting system clock to 2025-01-21T04:00:00 UTC (1737432000)\n"
-        "[  101.234567] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+        "[    1.234567] rtc_cmos 00:05: setting system clock to 2025-01-21T04:00:00 UTC "
+        "(1737432000)\n"
+        "[  101.234567] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the "
+        "bus.\n"
         "[    0.000000] Linux version 6.8.0-51-generic\n"  # a reboot: the banner's boot is over
-        "[    5.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+        "[    5.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the "
+        "bus.\n"
     )
     ev, q, _ = run(text)
     assert ev.select("source_line", "time").rows() == [(2, datetime(2025, 1, 21, 4, 1, 40))]
@@ -472,12 +495,14 @@ def test_uptime_lines_are_dated_by_the_boot_banner_of_their_boot():
 
 def test_one_absurd_uptime_loses_only_its_line():
     good = "".join(
-        f"[{100 + 100 * i}.000000] NVRM: Xid (PCI:0000:{i:02x}:00): 79, pid=1, name=x, off the bus\n"
+        f"[{100 + 100 * i}.000000] NVRM: Xid (PCI:0000:{i:02x}:00): 79, pid=1, name=x, off the "
+        "bus\n"
         for i in range(15)
     )
     text = (
         good
-        + "[99999999999999999999.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, off the bus\n"
+        + "[99999999999999999999.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, off the "
+        "bus\n"
     )
     ev, q, n = run(text, time=_BOOTED)
     assert n == 16 and ev.height == 15
@@ -498,7 +523,7 @@ def test_times_outside_the_plausible_window_are_quarantined_per_line():
     ]
 
 
-# --- NVSwitch / NVLink links and severities --------------------------------------------------------
+# --- NVSwitch / NVLink links and severities -------------------------------------------------------
 
 
 def test_sxid_lines_of_one_nvswitch_within_a_second_stay_one_event_per_link():
@@ -539,8 +564,10 @@ def test_nvlink_xid_links_and_worst_severity():
         + "149, NETIR_LINK_EVT Nonfatal XC0 i0 Link 01 (0x025001c6 0x00000000)\n"
         + p
         + "149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000)\n"
-        + "[Tue Jan 21 04:41:44 2025] nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 20034, Non-fatal, Link 30 LTSSM\n"
-        + "[Tue Jan 21 04:41:44 2025] nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 20034, Fatal, Link 30 LTSSM Fault Up\n"
+        + "[Tue Jan 21 04:41:44 2025] nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 20034, "
+        "Non-fatal, Link 30 LTSSM\n"
+        + "[Tue Jan 21 04:41:44 2025] nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 20034, Fatal, "
+        "Link 30 LTSSM Fault Up\n"
     )
     ev, q, n = run(text)
     assert q.height == 0 and n == 4
@@ -552,14 +579,15 @@ def test_nvlink_xid_links_and_worst_severity():
     ]
 
 
-# --- chunking, compression and duplicates -----------------------------------------------------------
+# --- chunking, compression and duplicates ---------------------------------------------------------
 
 
 def _burst_log() -> str:
     """A raw-dmesg log whose bursts, repeats, multi-line events, banner and causes are spread so
     that small chunks cut through all of them."""
     lines = [
-        "[    1.000000] rtc_cmos 00:05: setting system clock to 2025-01-21T04:00:00 UTC (1737432000)"
+        "[    1.000000] rtc_cmos 00:05: setting system clock to 2025-01-21T04:00:00 UTC "
+        "(1737432000)"
     ]
     lines.append(
         "[    2.000000] NVRM: GPU at PCI:0000:18:00: GPU-0a1b2c3d-0000-1111-2222-333344445555"
@@ -569,19 +597,22 @@ def _burst_log() -> str:
         for k in range(6):  # identical repeats merge; per-SM lines collapse
             t += 0.1
             lines.append(
-                f"[{t:12.6f}] NVRM: Xid (PCI:0000:18:00): 13, pid=1, name=p, Graphics SM Exception (SM {k % 2})"
+                f"[{t:12.6f}] NVRM: Xid (PCI:0000:18:00): 13, pid=1, name=p, Graphics SM "
+                f"Exception (SM {k % 2})"
             )
             lines.append(f"[{t:12.6f}] perf: interrupt took too long (2503 > 2500)")
         t += 0.2
         for link in (1, 2, 1):
             lines.append(
-                f"[{t:12.6f}] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link {link} egress"
+                f"[{t:12.6f}] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link "
+                f"{link} egress"
             )
         lines.append(
             f"[{t:12.6f}] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Fatal, Link 2 egress"
         )
         lines.append(
-            f"[{t + 1:12.6f}] NVRM: Xid (PCI:0000:2a:00): 45, pid=9, name=p, Ch 1 caused by previous Xid 13"
+            f"[{t + 1:12.6f}] NVRM: Xid (PCI:0000:2a:00): 45, pid=9, name=p, Ch 1 caused by "
+            "previous Xid 13"
         )
         t += 45 if burst % 3 else 200
     return "\n".join(lines) + "\n"
@@ -689,7 +720,7 @@ def test_nvsentinel_burst_lines():
     ] + ["kernel line without a timestamp; pass --time"]
 
 
-# --- property: arbitrary and mutated lines ---------------------------------------------------------
+# --- property: arbitrary and mutated lines --------------------------------------------------------
 
 
 _MUTATIONS = st.sampled_from(
@@ -700,8 +731,8 @@ _MUTATIONS = st.sampled_from(
 @settings(max_examples=80, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.sampled_from([p for p, *_ in _PREFIX_CASES] + _PIECES), st.sampled_from(_BODIES + [_B]),
-                  st.integers(0, 60), _MUTATIONS),
+        st.tuples(st.sampled_from([p for p, *_ in _PREFIX_CASES] + _PIECES),
+                  st.sampled_from(_BODIES + [_B]), st.integers(0, 60), _MUTATIONS),
         min_size=1, max_size=20,
     ),
     st.integers(1, 19),
@@ -709,7 +740,8 @@ _MUTATIONS = st.sampled_from(
 )  # fmt: skip
 def test_mutated_lines_never_raise_conserve_and_merge_like_the_whole(lines, cut, with_time):
     """Any prefix with any body, with one character spliced in anywhere: parsing never raises,
-    records = rows + quarantine + duplicates, and two halves merged give exactly what the whole gives."""
+    records = rows + quarantine + duplicates, and two halves merged give exactly what the whole
+    gives."""
     text = [(p + b)[:i] + m + (p + b)[i:] for p, b, i, m in lines]
     ctx = ParseContext(time=T0 if with_time else None)
     whole = parse("\n".join(text).encode("utf-8", "surrogatepass") + b"\n", ctx)
@@ -729,8 +761,9 @@ def test_mutated_lines_never_raise_conserve_and_merge_like_the_whole(lines, cut,
 
 @pytest.mark.parametrize(
     "prefix",
-    ["kern  :info  : 2025-01-21T04:41:44,283302+00:00 ", "[Jan21 04:41] ", "[  +0.000123] ", "kern  :info  : [  12.000001] ",
-     "<6>1 2025-01-21T04:41:44Z gpu01 kernel - - - ", "1737434504.283302 gpu01 kernel: "],
+    ["kern  :info  : 2025-01-21T04:41:44,283302+00:00 ", "[Jan21 04:41] ", "[  +0.000123] ",
+     "kern  :info  : [  12.000001] ", "<6>1 2025-01-21T04:41:44Z gpu01 kernel - - - ",
+     "1737434504.283302 gpu01 kernel: "],
 )  # fmt: skip
 def test_chatter_without_xids_is_detected_in_every_stamp_style(prefix):
     head = "".join(

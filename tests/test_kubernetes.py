@@ -70,24 +70,42 @@ def test_node_without_any_condition_time_is_counted_as_quarantined():
     assert ok.height == 0 and ne.height == 0
     assert q["error"].to_list() == [
         (
-            "object 1: Node gk3-infra-cluster-pool-2-be3fcd50-lzd5 Ready=True has no lastTransitionTime "
-            "or lastHeartbeatTime: its state cannot be placed in time"
+            "object 1: Node gk3-infra-cluster-pool-2-be3fcd50-lzd5 Ready=True has no "
+            "lastTransitionTime or lastHeartbeatTime: its state cannot be placed in time"
         )
     ]
 
 
 def _node(name, **ready):
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "creationTimestamp": "2024-01-01T00:00:00Z"},
-            "status": {"conditions": [{"type": "Ready", **ready}]}}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "creationTimestamp": "2024-01-01T00:00:00Z"},
+        "status": {"conditions": [{"type": "Ready", **ready}]},
+    }
 
 
 def test_not_ready_node_without_transition_time_is_counted():
-    objs = {"apiVersion": "v1", "kind": "List", "items": [
-        _node("a", status="False", reason="KubeletNotReady", lastHeartbeatTime="2025-03-01T10:00:00Z"),
-        _node("b", status="False", reason="KubeletNotReady"),
-        _node("c", status="Unknown", reason="NodeStatusUnknown", lastTransitionTime="2025-03-01T11:00:00Z",
-              lastHeartbeatTime="2025-03-01T10:59:00Z"),
-    ]}  # fmt: skip
+    objs = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            _node(
+                "a",
+                status="False",
+                reason="KubeletNotReady",
+                lastHeartbeatTime="2025-03-01T10:00:00Z",
+            ),
+            _node("b", status="False", reason="KubeletNotReady"),
+            _node(
+                "c",
+                status="Unknown",
+                reason="NodeStatusUnknown",
+                lastTransitionTime="2025-03-01T11:00:00Z",
+                lastHeartbeatTime="2025-03-01T10:59:00Z",
+            ),
+        ],
+    }
     res = parse(json.dumps(objs).encode(), ParseContext())
     ne = res.tables["node_events"]
     assert ne.select("host", "event", "time", "reason").rows() == [
@@ -100,7 +118,8 @@ def test_not_ready_node_without_transition_time_is_counted():
         ("c", "not_ready", datetime(2025, 3, 1, 11), "NodeStatusUnknown"),
     ]
     assert res.quarantine["error"].to_list() == [
-        "object 2: Node b Ready=False has no lastTransitionTime or lastHeartbeatTime: its state cannot be placed in time"
+        "object 2: Node b Ready=False has no lastTransitionTime or lastHeartbeatTime: its state "
+        "cannot be placed in time"
     ]
     assert res.records == 1
 
@@ -120,9 +139,11 @@ def test_every_skipped_object_is_counted():
     )
     assert res.records == 4 and "job_attempts" not in res.tables
     assert res.quarantine["error"].to_list() == [
-        "object 1: kind Service is not read by the k8s format (it reads Pod, PyTorchJob, JobSet, Node, Event)",
+        "object 1: kind Service is not read by the k8s format (it reads Pod, PyTorchJob, JobSet, "
+        "Node, Event)",
         "object 2: Pod ml/w: no container status shows a run (no state, lastState or phase)",
-        "object 4: NodeNotReady event of node n4 without firstTimestamp, eventTime or lastTimestamp",
+        "object 4: NodeNotReady event of node n4 without firstTimestamp, eventTime or "
+        "lastTimestamp",
         "object 3: PyTorchJobRestarting event without firstTimestamp, eventTime or lastTimestamp",
     ]
 
@@ -150,8 +171,8 @@ def test_operator_log_restart_without_a_start_is_quarantined_with_its_end_and_ex
     ok, _, q = _parse((K8S / "kubeflow-trainer_issue2044_operator_log.txt").read_bytes())
     assert ok.height == 0 and q.height == 1  # the log shows restarts, never starts
     assert q["error"][0] == (
-        "PyTorchJobRestarting at 2024-04-05T15:12:25 ends an attempt of default/kfto-01 (exit code 1) "
-        "whose start an operator log does not show: the job's pod events or pods "
+        "PyTorchJobRestarting at 2024-04-05T15:12:25 ends an attempt of default/kfto-01 (exit "
+        "code 1) whose start an operator log does not show: the job's pod events or pods "
         "(kubectl get events/pods -o json) give it"
     )  # -04:00 converted to UTC
 
@@ -172,10 +193,17 @@ def _pod(name, node, statuses, owner=None, gpus=8, ns="ml", **status):
             {"kind": "PyTorchJob", "name": owner, "apiVersion": "kubeflow.org/v1"}
         ]
     return {
-        "apiVersion": "v1", "kind": "Pod", "metadata": md,
-        "spec": {"nodeName": node, "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": md,
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {"name": "main", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+            ],
+        },
         "status": {"containerStatuses": statuses, **status},
-    }  # fmt: skip
+    }
 
 
 def _term(reason, code, start, end):
@@ -185,17 +213,46 @@ def _term(reason, code, start, end):
 
 
 def test_pytorchjob_pods_fold_into_gang_attempts():
-    w0 = _pod("pt-worker-0", "n1", [{"name": "main", "restartCount": 1,
-                                      "lastState": _term("Error", 137, "2025-01-01T01:00:00Z", "2025-01-01T02:00:00Z"),
-                                      "state": _term("Completed", 0, "2025-01-01T02:05:00Z", "2025-01-01T05:00:00Z")}],
-              owner="pt")  # fmt: skip
-    w1 = _pod("pt-worker-1", "n2", [{"name": "main", "restartCount": 1,
-                                      "lastState": _term("Error", 1, "2025-01-01T01:00:00Z", "2025-01-01T02:00:05Z"),
-                                      "state": _term("Completed", 0, "2025-01-01T02:05:00Z", "2025-01-01T05:00:10Z")}],
-              owner="pt")  # fmt: skip
-    solo = _pod("solo", "n3", [{"name": "main", "restartCount": 0,
-                                "state": _term("ContainerCannotRun", 128, "2025-01-01T00:00:00Z", "2025-01-01T00:00:01Z")}],
-                gpus=0)  # fmt: skip
+    w0 = _pod(
+        "pt-worker-0",
+        "n1",
+        [
+            {
+                "name": "main",
+                "restartCount": 1,
+                "lastState": _term("Error", 137, "2025-01-01T01:00:00Z", "2025-01-01T02:00:00Z"),
+                "state": _term("Completed", 0, "2025-01-01T02:05:00Z", "2025-01-01T05:00:00Z"),
+            }
+        ],
+        owner="pt",
+    )
+    w1 = _pod(
+        "pt-worker-1",
+        "n2",
+        [
+            {
+                "name": "main",
+                "restartCount": 1,
+                "lastState": _term("Error", 1, "2025-01-01T01:00:00Z", "2025-01-01T02:00:05Z"),
+                "state": _term("Completed", 0, "2025-01-01T02:05:00Z", "2025-01-01T05:00:10Z"),
+            }
+        ],
+        owner="pt",
+    )
+    solo = _pod(
+        "solo",
+        "n3",
+        [
+            {
+                "name": "main",
+                "restartCount": 0,
+                "state": _term(
+                    "ContainerCannotRun", 128, "2025-01-01T00:00:00Z", "2025-01-01T00:00:01Z"
+                ),
+            }
+        ],
+        gpus=0,
+    )
     w1["metadata"].pop("ownerReferences")
     w1["metadata"]["labels"] = {"training.kubeflow.org/job-name": "pt"}  # owner by label only
     ok, _, q = _parse({"apiVersion": "v1", "kind": "List", "items": [w0, w1, solo]})
@@ -219,8 +276,17 @@ def test_pytorchjob_pods_fold_into_gang_attempts():
 
 def _event(kind, name, reason, t, msg="", ns="ml"):
     obj = {"kind": kind, "name": name, **({} if kind == "Node" else {"namespace": ns})}
-    return {"apiVersion": "v1", "kind": "Event", "involvedObject": obj, "reason": reason, "message": msg,
-            "eventTime": None, "firstTimestamp": t, "lastTimestamp": t, "count": 1}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "involvedObject": obj,
+        "reason": reason,
+        "message": msg,
+        "eventTime": None,
+        "firstTimestamp": t,
+        "lastTimestamp": t,
+        "count": 1,
+    }
 
 
 def test_events_give_restarts_with_nodes_and_node_transitions():
@@ -334,7 +400,8 @@ def test_restart_events_take_their_start_from_container_starts_and_quarantine_an
         "Killing",
     ]
     assert q["line"].to_list() == [10] and q["error"][0] == (
-        "object 10: PyTorchJobRestarting at 2025-01-01T04:00:00 ends an attempt of ml/lone whose start "
+        "object 10: PyTorchJobRestarting at 2025-01-01T04:00:00 ends an attempt of ml/lone whose "
+        "start "
         "is not in this file (no Started or Scheduled event of its pods before it): the job's pod "
         "events or pods give it"
     )
@@ -342,35 +409,111 @@ def test_restart_events_take_their_start_from_container_starts_and_quarantine_an
 
 def test_pytorchjob_and_jobset_objects_and_yaml_documents():
     pj = {
-        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
         "metadata": {"name": "pt", "namespace": "ml", "creationTimestamp": "2025-01-01T00:00:00Z"},
-        "spec": {"pytorchReplicaSpecs": {
-            "Master": {"replicas": 1, "template": {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 8}}}]}}},
-            "Worker": {"replicas": 3, "template": {"spec": {"containers": [{"resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}}},
-        "status": {"startTime": "2025-01-01T00:01:00Z", "completionTime": "2025-01-01T09:00:00Z", "conditions": [
-            {"type": "Created", "status": "True", "lastTransitionTime": "2025-01-01T00:00:00Z"},
-            {"type": "Running", "status": "False", "lastTransitionTime": "2025-01-01T03:05:00Z"},
-            {"type": "Restarting", "status": "False", "lastTransitionTime": "2025-01-01T03:00:00Z"},
-            {"type": "Failed", "status": "True", "reason": "PyTorchJobFailed", "lastTransitionTime": "2025-01-01T09:00:00Z"}]},
-    }  # fmt: skip
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {
+                    "replicas": 1,
+                    "template": {
+                        "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 8}}}]}
+                    },
+                },
+                "Worker": {
+                    "replicas": 3,
+                    "template": {
+                        "spec": {
+                            "containers": [{"resources": {"requests": {"nvidia.com/gpu": "8"}}}]
+                        }
+                    },
+                },
+            }
+        },
+        "status": {
+            "startTime": "2025-01-01T00:01:00Z",
+            "completionTime": "2025-01-01T09:00:00Z",
+            "conditions": [
+                {"type": "Created", "status": "True", "lastTransitionTime": "2025-01-01T00:00:00Z"},
+                {
+                    "type": "Running",
+                    "status": "False",
+                    "lastTransitionTime": "2025-01-01T03:05:00Z",
+                },
+                {
+                    "type": "Restarting",
+                    "status": "False",
+                    "lastTransitionTime": "2025-01-01T03:00:00Z",
+                },
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "PyTorchJobFailed",
+                    "lastTransitionTime": "2025-01-01T09:00:00Z",
+                },
+            ],
+        },
+    }
     js = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
-        "spec": {"replicatedJobs": [{"replicas": 2, "template": {"spec": {"parallelism": 4, "template": {
-            "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 4}}}]}}}}}]},
-        "status": {"restarts": 2, "conditions": [
-            {"type": "Completed", "status": "True", "lastTransitionTime": "2025-02-01T00:00:00Z"}]},
-    }  # fmt: skip
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n9"},
-            "spec": {"taints": [{"key": "node.kubernetes.io/unschedulable", "timeAdded": "2025-01-02T00:00:00Z"}]},
-            "status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
-                                       "lastTransitionTime": "2025-01-02T01:00:00Z"}]}}  # fmt: skip
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js"},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "replicas": 2,
+                    "template": {
+                        "spec": {
+                            "parallelism": 4,
+                            "template": {
+                                "spec": {
+                                    "containers": [{"resources": {"limits": {"nvidia.com/gpu": 4}}}]
+                                }
+                            },
+                        }
+                    },
+                }
+            ]
+        },
+        "status": {
+            "restarts": 2,
+            "conditions": [
+                {
+                    "type": "Completed",
+                    "status": "True",
+                    "lastTransitionTime": "2025-02-01T00:00:00Z",
+                }
+            ],
+        },
+    }
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n9"},
+        "spec": {
+            "taints": [
+                {"key": "node.kubernetes.io/unschedulable", "timeAdded": "2025-01-02T00:00:00Z"}
+            ]
+        },
+        "status": {
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "Unknown",
+                    "reason": "NodeStatusUnknown",
+                    "lastTransitionTime": "2025-01-02T01:00:00Z",
+                }
+            ]
+        },
+    }
     text = "---\n".join(
         yaml.safe_dump(o)
         for o in (pj, js, node, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}})
     )
     ok, ne, q = _parse(text)
     assert q["error"].to_list() == [
-        "object 4: kind Service is not read by the k8s format (it reads Pod, PyTorchJob, JobSet, Node, Event)"
+        "object 4: kind Service is not read by the k8s format (it reads Pod, PyTorchJob, JobSet, "
+        "Node, Event)"
     ]
     assert ok.height == 2
     j, p = ok.sort("job_id").rows(named=True)
@@ -462,7 +605,10 @@ def test_real_kubectl_get_pods_list_running_pod():
 
 
 def test_one_bad_yaml_document_costs_only_itself():
-    good = "apiVersion: v1\nkind: Pod\nmetadata: {{name: {n}, namespace: ml}}\nstatus: {{phase: Succeeded, startTime: '2025-01-01T00:00:00Z'}}\n"
+    good = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {n}, namespace: ml}}\nstatus: {{phase: "
+        "Succeeded, startTime: '2025-01-01T00:00:00Z'}}\n"
+    )
     text = (
         good.format(n="a")
         + "---\napiVersion: v1\nkind: Pod\nmetadata: [unclosed\n---\n"
@@ -481,10 +627,30 @@ def test_real_oomkilled_daemonset_pod_is_two_runs():
     assert detect(data, "pods.json") > 0
     ok, ne, q = _parse(data)
     assert q.height == 0 and ne.height == 0
-    assert ok.select("job_id", "attempt", "state", "raw_state", "reason", "exit_code", "signal", "nodes").rows() == [
-        ("kubeshark/kubeshark-worker-daemon-set-hvn25", 1, "OUT_OF_MEMORY", "terminated/OOMKilled", "OOMKilled", 137, 9, ["mizu"]),
-        ("kubeshark/kubeshark-worker-daemon-set-hvn25", 2, "RUNNING", "running", None, None, None, ["mizu"]),
-    ]  # fmt: skip
+    assert ok.select(
+        "job_id", "attempt", "state", "raw_state", "reason", "exit_code", "signal", "nodes"
+    ).rows() == [
+        (
+            "kubeshark/kubeshark-worker-daemon-set-hvn25",
+            1,
+            "OUT_OF_MEMORY",
+            "terminated/OOMKilled",
+            "OOMKilled",
+            137,
+            9,
+            ["mizu"],
+        ),
+        (
+            "kubeshark/kubeshark-worker-daemon-set-hvn25",
+            2,
+            "RUNNING",
+            "running",
+            None,
+            None,
+            None,
+            ["mizu"],
+        ),
+    ]
     assert ok["start_time"].to_list() == [
         datetime(2023, 5, 6, 16, 54, 42),
         datetime(2023, 5, 6, 21, 3, 58),

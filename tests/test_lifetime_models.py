@@ -182,8 +182,8 @@ def test_failure_rates_unchanged_for_the_four_original_models(name):
     before = before.join(moved.select(keys[:3]), on=keys[:3], how="anti")
     j = before.join(after, on=keys, how="left", suffix="_after")
     assert j.height == before.height and j["n_units_after"].null_count() == 0
-    # since the selection rule (analysis.survival.rates._own_rates), a row's rate and MTBF are its own
-    # model's long-run values: the observed rate stays on the exponential rows, compared here
+    # since the selection rule (analysis.survival.rates._own_rates), a row's rate and MTBF are its
+    # own model's long-run values: the observed rate stays on the exponential rows, compared here
     own = list(_RATE_COLUMNS)
     exp_rows = j.filter(pl.col("model") == "exponential")
     for c in own:

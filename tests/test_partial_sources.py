@@ -74,7 +74,8 @@ def test_sacct_and_kernel_without_inventory_fit_rates_from_observed_units(growin
 def test_sel_added_rates_use_observed_hosts_times_units_over_the_window(growing):
     wh, builds = growing
     code, _, _, st, _ = builds["sel"]
-    # no telemetry (gpu_hourly), and neither failure records nor down/resume node events (availability)
+    # no telemetry (gpu_hourly), and neither failure records nor down/resume node events
+    # (availability)
     assert code == 0 and all(
         s == "ok" for a, (s, _) in st.items() if a not in ("gpu_hourly", "availability")
     )
@@ -161,9 +162,9 @@ def test_a_real_failure_fails_with_its_cause_in_one_line_and_the_catalog_still_r
     code, _, err = run(home, "build")
     assert code == 2
     # the steps' progress lines, then the error as one line, no traceback
-    assert (
-        err.strip().splitlines()[-1]
-        == "goodput: error: pipeline run failed: repairable_systems: RuntimeError: corrupt node_events partition"
+    assert err.strip().splitlines()[-1] == (
+        "goodput: error: pipeline run failed: repairable_systems: RuntimeError: corrupt "
+        "node_events partition"
     )
     assert "  done: interruptions (" in err and "Traceback" not in err
     wh = Warehouse(home)

@@ -76,7 +76,8 @@ def test_demo_summary_is_computed_from_the_warehouse(demo):
     assert f"attempts: {attempts:,}" in out
     killed = sum(len(f["killed_attempts"]) for f in truth["faults"])
     unexpected_infra = wh.query(
-        "SELECT count(*) n FROM interruptions WHERE NOT planned AND failure_domain = 'infrastructure'"
+        "SELECT count(*) n FROM interruptions WHERE NOT planned AND failure_domain = "
+        "'infrastructure'"
     )["n"][0]
     assert unexpected_infra == killed  # every fault-killed attempt attributed to infrastructure
     assert "unexpected interruptions:" in out and "failure rates per 1,000 unit-days" in out
@@ -90,8 +91,8 @@ def test_demo_summary_gives_infrastructure_and_all_causes_mtti_side_by_side(demo
     span = (att["end_time"].max() - att["start_time"].min()).total_seconds() / 3600
     assert 0 < own < intr.height
     assert (
-        f"fleet MTTI: infrastructure {span / (intr.height - own):.2f} h ({intr.height - own:,} interruptions), "
-        f"all causes {span / intr.height:.2f} h (+{own:,} the jobs' own failures)"
+        f"fleet MTTI: infrastructure {span / (intr.height - own):.2f} h ({intr.height - own:,} "
+        f"interruptions), all causes {span / intr.height:.2f} h (+{own:,} the jobs' own failures)"
     ) in out
     assert re.search(rf"^  workload\s+{own:,} ", out, re.MULTILINE)  # the mix keeps them apart
     assert "-GPU job, infrastructure scope: MTTI" in out
@@ -190,7 +191,8 @@ def test_demo_records_its_runs_in_the_dagster_instance_under_the_home(demo):
             "build",
             "ingest",
         ]
-        # the demo has no live sources; fleetsim_results is its own job (pipelines/fleetsim_assets.py)
+        # the demo has no live sources; fleetsim_results is its own job
+        # (pipelines/fleetsim_assets.py)
         for key in graph.get_all_asset_keys() - {
             dg.AssetKey("pulled_sources"),
             dg.AssetKey("fleetsim_results"),

@@ -147,12 +147,22 @@ def test_one_bad_json_line_loses_only_that_line():
 def test_values_times_identity_and_shapes_quarantined_per_record():
     gpu = {"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "0", "Hostname": "n1"}
     doc = _matrix(
-        {"metric": gpu, "values": [[1714564800, "40"], [1714564815, "+Inf"], [1714564830, "-Inf"],
-                                   [1714564845, "NaN"], [1e300, "41"], [4102444800, "42"], [946000000, "43"]]},
+        {
+            "metric": gpu,
+            "values": [
+                [1714564800, "40"],
+                [1714564815, "+Inf"],
+                [1714564830, "-Inf"],
+                [1714564845, "NaN"],
+                [1e300, "41"],
+                [4102444800, "42"],
+                [946000000, "43"],
+            ],
+        },
         {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP"}, "values": [[1714564800, "39"]]},
         "not a series",
         {"metric": ["gpu"], "values": []},
-    )  # fmt: skip
+    )
     r = parse(json.dumps(doc).encode(), ParseContext(not_after=datetime(2024, 6, 1)))
     s = r.tables["gpu_samples"]
     assert s.select("time", "value").rows() == [(datetime(2024, 5, 1, 12), 40.0)]

@@ -148,8 +148,13 @@ def test_bad_documents_are_one_quarantine_row():
 def test_thermal_and_power_mockups_pinned():
     ok, q = _sensors(THERMAL.read_bytes(), time=datetime(2026, 1, 1))
     assert q.height == 0
-    assert ok["sensor"].to_list() == ["CPU1 Temp", "CPU2 Temp", "Chassis Intake Temp",
-                                      "BaseBoard System Fan", "BaseBoard System Fan Backup"]  # fmt: skip
+    assert ok["sensor"].to_list() == [
+        "CPU1 Temp",
+        "CPU2 Temp",
+        "Chassis Intake Temp",
+        "BaseBoard System Fan",
+        "BaseBoard System Fan Backup",
+    ]
     assert ok["value"].to_list() == [41.0, None, 25.0, 2100.0, 2050.0]
     assert ok["unit"].to_list() == ["C", "C", "C", "RPM", "RPM"]
     assert ok["status"].to_list() == ["ok", "disabled", "ok", "ok", "ok"]
@@ -170,10 +175,17 @@ def test_thermal_and_power_mockups_pinned():
 
 
 def test_sensor_resources():
-    one = {"@odata.type": "#Sensor.v1_7_0.Sensor", "@odata.id": "/redfish/v1/Chassis/HGX/Sensors/GPU0_Temp",
-           "Id": "GPU0_Temp", "Name": "GPU 0 Temp", "Reading": 61.5, "ReadingUnits": "Cel",
-           "ReadingType": "Temperature", "ReadingTime": "2026-03-01T12:00:00+01:00",
-           "Status": {"State": "Enabled", "Health": "OK"}}  # fmt: skip
+    one = {
+        "@odata.type": "#Sensor.v1_7_0.Sensor",
+        "@odata.id": "/redfish/v1/Chassis/HGX/Sensors/GPU0_Temp",
+        "Id": "GPU0_Temp",
+        "Name": "GPU 0 Temp",
+        "Reading": 61.5,
+        "ReadingUnits": "Cel",
+        "ReadingType": "Temperature",
+        "ReadingTime": "2026-03-01T12:00:00+01:00",
+        "Status": {"State": "Enabled", "Health": "OK"},
+    }
     ok, q = _sensors(one)
     assert ok.row(0, named=True) | {"cluster": None, "source_file": None} == {
         "time": datetime(2026, 3, 1, 11, 0), "cluster": None, "host": "HGX", "sensor": "GPU 0 Temp",
@@ -218,12 +230,45 @@ def test_runner_conservation_and_idempotence(wh):
     assert wh.read("bmc_sensors").height == 9
 
 
-_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-5, 300), st.floats(allow_nan=False),
-                    st.sampled_from(["SEL", "Event", "OK", "Critical", "Temperature", "Memory",
-                                     "2026-01-01T00:00:00Z", "2026-01-01T00:00:00+05:30", "x"]))  # fmt: skip
-_KEYS = st.sampled_from(["EntryType", "Severity", "Created", "MessageId", "Message", "SensorType",
-                         "SensorNumber", "EntryCode", "Links", "Oem", "Name", "Reading", "ReadingUnits",
-                         "ReadingCelsius", "Status", "@odata.id"])  # fmt: skip
+_SCALAR = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 300),
+    st.floats(allow_nan=False),
+    st.sampled_from(
+        [
+            "SEL",
+            "Event",
+            "OK",
+            "Critical",
+            "Temperature",
+            "Memory",
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00+05:30",
+            "x",
+        ]
+    ),
+)
+_KEYS = st.sampled_from(
+    [
+        "EntryType",
+        "Severity",
+        "Created",
+        "MessageId",
+        "Message",
+        "SensorType",
+        "SensorNumber",
+        "EntryCode",
+        "Links",
+        "Oem",
+        "Name",
+        "Reading",
+        "ReadingUnits",
+        "ReadingCelsius",
+        "Status",
+        "@odata.id",
+    ]
+)
 _OBJ = st.recursive(
     _SCALAR,
     lambda c: st.dictionaries(_KEYS, c, max_size=6) | st.lists(c, max_size=3),

@@ -32,7 +32,8 @@ def test_coverage_and_fleet_size_from_gpu_daily_equal_those_from_gpu_hourly(
     assert (
         size[1]
         == wh.query(
-            f"SELECT count(DISTINCT (host, gpu)) AS n FROM ({wh.view_sql('gpu_hourly')}) WHERE gpu IS NOT NULL"
+            f"SELECT count(DISTINCT (host, gpu)) AS n FROM ({wh.view_sql('gpu_hourly')}) WHERE "
+            "gpu IS NOT NULL"
         )["n"][0]
     )
 

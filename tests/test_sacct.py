@@ -88,7 +88,12 @@ def test_arrays_multibyte_delimiter_fields_and_timezone():
 
 
 def test_elapsed_forms():
-    text = "JobID|Elapsed|Timelimit\n1|1-02:03:04|UNLIMITED\n2|05:30|Partition_Limit\n3|10:00:00|00:30:00\n"
+    text = (
+        "JobID|Elapsed|Timelimit\n"
+        "1|1-02:03:04|UNLIMITED\n"
+        "2|05:30|Partition_Limit\n"
+        "3|10:00:00|00:30:00\n"
+    )
     ok, _ = _parse(text)
     assert ok["elapsed_s"].to_list() == [93784.0, 330.0, 36000.0]
     assert ok["timelimit_s"].to_list() == [None, None, 1800.0]
@@ -191,7 +196,8 @@ def test_exact_duplicate_lines_are_stored_once_and_counted_as_duplicates(wh, tmp
     from ingest.runner import ingest_paths
 
     line = "5|2026-01-01T00:00:00|2026-01-01T01:00:00|NODE_FAIL\n"
-    step = "5.batch|2026-01-01T00:00:00|2026-01-01T01:00:00|CANCELLED\n"  # folds into its job: no record
+    # folds into its job: no record
+    step = "5.batch|2026-01-01T00:00:00|2026-01-01T01:00:00|CANCELLED\n"
     requeued = "5|2026-01-01T02:00:00|2026-01-01T03:00:00|COMPLETED\n"
     p = tmp_path / "sacct.txt"
     p.write_text("JobID|Start|End|State\n" + line + step + line + step + requeued + line)
@@ -224,8 +230,8 @@ def test_wrong_delimiter_with_a_header_says_how_to_fix_it():
     ok, q = _parse("JobID|State|ExitCode\n1|COMPLETED|0:0\n2|FAILED|1:0\n", delimiter=",")
     assert ok.height == 0 and q["error"].unique().to_list() == [
         (
-            "no JobID field in the field list (header: jobid|state|exitcode) split at ',': every record rejected; "
-            "pass --fields with JobID, or the dump's --delimiter"
+            "no JobID field in the field list (header: jobid|state|exitcode) split at ',': every "
+            "record rejected; pass --fields with JobID, or the dump's --delimiter"
         )
     ]
 
@@ -235,11 +241,13 @@ def test_wrong_delimiter_with_a_header_says_how_to_fix_it():
     [
         (
             {"fields": ("JobID", "State")},
-            "every line has 3 fields separated by '|' but the field list (--fields) has 2: every record rejected; pass the dump's field list with --fields",
+            "every line has 3 fields separated by '|' but the field list (--fields) has 2: every "
+            "record rejected; pass the dump's field list with --fields",
         ),
         (
             {"fields": ("JobID", "State", "End"), "delimiter": ","},
-            "no line contains the delimiter ',': every record rejected; pass the dump's delimiter with --delimiter",
+            "no line contains the delimiter ',': every record rejected; pass the dump's "
+            "delimiter with --delimiter",
         ),
         (
             {},
@@ -254,10 +262,34 @@ def test_wrong_options_give_one_clear_reason_on_every_row(ctx, error):
 
 
 JOBINFO_FIELDS = (
-    "JobID", "JobName", "User", "Partition", "NodeList", "NNodes", "NCPUS", "NTasks", "State", "Submit", "Start",
-    "End", "Timelimit", "Elapsed", "TotalCPU", "UserCPU", "SystemCPU", "ReqMem", "MaxRSS", "TRESUsageInTot",
-    "TRESUsageOutTot", "MaxDiskRead", "MaxDiskWrite", "MaxRSSNode", "MaxDiskReadNode", "MaxDiskWriteNode", "Comment",
-)  # fmt: skip
+    "JobID",
+    "JobName",
+    "User",
+    "Partition",
+    "NodeList",
+    "NNodes",
+    "NCPUS",
+    "NTasks",
+    "State",
+    "Submit",
+    "Start",
+    "End",
+    "Timelimit",
+    "Elapsed",
+    "TotalCPU",
+    "UserCPU",
+    "SystemCPU",
+    "ReqMem",
+    "MaxRSS",
+    "TRESUsageInTot",
+    "TRESUsageOutTot",
+    "MaxDiskRead",
+    "MaxDiskWrite",
+    "MaxRSSNode",
+    "MaxDiskReadNode",
+    "MaxDiskWriteNode",
+    "Comment",
+)
 
 
 def test_real_headerless_parsable_snowman_delimiter():
@@ -291,23 +323,58 @@ def test_real_headerless_parsable_snowman_delimiter():
     _, q = _parse(data)
     assert q.height == 13 and q["error"].unique().to_list() == [
         (
-            "every line has 27 fields separated by '☃' but the field list (no header: Open XDMoD's 26 fields) "
-            "has 26: every record rejected; pass the dump's field list with --fields f1,f2,... (and its --delimiter)"
+            "every line has 27 fields separated by '☃' but the field list (no header: Open "
+            "XDMoD's 26 fields) "
+            "has 26: every record rejected; pass the dump's field list with --fields f1,f2,... "
+            "(and its --delimiter)"
         )
     ]
 
 
 HB_JOBINFO_FIELDS = (
-    "JobID", "JobName", "User", "Partition", "NodeList", "NNodes", "NCPUs", "NTasks", "State", "Submit", "Start",
-    "End", "Timelimit", "Elapsed", "TotalCPU", "CPUTime", "UserCPU", "SystemCPU", "ReqMem", "MaxRSS", "MaxVMSize",
-    "ReqTRES", "AllocTRES", "TRESUsageInMax", "TRESUsageInTot", "TRESUsageOutTot", "MaxDiskRead", "MaxDiskWrite",
-    "MaxRSSNode", "MaxRSSTask", "MaxVMSizeNode", "MaxVMSizeTask", "MaxDiskReadNode", "MaxDiskReadTask",
-    "MaxDiskWriteNode", "MaxDiskWriteTask", "Comment",
-)  # fmt: skip
+    "JobID",
+    "JobName",
+    "User",
+    "Partition",
+    "NodeList",
+    "NNodes",
+    "NCPUs",
+    "NTasks",
+    "State",
+    "Submit",
+    "Start",
+    "End",
+    "Timelimit",
+    "Elapsed",
+    "TotalCPU",
+    "CPUTime",
+    "UserCPU",
+    "SystemCPU",
+    "ReqMem",
+    "MaxRSS",
+    "MaxVMSize",
+    "ReqTRES",
+    "AllocTRES",
+    "TRESUsageInMax",
+    "TRESUsageInTot",
+    "TRESUsageOutTot",
+    "MaxDiskRead",
+    "MaxDiskWrite",
+    "MaxRSSNode",
+    "MaxRSSTask",
+    "MaxVMSizeNode",
+    "MaxVMSizeTask",
+    "MaxDiskReadNode",
+    "MaxDiskReadTask",
+    "MaxDiskWriteNode",
+    "MaxDiskWriteTask",
+    "Comment",
+)
 
 
 def test_real_gpu_cluster_dump_with_steps_and_typed_gres():
-    # Habrok (rug-cit-hpc/hb-jobinfo): 37 fields, --parsable with '☃', steps, typed gres, "None assigned"
+    # Habrok (rug-cit-hpc/hb-jobinfo): 37 fields, --parsable with '☃', steps, typed gres,
+    # "None assigned"
     data = (SLURM / "rug-cit-hpc_hb-jobinfo__sacct.txt").read_bytes()
     assert detect(data, "sacct.txt") > 0
     ok, q = _parse(data, fields=HB_JOBINFO_FIELDS, tz="Europe/Amsterdam")
@@ -325,7 +392,8 @@ def test_real_gpu_cluster_dump_with_steps_and_typed_gres():
         "CANCELLED", "COMPLETED", "CANCELLED", "FAILED", "COMPLETED", "PENDING", "TIMEOUT",
     ]  # fmt: skip
     assert ok["raw_state"][0] == "CANCELLED by 10290820"
-    # gres/gpu:v100=1 and gres/gpu=1 are the same GPU; no gres in AllocTRES is 0 GPUs; no AllocTRES is unknown
+    # gres/gpu:v100=1 and gres/gpu=1 are the same GPU; no gres in AllocTRES is 0 GPUs; no AllocTRES
+    # is unknown
     assert ok["n_gpus"].to_list() == [None, 0, 1, 1, 0, None, 0]
     assert ok["n_cpus"].to_list() == [0, 8, 8, 8, 128, 0, 256]
     assert ok["nodes"].to_list() == [
@@ -354,9 +422,24 @@ def test_real_gpu_cluster_dump_with_steps_and_typed_gres():
 
 
 SLYME_FIELDS = (
-    "User", "JobID", "JobName", "State", "Partition", "NCPUS", "NNodes", "CPUTime", "TotalCPU", "UserCPU",
-    "SystemCPU", "ReqMem", "MaxRSS", "Submit", "Start", "End", "NodeList",
-)  # fmt: skip
+    "User",
+    "JobID",
+    "JobName",
+    "State",
+    "Partition",
+    "NCPUS",
+    "NNodes",
+    "CPUTime",
+    "TotalCPU",
+    "UserCPU",
+    "SystemCPU",
+    "ReqMem",
+    "MaxRSS",
+    "Submit",
+    "Start",
+    "End",
+    "NodeList",
+)
 
 
 def test_real_headerless_dump_whose_jobid_is_not_the_first_field():

@@ -69,14 +69,26 @@ def _job(job_id, start, end, state, **extra):
         "nodes": "gpu[01-02]",
         "allocation_nodes": {"set": True, "infinite": False, "number": 2},
         "state": {"current": state, "reason": "None"},
-        "time": {"start": start, "end": end, "submission": start - 10, "limit": {"set": True, "infinite": True, "number": 0}},
-        "exit_code": {"status": ["SIGNALED"], "return_code": {"set": True, "infinite": False, "number": 0},
-                      "signal": {"id": {"set": True, "infinite": False, "number": 9}, "name": "KILL"}},
-        "tres": {"allocated": [{"type": "gres", "name": "gpu:h100", "id": 1002, "count": 8},
-                               {"type": "gres", "name": "gpu:h100", "id": 1002, "count": 8},
-                               {"type": "cpu", "name": "", "id": 1, "count": 64}]},
+        "time": {
+            "start": start,
+            "end": end,
+            "submission": start - 10,
+            "limit": {"set": True, "infinite": True, "number": 0},
+        },
+        "exit_code": {
+            "status": ["SIGNALED"],
+            "return_code": {"set": True, "infinite": False, "number": 0},
+            "signal": {"id": {"set": True, "infinite": False, "number": 9}, "name": "KILL"},
+        },
+        "tres": {
+            "allocated": [
+                {"type": "gres", "name": "gpu:h100", "id": 1002, "count": 8},
+                {"type": "gres", "name": "gpu:h100", "id": 1002, "count": 8},
+                {"type": "cpu", "name": "", "id": 1, "count": 64},
+            ]
+        },
         "steps": [{"step": {"id": f"{job_id}.batch"}}],
-    }  # fmt: skip
+    }
     job.update(extra)
     return job
 
@@ -87,10 +99,23 @@ def test_v0_0_41_shapes_requeue_chain_signals_and_typed_gpus():
         "jobs": [
             _job(7, 1_700_000_500, 1_700_000_900, ["COMPLETED"]),
             _job(7, 1_700_000_000, 1_700_000_400, ["NODE_FAIL", "REQUEUED"]),
-            _job(8, 1_700_000_000, 0, ["PENDING"], nodes="None assigned", array={"job_id": 8, "task": "1-3", "task_id": {"set": False}}),
-            _job(9, 1_700_000_000, 1_700_000_100, "FAILED", het={"job_id": 9, "job_offset": {"set": True, "number": 1}}),
+            _job(
+                8,
+                1_700_000_000,
+                0,
+                ["PENDING"],
+                nodes="None assigned",
+                array={"job_id": 8, "task": "1-3", "task_id": {"set": False}},
+            ),
+            _job(
+                9,
+                1_700_000_000,
+                1_700_000_100,
+                "FAILED",
+                het={"job_id": 9, "job_offset": {"set": True, "number": 1}},
+            ),
         ],
-    }  # fmt: skip
+    }
     ok, q = _parse(doc)
     assert q.height == 0
     ok = ok.sort("job_id", "attempt")
@@ -105,8 +130,14 @@ def test_v0_0_41_shapes_requeue_chain_signals_and_typed_gpus():
 
 
 def test_bad_records_are_quarantined_and_good_ones_kept():
-    doc = {"jobs": [_job(1, 1_700_000_000, 1_700_000_100, "COMPLETED"), "junk", {"name": "no id"},
-                    _job(2, 1_700_000_000, 1_700_000_100, "COMPLETED", nodes="gpu[01-")]}  # fmt: skip
+    doc = {
+        "jobs": [
+            _job(1, 1_700_000_000, 1_700_000_100, "COMPLETED"),
+            "junk",
+            {"name": "no id"},
+            _job(2, 1_700_000_000, 1_700_000_100, "COMPLETED", nodes="gpu[01-"),
+        ]
+    }
     ok, q = _parse(doc)
     assert ok["job_id"].to_list() == ["1"]
     assert q["line"].to_list() == [2, 3, 4]
@@ -174,10 +205,14 @@ def test_fuzz_structurally_odd_jobs(jobs):
 
 
 def _plain_job(i, **kw):
-    job = {"job_id": i, "state": {"current": ["COMPLETED"]},
-           "time": {"start": 1700000000, "end": 1700003600, "submission": 1699990000},
-           "exit_code": {"return_code": {"set": True, "number": 0}, "signal": {"id": {"set": False}}},
-           "allocation_nodes": 1, "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 8}]}}  # fmt: skip
+    job = {
+        "job_id": i,
+        "state": {"current": ["COMPLETED"]},
+        "time": {"start": 1700000000, "end": 1700003600, "submission": 1699990000},
+        "exit_code": {"return_code": {"set": True, "number": 0}, "signal": {"id": {"set": False}}},
+        "allocation_nodes": 1,
+        "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 8}]},
+    }
     return {**job, **kw}
 
 
@@ -252,8 +287,16 @@ def test_slurm_22_05_8_failed_exit_codes_the_json_lost_are_unknown_not_zero():
         ok.select(cols).sort("job_id", "attempt").equals(txt.select(cols).sort("job_id", "attempt"))
     )
     exits = dict(zip(ok["job_id"] + "/" + ok["state"], ok["exit_code"], strict=True))
-    assert exits == {"1/TIMEOUT": 0, "2/COMPLETED": 0, "3/FAILED": None, "4/FAILED": None, "5/NODE_FAIL": 0,
-                     "5/COMPLETED": 0, "6_1/FAILED": None, "6_2/FAILED": None}  # fmt: skip
+    assert exits == {
+        "1/TIMEOUT": 0,
+        "2/COMPLETED": 0,
+        "3/FAILED": None,
+        "4/FAILED": None,
+        "5/NODE_FAIL": 0,
+        "5/COMPLETED": 0,
+        "6_1/FAILED": None,
+        "6_2/FAILED": None,
+    }
     assert ok.filter(pl.col("job_id") == "4")["signal"].to_list() == [9]  # kill -9: SIGNALED, kept
     assert txt.filter(pl.col("state") == "FAILED").sort("job_id")["exit_code"].to_list() == [
         3,

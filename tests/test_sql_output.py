@@ -11,7 +11,8 @@ import pytest
 from pipelines.cli import main
 
 EVERY_TYPE = (
-    "select interval 3 months + interval 2 hours as iv, 'a' || chr(27) || ']52;c;aGk=' || chr(7) || 'b' as s, "
+    "select interval 3 months + interval 2 hours as iv, "
+    "'a' || chr(27) || ']52;c;aGk=' || chr(7) || 'b' as s, "
     "'infinity'::timestamp t, union_value(k := 1) u, '\\xAA'::blob b, [1, 2] l, {{'a': 1}} st, "
     "'101'::bit bits, range r from range({n})"
 )
@@ -53,9 +54,9 @@ def test_csv_and_json_print_every_row_of_every_type(home, capsys, fmt):
     else:
         lines = out.splitlines()
         assert lines[0] == "iv,s,t,u,b,l,st,bits,r" and len(lines) == 1001
-        assert (
-            lines[1]
-            == '3 months 02:00:00,a\x1b]52;c;aGk=\x07b,infinity,"{""k"":1}",\\xAA,"[1,2]","{""a"":1}",101,0'
+        assert lines[1] == (
+            "3 months 02:00:00,a\x1b]52;c;aGk=\x07b,infinity,"
+            '"{""k"":1}",\\xAA,"[1,2]","{""a"":1}",101,0'
         )
 
 
@@ -63,7 +64,8 @@ def test_a_closed_pipe_ends_quietly(home):
     goodput = Path(sys.executable).parent / "goodput"
     for fmt in ("csv", "table"):
         done = subprocess.run(
-            f"'{goodput}' --home '{home}' sql 'select * from range(2000000)' --format {fmt} | head -1",
+            f"'{goodput}' --home '{home}' sql 'select * from range(2000000)' --format {fmt} | "
+            "head -1",
             shell=True,
             capture_output=True,
             text=True,

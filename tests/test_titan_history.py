@@ -54,19 +54,21 @@ def test_fixture_every_row_accounted_for():
 
 
 def test_installation_semantics():
-    text = (
-        HEADER
-        + (
-            "A,c1-0c0s1n0,2014-01-01 00:00:00,2016-06-01 00:00:00,1,TRUE,DBE\n"  # ended by its event
-            "A,c1-0c0s1n0,,2015-03-01 00:00:00,,,OTB\n"  # an event of A's installation above
-            "B,c1-0c0s1n1,2014-01-01 00:00:00,2016-06-01 00:00:00,1,TRUE,\n"  # proactively replaced
-            "B,c1-0c0s1n1,,2015-01-01 00:00:00,,,DBE\n"  # ... after an event: failed
-            "C,c1-0c0s1n2,2014-01-01 00:00:00,2019-08-01 20:07:33,1,FALSE,\n"  # in service at the end
-            "C,c1-0c0s1n2,,2016-01-01 00:00:00,,,DBE\n"  # survived a DBE: still in service, not failed
-            "D,c1-0c0s1n3,2014-01-01 00:00:00,2017-01-01 00:00:00,1,FALSE,\n"  # moved elsewhere: censored
-            "D,c2-0c0s1n3,,2016-01-01 00:00:00,,,OTB\n"  # an event at a location D never was: still a failure
-            "D,c2-0c0s1n3,,,,,\n"  # nothing: quarantined
-        )
+    text = HEADER + (
+        # ended by its event
+        "A,c1-0c0s1n0,2014-01-01 00:00:00,2016-06-01 00:00:00,1,TRUE,DBE\n"
+        "A,c1-0c0s1n0,,2015-03-01 00:00:00,,,OTB\n"  # an event of A's installation above
+        "B,c1-0c0s1n1,2014-01-01 00:00:00,2016-06-01 00:00:00,1,TRUE,\n"  # proactively replaced
+        "B,c1-0c0s1n1,,2015-01-01 00:00:00,,,DBE\n"  # ... after an event: failed
+        # in service at the end
+        "C,c1-0c0s1n2,2014-01-01 00:00:00,2019-08-01 20:07:33,1,FALSE,\n"
+        # survived a DBE: still in service, not failed
+        "C,c1-0c0s1n2,,2016-01-01 00:00:00,,,DBE\n"
+        # moved elsewhere: censored
+        "D,c1-0c0s1n3,2014-01-01 00:00:00,2017-01-01 00:00:00,1,FALSE,\n"
+        # an event at a location D never was: still a failure
+        "D,c2-0c0s1n3,,2016-01-01 00:00:00,,,OTB\n"
+        "D,c2-0c0s1n3,,,,,\n"  # nothing: quarantined
     )
     res, ch = _parse(text.encode())
     got = {
@@ -146,9 +148,9 @@ def test_location_covariates_batch_and_cox():
     )
     sample = lt.drop_nulls("cage").row(0, named=True)
     host = sample["host"]
-    assert (
-        host
-        == f"c{sample['cabinet_column']}-{sample['cabinet_row']}c{sample['cage']}s{sample['blade']}n{sample['node_position']}"
+    assert host == (
+        f"c{sample['cabinet_column']}-{sample['cabinet_row']}c{sample['cage']}"
+        f"s{sample['blade']}n{sample['node_position']}"
     )
     assert row is None or (
         row["cabinet_column"],

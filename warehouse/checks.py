@@ -52,7 +52,8 @@ def raw_counts(wh: Warehouse, table: str) -> dict[str, int]:
         return {}
     with wh.connect() as con:
         rows = con.execute(
-            "SELECT source_file, count(*) FROM read_parquet($files, hive_partitioning=true) GROUP BY 1",
+            "SELECT source_file, count(*) FROM read_parquet($files, hive_partitioning=true) "
+            "GROUP BY 1",
             {"files": [literal_path(f) for f in files]},
         ).fetchall()
     return dict(rows)
@@ -82,7 +83,8 @@ def conservation(wh: Warehouse, primary: Mapping[str, str]) -> tuple[bool, dict]
             or in_quarantine != m["rows_quarantined"]
         ):
             bad.append(
-                f"{m['path']}: read {m['records_read']}, table {in_table}, quarantine {in_quarantine}"
+                f"{m['path']}: read {m['records_read']}, table {in_table}, quarantine "
+                f"{in_quarantine}"
             )
     return not bad, {"files": manifest.height, "violations": len(bad), "first": "; ".join(bad[:5])}
 
@@ -108,8 +110,8 @@ def pull_conservation(wh: Warehouse) -> tuple[bool, dict]:
             continue
         with wh.connect() as con:  # counted in DuckDB: only the pulled rows' sources come back
             rows = con.execute(
-                "SELECT split_part(source_file[8:], '/', 1), count(*) FROM read_parquet($files, hive_partitioning=true) "
-                "WHERE starts_with(source_file, 'pull://') GROUP BY 1",
+                "SELECT split_part(source_file[8:], '/', 1), count(*) FROM read_parquet($files, "
+                "hive_partitioning=true) WHERE starts_with(source_file, 'pull://') GROUP BY 1",
                 {"files": [literal_path(f) for f in files]},
             ).fetchall()
         for source, n in rows:
@@ -154,7 +156,8 @@ def duplicate_keys(wh: Warehouse) -> tuple[bool, dict]:
         keys = ", ".join(f'"{k}"' for k in spec.key)
         with wh.connect() as con:
             n = con.execute(
-                f"SELECT count(*) FROM (SELECT {keys} FROM ({wh.view_sql(name)}) GROUP BY ALL HAVING count(*) > 1)"
+                f"SELECT count(*) FROM (SELECT {keys} FROM ({wh.view_sql(name)}) GROUP BY ALL "
+                "HAVING count(*) > 1)"
             ).fetchall()[0][0]
         if n:
             dups[name] = n

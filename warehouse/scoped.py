@@ -42,7 +42,8 @@ class ScopedWarehouse(Warehouse):
         if name not in self.inputs:
             return super().view_sql(name, guard, zoned, root)
         # the parent's files by their absolute location (``root`` names this warehouse's own);
-        # connections run in UTC, so the conditions' TIMESTAMP literals compare right with zoned times
+        # connections run in UTC, so the conditions' TIMESTAMP literals compare right with zoned
+        # times
         base = self.parent.view_sql(name, guard, zoned)
         where = self.inputs[name]
         return f"SELECT * FROM ({base}) WHERE {where}" if where else base

@@ -95,8 +95,8 @@ def build(ctx: ReportContext) -> Section:
         .height
     )
     text = (
-        f"Data spans {per['first'].min():%Y-%m-%d} to {per['last'].max():%Y-%m-%d}; {full:,} of {n_hosts:,} hosts "
-        f"appear in all {n_src} source tables"
+        f"Data spans {per['first'].min():%Y-%m-%d} to {per['last'].max():%Y-%m-%d}; {full:,} of "
+        f"{n_hosts:,} hosts appear in all {n_src} source tables"
     )
     missing = sorted(set(per["source"].to_list()) ^ set(hosts["source"].to_list()))
     s.reading = text + (f" (no per-host data in {', '.join(missing)})" if missing else "") + "."

@@ -105,8 +105,9 @@ def build(ctx: ReportContext) -> Section:
     s.chart = failure_rate_chart(df)
     r = pos.row(0, named=True)
     text = (
-        f"{r['component_class']} fails most often: {num(r['rate_per_1k_unit_days'])} failures per 1,000 "
-        f"unit-days (95% CI {num(r['rate_ci_low'])}–{num(r['rate_ci_high'])}, {r['n_events'] or 0:,} failures)"
+        f"{r['component_class']} fails most often: {num(r['rate_per_1k_unit_days'])} failures "
+        f"per 1,000 unit-days (95% CI {num(r['rate_ci_low'])}–{num(r['rate_ci_high'])}, "
+        f"{r['n_events'] or 0:,} failures)"
     )
     if r["shape"] is not None:
         text += f"; Weibull shape {r['shape']:.2f}"

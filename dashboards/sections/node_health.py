@@ -1,6 +1,7 @@
 """Report section: lemon nodes (``node_health``): the nodes that fail most against the fleet's
 rate, the test that flags them, and the projected goodput of a large job with the fleet's rate
-refitted without them (``analysis.node_health.lemon_gain``), chart and reading from the same frame."""
+refitted without them (``analysis.node_health.lemon_gain``), chart and reading from the same
+frame."""
 
 from __future__ import annotations
 
@@ -91,8 +92,8 @@ def reading(health: pl.DataFrame, gain: dict | None) -> str:
     else:
         text += (
             f"{lemons.height} lemon node(s) ({', '.join(lemons['host'].head(5))}"
-            f"{', ...' if lemons.height > 5 else ''}) had {int(lemons['failures'].sum()):,} failures "
-            f"where {num(float(lemons['expected_failures'].sum()))} were expected, "
+            f"{', ...' if lemons.height > 5 else ''}) had {int(lemons['failures'].sum()):,} "
+            f"failures where {num(float(lemons['expected_failures'].sum()))} were expected, "
             f"{int(lemons['interruptions'].sum()):,} interruptions and "
             f"{num(float(lemons['lost_gpu_hours'].sum()))} lost GPU-hours."
         )

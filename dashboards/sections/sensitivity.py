@@ -55,7 +55,10 @@ def build(ctx: ReportContext) -> Section:
         return s
     s.chart = tornado_chart(sens)
     a = sens.row(0, named=True)
-    text = f"At {a['n_gpus']:,} GPUs, the biggest lever is {a['change']}: {a['gain_pp']:+.2f} percentage points"
+    text = (
+        f"At {a['n_gpus']:,} GPUs, the biggest lever is {a['change']}: {a['gain_pp']:+.2f} "
+        "percentage points"
+    )
     if a["goodput_base"] is not None:
         text += f" ({pct(a['goodput_base'])} to {pct(a['goodput'])})"
     if sens.height > 1:

@@ -135,17 +135,30 @@ def build(ctx: ReportContext) -> Section:
 
     cost = ctx.gpu_hour_cost
     tiles = [
-        _tile("measured goodput", pct(now["goodput_gpu_hours"]),
-              versus("goodput_gpu_hours", "points", pct), "goodput"),
-        _tile("GPU-hours lost to interruptions", num(now["lost_gpu_hours"]),
-              f"{pct(now['lost_gpu_hours'] / now['gpu_hours'] if now['gpu_hours'] else None)} of "
-              f"{num(now['gpu_hours'])} GPU-hours; " + versus("lost_gpu_hours", "GPU-hours"), "lost"),
-    ]  # fmt: skip
+        _tile(
+            "measured goodput",
+            pct(now["goodput_gpu_hours"]),
+            versus("goodput_gpu_hours", "points", pct),
+            "goodput",
+        ),
+        _tile(
+            "GPU-hours lost to interruptions",
+            num(now["lost_gpu_hours"]),
+            f"{pct(now['lost_gpu_hours'] / now['gpu_hours'] if now['gpu_hours'] else None)} of "
+            f"{num(now['gpu_hours'])} GPU-hours; " + versus("lost_gpu_hours", "GPU-hours"),
+            "lost",
+        ),
+    ]
     if cost > 0:
         lost_cost = now["lost_gpu_hours"] * cost
-        tiles.append(_tile("cost of the lost GPU-hours", money(lost_cost),
-                           f"at ${cost:,.2f} per GPU-hour; " + versus("lost_gpu_hours", "$", money, cost),
-                           "cost"))  # fmt: skip
+        tiles.append(
+            _tile(
+                "cost of the lost GPU-hours",
+                money(lost_cost),
+                f"at ${cost:,.2f} per GPU-hour; " + versus("lost_gpu_hours", "$", money, cost),
+                "cost",
+            )
+        )
     tiles.append(_tile("unexpected interruptions", f"{now['unexpected']:,}",
                        f"MTBF {in_hours(now['mtbf_hours'])} fleet-wide; "
                        + versus("unexpected", "interruptions", lambda n: f"{n:,.0f}"),
@@ -176,7 +189,8 @@ def build(ctx: ReportContext) -> Section:
     parts = [
         (
             f"From {start:%Y-%m-%d} to {end:%Y-%m-%d} ({days:,.0f} days, {ctx.scope}) jobs used "
-            f"{num(now['gpu_hours'])} GPU-hours at a measured goodput of {pct(now['goodput_gpu_hours'])}"
+            f"{num(now['gpu_hours'])} GPU-hours at a measured goodput of "
+            f"{pct(now['goodput_gpu_hours'])}"
         ),
         f"{now['unexpected']:,} unexpected interruptions (one every {in_hours(now['mtbf_hours'])}) "
         f"cost {num(now['lost_gpu_hours'])} GPU-hours"
