@@ -239,10 +239,22 @@ def _covariates(
             # need their hours; a window from midnight to a day's last hour takes daily rows
             lo, hi = pl.col("observed_from").dt.truncate("1h"), pl.col("observed_to")
             enter, leave = lo.dt.truncate("1d"), hi.dt.truncate("1d")
-            edges = pl.concat([
-                win.filter((lo > enter) | (enter + pl.duration(hours=23) >= hi)).select("host", day=enter.dt.date()),
-                win.filter(leave + pl.duration(hours=23) >= hi).select("host", day=leave.dt.date()),
-            ]).drop_nulls().unique().group_by("day").agg(pl.col("host").sort())  # fmt: skip
+            edges = (
+                pl.concat(
+                    [
+                        win.filter((lo > enter) | (enter + pl.duration(hours=23) >= hi)).select(
+                            "host", day=enter.dt.date()
+                        ),
+                        win.filter(leave + pl.duration(hours=23) >= hi).select(
+                            "host", day=leave.dt.date()
+                        ),
+                    ]
+                )
+                .drop_nulls()
+                .unique()
+                .group_by("day")
+                .agg(pl.col("host").sort())
+            )
             daily_sql, hourly_sql = hourly(dict(edges.iter_rows()))
             con.execute(
                 f"CREATE TEMP TABLE daily AS {daily_sql}"

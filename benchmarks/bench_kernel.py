@@ -43,13 +43,25 @@ BENIGN = [
     "docker0: port {}(veth1234abc) entered blocking state",
 ]
 XIDS = [
-    ("13", "pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter"),
-    ("31", "pid={}, name=python3, Ch 00000003, intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f_ee000000"),
+    (
+        "13",
+        "pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter",
+    ),
+    (
+        "31",
+        "pid={}, name=python3, Ch 00000003, intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f_ee000000",
+    ),
     ("79", "pid={}, name=pt_main_thread, GPU has fallen off the bus."),
     ("94", "pid={}, name=python3, Contained ECC error"),
-    ("48", "pid={}, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer"),
-    ("149", "NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"),
-]  # fmt: skip
+    (
+        "48",
+        "pid={}, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer",
+    ),
+    (
+        "149",
+        "NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)",
+    ),
+]
 BUS = ["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"]
 
 

@@ -528,10 +528,24 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(
         kind=kind,
         code=pl.coalesce(x.struct.field("code"), s.struct.field("code"), host_code),
-        pci_raw=pl.coalesce(x.struct.field("pci"), s.struct.field("pci"), m.struct.field("pci"), ga.struct.field("pci")),
+        pci_raw=pl.coalesce(
+            x.struct.field("pci"),
+            s.struct.field("pci"),
+            m.struct.field("pci"),
+            ga.struct.field("pci"),
+        ),
         message=pl.coalesce(
-            pl.col("_xmsg"), s.struct.field("msg"), mlx_msg, mce_msg,
-            pl.concat_str(ed.struct.field("n"), pl.lit(" "), ed.struct.field("kind"), pl.lit(" "), ed.struct.field("msg")),
+            pl.col("_xmsg"),
+            s.struct.field("msg"),
+            mlx_msg,
+            mce_msg,
+            pl.concat_str(
+                ed.struct.field("n"),
+                pl.lit(" "),
+                ed.struct.field("kind"),
+                pl.lit(" "),
+                ed.struct.field("msg"),
+            ),
             nv.struct.field("msg"),
         ),
         component_id=pl.coalesce(
@@ -542,11 +556,16 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
             nv.struct.field("dev"),
         ),
         pid=pl.when(pid.str.contains(r"^\d+$")).then(pid.cast(pl.Int64, strict=False)),
-        process=pl.when(pname.is_not_null() & ~pname.is_in(["<unknown>", "'<unknown>'", "N/A", ""])).then(pname),
+        process=pl.when(
+            pname.is_not_null() & ~pname.is_in(["<unknown>", "'<unknown>'", "N/A", ""])
+        ).then(pname),
         uuid_at=ga.struct.field("uuid"),
-        sxid_severity=pl.when(sev_word == "fatal").then(pl.lit("fatal")).when(sev_word.is_not_null()).then(pl.lit("warning")),
+        sxid_severity=pl.when(sev_word == "fatal")
+        .then(pl.lit("fatal"))
+        .when(sev_word.is_not_null())
+        .then(pl.lit("warning")),
         epoch=pl.col("_cl").struct.field("epoch"),
-    ).drop(*parts, "_x", "_xa", "_xmsg")  # fmt: skip
+    ).drop(*parts, "_x", "_xa", "_xmsg")
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
@@ -812,8 +831,20 @@ def _collapse_multiline(ev: pl.DataFrame) -> pl.DataFrame:
         pl.col("message") == pl.col("prev_m")
     )
     firsts = [
-        *_KEY, "time", "host", "component_class", "component_id", "pci_bus", "uuid", "link", "action", "pid", "process", "line", "raw",
-    ]  # fmt: skip
+        *_KEY,
+        "time",
+        "host",
+        "component_class",
+        "component_id",
+        "pci_bus",
+        "uuid",
+        "link",
+        "action",
+        "pid",
+        "process",
+        "line",
+        "raw",
+    ]
     return (
         _runs(ev, ["line"], starts)
         .group_by("run")

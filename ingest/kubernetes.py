@@ -622,13 +622,27 @@ def _restart_runs(events: list[tuple[int, dict]], ctx: ParseContext, bad: list) 
                    f"its pods {since}): the job's pod events or pods give it")  # fmt: skip
             bad.append((index, json.dumps(events_by_index[index], default=str)[:500], why))
             continue
-        rows.append({
-            "cluster": ctx.cluster, "scheduler": "k8s", "job_id": f"{ns}/{job}", "name": job,
-            "account": ns, "start_time": start, "end_time": end, "state": state, "raw_state": "Restarting",
-            "reason": reason, "exit_code": code, "signal": _signal({}, code), "nodes": sorted(hosts),
-            "n_nodes": len(hosts) or None, "source": "k8s-events", "source_file": ctx.path,
-            "source_line": index,
-        })  # fmt: skip
+        rows.append(
+            {
+                "cluster": ctx.cluster,
+                "scheduler": "k8s",
+                "job_id": f"{ns}/{job}",
+                "name": job,
+                "account": ns,
+                "start_time": start,
+                "end_time": end,
+                "state": state,
+                "raw_state": "Restarting",
+                "reason": reason,
+                "exit_code": code,
+                "signal": _signal({}, code),
+                "nodes": sorted(hosts),
+                "n_nodes": len(hosts) or None,
+                "source": "k8s-events",
+                "source_file": ctx.path,
+                "source_line": index,
+            }
+        )
     return rows
 
 

@@ -95,8 +95,12 @@ _LEAD = re.compile(
 
 def _delimiter_after_jobid(lines: pl.Series) -> str | None:
     """The delimiter of headerless lines, when every non-blank one of ``lines`` agrees."""
-    found = {m.group(1) if m else None for ln in lines.to_list() if ln and ln.strip() and not ln.startswith("#")
-             for m in [_LEAD.match(ln)]}  # fmt: skip
+    found = {
+        m.group(1) if m else None
+        for ln in lines.to_list()
+        if ln and ln.strip() and not ln.startswith("#")
+        for m in [_LEAD.match(ln)]
+    }
     return found.pop() if len(found) == 1 and None not in found else None
 
 
@@ -229,8 +233,10 @@ def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, 
     df = df.filter(pl.col("nf") == n)
     if "jobid" not in fields:
         shown = ", ".join(fields[:6]) + (", ..." if len(fields) > 6 else "")
-        why = (f"no JobID field in the field list ({layout}: {shown}) split at {delim!r}: every record rejected; "
-               "pass --fields with JobID, or the dump's --delimiter")  # fmt: skip
+        why = (
+            f"no JobID field in the field list ({layout}: {shown}) split at {delim!r}: every record rejected; "
+            "pass --fields with JobID, or the dump's --delimiter"
+        )
         qs.append(quarantine_frame(df["line"], df["raw"], [why] * df.height))
         return empty, pl.concat(qs)
     # Steps (123.batch, 123.0) fold into their job: split only the JobID off step lines (most
@@ -283,9 +289,26 @@ def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, 
 
 
 _USED = {
-    "jobid", "cluster", "jobname", "user", "account", "partition", "submit", "start", "end", "state",
-    "exitcode", "alloctres", "reqtres", "nnodes", "alloccpus", "ncpus", "nodelist", "elapsed", "timelimit",
-}  # fmt: skip
+    "jobid",
+    "cluster",
+    "jobname",
+    "user",
+    "account",
+    "partition",
+    "submit",
+    "start",
+    "end",
+    "state",
+    "exitcode",
+    "alloctres",
+    "reqtres",
+    "nnodes",
+    "alloccpus",
+    "ncpus",
+    "nodelist",
+    "elapsed",
+    "timelimit",
+}
 
 
 _TIMES = {"submit": "Submit", "start": "Start", "end": "End"}  # field -> its name in messages
@@ -419,11 +442,21 @@ def _unreadable(
         )
     )
     tres = pl.coalesce(c("alloctres"), c("reqtres"))
-    checks.append(((gpus.is_null() & tres.str.contains(r"gres/gpu[:=]")) | (tres_nodes.is_null() & c("alloctres").str.contains(r"(?:^|,)node=\d")),
-                   pl.format("TRES '{}' holds a count too large to be one", tres)))  # fmt: skip
+    checks.append(
+        (
+            (gpus.is_null() & tres.str.contains(r"gres/gpu[:=]"))
+            | (tres_nodes.is_null() & c("alloctres").str.contains(r"(?:^|,)node=\d")),
+            pl.format("TRES '{}' holds a count too large to be one", tres),
+        )
+    )
     raw_exit = c("exitcode").str.strip_chars()
-    checks.append((raw_exit.is_not_null() & exit_parts.struct.field("1").cast(pl.Int64, strict=False).is_null(),
-                   pl.format("ExitCode '{}' is not code:signal", raw_exit)))  # fmt: skip
+    checks.append(
+        (
+            raw_exit.is_not_null()
+            & exit_parts.struct.field("1").cast(pl.Int64, strict=False).is_null(),
+            pl.format("ExitCode '{}' is not code:signal", raw_exit),
+        )
+    )
     reason = pl.lit(None, pl.Utf8)
     for cond, text in reversed(checks):
         reason = pl.when(cond.fill_null(False)).then(text).otherwise(reason)

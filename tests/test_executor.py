@@ -138,7 +138,14 @@ def test_goodput_executor_picks_the_executor_of_launched_runs(monkeypatch):
         run_executor("slurm")
     monkeypatch.setenv("GOODPUT_EXECUTOR", "k8s")  # as the code location's pod sets it
     out = subprocess.run(
-        [sys.executable, "-c", "from pipelines.definitions import defs; print(defs.resolve_job_def('build').executor_def.name)"],
-        capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1],
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "from pipelines.definitions import defs; print(defs.resolve_job_def('build').executor_def.name)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parents[1],
+    )
     assert out.stdout.strip() == "k8s"
