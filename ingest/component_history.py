@@ -7,11 +7,11 @@ Canonical header: ``component_class,serial,slot,installed_at,removed_at,removal_
   canonical -> their header; headers match case- and space-insensitively). A required column
   (``component_class``, ``serial``, ``installed_at``, and ``slot`` or ``host``) still missing
   after mapping quarantines the whole file with one row naming it and the ``--map`` flag.
-- CSV records are split per record (``ingest.csv_records``): a quoted field may span lines; a quote never
-  closed, a quote inside an unquoted field or a row with another field count than the header
-  quarantines that record only, with the reason; the other records land. A record repeating
-  an earlier one exactly is an ordinary row here: the warehouse stores the unit once and counts
-  the repeat as a duplicate (``rows_duplicate``).
+- CSV records are split per record (``ingest.csv_records``): a quoted field may span lines; a quote
+  never closed, a quote inside an unquoted field or a row with another field count than the header
+  quarantines that record only, with the reason; the other records land. A record repeating an
+  earlier one exactly is an ordinary row here: the warehouse stores the unit once and counts the
+  repeat as a duplicate (``rows_duplicate``).
 - ``slot`` is ``host/position``: split at the first ``/`` into ``host`` and ``position``.
 - Times: ISO-8601 with or without zone, and common export forms (``2024-01-31 10:00``,
   ``01/31/2024 10:00``, ``31.01.2024``, ``2024/01/31``, epoch seconds), tried in that order (first
@@ -198,7 +198,8 @@ def _parse_intervals(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> Par
     cls = _file_class(ctx)
     if cls is None:
         err = (
-            "component history: a 'serial | location | first seen | last seen' listing does not say which "
+            "component history: a 'serial | location | first seen | last seen' listing does "
+            "not say which "
             "component it lists; name the file after it (e.g. gpu_history.txt, psu_history.txt)"
         )
         return ParseResult(
@@ -313,7 +314,10 @@ def _parse_hwhist(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseR
         else []
     )
     if not {"xname", "fruid", "timestamp", "eventtype"} <= set(names):
-        err = "sat hwhist: the first table row is not the header '| xname | FRUID | Timestamp | EventType |'"
+        err = (
+            "sat hwhist: the first table row is not the header "
+            "'| xname | FRUID | Timestamp | EventType |'"
+        )
         return ParseResult({}, whole_file_quarantine(data, err), 1)
     at = {n: names.index(n) for n in ("xname", "fruid", "timestamp", "eventtype")}
     text = pl.col("raw").str.strip_chars()
@@ -472,7 +476,8 @@ def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     ev = ev.with_columns(_error=ev_error)
     bad = pl.concat([bad, ev.filter(pl.col("_error").is_not_null())], how="diagonal_relaxed")
     ev = ev.filter(pl.col("_error").is_null())
-    # an event row belongs to the serial's latest installation at that location starting at or before it
+    # an event row belongs to the serial's latest installation at that location starting at or
+    # before it
     owner = (
         ev.join(ivs.select("sn", "loc", iline="line", inst="inst"), on=["sn", "loc"])
         .filter(pl.col("inst") <= pl.col("t"))
@@ -660,5 +665,8 @@ FORMAT = FormatSpec(
     primary="component_history",
     parse=parse,
     detect=detect,
-    description="component installation history: CSV (canonical header or --map), inventory intervals, HPE sat hwhist",
+    description=(
+        "component installation history: CSV (canonical header or --map), inventory intervals, "
+        "HPE sat hwhist"
+    ),
 )

@@ -296,14 +296,18 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
         .when("lone")
         .then(
             pl.format(
-                "sample has no value: its only number, {}, is a millisecond timestamp like the other lines'",
+                (
+                    "sample has no value: its only number, {}, is a millisecond timestamp like "
+                    "the other lines'"
+                ),
                 "value",
             )
         )
         .when(~pl.col("identified"))
         .then(
             pl.lit(
-                "sample names no GPU and no host (no gpu, UUID, pci_bus_id or Hostname label); pass --host if the file is one host's scrape"
+                "sample names no GPU and no host (no gpu, UUID, pci_bus_id or Hostname "
+                "label); pass --host if the file is one host's scrape"
             )
         )
         .when(time.is_null() & pl.col("ts").is_not_null())
@@ -379,6 +383,8 @@ FORMAT = FormatSpec(
     parse=parse,
     parse_many=parse_many,
     detect=detect,
-    description="dcgm-exporter /metrics Prometheus text scrapes (also its counters CSV as metadata)",
+    description=(
+        "dcgm-exporter /metrics Prometheus text scrapes (also its counters CSV as metadata)"
+    ),
     line_oriented=True,
 )

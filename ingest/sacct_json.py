@@ -10,9 +10,9 @@ once per run and each run is an attempt, numbered in time order.
 A record is one element of ``jobs`` (its ``steps`` are folded into it). An element that is not an
 object, has no usable job id, or holds a value a job cannot have (a number field that is not a
 number, a count / exit code / signal out of range, end before start, a time outside ``ctx``'s
-plausible window: ``ingest.job_checks``) is quarantined with its index as the record number; a file that
-is not valid JSON, or has no ``jobs`` list, is one quarantined record. The per-job extraction is
-Python over parsed JSON (the objects are nested and change shape by release); the per-column work
+plausible window: ``ingest.job_checks``) is quarantined with its index as the record number; a file
+that is not valid JSON, or has no ``jobs`` list, is one quarantined record. The per-job extraction
+is Python over parsed JSON (the objects are nested and change shape by release); the per-column work
 after it (hostlists, states, attempt numbering) is columnar.
 
 Slurm 22.05's ``sacct --json`` (data_parser ``openapi/dbv0.0.38``) prints ``exit_code``

@@ -117,18 +117,23 @@ def test_plan_is_the_commands_fetch_runs(mix):
     lines = slurm.plan(src, Window(datetime(2026, 1, 1), datetime(2026, 1, 1, 12)))
     assert len(lines) == 8  # two 6 h chunks: the cluster check, two sacct and one sacctmgr each
     conf = f"env SLURM_CONF={mix.cluster.conf} "
-    states = "BOOT_FAIL,CANCELLED,COMPLETED,DEADLINE,FAILED,NODE_FAIL,OUT_OF_MEMORY,PREEMPTED,REQUEUED,REVOKED,TIMEOUT"
+    states = (
+        "BOOT_FAIL,CANCELLED,COMPLETED,DEADLINE,FAILED,NODE_FAIL,OUT_OF_MEMORY,PREEMPTED,"
+        "REQUEUED,REVOKED,TIMEOUT"
+    )
     assert lines[:4] == [
         conf + "sacctmgr --noheader --parsable2 show cluster format=Cluster",
-        conf
-        + "env TZ=UTC sacct --parsable2 --noheader --allocations --format=JobID --duplicates -M lab,other "
+        conf + "env TZ=UTC sacct --parsable2 --noheader --allocations --format=JobID --duplicates "
+        "-M lab,other "
         f"--state={states} --starttime=2026-01-01T00:00:00 --endtime=2026-01-01T05:59:59",
         conf
         + "env TZ=UTC sacct --parsable2 --allocations --format="
         + ",".join(slurm.SACCT_FIELDS)
-        + f" --duplicates -M lab,other --state={states} --endtime=2026-01-01T05:59:59 '--jobs=<JobIDs it prints>'",
+        + f" --duplicates -M lab,other --state={states} --endtime=2026-01-01T05:59:59 "
+        "'--jobs=<JobIDs it prints>'",
         conf + "env TZ=UTC sacctmgr --parsable2 show event event=node clusters=lab,other "
-        "start=2026-01-01T00:00:00 end=2026-01-01T05:59:59 format=Cluster,NodeName,Start,End,State,User,Reason",
+        "start=2026-01-01T00:00:00 end=2026-01-01T05:59:59 "
+        "format=Cluster,NodeName,Start,End,State,User,Reason",
     ]
     assert lines[4] == lines[0] and "--starttime=2026-01-01T06:00:00" in lines[5]
     auto = slurm.plan(_source(mix.cluster), Window(datetime(2026, 1, 1), datetime(2026, 1, 1, 1)))
@@ -156,7 +161,10 @@ def test_missing_command_and_failing_command_are_one_line_errors(mix, tmp_path):
     src = _source(mix.cluster, command_prefix=["env", "PATH=/nonexistent"])
     with pytest.raises(
         SourceError,
-        match=r"^lab: env PATH=/nonexistent env TZ=UTC sacct \.\.\. exited 127: env: .*No such file",
+        match=(
+            r"^lab: env PATH=/nonexistent env TZ=UTC sacct \.\.\. exited 127: env: "
+            r".*No such file"
+        ),
     ):
         fetch_all(slurm, src, w)
 
