@@ -374,8 +374,10 @@ WITH pairs AS (
 SELECT _i,
     max(rank) FILTER (WHERE rn_all = 1) AS all_rank, max(cls) FILTER (WHERE rn_all = 1) AS all_cls,
     max(ref) FILTER (WHERE rn_all = 1) AS all_ref, max(host) FILTER (WHERE rn_all = 1) AS all_host,
-    max(rank) FILTER (WHERE rn_pre = 1 AND pre) AS pre_rank, max(cls) FILTER (WHERE rn_pre = 1 AND pre) AS pre_cls,
-    max(ref) FILTER (WHERE rn_pre = 1 AND pre) AS pre_ref, max(host) FILTER (WHERE rn_pre = 1 AND pre) AS pre_host
+    max(rank) FILTER (WHERE rn_pre = 1 AND pre) AS pre_rank,
+    max(cls) FILTER (WHERE rn_pre = 1 AND pre) AS pre_cls,
+    max(ref) FILTER (WHERE rn_pre = 1 AND pre) AS pre_ref,
+    max(host) FILTER (WHERE rn_pre = 1 AND pre) AS pre_host
 FROM ranked GROUP BY _i
 """
 

@@ -182,13 +182,16 @@ WITH u AS (
 ), host_daily AS (
     SELECT host, day, cov, sum(s) AS s, sum(n) AS n, max(mx) AS mx FROM daily GROUP BY ALL
 ), host_hours AS (
-    SELECT host, hour, day, cov, sum(mean * n) AS s, sum(n) AS n, max(max) AS mx FROM hours GROUP BY ALL
+    SELECT host, hour, day, cov, sum(mean * n) AS s, sum(n) AS n, max(max) AS mx
+    FROM hours GROUP BY ALL
 ), per_host AS (
-    SELECT w.host, w.gpu, w.lo, w.hi, d.cov, d.s, d.n, d.mx, NULL::TIMESTAMP AS last_hour FROM w JOIN host_daily d
+    SELECT w.host, w.gpu, w.lo, w.hi, d.cov, d.s, d.n, d.mx, NULL::TIMESTAMP AS last_hour
+    FROM w JOIN host_daily d
       ON w.host = d.host AND {_FULL_DAY.format(d="d.day")} WHERE w.gpu IS NULL
     UNION ALL
     SELECT w.host, w.gpu, w.lo, w.hi, h.cov, h.s, h.n, h.mx, NULL FROM w JOIN host_hours h
-      ON w.host = h.host AND h.hour >= w.lo AND h.hour < w.hi AND NOT ({_FULL_DAY.format(d="h.day")})
+      ON w.host = h.host AND h.hour >= w.lo AND h.hour < w.hi
+     AND NOT ({_FULL_DAY.format(d="h.day")})
     WHERE w.gpu IS NULL
 ), allc AS (SELECT * FROM per_gpu UNION ALL SELECT * FROM per_host
 ), per_window AS (
@@ -200,7 +203,8 @@ WITH u AS (
         max(last_hour) AS last_seen_hour
     FROM allc GROUP BY ALL
 )
-SELECT u._u, p.temp_mean, p.temp_max, p.power_mean, p.util_mean, p.last_seen_hour FROM u JOIN per_window p
+SELECT u._u, p.temp_mean, p.temp_max, p.power_mean, p.util_mean, p.last_seen_hour
+FROM u JOIN per_window p
   ON u.host = p.host AND u.gpu IS NOT DISTINCT FROM p.gpu AND u.lo = p.lo AND u.hi = p.hi
 """
 _DAILY_FROM_HOURLY = (
@@ -239,10 +243,22 @@ def _covariates(
             # need their hours; a window from midnight to a day's last hour takes daily rows
             lo, hi = pl.col("observed_from").dt.truncate("1h"), pl.col("observed_to")
             enter, leave = lo.dt.truncate("1d"), hi.dt.truncate("1d")
-            edges = pl.concat([
-                win.filter((lo > enter) | (enter + pl.duration(hours=23) >= hi)).select("host", day=enter.dt.date()),
-                win.filter(leave + pl.duration(hours=23) >= hi).select("host", day=leave.dt.date()),
-            ]).drop_nulls().unique().group_by("day").agg(pl.col("host").sort())  # fmt: skip
+            edges = (
+                pl.concat(
+                    [
+                        win.filter((lo > enter) | (enter + pl.duration(hours=23) >= hi)).select(
+                            "host", day=enter.dt.date()
+                        ),
+                        win.filter(leave + pl.duration(hours=23) >= hi).select(
+                            "host", day=leave.dt.date()
+                        ),
+                    ]
+                )
+                .drop_nulls()
+                .unique()
+                .group_by("day")
+                .agg(pl.col("host").sort())
+            )
             daily_sql, hourly_sql = hourly(dict(edges.iter_rows()))
             con.execute(
                 f"CREATE TEMP TABLE daily AS {daily_sql}"
@@ -641,7 +657,8 @@ WITH h AS (
     UNION ALL SELECT host, TRY_CAST(gpu AS INTEGER) FROM ({hw_events})
     UNION ALL SELECT host, gpu FROM ({gpu_daily})
 )
-SELECT host, greatest(coalesce(max(gpu) + 1, 0), {g})::BIGINT AS n_gpus FROM h WHERE host IS NOT NULL GROUP BY host ORDER BY host
+SELECT host, greatest(coalesce(max(gpu) + 1, 0), {g})::BIGINT AS n_gpus
+FROM h WHERE host IS NOT NULL GROUP BY host ORDER BY host
 """
 
 
@@ -695,6 +712,7 @@ def refresh_component_lifetimes(
     wh.replace_table("component_lifetimes", df)
     if df.height == 0:
         raise MissingInputs(
-            "component_lifetimes: no units to follow (no inventory, no GPU telemetry, no fatal/critical hardware event)"
+            "component_lifetimes: no units to follow (no inventory, no GPU telemetry, no "
+            "fatal/critical hardware event)"
         )
     return df

@@ -234,7 +234,8 @@ def node_windows(wh) -> pl.DataFrame:
     with wh.connect() as con:
         pres = con.sql(
             # gpu_daily: the first and last hour of gpu_hourly per GPU and day, 24x fewer rows
-            f"SELECT host, min(first_hour) AS first_hour, max(last_hour) AS last_hour FROM ({wh.view_sql('gpu_daily')}) "
+            "SELECT host, min(first_hour) AS first_hour, max(last_hour) AS last_hour FROM "
+            f"({wh.view_sql('gpu_daily')}) "
             f"WHERE host IS NOT NULL GROUP BY host"
         ).pl()
         others = con.sql(f"SELECT host FROM ({hosts_sql}) WHERE host IS NOT NULL").pl()

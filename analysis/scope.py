@@ -83,7 +83,8 @@ class Scope:
     def __post_init__(self):
         if self.start is not None and self.end is not None and self.end <= self.start:
             raise ScopeError(
-                f"--to ({self.end:%Y-%m-%d %H:%M}) must be after --from ({self.start:%Y-%m-%d %H:%M})"
+                f"--to ({self.end:%Y-%m-%d %H:%M}) must be after --from "
+                f"({self.start:%Y-%m-%d %H:%M})"
             )
 
     @property
@@ -99,7 +100,8 @@ class Scope:
         ]
         if self.start or self.end:
             parts.append(
-                f"{_day(self.start) if self.start else 'start'} to {_day(self.end) if self.end else 'end'}"
+                f"{_day(self.start) if self.start else 'start'} to "
+                f"{_day(self.end) if self.end else 'end'}"
             )
         return ", ".join(parts) or "whole fleet"
 
@@ -181,11 +183,17 @@ def known_values(wh) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     with wh.connect() as con:
         for col in ("cluster", "partition", "account"):
-            sql = f'SELECT DISTINCT "{col}" FROM ({wh.view_sql("job_attempts")}) WHERE "{col}" IS NOT NULL'
+            sql = (
+                f'SELECT DISTINCT "{col}" FROM ({wh.view_sql("job_attempts")}) '
+                f'WHERE "{col}" IS NOT NULL'
+            )
             if col == "cluster":
                 for t in ("node_events", "hw_events", "gpu_sightings"):
                     if wh.files(t):
-                        sql += f" UNION SELECT DISTINCT cluster FROM ({wh.view_sql(t)}) WHERE cluster IS NOT NULL"
+                        sql += (
+                            f" UNION SELECT DISTINCT cluster FROM ({wh.view_sql(t)}) "
+                            "WHERE cluster IS NOT NULL"
+                        )
             out[col] = sorted(r[0] for r in con.execute(sql).fetchall())
     return out
 
@@ -199,7 +207,10 @@ def scope_hosts(wh, scope: Scope) -> list[str] | None:
         if scope.cluster is not None:
             c = _lit(scope.cluster)
             parts = [
-                f"SELECT unnest(nodes) AS host FROM ({wh.view_sql('job_attempts')}) WHERE cluster = {c}"
+                (
+                    f"SELECT unnest(nodes) AS host FROM ({wh.view_sql('job_attempts')}) WHERE "
+                    f"cluster = {c}"
+                )
             ]
             parts += [
                 f"SELECT host FROM ({wh.view_sql(t)}) WHERE cluster = {c}"
@@ -211,7 +222,8 @@ def scope_hosts(wh, scope: Scope) -> list[str] | None:
             ran = {
                 r[0]
                 for r in con.execute(
-                    f"SELECT DISTINCT unnest(nodes) FROM ({wh.view_sql('job_attempts')}) WHERE {scope.job_filter()}"
+                    f"SELECT DISTINCT unnest(nodes) FROM ({wh.view_sql('job_attempts')}) "
+                    f"WHERE {scope.job_filter()}"
                 ).fetchall()
                 if r[0]
             }
@@ -294,13 +306,16 @@ def input_fingerprint(wh, scoped: ScopedWarehouse) -> str:
         for f, info in sorted(wh.fs.find(wh._path(name), detail=True).items()):
             if f.endswith(".parquet"):
                 h.update(
-                    f"{f}\0{info.get('size')}\0{info.get('mtime', info.get('LastModified'))}\n".encode()
+                    (
+                        f"{f}\0{info.get('size')}\0{info.get('mtime', info.get('LastModified'))}\n"
+                    ).encode()
                 )
     return h.hexdigest()
 
 
 def is_fresh(wh, scoped: ScopedWarehouse, settings: dict) -> bool:
-    """Whether the scope's results were built from the parent's current inputs with these settings."""
+    """Whether the scope's results were built from the parent's current inputs with these
+    settings."""
     try:
         state = json.loads((scoped.home / STATE_FILE).read_text())
     except (OSError, ValueError):

@@ -3,14 +3,15 @@
 - Daily derived tables, recomputed only for the date partitions whose ``gpu_samples`` files are
   newer than them, one day at a time out of core (DuckDB, memory-limited, spilling): memory does
   not grow with the fleet or the history.
-  ``gpu_hourly``: per (hour, host, gpu, uuid, PCI bus, metric) n/mean/min/max/last of non-null values.
+  ``gpu_hourly``: per (hour, host, gpu, uuid, PCI bus, metric) n/mean/min/max/last of non-null
+  values.
   ``gpu_counter_changes``: the error-counter samples where a value changes (and each series'
   first of the day), all that counter events need. ``gpu_sightings``: per day, each GPU's first
   and last sample in its slot, all that replacements need. ``gpu_daily``: per GPU, day and
   metric, n / sum / min / max / first and last hour, from the day's gpu_hourly: what component
   lifetimes need for whole days. ``gpu_sample_times``: samples per hour with their first and last
-  time, what the telemetry's observation span needs. The whole-history steps read these compact tables,
-  never raw samples nor every hour.
+  time, what the telemetry's observation span needs. The whole-history steps read these compact
+  tables, never raw samples nor every hour.
 - ``hw_events`` (``source='dcgm_counter'``): increments of cumulative error counters per
   (host, gpu, uuid, metric). A decrease is a reset (reboot, replacement) and not an event; the
   first sample of a series sets its baseline. ``DCGM_FI_DEV_XID_ERRORS`` holds only the last XID
@@ -95,14 +96,19 @@ def sample_hours_sql(wh: Warehouse) -> str:
         f"({_files_view('gpu_sample_times', [f], ('hour', 'n', 'first', 'last'))})"
         for d, f in counted
     ] + [
-        f"SELECT date_trunc('hour', time) AS hour, count(*) AS n, min(time) AS first, max(time) AS last, "
+        "SELECT date_trunc('hour', time) AS hour, count(*) AS n, min(time) AS first, "
+        "max(time) AS last, "
         f"{_sql_str(d)} AS d FROM ({_files_view('gpu_samples', files, ('time',))}) GROUP BY ALL"
         for d, files in raw
     ]
     if not parts:
-        return "SELECT NULL::TIMESTAMP AS hour, 0::BIGINT AS n, NULL::TIMESTAMP AS first, NULL::TIMESTAMP AS last, [] AS dates WHERE false"
+        return (
+            "SELECT NULL::TIMESTAMP AS hour, 0::BIGINT AS n, NULL::TIMESTAMP AS first, "
+            "NULL::TIMESTAMP AS last, [] AS dates WHERE false"
+        )
     return (
-        "SELECT hour, sum(n)::BIGINT AS n, min(first) AS first, max(last) AS last, list(DISTINCT d ORDER BY d) AS dates "
+        "SELECT hour, sum(n)::BIGINT AS n, min(first) AS first, max(last) AS last, "
+        "list(DISTINCT d ORDER BY d) AS dates "
         f"FROM ({' UNION ALL '.join(parts)}) WHERE hour IS NOT NULL GROUP BY hour"
     )
 
@@ -124,7 +130,8 @@ def sample_times_sql(wh: Warehouse, dates: list[str]) -> str:
 
 
 def _input_mtimes(wh: Warehouse) -> dict[str, float]:
-    """date partition -> newest file mtime of the daily tables' inputs (gpu_samples, gpu_rollups)."""
+    """date partition -> newest file mtime of the daily tables' inputs (gpu_samples,
+    gpu_rollups)."""
     out = dict(wh.partition_mtimes("gpu_samples"))
     for d, t in wh.partition_mtimes("gpu_rollups").items():
         out[d] = max(out.get(d, t), t)
@@ -174,13 +181,15 @@ _DAILY_SQL: dict[str, str] = {
     # a GPU's first and last sample of the day (every uuid, null included: a day with samples
     # always has rows, which marks it done); a rollup's samples count at their hour
     "gpu_sightings": """
-        SELECT cluster, host, gpu, uuid, min(model) AS model, min(time) AS first_seen, max(time) AS last_seen
+        SELECT cluster, host, gpu, uuid, min(model) AS model, min(time) AS first_seen,
+            max(time) AS last_seen
         FROM seen GROUP BY ALL ORDER BY host, gpu, uuid, cluster""",
     # samples per hour with the first and last time (null included: a day with samples always
     # has rows): the time distribution the telemetry's observation span is measured on
     # (``sample_hours_sql``); a rollup's samples count at their hour
     "gpu_sample_times": """
-        SELECT date_trunc('hour', time) AS hour, sum(n)::BIGINT AS n, min(time) AS first, max(time) AS last
+        SELECT date_trunc('hour', time) AS hour, sum(n)::BIGINT AS n, min(time) AS first,
+            max(time) AS last
         FROM seen GROUP BY ALL ORDER BY hour NULLS FIRST""",
     # per (hour, GPU, metric): the TSDB's rollups, and n / mean / min / max / last of the finite
     # values of the samples no rollup covers; stored host by host, so reading some hosts'
@@ -191,9 +200,11 @@ _DAILY_SQL: dict[str, str] = {
             SELECT date_trunc('hour', time) AS hour, cluster, host, gpu, uuid, pci_bus, metric,
                 count(*)::BIGINT AS n, avg(value) AS mean, min(value) AS min, max(value) AS max,
                 arg_max(value, time) AS last
-            FROM loose WHERE value IS NOT NULL AND isfinite(value)  -- isnan() misses some NaN payloads in DuckDB 2.0
+            -- isnan() misses some NaN payloads in DuckDB 2.0
+            FROM loose WHERE value IS NOT NULL AND isfinite(value)
             GROUP BY ALL
-            UNION ALL  -- MIG instances of one GPU (one series each) make one row, as their samples do
+            -- MIG instances of one GPU (one series each) make one row, as their samples do
+            UNION ALL
             SELECT hour, cluster, host, gpu, uuid, pci_bus, metric, sum(n)::BIGINT,
                 CASE WHEN count(*) = 1 THEN any_value(mean) ELSE sum(mean * n) / sum(n) END,
                 min(min), max(max), arg_max(last, coalesce(mig_instance, ''))
@@ -218,7 +229,8 @@ _SEEN_SQL = """
 _GPU_DAILY_SQL = """
     SELECT cluster, host, gpu, uuid, pci_bus, metric, sum(n)::BIGINT AS n, sum(mean * n) AS sum,
         min(min) AS min, max(max) AS max, min(hour) AS first_hour, max(hour) AS last_hour
-    FROM read_parquet({hourly}) GROUP BY ALL ORDER BY host NULLS FIRST, gpu NULLS FIRST, metric NULLS FIRST"""
+    FROM read_parquet({hourly}) GROUP BY ALL
+    ORDER BY host NULLS FIRST, gpu NULLS FIRST, metric NULLS FIRST"""
 DAILY_OUTPUTS = (*_DAILY_SQL, "gpu_daily")  # every table the daily step writes, in order
 # a day is done when all of these are newer than its samples (each has rows on any day with samples)
 DAILY_TABLES = ("gpu_sightings", "gpu_sample_times", "gpu_hourly", "gpu_daily")
@@ -369,7 +381,10 @@ def covariate_hourly_sql(
         for d, hosts in sorted(hosts_by_date.items())
         if hosts and (files := wh.files("gpu_hourly", partition=d.isoformat()))
     ] or [_files_view("gpu_hourly", [], columns)]
-    return f"SELECT hour, host, gpu, uuid, {_covariate_case()} AS cov, n, mean, max FROM ({' UNION ALL '.join(scans)})"
+    return (
+        f"SELECT hour, host, gpu, uuid, {_covariate_case()} AS cov, n, mean, max "
+        f"FROM ({' UNION ALL '.join(scans)})"
+    )
 
 
 def covariate_daily_sql(wh: Warehouse, covariates: tuple[str, ...]) -> str:
@@ -377,8 +392,10 @@ def covariate_daily_sql(wh: Warehouse, covariates: tuple[str, ...]) -> str:
     day and covariate: the sum of the hourly mean * n, the samples, the max and the last hour
     with data. Whole days of the history in 24x fewer rows than gpu_hourly."""
     return (
-        f"SELECT CAST(date AS TIMESTAMP) AS day, host, gpu, {_covariate_case()} AS cov, sum(sum) AS s, "
-        f"sum(n) AS n, max(max) AS mx, max(last_hour) AS last_hour FROM ({wh.view_sql('gpu_daily')}) "
+        f"SELECT CAST(date AS TIMESTAMP) AS day, host, gpu, {_covariate_case()} AS cov, "
+        "sum(sum) AS s, "
+        "sum(n) AS n, max(max) AS mx, max(last_hour) AS last_hour FROM "
+        f"({wh.view_sql('gpu_daily')}) "
         f"WHERE metric IN ({_covariate_metrics(covariates)}) GROUP BY ALL"
     )
 
@@ -392,9 +409,11 @@ def _increments_sql(series: str, extra: str = "") -> str:
     bases = ", ".join(_sql_str(m) for m in COUNTER_METRICS)
     return f"""
         SELECT * FROM (
-            SELECT *, value - lag(value) OVER (PARTITION BY {_SERIES} ORDER BY time NULLS LAST) AS inc
+            SELECT *,
+                value - lag(value) OVER (PARTITION BY {_SERIES} ORDER BY time NULLS LAST) AS inc
             FROM (
-                SELECT cluster, host, gpu, uuid, metric, regexp_replace(metric, '\\{{.*$', '') AS base,
+                SELECT cluster, host, gpu, uuid, metric,
+                    regexp_replace(metric, '\\{{.*$', '') AS base,
                     time, value, source_file{extra}
                 FROM {series} WHERE value IS NOT NULL
             ) WHERE base IN ({bases})
@@ -439,7 +458,8 @@ def counter_events(samples: pl.DataFrame) -> pl.DataFrame:
     return _counter_event_rows(rises)
 
 
-COUNTER_PIECE = "day-"  # + YYYY-MM-DD: the hw_events piece (file of the counter-events partition) of one day's rises
+# + YYYY-MM-DD: the hw_events piece (file of the counter-events partition) of one day's rises
+COUNTER_PIECE = "day-"
 
 
 def _counter_piece(day: str) -> str:
@@ -520,8 +540,10 @@ def _write_counter_days(wh: Warehouse, days: list[str]) -> None:
             where = "false" if hi is None else f"host BETWEEN {_sql_str(lo)} AND {_sql_str(hi)}"
             where = f"(host IS NULL OR {where})" if null else where
             series = f"""(
-                SELECT cluster, host, gpu, uuid, metric, time, value, source_file, date FROM {changes} WHERE {where}
-                UNION ALL BY NAME SELECT *, NULL AS source_file, NULL::DATE AS date FROM seeds WHERE {where}
+                SELECT cluster, host, gpu, uuid, metric, time, value, source_file, date
+                FROM {changes} WHERE {where}
+                UNION ALL BY NAME
+                SELECT *, NULL AS source_file, NULL::DATE AS date FROM seeds WHERE {where}
             )"""
             for batch in con.sql(_increments_sql(series, ", date")).to_arrow_reader(
                 COUNTER_CHUNK_ROWS
@@ -593,7 +615,8 @@ def infer_gpu_replacements(wh: Warehouse) -> pl.DataFrame:
         # two rows per (slot, uuid), its first and last sighting, stand in for all its samples
         view = wh.view_sql("gpu_sightings")
         frame = con.sql(
-            f"SELECT cluster, host, gpu, uuid, min(model) AS model, min(first_seen) AS time FROM ({view}) "
+            "SELECT cluster, host, gpu, uuid, min(model) AS model, min(first_seen) AS time "
+            f"FROM ({view}) "
             f"WHERE uuid IS NOT NULL GROUP BY cluster, host, gpu, uuid UNION ALL "
             f"SELECT cluster, host, gpu, uuid, min(model), max(last_seen) FROM ({view}) "
             f"WHERE uuid IS NOT NULL GROUP BY cluster, host, gpu, uuid"

@@ -33,7 +33,8 @@ def _peak_mb(argv: list[str], env: dict) -> tuple[float, float, str]:
     """(peak RSS MB, wall s, stderr tail) of one child process; ``ru_maxrss`` of the children
     is a running maximum, so each run is measured from a fresh grandchild."""
     probe = (
-        "import resource, subprocess, sys; p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+        "import resource, subprocess, sys; p = subprocess.run(sys.argv[1:], "
+        "capture_output=True, text=True); "
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); print(p.returncode); "
         "sys.stderr.write(p.stderr[-600:])"
     )
@@ -105,14 +106,16 @@ def main() -> None:
                 [*goodput, "--home", str(tmp / f"home{i + 1}"), "ingest", str(src), *extra], env
             )
             print(
-                f"{name}: peak RSS {peak:,.0f} MB, {wall:.1f} s ({tail.splitlines()[0] if tail else ''})"
+                f"{name}: peak RSS {peak:,.0f} MB, {wall:.1f} s "
+                f"({tail.splitlines()[0] if tail else ''})"
             )
             print("   ", tail.replace("\n", "\n    "))
             target(f"{name}: peak RSS < {LIMIT_MB} MB", peak < LIMIT_MB, f"{peak:,.0f} MB")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(
-        f"max RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB"
+        "max RSS of this process: "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB"
     )
     sys.exit(status())
 

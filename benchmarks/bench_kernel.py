@@ -35,21 +35,54 @@ from ingest.runner import CHUNK_BYTES, _chunks, _parse_file
 
 BENIGN = [
     "IPv6: ADDRCONF(NETDEV_CHANGE): cali{:011x}: link becomes ready",
-    "perf: interrupt took too long (2503 > 2500), lowering kernel.perf_event_max_sample_rate to 79750",
+    (
+        "perf: interrupt took too long (2503 > 2500), lowering kernel.perf_event_max_sample_rate "
+        "to 79750"
+    ),
     "nvidia-nvswitch{}: open (major=510)",
-    "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_MC#0_Chan#2_DIMM#0 (channel:2 slot:0 page:0x{:x})",
+    (
+        "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_MC#0_Chan#2_DIMM#0 (channel:2 slot:0 "
+        "page:0x{:x})"
+    ),
     "xfs filesystem being remounted at /tmp supports timestamps until 2038 (0x7fffffff)",
-    "nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, skipping further processing",
+    (
+        "nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, skipping "
+        "further processing"
+    ),
     "docker0: port {}(veth1234abc) entered blocking state",
 ]
 XIDS = [
-    ("13", "pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter"),
-    ("31", "pid={}, name=python3, Ch 00000003, intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f_ee000000"),
+    (
+        "13",
+        (
+            "pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): "
+            "Illegal Instruction Parameter"
+        ),
+    ),
+    (
+        "31",
+        (
+            "pid={}, name=python3, Ch 00000003, intr 10000000. MMU Fault: ENGINE GRAPHICS "
+            "GPCCLIENT_T1_0 faulted @ 0x7f_ee000000"
+        ),
+    ),
     ("79", "pid={}, name=pt_main_thread, GPU has fallen off the bus."),
     ("94", "pid={}, name=python3, Contained ECC error"),
-    ("48", "pid={}, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer"),
-    ("149", "NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"),
-]  # fmt: skip
+    (
+        "48",
+        (
+            "pid={}, name=python3, An uncorrectable double bit error (DBE) has been detected on "
+            "GPU in the framebuffer"
+        ),
+    ),
+    (
+        "149",
+        (
+            "NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000 0x00000000 0x00000000 0x00000000 "
+            "0x00000000)"
+        ),
+    ),
+]
 BUS = ["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"]
 
 
@@ -68,7 +101,8 @@ def make_log(path: Path, target_bytes: int, xid_share: float, seed: int = 0) -> 
                     code, rest = XIDS[int(rng.integers(len(XIDS)))]
                     bus = BUS[int(rng.integers(len(BUS)))]
                     out.append(
-                        f"{stamp}NVRM: Xid (PCI:0000:{bus}:00): {code}, {rest.format(int(rng.integers(1000, 4_000_000)))}"
+                        f"{stamp}NVRM: Xid (PCI:0000:{bus}:00): {code}, "
+                        f"{rest.format(int(rng.integers(1000, 4_000_000)))}"
                     )
                     n_xid += 1
                 else:
@@ -160,13 +194,16 @@ def main() -> None:
             statistics.median(x[i] for x in parses) for i in range(5)
         )
         print(
-            f"median of {args.runs} runs, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+            f"median of {args.runs} runs, load average {os.getloadavg()[0]:.1f} on "
+            f"{os.cpu_count()} cores"
         )
         print(
-            f"grep -c 'NVRM: Xid': {g:.2f} s, {g_cpu:.2f} CPU s ({count:,} lines, {size / 2**20 / g:.0f} MiB/s)"
+            f"grep -c 'NVRM: Xid': {g:.2f} s, {g_cpu:.2f} CPU s ({count:,} lines, "
+            f"{size / 2**20 / g:.0f} MiB/s)"
         )
         print(
-            f"ingest.kernel.parse:  {p:.2f} s, {p_cpu:.2f} CPU s ({rows:,} hw_events rows holding {events:,} "
+            f"ingest.kernel.parse:  {p:.2f} s, {p_cpu:.2f} CPU s ({rows:,} hw_events rows "
+            f"holding {events:,} "
             f"events, {size / 2**20 / p:.0f} MiB/s)"
         )
         print(f"  reading and chunking alone ({CHUNK_BYTES >> 20} MiB chunks): {reading:.2f} s")

@@ -29,7 +29,10 @@ from ingest.runner import ingest_paths
 from ingest.sacct import parse
 from warehouse.store import Warehouse
 
-HEADER = "JobID|JobIDRaw|JobName|Partition|Account|User|Submit|Start|End|Elapsed|State|ExitCode|NNodes|AllocCPUS|AllocTRES|NodeList|Cluster"
+HEADER = (
+    "JobID|JobIDRaw|JobName|Partition|Account|User|Submit|Start|End|Elapsed|State|ExitCode|"
+    "NNodes|AllocCPUS|AllocTRES|NodeList|Cluster"
+)
 
 
 def make_dump(path: Path, lines: int, seed: int = 0) -> None:
@@ -131,13 +134,16 @@ def main() -> None:
         rows, res = duckdb_read(), ours()  # warm-up: imports, page cache
         (duck, duck_cpu), (mine, mine_cpu) = _timed(duckdb_read, args.runs), _timed(ours, args.runs)
         print(
-            f"median of {args.runs} runs, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+            f"median of {args.runs} runs, load average {os.getloadavg()[0]:.1f} on "
+            f"{os.cpu_count()} cores"
         )
         print(
-            f"duckdb read_csv:        {duck:6.2f} s, {duck_cpu:6.2f} CPU s  {len(rows) / duck:12,.0f} lines/s"
+            f"duckdb read_csv:        {duck:6.2f} s, {duck_cpu:6.2f} CPU s  "
+            f"{len(rows) / duck:12,.0f} lines/s"
         )
         print(
-            f"goodput sacct parse:    {mine:6.2f} s, {mine_cpu:6.2f} CPU s  {n_lines / mine:12,.0f} lines/s "
+            f"goodput sacct parse:    {mine:6.2f} s, {mine_cpu:6.2f} CPU s  "
+            f"{n_lines / mine:12,.0f} lines/s "
             f"({res.tables['job_attempts'].height:,} attempts)  ratio {mine / duck:.2f}x wall, "
             f"{mine_cpu / duck_cpu:.2f}x CPU of duckdb"
         )
@@ -146,7 +152,8 @@ def main() -> None:
         ingest_paths(Warehouse(Path(tmp) / "home"), [path])
         full = time.perf_counter() - t
         print(
-            f"goodput ingest (+parquet, manifest): {full:6.2f} s  {n_lines / full:12,.0f} lines/s  ratio {full / duck:.2f}x"
+            f"goodput ingest (+parquet, manifest): {full:6.2f} s  {n_lines / full:12,.0f} "
+            f"lines/s  ratio {full / duck:.2f}x"
         )
         target("sacct parse within 3x of duckdb read_csv", mine <= 3 * duck, f"{mine / duck:.2f}x")
 

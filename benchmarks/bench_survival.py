@@ -48,7 +48,8 @@ def main() -> None:
         temp_mean=pl.col("temp_mean") + (pl.col("event").cast(pl.Float64))
     )
     print(
-        f"simulated {lt.height:,} units, {int(lt['event'].sum()):,} failures in {time.perf_counter() - t:.1f} s"
+        f"simulated {lt.height:,} units, {int(lt['event'].sum()):,} failures in "
+        f"{time.perf_counter() - t:.1f} s"
     )
     notes: list[str] = []
     steps = {
@@ -69,7 +70,8 @@ def main() -> None:
     sv.fit_all(lt, window)  # what the pipeline runs: the steps side by side
     total, cpu_total = time.perf_counter() - t, time.process_time() - c
     print(
-        f"fit_all total (windows={'off' if args.no_windows else 'month'}): {total:.2f} s wall, {cpu_total:.2f} s cpu "
+        f"fit_all total (windows={'off' if args.no_windows else 'month'}): {total:.2f} s "
+        f"wall, {cpu_total:.2f} s cpu "
         f"for {lt.height:,} units"
     )
     target(f"fit_all on {lt.height:,} units < 10 s wall", total < 10, f"{total:.2f} s")

@@ -1,11 +1,12 @@
 """Attribution against the synthetic fleet's ground truth, on fleets of three seeds.
 
-    python -m benchmarks.validate_attribution [--seeds 1 2 3] [--days 60] [--nodes 32] [--out /tmp/...]
+    python -m benchmarks.validate_attribution [--seeds 1 2 3] [--days 60] [--nodes 32] \\
+        [--out /tmp/...]
     python -m benchmarks.validate_attribution --scale 100000   # attribution speed on random frames
 
-Each seed: ``sample_data.simulation.simulate`` into a temporary folder, ``ingest.runner.ingest_paths``
-into a temporary warehouse, the ``analysis.telemetry`` refreshers, ``build_interruptions``, then
-scoring against ``ground_truth.json``:
+Each seed: ``sample_data.simulation.simulate`` into a temporary folder,
+``ingest.runner.ingest_paths`` into a temporary warehouse, the ``analysis.telemetry`` refreshers,
+``build_interruptions``, then scoring against ``ground_truth.json``:
 
 - truth: every attempt a fault killed (class = the fault's class, unexpected), every workload
   failure (FAILED / OUT_OF_MEMORY: software, unexpected; CANCELLED / PREEMPTED / TIMEOUT:
@@ -317,9 +318,11 @@ def main(argv=None) -> None:
             passed = r["precision"] >= 0.95 and r["recall"] >= 0.95 and r["mix_error"] <= 0.02
             ok &= passed
             print(
-                f"seed {seed}: unexpected pred {r['n_pred_unexpected']} true {r['n_true_unexpected']} | "
+                f"seed {seed}: unexpected pred {r['n_pred_unexpected']} true "
+                f"{r['n_true_unexpected']} | "
                 f"precision {r['precision']:.3f} recall {r['recall']:.3f} | infra precision "
-                f"{r['infra_precision']:.3f} recall {r['infra_recall']:.3f} | planned {r['planned_found']}/"
+                f"{r['infra_precision']:.3f} recall {r['infra_recall']:.3f} | planned "
+                f"{r['planned_found']}/"
                 f"{r['planned_true']} | mix error {100 * r['mix_error']:.2f} pp | "
                 f"{'PASS' if passed else 'FAIL'} | attribution {r['attribute_s']:.2f}s "
                 f"(ingest {r['ingest_s']:.0f}s, {r['n_rows']} rows)"

@@ -79,8 +79,17 @@ def score(gt: dict, fr: pl.DataFrame, rates) -> list[dict]:
         truth = law["true_rate_per_1k_unit_days"]
         row = table.get(cls)
         if row is None or cls not in rates.classes:
-            out.append({"class": cls, "truth": truth, "table_covered": False, "band_covered": False,
-                        "projected": float("nan"), "observed": float("nan"), "model": None})  # fmt: skip
+            out.append(
+                {
+                    "class": cls,
+                    "truth": truth,
+                    "table_covered": False,
+                    "band_covered": False,
+                    "projected": float("nan"),
+                    "observed": float("nan"),
+                    "model": None,
+                }
+            )
             continue
         i = rates.classes.index(cls)
         lo, hi = np.quantile(draws[:, i], [0.025, 0.975])
@@ -118,8 +127,11 @@ def main(argv=None) -> None:
                 got = score(gt, fr, rates)
                 rows += [r | {"nodes": nodes, "seed": seed} for r in got]
                 miss = [r["class"] for r in got if not r["band_covered"]]
-                print(f"{nodes:>4} nodes seed {seed:>2}: {len(got)} classes, band misses "
-                      f"{', '.join(miss) or 'none'} ({time.perf_counter() - t:.0f} s)", flush=True)  # fmt: skip
+                print(
+                    f"{nodes:>4} nodes seed {seed:>2}: {len(got)} classes, band misses "
+                    f"{', '.join(miss) or 'none'} ({time.perf_counter() - t:.0f} s)",
+                    flush=True,
+                )
                 shutil.rmtree(fleet), shutil.rmtree(home)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -132,8 +144,11 @@ def main(argv=None) -> None:
     n = df.height
     k_table, k_band = int(df["table_covered"].sum()), int(df["band_covered"].sum())
     lo, hi = binomial_interval(k_table, n)
-    target("fit table rate CI covers the truth 93-97% (exact 95% interval of the share overlaps)",
-           lo <= 0.97 and hi >= 0.93, f"{k_table}/{n} = {k_table / n:.1%}, interval {lo:.1%}-{hi:.1%}")  # fmt: skip
+    target(
+        "fit table rate CI covers the truth 93-97% (exact 95% interval of the share overlaps)",
+        lo <= 0.97 and hi >= 0.93,
+        f"{k_table}/{n} = {k_table / n:.1%}, interval {lo:.1%}-{hi:.1%}",
+    )
     target("projected rate band covers the truth >= 90%", k_band / n >= 0.90,
            f"{k_band}/{n} = {k_band / n:.1%}")  # fmt: skip
     obs = df.filter(pl.col("model") == "exponential")

@@ -93,17 +93,20 @@ section { background: white; border-radius: 6px; padding: 16px 22px; margin: 18p
 section h2 { font-size: 18px; margin: 0 0 10px 0; color: #1f3b73; }
 .chart { overflow-x: auto; }
 .chart.vega-embed { display: flex; flex-direction: column; width: 100%; }
-.vega-bindings { order: -1; display: flex; flex-wrap: wrap; gap: 6px 22px; margin: 0 0 10px; font-size: 14px; }
+.vega-bindings { order: -1; display: flex; flex-wrap: wrap; gap: 6px 22px; margin: 0 0 10px;
+                  font-size: 14px; }
 .vega-bind-name { color: #1f3b73; font-weight: bold; }
 .chart svg { max-width: 100%; height: auto; }  /* the last few pixels a fit leaves over */
 .reading { font-size: 15px; margin: 10px 0 4px; }
-.note { font-style: italic; color: #8a5a00; background: #fff7e0; padding: 10px 12px; border-radius: 4px; }
+.note { font-style: italic; color: #8a5a00; background: #fff7e0; padding: 10px 12px;
+         border-radius: 4px; }
 .sub { font-size: 13px; color: #555; margin: 12px 0 4px; }
 table.data { border-collapse: collapse; font-size: 12px; margin: 6px 0; }
-table.data th, table.data td { border-bottom: 1px solid #e3e3e3; padding: 3px 10px 3px 0; text-align: left;
-                               word-break: break-all; }
+table.data th, table.data td { border-bottom: 1px solid #e3e3e3; padding: 3px 10px 3px 0;
+                               text-align: left; word-break: break-all; }
 details { font-size: 13px; margin-top: 8px; }
-.tiles { display: grid; grid-template-columns: repeat(auto-fit, minmax(190px, 1fr)); gap: 12px; margin: 12px 0; }
+.tiles { display: grid; grid-template-columns: repeat(auto-fit, minmax(190px, 1fr)); gap: 12px;
+          margin: 12px 0; }
 .tile { border: 1px solid #e3e6ec; border-radius: 6px; padding: 10px 12px; }
 .tile .value { font-size: 26px; font-weight: bold; color: #1f3b73; }
 .tile .label { font-size: 13px; color: #333; margin-top: 2px; }
@@ -230,7 +233,10 @@ def contents_html(sections: list[Section]) -> str:
     items = "".join(
         f'<li><a href="#{html.escape(s.key)}">{html.escape(s.title)}</a></li>' for s in sections[1:]
     )
-    return f'<section id="contents-section"><h2>Contents</h2><nav id="contents"><ol>{items}</ol></nav></section>'
+    return (
+        '<section id="contents-section"><h2>Contents</h2><nav id="contents">'
+        f"<ol>{items}</ol></nav></section>"
+    )
 
 
 def render_html(
@@ -265,7 +271,8 @@ def render_html(
         "Intervals are 95% confidence intervals or bands; terms are explained in the "
         '<a href="#glossary" style="color:white">glossary</a>.</p></header>'
         f'<main data-charts="{len(specs)}">' + "".join(body) + "</main>"
-        "<footer>fleet-goodput report; Vega, Vega-Lite and Vega-Embed are inlined, the file makes no network request."
+        "<footer>fleet-goodput report; Vega, Vega-Lite and Vega-Embed are inlined, the file "
+        "makes no network request."
         "</footer>"
         f"<script>{javascript_bundle()}</script>"
         f'<script type="application/json" id="report-specs">{script_json(specs)}</script>'

@@ -95,12 +95,14 @@ def coverage_frame(wh) -> pl.DataFrame:
     rollup = telemetry_rollup(wh)
     if rollup == "gpu_daily":  # gpu_hourly's hours, n and hosts from its per-day rollup
         queries["gpu_hourly"] = (
-            "SELECT host, first_hour AS t0, last_hour + INTERVAL 1 HOUR AS t1, n FROM ({v}) WHERE first_hour IS NOT NULL"
+            "SELECT host, first_hour AS t0, last_hour + INTERVAL 1 HOUR AS t1, n FROM ({v}) "
+            "WHERE first_hour IS NOT NULL"
         )
         tables["gpu_hourly"] = "gpu_daily"
     elif rollup == "gpu_hourly":
         queries["gpu_hourly"] = (
-            "SELECT host, hour AS t0, hour + INTERVAL 1 HOUR AS t1, n FROM ({v}) WHERE hour IS NOT NULL"
+            "SELECT host, hour AS t0, hour + INTERVAL 1 HOUR AS t1, n FROM ({v}) WHERE hour "
+            "IS NOT NULL"
         )
     else:
         queries["gpu_samples"] = (

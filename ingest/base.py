@@ -281,7 +281,8 @@ def settle_repeats(
 
 
 def json_error(exc) -> str:
-    """A ``json.JSONDecodeError`` as a readable reason: ``invalid JSON at line L column C: <what>``."""
+    """A ``json.JSONDecodeError`` as a readable reason: ``invalid JSON at line L column C:
+    <what>``."""
     return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg.removesuffix(' at')}"
 
 

@@ -7,11 +7,11 @@ Canonical header: ``component_class,serial,slot,installed_at,removed_at,removal_
   canonical -> their header; headers match case- and space-insensitively). A required column
   (``component_class``, ``serial``, ``installed_at``, and ``slot`` or ``host``) still missing
   after mapping quarantines the whole file with one row naming it and the ``--map`` flag.
-- CSV records are split per record (``ingest.csv_records``): a quoted field may span lines; a quote never
-  closed, a quote inside an unquoted field or a row with another field count than the header
-  quarantines that record only, with the reason; the other records land. A record repeating
-  an earlier one exactly is an ordinary row here: the warehouse stores the unit once and counts
-  the repeat as a duplicate (``rows_duplicate``).
+- CSV records are split per record (``ingest.csv_records``): a quoted field may span lines; a quote
+  never closed, a quote inside an unquoted field or a row with another field count than the header
+  quarantines that record only, with the reason; the other records land. A record repeating an
+  earlier one exactly is an ordinary row here: the warehouse stores the unit once and counts the
+  repeat as a duplicate (``rows_duplicate``).
 - ``slot`` is ``host/position``: split at the first ``/`` into ``host`` and ``position``.
 - Times: ISO-8601 with or without zone, and common export forms (``2024-01-31 10:00``,
   ``01/31/2024 10:00``, ``31.01.2024``, ``2024/01/31``, epoch seconds), tried in that order (first
@@ -175,9 +175,13 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     recs = recs.filter(pl.col("_shape").is_null())
     index = {h: i for i, h in enumerate(header)}
     df = recs.select(
-        "line", "raw",
-        **{c: pl.col("fields").list.get(index[h]).str.strip_chars().replace("", None) for c, h in cols.items()},
-    )  # fmt: skip
+        "line",
+        "raw",
+        **{
+            c: pl.col("fields").list.get(index[h]).str.strip_chars().replace("", None)
+            for c, h in cols.items()
+        },
+    )
     res = _normalize(df, ctx)
     q = pl.concat(
         [quarantine_frame(bad_shape["line"], bad_shape["raw"], bad_shape["_shape"]), res.quarantine]
@@ -193,8 +197,11 @@ def _parse_intervals(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> Par
     """``serial | location | first seen | last seen`` rows and `` | | EVENT | time`` rows."""
     cls = _file_class(ctx)
     if cls is None:
-        err = ("component history: a 'serial | location | first seen | last seen' listing does not say which "
-               "component it lists; name the file after it (e.g. gpu_history.txt, psu_history.txt)")  # fmt: skip
+        err = (
+            "component history: a 'serial | location | first seen | last seen' listing does "
+            "not say which "
+            "component it lists; name the file after it (e.g. gpu_history.txt, psu_history.txt)"
+        )
         return ParseResult(
             {}, whole_file_quarantine(data, err, int(lines["line"][0]) if lines.height else 1), 1
         )
@@ -215,14 +222,29 @@ def _parse_intervals(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> Par
     )
     error = (
         pl.when(pl.col("nf") != 4)
-        .then(pl.format("expected 4 '|'-separated fields (serial | location | first seen | last seen, "
-                        "or ' | | EVENT | time'), found {}", "nf"))
+        .then(
+            pl.format(
+                "expected 4 '|'-separated fields (serial | location | first seen | last seen, "
+                "or ' | | EVENT | time'), found {}",
+                "nf",
+            )
+        )
         .when(pl.col("kind") == "bad")
-        .then(pl.lit("neither an installation (a location in field 2) nor an event (its name in field 3)"))
+        .then(
+            pl.lit(
+                "neither an installation (a location in field 2) nor an event (its name in field 3)"
+            )
+        )
         .when(pl.col("serial").is_null())
-        .then(pl.format("a{} row with a blank serial before any serial", pl.when(pl.col("kind") == "event")
-                        .then(pl.lit("n event")).otherwise(pl.lit(" continuation"))))
-    )  # fmt: skip
+        .then(
+            pl.format(
+                "a{} row with a blank serial before any serial",
+                pl.when(pl.col("kind") == "event")
+                .then(pl.lit("n event"))
+                .otherwise(pl.lit(" continuation")),
+            )
+        )
+    )
     df = df.with_columns(_error=error)
     bad = df.filter(pl.col("_error").is_not_null())
     ivs = df.filter(pl.col("_error").is_null() & (pl.col("kind") == "interval")).with_columns(
@@ -245,9 +267,16 @@ def _parse_intervals(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> Par
         .then(pl.format("event time: {}", "_dst"))
         .when(pl.col("t").is_null())
         .then(pl.format("unreadable event time '{}'", "b"))
-        .otherwise(pl.format("{} at {} for serial {}: no readable installation of that serial starts at or "
-                             "before it", "a", "b", "serial"))
-    )  # fmt: skip
+        .otherwise(
+            pl.format(
+                "{} at {} for serial {}: no readable installation of that serial starts at or "
+                "before it",
+                "a",
+                "b",
+                "serial",
+            )
+        )
+    )
     fail = (
         ev.filter(pl.col("iline").is_not_null())
         .group_by("iline")
@@ -259,11 +288,19 @@ def _parse_intervals(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> Par
         pl.col("rem").is_null() | (pl.col("t_max") > pl.col("rem"))
     )
     canonical = ivs.select(
-        "line", "raw", "serial",
-        component_class=pl.lit(cls), host=pl.col("loc"), position=pl.lit(cls),
-        installed_at="a", removed_at=pl.when(later).then("t_text").otherwise("b"),
-        removal_reason="reason", failed=pl.when(pl.col("t_max").is_not_null()).then(pl.lit("true")).otherwise(pl.lit("false")),
-    )  # fmt: skip
+        "line",
+        "raw",
+        "serial",
+        component_class=pl.lit(cls),
+        host=pl.col("loc"),
+        position=pl.lit(cls),
+        installed_at="a",
+        removed_at=pl.when(later).then("t_text").otherwise("b"),
+        removal_reason="reason",
+        failed=pl.when(pl.col("t_max").is_not_null())
+        .then(pl.lit("true"))
+        .otherwise(pl.lit("false")),
+    )
     return _with_quarantine(
         _normalize(canonical, ctx), pl.concat([bad, orphan], how="diagonal_relaxed")
     )
@@ -277,32 +314,61 @@ def _parse_hwhist(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseR
         else []
     )
     if not {"xname", "fruid", "timestamp", "eventtype"} <= set(names):
-        err = "sat hwhist: the first table row is not the header '| xname | FRUID | Timestamp | EventType |'"
+        err = (
+            "sat hwhist: the first table row is not the header "
+            "'| xname | FRUID | Timestamp | EventType |'"
+        )
         return ParseResult({}, whole_file_quarantine(data, err), 1)
     at = {n: names.index(n) for n in ("xname", "fruid", "timestamp", "eventtype")}
     text = pl.col("raw").str.strip_chars()
-    df = lines.slice(1).with_columns(
-        pl.col("raw").str.strip_chars().str.strip_chars("|").str.split("|").list.eval(pl.element().str.strip_chars())
-        .alias("fields")
-    ).with_columns(
-        nf=pl.col("fields").list.len(),
-        xname=_get(at["xname"]), fruid=_get(at["fruid"]), ts=_get(at["timestamp"]),
-        event=_get(at["eventtype"]).str.to_lowercase(),
-    ).with_columns(time=parse_times(pl.col("ts"), ctx.tz)[0], _dst=parse_times(pl.col("ts"), ctx.tz)[1])  # fmt: skip
+    df = (
+        lines.slice(1)
+        .with_columns(
+            pl.col("raw")
+            .str.strip_chars()
+            .str.strip_chars("|")
+            .str.split("|")
+            .list.eval(pl.element().str.strip_chars())
+            .alias("fields")
+        )
+        .with_columns(
+            nf=pl.col("fields").list.len(),
+            xname=_get(at["xname"]),
+            fruid=_get(at["fruid"]),
+            ts=_get(at["timestamp"]),
+            event=_get(at["eventtype"]).str.to_lowercase(),
+        )
+        .with_columns(
+            time=parse_times(pl.col("ts"), ctx.tz)[0], _dst=parse_times(pl.col("ts"), ctx.tz)[1]
+        )
+    )
     error = (
         pl.when(~text.str.starts_with("|") | ~text.str.ends_with("|"))
         .then(pl.lit("not a table row ('| xname | FRUID | Timestamp | EventType |')"))
         .when(pl.col("nf") != len(names))
-        .then(pl.format(f"expected {len(names)} '|'-separated columns as the header, found {{}}", "nf"))
-        .when(pl.col("xname") == "").then(pl.lit("empty xname"))
-        .when(pl.col("fruid") == "").then(pl.lit("empty FRUID"))
-        .when(pl.col("_dst").is_not_null()).then(pl.format("Timestamp: {}", "_dst"))
-        .when(pl.col("time").is_null()).then(pl.format("unreadable Timestamp '{}'", "ts"))
+        .then(
+            pl.format(
+                f"expected {len(names)} '|'-separated columns as the header, found {{}}", "nf"
+            )
+        )
+        .when(pl.col("xname") == "")
+        .then(pl.lit("empty xname"))
+        .when(pl.col("fruid") == "")
+        .then(pl.lit("empty FRUID"))
+        .when(pl.col("_dst").is_not_null())
+        .then(pl.format("Timestamp: {}", "_dst"))
+        .when(pl.col("time").is_null())
+        .then(pl.format("unreadable Timestamp '{}'", "ts"))
         .when(implausible_time(pl.col("time"), ctx).is_not_null())
         .then(pl.format("Timestamp: {}", implausible_time(pl.col("time"), ctx)))
         .when(~pl.col("event").is_in(HSM_EVENTS))
-        .then(pl.format("unknown EventType '{}' (want Added, Removed, Detected or Scanned)", _get(at["eventtype"])))
-    )  # fmt: skip
+        .then(
+            pl.format(
+                "unknown EventType '{}' (want Added, Removed, Detected or Scanned)",
+                _get(at["eventtype"]),
+            )
+        )
+    )
     df = df.with_columns(_error=error)
     bad = df.filter(pl.col("_error").is_not_null())
     removed = pl.col("event") == "removed"
@@ -310,13 +376,17 @@ def _parse_hwhist(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseR
     stays = (
         df.filter(pl.col("_error").is_null())
         .sort("fruid", "xname", "time", "line")
-        .with_columns(stay=(removed.cast(pl.Int64).cum_sum() - removed.cast(pl.Int64)).over("fruid", "xname"))
+        .with_columns(
+            stay=(removed.cast(pl.Int64).cum_sum() - removed.cast(pl.Int64)).over("fruid", "xname")
+        )
         .group_by("fruid", "xname", "stay", maintain_order=True)
         .agg(
-            line=pl.col("line").first(), raw=pl.col("raw").first(),
-            installed_at=pl.col("ts").filter(~removed).first(), removed_at=pl.col("ts").filter(removed).first(),
+            line=pl.col("line").first(),
+            raw=pl.col("raw").first(),
+            installed_at=pl.col("ts").filter(~removed).first(),
+            removed_at=pl.col("ts").filter(removed).first(),
         )
-    )  # fmt: skip
+    )
     orphan = stays.filter(pl.col("installed_at").is_null()).with_columns(
         _error=pl.format(
             "Removed at {} with no earlier event of this FRU at {}", "removed_at", "xname"
@@ -326,17 +396,25 @@ def _parse_hwhist(lines: pl.DataFrame, data: bytes, ctx: ParseContext) -> ParseR
     node = pl.col("xname").str.extract(r"^(x\d+c\d+s\d+b\d+n\d+)", 1)
     parts = pl.col("fruid").str.split(".")
     canonical = stays.sort("line").select(
-        "line", "raw", "installed_at", "removed_at",
-        component_class=parts.list.first(), serial="fruid",
-        model=pl.when(parts.list.len() > 2).then(parts.list.slice(1, parts.list.len() - 2).list.join(".")),
+        "line",
+        "raw",
+        "installed_at",
+        "removed_at",
+        component_class=parts.list.first(),
+        serial="fruid",
+        model=pl.when(parts.list.len() > 2).then(
+            parts.list.slice(1, parts.list.len() - 2).list.join(".")
+        ),
         host=pl.coalesce(node, pl.col("xname").str.extract(r"^(.+?)[a-z]+\d+$", 1), "xname"),
         position=pl.coalesce(
-            pl.when(node.is_not_null()).then(pl.col("xname").str.slice(node.str.len_chars())).replace("", None),
+            pl.when(node.is_not_null())
+            .then(pl.col("xname").str.slice(node.str.len_chars()))
+            .replace("", None),
             pl.col("xname").str.extract(r"([a-z]+\d+)$", 1),
         ),
         removal_reason=pl.when(pl.col("removed_at").is_not_null()).then(pl.lit("Removed")),
         failed=pl.lit("false"),
-    )  # fmt: skip
+    )
     return _with_quarantine(
         _normalize(canonical, ctx), pl.concat([bad, orphan], how="diagonal_relaxed")
     )
@@ -358,15 +436,24 @@ def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         _get(at[name]).str.strip_chars().replace("", None) if name in at else pl.lit(None, pl.Utf8)
     )
     df = recs.with_columns(
-        sn=value("sn"), loc=value("location"), ins=value("insert"), rem=value("remove"),
-        out=value("out").str.to_lowercase(), ev=value("event"), nf=pl.col("fields").list.len(),
-    ).with_columns(t=parse_times(pl.col("rem"), ctx.tz)[0], _dst=parse_times(pl.col("rem"), ctx.tz)[1])  # fmt: skip
+        sn=value("sn"),
+        loc=value("location"),
+        ins=value("insert"),
+        rem=value("remove"),
+        out=value("out").str.to_lowercase(),
+        ev=value("event"),
+        nf=pl.col("fields").list.len(),
+    ).with_columns(
+        t=parse_times(pl.col("rem"), ctx.tz)[0], _dst=parse_times(pl.col("rem"), ctx.tz)[1]
+    )
     error = (
-        pl.when(pl.col("_shape").is_not_null()).then("_shape")
-        .when(pl.col("nf") != n).then(pl.format(f"expected {n} fields separated by ',' (as the header), found {{}}", "nf"))
+        pl.when(pl.col("_shape").is_not_null())
+        .then("_shape")
+        .when(pl.col("nf") != n)
+        .then(pl.format(f"expected {n} fields separated by ',' (as the header), found {{}}", "nf"))
         .when(pl.col("ins").is_null() & pl.col("ev").is_null())
         .then(pl.lit("neither an installation (no insert time) nor an event (no event)"))
-    )  # fmt: skip
+    )
     df = df.with_columns(_error=error)
     bad = df.filter(pl.col("_error").is_not_null())
     ivs = df.filter(pl.col("_error").is_null() & pl.col("ins").is_not_null()).with_columns(
@@ -375,16 +462,22 @@ def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     ev = df.filter(pl.col("_error").is_null() & pl.col("ins").is_null())
     excluded = list(ctx.options.get("exclude_hosts", ()))
     ev_error = (
-        pl.when(pl.col("_dst").is_not_null()).then(pl.format("event {}: {}", "ev", "_dst"))
-        .when(pl.col("t").is_null()).then(pl.format("event {}: unreadable time '{}'", "ev", pl.col("rem").fill_null("")))
-        .when(implausible_time(pl.col("t"), ctx).is_not_null()).then(pl.format("event time: {}", implausible_time(pl.col("t"), ctx)))
-        .when(pl.col("loc").is_null()).then(pl.lit("event without a location"))
-        .when(pl.col("loc").is_in(excluded)).then(pl.format("host {} excluded (--exclude-hosts)", "loc"))
-    )  # fmt: skip
+        pl.when(pl.col("_dst").is_not_null())
+        .then(pl.format("event {}: {}", "ev", "_dst"))
+        .when(pl.col("t").is_null())
+        .then(pl.format("event {}: unreadable time '{}'", "ev", pl.col("rem").fill_null("")))
+        .when(implausible_time(pl.col("t"), ctx).is_not_null())
+        .then(pl.format("event time: {}", implausible_time(pl.col("t"), ctx)))
+        .when(pl.col("loc").is_null())
+        .then(pl.lit("event without a location"))
+        .when(pl.col("loc").is_in(excluded))
+        .then(pl.format("host {} excluded (--exclude-hosts)", "loc"))
+    )
     ev = ev.with_columns(_error=ev_error)
     bad = pl.concat([bad, ev.filter(pl.col("_error").is_not_null())], how="diagonal_relaxed")
     ev = ev.filter(pl.col("_error").is_null())
-    # an event row belongs to the serial's latest installation at that location starting at or before it
+    # an event row belongs to the serial's latest installation at that location starting at or
+    # before it
     owner = (
         ev.join(ivs.select("sn", "loc", iline="line", inst="inst"), on=["sn", "loc"])
         .filter(pl.col("inst") <= pl.col("t"))
@@ -408,10 +501,17 @@ def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     failed = pl.col("ev").is_not_null() | (pl.col("_events").is_not_null() & ~in_service)
     cls = _file_class(ctx) or "gpu"
     canonical = ivs.select(
-        "line", "raw", serial="sn", component_class=pl.lit(cls), host="loc", position=pl.lit(cls), installed_at="ins",
+        "line",
+        "raw",
+        serial="sn",
+        component_class=pl.lit(cls),
+        host="loc",
+        position=pl.lit(cls),
+        installed_at="ins",
         removed_at=pl.when(in_service).then(pl.lit(None, pl.Utf8)).otherwise("rem"),
-        removal_reason=pl.coalesce("ev", "_events"), failed=pl.when(failed).then(pl.lit("true")).otherwise(pl.lit("false")),
-    )  # fmt: skip
+        removal_reason=pl.coalesce("ev", "_events"),
+        failed=pl.when(failed).then(pl.lit("true")).otherwise(pl.lit("false")),
+    )
     res = _with_quarantine(_normalize(canonical, ctx), bad)
     stored = (
         res.tables["component_history"]["source_line"]
@@ -422,11 +522,22 @@ def _parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         [ivs.filter(pl.col("line").is_in(stored.implode()) & pl.col("ev").is_not_null()), ev],
         how="diagonal_relaxed",
     )
-    failures = conform("failures", events.sort("line").select(
-        system=pl.lit(ctx.cluster), host="loc", start_time="t", repair_known=pl.lit(False), cause=pl.lit("hardware"),
-        sub_cause="ev", component_class=pl.col("ev").replace_strict(EVENT_CLASSES, default=None), serial="sn",
-        source=pl.lit("component-history"), source_file=pl.lit(ctx.path), source_line="line",
-    ))  # fmt: skip
+    failures = conform(
+        "failures",
+        events.sort("line").select(
+            system=pl.lit(ctx.cluster),
+            host="loc",
+            start_time="t",
+            repair_known=pl.lit(False),
+            cause=pl.lit("hardware"),
+            sub_cause="ev",
+            component_class=pl.col("ev").replace_strict(EVENT_CLASSES, default=None),
+            serial="sn",
+            source=pl.lit("component-history"),
+            source_file=pl.lit(ctx.path),
+            source_line="line",
+        ),
+    )
     if failures.height:
         res.tables["failures"] = failures
     return res
@@ -554,5 +665,8 @@ FORMAT = FormatSpec(
     primary="component_history",
     parse=parse,
     detect=detect,
-    description="component installation history: CSV (canonical header or --map), inventory intervals, HPE sat hwhist",
+    description=(
+        "component installation history: CSV (canonical header or --map), inventory intervals, "
+        "HPE sat hwhist"
+    ),
 )

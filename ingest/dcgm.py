@@ -294,15 +294,28 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
         .when("non_finite")
         .then(pl.lit("non-finite sample value (not a measurement): ") + pl.col("value"))
         .when("lone")
-        .then(pl.format("sample has no value: its only number, {}, is a millisecond timestamp like the other lines'", "value"))
+        .then(
+            pl.format(
+                (
+                    "sample has no value: its only number, {}, is a millisecond timestamp like "
+                    "the other lines'"
+                ),
+                "value",
+            )
+        )
         .when(~pl.col("identified"))
-        .then(pl.lit("sample names no GPU and no host (no gpu, UUID, pci_bus_id or Hostname label); pass --host if the file is one host's scrape"))
+        .then(
+            pl.lit(
+                "sample names no GPU and no host (no gpu, UUID, pci_bus_id or Hostname "
+                "label); pass --host if the file is one host's scrape"
+            )
+        )
         .when(time.is_null() & pl.col("ts").is_not_null())
         .then(pl.format("timestamp {} ms is out of range", "ts"))
         .when(time.is_null())
         .then(pl.lit("sample has no timestamp and no --time or file time was given"))
         .otherwise(implausible_time(time, ctx))
-    )  # fmt: skip
+    )
     good = parts.filter(~pl.col("is_bad"))
     stood_in = {
         f: (STAND_IN_HOST if h else None, STAND_IN_TIME if t else None)
@@ -370,6 +383,8 @@ FORMAT = FormatSpec(
     parse=parse,
     parse_many=parse_many,
     detect=detect,
-    description="dcgm-exporter /metrics Prometheus text scrapes (also its counters CSV as metadata)",
+    description=(
+        "dcgm-exporter /metrics Prometheus text scrapes (also its counters CSV as metadata)"
+    ),
     line_oriented=True,
 )

@@ -19,7 +19,8 @@ INT64_BLANK_FLOAT = 9223372036854775792.0  # rounds to 2**63 as a float, like it
 FP64_BLANK = 140737488355328.0
 STR_BLANK = "<<<NULL>>>"
 # dcgm-exporter's DCGM_EXP_XID_ERRORS_COUNT has one series per XID code (label ``xid``); gpu_samples
-# has no column for it, so the code is kept in the metric name: ``DCGM_EXP_XID_ERRORS_COUNT{xid="79"}``.
+# has no column for it, so the code is kept in the metric name:
+# ``DCGM_EXP_XID_ERRORS_COUNT{xid="79"}``.
 XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
 
 # label name -> gpu_samples column

@@ -19,7 +19,8 @@ state lives only there. ``sensor_type`` follows from the unit (``temperature``, 
 Time: ``ctx.time`` (``--time``), else the file's modification time; without either, or when it
 lies outside the plausible window, every line is quarantined with that reason. A reading that
 is not finite (``1e999 Volts``) is quarantined. Identical lines are kept: an SDR dump has no
-record ids, and boards do repeat a sensor name with the same reading (two ``Temp`` sensors). Host: ``ctx.host``, else the file name up to its first dot.
+record ids, and boards do repeat a sensor name with the same reading (two ``Temp`` sensors). Host:
+``ctx.host``, else the file name up to its first dot.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         pl.when(~nf.is_in([3, 5]) & (nf < 6))
         .then(
             pl.lit(
-                "not an ipmitool sdr/sensor line (want 'name | reading | status' or sdr elist columns)"
+                "not an ipmitool sdr/sensor line (want 'name | reading | status' or sdr elist "
+                "columns)"
             )
         )
         .when(f(0) == "")

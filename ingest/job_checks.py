@@ -35,8 +35,12 @@ def job_value_errors(ctx: ParseContext) -> pl.Expr:
     for col in ("submit_time", "start_time", "end_time"):
         why = implausible_time(pl.col(col), ctx)
         checks.append((why.is_not_null(), pl.format(f"{col}: {{}}", why)))
-    checks.append((pl.col("end_time") < pl.col("start_time"),
-                   pl.format("end_time {} is before start_time {}", _ts("end_time"), _ts("start_time"))))  # fmt: skip
+    checks.append(
+        (
+            pl.col("end_time") < pl.col("start_time"),
+            pl.format("end_time {} is before start_time {}", _ts("end_time"), _ts("start_time")),
+        )
+    )
     for col, hi in (
         ("n_nodes", MAX_NODES),
         ("n_cpus", MAX_CPUS),

@@ -29,11 +29,11 @@ link. The same line twice (overlapping rotated files) is one record: the repeat 
 before repeat merging (it would raise a ``count``) and counted as a duplicate
 (``ParseResult.duplicates``); a repeat of a quarantined line is quarantined again. A record is
 such a row, so records = rows + quarantined lines + duplicates. Lines that are not faults (boot
-banners, ``NVRM: GPU at ...`` identity lines, other drivers) are not records; the identity lines fill ``uuid``. ``caused by
-previous Xid N`` links ``caused_by`` to the latest earlier event with code N on the same GPU,
-else on the same host. Large files arrive in chunks: the runner has ``_extract`` classify each
-chunk's candidate lines (``FormatSpec.extract``) and ``merge`` finish them once, as one file, so
-the events do not depend on chunking or compression.
+banners, ``NVRM: GPU at ...`` identity lines, other drivers) are not records; the identity lines
+fill ``uuid``. ``caused by previous Xid N`` links ``caused_by`` to the latest earlier event with
+code N on the same GPU, else on the same host. Large files arrive in chunks: the runner has
+``_extract`` classify each chunk's candidate lines (``FormatSpec.extract``) and ``merge`` finish
+them once, as one file, so the events do not depend on chunking or compression.
 
 Host: the syslog/journald host, else ``ctx.host``, else a host-like file name
 (``gpu-node-001.log``), else null. ``gpu`` stays null (the kernel names PCI bus ids only):
@@ -99,9 +99,8 @@ _PREFIX = (
     r"|\[(?P<rmon>" + _MONTH + r") ?(?P<rday>\d{1,2}) (?P<rhm>\d\d:\d\d)\]"
     r"|\[\s*(?P<rdelta>\+\d+\.\d+)\]"
     r"|\d+,\d+,(?P<kmsg>\d+),[^;]*;"
-    r"|1 (?:(?P<iso5>"
-    + _ISO
-    + r")(?P<off5>Z|[+-]\d\d:\d\d)|-) (?P<h5>\S+) \S+ \S+ \S+ (?:-|(?:\[(?:[^\]\\]|\\.)*\])+)(?: \x{FEFF}?)?"
+    r"|1 (?:(?P<iso5>" + _ISO + r")(?P<off5>Z|[+-]\d\d:\d\d)|-) (?P<h5>\S+) \S+ \S+ \S+ "
+    r"(?:-|(?:\[(?:[^\]\\]|\\.)*\])+)(?: \x{FEFF}?)?"
     r"|(?P<iso>" + _ISO + r")(?P<off>Z|[+-]\d\d:?\d\d)?(?: (?P<ihost>\S+) kernel:)?"
     r"|(?P<unix>\d{9,11}\.\d{1,6}) (?P<uhost>\S+) kernel:"
     r"|(?P<sys>" + _MONTH + r" +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?) (?P<shost>\S+) kernel:"
@@ -276,7 +275,8 @@ def _hit_offsets(blocks: pl.DataFrame, buf: bytes) -> np.ndarray:
 def _reltime_headers(buf: bytes, cand: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     """The ``[Jan21 04:41]`` minute headers of a ``dmesg --time-format=reltime`` chunk (line,
     month, day, hh:mm), so that a ``+delta`` line can take the minute of the header above it even
-    when the header is no fault line or sits in an earlier chunk. Only reltime chunks are scanned."""
+    when the header is no fault line or sits in an earlier chunk. Only reltime chunks are
+    scanned."""
     rel = _REL_FIRST.match(buf) or (
         cand.height
         and cand["raw"].str.contains(r"^[^\[]{0,20}\[(?:\s*\+\d|[A-Z][a-z]{2} ?\d)").any()
@@ -403,7 +403,8 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
         .when(pl.col("rdelta").is_not_null() & pl.col("rel").is_null())
         .then(
             pl.lit(
-                "dmesg reltime '+delta' stamp with no '[Mon DD HH:MM]' header line before it in the file"
+                "dmesg reltime '+delta' stamp with no '[Mon DD HH:MM]' header line before it "
+                "in the file"
             )
         )
         .when(pl.col("j_rt").is_not_null() | pl.col("unix").is_not_null())
@@ -413,7 +414,8 @@ def _times(df: pl.DataFrame, headers: pl.DataFrame, ctx: ParseContext) -> pl.Dat
         .when(~pl.col("has_abs") & pl.col("has_up"))
         .then(
             pl.lit(
-                "uptime stamp and no boot time (no 'setting system clock' line before it in this boot); pass the boot time as --time"
+                "uptime stamp and no boot time (no 'setting system clock' line before it in "
+                "this boot); pass the boot time as --time"
             )
         )
         .when(pl.col("dlt").is_not_null())
@@ -528,10 +530,24 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(
         kind=kind,
         code=pl.coalesce(x.struct.field("code"), s.struct.field("code"), host_code),
-        pci_raw=pl.coalesce(x.struct.field("pci"), s.struct.field("pci"), m.struct.field("pci"), ga.struct.field("pci")),
+        pci_raw=pl.coalesce(
+            x.struct.field("pci"),
+            s.struct.field("pci"),
+            m.struct.field("pci"),
+            ga.struct.field("pci"),
+        ),
         message=pl.coalesce(
-            pl.col("_xmsg"), s.struct.field("msg"), mlx_msg, mce_msg,
-            pl.concat_str(ed.struct.field("n"), pl.lit(" "), ed.struct.field("kind"), pl.lit(" "), ed.struct.field("msg")),
+            pl.col("_xmsg"),
+            s.struct.field("msg"),
+            mlx_msg,
+            mce_msg,
+            pl.concat_str(
+                ed.struct.field("n"),
+                pl.lit(" "),
+                ed.struct.field("kind"),
+                pl.lit(" "),
+                ed.struct.field("msg"),
+            ),
             nv.struct.field("msg"),
         ),
         component_id=pl.coalesce(
@@ -542,11 +558,16 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
             nv.struct.field("dev"),
         ),
         pid=pl.when(pid.str.contains(r"^\d+$")).then(pid.cast(pl.Int64, strict=False)),
-        process=pl.when(pname.is_not_null() & ~pname.is_in(["<unknown>", "'<unknown>'", "N/A", ""])).then(pname),
+        process=pl.when(
+            pname.is_not_null() & ~pname.is_in(["<unknown>", "'<unknown>'", "N/A", ""])
+        ).then(pname),
         uuid_at=ga.struct.field("uuid"),
-        sxid_severity=pl.when(sev_word == "fatal").then(pl.lit("fatal")).when(sev_word.is_not_null()).then(pl.lit("warning")),
+        sxid_severity=pl.when(sev_word == "fatal")
+        .then(pl.lit("fatal"))
+        .when(sev_word.is_not_null())
+        .then(pl.lit("warning")),
         epoch=pl.col("_cl").struct.field("epoch"),
-    ).drop(*parts, "_x", "_xa", "_xmsg")  # fmt: skip
+    ).drop(*parts, "_x", "_xa", "_xmsg")
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
@@ -812,8 +833,20 @@ def _collapse_multiline(ev: pl.DataFrame) -> pl.DataFrame:
         pl.col("message") == pl.col("prev_m")
     )
     firsts = [
-        *_KEY, "time", "host", "component_class", "component_id", "pci_bus", "uuid", "link", "action", "pid", "process", "line", "raw",
-    ]  # fmt: skip
+        *_KEY,
+        "time",
+        "host",
+        "component_class",
+        "component_id",
+        "pci_bus",
+        "uuid",
+        "link",
+        "action",
+        "pid",
+        "process",
+        "line",
+        "raw",
+    ]
     return (
         _runs(ev, ["line"], starts)
         .group_by("run")
@@ -910,9 +943,12 @@ _HW_COLUMNS = set(TABLES["hw_events"].columns)
 
 _SNIFF_XID = re.compile(rb"NVRM: Xid|nvidia-nvswitch\d+: SX[Ii][Dd]")
 _SNIFF_LINE = re.compile(
-    rb"(?m)^(?:<\d+>)?(?:[a-z0-9]+ *:[a-z]+ *: )?(?:\[\s*\d+\.\d+(?: <[^>]*>)?\] |\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}(?: <[^>]*>)?\] |"
+    rb"(?m)^(?:<\d+>)?(?:[a-z0-9]+ *:[a-z]+ *: )?(?:\[\s*\d+\.\d+(?: <[^>]*>)?\] |"
+    rb"\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}(?: <[^>]*>)?\] |"
     rb"\d+,\d+,\d+,[-c+]*;|\[[A-Z][a-z]{2} ?\d{1,2} \d\d:\d\d\] |\[\s*\+\d+\.\d+\] |"
-    rb"\S+ +\S+ \S+ \S+ kernel: |1 \S+ \S+ kernel |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:\d\d |(?:\d{4}-\d\d-\d\dT|\d{9,11}\.)\S+ \S+ kernel: )"
+    rb"\S+ +\S+ \S+ \S+ kernel: |1 \S+ \S+ kernel |"
+    rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:\d\d |"
+    rb"(?:\d{4}-\d\d-\d\dT|\d{9,11}\.)\S+ \S+ kernel: )"
 )
 
 
@@ -935,7 +971,10 @@ FORMAT = FormatSpec(
     primary="hw_events",
     parse=parse,
     detect=detect,
-    description="kernel logs (dmesg, syslog, journald, /dev/kmsg): NVIDIA XID / SXID, mlx5 link, MCE, EDAC, NVMe",
+    description=(
+        "kernel logs (dmesg, syslog, journald, /dev/kmsg): NVIDIA XID / SXID, mlx5 link, MCE, "
+        "EDAC, NVMe"
+    ),
     line_oriented=True,
     extract=_extract,
     merge=merge,

@@ -33,16 +33,16 @@ Records (conservation): a standalone pod's container run, a training job's attem
 its pods, or from a PyTorchJob / JobSet object), one job restart event, and one
 ``PyTorchJobRestarting`` line of an operator log. ``node_events`` rows are extra output, not
 records. Nothing is skipped silently: an object of a kind not read here (Service, ConfigMap...),
-an object without ``kind`` or ``metadata.name``, an unreadable document of a multi-document YAML file, a Pod that shows no run, a Node whose Ready
-condition carries no time (a Ready condition without ``lastTransitionTime`` is placed at its
-``lastHeartbeatTime``, said in the reason), a node or restart Event without a time, a restart
-whose attempt's start is not in the file, an attempt ending before it starts and a time outside
-``ctx``'s plausible window are each one quarantine row (and so one record). Events of other
-reasons (Scheduled, Started, Killing, Pulled...) are read as context
-for restarts and are not records; a file that is not valid JSON (when it starts like
-JSON) or YAML is one quarantined record with the parser's line and column. ``source_line`` is
-the object's 1-based position in the file (or the log line). The work is Python per object:
-the objects are nested documents, not lines, and a cluster's dump holds thousands, not millions.
+an object without ``kind`` or ``metadata.name``, an unreadable document of a multi-document YAML
+file, a Pod that shows no run, a Node whose Ready condition carries no time (a Ready condition
+without ``lastTransitionTime`` is placed at its ``lastHeartbeatTime``, said in the reason), a node
+or restart Event without a time, a restart whose attempt's start is not in the file, an attempt
+ending before it starts and a time outside ``ctx``'s plausible window are each one quarantine row
+(and so one record). Events of other reasons (Scheduled, Started, Killing, Pulled...) are read as
+context for restarts and are not records; a file that is not valid JSON (when it starts like JSON)
+or YAML is one quarantined record with the parser's line and column. ``source_line`` is the object's
+1-based position in the file (or the log line). The work is Python per object: the objects are
+nested documents, not lines, and a cluster's dump holds thousands, not millions.
 
 The same run often arrives twice (a pod's ``lastState`` and a restart event, a PyTorchJob and
 its pods); the warehouse view merges them (``warehouse.schemas`` ``Dedupe`` on job_attempts).
@@ -558,7 +558,10 @@ def _restart_runs(events: list[tuple[int, dict]], ctx: ParseContext, bad: list) 
                     (
                         index,
                         json.dumps(ev, default=str)[:500],
-                        f"object {index}: {reason} event without firstTimestamp, eventTime or lastTimestamp",
+                        (
+                            f"object {index}: {reason} event without firstTimestamp, eventTime or "
+                            "lastTimestamp"
+                        ),
                     )
                 )
             continue
@@ -622,13 +625,27 @@ def _restart_runs(events: list[tuple[int, dict]], ctx: ParseContext, bad: list) 
                    f"its pods {since}): the job's pod events or pods give it")  # fmt: skip
             bad.append((index, json.dumps(events_by_index[index], default=str)[:500], why))
             continue
-        rows.append({
-            "cluster": ctx.cluster, "scheduler": "k8s", "job_id": f"{ns}/{job}", "name": job,
-            "account": ns, "start_time": start, "end_time": end, "state": state, "raw_state": "Restarting",
-            "reason": reason, "exit_code": code, "signal": _signal({}, code), "nodes": sorted(hosts),
-            "n_nodes": len(hosts) or None, "source": "k8s-events", "source_file": ctx.path,
-            "source_line": index,
-        })  # fmt: skip
+        rows.append(
+            {
+                "cluster": ctx.cluster,
+                "scheduler": "k8s",
+                "job_id": f"{ns}/{job}",
+                "name": job,
+                "account": ns,
+                "start_time": start,
+                "end_time": end,
+                "state": state,
+                "raw_state": "Restarting",
+                "reason": reason,
+                "exit_code": code,
+                "signal": _signal({}, code),
+                "nodes": sorted(hosts),
+                "n_nodes": len(hosts) or None,
+                "source": "k8s-events",
+                "source_file": ctx.path,
+                "source_line": index,
+            }
+        )
     return rows
 
 
@@ -796,7 +813,8 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
                     node_events.extend(_event_rows(obj, ctx, i))
                 else:
                     raise BadObject(
-                        f"kind {kind} is not read by the k8s format (it reads {', '.join(READ_KINDS)})"
+                        f"kind {kind} is not read by the k8s format (it reads "
+                        f"{', '.join(READ_KINDS)})"
                     )
             except (BadObject, TypeError, AttributeError, ValueError) as exc:
                 bad.append((i, json.dumps(obj, default=str)[:500], f"object {i}: {exc}"))
@@ -926,5 +944,8 @@ FORMAT = FormatSpec(
     primary="job_attempts",
     parse=parse,
     detect=detect,
-    description="Kubernetes pods / events / nodes / PyTorchJob / JobSet (JSON or YAML), training-operator log",
+    description=(
+        "Kubernetes pods / events / nodes / PyTorchJob / JobSet (JSON or YAML), "
+        "training-operator log"
+    ),
 )

@@ -2,10 +2,11 @@
 
 Handles: a header line or a caller-given field list (``--fields``; the preset ``xdmod`` is Open
 XDMoD's headerless order, also assumed for headerless 26-field lines), any delimiter including
-multi-byte ones (a headerless dump's is read off the characters after its JobIDs), ``--parsable``'s trailing delimiter, several header blocks in one file, steps
-(``123.batch``, ``123.0``) folded into their job, arrays (``123_4``, ``123_[1-3]``), heterogeneous
-components (``1853+0``), ``--duplicates`` (one attempt per requeue), hostlists, normalized states
-with the raw state kept, ``Unknown``/``None`` times, every elapsed format, GPUs from AllocTRES.
+multi-byte ones (a headerless dump's is read off the characters after its JobIDs), ``--parsable``'s
+trailing delimiter, several header blocks in one file, steps (``123.batch``, ``123.0``) folded into
+their job, arrays (``123_4``, ``123_[1-3]``), heterogeneous components (``1853+0``),
+``--duplicates`` (one attempt per requeue), hostlists, normalized states with the raw state kept,
+``Unknown``/``None`` times, every elapsed format, GPUs from AllocTRES.
 
 A record is one job line (with its steps). A step line whose job line is absent is quarantined:
 it cannot form an attempt on its own. A line that repeats an earlier line of its header block
@@ -67,7 +68,10 @@ XDMOD_FIELDS = [
 FIELD_PRESETS = {"xdmod": XDMOD_FIELDS}
 
 
-_JOBID = r"^(?P<job>(?P<base>\d+)(?:_(?P<task>\d+|\[[^\]]*\]))?(?:\+(?P<het>\d+))?)(?:\.(?P<step>[^.\s]+))?$"
+_JOBID = (
+    r"^(?P<job>(?P<base>\d+)(?:_(?P<task>\d+|\[[^\]]*\]))?(?:\+(?P<het>\d+))?)"
+    r"(?:\.(?P<step>[^.\s]+))?$"
+)
 _FORMAT_TIME = "%Y-%m-%dT%H:%M:%S"
 
 
@@ -95,8 +99,12 @@ _LEAD = re.compile(
 
 def _delimiter_after_jobid(lines: pl.Series) -> str | None:
     """The delimiter of headerless lines, when every non-blank one of ``lines`` agrees."""
-    found = {m.group(1) if m else None for ln in lines.to_list() if ln and ln.strip() and not ln.startswith("#")
-             for m in [_LEAD.match(ln)]}  # fmt: skip
+    found = {
+        m.group(1) if m else None
+        for ln in lines.to_list()
+        if ln and ln.strip() and not ln.startswith("#")
+        for m in [_LEAD.match(ln)]
+    }
     return found.pop() if len(found) == 1 and None not in found else None
 
 
@@ -229,8 +237,11 @@ def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, 
     df = df.filter(pl.col("nf") == n)
     if "jobid" not in fields:
         shown = ", ".join(fields[:6]) + (", ..." if len(fields) > 6 else "")
-        why = (f"no JobID field in the field list ({layout}: {shown}) split at {delim!r}: every record rejected; "
-               "pass --fields with JobID, or the dump's --delimiter")  # fmt: skip
+        why = (
+            f"no JobID field in the field list ({layout}: {shown}) split at {delim!r}: every "
+            "record rejected; "
+            "pass --fields with JobID, or the dump's --delimiter"
+        )
         qs.append(quarantine_frame(df["line"], df["raw"], [why] * df.height))
         return empty, pl.concat(qs)
     # Steps (123.batch, 123.0) fold into their job: split only the JobID off step lines (most
@@ -283,9 +294,26 @@ def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, 
 
 
 _USED = {
-    "jobid", "cluster", "jobname", "user", "account", "partition", "submit", "start", "end", "state",
-    "exitcode", "alloctres", "reqtres", "nnodes", "alloccpus", "ncpus", "nodelist", "elapsed", "timelimit",
-}  # fmt: skip
+    "jobid",
+    "cluster",
+    "jobname",
+    "user",
+    "account",
+    "partition",
+    "submit",
+    "start",
+    "end",
+    "state",
+    "exitcode",
+    "alloctres",
+    "reqtres",
+    "nnodes",
+    "alloccpus",
+    "ncpus",
+    "nodelist",
+    "elapsed",
+    "timelimit",
+}
 
 
 _TIMES = {"submit": "Submit", "start": "Start", "end": "End"}  # field -> its name in messages
@@ -349,10 +377,11 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
 
 def _local_times(jobs: pl.DataFrame, c, tz: str) -> pl.DataFrame:
     """``jobs`` with ``_submit_t`` / ``_start_t`` / ``_end_t`` (naive UTC) read from the local
-    times, and ``_gap_<field>`` / ``_span_why`` / ``_submit_undecided`` for the reasons. A wall-clock time in the hour
-    a DST fall-back repeats is two instants: the job's own Elapsed decides Start and End (the
-    one pair of readings an Elapsed apart), and the readings of Submit not after the Start
-    decide it; a time no evidence decides is left null, and the job is quarantined."""
+    times, and ``_gap_<field>`` / ``_span_why`` / ``_submit_undecided`` for the reasons. A
+    wall-clock time in the hour a DST fall-back repeats is two instants: the job's own Elapsed
+    decides Start and End (the one pair of readings an Elapsed apart), and the readings of Submit
+    not after the Start decide it; a time no evidence decides is left null, and the job is
+    quarantined."""
     cols = {}
     for f in _TIMES:
         cols[f"_{f}_e"], cols[f"_{f}_l"], cols[f"_gap_{f}"] = local_candidates(
@@ -413,17 +442,30 @@ def _unreadable(
         (
             pl.col("_submit_undecided"),
             pl.format(
-                f"Submit '{{}}' falls in the hour repeated when DST ends in {ctx.tz}, and the Start does not tell which",
+                (
+                    f"Submit '{{}}' falls in the hour repeated when DST ends in {ctx.tz}, and the "
+                    "Start does not tell which"
+                ),
                 c("submit"),
             ),
         )
     )
     tres = pl.coalesce(c("alloctres"), c("reqtres"))
-    checks.append(((gpus.is_null() & tres.str.contains(r"gres/gpu[:=]")) | (tres_nodes.is_null() & c("alloctres").str.contains(r"(?:^|,)node=\d")),
-                   pl.format("TRES '{}' holds a count too large to be one", tres)))  # fmt: skip
+    checks.append(
+        (
+            (gpus.is_null() & tres.str.contains(r"gres/gpu[:=]"))
+            | (tres_nodes.is_null() & c("alloctres").str.contains(r"(?:^|,)node=\d")),
+            pl.format("TRES '{}' holds a count too large to be one", tres),
+        )
+    )
     raw_exit = c("exitcode").str.strip_chars()
-    checks.append((raw_exit.is_not_null() & exit_parts.struct.field("1").cast(pl.Int64, strict=False).is_null(),
-                   pl.format("ExitCode '{}' is not code:signal", raw_exit)))  # fmt: skip
+    checks.append(
+        (
+            raw_exit.is_not_null()
+            & exit_parts.struct.field("1").cast(pl.Int64, strict=False).is_null(),
+            pl.format("ExitCode '{}' is not code:signal", raw_exit),
+        )
+    )
     reason = pl.lit(None, pl.Utf8)
     for cond, text in reversed(checks):
         reason = pl.when(cond.fill_null(False)).then(text).otherwise(reason)

@@ -10,9 +10,9 @@ once per run and each run is an attempt, numbered in time order.
 A record is one element of ``jobs`` (its ``steps`` are folded into it). An element that is not an
 object, has no usable job id, or holds a value a job cannot have (a number field that is not a
 number, a count / exit code / signal out of range, end before start, a time outside ``ctx``'s
-plausible window: ``ingest.job_checks``) is quarantined with its index as the record number; a file that
-is not valid JSON, or has no ``jobs`` list, is one quarantined record. The per-job extraction is
-Python over parsed JSON (the objects are nested and change shape by release); the per-column work
+plausible window: ``ingest.job_checks``) is quarantined with its index as the record number; a file
+that is not valid JSON, or has no ``jobs`` list, is one quarantined record. The per-job extraction
+is Python over parsed JSON (the objects are nested and change shape by release); the per-column work
 after it (hostlists, states, attempt numbering) is columnar.
 
 Slurm 22.05's ``sacct --json`` (data_parser ``openapi/dbv0.0.38``) prints ``exit_code``
@@ -163,10 +163,14 @@ def _job_row(job: dict, ctx: ParseContext, lost_exit: bool = False) -> dict:
     sig_raw = ec.get("signal") if isinstance(ec, dict) else None
     sig_raw = sig_raw.get("id", sig_raw.get("signal_id")) if isinstance(sig_raw, dict) else sig_raw
     problems = [
-        _unreadable("exit_code.return_code", rc_raw), _unreadable("exit_code.signal", sig_raw),
+        _unreadable("exit_code.return_code", rc_raw),
+        _unreadable("exit_code.signal", sig_raw),
         _unreadable("allocation_nodes", job.get("allocation_nodes")),
-        *(_unreadable(f"time.{k}", t.get(k)) for k in ("submission", "start", "end", "elapsed", "limit")),
-    ]  # fmt: skip
+        *(
+            _unreadable(f"time.{k}", t.get(k))
+            for k in ("submission", "start", "end", "elapsed", "limit")
+        ),
+    ]
     limit = _num(t.get("limit"))
     tres = job.get("tres")
     assoc = job.get("association") if isinstance(job.get("association"), dict) else {}
@@ -224,13 +228,31 @@ def _exit_lost(ec, states: list[str]) -> bool:
 
 
 _ROW_SCHEMA = {
-    "cluster": pl.Utf8, "job_id": pl.Utf8, "array_job_id": pl.Utf8, "array_task_id": pl.Utf8,
-    "name": pl.Utf8, "user": pl.Utf8, "account": pl.Utf8, "partition": pl.Utf8,
-    "submit_time": pl.Int64, "start_time": pl.Int64, "end_time": pl.Int64, "state_tok": pl.Utf8,
-    "raw_state": pl.Utf8, "reason": pl.Utf8, "exit_code": pl.Int64, "signal": pl.Int64,
-    "n_nodes": pl.Int64, "n_cpus": pl.Int64, "n_gpus": pl.Int64, "nodelist": pl.Utf8,
-    "elapsed_s": pl.Float64, "timelimit_s": pl.Float64, "_unreadable": pl.Utf8, "source_line": pl.Int64,
-}  # fmt: skip
+    "cluster": pl.Utf8,
+    "job_id": pl.Utf8,
+    "array_job_id": pl.Utf8,
+    "array_task_id": pl.Utf8,
+    "name": pl.Utf8,
+    "user": pl.Utf8,
+    "account": pl.Utf8,
+    "partition": pl.Utf8,
+    "submit_time": pl.Int64,
+    "start_time": pl.Int64,
+    "end_time": pl.Int64,
+    "state_tok": pl.Utf8,
+    "raw_state": pl.Utf8,
+    "reason": pl.Utf8,
+    "exit_code": pl.Int64,
+    "signal": pl.Int64,
+    "n_nodes": pl.Int64,
+    "n_cpus": pl.Int64,
+    "n_gpus": pl.Int64,
+    "nodelist": pl.Utf8,
+    "elapsed_s": pl.Float64,
+    "timelimit_s": pl.Float64,
+    "_unreadable": pl.Utf8,
+    "source_line": pl.Int64,
+}
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:

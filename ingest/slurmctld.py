@@ -20,9 +20,9 @@ Not records (skipped): every other line, e.g. ``POWER:`` chatter, ``sched: Alloc
 following events. A would-be record whose timestamp or hostlist cannot be read, or whose time lies
 outside ``ctx``'s plausible window, is quarantined. A line repeating an earlier record line of
 the same chunk exactly is the same record: stored once and counted as a duplicate
-(``ParseResult.duplicates``; a repeat of a rejected line is quarantined again; dropped here, since a repeat placed after a ``reason set to`` line
-would take another reason). Repeats in different chunks of a file larger than the runner's
-chunk are left to the warehouse's dedupe.
+(``ParseResult.duplicates``; a repeat of a rejected line is quarantined again; dropped here, since a
+repeat placed after a ``reason set to`` line would take another reason). Repeats in different chunks
+of a file larger than the runner's chunk are left to the warehouse's dedupe.
 """
 
 from __future__ import annotations

@@ -82,12 +82,25 @@ T0 = datetime(2026, 1, 5)
 
 def test_measured_badput_uses_ingested_checkpoint_times(wh, tmp_path):
     def att(job, n, s, e, state):
-        return {"cluster": "default", "scheduler": "slurm", "job_id": job, "attempt": n, "name": "t",
-                "user": "u", "state": state, "n_gpus": 8, "start_time": T0 + timedelta(minutes=s),
-                "end_time": T0 + timedelta(minutes=e)}  # fmt: skip
+        return {
+            "cluster": "default",
+            "scheduler": "slurm",
+            "job_id": job,
+            "attempt": n,
+            "name": "t",
+            "user": "u",
+            "state": state,
+            "n_gpus": 8,
+            "start_time": T0 + timedelta(minutes=s),
+            "end_time": T0 + timedelta(minutes=e),
+        }
 
-    attempts = [att("7001", 1, 0, 180, "NODE_FAIL"), att("7001", 2, 190, 250, "COMPLETED"),
-                att("7002", 1, 0, 180, "NODE_FAIL"), att("7002", 2, 190, 250, "COMPLETED")]  # fmt: skip
+    attempts = [
+        att("7001", 1, 0, 180, "NODE_FAIL"),
+        att("7001", 2, 190, 250, "COMPLETED"),
+        att("7002", 1, 0, 180, "NODE_FAIL"),
+        att("7002", 2, 190, 250, "COMPLETED"),
+    ]
     wh.replace_table("job_attempts", conform("job_attempts", pl.DataFrame(attempts)))
     csv = tmp_path / "ck.csv"
     # job 7001 checkpointed every ~3 h, not every 30 min: its last durable save was at 0:40

@@ -28,11 +28,25 @@ def _fitted(home) -> Warehouse:
     (one lemon) and the report's standard projections made by a build."""
     wh = Warehouse(home)
     r = LLAMA
-    wh.replace_table("failure_rates", conform("failure_rates", pl.DataFrame({
-        "component_class": list(r.classes), "stratum": "all", "window": "all", "model": "exponential",
-        "selected": True, "params": "{}", "rate_per_1k_unit_days": r.rate * 24_000,
-        "rate_ci_low": r.ci_low * 24_000, "rate_ci_high": r.ci_high * 24_000,
-    })))  # fmt: skip
+    wh.replace_table(
+        "failure_rates",
+        conform(
+            "failure_rates",
+            pl.DataFrame(
+                {
+                    "component_class": list(r.classes),
+                    "stratum": "all",
+                    "window": "all",
+                    "model": "exponential",
+                    "selected": True,
+                    "params": "{}",
+                    "rate_per_1k_unit_days": r.rate * 24_000,
+                    "rate_ci_low": r.ci_low * 24_000,
+                    "rate_ci_high": r.ci_high * 24_000,
+                }
+            ),
+        ),
+    )
     wh.replace_table("node_health", conform("node_health", pl.DataFrame({
         "host": ["n1", "n2"], "node_hours": [1000.0, 1000.0], "failures": [9, 1],
         "expected_failures": [5.0, 5.0], "excess_failures": [4.0, -4.0],
@@ -146,9 +160,26 @@ def _clusters(wh) -> None:
         [conform("job_attempts", moved(attempts())), conform("job_attempts", pl.DataFrame([e]))]
     )
     jobs = moved(goodput_jobs())
-    jobs = pl.concat([jobs, pl.DataFrame([{"job_id": "E", "n_gpus": 8, "wall_hours": 10.0, "productive_hours": 9.0,
-                                           "final_end": e["end_time"], "goodput": 0.9, "cluster": "c3",
-                                           "scheduler": "slurm"}], schema=jobs.schema)])  # fmt: skip
+    jobs = pl.concat(
+        [
+            jobs,
+            pl.DataFrame(
+                [
+                    {
+                        "job_id": "E",
+                        "n_gpus": 8,
+                        "wall_hours": 10.0,
+                        "productive_hours": 9.0,
+                        "final_end": e["end_time"],
+                        "goodput": 0.9,
+                        "cluster": "c3",
+                        "scheduler": "slurm",
+                    }
+                ],
+                schema=jobs.schema,
+            ),
+        ]
+    )
     with wh.batch("compare-test") as b:
         b.add({"job_attempts": att})
     wh.replace_table("interruptions", conform("interruptions", moved(interruptions())))

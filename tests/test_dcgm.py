@@ -73,7 +73,8 @@ def test_dcgmi_diag_is_not_dcgm():
 def test_labels_times_hosts_and_errors():
     text = (
         b"# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"
-        b'DCGM_FI_DEV_GPU_TEMP{gpu="1",UUID="GPU-a",Hostname="dgx-07",modelName="NVIDIA H100 80GB HBM3",'
+        b'DCGM_FI_DEV_GPU_TEMP{gpu="1",UUID="GPU-a",Hostname="dgx-07",'
+        b'modelName="NVIDIA H100 80GB HBM3",'
         b'GPU_I_PROFILE="1g.10gb",GPU_I_ID="3",pod="p-0",namespace="ml",container="c",'
         b'pci_bus_id="00000000:CB:00.0"} 41 1714564800123\n'
         b'DCGM_FI_DEV_GPU_TEMP{gpu="2", UUID="GPU-b"} 42\r\n'
@@ -127,7 +128,8 @@ def test_labels_times_hosts_and_errors():
 
 def test_xid_count_series_and_string_blank():
     text = (
-        b'DCGM_EXP_XID_ERRORS_COUNT{gpu="0",UUID="GPU-a",xid="79",window_size_in_ms="300000"} 1 1714564800000\n'
+        b'DCGM_EXP_XID_ERRORS_COUNT{gpu="0",UUID="GPU-a",xid="79",window_size_in_ms="300000"} '
+        b"1 1714564800000\n"
         b'DCGM_EXP_XID_ERRORS_COUNT{gpu="0",UUID="GPU-a",xid="48"} 2 1714564800000\n'
         b'DCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-a",err_code="0"} 48 1714564800000\n'
         b'DCGM_FI_DEV_SERIAL{gpu="0"} <<<NULL>>> 1714564800000\n'
@@ -173,7 +175,8 @@ def test_runner_conservation_and_idempotence(wh, tmp_path):
     # the sample scrape lists its 3 samples twice: exact duplicates are stored once
     assert wh.read("gpu_samples").height == 3 and wh.read("quarantine").height == 1
     assert [(r.rows_ok, r.rows_duplicate) for r in reports if r.path.endswith("a.prom")] == [(3, 3)]
-    # one row per (metric, source): the scrape's 3 metrics are among the 26 the counters CSV declares
+    # one row per (metric, source): the scrape's 3 metrics are among the 26 the counters CSV
+    # declares
     meta = wh.read("metric_metadata")
     assert meta.height == 26 and meta.select(pl.struct("metric", "source").is_unique().all()).item()
     again = ingest_paths(wh, [src], fmt="auto")
@@ -266,7 +269,10 @@ def test_value_missing_timestamp_not_taken_as_value():
     r = _parse(text)
     assert r.tables["gpu_samples"]["gpu"].to_list() == [0]
     assert r.quarantine["error"].to_list() == [
-        "sample has no value: its only number, 1714564800000, is a millisecond timestamp like the other lines'",
+        (
+            "sample has no value: its only number, 1714564800000, is a millisecond timestamp like "
+            "the other lines'"
+        ),
         "sample line has no value",
     ]
 
@@ -384,7 +390,10 @@ def test_parse_many_gives_each_file_what_parse_gives_it_alone():
     assert a.quarantine.select("line", "error").rows() == [
         (
             3,
-            "sample has no value: its only number, 1714564800000, is a millisecond timestamp like the other lines'",
+            (
+                "sample has no value: its only number, 1714564800000, is a millisecond timestamp "
+                "like the other lines'"
+            ),
         ),
         (4, "not a Prometheus sample line"),
     ]

@@ -59,7 +59,8 @@ def test_text_then_json_and_json_then_text_give_the_same_canonical_files(tmp_pat
     assert pl.read_parquet(one.record_files("job_attempts")).height == 2 * SLURM_ATTEMPTS
     # the preferred row's provenance (sacct.json sorts first), its values where it has them
     assert set(first["source_file"]) == {str(JSON)}
-    # ... and the text file's where the json has none (its signal is null where nothing killed the job)
+    # ... and the text file's where the json has none (its signal is null where nothing killed the
+    # job)
     assert first.drop("signal").equals(alone[".json"].drop("signal"))
     assert alone[".json"]["signal"].null_count() == 1409 and first["signal"].null_count() == 0
     # metric_metadata: every scrape repeats its HELP/TYPE lines, stored once (record key), from

@@ -45,8 +45,11 @@ def _run(home, monkeypatch, out_of_process: bool) -> set[str]:
         warnings.simplefilter("ignore")
         if out_of_process:
             with dg.execute_job(
-                dg.reconstructable(resolved_build_job), instance=instance, run_config=MULTIPROCESS, asset_selection=selection
-            ) as result:  # fmt: skip
+                dg.reconstructable(resolved_build_job),
+                instance=instance,
+                run_config=MULTIPROCESS,
+                asset_selection=selection,
+            ) as result:
                 assert result.success
                 return {e.pid for e in result.all_events if e.is_step_start}
         result = resolved_build_job().execute_in_process(
@@ -138,7 +141,17 @@ def test_goodput_executor_picks_the_executor_of_launched_runs(monkeypatch):
         run_executor("slurm")
     monkeypatch.setenv("GOODPUT_EXECUTOR", "k8s")  # as the code location's pod sets it
     out = subprocess.run(
-        [sys.executable, "-c", "from pipelines.definitions import defs; print(defs.resolve_job_def('build').executor_def.name)"],
-        capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1],
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            (
+                "from pipelines.definitions import defs; "
+                "print(defs.resolve_job_def('build').executor_def.name)"
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parents[1],
+    )
     assert out.stdout.strip() == "k8s"

@@ -24,7 +24,8 @@ EXPECTED = {
     "slurm/SARC__slurm_23_2_6.json": ("sacct-json", 1, 1, 0),
     "slurm/aws-eda-slurm-cluster_issue267_slurmctld.log": ("slurmctld", 1, 1, 0),
     "slurm/ArjunaUsers_issue137_slurmctld.log": ("slurmctld", 0, 0, 0),
-    # headerless 27 fields: without --fields every line says so (tests/test_sacct.py reads it with them)
+    # headerless 27 fields: without --fields every line says so (tests/test_sacct.py reads it with
+    # them)
     "slurm/rug-cit-hpc_slurm-jobinfo__sacct.txt": ("sacct", 13, 0, 13),
     "kubernetes/kuard__kubectl_get_pods_list.json": ("k8s", 1, 1, 0),
     "slurm/xdmod__accounting-logs.log": ("sacct", 4, 4, 0),
@@ -94,13 +95,15 @@ def test_every_sample_by_content_compressed_and_nested(wh, shuffled):
     vendor = q.filter(pl.col("format") == "k8s")
     assert sorted(vendor["error"].to_list()) == [
         (
-            "PyTorchJobRestarting at 2024-04-05T15:12:25 ends an attempt of default/kfto-01 (exit code 1) "
+            "PyTorchJobRestarting at 2024-04-05T15:12:25 ends an attempt of default/kfto-01 "
+            "(exit code 1) "
             "whose start an operator log does not show: the job's pod events or pods (kubectl get "
             "events/pods -o json) give it"
         ),
         "invalid JSON at line 46 column 144: Invalid control character",
         (
-            "object 1: Node gk3-infra-cluster-pool-2-be3fcd50-lzd5 Ready=True has no lastTransitionTime or "
+            "object 1: Node gk3-infra-cluster-pool-2-be3fcd50-lzd5 Ready=True has no "
+            "lastTransitionTime or "
             "lastHeartbeatTime: its state cannot be placed in time"
         ),
     ]
@@ -184,10 +187,14 @@ def test_chunks_are_parsed_in_order_with_line_numbers(wh, tmp_path, monkeypatch)
 
     monkeypatch.setattr(runner, "CHUNK_BYTES", 256)
     lines = [
-        f"[Thu May  1 10:{i // 60:02d}:{i % 60:02d} 2025] NVRM: Xid (PCI:0000:{i % 200:02x}:00): 79, "
+        f"[Thu May  1 10:{i // 60:02d}:{i % 60:02d} 2025] NVRM: Xid "
+        f"(PCI:0000:{i % 200:02x}:00): 79, "
         "pid=1, name=python3, GPU has fallen off the bus."
         if i % 3 == 0
-        else f"[Thu May  1 10:{i // 60:02d}:{i % 60:02d} 2025] docker0: port {i} entered blocking state"
+        else (
+            f"[Thu May  1 10:{i // 60:02d}:{i % 60:02d} 2025] docker0: port {i} "
+            "entered blocking state"
+        )
         for i in range(600)
     ]
     p = tmp_path / "node7.log"

@@ -36,7 +36,8 @@ def test_units_blanks_timestamp_and_tz():
     data = (
         b"timestamp, index, uuid, power.draw [W], pstate, clocks_throttle_reasons.active, "
         b"ecc.errors.uncorrected.volatile.total, driver_version\n"
-        b"2024/05/01 10:00:00.123, 0, GPU-abc, 250.00 W, P0, 0x0000000000000004, [Not Supported], 535.104.05\n"
+        b"2024/05/01 10:00:00.123, 0, GPU-abc, 250.00 W, P0, 0x0000000000000004, [Not "
+        b"Supported], 535.104.05\n"
         b"2024/05/01 10:00:00.123, 1, GPU-def, N/A, P8, 0x0, [Unknown Error], 535.104.05\n"
         b"2024/05/01 10:00:00.123, 2, GPU-ghi, lots, P0\n"
     )

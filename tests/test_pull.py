@@ -121,7 +121,11 @@ def test_a_failing_source_is_a_status_row_the_others_still_run_and_the_next_pull
     flag = tmp_path / "down"
     flag.write_text("")
     # fails while the flag file exists, like a login node that is down
-    script = f"test -e {shlex.quote(str(flag))} && {{ echo 'ssh: connect to host login1 port 22: No route to host' >&2; exit 255; }}; cat {shlex.quote(str(K8S))}"
+    script = (
+        f"test -e {shlex.quote(str(flag))} && "
+        "{ echo 'ssh: connect to host login1 port 22: No route to host' >&2; exit 255; }; "
+        f"cat {shlex.quote(str(K8S))}"
+    )
     flaky = command("k8s", ["sh", "-c", script], format="k8s")
     good = command("dump", ["cat", str(SACCT)])
     reports = pull(wh, [flaky, good], T0, T0 + timedelta(days=2))

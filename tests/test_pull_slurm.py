@@ -64,13 +64,25 @@ def mix(slurm_cluster: SlurmCluster) -> JobMix:  # noqa: F811
     c = slurm_cluster
     since = _now() - timedelta(seconds=1)
     ids = {
-        "hang": c.sbatch("-J", "hang", "-t", "1", "--gres=gpu:1", "-w", "gpu001", "--wrap", "sleep 300"),
+        "hang": c.sbatch(
+            "-J", "hang", "-t", "1", "--gres=gpu:1", "-w", "gpu001", "--wrap", "sleep 300"
+        ),
         "ok": c.sbatch("-J", "ok", "--gres=gpu:2", "--wrap", "true"),
         "bad": c.sbatch("-J", "bad", "--gres=gpu:1", "--wrap", "exit 3"),
         # first run: sleeps on gpu[003-004] until gpu004 goes down; the requeued run ends at once
-        "big": c.sbatch("-J", "big", "-N", "2", "-w", "gpu003,gpu004", "--gres=gpu:8", "--requeue", "--wrap",
-                        'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 300; fi'),
-    }  # fmt: skip
+        "big": c.sbatch(
+            "-J",
+            "big",
+            "-N",
+            "2",
+            "-w",
+            "gpu003,gpu004",
+            "--gres=gpu:8",
+            "--requeue",
+            "--wrap",
+            'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 300; fi',
+        ),
+    }
     poll("big job running", lambda: c.job_state(ids["big"]) == "RUNNING", deadline_s=60)
     c.run("scontrol", "update", "nodename=gpu004", "state=down", f"reason={XID_REASON}")
     c.run(
@@ -105,16 +117,24 @@ def test_plan_is_the_commands_fetch_runs(mix):
     lines = slurm.plan(src, Window(datetime(2026, 1, 1), datetime(2026, 1, 1, 12)))
     assert len(lines) == 8  # two 6 h chunks: the cluster check, two sacct and one sacctmgr each
     conf = f"env SLURM_CONF={mix.cluster.conf} "
-    states = "BOOT_FAIL,CANCELLED,COMPLETED,DEADLINE,FAILED,NODE_FAIL,OUT_OF_MEMORY,PREEMPTED,REQUEUED,REVOKED,TIMEOUT"
+    states = (
+        "BOOT_FAIL,CANCELLED,COMPLETED,DEADLINE,FAILED,NODE_FAIL,OUT_OF_MEMORY,PREEMPTED,"
+        "REQUEUED,REVOKED,TIMEOUT"
+    )
     assert lines[:4] == [
         conf + "sacctmgr --noheader --parsable2 show cluster format=Cluster",
-        conf + "env TZ=UTC sacct --parsable2 --noheader --allocations --format=JobID --duplicates -M lab,other "
+        conf + "env TZ=UTC sacct --parsable2 --noheader --allocations --format=JobID --duplicates "
+        "-M lab,other "
         f"--state={states} --starttime=2026-01-01T00:00:00 --endtime=2026-01-01T05:59:59",
-        conf + "env TZ=UTC sacct --parsable2 --allocations --format=" + ",".join(slurm.SACCT_FIELDS)
-        + f" --duplicates -M lab,other --state={states} --endtime=2026-01-01T05:59:59 '--jobs=<JobIDs it prints>'",
+        conf
+        + "env TZ=UTC sacct --parsable2 --allocations --format="
+        + ",".join(slurm.SACCT_FIELDS)
+        + f" --duplicates -M lab,other --state={states} --endtime=2026-01-01T05:59:59 "
+        "'--jobs=<JobIDs it prints>'",
         conf + "env TZ=UTC sacctmgr --parsable2 show event event=node clusters=lab,other "
-        "start=2026-01-01T00:00:00 end=2026-01-01T05:59:59 format=Cluster,NodeName,Start,End,State,User,Reason",
-    ]  # fmt: skip
+        "start=2026-01-01T00:00:00 end=2026-01-01T05:59:59 "
+        "format=Cluster,NodeName,Start,End,State,User,Reason",
+    ]
     assert lines[4] == lines[0] and "--starttime=2026-01-01T06:00:00" in lines[5]
     auto = slurm.plan(_source(mix.cluster), Window(datetime(2026, 1, 1), datetime(2026, 1, 1, 1)))
     assert auto[1].endswith("sacct --version") and auto[2].startswith("[Slurm >= 23.02] ")
@@ -141,7 +161,10 @@ def test_missing_command_and_failing_command_are_one_line_errors(mix, tmp_path):
     src = _source(mix.cluster, command_prefix=["env", "PATH=/nonexistent"])
     with pytest.raises(
         SourceError,
-        match=r"^lab: env PATH=/nonexistent env TZ=UTC sacct \.\.\. exited 127: env: .*No such file",
+        match=(
+            r"^lab: env PATH=/nonexistent env TZ=UTC sacct \.\.\. exited 127: env: "
+            r".*No such file"
+        ),
     ):
         fetch_all(slurm, src, w)
 
@@ -223,15 +246,31 @@ def test_pulled_attempts_are_what_sacct_shows(mix, pulled):
     got = wh.read("job_attempts").sort("job_id", "attempt")
     t = lambda s: datetime.fromisoformat(s)
     want = sorted(
-        (r["JobID"], r["State"], r["ExitCode"], expand(r["NodeList"]), _gpus(r["AllocTRES"]), int(r["NNodes"]),
-         t(r["Start"]), t(r["End"]))
+        (
+            r["JobID"],
+            r["State"],
+            r["ExitCode"],
+            expand(r["NodeList"]),
+            _gpus(r["AllocTRES"]),
+            int(r["NNodes"]),
+            t(r["Start"]),
+            t(r["End"]),
+        )
         for r in _sacct_rows(mix)
-    )  # fmt: skip
+    )
     have = sorted(
-        (r["job_id"], r["state"], f"{r['exit_code']}:{r['signal']}", r["nodes"], r["n_gpus"], r["n_nodes"],
-         r["start_time"], r["end_time"])
+        (
+            r["job_id"],
+            r["state"],
+            f"{r['exit_code']}:{r['signal']}",
+            r["nodes"],
+            r["n_gpus"],
+            r["n_nodes"],
+            r["start_time"],
+            r["end_time"],
+        )
         for r in got.iter_rows(named=True)
-    )  # fmt: skip
+    )
     assert have == want
     by_name = {r["name"]: r for r in got.filter(pl.col("attempt") == 1).iter_rows(named=True)}
     assert {n: r["state"] for n, r in by_name.items()} == {

@@ -123,7 +123,8 @@ def test_every_section_has_a_chart_and_computed_reading(built):
     assert list(r) == SECTIONS
     assert r["causes"] == (
         "Of the 4 unexpected interruptions, 0 were the jobs' own failures (class workload: exit "
-        "codes, OOM) and 4 infrastructure. Of the 3 interruptions outside software and the jobs' own "
+        "codes, OOM) and 4 infrastructure. Of the 3 interruptions outside software and the "
+        "jobs' own "
         "failures (Llama 3: 356 of 419), gpu caused 100% (Llama 3: 48%)."
     )
     assert r["failure_rates"].startswith(
@@ -172,7 +173,8 @@ def test_every_section_has_a_chart_and_computed_reading(built):
         == "Data spans 2026-01-05 to 2026-01-12; 2 of 3 hosts appear in all 2 source tables."
     )
     assert r["explore"] == (
-        "Without a selection: 4 unexpected interruptions fell on 1 day(s); the busiest day (2026-01-05) had 4. Of 1 "
+        "Without a selection: 4 unexpected interruptions fell on 1 day(s); the busiest day "
+        "(2026-01-05) had 4. Of 1 "
         "partition(s), (none) had the most: 4 (100%, 40 lost GPU-hours)."
     )
     h = r["headline"]

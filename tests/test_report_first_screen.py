@@ -68,8 +68,12 @@ def test_tiles_do_not_overlap(screen):
     assert len(tiles) >= 4
     for i, a in enumerate(tiles):
         for b in tiles[i + 1 :]:
-            apart = (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
-                     or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])  # fmt: skip
+            apart = (
+                a["x"] + a["width"] <= b["x"]
+                or b["x"] + b["width"] <= a["x"]
+                or a["y"] + a["height"] <= b["y"]
+                or b["y"] + b["height"] <= a["y"]
+            )
             assert apart, (a, b)
 
 

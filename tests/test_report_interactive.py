@@ -133,7 +133,8 @@ def test_selectors_a_class_click_and_a_time_brush_filter_every_chart(browser, re
     assert _bars(page, "partition") == {"batch": 7, "train": 3}
     assert page.evaluate(TEXTS) == ["Selection: 10 unexpected interruptions, 80 GPU-hours lost",
                                     "measured goodput 82.5% of 504 GPU-hours"]  # fmt: skip
-    # the partition selector (a drop-down bound to a Vega-Lite parameter): every chart shows train's rows
+    # the partition selector (a drop-down bound to a Vega-Lite parameter): every chart shows train's
+    # rows
     options = page.eval_on_selector_all(
         '#chart-explore select[name="sel_partition"] option', "os => os.map(o => o.value)"
     )
@@ -221,11 +222,13 @@ def test_explore_frame_draws_long_spans_per_week():
 OVERLAPS = """sel => { const bad = [];
   document.querySelectorAll(sel + ' g.role-axis').forEach(axis => {
     const boxes = Array.from(axis.querySelectorAll('g.role-axis-label text'))
-      .filter(t => t.textContent && getComputedStyle(t).opacity !== '0' && t.getAttribute('opacity') !== '0')
+      .filter(t => t.textContent && getComputedStyle(t).opacity !== '0'
+        && t.getAttribute('opacity') !== '0')
       .map(t => [t.textContent, t.getBoundingClientRect()]);
     for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
       const [a, r] = boxes[i], [b, s] = boxes[j];
-      if (r.left < s.right - 1 && s.left < r.right - 1 && r.top < s.bottom - 1 && s.top < r.bottom - 1) bad.push([a, b]);
+      if (r.left < s.right - 1 && s.left < r.right - 1
+          && r.top < s.bottom - 1 && s.top < r.bottom - 1) bad.push([a, b]);
     } });
   return bad; }"""
 

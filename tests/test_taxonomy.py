@@ -25,7 +25,8 @@ def test_llama3_table_is_the_published_one_with_one_folding():
     assert sum(n for _, n, _ in taxonomy.LLAMA3_TABLE) == 419
     assert len(taxonomy.LLAMA3_TABLE) == 18
     mix = taxonomy.llama3_mix()
-    # GSP and SDC are GPU faults, network switch/cable is the IB fabric, NCCL + dependency are software
+    # GSP and SDC are GPU faults, network switch/cable is the IB fabric, NCCL + dependency are
+    # software
     assert mix["gpu"] == 148 + 17 + 6 and mix["ib_link"] == 35 and mix["software"] == 54 + 7 + 2
     assert mix["gpu_sram"] == 19 and mix["unknown"] == 2 + 2 and sum(mix.values()) == 419
     assert set(mix) <= set(taxonomy.CLASSES)

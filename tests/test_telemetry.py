@@ -436,10 +436,12 @@ def test_sample_fleet_ground_truth(wh, tmp_path):
     assert inferred and inferred == {t for t in truth if t[1] in scraped and t[2] in scraped}
 
 
-# the per-unit covariate join as it ran over every gpu_hourly row before whole days came from gpu_daily
+# the per-unit covariate join as it ran over every gpu_hourly row before whole days came from
+# gpu_daily
 _COV_REFERENCE_SQL = """
 WITH per_gpu AS (
-    SELECT u._u, h.cov, sum(h.mean * h.n) / sum(h.n) AS m, max(h.max) AS mx, max(h.hour) AS last_hour
+    SELECT u._u, h.cov, sum(h.mean * h.n) / sum(h.n) AS m, max(h.max) AS mx,
+        max(h.hour) AS last_hour
     FROM units u JOIN hourly h
       ON u.host = h.host AND u.gpu = h.gpu
      AND h.hour >= date_trunc('hour', u.observed_from) AND h.hour < u.observed_to
@@ -450,7 +452,8 @@ WITH per_gpu AS (
 ), per_host AS (
     SELECT u._u, h.cov, sum(h.s) / sum(h.n) AS m, max(h.mx) AS mx, NULL::TIMESTAMP AS last_hour
     FROM units u JOIN host_hourly h
-      ON u.host = h.host AND h.hour >= date_trunc('hour', u.observed_from) AND h.hour < u.observed_to
+      ON u.host = h.host
+     AND h.hour >= date_trunc('hour', u.observed_from) AND h.hour < u.observed_to
     WHERE u.gpu IS NULL
     GROUP BY u._u, h.cov
 ), allc AS (SELECT * FROM per_gpu UNION ALL SELECT * FROM per_host)

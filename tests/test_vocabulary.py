@@ -62,11 +62,19 @@ def test_a_class_has_one_colour_whatever_else_a_chart_shows():
 def test_the_causes_pareto_uses_the_class_palette():
     from dashboards.sections.causes import cause_mix_frame, causes_chart, llama3_frame
 
-    intr = pl.DataFrame({
-        "cause_class": ["gpu", "gpu", "software"], "failure_domain": ["infrastructure"] * 2 + ["workload"],
-        "planned": [False] * 3, "lost_gpu_hours": [1.0, 2.0, 3.0],
-    }).with_columns(pl.when(pl.col("failure_domain") == "workload").then(pl.lit(WORKLOAD))
-                    .otherwise(pl.col("cause_class")).alias("cause_class"))  # fmt: skip
+    intr = pl.DataFrame(
+        {
+            "cause_class": ["gpu", "gpu", "software"],
+            "failure_domain": ["infrastructure"] * 2 + ["workload"],
+            "planned": [False] * 3,
+            "lost_gpu_hours": [1.0, 2.0, 3.0],
+        }
+    ).with_columns(
+        pl.when(pl.col("failure_domain") == "workload")
+        .then(pl.lit(WORKLOAD))
+        .otherwise(pl.col("cause_class"))
+        .alias("cause_class")
+    )
     spec = _spec(causes_chart(cause_mix_frame(intr), llama3_frame()))
     colours = _colours(spec, "cause_class")
     assert (colours["gpu"], colours[WORKLOAD]) == ("#d62728", charts.CLASS_COLORS[WORKLOAD])
@@ -93,9 +101,18 @@ def test_a_missing_partition_is_named_alike_in_explore_and_trend():
         },
         schema_overrides={"partition": pl.Utf8},
     )
-    intr = pl.DataFrame({**keys, "end_time": [datetime(2026, 1, 6)], "cause_class": ["gpu"],
-                         "failure_domain": ["infrastructure"], "cause_host": [None], "planned": [False],
-                         "lost_gpu_hours": [4.0]}, schema_overrides={"cause_host": pl.Utf8})  # fmt: skip
+    intr = pl.DataFrame(
+        {
+            **keys,
+            "end_time": [datetime(2026, 1, 6)],
+            "cause_class": ["gpu"],
+            "failure_domain": ["infrastructure"],
+            "cause_host": [None],
+            "planned": [False],
+            "lost_gpu_hours": [4.0],
+        },
+        schema_overrides={"cause_host": pl.Utf8},
+    )
     assert explore_frame(intr, att)["partition"].to_list() == [NONE_LABEL]
     assert losses_frame(att, intr, "partition")["partition"].to_list() == [NONE_LABEL]
     assert losses_frame(att, intr, "node")["node"].to_list() == [NONE_LABEL]

@@ -199,21 +199,25 @@ TABLES: dict[str, Table] = {
                 "cluster": STR,
                 "host": STR,
                 "component_class": STR,  # DESIGN.md taxonomy
-                "component_id": STR,  # GPU index / PSU number / DIMM slot ... as the source names it
+                # GPU index / PSU number / DIMM slot ... as the source names it
+                "component_id": STR,
                 "gpu": I32,
                 "uuid": STR,
                 "pci_bus": STR,  # normalized by parsers: dddd:bb:dd.f, lowercase
                 "event_type": STR,  # xid | sxid | sel | redfish | counter | link_down ...
                 "code": STR,  # XID / SXID number, SEL sensor number, MessageId ...
-                "record_id": STR,  # the source's own id of the entry (SEL record id); null where none
+                # the source's own id of the entry (SEL record id); null where none
+                "record_id": STR,
                 "severity": STR,  # fatal | critical | warning | info
                 "action": STR,  # NVIDIA immediate action (RESET_GPU ...) or SEL assertion
                 "message": STR,
                 "count": I32,  # repeats merged into this event
                 "caused_by": STR,  # event_id of the initiating event (e.g. Xid 45 -> 149)
-                "pid": I64,  # process the driver blamed (XID pid=); null for <unknown> / N/A / absent
+                # process the driver blamed (XID pid=); null for <unknown> / N/A / absent
+                "pid": I64,
                 "process": STR,  # its name (XID name=)
-                "link": I32,  # NVLink / NVSwitch link the error names (XID 144-150, SXid); null otherwise
+                # NVLink / NVSwitch link the error names (XID 144-150, SXid); null otherwise
+                "link": I32,
                 **_SOURCE,
             },
             partition="source",
@@ -348,7 +352,10 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "gpu_counter_changes",
-            "a cumulative error-counter sample that starts its series' day or differs from the one before",
+            (
+                "a cumulative error-counter sample that starts its series' day or differs from "
+                "the one before"
+            ),
             {
                 "time": UTC_TS,
                 "cluster": STR,
@@ -381,7 +388,10 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "gpu_sample_times",
-            "samples per hour with their first and last time: the telemetry's time distribution (observation spans)",
+            (
+                "samples per hour with their first and last time: the telemetry's time "
+                "distribution (observation spans)"
+            ),
             {
                 "hour": UTC_TS,
                 "n": I64,
@@ -452,13 +462,17 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "failures",
-            "one failure of a node or system, with its repair where the source gives it (failure-log)",
+            (
+                "one failure of a node or system, with its repair where the source gives it "
+                "(failure-log)"
+            ),
             {
                 "system": STR,  # the system (cluster) it happened on
                 "host": STR,  # the node; null when the record names only the system
                 "start_time": UTC_TS,  # when the problem started
                 "end_time": UTC_TS,  # when it was fixed; null when the source does not say
-                "downtime_hours": F64,  # the source's own downtime, else end - start; null when unknown
+                # the source's own downtime, else end - start; null when unknown
+                "downtime_hours": F64,
                 "repair_known": BOOL,  # false: the source gives no repair time (never invented)
                 "cause": STR,  # root-cause category as the source classifies it, lower case
                 "sub_cause": STR,  # what failed, as the source words it
@@ -509,9 +523,11 @@ TABLES: dict[str, Table] = {
                 "observed_to": UTC_TS,
                 "entry": F64,  # age in hours when observation starts (left truncation)
                 "duration": F64,  # age in hours at failure or censoring (>= entry)
-                "duration_low": F64,  # last age known healthy, when the failure is interval-censored
+                # last age known healthy, when the failure is interval-censored
+                "duration_low": F64,
                 "event": BOOL,
-                "population": STR,  # inventory | telemetry (UUIDs seen) | observed_units (hosts seen x units per host)
+                # inventory | telemetry (UUIDs seen) | observed_units (hosts seen x units per host)
+                "population": STR,
                 "failure_cause": STR,
                 # telemetry over the unit's first analysis.survival.cox.COVARIATE_DAYS days
                 # observed (its whole observation if shorter): the same window for every unit
@@ -538,7 +554,8 @@ TABLES: dict[str, Table] = {
                 "host": STR,
                 "time": UTC_TS,  # first evidence of the episode
                 "failure_index": I32,  # 1-based, per host in time order
-                "gap_hours": F64,  # since the previous failure, or since observation start for the first
+                # since the previous failure, or since observation start for the first
+                "gap_hours": F64,
                 "cause_class": STR,
                 "cause_event": STR,  # hw_events.event_id or the interruption's cause_event
                 "source": STR,  # hw_events | interruptions
@@ -562,7 +579,10 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "system_mtbf",
-            "failures and MTBF of a whole system per calendar month / quarter, overall and per class (analysis/system_mtbf.py)",
+            (
+                "failures and MTBF of a whole system per calendar month / quarter, overall and "
+                "per class (analysis/system_mtbf.py)"
+            ),
             {
                 "source": STR,  # failures | interruptions | node_failures: each a separate series
                 "system": STR,
@@ -585,13 +605,17 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "availability",
-            "failures, MTBF, MTTR and availability of a system or one of its nodes (analysis/availability.py)",
+            (
+                "failures, MTBF, MTTR and availability of a system or one of its nodes "
+                "(analysis/availability.py)"
+            ),
             {
                 "source": STR,  # failures | node_events
                 "system": STR,
                 "level": STR,  # system | node
                 "host": STR,  # null at system level
-                "nodes": I64,  # the system's size (given by the source, else hosts seen); 1 for a node
+                # the system's size (given by the source, else hosts seen); 1 for a node
+                "nodes": I64,
                 "processors": I64,  # the system's processors where the source gives them
                 "span_hours": F64,  # observation span
                 "failures": I64,
@@ -600,7 +624,8 @@ TABLES: dict[str, Table] = {
                 "mtbf_hours": F64,  # span / failures, exact Poisson 95% CI
                 "mtbf_ci_low": F64,
                 "mtbf_ci_high": F64,
-                "failures_per_node_year": F64,  # per node-hour of the span x nodes, x 8760; exact CI
+                # per node-hour of the span x nodes, x 8760; exact CI
+                "failures_per_node_year": F64,
                 "failures_per_node_year_ci_low": F64,
                 "failures_per_node_year_ci_high": F64,
                 "failures_per_processor_year": F64,  # where processors are known
@@ -615,7 +640,8 @@ TABLES: dict[str, Table] = {
                 "nines": F64,  # -log10(1 - availability)
                 "nines_ci_low": F64,
                 "nines_ci_high": F64,
-                "tbf_shape": F64,  # Weibull shape of the system's times between failures (system level)
+                # Weibull shape of the system's times between failures (system level)
+                "tbf_shape": F64,
                 "tbf_shape_ci_low": F64,
                 "tbf_shape_ci_high": F64,
                 "tbf_reading": STR,
@@ -625,7 +651,10 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "repair_fits",
-            "one candidate distribution of a system's repair times or times between failures (lifelines)",
+            (
+                "one candidate distribution of a system's repair times or times between failures "
+                "(lifelines)"
+            ),
             {
                 "source": STR,
                 "system": STR,
@@ -647,7 +676,10 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "root_causes",
-            "failures and downtime per root cause of a system (system null: all systems of the source)",
+            (
+                "failures and downtime per root cause of a system (system null: all systems of "
+                "the source)"
+            ),
             {
                 "source": STR,
                 "system": STR,
@@ -662,7 +694,10 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "node_health",
-            "one node: its exposure, failures, interruptions, hardware events, repairs, and whether it is a lemon",
+            (
+                "one node: its exposure, failures, interruptions, hardware events, repairs, and "
+                "whether it is a lemon"
+            ),
             {
                 "host": STR,
                 "cluster": STR,
@@ -672,13 +707,15 @@ TABLES: dict[str, Table] = {
                 "expected_failures": F64,  # fleet rate (failures per node-hour) x node_hours
                 "excess_failures": F64,  # failures - expected_failures
                 "rate_ratio": F64,  # failures / expected_failures
-                "interruptions": I64,  # unplanned infrastructure interruptions with cause_host = host
+                # unplanned infrastructure interruptions with cause_host = host
+                "interruptions": I64,
                 "lost_gpu_hours": F64,  # their lost work
                 "hw_events": I64,  # warning, critical or fatal hardware events
                 "hw_events_critical": I64,  # critical or fatal
                 "repairs": I64,  # component_history removals (replacements, RMAs) on the host
                 "failed_parts": I64,  # of those, removed because they failed
-                "test": STR,  # the significance test and its multiple-testing correction, or why untested
+                # the significance test and its multiple-testing correction, or why untested
+                "test": STR,
                 "p_value": F64,  # one-sided: P(failures >= observed) at the expected count
                 "p_adjusted": F64,
                 "alpha": F64,  # level of ``lemon``
@@ -694,8 +731,11 @@ TABLES: dict[str, Table] = {
                 "component_class": STR,
                 "stratum": STR,  # 'all' or a model / SKU
                 "window": STR,  # 'all' or a calendar month 'YYYY-MM'
-                "model": STR,  # a registered analysis.lifetime_models name (exponential, weibull...)
-                "selected": BOOL,  # the row quoted and projected: exponential unless another model is clearly better (analysis.survival)
+                # a registered analysis.lifetime_models name (exponential, weibull...)
+                "model": STR,
+                # the row quoted and projected: exponential unless another model is clearly better
+                # (analysis.survival)
+                "selected": BOOL,
                 "params": STR,  # JSON
                 "aic": F64,
                 "n_units": I64,
@@ -710,17 +750,21 @@ TABLES: dict[str, Table] = {
                 "shape": F64,
                 "shape_ci_low": F64,
                 "shape_ci_high": F64,
-                "shape_reading": STR,  # Weibull rows only: a direction only where shape_p_adjusted < 0.05
-                "shape_p_adjusted": F64,  # test of Weibull shape = 1, Holm-adjusted across the window's classes
+                # Weibull rows only: a direction only where shape_p_adjusted < 0.05
+                "shape_reading": STR,
+                # test of Weibull shape = 1, Holm-adjusted across the window's classes
+                "shape_p_adjusted": F64,
                 "method": STR,  # exposure-table | per-unit | per-unit-lifelines | subsample-N
                 "converged": BOOL,
-                "population": STR,  # where the units came from: inventory | telemetry | observed_units (joined by '+')
+                # where the units came from: inventory | telemetry | observed_units (joined by '+')
+                "population": STR,
                 "period_start": UTC_TS,  # calendar span the row's observation covers
                 "period_end": UTC_TS,
                 "partial": BOOL,  # a monthly window that covers less than its calendar month
                 "low_exposure": BOOL,  # monthly exposure < 1/4 of the class's median month
                 "aic_weight": F64,  # Akaike weight within (class, stratum, window)
-                "rate_extrapolated": BOOL,  # the row's mean lifetime lies beyond the oldest observed age
+                # the row's mean lifetime lies beyond the oldest observed age
+                "rate_extrapolated": BOOL,
             },
             kind="derived",
         ),
@@ -729,7 +773,8 @@ TABLES: dict[str, Table] = {
             "Kaplan-Meier / Nelson-Aalen / Aalen-Johansen estimate points",
             {
                 "component_class": STR,
-                "estimator": STR,  # kaplan_meier | nelson_aalen | aalen_johansen | breslow_fleming_harrington
+                # kaplan_meier | nelson_aalen | aalen_johansen | breslow_fleming_harrington
+                "estimator": STR,
                 "cause": STR,  # competing cause for aalen_johansen, else null
                 "t": F64,  # age in hours
                 "survival": F64,
@@ -738,7 +783,8 @@ TABLES: dict[str, Table] = {
                 "ci_low": F64,
                 "ci_high": F64,
                 "at_risk": I64,
-                "small_risk_set": BOOL,  # at_risk < 10 (analysis.survival.MIN_AT_RISK): flagged, not read
+                # at_risk < 10 (analysis.survival.MIN_AT_RISK): flagged, not read
+                "small_risk_set": BOOL,
             },
             kind="derived",
         ),
@@ -821,7 +867,10 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "goodput_trend",
-            "goodput, lost GPU-hours, interruptions and MTBF per calendar week and month, with the change against the period before",
+            (
+                "goodput, lost GPU-hours, interruptions and MTBF per calendar week and month, "
+                "with the change against the period before"
+            ),
             {
                 "period": STR,  # week (ISO, from Monday) | month
                 "period_start": UTC_TS,
@@ -869,20 +918,27 @@ TABLES: dict[str, Table] = {
                 "goodput_spread_low": F64,  # 2.5-97.5% of single simulated jobs (mc only)
                 "goodput_spread_high": F64,
                 "scope": STR,  # hardware | infrastructure | all (analysis.taxonomy.SCOPES)
-                "fleet_age": STR,  # unit ages at job start: stationary | new | observed (analysis.fleet_age)
-                "horizon_hours": F64,  # job length a non-stationary fleet's failures are counted over
+                # unit ages at job start: stationary | new | observed (analysis.fleet_age)
+                "fleet_age": STR,
+                # job length a non-stationary fleet's failures are counted over
+                "horizon_hours": F64,
             },
             kind="derived",
         ),
         Table(
             "fleetsim_results",
-            "one metric of one fleet-simulator scenario point (baseline, sweep point or spare count), with its 95% CI over replications",
+            (
+                "one metric of one fleet-simulator scenario point (baseline, sweep point or spare "
+                "count), with its 95% CI over replications"
+            ),
             {
                 "scenario": STR,  # the scenario's name (HOME/scenarios/*.yaml)
                 "study": STR,  # baseline | sweep | spare_curve
-                "knob": STR,  # what the point changed (section.key, jobs.<key>, rate:<class>); null: baseline
+                # what the point changed (section.key, jobs.<key>, rate:<class>); null: baseline
+                "knob": STR,
                 "knob_value": F64,
-                "metric": STR,  # fleet_goodput, ettr:<gpus>, goodput:<gpus>, lost_gpu_hours:<cause>, ...
+                # fleet_goodput, ettr:<gpus>, goodput:<gpus>, lost_gpu_hours:<cause>, ...
+                "metric": STR,
                 "mean": F64,
                 "ci_low": F64,  # 95% Student-t CI over the replications
                 "ci_high": F64,
@@ -908,7 +964,10 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "observation_window",
-            "the robust span of each dated source, and the window exposures are measured over (source 'window')",
+            (
+                "the robust span of each dated source, and the window exposures are measured over "
+                "(source 'window')"
+            ),
             {
                 "source": STR,  # scheduler | telemetry | node_events | hw_events | window
                 "observed_from": UTC_TS,
@@ -917,7 +976,9 @@ TABLES: dict[str, Table] = {
                 "last": UTC_TS,
                 "records": I64,
                 "outliers": I64,  # record times outside the robust span
-                "method": STR,  # span | explicit | inferred | earliest_record | none (bounds may mix: 'explicit/inferred')
+                # span | explicit | inferred | earliest_record | none (bounds may mix:
+                # 'explicit/inferred')
+                "method": STR,
                 "flagged": BOOL,  # the window could not be inferred from dated sources
                 "note": STR,
             },
@@ -935,7 +996,8 @@ TABLES: dict[str, Table] = {
                 "records_read": I64,
                 "rows_ok": I64,  # rows stored in the format's primary table
                 "rows_quarantined": I64,
-                "rows_duplicate": I64,  # records already stored (earlier files, or repeated in this one)
+                # records already stored (earlier files, or repeated in this one)
+                "rows_duplicate": I64,
                 # what the file, not its records or the options, supplied: "file time" (its
                 # modification time stood in for record times), "host from file name"; null: nothing
                 "stand_ins": STR,
@@ -962,7 +1024,8 @@ TABLES: dict[str, Table] = {
                 "records_read": I64,
                 "rows_ok": I64,  # rows stored in the formats' primary tables
                 "rows_quarantined": I64,
-                "rows_duplicate": I64,  # records already stored (an overlap, a file ingested before)
+                # records already stored (an overlap, a file ingested before)
+                "rows_duplicate": I64,
                 "started_at": UTC_TS,
                 "finished_at": UTC_TS,
                 "batch": STR,
@@ -1001,7 +1064,8 @@ VIEWS: dict[str, str] = {
                arg_max(name, attempt) AS name,
                arg_max("user", attempt) AS "user"
         FROM (
-            SELECT *, attempt = max(attempt) OVER (PARTITION BY cluster, scheduler, job_id) AS is_last
+            SELECT *,
+                attempt = max(attempt) OVER (PARTITION BY cluster, scheduler, job_id) AS is_last
             FROM job_attempts
         )
         GROUP BY cluster, scheduler, job_id

@@ -81,7 +81,8 @@ def build(ctx: ReportContext) -> Section:
             parts.append(
                 f"{dim} {worst['value']} lost the most ({num(worst['lost_gpu_hours'])} GPU-hours, "
                 f"{pct(worst['lost_gpu_hours'] / total)} of the {dim}s' loss, with "
-                f"{pct(worst['gpu_hours'] / rows['gpu_hours'].sum())} of their GPU-hours; goodput {pct(worst['goodput'])})"
+                f"{pct(worst['gpu_hours'] / rows['gpu_hours'].sum())} of their GPU-hours; "
+                f"goodput {pct(worst['goodput'])})"
             )
     s.reading = (
         ("; ".join(parts) + ".") if parts else f"No unexpected interruption in {ctx.scope}."

@@ -91,7 +91,10 @@ def build(ctx: ReportContext) -> Section:
     df = ingest_frame(man)
     s.chart = data_quality_chart(df)
     kept, bad = int(df["rows_ok"].sum()), int(df["rows_quarantined"].sum())
-    text = f"{man.height:,} files gave {kept:,} rows; {bad:,} records were quarantined ({pct(bad / (kept + bad) if kept + bad else 0, 2)})"
+    text = (
+        f"{man.height:,} files gave {kept:,} rows; {bad:,} records were quarantined "
+        f"({pct(bad / (kept + bad) if kept + bad else 0, 2)})"
+    )
     if bad:
         w = df.sort("rows_quarantined", descending=True).row(0, named=True)
         text += f", most from {w['format']} ({w['rows_quarantined']:,})"

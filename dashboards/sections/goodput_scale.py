@@ -124,12 +124,16 @@ def build(ctx: ReportContext) -> Section:
         .row(0, named=True)
     )
     big = sc.row(-1, named=True)
+    scope_words = SCOPE_WORDS.get(
+        interruption_scope(t["goodput_projections"]), interruption_scope(t["goodput_projections"])
+    )
     text = (
         f"At {near['n_gpus']:,} GPUs the projected goodput is {pct(near['goodput'])} "
-        f"(95% band {pct(near['goodput_ci_low'])}–{pct(near['goodput_ci_high'])}) with a checkpoint every "
+        f"(95% band {pct(near['goodput_ci_low'])}–{pct(near['goodput_ci_high'])}) with a "
+        "checkpoint every "
         f"{hours(near['optimal_interval_hours'])} (Daly's optimum; Young's "
         f"{hours(near['young_interval_hours'])}). Interruption scope: "
-        f"{SCOPE_WORDS.get(interruption_scope(t['goodput_projections']), interruption_scope(t['goodput_projections']))}"
+        f"{scope_words}"
     )
     if big["n_gpus"] != near["n_gpus"]:
         text += f"; at {big['n_gpus']:,} GPUs it is {pct(big['goodput'])}"

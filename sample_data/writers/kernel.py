@@ -1,4 +1,5 @@
-"""Kernel logs with NVIDIA XID/SXID, mlx5, MCE, EDAC and NVMe lines (read by ``ingest/kernel.py``)."""
+"""Kernel logs with NVIDIA XID/SXID, mlx5, MCE, EDAC and NVMe lines (read by
+``ingest/kernel.py``)."""
 
 from __future__ import annotations
 

@@ -65,7 +65,8 @@ def openmetrics(files: list[Path]) -> bytes:
         .select(
             pl.col("raw")
             .str.extract_groups(
-                r"^(?P<key>(?P<family>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{.*\})?) (?P<value>\S+) (?P<ms>\d+)$"
+                r"^(?P<key>(?P<family>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{.*\})?) "
+                r"(?P<value>\S+) (?P<ms>\d+)$"
             )
             .alias("s")
         )
@@ -160,7 +161,8 @@ def serve(data: Path, tmp: Path) -> Iterator[str]:
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(
-                    f"prometheus exited {proc.returncode}: {(tmp / 'prometheus.log').read_text()[-2000:]}"
+                    f"prometheus exited {proc.returncode}: "
+                    f"{(tmp / 'prometheus.log').read_text()[-2000:]}"
                 )
             try:
                 with urllib.request.urlopen(f"{url}/-/ready", timeout=5) as r:
