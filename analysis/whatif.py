@@ -658,8 +658,10 @@ def format_projection(res: dict) -> list[str]:
     window = f", {res['mc_wall_hours']:g} h simulated window" if res["method"] == "mc" else ""
     lines = [
         f"goodput projection ({res['method']}{window})",
-        f"  {'job':<22}{res['n_gpus']:,} GPUs on {nodes:,} nodes ({res['gpus_per_node']} "
-        "GPUs/node)",
+        (
+            f"  {'job':<22}{res['n_gpus']:,} GPUs on {nodes:,} nodes ({res['gpus_per_node']} "
+            "GPUs/node)"
+        ),
         f"  {'rates':<22}{src}",
         f"  {'checkpoint cost':<22}{res['ckpt_cost_s']:g} s",
         f"  {'restart':<22}{dur(res['restart_s'] / 3600)}",
@@ -677,8 +679,10 @@ def format_projection(res: dict) -> list[str]:
         f"  {'Daly interval':<22}{dur(res['optimal_interval_hours'])} (optimal_interval_hours)",
         f"  {'Young interval':<22}{dur(res['young_interval_hours'])}",
         f"  {'chosen interval':<22}{dur(res['interval_hours'])} ({res['interval_source']})",
-        f"  {'goodput':<22}{pct(res['goodput'])}  (95% {pct(res['goodput_ci_low'])} - "
-        f"{pct(res['goodput_ci_high'])})",
+        (
+            f"  {'goodput':<22}{pct(res['goodput'])}  (95% {pct(res['goodput_ci_low'])} - "
+            f"{pct(res['goodput_ci_high'])})"
+        ),
         f"  {'band':<22}{res['band'].removeprefix('band: ')}",
     ]
     if res.get("goodput_spread_low") is not None:

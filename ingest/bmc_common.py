@@ -32,8 +32,10 @@ def load(data: bytes) -> tuple[object, str | None]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return (
             None,
-            f"not valid JSON: {exc.msg if hasattr(exc, 'msg') else exc} (line "
-            f"{getattr(exc, 'lineno', '?')})",
+            (
+                f"not valid JSON: {exc.msg if hasattr(exc, 'msg') else exc} (line "
+                f"{getattr(exc, 'lineno', '?')})"
+            ),
         )
 
 

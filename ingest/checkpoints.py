@@ -56,8 +56,10 @@ PATTERNS: tuple[tuple[str, str, str], ...] = (
     (
         "save_start",
         "torchtitan",
-        r"Saving (?:the checkpoint|a (?:full|model only) checkpoint.*?at (?:last )?step,? "
-        r"(?:step )?(?P<it>\d+))",
+        (
+            r"Saving (?:the checkpoint|a (?:full|model only) checkpoint.*?at (?:last )?step,? "
+            r"(?:step )?(?P<it>\d+))"
+        ),
     ),
 )
 _JOB_LINE = r"Job ID: *([^\t ]*)"

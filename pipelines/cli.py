@@ -1585,8 +1585,10 @@ EXAMPLES = {
     "ingest": [
         "goodput ingest /data/sacct/ /data/dcgm-scrapes/ /var/log/kern.log* --cluster prod",
         "goodput ingest dump.txt --format sacct --fields xdmod",
-        "goodput ingest smi.csv --format nvidia-smi --host gpu-node-007 --time "
-        "2026-01-05T10:00:00Z",
+        (
+            "goodput ingest smi.csv --format nvidia-smi --host gpu-node-007 --time "
+            "2026-01-05T10:00:00Z"
+        ),
     ],
     "pull": ["goodput pull --dry-run", "goodput pull slurmdbd --since 2026-01-01"],
     "forget": ["goodput forget /data/sacct/2026-01.txt"],
@@ -1599,8 +1601,10 @@ EXAMPLES = {
     "mtbf": ["goodput mtbf --period month --by cause"],
     "availability": ["goodput availability --level node --top 10"],
     "sql": [
-        'goodput sql "select cause_class, count(*) n from interruptions group by 1 order by 2 '
-        'desc"',
+        (
+            'goodput sql "select cause_class, count(*) n from interruptions group by 1 order by 2 '
+            'desc"'
+        ),
         'goodput sql "select * from quarantine" --format csv > quarantine.csv',
     ],
     "project": [

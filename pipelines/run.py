@@ -359,8 +359,10 @@ def summary_lines(wh: Warehouse) -> list[str]:
     ).row(0, named=True)
     lines = [
         f"files ingested: {s['files']:,} ({s['quarantined']:,} records quarantined)",
-        f"hosts: {s['hosts']:,}  jobs: {head['jobs']:,}  attempts: {head['attempts']:,}  "
-        f"GPU-hours: {head['gpu_hours']:,.0f}",
+        (
+            f"hosts: {s['hosts']:,}  jobs: {head['jobs']:,}  attempts: {head['attempts']:,}  "
+            f"GPU-hours: {head['gpu_hours']:,.0f}"
+        ),
     ]
     failed = q(
         "SELECT state, count(*) n FROM job_attempts WHERE state NOT IN ('COMPLETED', 'RUNNING', "

@@ -85,8 +85,10 @@ def test_lanl_bad_records_quarantined_with_reasons():
     ok, q = _parse(text, not_before=OLD)
     assert ok.height == 1
     assert q["error"].to_list() == [
-        "2 root-cause columns filled (want one of facilities, hardware, human_error, network, "
-        "undetermined, software)",
+        (
+            "2 root-cause columns filled (want one of facilities, hardware, human_error, network, "
+            "undetermined, software)"
+        ),
         f"end time 1/1/1990 0:00 is before start time {f[16]}",
         "negative downtime '-5'",
         "unreadable start time 'someday'",

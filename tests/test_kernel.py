@@ -586,8 +586,10 @@ def _burst_log() -> str:
     """A raw-dmesg log whose bursts, repeats, multi-line events, banner and causes are spread so
     that small chunks cut through all of them."""
     lines = [
-        "[    1.000000] rtc_cmos 00:05: setting system clock to 2025-01-21T04:00:00 UTC "
-        "(1737432000)"
+        (
+            "[    1.000000] rtc_cmos 00:05: setting system clock to 2025-01-21T04:00:00 UTC "
+            "(1737432000)"
+        )
     ]
     lines.append(
         "[    2.000000] NVRM: GPU at PCI:0000:18:00: GPU-0a1b2c3d-0000-1111-2222-333344445555"

@@ -118,8 +118,10 @@ def test_not_ready_node_without_transition_time_is_counted():
         ("c", "not_ready", datetime(2025, 3, 1, 11), "NodeStatusUnknown"),
     ]
     assert res.quarantine["error"].to_list() == [
-        "object 2: Node b Ready=False has no lastTransitionTime or lastHeartbeatTime: its state "
-        "cannot be placed in time"
+        (
+            "object 2: Node b Ready=False has no lastTransitionTime or lastHeartbeatTime: "
+            "its state cannot be placed in time"
+        )
     ]
     assert res.records == 1
 
@@ -139,11 +141,15 @@ def test_every_skipped_object_is_counted():
     )
     assert res.records == 4 and "job_attempts" not in res.tables
     assert res.quarantine["error"].to_list() == [
-        "object 1: kind Service is not read by the k8s format (it reads Pod, PyTorchJob, JobSet, "
-        "Node, Event)",
+        (
+            "object 1: kind Service is not read by the k8s format "
+            "(it reads Pod, PyTorchJob, JobSet, Node, Event)"
+        ),
         "object 2: Pod ml/w: no container status shows a run (no state, lastState or phase)",
-        "object 4: NodeNotReady event of node n4 without firstTimestamp, eventTime or "
-        "lastTimestamp",
+        (
+            "object 4: NodeNotReady event of node n4 without firstTimestamp, eventTime or "
+            "lastTimestamp"
+        ),
         "object 3: PyTorchJobRestarting event without firstTimestamp, eventTime or lastTimestamp",
     ]
 
@@ -512,8 +518,10 @@ def test_pytorchjob_and_jobset_objects_and_yaml_documents():
     )
     ok, ne, q = _parse(text)
     assert q["error"].to_list() == [
-        "object 4: kind Service is not read by the k8s format (it reads Pod, PyTorchJob, JobSet, "
-        "Node, Event)"
+        (
+            "object 4: kind Service is not read by the k8s format "
+            "(it reads Pod, PyTorchJob, JobSet, Node, Event)"
+        )
     ]
     assert ok.height == 2
     j, p = ok.sort("job_id").rows(named=True)

@@ -241,13 +241,17 @@ def test_wrong_delimiter_with_a_header_says_how_to_fix_it():
     [
         (
             {"fields": ("JobID", "State")},
-            "every line has 3 fields separated by '|' but the field list (--fields) has 2: every "
-            "record rejected; pass the dump's field list with --fields",
+            (
+                "every line has 3 fields separated by '|' but the field list (--fields) has 2: "
+                "every record rejected; pass the dump's field list with --fields"
+            ),
         ),
         (
             {"fields": ("JobID", "State", "End"), "delimiter": ","},
-            "no line contains the delimiter ',': every record rejected; pass the dump's "
-            "delimiter with --delimiter",
+            (
+                "no line contains the delimiter ',': every record rejected; pass the dump's "
+                "delimiter with --delimiter"
+            ),
         ),
         (
             {},

@@ -48,8 +48,10 @@ def test_bad_lines_are_quarantined_one_by_one_and_good_ones_kept():
         b"\n".join(
             [
                 b"Cluster|NodeName|TimeStart|TimeEnd|State|User|Reason",
-                b"c1|gpu1|2026-01-02T03:04:05|2026-01-02T04:00:00|IDLE+DRAIN|root(0)|a|reason|"
-                b"with bars",
+                (
+                    b"c1|gpu1|2026-01-02T03:04:05|2026-01-02T04:00:00|IDLE+DRAIN|root(0)|a|reason|"
+                    b"with bars"
+                ),
                 b"c1|gpu2|yesterday|Unknown|DOWN|root(0)|x",
                 b"c1|gpu3|2026-01-02T03:04:05|Unknown|IDLE|root(0)|x",
                 b"c1|gpu4|2026-01-02T05:00:00|2026-01-02T04:00:00|DOWN|root(0)|x",

@@ -410,8 +410,10 @@ def test_record_key_ranges_bound_the_stored_rows_a_batch_is_matched_against():
         "metric": ["x" * 300, "DCGM_FI_DEV_GPU_TEMP"],
     }, schema_overrides={"gpu": pl.Int32})  # fmt: skip
     assert _key_ranges(part, ("time", "host", "gpu", "uuid", "metric"), TABLES["gpu_samples"]) == [
-        "e.\"time\" BETWEEN TIMESTAMP '2026-01-01 00:00:01' AND TIMESTAMP '2026-01-01 "
-        "23:59:59.000005'",
+        (
+            "e.\"time\" BETWEEN TIMESTAMP '2026-01-01 00:00:01' AND TIMESTAMP '2026-01-01 "
+            "23:59:59.000005'"
+        ),
         "e.\"host\" BETWEEN 'gpu-node-0003' AND 'gpu-node-0007'",
         'e."gpu" BETWEEN 0 AND 7',
     ]

@@ -19,8 +19,10 @@ def reference() -> str:
         "# Tables",
         "",
         "Generated from `warehouse/schemas.py` by `python -m warehouse.reference`; do not edit.",
-        "Every time is a UTC instant. `ingest` tables are appended by ingest and pull (each "
-        "record once, by its",
+        (
+            "Every time is a UTC instant. `ingest` tables are appended by ingest and pull (each "
+            "record once, by its"
+        ),
         "record key); `derived` tables are rewritten by `goodput build`.",
         "",
         "| table | one row is | kind | partitioned by | record key |",
