@@ -1545,6 +1545,8 @@ def _run(args) -> int:
         if isinstance(exc, _user_errors()):
             print(f"goodput: error: {exc}", file=sys.stderr)
             return 2
+        if type(exc).__name__ == "InterruptException":  # DuckDB's form of Ctrl-C during a query
+            return interrupted()
         reason = environment_error(exc)
         if reason is None:
             raise
