@@ -78,12 +78,15 @@ print("success" if result.success else "failed")
 sys.exit(0 if result.success else 1)
 """
 
-# ``goodput ingest`` (argv[1] = home, argv[2] = fleet), then the CPU of this process alone: the
-# one that commits (parsers are its child processes), the serial part of an ingest
+# ``goodput ingest`` (argv[1] = home, argv[2] = fleet: its source folders, not the simulator's
+# ground_truth.json), then the CPU of this process alone: the one that commits (parsers are its
+# child processes), the serial part of an ingest
 INGEST_RUN = """
 import json, resource, sys
+from pathlib import Path
 from pipelines.cli import main
-status = main(["ingest", "--home", sys.argv[1], sys.argv[2]])
+sources = [str(p) for p in sorted(Path(sys.argv[2]).iterdir()) if p.is_dir()]
+status = main(["ingest", "--home", sys.argv[1], *sources])
 own = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"committer_cpu_s": own.ru_utime + own.ru_stime}))
 sys.exit(status)
@@ -258,7 +261,7 @@ def measure_daily(nodes: int, fleet: Path, home: Path, logs: Path) -> dict:
     first, last = days[0], days[-1]
     one = OUT / f"home-{nodes}-day1"
     shutil.rmtree(one, ignore_errors=True)
-    inputs = [str(p) for p in fleet.iterdir() if p.name != "dcgm"]
+    inputs = [str(p) for p in fleet.iterdir() if p.is_dir() and p.name != "dcgm"]
     inputs += [str(p) for p in sorted((fleet / "dcgm").glob(f"*/{first}.prom.gz"))]
     _, _, _, rc = run_child(
         GOODPUT + ["ingest", "--home", str(one), *inputs], logs / "ingest_day1.log"

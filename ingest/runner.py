@@ -28,6 +28,7 @@ from functools import cache
 from pathlib import Path
 from typing import BinaryIO
 
+import duckdb
 import numpy as np
 import polars as pl
 import zstandard
@@ -729,9 +730,17 @@ def parse_bytes(
     except Unreadable as exc:
         return [("unknown", _quarantined(b"", str(exc)))], False
     except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
+        _reraise_interrupt(exc)
         return [
             (spec.name if spec else "unknown", _quarantined(b"", f"parser error: {exc!r}"))
         ], False
+
+
+def _reraise_interrupt(exc: Exception) -> None:
+    """Ctrl-C that DuckDB turned into its ``InterruptException`` (an ``Exception``) while a query
+    ran: a KeyboardInterrupt again, never a "parser failure" quarantine row of the file."""
+    if isinstance(exc, duckdb.InterruptException):
+        raise KeyboardInterrupt from exc
 
 
 def _parse_task(
@@ -986,6 +995,7 @@ def _ingest_large(
             batch.add(_manifest(batch.id, [report]))
         stale.done([report])
     except Exception as exc:  # a parser bug must not lose the file: quarantine it whole
+        _reraise_interrupt(exc)
         if shared is not None:
             raise
         report.records = report.rows_ok = report.rows_quarantined = report.rows_duplicate = 0

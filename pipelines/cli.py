@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import sys
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -244,9 +245,13 @@ def cmd_simulate(args) -> int:
         fault_scale=args.fault_scale,
         scrape_interval_s=int(parse_duration(args.scrape_interval)),
     )
-    print(f"wrote synthetic fleet to {Path(args.out).resolve()}")
+    out = Path(args.out).resolve()
+    print(f"wrote synthetic fleet to {out}")
     for k, v in summary.items():
         print(f"  {k}: {v}")
+    # its source folders; ground_truth.json beside them is the answer key, not a source
+    folders = " ".join(shlex.quote(str(p)) for p in sorted(out.iterdir()) if p.is_dir())
+    print(f"next: goodput ingest {folders} --cluster {summary.get('cluster', 'simfleet')}")
     return 0
 
 
@@ -2354,6 +2359,8 @@ def _run(args) -> int:
         if isinstance(exc, _user_errors()):
             print(f"goodput: error: {exc}", file=sys.stderr)
             return 2
+        if type(exc).__name__ == "InterruptException":  # DuckDB's form of Ctrl-C during a query
+            return interrupted()
         reason = environment_error(exc)
         if reason is None:
             raise
