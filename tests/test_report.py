@@ -175,7 +175,7 @@ def test_every_section_has_a_chart_and_computed_reading(built):
     assert r["explore"] == (
         "Without a selection: 4 unexpected interruptions fell on 1 day(s); the busiest day "
         "(2026-01-05) had 4. Of 1 "
-        "partition(s), (none) had the most: 4 (100%, 40 lost GPU-hours)."
+        "partition(s), (none) lost the most GPU-hours: 40 (100%), in 4 interruptions."
     )
     h = r["headline"]
     assert h.startswith("3 hosts with 0 GPUs ran 832 GPU-hours of jobs")

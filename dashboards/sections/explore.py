@@ -244,7 +244,8 @@ def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VC
         chart = (
             inter.mark_bar()
             .encode(y=alt.Y(f"{field}:N", sort="-x", title=None),
-                    x=alt.X("sum(lost_gpu_hours):Q", title="lost GPU-hours"),
+                    x=alt.X("sum(lost_gpu_hours):Q", title="lost GPU-hours",
+                            axis=alt.Axis(tickCount=5, labelOverlap=True)),
                     color=color, tooltip=[alt.Tooltip(f"{field}:N"), *tip])
             .transform_filter(chosen)
             .transform_filter(brush)
@@ -299,16 +300,18 @@ def build(ctx: ReportContext) -> Section:
     parts = (
         df.group_by("partition")
         .agg(pl.col("interruptions").sum(), pl.col("lost_gpu_hours").sum())
-        .sort(["interruptions", "partition"], descending=[True, False])
+        .sort(["lost_gpu_hours", "partition"], descending=[True, False])
     )
-    top = parts.row(0, named=True)
+    top = parts.row(0, named=True)  # the first bar of the partition chart (by lost GPU-hours)
+    lost = parts["lost_gpu_hours"].sum()
     when = busiest["day"][:10] if bucket == "day" else f"from {busiest['day'][:10]}"
     s.reading = (
         f"Without a selection: {total:,} unexpected interruptions fell on {days:,} {bucket}(s); "
         f"the busiest {bucket} "
         f"({when}) had {busiest['interruptions']:,}. Of {parts.height:,} partition(s), "
-        f"{top['partition']} had the most: {top['interruptions']:,} "
-        f"({pct(top['interruptions'] / total, 0)}, {num(top['lost_gpu_hours'])} lost GPU-hours)."
+        f"{top['partition']} lost the most GPU-hours: {num(top['lost_gpu_hours'])} "
+        f"({pct(top['lost_gpu_hours'] / lost, 0) if lost else 'n/a'}), in "
+        f"{top['interruptions']:,} interruptions."
     )
     s.extra_html = f'<p class="sub" id="explore-refit">{REFIT_NOTE}</p>'
     return s
