@@ -109,6 +109,24 @@ def forest(df, y, est: str, lo: str, hi: str, title: str, tooltip, color) -> alt
     return rule + pt
 
 
+def gain_bars(df: pl.DataFrame, x_title: str, tooltip: list) -> tuple[alt.Chart, alt.Y]:
+    """Bars of each change's goodput gain (``gain_pp``, percentage points), in the frame's order
+    (largest first), green for a gain and red for a loss; and the y encoding, for the layers a
+    section adds on the same rows (labels, CI whiskers)."""
+    y = alt.Y("change:N", sort=df["change"].to_list(), title=None)
+    bars = (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            y=y,
+            x=alt.X("gain_pp:Q", title=x_title),
+            color=alt.condition(alt.datum.gain_pp >= 0, alt.value("#54a24b"), alt.value("#e45756")),
+            tooltip=tooltip,
+        )
+    )
+    return bars, y
+
+
 def unit_line(color: str) -> alt.Chart:
     """Dashed reference line at x = 1 (constant hazard, no effect)."""
     return (

@@ -83,26 +83,19 @@ def spare_chart(df: pl.DataFrame) -> alt.LayerChart:
 
 
 def ranked_chart(df: pl.DataFrame) -> alt.LayerChart:
-    order = df["change"].to_list()
-    y = alt.Y("change:N", sort=order, title=None)
-    bars = (
-        alt.Chart(df)
-        .mark_bar()
-        .encode(
-            y=y,
-            x=alt.X("gain_pp:Q", title="fleet goodput gain (percentage points, 95% CI)"),
-            color=alt.condition(alt.datum.gain_pp >= 0, alt.value("#54a24b"), alt.value("#e45756")),
-            tooltip=[
-                "change:N",
-                alt.Tooltip("gain_pp:Q", format="+.2f"),
-                alt.Tooltip("lo:Q", format="+.2f"),
-                alt.Tooltip("hi:Q", format="+.2f"),
-            ],
-        )
+    bars, y = charts.gain_bars(
+        df,
+        "fleet goodput gain (percentage points, 95% CI)",
+        [
+            "change:N",
+            alt.Tooltip("gain_pp:Q", format="+.2f"),
+            alt.Tooltip("lo:Q", format="+.2f"),
+            alt.Tooltip("hi:Q", format="+.2f"),
+        ],
     )
     whisk = alt.Chart(df).mark_rule().encode(y=y, x="lo:Q", x2="hi:Q")
     return (bars + whisk).properties(
-        width=charts.WIDTH - 60, height=max(80, 26 * len(order)), title="Knobs ranked"
+        width=charts.WIDTH - 60, height=max(80, 26 * df.height), title="Knobs ranked"
     )
 
 

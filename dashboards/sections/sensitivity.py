@@ -19,31 +19,24 @@ def tornado_chart(sens: pl.DataFrame) -> alt.LayerChart:
     """Goodput gain (percentage points) from each single improvement (``sensitivity_frame``),
     largest first."""
     df = sens.select("change", "knob", "gain_pp", "goodput", "goodput_base", "n_gpus", "method")
-    order = df["change"].to_list()
-    y = alt.Y("change:N", sort=order, title=None)
-    bars = (
-        alt.Chart(df)
-        .mark_bar()
-        .encode(
-            y=y,
-            x=alt.X("gain_pp:Q", title="goodput gain (percentage points)"),
-            color=alt.condition(alt.datum.gain_pp >= 0, alt.value("#54a24b"), alt.value("#e45756")),
-            tooltip=[
-                "change:N",
-                alt.Tooltip("gain_pp:Q", format="+.2f", title="gain (pp)"),
-                alt.Tooltip("goodput_base:Q", format=".2%", title="baseline goodput"),
-                alt.Tooltip("goodput:Q", format=".2%", title="goodput after change"),
-                alt.Tooltip("n_gpus:Q", format=","),
-                "method:N",
-            ],
-        )
+    bars, y = charts.gain_bars(
+        df,
+        "goodput gain (percentage points)",
+        [
+            "change:N",
+            alt.Tooltip("gain_pp:Q", format="+.2f", title="gain (pp)"),
+            alt.Tooltip("goodput_base:Q", format=".2%", title="baseline goodput"),
+            alt.Tooltip("goodput:Q", format=".2%", title="goodput after change"),
+            alt.Tooltip("n_gpus:Q", format=","),
+            "method:N",
+        ],
     )
     text = (
         alt.Chart(df)
         .mark_text(align="left", dx=4, fontSize=11)
         .encode(y=y, x="gain_pp:Q", text=alt.Text("gain_pp:Q", format="+.2f"))
     )
-    return (bars + text).properties(width=charts.WIDTH - 60, height=max(100, 26 * len(order)))
+    return (bars + text).properties(width=charts.WIDTH - 60, height=max(100, 26 * df.height))
 
 
 def build(ctx: ReportContext) -> Section:
