@@ -411,8 +411,6 @@ def cmd_ingest(args) -> int:
         print(line, file=sys.stderr)
     print(f"warehouse: {wh.db_path}")
     if new:
-        import shlex
-
         print(
             f"next: goodput{f' --home {shlex.quote(args.home)}' if args.home else ''} build   "
             "(then: goodput report)"
@@ -594,7 +592,7 @@ def cmd_sql(args) -> int:
             raise CliError(f"--allow-files {d}: not a directory")
     if args.max_rows < 1:
         raise CliError(f"--max-rows must be at least 1, not {args.max_rows}")
-    wh = _reading_warehouse(args, read_only=True)  # a scope: its views show only its rows
+    wh = _reading_warehouse(args)  # a scope: its views show only its rows
     try:
         with wh.readonly_relation(args.query, allow_files=args.allow_files) as rel:
             if rel is None:
@@ -968,7 +966,7 @@ def _cell(v, digits: str = ".3g") -> str:
 def cmd_mtbf(args) -> int:
     import polars as pl
 
-    wh = _reading_warehouse(args, read_only=True)
+    wh = _reading_warehouse(args)
     df = wh.read("system_mtbf")
     if df.height == 0:
         raise CliError(
@@ -1028,7 +1026,7 @@ def cmd_availability(args) -> int:
 
     if args.top < 1:
         raise CliError("--top must be >= 1")
-    wh = _reading_warehouse(args, read_only=True)
+    wh = _reading_warehouse(args)
     avail = wh.read("availability")
     if avail.height == 0:
         raise CliError(
@@ -1155,7 +1153,7 @@ def cmd_nodes(args) -> int:
         raise CliError("--top, --gpus and --gpus-per-node must be >= 1")
     if args.alpha is not None and not 0 < args.alpha < 1:
         raise CliError("--alpha must be between 0 and 1, e.g. 0.01")
-    wh = _reading_warehouse(args, read_only=True)
+    wh = _reading_warehouse(args)
     health = wh.read("node_health")
     if health.height == 0:
         raise CliError("node_health is empty: run `goodput build` (or `goodput demo`) first")
@@ -1254,12 +1252,11 @@ def cmd_nodes(args) -> int:
     return 0
 
 
-def _reading_warehouse(args, read_only: bool = True):
-    """The warehouse a reading command reads: the whole fleet's, or its scope's (built or reused).
-    ``read_only``: the whole fleet's is opened as a reader (a read-only home works); a scope is
-    built by a writer."""
+def _reading_warehouse(args):
+    """The warehouse a reading command reads: the whole fleet's, opened as a reader (a read-only
+    home works), or its scope's (built or reused by a writer)."""
     scope = scope_settings(args)
-    wh = _warehouse(args, existing=True, read_only=read_only and not any(scope.values()))
+    wh = _warehouse(args, existing=True, read_only=not any(scope.values()))
     return _scoped(wh, _config(args, **scope)) if any(scope.values()) else wh
 
 
@@ -1375,7 +1372,7 @@ def cmd_whatif(args) -> int:
 
     if args.gpus < 1:
         raise CliError("--gpus must be >= 1")
-    wh = _reading_warehouse(args, read_only=True)
+    wh = _reading_warehouse(args)
     try:
         rows = sensitivity_at(wh, args.gpus)
     except ValueError as exc:
@@ -1445,7 +1442,7 @@ def cmd_compare(args) -> int:
     from analysis.breakdown import compare_frame
     from analysis.numbers import in_hours, num, pct
 
-    wh = _reading_warehouse(args, read_only=True)
+    wh = _reading_warehouse(args)
     df = compare_frame(
         wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"), args.by
     )
