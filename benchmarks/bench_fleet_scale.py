@@ -48,6 +48,7 @@ import time
 from pathlib import Path
 
 from benchmarks.targets import status, target
+from sample_data.simulation import source_folders
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "out"
@@ -85,7 +86,8 @@ INGEST_RUN = """
 import json, resource, sys
 from pathlib import Path
 from pipelines.cli import main
-sources = [str(p) for p in sorted(Path(sys.argv[2]).iterdir()) if p.is_dir()]
+from sample_data.simulation import source_folders
+sources = [str(p) for p in source_folders(sys.argv[2])]
 status = main(["ingest", "--home", sys.argv[1], *sources])
 own = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"committer_cpu_s": own.ru_utime + own.ru_stime}))
@@ -261,7 +263,7 @@ def measure_daily(nodes: int, fleet: Path, home: Path, logs: Path) -> dict:
     first, last = days[0], days[-1]
     one = OUT / f"home-{nodes}-day1"
     shutil.rmtree(one, ignore_errors=True)
-    inputs = [str(p) for p in fleet.iterdir() if p.is_dir() and p.name != "dcgm"]
+    inputs = [str(p) for p in source_folders(fleet) if p.name != "dcgm"]
     inputs += [str(p) for p in sorted((fleet / "dcgm").glob(f"*/{first}.prom.gz"))]
     _, _, _, rc = run_child(
         GOODPUT + ["ingest", "--home", str(one), *inputs], logs / "ingest_day1.log"

@@ -35,6 +35,7 @@ from pathlib import Path
 from analysis.taxonomy import CLASSES
 from benchmarks.targets import status, target
 from dashboards.sections.survival import survival_frame
+from sample_data.simulation import source_folders
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "out"
@@ -63,7 +64,7 @@ def report_of(nodes: int, days: float, fresh: bool) -> tuple[Path, float]:
     if built.exists() and not fresh:
         return home / "reports" / "goodput_report.html", run("--home", str(home), "report")
     shutil.rmtree(home, ignore_errors=True)
-    sources = [str(p) for p in sorted(fleet.iterdir()) if p.is_dir()]  # not ground_truth.json
+    sources = [str(p) for p in source_folders(fleet)]
     wall = run("--home", str(home), "ingest", *sources, "--cluster", "sim")
     wall += run("--home", str(home), "build")
     built.touch()

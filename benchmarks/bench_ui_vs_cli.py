@@ -29,6 +29,7 @@ import urllib.request
 from pathlib import Path
 
 from benchmarks.targets import status, target
+from sample_data.simulation import source_folders
 
 REPO = Path(__file__).resolve().parent.parent
 GOODPUT = [sys.executable, "-m", "pipelines.cli"]
@@ -131,7 +132,7 @@ def main() -> int:
     for h in (home, ui_home):
         shutil.rmtree(h, ignore_errors=True)
     home.mkdir(parents=True)
-    sources = [str(p) for p in sorted(SAMPLE.iterdir()) if p.is_dir()]
+    sources = [str(p) for p in source_folders(SAMPLE)]
     print(f"ingesting the sample fleet into {home} ...", flush=True)
     subprocess.run(
         [*GOODPUT, "--home", str(home), "ingest", *sources],

@@ -229,7 +229,7 @@ def llama3_cause_mix():
 
 
 def cmd_simulate(args) -> int:
-    from sample_data.simulation import simulate
+    from sample_data.simulation import simulate, source_folders
 
     if args.nodes < 1 or args.gpus_per_node < 1 or args.days <= 0 or args.fault_scale <= 0:
         raise CliError("--nodes, --gpus-per-node, --days and --fault-scale must be positive")
@@ -249,8 +249,7 @@ def cmd_simulate(args) -> int:
     print(f"wrote synthetic fleet to {out}")
     for k, v in summary.items():
         print(f"  {k}: {v}")
-    # its source folders; ground_truth.json beside them is the answer key, not a source
-    folders = " ".join(shlex.quote(str(p)) for p in sorted(out.iterdir()) if p.is_dir())
+    folders = " ".join(shlex.quote(str(p)) for p in source_folders(out))
     print(f"next: goodput ingest {folders} --cluster {summary.get('cluster', 'simfleet')}")
     return 0
 
@@ -665,6 +664,7 @@ def _config(args, **extra):
 
 def cmd_demo(args) -> int:
     from pipelines.run import PipelineError, checks_line, run_pipeline, summary_lines
+    from sample_data.simulation import source_folders
 
     if not SAMPLE_FLEET.exists():
         raise CliError(f"sample fleet not found at {SAMPLE_FLEET}")
@@ -676,9 +676,7 @@ def cmd_demo(args) -> int:
             f"{wh.home} holds other data ({other}): the demo would mix the sample fleet into it; "
             "run it in a home of its own: goodput demo --home DIR"
         )
-    # every source folder of the fleet; ground_truth.json is the simulator's answer key, not a
-    # source
-    sources = sorted(p for p in SAMPLE_FLEET.iterdir() if p.is_dir())
+    sources = source_folders(SAMPLE_FLEET)
     print(f"running the pipeline on the sample fleet ({SAMPLE_FLEET}) ...", file=sys.stderr)
     try:
         with wh.writer():

@@ -692,6 +692,12 @@ def write_fleet(f: Fleet, out: Path) -> dict:
     return summary
 
 
+def source_folders(out_dir: Path) -> list[Path]:
+    """A written fleet's source folders, the ones to ingest: its ``ground_truth.json`` beside
+    them is the answer key, not a source (ingested, it is rejected whole)."""
+    return sorted(p for p in Path(out_dir).iterdir() if p.is_dir())
+
+
 def simulate(out_dir: Path, mix: CauseMix, **settings) -> dict:
     """Build the fleet (``build_fleet``'s settings: nodes, gpus_per_node, days, seed,
     fault_scale, scrape_interval_s, k8s_nodes, start) and write every file format under
