@@ -187,7 +187,10 @@ def silent_server() -> Iterator[Silent]:
 
     def serve() -> None:
         while not done.is_set():
-            for key, _ in sel.select(timeout=0.05):
+            # clients' closes before new connections: a walk that gave up closed its socket
+            # before the next walk connected, so its close is counted first
+            events = sorted(sel.select(timeout=0.05), key=lambda e: e[0].fileobj is listener)
+            for key, _ in events:
                 if key.fileobj is listener:
                     try:
                         conn, _ = listener.accept()
