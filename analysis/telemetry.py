@@ -62,7 +62,7 @@ COUNTER_METRICS: dict[str, tuple[str, str]] = {
     "retired_pages.double_bit.count": ("gpu_memory", "warning"),
     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("gpu_memory", "warning"),
     # dcgm-exporter's XIDs-in-a-window count, one series per code (metric name carries the code,
-    # see ingest.dcgm): a rise is a new XID of that code; a fall is the window moving on
+    # see ingest.formats.dcgm): a rise is a new XID of that code; a fall is the window moving on
     "DCGM_EXP_XID_ERRORS_COUNT": ("gpu", "critical"),
     "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": ("nvlink", "warning"),
     "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL": ("nvlink", "warning"),

@@ -4,7 +4,7 @@
 
 Writes a realistic `dmesg --ctime` log under /tmp (benign kernel chatter, ~1% XID lines over
 64 GPUs, some multi-line and repeated), then times grep (the floor: it only counts matching
-lines) and ``ingest.kernel.parse`` over the file in the runner's chunks (ours also
+lines) and ``ingest.formats.kernel.parse`` over the file in the runner's chunks (ours also
 parses times, collapses, merges, classifies and links). Target: within 5x of grep.
 Both get a warm-up pass first. The parse figure includes reading and chunking exactly as the
 runner does (``ingest.runner._chunks``: pread blocks plus their newline counts); that share is
@@ -30,7 +30,7 @@ import numpy as np
 
 from benchmarks.targets import status, target
 from ingest.base import ParseContext
-from ingest.kernel import FORMAT
+from ingest.formats.kernel import FORMAT
 from ingest.runner import CHUNK_BYTES, _chunks, _parse_file
 
 BENIGN = [
@@ -202,7 +202,7 @@ def main() -> None:
             f"{size / 2**20 / g:.0f} MiB/s)"
         )
         print(
-            f"ingest.kernel.parse:  {p:.2f} s, {p_cpu:.2f} CPU s ({rows:,} hw_events rows "
+            f"ingest.formats.kernel.parse:  {p:.2f} s, {p_cpu:.2f} CPU s ({rows:,} hw_events rows "
             f"holding {events:,} "
             f"events, {size / 2**20 / p:.0f} MiB/s)"
         )

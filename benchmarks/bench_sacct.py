@@ -25,8 +25,8 @@ import polars as pl
 
 from benchmarks.targets import status, target
 from ingest.base import ParseContext
+from ingest.formats.sacct import parse
 from ingest.runner import ingest_paths
-from ingest.sacct import parse
 from warehouse.store import Warehouse
 
 HEADER = (

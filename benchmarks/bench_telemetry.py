@@ -3,7 +3,8 @@
     python -m benchmarks.bench_telemetry [--samples N] [--dir-gb G] [--keep]
 
 1. Parses the same dcgm-exporter text (N sample lines, realistic labels) with
-   ``ingest.dcgm.parse`` and with ``prometheus_client.parser.text_string_to_metric_families``
+   ``ingest.formats.dcgm.parse`` and with
+   ``prometheus_client.parser.text_string_to_metric_families``
    (fully consumed) and prints samples/s for both and the ratio (target >= 20x).
 2. Writes a G GB scrape directory under /tmp (many hosts, concatenated scrapes with ms
    timestamps, 256 MB files so the runner streams them in chunks), ingests it with
@@ -28,7 +29,7 @@ import numpy as np
 
 from benchmarks.targets import status, target
 from ingest.base import ParseContext
-from ingest.dcgm import parse
+from ingest.formats.dcgm import parse
 from ingest.runner import ingest_paths
 from warehouse.store import Warehouse
 
@@ -115,7 +116,7 @@ def bench_parser(n_samples: int, repeat: int = 3) -> None:
     t_ref, c_ref = time.perf_counter() - t0, time.process_time() - c0
     print(f"text: {len(data) / 1e6:.1f} MB, {n_ours:,} samples (prometheus_client saw {n_ref:,})")
     print(f"{'':32s}{'samples/s (wall)':>18s}{'samples per CPU-s':>20s}")
-    print(f"{'ingest.dcgm.parse':32s}{n_ours / t_ours:>18,.0f}{n_ours / c_ours:>20,.0f}")
+    print(f"{'ingest.formats.dcgm.parse':32s}{n_ours / t_ours:>18,.0f}{n_ours / c_ours:>20,.0f}")
     print(f"{'prometheus_client text parser':32s}{n_ref / t_ref:>18,.0f}{n_ref / c_ref:>20,.0f}")
     speedup = (n_ours / t_ours) / (n_ref / t_ref)
     print(

@@ -1,4 +1,4 @@
-"""Finds every format module in ``ingest/`` and picks one for a file by its content."""
+"""Finds every format module in ``ingest/formats/`` and picks one for a file by its content."""
 
 from __future__ import annotations
 
@@ -14,7 +14,11 @@ SNIFF_BYTES = 65536
 def formats() -> dict[str, FormatSpec]:
     """Every format module's ``FORMAT``, by format name."""
     found = discover(
-        "ingest", "FORMAT", lambda spec: isinstance(spec, FormatSpec), lambda spec: spec.name
+        "ingest.formats",
+        "FORMAT",
+        lambda spec: isinstance(spec, FormatSpec),
+        lambda spec: spec.name,
+        required=("FORMAT",),
     )
     return {name: module.FORMAT for name, module in found.items()}
 

@@ -1,7 +1,8 @@
 """What the hourly rollups a Prometheus-compatible TSDB computes share between the source that
-asks for them (``sources.prometheus``) and the parser that stores them (``ingest.prom_rollup``):
-the rollup functions, the label that names which one a series holds, how a response's series
-become one row per series-hour, and which rows cannot stand for their hour's samples.
+asks for them (``sources.prometheus``) and the parser that stores them
+(``ingest.formats.prom_rollup``): the rollup functions, the label that names which one a series
+holds, how a response's series become one row per series-hour, and which rows cannot stand for
+their hour's samples.
 
 A rollup series is the answer to ``FN(metric[range])`` evaluated at the last millisecond of each
 hour, with ``__name__`` and ``goodput_rollup="<metric>:<column>"`` set by ``label_replace`` (the

@@ -19,7 +19,7 @@ Severity, from NVIDIA's immediate action (``ACTION_SEVERITY``), then ``SEVERITY_
            reset for the row remap);
   critical the running application is lost but the hardware recovers (RESTART_APP, the NVLink
            workflows, CHECK_UVM); NVLink lines that say Fatal / Nonfatal refine this per line
-           in ``ingest.kernel``;
+           in ``ingest.formats.kernel``;
   warning  needs a look, not an immediate action (CHECK_MECHANICALS, UPDATE_SWFW, and
            WORKFLOW_XID_45: a 45 is usually the echo of another XID);
   info     IGNORE and XID_154 (a notice about another XID's recovery action).

@@ -52,8 +52,8 @@ import shlex
 from collections.abc import Iterator
 from datetime import timedelta
 
+from ingest.formats.sacctmgr_events import EVENT_FIELDS
 from ingest.job_checks import STATES
-from ingest.sacctmgr_events import EVENT_FIELDS
 from sources.base import Document, SourceConfig, SourceError, Window, run_command
 
 KIND = "slurm"
@@ -70,7 +70,7 @@ MODES = ("auto", "json", "parsable")
 JSON_FROM = (23, 2)  # auto uses --json from this release on (see the docstring)
 # A job's last state once it ended: every state but those of a job that is still queued or running.
 TERMINAL_STATES = tuple(sorted(STATES - {"PENDING", "RUNNING", "RESIZING", "SUSPENDED"}))
-# What ingest/sacct.py reads into job_attempts.
+# What ingest/formats/sacct.py reads into job_attempts.
 SACCT_FIELDS = (
     "JobID",
     "Cluster",

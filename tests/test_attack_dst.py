@@ -8,7 +8,8 @@ from datetime import datetime
 
 import polars as pl
 
-from ingest import (
+from ingest.base import ParseContext
+from ingest.formats import (
     checkpoints,
     component_history,
     failure_log,
@@ -19,7 +20,6 @@ from ingest import (
     sacctmgr_events,
     slurmctld,
 )
-from ingest.base import ParseContext
 
 # 2026-11-01 01:00-02:00 happens twice (EDT, then EST); 2026-03-08 02:xx never
 TZ = "America/New_York"

@@ -15,9 +15,9 @@ import zstandard
 
 from ingest import runner
 from ingest.base import ParseContext
+from ingest.formats.sacct import parse as parse_sacct
+from ingest.formats.slurmctld import parse as parse_slurmctld
 from ingest.runner import BOM, ingest_paths
-from ingest.sacct import parse as parse_sacct
-from ingest.slurmctld import parse as parse_slurmctld
 from tests.conftest import FIXTURES
 from warehouse.store import Warehouse
 

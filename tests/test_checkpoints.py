@@ -1,4 +1,5 @@
-"""Checkpoint evidence (ingest/checkpoints.py) and measured badput from real checkpoint times."""
+"""Checkpoint evidence (ingest/formats/checkpoints.py) and
+measured badput from real checkpoint times."""
 
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -8,7 +9,7 @@ import pytest
 
 from analysis.goodput_measured import refresh_goodput_jobs
 from ingest.base import ParseContext
-from ingest.checkpoints import parse
+from ingest.formats.checkpoints import parse
 from ingest.registry import detect
 from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.component_history import detect, parse
+from ingest.formats.component_history import detect, parse
 from ingest.registry import detect as registry_detect
 from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES, SAMPLE_FLEET

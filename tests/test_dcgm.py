@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.dcgm import detect, parse, parse_many
+from ingest.formats.dcgm import detect, parse, parse_many
 from ingest.gpu_labels import host_from_path
 from ingest.registry import detect as detect_format
 from ingest.runner import ingest_paths

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from ingest.base import ParseContext
-from ingest.failure_log import parse
+from ingest.formats.failure_log import parse
 from ingest.registry import detect
 from pipelines.cli import main
 from tests.conftest import FIXTURES

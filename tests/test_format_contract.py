@@ -175,3 +175,30 @@ def test_mutated_fixtures_never_raise_and_conserve(fmt):
         )
 
     run()
+
+
+def test_no_format_imports_another():
+    """Parsers are pure and independent: a module under ``ingest/formats/`` imports what formats
+    share from ``ingest/`` and nothing of another format (a package format may import its own
+    modules)."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent / "ingest" / "formats"
+    assert len(list(root.iterdir())) >= len(formats())
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).parts
+        own = rel[0].removesuffix(".py")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                # relative: only inside a package format, and only to its own modules
+                assert len(rel) > 1 and node.level == len(rel) - 1, f"{path} imports {node.module}"
+                continue
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for name in names:
+                parts = name.split(".")
+                if parts[:2] == ["ingest", "formats"] and len(parts) > 2:
+                    assert parts[2] == own, f"{path} imports {name}"

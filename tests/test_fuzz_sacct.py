@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.sacct import XDMOD_FIELDS, parse
+from ingest.formats.sacct import XDMOD_FIELDS, parse
 from tests.conftest import FIXTURES
 
 SLURM = FIXTURES / "slurm"

@@ -145,7 +145,7 @@ def test_xdmod_tres_gpu_table_agrees_with_the_sacct_parser():
     import json
 
     from ingest.base import ParseContext
-    from ingest.sacct import parse
+    from ingest.formats.sacct import parse
 
     cases = json.loads((FIXTURES / "slurm" / "xdmod__alloc-tres-gpu-count.json").read_text())
     lines = ["JobID|State|AllocTRES"] + [

@@ -7,8 +7,8 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest import ipmi_sdr, ipmi_sel
 from ingest.base import ParseContext
+from ingest.formats import ipmi_sdr, ipmi_sel
 from ingest.registry import detect
 from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES, SAMPLE_FLEET, assert_fleet_faults_found

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.kubernetes import detect, parse
+from ingest.formats.kubernetes import detect, parse
 from tests.conftest import FIXTURES
 
 K8S = FIXTURES / "kubernetes"

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.nvidia_smi import detect, parse
+from ingest.formats.nvidia_smi import detect, parse
 from tests.conftest import FIXTURES
 
 MTIME = datetime(2024, 5, 1)

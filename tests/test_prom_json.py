@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.prom_json import detect, parse
+from ingest.formats.prom_json import detect, parse
 from ingest.runner import ingest_paths
 
 MATRIX = {

@@ -7,7 +7,7 @@ from datetime import datetime
 import polars as pl
 
 from ingest.base import ParseContext
-from ingest.prom_rollup import parse
+from ingest.formats.prom_rollup import parse
 from tests.conftest import FIXTURES
 
 BLANK = (

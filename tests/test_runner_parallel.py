@@ -207,7 +207,7 @@ def _dcgm_many(monkeypatch, parse_many):
 def test_small_scrapes_are_parsed_together_and_store_what_one_by_one_does(tmp_path, monkeypatch):
     """A task's DCGM files go to one ``parse_many`` call; tables, manifest batches and reports
     are those of parsing each file alone (``parse_many`` off), the odd files included."""
-    from ingest import dcgm
+    from ingest.formats import dcgm
 
     src = _mixed_fleet(tmp_path)
     _dcgm_many(monkeypatch, None)
@@ -231,7 +231,7 @@ def test_small_scrapes_are_parsed_together_and_store_what_one_by_one_does(tmp_pa
 def test_a_failing_parse_many_falls_back_to_one_file_at_a_time(tmp_path, monkeypatch):
     """A parser bug in the batched call loses nothing: each file is parsed alone, and only a
     file whose own parse fails is quarantined whole (and tried again later)."""
-    from ingest import dcgm
+    from ingest.formats import dcgm
 
     src = _mixed_fleet(tmp_path)
     _dcgm_many(monkeypatch, None)

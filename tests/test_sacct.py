@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from ingest.base import ParseContext
-from ingest.sacct import detect, parse
+from ingest.formats.sacct import detect, parse
 from tests.conftest import FIXTURES
 
 SLURM = FIXTURES / "slurm"

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.sacct_json import detect, parse
+from ingest.formats.sacct_json import detect, parse
 from tests.conftest import FIXTURES
 
 SLURM = FIXTURES / "slurm"
@@ -276,7 +276,7 @@ def test_slurm_22_05_8_failed_exit_codes_the_json_lost_are_unknown_not_zero():
     """A real 22.05.8 capture (tests/fixtures/slurm/PROVENANCE.md): its JSON says
     {"status": "SUCCESS", "return_code": 0} for jobs that exited 3, 1 and 2; the text of the
     same query says 3:0, 1:0, 2:0. Everything else of the two agrees."""
-    from ingest.sacct import parse as parse_text
+    from ingest.formats.sacct import parse as parse_text
 
     ok, q = _parse((SLURM / "sacct_json_22_05_8_job_mix.json").read_bytes())
     text = parse_text((SLURM / "sacct_parsable2_22_05_8_job_mix.txt").read_bytes(), ParseContext())

@@ -3,8 +3,8 @@
 from datetime import datetime
 
 from ingest.base import ParseContext
+from ingest.formats.sacctmgr_events import FORMAT, parse
 from ingest.registry import detect
-from ingest.sacctmgr_events import FORMAT, parse
 from tests.conftest import FIXTURES
 
 CAPTURE = FIXTURES / "slurm" / "sacctmgr_show_event_22_05_8.txt"

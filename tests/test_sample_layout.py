@@ -44,7 +44,7 @@ def test_the_package_is_a_model_a_simulation_and_one_writer_per_parser():
         "base",
         "bmc_common",
     }
-    parsers = {spec.parse.__module__.removeprefix("ingest.") for spec in formats().values()}
+    parsers = {spec.parse.__module__.removeprefix("ingest.formats.") for spec in formats().values()}
     assert writers == {
         "sacct",
         "sacct_json",

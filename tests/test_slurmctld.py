@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.slurmctld import detect, parse
+from ingest.formats.slurmctld import detect, parse
 from tests.conftest import FIXTURES
 
 LOG = FIXTURES / "slurm" / "aws-parallelcluster_issue5670_slurmctld.log"

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest import dcgm, ipmi_sdr, ipmi_sel, nvidia_smi, prom_json, redfish, redfish_sensors
 from ingest.base import ParseContext
+from ingest.formats import dcgm, ipmi_sdr, ipmi_sel, nvidia_smi, prom_json, redfish, redfish_sensors
 from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES
 from warehouse.schemas import QUARANTINE_COLUMNS, TABLES

@@ -10,7 +10,7 @@ import polars as pl
 from analysis.lifetimes import build_component_lifetimes
 from analysis.survival import hazard_ratios
 from ingest.base import ParseContext
-from ingest.component_history import layout, parse
+from ingest.formats.component_history import layout, parse
 from ingest.registry import detect
 from pipelines.cli import _host_list, main
 from tests.conftest import FIXTURES

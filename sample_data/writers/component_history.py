@@ -1,4 +1,5 @@
-"""Component history CSV, one row per installation (read by ``ingest/component_history.py``)."""
+"""Component history CSV, one row per installation (read by
+``ingest/formats/component_history.py``)."""
 
 from __future__ import annotations
 

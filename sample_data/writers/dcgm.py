@@ -1,4 +1,4 @@
-"""dcgm-exporter `/metrics` scrapes, gzip per host and day (read by ``ingest/dcgm.py``)."""
+"""dcgm-exporter `/metrics` scrapes, gzip per host and day (read by ``ingest/formats/dcgm.py``)."""
 
 from __future__ import annotations
 

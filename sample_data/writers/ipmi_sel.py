@@ -1,4 +1,4 @@
-"""`ipmitool sel elist` per host (read by ``ingest/ipmi_sel.py``)."""
+"""`ipmitool sel elist` per host (read by ``ingest/formats/ipmi_sel.py``)."""
 
 from __future__ import annotations
 

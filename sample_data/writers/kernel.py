@@ -1,5 +1,5 @@
 """Kernel logs with NVIDIA XID/SXID, mlx5, MCE, EDAC and NVMe lines (read by
-``ingest/kernel.py``)."""
+``ingest/formats/kernel.py``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`kubectl get pods/events/pytorchjobs -o json` Lists (read by ``ingest/kubernetes.py``)."""
+"""`kubectl get pods/events/pytorchjobs -o json` Lists (read by
+``ingest/formats/kubernetes.py``)."""
 
 from __future__ import annotations
 

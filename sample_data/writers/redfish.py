@@ -1,5 +1,5 @@
 """Redfish SEL ``LogEntryCollection`` per host, mirroring the IPMI SEL (read by
-``ingest/redfish.py``)."""
+``ingest/formats/redfish.py``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`sacct --json` in the Slurm 23.11 shape (read by ``ingest/sacct_json.py``)."""
+"""`sacct --json` in the Slurm 23.11 shape (read by ``ingest/formats/sacct_json.py``)."""
 
 from __future__ import annotations
 

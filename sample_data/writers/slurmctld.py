@@ -1,4 +1,4 @@
-"""slurmctld.log (read by ``ingest/slurmctld.py``)."""
+"""slurmctld.log (read by ``ingest/formats/slurmctld.py``)."""
 
 from __future__ import annotations
 
