@@ -164,7 +164,10 @@ def _bootstrap(
 def _summary(df: pl.DataFrame, keys: list[str], rng: np.random.Generator) -> pl.DataFrame:
     """Per ``keys`` group: failures, repairs known, downtime, MTTR and availability with CIs.
     ``df`` carries ``unit_hours`` (the group's node-hours) and ``span_hours``."""
-    df = df.sort(keys, nulls_last=True).with_columns(
+    # Bootstrap weights go to rows by position: the rows are put in one total order (the group,
+    # then every column) so that the same outages give the same CIs whatever order they came in.
+    order = [*keys, *(c for c in df.columns if c not in keys)]
+    df = df.sort(order, nulls_last=True).with_columns(
         _g=pl.struct(keys).rank("dense").cast(pl.Int64) - 1
     )
     known = df.filter(pl.col("downtime_hours").is_not_null())

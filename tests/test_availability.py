@@ -115,6 +115,15 @@ def test_system_and_node_numbers():
     assert fits.height == 0  # under MIN_FIT durations: no fits
 
 
+def test_bootstrap_cis_do_not_depend_on_the_order_of_the_outages():
+    rows = [("A", f"a{i % 3}", 7.0 * i, 0.5 + (i * 0.37) % 3, "hardware") for i in range(40)]
+    o = outages(_failures(rows, nodes=4), TABLES["node_events"].empty())
+    first = availability(o)[0].sort("system", "level", "host", nulls_last=True)
+    shuffled = availability(o.sample(fraction=1.0, shuffle=True, seed=3))[0]
+    assert shuffled.sort("system", "level", "host", nulls_last=True).equals(first)
+    assert first["availability_ci_low"].null_count() < first.height
+
+
 def test_fits_find_the_generating_distributions():
     rng = np.random.default_rng(3)
     gaps = rng.weibull(0.6, 400) * 20  # clustered failures: shape 0.6
