@@ -4,12 +4,15 @@ import contextlib
 import io
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from warehouse.schemas import TABLES
+from analysis.projection import HOURS_PER_1K_UNIT_DAYS, llama3_rates
+from ingest.base import ParseContext, ParseResult
+from warehouse.schemas import TABLES, conform
 from warehouse.store import Warehouse
 
 # Tests write a file and ingest it at once: the CLI's settle wait (a file is read once it has
@@ -19,6 +22,28 @@ os.environ.setdefault("GOODPUT_SETTLE", "0")
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_FLEET = REPO / "sample_data" / "fleet"
+# a real sacct dump of 8 jobs ending every way a job ends (fixtures/slurm/PROVENANCE.md)
+SACCT_JOB_MIX = FIXTURES / "slurm" / "sacct_parsable2_22_05_8_job_mix.txt"
+# settings of the simulated fleets tests build (sample_data.simulation.simulate): a small one
+# whose faults are scaled up so every class and format shows, and a tiny one whose bytes a test pins
+SMALL_FLEET = {
+    "nodes": 12,
+    "gpus_per_node": 8,
+    "days": 20,
+    "seed": 3,
+    "fault_scale": 150.0,
+    "scrape_interval_s": 21600,
+    "k8s_nodes": 3,
+}
+TINY_FLEET = {
+    "nodes": 5,
+    "gpus_per_node": 4,
+    "days": 4,
+    "seed": 11,
+    "fault_scale": 300.0,
+    "scrape_interval_s": 21600,
+    "k8s_nodes": 2,
+}
 
 
 @pytest.fixture
@@ -37,6 +62,61 @@ def demo(tmp_path_factory) -> tuple[Warehouse, str]:
     with contextlib.redirect_stdout(out):
         assert main(["--home", str(home), "demo"]) == 0
     return Warehouse(home), out.getvalue()
+
+
+def parse_rows(
+    parse: Callable[[bytes, ParseContext], ParseResult], table: str, data: object, **ctx
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A format's ``parse`` of ``data`` (bytes; text, encoded; anything else, as JSON) with a
+    ParseContext of ``ctx``: its rows of ``table`` and its quarantine, once the result is checked
+    to account for every record (a row, a quarantine row or a counted duplicate)."""
+    if isinstance(data, str):
+        data = data.encode()
+    elif not isinstance(data, bytes):
+        data = json.dumps(data).encode()
+    res = parse(data, ParseContext(**ctx))
+    ok = res.tables.get(table, pl.DataFrame())
+    assert res.records == ok.height + res.quarantine.height + res.duplicates  # conservation
+    return ok, res.quarantine
+
+
+def ingest_with_cli(home: Path, *paths: Path) -> Warehouse:
+    """``goodput --home HOME ingest PATHS``, which must succeed: a warehouse filled the way a
+    user fills one."""
+    from pipelines.cli import main
+
+    assert main(["--home", str(home), "ingest", *map(str, paths)]) == 0
+    return Warehouse(home)
+
+
+def simulate_with_cli(out: Path, options: str) -> Path:
+    """``goodput simulate --out OUT OPTIONS``: a fleet written the way a user writes one."""
+    from pipelines.cli import main
+
+    assert main(["simulate", "--out", str(out), *options.split()]) == 0
+    return out
+
+
+def llama3_fits() -> pl.DataFrame:
+    """A ``failure_rates`` table whose selected fits are Llama 3's published class rates
+    (exponential, with their CIs): what a build would fit from Llama 3's interruptions."""
+    r = llama3_rates()
+    return conform(
+        "failure_rates",
+        pl.DataFrame(
+            {
+                "component_class": list(r.classes),
+                "stratum": "all",
+                "window": "all",
+                "model": "exponential",
+                "selected": True,
+                "params": "{}",
+                "rate_per_1k_unit_days": r.rate * HOURS_PER_1K_UNIT_DAYS,
+                "rate_ci_low": r.ci_low * HOURS_PER_1K_UNIT_DAYS,
+                "rate_ci_high": r.ci_high * HOURS_PER_1K_UNIT_DAYS,
+            }
+        ),
+    )
 
 
 def table_snapshot(wh: Warehouse) -> dict[str, list]:

@@ -3,27 +3,22 @@ forms, validation, conservation, idempotence, fuzzing, and the synthetic fleet's
 
 import json
 from datetime import datetime
+from functools import partial
 
 import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.base import ParseContext
 from ingest.formats.component_history import detect, parse
 from ingest.registry import detect as registry_detect
 from ingest.runner import ingest_paths
-from tests.conftest import FIXTURES, SAMPLE_FLEET
+from tests.conftest import FIXTURES, SAMPLE_FLEET, parse_rows
 
 HEADER = "component_class,serial,slot,installed_at,removed_at,removal_reason,failed\n"
 
 
-def _parse(text, **ctx):
-    data = text.encode() if isinstance(text, str) else text
-    res = parse(data, ParseContext(**ctx))
-    ok = res.tables.get("component_history", pl.DataFrame())
-    assert res.records == ok.height + res.quarantine.height
-    return ok, res.quarantine
+_parse = partial(parse_rows, parse, "component_history")  # (rows, quarantine)
 
 
 def test_canonical_csv():

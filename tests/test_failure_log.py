@@ -5,27 +5,21 @@ repair time, and one quarantine row per bad record with its reason."""
 import csv
 from collections import Counter
 from datetime import datetime
+from functools import partial
 
-import polars as pl
 import pytest
 
-from ingest.base import ParseContext
 from ingest.formats.failure_log import parse
 from ingest.registry import detect
 from pipelines.cli import main
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, parse_rows
 
 LANL = FIXTURES / "lanl" / "lanl_sample.csv"
 OLD = datetime(1990, 1, 1)  # LANL's records start in 1996
 CAUSES = ("Facilities", "Hardware", "Human Error", "Network", "Undetermined", "Software")
 
 
-def _parse(text, **ctx):
-    data = text.encode() if isinstance(text, str) else text
-    res = parse(data, ParseContext(**ctx))
-    ok = res.tables.get("failures", pl.DataFrame())
-    assert res.records == ok.height + res.quarantine.height
-    return ok, res.quarantine
+_parse = partial(parse_rows, parse, "failures")  # (rows, quarantine)
 
 
 def test_lanl_detected_by_its_header():

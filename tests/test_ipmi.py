@@ -2,36 +2,24 @@
 the quirks real BMCs produce, conservation, idempotence and fuzzing."""
 
 from datetime import datetime
+from functools import partial
 
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.base import ParseContext
 from ingest.formats import ipmi_sdr, ipmi_sel
 from ingest.registry import detect
 from ingest.runner import ingest_paths
-from tests.conftest import FIXTURES, SAMPLE_FLEET, assert_fleet_faults_found
+from tests.conftest import FIXTURES, SAMPLE_FLEET, assert_fleet_faults_found, parse_rows
 
 BMC = FIXTURES / "bmc"
 SEL_FILE = BMC / "ipmitool_sel_list_examples_from_docs.txt"
 SDR_FILE = BMC / "telegraf_ipmi_sensor_test__sdr_v1.txt"
 
 
-def _sel(text, **ctx):
-    data = text.encode() if isinstance(text, str) else text
-    res = ipmi_sel.parse(data, ParseContext(**ctx))
-    ok = res.tables.get("hw_events", pl.DataFrame())
-    assert res.records == ok.height + res.quarantine.height
-    return ok, res.quarantine
-
-
-def _sdr(text, **ctx):
-    data = text.encode() if isinstance(text, str) else text
-    res = ipmi_sdr.parse(data, ParseContext(**ctx))
-    ok = res.tables.get("bmc_sensors", pl.DataFrame())
-    assert res.records == ok.height + res.quarantine.height
-    return ok, res.quarantine
+_sel = partial(parse_rows, ipmi_sel.parse, "hw_events")  # (rows, quarantine)
+_sdr = partial(parse_rows, ipmi_sdr.parse, "bmc_sensors")  # (rows, quarantine)
 
 
 def _by_line(ok: pl.DataFrame, line: int) -> dict:

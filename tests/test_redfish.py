@@ -3,16 +3,16 @@ vendor variations, conservation, idempotence and fuzzing."""
 
 import json
 from datetime import datetime
+from functools import partial
 
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.base import ParseContext
 from ingest.formats import redfish, redfish_sensors
 from ingest.registry import detect
 from ingest.runner import ingest_paths
-from tests.conftest import FIXTURES, SAMPLE_FLEET, assert_fleet_faults_found
+from tests.conftest import FIXTURES, SAMPLE_FLEET, assert_fleet_faults_found, parse_rows
 
 BMC = FIXTURES / "bmc"
 LOG = BMC / "redfish-mockup__Systems_437XR1138R2_LogServices_Log1_Entries.json"
@@ -22,20 +22,8 @@ THERMAL = BMC / "redfish-mockup__Chassis_1U_Thermal.json"
 POWER = BMC / "redfish-mockup__Chassis_1U_Power.json"
 
 
-def _logs(data, **ctx):
-    data = json.dumps(data).encode() if not isinstance(data, bytes) else data
-    res = redfish.parse(data, ParseContext(**ctx))
-    ok = res.tables.get("hw_events", pl.DataFrame())
-    assert res.records == ok.height + res.quarantine.height
-    return ok, res.quarantine
-
-
-def _sensors(data, **ctx):
-    data = json.dumps(data).encode() if not isinstance(data, bytes) else data
-    res = redfish_sensors.parse(data, ParseContext(**ctx))
-    ok = res.tables.get("bmc_sensors", pl.DataFrame())
-    assert res.records == ok.height + res.quarantine.height
-    return ok, res.quarantine
+_logs = partial(parse_rows, redfish.parse, "hw_events")  # (rows, quarantine)
+_sensors = partial(parse_rows, redfish_sensors.parse, "bmc_sensors")  # (rows, quarantine)
 
 
 def test_mockup_log_collection_pinned():

@@ -2,24 +2,19 @@
 local times, and property-based fuzzing (never raises, records = rows + quarantine + duplicates)."""
 
 from datetime import datetime
+from functools import partial
 
-import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
 from ingest.formats.slurmctld import detect, parse
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, parse_rows
 
 LOG = FIXTURES / "slurm" / "aws-parallelcluster_issue5670_slurmctld.log"
 
 
-def _parse(data, **ctx):
-    data = data.encode() if isinstance(data, str) else data
-    res = parse(data, ParseContext(**ctx))
-    ok = res.tables.get("node_events", pl.DataFrame())
-    assert res.records == ok.height + res.quarantine.height + res.duplicates  # conservation
-    return ok, res.quarantine
+_parse = partial(parse_rows, parse, "node_events")  # (rows, quarantine)
 
 
 def test_real_log_requeue_and_down_with_reason():
@@ -110,12 +105,6 @@ def test_detect():
 
 
 REAL = LOG.read_bytes() + LINES.encode()
-
-
-@settings(max_examples=50, deadline=None)
-@given(st.binary(max_size=400))
-def test_fuzz_arbitrary_bytes(data):
-    _parse(data)
 
 
 @settings(max_examples=50, deadline=None)
