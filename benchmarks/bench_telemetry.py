@@ -31,32 +31,24 @@ from benchmarks.targets import status, target
 from ingest.base import ParseContext
 from ingest.formats.dcgm import parse
 from ingest.runner import ingest_paths
+from sample_data.model import GPU_MODEL
+from sample_data.writers.dcgm import BLANK_SENTINEL, DCGM_METRICS
 from warehouse.store import Warehouse
 
-METRICS = [
+# the sample fleet's dcgm-exporter metrics and the rest of the exporter's default set
+METRICS = (
+    *DCGM_METRICS,
     ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
     ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
-    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
-    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
-    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
     (
         "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
         "counter",
         "Total energy consumption since boot (in mJ).",
     ),
-    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
-    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
-    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
-    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
-    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
-    (
-        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-        "counter",
-        "Total number of NVLink CRC errors.",
-    ),
-    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
-]
+)
 GPUS = 8
 
 
@@ -65,8 +57,7 @@ def scrape_text(host: str, t_ms: int, rng: np.random.Generator, blank: bool = Fa
     out = []
     labels = [
         f'gpu="{g}",UUID="GPU-{zlib.crc32(f"{host}/{g}".encode()):08x}-1a2b-3c4d-5e6f-{g:012x}",'
-        f'pci_bus_id="00000000:{0x18 + g:02X}:00.0",device="nvidia{g}",modelName="NVIDIA H100 '
-        '80GB HBM3",'
+        f'pci_bus_id="00000000:{0x18 + g:02X}:00.0",device="nvidia{g}",modelName="{GPU_MODEL}",'
         f'Hostname="{host}",container="pytorch",namespace="training",pod="llm-worker-{g}"'
         for g in range(GPUS)
     ]
@@ -75,11 +66,7 @@ def scrape_text(host: str, t_ms: int, rng: np.random.Generator, blank: bool = Fa
         out.append(f"# HELP {name} {hlp}")
         out.append(f"# TYPE {name} {typ}")
         for g in range(GPUS):
-            v = (
-                "9223372036854775794"
-                if blank and name == "DCGM_FI_DEV_MEMORY_TEMP"
-                else str(vals[m, g])
-            )
+            v = BLANK_SENTINEL if blank and name == "DCGM_FI_DEV_MEMORY_TEMP" else str(vals[m, g])
             out.append(f"{name}{{{labels[g]}}} {v} {t_ms + m}")
     return "\n".join(out) + "\n"
 

@@ -25,11 +25,11 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 from benchmarks.targets import status, target
 from sample_data.simulation import source_folders
+from tests.servers import dagster as dagster_ui
 
 REPO = Path(__file__).resolve().parent.parent
 GOODPUT = [sys.executable, "-m", "pipelines.cli"]
@@ -56,43 +56,14 @@ def cli_build(home: Path) -> tuple[float, float]:
     return time.perf_counter() - t0, cpu_children() - cpu0
 
 
-def wait_for_server(port: int, proc: subprocess.Popen, timeout_s: float = 600) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"dagster dev exited with status {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5):
-                return
-        except OSError:
-            time.sleep(1)
-    raise RuntimeError(f"dagster dev did not answer on port {port} within {timeout_s:.0f} s")
-
-
 def ui_build(home: Path, port: int, log: Path) -> tuple[float, str, str]:
     """(seconds from launch to the run's end, final status, run id) of the `build` job launched
     through the GraphQL API of `dagster dev`."""
     from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 
-    env = {**os.environ, "DAGSTER_HOME": str(home / ".dagster"), "GOODPUT_HOME": str(home)}
     with log.open("w") as out:
-        server = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "dagster"),
-                "dev",
-                "-m",
-                "pipelines.definitions",
-                "-p",
-                str(port),
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        server = dagster_ui.start(["dagster", "dev"], home, port, stdout=out, stderr=out)
     try:
-        wait_for_server(port, server)
         client = DagsterGraphQLClient("127.0.0.1", port_number=port)
         for attempt in range(60):  # the code location may still be loading
             try:

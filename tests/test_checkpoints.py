@@ -2,7 +2,6 @@
 measured badput from real checkpoint times."""
 
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -15,7 +14,7 @@ from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES
 from warehouse.schemas import TABLES, conform
 
-CK = Path(__file__).parent / "fixtures" / "checkpoints"
+CK = FIXTURES / "checkpoints"
 
 
 def _parse(name, **ctx):

@@ -17,6 +17,7 @@ from analysis.whatif import refresh_projections, sensitivity_frame
 from dashboards.report import build_sections
 from dashboards.section import projection_at
 from pipelines.cli import main
+from tests.conftest import llama3_fits
 from warehouse.schemas import conform
 from warehouse.store import Warehouse
 
@@ -27,26 +28,7 @@ def _fitted(home) -> Warehouse:
     """A warehouse whose fits are Llama 3's rates (exponential, with CIs), with node scores
     (one lemon) and the report's standard projections made by a build."""
     wh = Warehouse(home)
-    r = LLAMA
-    wh.replace_table(
-        "failure_rates",
-        conform(
-            "failure_rates",
-            pl.DataFrame(
-                {
-                    "component_class": list(r.classes),
-                    "stratum": "all",
-                    "window": "all",
-                    "model": "exponential",
-                    "selected": True,
-                    "params": "{}",
-                    "rate_per_1k_unit_days": r.rate * 24_000,
-                    "rate_ci_low": r.ci_low * 24_000,
-                    "rate_ci_high": r.ci_high * 24_000,
-                }
-            ),
-        ),
-    )
+    wh.replace_table("failure_rates", llama3_fits())
     wh.replace_table("node_health", conform("node_health", pl.DataFrame({
         "host": ["n1", "n2"], "node_hours": [1000.0, 1000.0], "failures": [9, 1],
         "expected_failures": [5.0, 5.0], "excess_failures": [4.0, -4.0],

@@ -8,7 +8,7 @@ import shlex
 import pytest
 
 from pipelines.cli import COUNT_FORMS, EXAMPLES, EXIT_REJECTED, build_parser, main, parse_count
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, SACCT_JOB_MIX, ingest_with_cli
 
 SACCT = FIXTURES / "slurm" / "xdmod__accounting-logs.log"
 
@@ -188,7 +188,7 @@ def test_a_sacct_dump_without_times_nodes_or_tres_warns_with_the_command_that_ex
         "JobID|JobName|Partition|Account|AllocCPUS|State|ExitCode\n1|train|gpu|a|8|COMPLETED|0:0\n"
         "2|train|gpu|a|8|FAILED|1:0\n"
     )
-    full = FIXTURES / "slurm" / "sacct_parsable2_22_05_8_job_mix.txt"
+    full = SACCT_JOB_MIX
     assert main(["--home", str(tmp_path / "h"), "ingest", str(plain), str(full)]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("ingested 2 file(s), 10 rows, 0 quarantined\n")
@@ -208,17 +208,7 @@ def test_tab_completes_formats_and_the_warehouses_clusters_partitions_and_accoun
     from tests.test_cli import _complete
 
     home = tmp_path / "h"
-    assert (
-        main(
-            [
-                "--home",
-                str(home),
-                "ingest",
-                str(FIXTURES / "slurm" / "sacct_parsable2_22_05_8_job_mix.txt"),
-            ]
-        )
-        == 0
-    )
+    ingest_with_cli(home, SACCT_JOB_MIX)
     assert _complete("goodput ingest --format ") == sorted(["auto", *formats()])
     assert _complete(f"goodput --home {home} fit --cluster ") == ["tb01ebc"]
     assert _complete(f"goodput --home {home} build --account r") == ["root"]

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from pipelines.cli import EXIT_INTERRUPTED, main
-from tests.conftest import FIXTURES, REPO
+from tests.conftest import REPO, SACCT_JOB_MIX, ingest_with_cli
 from warehouse.store import Warehouse
 
 DEADLINE_S = 300  # a loaded machine is slow; polled, never slept through
@@ -41,19 +41,19 @@ INGEST = (
 )
 
 
+def ingest_process(argv: list[str], **popen) -> subprocess.Popen:
+    """``python -c INGEST argv`` from the checkout (settle wait off), its stdout discarded."""
+    env = {**os.environ, "GOODPUT_SETTLE": "0"}
+    return subprocess.Popen(
+        [sys.executable, "-c", INGEST, *argv], cwd=REPO, stdout=subprocess.DEVNULL, env=env, **popen
+    )
+
+
 def interrupted_at(argv: list[str], marker: str) -> tuple[int, list[str]]:
     """Run ``python -c INGEST argv`` in a session of its own, send SIGINT to its process group
     once ``marker`` is on stderr; returns the exit status and the stderr lines that are not
     progress."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", INGEST, *argv],
-        cwd=REPO,
-        stderr=subprocess.PIPE,
-        text=True,
-        stdout=subprocess.DEVNULL,
-        start_new_session=True,
-        env={**os.environ, "GOODPUT_SETTLE": "0"},
-    )
+    proc = ingest_process(argv, stderr=subprocess.PIPE, text=True, start_new_session=True)
     lines, deadline = [], time.monotonic() + DEADLINE_S
     for line in proc.stderr:  # blocks per line: the marker is waited for, not guessed
         lines.append(line.rstrip("\n"))
@@ -97,17 +97,7 @@ def test_ctrl_c_during_ingest_is_one_line_and_leaves_whole_batches(tmp_path, mar
 
 def test_ctrl_c_during_build_is_one_line_without_dagster_output(tmp_path, capsys):
     home = tmp_path / "home"
-    assert (
-        main(
-            [
-                "--home",
-                str(home),
-                "ingest",
-                str(FIXTURES / "slurm" / "sacct_parsable2_22_05_8_job_mix.txt"),
-            ]
-        )
-        == 0
-    )
+    ingest_with_cli(home, SACCT_JOB_MIX)
     capsys.readouterr()
     code, err = interrupted_at(["--home", str(home), "build"], "  done: ")
     assert code == EXIT_INTERRUPTED
@@ -130,27 +120,13 @@ def test_progress_within_a_large_file_on_a_terminal_only(tmp_path, tty):
         )
     )
     argv = ["--home", str(tmp_path / "h"), "ingest", "--jobs", "1", str(big)]
-    env = {**os.environ, "GOODPUT_SETTLE": "0"}
     if not tty:
-        proc = subprocess.run(
-            [sys.executable, "-c", INGEST, *argv],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=DEADLINE_S,
-            check=False,
-        )
-        assert proc.returncode == 0 and "reading" not in proc.stderr and "\r" not in proc.stderr
+        proc = ingest_process(argv, stderr=subprocess.PIPE, text=True)
+        _, err = proc.communicate(timeout=DEADLINE_S)
+        assert proc.returncode == 0 and "reading" not in err and "\r" not in err
         return
     main_fd, term = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", INGEST, *argv],
-        cwd=REPO,
-        stderr=term,
-        stdout=subprocess.DEVNULL,
-        env=env,
-    )
+    proc = ingest_process(argv, stderr=term)
     os.close(term)
     seen = b""
     while True:  # until the process closes the terminal

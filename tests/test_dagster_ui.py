@@ -8,17 +8,17 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
-import urllib.request
 import warnings
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES
 
 from pipelines.resources import GoodputConfig
 from pipelines.run import ingest, instance_for
-from tests.servers.slurm import free_ports, poll
+from tests.servers import dagster as dagster_ui
+from tests.servers.dagster import LOCATION
+from tests.servers.slurm import free_ports
 
 CHROMIUM = Path("/usr/bin/chromium")
 WIDTH = 1400
@@ -39,45 +39,18 @@ def ui(tmp_path_factory):
     with instance_for(home) as instance:
         [run] = instance.get_runs()
     [port] = free_ports(1)
-    env = {**os.environ, "DAGSTER_HOME": str(home / ".dagster"), "GOODPUT_HOME": str(home)}
-    server = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "dagster-webserver"),
-            "-m",
-            "pipelines.definitions",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its code server is a child: stopped with it, as a group
-    )
-    base = f"http://127.0.0.1:{port}"
-
-    def answering() -> bool:
-        assert server.poll() is None, "dagster-webserver exited"
-        try:
-            with urllib.request.urlopen(f"{base}/server_info", timeout=5) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    server = dagster_ui.start(["dagster-webserver"], home, port, **quiet)
     try:
-        poll("dagster-webserver", answering, every=0.5)  # loading the code location is slow
         shots = Path(os.environ.get("GOODPUT_SCREENSHOTS") or tmp_path_factory.mktemp("shots"))
         shots.mkdir(parents=True, exist_ok=True)
-        yield base, run.run_id, shots
+        yield f"http://127.0.0.1:{port}", run.run_id, shots
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(30)
 
 
 GROUPS = ("ingest", "warehouse", "analysis", "catalog", "dashboards")
-LOCATION = "pipelines.definitions"  # the code location `dagster-webserver -m` names
 
 
 @pytest.fixture(scope="module")

@@ -201,48 +201,30 @@ def test_the_installed_duckdb_command_opens_the_catalog_as_the_readme_says(moved
     wh = Warehouse(moved)
     want = str(wh.read("hw_events").height)
     query = "SELECT count(*) FROM hw_events"
-    here = subprocess.run(
-        [DUCKDB_CLI, "-csv", "-noheader", "warehouse.duckdb", "-c", query],
-        cwd=moved,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+
+    def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [DUCKDB_CLI, "-csv", "-noheader", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    here = cli("warehouse.duckdb", "-c", query, cwd=moved)
     assert here.returncode == 0 and here.stdout.strip() == want, here.stderr
-    away = subprocess.run(
-        [
-            DUCKDB_CLI,
-            "-csv",
-            "-noheader",
-            "-cmd",
-            f"SET file_search_path='{moved.name}'",
-            f"{moved.name}/warehouse.duckdb",
-            "-c",
-            query,
-        ],
+    away = cli(
+        "-cmd",
+        f"SET file_search_path='{moved.name}'",
+        f"{moved.name}/warehouse.duckdb",
+        "-c",
+        query,
         cwd=moved.parent,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
     )
     assert away.returncode == 0 and away.stdout.strip() == want, away.stderr
-    times = subprocess.run(
-        [
-            DUCKDB_CLI,
-            "-csv",
-            "-noheader",
-            "warehouse.duckdb",
-            "-c",
-            "SET TimeZone='UTC'; SELECT min(time) FROM hw_events",
-        ],
-        cwd=moved,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    utc_min = "SET TimeZone='UTC'; SELECT min(time) FROM hw_events"
+    times = cli("warehouse.duckdb", "-c", utc_min, cwd=moved)
     first = wh.read("hw_events")["time"].min()  # naive UTC
     shown = times.stdout.strip()
     assert shown.startswith(f"{first:%Y-%m-%d %H:%M:%S}") and shown.endswith("+00"), (

@@ -18,6 +18,7 @@ from kubernetes import client
 from pipelines.cli import main
 from pipelines.definitions import definitions, defs, resolved_build_job, run_executor
 from pipelines.run import instance_for
+from tests.conftest import simulate_with_cli
 from warehouse.store import Warehouse
 
 # gpu_hourly fans out to two steps that run at once; each writes its own tables
@@ -61,24 +62,7 @@ def _run(home, monkeypatch, out_of_process: bool) -> set[str]:
 
 def test_multiprocess_executor_writes_what_the_in_process_run_writes(tmp_path, monkeypatch):
     src, one, two = tmp_path / "fleet", tmp_path / "in_process", tmp_path / "multiprocess"
-    assert (
-        main(
-            [
-                "simulate",
-                "--out",
-                str(src),
-                "--nodes",
-                "2",
-                "--days",
-                "3",
-                "--fault-scale",
-                "30",
-                "--seed",
-                "4",
-            ]
-        )
-        == 0
-    )
+    simulate_with_cli(src, "--nodes 2 --days 3 --fault-scale 30 --seed 4")
     assert main(["--home", str(one), "ingest", str(src / "dcgm")]) == 0
     shutil.copytree(one, two)  # the same ingested warehouse (and Dagster instance) twice
     assert defs.get_job_def("build").executor_def.name == "preloaded_multiprocess"

@@ -12,7 +12,7 @@ import pytest
 from ingest.runner import ingest_paths
 from pipelines.cli import llama3_cause_mix
 from sample_data.simulation import simulate
-from tests.conftest import SAMPLE_FLEET
+from tests.conftest import SAMPLE_FLEET, SMALL_FLEET
 
 SACCT_TXT = """\
 JobID|JobName|User|Start|End|State|ExitCode|NodeList|AllocTRES|Submit
@@ -192,17 +192,7 @@ def fleet(tmp_path_factory):
     if (SAMPLE_FLEET / "ground_truth.json").exists():
         return SAMPLE_FLEET
     out = tmp_path_factory.mktemp("fleet")
-    simulate(
-        out,
-        llama3_cause_mix(),
-        nodes=12,
-        gpus_per_node=8,
-        days=20,
-        seed=3,
-        fault_scale=150.0,
-        scrape_interval_s=21600,
-        k8s_nodes=3,
-    )
+    simulate(out, llama3_cause_mix(), **SMALL_FLEET)
     return out
 
 

@@ -218,33 +218,18 @@ def _term(reason, code, start, end):
     }
 
 
+def _restarted_worker(name, node, exit_code, failed_at, completed_at):
+    """A PyTorchJob worker pod whose one container failed once (exit_code at failed_at, started
+    01:00) and then ran to completion (02:05 to completed_at)."""
+    last = _term("Error", exit_code, "2025-01-01T01:00:00Z", f"2025-01-01T{failed_at}Z")
+    state = _term("Completed", 0, "2025-01-01T02:05:00Z", f"2025-01-01T{completed_at}Z")
+    container = {"name": "main", "restartCount": 1, "lastState": last, "state": state}
+    return _pod(name, node, [container], owner="pt")
+
+
 def test_pytorchjob_pods_fold_into_gang_attempts():
-    w0 = _pod(
-        "pt-worker-0",
-        "n1",
-        [
-            {
-                "name": "main",
-                "restartCount": 1,
-                "lastState": _term("Error", 137, "2025-01-01T01:00:00Z", "2025-01-01T02:00:00Z"),
-                "state": _term("Completed", 0, "2025-01-01T02:05:00Z", "2025-01-01T05:00:00Z"),
-            }
-        ],
-        owner="pt",
-    )
-    w1 = _pod(
-        "pt-worker-1",
-        "n2",
-        [
-            {
-                "name": "main",
-                "restartCount": 1,
-                "lastState": _term("Error", 1, "2025-01-01T01:00:00Z", "2025-01-01T02:00:05Z"),
-                "state": _term("Completed", 0, "2025-01-01T02:05:00Z", "2025-01-01T05:00:10Z"),
-            }
-        ],
-        owner="pt",
-    )
+    w0 = _restarted_worker("pt-worker-0", "n1", 137, "02:00:00", "05:00:00")
+    w1 = _restarted_worker("pt-worker-1", "n2", 1, "02:00:05", "05:00:10")
     solo = _pod(
         "solo",
         "n3",
@@ -295,22 +280,15 @@ def _event(kind, name, reason, t, msg="", ns="ml"):
     }
 
 
+def _scheduled(pod, node, t="2025-01-01T00:59:00Z"):
+    """The scheduler's event placing pod ``ml/POD`` on ``node`` (at 00:59 unless told)."""
+    return _event("Pod", pod, "Scheduled", t, f"Successfully assigned ml/{pod} to {node}")
+
+
 def test_events_give_restarts_with_nodes_and_node_transitions():
     items = [
-        _event(
-            "Pod",
-            "pt-worker-0",
-            "Scheduled",
-            "2025-01-01T00:59:00Z",
-            "Successfully assigned ml/pt-worker-0 to n1",
-        ),
-        _event(
-            "Pod",
-            "pt-worker-1",
-            "Scheduled",
-            "2025-01-01T00:59:00Z",
-            "Successfully assigned ml/pt-worker-1 to n2",
-        ),
+        _scheduled("pt-worker-0", "n1"),
+        _scheduled("pt-worker-1", "n2"),
         _event("Pod", "pt-worker-1", "Killing", "2025-01-01T02:00:00Z", "Stopping container main"),
         _event(
             "Node",
@@ -320,13 +298,7 @@ def test_events_give_restarts_with_nodes_and_node_transitions():
             "Node n2 status is now: NodeNotReady",
         ),
         _event("PyTorchJob", "pt", "PyTorchJobRestarting", "2025-01-01T02:00:02Z", "restarting"),
-        _event(
-            "Pod",
-            "pt-worker-1",
-            "Scheduled",
-            "2025-01-01T02:01:00Z",
-            "Successfully assigned ml/pt-worker-1 to n3",
-        ),
+        _scheduled("pt-worker-1", "n3", "2025-01-01T02:01:00Z"),
         _event(
             "PyTorchJob",
             "pt",
@@ -368,20 +340,8 @@ def test_restart_events_take_their_start_from_container_starts_and_quarantine_an
     )
     started |= {"lastTimestamp": "2025-01-01T02:00:20Z", "count": 2}  # restarted in place
     items = [
-        _event(
-            "Pod",
-            "pt-worker-0",
-            "Scheduled",
-            "2025-01-01T00:59:00Z",
-            "Successfully assigned ml/pt-worker-0 to n1",
-        ),
-        _event(
-            "Pod",
-            "pt-worker-1",
-            "Scheduled",
-            "2025-01-01T00:59:00Z",
-            "Successfully assigned ml/pt-worker-1 to n2",
-        ),
+        _scheduled("pt-worker-0", "n1"),
+        _scheduled("pt-worker-1", "n2"),
         started,
         _event("Pod", "pt-worker-1", "Started", "2025-01-01T01:00:30Z", "Started container main"),
         _event(
@@ -562,12 +522,6 @@ def test_detect():
 
 REAL = (K8S / "is-healthy__Pod_crashloopbackoff.yaml").read_bytes()
 REAL_JSON = json.dumps(yaml.safe_load(REAL), default=str, indent=1).encode()
-
-
-@settings(max_examples=50, deadline=None)
-@given(st.binary(max_size=400))
-def test_fuzz_arbitrary_bytes(data):
-    _parse(data)
 
 
 @settings(max_examples=60, deadline=None)

@@ -18,8 +18,9 @@ from analysis.lifetime_models.base import Sample
 from analysis.survival.rates import _RATE_COLUMNS, MODELS
 from analysis.survival.windows import MIN_WINDOW_HOURS
 from sample_data.lifetimes import simulate_lifetimes
+from tests.conftest import FIXTURES
 
-FIX = Path(__file__).parent / "fixtures" / "survival"
+FIX = FIXTURES / "survival"
 
 # a law per model with hazards on the scale of fleet components (hours)
 TRUTH = {

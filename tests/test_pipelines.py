@@ -18,12 +18,11 @@ from ingest.runner import ingest_paths
 from pipelines import checks
 from pipelines.assets import ALL_CHECKS, ingested_sources
 from pipelines.assets.ingest import conservation_check, quarantine_ratio_check, schema_check
-from pipelines.cli import main
 from pipelines.definitions import defs, ingest_job
 from pipelines.resources import GoodputConfig
 from pipelines.run import instance_for
 from pipelines.sensors import build_sensor, new_landing_files
-from tests.conftest import REPO, SAMPLE_FLEET
+from tests.conftest import REPO, SAMPLE_FLEET, simulate_with_cli
 from warehouse import checks as warehouse_checks
 from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
@@ -252,24 +251,7 @@ def test_asset_metadata_kinds_owners_schema_and_row_counts(demo):
 def test_every_job_runs_from_the_definitions_with_and_without_a_partition(tmp_path, monkeypatch):
     """What the UI launches: the jobs of pipelines.definitions, on a small simulated fleet."""
     src, home = tmp_path / "fleet", tmp_path / "home"
-    assert (
-        main(
-            [
-                "simulate",
-                "--out",
-                str(src),
-                "--nodes",
-                "2",
-                "--days",
-                "2",
-                "--fault-scale",
-                "0.001",
-                "--seed",
-                "1",
-            ]
-        )
-        == 0
-    )
+    simulate_with_cli(src, "--nodes 2 --days 2 --fault-scale 0.001 --seed 1")
     monkeypatch.setenv(
         "GOODPUT_HOME", str(home)
     )  # the resource of the definitions reads it, as under `dagster dev`

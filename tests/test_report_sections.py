@@ -18,9 +18,10 @@ import dashboards.sections
 from analysis.headline import BAND_COVERS
 from dashboards.report import build_report, build_sections
 from dashboards.sections import registry
+from tests.conftest import FIXTURES
 from warehouse.schemas import TABLES, conform
 
-BEFORE = Path(__file__).parent / "fixtures" / "report" / "sections_before_split.json"
+BEFORE = FIXTURES / "report" / "sections_before_split.json"
 SECTIONS_DIR = Path(dashboards.sections.__file__).parent
 
 

@@ -1,23 +1,18 @@
 """sacct text dumps: pinned expectations on real fixtures and the layouts real sites produce."""
 
 from datetime import datetime
+from functools import partial
 
-import polars as pl
 import pytest
 
 from ingest.base import ParseContext
 from ingest.formats.sacct import detect, parse
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, parse_rows
 
 SLURM = FIXTURES / "slurm"
 
 
-def _parse(text: str | bytes, **ctx):
-    data = text.encode() if isinstance(text, str) else text
-    res = parse(data, ParseContext(**ctx))
-    ok = res.tables.get("job_attempts", pl.DataFrame())
-    assert res.records == ok.height + res.quarantine.height + res.duplicates  # conservation
-    return ok, res.quarantine
+_parse = partial(parse_rows, parse, "job_attempts")  # (rows, quarantine)
 
 
 def test_xdmod_headerless_accounting_log():
@@ -265,34 +260,16 @@ def test_wrong_options_give_one_clear_reason_on_every_row(ctx, error):
     assert q["error"].unique().to_list() == [q["error"][0]] and error in q["error"][0]
 
 
-JOBINFO_FIELDS = (
-    "JobID",
-    "JobName",
-    "User",
-    "Partition",
-    "NodeList",
-    "NNodes",
-    "NCPUS",
-    "NTasks",
-    "State",
-    "Submit",
-    "Start",
-    "End",
-    "Timelimit",
-    "Elapsed",
-    "TotalCPU",
-    "UserCPU",
-    "SystemCPU",
-    "ReqMem",
-    "MaxRSS",
-    "TRESUsageInTot",
-    "TRESUsageOutTot",
-    "MaxDiskRead",
-    "MaxDiskWrite",
-    "MaxRSSNode",
-    "MaxDiskReadNode",
-    "MaxDiskWriteNode",
-    "Comment",
+def _field_list(fields: str) -> tuple[str, ...]:
+    """A dump's field list written as its sacct --format (and our --fields) takes it."""
+    return tuple(fields.split(","))
+
+
+JOBINFO_FIELDS = _field_list(
+    "JobID,JobName,User,Partition,NodeList,NNodes,NCPUS,NTasks,State,Submit,Start,End,"
+    "Timelimit,Elapsed,TotalCPU,UserCPU,SystemCPU,ReqMem,MaxRSS,TRESUsageInTot,"
+    "TRESUsageOutTot,MaxDiskRead,MaxDiskWrite,MaxRSSNode,MaxDiskReadNode,MaxDiskWriteNode,"
+    "Comment"
 )
 
 
@@ -335,44 +312,12 @@ def test_real_headerless_parsable_snowman_delimiter():
     ]
 
 
-HB_JOBINFO_FIELDS = (
-    "JobID",
-    "JobName",
-    "User",
-    "Partition",
-    "NodeList",
-    "NNodes",
-    "NCPUs",
-    "NTasks",
-    "State",
-    "Submit",
-    "Start",
-    "End",
-    "Timelimit",
-    "Elapsed",
-    "TotalCPU",
-    "CPUTime",
-    "UserCPU",
-    "SystemCPU",
-    "ReqMem",
-    "MaxRSS",
-    "MaxVMSize",
-    "ReqTRES",
-    "AllocTRES",
-    "TRESUsageInMax",
-    "TRESUsageInTot",
-    "TRESUsageOutTot",
-    "MaxDiskRead",
-    "MaxDiskWrite",
-    "MaxRSSNode",
-    "MaxRSSTask",
-    "MaxVMSizeNode",
-    "MaxVMSizeTask",
-    "MaxDiskReadNode",
-    "MaxDiskReadTask",
-    "MaxDiskWriteNode",
-    "MaxDiskWriteTask",
-    "Comment",
+HB_JOBINFO_FIELDS = _field_list(
+    "JobID,JobName,User,Partition,NodeList,NNodes,NCPUs,NTasks,State,Submit,Start,End,"
+    "Timelimit,Elapsed,TotalCPU,CPUTime,UserCPU,SystemCPU,ReqMem,MaxRSS,MaxVMSize,ReqTRES,"
+    "AllocTRES,TRESUsageInMax,TRESUsageInTot,TRESUsageOutTot,MaxDiskRead,MaxDiskWrite,"
+    "MaxRSSNode,MaxRSSTask,MaxVMSizeNode,MaxVMSizeTask,MaxDiskReadNode,MaxDiskReadTask,"
+    "MaxDiskWriteNode,MaxDiskWriteTask,Comment"
 )
 
 
@@ -425,24 +370,9 @@ def test_real_gpu_cluster_dump_with_steps_and_typed_gres():
     assert timeout["elapsed_s"] == 3 * 86400 + 25 and timeout["timelimit_s"] == 3 * 86400
 
 
-SLYME_FIELDS = (
-    "User",
-    "JobID",
-    "JobName",
-    "State",
-    "Partition",
-    "NCPUS",
-    "NNodes",
-    "CPUTime",
-    "TotalCPU",
-    "UserCPU",
-    "SystemCPU",
-    "ReqMem",
-    "MaxRSS",
-    "Submit",
-    "Start",
-    "End",
-    "NodeList",
+SLYME_FIELDS = _field_list(
+    "User,JobID,JobName,State,Partition,NCPUS,NNodes,CPUTime,TotalCPU,UserCPU,SystemCPU,"
+    "ReqMem,MaxRSS,Submit,Start,End,NodeList"
 )
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from ingest.registry import formats
-from pipelines.cli import llama3_cause_mix, main
+from pipelines.cli import llama3_cause_mix
 from sample_data.model import CauseMix, class_counts
 from sample_data.simulation import build_fleet, simulate
+from tests.conftest import REPO, TINY_FLEET, simulate_with_cli
 
-REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_data"
 MODULES = sorted(
     ".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
@@ -116,17 +116,7 @@ def test_a_small_fleet_has_the_bytes_it_had_before_the_split(tmp_path):
     """Digest of every file's path and sha256, recorded with sample_data/fleet.py + formats.py
     (re-recorded when the Kubernetes events gained each container start and the operator's
     exit records, and the ground truth each training chain's attempts and time budget)."""
-    simulate(
-        tmp_path,
-        llama3_cause_mix(),
-        nodes=5,
-        gpus_per_node=4,
-        days=4,
-        seed=11,
-        fault_scale=300.0,
-        scrape_interval_s=21600,
-        k8s_nodes=2,
-    )
+    simulate(tmp_path, llama3_cause_mix(), **TINY_FLEET)
     hashes = file_hashes(tmp_path)
     digest = hashlib.sha256()
     for name in sorted(hashes):
@@ -139,24 +129,9 @@ def test_a_small_fleet_has_the_bytes_it_had_before_the_split(tmp_path):
 def test_goodput_simulate_regenerates_the_committed_fleet_byte_for_byte(tmp_path, capsys):
     """The README's command, through the CLI that injects the Llama 3 mix."""
     out = tmp_path / "fleet"
-    argv = [
-        "simulate",
-        "--out",
-        str(out),
-        "--nodes",
-        "32",
-        "--gpus-per-node",
-        "8",
-        "--days",
-        "60",
-        "--seed",
-        "7",
-        "--fault-scale",
-        "30",
-        "--scrape-interval",
-        "6h",
-    ]
-    assert main(argv) == 0
+    simulate_with_cli(
+        out, "--nodes 32 --gpus-per-node 8 --days 60 --seed 7 --fault-scale 30 --scrape-interval 6h"
+    )
     assert "faults: 148" in capsys.readouterr().out
     committed = file_hashes(SAMPLE / "fleet")
     regenerated = file_hashes(out)

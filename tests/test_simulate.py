@@ -19,6 +19,7 @@ from sample_data.model import CLASSES
 from sample_data.simulation import simulate
 from sample_data.writers.base import hostlist
 from sample_data.writers.kernel import PRIMARY_KERNEL_MARKERS
+from tests.conftest import SMALL_FLEET, TINY_FLEET
 
 MIX = llama3_cause_mix()
 
@@ -26,15 +27,6 @@ SACCT_HEADER = (
     "JobID|JobIDRaw|JobName|Partition|Account|User|Submit|Start|End|Elapsed|State|"
     "ExitCode|NNodes|AllocCPUS|AllocTRES|NodeList|Cluster"
 )
-SMALL = {
-    "nodes": 12,
-    "gpus_per_node": 8,
-    "days": 20,
-    "seed": 3,
-    "fault_scale": 150.0,
-    "scrape_interval_s": 21600,
-    "k8s_nodes": 3,
-}
 
 
 def tree_hash(root: Path) -> str:
@@ -49,7 +41,7 @@ def tree_hash(root: Path) -> str:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory) -> tuple[Path, dict, dict]:
     out = tmp_path_factory.mktemp("fleet")
-    summary = simulate(out, MIX, **SMALL)
+    summary = simulate(out, MIX, **SMALL_FLEET)
     truth = json.loads((out / "ground_truth.json").read_text())
     return out, summary, truth
 
@@ -59,18 +51,9 @@ def parse_time(s: str) -> datetime:
 
 
 def test_same_seed_gives_identical_bytes(tmp_path):
-    kw = {
-        "nodes": 5,
-        "gpus_per_node": 4,
-        "days": 4,
-        "seed": 11,
-        "fault_scale": 300.0,
-        "scrape_interval_s": 21600,
-        "k8s_nodes": 2,
-    }
-    simulate(tmp_path / "a", MIX, **kw)
-    simulate(tmp_path / "b", MIX, **kw)
-    simulate(tmp_path / "c", MIX, **{**kw, "seed": 12})
+    simulate(tmp_path / "a", MIX, **TINY_FLEET)
+    simulate(tmp_path / "b", MIX, **TINY_FLEET)
+    simulate(tmp_path / "c", MIX, **{**TINY_FLEET, "seed": 12})
     assert tree_hash(tmp_path / "a") == tree_hash(tmp_path / "b")
     assert tree_hash(tmp_path / "a") != tree_hash(tmp_path / "c")
     gz = next((tmp_path / "a" / "dcgm").rglob("*.prom.gz")).read_bytes()

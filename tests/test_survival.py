@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import warnings
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -22,11 +21,10 @@ from analysis.survival.shape import CANNOT_TELL, shape_reading
 from analysis.survival.windows import monthly_exposure
 from pipelines.fit_table import format_fit_table
 from sample_data.lifetimes import simulate_lifetimes
+from tests.conftest import FIXTURES
 from warehouse.schemas import TABLES
 
-SAMPLE_LIFETIMES = (
-    Path(__file__).parent / "fixtures" / "survival" / "sample_fleet_lifetimes.parquet"
-)
+SAMPLE_LIFETIMES = FIXTURES / "survival" / "sample_fleet_lifetimes.parquet"
 
 
 def _lifetimes(rows) -> pl.DataFrame:

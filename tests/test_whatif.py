@@ -9,6 +9,7 @@ import pytest
 from analysis.projection import ClassRates, daly_interval, llama3_rates, project
 from analysis.whatif import Scenario, evaluate, joint_best, refresh_projections, sensitivity, sweep
 from pipelines.cli import main
+from tests.conftest import llama3_fits
 
 LLAMA = llama3_rates()
 
@@ -156,23 +157,7 @@ def test_cli_project_table_mc_and_errors(wh, capsys):
 
 
 def test_cli_project_reads_fitted_rates_with_bands(wh, capsys):
-    r = LLAMA
-    wh.replace_table(
-        "failure_rates",
-        pl.DataFrame(
-            {
-                "component_class": list(r.classes),
-                "stratum": "all",
-                "window": "all",
-                "model": "exponential",
-                "selected": True,
-                "params": "{}",
-                "rate_per_1k_unit_days": r.rate * 24_000,
-                "rate_ci_low": r.ci_low * 24_000,
-                "rate_ci_high": r.ci_high * 24_000,
-            }
-        ),
-    )
+    wh.replace_table("failure_rates", llama3_fits())
     assert main(["--home", str(wh.home), "project", "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["mtti_hours"] == pytest.approx(54 * 24 / 419)
