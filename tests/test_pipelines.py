@@ -14,6 +14,7 @@ import dagster as dg
 import polars as pl
 
 from analysis import checks as analysis_checks
+from analysis.assumptions import RESTART_S
 from ingest.runner import ingest_paths
 from pipelines import checks
 from pipelines.assets import ALL_CHECKS, ingested_sources
@@ -96,7 +97,7 @@ def test_demo_summary_gives_infrastructure_and_all_causes_mtti_side_by_side(demo
     assert re.search(rf"^  workload\s+{own:,} ", out, re.MULTILINE)  # the mix keeps them apart
     assert "-GPU job, infrastructure scope: MTTI" in out
     jobs = wh.read("goodput_jobs")
-    assert set(jobs["method"]) == {"assumed"} and set(jobs["restart_s"]) == {600.0}
+    assert set(jobs["method"]) == {"assumed"} and set(jobs["restart_s"]) == {RESTART_S}
     proj = wh.read("goodput_projections")
     assert set(proj["scope"]) == {"infrastructure"}
 

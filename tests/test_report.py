@@ -21,6 +21,7 @@ from warehouse.schemas import TABLES, conform
 from warehouse.store import Warehouse
 
 FIXTURE = FIXTURES / "report" / "tables.json"
+FIXTURE_GPUS = 16_384  # the job size of the fixture's projections and what-if rows
 XSS = "<img src=x onerror=alert(1)>"
 EVIL_HOST = "gpu-node-9</script><script>alert(2)</script>"
 ALL_CHARTS = [
@@ -97,7 +98,7 @@ def fixture_warehouse(home: Path) -> Warehouse:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[Path, str]:
     wh = fixture_warehouse(tmp_path_factory.mktemp("rep") / "home")
-    out = build_report(wh)
+    out = build_report(wh, target_gpus=FIXTURE_GPUS)
     return out, out.read_text(encoding="utf-8")
 
 
