@@ -174,26 +174,35 @@ def ingest_fleet(fleet_dir: Path, home: Path):
     from analysis import telemetry
     from ingest.base import ParseContext
     from ingest.runner import ingest_paths
+    from sample_data.simulation import source_folders
     from warehouse.store import Warehouse
 
     wh = Warehouse(home)
-    paths = [p for p in sorted(fleet_dir.iterdir()) if p.name != "ground_truth.json"]
-    ingest_paths(
-        wh,
-        paths,
-        ctx=ParseContext(
-            cluster=json.loads((fleet_dir / "ground_truth.json").read_text())["cluster"]
-        ),
-    )
-    for name in ("refresh_gpu_hourly", "refresh_counter_events", "refresh_gpu_replacements"):
-        if hasattr(telemetry, name):
-            getattr(telemetry, name)(wh)
+    cluster = json.loads((fleet_dir / "ground_truth.json").read_text())["cluster"]
+    ingest_paths(wh, source_folders(fleet_dir), ctx=ParseContext(cluster=cluster))
+    telemetry.refresh_gpu_hourly(wh)
+    telemetry.refresh_counter_events(wh)
+    telemetry.refresh_gpu_replacements(wh)
     return wh
+
+
+def fleet_lifetimes(wh, gt: dict, **options):
+    """component_lifetimes of an ingested simulated fleet over the span its ground truth
+    ``gt`` covers (``options``: build_component_lifetimes' own)."""
+    from analysis.lifetimes import build_component_lifetimes
+
+    return build_component_lifetimes(
+        wh.read("component_history"),
+        wh.read("gpu_hourly"),
+        wh.read("hw_events"),
+        as_of=datetime.fromisoformat(gt["end"]),
+        data_start=datetime.fromisoformat(gt["start"]),
+        **options,
+    )
 
 
 def run_seed(seed: int, root: Path, days: float, nodes: int) -> dict:
     from analysis.attribution import build_interruptions
-    from analysis.lifetimes import build_component_lifetimes
     from pipelines.cli import llama3_cause_mix
     from sample_data.simulation import simulate
 
@@ -212,14 +221,7 @@ def run_seed(seed: int, root: Path, days: float, nodes: int) -> dict:
     res.update(
         seed=seed, simulate_s=t1 - t0, ingest_s=t2 - t1, attribute_s=t3 - t2, n_rows=df.height
     )
-    lt = build_component_lifetimes(
-        wh.read("component_history"),
-        wh.read("gpu_hourly"),
-        wh.read("hw_events"),
-        as_of=datetime.fromisoformat(gt["end"]),
-        data_start=datetime.fromisoformat(gt["start"]),
-        nodes_per_rack=4,
-    )
+    lt = fleet_lifetimes(wh, gt, nodes_per_rack=4)
     res["lifetimes"] = score_lifetimes(lt, gt)
     return res
 

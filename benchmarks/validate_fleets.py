@@ -26,7 +26,6 @@ import json
 import shutil
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -47,20 +46,13 @@ def binomial_interval(k: int, n: int) -> tuple[float, float]:
 
 def fleet_rates(fleet: Path, home: Path) -> tuple[dict, pl.DataFrame, object]:
     """(ground truth, failure_rates, projection ClassRates) of one simulated fleet."""
-    from analysis.lifetimes import build_component_lifetimes
     from analysis.projection import rates_from_failure_rates
     from analysis.survival import failure_rates
-    from benchmarks.validate_attribution import ingest_fleet
+    from benchmarks.validate_attribution import fleet_lifetimes, ingest_fleet
 
     gt = json.loads((fleet / "ground_truth.json").read_text())
     wh = ingest_fleet(fleet, home)
-    lt = build_component_lifetimes(
-        wh.read("component_history"),
-        wh.read("gpu_hourly"),
-        wh.read("hw_events"),
-        as_of=datetime.fromisoformat(gt["end"]),
-        data_start=datetime.fromisoformat(gt["start"]),
-    )
+    lt = fleet_lifetimes(wh, gt)
     fr = failure_rates(lt, window=None)
     return gt, fr, rates_from_failure_rates(fr)
 

@@ -109,16 +109,8 @@ def titan(datasets: Path, work: Path) -> None:
     print("== Titan GPU lifetimes (olcf/TitanGPULife gc_full.csv)")
     gc, service = datasets / "titan" / "gc_full.csv", datasets / "titan" / "titan.service.txt"
     home = work / "titan"
-    seconds = goodput(
-        "ingest",
-        str(gc),
-        "--home",
-        str(home),
-        "--cluster",
-        "titan",
-        "--exclude-hosts",
-        str(service),
-    )
+    titan_hosts = ("--cluster", "titan", "--exclude-hosts", str(service))
+    seconds = goodput("ingest", str(gc), "--home", str(home), *titan_hosts)
     wh = Warehouse(home)
     m = manifest_line(wh)
     lines = len(gc.read_text().splitlines()) - 1

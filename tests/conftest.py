@@ -97,25 +97,26 @@ def simulate_with_cli(out: Path, options: str) -> Path:
     return out
 
 
+def table(name: str, **columns) -> pl.DataFrame:
+    """Rows of warehouse table ``name`` from columns (scalars broadcast), in its schema."""
+    return conform(name, pl.DataFrame(columns))
+
+
 def llama3_fits() -> pl.DataFrame:
     """A ``failure_rates`` table whose selected fits are Llama 3's published class rates
     (exponential, with their CIs): what a build would fit from Llama 3's interruptions."""
     r = llama3_rates()
-    return conform(
+    return table(
         "failure_rates",
-        pl.DataFrame(
-            {
-                "component_class": list(r.classes),
-                "stratum": "all",
-                "window": "all",
-                "model": "exponential",
-                "selected": True,
-                "params": "{}",
-                "rate_per_1k_unit_days": r.rate * HOURS_PER_1K_UNIT_DAYS,
-                "rate_ci_low": r.ci_low * HOURS_PER_1K_UNIT_DAYS,
-                "rate_ci_high": r.ci_high * HOURS_PER_1K_UNIT_DAYS,
-            }
-        ),
+        component_class=list(r.classes),
+        stratum="all",
+        window="all",
+        model="exponential",
+        selected=True,
+        params="{}",
+        rate_per_1k_unit_days=r.rate * HOURS_PER_1K_UNIT_DAYS,
+        rate_ci_low=r.ci_low * HOURS_PER_1K_UNIT_DAYS,
+        rate_ci_high=r.ci_high * HOURS_PER_1K_UNIT_DAYS,
     )
 
 

@@ -15,6 +15,14 @@ from warehouse.store import FAULT_ENV, Warehouse
 GOODPUT = [sys.executable, "-m", "pipelines.cli"]
 
 
+def goodput(home, *args: str, fault: str | None = None) -> subprocess.CompletedProcess:
+    """``goodput ARGS --home HOME`` in a process of its own, its output captured as text; with
+    ``fault``, the warehouse's fault injection (FAULT_ENV) crashes it at that point."""
+    env = None if fault is None else {**os.environ, FAULT_ENV: fault}
+    argv = [*GOODPUT, *args, "--home", str(home)]
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+
+
 def _counts(wh: Warehouse) -> dict[str, int]:
     return {t: wh.read(t).height for t in ("hw_events", "ingest_manifest", "quarantine")}
 
@@ -53,12 +61,7 @@ def test_two_ingests_of_the_same_files_in_other_orders_store_each_once(tmp_path)
 def test_an_open_read_only_client_breaks_nothing_and_sql_is_never_stale(tmp_path):
     home = tmp_path / "home"
     kernel = sorted((SAMPLE_FLEET / "kernel").iterdir())
-    subprocess.run(
-        [*GOODPUT, "ingest", str(kernel[0]), "--home", str(home)],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-    )
+    assert goodput(home, "ingest", str(kernel[0])).returncode == 0
     reader = subprocess.Popen(
         [
             sys.executable,
@@ -79,29 +82,9 @@ def test_an_open_read_only_client_breaks_nothing_and_sql_is_never_stale(tmp_path
         first = int(reader.stdout.readline())
         assert first == Warehouse(home).read("hw_events").height > 0
         for cmd in (["ingest", str(kernel[1])], ["report"]):
-            out = subprocess.run(
-                [*GOODPUT, *cmd, "--home", str(home)],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            out = goodput(home, *cmd)
             assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
-        out = subprocess.run(
-            [
-                *GOODPUT,
-                "sql",
-                "select count(*) n from hw_events",
-                "--format",
-                "csv",
-                "--home",
-                str(home),
-            ],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        out = goodput(home, "sql", "select count(*) n from hw_events", "--format", "csv")
         both = Warehouse(home).read("hw_events").height
         assert out.stdout == f"n\n{both}\n" and both > first
         assert reader.poll() is None  # the reader was never disturbed
@@ -117,23 +100,11 @@ def test_an_open_read_only_client_breaks_nothing_and_sql_is_never_stale(tmp_path
 def test_a_crash_between_commit_renames_shows_before_then_after(tmp_path):
     home = tmp_path / "home"
     sel = SAMPLE_FLEET / "ipmi" / "gpu-node-001.sel.txt"
-    subprocess.run(
-        [*GOODPUT, "ingest", str(sel), "--home", str(home)],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-    )
+    assert goodput(home, "ingest", str(sel)).returncode == 0
     before = _counts(Warehouse(home))
     kernel = tmp_path / "gpu-node-002.log"
     shutil.copy(SAMPLE_FLEET / "kernel" / kernel.name, kernel)
-    crashed = subprocess.run(
-        [*GOODPUT, "ingest", str(kernel), "--home", str(home)],
-        cwd=REPO,
-        env={**os.environ, FAULT_ENV: "1"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    crashed = goodput(home, "ingest", str(kernel), fault="1")
     assert crashed.returncode == 70
     moved = list((home / "parquet" / "hw_events" / "source=kernel").glob("*.parquet"))
     assert moved and list((home / "parquet" / "_staging").glob("*/COMMIT"))  # half moved, for real
@@ -152,25 +123,13 @@ def test_a_crash_between_commit_renames_shows_before_then_after(tmp_path):
 def test_a_crash_in_forget_leaves_before_or_after(tmp_path):
     home = tmp_path / "home"
     kernel = sorted((SAMPLE_FLEET / "kernel").iterdir())[:2]
-    subprocess.run(
-        [*GOODPUT, "ingest", *map(str, kernel), "--home", str(home)],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-    )
+    assert goodput(home, "ingest", *map(str, kernel)).returncode == 0
     wh = Warehouse(home)
     total, first = (
         wh.read("hw_events").height,
         wh.read("hw_events", f"source_file = '{kernel[0]}'").height,
     )
-    crashed = subprocess.run(
-        [*GOODPUT, "forget", str(kernel[0]), "--home", str(home)],
-        cwd=REPO,
-        env={**os.environ, FAULT_ENV: "0"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    crashed = goodput(home, "forget", str(kernel[0]), fault="0")
     assert crashed.returncode == 70
     assert Warehouse(home).read("hw_events").height == total - first  # rolled forward: after
     assert Warehouse(home).read("ingest_manifest")["path"].to_list() == [str(kernel[1])]

@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from analysis.projection import (
+    HOURS_PER_1K_UNIT_DAYS,
     ClassRates,
     daly_interval,
     interruption_rate,
@@ -21,6 +22,7 @@ from analysis.projection import (
     young_interval,
 )
 from analysis.taxonomy import llama3_mix
+from tests.conftest import table
 from warehouse.schemas import conform
 
 
@@ -164,23 +166,19 @@ def test_scale_points_cover_8_to_200k_in_whole_nodes():
 def test_fitted_rates_carry_the_fits_posterior_draws():
     """Rates read from failure_rates take their uncertainty from the fit's events and exposure
     (Gamma(events + 1/2, exposure)), not from a shape assumed around the CI."""
-    fr = conform(
+    fr = table(
         "failure_rates",
-        pl.DataFrame(
-            {
-                "component_class": ["gpu", "psu"],
-                "stratum": ["all", "all"],
-                "window": ["all", "all"],
-                "model": ["exponential", "exponential"],
-                "selected": [True, True],
-                "params": ["{}", "{}"],
-                "n_events": [40, 0],
-                "exposure_hours": [1.0e6, 5.0e5],
-                "rate_per_1k_unit_days": [40 / 1e6 * 24_000, 0.0],
-                "rate_ci_low": [0.686, 0.0],
-                "rate_ci_high": [1.31, 0.177],
-            }
-        ),
+        component_class=["gpu", "psu"],
+        stratum="all",
+        window="all",
+        model="exponential",
+        selected=True,
+        params="{}",
+        n_events=[40, 0],
+        exposure_hours=[1.0e6, 5.0e5],
+        rate_per_1k_unit_days=[40 / 1e6 * HOURS_PER_1K_UNIT_DAYS, 0.0],
+        rate_ci_low=[0.686, 0.0],
+        rate_ci_high=[1.31, 0.177],
     )
     rates = rates_from_failure_rates(fr)
     assert rates.samples is not None and rates.samples.shape[0] == 2

@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 
 from analysis.repairable import build_node_failures, mean_cumulative_function, refresh_repairable
+from tests.conftest import table
 from warehouse.schemas import TABLES, conform
 
 T0 = datetime(2026, 1, 5)
@@ -173,16 +174,12 @@ def test_mcf_matches_brute_force_with_staggered_windows(seed):
 
 def test_refresh_writes_both_tables(wh):
     he = hw({"h": 10, "host": "n1", "component_class": "gpu", "severity": "fatal"})
-    ch = conform(
+    ch = table(
         "component_history",
-        pl.DataFrame(
-            {
-                "component_class": ["psu", "psu"],
-                "serial": ["a", "b"],
-                "host": ["n1", "n2"],
-                "installed_at": [at(-1000)] * 2,
-            }
-        ),
+        component_class="psu",
+        serial=["a", "b"],
+        host=["n1", "n2"],
+        installed_at=at(-1000),
     )
     ne = nev({"h": 0, "host": "n2", "event": "resume"}, {"h": 20, "host": "n1", "event": "resume"})
     with wh.batch("b") as b:

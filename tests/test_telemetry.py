@@ -96,11 +96,10 @@ def test_counter_increments_not_resets():
 
 def _counter_events_reference(samples: pl.DataFrame) -> pl.DataFrame:
     """counter events as the in-memory Polars diff over all samples computed them before the
-    increments moved into DuckDB SQL (``lag`` over each series, out of core)."""
+    increments moved into DuckDB SQL (``lag`` over each series, out of core); the rows are
+    written by the product's own writer, so only the increments are compared."""
     keys = ["cluster", "host", "gpu", "uuid", "metric"]
-    cls = {m: c for m, (c, _) in COUNTER_METRICS.items()}
-    sev = {m: s for m, (_, s) in COUNTER_METRICS.items()}
-    df = (
+    rises = (
         samples.lazy()
         .with_columns(base=pl.col("metric").str.replace(r"\{.*$", ""))
         .filter(pl.col("base").is_in(list(COUNTER_METRICS)) & pl.col("value").is_not_null())
@@ -110,27 +109,7 @@ def _counter_events_reference(samples: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("inc") > 0)
         .collect()
     )
-    return conform(
-        "hw_events",
-        df.with_columns(
-            event_id=pl.format(
-                "dcgm_counter:{}:{}:{}:{}:{}",
-                pl.col("host").fill_null(""),
-                pl.col("gpu").cast(pl.Utf8).fill_null(""),
-                pl.col("uuid").fill_null(""),
-                "metric",
-                pl.col("time").dt.strftime("%Y-%m-%dT%H:%M:%S%.6f"),
-            ),
-            component_class=pl.col("base").replace_strict(cls, return_dtype=pl.Utf8),
-            component_id=pl.col("gpu").cast(pl.Utf8),
-            event_type=pl.lit("counter"),
-            code=pl.col("metric"),
-            severity=pl.col("base").replace_strict(sev, return_dtype=pl.Utf8),
-            message=pl.format("{} rose by {} to {}", "metric", "inc", "value"),
-            count=pl.col("inc").round().clip(upper_bound=2**31 - 1).cast(pl.Int32),
-            source=pl.lit("dcgm_counter"),
-        ).drop("metric", "base", "value", "inc"),
-    )
+    return telemetry._counter_event_rows(rises)
 
 
 def _hourly_reference(samples: pl.DataFrame) -> pl.DataFrame:

@@ -106,35 +106,10 @@ def test_cli_exclude_hosts(tmp_path, capsys):
     service = tmp_path / "service.txt"
     first = next(iter(csv.DictReader(TITAN.open())))["location"]
     service.write_text(f"  1  0x1  {first}  service  up  batch\n")
-    assert (
-        main(
-            [
-                "ingest",
-                str(TITAN),
-                "--home",
-                str(home),
-                "--cluster",
-                "titan",
-                "--exclude-hosts",
-                str(service),
-            ]
-        )
-        == 0
-    )
+    ingest = ["ingest", str(TITAN), "--home", str(home)]
+    assert main([*ingest, "--cluster", "titan", "--exclude-hosts", str(service)]) == 0
     assert "quarantined" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "ingest",
-                str(TITAN),
-                "--home",
-                str(home),
-                "--exclude-hosts",
-                str(tmp_path / "missing"),
-            ]
-        )
-        == 2
-    )
+    assert main([*ingest, "--exclude-hosts", str(tmp_path / "missing")]) == 2
     assert "--exclude-hosts" in capsys.readouterr().err
 
 
