@@ -127,10 +127,17 @@ def table_snapshot(wh: Warehouse) -> dict[str, list]:
     }
 
 
-def assert_fleet_faults_found(source: str, events: pl.DataFrame) -> None:
-    """Every injected fault with ``source`` evidence in the committed fleet's ground truth is
-    among ``events`` (asserted BMC events): same host and code within a second, the right
-    component class, and fatal faults read as critical."""
+def assert_fleet_faults_found(source: str, pattern: str, parse, asserted: str) -> None:
+    """The committed fleet's ``source/pattern`` files, each read by ``parse`` (a test's
+    (rows, quarantine) helper), quarantine nothing; and every injected fault with ``source``
+    evidence in its ground truth is among the events whose action is ``asserted``: same host
+    and code within a second, the right component class, and fatal faults read as critical."""
+    frames = []
+    for f in sorted((SAMPLE_FLEET / source).glob(pattern)):
+        ok, q = parse(f.read_bytes(), path=str(f))
+        assert q.height == 0, q
+        frames.append(ok)
+    events = pl.concat(frames).filter(pl.col("action") == asserted)
     truth = pl.DataFrame(
         [
             {

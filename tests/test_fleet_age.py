@@ -13,11 +13,10 @@ import pytest
 from analysis.fleet_age import AgeGroups, expected_failures
 from analysis.lifetime_models import get
 from analysis.montecarlo import JobConfig, simulate
+from analysis.projection import HOURS_PER_1K_UNIT_DAYS as PER_1K
 from analysis.projection import project, rate_rows, rates_from_failure_rates, with_fleet_age
 from pipelines.cli import main
 from warehouse.schemas import conform
-
-PER_1K = 24_000.0  # unit-hours per 1,000 unit-days
 
 
 def _fr(rows: list[dict]) -> pl.DataFrame:

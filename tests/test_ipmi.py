@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from ingest.formats import ipmi_sdr, ipmi_sel
 from ingest.registry import detect
 from ingest.runner import ingest_paths
-from tests.conftest import FIXTURES, SAMPLE_FLEET, assert_fleet_faults_found, parse_rows
+from tests.conftest import FIXTURES, assert_fleet_faults_found, parse_rows
 
 BMC = FIXTURES / "bmc"
 SEL_FILE = BMC / "ipmitool_sel_list_examples_from_docs.txt"
@@ -235,12 +235,7 @@ def test_fuzz_sel_and_sdr_conserve_and_never_raise(lines, tz):
 
 
 def test_fleet_every_ipmi_fault_is_in_hw_events():
-    frames = []
-    for f in sorted((SAMPLE_FLEET / "ipmi").glob("*.sel.txt")):
-        ok, q = _sel(f.read_bytes(), path=str(f))
-        assert q.height == 0, q
-        frames.append(ok)
-    assert_fleet_faults_found("ipmi", pl.concat(frames).filter(pl.col("action") == "Asserted"))
+    assert_fleet_faults_found("ipmi", "*.sel.txt", _sel, "Asserted")
 
 
 def test_sel_duplicate_entry_stored_once_and_unset_clock_quarantined(wh, tmp_path):

@@ -373,6 +373,11 @@ def test_restart_events_take_their_start_from_container_starts_and_quarantine_an
     )
 
 
+def _condition(kind, status, at, **more):
+    """One entry of an object's status.conditions, as the API server writes it."""
+    return {"type": kind, "status": status, "lastTransitionTime": at, **more}
+
+
 def test_pytorchjob_and_jobset_objects_and_yaml_documents():
     pj = {
         "apiVersion": "kubeflow.org/v1",
@@ -400,23 +405,10 @@ def test_pytorchjob_and_jobset_objects_and_yaml_documents():
             "startTime": "2025-01-01T00:01:00Z",
             "completionTime": "2025-01-01T09:00:00Z",
             "conditions": [
-                {"type": "Created", "status": "True", "lastTransitionTime": "2025-01-01T00:00:00Z"},
-                {
-                    "type": "Running",
-                    "status": "False",
-                    "lastTransitionTime": "2025-01-01T03:05:00Z",
-                },
-                {
-                    "type": "Restarting",
-                    "status": "False",
-                    "lastTransitionTime": "2025-01-01T03:00:00Z",
-                },
-                {
-                    "type": "Failed",
-                    "status": "True",
-                    "reason": "PyTorchJobFailed",
-                    "lastTransitionTime": "2025-01-01T09:00:00Z",
-                },
+                _condition("Created", "True", "2025-01-01T00:00:00Z"),
+                _condition("Running", "False", "2025-01-01T03:05:00Z"),
+                _condition("Restarting", "False", "2025-01-01T03:00:00Z"),
+                _condition("Failed", "True", "2025-01-01T09:00:00Z", reason="PyTorchJobFailed"),
             ],
         },
     }
@@ -443,13 +435,7 @@ def test_pytorchjob_and_jobset_objects_and_yaml_documents():
         },
         "status": {
             "restarts": 2,
-            "conditions": [
-                {
-                    "type": "Completed",
-                    "status": "True",
-                    "lastTransitionTime": "2025-02-01T00:00:00Z",
-                }
-            ],
+            "conditions": [_condition("Completed", "True", "2025-02-01T00:00:00Z")],
         },
     }
     node = {
@@ -463,12 +449,7 @@ def test_pytorchjob_and_jobset_objects_and_yaml_documents():
         },
         "status": {
             "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "Unknown",
-                    "reason": "NodeStatusUnknown",
-                    "lastTransitionTime": "2025-01-02T01:00:00Z",
-                }
+                _condition("Ready", "Unknown", "2025-01-02T01:00:00Z", reason="NodeStatusUnknown")
             ]
         },
     }

@@ -7,11 +7,10 @@ import numpy as np
 import polars as pl
 import pytest
 
+from analysis.projection import HOURS_PER_1K_UNIT_DAYS as PER_1K
 from analysis.projection import rates_from_failure_rates
 from analysis.whatif import Scenario, evaluate
 from warehouse.schemas import conform
-
-PER_1K = 24_000.0
 
 
 def _fitted() -> pl.DataFrame:

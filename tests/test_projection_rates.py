@@ -13,6 +13,7 @@ import pytest
 from analysis import survival as sv
 from analysis.fleet_age import expected_failures
 from analysis.lifetime_models import get
+from analysis.projection import HOURS_PER_1K_UNIT_DAYS as PER_1K
 from analysis.projection import rates_from_failure_rates, with_fleet_age
 from analysis.survival.shape import WEAR_OUT
 from dashboards.section import ReportContext, num
@@ -22,8 +23,6 @@ from pipelines.fit_table import _num
 from sample_data.lifetimes import simulate_lifetimes
 from warehouse.schemas import conform
 from warehouse.store import Warehouse
-
-PER_1K = 24_000.0
 
 
 def _all(fr: pl.DataFrame, cls: str) -> pl.DataFrame:

@@ -16,7 +16,6 @@ from dashboards.sections import failure_rates as fr_section
 from dashboards.sections import rate_trend
 from sample_data.lifetimes import simulate_calendar_rates, simulate_lifetimes
 
-PER_1K = 24_000.0
 DAYS = 181.0  # 2026-01-01 .. 2026-07-01
 CHANGE_DAY = 90.0  # 2026-04-01
 CLASSES = ("gpu", "gpu_memory", "nvlink", "nvswitch", "ib_link", "psu", "cooling", "cpu",
