@@ -378,8 +378,9 @@ def _condition(kind, status, at, **more):
     return {"type": kind, "status": status, "lastTransitionTime": at, **more}
 
 
-def test_pytorchjob_and_jobset_objects_and_yaml_documents():
-    pj = {
+def _pytorchjob():
+    """A PyTorchJob of 1 master and 3 workers of 8 GPUs that restarted once, then failed."""
+    return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": {"name": "pt", "namespace": "ml", "creationTimestamp": "2025-01-01T00:00:00Z"},
@@ -412,7 +413,11 @@ def test_pytorchjob_and_jobset_objects_and_yaml_documents():
             ],
         },
     }
-    js = {
+
+
+def _jobset():
+    """A JobSet of 2 x 4 pods of 4 GPUs that completed after 2 restarts."""
+    return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
         "metadata": {"name": "js"},
@@ -438,7 +443,11 @@ def test_pytorchjob_and_jobset_objects_and_yaml_documents():
             "conditions": [_condition("Completed", "True", "2025-02-01T00:00:00Z")],
         },
     }
-    node = {
+
+
+def _cordoned_node():
+    """A cordoned node whose kubelet stopped reporting."""
+    return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": "n9"},
@@ -453,6 +462,10 @@ def test_pytorchjob_and_jobset_objects_and_yaml_documents():
             ]
         },
     }
+
+
+def test_pytorchjob_and_jobset_objects_and_yaml_documents():
+    pj, js, node = _pytorchjob(), _jobset(), _cordoned_node()
     text = "---\n".join(
         yaml.safe_dump(o)
         for o in (pj, js, node, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}})
