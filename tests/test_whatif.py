@@ -58,7 +58,7 @@ def test_sensitivity_ranks_gpu_first_among_classes_and_spares_by_mc():
 
 def test_joint_best_interval_and_spares():
     rates = ClassRates.from_mtti(1.0)
-    base = Scenario(n_gpus=512, repair_hours=6.0, mc_wall_hours=400)
+    base = Scenario(n_gpus=512, ckpt_cost_s=60.0, repair_hours=6.0, mc_wall_hours=400)
     grid = joint_best(
         rates, base, intervals_hours=[0.05, 0.15, 0.6], spares=(0, 2, 8, 32), replicas=40
     )
@@ -176,8 +176,9 @@ def test_bands_are_named_for_what_they_are():
     a = evaluate(LLAMA, sc, "analytic", samples=400, seed=1)
     assert a["goodput_spread_low"] is None and a["goodput_spread_high"] is None
     m = a["mtti_hours"]
-    assert a["optimal_interval_hours"] == pytest.approx(float(daly_interval(60 / 3600, m)))
-    assert a["young_interval_hours"] == pytest.approx((2 * 60 / 3600 * m) ** 0.5)
+    cost_h = sc.ckpt_cost_s / 3600  # the default checkpoint cost
+    assert a["optimal_interval_hours"] == pytest.approx(float(daly_interval(cost_h, m)))
+    assert a["young_interval_hours"] == pytest.approx((2 * cost_h * m) ** 0.5)
     mc = evaluate(LLAMA, sc, "mc", samples=400, replicas=400, seed=1)
     assert (
         mc["goodput_spread_low"]
