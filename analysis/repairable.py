@@ -118,7 +118,9 @@ def build_node_failures(
         episode=pl.col("_new").cast(pl.Int32).cum_sum().over("host")
     )
     episodes = (
-        ev.sort("host", "episode", "rank", "time")
+        # the episode's cause: the most severe evidence, then the earliest, then the lowest
+        # event id (two events of one rank in one second: the same pick on every build)
+        ev.sort("host", "episode", "rank", "time", "cause_event", nulls_last=True)
         .group_by("host", "episode", maintain_order=True)
         .agg(
             time=pl.col("time").min(),
