@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sample_data.fault_codes import check_every_class_reports, choose_codes
 from sample_data.model import (
     CLASSES,
     GPU_PCI_BUS,
@@ -611,49 +612,13 @@ def build_fleet(
     return f
 
 
-def choose_codes(f: Fleet, rng: np.random.Generator) -> list[dict]:
-    """Per fault: the error code and text the hardware reports (XID, SXID, mlx5, SEL)."""
-    out = []
-    for flt in f.faults:
-        c = flt["cls"]
-        u = rng.uniform()
-        if c == "gpu":
-            code = "79" if u < 0.7 else "119"
-        elif c == "gpu_memory":
-            code = "48" if u < 0.5 else ("95" if u < 0.8 else "94")
-        elif c == "nvlink":
-            code = "74"
-        elif c == "nvswitch":
-            code = ("24007", "12028", "20034")[int(u * 3)]
-        elif c == "ib_link":
-            code = "mlx5_link_down" if u < 0.6 else "mlx5_port_module_error"
-        elif c == "cpu":
-            code = "IERR"
-        elif c == "host_memory":
-            code = "Uncorrectable ECC"
-        elif c == "psu":
-            code = "Failure detected"
-        elif c == "cooling":
-            code = "Lower Critical going low" if flt["fatal"] else "Lower Non-critical going low"
-        else:
-            code = "Drive Fault"
-        out.append(
-            {
-                "code": code,
-                "multiline": bool(rng.uniform() < 0.4),
-                "followups": int(rng.integers(1, 4)) if rng.uniform() < 0.35 else 0,
-                "pid": int(rng.integers(100000, 4000000)),
-            }
-        )
-    return out
-
-
 # What write_fleet owns under its folder (removed first, so no file of an earlier run stays).
 GENERATED = ("slurm", "kernel", "dcgm", "ipmi", "redfish", "k8s", "components", "ground_truth.json")
 
 
 def write_fleet(f: Fleet, out: Path) -> dict:
     """Write every format under out, then ground_truth.json; return a count summary."""
+    check_every_class_reports()
     out.mkdir(parents=True, exist_ok=True)
     # Regenerating into the same folder must not leave files of an earlier, different run
     # (e.g. DCGM days beyond a shorter window); only our own sub-trees are removed.

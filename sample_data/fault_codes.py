@@ -1,0 +1,180 @@
+"""What a simulated fault reports: its code (an XID, an SXID, an mlx5 event or a BMC SEL event),
+how often each code of a class is drawn, and the text the hardware writes with it.
+
+Which class a code belongs to is the product's fact, not the simulator's: XIDs are filed by
+``ingest.xid_catalog`` and SEL sensor types by ``ingest.sel_sensor_classes``, and the tables
+below are grouped by class through those catalogs. Reclassifying an XID or a sensor type there
+moves it here too, so the ground truth and the warehouse keep agreeing. SXIDs (all NVSwitch) and
+mlx5 events (the IB link) are classified inside the kernel parser, which the simulator may not
+import; their class is written here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import NamedTuple
+
+import numpy as np
+
+from ingest.sel_sensor_classes import SENSOR_TYPE_CLASS
+from ingest.xid_catalog import lookup
+from sample_data.model import CLASSES, Fleet
+
+
+class Xid(NamedTuple):
+    """An XID a simulated GPU board reports."""
+
+    code: str
+    share: float  # of the faults of the XID's class (shares are normalised within a class)
+    text: str  # the driver's message after the code; "GPU0" becomes the failing GPU
+    echoed: bool  # the driver then tears down other GPUs' channels (XID 45 follow-ups)
+
+
+XIDS = (
+    Xid("79", 0.7, "GPU has fallen off the bus.", True),
+    Xid(
+        "119",
+        0.3,
+        "Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function 76 "
+        "(GSP_RM_CONTROL) (0x20801348 0x98).",
+        False,
+    ),
+    Xid(
+        "48",
+        0.5,
+        "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer "
+        "at partition 6, subpartition 0.",
+        True,
+    ),
+    Xid("95", 0.3, "Uncontained: FBHUB. RST: Yes, D-RST: No", False),
+    Xid("94", 0.2, "Contained ECC error", False),
+    Xid(
+        "74",
+        1.0,
+        "NVLink: fatal error detected on link 5(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
+        True,
+    ),
+)
+XID_BY_CODE = {x.code: x for x in XIDS}
+
+SXID_CLASS = "nvswitch"
+SXID_TEXT = {  # drawn with equal shares
+    "24007": "Fatal, Link 42 sourcetrack TCEN0 crumbstore ECC DBE Error",
+    "12028": "Fatal, Link 17 egress non-posted PRIV error",
+    "20034": "Fatal, Link 30 LTSSM Fault Up",
+}
+MLX5_CLASS = "ib_link"
+MLX5_SHARES = (("mlx5_link_down", 0.6), ("mlx5_port_module_error", 0.4))
+
+
+@dataclass(frozen=True)
+class SelSensor:
+    """The BMC sensor a class's faults assert, in its IPMI and Redfish spellings."""
+
+    ipmi_type: str  # ipmitool's sensor type; its class is ``SENSOR_TYPE_CLASS``'s
+    number: int  # sensor number of the class's first unit (unit i reads number + i)
+    redfish_type: str  # the same type as Redfish ``LogEntry.SensorType`` spells it
+    event: str  # what a fatal fault asserts
+    warning_event: str = ""  # what a non-fatal fault asserts ("": the same as ``event``)
+    reading: str = ""  # the reading a fatal fault shows
+    warning_reading: str = ""  # the reading a non-fatal fault shows
+
+    def event_for(self, fatal: bool) -> str:
+        return self.event if fatal or not self.warning_event else self.warning_event
+
+    def reading_for(self, fatal: bool) -> str:
+        return self.reading if fatal else self.warning_reading
+
+
+SEL_SENSORS = (
+    SelSensor("Power Supply", 0x51, "Power Supply / Converter", "Failure detected"),
+    SelSensor("Memory", 0x87, "Memory", "Uncorrectable ECC"),
+    SelSensor("Processor", 0x04, "Processor", "IERR"),
+    SelSensor(
+        "Fan",
+        0x30,
+        "Fan",
+        "Lower Critical going low",
+        "Lower Non-critical going low",
+        "Reading 0 < Threshold 1500 RPM",
+        "Reading 2400 < Threshold 3000 RPM",
+    ),
+    SelSensor("Drive Slot / Bay", 0xA0, "Drive Slot/Bay", "Drive Fault"),
+)
+REDFISH_SENSOR_TYPE = {s.ipmi_type: s.redfish_type for s in SEL_SENSORS}
+
+
+@cache
+def sel_sensor_by_class() -> dict[str, SelSensor]:
+    """The SEL sensor of each class the BMC reports, by the product's sensor-type classes."""
+    out: dict[str, SelSensor] = {}
+    for s in SEL_SENSORS:
+        cls = SENSOR_TYPE_CLASS[s.ipmi_type]
+        if cls in out:
+            raise ValueError(f"two SEL sensors report class {cls}: the simulator writes one")
+        out[cls] = s
+    return out
+
+
+@cache
+def xid_shares_by_class() -> dict[str, tuple[tuple[str, float], ...]]:
+    """The XIDs of each class, by the product's XID catalogue, with their normalised shares."""
+    grouped: dict[str, list[Xid]] = {}
+    for x in XIDS:
+        grouped.setdefault(lookup(int(x.code))["component_class"], []).append(x)
+    return {
+        cls: tuple((x.code, x.share / sum(y.share for y in xs)) for x in xs)
+        for cls, xs in grouped.items()
+    }
+
+
+def _weighted(shares: tuple[tuple[str, float], ...], u: float) -> str:
+    """The code a uniform draw ``u`` falls on, the shares laid end to end in order."""
+    acc = 0.0
+    for code, share in shares:
+        acc += share
+        if u < acc:
+            return code
+    return shares[-1][0]
+
+
+def fault_code(cls: str, fatal: bool, u: float) -> str:
+    """The code a fault of ``cls`` reports, from a uniform draw ``u``."""
+    sensor = sel_sensor_by_class().get(cls)
+    if sensor is not None:
+        return sensor.event_for(fatal)
+    if cls == SXID_CLASS:
+        return tuple(SXID_TEXT)[int(u * len(SXID_TEXT))]
+    if cls == MLX5_CLASS:
+        return _weighted(MLX5_SHARES, u)
+    xids = xid_shares_by_class().get(cls)
+    if xids is None:
+        raise ValueError(
+            f"no code reports class {cls}: the XID catalogue files none of the simulator's XIDs "
+            "under it and it has no SEL sensor"
+        )
+    return _weighted(xids, u)
+
+
+def check_every_class_reports() -> None:
+    """Fail early, with the class named, when a catalog change leaves a simulated class silent."""
+    for cls in CLASSES:
+        fault_code(cls, True, 0.0)
+
+
+def choose_codes(f: Fleet, rng: np.random.Generator) -> list[dict]:
+    """Per fault: the code it reports and how its kernel lines look (multi-line context, XID 45
+    follow-ups, the pid of the process that saw it)."""
+    out = []
+    for flt in f.faults:
+        u = rng.uniform()
+        out.append(
+            {
+                "code": fault_code(flt["cls"], flt["fatal"], u),
+                "multiline": bool(rng.uniform() < 0.4),
+                "followups": int(rng.integers(1, 4)) if rng.uniform() < 0.35 else 0,
+                "pid": int(rng.integers(100000, 4000000)),
+            }
+        )
+    return out
