@@ -29,6 +29,7 @@ class Xid(NamedTuple):
     share: float  # of the faults of the XID's class (shares are normalised within a class)
     text: str  # the driver's message after the code; "GPU0" becomes the failing GPU
     echoed: bool  # the driver then tears down other GPUs' channels (XID 45 follow-ups)
+    remaps_rows: bool = False  # a memory error whose row remap fails (DCGM's remap flag)
 
 
 XIDS = (
@@ -46,8 +47,9 @@ XIDS = (
         "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer "
         "at partition 6, subpartition 0.",
         True,
+        remaps_rows=True,
     ),
-    Xid("95", 0.3, "Uncontained: FBHUB. RST: Yes, D-RST: No", False),
+    Xid("95", 0.3, "Uncontained: FBHUB. RST: Yes, D-RST: No", False, remaps_rows=True),
     Xid("94", 0.2, "Contained ECC error", False),
     Xid(
         "74",

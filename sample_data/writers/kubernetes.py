@@ -302,8 +302,6 @@ def _pod(
     """A worker's Pod object as ``kubectl get pods -o json`` lists it."""
     G, W = f.gpus_per_node, len(final.nodes)
     pname = f"{name}-worker-{w}"
-    running = final.end is None
-    node = worker.node
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -349,38 +347,46 @@ def _pod(
                     },
                 }
             ],
-            "nodeName": f.hosts[node],
+            "nodeName": f.hosts[worker.node],
             "restartPolicy": "OnFailure",
             "schedulerName": "default-scheduler",
         },
-        "status": {
-            "phase": "Running" if running else "Succeeded",
-            "hostIP": f"10.1.{node // 250}.{node % 250 + 2}",
-            "podIP": f"10.244.{node % 250}.{10 + w}",
-            "qosClass": "BestEffort",
-            "startTime": _k8s_time(f, worker.created),
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True" if running else "False",
-                    "lastTransitionTime": _k8s_time(f, final.start),
-                }
-            ],
-            "containerStatuses": [
-                {
-                    "name": "pytorch",
-                    "image": IMAGE,
-                    "imageID": "nvcr.io/nvidia/pytorch@sha256:"
-                    + hashlib.sha256(IMAGE.encode()).hexdigest(),
-                    "containerID": _cid(pname, final.attempt, final.start),
-                    "ready": running,
-                    "started": running,
-                    "restartCount": worker.restarts,
-                    "state": _container_state(f, pname, final),
-                    "lastState": _last_state(f, pname, worker),
-                }
-            ],
-        },
+        "status": _pod_status(f, pname, w, worker, final),
+    }
+
+
+def _pod_status(f: Fleet, pname: str, w: int, worker: _Worker, final: Attempt) -> dict:
+    """A worker pod's status: its addresses, readiness and its container's current and last
+    state."""
+    running = final.end is None
+    node = worker.node
+    return {
+        "phase": "Running" if running else "Succeeded",
+        "hostIP": f"10.1.{node // 250}.{node % 250 + 2}",
+        "podIP": f"10.244.{node % 250}.{10 + w}",
+        "qosClass": "BestEffort",
+        "startTime": _k8s_time(f, worker.created),
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True" if running else "False",
+                "lastTransitionTime": _k8s_time(f, final.start),
+            }
+        ],
+        "containerStatuses": [
+            {
+                "name": "pytorch",
+                "image": IMAGE,
+                "imageID": "nvcr.io/nvidia/pytorch@sha256:"
+                + hashlib.sha256(IMAGE.encode()).hexdigest(),
+                "containerID": _cid(pname, final.attempt, final.start),
+                "ready": running,
+                "started": running,
+                "restartCount": worker.restarts,
+                "state": _container_state(f, pname, final),
+                "lastState": _last_state(f, pname, worker),
+            }
+        ],
     }
 
 
