@@ -2,11 +2,11 @@
 how often each code of a class is drawn, and the text the hardware writes with it.
 
 Which class a code belongs to is the product's fact, not the simulator's: XIDs are filed by
-``ingest.xid_catalog`` and SEL sensor types by ``ingest.sel_sensor_classes``, and the tables
-below are grouped by class through those catalogs. Reclassifying an XID or a sensor type there
-moves it here too, so the ground truth and the warehouse keep agreeing. SXIDs (all NVSwitch) and
-mlx5 events (the IB link) are classified inside the kernel parser, which the simulator may not
-import; their class is written here.
+``ingest.xid_catalog``, mlx5 events by ``ingest.kernel_host_faults`` and SEL sensor types by
+``ingest.sel_sensor_classes``, and the tables below are grouped by class through those
+catalogs. Reclassifying a code or a sensor type there moves it here too, so the ground truth
+and the warehouse keep agreeing. The kernel parser files every SXID under NVSwitch in its
+matching code, which the simulator may not import; that class is written here.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ingest.kernel_host_faults import HOST_FAULTS
 from ingest.sel_sensor_classes import SENSOR_TYPE_CLASS
 from ingest.xid_catalog import lookup
 from sample_data.model import CLASSES, Fleet
@@ -66,8 +67,11 @@ SXID_TEXT = {  # drawn with equal shares
     "12028": "Fatal, Link 17 egress non-posted PRIV error",
     "20034": "Fatal, Link 30 LTSSM Fault Up",
 }
-MLX5_CLASS = "ib_link"
 MLX5_SHARES = (("mlx5_link_down", 0.6), ("mlx5_port_module_error", 0.4))
+
+# The kernel's own code of a host fault the BMC reports (the machine check of a CPU fault, ...):
+# the fatal code the kernel parser files under the fault's class.
+KERNEL_HOST_CODE = {cls: code for code, (_, cls, sev) in HOST_FAULTS.items() if sev == "fatal"}
 
 
 @dataclass(frozen=True)
@@ -119,16 +123,27 @@ def sel_sensor_by_class() -> dict[str, SelSensor]:
     return out
 
 
+def _by_class(
+    shares: tuple[tuple[str, float], ...], class_of
+) -> dict[str, tuple[tuple[str, float], ...]]:
+    """Codes grouped by the class ``class_of`` gives each, their shares normalised per class."""
+    grouped: dict[str, list[tuple[str, float]]] = {}
+    for code, share in shares:
+        grouped.setdefault(class_of(code), []).append((code, share))
+    return {
+        cls: tuple((code, share / sum(s for _, s in group)) for code, share in group)
+        for cls, group in grouped.items()
+    }
+
+
 @cache
 def xid_shares_by_class() -> dict[str, tuple[tuple[str, float], ...]]:
-    """The XIDs of each class, by the product's XID catalogue, with their normalised shares."""
-    grouped: dict[str, list[Xid]] = {}
-    for x in XIDS:
-        grouped.setdefault(lookup(int(x.code))["component_class"], []).append(x)
-    return {
-        cls: tuple((x.code, x.share / sum(y.share for y in xs)) for x in xs)
-        for cls, xs in grouped.items()
-    }
+    """The XIDs of each class, by the product's XID catalogue."""
+    shares = tuple((x.code, x.share) for x in XIDS)
+    return _by_class(shares, lambda code: lookup(int(code))["component_class"])
+
+
+MLX5_BY_CLASS = _by_class(MLX5_SHARES, lambda code: HOST_FAULTS[code][1])
 
 
 def _weighted(shares: tuple[tuple[str, float], ...], u: float) -> str:
@@ -148,13 +163,13 @@ def fault_code(cls: str, fatal: bool, u: float) -> str:
         return sensor.event_for(fatal)
     if cls == SXID_CLASS:
         return tuple(SXID_TEXT)[int(u * len(SXID_TEXT))]
-    if cls == MLX5_CLASS:
-        return _weighted(MLX5_SHARES, u)
+    if cls in MLX5_BY_CLASS:
+        return _weighted(MLX5_BY_CLASS[cls], u)
     xids = xid_shares_by_class().get(cls)
     if xids is None:
         raise ValueError(
-            f"no code reports class {cls}: the XID catalogue files none of the simulator's XIDs "
-            "under it and it has no SEL sensor"
+            f"no code reports class {cls}: the product's catalogs file none of the simulator's "
+            "XIDs, mlx5 events or SEL sensors under it"
         )
     return _weighted(xids, u)
 

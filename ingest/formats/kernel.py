@@ -62,6 +62,7 @@ from ingest.base import (
     text_pieces,
     valid_utf8,
 )
+from ingest.kernel_host_faults import HOST_FAULTS
 from ingest.times import local_to_utc
 from ingest.xid_catalog import UNKNOWN_XID, xid_catalog
 from warehouse.schemas import TABLES, conform, quarantine_frame
@@ -140,15 +141,6 @@ _GPU_AT = r"NVRM: GPU at (?:PCI:)?(?P<pci>" + _PCI + r"): (?P<uuid>GPU-[0-9a-fA-
 _CLOCK = r"setting system clock to \S+ UTC \((?P<epoch>\d+)\)"
 _LINK = r"(?i)\blink (-?\d+)|\bEngine instance (\d+)"
 
-# (event_type, code, class, severity) of the non-NVIDIA faults; XIDs get theirs from the catalogue.
-HOST_FAULTS = {
-    "mlx5_link_down": ("link_down", "ib_link", "critical"),
-    "mlx5_port_module_error": ("link_down", "ib_link", "critical"),
-    "mce": ("mce", "cpu", "fatal"),
-    "mce_corrected": ("mce", "cpu", "info"),
-    "edac_ue": ("edac", "host_memory", "fatal"),
-    "nvme_controller_down": ("nvme", "storage", "fatal"),
-}
 SXID_DEFAULT_SEVERITY = "critical"  # an SXID line that says neither Fatal nor Non-fatal
 GENERIC_LOG_NAMES = {
     "kern",

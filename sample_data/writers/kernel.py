@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sample_data.fault_codes import MLX5_SHARES, SXID_TEXT, XID_BY_CODE
+from sample_data.fault_codes import KERNEL_HOST_CODE, MLX5_SHARES, SXID_TEXT, XID_BY_CODE
 from sample_data.model import NIC_PCI_BUS, Attempt, Fleet, ts, uuid_at
 from sample_data.writers.base import pci, write_text
 
@@ -129,13 +129,6 @@ def kernel_lines_for_fault(
     return [(t, msg) for msg in _host_lines(idx, flt["cls"])]
 
 
-KERNEL_CODE_FOR_EVIDENCE = {
-    "cpu": "mce",
-    "host_memory": "edac_ue",
-    "storage": "nvme_controller_down",
-}
-
-
 def _running_name(f: Fleet, node: int, t: float, by_node: dict) -> str:
     for a in by_node.get(node, ()):
         if a.start <= t and (a.end is None or t <= a.end + 60):
@@ -165,7 +158,7 @@ def write(f: Fleet, out: Path, codes: list[dict], ev: dict, rng: np.random.Gener
         ev[i].append(
             {
                 "source": "kernel",
-                "code": KERNEL_CODE_FOR_EVIDENCE.get(flt["cls"], code),
+                "code": KERNEL_HOST_CODE.get(flt["cls"], code),
                 "time": ts(f, flt["time"]),
             }
         )
