@@ -92,6 +92,14 @@ def highlight(sel, dim: float = 0.1) -> dict:
     return alt.condition(sel, alt.value(1.0), alt.value(dim))
 
 
+def framed(chart, title: str, subtitle: str, height=HEIGHT, width: int = WIDTH):
+    """``chart`` at the report's chart size (or ``height`` / ``width``) under a title and the
+    subtitle that says how to read or use it."""
+    return chart.properties(
+        width=width, height=height, title=alt.TitleParams(title, subtitle=subtitle)
+    )
+
+
 def ci_tooltips(estimate: str, fmt: str, title: str | None = None, stem: str | None = None):
     """Tooltips of an estimate and its 95% CI bounds in one number format: ``estimate`` and
     the warehouse's ``{stem}_ci_low`` / ``{stem}_ci_high`` (``stem`` defaults to the estimate)."""

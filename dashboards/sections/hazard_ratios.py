@@ -100,15 +100,11 @@ def hazard_ratio_chart(hazard_ratios: pl.DataFrame) -> alt.LayerChart:
         if n_left_out
         else ""
     )
-    return (charts.unit_line("#555") + ratios).properties(
-        width=charts.WIDTH,
+    return charts.framed(
+        charts.unit_line("#555") + ratios,
+        "Cox hazard ratios, 95% CI",
+        f"{note}significance after {_adjustment(hazard_ratios)} correction over all rows",
         height=max(100, 28 * len(order)),
-        title=alt.TitleParams(
-            "Cox hazard ratios, 95% CI",
-            subtitle=(
-                f"{note}significance after {_adjustment(hazard_ratios)} correction over all rows"
-            ),
-        ),
     )
 
 

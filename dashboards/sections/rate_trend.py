@@ -93,16 +93,13 @@ def rate_trend_chart(trend: pl.DataFrame) -> alt.LayerChart:
         .mark_point(shape="triangle-down", filled=False, size=70, strokeWidth=2)
         .encode(x=x, xOffset=off, y=alt.Y("rate:Q", scale=ys), color=color, opacity=op, tooltip=tip)
     )
-    return (err + dots + zero).properties(
-        width=charts.WIDTH,
-        height=charts.HEIGHT,
-        title=alt.TitleParams(
-            "Monthly failure rate per class (95% CI)",
-            subtitle=(
-                "open triangles on the floor: months with no failure (whisker: CI upper bound); "
-                "dashed: under a quarter of a median month's exposure; click the legend to "
-                "isolate a class"
-            ),
+    return charts.framed(
+        err + dots + zero,
+        "Monthly failure rate per class (95% CI)",
+        (
+            "open triangles on the floor: months with no failure (whisker: CI upper bound); "
+            "dashed: under a quarter of a median month's exposure; click the legend to "
+            "isolate a class"
         ),
     )
 

@@ -96,12 +96,10 @@ def survival_chart(km: pl.DataFrame) -> alt.LayerChart:
         )
         .add_params(sel)
     )
-    return (band + line).properties(
-        width=charts.WIDTH,
-        height=charts.HEIGHT,
-        title=alt.TitleParams(
-            "Kaplan-Meier survival", subtitle="click the legend to isolate a class"
-        ),
+    return charts.framed(
+        band + line,
+        "Kaplan-Meier survival",
+        "click the legend to isolate a class",
     )
 
 

@@ -74,16 +74,13 @@ def chart(q: pl.DataFrame) -> alt.LayerChart:
         .mark_point(shape="triangle-up", filled=False, size=70)
         .encode(x=x, y=alt.Y("mtbf_ci_low:Q", scale=y), color=color, tooltip=tip)
     )
-    return (err + line + none).properties(
-        width=charts.WIDTH,
-        height=charts.HEIGHT,
-        title=alt.TitleParams(
-            "System MTBF per quarter",
-            subtitle=(
-                "exposure / failures (failures at the same instant once); "
-                "open triangles: no failure, at the CI's "
-                "lower bound; hollow points: a quarter observed in part"
-            ),
+    return charts.framed(
+        err + line + none,
+        "System MTBF per quarter",
+        (
+            "exposure / failures (failures at the same instant once); "
+            "open triangles: no failure, at the CI's "
+            "lower bound; hollow points: a quarter observed in part"
         ),
     )
 
