@@ -100,6 +100,12 @@ def framed(chart, title: str, subtitle: str, height=HEIGHT, width: int = WIDTH):
     )
 
 
+def gpu_hours_tip(field: str, title: str | None = None) -> alt.Tooltip:
+    """A tooltip of GPU-hours (``field``, an expression such as ``sum(x)`` allowed): whole
+    hours with thousands separators, as every section shows them."""
+    return alt.Tooltip(f"{field}:Q", format=",.0f", **({"title": title} if title else {}))
+
+
 def ci_tooltips(estimate: str, fmt: str, title: str | None = None, stem: str | None = None):
     """Tooltips of an estimate and its 95% CI bounds in one number format: ``estimate`` and
     the warehouse's ``{stem}_ci_low`` / ``{stem}_ci_high`` (``stem`` defaults to the estimate)."""

@@ -150,7 +150,7 @@ class _Filters:
 def _lost_tips() -> list[alt.Tooltip]:
     return [
         alt.Tooltip("sum(interruptions):Q", title="interruptions"),
-        alt.Tooltip("sum(lost_gpu_hours):Q", format=",.0f", title="lost GPU-hours"),
+        charts.gpu_hours_tip("sum(lost_gpu_hours)", "lost GPU-hours"),
     ]
 
 
@@ -219,7 +219,7 @@ def _goodput_line(goods: alt.Chart, f: _Filters, axis: alt.Axis, bucket: str) ->
             tooltip=[
                 _bucket_tip(bucket),
                 alt.Tooltip("goodput:Q", format=".1%"),
-                alt.Tooltip("g:Q", format=",.0f", title="GPU-hours"),
+                charts.gpu_hours_tip("g", "GPU-hours"),
             ],
         )
     )
