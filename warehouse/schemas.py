@@ -110,6 +110,12 @@ def _ci(estimate: str, stem: str | None = None) -> dict[str, pl.DataType]:
     return {estimate: F64, f"{stem}_ci_low": F64, f"{stem}_ci_high": F64}
 
 
+def _daily(name: str, grain: str, columns: dict[str, pl.DataType]) -> Table:
+    """A table derived from the telemetry one day at a time (analysis/telemetry.py rewrites a
+    day's partition whole): ``columns``, then the ``date`` it is partitioned by."""
+    return Table(name, grain, {**columns, "date": pl.Date}, partition="date", kind="derived")
+
+
 # where a row was read from, not what it says: never part of a record key
 PROVENANCE = (
     "source_file",
@@ -321,7 +327,7 @@ TABLES: dict[str, Table] = {
                 keys=(("metric", "source"),), prefer=("help IS NULL", "source_file DESC")
             ),
         ),
-        Table(
+        _daily(
             "gpu_hourly",
             "rollup per GPU per hour per metric",
             {
@@ -330,12 +336,9 @@ TABLES: dict[str, Table] = {
                 "pci_bus": STR,
                 "metric": STR,
                 **_ROLLUP,
-                "date": pl.Date,
             },
-            partition="date",
-            kind="derived",
         ),
-        Table(
+        _daily(
             "gpu_counter_changes",
             (
                 "a cumulative error-counter sample that starts its series' day or differs from "
@@ -347,12 +350,9 @@ TABLES: dict[str, Table] = {
                 "metric": STR,
                 "value": F64,
                 "source_file": STR,
-                "date": pl.Date,
             },
-            partition="date",
-            kind="derived",
         ),
-        Table(
+        _daily(
             "gpu_sightings",
             "first and last sample per day of one GPU (uuid) in one slot (host, gpu index)",
             {
@@ -360,12 +360,9 @@ TABLES: dict[str, Table] = {
                 "model": STR,  # min over the day's samples
                 "first_seen": UTC_TS,
                 "last_seen": UTC_TS,
-                "date": pl.Date,
             },
-            partition="date",
-            kind="derived",
         ),
-        Table(
+        _daily(
             "gpu_sample_times",
             (
                 "samples per hour with their first and last time: the telemetry's time "
@@ -376,12 +373,9 @@ TABLES: dict[str, Table] = {
                 "n": I64,
                 "first": UTC_TS,
                 "last": UTC_TS,
-                "date": pl.Date,
             },
-            partition="date",
-            kind="derived",
         ),
-        Table(
+        _daily(
             "gpu_daily",
             "rollup per GPU per day per metric, from that day's gpu_hourly (24x fewer rows)",
             {
@@ -394,10 +388,7 @@ TABLES: dict[str, Table] = {
                 "max": F64,
                 "first_hour": UTC_TS,
                 "last_hour": UTC_TS,
-                "date": pl.Date,
             },
-            partition="date",
-            kind="derived",
         ),
         Table(
             "bmc_sensors",
