@@ -561,8 +561,8 @@ TABLES: dict[str, Table] = {
                 "events": I64,  # event rows
                 "exposure_hours": F64,  # the period's overlap with the series' observation span
                 "partial": BOOL,  # the span covers only part of the period
-                # null without a failure; exact Poisson 95% CI, its high end null without a failure
-                # (unbounded)
+                # exact Poisson 95% CI; without a failure the MTBF and the CI's (unbounded) high
+                # end are null
                 **_ci("mtbf_hours", "mtbf"),
             },
             key=("source", "system", "period", "period_start", "grouping", "class"),
