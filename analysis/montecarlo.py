@@ -8,8 +8,9 @@ the plug-in rates (``rate_draws`` None) it answers the analytic projection's que
 one rate draw per replica it gives the band (``analysis.whatif.evaluate`` runs both).
 
 Failure stream, per replica and class c with n_c units (``projection.UNIT_COUNTS``), from the
-class's lifetime law (``ClassRates.lifetimes``: the selected fitted model, any registered one,
-or the Weibull of a given shape; a replica's rate draw speeds the law up or slows it down):
+class's lifetime law (``ClassRates.laws``: the selected fitted model, any registered one,
+or the mean-1 exponential at the class's rate; a replica's rate draw speeds the law up or
+slows it down):
 - every unit's first failure within the horizon H is drawn exactly: the number of units that
   fail is Binomial(n_c, F0(H)) and their times come from F0 truncated to [0, H], where F0 is
   the residual-life law given the unit's age at job start (``analysis.fleet_age``):
@@ -261,19 +262,16 @@ def _run(
     rng, r_mat, rates, units, hardware, horizon, cfg, tau, d_blk, d_async, work, deadline
 ) -> MCResult:
     n = r_mat.shape[0]
-    laws = rates.lifetimes()
-    ref = np.array([r for _, r in laws])
+    ref = rates.law_rate
     with np.errstate(divide="ignore", invalid="ignore"):
         speed = np.where(ref > 0, r_mat / np.where(ref > 0, ref, 1.0), 0.0)
     if cfg.initial_age is None:
-        starts = rates.class_starts()
+        starts = rates.starts
     elif isinstance(cfg.initial_age, str):
-        starts = (cfg.initial_age,) * len(laws)
+        starts = (cfg.initial_age,) * len(rates.laws)
     else:
-        starts = (AgeGroups.at(float(cfg.initial_age)),) * len(laws)
-    fail, hw = failure_events(
-        speed, [law for law, _ in laws], starts, units, hardware, horizon, rng
-    )
+        starts = (AgeGroups.at(float(cfg.initial_age)),) * len(rates.laws)
+    fail, hw = failure_events(speed, rates.laws, starts, units, hardware, horizon, rng)
     ready = np.zeros(n)  # when computing (re)starts
     rem = np.full(n, np.inf if work is None else float(work))  # work still to do
     done_work = np.zeros(n)

@@ -29,7 +29,6 @@ its upper bound. Goodput bands are the 2.5/97.5 percentiles over those draws.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from datetime import UTC
 
@@ -45,8 +44,8 @@ from analysis.fleet_age import (
     expected_failures,
 )
 from analysis.headline import selected_rates
-from analysis.lifetime_models.base import Z95
-from analysis.lifetime_models.exponential import poisson_rate_ci
+from analysis.lifetime_models.base import Z95, LifetimeModel
+from analysis.lifetime_models.exponential import Exponential, poisson_rate_ci
 from analysis.survival import age_shape, model_mean, rate_samples
 from analysis.taxonomy import (
     DEFAULT_SCOPE,
@@ -70,14 +69,24 @@ RATES_CSV_COLUMNS = ("component_class", "events", "exposure_hours", "unit")
 
 @dataclass(frozen=True)
 class ClassRates:
-    """Per-class failure rates per unit-hour, with uncertainty and (optional) Weibull shape.
+    """Per-class failure rates per unit-hour, with their uncertainty and lifetime laws.
 
     ``ci_low``/``ci_high`` are 95% bounds (NaN = unknown); ``samples`` (classes × S) wins over
-    the CI when given. ``shape`` is the Weibull shape (1 = exponential) used by the Monte
-    Carlo; the analytic model only needs the long-run rate (1 / mean lifetime).
-    ``counts`` overrides ``UNIT_COUNTS`` for some classes (a rate per node-hour counts once per
-    node); ``events`` and ``origins`` (per class: fit | interruptions | file) say where each
-    rate came from, for the CLI's JSON and the report.
+    the CI when given. ``counts`` overrides ``UNIT_COUNTS`` for some classes (a rate per
+    node-hour counts once per node); ``events`` and ``origins`` (per class: fit | interruptions
+    | file) say where each rate came from, for the CLI's JSON and the report.
+
+    Every class has a lifetime law, a ``lifetime_models`` instance (``laws``), that the analytic
+    model needs only for a fleet age other than stationary and the Monte Carlo draws from:
+    lifetimes in hours are the law's lifetimes divided by rate / ``law_rate``, the rate the law
+    runs at as stated (a fitted law: 1 / its mean; a class known only by its rate: the mean-1
+    exponential, ``Exponential.unit``, at law_rate 1, the default). ``law_names`` is what the
+    JSON and the report call each law. ``age_laws``: per class, the (law, law_rate) a new or
+    observed fleet age is projected with instead (an exponential class whose Weibull fit shows
+    an age trend: that Weibull at the class's observed rate); None = ``laws``. ``starts``: the
+    unit ages at job start (``analysis.fleet_age``: 'stationary', 'new' or AgeGroups) and
+    ``fleet_age`` their labels, over the job horizon ``horizon_hours``
+    (``with_fleet_age``; stationary by default).
     """
 
     classes: tuple[str, ...]
@@ -85,88 +94,44 @@ class ClassRates:
     ci_low: np.ndarray | None = None
     ci_high: np.ndarray | None = None
     samples: np.ndarray | None = None
-    shape: np.ndarray | None = None
     source: str = "given"
     counts: dict[str, tuple[str, int]] | None = None
     events: np.ndarray | None = None
     origins: tuple[str, ...] | None = None
-    # The lifetime law of each class (``analysis.lifetime_models``; None = exponential at
-    # ``rate``, or the Weibull of ``shape`` with mean 1/rate), ``base_rate`` the per-unit-hour
-    # rate that law gives at the class's fleet age (rate / base_rate = how much a what-if or a
-    # rate draw speeds its lifetimes up), ``starts`` the unit ages at job start
-    # (``analysis.fleet_age``: 'stationary', 'new' or AgeGroups), ``model_names`` and
-    # ``fleet_age`` what the JSON says per class, ``horizon_hours`` the job horizon the
-    # fleet-age rates are averaged over.
-    models: tuple | None = None
-    base_rate: np.ndarray | None = None
+    laws: tuple[LifetimeModel, ...] | None = None
+    law_rate: np.ndarray | None = None
+    law_names: tuple[str, ...] | None = None
+    age_laws: tuple[tuple[LifetimeModel, float] | None, ...] | None = None
     starts: tuple | None = None
-    model_names: tuple[str, ...] | None = None
     fleet_age: tuple[str, ...] | None = None
     horizon_hours: float | None = None
-    # per class, the law a new or observed fleet age is projected with when it differs from
-    # ``models`` (an exponential class whose Weibull fit shows an age trend: the fitted
-    # Weibull, at rate ``base_rate`` before what-ifs); None = ``models``
-    age_models: tuple | None = None
 
     def __post_init__(self):
         n = len(self.classes)
-        object.__setattr__(self, "rate", np.asarray(self.rate, dtype=float).reshape(n))
-        for name in ("ci_low", "ci_high", "shape", "events", "base_rate"):
+        fill = lambda name, value: object.__setattr__(self, name, value)
+        fill("rate", np.asarray(self.rate, dtype=float).reshape(n))
+        for name in ("ci_low", "ci_high", "events"):
             v = getattr(self, name)
             if v is not None:
-                object.__setattr__(self, name, np.asarray(v, dtype=float).reshape(n))
+                fill(name, np.asarray(v, dtype=float).reshape(n))
         if self.samples is not None:
-            s = np.asarray(self.samples, dtype=float)
-            object.__setattr__(self, "samples", s.reshape(n, -1))
-
-    @classmethod
-    def from_dict(
-        cls,
-        rates: dict[str, float],
-        ci: dict[str, tuple[float, float]] | None = None,
-        shape: dict[str, float] | None = None,
-        source: str = "given",
-    ) -> ClassRates:
-        names = tuple(rates)
-        ci = ci or {}
-        shape = shape or {}
-        return cls(
-            names,
-            np.array([rates[c] for c in names]),
-            np.array([ci.get(c, (np.nan, np.nan))[0] for c in names]),
-            np.array([ci.get(c, (np.nan, np.nan))[1] for c in names]),
-            shape=np.array([shape.get(c, 1.0) for c in names]),
-            source=source,
-        )
+            fill("samples", np.asarray(self.samples, dtype=float).reshape(n, -1))
+        if self.laws is None:
+            fill("laws", (Exponential.unit(),) * n)
+        fill("law_rate", np.ones(n) if self.law_rate is None else np.asarray(self.law_rate, float))
+        if self.law_names is None:
+            fill("law_names", tuple(law.name for law in self.laws))
+        if self.age_laws is None:
+            fill("age_laws", (None,) * n)
+        if self.starts is None:
+            fill("starts", ("stationary",) * n)
+        if self.fleet_age is None:
+            fill("fleet_age", ("stationary",) * n)
 
     @classmethod
     def from_mtti(cls, mtti_hours: float) -> ClassRates:
         """One per-job pseudo-class with rate 1/M: no fit uncertainty."""
-        return cls(
-            ("all",), np.array([1.0 / mtti_hours]), shape=np.array([1.0]), source="mtti override"
-        )
-
-    def shapes(self) -> np.ndarray:
-        return (
-            np.ones(len(self.classes)) if self.shape is None else np.nan_to_num(self.shape, nan=1.0)
-        )
-
-    def lifetimes(self) -> list[tuple]:
-        """Per class (law, speed-up reference): lifetimes in hours are ``law`` lifetimes divided
-        by rate / reference. A fitted law has reference ``base_rate``; otherwise the law is the
-        Weibull of ``shape`` with mean 1 (the exponential for shape 1) and the reference 1."""
-        weibull = lifetime_models.get("weibull")
-        models = self.models or (None,) * len(self.classes)
-        out = []
-        for i, k in enumerate(self.shapes()):
-            if models[i] is not None:
-                out.append((models[i], float(self.base_rate[i])))
-            else:
-                out.append((weibull(shape=k, scale_hours=1.0 / math.gamma(1.0 + 1.0 / k)), 1.0))
-        return out
-
-    def class_starts(self) -> tuple:
-        return self.starts or ("stationary",) * len(self.classes)
+        return cls(("all",), np.array([1.0 / mtti_hours]), source="mtti override")
 
     def has_uncertainty(self) -> bool:
         if self.samples is not None:
@@ -272,7 +237,6 @@ def rates_from_table(df: pl.DataFrame, source: str = "file", origin: str = "file
         rate,
         lo,
         hi,
-        shape=np.ones(len(names)),
         source=source,
         counts={c: (u, 1) for c, u in zip(names, t["unit"].to_list(), strict=True)},
         events=events,
@@ -280,15 +244,17 @@ def rates_from_table(df: pl.DataFrame, source: str = "file", origin: str = "file
     )
 
 
-def selected_law(row: dict):
-    """(law, model name) of a selected ``failure_rates`` row: the registered model with its
-    fitted ``params`` (``analysis.lifetime_models``), or (None, 'exponential') where the
-    exponential's rate is the answer (the exponential itself, no usable parameters, or a law
-    without a finite mean, e.g. a log-logistic of shape <= 1)."""
-    name = (row.get("model") or "exponential").lower()
-    if name == "exponential" or model_mean(name, row.get("params")) is None:
-        return None, "exponential"
-    return lifetime_models.get(name).from_params(row.get("params") or "{}"), name
+def selected_law(row: dict) -> tuple[LifetimeModel, float, str]:
+    """(law, law_rate, name) of a selected ``failure_rates`` row: the registered model with
+    its fitted ``params`` (``analysis.lifetime_models``) at its own rate 1 / mean, or the
+    mean-1 exponential at law_rate 1 where the row's rate is the answer (a memoryless law, no
+    usable parameters, or a law without a finite mean, e.g. a log-logistic of shape <= 1)."""
+    name = (row.get("model") or Exponential.name).lower()
+    if model_mean(name, row.get("params")) is not None:
+        law = lifetime_models.get(name).from_params(row.get("params") or "{}")
+        if not law.memoryless:
+            return law, law.rate(), name
+    return Exponential.unit(), 1.0, Exponential.name
 
 
 def rates_from_failure_rates(
@@ -302,14 +268,14 @@ def rates_from_failure_rates(
 
     The point is the selected row's own rate with its CI, the number the fit table and the
     report print (``analysis.survival``: the observed rate, events / exposure, unless another
-    model is clearly better). Its law goes to ``models`` for the Monte Carlo and the fleet-age
+    model is clearly better). Its law goes to ``laws`` for the Monte Carlo and the fleet-age
     rates (``selected_law``); an exponential class whose Weibull shape shows an age trend
-    (``age_shape``) is projected with a Weibull of that shape and mean 1 / rate, so a new or
-    observed fleet age moves its rate while a stationary one keeps it. Draws: ``samples``
-    (class -> per-unit-hour draws of equal length, taken as given) when given, else the fit's
-    own draws (``analysis.survival.rate_samples``: rate posterior, and the family by Akaike
-    weight) when the table has events and exposure; lognormal from the CI only for classes
-    with neither.
+    (``age_shape``) keeps its fitted Weibull in ``age_laws``, run at the class's observed
+    rate, so a new or observed fleet age moves its rate while a stationary one keeps it.
+    Draws: ``samples`` (class -> per-unit-hour draws of equal length, taken as given) when
+    given, else the fit's own draws (``analysis.survival.rate_samples``: rate posterior, and
+    the family by Akaike weight) when the table has events and exposure; lognormal from the CI
+    only for classes with neither.
     """
     if df.height == 0:
         raise ValueError("failure_rates has no rows")
@@ -320,41 +286,38 @@ def rates_from_failure_rates(
     )
     if sel.height == 0:
         raise ValueError("failure_rates has no selected rows with a rate")
+    age_model = lifetime_models.age_trend_model()
     age_rows = dict(
         df.filter(
             (pl.col("window") == window) & (pl.col("stratum").fill_null("all") == stratum)
-            & (pl.col("model") == "weibull") & pl.col("converged").fill_null(True)
+            & (pl.col("model") == age_model.name) & pl.col("converged").fill_null(True)
         ).select("component_class", "params").iter_rows()
     )  # fmt: skip
-    names, shape, laws, base, model_names, age_laws = [], [], [], [], [], []
-    weibull = lifetime_models.get("weibull")
+    laws, law_rates, law_names, age_laws = [], [], [], []
     for row in sel.iter_rows(named=True):  # one row per class
-        names.append(row["component_class"])
-        law, name = selected_law(row)
-        laws.append(law)
-        base.append(
-            1.0 / law.mean()
-            if law is not None
-            else row["rate_per_1k_unit_days"] / HOURS_PER_1K_UNIT_DAYS
-        )
-        shape.append(getattr(law, "shape", 1.0) if name == "weibull" else 1.0)
+        law, law_rate, name = selected_law(row)
         age = None
-        if law is None and age_shape(row) != 1.0:
-            wb = age_rows.get(row["component_class"])
-            age = weibull.from_params(wb) if wb else None
-            if age is not None:
-                name = f"exponential; age trend: weibull shape {age.shape:.2f}"
+        if law.memoryless and age_shape(row) != 1.0:
+            params = age_rows.get(row["component_class"])
+            if params:
+                trend = age_model.from_params(params)
+                k = getattr(trend, age_model.age_trend_parameter)
+                name = (
+                    f"{name}; age trend: {age_model.name} {age_model.age_trend_parameter} {k:.2f}"
+                )
+                age = (trend, row["rate_per_1k_unit_days"] / HOURS_PER_1K_UNIT_DAYS)
+        laws.append(law)
+        law_rates.append(law_rate)
+        law_names.append(name)
         age_laws.append(age)
-        model_names.append(name)
+    names = tuple(sel["component_class"].to_list())
     per_hour = lambda c: sel[c].cast(pl.Float64).to_numpy() / HOURS_PER_1K_UNIT_DAYS
     events = sel["n_events"].cast(pl.Float64).to_numpy() if "n_events" in sel.columns else None
     out = ClassRates(
-        tuple(names), per_hour("rate_per_1k_unit_days"), per_hour("rate_ci_low"),
-        per_hour("rate_ci_high"), shape=shape, source="fitted", events=events,
-        origins=("fit",) * len(names),
-        models=tuple(laws) if any(m is not None for m in laws) else None,
-        base_rate=base, model_names=tuple(model_names),
-        age_models=tuple(age_laws) if any(a is not None for a in age_laws) else None,
+        names, per_hour("rate_per_1k_unit_days"), per_hour("rate_ci_low"),
+        per_hour("rate_ci_high"), source="fitted", events=events,
+        origins=("fit",) * len(names), laws=tuple(laws), law_rate=law_rates,
+        law_names=tuple(law_names), age_laws=tuple(age_laws),
     )  # fmt: skip
     if samples is None and {"n_events", "exposure_hours"} <= set(df.columns):
         samples = rate_samples(df, FIT_DRAWS, np.random.default_rng(seed), stratum, window) or None
@@ -516,23 +479,21 @@ def combine(*parts: ClassRates | None) -> ClassRates:
     counts = {}
     for p in parts:
         counts.update(p.counts or {})
-    models = sum((p.models or (None,) * len(p.classes) for p in parts), ())
-    age_models = sum((p.age_models or (None,) * len(p.classes) for p in parts), ())
+    joined = lambda attr: sum((getattr(p, attr) for p in parts), ())
     return ClassRates(
         names,
         cat("rate", np.nan),
         cat("ci_low", np.nan),
         cat("ci_high", np.nan),
         samples=samples,
-        shape=np.concatenate([p.shapes() for p in parts]),
         source=" + ".join(dict.fromkeys(p.source for p in parts)),
         counts=counts or None,
         events=cat("events", np.nan),
         origins=sum((p.origins or (p.source,) * len(p.classes) for p in parts), ()),
-        models=models if any(m is not None for m in models) else None,
-        base_rate=cat("base_rate", np.nan),
-        model_names=tuple(model_name(p, i) for p in parts for i in range(len(p.classes))),
-        age_models=age_models if any(m is not None for m in age_models) else None,
+        laws=joined("laws"),
+        law_rate=cat("law_rate", np.nan),
+        law_names=joined("law_names"),
+        age_laws=joined("age_laws"),
     )
 
 
@@ -623,57 +584,35 @@ def with_fleet_age(
     n = len(rates.classes)
     if fleet_age != "stationary" and not (horizon_hours and horizon_hours > 0):
         raise ValueError("a fleet age other than stationary needs a positive job horizon")
-    weibull = lifetime_models.get("weibull")
-    models = list(rates.models or (None,) * n)
-    base = np.array(rates.base_rate if rates.base_rate is not None else np.full(n, np.nan))
-    shapes = rates.shapes()
+    laws, law_rate = list(rates.laws), rates.law_rate.copy()
     ratio, starts, labels = np.ones(n), [], []
-    age_models = rates.age_models or (None,) * n
     for i, c in enumerate(rates.classes):
-        law, r = models[i], float(rates.rate[i])
-        if law is None and shapes[i] != 1.0 and r > 0:  # a Weibull given by shape and rate
-            law = weibull(
-                shape=shapes[i], scale_hours=1.0 / (r * math.gamma(1.0 + 1.0 / shapes[i]))
-            )
-            models[i], base[i] = law, r
-        if fleet_age != "stationary" and age_models[i] is not None:
-            law = models[i] = age_models[i]  # base[i]: the class's rate before what-ifs
+        r = float(rates.rate[i])
+        if fleet_age != "stationary" and rates.age_laws[i] is not None:
+            laws[i], law_rate[i] = rates.age_laws[i]
         start = fleet_age
         if fleet_age == "observed":
             start = ages.get(c, "stationary")
         label = start if isinstance(start, str) else "observed"
         if fleet_age == "observed" and not isinstance(start, AgeGroups):
             label = "stationary (no observed ages)"
-        exponential = law is None or law.name == "exponential" or getattr(law, "shape", 0) == 1.0
-        if start != "stationary" and not exponential and r > 0:
-            f = r / base[i]  # speed-up of the law by what-ifs: time runs f times faster
+        if start != "stationary" and not laws[i].memoryless and r > 0:
+            f = r / law_rate[i]  # speed-up of the law by what-ifs: time runs f times faster
             if isinstance(start, AgeGroups):
                 start = AgeGroups(start.ages * f, start.weights)
-            eff = expected_failures(law, horizon_hours * f, start) / horizon_hours
+            eff = expected_failures(laws[i], horizon_hours * f, start) / horizon_hours
             ratio[i] = eff / r
-            base[i] = eff / f
+            law_rate[i] = eff / f
         starts.append(start if not isinstance(start, AgeGroups) else ages[c])
         labels.append(label)
     return replace(
         rates.scaled(dict(zip(rates.classes, ratio, strict=True))),
-        models=tuple(models) if any(m is not None for m in models) else None,
-        base_rate=base,
+        laws=tuple(laws),
+        law_rate=law_rate,
         starts=tuple(starts),
         fleet_age=tuple(labels),
         horizon_hours=horizon_hours,
     )
-
-
-def model_name(rates: ClassRates, i: int) -> str:
-    """The lifetime law class ``i`` is projected with: a fitted model's name, or the
-    Weibull of a given shape, or the exponential."""
-    if rates.models is not None and rates.models[i] is not None:
-        law = rates.models[i]
-        return law.name if rates.model_names is None else rates.model_names[i]
-    if rates.model_names is not None:
-        return rates.model_names[i]
-    k = rates.shapes()[i]
-    return "exponential" if k == 1.0 else f"weibull (shape {k:g})"
 
 
 def rate_rows(rates: ClassRates) -> list[dict]:
@@ -699,8 +638,8 @@ def rate_rows(rates: ClassRates) -> list[dict]:
                 "events": None
                 if rates.events is None or not np.isfinite(rates.events[i])
                 else int(rates.events[i]),
-                "model": model_name(rates, i),
-                "fleet_age": (rates.fleet_age or ("stationary",) * len(rates.classes))[i],
+                "model": rates.law_names[i],
+                "fleet_age": rates.fleet_age[i],
             }
         )
     return out

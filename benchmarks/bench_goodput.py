@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from analysis.goodput_measured import measure
+from analysis.lifetime_models.weibull import Weibull
 from analysis.montecarlo import JobConfig, simulate
 from analysis.projection import ClassRates, daly_interval, llama3_rates, project
 from benchmarks.targets import status, target
@@ -67,7 +68,7 @@ def main() -> None:
         rates.rate,
         rates.ci_low,
         rates.ci_high,
-        shape=np.where(np.isin(rates.classes, ["gpu", "gpu_sram"]), 0.8, 1.3),
+        laws=tuple(Weibull.unit(0.8 if c in ("gpu", "gpu_sram") else 1.3) for c in rates.classes),
     )
     cfg2 = JobConfig(
         16_384,

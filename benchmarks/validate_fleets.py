@@ -93,7 +93,7 @@ def score(gt: dict, fr: pl.DataFrame, rates) -> list[dict]:
             continue
         i = rates.classes.index(cls)
         lo, hi = np.quantile(draws[:, i], [0.025, 0.975])
-        projected = float(rates.base_rate[i]) * HOURS_PER_1K_UNIT_DAYS
+        projected = float(rates.rate[i]) * HOURS_PER_1K_UNIT_DAYS
         out.append({
             "class": cls,
             "truth": truth,

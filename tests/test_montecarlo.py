@@ -1,9 +1,9 @@
 """Monte Carlo: convergence to the analytic model where its assumptions hold, and the effects
 the analytic model cannot show (Weibull ages, spares, async checkpoints, requeues)."""
 
-import numpy as np
 import pytest
 
+from analysis.lifetime_models.weibull import Weibull
 from analysis.montecarlo import JobConfig, simulate
 from analysis.projection import (
     ClassRates,
@@ -45,7 +45,9 @@ def test_agrees_with_analytic_fixed_wall_and_off_optimum_interval():
 
 def test_stationary_weibull_ages_keep_the_long_run_rate_new_units_do_not():
     shaped = ClassRates(
-        LLAMA.classes, LLAMA.rate, shape=np.where(np.array(LLAMA.classes) == "gpu", 0.6, 1.5)
+        LLAMA.classes,
+        LLAMA.rate,
+        laws=tuple(Weibull.unit(0.6 if c == "gpu" else 1.5) for c in LLAMA.classes),
     )
     cfg = JobConfig(16_384, wall_hours=1296, interval_hours=TAU)
     stat = simulate(shaped, cfg, replicas=300, seed=2)

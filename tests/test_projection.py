@@ -146,7 +146,7 @@ def test_adapter_reads_selected_rows_and_weibull_shape():
     fitted = 1.0 / (1e5 * math.gamma(1.0 + 1.0 / 0.8))
     assert r.rate.tolist() == pytest.approx([fitted, 1e-5])
     assert r.ci_high.tolist() == pytest.approx([2 * fitted, 2e-5])
-    assert r.shapes().tolist() == [0.8, 1.0]
+    assert r.laws[0].shape == pytest.approx(0.8) and r.laws[1].memoryless
     assert [row["model"] for row in rate_rows(r)] == ["weibull", "exponential"]
     assert r.has_uncertainty()
     drawn = rates_from_failure_rates(df, samples={"gpu": np.array([1e-4, 2e-4, 3e-4])})
