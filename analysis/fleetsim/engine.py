@@ -29,8 +29,9 @@ from collections import deque
 
 import numpy as np
 
+from analysis.class_rates import UNIT_COUNTS
 from analysis.montecarlo import failure_events
-from analysis.projection import UNIT_COUNTS, unit_counts
+from analysis.projection import unit_counts
 from analysis.taxonomy import DEFAULT_UNIT, NON_HARDWARE, WORKLOAD
 
 # event kinds (heap entries: time, sequence, kind, a, b)
