@@ -38,7 +38,7 @@ Per installation (``component_history`` rows; ``source='telemetry'`` rows are ig
 of the data, or explicit bounds) and passes it as ``data_start`` / ``as_of``.
 
 Without an inventory (no ``component_history`` row besides those inferred from telemetry), each
-host seen carries, for every class with a fatal/critical event, ``analysis.projection.UNIT_COUNTS``
+host seen carries, for every class with a fatal/critical event, ``analysis.class_rates.UNIT_COUNTS``
 units per GPU or per node, followed over the window and renewed at each failure
 (``population='observed_units'``; ages unknown, entry 0 at the window start).
 
@@ -61,9 +61,9 @@ import duckdb
 import polars as pl
 
 from analysis.attribution import read_hw_evidence, resolve_chains
+from analysis.class_rates import UNIT_COUNTS
 from analysis.gpu_identity import fill_gpu_index
 from analysis.observation import refresh_observation_window
-from analysis.projection import UNIT_COUNTS
 from analysis.status import MissingInputs
 from analysis.survival.cox import COVARIATE_DAYS
 from analysis.telemetry import (

@@ -788,6 +788,7 @@ def cmd_build(args) -> int:
 
 
 def cmd_project(args) -> int:
+    from analysis.job import Job
     from analysis.whatif import append_projection, format_projection, project_one, read_rates_csv
     from warehouse.store import WarehouseBusy
 
@@ -811,20 +812,17 @@ def cmd_project(args) -> int:
     if horizon == 0:
         raise CliError("--horizon must be a positive duration")
     try:
-        res = project_one(
-            wh,
+        job = Job(
             args.gpus,
             args.gpus_per_node,
             parse_duration(args.ckpt_cost),
-            parse_duration(args.restart),
-            interval,
-            args.spares,
-            mtti,
-            args.method,
-            scope=args.scope,
-            rates=rates,
-            fleet_age=args.fleet_age,
-            horizon_hours=horizon,
+            restart_s=parse_duration(args.restart),
+            interval_hours=interval,
+            spares=args.spares,
+            wall_hours=Job.wall_hours if horizon is None else horizon,
+        )
+        res = project_one(
+            wh, job, mtti, args.method, scope=args.scope, rates=rates, fleet_age=args.fleet_age
         )
     except ValueError as exc:
         raise CliError(
@@ -1365,8 +1363,9 @@ def cmd_whatif(args) -> int:
     ``analysis.whatif.sensitivity_at``, stored by the last build or computed now)."""
     import polars as pl
 
+    from analysis.job import Job
     from analysis.numbers import in_hours, pct
-    from analysis.whatif import Scenario, sensitivity_at, sensitivity_frame
+    from analysis.whatif import sensitivity_at, sensitivity_frame
 
     if args.gpus < 1:
         raise CliError("--gpus must be >= 1")
@@ -1429,7 +1428,7 @@ def cmd_whatif(args) -> int:
     if fmt == "table" and "mc" in ranked["method"]:
         print(
             f"mc: Monte Carlo against its own baseline of {base['spares']} spare nodes (repair "
-            f"{Scenario.repair_hours:g} h), where waiting for a repaired node also costs goodput"
+            f"{Job.repair_hours:g} h), where waiting for a repaired node also costs goodput"
         )
     return 0
 

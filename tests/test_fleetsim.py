@@ -10,12 +10,13 @@ import polars as pl
 import pytest
 
 from analysis import lifetime_models
+from analysis.class_rates import ClassRates
 from analysis.fleetsim import closed_forms, engine
 from analysis.fleetsim.run import Inputs, estimates, simulate
 from analysis.fleetsim.scenario import ScenarioError, validate, with_knob
-from analysis.montecarlo import JobConfig
+from analysis.job import Job
 from analysis.montecarlo import simulate as mc_simulate
-from analysis.projection import ClassRates, useful_fraction
+from analysis.projection import useful_fraction
 
 
 def node_rates(per_node_hour: float) -> ClassRates:
@@ -70,7 +71,7 @@ def test_one_job_with_instant_repair_matches_daly_and_the_monte_carlo():
     within(per_job, "goodput:64", daly, slack=0.002)
     mc = mc_simulate(
         ClassRates.from_mtti(m),
-        JobConfig(64, interval_hours=1.0, ckpt_cost_s=120, restart_s=900, wall_hours=4800),
+        Job(64, interval_hours=1.0, ckpt_cost_s=120, restart_s=900, wall_hours=4800),
         replicas=200,
     ).summary()
     assert (

@@ -9,9 +9,9 @@ import pytest
 
 from analysis import assumptions, taxonomy
 from analysis.goodput_measured import measure
-from analysis.montecarlo import JobConfig
-from analysis.projection import interruption_rate, llama3_rates, rates_from_table
-from analysis.whatif import Scenario
+from analysis.job import Job
+from analysis.projection import interruption_rate
+from analysis.rate_sources import llama3_rates, rates_from_table
 from dashboards.sections import causes
 from ingest import xid_catalog
 from pipelines.cli import llama3_cause_mix, main
@@ -62,8 +62,8 @@ def test_default_assumptions_are_one_set_restart_600_s():
         16_384,
         8,
     )
-    sc, jc = Scenario(), JobConfig(8, wall_hours=1)
-    assert (sc.restart_s, sc.ckpt_cost_s, sc.n_gpus, jc.restart_s) == (600.0, 60.0, 16_384, 600.0)
+    job = Job()
+    assert (job.restart_s, job.ckpt_cost_s, job.n_gpus) == (600.0, 60.0, 16_384)
     # measured goodput's default restart is the same 600 s (it was 300 s)
     att = pl.DataFrame(
         {

@@ -22,6 +22,7 @@ from analysis import (
 )
 from analysis import checks as analysis_checks
 from analysis.headline import fleet_headline, selected_rates
+from analysis.job import Job
 from analysis.status import MissingInputs
 from pipelines.assets.factory import DUCKDB, md, row_count, table_asset
 from pipelines.checks import asset_check
@@ -231,13 +232,13 @@ def goodput_projections(wh, goodput):
             "goodput_projections: no failure in failure_rates "
             "(a zero rate gives no MTTI to project)"
         )
-    return whatif.refresh_projections(
-        wh,
-        target_gpus=goodput.target_gpus,
+    job = Job(
+        n_gpus=goodput.target_gpus,
         gpus_per_node=goodput.gpus_per_node,
         ckpt_cost_s=goodput.ckpt_cost_s,
         restart_s=goodput.restart_s,
     )
+    return whatif.refresh_projections(wh, job)
 
 
 # the inputs of the summaries of job outcomes (breakdown, trend): attempts, their causes, goodput
