@@ -60,6 +60,8 @@ across the clusters in one warehouse).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import duckdb
 import polars as pl
 
@@ -459,7 +461,91 @@ def _evidence(
     return cand_att.select("_i").join(picks, on="_i", how="left").join(maints, on="_i", how="left")
 
 
+# the attempt's one node, where it ran on one (an outcome with no evidence event names it)
+_SINGLE_NODE = pl.when(pl.col("nodes").list.len() == 1).then(pl.col("nodes").list.first())
+
+
+class _Outcome(NamedTuple):
+    """One row of the decision table: when it applies and what the interruption is then."""
+
+    when: pl.Expr
+    domain: str
+    cls: pl.Expr
+    method: str | pl.Expr
+    confidence: pl.Expr
+    event: pl.Expr | None = None
+    host: pl.Expr = _SINGLE_NODE
+    planned: bool = False
+
+
+def _chosen_evidence(use_pre: pl.Expr) -> dict[str, pl.Expr]:
+    """``_rank``/``_cls``/``_ref``/``_host``: the evidence before end + skew where the attempt
+    carries its own explanation (``use_pre``), else the best over the whole window."""
+    return {
+        f"_{k}": pl.when(use_pre).then(pl.col(f"pre_{k}")).otherwise(pl.col(f"all_{k}"))
+        for k in ("rank", "cls", "ref", "host")
+    }
+
+
+def _decisions(
+    state: pl.Expr, planned_state: pl.Expr, maint: pl.Expr, workload_strong: pl.Expr
+) -> list[_Outcome]:
+    """The decision rules of the module docstring, in order (first match wins), over frames
+    carrying ``_chosen_evidence``; the last row is the fallback (its ``when`` is never read)."""
+    r = pl.col("_rank")
+    conf_rank = r.replace_strict(CONFIDENCE, default=None, return_dtype=pl.Float64)
+    conf_rank = (
+        pl.when((r == 7) & (pl.col("_cls") == "unknown"))
+        .then(NODE_EVENT_UNKNOWN_CONFIDENCE)
+        .otherwise(conf_rank)
+    )
+    evidence = (conf_rank, pl.col("_ref"), pl.col("_host"))
+    sw, infra, cls = pl.lit("software"), "infrastructure", pl.col("_cls")
+    hard = r.is_not_null() & (r <= HARD_RANK)
+    node_or_hw = pl.when(r == 7).then(pl.lit("node_event")).otherwise(pl.lit("hw_event_window"))
+    maint_evidence = (pl.col("maint_ref"), pl.coalesce(pl.col("maint_host"), _SINGLE_NODE))
+    unknown, host_os = pl.lit("unknown"), pl.lit("host_os")
+    return [
+        _Outcome(hard, infra, cls, "hw_event_window", *evidence),
+        _Outcome(planned_state, "workload", sw, "state", pl.lit(CONF_PLANNED_STATE), planned=True),
+        _Outcome(
+            maint, infra, host_os, "node_event", pl.lit(CONF_MAINTENANCE), *maint_evidence, True
+        ),
+        _Outcome(workload_strong, "workload", sw, "exit_code", pl.lit(CONF_EXIT_CODE)),
+        _Outcome(r.is_in([6, 7]), infra, cls, node_or_hw, *evidence),
+        _Outcome(r == 8, "workload", sw, "hw_event_window", *evidence),
+        _Outcome(state == "FAILED", "workload", sw, "state", pl.lit(CONF_FAILED_NO_EXIT)),
+        _Outcome(
+            state.is_in(NODE_FAIL_STATES), infra, unknown, "state", pl.lit(CONF_NODE_FAIL_STATE)
+        ),
+        _Outcome(
+            pl.lit(True),
+            "unknown",
+            unknown,
+            "state",
+            pl.lit(CONF_UNEXPLAINED),
+            pl.lit(None, pl.Utf8),
+        ),
+    ]
+
+
+def _first_match(outcomes: list[_Outcome], field: str) -> pl.Expr:
+    """One output column: ``field`` of the first outcome whose ``when`` holds, else of the
+    fallback (the last outcome)."""
+
+    def lit(v):
+        return v if isinstance(v, pl.Expr) else pl.lit(v)
+
+    *cases, fallback = outcomes
+    default = lit(getattr(fallback, field))
+    expr = pl.when(pl.lit(False)).then(default)
+    for case in cases:
+        expr = expr.when(case.when).then(lit(getattr(case, field)))
+    return expr.otherwise(default)
+
+
 def _decide(df: pl.DataFrame) -> pl.DataFrame:
+    """The cause columns of each candidate attempt joined with its ``_evidence``."""
     state = pl.col("state").fill_null("UNKNOWN")
     exit_bad = (pl.col("exit_code").fill_null(0) != 0) | (pl.col("signal").fill_null(0) != 0)
     workload_strong = state.is_in(OOM_STATES) | ((state == "FAILED") & exit_bad)
@@ -467,136 +553,16 @@ def _decide(df: pl.DataFrame) -> pl.DataFrame:
     maint = pl.col("maint_ref").is_not_null() | pl.col("reason").fill_null("").str.contains(
         PLANNED_REASON
     )
-    use_pre = planned_state | workload_strong | maint
-    rank = pl.when(use_pre).then(pl.col("pre_rank")).otherwise(pl.col("all_rank"))
-    cls = pl.when(use_pre).then(pl.col("pre_cls")).otherwise(pl.col("all_cls"))
-    ref = pl.when(use_pre).then(pl.col("pre_ref")).otherwise(pl.col("all_ref"))
-    host = pl.when(use_pre).then(pl.col("pre_host")).otherwise(pl.col("all_host"))
-    df = df.with_columns(_rank=rank, _cls=cls, _ref=ref, _host=host)
-    r = pl.col("_rank")
-    hard = r.is_not_null() & (r <= HARD_RANK)
-    infra_soft = r.is_in([6, 7])
-    conf_rank = r.replace_strict(CONFIDENCE, default=None, return_dtype=pl.Float64)
-    conf_rank = (
-        pl.when((r == 7) & (pl.col("_cls") == "unknown"))
-        .then(NODE_EVENT_UNKNOWN_CONFIDENCE)
-        .otherwise(conf_rank)
-    )
-
-    def pick(*cases, default):
-        expr = pl.when(pl.lit(False)).then(default)
-        for cond, val in cases:
-            expr = expr.when(cond).then(val)
-        return expr.otherwise(default)
-
-    single_node = pl.when(pl.col("nodes").list.len() == 1).then(pl.col("nodes").list.first())
-    cases = [
-        # (condition, domain, class, planned, method, confidence, event, host)
-        (
-            hard,
-            "infrastructure",
-            pl.col("_cls"),
-            False,
-            "hw_event_window",
-            conf_rank,
-            pl.col("_ref"),
-            pl.col("_host"),
-        ),
-        (
-            planned_state,
-            "workload",
-            pl.lit("software"),
-            True,
-            "state",
-            pl.lit(CONF_PLANNED_STATE),
-            None,
-            single_node,
-        ),
-        (
-            maint,
-            "infrastructure",
-            pl.lit("host_os"),
-            True,
-            "node_event",
-            pl.lit(CONF_MAINTENANCE),
-            pl.col("maint_ref"),
-            pl.coalesce(pl.col("maint_host"), single_node),
-        ),
-        (
-            workload_strong,
-            "workload",
-            pl.lit("software"),
-            False,
-            "exit_code",
-            pl.lit(CONF_EXIT_CODE),
-            None,
-            single_node,
-        ),
-        (
-            infra_soft,
-            "infrastructure",
-            pl.col("_cls"),
-            False,
-            pl.when(r == 7).then(pl.lit("node_event")).otherwise(pl.lit("hw_event_window")),
-            conf_rank,
-            pl.col("_ref"),
-            pl.col("_host"),
-        ),
-        (
-            r == 8,
-            "workload",
-            pl.lit("software"),
-            False,
-            "hw_event_window",
-            conf_rank,
-            pl.col("_ref"),
-            pl.col("_host"),
-        ),
-        (
-            state == "FAILED",
-            "workload",
-            pl.lit("software"),
-            False,
-            "state",
-            pl.lit(CONF_FAILED_NO_EXIT),
-            None,
-            single_node,
-        ),
-        (
-            state.is_in(NODE_FAIL_STATES),
-            "infrastructure",
-            pl.lit("unknown"),
-            False,
-            "state",
-            pl.lit(CONF_NODE_FAIL_STATE),
-            None,
-            single_node,
-        ),
-    ]
-    fallback = (
-        "unknown",
-        pl.lit("unknown"),
-        False,
-        "state",
-        pl.lit(CONF_UNEXPLAINED),
-        None,
-        single_node,
-    )
-
-    def column(k: int, default):
-        def lit(v):
-            return v if isinstance(v, pl.Expr) else pl.lit(v)
-
-        return pick(*[(c[0], lit(c[k])) for c in cases], default=lit(default))
-
+    df = df.with_columns(**_chosen_evidence(planned_state | workload_strong | maint))
+    outcomes = _decisions(state, planned_state, maint, workload_strong)
     return df.with_columns(
-        failure_domain=column(1, fallback[0]),
-        cause_class=column(2, fallback[1]),
-        planned=column(3, fallback[2]),
-        method=column(4, fallback[3]),
-        confidence=column(5, fallback[4]),
-        cause_event=column(6, pl.lit(None, pl.Utf8)),
-        cause_host=column(7, fallback[6]),
+        failure_domain=_first_match(outcomes, "domain"),
+        cause_class=_first_match(outcomes, "cls"),
+        planned=_first_match(outcomes, "planned"),
+        method=_first_match(outcomes, "method"),
+        confidence=_first_match(outcomes, "confidence"),
+        cause_event=_first_match(outcomes, "event"),
+        cause_host=_first_match(outcomes, "host"),
     )
 
 
