@@ -431,6 +431,16 @@ def _telemetry_units(
     ).filter(pl.col("_end") > pl.col("observed_from"))
 
 
+_OBSERVED_SCHEMA = {
+    "component_class": pl.Utf8,
+    "host": pl.Utf8,
+    "idx": pl.Int32,
+    "start": pl.Datetime("us"),
+    "end": pl.Datetime("us"),
+    "failed": pl.Boolean,
+}
+
+
 def _observed_units(
     hosts: pl.DataFrame, events: pl.DataFrame, skip: set[str], data_start: datetime, as_of: datetime
 ) -> pl.DataFrame:
@@ -449,51 +459,10 @@ def _observed_units(
         & ~pl.col("ev_class").is_in(list(skip))
         & pl.col("host").is_in(hosts["host"].implode())
     )
-    empty = pl.DataFrame(
-        schema={
-            "component_class": pl.Utf8,
-            "host": pl.Utf8,
-            "idx": pl.Int32,
-            "start": pl.Datetime("us"),
-            "end": pl.Datetime("us"),
-            "failed": pl.Boolean,
-        }
-    )
     if ev.height == 0 or hosts.height == 0:
-        return empty
-    classes = ev["ev_class"].unique().sort()
-    scope = classes.map_elements(lambda c: UNIT_COUNTS.get(c, ("node", 1))[0], return_dtype=pl.Utf8)
-    per = classes.map_elements(lambda c: UNIT_COUNTS.get(c, ("node", 1))[1], return_dtype=pl.Int64)
-    cls = pl.DataFrame({"component_class": classes, "scope": scope, "k": per})
-    units = (
-        hosts.join(cls, how="cross")
-        .with_columns(
-            n=pl.when(pl.col("scope") == "gpu")
-            .then(pl.col("n_gpus") * pl.col("k"))
-            .otherwise(pl.col("k"))
-        )
-        .with_columns(idx=pl.int_ranges(0, "n", dtype=pl.Int32))
-        .explode("idx")
-        .select("component_class", "host", "idx", "scope", "k", "n")
-    )
-    n_slots = units.group_by("component_class", "host").agg(
-        n=pl.col("n").first(), k=pl.col("k").first(), scope=pl.col("scope").first()
-    )
-    ev = (
-        ev.rename({"ev_class": "component_class"})
-        .join(n_slots, on=["component_class", "host"])
-        .sort("ev_time", "ev_id")
-        .with_columns(_r=pl.int_range(pl.len()).over("component_class", "host"))
-        .with_columns(
-            idx=(
-                pl.when((pl.col("scope") == "gpu") & pl.col("ev_gpu").is_not_null())
-                .then(pl.col("ev_gpu").cast(pl.Int64) * pl.col("k"))
-                .otherwise(pl.col("_r"))
-                % pl.col("n")
-            ).cast(pl.Int32)
-        )
-        .sort("ev_time", "ev_id")
-    )
+        return pl.DataFrame(schema=_OBSERVED_SCHEMA)
+    units = _unit_slots(hosts, ev["ev_class"].unique().sort())
+    ev = _slotted_events(ev, units)
     slot = ["component_class", "host", "idx"]
     failed = ev.select(
         *slot,
@@ -510,8 +479,80 @@ def _observed_units(
     )
     return (
         pl.concat([failed, censored], how="vertical_relaxed")
-        .cast(empty.schema)
+        .cast(_OBSERVED_SCHEMA)
         .filter(pl.col("end") > pl.col("start"))
+    )
+
+
+def _unit_slots(hosts: pl.DataFrame, classes: pl.Series) -> pl.DataFrame:
+    """One row per (class, host, slot index) of the given classes on every host: ``n`` slots
+    of ``k`` units per GPU (``scope`` gpu) or per node (``UNIT_COUNTS``)."""
+    scope = classes.map_elements(lambda c: UNIT_COUNTS.get(c, ("node", 1))[0], return_dtype=pl.Utf8)
+    per = classes.map_elements(lambda c: UNIT_COUNTS.get(c, ("node", 1))[1], return_dtype=pl.Int64)
+    cls = pl.DataFrame({"component_class": classes, "scope": scope, "k": per})
+    return (
+        hosts.join(cls, how="cross")
+        .with_columns(
+            n=pl.when(pl.col("scope") == "gpu")
+            .then(pl.col("n_gpus") * pl.col("k"))
+            .otherwise(pl.col("k"))
+        )
+        .with_columns(idx=pl.int_ranges(0, "n", dtype=pl.Int32))
+        .explode("idx")
+        .select("component_class", "host", "idx", "scope", "k", "n")
+    )
+
+
+def _slotted_events(ev: pl.DataFrame, units: pl.DataFrame) -> pl.DataFrame:
+    """The events (``component_class``) with the slot each one ends (``idx``): a per-GPU
+    class's event at its GPU's slot, any other at the host's slots in turn, by time."""
+    n_slots = units.group_by("component_class", "host").agg(
+        n=pl.col("n").first(), k=pl.col("k").first(), scope=pl.col("scope").first()
+    )
+    return (
+        ev.rename({"ev_class": "component_class"})
+        .join(n_slots, on=["component_class", "host"])
+        .sort("ev_time", "ev_id")
+        .with_columns(_r=pl.int_range(pl.len()).over("component_class", "host"))
+        .with_columns(
+            idx=(
+                pl.when((pl.col("scope") == "gpu") & pl.col("ev_gpu").is_not_null())
+                .then(pl.col("ev_gpu").cast(pl.Int64) * pl.col("k"))
+                .otherwise(pl.col("_r"))
+                % pl.col("n")
+            ).cast(pl.Int32)
+        )
+        .sort("ev_time", "ev_id")
+    )
+
+
+def _observed_unit_rows(seen: pl.DataFrame) -> pl.DataFrame:
+    """``_observed_units`` rows in the columns of the inventory and telemetry units."""
+    per_gpu = [c for c, (scope, _) in UNIT_COUNTS.items() if scope == "gpu"]
+    return seen.select(
+        "component_class",
+        "host",
+        slot=pl.format("{}/{}{}", "host", "component_class", "idx"),
+        model=pl.lit(None, pl.Utf8),
+        installed_at="start",
+        observed_from="start",
+        _end="end",
+        _failed="failed",
+        _reason=pl.lit(None, pl.Utf8),
+        batch=pl.lit(None, pl.Utf8),
+        gpu=pl.when(pl.col("component_class").is_in(per_gpu)).then("idx"),
+        idx="idx",
+        unit_id=pl.format(
+            "{}/{}{}@{}",
+            "host",
+            "component_class",
+            "idx",
+            pl.col("start").dt.strftime("%Y-%m-%dT%H:%M:%S"),
+        ),
+        _telemetry=pl.lit(False),
+        population=pl.lit("observed_units"),
+        fail_time=pl.when("failed").then("end"),
+        fail_cause=pl.when("failed").then("component_class"),
     )
 
 
@@ -545,49 +586,13 @@ def build_component_lifetimes(
     tele = tele.with_columns(batch=pl.lit(None, pl.Utf8))
     units = pl.concat([hist, tele.select(hist.columns)], how="vertical_relaxed")
     events = _failure_events(fill_gpu_index(hw_events, gpu_hourly))
-    matches = _match_failures(units.with_row_index("_u"), events)
-    units = (
-        units.with_row_index("_u")
-        .join(matches, on="_u", how="left")
-        .with_columns(
-            # a telemetry-only unit counts as failed only when an event explains its replacement
-            _failed=pl.col("_failed") & (~pl.col("_telemetry") | pl.col("fail_time").is_not_null()),
-        )
-    )
+    units = _with_failures(units, events)
     has_inventory = (component_history["source"].fill_null("") != REPLACEMENT_SOURCE).any()
     if observed_hosts is not None and not has_inventory:
         seen = _observed_units(
             observed_hosts, events, {"gpu"} if tele.height else set(), data_start, as_of
         )
-        obs = seen.select(
-            "component_class",
-            "host",
-            slot=pl.format("{}/{}{}", "host", "component_class", "idx"),
-            model=pl.lit(None, pl.Utf8),
-            installed_at="start",
-            observed_from="start",
-            _end="end",
-            _failed="failed",
-            _reason=pl.lit(None, pl.Utf8),
-            batch=pl.lit(None, pl.Utf8),
-            gpu=pl.when(
-                pl.col("component_class").is_in(
-                    [c for c, (scope, _) in UNIT_COUNTS.items() if scope == "gpu"]
-                )
-            ).then("idx"),
-            idx="idx",
-            unit_id=pl.format(
-                "{}/{}{}@{}",
-                "host",
-                "component_class",
-                "idx",
-                pl.col("start").dt.strftime("%Y-%m-%dT%H:%M:%S"),
-            ),
-            _telemetry=pl.lit(False),
-            population=pl.lit("observed_units"),
-            fail_time=pl.when("failed").then("end"),
-            fail_cause=pl.when("failed").then("component_class"),
-        )
+        obs = _observed_unit_rows(seen)
         units = pl.concat(
             [units.drop("_u"), obs.select(units.drop("_u").columns)], how="vertical_relaxed"
         ).with_row_index("_u")
@@ -596,10 +601,31 @@ def build_component_lifetimes(
         .then("fail_time")
         .otherwise("_end"),
     )
-    hourly = hourly_covariates or _hourly_covariates(gpu_hourly)
-    # the covariates over the same first days of every unit (exposure-matched: see
-    # analysis.survival.cox); the last hour seen over the whole observation, needed only where
-    # a failure has no event to date it (``duration_low`` below)
+    units = _with_covariates(units, hourly_covariates or _hourly_covariates(gpu_hourly), connect)
+    units = _rack(units, racks, nodes_per_rack)
+    return conform("component_lifetimes", _lifetime_rows(units).sort("component_class", "unit_id"))
+
+
+def _with_failures(units: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """Units numbered (``_u``) with the event that ended each failed one (``fail_time``,
+    ``fail_cause``, ``_match_failures``)."""
+    matches = _match_failures(units.with_row_index("_u"), events)
+    return (
+        units.with_row_index("_u")
+        .join(matches, on="_u", how="left")
+        .with_columns(
+            # a telemetry-only unit counts as failed only when an event explains its replacement
+            _failed=pl.col("_failed") & (~pl.col("_telemetry") | pl.col("fail_time").is_not_null()),
+        )
+    )
+
+
+def _with_covariates(
+    units: pl.DataFrame, hourly: pl.DataFrame | CovariateSQL, connect
+) -> pl.DataFrame:
+    """Units with their covariates over the same first days of every unit (exposure-matched:
+    see analysis.survival.cox), and the last hour seen over the whole observation, needed only
+    where a failure has no event to date it (``duration_low`` in ``_lifetime_rows``)."""
     first_days = units.with_columns(
         observed_to=pl.min_horizontal(
             "observed_to", pl.col("observed_from") + pl.duration(days=COVARIATE_DAYS)
@@ -608,9 +634,13 @@ def build_component_lifetimes(
     cov = _covariates(first_days, hourly, connect).drop("last_seen_hour")
     undated = units.filter(pl.col("_failed") & pl.col("fail_time").is_null())
     seen = _covariates(undated, hourly, connect).select("_u", "last_seen_hour")
-    units = units.join(cov, on="_u", how="left").join(seen, on="_u", how="left")
-    units = _rack(units, racks, nodes_per_rack)
-    out = units.with_columns(**cname_place(pl.col("host"))).select(
+    return units.join(cov, on="_u", how="left").join(seen, on="_u", how="left")
+
+
+def _lifetime_rows(units: pl.DataFrame) -> pl.DataFrame:
+    """The ``component_lifetimes`` columns of the units: ages in hours since installation, the
+    event and its cause, the covariates and the place."""
+    return units.with_columns(**cname_place(pl.col("host"))).select(
         "component_class",
         "unit_id",
         "host",
@@ -647,7 +677,6 @@ def build_component_lifetimes(
         node_position="node_position",
         batch="batch",
     )
-    return conform("component_lifetimes", out.sort("component_class", "unit_id"))
 
 
 _HOSTS_SQL = """
