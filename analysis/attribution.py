@@ -8,11 +8,11 @@ critical and warning events that early are taken as transient: a link flap durin
 then hit its time limit is no proof of a hang). The window join is one DuckDB join on (host,
 hour bucket) plus the range test, not a Python loop.
 
-Precedence (``PRECEDENCE``, lowest rank wins; ties: the earliest event -- in a cascade the
-first error is the cause, the rest are its consequences -- then the event id). An event that
-names an initiating event in ``caused_by`` (Xid 45 "caused by previous Xid 79") is replaced
-by the root of its chain before ranking, so the initiating event's class, severity and id are
-what count.
+Precedence (``analysis.hw_evidence.PRECEDENCE``, lowest rank wins; ties: the earliest event --
+in a cascade the first error is the cause, the rest are its consequences -- then the event id).
+An event that names an initiating event in ``caused_by`` (Xid 45 "caused by previous Xid 79")
+is replaced by the root of its chain before ranking, so the initiating event's class, severity
+and id are what count.
 
     rank  evidence                                                   confidence
     1     fatal GPU / HBM / SRAM event (XID 79, 48, 95, ...)         0.95
@@ -67,7 +67,7 @@ import polars as pl
 
 from analysis.assumptions import ATTRIBUTION_AFTER_S, ATTRIBUTION_BEFORE_S, CKPT_INTERVAL_S
 from analysis.goodput_measured import chain_gpus
-from analysis.telemetry import COUNTER_SOURCE
+from analysis.hw_evidence import HARD_RANK, PRECEDENCE, rank_expr, read_hw_evidence, resolve_chains
 from warehouse.schemas import TABLES, conform
 
 NORMAL_STATES = ("COMPLETED", "RUNNING", "PENDING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD")
@@ -75,29 +75,6 @@ PLANNED_STATES = ("CANCELLED", "PREEMPTED", "TIMEOUT", "DEADLINE", "REVOKED")
 NODE_FAIL_STATES = ("NODE_FAIL", "BOOT_FAIL")
 OOM_STATES = ("OUT_OF_MEMORY",)
 
-GPU_CLASSES = ("gpu", "gpu_memory", "gpu_sram")
-LINK_CLASSES = ("nvlink", "nvswitch", "ib_link", "nic")
-HOST_CLASSES = ("psu", "host_memory", "cpu", "cooling", "storage", "bmc")
-HW_CLASSES = GPU_CLASSES + LINK_CLASSES + HOST_CLASSES
-HARD = ("fatal", "critical")
-
-# (rank, name, confidence, description) -- the predicates live in _rank_expr, in this order.
-PRECEDENCE = (
-    (1, "gpu_fatal", 0.95, "fatal GPU / HBM / SRAM event"),
-    (2, "interconnect", 0.90, "fatal/critical NVLink, NVSwitch, IB link, NIC event"),
-    (
-        3,
-        "host_hw_critical",
-        0.90,
-        "fatal/critical PSU, DIMM, CPU, cooling, storage, BMC; critical GPU",
-    ),
-    (4, "counter_critical", 0.80, "fatal/critical DCGM counter increment"),
-    (5, "other_critical", 0.70, "fatal/critical host_os or unclassified hardware event"),
-    (6, "hw_warning", 0.60, "hardware warning"),
-    (7, "node_event", 0.70, "node down / not responding / killed job / unplanned drain"),
-    (8, "software_event", 0.70, "software-class event (application XID)"),
-)
-HARD_RANK = 5  # ranks 1..HARD_RANK are hardware evidence that overrides workload / planned reasons
 CONFIDENCE = {r: c for r, _, c, _ in PRECEDENCE}
 NODE_EVENT_UNKNOWN_CONFIDENCE = 0.5
 CONF_PLANNED_STATE = 0.9
@@ -139,90 +116,6 @@ REASON_CLASS = (
 BUCKET_S = 3600  # time bucket of the window join
 
 
-def _rank_expr(cls: pl.Expr, sev: pl.Expr, counter: pl.Expr) -> pl.Expr:
-    """Precedence rank of a hardware event (see PRECEDENCE); null = not evidence."""
-    hard = sev.is_in(HARD)
-    return (
-        pl.when(sev.is_null() | (sev == "info"))
-        .then(None)
-        .when(cls == "software")
-        .then(8)
-        .when(cls.is_in(GPU_CLASSES) & (sev == "fatal") & ~counter)
-        .then(1)
-        .when(cls.is_in(LINK_CLASSES) & hard & ~counter)
-        .then(2)
-        .when((cls.is_in(HOST_CLASSES) | cls.is_in(GPU_CLASSES)) & hard & ~counter)
-        .then(3)
-        .when(cls.is_in(HW_CLASSES) & hard & counter)
-        .then(4)
-        .when(hard)
-        .then(5)
-        .when(counter)
-        .then(None)  # warning-level counter increments (NVLink CRC ...) are background noise
-        .when(sev == "warning")
-        .then(6)
-        .otherwise(None)
-        .cast(pl.Int32)
-    )
-
-
-def resolve_chains(hw_events: pl.DataFrame, max_depth: int = 8) -> pl.DataFrame:
-    """hw_events plus ``root_id`` / ``root_class`` / ``root_severity`` / ``root_counter``: the
-    initiating event of each ``caused_by`` chain (the event itself when it has no parent or the
-    parent was never ingested)."""
-    ev = hw_events.select(
-        "event_id",
-        "time",
-        "host",
-        "component_class",
-        "severity",
-        "caused_by",
-        counter=(pl.col("source") == COUNTER_SOURCE) | (pl.col("event_type") == "counter"),
-    ).with_columns(pl.col("counter").fill_null(False))
-    referenced = ev["caused_by"].drop_nulls().unique()
-    parents = (
-        ev.filter(pl.col("event_id").is_in(referenced.implode()))
-        .select(
-            pid="event_id",
-            pcaused="caused_by",
-            pclass="component_class",
-            psev="severity",
-            pcounter="counter",
-        )
-        .unique("pid", keep="first")
-    )
-    cur = ev.with_columns(
-        root_id=pl.col("event_id"),
-        root_class=pl.col("component_class"),
-        root_severity=pl.col("severity"),
-        root_counter=pl.col("counter"),
-        nxt=pl.col("caused_by"),
-    )
-    done = cur.filter(pl.col("nxt").is_null())
-    cur = cur.filter(pl.col("nxt").is_not_null())
-    for _ in range(max_depth):
-        if cur.height == 0:
-            break
-        cur = cur.join(parents, left_on="nxt", right_on="pid", how="left")
-        found = (
-            pl.col("pclass").is_not_null()
-            | pl.col("psev").is_not_null()
-            | pl.col("pcounter").is_not_null()
-        )
-        cur = cur.with_columns(
-            root_id=pl.when(found).then(pl.col("nxt")).otherwise(pl.col("root_id")),
-            root_class=pl.when(found).then(pl.col("pclass")).otherwise(pl.col("root_class")),
-            root_severity=pl.when(found).then(pl.col("psev")).otherwise(pl.col("root_severity")),
-            root_counter=pl.when(found).then(pl.col("pcounter")).otherwise(pl.col("root_counter")),
-            nxt=pl.when(found & (pl.col("pcaused") != pl.col("nxt")))
-            .then(pl.col("pcaused"))
-            .otherwise(None),
-        ).drop("pcaused", "pclass", "psev", "pcounter")
-        done = pl.concat([done, cur.filter(pl.col("nxt").is_null())])
-        cur = cur.filter(pl.col("nxt").is_not_null())
-    return pl.concat([done, cur]).drop("nxt")
-
-
 def _reason_class(reason: pl.Expr) -> pl.Expr:
     expr = pl.when(pl.lit(False)).then(pl.lit(None, pl.Utf8))
     for pattern, cls in REASON_CLASS:
@@ -230,29 +123,12 @@ def _reason_class(reason: pl.Expr) -> pl.Expr:
     return expr.otherwise(pl.lit("unknown"))
 
 
-def read_hw_evidence(wh) -> pl.DataFrame:
-    """hw_events as the analyses of failures need it (``resolve_chains``, the precedence ranks,
-    component lifetimes, node failures): every row except the info- and warning-level counter
-    increments that no event names in ``caused_by``. Those are never evidence (PRECEDENCE) and
-    at fleet scale nearly all the rows (an NVLink CRC counter rises a few times a GPU-day:
-    736 k of 750 k events on a simulated 512-node, 54-day fleet), so the whole history is read
-    without them; a referenced one stays, as the root of its chain."""
-    counter = f"coalesce(source = '{COUNTER_SOURCE}' OR event_type = 'counter', false)"
-    hard = ", ".join(f"'{s}'" for s in HARD)
-    view = wh.view_sql("hw_events")
-    return wh.read(
-        "hw_events",
-        where=f"NOT ({counter} AND coalesce(lower(severity) NOT IN ({hard}), true)) "
-        f"OR event_id IN (SELECT caused_by FROM ({view}) WHERE caused_by IS NOT NULL)",
-    )
-
-
 def _hw_candidates(hw_events: pl.DataFrame) -> pl.DataFrame:
     ev = resolve_chains(hw_events)
     sev = pl.col("root_severity").str.to_lowercase()
     return (
         ev.with_columns(
-            rank=_rank_expr(
+            rank=rank_expr(
                 pl.col("root_class").fill_null("unknown"),
                 sev,
                 pl.col("root_counter").fill_null(False),

@@ -52,8 +52,8 @@ from datetime import datetime, timedelta
 import duckdb
 import polars as pl
 
-from analysis.attribution import read_hw_evidence, resolve_chains
 from analysis.gpu_identity import fill_gpu_index
+from analysis.hw_evidence import read_hw_evidence, resolve_chains
 from analysis.lifetime_covariates import CovariateSQL, covariate_sql, unit_covariates
 from analysis.observation import refresh_observation_window
 from analysis.projection import UNIT_COUNTS
