@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import llama3_cause_mix
+from pipelines.cli.sample import llama3_cause_mix
 from sample_data.model import CLASSES
 from sample_data.simulation import simulate
 from sample_data.writers.base import hostlist
