@@ -10,9 +10,6 @@ from pipelines.cli.errors import CliError
 from pipelines.cli.home import (
     open_warehouse,
     reading_warehouse,
-    resource_config,
-    scope_settings,
-    scoped,
 )
 from pipelines.cli.options import (
     add_ckpt_cost,
@@ -44,10 +41,7 @@ def cmd_project(args) -> int:
         rates = read_rates_csv(args.rates) if args.rates else None
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    scope = scope_settings(args)
-    wh = open_warehouse(args, existing=True, read_only=not any(scope.values()))
-    if any(scope.values()):
-        wh = scoped(wh, resource_config(args, **scope))
+    wh = reading_warehouse(args)
     horizon = None if args.horizon is None else parse_duration(args.horizon) / 3600
     if horizon == 0:
         raise CliError("--horizon must be a positive duration")
