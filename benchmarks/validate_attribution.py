@@ -194,7 +194,7 @@ def ingest_fleet(fleet_dir: Path, home: Path):
 def run_seed(seed: int, root: Path, days: float, nodes: int) -> dict:
     from analysis.attribution import build_interruptions
     from analysis.lifetimes import build_component_lifetimes
-    from pipelines.cli import llama3_cause_mix
+    from pipelines.cli.sample import llama3_cause_mix
     from sample_data.simulation import simulate
 
     fleet, home = root / f"fleet-{seed}", root / f"home-{seed}"

@@ -107,7 +107,7 @@ def score(gt: dict, fr: pl.DataFrame, rates) -> list[dict]:
 
 
 def main(argv=None) -> None:
-    from pipelines.cli import llama3_cause_mix
+    from pipelines.cli.sample import llama3_cause_mix
     from sample_data.simulation import simulate
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

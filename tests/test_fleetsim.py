@@ -229,7 +229,8 @@ def test_cli_runs_the_committed_example_shape_and_bad_scenarios_are_one_line(tmp
 
     import yaml
 
-    from pipelines.cli import SAMPLE_FLEET, main
+    from pipelines.cli import main
+    from pipelines.cli.sample import SAMPLE_FLEET
 
     example = SAMPLE_FLEET.parent / "fleetsim" / "example.yaml"
     raw = yaml.safe_load(example.read_text())
@@ -259,7 +260,7 @@ def test_asset_runs_the_home_scenarios_and_the_report_section_shows_them(tmp_pat
 
     from dashboards.section import ReportContext
     from dashboards.sections import operations_whatif
-    from pipelines.cli import SAMPLE_FLEET
+    from pipelines.cli.sample import SAMPLE_FLEET
     from pipelines.fleetsim_assets import fleetsim_results
     from pipelines.resources import GoodputConfig
     from warehouse.store import Warehouse

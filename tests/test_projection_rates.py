@@ -19,7 +19,7 @@ from analysis.survival.shape import WEAR_OUT
 from dashboards.section import ReportContext, num
 from dashboards.sections import failure_rates as fr_section
 from pipelines.cli import main
-from pipelines.fit_table import _num
+from pipelines.cli.fit_table import _num
 from sample_data.lifetimes import simulate_lifetimes
 from warehouse.schemas import conform
 from warehouse.store import Warehouse

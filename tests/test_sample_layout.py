@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ingest.registry import formats
-from pipelines.cli import llama3_cause_mix, main
+from pipelines.cli import main
+from pipelines.cli.sample import llama3_cause_mix
 from sample_data.model import CauseMix, class_counts
 from sample_data.simulation import build_fleet, simulate
 

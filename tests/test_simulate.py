@@ -16,7 +16,7 @@ import pytest
 
 from ingest.sel_sensor_classes import SENSOR_TYPE_CLASS
 from ingest.xid_catalog import lookup as xid_lookup
-from pipelines.cli import llama3_cause_mix
+from pipelines.cli.sample import llama3_cause_mix
 from sample_data.model import CLASSES, MODULE_CLASSES
 from sample_data.simulation import simulate
 from sample_data.writers.base import hostlist

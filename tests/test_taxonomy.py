@@ -14,7 +14,8 @@ from analysis.projection import interruption_rate
 from analysis.rate_sources import llama3_rates, rates_from_table
 from dashboards.sections import causes
 from ingest import xid_catalog
-from pipelines.cli import llama3_cause_mix, main
+from pipelines.cli import main
+from pipelines.cli.sample import llama3_cause_mix
 from sample_data import model
 from warehouse.schemas import COMPONENT_CLASSES
 
