@@ -44,12 +44,13 @@ from ingest.base import (
     ParseResult,
     implausible_time,
     numbered_lines,
+    split_rejected,
     whole_file_quarantine,
 )
 from ingest.component_names import CLASS_NAMES
 from ingest.csv_records import csv_records
 from ingest.times import parse_span
-from warehouse.schemas import conform, quarantine_frame
+from warehouse.schemas import conform
 
 ALIASES = {
     "system": ("system", "cluster", "machine", "systemname"),
@@ -223,8 +224,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         )
     )
     df = df.with_columns(_error=error)
-    bad = df.filter(pl.col("_error").is_not_null())
-    ok = df.filter(pl.col("_error").is_null())
+    ok, q = split_rejected(df, "_error")
     hours = pl.coalesce(
         pl.col("minutes") / 60.0, (pl.col("end") - pl.col("start")).dt.total_microseconds() / 3.6e9
     )
@@ -252,7 +252,6 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             source_line="line",
         ),
     )
-    q = quarantine_frame(bad["line"], bad["raw"], bad["_error"])
     return ParseResult({"failures": table} if table.height else {}, q, table.height + q.height)
 
 
