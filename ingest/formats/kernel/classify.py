@@ -10,31 +10,35 @@ from .patterns import CLOCK, EDAC, GPU_AT, MCE, MLX5, NVME, SXID, XID
 RECORD_KINDS = ["xid", "sxid", "host", "bad_xid", "bad_sxid", "bad_nul"]
 
 
-def classify(df: pl.DataFrame) -> pl.DataFrame:
-    """Per candidate line: kind (xid/sxid/host fault/identity/None) and its fields."""
+# struct column -> (the literal a line must hold, the regex whose groups it holds)
+_PARTS = {
+    "_s": ("nvidia-nvswitch", SXID), "_m": ("mlx5_core ", MLX5), "_mce": ("mce: ", MCE),
+    "_ed": ("EDAC ", EDAC), "_nv": ("nvme", NVME), "_ga": ("NVRM: GPU at", GPU_AT),
+    "_cl": ("setting system clock", CLOCK),
+}  # fmt: skip
+
+
+def _with_parts(df: pl.DataFrame) -> pl.DataFrame:
+    """Each regex runs once, and only on lines holding its literal: the groups are materialised
+    (``_PARTS``, ``_x`` and the XID message ``_xmsg``) before the many expressions that read
+    them."""
     body = pl.col("body")
-    # each regex runs once, and only on lines holding its literal: the groups are materialised
-    # before the many expressions that read them
-    parts = {
-        "_s": ("nvidia-nvswitch", SXID), "_m": ("mlx5_core ", MLX5), "_mce": ("mce: ", MCE),
-        "_ed": ("EDAC ", EDAC), "_nv": ("nvme", NVME), "_ga": ("NVRM: GPU at", GPU_AT),
-        "_cl": ("setting system clock", CLOCK),
-    }  # fmt: skip
     after_xid = body.str.split_exact("NVRM: Xid", 1).struct.field("field_1")
-    df = df.with_columns(
+    return df.with_columns(
         _x=after_xid.str.extract_groups(XID),
         _xa=after_xid,
         **{
             k: pl.when(body.str.contains(lit, literal=True)).then(body).str.extract_groups(rx)
-            for k, (lit, rx) in parts.items()
+            for k, (lit, rx) in _PARTS.items()
         },
     ).with_columns(_xmsg=pl.col("_xa").str.slice(pl.col("_x").struct.field("head").str.len_chars()))
-    x, s, m, mce, ed, nv, ga = (pl.col(k) for k in ("_x", "_s", "_m", "_mce", "_ed", "_nv", "_ga"))
+
+
+def _host_code(m: pl.Expr, mce: pl.Expr, ed: pl.Expr, nv: pl.Expr) -> pl.Expr:
+    """The ``HOST_FAULTS`` code of an mlx5, machine check, EDAC or NVMe line, else null."""
     mlx_msg = m.struct.field("msg")
     mce_msg = mce.struct.field("msg")
-    pid = x.struct.field("pid")
-    pname = x.struct.field("pname").str.strip_chars()
-    host_code = (
+    return (
         pl.when(mlx_msg.str.contains(r"(?i)\blink down\b"))
         .then(pl.lit("mlx5_link_down"))
         .when(mlx_msg.str.contains(r"(?i)port module event\[error\]"))
@@ -52,9 +56,15 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         .when(nv.struct.field("dev").is_not_null())
         .then(pl.lit("nvme_controller_down"))
     )
+
+
+def _kind(x: pl.Expr, s: pl.Expr, ga: pl.Expr, host_code: pl.Expr) -> pl.Expr:
+    """What a line is: a fault (xid, sxid, host), a damaged fault line (bad_xid, bad_sxid), a
+    GPU identity line (gpu_at), a boot banner (boot_clock, boot_start) or nothing (null)."""
+    body = pl.col("body")
     xid_like = body.str.contains("NVRM: Xid")
     sxid_like = body.str.contains(r"nvidia-nvswitch\d+: SX[Ii][Dd]")
-    kind = (
+    return (
         pl.when(x.struct.field("code").is_not_null())
         .then(pl.lit("xid"))
         .when(xid_like)
@@ -72,10 +82,21 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         .when(body.str.starts_with("Linux version "))
         .then(pl.lit("boot_start"))
     )
+
+
+def classify(df: pl.DataFrame) -> pl.DataFrame:
+    """Per candidate line: kind (xid/sxid/host fault/identity/None) and its fields."""
+    df = _with_parts(df)
+    x, s, m, mce, ed, nv, ga = (pl.col(k) for k in ("_x", "_s", "_m", "_mce", "_ed", "_nv", "_ga"))
+    mlx_msg = m.struct.field("msg")
+    mce_msg = mce.struct.field("msg")
+    pid = x.struct.field("pid")
+    pname = x.struct.field("pname").str.strip_chars()
+    host_code = _host_code(m, mce, ed, nv)
     sev_word = s.struct.field("msg").str.extract(r"^(?i)(fatal|non-?fatal)\b").str.to_lowercase()
     edac_on = ed.struct.field("msg").str.extract(r"\bon (\S+)")
     return df.with_columns(
-        kind=kind,
+        kind=_kind(x, s, ga, host_code),
         code=pl.coalesce(x.struct.field("code"), s.struct.field("code"), host_code),
         pci_raw=pl.coalesce(
             x.struct.field("pci"),
@@ -114,4 +135,4 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         .when(sev_word.is_not_null())
         .then(pl.lit("warning")),
         epoch=pl.col("_cl").struct.field("epoch"),
-    ).drop(*parts, "_x", "_xa", "_xmsg")
+    ).drop(*_PARTS, "_x", "_xa", "_xmsg")
