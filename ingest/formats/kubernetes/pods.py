@@ -66,73 +66,87 @@ def pod_runs(pod: dict, ctx: ParseContext, index: int) -> tuple[str | None, list
         "source_file": ctx.path,
         "source_line": index,
         "_pod": name,
-        "_container": None,
     }
-    rows: list[dict] = []
     statuses = [s for s in status.get("containerStatuses") or [] if isinstance(s, dict)]
-    for cs in statuses:
-        restarts = as_int(cs.get("restartCount")) or 0
-        gpus = gpus_by_name.get(cs.get("name"), 0)
-        base["_container"] = cs.get("name")
-        last = dig(cs, "lastState", "terminated")
-        if isinstance(last, dict):
-            rows.append({**base, **_terminated(last), "attempt": max(restarts, 1), "n_gpus": gpus})
-        cur = cs.get("state") if isinstance(cs.get("state"), dict) else {}
-        if isinstance(cur.get("terminated"), dict):
-            rows.append(
-                {**base, **_terminated(cur["terminated"]), "attempt": restarts + 1, "n_gpus": gpus}
-            )
-        elif isinstance(cur.get("running"), dict):
-            rows.append(
-                {
-                    **base,
-                    "attempt": restarts + 1,
-                    "n_gpus": gpus,
-                    "state": "RUNNING",
-                    "raw_state": "running",
-                    "start_time": timestamp(cur["running"].get("startedAt")),
-                }
-            )
-        elif not isinstance(last, dict) and restarts == 0:
-            reason = dig(cur, "waiting", "reason")
-            rows.append(
-                {
-                    **base,
-                    "attempt": 1,
-                    "n_gpus": gpus,
-                    "state": "PENDING",
-                    "raw_state": "waiting",
-                    "reason": reason if isinstance(reason, str) else None,
-                }
-            )
-    if not statuses:
-        phase = status.get("phase") if isinstance(status.get("phase"), str) else None
-        reason = status.get("reason") if isinstance(status.get("reason"), str) else None
-        state = REASON_STATE.get(reason) or PHASE_STATE.get(phase, "UNKNOWN")
-        ends = [
-            timestamp(c.get("lastTransitionTime"))
-            for c in status.get("conditions") or []
-            if isinstance(c, dict)
-        ]
-        ends = [e for e in ends if e is not None]
-        final = phase in ("Failed", "Succeeded")
-        rows.append(
-            {
-                **base,
-                "attempt": 1,
-                "n_gpus": sum(gpus_by_name.values()),
-                "state": state,
-                "raw_state": "/".join(x for x in (phase, reason) if x) or None,
-                "reason": reason,
-                "start_time": timestamp(status.get("startTime")),
-                "end_time": max(ends) if final and ends else None,
-            }
+    rows = [
+        r
+        for cs in statuses
+        for r in _container_runs(
+            {**base, "_container": cs.get("name")}, cs, gpus_by_name.get(cs.get("name"), 0)
         )
+    ]
+    if not statuses:
+        rows.append(_phase_run(base, status, sum(gpus_by_name.values())))
     if not rows:
         raise BadObject(
             f"Pod {ns}/{name}: no container status shows a run (no state, lastState or phase)"
         )
     return owner, rows
+
+
+def _container_runs(base: dict, cs: dict, gpus: int) -> list[dict]:
+    """The runs one container status shows: its last termination (run ``restartCount``) and
+    its current state, terminated or running (run ``restartCount + 1``); a container that
+    never ran is one pending run."""
+    rows = []
+    restarts = as_int(cs.get("restartCount")) or 0
+    last = dig(cs, "lastState", "terminated")
+    if isinstance(last, dict):
+        rows.append({**base, **_terminated(last), "attempt": max(restarts, 1), "n_gpus": gpus})
+    cur = cs.get("state") if isinstance(cs.get("state"), dict) else {}
+    if isinstance(cur.get("terminated"), dict):
+        rows.append(
+            {**base, **_terminated(cur["terminated"]), "attempt": restarts + 1, "n_gpus": gpus}
+        )
+    elif isinstance(cur.get("running"), dict):
+        rows.append(
+            {
+                **base,
+                "attempt": restarts + 1,
+                "n_gpus": gpus,
+                "state": "RUNNING",
+                "raw_state": "running",
+                "start_time": timestamp(cur["running"].get("startedAt")),
+            }
+        )
+    elif not isinstance(last, dict) and restarts == 0:
+        reason = dig(cur, "waiting", "reason")
+        rows.append(
+            {
+                **base,
+                "attempt": 1,
+                "n_gpus": gpus,
+                "state": "PENDING",
+                "raw_state": "waiting",
+                "reason": reason if isinstance(reason, str) else None,
+            }
+        )
+    return rows
+
+
+def _phase_run(base: dict, status: dict, gpus: int) -> dict:
+    """The one run of a pod without container statuses, from its phase (``Evicted`` pods)."""
+    phase = status.get("phase") if isinstance(status.get("phase"), str) else None
+    reason = status.get("reason") if isinstance(status.get("reason"), str) else None
+    state = REASON_STATE.get(reason) or PHASE_STATE.get(phase, "UNKNOWN")
+    ends = [
+        timestamp(c.get("lastTransitionTime"))
+        for c in status.get("conditions") or []
+        if isinstance(c, dict)
+    ]
+    ends = [e for e in ends if e is not None]
+    final = phase in ("Failed", "Succeeded")
+    return {
+        **base,
+        "_container": None,
+        "attempt": 1,
+        "n_gpus": gpus,
+        "state": state,
+        "raw_state": "/".join(x for x in (phase, reason) if x) or None,
+        "reason": reason,
+        "start_time": timestamp(status.get("startTime")),
+        "end_time": max(ends) if final and ends else None,
+    }
 
 
 def _terminated(term: dict) -> dict:
