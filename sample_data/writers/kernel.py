@@ -1,5 +1,5 @@
 """Kernel logs with NVIDIA XID/SXID, mlx5, MCE, EDAC and NVMe lines (read by
-``ingest/formats/kernel.py``)."""
+``ingest/formats/kernel/``)."""
 
 from __future__ import annotations
 

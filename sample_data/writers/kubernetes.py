@@ -1,5 +1,5 @@
 """`kubectl get pods/events/pytorchjobs -o json` Lists (read by
-``ingest/formats/kubernetes.py``)."""
+``ingest/formats/kubernetes/``)."""
 
 from __future__ import annotations
 
