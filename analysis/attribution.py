@@ -8,11 +8,11 @@ critical and warning events that early are taken as transient: a link flap durin
 then hit its time limit is no proof of a hang). The window join is one DuckDB join on (host,
 hour bucket) plus the range test, not a Python loop.
 
-Precedence (``PRECEDENCE``, lowest rank wins; ties: the earliest event -- in a cascade the
-first error is the cause, the rest are its consequences -- then the event id). An event that
-names an initiating event in ``caused_by`` (Xid 45 "caused by previous Xid 79") is replaced
-by the root of its chain before ranking, so the initiating event's class, severity and id are
-what count.
+Precedence (``analysis.hw_evidence.PRECEDENCE``, lowest rank wins; ties: the earliest event --
+in a cascade the first error is the cause, the rest are its consequences -- then the event id).
+An event that names an initiating event in ``caused_by`` (Xid 45 "caused by previous Xid 79")
+is replaced by the root of its chain before ranking, so the initiating event's class, severity
+and id are what count.
 
     rank  evidence                                                   confidence
     1     fatal GPU / HBM / SRAM event (XID 79, 48, 95, ...)         0.95
@@ -60,12 +60,14 @@ across the clusters in one warehouse).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import duckdb
 import polars as pl
 
 from analysis.assumptions import ATTRIBUTION_AFTER_S, ATTRIBUTION_BEFORE_S, CKPT_INTERVAL_S
 from analysis.goodput_measured import chain_gpus
-from analysis.telemetry import COUNTER_SOURCE
+from analysis.hw_evidence import HARD_RANK, PRECEDENCE, rank_expr, read_hw_evidence, resolve_chains
 from warehouse.schemas import TABLES, conform
 
 NORMAL_STATES = ("COMPLETED", "RUNNING", "PENDING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD")
@@ -73,29 +75,6 @@ PLANNED_STATES = ("CANCELLED", "PREEMPTED", "TIMEOUT", "DEADLINE", "REVOKED")
 NODE_FAIL_STATES = ("NODE_FAIL", "BOOT_FAIL")
 OOM_STATES = ("OUT_OF_MEMORY",)
 
-GPU_CLASSES = ("gpu", "gpu_memory", "gpu_sram")
-LINK_CLASSES = ("nvlink", "nvswitch", "ib_link", "nic")
-HOST_CLASSES = ("psu", "host_memory", "cpu", "cooling", "storage", "bmc")
-HW_CLASSES = GPU_CLASSES + LINK_CLASSES + HOST_CLASSES
-HARD = ("fatal", "critical")
-
-# (rank, name, confidence, description) -- the predicates live in _rank_expr, in this order.
-PRECEDENCE = (
-    (1, "gpu_fatal", 0.95, "fatal GPU / HBM / SRAM event"),
-    (2, "interconnect", 0.90, "fatal/critical NVLink, NVSwitch, IB link, NIC event"),
-    (
-        3,
-        "host_hw_critical",
-        0.90,
-        "fatal/critical PSU, DIMM, CPU, cooling, storage, BMC; critical GPU",
-    ),
-    (4, "counter_critical", 0.80, "fatal/critical DCGM counter increment"),
-    (5, "other_critical", 0.70, "fatal/critical host_os or unclassified hardware event"),
-    (6, "hw_warning", 0.60, "hardware warning"),
-    (7, "node_event", 0.70, "node down / not responding / killed job / unplanned drain"),
-    (8, "software_event", 0.70, "software-class event (application XID)"),
-)
-HARD_RANK = 5  # ranks 1..HARD_RANK are hardware evidence that overrides workload / planned reasons
 CONFIDENCE = {r: c for r, _, c, _ in PRECEDENCE}
 NODE_EVENT_UNKNOWN_CONFIDENCE = 0.5
 CONF_PLANNED_STATE = 0.9
@@ -137,90 +116,6 @@ REASON_CLASS = (
 BUCKET_S = 3600  # time bucket of the window join
 
 
-def _rank_expr(cls: pl.Expr, sev: pl.Expr, counter: pl.Expr) -> pl.Expr:
-    """Precedence rank of a hardware event (see PRECEDENCE); null = not evidence."""
-    hard = sev.is_in(HARD)
-    return (
-        pl.when(sev.is_null() | (sev == "info"))
-        .then(None)
-        .when(cls == "software")
-        .then(8)
-        .when(cls.is_in(GPU_CLASSES) & (sev == "fatal") & ~counter)
-        .then(1)
-        .when(cls.is_in(LINK_CLASSES) & hard & ~counter)
-        .then(2)
-        .when((cls.is_in(HOST_CLASSES) | cls.is_in(GPU_CLASSES)) & hard & ~counter)
-        .then(3)
-        .when(cls.is_in(HW_CLASSES) & hard & counter)
-        .then(4)
-        .when(hard)
-        .then(5)
-        .when(counter)
-        .then(None)  # warning-level counter increments (NVLink CRC ...) are background noise
-        .when(sev == "warning")
-        .then(6)
-        .otherwise(None)
-        .cast(pl.Int32)
-    )
-
-
-def resolve_chains(hw_events: pl.DataFrame, max_depth: int = 8) -> pl.DataFrame:
-    """hw_events plus ``root_id`` / ``root_class`` / ``root_severity`` / ``root_counter``: the
-    initiating event of each ``caused_by`` chain (the event itself when it has no parent or the
-    parent was never ingested)."""
-    ev = hw_events.select(
-        "event_id",
-        "time",
-        "host",
-        "component_class",
-        "severity",
-        "caused_by",
-        counter=(pl.col("source") == COUNTER_SOURCE) | (pl.col("event_type") == "counter"),
-    ).with_columns(pl.col("counter").fill_null(False))
-    referenced = ev["caused_by"].drop_nulls().unique()
-    parents = (
-        ev.filter(pl.col("event_id").is_in(referenced.implode()))
-        .select(
-            pid="event_id",
-            pcaused="caused_by",
-            pclass="component_class",
-            psev="severity",
-            pcounter="counter",
-        )
-        .unique("pid", keep="first")
-    )
-    cur = ev.with_columns(
-        root_id=pl.col("event_id"),
-        root_class=pl.col("component_class"),
-        root_severity=pl.col("severity"),
-        root_counter=pl.col("counter"),
-        nxt=pl.col("caused_by"),
-    )
-    done = cur.filter(pl.col("nxt").is_null())
-    cur = cur.filter(pl.col("nxt").is_not_null())
-    for _ in range(max_depth):
-        if cur.height == 0:
-            break
-        cur = cur.join(parents, left_on="nxt", right_on="pid", how="left")
-        found = (
-            pl.col("pclass").is_not_null()
-            | pl.col("psev").is_not_null()
-            | pl.col("pcounter").is_not_null()
-        )
-        cur = cur.with_columns(
-            root_id=pl.when(found).then(pl.col("nxt")).otherwise(pl.col("root_id")),
-            root_class=pl.when(found).then(pl.col("pclass")).otherwise(pl.col("root_class")),
-            root_severity=pl.when(found).then(pl.col("psev")).otherwise(pl.col("root_severity")),
-            root_counter=pl.when(found).then(pl.col("pcounter")).otherwise(pl.col("root_counter")),
-            nxt=pl.when(found & (pl.col("pcaused") != pl.col("nxt")))
-            .then(pl.col("pcaused"))
-            .otherwise(None),
-        ).drop("pcaused", "pclass", "psev", "pcounter")
-        done = pl.concat([done, cur.filter(pl.col("nxt").is_null())])
-        cur = cur.filter(pl.col("nxt").is_not_null())
-    return pl.concat([done, cur]).drop("nxt")
-
-
 def _reason_class(reason: pl.Expr) -> pl.Expr:
     expr = pl.when(pl.lit(False)).then(pl.lit(None, pl.Utf8))
     for pattern, cls in REASON_CLASS:
@@ -228,29 +123,12 @@ def _reason_class(reason: pl.Expr) -> pl.Expr:
     return expr.otherwise(pl.lit("unknown"))
 
 
-def read_hw_evidence(wh) -> pl.DataFrame:
-    """hw_events as the analyses of failures need it (``resolve_chains``, the precedence ranks,
-    component lifetimes, node failures): every row except the info- and warning-level counter
-    increments that no event names in ``caused_by``. Those are never evidence (PRECEDENCE) and
-    at fleet scale nearly all the rows (an NVLink CRC counter rises a few times a GPU-day:
-    736 k of 750 k events on a simulated 512-node, 54-day fleet), so the whole history is read
-    without them; a referenced one stays, as the root of its chain."""
-    counter = f"coalesce(source = '{COUNTER_SOURCE}' OR event_type = 'counter', false)"
-    hard = ", ".join(f"'{s}'" for s in HARD)
-    view = wh.view_sql("hw_events")
-    return wh.read(
-        "hw_events",
-        where=f"NOT ({counter} AND coalesce(lower(severity) NOT IN ({hard}), true)) "
-        f"OR event_id IN (SELECT caused_by FROM ({view}) WHERE caused_by IS NOT NULL)",
-    )
-
-
 def _hw_candidates(hw_events: pl.DataFrame) -> pl.DataFrame:
     ev = resolve_chains(hw_events)
     sev = pl.col("root_severity").str.to_lowercase()
     return (
         ev.with_columns(
-            rank=_rank_expr(
+            rank=rank_expr(
                 pl.col("root_class").fill_null("unknown"),
                 sev,
                 pl.col("root_counter").fill_null(False),
@@ -459,7 +337,91 @@ def _evidence(
     return cand_att.select("_i").join(picks, on="_i", how="left").join(maints, on="_i", how="left")
 
 
+# the attempt's one node, where it ran on one (an outcome with no evidence event names it)
+_SINGLE_NODE = pl.when(pl.col("nodes").list.len() == 1).then(pl.col("nodes").list.first())
+
+
+class _Outcome(NamedTuple):
+    """One row of the decision table: when it applies and what the interruption is then."""
+
+    when: pl.Expr
+    domain: str
+    cls: pl.Expr
+    method: str | pl.Expr
+    confidence: pl.Expr
+    event: pl.Expr | None = None
+    host: pl.Expr = _SINGLE_NODE
+    planned: bool = False
+
+
+def _chosen_evidence(use_pre: pl.Expr) -> dict[str, pl.Expr]:
+    """``_rank``/``_cls``/``_ref``/``_host``: the evidence before end + skew where the attempt
+    carries its own explanation (``use_pre``), else the best over the whole window."""
+    return {
+        f"_{k}": pl.when(use_pre).then(pl.col(f"pre_{k}")).otherwise(pl.col(f"all_{k}"))
+        for k in ("rank", "cls", "ref", "host")
+    }
+
+
+def _decisions(
+    state: pl.Expr, planned_state: pl.Expr, maint: pl.Expr, workload_strong: pl.Expr
+) -> list[_Outcome]:
+    """The decision rules of the module docstring, in order (first match wins), over frames
+    carrying ``_chosen_evidence``; the last row is the fallback (its ``when`` is never read)."""
+    r = pl.col("_rank")
+    conf_rank = r.replace_strict(CONFIDENCE, default=None, return_dtype=pl.Float64)
+    conf_rank = (
+        pl.when((r == 7) & (pl.col("_cls") == "unknown"))
+        .then(NODE_EVENT_UNKNOWN_CONFIDENCE)
+        .otherwise(conf_rank)
+    )
+    evidence = (conf_rank, pl.col("_ref"), pl.col("_host"))
+    sw, infra, cls = pl.lit("software"), "infrastructure", pl.col("_cls")
+    hard = r.is_not_null() & (r <= HARD_RANK)
+    node_or_hw = pl.when(r == 7).then(pl.lit("node_event")).otherwise(pl.lit("hw_event_window"))
+    maint_evidence = (pl.col("maint_ref"), pl.coalesce(pl.col("maint_host"), _SINGLE_NODE))
+    unknown, host_os = pl.lit("unknown"), pl.lit("host_os")
+    return [
+        _Outcome(hard, infra, cls, "hw_event_window", *evidence),
+        _Outcome(planned_state, "workload", sw, "state", pl.lit(CONF_PLANNED_STATE), planned=True),
+        _Outcome(
+            maint, infra, host_os, "node_event", pl.lit(CONF_MAINTENANCE), *maint_evidence, True
+        ),
+        _Outcome(workload_strong, "workload", sw, "exit_code", pl.lit(CONF_EXIT_CODE)),
+        _Outcome(r.is_in([6, 7]), infra, cls, node_or_hw, *evidence),
+        _Outcome(r == 8, "workload", sw, "hw_event_window", *evidence),
+        _Outcome(state == "FAILED", "workload", sw, "state", pl.lit(CONF_FAILED_NO_EXIT)),
+        _Outcome(
+            state.is_in(NODE_FAIL_STATES), infra, unknown, "state", pl.lit(CONF_NODE_FAIL_STATE)
+        ),
+        _Outcome(
+            pl.lit(True),
+            "unknown",
+            unknown,
+            "state",
+            pl.lit(CONF_UNEXPLAINED),
+            pl.lit(None, pl.Utf8),
+        ),
+    ]
+
+
+def _first_match(outcomes: list[_Outcome], field: str) -> pl.Expr:
+    """One output column: ``field`` of the first outcome whose ``when`` holds, else of the
+    fallback (the last outcome)."""
+
+    def lit(v):
+        return v if isinstance(v, pl.Expr) else pl.lit(v)
+
+    *cases, fallback = outcomes
+    default = lit(getattr(fallback, field))
+    expr = pl.when(pl.lit(False)).then(default)
+    for case in cases:
+        expr = expr.when(case.when).then(lit(getattr(case, field)))
+    return expr.otherwise(default)
+
+
 def _decide(df: pl.DataFrame) -> pl.DataFrame:
+    """The cause columns of each candidate attempt joined with its ``_evidence``."""
     state = pl.col("state").fill_null("UNKNOWN")
     exit_bad = (pl.col("exit_code").fill_null(0) != 0) | (pl.col("signal").fill_null(0) != 0)
     workload_strong = state.is_in(OOM_STATES) | ((state == "FAILED") & exit_bad)
@@ -467,136 +429,16 @@ def _decide(df: pl.DataFrame) -> pl.DataFrame:
     maint = pl.col("maint_ref").is_not_null() | pl.col("reason").fill_null("").str.contains(
         PLANNED_REASON
     )
-    use_pre = planned_state | workload_strong | maint
-    rank = pl.when(use_pre).then(pl.col("pre_rank")).otherwise(pl.col("all_rank"))
-    cls = pl.when(use_pre).then(pl.col("pre_cls")).otherwise(pl.col("all_cls"))
-    ref = pl.when(use_pre).then(pl.col("pre_ref")).otherwise(pl.col("all_ref"))
-    host = pl.when(use_pre).then(pl.col("pre_host")).otherwise(pl.col("all_host"))
-    df = df.with_columns(_rank=rank, _cls=cls, _ref=ref, _host=host)
-    r = pl.col("_rank")
-    hard = r.is_not_null() & (r <= HARD_RANK)
-    infra_soft = r.is_in([6, 7])
-    conf_rank = r.replace_strict(CONFIDENCE, default=None, return_dtype=pl.Float64)
-    conf_rank = (
-        pl.when((r == 7) & (pl.col("_cls") == "unknown"))
-        .then(NODE_EVENT_UNKNOWN_CONFIDENCE)
-        .otherwise(conf_rank)
-    )
-
-    def pick(*cases, default):
-        expr = pl.when(pl.lit(False)).then(default)
-        for cond, val in cases:
-            expr = expr.when(cond).then(val)
-        return expr.otherwise(default)
-
-    single_node = pl.when(pl.col("nodes").list.len() == 1).then(pl.col("nodes").list.first())
-    cases = [
-        # (condition, domain, class, planned, method, confidence, event, host)
-        (
-            hard,
-            "infrastructure",
-            pl.col("_cls"),
-            False,
-            "hw_event_window",
-            conf_rank,
-            pl.col("_ref"),
-            pl.col("_host"),
-        ),
-        (
-            planned_state,
-            "workload",
-            pl.lit("software"),
-            True,
-            "state",
-            pl.lit(CONF_PLANNED_STATE),
-            None,
-            single_node,
-        ),
-        (
-            maint,
-            "infrastructure",
-            pl.lit("host_os"),
-            True,
-            "node_event",
-            pl.lit(CONF_MAINTENANCE),
-            pl.col("maint_ref"),
-            pl.coalesce(pl.col("maint_host"), single_node),
-        ),
-        (
-            workload_strong,
-            "workload",
-            pl.lit("software"),
-            False,
-            "exit_code",
-            pl.lit(CONF_EXIT_CODE),
-            None,
-            single_node,
-        ),
-        (
-            infra_soft,
-            "infrastructure",
-            pl.col("_cls"),
-            False,
-            pl.when(r == 7).then(pl.lit("node_event")).otherwise(pl.lit("hw_event_window")),
-            conf_rank,
-            pl.col("_ref"),
-            pl.col("_host"),
-        ),
-        (
-            r == 8,
-            "workload",
-            pl.lit("software"),
-            False,
-            "hw_event_window",
-            conf_rank,
-            pl.col("_ref"),
-            pl.col("_host"),
-        ),
-        (
-            state == "FAILED",
-            "workload",
-            pl.lit("software"),
-            False,
-            "state",
-            pl.lit(CONF_FAILED_NO_EXIT),
-            None,
-            single_node,
-        ),
-        (
-            state.is_in(NODE_FAIL_STATES),
-            "infrastructure",
-            pl.lit("unknown"),
-            False,
-            "state",
-            pl.lit(CONF_NODE_FAIL_STATE),
-            None,
-            single_node,
-        ),
-    ]
-    fallback = (
-        "unknown",
-        pl.lit("unknown"),
-        False,
-        "state",
-        pl.lit(CONF_UNEXPLAINED),
-        None,
-        single_node,
-    )
-
-    def column(k: int, default):
-        def lit(v):
-            return v if isinstance(v, pl.Expr) else pl.lit(v)
-
-        return pick(*[(c[0], lit(c[k])) for c in cases], default=lit(default))
-
+    df = df.with_columns(**_chosen_evidence(planned_state | workload_strong | maint))
+    outcomes = _decisions(state, planned_state, maint, workload_strong)
     return df.with_columns(
-        failure_domain=column(1, fallback[0]),
-        cause_class=column(2, fallback[1]),
-        planned=column(3, fallback[2]),
-        method=column(4, fallback[3]),
-        confidence=column(5, fallback[4]),
-        cause_event=column(6, pl.lit(None, pl.Utf8)),
-        cause_host=column(7, fallback[6]),
+        failure_domain=_first_match(outcomes, "domain"),
+        cause_class=_first_match(outcomes, "cls"),
+        planned=_first_match(outcomes, "planned"),
+        method=_first_match(outcomes, "method"),
+        confidence=_first_match(outcomes, "confidence"),
+        cause_event=_first_match(outcomes, "event"),
+        cause_host=_first_match(outcomes, "host"),
     )
 
 

@@ -79,25 +79,44 @@ def measure(
         checkpoints = durable_times(checkpoints, ckpt_cost_s)
     tau = round(ckpt_interval_s * US)
     dlt = round(ckpt_cost_s * US)
-    rst = round(restart_s * US)
-    dup_cols = [*KEYS, "start_time", "end_time"]
-    attempts = attempts.select(*KEYS, "name", "user", "state", "n_gpus", "start_time", "end_time")
-    # a gang's size is its largest attempt's: an attempt seen from part of its pods, or from
-    # events that carry no GPU count, does not shrink the chain
-    sizes = attempts.group_by(KEYS).agg(pl.col("n_gpus").max().alias("_chain_gpus"))
-    # an attempt that ran but shows no end ended when the chain's next attempt started
+    a = _trimmed_attempts(attempts, round(restart_s * US))
+    a = _interval_checkpoints(a, tau, dlt)
+    if checkpoints is not None and checkpoints.height:
+        a = _exact_checkpoints(a, checkpoints, dlt)
+    jobs = _chains(_split_time(a))
+    return conform("goodput_jobs", _in_hours(jobs, ckpt_interval_s, ckpt_cost_s, restart_s))
+
+
+def _ended_attempts(attempts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(attempts that started, with an end wherever one can be inferred; the chains with an
+    attempt still running, flagged ``_running``). An attempt that ran but shows no end ended
+    when the chain's next attempt started; one with no later start is still running, so its
+    chain's last ended attempt is not the chain's end."""
     started = attempts.filter(pl.col("start_time").is_not_null()).sort([*KEYS, "start_time"])
     next_start = pl.col("start_time").shift(-1).over(KEYS)
     later = pl.when(next_start > pl.col("start_time")).then(next_start)  # not its own repeat
     started = started.with_columns(pl.coalesce("end_time", later).alias("end_time"))
-    # chains with an attempt still running: their last ended attempt is not the chain's end
     running = (
         started.filter(pl.col("end_time").is_null())
         .select(KEYS)
         .unique()
         .with_columns(pl.lit(True).alias("_running"))
     )
-    a = (
+    return started, running
+
+
+def _trimmed_attempts(attempts: pl.DataFrame, rst: int) -> pl.DataFrame:
+    """One row per ended attempt in integer microseconds, sorted by chain: ``_s``/``_e`` trimmed
+    so no attempt overlaps an earlier one of its chain, ``_d`` its length, ``_gap`` the idle
+    time before it, ``_restart`` its restore time (``rst``, capped; none for a chain's first),
+    ``_c`` its compute, and the flags ``_first``, ``_last``, ``_after_fail``."""
+    dup_cols = [*KEYS, "start_time", "end_time"]
+    attempts = attempts.select(*KEYS, "name", "user", "state", "n_gpus", "start_time", "end_time")
+    # a gang's size is its largest attempt's: an attempt seen from part of its pods, or from
+    # events that carry no GPU count, does not shrink the chain
+    sizes = attempts.group_by(KEYS).agg(pl.col("n_gpus").max().alias("_chain_gpus"))
+    started, running = _ended_attempts(attempts)
+    return (
         started.filter(pl.col("end_time").is_not_null())
         .sort(dup_cols, maintain_order=True)
         # the same attempt reported twice (two sources, re-ingest of a renamed dump): keep one
@@ -142,60 +161,72 @@ def measure(
         .with_columns((pl.col("_d") - pl.col("_restart")).alias("_c"))
         .with_row_index("_row")
     )
-    # checkpoints: n and retained work per attempt, from the interval ...
+
+
+def _interval_checkpoints(a: pl.DataFrame, tau: int, dlt: int) -> pl.DataFrame:
+    """Checkpoints per attempt from the fixed interval: ``_nck`` whole segments of interval
+    ``tau`` plus cost ``dlt``, costing ``_ckpt`` and retaining ``_kept``; ``_exact`` False."""
     n_ck = pl.col("_c") // (tau + dlt) if tau + dlt > 0 else pl.lit(0)
-    a = a.with_columns(n_ck.cast(pl.Int64).alias("_nck")).with_columns(
-        (pl.col("_nck") * dlt).alias("_ckpt"),
-        (pl.col("_nck") * tau).alias("_kept"),
+    return (
+        a.with_columns(n_ck.cast(pl.Int64).alias("_nck"))
+        .with_columns(
+            (pl.col("_nck") * dlt).alias("_ckpt"),
+            (pl.col("_nck") * tau).alias("_kept"),
+        )
+        .with_columns(pl.lit(False).alias("_exact"))
     )
-    # ... or from exact checkpoint times
-    a = a.with_columns(pl.lit(False).alias("_exact"))
-    if checkpoints is not None and checkpoints.height:
-        ck_keys = [k for k in KEYS if k in checkpoints.columns]
-        ck = checkpoints.select(*ck_keys, pl.col("time").dt.epoch("us").alias("_t"))
-        hits = (
-            a.select("_row", *KEYS, "_s", "_e", "_restart")
-            .join(ck, on=ck_keys, how="inner")
-            .filter(
-                (pl.col("_t") > pl.col("_s") + pl.col("_restart")) & (pl.col("_t") <= pl.col("_e"))
-            )
-            .group_by("_row")
-            .agg(
-                pl.len().cast(pl.Int64).alias("_n_exact"),
-                pl.col("_t").max().alias("_last_ck"),
-                pl.col("_s").first(),
-                pl.col("_restart").first(),
-            )
-            .with_columns((pl.col("_last_ck") - pl.col("_s") - pl.col("_restart")).alias("_span"))
-            .with_columns(
-                (pl.col("_n_exact") * dlt).clip(upper_bound=pl.col("_span")).alias("_ckpt_exact")
-            )
-            .with_columns((pl.col("_span") - pl.col("_ckpt_exact")).alias("_kept_exact"))
-            .select("_row", "_ckpt_exact", "_kept_exact", "_n_exact")
+
+
+def _exact_checkpoints(a: pl.DataFrame, checkpoints: pl.DataFrame, dlt: int) -> pl.DataFrame:
+    """``_interval_checkpoints`` rows with the jobs that ``checkpoints`` names counted from their
+    exact checkpoint times instead (``_exact`` True): the saves inside each attempt after its
+    restore, each costing ``dlt`` (at most the span up to the last one)."""
+    ck_keys = [k for k in KEYS if k in checkpoints.columns]
+    ck = checkpoints.select(*ck_keys, pl.col("time").dt.epoch("us").alias("_t"))
+    hits = (
+        a.select("_row", *KEYS, "_s", "_e", "_restart")
+        .join(ck, on=ck_keys, how="inner")
+        .filter((pl.col("_t") > pl.col("_s") + pl.col("_restart")) & (pl.col("_t") <= pl.col("_e")))
+        .group_by("_row")
+        .agg(
+            pl.len().cast(pl.Int64).alias("_n_exact"),
+            pl.col("_t").max().alias("_last_ck"),
+            pl.col("_s").first(),
+            pl.col("_restart").first(),
         )
-        named = ck.select(ck_keys).unique().with_columns(pl.lit(True).alias("_named"))
-        a = (
-            a.join(hits, on="_row", how="left")
-            .join(named, on=ck_keys, how="left")
-            .with_columns(pl.col("_named").fill_null(False).alias("_exact"))
-            .with_columns(
-                pl.when(pl.col("_exact"))
-                .then(pl.col("_ckpt_exact").fill_null(0))
-                .otherwise("_ckpt")
-                .alias("_ckpt"),
-                pl.when(pl.col("_exact"))
-                .then(pl.col("_kept_exact").fill_null(0))
-                .otherwise("_kept")
-                .alias("_kept"),
-                pl.when(pl.col("_exact"))
-                .then(pl.col("_n_exact").fill_null(0))
-                .otherwise("_nck")
-                .alias("_nck"),
-            )
+        .with_columns((pl.col("_last_ck") - pl.col("_s") - pl.col("_restart")).alias("_span"))
+        .with_columns(
+            (pl.col("_n_exact") * dlt).clip(upper_bound=pl.col("_span")).alias("_ckpt_exact")
         )
+        .with_columns((pl.col("_span") - pl.col("_ckpt_exact")).alias("_kept_exact"))
+        .select("_row", "_ckpt_exact", "_kept_exact", "_n_exact")
+    )
+    named = ck.select(ck_keys).unique().with_columns(pl.lit(True).alias("_named"))
+    exact = pl.col("_exact")
+    return (
+        a.join(hits, on="_row", how="left")
+        .join(named, on=ck_keys, how="left")
+        .with_columns(pl.col("_named").fill_null(False).alias("_exact"))
+        .with_columns(
+            pl.when(exact)
+            .then(pl.col("_ckpt_exact").fill_null(0))
+            .otherwise("_ckpt")
+            .alias("_ckpt"),
+            pl.when(exact)
+            .then(pl.col("_kept_exact").fill_null(0))
+            .otherwise("_kept")
+            .alias("_kept"),
+            pl.when(exact).then(pl.col("_n_exact").fill_null(0)).otherwise("_nck").alias("_nck"),
+        )
+    )
+
+
+def _split_time(a: pl.DataFrame) -> pl.DataFrame:
+    """Each attempt's time split into the parts of the module docstring (``_prod``, ``_lost``,
+    ``_other``, ``_queue``; restart and checkpoint are already columns)."""
     ok = pl.col("_state") == "COMPLETED"
     tail = pl.col("_c") - pl.col("_ckpt") - pl.col("_kept")
-    a = a.with_columns(
+    return a.with_columns(
         pl.when(ok).then(pl.col("_c") - pl.col("_ckpt")).otherwise("_kept").alias("_prod"),
         pl.when(~ok & ~pl.col("_last")).then(tail).otherwise(0).alias("_lost"),
         (
@@ -204,8 +235,15 @@ def measure(
         ).alias("_other"),
         pl.when(pl.col("_after_fail")).then("_gap").otherwise(0).alias("_queue"),
     )
-    h = 1.0 / HOUR_US
-    jobs = a.group_by(KEYS, maintain_order=True).agg(
+
+
+_PARTS_US = ("_prod", "_lost", "_restart", "_ckpt", "_queue", "_other")
+
+
+def _chains(a: pl.DataFrame) -> pl.DataFrame:
+    """One row per job chain: its identity, span and state, and each part summed over its
+    attempts (still integer microseconds, so the books close exactly)."""
+    return a.group_by(KEYS, maintain_order=True).agg(
         pl.col("name").last(),
         pl.col("user").last(),
         pl.len().cast(pl.Int32).alias("attempts"),
@@ -222,12 +260,17 @@ def measure(
         .otherwise(pl.lit("assumed"))
         .alias("method"),
         pl.col("_nck").sum().cast(pl.Int64).alias("n_checkpoints"),
-        *(
-            pl.col(c).sum().alias(c)
-            for c in ("_prod", "_lost", "_restart", "_ckpt", "_queue", "_other")
-        ),
+        *(pl.col(c).sum().alias(c) for c in _PARTS_US),
     )
-    jobs = jobs.with_columns(
+
+
+def _in_hours(
+    jobs: pl.DataFrame, ckpt_interval_s: float, ckpt_cost_s: float, restart_s: float
+) -> pl.DataFrame:
+    """``_chains`` rows as ``goodput_jobs`` columns: the parts in hours, GPU-hours, goodput,
+    which parts were assumed, and the assumptions used."""
+    h = 1.0 / HOUR_US
+    return jobs.with_columns(
         (pl.col("_wall") * h).alias("wall_hours"),
         (pl.col("_prod") * h).alias("productive_hours"),
         (pl.col("_lost") * h).alias("lost_work_hours"),
@@ -244,8 +287,7 @@ def measure(
         pl.lit(float(ckpt_interval_s)).alias("ckpt_interval_s"),
         pl.lit(float(ckpt_cost_s)).alias("ckpt_cost_s"),
         pl.lit(float(restart_s)).alias("restart_s"),
-    ).drop("_wall", "_prod", "_lost", "_restart", "_ckpt", "_queue", "_other")
-    return conform("goodput_jobs", jobs)
+    ).drop("_wall", *_PARTS_US)
 
 
 def durable_times(checkpoints: pl.DataFrame, ckpt_cost_s: float = CKPT_COST_S) -> pl.DataFrame:

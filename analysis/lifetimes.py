@@ -19,15 +19,8 @@ Per installation (``component_history`` rows; ``source='telemetry'`` rows are ig
 - any other unit is censored at min(removed_at, as_of): a unit still in service is censored at
   ``as_of``, never dropped. Installations never observed (removed before data_start, installed
   after as_of) are left out.
-- covariates over the unit's first ``COVARIATE_DAYS`` days observed, [observed_from,
-  min(observed_to, observed_from + COVARIATE_DAYS)): the same window for every unit, so a
-  covariate does not grow with the follow-up a failure cuts short (the Cox model starts each
-  unit at the window's end: ``analysis.survival.cox``); n-weighted means of the hourly means of
-  temp / power / util and the max of temp from ``gpu_hourly`` (metric names mapped by
-  ``analysis.telemetry.CANONICAL_METRICS``); GPU-family units use their own GPU (host + index),
-  other units the mean over all GPUs of their host (the node's thermal and load environment).
-  Out of core, whole days come from ``gpu_daily`` and only the days a unit enters or leaves
-  from ``gpu_hourly`` (``covariate_sql``), so the cost follows the fleet, not the hours stored.
+- covariates (temp / power / util) over the unit's first ``COVARIATE_DAYS`` days observed, the
+  same window for every unit: ``analysis.lifetime_covariates``.
 - ``rack`` from a (host, rack) frame, else from the trailing host number with ``nodes_per_rack``
   (``rack-01`` holds hosts 1..k), else null. Hosts named as Cray cnames (``c11-2c1s4n1``) give
   their place: cabinet column and row, cage, blade slot and node position (``cname_place``).
@@ -38,7 +31,7 @@ Per installation (``component_history`` rows; ``source='telemetry'`` rows are ig
 of the data, or explicit bounds) and passes it as ``data_start`` / ``as_of``.
 
 Without an inventory (no ``component_history`` row besides those inferred from telemetry), each
-host seen carries, for every class with a fatal/critical event, ``analysis.projection.UNIT_COUNTS``
+host seen carries, for every class with a fatal/critical event, ``analysis.class_rates.UNIT_COUNTS``
 units per GPU or per node, followed over the window and renewed at each failure
 (``population='observed_units'``; ages unknown, entry 0 at the window start).
 
@@ -54,30 +47,21 @@ UUID changes carry the same information and are therefore not read a second time
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 
 import duckdb
 import polars as pl
 
-from analysis.attribution import read_hw_evidence, resolve_chains
+from analysis.class_rates import UNIT_COUNTS
 from analysis.gpu_identity import fill_gpu_index
+from analysis.hw_evidence import read_hw_evidence, resolve_chains
+from analysis.lifetime_covariates import CovariateSQL, covariate_sql, unit_covariates
 from analysis.observation import refresh_observation_window
-from analysis.projection import UNIT_COUNTS
 from analysis.status import MissingInputs
-from analysis.survival.cox import COVARIATE_DAYS
-from analysis.telemetry import (
-    CANONICAL_METRICS,
-    REPLACEMENT_SOURCE,
-    covariate_daily_sql,
-    covariate_hourly_sql,
-    gpu_presence,
-    refresh_gpu_hourly,
-)
+from analysis.telemetry import REPLACEMENT_SOURCE, gpu_presence, refresh_gpu_hourly
 from warehouse.schemas import conform
 
 GPU_FAMILY = ("gpu", "gpu_memory", "gpu_sram", "nvlink")
-COVARIATES = ("temp", "power", "util")
 FAILURE_SEVERITIES = ("fatal", "critical", "warning")
 OBSERVED_SEVERITIES = ("fatal", "critical")  # no removal confirms a warning without an inventory
 HOUR = timedelta(hours=1)
@@ -143,129 +127,6 @@ def _rack(df: pl.DataFrame, racks: pl.DataFrame | None, nodes_per_rack: int | No
             rack=pl.format("rack-{}", ((num - 1) // nodes_per_rack + 1).cast(pl.Utf8).str.zfill(2))
         )
     return df.with_columns(rack=pl.lit(None, pl.Utf8))
-
-
-def _hourly_covariates(gpu_hourly: pl.DataFrame) -> pl.DataFrame:
-    return (
-        gpu_hourly.with_columns(
-            cov=pl.col("metric").replace_strict(CANONICAL_METRICS, default=None)
-        )
-        .filter(pl.col("cov").is_in(COVARIATES) & pl.col("mean").is_not_null())
-        .select("hour", "host", "gpu", "uuid", "cov", "n", "mean", "max")
-    )
-
-
-# Per unit (``u``: its window [lo, hi) in hours) n-weighted means and maxima of the covariates,
-# computed once per distinct (host, gpu, window) ``w`` (a host's many node-level parts share one):
-# each whole day inside the window from a ``daily`` row (day, host, gpu, cov, s = sum of mean * n,
-# n, mx, last_hour), every other hour from an ``hourly`` row (hour, host, gpu, cov, n, mean, max).
-# Only the days a window starts or ends in need hourly rows.
-_FULL_DAY = "{d} >= w.lo AND {d} + INTERVAL 23 HOUR < w.hi"
-_COV_SQL = f"""
-WITH u AS (
-    SELECT _u, host, gpu, date_trunc('hour', observed_from) AS lo, observed_to AS hi FROM units
-), w AS (  -- units with the same slot and window have the same covariates: each window once
-    SELECT DISTINCT host, gpu, lo, hi FROM u
-), edges AS (
-    SELECT DISTINCT host, date_trunc('day', lo) AS day FROM w
-    UNION SELECT DISTINCT host, date_trunc('day', hi) FROM w
-), hours AS (
-    SELECT h.*, date_trunc('day', h.hour) AS day FROM hourly h SEMI JOIN edges e
-      ON h.host = e.host AND date_trunc('day', h.hour) = e.day
-), per_gpu AS (
-    SELECT w.host, w.gpu, w.lo, w.hi, d.cov, d.s, d.n, d.mx, d.last_hour FROM w JOIN daily d
-      ON w.host = d.host AND w.gpu = d.gpu AND {_FULL_DAY.format(d="d.day")}
-    UNION ALL
-    SELECT w.host, w.gpu, w.lo, w.hi, h.cov, h.mean * h.n, h.n, h.max, h.hour FROM w JOIN hours h
-      ON w.host = h.host AND w.gpu = h.gpu AND h.hour >= w.lo AND h.hour < w.hi
-     AND NOT ({_FULL_DAY.format(d="h.day")})
-), host_daily AS (
-    SELECT host, day, cov, sum(s) AS s, sum(n) AS n, max(mx) AS mx FROM daily GROUP BY ALL
-), host_hours AS (
-    SELECT host, hour, day, cov, sum(mean * n) AS s, sum(n) AS n, max(max) AS mx
-    FROM hours GROUP BY ALL
-), per_host AS (
-    SELECT w.host, w.gpu, w.lo, w.hi, d.cov, d.s, d.n, d.mx, NULL::TIMESTAMP AS last_hour
-    FROM w JOIN host_daily d
-      ON w.host = d.host AND {_FULL_DAY.format(d="d.day")} WHERE w.gpu IS NULL
-    UNION ALL
-    SELECT w.host, w.gpu, w.lo, w.hi, h.cov, h.s, h.n, h.mx, NULL FROM w JOIN host_hours h
-      ON w.host = h.host AND h.hour >= w.lo AND h.hour < w.hi
-     AND NOT ({_FULL_DAY.format(d="h.day")})
-    WHERE w.gpu IS NULL
-), allc AS (SELECT * FROM per_gpu UNION ALL SELECT * FROM per_host
-), per_window AS (
-    SELECT host, gpu, lo, hi,
-        sum(s) FILTER (WHERE cov = 'temp') / sum(n) FILTER (WHERE cov = 'temp') AS temp_mean,
-        max(mx) FILTER (WHERE cov = 'temp') AS temp_max,
-        sum(s) FILTER (WHERE cov = 'power') / sum(n) FILTER (WHERE cov = 'power') AS power_mean,
-        sum(s) FILTER (WHERE cov = 'util') / sum(n) FILTER (WHERE cov = 'util') AS util_mean,
-        max(last_hour) AS last_seen_hour
-    FROM allc GROUP BY ALL
-)
-SELECT u._u, p.temp_mean, p.temp_max, p.power_mean, p.util_mean, p.last_seen_hour
-FROM u JOIN per_window p
-  ON u.host = p.host AND u.gpu IS NOT DISTINCT FROM p.gpu AND u.lo = p.lo AND u.hi = p.hi
-"""
-_DAILY_FROM_HOURLY = (
-    "SELECT date_trunc('day', hour) AS day, host, gpu, cov, sum(mean * n) AS s, sum(n) AS n, "
-    "max(max) AS mx, max(hour) AS last_hour FROM hourly GROUP BY ALL"
-)
-
-# out-of-core covariate rows: day -> the hosts with a window starting or ending in it -> (daily
-# SQL, hourly SQL of those days and hosts)
-CovariateSQL = Callable[[dict[date, list[str]]], tuple[str, str]]
-
-
-def _covariates(
-    units: pl.DataFrame, hourly: pl.DataFrame | CovariateSQL, connect=duckdb.connect
-) -> pl.DataFrame:
-    """Per unit covariates from hourly rows: a frame (its days summed in DuckDB), or the daily
-    and edge-day hourly rows of ``hourly(dates)``, joined out of core on ``connect()``."""
-    schema = {
-        "_u": pl.UInt32,
-        "temp_mean": pl.Float64,
-        "temp_max": pl.Float64,
-        "power_mean": pl.Float64,
-        "util_mean": pl.Float64,
-        "last_seen_hour": pl.Datetime("us"),
-    }
-    if units.height == 0 or (isinstance(hourly, pl.DataFrame) and hourly.height == 0):
-        return pl.DataFrame(schema=schema)
-    win = units.select("_u", "host", "gpu", "observed_from", "observed_to")
-    with connect() as con:
-        con.register("units", win)
-        if isinstance(hourly, pl.DataFrame):
-            con.register("hourly", hourly)
-            con.execute(f"CREATE TEMP VIEW daily AS {_DAILY_FROM_HOURLY}")
-        else:
-            # the days a window enters or leaves part way (not ``_FULL_DAY``): only those
-            # need their hours; a window from midnight to a day's last hour takes daily rows
-            lo, hi = pl.col("observed_from").dt.truncate("1h"), pl.col("observed_to")
-            enter, leave = lo.dt.truncate("1d"), hi.dt.truncate("1d")
-            edges = (
-                pl.concat(
-                    [
-                        win.filter((lo > enter) | (enter + pl.duration(hours=23) >= hi)).select(
-                            "host", day=enter.dt.date()
-                        ),
-                        win.filter(leave + pl.duration(hours=23) >= hi).select(
-                            "host", day=leave.dt.date()
-                        ),
-                    ]
-                )
-                .drop_nulls()
-                .unique()
-                .group_by("day")
-                .agg(pl.col("host").sort())
-            )
-            daily_sql, hourly_sql = hourly(dict(edges.iter_rows()))
-            con.execute(
-                f"CREATE TEMP TABLE daily AS {daily_sql}"
-            )  # tables: computed once, spillable
-            con.execute(f"CREATE TEMP TABLE hourly AS {hourly_sql}")
-        out = con.sql(_COV_SQL).pl()
-    return out.cast(schema) if out.height else pl.DataFrame(schema=schema)
 
 
 def _failure_events(hw_events: pl.DataFrame) -> pl.DataFrame:
@@ -431,6 +292,16 @@ def _telemetry_units(
     ).filter(pl.col("_end") > pl.col("observed_from"))
 
 
+_OBSERVED_SCHEMA = {
+    "component_class": pl.Utf8,
+    "host": pl.Utf8,
+    "idx": pl.Int32,
+    "start": pl.Datetime("us"),
+    "end": pl.Datetime("us"),
+    "failed": pl.Boolean,
+}
+
+
 def _observed_units(
     hosts: pl.DataFrame, events: pl.DataFrame, skip: set[str], data_start: datetime, as_of: datetime
 ) -> pl.DataFrame:
@@ -449,51 +320,10 @@ def _observed_units(
         & ~pl.col("ev_class").is_in(list(skip))
         & pl.col("host").is_in(hosts["host"].implode())
     )
-    empty = pl.DataFrame(
-        schema={
-            "component_class": pl.Utf8,
-            "host": pl.Utf8,
-            "idx": pl.Int32,
-            "start": pl.Datetime("us"),
-            "end": pl.Datetime("us"),
-            "failed": pl.Boolean,
-        }
-    )
     if ev.height == 0 or hosts.height == 0:
-        return empty
-    classes = ev["ev_class"].unique().sort()
-    scope = classes.map_elements(lambda c: UNIT_COUNTS.get(c, ("node", 1))[0], return_dtype=pl.Utf8)
-    per = classes.map_elements(lambda c: UNIT_COUNTS.get(c, ("node", 1))[1], return_dtype=pl.Int64)
-    cls = pl.DataFrame({"component_class": classes, "scope": scope, "k": per})
-    units = (
-        hosts.join(cls, how="cross")
-        .with_columns(
-            n=pl.when(pl.col("scope") == "gpu")
-            .then(pl.col("n_gpus") * pl.col("k"))
-            .otherwise(pl.col("k"))
-        )
-        .with_columns(idx=pl.int_ranges(0, "n", dtype=pl.Int32))
-        .explode("idx")
-        .select("component_class", "host", "idx", "scope", "k", "n")
-    )
-    n_slots = units.group_by("component_class", "host").agg(
-        n=pl.col("n").first(), k=pl.col("k").first(), scope=pl.col("scope").first()
-    )
-    ev = (
-        ev.rename({"ev_class": "component_class"})
-        .join(n_slots, on=["component_class", "host"])
-        .sort("ev_time", "ev_id")
-        .with_columns(_r=pl.int_range(pl.len()).over("component_class", "host"))
-        .with_columns(
-            idx=(
-                pl.when((pl.col("scope") == "gpu") & pl.col("ev_gpu").is_not_null())
-                .then(pl.col("ev_gpu").cast(pl.Int64) * pl.col("k"))
-                .otherwise(pl.col("_r"))
-                % pl.col("n")
-            ).cast(pl.Int32)
-        )
-        .sort("ev_time", "ev_id")
-    )
+        return pl.DataFrame(schema=_OBSERVED_SCHEMA)
+    units = _unit_slots(hosts, ev["ev_class"].unique().sort())
+    ev = _slotted_events(ev, units)
     slot = ["component_class", "host", "idx"]
     failed = ev.select(
         *slot,
@@ -510,8 +340,80 @@ def _observed_units(
     )
     return (
         pl.concat([failed, censored], how="vertical_relaxed")
-        .cast(empty.schema)
+        .cast(_OBSERVED_SCHEMA)
         .filter(pl.col("end") > pl.col("start"))
+    )
+
+
+def _unit_slots(hosts: pl.DataFrame, classes: pl.Series) -> pl.DataFrame:
+    """One row per (class, host, slot index) of the given classes on every host: ``n`` slots
+    of ``k`` units per GPU (``scope`` gpu) or per node (``UNIT_COUNTS``)."""
+    scope = classes.map_elements(lambda c: UNIT_COUNTS.get(c, ("node", 1))[0], return_dtype=pl.Utf8)
+    per = classes.map_elements(lambda c: UNIT_COUNTS.get(c, ("node", 1))[1], return_dtype=pl.Int64)
+    cls = pl.DataFrame({"component_class": classes, "scope": scope, "k": per})
+    return (
+        hosts.join(cls, how="cross")
+        .with_columns(
+            n=pl.when(pl.col("scope") == "gpu")
+            .then(pl.col("n_gpus") * pl.col("k"))
+            .otherwise(pl.col("k"))
+        )
+        .with_columns(idx=pl.int_ranges(0, "n", dtype=pl.Int32))
+        .explode("idx")
+        .select("component_class", "host", "idx", "scope", "k", "n")
+    )
+
+
+def _slotted_events(ev: pl.DataFrame, units: pl.DataFrame) -> pl.DataFrame:
+    """The events (``component_class``) with the slot each one ends (``idx``): a per-GPU
+    class's event at its GPU's slot, any other at the host's slots in turn, by time."""
+    n_slots = units.group_by("component_class", "host").agg(
+        n=pl.col("n").first(), k=pl.col("k").first(), scope=pl.col("scope").first()
+    )
+    return (
+        ev.rename({"ev_class": "component_class"})
+        .join(n_slots, on=["component_class", "host"])
+        .sort("ev_time", "ev_id")
+        .with_columns(_r=pl.int_range(pl.len()).over("component_class", "host"))
+        .with_columns(
+            idx=(
+                pl.when((pl.col("scope") == "gpu") & pl.col("ev_gpu").is_not_null())
+                .then(pl.col("ev_gpu").cast(pl.Int64) * pl.col("k"))
+                .otherwise(pl.col("_r"))
+                % pl.col("n")
+            ).cast(pl.Int32)
+        )
+        .sort("ev_time", "ev_id")
+    )
+
+
+def _observed_unit_rows(seen: pl.DataFrame) -> pl.DataFrame:
+    """``_observed_units`` rows in the columns of the inventory and telemetry units."""
+    per_gpu = [c for c, (scope, _) in UNIT_COUNTS.items() if scope == "gpu"]
+    return seen.select(
+        "component_class",
+        "host",
+        slot=pl.format("{}/{}{}", "host", "component_class", "idx"),
+        model=pl.lit(None, pl.Utf8),
+        installed_at="start",
+        observed_from="start",
+        _end="end",
+        _failed="failed",
+        _reason=pl.lit(None, pl.Utf8),
+        batch=pl.lit(None, pl.Utf8),
+        gpu=pl.when(pl.col("component_class").is_in(per_gpu)).then("idx"),
+        idx="idx",
+        unit_id=pl.format(
+            "{}/{}{}@{}",
+            "host",
+            "component_class",
+            "idx",
+            pl.col("start").dt.strftime("%Y-%m-%dT%H:%M:%S"),
+        ),
+        _telemetry=pl.lit(False),
+        population=pl.lit("observed_units"),
+        fail_time=pl.when("failed").then("end"),
+        fail_cause=pl.when("failed").then("component_class"),
     )
 
 
@@ -545,49 +447,13 @@ def build_component_lifetimes(
     tele = tele.with_columns(batch=pl.lit(None, pl.Utf8))
     units = pl.concat([hist, tele.select(hist.columns)], how="vertical_relaxed")
     events = _failure_events(fill_gpu_index(hw_events, gpu_hourly))
-    matches = _match_failures(units.with_row_index("_u"), events)
-    units = (
-        units.with_row_index("_u")
-        .join(matches, on="_u", how="left")
-        .with_columns(
-            # a telemetry-only unit counts as failed only when an event explains its replacement
-            _failed=pl.col("_failed") & (~pl.col("_telemetry") | pl.col("fail_time").is_not_null()),
-        )
-    )
+    units = _with_failures(units, events)
     has_inventory = (component_history["source"].fill_null("") != REPLACEMENT_SOURCE).any()
     if observed_hosts is not None and not has_inventory:
         seen = _observed_units(
             observed_hosts, events, {"gpu"} if tele.height else set(), data_start, as_of
         )
-        obs = seen.select(
-            "component_class",
-            "host",
-            slot=pl.format("{}/{}{}", "host", "component_class", "idx"),
-            model=pl.lit(None, pl.Utf8),
-            installed_at="start",
-            observed_from="start",
-            _end="end",
-            _failed="failed",
-            _reason=pl.lit(None, pl.Utf8),
-            batch=pl.lit(None, pl.Utf8),
-            gpu=pl.when(
-                pl.col("component_class").is_in(
-                    [c for c, (scope, _) in UNIT_COUNTS.items() if scope == "gpu"]
-                )
-            ).then("idx"),
-            idx="idx",
-            unit_id=pl.format(
-                "{}/{}{}@{}",
-                "host",
-                "component_class",
-                "idx",
-                pl.col("start").dt.strftime("%Y-%m-%dT%H:%M:%S"),
-            ),
-            _telemetry=pl.lit(False),
-            population=pl.lit("observed_units"),
-            fail_time=pl.when("failed").then("end"),
-            fail_cause=pl.when("failed").then("component_class"),
-        )
+        obs = _observed_unit_rows(seen)
         units = pl.concat(
             [units.drop("_u"), obs.select(units.drop("_u").columns)], how="vertical_relaxed"
         ).with_row_index("_u")
@@ -596,21 +462,29 @@ def build_component_lifetimes(
         .then("fail_time")
         .otherwise("_end"),
     )
-    hourly = hourly_covariates or _hourly_covariates(gpu_hourly)
-    # the covariates over the same first days of every unit (exposure-matched: see
-    # analysis.survival.cox); the last hour seen over the whole observation, needed only where
-    # a failure has no event to date it (``duration_low`` below)
-    first_days = units.with_columns(
-        observed_to=pl.min_horizontal(
-            "observed_to", pl.col("observed_from") + pl.duration(days=COVARIATE_DAYS)
+    units = unit_covariates(units, hourly_covariates or gpu_hourly, connect)
+    units = _rack(units, racks, nodes_per_rack)
+    return conform("component_lifetimes", _lifetime_rows(units).sort("component_class", "unit_id"))
+
+
+def _with_failures(units: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """Units numbered (``_u``) with the event that ended each failed one (``fail_time``,
+    ``fail_cause``, ``_match_failures``)."""
+    matches = _match_failures(units.with_row_index("_u"), events)
+    return (
+        units.with_row_index("_u")
+        .join(matches, on="_u", how="left")
+        .with_columns(
+            # a telemetry-only unit counts as failed only when an event explains its replacement
+            _failed=pl.col("_failed") & (~pl.col("_telemetry") | pl.col("fail_time").is_not_null()),
         )
     )
-    cov = _covariates(first_days, hourly, connect).drop("last_seen_hour")
-    undated = units.filter(pl.col("_failed") & pl.col("fail_time").is_null())
-    seen = _covariates(undated, hourly, connect).select("_u", "last_seen_hour")
-    units = units.join(cov, on="_u", how="left").join(seen, on="_u", how="left")
-    units = _rack(units, racks, nodes_per_rack)
-    out = units.with_columns(**cname_place(pl.col("host"))).select(
+
+
+def _lifetime_rows(units: pl.DataFrame) -> pl.DataFrame:
+    """The ``component_lifetimes`` columns of the units: ages in hours since installation, the
+    event and its cause, the covariates and the place."""
+    return units.with_columns(**cname_place(pl.col("host"))).select(
         "component_class",
         "unit_id",
         "host",
@@ -647,7 +521,6 @@ def build_component_lifetimes(
         node_position="node_position",
         batch="batch",
     )
-    return conform("component_lifetimes", out.sort("component_class", "unit_id"))
 
 
 _HOSTS_SQL = """
@@ -668,16 +541,6 @@ def observed_hosts(wh, gpus_per_node: int = 8) -> pl.DataFrame:
     views = {t: wh.view_sql(t) for t in ("job_attempts", "node_events", "hw_events", "gpu_daily")}
     with wh.connect() as con:
         return con.sql(_HOSTS_SQL.format(g=int(gpus_per_node), **views)).pl()
-
-
-def covariate_sql(wh, covariates: tuple[str, ...] = COVARIATES) -> CovariateSQL:
-    """The out-of-core covariate rows of a warehouse: gpu_daily for whole days, gpu_hourly's
-    partitions of the given days and hosts only, so the cost follows the fleet, not the hours
-    stored."""
-    return lambda hosts_by_date: (
-        covariate_daily_sql(wh, covariates),
-        covariate_hourly_sql(wh, covariates, hosts_by_date),
-    )
 
 
 def refresh_component_lifetimes(

@@ -7,9 +7,10 @@ spares) the simulation converges to Daly's expected wall time (tested within 1%)
 the plug-in rates (``rate_draws`` None) it answers the analytic projection's question; with
 one rate draw per replica it gives the band (``analysis.whatif.evaluate`` runs both).
 
-Failure stream, per replica and class c with n_c units (``projection.UNIT_COUNTS``), from the
-class's lifetime law (``ClassRates.lifetimes``: the selected fitted model, any registered one,
-or the Weibull of a given shape; a replica's rate draw speeds the law up or slows it down):
+Failure stream, per replica and class c with n_c units (``class_rates.UNIT_COUNTS``), from the
+class's lifetime law (``ClassRates.laws``: the selected fitted model, any registered one,
+or the mean-1 exponential at the class's rate; a replica's rate draw speeds the law up or
+slows it down):
 - every unit's first failure within the horizon H is drawn exactly: the number of units that
   fail is Binomial(n_c, F0(H)) and their times come from F0 truncated to [0, H], where F0 is
   the residual-life law given the unit's age at job start (``analysis.fleet_age``):
@@ -37,35 +38,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S
+from analysis.class_rates import ClassRates
 from analysis.fleet_age import AgeGroups, start_groups, stationary_residual_cdf
-from analysis.projection import ClassRates, unit_counts, useful_fraction
+from analysis.job import Job
+from analysis.projection import daly_interval, unit_counts, useful_fraction
 from analysis.taxonomy import NON_HARDWARE, WORKLOAD
-
-
-@dataclass
-class JobConfig:
-    """One job and its fault-tolerance knobs. Durations in hours unless suffixed ``_s``."""
-
-    n_gpus: int
-    gpus_per_node: int = GPUS_PER_NODE
-    work_hours: float | None = None  # fixed useful work to finish ...
-    wall_hours: float | None = None  # ... or a fixed wall-clock window
-    interval_hours: float = 1.0
-    ckpt_cost_s: float = CKPT_COST_S
-    ckpt_blocking_s: float | None = None  # None = synchronous (the whole cost blocks)
-    restart_s: float = RESTART_S  # median in-job restart time
-    restart_sigma: float = 0.0  # lognormal log-sd of the restart time (0 = fixed)
-    requeue_prob: float = 0.0  # share of failures that need a full requeue
-    queue_wait_s: float = 0.0  # median queue wait of a requeue
-    queue_sigma: float = 0.0
-    spares: int | None = None  # hot spare nodes; None = unlimited (never wait)
-    repair_hours: float = 24.0  # median time until a failed node is back in the pool
-    repair_sigma: float = 0.0
-    # unit ages at job start: None = the rates' own fleet age (``ClassRates.starts``,
-    # stationary unless set by ``projection.with_fleet_age``), or 'stationary' | 'new' | hours
-    initial_age: str | float | None = None
-    counts: dict[str, tuple[str, int]] | None = None  # unit-count overrides
 
 
 @dataclass
@@ -180,124 +157,104 @@ def failure_events(
 
 def simulate(
     rates: ClassRates,
-    cfg: JobConfig,
+    job: Job,
     replicas: int = 1000,
     seed: int = 0,
     rate_draws: np.ndarray | None = None,
 ) -> MCResult:
-    """Simulate ``replicas`` independent runs of the job. ``rate_draws`` (replicas, classes)
-    gives each replica its own rates (fit uncertainty); else every replica uses the point."""
-    if (cfg.work_hours is None) == (cfg.wall_hours is None):
-        raise ValueError("give exactly one of work_hours or wall_hours")
+    """Simulate ``replicas`` independent runs of the job: over its ``wall_hours`` window, or
+    until it has done ``work_hours`` of useful work when that is given. ``rate_draws``
+    (replicas, classes) gives each replica its own rates (fit uncertainty); else every replica
+    uses the point. The checkpoint interval is ``job.interval_hours``, or Daly's at the point."""
     rng = np.random.default_rng(seed)
     r_mat = np.broadcast_to(
         rates.rate if rate_draws is None else rate_draws, (replicas, len(rates.classes))
     )
-    counts = {**(rates.counts or {}), **(cfg.counts or {})}
-    units = unit_counts(rates.classes, cfg.n_gpus, cfg.gpus_per_node, counts)[:, 0]
+    counts = {**(rates.counts or {}), **(job.counts or {})}
+    units = unit_counts(rates.classes, job.n_gpus, job.gpus_per_node, counts)[:, 0]
     hardware = np.array([c not in NON_HARDWARE | {WORKLOAD} for c in rates.classes])
-    tau = float(cfg.interval_hours)
-    d_full = cfg.ckpt_cost_s / 3600.0
-    d_blk = (
-        d_full
-        if cfg.ckpt_blocking_s is None
-        else min(cfg.ckpt_blocking_s, cfg.ckpt_cost_s) / 3600.0
-    )
-    d_async = d_full - d_blk  # durable this long after the stall ends
-
-    if cfg.wall_hours is not None:
-        horizon = np.full(replicas, float(cfg.wall_hours))
-        return _run(
-            rng,
-            r_mat,
-            rates,
-            units,
-            hardware,
-            horizon,
-            cfg,
-            tau,
-            d_blk,
-            d_async,
-            None,
-            cfg.wall_hours,
-        )
+    d_full = job.ckpt_cost_s / 3600.0
+    d_blk = min(job.blocking_s, job.ckpt_cost_s) / 3600.0
+    tau = job.interval_hours
+    if tau is None:
+        tau = daly_interval(d_blk, 1.0 / float(rates.rate @ units))
+    run = _Run(rates, units, hardware, job, float(tau), d_blk, d_full - d_blk)
+    if job.work_hours is None:
+        return run(rng, r_mat, np.full(replicas, float(job.wall_hours)), None, job.wall_hours)
     lam_job = r_mat @ units
-    g0 = useful_fraction(tau, d_blk, cfg.restart_s / 3600.0, 1.0 / np.maximum(lam_job, 1e-300))
+    g0 = useful_fraction(run.tau, d_blk, job.restart_s / 3600.0, 1.0 / np.maximum(lam_job, 1e-300))
     horizon = (
-        cfg.work_hours / np.clip(g0, 0.02, 1.0) * 1.5
-        + 10 * (cfg.restart_s + cfg.queue_wait_s) / 3600.0
+        job.work_hours / np.clip(g0, 0.02, 1.0) * 1.5
+        + 10 * (job.restart_s + job.queue_wait_s) / 3600.0
     )
-    if cfg.spares is not None:
-        horizon = horizon + 10 * cfg.repair_hours
-    result = _run(
-        rng, r_mat, rates, units, hardware, horizon, cfg, tau, d_blk, d_async, cfg.work_hours, None
-    )
+    if job.spares is not None:
+        horizon = horizon + 10 * job.repair_hours
+    result = run(rng, r_mat, horizon, job.work_hours, None)
     for _ in range(6):  # replicas that outran the horizon are redrawn with a longer one
         late = ~result.finished
         if not late.any():
             break
         horizon = horizon.copy()
         horizon[late] *= 2.0
-        redo = _run(
-            rng,
-            r_mat[late],
-            rates,
-            units,
-            hardware,
-            horizon[late],
-            cfg,
-            tau,
-            d_blk,
-            d_async,
-            cfg.work_hours,
-            None,
-        )
+        redo = run(rng, r_mat[late], horizon[late], job.work_hours, None)
         for name in ("goodput", "wall_hours", "work_hours", "failures", "wait_hours", "finished"):
             getattr(result, name)[late] = getattr(redo, name)
     return result
 
 
-def _run(
-    rng, r_mat, rates, units, hardware, horizon, cfg, tau, d_blk, d_async, work, deadline
-) -> MCResult:
-    n = r_mat.shape[0]
-    laws = rates.lifetimes()
-    ref = np.array([r for _, r in laws])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        speed = np.where(ref > 0, r_mat / np.where(ref > 0, ref, 1.0), 0.0)
-    if cfg.initial_age is None:
-        starts = rates.class_starts()
-    elif isinstance(cfg.initial_age, str):
-        starts = (cfg.initial_age,) * len(laws)
-    else:
-        starts = (AgeGroups.at(float(cfg.initial_age)),) * len(laws)
-    fail, hw = failure_events(
-        speed, [law for law, _ in laws], starts, units, hardware, horizon, rng
-    )
-    ready = np.zeros(n)  # when computing (re)starts
-    rem = np.full(n, np.inf if work is None else float(work))  # work still to do
-    done_work = np.zeros(n)
-    idx = np.zeros(n, dtype=np.int64)
-    end = np.full(n, np.nan)
-    active = np.ones(n, dtype=bool)
-    finished = np.ones(n, dtype=bool)
-    nfail = np.zeros(n, dtype=np.int64)
-    waited = np.zeros(n)
-    k_sp = cfg.spares
-    slots = np.zeros((n, k_sp)) if k_sp else None  # time each spare slot is (again) available
-    seg = tau + d_blk
-    rows = np.arange(n)
-    while active.any():
-        a = rows[active]
-        f = fail[a, idx[a]]
-        rd = ready[a]
+@dataclass
+class _Run:
+    """One pass of the job dynamics over drawn failures (the module doc's job dynamics):
+    checkpoint interval ``tau``, blocking checkpoint part ``d_blk`` and the asynchronous rest
+    ``d_async`` in hours."""
+
+    rates: ClassRates
+    units: np.ndarray
+    hardware: np.ndarray
+    job: Job
+    tau: float
+    d_blk: float
+    d_async: float
+
+    def starts(self) -> tuple:
+        """Per class, the unit ages at job start (``Job.initial_age`` over the rates' own)."""
+        age, n = self.job.initial_age, len(self.rates.laws)
+        if age is None:
+            return self.rates.starts
+        if isinstance(age, str):
+            return (age,) * n
+        return (AgeGroups.at(float(age)),) * n
+
+    def __call__(self, rng, r_mat, horizon, work, deadline) -> MCResult:
+        ref = self.rates.law_rate
+        with np.errstate(divide="ignore", invalid="ignore"):
+            speed = np.where(ref > 0, r_mat / np.where(ref > 0, ref, 1.0), 0.0)
+        fail, hw = failure_events(
+            speed, self.rates.laws, self.starts(), self.units, self.hardware, horizon, rng
+        )
+        st = _State(r_mat.shape[0], work, self.job.spares)
+        while st.active.any():
+            a = st.rows[st.active]
+            f = fail[a, st.idx[a]]
+            stop = np.minimum(horizon[a], np.inf if deadline is None else deadline)
+            fl = self._finish_or_stop(st, a, f, stop, work, deadline)
+            if fl.any():
+                self._fail(rng, st, a[fl], f[fl], hw, work)
+        wall = st.end
+        good = np.where(wall > 0, st.done_work / np.where(wall > 0, wall, 1.0), 0.0)
+        return MCResult(good, wall, st.done_work, st.nfail, st.waited, st.finished)
+
+    def _finish_or_stop(self, st, a, f, stop, work, deadline) -> np.ndarray:
+        """Replicas ``a`` that finish their work, or reach the window end / horizon cap, before
+        their next failure ``f`` end there; returns the mask of those that fail instead."""
+        tau, d_blk = self.tau, self.d_blk
+        rd = st.ready[a]
         # finish time if no further failure
         if work is not None:
-            need = rem[a]
+            need = st.rem[a]
             t_fin = rd + need + np.ceil(need / tau - 1e-12) * d_blk
         else:
             t_fin = np.full(a.size, np.inf)
-        stop = np.minimum(horizon[a], np.inf if deadline is None else deadline)
         ev = np.minimum(f, stop)
         # 1) job completes before the next failure / the horizon
         fin = (t_fin <= ev) & (rd <= ev)
@@ -305,56 +262,79 @@ def _run(
         cut = ~fin & (stop <= f) & (stop < t_fin)
         if fin.any():
             i = a[fin]
-            done_work[i] += rem[i]
-            rem[i] = 0.0
-            end[i] = t_fin[fin]
-            active[i] = False
+            st.done_work[i] += st.rem[i]
+            st.rem[i] = 0.0
+            st.end[i] = t_fin[fin]
+            st.active[i] = False
         if cut.any():
             i = a[cut]
-            el = np.maximum(stop[cut] - ready[i], 0.0)
+            seg = tau + d_blk
+            el = np.maximum(stop[cut] - st.ready[i], 0.0)
             full = np.floor(el / seg)
             part = np.minimum(el - full * seg, tau)
-            done_work[i] += np.minimum(full * tau + part, rem[i])
-            end[i] = stop[cut]
-            active[i] = False
+            st.done_work[i] += np.minimum(full * tau + part, st.rem[i])
+            st.end[i] = stop[cut]
+            st.active[i] = False
             if deadline is None:
-                finished[i] = False
-        # 3) a failure
-        fl = ~fin & ~cut
-        if not fl.any():
-            continue
-        i, ff = a[fl], f[fl]
-        computing = ff >= ready[i]
-        el = np.maximum(ff - ready[i] - d_async, 0.0)
+                st.finished[i] = False
+        return ~fin & ~cut
+
+    def _fail(self, rng, st, i, ff, hw, work) -> None:
+        """Replicas ``i`` fail at ``ff``: keep the work up to the last durable checkpoint, wait
+        for a spare node (hardware failures) and restart."""
+        tau, seg, job = self.tau, self.tau + self.d_blk, self.job
+        computing = ff >= st.ready[i]
+        el = np.maximum(ff - st.ready[i] - self.d_async, 0.0)
         durable = np.where(computing, np.floor(el / seg), 0.0)
         if work is not None:
-            durable = np.minimum(durable, np.maximum(np.ceil(rem[i] / tau - 1e-12) - 1, 0))
-        gained = np.minimum(durable * tau, rem[i])
-        done_work[i] += gained
-        rem[i] -= gained
+            durable = np.minimum(durable, np.maximum(np.ceil(st.rem[i] / tau - 1e-12) - 1, 0))
+        gained = np.minimum(durable * tau, st.rem[i])
+        st.done_work[i] += gained
+        st.rem[i] -= gained
+        wait = self._spare_wait(rng, st, i, ff, hw[i, st.idx[i]])
+        restart = _lognormal(rng, job.restart_s / 3600.0, job.restart_sigma, i.size)
+        if job.requeue_prob > 0:
+            rq = rng.random(i.size) < job.requeue_prob
+            restart[rq] += _lognormal(
+                rng, job.queue_wait_s / 3600.0, job.queue_sigma, int(rq.sum())
+            )
+        before = np.maximum(st.ready[i], ff + restart)
+        st.ready[i] = np.maximum(st.ready[i], ff + wait + restart)
+        st.waited[i] += st.ready[i] - before  # wall time added by waiting (overlaps counted once)
+        st.nfail[i] += 1
+        st.idx[i] += 1
+
+    def _spare_wait(self, rng, st, i, ff, is_hw) -> np.ndarray:
+        """Hours replicas ``i`` wait for a spare node after failures at ``ff``: none with
+        unlimited spares; a repair with none; else until the earliest spare slot is back."""
+        job, k_sp = self.job, self.job.spares
         wait = np.zeros(i.size)
-        is_hw = hw[i, idx[i]]
         if k_sp is None:
             pass
         elif k_sp == 0:
-            wait[is_hw] = _lognormal(rng, cfg.repair_hours, cfg.repair_sigma, int(is_hw.sum()))
+            wait[is_hw] = _lognormal(rng, job.repair_hours, job.repair_sigma, int(is_hw.sum()))
         elif is_hw.any():
             h = i[is_hw]
-            j = np.argmin(slots[h], axis=1)
-            avail = slots[h, j]
+            j = np.argmin(st.slots[h], axis=1)
+            avail = st.slots[h, j]
             wait[is_hw] = np.maximum(avail - ff[is_hw], 0.0)
-            slots[h, j] = ff[is_hw] + _lognormal(rng, cfg.repair_hours, cfg.repair_sigma, h.size)
-        restart = _lognormal(rng, cfg.restart_s / 3600.0, cfg.restart_sigma, i.size)
-        if cfg.requeue_prob > 0:
-            rq = rng.random(i.size) < cfg.requeue_prob
-            restart[rq] += _lognormal(
-                rng, cfg.queue_wait_s / 3600.0, cfg.queue_sigma, int(rq.sum())
-            )
-        before = np.maximum(ready[i], ff + restart)
-        ready[i] = np.maximum(ready[i], ff + wait + restart)
-        waited[i] += ready[i] - before  # wall time added by waiting (overlaps counted once)
-        nfail[i] += 1
-        idx[i] += 1
-    wall = end
-    good = np.where(wall > 0, done_work / np.where(wall > 0, wall, 1.0), 0.0)
-    return MCResult(good, wall, done_work, nfail, waited, finished)
+            st.slots[h, j] = ff[is_hw] + _lognormal(rng, job.repair_hours, job.repair_sigma, h.size)
+        return wait
+
+
+class _State:
+    """Per-replica state of a run (arrays over replicas)."""
+
+    def __init__(self, n: int, work, spares: int | None):
+        self.rows = np.arange(n)
+        self.ready = np.zeros(n)  # when computing (re)starts
+        self.rem = np.full(n, np.inf if work is None else float(work))  # work still to do
+        self.done_work = np.zeros(n)
+        self.idx = np.zeros(n, dtype=np.int64)
+        self.end = np.full(n, np.nan)
+        self.active = np.ones(n, dtype=bool)
+        self.finished = np.ones(n, dtype=bool)
+        self.nfail = np.zeros(n, dtype=np.int64)
+        self.waited = np.zeros(n)
+        # time each spare slot is (again) available
+        self.slots = np.zeros((n, spares)) if spares else None

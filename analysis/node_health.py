@@ -278,9 +278,9 @@ def refresh_node_health(
 
 
 def fleet_rates(wh, gpus_per_node: int = GPUS_PER_NODE):
-    """The rates ``goodput project`` projects from by default (``projection.scoped_rates`` of
+    """The rates ``goodput project`` projects from by default (``rate_sources.scoped_rates`` of
     the default interruption scope), or None when the warehouse holds none."""
-    from analysis.projection import scoped_rates
+    from analysis.rate_sources import scoped_rates
 
     try:
         return scoped_rates(wh, DEFAULT_SCOPE, gpus_per_node)
@@ -299,14 +299,15 @@ def lemon_gain(
     """Projected goodput of a job on ``target_gpus`` GPUs, and with the lemon nodes gone; None
     when no tested node failed (nothing to remove).
 
-    ``rates`` (``analysis.projection.ClassRates``): the rates ``goodput project`` and the
-    report's headline project from (``projection.scoped_rates``); the baseline is then their
+    ``rates`` (``analysis.class_rates.ClassRates``): the rates ``goodput project`` and the
+    report's headline project from (``rate_sources.scoped_rates``); the baseline is then their
     projection exactly (``whatif.project_one``), and without the lemons every hardware class
     (not ``taxonomy.NON_HARDWARE``, not the jobs' own failures) is scaled by the node failure
     rate refitted without the lemon nodes over the fleet's. Without ``rates`` (no fits stored)
     the fleet's node failure rate, and its refit, is the one class, counted once per node.
     ``without_lemons`` is None when no failure is left once the lemons are gone."""
-    from analysis.projection import rates_from_table
+    from analysis.job import Job
+    from analysis.rate_sources import rates_from_table
     from analysis.whatif import project_one
 
     tested = health.filter(pl.col("node_hours") > 0)
@@ -339,7 +340,8 @@ def lemon_gain(
         basis = "fitted rates"
 
     def one(r, n_events: float, hours: float) -> dict:
-        p = project_one(None, target_gpus, gpus_per_node, ckpt_cost_s, restart_s, rates=r)
+        job = Job(target_gpus, gpus_per_node, ckpt_cost_s, restart_s=restart_s)
+        p = project_one(None, job, rates=r)
         keys = ("mtti_hours", "mtti_ci_low", "mtti_ci_high", "interval_hours", "goodput",
                 "goodput_ci_low", "goodput_ci_high")  # fmt: skip
         return {"failures": n_events, "rate_per_node_hour": n_events / hours,

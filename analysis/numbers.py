@@ -5,16 +5,29 @@ beyond the standard library, so the quick commands (``project``, ``nodes``) use 
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 
 
-def pct(x: float | None, digits: int = 1) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.{digits}f}%"
+def _missing_as_na(fmt: Callable[..., str]) -> Callable[..., str]:
+    """``fmt`` for a figure that may be missing: None or a non-finite value prints ``n/a``, the
+    one rule every formatter here shares."""
+
+    @functools.wraps(fmt)
+    def formatted(x: float | None, *args, **kwargs) -> str:
+        return "n/a" if x is None or not math.isfinite(x) else fmt(x, *args, **kwargs)
+
+    return formatted
 
 
-def num(x: float | None) -> str:
-    if x is None or not math.isfinite(x):
-        return "n/a"
+@_missing_as_na
+def pct(x: float, digits: int = 1) -> str:
+    return f"{100 * x:.{digits}f}%"
+
+
+@_missing_as_na
+def num(x: float) -> str:
     if x == 0:
         return "0"
     if abs(x) >= 100:
@@ -22,9 +35,8 @@ def num(x: float | None) -> str:
     return f"{x:.3g}"
 
 
-def hours(h: float | None) -> str:
-    if h is None or not math.isfinite(h):
-        return "n/a"
+@_missing_as_na
+def hours(h: float) -> str:
     if h < 1:
         return f"{h * 60:.0f} min"
     if h < 48:
@@ -32,17 +44,17 @@ def hours(h: float | None) -> str:
     return f"{h / 24:.1f} days"
 
 
-def in_hours(h: float | None) -> str:
+@_missing_as_na
+def in_hours(h: float) -> str:
     """A time between events (MTBF, MTTI) in hours, always: ``0.42 h``, ``12.3 h``, ``1,234 h``."""
-    if h is None or not math.isfinite(h):
-        return "n/a"
     if h < 10:
         return f"{h:.2g} h" if h < 1 else f"{h:.1f} h"
     return f"{h:,.0f} h" if h >= 100 else f"{h:.1f} h"
 
 
-def money(x: float | None) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"${x:,.0f}"
+@_missing_as_na
+def money(x: float) -> str:
+    return f"${x:,.0f}"
 
 
 def change(now: float | None, before: float | None, unit: str = "") -> str:

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 
-from analysis.attribution import _rank_expr, read_hw_evidence, resolve_chains
+from analysis.hw_evidence import rank_expr, read_hw_evidence, resolve_chains
 from warehouse.schemas import TABLES, conform
 
 Z95 = 1.959963984540054
@@ -54,7 +54,7 @@ def failure_evidence(interruptions: pl.DataFrame, hw_events: pl.DataFrame) -> pl
     ev = resolve_chains(hw_events).filter(pl.col("event_id") == pl.col("root_id"))
     sev = pl.col("severity").str.to_lowercase()
     ev = ev.with_columns(
-        rank=_rank_expr(pl.col("component_class").fill_null("unknown"), sev, pl.col("counter"))
+        rank=rank_expr(pl.col("component_class").fill_null("unknown"), sev, pl.col("counter"))
     )
     hw = ev.filter(
         sev.is_in(["fatal", "critical"])
@@ -118,7 +118,9 @@ def build_node_failures(
         episode=pl.col("_new").cast(pl.Int32).cum_sum().over("host")
     )
     episodes = (
-        ev.sort("host", "episode", "rank", "time")
+        # the episode's cause: the most severe evidence, then the earliest, then the lowest
+        # event id (two events of one rank in one second: the same pick on every build)
+        ev.sort("host", "episode", "rank", "time", "cause_event", nulls_last=True)
         .group_by("host", "episode", maintain_order=True)
         .agg(
             time=pl.col("time").min(),

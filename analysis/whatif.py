@@ -9,61 +9,35 @@ in the Monte Carlo (the analytic model never waits for a node), so spare knobs u
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
 
-from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S, TARGET_GPUS
+from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S
+from analysis.class_rates import ClassRates, rate_rows
 from analysis.fleet_age import DEFAULT_FLEET_AGE
-from analysis.montecarlo import JobConfig, simulate
+from analysis.fleet_age_rates import observed_ages, with_fleet_age
+from analysis.job import LLAMA3_RUN_HOURS, Job
+from analysis.montecarlo import simulate
 from analysis.numbers import in_hours, pct
 from analysis.projection import (
-    ClassRates,
     daly_interval,
     interruption_rate,
-    observed_ages,
     project,
     projection_rows,
-    rate_rows,
-    rates_from_table,
     scale_points,
-    scoped_rates,
     unit_counts,
     useful_fraction,
-    with_fleet_age,
 )
+from analysis.rate_sources import rates_from_table, scoped_rates
 from analysis.taxonomy import DEFAULT_SCOPE
 from warehouse.schemas import conform
 
 MC_INTERRUPTIONS = 300  # expected interruptions per simulated job in the standard scenario set
 
 
-@dataclass(frozen=True)
-class Scenario:
-    n_gpus: int = TARGET_GPUS
-    gpus_per_node: int = GPUS_PER_NODE
-    ckpt_cost_s: float = CKPT_COST_S
-    ckpt_blocking_s: float | None = None  # async checkpoint: the part that stalls training
-    restart_s: float = RESTART_S
-    interval_hours: float | None = None  # None = Daly's optimum
-    spares: int | None = None  # None = unlimited (no waiting for nodes)
-    repair_hours: float = 24.0
-    rate_multipliers: dict = field(default_factory=dict)
-    mc_wall_hours: float = 54 * 24.0  # Monte Carlo window (Llama 3's run length)
-
-    def with_knob(self, knob: str, value) -> Scenario:
-        if knob.startswith("rate:"):
-            cls = knob.split(":", 1)[1]
-            return replace(self, rate_multipliers={**self.rate_multipliers, cls: float(value)})
-        if knob not in asdict(self):
-            raise ValueError(f"unknown knob {knob!r}")
-        if knob in ("n_gpus", "gpus_per_node", "spares"):
-            value = int(value)
-        return replace(self, **{knob: value})
-
-
-def _scaled_rates(rates: ClassRates, sc: Scenario) -> ClassRates:
+def _scaled_rates(rates: ClassRates, sc: Job) -> ClassRates:
     mult = dict(sc.rate_multipliers)
     if "all" in mult and "all" not in rates.classes:
         every = mult.pop("all")
@@ -73,25 +47,16 @@ def _scaled_rates(rates: ClassRates, sc: Scenario) -> ClassRates:
 
 def evaluate(
     rates: ClassRates,
-    sc: Scenario,
+    sc: Job,
     method: str = "analytic",
     samples: int = 400,
     replicas: int = 300,
     seed: int = 0,
 ) -> dict:
-    """One scenario -> a dict of ``goodput_projections`` values plus band notes."""
+    """One job -> a dict of ``goodput_projections`` values plus band notes: the analytic
+    projection, and with ``method`` 'mc' the Monte Carlo's point and band (``_simulated``)."""
     r = _scaled_rates(rates, sc)
-    p = project(
-        r,
-        sc.n_gpus,
-        sc.gpus_per_node,
-        sc.ckpt_cost_s,
-        sc.restart_s,
-        sc.interval_hours,
-        sc.ckpt_blocking_s,
-        samples=samples,
-        seed=seed,
-    )
+    p = project(r, sc, samples=samples, seed=seed)
     out = {
         "method": method,
         "rates_source": rates.source,
@@ -114,55 +79,55 @@ def evaluate(
         "band": p.notes["band"],
     }
     if method == "mc":
-        cfg = JobConfig(
-            n_gpus=sc.n_gpus,
-            gpus_per_node=sc.gpus_per_node,
-            wall_hours=sc.mc_wall_hours,
-            interval_hours=out["interval_hours"],
-            ckpt_cost_s=sc.ckpt_cost_s,
-            ckpt_blocking_s=sc.ckpt_blocking_s,
-            restart_s=sc.restart_s,
-            spares=sc.spares,
-            repair_hours=sc.repair_hours,
+        out.update(_simulated(r, replace(sc, interval_hours=out["interval_hours"]), out,
+                              samples, replicas, seed))  # fmt: skip
+    return out
+
+
+def _simulated(r: ClassRates, job: Job, analytic: dict, samples, replicas, seed) -> dict:
+    """The Monte Carlo's goodput for ``evaluate``: the point from jobs simulated at the
+    plug-in rates (a class with no failure at rate 0), never averaged over rate draws; the
+    band from rate draws where the rates are uncertain, else the Monte Carlo noise."""
+    res = simulate(r, job, replicas=replicas, seed=seed)
+    s = res.summary()
+    out = {
+        "analytic_goodput": analytic["goodput"],
+        "goodput": s["mean"],
+        "goodput_spread_low": s["p2_5"],
+        "goodput_spread_high": s["p97_5"],
+    }
+    draws = r.sample(replicas, seed) if r.has_uncertainty() and samples > 0 else None
+    if draws is not None:
+        # the band, as in the analytic model: the expected goodput over rate draws. Jobs
+        # simulated one per draw, regressed on the analytic goodput of their draw, give the
+        # slope b of the simulation's response; the band is the 2.5-97.5% of point +
+        # b·(g_analytic(draw) - g_analytic(point)), so single-job noise stays out of it and
+        # a one-sided band (a class with no failure: rate 0 at the point) reaches the point.
+        drawn = simulate(r, job, replicas=replicas, seed=seed + 1, rate_draws=draws)
+        u = unit_counts(r.classes, job.n_gpus, job.gpus_per_node, r.counts)[:, 0]
+        ga = useful_fraction(
+            job.interval_hours, job.blocking_s / 3600, job.restart_s / 3600, 1.0 / (draws @ u)
         )
-        # the point, as in the analytic model: jobs simulated at the plug-in rates (a class
-        # with no failure at rate 0), never averaged over rate draws
-        res = simulate(r, cfg, replicas=replicas, seed=seed)
-        s = res.summary()
-        out["analytic_goodput"] = out["goodput"]
-        out["goodput"] = s["mean"]
-        out["goodput_spread_low"], out["goodput_spread_high"] = s["p2_5"], s["p97_5"]
-        draws = r.sample(replicas, seed) if r.has_uncertainty() and samples > 0 else None
-        if draws is not None:
-            # the band, as in the analytic model: the expected goodput over rate draws. Jobs
-            # simulated one per draw, regressed on the analytic goodput of their draw, give the
-            # slope b of the simulation's response; the band is the 2.5-97.5% of point +
-            # b·(g_analytic(draw) - g_analytic(point)), so single-job noise stays out of it and
-            # a one-sided band (a class with no failure: rate 0 at the point) reaches the point.
-            drawn = simulate(r, cfg, replicas=replicas, seed=seed + 1, rate_draws=draws)
-            d_h = (sc.ckpt_cost_s if sc.ckpt_blocking_s is None else sc.ckpt_blocking_s) / 3600
-            u = unit_counts(r.classes, sc.n_gpus, sc.gpus_per_node, r.counts)[:, 0]
-            ga = useful_fraction(out["interval_hours"], d_h, sc.restart_s / 3600, 1.0 / (draws @ u))
-            b = np.polyfit(ga, drawn.goodput, 1)[0] if np.ptp(ga) > 0 else 0.0
-            fitted = s["mean"] + b * (ga - out["analytic_goodput"])
-            lo, hi = np.percentile(fitted, [2.5, 97.5])
-            out["goodput_ci_low"] = float(min(lo, s["mean"]))
-            out["goodput_ci_high"] = float(max(hi, s["mean"]))
-            out["band"] = (
-                f"point: {replicas} jobs simulated at the fitted rates; band: expected goodput "
-                f"over {replicas} rate draws from the fits (the point moved by the simulated "
-                "jobs' response to the analytic goodput of each draw); spread: 2.5-97.5% of "
-                f"single simulated {sc.mc_wall_hours:g} h jobs at the fitted rates"
-            )
-        else:
-            out["goodput_ci_low"] = s["mean"] - 1.96 * s["se"]
-            out["goodput_ci_high"] = s["mean"] + 1.96 * s["se"]
-            out["band"] = (
-                f"band: Monte Carlo noise of the mean only (± 1.96 SE over {replicas} replicas), "
-                f"no rate uncertainty; spread: 2.5-97.5% of single simulated {sc.mc_wall_hours:g} "
-                "h jobs"
-            )
-        out["mc"] = s
+        b = np.polyfit(ga, drawn.goodput, 1)[0] if np.ptp(ga) > 0 else 0.0
+        fitted = s["mean"] + b * (ga - analytic["goodput"])
+        lo, hi = np.percentile(fitted, [2.5, 97.5])
+        out["goodput_ci_low"] = float(min(lo, s["mean"]))
+        out["goodput_ci_high"] = float(max(hi, s["mean"]))
+        out["band"] = (
+            f"point: {replicas} jobs simulated at the fitted rates; band: expected goodput "
+            f"over {replicas} rate draws from the fits (the point moved by the simulated "
+            "jobs' response to the analytic goodput of each draw); spread: 2.5-97.5% of "
+            f"single simulated {job.wall_hours:g} h jobs at the fitted rates"
+        )
+    else:
+        out["goodput_ci_low"] = s["mean"] - 1.96 * s["se"]
+        out["goodput_ci_high"] = s["mean"] + 1.96 * s["se"]
+        out["band"] = (
+            f"band: Monte Carlo noise of the mean only (± 1.96 SE over {replicas} replicas), "
+            f"no rate uncertainty; spread: 2.5-97.5% of single simulated {job.wall_hours:g} "
+            "h jobs"
+        )
+    out["mc"] = s
     return out
 
 
@@ -209,7 +174,7 @@ _PROJ_COLUMNS = {
 
 def sweep(
     rates: ClassRates,
-    base: Scenario,
+    base: Job,
     knob: str,
     values,
     method: str = "analytic",
@@ -222,17 +187,7 @@ def sweep(
     values = list(values)
     if knob == "n_gpus" and method == "analytic" and base.interval_hours is None:
         r = _scaled_rates(rates, base)
-        p = project(
-            r,
-            np.asarray(values),
-            base.gpus_per_node,
-            base.ckpt_cost_s,
-            base.restart_s,
-            None,
-            base.ckpt_blocking_s,
-            samples=samples,
-            seed=seed,
-        )
+        p = project(r, base, np.asarray(values), samples=samples, seed=seed)
         df = projection_rows(
             p,
             scenario or f"sweep:{knob}",
@@ -254,7 +209,7 @@ def sweep(
 
 def sensitivity(
     rates: ClassRates,
-    base: Scenario,
+    base: Job,
     factor: float = 0.5,
     spares_step: int = 8,
     samples: int = 400,
@@ -342,7 +297,7 @@ def sensitivity_rows(table: pl.DataFrame, base_result: dict | None = None) -> pl
 
 def joint_best(
     rates: ClassRates,
-    base: Scenario,
+    base: Job,
     intervals_hours=None,
     spares=(0, 2, 4, 8, 16, 32, 64),
     replicas: int = 150,
@@ -354,12 +309,7 @@ def joint_best(
     Returns the grid with columns interval_hours, spares, goodput, fleet_goodput, best."""
     if intervals_hours is None:
         mtti = evaluate(rates, base)["mtti_hours"]
-        d = (
-            base.ckpt_cost_s / 3600.0
-            if base.ckpt_blocking_s is None
-            else base.ckpt_blocking_s / 3600.0
-        )
-        t0 = float(daly_interval(d, mtti))
+        t0 = float(daly_interval(base.blocking_s / 3600.0, mtti))
         intervals_hours = t0 * np.array([0.5, 0.7, 0.85, 1.0, 1.2, 1.5, 2.0])
     recs = []
     for k in spares:
@@ -393,26 +343,13 @@ def joint_rows(grid: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([g, best])
 
 
-def base_scenario(
-    rates: ClassRates,
-    target_gpus: int = TARGET_GPUS,
-    gpus_per_node: int = GPUS_PER_NODE,
-    ckpt_cost_s: float = CKPT_COST_S,
-    restart_s: float = RESTART_S,
-    repair_hours: float = 24.0,
-) -> Scenario:
-    """The scenario the report's projections start from at ``target_gpus``. Its Monte Carlo
-    window is long enough for ~MC_INTERRUPTIONS interruptions per replica (goodput is a time
-    fraction, so a longer window only adds work), within a day and Llama 3's 54 days."""
-    mtti = 1.0 / float(np.asarray(interruption_rate(rates, target_gpus, gpus_per_node)).ravel()[0])
-    return Scenario(
-        n_gpus=target_gpus,
-        gpus_per_node=gpus_per_node,
-        ckpt_cost_s=ckpt_cost_s,
-        restart_s=restart_s,
-        repair_hours=repair_hours,
-        mc_wall_hours=float(np.clip(MC_INTERRUPTIONS * mtti, 24.0, 54 * 24.0)),
-    )
+def base_scenario(rates: ClassRates, job: Job) -> Job:
+    """The job the report's projections start from: ``job`` with a Monte Carlo window long
+    enough for ~MC_INTERRUPTIONS interruptions per replica (goodput is a time fraction, so a
+    longer window only adds work), within a day and Llama 3's 54 days."""
+    lam = interruption_rate(rates, job.n_gpus, job.gpus_per_node)
+    mtti = 1.0 / float(np.asarray(lam).ravel()[0])
+    return replace(job, wall_hours=float(np.clip(MC_INTERRUPTIONS * mtti, 24.0, LLAMA3_RUN_HOURS)))
 
 
 BASE_SPARES = 8  # spare nodes of the sensitivity's baseline (its spares item adds more)
@@ -420,7 +357,7 @@ BASE_SPARES = 8  # spare nodes of the sensitivity's baseline (its spares item ad
 
 def sensitivity_set(
     rates: ClassRates,
-    base: Scenario,
+    base: Job,
     base_spares: int = BASE_SPARES,
     samples: int = 400,
     replicas: int = 100,
@@ -451,20 +388,18 @@ def sensitivity_at(wh, n_gpus: int) -> pl.DataFrame:
     scope = got.get("scope") or DEFAULT_SCOPE
     gpus_per_node = got.get("gpus_per_node") or GPUS_PER_NODE
     rates = scoped_rates(wh, scope, gpus_per_node, n_gpus)
-    sc = base_scenario(
-        rates, n_gpus, gpus_per_node,
-        got.get("ckpt_cost_s") or CKPT_COST_S, got.get("restart_s") or RESTART_S,
+    job = Job(
+        n_gpus=n_gpus, gpus_per_node=gpus_per_node,
+        ckpt_cost_s=got.get("ckpt_cost_s") or CKPT_COST_S,
+        restart_s=got.get("restart_s") or RESTART_S,
     )  # fmt: skip
+    sc = base_scenario(rates, job)
     return sensitivity_set(rates, sc).with_columns(pl.lit(scope).alias("scope"))
 
 
 def refresh_projections(
     wh,
-    target_gpus: int = TARGET_GPUS,
-    gpus_per_node: int = GPUS_PER_NODE,
-    ckpt_cost_s: float = CKPT_COST_S,
-    restart_s: float = RESTART_S,
-    repair_hours: float = 24.0,
+    job: Job | None = None,
     base_spares: int = BASE_SPARES,
     rates: ClassRates | None = None,
     samples: int = 400,
@@ -477,7 +412,7 @@ def refresh_projections(
 
     - ``scale_sweep``: knob n_gpus, 8..200k GPUs (analytic, CI bands from the fit, Daly
       interval at each scale in optimal_interval_hours / interval_hours);
-    - ``sensitivity`` at ``target_gpus``: a ``baseline`` row, then one row per item (knob =
+    - ``sensitivity`` at ``job.n_gpus``: a ``baseline`` row, then one row per item (knob =
       ``rate:<class>``, ``ckpt_cost_s``, ``restart_s``, ``spares``) with knob_value = goodput
       gain over its baseline (Monte Carlo for spares, analytic otherwise): the tornado chart;
     - ``joint_grid`` / ``joint_best``: Monte Carlo grid of (interval_hours, spares), knob_value
@@ -485,15 +420,16 @@ def refresh_projections(
     Rates: ``scope`` (``analysis.taxonomy.SCOPES``; default infrastructure: the hardware fits
     plus every non-workload class measured in ``interruptions``), stored in column ``scope``.
     Raises ValueError when there is nothing to project from and no ``rates`` are given."""
+    job = Job() if job is None else job
     if rates is None:
-        rates = scoped_rates(wh, scope, gpus_per_node, target_gpus)
-    base = base_scenario(rates, target_gpus, gpus_per_node, ckpt_cost_s, restart_s, repair_hours)
+        rates = scoped_rates(wh, scope, job.gpus_per_node, job.n_gpus)
+    base = base_scenario(rates, job)
     parts = [
         sweep(
             rates,
             base,
             "n_gpus",
-            scale_points(gpus_per_node=gpus_per_node),
+            scale_points(gpus_per_node=job.gpus_per_node),
             samples=samples,
             seed=seed,
             scenario="scale_sweep",
@@ -570,64 +506,48 @@ def read_rates_csv(path) -> ClassRates:
 
 def project_one(
     wh,
-    n_gpus: int = TARGET_GPUS,
-    gpus_per_node: int = GPUS_PER_NODE,
-    ckpt_cost_s: float = CKPT_COST_S,
-    restart_s: float = RESTART_S,
-    interval_hours: float | None = None,
-    spares: int | None = None,
+    job: Job | None = None,
     mtti_hours: float | None = None,
     method: str = "analytic",
     replicas: int = 500,
-    repair_hours: float = 24.0,
     seed: int = 0,
     scope: str = DEFAULT_SCOPE,
     rates: ClassRates | None = None,
     fleet_age: str = DEFAULT_FLEET_AGE,
-    horizon_hours: float | None = None,
 ) -> dict:
-    """One scenario as ``goodput project`` shows it. Rates: ``rates`` when given (e.g. a
+    """One job as ``goodput project`` shows it. Rates: ``rates`` when given (e.g. a
     ``--rates`` file), else an ``mtti_hours`` override, else the warehouse's rates of
-    ``scope`` (``projection.scoped_rates``). Raises ValueError when there is nothing to
+    ``scope`` (``rate_sources.scoped_rates``). Raises ValueError when there is nothing to
     project from.
 
     ``fleet_age`` (``fleet_age.FLEET_AGES``) is the age of the job's units at its start, for
-    both the analytic rates and the Monte Carlo (``projection.with_fleet_age``): 'observed'
-    takes each class's ages at the window end from the warehouse (``observed_ages``); classes
-    without ages (measured interruption classes, rates files) stay stationary, as each class's
-    ``fleet_age`` in ``classes`` says. ``horizon_hours``: the job's length (default
-    ``Scenario.mc_wall_hours``), over which a non-stationary fleet's failures are counted and
-    the Monte Carlo runs."""
+    both the analytic rates and the Monte Carlo (``fleet_age_rates.with_fleet_age``):
+    'observed' takes each class's ages at the window end from the warehouse
+    (``observed_ages``); classes without ages (measured interruption classes, rates files)
+    stay stationary, as each class's ``fleet_age`` in ``classes`` says. ``job.wall_hours`` is
+    the job's length, over which a non-stationary fleet's failures are counted and the Monte
+    Carlo runs."""
+    job = Job() if job is None else job
     from_warehouse = rates is None and mtti_hours is None
     if rates is None:
         rates = (
-            scoped_rates(wh, scope, gpus_per_node, n_gpus)
+            scoped_rates(wh, scope, job.gpus_per_node, job.n_gpus)
             if from_warehouse
             else ClassRates.from_mtti(mtti_hours)
         )
-    horizon = Scenario.mc_wall_hours if horizon_hours is None else float(horizon_hours)
+    horizon = float(job.wall_hours)
     ages = observed_ages(wh, rates.classes) if fleet_age == "observed" and from_warehouse else {}
     rates = with_fleet_age(rates, fleet_age, horizon, ages)
-    sc = Scenario(
-        n_gpus=n_gpus,
-        gpus_per_node=gpus_per_node,
-        ckpt_cost_s=ckpt_cost_s,
-        restart_s=restart_s,
-        interval_hours=interval_hours,
-        spares=spares,
-        repair_hours=repair_hours,
-        mc_wall_hours=horizon,
-    )
-    res = evaluate(rates, sc, method, replicas=replicas, seed=seed)
+    res = evaluate(rates, job, method, replicas=replicas, seed=seed)
     res["fleet_age"] = fleet_age
     res["horizon_hours"] = horizon
     res["scope"] = scope if from_warehouse else None
-    res["interval_source"] = "auto = Daly" if interval_hours is None else "given"
+    res["interval_source"] = "auto = Daly" if job.interval_hours is None else "given"
     if mtti_hours is not None and method == "analytic":
         res["band"] = "--mtti override: no fit uncertainty, so the band is the point"
     res["classes"] = rate_rows(rates)
-    res["repair_hours"] = repair_hours
-    res["mc_wall_hours"] = sc.mc_wall_hours
+    res["repair_hours"] = job.repair_hours
+    res["mc_wall_hours"] = job.wall_hours
     return res
 
 

@@ -15,9 +15,13 @@ import time
 import numpy as np
 import polars as pl
 
+from analysis.class_rates import ClassRates
 from analysis.goodput_measured import measure
-from analysis.montecarlo import JobConfig, simulate
-from analysis.projection import ClassRates, daly_interval, llama3_rates, project
+from analysis.job import Job
+from analysis.lifetime_models.weibull import Weibull
+from analysis.montecarlo import simulate
+from analysis.projection import daly_interval, project
+from analysis.rate_sources import llama3_rates
 from benchmarks.targets import status, target
 
 
@@ -42,18 +46,19 @@ def main() -> None:
     n = rng.integers(8, 200_001, args.scenarios)
     cost = rng.uniform(5, 600, args.scenarios)
     restart = rng.uniform(60, 3600, args.scenarios)
-    t, p = best_of(lambda: project(rates, n, 8, cost, restart, samples=0))
+    job = Job(gpus_per_node=8, ckpt_cost_s=cost, restart_s=restart)  # one scenario per element
+    t, p = best_of(lambda: project(rates, job, n, samples=0))
     print(
         f"analytic: {args.scenarios:,} scenarios (Λ(N), Young, Daly, useful fraction) in {t:.3f} "
         f"s; mean goodput {p.goodput.mean():.3f}"
     )
     target(f"{args.scenarios:,} analytic scenarios < 1 s", t < 1, f"{t:.3f} s")
-    t, p = best_of(lambda: project(rates, n, 8, cost, restart, samples=100), n=1)
+    t, p = best_of(lambda: project(rates, job, n, samples=100), n=1)
     print(f"analytic: {args.scenarios:,} scenarios with 100-draw CI bands in {t:.3f} s")
 
     m = 54 * 24 / 419
     tau = float(daly_interval(60 / 3600, m))
-    cfg = JobConfig(16_384, wall_hours=54 * 24, interval_hours=tau)
+    cfg = Job(16_384, wall_hours=54 * 24, interval_hours=tau)
     t, res = best_of(lambda: simulate(rates, cfg, replicas=args.replicas, seed=1))
     s = res.summary()
     print(
@@ -67,9 +72,9 @@ def main() -> None:
         rates.rate,
         rates.ci_low,
         rates.ci_high,
-        shape=np.where(np.isin(rates.classes, ["gpu", "gpu_sram"]), 0.8, 1.3),
+        laws=tuple(Weibull.unit(0.8 if c in ("gpu", "gpu_sram") else 1.3) for c in rates.classes),
     )
-    cfg2 = JobConfig(
+    cfg2 = Job(
         16_384,
         wall_hours=54 * 24,
         interval_hours=tau,

@@ -37,7 +37,7 @@ from pathlib import Path
 from analysis.telemetry import COUNTER_SOURCE, refresh_counter_events, refresh_gpu_hourly
 from benchmarks.targets import status, target
 from ingest.runner import ingest_paths
-from pipelines.cli import llama3_cause_mix
+from pipelines.cli.sample import llama3_cause_mix
 from sample_data.simulation import simulate
 from sources import kinds
 from sources import prometheus as source

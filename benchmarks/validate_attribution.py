@@ -203,7 +203,7 @@ def fleet_lifetimes(wh, gt: dict, **options):
 
 def run_seed(seed: int, root: Path, days: float, nodes: int) -> dict:
     from analysis.attribution import build_interruptions
-    from pipelines.cli import llama3_cause_mix
+    from pipelines.cli.sample import llama3_cause_mix
     from sample_data.simulation import simulate
 
     fleet, home = root / f"fleet-{seed}", root / f"home-{seed}"

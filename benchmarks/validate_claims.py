@@ -41,7 +41,7 @@ from analysis.lifetimes import build_component_lifetimes
 from analysis.node_health import score
 from analysis.survival.shape import INFANT_MORTALITY, WEAR_OUT
 from benchmarks.targets import status, target
-from pipelines.cli import llama3_cause_mix
+from pipelines.cli.sample import llama3_cause_mix
 from sample_data.lifetimes import fleet_inputs, simulate_calendar_rates, simulate_lifetimes
 from sample_data.model import GPU_TEMP_BETA, TEMP_SD_C
 from sample_data.simulation import build_fleet

@@ -5,7 +5,7 @@
 Each fleet (``sample_data.simulation.simulate``, Llama 3 cause mix, seeds x sizes) goes through
 the product's own chain: ingest of every file, the telemetry refreshers, unit lifetimes
 (``analysis.lifetimes``), the fit table (``analysis.survival.failure_rates``) and the rates a
-projection takes from it (``analysis.projection.rates_from_failure_rates``). Truth per class is
+projection takes from it (``analysis.rate_sources.rates_from_failure_rates``). Truth per class is
 the simulator's ``true_rate_per_1k_unit_days``: its expected failures over the exposure it
 simulated in the window (for a Weibull class, the stationary rate those units had then).
 
@@ -46,7 +46,7 @@ def binomial_interval(k: int, n: int) -> tuple[float, float]:
 
 def fleet_rates(fleet: Path, home: Path) -> tuple[dict, pl.DataFrame, object]:
     """(ground truth, failure_rates, projection ClassRates) of one simulated fleet."""
-    from analysis.projection import rates_from_failure_rates
+    from analysis.rate_sources import rates_from_failure_rates
     from analysis.survival import failure_rates
     from benchmarks.validate_attribution import fleet_lifetimes, ingest_fleet
 
@@ -60,7 +60,7 @@ def fleet_rates(fleet: Path, home: Path) -> tuple[dict, pl.DataFrame, object]:
 def score(gt: dict, fr: pl.DataFrame, rates) -> list[dict]:
     """One row per class with enough expected failures: truth, table CI, projected band."""
     from analysis.headline import selected_rates as selected
-    from analysis.projection import HOURS_PER_1K_UNIT_DAYS
+    from analysis.rate_sources import HOURS_PER_1K_UNIT_DAYS
 
     table = {r["component_class"]: r for r in selected(fr).iter_rows(named=True)}
     draws = rates.sample(4000, 0) * HOURS_PER_1K_UNIT_DAYS  # (n, classes) per 1k unit-days
@@ -85,7 +85,7 @@ def score(gt: dict, fr: pl.DataFrame, rates) -> list[dict]:
             continue
         i = rates.classes.index(cls)
         lo, hi = np.quantile(draws[:, i], [0.025, 0.975])
-        projected = float(rates.base_rate[i]) * HOURS_PER_1K_UNIT_DAYS
+        projected = float(rates.rate[i]) * HOURS_PER_1K_UNIT_DAYS
         out.append({
             "class": cls,
             "truth": truth,
@@ -99,7 +99,7 @@ def score(gt: dict, fr: pl.DataFrame, rates) -> list[dict]:
 
 
 def main(argv=None) -> None:
-    from pipelines.cli import llama3_cause_mix
+    from pipelines.cli.sample import llama3_cause_mix
     from sample_data.simulation import simulate
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

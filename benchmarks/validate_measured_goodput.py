@@ -42,7 +42,7 @@ from analysis.assumptions import RESTART_S
 from analysis.goodput_measured import measure
 from benchmarks.targets import status, target
 from ingest.runner import ingest_paths
-from pipelines.cli import llama3_cause_mix
+from pipelines.cli.sample import llama3_cause_mix
 from sample_data.model import chain_truth
 from sample_data.simulation import build_fleet
 from sample_data.writers import kubernetes, sacct

@@ -87,6 +87,37 @@ def legend_select(field: str):
     return alt.selection_point(fields=[field], bind="legend")
 
 
+def highlight(sel, dim: float = 0.1) -> dict:
+    """Opacity that keeps what the legend selection ``sel`` picked opaque and dims the rest."""
+    return alt.condition(sel, alt.value(1.0), alt.value(dim))
+
+
+def framed(chart, title: str, subtitle: str, height=HEIGHT, width: int = WIDTH):
+    """``chart`` at the report's chart size (or ``height`` / ``width``) under a title and the
+    subtitle that says how to read or use it."""
+    return chart.properties(
+        width=width, height=height, title=alt.TitleParams(title, subtitle=subtitle)
+    )
+
+
+def gpu_hours_tip(field: str, title: str | None = None) -> alt.Tooltip:
+    """A tooltip of GPU-hours (``field``, an expression such as ``sum(x)`` allowed): whole
+    hours with thousands separators, as every section shows them."""
+    return alt.Tooltip(f"{field}:Q", format=",.0f", **({"title": title} if title else {}))
+
+
+def ci_tooltips(estimate: str, fmt: str, title: str | None = None, stem: str | None = None):
+    """Tooltips of an estimate and its 95% CI bounds in one number format: ``estimate`` and
+    the warehouse's ``{stem}_ci_low`` / ``{stem}_ci_high`` (``stem`` defaults to the estimate)."""
+    named = {"title": title} if title else {}
+    stem = stem or estimate
+    return [
+        alt.Tooltip(f"{estimate}:Q", format=fmt, **named),
+        alt.Tooltip(f"{stem}_ci_low:Q", format=fmt, title="CI low"),
+        alt.Tooltip(f"{stem}_ci_high:Q", format=fmt, title="CI high"),
+    ]
+
+
 def forest(df, y, est: str, lo: str, hi: str, title: str, tooltip, color) -> alt.LayerChart:
     """A CI whisker (``lo``..``hi``) and the estimate per row on a log x axis: the forest layer
     shared by failure rates, Weibull shapes and hazard ratios. ``color`` is a (whisker, point)

@@ -244,6 +244,25 @@ def implausible_time(time: pl.Expr, ctx: ParseContext) -> pl.Expr:
     )
 
 
+def split_rejected(
+    df: pl.DataFrame,
+    error: str = "error",
+    line: str = "line",
+    raw: str = "raw",
+    also: list[tuple[int, str, str]] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the rows whose ``error`` is null, the others as quarantine rows): the split every parser
+    makes once one column says why each record cannot be stored (null: it can). The good rows
+    keep every column, ``error`` too. ``also``: records rejected before the frame was built, as
+    (line, raw, error), merged with the rejected rows in that tuple order."""
+    bad = df.filter(pl.col(error).is_not_null())
+    good = df.filter(pl.col(error).is_null())
+    if also is None:
+        return good, quarantine_frame(bad[line], bad[raw], bad[error])
+    rows = sorted([*also, *bad.select(line, raw, error).iter_rows()])
+    return good, quarantine_frame([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+
+
 def drop_repeats(
     df: pl.DataFrame, subset: list[str], line: str = "line"
 ) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -1,5 +1,6 @@
 """What the BMC formats (ipmitool text, Redfish JSON) share: the host a per-host dump's file name
-gives, and reading Redfish JSON (decoding, ``@odata.type``, resource ids, ISO times)."""
+gives, reading Redfish JSON (decoding, ``@odata.type``, resource ids, ISO times), and the
+``hw_events`` rows their event logs make."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from pathlib import PurePath
 
 import polars as pl
 
-from ingest.base import ParseContext
+from ingest.base import ParseContext, event_ids
 from ingest.times import wall_clock
+from warehouse.schemas import conform
 
 
 def host_from_path(path: str) -> str | None:
@@ -75,3 +77,23 @@ def iso_to_utc(expr: pl.Expr, tz: str) -> tuple[pl.Expr, pl.Expr]:
 
 def raw_json(obj: object) -> str:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True, default=str)[:500]
+
+
+def event_rows(
+    df: pl.DataFrame, ctx: ParseContext, line: str, host: str | None, **columns: pl.Expr
+) -> pl.DataFrame:
+    """``hw_events`` rows of one host's BMC event log (one event per record): its ``time``,
+    ``columns`` over ``df``, the file and record (``line``) as the source, and an event id over
+    file, record and raw text, in record order."""
+    out = df.select(
+        time=pl.col("time"),
+        cluster=pl.lit(ctx.cluster),
+        host=pl.lit(host, pl.Utf8),
+        **columns,
+        count=pl.lit(1, pl.Int32),
+        source_file=pl.lit(ctx.path),
+        source_line=pl.col(line),
+        _key=pl.format("{}\x1f{}\x1f{}", pl.lit(ctx.path), pl.col(line), pl.col("raw")),
+    ).sort("source_line")
+    out = out.with_columns(event_id=event_ids(out["_key"])).drop("_key")
+    return conform("hw_events", out)

@@ -36,6 +36,10 @@ LABEL_COLUMNS = {
     "namespace": "namespace",
     "container": "container",
 }
+# why a series that no label ties to a GPU or a host cannot be stored (one wording everywhere)
+NO_GPU_NO_HOST = (
+    "series names no GPU and no host (no gpu, UUID, pci_bus_id, Hostname or instance label)"
+)
 
 _HOSTLIKE = re.compile(r"^(?=.*[A-Za-z])(?=.*\d)[A-Za-z0-9][A-Za-z0-9._-]*$")
 _NOT_HOST = re.compile(

@@ -168,7 +168,27 @@ def expand_column(
         & ~expr.str.contains(r"\[[^\]]*\[|\][^,\[]*\[|\[[^\]]*$|^,|,$|,\s*,")
     )
     df = df.with_columns(kind=pl.when(empty).then(0).when(simple).then(1).otherwise(2))
-    # -- vectorized path: items -> (prefix, ranges, suffix) -> counts -> numbers -> names
+    fast, bad_rows = _expand_simple(df, limit)
+    slow = _expand_slow(df, bad_rows, limit)
+    table = (
+        df.join(fast, on="row", how="left")
+        .join(slow, on="expr", how="left", nulls_equal=True)
+        .select(
+            "expr",
+            hosts=pl.when(pl.col("kind") == 0)
+            .then(pl.lit([], dtype=pl.List(pl.Utf8)))
+            .otherwise(pl.coalesce("slow_hosts", "hosts", pl.lit([], dtype=pl.List(pl.Utf8)))),
+            err=pl.col("err"),
+        )
+        .with_columns(n=pl.col("hosts").list.len())
+    )
+    return _per_row(original, table, nodes)
+
+
+def _expand_simple(df: pl.DataFrame, limit: int) -> tuple[pl.DataFrame, pl.Series]:
+    """The vectorized path for the unique expressions of ``kind`` 1: items -> (prefix, ranges,
+    suffix) -> counts -> numbers -> names. Returns (row, hosts) and the rows it leaves to
+    ``expand`` (malformed ranges, more hosts than ``limit``)."""
     items = (
         df.filter(pl.col("kind") == 1)
         .select("row", item=pl.col("expr").str.strip_chars().str.extract_all(_ITEM))
@@ -241,7 +261,12 @@ def expand_column(
         .group_by("row", maintain_order=True)
         .agg(hosts=pl.col("host"))
     )
-    # -- fallback: complex or malformed expressions, once per unique value
+    return fast, bad_rows
+
+
+def _expand_slow(df: pl.DataFrame, bad_rows: pl.Series, limit: int) -> pl.DataFrame:
+    """The fallback: complex or malformed expressions through ``expand``, once per unique
+    value: (expr, slow_hosts, err)."""
     slow_exprs = (
         df.filter((pl.col("kind") == 2) | pl.col("row").is_in(bad_rows.implode()))["expr"]
         .unique()
@@ -253,25 +278,20 @@ def expand_column(
             hosts_of[u], err_of[u] = expand(u, limit), None
         except HostlistError as exc:
             hosts_of[u], err_of[u] = [], str(exc)
-    slow = pl.DataFrame(
+    return pl.DataFrame(
         {
             "expr": pl.Series(slow_exprs, dtype=pl.Utf8),
             "slow_hosts": pl.Series([hosts_of[u] for u in slow_exprs], dtype=pl.List(pl.Utf8)),
             "err": pl.Series([err_of[u] for u in slow_exprs], dtype=pl.Utf8),
         }
     )
-    table = (
-        df.join(fast, on="row", how="left")
-        .join(slow, on="expr", how="left", nulls_equal=True)
-        .select(
-            "expr",
-            hosts=pl.when(pl.col("kind") == 0)
-            .then(pl.lit([], dtype=pl.List(pl.Utf8)))
-            .otherwise(pl.coalesce("slow_hosts", "hosts", pl.lit([], dtype=pl.List(pl.Utf8)))),
-            err=pl.col("err"),
-        )
-        .with_columns(n=pl.col("hosts").list.len())
-    )
+
+
+def _per_row(
+    original: pl.DataFrame, table: pl.DataFrame, nodes: pl.Series | None
+) -> tuple[pl.Series, pl.Series]:
+    """Each row of ``original`` its expression's hosts and error (``table``), with the error of
+    naming more hosts than its node count."""
     # each row's error first; hosts are joined only to rows without one (a row over its node
     # count never gets a copy of the list)
     rows = (

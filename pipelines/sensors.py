@@ -24,7 +24,8 @@ import dagster as dg
 
 from ingest.runner import iter_files, parsed_sha256
 from pipelines.assets import TELEMETRY_DAYS
-from pipelines.cli import SETTLE, parse_duration
+from pipelines.cli.options import SETTLE
+from pipelines.cli.values import parse_duration
 from pipelines.resources import GoodputConfig, select_sources
 
 MAX_FILES_PER_RUN = 500

@@ -306,11 +306,11 @@ def chain_truth(f: Fleet, atts: list[Attempt]) -> dict:
     }
 
 
-def ground_truth(f: Fleet, codes: list[dict], ev: dict, files: dict) -> dict:
-    """The ground_truth.json document: the laws, every fault with its codes and the evidence the
-    writers emitted (``ev``: fault index -> evidence dicts), workload failures, drains,
-    replacements, and the writers' file counts (``files``)."""
-    H = f.horizon
+def _attempts_by_cause(
+    f: Fleet,
+) -> tuple[dict[int, list[Attempt]], dict[int, list[Attempt]], list[dict]]:
+    """(fault index -> attempts it killed, drain index -> attempts it requeued, the ended
+    workload failures as ground truth lists them), in job order."""
     killed: dict[int, list[Attempt]] = defaultdict(list)
     requeued: dict[int, list[Attempt]] = defaultdict(list)
     wl = []
@@ -331,6 +331,14 @@ def ground_truth(f: Fleet, codes: list[dict], ev: dict, files: dict) -> dict:
                     "end_time": ts(f, a.end),
                 }
             )
+    return killed, requeued, wl
+
+
+def _fault_truth(
+    f: Fleet, codes: list[dict], ev: dict, killed: dict[int, list[Attempt]]
+) -> list[dict]:
+    """Every fault: its unit, code, the evidence the writers emitted, its repair and
+    replacement, and the attempts it killed."""
     repl_by_old = {r["old"]: r for r in f.replacements}
     faults = []
     for i, flt in enumerate(f.faults):
@@ -362,6 +370,11 @@ def ground_truth(f: Fleet, codes: list[dict], ev: dict, files: dict) -> dict:
                 "killed_attempts": [_attempt_ref(f, a) for a in killed.get(i, [])],
             }
         )
+    return faults
+
+
+def _replacement_truth(f: Fleet) -> list[dict]:
+    """Every unit swapped: the old and new serials (and UUIDs) and the fault that caused it."""
     replacements = []
     for r in f.replacements:
         s = r["slot"]
@@ -379,15 +392,20 @@ def ground_truth(f: Fleet, codes: list[dict], ev: dict, files: dict) -> dict:
                 "fault_id": f"F{r['fault'] + 1:04d}",
             }
         )
+    return replacements
+
+
+def _planned_truth(f: Fleet, requeued: dict[int, list[Attempt]]) -> list[dict]:
+    """The maintenance drains that start inside the window, and the attempts they requeued."""
     planned = []
     for i, m in enumerate(f.maint):
-        if m["start"] >= H:
+        if m["start"] >= f.horizon:
             continue
         planned.append(
             {
                 "host": f.hosts[m["node"]],
                 "start": ts(f, m["start"]),
-                "end": ts(f, min(m["end"], H)),
+                "end": ts(f, min(m["end"], f.horizon)),
                 "reason": "maintenance",
                 "action": "drain",
                 "scheduler": "k8s" if m["node"] >= f.nodes - f.k8s_nodes else "slurm",
@@ -395,15 +413,42 @@ def ground_truth(f: Fleet, codes: list[dict], ev: dict, files: dict) -> dict:
                 "killed_attempts": [],
             }
         )
+    return planned
+
+
+def _covariate_truth(f: Fleet) -> dict:
+    """The planted GPU temperature covariate: its law and every slot's offset."""
+    return {
+        "gpu": {
+            "name": "gpu_temp_offset_c",
+            "meaning": "per-slot GPU temperature offset (C) added to DCGM_FI_DEV_GPU_TEMP; gpu "
+            "hazard multiplied by exp(beta*z - beta^2/2), z = offset / sd",
+            "sd_c": TEMP_SD_C,
+            "beta_per_sd": f.gpu_temp_beta,
+            "hazard_ratio_per_degC": round(math.exp(f.gpu_temp_beta / TEMP_SD_C), 6),
+            "offsets": {
+                f"{f.hosts[n]}/gpu{g}": float(f.gpu_temp_offset[n, g])
+                for n in range(f.nodes)
+                for g in range(f.gpus_per_node)
+            },
+        }
+    }
+
+
+def ground_truth(f: Fleet, codes: list[dict], ev: dict, files: dict) -> dict:
+    """The ground_truth.json document: the laws, every fault with its codes and the evidence the
+    writers emitted (``ev``: fault index -> evidence dicts), workload failures, drains,
+    replacements, and the writers' file counts (``files``)."""
+    killed, requeued, wl = _attempts_by_cause(f)
     ckpt = {a.job_id: a.ckpt_s for a in f.attempts if a.ckpt_s}
     chains: dict[tuple[str, str], list[Attempt]] = defaultdict(list)
     for a in f.attempts:
         if a.ckpt_s:
             chains[(a.scheduler, a.job_id)].append(a)
-    truth = {
+    return {
         "seed": f.seed,
         "start": f.start,
-        "end": ts(f, H),
+        "end": ts(f, f.horizon),
         "cluster": CLUSTER,
         "site_tz": "UTC",
         "time_format": "ISO-8601 UTC, YYYY-MM-DDTHH:MM:SS, no zone suffix",
@@ -414,31 +459,16 @@ def ground_truth(f: Fleet, codes: list[dict], ev: dict, files: dict) -> dict:
         "k8s_job_id_format": f"{K8S_NAMESPACE}/<pytorchjob name>",
         "fault_scale": f.fault_scale,
         "scrape_interval_s": f.scrape_interval_s,
-        "covariates": {
-            "gpu": {
-                "name": "gpu_temp_offset_c",
-                "meaning": "per-slot GPU temperature offset (C) added to DCGM_FI_DEV_GPU_TEMP; gpu "
-                "hazard multiplied by exp(beta*z - beta^2/2), z = offset / sd",
-                "sd_c": TEMP_SD_C,
-                "beta_per_sd": f.gpu_temp_beta,
-                "hazard_ratio_per_degC": round(math.exp(f.gpu_temp_beta / TEMP_SD_C), 6),
-                "offsets": {
-                    f"{f.hosts[n]}/gpu{g}": float(f.gpu_temp_offset[n, g])
-                    for n in range(f.nodes)
-                    for g in range(f.gpus_per_node)
-                },
-            }
-        },
+        "covariates": _covariate_truth(f),
         "checkpoint_interval_s": dict(sorted(ckpt.items())),
         "chains": [chain_truth(f, atts) for _, atts in sorted(chains.items())],
         "laws": {
             c: {k: (float(v) if isinstance(v, (np.floating,)) else v) for k, v in law.items()}
             for c, law in f.laws.items()
         },
-        "faults": faults,
+        "faults": _fault_truth(f, codes, ev, killed),
         "workload_failures": wl,
-        "planned": planned,
-        "replacements": replacements,
+        "planned": _planned_truth(f, requeued),
+        "replacements": _replacement_truth(f),
         "files": files,
     }
-    return truth

@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analysis.projection import HOURS_PER_1K_UNIT_DAYS, llama3_rates
+from analysis.rate_sources import HOURS_PER_1K_UNIT_DAYS, llama3_rates
 from ingest.base import ParseContext, ParseResult
 from warehouse.schemas import TABLES, conform
 from warehouse.store import Warehouse

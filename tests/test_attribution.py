@@ -6,12 +6,8 @@ from datetime import datetime, timedelta
 import polars as pl
 import pytest
 
-from analysis.attribution import (
-    build_interruptions,
-    interruption_mix,
-    read_hw_evidence,
-    refresh_interruptions,
-)
+from analysis.attribution import build_interruptions, interruption_mix, refresh_interruptions
+from analysis.hw_evidence import read_hw_evidence
 from analysis.lifetimes import _failure_events
 from analysis.repairable import failure_evidence
 from warehouse.schemas import TABLES, conform

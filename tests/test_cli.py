@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from pipelines.cli import EXIT_REJECTED, CliError, main, parse_duration
+from pipelines.cli import main
+from pipelines.cli.errors import EXIT_REJECTED, CliError
+from pipelines.cli.values import parse_duration
 from tests.conftest import FIXTURES, REPO
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from analysis.assumptions import TARGET_GPUS
 from analysis.numbers import in_hours, pct
-from analysis.projection import llama3_rates
+from analysis.rate_sources import llama3_rates
 from analysis.whatif import refresh_projections, sensitivity_frame
 from dashboards.report import build_sections
 from dashboards.section import projection_at

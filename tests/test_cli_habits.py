@@ -7,7 +7,9 @@ import shlex
 
 import pytest
 
-from pipelines.cli import COUNT_FORMS, EXAMPLES, EXIT_REJECTED, build_parser, main, parse_count
+from pipelines.cli import build_parser, main
+from pipelines.cli.errors import EXIT_REJECTED
+from pipelines.cli.values import COUNT_FORMS, parse_count
 from tests.conftest import FIXTURES, SACCT_JOB_MIX, ingest_with_cli
 
 SACCT = FIXTURES / "slurm" / "xdmod__accounting-logs.log"
@@ -114,11 +116,17 @@ def test_every_integer_option_reads_counts():
 def test_every_main_command_has_examples_that_parse():
     parser = build_parser()
     subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    # each command declares its examples with its sub-parser: the lines after "examples:"
+    examples_of = {
+        name: [line[2:] for line in sub.epilog.split("\n")[1:]]
+        for name, sub in subs.items()
+        if sub.epilog and sub.epilog.startswith("examples:\n")
+    }
     missing = {"demo", "ingest", "build", "fit", "project", "nodes", "report", "sql", "pull"} - set(
-        EXAMPLES
+        examples_of
     )
     assert not missing
-    for name, examples in EXAMPLES.items():
+    for name, examples in examples_of.items():
         assert "examples:" in subs[name].format_help()
         for example in examples:
             if example.startswith("goodput "):

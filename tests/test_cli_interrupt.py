@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from pipelines.cli import EXIT_INTERRUPTED, main
+from pipelines.cli import main
+from pipelines.cli.errors import EXIT_INTERRUPTED
 from tests.conftest import REPO, SACCT_JOB_MIX, ingest_with_cli
 from warehouse.store import Warehouse
 

@@ -1,5 +1,5 @@
 """The README and docs/ name only commands and options the CLI has, link only files that exist,
-and the table reference is current."""
+and the table and format references are current."""
 
 import argparse
 import re
@@ -7,6 +7,7 @@ import re
 import pytest
 from conftest import REPO
 
+from ingest.reference import reference as format_reference
 from pipelines.cli import build_parser
 from warehouse.reference import reference
 
@@ -67,4 +68,10 @@ def test_no_links_outside_the_repository():
 def test_table_reference_is_current():
     assert (REPO / "docs" / "tables.md").read_text() == reference(), (
         "run: python -m warehouse.reference > docs/tables.md"
+    )
+
+
+def test_format_reference_is_current():
+    assert (REPO / "docs" / "formats.md").read_text() == format_reference(), (
+        "run: python -m ingest.reference > docs/formats.md"
     )

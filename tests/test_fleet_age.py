@@ -10,11 +10,15 @@ import numpy as np
 import polars as pl
 import pytest
 
+from analysis.class_rates import rate_rows
 from analysis.fleet_age import AgeGroups, expected_failures
+from analysis.fleet_age_rates import with_fleet_age
+from analysis.job import Job
 from analysis.lifetime_models import get
-from analysis.montecarlo import JobConfig, simulate
-from analysis.projection import HOURS_PER_1K_UNIT_DAYS as PER_1K
-from analysis.projection import project, rate_rows, rates_from_failure_rates, with_fleet_age
+from analysis.montecarlo import simulate
+from analysis.projection import project
+from analysis.rate_sources import HOURS_PER_1K_UNIT_DAYS as PER_1K
+from analysis.rate_sources import rates_from_failure_rates
 from pipelines.cli import main
 from warehouse.schemas import conform
 
@@ -58,10 +62,12 @@ def test_mc_and_analytic_use_the_fitted_weibull_scale_not_the_crude_rate():
     assert rates.rate[0] * PER_1K == pytest.approx(0.310, rel=1e-9)
     assert rates.ci_high[0] * PER_1K == pytest.approx(0.310 * 1.1, rel=1e-9)
     n, horizon = 4096, 2000.0
-    res = simulate(rates, JobConfig(n, wall_hours=horizon, interval_hours=1.0), replicas=60, seed=5)
+    res = simulate(rates, Job(n, wall_hours=horizon, interval_hours=1.0), replicas=60, seed=5)
     expected = n * horizon * 0.310 / PER_1K  # 106 failures per job (0.543 would give 185)
     assert res.failures.mean() == pytest.approx(expected, rel=0.04)
-    assert float(project(rates, n).mtti_hours[0]) == pytest.approx(horizon / expected, rel=1e-9)
+    assert float(project(rates, Job(n)).mtti_hours[0]) == pytest.approx(
+        horizon / expected, rel=1e-9
+    )
 
 
 @pytest.mark.parametrize(
@@ -91,7 +97,7 @@ def test_any_selected_model_is_projected_with_its_own_law(name, params):
     assert new.rate[0] * horizon == pytest.approx(analytic, rel=1e-9)
     direct = direct_counts(law, 200_000, horizon, np.random.default_rng(1)).mean()
     assert analytic == pytest.approx(direct, rel=0.02)
-    mc = simulate(new, JobConfig(n, wall_hours=horizon, interval_hours=1.0), replicas=60, seed=2)
+    mc = simulate(new, Job(n, wall_hours=horizon, interval_hours=1.0), replicas=60, seed=2)
     assert mc.failures.mean() / n == pytest.approx(analytic, rel=0.03)
 
 
@@ -106,7 +112,7 @@ def test_new_fleet_mtti_is_shorter_and_both_agree_with_a_direct_simulation():
     n, horizon = 4096, 1296.0
     stat = with_fleet_age(rates, "stationary", horizon)
     new = with_fleet_age(rates, "new", horizon)
-    m_stat, m_new = (float(project(r, n).mtti_hours[0]) for r in (stat, new))
+    m_stat, m_new = (float(project(r, Job(n)).mtti_hours[0]) for r in (stat, new))
     assert m_new < 0.4 * m_stat  # infant mortality reaches the projection
     rng = np.random.default_rng(7)
     c_new = direct_counts(law, 100_000, horizon, rng).mean()
@@ -114,7 +120,7 @@ def test_new_fleet_mtti_is_shorter_and_both_agree_with_a_direct_simulation():
     assert m_new == pytest.approx(horizon / (n * c_new), rel=0.03)
     assert m_stat == pytest.approx(horizon / (n * c_stat), rel=0.04)
     assert m_stat == pytest.approx(law.mean() / n, rel=1e-9)  # renewal rate 1/mean
-    cfg = JobConfig(n, wall_hours=horizon, interval_hours=1.0)
+    cfg = Job(n, wall_hours=horizon, interval_hours=1.0)
     for r, c in ((new, c_new), (stat, c_stat)):
         mc = simulate(r, cfg, replicas=30, seed=3).failures.mean()
         assert mc == pytest.approx(n * c, rel=0.04)
@@ -184,7 +190,7 @@ def test_observed_ages_are_aged_on_to_the_window_end(tmp_path, monkeypatch):
     """Units still in service within a day of the build's window end, aged on to that end;
     a unit whose observation stopped earlier (removed) and a failed unit are not ages."""
     from analysis import observation
-    from analysis.projection import observed_ages
+    from analysis.fleet_age_rates import observed_ages
     from warehouse.store import Warehouse
 
     wh = Warehouse(str(tmp_path / "h"))

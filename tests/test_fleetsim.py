@@ -10,12 +10,13 @@ import polars as pl
 import pytest
 
 from analysis import lifetime_models
+from analysis.class_rates import ClassRates
 from analysis.fleetsim import closed_forms, engine
 from analysis.fleetsim.run import Inputs, estimates, simulate
 from analysis.fleetsim.scenario import ScenarioError, validate, with_knob
-from analysis.montecarlo import JobConfig
+from analysis.job import Job
 from analysis.montecarlo import simulate as mc_simulate
-from analysis.projection import ClassRates, useful_fraction
+from analysis.projection import useful_fraction
 
 
 def node_rates(per_node_hour: float) -> ClassRates:
@@ -70,7 +71,7 @@ def test_one_job_with_instant_repair_matches_daly_and_the_monte_carlo():
     within(per_job, "goodput:64", daly, slack=0.002)
     mc = mc_simulate(
         ClassRates.from_mtti(m),
-        JobConfig(64, interval_hours=1.0, ckpt_cost_s=120, restart_s=900, wall_hours=4800),
+        Job(64, interval_hours=1.0, ckpt_cost_s=120, restart_s=900, wall_hours=4800),
         replicas=200,
     ).summary()
     assert (
@@ -228,7 +229,8 @@ def test_cli_runs_the_committed_example_shape_and_bad_scenarios_are_one_line(tmp
 
     import yaml
 
-    from pipelines.cli import SAMPLE_FLEET, main
+    from pipelines.cli import main
+    from pipelines.cli.sample import SAMPLE_FLEET
 
     example = SAMPLE_FLEET.parent / "fleetsim" / "example.yaml"
     raw = yaml.safe_load(example.read_text())
@@ -258,7 +260,7 @@ def test_asset_runs_the_home_scenarios_and_the_report_section_shows_them(tmp_pat
 
     from dashboards.section import ReportContext
     from dashboards.sections import operations_whatif
-    from pipelines.cli import SAMPLE_FLEET
+    from pipelines.cli.sample import SAMPLE_FLEET
     from pipelines.fleetsim_assets import fleetsim_results
     from pipelines.resources import GoodputConfig
     from warehouse.store import Warehouse

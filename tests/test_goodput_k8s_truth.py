@@ -13,7 +13,7 @@ from analysis.attribution import candidate_attempts
 from analysis.goodput_measured import measure
 from analysis.headline import gpu_hours
 from ingest.runner import ingest_paths
-from pipelines.cli import llama3_cause_mix
+from pipelines.cli.sample import llama3_cause_mix
 from sample_data.simulation import simulate
 from tests.conftest import SAMPLE_FLEET
 from warehouse.store import Warehouse

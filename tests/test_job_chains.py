@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from ingest.runner import ingest_paths
-from pipelines.cli import llama3_cause_mix
+from pipelines.cli.sample import llama3_cause_mix
 from sample_data.simulation import simulate
 from tests.conftest import SAMPLE_FLEET, SMALL_FLEET
 

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.formats.kernel import FORMAT, host_from_filename, parse
+from ingest.formats.kernel import FORMAT, parse
+from ingest.formats.kernel.events import host_from_filename
 from ingest.registry import detect
 from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES, SAMPLE_FLEET

@@ -398,7 +398,7 @@ def test_without_an_inventory_hosts_seen_carry_units_of_each_failing_class_over_
     window_h = (AS_OF - START).total_seconds() / 3600
     assert set(df["population"]) == {"observed_units"}
     psu = df.filter(pl.col("component_class") == "psu")
-    # two PSUs per host (projection.UNIT_COUNTS); the failed one is renewed at its failure
+    # two PSUs per host (class_rates.UNIT_COUNTS); the failed one is renewed at its failure
     assert psu.height == 2 * 2 + 1 and psu["event"].sum() == 1
     assert (psu["duration"] - psu["entry"]).sum() == pytest.approx(2 * 2 * window_h)
     hbm = df.filter(pl.col("component_class") == "gpu_memory")

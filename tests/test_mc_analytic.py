@@ -7,9 +7,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.projection import HOURS_PER_1K_UNIT_DAYS as PER_1K
-from analysis.projection import rates_from_failure_rates
-from analysis.whatif import Scenario, evaluate
+from analysis.job import Job
+from analysis.rate_sources import HOURS_PER_1K_UNIT_DAYS as PER_1K
+from analysis.rate_sources import rates_from_failure_rates
+from analysis.whatif import evaluate
 from warehouse.schemas import conform
 
 
@@ -32,7 +33,7 @@ def test_zero_event_class_has_rate_zero_at_the_point_and_enters_the_band_only():
     i = rates.classes.index("psu")
     assert rates.rate[i] == 0.0
     assert rates.samples[i].min() > 0.0  # Gamma(1/2, exposure): its upper bound widens the band
-    sc = Scenario(n_gpus=16_384)
+    sc = Job(n_gpus=16_384)
     with_psu = evaluate(rates, sc, "analytic", samples=400, seed=1)
     without = evaluate(rates.scaled({"psu": 0.0}), sc, "analytic", samples=400, seed=1)
     assert with_psu["mtti_hours"] == without["mtti_hours"]
@@ -45,7 +46,7 @@ def test_mc_and_analytic_agree_on_point_and_band_where_the_analytic_assumptions_
     edge); averaging jobs over rate draws instead (the old point) is off by more than that.
     Band: the same width within 35% (the MC band is a regression on 400 noisy jobs)."""
     rates = rates_from_failure_rates(_fitted())
-    sc = Scenario(n_gpus=16_384, mc_wall_hours=240.0)
+    sc = Job(n_gpus=16_384, wall_hours=240.0)
     a = evaluate(rates, sc, "analytic", samples=400, seed=3)
     m = evaluate(rates, sc, "mc", samples=400, replicas=400, seed=3)
     tol = 3 * m["mc"]["se"] + 0.002
@@ -55,9 +56,9 @@ def test_mc_and_analytic_agree_on_point_and_band_where_the_analytic_assumptions_
     width = lambda r: r["goodput_ci_high"] - r["goodput_ci_low"]
     assert width(m) == pytest.approx(width(a), rel=0.35)
     # the old point, jobs averaged over the rate draws, sits lower than the plug-in point
-    from analysis.montecarlo import JobConfig, simulate
+    from analysis.montecarlo import simulate
 
-    cfg = JobConfig(sc.n_gpus, wall_hours=sc.mc_wall_hours, interval_hours=a["interval_hours"])
+    cfg = Job(sc.n_gpus, wall_hours=sc.wall_hours, interval_hours=a["interval_hours"])
     averaged = simulate(rates, cfg, replicas=400, seed=3, rate_draws=rates.sample(400, 4))
     assert a["goodput"] - averaged.goodput.mean() > tol
     assert "simulated at the fitted rates" in m["band"]

@@ -1,17 +1,14 @@
 """Monte Carlo: convergence to the analytic model where its assumptions hold, and the effects
 the analytic model cannot show (Weibull ages, spares, async checkpoints, requeues)."""
 
-import numpy as np
 import pytest
 
-from analysis.montecarlo import JobConfig, simulate
-from analysis.projection import (
-    ClassRates,
-    daly_interval,
-    interruption_rate,
-    llama3_rates,
-    useful_fraction,
-)
+from analysis.class_rates import ClassRates
+from analysis.job import Job
+from analysis.lifetime_models.weibull import Weibull
+from analysis.montecarlo import simulate
+from analysis.projection import daly_interval, interruption_rate, useful_fraction
+from analysis.rate_sources import llama3_rates
 
 LLAMA = llama3_rates()
 M = 1.0 / float(interruption_rate(LLAMA, 16_384, 8)[0])
@@ -22,7 +19,7 @@ TAU = float(daly_interval(D, M))
 def test_agrees_with_analytic_within_1_percent_fixed_work():
     analytic = float(useful_fraction(TAU, D, R, M))
     res = simulate(
-        LLAMA, JobConfig(16_384, work_hours=400 * TAU, interval_hours=TAU), replicas=400, seed=3
+        LLAMA, Job(16_384, work_hours=400 * TAU, interval_hours=TAU), replicas=400, seed=3
     )
     s = res.summary()
     assert s["se"] < 0.002  # noise well under the 1% tolerance
@@ -36,7 +33,7 @@ def test_agrees_with_analytic_fixed_wall_and_off_optimum_interval():
         analytic = float(useful_fraction(tau, 5 / 60, 10 / 60, 1.0))
         res = simulate(
             rates,
-            JobConfig(64, wall_hours=1000, interval_hours=tau, ckpt_cost_s=300, restart_s=600),
+            Job(64, wall_hours=1000, interval_hours=tau, ckpt_cost_s=300, restart_s=600),
             replicas=200,
             seed=1,
         )
@@ -45,15 +42,17 @@ def test_agrees_with_analytic_fixed_wall_and_off_optimum_interval():
 
 def test_stationary_weibull_ages_keep_the_long_run_rate_new_units_do_not():
     shaped = ClassRates(
-        LLAMA.classes, LLAMA.rate, shape=np.where(np.array(LLAMA.classes) == "gpu", 0.6, 1.5)
+        LLAMA.classes,
+        LLAMA.rate,
+        laws=tuple(Weibull.unit(0.6 if c == "gpu" else 1.5) for c in LLAMA.classes),
     )
-    cfg = JobConfig(16_384, wall_hours=1296, interval_hours=TAU)
+    cfg = Job(16_384, wall_hours=1296, interval_hours=TAU)
     stat = simulate(shaped, cfg, replicas=300, seed=2)
     # an equilibrium renewal process fails at exactly 1/mean lifetime: 419 expected
     assert stat.failures.mean() == pytest.approx(419, rel=0.03)
     new = simulate(
         shaped,
-        JobConfig(16_384, wall_hours=1296, interval_hours=TAU, initial_age="new"),
+        Job(16_384, wall_hours=1296, interval_hours=TAU, initial_age="new"),
         replicas=300,
         seed=2,
     )
@@ -63,10 +62,10 @@ def test_stationary_weibull_ages_keep_the_long_run_rate_new_units_do_not():
 
 def test_spares_pool_and_repair_times():
     base = {"n_gpus": 16_384, "wall_hours": 1296, "interval_hours": TAU, "repair_hours": 24.0}
-    none = simulate(LLAMA, JobConfig(**base, spares=0), replicas=100, seed=4).summary()
-    few = simulate(LLAMA, JobConfig(**base, spares=4), replicas=100, seed=4).summary()
-    many = simulate(LLAMA, JobConfig(**base, spares=64), replicas=100, seed=4).summary()
-    unlimited = simulate(LLAMA, JobConfig(**base), replicas=100, seed=4).summary()
+    none = simulate(LLAMA, Job(**base, spares=0), replicas=100, seed=4).summary()
+    few = simulate(LLAMA, Job(**base, spares=4), replicas=100, seed=4).summary()
+    many = simulate(LLAMA, Job(**base, spares=64), replicas=100, seed=4).summary()
+    unlimited = simulate(LLAMA, Job(**base), replicas=100, seed=4).summary()
     assert none["mean"] < few["mean"] < many["mean"]
     assert none["mean_wait_hours"] > few["mean_wait_hours"] > many["mean_wait_hours"] >= 0
     assert unlimited["mean_wait_hours"] == 0
@@ -82,33 +81,26 @@ def test_async_checkpoint_and_requeue_costs():
         "ckpt_cost_s": 300,
         "restart_s": 120,
     }
-    sync = simulate(rates, JobConfig(**common), replicas=100, seed=5).summary()["mean"]
-    asyn = simulate(rates, JobConfig(**common, ckpt_blocking_s=10), replicas=100, seed=5).summary()[
+    sync = simulate(rates, Job(**common), replicas=100, seed=5).summary()["mean"]
+    asyn = simulate(rates, Job(**common, ckpt_blocking_s=10), replicas=100, seed=5).summary()[
         "mean"
     ]
     assert asyn > sync + 0.05
     # every failure requeues with a fixed 1 h queue wait: analytic with R = 2 min + 1 h
-    rq = simulate(
-        rates, JobConfig(**common, requeue_prob=1.0, queue_wait_s=3600), replicas=200, seed=6
-    )
+    rq = simulate(rates, Job(**common, requeue_prob=1.0, queue_wait_s=3600), replicas=200, seed=6)
     assert rq.summary()["mean"] == pytest.approx(
         float(useful_fraction(0.5, 300 / 3600, 62 / 60, 2.0)), rel=0.01
     )
     # restart-time spread: a lognormal restart with the same median costs more on average
-    spread = simulate(
-        rates, JobConfig(**common, restart_sigma=1.0), replicas=200, seed=5
-    ).summary()["mean"]
+    spread = simulate(rates, Job(**common, restart_sigma=1.0), replicas=200, seed=5).summary()[
+        "mean"
+    ]
     assert spread < sync
 
 
 def test_rate_draws_widen_the_band():
     wide = ClassRates(("all",), [1 / 3], [1 / 6], [2 / 3])  # MTTI 3 h, CI 1.5-6 h
-    cfg = JobConfig(16_384, wall_hours=1296, interval_hours=TAU)
+    cfg = Job(16_384, wall_hours=1296, interval_hours=TAU)
     point = simulate(wide, cfg, replicas=300, seed=7).summary()
     fit = simulate(wide, cfg, replicas=300, seed=7, rate_draws=wide.sample(300, 8)).summary()
     assert (fit["p97_5"] - fit["p2_5"]) > 1.5 * (point["p97_5"] - point["p2_5"])
-
-
-def test_needs_exactly_one_of_work_or_wall():
-    with pytest.raises(ValueError):
-        simulate(LLAMA, JobConfig(8), replicas=2)

@@ -388,7 +388,8 @@ def test_goodput_nodes_alpha_reflags_the_stored_counts(tmp_path, capsys):
 def test_gain_projects_from_the_rates_goodput_project_uses():
     """Given the fitted rates, the baseline is ``goodput project``'s projection exactly, and the
     lemons' excess share comes off the hardware classes only (software keeps its rate)."""
-    from analysis.projection import rates_from_table
+    from analysis.job import Job
+    from analysis.rate_sources import rates_from_table
     from analysis.whatif import project_one
 
     h = health_of([30] + [1] * 9, [1000] * 10)
@@ -397,13 +398,13 @@ def test_gain_projects_from_the_rates_goodput_project_uses():
     rates = rates_from_table(table, source="test")
     g = lemon_gain(h, 1024, 8, 60, 600, rates=rates)
     assert g["basis"] == "fitted rates"
-    want = project_one(None, 1024, 8, 60, 600, rates=rates)
+    want = project_one(None, Job(1024, 8, 60, restart_s=600), rates=rates)
     assert (
         g["baseline"]["goodput"] == want["goodput"]
         and g["baseline"]["mtti_hours"] == want["mtti_hours"]
     )
     left = (39 - g["excess_failures"]) / 39
-    cut = project_one(None, 1024, 8, 60, 600, rates=rates.scaled({"gpu": left}))
+    cut = project_one(None, Job(1024, 8, 60, restart_s=600), rates=rates.scaled({"gpu": left}))
     assert g["without_lemons"]["goodput"] == pytest.approx(cut["goodput"])
     assert g["without_lemons"]["mtti_hours"] == pytest.approx(cut["mtti_hours"])
     assert g["goodput_gain"] > 0

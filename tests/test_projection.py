@@ -7,20 +7,18 @@ import numpy as np
 import polars as pl
 import pytest
 
+from analysis.class_rates import ClassRates, rate_rows
+from analysis.job import Job
 from analysis.projection import (
-    HOURS_PER_1K_UNIT_DAYS,
-    ClassRates,
     daly_interval,
     interruption_rate,
-    llama3_rates,
     project,
-    rate_rows,
-    rates_from_failure_rates,
     scale_points,
     unit_counts,
     useful_fraction,
     young_interval,
 )
+from analysis.rate_sources import HOURS_PER_1K_UNIT_DAYS, llama3_rates, rates_from_failure_rates
 from analysis.taxonomy import llama3_mix
 from tests.conftest import table
 from warehouse.schemas import conform
@@ -61,17 +59,24 @@ def test_useful_fraction_matches_daly_expected_wall_time():
     best = taus[np.argmax(useful_fraction(taus, d, r, m))]
     assert float(daly_interval(d, m)) == pytest.approx(best, rel=0.02)
     # an asynchronous checkpoint (only 5 s blocking) does better than a 60 s stall
-    p_sync = project(ClassRates.from_mtti(m), 8, ckpt_cost_s=60, restart_s=600)
-    p_async = project(ClassRates.from_mtti(m), 8, ckpt_cost_s=60, restart_s=600, ckpt_blocking_s=5)
+    p_sync = project(ClassRates.from_mtti(m), Job(8, ckpt_cost_s=60, restart_s=600))
+    p_async = project(
+        ClassRates.from_mtti(m), Job(8, ckpt_cost_s=60, restart_s=600, ckpt_blocking_s=5)
+    )
     assert p_async.goodput[0] > p_sync.goodput[0] + 0.02
 
 
 def test_bands_from_fit_uncertainty_and_none_for_mtti_override():
-    p = project(llama3_rates(), [1024, 16_384, 131_072], 8, 60, 600, samples=500)
+    p = project(
+        llama3_rates(),
+        Job(gpus_per_node=8, ckpt_cost_s=60, restart_s=600),
+        [1024, 16_384, 131_072],
+        samples=500,
+    )
     assert np.all(p.goodput_ci_low < p.goodput) and np.all(p.goodput < p.goodput_ci_high)
     assert np.all(p.mtti_ci_low < p.mtti_hours) and np.all(p.mtti_hours < p.mtti_ci_high)
     assert np.all(np.diff(p.goodput) < 0)  # bigger jobs, lower goodput
-    q = project(ClassRates.from_mtti(3.0), 16_384, samples=500)
+    q = project(ClassRates.from_mtti(3.0), Job(16_384), samples=500)
     assert q.goodput_ci_low[0] == q.goodput[0] == q.goodput_ci_high[0]
     assert "no fit uncertainty" in q.notes["band"]
 
@@ -148,7 +153,7 @@ def test_adapter_reads_selected_rows_and_weibull_shape():
     fitted = 1.0 / (1e5 * math.gamma(1.0 + 1.0 / 0.8))
     assert r.rate.tolist() == pytest.approx([fitted, 1e-5])
     assert r.ci_high.tolist() == pytest.approx([2 * fitted, 2e-5])
-    assert r.shapes().tolist() == [0.8, 1.0]
+    assert r.laws[0].shape == pytest.approx(0.8) and r.laws[1].memoryless
     assert [row["model"] for row in rate_rows(r)] == ["weibull", "exponential"]
     assert r.has_uncertainty()
     drawn = rates_from_failure_rates(df, samples={"gpu": np.array([1e-4, 2e-4, 3e-4])})

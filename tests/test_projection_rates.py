@@ -12,14 +12,15 @@ import pytest
 
 from analysis import survival as sv
 from analysis.fleet_age import expected_failures
+from analysis.fleet_age_rates import with_fleet_age
 from analysis.lifetime_models import get
-from analysis.projection import HOURS_PER_1K_UNIT_DAYS as PER_1K
-from analysis.projection import rates_from_failure_rates, with_fleet_age
+from analysis.rate_sources import HOURS_PER_1K_UNIT_DAYS as PER_1K
+from analysis.rate_sources import rates_from_failure_rates
 from analysis.survival.shape import WEAR_OUT
 from dashboards.section import ReportContext, num
 from dashboards.sections import failure_rates as fr_section
 from pipelines.cli import main
-from pipelines.fit_table import _num
+from pipelines.cli.fit_table import _num
 from sample_data.lifetimes import simulate_lifetimes
 from warehouse.schemas import conform
 from warehouse.store import Warehouse
@@ -131,7 +132,7 @@ def test_new_fleet_age_does_not_collapse_when_another_family_wins_narrowly():
         if sv.age_reading(_all(fr, "gpu_memory").row(0, named=True)) == WEAR_OUT:
             shown += 1
             assert 0.3 * truth_new < new < 2.0 * truth_new
-            assert "age trend: weibull" in rates.model_names[0]
+            assert "age trend: weibull" in rates.law_names[0]
         else:
             assert new == rates.rate[0]
     assert shown >= 2 and winners - {"weibull", "exponential"}

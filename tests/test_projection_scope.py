@@ -126,7 +126,7 @@ def test_workload_failures_are_measured_per_job_in_the_projected_jobs_size_class
     rarely (1 in 100 job-hours of 1,024 GPUs): a 16,384-GPU projection takes the large jobs'
     rate per job-hour, an 8-GPU one the small jobs'; pooled per GPU-hour (10 in 102,500
     GPU-hours) a 16,384-GPU job would have had 1.6 own failures an hour instead of 0.01."""
-    from analysis.projection import interruption_class_rates
+    from analysis.rate_sources import interruption_class_rates
 
     att = [
         {"cluster": "c", "scheduler": "slurm", "job_id": f"{size}-{i}", "attempt": 1,

@@ -18,7 +18,8 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from analysis.attribution import build_interruptions, read_hw_evidence
+from analysis.attribution import build_interruptions
+from analysis.hw_evidence import read_hw_evidence
 from ingest.hostlist import expand
 from sources import base, kinds, slurm
 from sources.base import SourceError, Window, fetch_all, source_config

@@ -121,6 +121,18 @@ def test_episodes_gaps_and_causes():
     assert f2.filter(pl.col("host") == "n1").height == 3
 
 
+def test_an_episode_picks_one_cause_whatever_the_order_of_tied_events():
+    """Two GPU XIDs of one rank in the same second on one host: the episode's cause is the same
+    event in every row order (it was the first of the group in whatever order rows came)."""
+    he = hw(
+        {"h": 10, "host": "n1", "component_class": "gpu", "severity": "fatal", "event_id": "b"},
+        {"h": 10, "host": "n1", "component_class": "gpu", "severity": "fatal", "event_id": "a"},
+    )
+    ne, win = TABLES["node_events"].empty(), windows({"n1": 100})
+    picks = {build_node_failures(intr(), h, ne, win)["cause_event"][0] for h in (he, he.reverse())}
+    assert picks == {"a"}
+
+
 def test_mcf_equal_windows_by_hand():
     f = pl.DataFrame({"host": ["n1", "n1", "n2", "n2"], "time": [at(10), at(50), at(20), at(22)]})
     m = mean_cumulative_function(f, windows({"n1": 100, "n2": 100, "n3": 100}))

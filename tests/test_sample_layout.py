@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ingest.registry import formats
-from pipelines.cli import llama3_cause_mix
+from pipelines.cli.sample import llama3_cause_mix
 from sample_data.model import CauseMix, class_counts
 from sample_data.simulation import build_fleet, simulate
 from tests.conftest import REPO, TINY_FLEET, simulate_with_cli

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import llama3_cause_mix
-from sample_data.model import CLASSES
+from ingest.sel_sensor_classes import SENSOR_TYPE_CLASS
+from ingest.xid_catalog import lookup as xid_lookup
+from pipelines.cli.sample import llama3_cause_mix
+from sample_data.model import CLASSES, MODULE_CLASSES
 from sample_data.simulation import simulate
 from sample_data.writers.base import hostlist
 from sample_data.writers.kernel import PRIMARY_KERNEL_MARKERS
@@ -212,10 +214,9 @@ def test_kernel_xid_lines_match_ground_truth(fleet):
     assert n45 == truth["files"]["kernel"]["xid45_followups"]
     want = Counter(f["code"] for f in kernel_faults if f["code"].isdigit() and len(f["code"]) <= 3)
     assert codes == want
-    allowed = {"gpu": {"79", "119"}, "gpu_memory": {"48", "94", "95"}, "nvlink": {"74"}}
     for f in truth["faults"]:
-        if f["component_class"] in allowed:
-            assert f["code"] in allowed[f["component_class"]]
+        if f["component_class"] in MODULE_CLASSES:  # an XID the product files under its class
+            assert xid_lookup(int(f["code"]))["component_class"] == f["component_class"]
             assert f["uuid"].startswith("GPU-") and f["gpu_index"] is not None
 
 
@@ -235,7 +236,7 @@ def test_bmc_sel_and_redfish_mirror_faults(fleet):
         "Lower Non-critical going low",
         "Drive Fault",
     )
-    asserted = 0
+    asserted, sensor_classes = 0, set()
     for p in sorted((out / "ipmi").glob("*.sel.txt")):
         lines = p.read_text().splitlines()
         for ln in lines:
@@ -243,6 +244,7 @@ def test_bmc_sel_and_redfish_mirror_faults(fleet):
             parts = [x.strip() for x in ln.split("|")]
             if parts[4] in fault_desc and parts[5] == "Asserted":
                 asserted += 1
+                sensor_classes.add(SENSOR_TYPE_CLASS[parts[3].rsplit(" #", 1)[0]])
         rf = json.loads(
             (out / "redfish" / p.name.replace(".sel.txt", ".LogEntries.json")).read_text()
         )
@@ -254,6 +256,7 @@ def test_bmc_sel_and_redfish_mirror_faults(fleet):
     bmc_classes = {"psu", "host_memory", "cpu", "cooling", "storage"}
     n_bmc = sum(f["component_class"] in bmc_classes for f in truth["faults"])
     assert asserted == n_bmc
+    assert sensor_classes <= bmc_classes  # the product files each fault's sensor under its class
     for f in truth["faults"]:
         if f["component_class"] in bmc_classes:
             assert {e["source"] for e in f["evidence"]} >= {"ipmi", "redfish"}

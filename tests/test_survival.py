@@ -19,7 +19,7 @@ from analysis.survival.cox import MIN_EVENTS_COX, ph_test
 from analysis.survival.rates import MIN_EVENTS_WINDOW_FIT, MODELS, rate_change_test
 from analysis.survival.shape import CANNOT_TELL, shape_reading
 from analysis.survival.windows import monthly_exposure
-from pipelines.fit_table import format_fit_table
+from pipelines.cli.fit_table import format_fit_table
 from sample_data.lifetimes import simulate_lifetimes
 from tests.conftest import FIXTURES
 from warehouse.schemas import TABLES

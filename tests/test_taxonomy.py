@@ -9,12 +9,13 @@ import pytest
 
 from analysis import assumptions, taxonomy
 from analysis.goodput_measured import measure
-from analysis.montecarlo import JobConfig
-from analysis.projection import interruption_rate, llama3_rates, rates_from_table
-from analysis.whatif import Scenario
+from analysis.job import Job
+from analysis.projection import interruption_rate
+from analysis.rate_sources import llama3_rates, rates_from_table
 from dashboards.sections import causes
 from ingest import xid_catalog
-from pipelines.cli import llama3_cause_mix, main
+from pipelines.cli import main
+from pipelines.cli.sample import llama3_cause_mix
 from sample_data import model
 from warehouse.schemas import COMPONENT_CLASSES
 
@@ -58,12 +59,11 @@ def test_default_assumptions_are_one_set():
         cfg.target_gpus,
         cfg.gpus_per_node,
     ) == (a.RESTART_S, a.CKPT_COST_S, a.CKPT_INTERVAL_S, a.TARGET_GPUS, a.GPUS_PER_NODE)
-    sc, jc = Scenario(), JobConfig(8, wall_hours=1)
-    assert (sc.restart_s, sc.ckpt_cost_s, sc.n_gpus, jc.restart_s) == (
+    job = Job()
+    assert (job.restart_s, job.ckpt_cost_s, job.n_gpus) == (
         a.RESTART_S,
         a.CKPT_COST_S,
         a.TARGET_GPUS,
-        a.RESTART_S,
     )
     # measured goodput's defaults: a restart after the failed attempt, with no checkpoint log
     att = pl.DataFrame(

@@ -6,7 +6,8 @@ import duckdb
 import polars as pl
 
 from analysis import telemetry
-from analysis.lifetimes import build_component_lifetimes, covariate_sql
+from analysis.lifetime_covariates import covariate_sql
+from analysis.lifetimes import build_component_lifetimes
 from analysis.telemetry import (
     CANONICAL_METRICS,
     COUNTER_METRICS,
@@ -450,7 +451,7 @@ def test_covariates_from_daily_rows_equal_the_join_over_every_hour(wh):
     """Lifetimes take whole days of covariates from gpu_daily and only the days a unit enters or
     leaves from gpu_hourly: the same means, maxima and last hours as the join over every hour,
     for windows starting and ending mid-day, on midnight, within one day, and per host."""
-    from analysis.lifetimes import _covariates, _hourly_covariates
+    from analysis.lifetime_covariates import _covariates, _hourly_covariates
 
     temp, power, util = "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_UTIL"
     day0 = datetime(2024, 5, 1)

@@ -12,7 +12,8 @@ from analysis.survival import hazard_ratios
 from ingest.base import ParseContext
 from ingest.formats.component_history import layout, parse
 from ingest.registry import detect
-from pipelines.cli import _host_list, main
+from pipelines.cli import main
+from pipelines.cli.intake import host_list
 from tests.conftest import FIXTURES
 from warehouse.schemas import TABLES
 
@@ -93,7 +94,7 @@ def test_service_nodes_excluded_with_a_reason(tmp_path):
         "A,c0-0c0s0n0,,2015-03-01 00:00:00,,,OTB\n"
         "B,c1-0c0s1n1,2014-01-01 00:00:00,2016-06-01 00:00:00,1,TRUE,OTB\n"
     )
-    hosts = _host_list(str(FIXTURES / "titan" / "service_sample.txt"))
+    hosts = host_list(str(FIXTURES / "titan" / "service_sample.txt"))
     assert "c0-0c0s0n0" in hosts and "service" in hosts
     res, ch = _parse(text.encode(), options={"exclude_hosts": hosts})
     assert ch["serial"].to_list() == ["B"]

@@ -6,8 +6,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.projection import ClassRates, daly_interval, llama3_rates, project
-from analysis.whatif import Scenario, evaluate, joint_best, refresh_projections, sensitivity, sweep
+from analysis.class_rates import ClassRates
+from analysis.job import Job
+from analysis.projection import daly_interval, project
+from analysis.rate_sources import llama3_rates
+from analysis.whatif import evaluate, joint_best, refresh_projections, sensitivity, sweep
 from pipelines.cli import main
 from tests.conftest import llama3_fits
 
@@ -15,14 +18,14 @@ LLAMA = llama3_rates()
 
 
 def test_scale_sweep_is_vectorized_and_matches_single_scenarios():
-    df = sweep(LLAMA, Scenario(), "n_gpus", [8, 1024, 16_384, 200_000])
+    df = sweep(LLAMA, Job(), "n_gpus", [8, 1024, 16_384, 200_000])
     assert df["knob_value"].to_list() == [8.0, 1024.0, 16_384.0, 200_000.0]
     g = df["goodput"].to_numpy()
     assert np.all(np.diff(g) < 0)
     assert np.all(df["goodput_ci_low"].to_numpy() <= g) and np.all(
         g <= df["goodput_ci_high"].to_numpy()
     )
-    one = evaluate(LLAMA, Scenario(n_gpus=16_384))
+    one = evaluate(LLAMA, Job(n_gpus=16_384))
     assert g[2] == pytest.approx(one["goodput"]) and df["mtti_hours"][2] == pytest.approx(
         54 * 24 / 419
     )
@@ -30,27 +33,27 @@ def test_scale_sweep_is_vectorized_and_matches_single_scenarios():
 
 
 def test_sweeps_over_other_knobs():
-    cost = sweep(LLAMA, Scenario(), "ckpt_cost_s", [10, 60, 300])["goodput"].to_numpy()
+    cost = sweep(LLAMA, Job(), "ckpt_cost_s", [10, 60, 300])["goodput"].to_numpy()
     assert np.all(np.diff(cost) < 0)
-    gpu = sweep(LLAMA, Scenario(), "rate:gpu", [0.5, 1.0, 2.0])
+    gpu = sweep(LLAMA, Job(), "rate:gpu", [0.5, 1.0, 2.0])
     assert np.all(np.diff(gpu["goodput"].to_numpy()) < 0)
     assert gpu["mtti_hours"][1] == pytest.approx(54 * 24 / 419)
-    every = sweep(LLAMA, Scenario(), "rate:all", [0.5])
+    every = sweep(LLAMA, Job(), "rate:all", [0.5])
     assert every["mtti_hours"][0] == pytest.approx(2 * 54 * 24 / 419)
-    fixed = sweep(LLAMA, Scenario(), "interval_hours", [0.1, 0.31, 1.0])["goodput"].to_numpy()
+    fixed = sweep(LLAMA, Job(), "interval_hours", [0.1, 0.31, 1.0])["goodput"].to_numpy()
     assert fixed[1] > fixed[0] and fixed[1] > fixed[2]  # near Daly's 0.31 h beats both sides
     with pytest.raises(ValueError):
-        sweep(LLAMA, Scenario(), "colour", [1])
+        sweep(LLAMA, Job(), "colour", [1])
 
 
 def test_sensitivity_ranks_gpu_first_among_classes_and_spares_by_mc():
-    t = sensitivity(LLAMA, Scenario(n_gpus=16_384, spares=4, repair_hours=12), replicas=80)
+    t = sensitivity(LLAMA, Job(n_gpus=16_384, spares=4, repair_hours=12), replicas=80)
     gains = t["gain"].to_numpy()
     assert np.all(np.diff(gains) <= 0)  # sorted for the tornado chart
     classes = t.filter(pl.col("kind") == "class")
     assert classes["item"][0] == "rate:gpu"  # 171 of 419 interruptions
     half = LLAMA.scaled({"gpu": 0.5})
-    direct = project(half, 16_384).goodput[0] - project(LLAMA, 16_384).goodput[0]
+    direct = project(half, Job(16_384)).goodput[0] - project(LLAMA, Job(16_384)).goodput[0]
     assert classes["gain"][0] == pytest.approx(direct)
     assert set(t["item"]) >= {"ckpt_cost_s", "restart_s", "spares"}
     assert t.filter(pl.col("item") == "spares")["gain"][0] > 0.01  # 4 spares wait often
@@ -58,7 +61,7 @@ def test_sensitivity_ranks_gpu_first_among_classes_and_spares_by_mc():
 
 def test_joint_best_interval_and_spares():
     rates = ClassRates.from_mtti(1.0)
-    base = Scenario(n_gpus=512, ckpt_cost_s=60.0, repair_hours=6.0, mc_wall_hours=400)
+    base = Job(n_gpus=512, ckpt_cost_s=60.0, repair_hours=6.0, wall_hours=400)
     grid = joint_best(
         rates, base, intervals_hours=[0.05, 0.15, 0.6], spares=(0, 2, 8, 32), replicas=40
     )
@@ -76,7 +79,7 @@ def test_joint_best_interval_and_spares():
 def test_refresh_projections_writes_the_standard_set(wh):
     out = refresh_projections(
         wh,
-        target_gpus=512,
+        Job(n_gpus=512),
         rates=LLAMA.scaled({c: 20.0 for c in LLAMA.classes}),
         samples=100,
         replicas=20,
@@ -172,7 +175,7 @@ def test_cli_project_reads_fitted_rates_with_bands(wh, capsys):
 def test_bands_are_named_for_what_they_are():
     """goodput_ci_*: the expected goodput's uncertainty from the rates; goodput_spread_*: the
     spread of single simulated jobs (Monte Carlo only). optimal_interval_hours is Daly's."""
-    sc = Scenario(n_gpus=16_384, mc_wall_hours=200.0)
+    sc = Job(n_gpus=16_384, wall_hours=200.0)
     a = evaluate(LLAMA, sc, "analytic", samples=400, seed=1)
     assert a["goodput_spread_low"] is None and a["goodput_spread_high"] is None
     m = a["mtti_hours"]

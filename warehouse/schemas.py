@@ -77,7 +77,45 @@ class Table:
         return pl.DataFrame(schema=self.schema)
 
 
-_SOURCE = {"source": STR, "source_file": STR, "source_line": I64}
+# Column groups several tables share, declared once; a table lists them where their columns stand.
+# The source and file a row was read from (the telemetry tables do not keep the line).
+_SOURCE_FILE = {"source": STR, "source_file": STR}
+_SOURCE = {**_SOURCE_FILE, "source_line": I64}
+_JOB = {
+    "cluster": STR,
+    "scheduler": STR,  # slurm | k8s
+    "job_id": STR,  # Slurm JobID (arrays as 123_4, het as 1853+0); k8s namespace/name
+}
+_ATTEMPT_KEY = (*_JOB, "attempt")
+# one GPU: the slot it sat in (host, index) and the unit itself (uuid)
+_GPU = {"cluster": STR, "host": STR, "gpu": I32, "uuid": STR}
+# one telemetry series (a metric of one GPU or MIG instance): what a sample or an hour keys on
+_SERIES_KEY = (*_GPU, "pci_bus", "mig_instance", "metric")
+# an hour of a series as a TSDB or gpu_hourly summarise it
+_ROLLUP = {"n": I64, "mean": F64, "min": F64, "max": F64, "last": F64}
+# what one ingested file or pulled window contributed
+_RECORD_COUNTS = {
+    "records_read": I64,
+    "rows_ok": I64,  # rows stored in the primary tables of the formats read
+    "rows_quarantined": I64,
+    # records already stored (earlier files or an overlap, or repeated in this one)
+    "rows_duplicate": I64,
+}
+
+
+def _ci(estimate: str, stem: str | None = None) -> dict[str, pl.DataType]:
+    """An estimate and its 95% interval: ``estimate``, ``{stem}_ci_low``, ``{stem}_ci_high``
+    (``stem`` defaults to the estimate's own name)."""
+    stem = stem or estimate
+    return {estimate: F64, f"{stem}_ci_low": F64, f"{stem}_ci_high": F64}
+
+
+def _daily(name: str, grain: str, columns: dict[str, pl.DataType]) -> Table:
+    """A table derived from the telemetry one day at a time (analysis/telemetry.py rewrites a
+    day's partition whole): ``columns``, then the ``date`` it is partitioned by."""
+    return Table(name, grain, {**columns, "date": pl.Date}, partition="date", kind="derived")
+
+
 # where a row was read from, not what it says: never part of a record key
 PROVENANCE = (
     "source_file",
@@ -104,9 +142,7 @@ TABLES: dict[str, Table] = {
             "job_attempts",
             "one run of a job; a requeue or restart is a new attempt",
             {
-                "cluster": STR,
-                "scheduler": STR,  # slurm | k8s
-                "job_id": STR,  # Slurm JobID (arrays as 123_4, het as 1853+0); k8s namespace/name
+                **_JOB,
                 "attempt": I32,  # 1-based, in time order within (cluster, scheduler, job_id)
                 "array_job_id": STR,
                 "array_task_id": STR,
@@ -130,19 +166,14 @@ TABLES: dict[str, Table] = {
                 "timelimit_s": F64,
                 **_SOURCE,
             },
-            key=("cluster", "scheduler", "job_id", "attempt"),
+            key=_ATTEMPT_KEY,
             # One run is one row: the same start (sacct text vs --json, a dump that saw it
             # running vs one that saw it end), else the same end (a k8s restart seen by a pod's
             # lastState, with its start, and by a PyTorchJobRestarting event, with all nodes).
             dedupe=Dedupe(
                 keys=(
-                    (
-                        "cluster",
-                        "scheduler",
-                        "job_id",
-                        "coalesce(start_time, submit_time, end_time)",
-                    ),
-                    ("cluster", "scheduler", "job_id", "end_time"),
+                    (*_JOB, "coalesce(start_time, submit_time, end_time)"),
+                    (*_JOB, "end_time"),
                 ),
                 prefer=(
                     "end_time IS NULL",
@@ -155,7 +186,7 @@ TABLES: dict[str, Table] = {
                     "source_line",
                 ),
                 renumber="attempt",
-                renumber_within=("cluster", "scheduler", "job_id"),
+                renumber_within=tuple(_JOB),
                 renumber_order=("coalesce(start_time, submit_time, end_time)", "attempt"),
             ),
             record_key="content",
@@ -243,10 +274,7 @@ TABLES: dict[str, Table] = {
             "one telemetry sample (long form)",
             {
                 "time": UTC_TS,
-                "cluster": STR,
-                "host": STR,
-                "gpu": I32,
-                "uuid": STR,
+                **_GPU,
                 "pci_bus": STR,  # dddd:bb:dd.f, as hw_events.pci_bus
                 "model": STR,
                 "mig_profile": STR,
@@ -257,21 +285,10 @@ TABLES: dict[str, Table] = {
                 "metric": STR,
                 "value": F64,  # null for "blank/unsupported" sentinels
                 "date": pl.Date,
-                "source": STR,
-                "source_file": STR,
+                **_SOURCE_FILE,
             },
             partition="date",
-            record_key=(
-                "date",
-                "time",
-                "cluster",
-                "host",
-                "gpu",
-                "uuid",
-                "pci_bus",
-                "mig_instance",
-                "metric",
-            ),
+            record_key=("date", "time", *_SERIES_KEY),
             values=("value",),
         ),
         Table(
@@ -279,36 +296,18 @@ TABLES: dict[str, Table] = {
             "n / mean / min / max / last of one series for one hour, as a TSDB computed them",
             {
                 "hour": UTC_TS,  # the hour's start; the rollup covers [hour, hour + 1 h)
-                "cluster": STR,
-                "host": STR,
-                "gpu": I32,
-                "uuid": STR,
+                **_GPU,
                 "pci_bus": STR,
                 "model": STR,
                 "mig_instance": STR,
                 "metric": STR,
-                "n": I64,
-                "mean": F64,
-                "min": F64,
-                "max": F64,
-                "last": F64,
+                **_ROLLUP,
                 "date": pl.Date,
-                "source": STR,
-                "source_file": STR,
+                **_SOURCE_FILE,
             },
             partition="date",
             # the series-hour, keyed as gpu_samples keys a sample
-            record_key=(
-                "date",
-                "hour",
-                "cluster",
-                "host",
-                "gpu",
-                "uuid",
-                "pci_bus",
-                "mig_instance",
-                "metric",
-            ),
+            record_key=("date", "hour", *_SERIES_KEY),
         ),
         Table(
             "metric_metadata",
@@ -318,8 +317,7 @@ TABLES: dict[str, Table] = {
                 "type": STR,
                 "help": STR,
                 "unit": STR,
-                "source": STR,
-                "source_file": STR,
+                **_SOURCE_FILE,
             },
             key=("metric", "source"),
             record_key="content",
@@ -329,28 +327,18 @@ TABLES: dict[str, Table] = {
                 keys=(("metric", "source"),), prefer=("help IS NULL", "source_file DESC")
             ),
         ),
-        Table(
+        _daily(
             "gpu_hourly",
             "rollup per GPU per hour per metric",
             {
                 "hour": UTC_TS,
-                "cluster": STR,
-                "host": STR,
-                "gpu": I32,
-                "uuid": STR,
+                **_GPU,
                 "pci_bus": STR,
                 "metric": STR,
-                "n": I64,
-                "mean": F64,
-                "min": F64,
-                "max": F64,
-                "last": F64,
-                "date": pl.Date,
+                **_ROLLUP,
             },
-            partition="date",
-            kind="derived",
         ),
-        Table(
+        _daily(
             "gpu_counter_changes",
             (
                 "a cumulative error-counter sample that starts its series' day or differs from "
@@ -358,35 +346,23 @@ TABLES: dict[str, Table] = {
             ),
             {
                 "time": UTC_TS,
-                "cluster": STR,
-                "host": STR,
-                "gpu": I32,
-                "uuid": STR,
+                **_GPU,
                 "metric": STR,
                 "value": F64,
                 "source_file": STR,
-                "date": pl.Date,
             },
-            partition="date",
-            kind="derived",
         ),
-        Table(
+        _daily(
             "gpu_sightings",
             "first and last sample per day of one GPU (uuid) in one slot (host, gpu index)",
             {
-                "cluster": STR,
-                "host": STR,
-                "gpu": I32,
-                "uuid": STR,
+                **_GPU,
                 "model": STR,  # min over the day's samples
                 "first_seen": UTC_TS,
                 "last_seen": UTC_TS,
-                "date": pl.Date,
             },
-            partition="date",
-            kind="derived",
         ),
-        Table(
+        _daily(
             "gpu_sample_times",
             (
                 "samples per hour with their first and last time: the telemetry's time "
@@ -397,19 +373,13 @@ TABLES: dict[str, Table] = {
                 "n": I64,
                 "first": UTC_TS,
                 "last": UTC_TS,
-                "date": pl.Date,
             },
-            partition="date",
-            kind="derived",
         ),
-        Table(
+        _daily(
             "gpu_daily",
             "rollup per GPU per day per metric, from that day's gpu_hourly (24x fewer rows)",
             {
-                "cluster": STR,
-                "host": STR,
-                "gpu": I32,
-                "uuid": STR,
+                **_GPU,
                 "pci_bus": STR,
                 "metric": STR,
                 "n": I64,
@@ -418,10 +388,7 @@ TABLES: dict[str, Table] = {
                 "max": F64,
                 "first_hour": UTC_TS,
                 "last_hour": UTC_TS,
-                "date": pl.Date,
             },
-            partition="date",
-            kind="derived",
         ),
         Table(
             "bmc_sensors",
@@ -489,9 +456,7 @@ TABLES: dict[str, Table] = {
             "interruptions",
             "a job attempt that did not end normally, with its attributed cause",
             {
-                "cluster": STR,
-                "scheduler": STR,
-                "job_id": STR,
+                **_JOB,
                 "attempt": I32,
                 "start_time": UTC_TS,
                 "end_time": UTC_TS,
@@ -506,7 +471,7 @@ TABLES: dict[str, Table] = {
                 "confidence": F64,
                 "lost_gpu_hours": F64,
             },
-            key=("cluster", "scheduler", "job_id", "attempt"),
+            key=_ATTEMPT_KEY,
             kind="derived",
         ),
         Table(
@@ -596,9 +561,9 @@ TABLES: dict[str, Table] = {
                 "events": I64,  # event rows
                 "exposure_hours": F64,  # the period's overlap with the series' observation span
                 "partial": BOOL,  # the span covers only part of the period
-                "mtbf_hours": F64,  # null without a failure
-                "mtbf_ci_low": F64,  # exact Poisson 95%
-                "mtbf_ci_high": F64,  # null without a failure (unbounded)
+                # exact Poisson 95% CI; without a failure the MTBF and the CI's (unbounded) high
+                # end are null
+                **_ci("mtbf_hours", "mtbf"),
             },
             key=("source", "system", "period", "period_start", "grouping", "class"),
             kind="derived",
@@ -621,29 +586,16 @@ TABLES: dict[str, Table] = {
                 "failures": I64,
                 "repairs_known": I64,  # failures whose repair time the source gives
                 "downtime_hours": F64,  # sum of the known repair times
-                "mtbf_hours": F64,  # span / failures, exact Poisson 95% CI
-                "mtbf_ci_low": F64,
-                "mtbf_ci_high": F64,
+                **_ci("mtbf_hours", "mtbf"),  # span / failures, exact Poisson 95% CI
                 # per node-hour of the span x nodes, x 8760; exact CI
-                "failures_per_node_year": F64,
-                "failures_per_node_year_ci_low": F64,
-                "failures_per_node_year_ci_high": F64,
-                "failures_per_processor_year": F64,  # where processors are known
-                "failures_per_processor_year_ci_low": F64,
-                "failures_per_processor_year_ci_high": F64,
-                "mttr_hours": F64,  # mean known repair time; bootstrap 95% CI
-                "mttr_ci_low": F64,
-                "mttr_ci_high": F64,
-                "availability": F64,  # 1 - downtime / node-hours; null unless every repair is known
-                "availability_ci_low": F64,
-                "availability_ci_high": F64,
-                "nines": F64,  # -log10(1 - availability)
-                "nines_ci_low": F64,
-                "nines_ci_high": F64,
+                **_ci("failures_per_node_year"),
+                **_ci("failures_per_processor_year"),  # where processors are known
+                **_ci("mttr_hours", "mttr"),  # mean known repair time; bootstrap 95% CI
+                # 1 - downtime / node-hours; null unless every repair is known
+                **_ci("availability"),
+                **_ci("nines"),  # -log10(1 - availability)
                 # Weibull shape of the system's times between failures (system level)
-                "tbf_shape": F64,
-                "tbf_shape_ci_low": F64,
-                "tbf_shape_ci_high": F64,
+                **_ci("tbf_shape"),
                 "tbf_reading": STR,
             },
             key=("source", "system", "level", "host"),
@@ -667,9 +619,7 @@ TABLES: dict[str, Table] = {
                 "n": I64,  # positive durations fitted
                 "n_zero": I64,  # zero durations left out
                 "median_hours": F64,  # the fitted median
-                "shape": F64,  # Weibull shape (rho) with its CI; null for the other models
-                "shape_ci_low": F64,
-                "shape_ci_high": F64,
+                **_ci("shape"),  # Weibull shape (rho) with its CI; null for the other models
             },
             key=("source", "system", "quantity", "model"),
             kind="derived",
@@ -741,15 +691,9 @@ TABLES: dict[str, Table] = {
                 "n_units": I64,
                 "n_events": I64,
                 "exposure_hours": F64,
-                "rate_per_1k_unit_days": F64,
-                "rate_ci_low": F64,
-                "rate_ci_high": F64,
-                "mtbf_hours": F64,
-                "mtbf_ci_low": F64,
-                "mtbf_ci_high": F64,
-                "shape": F64,
-                "shape_ci_low": F64,
-                "shape_ci_high": F64,
+                **_ci("rate_per_1k_unit_days", "rate"),
+                **_ci("mtbf_hours", "mtbf"),
+                **_ci("shape"),
                 # Weibull rows only: a direction only where shape_p_adjusted < 0.05
                 "shape_reading": STR,
                 # test of Weibull shape = 1, Holm-adjusted across the window's classes
@@ -815,9 +759,7 @@ TABLES: dict[str, Table] = {
             "goodput_jobs",
             "measured goodput per job chain",
             {
-                "cluster": STR,
-                "scheduler": STR,
-                "job_id": STR,
+                **_JOB,
                 "name": STR,
                 "user": STR,
                 "attempts": I32,
@@ -845,7 +787,7 @@ TABLES: dict[str, Table] = {
                 "ckpt_cost_s": F64,
                 "restart_s": F64,
             },
-            key=("cluster", "scheduler", "job_id"),
+            key=tuple(_JOB),
             kind="derived",
         ),
         Table(
@@ -993,11 +935,7 @@ TABLES: dict[str, Table] = {
                 "sha256": STR,
                 "bytes": I64,
                 "format": STR,
-                "records_read": I64,
-                "rows_ok": I64,  # rows stored in the format's primary table
-                "rows_quarantined": I64,
-                # records already stored (earlier files, or repeated in this one)
-                "rows_duplicate": I64,
+                **_RECORD_COUNTS,
                 # what the file, not its records or the options, supplied: "file time" (its
                 # modification time stood in for record times), "host from file name"; null: nothing
                 "stand_ins": STR,
@@ -1021,11 +959,7 @@ TABLES: dict[str, Table] = {
                 "error": STR,  # failed: one line saying why
                 "documents": I64,  # responses / command outputs parsed
                 "bytes": I64,
-                "records_read": I64,
-                "rows_ok": I64,  # rows stored in the formats' primary tables
-                "rows_quarantined": I64,
-                # records already stored (an overlap, a file ingested before)
-                "rows_duplicate": I64,
+                **_RECORD_COUNTS,
                 "started_at": UTC_TS,
                 "finished_at": UTC_TS,
                 "batch": STR,

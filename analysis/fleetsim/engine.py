@@ -29,8 +29,9 @@ from collections import deque
 
 import numpy as np
 
+from analysis.class_rates import UNIT_COUNTS
 from analysis.montecarlo import failure_events
-from analysis.projection import UNIT_COUNTS, unit_counts
+from analysis.projection import unit_counts
 from analysis.taxonomy import DEFAULT_UNIT, NON_HARDWARE, WORKLOAD
 
 # event kinds (heap entries: time, sequence, kind, a, b)
@@ -73,10 +74,9 @@ def node_streams(rates, nodes: int, gpus_per_node: int, horizon: float, rng):
     table = {**UNIT_COUNTS, **(rates.counts or {})}
     scopes = [table.get(c, DEFAULT_UNIT)[0] for c in rates.classes]
     per_node = unit_counts(rates.classes, gpus_per_node, gpus_per_node, rates.counts)[:, 0]
-    laws = rates.lifetimes()
-    starts = rates.class_starts()
+    starts = rates.starts
     t_all, n_all, c_all = [], [], []
-    for c, (law, ref) in enumerate(laws):
+    for c, (law, ref) in enumerate(zip(rates.laws, rates.law_rate, strict=True)):
         if scopes[c] == "job" or rates.rate[c] <= 0 or ref <= 0:
             continue
         speed = np.full((nodes, 1), rates.rate[c] / ref)

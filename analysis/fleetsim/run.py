@@ -23,7 +23,7 @@ import polars as pl
 from analysis.fleet_age import DEFAULT_FLEET_AGE
 from analysis.fleetsim import engine
 from analysis.fleetsim.scenario import ScenarioError, validate
-from analysis.projection import JOB_SIZE_EDGES
+from analysis.rate_sources import JOB_SIZE_EDGES
 
 TARGETS = ("fleet_goodput", "ettr:")  # metrics (or key prefixes) the stopping rule watches
 MEASURED_LOAD = 0.9  # a measured mix fills this share of the nodes outside the spare pools
@@ -31,7 +31,7 @@ MEASURED_LOAD = 0.9  # a measured mix fills this share of the nodes outside the 
 
 @dataclass
 class Inputs:
-    rates: object  # projection.ClassRates with the scenario's multipliers applied
+    rates: object  # class_rates.ClassRates with the scenario's multipliers applied
     repair_law: object  # a lifetime_models distribution (hours)
     jobs: list[dict]
     base_rates: object = None  # the rates before the multipliers (what-if sweeps rescale)
@@ -95,7 +95,7 @@ def repair_law(spec: dict, wh=None):
 
 
 def measured_jobs(attempts: pl.DataFrame, spec: dict) -> list[dict]:
-    """The job mix of ``job_attempts``: per job-size class (``projection.JOB_SIZE_EDGES``) its
+    """The job mix of ``job_attempts``: per job-size class (``rate_sources.JOB_SIZE_EDGES``) its
     median GPU count (whole nodes), with slot counts in proportion to the
     class's GPU-hours, filling ``MEASURED_LOAD`` of the nodes outside the spare pools."""
     f = spec["fleet"]
@@ -152,7 +152,8 @@ def needs_warehouse(spec: dict) -> bool:
 def resolve(spec: dict, wh=None) -> Inputs:
     """Failure laws, repair law and job mix of a validated scenario. ``wh`` (a Warehouse) is
     needed for 'warehouse' rates, a 'fitted' repair law or a 'measured' mix."""
-    from analysis.projection import scoped_rates, with_fleet_age
+    from analysis.fleet_age_rates import with_fleet_age
+    from analysis.rate_sources import scoped_rates
     from analysis.whatif import read_rates_csv
 
     if needs_warehouse(spec) and wh is None:

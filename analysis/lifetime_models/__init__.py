@@ -14,7 +14,7 @@ from functools import cache
 from analysis.lifetime_models.base import LifetimeModel, Sample
 from warehouse.plugins import discover
 
-__all__ = ["LifetimeModel", "Sample", "get", "models", "names"]
+__all__ = ["LifetimeModel", "Sample", "age_trend_model", "get", "models", "names"]
 
 
 @cache
@@ -43,3 +43,15 @@ def get(name: str) -> type[LifetimeModel]:
         raise ValueError(
             f"unknown lifetime model {name!r} (known: {', '.join(models())})"
         ) from None
+
+
+@cache
+def age_trend_model() -> type[LifetimeModel]:
+    """The one registered model that declares an ``age_trend_parameter``: its value is the age
+    trend every ``failure_rates`` row of a class carries (``analysis.survival.shape``)."""
+    found = [m for m in models().values() if m.age_trend_parameter]
+    if len(found) != 1:
+        raise RuntimeError(
+            f"exactly one lifetime model must declare age_trend_parameter, found {len(found)}"
+        )
+    return found[0]

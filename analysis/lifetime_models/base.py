@@ -131,6 +131,10 @@ class LifetimeModel:
     # fitted on every unit even when the others use a subsample: its MLE needs only the
     # sufficient statistics (events, exposure)
     full_data: ClassVar[bool] = False
+    # the parameter that reads as the age trend (1 = a constant hazard, below = infant
+    # mortality, above = wear-out); ``failure_rates``' shape columns hold the value of the one
+    # model that declares it (``lifetime_models.age_trend_model``)
+    age_trend_parameter: ClassVar[str | None] = None
 
     def __init__(self, **params: float):
         missing = [p for p in self.params if p not in params]
@@ -170,6 +174,17 @@ class LifetimeModel:
         raise NotImplementedError
 
     # -------------------------------------------------------------- the distribution (shared)
+    def rate(self) -> float:
+        """The long-run failure rate per hour of a unit position renewed on failure: 1 / mean."""
+        return 1.0 / self.mean()
+
+    @property
+    def memoryless(self) -> bool:
+        """True when a unit's age does not change its hazard (the exponential, or a law whose
+        age-trend parameter is exactly 1): its fleet age then cannot move its rate."""
+        p = self.age_trend_parameter
+        return p is not None and getattr(self, p) == 1.0
+
     @classmethod
     def from_params(cls, params) -> LifetimeModel:
         """The distribution from a ``failure_rates.params`` JSON string or a dict."""

@@ -44,6 +44,16 @@ class Exponential(MinExtremeValue):
     full_data = True
     fixed_b = 0.0
 
+    @property
+    def memoryless(self) -> bool:
+        return True
+
+    @classmethod
+    def unit(cls) -> Exponential:
+        """Mean-1 lifetimes: a class known only by its rate runs this law at that rate (law
+        time = hours x rate), which also serves a rate of 0 and draws above it."""
+        return cls(scale_hours=1.0)
+
     def mu_b(self):
         return math.log(self.scale_hours) if self.scale_hours > 0 else -math.inf, 0.0
 

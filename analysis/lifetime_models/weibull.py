@@ -24,6 +24,13 @@ class Weibull(MinExtremeValue):
     theta_names = ("log_scale", "log_shape")
     lifelines_fitter = "WeibullFitter"
     lifelines_names = (("shape", "rho_"), ("scale_hours", "lambda_"))
+    age_trend_parameter = "shape"
+
+    @classmethod
+    def unit(cls, shape: float) -> Weibull:
+        """The Weibull of ``shape`` with mean 1 (run at a class's rate, like
+        ``Exponential.unit``)."""
+        return cls(shape=shape, scale_hours=1.0 / math.gamma(1.0 + 1.0 / shape))
 
     def mu_b(self):
         return math.log(self.scale_hours), math.log(self.shape)

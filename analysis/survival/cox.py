@@ -6,9 +6,9 @@ Covariates that do not invent effects:
 
 * Telemetry covariates are exposure-matched: ``component_lifetimes`` measures them over the
   same fixed window of every unit, its first ``COVARIATE_DAYS`` days observed
-  (``analysis.lifetimes``), and the Cox model starts each unit at the end of that window (a
-  landmark: entry moved to it; units not observed that long, and failures inside the window,
-  are left out and counted in the notes). A covariate summarised over each unit's own
+  (``analysis.lifetime_covariates``), and the Cox model starts each unit at the end of that
+  window (a landmark: entry moved to it; units not observed that long, and failures inside
+  the window, are left out and counted in the notes). A covariate summarised over each unit's own
   follow-up (its maximum temperature, say) grows with the follow-up, which a failure cuts
   short, and would read as an effect the units do not have; measured before the unit is at
   risk, it cannot see the failure coming either.

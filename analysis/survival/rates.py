@@ -51,7 +51,7 @@ from analysis.headline import selected_rates as selected
 from analysis.lifetime_models.base import Sample
 from analysis.lifetime_models.exponential import poisson_rate_ci
 from analysis.survival.common import _fit_errors, _sample, clean_lifetimes
-from analysis.survival.shape import SHAPE_MODEL, _shape_tests
+from analysis.survival.shape import _shape_tests
 from analysis.survival.windows import _mark_periods, _month_pieces
 from warehouse.schemas import TABLES
 
@@ -172,17 +172,24 @@ def _fit_rows(
                 **rate_cols,
                 "method": method,
                 "converged": fit["converged"],
-                "_shape": fit["params"].get("shape") if model == SHAPE_MODEL else None,
+                "_shape": _age_trend(reg[model], fit),
             }
         )
-    wb = next((r for r in rows if r["model"] == SHAPE_MODEL and r["converged"]), None)
-    shape = wb["_shape"] if wb is not None else None
+    trend = next((r for r in rows if r["_shape"] is not None and r["converged"]), None)
+    shape = trend["_shape"] if trend is not None else None
     for r in rows:
         r.pop("_shape")
         if shape is not None:
             r["shape"], r["shape_ci_low"], r["shape_ci_high"] = shape
     _own_rates(rows, s, reg)
     return rows
+
+
+def _age_trend(model: type[lifetime_models.LifetimeModel], fit: dict):
+    """(value, ci_low, ci_high) of the model's age-trend parameter, None for a model without one
+    (or a fit that did not estimate it): the ``shape`` columns of the class's rows."""
+    param = model.age_trend_parameter
+    return fit["params"].get(param) if param else None
 
 
 def model_mean(model: str, params) -> float | None:

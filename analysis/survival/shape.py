@@ -2,12 +2,13 @@
 window) and read as infant mortality, wear-out or "the data cannot tell".
 
 The ``shape`` columns on every candidate row of ``failure_rates`` hold the *Weibull* shape of
-that class/stratum/window (the age trend) and ``shape_p_adjusted`` the test of shape = 1,
-Holm-adjusted across the window's classes. ``shape_reading`` is on the Weibull row only (no
-reading on models without that shape): infant mortality (shape < 1) or wear-out (> 1) only
-where the adjusted p < ``SHAPE_ALPHA``, else "the data cannot tell". Unmodelled heterogeneity
-between units biases a pooled shape down, so a "cannot tell" is no evidence of a constant
-hazard.
+that class/stratum/window (the age trend: the parameter the Weibull declares as its
+``age_trend_parameter``, ``lifetime_models.age_trend_model``) and ``shape_p_adjusted`` the
+test of shape = 1, Holm-adjusted across the window's classes. ``shape_reading`` is on the
+Weibull row only (no reading on models without that shape): infant mortality (shape < 1) or
+wear-out (> 1) only where the adjusted p < ``SHAPE_ALPHA``, else "the data cannot tell".
+Unmodelled heterogeneity between units biases a pooled shape down, so a "cannot tell" is no
+evidence of a constant hazard.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import math
 import numpy as np
 import polars as pl
 
+from analysis.lifetime_models import age_trend_model
 from analysis.lifetime_models.base import Z95
 from analysis.survival.common import holm
 
-SHAPE_MODEL = "weibull"  # the ``shape`` columns of every row: this model's shape (age trend)
 SHAPE_ALPHA = 0.05  # family-wise error of the shape directions across classes (Holm)
 
 INFANT_MORTALITY = "decreasing hazard: infant mortality"
@@ -93,8 +94,8 @@ def _shape_tests(rows: pl.DataFrame) -> pl.DataFrame:
         g.select(*groups, "shape_p_adjusted"), on=groups, how="left"
     )
     cols = out.select("model", "shape_ci_low", "shape_ci_high", "shape_p_adjusted")
+    trend = age_trend_model().name  # the reading goes on the rows of the model whose shape it is
     reading = [
-        shape_reading(lo, hi, pa) if m == SHAPE_MODEL else None
-        for m, lo, hi, pa in cols.iter_rows()
+        shape_reading(lo, hi, pa) if m == trend else None for m, lo, hi, pa in cols.iter_rows()
     ]
     return out.with_columns(shape_reading=pl.Series(reading, dtype=pl.Utf8))

@@ -21,6 +21,33 @@ MIN_WINDOW_HOURS = 24.0  # a month observed for less than this is folded into it
 LOW_EXPOSURE_FRACTION = 0.25  # window exposure below this share of the class's median: flagged
 
 
+_PIECES_SCHEMA = {
+    "component_class": pl.Utf8,
+    "m": pl.Int64,
+    "age_from": pl.Float64,
+    "age_to": pl.Float64,
+    "in_event": pl.Boolean,
+}
+_PERIODS_SCHEMA = {
+    "component_class": pl.Utf8,
+    "m": pl.Int64,
+    "window": pl.Utf8,
+    "period_start": pl.Datetime("us"),
+    "period_end": pl.Datetime("us"),
+    "partial": pl.Boolean,
+}
+
+
+def _month_label(m: int) -> str:
+    """A month index (``year * 12 + month - 1``) as the window label ``YYYY-MM``."""
+    return f"{m // 12:04d}-{m % 12 + 1:02d}"
+
+
+def _month_index(e: pl.Expr) -> pl.Expr:
+    """The month index (``year * 12 + month - 1``) of a datetime."""
+    return e.dt.year().cast(pl.Int64) * 12 + e.dt.month().cast(pl.Int64) - 1
+
+
 def _month_pieces(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
     """Observation split at calendar-month boundaries (vectorized: int ranges exploded, month
     starts looked up from a small table, no per-row strings).
@@ -33,29 +60,8 @@ def _month_pieces(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[st
     ``MIN_WINDOW_HOURS`` is folded into the neighbouring month (its pieces merged per unit),
     so no window has zero or sub-day length; ``notes`` says which were folded."""
     df = df.filter(pl.col("observed_from").is_not_null() & pl.col("observed_to").is_not_null())
-    pieces_schema = {
-        "component_class": pl.Utf8,
-        "m": pl.Int64,
-        "age_from": pl.Float64,
-        "age_to": pl.Float64,
-        "in_event": pl.Boolean,
-    }
     if df.height == 0:
-        return (
-            pl.DataFrame(schema=pieces_schema),
-            pl.DataFrame(
-                schema={
-                    "component_class": pl.Utf8,
-                    "m": pl.Int64,
-                    "window": pl.Utf8,
-                    "period_start": pl.Datetime("us"),
-                    "period_end": pl.Datetime("us"),
-                    "partial": pl.Boolean,
-                }
-            ),
-            [],
-        )
-    mi = lambda e: e.dt.year().cast(pl.Int64) * 12 + e.dt.month().cast(pl.Int64) - 1
+        return pl.DataFrame(schema=_PIECES_SCHEMA), pl.DataFrame(schema=_PERIODS_SCHEMA), []
     frm = pl.col("observed_from").cast(pl.Datetime("us"))
     to = pl.col("observed_to").cast(pl.Datetime("us"))
     df = df.with_row_index("u").select(
@@ -66,18 +72,39 @@ def _month_pieces(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[st
         "event",
         f=frm.cast(pl.Int64),
         t=to.cast(pl.Int64),
-        m0=mi(frm),
+        m0=_month_index(frm),
         # the last instant observed is just before observed_to: ending at 00:00 on the 1st
         # closes the previous month and opens no empty piece in the next
-        m1=mi(pl.when(to > frm).then(to - pl.duration(microseconds=1)).otherwise(to)),
+        m1=_month_index(pl.when(to > frm).then(to - pl.duration(microseconds=1)).otherwise(to)),
     )
-    lo, hi = int(df["m0"].min()), int(df["m1"].max())
+    starts = _month_starts(int(df["m0"].min()), int(df["m1"].max()))
+    out, notes = _fold_short_months(_split_at_months(df, starts))
+    return (
+        out.select(*_PIECES_SCHEMA).sort("component_class", "m", maintain_order=True),
+        _periods(out, starts),
+        notes,
+    )
+
+
+def _month_starts(lo: int, hi: int) -> dict[int, int]:
+    """Month index -> its first instant in epoch microseconds, for months ``lo - 1`` to
+    ``hi + 2`` (every month a piece can start or end in)."""
     epoch = np.datetime64("1970-01-01", "us")
-    starts = {
-        m: int((np.datetime64(f"{m // 12:04d}-{m % 12 + 1:02d}-01", "us") - epoch).astype(np.int64))
+    return {
+        m: int((np.datetime64(f"{_month_label(m)}-01", "us") - epoch).astype(np.int64))
         for m in range(lo - 1, hi + 3)
     }
-    month_start = lambda e: e.replace_strict(starts, return_dtype=pl.Int64)
+
+
+def _month_start(m: pl.Expr, starts: dict[int, int]) -> pl.Expr:
+    """The first instant (epoch microseconds) of month index ``m``, from ``_month_starts``."""
+    return m.replace_strict(starts, return_dtype=pl.Int64)
+
+
+def _split_at_months(df: pl.DataFrame, starts: dict[int, int]) -> pl.DataFrame:
+    """One row per (unit, month ``m``) its observation touches: the piece's span ``p0``/``p1``
+    (epoch microseconds), its ages and whether the unit's event falls in it."""
+    month_start = lambda e: _month_start(e, starts)
     out = df.with_columns(m=pl.int_ranges("m0", pl.col("m1") + 1)).explode("m")
     out = (
         out.with_columns(
@@ -94,43 +121,55 @@ def _month_pieces(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[st
             in_event=pl.col("event") & pl.col("last"),
         )
     )
-    out = out.filter(pl.col("age_to") >= pl.col("age_from"))
-    # fold sub-day windows into the previous month (else the next) of the same class
+    return out.filter(pl.col("age_to") >= pl.col("age_from"))
+
+
+def _fold_short_months(out: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """Pieces with each class's sub-day months folded into its previous month (else the next;
+    a unit's pieces in the two merged), and a note per fold. Loops over the short months only,
+    a handful at most."""
     span = out.group_by("component_class", "m").agg(pl.col("p0").min(), pl.col("p1").max())
     short = span.filter((pl.col("p1") - pl.col("p0")) < MIN_WINDOW_HOURS * US_PER_HOUR)
     notes: list[str] = []
-    if short.height:
-        full = set(
-            span.join(short, on=["component_class", "m"], how="anti")
-            .select("component_class", "m")
-            .iter_rows()
-        )
-        moves = []
-        for cls, m, p0, p1 in short.select("component_class", "m", "p0", "p1").iter_rows():
-            to_m = m - 1 if (cls, m - 1) in full else m + 1 if (cls, m + 1) in full else m
-            if to_m != m:
-                moves.append((cls, m, to_m))
-                notes.append(
-                    f"{cls}: {m // 12:04d}-{m % 12 + 1:02d} observed only "
-                    f"{(p1 - p0) / US_PER_HOUR:.1f} h, folded into "
-                    f"{to_m // 12:04d}-{to_m % 12 + 1:02d}"
-                )
-        if moves:
-            fold = pl.DataFrame(moves, schema=["component_class", "m", "to_m"], orient="row")
-            out = (
-                out.join(fold, on=["component_class", "m"], how="left")
-                .with_columns(m=pl.coalesce("to_m", "m"))
-                .group_by("component_class", "u", "m", maintain_order=True)
-                .agg(
-                    pl.col("age_from").min(),
-                    pl.col("age_to").max(),
-                    pl.col("in_event").any(),
-                    pl.col("p0").min(),
-                    pl.col("p1").max(),
-                )
+    if not short.height:
+        return out, notes
+    full = set(
+        span.join(short, on=["component_class", "m"], how="anti")
+        .select("component_class", "m")
+        .iter_rows()
+    )
+    moves = []
+    for cls, m, p0, p1 in short.select("component_class", "m", "p0", "p1").iter_rows():
+        to_m = m - 1 if (cls, m - 1) in full else m + 1 if (cls, m + 1) in full else m
+        if to_m != m:
+            moves.append((cls, m, to_m))
+            notes.append(
+                f"{cls}: {_month_label(m)} observed only {(p1 - p0) / US_PER_HOUR:.1f} h, "
+                f"folded into {_month_label(to_m)}"
             )
-    labels = {m: f"{m // 12:04d}-{m % 12 + 1:02d}" for m in starts}
-    periods = (
+    if not moves:
+        return out, notes
+    fold = pl.DataFrame(moves, schema=["component_class", "m", "to_m"], orient="row")
+    out = (
+        out.join(fold, on=["component_class", "m"], how="left")
+        .with_columns(m=pl.coalesce("to_m", "m"))
+        .group_by("component_class", "u", "m", maintain_order=True)
+        .agg(
+            pl.col("age_from").min(),
+            pl.col("age_to").max(),
+            pl.col("in_event").any(),
+            pl.col("p0").min(),
+            pl.col("p1").max(),
+        )
+    )
+    return out, notes
+
+
+def _periods(out: pl.DataFrame, starts: dict[int, int]) -> pl.DataFrame:
+    """Per (class, m): the window label, the calendar span its pieces cover and ``partial``."""
+    month_start = lambda e: _month_start(e, starts)
+    labels = {m: _month_label(m) for m in starts}
+    return (
         out.group_by("component_class", "m")
         .agg(pl.col("p0").min(), pl.col("p1").max())
         .with_columns(
@@ -140,13 +179,8 @@ def _month_pieces(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[st
             period_start=pl.col("p0").cast(pl.Datetime("us")),
             period_end=pl.col("p1").cast(pl.Datetime("us")),
         )
-        .select("component_class", "m", "window", "period_start", "period_end", "partial")
+        .select(*_PERIODS_SCHEMA)
         .sort("component_class", "m")
-    )
-    return (
-        out.select(*pieces_schema).sort("component_class", "m", maintain_order=True),
-        periods,
-        notes,
     )
 
 

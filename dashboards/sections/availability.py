@@ -47,13 +47,11 @@ def chart(df: pl.DataFrame) -> alt.LayerChart:
         )
     )
     dots = alt.Chart(df).mark_point(filled=True, size=60).encode(y=y, x="nines:Q", tooltip=tip)
-    return (rule + dots).properties(
-        width=charts.WIDTH,
+    return charts.framed(
+        rule + dots,
+        "Availability per system",
+        "fraction of node-hours up; 2 nines = 99%, 3 = 99.9%",
         height=max(120, 18 * df.height),
-        title=alt.TitleParams(
-            "Availability per system",
-            subtitle="fraction of node-hours up; 2 nines = 99%, 3 = 99.9%",
-        ),
     )
 
 

@@ -42,10 +42,10 @@ def _bars(rows: pl.DataFrame, dim: str) -> alt.Chart:
                 "value",
                 "jobs",
                 "attempts",
-                alt.Tooltip("gpu_hours:Q", format=",.0f"),
+                charts.gpu_hours_tip("gpu_hours"),
                 "interruptions",
                 "infrastructure",
-                alt.Tooltip("lost_gpu_hours:Q", format=",.0f"),
+                charts.gpu_hours_tip("lost_gpu_hours"),
                 alt.Tooltip("goodput:Q", format=".1%"),
             ],
         )

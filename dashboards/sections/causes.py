@@ -70,6 +70,14 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
     included), beside this fleet's mix vs Llama 3's (``llama3_frame``), both as shares of the
     compared interruptions (``COMPARED``: software and the jobs' own failures left out on both
     sides)."""
+    # the Pareto colours classes, the comparison its two sources: two colour scales
+    return alt.hconcat(pareto_chart(mix), comparison_chart(mix, ref), spacing=40).resolve_scale(
+        color="independent"
+    )
+
+
+def pareto_chart(mix: pl.DataFrame) -> alt.LayerChart:
+    """Interruptions per class, most first, with their cumulative share on a second axis."""
     order = mix["cause_class"].to_list()
     bars = (
         alt.Chart(mix)
@@ -84,7 +92,7 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
                 "cause_class:N",
                 "count:Q",
                 alt.Tooltip("share:Q", format=".1%"),
-                alt.Tooltip("lost_gpu_hours:Q", format=",.0f", title="lost GPU-hours"),
+                charts.gpu_hours_tip("lost_gpu_hours", "lost GPU-hours"),
             ],
         )
     )
@@ -102,14 +110,19 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
             tooltip=["cause_class:N", alt.Tooltip("cum_share:Q", format=".1%", title="cumulative")],
         )
     )
-    pareto = (
+    return (
         alt.layer(bars, line)
         .resolve_scale(y="independent")
         .properties(
             width=charts.WIDTH // 2, height=charts.HEIGHT, title="This fleet: Pareto by class"
         )
     )
-    both = pl.concat(
+
+
+def compared_frame(mix: pl.DataFrame, ref: pl.DataFrame) -> pl.DataFrame:
+    """This fleet's and Llama 3's (``source``) share of the compared interruptions per class
+    (``comparable_mix``); the classes left out of the comparison are dropped."""
+    return pl.concat(
         [
             comparable_mix(mix)
             .select("cause_class", "share", "count")
@@ -120,12 +133,18 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
         ],
         how="vertical_relaxed",
     ).filter(pl.col("share").is_not_null())
+
+
+def comparison_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.Chart:
+    """This fleet's share of each compared class beside Llama 3's, classes by their larger
+    share."""
+    both = compared_frame(mix, ref)
     classes = (
         both.group_by("cause_class")
         .agg(pl.col("share").max())
         .sort(["share", "cause_class"], descending=[True, False])
     )
-    compare = (
+    return (
         alt.Chart(both)
         .mark_bar()
         .encode(
@@ -149,8 +168,6 @@ def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
             title="Share vs Llama 3, software and the jobs' own failures left out",
         )
     )
-    # the Pareto colours classes, the comparison its two sources: two colour scales
-    return alt.hconcat(pareto, compare, spacing=40).resolve_scale(color="independent")
 
 
 def build(ctx: ReportContext) -> Section:

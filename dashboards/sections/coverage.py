@@ -42,7 +42,7 @@ def coverage_chart(coverage: pl.DataFrame) -> alt.Chart:
             x2="last:T",
             yOffset="source:N",
             color=alt.Color("source:N", title="source table"),
-            opacity=alt.condition(sel, alt.value(1.0), alt.value(0.1)),
+            opacity=charts.highlight(sel),
             tooltip=[
                 "source:N",
                 "host:N",

@@ -12,6 +12,8 @@ cannot be re-fitted in the browser: the section says so and names the scoped reb
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import altair as alt
 import polars as pl
 
@@ -135,6 +137,121 @@ def picked(selection: str) -> str:
     return f"(!length(data('{selection}_store')) || vlSelectionTest('{selection}_store', datum))"
 
 
+@dataclass(frozen=True)
+class _Filters:
+    """What filters the explorer's views: the selectors' Vega test (``_chosen``), the period
+    brush on the timeline and the cause classes picked on their bars."""
+
+    chosen: str
+    brush: alt.Parameter
+    pick_class: alt.Parameter
+
+
+def _lost_tips() -> list[alt.Tooltip]:
+    return [
+        alt.Tooltip("sum(interruptions):Q", title="interruptions"),
+        charts.gpu_hours_tip("sum(lost_gpu_hours)", "lost GPU-hours"),
+    ]
+
+
+def _x_time(axis: alt.Axis, title: str) -> alt.X:
+    return alt.X("day:T", scale=alt.Scale(type="utc"), title=title, axis=axis)
+
+
+def _bucket_tip(bucket: str) -> alt.Tooltip:
+    return alt.Tooltip("day:T", format="%Y-%m-%d", title=f"{bucket} from")
+
+
+def _figure(chart: alt.Chart, f: _Filters, text: str, **totals: str) -> alt.Chart:
+    """One line of text: the sums ``totals`` (field -> column) over the rows in the selection.
+    Rows outside it count 0 rather than being filtered out, so an empty selection still
+    prints its zeros (Vega aggregates nothing into no row)."""
+    kept = f"({f.chosen}) && {picked('period')}" + (
+        f" && {picked('pick_class')}" if "n" in totals else ""
+    )
+    zeroed = {f"_{k}": f"datum._in ? datum.{c} : 0" for k, c in totals.items()}
+    return (
+        chart.transform_calculate(day="toDate(datum.day)")
+        .transform_calculate(_in=kept).transform_calculate(**zeroed)
+        .transform_aggregate(**{k: f"sum(_{k})" for k in totals})
+        .transform_calculate(text=text)
+        .mark_text(align="left", baseline="middle", fontSize=15, color="#1f3b73", x=0)
+        .encode(text=alt.Text("text:N"))
+        .properties(width=charts.WIDTH + 60, height=22)
+    )  # fmt: skip
+
+
+def _timeline(inter: alt.Chart, f: _Filters, params, axis: alt.Axis, bucket: str) -> alt.Chart:
+    """Interruptions per bucket: the brush is drawn here, the selectors are bound here."""
+    chart = (
+        inter.transform_calculate(day_end=f"utcOffset('{bucket}', toDate(datum.day), 1)")
+        .mark_bar(color="#4c78a8")
+        .encode(
+            x=_x_time(axis, f"per {bucket} (UTC)"),
+            x2="day_end:T",
+            y=alt.Y("sum(interruptions):Q", title="interruptions"),
+            tooltip=[_bucket_tip(bucket), *_lost_tips()],
+        )
+        .add_params(f.brush, *params)
+        .transform_filter(f.chosen)
+        .transform_filter(f.pick_class)
+    )
+    return charts.framed(
+        chart,
+        "Unexpected interruptions over time",
+        "drag to pick a period; double-click to clear",
+        height=130,
+        width=charts.WIDTH + 60,
+    )
+
+
+def _goodput_line(goods: alt.Chart, f: _Filters, axis: alt.Axis, bucket: str) -> alt.Chart:
+    """Measured goodput per bucket of the job chains in the selection and the brushed period."""
+    chart = (
+        goods.transform_filter(f.chosen)
+        .transform_filter(f.brush)
+        .transform_aggregate(g="sum(gpu_hours)", p="sum(productive_gpu_hours)", groupby=["day"])
+        .transform_calculate(goodput="datum.g > 0 ? datum.p / datum.g : null")
+        .mark_line(point=alt.OverlayMarkDef(color="#2ca02c"), color="#2ca02c")
+        .encode(
+            x=_x_time(axis, f"job chains ending per {bucket} (UTC)"),
+            y=alt.Y("goodput:Q", title="measured goodput", axis=alt.Axis(format="%")),
+            tooltip=[
+                _bucket_tip(bucket),
+                alt.Tooltip("goodput:Q", format=".1%"),
+                charts.gpu_hours_tip("g", "GPU-hours"),
+            ],
+        )
+    )
+    return charts.framed(
+        chart,
+        "Measured goodput over time",
+        "GPU-hour weighted, of the job chains in the selection",
+        height=110,
+        width=charts.WIDTH + 60,
+    )
+
+
+def _bars(inter: alt.Chart, f: _Filters, field: str, title: str, subtitle: str, pick=None):
+    """Lost GPU-hours by ``field``; with ``pick``, a click on a bar picks it."""
+    color = (
+        alt.condition(pick, alt.value("#1f3b73"), alt.value("#c7cfdd"))
+        if pick
+        else alt.value("#1f3b73")
+    )
+    chart = (
+        inter.mark_bar()
+        .encode(y=alt.Y(f"{field}:N", sort="-x", title=None),
+                x=alt.X("sum(lost_gpu_hours):Q", title="lost GPU-hours",
+                        axis=alt.Axis(tickCount=5, labelOverlap=True)),
+                color=color, tooltip=[alt.Tooltip(f"{field}:N"), *_lost_tips()])
+        .transform_filter(f.chosen)
+        .transform_filter(f.brush)
+    )  # fmt: skip
+    chart = charts.framed(chart, title, subtitle, height=alt.Step(18), width=charts.WIDTH // 2 - 40)
+    return chart.add_params(pick) if pick else chart.transform_filter(f.pick_class)
+
+
 def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VConcatChart:
     """The figures of the selection, the interruption timeline (an interval brush on x), the
     goodput line, and bars by cause class (click to pick) and by partition; the selectors, the
@@ -143,127 +260,46 @@ def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VC
     # the page carries each row once: no bucket end (Vega adds it) and sums to 0.01 GPU-hour
     intr = intr.drop("day_end", "bucket").with_columns(pl.col("lost_gpu_hours").round(2))
     good = good.drop("day_end").with_columns(pl.col("gpu_hours", "productive_gpu_hours").round(2))
-    chosen = _chosen(params)
-    brush = alt.selection_interval(name="period", encodings=["x"])
-    pick_class = alt.selection_point(name="pick_class", fields=["cause_class"])
+    f = _Filters(
+        chosen=_chosen(params),
+        brush=alt.selection_interval(name="period", encodings=["x"]),
+        pick_class=alt.selection_point(name="pick_class", fields=["cause_class"]),
+    )
     inter, goods = alt.Chart(intr), alt.Chart(good)
     # about ten ticks, never finer than a day (finer ticks would repeat the same date label)
     ticks = min(10, intr["day"].n_unique() + 1)
     axis = alt.Axis(format="%b %d", tickCount=ticks, labelOverlap="greedy")
-
-    def x_time(title: str) -> alt.X:
-        return alt.X("day:T", scale=alt.Scale(type="utc"), title=title, axis=axis)
-
-    tip = [alt.Tooltip("sum(interruptions):Q", title="interruptions"),
-           alt.Tooltip("sum(lost_gpu_hours):Q", format=",.0f", title="lost GPU-hours")]  # fmt: skip
-
-    def figure(chart: alt.Chart, text: str, **totals: str) -> alt.Chart:
-        """One line of text: the sums ``totals`` (field -> column) over the rows in the selection.
-        Rows outside it count 0 rather than being filtered out, so an empty selection still
-        prints its zeros (Vega aggregates nothing into no row)."""
-        kept = f"({chosen}) && {picked('period')}" + (
-            f" && {picked('pick_class')}" if "n" in totals else ""
-        )
-        zeroed = {f"_{k}": f"datum._in ? datum.{c} : 0" for k, c in totals.items()}
-        return (
-            chart.transform_calculate(day="toDate(datum.day)")
-            .transform_calculate(_in=kept).transform_calculate(**zeroed)
-            .transform_aggregate(**{k: f"sum(_{k})" for k in totals})
-            .transform_calculate(text=text)
-            .mark_text(align="left", baseline="middle", fontSize=15, color="#1f3b73", x=0)
-            .encode(text=alt.Text("text:N"))
-            .properties(width=charts.WIDTH + 60, height=22)
-        )  # fmt: skip
-
-    counts = figure(
+    counts = _figure(
         inter,
+        f,
         "'Selection: ' + format(datum.n, ',') + ' unexpected interruptions, ' + "
         "format(datum.lost, ',.0f') + ' GPU-hours lost'",
         n="interruptions",
         lost="lost_gpu_hours",
     )
-    goodput_text = figure(
+    goodput_text = _figure(
         goods,
+        f,
         "'measured goodput ' + (datum.g > 0 ? format(datum.p / datum.g, '.1%') : 'n/a') + "
         "' of ' + format(datum.g, ',.0f') + ' GPU-hours'",
         g="gpu_hours",
         p="productive_gpu_hours",
     )
-    timeline = (
-        inter.transform_calculate(day_end=f"utcOffset('{bucket}', toDate(datum.day), 1)")
-        .mark_bar(color="#4c78a8")
-        .encode(
-            x=x_time(f"per {bucket} (UTC)"),
-            x2="day_end:T",
-            y=alt.Y("sum(interruptions):Q", title="interruptions"),
-            tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d", title=f"{bucket} from"), *tip],
-        )
-        .add_params(brush, *params.values())
-        .transform_filter(chosen)
-        .transform_filter(pick_class)
-        .properties(
-            width=charts.WIDTH + 60,
-            height=130,
-            title=alt.TitleParams(
-                "Unexpected interruptions over time",
-                subtitle="drag to pick a period; double-click to clear",
-            ),
-        )
-    )
-    goodput_line = (
-        goods.transform_filter(chosen)
-        .transform_filter(brush)
-        .transform_aggregate(g="sum(gpu_hours)", p="sum(productive_gpu_hours)", groupby=["day"])
-        .transform_calculate(goodput="datum.g > 0 ? datum.p / datum.g : null")
-        .mark_line(point=alt.OverlayMarkDef(color="#2ca02c"), color="#2ca02c")
-        .encode(
-            x=x_time(f"job chains ending per {bucket} (UTC)"),
-            y=alt.Y("goodput:Q", title="measured goodput", axis=alt.Axis(format="%")),
-            tooltip=[
-                alt.Tooltip("day:T", format="%Y-%m-%d", title=f"{bucket} from"),
-                alt.Tooltip("goodput:Q", format=".1%"),
-                alt.Tooltip("g:Q", format=",.0f", title="GPU-hours"),
-            ],
-        )
-        .properties(
-            width=charts.WIDTH + 60,
-            height=110,
-            title=alt.TitleParams(
-                "Measured goodput over time",
-                subtitle="GPU-hour weighted, of the job chains in the selection",
-            ),
-        )
-    )
-
-    def bars(field: str, title: str, subtitle: str, pick=None) -> alt.Chart:
-        color = (
-            alt.condition(pick, alt.value("#1f3b73"), alt.value("#c7cfdd"))
-            if pick
-            else alt.value("#1f3b73")
-        )
-        chart = (
-            inter.mark_bar()
-            .encode(y=alt.Y(f"{field}:N", sort="-x", title=None),
-                    x=alt.X("sum(lost_gpu_hours):Q", title="lost GPU-hours",
-                            axis=alt.Axis(tickCount=5, labelOverlap=True)),
-                    color=color, tooltip=[alt.Tooltip(f"{field}:N"), *tip])
-            .transform_filter(chosen)
-            .transform_filter(brush)
-            .properties(width=charts.WIDTH // 2 - 40, height=alt.Step(18),
-                        title=alt.TitleParams(title, subtitle=subtitle))
-        )  # fmt: skip
-        return chart.add_params(pick) if pick else chart.transform_filter(pick_class)
-
     return alt.vconcat(
         counts,
         goodput_text,
-        timeline,
-        goodput_line,
+        _timeline(inter, f, params.values(), axis, bucket),
+        _goodput_line(goods, f, axis, bucket),
         alt.hconcat(
-            bars(
-                "cause_class", "By cause class", "click to pick, shift-click for more", pick_class
+            _bars(
+                inter,
+                f,
+                "cause_class",
+                "By cause class",
+                "click to pick, shift-click for more",
+                f.pick_class,
             ),
-            bars("partition", "By partition", "of the picked classes"),
+            _bars(inter, f, "partition", "By partition", "of the picked classes"),
             spacing=60,
         ),
         spacing=20,

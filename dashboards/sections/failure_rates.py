@@ -46,9 +46,7 @@ def failure_rate_chart(rates: pl.DataFrame) -> alt.HConcatChart:
         "model:N",
         "n_units:Q",
         "n_events:Q",
-        alt.Tooltip("rate_per_1k_unit_days:Q", format=".3g", title="rate / 1k unit-days"),
-        alt.Tooltip("rate_ci_low:Q", format=".3g", title="CI low"),
-        alt.Tooltip("rate_ci_high:Q", format=".3g", title="CI high"),
+        *charts.ci_tooltips("rate_per_1k_unit_days", ".3g", "rate / 1k unit-days", "rate"),
         alt.Tooltip("mtbf_hours:Q", format=",.0f", title="MTBF (h)"),
         "shape_reading:N",
     ]
@@ -70,9 +68,7 @@ def failure_rate_chart(rates: pl.DataFrame) -> alt.HConcatChart:
     )
     stip = [
         "component_class:N",
-        alt.Tooltip("shape:Q", format=".2f"),
-        alt.Tooltip("shape_ci_low:Q", format=".2f", title="CI low"),
-        alt.Tooltip("shape_ci_high:Q", format=".2f", title="CI high"),
+        *charts.ci_tooltips("shape", ".2f"),
         "shape_reading:N",
     ]
     ys = alt.Y(

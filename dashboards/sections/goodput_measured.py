@@ -71,7 +71,7 @@ def goodput_chart(hist: pl.DataFrame, badput: pl.DataFrame) -> alt.HConcatChart:
             tooltip=[
                 alt.Tooltip("lo:Q", format=".0%", title="from"),
                 alt.Tooltip("hi:Q", format=".0%", title="to"),
-                alt.Tooltip("gpu_hours:Q", format=",.0f", title="GPU-hours"),
+                charts.gpu_hours_tip("gpu_hours", "GPU-hours"),
                 "jobs:Q",
             ],
         )
@@ -109,7 +109,7 @@ def goodput_chart(hist: pl.DataFrame, badput: pl.DataFrame) -> alt.HConcatChart:
                 "part:N",
                 "basis:N",
                 alt.Tooltip("share:Q", format=".2%"),
-                alt.Tooltip("gpu_hours:Q", format=",.0f", title="GPU-hours"),
+                charts.gpu_hours_tip("gpu_hours", "GPU-hours"),
             ],
         )
     )

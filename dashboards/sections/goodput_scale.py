@@ -39,9 +39,7 @@ def scale_chart(scale: pl.DataFrame, target_gpus: int | None = None) -> alt.VCon
     x = alt.X("n_gpus:Q", scale=alt.Scale(type="log", nice=False), title="GPUs in the job (log)")
     tip = [
         alt.Tooltip("n_gpus:Q", format=","),
-        alt.Tooltip("goodput:Q", format=".1%"),
-        alt.Tooltip("goodput_ci_low:Q", format=".1%", title="CI low"),
-        alt.Tooltip("goodput_ci_high:Q", format=".1%", title="CI high"),
+        *charts.ci_tooltips("goodput", ".1%"),
         alt.Tooltip("mtti_hours:Q", format=".2f", title="MTTI (h)"),
         alt.Tooltip("interval_min:Q", format=".1f", title="Young interval (min)"),
         alt.Tooltip("daly_min:Q", format=".1f", title="Daly interval (min)"),

@@ -26,40 +26,40 @@ EVIDENCE = {  # hazard-ratio row -> how strongly the table supports it (colour o
 ASSOCIATION = pl.col("kind").fill_null("effect") == "association"
 
 
-def hazard_ratio_chart(hazard_ratios: pl.DataFrame) -> alt.LayerChart:
-    """Cox hazard ratios with 95% CI on a log axis, reference line at 1; each row names its
-    unit (per degC, a rack vs the reference rack) and is coloured by adjusted significance.
-    Rows whose CI spans more than ``MAX_CI_SPAN`` (e.g. a rack with no failure: the Cox
-    estimate runs to 0) carry no information and would crush the axis: left out, counted in
-    the subtitle."""
-    finite = (pl.col("hr") > 0) & pl.col("hr").is_finite()
-    informative = (
-        finite
-        & (pl.col("ci_low") > 0)
-        & pl.col("ci_high").is_finite()
-        & (pl.col("ci_high") < MAX_CI_SPAN * pl.col("ci_low"))
+FINITE = (pl.col("hr") > 0) & pl.col("hr").is_finite()
+INFORMATIVE = (
+    FINITE
+    & (pl.col("ci_low") > 0)
+    & pl.col("ci_high").is_finite()
+    & (pl.col("ci_high") < MAX_CI_SPAN * pl.col("ci_low"))
+)
+
+
+def ratio_frame(hazard_ratios: pl.DataFrame) -> pl.DataFrame:
+    """The informative rows (``INFORMATIVE``), largest ratio first, with what the chart draws:
+    ``term`` (class · covariate and its unit), ``evidence`` (an ``EVIDENCE`` label) and the
+    whisker ``lo`` / ``hi`` (the ratio itself where a CI bound is missing)."""
+    term = (
+        pl.col("component_class")
+        + " · "
+        + pl.when(pl.col("reference").is_not_null())
+        .then(pl.col("unit"))
+        .otherwise(pl.col("covariate") + " " + pl.col("unit").fill_null("per unit"))
+    ).fill_null(pl.col("component_class") + " · " + pl.col("covariate"))
+    evidence = (
+        pl.when(pl.col("clear_effect").fill_null(False) & ASSOCIATION)
+        .then(pl.lit(EVIDENCE["association"]))
+        .when(pl.col("clear_effect").fill_null(False))
+        .then(pl.lit(EVIDENCE["clear"]))
+        .when(pl.col("p_adjusted") < 0.05)
+        .then(pl.lit(EVIDENCE["ph"]))
+        .otherwise(pl.lit(EVIDENCE["none"]))
     )
-    n_left_out = hazard_ratios.height - hazard_ratios.filter(informative).height
-    df = (
-        hazard_ratios.filter(informative)
+    return (
+        hazard_ratios.filter(INFORMATIVE)
         .with_columns(
-            (
-                pl.col("component_class")
-                + " · "
-                + pl.when(pl.col("reference").is_not_null())
-                .then(pl.col("unit"))
-                .otherwise(pl.col("covariate") + " " + pl.col("unit").fill_null("per unit"))
-            )
-            .fill_null(pl.col("component_class") + " · " + pl.col("covariate"))
-            .alias("term"),
-            pl.when(pl.col("clear_effect").fill_null(False) & ASSOCIATION)
-            .then(pl.lit(EVIDENCE["association"]))
-            .when(pl.col("clear_effect").fill_null(False))
-            .then(pl.lit(EVIDENCE["clear"]))
-            .when(pl.col("p_adjusted") < 0.05)
-            .then(pl.lit(EVIDENCE["ph"]))
-            .otherwise(pl.lit(EVIDENCE["none"]))
-            .alias("evidence"),
+            term.alias("term"),
+            evidence.alias("evidence"),
             pl.when(pl.col("ci_low") > 0)
             .then(pl.col("ci_low"))
             .otherwise(pl.col("hr"))
@@ -68,6 +68,16 @@ def hazard_ratio_chart(hazard_ratios: pl.DataFrame) -> alt.LayerChart:
         )
         .sort("hr", descending=True)
     )
+
+
+def hazard_ratio_chart(hazard_ratios: pl.DataFrame) -> alt.LayerChart:
+    """Cox hazard ratios with 95% CI on a log axis, reference line at 1; each row names its
+    unit (per degC, a rack vs the reference rack) and is coloured by adjusted significance.
+    Rows whose CI spans more than ``MAX_CI_SPAN`` (e.g. a rack with no failure: the Cox
+    estimate runs to 0) carry no information and would crush the axis: left out, counted in
+    the subtitle."""
+    df = ratio_frame(hazard_ratios)
+    n_left_out = hazard_ratios.height - df.height
     order = df["term"].to_list()
     y = alt.Y("term:N", sort=order, title=None, axis=alt.Axis(labelLimit=400))
     color = alt.Color(
@@ -100,15 +110,11 @@ def hazard_ratio_chart(hazard_ratios: pl.DataFrame) -> alt.LayerChart:
         if n_left_out
         else ""
     )
-    return (charts.unit_line("#555") + ratios).properties(
-        width=charts.WIDTH,
+    return charts.framed(
+        charts.unit_line("#555") + ratios,
+        "Cox hazard ratios, 95% CI",
+        f"{note}significance after {_adjustment(hazard_ratios)} correction over all rows",
         height=max(100, 28 * len(order)),
-        title=alt.TitleParams(
-            "Cox hazard ratios, 95% CI",
-            subtitle=(
-                f"{note}significance after {_adjustment(hazard_ratios)} correction over all rows"
-            ),
-        ),
     )
 
 
@@ -120,7 +126,7 @@ def _adjustment(hazard_ratios: pl.DataFrame) -> str:
 def build(ctx: ReportContext) -> Section:
     t = ctx.t
     s = Section(KEY, TITLE)
-    hr = t["hazard_ratios"].filter((pl.col("hr") > 0) & pl.col("hr").is_finite())
+    hr = t["hazard_ratios"].filter(FINITE)
     if hr.height == 0:
         s.note = NO_DATA
         return s

@@ -44,7 +44,7 @@ def chart(worst: pl.DataFrame) -> alt.LayerChart:
         alt.Tooltip("p_value:Q", format=".2g", title="p"),
         alt.Tooltip("p_adjusted:Q", format=".2g", title="adjusted p"),
         alt.Tooltip("interruptions:Q"),
-        alt.Tooltip("lost_gpu_hours:Q", format=",.0f", title="lost GPU-hours"),
+        charts.gpu_hours_tip("lost_gpu_hours", "lost GPU-hours"),
         alt.Tooltip("hw_events_critical:Q", title="critical hw events"),
         alt.Tooltip("repairs:Q"),
         alt.Tooltip("node_hours:Q", format=",.0f", title="node-hours observed"),

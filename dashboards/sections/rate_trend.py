@@ -55,7 +55,7 @@ def rate_trend_chart(trend: pl.DataFrame) -> alt.LayerChart:
     x = alt.X("label:O", sort=order, title="month", axis=alt.Axis(labelAngle=0))
     ys = alt.Scale(type="log")
     color = alt.Color("component_class:N", title="class")
-    op = alt.condition(sel, alt.value(1.0), alt.value(0.1))
+    op = charts.highlight(sel)
     dash = alt.condition("datum.low_exposure", alt.value([3, 3]), alt.value([1, 0]))
     off = alt.XOffset("component_class:N")
     tip = [
@@ -63,9 +63,7 @@ def rate_trend_chart(trend: pl.DataFrame) -> alt.LayerChart:
         "window:N",
         "n_events:Q",
         alt.Tooltip("exposure_hours:Q", format=",.0f", title="unit-hours"),
-        alt.Tooltip("rate_per_1k_unit_days:Q", format=".3g", title="rate / 1k unit-days"),
-        alt.Tooltip("rate_ci_low:Q", format=".3g", title="CI low"),
-        alt.Tooltip("rate_ci_high:Q", format=".3g", title="CI high"),
+        *charts.ci_tooltips("rate_per_1k_unit_days", ".3g", "rate / 1k unit-days", "rate"),
         alt.Tooltip("partial:N", title="partial month"),
         alt.Tooltip("exposure:N", title="exposure"),
     ]
@@ -95,32 +93,26 @@ def rate_trend_chart(trend: pl.DataFrame) -> alt.LayerChart:
         .mark_point(shape="triangle-down", filled=False, size=70, strokeWidth=2)
         .encode(x=x, xOffset=off, y=alt.Y("rate:Q", scale=ys), color=color, opacity=op, tooltip=tip)
     )
-    return (err + dots + zero).properties(
-        width=charts.WIDTH,
-        height=charts.HEIGHT,
-        title=alt.TitleParams(
-            "Monthly failure rate per class (95% CI)",
-            subtitle=(
-                "open triangles on the floor: months with no failure (whisker: CI upper bound); "
-                "dashed: under a quarter of a median month's exposure; click the legend to "
-                "isolate a class"
-            ),
+    return charts.framed(
+        err + dots + zero,
+        "Monthly failure rate per class (95% CI)",
+        (
+            "open triangles on the floor: months with no failure (whisker: CI upper bound); "
+            "dashed: under a quarter of a median month's exposure; click the legend to "
+            "isolate a class"
         ),
     )
 
 
 def build(ctx: ReportContext) -> Section:
-    t = ctx.t
-    s = Section(KEY, TITLE)
-    df = trend_frame(t["failure_rates"])
+    df = trend_frame(ctx.t["failure_rates"])
     if df.height == 0:
-        s.note = NO_DATA
-        return s
-    s.chart = rate_trend_chart(df)
+        return Section(KEY, TITLE, note=NO_DATA)
+    s = Section(KEY, TITLE, chart=rate_trend_chart(df))
     months = sorted(df["window"].unique().to_list())
     from analysis.survival import TREND_ALPHA, rate_trends  # the test and its rule, one place
 
-    tests = rate_trends(t["failure_rates"])
+    tests = rate_trends(ctx.t["failure_rates"])
     span = f"Across {len(months)} months ({months[0]} to {months[-1]})"
     if tests.height == 0:
         s.reading = f"{span}: no class has two months with a failure to compare yet."

@@ -40,13 +40,10 @@ def tornado_chart(sens: pl.DataFrame) -> alt.LayerChart:
 
 
 def build(ctx: ReportContext) -> Section:
-    t = ctx.t
-    s = Section(KEY, TITLE)
-    sens = sensitivity_frame(t["goodput_projections"])
+    sens = sensitivity_frame(ctx.t["goodput_projections"])
     if sens.height == 0:
-        s.note = NO_DATA
-        return s
-    s.chart = tornado_chart(sens)
+        return Section(KEY, TITLE, note=NO_DATA)
+    s = Section(KEY, TITLE, chart=tornado_chart(sens))
     a = sens.row(0, named=True)
     text = (
         f"At {a['n_gpus']:,} GPUs, the biggest lever is {a['change']}: {a['gain_pp']:+.2f} "

@@ -7,6 +7,7 @@ show: the period's figures are ``analysis.trend.window_figures``, the headline's
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import polars as pl
@@ -105,47 +106,59 @@ def why_projection_differs(
     )
 
 
-def build(ctx: ReportContext) -> Section:
-    t, target = ctx.t, ctx.target_gpus
-    s = Section(KEY, TITLE)
-    att, intr, jobs = t["job_attempts"], t["interruptions"], t["goodput_jobs"]
-    window = report_window(ctx.wh, att)
-    if window is None or att.height == 0:
-        s.note = NO_DATA
-        return s
-    start, end = window
-    length = end - start
-    now = window_figures(att, intr, jobs, start, end)
-    before = window_figures(att, intr, jobs, start - length, start)
-    has_before = before["attempts"] > 0
-    days = length.total_seconds() / 86400
-    prev = f"vs the previous {days:,.0f} days"
-    weeks = None if has_before else last_full_weeks(att, intr, jobs, start, end)
+@dataclass(frozen=True)
+class _Period:
+    """The report's period: its figures (``window_figures``), the previous period of equal
+    length's, and, when nothing precedes the period, its last two whole weeks'."""
 
-    def versus(key: str, unit: str, shown=num, scale: float = 1.0) -> str:
+    start: datetime
+    end: datetime
+    now: dict
+    before: dict
+    weeks: tuple[dict, dict] | None
+
+    @classmethod
+    def of(cls, att, intr, jobs, start: datetime, end: datetime) -> _Period:
+        length = end - start
+        before = window_figures(att, intr, jobs, start - length, start)
+        weeks = None if before["attempts"] > 0 else last_full_weeks(att, intr, jobs, start, end)
+        return cls(start, end, window_figures(att, intr, jobs, start, end), before, weeks)
+
+    @property
+    def days(self) -> float:
+        return (self.end - self.start).total_seconds() / 86400
+
+    def versus(self, key: str, unit: str, shown=num, scale: float = 1.0) -> str:
         """The change of ``key`` against the previous period of equal length; without data
         before the period, the latest full week against the week before it."""
-        if has_before:
-            return f"{change(now[key] * scale, before[key] * scale, unit)} {prev}"
-        if weeks is None:
+        if self.before["attempts"] > 0:
+            return (
+                f"{change(self.now[key] * scale, self.before[key] * scale, unit)} "
+                f"vs the previous {self.days:,.0f} days"
+            )
+        if self.weeks is None:
             return "no earlier period in the data"
-        a, b = weeks
+        a, b = self.weeks
         return (f"week of {a['start']:%Y-%m-%d}: {shown(a[key] * scale)}, "
                 f"{change(a[key] * scale, b[key] * scale, unit)} vs the week before")  # fmt: skip
 
-    cost = ctx.gpu_hour_cost
+
+def _tiles(p: _Period, cost: float, at: dict | None, target: int) -> list[str]:
+    """Goodput, lost GPU-hours (and their cost), interruptions, and the projection at the target
+    size when there is one."""
+    now = p.now
     tiles = [
         _tile(
             "measured goodput",
             pct(now["goodput_gpu_hours"]),
-            versus("goodput_gpu_hours", "points", pct),
+            p.versus("goodput_gpu_hours", "points", pct),
             "goodput",
         ),
         _tile(
             "GPU-hours lost to interruptions",
             num(now["lost_gpu_hours"]),
             f"{pct(now['lost_gpu_hours'] / now['gpu_hours'] if now['gpu_hours'] else None)} of "
-            f"{num(now['gpu_hours'])} GPU-hours; " + versus("lost_gpu_hours", "GPU-hours"),
+            f"{num(now['gpu_hours'])} GPU-hours; " + p.versus("lost_gpu_hours", "GPU-hours"),
             "lost",
         ),
     ]
@@ -155,29 +168,35 @@ def build(ctx: ReportContext) -> Section:
             _tile(
                 "cost of the lost GPU-hours",
                 money(lost_cost),
-                f"at ${cost:,.2f} per GPU-hour; " + versus("lost_gpu_hours", "$", money, cost),
+                f"at ${cost:,.2f} per GPU-hour; " + p.versus("lost_gpu_hours", "$", money, cost),
                 "cost",
             )
         )
     tiles.append(_tile("unexpected interruptions", f"{now['unexpected']:,}",
                        f"MTBF {in_hours(now['mtbf_hours'])} fleet-wide; "
-                       + versus("unexpected", "interruptions", lambda n: f"{n:,.0f}"),
+                       + p.versus("unexpected", "interruptions", lambda n: f"{n:,.0f}"),
                        "interruptions"))  # fmt: skip
-    proj = t["goodput_projections"]
-    at = projection_at(proj, target)
     if at is not None:
         tiles.append(_tile(f"projected goodput at {target:,} GPUs", pct(at["goodput"]),
                            f"95% band {pct(at['goodput_ci_low'])}–{pct(at['goodput_ci_high'])}; "
                            f"MTTI {in_hours(at['mtti_hours'])}", "projected"))  # fmt: skip
+    return tiles
+
+
+def _in_period(att: pl.DataFrame, intr: pl.DataFrame, p: _Period):
+    """The attempts that overlap the period and the interruptions that end in it."""
     period_att = att.filter(
-        (pl.col("end_time").cast(pl.Datetime("us")) > start)
-        & (pl.col("start_time").cast(pl.Datetime("us")) < end)
+        (pl.col("end_time").cast(pl.Datetime("us")) > p.start)
+        & (pl.col("start_time").cast(pl.Datetime("us")) < p.end)
     )
     period_intr = intr.filter(
-        (pl.col("end_time").cast(pl.Datetime("us")) >= start)
-        & (pl.col("end_time").cast(pl.Datetime("us")) < end)
+        (pl.col("end_time").cast(pl.Datetime("us")) >= p.start)
+        & (pl.col("end_time").cast(pl.Datetime("us")) < p.end)
     )
-    causes = losses_frame(period_att, period_intr, "cause").head(TOP)
+    return period_att, period_intr
+
+
+def _causes_table(causes: pl.DataFrame, cost: float) -> str:
     rows = [
         [r["cause"], num(r["lost_gpu_hours"]), pct(r["share"]), f"{r['interruptions']:,}",
          in_hours(r["mtbf_hours"])]
@@ -186,9 +205,14 @@ def build(ctx: ReportContext) -> Section:
     ]  # fmt: skip
     header = ["cause", "lost GPU-hours", "share of lost", "interruptions", "MTBF"]
     header += ["cost"] if cost > 0 else []
+    return html_table(header, rows)
+
+
+def _reading(p: _Period, scope: str, causes: pl.DataFrame, cost: float) -> str:
+    now = p.now
     parts = [
         (
-            f"From {start:%Y-%m-%d} to {end:%Y-%m-%d} ({days:,.0f} days, {ctx.scope}) jobs used "
+            f"From {p.start:%Y-%m-%d} to {p.end:%Y-%m-%d} ({p.days:,.0f} days, {scope}) jobs used "
             f"{num(now['gpu_hours'])} GPU-hours at a measured goodput of "
             f"{pct(now['goodput_gpu_hours'])}"
         ),
@@ -199,20 +223,34 @@ def build(ctx: ReportContext) -> Section:
     if causes.height:
         top = causes.row(0, named=True)
         parts.append(f"{top['cause']} cost the most ({pct(top['share'])} of the lost GPU-hours)")
-    s.reading = "; ".join(parts) + "."
+    return "; ".join(parts) + "."
+
+
+def build(ctx: ReportContext) -> Section:
+    t, target = ctx.t, ctx.target_gpus
+    att, intr, jobs = t["job_attempts"], t["interruptions"], t["goodput_jobs"]
+    window = report_window(ctx.wh, att)
+    if window is None or att.height == 0:
+        return Section(KEY, TITLE, note=NO_DATA)
+    p = _Period.of(att, intr, jobs, *window)
+    cost = ctx.gpu_hour_cost
+    proj = t["goodput_projections"]
+    at = projection_at(proj, target)
+    tiles = _tiles(p, cost, at, target)
+    period_att, period_intr = _in_period(att, intr, p)
+    causes = losses_frame(period_att, period_intr, "cause").head(TOP)
     why = ""
     if at is not None:
         why = why_projection_differs(
-            now["goodput_gpu_hours"], at, target, typical_job_gpus(period_att)
+            p.now["goodput_gpu_hours"], at, target, typical_job_gpus(period_att)
         )
-        scope_name = interruption_scope(proj)
-        why += f" (Interruption scope of the projection: {scope_name}.)"
-    s.extra_html = (
+        why += f" (Interruption scope of the projection: {interruption_scope(proj)}.)"
+    extra = (
         f'<div class="tiles">{"".join(tiles)}</div>'
         + actions_html(proj, target)
         + f'<p class="sub">Top {TOP} causes by lost GPU-hours '
         f"(the jobs' own failures are the class {html.escape(WORKLOAD)})</p>"
-        + html_table(header, rows)
+        + _causes_table(causes, cost)
         + (f'<p class="why" id="projection-why">{html.escape(why)}</p>' if why else "")
     )
-    return s
+    return Section(KEY, TITLE, reading=_reading(p, ctx.scope, causes, cost), extra_html=extra)

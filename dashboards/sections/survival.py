@@ -91,17 +91,15 @@ def survival_chart(km: pl.DataFrame) -> alt.LayerChart:
                 scale=alt.Scale(zero=False),
             ),
             color=color,
-            opacity=alt.condition(sel, alt.value(1.0), alt.value(0.12)),
+            opacity=charts.highlight(sel, 0.12),
             tooltip=tip,
         )
         .add_params(sel)
     )
-    return (band + line).properties(
-        width=charts.WIDTH,
-        height=charts.HEIGHT,
-        title=alt.TitleParams(
-            "Kaplan-Meier survival", subtitle="click the legend to isolate a class"
-        ),
+    return charts.framed(
+        band + line,
+        "Kaplan-Meier survival",
+        "click the legend to isolate a class",
     )
 
 
@@ -111,13 +109,10 @@ def _step_at(curve: pl.DataFrame, t: float) -> dict | None:
 
 
 def build(ctx: ReportContext) -> Section:
-    t = ctx.t
-    s = Section(KEY, TITLE)
-    km = survival_frame(t["survival_curves"])
+    km = survival_frame(ctx.t["survival_curves"])
     if km.height == 0:
-        s.note = NO_DATA
-        return s
-    s.chart = survival_chart(km)
+        return Section(KEY, TITLE, note=NO_DATA)
+    s = Section(KEY, TITLE, chart=survival_chart(km))
     stopped = f"curves stop where fewer than {MIN_AT_RISK} units remain at risk"
     horizon = km.group_by("component_class").agg(pl.col("t").max())["t"].min()
     at = []
@@ -135,7 +130,7 @@ def build(ctx: ReportContext) -> Section:
         text += f" (95% CI {pct(lo[2]['ci_low'])}–{pct(lo[2]['ci_high'])})"
     if len(at) > 1:
         text += f"; {hi[1]} the highest at {pct(hi[0])}"
-    gone = sorted(set(t["survival_curves"].filter(pl.col("estimator") == "kaplan_meier")[
+    gone = sorted(set(ctx.t["survival_curves"].filter(pl.col("estimator") == "kaplan_meier")[
         "component_class"]) - set(km["component_class"]))  # fmt: skip
     if gone:
         text += f". Too few units at risk for a curve: {', '.join(gone)}"

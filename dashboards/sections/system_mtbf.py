@@ -31,7 +31,7 @@ def chart(q: pl.DataFrame) -> alt.LayerChart:
     """MTBF per quarter on a log axis with its CI; a quarter without failure shows only its CI's
     lower bound (an open triangle); a partial quarter is a hollow point."""
     sel = charts.legend_select("series")
-    op = alt.condition(sel, alt.value(1.0), alt.value(0.1))
+    op = charts.highlight(sel)
     x = alt.X("quarter:T", title="quarter")
     y = alt.Scale(type="log")
     color = alt.Color("series:N", title="system (source)")
@@ -40,9 +40,7 @@ def chart(q: pl.DataFrame) -> alt.LayerChart:
         "label:N",
         "failures:Q",
         alt.Tooltip("exposure_hours:Q", format=",.0f", title="hours"),
-        alt.Tooltip("mtbf_hours:Q", format=".3g", title="MTBF h"),
-        alt.Tooltip("mtbf_ci_low:Q", format=".3g", title="CI low"),
-        alt.Tooltip("mtbf_ci_high:Q", format=".3g", title="CI high"),
+        *charts.ci_tooltips("mtbf_hours", ".3g", "MTBF h", "mtbf"),
         "partial:N",
     ]
     has = q.filter(pl.col("mtbf_hours").is_not_null())
@@ -76,16 +74,13 @@ def chart(q: pl.DataFrame) -> alt.LayerChart:
         .mark_point(shape="triangle-up", filled=False, size=70)
         .encode(x=x, y=alt.Y("mtbf_ci_low:Q", scale=y), color=color, tooltip=tip)
     )
-    return (err + line + none).properties(
-        width=charts.WIDTH,
-        height=charts.HEIGHT,
-        title=alt.TitleParams(
-            "System MTBF per quarter",
-            subtitle=(
-                "exposure / failures (failures at the same instant once); "
-                "open triangles: no failure, at the CI's "
-                "lower bound; hollow points: a quarter observed in part"
-            ),
+    return charts.framed(
+        err + line + none,
+        "System MTBF per quarter",
+        (
+            "exposure / failures (failures at the same instant once); "
+            "open triangles: no failure, at the CI's "
+            "lower bound; hollow points: a quarter observed in part"
         ),
     )
 

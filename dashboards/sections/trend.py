@@ -34,7 +34,7 @@ def trend_chart(weeks: pl.DataFrame, losses: pl.DataFrame) -> alt.VConcatChart:
     tip = [
         "week:O",
         alt.Tooltip("goodput:Q", format=".1%", title="measured goodput"),
-        alt.Tooltip("lost_gpu_hours:Q", format=",.0f", title="lost GPU-hours"),
+        charts.gpu_hours_tip("lost_gpu_hours", "lost GPU-hours"),
         alt.Tooltip("interruptions:Q", title="unexpected interruptions"),
         alt.Tooltip("mtbf_hours:Q", format=".1f", title="MTBF (h)"),
     ]
@@ -69,7 +69,7 @@ def trend_chart(weeks: pl.DataFrame, losses: pl.DataFrame) -> alt.VConcatChart:
             tooltip=[
                 "week:O",
                 "cause_class:N",
-                alt.Tooltip("lost_gpu_hours:Q", format=",.0f"),
+                charts.gpu_hours_tip("lost_gpu_hours"),
                 alt.Tooltip("interruptions:Q"),
                 alt.Tooltip("mtbf_hours:Q", format=".1f", title="MTBF (h)"),
             ],

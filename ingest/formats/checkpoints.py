@@ -36,6 +36,7 @@ from ingest.base import (
     ParseResult,
     implausible_time,
     numbered_lines,
+    split_rejected,
 )
 from ingest.times import local_to_utc
 from warehouse.schemas import conform, quarantine_frame
@@ -148,13 +149,14 @@ def _parse_csv(data: bytes, ctx: ParseContext) -> ParseResult:
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
     df = df.with_columns(err.alias("_err"), pl.col("_event").alias("event"))
-    good = df.filter(pl.col("_err").is_null()).with_columns(
+    good, q = split_rejected(df, "_err", "source_line")
+    good = good.with_columns(
         cluster=pl.coalesce(
             pl.col("cluster").str.strip_chars().replace("", None), pl.lit(ctx.cluster)
         ),
         framework=pl.lit("csv"),
     )
-    return _result(good, df.filter(pl.col("_err").is_not_null()), ctx)
+    return _result(good, q, ctx)
 
 
 def _parse_log(data: bytes, ctx: ParseContext) -> ParseResult:
@@ -217,16 +219,13 @@ def _parse_log(data: bytes, ctx: ParseContext) -> ParseResult:
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
     rec = rec.with_columns(_err=err)
-    return _result(
-        rec.filter(pl.col("_err").is_null()), rec.filter(pl.col("_err").is_not_null()), ctx
-    )
+    return _result(*split_rejected(rec, "_err", "source_line"), ctx)
 
 
-def _result(good: pl.DataFrame, bad: pl.DataFrame, ctx: ParseContext) -> ParseResult:
+def _result(good: pl.DataFrame, q: pl.DataFrame, ctx: ParseContext) -> ParseResult:
     good = good.with_columns(source=pl.lit("checkpoints"), source_file=pl.lit(ctx.path))
-    q = quarantine_frame(bad["source_line"], bad["raw"], bad["_err"])
     tables = {"checkpoints": conform("checkpoints", good.select(COLUMNS))} if good.height else {}
-    return ParseResult(tables, q, good.height + bad.height)
+    return ParseResult(tables, q, good.height + q.height)
 
 
 def _is_csv(head: bytes) -> bool:

@@ -78,6 +78,7 @@ from ingest.base import (
     ParseResult,
     implausible_time,
     numbered_lines,
+    split_rejected,
     whole_file_quarantine,
 )
 from ingest.component_names import CLASS_NAMES
@@ -628,9 +629,7 @@ def _normalize(df: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         .then(pl.format("host {} excluded (--exclude-hosts)", "host"))
     )
     out = out.with_columns(_error=error)
-    bad = out.filter(pl.col("_error").is_not_null())
-    ok = out.filter(pl.col("_error").is_null())
-    q = quarantine_frame(bad["line"], bad["raw"], bad["_error"])
+    ok, q = split_rejected(out, "_error")
     table = conform(
         "component_history",
         ok.drop("raw", "_error", "_dst", "_inst_raw", "_rem_raw", "_failed_raw")

@@ -172,7 +172,28 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
     shared = replace(ctx, path="", mtime=None, line_offset=0)
     if any(replace(c, path="", mtime=None, line_offset=0) != shared for _, c in files[1:]):
         return [parse_many([f])[0] for f in files]
-    per_file = pl.DataFrame(
+    per_file = _per_file(files, ctx)
+    lines = numbered_files(files)
+    # anchored regexes: the DFA stops at the first character that decides them
+    lines = lines.with_columns(
+        blank=pl.col("raw").str.contains(r"^\s*$"),
+        comment=pl.col("raw").str.contains(r"^\s*#"),
+        cfg=pl.col("raw").str.contains(r"^\s*[A-Z][A-Z0-9_]*\s*,"),
+    )
+    cfg_lines = lines.filter("cfg").with_columns(pl.col("raw").str.strip_chars())
+    meta = _metadata(lines.filter("comment"), cfg_lines, per_file)
+    body = lines.filter(~pl.col("blank") & ~pl.col("comment") & ~pl.col("cfg"))
+    # lines that only looked like configuration rows are judged as samples (after their file's)
+    body = pl.concat([body, cfg_lines.filter(~pl.col("raw").str.contains(_CONFIG))]).select(
+        "file", "line", "raw"
+    )
+    parts = _judged(_sample_parts(body.sort("file", maintain_order=True), per_file, ctx), ctx)
+    return _results(len(files), parts, meta, ctx)
+
+
+def _per_file(files: list[tuple[bytes, ParseContext]], ctx: ParseContext) -> pl.DataFrame:
+    """Per file of the batch: its number, path, and the host and time it stands in."""
+    return pl.DataFrame(
         {
             "file": pl.Series(range(len(files)), dtype=pl.UInt32),
             "path": [c.path for _, c in files],
@@ -185,18 +206,13 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
             "fallback_time": pl.Datetime("us"),
         },
     )
-    lines = numbered_files(files)
-    # anchored regexes: the DFA stops at the first character that decides them
-    lines = lines.with_columns(
-        blank=pl.col("raw").str.contains(r"^\s*$"),
-        comment=pl.col("raw").str.contains(r"^\s*#"),
-        cfg=pl.col("raw").str.contains(r"^\s*[A-Z][A-Z0-9_]*\s*,"),
-    )
-    meta_lines = lines.filter("comment")
-    cfg_lines = lines.filter("cfg").with_columns(pl.col("raw").str.strip_chars())
-    body = lines.filter(~pl.col("blank") & ~pl.col("comment") & ~pl.col("cfg"))
 
-    # metadata: # HELP / # TYPE, and counters-CSV configuration lines
+
+def _metadata(
+    meta_lines: pl.DataFrame, cfg_lines: pl.DataFrame, per_file: pl.DataFrame
+) -> pl.DataFrame:
+    """Metric metadata: ``# HELP`` / ``# TYPE`` comments and counters-CSV configuration lines,
+    per file its comments' metrics first, then its configuration lines' (as parsed alone)."""
     m = meta_lines.select(
         "file", pl.col("raw").str.strip_chars().str.extract_groups(_META).alias("m")
     ).unnest("m")
@@ -211,19 +227,17 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
         .unnest("c")
         .select("file", "metric", "type", pl.col("help").str.strip_chars())
     )
-    # per file: its comments' metrics first, then its configuration lines' (as parsed alone)
     meta = pl.concat([m, cfg.filter(pl.col("metric").is_not_null())], how="vertical")
-    meta = meta.sort("file", maintain_order=True).join(
+    return meta.sort("file", maintain_order=True).join(
         per_file.select("file", "path"), on="file", how="left", maintain_order="left"
     )
-    # lines that only looked like configuration rows are judged as samples (after their file's)
-    body = pl.concat([body, cfg_lines.filter(~pl.col("raw").str.contains(_CONFIG))]).select(
-        "file", "line", "raw"
-    )
-    body = body.sort("file", maintain_order=True)
 
-    # Cheap non-capturing regexes over every line; name and labels are dissected once per
-    # distinct "name{labels}" key (a scrape repeats a few label sets for every metric).
+
+def _sample_parts(body: pl.DataFrame, per_file: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """Sample lines split into metric, label columns, value and time, with what their file
+    stood in for (``stand_ins``). Cheap non-capturing regexes run over every line; name and
+    labels are dissected once per distinct "name{labels}" key (a scrape repeats a few label
+    sets for every metric)."""
     parts = body.with_columns(tail=pl.col("raw").str.extract(_TAIL, 0))
     parts = parts.with_columns(
         key=pl.col("raw").str.head(pl.col("raw").str.len_chars() - pl.col("tail").str.len_chars())
@@ -251,7 +265,7 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
     ).drop("labels", "xid")
     parts = parts.join(keys, on="key", how="left", maintain_order="left").drop("key")
     parts = parts.join(per_file, on="file", how="left", maintain_order="left")
-    parts = (
+    return (
         parts.with_columns(  # what the file stood in for (``stand_ins``), per sample
             guessed_host=pl.col("host").is_null()
             & pl.col("host_fallback").is_not_null()
@@ -268,24 +282,31 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
         )
         .drop("host_fallback", "fallback_time")
     )
-    # Cheap predicates over every line; the readable reason is only built for the bad ones.
+
+
+_FLAGS = ("non_numeric", "non_finite", "lone", "bad_time")
+
+
+def _judged(parts: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """``parts`` with cheap predicates over every line (``_FLAGS``, ``is_bad``); the readable
+    reason (``_error``) is only built for the bad ones."""
     lo, hi = ctx.not_before, ctx.latest_plausible()
     num, time = pl.col("num"), pl.col("time")
-    non_numeric = num.is_null() & ~is_str_blank(pl.col("value"))
-    non_finite = (num.is_infinite() | num.is_nan()).fill_null(False)
-    lone = lone_timestamp(num, pl.col("ts"), ctx)
-    bad_time = (time.is_null() | (time < lo) | (time > hi)).fill_null(True)
-    flags = {
-        "non_numeric": non_numeric,
-        "non_finite": non_finite,
-        "lone": lone,
-        "bad_time": bad_time,
-    }
-    parts = parts.with_columns(**flags)
-    is_bad = pl.col("metric").is_null() | pl.any_horizontal(*flags) | ~pl.col("identified")
-    parts = parts.with_columns(is_bad=is_bad)
-    bad = parts.filter("is_bad").with_columns(
-        error=pl.when(pl.col("metric").is_null() & pl.col("raw").str.contains(_KEY_ONLY))
+    parts = parts.with_columns(
+        non_numeric=num.is_null() & ~is_str_blank(pl.col("value")),
+        non_finite=(num.is_infinite() | num.is_nan()).fill_null(False),
+        lone=lone_timestamp(num, pl.col("ts"), ctx),
+        bad_time=(time.is_null() | (time < lo) | (time > hi)).fill_null(True),
+    )
+    is_bad = pl.col("metric").is_null() | pl.any_horizontal(*_FLAGS) | ~pl.col("identified")
+    return parts.with_columns(is_bad=is_bad)
+
+
+def _error(ctx: ParseContext) -> pl.Expr:
+    """Why a bad sample line (``_judged``) cannot be stored."""
+    time = pl.col("time")
+    return (
+        pl.when(pl.col("metric").is_null() & pl.col("raw").str.contains(_KEY_ONLY))
         .then(pl.lit("sample line has no value"))
         .when(pl.col("metric").is_null())
         .then(pl.lit("not a Prometheus sample line"))
@@ -316,6 +337,13 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
         .then(pl.lit("sample has no timestamp and no --time or file time was given"))
         .otherwise(implausible_time(time, ctx))
     )
+
+
+def _results(
+    n_files: int, parts: pl.DataFrame, meta: pl.DataFrame, ctx: ParseContext
+) -> list[ParseResult]:
+    """The judged sample lines and metadata of a batch as one ``ParseResult`` per file."""
+    bad = parts.filter("is_bad").with_columns(error=_error(ctx))
     good = parts.filter(~pl.col("is_bad"))
     stood_in = {
         f: (STAND_IN_HOST if h else None, STAND_IN_TIME if t else None)
@@ -323,7 +351,7 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
     }
     good = good.drop("guessed_host", "file_time")
     samples = (
-        good.drop("line", "raw", "value", "ts", "identified", "is_bad", "path", *flags)
+        good.drop("line", "raw", "value", "ts", "identified", "is_bad", "path", *_FLAGS)
         .with_columns(
             cluster=pl.lit(ctx.cluster),
             value=sentinel_to_null(pl.col("num")),
@@ -352,7 +380,7 @@ def parse_many(files: list[tuple[bytes, ParseContext]]) -> list[ParseResult]:
             records=records.get(i, 0),
             stand_ins=frozenset(stood_in.get(i, ())) - {None},
         )
-        for i in range(len(files))
+        for i in range(n_files)
     ]
 
 

@@ -44,12 +44,13 @@ from ingest.base import (
     ParseResult,
     implausible_time,
     numbered_lines,
+    split_rejected,
     whole_file_quarantine,
 )
 from ingest.component_names import CLASS_NAMES
 from ingest.csv_records import csv_records
 from ingest.times import parse_span
-from warehouse.schemas import conform, quarantine_frame
+from warehouse.schemas import conform
 
 ALIASES = {
     "system": ("system", "cluster", "machine", "systemname"),
@@ -145,8 +146,16 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         return ParseResult({}, whole_file_quarantine(data, err), 1)
     header = [f.strip() for f in recs["fields"][h]]
     cols, causes = _resolve(header, ctx.column_map), _cause_columns(header)
-    recs = recs.slice(h + 1)
-    n = len(header)
+    df = _with_spans(_with_fields(recs.slice(h + 1), cols, causes), ctx)
+    df = df.with_columns(_error=_error(len(header), list(causes), ctx))
+    ok, q = split_rejected(df, "_error")
+    table = _failures(ok, ctx)
+    return ParseResult({"failures": table} if table.height else {}, q, table.height + q.height)
+
+
+def _with_fields(recs: pl.DataFrame, cols: dict[str, int], causes: dict[str, int]) -> pl.DataFrame:
+    """The records' fields as the canonical columns (null where the file has none), and the
+    LANL cause: the one cause column filled (``_n_causes`` counts them)."""
     get = lambda i: (
         pl.col("fields").list.get(i, null_on_oob=True).str.strip_chars().replace("", None)
     )
@@ -169,6 +178,11 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         )
     else:
         df = df.with_columns(_n_causes=pl.lit(0))
+    return df
+
+
+def _with_spans(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """Start, end (naive UTC) and downtime minutes of each record."""
     fmt = ctx.options.get("time_format")
     minutes = pl.coalesce(
         [pl.col(c).cast(pl.Float64, strict=False) * f for c, f in MINUTES.items()]
@@ -185,14 +199,18 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         names=("start time", "end time"),
         evidence="the downtime or their order",
     )
-    df = df.with_columns(
+    return df.with_columns(
         start=start,
         end=end,
         _dst=dst,
         minutes=minutes,
         downtime_text=downtime_text,
     )
-    error = (
+
+
+def _error(n: int, causes: list[str], ctx: ParseContext) -> pl.Expr:
+    """Why a record (of a file whose header has ``n`` fields) cannot be stored, else null."""
+    return (
         pl.when(pl.col("_shape").is_not_null())
         .then("_shape")
         .when(pl.col("nf") != n)
@@ -222,15 +240,16 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             )
         )
     )
-    df = df.with_columns(_error=error)
-    bad = df.filter(pl.col("_error").is_not_null())
-    ok = df.filter(pl.col("_error").is_null())
+
+
+def _failures(ok: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """The good records as ``failures`` rows."""
     hours = pl.coalesce(
         pl.col("minutes") / 60.0, (pl.col("end") - pl.col("start")).dt.total_microseconds() / 3.6e9
     )
     cause = pl.col("cause").str.to_lowercase().str.replace_all(r"[\s\-]+", "_")
     known_class = pl.col("sub_cause").str.to_lowercase().replace_strict(CLASS_NAMES, default=None)
-    table = conform(
+    return conform(
         "failures",
         ok.select(
             system=pl.coalesce("system", pl.lit(ctx.cluster)),
@@ -252,8 +271,6 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             source_line="line",
         ),
     )
-    q = quarantine_frame(bad["line"], bad["raw"], bad["_error"])
-    return ParseResult({"failures": table} if table.height else {}, q, table.height + q.height)
 
 
 def detect(head: bytes, name: str) -> int:

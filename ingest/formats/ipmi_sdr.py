@@ -36,10 +36,11 @@ from ingest.base import (
     ParseResult,
     implausible_time,
     numbered_lines,
+    split_rejected,
     stand_ins,
 )
 from ingest.bmc_common import host_from_path
-from warehouse.schemas import conform, quarantine_frame
+from warehouse.schemas import conform
 
 _STATUS = r"(?:ok|ns|nc|cr|nr|lnr|lcr|lnc|unc|ucr|unr|na|n/a)"
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -83,15 +84,13 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     )
     df = df.with_columns(reading=reading, status=status.str.to_lowercase())
     df = df.with_columns(value=split_reading(pl.col("reading"))[0]).with_columns(error=error)
-    bad = df.filter(pl.col("error").is_not_null())
-    ok = df.filter(pl.col("error").is_null())
+    ok, q = split_rejected(df)
     table = _readings(ok, ctx, when) if ok.height else None
-    q = quarantine_frame(bad["line"], bad["raw"], bad["error"])
     guessed = table is not None and table["host"].is_not_null().any()
     return ParseResult(
         {"bmc_sensors": table} if table is not None else {},
         q,
-        ok.height + bad.height,
+        ok.height + q.height,
         stand_ins=stand_ins(ctx, table, guessed),
     )
 

@@ -41,14 +41,13 @@ from ingest.base import (
     FormatSpec,
     ParseContext,
     ParseResult,
-    event_ids,
     implausible_time,
     numbered_lines,
+    split_rejected,
     stand_ins,
 )
-from ingest.bmc_common import host_from_path
+from ingest.bmc_common import event_rows, host_from_path
 from ingest.times import wall_clock
-from warehouse.schemas import conform, quarantine_frame
 
 # Abbreviations with one meaning in practice -> minutes east of UTC.
 ZONE_OFFSETS: dict[str, int] = {
@@ -187,14 +186,12 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
     df = df.with_columns(error=error)
-    bad = df.filter(pl.col("error").is_not_null())
-    ok = df.filter(pl.col("error").is_null())
-    quarantine = quarantine_frame(bad["line"], bad["raw"], bad["error"])
+    ok, quarantine = split_rejected(df)
     table = _events(ok, ctx) if ok.height else None
     tables = {"hw_events": table} if table is not None else {}
     guessed = table is not None and table["host"].is_not_null().any()
     return ParseResult(
-        tables, quarantine, ok.height + bad.height, stand_ins=stand_ins(ctx, table, guessed)
+        tables, quarantine, ok.height + quarantine.height, stand_ins=stand_ins(ctx, table, guessed)
     )
 
 
@@ -231,10 +228,11 @@ def _events(ok: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         pl.lit("; ") + pl.col("extra")
     ).otherwise(pl.lit(""))
     host = ctx.host or host_from_path(ctx.path)
-    out = df.select(
-        time=pl.col("time"),
-        cluster=pl.lit(ctx.cluster),
-        host=pl.lit(host, pl.Utf8),
+    return event_rows(
+        df,
+        ctx,
+        "line",
+        host,
         component_class=pl.col("component_class"),
         component_id=pl.col("sname").str.strip_prefix("#"),
         event_type=pl.lit("sel"),
@@ -243,14 +241,8 @@ def _events(ok: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         severity=pl.col("text_severity"),
         action=pl.col("action"),
         message=message,
-        count=pl.lit(1, pl.Int32),
         source=pl.lit("ipmi"),
-        source_file=pl.lit(ctx.path),
-        source_line=pl.col("line"),
-        _key=pl.format("{}\x1f{}\x1f{}", pl.lit(ctx.path), pl.col("line"), pl.col("raw")),
-    ).sort("source_line")
-    out = out.with_columns(event_id=event_ids(out["_key"])).drop("_key")
-    return conform("hw_events", out)
+    )
 
 
 def detect(head: bytes, name: str) -> int:

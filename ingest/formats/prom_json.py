@@ -34,6 +34,7 @@ from ingest.base import (
 )
 from ingest.gpu_labels import (
     LABEL_COLUMNS,
+    NO_GPU_NO_HOST,
     host_from_path,
     is_str_blank,
     sentinel_to_null,
@@ -199,12 +200,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .when(value.is_infinite() | value.is_nan())
         .then(pl.lit("non-finite sample value (not a measurement): ") + pl.col("raw"))
         .when(~pl.col("identified"))
-        .then(
-            pl.lit(
-                "series names no GPU and no host (no gpu, UUID, pci_bus_id, Hostname or instance "
-                "label); pass --host"
-            )
-        )
+        .then(pl.lit(NO_GPU_NO_HOST + "; pass --host"))
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
     bad = pts.filter(pl.col("error").is_not_null())

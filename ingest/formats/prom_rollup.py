@@ -28,7 +28,7 @@ from ingest.base import (
     normalize_pci,
     whole_file_quarantine,
 )
-from ingest.gpu_labels import LABEL_COLUMNS, xid_metric
+from ingest.gpu_labels import LABEL_COLUMNS, NO_GPU_NO_HOST, xid_metric
 from ingest.tsdb import (
     ROLLUP_FUNCTIONS,
     ROLLUP_LABEL,
@@ -111,12 +111,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .when(pl.col("metric").is_null())
         .then(pl.lit("series has no __name__ label"))
         .when(pl.all_horizontal(pl.col(c).is_null() for c in ("host", "gpu", "uuid", "pci_bus")))
-        .then(
-            pl.lit(
-                "series names no GPU and no host (no gpu, UUID, pci_bus_id, Hostname or instance "
-                "label)"
-            )
-        )
+        .then(pl.lit(NO_GPU_NO_HOST))
         .otherwise(implausible_time(pl.col("hour"), ctx))
     )
     good = rows.filter(pl.col("error").is_null())

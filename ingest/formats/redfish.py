@@ -31,13 +31,14 @@ from ingest.base import (
     FormatSpec,
     ParseContext,
     ParseResult,
-    event_ids,
     implausible_time,
+    split_rejected,
     stand_ins,
     whole_file_quarantine,
 )
 from ingest.bmc_common import (
     ODATA_TYPE,
+    event_rows,
     host_from_path,
     iso_to_utc,
     load,
@@ -45,7 +46,6 @@ from ingest.bmc_common import (
     raw_json,
     resource_host,
 )
-from warehouse.schemas import conform, quarantine_frame
 
 SEVERITY = {"ok": "info", "warning": "warning", "critical": "critical"}
 
@@ -146,11 +146,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .then(pl.format("no readable Created time ('{}')", "created"))
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
-    rejected = df.filter(pl.col("error").is_not_null())
-    df = df.filter(pl.col("error").is_null())
-    bad += list(rejected.select("rec", "raw", "error").iter_rows())
-    bad.sort()
-    q = quarantine_frame([b[0] for b in bad], [b[1] for b in bad], [b[2] for b in bad])
+    df, q = split_rejected(df, line="rec", also=bad)
     table = _events(df, ctx, resource_host(ctx, doc)) if df.height else None
     return ParseResult(
         {"hw_events": table} if table is not None else {},
@@ -180,10 +176,11 @@ def _events(df: pl.DataFrame, ctx: ParseContext, host: str | None) -> pl.DataFra
         .replace_strict(SEVERITY, default=None, return_dtype=pl.Utf8)
     )
     origin_id = pl.col("origin").str.split("/").list.last().replace("", None)
-    out = df.select(
-        time=pl.col("time"),
-        cluster=pl.lit(ctx.cluster),
-        host=pl.lit(host, pl.Utf8),
+    return event_rows(
+        df,
+        ctx,
+        "rec",
+        host,
         component_class=pl.col("component_class"),
         component_id=pl.coalesce("sensor_number", origin_id),
         event_type=pl.when(pl.col("entry_type").str.to_uppercase() == "SEL")
@@ -195,14 +192,8 @@ def _events(df: pl.DataFrame, ctx: ParseContext, host: str | None) -> pl.DataFra
         .otherwise(pl.coalesce(given, "text_severity")),
         action=pl.col("entry_code"),
         message=pl.coalesce("message", "name"),
-        count=pl.lit(1, pl.Int32),
         source=pl.lit("redfish"),
-        source_file=pl.lit(ctx.path),
-        source_line=pl.col("rec"),
-        _key=pl.format("{}\x1f{}\x1f{}", pl.lit(ctx.path), pl.col("rec"), pl.col("raw")),
-    ).sort("source_line")
-    out = out.with_columns(event_id=event_ids(out["_key"])).drop("_key")
-    return conform("hw_events", out)
+    )
 
 
 def detect(head: bytes, name: str) -> int:

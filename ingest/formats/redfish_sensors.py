@@ -33,6 +33,7 @@ from ingest.base import (
     ParseContext,
     ParseResult,
     implausible_time,
+    split_rejected,
     stand_ins,
     whole_file_quarantine,
 )
@@ -45,7 +46,7 @@ from ingest.bmc_common import (
     raw_json,
     resource_host,
 )
-from warehouse.schemas import conform, quarantine_frame
+from warehouse.schemas import conform
 
 # resource type -> [(array, value property (first present wins), unit property or fixed unit,
 #                    sensor_type)]
@@ -179,11 +180,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .then(pl.format("non-finite reading: {}", pl.col("value").cast(pl.Utf8)))
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
-    rejected = df.filter(pl.col("error").is_not_null())
-    df = df.filter(pl.col("error").is_null())
-    bad += list(rejected.select("rec", "raw", "error").iter_rows())
-    bad.sort()
-    q = quarantine_frame([b[0] for b in bad], [b[1] for b in bad], [b[2] for b in bad])
+    df, q = split_rejected(df, line="rec", also=bad)
     if not df.height:
         return ParseResult({}, q, q.height)
     out = df.select(

@@ -22,6 +22,7 @@ from analysis import (
 )
 from analysis import checks as analysis_checks
 from analysis.headline import fleet_headline, selected_rates
+from analysis.job import Job
 from analysis.status import MissingInputs
 from pipelines.assets.factory import DUCKDB, md, row_count, table_asset
 from pipelines.checks import asset_check
@@ -231,33 +232,37 @@ def goodput_projections(wh, goodput):
             "goodput_projections: no failure in failure_rates "
             "(a zero rate gives no MTTI to project)"
         )
-    return whatif.refresh_projections(
-        wh,
-        target_gpus=goodput.target_gpus,
+    job = Job(
+        n_gpus=goodput.target_gpus,
         gpus_per_node=goodput.gpus_per_node,
         ckpt_cost_s=goodput.ckpt_cost_s,
         restart_s=goodput.restart_s,
     )
+    return whatif.refresh_projections(wh, job)
+
+
+# the inputs of the summaries of job outcomes (breakdown, trend): attempts, their causes, goodput
+JOB_OUTCOMES = {"needs": ("job_attempts",), "reads": ("interruptions", "goodput_jobs")}
+
+
+def _scoped_meta(df, goodput, **shown) -> dict:
+    """Metadata of a summary of job outcomes: its rows, the scope it covers, then ``shown``."""
+    return {"dagster/row_count": df.height, "scope": goodput.scope().describe(), **shown}
 
 
 def _breakdown_meta(df, wh, goodput) -> dict:
     head = fleet_headline(
         wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs")
     )
-    return {
-        "dagster/row_count": df.height,
-        "scope": goodput.scope().describe(),
-        "breakdown": dg.MetadataValue.md(md(df)),
-        "headline": dg.MetadataValue.json({k: v for k, v in head.items() if v is not None}),
-    }
+    return _scoped_meta(
+        df,
+        goodput,
+        breakdown=dg.MetadataValue.md(md(df)),
+        headline=dg.MetadataValue.json({k: v for k, v in head.items() if v is not None}),
+    )
 
 
-@table_asset(
-    "goodput_breakdown",
-    needs=("job_attempts",),
-    reads=("interruptions", "goodput_jobs"),
-    describe=_breakdown_meta,
-)
+@table_asset("goodput_breakdown", **JOB_OUTCOMES, describe=_breakdown_meta)
 def goodput_breakdown(wh, goodput):
     """Interruptions, lost GPU-hours and measured goodput per cluster, partition and account."""
     return breakdown.refresh_breakdown(wh)
@@ -265,13 +270,10 @@ def goodput_breakdown(wh, goodput):
 
 @table_asset(
     "goodput_trend",
-    needs=("job_attempts",),
-    reads=("interruptions", "goodput_jobs"),
-    describe=lambda df, wh, goodput: {
-        "dagster/row_count": df.height,
-        "scope": goodput.scope().describe(),
-        "weeks": md(df.filter(pl.col("period") == "week").tail(8)),
-    },
+    **JOB_OUTCOMES,
+    describe=lambda df, wh, goodput: _scoped_meta(
+        df, goodput, weeks=md(df.filter(pl.col("period") == "week").tail(8))
+    ),
 )
 def goodput_trend(wh, goodput):
     """Goodput, lost GPU-hours, interruptions and MTBF per week and month, with the change

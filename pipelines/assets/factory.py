@@ -108,66 +108,82 @@ def table_asset(
         key = name or outputs[0]
         label = analysis or key
         deps = writers(*needs, *reads, besides=key)
-
-        def run(goodput: GoodputConfig):
-            wh = goodput.analysis_warehouse()
-
-            def work():
-                if needs:
-                    status.require(wh, label, needs, any_of=any_of)
-                return compute(wh, goodput)
-
-            result = guarded(wh, label, outputs, work, rows)
-            return wh, result
-
+        run = _runner(compute, label, outputs, needs, any_of, rows)
         if descriptions is None:
-
-            @dg.asset(
-                name=key,
-                group_name="analysis",
-                deps=deps,
-                kinds=set(kinds),
-                owners=OWNERS,
-                metadata=table_metadata(outputs[0]),
-                description=inspect.cleandoc(compute.__doc__),
-            )
-            def single(goodput: GoodputConfig) -> dg.MaterializeResult:
-                wh, result = run(goodput)
-                if result is None:
-                    return dg.MaterializeResult(metadata=skipped_meta(wh, label))
-                return dg.MaterializeResult(metadata=describe(result, wh, goodput))
-
-            register(outputs, [single])
-            return single
-
-        specs = [
-            dg.AssetSpec(
-                out,
-                deps=deps,
-                kinds=set(kinds),
-                owners=OWNERS,
-                metadata=table_metadata(out),
-                description=descriptions[out],
-            )
-            for out in outputs
-        ]
-
-        @dg.multi_asset(name=key, group_name="analysis", specs=specs)
-        def multi(goodput: GoodputConfig):
-            wh, result = run(goodput)
-            meta = (
-                {out: skipped_meta(wh, label) for out in outputs}
-                if result is None
-                else (describe(result, wh, goodput))
-            )
-            for out in outputs:
-                yield dg.MaterializeResult(asset_key=out, metadata=meta[out])
-
-        for out in outputs:
-            register([out], [out])
-        return multi
+            return _single_asset(key, label, outputs, deps, kinds, compute.__doc__, run, describe)
+        return _multi_asset(key, label, outputs, deps, kinds, descriptions, run, describe)
 
     return decorate
+
+
+def _runner(compute, label: str, outputs, needs, any_of: bool, rows: Callable) -> Callable:
+    """``run(goodput) -> (wh, result)``: ``compute`` on the analysis warehouse once its
+    ``needs`` hold, guarded (``guarded``); a skip's result is None."""
+
+    def run(goodput: GoodputConfig):
+        wh = goodput.analysis_warehouse()
+
+        def work():
+            if needs:
+                status.require(wh, label, needs, any_of=any_of)
+            return compute(wh, goodput)
+
+        return wh, guarded(wh, label, outputs, work, rows)
+
+    return run
+
+
+def _single_asset(key, label, outputs, deps, kinds, doc, run, describe) -> dg.AssetsDefinition:
+    """The asset of an analysis described by its compute's docstring, with its first
+    output's columns."""
+
+    @dg.asset(
+        name=key,
+        group_name="analysis",
+        deps=deps,
+        kinds=set(kinds),
+        owners=OWNERS,
+        metadata=table_metadata(outputs[0]),
+        description=inspect.cleandoc(doc),
+    )
+    def single(goodput: GoodputConfig) -> dg.MaterializeResult:
+        wh, result = run(goodput)
+        if result is None:
+            return dg.MaterializeResult(metadata=skipped_meta(wh, label))
+        return dg.MaterializeResult(metadata=describe(result, wh, goodput))
+
+    register(outputs, [single])
+    return single
+
+
+def _multi_asset(key, label, outputs, deps, kinds, descriptions, run, describe):
+    """The multi-asset (op ``key``) of an analysis that writes several tables, one spec each."""
+    specs = [
+        dg.AssetSpec(
+            out,
+            deps=deps,
+            kinds=set(kinds),
+            owners=OWNERS,
+            metadata=table_metadata(out),
+            description=descriptions[out],
+        )
+        for out in outputs
+    ]
+
+    @dg.multi_asset(name=key, group_name="analysis", specs=specs)
+    def multi(goodput: GoodputConfig):
+        wh, result = run(goodput)
+        meta = (
+            {out: skipped_meta(wh, label) for out in outputs}
+            if result is None
+            else (describe(result, wh, goodput))
+        )
+        for out in outputs:
+            yield dg.MaterializeResult(asset_key=out, metadata=meta[out])
+
+    for out in outputs:
+        register([out], [out])
+    return multi
 
 
 def guarded(wh, analysis: str, outputs: tuple[str, ...], run, rows=lambda r: r.height):

@@ -69,13 +69,18 @@ def gpu_hourly(context: dg.AssetExecutionContext, goodput: GoodputConfig) -> dg.
 register(["gpu_hourly"], [gpu_hourly])
 
 
-@dg.asset(
-    group_name="warehouse",
-    deps=writers("gpu_samples", "gpu_hourly"),
-    kinds=set(DUCKDB),
-    owners=OWNERS,
-    metadata=table_metadata("hw_events"),
-)
+def _from_telemetry(table: str):
+    """The asset of a step that derives rows of the ingest table ``table`` from the telemetry."""
+    return dg.asset(
+        group_name="warehouse",
+        deps=writers("gpu_samples", "gpu_hourly"),
+        kinds=set(DUCKDB),
+        owners=OWNERS,
+        metadata=table_metadata(table),
+    )
+
+
+@_from_telemetry("hw_events")
 def dcgm_counter_events(goodput: GoodputConfig) -> dg.MaterializeResult:
     """Increments of DCGM error counters (ECC DBE, row remap, NVLink ...) as hw_events (source
     dcgm_counter); counter resets are not events."""
@@ -84,13 +89,7 @@ def dcgm_counter_events(goodput: GoodputConfig) -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata={"events": events, **row_count(wh, "hw_events")})
 
 
-@dg.asset(
-    group_name="warehouse",
-    deps=writers("gpu_samples", "gpu_hourly"),
-    kinds=set(DUCKDB),
-    owners=OWNERS,
-    metadata=table_metadata("component_history"),
-)
+@_from_telemetry("component_history")
 def telemetry_gpu_replacements(goodput: GoodputConfig) -> dg.MaterializeResult:
     """GPU replacements inferred from UUID changes per (host, GPU index), as component_history
     rows (source telemetry)."""

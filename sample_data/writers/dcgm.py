@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from sample_data.fault_codes import XID_BY_CODE
 from sample_data.model import GPU_MODEL, K8S_NAMESPACE, Attempt, Fleet, ts
 from sample_data.writers.base import pci
 
@@ -66,6 +67,63 @@ def gpu_readings(
     return util, temp, mtemp, power
 
 
+def _down_intervals(f: Fleet) -> dict[int, list[tuple[float, float]]]:
+    """Per node, when it is powered off: from a fatal fault's drain to its repair, and through
+    a maintenance window (from a minute after it starts)."""
+    off: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for flt in f.faults:
+        if flt["fatal"]:
+            off[flt["node"]].append((flt["t_off"], flt["t_rep"]))
+    for m in f.maint:
+        off[m["node"]].append((m["start"] + 60, m["end"]))
+    return off
+
+
+def _mark_faults(
+    f: Fleet,
+    fault_ids: list[int],
+    tt: np.ndarray,
+    codes: list[dict],
+    ev: dict,
+    rng: np.random.Generator,
+    gauges: dict[str, np.ndarray],
+) -> None:
+    """What a node's GPU faults show from the fault until the node goes off: the XID (and the
+    XID 45 echoes on other GPUs), a DBE and a failed row remap for memory faults, a burst of
+    NVLink CRC errors. ``gauges`` (xid, dbe, remap, crc_inc) are filled in place."""
+    G = f.gpus_per_node
+    for i in fault_ids:
+        flt = f.faults[i]
+        g = flt["gpu_index"]
+        if g is None or not flt["fatal"] or flt["secondary"]:
+            continue
+        i0, i1 = np.searchsorted(tt, [flt["time"], flt["t_off"]])
+        if i1 <= i0:
+            continue
+        code = codes[i]["code"]
+        gauges["xid"][i0:i1, g] = int(code)
+        first = ts(f, float(tt[i0]))
+        if flt["cls"] == "gpu_memory":
+            gauges["dbe"][i0:i1, g] = 1
+            if XID_BY_CODE[code].remaps_rows:
+                gauges["remap"][i0:i1, g] = 1
+            ev[i].append({"source": "dcgm", "code": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "time": first})
+        if flt["cls"] == "nvlink":
+            gauges["crc_inc"][i0, g] += int(rng.integers(1000, 100000))
+        if codes[i]["followups"] and XID_BY_CODE[code].echoed and G > 1:
+            others = [x for x in range(G) if x != g][: codes[i]["followups"]]
+            gauges["xid"][i0:i1, others] = 45
+        ev[i].append({"source": "dcgm", "code": f"DCGM_FI_DEV_XID_ERRORS={code}", "time": first})
+
+
+def _since_boot(increments: np.ndarray, boot: np.ndarray) -> np.ndarray:
+    """A counter from its increments, restarted at each boot (``boot``: boots so far)."""
+    total = np.cumsum(increments, axis=0)
+    seg_start = np.searchsorted(boot, boot, side="left")
+    base = np.where(seg_start[:, None] > 0, total[np.maximum(seg_start - 1, 0)], 0)
+    return total - base
+
+
 def write(f: Fleet, out: Path, codes: list[dict], ev: dict, rng: np.random.Generator) -> int:
     """dcgm/<host>/<date>.prom.gz: concatenated /metrics scrapes with ms timestamps.
 
@@ -77,17 +135,10 @@ def write(f: Fleet, out: Path, codes: list[dict], ev: dict, rng: np.random.Gener
     for a in f.attempts:
         for n in a.nodes:
             by_node[n].append(a)
-    off: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    for flt in f.faults:
-        if flt["fatal"]:
-            off[flt["node"]].append((flt["t_off"], flt["t_rep"]))
-    for m in f.maint:
-        off[m["node"]].append((m["start"] + 60, m["end"]))
+    off = _down_intervals(f)
     faults_by_node: dict[int, list[int]] = defaultdict(list)
     for i, flt in enumerate(f.faults):
         faults_by_node[flt["node"]].append(i)
-    headers = [(f"# HELP {m} {h}", f"# TYPE {m} {ty}") for m, ty, h in DCGM_METRICS]
-    gpu_off = f.gpu_temp_offset
     total = 0
     if dt <= 0:
         return 0
@@ -102,65 +153,27 @@ def write(f: Fleet, out: Path, codes: list[dict], ev: dict, rng: np.random.Gener
             boot += tt >= b
         S = tt.size
         busy, pod = node_load(f, n, tt, by_node[n], pod_names)
-        util, temp, mtemp, power = gpu_readings(busy, gpu_off[n], rng)
+        util, temp, mtemp, power = gpu_readings(busy, f.gpu_temp_offset[n], rng)
         fb = np.where(busy, rng.integers(52000, 79000, (S, G)), 0)
-        dbe = np.zeros((S, G), np.int64)
-        xid = np.zeros((S, G), np.int64)
-        remap = np.zeros((S, G), np.int64)
-        crc_inc = rng.poisson(0.15 * dt / 3600.0, (S, G))
-        for i in faults_by_node[n]:
-            flt = f.faults[i]
-            g = flt["gpu_index"]
-            if g is None or not flt["fatal"] or flt["secondary"]:
-                continue
-            i0, i1 = np.searchsorted(tt, [flt["time"], flt["t_off"]])
-            if i1 <= i0:
-                continue
-            code = codes[i]["code"]
-            xid[i0:i1, g] = int(code)
-            first = ts(f, float(tt[i0]))
-            if flt["cls"] == "gpu_memory":
-                dbe[i0:i1, g] = 1
-                if code in ("48", "95"):
-                    remap[i0:i1, g] = 1
-                ev[i].append(
-                    {"source": "dcgm", "code": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "time": first}
-                )
-            if flt["cls"] == "nvlink":
-                crc_inc[i0, g] += int(rng.integers(1000, 100000))
-            if codes[i]["followups"] and code in ("74", "79", "48") and G > 1:
-                others = [x for x in range(G) if x != g][: codes[i]["followups"]]
-                xid[i0:i1, others] = 45
-            ev[i].append(
-                {"source": "dcgm", "code": f"DCGM_FI_DEV_XID_ERRORS={code}", "time": first}
-            )
-        # counters since last boot: cumulative sum restarted at each boot segment
-        crc = np.cumsum(crc_inc, axis=0)
-        seg_start = np.searchsorted(boot, boot, side="left")
-        base = np.where(seg_start[:, None] > 0, crc[np.maximum(seg_start - 1, 0)], 0)
-        crc = crc - base
-        vals = [temp, mtemp, power, util, fb, dbe, xid, remap, crc]
+        gauges = {k: np.zeros((S, G), np.int64) for k in ("dbe", "xid", "remap")}
+        gauges["crc_inc"] = rng.poisson(0.15 * dt / 3600.0, (S, G))
+        _mark_faults(f, faults_by_node[n], tt, codes, ev, rng, gauges)
+        crc = _since_boot(gauges["crc_inc"], boot)
+        vals = [temp, mtemp, power, util, fb, gauges["dbe"], gauges["xid"], gauges["remap"], crc]
         sel = np.nonzero(up)[0]
         if sel.size == 0:
             continue
         total += _write_host(
-            f, out, n, tt[sel], [v[sel] for v in vals], pod[sel], list(pod_names), headers, rng
+            f, out, n, tt[sel], [v[sel] for v in vals], pod[sel], list(pod_names), rng
         )
     return total
 
 
-def _write_host(
-    f: Fleet,
-    out: Path,
-    n: int,
-    tt: np.ndarray,
-    vals: list[np.ndarray],
-    pod: np.ndarray,
-    pod_names: list[str],
-    headers: list,
-    rng,
-) -> int:
-    """Format one host's scrapes with Polars string ops and write one gzip file per UTC day."""
+def _gpu_labels(
+    f: Fleet, n: int, tt: np.ndarray, pod: np.ndarray, pod_names: list[str]
+) -> pl.Series:
+    """The label set of each (scrape, GPU), scrape-major: the GPU's UUID at that time (a
+    replaced board shows its new one) and, on Kubernetes nodes, the pod that holds it."""
     G, S = f.gpus_per_node, tt.size
     host = f.hosts[n]
     labels, lab_idx = [], np.zeros((S, G), np.int64)
@@ -175,19 +188,28 @@ def _write_host(
             for h in hist
         ]
     lab = pl.Series(labels, dtype=pl.String).gather(lab_idx.ravel())
-    if n >= f.nodes - f.k8s_nodes:
-        suffix = [',container="",namespace="",pod=""'] + [
-            f',container="pytorch",namespace="{K8S_NAMESPACE}",pod="{p}"' for p in pod_names[1:]
-        ]
-        sfx = pl.Series(suffix, dtype=pl.String).gather(pod.ravel())
-        lab = pl.DataFrame({"a": lab, "b": sfx}).select(pl.concat_str(["a", "b"])).to_series()
+    if n < f.nodes - f.k8s_nodes:
+        return lab
+    suffix = [',container="",namespace="",pod=""'] + [
+        f',container="pytorch",namespace="{K8S_NAMESPACE}",pod="{p}"' for p in pod_names[1:]
+    ]
+    sfx = pl.Series(suffix, dtype=pl.String).gather(pod.ravel())
+    return pl.DataFrame({"a": lab, "b": sfx}).select(pl.concat_str(["a", "b"])).to_series()
+
+
+def _metric_frames(
+    f: Fleet, n: int, tt: np.ndarray, vals: list[np.ndarray], lab: pl.Series, rng
+) -> list[pl.DataFrame]:
+    """Each metric's HELP and TYPE lines and one sample line per GPU, per scrape, as rows
+    (day, scrape, position in the scrape, line) to be put in order and split by day."""
+    G, S = f.gpus_per_node, tt.size
     ms = np.round((f.start_epoch + tt) * 1000).astype(np.int64)
     s_idx = np.repeat(np.arange(S), G)
     g_idx = np.tile(np.arange(G), S)
     blank_mem = n % 8 == 5  # an exporter on old firmware: memory temperature unsupported
     days = ((f.start_epoch + tt) // 86400).astype(np.int64)
     frames = []
-    for mi, (name, _, _) in enumerate(DCGM_METRICS):
+    for mi, (name, ty, help_) in enumerate(DCGM_METRICS):
         v = vals[mi].ravel()
         if mi == 2:
             vs = pl.Series(v).round(3).cast(pl.String)
@@ -198,18 +220,7 @@ def _write_host(
         tms = pl.Series(np.repeat(ms, G) + rng.integers(0, 40, S * G)).cast(pl.String)
         line = (
             pl.DataFrame({"l": lab, "v": vs, "t": tms})
-            .select(
-                pl.concat_str(
-                    [
-                        pl.lit(name + "{"),
-                        pl.col("l"),
-                        pl.lit("} "),
-                        pl.col("v"),
-                        pl.lit(" "),
-                        pl.col("t"),
-                    ]
-                )
-            )
+            .select(pl.concat_str([pl.lit(name + "{"), "l", pl.lit("} "), "v", pl.lit(" "), "t"]))
             .to_series()
         )
         frames.append(
@@ -217,19 +228,34 @@ def _write_host(
                 {"day": days[s_idx], "s": s_idx, "k": mi * (G + 2) + 2 + g_idx, "line": line}
             )
         )
-        for h in (0, 1):
+        for h, header in enumerate((f"# HELP {name} {help_}", f"# TYPE {name} {ty}")):
             frames.append(
                 pl.DataFrame(
                     {
                         "day": days,
                         "s": np.arange(S),
                         "k": np.full(S, mi * (G + 2) + h),
-                        "line": pl.repeat(headers[mi][h], S, eager=True),
+                        "line": pl.repeat(header, S, eager=True),
                     }
                 )
             )
+    return frames
+
+
+def _write_host(
+    f: Fleet,
+    out: Path,
+    n: int,
+    tt: np.ndarray,
+    vals: list[np.ndarray],
+    pod: np.ndarray,
+    pod_names: list[str],
+    rng,
+) -> int:
+    """Format one host's scrapes with Polars string ops and write one gzip file per UTC day."""
+    lab = _gpu_labels(f, n, tt, pod, pod_names)
     df = (
-        pl.concat(frames)
+        pl.concat(_metric_frames(f, n, tt, vals, lab, rng))
         .sort(["s", "k"])
         .group_by("day", maintain_order=True)
         .agg(pl.col("line").str.join("\n"))
@@ -237,7 +263,7 @@ def _write_host(
     written = 0
     for d, text in zip(df["day"].to_list(), df["line"].to_list()):
         date = time.strftime("%Y-%m-%d", time.gmtime(int(d) * 86400))
-        p = out / "dcgm" / host / f"{date}.prom.gz"
+        p = out / "dcgm" / f.hosts[n] / f"{date}.prom.gz"
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(gzip.compress((text + "\n").encode(), compresslevel=6, mtime=0))
         written += 1

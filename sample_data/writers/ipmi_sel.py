@@ -7,10 +7,10 @@ from pathlib import Path
 
 from sample_data.model import Fleet, ts
 from sample_data.writers.base import write_text
-from sample_data.writers.bmc_common import log_entries
+from sample_data.writers.bmc_common import SelRecord, log_entries
 
 
-def write(f: Fleet, out: Path, sel_rows: list[list[tuple]], ev: dict) -> int:
+def write(f: Fleet, out: Path, sel_rows: list[list[SelRecord]], ev: dict) -> int:
     """ipmi/<host>.sel.txt from each node's SEL records (``bmc_common.sel_rows``)."""
     n_rows = 0
     for host, entries in log_entries(f, sel_rows):

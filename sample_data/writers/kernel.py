@@ -1,5 +1,5 @@
 """Kernel logs with NVIDIA XID/SXID, mlx5, MCE, EDAC and NVMe lines (read by
-``ingest/formats/kernel.py``)."""
+``ingest/formats/kernel/``)."""
 
 from __future__ import annotations
 
@@ -9,25 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from sample_data.fault_codes import KERNEL_HOST_CODE, MLX5_SHARES, SXID_TEXT, XID_BY_CODE
 from sample_data.model import NIC_PCI_BUS, Attempt, Fleet, ts, uuid_at
 from sample_data.writers.base import pci, write_text
-
-SXID_TEXT = {
-    "24007": "Fatal, Link 42 sourcetrack TCEN0 crumbstore ECC DBE Error",
-    "12028": "Fatal, Link 17 egress non-posted PRIV error",
-    "20034": "Fatal, Link 30 LTSSM Fault Up",
-}
-XID_TEXT = {
-    "79": "GPU has fallen off the bus.",
-    "119": "Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function 76 "
-    "(GSP_RM_CONTROL) (0x20801348 0x98).",
-    "48": "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer "
-    "at partition 6, subpartition 0.",
-    "94": "Contained ECC error",
-    "95": "Uncontained: FBHUB. RST: Yes, D-RST: No",
-    "74": "NVLink: fatal error detected on link 5(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
-}
-
 
 BENIGN_KERNEL = (
     (
@@ -58,83 +42,91 @@ BOOT_KERNEL = (
 )
 
 
-def kernel_lines_for_fault(
-    f: Fleet, i: int, code: dict, gpu_uuid: str | None, gpu_serial: str | None, name: str
+def _xid_lines(
+    f: Fleet, t: float, idx: int, code: dict, gpu: tuple[str | None, str | None], proc: str
 ) -> list[tuple[float, str]]:
-    """Kernel lines of one fault: one primary line with its code, plus optional context."""
-    flt = f.faults[i]
-    t, c, k = flt["time"], flt["cls"], code["code"]
-    G = f.gpus_per_node
-    idx = f.slot_index[flt["slot"]]
-    pid = f"{code['pid']}" if name != "<unknown>" else "'<unknown>'"
+    """The XID line of a GPU board fault, with the driver's board context when it prints it
+    and the XID 45 follow-ups on the other GPUs whose channels it tears down."""
+    k, bus = code["code"], pci(idx)
+    xid = XID_BY_CODE[k]
     lines: list[tuple[float, str]] = []
-
-    def add(at: float, msg: str) -> None:
-        lines.append((at, msg))
-
-    if c in ("gpu", "gpu_memory", "nvlink"):
-        bus = pci(idx)
-        if code["multiline"]:
-            add(t, f"NVRM: GPU at PCI:{bus}: {gpu_uuid}")
-            add(t, f"NVRM: GPU Board Serial Number: {gpu_serial}")
-        text = XID_TEXT[k].replace("GPU0", f"GPU{idx}")
-        add(t, f"NVRM: Xid (PCI:{bus}): {k}, pid={pid}, name={name}, {text}")
-        if code["multiline"] and k == "79":
-            add(t, f"NVRM: GPU {bus}.0: GPU has fallen off the bus.")
-        if code["followups"] and k in ("74", "79", "48") and G > 1:
-            others = [g for g in range(G) if g != idx][: code["followups"]]
-            for j, g in enumerate(others):
-                add(
-                    t + 0.5 + j,
-                    f"NVRM: Xid (PCI:{pci(g)}): 45, pid={pid}, name={name}, "
-                    f"Ch {8 + j:08x} caused by previous Xid {k}",
-                )
-    elif c == "nvswitch":
-        sw = f"nvidia-nvswitch{idx}"
-        add(t, f"{sw}: SXID={k}, {SXID_TEXT[k]}")
-        if code["multiline"]:
-            add(t, f"{sw}: SXID={k}, Severity 1 Engine instance 42 Sub-engine instance 00")
-            add(
-                t,
-                f"{sw}: SXID={k}, Data {{0x00000000, 0x00000000, 0x00000004, 0x00000000, "
-                f"0x00000000, 0x00000000, 0x00000000, 0x00000000}}",
-            )
-    elif c == "ib_link":
-        dev = f"mlx5_core 0000:{NIC_PCI_BUS[idx % len(NIC_PCI_BUS)]}:00.0"
-        if k == "mlx5_port_module_error":
-            add(
-                t,
-                f"{dev}: mlx5_port_module_event:1151:(pid 0): Port module event[error]: "
-                f"module {idx}, Cable error, High Temperature",
-            )
-        else:
-            add(t, f"{dev} ib{idx}: Link down")
-    elif c == "cpu":
-        add(
-            t,
-            f"mce: [Hardware Error]: CPU {idx * 56}: Machine Check Exception: 5 Bank 4: "
-            f"be00000000800400",
-        )
-        add(t, "mce: [Hardware Error]: Run the above through 'mcelog --ascii'")
-    elif c == "host_memory":
-        add(
-            t,
-            f"EDAC MC{idx // 8}: 1 UE memory read error on CPU_SrcID#{idx // 8}_MC#0_"
-            f"Chan#{idx % 8}_DIMM#0 (channel:{idx % 8} slot:0 page:0x1f2a3 offset:0x0 "
-            f"grain:32 - area:DRAM err_code:0000:009f)",
-        )
-    elif c == "storage":
-        add(
-            t, f"nvme nvme{idx}: controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff"
-        )
+    if code["multiline"]:
+        lines.append((t, f"NVRM: GPU at PCI:{bus}: {gpu[0]}"))
+        lines.append((t, f"NVRM: GPU Board Serial Number: {gpu[1]}"))
+    text = xid.text.replace("GPU0", f"GPU{idx}")
+    lines.append((t, f"NVRM: Xid (PCI:{bus}): {k}, {proc}, {text}"))
+    if code["multiline"] and k == "79":
+        lines.append((t, f"NVRM: GPU {bus}.0: GPU has fallen off the bus."))
+    if code["followups"] and xid.echoed and f.gpus_per_node > 1:
+        others = [g for g in range(f.gpus_per_node) if g != idx][: code["followups"]]
+        for j, g in enumerate(others):
+            echo = f"Ch {8 + j:08x} caused by previous Xid {k}"
+            lines.append((t + 0.5 + j, f"NVRM: Xid (PCI:{pci(g)}): 45, {proc}, {echo}"))
     return lines
 
 
-KERNEL_CODE_FOR_EVIDENCE = {
-    "cpu": "mce",
-    "host_memory": "edac_ue",
-    "storage": "nvme_controller_down",
-}
+def _sxid_lines(idx: int, code: dict) -> list[str]:
+    """An NVSwitch's SXID line, with its severity and data lines when the driver prints them."""
+    sw, k = f"nvidia-nvswitch{idx}", code["code"]
+    lines = [f"{sw}: SXID={k}, {SXID_TEXT[k]}"]
+    if code["multiline"]:
+        lines.append(f"{sw}: SXID={k}, Severity 1 Engine instance 42 Sub-engine instance 00")
+        data = ", ".join(["0x00000000"] * 2 + ["0x00000004"] + ["0x00000000"] * 5)
+        lines.append(f"{sw}: SXID={k}, Data {{{data}}}")
+    return lines
+
+
+def _mlx5_line(idx: int, k: str) -> str:
+    """The ConnectX driver's line for an IB link fault: the link going down or a cable error."""
+    dev = f"mlx5_core 0000:{NIC_PCI_BUS[idx % len(NIC_PCI_BUS)]}:00.0"
+    if k == "mlx5_port_module_error":
+        return (
+            f"{dev}: mlx5_port_module_event:1151:(pid 0): Port module event[error]: "
+            f"module {idx}, Cable error, High Temperature"
+        )
+    return f"{dev} ib{idx}: Link down"
+
+
+def _host_lines(idx: int, cls: str) -> list[str]:
+    """The kernel's lines for a host fault the BMC also reports (machine check, uncorrectable
+    DIMM error, NVMe controller loss); none for the classes only the BMC sees (PSU, fans)."""
+    if cls == "cpu":
+        mce = f"mce: [Hardware Error]: CPU {idx * 56}: Machine Check Exception: 5 Bank 4: "
+        return [
+            mce + "be00000000800400",
+            "mce: [Hardware Error]: Run the above through 'mcelog --ascii'",
+        ]
+    if cls == "host_memory":
+        ue = (
+            f"EDAC MC{idx // 8}: 1 UE memory read error on CPU_SrcID#{idx // 8}_MC#0_"
+            f"Chan#{idx % 8}_DIMM#0 (channel:{idx % 8} slot:0 page:0x1f2a3 offset:0x0 "
+            "grain:32 - area:DRAM err_code:0000:009f)"
+        )
+        return [ue]
+    if cls == "storage":
+        return [
+            f"nvme nvme{idx}: controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff"
+        ]
+    return []
+
+
+def kernel_lines_for_fault(
+    f: Fleet, i: int, code: dict, gpu_uuid: str | None, gpu_serial: str | None, name: str
+) -> list[tuple[float, str]]:
+    """Kernel lines of one fault: one primary line with its code, plus optional context. The
+    code's kind (XID, SXID, mlx5) picks the driver that writes it; other codes are BMC events,
+    and the kernel writes its own line for the host faults among them."""
+    flt = f.faults[i]
+    t, k = flt["time"], code["code"]
+    idx = f.slot_index[flt["slot"]]
+    if k in XID_BY_CODE:
+        pid = f"{code['pid']}" if name != "<unknown>" else "'<unknown>'"
+        return _xid_lines(f, t, idx, code, (gpu_uuid, gpu_serial), f"pid={pid}, name={name}")
+    if k in SXID_TEXT:
+        return [(t, msg) for msg in _sxid_lines(idx, code)]
+    if k in dict(MLX5_SHARES):
+        return [(t, _mlx5_line(idx, k))]
+    return [(t, msg) for msg in _host_lines(idx, flt["cls"])]
 
 
 def _running_name(f: Fleet, node: int, t: float, by_node: dict) -> str:
@@ -153,21 +145,20 @@ def write(f: Fleet, out: Path, codes: list[dict], ev: dict, rng: np.random.Gener
     per_node: dict[int, list[tuple[float, int, str]]] = defaultdict(list)
     stats = {"primary_lines": 0, "xid45_followups": 0, "benign_lines": 0}
     for i, flt in enumerate(f.faults):
-        c = flt["cls"]
-        if c in ("psu", "cooling"):
-            continue
         gpu_uuid = gpu_serial = None
         if flt["gpu_index"] is not None:
             gpu_uuid, gpu_serial = uuid_at(f, flt["node"], flt["gpu_index"], flt["time"])
         name = _running_name(f, flt["node"], flt["time"], by_node)
         lines = kernel_lines_for_fault(f, i, codes[i], gpu_uuid, gpu_serial, name)
+        if not lines:  # a fault only the BMC sees: no kernel evidence, no reboot in this log
+            continue
         for t, msg in lines:
             per_node[flt["node"]].append((t, 1, msg))
         code = codes[i]["code"]
         ev[i].append(
             {
                 "source": "kernel",
-                "code": KERNEL_CODE_FOR_EVIDENCE.get(c, code),
+                "code": KERNEL_HOST_CODE.get(flt["cls"], code),
                 "time": ts(f, flt["time"]),
             }
         )

@@ -8,19 +8,20 @@ import json
 import time
 from pathlib import Path
 
+from sample_data.fault_codes import REDFISH_SENSOR_TYPE
 from sample_data.model import Fleet, ts
 from sample_data.writers.base import write_text
-from sample_data.writers.bmc_common import SEL_SENSOR, log_entries
+from sample_data.writers.bmc_common import SelRecord, log_entries
 
 
-def write(f: Fleet, out: Path, sel_rows: list[list[tuple]], ev: dict) -> int:
+def write(f: Fleet, out: Path, sel_rows: list[list[SelRecord]], ev: dict) -> int:
     """redfish/<host>.LogEntries.json from each node's SEL records (``bmc_common.sel_rows``)."""
     n_rows = 0
     for host, entries in log_entries(f, sel_rows):
         members = []
         for rid, g, (t, _, st, num, desc, direc, extra, sev, fi) in entries:
             msg_id = "0x" + hashlib.sha1(f"{st}|{desc}|{direc}".encode()).hexdigest()[:6].upper()
-            rf_type = next((v[2] for v in SEL_SENSOR.values() if v[0] == st), st)
+            rf_type = REDFISH_SENSOR_TYPE.get(st, st)
             members.append(
                 {
                     "@odata.id": f"/redfish/v1/Systems/1/LogServices/SEL/Entries/{rid}",

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
-from sample_data.model import CLUSTER, Fleet, ts
+from sample_data.model import CLUSTER, Attempt, Fleet, ts
 from sample_data.writers.base import alloc, nodelist, slurm_attempts, write_text
 
 SACCT_FIELDS = (
@@ -28,101 +29,71 @@ def _tres(cpus: int, gpus: int, mem_mb: int, nodes: int, billing: bool = True) -
     return f"{head}cpu={cpus},{gres}mem={mem_mb}M,node={nodes}"
 
 
-STEP_STATE = {  # job state -> (batch/.0 state, step exit code, extern state)
-    "COMPLETED": ("COMPLETED", None, "COMPLETED"),
-    "FAILED": ("FAILED", None, "COMPLETED"),
-    "OUT_OF_MEMORY": ("OUT_OF_MEMORY", "0:125", "COMPLETED"),
-    "CANCELLED": ("CANCELLED", "0:15", "COMPLETED"),
-    "TIMEOUT": ("CANCELLED", "0:15", "COMPLETED"),
-    "PREEMPTED": ("CANCELLED", "0:15", "COMPLETED"),
-    "REQUEUED": ("CANCELLED", "0:15", "COMPLETED"),
-    "NODE_FAIL": ("CANCELLED", "0:9", "CANCELLED"),
-    "RUNNING": ("RUNNING", "0:0", "RUNNING"),
+class StepEnd(NamedTuple):
+    """How a job's ending shows in its steps."""
+
+    state: str  # of the batch and .0 steps
+    exit_code: str | None  # of those steps (None: the job's own)
+    extern: str  # state of the extern step
+
+
+# A job the scheduler cancels (time limit, preemption, requeue) cancels its steps with SIGTERM;
+# a lost node takes them down with SIGKILL and the extern step with them.
+STEP_END = {
+    "COMPLETED": StepEnd("COMPLETED", None, "COMPLETED"),
+    "FAILED": StepEnd("FAILED", None, "COMPLETED"),
+    "OUT_OF_MEMORY": StepEnd("OUT_OF_MEMORY", "0:125", "COMPLETED"),
+    "CANCELLED": StepEnd("CANCELLED", "0:15", "COMPLETED"),
+    "TIMEOUT": StepEnd("CANCELLED", "0:15", "COMPLETED"),
+    "PREEMPTED": StepEnd("CANCELLED", "0:15", "COMPLETED"),
+    "REQUEUED": StepEnd("CANCELLED", "0:15", "COMPLETED"),
+    "NODE_FAIL": StepEnd("CANCELLED", "0:9", "CANCELLED"),
+    "RUNNING": StepEnd("RUNNING", "0:0", "RUNNING"),
 }
+
+
+def _line(values: dict[str, str]) -> str:
+    return "|".join(values[k] for k in SACCT_FIELDS.split("|"))
+
+
+def _job_lines(f: Fleet, a: Attempt) -> list[str]:
+    """The attempt's job line, then its ``.batch``, ``.extern`` and ``.0`` step lines (steps
+    have no partition or user and are submitted as they start)."""
+    cpus, ng, mem = alloc(f, a)
+    nn, nl = len(a.nodes), nodelist(tuple(a.nodes))
+    shared = {
+        "Account": a.user[2],
+        "Start": ts(f, a.start),
+        "End": ts(f, a.end) if a.end is not None else "Unknown",
+        "Elapsed": elapsed((a.end if a.end is not None else f.horizon) - a.start),
+        "Cluster": CLUSTER,
+    }
+    job = {"JobID": a.job_id, "JobIDRaw": str(a.job_raw), "JobName": a.name}
+    job |= {"Partition": a.partition, "User": a.user[0], "Submit": ts(f, a.submit)}
+    job |= {"State": a.state, "ExitCode": a.exit_code, "NNodes": str(nn), "AllocCPUS": str(cpus)}
+    lines = [_line(shared | job | {"AllocTRES": _tres(cpus, ng, mem, nn), "NodeList": nl})]
+    end = STEP_END[a.state.split()[0]]
+    code = end.exit_code or a.exit_code
+    c0 = cpus // nn
+    first = (1, c0, _tres(c0, len(a.gpus[0]), mem // nn, 1, False), f.hosts[a.nodes[0]])
+    whole = (nn, cpus, _tres(cpus, ng, mem, nn, False), nl)
+    steps = (
+        ("batch", "batch", end.state, code, first),
+        ("extern", "extern", end.extern, "0:0", whole),
+        ("0", "torchrun" if a.partition == "train" else "python", end.state, code, whole),
+    )
+    for sid, name, state, exit_code, (snn, c, tres, snl) in steps:
+        step = {"JobID": f"{a.job_id}.{sid}", "JobIDRaw": f"{a.job_raw}.{sid}", "JobName": name}
+        step |= {"Partition": "", "User": "", "Submit": ts(f, a.start), "State": state}
+        step |= {"ExitCode": exit_code, "NNodes": str(snn), "AllocCPUS": str(c)}
+        lines.append(_line(shared | step | {"AllocTRES": tres, "NodeList": snl}))
+    return lines
 
 
 def write(f: Fleet, path: Path) -> int:
     """`sacct --parsable2 --duplicates --allusers` with header; job line then its steps."""
-    H = f.horizon
     lines = [SACCT_FIELDS]
     for a in slurm_attempts(f):
-        cpus, ng, mem = alloc(f, a)
-        hosts = [f.hosts[n] for n in a.nodes]
-        nl = nodelist(tuple(a.nodes))
-        end = ts(f, a.end) if a.end is not None else "Unknown"
-        el = elapsed((a.end if a.end is not None else H) - a.start)
-        lines.append(
-            "|".join(
-                [
-                    a.job_id,
-                    str(a.job_raw),
-                    a.name,
-                    a.partition,
-                    a.user[2],
-                    a.user[0],
-                    ts(f, a.submit),
-                    ts(f, a.start),
-                    end,
-                    el,
-                    a.state,
-                    a.exit_code,
-                    str(len(a.nodes)),
-                    str(cpus),
-                    _tres(cpus, ng, mem, len(a.nodes)),
-                    nl,
-                    CLUSTER,
-                ]
-            )
-        )
-        st, sec, ext = STEP_STATE[a.state.split()[0]]
-        sec = sec or a.exit_code
-        c0, g0, m0 = cpus // len(a.nodes), len(a.gpus[0]), mem // len(a.nodes)
-        steps = [
-            ("batch", "batch", st, sec, 1, c0, _tres(c0, g0, m0, 1, False), hosts[0]),
-            (
-                "extern",
-                "extern",
-                ext,
-                "0:0",
-                len(hosts),
-                cpus,
-                _tres(cpus, ng, mem, len(hosts), False),
-                nl,
-            ),
-            (
-                "0",
-                "torchrun" if a.partition == "train" else "python",
-                st,
-                sec,
-                len(hosts),
-                cpus,
-                _tres(cpus, ng, mem, len(hosts), False),
-                nl,
-            ),
-        ]
-        for sid, sname, sst, sec_, nn, c, tres, snl in steps:
-            lines.append(
-                "|".join(
-                    [
-                        f"{a.job_id}.{sid}",
-                        f"{a.job_raw}.{sid}",
-                        sname,
-                        "",
-                        a.user[2],
-                        "",
-                        ts(f, a.start),
-                        ts(f, a.start),
-                        end,
-                        el,
-                        sst,
-                        sec_,
-                        str(nn),
-                        str(c),
-                        tres,
-                        snl,
-                        CLUSTER,
-                    ]
-                )
-            )
+        lines += _job_lines(f, a)
     write_text(path, "\n".join(lines) + "\n")
     return len(lines) - 1

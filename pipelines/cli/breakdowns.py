@@ -1,0 +1,208 @@
+"""``goodput losses``, ``goodput trend`` and ``goodput compare``: the interruptions' lost
+GPU-hours by group, by period, and clusters side by side."""
+
+from __future__ import annotations
+
+from pipelines.cli.home import reading_warehouse
+from pipelines.cli.options import add_scope_options, command, common, formats
+from pipelines.cli.output import output_format, print_frame
+
+
+def cmd_losses(args) -> int:
+    from analysis.trend import losses_frame
+    from dashboards.section import in_hours, num, pct
+
+    wh = reading_warehouse(args)
+    df = losses_frame(wh.read("job_attempts"), wh.read("interruptions"), args.by, args.period)
+    if df.height == 0 and output_format(args) == "table":
+        print(
+            "no unexpected interruptions in the warehouse (run `goodput build` after ingesting "
+            "job records)"
+        )
+        return 0
+    header = ([args.period] if args.period else []) + [
+        args.by,
+        "lost GPU-hours",
+        "share",
+        "interruptions",
+        "MTBF",
+    ]
+    rows = [
+        ([f"{r['period_start']:%Y-%m-%d}"] if args.period else [])
+        + [
+            r[args.by],
+            num(r["lost_gpu_hours"]),
+            pct(r["share"]),
+            f"{r['interruptions']:,}",
+            in_hours(r["mtbf_hours"]),
+        ]
+        for r in df.iter_rows(named=True)
+    ]
+    print_frame(df, output_format(args), rows, header, {"by": args.by, "period": args.period})
+    return 0
+
+
+def cmd_trend(args) -> int:
+    from analysis.trend import trend_frame
+    from dashboards.section import change, in_hours, num, pct
+
+    wh = reading_warehouse(args)
+    df = trend_frame(
+        wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"), args.period
+    )
+    if df.height == 0 and output_format(args) == "table":
+        print("no job attempts with start and end times in the warehouse")
+        return 0
+    header = [
+        args.period,
+        "GPU-hours",
+        "goodput",
+        "change",
+        "lost GPU-hours",
+        "change",
+        "interruptions",
+        "MTBF",
+        "change",
+    ]
+    rows = []
+    prev = None
+    for r in df.iter_rows(named=True):
+        p = prev or {}
+        rows.append(
+            [
+                f"{r['period_start']:%Y-%m-%d}",
+                num(r["gpu_hours"]),
+                pct(r["goodput"]),
+                change(r["goodput"], p.get("goodput"), "points") if prev else "",
+                num(r["lost_gpu_hours"]),
+                change(r["lost_gpu_hours"], p.get("lost_gpu_hours")) if prev else "",
+                f"{r['interruptions']:,}",
+                in_hours(r["mtbf_hours"]),
+                change(r["mtbf_hours"], p.get("mtbf_hours"), "h") if prev else "",
+            ]
+        )
+        prev = r
+    print_frame(df, output_format(args), rows, header, {"period": args.period})
+    return 0
+
+
+def cmd_compare(args) -> int:
+    """Clusters (partitions, accounts) side by side: measured goodput, infrastructure
+    interruption rate and MTBF with exact 95% CIs (``analysis.breakdown.compare_frame``)."""
+    from analysis.breakdown import compare_frame
+    from analysis.numbers import in_hours, num, pct
+
+    wh = reading_warehouse(args)
+    df = compare_frame(
+        wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"), args.by
+    )
+    if df.height == 0 and output_format(args) == "table":
+        print("no job attempts in the warehouse (ingest job records, then `goodput build`)")
+        return 0
+
+    def ci(r, value, key, shown):
+        lo, hi = r[f"{key}_ci_low"], r[f"{key}_ci_high"]
+        return f"{shown(r[value])} ({shown(lo)} - {shown(hi)})"
+
+    text = [
+        [
+            r[args.by],
+            f"{r['jobs']:,}",
+            num(r["gpu_hours"]),
+            pct(r["goodput"]),
+            f"{r['infrastructure']:,} of {r['interruptions']:,}",
+            ci(r, "rate_per_1k_gpu_days", "rate", num),
+            ci(r, "mtbf_hours", "mtbf", in_hours),
+            num(r["lost_gpu_hours"]),
+        ]
+        for r in df.iter_rows(named=True)
+    ]
+    header = [
+        args.by,
+        "jobs",
+        "GPU-hours",
+        "goodput",
+        "infra. interruptions",
+        "per 1,000 GPU-days (95% CI)",
+        "MTBF (95% CI)",
+        "lost GPU-hours",
+    ]
+    print_frame(df, output_format(args), text, header, {"by": args.by})
+    if output_format(args) == "table":
+        print(
+            "infrastructure interruptions: unexpected, not the jobs' own failures; MTBF: the "
+            f"hours the {args.by}'s jobs span / those interruptions; CIs exact Poisson"
+        )
+    return 0
+
+
+def add_losses(sub) -> None:
+    from analysis.trend import LOSS_KEYS, PERIODS
+
+    s = command(
+        sub,
+        "losses",
+        [common(), formats()],
+        (
+            "goodput losses",
+            "goodput losses --by partition --period month",
+            "goodput losses --by node --format csv > losses.csv",
+        ),
+        help=(
+            "lost GPU-hours of unexpected interruptions by cause, cluster, partition, account or "
+            "node"
+        ),
+    )
+    s.add_argument(
+        "--by", choices=list(LOSS_KEYS), default="cause", help="what to group by (default cause)"
+    )
+    s.add_argument(
+        "--period",
+        choices=list(PERIODS),
+        help="one group per calendar week or month (default: the whole span)",
+    )
+    add_scope_options(s)
+    s.set_defaults(func=cmd_losses)
+
+
+def add_trend(sub) -> None:
+    from analysis.trend import PERIODS
+
+    s = command(
+        sub,
+        "trend",
+        [common(), formats()],
+        ("goodput trend", "goodput trend --period month --json"),
+        help=(
+            "goodput, lost GPU-hours, interruptions and MTBF per week or month, against the "
+            "period before"
+        ),
+    )
+    s.add_argument(
+        "--period", choices=list(PERIODS), default="week", help="calendar week (default) or month"
+    )
+    add_scope_options(s)
+    s.set_defaults(func=cmd_trend)
+
+
+def add_compare(sub) -> None:
+    from analysis.breakdown import DIMENSIONS
+
+    s = command(
+        sub,
+        "compare",
+        [common(), formats()],
+        ("goodput compare", "goodput compare --by partition --cluster prod --json"),
+        help=(
+            "clusters (or partitions, accounts) side by side: goodput, interruption rate and "
+            "MTBF with 95%% CIs"
+        ),
+    )
+    s.add_argument(
+        "--by",
+        choices=list(DIMENSIONS),
+        default="cluster",
+        help="what to set side by side (default cluster)",
+    )
+    add_scope_options(s)
+    s.set_defaults(func=cmd_compare)

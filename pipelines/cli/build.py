@@ -1,0 +1,136 @@
+"""``goodput build`` and ``goodput report``: the analyses, and the report, from the warehouse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipelines.cli.errors import CliError
+from pipelines.cli.home import (
+    holds_data,
+    open_warehouse,
+    resource_config,
+    scope_settings,
+    scoped,
+    window_config,
+)
+from pipelines.cli.options import (
+    add_ckpt_cost,
+    add_gpu_hour_cost,
+    add_gpus,
+    add_restart,
+    add_scope_options,
+    command,
+    common,
+    window,
+)
+from pipelines.cli.output import print_where
+from pipelines.cli.values import parse_duration
+
+
+def cmd_build(args) -> int:
+    wh = open_warehouse(args, existing=True)
+    assumed = {
+        "ckpt_interval_s": parse_duration(args.ckpt_interval),
+        "ckpt_cost_s": parse_duration(args.ckpt_cost),
+        "restart_s": parse_duration(args.restart),
+    }
+    if assumed["ckpt_interval_s"] <= 0:
+        raise CliError("--ckpt-interval must be a positive duration")
+    if args.gpu_hour_cost < 0:
+        raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
+    config = window_config(
+        args, **assumed, gpu_hour_cost=args.gpu_hour_cost, **scope_settings(args)
+    )
+    if not holds_data(wh):
+        raise CliError(
+            f"nothing to build in {wh.home}: no record ingested or pulled yet "
+            "(goodput ingest PATH..., goodput pull, or goodput demo)"
+        )
+    from pipelines.run import PipelineError, build, checks_line, status_lines, summary_lines
+
+    if not config.scope().whole:  # the scope's analyses (the parent's rollups refreshed), summary
+        part = scoped(wh, config)
+        for line in [
+            f"scope: {config.scope().describe()} ({part.home})",
+            *status_lines(part),
+            *summary_lines(part),
+        ]:
+            print(line)
+        return 0
+    with wh.writer():
+        wh.refresh_catalog()
+        try:
+            result = build(config)
+        except PipelineError as exc:
+            raise CliError(str(exc)) from None
+        finally:
+            wh.refresh_catalog()  # what did build stays queryable, even after a failed step
+    for line in status_lines(wh) + summary_lines(wh):
+        print(line)
+    print(checks_line(result.get_asset_check_evaluations()))
+    print_where(wh)
+    return 0
+
+
+def cmd_report(args) -> int:
+    from dashboards.report import build_report
+
+    if args.gpus < 1:
+        raise CliError("--gpus must be >= 1")
+    wh = open_warehouse(args, existing=True)
+    if args.gpu_hour_cost < 0:
+        raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
+    config = resource_config(args, target_gpus=args.gpus, **scope_settings(args))
+    wh = scoped(wh, config)
+    with wh.writer():
+        wh.refresh_catalog()
+        path = build_report(
+            wh,
+            Path(args.out) if args.out else None,
+            target_gpus=args.gpus,
+            scope=config.scope().header(),
+            gpu_hour_cost=args.gpu_hour_cost,
+        )
+    print(f"report: {path}")
+    return 0
+
+
+def add_build(sub) -> None:
+    s = command(
+        sub,
+        "build",
+        [common(), window()],
+        (
+            "goodput build",
+            "goodput build --as-of 2026-03-01 --ckpt-interval 1h --restart 15m",
+            "goodput build --cluster prod --from 2026-01-01",
+        ),
+        help="everything downstream of ingest (rollups, attribution, fits, goodput, report)",
+    )
+    from analysis.assumptions import CKPT_INTERVAL_S
+
+    s.add_argument(
+        "--ckpt-interval",
+        default=f"{CKPT_INTERVAL_S:g}s",
+        help="assumed checkpoint interval for measured goodput of jobs without checkpoint evidence",
+    )
+    add_ckpt_cost(s, "assumed cost of one checkpoint, e.g. 60s")
+    add_restart(s, "assumed restart time after a failure, e.g. 10m")
+    add_gpu_hour_cost(s)
+    add_scope_options(s)
+    s.set_defaults(func=cmd_build)
+
+
+def add_report(sub) -> None:
+    s = command(
+        sub,
+        "report",
+        [common()],
+        ("goodput report", "goodput report --out /tmp/report.html --gpu-hour-cost 2.5"),
+        help="write the leadership report (HTML + PNG/SVG per chart)",
+    )
+    s.add_argument("--out", help="HTML file to write (default DIR/reports/goodput_report.html)")
+    add_gpus(s, "job scale for the projected-goodput headline")
+    add_gpu_hour_cost(s)
+    add_scope_options(s)
+    s.set_defaults(func=cmd_report)

@@ -1,0 +1,80 @@
+"""``main``: parse the command line, run the command, turn its failures into one line and an
+exit status, and remove a home it created if it failed."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pipelines.cli.errors import (
+    EXIT_ENV_NOTHING_COMMITTED,
+    EXIT_ENV_PARTLY_COMMITTED,
+    committed_so_far,
+    environment_error,
+    interrupted,
+    is_interrupt,
+    user_errors,
+)
+from pipelines.cli.home import fresh_dirs, remove_fresh
+from pipelines.cli.parser import build_parser, unrecognized
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # while starting, or removing what a failed command created
+        return interrupted()
+
+
+def _main(argv: list[str] | None) -> int:
+    import warnings
+
+    import argcomplete
+
+    warnings.filterwarnings("ignore", message=r".*is currently in (beta|preview)")
+    parser = build_parser()
+    argcomplete.autocomplete(
+        parser
+    )  # answers a shell's completion request (and exits); else nothing
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        parser.error(unrecognized(parser, args, extra))
+    from warehouse.store import COMMITS
+
+    COMMITS[0] = 0  # the batches this command commits (main may run several in one process)
+    fresh = fresh_dirs(args)
+    code = 1
+    try:
+        code = _run(args)
+    finally:
+        if code != 0 and fresh:  # a failed command leaves no home behind that it created
+            remove_fresh(args, fresh)
+    return code
+
+
+def _run(args) -> int:
+    """The command's exit status; a user's mistake, an environment error or an interrupt as one
+    line on stderr."""
+    from warehouse.store import COMMITS
+
+    try:
+        return args.func(args) or 0
+    except BrokenPipeError:  # `goodput sql ... | head`: the reader has all it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit would raise again
+        return 0
+    except Exception as exc:
+        if isinstance(exc, user_errors()):
+            print(f"goodput: error: {exc}", file=sys.stderr)
+            return 2
+        if type(exc).__name__ == "InterruptException":  # DuckDB's form of Ctrl-C during a query
+            return interrupted()
+        reason = environment_error(exc)
+        if reason is None:
+            raise
+        print(f"goodput: error: {reason}; {committed_so_far()}", file=sys.stderr)
+        return EXIT_ENV_PARTLY_COMMITTED if COMMITS[0] else EXIT_ENV_NOTHING_COMMITTED
+    except BaseException as exc:  # Ctrl-C, also as Dagster raises it inside a run
+        if not is_interrupt(exc):
+            raise
+        return interrupted()

@@ -1,0 +1,79 @@
+"""``goodput fit``: the fitted failure rates per component class."""
+
+from __future__ import annotations
+
+import re
+
+from pipelines.cli.errors import CliError
+from pipelines.cli.home import open_warehouse, scope_settings, scoped, window_config
+from pipelines.cli.options import add_scope_options, command, common, formats, window
+from pipelines.cli.output import output_format, print_frame
+
+_MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
+
+
+def cmd_fit(args) -> int:
+    import polars as pl
+
+    from analysis.headline import unit_populations
+    from analysis.observation import stored_window
+    from pipelines.cli.fit_table import format_fit_table
+
+    if args.window != "all" and not _MONTH.fullmatch(args.window):
+        raise CliError(f"--window {args.window!r}: use 'all' or a month YYYY-MM, e.g. 2026-01")
+    scope = scope_settings(args)
+    refits = any(scope.values()) or args.observed_from or args.observed_to
+    wh = open_warehouse(args, existing=True, read_only=not refits)
+    if any(scope.values()):  # the scope's fits (with its window, if given)
+        config = window_config(args, **scope)
+        wh = scoped(wh, config)
+        print(f"scope: {config.scope().describe()}")
+    elif args.observed_from or args.observed_to:  # a new window: refit over it
+        from pipelines.run import PipelineError, refit
+
+        try:
+            refit(window_config(args))
+        except PipelineError as exc:
+            raise CliError(str(exc)) from None
+        finally:
+            wh.refresh_catalog()
+    fr = wh.read("failure_rates")
+    if fr.height == 0:
+        raise CliError(
+            "failure_rates is empty: run `goodput build` (or `goodput demo`) to fit the lifetimes "
+            "first"
+        )
+    fitted = sorted(set(fr["window"].drop_nulls().to_list()))
+    if args.window not in fitted:
+        raise CliError(f"no fits for --window {args.window}; fitted: {', '.join(fitted)}")
+    window = stored_window(wh)
+    if output_format(args) != "table":
+        rows = fr.filter(pl.col("window") == args.window)
+        print_frame(
+            rows if args.all_models else rows.filter(pl.col("selected")),
+            output_format(args),
+            meta={"window": args.window},
+        )
+        return 0
+    if window is not None:
+        print(window.line())
+    for pop, classes in unit_populations(fr):
+        print(f"units from {pop or 'unknown'}: {classes}")
+    print(format_fit_table(fr, all_models=args.all_models, window=args.window))
+    return 0
+
+
+def add_fit(sub) -> None:
+    s = command(
+        sub,
+        "fit",
+        [common(), window(), formats()],
+        ("goodput fit", "goodput fit --all-models --window 2026-01"),
+        help="print the fitted failure rates per component class (refit over a window given)",
+    )
+    s.add_argument(
+        "--all-models", action="store_true", help="every candidate model, not only the AIC winner"
+    )
+    s.add_argument("--window", default="all", help="'all' (default) or a month YYYY-MM")
+    add_scope_options(s)
+    s.set_defaults(func=cmd_fit)

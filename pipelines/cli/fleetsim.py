@@ -1,0 +1,64 @@
+"""``goodput fleetsim``: a fleet's operations simulated under the fitted failure laws."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from pipelines.cli.errors import CliError
+from pipelines.cli.home import open_warehouse
+from pipelines.cli.options import command, common
+
+
+def cmd_fleetsim(args) -> int:
+    from analysis.fleetsim.run import needs_warehouse, resolve
+    from analysis.fleetsim.scenario import ScenarioError, load
+    from analysis.fleetsim.sweep import format_study, study, to_json
+
+    if args.workers is not None and args.workers < 1:
+        raise CliError("--workers must be >= 1")
+    try:
+        spec = load(args.scenario)
+        wh = open_warehouse(args, existing=True, read_only=True) if needs_warehouse(spec) else None
+        inputs = resolve(spec, wh)
+    except ScenarioError as exc:
+        raise CliError(str(exc)) from None
+
+    def progress(n):
+        print(f"\rfleetsim: {spec['name']}: replication {n}", end="", file=sys.stderr, flush=True)
+
+    try:
+        res = study(spec, inputs, progress if sys.stderr.isatty() else None, args.workers)
+    except ScenarioError as exc:
+        raise CliError(str(exc)) from None
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    if args.json:
+        print(json.dumps(to_json(spec["name"], res), default=str))
+    else:
+        print("\n".join(format_study(spec["name"], res)))
+    return 0
+
+
+def add_fleetsim(sub) -> None:
+    s = command(
+        sub,
+        "fleetsim",
+        [common()],
+        help=(
+            "simulate a fleet's operations (spares, triage, repair line, retirement, "
+            "maintenance) under the fitted failure laws: ETTR, goodput, what-if sweeps "
+            "(docs/fleetsim.md)"
+        ),
+    )
+    s.add_argument(
+        "--scenario",
+        required=True,
+        metavar="FILE.yaml",
+        help="the scenario (schema: docs/fleetsim.md)",
+    )
+    s.add_argument(
+        "--workers", type=int, help="processes running replications (default: one per core)"
+    )
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.set_defaults(func=cmd_fleetsim)

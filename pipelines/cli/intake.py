@@ -1,0 +1,396 @@
+"""``goodput ingest`` and ``goodput forget``: source files into the warehouse, and out again."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+from pipelines.cli.errors import EXIT_REJECTED, CliError
+from pipelines.cli.home import open_warehouse
+from pipelines.cli.options import SETTLE, command, common
+from pipelines.cli.values import check_tz, parse_duration, parse_map, parse_time
+
+
+def ingest_context(args):
+    from ingest.base import ParseContext
+
+    return ParseContext(
+        cluster=args.cluster,
+        tz=check_tz(args.tz),
+        host=args.host,
+        time=parse_time(args.time),
+        fields=tuple(f.strip() for f in args.fields.split(",")) if args.fields else None,
+        delimiter=args.delimiter,
+        column_map=parse_map(args.map),
+        options={"exclude_hosts": host_list(args.exclude_hosts)}
+        if getattr(args, "exclude_hosts", None)
+        else {},
+        **(
+            {"not_before": parse_time(args.not_before)} if getattr(args, "not_before", None) else {}
+        ),
+    )
+
+
+def host_list(path: str) -> tuple[str, ...]:
+    """Every whitespace-separated word of a file: a plain host list, or a node table whose
+    rows name the host among other columns (Titan's titan.service.txt)."""
+    try:
+        return tuple(sorted(set(Path(path).read_text(errors="replace").split())))
+    except OSError as exc:
+        raise CliError(f"--exclude-hosts {path}: {exc.strerror or exc}") from None
+
+
+class ReadProgress:
+    """How far a large file has been read, on one terminal line rewritten at most twice a
+    second (``ingest_paths(reading=...)``)."""
+
+    def __init__(self, every_s: float = 0.5):
+        import time
+
+        self.clock, self.every_s, self.last, self.shown = time.monotonic, every_s, 0.0, False
+
+    def __call__(self, path: Path, done: int, size: int | None) -> None:
+        if self.clock() - self.last < self.every_s:
+            return
+        self.last = self.clock()
+        of = (
+            f" of {size / 2**20:,.0f} MiB ({100 * done / size:.0f}%)" if size else " (decompressed)"
+        )
+        sys.stderr.write(f"\r\x1b[K  reading {path.name}: {done / 2**20:,.0f} MiB{of}")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def cmd_ingest(args) -> int:
+    """Read the files into the warehouse; exit ``EXIT_REJECTED`` when some file gave nothing."""
+    from ingest.runner import checked_files
+
+    ctx = ingest_context(args)
+    checked_files(args.paths, args.format, args.jobs)  # a mistake fails before Dagster loads
+    wh = open_warehouse(args)
+    reports = _ingest(args, wh, ctx)
+    outcome = _Outcome.of(reports)
+    print(outcome.summary())
+    for line in _warnings(wh, reports, outcome):
+        print(line, file=sys.stderr)
+    print(f"warehouse: {wh.db_path}")
+    if outcome.new:
+        print(
+            f"next: goodput{f' --home {shlex.quote(args.home)}' if args.home else ''} build   "
+            "(then: goodput report)"
+        )
+    if outcome.rejected:
+        return EXIT_REJECTED
+    return 0
+
+
+def _ingest(args, wh, ctx) -> list:
+    """The files' reports, read under the writer lock (with a progress line on a terminal)."""
+    from ingest.runner import ingest_paths
+    from pipelines.run import recorded_ingest
+
+    def progress(i, n, path):
+        if n > 20 and (i % max(1, n // 20) == 0):
+            print(f"  [{i}/{n}] {path}", file=sys.stderr)
+
+    reading = (
+        ReadProgress() if sys.stderr.isatty() else None
+    )  # a terminal's, never a pipe's or a log's
+    try:
+        with wh.writer():
+            reports = recorded_ingest(
+                wh,
+                lambda: ingest_paths(  # the paths: walked again, unreadable dirs reported
+                    wh,
+                    args.paths,
+                    args.format,
+                    ctx,
+                    progress=progress,
+                    replace_existing=args.replace,
+                    jobs=args.jobs,
+                    settle_s=parse_duration(args.settle),
+                    reading=reading,
+                ),
+            )
+            wh.refresh_catalog()
+    finally:
+        if reading is not None:
+            reading.clear()
+    return reports
+
+
+class _Outcome(NamedTuple):
+    """The files of an ingest by what came of them."""
+
+    failed: list  # not read (an error)
+    empty: list  # an empty file (a log just rotated): announced, not a failure
+    rejected: list  # every record rejected, or the file could not be parsed
+    new: list  # read, with something stored
+    skipped: int  # already ingested, unchanged
+
+    @classmethod
+    def of(cls, reports) -> _Outcome:
+        read = [r for r in reports if not r.skipped and not r.error]
+
+        def gave_nothing(r) -> bool:  # every record rejected, or the file could not be parsed
+            return not r.done or bool(r.rows_quarantined and not r.rows_ok and not r.rows_duplicate)
+
+        # an empty file has no record to reject
+        empty = [r for r in read if r.done and r.bytes == 0]
+        return cls(
+            failed=[r for r in reports if r.error],
+            empty=empty,
+            rejected=[r for r in read if gave_nothing(r) and r not in empty],
+            new=[r for r in read if not gave_nothing(r)],
+            skipped=sum(r.skipped for r in reports),
+        )
+
+    def summary(self) -> str:
+        new, dup = self.new, sum(r.rows_duplicate for r in self.new)
+        return (
+            f"ingested {len(new)} file(s), {sum(r.rows_ok for r in new):,} rows, "
+            f"{sum(r.rows_quarantined for r in new):,} quarantined"
+            + (f", {dup:,} already stored" if dup else "")
+            + (
+                f"; {len(self.rejected)} rejected (every record quarantined)"
+                if self.rejected
+                else ""
+            )
+            + (f"; {len(self.empty)} empty" if self.empty else "")
+            + (f"; {self.skipped} already ingested (unchanged)" if self.skipped else "")
+            + (f"; {len(self.failed)} not read" if self.failed else "")
+        )
+
+
+def _warnings(wh, reports, outcome: _Outcome):
+    """The lines on stderr after the summary: each file that was not read, held back, rejected,
+    empty or partly quarantined, then the sacct dumps' gaps and the stand-ins used."""
+    for r in outcome.failed:
+        yield f"warning: {r.path}: {r.error}"
+    for r in reports:
+        if r.held_back:
+            yield (
+                f"warning: {r.path}: its last {r.held_back:,} byte(s) are a line without its "
+                "newline yet: not read; read by the ingest after the line is complete"
+            )
+    for r in outcome.rejected:
+        yield _rejected(wh, r)
+    for r in outcome.empty:
+        yield f"warning: {r.path}: empty file: nothing to read (recorded; a later version is read)"
+    for r in outcome.new:
+        if r.rows_quarantined:
+            yield (
+                f"warning: {r.path}: {r.rows_quarantined} record(s) quarantined "
+                f"(goodput sql \"select * from quarantine where sha256='{r.sha256}'\")"
+            )
+    new = outcome.new
+    yield from _sacct_gaps(wh, [r.path for r in new if r.format == "sacct" and r.rows_ok])
+    yield from _stand_in_notes(new)
+
+
+def _rejected(wh, r) -> str:
+    """The warning for a file that gave nothing: why its records were rejected."""
+    if not r.done:
+        return (
+            f"warning: {r.path}: could not be parsed; quarantined, and tried again by the "
+            "next ingest"
+        )
+    # most often the wrong options (--fields, --delimiter, --format, --tz); the parsers'
+    # reasons say which, and how to fix it; another --format reads the file again
+    errors = wh.read("quarantine", f"sha256 = '{r.sha256}'")["error"].value_counts(sort=True)
+    reason = errors["error"][0] if errors.height else "see the quarantine table"
+    return f"warning: {r.path}: every record rejected ({r.rows_quarantined}): {reason}"
+
+
+def _stand_in_notes(reports) -> list[str]:
+    """One line per kind of stand-in the run's files used (``ingest.base.STAND_INS``), with the
+    count of files: once per run, not once per file (a directory of scrapes has thousands)."""
+    from ingest.base import STAND_IN_HOST, STAND_IN_TIME
+
+    fix = {
+        STAND_IN_TIME: (
+            "carry no record times: each one's modification time stands in",
+            "--time ISO",
+        ),
+        STAND_IN_HOST: (
+            "name no host: each one's host was taken from its file name",
+            "--host NAME",
+        ),
+    }
+    lines = []
+    for kind, (what, option) in fix.items():
+        files = [r.path for r in reports if kind in r.stand_ins]
+        if files:
+            lines.append(
+                f"note: {len(files)} file(s) {what}, e.g. {files[0]} (give {option} to set it; "
+                f"the manifest's stand_ins column lists them)"
+            )
+    return lines
+
+
+# the sacct fields attribution and GPU-hours need, by the job_attempts column they fill
+SACCT_NEEDS = {"Start": "start_time", "End": "end_time", "NodeList": "nodes", "AllocTRES": "n_gpus"}
+
+
+def _sacct_gaps(wh, paths: list[str]) -> list[str]:
+    """A warning per sacct dump none of whose jobs has a field of ``SACCT_NEEDS`` (a plain
+    ``sacct -P`` exports none of them), naming the sacct command that exports every field the
+    parser reads (the `slurm` source kind's)."""
+    if not paths:
+        return []
+    import polars as pl
+
+    from sources.slurm import SACCT_FIELDS
+
+    def filled(column: str) -> pl.Expr:  # any row has it (a list: a non-empty one)
+        col = pl.col(column)
+        return (
+            ((col.list.len() > 0) if column == "nodes" else col.is_not_null()).any().alias(column)
+        )
+
+    files = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+    have = (
+        wh.read("job_attempts", f"source_file IN ({files})")
+        .group_by("source_file")
+        .agg(pl.len().alias("jobs"), *map(filled, SACCT_NEEDS.values()))
+    )
+    command = (
+        f"sacct --parsable2 --allocations --duplicates --format={','.join(SACCT_FIELDS)} -S "
+        "START -E END"
+    )
+    lines = []
+    for r in have.sort("source_file").iter_rows(named=True):
+        missing = [field for field, column in SACCT_NEEDS.items() if not r[column]]
+        if missing:
+            lines.append(
+                f"warning: {r['source_file']}: none of its {r['jobs']:,} job(s) has "
+                f"{', '.join(missing)}: interruptions, nodes and GPU-hours need them; export them "
+                f"with: {command}"
+            )
+    return lines
+
+
+def cmd_forget(args) -> int:
+    wh = open_warehouse(args)
+    with wh.writer():
+        known = wh.read("ingest_manifest")
+        targets = []
+        for t in args.targets:
+            if t in set(known["sha256"].to_list()) or t in set(known["path"].to_list()):
+                targets.append(t)
+            elif Path(t).exists() and str(Path(t).resolve()) in set(known["path"].to_list()):
+                targets.append(str(Path(t).resolve()))
+            else:
+                from ingest.runner import file_sha256
+
+                sha = file_sha256(Path(t))[0] if Path(t).is_file() else None
+                if sha not in set(known["sha256"].to_list()):
+                    raise CliError(
+                        f'{t}: not an ingested file path or sha256 (see: goodput sql "select '
+                        'path, sha256 from ingest_manifest")'
+                    )
+                targets.append(sha)
+        removed = wh.forget(targets)
+        wh.refresh_catalog()
+    print(
+        f"forgot {len(targets)} file(s): "
+        + (", ".join(f"{t} {n:,}" for t, n in sorted(removed.items())) or "no rows")
+    )
+    return 0
+
+
+def add_ingest(sub) -> None:
+    s = command(
+        sub,
+        "ingest",
+        [common()],
+        (
+            "goodput ingest /data/sacct/ /data/dcgm-scrapes/ /var/log/kern.log* --cluster prod",
+            "goodput ingest dump.txt --format sacct --fields xdmod",
+            (
+                "goodput ingest smi.csv --format nvidia-smi --host gpu-node-007 --time "
+                "2026-01-05T10:00:00Z"
+            ),
+        ),
+        help="parse source files into the warehouse",
+    )
+    s.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="source files or directories (read recursively; .gz and .zst are decompressed)",
+    )
+    s.add_argument(
+        "--format",
+        default="auto",
+        help="source format, e.g. sacct, sacct-json, dcgm, kernel, ipmi-sel, component-history "
+        "(default auto: detected from each file's content)",
+    )
+    s.add_argument(
+        "--cluster",
+        default="default",
+        help="cluster name stored with the records (default 'default')",
+    )
+    s.add_argument("--tz", default="UTC", help="zone of timestamps that carry none")
+    s.add_argument("--host", help="host for files that do not name one")
+    s.add_argument("--time", help="sample time for scrapes that carry none (ISO-8601)")
+    s.add_argument("--fields", help="field order of a headerless sacct dump (or 'xdmod')")
+    s.add_argument("--delimiter", help="sacct field delimiter (default: from the header, else |)")
+    s.add_argument(
+        "--map", help="component history / failure log column mapping canonical=theirs,..."
+    )
+    s.add_argument(
+        "--not-before",
+        metavar="ISO",
+        help="records dated earlier are implausible and quarantined (default 2000-01-01; "
+        "historical logs such as LANL's 1996-2005 release need an earlier one)",
+    )
+    s.add_argument(
+        "--exclude-hosts",
+        metavar="FILE",
+        help=(
+            "component history: quarantine installations on these hosts (every word of FILE is a "
+            "host, e.g. a service-node list)"
+        ),
+    )
+    s.add_argument(
+        "--replace",
+        action="store_true",
+        help=(
+            "forget what these files produced before (e.g. with a wrong --tz), then ingest them "
+            "again"
+        ),
+    )
+    s.add_argument("--jobs", type=int, help="processes that parse files (default: one per core)")
+    s.add_argument(
+        "--settle",
+        default=SETTLE,
+        metavar="DUR",
+        help="a file is read once its size and mtime have not changed for this long; one still "
+        "changing is skipped with a warning (default 2s, or $GOODPUT_SETTLE; 0 reads at once)",
+    )
+    s.set_defaults(func=cmd_ingest)
+
+
+def add_forget(sub) -> None:
+    s = command(
+        sub,
+        "forget",
+        [common()],
+        ("goodput forget /data/sacct/2026-01.txt",),
+        help="remove every row some ingested files produced, so they can be ingested again",
+    )
+    s.add_argument(
+        "targets",
+        nargs="+",
+        metavar="PATH|SHA256",
+        help="an ingested file's path or sha256 (see the ingest_manifest table)",
+    )
+    s.set_defaults(func=cmd_forget)

@@ -1,0 +1,253 @@
+"""``goodput project`` and ``goodput whatif``: goodput projected for a job size, and the
+improvements that buy the most of it."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from pipelines.cli.errors import CliError
+from pipelines.cli.home import (
+    open_warehouse,
+    reading_warehouse,
+)
+from pipelines.cli.options import (
+    add_ckpt_cost,
+    add_gpus,
+    add_gpus_per_node,
+    add_restart,
+    add_scope_options,
+    command,
+    common,
+    formats,
+)
+from pipelines.cli.output import output_format, print_frame
+from pipelines.cli.values import parse_duration
+
+
+def cmd_project(args) -> int:
+    from analysis.job import Job
+    from analysis.whatif import append_projection, format_projection, project_one, read_rates_csv
+    from warehouse.store import WarehouseBusy
+
+    if args.gpus < 1 or args.gpus_per_node < 1 or (args.spares is not None and args.spares < 0):
+        raise CliError("--gpus and --gpus-per-node must be >= 1 and --spares >= 0")
+    if args.rates and args.mtti:
+        raise CliError("give --rates FILE or --mtti DUR, not both")
+    mtti = None if args.mtti is None else parse_duration(args.mtti) / 3600
+    interval = None if args.interval == "auto" else parse_duration(args.interval) / 3600
+    if mtti == 0 or interval == 0:
+        raise CliError("--mtti and --interval must be positive durations")
+    try:
+        rates = read_rates_csv(args.rates) if args.rates else None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    wh = reading_warehouse(args)
+    horizon = None if args.horizon is None else parse_duration(args.horizon) / 3600
+    if horizon == 0:
+        raise CliError("--horizon must be a positive duration")
+    try:
+        job = Job(
+            args.gpus,
+            args.gpus_per_node,
+            parse_duration(args.ckpt_cost),
+            restart_s=parse_duration(args.restart),
+            interval_hours=interval,
+            spares=args.spares,
+            wall_hours=Job.wall_hours if horizon is None else horizon,
+        )
+        res = project_one(
+            wh, job, mtti, args.method, scope=args.scope, rates=rates, fleet_age=args.fleet_age
+        )
+    except ValueError as exc:
+        raise CliError(
+            f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first, "
+            "or pass --rates FILE.csv or --mtti DUR"
+        ) from None
+    if wh.writable():  # kept in goodput_projections: a brief write that never waits for a writer
+        saver = open_warehouse(args) if wh.read_only else wh
+        try:
+            with saver.writer(wait=0):
+                append_projection(saver, res)
+        except WarehouseBusy:
+            print(
+                f"goodput: note: {wh.home} is being written by {saver.lock_owner()}: this "
+                "projection is printed, not saved",
+                file=sys.stderr,
+            )
+    else:
+        print(
+            f"goodput: note: {wh.home} is read-only: this projection is printed, not saved",
+            file=sys.stderr,
+        )
+    if output_format(args) == "json":
+        print(json.dumps(res, default=str))
+    elif output_format(args) == "csv":  # the scalar figures as one row (the classes: --json)
+        import polars as pl
+
+        print_frame(
+            pl.DataFrame([{k: v for k, v in res.items() if not isinstance(v, dict | list)}]),
+            "csv",
+        )
+    else:
+        print("\n".join(format_projection(res)))
+    return 0
+
+
+def cmd_whatif(args) -> int:
+    """The ranked knobs at a job size: the report's what-if section as a table (the same rows:
+    ``analysis.whatif.sensitivity_at``, stored by the last build or computed now)."""
+    import polars as pl
+
+    from analysis.job import Job
+    from analysis.numbers import in_hours, pct
+    from analysis.whatif import sensitivity_at, sensitivity_frame
+
+    if args.gpus < 1:
+        raise CliError("--gpus must be >= 1")
+    wh = reading_warehouse(args)
+    try:
+        rows = sensitivity_at(wh, args.gpus)
+    except ValueError as exc:
+        raise CliError(
+            f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first"
+        ) from None
+    base = rows.filter(pl.col("knob") == "baseline").row(0, named=True)
+    ranked = sensitivity_frame(rows).select(
+        "change",
+        "knob",
+        "gain_pp",
+        "goodput_base",
+        "goodput",
+        "goodput_ci_low",
+        "goodput_ci_high",
+        "mtti_hours",
+        "interval_hours",
+        "method",
+    )
+    meta = {
+        "n_gpus": args.gpus,
+        "baseline": {
+            k: base[k]
+            for k in (
+                "goodput",
+                "goodput_ci_low",
+                "goodput_ci_high",
+                "mtti_hours",
+                "interval_hours",
+                "spares",
+                "scope",
+            )
+        },
+    }
+    fmt = output_format(args)
+    if fmt == "table":
+        print(
+            f"at {args.gpus:,} GPUs ({base['scope'] or 'infrastructure'} interruptions): goodput "
+            f"{pct(base['goodput'])} (95% {pct(base['goodput_ci_low'])} - "
+            f"{pct(base['goodput_ci_high'])}), MTTI {in_hours(base['mtti_hours'])}; each change "
+            "alone:"
+        )
+    text = [
+        [
+            r["change"],
+            f"{r['gain_pp']:+.1f} points",
+            f"{pct(r['goodput_base'])} -> {pct(r['goodput'])}",
+            f"{pct(r['goodput_ci_low'])} - {pct(r['goodput_ci_high'])}",
+            in_hours(r["mtti_hours"]),
+            r["method"],
+        ]
+        for r in ranked.iter_rows(named=True)
+    ]
+    header = ["change", "goodput gain", "goodput", "95% band", "MTTI", "method"]
+    print_frame(ranked, fmt, text, header, meta)
+    if fmt == "table" and "mc" in ranked["method"]:
+        print(
+            f"mc: Monte Carlo against its own baseline of {base['spares']} spare nodes (repair "
+            f"{Job.repair_hours:g} h), where waiting for a repaired node also costs goodput"
+        )
+    return 0
+
+
+def add_project(sub) -> None:
+    from analysis.fleet_age import DEFAULT_FLEET_AGE, FLEET_AGES
+    from analysis.taxonomy import DEFAULT_SCOPE, SCOPES
+
+    s = command(
+        sub,
+        "project",
+        [common(), formats()],
+        (
+            "goodput project --gpus 32Ki",
+            "goodput project --gpus 100k --spares 16 --method mc",
+            "goodput project --gpus 16384 --mtti 3h --interval 30m --json",
+        ),
+        help="project goodput for a job size (analytic or Monte Carlo)",
+    )
+    add_gpus(s)
+    add_gpus_per_node(s)
+    add_ckpt_cost(s, "checkpoint cost (blocking), e.g. 60s")
+    add_restart(s)
+    s.add_argument(
+        "--interval", default="auto", help="checkpoint interval: auto (Daly) or a duration"
+    )
+    s.add_argument(
+        "--spares",
+        type=int,
+        default=None,
+        help="hot spare nodes for --method mc (default: unlimited, never wait for a node)",
+    )
+    s.add_argument("--mtti", help="override the fitted rates with this MTTI (e.g. 3h)")
+    s.add_argument(
+        "--scope",
+        choices=list(SCOPES),
+        default=DEFAULT_SCOPE,
+        help="interruption classes projected: hardware fits only; infrastructure (default: "
+        "everything but the job's own failures); all",
+    )
+    s.add_argument(
+        "--rates",
+        help="project from a rates CSV (component_class,events,exposure_hours,unit "
+        "with unit gpu|node|job) instead of the warehouse",
+    )
+    s.add_argument(
+        "--method",
+        choices=["analytic", "mc"],
+        default="analytic",
+        help="analytic (default: Daly's model with CI bands from the fits) or mc (Monte Carlo "
+        "simulation of the job, with spares and the fitted lifetime models)",
+    )
+    s.add_argument(
+        "--fleet-age",
+        choices=list(FLEET_AGES),
+        default=DEFAULT_FLEET_AGE,
+        help="age of the job's units at its start: stationary (long-run rate 1/mean of each "
+        "class's fitted model), new (all age 0: failures over --horizon by renewal), "
+        "observed (each unit's age at the window end from the warehouse; classes "
+        "without ages stay stationary)",
+    )
+    s.add_argument(
+        "--horizon",
+        help="job length, e.g. 30d: failures of a non-stationary fleet are counted over it, "
+        "and --method mc simulates it (default: 54 days, Llama 3's run)",
+    )
+    add_scope_options(s)
+    s.set_defaults(func=cmd_project)
+
+
+def add_whatif(sub) -> None:
+    s = command(
+        sub,
+        "whatif",
+        [common(), formats()],
+        ("goodput whatif", "goodput whatif --gpus 32768 --format csv"),
+        help="which single improvement buys the most goodput at a job size, with 95%% bands",
+        description=(
+            "The report's what-if ranking: the goodput gained by halving each class's "
+            "failure rate, the checkpoint cost or the restart time, or adding spare "
+            "nodes, largest first."
+        ),
+    )
+    add_gpus(s)
+    add_scope_options(s)
+    s.set_defaults(func=cmd_whatif)

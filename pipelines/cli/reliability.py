@@ -1,0 +1,241 @@
+"""``goodput mtbf`` and ``goodput availability``: system MTBF, availability, repair times and
+root causes."""
+
+from __future__ import annotations
+
+from pipelines.cli.errors import CliError
+from pipelines.cli.home import reading_warehouse
+from pipelines.cli.options import add_scope_options, command, common, formats
+from pipelines.cli.output import cell_text, output_format, print_data, print_frame, print_rows
+
+
+def cmd_mtbf(args) -> int:
+    import polars as pl
+
+    wh = reading_warehouse(args)
+    df = wh.read("system_mtbf")
+    if df.height == 0:
+        raise CliError(
+            "system_mtbf is empty: ingest failure records (or a fleet's logs) and run `goodput "
+            "build`"
+        )
+    df = df.filter((pl.col("period") == args.period) & (pl.col("grouping") == args.by))
+    for col, want in (("system", args.system), ("source", args.source)):
+        if want is not None:
+            known = sorted(set(df[col].drop_nulls()))
+            if want not in known:
+                raise CliError(
+                    f"no {col} {want!r} in system_mtbf (known: {', '.join(known) or 'none'})"
+                )
+            df = df.filter(pl.col(col) == want)
+    df = df.sort("source", "system", "class", "period_start", nulls_last=False)
+    if output_format(args) != "table":
+        print_frame(df, output_format(args), meta={"period": args.period, "by": args.by})
+        return 0
+    head = (
+        "source",
+        "system",
+        args.period,
+        "class",
+        "failures",
+        "exposure_h",
+        "mtbf_h",
+        "ci_low",
+        "ci_high",
+        "partial",
+    )
+    rows = [head] + [
+        (
+            r["source"],
+            r["system"],
+            r["label"],
+            r["class"] or "all",
+            str(r["failures"]),
+            f"{r['exposure_hours']:,.0f}",
+            cell_text(r["mtbf_hours"]),
+            cell_text(r["mtbf_ci_low"]),
+            cell_text(r["mtbf_ci_high"]),
+            "partial" if r["partial"] else "",
+        )
+        for r in df.iter_rows(named=True)
+    ]
+    print_rows(rows)
+    print("MTBF = exposure / failures (simultaneous events once); 95% CI exact Poisson")
+    return 0
+
+
+ROOT_CAUSES_SHOWN = 8
+
+
+def cmd_availability(args) -> int:
+    import polars as pl
+
+    if args.top < 1:
+        raise CliError("--top must be >= 1")
+    rows, fits, causes = _availability_tables(args)
+    best = fits.filter(pl.col("selected"))
+    value = {
+        "availability": rows.to_dicts(),
+        "repair_fits": best.to_dicts(),
+        "root_causes": causes.to_dicts(),
+    }
+    if print_data(output_format(args), value, rows):
+        return 0
+    print_rows([_AVAILABILITY_HEAD, *map(_availability_row, rows.iter_rows(named=True))])
+    print(
+        "95% CIs: MTBF and rates exact Poisson, MTTR / availability bootstrap; availability only "
+        "where every repair is known"
+    )
+    for q, word in (("repair", "repair time"), ("tbf", "time between failures")):
+        won = best.filter(pl.col("quantity") == q)["model"].value_counts(sort=True)
+        if won.height:
+            print(
+                f"{word}: best by AIC "
+                + ", ".join(f"{m} in {n}" for m, n in won.rows())
+                + f" of {best.filter(pl.col('quantity') == q).height} system(s)"
+            )
+    if causes.height:
+        print(_root_causes_line(causes))
+    return 0
+
+
+def _availability_tables(args):
+    """The availability rows asked for (per system, or the ``--top`` nodes), with the repair
+    fits and root causes of the same system(s)."""
+    import polars as pl
+
+    wh = reading_warehouse(args)
+    avail = wh.read("availability")
+    if avail.height == 0:
+        raise CliError(
+            "availability is empty: ingest failure records (or node events) and run `goodput build`"
+        )
+    fits, causes = wh.read("repair_fits"), wh.read("root_causes")
+    if args.system is not None:
+        known = sorted(set(avail["system"].drop_nulls()))
+        if args.system not in known:
+            raise CliError(f"no system {args.system!r} in availability (known: {', '.join(known)})")
+        avail, fits = (df.filter(pl.col("system") == args.system) for df in (avail, fits))
+        causes = causes.filter(pl.col("system") == args.system)
+    else:
+        causes = causes.filter(pl.col("system").is_null())
+    if args.level == "node":
+        rows = (
+            avail.filter(pl.col("level") == "node").sort("failures", descending=True).head(args.top)
+        )
+    else:
+        rows = avail.filter(pl.col("level") == "system")
+    return rows, fits, causes
+
+
+_AVAILABILITY_HEAD = (
+    "source",
+    "system",
+    "host",
+    "nodes",
+    "failures",
+    "mtbf_h",
+    "mttr_h",
+    "availability",
+    "nines",
+    "per_node_year",
+    "tbf_shape",
+)
+
+
+def _availability_row(r: dict) -> tuple[str, ...]:
+    def ci(c: str, prefix: str | None = None) -> str:
+        return (
+            f"{cell_text(r[c])} [{cell_text(r[(prefix or c) + '_ci_low'])}, "
+            f"{cell_text(r[(prefix or c) + '_ci_high'])}]"
+        )
+
+    return (
+        r["source"],
+        r["system"],
+        r["host"] or "",
+        str(r["nodes"]),
+        str(r["failures"]),
+        ci("mtbf_hours", "mtbf"),
+        ci("mttr_hours", "mttr"),
+        cell_text(r["availability"], ".5f"),
+        ci("nines"),
+        ci("failures_per_node_year"),
+        ci("tbf_shape") if r["tbf_shape"] is not None else "-",
+    )
+
+
+def _root_causes_line(causes) -> str:
+    """The first ``ROOT_CAUSES_SHOWN`` root causes, with their shares of failures and downtime."""
+    shown = causes.head(ROOT_CAUSES_SHOWN)
+    more = (
+        f'; {causes.height - shown.height} more (goodput sql "select * from root_causes")'
+        if causes.height > shown.height
+        else ""
+    )
+    return (
+        "root causes (share of failures / of downtime): "
+        + ", ".join(
+            f"{r['cause'] or 'not recorded'} {100 * r['share']:.1f}% / "
+            f"{100 * (r['downtime_share'] or 0):.1f}%"
+            for r in shown.iter_rows(named=True)
+        )
+        + more
+    )
+
+
+def add_mtbf(sub) -> None:
+    s = command(
+        sub,
+        "mtbf",
+        [common(), formats()],
+        ("goodput mtbf --period month --by cause",),
+        help="system MTBF per month or quarter (95%% CI), overall or per class",
+    )
+    s.add_argument(
+        "--period",
+        choices=["quarter", "month"],
+        default="quarter",
+        help="calendar period (default quarter)",
+    )
+    s.add_argument(
+        "--by",
+        choices=["all", "cause", "component_class"],
+        default="all",
+        help="whole system (default), or per root cause / component class",
+    )
+    s.add_argument("--system", help="one system (cluster)")
+    s.add_argument(
+        "--source",
+        choices=["failures", "interruptions", "node_failures"],
+        help="one series: failure records, job interruptions or node failure episodes",
+    )
+    add_scope_options(s)
+    s.set_defaults(func=cmd_mtbf)
+
+
+def add_availability(sub) -> None:
+    s = command(
+        sub,
+        "availability",
+        [common(), formats()],
+        ("goodput availability --level node --top 10",),
+        help="availability, MTBF, MTTR, repair-time fits and root causes per system or node",
+    )
+    s.add_argument(
+        "--system", help="one system (cluster): its root causes instead of every system's"
+    )
+    s.add_argument(
+        "--level",
+        choices=["system", "node"],
+        default="system",
+        help="rows per system (default) or per node",
+    )
+    s.add_argument(
+        "--top",
+        type=int,
+        default=20,
+        help="nodes listed with --level node, most failures first (default 20)",
+    )
+    add_scope_options(s)
+    s.set_defaults(func=cmd_availability)
