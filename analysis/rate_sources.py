@@ -23,6 +23,7 @@ from analysis.headline import selected_rates
 from analysis.lifetime_models.base import LifetimeModel
 from analysis.lifetime_models.exponential import Exponential, poisson_rate_ci
 from analysis.survival import age_shape, model_mean, rate_samples
+from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
 from analysis.taxonomy import (
     DEFAULT_SCOPE,
     DEFAULT_UNIT,
@@ -35,7 +36,6 @@ from analysis.taxonomy import (
 )
 
 FIT_DRAWS = 2000  # posterior rate draws kept per class (resampled for each band)
-HOURS_PER_1K_UNIT_DAYS = 24_000.0  # rate per 1k unit-days -> per unit-hour: divide by this
 RATES_CSV_COLUMNS = ("component_class", "events", "exposure_hours", "unit")
 
 

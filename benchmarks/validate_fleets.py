@@ -60,7 +60,7 @@ def fleet_rates(fleet: Path, home: Path) -> tuple[dict, pl.DataFrame, object]:
 def score(gt: dict, fr: pl.DataFrame, rates) -> list[dict]:
     """One row per class with enough expected failures: truth, table CI, projected band."""
     from analysis.headline import selected_rates as selected
-    from analysis.rate_sources import HOURS_PER_1K_UNIT_DAYS
+    from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
 
     table = {r["component_class"]: r for r in selected(fr).iter_rows(named=True)}
     draws = rates.sample(4000, 0) * HOURS_PER_1K_UNIT_DAYS  # (n, classes) per 1k unit-days

@@ -10,7 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analysis.rate_sources import HOURS_PER_1K_UNIT_DAYS, llama3_rates
+from analysis.rate_sources import llama3_rates
+from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
 from ingest.base import ParseContext, ParseResult
 from warehouse.schemas import TABLES, conform
 from warehouse.store import Warehouse

@@ -17,8 +17,8 @@ from analysis.job import Job
 from analysis.lifetime_models import get
 from analysis.montecarlo import simulate
 from analysis.projection import project
-from analysis.rate_sources import HOURS_PER_1K_UNIT_DAYS as PER_1K
 from analysis.rate_sources import rates_from_failure_rates
+from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS as PER_1K
 from pipelines.cli import main
 from warehouse.schemas import conform
 

@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 
 from analysis.job import Job
-from analysis.rate_sources import HOURS_PER_1K_UNIT_DAYS as PER_1K
 from analysis.rate_sources import rates_from_failure_rates
+from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS as PER_1K
 from analysis.whatif import evaluate
 from warehouse.schemas import conform
 

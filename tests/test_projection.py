@@ -18,7 +18,8 @@ from analysis.projection import (
     useful_fraction,
     young_interval,
 )
-from analysis.rate_sources import HOURS_PER_1K_UNIT_DAYS, llama3_rates, rates_from_failure_rates
+from analysis.rate_sources import llama3_rates, rates_from_failure_rates
+from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
 from analysis.taxonomy import llama3_mix
 from tests.conftest import table
 from warehouse.schemas import conform

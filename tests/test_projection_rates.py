@@ -14,8 +14,8 @@ from analysis import survival as sv
 from analysis.fleet_age import expected_failures
 from analysis.fleet_age_rates import with_fleet_age
 from analysis.lifetime_models import get
-from analysis.rate_sources import HOURS_PER_1K_UNIT_DAYS as PER_1K
 from analysis.rate_sources import rates_from_failure_rates
+from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS as PER_1K
 from analysis.survival.shape import WEAR_OUT
 from dashboards.section import ReportContext, num
 from dashboards.sections import failure_rates as fr_section

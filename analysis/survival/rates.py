@@ -55,7 +55,7 @@ from analysis.survival.shape import _shape_tests
 from analysis.survival.windows import _mark_periods, _month_pieces
 from warehouse.schemas import TABLES
 
-HOURS_PER_1K_DAYS = 24_000.0
+HOURS_PER_1K_UNIT_DAYS = 24_000.0  # rate per 1k unit-days -> per unit-hour: divide by this
 MODELS = lifetime_models.names()  # every registered model (analysis/lifetime_models/)
 LIFELINES_MAX_UNITS = 20_000  # engine='auto': lifelines up to here (~15 us/unit/model)
 PARAMETRIC_MAX_UNITS = 25_000  # larger strata: Weibull/LogNormal/LogLogistic on a random subsample
@@ -75,9 +75,9 @@ def _rate_columns(events, exposure) -> dict[str, np.ndarray]:
     with np.errstate(divide="ignore", invalid="ignore"):
         inv = lambda x: np.where(x > 0, 1.0 / x, np.nan)
         return {
-            "rate_per_1k_unit_days": rate * HOURS_PER_1K_DAYS,
-            "rate_ci_low": low * HOURS_PER_1K_DAYS,
-            "rate_ci_high": high * HOURS_PER_1K_DAYS,
+            "rate_per_1k_unit_days": rate * HOURS_PER_1K_UNIT_DAYS,
+            "rate_ci_low": low * HOURS_PER_1K_UNIT_DAYS,
+            "rate_ci_high": high * HOURS_PER_1K_UNIT_DAYS,
             "mtbf_hours": inv(rate),
             "mtbf_ci_low": inv(high),
             "mtbf_ci_high": inv(low),
@@ -232,7 +232,7 @@ def _own_rates(rows: list[dict], s: Sample, reg: dict) -> None:
             r.update(dict.fromkeys(_RATE_COLUMNS))
             r["rate_extrapolated"] = None
             continue
-        f = HOURS_PER_1K_DAYS / mean / observed  # own rate / observed rate
+        f = HOURS_PER_1K_UNIT_DAYS / mean / observed  # own rate / observed rate
         for k in ("rate_per_1k_unit_days", "rate_ci_low", "rate_ci_high"):
             r[k] = exp_row[k] * f
         for k in ("mtbf_hours", "mtbf_ci_low", "mtbf_ci_high"):
@@ -396,7 +396,7 @@ def rate_samples(
             continue
         draws = rng.gamma(d + 0.5, 1.0 / e, size=n)
         c = cands.filter(pl.col("component_class") == cls)
-        observed = d / e * HOURS_PER_1K_DAYS
+        observed = d / e * HOURS_PER_1K_UNIT_DAYS
         if c.height > 1 and observed > 0:
             w = c["aic_weight"].fill_null(0.0).to_numpy()
             ratio = c["rate_per_1k_unit_days"].to_numpy() / observed
