@@ -65,10 +65,17 @@ from typing import NamedTuple
 import duckdb
 import polars as pl
 
-from analysis.assumptions import ATTRIBUTION_AFTER_S, ATTRIBUTION_BEFORE_S, CKPT_INTERVAL_S
+from analysis.assumptions import ATTRIBUTION_AFTER_S
+from analysis.assumptions import ATTRIBUTION_BEFORE_S
+from analysis.assumptions import CKPT_INTERVAL_S
 from analysis.goodput_measured import chain_gpus
-from analysis.hw_evidence import HARD_RANK, PRECEDENCE, rank_expr, read_hw_evidence, resolve_chains
-from warehouse.schemas import TABLES, conform
+from analysis.hw_evidence import HARD_RANK
+from analysis.hw_evidence import PRECEDENCE
+from analysis.hw_evidence import rank_expr
+from analysis.hw_evidence import read_hw_evidence
+from analysis.hw_evidence import resolve_chains
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 NORMAL_STATES = ("COMPLETED", "RUNNING", "PENDING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD")
 PLANNED_STATES = ("CANCELLED", "PREEMPTED", "TIMEOUT", "DEADLINE", "REVOKED")

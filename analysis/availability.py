@@ -47,7 +47,8 @@ from analysis.lifetime_models.base import Sample
 from analysis.lifetime_models.exponential import poisson_rate_ci
 from analysis.status import MissingInputs
 from analysis.survival import fit_model
-from warehouse.schemas import TABLES, conform
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 BOOTSTRAP = 400
 SEED = 29

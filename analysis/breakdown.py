@@ -15,8 +15,10 @@ import polars as pl
 from analysis.goodput_measured import chain_gpus
 from analysis.headline import weighted_goodput
 from analysis.lifetime_models.exponential import poisson_rate_ci
-from analysis.taxonomy import NONE_LABEL, WORKLOAD_DOMAIN
-from warehouse.schemas import TABLES, conform
+from analysis.taxonomy import NONE_LABEL
+from analysis.taxonomy import WORKLOAD_DOMAIN
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 DIMENSIONS = ("cluster", "partition", "account")
 _JOB = ("cluster", "scheduler", "job_id")

@@ -10,7 +10,8 @@ checks.
 from __future__ import annotations
 
 from analysis.headline import selected_rates
-from analysis.observation import source_spans, spans_disagree
+from analysis.observation import source_spans
+from analysis.observation import spans_disagree
 from warehouse.checks import invariant
 from warehouse.store import Warehouse
 

@@ -14,13 +14,16 @@ whose 97.5% quantile is its upper bound.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from dataclasses import replace
 
 import numpy as np
 
-from analysis.lifetime_models.base import Z95, LifetimeModel
+from analysis.lifetime_models.base import Z95
+from analysis.lifetime_models.base import LifetimeModel
 from analysis.lifetime_models.exponential import Exponential
-from analysis.taxonomy import DEFAULT_UNIT, UNITS
+from analysis.taxonomy import DEFAULT_UNIT
+from analysis.taxonomy import UNITS
 
 HALF_NORMAL_Q975 = 2.241402727604947  # 97.5% quantile of |N(0, 1)|
 

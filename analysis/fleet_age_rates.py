@@ -11,7 +11,10 @@ import numpy as np
 import polars as pl
 
 from analysis.class_rates import ClassRates
-from analysis.fleet_age import DEFAULT_FLEET_AGE, FLEET_AGES, AgeGroups, expected_failures
+from analysis.fleet_age import DEFAULT_FLEET_AGE
+from analysis.fleet_age import FLEET_AGES
+from analysis.fleet_age import AgeGroups
+from analysis.fleet_age import expected_failures
 
 
 def observed_ages(wh, classes=None) -> dict[str, AgeGroups]:

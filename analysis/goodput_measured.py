@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from analysis.assumptions import CKPT_COST_S, CKPT_INTERVAL_S, RESTART_S
+from analysis.assumptions import CKPT_COST_S
+from analysis.assumptions import CKPT_INTERVAL_S
+from analysis.assumptions import RESTART_S
 from analysis.taxonomy import WORKLOAD_DOMAIN
 from warehouse.schemas import conform
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from analysis.goodput_measured import chain_gpus, fleet_mtti
+from analysis.goodput_measured import chain_gpus
+from analysis.goodput_measured import fleet_mtti
 
 ALL = "all"
 # What a projection's 95% band holds and what it does not, said once (CLI summary, report).

@@ -4,9 +4,15 @@ default is written once. Durations are in hours unless suffixed ``_s``."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict
+from dataclasses import dataclass
+from dataclasses import field
+from dataclasses import replace
 
-from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S, TARGET_GPUS
+from analysis.assumptions import CKPT_COST_S
+from analysis.assumptions import GPUS_PER_NODE
+from analysis.assumptions import RESTART_S
+from analysis.assumptions import TARGET_GPUS
 
 LLAMA3_RUN_HOURS = 54 * 24.0  # Llama 3's run length: the default job horizon
 INT_KNOBS = ("n_gpus", "gpus_per_node", "spares")

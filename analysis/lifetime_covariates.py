@@ -20,7 +20,9 @@ import duckdb
 import polars as pl
 
 from analysis.survival.cox import COVARIATE_DAYS
-from analysis.telemetry import CANONICAL_METRICS, covariate_daily_sql, covariate_hourly_sql
+from analysis.telemetry import CANONICAL_METRICS
+from analysis.telemetry import covariate_daily_sql
+from analysis.telemetry import covariate_hourly_sql
 
 COVARIATES = ("temp", "power", "util")
 

@@ -47,18 +47,24 @@ UUID changes carry the same information and are therefore not read a second time
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import duckdb
 import polars as pl
 
 from analysis.class_rates import UNIT_COUNTS
 from analysis.gpu_identity import fill_gpu_index
-from analysis.hw_evidence import read_hw_evidence, resolve_chains
-from analysis.lifetime_covariates import CovariateSQL, covariate_sql, unit_covariates
+from analysis.hw_evidence import read_hw_evidence
+from analysis.hw_evidence import resolve_chains
+from analysis.lifetime_covariates import CovariateSQL
+from analysis.lifetime_covariates import covariate_sql
+from analysis.lifetime_covariates import unit_covariates
 from analysis.observation import refresh_observation_window
 from analysis.status import MissingInputs
-from analysis.telemetry import REPLACEMENT_SOURCE, gpu_presence, refresh_gpu_hourly
+from analysis.telemetry import REPLACEMENT_SOURCE
+from analysis.telemetry import gpu_presence
+from analysis.telemetry import refresh_gpu_hourly
 from warehouse.schemas import conform
 
 GPU_FAMILY = ("gpu", "gpu_memory", "gpu_sram", "nvlink")

@@ -34,15 +34,21 @@ steps, each vectorized across replicas.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 
 import numpy as np
 
 from analysis.class_rates import ClassRates
-from analysis.fleet_age import AgeGroups, start_groups, stationary_residual_cdf
+from analysis.fleet_age import AgeGroups
+from analysis.fleet_age import start_groups
+from analysis.fleet_age import stationary_residual_cdf
 from analysis.job import Job
-from analysis.projection import daly_interval, unit_counts, useful_fraction
-from analysis.taxonomy import NON_HARDWARE, WORKLOAD
+from analysis.projection import daly_interval
+from analysis.projection import unit_counts
+from analysis.projection import useful_fraction
+from analysis.taxonomy import NON_HARDWARE
+from analysis.taxonomy import WORKLOAD
 
 
 @dataclass

@@ -43,9 +43,15 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, LEMON_ALPHA, RESTART_S
-from analysis.taxonomy import DEFAULT_SCOPE, NON_HARDWARE, WORKLOAD
-from warehouse.schemas import TABLES, conform
+from analysis.assumptions import CKPT_COST_S
+from analysis.assumptions import GPUS_PER_NODE
+from analysis.assumptions import LEMON_ALPHA
+from analysis.assumptions import RESTART_S
+from analysis.taxonomy import DEFAULT_SCOPE
+from analysis.taxonomy import NON_HARDWARE
+from analysis.taxonomy import WORKLOAD
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 TEST = (
     "one-sided test of failures vs the other nodes' rate x node-hours (the larger p of the exact "
@@ -113,7 +119,8 @@ def _aggregates(con, sources: dict[str, str]) -> dict[str, pl.DataFrame]:
 def poisson_test(failures, expected, phi: float = 0.0) -> np.ndarray:
     """One-sided p values P(X >= failures): X ~ Poisson(expected), or for ``phi`` > 0 negative
     binomial with that mean and variance expected + phi * expected^2."""
-    from scipy.stats import nbinom, poisson
+    from scipy.stats import nbinom
+    from scipy.stats import poisson
 
     k = np.asarray(failures, float)
     mu = np.asarray(expected, float)

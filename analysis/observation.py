@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 from fractions import Fraction
 
 import polars as pl
 
-from analysis.telemetry import COUNTER_SOURCE, sample_hours_sql, sample_times_sql
-from warehouse.schemas import TABLES, conform
+from analysis.telemetry import COUNTER_SOURCE
+from analysis.telemetry import sample_hours_sql
+from analysis.telemetry import sample_times_sql
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 CORE_LOW, CORE_HIGH = 0.05, 0.95
 OUTLIER_MARGIN = 0.5  # of the core's width, beyond the core

@@ -21,12 +21,14 @@ how the draws are made).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 
 import numpy as np
 import polars as pl
 
-from analysis.class_rates import UNIT_COUNTS, ClassRates
+from analysis.class_rates import UNIT_COUNTS
+from analysis.class_rates import ClassRates
 from analysis.job import Job
 from analysis.taxonomy import DEFAULT_UNIT
 

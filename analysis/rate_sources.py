@@ -17,23 +17,26 @@ import numpy as np
 import polars as pl
 
 from analysis import lifetime_models
-from analysis.assumptions import GPUS_PER_NODE, TARGET_GPUS
-from analysis.class_rates import UNIT_COUNTS, ClassRates
+from analysis.assumptions import GPUS_PER_NODE
+from analysis.assumptions import TARGET_GPUS
+from analysis.class_rates import UNIT_COUNTS
+from analysis.class_rates import ClassRates
 from analysis.headline import selected_rates
 from analysis.lifetime_models.base import LifetimeModel
-from analysis.lifetime_models.exponential import Exponential, poisson_rate_ci
-from analysis.survival import age_shape, model_mean, rate_samples
+from analysis.lifetime_models.exponential import Exponential
+from analysis.lifetime_models.exponential import poisson_rate_ci
+from analysis.survival import age_shape
+from analysis.survival import model_mean
+from analysis.survival import rate_samples
 from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
-from analysis.taxonomy import (
-    DEFAULT_SCOPE,
-    DEFAULT_UNIT,
-    SCOPES,
-    UNIT_SCOPES,
-    UNITS,
-    WORKLOAD,
-    WORKLOAD_DOMAIN,
-    llama3_rates_frame,
-)
+from analysis.taxonomy import DEFAULT_SCOPE
+from analysis.taxonomy import DEFAULT_UNIT
+from analysis.taxonomy import SCOPES
+from analysis.taxonomy import UNIT_SCOPES
+from analysis.taxonomy import UNITS
+from analysis.taxonomy import WORKLOAD
+from analysis.taxonomy import WORKLOAD_DOMAIN
+from analysis.taxonomy import llama3_rates_frame
 
 FIT_DRAWS = 2000  # posterior rate draws kept per class (resampled for each band)
 RATES_CSV_COLUMNS = ("component_class", "events", "exposure_hours", "unit")

@@ -25,13 +25,17 @@ hour of its GPU telemetry (end + 1 h), else the span of all evidence.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import numpy as np
 import polars as pl
 
-from analysis.hw_evidence import rank_expr, read_hw_evidence, resolve_chains
-from warehouse.schemas import TABLES, conform
+from analysis.hw_evidence import rank_expr
+from analysis.hw_evidence import read_hw_evidence
+from analysis.hw_evidence import resolve_chains
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 Z95 = 1.959963984540054
 

@@ -4,7 +4,8 @@ reason instead of failing the run. Any other exception is a real failure."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 
 import polars as pl
 

@@ -29,7 +29,8 @@ import polars as pl
 
 from analysis.lifetime_models.exponential import poisson_rate_ci
 from analysis.status import MissingInputs
-from warehouse.schemas import TABLES, conform
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 PERIODS = {"month": "1mo", "quarter": "1q"}
 GROUPINGS = ("all", "cause", "component_class")

@@ -34,8 +34,11 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from warehouse.schemas import TABLES, conform
-from warehouse.store import Warehouse, duck_type, literal_path
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
+from warehouse.store import Warehouse
+from warehouse.store import duck_type
+from warehouse.store import literal_path
 
 CANONICAL_METRICS: dict[str, str] = {
     "DCGM_FI_DEV_GPU_TEMP": "temp",

@@ -10,12 +10,14 @@ the whole observation window as one period gives the headline's numbers exactly.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import polars as pl
 
 from analysis.headline import fleet_headline
-from analysis.taxonomy import NONE_LABEL, shown_cause
+from analysis.taxonomy import NONE_LABEL
+from analysis.taxonomy import shown_cause
 from warehouse.schemas import conform
 
 PERIODS = {"week": "1w", "month": "1mo"}  # calendar weeks start on Monday (ISO), months on the 1st

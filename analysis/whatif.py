@@ -14,23 +14,28 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 
-from analysis.assumptions import CKPT_COST_S, GPUS_PER_NODE, RESTART_S
-from analysis.class_rates import ClassRates, rate_rows
+from analysis.assumptions import CKPT_COST_S
+from analysis.assumptions import GPUS_PER_NODE
+from analysis.assumptions import RESTART_S
+from analysis.class_rates import ClassRates
+from analysis.class_rates import rate_rows
 from analysis.fleet_age import DEFAULT_FLEET_AGE
-from analysis.fleet_age_rates import observed_ages, with_fleet_age
-from analysis.job import LLAMA3_RUN_HOURS, Job
+from analysis.fleet_age_rates import observed_ages
+from analysis.fleet_age_rates import with_fleet_age
+from analysis.job import LLAMA3_RUN_HOURS
+from analysis.job import Job
 from analysis.montecarlo import simulate
-from analysis.numbers import in_hours, pct
-from analysis.projection import (
-    daly_interval,
-    interruption_rate,
-    project,
-    projection_rows,
-    scale_points,
-    unit_counts,
-    useful_fraction,
-)
-from analysis.rate_sources import rates_from_table, scoped_rates
+from analysis.numbers import in_hours
+from analysis.numbers import pct
+from analysis.projection import daly_interval
+from analysis.projection import interruption_rate
+from analysis.projection import project
+from analysis.projection import projection_rows
+from analysis.projection import scale_points
+from analysis.projection import unit_counts
+from analysis.projection import useful_fraction
+from analysis.rate_sources import rates_from_table
+from analysis.rate_sources import scoped_rates
 from analysis.taxonomy import DEFAULT_SCOPE
 from warehouse.schemas import conform
 

@@ -24,7 +24,8 @@ import time
 import zlib
 from pathlib import Path
 
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 
 LIMIT_MB = 1024
 

@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 
 REPO = Path(__file__).resolve().parent.parent
 GOODPUT = [sys.executable, "-m", "pipelines.cli"]

@@ -47,7 +47,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 from sample_data.simulation import source_folders
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -199,7 +200,8 @@ print(json.dumps(out))
 def reset_derived(home: Path) -> None:
     """Remove everything ``build`` writes (derived tables, derived partitions of ingest tables,
     the catalog), keeping what ``ingest`` wrote: the warehouse as right after the ingest."""
-    from analysis.telemetry import COUNTER_SOURCE, REPLACEMENT_SOURCE
+    from analysis.telemetry import COUNTER_SOURCE
+    from analysis.telemetry import REPLACEMENT_SOURCE
     from warehouse.schemas import TABLES
 
     for name, spec in TABLES.items():

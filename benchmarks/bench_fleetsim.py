@@ -17,9 +17,13 @@ import sys
 import time
 from pathlib import Path
 
-from analysis.fleetsim.run import default_workers, resolve, simulate
-from analysis.fleetsim.scenario import load, with_knob
-from benchmarks.targets import status, target
+from analysis.fleetsim.run import default_workers
+from analysis.fleetsim.run import resolve
+from analysis.fleetsim.run import simulate
+from analysis.fleetsim.scenario import load
+from analysis.fleetsim.scenario import with_knob
+from benchmarks.targets import status
+from benchmarks.targets import target
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "fleetsim" / "example.yaml"
 

@@ -20,9 +20,11 @@ from analysis.goodput_measured import measure
 from analysis.job import Job
 from analysis.lifetime_models.weibull import Weibull
 from analysis.montecarlo import simulate
-from analysis.projection import daly_interval, project
+from analysis.projection import daly_interval
+from analysis.projection import project
 from analysis.rate_sources import llama3_rates
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 
 
 def best_of(fn, n=3):

@@ -28,10 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 from ingest.base import ParseContext
 from ingest.formats.kernel import FORMAT
-from ingest.runner import CHUNK_BYTES, _chunks, _parse_file
+from ingest.runner import CHUNK_BYTES
+from ingest.runner import _chunks
+from ingest.runner import _parse_file
 
 BENIGN = [
     "IPv6: ADDRCONF(NETDEV_CHANGE): cali{:011x}: link becomes ready",

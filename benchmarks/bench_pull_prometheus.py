@@ -31,11 +31,15 @@ import json
 import tempfile
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
 
-from analysis.telemetry import COUNTER_SOURCE, refresh_counter_events, refresh_gpu_hourly
-from benchmarks.targets import status, target
+from analysis.telemetry import COUNTER_SOURCE
+from analysis.telemetry import refresh_counter_events
+from analysis.telemetry import refresh_gpu_hourly
+from benchmarks.targets import status
+from benchmarks.targets import target
 from ingest.runner import ingest_paths
 from pipelines.cli.sample import llama3_cause_mix
 from sample_data.simulation import simulate

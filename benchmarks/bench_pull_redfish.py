@@ -25,12 +25,19 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 from sources import kinds
-from sources.base import Document, Failure, SourceConfig, Window, source_config
+from sources.base import Document
+from sources.base import Failure
+from sources.base import SourceConfig
+from sources.base import Window
+from sources.base import source_config
 from sources.pull import pull
 from sources.redfish import OPTIONS
-from tests.servers.redfish import MOCKUP, start_static, stop
+from tests.servers.redfish import MOCKUP
+from tests.servers.redfish import start_static
+from tests.servers.redfish import stop
 from warehouse.store import Warehouse
 
 REQUESTS_PER_BMC = 23  # the gpu001 mockup's walk (see tests/test_pull_redfish.py)

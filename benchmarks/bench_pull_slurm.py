@@ -23,14 +23,19 @@ import shutil
 import subprocess
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
 
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 from sources import kinds
 from sources.base import source_config
 from sources.pull import pull
-from tests.servers.slurm import missing_binaries, poll, start_cluster
+from tests.servers.slurm import missing_binaries
+from tests.servers.slurm import poll
+from tests.servers.slurm import start_cluster
 from warehouse.store import Warehouse
 
 TARGET_S = 30.0

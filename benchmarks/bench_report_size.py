@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 
 from analysis.taxonomy import CLASSES
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 from dashboards.sections.survival import survival_frame
 from sample_data.simulation import source_folders
 

@@ -23,7 +23,8 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 from ingest.base import ParseContext
 from ingest.formats.sacct import parse
 from ingest.runner import ingest_paths

@@ -17,7 +17,8 @@ import numpy as np
 import polars as pl
 
 from analysis import survival as sv
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 from sample_data.lifetimes import simulate_lifetimes
 
 LAWS = {

@@ -27,12 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 from ingest.base import ParseContext
 from ingest.formats.dcgm import parse
 from ingest.runner import ingest_paths
 from sample_data.model import GPU_MODEL
-from sample_data.writers.dcgm import BLANK_SENTINEL, DCGM_METRICS
+from sample_data.writers.dcgm import BLANK_SENTINEL
+from sample_data.writers.dcgm import DCGM_METRICS
 from warehouse.store import Warehouse
 
 # the sample fleet's dcgm-exporter metrics and the rest of the exporter's default set

@@ -27,7 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 from sample_data.simulation import source_folders
 from tests.servers import dagster as dagster_ui
 
@@ -59,7 +60,8 @@ def cli_build(home: Path) -> tuple[float, float]:
 def ui_build(home: Path, port: int, log: Path) -> tuple[float, str, str]:
     """(seconds from launch to the run's end, final status, run id) of the `build` job launched
     through the GraphQL API of `dagster dev`."""
-    from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+    from dagster_graphql import DagsterGraphQLClient
+    from dagster_graphql import DagsterGraphQLClientError
 
     with log.open("w") as out:
         server = dagster_ui.start(["dagster", "dev"], home, port, stdout=out, stderr=out)

@@ -37,7 +37,8 @@ from pathlib import Path
 
 import polars as pl
 
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 
 END_TOLERANCE_S = 120
 PLANNED_WORKLOAD_STATES = ("CANCELLED", "PREEMPTED", "TIMEOUT")

@@ -31,7 +31,8 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import numpy as np
 import polars as pl
@@ -39,11 +40,16 @@ import polars as pl
 from analysis import survival as sv
 from analysis.lifetimes import build_component_lifetimes
 from analysis.node_health import score
-from analysis.survival.shape import INFANT_MORTALITY, WEAR_OUT
-from benchmarks.targets import status, target
+from analysis.survival.shape import INFANT_MORTALITY
+from analysis.survival.shape import WEAR_OUT
+from benchmarks.targets import status
+from benchmarks.targets import target
 from pipelines.cli.sample import llama3_cause_mix
-from sample_data.lifetimes import fleet_inputs, simulate_calendar_rates, simulate_lifetimes
-from sample_data.model import GPU_TEMP_BETA, TEMP_SD_C
+from sample_data.lifetimes import fleet_inputs
+from sample_data.lifetimes import simulate_calendar_rates
+from sample_data.lifetimes import simulate_lifetimes
+from sample_data.model import GPU_TEMP_BETA
+from sample_data.model import TEMP_SD_C
 from sample_data.simulation import build_fleet
 from warehouse.schemas import TABLES
 

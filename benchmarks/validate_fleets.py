@@ -32,7 +32,8 @@ import numpy as np
 import polars as pl
 from scipy.stats import beta
 
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 
 MIN_EXPECTED = 1.0  # classes with fewer expected failures in the window have nothing to cover
 
@@ -48,7 +49,8 @@ def fleet_rates(fleet: Path, home: Path) -> tuple[dict, pl.DataFrame, object]:
     """(ground truth, failure_rates, projection ClassRates) of one simulated fleet."""
     from analysis.rate_sources import rates_from_failure_rates
     from analysis.survival import failure_rates
-    from benchmarks.validate_attribution import fleet_lifetimes, ingest_fleet
+    from benchmarks.validate_attribution import fleet_lifetimes
+    from benchmarks.validate_attribution import ingest_fleet
 
     gt = json.loads((fleet / "ground_truth.json").read_text())
     wh = ingest_fleet(fleet, home)

@@ -40,12 +40,14 @@ import polars as pl
 
 from analysis.assumptions import RESTART_S
 from analysis.goodput_measured import measure
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 from ingest.runner import ingest_paths
 from pipelines.cli.sample import llama3_cause_mix
 from sample_data.model import chain_truth
 from sample_data.simulation import build_fleet
-from sample_data.writers import kubernetes, sacct
+from sample_data.writers import kubernetes
+from sample_data.writers import sacct
 from warehouse.store import Warehouse
 
 SIZES = ((16, 4), (128, 32))  # (nodes, of them on Kubernetes)

@@ -45,8 +45,10 @@ import polars as pl
 from analysis.availability import refresh_availability
 from analysis.lifetimes import build_component_lifetimes
 from analysis.survival import hazard_ratios
-from analysis.system_mtbf import failure_events, system_mtbf
-from benchmarks.targets import status, target
+from analysis.system_mtbf import failure_events
+from analysis.system_mtbf import system_mtbf
+from benchmarks.targets import status
+from benchmarks.targets import target
 from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
 

@@ -21,16 +21,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import numpy as np
 import polars as pl
 
 from analysis import survival as sv
 from analysis.lifetimes import build_component_lifetimes
-from benchmarks.targets import status, target
+from benchmarks.targets import status
+from benchmarks.targets import target
 from sample_data.lifetimes import simulate_lifetimes
-from warehouse.schemas import TABLES, conform
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 WINDOW_START = datetime(2025, 1, 1)
 WINDOW_HOURS = 8760.0

@@ -11,7 +11,8 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from analysis.taxonomy import CLASSES, WORKLOAD
+from analysis.taxonomy import CLASSES
+from analysis.taxonomy import WORKLOAD
 
 WIDTH = 620
 HEIGHT = 300

@@ -16,17 +16,24 @@ import html
 import json
 import math
 import sys
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 
 import vl_convert as vlc
 
-from analysis.assumptions import GPU_HOUR_COST, TARGET_GPUS
+from analysis.assumptions import GPU_HOUR_COST
+from analysis.assumptions import TARGET_GPUS
 from analysis.observation import stored_window
 from dashboards import charts
-from dashboards.section import NO_DATA, WHOLE_FLEET, ReportContext, Section
-from dashboards.sections import registry, tables
-from dashboards.vendor import javascript_bundle, vegalite_version
+from dashboards.section import NO_DATA
+from dashboards.section import WHOLE_FLEET
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.sections import registry
+from dashboards.sections import tables
+from dashboards.vendor import javascript_bundle
+from dashboards.vendor import vegalite_version
 
 
 def _finite(obj):

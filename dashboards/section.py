@@ -10,14 +10,20 @@ A section is one module ``dashboards/sections/<key>.py`` declaring ``KEY``, ``TI
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from functools import cached_property
 
 import altair as alt
 import polars as pl
 
 from analysis.assumptions import GPU_HOUR_COST
-from analysis.numbers import change, hours, in_hours, money, num, pct  # noqa: F401 - the sections' formats
+from analysis.numbers import change  # noqa: F401 - the sections' formats
+from analysis.numbers import hours  # noqa: F401 - the sections' formats
+from analysis.numbers import in_hours  # noqa: F401 - the sections' formats
+from analysis.numbers import money  # noqa: F401 - the sections' formats
+from analysis.numbers import num  # noqa: F401 - the sections' formats
+from analysis.numbers import pct  # noqa: F401 - the sections' formats
 from analysis.taxonomy import DEFAULT_SCOPE
 
 NO_DATA = "no data yet: run goodput demo / goodput build"

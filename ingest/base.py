@@ -21,14 +21,18 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from dataclasses import field
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from warehouse.schemas import QUARANTINE_COLUMNS, quarantine_frame
+from warehouse.schemas import QUARANTINE_COLUMNS
+from warehouse.schemas import quarantine_frame
 
 
 @dataclass(frozen=True)

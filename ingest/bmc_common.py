@@ -10,7 +10,8 @@ from pathlib import PurePath
 
 import polars as pl
 
-from ingest.base import ParseContext, event_ids
+from ingest.base import ParseContext
+from ingest.base import event_ids
 from ingest.times import wall_clock
 from warehouse.schemas import conform
 

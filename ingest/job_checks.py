@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from ingest.base import ParseContext, implausible_time
+from ingest.base import ParseContext
+from ingest.base import implausible_time
 from ingest.hostlist import MAX_HOSTS
 
 STATE_CODES = {

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from functools import cache
 
-from ingest.base import CERTAIN, FormatSpec
+from ingest.base import CERTAIN
+from ingest.base import FormatSpec
 from warehouse.plugins import discover
 
 SNIFF_BYTES = 65536

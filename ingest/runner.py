@@ -19,11 +19,16 @@ import stat
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from collections.abc import Callable
+from collections.abc import Iterator
+from concurrent.futures import Future
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from dataclasses import replace
+from datetime import UTC
+from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import BinaryIO
@@ -33,9 +38,16 @@ import numpy as np
 import polars as pl
 import zstandard
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, newline_counts, whole_file_quarantine
-from ingest.registry import SNIFF_BYTES, detect, formats
-from warehouse.schemas import conform, quarantine_frame
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import newline_counts
+from ingest.base import whole_file_quarantine
+from ingest.registry import SNIFF_BYTES
+from ingest.registry import detect
+from ingest.registry import formats
+from warehouse.schemas import conform
+from warehouse.schemas import quarantine_frame
 from warehouse.store import Warehouse
 
 # Line-oriented files larger than this are parsed in chunks. Below 32 MiB (glibc's

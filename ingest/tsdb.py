@@ -18,7 +18,10 @@ import json
 import numpy as np
 import polars as pl
 
-from ingest.gpu_labels import FP64_BLANK, INT32_BLANK, INT32_MAX, INT64_BLANK_FLOAT
+from ingest.gpu_labels import FP64_BLANK
+from ingest.gpu_labels import INT32_BLANK
+from ingest.gpu_labels import INT32_MAX
+from ingest.gpu_labels import INT64_BLANK_FLOAT
 
 ROLLUP_LABEL = "goodput_rollup"
 # gpu_rollups column -> the PromQL range function that computes it. The source asks for

@@ -16,17 +16,17 @@ import os
 
 import dagster as dg
 
-from pipelines.assets import (
-    ALL_ASSETS,
-    ALL_CHECKS,
-    BUILD_ASSETS,
-    DOMAIN_JOBS,
-    INGEST_ASSETS,
-    JOB_DESCRIPTIONS,
-    PULL_ASSETS,
-)
+from pipelines.assets import ALL_ASSETS
+from pipelines.assets import ALL_CHECKS
+from pipelines.assets import BUILD_ASSETS
+from pipelines.assets import DOMAIN_JOBS
+from pipelines.assets import INGEST_ASSETS
+from pipelines.assets import JOB_DESCRIPTIONS
+from pipelines.assets import PULL_ASSETS
 from pipelines.resources import GoodputConfig
-from pipelines.sensors import build_schedule, build_sensor, pull_schedule
+from pipelines.sensors import build_schedule
+from pipelines.sensors import build_sensor
+from pipelines.sensors import pull_schedule
 
 PRELOAD = {"forkserver": {"preload_modules": ["pipelines.definitions"]}}
 

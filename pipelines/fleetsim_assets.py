@@ -11,10 +11,14 @@ import dagster as dg
 import polars as pl
 
 from analysis.fleetsim.run import resolve
-from analysis.fleetsim.scenario import ScenarioError, load
-from analysis.fleetsim.sweep import result_rows, study
+from analysis.fleetsim.scenario import ScenarioError
+from analysis.fleetsim.scenario import load
+from analysis.fleetsim.sweep import result_rows
+from analysis.fleetsim.sweep import study
 from analysis.status import MissingInputs
-from pipelines.assets.factory import OWNERS, guarded, skipped_meta
+from pipelines.assets.factory import OWNERS
+from pipelines.assets.factory import guarded
+from pipelines.assets.factory import skipped_meta
 from pipelines.resources import GoodputConfig
 from warehouse.schemas import TABLES
 

@@ -1,21 +1,21 @@
 """Configuration shared by the Dagster assets and the CLI: one resource, the CLI's flags."""
 
 import os
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 
 import dagster as dg
 
-from analysis.assumptions import (
-    ATTRIBUTION_AFTER_S,
-    ATTRIBUTION_BEFORE_S,
-    CKPT_COST_S,
-    CKPT_INTERVAL_S,
-    GPU_HOUR_COST,
-    GPUS_PER_NODE,
-    RESTART_S,
-    TARGET_GPUS,
-)
-from analysis.scope import Scope, open_scope
+from analysis.assumptions import ATTRIBUTION_AFTER_S
+from analysis.assumptions import ATTRIBUTION_BEFORE_S
+from analysis.assumptions import CKPT_COST_S
+from analysis.assumptions import CKPT_INTERVAL_S
+from analysis.assumptions import GPU_HOUR_COST
+from analysis.assumptions import GPUS_PER_NODE
+from analysis.assumptions import RESTART_S
+from analysis.assumptions import TARGET_GPUS
+from analysis.scope import Scope
+from analysis.scope import open_scope
 from ingest.base import ParseContext
 from warehouse.store import Warehouse
 
@@ -28,7 +28,8 @@ def select_sources(wh: Warehouse, names: list[str] | tuple[str, ...] = ()) -> li
     """The sources of ``wh``'s ``sources.toml``, or the ones ``names`` names (an unknown name is
     a one-line ``SourceConfigError``)."""
     from sources import kinds
-    from sources.base import SourceConfigError, load_sources
+    from sources.base import SourceConfigError
+    from sources.base import load_sources
 
     every = load_sources(wh.home, kinds())
     known = {s.name: s for s in every}

@@ -20,19 +20,19 @@ from tempfile import TemporaryDirectory
 
 import dagster as dg
 
-from analysis.headline import BAND_COVERS, read_headline, selected_rates
+from analysis.headline import BAND_COVERS
+from analysis.headline import read_headline
+from analysis.headline import selected_rates
 from analysis.observation import stored_window
-from pipelines.assets import (
-    ALL_CHECKS,
-    BUILD_ASSETS,
-    INGEST_ASSETS,
-    JOB_DESCRIPTIONS,
-    ingest_metadata,
-    ingested_sources,
-    pull_metadata,
-    pulled_sources,
-    register_days,
-)
+from pipelines.assets import ALL_CHECKS
+from pipelines.assets import BUILD_ASSETS
+from pipelines.assets import INGEST_ASSETS
+from pipelines.assets import JOB_DESCRIPTIONS
+from pipelines.assets import ingest_metadata
+from pipelines.assets import ingested_sources
+from pipelines.assets import pull_metadata
+from pipelines.assets import pulled_sources
+from pipelines.assets import register_days
 from pipelines.resources import GoodputConfig
 from warehouse.store import Warehouse
 
@@ -282,7 +282,9 @@ def _recorded(
 
 def refit(config: GoodputConfig):
     """Lifetimes and fits again (e.g. over a new observation window), then what depends on them."""
-    from pipelines.assets import component_lifetimes, failure_fits, goodput_projections
+    from pipelines.assets import component_lifetimes
+    from pipelines.assets import failure_fits
+    from pipelines.assets import goodput_projections
 
     return _materialize([component_lifetimes, failure_fits, goodput_projections], config, "refit")
 
@@ -307,8 +309,10 @@ def build_scope(config: GoodputConfig) -> Warehouse:
     built from the current data with the same settings: the ``build`` assets but the catalog
     and the report (rollups refresh the parent incrementally; the analyses write the scope's
     own tables). Raises ``analysis.scope.ScopeError`` for a scope the data cannot answer."""
-    from analysis.scope import is_fresh, mark_fresh
-    from pipelines.assets import leadership_report, warehouse_catalog
+    from analysis.scope import is_fresh
+    from analysis.scope import mark_fresh
+    from pipelines.assets import leadership_report
+    from pipelines.assets import warehouse_catalog
 
     wh, scoped = config.warehouse(), config.analysis_warehouse()
     if scoped is wh:

@@ -18,15 +18,18 @@ manifest, so a file forgotten and dropped in again is new; every request has its
 import json
 import os
 import time
-from datetime import UTC, timedelta
+from datetime import UTC
+from datetime import timedelta
 
 import dagster as dg
 
-from ingest.runner import iter_files, parsed_sha256
+from ingest.runner import iter_files
+from ingest.runner import parsed_sha256
 from pipelines.assets import TELEMETRY_DAYS
 from pipelines.cli.options import SETTLE
 from pipelines.cli.values import parse_duration
-from pipelines.resources import GoodputConfig, select_sources
+from pipelines.resources import GoodputConfig
+from pipelines.resources import select_sources
 
 MAX_FILES_PER_RUN = 500
 RETRY_FIRST_S = 300.0  # a failed file is requested again after 5 min, then 10, 20 ...

@@ -20,7 +20,8 @@ import numpy as np
 from ingest.kernel_host_faults import HOST_FAULTS
 from ingest.sel_sensor_classes import SENSOR_TYPE_CLASS
 from ingest.xid_catalog import lookup
-from sample_data.model import CLASSES, Fleet
+from sample_data.model import CLASSES
+from sample_data.model import Fleet
 
 
 class Xid(NamedTuple):

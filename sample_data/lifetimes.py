@@ -14,8 +14,10 @@ import numpy as np
 import polars as pl
 
 from sample_data.model import Fleet
-from sample_data.writers.component_history import HEADER, installations
-from sample_data.writers.dcgm import gpu_readings, node_load
+from sample_data.writers.component_history import HEADER
+from sample_data.writers.component_history import installations
+from sample_data.writers.dcgm import gpu_readings
+from sample_data.writers.dcgm import node_load
 from warehouse.schemas import conform
 
 TELEMETRY = {"DCGM_FI_DEV_GPU_TEMP": 1, "DCGM_FI_DEV_POWER_USAGE": 3, "DCGM_FI_DEV_GPU_UTIL": 0}

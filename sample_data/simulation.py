@@ -30,39 +30,36 @@ from pathlib import Path
 
 import numpy as np
 
-from sample_data.fault_codes import check_every_class_reports, choose_codes
-from sample_data.model import (
-    CLASSES,
-    GPU_PCI_BUS,
-    GPU_TEMP_BETA,
-    K8S_NAMESPACE,
-    MAX_YEARS_INSTALLED,
-    MODULE_CLASSES,
-    TEMP_SD_C,
-    TRAIN_USER,
-    UNIT_CLASSES,
-    USERS,
-    Attempt,
-    CauseMix,
-    Fleet,
-    class_law,
-    ground_truth,
-    host_name,
-    software_rate_per_node_hour,
-    true_laws,
-    units_per_node,
-)
-from sample_data.writers import (
-    component_history,
-    dcgm,
-    ipmi_sel,
-    kernel,
-    kubernetes,
-    redfish,
-    sacct,
-    sacct_json,
-    slurmctld,
-)
+from sample_data.fault_codes import check_every_class_reports
+from sample_data.fault_codes import choose_codes
+from sample_data.model import CLASSES
+from sample_data.model import GPU_PCI_BUS
+from sample_data.model import GPU_TEMP_BETA
+from sample_data.model import K8S_NAMESPACE
+from sample_data.model import MAX_YEARS_INSTALLED
+from sample_data.model import MODULE_CLASSES
+from sample_data.model import TEMP_SD_C
+from sample_data.model import TRAIN_USER
+from sample_data.model import UNIT_CLASSES
+from sample_data.model import USERS
+from sample_data.model import Attempt
+from sample_data.model import CauseMix
+from sample_data.model import Fleet
+from sample_data.model import class_law
+from sample_data.model import ground_truth
+from sample_data.model import host_name
+from sample_data.model import software_rate_per_node_hour
+from sample_data.model import true_laws
+from sample_data.model import units_per_node
+from sample_data.writers import component_history
+from sample_data.writers import dcgm
+from sample_data.writers import ipmi_sel
+from sample_data.writers import kernel
+from sample_data.writers import kubernetes
+from sample_data.writers import redfish
+from sample_data.writers import sacct
+from sample_data.writers import sacct_json
+from sample_data.writers import slurmctld
 from sample_data.writers.base import write_text
 from sample_data.writers.bmc_common import sel_rows
 

@@ -29,8 +29,10 @@ import shlex
 import subprocess
 import time
 import tomllib
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from dataclasses import field
+from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
 
 SOURCES_FILE = "sources.toml"  # in the home

@@ -14,7 +14,11 @@ import shlex
 from collections.abc import Iterator
 from datetime import timedelta
 
-from sources.base import REQUIRED, Document, SourceConfig, Window, run_command
+from sources.base import REQUIRED
+from sources.base import Document
+from sources.base import SourceConfig
+from sources.base import Window
+from sources.base import run_command
 
 KIND = "command"
 OPTIONS = {"command": REQUIRED, "format": "auto", "host": None}

@@ -39,33 +39,32 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 
 import orjson
 import polars as pl
 
-from analysis.telemetry import CANONICAL_METRICS, COUNTER_METRICS
+from analysis.telemetry import CANONICAL_METRICS
+from analysis.telemetry import COUNTER_METRICS
 from ingest.gpu_labels import XID_COUNT_METRIC
-from ingest.tsdb import (
-    CONSTANT_FILLED,
-    HOUR_S,
-    ROLLUP_FUNCTIONS,
-    ROLLUP_LABEL,
-    rollup_label,
-    rollup_rows,
-    series_key,
-    series_points,
-    unusable,
-)
-from sources.base import (
-    REQUIRED,
-    Document,
-    SourceConfig,
-    SourceError,
-    Window,
-    http_error,
-    http_session,
-)
+from ingest.tsdb import CONSTANT_FILLED
+from ingest.tsdb import HOUR_S
+from ingest.tsdb import ROLLUP_FUNCTIONS
+from ingest.tsdb import ROLLUP_LABEL
+from ingest.tsdb import rollup_label
+from ingest.tsdb import rollup_rows
+from ingest.tsdb import series_key
+from ingest.tsdb import series_points
+from ingest.tsdb import unusable
+from sources.base import REQUIRED
+from sources.base import Document
+from sources.base import SourceConfig
+from sources.base import SourceError
+from sources.base import Window
+from sources.base import http_error
+from sources.base import http_session
 
 KIND = "prometheus"
 DCGM = "DCGM_"

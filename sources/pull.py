@@ -19,14 +19,24 @@ from __future__ import annotations
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 
 import polars as pl
 
 from ingest.base import ParseContext
-from ingest.runner import FileReport, MemoryInput, commit_documents, parse_documents
+from ingest.runner import FileReport
+from ingest.runner import MemoryInput
+from ingest.runner import commit_documents
+from ingest.runner import parse_documents
 from sources import kinds
-from sources.base import Document, Failure, SourceConfig, SourceError, Window, fetch_all
+from sources.base import Document
+from sources.base import Failure
+from sources.base import SourceConfig
+from sources.base import SourceError
+from sources.base import Window
+from sources.base import fetch_all
 from warehouse.store import Warehouse
 
 FIRST_PULL = timedelta(days=1)  # how far back a source's first pull reaches without --since

@@ -36,11 +36,19 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
+from urllib.parse import urlsplit
 
-from sources.base import Document, Failure, SourceConfig, SourceError, Window, http_session
+from sources.base import Document
+from sources.base import Failure
+from sources.base import SourceConfig
+from sources.base import SourceError
+from sources.base import Window
+from sources.base import http_session
 
 KIND = "redfish"
 OPTIONS = {

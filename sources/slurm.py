@@ -54,7 +54,11 @@ from datetime import timedelta
 
 from ingest.formats.sacctmgr_events import EVENT_FIELDS
 from ingest.job_checks import STATES
-from sources.base import Document, SourceConfig, SourceError, Window, run_command
+from sources.base import Document
+from sources.base import SourceConfig
+from sources.base import SourceError
+from sources.base import Window
+from sources.base import run_command
 
 KIND = "slurm"
 OPTIONS: dict[str, object] = {

@@ -12,8 +12,10 @@ import pytest
 
 from analysis.rate_sources import llama3_rates
 from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
-from ingest.base import ParseContext, ParseResult
-from warehouse.schemas import TABLES, conform
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 from warehouse.store import Warehouse
 
 # Tests write a file and ingest it at once: the CLI's settle wait (a file is read once it has

@@ -9,17 +9,15 @@ from datetime import datetime
 import polars as pl
 
 from ingest.base import ParseContext
-from ingest.formats import (
-    checkpoints,
-    component_history,
-    failure_log,
-    ipmi_sel,
-    kernel,
-    nvidia_smi,
-    redfish,
-    sacctmgr_events,
-    slurmctld,
-)
+from ingest.formats import checkpoints
+from ingest.formats import component_history
+from ingest.formats import failure_log
+from ingest.formats import ipmi_sel
+from ingest.formats import kernel
+from ingest.formats import nvidia_smi
+from ingest.formats import redfish
+from ingest.formats import sacctmgr_events
+from ingest.formats import slurmctld
 
 # 2026-11-01 01:00-02:00 happens twice (EDT, then EST); 2026-03-08 02:xx never
 TZ = "America/New_York"

@@ -7,7 +7,8 @@ import hashlib
 import os
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import polars as pl
 import pytest
@@ -17,7 +18,8 @@ from ingest import runner
 from ingest.base import ParseContext
 from ingest.formats.sacct import parse as parse_sacct
 from ingest.formats.slurmctld import parse as parse_slurmctld
-from ingest.runner import BOM, ingest_paths
+from ingest.runner import BOM
+from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES
 from warehouse.store import Warehouse
 

@@ -1,16 +1,20 @@
 """Attribution rules on hand-built frames: precedence, window edges, Xid chains, workload vs
 infrastructure, planned interruptions, lost work."""
 
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import polars as pl
 import pytest
 
-from analysis.attribution import build_interruptions, interruption_mix, refresh_interruptions
+from analysis.attribution import build_interruptions
+from analysis.attribution import interruption_mix
+from analysis.attribution import refresh_interruptions
 from analysis.hw_evidence import read_hw_evidence
 from analysis.lifetimes import _failure_events
 from analysis.repairable import failure_evidence
-from warehouse.schemas import TABLES, conform
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 T0 = datetime(2026, 1, 10, 12, 0, 0)
 

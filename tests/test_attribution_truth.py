@@ -12,10 +12,14 @@ from datetime import datetime
 import polars as pl
 import pytest
 
-from analysis.attribution import build_interruptions, interruption_mix
+from analysis.attribution import build_interruptions
+from analysis.attribution import interruption_mix
 from analysis.lifetimes import build_component_lifetimes
-from analysis.repairable import build_node_failures, observation_windows
-from benchmarks.validate_attribution import score, score_lifetimes, truth_interruptions
+from analysis.repairable import build_node_failures
+from analysis.repairable import observation_windows
+from benchmarks.validate_attribution import score
+from benchmarks.validate_attribution import score_lifetimes
+from benchmarks.validate_attribution import truth_interruptions
 from tests.conftest import SAMPLE_FLEET
 from warehouse.store import Warehouse
 

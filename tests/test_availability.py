@@ -2,14 +2,18 @@
 MTBF / MTTR / availability with CIs, repair and TBF fits, root causes, the CLI and the report
 section, on hand-made records with known answers and on the LANL extract."""
 
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import numpy as np
 import polars as pl
 import pytest
 from scipy import stats
 
-from analysis.availability import availability, node_outages, outages, refresh_availability
+from analysis.availability import availability
+from analysis.availability import node_outages
+from analysis.availability import outages
+from analysis.availability import refresh_availability
 from dashboards.report import build_sections
 from ingest.base import ParseContext
 from ingest.runner import ingest_paths

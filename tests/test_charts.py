@@ -8,9 +8,11 @@ import pytest
 from scipy.stats import binomtest
 
 from analysis import survival as sv
-from analysis.headline import MONTHLY, selected_rates
+from analysis.headline import MONTHLY
+from analysis.headline import selected_rates
 from dashboards.section import ReportContext
-from dashboards.sections import hazard_ratios, rate_trend
+from dashboards.sections import hazard_ratios
+from dashboards.sections import rate_trend
 from warehouse.schemas import conform
 
 

@@ -1,7 +1,8 @@
 """Checkpoint evidence (ingest/formats/checkpoints.py) and
 measured badput from real checkpoint times."""
 
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import polars as pl
 import pytest
@@ -12,7 +13,8 @@ from ingest.formats.checkpoints import parse
 from ingest.registry import detect
 from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES
-from warehouse.schemas import TABLES, conform
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 CK = FIXTURES / "checkpoints"
 

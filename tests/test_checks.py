@@ -10,7 +10,8 @@ import pytest
 
 from analysis import checks as analysis_checks
 from ingest.runner import ingest_paths
-from tests.conftest import FIXTURES, REPO
+from tests.conftest import FIXTURES
+from tests.conftest import REPO
 from warehouse import checks as warehouse_checks
 from warehouse.checks import CheckResult
 

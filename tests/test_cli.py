@@ -9,9 +9,11 @@ import sys
 import pytest
 
 from pipelines.cli import main
-from pipelines.cli.errors import EXIT_REJECTED, CliError
+from pipelines.cli.errors import EXIT_REJECTED
+from pipelines.cli.errors import CliError
 from pipelines.cli.values import parse_duration
-from tests.conftest import FIXTURES, REPO
+from tests.conftest import FIXTURES
+from tests.conftest import REPO
 
 
 @pytest.mark.parametrize(
@@ -425,7 +427,9 @@ def test_ui_launched_jobs_fork_their_steps_from_the_preloaded_definitions():
     UI run took 1.6x the CLI's (benchmarks/bench_ui_vs_cli.py). Every job of the definitions, the
     UI's ad hoc asset materializations included, forks its step processes from a forkserver that
     imported the definitions once."""
-    from pipelines.definitions import PRELOAD, defs, preloaded_multiprocess
+    from pipelines.definitions import PRELOAD
+    from pipelines.definitions import defs
+    from pipelines.definitions import preloaded_multiprocess
 
     jobs = {name: defs.resolve_job_def(name) for name in ("build", "ingest")}
     jobs["materialize"] = defs.resolve_implicit_global_asset_job_def()

@@ -11,9 +11,11 @@ import polars as pl
 import pytest
 
 from analysis.assumptions import TARGET_GPUS
-from analysis.numbers import in_hours, pct
+from analysis.numbers import in_hours
+from analysis.numbers import pct
 from analysis.rate_sources import llama3_rates
-from analysis.whatif import refresh_projections, sensitivity_frame
+from analysis.whatif import refresh_projections
+from analysis.whatif import sensitivity_frame
 from dashboards.report import build_sections
 from dashboards.section import projection_at
 from pipelines.cli import main
@@ -125,7 +127,9 @@ def test_whatif_without_rates_or_with_a_bad_size_is_one_line(tmp_path, capsys):
 def _clusters(wh) -> None:
     """tests/test_trend.py's fleet with jobs C and D moved to cluster c2, and a cluster c3 whose
     one job (8 GPUs, 10 h) was never interrupted."""
-    from test_trend import attempts, goodput_jobs, interruptions
+    from test_trend import attempts
+    from test_trend import goodput_jobs
+    from test_trend import interruptions
 
     def moved(df):
         c = (
@@ -177,7 +181,8 @@ def _garwood(events: int, exposure: float) -> tuple[float, float]:
 
 
 def test_compare_sets_clusters_side_by_side_with_exact_cis(tmp_path, capsys):
-    from test_trend import WEEK1_GOODPUT, WEEK2_GOODPUT
+    from test_trend import WEEK1_GOODPUT
+    from test_trend import WEEK2_GOODPUT
 
     wh = Warehouse(tmp_path / "home")
     _clusters(wh)

@@ -7,10 +7,14 @@ import shlex
 
 import pytest
 
-from pipelines.cli import build_parser, main
+from pipelines.cli import build_parser
+from pipelines.cli import main
 from pipelines.cli.errors import EXIT_REJECTED
-from pipelines.cli.values import COUNT_FORMS, parse_count
-from tests.conftest import FIXTURES, SACCT_JOB_MIX, ingest_with_cli
+from pipelines.cli.values import COUNT_FORMS
+from pipelines.cli.values import parse_count
+from tests.conftest import FIXTURES
+from tests.conftest import SACCT_JOB_MIX
+from tests.conftest import ingest_with_cli
 
 SACCT = FIXTURES / "slurm" / "xdmod__accounting-logs.log"
 
@@ -231,7 +235,8 @@ def test_stand_in_times_and_guessed_hosts_are_announced_once_and_kept_in_the_man
     import shutil
     from datetime import datetime
 
-    from ingest.base import STAND_IN_HOST, STAND_IN_TIME
+    from ingest.base import STAND_IN_HOST
+    from ingest.base import STAND_IN_TIME
     from warehouse.store import Warehouse
 
     sdr = tmp_path / "node07.sdr"  # ipmitool sdr output carries neither a time nor a host

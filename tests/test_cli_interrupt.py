@@ -12,7 +12,9 @@ import pytest
 
 from pipelines.cli import main
 from pipelines.cli.errors import EXIT_INTERRUPTED
-from tests.conftest import REPO, SACCT_JOB_MIX, ingest_with_cli
+from tests.conftest import REPO
+from tests.conftest import SACCT_JOB_MIX
+from tests.conftest import ingest_with_cli
 from warehouse.store import Warehouse
 
 DEADLINE_S = 300  # a loaded machine is slow; polled, never slept through

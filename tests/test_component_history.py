@@ -7,13 +7,17 @@ from functools import partial
 
 import polars as pl
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from ingest.formats.component_history import detect, parse
+from ingest.formats.component_history import detect
+from ingest.formats.component_history import parse
 from ingest.registry import detect as registry_detect
 from ingest.runner import ingest_paths
-from tests.conftest import FIXTURES, SAMPLE_FLEET, parse_rows
+from tests.conftest import FIXTURES
+from tests.conftest import SAMPLE_FLEET
+from tests.conftest import parse_rows
 
 HEADER = "component_class,serial,slot,installed_at,removed_at,removal_reason,failed\n"
 

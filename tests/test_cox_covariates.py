@@ -10,9 +10,11 @@ import numpy as np
 import polars as pl
 
 from analysis.survival import hazard_ratios
-from analysis.survival.cox import ASSOCIATIONS, COVARIATE_DAYS
+from analysis.survival.cox import ASSOCIATIONS
+from analysis.survival.cox import COVARIATE_DAYS
 from benchmarks.validate_claims import cox_fleet
-from sample_data.model import GPU_TEMP_BETA, TEMP_SD_C
+from sample_data.model import GPU_TEMP_BETA
+from sample_data.model import TEMP_SD_C
 
 
 def test_planted_temperature_effect_is_found_within_its_ci():

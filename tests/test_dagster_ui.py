@@ -15,7 +15,8 @@ import pytest
 from conftest import FIXTURES
 
 from pipelines.resources import GoodputConfig
-from pipelines.run import ingest, instance_for
+from pipelines.run import ingest
+from pipelines.run import instance_for
 from tests.servers import dagster as dagster_ui
 from tests.servers.dagster import LOCATION
 from tests.servers.slurm import free_ports

@@ -3,11 +3,14 @@
 from datetime import datetime
 
 import polars as pl
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.formats.dcgm import detect, parse, parse_many
+from ingest.formats.dcgm import detect
+from ingest.formats.dcgm import parse
+from ingest.formats.dcgm import parse_many
 from ingest.gpu_labels import host_from_path
 from ingest.registry import detect as detect_format
 from ingest.runner import ingest_paths

@@ -13,8 +13,11 @@ import polars as pl
 import pytest
 
 from ingest.runner import ingest_paths
-from tests.conftest import REPO, SAMPLE_FLEET
-from warehouse.store import FAULT_ENV, SOURCES_MARKER, Warehouse
+from tests.conftest import REPO
+from tests.conftest import SAMPLE_FLEET
+from warehouse.store import FAULT_ENV
+from warehouse.store import SOURCES_MARKER
+from warehouse.store import Warehouse
 
 TXT = SAMPLE_FLEET / "slurm" / "sacct.txt"
 JSON = SAMPLE_FLEET / "slurm" / "sacct.json"

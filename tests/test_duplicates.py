@@ -5,9 +5,12 @@ it or the parser drops it itself (``ParseResult.duplicates``)."""
 import polars as pl
 import pytest
 
-from ingest.base import ParseResult, drop_repeats, settle_repeats
+from ingest.base import ParseResult
+from ingest.base import drop_repeats
+from ingest.base import settle_repeats
 from ingest.registry import formats
-from ingest.runner import _checked, ingest_paths
+from ingest.runner import _checked
+from ingest.runner import ingest_paths
 from warehouse.schemas import quarantine_frame
 
 

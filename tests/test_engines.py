@@ -17,7 +17,8 @@ import pytest
 
 from pipelines.cli import main
 from tests.conftest import SAMPLE_FLEET
-from warehouse.schemas import STORED_TS, TABLES
+from warehouse.schemas import STORED_TS
+from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
 
 DUCKDB_CLI = Path(sys.executable).parent / "duckdb"

@@ -16,7 +16,10 @@ from dagster_k8s.models import k8s_model_from_dict
 from kubernetes import client
 
 from pipelines.cli import main
-from pipelines.definitions import definitions, defs, resolved_build_job, run_executor
+from pipelines.definitions import definitions
+from pipelines.definitions import defs
+from pipelines.definitions import resolved_build_job
+from pipelines.definitions import run_executor
 from pipelines.run import instance_for
 from tests.conftest import simulate_with_cli
 from warehouse.store import Warehouse

@@ -12,7 +12,8 @@ import pytest
 from ingest.formats.failure_log import parse
 from ingest.registry import detect
 from pipelines.cli import main
-from tests.conftest import FIXTURES, parse_rows
+from tests.conftest import FIXTURES
+from tests.conftest import parse_rows
 
 LANL = FIXTURES / "lanl" / "lanl_sample.csv"
 OLD = datetime(1990, 1, 1)  # LANL's records start in 1996

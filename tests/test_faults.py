@@ -9,8 +9,10 @@ import sys
 import duckdb
 
 from ingest.runner import ingest_paths
-from tests.conftest import REPO, SAMPLE_FLEET
-from warehouse.store import FAULT_ENV, Warehouse
+from tests.conftest import REPO
+from tests.conftest import SAMPLE_FLEET
+from warehouse.store import FAULT_ENV
+from warehouse.store import Warehouse
 
 GOODPUT = [sys.executable, "-m", "pipelines.cli"]
 

@@ -4,14 +4,17 @@ of the same laws (sample lifetimes, replace failed units, count failures)."""
 
 import json
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 
 import numpy as np
 import polars as pl
 import pytest
 
 from analysis.class_rates import rate_rows
-from analysis.fleet_age import AgeGroups, expected_failures
+from analysis.fleet_age import AgeGroups
+from analysis.fleet_age import expected_failures
 from analysis.fleet_age_rates import with_fleet_age
 from analysis.job import Job
 from analysis.lifetime_models import get

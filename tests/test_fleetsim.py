@@ -11,9 +11,14 @@ import pytest
 
 from analysis import lifetime_models
 from analysis.class_rates import ClassRates
-from analysis.fleetsim import closed_forms, engine
-from analysis.fleetsim.run import Inputs, estimates, simulate
-from analysis.fleetsim.scenario import ScenarioError, validate, with_knob
+from analysis.fleetsim import closed_forms
+from analysis.fleetsim import engine
+from analysis.fleetsim.run import Inputs
+from analysis.fleetsim.run import estimates
+from analysis.fleetsim.run import simulate
+from analysis.fleetsim.scenario import ScenarioError
+from analysis.fleetsim.scenario import validate
+from analysis.fleetsim.scenario import with_knob
 from analysis.job import Job
 from analysis.montecarlo import simulate as mc_simulate
 from analysis.projection import useful_fraction
@@ -191,7 +196,9 @@ def test_bad_scenarios_are_one_line(raw, message):
 
 
 def test_sweeps_rank_knobs_and_draw_the_spare_curve():
-    from analysis.fleetsim.sweep import ranking, result_rows, study
+    from analysis.fleetsim.sweep import ranking
+    from analysis.fleetsim.sweep import result_rows
+    from analysis.fleetsim.sweep import study
 
     spec = validate({
         "horizon_days": 60, "idle_failure_factor": 0.0,
@@ -296,7 +303,9 @@ def test_asset_runs_the_home_scenarios_and_the_report_section_shows_them(tmp_pat
 def test_the_docs_describe_every_scenario_key():
     from pathlib import Path
 
-    from analysis.fleetsim.scenario import JOB, LISTS, SCHEMA
+    from analysis.fleetsim.scenario import JOB
+    from analysis.fleetsim.scenario import LISTS
+    from analysis.fleetsim.scenario import SCHEMA
 
     text = (Path(__file__).parents[1] / "docs" / "fleetsim.md").read_text()
     keys = [k for k, v in SCHEMA.items() if not isinstance(v, dict)] + list(LISTS)
@@ -310,9 +319,11 @@ def test_the_docs_describe_every_scenario_key():
 
 
 def test_measured_mix_follows_the_gpu_hours_of_job_attempts():
-    from datetime import datetime, timedelta
+    from datetime import datetime
+    from datetime import timedelta
 
-    from analysis.fleetsim.run import MEASURED_LOAD, measured_jobs
+    from analysis.fleetsim.run import MEASURED_LOAD
+    from analysis.fleetsim.run import measured_jobs
 
     t0 = datetime(2026, 1, 1)
     attempts = pl.DataFrame({
@@ -399,7 +410,8 @@ def test_every_gpu_hour_of_a_job_is_productive_or_lost_to_a_named_cause():
 
 
 def test_a_measured_mix_too_big_for_the_fleet_is_a_one_line_error():
-    from datetime import datetime, timedelta
+    from datetime import datetime
+    from datetime import timedelta
 
     from analysis.fleetsim.run import measured_jobs
 

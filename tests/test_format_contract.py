@@ -18,13 +18,21 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck
+from hypothesis import example
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from ingest.base import CERTAIN, ParseContext
-from ingest.registry import SNIFF_BYTES, detect, formats
-from tests.conftest import FIXTURES, SAMPLE_FLEET
-from warehouse.schemas import QUARANTINE_COLUMNS, conform
+from ingest.base import CERTAIN
+from ingest.base import ParseContext
+from ingest.registry import SNIFF_BYTES
+from ingest.registry import detect
+from ingest.registry import formats
+from tests.conftest import FIXTURES
+from tests.conftest import SAMPLE_FLEET
+from warehouse.schemas import QUARANTINE_COLUMNS
+from warehouse.schemas import conform
 
 # glob under tests/fixtures -> the format its files are
 FIXTURE_FORMATS = {

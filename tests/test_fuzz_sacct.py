@@ -2,11 +2,13 @@
 odd field lists never raise, and every record is a row or a quarantine row."""
 
 import polars as pl
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.formats.sacct import XDMOD_FIELDS, parse
+from ingest.formats.sacct import XDMOD_FIELDS
+from ingest.formats.sacct import parse
 from tests.conftest import FIXTURES
 
 SLURM = FIXTURES / "slurm"

@@ -1,14 +1,18 @@
 """Measured goodput: hand-built job chains with hand-computed badput splits (minutes)."""
 
 import json
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import polars as pl
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from analysis.goodput_measured import measure, refresh_goodput_jobs, summarize
+from analysis.goodput_measured import measure
+from analysis.goodput_measured import refresh_goodput_jobs
+from analysis.goodput_measured import summarize
 from tests.conftest import SAMPLE_FLEET
 from warehouse.schemas import conform
 

@@ -2,7 +2,9 @@
 
 import polars as pl
 
-from analysis.headline import MONTHLY, selected_rates, unit_populations
+from analysis.headline import MONTHLY
+from analysis.headline import selected_rates
+from analysis.headline import unit_populations
 
 
 def _rates() -> pl.DataFrame:

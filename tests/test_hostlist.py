@@ -2,10 +2,14 @@
 
 import polars as pl
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from ingest.hostlist import HostlistError, compress, expand, expand_column
+from ingest.hostlist import HostlistError
+from ingest.hostlist import compress
+from ingest.hostlist import expand
+from ingest.hostlist import expand_column
 
 
 @pytest.mark.parametrize(

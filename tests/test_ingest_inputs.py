@@ -8,7 +8,8 @@ import shutil
 import polars as pl
 import pytest
 import zstandard
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from ingest.runner import ingest_paths
@@ -216,7 +217,8 @@ def test_chunks_are_parsed_in_order_with_line_numbers(wh, tmp_path, monkeypatch)
 def test_numbered_lines_splits_like_python(data):
     """Zero-copy line views equal decoding with replacement and splitting at newlines (a final
     newline adds no line; one trailing CR is dropped)."""
-    from ingest.base import ParseContext, numbered_lines
+    from ingest.base import ParseContext
+    from ingest.base import numbered_lines
 
     want = data.decode("utf-8", "replace").split("\n")
     if want[-1] == "":

@@ -5,13 +5,17 @@ from datetime import datetime
 from functools import partial
 
 import polars as pl
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from ingest.formats import ipmi_sdr, ipmi_sel
+from ingest.formats import ipmi_sdr
+from ingest.formats import ipmi_sel
 from ingest.registry import detect
 from ingest.runner import ingest_paths
-from tests.conftest import FIXTURES, assert_fleet_faults_found, parse_rows
+from tests.conftest import FIXTURES
+from tests.conftest import assert_fleet_faults_found
+from tests.conftest import parse_rows
 
 BMC = FIXTURES / "bmc"
 SEL_FILE = BMC / "ipmitool_sel_list_examples_from_docs.txt"

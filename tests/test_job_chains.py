@@ -3,7 +3,8 @@
 time order, and job_chains summarises each chain. Checked against the synthetic fleet's truth."""
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 
 import duckdb
 import polars as pl
@@ -12,7 +13,8 @@ import pytest
 from ingest.runner import ingest_paths
 from pipelines.cli.sample import llama3_cause_mix
 from sample_data.simulation import simulate
-from tests.conftest import SAMPLE_FLEET, SMALL_FLEET
+from tests.conftest import SAMPLE_FLEET
+from tests.conftest import SMALL_FLEET
 
 SACCT_TXT = """\
 JobID|JobName|User|Start|End|State|ExitCode|NodeList|AllocTRES|Submit

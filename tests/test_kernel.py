@@ -3,19 +3,23 @@ conservation, idempotence, fuzz, and the synthetic fleet's ground truth."""
 
 import json
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import polars as pl
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.formats.kernel import FORMAT, parse
+from ingest.formats.kernel import FORMAT
+from ingest.formats.kernel import parse
 from ingest.formats.kernel.events import host_from_filename
 from ingest.registry import detect
 from ingest.runner import ingest_paths
-from tests.conftest import FIXTURES, SAMPLE_FLEET
+from tests.conftest import FIXTURES
+from tests.conftest import SAMPLE_FLEET
 from warehouse.store import Warehouse
 
 KDIR = FIXTURES / "kernel"

@@ -6,11 +6,13 @@ from datetime import datetime
 
 import polars as pl
 import yaml
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.formats.kubernetes import detect, parse
+from ingest.formats.kubernetes import detect
+from ingest.formats.kubernetes import parse
 from tests.conftest import FIXTURES
 
 K8S = FIXTURES / "kubernetes"

@@ -15,7 +15,8 @@ import pytest
 from analysis import lifetime_models as lm
 from analysis import survival as sv
 from analysis.lifetime_models.base import Sample
-from analysis.survival.rates import _RATE_COLUMNS, MODELS
+from analysis.survival.rates import _RATE_COLUMNS
+from analysis.survival.rates import MODELS
 from analysis.survival.windows import MIN_WINDOW_HOURS
 from sample_data.lifetimes import simulate_lifetimes
 from tests.conftest import FIXTURES

@@ -1,17 +1,17 @@
 """component_lifetimes on hand-built frames: censoring, left truncation, failure time and cause,
 covariates, telemetry-only units."""
 
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import polars as pl
 import pytest
 
-from analysis.lifetimes import (
-    build_component_lifetimes,
-    observation_bounds,
-    refresh_component_lifetimes,
-)
-from warehouse.schemas import TABLES, conform
+from analysis.lifetimes import build_component_lifetimes
+from analysis.lifetimes import observation_bounds
+from analysis.lifetimes import refresh_component_lifetimes
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 START = datetime(2026, 1, 1)
 AS_OF = datetime(2026, 3, 1)

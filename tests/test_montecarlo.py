@@ -7,7 +7,9 @@ from analysis.class_rates import ClassRates
 from analysis.job import Job
 from analysis.lifetime_models.weibull import Weibull
 from analysis.montecarlo import simulate
-from analysis.projection import daly_interval, interruption_rate, useful_fraction
+from analysis.projection import daly_interval
+from analysis.projection import interruption_rate
+from analysis.projection import useful_fraction
 from analysis.rate_sources import llama3_rates
 
 LLAMA = llama3_rates()

@@ -4,28 +4,30 @@ computation, and the per-node counts come from the right tables."""
 
 import json
 import math
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import numpy as np
 import polars as pl
 import pytest
-from scipy.stats import binom, nbinom, poisson
+from scipy.stats import binom
+from scipy.stats import nbinom
+from scipy.stats import poisson
 
 from analysis.assumptions import LEMON_ALPHA
-from analysis.node_health import (
-    SCREEN_ALPHA,
-    TEST,
-    UNTESTED,
-    build_node_health,
-    lemon_gain,
-    refresh_node_health,
-    score,
-    summary,
-)
+from analysis.node_health import SCREEN_ALPHA
+from analysis.node_health import TEST
+from analysis.node_health import UNTESTED
+from analysis.node_health import build_node_health
+from analysis.node_health import lemon_gain
+from analysis.node_health import refresh_node_health
+from analysis.node_health import score
+from analysis.node_health import summary
 from dashboards.section import ReportContext
 from dashboards.sections import node_health as node_health_section
 from pipelines.cli import main
-from warehouse.schemas import TABLES, conform
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 from warehouse.store import Warehouse
 
 T0 = datetime(2026, 1, 5)

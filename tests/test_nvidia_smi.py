@@ -2,11 +2,13 @@
 
 from datetime import datetime
 
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.formats.nvidia_smi import detect, parse
+from ingest.formats.nvidia_smi import detect
+from ingest.formats.nvidia_smi import parse
 from tests.conftest import FIXTURES
 
 MTIME = datetime(2024, 5, 1)

@@ -21,11 +21,14 @@ from pipelines import checks
 from pipelines.assets import ingested_sources
 from pipelines.cli import main
 from pipelines.resources import GoodputConfig
-from tests.conftest import FIXTURES, table_snapshot
+from tests.conftest import FIXTURES
+from tests.conftest import table_snapshot
 from warehouse import batch
 from warehouse import checks as warehouse_checks
 from warehouse.schemas import TABLES
-from warehouse.store import Batch, Warehouse, WarehouseError
+from warehouse.store import Batch
+from warehouse.store import Warehouse
+from warehouse.store import WarehouseError
 
 SOURCES = [
     FIXTURES / p

@@ -1,18 +1,17 @@
 """The observation window: robust per-source spans (one clock-skewed record never stretches
 exposure), explicit bounds, the flagged inventory-only case, and the span-agreement check."""
 
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import polars as pl
 import pytest
 
 from analysis.checks import spans_agree
-from analysis.observation import (
-    infer_window,
-    refresh_observation_window,
-    source_spans,
-    spans_disagree,
-)
+from analysis.observation import infer_window
+from analysis.observation import refresh_observation_window
+from analysis.observation import source_spans
+from analysis.observation import spans_disagree
 from pipelines.assets import rollup_days
 
 START = datetime(2026, 1, 5)

@@ -275,7 +275,8 @@ def test_sensor_requests_new_content_whatever_its_mtime_and_a_forgotten_file_aga
 
 def test_sensor_retries_a_failed_run_with_backoff(tmp_path):
     from pipelines.resources import GoodputConfig
-    from pipelines.sensors import RETRY_FIRST_S, new_landing_files
+    from pipelines.sensors import RETRY_FIRST_S
+    from pipelines.sensors import new_landing_files
 
     cfg = GoodputConfig(home=str(tmp_path / "home"))
     f = cfg.warehouse().landing / "sacct.txt"
@@ -317,7 +318,9 @@ def test_sensor_requests_a_file_with_a_held_back_last_line_again_once_it_is_comp
 
     from pipelines.definitions import ingest_job
     from pipelines.resources import GoodputConfig
-    from pipelines.sensors import RETRY_MAX_S, build_sensor, new_landing_files
+    from pipelines.sensors import RETRY_MAX_S
+    from pipelines.sensors import build_sensor
+    from pipelines.sensors import new_landing_files
 
     cfg = GoodputConfig(home=str(tmp_path / "home"))
     wh = cfg.warehouse()

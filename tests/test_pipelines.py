@@ -17,13 +17,20 @@ from analysis import checks as analysis_checks
 from analysis.assumptions import RESTART_S
 from ingest.runner import ingest_paths
 from pipelines import checks
-from pipelines.assets import ALL_CHECKS, ingested_sources
-from pipelines.assets.ingest import conservation_check, quarantine_ratio_check, schema_check
-from pipelines.definitions import defs, ingest_job
+from pipelines.assets import ALL_CHECKS
+from pipelines.assets import ingested_sources
+from pipelines.assets.ingest import conservation_check
+from pipelines.assets.ingest import quarantine_ratio_check
+from pipelines.assets.ingest import schema_check
+from pipelines.definitions import defs
+from pipelines.definitions import ingest_job
 from pipelines.resources import GoodputConfig
 from pipelines.run import instance_for
-from pipelines.sensors import build_sensor, new_landing_files
-from tests.conftest import REPO, SAMPLE_FLEET, simulate_with_cli
+from pipelines.sensors import build_sensor
+from pipelines.sensors import new_landing_files
+from tests.conftest import REPO
+from tests.conftest import SAMPLE_FLEET
+from tests.conftest import simulate_with_cli
 from warehouse import checks as warehouse_checks
 from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
@@ -286,7 +293,8 @@ def test_every_job_runs_from_the_definitions_with_and_without_a_partition(tmp_pa
 
 
 def test_daily_build_requests_yesterdays_partition_only_when_it_has_telemetry():
-    from datetime import UTC, datetime
+    from datetime import UTC
+    from datetime import datetime
 
     schedule = defs.resolve_schedule_def("daily_build")
     at = datetime(2026, 1, 7, 2, 30, tzinfo=UTC)

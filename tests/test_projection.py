@@ -7,18 +7,18 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.class_rates import ClassRates, rate_rows
+from analysis.class_rates import ClassRates
+from analysis.class_rates import rate_rows
 from analysis.job import Job
-from analysis.projection import (
-    daly_interval,
-    interruption_rate,
-    project,
-    scale_points,
-    unit_counts,
-    useful_fraction,
-    young_interval,
-)
-from analysis.rate_sources import llama3_rates, rates_from_failure_rates
+from analysis.projection import daly_interval
+from analysis.projection import interruption_rate
+from analysis.projection import project
+from analysis.projection import scale_points
+from analysis.projection import unit_counts
+from analysis.projection import useful_fraction
+from analysis.projection import young_interval
+from analysis.rate_sources import llama3_rates
+from analysis.rate_sources import rates_from_failure_rates
 from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
 from analysis.taxonomy import llama3_mix
 from tests.conftest import table

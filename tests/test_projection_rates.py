@@ -17,7 +17,8 @@ from analysis.lifetime_models import get
 from analysis.rate_sources import rates_from_failure_rates
 from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS as PER_1K
 from analysis.survival.shape import WEAR_OUT
-from dashboards.section import ReportContext, num
+from dashboards.section import ReportContext
+from dashboards.section import num
 from dashboards.sections import failure_rates as fr_section
 from pipelines.cli import main
 from pipelines.cli.fit_table import _num

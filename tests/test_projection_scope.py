@@ -2,7 +2,8 @@
 join the hardware fits, by scope (hardware | infrastructure | all)."""
 
 import json
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import polars as pl
 import pytest
@@ -10,7 +11,8 @@ import pytest
 from analysis.projection import daly_interval
 from analysis.whatif import refresh_projections
 from pipelines.cli import main
-from warehouse.schemas import TABLES, conform
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 T0 = datetime(2026, 1, 1)
 R_GPU = 2e-6  # fitted gpu failures per GPU-hour

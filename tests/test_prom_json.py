@@ -3,11 +3,13 @@
 import json
 from datetime import datetime
 
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.formats.prom_json import detect, parse
+from ingest.formats.prom_json import detect
+from ingest.formats.prom_json import parse
 from ingest.runner import ingest_paths
 
 MATRIX = {

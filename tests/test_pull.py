@@ -7,7 +7,8 @@ import io
 import json
 import shlex
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import polars as pl
 import pytest
@@ -17,8 +18,13 @@ from ingest.base import ParseContext
 from ingest.runner import ingest_paths
 from pipelines.cli import main
 from sources import kinds
-from sources.base import SourceConfigError, Window, load_sources, source_config
-from sources.pull import cursors, plan, pull
+from sources.base import SourceConfigError
+from sources.base import Window
+from sources.base import load_sources
+from sources.base import source_config
+from sources.pull import cursors
+from sources.pull import plan
+from sources.pull import pull
 from warehouse.checks import pull_conservation
 
 SACCT = FIXTURES / "slurm" / "sacct_parsable2_with_header_examples.txt"

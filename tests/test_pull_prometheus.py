@@ -15,10 +15,15 @@ from typing import ClassVar
 import polars as pl
 import pytest
 
-from analysis.telemetry import COUNTER_SOURCE, refresh_counter_events, refresh_gpu_hourly
+from analysis.telemetry import COUNTER_SOURCE
+from analysis.telemetry import refresh_counter_events
+from analysis.telemetry import refresh_gpu_hourly
 from ingest.runner import ingest_paths
 from sources import kinds
-from sources.base import SourceError, Window, fetch_all, source_config
+from sources.base import SourceError
+from sources.base import Window
+from sources.base import fetch_all
+from sources.base import source_config
 from sources.prometheus import COUNTERS
 from sources.pull import pull
 from tests.conftest import SAMPLE_FLEET

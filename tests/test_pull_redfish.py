@@ -4,7 +4,9 @@ tests/fixtures/redfish_mockup, sushy-emulator enforcing basic auth, a socket tha
 import base64
 import json
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 
 import polars as pl
 import pytest
@@ -12,24 +14,20 @@ import pytest
 from ingest.base import ParseContext
 from ingest.registry import formats
 from sources import kinds
-from sources.base import (
-    Document,
-    Failure,
-    SourceError,
-    Window,
-    load_sources,
-    source_config,
-)
+from sources.base import Document
+from sources.base import Failure
+from sources.base import SourceError
+from sources.base import Window
+from sources.base import load_sources
+from sources.base import source_config
 from sources.pull import pull
-from tests.servers.redfish import (
-    MOCKUP,
-    free_port,
-    running_bmcs,
-    silent_server,
-    start_emulator,
-    start_static,
-    stop,
-)
+from tests.servers.redfish import MOCKUP
+from tests.servers.redfish import free_port
+from tests.servers.redfish import running_bmcs
+from tests.servers.redfish import silent_server
+from tests.servers.redfish import start_emulator
+from tests.servers.redfish import start_static
+from tests.servers.redfish import stop
 
 redfish = kinds()["redfish"]
 T0, T1, T2 = datetime(2026, 1, 1), datetime(2026, 1, 2), datetime(2026, 1, 3)

@@ -7,7 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES
+from conftest import REPO
 
 from pipelines.run import instance_for
 from warehouse.store import Warehouse

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 
 import polars as pl
 import pytest
@@ -21,10 +23,18 @@ import pytest
 from analysis.attribution import build_interruptions
 from analysis.hw_evidence import read_hw_evidence
 from ingest.hostlist import expand
-from sources import base, kinds, slurm
-from sources.base import SourceError, Window, fetch_all, source_config
+from sources import base
+from sources import kinds
+from sources import slurm
+from sources.base import SourceError
+from sources.base import Window
+from sources.base import fetch_all
+from sources.base import source_config
 from sources.pull import pull
-from tests.servers.slurm import SlurmCluster, free_ports, poll, slurm_cluster  # noqa: F401 (fixture)
+from tests.servers.slurm import SlurmCluster
+from tests.servers.slurm import free_ports
+from tests.servers.slurm import poll
+from tests.servers.slurm import slurm_cluster  # noqa: F401 (fixture)
 from warehouse.checks import pull_conservation
 from warehouse.store import Warehouse
 

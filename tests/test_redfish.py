@@ -5,13 +5,17 @@ import json
 from datetime import datetime
 from functools import partial
 
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from ingest.formats import redfish, redfish_sensors
+from ingest.formats import redfish
+from ingest.formats import redfish_sensors
 from ingest.registry import detect
 from ingest.runner import ingest_paths
-from tests.conftest import FIXTURES, assert_fleet_faults_found, parse_rows
+from tests.conftest import FIXTURES
+from tests.conftest import assert_fleet_faults_found
+from tests.conftest import parse_rows
 
 BMC = FIXTURES / "bmc"
 LOG = BMC / "redfish-mockup__Systems_437XR1138R2_LogServices_Log1_Entries.json"

@@ -1,14 +1,18 @@
 """Node failures (episodes, gaps) and Nelson's MCF with the Lawless-Nadeau variance."""
 
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import numpy as np
 import polars as pl
 import pytest
 
-from analysis.repairable import build_node_failures, mean_cumulative_function, refresh_repairable
+from analysis.repairable import build_node_failures
+from analysis.repairable import mean_cumulative_function
+from analysis.repairable import refresh_repairable
 from tests.conftest import table
-from warehouse.schemas import TABLES, conform
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 T0 = datetime(2026, 1, 5)
 

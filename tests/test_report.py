@@ -12,12 +12,18 @@ import polars as pl
 import pytest
 
 from analysis.breakdown import refresh_breakdown
-from dashboards.report import build_report, build_sections, script_json
+from dashboards.report import build_report
+from dashboards.report import build_sections
+from dashboards.report import script_json
 from dashboards.section import NO_DATA
-from dashboards.sections import causes, registry, survival
+from dashboards.sections import causes
+from dashboards.sections import registry
+from dashboards.sections import survival
 from pipelines.cli import main
-from tests.conftest import FIXTURES, SAMPLE_FLEET
-from warehouse.schemas import TABLES, conform
+from tests.conftest import FIXTURES
+from tests.conftest import SAMPLE_FLEET
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 from warehouse.store import Warehouse
 
 FIXTURE = FIXTURES / "report" / "tables.json"

@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_report import EVIL_HOST, XSS, fixture_warehouse
+from test_report import EVIL_HOST
+from test_report import XSS
+from test_report import fixture_warehouse
 
 from dashboards.report import build_report
 

@@ -57,7 +57,8 @@ def test_a_large_fleet_charts_its_least_covered_hosts():
     """Past ``MAX_HOSTS`` hosts the chart holds those with the fewest source tables, then the
     least time covered, and says so; at 1,803 hosts the whole chart had 5,899 rows, which Altair
     refuses (the 2,048-node benchmark's report lost the section)."""
-    from datetime import datetime, timedelta
+    from datetime import datetime
+    from datetime import timedelta
 
     from dashboards.sections import coverage
 

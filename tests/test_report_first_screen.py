@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from test_report import fixture_warehouse
-from test_report_browser import ARGS, CHROMIUM
+from test_report_browser import ARGS
+from test_report_browser import CHROMIUM
 
 from dashboards.report import build_report
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 from test_report import fixture_warehouse
-from test_report_browser import ARGS, CHROMIUM
+from test_report_browser import ARGS
+from test_report_browser import CHROMIUM
 
 from dashboards.report import build_report
 from dashboards.sections.explore import explore_frame

@@ -16,10 +16,12 @@ from test_report import fixture_warehouse
 
 import dashboards.sections
 from analysis.headline import BAND_COVERS
-from dashboards.report import build_report, build_sections
+from dashboards.report import build_report
+from dashboards.report import build_sections
 from dashboards.sections import registry
 from tests.conftest import FIXTURES
-from warehouse.schemas import TABLES, conform
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 BEFORE = FIXTURES / "report" / "sections_before_split.json"
 SECTIONS_DIR = Path(dashboards.sections.__file__).parent

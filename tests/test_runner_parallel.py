@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 
 from ingest import runner
-from ingest.runner import UserError, ingest_paths, iter_files
-from tests.conftest import SAMPLE_FLEET, table_snapshot
+from ingest.runner import UserError
+from ingest.runner import ingest_paths
+from ingest.runner import iter_files
+from tests.conftest import SAMPLE_FLEET
+from tests.conftest import table_snapshot
 from warehouse.store import Warehouse
 
 

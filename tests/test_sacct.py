@@ -6,8 +6,10 @@ from functools import partial
 import pytest
 
 from ingest.base import ParseContext
-from ingest.formats.sacct import detect, parse
-from tests.conftest import FIXTURES, parse_rows
+from ingest.formats.sacct import detect
+from ingest.formats.sacct import parse
+from tests.conftest import FIXTURES
+from tests.conftest import parse_rows
 
 SLURM = FIXTURES / "slurm"
 

@@ -5,12 +5,15 @@ from datetime import datetime
 from functools import partial
 
 import polars as pl
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.formats.sacct_json import detect, parse
-from tests.conftest import FIXTURES, parse_rows
+from ingest.formats.sacct_json import detect
+from ingest.formats.sacct_json import parse
+from tests.conftest import FIXTURES
+from tests.conftest import parse_rows
 
 SLURM = FIXTURES / "slurm"
 

@@ -3,7 +3,8 @@
 from datetime import datetime
 
 from ingest.base import ParseContext
-from ingest.formats.sacctmgr_events import FORMAT, parse
+from ingest.formats.sacctmgr_events import FORMAT
+from ingest.formats.sacctmgr_events import parse
 from ingest.registry import detect
 from tests.conftest import FIXTURES
 

@@ -11,9 +11,13 @@ import pytest
 
 from ingest.registry import formats
 from pipelines.cli.sample import llama3_cause_mix
-from sample_data.model import CauseMix, class_counts
-from sample_data.simulation import build_fleet, simulate
-from tests.conftest import REPO, TINY_FLEET, simulate_with_cli
+from sample_data.model import CauseMix
+from sample_data.model import class_counts
+from sample_data.simulation import build_fleet
+from sample_data.simulation import simulate
+from tests.conftest import REPO
+from tests.conftest import TINY_FLEET
+from tests.conftest import simulate_with_cli
 
 SAMPLE = REPO / "sample_data"
 MODULES = sorted(

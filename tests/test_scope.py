@@ -8,7 +8,9 @@ Hosts of even index run partition ``train``, odd ones ``debug``; accounts altern
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta
+from datetime import date
+from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +18,12 @@ import polars as pl
 import pytest
 
 from analysis.breakdown import breakdown
-from analysis.headline import fleet_headline, selected_rates
+from analysis.headline import fleet_headline
+from analysis.headline import selected_rates
 from analysis.observation import stored_window
-from analysis.scope import Scope, ScopeError, open_scope
+from analysis.scope import Scope
+from analysis.scope import ScopeError
+from analysis.scope import open_scope
 from pipelines.cli import main
 from warehouse.store import Warehouse
 
@@ -352,7 +357,8 @@ def test_config_scope_is_the_dagster_resources(fleet):
 
 
 def test_breakdowns_section_reads_the_table():
-    from dashboards.section import NO_DATA, ReportContext
+    from dashboards.section import NO_DATA
+    from dashboards.section import ReportContext
     from dashboards.sections import breakdowns
 
     bd = pl.DataFrame(

@@ -9,7 +9,8 @@ import json
 import math
 import re
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,13 @@ import pytest
 from ingest.sel_sensor_classes import SENSOR_TYPE_CLASS
 from ingest.xid_catalog import lookup as xid_lookup
 from pipelines.cli.sample import llama3_cause_mix
-from sample_data.model import CLASSES, MODULE_CLASSES
+from sample_data.model import CLASSES
+from sample_data.model import MODULE_CLASSES
 from sample_data.simulation import simulate
 from sample_data.writers.base import hostlist
 from sample_data.writers.kernel import PRIMARY_KERNEL_MARKERS
-from tests.conftest import SMALL_FLEET, TINY_FLEET
+from tests.conftest import SMALL_FLEET
+from tests.conftest import TINY_FLEET
 
 MIX = llama3_cause_mix()
 

@@ -4,12 +4,15 @@ local times, and property-based fuzzing (never raises, records = rows + quaranti
 from datetime import datetime
 from functools import partial
 
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.formats.slurmctld import detect, parse
-from tests.conftest import FIXTURES, parse_rows
+from ingest.formats.slurmctld import detect
+from ingest.formats.slurmctld import parse
+from tests.conftest import FIXTURES
+from tests.conftest import parse_rows
 
 LOG = FIXTURES / "slurm" / "aws-parallelcluster_issue5670_slurmctld.log"
 

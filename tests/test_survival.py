@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import warnings
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import numpy as np
 import polars as pl
@@ -13,11 +14,19 @@ import pytest
 from analysis import survival as sv
 from analysis.lifetime_models.base import Sample
 from analysis.lifetime_models.exponential import poisson_rate_ci
-from analysis.survival.common import _sample, clean_lifetimes, holm
-from analysis.survival.competing import aalen_johansen_ci, competing_risks, node_first_failures
-from analysis.survival.cox import MIN_EVENTS_COX, ph_test
-from analysis.survival.rates import MIN_EVENTS_WINDOW_FIT, MODELS, rate_change_test
-from analysis.survival.shape import CANNOT_TELL, shape_reading
+from analysis.survival.common import _sample
+from analysis.survival.common import clean_lifetimes
+from analysis.survival.common import holm
+from analysis.survival.competing import aalen_johansen_ci
+from analysis.survival.competing import competing_risks
+from analysis.survival.competing import node_first_failures
+from analysis.survival.cox import MIN_EVENTS_COX
+from analysis.survival.cox import ph_test
+from analysis.survival.rates import MIN_EVENTS_WINDOW_FIT
+from analysis.survival.rates import MODELS
+from analysis.survival.rates import rate_change_test
+from analysis.survival.shape import CANNOT_TELL
+from analysis.survival.shape import shape_reading
 from analysis.survival.windows import monthly_exposure
 from pipelines.cli.fit_table import format_fit_table
 from sample_data.lifetimes import simulate_lifetimes

@@ -8,12 +8,10 @@ import io
 import polars as pl
 
 from analysis import survival as sv
-from benchmarks.validate_survivor_inventory import (
-    LAWS,
-    WINDOW_START,
-    survivor_inventory,
-    true_rate_per_1k_unit_days,
-)
+from benchmarks.validate_survivor_inventory import LAWS
+from benchmarks.validate_survivor_inventory import WINDOW_START
+from benchmarks.validate_survivor_inventory import survivor_inventory
+from benchmarks.validate_survivor_inventory import true_rate_per_1k_unit_days
 from pipelines.cli import main
 from warehouse.store import Warehouse
 

@@ -8,7 +8,9 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from analysis.system_mtbf import failure_events, refresh_system_mtbf, system_mtbf
+from analysis.system_mtbf import failure_events
+from analysis.system_mtbf import refresh_system_mtbf
+from analysis.system_mtbf import system_mtbf
 from dashboards.report import build_sections
 from ingest.runner import ingest_paths
 from pipelines.cli import main

@@ -7,11 +7,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analysis import assumptions, taxonomy
+from analysis import assumptions
+from analysis import taxonomy
 from analysis.goodput_measured import measure
 from analysis.job import Job
 from analysis.projection import interruption_rate
-from analysis.rate_sources import llama3_rates, rates_from_table
+from analysis.rate_sources import llama3_rates
+from analysis.rate_sources import rates_from_table
 from dashboards.sections import causes
 from ingest import xid_catalog
 from pipelines.cli import main

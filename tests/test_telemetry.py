@@ -1,6 +1,8 @@
 """gpu_hourly rollups, counter increments to hw_events, UUID changes to component_history."""
 
-from datetime import date, datetime, timedelta
+from datetime import date
+from datetime import datetime
+from datetime import timedelta
 
 import duckdb
 import polars as pl
@@ -8,18 +10,16 @@ import polars as pl
 from analysis import telemetry
 from analysis.lifetime_covariates import covariate_sql
 from analysis.lifetimes import build_component_lifetimes
-from analysis.telemetry import (
-    CANONICAL_METRICS,
-    COUNTER_METRICS,
-    counter_events,
-    gpu_presence,
-    gpu_replacements,
-    infer_gpu_replacements,
-    refresh_counter_events,
-    refresh_gpu_hourly,
-    refresh_gpu_replacements,
-    stale_dates,
-)
+from analysis.telemetry import CANONICAL_METRICS
+from analysis.telemetry import COUNTER_METRICS
+from analysis.telemetry import counter_events
+from analysis.telemetry import gpu_presence
+from analysis.telemetry import gpu_replacements
+from analysis.telemetry import infer_gpu_replacements
+from analysis.telemetry import refresh_counter_events
+from analysis.telemetry import refresh_gpu_hourly
+from analysis.telemetry import refresh_gpu_replacements
+from analysis.telemetry import stale_dates
 from warehouse.schemas import conform
 
 T0 = datetime(2024, 5, 1, 10, 0)
@@ -451,7 +451,8 @@ def test_covariates_from_daily_rows_equal_the_join_over_every_hour(wh):
     """Lifetimes take whole days of covariates from gpu_daily and only the days a unit enters or
     leaves from gpu_hourly: the same means, maxima and last hours as the join over every hour,
     for windows starting and ending mid-day, on midnight, within one day, and per host."""
-    from analysis.lifetime_covariates import _covariates, _hourly_covariates
+    from analysis.lifetime_covariates import _covariates
+    from analysis.lifetime_covariates import _hourly_covariates
 
     temp, power, util = "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_UTIL"
     day0 = datetime(2024, 5, 1)

@@ -7,14 +7,23 @@ from dataclasses import replace
 from datetime import datetime
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.formats import dcgm, ipmi_sdr, ipmi_sel, nvidia_smi, prom_json, redfish, redfish_sensors
+from ingest.formats import dcgm
+from ingest.formats import ipmi_sdr
+from ingest.formats import ipmi_sel
+from ingest.formats import nvidia_smi
+from ingest.formats import prom_json
+from ingest.formats import redfish
+from ingest.formats import redfish_sensors
 from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES
-from warehouse.schemas import QUARANTINE_COLUMNS, TABLES
+from warehouse.schemas import QUARANTINE_COLUMNS
+from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
 
 CTX = ParseContext(

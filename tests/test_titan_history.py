@@ -10,7 +10,8 @@ import polars as pl
 from analysis.lifetimes import build_component_lifetimes
 from analysis.survival import hazard_ratios
 from ingest.base import ParseContext
-from ingest.formats.component_history import layout, parse
+from ingest.formats.component_history import layout
+from ingest.formats.component_history import parse
 from ingest.registry import detect
 from pipelines.cli import main
 from pipelines.cli.intake import host_list

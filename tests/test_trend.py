@@ -76,7 +76,8 @@ WEEK2_GOODPUT = (16 * 20 + 16 * 12) / (16 * 24 + 16 * 12)
 # ----------------------------------------------------------------------------- trend and losses
 def test_whole_span_as_one_period_is_the_headline():
     from analysis.headline import fleet_headline
-    from analysis.trend import data_window, window_figures
+    from analysis.trend import data_window
+    from analysis.trend import window_figures
 
     start, end = data_window(attempts())
     f = window_figures(attempts(), interruptions(), goodput_jobs(), start, end)
@@ -144,7 +145,8 @@ def test_weekly_losses_share_within_each_week():
 
 
 def test_unknown_grouping_or_period_is_a_value_error():
-    from analysis.trend import losses_frame, trend_frame
+    from analysis.trend import losses_frame
+    from analysis.trend import trend_frame
 
     with pytest.raises(ValueError, match="--by must be one of cause, cluster"):
         losses_frame(attempts(), interruptions(), "rack")

@@ -10,11 +10,15 @@ import pytest
 
 from analysis import survival as sv
 from analysis.survival.rate_trend import _trend_fit
-from analysis.survival.shape import CANNOT_TELL, INFANT_MORTALITY, SHAPE_ALPHA, WEAR_OUT
+from analysis.survival.shape import CANNOT_TELL
+from analysis.survival.shape import INFANT_MORTALITY
+from analysis.survival.shape import SHAPE_ALPHA
+from analysis.survival.shape import WEAR_OUT
 from dashboards.section import ReportContext
 from dashboards.sections import failure_rates as fr_section
 from dashboards.sections import rate_trend
-from sample_data.lifetimes import simulate_calendar_rates, simulate_lifetimes
+from sample_data.lifetimes import simulate_calendar_rates
+from sample_data.lifetimes import simulate_lifetimes
 
 DAYS = 181.0  # 2026-01-01 .. 2026-07-01
 CHANGE_DAY = 90.0  # 2026-04-01
@@ -34,7 +38,8 @@ def fleet(seed: int, gpu_factor: float = 1.0) -> pl.DataFrame:
 
 
 def test_trend_slope_is_the_poisson_regression_mle_and_p_its_exact_score_test():
-    from scipy import optimize, stats
+    from scipy import optimize
+    from scipy import stats
 
     d = np.array([3.0, 7, 4, 9, 12, 10])
     e = np.array([1.0, 1.2, 0.8, 1.0, 1.1, 0.9]) * 1e4

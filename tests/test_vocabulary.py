@@ -6,9 +6,11 @@ from datetime import datetime
 import altair as alt
 import polars as pl
 
-from analysis.taxonomy import NONE_LABEL, WORKLOAD
+from analysis.taxonomy import NONE_LABEL
+from analysis.taxonomy import WORKLOAD
 from dashboards import charts
-from dashboards.section import change, in_hours
+from dashboards.section import change
+from dashboards.section import in_hours
 
 
 def _colours(spec: dict, field: str) -> dict[str, str]:
@@ -60,7 +62,9 @@ def test_a_class_has_one_colour_whatever_else_a_chart_shows():
 
 
 def test_the_causes_pareto_uses_the_class_palette():
-    from dashboards.sections.causes import cause_mix_frame, causes_chart, llama3_frame
+    from dashboards.sections.causes import cause_mix_frame
+    from dashboards.sections.causes import causes_chart
+    from dashboards.sections.causes import llama3_frame
 
     intr = pl.DataFrame(
         {

@@ -2,17 +2,23 @@
 
 import gzip
 import os
-from datetime import UTC, date, datetime
+from datetime import UTC
+from datetime import date
+from datetime import datetime
 from pathlib import Path
 
 import polars as pl
 import pytest
 import zstandard
 
-from ingest.runner import UserError, ingest_paths
-from tests.conftest import FIXTURES, table_snapshot
-from warehouse.schemas import TABLES, conform
-from warehouse.store import Warehouse, resolve_home
+from ingest.runner import UserError
+from ingest.runner import ingest_paths
+from tests.conftest import FIXTURES
+from tests.conftest import table_snapshot
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
+from warehouse.store import Warehouse
+from warehouse.store import resolve_home
 
 SACCT = (
     "JobID|State|Start|End|NodeList|AllocTRES\n"

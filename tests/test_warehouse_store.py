@@ -16,8 +16,11 @@ import pytest
 
 from ingest.runner import ingest_paths
 from pipelines.cli import main
-from tests.conftest import REPO, SAMPLE_FLEET
-from warehouse.store import Warehouse, WarehouseBusy, WarehouseError
+from tests.conftest import REPO
+from tests.conftest import SAMPLE_FLEET
+from warehouse.store import Warehouse
+from warehouse.store import WarehouseBusy
+from warehouse.store import WarehouseError
 
 KERNEL = SAMPLE_FLEET / "kernel" / "gpu-node-001.log"  # `dmesg -T` times: local, read with --tz
 SEL = SAMPLE_FLEET / "ipmi" / "gpu-node-001.sel.txt"

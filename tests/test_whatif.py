@@ -8,9 +8,14 @@ import pytest
 
 from analysis.class_rates import ClassRates
 from analysis.job import Job
-from analysis.projection import daly_interval, project
+from analysis.projection import daly_interval
+from analysis.projection import project
 from analysis.rate_sources import llama3_rates
-from analysis.whatif import evaluate, joint_best, refresh_projections, sensitivity, sweep
+from analysis.whatif import evaluate
+from analysis.whatif import joint_best
+from analysis.whatif import refresh_projections
+from analysis.whatif import sensitivity
+from analysis.whatif import sweep
 from pipelines.cli import main
 from tests.conftest import llama3_fits
 

@@ -5,7 +5,11 @@ import csv
 import polars as pl
 import pytest
 
-from ingest.xid_catalog import ACTION_SEVERITY, CLASSES, SEVERITIES, lookup, xid_catalog
+from ingest.xid_catalog import ACTION_SEVERITY
+from ingest.xid_catalog import CLASSES
+from ingest.xid_catalog import SEVERITIES
+from ingest.xid_catalog import lookup
+from ingest.xid_catalog import xid_catalog
 from tests.conftest import FIXTURES
 
 

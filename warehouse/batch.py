@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -17,19 +18,22 @@ from typing import TYPE_CHECKING
 import duckdb
 import polars as pl
 
-from warehouse.catalog import _deduped, _typed_scan
-from warehouse.files import (
-    _join,
-    _mtime,
-    _parquet_writer,
-    _split_partitions,
-    _sql_str,
-    _with_partition,
-    duck_type,
-    literal_path,
-)
-from warehouse.layout import COPIES, _file_column, _has_copies
-from warehouse.schemas import TABLES, Table, conform
+from warehouse.catalog import _deduped
+from warehouse.catalog import _typed_scan
+from warehouse.files import _join
+from warehouse.files import _mtime
+from warehouse.files import _parquet_writer
+from warehouse.files import _split_partitions
+from warehouse.files import _sql_str
+from warehouse.files import _with_partition
+from warehouse.files import duck_type
+from warehouse.files import literal_path
+from warehouse.layout import COPIES
+from warehouse.layout import _file_column
+from warehouse.layout import _has_copies
+from warehouse.schemas import TABLES
+from warehouse.schemas import Table
+from warehouse.schemas import conform
 
 if TYPE_CHECKING:
     from warehouse.store import Warehouse

@@ -14,8 +14,15 @@ from tempfile import TemporaryDirectory
 import duckdb
 import polars as pl
 
-from warehouse.files import _NULL_PARTITION, WarehouseError, _sql_str, duck_type, literal_path
-from warehouse.schemas import TABLES, VIEWS, Table, conform
+from warehouse.files import _NULL_PARTITION
+from warehouse.files import WarehouseError
+from warehouse.files import _sql_str
+from warehouse.files import duck_type
+from warehouse.files import literal_path
+from warehouse.schemas import TABLES
+from warehouse.schemas import VIEWS
+from warehouse.schemas import Table
+from warehouse.schemas import conform
 
 # warehouse.duckdb opens in DuckDB 1.5 and later: the `duckdb` command (PyPI duckdb-cli, in
 # pyproject.toml) is 1.5 while the Python duckdb is 2.0, whose own storage 1.5 cannot read

@@ -9,15 +9,18 @@ description, metadata); ``pipelines/checks.py`` wraps them as Dagster asset chec
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
 
 import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 
 from warehouse.schemas import TABLES
-from warehouse.store import Warehouse, literal_path
+from warehouse.store import Warehouse
+from warehouse.store import literal_path
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,20 @@ from __future__ import annotations
 import posixpath
 import shutil
 from collections.abc import Iterable
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
+from contextlib import contextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
 import polars as pl
 
-from warehouse.files import _join, _mtime, _parquet_writer, _split_partitions, _stored
-from warehouse.schemas import TABLES, conform
+from warehouse.files import _join
+from warehouse.files import _mtime
+from warehouse.files import _parquet_writer
+from warehouse.files import _split_partitions
+from warehouse.files import _stored
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 
 class Derived:

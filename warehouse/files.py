@@ -17,7 +17,9 @@ from typing import IO
 import fsspec
 import polars as pl
 
-from warehouse.schemas import STORED_TS, TABLES, Table
+from warehouse.schemas import STORED_TS
+from warehouse.schemas import TABLES
+from warehouse.schemas import Table
 
 _DUCK_TYPES = {
     pl.Utf8: "VARCHAR",

@@ -12,8 +12,13 @@ import uuid
 import polars as pl
 
 from warehouse.batch import Batch
-from warehouse.files import _NULL_PARTITION, _join, _split_partitions, literal_path
-from warehouse.layout import COPIES, _file_column, _has_copies
+from warehouse.files import _NULL_PARTITION
+from warehouse.files import _join
+from warehouse.files import _split_partitions
+from warehouse.files import literal_path
+from warehouse.layout import COPIES
+from warehouse.layout import _file_column
+from warehouse.layout import _has_copies
 from warehouse.schemas import TABLES
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

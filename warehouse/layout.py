@@ -12,8 +12,10 @@ import uuid
 
 import polars as pl
 
-from warehouse.files import _join, _parquet_writer
-from warehouse.schemas import TABLES, Table
+from warehouse.files import _join
+from warehouse.files import _parquet_writer
+from warehouse.schemas import TABLES
+from warehouse.schemas import Table
 
 # in the Parquet root: its files' times are UTC-adjusted (older versions wrote naive UTC)
 TIMES_UTC_MARKER = ".times_utc"  # hidden: ingesting a folder that holds the home skips it

@@ -11,7 +11,8 @@ import socket
 import sys
 import threading
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
+from contextlib import contextmanager
 from pathlib import Path
 
 from warehouse.files import WarehouseError

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from warehouse.schemas import TABLES, VIEWS
+from warehouse.schemas import TABLES
+from warehouse.schemas import VIEWS
 
 
 def _type(dtype: pl.DataType) -> str:

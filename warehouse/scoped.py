@@ -15,7 +15,8 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse.store import Warehouse, WarehouseError
+from warehouse.store import Warehouse
+from warehouse.store import WarehouseError
 
 
 class ScopedWarehouse(Warehouse):

@@ -72,21 +72,26 @@ from pathlib import Path
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from warehouse.batch import COMMITS, FAULT_ENV, Batch, Staging
-from warehouse.catalog import Catalog, ReadOnlyViolation
+from warehouse.batch import COMMITS
+from warehouse.batch import FAULT_ENV
+from warehouse.batch import Batch
+from warehouse.batch import Staging
+from warehouse.catalog import Catalog
+from warehouse.catalog import ReadOnlyViolation
 from warehouse.derived import Derived
-from warehouse.files import (
-    SCRATCH_ENV,
-    Files,
-    WarehouseError,
-    duck_type,
-    literal_path,
-    resolve_home,
-    resolve_parquet_uri,
-)
+from warehouse.files import SCRATCH_ENV
+from warehouse.files import Files
+from warehouse.files import WarehouseError
+from warehouse.files import duck_type
+from warehouse.files import literal_path
+from warehouse.files import resolve_home
+from warehouse.files import resolve_parquet_uri
 from warehouse.forget import Forget
-from warehouse.layout import SOURCES_MARKER, TIMES_UTC_MARKER, Layout
-from warehouse.lock import WarehouseBusy, WriterLock
+from warehouse.layout import SOURCES_MARKER
+from warehouse.layout import TIMES_UTC_MARKER
+from warehouse.layout import Layout
+from warehouse.lock import WarehouseBusy
+from warehouse.lock import WriterLock
 
 # the names callers import from here: the warehouse's one public entry point
 __all__ = [

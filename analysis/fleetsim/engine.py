@@ -32,7 +32,9 @@ import numpy as np
 from analysis.class_rates import UNIT_COUNTS
 from analysis.montecarlo import failure_events
 from analysis.projection import unit_counts
-from analysis.taxonomy import DEFAULT_UNIT, NON_HARDWARE, WORKLOAD
+from analysis.taxonomy import DEFAULT_UNIT
+from analysis.taxonomy import NON_HARDWARE
+from analysis.taxonomy import WORKLOAD
 
 # event kinds (heap entries: time, sequence, kind, a, b)
 FAIL, REFAIL, JOBFAIL, TRIAGE, REPAIRED, MAINT, MAINT_END = range(7)

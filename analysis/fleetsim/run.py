@@ -22,7 +22,8 @@ import polars as pl
 
 from analysis.fleet_age import DEFAULT_FLEET_AGE
 from analysis.fleetsim import engine
-from analysis.fleetsim.scenario import ScenarioError, validate
+from analysis.fleetsim.scenario import ScenarioError
+from analysis.fleetsim.scenario import validate
 from analysis.rate_sources import JOB_SIZE_EDGES
 
 TARGETS = ("fleet_goodput", "ettr:")  # metrics (or key prefixes) the stopping rule watches

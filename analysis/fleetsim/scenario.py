@@ -16,8 +16,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.assumptions import CKPT_COST_S, CKPT_INTERVAL_S, GPUS_PER_NODE, RESTART_S
-from analysis.taxonomy import DEFAULT_SCOPE, SCOPES
+from analysis.assumptions import CKPT_COST_S
+from analysis.assumptions import CKPT_INTERVAL_S
+from analysis.assumptions import GPUS_PER_NODE
+from analysis.assumptions import RESTART_S
+from analysis.taxonomy import DEFAULT_SCOPE
+from analysis.taxonomy import SCOPES
 
 
 class ScenarioError(ValueError):

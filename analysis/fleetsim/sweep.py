@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from analysis.fleetsim.run import Estimates, Inputs, paired, simulate
+from analysis.fleetsim.run import Estimates
+from analysis.fleetsim.run import Inputs
+from analysis.fleetsim.run import paired
+from analysis.fleetsim.run import simulate
 from analysis.fleetsim.scenario import with_knob
 from warehouse.schemas import conform
 

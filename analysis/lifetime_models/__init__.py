@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from functools import cache
 
-from analysis.lifetime_models.base import LifetimeModel, Sample
+from analysis.lifetime_models.base import LifetimeModel
+from analysis.lifetime_models.base import Sample
 from warehouse.plugins import discover
 
 __all__ = ["LifetimeModel", "Sample", "age_trend_model", "get", "models", "names"]

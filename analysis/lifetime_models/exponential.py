@@ -15,7 +15,9 @@ import math
 
 import numpy as np
 
-from analysis.lifetime_models.base import Sample, _param_dict, log_ci
+from analysis.lifetime_models.base import Sample
+from analysis.lifetime_models.base import _param_dict
+from analysis.lifetime_models.base import log_ci
 from analysis.lifetime_models.log_location_scale import MinExtremeValue
 
 

@@ -17,7 +17,10 @@ import math
 
 import numpy as np
 
-from analysis.lifetime_models.base import LifetimeModel, LogLik, Sample, log_ci
+from analysis.lifetime_models.base import LifetimeModel
+from analysis.lifetime_models.base import LogLik
+from analysis.lifetime_models.base import Sample
+from analysis.lifetime_models.base import log_ci
 
 
 class GompertzLogLik(LogLik):

@@ -14,7 +14,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from analysis.lifetime_models.base import LifetimeModel, LogLik, Sample
+from analysis.lifetime_models.base import LifetimeModel
+from analysis.lifetime_models.base import LogLik
+from analysis.lifetime_models.base import Sample
 
 
 class ZLogLik(LogLik):

@@ -14,7 +14,8 @@ import math
 
 import numpy as np
 
-from analysis.lifetime_models.base import Z95, log_ci
+from analysis.lifetime_models.base import Z95
+from analysis.lifetime_models.base import log_ci
 from analysis.lifetime_models.log_location_scale import LogLocationScale
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)

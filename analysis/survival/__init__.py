@@ -17,11 +17,18 @@ projection import); everything else is imported from its module.
 """
 
 from analysis.survival.cox import hazard_ratios
-from analysis.survival.curves import MIN_AT_RISK, survival_curves
-from analysis.survival.fits import fit_all, refresh_fits
-from analysis.survival.rate_trend import TREND_ALPHA, rate_trends
-from analysis.survival.rates import failure_rates, fit_model, model_mean, rate_samples
-from analysis.survival.shape import age_reading, age_shape
+from analysis.survival.curves import MIN_AT_RISK
+from analysis.survival.curves import survival_curves
+from analysis.survival.fits import fit_all
+from analysis.survival.fits import refresh_fits
+from analysis.survival.rate_trend import TREND_ALPHA
+from analysis.survival.rate_trend import rate_trends
+from analysis.survival.rates import failure_rates
+from analysis.survival.rates import fit_model
+from analysis.survival.rates import model_mean
+from analysis.survival.rates import rate_samples
+from analysis.survival.shape import age_reading
+from analysis.survival.shape import age_shape
 
 __all__ = [
     "MIN_AT_RISK",

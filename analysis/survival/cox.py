@@ -29,8 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from analysis.survival.common import _fit_errors, clean_lifetimes, holm
-from warehouse.schemas import TABLES, conform
+from analysis.survival.common import _fit_errors
+from analysis.survival.common import clean_lifetimes
+from analysis.survival.common import holm
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 MIN_EVENTS_COX = 10
 COX_MAX_UNITS = 5_000  # Cox / PH test on a uniform random subsample above this (lifelines'

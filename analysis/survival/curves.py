@@ -10,16 +10,20 @@ import warnings
 import numpy as np
 import polars as pl
 
-from analysis.survival.common import _sample, _thin, clean_lifetimes
+from analysis.survival.common import _sample
+from analysis.survival.common import _thin
+from analysis.survival.common import clean_lifetimes
 from analysis.survival.competing import competing_risks
-from warehouse.schemas import TABLES, conform
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
 
 MIN_AT_RISK = 10  # curve points with fewer units at risk are flagged ``small_risk_set``
 
 
 def survival_curves(lifetimes: pl.DataFrame, notes: list[str] | None = None) -> pl.DataFrame:
     """KM and NA per class with left truncation, plus Aalen-Johansen by cause for nodes."""
-    from lifelines import KaplanMeierFitter, NelsonAalenFitter
+    from lifelines import KaplanMeierFitter
+    from lifelines import NelsonAalenFitter
     from lifelines.exceptions import StatError
 
     notes = notes if notes is not None else []

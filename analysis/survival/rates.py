@@ -50,9 +50,12 @@ from analysis import lifetime_models
 from analysis.headline import selected_rates as selected
 from analysis.lifetime_models.base import Sample
 from analysis.lifetime_models.exponential import poisson_rate_ci
-from analysis.survival.common import _fit_errors, _sample, clean_lifetimes
+from analysis.survival.common import _fit_errors
+from analysis.survival.common import _sample
+from analysis.survival.common import clean_lifetimes
 from analysis.survival.shape import _shape_tests
-from analysis.survival.windows import _mark_periods, _month_pieces
+from analysis.survival.windows import _mark_periods
+from analysis.survival.windows import _month_pieces
 from warehouse.schemas import TABLES
 
 HOURS_PER_1K_UNIT_DAYS = 24_000.0  # rate per 1k unit-days -> per unit-hour: divide by this

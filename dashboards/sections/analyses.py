@@ -6,7 +6,10 @@ from __future__ import annotations
 import polars as pl
 
 from analysis.headline import unit_populations
-from dashboards.section import NO_DATA, ReportContext, Section, html_table
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import html_table
 
 KEY = "analyses"
 TITLE = "Analyses run and skipped, observation window, unit populations"

@@ -7,7 +7,12 @@ import altair as alt
 import polars as pl
 
 from dashboards import charts
-from dashboards.section import ReportContext, Section, hours, html_table, num, pct
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import hours
+from dashboards.section import html_table
+from dashboards.section import num
+from dashboards.section import pct
 
 KEY = "availability"
 TITLE = "Availability, repair times and root causes"

@@ -9,7 +9,12 @@ import polars as pl
 
 from analysis.taxonomy import NONE_LABEL
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section, html_table, num, pct
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import html_table
+from dashboards.section import num
+from dashboards.section import pct
 
 KEY = "breakdowns"
 TITLE = "By cluster, partition and account"

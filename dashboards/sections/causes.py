@@ -6,9 +6,15 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from analysis.taxonomy import LLAMA3_TABLE, WORKLOAD, shown_cause
+from analysis.taxonomy import LLAMA3_TABLE
+from analysis.taxonomy import WORKLOAD
+from analysis.taxonomy import shown_cause
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section, html_table, pct
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import html_table
+from dashboards.section import pct
 
 KEY = "causes"
 TITLE = "Interruption causes, beside the Llama 3 published mix"

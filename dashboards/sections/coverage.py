@@ -7,7 +7,10 @@ import altair as alt
 import polars as pl
 
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section, html_table
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import html_table
 
 KEY = "coverage"
 TITLE = "Data quality: time covered per source and host"

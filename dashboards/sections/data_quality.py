@@ -7,7 +7,11 @@ import altair as alt
 import polars as pl
 
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section, html_table, pct
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import html_table
+from dashboards.section import pct
 
 KEY = "data_quality"
 TITLE = "Data quality: rows kept and records quarantined per source format"

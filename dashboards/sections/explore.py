@@ -17,9 +17,14 @@ from dataclasses import dataclass
 import altair as alt
 import polars as pl
 
-from analysis.taxonomy import NONE_LABEL, shown_cause
+from analysis.taxonomy import NONE_LABEL
+from analysis.taxonomy import shown_cause
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section, num, pct
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import num
+from dashboards.section import pct
 
 KEY = "explore"
 TITLE = "Drill down: pick a cluster, partition, account, period or cause class"

@@ -8,7 +8,10 @@ import polars as pl
 from analysis.headline import selected_rates
 from analysis.survival import age_reading
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section, num
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import num
 
 KEY = "failure_rates"
 TITLE = "Failure rate per component class (95% CI) and Weibull shape"

@@ -7,9 +7,12 @@ from __future__ import annotations
 import html
 
 from analysis.headline import BAND_COVERS
-from analysis.taxonomy import LLAMA3_TABLE, WORKLOAD
-from dashboards.section import ReportContext, Section
-from dashboards.sections.causes import COMPARED, NOT_COMPARED
+from analysis.taxonomy import LLAMA3_TABLE
+from analysis.taxonomy import WORKLOAD
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.sections.causes import COMPARED
+from dashboards.sections.causes import NOT_COMPARED
 
 KEY = "glossary"
 TITLE = "Glossary"

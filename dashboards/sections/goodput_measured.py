@@ -7,7 +7,13 @@ import altair as alt
 import polars as pl
 
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section, hours, html_table, num, pct
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import hours
+from dashboards.section import html_table
+from dashboards.section import num
+from dashboards.section import pct
 
 KEY = "goodput_measured"
 TITLE = "Measured goodput per job chain, and where the badput went"

@@ -9,17 +9,15 @@ import polars as pl
 
 from analysis.headline import BAND_COVERS
 from dashboards import charts
-from dashboards.section import (
-    NO_DATA,
-    SCOPE_WORDS,
-    ReportContext,
-    Section,
-    hours,
-    interruption_scope,
-    pct,
-    projection_at,
-    scale_frame,
-)
+from dashboards.section import NO_DATA
+from dashboards.section import SCOPE_WORDS
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import hours
+from dashboards.section import interruption_scope
+from dashboards.section import pct
+from dashboards.section import projection_at
+from dashboards.section import scale_frame
 
 KEY = "goodput_scale"
 TITLE = "Projected goodput vs job scale, and the checkpoint interval to use"

@@ -8,7 +8,9 @@ import altair as alt
 import polars as pl
 
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
 
 KEY = "hazard_ratios"
 TITLE = "Failure hazard by trait (Cox hazard ratios, 95% CI)"

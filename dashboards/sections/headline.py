@@ -8,19 +8,17 @@ import polars as pl
 
 from analysis.headline import fleet_headline
 from dashboards import charts
-from dashboards.section import (
-    NO_DATA,
-    SCOPE_WORDS,
-    ReportContext,
-    Section,
-    hours,
-    in_hours,
-    interruption_scope,
-    num,
-    pct,
-    projection_at,
-    telemetry_rollup,
-)
+from dashboards.section import NO_DATA
+from dashboards.section import SCOPE_WORDS
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import hours
+from dashboards.section import in_hours
+from dashboards.section import interruption_scope
+from dashboards.section import num
+from dashboards.section import pct
+from dashboards.section import projection_at
+from dashboards.section import telemetry_rollup
 
 KEY = "headline"
 TITLE = "Headline figures"

@@ -8,9 +8,17 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from analysis.node_health import fleet_rates, lemon_gain, summary
+from analysis.node_health import fleet_rates
+from analysis.node_health import lemon_gain
+from analysis.node_health import summary
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section, hours, html_table, num, pct
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import hours
+from dashboards.section import html_table
+from dashboards.section import num
+from dashboards.section import pct
 
 KEY = "node_health"
 TITLE = "Lemon nodes: failures per node against the fleet's rate"

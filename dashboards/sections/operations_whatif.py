@@ -7,9 +7,13 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from analysis.fleetsim.sweep import GAIN, GOODPUT, SPARES_KNOB
+from analysis.fleetsim.sweep import GAIN
+from analysis.fleetsim.sweep import GOODPUT
+from analysis.fleetsim.sweep import SPARES_KNOB
 from dashboards import charts
-from dashboards.section import ReportContext, Section, pct
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import pct
 
 KEY = "operations_whatif"
 TITLE = "Operations what-if: spares, repair line and triage on the whole fleet (simulated)"

@@ -5,9 +5,13 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from analysis.headline import MONTHLY, selected_rates
+from analysis.headline import MONTHLY
+from analysis.headline import selected_rates
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section, num
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import num
 
 KEY = "rate_trend"
 TITLE = "Failure rate per month (95% CI)"
@@ -110,7 +114,8 @@ def build(ctx: ReportContext) -> Section:
         return Section(KEY, TITLE, note=NO_DATA)
     s = Section(KEY, TITLE, chart=rate_trend_chart(df))
     months = sorted(df["window"].unique().to_list())
-    from analysis.survival import TREND_ALPHA, rate_trends  # the test and its rule, one place
+    from analysis.survival import TREND_ALPHA  # the test and its rule, one place
+    from analysis.survival import rate_trends  # the test and its rule, one place
 
     tests = rate_trends(ctx.t["failure_rates"])
     span = f"Across {len(months)} months ({months[0]} to {months[-1]})"

@@ -7,7 +7,10 @@ import polars as pl
 
 from analysis.whatif import sensitivity_frame
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section, pct
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import pct
 
 KEY = "sensitivity"
 TITLE = "What-if: which single improvement buys the most goodput"

@@ -8,27 +8,29 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import polars as pl
 
 from analysis.observation import stored_window
 from analysis.taxonomy import WORKLOAD
-from analysis.trend import data_window, losses_frame, period_starts, window_figures
+from analysis.trend import data_window
+from analysis.trend import losses_frame
+from analysis.trend import period_starts
+from analysis.trend import window_figures
 from analysis.whatif import sensitivity_frame
-from dashboards.section import (
-    NO_DATA,
-    ReportContext,
-    Section,
-    change,
-    html_table,
-    in_hours,
-    interruption_scope,
-    money,
-    num,
-    pct,
-    projection_at,
-)
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import change
+from dashboards.section import html_table
+from dashboards.section import in_hours
+from dashboards.section import interruption_scope
+from dashboards.section import money
+from dashboards.section import num
+from dashboards.section import pct
+from dashboards.section import projection_at
 
 KEY = "summary"
 TITLE = "Summary"

@@ -7,7 +7,10 @@ import polars as pl
 
 from analysis.survival import MIN_AT_RISK
 from dashboards import charts
-from dashboards.section import NO_DATA, ReportContext, Section, pct
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import pct
 
 KEY = "survival"
 TITLE = "Kaplan-Meier survival per component class (95% CI bands)"

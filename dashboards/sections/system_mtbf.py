@@ -7,7 +7,9 @@ import altair as alt
 import polars as pl
 
 from dashboards import charts
-from dashboards.section import ReportContext, Section, hours
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import hours
 
 KEY = "system_mtbf"
 TITLE = "System MTBF per quarter (95% CI)"

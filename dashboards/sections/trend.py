@@ -6,18 +6,17 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from analysis.trend import losses_frame, trend_frame
+from analysis.trend import losses_frame
+from analysis.trend import trend_frame
 from dashboards import charts
-from dashboards.section import (
-    NO_DATA,
-    ReportContext,
-    Section,
-    change,
-    html_table,
-    in_hours,
-    num,
-    pct,
-)
+from dashboards.section import NO_DATA
+from dashboards.section import ReportContext
+from dashboards.section import Section
+from dashboards.section import change
+from dashboards.section import html_table
+from dashboards.section import in_hours
+from dashboards.section import num
+from dashboards.section import pct
 
 KEY = "trend"
 TITLE = "Goodput, lost GPU-hours and MTBF week by week"

@@ -29,17 +29,16 @@ import re
 
 import polars as pl
 
-from ingest.base import (
-    CERTAIN,
-    FormatSpec,
-    ParseContext,
-    ParseResult,
-    implausible_time,
-    numbered_lines,
-    split_rejected,
-)
+from ingest.base import CERTAIN
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import implausible_time
+from ingest.base import numbered_lines
+from ingest.base import split_rejected
 from ingest.times import local_to_utc
-from warehouse.schemas import conform, quarantine_frame
+from warehouse.schemas import conform
+from warehouse.schemas import quarantine_frame
 
 _TIME = r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)"
 _ZONE = r"(Z|[+-]\d\d:?\d\d)?"

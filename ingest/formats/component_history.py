@@ -71,20 +71,20 @@ from pathlib import PurePath
 
 import polars as pl
 
-from ingest.base import (
-    CERTAIN,
-    FormatSpec,
-    ParseContext,
-    ParseResult,
-    implausible_time,
-    numbered_lines,
-    split_rejected,
-    whole_file_quarantine,
-)
+from ingest.base import CERTAIN
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import implausible_time
+from ingest.base import numbered_lines
+from ingest.base import split_rejected
+from ingest.base import whole_file_quarantine
 from ingest.component_names import CLASS_NAMES
 from ingest.csv_records import csv_records
-from ingest.times import parse_span, parse_times
-from warehouse.schemas import conform, quarantine_frame
+from ingest.times import parse_span
+from ingest.times import parse_times
+from warehouse.schemas import conform
+from warehouse.schemas import quarantine_frame
 
 CANONICAL = ("component_class", "serial", "slot", "host", "position", "model", "installed_at",
              "removed_at", "removal_reason", "failed")  # fmt: skip

@@ -35,27 +35,24 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
-from ingest.base import (
-    CERTAIN,
-    STAND_IN_HOST,
-    STAND_IN_TIME,
-    FormatSpec,
-    ParseContext,
-    ParseResult,
-    count_newlines,
-    implausible_time,
-    normalize_pci,
-    numbered_lines,
-    valid_utf8,
-)
-from ingest.gpu_labels import (
-    LABEL_COLUMNS,
-    host_from_path,
-    is_str_blank,
-    sentinel_to_null,
-    xid_metric,
-)
-from warehouse.schemas import conform, quarantine_frame
+from ingest.base import CERTAIN
+from ingest.base import STAND_IN_HOST
+from ingest.base import STAND_IN_TIME
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import count_newlines
+from ingest.base import implausible_time
+from ingest.base import normalize_pci
+from ingest.base import numbered_lines
+from ingest.base import valid_utf8
+from ingest.gpu_labels import LABEL_COLUMNS
+from ingest.gpu_labels import host_from_path
+from ingest.gpu_labels import is_str_blank
+from ingest.gpu_labels import sentinel_to_null
+from ingest.gpu_labels import xid_metric
+from warehouse.schemas import conform
+from warehouse.schemas import quarantine_frame
 
 SOURCE = "dcgm"
 

@@ -37,16 +37,14 @@ import re
 
 import polars as pl
 
-from ingest.base import (
-    CERTAIN,
-    FormatSpec,
-    ParseContext,
-    ParseResult,
-    implausible_time,
-    numbered_lines,
-    split_rejected,
-    whole_file_quarantine,
-)
+from ingest.base import CERTAIN
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import implausible_time
+from ingest.base import numbered_lines
+from ingest.base import split_rejected
+from ingest.base import whole_file_quarantine
 from ingest.component_names import CLASS_NAMES
 from ingest.csv_records import csv_records
 from ingest.times import parse_span

@@ -37,16 +37,15 @@ import re
 import polars as pl
 
 from ingest import sel_sensor_classes as sc
-from ingest.base import (
-    FormatSpec,
-    ParseContext,
-    ParseResult,
-    implausible_time,
-    numbered_lines,
-    split_rejected,
-    stand_ins,
-)
-from ingest.bmc_common import event_rows, host_from_path
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import implausible_time
+from ingest.base import numbered_lines
+from ingest.base import split_rejected
+from ingest.base import stand_ins
+from ingest.bmc_common import event_rows
+from ingest.bmc_common import host_from_path
 from ingest.times import wall_clock
 
 # Abbreviations with one meaning in practice -> minutes east of UTC.

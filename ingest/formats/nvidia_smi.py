@@ -24,18 +24,19 @@ import re
 
 import polars as pl
 
-from ingest.base import (
-    FormatSpec,
-    ParseContext,
-    ParseResult,
-    implausible_time,
-    normalize_pci,
-    numbered_lines,
-    stand_ins,
-)
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import implausible_time
+from ingest.base import normalize_pci
+from ingest.base import numbered_lines
+from ingest.base import stand_ins
 from ingest.gpu_labels import host_from_path
 from ingest.times import local_to_utc
-from warehouse.schemas import QUARANTINE_COLUMNS, TABLES, conform, quarantine_frame
+from warehouse.schemas import QUARANTINE_COLUMNS
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
+from warehouse.schemas import quarantine_frame
 
 SOURCE = "nvidia-smi"
 IDENTITY_FIELDS = {"index", "uuid", "gpu_uuid", "name", "gpu_name", "timestamp", "hostname"}

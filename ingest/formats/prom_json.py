@@ -23,24 +23,22 @@ import numpy as np
 import orjson
 import polars as pl
 
-from ingest.base import (
-    FormatSpec,
-    ParseContext,
-    ParseResult,
-    implausible_time,
-    normalize_pci,
-    stand_ins,
-    whole_file_quarantine,
-)
-from ingest.gpu_labels import (
-    LABEL_COLUMNS,
-    NO_GPU_NO_HOST,
-    host_from_path,
-    is_str_blank,
-    sentinel_to_null,
-    xid_metric,
-)
-from warehouse.schemas import QUARANTINE_COLUMNS, conform, quarantine_frame
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import implausible_time
+from ingest.base import normalize_pci
+from ingest.base import stand_ins
+from ingest.base import whole_file_quarantine
+from ingest.gpu_labels import LABEL_COLUMNS
+from ingest.gpu_labels import NO_GPU_NO_HOST
+from ingest.gpu_labels import host_from_path
+from ingest.gpu_labels import is_str_blank
+from ingest.gpu_labels import sentinel_to_null
+from ingest.gpu_labels import xid_metric
+from warehouse.schemas import QUARANTINE_COLUMNS
+from warehouse.schemas import conform
+from warehouse.schemas import quarantine_frame
 
 SOURCE = "prometheus"
 

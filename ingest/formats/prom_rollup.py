@@ -20,25 +20,26 @@ import json
 import orjson
 import polars as pl
 
-from ingest.base import (
-    FormatSpec,
-    ParseContext,
-    ParseResult,
-    implausible_time,
-    normalize_pci,
-    whole_file_quarantine,
-)
-from ingest.gpu_labels import LABEL_COLUMNS, NO_GPU_NO_HOST, xid_metric
-from ingest.tsdb import (
-    ROLLUP_FUNCTIONS,
-    ROLLUP_LABEL,
-    readable_time,
-    rollup_column,
-    rollup_rows,
-    series_points,
-    unusable,
-)
-from warehouse.schemas import QUARANTINE_COLUMNS, TABLES, conform, quarantine_frame
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import implausible_time
+from ingest.base import normalize_pci
+from ingest.base import whole_file_quarantine
+from ingest.gpu_labels import LABEL_COLUMNS
+from ingest.gpu_labels import NO_GPU_NO_HOST
+from ingest.gpu_labels import xid_metric
+from ingest.tsdb import ROLLUP_FUNCTIONS
+from ingest.tsdb import ROLLUP_LABEL
+from ingest.tsdb import readable_time
+from ingest.tsdb import rollup_column
+from ingest.tsdb import rollup_rows
+from ingest.tsdb import series_points
+from ingest.tsdb import unusable
+from warehouse.schemas import QUARANTINE_COLUMNS
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
+from warehouse.schemas import quarantine_frame
 
 SOURCE = "prometheus"
 

@@ -26,26 +26,22 @@ from __future__ import annotations
 import polars as pl
 
 from ingest import sel_sensor_classes as sc
-from ingest.base import (
-    CERTAIN,
-    FormatSpec,
-    ParseContext,
-    ParseResult,
-    implausible_time,
-    split_rejected,
-    stand_ins,
-    whole_file_quarantine,
-)
-from ingest.bmc_common import (
-    ODATA_TYPE,
-    event_rows,
-    host_from_path,
-    iso_to_utc,
-    load,
-    odata_type,
-    raw_json,
-    resource_host,
-)
+from ingest.base import CERTAIN
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import implausible_time
+from ingest.base import split_rejected
+from ingest.base import stand_ins
+from ingest.base import whole_file_quarantine
+from ingest.bmc_common import ODATA_TYPE
+from ingest.bmc_common import event_rows
+from ingest.bmc_common import host_from_path
+from ingest.bmc_common import iso_to_utc
+from ingest.bmc_common import load
+from ingest.bmc_common import odata_type
+from ingest.bmc_common import raw_json
+from ingest.bmc_common import resource_host
 
 SEVERITY = {"ok": "info", "warning": "warning", "critical": "critical"}
 

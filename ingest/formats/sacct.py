@@ -24,18 +24,24 @@ import re
 
 import polars as pl
 
-from ingest.base import (
-    FormatSpec,
-    ParseContext,
-    ParseResult,
-    drop_repeats,
-    numbered_lines,
-    settle_repeats,
-)
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import drop_repeats
+from ingest.base import numbered_lines
+from ingest.base import settle_repeats
 from ingest.hostlist import expand_column
-from ingest.job_checks import STATE_CODES, STATES, job_value_errors, number_attempts
-from ingest.times import NULL_TIMES, local_candidates, local_span, naive_times, slurm_duration_s
-from warehouse.schemas import conform, quarantine_frame
+from ingest.job_checks import STATE_CODES
+from ingest.job_checks import STATES
+from ingest.job_checks import job_value_errors
+from ingest.job_checks import number_attempts
+from ingest.times import NULL_TIMES
+from ingest.times import local_candidates
+from ingest.times import local_span
+from ingest.times import naive_times
+from ingest.times import slurm_duration_s
+from warehouse.schemas import conform
+from warehouse.schemas import quarantine_frame
 
 XDMOD_FIELDS = [
     "jobid",

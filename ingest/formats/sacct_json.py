@@ -28,17 +28,18 @@ import re
 
 import polars as pl
 
-from ingest.base import (
-    CERTAIN,
-    FormatSpec,
-    ParseContext,
-    ParseResult,
-    json_error,
-    whole_file_quarantine,
-)
+from ingest.base import CERTAIN
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import json_error
+from ingest.base import whole_file_quarantine
 from ingest.hostlist import expand_column
-from ingest.job_checks import STATES, job_value_errors, number_attempts
-from warehouse.schemas import conform, quarantine_frame
+from ingest.job_checks import STATES
+from ingest.job_checks import job_value_errors
+from ingest.job_checks import number_attempts
+from warehouse.schemas import conform
+from warehouse.schemas import quarantine_frame
 
 
 def _num(v):

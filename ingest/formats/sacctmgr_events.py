@@ -26,10 +26,17 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, implausible_time, numbered_lines
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import implausible_time
+from ingest.base import numbered_lines
 from ingest.hostlist import expand_column
-from ingest.times import NULL_TIMES, local_span, naive_times
-from warehouse.schemas import conform, quarantine_frame
+from ingest.times import NULL_TIMES
+from ingest.times import local_span
+from ingest.times import naive_times
+from warehouse.schemas import conform
+from warehouse.schemas import quarantine_frame
 
 # sacctmgr's format names, in the order sources.slurm asks for them (Reason last: it is free
 # text). Its header prints Start/End as TimeStart/TimeEnd.

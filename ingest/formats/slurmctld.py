@@ -31,18 +31,17 @@ import re
 
 import polars as pl
 
-from ingest.base import (
-    FormatSpec,
-    ParseContext,
-    ParseResult,
-    drop_repeats,
-    implausible_time,
-    numbered_lines,
-    settle_repeats,
-)
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import drop_repeats
+from ingest.base import implausible_time
+from ingest.base import numbered_lines
+from ingest.base import settle_repeats
 from ingest.hostlist import expand_column
 from ingest.times import local_to_utc
-from warehouse.schemas import conform, quarantine_frame
+from warehouse.schemas import conform
+from warehouse.schemas import quarantine_frame
 
 _TS = r"^\s*\[(?P<ts>[^\]]*)\]\s*"
 _PREFIX = (

@@ -29,21 +29,18 @@ DOMAINS = tuple(
 )
 
 # the names the CLI, the sensors and the tests use (imported after DOMAINS: in its order)
-from pipelines.assets.analysis import (
-    component_lifetimes,
-    failure_fits,
-    goodput_projections,
-)
-from pipelines.assets.ingest import (
-    TELEMETRY_DAYS,
-    ingest_metadata,
-    ingested_sources,
-    pull_metadata,
-    pulled_sources,
-    register_days,
-    rollup_days,
-)
-from pipelines.assets.report import leadership_report, warehouse_catalog
+from pipelines.assets.analysis import component_lifetimes
+from pipelines.assets.analysis import failure_fits
+from pipelines.assets.analysis import goodput_projections
+from pipelines.assets.ingest import TELEMETRY_DAYS
+from pipelines.assets.ingest import ingest_metadata
+from pipelines.assets.ingest import ingested_sources
+from pipelines.assets.ingest import pull_metadata
+from pipelines.assets.ingest import pulled_sources
+from pipelines.assets.ingest import register_days
+from pipelines.assets.ingest import rollup_days
+from pipelines.assets.report import leadership_report
+from pipelines.assets.report import warehouse_catalog
 
 BY_DOMAIN = {m: dg.load_assets_from_modules([m]) for m in DOMAINS}
 ALL_ASSETS = [a for assets in BY_DOMAIN.values() for a in assets]

@@ -7,24 +7,26 @@ checks of the analyses' invariants beside them.
 import dagster as dg
 import polars as pl
 
-from analysis import (
-    attribution,
-    availability,
-    breakdown,
-    goodput_measured,
-    lifetimes,
-    node_health,
-    repairable,
-    survival,
-    system_mtbf,
-    trend,
-    whatif,
-)
+from analysis import attribution
+from analysis import availability
+from analysis import breakdown
 from analysis import checks as analysis_checks
-from analysis.headline import fleet_headline, selected_rates
+from analysis import goodput_measured
+from analysis import lifetimes
+from analysis import node_health
+from analysis import repairable
+from analysis import survival
+from analysis import system_mtbf
+from analysis import trend
+from analysis import whatif
+from analysis.headline import fleet_headline
+from analysis.headline import selected_rates
 from analysis.job import Job
 from analysis.status import MissingInputs
-from pipelines.assets.factory import DUCKDB, md, row_count, table_asset
+from pipelines.assets.factory import DUCKDB
+from pipelines.assets.factory import md
+from pipelines.assets.factory import row_count
+from pipelines.assets.factory import table_asset
 from pipelines.checks import asset_check
 
 

@@ -8,7 +8,8 @@ and ``reads`` (read when present). Its Dagster ``deps`` are the assets that writ
 """
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from collections.abc import Iterable
 
 import dagster as dg
 import polars as pl

@@ -5,16 +5,24 @@ Both sources write every ingest table: an asset reading one depends on both (``S
 every pulled day of ``pulled_sources``).
 """
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC
+from datetime import date
+from datetime import datetime
+from datetime import timedelta
 
 import dagster as dg
 import polars as pl
 
 from analysis.observation import source_spans
 from ingest.runner import ingest_paths
-from pipelines.assets.factory import OWNERS, register
-from pipelines.checks import asset_check, primary_tables
-from pipelines.resources import PULL_BACKFILL_START, GoodputConfig, _utc, select_sources
+from pipelines.assets.factory import OWNERS
+from pipelines.assets.factory import register
+from pipelines.checks import asset_check
+from pipelines.checks import primary_tables
+from pipelines.resources import PULL_BACKFILL_START
+from pipelines.resources import GoodputConfig
+from pipelines.resources import _utc
+from pipelines.resources import select_sources
 from sources.pull import pull
 from warehouse import checks as warehouse_checks
 from warehouse.schemas import TABLES

@@ -4,7 +4,9 @@ with the duplicate-keys check, and the leadership report built from it."""
 import dagster as dg
 
 from dashboards.report import build_report
-from pipelines.assets.factory import OWNERS, every_writer, guarded
+from pipelines.assets.factory import OWNERS
+from pipelines.assets.factory import every_writer
+from pipelines.assets.factory import guarded
 from pipelines.checks import asset_check
 from pipelines.resources import GoodputConfig
 from warehouse import checks as warehouse_checks

@@ -13,18 +13,19 @@ from datetime import date
 
 import dagster as dg
 
-from analysis import status, telemetry
-from pipelines.assets.factory import (
-    DUCKDB,
-    OWNERS,
-    guarded,
-    register,
-    row_count,
-    skipped_meta,
-    table_metadata,
-    writers,
-)
-from pipelines.assets.ingest import TELEMETRY_DAYS, register_days, rollup_days
+from analysis import status
+from analysis import telemetry
+from pipelines.assets.factory import DUCKDB
+from pipelines.assets.factory import OWNERS
+from pipelines.assets.factory import guarded
+from pipelines.assets.factory import register
+from pipelines.assets.factory import row_count
+from pipelines.assets.factory import skipped_meta
+from pipelines.assets.factory import table_metadata
+from pipelines.assets.factory import writers
+from pipelines.assets.ingest import TELEMETRY_DAYS
+from pipelines.assets.ingest import register_days
+from pipelines.assets.ingest import rollup_days
 from pipelines.resources import GoodputConfig
 
 BACKFILL_DAYS = 7  # telemetry days per backfill run: a bounded chunk of work, whatever the range

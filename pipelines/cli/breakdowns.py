@@ -4,13 +4,19 @@ GPU-hours by group, by period, and clusters side by side."""
 from __future__ import annotations
 
 from pipelines.cli.home import reading_warehouse
-from pipelines.cli.options import add_scope_options, command, common, formats
-from pipelines.cli.output import output_format, print_frame
+from pipelines.cli.options import add_scope_options
+from pipelines.cli.options import command
+from pipelines.cli.options import common
+from pipelines.cli.options import formats
+from pipelines.cli.output import output_format
+from pipelines.cli.output import print_frame
 
 
 def cmd_losses(args) -> int:
     from analysis.trend import losses_frame
-    from dashboards.section import in_hours, num, pct
+    from dashboards.section import in_hours
+    from dashboards.section import num
+    from dashboards.section import pct
 
     wh = reading_warehouse(args)
     df = losses_frame(wh.read("job_attempts"), wh.read("interruptions"), args.by, args.period)
@@ -44,7 +50,10 @@ def cmd_losses(args) -> int:
 
 def cmd_trend(args) -> int:
     from analysis.trend import trend_frame
-    from dashboards.section import change, in_hours, num, pct
+    from dashboards.section import change
+    from dashboards.section import in_hours
+    from dashboards.section import num
+    from dashboards.section import pct
 
     wh = reading_warehouse(args)
     df = trend_frame(
@@ -90,7 +99,9 @@ def cmd_compare(args) -> int:
     """Clusters (partitions, accounts) side by side: measured goodput, infrastructure
     interruption rate and MTBF with exact 95% CIs (``analysis.breakdown.compare_frame``)."""
     from analysis.breakdown import compare_frame
-    from analysis.numbers import in_hours, num, pct
+    from analysis.numbers import in_hours
+    from analysis.numbers import num
+    from analysis.numbers import pct
 
     wh = reading_warehouse(args)
     df = compare_frame(
@@ -137,7 +148,8 @@ def cmd_compare(args) -> int:
 
 
 def add_losses(sub) -> None:
-    from analysis.trend import LOSS_KEYS, PERIODS
+    from analysis.trend import LOSS_KEYS
+    from analysis.trend import PERIODS
 
     s = command(
         sub,

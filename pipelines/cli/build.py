@@ -5,24 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.cli.errors import CliError
-from pipelines.cli.home import (
-    holds_data,
-    open_warehouse,
-    resource_config,
-    scope_settings,
-    scoped,
-    window_config,
-)
-from pipelines.cli.options import (
-    add_ckpt_cost,
-    add_gpu_hour_cost,
-    add_gpus,
-    add_restart,
-    add_scope_options,
-    command,
-    common,
-    window,
-)
+from pipelines.cli.home import holds_data
+from pipelines.cli.home import open_warehouse
+from pipelines.cli.home import resource_config
+from pipelines.cli.home import scope_settings
+from pipelines.cli.home import scoped
+from pipelines.cli.home import window_config
+from pipelines.cli.options import add_ckpt_cost
+from pipelines.cli.options import add_gpu_hour_cost
+from pipelines.cli.options import add_gpus
+from pipelines.cli.options import add_restart
+from pipelines.cli.options import add_scope_options
+from pipelines.cli.options import command
+from pipelines.cli.options import common
+from pipelines.cli.options import window
 from pipelines.cli.output import print_where
 from pipelines.cli.values import parse_duration
 
@@ -46,7 +42,11 @@ def cmd_build(args) -> int:
             f"nothing to build in {wh.home}: no record ingested or pulled yet "
             "(goodput ingest PATH..., goodput pull, or goodput demo)"
         )
-    from pipelines.run import PipelineError, build, checks_line, status_lines, summary_lines
+    from pipelines.run import PipelineError
+    from pipelines.run import build
+    from pipelines.run import checks_line
+    from pipelines.run import status_lines
+    from pipelines.run import summary_lines
 
     if not config.scope().whole:  # the scope's analyses (the parent's rollups refreshed), summary
         part = scoped(wh, config)

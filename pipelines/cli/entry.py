@@ -6,17 +6,17 @@ from __future__ import annotations
 import os
 import sys
 
-from pipelines.cli.errors import (
-    EXIT_ENV_NOTHING_COMMITTED,
-    EXIT_ENV_PARTLY_COMMITTED,
-    committed_so_far,
-    environment_error,
-    interrupted,
-    is_interrupt,
-    user_errors,
-)
-from pipelines.cli.home import fresh_dirs, remove_fresh
-from pipelines.cli.parser import build_parser, unrecognized
+from pipelines.cli.errors import EXIT_ENV_NOTHING_COMMITTED
+from pipelines.cli.errors import EXIT_ENV_PARTLY_COMMITTED
+from pipelines.cli.errors import committed_so_far
+from pipelines.cli.errors import environment_error
+from pipelines.cli.errors import interrupted
+from pipelines.cli.errors import is_interrupt
+from pipelines.cli.errors import user_errors
+from pipelines.cli.home import fresh_dirs
+from pipelines.cli.home import remove_fresh
+from pipelines.cli.parser import build_parser
+from pipelines.cli.parser import unrecognized
 
 
 def main(argv: list[str] | None = None) -> int:

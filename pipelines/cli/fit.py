@@ -5,9 +5,17 @@ from __future__ import annotations
 import re
 
 from pipelines.cli.errors import CliError
-from pipelines.cli.home import open_warehouse, scope_settings, scoped, window_config
-from pipelines.cli.options import add_scope_options, command, common, formats, window
-from pipelines.cli.output import output_format, print_frame
+from pipelines.cli.home import open_warehouse
+from pipelines.cli.home import scope_settings
+from pipelines.cli.home import scoped
+from pipelines.cli.home import window_config
+from pipelines.cli.options import add_scope_options
+from pipelines.cli.options import command
+from pipelines.cli.options import common
+from pipelines.cli.options import formats
+from pipelines.cli.options import window
+from pipelines.cli.output import output_format
+from pipelines.cli.output import print_frame
 
 _MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
 
@@ -29,7 +37,8 @@ def cmd_fit(args) -> int:
         wh = scoped(wh, config)
         print(f"scope: {config.scope().describe()}")
     elif args.observed_from or args.observed_to:  # a new window: refit over it
-        from pipelines.run import PipelineError, refit
+        from pipelines.run import PipelineError
+        from pipelines.run import refit
 
         try:
             refit(window_config(args))

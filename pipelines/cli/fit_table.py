@@ -6,7 +6,8 @@ import numpy as np
 import polars as pl
 
 from analysis.survival.rates import CLEAR_AIC
-from analysis.survival.shape import SHAPE_ALPHA, age_reading
+from analysis.survival.shape import SHAPE_ALPHA
+from analysis.survival.shape import age_reading
 from analysis.survival.windows import LOW_EXPOSURE_FRACTION
 
 

@@ -7,13 +7,18 @@ import sys
 
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import open_warehouse
-from pipelines.cli.options import command, common
+from pipelines.cli.options import command
+from pipelines.cli.options import common
 
 
 def cmd_fleetsim(args) -> int:
-    from analysis.fleetsim.run import needs_warehouse, resolve
-    from analysis.fleetsim.scenario import ScenarioError, load
-    from analysis.fleetsim.sweep import format_study, study, to_json
+    from analysis.fleetsim.run import needs_warehouse
+    from analysis.fleetsim.run import resolve
+    from analysis.fleetsim.scenario import ScenarioError
+    from analysis.fleetsim.scenario import load
+    from analysis.fleetsim.sweep import format_study
+    from analysis.fleetsim.sweep import study
+    from analysis.fleetsim.sweep import to_json
 
     if args.workers is not None and args.workers < 1:
         raise CliError("--workers must be >= 1")

@@ -4,18 +4,21 @@ settings of its flags; and removing a home that a failed command created."""
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 
 from pipelines.cli.errors import CliError
-from pipelines.cli.values import parse_duration, parse_time
+from pipelines.cli.values import parse_duration
+from pipelines.cli.values import parse_time
 
 
 def open_warehouse(args, existing: bool = False, read_only: bool = False):
     """The warehouse of --home. ``existing``: for commands that only read it, a home that does not
     exist (a typo) is an error instead of a new, empty warehouse. ``read_only``: a reader's
     handle (works on a read-only home, never takes the writer lock)."""
-    from warehouse.store import Warehouse, resolve_home
+    from warehouse.store import Warehouse
+    from warehouse.store import resolve_home
 
     if existing and not (args.warehouse_uri or os.environ.get("GOODPUT_WAREHOUSE_URI")):
         home = resolve_home(args.home)
@@ -43,7 +46,8 @@ def reading_warehouse(args):
 
 def scope_settings(args) -> dict[str, str]:
     """The scope flags as ``GoodputConfig`` fields (empty: not given); checks from < to."""
-    from analysis.scope import Scope, ScopeError
+    from analysis.scope import Scope
+    from analysis.scope import ScopeError
 
     start, end = (
         parse_time(getattr(args, "scope_from", None)),
@@ -65,7 +69,8 @@ def scope_settings(args) -> dict[str, str]:
 def scoped(wh, config):
     """The warehouse a command reads: ``wh`` itself, or the scope's (built or reused)."""
     from analysis.scope import ScopeError
-    from pipelines.run import PipelineError, build_scope
+    from pipelines.run import PipelineError
+    from pipelines.run import build_scope
 
     if config.scope().whole:
         return wh
@@ -111,7 +116,8 @@ def window_config(args, **extra):
 
 def fresh_dirs(args) -> list[Path]:
     """The local home and Parquet root of the command that do not exist yet."""
-    from warehouse.store import resolve_home, resolve_parquet_uri
+    from warehouse.store import resolve_home
+    from warehouse.store import resolve_parquet_uri
 
     try:
         home = resolve_home(getattr(args, "home", None))
@@ -129,7 +135,9 @@ def remove_fresh(args, fresh: list[Path]) -> None:
     the writer lock, so another process writing there meanwhile keeps them."""
     import shutil
 
-    from warehouse.store import COMMITS, Warehouse, WarehouseError
+    from warehouse.store import COMMITS
+    from warehouse.store import Warehouse
+    from warehouse.store import WarehouseError
 
     if COMMITS[0] or not any(d.is_dir() for d in fresh):
         return

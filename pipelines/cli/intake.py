@@ -7,10 +7,16 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from pipelines.cli.errors import EXIT_REJECTED, CliError
+from pipelines.cli.errors import EXIT_REJECTED
+from pipelines.cli.errors import CliError
 from pipelines.cli.home import open_warehouse
-from pipelines.cli.options import SETTLE, command, common
-from pipelines.cli.values import check_tz, parse_duration, parse_map, parse_time
+from pipelines.cli.options import SETTLE
+from pipelines.cli.options import command
+from pipelines.cli.options import common
+from pipelines.cli.values import check_tz
+from pipelines.cli.values import parse_duration
+from pipelines.cli.values import parse_map
+from pipelines.cli.values import parse_time
 
 
 def ingest_context(args):
@@ -212,7 +218,8 @@ def _rejected(wh, r) -> str:
 def _stand_in_notes(reports) -> list[str]:
     """One line per kind of stand-in the run's files used (``ingest.base.STAND_INS``), with the
     count of files: once per run, not once per file (a directory of scrapes has thousands)."""
-    from ingest.base import STAND_IN_HOST, STAND_IN_TIME
+    from ingest.base import STAND_IN_HOST
+    from ingest.base import STAND_IN_TIME
 
     fix = {
         STAND_IN_TIME: (

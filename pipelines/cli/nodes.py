@@ -4,22 +4,26 @@ from __future__ import annotations
 
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import reading_warehouse
-from pipelines.cli.options import (
-    add_ckpt_cost,
-    add_gpus,
-    add_gpus_per_node,
-    add_restart,
-    add_scope_options,
-    command,
-    common,
-    formats,
-)
-from pipelines.cli.output import output_format, print_data, print_rows
+from pipelines.cli.options import add_ckpt_cost
+from pipelines.cli.options import add_gpus
+from pipelines.cli.options import add_gpus_per_node
+from pipelines.cli.options import add_restart
+from pipelines.cli.options import add_scope_options
+from pipelines.cli.options import command
+from pipelines.cli.options import common
+from pipelines.cli.options import formats
+from pipelines.cli.output import output_format
+from pipelines.cli.output import print_data
+from pipelines.cli.output import print_rows
 from pipelines.cli.values import parse_duration
 
 
 def cmd_nodes(args) -> int:
-    from analysis.node_health import fleet_rates, lemon_gain, score, summary, worst_first
+    from analysis.node_health import fleet_rates
+    from analysis.node_health import lemon_gain
+    from analysis.node_health import score
+    from analysis.node_health import summary
+    from analysis.node_health import worst_first
 
     if args.top < 1 or args.gpus < 1 or args.gpus_per_node < 1:
         raise CliError("--top, --gpus and --gpus-per-node must be >= 1")
@@ -121,7 +125,9 @@ def _cell(v) -> str:
 
 def _gain_line(gain: dict) -> str:
     """The job's MTTI and goodput at the fleet's rate, and without the lemon nodes."""
-    from analysis.numbers import change, in_hours, pct
+    from analysis.numbers import change
+    from analysis.numbers import in_hours
+    from analysis.numbers import pct
 
     b, w = gain["baseline"], gain["without_lemons"]
     line = (

@@ -7,20 +7,18 @@ import argparse
 import re
 from pathlib import Path
 
-from pipelines.cli import (
-    breakdowns,
-    build,
-    completion,
-    fit,
-    fleetsim,
-    intake,
-    nodes,
-    project,
-    pull,
-    reliability,
-    sample,
-    sql,
-)
+from pipelines.cli import breakdowns
+from pipelines.cli import build
+from pipelines.cli import completion
+from pipelines.cli import fit
+from pipelines.cli import fleetsim
+from pipelines.cli import intake
+from pipelines.cli import nodes
+from pipelines.cli import project
+from pipelines.cli import pull
+from pipelines.cli import reliability
+from pipelines.cli import sample
+from pipelines.cli import sql
 from pipelines.cli.completion import COMPLETERS
 from pipelines.cli.options import add_home_options
 from pipelines.cli.values import parse_count

@@ -7,27 +7,27 @@ import json
 import sys
 
 from pipelines.cli.errors import CliError
-from pipelines.cli.home import (
-    open_warehouse,
-    reading_warehouse,
-)
-from pipelines.cli.options import (
-    add_ckpt_cost,
-    add_gpus,
-    add_gpus_per_node,
-    add_restart,
-    add_scope_options,
-    command,
-    common,
-    formats,
-)
-from pipelines.cli.output import output_format, print_frame
+from pipelines.cli.home import open_warehouse
+from pipelines.cli.home import reading_warehouse
+from pipelines.cli.options import add_ckpt_cost
+from pipelines.cli.options import add_gpus
+from pipelines.cli.options import add_gpus_per_node
+from pipelines.cli.options import add_restart
+from pipelines.cli.options import add_scope_options
+from pipelines.cli.options import command
+from pipelines.cli.options import common
+from pipelines.cli.options import formats
+from pipelines.cli.output import output_format
+from pipelines.cli.output import print_frame
 from pipelines.cli.values import parse_duration
 
 
 def cmd_project(args) -> int:
     from analysis.job import Job
-    from analysis.whatif import append_projection, format_projection, project_one, read_rates_csv
+    from analysis.whatif import append_projection
+    from analysis.whatif import format_projection
+    from analysis.whatif import project_one
+    from analysis.whatif import read_rates_csv
     from warehouse.store import WarehouseBusy
 
     if args.gpus < 1 or args.gpus_per_node < 1 or (args.spares is not None and args.spares < 0):
@@ -100,8 +100,10 @@ def cmd_whatif(args) -> int:
     import polars as pl
 
     from analysis.job import Job
-    from analysis.numbers import in_hours, pct
-    from analysis.whatif import sensitivity_at, sensitivity_frame
+    from analysis.numbers import in_hours
+    from analysis.numbers import pct
+    from analysis.whatif import sensitivity_at
+    from analysis.whatif import sensitivity_frame
 
     if args.gpus < 1:
         raise CliError("--gpus must be >= 1")
@@ -170,8 +172,10 @@ def cmd_whatif(args) -> int:
 
 
 def add_project(sub) -> None:
-    from analysis.fleet_age import DEFAULT_FLEET_AGE, FLEET_AGES
-    from analysis.taxonomy import DEFAULT_SCOPE, SCOPES
+    from analysis.fleet_age import DEFAULT_FLEET_AGE
+    from analysis.fleet_age import FLEET_AGES
+    from analysis.taxonomy import DEFAULT_SCOPE
+    from analysis.taxonomy import SCOPES
 
     s = command(
         sub,

@@ -6,7 +6,8 @@ import sys
 
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import open_warehouse
-from pipelines.cli.options import command, common
+from pipelines.cli.options import command
+from pipelines.cli.options import common
 from pipelines.cli.values import parse_time
 
 
@@ -14,7 +15,9 @@ def cmd_pull(args) -> int:
     """Pull live sources. Exit 0 when every window was pulled, 1 when some source (or one of its
     targets) failed: what the others gave is stored, and the next pull catches up."""
     from pipelines.resources import select_sources
-    from sources.pull import cursors, plan, pull
+    from sources.pull import cursors
+    from sources.pull import plan
+    from sources.pull import pull
 
     since, until = parse_time(args.since), parse_time(args.until)
     if since and until and since >= until:

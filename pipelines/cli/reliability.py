@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import reading_warehouse
-from pipelines.cli.options import add_scope_options, command, common, formats
-from pipelines.cli.output import cell_text, output_format, print_data, print_frame, print_rows
+from pipelines.cli.options import add_scope_options
+from pipelines.cli.options import command
+from pipelines.cli.options import common
+from pipelines.cli.options import formats
+from pipelines.cli.output import cell_text
+from pipelines.cli.output import output_format
+from pipelines.cli.output import print_data
+from pipelines.cli.output import print_frame
+from pipelines.cli.output import print_rows
 
 
 def cmd_mtbf(args) -> int:

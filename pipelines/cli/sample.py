@@ -8,7 +8,9 @@ from pathlib import Path
 
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import open_warehouse
-from pipelines.cli.options import add_gpus_per_node, command, common
+from pipelines.cli.options import add_gpus_per_node
+from pipelines.cli.options import command
+from pipelines.cli.options import common
 from pipelines.cli.output import print_where
 from pipelines.cli.values import parse_duration
 
@@ -18,14 +20,17 @@ SAMPLE_FLEET = Path(__file__).resolve().parents[2] / "sample_data" / "fleet"
 def llama3_cause_mix():
     """The simulator's fault mix: the published Llama 3 interruption table and its folding
     (``analysis.taxonomy``), injected because sample_data does not import analysis."""
-    from analysis.taxonomy import LLAMA3_HOURS, LLAMA3_NODES, LLAMA3_TABLE
+    from analysis.taxonomy import LLAMA3_HOURS
+    from analysis.taxonomy import LLAMA3_NODES
+    from analysis.taxonomy import LLAMA3_TABLE
     from sample_data.model import CauseMix
 
     return CauseMix(LLAMA3_TABLE, LLAMA3_NODES, LLAMA3_HOURS)
 
 
 def cmd_simulate(args) -> int:
-    from sample_data.simulation import simulate, source_folders
+    from sample_data.simulation import simulate
+    from sample_data.simulation import source_folders
 
     if args.nodes < 1 or args.gpus_per_node < 1 or args.days <= 0 or args.fault_scale <= 0:
         raise CliError("--nodes, --gpus-per-node, --days and --fault-scale must be positive")
@@ -51,7 +56,10 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from pipelines.run import PipelineError, checks_line, run_pipeline, summary_lines
+    from pipelines.run import PipelineError
+    from pipelines.run import checks_line
+    from pipelines.run import run_pipeline
+    from pipelines.run import summary_lines
     from sample_data.simulation import source_folders
 
     if not SAMPLE_FLEET.exists():

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import reading_warehouse
-from pipelines.cli.options import add_scope_options, command, common
+from pipelines.cli.options import add_scope_options
+from pipelines.cli.options import command
+from pipelines.cli.options import common
 
 
 def cmd_sql(args) -> int:

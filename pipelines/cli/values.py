@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import re
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 from fractions import Fraction
 
 from pipelines.cli.errors import CliError
@@ -96,7 +97,8 @@ def parse_map(text: str | None) -> dict[str, str]:
 
 
 def check_tz(tz: str) -> str:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+    from zoneinfo import ZoneInfo
+    from zoneinfo import ZoneInfoNotFoundError
 
     try:
         ZoneInfo(tz)

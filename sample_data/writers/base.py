@@ -6,7 +6,12 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from sample_data.model import CPUS_PER_NODE, GPU_PCI_BUS, MEM_PER_NODE_MB, Attempt, Fleet, host_name
+from sample_data.model import CPUS_PER_NODE
+from sample_data.model import GPU_PCI_BUS
+from sample_data.model import MEM_PER_NODE_MB
+from sample_data.model import Attempt
+from sample_data.model import Fleet
+from sample_data.model import host_name
 
 
 def write_text(path: Path, text: str) -> None:

@@ -7,7 +7,8 @@ import csv
 import io
 from pathlib import Path
 
-from sample_data.model import Fleet, ts
+from sample_data.model import Fleet
+from sample_data.model import ts
 from sample_data.writers.base import write_text
 
 HEADER = (

@@ -11,7 +11,11 @@ import numpy as np
 import polars as pl
 
 from sample_data.fault_codes import XID_BY_CODE
-from sample_data.model import GPU_MODEL, K8S_NAMESPACE, Attempt, Fleet, ts
+from sample_data.model import GPU_MODEL
+from sample_data.model import K8S_NAMESPACE
+from sample_data.model import Attempt
+from sample_data.model import Fleet
+from sample_data.model import ts
 from sample_data.writers.base import pci
 
 BLANK_SENTINEL = "9223372036854775794"

@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from sample_data.model import Fleet, ts
+from sample_data.model import Fleet
+from sample_data.model import ts
 from sample_data.writers.base import write_text
-from sample_data.writers.bmc_common import SelRecord, log_entries
+from sample_data.writers.bmc_common import SelRecord
+from sample_data.writers.bmc_common import log_entries
 
 
 def write(f: Fleet, out: Path, sel_rows: list[list[SelRecord]], ev: dict) -> int:

@@ -9,9 +9,17 @@ from pathlib import Path
 
 import numpy as np
 
-from sample_data.fault_codes import KERNEL_HOST_CODE, MLX5_SHARES, SXID_TEXT, XID_BY_CODE
-from sample_data.model import NIC_PCI_BUS, Attempt, Fleet, ts, uuid_at
-from sample_data.writers.base import pci, write_text
+from sample_data.fault_codes import KERNEL_HOST_CODE
+from sample_data.fault_codes import MLX5_SHARES
+from sample_data.fault_codes import SXID_TEXT
+from sample_data.fault_codes import XID_BY_CODE
+from sample_data.model import NIC_PCI_BUS
+from sample_data.model import Attempt
+from sample_data.model import Fleet
+from sample_data.model import ts
+from sample_data.model import uuid_at
+from sample_data.writers.base import pci
+from sample_data.writers.base import write_text
 
 BENIGN_KERNEL = (
     (

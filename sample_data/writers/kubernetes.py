@@ -9,7 +9,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sample_data.model import K8S_NAMESPACE, Attempt, Fleet, ts
+from sample_data.model import K8S_NAMESPACE
+from sample_data.model import Attempt
+from sample_data.model import Fleet
+from sample_data.model import ts
 from sample_data.writers.base import write_text
 
 

@@ -9,9 +9,11 @@ import time
 from pathlib import Path
 
 from sample_data.fault_codes import REDFISH_SENSOR_TYPE
-from sample_data.model import Fleet, ts
+from sample_data.model import Fleet
+from sample_data.model import ts
 from sample_data.writers.base import write_text
-from sample_data.writers.bmc_common import SelRecord, log_entries
+from sample_data.writers.bmc_common import SelRecord
+from sample_data.writers.bmc_common import log_entries
 
 
 def write(f: Fleet, out: Path, sel_rows: list[list[SelRecord]], ev: dict) -> int:

@@ -5,8 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from sample_data.model import CLUSTER, Attempt, Fleet, ts
-from sample_data.writers.base import alloc, nodelist, slurm_attempts, write_text
+from sample_data.model import CLUSTER
+from sample_data.model import Attempt
+from sample_data.model import Fleet
+from sample_data.model import ts
+from sample_data.writers.base import alloc
+from sample_data.writers.base import nodelist
+from sample_data.writers.base import slurm_attempts
+from sample_data.writers.base import write_text
 
 SACCT_FIELDS = (
     "JobID|JobIDRaw|JobName|Partition|Account|User|Submit|Start|End|Elapsed|State|"

@@ -6,8 +6,13 @@ import json
 import time
 from pathlib import Path
 
-from sample_data.model import CLUSTER, Attempt, Fleet
-from sample_data.writers.base import alloc, nodelist, slurm_attempts, write_text
+from sample_data.model import CLUSTER
+from sample_data.model import Attempt
+from sample_data.model import Fleet
+from sample_data.writers.base import alloc
+from sample_data.writers.base import nodelist
+from sample_data.writers.base import slurm_attempts
+from sample_data.writers.base import write_text
 
 
 def epoch(f: Fleet, t: float) -> int:

@@ -7,8 +7,14 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from sample_data.model import UNIT_CLASSES, Attempt, Fleet, ts
-from sample_data.writers.base import alloc, nodelist, slurm_attempts, write_text
+from sample_data.model import UNIT_CLASSES
+from sample_data.model import Attempt
+from sample_data.model import Fleet
+from sample_data.model import ts
+from sample_data.writers.base import alloc
+from sample_data.writers.base import nodelist
+from sample_data.writers.base import slurm_attempts
+from sample_data.writers.base import write_text
 
 # Drain reasons a node health check would set in Slurm, by class.
 REASON = {

@@ -50,7 +50,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
 
 from .chunk import extract
 from .events import finish

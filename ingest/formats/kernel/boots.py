@@ -1,6 +1,7 @@
 """Boot detection: the boot each uptime-stamped line belongs to, and when that boot began."""
 
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 
 import polars as pl
 

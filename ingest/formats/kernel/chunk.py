@@ -3,11 +3,15 @@
 
 import polars as pl
 
-from ingest.base import ParseContext, valid_utf8
+from ingest.base import ParseContext
+from ingest.base import valid_utf8
 
-from .classify import RECORD_KINDS, classify
-from .lines import candidate_lines, nul_lines
-from .patterns import PREFIX, PREFIX_GROUPS
+from .classify import RECORD_KINDS
+from .classify import classify
+from .lines import candidate_lines
+from .lines import nul_lines
+from .patterns import PREFIX
+from .patterns import PREFIX_GROUPS
 from .stamps import reltime_headers
 
 

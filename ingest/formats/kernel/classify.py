@@ -3,7 +3,14 @@ banner, damaged record or nothing) and the fields it carries."""
 
 import polars as pl
 
-from .patterns import CLOCK, EDAC, GPU_AT, MCE, MLX5, NVME, SXID, XID
+from .patterns import CLOCK
+from .patterns import EDAC
+from .patterns import GPU_AT
+from .patterns import MCE
+from .patterns import MLX5
+from .patterns import NVME
+from .patterns import SXID
+from .patterns import XID
 
 # kinds of candidate lines that are records (a row or a quarantine row each); the others
 # (``gpu_at`` identity lines, ``boot_clock`` banners, reltime headers) only inform them

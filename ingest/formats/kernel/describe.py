@@ -4,7 +4,8 @@ catalogue, host faults from ``ingest.kernel_host_faults``, SXIDs by their own te
 import polars as pl
 
 from ingest.kernel_host_faults import HOST_FAULTS
-from ingest.xid_catalog import UNKNOWN_XID, xid_catalog
+from ingest.xid_catalog import UNKNOWN_XID
+from ingest.xid_catalog import xid_catalog
 
 from .patterns import LINK
 

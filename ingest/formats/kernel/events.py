@@ -6,21 +6,23 @@ from pathlib import PurePath
 
 import polars as pl
 
-from ingest.base import (
-    ParseContext,
-    ParseResult,
-    drop_repeats,
-    event_ids,
-    normalize_pci,
-    settle_repeats,
-    stand_ins,
-)
-from warehouse.schemas import TABLES, conform, quarantine_frame
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import drop_repeats
+from ingest.base import event_ids
+from ingest.base import normalize_pci
+from ingest.base import settle_repeats
+from ingest.base import stand_ins
+from warehouse.schemas import TABLES
+from warehouse.schemas import conform
+from warehouse.schemas import quarantine_frame
 
 from .causes import link_causes
 from .classify import RECORD_KINDS
 from .describe import describe
-from .repeats import DEFAULT_MERGE_WINDOW_S, collapse_multiline, merge_repeats
+from .repeats import DEFAULT_MERGE_WINDOW_S
+from .repeats import collapse_multiline
+from .repeats import merge_repeats
 from .stamps import times
 
 GENERIC_LOG_NAMES = {

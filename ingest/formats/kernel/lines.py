@@ -6,7 +6,8 @@ import re
 import numpy as np
 import polars as pl
 
-from ingest.base import ParseContext, text_pieces
+from ingest.base import ParseContext
+from ingest.base import text_pieces
 
 from .patterns import CANDIDATE_LITERALS
 

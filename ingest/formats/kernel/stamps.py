@@ -1,16 +1,19 @@
 """Time layouts: a candidate line's stamp fields to naive UTC ``time``, or the reason it has
 none (``time_error``)."""
 
-from datetime import datetime, timedelta
+from datetime import datetime
+from datetime import timedelta
 
 import numpy as np
 import polars as pl
 
-from ingest.base import ParseContext, implausible_time
+from ingest.base import ParseContext
+from ingest.base import implausible_time
 from ingest.times import local_to_utc
 
 from .boots import boot_times
-from .patterns import REL_FIRST, REL_HEADER
+from .patterns import REL_FIRST
+from .patterns import REL_HEADER
 
 
 def reltime_headers(buf: bytes, cand: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:

@@ -67,16 +67,29 @@ import re
 
 import polars as pl
 
-from ingest.base import FormatSpec, ParseContext, ParseResult, whole_file_quarantine
-from warehouse.schemas import conform, quarantine_frame
+from ingest.base import FormatSpec
+from ingest.base import ParseContext
+from ingest.base import ParseResult
+from ingest.base import whole_file_quarantine
+from warehouse.schemas import conform
+from warehouse.schemas import quarantine_frame
 
-from .common import JOB_KINDS, READ_KINDS, BadObject
-from .documents import load_documents, objects
-from .frames import attempt_error, implausible, split_bad, typed_frame
+from .common import JOB_KINDS
+from .common import READ_KINDS
+from .common import BadObject
+from .documents import load_documents
+from .documents import objects
+from .frames import attempt_error
+from .frames import implausible
+from .frames import split_bad
+from .frames import typed_frame
 from .jobs import job_runs
-from .nodes import event_rows, node_rows
-from .oplog import looks_like_oplog, operator_log
-from .pods import fold_gang, pod_runs
+from .nodes import event_rows
+from .nodes import node_rows
+from .oplog import looks_like_oplog
+from .oplog import operator_log
+from .pods import fold_gang
+from .pods import pod_runs
 from .restarts import restart_runs
 from .sniff import detect
 

@@ -2,7 +2,8 @@
 readers of timestamps, nested fields, integers, GPU requests, signals and metadata."""
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 
 REASON_STATE = {
     "OOMKilled": "OUT_OF_MEMORY",

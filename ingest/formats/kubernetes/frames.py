@@ -5,8 +5,10 @@ from datetime import datetime
 
 import polars as pl
 
-from ingest.base import ParseContext, implausible_time
-from warehouse.schemas import TABLES, quarantine_frame
+from ingest.base import ParseContext
+from ingest.base import implausible_time
+from warehouse.schemas import TABLES
+from warehouse.schemas import quarantine_frame
 
 
 def implausible(col: str, ctx: ParseContext) -> pl.Expr:

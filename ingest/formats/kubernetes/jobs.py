@@ -2,7 +2,12 @@
 
 from ingest.base import ParseContext
 
-from .common import JOB_CONDITION_STATE, as_int, dig, metadata, pod_template_gpus, timestamp
+from .common import JOB_CONDITION_STATE
+from .common import as_int
+from .common import dig
+from .common import metadata
+from .common import pod_template_gpus
+from .common import timestamp
 
 
 def _job_gpus(obj: dict) -> int | None:

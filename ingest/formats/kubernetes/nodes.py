@@ -2,7 +2,11 @@
 
 from ingest.base import ParseContext
 
-from .common import NODE_EVENT_REASONS, BadObject, dig, metadata, timestamp
+from .common import NODE_EVENT_REASONS
+from .common import BadObject
+from .common import dig
+from .common import metadata
+from .common import timestamp
 
 
 def node_rows(node: dict, ctx: ParseContext, index: int) -> list[dict]:

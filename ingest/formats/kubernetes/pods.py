@@ -5,20 +5,18 @@ from datetime import datetime
 
 from ingest.base import ParseContext
 
-from .common import (
-    JOB_KINDS,
-    JOB_LABELS,
-    PHASE_STATE,
-    REASON_STATE,
-    STATE_PRIORITY,
-    BadObject,
-    as_int,
-    container_gpus,
-    dig,
-    exit_signal,
-    metadata,
-    timestamp,
-)
+from .common import JOB_KINDS
+from .common import JOB_LABELS
+from .common import PHASE_STATE
+from .common import REASON_STATE
+from .common import STATE_PRIORITY
+from .common import BadObject
+from .common import as_int
+from .common import container_gpus
+from .common import dig
+from .common import exit_signal
+from .common import metadata
+from .common import timestamp
 
 
 def _state(reason: str | None, exit_code: int | None) -> str:

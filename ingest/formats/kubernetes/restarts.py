@@ -3,12 +3,15 @@ pods' termination, start and scheduling events."""
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from datetime import datetime
 
 from ingest.base import ParseContext
 
-from .common import JOB_KINDS, exit_signal, timestamp
+from .common import JOB_KINDS
+from .common import exit_signal
+from .common import timestamp
 
 RESTART_REASONS = ("PyTorchJobRestarting", "JobSetRestarting")
 POD_END_REASONS = {
