@@ -91,6 +91,16 @@ def _split(units: int, weights: np.ndarray) -> np.ndarray:
     return out
 
 
+def by_owner_and_time(times: list, owners: list, classes: list):
+    """Failure times, their owners (replica or node) and classes, each a list of arrays, as three
+    arrays sorted by owner and then time."""
+    if not times:
+        return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    t, owner, cls = np.concatenate(times), np.concatenate(owners), np.concatenate(classes)
+    order = np.lexsort((t, owner))
+    return t[order], owner[order], cls[order]
+
+
 def failure_events(
     speed: np.ndarray,
     laws: list,
@@ -144,12 +154,7 @@ def failure_events(
                 nxt = cur_t + law.sample(cur_t.size, rng) / f[cur_r]
                 keep = nxt < horizon[cur_r]
                 cur_t, cur_r = nxt[keep], cur_r[keep]
-    if times:
-        t, rep, cls = np.concatenate(times), np.concatenate(reps), np.concatenate(clss)
-    else:
-        t, rep, cls = np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    order = np.lexsort((t, rep))
-    t, rep, cls = t[order], rep[order], cls[order]
+    t, rep, cls = by_owner_and_time(times, reps, clss)
     per = np.bincount(rep, minlength=n_rep)
     width = int(per.max()) + 1 if per.size else 1
     start = np.concatenate([[0], np.cumsum(per)[:-1]])

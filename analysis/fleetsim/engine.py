@@ -30,6 +30,7 @@ from collections import deque
 import numpy as np
 
 from analysis.class_rates import UNIT_COUNTS
+from analysis.montecarlo import by_owner_and_time
 from analysis.montecarlo import failure_events
 from analysis.projection import unit_counts
 from analysis.taxonomy import DEFAULT_UNIT
@@ -90,12 +91,7 @@ def node_streams(rates, nodes: int, gpus_per_node: int, horizon: float, rng):
         t_all.append(fail[node, k])
         n_all.append(node)
         c_all.append(np.full(node.size, c))
-    if t_all:
-        t, n, c = np.concatenate(t_all), np.concatenate(n_all), np.concatenate(c_all)
-    else:
-        t, n, c = np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    order = np.lexsort((t, n))
-    t, n, c = t[order], n[order], c[order]
+    t, n, c = by_owner_and_time(t_all, n_all, c_all)
     cuts = np.searchsorted(n, np.arange(nodes + 1))
     tl, cl = t.tolist(), c.tolist()
     times = [tl[cuts[i] : cuts[i + 1]] for i in range(nodes)]
