@@ -5,6 +5,7 @@ docstring, written once, beside the code they describe."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 
 from ingest.base import FormatSpec
@@ -44,7 +45,9 @@ def reference() -> str:
     specs = formats().values()
     out += [f"| [`{s.name}`](#{s.name}) | {s.description} | `{s.primary}` |" for s in specs]
     for spec in specs:
-        module = inspect.getmodule(spec.parse)
+        # the format's own module: ingest.formats.<name>, a module or (a large format) a package
+        module = importlib.import_module(".".join(spec.parse.__module__.split(".")[:3]))
+        path = module.__name__.replace(".", "/") + ("/" if hasattr(module, "__path__") else ".py")
         out += [
             "",
             f"## {spec.name}",
@@ -52,7 +55,7 @@ def reference() -> str:
             f"- reads: {spec.description}",
             f"- primary table: [`{spec.primary}`](tables.md#{spec.primary})",
             f"- files: {_feeding(spec)}",
-            f"- module: `{module.__name__.replace('.', '/')}.py`",
+            f"- module: `{path}`",
             "",
             inspect.getdoc(module) or "",
         ]
