@@ -68,7 +68,7 @@ def test_multiprocess_executor_writes_what_the_in_process_run_writes(tmp_path, m
     simulate_with_cli(src, "--nodes 2 --days 3 --fault-scale 30 --seed 4")
     assert main(["--home", str(one), "ingest", str(src / "dcgm")]) == 0
     shutil.copytree(one, two)  # the same ingested warehouse (and Dagster instance) twice
-    assert defs.get_job_def("build").executor_def.name == "preloaded_multiprocess"
+    assert defs.resolve_job_def("build").executor_def.name == "preloaded_multiprocess"
     assert len(_run(one, monkeypatch, out_of_process=False)) == 1
     assert len(_run(two, monkeypatch, out_of_process=True)) == len(ASSETS)  # a process per step
     a, b = Warehouse(one), Warehouse(two)
