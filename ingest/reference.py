@@ -5,11 +5,10 @@ docstring, written once, beside the code they describe."""
 
 from __future__ import annotations
 
-import importlib
 import inspect
 
 from ingest.base import FormatSpec
-from ingest.registry import formats
+from ingest.registry import format_modules
 
 
 def _feeding(spec: FormatSpec) -> str:
@@ -42,11 +41,10 @@ def reference() -> str:
         "| format | reads | primary table |",
         "|---|---|---|",
     ]
-    specs = formats().values()
+    modules = format_modules()
+    specs = [m.FORMAT for m in modules.values()]
     out += [f"| [`{s.name}`](#{s.name}) | {s.description} | `{s.primary}` |" for s in specs]
-    for spec in specs:
-        # the format's own module: ingest.formats.<name>, a module or (a large format) a package
-        module = importlib.import_module(".".join(spec.parse.__module__.split(".")[:3]))
+    for spec, module in zip(specs, modules.values()):
         path = module.__name__.replace(".", "/") + ("/" if hasattr(module, "__path__") else ".py")
         out += [
             "",

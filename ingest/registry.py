@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
+from types import ModuleType
 
 from ingest.base import CERTAIN
 from ingest.base import FormatSpec
@@ -12,16 +13,21 @@ SNIFF_BYTES = 65536
 
 
 @cache
-def formats() -> dict[str, FormatSpec]:
-    """Every format module's ``FORMAT``, by format name."""
-    found = discover(
+def format_modules() -> dict[str, ModuleType]:
+    """Every format's module (or package, for a large format), by format name."""
+    return discover(
         "ingest.formats",
         "FORMAT",
         lambda spec: isinstance(spec, FormatSpec),
         lambda spec: spec.name,
         required=("FORMAT",),
     )
-    return {name: module.FORMAT for name, module in found.items()}
+
+
+@cache
+def formats() -> dict[str, FormatSpec]:
+    """Every format module's ``FORMAT``, by format name."""
+    return {name: module.FORMAT for name, module in format_modules().items()}
 
 
 def detect(head: bytes, name: str) -> FormatSpec | None:

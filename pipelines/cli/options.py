@@ -63,12 +63,15 @@ def window() -> argparse.ArgumentParser:
     return parent
 
 
+OUTPUT_FORMATS = ("table", "csv", "json")
+
+
 def formats() -> argparse.ArgumentParser:
     """The parent of the reading commands: ``--format table|csv|json`` and ``--json``."""
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument(
         "--format",
-        choices=["table", "csv", "json"],
+        choices=OUTPUT_FORMATS,
         default="table",
         help="table (default), csv (raw values) or json (one object with its rows)",
     )

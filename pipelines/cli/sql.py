@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import reading_warehouse
+from pipelines.cli.options import OUTPUT_FORMATS
 from pipelines.cli.options import add_scope_options
 from pipelines.cli.options import command
 from pipelines.cli.options import common
@@ -114,7 +115,7 @@ def add_sql(sub) -> None:
     )
     s.add_argument(
         "--format",
-        choices=["table", "csv", "json"],
+        choices=OUTPUT_FORMATS,
         default="table",
         help=(
             "output: table (default, as the DuckDB CLI prints it), csv, or json (one array of "
