@@ -2,8 +2,9 @@
 carries, which classes need no hardware swap, the interruption scopes, and the published
 Llama 3 interruption table with its one folding into our classes.
 
-The class list itself is declared with the columns (``warehouse.schemas.COMPONENT_CLASSES``)
-so that ingest can use it too; it is re-exported here. Everything else in this module is
+The class list and the units of each class a node carries are declared with the columns
+(``warehouse.schemas.COMPONENT_CLASSES``, ``UNITS``) so that ingest and the simulator can use
+them too; they are re-exported here. Everything else in this module is
 written once and imported by projection, the Monte Carlo, the report and the simulator.
 """
 
@@ -12,33 +13,12 @@ from __future__ import annotations
 import polars as pl
 
 from warehouse.schemas import COMPONENT_CLASSES
+from warehouse.schemas import DEFAULT_UNIT
+from warehouse.schemas import UNIT_SCOPES  # noqa: F401  (re-exported)
+from warehouse.schemas import UNITS
 
 CLASSES = COMPONENT_CLASSES
 
-# How many units of each class a job carries: (scope, units per scope). Scope "gpu" scales with
-# the job's GPUs N, "node" with its nodes ceil(N/G), "job" is once per job. A class missing
-# here counts once per node (``DEFAULT_UNIT``).
-UNITS: dict[str, tuple[str, int]] = {
-    "gpu": ("gpu", 1),
-    "gpu_memory": ("gpu", 1),
-    "gpu_sram": ("gpu", 1),
-    "nvlink": ("gpu", 1),
-    "ib_link": ("gpu", 1),  # one NIC / IB port per GPU
-    "nic": ("gpu", 1),
-    "software": ("gpu", 1),  # application / NCCL interruptions grow with the job's ranks
-    "psu": ("node", 2),
-    "cooling": ("node", 6),
-    "cpu": ("node", 2),
-    "host_memory": ("node", 16),
-    "storage": ("node", 2),
-    "nvswitch": ("node", 4),
-    "host_os": ("node", 1),
-    "bmc": ("node", 1),
-    "unknown": ("node", 1),
-    "workload": ("gpu", 1),  # the job's own failures (pseudo-class ``WORKLOAD``), per rank
-}
-DEFAULT_UNIT = ("node", 1)
-UNIT_SCOPES = ("gpu", "node", "job")
 
 # Classes whose failure needs no hardware swap (the job restarts on the same nodes).
 NON_HARDWARE = frozenset({"software", "host_os", "unknown"})

@@ -105,6 +105,8 @@ SEVERITY_OVERRIDES: dict[int, str] = {
 }
 
 UNKNOWN_XID = {"component_class": "unknown", "severity": "warning", "action": None}
+# NVSwitch driver errors (SXIDs) carry no catalogue of classes: every one is the switch's.
+SXID_CLASS = "nvswitch"
 
 SCHEMA = {
     "xid": pl.Int32,

@@ -4,9 +4,9 @@ how often each code of a class is drawn, and the text the hardware writes with i
 Which class a code belongs to is the product's fact, not the simulator's: XIDs are filed by
 ``ingest.xid_catalog``, mlx5 events by ``ingest.kernel_host_faults`` and SEL sensor types by
 ``ingest.sel_sensor_classes``, and the tables below are grouped by class through those
-catalogs. Reclassifying a code or a sensor type there moves it here too, so the ground truth
-and the warehouse keep agreeing. The kernel parser files every SXID under NVSwitch in its
-matching code, which the simulator may not import; that class is written here.
+catalogs; every SXID is ``ingest.xid_catalog.SXID_CLASS``'s, as the kernel parser files it.
+Reclassifying a code or a sensor type there moves it here too, so the ground truth and the
+warehouse keep agreeing.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 
 from ingest.kernel_host_faults import HOST_FAULTS
 from ingest.sel_sensor_classes import SENSOR_TYPE_CLASS
+from ingest.xid_catalog import SXID_CLASS
 from ingest.xid_catalog import lookup
 from sample_data.model import CLASSES
 from sample_data.model import Fleet
@@ -62,7 +63,6 @@ XIDS = (
 )
 XID_BY_CODE = {x.code: x for x in XIDS}
 
-SXID_CLASS = "nvswitch"
 SXID_TEXT = {  # drawn with equal shares
     "24007": "Fatal, Link 42 sourcetrack TCEN0 crumbstore ECC DBE Error",
     "12028": "Fatal, Link 17 egress non-posted PRIV error",

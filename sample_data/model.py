@@ -18,6 +18,8 @@ from dataclasses import field
 
 import numpy as np
 
+from warehouse.schemas import UNITS
+
 CLUSTER = "simfleet"
 GPU_MODEL = "NVIDIA H100 80GB HBM3"
 # PCI bus numbers of the 8 GPUs and their paired ConnectX NICs on an HGX H100 board.
@@ -38,6 +40,7 @@ class CauseMix:
     table: Sequence[tuple[str, int, str]]
     nodes: int
     hours: float
+    gpus_per_node: int  # the reference run's nodes' GPUs: its units of a per-GPU class
 
     def count(self, classes: tuple[str, ...]) -> int:
         """Interruptions folded into any of ``classes``, less the causes the fleet does not
@@ -49,8 +52,6 @@ class CauseMix:
 class UnitClass:
     """How the fleet models one hardware class."""
 
-    ref_units: int  # units per node in the reference run (the rate is per unit)
-    units: int | None  # units per node here; None: one per GPU
     shape: float  # Weibull shape of the unit's lifetime
     repair_hours: tuple[float, float]  # median and log-sd of the repair time
     position: str  # the slot's name on its node
@@ -64,16 +65,16 @@ class UnitClass:
 # the fabric's interruptions (network switch/cable + NIC) are split into NVLink and NVSwitch
 # (``FABRIC_SPLIT``) and the IB links. Board swaps take longer to repair than a fan.
 UNIT_CLASSES = {
-    "gpu": UnitClass(8, None, 0.8, (10.0, 0.7), "gpu{}", "165"),
-    "gpu_memory": UnitClass(8, None, 1.4, (10.0, 0.7), "gpu{}-hbm", ""),
-    "nvlink": UnitClass(8, None, 1.0, (8.0, 0.7), "gpu{}-nvlink", ""),
-    "nvswitch": UnitClass(4, 4, 1.0, (16.0, 0.6), "nvswitch{}", "NVS"),
-    "ib_link": UnitClass(8, None, 1.0, (3.0, 0.6), "ib{}", "MT2238X", nonfatal=0.4),
-    "psu": UnitClass(2, 2, 1.6, (3.0, 0.5), "psu{}", "PSU", crash=True),
-    "cooling": UnitClass(6, 6, 1.0, (2.0, 0.5), "fan{}", "FAN", nonfatal=0.5, crash=True),
-    "cpu": UnitClass(2, 2, 1.0, (12.0, 0.6), "cpu{}", "CPU", crash=True),
-    "host_memory": UnitClass(16, 16, 1.0, (4.0, 0.5), "dimm{:02d}", "80AD", crash=True),
-    "storage": UnitClass(2, 2, 1.0, (4.0, 0.5), "nvme{}", "S6CKNX"),
+    "gpu": UnitClass(0.8, (10.0, 0.7), "gpu{}", "165"),
+    "gpu_memory": UnitClass(1.4, (10.0, 0.7), "gpu{}-hbm", ""),
+    "nvlink": UnitClass(1.0, (8.0, 0.7), "gpu{}-nvlink", ""),
+    "nvswitch": UnitClass(1.0, (16.0, 0.6), "nvswitch{}", "NVS"),
+    "ib_link": UnitClass(1.0, (3.0, 0.6), "ib{}", "MT2238X", nonfatal=0.4),
+    "psu": UnitClass(1.6, (3.0, 0.5), "psu{}", "PSU", crash=True),
+    "cooling": UnitClass(1.0, (2.0, 0.5), "fan{}", "FAN", nonfatal=0.5, crash=True),
+    "cpu": UnitClass(1.0, (12.0, 0.6), "cpu{}", "CPU", crash=True),
+    "host_memory": UnitClass(1.0, (4.0, 0.5), "dimm{:02d}", "80AD", crash=True),
+    "storage": UnitClass(1.0, (4.0, 0.5), "nvme{}", "S6CKNX"),
 }
 CLASSES = tuple(UNIT_CLASSES)
 FOLDED_FROM = {"gpu": ("gpu", "gpu_sram"), "ib_link": ("ib_link", "nic")}
@@ -124,17 +125,18 @@ GPU_TEMP_BETA = 0.5  # log hazard ratio of gpu failures per sd of that offset
 
 def class_law(mix: CauseMix, cls: str, fault_scale: float) -> tuple[float, float, float]:
     """(shape, scale_hours, rate_per_unit_hour) so that the Weibull mean equals 1/rate."""
-    unit = UNIT_CLASSES[cls]
-    shape = unit.shape
-    rate = class_counts(mix)[cls] / (mix.nodes * unit.ref_units * mix.hours) * fault_scale
+    shape = UNIT_CLASSES[cls].shape
+    ref_units = units_per_node(cls, mix.gpus_per_node)
+    rate = class_counts(mix)[cls] / (mix.nodes * ref_units * mix.hours) * fault_scale
     scale = 1.0 / rate / math.gamma(1.0 + 1.0 / shape)
     return shape, scale, rate
 
 
 def units_per_node(cls: str, gpus_per_node: int) -> int:
-    """Our node's count of units of a class (per-GPU classes follow G)."""
-    units = UNIT_CLASSES[cls].units
-    return gpus_per_node if units is None else units
+    """A node's count of units of a class (``warehouse.schemas.UNITS``: per-GPU classes follow
+    G)."""
+    scope, count = UNITS[cls]
+    return count * gpus_per_node if scope == "gpu" else count
 
 
 def host_name(i: int) -> str:

@@ -89,14 +89,18 @@ class Failure:
     reason: str  # one line
 
 
+TIMEOUT_S = 30.0  # per request or command
+RETRIES = 3  # attempts after the first, with exponential backoff, on transient failures
+
+
 @dataclass(frozen=True)
 class SourceConfig:
     name: str  # unique in sources.toml; the cursor and the status rows are kept under it
     kind: str
     cluster: str  # stored with every record
     options: dict  # the kind's OPTIONS, filled in
-    timeout_s: float = 30.0  # per request or command
-    retries: int = 3  # attempts after the first, with exponential backoff, on transient failures
+    timeout_s: float = TIMEOUT_S
+    retries: int = RETRIES
 
     def secret(self, option: str) -> str | None:
         """The value of the environment variable that option ``option`` names (credentials are
@@ -202,8 +206,8 @@ def source_config(entry: dict, kinds: dict, where: str = "source") -> SourceConf
             kind,
             str(cluster),
             options,
-            float(common.get("timeout_s", 30.0)),
-            int(common.get("retries", 3)),
+            float(common.get("timeout_s", TIMEOUT_S)),
+            int(common.get("retries", RETRIES)),
         )
     except (TypeError, ValueError) as exc:
         raise SourceConfigError(f"{where} ({name}): {exc}") from None

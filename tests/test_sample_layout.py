@@ -5,13 +5,13 @@ import ast
 import hashlib
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ingest.registry import formats
 from pipelines.cli.sample import llama3_cause_mix
-from sample_data.model import CauseMix
 from sample_data.model import class_counts
 from sample_data.simulation import build_fleet
 from sample_data.simulation import simulate
@@ -160,6 +160,6 @@ def test_the_cause_mix_is_folded_into_the_simulated_classes():
         "host_memory": 2,
         "storage": 3,
     }
-    no_psu = CauseMix([row for row in mix.table if row[2] != "psu"], mix.nodes, mix.hours)
+    no_psu = replace(mix, table=[row for row in mix.table if row[2] != "psu"])
     with pytest.raises(ValueError, match="no interruptions for psu"):
         build_fleet(no_psu, nodes=2, days=1)

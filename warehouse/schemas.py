@@ -135,6 +135,32 @@ COMPONENT_CLASSES = (
     "cpu", "host_memory", "storage", "bmc", "host_os", "software", "unknown",
 )  # fmt: skip
 
+# How many units of each class a node or job carries: (scope, units per scope). Scope "gpu"
+# scales with the GPUs (a job's N, a node's G), "node" with the nodes, "job" is once per job. A
+# class missing here counts once per node (``DEFAULT_UNIT``). Declared here, beside the classes,
+# so the analyses (``analysis.taxonomy`` re-exports it) and the simulator count units alike.
+UNITS: dict[str, tuple[str, int]] = {
+    "gpu": ("gpu", 1),
+    "gpu_memory": ("gpu", 1),
+    "gpu_sram": ("gpu", 1),
+    "nvlink": ("gpu", 1),
+    "ib_link": ("gpu", 1),  # one NIC / IB port per GPU
+    "nic": ("gpu", 1),
+    "software": ("gpu", 1),  # application / NCCL interruptions grow with the job's ranks
+    "psu": ("node", 2),
+    "cooling": ("node", 6),
+    "cpu": ("node", 2),
+    "host_memory": ("node", 16),
+    "storage": ("node", 2),
+    "nvswitch": ("node", 4),
+    "host_os": ("node", 1),
+    "bmc": ("node", 1),
+    "unknown": ("node", 1),
+    "workload": ("gpu", 1),  # the job's own failures (pseudo-class ``WORKLOAD``), per rank
+}
+DEFAULT_UNIT = ("node", 1)
+UNIT_SCOPES = ("gpu", "node", "job")
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in [

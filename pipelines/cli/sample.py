@@ -20,12 +20,13 @@ SAMPLE_FLEET = Path(__file__).resolve().parents[2] / "sample_data" / "fleet"
 def llama3_cause_mix():
     """The simulator's fault mix: the published Llama 3 interruption table and its folding
     (``analysis.taxonomy``), injected because sample_data does not import analysis."""
+    from analysis.taxonomy import LLAMA3_GPUS_PER_NODE
     from analysis.taxonomy import LLAMA3_HOURS
     from analysis.taxonomy import LLAMA3_NODES
     from analysis.taxonomy import LLAMA3_TABLE
     from sample_data.model import CauseMix
 
-    return CauseMix(LLAMA3_TABLE, LLAMA3_NODES, LLAMA3_HOURS)
+    return CauseMix(LLAMA3_TABLE, LLAMA3_NODES, LLAMA3_HOURS, LLAMA3_GPUS_PER_NODE)
 
 
 def cmd_simulate(args) -> int:

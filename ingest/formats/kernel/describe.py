@@ -4,6 +4,7 @@ catalogue, host faults from ``ingest.kernel_host_faults``, SXIDs by their own te
 import polars as pl
 
 from ingest.kernel_host_faults import HOST_FAULTS
+from ingest.xid_catalog import SXID_CLASS
 from ingest.xid_catalog import UNKNOWN_XID
 from ingest.xid_catalog import xid_catalog
 
@@ -50,7 +51,7 @@ def describe(events: pl.DataFrame) -> pl.DataFrame:
         component_class=pl.when(is_xid)
         .then(pl.col("cat_class").fill_null(UNKNOWN_XID["component_class"]))
         .when(is_sxid)
-        .then(pl.lit("nvswitch"))
+        .then(pl.lit(SXID_CLASS))
         .otherwise("h_class"),
         severity=pl.when(is_xid)
         .then(xid_sev)
