@@ -1,13 +1,16 @@
 """How numbers are written for people, one way everywhere (the report, every command's table):
 a fraction as a percent, a count or GPU-hours with sensible digits, a time between events in
-hours, money, and a change against an earlier value. Plain functions of floats: no import
-beyond the standard library, so the quick commands (``project``, ``nodes``) use them too."""
+hours, money, a timestamp to the minute, and a change against an earlier value. Plain
+functions of floats: no import beyond the standard library, so the quick commands
+(``project``, ``nodes``) use them too."""
 
 from __future__ import annotations
 
 import functools
 import math
 from collections.abc import Callable
+
+MINUTE = "%Y-%m-%d %H:%M"  # a timestamp for people: strftime here, d3-time-format in a chart
 
 
 def _missing_as_na(fmt: Callable[..., str]) -> Callable[..., str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from analysis.numbers import MINUTE
 from analysis.taxonomy import CLASSES
 from analysis.taxonomy import WORKLOAD
 
@@ -109,14 +110,20 @@ def gpu_hours_tip(field: str, title: str | None = None) -> alt.Tooltip:
 
 def ci_tooltips(estimate: str, fmt: str, title: str | None = None, stem: str | None = None):
     """Tooltips of an estimate and its 95% CI bounds in one number format: ``estimate`` and
-    the warehouse's ``{stem}_ci_low`` / ``{stem}_ci_high`` (``stem`` defaults to the estimate)."""
+    the warehouse's ``{stem}_ci_low`` / ``{stem}_ci_high`` (``stem`` defaults to the estimate;
+    ``""`` for tables whose bounds are plain ``ci_low`` / ``ci_high``)."""
     named = {"title": title} if title else {}
-    stem = stem or estimate
+    prefix = f"{estimate if stem is None else stem}_" if stem != "" else ""
     return [
         alt.Tooltip(f"{estimate}:Q", format=fmt, **named),
-        alt.Tooltip(f"{stem}_ci_low:Q", format=fmt, title="CI low"),
-        alt.Tooltip(f"{stem}_ci_high:Q", format=fmt, title="CI high"),
+        alt.Tooltip(f"{prefix}ci_low:Q", format=fmt, title="CI low"),
+        alt.Tooltip(f"{prefix}ci_high:Q", format=fmt, title="CI high"),
     ]
+
+
+def time_tips(*fields: str) -> list[alt.Tooltip]:
+    """Tooltips of timestamps, to the minute (``MINUTE``)."""
+    return [alt.Tooltip(f"{f}:T", format=MINUTE) for f in fields]
 
 
 def forest(df, y, est: str, lo: str, hi: str, title: str, tooltip, color) -> alt.LayerChart:

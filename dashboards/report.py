@@ -24,6 +24,7 @@ import vl_convert as vlc
 
 from analysis.assumptions import GPU_HOUR_COST
 from analysis.assumptions import TARGET_GPUS
+from analysis.numbers import MINUTE
 from analysis.observation import stored_window
 from dashboards import charts
 from dashboards.section import NO_DATA
@@ -219,7 +220,7 @@ def period_text(wh) -> str:
     w = stored_window(wh)
     if w is None or w.observed_from is None or w.observed_to is None:
         return "not established yet (run goodput build)"
-    text = f"{w.observed_from:%Y-%m-%d %H:%M} to {w.observed_to:%Y-%m-%d %H:%M} UTC"
+    text = f"{w.observed_from:{MINUTE}} to {w.observed_to:{MINUTE}} UTC"
     return text + (" (estimated from the earliest records)" if w.flagged else "")
 
 
@@ -349,7 +350,7 @@ def build_report(
         out = out / "goodput_report.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     sections = build_sections(wh, target_gpus, scope, gpu_hour_cost)
-    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    generated = datetime.now(UTC).strftime(f"{MINUTE} UTC")
     period = period_text(wh)
     page = render_html(sections, generated, period, scope)
     tmp = out.with_name(f".{out.name}.tmp")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from analysis.headline import unit_populations
+from analysis.numbers import MINUTE
 from dashboards.section import NO_DATA
 from dashboards.section import ReportContext
 from dashboards.section import Section
@@ -37,8 +38,8 @@ def build(ctx: ReportContext) -> Section:
     if w.height and w["observed_from"][0] is not None:
         r = w.row(0, named=True)
         text += (
-            f". Exposure is measured from {r['observed_from']:%Y-%m-%d %H:%M} to "
-            f"{r['observed_to']:%Y-%m-%d %H:%M} UTC "
+            f". Exposure is measured from {r['observed_from']:{MINUTE}} to "
+            f"{r['observed_to']:{MINUTE}} UTC "
             f"({r['method']}{', flagged: ' + r['note'] if r['flagged'] else ''})"
         )
     fr = t["failure_rates"]
@@ -64,8 +65,8 @@ def build(ctx: ReportContext) -> Section:
                 [
                     [
                         r["source"],
-                        f"{r['observed_from']:%Y-%m-%d %H:%M}",
-                        f"{r['observed_to']:%Y-%m-%d %H:%M}",
+                        f"{r['observed_from']:{MINUTE}}",
+                        f"{r['observed_to']:{MINUTE}}",
                         f"{r['records']:,}",
                         f"{r['outliers']:,}",
                     ]

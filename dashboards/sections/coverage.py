@@ -6,6 +6,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from analysis.numbers import MINUTE
 from dashboards import charts
 from dashboards.section import NO_DATA
 from dashboards.section import ReportContext
@@ -49,8 +50,7 @@ def coverage_chart(coverage: pl.DataFrame) -> alt.Chart:
             tooltip=[
                 "source:N",
                 "host:N",
-                alt.Tooltip("first:T", format="%Y-%m-%d %H:%M"),
-                alt.Tooltip("last:T", format="%Y-%m-%d %H:%M"),
+                *charts.time_tips("first", "last"),
                 alt.Tooltip("rows:Q", format=","),
             ],
         )
@@ -113,8 +113,8 @@ def build(ctx: ReportContext) -> Section:
         [
             [
                 r["source"],
-                f"{r['first']:%Y-%m-%d %H:%M}",
-                f"{r['last']:%Y-%m-%d %H:%M}",
+                f"{r['first']:{MINUTE}}",
+                f"{r['last']:{MINUTE}}",
                 f"{r['rows']:,}",
                 r["hosts"],
             ]

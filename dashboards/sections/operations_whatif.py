@@ -76,9 +76,7 @@ def spare_chart(df: pl.DataFrame) -> alt.LayerChart:
             "scenario:N",
             "series:N",
             alt.Tooltip("knob_value:Q", title="hot spares"),
-            alt.Tooltip("mean:Q", format=".2%"),
-            alt.Tooltip("ci_low:Q", format=".2%"),
-            alt.Tooltip("ci_high:Q", format=".2%"),
+            *charts.ci_tooltips("mean", ".2%", stem=""),
         ],
     )
     return (band + line).properties(

@@ -78,9 +78,7 @@ def survival_chart(km: pl.DataFrame) -> alt.LayerChart:
     tip = [
         "component_class:N",
         alt.Tooltip("days:Q", format=".1f"),
-        alt.Tooltip("survival:Q", format=".3f"),
-        alt.Tooltip("ci_low:Q", format=".3f"),
-        alt.Tooltip("ci_high:Q", format=".3f"),
+        *charts.ci_tooltips("survival", ".3f", stem=""),
         "at_risk:Q",
     ]
     line = (
