@@ -88,6 +88,12 @@ def useful_fraction(interval_hours, ckpt_hours, restart_hours, mtti_hours):
 
 
 # ----------------------------------------------------------------------------- projections
+# Draws of the fitted rates (and of which lifetime model fits them) behind a projection's 95%
+# band: the 2.5% quantile of 400 draws sits within 0.8 percentile points (one standard error,
+# sqrt(0.025 * 0.975 / 400)) of the true one.
+RATE_DRAWS = 400
+
+
 @dataclass
 class Projection:
     """Arrays over scenarios (same length as ``n_gpus``)."""
@@ -106,7 +112,7 @@ class Projection:
 
 
 def project(
-    rates: ClassRates, job: Job, n_gpus=None, samples: int = 400, seed: int = 0
+    rates: ClassRates, job: Job, n_gpus=None, samples: int = RATE_DRAWS, seed: int = 0
 ) -> Projection:
     """Analytic goodput of ``job`` (or of it at each of the sizes ``n_gpus``, a sweep), with
     bands from rate uncertainty.

@@ -27,6 +27,7 @@ from analysis.job import Job
 from analysis.montecarlo import simulate
 from analysis.numbers import in_hours
 from analysis.numbers import pct
+from analysis.projection import RATE_DRAWS
 from analysis.projection import daly_interval
 from analysis.projection import interruption_rate
 from analysis.projection import project
@@ -54,7 +55,7 @@ def evaluate(
     rates: ClassRates,
     sc: Job,
     method: str = "analytic",
-    samples: int = 400,
+    samples: int = RATE_DRAWS,
     replicas: int = 300,
     seed: int = 0,
 ) -> dict:
@@ -183,7 +184,7 @@ def sweep(
     knob: str,
     values,
     method: str = "analytic",
-    samples: int = 400,
+    samples: int = RATE_DRAWS,
     replicas: int = 300,
     seed: int = 0,
     scenario: str | None = None,
@@ -217,7 +218,7 @@ def sensitivity(
     base: Job,
     factor: float = 0.5,
     spares_step: int = 8,
-    samples: int = 400,
+    samples: int = RATE_DRAWS,
     replicas: int = 200,
     seed: int = 0,
 ) -> pl.DataFrame:
@@ -364,7 +365,7 @@ def sensitivity_set(
     rates: ClassRates,
     base: Job,
     base_spares: int = BASE_SPARES,
-    samples: int = 400,
+    samples: int = RATE_DRAWS,
     replicas: int = 100,
     seed: int = 0,
 ) -> pl.DataFrame:
@@ -407,7 +408,7 @@ def refresh_projections(
     job: Job | None = None,
     base_spares: int = BASE_SPARES,
     rates: ClassRates | None = None,
-    samples: int = 400,
+    samples: int = RATE_DRAWS,
     replicas: int = 100,
     spares_grid=(0, 2, 4, 8, 16, 32, 64),
     seed: int = 0,
