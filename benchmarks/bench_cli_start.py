@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,8 +85,7 @@ def main() -> int:
                 f"fastest {min(walls):.2f} s, median {statistics.median(walls):.2f} s, CPU "
                 f"{cpu:.2f} s, load {os.getloadavg()[0]:.1f}",
             )
-    return status()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_benchmark(main)

@@ -47,7 +47,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from sample_data.simulation import source_folders
 
@@ -427,8 +427,7 @@ def main() -> int:
                 f"{d['first'][key] / unit:.2f} -> {d['last'][key] / unit:.2f} "
                 f"{'s' if unit == 1.0 else 'GB'}, {ratio:.2f}x",
             )
-    return status()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_benchmark(main)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import time
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from analysis.fleetsim.run import resolve
 from analysis.fleetsim.run import simulate
 from analysis.fleetsim.scenario import load
 from analysis.fleetsim.scenario import with_knob
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "fleetsim" / "example.yaml"
@@ -62,5 +61,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
-    sys.exit(status())
+    run_benchmark(main)

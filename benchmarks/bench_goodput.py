@@ -9,7 +9,6 @@ Targets (issue 7): 100k analytic scenarios in < 1 s; 1,000 Monte Carlo replicas 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import numpy as np
@@ -23,7 +22,7 @@ from analysis.montecarlo import simulate
 from analysis.projection import daly_interval
 from analysis.projection import project
 from analysis.rate_sources import llama3_rates
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 
 
@@ -123,5 +122,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
-    sys.exit(status())
+    run_benchmark(main)

@@ -20,7 +20,6 @@ import os
 import resource
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import datetime
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from ingest.base import ParseContext
 from ingest.formats.kernel import FORMAT
@@ -219,5 +218,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
-    sys.exit(status())
+    run_benchmark(main)

@@ -38,7 +38,7 @@ from pathlib import Path
 from analysis.telemetry import COUNTER_SOURCE
 from analysis.telemetry import refresh_counter_events
 from analysis.telemetry import refresh_gpu_hourly
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from ingest.runner import ingest_paths
 from pipelines.cli.sample import llama3_cause_mix
@@ -230,7 +230,6 @@ def main() -> int:
         f"{pull_wall:.1f} s vs {file_wall:.1f} s",
     )
     _on_paper(series_hours, rollup_rows, raw_rows, len(reports), wire, split, args, src)
-    return status()
 
 
 def _metrics(wh: Warehouse) -> set[str]:
@@ -307,4 +306,4 @@ def _on_paper(
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_benchmark(main)

@@ -28,7 +28,7 @@ from datetime import datetime
 from datetime import timedelta
 from pathlib import Path
 
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from sources import kinds
 from sources.base import source_config
@@ -157,8 +157,7 @@ def main() -> int:
         c.stop_all()
         shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
-    return status()
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_benchmark(main)

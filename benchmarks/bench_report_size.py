@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from analysis.taxonomy import CLASSES
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from dashboards.sections.survival import survival_frame
 from sample_data.simulation import source_folders
@@ -147,8 +147,7 @@ def main() -> int:
         capped < LIMIT,
         f"{capped / MB:.2f} MB; whole page linear {at_fleet / MB:.2f} MB",
     )
-    return status()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_benchmark(main)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from ingest.base import ParseContext
 from ingest.formats.sacct import parse
@@ -171,5 +170,4 @@ def _timed(fn, runs: int) -> tuple[float, float]:
 
 
 if __name__ == "__main__":
-    main()
-    sys.exit(status())
+    run_benchmark(main)

@@ -10,14 +10,13 @@ Prints the time of each step: exposure-table rates + the four candidates per cla
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import numpy as np
 import polars as pl
 
 from analysis import survival as sv
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from sample_data.lifetimes import simulate_lifetimes
 
@@ -81,5 +80,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
-    sys.exit(status())
+    run_benchmark(main)

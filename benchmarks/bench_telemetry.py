@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import resource
 import shutil
-import sys
 import tempfile
 import time
 import zlib
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from ingest.base import ParseContext
 from ingest.formats.dcgm import parse
@@ -213,5 +212,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
-    sys.exit(status())
+    run_benchmark(main)

@@ -3,6 +3,9 @@ the exit status that says whether all its targets were met (``run_all`` collects
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
 _missed: list[str] = []
 
 
@@ -14,3 +17,10 @@ def target(name: str, met: bool, measured: str) -> None:
 
 def status() -> int:
     return 1 if _missed else 0
+
+
+def run_benchmark(main: Callable[[], int | None]) -> None:
+    """A benchmark's ``__main__``: run it, then exit with the code it returned (one that could
+    not run at all), else non-zero when a target was missed."""
+    code = main()
+    sys.exit(status() if code is None else code)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import tempfile
 import time
 from datetime import datetime
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import polars as pl
 
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 
 END_TOLERANCE_S = 120
@@ -349,5 +348,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
-    sys.exit(status())
+    run_benchmark(main)

@@ -29,7 +29,6 @@ interval, 60 s saves), the bias the report's assumed parts carry.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from collections import defaultdict
 from datetime import datetime
@@ -40,7 +39,7 @@ import polars as pl
 
 from analysis.assumptions import RESTART_S
 from analysis.goodput_measured import measure
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from ingest.runner import ingest_paths
 from pipelines.cli.sample import llama3_cause_mix
@@ -186,8 +185,7 @@ def main() -> None:
             f"{float(np.median(errs.to_numpy())):.4f}, bound median {s['bound'].median():.4f} over "
             f"{s.height} fleets; within {POINT * 100:g} point in {int((errs <= POINT).sum())}",
         )
-    sys.exit(status())
 
 
 if __name__ == "__main__":
-    main()
+    run_benchmark(main)

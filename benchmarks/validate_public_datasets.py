@@ -47,7 +47,7 @@ from analysis.lifetimes import build_component_lifetimes
 from analysis.survival import hazard_ratios
 from analysis.system_mtbf import failure_events
 from analysis.system_mtbf import system_mtbf
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
@@ -493,8 +493,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         titan(args.datasets, Path(work))
         lanl(args.datasets, Path(work))
-    sys.exit(status())
 
 
 if __name__ == "__main__":
-    main()
+    run_benchmark(main)

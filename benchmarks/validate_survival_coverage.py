@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 import numpy as np
 import polars as pl
 
 from analysis import survival as sv
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from sample_data.lifetimes import simulate_lifetimes
 
@@ -74,5 +73,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
-    sys.exit(status())
+    run_benchmark(main)

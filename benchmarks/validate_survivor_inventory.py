@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from datetime import datetime
 from datetime import timedelta
 
@@ -29,7 +28,7 @@ import polars as pl
 
 from analysis import survival as sv
 from analysis.lifetimes import build_component_lifetimes
-from benchmarks.targets import status
+from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from sample_data.lifetimes import simulate_lifetimes
 from warehouse.schemas import TABLES
@@ -188,8 +187,7 @@ def main() -> None:
             cov >= 0.9 * n,
             f"{cov}/{n}",
         )
-    sys.exit(status())
 
 
 if __name__ == "__main__":
-    main()
+    run_benchmark(main)
