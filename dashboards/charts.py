@@ -108,6 +108,21 @@ def gpu_hours_tip(field: str, title: str | None = None) -> alt.Tooltip:
     return alt.Tooltip(f"{field}:Q", format=",.0f", **({"title": title} if title else {}))
 
 
+# A time between events (MTBF, MTTR, MTTI) in a tooltip: three significant digits, thousands
+# separated, never an exponent (0.423, 12.3, 1,230), as ``analysis.numbers.in_hours`` writes it.
+HOURS = ",.3r"
+
+
+def hours_tip(field: str, title: str) -> alt.Tooltip:
+    """A tooltip of a time between events in hours (``HOURS``), titled ``{title} (h)``."""
+    return alt.Tooltip(f"{field}:Q", format=HOURS, title=f"{title} (h)")
+
+
+def share_tips(share: str, gpu_hours: str, title: str) -> list[alt.Tooltip]:
+    """A share of GPU-hours and the GPU-hours it is: the tooltip of every GPU-hour bar."""
+    return [alt.Tooltip(f"{share}:Q", format=".2%"), gpu_hours_tip(gpu_hours, title)]
+
+
 def ci_tooltips(estimate: str, fmt: str, title: str | None = None, stem: str | None = None):
     """Tooltips of an estimate and its 95% CI bounds in one number format: ``estimate`` and
     the warehouse's ``{stem}_ci_low`` / ``{stem}_ci_high`` (``stem`` defaults to the estimate;

@@ -38,8 +38,10 @@ def _plain(sections) -> list[dict]:
 
 def _palette_aside(spec):
     """``spec`` without what changed on purpose since the split: the colour of classes (one
-    palette, ``charts.class_colors``; the Pareto's bars coloured by class instead of one blue)
-    and the goodput colour scale of the breakdowns (the data's range instead of 0-1)."""
+    palette, ``charts.class_colors``; the Pareto's bars coloured by class instead of one blue),
+    the goodput colour scale of the breakdowns (the data's range instead of 0-1), and the
+    number formats and titles of tooltips (one format for hours between events, ``charts.HOURS``,
+    one for shares of GPU-hours, "CI low" / "CI high"): each tooltip keeps its field and type."""
     from dashboards.charts import CLASS_FIELDS
 
     if isinstance(spec, list):
@@ -48,6 +50,9 @@ def _palette_aside(spec):
         return spec
     out = {k: _palette_aside(v) for k, v in spec.items()}
     enc = out.get("encoding")
+    if isinstance(enc, dict) and isinstance(enc.get("tooltip"), list):
+        tips = [{k: v for k, v in t.items() if k in ("field", "type")} for t in enc["tooltip"]]
+        out["encoding"] = enc = {**enc, "tooltip": tips}
     if isinstance(enc, dict) and isinstance(enc.get("color"), dict):
         color = enc["color"]
         if color.get("field") in CLASS_FIELDS:

@@ -37,8 +37,8 @@ def chart(df: pl.DataFrame) -> alt.LayerChart:
         "nodes:Q",
         alt.Tooltip("availability:Q", format=".5f"),
         alt.Tooltip("nines:Q", format=".2f"),
-        alt.Tooltip("mttr_hours:Q", format=".3g", title="MTTR h"),
-        alt.Tooltip("mtbf_hours:Q", format=".3g", title="system MTBF h"),
+        charts.hours_tip("mttr_hours", "MTTR"),
+        charts.hours_tip("mtbf_hours", "system MTBF"),
         alt.Tooltip("failures_per_node_year:Q", format=".3g", title="failures / node-year"),
     ]
     rule = (

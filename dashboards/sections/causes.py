@@ -90,15 +90,12 @@ def pareto_chart(mix: pl.DataFrame) -> alt.LayerChart:
         .mark_bar()
         .encode(
             x=alt.X("cause_class:N", sort=order, title="cause class"),
-            color=alt.Color(
-                "cause_class:N", legend=None
-            ),  # the class palette (charts.class_colors)
+            color=alt.Color("cause_class:N", legend=None),  # charts.class_colors' palette
             y=alt.Y("count:Q", title="unexpected interruptions"),
             tooltip=[
                 "cause_class:N",
                 "count:Q",
-                alt.Tooltip("share:Q", format=".1%"),
-                charts.gpu_hours_tip("lost_gpu_hours", "lost GPU-hours"),
+                *charts.share_tips("share", "lost_gpu_hours", "lost GPU-hours"),
             ],
         )
     )

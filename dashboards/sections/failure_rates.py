@@ -50,7 +50,7 @@ def failure_rate_chart(rates: pl.DataFrame) -> alt.HConcatChart:
         "n_units:Q",
         "n_events:Q",
         *charts.ci_tooltips("rate_per_1k_unit_days", ".3g", "rate / 1k unit-days", "rate"),
-        alt.Tooltip("mtbf_hours:Q", format=",.0f", title="MTBF (h)"),
+        charts.hours_tip("mtbf_hours", "MTBF"),
         "shape_reading:N",
     ]
     rates = charts.forest(

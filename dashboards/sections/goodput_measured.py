@@ -111,12 +111,7 @@ def goodput_chart(hist: pl.DataFrame, badput: pl.DataFrame) -> alt.HConcatChart:
                     range=["#54a24b", "#e45756", "#f58518", "#eeca3b", "#b279a2", "#bab0ac"],
                 ),
             ),
-            tooltip=[
-                "part:N",
-                "basis:N",
-                alt.Tooltip("share:Q", format=".2%"),
-                charts.gpu_hours_tip("gpu_hours", "GPU-hours"),
-            ],
+            tooltip=["part:N", "basis:N", *charts.share_tips("share", "gpu_hours", "GPU-hours")],
         )
     )
     t = (

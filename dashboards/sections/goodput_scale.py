@@ -38,7 +38,7 @@ def scale_chart(scale: pl.DataFrame, target_gpus: int | None = None) -> alt.VCon
     tip = [
         alt.Tooltip("n_gpus:Q", format=","),
         *charts.ci_tooltips("goodput", ".1%"),
-        alt.Tooltip("mtti_hours:Q", format=".2f", title="MTTI (h)"),
+        charts.hours_tip("mtti_hours", "MTTI"),
         alt.Tooltip("interval_min:Q", format=".1f", title="Young interval (min)"),
         alt.Tooltip("daly_min:Q", format=".1f", title="Daly interval (min)"),
     ]

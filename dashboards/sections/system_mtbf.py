@@ -42,7 +42,7 @@ def chart(q: pl.DataFrame) -> alt.LayerChart:
         "label:N",
         "failures:Q",
         alt.Tooltip("exposure_hours:Q", format=",.0f", title="hours"),
-        *charts.ci_tooltips("mtbf_hours", ".3g", "MTBF h", "mtbf"),
+        *charts.ci_tooltips("mtbf_hours", charts.HOURS, "MTBF (h)", "mtbf"),
         "partial:N",
     ]
     has = q.filter(pl.col("mtbf_hours").is_not_null())

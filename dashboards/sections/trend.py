@@ -35,7 +35,7 @@ def trend_chart(weeks: pl.DataFrame, losses: pl.DataFrame) -> alt.VConcatChart:
         alt.Tooltip("goodput:Q", format=".1%", title="measured goodput"),
         charts.gpu_hours_tip("lost_gpu_hours", "lost GPU-hours"),
         alt.Tooltip("interruptions:Q", title="unexpected interruptions"),
-        alt.Tooltip("mtbf_hours:Q", format=".1f", title="MTBF (h)"),
+        charts.hours_tip("mtbf_hours", "MTBF"),
     ]
     good = alt.Chart(df).mark_line(point=True, color="#1f3b73").encode(
         x=x, y=alt.Y("goodput:Q", title="measured goodput", axis=alt.Axis(format="%"),
@@ -70,7 +70,7 @@ def trend_chart(weeks: pl.DataFrame, losses: pl.DataFrame) -> alt.VConcatChart:
                 "cause_class:N",
                 charts.gpu_hours_tip("lost_gpu_hours"),
                 alt.Tooltip("interruptions:Q"),
-                alt.Tooltip("mtbf_hours:Q", format=".1f", title="MTBF (h)"),
+                charts.hours_tip("mtbf_hours", "MTBF"),
             ],
         )
         .properties(
