@@ -197,12 +197,18 @@ def _summary(df: pl.DataFrame, keys: list[str], rng: np.random.Generator) -> pl.
         m_lo, m_hi = np.nanpercentile(mttr, [2.5, 97.5], axis=1)
     complete = (agg["repairs_known"] == agg["failures"]).to_numpy()
     unavailability = (agg["downtime_hours"] / agg["unit_hours"]).to_numpy()
-    nan = lambda a: pl.Series(np.where(complete, a, np.nan)).fill_nan(None)
-    nines = lambda u: np.where(
-        u > 0, -np.log10(np.where(u > 0, u, 1.0)), np.nan
-    )  # none down: unbounded
+
+    def nan(a):
+        return pl.Series(np.where(complete, a, np.nan)).fill_nan(None)
+
+    def nines(u):
+        return np.where(u > 0, -np.log10(np.where(u > 0, u, 1.0)), np.nan)  # none down: unbounded
+
     rate, low, high = poisson_rate_ci(agg["failures"].to_numpy(), agg["span_hours"].to_numpy())
-    inv = lambda x: pl.Series(np.where(x > 0, 1 / np.where(x > 0, x, 1), np.nan)).fill_nan(None)
+
+    def inv(x):
+        return pl.Series(np.where(x > 0, 1 / np.where(x > 0, x, 1), np.nan)).fill_nan(None)
+
     return agg.with_columns(
         mtbf_hours=inv(rate),
         mtbf_ci_low=inv(high),
@@ -350,7 +356,10 @@ def availability(
         both["span_hours"] * both["processors"].cast(pl.Float64) / HOURS_PER_YEAR
     ).fill_null(np.nan)
     per_proc = poisson_rate_ci(failures, proc_years.to_numpy())
-    s = lambda a: pl.Series(a).fill_nan(None)
+
+    def s(a):
+        return pl.Series(a).fill_nan(None)
+
     reading = [
         tbf_reading(a, b)
         for a, b in zip(both["tbf_shape_ci_low"], both["tbf_shape_ci_high"], strict=True)
@@ -384,7 +393,10 @@ def root_causes(o: pl.DataFrame) -> pl.DataFrame:
         .with_columns(system=pl.lit(None, pl.Utf8))
     )
     df = pl.concat([per, every.select(per.columns)])
-    share = lambda c: pl.col(c) / pl.col(c).sum().over("source", "system")
+
+    def share(c):
+        return pl.col(c) / pl.col(c).sum().over("source", "system")
+
     df = df.with_columns(share=share("failures"), downtime_share=share("downtime_hours"))
     return conform(
         "root_causes",

@@ -72,7 +72,10 @@ class ClassRates:
 
     def __post_init__(self):
         n = len(self.classes)
-        fill = lambda name, value: object.__setattr__(self, name, value)
+
+        def fill(name, value):
+            return object.__setattr__(self, name, value)
+
         fill("rate", np.asarray(self.rate, dtype=float).reshape(n))
         for name in ("ci_low", "ci_high", "events"):
             v = getattr(self, name)

@@ -114,7 +114,10 @@ def cname_place(host: pl.Expr) -> dict[str, pl.Expr]:
     """The location covariates of a Cray cname host (``c11-2c1s4n1``: cabinet column 11, row 2,
     cage 1, blade slot 4, node 1); nulls for any other host name."""
     g = host.str.extract_groups(CNAME)
-    num = lambda i: g.struct.field(str(i)).cast(pl.Int32)
+
+    def num(i):
+        return g.struct.field(str(i)).cast(pl.Int32)
+
     return {
         "cabinet_column": num(1),
         "cabinet_row": num(2),

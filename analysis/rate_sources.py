@@ -173,7 +173,10 @@ def rates_from_failure_rates(
         law_names.append(name)
         age_laws.append(age)
     names = tuple(sel["component_class"].to_list())
-    per_hour = lambda c: sel[c].cast(pl.Float64).to_numpy() / HOURS_PER_1K_UNIT_DAYS
+
+    def per_hour(c):
+        return sel[c].cast(pl.Float64).to_numpy() / HOURS_PER_1K_UNIT_DAYS
+
     events = sel["n_events"].cast(pl.Float64).to_numpy() if "n_events" in sel.columns else None
     out = ClassRates(
         names, per_hour("rate_per_1k_unit_days"), per_hour("rate_ci_low"),
@@ -341,7 +344,10 @@ def combine(*parts: ClassRates | None) -> ClassRates:
     counts = {}
     for p in parts:
         counts.update(p.counts or {})
-    joined = lambda attr: sum((getattr(p, attr) for p in parts), ())
+
+    def joined(attr):
+        return sum((getattr(p, attr) for p in parts), ())
+
     return ClassRates(
         names,
         cat("rate", np.nan),

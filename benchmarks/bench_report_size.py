@@ -132,7 +132,10 @@ def main() -> int:
     )
     big = sizes[hi]
     per_point = big["sections"].get("survival", 0) / max(big["survival_points"], 1)
-    survival = lambda p: p["sections"].get("survival", 0)
+
+    def survival(p):
+        return p["sections"].get("survival", 0)
+
     rest_per_host = (
         (big["html"] - survival(big)) - (sizes[lo]["html"] - survival(sizes[lo]))
     ) / max(hi - lo, 1)

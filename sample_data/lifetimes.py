@@ -31,7 +31,10 @@ def fleet_inputs(
     the inventory rows of its component history export, and one reading per GPU and hour (the
     dcgm-exporter model: load from the scheduled attempts, each slot's temperature offset) of
     the temperature, power and utilisation metrics, as ``gpu_hourly`` rows."""
-    ts = lambda c: pl.col(c).str.to_datetime("%Y-%m-%dT%H:%M:%S", time_unit="us")
+
+    def ts(c):
+        return pl.col(c).str.to_datetime("%Y-%m-%dT%H:%M:%S", time_unit="us")
+
     history = pl.DataFrame(installations(f), schema=list(HEADER), orient="row").with_columns(
         ts("installed_at"),
         pl.when(pl.col("removed_at") != "").then(ts("removed_at")).alias("removed_at"),

@@ -115,7 +115,10 @@ def test_lifetimes_match_faults_and_censoring(fleet):
     live = live.filter(pl.col("removed_at").is_null())
     assert live.height > 0 and not live["event"].any()
     assert (live["observed_to"] == end).all()
-    hours = lambda a, b: (b - a).dt.total_seconds() / 3600
+
+    def hours(a, b):
+        return (b - a).dt.total_seconds() / 3600
+
     assert (
         live["duration"] - hours(live["installed_at"], pl.Series([end] * live.height))
     ).abs().max() < 1e-6

@@ -164,9 +164,12 @@ def test_failure_rates_unchanged_for_the_four_original_models(name):
     assert set(gone["window"]) == ({"2026-01"} if name == "simulated" else set())
     assert after.join(gone, on=keys).height == 0
     before = before.join(gone.select(keys), on=keys, how="anti")
+
     # failures detected at a midnight health check on the 1st (hbm) were counted in two months
     # by the old split; now once: those windows' data changed, every other row must not
-    monthly = lambda fr: fr.filter((pl.col("window") != "all") & (pl.col("model") == "exponential"))
+    def monthly(fr):
+        return fr.filter((pl.col("window") != "all") & (pl.col("model") == "exponential"))
+
     events = lt.group_by("component_class").agg(pl.col("event").sum().cast(pl.Int64).alias("d"))
     for fr, double in ((before, name == "simulated"), (after, False)):
         per = (
@@ -211,9 +214,12 @@ def test_failure_rates_unchanged_for_the_four_original_models(name):
                     assert (x is None) == (b[k][kk] is None)
                     if x is not None:
                         assert b[k][kk] == pytest.approx(x, rel=1e-6)
+
     # the lowest AIC changes only where the new model (Gompertz) is the better fit (``selected``
     # was the lowest AIC then; now it is the rule of analysis.survival.rates._own_rates)
-    lowest = lambda fr: fr.filter(pl.col("aic") == pl.col("aic").min().over(keys[:3]))
+    def lowest(fr):
+        return fr.filter(pl.col("aic") == pl.col("aic").min().over(keys[:3]))
+
     changed = lowest(before).join(lowest(after), on=keys, how="anti")
     winners = lowest(after).join(changed.select(keys[:3]).unique(), on=keys[:3])
     assert set(winners["model"]) <= {"gompertz"}

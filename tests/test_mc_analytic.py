@@ -53,7 +53,10 @@ def test_mc_and_analytic_agree_on_point_and_band_where_the_analytic_assumptions_
     assert m["goodput"] == pytest.approx(a["goodput"], abs=tol)
     assert m["goodput_ci_low"] < m["goodput"] < m["goodput_ci_high"]
     assert a["goodput_ci_low"] < a["goodput"] < a["goodput_ci_high"]
-    width = lambda r: r["goodput_ci_high"] - r["goodput_ci_low"]
+
+    def width(r):
+        return r["goodput_ci_high"] - r["goodput_ci_low"]
+
     assert width(m) == pytest.approx(width(a), rel=0.35)
     # the old point, jobs averaged over the rate draws, sits lower than the plug-in point
     from analysis.montecarlo import simulate

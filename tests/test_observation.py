@@ -179,7 +179,10 @@ def test_telemetry_span_from_hourly_counts_equals_quantiles_over_every_sample(
         observation, "sample_times_sql", lambda w, dates: read.append(dates) or real(w, dates)
     )
     tel = source_spans(wh).filter(pl.col("source") == "telemetry").row(0, named=True)
-    us = lambda t: None if t is None else (t - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+
+    def us(t):
+        return None if t is None else (t - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+
     got = (
         tel["records"],
         us(tel["first"]),

@@ -63,7 +63,10 @@ def test_every_command_works_in_a_home_named_with_glob_and_url_characters(tmp_pa
     from pipelines.run import instance_for
 
     home = str(tmp_path / "h [1]?* x")
-    run = lambda *argv: main(["--home", home, *argv])
+
+    def run(*argv):
+        return main(["--home", home, *argv])
+
     assert run("ingest", str(SACCT)) == 0
     assert run("sql", "select count(*) n from job_attempts", "--format", "csv") == 0
     assert capsys.readouterr().out.splitlines()[-1] == "4"

@@ -255,7 +255,10 @@ def test_pulled_attempts_are_what_sacct_shows(mix, pulled):
     wh, reports, _ = pulled
     assert [r.status for r in reports] == ["ok"]
     got = wh.read("job_attempts").sort("job_id", "attempt")
-    t = lambda s: datetime.fromisoformat(s)
+
+    def t(s):
+        return datetime.fromisoformat(s)
+
     want = sorted(
         (
             r["JobID"],

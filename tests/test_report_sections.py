@@ -131,7 +131,9 @@ def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
             ):  # each item's goodput_base is its own
                 # baseline (goodput - gain: the Monte Carlo one for spares), equal here up to
                 # rounding
-                rows = lambda spec: next(iter(spec["datasets"].values()))
+                def rows(spec):
+                    return next(iter(spec["datasets"].values()))
+
                 for a, b in zip(rows(old[field]), rows(new[field]), strict=True):
                     assert b == {**a, "goodput_base": pytest.approx(a["goodput_base"])}
                 continue

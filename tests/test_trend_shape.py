@@ -45,7 +45,10 @@ def test_trend_slope_is_the_poisson_regression_mle_and_p_its_exact_score_test():
     e = np.array([1.0, 1.2, 0.8, 1.0, 1.1, 0.9]) * 1e4
     t = np.array([15.0, 45, 74, 105, 135, 166])
     p, b = _trend_fit(d, e, t)
-    nll = lambda x: -(d * (x[0] + x[1] * t) - e * np.exp(x[0] + x[1] * t)).sum()
+
+    def nll(x):
+        return -(d * (x[0] + x[1] * t) - e * np.exp(x[0] + x[1] * t)).sum()
+
     opts = {"xatol": 1e-10, "fatol": 1e-12, "maxiter": 20_000}
     start = [np.log(d.sum() / e.sum()), 0.0]
     fit = optimize.minimize(nll, start, method="Nelder-Mead", options=opts)

@@ -327,5 +327,8 @@ class LifetimeModel:
 def log_ci(est: float, se: float) -> tuple[float, float, float]:
     """(exp(est), exp(est - z se), exp(est + z se)): a Wald CI on a log-scale parameter
     (an unidentified parameter's huge SE gives an infinite bound, not an overflow)."""
-    exp = lambda x: math.exp(x) if x < 709.0 else math.inf
+
+    def exp(x):
+        return math.exp(x) if x < 709.0 else math.inf
+
     return (exp(est), exp(est - Z95 * se), exp(est + Z95 * se))

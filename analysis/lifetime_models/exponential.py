@@ -78,7 +78,9 @@ class Exponential(MinExtremeValue):
 
     @staticmethod
     def _with_rate(scale: tuple[float, float, float]) -> dict:
-        inv = lambda v: 1.0 / v if v > 0 else math.inf
+        def inv(v):
+            return 1.0 / v if v > 0 else math.inf
+
         return {
             "scale_hours": scale,
             "rate_per_hour": (inv(scale[0]), inv(scale[2]), inv(scale[1])),

@@ -76,7 +76,10 @@ _RATE_COLUMNS = (
 def _rate_columns(events, exposure) -> dict[str, np.ndarray]:
     rate, low, high = poisson_rate_ci(events, exposure)
     with np.errstate(divide="ignore", invalid="ignore"):
-        inv = lambda x: np.where(x > 0, 1.0 / x, np.nan)
+
+        def inv(x):
+            return np.where(x > 0, 1.0 / x, np.nan)
+
         return {
             "rate_per_1k_unit_days": rate * HOURS_PER_1K_UNIT_DAYS,
             "rate_ci_low": low * HOURS_PER_1K_UNIT_DAYS,
@@ -154,7 +157,10 @@ def _fit_rows(
         if full and sub is not s and len(models) > 1:
             # AIC must compare the candidates on the same units: the subsample's fit
             aic = reg[model].aic(fit_model(model, sub, engine)[0])
-        fin = lambda x: float(x) if np.isfinite(x) else None
+
+        def fin(x):
+            return float(x) if np.isfinite(x) else None
+
         params = {
             name: {"value": fin(v[0]), "ci_low": fin(v[1]), "ci_high": fin(v[2])}
             for name, v in fit["params"].items()

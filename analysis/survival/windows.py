@@ -104,7 +104,10 @@ def _month_start(m: pl.Expr, starts: dict[int, int]) -> pl.Expr:
 def _split_at_months(df: pl.DataFrame, starts: dict[int, int]) -> pl.DataFrame:
     """One row per (unit, month ``m``) its observation touches: the piece's span ``p0``/``p1``
     (epoch microseconds), its ages and whether the unit's event falls in it."""
-    month_start = lambda e: _month_start(e, starts)
+
+    def month_start(e):
+        return _month_start(e, starts)
+
     out = df.with_columns(m=pl.int_ranges("m0", pl.col("m1") + 1)).explode("m")
     out = (
         out.with_columns(
@@ -167,7 +170,10 @@ def _fold_short_months(out: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
 
 def _periods(out: pl.DataFrame, starts: dict[int, int]) -> pl.DataFrame:
     """Per (class, m): the window label, the calendar span its pieces cover and ``partial``."""
-    month_start = lambda e: _month_start(e, starts)
+
+    def month_start(e):
+        return _month_start(e, starts)
+
     labels = {m: _month_label(m) for m in starts}
     return (
         out.group_by("component_class", "m")
