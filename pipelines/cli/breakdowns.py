@@ -4,10 +4,8 @@ GPU-hours by group, by period, and clusters side by side."""
 from __future__ import annotations
 
 from pipelines.cli.home import reading_warehouse
-from pipelines.cli.options import add_scope_options
 from pipelines.cli.options import command
-from pipelines.cli.options import common
-from pipelines.cli.options import formats
+from pipelines.cli.options import option
 from pipelines.cli.output import output_format
 from pipelines.cli.output import print_frame
 
@@ -151,11 +149,24 @@ def add_losses(sub) -> None:
     from analysis.trend import LOSS_KEYS
     from analysis.trend import PERIODS
 
-    s = command(
+    command(
         sub,
         "losses",
-        [common(), formats()],
-        (
+        cmd_losses,
+        option(
+            "--by",
+            choices=list(LOSS_KEYS),
+            default="cause",
+            help="what to group by (default %(default)s)",
+        ),
+        option(
+            "--period",
+            choices=list(PERIODS),
+            help="one group per calendar week or month (default: the whole span)",
+        ),
+        formats=True,
+        scope=True,
+        examples=(
             "goodput losses",
             "goodput losses --by partition --period month",
             "goodput losses --by node --format csv > losses.csv",
@@ -165,56 +176,49 @@ def add_losses(sub) -> None:
             "node"
         ),
     )
-    s.add_argument(
-        "--by", choices=list(LOSS_KEYS), default="cause", help="what to group by (default cause)"
-    )
-    s.add_argument(
-        "--period",
-        choices=list(PERIODS),
-        help="one group per calendar week or month (default: the whole span)",
-    )
-    add_scope_options(s)
-    s.set_defaults(func=cmd_losses)
 
 
 def add_trend(sub) -> None:
     from analysis.trend import PERIODS
 
-    s = command(
+    command(
         sub,
         "trend",
-        [common(), formats()],
-        ("goodput trend", "goodput trend --period month --json"),
+        cmd_trend,
+        option(
+            "--period",
+            choices=list(PERIODS),
+            default="week",
+            help="calendar week (default) or month",
+        ),
+        formats=True,
+        scope=True,
+        examples=("goodput trend", "goodput trend --period month --json"),
         help=(
             "goodput, lost GPU-hours, interruptions and MTBF per week or month, against the "
             "period before"
         ),
     )
-    s.add_argument(
-        "--period", choices=list(PERIODS), default="week", help="calendar week (default) or month"
-    )
-    add_scope_options(s)
-    s.set_defaults(func=cmd_trend)
 
 
 def add_compare(sub) -> None:
     from analysis.breakdown import DIMENSIONS
 
-    s = command(
+    command(
         sub,
         "compare",
-        [common(), formats()],
-        ("goodput compare", "goodput compare --by partition --cluster prod --json"),
+        cmd_compare,
+        option(
+            "--by",
+            choices=list(DIMENSIONS),
+            default="cluster",
+            help="what to set side by side (default %(default)s)",
+        ),
+        formats=True,
+        scope=True,
+        examples=("goodput compare", "goodput compare --by partition --cluster prod --json"),
         help=(
             "clusters (or partitions, accounts) side by side: goodput, interruption rate and "
             "MTBF with 95%% CIs"
         ),
     )
-    s.add_argument(
-        "--by",
-        choices=list(DIMENSIONS),
-        default="cluster",
-        help="what to set side by side (default cluster)",
-    )
-    add_scope_options(s)
-    s.set_defaults(func=cmd_compare)

@@ -11,14 +11,12 @@ from pipelines.cli.home import resource_config
 from pipelines.cli.home import scope_settings
 from pipelines.cli.home import scoped
 from pipelines.cli.home import window_config
-from pipelines.cli.options import add_ckpt_cost
-from pipelines.cli.options import add_gpu_hour_cost
-from pipelines.cli.options import add_gpus
-from pipelines.cli.options import add_restart
-from pipelines.cli.options import add_scope_options
+from pipelines.cli.options import ckpt_cost
 from pipelines.cli.options import command
-from pipelines.cli.options import common
-from pipelines.cli.options import window
+from pipelines.cli.options import gpu_hour_cost
+from pipelines.cli.options import gpus
+from pipelines.cli.options import option
+from pipelines.cli.options import restart
 from pipelines.cli.output import print_where
 from pipelines.cli.values import parse_duration
 
@@ -96,41 +94,41 @@ def cmd_report(args) -> int:
 
 
 def add_build(sub) -> None:
-    s = command(
+    from analysis.assumptions import CKPT_INTERVAL_S
+
+    command(
         sub,
         "build",
-        [common(), window()],
-        (
+        cmd_build,
+        option(
+            "--ckpt-interval",
+            default=f"{CKPT_INTERVAL_S:g}s",
+            help="assumed checkpoint interval for measured goodput of jobs without checkpoint "
+            "evidence",
+        ),
+        ckpt_cost("assumed cost of one checkpoint, e.g. 60s"),
+        restart("assumed restart time after a failure, e.g. 10m"),
+        gpu_hour_cost(),
+        window=True,
+        scope=True,
+        examples=(
             "goodput build",
             "goodput build --as-of 2026-03-01 --ckpt-interval 1h --restart 15m",
             "goodput build --cluster prod --from 2026-01-01",
         ),
         help="everything downstream of ingest (rollups, attribution, fits, goodput, report)",
     )
-    from analysis.assumptions import CKPT_INTERVAL_S
-
-    s.add_argument(
-        "--ckpt-interval",
-        default=f"{CKPT_INTERVAL_S:g}s",
-        help="assumed checkpoint interval for measured goodput of jobs without checkpoint evidence",
-    )
-    add_ckpt_cost(s, "assumed cost of one checkpoint, e.g. 60s")
-    add_restart(s, "assumed restart time after a failure, e.g. 10m")
-    add_gpu_hour_cost(s)
-    add_scope_options(s)
-    s.set_defaults(func=cmd_build)
 
 
 def add_report(sub) -> None:
-    s = command(
+    command(
         sub,
         "report",
-        [common()],
-        ("goodput report", "goodput report --out /tmp/report.html --gpu-hour-cost 2.5"),
+        cmd_report,
+        option("--out", help="HTML file to write (default DIR/reports/goodput_report.html)"),
+        gpus("job scale for the projected-goodput headline"),
+        gpu_hour_cost(),
+        scope=True,
+        examples=("goodput report", "goodput report --out /tmp/report.html --gpu-hour-cost 2.5"),
         help="write the leadership report (HTML + PNG/SVG per chart)",
     )
-    s.add_argument("--out", help="HTML file to write (default DIR/reports/goodput_report.html)")
-    add_gpus(s, "job scale for the projected-goodput headline")
-    add_gpu_hour_cost(s)
-    add_scope_options(s)
-    s.set_defaults(func=cmd_report)

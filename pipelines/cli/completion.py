@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from pipelines.cli.options import command
+from pipelines.cli.options import option
 
 COMPLETION_SHELLS = ("bash", "zsh", "fish")
 
@@ -61,12 +62,13 @@ COMPLETERS = {
 
 
 def add_completion(sub) -> None:
-    s = command(
+    command(
         sub,
         "completion",
+        cmd_completion,
+        option("shell", choices=COMPLETION_SHELLS, help="the shell to complete in"),
+        home=False,
         examples=('eval "$(goodput completion bash)"    # in ~/.bashrc',),
         help="print the shell's tab-completion script: "
         'eval "$(goodput completion bash)" in ~/.bashrc (zsh, fish alike)',
     )
-    s.add_argument("shell", choices=COMPLETION_SHELLS, help="the shell to complete in")
-    s.set_defaults(func=cmd_completion)

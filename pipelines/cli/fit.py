@@ -9,11 +9,8 @@ from pipelines.cli.home import open_warehouse
 from pipelines.cli.home import scope_settings
 from pipelines.cli.home import scoped
 from pipelines.cli.home import window_config
-from pipelines.cli.options import add_scope_options
 from pipelines.cli.options import command
-from pipelines.cli.options import common
-from pipelines.cli.options import formats
-from pipelines.cli.options import window
+from pipelines.cli.options import option
 from pipelines.cli.output import output_format
 from pipelines.cli.output import print_frame
 
@@ -73,16 +70,19 @@ def cmd_fit(args) -> int:
 
 
 def add_fit(sub) -> None:
-    s = command(
+    command(
         sub,
         "fit",
-        [common(), window(), formats()],
-        ("goodput fit", "goodput fit --all-models --window 2026-01"),
+        cmd_fit,
+        option(
+            "--all-models",
+            action="store_true",
+            help="every candidate model, not only the AIC winner",
+        ),
+        option("--window", default="all", help="'all' (default) or a month YYYY-MM"),
+        window=True,
+        formats=True,
+        scope=True,
+        examples=("goodput fit", "goodput fit --all-models --window 2026-01"),
         help="print the fitted failure rates per component class (refit over a window given)",
     )
-    s.add_argument(
-        "--all-models", action="store_true", help="every candidate model, not only the AIC winner"
-    )
-    s.add_argument("--window", default="all", help="'all' (default) or a month YYYY-MM")
-    add_scope_options(s)
-    s.set_defaults(func=cmd_fit)

@@ -8,7 +8,7 @@ import sys
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import open_warehouse
 from pipelines.cli.options import command
-from pipelines.cli.options import common
+from pipelines.cli.options import option
 
 
 def cmd_fleetsim(args) -> int:
@@ -46,24 +46,23 @@ def cmd_fleetsim(args) -> int:
 
 
 def add_fleetsim(sub) -> None:
-    s = command(
+    command(
         sub,
         "fleetsim",
-        [common()],
+        cmd_fleetsim,
+        option(
+            "--scenario",
+            required=True,
+            metavar="FILE.yaml",
+            help="the scenario (schema: docs/fleetsim.md)",
+        ),
+        option(
+            "--workers", type=int, help="processes running replications (default: one per core)"
+        ),
+        option("--json", action="store_true", help="print one JSON object"),
         help=(
             "simulate a fleet's operations (spares, triage, repair line, retirement, "
             "maintenance) under the fitted failure laws: ETTR, goodput, what-if sweeps "
             "(docs/fleetsim.md)"
         ),
     )
-    s.add_argument(
-        "--scenario",
-        required=True,
-        metavar="FILE.yaml",
-        help="the scenario (schema: docs/fleetsim.md)",
-    )
-    s.add_argument(
-        "--workers", type=int, help="processes running replications (default: one per core)"
-    )
-    s.add_argument("--json", action="store_true", help="print one JSON object")
-    s.set_defaults(func=cmd_fleetsim)

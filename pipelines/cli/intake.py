@@ -12,7 +12,7 @@ from pipelines.cli.errors import CliError
 from pipelines.cli.home import open_warehouse
 from pipelines.cli.options import SETTLE
 from pipelines.cli.options import command
-from pipelines.cli.options import common
+from pipelines.cli.options import option
 from pipelines.cli.values import check_tz
 from pipelines.cli.values import parse_duration
 from pipelines.cli.values import parse_map
@@ -232,11 +232,11 @@ def _stand_in_notes(reports) -> list[str]:
         ),
     }
     lines = []
-    for kind, (what, option) in fix.items():
+    for kind, (what, flag) in fix.items():
         files = [r.path for r in reports if kind in r.stand_ins]
         if files:
             lines.append(
-                f"note: {len(files)} file(s) {what}, e.g. {files[0]} (give {option} to set it; "
+                f"note: {len(files)} file(s) {what}, e.g. {files[0]} (give {flag} to set it; "
                 f"the manifest's stand_ins column lists them)"
             )
     return lines
@@ -314,11 +314,61 @@ def cmd_forget(args) -> int:
 
 
 def add_ingest(sub) -> None:
-    s = command(
+    command(
         sub,
         "ingest",
-        [common()],
-        (
+        cmd_ingest,
+        option(
+            "paths",
+            nargs="+",
+            metavar="PATH",
+            help="source files or directories (read recursively; .gz and .zst are decompressed)",
+        ),
+        option(
+            "--format",
+            default="auto",
+            help="source format, e.g. sacct, sacct-json, dcgm, kernel, ipmi-sel, "
+            "component-history (default auto: detected from each file's content)",
+        ),
+        option(
+            "--cluster",
+            default="default",
+            help="cluster name stored with the records (default %(default)r)",
+        ),
+        option("--tz", default="UTC", help="zone of timestamps that carry none"),
+        option("--host", help="host for files that do not name one"),
+        option("--time", help="sample time for scrapes that carry none (ISO-8601)"),
+        option("--fields", help="field order of a headerless sacct dump (or 'xdmod')"),
+        option("--delimiter", help="sacct field delimiter (default: from the header, else |)"),
+        option("--map", help="component history / failure log column mapping canonical=theirs,..."),
+        option(
+            "--not-before",
+            metavar="ISO",
+            help="records dated earlier are implausible and quarantined (default 2000-01-01; "
+            "historical logs such as LANL's 1996-2005 release need an earlier one)",
+        ),
+        option(
+            "--exclude-hosts",
+            metavar="FILE",
+            help="component history: quarantine installations on these hosts (every word of "
+            "FILE is a host, e.g. a service-node list)",
+        ),
+        option(
+            "--replace",
+            action="store_true",
+            help="forget what these files produced before (e.g. with a wrong --tz), then ingest "
+            "them again",
+        ),
+        option("--jobs", type=int, help="processes that parse files (default: one per core)"),
+        option(
+            "--settle",
+            default=SETTLE,
+            metavar="DUR",
+            help="a file is read once its size and mtime have not changed for this long; one "
+            "still changing is skipped with a warning (default 2s, or $GOODPUT_SETTLE; 0 reads "
+            "at once)",
+        ),
+        examples=(
             "goodput ingest /data/sacct/ /data/dcgm-scrapes/ /var/log/kern.log* --cluster prod",
             "goodput ingest dump.txt --format sacct --fields xdmod",
             (
@@ -328,76 +378,19 @@ def add_ingest(sub) -> None:
         ),
         help="parse source files into the warehouse",
     )
-    s.add_argument(
-        "paths",
-        nargs="+",
-        metavar="PATH",
-        help="source files or directories (read recursively; .gz and .zst are decompressed)",
-    )
-    s.add_argument(
-        "--format",
-        default="auto",
-        help="source format, e.g. sacct, sacct-json, dcgm, kernel, ipmi-sel, component-history "
-        "(default auto: detected from each file's content)",
-    )
-    s.add_argument(
-        "--cluster",
-        default="default",
-        help="cluster name stored with the records (default 'default')",
-    )
-    s.add_argument("--tz", default="UTC", help="zone of timestamps that carry none")
-    s.add_argument("--host", help="host for files that do not name one")
-    s.add_argument("--time", help="sample time for scrapes that carry none (ISO-8601)")
-    s.add_argument("--fields", help="field order of a headerless sacct dump (or 'xdmod')")
-    s.add_argument("--delimiter", help="sacct field delimiter (default: from the header, else |)")
-    s.add_argument(
-        "--map", help="component history / failure log column mapping canonical=theirs,..."
-    )
-    s.add_argument(
-        "--not-before",
-        metavar="ISO",
-        help="records dated earlier are implausible and quarantined (default 2000-01-01; "
-        "historical logs such as LANL's 1996-2005 release need an earlier one)",
-    )
-    s.add_argument(
-        "--exclude-hosts",
-        metavar="FILE",
-        help=(
-            "component history: quarantine installations on these hosts (every word of FILE is a "
-            "host, e.g. a service-node list)"
-        ),
-    )
-    s.add_argument(
-        "--replace",
-        action="store_true",
-        help=(
-            "forget what these files produced before (e.g. with a wrong --tz), then ingest them "
-            "again"
-        ),
-    )
-    s.add_argument("--jobs", type=int, help="processes that parse files (default: one per core)")
-    s.add_argument(
-        "--settle",
-        default=SETTLE,
-        metavar="DUR",
-        help="a file is read once its size and mtime have not changed for this long; one still "
-        "changing is skipped with a warning (default 2s, or $GOODPUT_SETTLE; 0 reads at once)",
-    )
-    s.set_defaults(func=cmd_ingest)
 
 
 def add_forget(sub) -> None:
-    s = command(
+    command(
         sub,
         "forget",
-        [common()],
-        ("goodput forget /data/sacct/2026-01.txt",),
+        cmd_forget,
+        option(
+            "targets",
+            nargs="+",
+            metavar="PATH|SHA256",
+            help="an ingested file's path or sha256 (see the ingest_manifest table)",
+        ),
+        examples=("goodput forget /data/sacct/2026-01.txt",),
         help="remove every row some ingested files produced, so they can be ingested again",
     )
-    s.add_argument(
-        "targets",
-        nargs="+",
-        metavar="PATH|SHA256",
-        help="an ingested file's path or sha256 (see the ingest_manifest table)",
-    )
-    s.set_defaults(func=cmd_forget)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import reading_warehouse
-from pipelines.cli.options import add_ckpt_cost
-from pipelines.cli.options import add_gpus
-from pipelines.cli.options import add_gpus_per_node
-from pipelines.cli.options import add_restart
-from pipelines.cli.options import add_scope_options
+from pipelines.cli.options import ckpt_cost
 from pipelines.cli.options import command
-from pipelines.cli.options import common
-from pipelines.cli.options import formats
+from pipelines.cli.options import gpus
+from pipelines.cli.options import gpus_per_node
+from pipelines.cli.options import option
+from pipelines.cli.options import restart
 from pipelines.cli.output import output_format
 from pipelines.cli.output import print_data
 from pipelines.cli.output import print_rows
@@ -148,24 +146,27 @@ def _gain_line(gain: dict) -> str:
 def add_nodes(sub) -> None:
     from analysis.assumptions import LEMON_ALPHA
 
-    s = command(
+    command(
         sub,
         "nodes",
-        [common(), formats()],
-        ("goodput nodes --top 10", "goodput nodes --alpha 0.01 --json"),
+        cmd_nodes,
+        option(
+            "--top",
+            type=int,
+            default=20,
+            help="how many nodes to list, worst first (default %(default)s)",
+        ),
+        gpus("job size the goodput gain of removing lemons is projected at"),
+        gpus_per_node("GPUs per node of that job (default {})"),
+        ckpt_cost("checkpoint cost (blocking) of that job, e.g. 60s"),
+        restart(),
+        option(
+            "--alpha",
+            type=float,
+            help=f"level of the lemon flag on the adjusted p value (default {LEMON_ALPHA:g})",
+        ),
+        formats=True,
+        scope=True,
+        examples=("goodput nodes --top 10", "goodput nodes --alpha 0.01 --json"),
         help="lemon nodes: the nodes that fail most, with their numbers and the test",
     )
-    s.add_argument(
-        "--top", type=int, default=20, help="how many nodes to list, worst first (default 20)"
-    )
-    add_gpus(s, "job size the goodput gain of removing lemons is projected at")
-    add_gpus_per_node(s, "GPUs per node of that job (default {})")
-    add_ckpt_cost(s, "checkpoint cost (blocking) of that job, e.g. 60s")
-    add_restart(s)
-    s.add_argument(
-        "--alpha",
-        type=float,
-        help=f"level of the lemon flag on the adjusted p value (default {LEMON_ALPHA:g})",
-    )
-    add_scope_options(s)
-    s.set_defaults(func=cmd_nodes)

@@ -1,13 +1,66 @@
-"""The options several commands share, declared once: where the warehouse is, the observation
-window, ``--format``, the scope flags, the job shape (GPUs, checkpoint cost, restart), and
-``command``, which registers a command's sub-parser with its examples."""
+"""How a command is declared, and the options several commands share, each declared once.
+
+``command`` registers a command: its sub-parser with the warehouse options (and, where asked, the
+observation window and the output format), its own options in their order, the scope flags last,
+its examples and the handler that runs it. An ``Option`` is one argument as data; the shared
+ones (the job shape, ``--format``, ``--gpu-hour-cost``) are built here, their defaults read from
+``analysis.assumptions``."""
 
 from __future__ import annotations
 
 import argparse
 import os
+from typing import NamedTuple
 
 SETTLE = os.environ.get("GOODPUT_SETTLE", "2s")  # ingest --settle and the landing sensor
+
+
+class Option(NamedTuple):
+    """One argument of a command: the flags (or the positional's name) and the keywords
+    ``ArgumentParser.add_argument`` takes."""
+
+    flags: tuple[str, ...]
+    settings: dict
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(*self.flags, **self.settings)
+
+
+def option(*flags: str, **settings) -> Option:
+    return Option(flags, settings)
+
+
+def command(
+    sub,
+    name: str,
+    func,
+    *options: Option,
+    examples: tuple[str, ...] = (),
+    home: bool = True,
+    window: bool = False,
+    formats: bool = False,
+    scope: bool = False,
+    **kwargs,
+) -> None:
+    """Register the command ``name``, run by ``func(args)``. Its options, in the order its help
+    lists them: the warehouse's (``home``), the observation window's (``window``), the output
+    format's (``formats``), ``options``, then the scope flags (``scope``). Its help ends with
+    ``examples`` (each one parsed by tests/test_cli_habits.py); ``kwargs`` (``help``,
+    ``description``) go to ``add_parser``."""
+    if examples:
+        kwargs["epilog"] = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    parents = [
+        parent()
+        for parent, wanted in ((_home, home), (_window, window), (_formats, formats))
+        if wanted
+    ]
+    parser = sub.add_parser(name, parents=parents, **kwargs)
+    for o in options:
+        o.add_to(parser)
+    if scope:
+        _add_scope_options(parser)
+    parser.set_defaults(func=func)
+
 
 _HOME_HELP = "warehouse directory (default $GOODPUT_HOME or ./goodput_home)"
 _URI_HELP = (
@@ -36,14 +89,14 @@ def add_home_options(parser: argparse.ArgumentParser, **default) -> None:
     )
 
 
-def common() -> argparse.ArgumentParser:
+def _home() -> argparse.ArgumentParser:
     """The parent of every command that opens the warehouse."""
     parent = argparse.ArgumentParser(add_help=False)
     add_home_options(parent, default=argparse.SUPPRESS)
     return parent
 
 
-def window() -> argparse.ArgumentParser:
+def _window() -> argparse.ArgumentParser:
     """The parent of the commands that fit: the observation window, GPUs per host."""
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument(
@@ -59,71 +112,68 @@ def window() -> argparse.ArgumentParser:
             "default: inferred)"
         ),
     )
-    add_gpus_per_node(parent, "GPUs per host where the data does not show them (default {})")
+    gpus_per_node("GPUs per host where the data does not show them (default {})").add_to(parent)
     return parent
 
 
 OUTPUT_FORMATS = ("table", "csv", "json")
 
 
-def formats() -> argparse.ArgumentParser:
+def output_format(help: str) -> Option:
+    """``--format table|csv|json``, table by default."""
+    return option("--format", choices=OUTPUT_FORMATS, default="table", help=help)
+
+
+def _formats() -> argparse.ArgumentParser:
     """The parent of the reading commands: ``--format table|csv|json`` and ``--json``."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument(
-        "--format",
-        choices=OUTPUT_FORMATS,
-        default="table",
-        help="table (default), csv (raw values) or json (one object with its rows)",
-    )
-    parent.add_argument("--json", action="store_true", help="the same as --format json")
+    for o in (
+        output_format("table (default), csv (raw values) or json (one object with its rows)"),
+        option("--json", action="store_true", help="the same as --format json"),
+    ):
+        o.add_to(parent)
     return parent
 
 
-def command(sub, name: str, parents=(), examples: tuple[str, ...] = (), **kwargs):
-    """A command's sub-parser; its help ends with ``examples`` (each one parsed by
-    tests/test_cli_habits.py)."""
-    if examples:
-        kwargs["epilog"] = "examples:\n" + "\n".join(f"  {e}" for e in examples)
-    return sub.add_parser(name, parents=list(parents), **kwargs)
-
-
-def add_gpus(parser: argparse.ArgumentParser, help: str = "GPUs the job spans (default {:,})"):
+def gpus(help: str = "GPUs the job spans (default {:,})") -> Option:
     from analysis.assumptions import TARGET_GPUS
 
-    parser.add_argument("--gpus", type=int, default=TARGET_GPUS, help=help.format(TARGET_GPUS))
+    return option("--gpus", type=int, default=TARGET_GPUS, help=help.format(TARGET_GPUS))
 
 
-def add_gpus_per_node(parser: argparse.ArgumentParser, help: str = "GPUs per node (default {})"):
+def gpus_per_node(help: str = "GPUs per node (default {})") -> Option:
     from analysis.assumptions import GPUS_PER_NODE
 
-    parser.add_argument(
+    return option(
         "--gpus-per-node", type=int, default=GPUS_PER_NODE, help=help.format(GPUS_PER_NODE)
     )
 
 
-def add_ckpt_cost(parser: argparse.ArgumentParser, help: str) -> None:
+def ckpt_cost(help: str) -> Option:
     from analysis.assumptions import CKPT_COST_S
 
-    parser.add_argument("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help=help)
+    return option("--ckpt-cost", default=f"{CKPT_COST_S:g}s", help=help)
 
 
-def add_restart(
-    parser: argparse.ArgumentParser, help: str = "restart time after a failure, e.g. 10m"
-) -> None:
+def restart(help: str = "restart time after a failure, e.g. 10m") -> Option:
     from analysis.assumptions import RESTART_S
 
-    parser.add_argument("--restart", default=f"{RESTART_S:g}s", help=help)
+    return option("--restart", default=f"{RESTART_S:g}s", help=help)
 
 
-def add_gpu_hour_cost(parser: argparse.ArgumentParser) -> None:
+def gpu_hour_cost() -> Option:
     from analysis.assumptions import GPU_HOUR_COST
 
-    parser.add_argument(
-        "--gpu-hour-cost", type=float, default=GPU_HOUR_COST, metavar="USD", help=_COST_HELP
+    return option(
+        "--gpu-hour-cost",
+        type=float,
+        default=GPU_HOUR_COST,
+        metavar="USD",
+        help=_COST_HELP,
     )
 
 
-def add_scope_options(parser: argparse.ArgumentParser) -> None:
+def _add_scope_options(parser: argparse.ArgumentParser) -> None:
     """The scope flags (analysis/scope.py), the same on every command that takes them."""
     g = parser.add_argument_group(
         "scope",

@@ -9,14 +9,12 @@ import sys
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import open_warehouse
 from pipelines.cli.home import reading_warehouse
-from pipelines.cli.options import add_ckpt_cost
-from pipelines.cli.options import add_gpus
-from pipelines.cli.options import add_gpus_per_node
-from pipelines.cli.options import add_restart
-from pipelines.cli.options import add_scope_options
+from pipelines.cli.options import ckpt_cost
 from pipelines.cli.options import command
-from pipelines.cli.options import common
-from pipelines.cli.options import formats
+from pipelines.cli.options import gpus
+from pipelines.cli.options import gpus_per_node
+from pipelines.cli.options import option
+from pipelines.cli.options import restart
 from pipelines.cli.output import output_format
 from pipelines.cli.output import print_frame
 from pipelines.cli.values import parse_duration
@@ -177,74 +175,75 @@ def add_project(sub) -> None:
     from analysis.taxonomy import DEFAULT_SCOPE
     from analysis.taxonomy import SCOPES
 
-    s = command(
+    command(
         sub,
         "project",
-        [common(), formats()],
-        (
+        cmd_project,
+        gpus(),
+        gpus_per_node(),
+        ckpt_cost("checkpoint cost (blocking), e.g. 60s"),
+        restart(),
+        option("--interval", default="auto", help="checkpoint interval: auto (Daly) or a duration"),
+        option(
+            "--spares",
+            type=int,
+            default=None,
+            help="hot spare nodes for --method mc (default: unlimited, never wait for a node)",
+        ),
+        option("--mtti", help="override the fitted rates with this MTTI (e.g. 3h)"),
+        option(
+            "--scope",
+            choices=list(SCOPES),
+            default=DEFAULT_SCOPE,
+            help="interruption classes projected: hardware fits only; infrastructure (default: "
+            "everything but the job's own failures); all",
+        ),
+        option(
+            "--rates",
+            help="project from a rates CSV (component_class,events,exposure_hours,unit "
+            "with unit gpu|node|job) instead of the warehouse",
+        ),
+        option(
+            "--method",
+            choices=["analytic", "mc"],
+            default="analytic",
+            help="analytic (default: Daly's model with CI bands from the fits) or mc (Monte "
+            "Carlo simulation of the job, with spares and the fitted lifetime models)",
+        ),
+        option(
+            "--fleet-age",
+            choices=list(FLEET_AGES),
+            default=DEFAULT_FLEET_AGE,
+            help="age of the job's units at its start: stationary (long-run rate 1/mean of each "
+            "class's fitted model), new (all age 0: failures over --horizon by renewal), "
+            "observed (each unit's age at the window end from the warehouse; classes "
+            "without ages stay stationary)",
+        ),
+        option(
+            "--horizon",
+            help="job length, e.g. 30d: failures of a non-stationary fleet are counted over it, "
+            "and --method mc simulates it (default: 54 days, Llama 3's run)",
+        ),
+        formats=True,
+        scope=True,
+        examples=(
             "goodput project --gpus 32Ki",
             "goodput project --gpus 100k --spares 16 --method mc",
             "goodput project --gpus 16384 --mtti 3h --interval 30m --json",
         ),
         help="project goodput for a job size (analytic or Monte Carlo)",
     )
-    add_gpus(s)
-    add_gpus_per_node(s)
-    add_ckpt_cost(s, "checkpoint cost (blocking), e.g. 60s")
-    add_restart(s)
-    s.add_argument(
-        "--interval", default="auto", help="checkpoint interval: auto (Daly) or a duration"
-    )
-    s.add_argument(
-        "--spares",
-        type=int,
-        default=None,
-        help="hot spare nodes for --method mc (default: unlimited, never wait for a node)",
-    )
-    s.add_argument("--mtti", help="override the fitted rates with this MTTI (e.g. 3h)")
-    s.add_argument(
-        "--scope",
-        choices=list(SCOPES),
-        default=DEFAULT_SCOPE,
-        help="interruption classes projected: hardware fits only; infrastructure (default: "
-        "everything but the job's own failures); all",
-    )
-    s.add_argument(
-        "--rates",
-        help="project from a rates CSV (component_class,events,exposure_hours,unit "
-        "with unit gpu|node|job) instead of the warehouse",
-    )
-    s.add_argument(
-        "--method",
-        choices=["analytic", "mc"],
-        default="analytic",
-        help="analytic (default: Daly's model with CI bands from the fits) or mc (Monte Carlo "
-        "simulation of the job, with spares and the fitted lifetime models)",
-    )
-    s.add_argument(
-        "--fleet-age",
-        choices=list(FLEET_AGES),
-        default=DEFAULT_FLEET_AGE,
-        help="age of the job's units at its start: stationary (long-run rate 1/mean of each "
-        "class's fitted model), new (all age 0: failures over --horizon by renewal), "
-        "observed (each unit's age at the window end from the warehouse; classes "
-        "without ages stay stationary)",
-    )
-    s.add_argument(
-        "--horizon",
-        help="job length, e.g. 30d: failures of a non-stationary fleet are counted over it, "
-        "and --method mc simulates it (default: 54 days, Llama 3's run)",
-    )
-    add_scope_options(s)
-    s.set_defaults(func=cmd_project)
 
 
 def add_whatif(sub) -> None:
-    s = command(
+    command(
         sub,
         "whatif",
-        [common(), formats()],
-        ("goodput whatif", "goodput whatif --gpus 32768 --format csv"),
+        cmd_whatif,
+        gpus(),
+        formats=True,
+        scope=True,
+        examples=("goodput whatif", "goodput whatif --gpus 32768 --format csv"),
         help="which single improvement buys the most goodput at a job size, with 95%% bands",
         description=(
             "The report's what-if ranking: the goodput gained by halving each class's "
@@ -252,6 +251,3 @@ def add_whatif(sub) -> None:
             "nodes, largest first."
         ),
     )
-    add_gpus(s)
-    add_scope_options(s)
-    s.set_defaults(func=cmd_whatif)

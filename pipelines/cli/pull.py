@@ -7,7 +7,7 @@ import sys
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import open_warehouse
 from pipelines.cli.options import command
-from pipelines.cli.options import common
+from pipelines.cli.options import option
 from pipelines.cli.values import parse_time
 
 
@@ -78,11 +78,28 @@ def cmd_pull(args) -> int:
 
 
 def add_pull(sub) -> None:
-    s = command(
+    command(
         sub,
         "pull",
-        [common()],
-        ("goodput pull --dry-run", "goodput pull slurmdbd --since 2026-01-01"),
+        cmd_pull,
+        option(
+            "sources",
+            nargs="*",
+            metavar="SOURCE",
+            help="source names in sources.toml (default: every source)",
+        ),
+        option(
+            "--since",
+            metavar="ISO",
+            help="pull from here instead of each source's cursor (a backfill)",
+        ),
+        option("--until", metavar="ISO", help="pull up to here (default: now)"),
+        option(
+            "--dry-run",
+            action="store_true",
+            help="print the commands and queries it would run, and run none",
+        ),
+        examples=("goodput pull --dry-run", "goodput pull slurmdbd --since 2026-01-01"),
         help="pull live sources (slurmdbd, Prometheus, Redfish BMCs) from HOME/sources.toml",
         description=(
             "Pull every source of HOME/sources.toml (or the ones named) from its cursor "
@@ -90,19 +107,3 @@ def add_pull(sub) -> None:
             "pull catches up."
         ),
     )
-    s.add_argument(
-        "sources",
-        nargs="*",
-        metavar="SOURCE",
-        help="source names in sources.toml (default: every source)",
-    )
-    s.add_argument(
-        "--since", metavar="ISO", help="pull from here instead of each source's cursor (a backfill)"
-    )
-    s.add_argument("--until", metavar="ISO", help="pull up to here (default: now)")
-    s.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the commands and queries it would run, and run none",
-    )
-    s.set_defaults(func=cmd_pull)

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import reading_warehouse
-from pipelines.cli.options import add_scope_options
 from pipelines.cli.options import command
-from pipelines.cli.options import common
-from pipelines.cli.options import formats
+from pipelines.cli.options import option
 from pipelines.cli.output import cell_text
 from pipelines.cli.output import output_format
 from pipelines.cli.output import print_data
@@ -192,57 +190,55 @@ def _root_causes_line(causes) -> str:
 
 
 def add_mtbf(sub) -> None:
-    s = command(
+    command(
         sub,
         "mtbf",
-        [common(), formats()],
-        ("goodput mtbf --period month --by cause",),
+        cmd_mtbf,
+        option(
+            "--period",
+            choices=["quarter", "month"],
+            default="quarter",
+            help="calendar period (default %(default)s)",
+        ),
+        option(
+            "--by",
+            choices=["all", "cause", "component_class"],
+            default="all",
+            help="whole system (default), or per root cause / component class",
+        ),
+        option("--system", help="one system (cluster)"),
+        option(
+            "--source",
+            choices=["failures", "interruptions", "node_failures"],
+            help="one series: failure records, job interruptions or node failure episodes",
+        ),
+        formats=True,
+        scope=True,
+        examples=("goodput mtbf --period month --by cause",),
         help="system MTBF per month or quarter (95%% CI), overall or per class",
     )
-    s.add_argument(
-        "--period",
-        choices=["quarter", "month"],
-        default="quarter",
-        help="calendar period (default quarter)",
-    )
-    s.add_argument(
-        "--by",
-        choices=["all", "cause", "component_class"],
-        default="all",
-        help="whole system (default), or per root cause / component class",
-    )
-    s.add_argument("--system", help="one system (cluster)")
-    s.add_argument(
-        "--source",
-        choices=["failures", "interruptions", "node_failures"],
-        help="one series: failure records, job interruptions or node failure episodes",
-    )
-    add_scope_options(s)
-    s.set_defaults(func=cmd_mtbf)
 
 
 def add_availability(sub) -> None:
-    s = command(
+    command(
         sub,
         "availability",
-        [common(), formats()],
-        ("goodput availability --level node --top 10",),
+        cmd_availability,
+        option("--system", help="one system (cluster): its root causes instead of every system's"),
+        option(
+            "--level",
+            choices=["system", "node"],
+            default="system",
+            help="rows per system (default) or per node",
+        ),
+        option(
+            "--top",
+            type=int,
+            default=20,
+            help="nodes listed with --level node, most failures first (default %(default)s)",
+        ),
+        formats=True,
+        scope=True,
+        examples=("goodput availability --level node --top 10",),
         help="availability, MTBF, MTTR, repair-time fits and root causes per system or node",
     )
-    s.add_argument(
-        "--system", help="one system (cluster): its root causes instead of every system's"
-    )
-    s.add_argument(
-        "--level",
-        choices=["system", "node"],
-        default="system",
-        help="rows per system (default) or per node",
-    )
-    s.add_argument(
-        "--top",
-        type=int,
-        default=20,
-        help="nodes listed with --level node, most failures first (default 20)",
-    )
-    add_scope_options(s)
-    s.set_defaults(func=cmd_availability)

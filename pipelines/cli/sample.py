@@ -8,9 +8,9 @@ from pathlib import Path
 
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import open_warehouse
-from pipelines.cli.options import add_gpus_per_node
 from pipelines.cli.options import command
-from pipelines.cli.options import common
+from pipelines.cli.options import gpus_per_node
+from pipelines.cli.options import option
 from pipelines.cli.output import print_where
 from pipelines.cli.values import parse_duration
 
@@ -107,42 +107,46 @@ def _other_data(wh) -> str:
 
 
 def add_demo(sub) -> None:
-    s = command(
+    command(
         sub,
         "demo",
-        [common()],
-        ("goodput demo", "goodput demo --home /tmp/goodput-demo"),
+        cmd_demo,
+        examples=("goodput demo", "goodput demo --home /tmp/goodput-demo"),
         help="whole pipeline on the committed sample fleet",
     )
-    s.set_defaults(func=cmd_demo)
 
 
 def add_simulate(sub) -> None:
-    s = command(
+    command(
         sub,
         "simulate",
-        [common()],
-        ("goodput simulate --out /tmp/fleet --nodes 64 --days 30 --seed 1",),
+        cmd_simulate,
+        option(
+            "--out",
+            required=True,
+            help="directory to write the fleet's source files and ground_truth.json to",
+        ),
+        option("--nodes", type=int, default=32, help="number of nodes (default %(default)s)"),
+        gpus_per_node(),
+        option(
+            "--days",
+            type=float,
+            default=60,
+            help="length of the simulated period in days (default %(default)s)",
+        ),
+        option(
+            "--seed",
+            type=int,
+            default=0,
+            help="random seed: the same seed writes the same fleet (default %(default)s)",
+        ),
+        option(
+            "--fault-scale",
+            type=float,
+            default=20.0,
+            help="multiply the Llama-3-derived fault rates",
+        ),
+        option("--scrape-interval", default="1h", help="DCGM scrape interval (e.g. 15m, 1h)"),
+        examples=("goodput simulate --out /tmp/fleet --nodes 64 --days 30 --seed 1",),
         help="write a synthetic fleet with ground truth",
     )
-    s.add_argument(
-        "--out",
-        required=True,
-        help="directory to write the fleet's source files and ground_truth.json to",
-    )
-    s.add_argument("--nodes", type=int, default=32, help="number of nodes (default 32)")
-    add_gpus_per_node(s)
-    s.add_argument(
-        "--days", type=float, default=60, help="length of the simulated period in days (default 60)"
-    )
-    s.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="random seed: the same seed writes the same fleet (default 0)",
-    )
-    s.add_argument(
-        "--fault-scale", type=float, default=20.0, help="multiply the Llama-3-derived fault rates"
-    )
-    s.add_argument("--scrape-interval", default="1h", help="DCGM scrape interval (e.g. 15m, 1h)")
-    s.set_defaults(func=cmd_simulate)

@@ -8,10 +8,9 @@ from pathlib import Path
 
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import reading_warehouse
-from pipelines.cli.options import OUTPUT_FORMATS
-from pipelines.cli.options import add_scope_options
 from pipelines.cli.options import command
-from pipelines.cli.options import common
+from pipelines.cli.options import option
+from pipelines.cli.options import output_format
 
 
 def cmd_sql(args) -> int:
@@ -90,11 +89,32 @@ def _escape_controls(text: str) -> str:
 
 
 def add_sql(sub) -> None:
-    s = command(
+    command(
         sub,
         "sql",
-        [common()],
-        (
+        cmd_sql,
+        option(
+            "query", help="one SELECT (or EXPLAIN) statement over the warehouse's tables and views"
+        ),
+        option(
+            "--allow-files",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="also let the query read files under DIR (repeatable)",
+        ),
+        output_format(
+            "output: table (default, as the DuckDB CLI prints it), csv, or json (one array of "
+            "row objects); csv and json print every row"
+        ),
+        option(
+            "--max-rows",
+            type=int,
+            default=40,
+            help="rows the table shows (default %(default)s; the count of all is printed)",
+        ),
+        scope=True,
+        examples=(
             (
                 'goodput sql "select cause_class, count(*) n from interruptions group by 1 order '
                 'by 2 desc"'
@@ -103,30 +123,3 @@ def add_sql(sub) -> None:
         ),
         help="query the warehouse with DuckDB SQL (read-only)",
     )
-    s.add_argument(
-        "query", help="one SELECT (or EXPLAIN) statement over the warehouse's tables and views"
-    )
-    s.add_argument(
-        "--allow-files",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="also let the query read files under DIR (repeatable)",
-    )
-    s.add_argument(
-        "--format",
-        choices=OUTPUT_FORMATS,
-        default="table",
-        help=(
-            "output: table (default, as the DuckDB CLI prints it), csv, or json (one array of "
-            "row objects); csv and json print every row"
-        ),
-    )
-    s.add_argument(
-        "--max-rows",
-        type=int,
-        default=40,
-        help="rows the table shows (default 40; the count of all is printed)",
-    )
-    add_scope_options(s)
-    s.set_defaults(func=cmd_sql)
