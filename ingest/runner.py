@@ -193,17 +193,29 @@ def file_sha256(path: Path) -> tuple[str, int]:
 
 def parsed_sha256(path: Path) -> tuple[str, int, int]:
     """(sha256, count) of the bytes an ingest of ``path`` would parse now (an incomplete last
-    line held back, as ``_prepared`` does), and the file's size: what the manifest will record."""
+    line held back, as ``_read_parsed`` does), and the file's size: what the manifest will
+    record."""
     with open(path, "rb") as fh:
         total = os.fstat(fh.fileno()).st_size
-        data = fh.read() if total <= CHUNK_BYTES else None
-        size = _parsed_size(fh, data, total, display_name(path), None)
-        sha = (
-            hashlib.sha256(memoryview(data)[:size]).hexdigest()
-            if data is not None
-            else _fd_sha256(fh.fileno(), size)
-        )
+        _, size, sha = _read_parsed(fh, total, display_name(path), None)
     return sha, size, total
+
+
+def _read_parsed(
+    fh: BinaryIO, total: int, name: str, forced: FormatSpec | None
+) -> tuple[bytes | None, int, str]:
+    """(bytes, count, sha256) of what an ingest parses of the open file ``fh`` of ``total``
+    bytes: the count up to ``_parsed_size`` and their sha256. A small file (at most
+    CHUNK_BYTES) is read once, hashed and returned; a larger one is hashed from the same open
+    descriptor and left on disk (None), so what is hashed is what is parsed."""
+    data = fh.read() if total <= CHUNK_BYTES else None
+    size = _parsed_size(fh, data, total, name, forced)
+    sha = (
+        hashlib.sha256(memoryview(data)[:size]).hexdigest()
+        if data is not None
+        else _fd_sha256(fh.fileno(), size)
+    )
+    return data, size, sha
 
 
 def parse_chunks(
@@ -361,17 +373,25 @@ def _line_end(fd: int, pos: int, size: int) -> int:
     end = pos + CHUNK_BYTES
     if end >= size:
         return size
+    if (cut := _last_line_end(fd, pos, end)) is not None:
+        return cut
+    while end < size and (probe := os.pread(fd, min(_PROBE, size - end), end)):
+        if (i := probe.find(b"\n")) >= 0:
+            return end + i + 1
+        end += len(probe)
+    return min(end, size)
+
+
+def _last_line_end(fd: int, pos: int, end: int) -> int | None:
+    """Offset just past the last newline in [pos, end) of a file, read backwards from ``end``
+    ``_PROBE`` bytes at a time; None when there is none."""
     hi = end
     while hi > pos:
         lo = max(pos, hi - _PROBE)
         if (i := os.pread(fd, hi - lo, lo).rfind(b"\n")) >= 0:
             return lo + i + 1
         hi = lo
-    while end < size and (probe := os.pread(fd, min(_PROBE, size - end), end)):
-        if (i := probe.find(b"\n")) >= 0:
-            return end + i + 1
-        end += len(probe)
-    return min(end, size)
+    return None
 
 
 def _stream_blocks(fh: BinaryIO) -> Iterator[bytes | _LongLine]:
@@ -644,13 +664,7 @@ def _prepared(files: list[Path], known: set[str], ctx: ParseContext, forced: For
         try:
             st = os.fstat(fh.fileno())
             # small files (nearly all) are read once: hashed, then parsed from memory
-            data = fh.read() if st.st_size <= CHUNK_BYTES else None
-            size = _parsed_size(fh, data, st.st_size, name, forced)
-            sha = (
-                hashlib.sha256(memoryview(data)[:size]).hexdigest()
-                if data is not None
-                else _fd_sha256(fh.fileno(), size)
-            )
+            data, size, sha = _read_parsed(fh, st.st_size, name, forced)
         except OSError as exc:
             fh.close()
             yield _not_read(path, f"cannot read: {exc.strerror or exc}")
@@ -713,13 +727,7 @@ def _parsed_size(
         return size
     if data is not None:
         return data.rfind(b"\n") + 1
-    hi = size
-    while hi > 0:
-        lo = max(0, hi - _PROBE)
-        if (i := os.pread(fd, hi - lo, lo).rfind(b"\n")) >= 0:
-            return lo + i + 1
-        hi = lo
-    return 0
+    return _last_line_end(fd, 0, size) or 0
 
 
 def _fd_sha256(fd: int, size: int) -> str:
@@ -739,13 +747,17 @@ def parse_bytes(
     spec = formats()[fmt] if fmt else None
     try:
         return list(_parse_file(io.BytesIO(data), name, spec, ctx)), True
-    except Unreadable as exc:
-        return [("unknown", _quarantined(b"", str(exc)))], False
     except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the file: quarantine it whole
         _reraise_interrupt(exc)
-        return [
-            (spec.name if spec else "unknown", _quarantined(b"", f"parser error: {exc!r}"))
-        ], False
+        return [_failure(spec, exc)], False
+
+
+def _failure(spec: FormatSpec | None, exc: Exception) -> tuple[str, ParseResult]:
+    """(format name, result) of a file that could not be read (``Unreadable``) or that its
+    parser failed on: the whole file quarantined, with the reason."""
+    if isinstance(exc, Unreadable):
+        return ("unknown", _quarantined(b"", str(exc)))
+    return (spec.name if spec else "unknown", _quarantined(b"", f"parser error: {exc!r}"))
 
 
 def _reraise_interrupt(exc: Exception) -> None:
@@ -1087,9 +1099,7 @@ def _parser_failure(
     """A file the parser failed on as a whole: quarantined, and not marked done, so that a
     fixed parser (or a later run) reads it again."""
     report.done = False
-    if isinstance(exc, Unreadable):
-        return ("unknown", _quarantined(b"", str(exc)))
-    return (spec.name if spec else "unknown", _quarantined(b"", f"parser error: {exc!r}"))
+    return _failure(spec, exc)
 
 
 def _count_duplicates(reports: list[FileReport], dropped: dict[str, dict[str | None, int]]) -> None:
