@@ -4,7 +4,7 @@ same attacks, with their outcomes, are tests/test_attack_inputs.py.
 
 - a 200 MB kernel log that is one line (no newline): one quarantine row, read past in chunks;
 - a 4 MB ``.json.gz`` that inflates to 4 GB of whitespace: quarantined after
-  ``runner.MAX_WHOLE_BYTES`` of decompressed text, never read whole;
+  ``parsing.MAX_WHOLE_BYTES`` of decompressed text, never read whole;
 - a sacct line whose hostlist names 10 million hosts: one quarantine row, hosts never made.
 
 Target: every peak under 1 GB (the baseline RSS of the CLI, with Polars, DuckDB and Dagster

@@ -7,7 +7,7 @@ Writes a realistic `dmesg --ctime` log under /tmp (benign kernel chatter, ~1% XI
 lines) and ``ingest.formats.kernel.parse`` over the file in the runner's chunks (ours also
 parses times, collapses, merges, classifies and links). Target: within 5x of grep.
 Both get a warm-up pass first. The parse figure includes reading and chunking exactly as the
-runner does (``ingest.runner._chunks``: pread blocks plus their newline counts); that share is
+runner does (``ingest.chunks.line_blocks``: pread blocks plus their newline counts); that share is
 printed apart. Each contender runs ``--runs`` times (default 3) and the medians are compared; CPU
 seconds (ours: all threads; grep: the child's rusage) and the load average are printed beside
 them, since wall times on a shared machine swing with its load.
@@ -30,10 +30,10 @@ import numpy as np
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from ingest.base import ParseContext
+from ingest.chunks import CHUNK_BYTES
+from ingest.chunks import line_blocks
 from ingest.formats.kernel import FORMAT
-from ingest.runner import CHUNK_BYTES
-from ingest.runner import _chunks
-from ingest.runner import _parse_file
+from ingest.parsing import parse_file
 
 BENIGN = [
     "IPv6: ADDRCONF(NETDEV_CHANGE): cali{:011x}: link becomes ready",
@@ -136,14 +136,14 @@ def time_grep(path: Path) -> tuple[float, int, float]:
 
 
 def time_parse(path: Path) -> tuple[float, int, int, float, float]:
-    """Parse as the runner does (``ingest.runner._parse_file``: pread chunks, newline counts,
+    """Parse as the runner does (``ingest.parsing.parse_file``: pread chunks, newline counts,
     chunks extracted on all cores, then the format's ``merge`` of them; the file read is
     included, as grep's is); also the time of reading and chunking alone, and the parse's CPU
     seconds (every thread of this process)."""
     rows = merged = 0
     c0, t0 = _cpu(resource.RUSAGE_SELF), time.perf_counter()
     with open(path, "rb") as fh:
-        for _, res in _parse_file(
+        for _, res in parse_file(
             fh, path.name, FORMAT, ParseContext(path=str(path), host="bench-node")
         ):
             ev = res.tables.get("hw_events")
@@ -153,7 +153,7 @@ def time_parse(path: Path) -> tuple[float, int, int, float, float]:
     total, cpu = time.perf_counter() - t0, _cpu(resource.RUSAGE_SELF) - c0
     t0 = time.perf_counter()
     with open(path, "rb") as fh:
-        for _ in _chunks(fh, plain=True):
+        for _ in line_blocks(fh, plain=True):
             pass
     return total, rows, merged, time.perf_counter() - t0, cpu
 

@@ -23,8 +23,8 @@ from datetime import timedelta
 
 import dagster as dg
 
-from ingest.runner import iter_files
-from ingest.runner import parsed_sha256
+from ingest.files import iter_files
+from ingest.files import parsed_sha256
 from pipelines.assets import TELEMETRY_DAYS
 from pipelines.cli.options import SETTLE
 from pipelines.cli.values import parse_duration

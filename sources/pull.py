@@ -26,10 +26,10 @@ from datetime import timedelta
 import polars as pl
 
 from ingest.base import ParseContext
-from ingest.runner import FileReport
 from ingest.runner import MemoryInput
 from ingest.runner import commit_documents
 from ingest.runner import parse_documents
+from ingest.staging import FileReport
 from sources import kinds
 from sources.base import Document
 from sources.base import Failure

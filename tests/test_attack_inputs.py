@@ -14,11 +14,13 @@ import polars as pl
 import pytest
 import zstandard
 
+from ingest import chunks
+from ingest import parsing
 from ingest import runner
 from ingest.base import ParseContext
+from ingest.files import BOM
 from ingest.formats.sacct import parse as parse_sacct
 from ingest.formats.slurmctld import parse as parse_slurmctld
-from ingest.runner import BOM
 from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES
 from warehouse.store import Warehouse
@@ -153,7 +155,7 @@ def test_file_rotated_between_hashing_and_parsing_is_recorded_against_the_bytes_
     log = tmp_path / "node-a" / "kern.log"
     log.parent.mkdir()
     log.write_text(old)
-    monkeypatch.setattr(runner, "CHUNK_BYTES", 1024)  # a large file: hashed, then streamed
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1024)  # a large file: hashed, then streamed
     real = runner._ingest_large
 
     def rotate_then_parse(wh, it, *args):
@@ -336,7 +338,7 @@ def test_file_that_is_one_long_line_is_one_quarantine_row(tmp_path):
 
 
 def test_json_that_inflates_past_the_limit_is_quarantined_unread(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "MAX_WHOLE_BYTES", 1 << 20)
+    monkeypatch.setattr(parsing, "MAX_WHOLE_BYTES", 1 << 20)
     bomb = tmp_path / "jobs.json.gz"
     bomb.write_bytes(gzip.compress(b'{"jobs": [' + b" " * (4 << 20) + b"]}", 9))
     wh = Warehouse(tmp_path / "home")

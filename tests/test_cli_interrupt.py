@@ -36,10 +36,10 @@ def sacct_files(folder) -> None:
         (folder / f"{f:03d}.txt").write_text(HEADER + "".join(lines))
 
 
-# each file above 4 KiB is streamed into a batch of its own (runner.CHUNK_BYTES): one commit per
+# each file above 4 KiB is streamed into a batch of its own (chunks.CHUNK_BYTES): one commit per
 # file
 INGEST = (
-    "import sys, ingest.runner as r; r.CHUNK_BYTES = 4096; from pipelines.cli import main; "
+    "import sys, ingest.chunks as c; c.CHUNK_BYTES = 4096; from pipelines.cli import main; "
     "sys.exit(main(sys.argv[1:]))"
 )
 

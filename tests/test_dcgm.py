@@ -187,9 +187,9 @@ def test_runner_conservation_and_idempotence(wh, tmp_path):
 
 
 def test_chunked_file_streams(wh, tmp_path, monkeypatch):
-    from ingest import runner
+    from ingest import chunks
 
-    monkeypatch.setattr(runner, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
     lines = [
         f'DCGM_FI_DEV_GPU_TEMP{{gpu="{i % 8}",Hostname="n1"}} {i} {1714564800000 + i}'
         for i in range(2000)

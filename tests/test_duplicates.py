@@ -8,8 +8,8 @@ import pytest
 from ingest.base import ParseResult
 from ingest.base import drop_repeats
 from ingest.base import settle_repeats
+from ingest.parsing import checked
 from ingest.registry import formats
-from ingest.runner import _checked
 from ingest.runner import ingest_paths
 from warehouse.schemas import quarantine_frame
 
@@ -18,11 +18,11 @@ def test_runner_conservation_counts_parser_duplicates():
     spec = formats()["sacct"]
     rows = pl.DataFrame({"job_id": ["1", "2"]})
     q = quarantine_frame([3], ["x"], ["bad"])
-    assert _checked(spec, ParseResult({"job_attempts": rows}, q, 5, duplicates=2)).duplicates == 2
+    assert checked(spec, ParseResult({"job_attempts": rows}, q, 5, duplicates=2)).duplicates == 2
     with pytest.raises(
         RuntimeError, match=r"5 records read, 2 rows \+ 1 quarantined \+ 1 duplicates"
     ):
-        _checked(spec, ParseResult({"job_attempts": rows}, q, 5, duplicates=1))
+        checked(spec, ParseResult({"job_attempts": rows}, q, 5, duplicates=1))
 
 
 def test_settle_repeats_duplicates_rows_and_requarantines_rejects():

@@ -164,29 +164,29 @@ def test_chunks_cut_at_line_ends(tmp_path, monkeypatch, tail):
     are the file and each comes with its newline count."""
     import io
 
-    from ingest import runner
+    from ingest import chunks
 
-    monkeypatch.setattr(runner, "CHUNK_BYTES", 100)
-    monkeypatch.setattr(runner, "_PROBE", 16)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 100)
+    monkeypatch.setattr(chunks, "_PROBE", 16)
     lines = [b"x" * n for n in (10, 0, 95, 99, 250, 3, 40, 180, 7)]
     data = b"\n".join(lines) + b"\n" + tail
     p = tmp_path / "f.log"
     p.write_bytes(data)
     with open(p, "rb") as fh:
-        from_file = list(runner._chunks(fh, plain=True))
+        from_file = list(chunks.line_blocks(fh, plain=True))
     assert [len(b) for b, _ in from_file] == [12, 96, 100, 251, 45, 181, 8 + len(tail)]
-    for chunks in (from_file, list(runner._chunks(io.BytesIO(data), plain=False))):
-        blocks = [b for b, _ in chunks]
+    for cut in (from_file, list(chunks.line_blocks(io.BytesIO(data), plain=False))):
+        blocks = [b for b, _ in cut]
         assert b"".join(blocks) == data
-        assert [n for _, n in chunks] == [b.count(b"\n") for b in blocks]
+        assert [n for _, n in cut] == [b.count(b"\n") for b in blocks]
         assert all(b.endswith(b"\n") for b in blocks[: -1 if tail else None])
 
 
 def test_chunks_are_parsed_in_order_with_line_numbers(wh, tmp_path, monkeypatch):
     """Chunks parse concurrently; every record arrives, with its file-wide line number."""
-    from ingest import runner
+    from ingest import chunks
 
-    monkeypatch.setattr(runner, "CHUNK_BYTES", 256)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 256)
     lines = [
         f"[Thu May  1 10:{i // 60:02d}:{i % 60:02d} 2025] NVRM: Xid "
         f"(PCI:0000:{i % 200:02x}:00): 79, "

@@ -629,7 +629,8 @@ def test_same_events_whatever_the_compression_or_chunking(monkeypatch, tmp_path)
     import gzip
     import io
 
-    from ingest import runner
+    from ingest import chunks
+    from ingest import parsing
 
     data = _burst_log().encode()
     ctx = ParseContext(path="node.log")
@@ -640,9 +641,9 @@ def test_same_events_whatever_the_compression_or_chunking(monkeypatch, tmp_path)
     gz.write_bytes(gzip.compress(data))
 
     def results(chunk_bytes: int, path) -> list:
-        monkeypatch.setattr(runner, "CHUNK_BYTES", chunk_bytes)
+        monkeypatch.setattr(chunks, "CHUNK_BYTES", chunk_bytes)
         with open(path, "rb") as raw:
-            return [r for _, r in runner._parse_file(raw, "node.log", FORMAT, ctx)]
+            return [r for _, r in parsing.parse_file(raw, "node.log", FORMAT, ctx)]
 
     for chunk_bytes in (700, 1500, 4099):
         for path in (plain, gz):
@@ -653,17 +654,17 @@ def test_same_events_whatever_the_compression_or_chunking(monkeypatch, tmp_path)
             )
             assert res.records == whole.records
     # the pieces alone differ (so the check above can fail): merging is what makes them agree
-    monkeypatch.setattr(runner, "CHUNK_BYTES", 1500)
-    pieces = [parse(block, ctx) for block, _ in runner._chunks(io.BytesIO(data), plain=False)]
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1500)
+    pieces = [parse(block, ctx) for block, _ in chunks.line_blocks(io.BytesIO(data), plain=False)]
     assert len(pieces) > 5 and sum(p.records for p in pieces) != whole.records
 
 
 def test_gzip_and_chunked_ingest_store_the_same_rows(wh, tmp_path, monkeypatch):
     import gzip
 
-    from ingest import runner
+    from ingest import chunks
 
-    monkeypatch.setattr(runner, "CHUNK_BYTES", 1000)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1000)
     data = _burst_log().encode()
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from ingest import parallel
 from ingest import runner
-from ingest.runner import UserError
+from ingest.files import UserError
+from ingest.files import iter_files
 from ingest.runner import ingest_paths
-from ingest.runner import iter_files
 from tests.conftest import SAMPLE_FLEET
 from tests.conftest import table_snapshot
 from warehouse.store import Warehouse
@@ -68,14 +69,14 @@ def pooled(monkeypatch):
     every 2,000 rows (so a run has several batches whose boundaries must agree)."""
     started = []
 
-    class Recording(runner.ProcessPoolExecutor):
+    class Recording(parallel.ProcessPoolExecutor):
         def __init__(self, *args, **kwargs):
             started.append(args[0])
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "ProcessPoolExecutor", Recording)
-    monkeypatch.setattr(runner, "POOL_MIN_FILES", 2)
-    monkeypatch.setattr(runner, "TASK_FILES", 3)
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", Recording)
+    monkeypatch.setattr(parallel, "POOL_MIN_FILES", 2)
+    monkeypatch.setattr(parallel, "TASK_FILES", 3)
     monkeypatch.setattr(runner, "BATCH_ROWS", 2000)
     return started
 
@@ -122,7 +123,7 @@ def test_a_crash_while_committing_leaves_whole_batches_and_a_rerun_completes(
     serial = Warehouse(tmp_path / "serial")
     ingest_paths(serial, [src], jobs=1)
     wh = Warehouse(tmp_path / "home")
-    calls, manifest = [], runner._manifest
+    calls, manifest = [], runner.manifest
 
     def failing(batch_id, reports):
         calls.append(batch_id)
@@ -130,7 +131,7 @@ def test_a_crash_while_committing_leaves_whole_batches_and_a_rerun_completes(
             raise RuntimeError("disk full")
         return manifest(batch_id, reports)
 
-    monkeypatch.setattr(runner, "_manifest", failing)
+    monkeypatch.setattr(runner, "manifest", failing)
     with pytest.raises(RuntimeError, match="disk full"):
         ingest_paths(wh, [src], jobs=2)
     m = wh.read("ingest_manifest")
@@ -139,7 +140,7 @@ def test_a_crash_while_committing_leaves_whole_batches_and_a_rerun_completes(
     )  # the two batches committed before the crash, nothing of the third
     stored = set(m["path"])
     assert set(wh.read("gpu_samples")["source_file"]) <= stored
-    monkeypatch.setattr(runner, "_manifest", manifest)
+    monkeypatch.setattr(runner, "manifest", manifest)
     ingest_paths(wh, [src], jobs=1)
     # the same rows as a serial run; only the manifest's batch ids differ (the rerun's files
     # are grouped afresh)
@@ -302,5 +303,7 @@ def test_default_jobs_stay_within_the_cgroup_cpu_quota(tmp_path, monkeypatch, fi
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
-    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda _pid: set(range(64)), raising=False)
-    assert runner.default_jobs(tmp_path) == (64 if want is None else want)
+    monkeypatch.setattr(
+        parallel.os, "sched_getaffinity", lambda _pid: set(range(64)), raising=False
+    )
+    assert parallel.default_jobs(tmp_path) == (64 if want is None else want)

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 import zstandard
 
-from ingest.runner import UserError
+from ingest.files import UserError
 from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES
 from tests.conftest import table_snapshot

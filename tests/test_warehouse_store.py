@@ -291,20 +291,20 @@ def test_unreadable_file_is_quarantined_not_done_and_siblings_land(
 
 
 def test_parser_failure_is_quarantined_and_retried_later(wh, monkeypatch):
-    from ingest import runner
+    from ingest import parsing
 
-    real = runner._parse_file
+    real = parsing.parse_file
 
     def broken(*a, **k):
         raise ValueError("parser bug")
 
-    monkeypatch.setattr(runner, "_parse_file", broken)
+    monkeypatch.setattr(parsing, "parse_file", broken)
     rep = ingest_paths(wh, [KERNEL])[0]
     assert not rep.done and wh.read("ingest_manifest").height == 0
     assert wh.read("quarantine")["error"].to_list() == ["parser error: ValueError('parser bug')"]
     ingest_paths(wh, [KERNEL])  # still broken: the failure is not stored twice
     assert wh.read("quarantine").height == 1
-    monkeypatch.setattr(runner, "_parse_file", real)
+    monkeypatch.setattr(parsing, "parse_file", real)
     rep = ingest_paths(wh, [KERNEL])[0]
     assert rep.done and rep.rows_ok == 11
     assert wh.read("quarantine").height == 0 and wh.read("ingest_manifest").height == 1

@@ -14,7 +14,7 @@ def user_errors() -> tuple[type[Exception], ...]:
     """The exceptions that are a user's mistake (one line, exit 2). Imported when an error is
     being handled, so a command that needs neither the ingest runner nor the store starts
     without them."""
-    from ingest.runner import UserError
+    from ingest.files import UserError
     from sources.base import SourceConfigError
     from warehouse.store import WarehouseError
 

@@ -295,7 +295,7 @@ def cmd_forget(args) -> int:
             elif Path(t).exists() and str(Path(t).resolve()) in set(known["path"].to_list()):
                 targets.append(str(Path(t).resolve()))
             else:
-                from ingest.runner import file_sha256
+                from ingest.files import file_sha256
 
                 sha = file_sha256(Path(t))[0] if Path(t).is_file() else None
                 if sha not in set(known["sha256"].to_list()):
