@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analysis.telemetry import COUNTER_SOURCE
+from analysis.telemetry.counters import COUNTER_SOURCE
 
 GPU_CLASSES = ("gpu", "gpu_memory", "gpu_sram")
 LINK_CLASSES = ("nvlink", "nvswitch", "ib_link", "nic")

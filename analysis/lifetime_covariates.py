@@ -5,10 +5,10 @@ Every unit is measured over its first ``COVARIATE_DAYS`` days observed, [observe
 min(observed_to, observed_from + COVARIATE_DAYS)): the same window for every unit, so a covariate
 does not grow with the follow-up a failure cuts short (the Cox model starts each unit at the
 window's end: ``analysis.survival.cox``). Metric names are mapped by
-``analysis.telemetry.CANONICAL_METRICS``; GPU-family units use their own GPU (host + index), other
-units the mean over all GPUs of their host (the node's thermal and load environment). Out of
-core, whole days come from ``gpu_daily`` and only the days a unit enters or leaves from
-``gpu_hourly`` (``covariate_sql``), so the cost follows the fleet, not the hours stored.
+``analysis.telemetry.metrics.CANONICAL_METRICS``; GPU-family units use their own GPU (host +
+index), other units the mean over all GPUs of their host (the node's thermal and load
+environment). Out of core, whole days come from ``gpu_daily`` and only the days a unit enters or
+leaves from ``gpu_hourly`` (``covariate_sql``), so the cost follows the fleet, not the hours stored.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import duckdb
 import polars as pl
 
 from analysis.survival.cox import COVARIATE_DAYS
-from analysis.telemetry import CANONICAL_METRICS
-from analysis.telemetry import covariate_daily_sql
-from analysis.telemetry import covariate_hourly_sql
+from analysis.telemetry.covariates import covariate_daily_sql
+from analysis.telemetry.covariates import covariate_hourly_sql
+from analysis.telemetry.metrics import CANONICAL_METRICS
 
 COVARIATES = ("temp", "power", "util")
 

@@ -41,8 +41,8 @@ observed from its first hour to the next UUID's first hour (then it is counted f
 fatal/critical GPU-family event hit the slot in between) or to ``as_of``. Its age at first sight
 is unknown and taken as 0 (entry = 0): for a unit already in service when the data starts this
 understates its age, which biases a fitted hazard toward infant mortality; prefer component
-history where it exists. The ``component_history`` rows that ``analysis.telemetry`` infers from
-UUID changes carry the same information and are therefore not read a second time.
+history where it exists. The ``component_history`` rows that ``analysis.telemetry.replacements``
+infers from UUID changes carry the same information and are therefore not read a second time.
 """
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ from analysis.lifetime_covariates import covariate_sql
 from analysis.lifetime_covariates import unit_covariates
 from analysis.observation import refresh_observation_window
 from analysis.status import MissingInputs
-from analysis.telemetry import REPLACEMENT_SOURCE
-from analysis.telemetry import gpu_presence
-from analysis.telemetry import refresh_gpu_hourly
+from analysis.telemetry.replacements import REPLACEMENT_SOURCE
+from analysis.telemetry.rollups import gpu_presence
+from analysis.telemetry.rollups import refresh_gpu_hourly
 from warehouse.schemas import conform
 
 GPU_FAMILY = ("gpu", "gpu_memory", "gpu_sram", "nvlink")

@@ -25,9 +25,9 @@ from fractions import Fraction
 
 import polars as pl
 
-from analysis.telemetry import COUNTER_SOURCE
-from analysis.telemetry import sample_hours_sql
-from analysis.telemetry import sample_times_sql
+from analysis.telemetry.counters import COUNTER_SOURCE
+from analysis.telemetry.rollups import sample_hours_sql
+from analysis.telemetry.rollups import sample_times_sql
 from warehouse.schemas import TABLES
 from warehouse.schemas import conform
 
@@ -103,9 +103,10 @@ def _span_sql(view: str, expr: str, where: str) -> str:
 
 def _telemetry_span(wh, con) -> tuple:
     """``_span_sql``'s figures for gpu_samples (n, first, last, span from / to, outliers, in
-    epoch microseconds) from the per-hour counts (``analysis.telemetry.sample_hours_sql``): each
-    rank and bound falls in one hour, and only that hour's samples are read (a few hours of
-    the whole history). quantile_disc's rank of q over n records is ceil(n * q) - 1 (0-based)."""
+    epoch microseconds) from the per-hour counts
+    (``analysis.telemetry.rollups.sample_hours_sql``): each rank and bound falls in one hour, and
+    only that hour's samples are read (a few hours of the whole history). quantile_disc's rank of
+    q over n records is ceil(n * q) - 1 (0-based)."""
     hours = con.execute(
         "SELECT epoch_us(hour), n, epoch_us(first), epoch_us(last), dates FROM "
         f"({sample_hours_sql(wh)}) ORDER BY hour"

@@ -98,18 +98,19 @@ sys.exit(status)
 # each heavy build step alone, in a child process of its own (argv[1] = warehouse home)
 STEPS = {
     "gpu_hourly": (
-        "from analysis import telemetry; from datetime import date; wh = W(sys.argv[1]); "
-        "telemetry.refresh_gpu_hourly(wh, [date.fromisoformat(d) for d in "
+        "from analysis.telemetry import rollups; from datetime import date; wh = W(sys.argv[1]); "
+        "rollups.refresh_gpu_hourly(wh, [date.fromisoformat(d) for d in "
         "wh.partition_mtimes('gpu_samples')], force=True)"
     ),
     # every day's counter events again (a build from scratch; a daily run computes one day)
     "dcgm_counter_events": (
-        "from analysis import telemetry; wh = W(sys.argv[1]); wh.drop_pieces('hw_events', "
-        "telemetry.COUNTER_SOURCE, wh.piece_mtimes('hw_events', telemetry.COUNTER_SOURCE)); "
-        "telemetry.refresh_counter_events(wh)"
+        "from analysis.telemetry import counters; wh = W(sys.argv[1]); wh.drop_pieces('hw_events', "
+        "counters.COUNTER_SOURCE, wh.piece_mtimes('hw_events', counters.COUNTER_SOURCE)); "
+        "counters.refresh_counter_events(wh)"
     ),
     "telemetry_gpu_replacements": (
-        "from analysis import telemetry; telemetry.refresh_gpu_replacements(W(sys.argv[1]))"
+        "from analysis.telemetry import replacements; "
+        "replacements.refresh_gpu_replacements(W(sys.argv[1]))"
     ),
     "component_lifetimes": (
         "from analysis import lifetimes; lifetimes.refresh_component_lifetimes(W(sys.argv[1]))"
@@ -200,8 +201,8 @@ print(json.dumps(out))
 def reset_derived(home: Path) -> None:
     """Remove everything ``build`` writes (derived tables, derived partitions of ingest tables,
     the catalog), keeping what ``ingest`` wrote: the warehouse as right after the ingest."""
-    from analysis.telemetry import COUNTER_SOURCE
-    from analysis.telemetry import REPLACEMENT_SOURCE
+    from analysis.telemetry.counters import COUNTER_SOURCE
+    from analysis.telemetry.replacements import REPLACEMENT_SOURCE
     from warehouse.schemas import TABLES
 
     for name, spec in TABLES.items():
@@ -258,7 +259,7 @@ def measure_daily(nodes: int, fleet: Path, home: Path, logs: Path) -> dict:
     """The build job for one day's partition: the first day in a warehouse holding that day of
     DCGM scrapes (and every other source), the last day in the full warehouse ``home`` (built)
     after its daily tables are removed, as if that day had just been ingested."""
-    from analysis.telemetry import DAILY_OUTPUTS
+    from analysis.telemetry.rollups import DAILY_OUTPUTS
     from warehouse.store import Warehouse
 
     days = sorted(p.name.removesuffix(".prom.gz") for p in (fleet / "dcgm").glob("*/*.prom.gz"))

@@ -35,9 +35,9 @@ from datetime import datetime
 from datetime import timedelta
 from pathlib import Path
 
-from analysis.telemetry import COUNTER_SOURCE
-from analysis.telemetry import refresh_counter_events
-from analysis.telemetry import refresh_gpu_hourly
+from analysis.telemetry.counters import COUNTER_SOURCE
+from analysis.telemetry.counters import refresh_counter_events
+from analysis.telemetry.rollups import refresh_gpu_hourly
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from ingest.runner import ingest_paths

@@ -171,7 +171,9 @@ def score_lifetimes(lifetimes: pl.DataFrame, truth: dict) -> dict:
 
 def ingest_fleet(fleet_dir: Path, home: Path):
     """Ingest a fleet folder into a fresh warehouse and run the telemetry refreshers."""
-    from analysis import telemetry
+    from analysis.telemetry.counters import refresh_counter_events
+    from analysis.telemetry.replacements import refresh_gpu_replacements
+    from analysis.telemetry.rollups import refresh_gpu_hourly
     from ingest.base import ParseContext
     from ingest.runner import ingest_paths
     from sample_data.simulation import source_folders
@@ -180,9 +182,9 @@ def ingest_fleet(fleet_dir: Path, home: Path):
     wh = Warehouse(home)
     cluster = json.loads((fleet_dir / "ground_truth.json").read_text())["cluster"]
     ingest_paths(wh, source_folders(fleet_dir), ctx=ParseContext(cluster=cluster))
-    telemetry.refresh_gpu_hourly(wh)
-    telemetry.refresh_counter_events(wh)
-    telemetry.refresh_gpu_replacements(wh)
+    refresh_gpu_hourly(wh)
+    refresh_counter_events(wh)
+    refresh_gpu_replacements(wh)
     return wh
 
 

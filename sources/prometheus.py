@@ -46,8 +46,8 @@ from datetime import timedelta
 import orjson
 import polars as pl
 
-from analysis.telemetry import CANONICAL_METRICS
-from analysis.telemetry import COUNTER_METRICS
+from analysis.telemetry.metrics import CANONICAL_METRICS
+from analysis.telemetry.metrics import COUNTER_METRICS
 from ingest.gpu_labels import XID_COUNT_METRIC
 from ingest.tsdb import CONSTANT_FILLED
 from ingest.tsdb import HOUR_S

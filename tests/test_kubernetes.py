@@ -27,6 +27,17 @@ def _parse(data, **ctx):
     return ok, res.tables.get("node_events", pl.DataFrame()), res.quarantine
 
 
+def _object(kind, metadata, api="v1", **body):
+    """A Kubernetes object as the API server writes it: apiVersion, kind, metadata, then the
+    ``body`` sections (spec, status) in the order given."""
+    return {"apiVersion": api, "kind": kind, "metadata": metadata, **body}
+
+
+def _list(items):
+    """A ``kubectl get -o json`` List of ``items``."""
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
 def test_crashloop_pod_last_termination_is_a_failed_attempt():
     ok, ne, q = _parse((K8S / "is-healthy__Pod_crashloopbackoff.yaml").read_bytes())
     assert q.height == 0 and ne.height == 0 and ok.height == 1  # waiting in back-off: no run
@@ -79,19 +90,16 @@ def test_node_without_any_condition_time_is_counted_as_quarantined():
 
 
 def _node(name, **ready):
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "creationTimestamp": "2024-01-01T00:00:00Z"},
-        "status": {"conditions": [{"type": "Ready", **ready}]},
-    }
+    return _object(
+        "Node",
+        {"name": name, "creationTimestamp": "2024-01-01T00:00:00Z"},
+        status={"conditions": [{"type": "Ready", **ready}]},
+    )
 
 
 def test_not_ready_node_without_transition_time_is_counted():
-    objs = {
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [
+    objs = _list(
+        [
             _node(
                 "a",
                 status="False",
@@ -106,8 +114,8 @@ def test_not_ready_node_without_transition_time_is_counted():
                 lastTransitionTime="2025-03-01T11:00:00Z",
                 lastHeartbeatTime="2025-03-01T10:59:00Z",
             ),
-        ],
-    }
+        ]
+    )
     res = parse(json.dumps(objs).encode(), ParseContext())
     ne = res.tables["node_events"]
     assert ne.select("host", "event", "time", "reason").rows() == [
@@ -129,7 +137,7 @@ def test_not_ready_node_without_transition_time_is_counted():
 
 
 def test_every_skipped_object_is_counted():
-    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}
+    svc = _object("Service", {"name": "s"})
     waiting = _pod(
         "w",
         "n1",
@@ -200,18 +208,17 @@ def _pod(name, node, statuses, owner=None, gpus=8, ns="ml", **status):
         md["ownerReferences"] = [
             {"kind": "PyTorchJob", "name": owner, "apiVersion": "kubeflow.org/v1"}
         ]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": md,
-        "spec": {
+    return _object(
+        "Pod",
+        md,
+        spec={
             "nodeName": node,
             "containers": [
                 {"name": "main", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
             ],
         },
-        "status": {"containerStatuses": statuses, **status},
-    }
+        status={"containerStatuses": statuses, **status},
+    )
 
 
 def _term(reason, code, start, end):
@@ -248,7 +255,7 @@ def test_pytorchjob_pods_fold_into_gang_attempts():
     )
     w1["metadata"].pop("ownerReferences")
     w1["metadata"]["labels"] = {"training.kubeflow.org/job-name": "pt"}  # owner by label only
-    ok, _, q = _parse({"apiVersion": "v1", "kind": "List", "items": [w0, w1, solo]})
+    ok, _, q = _parse(_list([w0, w1, solo]))
     assert q.height == 0
     ok = ok.sort("job_id", "attempt")
     assert ok["job_id"].to_list() == ["ml/pt", "ml/pt", "ml/solo"]
@@ -321,7 +328,7 @@ def test_events_give_restarts_with_nodes_and_node_transitions():
         _event("Node", "n3", "NodeSchedulable", "2025-01-01T06:00:00Z"),
         _event("Node", "n3", "Starting", "2025-01-01T06:00:00Z"),
     ]
-    ok, ne, q = _parse({"apiVersion": "v1", "kind": "List", "items": items})
+    ok, ne, q = _parse(_list(items))
     assert q.height == 0 and ok.height == 2  # one record per restart event
     assert ok["end_time"].to_list() == [datetime(2025, 1, 1, 2), datetime(2025, 1, 1, 3)]
     assert ok["nodes"].to_list() == [["n1", "n2"], ["n1", "n3"]]  # worker-1 was rescheduled to n3
@@ -359,7 +366,7 @@ def test_restart_events_take_their_start_from_container_starts_and_quarantine_an
         _event("PyTorchJob", "pt", "PyTorchJobRestarting", "2025-01-01T03:00:02Z", "restarting"),
         _event("PyTorchJob", "lone", "PyTorchJobRestarting", "2025-01-01T04:00:00Z", "restarting"),
     ]
-    ok, _, q = _parse({"apiVersion": "v1", "kind": "List", "items": items})
+    ok, _, q = _parse(_list(items))
     # the container starts, not the earlier scheduling, begin each attempt
     assert ok["start_time"].to_list() == [datetime(2025, 1, 1, 1), datetime(2025, 1, 1, 2, 0, 20)]
     assert ok["end_time"].to_list() == [datetime(2025, 1, 1, 2), datetime(2025, 1, 1, 3)]
@@ -382,11 +389,11 @@ def _condition(kind, status, at, **more):
 
 def _pytorchjob():
     """A PyTorchJob of 1 master and 3 workers of 8 GPUs that restarted once, then failed."""
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": "pt", "namespace": "ml", "creationTimestamp": "2025-01-01T00:00:00Z"},
-        "spec": {
+    return _object(
+        "PyTorchJob",
+        {"name": "pt", "namespace": "ml", "creationTimestamp": "2025-01-01T00:00:00Z"},
+        api="kubeflow.org/v1",
+        spec={
             "pytorchReplicaSpecs": {
                 "Master": {
                     "replicas": 1,
@@ -404,7 +411,7 @@ def _pytorchjob():
                 },
             }
         },
-        "status": {
+        status={
             "startTime": "2025-01-01T00:01:00Z",
             "completionTime": "2025-01-01T09:00:00Z",
             "conditions": [
@@ -414,16 +421,16 @@ def _pytorchjob():
                 _condition("Failed", "True", "2025-01-01T09:00:00Z", reason="PyTorchJobFailed"),
             ],
         },
-    }
+    )
 
 
 def _jobset():
     """A JobSet of 2 x 4 pods of 4 GPUs that completed after 2 restarts."""
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": "js"},
-        "spec": {
+    return _object(
+        "JobSet",
+        {"name": "js"},
+        api="jobset.x-k8s.io/v1alpha2",
+        spec={
             "replicatedJobs": [
                 {
                     "replicas": 2,
@@ -440,37 +447,35 @@ def _jobset():
                 }
             ]
         },
-        "status": {
+        status={
             "restarts": 2,
             "conditions": [_condition("Completed", "True", "2025-02-01T00:00:00Z")],
         },
-    }
+    )
 
 
 def _cordoned_node():
     """A cordoned node whose kubelet stopped reporting."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "n9"},
-        "spec": {
+    return _object(
+        "Node",
+        {"name": "n9"},
+        spec={
             "taints": [
                 {"key": "node.kubernetes.io/unschedulable", "timeAdded": "2025-01-02T00:00:00Z"}
             ]
         },
-        "status": {
+        status={
             "conditions": [
                 _condition("Ready", "Unknown", "2025-01-02T01:00:00Z", reason="NodeStatusUnknown")
             ]
         },
-    }
+    )
 
 
 def test_pytorchjob_and_jobset_objects_and_yaml_documents():
     pj, js, node = _pytorchjob(), _jobset(), _cordoned_node()
     text = "---\n".join(
-        yaml.safe_dump(o)
-        for o in (pj, js, node, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}})
+        yaml.safe_dump(o) for o in (pj, js, node, _object("Service", {"name": "s"}))
     )
     ok, ne, q = _parse(text)
     assert q["error"].to_list() == [
@@ -494,13 +499,7 @@ def test_pytorchjob_and_jobset_objects_and_yaml_documents():
 
 
 def test_objects_without_kind_or_name_are_quarantined_and_bad_yaml_is_one_row():
-    ok, _, q = _parse(
-        {
-            "apiVersion": "v1",
-            "kind": "List",
-            "items": [{"metadata": {}}, {"kind": "Pod", "metadata": {}}],
-        }
-    )
+    ok, _, q = _parse(_list([{"metadata": {}}, {"kind": "Pod", "metadata": {}}]))
     assert ok.height == 0 and q["error"].to_list() == [
         "object 1: object without kind",
         "object 2: Pod object without metadata.name",
@@ -549,7 +548,7 @@ kinds = st.sampled_from(["Pod", "Event", "Node", "PyTorchJob", "JobSet", "List"]
 @given(st.lists(st.tuples(kinds, st.dictionaries(keys, json_values, max_size=5)), max_size=4))
 def test_fuzz_structurally_odd_objects(objs):
     items = [{**body, "kind": kind} for kind, body in objs]
-    _parse({"apiVersion": "v1", "kind": "List", "items": items})
+    _parse(_list(items))
 
 
 def test_real_kubectl_get_pods_list_running_pod():

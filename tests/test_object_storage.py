@@ -15,7 +15,8 @@ import s3fs
 from moto.server import ThreadedMotoServer
 
 from analysis import checks as analysis_checks
-from analysis import telemetry
+from analysis.telemetry import counters
+from analysis.telemetry import rollups
 from ingest.runner import ingest_paths
 from pipelines import checks
 from pipelines.assets import ingested_sources
@@ -166,9 +167,9 @@ def test_checks_pass_on_object_storage(pair):
 def test_derived_tables_match_a_local_warehouse(pair):
     s3, local = pair
     # the incremental rollup: partition listing, modification times, reads of one partition
-    done = {wh.parquet: telemetry.refresh_gpu_hourly(wh) for wh in pair}
+    done = {wh.parquet: rollups.refresh_gpu_hourly(wh) for wh in pair}
     assert done[s3.parquet] == done[local.parquet] and len(done[s3.parquet]) == 1
-    assert telemetry.stale_dates(s3) == []  # the rollup is newer than its samples
+    assert rollups.stale_dates(s3) == []  # the rollup is newer than its samples
     assert s3.read("gpu_hourly").sort(pl.all()).equals(local.read("gpu_hourly").sort(pl.all()))
     assert s3.read("gpu_hourly")["n"].sum() == s3.read("gpu_samples")["value"].is_not_nan().sum()
 
@@ -177,15 +178,15 @@ def test_derived_tables_match_a_local_warehouse(pair):
         {
             "time": [datetime(2026, 1, 1)],
             "host": ["h1"],
-            "source": [telemetry.COUNTER_SOURCE],
+            "source": [counters.COUNTER_SOURCE],
             "event_id": ["c1"],
         }
     )
-    where = f"source = '{telemetry.COUNTER_SOURCE}'"
+    where = f"source = '{counters.COUNTER_SOURCE}'"
     for wh in pair:
         wh.replace_table("hw_events", counter, partitions="touched")
         assert wh.read("hw_events", where=where).height == 1
-        assert telemetry.refresh_counter_events(wh) == 0
+        assert counters.refresh_counter_events(wh) == 0
         assert wh.read("hw_events", where=where).height == 0
 
     # replaced whole, then only the touched partitions

@@ -150,7 +150,7 @@ def test_telemetry_span_from_hourly_counts_equals_quantiles_over_every_sample(
     import random
 
     from analysis import observation
-    from analysis.telemetry import refresh_gpu_hourly
+    from analysis.telemetry.rollups import refresh_gpu_hourly
 
     rng = random.Random(seed)
     days = 20

@@ -15,9 +15,9 @@ from typing import ClassVar
 import polars as pl
 import pytest
 
-from analysis.telemetry import COUNTER_SOURCE
-from analysis.telemetry import refresh_counter_events
-from analysis.telemetry import refresh_gpu_hourly
+from analysis.telemetry.counters import COUNTER_SOURCE
+from analysis.telemetry.counters import refresh_counter_events
+from analysis.telemetry.rollups import refresh_gpu_hourly
 from ingest.runner import ingest_paths
 from sources import kinds
 from sources.base import SourceError

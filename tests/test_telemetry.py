@@ -7,19 +7,19 @@ from datetime import timedelta
 import duckdb
 import polars as pl
 
-from analysis import telemetry
 from analysis.lifetime_covariates import covariate_sql
 from analysis.lifetimes import build_component_lifetimes
-from analysis.telemetry import CANONICAL_METRICS
-from analysis.telemetry import COUNTER_METRICS
-from analysis.telemetry import counter_events
-from analysis.telemetry import gpu_presence
-from analysis.telemetry import gpu_replacements
-from analysis.telemetry import infer_gpu_replacements
-from analysis.telemetry import refresh_counter_events
-from analysis.telemetry import refresh_gpu_hourly
-from analysis.telemetry import refresh_gpu_replacements
-from analysis.telemetry import stale_dates
+from analysis.telemetry import counters
+from analysis.telemetry.counters import counter_events
+from analysis.telemetry.counters import refresh_counter_events
+from analysis.telemetry.metrics import CANONICAL_METRICS
+from analysis.telemetry.metrics import COUNTER_METRICS
+from analysis.telemetry.replacements import gpu_replacements
+from analysis.telemetry.replacements import infer_gpu_replacements
+from analysis.telemetry.replacements import refresh_gpu_replacements
+from analysis.telemetry.rollups import gpu_presence
+from analysis.telemetry.rollups import refresh_gpu_hourly
+from analysis.telemetry.rollups import stale_dates
 from warehouse.schemas import conform
 
 T0 = datetime(2024, 5, 1, 10, 0)
@@ -110,7 +110,7 @@ def _counter_events_reference(samples: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("inc") > 0)
         .collect()
     )
-    return telemetry._counter_event_rows(rises)
+    return counters._counter_event_rows(rises)
 
 
 def _hourly_reference(samples: pl.DataFrame) -> pl.DataFrame:
@@ -224,7 +224,7 @@ def test_counter_events_by_host_range_equal_one_pass(wh, monkeypatch):
     whole = refresh_counter_events(wh)
     one_pass = wh.read("hw_events").sort("event_id")
     assert whole == one_pass.height > 0 and one_pass["host"].null_count() > 0
-    monkeypatch.setattr(telemetry, "COUNTER_GROUP_ROWS", 5)
+    monkeypatch.setattr(counters, "COUNTER_GROUP_ROWS", 5)
     assert refresh_counter_events(wh) == whole
     assert wh.read("hw_events").sort("event_id").equals(one_pass)
     assert one_pass.equals(_counter_events_reference(samples).sort("event_id"))
@@ -262,18 +262,18 @@ def test_counter_events_are_computed_only_for_new_or_changed_days(wh, monkeypatc
     _write(wh, _samples(quiet))  # day 0: samples, no rise
     rows = quiet + day(1) + day(2)
     _write(wh, _samples(day(1) + day(2)))
-    monkeypatch.setattr(telemetry, "COUNTER_GROUP_ROWS", 20)  # several host ranges
+    monkeypatch.setattr(counters, "COUNTER_GROUP_ROWS", 20)  # several host ranges
     n = refresh_counter_events(wh)
     assert set(pieces()) == {"day-2024-05-01", "day-2024-05-02", "day-2024-05-03"}
     assert n == wh.read("hw_events").height
     check(rows)
-    assert telemetry.counter_days_to_redo(wh) == ([], [])  # nothing to do: nothing rewritten
+    assert counters.counter_days_to_redo(wh) == ([], [])  # nothing to do: nothing rewritten
     before = pieces()
     time.sleep(0.01)
 
     _write(wh, _samples(day(3)))  # the next day arrives
     refresh_gpu_hourly(wh)
-    assert telemetry.counter_days_to_redo(wh) == (["2024-05-04"], [])
+    assert counters.counter_days_to_redo(wh) == (["2024-05-04"], [])
     refresh_counter_events(wh)
     after = pieces()
     assert {p for p in after if after[p] != before.get(p)} == {"day-2024-05-04"}
@@ -282,7 +282,7 @@ def test_counter_events_are_computed_only_for_new_or_changed_days(wh, monkeypatc
     late = [(start + timedelta(days=2, hours=23), "n1", 0, "GPU-n1-0", dbe, 100.0)]
     _write(wh, _samples(late))  # a late sample on day 2 (it changes day 3's first rise too)
     refresh_gpu_hourly(wh)
-    assert telemetry.counter_days_to_redo(wh) == (["2024-05-03", "2024-05-04"], [])
+    assert counters.counter_days_to_redo(wh) == (["2024-05-03", "2024-05-04"], [])
     refresh_counter_events(wh)
     check(rows := rows + late)
     assert any(
@@ -294,7 +294,7 @@ def test_counter_events_are_computed_only_for_new_or_changed_days(wh, monkeypatc
         "hw_events", "dcgm_counter", [wh.read("hw_events").head(3)]
     )  # an older version's layout
     assert set(pieces()) == {"data"}
-    assert telemetry.counter_days_to_redo(wh)[1] == ["data"]
+    assert counters.counter_days_to_redo(wh)[1] == ["data"]
     refresh_counter_events(wh)
     assert "data" not in pieces() and len(pieces()) == 4
     check(rows)

@@ -242,7 +242,7 @@ def test_files_written_before_a_column_was_declared_read_it_as_null(wh):
     folder.mkdir(parents=True)
     old.drop("date").write_parquet(folder / "part-old.parquet")
     assert wh.read("gpu_samples")["pci_bus"].to_list() == [None]  # no file has the column yet
-    from analysis.telemetry import refresh_gpu_hourly
+    from analysis.telemetry.rollups import refresh_gpu_hourly
 
     assert refresh_gpu_hourly(wh) == [date(2026, 1, 1)]
     assert wh.read("gpu_hourly").select("pci_bus", "n").rows() == [(None, 1)]

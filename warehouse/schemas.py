@@ -111,8 +111,8 @@ def _ci(estimate: str, stem: str | None = None) -> dict[str, pl.DataType]:
 
 
 def _daily(name: str, grain: str, columns: dict[str, pl.DataType]) -> Table:
-    """A table derived from the telemetry one day at a time (analysis/telemetry.py rewrites a
-    day's partition whole): ``columns``, then the ``date`` it is partitioned by."""
+    """A table derived from the telemetry one day at a time (analysis/telemetry/rollups.py
+    rewrites a day's partition whole): ``columns``, then the ``date`` it is partitioned by."""
     return Table(name, grain, {**columns, "date": pl.Date}, partition="date", kind="derived")
 
 

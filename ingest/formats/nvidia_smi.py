@@ -1,7 +1,8 @@
 """``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` output to ``gpu_samples``.
 
 One record = one numeric field of one GPU row (long form, metric = the nvidia-smi field name such
-as ``temperature.gpu``; ``analysis.telemetry.CANONICAL_METRICS`` maps them to covariates).
+as ``temperature.gpu``; ``analysis.telemetry.metrics.CANONICAL_METRICS`` maps them to
+covariates).
 Units are stripped from headers (``memory.used [MiB]``) and values (``5 %``, ``250.00 W``);
 ``N/A``, ``[Not Supported]``, ``[Unknown Error]`` and the other bracketed blanks are null values
 (still rows). Identity fields (``index``, ``uuid``, ``name``, ``timestamp``, ``pci.bus_id``,

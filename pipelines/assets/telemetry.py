@@ -14,7 +14,9 @@ from datetime import date
 import dagster as dg
 
 from analysis import status
-from analysis import telemetry
+from analysis.telemetry.counters import refresh_counter_events
+from analysis.telemetry.replacements import refresh_gpu_replacements
+from analysis.telemetry.rollups import refresh_gpu_hourly
 from pipelines.assets.factory import DUCKDB
 from pipelines.assets.factory import OWNERS
 from pipelines.assets.factory import guarded
@@ -50,7 +52,7 @@ def gpu_hourly(context: dg.AssetExecutionContext, goodput: GoodputConfig) -> dg.
         status.record(wh, "gpu_hourly", "skipped", f"gpu_hourly: {rollup_days(wh)[1]}", 0)
         return dg.MaterializeResult(metadata=skipped_meta(wh, "gpu_hourly"))
     dates = [date.fromisoformat(k) for k in keys]
-    done = guarded(wh, "gpu_hourly", (), lambda: telemetry.refresh_gpu_hourly(wh, dates), len)
+    done = guarded(wh, "gpu_hourly", (), lambda: refresh_gpu_hourly(wh, dates), len)
     if not partitioned:  # the days' partitions show as materialized, as after a backfill
         for key in keys:
             context.log_event(
@@ -86,7 +88,7 @@ def dcgm_counter_events(goodput: GoodputConfig) -> dg.MaterializeResult:
     """Increments of DCGM error counters (ECC DBE, row remap, NVLink ...) as hw_events (source
     dcgm_counter); counter resets are not events."""
     wh = goodput.warehouse()
-    events = telemetry.refresh_counter_events(wh)
+    events = refresh_counter_events(wh)
     return dg.MaterializeResult(metadata={"events": events, **row_count(wh, "hw_events")})
 
 
@@ -95,7 +97,7 @@ def telemetry_gpu_replacements(goodput: GoodputConfig) -> dg.MaterializeResult:
     """GPU replacements inferred from UUID changes per (host, GPU index), as component_history
     rows (source telemetry)."""
     wh = goodput.warehouse()
-    swaps = telemetry.refresh_gpu_replacements(wh)
+    swaps = refresh_gpu_replacements(wh)
     rows = row_count(wh, "component_history")
     return dg.MaterializeResult(metadata={"replacements": swaps, **rows})
 

@@ -1,5 +1,5 @@
 """Component history CSV, one row per installation (read by
-``ingest/formats/component_history.py``)."""
+``ingest/formats/component_history/``)."""
 
 from __future__ import annotations
 
