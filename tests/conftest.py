@@ -25,8 +25,9 @@ os.environ.setdefault("GOODPUT_SETTLE", "0")
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_FLEET = REPO / "sample_data" / "fleet"
-# a real sacct dump of 8 jobs ending every way a job ends (fixtures/slurm/PROVENANCE.md)
-SACCT_JOB_MIX = FIXTURES / "slurm" / "sacct_parsable2_22_05_8_job_mix.txt"
+SLURM = FIXTURES / "slurm"  # real Slurm dumps and logs (fixtures/slurm/PROVENANCE.md)
+# a real sacct dump of 8 jobs ending every way a job ends
+SACCT_JOB_MIX = SLURM / "sacct_parsable2_22_05_8_job_mix.txt"
 # settings of the simulated fleets tests build (sample_data.simulation.simulate): a small one
 # whose faults are scaled up so every class and format shows, and a tiny one whose bytes a test pins
 SMALL_FLEET = {
@@ -70,10 +71,13 @@ def demo(tmp_path_factory) -> tuple[Warehouse, str]:
 def parse_rows(
     parse: Callable[[bytes, ParseContext], ParseResult], table: str, data: object, **ctx
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """A format's ``parse`` of ``data`` (bytes; text, encoded; anything else, as JSON) with a
-    ParseContext of ``ctx``: its rows of ``table`` and its quarantine, once the result is checked
-    to account for every record (a row, a quarantine row or a counted duplicate)."""
-    if isinstance(data, str):
+    """A format's ``parse`` of ``data`` (bytes; text, encoded; a path, its file's bytes; anything
+    else, as JSON) with a ParseContext of ``ctx``: its rows of ``table`` and its quarantine, once
+    the result is checked to account for every record (a row, a quarantine row or a counted
+    duplicate)."""
+    if isinstance(data, Path):
+        data = data.read_bytes()
+    elif isinstance(data, str):
         data = data.encode()
     elif not isinstance(data, bytes):
         data = json.dumps(data).encode()
@@ -81,6 +85,16 @@ def parse_rows(
     ok = res.tables.get(table, pl.DataFrame())
     assert res.records == ok.height + res.quarantine.height + res.duplicates  # conservation
     return ok, res.quarantine
+
+
+def stored_rows(
+    parse: Callable[[bytes, ParseContext], ParseResult], table: str, data: object, **ctx
+) -> pl.DataFrame:
+    """``parse_rows``' rows of ``table``, once checked that no record was quarantined: for
+    inputs every record of which a format must store."""
+    ok, q = parse_rows(parse, table, data, **ctx)
+    assert q.height == 0, q["error"].to_list()
+    return ok
 
 
 def ingest_with_cli(home: Path, *paths: Path) -> Warehouse:

@@ -9,9 +9,8 @@ from hypothesis import strategies as st
 from ingest.base import ParseContext
 from ingest.formats.sacct import XDMOD_FIELDS
 from ingest.formats.sacct import parse
-from tests.conftest import FIXTURES
+from tests.conftest import SLURM
 
-SLURM = FIXTURES / "slurm"
 REAL = [
     (SLURM / "xdmod__accounting-logs.log").read_bytes(),
     (SLURM / "xdmod__non-ended-job-state.log").read_bytes(),

@@ -16,6 +16,7 @@ from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES
 from tests.conftest import assert_fleet_faults_found
 from tests.conftest import parse_rows
+from tests.conftest import stored_rows
 
 BMC = FIXTURES / "bmc"
 LOG = BMC / "redfish-mockup__Systems_437XR1138R2_LogServices_Log1_Entries.json"
@@ -27,11 +28,14 @@ POWER = BMC / "redfish-mockup__Chassis_1U_Power.json"
 
 _logs = partial(parse_rows, redfish.parse, "hw_events")  # (rows, quarantine)
 _sensors = partial(parse_rows, redfish_sensors.parse, "bmc_sensors")  # (rows, quarantine)
+# rows; no record quarantined
+_stored_logs = partial(stored_rows, redfish.parse, "hw_events")
+_stored_sensors = partial(stored_rows, redfish_sensors.parse, "bmc_sensors")
 
 
 def test_mockup_log_collection_pinned():
-    ok, q = _logs(LOG.read_bytes())  # in memory: host from the resource's @odata.id
-    assert q.height == 0 and ok.height == 2
+    ok = _stored_logs(LOG.read_bytes())  # in memory: host from the resource's @odata.id
+    assert ok.height == 2
     e = ok.row(0, named=True)
     assert e["time"] == datetime(2012, 3, 7, 14, 44) and e["host"] == "437XR1138R2"
     assert (e["component_class"], e["component_id"]) == ("cooling", "0x01")
@@ -137,8 +141,7 @@ def test_bad_documents_are_one_quarantine_row():
 
 
 def test_thermal_and_power_mockups_pinned():
-    ok, q = _sensors(THERMAL.read_bytes(), time=datetime(2026, 1, 1))
-    assert q.height == 0
+    ok = _stored_sensors(THERMAL.read_bytes(), time=datetime(2026, 1, 1))
     assert ok["sensor"].to_list() == [
         "CPU1 Temp",
         "CPU2 Temp",
@@ -152,10 +155,10 @@ def test_thermal_and_power_mockups_pinned():
     assert ok["host"].unique().to_list() == ["1U"] and ok["time"].unique().to_list() == [
         datetime(2026, 1, 1)
     ]
-    ok, q = _sensors(
+    ok = _stored_sensors(
         POWER.read_bytes(), mtime=datetime(2026, 1, 2), path="/r/gpu-node-002.Power.json"
     )
-    assert q.height == 0 and ok["host"].unique().to_list() == ["gpu-node-002"]
+    assert ok["host"].unique().to_list() == ["gpu-node-002"]
     assert list(zip(ok["sensor_type"], ok["value"], ok["unit"], ok["status"])) == [
         ("power", 344.0, "W", "ok"),
         ("voltage", 12.0, "V", "ok"),
@@ -336,8 +339,9 @@ def test_sensor_non_finite_implausible_and_misshaped_array_quarantined():
 
 
 def test_openbmc_postcode_page_and_unset_bmc_clock_entries():
-    ok, q = _logs((BMC / "openbmc-docs__redfish-postcodes_Entries.json").read_bytes(), host="obmc")
-    assert q.height == 0
+    ok = _stored_logs(
+        (BMC / "openbmc-docs__redfish-postcodes_Entries.json").read_bytes(), host="obmc"
+    )
     row = ok.row(0, named=True)
     assert (row["time"], row["code"], row["severity"], row["message"]) == (
         datetime(2019, 12, 6, 14, 10, 30), "OpenBMC.0.1.BiosPostCode", "info",

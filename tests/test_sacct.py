@@ -3,23 +3,23 @@
 from datetime import datetime
 from functools import partial
 
+import polars as pl
 import pytest
 
 from ingest.base import ParseContext
 from ingest.formats.sacct import detect
 from ingest.formats.sacct import parse
-from tests.conftest import FIXTURES
+from tests.conftest import SLURM
 from tests.conftest import parse_rows
-
-SLURM = FIXTURES / "slurm"
-
+from tests.conftest import stored_rows
 
 _parse = partial(parse_rows, parse, "job_attempts")  # (rows, quarantine)
+_stored = partial(stored_rows, parse, "job_attempts")  # rows; no record quarantined
 
 
 def test_xdmod_headerless_accounting_log():
-    ok, q = _parse((SLURM / "xdmod__accounting-logs.log").read_bytes())
-    assert q.height == 0 and ok.height == 4
+    ok = _stored(SLURM / "xdmod__accounting-logs.log")
+    assert ok.height == 4
     first = ok.row(0, named=True)
     assert first["job_id"] == "4103947" and first["cluster"] == "ub-hpc"
     assert first["state"] == "TIMEOUT" and first["exit_code"] == 1 and first["signal"] == 0
@@ -36,15 +36,13 @@ def test_xdmod_headerless_accounting_log():
 
 
 def test_xdmod_non_ended_states_keep_unknown_times_null():
-    ok, q = _parse((SLURM / "xdmod__non-ended-job-state.log").read_bytes())
-    assert q.height == 0
+    ok = _stored(SLURM / "xdmod__non-ended-job-state.log")
     assert ok["state"].to_list() == ["RUNNING", "PENDING"]
     assert ok["start_time"][1] is None and ok["end_time"][1] is not None
 
 
 def test_examples_with_headers_steps_het_and_trailing_delimiter():
-    ok, q = _parse((SLURM / "sacct_parsable2_with_header_examples.txt").read_bytes())
-    assert q.height == 0
+    ok = _stored(SLURM / "sacct_parsable2_with_header_examples.txt")
     # steps (.batch/.extern/.0) fold into their job; het components stay separate jobs
     assert ok["job_id"].to_list() == ["2355542", "1853+0", "1853+1", "176+0"]
     assert ok["state"].to_list() == ["FAILED", "COMPLETED", "COMPLETED", "COMPLETED"]
@@ -133,8 +131,7 @@ def test_parsable_trailing_delimiter_headerless_and_with_header(delim):
             {"delimiter": delim} if delim != "|" else {},
         ),
     ):
-        ok, q = _parse(text, **ctx)
-        assert q.height == 0
+        ok = _stored(text, **ctx)
         assert ok.select("job_id", "state", "exit_code", "signal").rows() == [
             ("7", "COMPLETED", 0, 0),
             ("8", "FAILED", 1, 9),
@@ -262,25 +259,50 @@ def test_wrong_options_give_one_clear_reason_on_every_row(ctx, error):
     assert q["error"].unique().to_list() == [q["error"][0]] and error in q["error"][0]
 
 
-def _field_list(fields: str) -> tuple[str, ...]:
-    """A dump's field list written as its sacct --format (and our --fields) takes it."""
-    return tuple(fields.split(","))
+# Real headerless dumps in fixtures/slurm: file -> (its field list, as its sacct --format
+# wrote it, and the zone of its site)
+REAL_DUMPS = {
+    "rug-cit-hpc_slurm-jobinfo__sacct.txt": (
+        (
+            "JobID,JobName,User,Partition,NodeList,NNodes,NCPUS,NTasks,State,Submit,Start,End,"
+            "Timelimit,Elapsed,TotalCPU,UserCPU,SystemCPU,ReqMem,MaxRSS,TRESUsageInTot,"
+            "TRESUsageOutTot,MaxDiskRead,MaxDiskWrite,MaxRSSNode,MaxDiskReadNode,MaxDiskWriteNode,"
+            "Comment"
+        ),
+        "Europe/Amsterdam",
+    ),
+    "rug-cit-hpc_hb-jobinfo__sacct.txt": (
+        (
+            "JobID,JobName,User,Partition,NodeList,NNodes,NCPUs,NTasks,State,Submit,Start,End,"
+            "Timelimit,Elapsed,TotalCPU,CPUTime,UserCPU,SystemCPU,ReqMem,MaxRSS,MaxVMSize,ReqTRES,"
+            "AllocTRES,TRESUsageInMax,TRESUsageInTot,TRESUsageOutTot,MaxDiskRead,MaxDiskWrite,"
+            "MaxRSSNode,MaxRSSTask,MaxVMSizeNode,MaxVMSizeTask,MaxDiskReadNode,MaxDiskReadTask,"
+            "MaxDiskWriteNode,MaxDiskWriteTask,Comment"
+        ),
+        "Europe/Amsterdam",
+    ),
+    "fasrc-slyme__sacct_single_parallel_COMPLETED_parsable.out": (
+        (
+            "User,JobID,JobName,State,Partition,NCPUS,NNodes,CPUTime,TotalCPU,UserCPU,SystemCPU,"
+            "ReqMem,MaxRSS,Submit,Start,End,NodeList"
+        ),
+        "America/New_York",
+    ),
+}
 
 
-JOBINFO_FIELDS = _field_list(
-    "JobID,JobName,User,Partition,NodeList,NNodes,NCPUS,NTasks,State,Submit,Start,End,"
-    "Timelimit,Elapsed,TotalCPU,UserCPU,SystemCPU,ReqMem,MaxRSS,TRESUsageInTot,"
-    "TRESUsageOutTot,MaxDiskRead,MaxDiskWrite,MaxRSSNode,MaxDiskReadNode,MaxDiskWriteNode,"
-    "Comment"
-)
+def _real_dump(name: str) -> tuple[bytes, pl.DataFrame]:
+    """(bytes, rows) of the real dump ``name``: sniffed as sacct, and every record stored when
+    read with its field list (--fields takes it as sacct --format wrote it) in its site's zone."""
+    fields, tz = REAL_DUMPS[name]
+    data = (SLURM / name).read_bytes()
+    assert detect(data, name) > 0
+    return data, _stored(data, fields=tuple(fields.split(",")), tz=tz)
 
 
 def test_real_headerless_parsable_snowman_delimiter():
     # --parsable --noheader --delimiter=☃: every line ends with the (multi-byte) delimiter
-    data = (SLURM / "rug-cit-hpc_slurm-jobinfo__sacct.txt").read_bytes()
-    assert detect(data, "sacct.txt") > 0
-    ok, q = _parse(data, fields=JOBINFO_FIELDS, tz="Europe/Amsterdam")
-    assert q.height == 0
+    data, ok = _real_dump("rug-cit-hpc_slurm-jobinfo__sacct.txt")
     assert ok["job_id"].to_list() == [
         "20872560",
         "20940996",
@@ -314,22 +336,10 @@ def test_real_headerless_parsable_snowman_delimiter():
     ]
 
 
-HB_JOBINFO_FIELDS = _field_list(
-    "JobID,JobName,User,Partition,NodeList,NNodes,NCPUs,NTasks,State,Submit,Start,End,"
-    "Timelimit,Elapsed,TotalCPU,CPUTime,UserCPU,SystemCPU,ReqMem,MaxRSS,MaxVMSize,ReqTRES,"
-    "AllocTRES,TRESUsageInMax,TRESUsageInTot,TRESUsageOutTot,MaxDiskRead,MaxDiskWrite,"
-    "MaxRSSNode,MaxRSSTask,MaxVMSizeNode,MaxVMSizeTask,MaxDiskReadNode,MaxDiskReadTask,"
-    "MaxDiskWriteNode,MaxDiskWriteTask,Comment"
-)
-
-
 def test_real_gpu_cluster_dump_with_steps_and_typed_gres():
     # Habrok (rug-cit-hpc/hb-jobinfo): 37 fields, --parsable with '☃', steps, typed gres,
-    # "None assigned"
-    data = (SLURM / "rug-cit-hpc_hb-jobinfo__sacct.txt").read_bytes()
-    assert detect(data, "sacct.txt") > 0
-    ok, q = _parse(data, fields=HB_JOBINFO_FIELDS, tz="Europe/Amsterdam")
-    assert q.height == 0  # 17 lines: 7 jobs, their 10 steps folded in
+    # "None assigned"; 17 lines: 7 jobs, their 10 steps folded in
+    _, ok = _real_dump("rug-cit-hpc_hb-jobinfo__sacct.txt")
     assert ok["job_id"].to_list() == [
         "4047445",
         "5908801_3",
@@ -372,22 +382,12 @@ def test_real_gpu_cluster_dump_with_steps_and_typed_gres():
     assert timeout["elapsed_s"] == 3 * 86400 + 25 and timeout["timelimit_s"] == 3 * 86400
 
 
-SLYME_FIELDS = _field_list(
-    "User,JobID,JobName,State,Partition,NCPUS,NNodes,CPUTime,TotalCPU,UserCPU,SystemCPU,"
-    "ReqMem,MaxRSS,Submit,Start,End,NodeList"
-)
-
-
 def test_real_headerless_dump_whose_jobid_is_not_the_first_field():
     # Harvard FASRC (fasrc/slyme), Slurm 14.03: --noheader --parsable2 --format User,JobID,...
-    data = (SLURM / "fasrc-slyme__sacct_single_parallel_COMPLETED_parsable.out").read_bytes()
-    assert (
-        detect(data, "sacct_single_parallel_COMPLETED_parsable.out") > 0
-    )  # sniffed by its JobID column
+    # sniffed by its JobID column; one job: its .batch and .0 steps (empty User) fold into it
+    _, ok = _real_dump("fasrc-slyme__sacct_single_parallel_COMPLETED_parsable.out")
     # a pipe table with 7+ fields but no .batch/.extern step id in any column is not sacct
     assert detect(b"a|1|x|y|z|2|3\nb|2.19|x|y|z|2|3\n", "t.txt") == 0
-    ok, q = _parse(data, fields=SLYME_FIELDS, tz="America/New_York")
-    assert q.height == 0  # one job; its .batch and .0 steps (empty User) fold into it
     job = ok.row(0, named=True)
     assert (job["job_id"], job["user"], job["name"], job["partition"], job["state"]) == (
         "77454", "jab", "cpu_user_parallel", "general", "COMPLETED",

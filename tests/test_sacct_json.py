@@ -13,18 +13,23 @@ from ingest.base import ParseContext
 from ingest.formats.sacct_json import detect
 from ingest.formats.sacct_json import parse
 from tests.conftest import FIXTURES
+from tests.conftest import SLURM
 from tests.conftest import parse_rows
-
-SLURM = FIXTURES / "slurm"
-
+from tests.conftest import stored_rows
 
 _parse = partial(parse_rows, parse, "job_attempts")  # (rows, quarantine)
+_stored = partial(stored_rows, parse, "job_attempts")  # rows; no record quarantined
+
+
+def _one_job(name: str) -> dict:
+    """The one job of the dump ``name`` in fixtures/slurm, stored without a rejected record."""
+    ok = _stored(SLURM / name)
+    assert ok.height == 1
+    return ok.row(0, named=True)
 
 
 def test_slurm_21_08_plain_numbers_and_string_state():
-    ok, q = _parse((SLURM / "SARC__slurm_21_8_8.json").read_bytes())
-    assert q.height == 0 and ok.height == 1
-    job = ok.row(0, named=True)
+    job = _one_job("SARC__slurm_21_8_8.json")
     assert job["job_id"] == "55978384" and job["cluster"] == "cedar" and job["scheduler"] == "slurm"
     assert job["state"] == "REQUEUED" and job["raw_state"] == "REQUEUED" and job["reason"] == "None"
     assert job["start_time"] == datetime(2023, 1, 9, 14, 37, 3)  # epoch 1673275023, UTC
@@ -35,9 +40,7 @@ def test_slurm_21_08_plain_numbers_and_string_state():
 
 
 def test_slurm_23_11_set_number_objects_and_state_list():
-    ok, q = _parse((SLURM / "SARC__slurm_23_11_5.json").read_bytes())
-    assert q.height == 0 and ok.height == 1
-    job = ok.row(0, named=True)
+    job = _one_job("SARC__slurm_23_11_5.json")
     assert job["job_id"] == "4" and job["state"] == "RUNNING" and job["raw_state"] == "RUNNING"
     assert job["end_time"] is None  # epoch 0 means unset
     assert job["start_time"] == datetime(2021, 2, 19, 9, 0, 9)
@@ -46,8 +49,7 @@ def test_slurm_23_11_set_number_objects_and_state_list():
 
 
 def test_clockwork_array_tasks_and_node_fail():
-    ok, q = _parse((SLURM / "clockwork__sacct_1.json").read_bytes())
-    assert q.height == 0
+    ok = _stored(SLURM / "clockwork__sacct_1.json")
     assert ok["job_id"].to_list() == ["1_7", "2_0"]  # array tasks named as sacct text names them
     assert ok["array_job_id"].to_list() == ["1", "2"] and ok["array_task_id"].to_list() == [
         "7",
@@ -114,9 +116,7 @@ def test_v0_0_41_shapes_requeue_chain_signals_and_typed_gpus():
             ),
         ],
     }
-    ok, q = _parse(doc)
-    assert q.height == 0
-    ok = ok.sort("job_id", "attempt")
+    ok = _stored(doc).sort("job_id", "attempt")
     assert ok["job_id"].to_list() == ["7", "7", "8_[1-3]", "9+1"]
     assert ok["attempt"].to_list() == [1, 2, 1, 1]  # requeue chain numbered in time order
     first = ok.row(0, named=True)
@@ -234,8 +234,7 @@ def test_out_of_range_values_are_quarantined_per_job_not_nulled():
 
 
 def test_slurm_22_05_array_task_with_four_a100_nodes():
-    ok, q = _parse((SLURM / "SARC__slurm_22_5_9.json").read_bytes())
-    assert q.height == 0
+    ok = _stored(SLURM / "SARC__slurm_22_5_9.json")
     assert ok.select(
         "job_id", "array_job_id", "array_task_id", "cluster", "state", "n_nodes", "n_cpus", "n_gpus"
     ).rows() == [("20247445_100", "20247445", "100", "narval", "FAILED", 4, 96, 16)]
@@ -248,8 +247,7 @@ def test_slurm_22_05_array_task_with_four_a100_nodes():
 
 
 def test_slurm_23_02_running_job_with_set_number_objects():
-    ok, q = _parse((SLURM / "SARC__slurm_23_2_6.json").read_bytes())
-    assert q.height == 0
+    ok = _stored(SLURM / "SARC__slurm_23_2_6.json")
     job = ok.row(0, named=True)
     assert (job["job_id"], job["array_job_id"], job["state"], job["user"]) == (
         "4",
@@ -270,7 +268,7 @@ def test_slurm_22_05_8_failed_exit_codes_the_json_lost_are_unknown_not_zero():
     same query says 3:0, 1:0, 2:0. Everything else of the two agrees."""
     from ingest.formats.sacct import parse as parse_text
 
-    ok, q = _parse((SLURM / "sacct_json_22_05_8_job_mix.json").read_bytes())
+    ok, q = _parse(SLURM / "sacct_json_22_05_8_job_mix.json")
     text = parse_text((SLURM / "sacct_parsable2_22_05_8_job_mix.txt").read_bytes(), ParseContext())
     txt = text.tables["job_attempts"]
     assert q.height == 0 and text.quarantine.height == 0

@@ -109,11 +109,26 @@ def _choose_order(df: pl.DataFrame, ctx: ParseContext) -> bool:
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
-    df = _lines(data, ctx)
+    df = _times(_date_and_clock(_lines(data, ctx)), ctx)
+    ok, quarantine = split_rejected(df.with_columns(error=_error(ctx)))
+    table = _events(ok, ctx) if ok.height else None
+    tables = {"hw_events": table} if table is not None else {}
+    guessed = table is not None and table["host"].is_not_null().any()
+    return ParseResult(
+        tables, quarantine, ok.height + quarantine.height, stand_ins=stand_ins(ctx, table, guessed)
+    )
+
+
+def _part(i: int) -> pl.Expr:
+    """The ``i``-th ``|``-separated field of a line (null past the last)."""
+    return pl.col("p").list.get(i, null_on_oob=True)
+
+
+def _date_and_clock(df: pl.DataFrame) -> pl.DataFrame:
+    """The lines split into fields, their date and clock parts read (24-hour ``hh``)."""
     parts = pl.col("raw").str.split("|").list.eval(pl.element().str.strip_chars())
     df = df.with_columns(p=parts, is_row=pl.col("raw").str.contains(_ROW.pattern))
-    f = lambda i: pl.col("p").list.get(i, null_on_oob=True)
-    df = df.with_columns(nf=pl.col("p").list.len(), d=f(1), c=f(2))
+    df = df.with_columns(nf=pl.col("p").list.len(), d=_part(1), c=_part(2))
     date = pl.col("d").str.extract_groups(r"^(\d{1,2})/(\d{1,2})/(\d{2}|\d{4})$")
     clock = pl.col("c").str.extract_groups(
         r"^(\d{1,2}):(\d{2}):(\d{2})(?:\s*([AaPp][Mm]))?(?:\s*(\S+))?$"
@@ -130,7 +145,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     )
     yy = pl.col("yy")
     hh = pl.col("hh")
-    df = df.with_columns(
+    return df.with_columns(
         two_digit=yy.str.len_chars() == 2,
         year=pl.when(yy.str.len_chars() == 4)
         .then(yy)
@@ -144,6 +159,11 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .otherwise(hh),
         pre_init=pl.col("d").str.to_lowercase().str.replace_all(r"[^a-z]", "") == "preinit",
     )
+
+
+def _times(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """Each entry's UTC ``time`` (the file's date order) and ``dst``: why DST leaves it open."""
+    hh = pl.col("hh")
     valid_clock = (hh < 24) & (pl.col("mm") < 60) & (pl.col("ss") < 61)
     df = _dates(df).with_columns(
         tod=pl.when(valid_clock).then(
@@ -163,13 +183,17 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     # a SEL lists its records in the order the BMC wrote them: that order places a repeated DST hour
     local, dst = wall_clock(pl.col("naive"), ctx.tz, [])
     zoned = pl.col("offset").is_not_null()
-    df = df.with_columns(
+    return df.with_columns(
         time=pl.when(zoned)
         .then(pl.col("naive") - pl.duration(minutes=pl.col("offset")))
         .otherwise(local),
         dst=pl.when(~zoned & pl.col("is_row")).then(dst),
     )
-    error = (
+
+
+def _error(ctx: ParseContext) -> pl.Expr:
+    """Why a line cannot be stored (the first reason that applies), null for a good entry."""
+    return (
         pl.when(~pl.col("is_row") | (pl.col("nf") < 5))
         .then(
             pl.lit(
@@ -181,22 +205,17 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .when(pl.col("dst").is_not_null())
         .then("dst")
         .when(pl.col("time").is_null())
-        .then(pl.format("unreadable SEL date/time '{} {}'", f(1).fill_null(""), f(2).fill_null("")))
+        .then(
+            pl.format(
+                "unreadable SEL date/time '{} {}'", _part(1).fill_null(""), _part(2).fill_null("")
+            )
+        )
         .otherwise(implausible_time(pl.col("time"), ctx))
-    )
-    df = df.with_columns(error=error)
-    ok, quarantine = split_rejected(df)
-    table = _events(ok, ctx) if ok.height else None
-    tables = {"hw_events": table} if table is not None else {}
-    guessed = table is not None and table["host"].is_not_null().any()
-    return ParseResult(
-        tables, quarantine, ok.height + quarantine.height, stand_ins=stand_ins(ctx, table, guessed)
     )
 
 
 def _events(ok: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    f = lambda i: pl.col("p").list.get(i, null_on_oob=True)
-    direction = f(5)
+    direction = _part(5)
     is_dir = direction.str.contains(r"(?i)^(de)?asserted$")
     extra = (
         pl.concat_list(
@@ -210,9 +229,9 @@ def _events(ok: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         "time",
         "line",
         "raw",
-        record_id=f(0).str.strip_chars(),
-        sensor=f(3),
-        event=f(4),
+        record_id=_part(0).str.strip_chars(),
+        sensor=_part(3),
+        event=_part(4),
         action=pl.when(is_dir).then(direction),
         extra=extra,
         recovered=direction.str.to_lowercase() == "deasserted",

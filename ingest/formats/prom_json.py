@@ -30,12 +30,13 @@ from ingest.base import implausible_time
 from ingest.base import normalize_pci
 from ingest.base import stand_ins
 from ingest.base import whole_file_quarantine
-from ingest.gpu_labels import LABEL_COLUMNS
 from ingest.gpu_labels import NO_GPU_NO_HOST
 from ingest.gpu_labels import host_from_path
 from ingest.gpu_labels import is_str_blank
 from ingest.gpu_labels import sentinel_to_null
 from ingest.gpu_labels import xid_metric
+from ingest.prom_series import LABEL_SCHEMA
+from ingest.prom_series import label_columns
 from warehouse.schemas import QUARANTINE_COLUMNS
 from warehouse.schemas import conform
 from warehouse.schemas import quarantine_frame
@@ -111,36 +112,59 @@ def _text(v) -> str:
 
 _OUT_OF_RANGE = "timestamp out of range"  # written with the time text on the quarantined rows only
 
+# the per-series columns ``_series_points`` gives every point: its labels, and where it stands
+_SERIES_SCHEMA = {"metric": pl.Utf8, **LABEL_SCHEMA, "doc": pl.Int32, "series": pl.Int32}
+
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     try:
         docs, bad_docs = _documents(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return ParseResult({}, whole_file_quarantine(data, f"not JSON: {exc}"), 1)
-    secs, texts, raws, lengths, per_series = [], [], [], [], []
+    points, series, bad_series = _series_points(docs)
+    bad_docs += bad_series
+    fallback_host = ctx.host or host_from_path(ctx.path)
+    pts = _checked(_with_series(points, series, ctx, fallback_host), ctx)
+    good = pts.filter(pl.col("error").is_null())
+    samples = _samples(good, ctx)
+    guessed = bool(fallback_host) and good["host"].is_null().any()
+    return ParseResult(
+        tables={"gpu_samples": conform("gpu_samples", samples)},
+        quarantine=_quarantine(pts.filter(pl.col("error").is_not_null()), bad_docs),
+        records=pts.height + len(bad_docs),
+        stand_ins=stand_ins(ctx, samples, guessed),
+    )
+
+
+def _result(doc) -> tuple[str, list | None, str | None]:
+    """A matrix or vector response's point key and series, or why it is not one (one record)."""
+    if not isinstance(doc, dict) or doc.get("status", "success") != "success":
+        err = doc.get("error", "unknown error") if isinstance(doc, dict) else "not an object"
+        return "", None, f"Prometheus response is not a success: {err}"
+    body = doc.get("data", doc)
+    kind = body.get("resultType") if isinstance(body, dict) else None
+    if kind not in ("matrix", "vector"):
+        return "", None, f"resultType {kind!r} is not matrix or vector"
+    result = body.get("result")
+    if not isinstance(result, list):
+        return "", None, f"{kind} result is not a JSON array"
+    return ("values" if kind == "matrix" else "value"), result, None
+
+
+def _series_points(
+    docs: list[tuple[int, object]],
+) -> tuple[pl.DataFrame, pl.DataFrame, list[tuple[int, str, str]]]:
+    """Points, series labels and misshapen entries of the responses: a Python step per series."""
+    secs, texts, raws, lengths, per_series, bad = [], [], [], [], [], []
     for n, doc in docs:
-        if not isinstance(doc, dict) or doc.get("status", "success") != "success":
-            err = doc.get("error", "unknown error") if isinstance(doc, dict) else "not an object"
-            bad_docs.append(
-                (n, json.dumps(doc)[:500], f"Prometheus response is not a success: {err}")
-            )
-            continue
-        body = doc.get("data", doc)
-        kind = body.get("resultType") if isinstance(body, dict) else None
-        if kind not in ("matrix", "vector"):
-            bad_docs.append(
-                (n, json.dumps(doc)[:500], f"resultType {kind!r} is not matrix or vector")
-            )
-            continue
-        key = "values" if kind == "matrix" else "value"
-        result = body.get("result")
-        if not isinstance(result, list):
-            bad_docs.append((n, json.dumps(doc)[:500], f"{kind} result is not a JSON array"))
+        key, result, why = _result(doc)
+        if why:
+            bad.append((n, json.dumps(doc)[:500], why))
             continue
         for s_idx, series in enumerate(result):
             shape = _series_shape_error(series, key)
             if shape:
-                bad_docs.append((n, json.dumps(series)[:500], f"series {s_idx}: {shape}"))
+                bad.append((n, json.dumps(series)[:500], f"series {s_idx}: {shape}"))
                 continue
             labels = {str(k): str(v) for k, v in (series.get("metric") or {}).items()}
             t, t_text, raw = _points(series, key)
@@ -150,18 +174,25 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             lengths.append(len(t))
             per_series.append({
                 "metric": labels.get("__name__") or None,
-                **{col: labels.get(lab) or None for lab, col in LABEL_COLUMNS.items()},
-                "instance_host": labels.get("instance", "").rsplit(":", 1)[0] or None,
-                "xid": labels.get("xid"),
+                **label_columns(labels),
                 "doc": n,
                 "series": s_idx,
             })  # fmt: skip
-    series_schema = {"metric": pl.Utf8, **{c: pl.Utf8 for c in LABEL_COLUMNS.values()},
-                     "instance_host": pl.Utf8, "xid": pl.Utf8, "doc": pl.Int32,
-                     "series": pl.Int32}  # fmt: skip
-    fallback_host = ctx.host or host_from_path(ctx.path)
-    labels_of = pl.DataFrame(per_series, schema=series_schema).with_columns(
-        # what a series' labels say, worked out once a series, not once a point
+    points = pl.DataFrame(
+        {"secs": secs, "t": texts, "raw": raws},
+        schema={"secs": pl.Float64, "t": pl.Utf8, "raw": pl.Utf8},
+    ).with_row_index("point", offset=1)
+    series = pl.DataFrame(per_series, schema=_SERIES_SCHEMA).with_columns(
+        points=pl.Series(lengths, dtype=pl.Int64)
+    )
+    return points, series, bad
+
+
+def _with_series(
+    points: pl.DataFrame, series: pl.DataFrame, ctx: ParseContext, fallback_host: str | None
+) -> pl.DataFrame:
+    """Each point with its series' columns, worked out once a series rather than once a point."""
+    labels_of = series.drop("points").with_columns(
         identified=pl.any_horizontal(
             pl.col(c).is_not_null() for c in ("host", "gpu", "uuid", "pci_bus", "instance_host")
         )
@@ -173,11 +204,12 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         stored_gpu=pl.col("gpu").cast(pl.Int32, strict=False),
         stored_pci=normalize_pci(pl.col("pci_bus")),
     )
-    pts = pl.DataFrame(
-        {"secs": secs, "t": texts, "raw": raws},
-        schema={"secs": pl.Float64, "t": pl.Utf8, "raw": pl.Utf8},
-    ).with_row_index("point", offset=1)
-    pts = pl.concat([pts, labels_of[np.repeat(np.arange(len(lengths)), lengths)]], how="horizontal")
+    per_point = labels_of[np.repeat(np.arange(series.height), series["points"].to_numpy())]
+    return pl.concat([points, per_point], how="horizontal")
+
+
+def _checked(pts: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """The points with value and time read, and ``error``: the first reason one cannot be stored."""
     num = pl.col("raw").str.strip_chars().str.replace(r"^\+", "").cast(pl.Float64, strict=False)
     given_secs = pl.coalesce("secs", pl.col("t").cast(pl.Float64, strict=False))
     secs = pl.when(given_secs.abs() < 1e12).then(given_secs)  # beyond: not a clock, overflows
@@ -186,7 +218,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         time=pl.from_epoch((secs * 1e6).round().cast(pl.Int64, strict=False), time_unit="us"),
     )
     value = pl.col("value")
-    pts = pts.with_columns(
+    return pts.with_columns(
         error=pl.when(pl.col("metric").is_null())
         .then(pl.lit("series has no __name__ label"))
         .when(pl.col("time").is_null() & given_secs.is_not_null())
@@ -201,9 +233,11 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .then(pl.lit(NO_GPU_NO_HOST + "; pass --host"))
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
-    bad = pts.filter(pl.col("error").is_not_null())
-    good = pts.filter(pl.col("error").is_null())
-    samples = good.with_columns(
+
+
+def _samples(good: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """The good points as ``gpu_samples`` rows: the stored label columns, DCGM blanks as null."""
+    return good.with_columns(
         metric="stored_metric",
         host="stored_host",
         gpu="stored_gpu",
@@ -217,6 +251,10 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         "point", "secs", "t", "raw", "instance_host", "xid", "doc", "series", "error", "identified",
         "stored_metric", "stored_host", "stored_gpu", "stored_pci",
     )  # fmt: skip
+
+
+def _quarantine(bad: pl.DataFrame, bad_docs: list[tuple[int, str, str]]) -> pl.DataFrame:
+    """Rejected points (numbered by point), then the responses, series, lines not read at all."""
     t_text = pl.coalesce(  # a whole second as JSON writes it (an integer)
         "t",
         pl.when(pl.col("secs") == pl.col("secs").round())
@@ -231,26 +269,17 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .then(pl.format("timestamp {} s is out of range", t_text))
         .otherwise("error"),
     )
-    quarantine = (
-        pl.concat(
-            [
-                q_rows.cast(QUARANTINE_COLUMNS),
-                quarantine_frame(
-                    [n for n, _, _ in bad_docs],
-                    [r for _, r, _ in bad_docs],
-                    [e for _, _, e in bad_docs],
-                ),
-            ]
-        )
-        if bad_docs or q_rows.height
-        else pl.DataFrame(schema=QUARANTINE_COLUMNS)
-    )
-    guessed = bool(fallback_host) and good["host"].is_null().any()
-    return ParseResult(
-        tables={"gpu_samples": conform("gpu_samples", samples)},
-        quarantine=quarantine,
-        records=pts.height + len(bad_docs),
-        stand_ins=stand_ins(ctx, samples, guessed),
+    if not (bad_docs or q_rows.height):
+        return pl.DataFrame(schema=QUARANTINE_COLUMNS)
+    return pl.concat(
+        [
+            q_rows.cast(QUARANTINE_COLUMNS),
+            quarantine_frame(
+                [n for n, _, _ in bad_docs],
+                [r for _, r, _ in bad_docs],
+                [e for _, _, e in bad_docs],
+            ),
+        ]
     )
 
 

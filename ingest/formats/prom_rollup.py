@@ -26,9 +26,10 @@ from ingest.base import ParseResult
 from ingest.base import implausible_time
 from ingest.base import normalize_pci
 from ingest.base import whole_file_quarantine
-from ingest.gpu_labels import LABEL_COLUMNS
 from ingest.gpu_labels import NO_GPU_NO_HOST
 from ingest.gpu_labels import xid_metric
+from ingest.prom_series import LABEL_SCHEMA
+from ingest.prom_series import label_columns
 from ingest.tsdb import ROLLUP_FUNCTIONS
 from ingest.tsdb import ROLLUP_LABEL
 from ingest.tsdb import readable_time
@@ -45,43 +46,41 @@ SOURCE = "prometheus"
 
 
 def _series_columns(keys: pl.Series) -> pl.DataFrame:
-    """One row per series key (sorted label JSON): the gpu_rollups label columns, ``metric``
-    and ``instance_host``."""
+    """One row per series key (sorted label JSON): its ``metric`` and label columns."""
     rows = []
     for key in keys:
         labels = json.loads(key)
-        rows.append(
-            {
-                "key": key,
-                "metric": labels.get("__name__"),
-                "xid": labels.get("xid"),
-                "instance_host": labels.get("instance", "").rsplit(":", 1)[0] or None,
-                **{col: labels.get(lab) or None for lab, col in LABEL_COLUMNS.items()},
-            }
-        )
-    schema = {
-        "key": pl.Utf8,
-        "metric": pl.Utf8,
-        "xid": pl.Utf8,
-        "instance_host": pl.Utf8,
-        **{c: pl.Utf8 for c in LABEL_COLUMNS.values()},
-    }
-    return pl.DataFrame(rows, schema=schema)
+        rows.append({"key": key, "metric": labels.get("__name__"), **label_columns(labels)})
+    return pl.DataFrame(rows, schema={"key": pl.Utf8, "metric": pl.Utf8, **LABEL_SCHEMA})
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
+    result, why = _matrix(data)
+    if why is not None:
+        return ParseResult({}, whole_file_quarantine(data, why), 1)
+    points, labels, bad_entries = series_points(result)
+    rows = _checked(rollup_rows(points, labels), ctx)
+    stray = _stray(points, labels)
+    good = rows.filter(pl.col("error").is_null())
+    return ParseResult(
+        tables={"gpu_rollups": conform("gpu_rollups", _rollups(good, ctx))},
+        quarantine=_quarantine(rows.filter(pl.col("error").is_not_null()), stray, bad_entries),
+        records=rows.height + stray.height + len(bad_entries),
+    )
+
+
+def _matrix(data: bytes) -> tuple[list | None, str | None]:
+    """The result series of a successful matrix response, or why the file is not one."""
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError:
         try:  # what orjson refuses (NaN literals, ...) as the standard library reads it
             doc = json.loads(data)
         except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
-            return ParseResult({}, whole_file_quarantine(data, f"not JSON: {exc}"), 1)
+            return None, f"not JSON: {exc}"
     if not isinstance(doc, dict) or doc.get("status") != "success":
         err = doc.get("error", "no status") if isinstance(doc, dict) else "not an object"
-        return ParseResult(
-            {}, whole_file_quarantine(data, f"Prometheus response is not a success: {err}"), 1
-        )
+        return None, f"Prometheus response is not a success: {err}"
     body = doc.get("data")
     if (
         not isinstance(body, dict)
@@ -89,21 +88,25 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         or not isinstance(body.get("result"), list)
     ):
         kind = body.get("resultType") if isinstance(body, dict) else None
-        return ParseResult(
-            {}, whole_file_quarantine(data, f"resultType {kind!r} is not a matrix of rollups"), 1
-        )
-    points, labels, bad_entries = series_points(body["result"])
-    rows = rollup_rows(points, labels)
+        return None, f"resultType {kind!r} is not a matrix of rollups"
+    return body["result"], None
+
+
+def _stray(points: pl.DataFrame, labels: list[dict]) -> pl.DataFrame:
+    """The points ``rollup_rows`` leaves out: no readable time, or no known rollup label."""
     fns = pl.DataFrame(
         {"series": range(len(labels)), "fn": [rollup_column(x) for x in labels]},
         schema={"series": pl.Int64, "fn": pl.Utf8},
     )
-    no_time = ~readable_time()
-    stray = points.join(fns, on="series", how="left").filter(
-        no_time | ~pl.col("fn").is_in(list(ROLLUP_FUNCTIONS)).fill_null(False)
+    return points.join(fns, on="series", how="left").filter(
+        ~readable_time() | ~pl.col("fn").is_in(list(ROLLUP_FUNCTIONS)).fill_null(False)
     )
+
+
+def _checked(rows: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """Series-hours with label columns and host, and ``error``: why one cannot be stored."""
     rows = rows.join(_series_columns(rows["key"].unique(maintain_order=True)), on="key", how="left")
-    rows = rows.with_columns(
+    return rows.with_columns(
         host=pl.coalesce("host", pl.lit(ctx.host, pl.Utf8), "instance_host"),
         error=unusable(),
     ).with_columns(
@@ -115,8 +118,10 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         .then(pl.lit(NO_GPU_NO_HOST))
         .otherwise(implausible_time(pl.col("hour"), ctx))
     )
-    good = rows.filter(pl.col("error").is_null())
-    bad = rows.filter(pl.col("error").is_not_null())
+
+
+def _rollups(good: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """The good series-hours as ``gpu_rollups`` rows, in the table's column order."""
     out = good.with_columns(
         metric=xid_metric(pl.col("metric"), pl.col("xid")),
         gpu=pl.col("gpu").cast(pl.Int32, strict=False),
@@ -127,8 +132,14 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         source=pl.lit(SOURCE),
         source_file=pl.lit(ctx.path),
     )
-    out = out.select(c for c in TABLES["gpu_rollups"].columns if c in out.columns)
-    quarantine = pl.concat(
+    return out.select(c for c in TABLES["gpu_rollups"].columns if c in out.columns)
+
+
+def _quarantine(
+    bad: pl.DataFrame, stray: pl.DataFrame, bad_entries: list[tuple[int, str, str]]
+) -> pl.DataFrame:
+    """Quarantine rows: the rejected series-hours, the stray points, the misshapen entries."""
+    return pl.concat(
         [
             bad.select(
                 line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),
@@ -143,7 +154,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             stray.select(
                 line=pl.col("series") + 1,
                 raw=pl.format("series {}: {} = {}", pl.col("series") + 1, "t", "raw"),
-                error=pl.when(no_time)
+                error=pl.when(~readable_time())
                 .then(pl.lit("point has no readable timestamp"))
                 .otherwise(
                     pl.format(
@@ -159,11 +170,6 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
                 [e for _, _, e in bad_entries],
             ),
         ]
-    )
-    return ParseResult(
-        tables={"gpu_rollups": conform("gpu_rollups", out)},
-        quarantine=quarantine,
-        records=rows.height + stray.height + len(bad_entries),
     )
 
 

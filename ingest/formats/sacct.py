@@ -217,18 +217,63 @@ def _parse_block(
 
 def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, ctx: ParseContext):
     """(job rows, quarantine rows) of a block's lines, repeats already dropped."""
-    empty, n = pl.DataFrame(), len(fields)
+    n = len(fields)
+    df = _counted(df, delim, n)
+    qs = [_wrong_count(df.filter(pl.col("nf") != n), df.height, n, delim, layout, ctx)]
+    df = df.filter(pl.col("nf") == n)
+    if "jobid" not in fields:
+        shown = ", ".join(fields[:6]) + (", ..." if len(fields) > 6 else "")
+        why = (
+            f"no JobID field in the field list ({layout}: {shown}) split at {delim!r}: every "
+            "record rejected; "
+            "pass --fields with JobID, or the dump's --delimiter"
+        )
+        qs.append(quarantine_frame(df["line"], df["raw"], [why] * df.height))
+        return pl.DataFrame(), pl.concat(qs)
+    jobs, steps = _jobs_and_steps(df, fields, delim)
+    bad_id = jobs.filter(pl.col("job").is_null())
+    jobs = jobs.filter(pl.col("job").is_not_null())
+    orphans = steps.filter(~pl.col("step_of").is_in(jobs["job"].implode()))
+    out = _normalize(jobs, ctx)
+    bad_nodes = out.filter(pl.col("_node_err").is_not_null())
+    qs += [
+        quarantine_frame(
+            bad_id["line"],
+            bad_id["raw"],
+            bad_id.select(
+                pl.format("unrecognised JobID {}", pl.col("jobid").replace("", "(empty)"))
+            ).to_series(),
+        ),
+        quarantine_frame(
+            orphans["line"],
+            orphans["raw"],
+            orphans.select(
+                pl.format("step {} has no job line for {} in this file", "jobid", "step_of")
+            ).to_series(),
+        ),
+        quarantine_frame(bad_nodes["source_line"], bad_nodes["_raw"], bad_nodes["_node_err"]),
+    ]
+    return out.filter(pl.col("_node_err").is_null()).drop("_node_err", "_raw"), pl.concat(qs)
+
+
+def _counted(df: pl.DataFrame, delim: str, n: int) -> pl.DataFrame:
+    """The lines with ``body`` (no ``--parsable`` trailing delimiter) and ``nf``, its fields."""
     raw = pl.col("raw").str.strip_suffix("\r")
     nf = raw.str.count_matches(delim, literal=True) + 1
     # --parsable ends every line (headerless ones too) with the delimiter: one field too many,
     # and the last one empty.
     trailing = (nf == n + 1) & raw.str.ends_with(delim)
-    df = df.with_columns(
+    return df.with_columns(
         body=pl.when(trailing).then(raw.str.strip_suffix(delim)).otherwise(raw),
         nf=nf - trailing.cast(pl.Int64),  # counted once: the stripped delimiter is the one less
     )
-    bad = df.filter(pl.col("nf") != n)
-    if bad.height and bad.height == df.height and (layout != "header" or ctx.delimiter):
+
+
+def _wrong_count(
+    bad: pl.DataFrame, lines: int, n: int, delim: str, layout: str, ctx: ParseContext
+) -> pl.DataFrame:
+    """Quarantine rows of the ``bad`` lines (of ``lines``) that have not ``n`` fields."""
+    if bad.height and bad.height == lines and (layout != "header" or ctx.delimiter):
         # Every line disagrees with the layout: the options, not the records, are wrong. One
         # reason, the same on every row, that says how to fix it.
         bare = bad.select(
@@ -239,20 +284,16 @@ def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, 
         errors = bad.select(
             pl.format(f"expected {n} fields separated by {delim!r}, found {{}}", "nf")
         ).to_series()
-    qs = [quarantine_frame(bad["line"], bad["raw"], errors)]
-    df = df.filter(pl.col("nf") == n)
-    if "jobid" not in fields:
-        shown = ", ".join(fields[:6]) + (", ..." if len(fields) > 6 else "")
-        why = (
-            f"no JobID field in the field list ({layout}: {shown}) split at {delim!r}: every "
-            "record rejected; "
-            "pass --fields with JobID, or the dump's --delimiter"
-        )
-        qs.append(quarantine_frame(df["line"], df["raw"], [why] * df.height))
-        return empty, pl.concat(qs)
+    return quarantine_frame(bad["line"], bad["raw"], errors)
+
+
+def _jobs_and_steps(
+    df: pl.DataFrame, fields: list[str], delim: str
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Job lines with their used fields and JobID parts; step lines with ``step_of``."""
     # Steps (123.batch, 123.0) fold into their job: split only the JobID off step lines (most
     # lines of a real dump), and the full field list off job lines.
-    k = fields.index("jobid")
+    n, k = len(fields), fields.index("jobid")
     df = df.with_columns(
         jobid=pl.col("body").str.splitn(delim, k + 2).struct.field(f"field_{k}").str.strip_chars()
     ).with_columns(step_of=pl.col("jobid").str.extract(r"^([^.]+)\."))
@@ -272,31 +313,7 @@ def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, 
         task=ids.struct.field("task"),
         step=ids.struct.field("step"),
     )
-    bad_id = jobs.filter(pl.col("job").is_null())
-    qs.append(
-        quarantine_frame(
-            bad_id["line"],
-            bad_id["raw"],
-            bad_id.select(
-                pl.format("unrecognised JobID {}", pl.col("jobid").replace("", "(empty)"))
-            ).to_series(),
-        )
-    )
-    jobs = jobs.filter(pl.col("job").is_not_null())
-    orphans = steps.filter(~pl.col("step_of").is_in(jobs["job"].implode()))
-    qs.append(
-        quarantine_frame(
-            orphans["line"],
-            orphans["raw"],
-            orphans.select(
-                pl.format("step {} has no job line for {} in this file", "jobid", "step_of")
-            ).to_series(),
-        )
-    )
-    out = _normalize(jobs, ctx)
-    bad_nodes = out.filter(pl.col("_node_err").is_not_null())
-    qs.append(quarantine_frame(bad_nodes["source_line"], bad_nodes["_raw"], bad_nodes["_node_err"]))
-    return out.filter(pl.col("_node_err").is_null()).drop("_node_err", "_raw"), pl.concat(qs)
+    return jobs, steps
 
 
 _USED = {

@@ -23,6 +23,7 @@ a state that is no down/drain/fail/reboot state, an unreadable hostlist.
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import polars as pl
 
@@ -70,21 +71,47 @@ def _event(state: pl.Expr) -> pl.Expr:
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
-    df = numbered_lines(data, ctx).filter(pl.col("raw").str.strip_chars() != "")
-    is_header = pl.col("raw").str.contains(_HEADER.pattern)
-    headers = df.filter(is_header)["raw"]
-    names = _names(headers[0]) if headers.len() else [f.lower() for f in EVENT_FIELDS]
-    names = [_ALIASES.get(n, n) for n in names]
-    df = df.filter(~is_header)
-    empty = ParseResult({}, ParseResult.empty_quarantine(), 0)
+    df, names = _event_lines(data, ctx)
     if df.height == 0:
-        return empty
+        return ParseResult({}, ParseResult.empty_quarantine(), 0)
     missing = [n for n in _REQUIRED if n not in names]
     if missing:
         why = f"the header has no {', '.join(missing)} field: no line can be read as a node event"
         return ParseResult(
             {}, quarantine_frame(df["line"], df["raw"], [why] * df.height), df.height
         )
+    df, bad_shape = _fields(df, names)
+    df = _checked(df.filter(~_cluster_event(names)), names, ctx)
+    bad_value = df.filter(pl.col("_err").is_not_null())
+    rows, bad_host = _per_host(df.filter(pl.col("_err").is_null()), names, ctx)
+    quarantine = pl.concat(
+        [
+            bad_shape,
+            quarantine_frame(bad_value["line"], bad_value["raw"], bad_value["_err"]),
+            quarantine_frame(bad_host["line"], bad_host["raw"], bad_host["_herr"]),
+        ]
+    )
+    tables = {"node_events": _rows(rows, ctx)} if rows.height else {}
+    n_rows = tables["node_events"].height if tables else 0
+    return ParseResult(tables, quarantine, n_rows + quarantine.height)
+
+
+def _event_lines(data: bytes, ctx: ParseContext) -> tuple[pl.DataFrame, list[str]]:
+    """The event lines, and the field names (the first header's, else ``EVENT_FIELDS``)."""
+    df = numbered_lines(data, ctx).filter(pl.col("raw").str.strip_chars() != "")
+    is_header = pl.col("raw").str.contains(_HEADER.pattern)
+    headers = df.filter(is_header)["raw"]
+    names = _names(headers[0]) if headers.len() else [f.lower() for f in EVENT_FIELDS]
+    return df.filter(~is_header), [_ALIASES.get(n, n) for n in names]
+
+
+def _field(names: list[str], name: str) -> pl.Expr:
+    """A field's column, or null where the field list has no such field."""
+    return pl.col(name) if name in names else pl.lit(None, pl.Utf8)
+
+
+def _fields(df: pl.DataFrame, names: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The lines with the right field count split into columns; quarantine rows of the rest."""
     n = len(names)
     last_free = names[-1] == "reason"  # the free-text field may hold the delimiter
     nf = pl.col("raw").str.count_matches("|", literal=True) + 1
@@ -94,20 +121,28 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         nf=nf - trailing.cast(pl.Int64),
     )
     fits = (pl.col("nf") >= n) if last_free else (pl.col("nf") == n)
-    bad_shape = df.filter(~fits)
-    df = df.filter(fits)
+    bad = df.filter(~fits)
     split = pl.col("body").str.splitn("|", n)
-    df = df.with_columns(
+    ok = df.filter(fits).with_columns(
         **{
             name: split.struct.field(f"field_{i}").str.strip_chars().replace("", None)
             for i, name in enumerate(names)
         }
     )
-    col = lambda name: pl.col(name) if name in names else pl.lit(None, pl.Utf8)
-    cluster_event = col("nodename").is_null() | (
-        col("event").str.to_lowercase() == "cluster"
+    errors = bad.select(pl.format(f"expected {n} fields separated by '|', found {{}}", "nf"))
+    return ok, quarantine_frame(bad["line"], bad["raw"], errors.to_series())
+
+
+def _cluster_event(names: list[str]) -> pl.Expr:
+    """A cluster event (no node, or ``Event`` ``Cluster``): the cluster's TRES, not a record."""
+    return _field(names, "nodename").is_null() | (
+        _field(names, "event").str.to_lowercase() == "cluster"
     ).fill_null(False)
-    df = df.filter(~cluster_event)
+
+
+def _checked(df: pl.DataFrame, names: list[str], ctx: ParseContext) -> pl.DataFrame:
+    """Events with UTC start, end and event, and ``_err``: why one cannot be stored."""
+    col = partial(_field, names)
     end_raw = col("end")
     # an event's end is not before its start: that decides a time in a repeated DST hour
     start, end, dst = local_span(
@@ -155,12 +190,15 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     err = pl.lit(None, pl.Utf8)
     for cond, text in reversed(checks):
         err = pl.when(cond.fill_null(False)).then(text).otherwise(err)
-    df = df.with_columns(_err=err)
-    bad_value = df.filter(pl.col("_err").is_not_null())
-    df = df.filter(pl.col("_err").is_null())
+    return df.with_columns(_err=err)
+
+
+def _per_host(
+    df: pl.DataFrame, names: list[str], ctx: ParseContext
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One event per host of a line's hostlist; the lines with an unreadable one (``_herr``)."""
     hosts, host_err = expand_column(df["nodename"])
     df = df.with_columns(host=hosts, _herr=host_err)
-    bad_host = df.filter(pl.col("_herr").is_not_null())
     rows = (
         df.filter(pl.col("_herr").is_null())
         .explode("host")
@@ -170,26 +208,11 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             "_end",
             "_event",
             "line",
-            cluster=pl.coalesce(col("cluster"), pl.lit(ctx.cluster)),
-            reason=col("reason"),
+            cluster=pl.coalesce(_field(names, "cluster"), pl.lit(ctx.cluster)),
+            reason=_field(names, "reason"),
         )
     )
-    quarantine = pl.concat(
-        [
-            quarantine_frame(
-                bad_shape["line"],
-                bad_shape["raw"],
-                bad_shape.select(
-                    pl.format(f"expected {n} fields separated by '|', found {{}}", "nf")
-                ).to_series(),
-            ),
-            quarantine_frame(bad_value["line"], bad_value["raw"], bad_value["_err"]),
-            quarantine_frame(bad_host["line"], bad_host["raw"], bad_host["_herr"]),
-        ]
-    )
-    tables = {"node_events": _rows(rows, ctx)} if rows.height else {}
-    n_rows = tables["node_events"].height if tables else 0
-    return ParseResult(tables, quarantine, n_rows + quarantine.height)
+    return rows, df.filter(pl.col("_herr").is_not_null())
 
 
 def _rows(ev: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:

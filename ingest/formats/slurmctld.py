@@ -40,6 +40,7 @@ from ingest.base import numbered_lines
 from ingest.base import settle_repeats
 from ingest.hostlist import expand_column
 from ingest.times import local_to_utc
+from warehouse.schemas import TABLES
 from warehouse.schemas import conform
 from warehouse.schemas import quarantine_frame
 
@@ -101,6 +102,34 @@ def _utc(ts: pl.Expr, tz: str) -> tuple[pl.Expr, pl.Expr]:
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
+    df = _read_lines(data, ctx)
+    # An exact repeat of a record line (a log shipped twice, a collector's retry) is the same
+    # record: stored once, counted as a duplicate.
+    rec, repeats = drop_repeats(
+        df.filter(pl.col("event").is_not_null()), ["raw"], line="source_line"
+    )
+    rec = rec.with_columns(_time_err=_time_error(ctx))
+    bad_time = rec.filter(pl.col("_time_err").is_not_null())
+    rec, bad_host = _per_host(rec.filter(pl.col("_time_err").is_null()))
+    rec = _with_reasons(rec, _reason_marks(df), ctx)
+    quarantine = pl.concat(
+        [
+            quarantine_frame(bad_time["source_line"], bad_time["raw"], bad_time["_time_err"]),
+            quarantine_frame(
+                bad_host["source_line"],
+                bad_host["raw"],
+                bad_host.select(pl.coalesce("_err", pl.lit("no host in node field"))).to_series(),
+            ),
+        ]
+    )
+    events = rec.select(list(TABLES["node_events"].columns))  # the working columns left out
+    tables = {"node_events": conform("node_events", events)} if rec.height else {}
+    dups, quarantine = settle_repeats(repeats, rec["source_line"], quarantine)
+    return ParseResult(tables, quarantine, rec.height + quarantine.height + dups, duplicates=dups)
+
+
+def _read_lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:
+    """Every line with its UTC time, message, the event it records and the reason it sets."""
     df = numbered_lines(data, ctx).rename({"line": "source_line"})
     ts = pl.col("raw").str.extract(_TS)
     msg = (
@@ -116,18 +145,13 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         reason_text=pl.col("r").struct.field("reason").str.strip_chars(),
     ).drop("m", "r")
     time, dst = _utc(pl.col("ts"), ctx.tz)
-    df = df.with_columns(time=time, _dst=dst)
-    # ``reason set to`` lines: carried to the same host's later down/drain events.
-    reasons = df.filter(pl.col("reason_host").is_not_null()).select(
-        "source_line", host=pl.col("reason_host"), last_reason=pl.col("reason_text")
-    )
-    # An exact repeat of a record line (a log shipped twice, a collector's retry) is the same
-    # record: stored once, counted as a duplicate.
-    rec, repeats = drop_repeats(
-        df.filter(pl.col("event").is_not_null()), ["raw"], line="source_line"
-    )
-    rec = rec.with_columns(
-        _time_err=pl.when(pl.col("time").is_null())
+    return df.with_columns(time=time, _dst=dst)
+
+
+def _time_error(ctx: ParseContext) -> pl.Expr:
+    """Why a record's time cannot be stored (unreadable, in a DST gap or fold, implausible)."""
+    return (
+        pl.when(pl.col("time").is_null())
         .then(
             pl.coalesce(
                 "_dst", pl.format("unreadable timestamp '{}'", pl.col("ts").fill_null("(none)"))
@@ -135,12 +159,25 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         )
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
-    bad_time = rec.filter(pl.col("_time_err").is_not_null())
-    rec = rec.filter(pl.col("_time_err").is_null())
+
+
+def _per_host(rec: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One record per host its node field names; the records naming no readable host."""
     hosts, err = expand_column(rec["nodelist"])
     rec = rec.with_columns(host=hosts, _err=err)
-    bad_host = rec.filter(pl.col("_err").is_not_null() | (pl.col("host").list.len() == 0))
-    rec = rec.filter(pl.col("_err").is_null() & (pl.col("host").list.len() > 0)).explode("host")
+    named = pl.col("_err").is_null() & (pl.col("host").list.len() > 0)
+    return rec.filter(named).explode("host"), rec.filter(~named)
+
+
+def _reason_marks(df: pl.DataFrame) -> pl.DataFrame:
+    """The ``reason set to`` lines as (line, host, reason): carried to the host's later events."""
+    return df.filter(pl.col("reason_host").is_not_null()).select(
+        "source_line", host=pl.col("reason_host"), last_reason=pl.col("reason_text")
+    )
+
+
+def _with_reasons(rec: pl.DataFrame, reasons: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """Records with ``reason`` (down, drain: the host's last reason set, else the message)."""
     if rec.height and reasons.height:
         # a reason holds until the host resumes: a resume resets it, so a maintenance reason
         # never labels a later crash of the same node
@@ -157,7 +194,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         )
     else:
         rec = rec.with_columns(last_reason=pl.lit(None, pl.Utf8))
-    rec = rec.with_columns(
+    return rec.with_columns(
         reason=pl.when(pl.col("event").is_in(["down", "drain"]))
         .then(pl.coalesce(pl.col("last_reason"), pl.col("msg")))
         .otherwise(pl.col("msg")),
@@ -165,42 +202,6 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         source=pl.lit("slurmctld"),
         source_file=pl.lit(ctx.path),
     )
-    quarantine = pl.concat(
-        [
-            quarantine_frame(
-                bad_time["source_line"],
-                bad_time["raw"],
-                bad_time["_time_err"],
-            ),
-            quarantine_frame(
-                bad_host["source_line"],
-                bad_host["raw"],
-                bad_host.select(pl.coalesce("_err", pl.lit("no host in node field"))).to_series(),
-            ),
-        ]
-    )
-    tables = (
-        {
-            "node_events": conform(
-                "node_events",
-                rec.select(
-                    "time",
-                    "cluster",
-                    "host",
-                    "event",
-                    "reason",
-                    "job_id",
-                    "source",
-                    "source_file",
-                    "source_line",
-                ),
-            )
-        }
-        if rec.height
-        else {}
-    )
-    dups, quarantine = settle_repeats(repeats, rec["source_line"], quarantine)
-    return ParseResult(tables, quarantine, rec.height + quarantine.height + dups, duplicates=dups)
 
 
 _HEAD = re.compile(
