@@ -22,7 +22,10 @@ def _rows(data: bytes, **ctx):
 def test_real_capture_start_and_end_rows_without_the_cluster_event():
     rows, q = _rows(CAPTURE.read_bytes())
     assert q.height == 0
-    t = lambda s: datetime.fromisoformat(f"2026-11-25T13:{s}")
+
+    def t(s):
+        return datetime.fromisoformat(f"2026-11-25T13:{s}")
+
     assert rows == [
         (t("39:08"), "gpu001", "drain", "PSU redundancy lost"),  # FAIL
         (t("39:09"), "gpu001", "resume", "PSU redundancy lost"),

@@ -154,9 +154,10 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
 def _with_fields(recs: pl.DataFrame, cols: dict[str, int], causes: dict[str, int]) -> pl.DataFrame:
     """The records' fields as the canonical columns (null where the file has none), and the
     LANL cause: the one cause column filled (``_n_causes`` counts them)."""
-    get = lambda i: (
-        pl.col("fields").list.get(i, null_on_oob=True).str.strip_chars().replace("", None)
-    )
+
+    def get(i):
+        return pl.col("fields").list.get(i, null_on_oob=True).str.strip_chars().replace("", None)
+
     df = recs.with_columns(
         nf=pl.col("fields").list.len(),
         **{c: get(i) for c, i in cols.items()},

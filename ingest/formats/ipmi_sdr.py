@@ -54,7 +54,10 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     df = _lines(data, ctx)
     df = df.with_columns(p=pl.col("raw").str.split("|").list.eval(pl.element().str.strip_chars()))
     df = df.with_columns(nf=pl.col("p").list.len())
-    f = lambda i: pl.col("p").list.get(i, null_on_oob=True)
+
+    def f(i):
+        return pl.col("p").list.get(i, null_on_oob=True)
+
     nf = pl.col("nf")
     sensor_unit = (
         pl.when(f(2).str.to_lowercase().is_in(["discrete", "unspecified", "na", ""]))

@@ -350,7 +350,9 @@ def _col(df: pl.DataFrame, *names: str) -> pl.Expr:
 
 
 def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    c = lambda *n: _col(jobs, *n)
+    def c(*n):
+        return _col(jobs, *n)
+
     state_tok = c("state").str.strip_chars().str.extract(r"^([A-Za-z_]+)").str.to_uppercase()
     state_tok = state_tok.replace(STATE_CODES)
     exit_parts = c("exitcode").str.extract_groups(r"^\s*(-?\d+)(?::(\d+))?\s*$")

@@ -35,7 +35,10 @@ def format_fit_table(
     widths = [
         max(len(h), *(len(x[i]) for x in lines)) if lines else len(h) for i, h in enumerate(_HEADER)
     ]
-    fmt = lambda row: "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+
+    def fmt(row):
+        return "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+
     out = [fmt(_HEADER), fmt(["-" * w for w in widths])] + [fmt(x) for x in lines]
     return "\n".join(out + _notes(df, window))
 

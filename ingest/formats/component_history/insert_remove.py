@@ -55,9 +55,14 @@ def _rows(recs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     header = [header_key(h) for h in recs["fields"][0]]
     at = {h: i for i, h in enumerate(header)}
     n = len(header)
-    value = lambda name: (
-        field(at[name]).str.strip_chars().replace("", None) if name in at else pl.lit(None, pl.Utf8)
-    )
+
+    def value(name):
+        return (
+            field(at[name]).str.strip_chars().replace("", None)
+            if name in at
+            else pl.lit(None, pl.Utf8)
+        )
+
     df = (
         recs.slice(1)
         .with_columns(
