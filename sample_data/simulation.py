@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sample_data import defaults
 from sample_data.fault_codes import check_every_class_reports
 from sample_data.fault_codes import choose_codes
 from sample_data.model import CLASSES
@@ -689,12 +690,12 @@ def _assign_ids(f: Fleet) -> None:
 
 def build_fleet(
     mix: CauseMix,
-    nodes: int = 32,
-    gpus_per_node: int = 8,
-    days: float = 60,
-    seed: int = 0,
-    fault_scale: float = 20.0,
-    scrape_interval_s: int = 3600,
+    nodes: int = defaults.NODES,
+    gpus_per_node: int = defaults.GPUS_PER_NODE,
+    days: float = defaults.DAYS,
+    seed: int = defaults.SEED,
+    fault_scale: float = defaults.FAULT_SCALE,
+    scrape_interval_s: int = defaults.SCRAPE_INTERVAL_S,
     k8s_nodes: int = 4,
     start: str = "2026-01-05T00:00:00",
     gpu_temp_beta: float = GPU_TEMP_BETA,

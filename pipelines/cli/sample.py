@@ -117,6 +117,8 @@ def add_demo(sub) -> None:
 
 
 def add_simulate(sub) -> None:
+    from sample_data import defaults as fleet
+
     command(
         sub,
         "simulate",
@@ -126,27 +128,33 @@ def add_simulate(sub) -> None:
             required=True,
             help="directory to write the fleet's source files and ground_truth.json to",
         ),
-        option("--nodes", type=int, default=32, help="number of nodes (default %(default)s)"),
+        option(
+            "--nodes", type=int, default=fleet.NODES, help="number of nodes (default %(default)s)"
+        ),
         gpus_per_node(),
         option(
             "--days",
             type=float,
-            default=60,
-            help="length of the simulated period in days (default %(default)s)",
+            default=fleet.DAYS,
+            help="length of the simulated period in days (default %(default)g)",
         ),
         option(
             "--seed",
             type=int,
-            default=0,
+            default=fleet.SEED,
             help="random seed: the same seed writes the same fleet (default %(default)s)",
         ),
         option(
             "--fault-scale",
             type=float,
-            default=20.0,
+            default=fleet.FAULT_SCALE,
             help="multiply the Llama-3-derived fault rates",
         ),
-        option("--scrape-interval", default="1h", help="DCGM scrape interval (e.g. 15m, 1h)"),
+        option(
+            "--scrape-interval",
+            default=f"{fleet.SCRAPE_INTERVAL_S}s",
+            help="DCGM scrape interval (e.g. 15m, 1h)",
+        ),
         examples=("goodput simulate --out /tmp/fleet --nodes 64 --days 30 --seed 1",),
         help="write a synthetic fleet with ground truth",
     )
