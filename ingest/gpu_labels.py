@@ -1,6 +1,7 @@
 """What the GPU telemetry formats (dcgm-exporter text, Prometheus JSON, nvidia-smi CSV) share:
 the label names that map to ``gpu_samples`` columns, DCGM's blank sentinels, the XID-count
-metric's name, and the host a scrape file's name or folder obviously gives."""
+metric's code folded into its name (``warehouse.schemas.XID_COUNT_METRIC``), and the host a
+scrape file's name or folder obviously gives."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import re
 from pathlib import PurePath
 
 import polars as pl
+
+from warehouse.schemas import XID_COUNT_METRIC
 
 # DCGM blank values (dcgm_structs.h): DCGM_INT32_BLANK 0x7ffffff0 and DCGM_INT64_BLANK
 # 0x7ffffffffffffff0 plus NOT_FOUND / NOT_SUPPORTED / NOT_PERMISSIONED ... just above them (the
@@ -18,10 +21,6 @@ INT32_MAX = 2147483647
 INT64_BLANK_FLOAT = 9223372036854775792.0  # rounds to 2**63 as a float, like its neighbours
 FP64_BLANK = 140737488355328.0
 STR_BLANK = "<<<NULL>>>"
-# dcgm-exporter's DCGM_EXP_XID_ERRORS_COUNT has one series per XID code (label ``xid``); gpu_samples
-# has no column for it, so the code is kept in the metric name:
-# ``DCGM_EXP_XID_ERRORS_COUNT{xid="79"}``.
-XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
 
 # label name -> gpu_samples column
 LABEL_COLUMNS = {

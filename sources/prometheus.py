@@ -48,7 +48,6 @@ import polars as pl
 
 from analysis.telemetry.metrics import CANONICAL_METRICS
 from analysis.telemetry.metrics import COUNTER_METRICS
-from ingest.gpu_labels import XID_COUNT_METRIC
 from ingest.tsdb import CONSTANT_FILLED
 from ingest.tsdb import HOUR_S
 from ingest.tsdb import ROLLUP_FUNCTIONS
@@ -65,6 +64,7 @@ from sources.base import SourceError
 from sources.base import Window
 from sources.base import http_error
 from sources.base import http_session
+from warehouse.schemas import XID_COUNT_METRIC
 
 KIND = "prometheus"
 DCGM = "DCGM_"

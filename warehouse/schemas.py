@@ -159,6 +159,11 @@ UNITS: dict[str, tuple[str, int]] = {
     "workload": ("gpu", 1),  # the job's own failures (pseudo-class ``WORKLOAD``), per rank
 }
 DEFAULT_UNIT = ("node", 1)
+
+# dcgm-exporter's count of XIDs in a window has one series per XID code; gpu_samples has no
+# column for the code, so the metric name carries it: ``DCGM_EXP_XID_ERRORS_COUNT{xid="79"}``
+# (written by ingest, read by the telemetry rollups and counter events).
+XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
 UNIT_SCOPES = ("gpu", "node", "job")
 
 TABLES: dict[str, Table] = {

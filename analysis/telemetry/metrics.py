@@ -2,6 +2,8 @@
 names to covariate names (temp, power, util, fb_used) so analyses need not know the source;
 ``COUNTER_METRICS`` are the cumulative error counters whose rises are hardware events."""
 
+from warehouse.schemas import XID_COUNT_METRIC
+
 CANONICAL_METRICS: dict[str, str] = {
     "DCGM_FI_DEV_GPU_TEMP": "temp",
     "temperature.gpu": "temp",
@@ -28,10 +30,9 @@ COUNTER_METRICS: dict[str, tuple[str, str]] = {
     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("gpu_memory", "warning"),
     # dcgm-exporter's XIDs-in-a-window count, one series per code (metric name carries the code,
     # see ingest.formats.dcgm): a rise is a new XID of that code; a fall is the window moving on
-    "DCGM_EXP_XID_ERRORS_COUNT": ("gpu", "critical"),
+    XID_COUNT_METRIC: ("gpu", "critical"),
     "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": ("nvlink", "warning"),
     "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL": ("nvlink", "warning"),
     "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL": ("nvlink", "warning"),
     "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL": ("nvlink", "critical"),
 }
-XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"

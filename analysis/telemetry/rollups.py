@@ -19,12 +19,12 @@ from pathlib import Path
 import polars as pl
 
 from analysis.telemetry.metrics import COUNTER_METRICS
-from analysis.telemetry.metrics import XID_COUNT_METRIC
 from analysis.telemetry.sql import SERIES
 from analysis.telemetry.sql import SERIES_SQL
 from analysis.telemetry.sql import files_view
 from analysis.telemetry.sql import sql_list
 from analysis.telemetry.sql import sql_str
+from warehouse.schemas import XID_COUNT_METRIC
 from warehouse.schemas import conform
 from warehouse.store import Warehouse
 
