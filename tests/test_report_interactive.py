@@ -132,8 +132,10 @@ def test_selectors_a_class_click_and_a_time_brush_filter_every_chart(browser, re
     page, errors = _open(browser, report, 1400)
     assert _bars(page, "cause_class") == {"gpu": 5, "workload": 4, "psu": 1}
     assert _bars(page, "partition") == {"batch": 7, "train": 3}
-    assert page.evaluate(TEXTS) == ["Selection: 10 unexpected interruptions, 80 GPU-hours lost",
-                                    "measured goodput 82.5% of 504 GPU-hours"]  # fmt: skip
+    assert page.evaluate(TEXTS) == [
+        "Selection: 10 unexpected interruptions, 80 GPU-hours lost",
+        "measured goodput 82.5% of 504 job-chain GPU-hours",
+    ]
     # the partition selector (a drop-down bound to a Vega-Lite parameter): every chart shows train's
     # rows
     options = page.eval_on_selector_all(
@@ -150,10 +152,12 @@ def test_selectors_a_class_click_and_a_time_brush_filter_every_chart(browser, re
     assert _bars(page, "partition") == {"train": 3}
     # no job chain of the fixture names a partition: no goodput for train
     assert page.evaluate(TEXTS) == ["Selection: 3 unexpected interruptions, 24 GPU-hours lost",
-                                    "measured goodput n/a of 0 GPU-hours"]  # fmt: skip
+                                    "measured goodput n/a of 0 job-chain GPU-hours"]  # fmt: skip
     _select(page, "partition", "(none)")
-    assert page.evaluate(TEXTS) == ["Selection: 0 unexpected interruptions, 0 GPU-hours lost",
-                                    "measured goodput 82.5% of 504 GPU-hours"]  # fmt: skip
+    assert page.evaluate(TEXTS) == [
+        "Selection: 0 unexpected interruptions, 0 GPU-hours lost",
+        "measured goodput 82.5% of 504 job-chain GPU-hours",
+    ]
     _select(page, "partition", "(all)")
     assert _bars(page, "partition") == {"batch": 7, "train": 3}
     # a click on a class bar filters the partition bars and the figures

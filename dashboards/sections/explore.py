@@ -286,7 +286,7 @@ def explore_chart(intr: pl.DataFrame, good: pl.DataFrame, bucket: str) -> alt.VC
         goods,
         f,
         "'measured goodput ' + (datum.g > 0 ? format(datum.p / datum.g, '.1%') : 'n/a') + "
-        "' of ' + format(datum.g, ',.0f') + ' GPU-hours'",
+        "' of ' + format(datum.g, ',.0f') + ' job-chain GPU-hours'",
         g="gpu_hours",
         p="productive_gpu_hours",
     )
@@ -315,7 +315,10 @@ REFIT_NOTE = (
     "The selectors and the brush filter these counts, lost GPU-hours and measured goodput in "
     "the page; failure rates, fits and projections are not re-fitted by them. For one "
     "cluster's, partition's or account's fits run a scoped rebuild: goodput report --cluster "
-    "NAME (or --partition, --account, --from, --to)."
+    "NAME (or --partition, --account, --from, --to). Job-chain GPU-hours run from each chain's "
+    "first start to its final end, the waits between a failure and the requeued attempt "
+    "included: more than the GPU-hours the attempts held (the headline's GPU-hours used by "
+    "jobs)."
 )
 
 
