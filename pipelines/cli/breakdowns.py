@@ -4,6 +4,7 @@ GPU-hours by group, by period, and clusters side by side."""
 from __future__ import annotations
 
 from pipelines.cli.home import reading_warehouse
+from pipelines.cli.options import choice
 from pipelines.cli.options import command
 from pipelines.cli.options import option
 from pipelines.cli.output import output_format
@@ -153,12 +154,7 @@ def add_losses(sub) -> None:
         sub,
         "losses",
         cmd_losses,
-        option(
-            "--by",
-            choices=list(LOSS_KEYS),
-            default="cause",
-            help="what to group by (default %(default)s)",
-        ),
+        choice("--by", LOSS_KEYS, "cause", "what to group by"),
         option(
             "--period",
             choices=list(PERIODS),
@@ -185,12 +181,7 @@ def add_trend(sub) -> None:
         sub,
         "trend",
         cmd_trend,
-        option(
-            "--period",
-            choices=list(PERIODS),
-            default="week",
-            help="calendar week (default) or month",
-        ),
+        choice("--period", PERIODS, "week", "calendar week or month"),
         formats=True,
         scope=True,
         examples=("goodput trend", "goodput trend --period month --json"),
@@ -208,12 +199,7 @@ def add_compare(sub) -> None:
         sub,
         "compare",
         cmd_compare,
-        option(
-            "--by",
-            choices=list(DIMENSIONS),
-            default="cluster",
-            help="what to set side by side (default %(default)s)",
-        ),
+        choice("--by", DIMENSIONS, "cluster", "what to set side by side"),
         formats=True,
         scope=True,
         examples=("goodput compare", "goodput compare --by partition --cluster prod --json"),

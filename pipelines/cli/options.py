@@ -30,6 +30,12 @@ def option(*flags: str, **settings) -> Option:
     return Option(flags, settings)
 
 
+def choice(flag: str, values, default: str, help: str) -> Option:
+    """An option that takes one of ``values``, ``default`` when not given; its help ends with
+    the default."""
+    return option(flag, choices=list(values), default=default, help=f"{help} (default %(default)s)")
+
+
 def command(
     sub,
     name: str,

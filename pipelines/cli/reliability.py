@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import reading_warehouse
+from pipelines.cli.options import choice
 from pipelines.cli.options import command
 from pipelines.cli.options import option
 from pipelines.cli.output import cell_text
@@ -194,12 +195,7 @@ def add_mtbf(sub) -> None:
         sub,
         "mtbf",
         cmd_mtbf,
-        option(
-            "--period",
-            choices=["quarter", "month"],
-            default="quarter",
-            help="calendar period (default %(default)s)",
-        ),
+        choice("--period", ("quarter", "month"), "quarter", "calendar period"),
         option(
             "--by",
             choices=["all", "cause", "component_class"],
@@ -225,12 +221,7 @@ def add_availability(sub) -> None:
         "availability",
         cmd_availability,
         option("--system", help="one system (cluster): its root causes instead of every system's"),
-        option(
-            "--level",
-            choices=["system", "node"],
-            default="system",
-            help="rows per system (default) or per node",
-        ),
+        choice("--level", ("system", "node"), "system", "rows per system or per node"),
         option(
             "--top",
             type=int,
