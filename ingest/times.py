@@ -72,6 +72,8 @@ def local_span(
     its duration, else the one pair with end not before start. A time no evidence decides is
     null; the reason names both texts and the ``evidence`` that did not tell which. A time in
     a spring-forward gap is null with its reason."""
+    if tz.upper() == "UTC":  # no DST: nothing to decide
+        return start, end, pl.lit(None, pl.Utf8)
     (se, sl, s_gap), (ee, el, e_gap) = _readings(start, tz), _readings(end, tz)
     two_s, two_e = (se != sl).fill_null(False), (ee != el).fill_null(False)
 
@@ -105,6 +107,10 @@ def local_span(
 
 
 def _readings(naive: pl.Expr, tz: str) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """(earliest, latest, nonexistent) UTC readings of naive wall-clock times in ``tz``; in UTC,
+    which has no DST, the times themselves (no zone conversion: it is most of a parse's cost)."""
+    if tz.upper() == "UTC":
+        return naive, naive, pl.lit(False)
     early, late = (
         naive.dt.replace_time_zone(tz, ambiguous=a, non_existent="null")
         .dt.convert_time_zone("UTC")
@@ -122,8 +128,6 @@ def local_candidates(
     fall-back repeats; both null when unparseable or in a spring-forward gap), and whether
     the text is a valid time that does not exist in ``tz`` (Boolean)."""
     parsed = expr.str.strip_chars().str.to_datetime(format=fmt, strict=False, time_unit="us")
-    if tz.upper() == "UTC":
-        return parsed, parsed, pl.lit(False)
     return _readings(parsed, tz)
 
 

@@ -385,7 +385,7 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         n_cpus=pl.coalesce(c("alloccpus", "ncpus").str.strip_chars().cast(pl.Int64, strict=False)),
         n_gpus=tres_gpus,
         nodelist=c("nodelist"),
-        elapsed_s=slurm_duration_s(c("elapsed")),
+        elapsed_s="_elapsed_s",
         timelimit_s=slurm_duration_s(c("timelimit")),
         source=pl.lit("sacct"),
         source_file=pl.lit(ctx.path),
@@ -401,22 +401,24 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
 
 
 def _local_times(jobs: pl.DataFrame, c, tz: str) -> pl.DataFrame:
-    """``jobs`` with ``_submit_t`` / ``_start_t`` / ``_end_t`` (naive UTC) read from the local
-    times, and ``_gap_<field>`` / ``_span_why`` / ``_submit_undecided`` for the reasons. A
-    wall-clock time in the hour a DST fall-back repeats is two instants: the job's own Elapsed
-    decides Start and End (the one pair of readings an Elapsed apart), and the readings of Submit
-    not after the Start decide it; a time no evidence decides is left null, and the job is
+    """``jobs`` with ``_elapsed_s``, ``_submit_t`` / ``_start_t`` / ``_end_t`` (naive UTC) read
+    from the local times, and ``_gap_<field>`` / ``_span_why`` / ``_submit_undecided`` for the
+    reasons. A wall-clock time in the hour a DST fall-back repeats is two instants: the job's own
+    Elapsed decides Start and End (the one pair of readings an Elapsed apart), and the readings of
+    Submit not after the Start decide it; a time no evidence decides is left null, and the job is
     quarantined."""
     cols = {}
     for f in _TIMES:
         cols[f"_{f}_e"], cols[f"_{f}_l"], cols[f"_gap_{f}"] = local_candidates(
             c(f), tz, _FORMAT_TIME
         )
+    # Elapsed in seconds once, as a column: the span's DST evidence reads it several times
+    jobs = jobs.with_columns(_elapsed_s=slurm_duration_s(c("elapsed")))
     start, end, why = local_span(
         naive_times(c("start"), _FORMAT_TIME),
         naive_times(c("end"), _FORMAT_TIME),
         tz,
-        seconds=slurm_duration_s(c("elapsed")),
+        seconds=pl.col("_elapsed_s"),
         names=("Start", "End"),
         evidence=pl.format("Elapsed '{}'", c("elapsed").fill_null("(none)")),
     )
