@@ -9,7 +9,8 @@ then hit its time limit is no proof of a hang). The window join is one DuckDB jo
 hour bucket) plus the range test, not a Python loop.
 
 Precedence (``analysis.hw_evidence.PRECEDENCE``, lowest rank wins; ties: the earliest event --
-in a cascade the first error is the cause, the rest are its consequences -- then the event id).
+in a cascade the first error is the cause, the rest are its consequences -- then the class and
+host, which do not depend on where the files were read from, then the event id).
 An event that names an initiating event in ``caused_by`` (Xid 45 "caused by previous Xid 79")
 is replaced by the root of its chain before ranking, so the initiating event's class, severity
 and id are what count.
@@ -252,8 +253,8 @@ WITH pairs AS (
      AND (c.time >= a.near_lo OR c.fatal)
 ), ranked AS (
     SELECT *,
-        row_number() OVER (PARTITION BY _i ORDER BY rank, time, ref) AS rn_all,
-        row_number() OVER (PARTITION BY _i, pre ORDER BY rank, time, ref) AS rn_pre
+        row_number() OVER (PARTITION BY _i ORDER BY rank, time, cls, host, ref) AS rn_all,
+        row_number() OVER (PARTITION BY _i, pre ORDER BY rank, time, cls, host, ref) AS rn_pre
     FROM pairs
 )
 SELECT _i,

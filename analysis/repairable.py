@@ -122,9 +122,20 @@ def build_node_failures(
         episode=pl.col("_new").cast(pl.Int32).cum_sum().over("host")
     )
     episodes = (
-        # the episode's cause: the most severe evidence, then the earliest, then the lowest
-        # event id (two events of one rank in one second: the same pick on every build)
-        ev.sort("host", "episode", "rank", "time", "cause_event", nulls_last=True)
+        # the episode's cause: the most severe evidence, then the earliest, then by class and
+        # source, then the lowest event id (two events of one rank in one second: the same
+        # pick on every build; the class and source the same wherever the files were read
+        # from, as ids hash the file's path)
+        ev.sort(
+            "host",
+            "episode",
+            "rank",
+            "time",
+            "cause_class",
+            "source",
+            "cause_event",
+            nulls_last=True,
+        )
         .group_by("host", "episode", maintain_order=True)
         .agg(
             time=pl.col("time").min(),

@@ -128,6 +128,20 @@ def test_tie_goes_to_the_earliest_event():
     assert one(attempts(job()), he=he)["cause_event"] == "e1"
 
 
+def test_a_tie_in_one_second_names_the_class_whatever_ids_the_paths_give():
+    """Two fatal events of other classes in the same second: the cause class is the same
+    whichever ids the events carry (ids hash the file's path)."""
+
+    def cause(ids: tuple[str, str]) -> str:
+        he = hw(
+            {"t": -60, "component_class": "psu", "severity": "fatal", "event_id": ids[0]},
+            {"t": -60, "component_class": "cpu", "severity": "fatal", "event_id": ids[1]},
+        )
+        return one(attempts(job()), he=he)["cause_class"]
+
+    assert cause(("a", "b")) == cause(("b", "a")) == "cpu"
+
+
 def test_window_edges_inclusive_and_configurable():
     inside = hw(
         {"t": -900, "component_class": "gpu", "severity": "fatal"},

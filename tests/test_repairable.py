@@ -137,6 +137,24 @@ def test_an_episode_picks_one_cause_whatever_the_order_of_tied_events():
     assert picks == {"a"}
 
 
+def test_a_tied_episode_names_its_class_by_class_not_by_the_ids_the_paths_give():
+    """Two fatal events of other classes in one second: the class named is the same whatever
+    ids the events carry (ids hash the file's path, so the same files read from another folder
+    carry others)."""
+    ne, win = TABLES["node_events"].empty(), windows({"n1": 100})
+
+    def cause(ids: tuple[str, str]) -> str:
+        he = hw(
+            {"h": 10, "host": "n1", "component_class": "psu", "severity": "fatal",
+             "event_id": ids[0]},
+            {"h": 10, "host": "n1", "component_class": "cpu", "severity": "fatal",
+             "event_id": ids[1]},
+        )  # fmt: skip
+        return build_node_failures(intr(), he, ne, win)["cause_class"][0]
+
+    assert cause(("a", "b")) == cause(("b", "a")) == "cpu"
+
+
 def test_mcf_equal_windows_by_hand():
     f = pl.DataFrame({"host": ["n1", "n1", "n2", "n2"], "time": [at(10), at(50), at(20), at(22)]})
     m = mean_cumulative_function(f, windows({"n1": 100, "n2": 100, "n3": 100}))
