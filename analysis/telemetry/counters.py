@@ -13,6 +13,7 @@ from analysis.telemetry.rollups import refresh_gpu_hourly
 from analysis.telemetry.sql import SERIES_SQL
 from analysis.telemetry.sql import sql_list
 from analysis.telemetry.sql import sql_str
+from analysis.telemetry.sql import sql_values
 from warehouse.schemas import conform
 from warehouse.store import Warehouse
 
@@ -29,7 +30,6 @@ def _increments_sql(series: str, extra: str = "") -> str:
     counter over the sample before it in its series (``lag`` over each series), with its
     ``base`` metric (the XID count's per-code name without its labels) and the increase
     ``inc``. Run out of core: only the rises come back."""
-    bases = ", ".join(sql_str(m) for m in COUNTER_METRICS)
     return f"""
         SELECT * FROM (
             SELECT *,
@@ -39,7 +39,7 @@ def _increments_sql(series: str, extra: str = "") -> str:
                     regexp_replace(metric, '\\{{.*$', '') AS base,
                     time, value, source_file{extra}
                 FROM {series} WHERE value IS NOT NULL
-            ) WHERE base IN ({bases})
+            ) WHERE base IN ({sql_values(COUNTER_METRICS)})
         ) WHERE inc > 0"""
 
 

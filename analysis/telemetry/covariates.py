@@ -7,6 +7,7 @@ from datetime import date
 from analysis.telemetry.metrics import CANONICAL_METRICS
 from analysis.telemetry.sql import files_view
 from analysis.telemetry.sql import sql_str
+from analysis.telemetry.sql import sql_values
 from warehouse.store import Warehouse
 
 
@@ -19,7 +20,7 @@ def _covariate_case() -> str:
 
 
 def _covariate_metrics(covariates: tuple[str, ...]) -> str:
-    return ", ".join(sql_str(m) for m, c in CANONICAL_METRICS.items() if c in covariates)
+    return sql_values(m for m, c in CANONICAL_METRICS.items() if c in covariates)
 
 
 def covariate_hourly_sql(
@@ -34,7 +35,7 @@ def covariate_hourly_sql(
     columns = ("hour", "host", "gpu", "uuid", "metric", "n", "mean", "max")
     scans = [
         f"SELECT * FROM ({files_view('gpu_hourly', files, columns)}) WHERE {where} "
-        f"AND host IN ({', '.join(sql_str(h) for h in sorted(hosts))})"
+        f"AND host IN ({sql_values(sorted(hosts))})"
         for d, hosts in sorted(hosts_by_date.items())
         if hosts and (files := wh.files("gpu_hourly", partition=d.isoformat()))
     ] or [files_view("gpu_hourly", [], columns)]

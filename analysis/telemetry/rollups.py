@@ -24,13 +24,13 @@ from analysis.telemetry.sql import SERIES_SQL
 from analysis.telemetry.sql import files_view
 from analysis.telemetry.sql import sql_list
 from analysis.telemetry.sql import sql_str
+from analysis.telemetry.sql import sql_values
 from warehouse.schemas import XID_COUNT_METRIC
 from warehouse.schemas import conform
 from warehouse.store import Warehouse
 
 _COUNTER_FILTER = (
-    "metric IN (" + ", ".join("'" + m + "'" for m in COUNTER_METRICS) + ")"
-    f" OR metric LIKE '{XID_COUNT_METRIC}{{%'"
+    f"metric IN ({sql_values(COUNTER_METRICS)}) OR metric LIKE '{XID_COUNT_METRIC}{{%'"
 )
 
 # One day of gpu_samples (``day``) and gpu_rollups (``rolled``) -> that day's partition of

@@ -31,6 +31,11 @@ def sql_list(paths: list[str]) -> str:
     return "[" + ", ".join(sql_str(literal_path(p)) for p in paths) + "]"
 
 
+def sql_values(values) -> str:
+    """``values`` as the comma-separated DuckDB string literals of an ``IN (...)`` list."""
+    return ", ".join(sql_str(v) for v in values)
+
+
 def sql_str(text: str | Path) -> str:
     """A DuckDB string literal."""
     return "'" + str(text).replace("'", "''") + "'"
