@@ -68,11 +68,7 @@ def _rounded_json(text: str) -> str:
 
 
 def _sha(lines: pl.Series) -> str:
-    h = hashlib.sha256()
-    for line in lines.sort():
-        h.update((line or "").encode())
-        h.update(b"\n")
-    return h.hexdigest()
+    return hashlib.sha256("\n".join(lines.sort().fill_null("").to_list()).encode()).hexdigest()
 
 
 def digest(home: Path) -> dict[str, dict]:

@@ -128,7 +128,8 @@ def ci_tooltips(estimate: str, fmt: str, title: str | None = None, stem: str | N
     the warehouse's ``{stem}_ci_low`` / ``{stem}_ci_high`` (``stem`` defaults to the estimate;
     ``""`` for tables whose bounds are plain ``ci_low`` / ``ci_high``)."""
     named = {"title": title} if title else {}
-    prefix = f"{estimate if stem is None else stem}_" if stem != "" else ""
+    stem = estimate if stem is None else stem
+    prefix = f"{stem}_" if stem else ""
     return [
         alt.Tooltip(f"{estimate}:Q", format=fmt, **named),
         alt.Tooltip(f"{prefix}ci_low:Q", format=fmt, title="CI low"),
