@@ -42,6 +42,7 @@ BENCHMARKS = [
     "bench_pull_prometheus",
     "bench_pull_redfish",
     "validate_public_datasets",
+    "validate_stragglers",
 ]
 RESULTS = Path(__file__).with_name("RESULTS.md")
 _HEADER = """# Benchmark results
