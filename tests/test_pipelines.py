@@ -346,6 +346,8 @@ def test_definitions_list_every_asset_job_schedule_sensor_and_check_with_a_descr
             "goodput_breakdown",
             "goodput_trend",
             "fleetsim_results",
+            "slow_periods",
+            "job_step_times",
         },
         "catalog": {"warehouse_catalog"},
         "dashboards": {"leadership_report"},
@@ -397,6 +399,8 @@ def test_an_analysis_asset_depends_on_the_writers_of_the_tables_it_declares():
     assert parents("interruptions") == sources | {"dcgm_counter_events"}
     assert parents("failure_rates") == {"component_lifetimes"}
     assert parents("goodput_projections") == {"failure_rates", "interruptions"}
+    # needs training_steps, reads job_attempts, step_timers, rank_scores: all ingested
+    assert parents("slow_periods") == sources
     # the catalog reads every table: it follows every asset that writes one before it (the
     # report after it, and the fleet simulator's domain, listed after it in DOMAINS)
     assert parents("warehouse_catalog") == {

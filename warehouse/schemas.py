@@ -927,7 +927,7 @@ TABLES: dict[str, Table] = {
                 "last_iteration": I64,
                 "steps": I64,
                 "baseline_step_s": F64,  # the job's
-                "step_s": F64,  # mean step time in the period
+                "step_s": F64,  # its typical step time (smoothed: saves and stalls left out)
                 "slowdown": F64,  # step_s / baseline_step_s
                 "duration_hours": F64,
                 "extra_hours": F64,  # duration less the same steps at the baseline
