@@ -204,6 +204,27 @@ def test_refresh_reads_the_ingested_logs_and_the_jobs_gpus(wh, tmp_path):
     assert wh.read("job_step_times")["slow_periods"].to_list() == [1]
 
 
+def test_a_scope_keeps_the_slow_periods_of_its_own_jobs(wh, tmp_path):
+    from analysis.scope import Scope
+    from analysis.scope import open_scope
+
+    for job_id in ("4711", "4712"):
+        write(_job(job_id=job_id, episodes=(Episode(8000, 4000, 1.4),)), tmp_path / "logs")
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text(
+        "JobID|JobName|User|Account|Partition|Submit|Start|End|State|ExitCode|NNodes|"
+        "NodeList|AllocTRES\n"
+        "4711|pretrain|ana|llm|gpu|2026-01-05T07:50:00|2026-01-05T08:00:00|"
+        "2026-01-06T02:00:00|COMPLETED|0:0|64|gpu-node-[001-064]|gres/gpu=512\n"
+        "4712|pretrain|ana|llm|big|2026-01-05T07:50:00|2026-01-05T08:00:00|"
+        "2026-01-06T02:00:00|COMPLETED|0:0|64|gpu-node-[065-128]|gres/gpu=512\n"
+    )
+    ingest_paths(wh, [tmp_path / "logs", sacct], "auto", ParseContext())
+    periods, jobs = refresh_slow_periods(open_scope(wh, Scope(partition="big")))
+    assert periods["job_id"].to_list() == ["4712"]
+    assert jobs["job_id"].to_list() == ["4712"]
+
+
 def test_generated_logs_read_back_as_the_steps_they_were_written_from(tmp_path):
     """The validation's input is what it claims: the writer's lines parse back to the
     generator's step times (the 0.1 ms the log rounds to)."""

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from warehouse.schemas import TABLES
 from warehouse.schemas import conform
+from warehouse.scoped import ScopedWarehouse
 
 HEALTHY_Z = 3.0  # the healthy band above the 10th percentile of m, in sigma
 SLOW_Z = 4.0  # an interval is slow above the baseline by more than this many sigma ...
@@ -196,8 +198,6 @@ def slow_periods(
 
 
 def _columns(table: str, df: pl.DataFrame) -> list[str]:
-    from warehouse.schemas import TABLES
-
     return [c for c in TABLES[table].columns if c in df.columns]
 
 
@@ -304,12 +304,14 @@ def _within(span: pl.DataFrame, rows: pl.DataFrame, col: str, lo: str, hi: str) 
 
 def refresh_slow_periods(wh) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Read ``training_steps`` (with ``job_attempts``, ``step_timers``, ``rank_scores``), write
-    ``slow_periods`` and ``job_step_times``; returns both."""
+    ``slow_periods`` and ``job_step_times``; returns both. A scope's warehouse reads the logs of
+    every job (they name no cluster of their own), so there the scope's jobs keep theirs."""
+    attempts = wh.read("job_attempts")
+    steps = wh.read("training_steps")
+    if isinstance(wh, ScopedWarehouse):
+        steps = steps.join(attempts.select(JOB).unique(), on=JOB, how="semi")
     found, jobs = slow_periods(
-        wh.read("training_steps"),
-        job_gpus(wh.read("job_attempts")),
-        wh.read("step_timers"),
-        wh.read("rank_scores"),
+        steps, job_gpus(attempts), wh.read("step_timers"), wh.read("rank_scores")
     )
     wh.replace_table("slow_periods", found)
     wh.replace_table("job_step_times", jobs)
