@@ -186,17 +186,23 @@ def _text(job: StepJob) -> str:
     return torchtitan(job, lines) if job.framework == "torchtitan" else megatron(job, lines)
 
 
+def _sacct(folder: Path, *jobs: str) -> Path:
+    """A sacct --parsable2 dump of 512-GPU jobs given as ``job|partition``."""
+    head = "JobID|JobName|User|Account|Partition|Submit|Start|End|State|ExitCode|NNodes|AllocTRES"
+    rows = [
+        f"{job}|pretrain|ana|llm|{partition}|2026-01-05T07:50:00|2026-01-05T08:00:00|"
+        "2026-01-06T02:00:00|COMPLETED|0:0|64|gres/gpu=512"
+        for job, partition in (j.split("|") for j in jobs)
+    ]
+    path = folder / "sacct.txt"
+    path.write_text("\n".join([head, *rows]) + "\n")
+    return path
+
+
 def test_refresh_reads_the_ingested_logs_and_the_jobs_gpus(wh, tmp_path):
     job = _job(episodes=(Episode(8000, 4000, 1.4),))
     write(job, tmp_path / "logs")
-    sacct = tmp_path / "sacct.txt"
-    sacct.write_text(
-        "JobID|JobName|User|Account|Partition|Submit|Start|End|State|ExitCode|NNodes|"
-        "NodeList|AllocTRES\n"
-        "4711|pretrain|ana|llm|gpu|2026-01-05T07:50:00|2026-01-05T08:00:00|"
-        "2026-01-06T02:00:00|COMPLETED|0:0|64|gpu-node-[001-064]|gres/gpu=512\n"
-    )
-    ingest_paths(wh, [tmp_path / "logs", sacct], "auto", ParseContext())
+    ingest_paths(wh, [tmp_path / "logs", _sacct(tmp_path, "4711|gpu")], "auto", ParseContext())
     refresh_slow_periods(wh)
     stored = wh.read("slow_periods")
     assert stored["n_gpus"].to_list() == [512]
@@ -210,15 +216,7 @@ def test_a_scope_keeps_the_slow_periods_of_its_own_jobs(wh, tmp_path):
 
     for job_id in ("4711", "4712"):
         write(_job(job_id=job_id, episodes=(Episode(8000, 4000, 1.4),)), tmp_path / "logs")
-    sacct = tmp_path / "sacct.txt"
-    sacct.write_text(
-        "JobID|JobName|User|Account|Partition|Submit|Start|End|State|ExitCode|NNodes|"
-        "NodeList|AllocTRES\n"
-        "4711|pretrain|ana|llm|gpu|2026-01-05T07:50:00|2026-01-05T08:00:00|"
-        "2026-01-06T02:00:00|COMPLETED|0:0|64|gpu-node-[001-064]|gres/gpu=512\n"
-        "4712|pretrain|ana|llm|big|2026-01-05T07:50:00|2026-01-05T08:00:00|"
-        "2026-01-06T02:00:00|COMPLETED|0:0|64|gpu-node-[065-128]|gres/gpu=512\n"
-    )
+    sacct = _sacct(tmp_path, "4711|gpu", "4712|big")
     ingest_paths(wh, [tmp_path / "logs", sacct], "auto", ParseContext())
     periods, jobs = refresh_slow_periods(open_scope(wh, Scope(partition="big")))
     assert periods["job_id"].to_list() == ["4712"]

@@ -162,14 +162,8 @@ def _steps(
         .then("_dst")
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
-    good, bad = split_rejected(rows.with_columns(_err=err), "_err")
-    good = good.with_columns(
-        framework=kind,
-        source=pl.lit("training-log"),
-        source_line=pl.col("line"),
-        **ident,
-    )
-    return good.select(list(TABLES["training_steps"].columns)), bad
+    kept = [c for c in TABLES["training_steps"].columns if c in rows.columns]
+    return _stored("training_steps", rows, err, ident, *kept, framework=kind)
 
 
 def _timers(
@@ -230,8 +224,11 @@ def _timers(
         .when(pl.lit(no_job))
         .then(pl.lit(NO_JOB))
     )
-    good, bad = split_rejected(rows.with_columns(_err=err), "_err")
-    good = good.select(
+    return _stored(
+        "step_timers",
+        rows,
+        err,
+        ident,
         time="t_carried",
         iteration="it_carried",
         timer=pl.col("timer").str.strip_chars(),
@@ -240,11 +237,7 @@ def _timers(
         min_ms=lo,
         max_ms=hi,
         framework=pl.lit("megatron"),
-        source=pl.lit("training-log"),
-        source_line="line",
-        **ident,
     )
-    return good.select(list(TABLES["step_timers"].columns)), bad
 
 
 def _scores(
@@ -261,19 +254,18 @@ def _scores(
         .when(pl.lit(no_job))
         .then(pl.lit(NO_JOB))
     )
-    good, bad = split_rejected(rows.with_columns(_err=err), "_err")
-    good = good.select(
+    return _stored(
+        "rank_scores",
+        rows,
+        err,
+        ident,
         time="t_carried",
         iteration="it_carried",
         kind="block",
         rank=pl.col("score_rank").cast(pl.Int32),
         node="node",
         score=score,
-        source=pl.lit("training-log"),
-        source_line="line",
-        **ident,
     )
-    return good.select(list(TABLES["rank_scores"].columns)), bad
 
 
 def _checkpoints(
@@ -296,17 +288,33 @@ def _checkpoints(
         .then(pl.lit(NO_JOB))
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
-    good, bad = split_rejected(rows.with_columns(_err=err), "_err")
-    good = good.select(
+    return _stored(
+        "checkpoints",
+        rows,
+        err,
+        ident,
         "time",
         "event",
         "framework",
         iteration=pl.col("_it").cast(pl.Int64, strict=False),
         duration_s=pl.col("_took").cast(pl.Float64, strict=False),
+    )
+
+
+def _stored(
+    table: str, rows: pl.DataFrame, err: pl.Expr, ident: dict, *columns, **named
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(``table``'s rows, quarantine rows) of ``rows``: those ``err`` (a reason, else null)
+    rejects are quarantined; the others keep ``columns`` and ``named`` with the file's job, host
+    and provenance."""
+    good, bad = split_rejected(rows.with_columns(_err=err), "_err")
+    spec = TABLES[table].columns
+    given = {k: v for k, v in ident.items() if k in spec and k not in named}
+    out = good.select(
+        *[c for c in columns if c not in given],
+        **named,
+        **given,
         source=pl.lit("training-log"),
         source_line="line",
-        cluster=ident["cluster"],
-        job_id=ident["job_id"],
-        source_file=ident["source_file"],
     )
-    return good.select(list(TABLES["checkpoints"].columns)), bad
+    return out.select(list(spec)), bad
