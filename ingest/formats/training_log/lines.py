@@ -31,7 +31,6 @@ KINDS = {
     "GPU relative": "relative",
     "GPU individual": "individual",
     "SLURM_JOB_ID": "env",
-    "heckpoint": "checkpoint",
     "Checkpoint": "checkpoint",
     "checkpoint": "checkpoint",
     "saving model": "checkpoint",

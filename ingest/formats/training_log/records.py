@@ -54,9 +54,9 @@ def finish(parts: list[pl.DataFrame], ctx: ParseContext) -> ParseResult:
     }
     no_job = job is None
     steps, q_steps = _steps(df, ctx, ident, no_job)
-    carry = _carried(df)
-    timers, q_timers = _timers(df, carry, ident, no_job)
-    scores, q_scores = _scores(df, carry, ident, no_job)
+    carry, blocks = _carried(df), _blocks(df)
+    timers, q_timers = _timers(df, blocks, carry, ident, no_job)
+    scores, q_scores = _scores(blocks, carry, ident, no_job)
     checkpoints, q_ckpt = _checkpoints(df, ctx, ident, no_job)
     quarantine = pl.concat([q_steps, q_timers, q_scores, q_ckpt]).sort("line", maintain_order=True)
     tables = {
@@ -167,7 +167,7 @@ def _steps(
 
 
 def _timers(
-    df: pl.DataFrame, carry, ident: dict, no_job: bool
+    df: pl.DataFrame, blocks: pl.DataFrame, carry, ident: dict, no_job: bool
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Timer rows: each ``name: value`` of a ``time (ms) |`` line, and the entries of the
     ``(min, max)``, ``max`` and per-rank blocks."""
@@ -192,7 +192,7 @@ def _timers(
         _min=pl.lit(None, pl.Utf8),
         _max=pl.lit(None, pl.Utf8),
     )
-    blocks = _blocks(df).filter(pl.col("block").is_in(["minmax", "max", "all_ranks"]))
+    blocks = blocks.filter(pl.col("block").is_in(["minmax", "max", "all_ranks"]))
     blocks = blocks.with_columns(pl.col("timer").forward_fill().over("_hline")).filter(
         (pl.col("block") != "all_ranks") | pl.col("rank").is_not_null()
     )
@@ -241,9 +241,9 @@ def _timers(
 
 
 def _scores(
-    df: pl.DataFrame, carry, ident: dict, no_job: bool
+    blocks: pl.DataFrame, carry, ident: dict, no_job: bool
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    rows = _blocks(df).filter(
+    rows = blocks.filter(
         pl.col("block").is_in(["relative", "individual"]) & pl.col("score_rank").is_not_null()
     )
     rows = carry(rows, "_hline").sort("line")
