@@ -287,9 +287,10 @@ def describe(exc: Exception, limit: float) -> tuple[str, bool, bool]:
         return f"cannot connect (no answer within {limit:g} s)", True, False
     if any(isinstance(c, (ReadTimeoutError, TimeoutError, requests.Timeout)) for c in causes):
         return f"no answer within {limit:g} s", True, False
-    cut_short = (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError)
-    if isinstance(exc, cut_short):
+    if isinstance(exc, requests.exceptions.ChunkedEncodingError):
         return f"answer cut short ({_cut(causes)})", True, False
+    if isinstance(exc, requests.exceptions.ContentDecodingError):
+        return f"answer not decodable ({_root(exc)})", True, False
     if isinstance(exc, requests.ConnectionError):
         return f"connection lost before an answer ({_cut(causes)})", True, False
     return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", False, False
