@@ -154,7 +154,7 @@ def test_a_dripping_bmc_is_given_up_at_bmc_timeout_s_and_the_process_exits(tmp_p
                 capture_output=True, text=True, timeout=300, check=False,
             )  # fmt: skip
             took = time.monotonic() - t0
-            assert drip.faults  # the root page (about 1 KB) would take 20 minutes
+            assert drip.faults  # the root page alone (770 bytes) would take 13 minutes
     finally:
         for s in servers:
             stop(s)
@@ -162,7 +162,8 @@ def test_a_dripping_bmc_is_given_up_at_bmc_timeout_s_and_the_process_exits(tmp_p
     assert "bmcs/gpu002" in done.stderr and "not read whole within 3 s (bmc_timeout_s)" in (
         done.stderr
     )
-    assert took < 60, took  # the process did not wait for the drip
+    # the process did not wait for the drip; most of this is the CLI starting
+    assert took < 120, took
     log = Warehouse(home).read("pull_log")
     assert log.filter(pl.col("target") == "gpu002")["status"].to_list() == ["failed"]
     assert Warehouse(home).read("hw_events")["host"].unique().to_list() == ["gpu001"]
