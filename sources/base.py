@@ -348,9 +348,7 @@ def _check_option(where: str, option: str, value, default, types: tuple | None) 
         else:
             types = (type(default),)
     if types and (not isinstance(value, types) or (bool not in types and isinstance(value, bool))):
-        names = {bool: "true or false", int: "a whole number", float: "a number",
-                 str: "a string", list: "a list", dict: "a table"}  # fmt: skip
-        want = " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
+        want = " or ".join(dict.fromkeys(_TYPE_NAMES.get(t, t.__name__) for t in types))
         raise SourceConfigError(f"{where}: {option} is {want}, not {_type_name(value)}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         whole = float not in types
@@ -378,8 +376,8 @@ def _check_option(where: str, option: str, value, default, types: tuple | None) 
 
 
 def _number_error(value, bounds: tuple[float, float], whole: bool) -> bool:
-    """Whether ``value`` is not a number (a whole one when ``whole``) within ``bounds``, exclusive
-    of a lower bound of 0 for other numbers (a duration of 0 s is a mistake)."""
+    """Whether ``value`` is not a number within ``bounds``: a whole one within them, or a finite
+    one above the lower bound (a duration of 0 s is a mistake) and at most the upper."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return True
     if whole:
@@ -387,9 +385,12 @@ def _number_error(value, bounds: tuple[float, float], whole: bool) -> bool:
     return not math.isfinite(value) or not bounds[0] < value <= bounds[1]
 
 
+_TYPE_NAMES = {bool: "true or false", int: "a whole number", float: "a number", str: "a string",
+               list: "a list", dict: "a table"}  # fmt: skip
+
+
 def _type_name(value) -> str:
-    return {bool: "true/false", int: "a whole number", float: "a number", str: "a string",
-            list: "a list", dict: "a table"}.get(type(value), type(value).__name__)  # fmt: skip
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
 def _looks_like_a_secret(name: str) -> bool:

@@ -218,15 +218,15 @@ def request(src: SourceConfig, http, method: str, url: str, deadline: float | No
         finally:
             _current.attempt = None
         if this.finish():  # what was read by the deadline is not the whole answer
-            why, transient = f"no whole answer within {limit:g} s", True
+            why = f"no whole answer within {limit:g} s"
             if late:
                 raise HttpError(why, late=True)
         elif error is not None:
-            why, transient, tls = describe(error, limit)
+            why, transient, tls = _describe(error, limit)
             if tls or not transient:
                 raise HttpError(why, tls=tls)
         elif answer.status_code in RETRY_STATUSES and attempt < src.retries:
-            why, transient = f"HTTP {answer.status_code} {answer.reason}", True
+            why = f"HTTP {answer.status_code} {answer.reason}"
             asked = _retry_after(answer)
             if asked is not None and asked > src.timeout_s:
                 raise HttpError(
@@ -266,7 +266,7 @@ def _retry_after(answer) -> float | None:
         return None
 
 
-def describe(exc: Exception, limit: float) -> tuple[str, bool, bool]:
+def _describe(exc: Exception, limit: float) -> tuple[str, bool, bool]:
     """(one line, transient, a TLS failure) for a requests failure: never the tuple of its
     arguments."""
     import requests
