@@ -175,6 +175,10 @@ def test_the_host_an_output_name_carries_is_announced_as_taken_from_the_name():
     assert res.stand_ins == frozenset({STAND_IN_HOST})
     named = parse(data, ParseContext(path="/logs/train-81001-gpu-node-007.out", host="n1"))
     assert named.stand_ins == frozenset()
+    report = (LOGS / "megatron-bridge-docs__nvrx_straggler_report-81007.out").read_bytes()
+    scores_only = parse(report, ParseContext(path="/logs/train-81007-gpu-node-007.out"))
+    assert scores_only.tables["rank_scores"]["host"].unique().to_list() == ["gpu-node-007"]
+    assert scores_only.stand_ins == frozenset({STAND_IN_HOST})
 
 
 def test_a_block_cut_by_a_chunk_boundary_gives_the_rows_of_the_whole_file(monkeypatch):

@@ -73,7 +73,7 @@ def finish(parts: list[pl.DataFrame], ctx: ParseContext) -> ParseResult:
         tables,
         quarantine,
         steps.height + quarantine.height,
-        stand_ins=stand_ins(ctx, steps, host is not None and ctx.host is None and steps.height > 0),
+        stand_ins=stand_ins(ctx, steps, host is not None and ctx.host is None and bool(tables)),
     )
 
 
