@@ -6,7 +6,9 @@ multi-byte ones (a headerless dump's is read off the characters after its JobIDs
 trailing delimiter, several header blocks in one file, steps (``123.batch``, ``123.0``) folded into
 their job, arrays (``123_4``, ``123_[1-3]``), heterogeneous components (``1853+0``),
 ``--duplicates`` (one attempt per requeue), hostlists, normalized states with the raw state kept,
-``Unknown``/``None`` times, every elapsed format, GPUs from AllocTRES.
+``Unknown``/``None`` times, every elapsed format, GPUs from AllocTRES (``job_checks.job_gpus``:
+a typed GPU Slurm lists twice counts once), the cluster given else the dump's own
+(``ingest.base.record_cluster``).
 
 A record is one job line (with its steps). A step line whose job line is absent is quarantined:
 it cannot form an attempt on its own. A line that repeats an earlier line of its header block
@@ -29,10 +31,12 @@ from ingest.base import ParseContext
 from ingest.base import ParseResult
 from ingest.base import drop_repeats
 from ingest.base import numbered_lines
+from ingest.base import record_cluster
 from ingest.base import settle_repeats
 from ingest.hostlist import expand_column
 from ingest.job_checks import STATE_CODES
 from ingest.job_checks import STATES
+from ingest.job_checks import job_gpus
 from ingest.job_checks import job_value_errors
 from ingest.job_checks import number_attempts
 from ingest.times import NULL_TIMES
@@ -79,18 +83,6 @@ _JOBID = (
     r"(?:\.(?P<step>[^.\s]+))?$"
 )
 _FORMAT_TIME = "%Y-%m-%dT%H:%M:%S"
-
-
-def _gpu_count(tres: pl.Expr) -> pl.Expr:
-    """GPUs in a TRES string: ``gres/gpu=N``, else the sum of typed ``gres/gpu:x=N``."""
-    plain = tres.str.extract(r"(?:^|,)gres/gpu=(\d+)").cast(pl.Int64, strict=False)
-    typed = (
-        tres.str.extract_all(r"(?:^|,)gres/gpu:[^=,]+=\d+")
-        .list.eval(pl.element().str.extract(r"=(\d+)$").cast(pl.Int64, strict=False))
-        .list.sum()
-    )
-    has_typed = tres.str.contains(r"(?:^|,)gres/gpu:[^=,]+=\d+")
-    return pl.coalesce(plain, pl.when(has_typed).then(typed))
 
 
 _HEADER = r"^\s*(?i:JobID)([^A-Za-z0-9_\s]+|\s+)"
@@ -336,6 +328,7 @@ _USED = {
     "nodelist",
     "elapsed",
     "timelimit",
+    "reason",
 }
 
 
@@ -357,15 +350,13 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     state_tok = state_tok.replace(STATE_CODES)
     exit_parts = c("exitcode").str.extract_groups(r"^\s*(-?\d+)(?::(\d+))?\s*$")
     alloc = c("alloctres")
-    tres_gpus = pl.coalesce(
-        _gpu_count(alloc), pl.when(alloc.is_null()).then(_gpu_count(c("reqtres")))
-    )
-    tres_gpus = pl.coalesce(tres_gpus, pl.when(alloc.is_not_null()).then(pl.lit(0, pl.Int64)))
+    tres_gpus, gpus_err = job_gpus(alloc, c("reqtres"))
     tres_nodes = alloc.str.extract(r"(?:^|,)node=(\d+)").cast(pl.Int64, strict=False)
     # each time is parsed once: the row and the unreadable-value check both read it
     jobs = _local_times(jobs, c, ctx.tz)
+    cluster, reported, cluster_err = record_cluster(c("cluster"), ctx)
     out = jobs.select(
-        cluster=pl.coalesce(c("cluster"), pl.lit(ctx.cluster)),
+        cluster=cluster,
         scheduler=pl.lit("slurm"),
         job_id=pl.col("job"),
         array_job_id=pl.when(pl.col("task").is_not_null()).then(pl.col("base")),
@@ -379,6 +370,7 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         end_time="_end_t",
         state=pl.when(state_tok.is_in(list(STATES))).then(state_tok).otherwise(pl.lit("UNKNOWN")),
         raw_state=c("state"),
+        reason=c("reason"),
         exit_code=exit_parts.struct.field("1").cast(pl.Int64, strict=False),
         signal=exit_parts.struct.field("2").cast(pl.Int64, strict=False),
         n_nodes=pl.coalesce(c("nnodes").str.strip_chars().cast(pl.Int64, strict=False), tres_nodes),
@@ -387,11 +379,12 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         nodelist=c("nodelist"),
         elapsed_s="_elapsed_s",
         timelimit_s=slurm_duration_s(c("timelimit")),
+        reported_cluster=reported,
         source=pl.lit("sacct"),
         source_file=pl.lit(ctx.path),
         source_line=pl.col("line"),
         _raw=pl.col("raw"),
-        _value_err=_unreadable(c, exit_parts, tres_gpus, tres_nodes, ctx),
+        _value_err=pl.coalesce(cluster_err, _unreadable(c, exit_parts, gpus_err, tres_nodes, ctx)),
     )
     hosts, err = expand_column(out["nodelist"], out["n_nodes"])
     out = out.with_columns(
@@ -433,7 +426,7 @@ def _local_times(jobs: pl.DataFrame, c, tz: str) -> pl.DataFrame:
 
 
 def _unreadable(
-    c, exit_parts: pl.Expr, gpus: pl.Expr, tres_nodes: pl.Expr, ctx: ParseContext
+    c, exit_parts: pl.Expr, gpus_err: pl.Expr, tres_nodes: pl.Expr, ctx: ParseContext
 ) -> pl.Expr:
     """Why a job line's text values cannot be read (an unparseable time, count or exit code,
     a TRES count too large to hold), else null. Ranges are checked on the typed row after."""
@@ -477,12 +470,11 @@ def _unreadable(
             ),
         )
     )
-    tres = pl.coalesce(c("alloctres"), c("reqtres"))
+    checks.append((gpus_err.is_not_null(), gpus_err))
     checks.append(
         (
-            (gpus.is_null() & tres.str.contains(r"gres/gpu[:=]"))
-            | (tres_nodes.is_null() & c("alloctres").str.contains(r"(?:^|,)node=\d")),
-            pl.format("TRES '{}' holds a count too large to be one", tres),
+            tres_nodes.is_null() & c("alloctres").str.contains(r"(?:^|,)node=\d"),
+            pl.format("TRES '{}' holds a count too large to be one", c("alloctres")),
         )
     )
     raw_exit = c("exitcode").str.strip_chars()
