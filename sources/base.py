@@ -101,6 +101,9 @@ class SourceConfig:
     options: dict  # the kind's OPTIONS, filled in
     timeout_s: float = TIMEOUT_S
     retries: int = RETRIES
+    # ``cluster`` written in sources.toml: every record's cluster (ParseContext.cluster_given);
+    # else records that name their cluster (sacct's Cluster) keep it, the others get "default"
+    cluster_given: bool = False
 
     def secret(self, option: str) -> str | None:
         """The value of the environment variable that option ``option`` names (credentials are
@@ -187,6 +190,7 @@ def source_config(entry: dict, kinds: dict, where: str = "source") -> SourceConf
         raise SourceConfigError(
             f"{where} ({name}): kind {kind!r} is not one of {', '.join(sorted(kinds))}"
         )
+    cluster_given = "cluster" in entry
     cluster = entry.pop("cluster", "default")
     common = {k: entry.pop(k) for k in ("timeout_s", "retries") if k in entry}
     spec = kinds[kind].OPTIONS
@@ -208,6 +212,7 @@ def source_config(entry: dict, kinds: dict, where: str = "source") -> SourceConf
             options,
             float(common.get("timeout_s", TIMEOUT_S)),
             int(common.get("retries", RETRIES)),
+            cluster_given,
         )
     except (TypeError, ValueError) as exc:
         raise SourceConfigError(f"{where} ({name}): {exc}") from None

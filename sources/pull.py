@@ -158,7 +158,13 @@ def _fetch(
             _named(src, d.name),
             d.data,
             d.format,
-            ParseContext(cluster=src.cluster, host=d.host, time=d.time, options=d.options),
+            ParseContext(
+                cluster=src.cluster,
+                cluster_given=src.cluster_given,
+                host=d.host,
+                time=d.time,
+                options=d.options,
+            ),
         )
         for d in got
         if isinstance(d, Document)

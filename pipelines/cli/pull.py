@@ -69,6 +69,12 @@ def cmd_pull(args) -> int:
             f"rows, {sum(r.rows_quarantined for r in ok):,} quarantined, "
             f"{sum(r.rows_duplicate for r in ok):,} already stored"
         )
+    from pipelines.cli.intake import cluster_warnings
+
+    for src in sources:
+        if any(r.source == src.name and r.rows_ok for r in reports):
+            for line in cluster_warnings(wh, [], source=src.name):
+                print(line, file=sys.stderr)
     failed = [r for r in reports if r.status == "failed"]
     for r in failed:
         where = f"{r.source}/{r.target}" if r.target else r.source
