@@ -93,7 +93,8 @@ SACCT_FIELDS = (
     "AllocCPUS",
     "AllocTRES",
     "ReqTRES",
-    "NodeList",
+    "Reason",
+    "NodeList",  # last: no user's text (a job name may hold a newline)
 )
 _TIME = "%Y-%m-%dT%H:%M:%S"
 
