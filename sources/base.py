@@ -24,8 +24,10 @@ and four things:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
 import time
 import tomllib
@@ -141,28 +143,44 @@ def run_command(src: SourceConfig, argv: list[str], shown: str | None = None) ->
         if attempt:
             time.sleep(min(BACKOFF_S * 2 ** (attempt - 1), 30))
         try:
-            out = subprocess.run(
-                argv,
-                check=False,
-                capture_output=True,
-                timeout=src.timeout_s,
-                stdin=subprocess.DEVNULL,
-            )
+            code, out, err = _run_group(argv, src.timeout_s)
         except FileNotFoundError:
             raise SourceError(f"{src.name}: {argv[0]}: command not found") from None
         except subprocess.TimeoutExpired:
             why = f"{shown} gave no answer within {src.timeout_s:g} s"
             continue
-        if out.returncode == 0:
-            return out.stdout
+        if code == 0:
+            return out
         first = next(
-            (ln.strip() for ln in out.stderr.decode(errors="replace").splitlines() if ln.strip()),
-            "",
+            (ln.strip() for ln in err.decode(errors="replace").splitlines() if ln.strip()), ""
         )
-        why = f"{shown} exited {out.returncode}: {first[:300] or '(no message)'}"
-        if out.returncode in (126, 127):  # no retry finds a command that is not there
+        why = f"{shown} exited {code}: {first[:300] or '(no message)'}"
+        if code in (126, 127):  # no retry finds a command that is not there
             break
     raise SourceError(f"{src.name}: {why}")
+
+
+def _run_group(argv: list[str], timeout_s: float) -> tuple[int, bytes, bytes]:
+    """(exit status, standard output, standard error) of ``argv``, run in a session of its own;
+    past ``timeout_s`` (or interrupted) every process of that session is killed, not only the
+    child: a shell ``command_prefix`` would otherwise leave its hung ``sacct`` running, one
+    per try. A process the command leaves running after it exits (ssh's ControlPersist master)
+    is its own."""
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    return proc.returncode, out, err
 
 
 def load_sources(home: Path, kinds: dict) -> list[SourceConfig]:

@@ -56,6 +56,7 @@ class PullReport:
     rows_ok: int = 0
     rows_quarantined: int = 0
     rows_duplicate: int = 0
+    held_back: int = 0  # bytes of documents' unfinished last lines, read by a later pull
 
 
 def now() -> datetime:
@@ -203,6 +204,7 @@ def _pull_window(
         whole.rows_ok = sum(r.rows_ok for r in files)
         whole.rows_quarantined = sum(r.rows_quarantined for r in files)
         whole.rows_duplicate = sum(r.rows_duplicate for r in files)
+        whole.held_back = sum(r.held_back for r in files)
         broken = [r.path for r in files if not r.done]
         if (
             broken

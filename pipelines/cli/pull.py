@@ -72,9 +72,14 @@ def cmd_pull(args) -> int:
     from pipelines.cli.intake import cluster_warnings
 
     for src in sources:
-        if any(r.source == src.name and r.rows_ok for r in reports):
+        mine = [r for r in reports if r.source == src.name]
+        if any(r.rows_ok for r in mine):
             for line in cluster_warnings(wh, [], source=src.name):
                 print(line, file=sys.stderr)
+        if held := sum(r.held_back for r in mine):
+            print(f"warning: {src.name}: the last {held:,} byte(s) of its output are a line "
+                  "without its newline yet: not read; a later pull reads the line once it is "
+                  "complete", file=sys.stderr)  # fmt: skip
     failed = [r for r in reports if r.status == "failed"]
     for r in failed:
         where = f"{r.source}/{r.target}" if r.target else r.source
