@@ -432,3 +432,24 @@ def test_a_cluster_given_is_the_cluster_and_never_merges_the_clusters_of_one_dum
     assert ok.select("cluster", "reported_cluster").rows() == [
         ("east", "a"), ("east", "a"), ("east", None)
     ]  # fmt: skip
+
+
+def test_a_record_cut_by_line_breaks_in_its_name_is_joined_and_forges_nothing():
+    """What sacct prints for a job whose name holds line breaks: with a delimiter its owner
+    cannot know (the slurm source's random one), a header, a whole record, a blank and a comment
+    line in the name are the name, and the job keeps it; with '|', a name with line breaks but
+    no '|' keeps its job too."""
+    d, fields = "@%+=:,./-@@", ["JobID", "JobName", "State", "AllocTRES", "NodeList"]
+    forged = "999|forged|NODE_FAIL|gres/gpu=32|gpu[001-004]"
+    name = f"x\n{'|'.join(fields)}\n{forged}\n\n# y"
+    rows = [
+        fields,
+        ["1", name, "COMPLETED", "gres/gpu=2", "n1"],
+        ["2", "a|b", "FAILED", "cpu=1", "n2"],
+    ]
+    ok = _stored("".join(d.join(r) + "\n" for r in rows))
+    assert ok.select("job_id", "name", "source_line").rows() == [("1", name, 2), ("2", "a|b", 7)]
+    assert ok["n_gpus"].to_list() == [2, 0]
+    name = "multi\nline\n\nname"
+    ok = _stored(f"JobID|JobName|State\n3|{name}|COMPLETED\n4|b|FAILED\n")
+    assert ok.select("job_id", "name").rows() == [("3", name), ("4", "b")]

@@ -10,11 +10,15 @@ their job, arrays (``123_4``, ``123_[1-3]``), heterogeneous components (``1853+0
 a typed GPU Slurm lists twice counts once), the cluster given else the dump's own
 (``ingest.base.record_cluster``).
 
-A record is one job line (with its steps). A step line whose job line is absent is quarantined:
-it cannot form an attempt on its own. A line that repeats an earlier line of its header block
-exactly is the same record again (a dump concatenated twice): dropped here (it would count as
-one more ``--duplicates`` attempt) and counted as a duplicate (``ParseResult.duplicates``); a
-repeat of a rejected line is quarantined again, with the same reason. A job line
+A record is one job line (with its steps); a record that line breaks inside a field (a job
+name may hold them) cut into lines, each short of the record's delimiters, is joined whole again,
+and a line in a field is no header (``_rejoined``: with a delimiter a user cannot know, as the
+slurm source asks for, no name can forge a record). A step line whose job line is absent is
+quarantined: it cannot form an attempt on its own. A line that repeats an earlier line of its
+header block exactly is the same record again (a dump concatenated twice): dropped here (it would
+count as one more ``--duplicates`` attempt) and counted as a duplicate
+(``ParseResult.duplicates``); a repeat of a rejected line is quarantined again, with the same
+reason. A job line
 whose values a job cannot have (an unreadable or out-of-range count, exit code or time, End
 before Start, a time outside ``ctx``'s plausible window) is quarantined with the reason; when
 no line of a block fits the given ``--fields``/``--delimiter``, every row says so and how to fix it.
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import polars as pl
 
 from ingest.base import FormatSpec
@@ -118,6 +123,9 @@ def _segments(lines: pl.Series, ctx: ParseContext) -> list[tuple[list[str], str,
     if explicit and len(explicit) == 1 and explicit[0].lower() in FIELD_PRESETS:
         explicit = tuple(FIELD_PRESETS[explicit[0].lower()])
     header_idx = [] if explicit else lines.str.contains(_HEADER).arg_true().to_list()
+    if header_idx:  # a field that holds a line break and "JobID|..." is no header of this dump
+        first = _delimiter_from_header(lines[header_idx[0]])
+        header_idx = [i for i in header_idx if _delimiter_from_header(lines[i]) == first]
     if not header_idx:
         fields = [f.strip().lower() for f in explicit] if explicit else XDMOD_FIELDS
         delim = ctx.delimiter or _delimiter_after_jobid(lines.head(50)) or "|"
@@ -181,6 +189,8 @@ def _parse_block(
     df = pl.DataFrame({"raw": lines}).with_columns(
         line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64) + offset + ctx.line_offset
     )
+    if fields:
+        df = _rejoined(df, delim, len(fields) - (fields[-1] == ""))
     # Not records: blank lines and '#' comment lines.
     df = df.filter((pl.col("raw").str.strip_chars() != "") & ~pl.col("raw").str.starts_with("#"))
     empty = pl.DataFrame()
@@ -205,6 +215,46 @@ def _parse_block(
         repeats, ok["source_line"] if ok.height else pl.Series([], dtype=pl.Int64), bad
     )
     return ok, bad, dups
+
+
+def _rejoined(df: pl.DataFrame, delim: str, n: int) -> pl.DataFrame:
+    """``df``'s lines, with ``delims`` (how many delimiters each holds), and each record that a
+    line break inside a field (a job name may hold one) cut into several lines joined whole
+    again, under its first line's number: a run of
+    lines, each with fewer delimiters than a record of ``n`` fields has, whose delimiters add up
+    to a record's (``--parsable``'s trailing one too). The first line of a record is neither
+    blank nor a comment. Where a user cannot know the delimiter (a random one, as the slurm
+    source asks for), the text of a field can neither end a record nor start one."""
+    counts = df["raw"].str.count_matches(delim, literal=True).cast(pl.Int64)
+    df = df.with_columns(delims=counts)  # read again by _counted
+    short = (counts < n - 1).arg_true().to_numpy()
+    if len(short) < 2 or not counts.is_in([n - 1, n]).any():  # nothing cut, or not this layout
+        return df
+    raw, cnt = df["raw"], counts.to_numpy()
+    group = np.arange(df.height)
+    runs = np.split(short, np.flatnonzero(np.diff(short) != 1) + 1)
+    for run in (r for r in runs if len(r) > 1):
+        total = np.concatenate(([0], np.cumsum(cnt[run])))
+        i = 0
+        while i < len(run) - 1:
+            first = raw[int(run[i])]
+            j = int(np.searchsorted(total, total[i] + n - 1, side="left"))  # total[j]: lines i..j-1
+            whole = j <= len(run) and total[j] == total[i] + n - 1
+            if not whole and j <= len(run) and total[j] == total[i] + n:
+                whole = raw[int(run[j - 1])].endswith(delim)  # --parsable's trailing delimiter
+            if whole and j - i > 1 and first.strip() and not first.startswith("#"):
+                group[run[i:j]] = run[i]
+                i = j
+            else:
+                i += 1
+    if (group == np.arange(df.height)).all():
+        return df
+    return (
+        df.with_columns(_group=pl.Series(group))
+        .group_by("_group", maintain_order=True)
+        .agg(pl.col("raw").str.join("\n"), pl.col("line").first(), pl.col("delims").sum())
+        .drop("_group")
+    )
 
 
 def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, ctx: ParseContext):
@@ -249,9 +299,10 @@ def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, 
 
 
 def _counted(df: pl.DataFrame, delim: str, n: int) -> pl.DataFrame:
-    """The lines with ``body`` (no ``--parsable`` trailing delimiter) and ``nf``, its fields."""
+    """The lines (with ``delims``: ``_rejoined``) with ``body`` (no ``--parsable`` trailing
+    delimiter) and ``nf``, its fields."""
     raw = pl.col("raw").str.strip_suffix("\r")
-    nf = raw.str.count_matches(delim, literal=True) + 1
+    nf = pl.col("delims") + 1
     # --parsable ends every line (headerless ones too) with the delimiter: one field too many,
     # and the last one empty.
     trailing = (nf == n + 1) & raw.str.ends_with(delim)

@@ -19,6 +19,10 @@ that is not valid JSON, or has no ``jobs`` list, is one quarantined record. The 
 is Python over parsed JSON (the objects are nested and change shape by release); the per-column work
 after it (hostlists, states, attempt numbering) is columnar.
 
+Against sacct's text of the same jobs, every ``job_attempts`` column agrees but ``raw_state`` (the
+text's ``CANCELLED by <uid>`` is ``CANCELLED`` here) and where the row was read
+(``benchmarks/validate_differential_sacct.py``).
+
 Slurm 22.05's ``sacct --json`` (data_parser ``openapi/dbv0.0.38``) prints ``exit_code``
 ``{"status": "SUCCESS", "return_code": 0}`` for a job that exited non-zero (``LOST_EXIT``): a
 FAILED job's exit code from such a dump is stored as unknown (null), never as 0.
