@@ -47,14 +47,13 @@ missing command (not found here, or exit 126/127 through the prefix) fails at on
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import shlex
 from collections.abc import Iterator
 from datetime import timedelta
 
-from ingest.base import json_error
+from ingest.formats import sacct_json
 from ingest.formats.sacctmgr_events import EVENT_FIELDS
 from ingest.job_checks import STATES
 from sources.base import Document
@@ -258,21 +257,14 @@ def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
 
 
 def whole_json(src: SourceConfig, out: bytes) -> bytes:
-    """``out``, an answer of ``sacct --json``, when it is one whole document with a ``jobs``
-    list and no error; else a SourceError: an answer cut short (exit 0) fails its window, which
-    the next pull reads again, where as a document it would be one quarantined record and its
-    window done."""
+    """``out``, an answer of ``sacct --json``, when the parser reads it as one whole document
+    (``sacct_json.document``) with no error in it; else a SourceError: an answer cut short
+    (exit 0) fails its window, which the next pull reads again, where as a document it would be
+    one quarantined record and its window done."""
+    doc, why, _ = sacct_json.document(out)
     what = f"{src.name}: sacct --json answered {len(out):,} bytes"
-    try:
-        doc = json.loads(out)
-    except json.JSONDecodeError as exc:
-        raise SourceError(
-            f"{what}, not one JSON document ({json_error(exc)}): cut short?"
-        ) from None
-    except (RecursionError, UnicodeDecodeError) as exc:
-        raise SourceError(f"{what} that cannot be read: {exc}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
-        raise SourceError(f"{what} of JSON without a 'jobs' list")
+    if doc is None:
+        raise SourceError(f"{what}, not a whole sacct JSON document ({why}): cut short?")
     errors = doc.get("errors")
     if isinstance(errors, list) and errors:
         first = errors[0]

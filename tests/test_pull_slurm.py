@@ -13,6 +13,7 @@ run while it ticks.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC
@@ -231,6 +232,21 @@ def test_release_of_sacct_version():
         slurm.release("sacct: error: no config")
 
 
+def test_a_json_answer_is_taken_whole_without_error_or_not_at_all():
+    src = source_config({"name": "lab", "kind": "slurm"}, kinds())
+    assert slurm.whole_json(src, b'{"jobs": [], "errors": []}') == b'{"jobs": [], "errors": []}'
+    for answer, why in (
+        (b'{"jobs": [{"job_id": 1', "not a whole sacct JSON document (invalid JSON at line 1"),
+        (b'{"meta": {}}', "not a whole sacct JSON document (sacct JSON without a 'jobs' list)"),
+        (b'{"jobs": [], "errors": [{"description": "Unable to connect"}]}',
+         "with an error: Unable to connect"),
+    ):  # fmt: skip
+        with pytest.raises(
+            SourceError, match=rf"^lab: sacct --json answered \d+ bytes.? {re.escape(why)}"
+        ):
+            slurm.whole_json(src, answer)
+
+
 def test_a_bad_command_prefix_fails_its_window_and_the_fixed_source_catches_up(mix, tmp_path):
     wh = Warehouse(tmp_path / "home")
     since = mix.since - timedelta(hours=1)
@@ -387,7 +403,7 @@ def test_a_cut_json_answer_fails_its_window_and_the_next_pull_reads_it(mix, pull
     [r] = pull(wh, [cut], since=mix.since, until=until)
     assert r.status == "failed" and "\n" not in r.error
     assert r.error.startswith(
-        "sacct --json answered 300 bytes, not one JSON document (invalid JSON"
+        "sacct --json answered 300 bytes, not a whole sacct JSON document (invalid JSON at line "
     )
     assert r.error.endswith("): cut short?")
     assert wh.read("job_attempts").height == wh.read("quarantine").height == 0

@@ -272,17 +272,25 @@ _ROW_SCHEMA = {
 }
 
 
-def parse(data: bytes, ctx: ParseContext) -> ParseResult:
-    text = data.decode("utf-8", errors="replace")
+def document(data: bytes) -> tuple[dict | None, str | None, int]:
+    """(the document, why ``data`` is not one with a ``jobs`` list, the line that says so):
+    what this parser reads as a whole, also what a live source checks an answer by."""
     try:
-        doc = json.loads(text)
+        doc = json.loads(data.decode("utf-8", errors="replace"))
     except json.JSONDecodeError as exc:
-        return ParseResult({}, whole_file_quarantine(data, json_error(exc), exc.lineno), 1)
+        return None, json_error(exc), exc.lineno
     except RecursionError:
-        return ParseResult({}, whole_file_quarantine(data, "JSON nested too deeply"), 1)
-    jobs = doc.get("jobs") if isinstance(doc, dict) else None
-    if not isinstance(jobs, list):
-        return ParseResult({}, whole_file_quarantine(data, "sacct JSON without a 'jobs' list"), 1)
+        return None, "JSON nested too deeply", 1
+    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
+        return None, "sacct JSON without a 'jobs' list", 1
+    return doc, None, 1
+
+
+def parse(data: bytes, ctx: ParseContext) -> ParseResult:
+    doc, why, line = document(data)
+    if doc is None:
+        return ParseResult({}, whole_file_quarantine(data, why, line), 1)
+    jobs = doc["jobs"]
     meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
     plugin = meta.get("plugin") if isinstance(meta.get("plugin"), dict) else {}
     lost_exit = plugin.get("type") in LOST_EXIT
