@@ -35,6 +35,7 @@ BENCHMARKS = [
     "validate_fleets",
     "validate_measured_goodput",
     "validate_differential_scope",
+    "validate_differential_sacct",
     "bench_fleet_scale",
     "bench_cli_start",
     "bench_scoped_commands",
@@ -44,6 +45,8 @@ BENCHMARKS = [
     "bench_pull_prometheus",
     "bench_pull_redfish",
     "validate_public_datasets",
+    "validate_stragglers",
+    "validate_slow_steps",
 ]
 RESULTS = Path(__file__).with_name("RESULTS.md")
 _HEADER = """# Benchmark results
