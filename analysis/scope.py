@@ -68,15 +68,18 @@ HOSTED: dict[str, str | None] = {
     "gpu_sightings": None,  # sightings overlapping [from, to) (below)
     "component_history": None,  # not cut: units installed before `from` enter left-truncated
 }
+# a job's logs and per-job results, by job id (logs may name no cluster) -> the columns whose
+# span must meet [from, to) (one column: a record dated in it)
+JOB_LOGGED: dict[str, tuple[str, str]] = {
+    "checkpoints": ("time", "time"),
+    "training_steps": ("time", "time"),
+    "step_timers": ("time", "time"),
+    "rank_scores": ("time", "time"),
+    "job_step_times": ("first_time", "last_time"),
+    "slow_periods": ("start_time", "end_time"),
+}
 # the tables a scope filters row by row; every other table but UNFILTERED is recomputed
-ROWS = (
-    "job_attempts",
-    "interruptions",
-    "goodput_jobs",
-    "checkpoints",
-    "gpu_sample_times",
-    *HOSTED,
-)
+ROWS = ("job_attempts", "interruptions", "goodput_jobs", "gpu_sample_times", *JOB_LOGGED, *HOSTED)
 RECOMPUTED = tuple(t for t in TABLES if t not in ROWS and t not in UNFILTERED)
 # what a scope's rebuild writes in its own home: the aggregates, and node failure episodes,
 # which the step that recomputes the mean cumulative function across nodes (node_mcf) writes too
@@ -277,10 +280,11 @@ def scope_conditions(scope: Scope, view: Callable[[str], str]) -> dict[str, str 
     )
     of_chain = f"({_keys(CHAIN_KEYS)}) IN (SELECT {_keys(CHAIN_KEYS)} FROM ({last}) WHERE {dims})"
     out["goodput_jobs"] = _and(of_chain if jobs else None, scope.time_filter("final_end"))
-    out["checkpoints"] = _and(
-        f"job_id IN (SELECT job_id FROM ({attempts}) WHERE {scope.job_filter()})" if jobs else None,
-        scope.time_filter("time"),
-    )
+    of_job = f"job_id IN (SELECT job_id FROM ({attempts}) WHERE {scope.job_filter()})"
+    for table, (first, last) in JOB_LOGGED.items():
+        met = [f'"{last}" >= {_ts(scope.start)}' if scope.start else None]
+        met.append(f'"{first}" < {_ts(scope.end)}' if scope.end else None)
+        out[table] = _and(of_job if jobs else None, *met)
     out["gpu_sample_times"] = scope.time_filter("hour")
     hosts = hosts_sql(scope, view)
     for table, column in HOSTED.items():
