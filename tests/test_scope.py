@@ -442,3 +442,20 @@ def test_a_scope_reads_the_daily_rollups_cut_to_its_hosts_and_days(demo):
     assert daily.height and set(daily["host"]) == set(hourly["host"]) < set(every["host"])
     assert (daily["date"].min(), daily["date"].max()) == (date(2026, 2, 1), date(2026, 2, 8))
     assert sw.read("gpu_sample_times")["hour"].min() == datetime(2026, 2, 1)
+
+
+def test_relative_periods_resolve_against_now(fleet, capsys):
+    from pipelines.cli.errors import CliError
+    from pipelines.cli.home import last_period
+
+    now = datetime(2026, 3, 18, 10, 30)  # a Wednesday
+    assert last_period("month", now) == (datetime(2026, 2, 1), datetime(2026, 3, 1))
+    assert last_period("week", now) == (datetime(2026, 3, 9), datetime(2026, 3, 16))
+    assert last_period("quarter", now) == (datetime(2025, 10, 1), datetime(2026, 1, 1))
+    assert last_period("30d", now) == (now - timedelta(days=30), now)
+    with pytest.raises(CliError, match="a duration .* or one of day, week, month"):
+        last_period("fortnight", now)
+    wh, *_ = fleet
+    argv = ["--home", str(wh.home), "losses", "--last", "30d", "--from", "2026-01-01"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == "goodput: error: give --last or --from/--to, not both"
