@@ -156,7 +156,8 @@ class Scope:
         rules = []
         if self.timed:
             rules.append(
-                "job attempts overlapping the period, kept whole; events and exposure cut to it"
+                "job attempts overlapping the period, kept whole; interruptions and job chains "
+                "ending in it; events and hours cut to it"
             )
         if self.cluster is not None:
             rules.append("hardware of the cluster's hosts")

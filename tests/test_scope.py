@@ -144,8 +144,9 @@ def test_scope_describe_and_slug():
     assert s.slug.startswith("cluster-c1_partition-gpu_2026-01-01--2026-02-01-")
     assert Scope().describe() == Scope().header() == "whole fleet" and Scope().whole
     assert Scope(datetime(2026, 1, 1), None, account="ml").header() == (
-        "account ml, 2026-01-01 to end (job attempts overlapping the period, kept whole; events "
-        "and exposure cut to it; hardware of the hosts that ran these jobs)"
+        "account ml, 2026-01-01 to end (job attempts overlapping the period, kept whole; "
+        "interruptions and job chains ending in it; events and hours cut to it; hardware of the "
+        "hosts that ran these jobs)"
     )
     with pytest.raises(ScopeError, match="must be after"):
         Scope(datetime(2026, 2, 1), datetime(2026, 1, 1))
