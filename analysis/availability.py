@@ -3,10 +3,11 @@ their CIs; repair-time and time-between-failure distributions fitted by lifeline
 count and by downtime. Tables ``availability``, ``repair_fits`` and ``root_causes``.
 
 Input: outage records (``outages``), each one failure with its repair where known, from
-``failures`` (failure logs: LANL, tickets, RMA logs, Titan's events) and from ``node_events``
-(a node going down / drained / not ready until it resumes: source ``node_events``, cause = the
-state's reason; one still out at the end is repaired at the end of observation, since its
-downtime inside the window is known).
+``failures`` (failure logs: LANL, tickets, RMA logs, Titan's events; health-event streams'
+pairs) and from ``node_events`` (a node going down / drained / not ready until it resumes:
+source ``node_events``, cause = the state's reason). A node still out, or a failure still
+``open`` at the end of its stream, is repaired at the end of observation, since its downtime
+inside the window is known.
 
 Per (source, system), over its observation span [first start, last end] (or the window given):
 - ``nodes``: the system's size where the source gives it (``system_nodes``), else the hosts
@@ -14,7 +15,8 @@ Per (source, system), over its observation span [first start, last end] (or the 
 - MTBF of the system = span / failures, with the exact Poisson CI (``poisson_rate_ci``);
   per-node normalised rate = failures per node-year (and per processor-year where the source
   gives processors), same CI: systems of different sizes compare on these.
-- MTTR = mean known downtime. Availability = 1 - downtime / node-hours: the fraction of
+- MTTR = mean known downtime, with its median and 90th percentile (linear interpolation between
+  order statistics, numpy's default). Availability = 1 - downtime / node-hours: the fraction of
   node-hours up, in "nines" too (-log10 of the unavailability). Both only when every failure's
   repair is known (else null: a repair time is never invented). 95% CIs by a compound-Poisson
   bootstrap (each failure resampled with a Poisson(1) weight, ``BOOTSTRAP`` times), which carries
@@ -113,20 +115,32 @@ def node_outages(node_events: pl.DataFrame, observed_to: datetime | None = None)
 def outages(
     failures: pl.DataFrame, node_events: pl.DataFrame, observed_to: datetime | None = None
 ) -> pl.DataFrame:
-    """Every failure with its repair (downtime null where unknown), from both inputs."""
+    """Every failure with its repair (downtime null where unknown), from both inputs. A failure
+    still ``open`` at the end of its event stream ends, as a node still out does, at
+    ``observed_to``, else at the latest time of its system's failure records: its downtime
+    inside the window is known."""
+    data_end = pl.coalesce(
+        pl.lit(observed_to, pl.Datetime("us")),
+        pl.max_horizontal("start_time", "end_time").max().over("system"),
+    )
+    still_out = pl.col("open").fill_null(False)
+    end = pl.when(still_out).then(data_end).otherwise("end_time")
     logged = failures.select(
         source=pl.lit("failures"),
         system="system",
         host="host",
         start="start_time",
-        end="end_time",
-        downtime_hours="downtime_hours",
+        end=end,
+        downtime_hours=pl.when(still_out)
+        .then((end - pl.col("start_time")).dt.total_microseconds() / 3.6e9)
+        .otherwise("downtime_hours"),
         cause="cause",
         system_nodes="system_nodes",
         system_processors="system_processors",
     ).cast(OUTAGE_COLUMNS)
     return pl.concat([logged, node_outages(node_events, observed_to)]).filter(
         pl.col("start").is_not_null()
+        & (pl.col("end").is_null() | (pl.col("end") >= pl.col("start")))
     )
 
 
@@ -179,6 +193,8 @@ def _summary(df: pl.DataFrame, keys: list[str], rng: np.random.Generator) -> pl.
             repairs_known=pl.col("downtime_hours").is_not_null().sum().cast(pl.Int64),
             downtime_hours=pl.col("downtime_hours").sum(),
             mttr_hours=pl.col("downtime_hours").mean(),
+            repair_median_hours=pl.col("downtime_hours").median(),
+            repair_p90_hours=pl.col("downtime_hours").quantile(0.9, "linear"),
             unit_hours=pl.col("unit_hours").first(),
             span_hours=pl.col("span_hours").first(),
         )
