@@ -343,3 +343,23 @@ def _ctx(**kw):
     from ingest.base import ParseContext
 
     return ParseContext(**kw)
+
+
+def test_a_bad_line_among_json_lines_of_nodes_spoils_only_itself():
+    """``kubectl get nodes -o json | jq -c '.items[]'``: one object a line, one line cut."""
+    node = {
+        "kind": "Node",
+        "metadata": {"name": "n1"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "KernelDeadlock",
+                    "status": "True",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ]
+        },
+    }
+    ok, q = _parse(json.dumps(node) + '\n{"kind": "Node", "metad\n')
+    assert ok.select("host", "kind", "fault").rows() == [("n1", "start", "KernelDeadlock")]
+    assert q.select("line", "error").rows() == [(2, "line is not valid JSON")]

@@ -694,7 +694,8 @@ TABLES: dict[str, Table] = {
                 # median and 90th percentile of the known repair times (linear interpolation)
                 "repair_median_hours": F64,
                 "repair_p90_hours": F64,
-                # 1 - downtime / node-hours; null unless every repair is known
+                # 1 - node-hours down (overlapping faults of a node once) / node-hours; null
+                # unless every repair is known
                 **_ci("availability"),
                 **_ci("nines"),  # -log10(1 - availability)
                 # Weibull shape of the system's times between failures (system level)

@@ -32,7 +32,6 @@ CANON = (
     "action",
     "message",
 )
-KINDS = ("start", "end", "healthy", "info")
 # --time-unit: seconds per unit of a time relative to --time-origin
 TIME_UNITS = {"days": 86400.0, "hours": 3600.0, "minutes": 60.0, "s": 1.0, "ms": 0.001}
 
@@ -115,7 +114,7 @@ def finish(
 ) -> ParseResult:
     """``health_events`` rows and quarantine rows of a layout's records: ``line``, ``raw``,
     ``_shape`` (the record could not be read) and ``_error`` (the layout refuses it) and the
-    ``CANON`` columns (``kind`` one of ``KINDS``), ``time_s`` optional."""
+    ``CANON`` columns (``kind``: start, end, healthy or info), ``time_s`` optional."""
     for c in (*CANON, "_shape", "_error"):
         if c not in ev.columns:
             ev = ev.with_columns(pl.lit(None, pl.Utf8).alias(c))

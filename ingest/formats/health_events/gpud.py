@@ -121,6 +121,7 @@ def read(records: Records, ctx: ParseContext) -> tuple[pl.DataFrame, bool]:
         code=pl.col("message").str.extract(r"(?i)\bS?XID\s*(\d+)"),
         severity=pl.col("type"),
     ).drop("name", "type")
-    return pl.concat([df, bad_df], how="diagonal_relaxed").sort("line", maintain_order=True), (
+    frames = [df, bad_df, records.rejected()]
+    return pl.concat(frames, how="diagonal_relaxed").sort("line", maintain_order=True), (
         guessed is not None
     )

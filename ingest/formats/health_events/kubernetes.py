@@ -164,4 +164,7 @@ def read(records: Records) -> pl.DataFrame:
             rows.append({"line": line, "raw": raw, "_shape": why})
     cols = ("raw", "host", "time", "kind", "fault", "cause", "sub_cause", "component_class",
             "message", "severity", "_shape", "_error")  # fmt: skip
-    return pl.DataFrame(rows, schema={"line": pl.Int64, **dict.fromkeys(cols, pl.Utf8)})
+    frame = pl.DataFrame(rows, schema={"line": pl.Int64, **dict.fromkeys(cols, pl.Utf8)})
+    return pl.concat([frame, records.rejected()], how="diagonal_relaxed").sort(
+        "line", maintain_order=True
+    )

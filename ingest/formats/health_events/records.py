@@ -54,25 +54,18 @@ class Records:
             ]
         )
 
-    def has(self, path: str) -> bool:
-        """Whether a CSV header names ``path`` (JSON records: whether the first records do)."""
-        if not self.json:
-            return norm(path) in self.columns
-        return bool(
-            self.frame.head(HEADER_SEARCH)
-            .select(pl.col("raw").str.json_path_match(json_path(path)).is_not_null().any())
-            .item()
-        )
-
     def objects(self) -> list[tuple[int, object]]:
-        """(line, decoded value) of every JSON record, for layouts whose records nest."""
+        """(line, decoded value) of every readable JSON record, for layouts whose records nest
+        (the unreadable ones: ``rejected``)."""
         if self.document is not None:
             doc = self.document
             return list(enumerate(doc if isinstance(doc, list) else [doc], start=1))
-        out = []
-        for line, raw, bad in self.frame.select("line", "raw", "_shape").iter_rows():
-            out.append((line, None if bad else orjson.loads(raw)))
-        return out
+        good = self.frame.filter(pl.col("_shape").is_null())
+        return [(line, orjson.loads(raw)) for line, raw in good.select("line", "raw").iter_rows()]
+
+    def rejected(self) -> pl.DataFrame:
+        """The records that could not be read (``line``, ``raw``, ``_shape``)."""
+        return self.frame.filter(pl.col("_shape").is_not_null()).select("line", "raw", "_shape")
 
 
 def norm(name: str) -> str:
