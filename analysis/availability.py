@@ -20,9 +20,9 @@ Per (source, system), over its observation span [first start, last end] (or the 
   fraction of node-hours up, in "nines" too (-log10 of the unavailability); a node down for two
   faults at once is down once (``down_hours``), while each fault keeps its repair time. Both
   only when every failure's repair is known (else null: a repair time is never invented). 95%
-  CIs by a compound-Poisson
-  bootstrap (each failure resampled with a Poisson(1) weight, ``BOOTSTRAP`` times), which carries
-  both the number of failures and the spread of repair times.
+  CIs by a compound-Poisson bootstrap (each failure resampled with a Poisson(1) weight,
+  ``BOOTSTRAP`` times), which carries both the number of failures and the spread of repair
+  times.
 - Per node the same numbers (span x 1 node), without fits.
 - ``repair_fits``: lognormal, Weibull and exponential fitted to the positive repair times
   (quantity 'repair') and to the positive gaps between consecutive failure starts of the system
