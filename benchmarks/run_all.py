@@ -43,6 +43,8 @@ BENCHMARKS = [
     "bench_pull_prometheus",
     "bench_pull_redfish",
     "validate_public_datasets",
+    "validate_stragglers",
+    "validate_slow_steps",
 ]
 RESULTS = Path(__file__).with_name("RESULTS.md")
 _HEADER = """# Benchmark results

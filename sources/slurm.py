@@ -67,6 +67,7 @@ OPTIONS: dict[str, object] = {
     "mode": "auto",  # auto | json | parsable
     "events": True,  # also pull node state history (sacctmgr show event)
 }
+OPTION_TYPES = {"clusters": (str, list)}
 CHUNK = timedelta(hours=6)
 OVERLAP = timedelta(hours=1)
 

@@ -310,7 +310,7 @@ def test_pull_conservation_catches_a_window_that_does_not_add_up(wh):
 
 @pytest.mark.parametrize("verify", [False, "/etc/goodput/bmc-ca.pem"])
 def test_verify_tls_is_not_undone_by_requests_ca_bundle(monkeypatch, verify):
-    from sources.base import http_session
+    from sources.http_client import session as http_session
 
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
     session = http_session(command("x", ["true"]), verify=verify)

@@ -59,6 +59,7 @@ def test_the_package_is_a_model_a_simulation_and_one_writer_per_parser():
         "redfish",
         "kubernetes",
         "component_history",
+        "training_log",
     }
     assert writers <= parsers  # each writer is named like the parser that reads its files
     assert {"sample_data.model", "sample_data.simulation"} <= set(MODULES)
