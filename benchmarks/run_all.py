@@ -35,6 +35,7 @@ BENCHMARKS = [
     "validate_claims",
     "validate_fleets",
     "validate_measured_goodput",
+    "validate_differential_sacct",
     "bench_fleet_scale",
     "bench_cli_start",
     "bench_ui_vs_cli",

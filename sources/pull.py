@@ -59,6 +59,7 @@ class PullReport:
     rows_ok: int = 0
     rows_quarantined: int = 0
     rows_duplicate: int = 0
+    held_back: int = 0  # bytes of documents' unfinished last lines, read by a later pull
 
 
 def now() -> datetime:
@@ -166,7 +167,13 @@ def _fetch(
             _named(src, d.name),
             d.data,
             d.format,
-            ParseContext(cluster=src.cluster, host=d.host, time=d.time, options=d.options),
+            ParseContext(
+                cluster=src.cluster,
+                cluster_given=src.cluster_given,
+                host=d.host,
+                time=d.time,
+                options=d.options,
+            ),
         )
         for d in got
         if isinstance(d, Document)
@@ -205,6 +212,7 @@ def _pull_window(
         whole.rows_ok = sum(r.rows_ok for r in files)
         whole.rows_quarantined = sum(r.rows_quarantined for r in files)
         whole.rows_duplicate = sum(r.rows_duplicate for r in files)
+        whole.held_back = sum(r.held_back for r in files)
         broken = [r.path for r in files if not r.done]
         if (
             broken

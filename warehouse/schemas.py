@@ -198,6 +198,9 @@ TABLES: dict[str, Table] = {
                 "nodes": pl.List(STR),
                 "elapsed_s": F64,
                 "timelimit_s": F64,
+                # the cluster the scheduler's record names (sacct's Cluster) where it is not the
+                # cluster given to the ingest or pull, which the row is stored under; else null
+                "reported_cluster": STR,
                 **_SOURCE,
             },
             key=_ATTEMPT_KEY,
