@@ -24,6 +24,7 @@ BENCHMARKS = [
     "bench_sacct",
     "bench_telemetry",
     "bench_kernel",
+    "bench_health_events",
     "bench_attack_inputs",
     "bench_survival",
     "bench_goodput",
