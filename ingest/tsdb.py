@@ -166,6 +166,11 @@ def rollup_rows(points: pl.DataFrame, labels: list[dict], period_s: int = HOUR_S
     ).drop("has_max")
 
 
+def several_label_sets() -> pl.Expr:
+    """Whether a ``rollup_rows`` row's hour holds its record series under several label sets."""
+    return pl.col("key").n_unique().over("record", "hour") > 1
+
+
 def unusable() -> pl.Expr:
     """Why a ``rollup_rows`` row cannot stand for its series-hour (null when it can): a rollup
     missing from the response, a value that is not a finite number, a min..max range that may
@@ -196,7 +201,7 @@ def unusable() -> pl.Expr:
         )
         .when((pl.col("n") < 1) | (pl.col("n") > 1e15) | (pl.col("n") != pl.col("n").floor()))
         .then(pl.lit("rollup sample count is not a positive whole number"))
-        .when(pl.col("key").n_unique().over("record", "hour") > 1)
+        .when(several_label_sets())
         .then(
             pl.lit(
                 "the hour holds its GPU metric under several label sets (a label such as pod "

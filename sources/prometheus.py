@@ -30,6 +30,8 @@ table gpu_samples) of:
 - the series-hours whose rollup cannot stand for its samples (``ingest.tsdb.unusable``: NaN,
   DCGM blanks, an hour the GPU's metric spends under several label sets, as when a job's
   ``pod`` label comes or goes), which gpu_hourly then takes from the samples, as from a file.
+  The rollups of such a split hour are left out of the document (a job starting is no bad
+  input); the others are quarantined by the parser with their reason.
 
 Only whole hours that ended ``settle_s`` before now (the TSDB's ``clock``) are pulled
 (``settled``): the window a pull records ends there, and the next pull's overlap starts from
@@ -68,6 +70,7 @@ from ingest.tsdb import rollup_label
 from ingest.tsdb import rollup_rows
 from ingest.tsdb import series_key
 from ingest.tsdb import series_points
+from ingest.tsdb import several_label_sets
 from ingest.tsdb import unusable
 from sources.base import REQUIRED
 from sources.base import Document
@@ -275,13 +278,15 @@ def _fetch_group(
         "/api/v1/query_range",
         {"query": _rollup_query(src, group, rng), "start": first, "end": last, "step": HOUR_S},
     )
-    yield Document(f"{src.name}/rollups/{tag}", body, "prom-rollup")
-    result = _json(src, body)["data"]["result"]
-    points, labels, _ = series_points(result)
+    answer = _json(src, body)
+    points, labels, _ = series_points(answer["data"]["result"])
     rows = (
         rollup_rows(points, labels)
-        .with_columns(bad=unusable().is_not_null())
+        .with_columns(bad=unusable().is_not_null(), split=several_label_sets())
         .filter(pl.col("copy") == 0)  # a series the answer repeats is stored (or refused) once
+    )
+    yield Document(
+        f"{src.name}/rollups/{tag}", _without_split_hours(body, answer, rows), "prom-rollup"
     )
     baseline = None
     if _counters(src):
@@ -335,6 +340,21 @@ def _fetch_group(
         ]
         doc = {"status": "success", "data": {"resultType": "matrix", "result": result}}
         yield Document(f"{src.name}/samples/{tag}", orjson.dumps(doc), "prom-json")
+
+
+def _without_split_hours(body: bytes, answer: dict, rows: pl.DataFrame) -> bytes:
+    """The rollup answer without the points of the hours a GPU's metric spent under several
+    label sets (``split``): no one set's rollup is the hour's, and the hour's raw samples are
+    pulled and stored instead (a job starting is not bad input to quarantine)."""
+    split = rows.filter("split").group_by("key").agg("hour")
+    if not split.height:
+        return body
+    hours = {k: {_epoch(h) // HOUR_S for h in hs} for k, hs in split.iter_rows()}
+    for series in answer["data"]["result"]:
+        drop = hours.get(series_key(series["metric"]))
+        if drop:
+            series["values"] = [p for p in series["values"] if float(p[0]) // HOUR_S not in drop]
+    return orjson.dumps(answer)
 
 
 def _sparse(src, session, chunk: Window, group: str, closed: bool) -> bool:
