@@ -34,6 +34,7 @@ BENCHMARKS = [
     "validate_claims",
     "validate_fleets",
     "validate_measured_goodput",
+    "validate_differential_sacct",
     "bench_fleet_scale",
     "bench_cli_start",
     "bench_ui_vs_cli",
@@ -43,6 +44,8 @@ BENCHMARKS = [
     "validate_differential_pull",
     "bench_pull_redfish",
     "validate_public_datasets",
+    "validate_stragglers",
+    "validate_slow_steps",
 ]
 RESULTS = Path(__file__).with_name("RESULTS.md")
 _HEADER = """# Benchmark results

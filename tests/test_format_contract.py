@@ -64,6 +64,7 @@ FIXTURE_FORMATS = {
     "bmc/redfish-mockup__Chassis_*": "redfish-sensors",
     "bmc/sushy__json_samples_power*": "redfish-sensors",
     "checkpoints/*": "checkpoints",
+    "training_logs/*": "training-log",
     "component_history/*": "component-history",
     "titan/gc_*.csv": "component-history",
     "lanl/*.csv": "failure-log",
