@@ -460,3 +460,15 @@ def test_relative_periods_resolve_against_now(fleet, capsys):
     argv = ["--home", str(wh.home), "losses", "--last", "30d", "--from", "2026-01-01"]
     assert main(argv) == 2
     assert capsys.readouterr().err.strip() == "goodput: error: give --last or --from/--to, not both"
+
+
+def test_every_table_says_how_a_scope_cuts_it():
+    """A table is rows a scope filters, bookkeeping shown whole, or an aggregate a scope
+    recomputes, exactly one of them: a new table cannot be left out of the rule."""
+    from analysis.scope import RECOMPUTED
+    from analysis.scope import ROWS
+    from analysis.scope import UNFILTERED
+    from warehouse.schemas import TABLES
+
+    kinds = [*ROWS, *UNFILTERED, *RECOMPUTED]
+    assert sorted(kinds) == sorted(TABLES)  # each once, none missing
