@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+from pipelines.cli.errors import EXIT_CHECKS_FAILED
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import holds_data
 from pipelines.cli.home import open_warehouse
@@ -15,6 +17,7 @@ from pipelines.cli.options import ckpt_cost
 from pipelines.cli.options import command
 from pipelines.cli.options import gpu_hour_cost
 from pipelines.cli.options import gpus
+from pipelines.cli.options import gpus_per_node
 from pipelines.cli.options import option
 from pipelines.cli.options import restart
 from pipelines.cli.output import print_where
@@ -43,6 +46,7 @@ def cmd_build(args) -> int:
     from pipelines.run import PipelineError
     from pipelines.run import build
     from pipelines.run import checks_line
+    from pipelines.run import failure_lines
     from pipelines.run import status_lines
     from pipelines.run import summary_lines
 
@@ -65,8 +69,20 @@ def cmd_build(args) -> int:
             wh.refresh_catalog()  # what did build stays queryable, even after a failed step
     for line in status_lines(wh) + summary_lines(wh):
         print(line)
-    print(checks_line(result.get_asset_check_evaluations()))
+    evaluations = result.get_asset_check_evaluations()
+    print(checks_line(evaluations))
     print_where(wh)
+    failures = failure_lines(evaluations)
+    for line in failures:
+        print(line, file=sys.stderr)
+    if failures and not args.allow_failed_checks:
+        print(
+            f"goodput build: {len(failures)} invariant check(s) failed: the tables and the report "
+            "are written, but their numbers break a limit they must keep (the report's first "
+            "screen names them); --allow-failed-checks exits 0 anyway",
+            file=sys.stderr,
+        )
+        return EXIT_CHECKS_FAILED
     return 0
 
 
@@ -78,6 +94,8 @@ def cmd_report(args) -> int:
     wh = open_warehouse(args, existing=True)
     if args.gpu_hour_cost < 0:
         raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
+    if args.gpus_per_node < 1:
+        raise CliError("--gpus-per-node must be >= 1")
     config = resource_config(args, target_gpus=args.gpus, **scope_settings(args))
     wh = scoped(wh, config)
     with wh.writer():
@@ -88,6 +106,7 @@ def cmd_report(args) -> int:
             target_gpus=args.gpus,
             scope=config.scope().header(),
             gpu_hour_cost=args.gpu_hour_cost,
+            gpus_per_node=args.gpus_per_node,
         )
     print(f"report: {path}")
     return 0
@@ -109,6 +128,12 @@ def add_build(sub) -> None:
         ckpt_cost("assumed cost of one checkpoint, e.g. 60s"),
         restart("assumed restart time after a failure, e.g. 10m"),
         gpu_hour_cost(),
+        option(
+            "--allow-failed-checks",
+            action="store_true",
+            help="exit 0 even when an invariant check fails (the failures are still printed "
+            "and shown on the report's first screen)",
+        ),
         window=True,
         scope=True,
         examples=(
@@ -128,6 +153,9 @@ def add_report(sub) -> None:
         option("--out", help="HTML file to write (default DIR/reports/goodput_report.html)"),
         gpus("job scale for the projected-goodput headline"),
         gpu_hour_cost(),
+        gpus_per_node(
+            "GPUs per host where the data does not show them, for the invariant checks (default {})"
+        ),
         scope=True,
         examples=("goodput report", "goodput report --out /tmp/report.html --gpu-hour-cost 2.5"),
         help="write the leadership report (HTML + PNG/SVG per chart)",
