@@ -18,6 +18,9 @@ from itertools import pairwise
 import numpy as np
 import polars as pl
 
+from analysis.changes import DIFFERENCE
+from analysis.changes import RATIO
+from analysis.changes import Change
 from analysis.changes import Changes
 from analysis.changes import dispersion
 from analysis.changes import rate_ratio
@@ -240,6 +243,21 @@ CHANGES = {  # goodput_trend's change columns: estimate, CI and p of each test
 }  # fmt: skip
 
 
+def tested(row: dict, figure: str, unit: str = "points") -> str:
+    """A ``goodput_trend`` row's change of ``figure`` (a key of ``CHANGES``) in words
+    (``analysis.changes.Change.words``); empty for the first period."""
+    estimate, low, high, p = (row[c] for c in CHANGES[figure])
+    if p is None and estimate is None:
+        return ""
+    kind = RATIO if figure == "interruptions" else DIFFERENCE
+    return Change(kind, estimate, low, high, p).words(unit)
+
+
+def period_hours(row: dict) -> str:
+    """A period's hours of data, and "partial" where the data covers part of it only."""
+    return f"{row['hours']:,.0f} h of data" + (", partial" if row["partial"] else "")
+
+
 def _with_changes(df, attempts, interruptions, goodput_jobs, span) -> pl.DataFrame:
     """The periods ``df`` with ``partial`` (the data covers less than the calendar period), the
     lost share, and each figure's change against the period before with its test
@@ -250,7 +268,7 @@ def _with_changes(df, attempts, interruptions, goodput_jobs, span) -> pl.DataFra
         for s, e in zip(df["period_start"], df["period_end"], strict=True)
     ]
     scale = interruption_dispersion(interruptions, span)
-    found = [None] + [
+    found = [None] * min(1, len(windows)) + [
         window_changes(attempts, interruptions, goodput_jobs, now, before, scale)
         for before, now in pairwise(windows)
     ]

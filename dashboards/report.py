@@ -44,7 +44,6 @@ from dashboards.sections import tables
 from dashboards.vendor import javascript_bundle
 from dashboards.vendor import vegalite_version
 
-
 # The characters XML 1.0 forbids (C0 controls but tab, newline and carriage return; U+FFFE and
 # U+FFFF), and DEL, as Unicode shows them: ESC as its control picture U+241B. The SVG renderer
 # (vl-convert) aborts the process on any of them, and a browser shows nothing for them; data

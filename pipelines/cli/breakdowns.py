@@ -48,8 +48,8 @@ def cmd_losses(args) -> int:
 
 
 def cmd_trend(args) -> int:
+    from analysis.trend import tested
     from analysis.trend import trend_frame
-    from dashboards.section import change
     from dashboards.section import in_hours
     from dashboards.section import num
     from dashboards.section import pct
@@ -63,34 +63,42 @@ def cmd_trend(args) -> int:
         return 0
     header = [
         args.period,
+        "hours",
         "GPU-hours",
         "goodput",
         "change",
         "lost GPU-hours",
+        "lost share",
         "change",
         "interruptions",
         "MTBF",
-        "change",
+        "change (rate)",
     ]
-    rows = []
-    prev = None
-    for r in df.iter_rows(named=True):
-        p = prev or {}
-        rows.append(
-            [
-                f"{r['period_start']:%Y-%m-%d}",
-                num(r["gpu_hours"]),
-                pct(r["goodput"]),
-                change(r["goodput"], p.get("goodput"), "points") if prev else "",
-                num(r["lost_gpu_hours"]),
-                change(r["lost_gpu_hours"], p.get("lost_gpu_hours")) if prev else "",
-                f"{r['interruptions']:,}",
-                in_hours(r["mtbf_hours"]),
-                change(r["mtbf_hours"], p.get("mtbf_hours"), "h") if prev else "",
-            ]
-        )
-        prev = r
+    rows = [
+        [
+            f"{r['period_start']:%Y-%m-%d}",
+            f"{r['hours']:,.1f} (partial)" if r["partial"] else f"{r['hours']:,.0f}",
+            num(r["gpu_hours"]),
+            pct(r["goodput"]),
+            tested(r, "goodput"),
+            num(r["lost_gpu_hours"]),
+            pct(r["lost_share"]),
+            tested(r, "lost_share"),
+            f"{r['interruptions']:,}",
+            in_hours(r["mtbf_hours"]),
+            tested(r, "interruptions"),
+        ]
+        for r in df.iter_rows(named=True)
+    ]
     print_frame(df, output_format(args), rows, header, {"period": args.period})
+    if output_format(args) == "table":
+        print(
+            f"change: against the {args.period} before, per hour of data (a partial "
+            f"{args.period} compares as its hours), with its 95% CI; a change only where its "
+            "test tells it from noise (p < 0.05): goodput and lost share (of the GPU-hours "
+            "used) in points, unexpected interruptions per hour as a rate (MTBF: its inverse); "
+            "docs/statistics.md"
+        )
     return 0
 
 
@@ -187,7 +195,7 @@ def add_trend(sub) -> None:
         examples=("goodput trend", "goodput trend --period month --json"),
         help=(
             "goodput, lost GPU-hours, interruptions and MTBF per week or month, against the "
-            "period before"
+            "period before with a test of each change"
         ),
     )
 
