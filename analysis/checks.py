@@ -32,6 +32,7 @@ from analysis.trend import window_figures
 from warehouse import checks as warehouse_checks
 from warehouse.checks import CheckResult
 from warehouse.checks import invariant
+from warehouse.checks import query_tables
 from warehouse.store import Warehouse
 
 EXAMPLES = 3  # offending rows named in a failed check's metadata (and the report's banner)
@@ -91,7 +92,9 @@ def attempt_gpus(wh: Warehouse, gpus_per_node: int = GPUS_PER_NODE) -> tuple[boo
     """Every attempt's GPUs at most the GPUs of the nodes it ran on (per host as telemetry or
     the inventory show them, else ``gpus_per_node``; nodes counted but not named at
     ``gpus_per_node``). An attempt naming no node and no node count is not checked."""
-    rows = wh.query(f"""
+    rows = query_tables(
+        wh,
+        f"""
         WITH hg AS ({_HOST_GPUS}),
         a AS (SELECT * FROM ({_HELD}) WHERE len(nodes) > 0 OR n_nodes > 0),
         named AS (
@@ -109,7 +112,11 @@ def attempt_gpus(wh: Warehouse, gpus_per_node: int = GPUS_PER_NODE) -> tuple[boo
         FROM a LEFT JOIN carried c USING (cluster, scheduler, job_id, attempt)
         WHERE a.n_gpus > coalesce(c.gpus, 0)
             + (greatest(coalesce(a.n_nodes, 0), len(a.nodes)) - len(a.nodes)) * {int(gpus_per_node)}
-        ORDER BY a.n_gpus - carried DESC, a.cluster, a.job_id, a.attempt""")
+        ORDER BY a.n_gpus - carried DESC, a.cluster, a.job_id, a.attempt""",
+        "job_attempts",
+        "gpu_daily",
+        "component_history",
+    )
     return violations(
         rows,
         lambda r: (
@@ -128,7 +135,9 @@ def node_gpus(wh: Warehouse, gpus_per_node: int = GPUS_PER_NODE) -> tuple[bool, 
     them on a single node): a bound, since sacct does not say how a job's GPUs spread, so an
     uneven spread is never mistaken for over-subscription. Ends before starts at one instant."""
     g = int(gpus_per_node)
-    rows = wh.query(f"""
+    rows = query_tables(
+        wh,
+        f"""
         WITH hg AS ({_HOST_GPUS}),
         a AS (SELECT * FROM ({_HELD}) WHERE len(nodes) > 0),
         on_host AS (
@@ -158,7 +167,11 @@ def node_gpus(wh: Warehouse, gpus_per_node: int = GPUS_PER_NODE) -> tuple[bool, 
         FROM worst w JOIN held h ON h.host = w.host AND h.start_time <= w.t AND h.end_time > w.t
             AND h.gpus > 0
         GROUP BY w.host, w.host_gpus, w.total, w.t
-        ORDER BY any_value(w.total - w.host_gpus) DESC, w.host""")
+        ORDER BY any_value(w.total - w.host_gpus) DESC, w.host""",
+        "job_attempts",
+        "gpu_daily",
+        "component_history",
+    )
     return violations(
         rows,
         lambda r: (
@@ -179,7 +192,9 @@ def capacity(wh: Warehouse, gpus_per_node: int = GPUS_PER_NODE) -> tuple[bool, d
     an upper bound, so a host that joined late never makes a day fail. A cluster whose
     attempts name no host is not checked (``unchecked``)."""
     g = int(gpus_per_node)
-    rows = wh.query(f"""
+    rows = query_tables(
+        wh,
+        f"""
         WITH hg AS ({_HOST_GPUS}),
         a AS ({_HELD}),
         hosts AS (
@@ -206,7 +221,13 @@ def capacity(wh: Warehouse, gpus_per_node: int = GPUS_PER_NODE) -> tuple[bool, d
         )
         SELECT u.cluster, u.day, u.gpu_hours, i.hosts, i.gpus, 24.0 * i.gpus AS installed
         FROM used u LEFT JOIN installed i USING (cluster)
-        ORDER BY u.gpu_hours / (24.0 * i.gpus) DESC NULLS LAST, u.cluster, u.day""")
+        ORDER BY u.gpu_hours / (24.0 * i.gpus) DESC NULLS LAST, u.cluster, u.day""",
+        "job_attempts",
+        "gpu_daily",
+        "component_history",
+        "node_events",
+        "hw_events",
+    )
     unchecked = rows.filter(pl.col("gpus").is_null())["cluster"].unique().sort().to_list()
     checked = rows.filter(pl.col("gpus").is_not_null())
     over = checked.filter(pl.col("gpu_hours") > pl.col("installed") * (1 + REL))
@@ -228,14 +249,18 @@ def capacity(wh: Warehouse, gpus_per_node: int = GPUS_PER_NODE) -> tuple[bool, d
 def lost_within_used(wh: Warehouse) -> tuple[bool, dict]:
     """Every interruption's lost GPU-hours between 0 and the GPU-hours of the attempt it ended
     (n_gpus x its run time); an interruption without both times is not checked."""
-    rows = wh.query("""
+    rows = query_tables(
+        wh,
+        """
         SELECT cluster, scheduler, job_id, attempt, lost_gpu_hours,
             coalesce(n_gpus, 0) * epoch(end_time - start_time) / 3600 AS used
         FROM interruptions
         WHERE lost_gpu_hours IS NOT NULL AND start_time IS NOT NULL AND end_time IS NOT NULL
             AND (lost_gpu_hours < 0 OR isnan(lost_gpu_hours) OR lost_gpu_hours
                 > (coalesce(n_gpus, 0) * epoch(end_time - start_time) / 3600) * (1 + 1e-9) + 1e-9)
-        ORDER BY lost_gpu_hours - used DESC, cluster, job_id, attempt""")
+        ORDER BY lost_gpu_hours - used DESC, cluster, job_id, attempt""",
+        "interruptions",
+    )
     return violations(
         rows,
         lambda r: f"{_job(r)}: {num(r['lost_gpu_hours'])} GPU-hours lost of {num(r['used'])} held",
@@ -247,10 +272,14 @@ def cause_taxonomy(wh: Warehouse) -> tuple[bool, dict]:
     """Every interruption's ``cause_class`` is one of ``analysis.taxonomy.CLASSES`` (the
     classes of DESIGN.md); a missing class is a violation too (unknown is a class)."""
     known = ", ".join(f"'{c}'" for c in CLASSES)
-    rows = wh.query(f"""
+    rows = query_tables(
+        wh,
+        f"""
         SELECT coalesce(cause_class, '(null)') AS cause, count(*) AS n FROM interruptions
         WHERE cause_class IS NULL OR cause_class NOT IN ({known})
-        GROUP BY 1 ORDER BY 2 DESC, 1""")
+        GROUP BY 1 ORDER BY 2 DESC, 1""",
+        "interruptions",
+    )
     return violations(rows, lambda r: f"{r['cause']!r} on {r['n']:,} interruption(s)")
 
 
@@ -386,7 +415,7 @@ def goodput_bounds(wh: Warehouse) -> tuple[bool, dict]:
             f"SELECT '{table}' AS \"table\", {label} AS row, {shown} AS value "
             f"FROM {table} WHERE {out}"
         )
-    rows = wh.query(" UNION ALL ".join(parts))
+    rows = query_tables(wh, " UNION ALL ".join(parts), *_GOODPUTS)
     counts = rows.group_by("table").len()
     per = dict(counts.rows())
     return violations(
@@ -401,7 +430,9 @@ def goodput_bounds(wh: Warehouse) -> tuple[bool, dict]:
 def availability_bounds(wh: Warehouse) -> tuple[bool, dict]:
     """Every system's and node's availability (where known) and its CI bounds in [0, 1], the
     CI containing the estimate."""
-    rows = wh.query("""
+    rows = query_tables(
+        wh,
+        """
         SELECT source, system, level, host, availability, availability_ci_low AS lo,
             availability_ci_high AS hi
         FROM availability WHERE availability IS NOT NULL AND (
@@ -409,7 +440,9 @@ def availability_bounds(wh: Warehouse) -> tuple[bool, dict]:
             OR availability_ci_low < 0 OR availability_ci_high > 1
             OR availability_ci_low > availability + 1e-9
             OR availability_ci_high < availability - 1e-9)
-        ORDER BY system, host NULLS FIRST""")
+        ORDER BY system, host NULLS FIRST""",
+        "availability",
+    )
     return violations(
         rows,
         lambda r: (

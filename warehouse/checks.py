@@ -51,6 +51,15 @@ def invariant(description: str) -> Callable:
     return declare
 
 
+def query_tables(wh: Warehouse, sql: str, *tables: str) -> pl.DataFrame:
+    """``sql`` over views of ``tables`` only: a check reads what it names, so an unreadable
+    table fails the checks that read it and no other."""
+    with wh.connect() as con:
+        for t in tables:
+            con.execute(f'CREATE VIEW "{t}" AS {wh.view_sql(t)}')
+        return con.sql(sql).pl()
+
+
 def raw_counts(wh: Warehouse, table: str) -> dict[str, int]:
     """Rows per source_file in a table's Parquet as ingested (a Dedupe table's source rows)."""
     files = wh.record_files(table)
@@ -176,12 +185,12 @@ def duplicate_keys(wh: Warehouse) -> tuple[bool, dict]:
 
 # A series' scrape interval on a day: the median gap between its consecutive samples (a late or
 # missed scrape moves the median little). An hour [h, h + 1 h) holds at most floor(3600 / step)
-# + 1 samples of it, the + 1 for a sample at the hour's edge that jitter moved inside, the 0.1%
-# for a median gap a jitter lengthened; a gpu_hourly row sums a GPU's MIG instances (one series
-# each). A series-day with no two samples (a TSDB rollup pulled alone) takes the median step of
-# its host's series that day, once per instance the rollups hold; an hour with neither is not
-# checked (``unchecked``). Only days with an hour of more than one sample are read: one sample
-# fits any interval.
+# + 1 samples of it: the + 1 for a sample at the hour's edge that jitter moved inside, and the
+# step taken 0.1% short for a median gap a jitter lengthened. A gpu_hourly row sums a GPU's MIG
+# instances (one series each). A series-day with no two samples (a TSDB rollup pulled alone)
+# takes the median step of its host's series that day, once per instance the rollups hold; an
+# hour with neither is not checked (``unchecked``). Only days with an hour of more than one
+# sample are read: one sample fits any interval.
 _HOURLY_SAMPLES = """
     WITH days AS (SELECT DISTINCT date FROM gpu_hourly WHERE n > 1),
     gaps AS (
@@ -196,7 +205,7 @@ _HOURLY_SAMPLES = """
     ),
     series AS (
         SELECT date, cluster, host, gpu, uuid, pci_bus, metric, min(step) AS step,
-            sum(floor(3600 / (step * 1.001)) + 1) AS cap
+            sum(floor(3600 / (step * 0.999)) + 1) AS cap
         FROM steps GROUP BY ALL
     ),
     hosts AS (SELECT date, cluster, host, median(step) AS step FROM steps GROUP BY ALL),
@@ -208,7 +217,7 @@ _HOURLY_SAMPLES = """
     hours AS (
         SELECT h.hour, h.cluster, h.host, h.gpu, h.metric, h.n,
             coalesce(s.step, o.step) AS step,
-            coalesce(s.cap, (floor(3600 / (o.step * 1.001)) + 1) * coalesce(i.k, 1)) AS cap
+            coalesce(s.cap, (floor(3600 / (o.step * 0.999)) + 1) * coalesce(i.k, 1)) AS cap
         FROM gpu_hourly h
         LEFT JOIN series s ON s.date = h.date AND s.cluster IS NOT DISTINCT FROM h.cluster
             AND s.host IS NOT DISTINCT FROM h.host AND s.gpu IS NOT DISTINCT FROM h.gpu
@@ -231,7 +240,7 @@ def hourly_samples(wh: Warehouse) -> tuple[bool, dict]:
     scrape interval (``_HOURLY_SAMPLES``)."""
     if not wh.files("gpu_hourly"):
         return True, {"violations": 0, "examples": [], "unchecked_hours": 0}
-    rows = wh.query(_HOURLY_SAMPLES)
+    rows = query_tables(wh, _HOURLY_SAMPLES, "gpu_hourly", "gpu_samples", "gpu_rollups")
     over = rows.filter(pl.col("cap").is_not_null())
     shown = [
         f"{r['host']} GPU {r['gpu']} {r['metric']} {r['hour']:%Y-%m-%d %H}:00: {r['n']:,} "
