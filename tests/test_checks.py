@@ -585,3 +585,56 @@ def test_the_report_banner_names_each_failed_check_with_its_count_and_examples(w
     assert page.index('id="failed-checks"') < page.index('<section id="summary"')
     wh.replace_table("job_attempts", _attempts(("ok", 8, ["n3"], 0, 1)))
     assert 'id="failed-checks"' not in build_report(wh, images=False).read_text()
+
+
+# ----------------------------------------------------------------------------- goodput build
+SACCT_HEADER = (
+    "JobID|JobName|User|Account|Partition|State|Submit|Start|End|NodeList|NNodes|AllocTRES"
+)
+
+
+def _sacct(path: Path) -> Path:
+    """Thirty one-node jobs over ten days on node01, node02 and a host whose name holds an
+    escape character; job 100 holds 16 GPUs on its one 8-GPU node."""
+    rows = [SACCT_HEADER]
+    for i in range(30):
+        s = T0 + timedelta(days=i // 3, hours=i % 3)
+        node = ("node01", "node02", "node\x1b03")[i % 3]
+        gpus = 16 if i == 0 else 8
+        state = "NODE_FAIL" if i % 4 == 1 else "COMPLETED"
+        times = "|".join(f"{t:%Y-%m-%dT%H:%M:%S}" for t in (s, s, s + timedelta(hours=6)))
+        rows.append(
+            f"{100 + i}|train|alice|ml|gpu|{state}|{times}|{node}|1|cpu=8,gres/gpu={gpus},node=1"
+        )
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_build_exits_6_on_a_failed_check_names_it_and_survives_an_escape_in_a_host(tmp_path):
+    """A failed invariant is a non-zero ``goodput build`` (the report written, its banner naming
+    the check); a host named with an escape character is shown as its picture, not a crash of
+    the chart renderer (it aborted every build, exit 134)."""
+    from pipelines.cli import main
+
+    home = tmp_path / "home"
+    assert main(["--home", str(home), "ingest", str(_sacct(tmp_path / "sacct.txt"))]) == 0
+    run = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "--home", str(home), "build"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 6, run.stderr[-2000:]
+    assert (
+        "check failed: attempt_gpus_check (No job attempt holds more GPUs than its nodes carry.): "
+        "1 violation(s), e.g. job 100 (default) attempt 1: 16 GPUs on 1 node(s) carrying 8"
+    ) in run.stderr
+    assert "--allow-failed-checks exits 0 anyway" in run.stderr
+    page = (home / "reports" / "goodput_report.html").read_text()
+    assert "\x1b" not in page and "node\u241b03" in page
+    banner = page[page.index('<div id="failed-checks"') :]
+    assert "attempt_gpus_check" in banner[: banner.index("</div>")]
+    svgs = list((home / "reports" / "charts").glob("*.svg"))
+    assert svgs and not any("\x1b" in p.read_text() for p in svgs)
+    assert main(["--home", str(home), "build", "--allow-failed-checks"]) == 0
