@@ -34,6 +34,8 @@ BENCHMARKS = [
     "validate_claims",
     "validate_fleets",
     "validate_measured_goodput",
+    "validate_changes",
+    "validate_invariants",
     "bench_fleet_scale",
     "bench_cli_start",
     "bench_ui_vs_cli",
