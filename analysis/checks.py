@@ -76,6 +76,8 @@ _HOST_GPUS = """
         WHERE component_class = 'gpu' AND host IS NOT NULL GROUP BY host, source
     ) GROUP BY host"""
 
+_HELD_TABLES = ("job_attempts", "gpu_daily", "component_history")  # what _HELD and _HOST_GPUS read
+
 # attempts that held GPUs over a positive time, with their chain's GPUs where they name none
 # (``analysis.goodput_measured.chain_gpus``, as the headline's GPU-hours count them)
 _RAN = """
@@ -113,9 +115,7 @@ def attempt_gpus(wh: Warehouse, gpus_per_node: int = GPUS_PER_NODE) -> tuple[boo
         WHERE a.n_gpus > coalesce(c.gpus, 0)
             + (greatest(coalesce(a.n_nodes, 0), len(a.nodes)) - len(a.nodes)) * {int(gpus_per_node)}
         ORDER BY a.n_gpus - carried DESC, a.cluster, a.job_id, a.attempt""",
-        "job_attempts",
-        "gpu_daily",
-        "component_history",
+        *_HELD_TABLES,
     )
     return violations(
         rows,
@@ -168,9 +168,7 @@ def node_gpus(wh: Warehouse, gpus_per_node: int = GPUS_PER_NODE) -> tuple[bool, 
             AND h.gpus > 0
         GROUP BY w.host, w.host_gpus, w.total, w.t
         ORDER BY any_value(w.total - w.host_gpus) DESC, w.host""",
-        "job_attempts",
-        "gpu_daily",
-        "component_history",
+        *_HELD_TABLES,
     )
     return violations(
         rows,
@@ -222,9 +220,7 @@ def capacity(wh: Warehouse, gpus_per_node: int = GPUS_PER_NODE) -> tuple[bool, d
         SELECT u.cluster, u.day, u.gpu_hours, i.hosts, i.gpus, 24.0 * i.gpus AS installed
         FROM used u LEFT JOIN installed i USING (cluster)
         ORDER BY u.gpu_hours / (24.0 * i.gpus) DESC NULLS LAST, u.cluster, u.day""",
-        "job_attempts",
-        "gpu_daily",
-        "component_history",
+        *_HELD_TABLES,
         "node_events",
         "hw_events",
     )

@@ -28,6 +28,9 @@ from analysis.changes import ratio_difference
 from analysis.changes import share_difference
 from analysis.goodput_measured import chain_gpus
 from analysis.headline import fleet_headline
+from analysis.numbers import in_hours
+from analysis.numbers import num
+from analysis.numbers import pct
 from analysis.taxonomy import NONE_LABEL
 from analysis.taxonomy import shown_cause
 from warehouse.schemas import conform
@@ -251,6 +254,21 @@ def tested(row: dict, figure: str, unit: str = "points") -> str:
         return ""
     kind = RATIO if figure == "interruptions" else DIFFERENCE
     return Change(kind, estimate, low, high, p).words(unit)
+
+
+TREND_HEADER = ("hours", "GPU-hours", "goodput", "change", "lost GPU-hours", "lost share",
+                "change", "interruptions", "MTBF", "change (rate)")  # fmt: skip
+
+
+def trend_cells(row: dict) -> list[str]:
+    """A ``goodput_trend`` row as the report's and ``goodput trend``'s tables print it, after
+    its period (``TREND_HEADER``): a partial period's hours with one decimal and labelled, each
+    change with its test (``tested``)."""
+    hours = f"{row['hours']:,.1f} (partial)" if row["partial"] else f"{row['hours']:,.0f}"
+    return [hours, num(row["gpu_hours"]), pct(row["goodput"]), tested(row, "goodput"),
+            num(row["lost_gpu_hours"]), pct(row["lost_share"]), tested(row, "lost_share"),
+            f"{row['interruptions']:,}", in_hours(row["mtbf_hours"]),
+            tested(row, "interruptions")]  # fmt: skip
 
 
 def period_hours(row: dict) -> str:

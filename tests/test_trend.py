@@ -308,7 +308,7 @@ def test_trend_section_reads_the_latest_week_against_the_one_before():
     assert dict(zip(bars["domain"], bars["range"], strict=True)) == {
         "gpu": charts.CLASS_COLORS["gpu"], "workload": charts.CLASS_COLORS["workload"]}  # fmt: skip
     assert (
-        "<td>2026-01-12 (partial)</td><td>576</td><td>88.9%</td>"
+        "<td>2026-01-12</td><td>60.0 (partial)</td><td>576</td><td>88.9%</td>"
         f"<td>{c.goodput.words()}</td><td>32</td><td>5.6%</td>" in s.extra_html
     )
     empty = trend.build(

@@ -7,9 +7,11 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from analysis.trend import TREND_HEADER
 from analysis.trend import losses_frame
 from analysis.trend import period_hours
 from analysis.trend import tested
+from analysis.trend import trend_cells
 from analysis.trend import trend_frame
 from dashboards import charts
 from dashboards.section import NO_DATA
@@ -121,32 +123,12 @@ def build(ctx: ReportContext) -> Section:
         f". Best week {best['period_start']:%Y-%m-%d} ({pct(best['goodput'])}), "
         f"worst {worst['period_start']:%Y-%m-%d} ({pct(worst['goodput'])})."
     )
-    rows = [
-        [f"{r['period_start']:%Y-%m-%d}" + (" (partial)" if r["partial"] else ""),
-         num(r["gpu_hours"]), pct(r["goodput"]), tested(r, "goodput", "points"),
-         num(r["lost_gpu_hours"]), pct(r["lost_share"]), tested(r, "lost_share", "points"),
-         f"{r['interruptions']:,}", in_hours(r["mtbf_hours"]), tested(r, "interruptions")]
-        for r in weeks.iter_rows(named=True)
-    ]  # fmt: skip
+    rows = [[f"{r['period_start']:%Y-%m-%d}", *trend_cells(r)] for r in weeks.iter_rows(named=True)]
     s.extra_html = (
         "<details><summary>The weeks as a table (also: goodput trend, goodput losses --period "
         "week); each change against the week before, per hour, with its 95% CI, worded as one "
         "only where its test tells it from noise</summary>"
-        + html_table(
-            [
-                "week",
-                "GPU-hours",
-                "goodput",
-                "change",
-                "lost GPU-hours",
-                "lost share",
-                "change",
-                "interruptions",
-                "MTBF",
-                "change (rate)",
-            ],
-            rows,
-        )
+        + html_table(["week", *TREND_HEADER], rows)
         + "</details>"
     )
     return s

@@ -48,11 +48,9 @@ def cmd_losses(args) -> int:
 
 
 def cmd_trend(args) -> int:
-    from analysis.trend import tested
+    from analysis.trend import TREND_HEADER
+    from analysis.trend import trend_cells
     from analysis.trend import trend_frame
-    from dashboards.section import in_hours
-    from dashboards.section import num
-    from dashboards.section import pct
 
     wh = reading_warehouse(args)
     df = trend_frame(
@@ -61,35 +59,8 @@ def cmd_trend(args) -> int:
     if df.height == 0 and output_format(args) == "table":
         print("no job attempts with start and end times in the warehouse")
         return 0
-    header = [
-        args.period,
-        "hours",
-        "GPU-hours",
-        "goodput",
-        "change",
-        "lost GPU-hours",
-        "lost share",
-        "change",
-        "interruptions",
-        "MTBF",
-        "change (rate)",
-    ]
-    rows = [
-        [
-            f"{r['period_start']:%Y-%m-%d}",
-            f"{r['hours']:,.1f} (partial)" if r["partial"] else f"{r['hours']:,.0f}",
-            num(r["gpu_hours"]),
-            pct(r["goodput"]),
-            tested(r, "goodput"),
-            num(r["lost_gpu_hours"]),
-            pct(r["lost_share"]),
-            tested(r, "lost_share"),
-            f"{r['interruptions']:,}",
-            in_hours(r["mtbf_hours"]),
-            tested(r, "interruptions"),
-        ]
-        for r in df.iter_rows(named=True)
-    ]
+    header = [args.period, *TREND_HEADER]
+    rows = [[f"{r['period_start']:%Y-%m-%d}", *trend_cells(r)] for r in df.iter_rows(named=True)]
     print_frame(df, output_format(args), rows, header, {"period": args.period})
     if output_format(args) == "table":
         print(
