@@ -33,8 +33,6 @@ from dataclasses import dataclass
 from dataclasses import replace
 
 import numpy as np
-from scipy.stats import beta
-from scipy.stats import t as t_dist
 
 ALPHA = 0.05  # a change is called one where its two-sided p is below this
 LEVEL = 0.95  # its CI
@@ -120,6 +118,10 @@ def rate_ratio(k1: int, hours1: float, k0: int, hours0: float, scale: float = 1.
         return Change(RATIO, None, None, None, None)
     if k1 + k0 == 0:
         return Change(RATIO, None, None, None, 1.0)
+    from scipy.stats import (
+        beta,
+    )  # here: analysis.trend, whose names the CLI's parser reads, starts fast
+
     x, n = k1 / scale, (k1 + k0) / scale
     share = hours1 / (hours1 + hours0)
     tail = (1 - LEVEL) / 2
@@ -142,6 +144,8 @@ def _welch(d: float, v1: float, n1: float, v0: float, n0: float) -> Change:
     var = v1 + v0
     if var <= 0:
         return Change(DIFFERENCE, d, d, d, 1.0 if d == 0 else 0.0)
+    from scipy.stats import t as t_dist  # here, as ``rate_ratio`` imports scipy
+
     parts = [v**2 / max(n - 1, 1.0) for v, n in ((v1, n1), (v0, n0)) if v > 0]
     df = var**2 / sum(parts)
     se = math.sqrt(var)
