@@ -24,6 +24,7 @@ BENCHMARKS = [
     "bench_sacct",
     "bench_telemetry",
     "bench_kernel",
+    "bench_health_events",
     "bench_attack_inputs",
     "bench_survival",
     "bench_goodput",
@@ -36,6 +37,7 @@ BENCHMARKS = [
     "validate_measured_goodput",
     "validate_changes",
     "validate_invariants",
+    "validate_differential_sacct",
     "bench_fleet_scale",
     "bench_cli_start",
     "bench_ui_vs_cli",
@@ -44,6 +46,8 @@ BENCHMARKS = [
     "bench_pull_prometheus",
     "bench_pull_redfish",
     "validate_public_datasets",
+    "validate_stragglers",
+    "validate_slow_steps",
 ]
 RESULTS = Path(__file__).with_name("RESULTS.md")
 _HEADER = """# Benchmark results

@@ -62,8 +62,9 @@ from sources.base import Document
 from sources.base import SourceConfig
 from sources.base import SourceError
 from sources.base import Window
-from sources.base import http_error
-from sources.base import http_session
+from sources.http_client import HttpError
+from sources.http_client import request
+from sources.http_client import session as http_session
 from warehouse.schemas import XID_COUNT_METRIC
 
 KIND = "prometheus"
@@ -86,6 +87,7 @@ OPTIONS = {
     "password_env": "",
     "verify_tls": True,  # or the path of a CA bundle
 }
+OPTION_TYPES = {"url": (str,), "verify_tls": (bool, str), "range_closed": (bool, str)}
 CHUNK = timedelta(days=7)  # a backfill's commit: series labels cross the wire once a chunk
 OVERLAP = timedelta(hours=2)  # late scrapes, and the hours left unsettled by the last pull
 HOST = "Hostname"  # the label the parsers read the host from (ingest.gpu_labels.LABEL_COLUMNS)
@@ -622,7 +624,10 @@ def _range_closed(src: SourceConfig, session) -> bool:
 
 
 def _get(src, session, path: str, params: dict):
-    return _json(src, _request(src, session, "GET", path, params))["data"]
+    data = _json(src, _request(src, session, "GET", path, params)).get("data")
+    if not isinstance(data, (list, dict)):  # {"status":"success","data":null}
+        raise SourceError(f"{src.name}: {_base(src)}{path}: an answer without data ({data!r:.40})")
+    return data
 
 
 def _post(src, session, path: str, form: dict) -> bytes:
@@ -630,21 +635,26 @@ def _post(src, session, path: str, form: dict) -> bytes:
 
 
 def _request(src: SourceConfig, session, method: str, path: str, params: dict) -> bytes:
-    """The body of a successful answer, else SourceError with Prometheus' own reason."""
-    import requests
-
+    """The body of a successful answer, else SourceError with Prometheus' own reason. A redirect
+    is not followed (credentials go only to ``url``)."""
     url = _base(src) + path
     try:
-        r = session.request(
+        r = request(
+            src,
+            session,
             method,
             url,
-            timeout=src.timeout_s,
             **({"params": params} if method == "GET" else {"data": params}),
         )
-    except requests.RequestException as exc:
-        raise http_error(src, url, exc) from None
+    except HttpError as exc:
+        raise SourceError(f"{src.name}: {url}: {exc}") from None
     if r.status_code < 400 and r.content.startswith(_SUCCESS):
         return r.content  # not decoded twice: the caller or the parser reads it
+    if 300 <= r.status_code < 400:
+        raise SourceError(
+            f"{src.name}: {url}: HTTP {r.status_code} redirects to "
+            f"{r.headers.get('Location', '(nowhere)')}: not followed (set url to where it points)"
+        )
     try:
         doc = r.json()
     except ValueError:
@@ -654,18 +664,20 @@ def _request(src: SourceConfig, session, method: str, path: str, params: dict) -
             doc.get("error") if isinstance(doc, dict) and doc.get("error") else r.text[:200].strip()
         )
         hint = " (lower hosts_per_query)" if "too many samples" in str(reason) else ""
-        raise SourceError(
-            f"{src.name}: {url}: HTTP {r.status_code}: {reason}{hint}".replace("\n", " ")
-        )
+        raise SourceError(f"{src.name}: {url}: HTTP {r.status_code}: {reason}{hint}")
     return r.content
 
 
 def _json(src: SourceConfig, body: bytes):
-    """A successful answer decoded, or SourceError when it is not JSON (cut short, say)."""
+    """A successful answer decoded, or SourceError when it is not a JSON object (cut short,
+    say)."""
     try:
-        return orjson.loads(body)
+        doc = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise SourceError(f"{src.name}: an answer is not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise SourceError(f"{src.name}: an answer is not a JSON object")
+    return doc
 
 
 def _base(src: SourceConfig) -> str:

@@ -34,9 +34,12 @@ from sources import kinds
 from sources.base import Document
 from sources.base import Failure
 from sources.base import SourceConfig
+from sources.base import SourceConfigError
 from sources.base import SourceError
 from sources.base import Window
 from sources.base import fetch_all
+from sources.base import one_line
+from sources.base import redact
 from warehouse.store import Warehouse
 
 FIRST_PULL = timedelta(days=1)  # how far back a source's first pull reaches without --since
@@ -56,6 +59,7 @@ class PullReport:
     rows_ok: int = 0
     rows_quarantined: int = 0
     rows_duplicate: int = 0
+    held_back: int = 0  # bytes of documents' unfinished last lines, read by a later pull
 
 
 def now() -> datetime:
@@ -111,11 +115,16 @@ def plan(
 ) -> list[tuple[SourceConfig, Window, list[str]]]:
     """What a pull would do, without doing it: per source and chunk, the commands and queries."""
     got = cursors(wh)
-    return [
-        (src, w, kinds()[src.kind].plan(src, w))
-        for src in sources
-        for w in windows(src, got.get(src.name), since, until)
-    ]
+    out = []
+    for src in sources:
+        secrets = src.secret_values()
+        for w in windows(src, got.get(src.name), since, until):
+            try:
+                lines = kinds()[src.kind].plan(src, w)
+            except SourceError as exc:  # plans read only the configuration: a mistake in it
+                raise SourceConfigError(_one_line(f"{src.name}: {exc}", src)) from None
+            out.append((src, w, [redact(line, secrets) for line in lines]))
+    return out
 
 
 def pull(
@@ -158,7 +167,13 @@ def _fetch(
             _named(src, d.name),
             d.data,
             d.format,
-            ParseContext(cluster=src.cluster, host=d.host, time=d.time, options=d.options),
+            ParseContext(
+                cluster=src.cluster,
+                cluster_given=src.cluster_given,
+                host=d.host,
+                time=d.time,
+                options=d.options,
+            ),
         )
         for d in got
         if isinstance(d, Document)
@@ -197,6 +212,7 @@ def _pull_window(
         whole.rows_ok = sum(r.rows_ok for r in files)
         whole.rows_quarantined = sum(r.rows_quarantined for r in files)
         whole.rows_duplicate = sum(r.rows_duplicate for r in files)
+        whole.held_back = sum(r.held_back for r in files)
         broken = [r.path for r in files if not r.done]
         if (
             broken
@@ -247,6 +263,7 @@ def _log_rows(
 
 
 def _one_line(text: str, src: SourceConfig) -> str:
-    """The reason on one line, without the source's name (the row names it)."""
-    text = " ".join(text.split())
+    """The reason on one line, without the source's name (the row names it), and without the
+    source's credentials (``sources.base.redact``): what pull_log, stderr and Dagster show."""
+    text = one_line(text, src.secret_values())
     return text.removeprefix(f"{src.name}: ")[:500]

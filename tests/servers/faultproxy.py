@@ -178,10 +178,12 @@ class FaultProxy(_Endpoint):
         )
         conn = conn_class(self.upstream.netloc, timeout=self.timeout_s)
         try:
+            # the upstream answers uncompressed: a Rewrite edits the body itself, and the
+            # Content-Encoding passed back on stays true of what is sent
             headers = {
                 k: v
                 for k, v in seen.headers.items()
-                if k.lower() not in HOP_BY_HOP and k.lower() != "host"
+                if k.lower() not in HOP_BY_HOP and k.lower() not in ("host", "accept-encoding")
             }
             conn.request(seen.method, seen.path, body=seen.body or None, headers=headers)
             resp = conn.getresponse()
