@@ -44,6 +44,7 @@ BENCHMARKS = [
     "bench_report_size",
     "bench_pull_slurm",
     "bench_pull_prometheus",
+    "validate_differential_pull",
     "bench_pull_redfish",
     "validate_public_datasets",
     "validate_stragglers",

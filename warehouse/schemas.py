@@ -416,6 +416,7 @@ TABLES: dict[str, Table] = {
             partition="date",
             # the series-hour, keyed as gpu_samples keys a sample
             record_key=("date", "hour", *_SERIES_KEY),
+            values=tuple(_ROLLUP),
         ),
         Table(
             "metric_metadata",
