@@ -36,6 +36,8 @@ BENCHMARKS = [
     "validate_fleets",
     "validate_measured_goodput",
     "validate_differential_scope",
+    "validate_changes",
+    "validate_invariants",
     "validate_differential_sacct",
     "bench_fleet_scale",
     "bench_cli_start",
