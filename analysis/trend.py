@@ -115,7 +115,12 @@ class WindowSample:
 
 
 def window_sample(
-    att, intr, jobs, start: datetime, end: datetime, observed: tuple[datetime, datetime] | None = None
+    att,
+    intr,
+    jobs,
+    start: datetime,
+    end: datetime,
+    observed: tuple[datetime, datetime] | None = None,
 ) -> WindowSample:
     """[start, end) as ``window_figures`` counts it (its hours clipped to ``observed``), with the
     values behind its figures."""
@@ -145,7 +150,8 @@ def window_changes(
     """The window ``now`` against ``before``, each [start, end) as the data covers it (a partial
     period's own hours, clipped to ``observed`` as in ``window_figures``): measured goodput, the
     lost share and the unexpected interruptions per hour, each with its test
-    (``analysis.changes``); ``scale``: the interruptions' dispersion (``interruption_dispersion``)."""
+    (``analysis.changes``); ``scale``: the interruptions' dispersion
+    (``interruption_dispersion``)."""
     return compare_samples(
         window_sample(attempts, interruptions, goodput_jobs, *now, observed),
         window_sample(attempts, interruptions, goodput_jobs, *before, observed),
