@@ -8,6 +8,7 @@ from analysis.fleetsim.jobs import DONE
 from analysis.fleetsim.jobs import RUN
 from analysis.fleetsim.nodes import DOWN
 from analysis.fleetsim.nodes import MAINT_DOWN
+from analysis.fleetsim.nodes import RETIRED
 
 METRICS = (
     "fleet_goodput",
@@ -76,7 +77,9 @@ def metrics(sim) -> dict:
         "systematic_failures": float(sim.systematic),
         "interruptions": float(sim.interruptions),
         "retired_nodes": float(sim.retired),
-        "bad_nodes": float(sum(sim.bad)),
+        "bad_nodes": float(
+            sum(b and s != RETIRED for b, s in zip(sim.bad, sim.state, strict=True))
+        ),
         "cures": float(sim.cures),
         "silent_repairs": float(sim.silent),
         "unfinished_jobs": float(unfinished),
