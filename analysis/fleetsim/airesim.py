@@ -11,7 +11,7 @@ The mapping (docs/fleetsim.md, reproducing AIReSim):
   every step is durable (a failure loses no work) and each failure costs ``recovery_time``;
   placing it on free servers costs ``host_selection_time``;
 - the working pool's other servers are free nodes, the spare pool is the fleet's warm standbys
-  (activated in ``preemption_wait_time``);
+  (activated in ``preemption_wait_time``), taken only when no free node is left;
 - automatic repair (exponential, mean ``auto_repair_time``) fixes with probability
   ``1 - prob_auto_to_manual``, else manual repair (exponential, ``manual_repair_time``,
   unlimited technicians); each silently fails with ``auto_repair_fail_prob`` /
@@ -59,7 +59,8 @@ def scenario(config: dict, horizon_factor: float = 3.0) -> tuple[dict, ClassRate
         "failure_clock": "compute",
         "fleet": {"nodes": nodes, "gpus_per_node": 8, "hot_spares": 0,
                   "warm_standbys": c["spare_pool_size"],
-                  "warm_activation_hours": c["preemption_wait_time"] / 60.0},
+                  "warm_activation_hours": c["preemption_wait_time"] / 60.0,
+                  "warm_before_free": False},
         "jobs": [{"gpus": c["job_size"] * 8, "count": 1, "standbys": c["warm_standbys"],
                   "work_hours": work_h, "checkpoint_interval_hours": 0, "checkpoint_cost_s": 0,
                   "restart_s": c["recovery_time"] * 60.0}],

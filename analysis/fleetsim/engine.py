@@ -105,7 +105,7 @@ class Sim(Nodes, Jobs, Repairs):
         self.retire_k = None if score else ret["failures"]
         self.retire_w = ret["window_days"] * 24.0
         self.score = [ret["score_initial"]] * n if score else None
-        self.warm_h = f["warm_activation_hours"]
+        self.warm_h, self.warm_first = f["warm_activation_hours"], f["warm_before_free"]
         self.maint = spec["maintenance"]
         sch = spec["scheduler"]
         self.backfill, self.bf_depth = sch["policy"] == "backfill", sch["backfill_depth"]

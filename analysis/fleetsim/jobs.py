@@ -238,14 +238,15 @@ class Jobs:
         self.node_job[node] = -1
 
     def dispatch(self, t):
-        """Replacements first (hot spare, warm standby, free node), then queued jobs."""
+        """Replacements first (hot spare, then warm standby and free node in the scenario's
+        order), then queued jobs."""
         while self.waiters and (self.hot or self.warm or self.free):
             j = self.waiters[0]
             owed = self.j_owed[j].pop()
             if self.hot:
                 self.spares_changed(t)
                 node, pool = self.hot.pop(), HOT
-            elif self.warm:
+            elif self.warm and (self.warm_first or not self.free):
                 node, pool = self.warm.pop(), WARM
                 self.j_warm_ready[j] = max(self.j_warm_ready[j], t + self.warm_h)
             else:

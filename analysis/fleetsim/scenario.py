@@ -75,6 +75,7 @@ SCHEMA: dict[str, Key | dict] = {
         "hot_spares": Key(int, 0, 0),
         "warm_standbys": Key(int, 0, 0),
         "warm_activation_hours": Key(float, 0.5, 0),
+        "warm_before_free": Key(bool, True, doc="replace from warm standbys before free nodes"),
     },
     "scheduler": {
         "policy": Key(str, "fifo", choices=("fifo", "backfill")),
