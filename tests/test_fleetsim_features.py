@@ -276,6 +276,9 @@ def test_placement_fewest_failures_steers_jobs_away_from_bad_nodes():
         for p in ("first_free", "fewest_failures", "avoid_recent")
     }
     assert runs["fewest_failures"] < 0.8 * runs["first_free"]
+    idle = with_knob(with_knob(spec, "scheduler.placement", "fewest_failures"),
+                     "idle_failure_factor", 1.0)  # fmt: skip
+    assert engine.run(idle, node_rates(1 / 300), exp_law(1.0), spec["jobs"], 0)["failures"] > 0
 
 
 def test_score_retirement_retires_the_bad_nodes_first():

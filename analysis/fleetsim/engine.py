@@ -62,7 +62,7 @@ def run(spec: dict, rates, repair_law, jobs: list[dict], seed: int, triage_law=N
 
 class Sim(Nodes, Jobs, Repairs):
     # event kinds (heap entries: time, sequence, kind, a, b)
-    FAIL_IDLE, FAIL_JOB, JOBFAIL, TRIAGE, REPAIRED, MAINT, MAINT_END, DONE, SUBMIT, APPEAR = range(
+    FAIL_NODE, FAIL_JOB, JOBFAIL, TRIAGE, REPAIRED, MAINT, MAINT_END, DONE, SUBMIT, APPEAR = range(
         10
     )
 
@@ -121,6 +121,7 @@ class Sim(Nodes, Jobs, Repairs):
             self.free.add(i)
         self.nver, self.ptr, self.node_job, self.pos = [0] * n, [0] * n, [-1] * n, [0] * n
         self.expo, self.anchor, self.jjoin = [0.0] * n, [0.0] * n, [0.0] * n
+        self.pend = [INF] * n  # wall clock: the time of each node's scheduled failure
         self.latent_x, self.latent_c, self.pull_c = [INF] * n, [0] * n, [0] * n
         self.fail_hist = [[] for _ in range(n)] if self.retire_k else None
         self.up_since = [0.0] * n
@@ -172,12 +173,19 @@ class Sim(Nodes, Jobs, Repairs):
         super().retire(node, t)
 
     def setup(self) -> None:
-        share = self.spec_bad_share
-        if share > 0 and self.bad_mult > 1:
-            nb = round(share * self.n)
-            self.make_bad(self.nprng.choice(self.n, nb, replace=False), 0.0)
-        if self.appear_rate > 0 and self.bad_mult > 1:
-            self.push(self.rnd.expovariate(self.appear_rate), self.APPEAR, 0)
+        """Bad nodes and their excess streams (every node's when good ones may turn bad),
+        the jobs submitted at 0 and the first events."""
+        if self.bad_mult > 1 and (self.spec_bad_share > 0 or self.appear_rate > 0):
+            bad = self.nprng.choice(self.n, round(self.spec_bad_share * self.n), replace=False)
+            drawn = np.arange(self.n) if self.appear_rate > 0 else np.sort(bad)
+            speed = np.full(drawn.size, self.bad_mult - 1.0)
+            times, cls = self.streams.draw(speed, np.full(drawn.size, self.H), self.nprng)
+            for k, i in enumerate(drawn.tolist()):
+                self.xtimes[i], self.xcls[i] = times[k], cls[k]
+            for i in bad.tolist():
+                self.bad[i] = True
+            if self.appear_rate > 0:
+                self.push(self.rnd.expovariate(self.appear_rate), self.APPEAR, 0)
         for kind, spec in enumerate(self.kinds):
             if spec["work_hours"] is None or spec["submit_hours"] == 0:
                 first = 1 if spec["interarrival_hours"] > 0 else spec["count"]
@@ -206,7 +214,7 @@ class Sim(Nodes, Jobs, Repairs):
             if kind == self.FAIL_JOB:
                 if b == self.jstamp[a]:
                     self.job_node_failure(a, t)
-            elif kind == self.FAIL_IDLE:
+            elif kind == self.FAIL_NODE:
                 if b == self.nver[a]:
                     self.fire(a, t)
             elif kind == self.TRIAGE:

@@ -111,8 +111,6 @@ class Jobs:
         if self.kinds[self.j_kind[j]]["work_hours"] is not None:
             self.running_fixed.add(j)
         self.j_hostsel[j] = True
-        if not self.compute_clock:
-            self.clock_start(j, t, t)
         self.go_compute(j, t, restart=False)
 
     def fill_standbys(self, j: int, t: float) -> None:
@@ -234,7 +232,6 @@ class Jobs:
         self.sp_miss += not self.hot
 
     def leave_standby(self, node: int) -> None:
-        self.nver[node] += 1
         self.node_job[node] = -1
 
     def dispatch(self, t):

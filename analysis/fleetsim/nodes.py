@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import heapq
 import math
-
-import numpy as np
+from bisect import bisect_left
+from collections import deque
 
 # node states; a node's home is the pool it returns to after repair (FREE, HOT or WARM)
 FREE, BUSY, HOT, WARM, DOWN, RETIRED, MAINT_DOWN, STANDBY = range(8)
@@ -26,47 +26,49 @@ INF = math.inf
 class FreePool:
     """The free nodes, taken by the scenario's placement policy: ``first_free`` (any),
     ``fewest_failures`` (the fewest blamed failures first) or ``avoid_recent`` (the node that
-    came back longest ago first, so a just-repaired node waits at the back)."""
+    came back longest ago first, so a just-repaired node waits at the back). Queues with lazy
+    deletion: a node's entry counts while its stamp is current."""
 
     def __init__(self, policy: str, nfail: list[int]):
-        self.policy, self.nfail, self.n = policy, nfail, 0
-        self.nodes = set() if policy == "first_free" else {}
-        self.buckets: dict[int, dict] = {}
+        self.policy, self.nfail = policy, nfail
+        self.set: set[int] = set()
+        self.stamp: dict[int, int] = {}  # node -> its current entry (ordered policies)
+        self.queues: dict[int, deque] = {}  # failures when added -> (node, stamp) queue
+        self.seq = 0
 
     def __len__(self) -> int:
-        return self.n
+        return len(self.set) if self.policy == "first_free" else len(self.stamp)
 
     def add(self, node: int) -> None:
-        self.n += 1
         if self.policy == "first_free":
-            self.nodes.add(node)
-        elif self.policy == "avoid_recent":
-            self.nodes[node] = None
-        else:
-            self.buckets.setdefault(self.nfail[node], {})[node] = None
+            self.set.add(node)
+            return
+        self.seq += 1
+        self.stamp[node] = self.seq
+        k = self.nfail[node] if self.policy == "fewest_failures" else 0
+        q = self.queues.get(k)
+        if q is None:
+            q = self.queues[k] = deque()
+        q.append((node, self.seq))
 
     def discard(self, node: int) -> None:
         if self.policy == "first_free":
-            self.nodes.discard(node)
-        elif self.policy == "avoid_recent":
-            del self.nodes[node]
+            self.set.discard(node)
         else:
-            del self.buckets[self.nfail[node]][node]
-        self.n -= 1
+            del self.stamp[node]
 
     def pop(self) -> int:
-        self.n -= 1
         if self.policy == "first_free":
-            return self.nodes.pop()
-        if self.policy == "avoid_recent":
-            node = next(iter(self.nodes))
-            del self.nodes[node]
-            return node
-        k = min(k for k, b in self.buckets.items() if b)
-        b = self.buckets[k]
-        node = next(iter(b))
-        del b[node]
-        return node
+            return self.set.pop()
+        stamp = self.stamp
+        while True:
+            k = min(k for k, q in self.queues.items() if q)
+            q = self.queues[k]
+            while q:
+                node, st = q.popleft()
+                if stamp.get(node) == st:
+                    del stamp[node]
+                    return node
 
 
 class Nodes:
@@ -75,17 +77,19 @@ class Nodes:
     # ------------------------------------------------------------------ exposure
     def expo_now(self, i: int, t: float) -> float:
         s = self.state[i]
-        if s == BUSY:
-            return self.expo[i] + self.jclock(self.node_job[i], t) - self.jjoin[i]
-        if self.idle_rate > 0 and s not in OUT:
-            return self.expo[i] + self.idle_rate * (t - self.anchor[i])
-        return self.expo[i]
+        if s in OUT:
+            return self.expo[i]
+        if self.compute_clock:
+            if s == BUSY:
+                return self.expo[i] + self.jclock(self.node_job[i], t) - self.jjoin[i]
+            return self.expo[i]
+        return self.expo[i] + (1.0 if s == BUSY else self.idle_rate) * (t - self.anchor[i])
 
     def settle(self, i: int, t: float) -> None:
         """Bring the node's exposure up to ``t`` and anchor its clock there."""
         self.expo[i] = self.expo_now(i, t)
         self.anchor[i] = t
-        if self.state[i] == BUSY:
+        if self.compute_clock and self.state[i] == BUSY:
             self.jjoin[i] = self.jclock(self.node_job[i], t)
 
     def next_exposure(self, i: int) -> float:
@@ -116,22 +120,36 @@ class Nodes:
         return self.xcls[i][p], True
 
     def arm(self, i: int, t: float) -> None:
-        """Schedule the node's next failure from its current state (settled at ``t``)."""
-        self.nver[i] += 1
+        """Schedule the node's next failure from its current state (settled at ``t``). Under
+        the wall clock one event per node, kept when its time has not changed (a node moving
+        between a job and a pool at the same rate); under the compute clock a node in a job
+        sits in its job's heap."""
         s = self.state[i]
         if s in OUT:
             return
         x = self.next_exposure(i)
-        if x == INF:
+        if self.compute_clock:
+            self.nver[i] += 1
+            if s == BUSY and x < INF:
+                j = self.node_job[i]
+                key = self.jjoin[i] + x - self.expo[i]
+                heapq.heappush(self.jheap[j], (key, i, self.nver[i]))
+                if key < self.jnext[j]:
+                    self.jresched(j, t)
             return
-        if s == BUSY:
-            j = self.node_job[i]
-            key = self.jjoin[i] + x - self.expo[i]
-            heapq.heappush(self.jheap[j], (key, i, self.nver[i]))
-            if key < self.jnext[j]:
-                self.jresched(j, t)
-        elif self.idle_rate > 0:
-            self.push(t + (x - self.expo[i]) / self.idle_rate, self.FAIL_IDLE, i, self.nver[i])
+        rate = 1.0 if s == BUSY else self.idle_rate
+        when = t + (x - self.expo[i]) / rate if rate > 0 and x < INF else INF
+        if abs(when - self.pend[i]) <= 1e-9 * (1.0 + abs(when)):
+            return
+        self.nver[i] += 1
+        self.pend[i] = when
+        if when <= self.H:
+            self.push(when, self.FAIL_NODE, i, self.nver[i])
+
+    def unarm(self, i: int) -> None:
+        """Cancel the node's scheduled failure (it leaves service)."""
+        self.nver[i] += 1
+        self.pend[i] = INF
 
     def leave_fault(self, i: int, c: int) -> None:
         """A fault of class ``c`` stays in node ``i``: it fails again after an exponential
@@ -141,25 +159,20 @@ class Nodes:
             self.latent_c[i] = c
 
     # ------------------------------------------------------------------ bad nodes
-    def make_bad(self, nodes: np.ndarray, t: float) -> None:
-        """Nodes turn bad: each draws its excess stream from its exposure at ``t`` on."""
-        if not len(nodes):
-            return
-        e = np.array([self.expo_now(i, t) for i in nodes])
-        speed = np.full(len(nodes), self.bad_mult - 1.0)
-        times, cls = self.streams.draw(speed, np.maximum(self.H - e, 0.0), self.nprng, e)
-        for k, i in enumerate(nodes.tolist()):
-            self.settle(i, t)
-            self.bad[i] = True
-            self.xtimes[i], self.xcls[i], self.xptr[i] = times[k], cls[k], 0
-            self.arm(i, t)
+    def make_bad(self, i: int, t: float) -> None:
+        """Node ``i`` turns bad: its excess stream runs from its exposure at ``t`` on (the
+        excess streams are drawn at the start, stationary, for every node that may turn bad)."""
+        self.settle(i, t)
+        self.bad[i] = True
+        self.xptr[i] = bisect_left(self.xtimes[i], self.expo[i])
+        self.arm(i, t)
 
     def appear(self, t: float) -> None:
         """A good node in service turns bad (``bad_nodes.appear_per_day``)."""
         for _ in range(64):  # a random node until a good one that is not retired
             i = self.rnd.randrange(self.n)
             if not self.bad[i] and self.state[i] != RETIRED:
-                self.make_bad(np.array([i]), t)
+                self.make_bad(i, t)
                 break
         self.push(t + self.rnd.expovariate(self.appear_rate), self.APPEAR, 0)
 
@@ -193,7 +206,8 @@ class Nodes:
         """Take a node out of whatever holds it (pool, job or a job's standbys), its exposure
         settled; returns its job or -1."""
         self.settle(node, t)
-        self.nver[node] += 1
+        if self.compute_clock:
+            self.nver[node] += 1  # its entry in its job's heap
         s = self.state[node]
         if s == FREE:
             self.free.discard(node)
@@ -250,6 +264,7 @@ class Nodes:
 
     def take_down(self, node, t, state):
         j = self.leave(node, t)
+        self.unarm(node)
         self.state[node] = state
         self.down_since[node] = t
         return j

@@ -11,8 +11,8 @@ replication's wall-clock horizon, which no node's exposure can pass.
 
 A bad node (``bad_nodes``) fails ``multiplier`` times as often: on top of its base stream it
 has an excess stream of the same laws at ``multiplier - 1`` times their speed (AIReSim's
-random plus systematic failures); curing it drops the excess stream, a node turning bad draws
-one from its current exposure on.
+random plus systematic failures); curing it drops the excess stream, a node turning bad takes
+its (stationary) excess stream up from its current exposure.
 """
 
 from __future__ import annotations
