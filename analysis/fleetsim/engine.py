@@ -75,6 +75,8 @@ class Sim(Nodes, Jobs, Repairs):
         self.nprng = np.random.default_rng(seed)
         self.compute_clock = spec["failure_clock"] == "compute"
         self.idle_rate = 0.0 if self.compute_clock else spec["idle_failure_factor"]
+        # every node in service ages at one rate: moving between jobs and pools changes nothing
+        self.same_rate = not self.compute_clock and self.idle_rate == 1.0
         # failure streams (exposure time) and bad nodes
         self.streams = Streams(rates, self.gpn)
         self.job_cls, self.job_rates = self.streams.job_cls, self.streams.job_rates

@@ -116,24 +116,24 @@ class Jobs:
     def fill_standbys(self, j: int, t: float) -> None:
         sb = self.j_sb[j]
         while len(sb) < self.sb_target(j) and self.free:
-            node = self.free.pop()
-            self.settle(node, t)
+            node = self.free.pop()  # idle to idle: its exposure and failure stand
             self.state[node] = STANDBY
             self.node_job[node] = j
             sb.append(node)
-            self.arm(node, t)
         if len(sb) < self.sb_target(j):
             self.sb_short.add(j)
 
     def give(self, j, node, t):
-        self.settle(node, t)
+        if not self.same_rate:
+            self.settle(node, t)
         lst = self.j_nodes[j]
         self.pos[node] = len(lst)
         lst.append(node)
         self.state[node] = BUSY
         self.node_job[node] = j
-        self.jjoin[node] = self.jclock(j, t)
-        self.arm(node, t)
+        if not self.same_rate:
+            self.jjoin[node] = self.jclock(j, t)
+            self.arm(node, t)
 
     def go_compute(self, j, t, restart: bool):
         spec = self.kinds[self.j_kind[j]]

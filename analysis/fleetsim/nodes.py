@@ -204,8 +204,10 @@ class Nodes:
 
     def leave(self, node: int, t: float) -> int:
         """Take a node out of whatever holds it (pool, job or a job's standbys), its exposure
-        settled; returns its job or -1."""
-        self.settle(node, t)
+        settled (needless when every in-service state ages at one rate); returns its job or
+        -1."""
+        if not self.same_rate:
+            self.settle(node, t)
         if self.compute_clock:
             self.nver[node] += 1  # its entry in its job's heap
         s = self.state[node]
@@ -231,10 +233,12 @@ class Nodes:
             return j
         return -1
 
-    def to_pool(self, node: int, t: float) -> None:
-        """A node in service goes to its home pool, or to a job short of its standbys."""
+    def to_pool(self, node: int, t: float, back: bool = False) -> None:
+        """A node goes to its home pool, or to a job short of its standbys: ``back`` into
+        service (from repair or maintenance), else from a job (``leave`` settled it)."""
         home = self.home[node]
-        self.anchor[node] = t
+        if back:
+            self.anchor[node] = t
         if home == HOT:
             self.spares_changed(t)
             self.state[node] = HOT
@@ -246,7 +250,8 @@ class Nodes:
             self.state[node] = FREE
             self.free.add(node)
             self.q_dirty = True
-        self.arm(node, t)
+        if back or not self.same_rate:
+            self.arm(node, t)
 
     def to_standby(self, node: int) -> bool:
         """Give a free node to a running job short of standbys (AIReSim: a repaired server
@@ -263,6 +268,7 @@ class Nodes:
         return False
 
     def take_down(self, node, t, state):
+        self.settle(node, t)  # its exposure stops here
         j = self.leave(node, t)
         self.unarm(node)
         self.state[node] = state

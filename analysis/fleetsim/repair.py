@@ -137,7 +137,7 @@ class Repairs:
             self.dispatch(t)
             return
         self.up_since[node] = t
-        self.to_pool(node, t)
+        self.to_pool(node, t, back=True)
         self.dispatch(t)
 
     # ------------------------------------------------------------------ maintenance
@@ -165,5 +165,5 @@ class Repairs:
         for node in range(lo, min(lo + m["group_nodes"], self.n)):
             if self.state[node] == MAINT_DOWN:
                 self.maint_hours += t - self.down_since[node]
-                self.to_pool(node, t)
+                self.to_pool(node, t, back=True)
         self.dispatch(t)
