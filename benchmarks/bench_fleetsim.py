@@ -53,9 +53,9 @@ def main() -> None:
           f"{est.ci_high['fleet_goodput']:.4f}], {est.mean['failures']:,.0f} failures and "
           f"{est.mean['interruptions']:,.0f} interruptions per year; fits "
           f"{fit_share:.0%} of the goodput CI's width; {est.mean['systematic_failures']:,.0f} "
-          f"failures from bad nodes; fixed-work jobs of 32 GPUs: wall "
-          f"{est.mean.get('wall_hours:32', 0):.2f} h, queue wait "
-          f"{est.mean.get('queue_wait_hours:32', 0):.2f} h")  # fmt: skip
+          f"failures from bad nodes; fixed-work jobs of 256 GPUs: wall "
+          f"{est.mean.get('wall_hours:256', 0):.2f} h, queue wait "
+          f"{est.mean.get('queue_wait_hours:256', 0):.2f} h")  # fmt: skip
     rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
               resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 2**20  # fmt: skip
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -5,9 +5,10 @@
         [--airesim DIR --airesim-python PYTHON [--airesim-replications 2]]
 
 ``--airesim``: a checkout of karthikp-ubc/airesim (not part of this repository: fetch it
-outside it) and a Python that imports its dependency simpy. Its replications run one at a
-time in that Python, the simulator's here in this process, so the two per-replication times
-are single-core times taken under the same load.
+outside it) and a Python that imports its dependency simpy (defaults: the environment's
+``AIRESIM_DIR`` and ``AIRESIM_PYTHON``, so ``run_all`` measures it where they are set). Its
+replications run one at a time in that Python, the simulator's here in this process, so the
+two per-replication times are single-core times taken under the same load.
 
 Targets (issue 43): over the replications, mean wall clock within 2% of the published 9,873 h
 and ETTR within 1 point of 62.3%; removing systematic failures (no bad servers, the same
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -76,8 +78,13 @@ def airesim_runs(directory: str, python: str, n: int) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--replications", type=int, default=30)
-    ap.add_argument("--airesim", default=None, help="a checkout of karthikp-ubc/airesim")
-    ap.add_argument("--airesim-python", default=None, help="a Python with simpy")
+    ap.add_argument(
+        "--airesim",
+        default=os.environ.get("AIRESIM_DIR"),
+        help="a checkout of karthikp-ubc/airesim",
+    )
+    ap.add_argument("--airesim-python", default=os.environ.get("AIRESIM_PYTHON"),
+                    help="a Python with simpy")  # fmt: skip
     ap.add_argument("--airesim-replications", type=int, default=2)
     args = ap.parse_args()
     config = yaml.safe_load(CONFIG.read_text())

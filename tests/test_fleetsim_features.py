@@ -377,3 +377,31 @@ def test_silent_repair_mixture_recovers_a_planted_probability_and_refail_time():
     assert fit["silent_fail_prob"] == pytest.approx(p, abs=0.03)
     assert fit["refail_hours"] == pytest.approx(mu, rel=0.15)
     assert fit["rate"] == pytest.approx(r, rel=0.1)
+
+
+def test_estimated_keys_are_filled_from_the_demo_warehouse(demo):
+    """``estimated`` keys read node_health (bad nodes) and the repairs of failures /
+    node_events (silent repairs); the scenario then runs on them."""
+    from analysis.fleetsim.run import resolve
+
+    wh, _ = demo
+    spec = validate({
+        "horizon_days": 20, "fleet": {"nodes": 64, "hot_spares": 2},
+        "bad_nodes": {"share": "estimated", "multiplier": "estimated"},
+        "repair": {"technicians": 2, "silent_fail_prob": "estimated"},
+        "triage": {"refail_hours": "estimated"},
+        "replications": {"min": 2, "max": 2},
+    })  # fmt: skip
+    inputs = resolve(spec, wh)
+    f = inputs.filled
+    assert 0 <= f["bad_share"] <= 1 and f["bad_multiplier"] >= 1
+    assert 0 < f["silent_fail_prob"] < 1 and f["refail_hours"] > 0
+    full = inputs.apply(spec)
+    assert full["repair"]["silent_fail_prob"] == f["silent_fail_prob"]
+    assert full["triage"]["refail_hours"] == f["refail_hours"]
+    est = simulate(spec, inputs, workers=1)
+    assert est.mean["failures"] > 0
+    with pytest.raises(ScenarioError, match="reads the warehouse"):
+        resolve(validate({"fleet": {"nodes": 4}, "repair": {"model": "exponential",
+                          "params": {"scale_hours": 1.0}, "silent_fail_prob": "estimated"},
+                          "jobs": [{"gpus": 8}], "rates": "x.csv"}))  # fmt: skip
