@@ -32,11 +32,13 @@ credentials out of text: every error line, ``pull_log`` row and dry-run line goe
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 import os
 import re
 import shlex
+import signal
 import subprocess
 import time
 import tomllib
@@ -171,6 +173,9 @@ class SourceConfig:
     options: dict  # the kind's OPTIONS, filled in
     timeout_s: float = TIMEOUT_S
     retries: int = RETRIES
+    # ``cluster`` written in sources.toml: every record's cluster (ParseContext.cluster_given);
+    # else records that name their cluster (sacct's Cluster) keep it, the others get "default"
+    cluster_given: bool = False
 
     def secret(self, option: str) -> str | None:
         """The value of the environment variable that option ``option`` names (credentials are
@@ -244,28 +249,44 @@ def run_command(src: SourceConfig, argv: list[str], shown: str | None = None) ->
         if attempt:
             time.sleep(min(BACKOFF_S * 2 ** (attempt - 1), 30))
         try:
-            out = subprocess.run(
-                argv,
-                check=False,
-                capture_output=True,
-                timeout=src.timeout_s,
-                stdin=subprocess.DEVNULL,
-            )
+            code, out, err = _run_group(argv, src.timeout_s)
         except FileNotFoundError:
             raise SourceError(f"{src.name}: {argv[0]}: command not found") from None
         except subprocess.TimeoutExpired:
             why = f"{shown} gave no answer within {src.timeout_s:g} s"
             continue
-        if out.returncode == 0:
-            return out.stdout
+        if code == 0:
+            return out
         first = next(
-            (ln.strip() for ln in out.stderr.decode(errors="replace").splitlines() if ln.strip()),
-            "",
+            (ln.strip() for ln in err.decode(errors="replace").splitlines() if ln.strip()), ""
         )
-        why = f"{shown} exited {out.returncode}: {first[:300] or '(no message)'}"
-        if out.returncode in (126, 127):  # no retry finds a command that is not there
+        why = f"{shown} exited {code}: {first[:300] or '(no message)'}"
+        if code in (126, 127):  # no retry finds a command that is not there
             break
     raise SourceError(f"{src.name}: {why}")
+
+
+def _run_group(argv: list[str], timeout_s: float) -> tuple[int, bytes, bytes]:
+    """(exit status, standard output, standard error) of ``argv``, run in a session of its own;
+    past ``timeout_s`` (or interrupted) every process of that session is killed, not only the
+    child: a shell ``command_prefix`` would otherwise leave its hung ``sacct`` running, one
+    per try. A process the command leaves running after it exits (ssh's ControlPersist master)
+    is its own."""
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    return proc.returncode, out, err
 
 
 def load_sources(home: Path, kinds: dict) -> list[SourceConfig]:
@@ -307,6 +328,7 @@ def source_config(entry: dict, kinds: dict, where: str = "source") -> SourceConf
             f"{where} ({name}): kind {shown} is not one of {', '.join(sorted(kinds))}"
         )
     where = f"{where} ({name})"
+    cluster_given = "cluster" in entry
     cluster = entry.pop("cluster", "default")
     if not isinstance(cluster, str) or not cluster:
         raise SourceConfigError(f"{where}: cluster is a name (a string)")
@@ -332,7 +354,7 @@ def source_config(entry: dict, kinds: dict, where: str = "source") -> SourceConf
     declared = getattr(kinds[kind], "OPTION_TYPES", {})
     for option in entry:
         _check_option(where, option, entry[option], spec[option], declared.get(option))
-    return SourceConfig(name, kind, cluster, options, float(timeout_s), int(retries))
+    return SourceConfig(name, kind, cluster, options, float(timeout_s), int(retries), cluster_given)
 
 
 def _check_option(where: str, option: str, value, default, types: tuple | None) -> None:
