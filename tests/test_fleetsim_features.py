@@ -331,6 +331,9 @@ def test_fit_uncertainty_widens_the_ci_and_is_split_from_the_simulation():
     assert half == pytest.approx(math.hypot(drawn.fit_half[k], drawn.sim_half[k]))
     est = estimates([{"a": 1.0}, {"a": 3.0}])
     assert est.fit_half["a"] == 0 and est.sim_half["a"] > 0
+    # a replication whose fixed-work job did not finish has no wall time: left out, not 0
+    est = estimates([{"wall_hours:8": 10.0, "lost_gpu_hours:psu": 4.0}, {}, {"wall_hours:8": 12.0}])
+    assert est.mean["wall_hours:8"] == 11.0 and est.mean["lost_gpu_hours:psu"] == 4.0 / 3
 
 
 def test_estimated_keys_are_one_line_errors_without_their_data():

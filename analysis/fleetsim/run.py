@@ -44,6 +44,7 @@ from analysis.rate_sources import JOB_SIZE_EDGES
 
 # metrics (or key prefixes) the stopping rule watches
 TARGETS = ("fleet_goodput", "ettr:", "wall_hours:")
+PER_JOB = ("wall_hours:", "queue_wait_hours:")  # means over the jobs that finished / started
 Z95 = 1.959963984540054
 # scenario keys that may be 'estimated', each with the estimate that fills it
 ESTIMATED_KEYS = {
@@ -279,18 +280,30 @@ def split_variance(x: np.ndarray) -> tuple[float, float]:
 
 
 def estimates(runs: list[dict], drawn: bool = False) -> Estimates:
-    """Means and CIs of replications (``drawn``: in pairs at rate draws, module docstring)."""
+    """Means and CIs of replications (``drawn``: in pairs at rate draws, module docstring). A
+    metric a replication lacks is 0 there (no failure of a class, no lost hours), except the
+    means over finished or started jobs (``PER_JOB``), which it leaves out."""
     keys = sorted({k for r in runs for k in r})
-    values = {k: np.array([r.get(k, 0.0) for r in runs]) for k in keys}
+    values = {
+        k: np.array([r.get(k, math.nan if k.startswith(PER_JOB) else 0.0) for r in runs])
+        for k in keys
+    }
     mean, lo, hi, fit, sim = {}, {}, {}, {}, {}
     for k in keys:
         x = values[k]
+        whole = np.isfinite(x)
+        if drawn and not whole.all():  # only the pairs both of whose replications have it
+            pairs = whole[: x.size // 2 * 2].reshape(-1, 2).all(axis=1)
+            x = x[: x.size // 2 * 2].reshape(-1, 2)[pairs].ravel()
+        x = x[np.isfinite(x)]
+        if not x.size:
+            continue
         mean[k] = float(x.mean())
         sim[k] = t_half(x)
         fit[k] = Z95 * math.sqrt(split_variance(x)[0]) if drawn else 0.0
         h = math.hypot(fit[k], sim[k])
         lo[k], hi[k] = mean[k] - h, mean[k] + h
-    return Estimates(mean, lo, hi, len(runs), False, values, fit, sim)
+    return Estimates(mean, lo, hi, len(runs), False, {k: values[k] for k in mean}, fit, sim)
 
 
 def paired(a: Estimates, b: Estimates, key: str) -> tuple[float, float, float]:
