@@ -29,6 +29,7 @@ BENCHMARKS = [
     "bench_survival",
     "bench_goodput",
     "bench_fleetsim",
+    "bench_fleetsim_airesim",
     "validate_attribution",
     "validate_survival_coverage",
     "validate_survivor_inventory",

@@ -1115,7 +1115,7 @@ TABLES: dict[str, Table] = {
             "fleetsim_results",
             (
                 "one metric of one fleet-simulator scenario point (baseline, sweep point or spare "
-                "count), with its 95% CI over replications"
+                "count), with its 95% CI and the parts of it from the fits and from simulation"
             ),
             {
                 "scenario": STR,  # the scenario's name (HOME/scenarios/*.yaml)
@@ -1126,8 +1126,11 @@ TABLES: dict[str, Table] = {
                 # fleet_goodput, ettr:<gpus>, goodput:<gpus>, lost_gpu_hours:<cause>, ...
                 "metric": STR,
                 "mean": F64,
-                "ci_low": F64,  # 95% Student-t CI over the replications
+                # 95% CI: mean +- sqrt(halfwidth_fit^2 + halfwidth_sim^2)
+                "ci_low": F64,
                 "ci_high": F64,
+                "halfwidth_fit": F64,  # the part from the failure laws' fits (0: not drawn)
+                "halfwidth_sim": F64,  # the Student-t half-width of the mean over replications
                 "replications": I64,
                 "converged": BOOL,  # the stopping rule's half-width target was met
             },
