@@ -23,7 +23,7 @@ def _fitted() -> pl.DataFrame:
         {"component_class": c, "stratum": "all", "window": "all", "model": "exponential",
          "selected": True, "params": "{}", "n_events": d, "exposure_hours": exposure[c],
          "rate_per_1k_unit_days": d / exposure[c] * PER_1K, "converged": True,
-         "aic_weight": 1.0, "rate_extrapolated": False}
+         "aic_weight": 1.0, "mean_extrapolated": False}
         for c, d in events.items()
     ]))  # fmt: skip
 

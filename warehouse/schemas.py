@@ -739,7 +739,7 @@ TABLES: dict[str, Table] = {
                 "low_exposure": BOOL,  # monthly exposure < 1/4 of the class's median month
                 "aic_weight": F64,  # Akaike weight within (class, stratum, window)
                 # the row's mean lifetime lies beyond the oldest observed age
-                "rate_extrapolated": BOOL,
+                "mean_extrapolated": BOOL,
             },
             kind="derived",
         ),
