@@ -381,16 +381,21 @@ def rate_samples(
 ) -> dict[str, np.ndarray]:
     """``n`` plausible per-unit-hour failure rates per class, for propagating fit uncertainty.
 
-    Rate: the Gamma(events + 1/2, exposure) distribution (the Jeffreys posterior of a Poisson
-    rate): its 2.5/97.5% quantiles sit at the Garwood CI of ``rate_ci_low/high`` (within a
-    fraction of an event), it is defined for zero events, and it needs only the two sufficient
-    statistics stored in ``failure_rates``. Family: each draw then takes one candidate model's
-    rate over the window relative to the observed rate, the model drawn with its Akaike weight
-    (``aic_weight``; a table without weights: the selected row only). Candidates fitted to the
-    same failures over the same spans differ little there (a Weibull's or a Gompertz's rate over
-    the window is the observed rate exactly where no failure is interval-censored: the score of
-    their scale parameter says so), so the family moves the band little. Multiply by units per
-    job for a job rate.
+    Rate: the Gamma(events + 1 / (2 C), exposure) posterior of each of the C classes drawn.
+    A projection adds the classes up, and this puts one Jeffreys half event on their total
+    (Gamma(total events + 1/2) where the classes weigh an event alike, as unit classes watched
+    over one window do for a job: its units of the class / the class's unit-hours), whose two
+    tails each hold about 2.5%. Half an event per class would add C / 2 events to the total and
+    raise its lower bound: on simulated fleets a job truly better off than its band would fall
+    above the band three to six times as often as below it (``benchmarks/validate_fleets.py``).
+    Defined for zero events; needs only the two sufficient statistics stored in
+    ``failure_rates``. Family: each draw then takes one candidate model's rate over the window
+    relative to the observed rate, the model drawn with its Akaike weight (``aic_weight``; a
+    table without weights: the selected row only). Candidates fitted to the same failures over
+    the same spans differ little there (a Weibull's or a Gompertz's rate over the window is the
+    observed rate exactly where no failure is interval-censored: the score of their scale
+    parameter says so), so the family moves the band little. Multiply by units per job for a
+    job rate.
     """
     sel = selected(failure_rates_df, window, stratum)
     df = failure_rates_df
@@ -405,10 +410,10 @@ def rate_samples(
         else sel
     )
     out = {}
-    for cls, d, e in sel.select("component_class", "n_events", "exposure_hours").iter_rows():
-        if e is None or e <= 0:
-            continue
-        draws = rng.gamma(d + 0.5, 1.0 / e, size=n)
+    drawn = sel.filter(pl.col("exposure_hours") > 0)
+    prior = 0.5 / max(drawn.height, 1)
+    for cls, d, e in drawn.select("component_class", "n_events", "exposure_hours").iter_rows():
+        draws = rng.gamma(d + prior, 1.0 / e, size=n)
         c = cands.filter(pl.col("component_class") == cls)
         observed = d / e * HOURS_PER_1K_UNIT_DAYS
         if c.height > 1 and observed > 0:
