@@ -1,6 +1,6 @@
 """The fit table's rates and the projected band against the truth of many simulated fleets.
 
-    python -m benchmarks.validate_fleets [--seeds 60] [--sizes 16 64] [--days 60] [--jobs 2]
+    python -m benchmarks.validate_fleets [--seeds 100] [--sizes 16 64] [--days 60] [--jobs 2]
         [--chain-nodes 16]
 
 What is compared: a class's rate is the rate its units showed over the observation window at
@@ -48,29 +48,15 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from scipy.stats import beta
 
+from benchmarks.targets import at_most_level
 from benchmarks.targets import run_benchmark
+from benchmarks.targets import share_interval
 from benchmarks.targets import target
 
 MIN_EXPECTED = 1.0  # classes with fewer expected failures in the window have nothing to cover
-LEVEL = 0.05  # the most a band may miss on either side
 CHAIN_SOURCES = ("components", "kernel", "ipmi", "redfish", "dcgm")  # what lifetimes read
 CHAIN_TOLERANCE_H = 2 / 3600  # install and failure times are written to the second
-
-
-def binomial_interval(k: int, n: int) -> tuple[float, float]:
-    """Exact (Clopper-Pearson) 95% interval of a share k / n."""
-    lo = float(beta.ppf(0.025, k, n - k + 1)) if k else 0.0
-    hi = float(beta.ppf(0.975, k + 1, n - k)) if k < n else 1.0
-    return lo, hi
-
-
-def at_most_level(k: int, n: int) -> tuple[bool, str]:
-    """Whether ``k`` misses in ``n`` fleets are consistent with a share <= ``LEVEL`` (the
-    one-sided exact 95% lower bound is at most the level), and the share with that bound."""
-    lower = float(beta.ppf(0.05, k, n - k + 1)) if k else 0.0
-    return lower <= LEVEL, f"{k}/{n} = {k / n:.1%}, one-sided 95% lower bound {lower:.1%}"
 
 
 def chain_check(nodes: int, days: float, seed: int) -> tuple[bool, str]:
@@ -188,7 +174,7 @@ def one_fleet(nodes: int, seed: int, days: float) -> tuple[list[dict], dict]:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", type=int, default=60, help="fleets per size")
+    ap.add_argument("--seeds", type=int, default=100, help="fleets per size")
     ap.add_argument("--sizes", type=int, nargs="+", default=[16, 64])
     ap.add_argument("--days", type=float, default=60.0)
     ap.add_argument("--jobs", type=int, default=2, help="processes for the fleets")
@@ -241,14 +227,14 @@ def main(argv=None) -> None:
         )
 
     k, n = int(gpu["table_covered"].sum()), gpu.height
-    lo, hi = binomial_interval(k, n)
+    lo, hi = share_interval(k, n)
     target(
         "gpu table rate CI covers the truth 93-97% (exact 95% interval of the share overlaps)",
         lo <= 0.97 and hi >= 0.93,
         f"{k}/{n} = {k / n:.1%}, interval {lo:.1%}-{hi:.1%}",
     )
     k, n = int(classes["table_covered"].sum()), classes.height
-    lo, hi = binomial_interval(k, n)
+    lo, hi = share_interval(k, n)
     target(
         "every class's table rate CI covers the truth 93-97% (exact 95% interval overlaps)",
         lo <= 0.97 and hi >= 0.93,
