@@ -144,3 +144,19 @@ def test_a_categorical_is_one_likelihood_ratio_test_and_its_levels_follow_it():
     null = hazard_ratios(_load_fleet(4000, 3))
     null_racks = null.filter(pl.col("covariate").str.starts_with("rack="))
     assert not null_racks["clear_effect"].any()
+
+
+def test_a_categorical_alone_is_tested_against_the_model_without_covariates():
+    """With the rack the only covariate, its likelihood-ratio test is against the partial
+    likelihood with none (Breslow, delayed entry), which lifelines' own test of a fitted model
+    against the null gives too."""
+    from lifelines import CoxPHFitter
+
+    lt = _load_fleet(3000, 4, rack_hr=1.5).drop("temp_mean", "power_mean")
+    racks = hazard_ratios(lt).filter(pl.col("covariate").str.starts_with("rack="))
+    frame = lt.with_columns(
+        pl.col("event").cast(pl.Int8),
+        *((pl.col("rack") == f"r{i}").cast(pl.Float64).alias(f"r{i}") for i in range(2, 9)),
+    ).drop("component_class", "unit_id", "rack")
+    cph = CoxPHFitter().fit(frame.to_pandas(), "duration", "event", entry_col="entry")
+    assert racks["family_p"][0] == pytest.approx(cph.log_likelihood_ratio_test().p_value, rel=1e-4)
