@@ -36,6 +36,7 @@ from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime
 from datetime import timedelta
 
+import duckdb
 import numpy as np
 import polars as pl
 
@@ -88,6 +89,13 @@ def lemon_fleet(seed: int, n: int, planted: int = 0) -> tuple[bool, bool]:
     return bool(flags[planted:].any()), bool(flags[:planted].all() and not flags[planted:].any())
 
 
+def _quiet() -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection that draws no progress bar into the benchmark's output."""
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 def cox_fleet(seed: int, beta: float, nodes: int = 16) -> pl.DataFrame:
     """``hazard_ratios`` of a simulated fleet of ``nodes`` whose GPU temperature effect is
     ``beta`` (log hazard ratio per sd of a slot's temperature offset)."""
@@ -96,7 +104,7 @@ def cox_fleet(seed: int, beta: float, nodes: int = 16) -> pl.DataFrame:
     start = datetime.strptime(f.start, "%Y-%m-%dT%H:%M:%S")
     lt = build_component_lifetimes(
         history, hourly, TABLES["hw_events"].empty(), data_start=start,
-        as_of=start + timedelta(seconds=f.horizon), nodes_per_rack=4,
+        as_of=start + timedelta(seconds=f.horizon), nodes_per_rack=4, connect=_quiet,
     )  # fmt: skip
     return sv.hazard_ratios(lt)
 
