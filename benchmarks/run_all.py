@@ -24,6 +24,7 @@ BENCHMARKS = [
     "bench_sacct",
     "bench_telemetry",
     "bench_kernel",
+    "bench_health_events",
     "bench_attack_inputs",
     "bench_survival",
     "bench_goodput",
@@ -34,14 +35,18 @@ BENCHMARKS = [
     "validate_claims",
     "validate_fleets",
     "validate_measured_goodput",
+    "validate_differential_sacct",
     "bench_fleet_scale",
     "bench_cli_start",
     "bench_ui_vs_cli",
     "bench_report_size",
     "bench_pull_slurm",
     "bench_pull_prometheus",
+    "validate_differential_pull",
     "bench_pull_redfish",
     "validate_public_datasets",
+    "validate_stragglers",
+    "validate_slow_steps",
 ]
 RESULTS = Path(__file__).with_name("RESULTS.md")
 _HEADER = """# Benchmark results

@@ -473,9 +473,9 @@ def lanl(datasets: Path, work: Path) -> None:
         )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    default = next(
+def default_datasets() -> Path | None:
+    """The shared datasets folder beside the checkout (or beside its worktrees' folder)."""
+    return next(
         (
             p
             for p in (ROOT.parent / "shared" / "datasets", ROOT.parents[1] / "shared" / "datasets")
@@ -483,6 +483,11 @@ def main() -> None:
         ),
         None,
     )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    default = default_datasets()
     ap.add_argument("--datasets", type=Path, default=default, help="folder with titan/ and lanl/")
     args = ap.parse_args()
     if args.datasets is None or not (args.datasets / "titan" / "gc_full.csv").is_file():

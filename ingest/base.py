@@ -39,6 +39,10 @@ from warehouse.schemas import quarantine_frame
 class ParseContext:
     path: str = "<memory>"  # written to source_file
     cluster: str = "default"
+    # ``cluster`` was given (``--cluster``, a source's ``cluster``): it is the cluster of every
+    # record, whatever cluster a record names (``record_cluster``); else it is only the cluster of
+    # records that name none
+    cluster_given: bool = False
     tz: str = "UTC"  # zone of timestamps that carry none
     host: str | None = None  # host for files that do not name one
     time: datetime | None = None  # sample time for scrapes that carry none (UTC)
@@ -221,6 +225,35 @@ def event_ids(keys: pl.Series) -> pl.Series:
         "event_id",
         [hashlib.blake2b(k.encode(), digest_size=8).hexdigest() for k in keys],
         dtype=pl.Utf8,
+    )
+
+
+def record_cluster(reported: pl.Expr, ctx: ParseContext) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """(cluster, reported_cluster, why the record cannot be stored) of records that name their
+    own cluster (``reported``: sacct's Cluster). A cluster given is the cluster: two sites'
+    slurmdbds that both say ``cluster`` are two clusters. A record's own name that differs from
+    it is kept as ``reported_cluster`` (else null). Without one, the record's name is the
+    cluster. A dump that names several clusters is never merged into the one given: the records
+    of the others are rejected, with the reason."""
+    if not ctx.cluster_given:
+        return (
+            pl.coalesce(reported, pl.lit(ctx.cluster)),
+            pl.lit(None, pl.Utf8),
+            pl.lit(None, pl.Utf8),
+        )
+    named = reported.drop_nulls().unique().sort()
+    differs = (reported != ctx.cluster).fill_null(False)
+    why = pl.format(
+        "this dump holds records of clusters {}: the cluster given ({}) would merge them; read it "
+        "without a given cluster, or one cluster at a time (sacct -M {})",
+        named.str.join(", "),
+        pl.lit(ctx.cluster),
+        reported,
+    )
+    return (
+        pl.lit(ctx.cluster),
+        pl.when(differs).then(reported),
+        pl.when(differs & (named.len() > 1)).then(why),
     )
 
 

@@ -158,11 +158,11 @@ def read_parsed(
     fh: BinaryIO, total: int, name: str, forced: FormatSpec | None
 ) -> tuple[bytes | None, int, str]:
     """(bytes, count, sha256) of what an ingest parses of the open file ``fh`` of ``total``
-    bytes: the count up to ``_parsed_size`` and their sha256. A small file (at most
+    bytes: the count up to ``parsed_size`` and their sha256. A small file (at most
     CHUNK_BYTES) is read once, hashed and returned; a larger one is hashed from the same open
     descriptor and left on disk (None), so what is hashed is what is parsed."""
     data = fh.read() if total <= chunks.CHUNK_BYTES else None
-    size = _parsed_size(fh, data, total, name, forced)
+    size = parsed_size(data, total, name, forced, fh.fileno())
     sha = (
         hashlib.sha256(memoryview(data)[:size]).hexdigest()
         if data is not None
@@ -171,14 +171,14 @@ def read_parsed(
     return data, size, sha
 
 
-def _parsed_size(
-    fh: BinaryIO, data: bytes | None, size: int, name: str, forced: FormatSpec | None
+def parsed_size(
+    data: bytes | None, size: int, name: str, forced: FormatSpec | None, fd: int | None = None
 ) -> int:
-    """How much of a file to parse: all of it, except that the last line of an uncompressed
-    file in a line-oriented format, when it has no newline yet (a log or scrape being written,
-    or copied), is held back; the manifest records the bytes parsed, and the file, when it
-    has grown, is read again (what was stored already is counted as duplicates)."""
-    fd = fh.fileno()
+    """How much of a file (``data``, else the open file ``fd``) of ``size`` bytes to parse: all of
+    it, except that the last line of an uncompressed file in a line-oriented format, when it has
+    no newline yet (a log or scrape being written, or copied, or a command's output cut short),
+    is held back; the manifest records the bytes parsed, and the file, when it has grown, is
+    read again (what was stored already is counted as duplicates)."""
 
     def read(n: int, at: int) -> bytes:
         return data[at : at + n] if data is not None else os.pread(fd, n, at)

@@ -1,5 +1,6 @@
 """What the scheduler parsers (sacct text, sacct JSON) share about a job attempt: the bounds of its
-values and the reasons, Slurm's state names, and attempt numbering. Not a format (no ``FORMAT``)."""
+values and the reasons, Slurm's state names, the GPUs of its TRES, and attempt numbering. Not a
+format (no ``FORMAT``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,44 @@ MAX_NODES = MAX_HOSTS  # a job's nodes are a hostlist
 MAX_GPUS = 10_000_000
 MAX_CPUS = 100_000_000
 MAX_EXIT = 255  # a process exit status and a signal number are 0..255
+
+
+# Slurm counts a typed GPU twice where accounting tracks its type (``AccountingStorageTRES=
+# gres/gpu,gres/gpu:h100``, as on nearly every GPU cluster): the untyped total and once per type.
+# AllocTRES ``gres/gpu:h100=16,gres/gpu=16`` and --json's ``{"name": "gpu"}`` with ``{"name":
+# "gpu:h100"}`` are 16 GPUs (Slurm 22.05.8: tests/fixtures/slurm/*_typed_gpus.*). A site that
+# tracks types only lists typed counts: their sum.
+_GPU_UNTYPED = r"(?:^|,)gres/gpu=(\d+)(?:,|$)"
+_GPU_TYPED = r"(?:^|,)gres/gpu:[^=,]+=\d+"
+_GPU_ANY = r"(?:^|,)gres/gpu[:=]"
+
+
+def tres_gpus(tres: pl.Expr) -> pl.Expr:
+    """The GPUs of a TRES string (``billing=8,cpu=8,gres/gpu=8,gres/gpu:h100=8,node=1``): the
+    untyped ``gres/gpu=N`` when present, else the sum of the typed ``gres/gpu:<type>=N``; null
+    when it names no GPU, or a count too large to be one."""
+    untyped = tres.str.extract(_GPU_UNTYPED).cast(pl.Int64, strict=False)
+    counts = tres.str.extract_all(_GPU_TYPED).list.eval(
+        pl.element().str.extract(r"=(\d+)$").cast(pl.Int64, strict=False)
+    )
+    typed = pl.when(~counts.list.eval(pl.element().is_null()).list.any()).then(counts.list.sum())
+    return (
+        pl.when(tres.str.contains(_GPU_UNTYPED))
+        .then(untyped)
+        .otherwise(pl.when(tres.str.contains(_GPU_TYPED)).then(typed))
+    )
+
+
+def job_gpus(alloc: pl.Expr, req: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """(GPUs, why they cannot be read) of a job from its allocated and requested TRES strings:
+    the allocation's (0 when something but no GPU was allocated), else the request's (a job that
+    never ran); the reason, else null, when a GPU count is not one (a count too large)."""
+    tres = pl.coalesce(alloc, req)
+    gpus = tres_gpus(tres)
+    error = pl.when(gpus.is_null() & tres.str.contains(_GPU_ANY)).then(
+        pl.format("TRES '{}' holds a count too large to be one", tres)
+    )
+    return pl.coalesce(gpus, pl.when(alloc.is_not_null()).then(pl.lit(0, pl.Int64))), error
 
 
 def _ts(col: str) -> pl.Expr:

@@ -34,6 +34,7 @@ from ingest.files import UserError
 from ingest.files import compression
 from ingest.files import display_name
 from ingest.files import iter_files
+from ingest.files import parsed_size
 from ingest.files import read_parsed
 from ingest.files import sha_of
 from ingest.files import unsettled
@@ -339,17 +340,22 @@ class MemoryInput:
 def parse_documents(
     docs: list[MemoryInput],
 ) -> list[tuple[FileReport, list[tuple[str, ParseResult]]]]:
-    """Each of ``docs`` parsed with its format, with its report: the same parsers as files. A
-    document that fails to parse is quarantined whole and its report is not ``done``. Touches
-    no warehouse, so it can run while another batch commits."""
+    """Each of ``docs`` parsed with its format, with its report: the same parsers as files, an
+    unfinished last line held back as from a file (``FileReport.held_back``). A document that
+    fails to parse is quarantined whole and its report is not ``done``. Touches no warehouse,
+    so it can run while another batch commits."""
     parsed = []
     for d in docs:
         if d.fmt is not None and d.fmt not in formats():
             raise UserError(f"{d.name}: unknown format {d.fmt!r}")
+        # as for a file: an unfinished last line (output cut mid-line) waits for the next read
+        size = parsed_size(d.data, len(d.data), d.name, formats()[d.fmt] if d.fmt else None)
+        data = d.data[:size]
         report = FileReport(
-            d.name, d.fmt or "", hashlib.sha256(d.data).hexdigest(), bytes=len(d.data)
-        )
-        res, report.done = parse_bytes(d.data, d.name, d.fmt, replace(d.ctx, path=d.name))
+            d.name, d.fmt or "", hashlib.sha256(data).hexdigest(), bytes=size,
+            held_back=len(d.data) - size,
+        )  # fmt: skip
+        res, report.done = parse_bytes(data, d.name, d.fmt, replace(d.ctx, path=d.name))
         parsed.append((report, res))
     return parsed
 

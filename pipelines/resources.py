@@ -52,7 +52,8 @@ class GoodputConfig(dg.ConfigurableResource):
     # <home>/parquet
     warehouse_uri: str = ""
     sources: list[str] = []  # noqa: RUF012 (pydantic copies defaults) - empty: <home>/landing
-    cluster: str = "default"
+    # cluster name stored with every record; empty: the cluster a record names, else "default"
+    cluster: str = ""
     tz: str = "UTC"
     ingest_jobs: int = 0  # processes that parse source files; 0: one per core
     observed_from: str = (
@@ -102,7 +103,9 @@ class GoodputConfig(dg.ConfigurableResource):
         return list(self.sources) or [str(self.warehouse().landing)]
 
     def parse_context(self) -> ParseContext:
-        return ParseContext(cluster=self.cluster, tz=self.tz)
+        return ParseContext(
+            cluster=self.cluster or "default", cluster_given=bool(self.cluster), tz=self.tz
+        )
 
     def window_bounds(self) -> tuple[datetime | None, datetime | None]:
         """(observed_from, observed_to) as naive UTC; None where inferred from the data. A

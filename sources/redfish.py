@@ -22,9 +22,14 @@ every page it read or one ``Failure``.
   reads every entry and the warehouse's record keys store each once; readings are a snapshot
   stamped with the time they were read. CHUNK is therefore long enough that a pull is one window.
 - A BMC is stored whole or not at all: its documents are returned only when its walk ends, within
-  ``bmc_timeout_s`` from its first request (each request's timeout is cut to what remains; a BMC
-  still running at its deadline is reported and left behind). An unreachable, refusing or
-  failing BMC is a ``Failure(host, one line)``; the others are still read.
+  ``bmc_timeout_s`` from its first request (no request outlives that deadline, however slowly
+  the BMC answers: ``sources.http_client``; a BMC still running at its deadline is reported at
+  once). An unreachable, refusing or failing BMC is a ``Failure(host, one line)``; the others
+  are still read.
+- Every request stays on the scheme, host and port of the BMC's configured url: a link
+  (``@odata.id``, ``Links.Sessions``, a nextLink, the session's ``Location``) elsewhere, or a
+  redirect, is not followed and fails that BMC, so its credentials (basic auth, the session
+  login, ``X-Auth-Token``) never reach another host.
 """
 
 from __future__ import annotations
@@ -48,7 +53,9 @@ from sources.base import Failure
 from sources.base import SourceConfig
 from sources.base import SourceError
 from sources.base import Window
-from sources.base import http_session
+from sources.http_client import HttpError
+from sources.http_client import request as http_request
+from sources.http_client import session as http_session
 
 KIND = "redfish"
 OPTIONS = {
@@ -63,6 +70,7 @@ OPTIONS = {
     "max_pages": 1000,  # per collection: more is taken for a nextLink loop
     "logs": [],  # LogService ids to read (e.g. ["SEL", "EventLog"]); empty: every log service
 }
+OPTION_TYPES = {"verify_tls": (bool, str)}  # true, false or the path of a CA bundle
 CHUNK = timedelta(days=36500)  # not windowed (see above): one window per pull
 OVERLAP = timedelta(0)
 
@@ -121,6 +129,11 @@ def bmcs(src: SourceConfig) -> list[Bmc]:
 
 def _bmc(src: SourceConfig, host: str, url: str, where: str) -> Bmc:
     parts = urlsplit(url)
+    if "@" in parts.netloc:
+        raise SourceError(
+            f"{src.name}: {where}: the url holds a user name or password (user:password@, not "
+            "shown): remove it; credentials come from username_env / password_env"
+        )
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise SourceError(f"{src.name}: {where}: url {url!r} is not http(s)://address[:port]")
     return Bmc(host, f"{parts.scheme}://{parts.netloc}")
@@ -261,36 +274,39 @@ class Client:
 
     # -- requests -------------------------------------------------------------------------
     def request(self, method: str, path: str, **kw):
-        import requests
-        from urllib3.exceptions import ReadTimeoutError
-
-        url = urljoin(self.bmc.url, path)
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise BmcError(self.late())
-        timeout = min(self.src.timeout_s, left)
+        """The answer to ``method path`` (a path or a link on the BMC), within the BMC's deadline;
+        a failure, an error status or a redirect is a BmcError."""
+        url = self.url(path)
         try:
-            r = self.http.request(method, url, timeout=timeout, verify=self.verify, **kw)
-            r.raise_for_status()
-            return r
-        except requests.exceptions.SSLError as exc:
-            trust = "CERTIFICATE_VERIFY_FAILED" in str(exc)
-            why = "certificate not trusted" if trust else f"TLS failed ({_root_cause(exc)})"
-            raise BmcError(f"{url}: {why} (set verify_tls to the BMC's CA bundle, or false)") \
-                from None  # fmt: skip
-        except requests.HTTPError as exc:
-            r = exc.response
-            raise BmcError(f"{url}: HTTP {r.status_code} {r.reason}: {_error_text(r)}") from None
-        except requests.RequestException as exc:
-            # a read timeout that outlived the retries comes as a ConnectionError
-            reason = getattr(exc.args[0], "reason", None) if exc.args else None
-            if isinstance(exc, requests.Timeout) or isinstance(reason, ReadTimeoutError):
-                # cut short by the BMC's deadline: the same line as when the deadline is seen first
-                raise BmcError(self.late() if timeout < self.src.timeout_s
-                               else f"{url}: no answer within {timeout:g} s") from None  # fmt: skip
-            if isinstance(exc, requests.ConnectionError):
-                raise BmcError(f"{url}: cannot connect ({_root_cause(exc)})") from None
-            raise BmcError(f"{url}: {exc}") from None
+            r = http_request(
+                self.src, self.http, method, url, deadline=self.deadline, verify=self.verify, **kw
+            )
+        except HttpError as exc:
+            if exc.late:  # cut short by the BMC's deadline: the line fetch() reports for it too
+                raise BmcError(self.late()) from None
+            hint = " (set verify_tls to the BMC's CA bundle, or false)" if exc.tls else ""
+            raise BmcError(f"{url}: {exc}{hint}") from None
+        if 300 <= r.status_code < 400:
+            raise BmcError(
+                f"{url}: HTTP {r.status_code} redirects to {r.headers.get('Location', '(nowhere)')}"
+                ": not followed (credentials go only to the BMC's own url)"
+            )
+        if r.status_code >= 400:
+            raise BmcError(f"{url}: HTTP {r.status_code} {r.reason}: {_error_text(r)}")
+        return r
+
+    def url(self, link: str) -> str:
+        """``link`` (a path, or a URL) as a URL on the BMC's own scheme, host and port; a link
+        anywhere else (or with a user name in it) is a BmcError: it is never followed, so the
+        BMC's credentials never go where a rogue or compromised BMC points."""
+        target = urlsplit(urljoin(self.bmc.url + "/", link))
+        if "@" in target.netloc or _origin(target) != _origin(urlsplit(self.bmc.url)):
+            where = f"{target.scheme}://{target.netloc.rpartition('@')[2]}"
+            raise BmcError(
+                f"{self.bmc.url}: a link to another host ({where}): not followed (credentials go "
+                "only to the BMC's own url)"
+            )
+        return self.bmc.url + _local(target._replace(path=target.path or "/").geturl())
 
     def late(self) -> str:
         return self.late_line(float(self.src.options["bmc_timeout_s"]))
@@ -327,7 +343,8 @@ class Client:
                 f'{r.status_code} without an X-Auth-Token (try auth = "basic")'
             )
         self.http.headers["X-Auth-Token"] = token
-        self.session_url = r.headers.get("Location")
+        location = r.headers.get("Location")
+        self.session_url = self.url(location) if location else None  # deleted there at the end
 
     def close(self) -> None:
         """Delete the session (a BMC has few session slots); a failed delete is left to the
@@ -385,7 +402,7 @@ class Client:
             data, doc = self.get(path)
             yield path, data, doc
             link = _next_link(doc)
-            path = _local(urljoin(path, link)) if link else None
+            path = _local(self.url(urljoin(path, link))) if link else None
 
     def members(self, path: str | None) -> list[str]:
         """The member links of a navigation collection (Systems, LogServices ...)."""
@@ -464,7 +481,11 @@ def _error_text(response) -> str:
     return str(message)[:200] if message else response.text[:200]
 
 
-def _root_cause(exc: Exception) -> str:
-    """The last words of a connection error's reason, e.g. ``[Errno 111] Connection refused``."""
-    reason = getattr(exc.args[0], "reason", None) if exc.args else None
-    return str(reason or exc).rsplit(": ", 1)[-1]
+def _origin(parts) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of a split URL, the port filled in for the scheme."""
+    try:
+        port = parts.port
+    except ValueError:  # not a port: no origin of the BMC's
+        return ("", "", None)
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return (parts.scheme.lower(), (parts.hostname or "").lower(), port or default)

@@ -1,7 +1,7 @@
 """Slurm accounting (slurmdbd) as a live source: job attempts from ``sacct``, node state history
 from ``sacctmgr show event``, run on this host or through ``command_prefix`` (``["ssh",
-"login1"]``). Documents are ``sacct`` (``--parsable2``), ``sacct-json`` and ``sacctmgr-events``
-text, read by the same parsers as files.
+"login1"]``). Documents are ``sacct`` (``--parsable2`` with a random ``--delimiter``: see
+``delimiter``), ``sacct-json`` and ``sacctmgr-events`` text, read by the same parsers as files.
 
 Only attempts that have ENDED are pulled, so a stored record never changes: ``-s`` lists every
 terminal state (``TERMINAL_STATES``), and with states given slurmdbd selects a job record by its
@@ -48,10 +48,12 @@ missing command (not found here, or exit 126/127 through the prefix) fails at on
 from __future__ import annotations
 
 import re
+import secrets
 import shlex
 from collections.abc import Iterator
 from datetime import timedelta
 
+from ingest.formats import sacct_json
 from ingest.formats.sacctmgr_events import EVENT_FIELDS
 from ingest.job_checks import STATES
 from sources.base import Document
@@ -67,6 +69,7 @@ OPTIONS: dict[str, object] = {
     "mode": "auto",  # auto | json | parsable
     "events": True,  # also pull node state history (sacctmgr show event)
 }
+OPTION_TYPES = {"clusters": (str, list)}
 CHUNK = timedelta(hours=6)
 OVERLAP = timedelta(hours=1)
 
@@ -93,7 +96,8 @@ SACCT_FIELDS = (
     "AllocCPUS",
     "AllocTRES",
     "ReqTRES",
-    "NodeList",
+    "Reason",
+    "NodeList",  # last: no user's text (a job name may hold a newline)
 )
 _TIME = "%Y-%m-%dT%H:%M:%S"
 
@@ -136,14 +140,41 @@ def ids_args(src: SourceConfig, window: Window) -> list[str]:
                   [f"--starttime={start}", f"--endtime={end}"])  # fmt: skip
 
 
-def sacct_args(src: SourceConfig, window: Window, json: bool, ids: list[str]) -> list[str]:
+# sacct prints a job name as it is, line breaks and '|' included: with the default delimiter a
+# user could name a job so that the text holds a whole record of another job. The text's
+# delimiter is drawn per fetch, from characters no shell (an ssh command_prefix) treats
+# specially: a name cannot hold it, so it can neither end a record nor start one
+# (ingest/formats/sacct.py joins the lines of a record a line break cut).
+DELIMITER_CHARS = "@%+=:,./-"
+# 9**16 (about 51 bits), drawn anew for each pull, after the names were written; each field
+# costs its length in transfer (10,000 jobs: 2.9 MB more than with '|')
+DELIMITER_LEN = 16
+
+
+def delimiter() -> str:
+    """A random delimiter that does not overlap itself (found once wherever it stands)."""
+    while True:
+        d = "".join(secrets.choice(DELIMITER_CHARS) for _ in range(DELIMITER_LEN))
+        if not any(d[:k] == d[-k:] for k in range(1, len(d))):
+            return d
+
+
+def sacct_args(
+    src: SourceConfig, window: Window, json: bool, ids: list[str], delim: str = "|"
+) -> list[str]:
     """Every attempt of ``ids`` that ended before the window's end (from the first: with
     ``--jobs`` sacct starts at the epoch), so each document numbers a job's attempts from its
-    first run and a run has the same attempt number in every window that reads it."""
+    first run and a run has the same attempt number in every window that reads it; the text
+    with ``delim`` between fields."""
     shape = (
         ["--json"]
         if json
-        else ["--parsable2", "--allocations", f"--format={','.join(SACCT_FIELDS)}"]
+        else [
+            "--parsable2",
+            f"--delimiter={delim}",
+            "--allocations",
+            f"--format={','.join(SACCT_FIELDS)}",
+        ]
     )
     return _sacct(src, shape, [f"--endtime={_bounds(window)[1]}", f"--jobs={','.join(ids)}"])
 
@@ -174,7 +205,7 @@ CLUSTERS_ARGS = ["sacctmgr", "--noheader", "--parsable2", "show", "cluster", "fo
 
 def plan(src: SourceConfig, window: Window) -> list[str]:
     prefix, mode, clusters = _options(src)
-    lines = []
+    lines, delim = [], "<random per pull>"
     for w in window.chunks(CHUNK):
         if clusters != "all":
             lines.append(shlex.join(prefix + CLUSTERS_ARGS))
@@ -185,10 +216,10 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
             lines += [
                 shlex.join(prefix + VERSION_ARGS),
                 f"[Slurm >= {v}] " + shlex.join(prefix + sacct_args(src, w, True, ids)),
-                f"[Slurm < {v}] " + shlex.join(prefix + sacct_args(src, w, False, ids)),
+                f"[Slurm < {v}] " + shlex.join(prefix + sacct_args(src, w, False, ids, delim)),
             ]
         else:
-            lines.append(shlex.join(prefix + sacct_args(src, w, mode == "json", ids)))
+            lines.append(shlex.join(prefix + sacct_args(src, w, mode == "json", ids, delim)))
         if src.options["events"]:
             lines.append(shlex.join(prefix + events_args(src, w)))
     return lines
@@ -211,18 +242,37 @@ def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
             except ValueError as exc:
                 raise SourceError(f"{src.name}: {exc}") from None
             mode = "json" if version >= JSON_FROM else "parsable"
-        json = mode == "json"
+        as_json, delim = mode == "json", delimiter()
         for i in range(0, len(ids), IDS_PER_COMMAND):  # a job's attempts are all in one part
             part = f"{tag}#{i // IDS_PER_COMMAND + 1}" if len(ids) > IDS_PER_COMMAND else tag
-            yield Document(f"pull://{src.name}/sacct{'-json' if json else ''}/{part}",
-                           run(src, sacct_args(src, window, json, ids[i : i + IDS_PER_COMMAND])),
-                           "sacct-json" if json else "sacct")  # fmt: skip
+            out = run(src, sacct_args(src, window, as_json, ids[i : i + IDS_PER_COMMAND], delim))
+            yield Document(f"pull://{src.name}/sacct{'-json' if as_json else ''}/{part}",
+                           whole_json(src, out) if as_json else out,
+                           "sacct-json" if as_json else "sacct")  # fmt: skip
     if src.options["events"]:
         yield Document(
             f"pull://{src.name}/sacctmgr-events/{tag}",
             run(src, events_args(src, window)),
             "sacctmgr-events",
         )
+
+
+def whole_json(src: SourceConfig, out: bytes) -> bytes:
+    """``out``, an answer of ``sacct --json``, when the parser reads it as one whole document
+    (``sacct_json.document``) with no error in it; else a SourceError: an answer cut short
+    (exit 0) fails its window, which the next pull reads again, where as a document it would be
+    one quarantined record and its window done."""
+    doc, why, _ = sacct_json.document(out)
+    what = f"{src.name}: sacct --json answered {len(out):,} bytes"
+    if doc is None:
+        raise SourceError(f"{what}, not a whole sacct JSON document ({why}): cut short?")
+    errors = doc.get("errors")
+    if isinstance(errors, list) and errors:
+        first = errors[0]
+        if isinstance(first, dict):
+            first = first.get("description") or first.get("error") or first
+        raise SourceError(f"{what} with an error: {str(first)[:300]}")
+    return out
 
 
 def release(version: str) -> tuple[int, int]:

@@ -64,9 +64,11 @@ FIXTURE_FORMATS = {
     "bmc/redfish-mockup__Chassis_*": "redfish-sensors",
     "bmc/sushy__json_samples_power*": "redfish-sensors",
     "checkpoints/*": "checkpoints",
+    "training_logs/*": "training-log",
     "component_history/*": "component-history",
     "titan/gc_*.csv": "component-history",
     "lanl/*.csv": "failure-log",
+    "health_events/*": "health-events",
 }
 CASES = sorted(
     {(p, fmt) for glob, fmt in FIXTURE_FORMATS.items() for p in FIXTURES.glob(glob) if p.is_file()}

@@ -15,6 +15,7 @@ from pipelines.cli.sample import llama3_cause_mix
 from sample_data.simulation import simulate
 from tests.conftest import SAMPLE_FLEET
 from tests.conftest import SMALL_FLEET
+from warehouse.store import Warehouse
 
 SACCT_TXT = """\
 JobID|JobName|User|Start|End|State|ExitCode|NodeList|AllocTRES|Submit
@@ -240,3 +241,44 @@ def test_every_fault_killed_attempt_is_a_failed_attempt_with_its_nodes_and_end(f
         == ne.unique(["job_id", "time", "event"]).height
     )
     assert linked.select(pl.col("nodes").list.contains(pl.col("host")).all()).item()
+
+
+def test_two_clusters_whose_sacct_names_one_cluster_stay_two(tmp_path, capsys):
+    """Two 16-node fleets whose sacct both say ClusterName simfleet, with overlapping job ids,
+    ingested with --cluster east / west: two clusters with all their jobs and attempts (no chain
+    joins two clusters' runs), the name sacct gave kept beside them, and one warning a file."""
+    from pipelines.cli import main
+    from sample_data.simulation import build_fleet
+    from sample_data.writers import sacct as sacct_text
+    from sample_data.writers import sacct_json
+    from sample_data.writers.base import slurm_attempts
+
+    home, truth, warned = tmp_path / "home", {}, {}
+    for cluster, seed in (("east", 11), ("west", 12)):
+        f = build_fleet(llama3_cause_mix(), nodes=16, gpus_per_node=8, days=20, seed=seed,
+                        fault_scale=30.0, scrape_interval_s=0, k8s_nodes=0)  # fmt: skip
+        sacct_text.write(f, tmp_path / cluster / "sacct.txt")
+        sacct_json.write(f, tmp_path / cluster / "sacct.json")
+        attempts = slurm_attempts(f)
+        truth[cluster] = {a.job_id: sum(b.job_id == a.job_id for b in attempts) for a in attempts}
+        argv = ["--home", str(home), "ingest", str(tmp_path / cluster), "--cluster", cluster]
+        assert main(argv) == 0
+        warned[cluster] = [ln for ln in capsys.readouterr().err.splitlines() if "Cluster" in ln]
+    assert set(truth["east"]) & set(truth["west"])  # the same job ids in both
+    assert main(["--home", str(home), "compare", "--json"]) == 0
+    rows = {r["cluster"]: r["jobs"] for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert rows == {c: len(jobs) for c, jobs in truth.items()}
+    wh = Warehouse(home)
+    chains = wh.query("select cluster, job_id, attempts from job_chains")
+    assert {c: dict(zip(g["job_id"], g["attempts"])) for (c,), g in chains.group_by("cluster")} == (
+        truth
+    )
+    assert set(wh.read("job_attempts")["reported_cluster"]) == {"simfleet"}
+    for cluster, lines in warned.items():
+        n = sum(truth[cluster].values())
+        assert sorted(lines) == [
+            f"warning: {tmp_path / cluster / name}: job records whose own Cluster is not the "
+            f"cluster given ({n:,} name 'simfleet') are stored as cluster '{cluster}' (their own "
+            "name: job_attempts.reported_cluster)"
+            for name in ("sacct.json", "sacct.txt")
+        ]

@@ -9,6 +9,7 @@ import shlex
 import sys
 from datetime import datetime
 from datetime import timedelta
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -162,6 +163,43 @@ def test_a_failing_source_is_a_status_row_the_others_still_run_and_the_next_pull
     assert wh.read("job_attempts").filter(pl.col("scheduler") == "k8s").height == 1
 
 
+def test_the_cursor_stops_at_the_earliest_gap_whatever_was_pulled_past_it(wh, tmp_path):
+    """A pull fails, then a backfill (a Dagster daily partition) pulls a later day, and another
+    an older one: the next pull starts at the failed window, not past the backfill."""
+    flag = tmp_path / "down"
+    script = f"test -e {shlex.quote(str(flag))} && exit 255; cat {shlex.quote(str(SACCT))}"
+    src = command("dump", ["sh", "-c", script])
+    day = timedelta(days=1)
+    overlap = kinds()["command"].OVERLAP
+    assert [r.status for r in pull(wh, [src], T0, T0 + day)] == ["ok"]
+    flag.write_text("")
+    [failed] = pull(wh, [src], until=T0 + 2 * day)
+    assert failed.status == "failed" and failed.window.start == T0 + day - overlap
+    flag.unlink()
+    assert [r.status for r in pull(wh, [src], T0 + 3 * day, T0 + 4 * day)] == ["ok"]
+    assert [r.status for r in pull(wh, [src], T0 - 5 * day, T0 - 4 * day)] == ["ok"]
+    assert cursors(wh) == {"dump": (T0 + day, True)}
+    caught_up = pull(wh, [src], until=T0 + 5 * day)
+    assert [(r.status, r.window.start) for r in caught_up][:2] == [
+        ("ok", T0 + day - overlap),
+        ("ok", T0 + 2 * day - overlap),
+    ]
+    assert cursors(wh) == {"dump": (T0 + 5 * day, True)}
+    # a backfill past the cursor with no failure before it: the time between is a gap too
+    assert [r.status for r in pull(wh, [src], T0 + 7 * day, T0 + 8 * day)] == ["ok"]
+    assert cursors(wh) == {"dump": (T0 + 5 * day, True)}
+
+
+def test_until_in_the_future_marks_nothing_past_now(wh):
+    from sources.pull import now
+
+    src = command("dump", ["cat", str(SACCT)])
+    reports = pull(wh, [src], now() - timedelta(hours=2), now() + timedelta(days=3))
+    assert reports and all(r.status == "ok" for r in reports)
+    assert max(r.window.end for r in reports) <= now()
+    assert cursors(wh)["dump"][0] <= now()
+
+
 def test_a_command_that_hangs_is_cut_at_its_timeout(wh):
     src = source_config(
         {
@@ -175,6 +213,50 @@ def test_a_command_that_hangs_is_cut_at_its_timeout(wh):
     )
     [r] = pull(wh, [src], T0, T0 + timedelta(hours=1))
     assert r.status == "failed" and r.error.endswith("no answer within 0.5 s")
+
+
+def _running(argv: list[str]) -> list[int]:
+    """The pids of processes whose command line is ``argv``."""
+    want, pids = "\0".join(argv).encode() + b"\0", []
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == want:
+                pids.append(int(proc.name))
+    return pids
+
+
+def test_a_timeout_through_a_shell_prefix_leaves_no_process_behind(wh):
+    """sacct through a shell that hangs in a child of its own (a grandchild of the pull), tried
+    twice: each try's whole process group is killed at the timeout, the grandchild with it."""
+    sleep = ["sleep", "317.25"]  # a duration nothing else here sleeps
+    src = source_config(
+        {"name": "slurm", "kind": "slurm", "timeout_s": 0.5, "retries": 1,
+         "command_prefix": ["sh", "-c", f"{shlex.join(sleep)} & wait", "sh"]},
+        kinds(),
+    )  # fmt: skip
+    [r] = pull(wh, [src], T0, T0 + timedelta(hours=1))
+    assert r.status == "failed" and r.error.endswith("no answer within 0.5 s")
+    assert _running(sleep) == []
+
+
+def test_command_output_cut_mid_line_is_held_back_then_read_whole(wh, tmp_path):
+    """A kernel log whose last line ends inside an XID code (79 of 119 written): the first pull
+    stores the whole lines only, says what it held back, and the next pull, the line complete,
+    stores XID 119, never an XID 11."""
+    from tests.test_attack_inputs import XID_CUT
+    from tests.test_attack_inputs import XID_OK
+    from tests.test_attack_inputs import XID_REST
+
+    log = tmp_path / "kern.log"
+    log.write_text(XID_OK + XID_CUT)
+    src = command("kern", ["cat", str(log)], format="kernel", host="node-a")
+    [r] = pull(wh, [src], T0, T0 + timedelta(hours=1))
+    assert wh.read("hw_events")["code"].to_list() == ["79"]
+    assert (r.status, r.records, r.held_back) == ("ok", 1, len(XID_CUT))
+    log.write_text(XID_OK + XID_CUT + XID_REST)
+    [r] = pull(wh, [src], T0, T0 + timedelta(hours=1))
+    assert (r.rows_ok, r.rows_duplicate, r.held_back) == (1, 1, 0)
+    assert sorted(wh.read("hw_events")["code"].to_list()) == ["119", "79"]
 
 
 def test_bad_records_are_quarantined_per_record_and_counted(wh, tmp_path):
@@ -310,7 +392,7 @@ def test_pull_conservation_catches_a_window_that_does_not_add_up(wh):
 
 @pytest.mark.parametrize("verify", [False, "/etc/goodput/bmc-ca.pem"])
 def test_verify_tls_is_not_undone_by_requests_ca_bundle(monkeypatch, verify):
-    from sources.base import http_session
+    from sources.http_client import session as http_session
 
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
     session = http_session(command("x", ["true"]), verify=verify)

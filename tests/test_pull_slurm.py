@@ -1,7 +1,8 @@
 """The Slurm source against a real cluster (tests/servers/slurm.py): a scripted job mix (COMPLETED,
 FAILED with exit 3, TIMEOUT, a two-node GPU job ended by setting gpu004 down as NODE_FAIL and
 requeued) pulled through sources.pull, compared with what sacct itself prints; the node event and
-its attribution; pulling twice; a failing command and a stopped slurmdbd.
+its attribution; pulling twice; a failing command, an answer cut short and a stopped slurmdbd;
+job names that hold a line break, a whole forged record and '|'.
 
 Every test of the live cluster is in this one file (one cluster per test module and xdist worker).
 The TIMEOUT job needs a minute past its start plus up to 30 s (Slurm time limits are whole
@@ -11,6 +12,8 @@ run while it ticks.
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC
@@ -102,6 +105,17 @@ def mix(slurm_cluster: SlurmCluster) -> JobMix:  # noqa: F811
     return JobMix(c, since, ids)
 
 
+def _names(doc) -> set[str]:
+    """The job names of a sacct text document, whose delimiter (a random one) its header says."""
+    head = doc.data.split(b"\n", 1)[0].decode()
+    delim = head.removeprefix("JobID").split("Cluster")[0]
+    assert len(delim) == slurm.DELIMITER_LEN and set(delim) <= set(slurm.DELIMITER_CHARS)
+    return {
+        r.split(delim)[slurm.SACCT_FIELDS.index("JobName")]
+        for r in doc.data.decode().splitlines()[1:]
+    }
+
+
 def _wrong_slurmdbd(c: SlurmCluster, tmp_path) -> list[str]:
     """A command prefix whose slurm.conf names a port no slurmdbd listens on."""
     conf = tmp_path / "slurm.conf"
@@ -138,7 +152,7 @@ def test_plan_is_the_commands_fetch_runs(mix):
         "-M lab,other "
         f"--state={states} --starttime=2026-01-01T00:00:00 --endtime=2026-01-01T05:59:59",
         conf
-        + "env TZ=UTC sacct --parsable2 --allocations --format="
+        + "env TZ=UTC sacct --parsable2 '--delimiter=<random per pull>' --allocations --format="
         + ",".join(slurm.SACCT_FIELDS)
         + f" --duplicates -M lab,other --state={states} --endtime=2026-01-01T05:59:59 "
         "'--jobs=<JobIDs it prints>'",
@@ -149,7 +163,7 @@ def test_plan_is_the_commands_fetch_runs(mix):
     assert lines[4] == lines[0] and "--starttime=2026-01-01T06:00:00" in lines[5]
     auto = slurm.plan(_source(mix.cluster), Window(datetime(2026, 1, 1), datetime(2026, 1, 1, 1)))
     assert auto[1].endswith("sacct --version") and auto[2].startswith("[Slurm >= 23.02] ")
-    assert "--json" in auto[2] and "--parsable2 --allocations --format=JobID," in auto[3]
+    assert "--json" in auto[2] and "--allocations --format=JobID," in auto[3]
     assert "--allclusters" in auto[0] and "all_clusters" in auto[4]
 
 
@@ -190,7 +204,7 @@ def test_clusters_slurmdbd_does_not_know_are_an_error_not_an_empty_pull(mix):
     poll("ok job in slurmdbd", lambda: mix.cluster.run(*ok_ended).stdout.strip(), deadline_s=60)
     w = Window(mix.since, _now() + timedelta(seconds=1))
     docs = fetch_all(slurm, _source(mix.cluster, clusters=[mix.cluster.name]), w)
-    assert [d.format for d in docs] == ["sacct", "sacctmgr-events"] and b"|ok|" in docs[0].data
+    assert [d.format for d in docs] == ["sacct", "sacctmgr-events"] and "ok" in _names(docs[0])
 
 
 def test_a_command_that_hangs_is_cut_at_the_timeout(mix):
@@ -216,6 +230,21 @@ def test_release_of_sacct_version():
     )
     with pytest.raises(ValueError, match="printed no release"):
         slurm.release("sacct: error: no config")
+
+
+def test_a_json_answer_is_taken_whole_without_error_or_not_at_all():
+    src = source_config({"name": "lab", "kind": "slurm"}, kinds())
+    assert slurm.whole_json(src, b'{"jobs": [], "errors": []}') == b'{"jobs": [], "errors": []}'
+    for answer, why in (
+        (b'{"jobs": [{"job_id": 1', "not a whole sacct JSON document (invalid JSON at line 1"),
+        (b'{"meta": {}}', "not a whole sacct JSON document (sacct JSON without a 'jobs' list)"),
+        (b'{"jobs": [], "errors": [{"description": "Unable to connect"}]}',
+         "with an error: Unable to connect"),
+    ):  # fmt: skip
+        with pytest.raises(
+            SourceError, match=rf"^lab: sacct --json answered \d+ bytes.? {re.escape(why)}"
+        ):
+            slurm.whole_json(src, answer)
 
 
 def test_a_bad_command_prefix_fails_its_window_and_the_fixed_source_catches_up(mix, tmp_path):
@@ -298,7 +327,8 @@ def test_pulled_attempts_are_what_sacct_shows(mix, pulled):
     ]
     assert big["nodes"][0].to_list() == ["gpu003", "gpu004"] and big["n_gpus"].to_list() == [16, 16]
     assert "gpu004" not in big["nodes"][1].to_list()
-    assert set(got["cluster"]) == {mix.cluster.name}  # sacct names the cluster of every job
+    # the source's cluster is every job's; the name sacct gave is kept beside it
+    assert set(got["cluster"]) == {"lab"} and set(got["reported_cluster"]) == {mix.cluster.name}
 
 
 def test_node_event_is_stored_and_the_node_fail_is_attributed_to_it(mix, pulled):
@@ -363,15 +393,76 @@ def test_json_mode_gives_the_same_attempts_except_the_lost_exit_code(mix, pulled
     assert bad["exit_code"].to_list() == [None]  # 22.05's JSON prints 0 for it
 
 
+def test_a_cut_json_answer_fails_its_window_and_the_next_pull_reads_it(mix, pulled, tmp_path):
+    """sacct --json cut after 300 bytes, exit status 0 (a pipe through head): the window fails
+    with the reason and nothing is stored or quarantined; the next pull reads it whole."""
+    _, _, until = pulled
+    wh, conf = Warehouse(tmp_path / "home"), ["env", f"SLURM_CONF={mix.cluster.conf}"]
+    prefix = ["sh", "-c", '"$@" | head -c 300', "sh", *conf]
+    cut = _source(mix.cluster, mode="json", events=False, retries=0, command_prefix=prefix)
+    [r] = pull(wh, [cut], since=mix.since, until=until)
+    assert r.status == "failed" and "\n" not in r.error
+    assert r.error.startswith(
+        "sacct --json answered 300 bytes, not a whole sacct JSON document (invalid JSON at line "
+    )
+    assert r.error.endswith("): cut short?")
+    assert wh.read("job_attempts").height == wh.read("quarantine").height == 0
+    [r] = pull(wh, [_source(mix.cluster, mode="json", events=False)], until=until)
+    assert (r.status, r.window.start) == ("ok", mix.since)  # the failed window, again
+    assert wh.read("job_attempts").height == len(mix.ids) + 1
+
+
 def test_window_selects_attempts_by_their_end(mix, pulled):
     _, _, until = pulled
     src = _source(mix.cluster)
     hang_end = next(r for r in _sacct_rows(mix) if r["JobName"] == "hang")["End"]
     end = datetime.fromisoformat(hang_end)
-    before = fetch_all(slurm, src, Window(mix.since, end))[0].data.decode()
-    after = fetch_all(slurm, src, Window(end, until))[0].data.decode()
-    assert "|hang|" not in before and "|hang|" in after  # -E is the window's end less a second
-    assert "|ok|" in before and "|ok|" not in after
+    before = _names(fetch_all(slurm, src, Window(mix.since, end))[0])
+    after = _names(fetch_all(slurm, src, Window(end, until))[0])
+    assert "hang" not in before and "hang" in after  # -E is the window's end less a second
+    assert "ok" in before and "ok" not in after
+
+
+def test_a_job_name_cannot_forge_a_record_or_lose_its_job(mix, pulled, tmp_path):
+    """A name holding a line break and a whole record in sacct's default layout (another user's
+    32-GPU NODE_FAIL), and a name holding '|': pulled, the warehouse holds the two real jobs,
+    with their names, and nothing else. (Before the slurmdbd restart of the next test: jobs
+    submitted after it were seen in slurmdbd without their names, as ``allocation``.)"""
+    c, until = mix.cluster, pulled[2]
+    since = max(until, _now()) + timedelta(seconds=1)
+    t = since.strftime("%Y-%m-%dT%H:%M:%S")
+    fields = {"JobID": "999", "Cluster": c.name, "Partition": "gpu", "Account": "root",
+              "User": "mallory", "JobName": "forged", "Submit": t, "Start": t, "End": t,
+              "Elapsed": "00:00:00", "Timelimit": "UNLIMITED", "State": "NODE_FAIL",
+              "ExitCode": "0:0", "NNodes": "4", "AllocCPUS": "4",
+              "AllocTRES": "billing=4,cpu=4,gres/gpu=32,node=4",
+              "ReqTRES": "billing=4,cpu=4,gres/gpu=32,node=4", "Reason": "None",
+              "NodeList": "gpu[001-004]"}  # fmt: skip
+    forged = "|".join(fields[f] for f in slurm.SACCT_FIELDS)
+    names = {"x\n" + forged + "\ny", "a|b"}
+    while _now() < since:
+        time.sleep(0.2)
+    # held until slurmdbd holds their names: a job that ends before slurmdbd stored its start
+    # (seen on this loaded machine) is recorded from its end, named "allocation"
+    ids = {c.sbatch("-H", "-J", name, "--gres=gpu:1", "--wrap", "true"): name for name in names}
+
+    def sacct_json(*args) -> dict:
+        out = json.loads(c.run("sacct", "--json", "-j", ",".join(ids), *args).stdout)
+        return {str(j["job_id"]): j for j in out["jobs"]}
+
+    poll("named jobs in slurmdbd", lambda: {i: j["name"] for i, j in sacct_json().items()} == ids,
+         deadline_s=60)  # fmt: skip
+    c.run("scontrol", "release", ",".join(ids))
+    ended = ("-s", "CD", "-E", "now")
+    poll("named jobs ended", lambda: len(sacct_json(*ended)) == 2, deadline_s=60)
+    end = _now() + timedelta(seconds=1)
+    for mode in ("parsable", "json"):
+        wh = Warehouse(tmp_path / mode)
+        [r] = pull(wh, [_source(c, mode=mode, events=False)], since=since, until=end)
+        got = wh.read("job_attempts")
+        assert r.status == "ok" and (r.records, r.rows_quarantined) == (2, 0), mode
+        assert dict(zip(got["job_id"], got["name"])) == ids, mode
+        assert got["n_gpus"].to_list() == [1, 1] and set(got["user"]) == {"root"}, mode
 
 
 def test_stopped_slurmdbd_is_a_failed_row_and_the_next_pull_completes(mix, pulled, tmp_path):

@@ -398,3 +398,58 @@ def test_real_headerless_dump_whose_jobid_is_not_the_first_field():
         job["end_time"] == datetime(2014, 6, 26, 15, 52, 31)
         and job["submit_time"] == job["start_time"]
     )
+
+
+def test_typed_gpus_are_counted_once_and_a_count_too_large_is_quarantined():
+    head = "JobID|Start|End|State|NodeList|AllocTRES\n"
+    line = "{}|2026-01-02T00:00:00|2026-01-02T05:00:00|COMPLETED|n1|{}\n"
+    tres = [
+        "billing=1,cpu=1,gres/gpu:h100=2,gres/gpu=2,node=1",  # Slurm 22.05.8's order
+        "cpu=1,gres/gpu=8,gres/gpu:a100=4,gres/gpu:h100=4,node=1",
+        "cpu=1,gres/gpu:a100=4,gres/gpu:h100=4,node=1",
+        "cpu=1,gres/gpu=99999999999999999999,node=1",  # not stored as 0 GPUs
+    ]
+    ok, q = _parse(head + "".join(line.format(i, t) for i, t in enumerate(tres, 1)))
+    assert ok.sort("job_id")["n_gpus"].to_list() == [2, 8, 8]
+    assert q["error"].to_list() == [f"TRES '{tres[3]}' holds a count too large to be one"]
+
+
+def test_a_cluster_given_is_the_cluster_and_never_merges_the_clusters_of_one_dump():
+    text = "JobID|Cluster|State|NodeList\n1|a|COMPLETED|n1\n2|b|COMPLETED|n2\n3||COMPLETED|n3\n"
+    ok = _stored(text)  # no cluster given: each record's own
+    assert ok.select("cluster", "reported_cluster").rows() == [
+        ("a", None), ("b", None), ("default", None)
+    ]  # fmt: skip
+    ok, q = _parse(text, cluster="a", cluster_given=True)
+    assert ok.select("job_id", "cluster", "reported_cluster").rows() == [
+        ("1", "a", None), ("3", "a", None)
+    ]  # fmt: skip
+    assert q.select("line", "error").rows() == [
+        (3, ("this dump holds records of clusters a, b: the cluster given (a) would merge them; "
+            "read it without a given cluster, or one cluster at a time (sacct -M b)")),
+    ]  # fmt: skip
+    ok = _stored(text.replace("|b|", "|a|"), cluster="east", cluster_given=True)
+    assert ok.select("cluster", "reported_cluster").rows() == [
+        ("east", "a"), ("east", "a"), ("east", None)
+    ]  # fmt: skip
+
+
+def test_a_record_cut_by_line_breaks_in_its_name_is_joined_and_forges_nothing():
+    """What sacct prints for a job whose name holds line breaks: with a delimiter its owner
+    cannot know (the slurm source's random one), a header, a whole record, a blank and a comment
+    line in the name are the name, and the job keeps it; with '|', a name with line breaks but
+    no '|' keeps its job too."""
+    d, fields = "@%+=:,./-@@", ["JobID", "JobName", "State", "AllocTRES", "NodeList"]
+    forged = "999|forged|NODE_FAIL|gres/gpu=32|gpu[001-004]"
+    name = f"x\n{'|'.join(fields)}\n{forged}\n\n# y"
+    rows = [
+        fields,
+        ["1", name, "COMPLETED", "gres/gpu=2", "n1"],
+        ["2", "a|b", "FAILED", "cpu=1", "n2"],
+    ]
+    ok = _stored("".join(d.join(r) + "\n" for r in rows))
+    assert ok.select("job_id", "name", "source_line").rows() == [("1", name, 2), ("2", "a|b", 7)]
+    assert ok["n_gpus"].to_list() == [2, 0]
+    name = "multi\nline\n\nname"
+    ok = _stored(f"JobID|JobName|State\n3|{name}|COMPLETED\n4|b|FAILED\n")
+    assert ok.select("job_id", "name").rows() == [("3", name), ("4", "b")]

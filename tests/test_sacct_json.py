@@ -45,7 +45,8 @@ def test_slurm_23_11_set_number_objects_and_state_list():
     assert job["end_time"] is None  # epoch 0 means unset
     assert job["start_time"] == datetime(2021, 2, 19, 9, 0, 9)
     assert job["timelimit_s"] == 7200 * 60 and job["n_gpus"] == 2 and job["nodes"] == ["mila02"]
-    assert job["array_job_id"] is None and job["exit_code"] == 0 and job["signal"] is None
+    assert job["array_job_id"] is None and job["exit_code"] == 0
+    assert job["signal"] == 0  # status SUCCESS, signal unset: what the text prints as 0:0
 
 
 def test_clockwork_array_tasks_and_node_fail():
@@ -294,3 +295,71 @@ def test_slurm_22_05_8_failed_exit_codes_the_json_lost_are_unknown_not_zero():
         1,
         2,
     ]
+
+
+def test_typed_gpus_slurm_lists_twice_are_counted_once_as_the_text_counts_them():
+    """A real 22.05.8 capture of a cluster with typed GPUs (tests/fixtures/slurm/PROVENANCE.md):
+    Slurm lists each job's GPUs as the untyped total and per type (``gpu`` 16 and ``gpu:h100``
+    16 for two nodes of 8); the job has 16, in JSON as in the text of the same query."""
+    from ingest.formats.sacct import parse as parse_text
+
+    ok = _stored(SLURM / "sacct_json_22_05_8_typed_gpus.json").sort("job_id")
+    text = parse_text(
+        (SLURM / "sacct_parsable2_22_05_8_typed_gpus.txt").read_bytes(), ParseContext()
+    )
+    txt = text.tables["job_attempts"].sort("job_id")
+    assert ok.select("job_id", "n_nodes", "n_gpus").rows() == [("1", 1, 2), ("2", 2, 16)]
+    assert txt["n_gpus"].to_list() == ok["n_gpus"].to_list()
+
+
+def test_gpu_tres_untyped_total_else_the_sum_of_typed_counts():
+    def gpus(*allocated):
+        tres = [{"type": "cpu", "name": "", "count": 8}]
+        tres += [{"type": "gres", "name": n, "count": c} for n, c in allocated]
+        return _stored({"jobs": [_plain_job(1, tres={"allocated": tres})]})["n_gpus"].item()
+
+    assert gpus(("gpu", 8), ("gpu:h100", 8)) == 8  # typed after untyped
+    assert gpus(("gpu:a100", 4), ("gpu", 8), ("gpu:h100", 4)) == 8  # two types, untyped between
+    assert gpus(("gpu:a100", 4), ("gpu:h100", 4)) == 8  # types only: their sum
+    assert gpus(("gpumem", 40), ("gpu:h100", 2)) == 2  # gres/gpumem is no GPU
+    assert gpus() == 0  # something allocated, no GPU
+
+
+def test_xdmod_alloc_tres_gpu_cases_as_json_tres_lists():
+    """Open XDMoD's AllocTRES -> GPU count cases (fixtures/slurm), each TRES as the list --json
+    prints: the counts XDMoD expects, as the text parser gives them (test_ingest_inputs)."""
+    import json
+
+    cases = json.loads((SLURM / "xdmod__alloc-tres-gpu-count.json").read_text())
+
+    def tres_list(text):
+        items = [kv.split("=") for kv in text.split(",") if kv]
+        return [
+            {"type": k.split("/")[0], "name": k.partition("/")[2], "count": int(v.rstrip("MG"))}
+            for k, v in items
+        ]
+
+    jobs = [_plain_job(i, tres={"allocated": tres_list(t)}) for i, (t, _) in enumerate(cases, 1)]
+    got = _stored({"jobs": jobs}).sort("source_line")["n_gpus"].fill_null(0).to_list()
+    assert got == [gpus for _, gpus in cases] and len(got) == 9
+
+
+def test_a_cluster_given_is_the_cluster_and_never_merges_the_clusters_of_one_dump():
+    jobs = [_plain_job(1, cluster="a"), _plain_job(2, cluster="b"), _plain_job(3)]
+    ok = _stored({"jobs": jobs})
+    assert ok.select("cluster", "reported_cluster").rows() == [
+        ("a", None), ("b", None), ("default", None)
+    ]  # fmt: skip
+    ok, q = _parse({"jobs": jobs}, cluster="b", cluster_given=True)
+    assert ok.select("job_id", "cluster").rows() == [("2", "b"), ("3", "b")]
+    assert q["error"].to_list() == [
+        (
+            "job record 1: this dump holds records of clusters a, b: the cluster given (b) would "
+            "merge them; read it without a given cluster, or one cluster at a time (sacct -M a)"
+        )
+    ]
+    jobs[1]["cluster"] = "a"
+    ok = _stored({"jobs": jobs}, cluster="east", cluster_given=True)
+    assert ok.select("cluster", "reported_cluster").rows() == [
+        ("east", "a"), ("east", "a"), ("east", None)
+    ]  # fmt: skip

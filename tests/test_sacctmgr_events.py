@@ -88,3 +88,21 @@ def test_a_header_without_node_names_rejects_every_line_with_one_reason():
     assert rows == [] and q["error"].to_list() == [
         "the header has no nodename field: no line can be read as a node event"
     ]
+
+
+def test_a_cluster_given_is_the_cluster_of_every_event_never_a_merge_of_two():
+    header = "Cluster|NodeName|TimeStart|TimeEnd|State|Reason\n"
+    line = "{}|gpu001|2026-01-01T00:00:00|Unknown|DOWN|psu\n"
+    one = (header + line.format("cluster")).encode()
+    for ctx, want in (({}, "cluster"), ({"cluster": "east", "cluster_given": True}, "east")):
+        ne = parse(one, ParseContext(**ctx)).tables["node_events"]
+        assert ne["cluster"].to_list() == [want]
+    two = (header + line.format("a") + line.format("b")).encode()
+    res = parse(two, ParseContext(cluster="a", cluster_given=True))
+    assert res.tables["node_events"]["cluster"].to_list() == ["a"]
+    assert res.quarantine["error"].to_list() == [
+        (
+            "this dump holds records of clusters a, b: the cluster given (a) would merge them; "
+            "read it without a given cluster, or one cluster at a time (sacct -M b)"
+        )
+    ]

@@ -59,6 +59,7 @@ def test_the_package_is_a_model_a_simulation_and_one_writer_per_parser():
         "redfish",
         "kubernetes",
         "component_history",
+        "training_log",
     }
     assert writers <= parsers  # each writer is named like the parser that reads its files
     assert {"sample_data.model", "sample_data.simulation"} <= set(MODULES)
@@ -119,7 +120,8 @@ def file_hashes(root: Path) -> dict[str, str]:
 def test_a_small_fleet_has_the_bytes_it_had_before_the_split(tmp_path):
     """Digest of every file's path and sha256, recorded with sample_data/fleet.py + formats.py
     (re-recorded when the Kubernetes events gained each container start and the operator's
-    exit records, and the ground truth each training chain's attempts and time budget)."""
+    exit records, the ground truth each training chain's attempts and time budget, and sacct's
+    text each job's Timelimit and Reason)."""
     simulate(tmp_path, llama3_cause_mix(), **TINY_FLEET)
     hashes = file_hashes(tmp_path)
     digest = hashlib.sha256()
@@ -127,7 +129,7 @@ def test_a_small_fleet_has_the_bytes_it_had_before_the_split(tmp_path):
         digest.update(name.encode())
         digest.update(hashes[name].encode())
     assert len(hashes) == 43
-    assert digest.hexdigest() == "9ee889b5697357fa5579db91564c53e99e3a997300e12ef29b520d30de995e94"
+    assert digest.hexdigest() == "8c7d8df317b2df7476254b12e2f4263f0ed975b100b24fb99e490f1aa05c9823"
 
 
 def test_goodput_simulate_regenerates_the_committed_fleet_byte_for_byte(tmp_path, capsys):

@@ -29,8 +29,8 @@ from tests.conftest import TINY_FLEET
 MIX = llama3_cause_mix()
 
 SACCT_HEADER = (
-    "JobID|JobIDRaw|JobName|Partition|Account|User|Submit|Start|End|Elapsed|State|"
-    "ExitCode|NNodes|AllocCPUS|AllocTRES|NodeList|Cluster"
+    "JobID|JobIDRaw|JobName|Partition|Account|User|Submit|Start|End|Elapsed|Timelimit|State|"
+    "ExitCode|NNodes|AllocCPUS|AllocTRES|Reason|NodeList|Cluster"
 )
 
 
@@ -292,15 +292,17 @@ def test_slurm_files_resemble_real_ones(fleet):
     lines = (out / "slurm" / "sacct.txt").read_text().splitlines()
     assert lines[0] == SACCT_HEADER
     states = Counter()
+    names = SACCT_HEADER.split("|")
     for ln in lines[1:]:
-        parts = ln.split("|")
-        assert len(parts) == 17
-        jid = parts[0]
+        f = dict(zip(names, ln.split("|"), strict=True))
+        jid = f["JobID"]
         assert re.match(r"^\d+(_\d+)?(\.(batch|extern|0))?$", jid), jid
-        assert re.match(r"^gpu-node-(\d{3}|\[[\d,-]+\])$", parts[15]), parts[15]
+        assert re.match(r"^gpu-node-(\d{3}|\[[\d,-]+\])$", f["NodeList"]), f["NodeList"]
         if "." not in jid:
-            states[parts[10].split()[0]] += 1
-            assert "gres/gpu=" in parts[14]
+            states[f["State"].split()[0]] += 1
+            # as Slurm lists a typed GPU: the untyped total and the typed count
+            assert re.search(r"gres/gpu=(\d+),gres/gpu:h100=\1,", f["AllocTRES"]), f["AllocTRES"]
+            assert re.match(r"^(\d+-)?\d\d:\d\d:\d\d$", f["Timelimit"]) and f["Reason"] == "None"
     assert {"COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED", "OUT_OF_MEMORY"} <= set(states)
     doc = json.loads((out / "slurm" / "sacct.json").read_text())
     assert doc["meta"]["slurm"]["release"].startswith("23.11")

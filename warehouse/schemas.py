@@ -165,6 +165,9 @@ DEFAULT_UNIT = ("node", 1)
 # (written by ingest, read by the telemetry rollups and counter events).
 XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
 UNIT_SCOPES = ("gpu", "node", "job")
+# between the parts of a health event's ``fault``, general to specific (``GpuXidError / gpu:0``):
+# written by ingest, matched by the pairing (an end ends the faults at or under its own)
+FAULT_SEP = " / "
 
 TABLES: dict[str, Table] = {
     t.name: t
@@ -195,6 +198,9 @@ TABLES: dict[str, Table] = {
                 "nodes": pl.List(STR),
                 "elapsed_s": F64,
                 "timelimit_s": F64,
+                # the cluster the scheduler's record names (sacct's Cluster) where it is not the
+                # cluster given to the ingest or pull, which the row is stored under; else null
+                "reported_cluster": STR,
                 **_SOURCE,
             },
             key=_ATTEMPT_KEY,
@@ -251,6 +257,71 @@ TABLES: dict[str, Table] = {
                 "framework": STR,  # megatron | lightning | torchtitan | csv
                 **_SOURCE,
             },
+        ),
+        Table(
+            "training_steps",
+            "one logged training step or logging interval of a job, from its own log",
+            {
+                "time": UTC_TS,  # when the line was logged; null: the line carries no timestamp
+                "cluster": STR,
+                "job_id": STR,
+                "host": STR,  # the host whose log it is, where the file or --host names one
+                "iteration": I64,  # the step the line reports (the last of its interval)
+                # iterations since the previous logged one of the file; null for a log's first
+                # line and after a restart (the iteration went back)
+                "steps": I64,
+                # seconds per iteration over the interval (Megatron's elapsed time per iteration,
+                # NeMo's train_step_timing, torchtitan's time between step lines / steps)
+                "step_s": F64,
+                "tflops_per_gpu": F64,  # as the framework logged it
+                "tokens_per_s": F64,  # per GPU (torchtitan's tps)
+                "framework": STR,  # megatron | nemo | torchtitan
+                **_SOURCE,
+            },
+            record_key="content",
+        ),
+        Table(
+            "step_timers",
+            (
+                "one timer of one logging interval of a job (Megatron --timing-log-level), "
+                "summarised over its ranks or for one rank"
+            ),
+            {
+                "time": UTC_TS,  # of the step line it follows; null when untimed
+                "cluster": STR,
+                "job_id": STR,
+                "host": STR,
+                "iteration": I64,  # the step line it follows; null before the first
+                "timer": STR,  # forward-backward, forward-compute, optimizer, ...
+                "rank": I32,  # the rank of a per-rank value; null for a summary over ranks
+                "value_ms": F64,  # one rank's time, or the one value a 'time (ms) |' line gives
+                "min_ms": F64,  # across ranks ('(min, max) time across ranks')
+                "max_ms": F64,
+                "framework": STR,
+                **_SOURCE,
+            },
+            record_key="content",
+        ),
+        Table(
+            "rank_scores",
+            (
+                "one rank's performance score in a straggler report (NVIDIA resiliency "
+                "extension): 1 = as fast as the reference, 0.5 = twice as slow"
+            ),
+            {
+                "time": UTC_TS,  # of the report; null when the log carries no timestamp
+                "cluster": STR,
+                "job_id": STR,
+                "host": STR,  # the host whose log it is
+                "iteration": I64,  # the last step line before the report
+                # relative (to the fastest rank) | individual (to the rank's own best)
+                "kind": STR,
+                "rank": I32,
+                "node": STR,  # the node the report names for the rank
+                "score": F64,
+                **_SOURCE,
+            },
+            record_key="content",
         ),
         Table(
             "hw_events",
@@ -339,6 +410,7 @@ TABLES: dict[str, Table] = {
             partition="date",
             # the series-hour, keyed as gpu_samples keys a sample
             record_key=("date", "hour", *_SERIES_KEY),
+            values=tuple(_ROLLUP),
         ),
         Table(
             "metric_metadata",
@@ -478,10 +550,76 @@ TABLES: dict[str, Table] = {
                 "serial": STR,  # the failed unit, where named
                 "system_nodes": I32,  # the system's size, where the source gives it
                 "system_processors": I32,
+                # true: still failing at the end of its event stream (a start never closed): no
+                # end_time; availability counts it down until the end of observation
+                "open": BOOL,
                 **_SOURCE,
             },
             partition="source",
             record_key="content",
+        ),
+        Table(
+            "health_events",
+            (
+                "one event of a health stream: a fault starting or ending, a condition's new "
+                "status (paired into failures rows, source health-events)"
+            ),
+            {
+                "time": UTC_TS,
+                "system": STR,  # the system (cluster)
+                "host": STR,
+                # start | end (of a fault) | healthy (a status saying so) | info (neither)
+                "kind": STR,
+                # what is failing, general to specific joined by FAULT_SEP (GpuXidError / gpu:0,
+                # Ready, a ticket); an end or healthy ends every open failure of its node at or
+                # under it; null: every open failure of the node (a reboot)
+                "fault": STR,
+                "cause": STR,  # root-cause category as the source classifies it, lower case
+                "sub_cause": STR,  # what failed, as the source words it
+                "component_class": STR,  # DESIGN.md taxonomy where the part is known
+                "code": STR,  # the source's error code (XID 79, DCGM_FR_...)
+                "severity": STR,
+                "action": STR,  # the source's recommended action
+                "message": STR,
+                **_SOURCE,
+            },
+            partition="source",
+            # not message / severity / action: a condition pulled again with new wording is the
+            # same transition
+            record_key=(
+                "source",
+                "system",
+                "host",
+                "fault",
+                "kind",
+                "time",
+                "cause",
+                "sub_cause",
+                "component_class",
+                "code",
+            ),
+        ),
+        Table(
+            "health_event_pairs",
+            (
+                "what pairing made of one stored health event: the failure it opened, closed or "
+                "repeated, or why it made none (analysis/health_events.py)"
+            ),
+            {
+                "system": STR,
+                "host": STR,
+                "fault": STR,
+                "kind": STR,
+                "time": UTC_TS,
+                # opens | open (opens a failure still open at the end) | closes | repeats (a
+                # start while open, an end after the close) | unopened (an end with no start
+                # before it: no failure) | healthy (nothing open) | info
+                "outcome": STR,
+                "failure_start": UTC_TS,  # start of the failure it belongs to
+                "reason": STR,  # why an end made no failure
+                **_SOURCE,
+            },
+            kind="derived",
         ),
         Table(
             "interruptions",
@@ -622,7 +760,11 @@ TABLES: dict[str, Table] = {
                 **_ci("failures_per_node_year"),
                 **_ci("failures_per_processor_year"),  # where processors are known
                 **_ci("mttr_hours", "mttr"),  # mean known repair time; bootstrap 95% CI
-                # 1 - downtime / node-hours; null unless every repair is known
+                # median and 90th percentile of the known repair times (linear interpolation)
+                "repair_median_hours": F64,
+                "repair_p90_hours": F64,
+                # 1 - node-hours down (overlapping faults of a node once) / node-hours; null
+                # unless every repair is known
                 **_ci("availability"),
                 **_ci("nines"),  # -log10(1 - availability)
                 # Weibull shape of the system's times between failures (system level)
@@ -825,6 +967,65 @@ TABLES: dict[str, Table] = {
                 "restart_s": F64,
             },
             key=tuple(_JOB),
+            kind="derived",
+        ),
+        Table(
+            "job_step_times",
+            (
+                "one job's logged step times: its healthy baseline, its noise and the time it "
+                "lost running slow (analysis/slowness/steps.py)"
+            ),
+            {
+                "cluster": STR,
+                "job_id": STR,
+                "first_time": UTC_TS,  # of its first logged interval; null when untimed
+                "last_time": UTC_TS,
+                "intervals": I64,  # logged intervals with a step time and a length
+                "steps": I64,  # iterations they cover
+                "baseline_step_s": F64,  # median step time of its healthy intervals
+                "noise_s": F64,  # robust s.d. of an interval's step time about its level
+                "logged_hours": F64,  # training time the intervals cover
+                "slow_periods": I64,
+                "slow_hours": F64,  # extra time in its slow periods
+                "n_gpus": I32,  # its largest attempt's GPUs (job_attempts); null when unknown
+                "slow_gpu_hours": F64,  # slow_hours x n_gpus
+                "slow_share": F64,  # slow_hours / logged_hours
+            },
+            key=("cluster", "job_id"),
+            kind="derived",
+        ),
+        Table(
+            "slow_periods",
+            (
+                "one period a job ran slower than its own healthy step time "
+                "(analysis/slowness/steps.py)"
+            ),
+            {
+                "cluster": STR,
+                "job_id": STR,
+                "period": I32,  # 1-based, in the job's order
+                "start_time": UTC_TS,  # when its first slow interval began; null when untimed
+                "end_time": UTC_TS,
+                "first_iteration": I64,
+                "last_iteration": I64,
+                "steps": I64,
+                "baseline_step_s": F64,  # the job's
+                "step_s": F64,  # its typical step time (smoothed: saves and stalls left out)
+                "slowdown": F64,  # step_s / baseline_step_s
+                "duration_hours": F64,
+                "extra_hours": F64,  # duration less the same steps at the baseline
+                "n_gpus": I32,
+                "slow_gpu_hours": F64,  # extra_hours x n_gpus
+                # transient: the job came back to its baseline; persistent: the log ends slow
+                "kind": STR,
+                # the rank that was slowest in the period, where the log has per-rank timers
+                # (its compute time over the median rank's) or straggler scores (1 / score)
+                "slow_rank": I32,
+                "slow_node": STR,
+                "rank_ratio": F64,
+                "rank_evidence": STR,  # timers | scores | null: the log names no rank
+            },
+            key=("cluster", "job_id", "period"),
             kind="derived",
         ),
         Table(

@@ -36,35 +36,16 @@ from ingest.base import ParseResult
 from ingest.base import implausible_time
 from ingest.base import numbered_lines
 from ingest.base import split_rejected
-from ingest.times import local_to_utc
+from ingest.training_logs import NO_JOB
+from ingest.training_logs import TIME
+from ingest.training_logs import ZONE
+from ingest.training_logs import checkpoint_fields
+from ingest.training_logs import file_job_id
+from ingest.training_logs import to_utc
 from warehouse.schemas import conform
 from warehouse.schemas import quarantine_frame
 
-_TIME = r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)"
-_ZONE = r"(Z|[+-]\d\d:?\d\d)?"
-# (event, framework, regex with named groups it, took); the first match wins.
-PATTERNS: tuple[tuple[str, str, str], ...] = (
-    ("save_end", "megatron", r"Saved (?:async )?(?:local )?checkpoint\tIteration:\s*(?P<it>\d+)"),
-    ("save_end", "megatron", r"successfully saved checkpoint (?:from|at) iteration\s+(?P<it>\d+)"),
-    ("save_start", "megatron", r"saving checkpoint at iteration\s+(?P<it>\d+)"),
-    ("save_start", "lightning", r"global step (?P<it>\d+):.*saving model to"),
-    (
-        "save_end",
-        "torchtitan",
-        r"Finished saving the checkpoint.*?in (?P<took>\d+(?:\.\d+)?) ?seconds",
-    ),
-    (
-        "save_start",
-        "torchtitan",
-        (
-            r"Saving (?:the checkpoint|a (?:full|model only) checkpoint.*?at (?:last )?step,? "
-            r"(?:step )?(?P<it>\d+))"
-        ),
-    ),
-)
 _JOB_LINE = r"Job ID: *([^\t ]*)"
-_SLURM_ENV = re.compile(r"SLURM_JOB_ID[=: ]\s*(\d+)")
-_OUT_NAME = re.compile(r"(?:^|[-_.])(\d+(?:_\d+)?)\.(?:out|err|log|txt)$")
 EVENTS = {
     "save_start": "save_start", "start": "save_start", "begin": "save_start",
     "save_end": "save_end", "end": "save_end", "saved": "save_end", "done": "save_end",
@@ -72,31 +53,6 @@ EVENTS = {
 }  # fmt: skip
 COLUMNS = ("time", "cluster", "job_id", "event", "iteration", "duration_s", "framework",
            "source", "source_file", "source_line")  # fmt: skip
-
-
-def file_job_id(data: bytes, path: str) -> str | None:
-    """The job a whole log belongs to: its ``SLURM_JOB_ID=`` line, else its Slurm output name."""
-    m = _SLURM_ENV.search(data[: 1 << 20].decode("utf-8", "replace"))
-    if m:
-        return m.group(1)
-    m = _OUT_NAME.search(path.replace("\\", "/").rsplit("/", 1)[-1])
-    return m.group(1) if m else None
-
-
-def _to_utc(
-    text: pl.Expr, zone: pl.Expr, tz: str, order: list[pl.Expr] | None
-) -> tuple[pl.Expr, pl.Expr]:
-    """``YYYY-MM-DD[ T]HH:MM:SS[.,fff]`` with an optional zone suffix to naive UTC, and the DST
-    reason of a zone-less one (``order``: as ``ingest.times.wall_clock``)."""
-    clean = text.str.replace("T", " ").str.replace(",", ".")
-    local, why = local_to_utc(clean, tz, "%Y-%m-%d %H:%M:%S%.f", order)
-    zoned = (
-        pl.concat_str(clean, zone.str.replace("Z", "+00:00"))
-        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f%:z", strict=False, time_unit="us")
-        .dt.convert_time_zone("UTC")
-        .dt.replace_time_zone(None)
-    )
-    return pl.when(zone.is_null()).then(local).otherwise(zoned), pl.when(zone.is_null()).then(why)
 
 
 def _parse_csv(data: bytes, ctx: ParseContext) -> ParseResult:
@@ -114,9 +70,9 @@ def _parse_csv(data: bytes, ctx: ParseContext) -> ParseResult:
         if c not in raw.columns:
             raw = raw.with_columns(pl.lit(None, pl.Utf8).alias(c))
     text = pl.col("time").str.strip_chars()
-    parts = text.str.extract_groups(rf"^{_TIME}{_ZONE}$")
+    parts = text.str.extract_groups(rf"^{TIME}{ZONE}$")
     # a CSV's rows need not be in time order: a repeated DST hour is not guessed
-    time, dst = _to_utc(parts.struct.field("1"), parts.struct.field("2"), ctx.tz, None)
+    time, dst = to_utc(parts.struct.field("1"), parts.struct.field("2"), ctx.tz, None)
     df = raw.with_row_index("source_line", offset=2 + ctx.line_offset).with_columns(
         pl.col("source_line").cast(pl.Int64),
         pl.concat_str([pl.col(c).fill_null("") for c in raw.columns], separator=",").alias("raw"),
@@ -160,32 +116,14 @@ def _parse_csv(data: bytes, ctx: ParseContext) -> ParseResult:
 
 def _parse_log(data: bytes, ctx: ParseContext) -> ParseResult:
     lines = numbered_lines(data, ctx)
-    event = pl.lit(None, pl.Utf8)
-    framework = pl.lit(None, pl.Utf8)
-    it = pl.lit(None, pl.Utf8)
-    took = pl.lit(None, pl.Utf8)
-    for ev, fw, rx in reversed(PATTERNS):  # the first pattern wins: apply it last
-        hit = pl.col("raw").str.contains(rx)
-        g = pl.col("raw").str.extract_groups(rx)
-        event = pl.when(hit).then(pl.lit(ev)).otherwise(event)
-        framework = pl.when(hit).then(pl.lit(fw)).otherwise(framework)
-        it = (
-            pl.when(hit)
-            .then(g.struct.field("it") if "?P<it>" in rx else pl.lit(None, pl.Utf8))
-            .otherwise(it)
-        )
-        took = (
-            pl.when(hit)
-            .then(g.struct.field("took") if "?P<took>" in rx else pl.lit(None, pl.Utf8))
-            .otherwise(took)
-        )
+    event, framework, it, took = checkpoint_fields(pl.col("raw"))
     rec = lines.with_columns(event=event, framework=framework, _it=it, _took=took).filter(
         pl.col("event").is_not_null()
     )
     whole_file_job = file_job_id(data, ctx.path)
-    stamp = pl.col("raw").str.extract_groups(rf"{_TIME}{_ZONE}")
+    stamp = pl.col("raw").str.extract_groups(rf"{TIME}{ZONE}")
     # a training log is written in time order: that order places a repeated DST hour
-    time, dst = _to_utc(stamp.struct.field("1"), stamp.struct.field("2"), ctx.tz, [])
+    time, dst = to_utc(stamp.struct.field("1"), stamp.struct.field("2"), ctx.tz, [])
     rec = rec.with_columns(
         time=time,
         _dst=dst,
@@ -209,12 +147,7 @@ def _parse_log(data: bytes, ctx: ParseContext) -> ParseResult:
             )
         )
         .when(pl.col("job_id").is_null())
-        .then(
-            pl.lit(
-                "cannot tell the job: no 'Job ID:', no SLURM_JOB_ID= line and the file is not "
-                "named slurm-<job>.out"
-            )
-        )
+        .then(pl.lit(NO_JOB))
         .otherwise(implausible_time(pl.col("time"), ctx))
     )
     rec = rec.with_columns(_err=err)

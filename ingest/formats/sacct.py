@@ -6,13 +6,19 @@ multi-byte ones (a headerless dump's is read off the characters after its JobIDs
 trailing delimiter, several header blocks in one file, steps (``123.batch``, ``123.0``) folded into
 their job, arrays (``123_4``, ``123_[1-3]``), heterogeneous components (``1853+0``),
 ``--duplicates`` (one attempt per requeue), hostlists, normalized states with the raw state kept,
-``Unknown``/``None`` times, every elapsed format, GPUs from AllocTRES.
+``Unknown``/``None`` times, every elapsed format, GPUs from AllocTRES (``job_checks.job_gpus``:
+a typed GPU Slurm lists twice counts once), the cluster given else the dump's own
+(``ingest.base.record_cluster``).
 
-A record is one job line (with its steps). A step line whose job line is absent is quarantined:
-it cannot form an attempt on its own. A line that repeats an earlier line of its header block
-exactly is the same record again (a dump concatenated twice): dropped here (it would count as
-one more ``--duplicates`` attempt) and counted as a duplicate (``ParseResult.duplicates``); a
-repeat of a rejected line is quarantined again, with the same reason. A job line
+A record is one job line (with its steps); a record that line breaks inside a field (a job
+name may hold them) cut into lines, each short of the record's delimiters, is joined whole again,
+and a line in a field is no header (``_rejoined``: with a delimiter a user cannot know, as the
+slurm source asks for, no name can forge a record). A step line whose job line is absent is
+quarantined: it cannot form an attempt on its own. A line that repeats an earlier line of its
+header block exactly is the same record again (a dump concatenated twice): dropped here (it would
+count as one more ``--duplicates`` attempt) and counted as a duplicate
+(``ParseResult.duplicates``); a repeat of a rejected line is quarantined again, with the same
+reason. A job line
 whose values a job cannot have (an unreadable or out-of-range count, exit code or time, End
 before Start, a time outside ``ctx``'s plausible window) is quarantined with the reason; when
 no line of a block fits the given ``--fields``/``--delimiter``, every row says so and how to fix it.
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import polars as pl
 
 from ingest.base import FormatSpec
@@ -29,10 +36,12 @@ from ingest.base import ParseContext
 from ingest.base import ParseResult
 from ingest.base import drop_repeats
 from ingest.base import numbered_lines
+from ingest.base import record_cluster
 from ingest.base import settle_repeats
 from ingest.hostlist import expand_column
 from ingest.job_checks import STATE_CODES
 from ingest.job_checks import STATES
+from ingest.job_checks import job_gpus
 from ingest.job_checks import job_value_errors
 from ingest.job_checks import number_attempts
 from ingest.times import NULL_TIMES
@@ -81,18 +90,6 @@ _JOBID = (
 _FORMAT_TIME = "%Y-%m-%dT%H:%M:%S"
 
 
-def _gpu_count(tres: pl.Expr) -> pl.Expr:
-    """GPUs in a TRES string: ``gres/gpu=N``, else the sum of typed ``gres/gpu:x=N``."""
-    plain = tres.str.extract(r"(?:^|,)gres/gpu=(\d+)").cast(pl.Int64, strict=False)
-    typed = (
-        tres.str.extract_all(r"(?:^|,)gres/gpu:[^=,]+=\d+")
-        .list.eval(pl.element().str.extract(r"=(\d+)$").cast(pl.Int64, strict=False))
-        .list.sum()
-    )
-    has_typed = tres.str.contains(r"(?:^|,)gres/gpu:[^=,]+=\d+")
-    return pl.coalesce(plain, pl.when(has_typed).then(typed))
-
-
 _HEADER = r"^\s*(?i:JobID)([^A-Za-z0-9_\s]+|\s+)"
 
 
@@ -126,6 +123,9 @@ def _segments(lines: pl.Series, ctx: ParseContext) -> list[tuple[list[str], str,
     if explicit and len(explicit) == 1 and explicit[0].lower() in FIELD_PRESETS:
         explicit = tuple(FIELD_PRESETS[explicit[0].lower()])
     header_idx = [] if explicit else lines.str.contains(_HEADER).arg_true().to_list()
+    if header_idx:  # a field that holds a line break and "JobID|..." is no header of this dump
+        first = _delimiter_from_header(lines[header_idx[0]])
+        header_idx = [i for i in header_idx if _delimiter_from_header(lines[i]) == first]
     if not header_idx:
         fields = [f.strip().lower() for f in explicit] if explicit else XDMOD_FIELDS
         delim = ctx.delimiter or _delimiter_after_jobid(lines.head(50)) or "|"
@@ -189,6 +189,8 @@ def _parse_block(
     df = pl.DataFrame({"raw": lines}).with_columns(
         line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64) + offset + ctx.line_offset
     )
+    if fields:
+        df = _rejoined(df, delim, len(fields) - (fields[-1] == ""))
     # Not records: blank lines and '#' comment lines.
     df = df.filter((pl.col("raw").str.strip_chars() != "") & ~pl.col("raw").str.starts_with("#"))
     empty = pl.DataFrame()
@@ -213,6 +215,46 @@ def _parse_block(
         repeats, ok["source_line"] if ok.height else pl.Series([], dtype=pl.Int64), bad
     )
     return ok, bad, dups
+
+
+def _rejoined(df: pl.DataFrame, delim: str, n: int) -> pl.DataFrame:
+    """``df``'s lines, with ``delims`` (how many delimiters each holds), and each record that a
+    line break inside a field (a job name may hold one) cut into several lines joined whole
+    again, under its first line's number: a run of
+    lines, each with fewer delimiters than a record of ``n`` fields has, whose delimiters add up
+    to a record's (``--parsable``'s trailing one too). The first line of a record is neither
+    blank nor a comment. Where a user cannot know the delimiter (a random one, as the slurm
+    source asks for), the text of a field can neither end a record nor start one."""
+    counts = df["raw"].str.count_matches(delim, literal=True).cast(pl.Int64)
+    df = df.with_columns(delims=counts)  # read again by _counted
+    short = (counts < n - 1).arg_true().to_numpy()
+    if len(short) < 2 or not counts.is_in([n - 1, n]).any():  # nothing cut, or not this layout
+        return df
+    raw, cnt = df["raw"], counts.to_numpy()
+    group = np.arange(df.height)
+    runs = np.split(short, np.flatnonzero(np.diff(short) != 1) + 1)
+    for run in (r for r in runs if len(r) > 1):
+        total = np.concatenate(([0], np.cumsum(cnt[run])))
+        i = 0
+        while i < len(run) - 1:
+            first = raw[int(run[i])]
+            j = int(np.searchsorted(total, total[i] + n - 1, side="left"))  # total[j]: lines i..j-1
+            whole = j <= len(run) and total[j] == total[i] + n - 1
+            if not whole and j <= len(run) and total[j] == total[i] + n:
+                whole = raw[int(run[j - 1])].endswith(delim)  # --parsable's trailing delimiter
+            if whole and j - i > 1 and first.strip() and not first.startswith("#"):
+                group[run[i:j]] = run[i]
+                i = j
+            else:
+                i += 1
+    if (group == np.arange(df.height)).all():
+        return df
+    return (
+        df.with_columns(_group=pl.Series(group))
+        .group_by("_group", maintain_order=True)
+        .agg(pl.col("raw").str.join("\n"), pl.col("line").first(), pl.col("delims").sum())
+        .drop("_group")
+    )
 
 
 def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, ctx: ParseContext):
@@ -257,9 +299,10 @@ def _parse_unique(df: pl.DataFrame, fields: list[str], delim: str, layout: str, 
 
 
 def _counted(df: pl.DataFrame, delim: str, n: int) -> pl.DataFrame:
-    """The lines with ``body`` (no ``--parsable`` trailing delimiter) and ``nf``, its fields."""
+    """The lines (with ``delims``: ``_rejoined``) with ``body`` (no ``--parsable`` trailing
+    delimiter) and ``nf``, its fields."""
     raw = pl.col("raw").str.strip_suffix("\r")
-    nf = raw.str.count_matches(delim, literal=True) + 1
+    nf = pl.col("delims") + 1
     # --parsable ends every line (headerless ones too) with the delimiter: one field too many,
     # and the last one empty.
     trailing = (nf == n + 1) & raw.str.ends_with(delim)
@@ -336,6 +379,7 @@ _USED = {
     "nodelist",
     "elapsed",
     "timelimit",
+    "reason",
 }
 
 
@@ -357,15 +401,13 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     state_tok = state_tok.replace(STATE_CODES)
     exit_parts = c("exitcode").str.extract_groups(r"^\s*(-?\d+)(?::(\d+))?\s*$")
     alloc = c("alloctres")
-    tres_gpus = pl.coalesce(
-        _gpu_count(alloc), pl.when(alloc.is_null()).then(_gpu_count(c("reqtres")))
-    )
-    tres_gpus = pl.coalesce(tres_gpus, pl.when(alloc.is_not_null()).then(pl.lit(0, pl.Int64)))
+    tres_gpus, gpus_err = job_gpus(alloc, c("reqtres"))
     tres_nodes = alloc.str.extract(r"(?:^|,)node=(\d+)").cast(pl.Int64, strict=False)
     # each time is parsed once: the row and the unreadable-value check both read it
     jobs = _local_times(jobs, c, ctx.tz)
+    cluster, reported, cluster_err = record_cluster(c("cluster"), ctx)
     out = jobs.select(
-        cluster=pl.coalesce(c("cluster"), pl.lit(ctx.cluster)),
+        cluster=cluster,
         scheduler=pl.lit("slurm"),
         job_id=pl.col("job"),
         array_job_id=pl.when(pl.col("task").is_not_null()).then(pl.col("base")),
@@ -379,6 +421,7 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         end_time="_end_t",
         state=pl.when(state_tok.is_in(list(STATES))).then(state_tok).otherwise(pl.lit("UNKNOWN")),
         raw_state=c("state"),
+        reason=c("reason"),
         exit_code=exit_parts.struct.field("1").cast(pl.Int64, strict=False),
         signal=exit_parts.struct.field("2").cast(pl.Int64, strict=False),
         n_nodes=pl.coalesce(c("nnodes").str.strip_chars().cast(pl.Int64, strict=False), tres_nodes),
@@ -387,11 +430,12 @@ def _normalize(jobs: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         nodelist=c("nodelist"),
         elapsed_s="_elapsed_s",
         timelimit_s=slurm_duration_s(c("timelimit")),
+        reported_cluster=reported,
         source=pl.lit("sacct"),
         source_file=pl.lit(ctx.path),
         source_line=pl.col("line"),
         _raw=pl.col("raw"),
-        _value_err=_unreadable(c, exit_parts, tres_gpus, tres_nodes, ctx),
+        _value_err=pl.coalesce(cluster_err, _unreadable(c, exit_parts, gpus_err, tres_nodes, ctx)),
     )
     hosts, err = expand_column(out["nodelist"], out["n_nodes"])
     out = out.with_columns(
@@ -433,7 +477,7 @@ def _local_times(jobs: pl.DataFrame, c, tz: str) -> pl.DataFrame:
 
 
 def _unreadable(
-    c, exit_parts: pl.Expr, gpus: pl.Expr, tres_nodes: pl.Expr, ctx: ParseContext
+    c, exit_parts: pl.Expr, gpus_err: pl.Expr, tres_nodes: pl.Expr, ctx: ParseContext
 ) -> pl.Expr:
     """Why a job line's text values cannot be read (an unparseable time, count or exit code,
     a TRES count too large to hold), else null. Ranges are checked on the typed row after."""
@@ -477,12 +521,11 @@ def _unreadable(
             ),
         )
     )
-    tres = pl.coalesce(c("alloctres"), c("reqtres"))
+    checks.append((gpus_err.is_not_null(), gpus_err))
     checks.append(
         (
-            (gpus.is_null() & tres.str.contains(r"gres/gpu[:=]"))
-            | (tres_nodes.is_null() & c("alloctres").str.contains(r"(?:^|,)node=\d")),
-            pl.format("TRES '{}' holds a count too large to be one", tres),
+            tres_nodes.is_null() & c("alloctres").str.contains(r"(?:^|,)node=\d"),
+            pl.format("TRES '{}' holds a count too large to be one", c("alloctres")),
         )
     )
     raw_exit = c("exitcode").str.strip_chars()

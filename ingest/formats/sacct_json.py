@@ -3,9 +3,13 @@
 Every data_parser generation from Slurm 21.08 (dbv0.0.37) to 24.x (v0.0.41) is accepted: numbers
 are plain or ``{"set", "infinite", "number"}`` objects, ``state.current`` is a string or a list,
 ``exit_code.return_code`` / ``signal`` are plain or nested, epoch times use ``0`` for unset, and
-``time.limit`` is minutes. Arrays become ``<array_job_id>_<task>`` (as sacct text prints them),
-heterogeneous components ``<het_job_id>+<offset>``; with ``--duplicates`` a requeued job appears
-once per run and each run is an attempt, numbered in time order.
+``time.limit`` is minutes. The ``tres`` lists are read as sacct's text prints them, by the text
+parser's GPU rule (``job_checks.job_gpus``: the untyped ``gpu`` count, not it plus each typed
+``gpu:<type>``); an unset signal whose ``status`` is no ``SIGNALED`` is 0, as the text's ``rc:0``;
+the cluster is the one given, else the job's own (``ingest.base.record_cluster``). Arrays become
+``<array_job_id>_<task>`` (as sacct text prints them), heterogeneous components
+``<het_job_id>+<offset>``; with ``--duplicates`` a requeued job appears once per run and each run
+is an attempt, numbered in time order.
 
 A record is one element of ``jobs`` (its ``steps`` are folded into it). An element that is not an
 object, has no usable job id, or holds a value a job cannot have (a number field that is not a
@@ -14,6 +18,10 @@ plausible window: ``ingest.job_checks``) is quarantined with its index as the re
 that is not valid JSON, or has no ``jobs`` list, is one quarantined record. The per-job extraction
 is Python over parsed JSON (the objects are nested and change shape by release); the per-column work
 after it (hostlists, states, attempt numbering) is columnar.
+
+Against sacct's text of the same jobs, every ``job_attempts`` column agrees but ``raw_state`` (the
+text's ``CANCELLED by <uid>`` is ``CANCELLED`` here) and where the row was read
+(``benchmarks/validate_differential_sacct.py``).
 
 Slurm 22.05's ``sacct --json`` (data_parser ``openapi/dbv0.0.38``) prints ``exit_code``
 ``{"status": "SUCCESS", "return_code": 0}`` for a job that exited non-zero (``LOST_EXIT``): a
@@ -33,9 +41,11 @@ from ingest.base import FormatSpec
 from ingest.base import ParseContext
 from ingest.base import ParseResult
 from ingest.base import json_error
+from ingest.base import record_cluster
 from ingest.base import whole_file_quarantine
 from ingest.hostlist import expand_column
 from ingest.job_checks import STATES
+from ingest.job_checks import job_gpus
 from ingest.job_checks import job_value_errors
 from ingest.job_checks import number_attempts
 from warehouse.schemas import conform
@@ -97,44 +107,51 @@ def _states(state) -> list[str]:
     return [str(cur)] if cur not in (None, "") else []
 
 
-def _tres_count(items, kind: str, name: str | None = None) -> int | None:
-    """Sum of TRES counts of one type (``gres``/``gpu`` also matches typed ``gpu:a100``)."""
+def _tres_count(items, kind: str) -> int | None:
+    """The count of the TRES of type ``kind`` (``cpu``, ``node``) in a TRES list."""
     if not isinstance(items, list):
         return None
-    total, seen = 0, False
     for t in items:
-        if not isinstance(t, dict) or t.get("type") != kind:
-            continue
-        tname = t.get("name") or ""
-        if name is not None and not (tname == name or str(tname).startswith(name + ":")):
+        if isinstance(t, dict) and t.get("type") == kind:
+            n = _num(t.get("count"))
+            if n is not None and n >= 0:
+                return int(n)
+    return None
+
+
+def _tres_text(items) -> str | None:
+    """A TRES list as sacct's text prints it (``cpu=8,gres/gpu=8,gres/gpu:h100=8``), for the GPU
+    rule the text parser applies (``ingest.job_checks.job_gpus``); None when it lists nothing."""
+    if not isinstance(items, list):
+        return None
+    parts = []
+    for t in items:
+        if not isinstance(t, dict) or not isinstance(t.get("type"), str):
             continue
         n = _num(t.get("count"))
-        if n is not None and n >= 0:
-            total, seen = total + int(n), True
-    return total if seen else None
-
-
-def _gpus(tres) -> int | None:
-    if not isinstance(tres, dict):
-        return None
-    alloc = tres.get("allocated")
-    got = _tres_count(alloc, "gres", "gpu")
-    if got is None and alloc:  # something was allocated, but no GPU
-        return 0
-    if got is None:
-        got = _tres_count(tres.get("requested"), "gres", "gpu")
-    return got
+        if n is None or n < 0 or (isinstance(n, float) and not n.is_integer()):
+            continue  # unset (energy -2), or no count
+        name = t.get("name") if isinstance(t.get("name"), str) else ""
+        parts.append(f"{t['type']}{'/' + name if name else ''}={int(n)}")
+    return ",".join(parts) or None
 
 
 def _signal(ec) -> int | None:
+    """The signal that ended the job; 0 when ``status`` says no signal did (``SUCCESS``,
+    ``ERROR``: the signal is then unset, where sacct's text prints ``rc:0``)."""
     if not isinstance(ec, dict):
         return None
     sig = ec.get("signal")
-    n = _num(sig.get("id", sig.get("signal_id"))) if isinstance(sig, dict) else _num(sig)
+    raw = sig.get("id", sig.get("signal_id")) if isinstance(sig, dict) else sig
+    n = _num(raw)
+    if n is None and _unset(raw):
+        status = ec.get("status")
+        status = status if isinstance(status, list) else [status]
+        return 0 if status != [None] and "SIGNALED" not in status else None
     return int(n) if n is not None and abs(n) < 2**53 else None
 
 
-def _job_row(job: dict, ctx: ParseContext, lost_exit: bool = False) -> dict:
+def _job_row(job: dict, lost_exit: bool = False) -> dict:
     """One job element as a flat row; raises ValueError when it has no usable id. ``lost_exit``:
     the dump comes from a release that prints a non-zero exit status as 0 (``LOST_EXIT``)."""
     raw_id = _num(job.get("job_id"))
@@ -173,10 +190,10 @@ def _job_row(job: dict, ctx: ParseContext, lost_exit: bool = False) -> dict:
         ),
     ]
     limit = _num(t.get("limit"))
-    tres = job.get("tres")
+    tres = job.get("tres") if isinstance(job.get("tres"), dict) else {}
     assoc = job.get("association") if isinstance(job.get("association"), dict) else {}
     row = {
-        "cluster": _str(job.get("cluster")) or _str(assoc.get("cluster")) or ctx.cluster,
+        "reported_cluster": _str(job.get("cluster")) or _str(assoc.get("cluster")),
         "job_id": job_id,
         "array_job_id": array_job_id,
         "array_task_id": array_task_id,
@@ -199,19 +216,17 @@ def _job_row(job: dict, ctx: ParseContext, lost_exit: bool = False) -> dict:
         "n_nodes": _num(job.get("allocation_nodes"))
         if _unreadable("", job.get("allocation_nodes")) is None
         else None,
-        "n_cpus": _tres_count(
-            (tres or {}).get("allocated") if isinstance(tres, dict) else None, "cpu"
-        ),
-        "n_gpus": _gpus(tres),
+        "n_cpus": _tres_count(tres.get("allocated"), "cpu"),
+        "alloctres": _tres_text(tres.get("allocated")),
+        "reqtres": _tres_text(tres.get("requested")),
         "nodelist": _str(job.get("nodes")),
         "elapsed_s": _num(t.get("elapsed")) if _unreadable("", t.get("elapsed")) is None else None,
         "timelimit_s": limit * 60 if limit is not None and abs(limit) < 2**53 else None,
         "_unreadable": next((p for p in problems if p), None),
     }
-    for k in ("n_cpus", "n_gpus"):  # TRES sums: too large for any real job (and for Int64)
-        if row[k] is not None and abs(row[k]) >= 2**53:
-            row["_unreadable"] = row["_unreadable"] or f"{k} {row[k]} is out of range"
-            row[k] = None
+    if row["n_cpus"] is not None and row["n_cpus"] >= 2**53:  # too large for any job (and Int64)
+        row["_unreadable"] = row["_unreadable"] or f"n_cpus {row['n_cpus']} is out of range"
+        row["n_cpus"] = None
     return row
 
 
@@ -229,7 +244,7 @@ def _exit_lost(ec, states: list[str]) -> bool:
 
 
 _ROW_SCHEMA = {
-    "cluster": pl.Utf8,
+    "reported_cluster": pl.Utf8,
     "job_id": pl.Utf8,
     "array_job_id": pl.Utf8,
     "array_task_id": pl.Utf8,
@@ -247,7 +262,8 @@ _ROW_SCHEMA = {
     "signal": pl.Int64,
     "n_nodes": pl.Int64,
     "n_cpus": pl.Int64,
-    "n_gpus": pl.Int64,
+    "alloctres": pl.Utf8,
+    "reqtres": pl.Utf8,
     "nodelist": pl.Utf8,
     "elapsed_s": pl.Float64,
     "timelimit_s": pl.Float64,
@@ -256,17 +272,25 @@ _ROW_SCHEMA = {
 }
 
 
-def parse(data: bytes, ctx: ParseContext) -> ParseResult:
-    text = data.decode("utf-8", errors="replace")
+def document(data: bytes) -> tuple[dict | None, str | None, int]:
+    """(the document, why ``data`` is not one with a ``jobs`` list, the line that says so):
+    what this parser reads as a whole, also what a live source checks an answer by."""
     try:
-        doc = json.loads(text)
+        doc = json.loads(data.decode("utf-8", errors="replace"))
     except json.JSONDecodeError as exc:
-        return ParseResult({}, whole_file_quarantine(data, json_error(exc), exc.lineno), 1)
+        return None, json_error(exc), exc.lineno
     except RecursionError:
-        return ParseResult({}, whole_file_quarantine(data, "JSON nested too deeply"), 1)
-    jobs = doc.get("jobs") if isinstance(doc, dict) else None
-    if not isinstance(jobs, list):
-        return ParseResult({}, whole_file_quarantine(data, "sacct JSON without a 'jobs' list"), 1)
+        return None, "JSON nested too deeply", 1
+    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
+        return None, "sacct JSON without a 'jobs' list", 1
+    return doc, None, 1
+
+
+def parse(data: bytes, ctx: ParseContext) -> ParseResult:
+    doc, why, line = document(data)
+    if doc is None:
+        return ParseResult({}, whole_file_quarantine(data, why, line), 1)
+    jobs = doc["jobs"]
     meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
     plugin = meta.get("plugin") if isinstance(meta.get("plugin"), dict) else {}
     lost_exit = plugin.get("type") in LOST_EXIT
@@ -275,7 +299,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         try:
             if not isinstance(job, dict):
                 raise TypeError(f"job record is a {type(job).__name__}, not an object")
-            row = _job_row(job, ctx, lost_exit)
+            row = _job_row(job, lost_exit)
         except (ValueError, TypeError, OverflowError, AttributeError) as exc:
             bad[0].append(i)
             bad[1].append(json.dumps(job)[:500])
@@ -285,7 +309,13 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
         rows.append(row)
     df = pl.DataFrame(rows, schema=_ROW_SCHEMA, orient="row")
     tok = pl.col("state_tok")
+    n_gpus, gpus_err = job_gpus(pl.col("alloctres"), pl.col("reqtres"))
+    cluster, reported, cluster_err = record_cluster(pl.col("reported_cluster"), ctx)
     df = df.with_columns(
+        cluster=cluster,
+        reported_cluster=reported,
+        n_gpus=n_gpus,
+        _unreadable=pl.coalesce(cluster_err, "_unreadable", gpus_err),
         scheduler=pl.lit("slurm"),
         state=pl.when(tok.is_in(list(STATES))).then(tok).otherwise(pl.lit("UNKNOWN")),
         submit_time=pl.col("submit_time").cast(pl.Datetime("us")),
@@ -310,7 +340,7 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
             ),
         ]
     )
-    df = df.drop("state_tok", "nodelist", "_err", "_unreadable")
+    df = df.drop("state_tok", "nodelist", "alloctres", "reqtres", "_err", "_unreadable")
     tables = {}
     if df.height:
         tables["job_attempts"] = conform("job_attempts", number_attempts(df))

@@ -12,7 +12,8 @@ is one record per host.
 The field order comes from the header line (``Cluster|NodeName|TimeStart|...``, what sacctmgr
 prints without ``-n``); headerless text is read in ``EVENT_FIELDS``' order (the order
 ``sources.slurm`` asks for). ``Reason`` may contain the delimiter when it is the last field.
-``--parsable``'s trailing ``|`` is accepted. Times without a zone are read in ``ctx.tz``.
+``--parsable``'s trailing ``|`` is accepted. Times without a zone are read in ``ctx.tz``. The
+cluster is the one given, else the event's own (``ingest.base.record_cluster``).
 
 Not records (skipped, not counted): blank lines, header lines, and cluster events (empty
 ``NodeName`` / ``Event`` ``Cluster``: the cluster's registered TRES, not a node). Quarantined,
@@ -32,6 +33,7 @@ from ingest.base import ParseContext
 from ingest.base import ParseResult
 from ingest.base import implausible_time
 from ingest.base import numbered_lines
+from ingest.base import record_cluster
 from ingest.hostlist import expand_column
 from ingest.times import NULL_TIMES
 from ingest.times import local_span
@@ -187,7 +189,7 @@ def _checked(df: pl.DataFrame, names: list[str], ctx: ParseContext) -> pl.DataFr
             implausible_time(pl.col("_end"), ctx),
         ),
     ]
-    err = pl.lit(None, pl.Utf8)
+    err = record_cluster(col("cluster"), ctx)[2]
     for cond, text in reversed(checks):
         err = pl.when(cond.fill_null(False)).then(text).otherwise(err)
     return df.with_columns(_err=err)
@@ -208,7 +210,7 @@ def _per_host(
             "_end",
             "_event",
             "line",
-            cluster=pl.coalesce(_field(names, "cluster"), pl.lit(ctx.cluster)),
+            cluster=record_cluster(_field(names, "cluster"), ctx)[0],
             reason=_field(names, "reason"),
         )
     )

@@ -23,6 +23,7 @@ DOMAINS = tuple(
         "pipelines.assets.ingest",
         "pipelines.assets.telemetry",
         "pipelines.assets.analysis",
+        "pipelines.assets.slowness",
         "pipelines.assets.report",
         "pipelines.fleetsim_assets",
     )

@@ -22,21 +22,39 @@ from pipelines.cli.values import parse_time
 def ingest_context(args):
     from ingest.base import ParseContext
 
+    options = {}
+    if getattr(args, "exclude_hosts", None):
+        options["exclude_hosts"] = host_list(args.exclude_hosts)
+    options |= relative_times(args)
     return ParseContext(
-        cluster=args.cluster,
+        cluster=args.cluster or "default",
+        cluster_given=args.cluster is not None,
         tz=check_tz(args.tz),
         host=args.host,
         time=parse_time(args.time),
         fields=tuple(f.strip() for f in args.fields.split(",")) if args.fields else None,
         delimiter=args.delimiter,
         column_map=parse_map(args.map),
-        options={"exclude_hosts": host_list(args.exclude_hosts)}
-        if getattr(args, "exclude_hosts", None)
-        else {},
+        options=options,
         **(
             {"not_before": parse_time(args.not_before)} if getattr(args, "not_before", None) else {}
         ),
     )
+
+
+def relative_times(args) -> dict:
+    """``--time-origin`` / ``--time-unit`` as the parse options of relative times (health events
+    of a published trace: days after its first event)."""
+    from ingest.formats.health_events.finish import TIME_UNITS
+
+    origin, unit = getattr(args, "time_origin", None), getattr(args, "time_unit", None)
+    if unit is not None and unit not in TIME_UNITS:
+        raise CliError(f"--time-unit {unit!r}: use one of {', '.join(TIME_UNITS)}")
+    if unit is not None and origin is None:
+        raise CliError("--time-unit needs --time-origin: the time the numbers count from")
+    if origin is None:
+        return {}
+    return {"time_origin": parse_time(origin), "time_unit": unit or "s"}
 
 
 def host_list(path: str) -> tuple[str, ...]:
@@ -198,6 +216,7 @@ def _warnings(wh, reports, outcome: _Outcome):
             )
     new = outcome.new
     yield from _sacct_gaps(wh, [r.path for r in new if r.format == "sacct" and r.rows_ok])
+    yield from cluster_warnings(wh, [r.path for r in new if r.rows_ok])
     yield from _stand_in_notes(new)
 
 
@@ -284,6 +303,36 @@ def _sacct_gaps(wh, paths: list[str]) -> list[str]:
     return lines
 
 
+def cluster_warnings(wh, paths: list[str], source: str | None = None) -> list[str]:
+    """A warning per file of ``paths`` (or per pulled ``source``) whose job records name another
+    cluster than the one given, which they are stored under: how many name which
+    (``job_attempts.reported_cluster``). Counted over the records as read (both the text and the
+    JSON of the same jobs), not the merged table."""
+    files = wh.record_files("job_attempts")
+    if not files or not (paths or source):
+        return []
+    where = "source_file LIKE $prefix" if source else "list_contains($paths, source_file)"
+    with wh.connect() as con:
+        rows = con.execute(
+            "SELECT source_file, cluster, reported_cluster, count(*) n FROM (SELECT * FROM "
+            "read_parquet($files, union_by_name = true) UNION ALL BY NAME SELECT "
+            "NULL::VARCHAR source_file, NULL::VARCHAR cluster, NULL::VARCHAR reported_cluster "
+            f"WHERE false) WHERE reported_cluster IS NOT NULL AND {where} GROUP BY ALL "
+            "ORDER BY ALL",
+            {"files": files, **({"prefix": f"pull://{source}/%"} if source else {"paths": paths})},
+        ).fetchall()
+    named: dict[tuple[str, str], dict[str, int]] = {}  # (file or source, cluster) -> name: n
+    for file, cluster, reported, n in rows:
+        counts = named.setdefault((source or file, cluster), {})
+        counts[reported] = counts.get(reported, 0) + n
+    return [
+        f"warning: {where_}: job records whose own Cluster is not the cluster given ("
+        + ", ".join(f"{n:,} name '{reported}'" for reported, n in counts.items())
+        + f") are stored as cluster '{cluster}' (their own name: job_attempts.reported_cluster)"
+        for (where_, cluster), counts in named.items()
+    ]
+
+
 def cmd_forget(args) -> int:
     wh = open_warehouse(args)
     with wh.writer():
@@ -332,15 +381,31 @@ def add_ingest(sub) -> None:
         ),
         option(
             "--cluster",
-            default="default",
-            help="cluster name stored with the records (default %(default)r)",
+            help="cluster name stored with the records, whatever cluster a record names (default: "
+            "the cluster the records name, else 'default')",
         ),
         option("--tz", default="UTC", help="zone of timestamps that carry none"),
         option("--host", help="host for files that do not name one"),
         option("--time", help="sample time for scrapes that carry none (ISO-8601)"),
         option("--fields", help="field order of a headerless sacct dump (or 'xdmod')"),
         option("--delimiter", help="sacct field delimiter (default: from the header, else |)"),
-        option("--map", help="component history / failure log column mapping canonical=theirs,..."),
+        option(
+            "--map",
+            help="component history / failure log / health events: their field names, "
+            "canonical=theirs,... (health events: dotted paths into nested JSON, and the kind's "
+            "values, start=fault_start,end=fault_end)",
+        ),
+        option(
+            "--time-origin",
+            metavar="ISO",
+            help="health events: times are numbers of --time-unit after this time (a published "
+            "trace's relative times)",
+        ),
+        option(
+            "--time-unit",
+            metavar="UNIT",
+            help="unit of times relative to --time-origin: days, hours, minutes, s (default) or ms",
+        ),
         option(
             "--not-before",
             metavar="ISO",

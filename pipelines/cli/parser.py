@@ -19,6 +19,7 @@ from pipelines.cli import pull
 from pipelines.cli import reliability
 from pipelines.cli import sample
 from pipelines.cli import sql
+from pipelines.cli import stragglers
 from pipelines.cli.completion import COMPLETERS
 from pipelines.cli.options import add_home_options
 from pipelines.cli.values import parse_count
@@ -42,6 +43,7 @@ COMMANDS = (
     breakdowns.add_trend,
     project.add_whatif,
     breakdowns.add_compare,
+    stragglers.add_stragglers,
     build.add_report,
     completion.add_completion,
 )

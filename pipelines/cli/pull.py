@@ -69,6 +69,17 @@ def cmd_pull(args) -> int:
             f"rows, {sum(r.rows_quarantined for r in ok):,} quarantined, "
             f"{sum(r.rows_duplicate for r in ok):,} already stored"
         )
+    from pipelines.cli.intake import cluster_warnings
+
+    for src in sources:
+        mine = [r for r in reports if r.source == src.name]
+        if any(r.rows_ok for r in mine):
+            for line in cluster_warnings(wh, [], source=src.name):
+                print(line, file=sys.stderr)
+        if held := sum(r.held_back for r in mine):
+            print(f"warning: {src.name}: the last {held:,} byte(s) of its output are a line "
+                  "without its newline yet: not read; a later pull reads the line once it is "
+                  "complete", file=sys.stderr)  # fmt: skip
     failed = [r for r in reports if r.status == "failed"]
     for r in failed:
         where = f"{r.source}/{r.target}" if r.target else r.source

@@ -15,8 +15,8 @@ from sample_data.writers.base import slurm_attempts
 from sample_data.writers.base import write_text
 
 SACCT_FIELDS = (
-    "JobID|JobIDRaw|JobName|Partition|Account|User|Submit|Start|End|Elapsed|State|"
-    "ExitCode|NNodes|AllocCPUS|AllocTRES|NodeList|Cluster"
+    "JobID|JobIDRaw|JobName|Partition|Account|User|Submit|Start|End|Elapsed|Timelimit|State|"
+    "ExitCode|NNodes|AllocCPUS|AllocTRES|Reason|NodeList|Cluster"
 )
 
 
@@ -77,6 +77,7 @@ def _job_lines(f: Fleet, a: Attempt) -> list[str]:
     job = {"JobID": a.job_id, "JobIDRaw": str(a.job_raw), "JobName": a.name}
     job |= {"Partition": a.partition, "User": a.user[0], "Submit": ts(f, a.submit)}
     job |= {"State": a.state, "ExitCode": a.exit_code, "NNodes": str(nn), "AllocCPUS": str(cpus)}
+    job |= {"Timelimit": elapsed(a.time_limit_min * 60), "Reason": "None"}
     lines = [_line(shared | job | {"AllocTRES": _tres(cpus, ng, mem, nn), "NodeList": nl})]
     end = STEP_END[a.state.split()[0]]
     code = end.exit_code or a.exit_code
@@ -92,6 +93,7 @@ def _job_lines(f: Fleet, a: Attempt) -> list[str]:
         step = {"JobID": f"{a.job_id}.{sid}", "JobIDRaw": f"{a.job_raw}.{sid}", "JobName": name}
         step |= {"Partition": "", "User": "", "Submit": ts(f, a.start), "State": state}
         step |= {"ExitCode": exit_code, "NNodes": str(snn), "AllocCPUS": str(c)}
+        step |= {"Timelimit": "", "Reason": ""}
         lines.append(_line(shared | step | {"AllocTRES": tres, "NodeList": snl}))
     return lines
 

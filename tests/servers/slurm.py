@@ -34,6 +34,9 @@ import pytest
 
 NODES = ("gpu001", "gpu002", "gpu003", "gpu004")
 GPUS_PER_NODE = 8
+# Typed, as on nearly every GPU cluster: accounting then lists each job's GPUs twice, as the
+# untyped total (gres/gpu) and per type (gres/gpu:h100)
+GPU_TYPE = "h100"
 BINARIES = (
     "munged",
     "mungekey",
@@ -198,7 +201,7 @@ def _write_configs(c: SlurmCluster, db_password: str) -> None:
     # cred_expire: how long a requeued job waits before it may start again (120 s by default)
     nodes = "\n".join(
         f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={p[n]} CPUs=2 "
-        f"Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN"
+        f"Gres=gpu:{GPU_TYPE}:{GPUS_PER_NODE} State=UNKNOWN"
         for n in NODES
     )
     (r / "etc" / "slurm.conf").write_text(f"""\
@@ -231,7 +234,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort={p["slurmdbd"]}
 AccountingStoragePass={r}/munge/munge.socket
-AccountingStorageTRES=gres/gpu
+AccountingStorageTRES=gres/gpu,gres/gpu:{GPU_TYPE}
 SchedulerType=sched/builtin
 SchedulerParameters=sched_interval=1
 MinJobAge=2
@@ -245,7 +248,7 @@ MessageTimeout=30
 PartitionName=gpu Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP
 """)
     (r / "etc" / "gres.conf").write_text(
-        f"NodeName={NODES[0][:3]}[{NODES[0][3:]}-{NODES[-1][3:]}] Name=gpu "
+        f"NodeName={NODES[0][:3]}[{NODES[0][3:]}-{NODES[-1][3:]}] Name=gpu Type={GPU_TYPE} "
         f"File={r}/dev/nvidia[0-{GPUS_PER_NODE - 1}]\n"
     )
     dbd = r / "etc" / "slurmdbd.conf"
