@@ -52,10 +52,11 @@ RACE = textwrap.dedent(
 
 
 def test_fit_all_threads_import_nothing_while_they_run():
-    for _ in range(2):  # a cold interpreter each time: the imports happen once per process
-        run = subprocess.run(
-            [sys.executable, "-c", RACE], capture_output=True, text=True, timeout=120, check=False
-        )
-        assert run.returncode == 0, run.stderr[-2000:]
-        rows, curves = run.stdout.split()
-        assert int(rows) == 15 and curves == "True"  # 5 models x strata all, A, B
+    # a cold interpreter: the imports happen once per process; a fit_all whose threads import
+    # lifelines fails this in 5 runs of 5
+    run = subprocess.run(
+        [sys.executable, "-c", RACE], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows, curves = run.stdout.split()
+    assert int(rows) == 15 and curves == "True"  # 5 models x strata all, A, B
