@@ -40,7 +40,8 @@ Only whole hours that ended ``settle_s`` before now (the TSDB's ``clock``) are p
 (``settled``): the window a pull records ends there, and the next pull's overlap starts from
 it. A range selector covers [t - r, t] on Prometheus 2 and (t - r, t] on 3 and later
 (``/api/v1/status/buildinfo``; ``range_closed`` overrides), so each hour is exactly its
-samples. An answer with ``warnings`` (Thanos' partial response) fails the window. Label values
+samples. An answer with ``warnings`` (Thanos' partial response) is tried again, and fails the
+window when the retries are spent. Label values
 go into PromQL escaped by the exposition's rule (``gpu_labels.quoted``), whatever characters
 they hold. A series without the host label is not pulled. What a TSDB's rollup cannot tell: a
 NaN sample inside an hour whose min equals its max (its mean is not asked for) is counted in n,
@@ -885,7 +886,8 @@ def _post(src, session, path: str, form: dict) -> bytes:
 
 def _request(src: SourceConfig, session, method: str, path: str, params: dict) -> bytes:
     """The body of a successful answer, else SourceError with Prometheus' own reason. A redirect
-    is not followed (credentials go only to ``url``)."""
+    is not followed (credentials go only to ``url``); an answer that says it may lack data is
+    tried again (``_incomplete``)."""
     url = _base(src) + path
     try:
         r = request(
@@ -893,12 +895,13 @@ def _request(src: SourceConfig, session, method: str, path: str, params: dict) -
             session,
             method,
             url,
+            partial=_incomplete,
             **({"params": params} if method == "GET" else {"data": params}),
         )
     except HttpError as exc:
         raise SourceError(f"{src.name}: {url}: {exc}") from None
     if r.status_code < 400 and r.content.startswith(_SUCCESS):
-        return _whole(src, url, r.content)  # not decoded twice: the caller or the parser reads it
+        return r.content  # not decoded twice: the caller or the parser reads it
     if 300 <= r.status_code < 400:
         raise SourceError(
             f"{src.name}: {url}: HTTP {r.status_code} redirects to "
@@ -914,24 +917,27 @@ def _request(src: SourceConfig, session, method: str, path: str, params: dict) -
         )
         hint = " (lower hosts_per_query)" if "too many samples" in str(reason) else ""
         raise SourceError(f"{src.name}: {url}: HTTP {r.status_code}: {reason}{hint}")
-    return _whole(src, url, r.content)
+    return r.content
 
 
-def _whole(src: SourceConfig, url: str, body: bytes) -> bytes:
-    """``body``, or SourceError when the answer says it may lack data: any ``warnings`` (Thanos
-    Query and Mimir answer with the stores they could reach and "partial response: ..." when one
-    is down; no warning says the answer is whole). The window fails and is pulled again; a
-    ``"warnings"`` inside a label value costs only a decode."""
+def _incomplete(answer) -> str | None:
+    """Why a successful answer may lack data, or None: any ``warnings`` (Thanos Query and Mimir
+    answer with the stores they could reach and "partial response: ..." when one is down; no
+    warning says the answer is whole). Such an answer is tried again as a store that did not
+    answer may the next time; when the retries are spent the window fails and the next pull
+    pulls it. A ``"warnings"`` inside a label value costs only a decode."""
+    body = answer.content
     if b'"warnings"' not in body:
-        return body
+        return None
     try:
-        warnings = orjson.loads(body).get("warnings")
-    except (orjson.JSONDecodeError, AttributeError):
-        return body  # not a JSON object: reading it says so
-    if not warnings:
-        return body
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None  # not JSON: reading it says so
+    warnings = doc.get("warnings") if isinstance(doc, dict) else None
+    if not warnings or doc.get("status") != "success":
+        return None
     said = "; ".join(map(str, warnings if isinstance(warnings, list) else [warnings]))
-    raise SourceError(f"{src.name}: {url}: the answer may be incomplete: {said[:300]}")
+    return f"the answer may be incomplete: {said[:300]}"
 
 
 def _json(src: SourceConfig, body: bytes):

@@ -6,8 +6,6 @@ label values of any characters are pulled as the file ingest stores them."""
 
 from __future__ import annotations
 
-import gzip
-import json
 from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
@@ -25,7 +23,6 @@ from sources.pull import cursors
 from sources.pull import pull
 from tests.servers import prometheus as server
 from tests.servers.faultproxy import FaultProxy
-from tests.servers.faultproxy import Rewrite
 from warehouse.store import Warehouse
 
 START = datetime(2026, 11, 19)  # the fleet's ten days of scrapes
@@ -137,32 +134,13 @@ def test_time_not_yet_come_is_never_marked_done(prom, tmp_path, monkeypatch):
     assert log["window_end"].max() <= latest()
 
 
-def _thanos_partial(host: str):
-    """A Thanos Query answer while the store holding ``host`` is down: its series are missing
-    and a warning says so."""
-
-    def rewrite(body: bytes) -> bytes:
-        zipped = body[:2] == b"\x1f\x8b"  # the client asked for gzip
-        doc = json.loads(gzip.decompress(body) if zipped else body)
-        doc["data"]["result"] = [
-            s for s in doc["data"]["result"] if s["metric"].get("Hostname") != host
-        ]
-        doc["warnings"] = [
-            'partial response: store 10.0.0.7:10901 (labels: [zone="b"]) unavailable'
-        ]
-        out = json.dumps(doc).encode()
-        return gzip.compress(out) if zipped else out
-
-    return rewrite
-
-
 def test_a_partial_response_is_a_failed_window_and_pulled_again(prom, fleet, tmp_path):
     since, until = datetime(2026, 11, 21), datetime(2026, 11, 22)
     host = min(f.parent.name for f in fleet)
     wh = Warehouse(tmp_path / "home")
 
     def rule(seen):
-        return Rewrite(_thanos_partial(host)) if "/query_range" in seen.path else None
+        return server.partial_response(host) if "/query_range" in seen.path else None
 
     with FaultProxy(prom, rule) as proxy:
         [failed] = pull(wh, [_source(proxy.url)], since=since, until=until)
@@ -182,6 +160,34 @@ def test_a_partial_response_is_a_failed_window_and_pulled_again(prom, fleet, tmp
     q = f"SELECT {cols} FROM gpu_rollups ORDER BY ALL"
     assert wh.query(q).equals(clean.query(q))
     assert host in wh.query("SELECT DISTINCT host FROM gpu_rollups")["host"].to_list()
+
+
+def test_a_partial_response_that_passes_is_tried_again_within_the_pull(prom, fleet, tmp_path):
+    """A store flapping for a moment: the first answer of each kind is partial, the request is
+    tried again (as after a 503) and the window stored whole; one partial answer among a pull's
+    many requests does not fail the window and leave it to grow until the next."""
+    since, until = datetime(2026, 11, 21), datetime(2026, 11, 22)
+    host = min(f.parent.name for f in fleet)
+    partial = server.partial_response(host)
+    hit: set[str] = set()
+
+    def rule(seen):
+        path = seen.path.split("?")[0]
+        if path in hit:
+            return None
+        hit.add(path)
+        return partial
+
+    wh = Warehouse(tmp_path / "home")
+    with FaultProxy(prom, rule) as proxy:
+        reports = pull(wh, [_source(proxy.url)], since=since, until=until)
+    assert [(r.status, r.error) for r in reports] == [("ok", None)]
+    assert len(proxy.faults) >= 3  # the host list, the rollups and a query each once
+    clean = Warehouse(tmp_path / "clean")
+    pull(clean, [_source(prom)], since=since, until=until)
+    cols = "hour, host, gpu, uuid, metric, n, mean, min, max, last"
+    q = f"SELECT {cols} FROM gpu_rollups ORDER BY ALL"
+    assert wh.query(q).equals(clean.query(q)) and host in wh.query(q)["host"].to_list()
 
 
 ODD_START = datetime(2026, 11, 25)
