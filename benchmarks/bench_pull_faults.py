@@ -425,7 +425,10 @@ def main() -> int:
             f"{sum(injected.values())} of {requests:,} requests ({share:.1%}): "
             + ", ".join(f"{k} {v}" for k, v in injected.items()),
         )
-    print(f"wall {time.perf_counter() - t0:.0f} s")
+    print(
+        f"wall {time.perf_counter() - t0:.0f} s, of which the faults' waits (drips to timeout_s, "
+        f"backoff, Retry-After) are most; this process' CPU {time.process_time():.0f} s"
+    )
 
 
 if __name__ == "__main__":
