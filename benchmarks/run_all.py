@@ -43,6 +43,7 @@ BENCHMARKS = [
     "bench_fleet_scale",
     "bench_cli_start",
     "bench_scoped_commands",
+    "bench_small_build",
     "bench_ui_vs_cli",
     "bench_report_size",
     "bench_pull_slurm",
