@@ -50,6 +50,7 @@ BENCHMARKS = [
     "bench_pull_prometheus",
     "validate_differential_pull",
     "bench_pull_redfish",
+    "bench_pull_faults",
     "validate_public_datasets",
     "validate_stragglers",
     "validate_slow_steps",
