@@ -83,8 +83,8 @@ def reading(df: pl.DataFrame, fits: pl.DataFrame) -> str:
     if tbf.height:
         below = int((tbf["shape_ci_high"] < 1).sum())
         text += (
-            f" The {trend.name.capitalize()} {trend.age_trend_parameter} of the times between failures is "
-            f"below 1 (CI entirely) in {below} of {tbf.height}: "
+            f" The {trend.name.capitalize()} {trend.age_trend_parameter} of the times between "
+            f"failures is below 1 (CI entirely) in {below} of {tbf.height}: "
             "there, failures cluster in time rather than arrive at random."
         )
     still = int(df["repairs_open"].fill_null(0).sum())
