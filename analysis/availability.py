@@ -194,28 +194,25 @@ def _pieces(o: pl.DataFrame) -> pl.DataFrame:
     resample: an outage row is the time up since its node's last outage (or the span's start)
     and its own hours down not already down for an earlier outage of the node (two faults at
     once keep their repair times, but the node is down once), clipped at the span's end; one
-    more row per node holds its time up after its last outage. An outage without a host adds
-    its downtime alone; one that began before the span (``_outage`` false: not one of its
-    failures) is down from the span's start."""
-    node = ["source", "system", "host"]
+    more row per node holds its time up after its last outage. The outages that name no host
+    make one time line of their system; one that began before the span (``_outage`` false: not
+    one of its failures) is down from the span's start."""
+    node = ["source", "system", "host"]  # a null host: the system's line
     end = pl.when(pl.col("end").is_not_null()).then(pl.min_horizontal("end", "span_to"))
     covered = pl.coalesce(
         end.cum_max().shift(1).over(node, order_by=["start", "end"]), pl.col("span_from")
     )
-    hosted = pl.col("host").is_not_null()
     start = pl.max_horizontal("start", "span_from")
     rows = o.with_columns(
-        up_hours=pl.when(hosted).then(_hours(start - covered).clip(0)).otherwise(0.0),
-        down_hours=pl.when(hosted)
-        .then(_hours(end - pl.max_horizontal(start, covered)).clip(0))
-        .otherwise(_hours(end - start).clip(0))
-        .fill_null(0.0),
+        up_hours=_hours(start - covered).clip(0),
+        down_hours=_hours(end - pl.max_horizontal(start, covered)).clip(0).fill_null(0.0),
     )
     tails = (
-        rows.filter(hosted)
-        .group_by(node)
-        .agg(pl.col(c).first() for c in ("span_from", "span_to", "span_hours", "nodes"))
-        .join(rows.filter(hosted).group_by(node).agg(_last=end.max()), on=node, how="left")
+        rows.group_by(node)
+        .agg(
+            *(pl.col(c).first() for c in ("span_from", "span_to", "span_hours", "nodes")),
+            _last=end.max(),
+        )
         .with_columns(
             up_hours=_hours(pl.col("span_to") - pl.max_horizontal("_last", "span_from")).clip(0),
             down_hours=pl.lit(0.0),
@@ -511,8 +508,8 @@ def _spans(
     seen = o.select("source", "system", "host")
     if hosts is not None and hosts.height:
         seen = pl.concat([seen, hosts.select(seen.columns).cast(seen.schema)])
-    counted = (
-        seen.drop_nulls("host").group_by("source", "system").agg(hosts=pl.col("host").n_unique())
+    counted = (  # the records that name no host: one line of the system (``_pieces``)
+        seen.group_by("source", "system").agg(hosts=pl.col("host").n_unique())
     )
     spans = (
         o.group_by("source", "system")
@@ -584,7 +581,7 @@ def availability(
     o = o.filter("_outage")  # the failures of the span; one carried into it is only down in it
     rng = np.random.default_rng(SEED)
     hosted = pieces.filter(pl.col("host").is_not_null())
-    seen = hosted.group_by("source", "system").agg(_seen=pl.col("host").n_unique())
+    seen = pieces.group_by("source", "system").agg(_seen=pl.col("host").n_unique())  # lines
     silent = (  # per system, its nodes without an outage: up over the whole span
         spans.join(seen, on=["source", "system"], how="left")
         .select(
