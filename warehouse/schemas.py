@@ -479,6 +479,31 @@ TABLES: dict[str, Table] = {
             },
         ),
         _daily(
+            "gpu_signal_spans",
+            (
+                "a span of one day a GPU ran slow by its own telemetry: clock-event reasons "
+                "holding its clock down, or its PCIe link below its width or generation "
+                "(analysis/telemetry/signals.py)"
+            ),
+            {
+                **_GPU,
+                "signal": STR,  # clocks | pcie_width | pcie_gen
+                "start_time": UTC_TS,  # half-way from the sample before to its first slow sample
+                "end_time": UTC_TS,  # half-way from its last slow sample to the next
+                # clocks: the OR of the slowdown bits over the span (warehouse/signals.py)
+                "reasons": I64,
+                # clocks: whether a job ran on the GPU (GPU idle clear) through the span; a span
+                # of one GPU is cut where that changes
+                "busy": BOOL,
+                # mean over the span of its level over the reference: the SM clock over the
+                # GPU's max clock (else the highest its host ran that day); the link's width or
+                # generation over its max (else its host's highest); null: no level sampled
+                "ratio": F64,
+                "samples": I64,  # the samples (or an hour's rollup count) the span rests on
+                "spacing_s": F64,  # the series' typical time between samples that day
+            },
+        ),
+        _daily(
             "gpu_daily",
             "rollup per GPU per day per metric, from that day's gpu_hourly (24x fewer rows)",
             {
@@ -991,8 +1016,8 @@ TABLES: dict[str, Table] = {
         Table(
             "slow_periods",
             (
-                "one period a job ran slower than its own healthy step time "
-                "(analysis/slowness/steps.py)"
+                "one period a job ran slower than its own healthy step time, or than its GPUs "
+                "allow while one of them ran slow (analysis/slowness/steps.py, attribution.py)"
             ),
             {
                 "cluster": STR,
@@ -1005,9 +1030,10 @@ TABLES: dict[str, Table] = {
                 "steps": I64,
                 "baseline_step_s": F64,  # the job's
                 "step_s": F64,  # its typical step time (smoothed: saves and stalls left out)
-                "slowdown": F64,  # step_s / baseline_step_s
+                "slowdown": F64,  # step_s / baseline_step_s (telemetry: 1 / the span's ratio)
                 "duration_hours": F64,
-                "extra_hours": F64,  # duration less the same steps at the baseline
+                # duration less the same steps at the baseline (telemetry: duration x (1 - ratio))
+                "extra_hours": F64,
                 "n_gpus": I32,
                 "slow_gpu_hours": F64,  # extra_hours x n_gpus
                 # transient: the job came back to its baseline; persistent: the log ends slow
@@ -1018,6 +1044,21 @@ TABLES: dict[str, Table] = {
                 "slow_node": STR,
                 "rank_ratio": F64,
                 "rank_evidence": STR,  # timers | scores | null: the log names no rank
+                # step_log: found in the job's step times; telemetry: a GPU of the job ran slow
+                # while no step log covered it (analysis/slowness/attribution.py)
+                "source": STR,
+                # thermal | power | pcie | nvlink | host | workload | unknown (warehouse/signals.py)
+                "cause": STR,
+                "culprit_host": STR,  # the node the evidence names; null: none
+                "culprit_gpu": I32,
+                "evidence": STR,  # what the attribution rests on, in words
+                # high: a GPU signal over half the period; medium: a shorter GPU signal, NVLink
+                # errors or the log's ranks; low: nothing, or telemetry alone
+                "confidence": STR,
+                "signal_share": F64,  # share of the period the culprit's GPU signal covered
+                # telemetry: the chance the slow GPU was the job's (1 for a job holding whole
+                # nodes); extra_hours is that chance times the loss
+                "gpu_share": F64,
             },
             key=("cluster", "job_id", "period"),
             kind="derived",
