@@ -2,6 +2,7 @@
 (clocks, PCIe link) from scrapes, nvidia-smi logs and TSDB rollups, and each slow period's
 culprit and cause, or a period the telemetry alone shows."""
 
+import json
 from datetime import datetime
 from datetime import timedelta
 
@@ -417,3 +418,117 @@ def test_an_archived_slurm_output_names_its_job():
     """``train-1001.out.gz``: the name Slurm wrote, with the archive's suffix."""
     assert slurm_output_job("logs/train-1001.out.gz") == "1001"
     assert slurm_output_job("slurm-4242_3.log.zst") == "4242_3"
+
+
+def test_fail_slow_episodes_are_a_class_of_their_own_in_failure_rates():
+    """Six episodes of at least 10 minutes (a GPU's busy and idle spans of one throttle are one;
+    a 6-minute span is none) over 4 GPUs sampled 10 days each: 6 / 40 GPU-days, exact CI; the
+    one still going at its GPU's last sample is censored; the selected fit never reaches a
+    projection's rates."""
+    from analysis.headline import selected_rates
+    from analysis.lifetime_models.exponential import poisson_rate_ci
+    from analysis.slowness.rates import episodes
+    from analysis.slowness.rates import fail_slow_rates
+    from warehouse.schemas import FAIL_SLOW
+
+    spans = _spans(
+        ("n1", 0, "clocks", 1, 2, 0x48, 0.5, True),
+        ("n1", 0, "clocks", 2, 3, 0x48, 0.5, False),  # the same throttle, the job gone
+        ("n1", 1, "clocks", 5, 5.1, 0x48, 0.5, True),  # 6 minutes
+        ("n2", 0, "pcie_width", 10, 14, None, 0.5, None),
+        ("n2", 1, "clocks", 30, 31, 0x20, 0.8, True),
+        ("n2", 1, "clocks", 50, 50.5, 0x20, 0.8, True),
+        ("n2", 2, "clocks", 70, 75, 0x88, 0.4, True),
+        ("n2", 3, "clocks", 236, 240, 0x88, 0.4, True),  # to its GPU's last sample
+    )
+    assert episodes(spans).height == 6
+    daily = table(
+        "gpu_daily",
+        cluster="c",
+        host=["n1"] * 20 + ["n2"] * 20,
+        gpu=[g for g in (0, 1) for _ in range(10)] + [g for g in (2, 3) for _ in range(10)],
+        uuid=None,
+        metric="DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        n=1440,
+        first_hour=[DAY + timedelta(days=d) for _ in range(4) for d in range(10)],
+        last_hour=[DAY + timedelta(days=d, hours=23) for _ in range(4) for d in range(10)],
+    )
+    rows = fail_slow_rates(spans, daily)
+    assert set(rows["component_class"]) == {FAIL_SLOW}
+    best = rows.filter("selected").row(0, named=True)
+    rate, lo, hi = poisson_rate_ci(6, 4 * 240)
+    assert (best["n_units"], best["n_events"], best["exposure_hours"]) == (4, 6, 960.0)
+    assert best["rate_per_1k_unit_days"] == pytest.approx(float(rate) * 24_000)
+    assert (best["rate_ci_low"], best["rate_ci_high"]) == pytest.approx(
+        (float(lo) * 24_000, float(hi) * 24_000)
+    )
+    assert best["shape"] is None and '"of": "duration_hours"' in best["params"]
+    # the exponential duration law: 16.5 hours over the 5 episodes that ended
+    expo = rows.filter(pl.col("model") == "exponential")["params"][0]
+    assert json.loads(expo)["scale_hours"]["value"] == pytest.approx(16.5 / 5, rel=1e-6)
+    assert rows["aic_weight"].sum() == pytest.approx(1.0)
+    fail_stop = table(
+        "failure_rates", component_class="gpu", stratum="all", window="all", selected=True
+    )
+    both = pl.concat([fail_stop, rows])
+    assert selected_rates(both)["component_class"].to_list() == ["gpu"]
+
+
+def test_report_section_tells_where_the_slow_time_went_and_maps_the_worst_jobs_ranks():
+    from dashboards.section import ReportContext
+    from dashboards.sections import slowness
+
+    periods = table(
+        "slow_periods",
+        cluster="c",
+        job_id=["9", "9", "7"],
+        period=[1, 2, 1],
+        start_time=[DAY, DAY + timedelta(hours=5), DAY],
+        end_time=[DAY + timedelta(hours=1), DAY + timedelta(hours=6), DAY + timedelta(hours=2)],
+        slowdown=[2.0, 1.25, 1.5],
+        n_gpus=[16, 16, 8],
+        slow_gpu_hours=[8.0, 3.2, 2.0],
+        source=["step_log", "step_log", "telemetry"],
+        cause=["thermal", "pcie", "power"],
+        culprit_host=["n2", "n1", "n5"],
+        confidence=["high", "medium", "low"],
+    )
+    jobs = table(
+        "goodput_jobs", cluster="c", scheduler="slurm", job_id=["9", "7"], n_gpus=[16, 8],
+        wall_hours=[10.0, 5.0], productive_hours=[9.0, 4.75], slow_hours=[0.7, 0.25],
+    )  # fmt: skip
+    timers = table(
+        "step_timers",
+        cluster="c",
+        job_id="9",
+        timer="forward-compute",
+        iteration=[i for i in (100, 200) for _ in range(4)],
+        rank=[0, 1, 2, 3] * 2,
+        value_ms=[10.0, 10.0, 10.0, 10.0, 10.0, 20.0, 10.0, 10.0],
+    )
+    t = {
+        "slow_periods": periods,
+        "goodput_jobs": jobs,
+        "step_timers": timers,
+        "gpu_signal_spans": TABLES["gpu_signal_spans"].empty(),
+        "job_attempts": TABLES["job_attempts"].empty(),
+    }
+    s = slowness.build(ReportContext(None, t, 16384))
+    assert s.reading.startswith(
+        "Jobs lost 13.2 GPU-hours running slower than their healthy speed (6.6% of their "
+        "GPU-hours), in 3 slow period(s): 2 from the jobs' own step logs, 1 from the GPU "
+        "telemetry alone"
+    )
+    assert "By cause (GPU-hours): thermal 8, pcie 3.2, power 2." in s.reading
+    assert "Measured goodput counts 13.2 of these GPU-hours as running slow" in s.reading
+    assert slowness.by_cause(periods)["cause"].to_list() == ["thermal", "power", "pcie"]
+    assert slowness.by_node(periods)["host"].to_list() == ["n2", "n1", "n5"]
+    cells, what = slowness.rank_map(ReportContext(None, t, 16384), {"job_id": "9"})
+    assert what.startswith("rank x logged iteration")
+    slow = cells.filter(pl.col("value") > 1)
+    assert slow.select("row", "step", "value").rows() == [("rank 1", 200, 2.0)]
+    assert "<td>9</td><td>16</td><td>11.2</td><td>2</td><td>x2.00</td><td>pcie, thermal</td>" in (
+        s.extra_html
+    )
+    empty = {k: v.clear() for k, v in t.items()}
+    assert slowness.build(ReportContext(None, empty, 16384)).note.startswith("no data yet")

@@ -135,6 +135,10 @@ COMPONENT_CLASSES = (
     "cpu", "host_memory", "storage", "bmc", "host_os", "software", "unknown",
 )  # fmt: skip
 
+# ``failure_rates``' class of fail-slow episodes (a GPU running slow: analysis/slowness/rates.py),
+# kept apart from the fail-stop classes above: no projection of interruptions reads it
+FAIL_SLOW = "fail_slow"
+
 # How many units of each class a node or job carries: (scope, units per scope). Scope "gpu"
 # scales with the GPUs (a job's N, a node's G), "node" with the nodes, "job" is once per job. A
 # class missing here counts once per node (``DEFAULT_UNIT``). Declared here, beside the classes,
@@ -868,6 +872,13 @@ TABLES: dict[str, Table] = {
                 "p_adjusted": F64,
                 "alpha": F64,  # level of ``lemon``
                 "lemon": BOOL,  # p_adjusted < alpha (null when untested)
+                # the episodes slow_periods name it the culprit of (overlapping periods: one)
+                "slow_episodes": I64,
+                "slow_gpu_hours": F64,  # what those periods cost the jobs
+                "expected_slow": F64,  # at the other nodes' rate x node_hours
+                "slow_p_value": F64,  # the same test as p_value, of slow_episodes
+                "slow_p_adjusted": F64,
+                "slow_lemon": BOOL,  # slow_p_adjusted < alpha: slows jobs more than the fleet
             },
             key=("host",),
             kind="derived",
@@ -966,14 +977,16 @@ TABLES: dict[str, Table] = {
                 "final_end": UTC_TS,
                 "final_state": STR,
                 "wall_hours": F64,
-                "productive_hours": F64,
+                "productive_hours": F64,  # at full speed
+                # work kept but lost running slow (slow_periods: the extra time inside it)
+                "slow_hours": F64,
                 "lost_work_hours": F64,
                 "restart_hours": F64,
                 "checkpoint_hours": F64,
                 "queue_after_failure_hours": F64,
                 "other_hours": F64,
                 "gpu_hours": F64,
-                "goodput": F64,
+                "goodput": F64,  # productive_hours / wall_hours: time at full speed
                 # how badput was split: measured (checkpoint times from ``checkpoints``) or
                 # assumed (the stated interval below), and the assumptions used
                 "method": STR,
@@ -1076,6 +1089,7 @@ TABLES: dict[str, Table] = {
                 "infrastructure": I64,  # of those, outside the jobs' own (workload) domain
                 "lost_gpu_hours": F64,  # of the unexpected interruptions
                 "goodput": F64,  # measured, weighted by GPU-hours (productive / wall of the chains)
+                "slow_gpu_hours": F64,  # the chains' work lost running slow (n_gpus x slow_hours)
             },
             key=("dimension", "value"),
             kind="derived",
@@ -1094,6 +1108,7 @@ TABLES: dict[str, Table] = {
                 "gpu_hours": F64,  # held by job attempts within the period
                 "goodput": F64,  # measured, GPU-hour weighted, job chains ending in the period
                 "lost_gpu_hours": F64,  # of the unexpected interruptions ending in the period
+                "slow_gpu_hours": F64,  # lost running slow by the job chains ending in the period
                 "interruptions": I64,  # unexpected
                 "infrastructure": I64,  # of those, outside the jobs' own (workload) domain
                 "workload": I64,  # the jobs' own failures

@@ -24,7 +24,7 @@ A step-log period's evidence, strongest first:
    rank computes slower: the job's own work, not one straggler); ``medium``;
 4. nothing: ``unknown``, ``low``.
 
-Telemetry alone: a ``clocks`` span of at least ``MIN_TELEMETRY_S`` on a node while a job ran
+Telemetry alone: a ``clocks`` span of at least ``MIN_EPISODE_S`` on a node while a job ran
 there and no step log of the job covers it is a period of that job, ``low`` confidence. A
 synchronous job runs at its slowest GPU's speed, so over the overlap ``D`` it loses
 ``D x (1 - ratio)`` (the SM clock's share of its max; where no clock was sampled,
@@ -40,6 +40,7 @@ from __future__ import annotations
 import polars as pl
 
 from analysis.assumptions import GPUS_PER_NODE
+from analysis.slowness.signals import MIN_EPISODE_S
 from warehouse.schemas import TABLES
 from warehouse.schemas import conform
 from warehouse.signals import REASON_METRICS
@@ -47,7 +48,6 @@ from warehouse.signals import REASON_METRICS
 HIGH_SHARE = 0.5  # a GPU signal over this share of a period is strong evidence
 RANK_RATIO = 1.1  # a rank whose compute (or 1 / score) is this much above the median stands out
 NVLINK_BEFORE_S = 300.0  # NVLink errors this long before a period count for it
-MIN_TELEMETRY_S = 600.0  # a GPU slow this long while a job ran on it is a period of the job
 ASSUMED_RATIO = 0.5  # a slow span's clock ratio where no clock was sampled
 JOB = ["cluster", "job_id"]
 KEYS = [*JOB, "period"]
@@ -320,12 +320,12 @@ def telemetry_periods(
     gpus_per_node: int = GPUS_PER_NODE,
 ) -> pl.DataFrame:
     """``slow_periods`` rows (without ``period``) of the jobs slowed while no step log of theirs
-    covers the time: busy ``clocks`` spans of at least ``MIN_TELEMETRY_S`` on their nodes
+    covers the time: busy ``clocks`` spans of at least ``MIN_EPISODE_S`` on their nodes
     (module docstring). ``logged``: ``job_step_times`` (what each job's log covers)."""
     slow = spans.filter(
         (pl.col("signal") == "clocks")
         & pl.col("busy").fill_null(True)
-        & (pl.col("duration_s") >= MIN_TELEMETRY_S)
+        & (pl.col("duration_s") >= MIN_EPISODE_S)
     ).with_row_index("_span")
     att = attempts.filter(pl.col("start_time").is_not_null()).select(
         *JOB,

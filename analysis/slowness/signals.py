@@ -10,6 +10,9 @@ from warehouse.signals import cause_expr
 from warehouse.signals import names_expr
 
 SPAN_KEY = ["cluster", "host", "gpu", "uuid", "signal", "busy"]
+# a span this long is a fail-slow episode (``rates`` counts it; alone, ``attribution`` makes it a
+# slow period of a job on the GPU); a shorter one rests on a sample or two
+MIN_EPISODE_S = 600.0
 # a clocks span stands for a thermal or power slowdown by its bits; a link span for PCIe
 PCIE_SIGNALS = ("pcie_width", "pcie_gen")
 SCHEMA = {
