@@ -42,7 +42,6 @@ from analysis.slowness.signals import gpu_spans
 from analysis.telemetry.sql import sql_values
 from warehouse.schemas import TABLES
 from warehouse.schemas import conform
-from warehouse.scoped import ScopedWarehouse
 from warehouse.signals import REASON_METRICS
 
 HEALTHY_Z = 3.0  # the healthy band above the 10th percentile of m, in sigma
@@ -316,12 +315,9 @@ def refresh_slow_periods(
     """Read ``training_steps`` (with ``job_attempts``, ``step_timers``, ``rank_scores``) and the
     GPU telemetry's slow spans, NVLink errors and reason sampling (``attribution``), write
     ``slow_periods`` (the step logs' periods attributed, then the telemetry's) and
-    ``job_step_times``; returns both. A scope's warehouse reads the logs of every job (they name
-    no cluster of their own), so there the scope's jobs keep theirs."""
+    ``job_step_times``; returns both."""
     attempts = wh.read("job_attempts")
     steps = wh.read("training_steps")
-    if isinstance(wh, ScopedWarehouse):
-        steps = steps.join(attempts.select(JOB).unique(), on=JOB, how="semi")
     found, jobs = slow_periods(
         steps, job_gpus(attempts), wh.read("step_timers"), wh.read("rank_scores")
     )

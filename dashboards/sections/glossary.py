@@ -8,7 +8,7 @@ import html
 
 from analysis.headline import BAND_COVERS
 from analysis.taxonomy import LLAMA3_TABLE
-from analysis.taxonomy import WORKLOAD
+from analysis.taxonomy import WORKLOAD_DOMAIN
 from dashboards.section import ReportContext
 from dashboards.section import Section
 from dashboards.sections.causes import COMPARED
@@ -35,11 +35,12 @@ GLOSSARY: dict[str, str] = {
     "unexpected interruption": "a job attempt that ended by failure (hardware, software or the "
     "job's own), not by a planned drain, a user's cancel or a preemption.",
     "infrastructure": "interruptions caused by the fleet (hardware, system software, network), "
-    f"as opposed to the jobs' own failures (class {WORKLOAD}).",
-    WORKLOAD: "the class of interruptions caused by the job itself (exit codes, out of memory); "
-    "the warehouse keeps the class found (often software) and its failure domain 'workload'.",
+    f"as opposed to the jobs' own failures (failure domain {WORKLOAD_DOMAIN}).",
+    WORKLOAD_DOMAIN: "the failure domain of interruptions caused by the job itself (exit codes, "
+    "out of memory); their cause class is software.",
     "cause class": "the component class an interruption is attributed to (gpu, gpu_memory, "
-    "nvlink, ib_link, psu, host_os, software, ...), or workload.",
+    "nvlink, ib_link, psu, host_os, software, ...): the same word in the report, the CLI and "
+    "the warehouse's interruptions.cause_class.",
     "MTBF": "mean time between failures, in hours: the hours observed divided by the failures "
     "counted (fleet-wide, per class or per unit).",
     "MTTI": "mean time to interruption of one job, in hours: 1 / the job's interruption rate, "
@@ -61,8 +62,9 @@ GLOSSARY: dict[str, str] = {
     "hazard": "the failure rate at a given age.",
     "hazard ratio": "how many times more often units with a trait (hotter, another rack or SKU) "
     "fail than the others, from a Cox model; 1 means no difference. A clear effect needs a "
-    "Holm-adjusted p < 0.05 over every ratio shown and a passing proportional-hazards test; "
-    "power and utilisation follow the load a unit carries and are read as associations, never "
+    "Holm-adjusted p < 0.05 over the traits (a trait with levels, such as the rack, tested as "
+    "one) and a passing proportional-hazards test; power and utilisation follow the load a unit "
+    "carries and are read as associations, measured without the traits they move with, never "
     "as what raises the hazard. Telemetry traits are measured over the same first days of "
     "every unit's observation.",
     "Cox": "the Cox proportional-hazards model: estimates hazard ratios of traits without "

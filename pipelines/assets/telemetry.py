@@ -29,6 +29,7 @@ from pipelines.assets.factory import writers
 from pipelines.assets.ingest import TELEMETRY_DAYS
 from pipelines.assets.ingest import register_days
 from pipelines.assets.ingest import rollup_days
+from pipelines.checks import invariant_checks
 from pipelines.resources import GoodputConfig
 
 BACKFILL_DAYS = 7  # telemetry days per backfill run: a bounded chunk of work, whatever the range
@@ -73,6 +74,7 @@ def gpu_hourly(context: dg.AssetExecutionContext, goodput: GoodputConfig) -> dg.
 # the daily step writes every daily table; the slowness analyses read its signal spans and how
 # densely each GPU's reasons were sampled (gpu_daily)
 register(["gpu_hourly", "gpu_daily", "gpu_signal_spans"], [gpu_hourly])
+checks = invariant_checks(gpu_hourly)  # samples per hour (analysis.checks.BUILD_CHECKS)
 
 
 def _from_telemetry(table: str):

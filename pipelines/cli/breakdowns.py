@@ -9,17 +9,22 @@ from pipelines.cli.options import command
 from pipelines.cli.options import option
 from pipelines.cli.output import output_format
 from pipelines.cli.output import print_frame
+from pipelines.cli.output import print_scope
 
 
 def cmd_losses(args) -> int:
+    from analysis.numbers import in_hours
+    from analysis.numbers import num
+    from analysis.numbers import pct
+    from analysis.scope import job_window
     from analysis.trend import losses_frame
-    from dashboards.section import in_hours
-    from dashboards.section import num
-    from dashboards.section import pct
 
     wh = reading_warehouse(args)
-    df = losses_frame(wh.read("job_attempts"), wh.read("interruptions"), args.by, args.period)
+    df = losses_frame(
+        wh.read("job_attempts"), wh.read("interruptions"), args.by, args.period, job_window(wh)
+    )
     if df.height == 0 and output_format(args) == "table":
+        print_scope(wh)
         print(
             "no unexpected interruptions in the warehouse (run `goodput build` after ingesting "
             "job records)"
@@ -43,54 +48,39 @@ def cmd_losses(args) -> int:
         ]
         for r in df.iter_rows(named=True)
     ]
-    print_frame(df, output_format(args), rows, header, {"by": args.by, "period": args.period})
+    print_frame(df, output_format(args), rows, header, {"by": args.by, "period": args.period}, wh)
     return 0
 
 
 def cmd_trend(args) -> int:
+    from analysis.scope import job_window
+    from analysis.trend import TREND_HEADER
+    from analysis.trend import trend_cells
     from analysis.trend import trend_frame
-    from dashboards.section import change
-    from dashboards.section import in_hours
-    from dashboards.section import num
-    from dashboards.section import pct
 
     wh = reading_warehouse(args)
     df = trend_frame(
-        wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"), args.period
+        wh.read("job_attempts"),
+        wh.read("interruptions"),
+        wh.read("goodput_jobs"),
+        args.period,
+        job_window(wh),
     )
     if df.height == 0 and output_format(args) == "table":
+        print_scope(wh)
         print("no job attempts with start and end times in the warehouse")
         return 0
-    header = [
-        args.period,
-        "GPU-hours",
-        "goodput",
-        "change",
-        "lost GPU-hours",
-        "change",
-        "interruptions",
-        "MTBF",
-        "change",
-    ]
-    rows = []
-    prev = None
-    for r in df.iter_rows(named=True):
-        p = prev or {}
-        rows.append(
-            [
-                f"{r['period_start']:%Y-%m-%d}",
-                num(r["gpu_hours"]),
-                pct(r["goodput"]),
-                change(r["goodput"], p.get("goodput"), "points") if prev else "",
-                num(r["lost_gpu_hours"]),
-                change(r["lost_gpu_hours"], p.get("lost_gpu_hours")) if prev else "",
-                f"{r['interruptions']:,}",
-                in_hours(r["mtbf_hours"]),
-                change(r["mtbf_hours"], p.get("mtbf_hours"), "h") if prev else "",
-            ]
+    header = [args.period, *TREND_HEADER]
+    rows = [[f"{r['period_start']:%Y-%m-%d}", *trend_cells(r)] for r in df.iter_rows(named=True)]
+    print_frame(df, output_format(args), rows, header, {"period": args.period}, wh)
+    if output_format(args) == "table":
+        print(
+            f"change: against the {args.period} before, per hour of data (a partial "
+            f"{args.period} compares as its hours), with its 95% CI; a change only where its "
+            "test tells it from noise (p < 0.05): goodput and lost share (of the GPU-hours "
+            "used) in points, unexpected interruptions per hour as a rate (MTBF: its inverse); "
+            "docs/statistics.md"
         )
-        prev = r
-    print_frame(df, output_format(args), rows, header, {"period": args.period})
     return 0
 
 
@@ -101,12 +91,19 @@ def cmd_compare(args) -> int:
     from analysis.numbers import in_hours
     from analysis.numbers import num
     from analysis.numbers import pct
+    from analysis.scope import job_window
+    from analysis.scope import scope_of
 
     wh = reading_warehouse(args)
     df = compare_frame(
-        wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"), args.by
+        wh.read("job_attempts"),
+        wh.read("interruptions"),
+        wh.read("goodput_jobs"),
+        args.by,
+        job_window(wh) if scope_of(wh).timed else None,
     )
     if df.height == 0 and output_format(args) == "table":
+        print_scope(wh)
         print("no job attempts in the warehouse (ingest job records, then `goodput build`)")
         return 0
 
@@ -137,7 +134,7 @@ def cmd_compare(args) -> int:
         "MTBF (95% CI)",
         "lost GPU-hours",
     ]
-    print_frame(df, output_format(args), text, header, {"by": args.by})
+    print_frame(df, output_format(args), text, header, {"by": args.by}, wh)
     if output_format(args) == "table":
         print(
             "infrastructure interruptions: unexpected, not the jobs' own failures; MTBF: the "
@@ -187,7 +184,7 @@ def add_trend(sub) -> None:
         examples=("goodput trend", "goodput trend --period month --json"),
         help=(
             "goodput, lost GPU-hours, interruptions and MTBF per week or month, against the "
-            "period before"
+            "period before with a test of each change"
         ),
     )
 

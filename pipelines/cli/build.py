@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+from pipelines.cli.errors import EXIT_CHECKS_FAILED
 from pipelines.cli.errors import CliError
+from pipelines.cli.home import checked_scope
 from pipelines.cli.home import holds_data
 from pipelines.cli.home import open_warehouse
-from pipelines.cli.home import resource_config
+from pipelines.cli.home import rebuilt_scope
 from pipelines.cli.home import scope_settings
-from pipelines.cli.home import scoped
 from pipelines.cli.home import window_config
+from pipelines.cli.home import window_fields
 from pipelines.cli.options import ckpt_cost
 from pipelines.cli.options import command
 from pipelines.cli.options import gpu_hour_cost
 from pipelines.cli.options import gpus
+from pipelines.cli.options import gpus_per_node
 from pipelines.cli.options import option
 from pipelines.cli.options import restart
 from pipelines.cli.output import print_where
@@ -32,29 +36,22 @@ def cmd_build(args) -> int:
         raise CliError("--ckpt-interval must be a positive duration")
     if args.gpu_hour_cost < 0:
         raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
-    config = window_config(
-        args, **assumed, gpu_hour_cost=args.gpu_hour_cost, **scope_settings(args)
-    )
+    config = window_config(args, **assumed, gpu_hour_cost=args.gpu_hour_cost)
+    scope = scope_settings(args)
     if not holds_data(wh):
         raise CliError(
             f"nothing to build in {wh.home}: no record ingested or pulled yet "
             "(goodput ingest PATH..., goodput pull, or goodput demo)"
         )
+    if any(scope.values()):
+        checked_scope(wh, args)  # an unknown cluster is said before the build, not after
     from pipelines.run import PipelineError
     from pipelines.run import build
     from pipelines.run import checks_line
+    from pipelines.run import failure_lines
     from pipelines.run import status_lines
     from pipelines.run import summary_lines
 
-    if not config.scope().whole:  # the scope's analyses (the parent's rollups refreshed), summary
-        part = scoped(wh, config)
-        for line in [
-            f"scope: {config.scope().describe()} ({part.home})",
-            *status_lines(part),
-            *summary_lines(part),
-        ]:
-            print(line)
-        return 0
     with wh.writer():
         wh.refresh_catalog()
         try:
@@ -65,12 +62,33 @@ def cmd_build(args) -> int:
             wh.refresh_catalog()  # what did build stays queryable, even after a failed step
     for line in status_lines(wh) + summary_lines(wh):
         print(line)
-    print(checks_line(result.get_asset_check_evaluations()))
+    evaluations = result.get_asset_check_evaluations()
+    print(checks_line(evaluations))
     print_where(wh)
+    if any(scope.values()):  # then the scope's aggregates, from the fleet's rows just built
+        part = rebuilt_scope(args, "all", **window_fields(args), **assumed)
+        for line in [
+            f"scope: {part.scope.describe()} ({part.home})",
+            *status_lines(part),
+            *summary_lines(part),
+        ]:
+            print(line)
+    failures = failure_lines(evaluations)
+    for line in failures:
+        print(line, file=sys.stderr)
+    if failures and not args.allow_failed_checks:
+        print(
+            f"goodput build: {len(failures)} invariant check(s) failed: the tables and the report "
+            "are written, but their numbers break a limit they must keep (the report's first "
+            "screen names them); --allow-failed-checks exits 0 anyway",
+            file=sys.stderr,
+        )
+        return EXIT_CHECKS_FAILED
     return 0
 
 
 def cmd_report(args) -> int:
+    from analysis.scope import scope_of
     from dashboards.report import build_report
 
     if args.gpus < 1:
@@ -78,16 +96,20 @@ def cmd_report(args) -> int:
     wh = open_warehouse(args, existing=True)
     if args.gpu_hour_cost < 0:
         raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
-    config = resource_config(args, target_gpus=args.gpus, **scope_settings(args))
-    wh = scoped(wh, config)
+    if args.gpus_per_node < 1:
+        raise CliError("--gpus-per-node must be >= 1")
+    if any(scope_settings(args).values()):
+        wh = rebuilt_scope(args, "all", target_gpus=args.gpus)
+    scope = scope_of(wh)
     with wh.writer():
         wh.refresh_catalog()
         path = build_report(
             wh,
             Path(args.out) if args.out else None,
             target_gpus=args.gpus,
-            scope=config.scope().header(),
+            scope=scope.header(),
             gpu_hour_cost=args.gpu_hour_cost,
+            gpus_per_node=args.gpus_per_node,
         )
     print(f"report: {path}")
     return 0
@@ -109,6 +131,12 @@ def add_build(sub) -> None:
         ckpt_cost("assumed cost of one checkpoint, e.g. 60s"),
         restart("assumed restart time after a failure, e.g. 10m"),
         gpu_hour_cost(),
+        option(
+            "--allow-failed-checks",
+            action="store_true",
+            help="exit 0 even when an invariant check fails (the failures are still printed "
+            "and shown on the report's first screen)",
+        ),
         window=True,
         scope=True,
         examples=(
@@ -128,6 +156,9 @@ def add_report(sub) -> None:
         option("--out", help="HTML file to write (default DIR/reports/goodput_report.html)"),
         gpus("job scale for the projected-goodput headline"),
         gpu_hour_cost(),
+        gpus_per_node(
+            "GPUs per host where the data does not show them, for the invariant checks (default {})"
+        ),
         scope=True,
         examples=("goodput report", "goodput report --out /tmp/report.html --gpu-hour-cost 2.5"),
         help="write the leadership report (HTML + PNG/SVG per chart)",

@@ -72,9 +72,9 @@ def _row(r: dict) -> list[str]:
     rate = (
         f"{_num(r['rate_per_1k_unit_days'])} [{_num(r['rate_ci_low'])}, {_num(r['rate_ci_high'])}]"
         if r["rate_per_1k_unit_days"] is not None
-        else "- (no finite mean)"
+        else "-"
     )
-    if r["rate_extrapolated"]:
+    if r["mean_extrapolated"]:
         rate += " ^"
     return [
         r["component_class"],
@@ -98,8 +98,9 @@ def _notes(df: pl.DataFrame, window: str) -> list[str]:
     or some class's exposure is low."""
     out = [
         (
-            "rate = the model's long-run failures per unit-time (exponential: failures / at-risk "
-            "unit-time, exact Poisson CI); MTBF = 1/rate; shape and age reading from the class's "
+            "rate = failures per at-risk unit-time over the window (exponential: observed, exact "
+            "Poisson CI; another model: the failures it expects over the units' at-risk spans, "
+            "CI from its fit); MTBF = 1/rate; shape and age reading from the class's "
             f"Weibull fit, a direction only where shape = 1 is rejected after Holm across classes "
             f"(alpha {SHAPE_ALPHA:g})"
         ),
@@ -116,9 +117,9 @@ def _notes(df: pl.DataFrame, window: str) -> list[str]:
             "fail-stop classes (no projection reads it); its models are the law of how long an "
             "episode lasts (hours), selected by AIC"
         )
-    if df["rate_extrapolated"].fill_null(False).any():
+    if df["mean_extrapolated"].fill_null(False).any():
         out.append(
-            "^ = mean lifetime beyond the oldest observed unit age: the rate is extrapolated"
+            "^ = mean lifetime beyond the oldest observed unit age: the law's tail is extrapolated"
         )
     if window != "all" and df.height:
         partial = df.filter(pl.col("partial").fill_null(False))

@@ -8,7 +8,7 @@ import sys
 
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import open_warehouse
-from pipelines.cli.home import reading_warehouse
+from pipelines.cli.home import rebuilt_scope
 from pipelines.cli.options import ckpt_cost
 from pipelines.cli.options import command
 from pipelines.cli.options import gpus
@@ -17,11 +17,13 @@ from pipelines.cli.options import option
 from pipelines.cli.options import restart
 from pipelines.cli.output import output_format
 from pipelines.cli.output import print_frame
+from pipelines.cli.output import print_scope
 from pipelines.cli.values import parse_duration
 
 
 def cmd_project(args) -> int:
     from analysis.job import Job
+    from analysis.scope import scope_of
     from analysis.whatif import append_projection
     from analysis.whatif import format_projection
     from analysis.whatif import project_one
@@ -40,7 +42,7 @@ def cmd_project(args) -> int:
         rates = read_rates_csv(args.rates) if args.rates else None
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    wh = reading_warehouse(args)
+    wh = rebuilt_scope(args, "fits")
     horizon = None if args.horizon is None else parse_duration(args.horizon) / 3600
     if horizon == 0:
         raise CliError("--horizon must be a positive duration")
@@ -78,16 +80,18 @@ def cmd_project(args) -> int:
             f"goodput: note: {wh.home} is read-only: this projection is printed, not saved",
             file=sys.stderr,
         )
-    if output_format(args) == "json":
-        print(json.dumps(res, default=str))
+    if output_format(args) == "json":  # its "scope" is the interruption scope (--scope)
+        print(json.dumps({**res, "fleet_scope": scope_of(wh).meta()}, default=str))
     elif output_format(args) == "csv":  # the scalar figures as one row (the classes: --json)
         import polars as pl
 
         print_frame(
             pl.DataFrame([{k: v for k, v in res.items() if not isinstance(v, dict | list)}]),
             "csv",
+            wh=wh,
         )
     else:
+        print_scope(wh)
         print("\n".join(format_projection(res)))
     return 0
 
@@ -105,7 +109,7 @@ def cmd_whatif(args) -> int:
 
     if args.gpus < 1:
         raise CliError("--gpus must be >= 1")
-    wh = reading_warehouse(args)
+    wh = rebuilt_scope(args, "fits")
     try:
         rows = sensitivity_at(wh, args.gpus)
     except ValueError as exc:
@@ -142,6 +146,7 @@ def cmd_whatif(args) -> int:
     }
     fmt = output_format(args)
     if fmt == "table":
+        print_scope(wh)
         print(
             f"at {args.gpus:,} GPUs ({base['scope'] or 'infrastructure'} interruptions): goodput "
             f"{pct(base['goodput'])} (95% {pct(base['goodput_ci_low'])} - "
@@ -160,7 +165,7 @@ def cmd_whatif(args) -> int:
         for r in ranked.iter_rows(named=True)
     ]
     header = ["change", "goodput gain", "goodput", "95% band", "MTTI", "method"]
-    print_frame(ranked, fmt, text, header, meta)
+    print_frame(ranked, fmt, text, header, meta, wh)
     if fmt == "table" and "mc" in ranked["method"]:
         print(
             f"mc: Monte Carlo against its own baseline of {base['spares']} spare nodes (repair "
@@ -170,8 +175,8 @@ def cmd_whatif(args) -> int:
 
 
 def add_project(sub) -> None:
-    from analysis.fleet_age import DEFAULT_FLEET_AGE
-    from analysis.fleet_age import FLEET_AGES
+    from analysis.assumptions import DEFAULT_FLEET_AGE
+    from analysis.assumptions import FLEET_AGES
     from analysis.taxonomy import DEFAULT_SCOPE
     from analysis.taxonomy import SCOPES
 
@@ -214,8 +219,8 @@ def add_project(sub) -> None:
             "--fleet-age",
             choices=list(FLEET_AGES),
             default=DEFAULT_FLEET_AGE,
-            help="age of the job's units at its start: stationary (long-run rate 1/mean of each "
-            "class's fitted model), new (all age 0: failures over --horizon by renewal), "
+            help="age of the job's units at its start: stationary (each class's rate over the "
+            "observation window, held), new (all age 0: failures over --horizon by renewal), "
             "observed (each unit's age at the window end from the warehouse; classes "
             "without ages stay stationary)",
         ),
