@@ -472,6 +472,8 @@ def test_fail_slow_episodes_are_a_class_of_their_own_in_failure_rates():
     )
     both = pl.concat([fail_stop, rows])
     assert selected_rates(both)["component_class"].to_list() == ["gpu"]
+    # a fleet whose reasons were never sampled has no fail-slow row (not a row of nulls)
+    assert fail_slow_rates(spans, daily.clear()).height == 0
 
 
 def test_report_section_tells_where_the_slow_time_went_and_maps_the_worst_jobs_ranks():

@@ -99,7 +99,7 @@ def fail_slow_rates(spans: pl.DataFrame, gpu_daily: pl.DataFrame) -> pl.DataFram
         "period_end": seen["last"].max(),
         "partial": False,
         "low_exposure": False,
-        "rate_extrapolated": False,
+        "mean_extrapolated": False,
     }
     rows = [{**base, **fit} for fit in _duration_fits(eps)] or [
         {**base, "model": None, "selected": True, "converged": False, "params": "{}"}

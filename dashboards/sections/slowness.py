@@ -134,33 +134,26 @@ def rank_map(ctx: ReportContext, job: dict) -> tuple[pl.DataFrame, str]:
     return cells, "GPU x time over its run: how far below its max the GPU ran (1 / ratio)"
 
 
+def _bars(frame: pl.DataFrame, by: str, color: str, title: str, tips: list):
+    """Slow GPU-hours per ``by`` value, largest first (the frame's order), half the width."""
+    return (
+        alt.Chart(frame)
+        .mark_bar(color=color)
+        .encode(
+            y=alt.Y(f"{by}:N", sort=frame[by].to_list(), title=None),
+            x=alt.X("slow_gpu_hours:Q", title="slow GPU-hours"),
+            tooltip=[f"{by}:N", *tips],
+        )
+        .properties(width=charts.WIDTH // 2 - 60, height=22 * max(3, frame.height), title=title)
+    )
+
+
 def chart(cause: pl.DataFrame, nodes: pl.DataFrame, cells: pl.DataFrame, what: str):
     """Slow GPU-hours by cause and by node, and the worst job's map below them."""
     tips = [alt.Tooltip("periods:Q"), charts.gpu_hours_tip("slow_gpu_hours", "slow GPU-hours")]
-    left = (
-        alt.Chart(cause)
-        .mark_bar(color="#4c78a8")
-        .encode(
-            y=alt.Y("cause:N", sort=cause["cause"].to_list(), title=None),
-            x=alt.X("slow_gpu_hours:Q", title="slow GPU-hours"),
-            tooltip=["cause:N", *tips, alt.Tooltip("high:Q", title="high confidence")],
-        )
-        .properties(
-            width=charts.WIDTH // 2 - 60, height=22 * max(3, cause.height), title="By cause"
-        )
-    )
-    right = (
-        alt.Chart(nodes)
-        .mark_bar(color="#e45756")
-        .encode(
-            y=alt.Y("host:N", sort=nodes["host"].to_list(), title=None),
-            x=alt.X("slow_gpu_hours:Q", title="slow GPU-hours"),
-            tooltip=["host:N", "cause:N", *tips],
-        )
-        .properties(
-            width=charts.WIDTH // 2 - 60, height=22 * max(3, nodes.height), title="By node named"
-        )
-    )
+    left = _bars(cause, "cause", "#4c78a8", "By cause",
+                 [*tips, alt.Tooltip("high:Q", title="high confidence")])  # fmt: skip
+    right = _bars(nodes, "host", "#e45756", "By node named", ["cause:N", *tips])
     top = alt.hconcat(left, right) if nodes.height else left
     if cells.height == 0:
         return top
