@@ -1,5 +1,6 @@
-"""Per cluster, partition and account: interruptions, lost GPU-hours and measured goodput
-(``goodput_breakdown``), from ``job_attempts``, ``interruptions`` and ``goodput_jobs``.
+"""Per cluster, partition and account: interruptions, lost GPU-hours, measured goodput and the
+work lost running slow (``goodput_breakdown``), from ``job_attempts``, ``interruptions`` and
+``goodput_jobs``.
 
 A job chain belongs to the partition and account of its last attempt; an interruption to those
 of the attempt it ended. Goodput is weighted by GPU-hours (``analysis.headline``), so each row
@@ -15,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from analysis.goodput_measured import chain_gpus
+from analysis.headline import slow_gpu_hours
 from analysis.headline import weighted_goodput
 from analysis.lifetime_models.exponential import poisson_rate_ci
 from analysis.taxonomy import NONE_LABEL
@@ -54,13 +56,13 @@ def breakdown(
             infrastructure=(pl.col("failure_domain") != WORKLOAD_DOMAIN).fill_null(True).sum(),
             lost_gpu_hours=pl.col("lost_gpu_hours").fill_null(0).sum(),
         )
-        g = chains.group_by(dim).agg(goodput=weighted_goodput())
+        g = chains.group_by(dim).agg(goodput=weighted_goodput(), slow_gpu_hours=slow_gpu_hours())
         parts.append(
             a.join(i, on=dim, how="left", nulls_equal=True)
             .join(g, on=dim, how="left", nulls_equal=True)
             .with_columns(
                 pl.col("interruptions", "infrastructure").fill_null(0),
-                pl.col("lost_gpu_hours").fill_null(0.0),
+                pl.col("lost_gpu_hours", "slow_gpu_hours").fill_null(0.0),
             )
             .select(
                 dimension=pl.lit(dim),
@@ -72,6 +74,7 @@ def breakdown(
                 infrastructure="infrastructure",
                 lost_gpu_hours="lost_gpu_hours",
                 goodput="goodput",
+                slow_gpu_hours="slow_gpu_hours",
             )
             .sort("gpu_hours", descending=True)
         )

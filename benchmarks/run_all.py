@@ -54,6 +54,7 @@ BENCHMARKS = [
     "validate_public_datasets",
     "validate_stragglers",
     "validate_slow_steps",
+    "validate_fail_slow",
 ]
 RESULTS = Path(__file__).with_name("RESULTS.md")
 _HEADER = """# Benchmark results

@@ -10,6 +10,8 @@ from datetime import datetime
 import polars as pl
 import pytest
 
+from analysis.assumptions import CKPT_COST_S
+from analysis.assumptions import RESTART_S
 from analysis.assumptions import TARGET_GPUS
 from analysis.numbers import in_hours
 from analysis.numbers import pct
@@ -236,3 +238,44 @@ def test_scope_flags_on_reading_commands_sql_views_included(tmp_path, capsys):
     assert main(["--home", str(wh.home), "sql", "--cluster", "nope", "select 1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown cluster 'nope'" in err and "c1, c2, c3" in err
+
+
+def test_whatif_weighs_detecting_fail_slow_gpus_from_the_fleets_own_law(tmp_path, capsys):
+    """The fail-slow lines: the fleet's ``fail_slow`` row (rate and duration law) through the
+    closed forms of ``analysis.slowness.at_scale`` at each --slow-detect time, against the
+    ranking's own baseline; a warehouse without the row says so in one line."""
+    from analysis.lifetime_models.lognormal import LogNormal
+    from analysis.slowness import at_scale
+    from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
+    from warehouse.schemas import FAIL_SLOW
+
+    text = _run(capsys, _fitted(tmp_path / "none"), "whatif")
+    assert "fail-slow GPUs: none measured (no fail_slow law in failure_rates)" in text
+    wh = _fitted(tmp_path / "home")
+    law = {"of": "duration_hours", "mu_log_hours": {"value": 0.4}, "sigma": {"value": 1.0}}
+    row = conform("failure_rates", pl.DataFrame({
+        "component_class": [FAIL_SLOW], "stratum": ["all"], "window": ["all"],
+        "model": ["lognormal"], "selected": [True], "rate_per_1k_unit_days": [2.0],
+        "params": [json.dumps(law)],
+    }))  # fmt: skip
+    wh.replace_table("failure_rates", pl.concat([wh.read("failure_rates"), row]))
+    got = json.loads(_run(capsys, wh, "whatif", "--slow-detect", "5m", "never", "--json"))
+    fs = got["fail_slow"]
+    assert fs["rate_per_1k_gpu_days"] == pytest.approx(2.0)
+    assert fs["slowdown"] == at_scale.FALCON_SLOWDOWN  # no slow period pinned on a GPU
+    want = at_scale.detection_rows(
+        TARGET_GPUS,
+        at_scale.FailSlow(2.0 / HOURS_PER_1K_UNIT_DAYS, LogNormal(mu_log_hours=0.4, sigma=1.0)),
+        [5 / 60, None],
+        got["baseline"] | {"ckpt_cost_s": CKPT_COST_S, "restart_s": RESTART_S},
+    )
+    assert [r["goodput"] for r in fs["detections"]] == pytest.approx([r["goodput"] for r in want])
+    assert fs["detections"][1]["replacements_per_day"] == 0
+    assert fs["detections"][0]["goodput_fail_stop"] == got["baseline"]["goodput"]
+    text = _run(capsys, wh, "whatif", "--slow-detect", "5m", "never")
+    never = fs["detections"][1]
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("never:"))
+    assert f"slow {pct(never['slow_share'])} of its compute time" in line
+    assert f"-> {pct(never['goodput'])}" in line
+    assert main(["--home", str(wh.home), "whatif", "--slow-detect", "5"]) == 2
+    assert "has no unit" in capsys.readouterr().err

@@ -46,15 +46,19 @@ ALL_CHARTS = [
     "data_quality",
     "coverage",
 ]
-# the analyses section is a table, no chart; node_health has no rows in the fixture (a note)
+# the analyses section is a table, no chart; node_health and slowness have no rows in the
+# fixture (a note)
 _AT = ALL_CHARTS.index(
     "data_quality"
 )  # node_health (ORDER 100) sits just before data_quality (110)
+_SLOW = ALL_CHARTS.index("breakdowns")  # slowness (92) between goodput_measured and breakdowns
 # the first screen, the table of contents, the charts, the tables, the glossary
 SECTIONS = [
     "summary",
     "contents-section",
-    *ALL_CHARTS[:_AT],
+    *ALL_CHARTS[:_SLOW],
+    "slowness",
+    *ALL_CHARTS[_SLOW:_AT],
     "node_health",
     *ALL_CHARTS[_AT:],
     "analyses",
@@ -279,7 +283,7 @@ def test_cli_out_and_partial_warehouse(tmp_path, capsys):
     assert r["data_quality"].startswith("2 files gave 24 rows")
     assert r["headline"].startswith("3 hosts") and "measured goodput" not in r["headline"]
     ingest_charts = {"headline", "data_quality", "coverage"}
-    no_data = {*ALL_CHARTS, "node_health", "analyses"} - ingest_charts
+    no_data = {*ALL_CHARTS, "node_health", "slowness", "analyses"} - ingest_charts
     assert {k for k, v in r.items() if v == NO_DATA} == no_data
     assert sorted(p.stem for p in (target.parent / "charts").glob("*.png")) == sorted(ingest_charts)
     # --out naming a folder writes goodput_report.html inside it

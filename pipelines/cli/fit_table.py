@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from analysis.slowness.signals import MIN_EPISODE_S
 from analysis.survival.rates import CLEAR_AIC
 from analysis.survival.shape import SHAPE_ALPHA
 from analysis.survival.shape import age_reading
 from analysis.survival.windows import LOW_EXPOSURE_FRACTION
+from warehouse.schemas import FAIL_SLOW
 
 
 def _num(v: float | None, digits: int = 3) -> str:
@@ -108,6 +110,13 @@ def _notes(df: pl.DataFrame, window: str) -> list[str]:
             "the observed ages"
         ),
     ]
+    if (df["component_class"] == FAIL_SLOW).any():
+        out.append(
+            f"{FAIL_SLOW} = GPU fail-slow episodes (>= {MIN_EPISODE_S / 60:g} min) per 1,000 "
+            "GPU-days, apart from the "
+            "fail-stop classes (no projection reads it); its models are the law of how long an "
+            "episode lasts (hours), selected by AIC"
+        )
     if df["mean_extrapolated"].fill_null(False).any():
         out.append(
             "^ = mean lifetime beyond the oldest observed unit age: the law's tail is extrapolated"

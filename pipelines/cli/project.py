@@ -144,6 +144,9 @@ def cmd_whatif(args) -> int:
             )
         },
     }
+    slow = _fail_slow(wh, args, base)
+    if slow is not None:
+        meta["fail_slow"] = slow
     fmt = output_format(args)
     if fmt == "table":
         print_scope(wh)
@@ -171,7 +174,56 @@ def cmd_whatif(args) -> int:
             f"mc: Monte Carlo against its own baseline of {base['spares']} spare nodes (repair "
             f"{Job.repair_hours:g} h), where waiting for a repaired node also costs goodput"
         )
+    if fmt == "table":
+        _print_fail_slow(slow, args.gpus)
     return 0
+
+
+def _fail_slow(wh, args, base: dict) -> dict | None:
+    """The fleet's fail-slow process and, per ``--slow-detect`` time, what it costs a job of
+    ``--gpus`` (``analysis.slowness.at_scale``); None when the warehouse has no fail-slow law."""
+    from analysis.slowness.at_scale import detection_rows
+    from analysis.slowness.at_scale import from_warehouse
+    from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
+
+    fs = from_warehouse(wh.read("failure_rates"), wh.read("slow_periods"))
+    if fs is None:
+        return None
+    detects = [None if d == "never" else parse_duration(d) / 3600 for d in args.slow_detect]
+    return {
+        "rate_per_1k_gpu_days": fs.rate * HOURS_PER_1K_UNIT_DAYS,
+        "mean_episode_hours": float(fs.duration.mean()),
+        "slowdown": fs.factor,
+        "slowdown_source": fs.factor_source,
+        "detections": [
+            {"detect": text, **r}
+            for text, r in zip(
+                args.slow_detect, detection_rows(args.gpus, fs, detects, base), strict=True
+            )
+        ],
+    }
+
+
+def _print_fail_slow(slow: dict | None, n_gpus: int) -> None:
+    from analysis.numbers import in_hours
+    from analysis.numbers import pct
+
+    if slow is None:
+        print("fail-slow GPUs: none measured (no fail_slow law in failure_rates)")
+        return
+    print(
+        f"fail-slow GPUs ({slow['rate_per_1k_gpu_days']:.2f} episodes per 1,000 GPU-days, "
+        f"{in_hours(slow['mean_episode_hours'])} each on average, the job {slow['slowdown']:.2f}x "
+        f"slower meanwhile: {slow['slowdown_source']}); at {n_gpus:,} GPUs, a slow GPU "
+        "replaced after:"
+    )
+    for r in slow["detections"]:
+        print(
+            f"  {r['detect']:>8}: slow {pct(r['slow_share'])} of its compute time "
+            f"({pct(r['lost_share'])} of it lost), {r['replacements_per_day']:.1f} replacements "
+            "a day; goodput "
+            f"{pct(r['goodput_fail_stop'])} -> {pct(r['goodput'])}"
+        )
 
 
 def add_project(sub) -> None:
@@ -246,6 +298,14 @@ def add_whatif(sub) -> None:
         "whatif",
         cmd_whatif,
         gpus(),
+        option(
+            "--slow-detect",
+            nargs="+",
+            default=["5m", "1h", "never"],
+            metavar="TIME",
+            help="times to detect and replace a fail-slow GPU the job is weighed at (durations "
+            "or never; default: 5m 1h never)",
+        ),
         formats=True,
         scope=True,
         examples=("goodput whatif", "goodput whatif --gpus 32768 --format csv"),
