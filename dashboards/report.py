@@ -109,9 +109,11 @@ section h2 { font-size: 18px; margin: 0 0 10px 0; color: #1f3b73; }
 .note { font-style: italic; color: #8a5a00; background: #fff7e0; padding: 10px 12px;
          border-radius: 4px; }
 .sub { font-size: 13px; color: #555; margin: 12px 0 4px; }
-table.data { border-collapse: collapse; font-size: 12px; margin: 6px 0; }
+.table-scroll { overflow-x: auto; margin: 6px 0; }
+table.data { border-collapse: collapse; font-size: 12px; }
 table.data th, table.data td { border-bottom: 1px solid #e3e3e3; padding: 3px 10px 3px 0;
-                               text-align: left; word-break: break-all; }
+                               text-align: left; vertical-align: top; }
+.nw { white-space: nowrap; }
 details { font-size: 13px; margin-top: 8px; }
 .tiles { display: grid; grid-template-columns: repeat(auto-fit, minmax(190px, 1fr)); gap: 12px;
           margin: 12px 0; }
@@ -126,6 +128,12 @@ nav#contents a { color: #1f3b73; text-decoration: none; }
 dl.glossary dt { font-weight: bold; margin-top: 8px; }
 dl.glossary dd { margin: 2px 0 0 16px; font-size: 14px; }
 footer { font-size: 11px; color: #777; text-align: center; padding: 12px; }
+@media (max-width: 600px) {  /* a phone: one column, less padding */
+  header { padding: 14px 16px; }
+  main { padding: 8px 8px 24px; }
+  section { padding: 12px 12px; margin: 12px 0; }
+  nav#contents ol { columns: 1; }
+}
 @media print {
   body, main, section { background: white !important; box-shadow: none; }
   header { background: white; color: #1f3b73; border-bottom: 2px solid #1f3b73; }
@@ -149,6 +157,7 @@ EMBED_JS = """
   // it out to the element); a concatenation has its view widths scaled until it fits, again
   // when the window is resized. Each view is kept in window.reportViews (the Vega view API).
   var specs = JSON.parse(document.getElementById("report-specs").textContent);
+  var PHONE = 560;  // a chart's column narrower than this (px) stacks its side-by-side views
   window.reportViews = {};
   function scaled(spec, f) {
     if (Array.isArray(spec)) return spec.map(function (x) { return scaled(x, f); });
@@ -163,9 +172,77 @@ EMBED_JS = """
     });
     return out;
   }
+  function stacked(spec) {
+    // a phone's column: views side by side are stacked instead, each at the column's width
+    if (Array.isArray(spec)) return spec.map(stacked);
+    if (spec === null || typeof spec !== "object") return spec;
+    var out = {};
+    Object.keys(spec).forEach(function (k) {
+      if (k === "datasets" || k === "data" || k === "config") out[k] = spec[k];
+      else if (k === "hconcat") out.vconcat = stacked(spec[k]);
+      else if (k === "columns") out[k] = 1;
+      else out[k] = stacked(spec[k]);
+    });
+    return out;
+  }
+  function lines(text, chars) {
+    // a title or subtitle longer than ``chars`` as lines of whole words (Vega clips one line)
+    if (typeof text !== "string" || text.length <= chars) return text;
+    var out = [], line = "";
+    text.split(" ").forEach(function (w) {
+      if (line && (line + " " + w).length > chars) { out.push(line); line = w; }
+      else line = line ? line + " " + w : w;
+    });
+    return out.concat(line ? [line] : []);
+  }
+  function narrowed(spec, chars, limit) {
+    // every title (of a chart, a view, an axis, a legend) and subtitle in lines that fit, and
+    // no axis or legend whose own labels may run longer than ``limit.axis`` / ``limit.legend``
+    // pixels
+    if (Array.isArray(spec)) return spec.map(function (x) { return narrowed(x, chars, limit); });
+    if (spec === null || typeof spec !== "object") return spec;
+    var out = {};
+    Object.keys(spec).forEach(function (k) {
+      var v = spec[k];
+      if (k === "datasets" || k === "data" || k === "config" || k === "tooltip") out[k] = v;
+      else if (k === "encoding") out[k] = narrowed(v, Math.floor(chars * 0.6), limit);
+      else if (k === "title" && typeof v === "string") out[k] = lines(v, chars);
+      else if (k === "title" && v && typeof v === "object")
+        out[k] = Object.assign({}, v, {text: lines(v.text, chars),
+                                       subtitle: lines(v.subtitle, chars)});
+      else if ((k === "axis" || k === "legend") && v && typeof v === "object") {
+        out[k] = narrowed(v, chars, limit);
+        var most = limit[k];
+        if (v.labelLimit === 0 || v.labelLimit > most) out[k].labelLimit = most;
+      }
+      else out[k] = narrowed(v, chars, limit);
+    });
+    return out;
+  }
+  function fitted(spec, width) {
+    // what the column's width asks of a chart: axis labels that would overlap thinned out
+    // (Vega's greedy removal, on every kind of axis); a y axis's end labels inside its range,
+    // so the lowest never meets the first label of the x axis; on a phone, category labels cut
+    // short (an ellipsis; the tooltip has them whole), legends under the chart and titles in
+    // lines of whole words
+    var config = Object.assign({}, spec.config);
+    ["axisQuantitative", "axisTemporal", "axisDiscrete"].forEach(function (k) {
+      config[k] = Object.assign({labelOverlap: "greedy"}, config[k]);
+    });
+    config.axisYQuantitative = Object.assign({labelFlush: true}, config.axisYQuantitative);
+    if (width < PHONE) {
+      var limit = {axis: Math.max(60, Math.round(width / 4)), legend: Math.round(width / 2)};
+      config.axisDiscrete = Object.assign({}, config.axisDiscrete, {labelLimit: limit.axis});
+      config.legend = Object.assign({}, config.legend, {orient: "bottom", direction: "vertical",
+                                                        labelLimit: limit.legend});
+      spec = narrowed(stacked(spec), Math.max(24, Math.floor((width - 16) / 7)), limit);
+    }
+    return Object.assign({}, spec, {config: config});
+  }
   function draw(id, f) {
     var el = document.getElementById("chart-" + id);
     var spec = f === 1 ? specs[id] : scaled(specs[id], f);
+    spec = fitted(spec, el.clientWidth);
     return vegaEmbed(el, spec, {renderer: "svg", actions: false}).then(function (res) {
       window.reportViews[id] = res.view;
       return el;

@@ -31,6 +31,7 @@ from dashboards.section import money
 from dashboards.section import num
 from dashboards.section import pct
 from dashboards.section import projection_at
+from dashboards.section import tile as _tile
 
 KEY = "summary"
 TITLE = "Summary"
@@ -46,14 +47,6 @@ def report_window(wh, attempts: pl.DataFrame) -> tuple[datetime, datetime] | Non
     if w is not None and w.observed_from is not None and w.observed_to is not None:
         return w.observed_from, w.observed_to
     return data_window(attempts)
-
-
-def _tile(label: str, value: str, detail: str, key: str) -> str:
-    return (
-        f'<div class="tile" id="tile-{key}"><div class="value">{html.escape(value)}</div>'
-        f'<div class="label">{html.escape(label)}</div>'
-        f'<div class="detail">{html.escape(detail)}</div></div>'
-    )
 
 
 def last_full_weeks(attempts, interruptions, goodput_jobs, start: datetime, end: datetime):
