@@ -131,22 +131,22 @@ def fresh_dirs(args) -> list[Path]:
 
 
 def remove_fresh(args, fresh: list[Path]) -> None:
-    """Remove the directories a failed command created, when nothing was stored in them: under
-    the writer lock, so another process writing there meanwhile keeps them."""
+    """Remove the directories a failed command created, when no record was stored in them (the
+    manifest, pull log and quarantine rows of a command that stored nothing go with them):
+    under the writer lock, so another process writing there meanwhile keeps them."""
     import shutil
 
-    from warehouse.store import COMMITS
     from warehouse.store import Warehouse
     from warehouse.store import WarehouseError
 
-    if COMMITS[0] or not any(d.is_dir() for d in fresh):
+    if not any(d.is_dir() for d in fresh):
         return
     try:
         wh = Warehouse(
             getattr(args, "home", None), getattr(args, "warehouse_uri", None), wait=False
         )
         with wh.writer(wait=False):
-            if _stored(wh):  # anything at all, a quarantine row included
+            if holds_data(wh):
                 return
             for d in fresh:
                 shutil.rmtree(d, ignore_errors=True)
