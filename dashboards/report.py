@@ -75,6 +75,8 @@ def build_sections(
             sec = module.build(ctx)
             if sec is None:  # a section for data this warehouse does not hold: left out
                 continue
+            if sec.note == NO_DATA:
+                sec.note = lacking(module.TABLES, t)
             if sec.chart is not None:
                 sec.spec = charts.class_colors(_finite(charts.configure(sec.chart).to_dict()))
         except Exception as exc:  # noqa: BLE001 - one broken input table must not sink the report
@@ -86,6 +88,13 @@ def build_sections(
             )
         out.append(sec)
     return out
+
+
+def lacking(names: tuple[str, ...], t: dict) -> str:
+    """The no-data note of a section, naming what it lacks: the tables it reads that are empty
+    in this warehouse (a home holding only some sources: no telemetry, no job records)."""
+    empty = [n for n in names if n in t and t[n].height == 0]
+    return f"{NO_DATA} (nothing in {', '.join(empty)})" if empty else NO_DATA
 
 
 # ----------------------------------------------------------------------------- HTML

@@ -175,9 +175,11 @@ def test_wrong_options_that_reject_every_record_say_so_with_the_fix(tmp_path, ca
         main(["--home", str(tmp_path / "h"), "ingest", "--fields", "jobid,state", str(dump)])
         == EXIT_REJECTED
     )
-    (line,) = capsys.readouterr().err.splitlines()
+    line, nothing = capsys.readouterr().err.splitlines()
     assert line.startswith(f"warning: {dump}: every record rejected (4): ")
     assert "--fields" in line and "has 2" in line
+    assert nothing.startswith("goodput: error: nothing readable")
+    assert not (tmp_path / "h").exists()  # the home it would have made is not left behind
 
 
 @pytest.mark.parametrize(

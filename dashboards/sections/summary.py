@@ -126,16 +126,19 @@ class _Period:
     def versus(self, key: str, unit: str, shown=num, scale: float = 1.0) -> str:
         """The change of ``key`` against the previous period of equal length; without data
         before the period, the latest full week against the week before it."""
+        def at(figures: dict) -> float | None:  # a figure a window may not have (goodput)
+            return None if figures[key] is None else figures[key] * scale
+
         if self.before["attempts"] > 0:
             return (
-                f"{change(self.now[key] * scale, self.before[key] * scale, unit)} "
+                f"{change(at(self.now), at(self.before), unit)} "
                 f"vs the previous {self.days:,.0f} days"
             )
         if self.weeks is None:
             return "no earlier period in the data"
         a, b = self.weeks
-        return (f"week of {a['start']:%Y-%m-%d}: {shown(a[key] * scale)}, "
-                f"{change(a[key] * scale, b[key] * scale, unit)} vs the week before")  # fmt: skip
+        return (f"week of {a['start']:%Y-%m-%d}: {shown(at(a))}, "
+                f"{change(at(a), at(b), unit)} vs the week before")  # fmt: skip
 
 
 def _tiles(p: _Period, cost: float, at: dict | None, target: int) -> list[str]:
