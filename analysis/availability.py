@@ -3,10 +3,11 @@ their CIs; repair-time and time-between-failure distributions fitted by lifeline
 count and by downtime. Tables ``availability``, ``repair_fits`` and ``root_causes``.
 
 Input: outage records (``outages``), each one failure with its repair where known, from
-``failures`` (failure logs: LANL, tickets, RMA logs, Titan's events) and from ``node_events``
-(a node going down / drained / not ready until it resumes: source ``node_events``, cause = the
-state's reason; one still out at the end is repaired at the end of observation, since its
-downtime inside the window is known).
+``failures`` (failure logs: LANL, tickets, RMA logs, Titan's events; health-event streams'
+pairs) and from ``node_events`` (a node going down / drained / not ready until it resumes:
+source ``node_events``, cause = the state's reason). A node still out, or a failure still
+``open`` at the end of its stream, is repaired at the end of observation, since its downtime
+inside the window is known.
 
 Per (source, system), over its observation span [first start, last end] (or the window given):
 - ``nodes``: the system's size where the source gives it (``system_nodes``), else the hosts
@@ -14,11 +15,14 @@ Per (source, system), over its observation span [first start, last end] (or the 
 - MTBF of the system = span / failures, with the exact Poisson CI (``poisson_rate_ci``);
   per-node normalised rate = failures per node-year (and per processor-year where the source
   gives processors), same CI: systems of different sizes compare on these.
-- MTTR = mean known downtime. Availability = 1 - downtime / node-hours: the fraction of
-  node-hours up, in "nines" too (-log10 of the unavailability). Both only when every failure's
-  repair is known (else null: a repair time is never invented). 95% CIs by a compound-Poisson
-  bootstrap (each failure resampled with a Poisson(1) weight, ``BOOTSTRAP`` times), which carries
-  both the number of failures and the spread of repair times.
+- MTTR = mean known downtime, with its median and 90th percentile (linear interpolation between
+  order statistics, numpy's default). Availability = 1 - node-hours down / node-hours: the
+  fraction of node-hours up, in "nines" too (-log10 of the unavailability); a node down for two
+  faults at once is down once (``down_hours``), while each fault keeps its repair time. Both
+  only when every failure's repair is known (else null: a repair time is never invented). 95%
+  CIs by a compound-Poisson bootstrap (each failure resampled with a Poisson(1) weight,
+  ``BOOTSTRAP`` times), which carries both the number of failures and the spread of repair
+  times.
 - Per node the same numbers (span x 1 node), without fits.
 - ``repair_fits``: lognormal, Weibull and exponential fitted to the positive repair times
   (quantity 'repair') and to the positive gaps between consecutive failure starts of the system
@@ -113,20 +117,32 @@ def node_outages(node_events: pl.DataFrame, observed_to: datetime | None = None)
 def outages(
     failures: pl.DataFrame, node_events: pl.DataFrame, observed_to: datetime | None = None
 ) -> pl.DataFrame:
-    """Every failure with its repair (downtime null where unknown), from both inputs."""
+    """Every failure with its repair (downtime null where unknown), from both inputs. A failure
+    still ``open`` at the end of its event stream ends, as a node still out does, at
+    ``observed_to``, else at the latest time of its system's failure records: its downtime
+    inside the window is known."""
+    data_end = pl.coalesce(
+        pl.lit(observed_to, pl.Datetime("us")),
+        pl.max_horizontal("start_time", "end_time").max().over("system"),
+    )
+    still_out = pl.col("open").fill_null(False)
+    end = pl.when(still_out).then(data_end).otherwise("end_time")
     logged = failures.select(
         source=pl.lit("failures"),
         system="system",
         host="host",
         start="start_time",
-        end="end_time",
-        downtime_hours="downtime_hours",
+        end=end,
+        downtime_hours=pl.when(still_out)
+        .then((end - pl.col("start_time")).dt.total_microseconds() / 3.6e9)
+        .otherwise("downtime_hours"),
         cause="cause",
         system_nodes="system_nodes",
         system_processors="system_processors",
     ).cast(OUTAGE_COLUMNS)
     return pl.concat([logged, node_outages(node_events, observed_to)]).filter(
         pl.col("start").is_not_null()
+        & (pl.col("end").is_null() | (pl.col("end") >= pl.col("start")))
     )
 
 
@@ -144,22 +160,40 @@ def tbf_reading(ci_low: float | None, ci_high: float | None) -> str | None:
 # ----------------------------------------------------------------------------- bootstrap
 def _bootstrap(
     group: np.ndarray,
-    downtime: np.ndarray,
+    values: np.ndarray,
     n_groups: int,
     rng: np.random.Generator,
     chunk: int = 20_000,
 ):
-    """Per group (0..n_groups-1; ``group`` ascending), BOOTSTRAP replicates of (sum of downtime,
-    sum of weights) with Poisson(1) weights; returns two (n_groups, BOOTSTRAP) arrays."""
-    d_sum = np.zeros((n_groups, BOOTSTRAP))
+    """Per group (0..n_groups-1; ``group`` ascending), BOOTSTRAP replicates of (the sums of each
+    column of ``values`` (rows x columns), sum of weights) with one Poisson(1) weight per row and
+    replicate; returns a (n_groups, columns, BOOTSTRAP) and a (n_groups, BOOTSTRAP) array."""
+    v_sum = np.zeros((n_groups, values.shape[1], BOOTSTRAP))
     w_sum = np.zeros((n_groups, BOOTSTRAP))
     for i in range(0, group.size, chunk):
-        g, d = group[i : i + chunk], downtime[i : i + chunk]
+        g, v = group[i : i + chunk], values[i : i + chunk]
         w = rng.poisson(1.0, size=(g.size, BOOTSTRAP)).astype(np.float64)
         first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])  # each group's first row in the chunk
-        d_sum[g[first]] += np.add.reduceat(w * d[:, None], first, axis=0)
+        for j in range(v.shape[1]):
+            v_sum[g[first], j] += np.add.reduceat(w * v[:, j, None], first, axis=0)
         w_sum[g[first]] += np.add.reduceat(w, first, axis=0)
-    return d_sum, w_sum
+    return v_sum, w_sum
+
+
+def down_hours() -> pl.Expr:
+    """Each outage's node-hours down not already counted by an earlier outage of its node: two
+    faults of one node at once (a GPU and its NVLink, two conditions of a node) keep their own
+    repair times, but the node is down once. The overlap with the node's outages that started
+    before (their latest end so far) comes off the outage's downtime; an outage without a host
+    or an end keeps its downtime."""
+    node = ["source", "system", "host"]
+    covered = pl.col("end").cum_max().shift(1).over(node, order_by=["start", "end"])
+    overlap = (pl.min_horizontal("end", covered) - pl.col("start")).dt.total_microseconds() / 3.6e9
+    return (
+        pl.when(pl.col("host").is_not_null() & pl.col("end").is_not_null() & covered.is_not_null())
+        .then((pl.col("downtime_hours") - overlap.clip(lower_bound=0)).clip(lower_bound=0))
+        .otherwise("downtime_hours")
+    )
 
 
 def _summary(df: pl.DataFrame, keys: list[str], rng: np.random.Generator) -> pl.DataFrame:
@@ -169,34 +203,37 @@ def _summary(df: pl.DataFrame, keys: list[str], rng: np.random.Generator) -> pl.
     # then every column) so that the same outages give the same CIs whatever order they came in.
     order = [*keys, *(c for c in df.columns if c not in keys)]
     df = df.sort(order, nulls_last=True).with_columns(
-        _g=pl.struct(keys).rank("dense").cast(pl.Int64) - 1
+        _g=pl.struct(keys).rank("dense").cast(pl.Int64) - 1, _down=down_hours()
     )
     known = df.filter(pl.col("downtime_hours").is_not_null())
+    down = known.select("downtime_hours", "_down").to_numpy()
     agg = (
         df.group_by(*keys, "_g")
         .agg(
             failures=pl.len(),
             repairs_known=pl.col("downtime_hours").is_not_null().sum().cast(pl.Int64),
             downtime_hours=pl.col("downtime_hours").sum(),
+            _down=pl.col("_down").sum(),
             mttr_hours=pl.col("downtime_hours").mean(),
+            repair_median_hours=pl.col("downtime_hours").median(),
+            repair_p90_hours=pl.col("downtime_hours").quantile(0.9, "linear"),
             unit_hours=pl.col("unit_hours").first(),
             span_hours=pl.col("span_hours").first(),
         )
         .sort("_g")
     )
-    d_sum, w_sum = _bootstrap(
-        known["_g"].to_numpy(), known["downtime_hours"].to_numpy(), agg.height, rng
-    )
+    sums, w_sum = _bootstrap(known["_g"].to_numpy(), down, agg.height, rng)
+    d_sum, node_down = sums[:, 0], sums[:, 1]
     with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter(
             "ignore", RuntimeWarning
         )  # a group without a known repair: all-NaN, kept null
-        unavail = d_sum / agg["unit_hours"].to_numpy()[:, None]
+        unavail = node_down / agg["unit_hours"].to_numpy()[:, None]
         mttr = np.where(w_sum > 0, d_sum / w_sum, np.nan)
         u_lo, u_hi = np.nanpercentile(unavail, [2.5, 97.5], axis=1)
         m_lo, m_hi = np.nanpercentile(mttr, [2.5, 97.5], axis=1)
     complete = (agg["repairs_known"] == agg["failures"]).to_numpy()
-    unavailability = (agg["downtime_hours"] / agg["unit_hours"]).to_numpy()
+    unavailability = (agg["_down"] / agg["unit_hours"]).to_numpy()
 
     def nan(a):
         return pl.Series(np.where(complete, a, np.nan)).fill_nan(None)
@@ -221,7 +258,7 @@ def _summary(df: pl.DataFrame, keys: list[str], rng: np.random.Generator) -> pl.
         nines=nan(nines(unavailability)),
         nines_ci_low=nan(nines(u_hi)),
         nines_ci_high=nan(nines(u_lo)),
-    ).drop("_g")
+    ).drop("_g", "_down")
 
 
 # ----------------------------------------------------------------------------- fits

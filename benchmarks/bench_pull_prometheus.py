@@ -280,10 +280,10 @@ def _on_paper(
     per_series_hour = (rollup_rows + raw_rows) / max(series_hours, 1)
     cpu_per_row = (split["parse_cpu_s"] + split["commit_cpu_s"]) / max(rollup_rows + raw_rows, 1)
     per_group = 3 if rollup_rows else 2
-    slice_groups = len(source._host_groups(src, [str(i) for i in range(args.nodes)]))
+    slice_groups = len(source._host_groups(src, [str(i) for i in range(args.nodes)])[0])
     beyond = max(wire["requests"] - windows * (2 + slice_groups * per_group), 0)
     per_host_hour = beyond / (args.nodes * args.days * 24)
-    paper_groups = len(source._host_groups(src, [str(i) for i in range(hosts)]))
+    paper_groups = len(source._host_groups(src, [str(i) for i in range(hosts)])[0])
     queries = 24 * (2 + paper_groups * per_group) + per_host_hour * hosts * 24 * hours_per_pull
     print(
         f"on paper, {PAPER_GPUS:,} GPUs x {PAPER_METRICS} series, one day ({paper_hours:,} "

@@ -23,6 +23,13 @@ CLASS_NAMES = {
     "hdd": "storage",
     "nic": "nic",
     "hca": "nic",
+    "infiniband": "ib_link",
+    "ib": "ib_link",
+    "nvlink": "nvlink",
+    "nvswitch": "nvswitch",
+    "driver": "host_os",
+    "kernel": "host_os",
+    "bmc": "bmc",
     "cpu": "cpu",
     "processor": "cpu",
     # HPE Hardware State Manager component types (the first part of a FRUID)

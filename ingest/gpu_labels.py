@@ -1,7 +1,9 @@
 """What the GPU telemetry formats (dcgm-exporter text, Prometheus JSON, nvidia-smi CSV) share:
-the label names that map to ``gpu_samples`` columns, DCGM's blank sentinels, the XID-count
-metric's code folded into its name (``warehouse.schemas.XID_COUNT_METRIC``), and the host a
-scrape file's name or folder obviously gives."""
+the label names that map to ``gpu_samples`` columns, how a label value is escaped between its
+double quotes (the one rule the text exposition, OpenMetrics and PromQL string literals share),
+DCGM's blank sentinels, the XID-count metric's code folded into its name
+(``warehouse.schemas.XID_COUNT_METRIC``), and the host a scrape file's name or folder obviously
+gives."""
 
 from __future__ import annotations
 
@@ -39,6 +41,31 @@ LABEL_COLUMNS = {
 NO_GPU_NO_HOST = (
     "series names no GPU and no host (no gpu, UUID, pci_bus_id, Hostname or instance label)"
 )
+
+# A label value between double quotes: a backslash, a double quote and a line feed are written
+# as these escapes, every other character as itself (Prometheus' text exposition and
+# OpenMetrics; a PromQL string literal reads the same escapes, and every other character but a
+# line feed as itself). JSON answers carry label values already decoded.
+LABEL_ESCAPES = (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"))
+
+
+def quoted(value: str) -> str:
+    """``value`` as a double-quoted label value (exposition) or PromQL string literal."""
+    for char, escape in LABEL_ESCAPES:
+        value = value.replace(char, escape)
+    return f'"{value}"'
+
+
+def unquoted(text: pl.Expr) -> pl.Expr:
+    """Label values as written between their quotes (``LABEL_ESCAPES``) to the values. Split at
+    escaped backslashes first, so ``\\\\n`` reads as a backslash and an ``n``; a backslash before
+    any other character stays as written."""
+    (backslash, escaped_backslash), *others = LABEL_ESCAPES
+    part = pl.element()
+    for char, escape in others:
+        part = part.str.replace_all(escape, char, literal=True)
+    return text.str.split(escaped_backslash).list.eval(part).list.join(backslash)
+
 
 _HOSTLIKE = re.compile(r"^(?=.*[A-Za-z])(?=.*\d)[A-Za-z0-9][A-Za-z0-9._-]*$")
 _NOT_HOST = re.compile(

@@ -22,6 +22,7 @@ from ingest.gpu_labels import FP64_BLANK
 from ingest.gpu_labels import INT32_BLANK
 from ingest.gpu_labels import INT32_MAX
 from ingest.gpu_labels import INT64_BLANK_FLOAT
+from ingest.prom_series import label_columns
 
 ROLLUP_LABEL = "goodput_rollup"
 # gpu_rollups column -> the PromQL range function that computes it. The source asks for
@@ -94,6 +95,17 @@ def series_key(labels: dict) -> str:
     return json.dumps({k: v for k, v in labels.items() if k != ROLLUP_LABEL}, sort_keys=True)
 
 
+def record_series(labels: dict) -> str:
+    """The series as the warehouse keys its samples and hours (``_SERIES_KEY``: metric, host, GPU,
+    UUID, PCI bus, MIG instance), as JSON: the TSDB series of one GPU's metric whose other labels
+    differ (dcgm-exporter's ``pod`` while a job runs, ``modelName``) are one record series."""
+    cols = label_columns(labels)
+    return json.dumps(
+        [labels.get("__name__"), cols["xid"], cols["host"] or cols["instance_host"]]
+        + [cols[c] for c in ("gpu", "uuid", "pci_bus", "mig_instance")]
+    )
+
+
 def rollup_label(metric: str, column: str) -> str:
     return f"{metric}:{column}"
 
@@ -112,16 +124,17 @@ def readable_time() -> pl.Expr:
 def rollup_rows(points: pl.DataFrame, labels: list[dict], period_s: int = HOUR_S) -> pl.DataFrame:
     """``series_points`` of rollup series -> one row per (series ``key``, ``hour``) holding the
     five rollups (``CONSTANT_FILLED`` from the min in a constant hour; null where the response
-    lacks one). Points
-    with no time, or of a series with no or an unknown rollup label, are left out (the parser
-    quarantines them)."""
+    lacks one), with its ``record`` series (``record_series``) and ``copy`` (0, or the how-manyth
+    repeat of the series in the answer). Points with no time, or of a series with no or an unknown
+    rollup label, are left out (the parser quarantines them)."""
     per_series = pl.DataFrame(
         {
             "series": range(len(labels)),
             "key": [series_key(x) for x in labels],
+            "record": [record_series(x) for x in labels],
             "fn": [rollup_column(x) for x in labels],
         },
-        schema={"series": pl.Int64, "key": pl.Utf8, "fn": pl.Utf8},
+        schema={"series": pl.Int64, "key": pl.Utf8, "record": pl.Utf8, "fn": pl.Utf8},
     )
     pts = points.join(per_series, on="series", how="left").filter(
         pl.col("fn").is_in(list(ROLLUP_FUNCTIONS)) & readable_time()
@@ -135,7 +148,11 @@ def rollup_rows(points: pl.DataFrame, labels: list[dict], period_s: int = HOUR_S
             ((pl.col("t") // period_s) * period_s).cast(pl.Int64), time_unit="s"
         ).cast(pl.Datetime("us")),
     )
-    rows = pts.group_by("key", "hour", maintain_order=True).agg(
+    # a series the answer holds twice makes a second row (``copy`` 1, ...): the warehouse
+    # stores it once, counted as a repeat, or quarantines it when its values differ
+    pts = pts.with_columns(copy=pl.int_range(pl.len()).over("key", "hour", "fn"))
+    rows = pts.group_by("key", "hour", "copy", maintain_order=True).agg(
+        pl.col("record").first(),
         has_max=(pl.col("fn") == "max").any(),
         **{c: pl.col("value").filter(pl.col("fn") == c).first() for c in ROLLUP_FUNCTIONS},
     )
@@ -149,11 +166,18 @@ def rollup_rows(points: pl.DataFrame, labels: list[dict], period_s: int = HOUR_S
     ).drop("has_max")
 
 
+def several_label_sets() -> pl.Expr:
+    """Whether a ``rollup_rows`` row's hour holds its record series under several label sets."""
+    return pl.col("key").n_unique().over("record", "hour") > 1
+
+
 def unusable() -> pl.Expr:
     """Why a ``rollup_rows`` row cannot stand for its series-hour (null when it can): a rollup
-    missing from the response, a value that is not a finite number, or a min..max range that
-    may hold a DCGM blank (the TSDB averaged it; a file ingest stores it as null and leaves it
-    out). Its raw samples are pulled and stored instead."""
+    missing from the response, a value that is not a finite number, a min..max range that may
+    hold a DCGM blank (the TSDB averaged it; a file ingest stores it as null and leaves it out),
+    or an hour its record series spends under several label sets (a job's ``pod`` label came or
+    went: the warehouse keys one hour of the GPU's metric, and one set's rollup is not the
+    hour's). Its raw samples are pulled and stored instead."""
     values = [pl.col(c) for c in ROLLUP_FUNCTIONS]
     finite = pl.all_horizontal(*(v.is_finite() for v in values))
     blank = pl.any_horizontal(
@@ -177,4 +201,11 @@ def unusable() -> pl.Expr:
         )
         .when((pl.col("n") < 1) | (pl.col("n") > 1e15) | (pl.col("n") != pl.col("n").floor()))
         .then(pl.lit("rollup sample count is not a positive whole number"))
+        .when(several_label_sets())
+        .then(
+            pl.lit(
+                "the hour holds its GPU metric under several label sets (a label such as pod "
+                "changed): one set's rollup is not the hour's"
+            )
+        )
     )

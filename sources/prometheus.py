@@ -1,35 +1,45 @@
 """DCGM telemetry from a Prometheus-compatible TSDB (Prometheus, Thanos Query, Mimir,
 VictoriaMetrics: the same HTTP API), with the hourly rollups computed by the TSDB.
 
-Per time chunk and group of hosts (at most ``hosts_per_query``, so each answer stays under the
+Per time chunk, the metric families ``metrics`` names (names or RE2 patterns: by default every
+``DCGM_`` family, what a file ingest of dcgm-exporter's scrapes stores) among those the TSDB
+holds, then per group of hosts (at most ``hosts_per_query``, so each answer stays under the
 server's sample limits, and at least ``concurrency`` groups, pulled that many at a time so the
-TSDB answers on several cores), first a density probe: each metric's samples and series in
-``PROBE`` windows over the chunk. A group whose series hold at most ``raw_per_hour`` samples
-per series-hour (a 1 h scrape) is pulled raw, in one range selector over every metric
-(``prom-json``, table gpu_samples, exactly the samples a file ingest stores): its rollups would
-be no fewer points. Otherwise one ``query_range`` (step 1 h, evaluated at the last millisecond of
-each hour) asks for count / min / max / avg / last ``_over_time`` of every metric over its hour,
-the last
-three only where the hour's min != max (a constant hour, most hours of an error counter, is
-its count and its min): raw samples never cross the wire, 2 to 5 points per series-hour do
-(document format ``prom-rollup``, table gpu_rollups). Then, at scrape resolution and only where
-needed, the raw samples (``prom-json``, table gpu_samples) of:
+TSDB answers on several cores; split further while a group's longest query is over
+``query_bytes``, and a host whose name alone is over it is a ``Failure``), first a density
+probe: each metric's samples and series in ``PROBE`` windows over the chunk. A group whose
+series hold at most ``raw_per_hour`` samples per series-hour (a 1 h scrape) is pulled raw, in
+one range selector over every metric (``prom-json``, table gpu_samples, exactly the samples a
+file ingest stores): its rollups would be no fewer points. Otherwise one ``query_range`` (step
+1 h, evaluated at the last millisecond of each hour) asks for count / min / max / avg / last
+``_over_time`` of every metric over its hour, the last three only where the hour's min != max
+(a constant hour, most hours of an error counter, is its count and its min): raw samples never
+cross the wire, 2 to 5 points per series-hour do (document format ``prom-rollup``, table
+gpu_rollups). Then, at scrape resolution and only where needed, the raw samples (``prom-json``,
+table gpu_samples) of:
 
-- the changes of an error counter or the XID count. An hour changed where min != max, or where
+- the changes of an error counter or the XID count. An hour changed where min != max, where
   its min differs from the last value before it (the previous hour's ``last``, or for the
-  chunk's first hour an instant ``last_over_time`` over ``counter_lookback_h``). Such an hour is
+  chunk's first hour an instant ``last_over_time`` over ``counter_lookback_h``), or where its
+  label set is not the one before it (the increment across a new ``pod`` label is only in the
+  samples; the hour is pulled whole with the sample before, from the old set). Such an hour is
   searched the same way in ``ZOOM`` windows (one ``query_range`` of min, and max and last where
   they differ), and each changed window's samples are pulled with the sample just before it,
   so the increments between consecutive stored samples are exactly those between consecutive
   samples in the TSDB: counter events keep their exact times;
 - the series-hours whose rollup cannot stand for its samples (``ingest.tsdb.unusable``: NaN,
-  DCGM blanks), which gpu_hourly then takes from the samples, as from a file.
+  DCGM blanks, an hour the GPU's metric spends under several label sets, as when a job's
+  ``pod`` label comes or goes), which gpu_hourly then takes from the samples, as from a file.
+  The rollups of such a split hour are left out of the document (a job starting is no bad
+  input); the others are quarantined by the parser with their reason.
 
-Only whole hours that ended ``settle_s`` before now are pulled: a later pull's overlap takes the
-rest once complete (a rollup stored early would keep its first value; record keys store a
-series-hour once). A range selector covers [t - r, t] on Prometheus 2 and (t - r, t] on 3 and
-later (``/api/v1/status/buildinfo``; ``range_closed`` overrides), so each hour is exactly its
-samples. A series without the host label is not pulled. What a TSDB's rollup cannot tell: a
+Only whole hours that ended ``settle_s`` before now (the TSDB's ``clock``) are pulled
+(``settled``): the window a pull records ends there, and the next pull's overlap starts from
+it. A range selector covers [t - r, t] on Prometheus 2 and (t - r, t] on 3 and later
+(``/api/v1/status/buildinfo``; ``range_closed`` overrides), so each hour is exactly its
+samples. An answer with ``warnings`` (Thanos' partial response) fails the window. Label values
+go into PromQL escaped by the exposition's rule (``gpu_labels.quoted``), whatever characters
+they hold. A series without the host label is not pulled. What a TSDB's rollup cannot tell: a
 NaN sample inside an hour whose min equals its max (its mean is not asked for) is counted in n,
 where a file ingest would quarantine it.
 """
@@ -37,28 +47,34 @@ where a file ingest would quarantine it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
+from urllib.parse import quote_plus
 
 import orjson
 import polars as pl
 
-from analysis.telemetry.metrics import CANONICAL_METRICS
 from analysis.telemetry.metrics import COUNTER_METRICS
+from ingest.gpu_labels import quoted
 from ingest.tsdb import CONSTANT_FILLED
 from ingest.tsdb import HOUR_S
 from ingest.tsdb import ROLLUP_FUNCTIONS
 from ingest.tsdb import ROLLUP_LABEL
+from ingest.tsdb import record_series
 from ingest.tsdb import rollup_label
 from ingest.tsdb import rollup_rows
 from ingest.tsdb import series_key
 from ingest.tsdb import series_points
+from ingest.tsdb import several_label_sets
 from ingest.tsdb import unusable
 from sources.base import REQUIRED
 from sources.base import Document
+from sources.base import Failure
 from sources.base import SourceConfig
 from sources.base import SourceError
 from sources.base import Window
@@ -72,11 +88,14 @@ DCGM = "DCGM_"
 COUNTERS = [m for m in COUNTER_METRICS if m.startswith(DCGM)]  # the XID count is one of them
 OPTIONS = {
     "url": REQUIRED,  # base URL of the Prometheus HTTP API (Thanos Query, Mimir's prefix, ...)
-    "metrics": [m for m in CANONICAL_METRICS if m.startswith(DCGM)] + COUNTERS,
+    # the metric families: names or RE2 patterns of names (every family dcgm-exporter exports, as
+    # a file ingest of its scrapes stores them)
+    "metrics": [f"{DCGM}.*"],
     "counters": COUNTERS,  # of metrics: cumulative counts whose changes become events
     "selector": "",  # extra label matchers for every query, e.g. 'job="dcgm-exporter"'
     "host_label": "Hostname",  # the label naming the host (dcgm-exporter's; renamed to it if other)
     "hosts_per_query": 64,
+    "query_bytes": 1_000_000,  # the longest query (form-encoded) a request sends
     "raw_per_hour": 2,  # sparser series (samples per series-hour) are pulled raw, not rolled up
     "concurrency": 4,  # requests in flight (host groups pulled at once)
     "counter_lookback_h": 24,  # how far back the value before a chunk's first hour is looked for
@@ -96,39 +115,54 @@ ZOOM = timedelta(minutes=5)  # the windows a counter's changed hour is searched 
 PROBE = timedelta(hours=6)  # the windows a host group's samples per series-hour are counted in
 FEW = 16  # samples of the span before a changed hour read whole rather than searched
 _MS = 0.001
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")  # a metric name (``metrics`` may hold patterns)
 _SUCCESS = b'{"status":"success"'  # how Prometheus, Thanos, Mimir and VictoriaMetrics begin one
 
 
 def plan(src: SourceConfig, window: Window) -> list[str]:
     url = _base(src)
+    metrics = src.options["metrics"]
+    shown = replace(
+        src,
+        options={
+            **src.options,
+            "metrics": metrics if all(map(_NAME.fullmatch, metrics)) else ["<metric>"],
+        },
+    )
     out = []
     for chunk in _hour_chunks(window, datetime.now(UTC).replace(tzinfo=None), src):
         first, last = _eval_times(chunk)
         group = f'{src.options["host_label"]}=~"<up to {src.options["hosts_per_query"]} hosts>"'
+        span = f"start={chunk.start.isoformat()} end={chunk.end.isoformat()}"
         out += [
             (
+                f"GET {url}/api/v1/label/__name__/values match[]={_any_metric(src)} {span} (the "
+                "metric families to pull)"
+            ),
+            (
                 f"GET {url}/api/v1/label/{src.options['host_label']}/values "
-                f"match[]={_any_metric(src)} start={chunk.start.isoformat()} "
-                f"end={chunk.end.isoformat()}"
+                f"match[]={_any_metric(shown)} {span}"
             ),
             (
                 f"POST {url}/api/v1/query_range step={PROBE.total_seconds():g} (density probe, "
-                f"per host group) query={_density_query(src, group, '<probe>')}"
+                f"per host group) query={_density_query(shown, group, '<probe>')}"
             ),
             (
                 f"POST {url}/api/v1/query time={last} (a group at most "
                 f"{src.options['raw_per_hour']} samples per series-hour: its raw samples) "
-                f"query={_any_metric(src, group)}[<chunk>]"
+                f"query={_any_metric(shown, group)}[<chunk>]"
             ),
             (
                 f"POST {url}/api/v1/query_range start={first} end={last} step={HOUR_S} (other "
-                f"groups) query={_rollup_query(src, group, '<range>')}"
+                f"groups) query={_rollup_query(shown, group, '<range>')}"
             ),
         ]
-        if _counters(src):
+        if _counters(shown):
             out.append(
-                f"POST {url}/api/v1/query time={first - HOUR_S} query={_baseline_query(src, group)}"
+                f"POST {url}/api/v1/query time={first - HOUR_S} "
+                f"query={_baseline_query(shown, group)}"
             )
+        if src.options["counters"]:
             out.append(
                 f"POST {url}/api/v1/query_range step={ZOOM.total_seconds():g} (min, max, last) for "
                 f"each hour whose counter changed, then POST {url}/api/v1/query "
@@ -138,9 +172,11 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
     return out
 
 
-def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
-    """Per chunk, its host groups pulled ``concurrency`` at a time (each group's requests one
-    after another), their documents yielded in group order."""
+def fetch(src: SourceConfig, window: Window) -> Iterator[Document | Failure]:
+    """Per chunk, the metric families ``metrics`` names there, then its host groups pulled
+    ``concurrency`` at a time (each group's requests one after another), their documents
+    yielded in group order; a host whose name alone would make a query longer than
+    ``query_bytes`` is a ``Failure``, not pulled."""
     chunks = _hour_chunks(window, datetime.now(UTC).replace(tzinfo=None), src)
     if not chunks:
         return
@@ -149,19 +185,26 @@ def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
     with ThreadPoolExecutor(max(int(src.options["concurrency"]), 1)) as pool:
         for chunk in chunks:
             span = {"start": _epoch(chunk.start), "end": _epoch(chunk.end)}
-            hosts = _get(
-                src,
+            names = _label_values(src, session, "__name__", {"match[]": _any_metric(src), **span})
+            if not names:
+                continue
+            named = replace(src, options={**src.options, "metrics": sorted(names)})
+            hosts = _label_values(
+                named,
                 session,
-                f"/api/v1/label/{src.options['host_label']}/values",
-                {"match[]": _any_metric(src), **span},
+                src.options["host_label"],
+                {"match[]": _any_metric(named), **span},
             )
-            groups = [
-                f'{src.options["host_label"]}=~"{"|".join(_regex_quote(h) for h in part)}"'
-                for part in _host_groups(src, hosts)
-            ]
+            groups, too_long = _host_groups(named, hosts)
+            for host in too_long:
+                yield Failure(
+                    f"host {_shown(host)}",
+                    f"its name of {len(host):,} characters makes a query longer than "
+                    f"query_bytes ({int(src.options['query_bytes']):,}): not pulled",
+                )
             tags = [f"{chunk}/hosts{i + 1}" for i in range(len(groups))]
             pulled = [
-                pool.submit(_group_documents, src, session, chunk, g, closed, t)
+                pool.submit(_group_documents, named, session, chunk, g, closed, t)
                 for g, t in zip(groups, tags, strict=True)
             ]
             try:
@@ -172,12 +215,46 @@ def fetch(src: SourceConfig, window: Window) -> Iterator[Document]:
                     p.cancel()
 
 
-def _host_groups(src: SourceConfig, hosts: list[str]) -> list[list[str]]:
-    """``hosts`` in groups of at most ``hosts_per_query``, and in at least ``concurrency`` groups
-    (of about equal size) where there are that many hosts, so the TSDB answers on as many cores."""
+def _label_values(src: SourceConfig, session, label: str, params: dict) -> list[str]:
+    values = _get(src, session, f"/api/v1/label/{label}/values", params)
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise SourceError(f"{src.name}: the values of label {label} are not a list of strings")
+    return values
+
+
+def _host_groups(src: SourceConfig, hosts: list[str]) -> tuple[list[str], list[str]]:
+    """Matchers of ``hosts`` in groups of at most ``hosts_per_query`` and in at least
+    ``concurrency`` groups (of about equal size) where there are that many hosts, so the TSDB
+    answers on as many cores; a group whose longest query (its rollups, form-encoded) would pass
+    ``query_bytes`` is halved until it fits (servers refuse long forms: Prometheus and Thanos at
+    10 MB, VictoriaMetrics at ``-search.maxQueryLen``). And the hosts whose name alone passes it."""
+    limit = int(src.options["query_bytes"])
+    probe = "\0"  # where the group's matcher goes: the query's length without it, and how often
+    query = _rollup_query(src, probe, _range(timedelta(hours=1), True))
+    fixed, copies = len(quote_plus(query.replace(probe, ""))) + 100, query.count(probe)
+    label = src.options["host_label"]
+
+    def fits(part: list[str]) -> bool:
+        return fixed + copies * len(quote_plus(_any_of(label, part))) <= limit
+
+    too_long = [h for h in hosts if not fits([h])]
+    hosts = [h for h in hosts if h not in set(too_long)]
     size = max(int(src.options["hosts_per_query"]), 1)
     n = max(-(-len(hosts) // size), min(max(int(src.options["concurrency"]), 1), len(hosts)))
-    return [hosts[i * len(hosts) // n : (i + 1) * len(hosts) // n] for i in range(n)]
+
+    def halved(part: list[str]) -> list[list[str]]:
+        if fits(part):
+            return [part]
+        return halved(part[: len(part) // 2]) + halved(part[len(part) // 2 :])
+
+    parts = [hosts[i * len(hosts) // n : (i + 1) * len(hosts) // n] for i in range(n)]
+    return [_any_of(label, p) for part in parts for p in halved(part)], too_long
+
+
+def _shown(value: str) -> str:
+    """A label value as one short line: quoted (a line feed escaped), cut to 60 characters."""
+    text = quoted(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _group_documents(
@@ -203,10 +280,16 @@ def _fetch_group(
         "/api/v1/query_range",
         {"query": _rollup_query(src, group, rng), "start": first, "end": last, "step": HOUR_S},
     )
-    yield Document(f"{src.name}/rollups/{tag}", body, "prom-rollup")
-    result = _json(src, body)["data"]["result"]
-    points, labels, _ = series_points(result)
-    rows = rollup_rows(points, labels).with_columns(bad=unusable().is_not_null())
+    answer = _json(src, body)
+    points, labels, _ = series_points(answer["data"]["result"])
+    rows = (
+        rollup_rows(points, labels)
+        .with_columns(bad=unusable().is_not_null(), split=several_label_sets())
+        .filter(pl.col("copy") == 0)  # a series the answer repeats is stored (or refused) once
+    )
+    yield Document(
+        f"{src.name}/rollups/{tag}", _without_split_hours(body, answer, rows), "prom-rollup"
+    )
     baseline = None
     if _counters(src):
         answer = _json(
@@ -218,12 +301,22 @@ def _fetch_group(
                 {"query": _baseline_query(src, group), "time": first - HOUR_S},
             ),
         )
-        baseline = pl.DataFrame(
-            {
-                "key": [series_key(s["metric"]) for s in answer["data"]["result"]],
-                "before": [float(s["value"][1]) for s in answer["data"]["result"]],
-            },
-            schema={"key": pl.Utf8, "before": pl.Float64},
+        before = answer["data"]["result"]
+        baseline = (
+            pl.DataFrame(
+                {
+                    "key": [series_key(s["metric"]) for s in before],
+                    "record": [record_series(s["metric"]) for s in before],
+                    "before": [float(s["value"][1]) for s in before],
+                },
+                schema={"key": pl.Utf8, "record": pl.Utf8, "before": pl.Float64},
+            )
+            .group_by("record")
+            .agg(
+                # several label sets in the lookback: which one was last is not known
+                before=pl.when(pl.len() == 1).then(pl.col("before").first()),
+                before_keys=pl.col("key").sort(),
+            )
         )
     series: dict[str, dict] = {}  # key -> {"metric": labels, "values": {t: value}}
     targets = _raw_targets(rows, baseline, set(_counters(src)), chunk, src)
@@ -249,6 +342,21 @@ def _fetch_group(
         ]
         doc = {"status": "success", "data": {"resultType": "matrix", "result": result}}
         yield Document(f"{src.name}/samples/{tag}", orjson.dumps(doc), "prom-json")
+
+
+def _without_split_hours(body: bytes, answer: dict, rows: pl.DataFrame) -> bytes:
+    """The rollup answer without the points of the hours a GPU's metric spent under several
+    label sets (``split``): no one set's rollup is the hour's, and the hour's raw samples are
+    pulled and stored instead (a job starting is not bad input to quarantine)."""
+    split = rows.filter("split").group_by("key").agg("hour")
+    if not split.height:
+        return body
+    hours = {k: {_epoch(h) // HOUR_S for h in hs} for k, hs in split.iter_rows()}
+    for series in answer["data"]["result"]:
+        drop = hours.get(series_key(series["metric"]))
+        if drop:
+            series["values"] = [p for p in series["values"] if float(p[0]) // HOUR_S not in drop]
+    return orjson.dumps(answer)
 
 
 def _sparse(src, session, chunk: Window, group: str, closed: bool) -> bool:
@@ -308,32 +416,41 @@ def _raw_targets(
     and ``before``, the span [from, to) whose last sample is the one before the hour (a
     counter's previous hour with samples, the lookback before the chunk, or none). ``zoom``: a
     counter's changed hours, whose changed ``ZOOM`` windows are found first; an unusable
-    rollup's hour is pulled whole."""
+    rollup's hour, and a counter's hour whose label set is not the one before it, are pulled
+    whole, the latter with the label sets of the hour before (its sample before is theirs)."""
     lookback = chunk.start - timedelta(hours=float(src.options["counter_lookback_h"]))
     if baseline is not None:
-        rows = rows.join(baseline, on="key", how="left")
+        rows = rows.join(baseline, on="record", how="left")
     else:
-        rows = rows.with_columns(before=pl.lit(None, pl.Float64))
+        rows = rows.with_columns(
+            before=pl.lit(None, pl.Float64), before_keys=pl.lit(None, pl.List(pl.Utf8))
+        )
     rows = _changes(rows.with_columns(metric=pl.col("key").str.json_path_match("$.__name__")))
     counter = pl.col("metric").is_in(list(counters)) | pl.col("metric").str.starts_with(
         XID_COUNT_METRIC
     )
     prev = pl.col("prev_hour")
+    own = pl.concat_list("key")
     picked = rows.filter((counter & pl.col("changed")) | pl.col("bad")).select(
         "metric",
         span=pl.when(counter & prev.is_not_null())
         .then(pl.concat_list(prev, prev + timedelta(hours=1)))
-        .when(counter & pl.col("before").is_not_null())
+        .when(counter & pl.col("before_keys").is_not_null())
         .then(pl.concat_list(pl.lit(lookback), pl.lit(chunk.start)))
         .otherwise(pl.concat_list("hour", "hour")),
         hour="hour",
-        zoom=counter & ~pl.col("bad") & (pl.col("n") > 2 * FEW),  # else the hour is few samples
-        key="key",
+        # else the hour is few samples, or not one series throughout
+        zoom=counter & ~pl.col("bad") & ~pl.col("relabeled") & (pl.col("n") > 2 * FEW),
+        key=pl.when(counter & pl.col("prior_keys").is_not_null())
+        .then(pl.concat_list(own, "prior_keys").list.unique(maintain_order=True))
+        .otherwise(own),
         prior="prior",
         count=pl.when(prev.is_not_null()).then("prev_n"),
     )
     groups = (
-        picked.group_by("metric", "span", "hour", "zoom", maintain_order=True)
+        picked.explode("key")
+        .unique(["metric", "span", "hour", "zoom", "key"], keep="first", maintain_order=True)
+        .group_by("metric", "span", "hour", "zoom", maintain_order=True)
         .agg("key", "prior", "count")
         .sort("hour", "metric")
     )
@@ -341,18 +458,45 @@ def _raw_targets(
 
 
 def _changes(rows: pl.DataFrame) -> pl.DataFrame:
-    """Rows of (key, hour, n, min, max, last, before: the value before the first row of each
-    key, or null) with ``prev_hour`` and ``prev_n`` (the key's row before), ``prior`` (the value
-    before the row) and ``changed``: its value changed within the row (min != max) or from the
-    one before."""
-    rows = rows.sort("key", "hour").with_columns(
-        prev_hour=pl.col("hour").shift(1).over("key"),
-        prior=pl.coalesce(pl.col("last").shift(1).over("key"), "before"),
-        prev_n=pl.col("n").shift(1).over("key").cast(pl.Int64),
+    """Rows of (key, record, hour, n, min, max, last; ``before``, ``before_keys``: the value and
+    label sets of the record series before its first row, or null) with, from the record
+    series' hour before (several label sets may share an hour: a job's pod label came or went),
+    ``prev_hour``, ``prev_n`` (its samples), ``prior_keys`` (its label sets, or
+    ``before_keys``), ``prior`` (its last value, or ``before``; null when several sets held
+    it), ``relabeled`` (the row's label set is not the one the value before had) and
+    ``changed``: its value changed within the row (min != max), from the one before, or
+    its label set did (the increment across it is only seen in the raw samples)."""
+    if "before_keys" not in rows.columns:
+        rows = rows.with_columns(before_keys=pl.lit(None, pl.List(pl.Utf8)))
+    hours = (
+        rows.group_by("record", "hour")
+        .agg(keys=pl.col("key").unique().sort(), last=pl.col("last").first(), n=pl.col("n").sum())
+        .sort("record", "hour")
+        .select(
+            "record",
+            "hour",
+            prev_hour=pl.col("hour").shift(1).over("record"),
+            prev_keys=pl.col("keys").shift(1).over("record"),
+            prev_last=pl.when(pl.col("keys").list.len() == 1).then("last").shift(1).over("record"),
+            prev_n=pl.col("n").shift(1).over("record").cast(pl.Int64),
+        )
+    )
+    rows = rows.join(hours, on=["record", "hour"], how="left").sort("key", "hour")
+    known = pl.col("prev_hour").is_not_null()
+    rows = rows.with_columns(
+        prior=pl.when(known).then("prev_last").otherwise("before"),
+        prior_keys=pl.when(known).then("prev_keys").otherwise("before_keys"),
+    ).with_columns(
+        relabeled=pl.col("prior_keys").is_not_null()
+        & (
+            (pl.col("prior_keys").list.len() != 1)
+            | (pl.col("prior_keys").list.first() != pl.col("key"))
+        )
     )
     return rows.with_columns(
         changed=(pl.col("min") != pl.col("max"))
         | (pl.col("prior").is_not_null() & (pl.col("min") != pl.col("prior")))
+        | pl.col("relabeled")
     )
 
 
@@ -430,10 +574,13 @@ def _raw_series(
         got.update(
             _samples(src, session, metric, dense, max(lo, start - NEAR), start + length, closed)
         )
-    missing = [k for k in dense if k in got and min(map(float, got[k][1])) >= _epoch(start)]
+    # a series with no sample near (or none at all since: a label set the hour no longer has)
+    missing = [k for k in dense if k not in got or min(map(float, got[k][1])) >= _epoch(start)]
     if missing and hi > lo and start - NEAR > lo:
-        for key, last in _last_before(src, session, metric, missing, lo, hi, closed).items():
-            got[key][1].update(last)
+        for key, (labels, last) in _last_before(
+            src, session, metric, missing, lo, hi, closed
+        ).items():
+            got.setdefault(key, (labels, {}))[1].update(last)
     for labels, values in got.values():
         times = sorted(values, key=float)
         kept = next((i for i, ts in enumerate(times) if float(ts) >= _epoch(start)), len(times))
@@ -442,11 +589,11 @@ def _raw_series(
 
 def _last_before(
     src, session, metric: str, keys: list[str], since: datetime, until: datetime, closed: bool
-) -> dict[str, dict]:
-    """key -> {time: value} of the last sample of each series ``keys`` in [since, until) (none
-    for a series without one): each series' span is halved while its later half holds samples
-    or its earlier half must, down to ``NEAR``, whose samples are then read. Series whose spans
-    agree (scraped alike) share each step's ``count_over_time`` query."""
+) -> dict[str, tuple[dict, dict]]:
+    """key -> (labels, {time: value}) of the last sample of each series ``keys`` in [since,
+    until) (none for a series without one): each series' span is halved while its later half
+    holds samples or its earlier half must, down to ``NEAR``, whose samples are then read.
+    Series whose spans agree (scraped alike) share each step's ``count_over_time`` query."""
 
     def holding(group: list[str], a: datetime, b: datetime) -> set[str]:
         t = _epoch(b) - _MS
@@ -466,9 +613,9 @@ def _last_before(
             spans.update({k: (mid, hi) if k in later else (lo, mid) for k in group})
     out = {}
     for (lo, hi), group in _by_value(spans).items():
-        for key, (_, values) in _samples(src, session, metric, group, lo, hi, closed).items():
+        for key, (labels, values) in _samples(src, session, metric, group, lo, hi, closed).items():
             last = max(values, key=float)
-            out[key] = {last: values[last]}
+            out[key] = (labels, {last: values[last]})
     return out
 
 
@@ -513,7 +660,7 @@ def _series_matchers(src: SourceConfig, keys: list[str]) -> list[str]:
     host = src.options["host_label"]
     if host != HOST:
         names = [n for n in names if n != HOST]  # renamed from the host label, not stored as such
-    return [f'{n}=~"{"|".join(sorted({_regex_quote(x[n]) for x in labels}))}"' for n in names]
+    return [_any_of(n, sorted({x[n] for x in labels})) for n in names]
 
 
 def _range(length: timedelta, closed: bool) -> str:
@@ -566,7 +713,7 @@ def _baseline_query(src: SourceConfig, group: str) -> str:
 
 
 def _named(expr: str, label: str, value: str) -> str:
-    return f'label_replace({expr}, "{label}", "{_quote(value)}", "", "")'
+    return f'label_replace({expr}, "{label}", {quoted(value)}, "", "")'
 
 
 def _host_renamed(src: SourceConfig, expr: str) -> str:
@@ -579,8 +726,9 @@ def _matchers(src: SourceConfig, group: str) -> str:
 
 
 def _any_metric(src: SourceConfig, group: str = "") -> str:
-    names = "|".join(_regex_quote(m) for m in src.options["metrics"])
-    return "{" + ", ".join(m for m in (f'__name__=~"{names}"', _matchers(src, group)) if m) + "}"
+    """A selector of every series of ``metrics`` (names, or RE2 patterns of names)."""
+    names = f"__name__=~{quoted('|'.join(src.options['metrics']))}"
+    return "{" + ", ".join(m for m in (names, _matchers(src, group)) if m) + "}"
 
 
 def _density_query(src: SourceConfig, group: str, rng: str) -> str:
@@ -599,11 +747,30 @@ def _counters(src: SourceConfig) -> list[str]:
     return [m for m in src.options["metrics"] if m in set(src.options["counters"])]
 
 
+def settled(src: SourceConfig, window: Window, now: datetime) -> Window:
+    """What of ``window`` a pull stores whole at ``now``: every hour it reaches into, from the
+    start of its first (a rollup is of a whole hour; a backfill ending mid-hour leaves that hour
+    to the next, which starts there), up to the last hour that ended ``settle_s`` before
+    ``now`` (a later pull's overlap takes the rest once complete). Empty (start >= end) when no
+    such hour is left."""
+    settle = timedelta(seconds=float(src.options["settle_s"]))
+    return Window(_floor_hour(window.start), _floor_hour(min(window.end, now - settle)))
+
+
+def clock(src: SourceConfig) -> datetime:
+    """The TSDB's now (naive UTC): what ``time()`` evaluates to there."""
+    session = http_session(src, verify=_verify(src.options["verify_tls"]))
+    answer = _get(src, session, "/api/v1/query", {"query": "time()"})
+    try:
+        return datetime(1970, 1, 1) + timedelta(seconds=float(answer["result"][0]))
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError):
+        raise SourceError(f"{src.name}: time() answered {str(answer)[:100]}") from None
+
+
 def _hour_chunks(window: Window, now: datetime, src: SourceConfig) -> list[Window]:
-    """The whole, settled hours of ``window`` in chunks of ``CHUNK``."""
-    start = _ceil_hour(window.start)
-    end = _floor_hour(min(window.end, now - timedelta(seconds=float(src.options["settle_s"]))))
-    return Window(start, end).chunks(CHUNK) if end > start else []
+    """The settled hours of ``window`` (``settled``) in chunks of ``CHUNK``."""
+    span = settled(src, window, now)
+    return span.chunks(CHUNK) if span.end > span.start else []
 
 
 def _eval_times(chunk: Window) -> tuple[float, float]:
@@ -649,7 +816,7 @@ def _request(src: SourceConfig, session, method: str, path: str, params: dict) -
     except HttpError as exc:
         raise SourceError(f"{src.name}: {url}: {exc}") from None
     if r.status_code < 400 and r.content.startswith(_SUCCESS):
-        return r.content  # not decoded twice: the caller or the parser reads it
+        return _whole(src, url, r.content)  # not decoded twice: the caller or the parser reads it
     if 300 <= r.status_code < 400:
         raise SourceError(
             f"{src.name}: {url}: HTTP {r.status_code} redirects to "
@@ -665,7 +832,24 @@ def _request(src: SourceConfig, session, method: str, path: str, params: dict) -
         )
         hint = " (lower hosts_per_query)" if "too many samples" in str(reason) else ""
         raise SourceError(f"{src.name}: {url}: HTTP {r.status_code}: {reason}{hint}")
-    return r.content
+    return _whole(src, url, r.content)
+
+
+def _whole(src: SourceConfig, url: str, body: bytes) -> bytes:
+    """``body``, or SourceError when the answer says it may lack data: any ``warnings`` (Thanos
+    Query and Mimir answer with the stores they could reach and "partial response: ..." when one
+    is down; no warning says the answer is whole). The window fails and is pulled again; a
+    ``"warnings"`` inside a label value costs only a decode."""
+    if b'"warnings"' not in body:
+        return body
+    try:
+        warnings = orjson.loads(body).get("warnings")
+    except (orjson.JSONDecodeError, AttributeError):
+        return body  # not a JSON object: reading it says so
+    if not warnings:
+        return body
+    said = "; ".join(map(str, warnings if isinstance(warnings, list) else [warnings]))
+    raise SourceError(f"{src.name}: {url}: the answer may be incomplete: {said[:300]}")
 
 
 def _json(src: SourceConfig, body: bytes):
@@ -692,20 +876,16 @@ def _epoch(t: datetime) -> float:
     return (t - datetime(1970, 1, 1)).total_seconds()
 
 
-def _ceil_hour(t: datetime) -> datetime:
-    floor = _floor_hour(t)
-    return floor if floor == t else floor + timedelta(hours=1)
-
-
 def _floor_hour(t: datetime) -> datetime:
     return t.replace(minute=0, second=0, microsecond=0)
 
 
-def _quote(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+def _any_of(label: str, values: list[str]) -> str:
+    """A matcher of ``label`` to exactly any of ``values``, whatever characters they hold."""
+    return f"{label}=~{quoted('|'.join(map(_regex_literal, values)))}"
 
 
-def _regex_quote(text: str) -> str:
-    """``text`` matched literally inside a PromQL regex string."""
+def _regex_literal(text: str) -> str:
+    """``text`` matched literally by an RE2 regex (PromQL's)."""
     special = set(".^$*+?()[]{}|\\")
-    return _quote("".join("\\" + c if c in special else c for c in text))
+    return "".join("\\" + c if c in special else c for c in text)

@@ -1,15 +1,20 @@
 """Pull live sources into the warehouse, incrementally and safely.
 
-For each source: the window from its cursor (the end of its last pulled window, less the kind's
-``OVERLAP`` for records that change late) to now, or the ``since``/``until`` given (a backfill),
-cut into the kind's ``CHUNK``s. Each chunk's documents go through the ingest parsers and are
-committed in one warehouse batch together with the chunk's ``pull_log`` row: a chunk is stored
-whole, with its status, or not at all, and a crash part-way leaves the cursor where the stored
-data ends. A source that fails (``SourceError``) gets a ``failed`` row with the reason and stops
-at that chunk, so no later window is marked done past a gap; the other sources still run, and
-the next pull starts again from the cursor. A source's next chunk is fetched and parsed while the
-current one is committed, so its server, the parsers and the commit work at once (two chunks are
-held at most).
+For each source: the window from its cursor (less the kind's ``OVERLAP`` for records that change
+late) to now, or the ``since``/``until`` given (a backfill), never past the source's clock (its
+``clock``, else this machine's: time not yet come is not pulled, whatever ``until`` says), cut
+to what the kind can pull whole now (its ``settled``: a TSDB's whole hours that ended
+``settle_s`` ago) and into the kind's ``CHUNK``s. Each chunk's documents go through the ingest
+parsers and are committed in one warehouse batch together with the chunk's ``pull_log`` row: a
+chunk is stored whole, with its status, or not at all, and a crash part-way leaves the cursor
+where the stored data ends. The window a ``pull_log`` row records is the one its data covers.
+A source that fails (``SourceError``) gets a ``failed`` row with the reason and stops at that
+chunk, so no later window is marked done past a gap; the other sources still run. The cursor
+is the end of the earliest gap: from the start of the source's first pulled window, the end of
+the ok windows that join up with it; a failed window, or time a backfill jumped over (a later
+Dagster partition, ``--since`` past the cursor), is a gap the next pull starts at, whatever
+was pulled after it. A source's next chunk is fetched and parsed while the current one is
+committed, so its server, the parsers and the commit work at once (two chunks are held at most).
 Records pulled twice (the overlap, a repeated pull, a file ingested earlier) are stored once by
 the warehouse's record keys and counted in ``rows_duplicate``.
 """
@@ -63,28 +68,46 @@ class PullReport:
 
 
 def now() -> datetime:
-    """The end of a pull without --until: this minute, naive UTC."""
-    return datetime.now(UTC).replace(tzinfo=None, second=0, microsecond=0)
+    """This machine's clock, naive UTC."""
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def cursors(wh: Warehouse) -> dict[str, tuple[datetime, bool]]:
-    """Per source, (time, pulled): the end of its newest window pulled whole (True), or, for a
-    source never pulled whole, the start of the first window it failed on (False; without
-    ``since`` it would otherwise start a day back and leave that window out)."""
+    """Per source, (time, pulled): where its next pull resumes. From the start of its first
+    pulled window (the earliest pull's first chunk), the end of the ok windows that cover it
+    without a break (True); the start itself when none covers it (False: its first window
+    failed; without ``since`` the pull would otherwise start a day back and leave it out). A
+    window that failed and was never pulled since, and time no pull covered, are where the ok
+    windows break: never skipped, whatever was pulled past them."""
     if not wh.files("pull_log"):
         return {}
-    df = (
-        wh.read("pull_log", "target IS NULL")
-        .group_by("source")
-        .agg(
-            t=pl.coalesce(
-                pl.col("window_end").filter(pl.col("status") == "ok").max(),
-                pl.col("window_start").min(),
-            ),
-            pulled=(pl.col("status") == "ok").any(),
-        )
+    log = wh.read("pull_log", "target IS NULL")
+    first = (
+        log.sort("started_at", "window_start")
+        .group_by("source", maintain_order=True)
+        .agg(anchor=pl.col("window_start").first())
     )
-    return {s: (t, pulled) for s, t, pulled in df.rows()}
+    runs = (
+        log.filter(pl.col("status") == "ok")
+        .sort("source", "window_start")
+        .with_columns(reach=pl.col("window_end").cum_max().over("source"))
+        .with_columns(  # a window starting past every earlier window's end begins a new run
+            run=(pl.col("window_start") > pl.col("reach").shift(1).over("source"))
+            .fill_null(True)
+            .cum_sum()
+            .over("source")
+        )
+        .group_by("source", "run")
+        .agg(start=pl.col("window_start").min(), end=pl.col("window_end").max())
+    )
+    joined = first.join(runs, on="source", how="left").with_columns(
+        covers=(pl.col("start") <= pl.col("anchor")) & (pl.col("anchor") < pl.col("end"))
+    )
+    out = joined.group_by("source").agg(
+        t=pl.coalesce(pl.col("end").filter("covers").max(), pl.col("anchor").first()),
+        pulled=pl.col("covers").any(),
+    )
+    return {s: (t, pulled) for s, t, pulled in out.rows()}
 
 
 def windows(
@@ -92,19 +115,34 @@ def windows(
     cursor: tuple[datetime, bool] | None,
     since: datetime | None,
     until: datetime | None,
+    clock: datetime | None = None,
 ) -> list[Window]:
     """The chunks a pull of ``src`` covers: [since, until) when since is given (a backfill),
     else from the cursor (less the overlap once something was pulled; ``FIRST_PULL`` back
-    without one) to ``until`` or now."""
+    without one) to ``until`` or now (this minute); never past ``clock`` (the source's now, this
+    machine's by default), and only what the kind can pull whole by then (its ``settled``)."""
     kind = kinds()[src.kind]
-    end = until or now()
+    clock = clock or now()
+    end = min(until, clock) if until else clock.replace(second=0, microsecond=0)
     if since is not None:
         start = since
     elif cursor is not None:
         start = cursor[0] - kind.OVERLAP if cursor[1] else cursor[0]
     else:
         start = end - FIRST_PULL
-    return Window(start, end).chunks(kind.CHUNK) if start < end else []
+    span = Window(start, end)
+    if hasattr(kind, "settled"):
+        span = kind.settled(src, span, clock)
+    return span.chunks(kind.CHUNK) if span.start < span.end else []
+
+
+def source_clock(src: SourceConfig) -> datetime:
+    """The source's now (naive UTC), where its kind can ask (``clock``), never later than this
+    machine's: a clock running ahead, here or there, does not mark time done that has not
+    come."""
+    kind = kinds()[src.kind]
+    mine = now()
+    return min(mine, kind.clock(src)) if hasattr(kind, "clock") else mine
 
 
 def plan(
@@ -139,7 +177,15 @@ def pull(
     with wh.writer(), ThreadPoolExecutor(1) as ahead:
         got = cursors(wh)
         for src in sources:
-            todo = windows(src, got.get(src.name), since, until)
+            try:
+                clock = source_clock(src)
+            except SourceError as exc:  # unreachable: its first window fails, as a fetch would
+                todo = windows(src, got.get(src.name), since, until)[:1]
+                started = datetime.now(UTC).replace(tzinfo=None)
+                for w in todo:
+                    reports += _pull_window(wh, src, w, started, exc, [])
+                continue
+            todo = windows(src, got.get(src.name), since, until, clock)
             fetching = ahead.submit(_fetch, src, todo[0]) if todo else None
             for i, w in enumerate(todo):
                 started, fetched, parsed = fetching.result()

@@ -36,6 +36,7 @@ from warehouse.store import Warehouse
 
 SINCE, UNTIL = datetime(2026, 1, 6), datetime(2026, 1, 7)  # the fleet starts on the 5th
 LABELS = "/api/v1/label/"
+HOST_VALUES = f"{LABELS}Hostname/values"  # the answer naming the hosts
 HOSTS = b'{"status":"success","data":["gpu-node-001"]}'  # the label values answer
 SACCT = FIXTURES / "slurm" / "sacct_parsable2_with_header_examples.txt"
 
@@ -73,12 +74,12 @@ def _pull(wh, src) -> tuple[list, float]:
 
 
 def test_an_answer_dripped_a_byte_a_second_is_cut_at_timeout_s(prom, tmp_path):
-    with FaultProxy(prom, _first(LABELS, Drip(1.0), times=99)) as proxy:
+    with FaultProxy(prom, _first(HOST_VALUES, Drip(1.0), times=99)) as proxy:
         [report], took = _pull(Warehouse(tmp_path / "a"), _tsdb(proxy.url, timeout_s=3))
     assert report.status == "failed" and took < 12  # the answer would take 44 s dripped
-    assert report.error.endswith(f"{LABELS}Hostname/values: no whole answer within 3 s")
+    assert report.error.endswith(f"{HOST_VALUES}: no whole answer within 3 s")
     # a drip is transient: the retry that is not dripped stores the window
-    with FaultProxy(prom, _first(LABELS, Drip(1.0))) as proxy:
+    with FaultProxy(prom, _first(HOST_VALUES, Drip(1.0))) as proxy:
         [report], took = _pull(Warehouse(tmp_path / "b"), _tsdb(proxy.url, timeout_s=3, retries=1))
     assert report.status == "ok" and report.rows_ok > 0 and 3 <= took < 20
 
@@ -98,16 +99,16 @@ def test_a_retry_after_past_timeout_s_is_not_waited_for(prom, tmp_path):
 
 
 def test_a_connection_reset_mid_body_is_retried_and_reported_in_one_line(prom, tmp_path):
-    with FaultProxy(prom, _first(LABELS, Reset(20))) as proxy:
+    with FaultProxy(prom, _first(HOST_VALUES, Reset(20))) as proxy:
         [report], _ = _pull(Warehouse(tmp_path / "a"), _tsdb(proxy.url, retries=1))
         assert [f for _, f in proxy.faults] == [Reset(20)]
     assert report.status == "ok" and report.rows_ok > 0
-    with FaultProxy(prom, _first(LABELS, Reset(20), times=99)) as proxy:
+    with FaultProxy(prom, _first(HOST_VALUES, Reset(20), times=99)) as proxy:
         [report], _ = _pull(Warehouse(tmp_path / "b"), _tsdb(proxy.url, retries=2))
         assert len(proxy.faults) == 3  # the first try and both retries
     assert report.status == "failed"
     cut = f"answer cut short (20 of {len(HOSTS)} bytes)"
-    assert report.error.endswith(f"{LABELS}Hostname/values: {cut}")
+    assert report.error.endswith(f"{HOST_VALUES}: {cut}")
 
 
 def run_cli(*argv) -> tuple[int, str, str]:
@@ -121,7 +122,7 @@ def test_an_answer_without_data_fails_its_source_and_the_next_source_runs(prom, 
     null = Rewrite(lambda _: b'{"status":"success","data":null}')
     home = tmp_path / "home"
     home.mkdir()
-    with FaultProxy(prom, _first(LABELS, null)) as proxy:
+    with FaultProxy(prom, _first(HOST_VALUES, null)) as proxy:
         (home / "sources.toml").write_text(
             f'[[source]]\nname = "tsdb"\nkind = "prometheus"\nurl = "{proxy.url}"\nretries = 0\n\n'
             f'[[source]]\nname = "dump"\nkind = "command"\ncommand = ["cat", "{SACCT}"]\n'
@@ -131,7 +132,7 @@ def test_an_answer_without_data_fails_its_source_and_the_next_source_runs(prom, 
     assert "dump: pulled" in out
     log = Warehouse(home).read("pull_log").sort("source")
     assert log.select("source", "status").rows() == [("dump", "ok"), ("tsdb", "failed")]
-    assert log["error"][1].endswith(f"{LABELS}Hostname/values: an answer without data (None)")
+    assert log["error"][1].endswith(f"{HOST_VALUES}: an answer without data (None)")
 
 
 def test_a_dripping_bmc_is_given_up_at_bmc_timeout_s_and_the_process_exits(tmp_path):

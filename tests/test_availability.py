@@ -201,3 +201,27 @@ def test_missing_inputs_and_no_section(wh):
     with pytest.raises(MissingInputs):
         refresh_availability(wh)
     assert "availability" not in {s.key for s in build_sections(wh, target_gpus=1024)}
+
+
+def test_a_node_down_for_two_faults_at_once_is_down_once():
+    """Two faults of one node overlapping (a health stream's GPU and NVLink faults): each keeps
+    its repair time (MTTR, repair fits), but availability counts the node's hours down once."""
+    f = _failures(
+        [
+            ("A", "a1", 0, 2.0, "gpu"),
+            ("A", "a1", 1, 3.0, "nvlink"),  # 1 h of it while the first is still down
+            ("A", "a1", 5, 1.0, "gpu"),
+            ("A", "a1", 5.5, 0.25, "psu"),  # entirely inside the one before
+            ("A", "a2", 9, 1.0, "gpu"),
+        ],
+        nodes=2,
+    )
+    avail = availability(outages(f, TABLES["node_events"].empty()))[0]
+    a = avail.filter(pl.col("level") == "system").row(0, named=True)
+    # span 0 .. 10 h x 2 nodes; a1 down 0..4 and 5..6, a2 9..10: 6 node-hours
+    assert a["availability"] == pytest.approx(1 - 6 / 20)
+    assert a["mttr_hours"] == pytest.approx((2 + 3 + 1 + 0.25 + 1) / 5)
+    assert a["downtime_hours"] == pytest.approx(7.25)  # the repair times, each whole
+    assert a["availability_ci_low"] <= a["availability"] <= a["availability_ci_high"]
+    a1 = avail.filter(pl.col("host") == "a1").row(0, named=True)
+    assert a1["availability"] == pytest.approx(1 - 5 / 10)

@@ -424,3 +424,29 @@ def test_parse_many_gives_each_file_what_parse_gives_it_alone():
         ("DCGM_FI_DEV_GPU_TEMP", "C", "/d/nodeA01/2024-05-01.prom")
     ]
     assert b.tables["metric_metadata"].height == 0 and empty.tables["gpu_samples"].height == 0
+
+
+def test_two_values_for_one_sample_in_one_scrape_are_a_conflict(wh, tmp_path):
+    """One GPU, metric and time at 40 and at 90 in one file: the first is stored, the second
+    quarantined naming the first's value, as between two files; an exact repeat is counted."""
+    key = 'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-1",Hostname="n1"}'
+    path = tmp_path / "twice.prom"
+    path.write_text(f"{key} 40 1767607200000\n{key} 90 1767607200000\n{key} 40 1767607200000\n")
+    [r] = ingest_paths(wh, [path], jobs=1)
+    assert (r.records, r.rows_ok, r.rows_quarantined, r.rows_duplicate) == (3, 1, 1, 1)
+    assert wh.read("gpu_samples")["value"].to_list() == [40.0]
+    [(raw, error)] = wh.read("quarantine").select("raw", "error").rows()
+    assert "its own file (value 40.0)" in error and "value 90.0 here" in error and "90" in raw
+
+
+def test_escaped_label_values_are_stored_as_the_values(tmp_path):
+    """The text exposition escapes a backslash, a double quote and a line feed in a label
+    value; the host is stored as the pull (JSON) gives it: ``gpu"07`` is one host, not two."""
+    text = (
+        'DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="gpu\\"07"} 40 1767607200000\n'
+        'DCGM_FI_DEV_GPU_TEMP{gpu="1",Hostname="a\\\\nb\\nc"} 41 1767607200000\n'
+        'DCGM_FI_DEV_GPU_TEMP{gpu="2",Hostname="back\\\\",pod="x\\"y"} 42 1767607200000\n'
+    )
+    rows = parse(text.encode(), ParseContext()).tables["gpu_samples"]
+    assert rows["host"].to_list() == ['gpu"07', "a\\nb\nc", "back\\"]
+    assert rows["pod"].to_list() == [None, None, 'x"y']

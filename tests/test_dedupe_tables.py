@@ -3,6 +3,7 @@ their own folder and every source's row apart (``_sources/<table>/``): the canon
 follow each ingest and forget in the same commit, a crash leaves the old or the new table, and
 a warehouse of the older layout (source rows in the table's folder) is upgraded once."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -60,12 +61,11 @@ def test_text_then_json_and_json_then_text_give_the_same_canonical_files(tmp_pat
     view = one.read("job_attempts")
     assert view.height == SLURM_ATTEMPTS
     assert pl.read_parquet(one.record_files("job_attempts")).height == 2 * SLURM_ATTEMPTS
-    # the preferred row's provenance (sacct.json sorts first), its values where it has them
+    # the preferred row's provenance (sacct.json sorts first), its values: the same as the text's
+    # (the JSON's signal is 0 where nothing killed the job, as the text's rc:0 says)
     assert set(first["source_file"]) == {str(JSON)}
-    # ... and the text file's where the json has none (its signal is null where nothing killed the
-    # job)
-    assert first.drop("signal").equals(alone[".json"].drop("signal"))
-    assert alone[".json"]["signal"].null_count() == 1409 and first["signal"].null_count() == 0
+    assert first.equals(alone[".json"])
+    assert alone[".json"]["signal"].null_count() == 0 and first["signal"].null_count() == 0
     # metric_metadata: every scrape repeats its HELP/TYPE lines, stored once (record key), from
     # the file ingested first
     for wh, first_scrape in ((one, SCRAPES[0]), (other, SCRAPES[1])):
@@ -73,6 +73,23 @@ def test_text_then_json_and_json_then_text_give_the_same_canonical_files(tmp_pat
         assert meta.height == 9 and set(meta["source_file"]) == {str(first_scrape)}
         assert meta.equals(ordered(wh.read("metric_metadata")))
         assert pl.read_parquet(wh.record_files("metric_metadata")).height == 9
+
+
+def test_a_value_the_preferred_source_lacks_comes_from_another_source(tmp_path):
+    # a JSON whose first job has a return code but no status (its signal unknown): the merged row
+    # keeps the JSON's provenance and values, and takes the signal from the text's rc:0
+    doc = json.loads(JSON.read_bytes())
+    doc["jobs"][0]["exit_code"] = {"return_code": doc["jobs"][0]["exit_code"]["return_code"]}
+    lacking = tmp_path / "sacct.json"
+    lacking.write_text(json.dumps(doc))
+    alone = canonical(ingest_each(tmp_path / "alone", [lacking])).filter(pl.col("signal").is_null())
+    assert alone.height == 1
+    keys = alone.select("job_id", "attempt")
+    merged = canonical(ingest_each(tmp_path / "both", [lacking, TXT])).join(
+        keys, on=["job_id", "attempt"]
+    )
+    assert merged["signal"].to_list() == [0]
+    assert merged["source_file"].to_list() == [str(lacking)]
 
 
 def test_forgetting_one_source_keeps_the_jobs_and_forgetting_both_removes_them(tmp_path, alone):

@@ -68,6 +68,7 @@ FIXTURE_FORMATS = {
     "component_history/*": "component-history",
     "titan/gc_*.csv": "component-history",
     "lanl/*.csv": "failure-log",
+    "health_events/*": "health-events",
 }
 CASES = sorted(
     {(p, fmt) for glob, fmt in FIXTURE_FORMATS.items() for p in FIXTURES.glob(glob) if p.is_file()}

@@ -358,7 +358,12 @@ def test_definitions_list_every_asset_job_schedule_sensor_and_check_with_a_descr
         assert graph.get(key).description, key
     assert by_group == {
         "ingest": {"ingested_sources", "pulled_sources"},
-        "warehouse": {"gpu_hourly", "dcgm_counter_events", "telemetry_gpu_replacements"},
+        "warehouse": {
+            "gpu_hourly",
+            "dcgm_counter_events",
+            "telemetry_gpu_replacements",
+            "health_event_failures",
+        },
         "analysis": {
             "interruptions",
             "component_lifetimes",

@@ -8,7 +8,9 @@ import polars as pl
 
 from ingest.base import ParseContext
 from ingest.formats.prom_rollup import parse
+from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES
+from warehouse.store import Warehouse
 
 BLANK = (
     FIXTURES
@@ -94,3 +96,32 @@ def test_hours_outside_the_plausible_window_are_quarantined():
     five = [_series(c, "60", t=4102444799.999) for c in ("n", "min", "max")]  # 2099-12-31
     res = parse(_answer(five), ParseContext(not_after=datetime(2030, 1, 1)))
     assert res.records == 1 and "clock in the future" in res.quarantine["error"][0]
+
+
+def test_a_series_the_answer_repeats_is_one_record_more_stored_once_or_refused(tmp_path):
+    """A series-hour twice in one answer (a store answering twice through a proxy): counted
+    as a repeat when its values agree, quarantined naming the kept values when they do not."""
+    constant = [_series(c, v) for c, v in (("n", "4"), ("min", "60"))]  # a constant hour
+    got = {}
+    for name, twice in (("same", constant), ("other", [_series("n", "4"), _series("min", "70")])):
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(_answer(constant + twice))
+        assert parse(path.read_bytes(), ParseContext()).records == 2
+        wh = Warehouse(tmp_path / name)
+        [report] = ingest_paths(wh, [path], fmt="prom-rollup", jobs=1)
+        got[name] = (report.records, report.rows_ok, report.rows_duplicate, report.rows_quarantined)
+        assert wh.read("gpu_rollups")["min"].to_list() == [60.0]
+    assert got == {"same": (2, 1, 1, 0), "other": (2, 1, 0, 1)}
+    [error] = wh.read("quarantine")["error"].to_list()
+    assert "min 60.0" in error and "min 70.0" in error and "its own file" in error
+
+
+def test_an_hour_under_several_label_sets_is_not_one_sets_rollup():
+    """A job started mid-hour: dcgm-exporter's pod label came, so the GPU's temperature is two
+    TSDB series in that hour. Neither's rollup is the hour's (the source pulls its samples)."""
+    five = {"n": "19", "mean": "60", "min": "60", "max": "60", "last": "60"}
+    idle = [_series(c, v) for c, v in five.items()]
+    busy = [_series(c, v, pod="train-7") for c, v in {**five, "n": "41"}.items()]
+    res = parse(_answer(idle + busy), ParseContext())
+    assert res.records == 2 and res.tables["gpu_rollups"].height == 0
+    assert res.quarantine["error"].str.contains("several label sets").all()

@@ -163,6 +163,43 @@ def test_a_failing_source_is_a_status_row_the_others_still_run_and_the_next_pull
     assert wh.read("job_attempts").filter(pl.col("scheduler") == "k8s").height == 1
 
 
+def test_the_cursor_stops_at_the_earliest_gap_whatever_was_pulled_past_it(wh, tmp_path):
+    """A pull fails, then a backfill (a Dagster daily partition) pulls a later day, and another
+    an older one: the next pull starts at the failed window, not past the backfill."""
+    flag = tmp_path / "down"
+    script = f"test -e {shlex.quote(str(flag))} && exit 255; cat {shlex.quote(str(SACCT))}"
+    src = command("dump", ["sh", "-c", script])
+    day = timedelta(days=1)
+    overlap = kinds()["command"].OVERLAP
+    assert [r.status for r in pull(wh, [src], T0, T0 + day)] == ["ok"]
+    flag.write_text("")
+    [failed] = pull(wh, [src], until=T0 + 2 * day)
+    assert failed.status == "failed" and failed.window.start == T0 + day - overlap
+    flag.unlink()
+    assert [r.status for r in pull(wh, [src], T0 + 3 * day, T0 + 4 * day)] == ["ok"]
+    assert [r.status for r in pull(wh, [src], T0 - 5 * day, T0 - 4 * day)] == ["ok"]
+    assert cursors(wh) == {"dump": (T0 + day, True)}
+    caught_up = pull(wh, [src], until=T0 + 5 * day)
+    assert [(r.status, r.window.start) for r in caught_up][:2] == [
+        ("ok", T0 + day - overlap),
+        ("ok", T0 + 2 * day - overlap),
+    ]
+    assert cursors(wh) == {"dump": (T0 + 5 * day, True)}
+    # a backfill past the cursor with no failure before it: the time between is a gap too
+    assert [r.status for r in pull(wh, [src], T0 + 7 * day, T0 + 8 * day)] == ["ok"]
+    assert cursors(wh) == {"dump": (T0 + 5 * day, True)}
+
+
+def test_until_in_the_future_marks_nothing_past_now(wh):
+    from sources.pull import now
+
+    src = command("dump", ["cat", str(SACCT)])
+    reports = pull(wh, [src], now() - timedelta(hours=2), now() + timedelta(days=3))
+    assert reports and all(r.status == "ok" for r in reports)
+    assert max(r.window.end for r in reports) <= now()
+    assert cursors(wh)["dump"][0] <= now()
+
+
 def test_a_command_that_hangs_is_cut_at_its_timeout(wh):
     src = source_config(
         {

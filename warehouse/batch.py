@@ -280,8 +280,9 @@ class Batch:
     ) -> pl.DataFrame:
         """``gone`` (rows left out as repeats) without the conflicts among them, which are kept
         in ``self.conflicts`` (file, line, raw, error): rows whose key a stored row (``stored``:
-        ``_i``, the other file, its values) or a row kept in this batch from another file holds
-        with other ``values``."""
+        ``_i``, the other file, its values) or a row kept in this batch, of another file or of
+        the same one (a scrape holding one sample twice, at 40 and at 90), holds with other
+        ``values``."""
         spec = TABLES[name]
         vals = list(spec.values)
         file_col = _file_column(spec)
@@ -300,9 +301,7 @@ class Batch:
             ],
             separator=", ",
         )
-        twins = twins.filter(differ & (pl.col("_other") != pl.col(file_col))).select(
-            "_i", "_other", _was=was
-        )
+        twins = twins.filter(differ).select("_i", "_other", _was=was)
         bad = pl.concat([stored, twins.cast({"_i": pl.UInt32})]).unique("_i", keep="first")
         if not bad.height:
             return gone
@@ -320,11 +319,21 @@ class Batch:
                 raw=pl.struct([c for c in rows.columns if c in spec.columns])
                 .struct.json_encode()
                 .str.slice(0, 500),
-                error=pl.format(
-                    "conflicts with the stored record of {} ({}): {} here",
-                    "_other",
-                    "_was",
-                    vals_here,
+                error=pl.when(pl.col("_other") == pl.col(file_col))
+                .then(
+                    pl.format(
+                        "conflicts with an earlier record of its own file ({}): {} here",
+                        "_was",
+                        vals_here,
+                    )
+                )
+                .otherwise(
+                    pl.format(
+                        "conflicts with the stored record of {} ({}): {} here",
+                        "_other",
+                        "_was",
+                        vals_here,
+                    )
                 ),
             )
         )

@@ -165,6 +165,9 @@ DEFAULT_UNIT = ("node", 1)
 # (written by ingest, read by the telemetry rollups and counter events).
 XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
 UNIT_SCOPES = ("gpu", "node", "job")
+# between the parts of a health event's ``fault``, general to specific (``GpuXidError / gpu:0``):
+# written by ingest, matched by the pairing (an end ends the faults at or under its own)
+FAULT_SEP = " / "
 
 TABLES: dict[str, Table] = {
     t.name: t
@@ -407,6 +410,7 @@ TABLES: dict[str, Table] = {
             partition="date",
             # the series-hour, keyed as gpu_samples keys a sample
             record_key=("date", "hour", *_SERIES_KEY),
+            values=tuple(_ROLLUP),
         ),
         Table(
             "metric_metadata",
@@ -546,10 +550,76 @@ TABLES: dict[str, Table] = {
                 "serial": STR,  # the failed unit, where named
                 "system_nodes": I32,  # the system's size, where the source gives it
                 "system_processors": I32,
+                # true: still failing at the end of its event stream (a start never closed): no
+                # end_time; availability counts it down until the end of observation
+                "open": BOOL,
                 **_SOURCE,
             },
             partition="source",
             record_key="content",
+        ),
+        Table(
+            "health_events",
+            (
+                "one event of a health stream: a fault starting or ending, a condition's new "
+                "status (paired into failures rows, source health-events)"
+            ),
+            {
+                "time": UTC_TS,
+                "system": STR,  # the system (cluster)
+                "host": STR,
+                # start | end (of a fault) | healthy (a status saying so) | info (neither)
+                "kind": STR,
+                # what is failing, general to specific joined by FAULT_SEP (GpuXidError / gpu:0,
+                # Ready, a ticket); an end or healthy ends every open failure of its node at or
+                # under it; null: every open failure of the node (a reboot)
+                "fault": STR,
+                "cause": STR,  # root-cause category as the source classifies it, lower case
+                "sub_cause": STR,  # what failed, as the source words it
+                "component_class": STR,  # DESIGN.md taxonomy where the part is known
+                "code": STR,  # the source's error code (XID 79, DCGM_FR_...)
+                "severity": STR,
+                "action": STR,  # the source's recommended action
+                "message": STR,
+                **_SOURCE,
+            },
+            partition="source",
+            # not message / severity / action: a condition pulled again with new wording is the
+            # same transition
+            record_key=(
+                "source",
+                "system",
+                "host",
+                "fault",
+                "kind",
+                "time",
+                "cause",
+                "sub_cause",
+                "component_class",
+                "code",
+            ),
+        ),
+        Table(
+            "health_event_pairs",
+            (
+                "what pairing made of one stored health event: the failure it opened, closed or "
+                "repeated, or why it made none (analysis/health_events.py)"
+            ),
+            {
+                "system": STR,
+                "host": STR,
+                "fault": STR,
+                "kind": STR,
+                "time": UTC_TS,
+                # opens | open (opens a failure still open at the end) | closes | repeats (a
+                # start while open, an end after the close) | unopened (an end with no start
+                # before it: no failure) | healthy (nothing open) | info
+                "outcome": STR,
+                "failure_start": UTC_TS,  # start of the failure it belongs to
+                "reason": STR,  # why an end made no failure
+                **_SOURCE,
+            },
+            kind="derived",
         ),
         Table(
             "interruptions",
@@ -690,7 +760,11 @@ TABLES: dict[str, Table] = {
                 **_ci("failures_per_node_year"),
                 **_ci("failures_per_processor_year"),  # where processors are known
                 **_ci("mttr_hours", "mttr"),  # mean known repair time; bootstrap 95% CI
-                # 1 - downtime / node-hours; null unless every repair is known
+                # median and 90th percentile of the known repair times (linear interpolation)
+                "repair_median_hours": F64,
+                "repair_p90_hours": F64,
+                # 1 - node-hours down (overlapping faults of a node once) / node-hours; null
+                # unless every repair is known
                 **_ci("availability"),
                 **_ci("nines"),  # -log10(1 - availability)
                 # Weibull shape of the system's times between failures (system level)

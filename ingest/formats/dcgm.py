@@ -13,9 +13,12 @@ they would poison every hourly mean); a line whose only number is a millisecond 
 scrape whose other lines carry one (its value is missing); a sample that names no GPU and no
 host (no ``gpu``, ``UUID``, ``pci_bus_id`` or ``Hostname`` label: a GPU sample nobody can place;
 ``--host`` says the whole file is that host's, and then such samples are kept with that host and
-a null GPU; a host guessed from the file name is not enough). An exact repeat of an earlier
-sample is an ordinary row here: the warehouse stores it once and counts it as a duplicate
-(``rows_duplicate``). ``# HELP`` / ``# TYPE`` lines go to ``metric_metadata``
+a null GPU; a host guessed from the file name is not enough). Label values are unescaped (the
+backslash, double quote and line feed escapes: ``gpu_labels.unquoted``), so a host is stored as
+a pull of the same series stores it. An exact repeat of an earlier sample is an ordinary row
+here: the warehouse stores it once and counts it as a duplicate (``rows_duplicate``); the same
+sample with another value is a conflict it quarantines, in one file as between two. ``# HELP`` /
+``# TYPE`` lines go to ``metric_metadata``
 (unit taken from ``(in X)`` in the help text); so do the lines of dcgm-exporter's counters CSV
 configuration (``DCGM_FI_X, gauge, help``), which therefore ingest as metadata with no samples.
 
@@ -50,6 +53,7 @@ from ingest.gpu_labels import LABEL_COLUMNS
 from ingest.gpu_labels import host_from_path
 from ingest.gpu_labels import is_str_blank
 from ingest.gpu_labels import sentinel_to_null
+from ingest.gpu_labels import unquoted
 from ingest.gpu_labels import xid_metric
 from warehouse.schemas import conform
 from warehouse.schemas import quarantine_frame
@@ -73,11 +77,14 @@ def parse_number(raw: pl.Expr) -> pl.Expr:
 
 def label_columns(labels: pl.Series) -> pl.DataFrame:
     """Parse distinct label strings into the gpu_samples label columns (one row per input),
-    plus ``xid`` (dropped after it is folded into the metric name)."""
+    plus ``xid`` (dropped after it is folded into the metric name). Values are unescaped
+    (``gpu_labels.unquoted``): ``Hostname="gpu\\"07"`` is host ``gpu"07``, as pulled."""
     df = pl.DataFrame({"labels": labels})
     exprs = []
     for label, col in {**LABEL_COLUMNS, "xid": "xid"}.items():
-        val = pl.col("labels").str.extract(rf'(?:^|[,{{\s]){label}\s*=\s*"((?:[^"\\]|\\.)*)"', 1)
+        val = unquoted(
+            pl.col("labels").str.extract(rf'(?:^|[,{{\s]){label}\s*=\s*"((?:[^"\\]|\\.)*)"', 1)
+        )
         if col == "gpu":
             val = val.cast(pl.Int32, strict=False)
         elif col == "pci_bus":

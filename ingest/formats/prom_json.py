@@ -11,8 +11,9 @@ that names no GPU and no host (no ``gpu`` / ``UUID`` / ``pci_bus_id`` / ``Hostna
 ``instance`` label and no ``--host``), a series or point of the wrong JSON shape, and, in JSON
 lines, each line that is not JSON. An ``"status": "error"`` response or a ``scalar`` / ``string``
 result is one quarantined record with Prometheus' own error text. An exact repeat of an earlier
-point of the same series (a response saved twice into JSON lines) is an ordinary row here: the
-warehouse stores it once and counts it as a duplicate (``rows_duplicate``).
+point of the same series (a response saved twice into JSON lines, a series an answer repeats) is
+an ordinary row here: the warehouse stores it once and counts it as a duplicate
+(``rows_duplicate``), or quarantines it as a conflict when its value differs.
 """
 
 from __future__ import annotations

@@ -6,11 +6,14 @@ Labels map to columns as for dcgm-exporter scrapes (``Hostname``, ``gpu``, ``UUI
 host falls back to the ``instance`` label without its port); ``DCGM_EXP_XID_ERRORS_COUNT`` keeps
 its ``xid`` label in the metric name. Quarantined, per record, with the reason: a series-hour
 that cannot stand for its samples (a rollup missing, a value that is not a finite number, a
-min..max range that may hold a DCGM blank: ``ingest.tsdb.unusable``; the source pulls such an
-hour's raw samples instead), a series that names no GPU and no host, an hour outside the
+min..max range that may hold a DCGM blank, an hour the GPU's metric spends under several label
+sets: ``ingest.tsdb.unusable``; the source pulls such an hour's raw samples instead), a series
+that names no GPU and no host, an hour outside the
 plausible window; each point of a series without a known ``goodput_rollup`` label or without a
 numeric time; each result entry of the wrong shape; a response that is not a success or not a
-matrix (one record, with Prometheus' own error text).
+matrix (one record, with Prometheus' own error text). A series the answer holds twice is one
+record more: the warehouse counts it as a duplicate, or quarantines it as a conflict when its
+values differ.
 """
 
 from __future__ import annotations

@@ -13,10 +13,14 @@ from datetime import timedelta
 import dagster as dg
 import polars as pl
 
+from analysis.health_events import refresh_health_failures
 from analysis.observation import source_spans
 from ingest.runner import ingest_paths
 from pipelines.assets.factory import OWNERS
+from pipelines.assets.factory import POLARS
+from pipelines.assets.factory import guarded
 from pipelines.assets.factory import register
+from pipelines.assets.factory import writers
 from pipelines.checks import asset_check
 from pipelines.checks import primary_tables
 from pipelines.resources import PULL_BACKFILL_START
@@ -142,6 +146,29 @@ SOURCE_ASSETS = [
     dg.AssetDep(pulled_sources, partition_mapping=dg.AllPartitionMapping()),
 ]
 register([name for name, spec in TABLES.items() if spec.kind == "ingest"], SOURCE_ASSETS)
+
+
+@dg.asset(
+    group_name="warehouse",
+    deps=writers("health_events"),
+    kinds=set(POLARS),
+    owners=OWNERS,
+)
+def health_event_failures(goodput: GoodputConfig) -> dg.MaterializeResult:
+    """Failures (source health-events) paired from every stored health event, whichever file or
+    pull brought its start and its end, and what became of each event (health_event_pairs)."""
+    wh = goodput.warehouse()
+    counts = guarded(
+        wh,
+        "health_event_failures",
+        (),
+        lambda: refresh_health_failures(wh),
+        lambda c: c["failures"],
+    )
+    return dg.MaterializeResult(metadata=counts or {})
+
+
+register(["failures", "health_event_pairs"], [health_event_failures])
 
 
 def pull_metadata(reports, days: list[str]) -> dict:

@@ -22,6 +22,10 @@ from pipelines.cli.values import parse_time
 def ingest_context(args):
     from ingest.base import ParseContext
 
+    options = {}
+    if getattr(args, "exclude_hosts", None):
+        options["exclude_hosts"] = host_list(args.exclude_hosts)
+    options |= relative_times(args)
     return ParseContext(
         cluster=args.cluster or "default",
         cluster_given=args.cluster is not None,
@@ -31,13 +35,26 @@ def ingest_context(args):
         fields=tuple(f.strip() for f in args.fields.split(",")) if args.fields else None,
         delimiter=args.delimiter,
         column_map=parse_map(args.map),
-        options={"exclude_hosts": host_list(args.exclude_hosts)}
-        if getattr(args, "exclude_hosts", None)
-        else {},
+        options=options,
         **(
             {"not_before": parse_time(args.not_before)} if getattr(args, "not_before", None) else {}
         ),
     )
+
+
+def relative_times(args) -> dict:
+    """``--time-origin`` / ``--time-unit`` as the parse options of relative times (health events
+    of a published trace: days after its first event)."""
+    from ingest.formats.health_events.finish import TIME_UNITS
+
+    origin, unit = getattr(args, "time_origin", None), getattr(args, "time_unit", None)
+    if unit is not None and unit not in TIME_UNITS:
+        raise CliError(f"--time-unit {unit!r}: use one of {', '.join(TIME_UNITS)}")
+    if unit is not None and origin is None:
+        raise CliError("--time-unit needs --time-origin: the time the numbers count from")
+    if origin is None:
+        return {}
+    return {"time_origin": parse_time(origin), "time_unit": unit or "s"}
 
 
 def host_list(path: str) -> tuple[str, ...]:
@@ -394,7 +411,23 @@ def add_ingest(sub) -> None:
         option("--time", help="sample time for scrapes that carry none (ISO-8601)"),
         option("--fields", help="field order of a headerless sacct dump (or 'xdmod')"),
         option("--delimiter", help="sacct field delimiter (default: from the header, else |)"),
-        option("--map", help="component history / failure log column mapping canonical=theirs,..."),
+        option(
+            "--map",
+            help="component history / failure log / health events: their field names, "
+            "canonical=theirs,... (health events: dotted paths into nested JSON, and the kind's "
+            "values, start=fault_start,end=fault_end)",
+        ),
+        option(
+            "--time-origin",
+            metavar="ISO",
+            help="health events: times are numbers of --time-unit after this time (a published "
+            "trace's relative times)",
+        ),
+        option(
+            "--time-unit",
+            metavar="UNIT",
+            help="unit of times relative to --time-origin: days, hours, minutes, s (default) or ms",
+        ),
         option(
             "--not-before",
             metavar="ISO",

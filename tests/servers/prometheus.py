@@ -1,4 +1,5 @@
-"""A real Prometheus holding a fleet's DCGM history, for tests of the ``prometheus`` source.
+"""A real Prometheus holding a fleet's DCGM history, for tests of the ``prometheus`` source, and
+what the same telemetry ingested from the files and pulled from it must agree on (``differences``).
 
 The fleet's dcgm-exporter scrapes (``dcgm/<host>/<day>.prom[.gz]``, millisecond timestamps) are
 rewritten as one OpenMetrics file (seconds, one HELP/TYPE per family, each family's samples
@@ -51,7 +52,7 @@ def openmetrics(files: list[Path]) -> bytes:
     text = b"".join(
         gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes() for f in files
     )
-    lines = pl.DataFrame({"raw": text.decode().splitlines()})
+    lines = pl.DataFrame({"raw": text.decode().split("\n")})  # a label value may hold \r or \x0b
     helps = (
         lines.filter(pl.col("raw").str.starts_with("# HELP "))
         .select(
@@ -182,3 +183,51 @@ def serve(data: Path, tmp: Path) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+HOURLY_KEYS = ["hour", "cluster", "host", "gpu", "uuid", "pci_bus", "metric"]
+RELATIVE = 1e-9  # how far a TSDB's float rollup may stand from the same one over the files
+
+
+def differences(ingested, pulled) -> list[str]:
+    """What differs between a fleet's scrape files ingested (warehouse ``ingested``) and the
+    same telemetry pulled from a TSDB holding them (``pulled``), each with its daily tables and
+    counter events built: the metric families of gpu_hourly, its rows (keys and ``n`` exactly;
+    mean, min, max and last within ``RELATIVE``), the counter events and the node events. Empty
+    when they agree."""
+    from analysis.telemetry.counters import COUNTER_SOURCE
+
+    out = []
+    fams = "SELECT DISTINCT regexp_replace(metric, '\\{.*$', '') AS m FROM gpu_hourly ORDER BY 1"
+    want, got = ingested.query(fams)["m"].to_list(), pulled.query(fams)["m"].to_list()
+    if want != got:
+        out.append(f"metric families: files {want}, pulled {got}")
+    a = ingested.read("gpu_hourly").select(*HOURLY_KEYS, "n", "mean", "min", "max", "last")
+    b = pulled.read("gpu_hourly").select(*HOURLY_KEYS, "n", "mean", "min", "max", "last")
+    both = a.join(b, on=HOURLY_KEYS, how="full", nulls_equal=True, suffix="_pulled")
+    close = [
+        (pl.col(c) - pl.col(f"{c}_pulled")).abs() <= RELATIVE * pl.col(c).abs().clip(lower_bound=1)
+        for c in ("mean", "min", "max", "last")
+    ]
+    bad = both.filter(
+        ~(pl.col("n").eq_missing(pl.col("n_pulled")) & pl.all_horizontal(close)).fill_null(False)
+    )
+    if bad.height:
+        first = bad.row(0, named=True)
+        out.append(
+            f"gpu_hourly: {bad.height} of {a.height} series-hours differ (pulled {b.height}), "
+            f"e.g. {first}"
+        )
+    events = (
+        "SELECT time, host, component_id, component_class, code, count, severity "
+        f"FROM hw_events WHERE source = '{COUNTER_SOURCE}' ORDER BY ALL"
+    )
+    if not ingested.query(events).equals(pulled.query(events)):
+        out.append(
+            f"counter events: files {ingested.query(events).height}, "
+            f"pulled {pulled.query(events).height}"
+        )
+    nodes = "SELECT time, host, event, reason FROM node_events ORDER BY ALL"
+    if not ingested.query(nodes).equals(pulled.query(nodes)):
+        out.append("node events differ")
+    return out
