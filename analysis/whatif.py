@@ -379,12 +379,18 @@ def sensitivity_set(
     return sensitivity_rows(sens, b)
 
 
-def sensitivity_at(wh, n_gpus: int) -> pl.DataFrame:
+def sensitivity_at(wh, n_gpus: int, rates: ClassRates | None = None) -> pl.DataFrame:
     """The sensitivity rows at ``n_gpus``: the stored ones (those of the report) when the last
     build made them at that size, else ``sensitivity_set`` computed now from the warehouse's
     rates with the stored projections' settings (GPUs per node, checkpoint cost, restart,
-    interruption scope), or the defaults where nothing is stored. Raises ValueError when there
-    is nothing to project from."""
+    interruption scope), or the defaults where nothing is stored. Given ``rates`` (a rates
+    file), computed from them with the defaults, and ``wh`` may be None. Raises ValueError when
+    there is nothing to project from."""
+    if rates is not None:
+        job = Job(n_gpus=n_gpus)
+        return sensitivity_set(rates, base_scenario(rates, job)).with_columns(
+            pl.lit(None, pl.Utf8).alias("scope")
+        )
     stored = wh.read("goodput_projections").filter(pl.col("scenario") == "sensitivity")
     here = stored.filter(pl.col("n_gpus") == n_gpus)
     if here.filter(pl.col("knob") == "baseline").height:

@@ -5,6 +5,7 @@ import math
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -154,15 +155,38 @@ def test_bad_records_warn_and_exit_0(tmp_path, capsys):
     )
 
 
-@pytest.mark.parametrize(
-    "command", [["sql", "select 1"], ["fit"], ["report"], ["project", "--mtti", "3h"]]
-)
+@pytest.mark.parametrize("command", [["sql", "select 1"], ["fit"], ["report"], ["project"]])
 def test_read_only_commands_refuse_a_missing_home(tmp_path, capsys, command):
     home = tmp_path / "typo"
     assert main(["--home", str(home), *command]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"no warehouse at {home}" in err
     assert not home.exists()  # nothing created behind the user's back
+
+
+LLAMA3_RATES = str(Path(__file__).resolve().parents[1] / "analysis" / "data" / "llama3_rates.csv")
+
+
+@pytest.mark.parametrize(
+    "command, said",
+    [
+        (["project", "--mtti", "24h"], "MTTI                  24.0 h"),
+        (["project", "--rates", LLAMA3_RATES, "--format", "csv"], ",3.093078758949"),
+        (["whatif", "--rates", LLAMA3_RATES], "MTTI 3.1 h; each change alone"),
+        # the scenario's rates: the Llama 3 rates file
+        (["fleetsim", "--workers", "1", "--scenario"], "scenario example-100k: 2 replications"),
+    ],
+    ids=["project-mtti", "project-rates", "whatif-rates", "fleetsim-rates"],
+)
+def test_given_rates_run_without_a_warehouse_and_make_none(tmp_path, capsys, command, said):
+    from test_fleetsim import small_example
+
+    if command[0] == "fleetsim":
+        command = [*command, str(small_example(tmp_path))]
+    home = tmp_path / "nowhere"
+    assert main(["--home", str(home), *command]) == 0
+    assert said in capsys.readouterr().out
+    assert not home.exists()
 
 
 def test_zero_needs_no_unit():

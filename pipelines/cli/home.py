@@ -20,13 +20,11 @@ def open_warehouse(args, existing: bool = False, read_only: bool = False):
     from warehouse.store import Warehouse
     from warehouse.store import resolve_home
 
-    if existing and not (args.warehouse_uri or os.environ.get("GOODPUT_WAREHOUSE_URI")):
-        home = resolve_home(args.home)
-        if not home.is_dir() or not any(home.iterdir()):
-            raise CliError(
-                f"no warehouse at {home}; check --home / $GOODPUT_HOME, or create one "
-                "with `goodput ingest PATH...` or `goodput demo`"
-            )
+    if existing and not has_warehouse(args):
+        raise CliError(
+            f"no warehouse at {resolve_home(args.home)}; check --home / $GOODPUT_HOME, or create "
+            "one with `goodput ingest PATH...` or `goodput demo`"
+        )
     wait = getattr(args, "wait", None)
     return Warehouse(
         args.home,
@@ -36,12 +34,27 @@ def open_warehouse(args, existing: bool = False, read_only: bool = False):
     )
 
 
+def has_warehouse(args) -> bool:
+    """Whether the command's home holds a warehouse (a Parquet root elsewhere: taken as so)."""
+    from warehouse.store import resolve_home
+
+    if args.warehouse_uri or os.environ.get("GOODPUT_WAREHOUSE_URI"):
+        return True
+    home = resolve_home(args.home)
+    return home.is_dir() and any(home.iterdir())
+
+
 def reading_warehouse(args):
     """The warehouse a reading command reads: the whole fleet's, opened as a reader (a read-only
     home works), or its scope's (built or reused by a writer)."""
     scope = scope_settings(args)
     wh = open_warehouse(args, existing=True, read_only=not any(scope.values()))
     return scoped(wh, resource_config(args, **scope)) if any(scope.values()) else wh
+
+
+def scope_asked(args) -> bool:
+    """Whether the command was given a scope (a cluster, partition, account or period)."""
+    return any(scope_settings(args).values())
 
 
 def scope_settings(args) -> dict[str, str]:

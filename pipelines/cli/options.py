@@ -147,6 +147,17 @@ def gpus(help: str = "GPUs the job spans (default {:,})") -> Option:
     return option("--gpus", type=int, default=TARGET_GPUS, help=help.format(TARGET_GPUS))
 
 
+def rates_file() -> Option:
+    """``--rates FILE.csv``: published or a site's own class rates in place of the warehouse's
+    (no warehouse is needed then)."""
+    return option(
+        "--rates",
+        metavar="FILE.csv",
+        help="project from a rates CSV (component_class,events,exposure_hours,unit with unit "
+        "gpu|node|job) instead of the warehouse, which then need not exist",
+    )
+
+
 def gpus_per_node(help: str = "GPUs per node (default {})") -> Option:
     from analysis.assumptions import GPUS_PER_NODE
 

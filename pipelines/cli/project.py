@@ -7,13 +7,16 @@ import json
 import sys
 
 from pipelines.cli.errors import CliError
+from pipelines.cli.home import has_warehouse
 from pipelines.cli.home import open_warehouse
 from pipelines.cli.home import reading_warehouse
+from pipelines.cli.home import scope_asked
 from pipelines.cli.options import ckpt_cost
 from pipelines.cli.options import command
 from pipelines.cli.options import gpus
 from pipelines.cli.options import gpus_per_node
 from pipelines.cli.options import option
+from pipelines.cli.options import rates_file
 from pipelines.cli.options import restart
 from pipelines.cli.output import output_format
 from pipelines.cli.output import print_frame
@@ -40,7 +43,13 @@ def cmd_project(args) -> int:
         rates = read_rates_csv(args.rates) if args.rates else None
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    wh = reading_warehouse(args)
+    # given rates or an MTTI read no warehouse: one that is not there is not needed
+    wh = (
+        None
+        if (rates is not None or mtti is not None) and not scope_asked(args)
+        and not has_warehouse(args)
+        else reading_warehouse(args)
+    )  # fmt: skip
     horizon = None if args.horizon is None else parse_duration(args.horizon) / 3600
     if horizon == 0:
         raise CliError("--horizon must be a positive duration")
@@ -62,7 +71,9 @@ def cmd_project(args) -> int:
             f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first, "
             "or pass --rates FILE.csv or --mtti DUR"
         ) from None
-    if wh.writable():  # kept in goodput_projections: a brief write that never waits for a writer
+    if wh is None:
+        pass  # nowhere to keep it
+    elif wh.writable():  # kept in goodput_projections: a brief write that never waits for a writer
         saver = open_warehouse(args) if wh.read_only else wh
         try:
             with saver.writer(wait=0):
@@ -100,17 +111,25 @@ def cmd_whatif(args) -> int:
     from analysis.job import Job
     from analysis.numbers import in_hours
     from analysis.numbers import pct
+    from analysis.whatif import read_rates_csv
     from analysis.whatif import sensitivity_at
     from analysis.whatif import sensitivity_frame
 
     if args.gpus < 1:
         raise CliError("--gpus must be >= 1")
-    wh = reading_warehouse(args)
     try:
-        rows = sensitivity_at(wh, args.gpus)
+        rates = read_rates_csv(args.rates) if args.rates else None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    # a rates file reads no warehouse: one that is not there is not needed
+    given = rates is not None and not scope_asked(args)
+    wh = None if given and not has_warehouse(args) else reading_warehouse(args)
+    try:
+        rows = sensitivity_at(wh, args.gpus, rates)
     except ValueError as exc:
         raise CliError(
-            f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first"
+            f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first, "
+            "or pass --rates FILE.csv"
         ) from None
     base = rows.filter(pl.col("knob") == "baseline").row(0, named=True)
     ranked = sensitivity_frame(rows).select(
@@ -142,8 +161,9 @@ def cmd_whatif(args) -> int:
     }
     fmt = output_format(args)
     if fmt == "table":
+        of = f"rates of {args.rates}" if args.rates else f"{base['scope'] or 'infrastructure'}"
         print(
-            f"at {args.gpus:,} GPUs ({base['scope'] or 'infrastructure'} interruptions): goodput "
+            f"at {args.gpus:,} GPUs ({of}{'' if args.rates else ' interruptions'}): goodput "
             f"{pct(base['goodput'])} (95% {pct(base['goodput_ci_low'])} - "
             f"{pct(base['goodput_ci_high'])}), MTTI {in_hours(base['mtti_hours'])}; each change "
             "alone:"
@@ -198,11 +218,7 @@ def add_project(sub) -> None:
             help="interruption classes projected: hardware fits only; infrastructure (default: "
             "everything but the job's own failures); all",
         ),
-        option(
-            "--rates",
-            help="project from a rates CSV (component_class,events,exposure_hours,unit "
-            "with unit gpu|node|job) instead of the warehouse",
-        ),
+        rates_file(),
         option(
             "--method",
             choices=["analytic", "mc"],
@@ -241,9 +257,14 @@ def add_whatif(sub) -> None:
         "whatif",
         cmd_whatif,
         gpus(),
+        rates_file(),
         formats=True,
         scope=True,
-        examples=("goodput whatif", "goodput whatif --gpus 32768 --format csv"),
+        examples=(
+            "goodput whatif",
+            "goodput whatif --gpus 32768 --format csv",
+            "goodput whatif --rates analysis/data/llama3_rates.csv",
+        ),
         help="which single improvement buys the most goodput at a job size, with 95%% bands",
         description=(
             "The report's what-if ranking: the goodput gained by halving each class's "
