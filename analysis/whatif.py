@@ -38,6 +38,8 @@ from analysis.projection import useful_fraction
 from analysis.rate_sources import rates_from_table
 from analysis.rate_sources import scoped_rates
 from analysis.taxonomy import DEFAULT_SCOPE
+from analysis.taxonomy import NON_HARDWARE
+from analysis.taxonomy import WORKLOAD
 from warehouse.schemas import conform
 
 MC_INTERRUPTIONS = 300  # expected interruptions per simulated job in the standard scenario set
@@ -90,10 +92,26 @@ def evaluate(
     return out
 
 
+MC_EVENTS = 1_000_000  # failures a Monte Carlo projection draws, at most (memory and time)
+
+
+def simulated_replicas(r: ClassRates, job: Job, replicas: int) -> int:
+    """Jobs to simulate: ``replicas``, fewer when each job meets so many failures that all of
+    them would exceed ``MC_EVENTS`` (a 32k-GPU job over 54 days meets ~18,000: its goodput is
+    already an average over them, so 50 jobs pin the mean down), never under 50."""
+    per_job = float(np.asarray(interruption_rate(r, job.n_gpus, job.gpus_per_node)).ravel()[0])
+    hours = job.wall_hours if job.work_hours is None else job.work_hours
+    events = max(per_job * hours, 1.0)
+    return int(min(replicas, max(50, MC_EVENTS // events)))
+
+
 def _simulated(r: ClassRates, job: Job, analytic: dict, samples, replicas, seed) -> dict:
     """The Monte Carlo's goodput for ``evaluate``: the point from jobs simulated at the
     plug-in rates (a class with no failure at rate 0), never averaged over rate draws; the
-    band from rate draws where the rates are uncertain, else the Monte Carlo noise."""
+    band from rate draws where the rates are uncertain, else the Monte Carlo noise. Jobs with
+    many failures each are simulated fewer times (``simulated_replicas``); the band still takes
+    the analytic goodput of every one of ``replicas`` rate draws."""
+    drawn_replicas, replicas = replicas, simulated_replicas(r, job, replicas)
     res = simulate(r, job, replicas=replicas, seed=seed)
     s = res.summary()
     out = {
@@ -102,28 +120,30 @@ def _simulated(r: ClassRates, job: Job, analytic: dict, samples, replicas, seed)
         "goodput_spread_low": s["p2_5"],
         "goodput_spread_high": s["p97_5"],
     }
-    draws = r.sample(replicas, seed) if r.has_uncertainty() and samples > 0 else None
+    draws = r.sample(drawn_replicas, seed) if r.has_uncertainty() and samples > 0 else None
     if draws is not None:
         # the band, as in the analytic model: the expected goodput over rate draws. Jobs
         # simulated one per draw, regressed on the analytic goodput of their draw, give the
         # slope b of the simulation's response; the band is the 2.5-97.5% of point +
         # b·(g_analytic(draw) - g_analytic(point)), so single-job noise stays out of it and
         # a one-sided band (a class with no failure: rate 0 at the point) reaches the point.
-        drawn = simulate(r, job, replicas=replicas, seed=seed + 1, rate_draws=draws)
+        drawn = simulate(r, job, replicas=replicas, seed=seed + 1, rate_draws=draws[:replicas])
         u = unit_counts(r.classes, job.n_gpus, job.gpus_per_node, r.counts)[:, 0]
         ga = useful_fraction(
             job.interval_hours, job.blocking_s / 3600, job.restart_s / 3600, 1.0 / (draws @ u)
         )
-        b = np.polyfit(ga, drawn.goodput, 1)[0] if np.ptp(ga) > 0 else 0.0
+        sim = ga[:replicas]  # the draws simulated
+        b = np.polyfit(sim, drawn.goodput, 1)[0] if np.ptp(sim) > 0 else 0.0
         fitted = s["mean"] + b * (ga - analytic["goodput"])
         lo, hi = np.percentile(fitted, [2.5, 97.5])
         out["goodput_ci_low"] = float(min(lo, s["mean"]))
         out["goodput_ci_high"] = float(max(hi, s["mean"]))
         out["band"] = (
             f"point: {replicas} jobs simulated at the fitted rates; band: expected goodput "
-            f"over {replicas} rate draws from the fits (the point moved by the simulated "
-            "jobs' response to the analytic goodput of each draw); spread: 2.5-97.5% of "
-            f"single simulated {job.wall_hours:g} h jobs at the fitted rates"
+            f"over {drawn_replicas} rate draws from the fits (the point moved by the response "
+            f"of {replicas} jobs simulated at drawn rates to the analytic goodput of each "
+            f"draw); spread: 2.5-97.5% of single simulated {job.wall_hours:g} h jobs at the "
+            "fitted rates"
         )
     else:
         out["goodput_ci_low"] = s["mean"] - 1.96 * s["se"]
@@ -132,6 +152,15 @@ def _simulated(r: ClassRates, job: Job, analytic: dict, samples, replicas, seed)
             f"band: Monte Carlo noise of the mean only (± 1.96 SE over {replicas} replicas), "
             f"no rate uncertainty; spread: 2.5-97.5% of single simulated {job.wall_hours:g} "
             "h jobs"
+        )
+    if job.spares is not None:  # the spare pool: did it run dry, and could it have kept up
+        units = unit_counts(r.classes, job.n_gpus, job.gpus_per_node, r.counts)[:, 0]
+        hardware = np.array([c not in NON_HARDWARE | {WORKLOAD} for c in r.classes])
+        out["spares_ran_out"] = s["spares_ran_out"]
+        out["spares_ran_out_hours"] = s["spares_ran_out_hours"]
+        out["wait_share"] = s["wait_share"]
+        out["hardware_failures_per_repair"] = float(
+            (r.rate[hardware] @ units[hardware]) * job.repair_hours
         )
     out["mc"] = s
     return out
@@ -571,6 +600,27 @@ def append_projection(wh, res: dict, scenario: str = "cli") -> pl.DataFrame:
     return new
 
 
+def share(x: float | None) -> str:
+    """A goodput as a percentage, with two significant digits below 0.1% (not a bare 0.0%)."""
+    return pct(x) if x is None or x == 0 or abs(x) >= 0.001 else f"{100 * x:.2g}%"
+
+
+def spare_pool(res: dict) -> str:
+    """Whether a Monte Carlo projection's spare pool ran out, when, and why (its hardware
+    failures per repair time against its spares)."""
+    need = (
+        f"the job meets {res['hardware_failures_per_repair']:,.1f} hardware failures per "
+        f"{res['repair_hours']:g} h repair time, against {res['spares']} spares"
+    )
+    if not res["spares_ran_out"]:
+        return f"never ran out in the simulated jobs ({need})"
+    return (
+        f"RAN OUT in {pct(res['spares_ran_out'], 0)} of simulated jobs, after "
+        f"{in_hours(res['spares_ran_out_hours'])} (median): the job waited for a repaired node "
+        f"{pct(res['wait_share'], 0)} of its time ({need})"
+    )
+
+
 def format_projection(res: dict) -> list[str]:
     """The readable table ``goodput project`` prints."""
 
@@ -612,16 +662,18 @@ def format_projection(res: dict) -> list[str]:
         f"  {'Young interval':<22}{dur(res['young_interval_hours'])}",
         f"  {'chosen interval':<22}{dur(res['interval_hours'])} ({res['interval_source']})",
         (
-            f"  {'goodput':<22}{pct(res['goodput'])}  (95% {pct(res['goodput_ci_low'])} - "
-            f"{pct(res['goodput_ci_high'])})"
+            f"  {'goodput':<22}{share(res['goodput'])}  (95% {share(res['goodput_ci_low'])} - "
+            f"{share(res['goodput_ci_high'])})"
         ),
         f"  {'band':<22}{res['band'].removeprefix('band: ')}",
     ]
     if res.get("goodput_spread_low") is not None:
         lines.append(
-            f"  {'single-job spread':<22}{pct(res['goodput_spread_low'])} - "
-            f"{pct(res['goodput_spread_high'])}"
+            f"  {'single-job spread':<22}{share(res['goodput_spread_low'])} - "
+            f"{share(res['goodput_spread_high'])}"
         )
+    if res.get("spares_ran_out") is not None:
+        lines.append(f"  {'spare pool':<22}{spare_pool(res)}")
     lines.append(f"  {'class rates':<22}per unit-hour (unit, source, events; model, fleet age)")
     for c in res["classes"]:
         ev = "" if c["events"] is None else f", {c['events']:,} events"

@@ -28,6 +28,7 @@ BENCHMARKS = [
     "bench_attack_inputs",
     "bench_survival",
     "bench_goodput",
+    "bench_mc_spares",
     "bench_fleetsim",
     "validate_attribution",
     "validate_survival_coverage",
