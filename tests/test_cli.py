@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from pipelines.cli import main
@@ -15,6 +16,7 @@ from pipelines.cli.errors import CliError
 from pipelines.cli.values import parse_duration
 from tests.conftest import FIXTURES
 from tests.conftest import REPO
+from tests.conftest import llama3_fits
 
 
 @pytest.mark.parametrize(
@@ -470,3 +472,26 @@ def test_ui_launched_jobs_fork_their_steps_from_the_preloaded_definitions():
         PRELOAD,
     )  # per-run concurrency still set
     assert PRELOAD["forkserver"]["preload_modules"] == ["pipelines.definitions"]
+
+
+@pytest.mark.parametrize("columns", [None, "80", "160"])
+def test_fit_keeps_to_the_width_and_lists_classes_by_rate(wh, capsys, monkeypatch, columns):
+    """``goodput fit`` fits 100 characters (or $COLUMNS): columns that do not fit are left out
+    and named; the classes come highest rate first."""
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    fits = llama3_fits().with_columns(
+        n_units=pl.lit(2048), n_events=pl.lit(1), method=pl.lit("exposure-table")
+    )
+    wh.replace_table("failure_rates", fits)
+    assert main(["--home", str(wh.home), "fit"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    width = int(columns or 100)
+    assert max(map(len, out)) <= width
+    assert ("left out to fit" in "\n".join(out)) == (width < 160)
+    head = next(i for i, line in enumerate(out) if line.startswith("class "))
+    classes = [line.split()[0] for line in out[head + 2 : head + 2 + fits.height]]
+    by_rate = fits.sort("rate_per_1k_unit_days", "component_class", descending=[True, False])
+    assert classes == by_rate["component_class"].to_list()
