@@ -63,6 +63,36 @@ def unexpected_infrastructure(interruptions: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def per_1k_unit_days(events: int, unit_hours: float, basis: str = "") -> Ours:
+    """``events`` per 1,000 unit-days over ``unit_hours`` unit-hours, with Garwood's exact 95%
+    CI: how a fleet's failures or interruptions per 1,000 node- or GPU-days are counted."""
+    ci = poisson_rate_ci(np.array([events]), np.array([unit_hours]))
+    rate, lo, hi = (24_000.0 * float(x[0]) for x in ci)
+    return Ours(rate, lo, hi, basis)
+
+
+def repair_minutes(availability: pl.DataFrame) -> Ours:
+    """The mean time to repair a node over every repaired outage (``availability``'s systems,
+    pooled: the mean over all repairs, as LANL's 355 minutes is), with its CI for one system."""
+    a = availability
+    if a.height == 0 or "level" not in a.columns:
+        return Ours(missing="no node outages (node down/drain events or failure records)")
+    systems = a.filter((pl.col("level") == "system") & pl.col("mttr_hours").is_not_null())
+    if systems.height == 0:
+        return Ours(missing="no repaired node outage")
+    n = int(systems["repairs_known"].fill_null(0).sum())
+    if systems.height == 1:
+        r = systems.row(0, named=True)
+        return Ours(60 * r["mttr_hours"], r["mttr_ci_low"] and 60 * r["mttr_ci_low"],
+                    r["mttr_ci_high"] and 60 * r["mttr_ci_high"],
+                    f"{n:,} repaired node outages")  # fmt: skip
+    pooled = (systems["mttr_hours"] * systems["repairs_known"]).sum() / max(n, 1)
+    return Ours(
+        60 * pooled, None, None,
+        f"{n:,} repaired node outages of {systems.height} systems (no pooled CI)",
+    )  # fmt: skip
+
+
 class FleetFigures:
     """The fleet's figures, each computed once however many published figures ask for it."""
 
@@ -91,11 +121,9 @@ class FleetFigures:
         hours = self.exposure[unit]
         if hours <= 0:
             return Ours(missing="no job time to count over (job_attempts without start and end)")
-        n = self.events(classes)
-        ci = poisson_rate_ci(np.array([n]), np.array([hours]))
-        rate, lo, hi = (24_000.0 * float(x[0]) for x in ci)
         days = f"{hours / 24:,.0f} {'GPU' if unit == 'gpu' else unit}-days"
-        return Ours(rate, lo, hi, f"{n:,} {self._what(classes)} over {days}")
+        n = self.events(classes)
+        return per_1k_unit_days(n, hours, f"{n:,} {self._what(classes)} over {days}")
 
     def system_mtbf(self, at_gpus: int, classes=None) -> Ours:
         """1 / (the classes' interruptions per GPU-hour x ``at_gpus``), CI inverted."""
@@ -144,25 +172,7 @@ class FleetFigures:
         return Ours(p["goodput"], p["goodput_ci_low"], p["goodput_ci_high"], how)
 
     def repair_minutes(self) -> Ours:
-        a = self.availability
-        if a.height == 0 or "level" not in a.columns:
-            return Ours(missing="no node outages (node down/drain events or failure records)")
-        systems = a.filter((pl.col("level") == "system") & pl.col("mttr_hours").is_not_null())
-        if systems.height == 0:
-            return Ours(missing="no repaired node outage")
-        n = int(systems["repairs_known"].fill_null(0).sum())
-        if systems.height == 1:
-            r = systems.row(0, named=True)
-            return Ours(60 * r["mttr_hours"], r["mttr_ci_low"] and 60 * r["mttr_ci_low"],
-                        r["mttr_ci_high"] and 60 * r["mttr_ci_high"],
-                        f"{n:,} repaired node outages")  # fmt: skip
-        pooled = (systems["mttr_hours"] * systems["repairs_known"]).sum() / max(n, 1)
-        return Ours(
-            60 * pooled,
-            None,
-            None,
-            f"{n:,} repaired node outages of {systems.height} systems (no pooled CI)",
-        )
+        return repair_minutes(self.availability)
 
     def of(self, f: Figure) -> Ours:
         if f.metric == "failures_per_1k_node_days":
@@ -195,7 +205,10 @@ def ratio_ci(ours: Ours, f: Figure) -> tuple[float | None, float | None, float |
 
 
 def times(x: float) -> str:
-    return f"{x:.2g}x" if x < 10 else f"{x:,.0f}x"
+    """A ratio as "0.046x", "1.4x", "22x"."""
+    if x >= 9.95:
+        return f"{x:,.0f}x"
+    return f"{x:.1f}x" if x >= 0.995 else f"{x:.2g}x"
 
 
 def verdict(f: Figure, ratio: float | None, lo: float | None, hi: float | None) -> str:
@@ -230,7 +243,7 @@ def compare(wh, home=None, gpus_per_node: int = GPUS_PER_NODE, tables: dict | No
         m = METRICS[f.metric]
         rows.append({
             "fleet": f.fleet.id, "reference": f.fleet.name, "short": f.fleet.label,
-            "metric": f.metric, "figure": m.name, "unit": m.unit, "at_gpus": f.at_gpus,
+            "metric": f.metric, "figure": f.what, "unit": m.unit, "at_gpus": f.at_gpus,
             "label": f.label or None,
             "published": f.value, "bound": f.bound or None, "published_shown": f.shown,
             "ours": o.value, "ours_ci_low": o.ci_low, "ours_ci_high": o.ci_high,
@@ -296,22 +309,12 @@ def shown(metric: str, value: float | None, unit: bool = True) -> str:
 
 
 def cells(r: dict) -> list[str]:
-    """One ``compare`` row as text: reference, figure (its unit, size and label), published,
-    ours with its 95% CI, ours / published with its CI and the verdict."""
-    m = METRICS[r["metric"]]
-    unit = (
-        ""
-        if m.percent or m.unit == "h"
-        else f" {m.unit}"
-        if m.unit.startswith("per ")
-        else f" ({m.unit})"
-    )
-    where = [f"at {r['at_gpus']:,} GPUs" if r["at_gpus"] else None, r["label"]]
-    what = r["figure"].removesuffix(" " + m.unit) + unit + "".join(f", {x}" for x in where if x)
+    """One ``compare`` row as text: reference, what the figure is, published, ours with its 95%
+    CI, ours / published with its CI, and the verdict."""
     published = f"{r['bound']} " if r["bound"] else ""
     published += shown(r["metric"], r["published"])
-    if r["ours"] is None:
-        return [r["short"], what, published, r["missing"] or "n/a", ""]
+    if r["ours"] is None:  # why: ``missing_reasons``
+        return [r["short"], r["figure"], published, "n/a", "", ""]
     ours = shown(r["metric"], r["ours"])
     if r["ours_ci_low"] is not None and r["ours_ci_high"] is not None:
         ours += (f" ({shown(r['metric'], r['ours_ci_low'], False)}–"
@@ -319,13 +322,12 @@ def cells(r: dict) -> list[str]:
     ratio = times(r["ratio"])
     if r["ratio_ci_low"] is not None:
         ratio += f" ({times(r['ratio_ci_low'])}–{times(r['ratio_ci_high'])})"
-    return [
-        r["short"],
-        what,
-        published,
-        ours,
-        ratio + (f", {r['verdict']}" if r["verdict"] else ""),
-    ]
+    return [r["short"], r["figure"], published, ours, ratio, r["verdict"] or ""]
 
 
-HEADER = ["reference", "figure", "published", "this fleet (95% CI)", "ours / theirs (95% CI)"]
+HEADER = ["reference", "figure", "published", "this fleet (95% CI)", "ours / theirs", "verdict"]
+
+
+def missing_reasons(rows: pl.DataFrame) -> list[str]:
+    """Why this fleet has no figure for some published ones, each reason once."""
+    return list(dict.fromkeys(rows["missing"].drop_nulls()))

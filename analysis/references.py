@@ -27,17 +27,13 @@ class Metric:
 
 
 METRICS = {
-    "failures_per_1k_node_days": Metric("failures", "per 1,000 node-days",
-                                        higher_is_better=False),
-    "interruptions_per_1k_gpu_days": Metric("interruptions",
-                                            "per 1,000 GPU-days", higher_is_better=False),
-    "mtti_hours": Metric("MTTI of one job", "h", higher_is_better=True,
-                         sized=True),
-    "system_mtbf_hours": Metric("system MTBF", "h", higher_is_better=True, sized=True),
-    "ettr": Metric("ETTR (goodput) of one job", "", higher_is_better=True,
-                   sized=True, percent=True),
-    "repair_minutes": Metric("mean node repair time", "min", higher_is_better=False),
-}  # fmt: skip
+    "failures_per_1k_node_days": Metric("failures per 1,000 node-days", "", False),
+    "interruptions_per_1k_gpu_days": Metric("interruptions per 1,000 GPU-days", "", False),
+    "mtti_hours": Metric("MTTI", "h", True, sized=True),
+    "system_mtbf_hours": Metric("system MTBF", "h", True, sized=True),
+    "ettr": Metric("ETTR (goodput)", "", True, sized=True, percent=True),
+    "repair_minutes": Metric("mean node repair time", "min", False),
+}
 BOUNDS = ("", "about", "at least")
 FLEET_KEYS = {"id", "name", "short", "source", "url", "gpus", "nodes", "days", "period", "verified",
               "figure"}  # fmt: skip
@@ -95,10 +91,17 @@ class Figure:
         return f"{self.bound} {text}".strip()
 
     @property
-    def scale(self) -> str:
-        """Where the figure holds: its size (sized metrics) and its label."""
-        parts = [f"at {self.at_gpus:,} GPUs" if self.at_gpus else "", self.label]
-        return ", ".join(p for p in parts if p)
+    def what(self) -> str:
+        """What the figure is, with where it holds: "MTTI of a 16,384-GPU job", "system MTBF at
+        18,688 GPUs, 2016-Q4", "mean node repair time (min)"."""
+        m = METRICS[self.metric]
+        if self.metric == "system_mtbf_hours":
+            text = f"{m.name} at {self.at_gpus:,} GPUs"
+        elif m.sized:
+            text = f"{m.name} of a {self.at_gpus:,}-GPU job"
+        else:
+            text = m.name + (f" ({m.unit})" if m.unit else "")
+        return text + (f", {self.label}" if self.label else "")
 
 
 def derived_value(fleet: Fleet, metric: str, events: int, at_gpus: int | None) -> float:

@@ -46,6 +46,7 @@ BENCHMARKS = [
     "validate_differential_pull",
     "bench_pull_redfish",
     "validate_public_datasets",
+    "validate_references",
     "validate_stragglers",
     "validate_slow_steps",
 ]

@@ -46,6 +46,8 @@ GLOSSARY: dict[str, str] = {
     "counted (fleet-wide, per class or per unit).",
     "MTTI": "mean time to interruption of one job, in hours: 1 / the job's interruption rate, "
     "the sum of the failure rates of every part it spans.",
+    "ETTR": "effective training time ratio, the name published fleets give a job's goodput: the "
+    "share of its wall time spent on training it kept.",
     "failure rate": "failures per 1,000 unit-days: per 1,000 units (GPUs, PSUs, nodes) each "
     "observed for a day; MTBF in hours is 24,000 divided by it.",
     "unit-days": "units times days observed; the exposure a failure rate divides by.",

@@ -12,6 +12,7 @@ from analysis.reference_comparison import HEADER
 from analysis.reference_comparison import cells
 from analysis.reference_comparison import compare
 from analysis.reference_comparison import headline
+from analysis.reference_comparison import missing_reasons
 from analysis.references import SITE_FILE
 from dashboards.section import NO_DATA
 from dashboards.section import ReportContext
@@ -37,7 +38,10 @@ def _reading(rows: pl.DataFrame) -> str:
         )
     missing = rows.filter(pl.col("missing").is_not_null()).height
     if missing:
-        parts.append(f"{missing} have no figure of this fleet to compare (the table says why)")
+        parts.append(
+            f"{missing} have no figure of this fleet to compare (n/a: "
+            f"{'; '.join(missing_reasons(rows))})"
+        )
     return "; ".join(parts) + "."
 
 

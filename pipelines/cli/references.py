@@ -9,6 +9,7 @@ from pipelines.cli.options import command
 from pipelines.cli.options import gpus_per_node
 from pipelines.cli.output import output_format
 from pipelines.cli.output import print_frame
+from pipelines.cli.output import print_rows
 
 
 def cmd_references(args) -> int:
@@ -16,6 +17,7 @@ def cmd_references(args) -> int:
     from analysis.reference_comparison import cells
     from analysis.reference_comparison import compare
     from analysis.reference_comparison import headline
+    from analysis.reference_comparison import missing_reasons
 
     wh = reading_warehouse(args)
     try:
@@ -25,17 +27,20 @@ def cmd_references(args) -> int:
     line = headline(rows)
     fmt = output_format(args)
     meta = {"headline": None if line is None else line.text}
-    text = [cells(r) for r in rows.iter_rows(named=True)]
-    if fmt == "table" and line is not None:
+    if fmt != "table":
+        print_frame(rows, fmt, meta=meta)
+        return 0
+    if line is not None:
         print(f"{line.text[0].upper()}{line.text[1:]}.")
-    print_frame(rows, fmt, text, HEADER, meta)
-    if fmt == "table":
-        print("\nthis fleet:")
-        for basis in dict.fromkeys(rows["ours_basis"].drop_nulls()):
-            print(f"  {basis}")
-        print("sources (definitions: goodput references --format json):")
-        for r in rows.unique("fleet", keep="first", maintain_order=True).iter_rows(named=True):
-            print(f"  {r['short']}: {r['source']}" + (f" <{r['url']}>" if r["url"] else ""))
+    print_rows([tuple(HEADER), *(tuple(cells(r)) for r in rows.iter_rows(named=True))])
+    print("\nthis fleet:")
+    for basis in dict.fromkeys(rows["ours_basis"].drop_nulls()):
+        print(f"  {basis}")
+    for why in missing_reasons(rows):
+        print(f"  n/a: {why}")
+    print("sources (definitions: goodput references --format json):")
+    for r in rows.unique("fleet", keep="first", maintain_order=True).iter_rows(named=True):
+        print(f"  {r['short']}: {r['source']}" + (f" <{r['url']}>" if r["url"] else ""))
     return 0
 
 
