@@ -126,6 +126,7 @@ class _Period:
     def versus(self, key: str, unit: str, shown=num, scale: float = 1.0) -> str:
         """The change of ``key`` against the previous period of equal length; without data
         before the period, the latest full week against the week before it."""
+
         def at(figures: dict) -> float | None:  # a figure a window may not have (goodput)
             return None if figures[key] is None else figures[key] * scale
 
