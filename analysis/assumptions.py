@@ -19,3 +19,7 @@ GPU_HOUR_COST = 0.0  # $ per GPU-hour the report prices lost GPU-hours at; 0: no
 ATTRIBUTION_BEFORE_S = 900.0
 ATTRIBUTION_AFTER_S = 300.0
 LEMON_ALPHA = 0.05  # node_health: a node is a lemon when its multiple-testing adjusted p < this
+# a projected job's units: at the stationary age mix of a fleet long in service (default), all
+# new, or as old as the inventory says (analysis/fleet_age.py)
+FLEET_AGES = ("stationary", "new", "observed")
+DEFAULT_FLEET_AGE = "stationary"

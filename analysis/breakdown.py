@@ -9,6 +9,8 @@ dimension side by side with their interruption rates and MTBF, each with an exac
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import numpy as np
 import polars as pl
 
@@ -17,6 +19,7 @@ from analysis.headline import weighted_goodput
 from analysis.lifetime_models.exponential import poisson_rate_ci
 from analysis.taxonomy import NONE_LABEL
 from analysis.taxonomy import WORKLOAD_DOMAIN
+from analysis.trend import clip_attempts
 from warehouse.schemas import TABLES
 from warehouse.schemas import conform
 
@@ -90,14 +93,19 @@ def compare_frame(
     interruptions: pl.DataFrame,
     goodput_jobs: pl.DataFrame,
     by: str = "cluster",
+    window: tuple[datetime, datetime] | None = None,
 ) -> pl.DataFrame:
     """The ``breakdown`` rows of one dimension (cluster, partition or account), largest GPU-hours
     first, each with its infrastructure interruptions (unexpected, not the jobs' own failures)
     per 1,000 GPU-days of job time and its MTBF: the hours its job attempts span divided by
     those interruptions (``analysis.goodput_measured.fleet_mtti`` of the slice); both with exact
-    (Garwood) 95% CIs. A slice without any has no MTBF and a rate CI from 0."""
+    (Garwood) 95% CIs. A slice without any has no MTBF and a rate CI from 0. ``window``: a
+    period the attempts are clipped to (``analysis.trend.clip_attempts``: GPU-hours and spans
+    are the period's own)."""
     if by not in DIMENSIONS:
         raise ValueError(f"--by must be one of {', '.join(DIMENSIONS)}, got {by!r}")
+    if window is not None:
+        attempts = clip_attempts(attempts, *window)
     rows = breakdown(attempts, interruptions, goodput_jobs).filter(pl.col("dimension") == by)
     ran = attempts.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
     span = ran.group_by(by).agg(

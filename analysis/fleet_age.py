@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from analysis.assumptions import DEFAULT_FLEET_AGE
+from analysis.assumptions import FLEET_AGES
+
 if TYPE_CHECKING:  # annotations only: the CLI's parser reads FLEET_AGES without loading scipy
     from analysis.lifetime_models import LifetimeModel
 
-FLEET_AGES = ("stationary", "new", "observed")
-DEFAULT_FLEET_AGE = "stationary"
 GRID = 2000  # steps of the renewal-function grid over the horizon
 AGE_GROUPS = 50  # observed ages are summarised by this many quantiles per class
 

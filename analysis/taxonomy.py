@@ -24,31 +24,35 @@ CLASSES = COMPONENT_CLASSES
 # Classes whose failure needs no hardware swap (the job restarts on the same nodes).
 NON_HARDWARE = frozenset({"software", "host_os", "unknown"})
 
+# Two vocabularies, each named once and never standing in for the other:
+# - the cause class (``interruptions.cause_class``): the component of the taxonomy an
+#   interruption is attributed to; an application's own failure (exit code, OOM, an
+#   application XID) is class ``software`` (application / NCCL), as in DESIGN.md's taxonomy;
+# - the failure domain (``interruptions.failure_domain``): who failed, ``infrastructure``, the
+#   job itself (``WORKLOAD_DOMAIN``) or ``unknown``.
+# The report, the CLI and ``goodput sql`` print both as stored: a cause is its class, the jobs'
+# own failures are named by their domain.
+WORKLOAD_DOMAIN = "workload"
+DOMAINS = ("infrastructure", WORKLOAD_DOMAIN, "unknown")
+NONE_LABEL = "(none)"  # how every reading names a missing partition, account, node or cause
+
 # Interruption scopes of a projection (``goodput project --scope``):
 #   hardware        the fitted component classes only;
 #   infrastructure  + every other class measured in ``interruptions`` outside the workload
 #                   domain (software/NCCL hangs, host OS, unknown): everything except the
 #                   job's own failures;
-#   all             + the job's own failures (workload domain: exit codes, OOM) as one
-#                   pseudo-class ``WORKLOAD``.
+#   all             + the job's own failures (the workload domain: exit codes, OOM) as one
+#                   rate of their own, per job-hour, the projection's row ``WORKLOAD`` (named
+#                   for the domain it counts, not a cause class).
 SCOPES = ("hardware", "infrastructure", "all")
 DEFAULT_SCOPE = "infrastructure"
-WORKLOAD = "workload"
-WORKLOAD_DOMAIN = "workload"
-NONE_LABEL = "(none)"  # how every reading names a missing partition, account, node or cause
+WORKLOAD = WORKLOAD_DOMAIN
 
 
 def shown_cause() -> pl.Expr:
-    """``cause_class`` of an interruption as every reading shows it (report, CLI, trend): the
-    jobs' own failures (workload domain: exit codes, OOM) are the one class ``WORKLOAD``, apart
-    from infrastructure causes (a software/NCCL hang on the fabric side stays ``software``); a
-    missing class is ``unknown``."""
-    return (
-        pl.when(pl.col("failure_domain") == WORKLOAD_DOMAIN)
-        .then(pl.lit(WORKLOAD))
-        .otherwise(pl.col("cause_class").fill_null("unknown"))
-        .alias("cause_class")
-    )
+    """``cause_class`` of an interruption as every reading shows it (report, CLI, trend, the same
+    word ``goodput sql`` reads): the class as stored; a missing class is ``unknown``."""
+    return pl.col("cause_class").fill_null("unknown").alias("cause_class")
 
 
 # Llama 3 405B pre-training ("The Llama 3 Herd of Models", table 5): 419 unexpected

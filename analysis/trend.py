@@ -21,7 +21,7 @@ from analysis.taxonomy import shown_cause
 from warehouse.schemas import conform
 
 PERIODS = {"week": "1w", "month": "1mo"}  # calendar weeks start on Monday (ISO), months on the 1st
-LOSS_KEYS = ("cause", "cluster", "partition", "account", "node")
+LOSS_KEYS = ("cause", "domain", "cluster", "partition", "account", "user", "node")
 
 
 def window_figures(
@@ -30,20 +30,15 @@ def window_figures(
     goodput_jobs: pl.DataFrame,
     start: datetime,
     end: datetime,
+    observed: tuple[datetime, datetime] | None = None,
 ) -> dict:
-    """``fleet_headline`` of [start, end): attempts overlapping it, clipped to it (GPU-hours and
-    the MTBF's span are the period's own), unexpected interruptions ending in it, job chains
-    ending in it. Adds start, end, hours and mtbf_hours (the fleet-wide MTBF, all causes)."""
+    """``fleet_headline`` of [start, end): attempts overlapping it, clipped to it (GPU-hours are
+    the period's own), unexpected interruptions ending in it, job chains ending in it. Adds
+    start, end, hours (the period's own, clipped to ``observed``: the data's window, default
+    ``data_window(attempts)``) and the fleet-wide MTBF over those hours: mtbf_hours (all causes)
+    and mtbf_infrastructure_hours (outside the jobs' own failures)."""
     lo, hi = pl.lit(start).cast(pl.Datetime("us")), pl.lit(end).cast(pl.Datetime("us"))
-    att = attempts.filter(
-        pl.col("start_time").is_not_null()
-        & pl.col("end_time").is_not_null()
-        & (pl.col("end_time").cast(pl.Datetime("us")) > lo)
-        & (pl.col("start_time").cast(pl.Datetime("us")) < hi)
-    ).with_columns(
-        pl.max_horizontal(pl.col("start_time").cast(pl.Datetime("us")), lo).alias("start_time"),
-        pl.min_horizontal(pl.col("end_time").cast(pl.Datetime("us")), hi).alias("end_time"),
-    )
+    att = clip_attempts(attempts, start, end)
     in_period = (pl.col("end_time").cast(pl.Datetime("us")) >= lo) & (
         pl.col("end_time").cast(pl.Datetime("us")) < hi
     )
@@ -53,13 +48,37 @@ def window_figures(
         & (pl.col("final_end").cast(pl.Datetime("us")) < hi)
     )
     head = fleet_headline(att, intr, jobs)
+    observed = data_window(attempts) if observed is None else observed
+    hours = (
+        max((min(end, observed[1]) - max(start, observed[0])).total_seconds(), 0.0) / 3600
+        if observed
+        else 0.0
+    )
     return {
         "start": start,
         "end": end,
-        "hours": (end - start).total_seconds() / 3600,
+        "hours": hours,
         **head,
-        "mtbf_hours": head["mtti_all_hours"],
+        "mtbf_hours": hours / head["unexpected"] if head["unexpected"] else None,
+        "mtbf_infrastructure_hours": hours / head["infrastructure"]
+        if head["infrastructure"]
+        else None,
     }
+
+
+def clip_attempts(attempts: pl.DataFrame, start: datetime, end: datetime) -> pl.DataFrame:
+    """The attempts with both times that overlap [start, end), clipped to it: their GPU-hours
+    and spans are the window's own."""
+    lo, hi = pl.lit(start).cast(pl.Datetime("us")), pl.lit(end).cast(pl.Datetime("us"))
+    return attempts.filter(
+        pl.col("start_time").is_not_null()
+        & pl.col("end_time").is_not_null()
+        & (pl.col("end_time").cast(pl.Datetime("us")) > lo)
+        & (pl.col("start_time").cast(pl.Datetime("us")) < hi)
+    ).with_columns(
+        pl.max_horizontal(pl.col("start_time").cast(pl.Datetime("us")), lo).alias("start_time"),
+        pl.min_horizontal(pl.col("end_time").cast(pl.Datetime("us")), hi).alias("end_time"),
+    )
 
 
 def data_window(attempts: pl.DataFrame) -> tuple[datetime, datetime] | None:
@@ -67,9 +86,12 @@ def data_window(attempts: pl.DataFrame) -> tuple[datetime, datetime] | None:
     ran = attempts.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
     if ran.height == 0:
         return None
-    return _naive(ran["start_time"].min()), _naive(ran["end_time"].max()) + timedelta(
-        microseconds=1
-    )
+    return span_window(ran["start_time"].min(), ran["end_time"].max())
+
+
+def span_window(first: datetime, last: datetime) -> tuple[datetime, datetime]:
+    """[first start, last end) of job attempts as a half-open window: the last end is in it."""
+    return _naive(first), _naive(last) + timedelta(microseconds=1)
 
 
 def _naive(t: datetime) -> datetime:
@@ -95,22 +117,28 @@ TREND_COLUMNS = (
 
 
 def trend_frame(
-    attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_jobs: pl.DataFrame, period: str
+    attempts: pl.DataFrame,
+    interruptions: pl.DataFrame,
+    goodput_jobs: pl.DataFrame,
+    period: str,
+    window: tuple[datetime, datetime] | None = None,
 ) -> pl.DataFrame:
-    """One row per calendar ``period`` ('week' or 'month') the job attempts span: hours of the
-    period the data covers, GPU-hours, measured goodput (GPU-hour weighted, chains ending in
-    it), lost GPU-hours and unexpected interruptions (infrastructure / the jobs' own), the
-    fleet-wide MTBF (all causes and infrastructure), and each figure's change against the
-    previous period (``*_change``: goodput in points, the others in their unit)."""
+    """One row per calendar ``period`` ('week' or 'month') of ``window`` (default: the span of
+    the job attempts, ``data_window``): hours of the period the window covers, GPU-hours,
+    measured goodput (GPU-hour weighted, chains ending in it), lost GPU-hours and unexpected
+    interruptions (infrastructure / the jobs' own), the fleet-wide MTBF over those hours (all
+    causes and infrastructure), and each figure's change against the previous period
+    (``*_change``: goodput in points, the others in their unit)."""
     if period not in PERIODS:
         raise ValueError(f"period must be one of {', '.join(PERIODS)}, got {period!r}")
-    span = data_window(attempts)
+    span = data_window(attempts) if window is None else window
     rows = []
     if span is not None:
-        for s in period_starts(*span, period):
+        # the periods holding an instant of [start, end)
+        for s in period_starts(span[0], span[1] - timedelta(microseconds=1), period):
             e = _next(s, period)
             f = window_figures(
-                attempts, interruptions, goodput_jobs, max(s, span[0]), min(e, span[1])
+                attempts, interruptions, goodput_jobs, max(s, span[0]), min(e, span[1]), span
             )
             rows.append(
                 {
@@ -124,7 +152,7 @@ def trend_frame(
                     "infrastructure": f["infrastructure"],
                     "workload": f["workload"],
                     "mtbf_hours": f["mtbf_hours"],
-                    "mtbf_infrastructure_hours": f["mtti_infrastructure_hours"],
+                    "mtbf_infrastructure_hours": f["mtbf_infrastructure_hours"],
                 }
             )
     schema = {
@@ -143,25 +171,26 @@ def losses_frame(
     interruptions: pl.DataFrame,
     by: str = "cause",
     period: str | None = None,
+    window: tuple[datetime, datetime] | None = None,
 ) -> pl.DataFrame:
-    """Unexpected interruptions and their lost GPU-hours by ``by`` (cause, cluster, partition,
-    account or node: the host the cause was found on), per calendar ``period`` when given,
-    largest loss first; each row with its share of the lost GPU-hours and MTBF (hours of job
-    time per interruption of that group; the span is the job attempts', or the period's part
-    of it)."""
+    """Unexpected interruptions and their lost GPU-hours by ``by`` (cause, failure domain,
+    cluster, partition, account, user or node: the host the cause was found on), per calendar
+    ``period`` when given, largest loss first; each row with its share of the lost GPU-hours and
+    MTBF: the hours of ``window`` (default: the span of the job attempts, ``data_window``), or
+    the period's part of it, per interruption of that group."""
     if by not in LOSS_KEYS:
         raise ValueError(f"--by must be one of {', '.join(LOSS_KEYS)}, got {by!r}")
     if period is not None and period not in PERIODS:
         raise ValueError(f"period must be one of {', '.join(PERIODS)}, got {period!r}")
     intr = interruptions.filter(~pl.col("planned").fill_null(False)).with_columns(shown_cause())
-    if by in ("partition", "account"):
+    if by in ("partition", "account", "user"):
         keys = ["cluster", "scheduler", "job_id", "attempt"]
         jobs = attempts.select(*keys, by).unique(keys, keep="first")
         intr = intr.join(jobs, on=keys, how="left")
-    column = {"cause": "cause_class", "node": "cause_host"}.get(by, by)
+    column = {"cause": "cause_class", "domain": "failure_domain", "node": "cause_host"}.get(by, by)
     intr = intr.with_columns(pl.col(column).cast(pl.Utf8).fill_null(NONE_LABEL).alias(by))
     group = [by]
-    span = data_window(attempts)
+    span = data_window(attempts) if window is None else window
     if period is not None:
         intr = intr.with_columns(
             pl.col("end_time")

@@ -15,7 +15,7 @@ from analysis.assumptions import GPUS_PER_NODE
 from analysis.assumptions import RESTART_S
 from analysis.assumptions import TARGET_GPUS
 from analysis.scope import Scope
-from analysis.scope import open_scope
+from analysis.scope import scope_warehouse
 from ingest.base import ParseContext
 from warehouse.store import Warehouse
 
@@ -80,6 +80,7 @@ class GoodputConfig(dg.ConfigurableResource):
     scope_cluster: str = ""
     scope_partition: str = ""
     scope_account: str = ""
+    scope_user: str = ""
 
     def warehouse(self) -> Warehouse:
         return Warehouse(self.home or None, self.warehouse_uri or None)
@@ -91,13 +92,15 @@ class GoodputConfig(dg.ConfigurableResource):
             self.scope_cluster or None,
             self.scope_partition or None,
             self.scope_account or None,
+            self.scope_user or None,
         )
 
     def analysis_warehouse(self) -> Warehouse:
         """Where the analysis assets read and write: the warehouse itself, or with a scope set
-        its scoped warehouse (``HOME/scopes/<slug>``, the parent's inputs filtered)."""
+        its scoped warehouse (``HOME/scopes/<slug>``: the whole fleet's rows filtered, the
+        aggregates its own)."""
         wh, scope = self.warehouse(), self.scope()
-        return wh if scope.whole else open_scope(wh, scope)
+        return wh if scope.whole else scope_warehouse(wh, scope)
 
     def source_paths(self) -> list[str]:
         return list(self.sources) or [str(self.warehouse().landing)]

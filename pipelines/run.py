@@ -33,6 +33,7 @@ from pipelines.assets import ingested_sources
 from pipelines.assets import pull_metadata
 from pipelines.assets import pulled_sources
 from pipelines.assets import register_days
+from pipelines.assets.factory import written_by
 from pipelines.resources import GoodputConfig
 from warehouse.store import Warehouse
 
@@ -289,39 +290,36 @@ def refit(config: GoodputConfig):
     return _materialize([component_lifetimes, failure_fits, goodput_projections], config, "refit")
 
 
-# the settings a scope's stored results depend on (besides its inputs): a change rebuilds it
-SCOPE_SETTINGS = (
-    "observed_from",
-    "observed_to",
-    "nodes_per_rack",
-    "window_before_s",
-    "window_after_s",
-    "ckpt_interval_s",
-    "ckpt_cost_s",
-    "restart_s",
-    "target_gpus",
-    "gpus_per_node",
-)
+def scope_assets(tables) -> list:
+    """The build assets that write any of ``tables`` (and the tables written beside them)."""
+    return [a for a in BUILD_ASSETS if set(tables) & _written(a)]
 
 
-def build_scope(config: GoodputConfig) -> Warehouse:
-    """The scoped warehouse of ``config``'s scope, its analyses built, or reused when they were
-    built from the current data with the same settings: the ``build`` assets but the catalog
-    and the report (rollups refresh the parent incrementally; the analyses write the scope's
-    own tables). Raises ``analysis.scope.ScopeError`` for a scope the data cannot answer."""
-    from analysis.scope import is_fresh
+def _written(asset) -> set[str]:
+    return {t for k in asset.keys for t in written_by(k.to_user_string())}
+
+
+def build_scope(config: GoodputConfig, needs: str = "all") -> Warehouse:
+    """The scoped warehouse of ``config``'s scope (``analysis.scope.scope_warehouse``) with the
+    tables of ``needs`` (``analysis.scope.SCOPE_NEEDS``) recomputed from the whole fleet's rows
+    filtered to it, or reused when they were recomputed from the current data with the same
+    settings."""
+    from analysis.scope import SCOPE_NEEDS
+    from analysis.scope import SCOPE_SETTINGS
+    from analysis.scope import fresh_tables
     from analysis.scope import mark_fresh
-    from pipelines.assets import leadership_report
-    from pipelines.assets import warehouse_catalog
 
     wh, scoped = config.warehouse(), config.analysis_warehouse()
     if scoped is wh:
         return wh
     settings = {k: getattr(config, k) for k in SCOPE_SETTINGS}
-    if not is_fresh(wh, scoped, settings):
-        shared = {warehouse_catalog.key, leadership_report.key}  # the parent's, not the scope's
-        _materialize([a for a in BUILD_ASSETS if not shared & a.keys], config, "build_scope")
-        mark_fresh(wh, scoped, config.scope(), settings)
+    fresh = fresh_tables(wh, scoped, settings)
+    wanted = set(SCOPE_NEEDS[needs])
+    if not wanted <= fresh:
+        assets = scope_assets(wanted)
+        _materialize(assets, config, "build_scope")
+        written = {t for a in assets for t in _written(a)}
+        mark_fresh(wh, scoped, config.scope(), settings, fresh | written)
     return scoped
 
 
@@ -376,9 +374,9 @@ def summary_lines(wh: Warehouse) -> list[str]:
         lines.append(
             "attempts not completed, by state: " + ", ".join(f"{a} {n:,}" for a, n in failed.rows())
         )
-    mix = q(  # the jobs' own failures (workload domain) apart from infrastructure causes
-        "SELECT CASE WHEN failure_domain = 'workload' THEN 'workload' ELSE cause_class END "
-        "cause_class, count(*) n FROM interruptions WHERE NOT planned GROUP BY 1 ORDER BY 2 DESC"
+    mix = q(  # the class as stored, the word `goodput sql` and the report show
+        "SELECT coalesce(cause_class, 'unknown') cause_class, count(*) n FROM interruptions "
+        "WHERE NOT planned GROUP BY 1 ORDER BY 2 DESC, 1"
     )
     if mix.height:
         total = mix["n"].sum()

@@ -119,7 +119,8 @@ def test_demo_summary_gives_infrastructure_and_all_causes_mtti_side_by_side(demo
         f"fleet MTTI: infrastructure {span / (intr.height - own):.2f} h ({intr.height - own:,} "
         f"interruptions), all causes {span / intr.height:.2f} h (+{own:,} the jobs' own failures)"
     ) in out
-    assert re.search(rf"^  workload\s+{own:,} ", out, re.MULTILINE)  # the mix keeps them apart
+    software = intr.filter(pl.col("cause_class") == "software").height  # as stored, as in SQL
+    assert re.search(rf"^  software\s+{software:,} ", out, re.MULTILINE)
     assert "-GPU job, infrastructure scope: MTTI" in out
     jobs = wh.read("goodput_jobs")
     assert set(jobs["method"]) == {"assumed"} and set(jobs["restart_s"]) == {RESTART_S}

@@ -131,10 +131,9 @@ def test_every_section_has_a_chart_and_computed_reading(built):
     r = readings(page)
     assert list(r) == SECTIONS
     assert r["causes"] == (
-        "Of the 4 unexpected interruptions, 0 were the jobs' own failures (class workload: exit "
-        "codes, OOM) and 4 infrastructure. Of the 3 interruptions outside software and the "
-        "jobs' own "
-        "failures (Llama 3: 356 of 419), gpu caused 100% (Llama 3: 48%)."
+        "Of the 4 unexpected interruptions, 0 were the jobs' own failures (failure domain "
+        "workload: exit codes, OOM; class software) and 4 the fleet's. Of the 3 interruptions "
+        "outside class software (Llama 3: 356 of 419), gpu caused 100% (Llama 3: 48%)."
     )
     assert r["failure_rates"].startswith(
         "gpu fails most often: 2 failures per 1,000 unit-days (95% CI 1–4, 3 failures); "
@@ -202,7 +201,7 @@ def test_reading_follows_the_data(tmp_path):
     wh.replace_table("interruptions", intr)
     r = {s.key: s.reading for s in build_sections(wh)}
     assert r["causes"].endswith(
-        "Of the 4 interruptions outside software and the jobs' own failures (Llama 3: 356 of 419), "
+        "Of the 4 interruptions outside class software (Llama 3: 356 of 419), "
         "nic caused 100% (Llama 3: 2%)."
     )
 
@@ -343,7 +342,8 @@ def test_sample_fleet_report_is_small(tmp_path):
     own = intr.filter(pl.col("failure_domain") == "workload").height
     assert readings(page)["causes"].startswith(
         f"Of the {intr.height:,} unexpected interruptions, {own:,} were the jobs' own failures "
-        f"(class workload: exit codes, OOM) and {intr.height - own:,} infrastructure."
+        f"(failure domain workload: exit codes, OOM; class software) and {intr.height - own:,} "
+        "the fleet's."
     )
 
 

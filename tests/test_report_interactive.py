@@ -27,7 +27,7 @@ KNOWN = [
     (5, "gpu", "infrastructure", "train", 3),
     (5, "psu", "infrastructure", "batch", 1),
     (6, "gpu", "infrastructure", "batch", 2),
-    (7, "software", "workload", "batch", 4),  # the jobs' own failures: class workload
+    (7, "software", "workload", "batch", 4),  # the jobs' own failures: class software
 ]
 
 
@@ -58,7 +58,7 @@ def test_explore_frame_counts_unexpected_interruptions_per_day_class_and_partiti
         ("2026-01-05T00:00:00Z", "gpu", "train"): 3,
         ("2026-01-05T00:00:00Z", "psu", "batch"): 1,
         ("2026-01-06T00:00:00Z", "gpu", "batch"): 2,
-        ("2026-01-07T00:00:00Z", "workload", "batch"): 4,  # planned maintenance left out
+        ("2026-01-07T00:00:00Z", "software", "batch"): 4,  # planned maintenance left out
     }
     assert set(df["day_end"]) == {"2026-01-06T00:00:00Z", "2026-01-07T00:00:00Z",
                                   "2026-01-08T00:00:00Z"}  # fmt: skip
@@ -130,7 +130,7 @@ def _select(page, field: str, value: str) -> None:
 
 def test_selectors_a_class_click_and_a_time_brush_filter_every_chart(browser, report):
     page, errors = _open(browser, report, 1400)
-    assert _bars(page, "cause_class") == {"gpu": 5, "workload": 4, "psu": 1}
+    assert _bars(page, "cause_class") == {"gpu": 5, "software": 4, "psu": 1}
     assert _bars(page, "partition") == {"batch": 7, "train": 3}
     assert page.evaluate(TEXTS) == [
         "Selection: 10 unexpected interruptions, 80 GPU-hours lost",
@@ -184,7 +184,7 @@ def test_selectors_a_class_click_and_a_time_brush_filter_every_chart(browser, re
     page.mouse.move(box["x"] + box["width"] - 2, y, steps=4)
     page.mouse.up()
     page.wait_for_timeout(300)
-    assert _bars(page, "cause_class") == {"workload": 4}
+    assert _bars(page, "cause_class") == {"software": 4}
     assert _bars(page, "partition") == {"batch": 4}
     assert page.evaluate(TEXTS)[0] == "Selection: 4 unexpected interruptions, 32 GPU-hours lost"
     assert errors == []

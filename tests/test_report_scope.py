@@ -59,10 +59,10 @@ def test_headline_gives_infrastructure_and_all_causes_mtti_and_names_the_scope(t
     )
     causes = _reading(secs, "causes")
     assert (
-        f"4 were the jobs' own failures (class workload: exit codes, OOM) and {unplanned} "
-        "infrastructure." in causes
+        f"4 were the jobs' own failures (failure domain workload: exit codes, OOM; class "
+        f"software) and {unplanned} the fleet's." in causes
     )
-    assert "Llama 3: " in causes.split("infrastructure.", 1)[1]  # compared on one denominator
+    assert "Llama 3: " in causes.split("the fleet's.", 1)[1]  # compared on one denominator
     assert "Interruption scope: infrastructure" in _reading(secs, "goodput_scale")
     good = _reading(secs, "goodput_measured")
     assert good.endswith(

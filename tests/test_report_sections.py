@@ -176,35 +176,38 @@ def test_sections_equal_those_of_the_code_before_the_split(tmp_path):
 
 def test_llama3_comparison_has_one_denominator_on_both_sides(tmp_path):
     """Llama 3's 419 interruptions of one job hold its software bugs and no other failure of
-    its own: the chart and the reading compare shares of the interruptions outside software
-    and the jobs' own failures on both sides (the fixture's 4 gpu/software interruptions plus 4
-    of the jobs' own: gpu is 3 of 3, not 3 of 4 or 3 of 8; Llama 3's gpu 171 of 356, not of
+    its own: the chart and the reading compare shares of the interruptions outside class
+    software (where the jobs' own failures are) on both sides (the fixture's 4 gpu/software
+    interruptions plus 4 of the jobs' own: gpu is 3 of 3, not 3 of 4 or 3 of 8; Llama 3's gpu
+    171 of 356, not of
     419)."""
     wh = fixture_warehouse(tmp_path / "home")
     intr = wh.read("interruptions")
     own = intr.filter(pl.col("job_id") == "201").with_columns(
-        pl.Series("job_id", ["901"]), pl.lit("workload").alias("failure_domain")
+        pl.Series("job_id", ["901"]),
+        pl.lit("workload").alias("failure_domain"),
+        pl.lit("software").alias("cause_class"),  # as attribution stores a job's own failure
     )
     own = pl.concat([own.with_columns(pl.lit(f"90{i}").alias("job_id")) for i in range(1, 5)])
     wh.replace_table("interruptions", pl.concat([intr, own]))
     causes = next(s for s in build_sections(wh) if s.key == "causes")
-    assert ("Of the 3 interruptions outside software and the jobs' own failures (Llama 3: 356 of "
+    assert ("Of the 3 interruptions outside class software (Llama 3: 356 of "
             "419), gpu caused 100% (Llama 3: 48%)") in causes.reading  # fmt: skip
     compare = causes.spec["hconcat"][1]
-    assert compare["title"] == "Share vs Llama 3, software and the jobs' own failures left out"
+    assert compare["title"] == "Share vs Llama 3, class software left out"
     assert compare["encoding"]["x"]["title"] == (
-        "share of interruptions outside software and the jobs' own failures (both sides)"
+        "share of interruptions outside class software (both sides)"
     )
     rows = causes.spec["datasets"][compare["data"]["name"]]
     fleet = {r["cause_class"]: r["share"] for r in rows if r["source"] == "this fleet"}
-    assert fleet == {"gpu": 1.0}  # no workload or software bar
+    assert fleet == {"gpu": 1.0}  # no software bar: the jobs' own failures are class software
     llama = {r["cause_class"]: r["count"] for r in rows if r["source"] != "this fleet"}
     assert sum(llama.values()) == 419 - (54 + 7 + 2) and not {"workload", "software"} & set(llama)
     assert {r["cause_class"]: r["share"] for r in rows if r["source"] != "this fleet"}["gpu"] == (
         pytest.approx((148 + 17 + 6) / 356)
     )
     pareto = causes.spec["datasets"][causes.spec["hconcat"][0]["data"]["name"]]
-    assert {r["cause_class"]: r["count"] for r in pareto}["workload"] == 4  # still in the Pareto
+    assert {r["cause_class"]: r["count"] for r in pareto}["software"] == 5  # still in the Pareto
 
 
 def test_registry_is_the_files_of_the_package_in_order():

@@ -23,7 +23,9 @@ from analysis.headline import selected_rates
 from analysis.observation import stored_window
 from analysis.scope import Scope
 from analysis.scope import ScopeError
-from analysis.scope import open_scope
+from analysis.scope import check_scope
+from analysis.scope import filtered
+from analysis.scope import scope_warehouse
 from pipelines.cli import main
 from warehouse.store import Warehouse
 
@@ -134,6 +136,7 @@ def _fit(wh, capsys, *flags) -> pl.DataFrame:
 
 
 def test_scope_describe_and_slug():
+    assert Scope(user="ann", cluster="c1").describe() == "cluster c1, user ann"
     s = Scope(datetime(2026, 1, 1), datetime(2026, 2, 1), "c1", "gpu")
     assert s.describe() == "cluster c1, partition gpu, 2026-01-01 to 2026-02-01"
     assert s.slug == Scope(datetime(2026, 1, 1), datetime(2026, 2, 1), "c1", "gpu").slug
@@ -141,8 +144,9 @@ def test_scope_describe_and_slug():
     assert s.slug.startswith("cluster-c1_partition-gpu_2026-01-01--2026-02-01-")
     assert Scope().describe() == Scope().header() == "whole fleet" and Scope().whole
     assert Scope(datetime(2026, 1, 1), None, account="ml").header() == (
-        "account ml, 2026-01-01 to end (job attempts overlapping the period, kept whole; events "
-        "and exposure cut to it; hardware of the hosts that ran these jobs)"
+        "account ml, 2026-01-01 to end (job attempts overlapping the period, kept whole; "
+        "interruptions and job chains ending in it; events and hours cut to it; hardware of the "
+        "hosts that ran these jobs)"
     )
     with pytest.raises(ScopeError, match="must be after"):
         Scope(datetime(2026, 2, 1), datetime(2026, 1, 1))
@@ -150,20 +154,23 @@ def test_scope_describe_and_slug():
 
 def test_scoped_views_filter_jobs_hosts_and_time(fleet):
     wh, jobs, _hist, hw = fleet
-    sw = open_scope(wh, Scope(cluster="c1"))
-    assert sw.home == wh.home / "scopes" / Scope(cluster="c1").slug
+    sw = filtered(wh, Scope(cluster="c1"))
+    assert (
+        scope_warehouse(wh, Scope(cluster="c1")).home
+        == wh.home / "scopes" / Scope(cluster="c1").slug
+    )
     assert set(sw.read("job_attempts")["cluster"].unique()) == {"c1"}
     assert sw.read("job_attempts").height == jobs.filter(pl.col("cluster") == "c1").height
     assert set(sw.read("component_history")["host"].str.slice(0, 2).unique()) == {"c1"}
     assert sw.read("hw_events").height == hw.height  # every failure is c1's
-    assert open_scope(wh, Scope(cluster="c2")).read("hw_events").height == 0
+    assert filtered(wh, Scope(cluster="c2")).read("hw_events").height == 0
     # partition: the hosts that ran its jobs (even hosts run train)
-    sp = open_scope(wh, Scope(partition="train"))
+    sp = filtered(wh, Scope(partition="train"))
     assert sorted(sp.read("component_history")["host"].unique()) == [
         f"c{c}n{h:02d}" for c in (1, 2) for h in (0, 2, 4, 6)
     ]
     # time: attempts overlapping [from, to) kept whole, events cut to it
-    t = open_scope(wh, Scope(datetime(2026, 1, 10, 12), datetime(2026, 1, 20)))
+    t = filtered(wh, Scope(datetime(2026, 1, 10, 12), datetime(2026, 1, 20)))
     att = t.read("job_attempts")
     assert att["start_time"].min() == datetime(2026, 1, 10) and att["end_time"].max() <= datetime(
         2026, 1, 20
@@ -189,15 +196,15 @@ def test_scoped_views_filter_jobs_hosts_and_time(fleet):
 def test_scope_errors_are_one_line(fleet, capsys):
     wh, *_ = fleet
     with pytest.raises(ScopeError, match=r"unknown cluster 'c9'; the data has: c1, c2"):
-        open_scope(wh, Scope(cluster="c9"))
+        check_scope(wh, Scope(cluster="c9"))
     assert not (wh.home / "scopes" / Scope(cluster="c9").slug).exists()  # nothing left behind
     with pytest.raises(ScopeError, match=r"unknown partition 'gpu'; the data has: debug, train"):
-        open_scope(wh, Scope(partition="gpu"))
+        check_scope(wh, Scope(partition="gpu"))
     with pytest.raises(
         ScopeError,
         match=r"holds no job attempt and no host \(the jobs run 2026-01-01 to 2026-03-02\)",
     ):
-        open_scope(wh, Scope(datetime(2025, 1, 1), datetime(2025, 2, 1)))
+        check_scope(wh, Scope(datetime(2025, 1, 1), datetime(2025, 2, 1)))
     assert main(["--home", str(wh.home), "fit", "--cluster", "c9"]) == 2
     err = capsys.readouterr().err
     assert err.strip() == "goodput: error: unknown cluster 'c9'; the data has: c1, c2"
@@ -210,20 +217,24 @@ def test_scope_errors_are_one_line(fleet, capsys):
 def test_scoped_fit_finds_the_rate_where_the_faults_are(fleet, capsys):
     wh, _jobs, _hist, hw = fleet
     out = _fit(wh, capsys, "--cluster", "c1")
-    assert out.splitlines()[0] == "scope: cluster c1"
+    home = wh.home / "scopes" / Scope(cluster="c1").slug
+    assert out.splitlines()[0] == (
+        f"scope: cluster c1 (refit on the scope's {HOSTS * 8 + hw.height:,} units, cached in "
+        f"{home})"
+    )
     c1 = (
-        selected_rates(open_scope(wh, Scope(cluster="c1")).read("failure_rates"))
+        selected_rates(scope_warehouse(wh, Scope(cluster="c1")).read("failure_rates"))
         .filter(pl.col("component_class") == "gpu")
         .row(0, named=True)
     )
     assert c1["n_events"] == hw.height
     assert c1["rate_ci_low"] <= TRUE_RATE_1K_DAYS <= c1["rate_ci_high"]
-    window = stored_window(open_scope(wh, Scope(cluster="c1")))  # inferred from c1's own records
+    window = stored_window(scope_warehouse(wh, Scope(cluster="c1")))  # from c1's own records
     assert window.observed_to == datetime(2026, 3, 2)
     hours = (window.observed_to - window.observed_from).total_seconds() / 3600
     assert c1["exposure_hours"] == pytest.approx(HOSTS * 8 * hours, rel=1e-6)
     _fit(wh, capsys, "--cluster", "c2")
-    c2 = selected_rates(open_scope(wh, Scope(cluster="c2")).read("failure_rates")).filter(
+    c2 = selected_rates(scope_warehouse(wh, Scope(cluster="c2")).read("failure_rates")).filter(
         pl.col("component_class") == "gpu"
     )
     assert c2.height == 0 or (
@@ -232,7 +243,7 @@ def test_scoped_fit_finds_the_rate_where_the_faults_are(fleet, capsys):
     # the parent has no fits: a scope writes only its own tables
     assert wh.read("failure_rates").height == 0
     # a second run reuses the scope's results while the data is unchanged ...
-    sw = open_scope(wh, Scope(cluster="c1"))
+    sw = scope_warehouse(wh, Scope(cluster="c1"))
     stamp = [Path(f).stat().st_mtime_ns for f in sw.files("failure_rates")]
     _fit(wh, capsys, "--cluster", "c1")
     assert [Path(f).stat().st_mtime_ns for f in sw.files("failure_rates")] == stamp
@@ -251,16 +262,22 @@ def test_scoped_fit_finds_the_rate_where_the_faults_are(fleet, capsys):
 def test_breakdown_equals_hand_sums(fleet, capsys):
     wh, jobs, _hist, hw = fleet
     assert (
-        main(["--home", str(wh.home), "build", "--from", "2026-01-01", "--to", "2026-03-02"]) == 0
+        main(["--home", str(wh.home), "build", "--from", "2026-01-01", "--to", "2026-03-03"]) == 0
     )
     out = capsys.readouterr().out
-    assert out.startswith("scope: 2026-01-01 to 2026-03-02")
-    sw = open_scope(wh, Scope(datetime(2026, 1, 1), datetime(2026, 3, 2)))
+    scope = Scope(datetime(2026, 1, 1), datetime(2026, 3, 3))
+    sw = scope_warehouse(wh, scope)
+    # chains ending exactly at `to` would be outside: the scope runs a day past the last end
+    # the whole fleet is built first, then the scope's aggregates from its rows, in its home
+    assert f"\nscope: 2026-01-01 to 2026-03-03 ({sw.home})\n" in out
     bd = sw.read("goodput_breakdown")
-    # every analysis of the build ran in the scope, none in the parent (lemon nodes included)
-    assert sw.read("node_health").height > 0 and wh.read("node_health").height == 0
-    assert wh.read("goodput_breakdown").height == 0
+    assert sw.read("node_health").height > 0 and wh.read("node_health").height > 0
+    # a scope holding every job: its breakdown is the whole fleet's, its rows are the fleet's
+    assert bd.sort("dimension", "value").equals(
+        wh.read("goodput_breakdown").sort("dimension", "value")
+    )
     intr, gj = sw.read("interruptions"), sw.read("goodput_jobs")
+    assert intr.sort("job_id").equals(wh.read("interruptions").sort("job_id"))
     assert (
         intr.height == hw.select("host", pl.col("time").dt.date()).unique().height
     )  # one interrupted job per host-day hit
@@ -421,8 +438,37 @@ def test_a_scope_reads_the_daily_rollups_cut_to_its_hosts_and_days(demo):
     host's samples)."""
     wh, _ = demo
     every = wh.read("gpu_daily")
-    sw = open_scope(wh, Scope(datetime(2026, 2, 1), datetime(2026, 2, 8, 12), partition="train"))
+    sw = filtered(wh, Scope(datetime(2026, 2, 1), datetime(2026, 2, 8, 12), partition="train"))
     daily, hourly = sw.read("gpu_daily"), sw.read("gpu_hourly")
     assert daily.height and set(daily["host"]) == set(hourly["host"]) < set(every["host"])
     assert (daily["date"].min(), daily["date"].max()) == (date(2026, 2, 1), date(2026, 2, 8))
     assert sw.read("gpu_sample_times")["hour"].min() == datetime(2026, 2, 1)
+
+
+def test_relative_periods_resolve_against_now(fleet, capsys):
+    from pipelines.cli.errors import CliError
+    from pipelines.cli.home import last_period
+
+    now = datetime(2026, 3, 18, 10, 30)  # a Wednesday
+    assert last_period("month", now) == (datetime(2026, 2, 1), datetime(2026, 3, 1))
+    assert last_period("week", now) == (datetime(2026, 3, 9), datetime(2026, 3, 16))
+    assert last_period("quarter", now) == (datetime(2025, 10, 1), datetime(2026, 1, 1))
+    assert last_period("30d", now) == (now - timedelta(days=30), now)
+    with pytest.raises(CliError, match="a duration .* or one of day, week, month"):
+        last_period("fortnight", now)
+    wh, *_ = fleet
+    argv = ["--home", str(wh.home), "losses", "--last", "30d", "--from", "2026-01-01"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == "goodput: error: give --last or --from/--to, not both"
+
+
+def test_every_table_says_how_a_scope_cuts_it():
+    """A table is rows a scope filters, bookkeeping shown whole, or an aggregate a scope
+    recomputes, exactly one of them: a new table cannot be left out of the rule."""
+    from analysis.scope import RECOMPUTED
+    from analysis.scope import ROWS
+    from analysis.scope import UNFILTERED
+    from warehouse.schemas import TABLES
+
+    kinds = [*ROWS, *UNFILTERED, *RECOMPUTED]
+    assert sorted(kinds) == sorted(TABLES)  # each once, none missing

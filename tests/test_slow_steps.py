@@ -211,16 +211,21 @@ def test_refresh_reads_the_ingested_logs_and_the_jobs_gpus(wh, tmp_path):
 
 
 def test_a_scope_keeps_the_slow_periods_of_its_own_jobs(wh, tmp_path):
+    """Step logs name no cluster or partition: a scope keeps the logs and slow periods of its
+    own jobs, by job id, as the whole fleet's analysis found them."""
     from analysis.scope import Scope
-    from analysis.scope import open_scope
+    from analysis.scope import filtered
 
     for job_id in ("4711", "4712"):
         write(_job(job_id=job_id, episodes=(Episode(8000, 4000, 1.4),)), tmp_path / "logs")
     sacct = _sacct(tmp_path, "4711|gpu", "4712|big")
     ingest_paths(wh, [tmp_path / "logs", sacct], "auto", ParseContext())
-    periods, jobs = refresh_slow_periods(open_scope(wh, Scope(partition="big")))
-    assert periods["job_id"].to_list() == ["4712"]
-    assert jobs["job_id"].to_list() == ["4712"]
+    periods, jobs = refresh_slow_periods(wh)
+    assert sorted(periods["job_id"]) == sorted(jobs["job_id"]) == ["4711", "4712"]
+    big = filtered(wh, Scope(partition="big"))
+    assert big.read("slow_periods")["job_id"].to_list() == ["4712"]
+    assert big.read("job_step_times")["job_id"].to_list() == ["4712"]
+    assert set(big.read("training_steps")["job_id"]) == {"4712"}
 
 
 def test_generated_logs_read_back_as_the_steps_they_were_written_from(tmp_path):

@@ -99,9 +99,9 @@ def test_weekly_trend_figures_and_changes():
     assert (w1["lost_gpu_hours"], w2["lost_gpu_hours"]) == (24.0, 32.0)
     assert (w1["interruptions"], w1["infrastructure"], w1["workload"]) == (2, 1, 1)
     assert w2["interruptions"] == 1  # the planned drain of D does not count
-    assert w1["mtbf_hours"] == pytest.approx(
-        72 / 2
-    )  # jobs ran 01-05 .. 01-08: 72 h, 2 interruptions
+    # a period's own hours (clipped to the data's window), not the span its jobs ran in: the
+    # whole week 01-05 .. 01-12, 168 h, 2 interruptions (B and C ran only 3 days of it)
+    assert w1["mtbf_hours"] == pytest.approx(168 / 2)
     assert w2["mtbf_hours"] == pytest.approx(60.0)  # 01-12 .. 01-14 12:00, 1 interruption
     assert w1["goodput_change"] is None
     assert w2["goodput_change"] == pytest.approx(WEEK2_GOODPUT - WEEK1_GOODPUT)
@@ -122,7 +122,7 @@ def test_losses_by_cause_partition_and_node():
     by_cause = losses_frame(attempts(), interruptions(), "cause")
     assert by_cause.select("cause", "interruptions", "lost_gpu_hours").rows() == [
         ("gpu", 2, 48.0),
-        ("workload", 1, 8.0),  # B's own failure, stored as software in the workload domain
+        ("software", 1, 8.0),  # B's own failure: class software, as stored and in SQL
     ]
     assert by_cause["share"].to_list() == pytest.approx([48 / 56, 8 / 56])
     span = (T(2026, 1, 14, 12) - T(2026, 1, 5)).total_seconds() / 3600
@@ -148,7 +148,7 @@ def test_unknown_grouping_or_period_is_a_value_error():
     from analysis.trend import losses_frame
     from analysis.trend import trend_frame
 
-    with pytest.raises(ValueError, match="--by must be one of cause, cluster"):
+    with pytest.raises(ValueError, match="--by must be one of cause, domain, cluster"):
         losses_frame(attempts(), interruptions(), "rack")
     with pytest.raises(ValueError, match="period must be one of week, month"):
         trend_frame(attempts(), interruptions(), goodput_jobs(), "day")
@@ -227,7 +227,7 @@ def test_first_screen_without_an_earlier_period_or_cost_says_so(tmp_path):
     assert s.extra_html.count("no earlier period in the data") == 3
     assert "$" not in s.extra_html and "cost" not in s.extra_html.replace("cost the most", "")
     assert (
-        "<td>gpu</td><td>48</td>" in s.extra_html and "<td>workload</td><td>8</td>" in s.extra_html
+        "<td>gpu</td><td>48</td>" in s.extra_html and "<td>software</td><td>8</td>" in s.extra_html
     )
 
 
@@ -255,13 +255,13 @@ def test_trend_section_reads_the_latest_week_against_the_one_before():
     assert s.reading == (
         "2 week(s); the latest (from 2026-01-12, 60 h of data) had measured goodput 88.9%, 32 lost "
         "GPU-hours and 1 unexpected interruptions (MTBF 60.0 h); against the week before: goodput "
-        "-4.9 points, lost GPU-hours +8, +33%, MTBF +24 h, +67%. Best week 2026-01-05 (93.8%), "
+        "-4.9 points, lost GPU-hours +8, +33%, MTBF -24 h, -29%. Best week 2026-01-05 (93.8%), "
         "worst 2026-01-12 (88.9%)."
     )
     spec = charts.class_colors(charts.configure(s.chart).to_dict())
     bars = spec["vconcat"][1]["encoding"]["color"]["scale"]
     assert dict(zip(bars["domain"], bars["range"], strict=True)) == {
-        "gpu": charts.CLASS_COLORS["gpu"], "workload": charts.CLASS_COLORS["workload"]}  # fmt: skip
+        "gpu": charts.CLASS_COLORS["gpu"], "software": charts.CLASS_COLORS["software"]}  # fmt: skip
     assert (
         "<td>2026-01-12</td><td>576</td><td>88.9%</td><td>-4.9 points</td><td>32</td><td>1</td>"
         in s.extra_html
@@ -311,7 +311,7 @@ def test_cli_losses_by_partition_as_table_csv_and_json(home, capsys):
     assert csv[1].startswith("2026-01-05T00:00:00,gpu,1,16.0,0.666")
     assert main(["--home", home, "losses", "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
-    assert obj["by"] == "cause" and [r["cause"] for r in obj["rows"]] == ["gpu", "workload"]
+    assert obj["by"] == "cause" and [r["cause"] for r in obj["rows"]] == ["gpu", "software"]
 
 
 def test_cli_trend_weekly_and_monthly(home, capsys):

@@ -35,7 +35,6 @@ import polars as pl
 
 from warehouse.schemas import TABLES
 from warehouse.schemas import conform
-from warehouse.scoped import ScopedWarehouse
 
 HEALTHY_Z = 3.0  # the healthy band above the 10th percentile of m, in sigma
 SLOW_Z = 4.0  # an interval is slow above the baseline by more than this many sigma ...
@@ -304,12 +303,9 @@ def _within(span: pl.DataFrame, rows: pl.DataFrame, col: str, lo: str, hi: str) 
 
 def refresh_slow_periods(wh) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Read ``training_steps`` (with ``job_attempts``, ``step_timers``, ``rank_scores``), write
-    ``slow_periods`` and ``job_step_times``; returns both. A scope's warehouse reads the logs of
-    every job (they name no cluster of their own), so there the scope's jobs keep theirs."""
+    ``slow_periods`` and ``job_step_times``; returns both."""
     attempts = wh.read("job_attempts")
     steps = wh.read("training_steps")
-    if isinstance(wh, ScopedWarehouse):
-        steps = steps.join(attempts.select(JOB).unique(), on=JOB, how="semi")
     found, jobs = slow_periods(
         steps, job_gpus(attempts), wh.read("step_timers"), wh.read("rank_scores")
     )

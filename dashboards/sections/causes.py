@@ -7,7 +7,7 @@ import altair as alt
 import polars as pl
 
 from analysis.taxonomy import LLAMA3_TABLE
-from analysis.taxonomy import WORKLOAD
+from analysis.taxonomy import WORKLOAD_DOMAIN
 from analysis.taxonomy import shown_cause
 from dashboards import charts
 from dashboards.section import NO_DATA
@@ -38,11 +38,10 @@ def cause_mix_frame(interruptions: pl.DataFrame) -> pl.DataFrame:
 
 
 # What the comparison with Llama 3 leaves out on both sides, so that both shares have the same
-# denominator: the jobs' own failures (Llama 3's table of one job holds none apart from its
-# software bugs) and software (Llama 3's software bugs, NCCL watchdog and dependency failures
-# are its own code and stack; a fleet's are split between class software and the jobs' own).
-NOT_COMPARED = (WORKLOAD, "software")
-COMPARED = "interruptions outside software and the jobs' own failures"
+# denominator: class software (Llama 3's software bugs, NCCL watchdog and dependency failures
+# are its own code and stack; a fleet's are mostly the jobs' own failures).
+NOT_COMPARED = ("software",)
+COMPARED = "interruptions outside class software"
 
 
 def llama3_frame() -> pl.DataFrame:
@@ -74,8 +73,7 @@ def comparable_mix(mix: pl.DataFrame) -> pl.DataFrame:
 def causes_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.HConcatChart:
     """Pareto of unexpected interruptions by class (``cause_mix_frame``, the jobs' own failures
     included), beside this fleet's mix vs Llama 3's (``llama3_frame``), both as shares of the
-    compared interruptions (``COMPARED``: software and the jobs' own failures left out on both
-    sides)."""
+    compared interruptions (``COMPARED``: class software left out on both sides)."""
     # the Pareto colours classes, the comparison its two sources: two colour scales
     return alt.hconcat(pareto_chart(mix), comparison_chart(mix, ref), spacing=40).resolve_scale(
         color="independent"
@@ -168,7 +166,7 @@ def comparison_chart(mix: pl.DataFrame, ref: pl.DataFrame) -> alt.Chart:
         .properties(
             width=charts.WIDTH // 2 - 40,
             height=charts.HEIGHT,
-            title="Share vs Llama 3, software and the jobs' own failures left out",
+            title="Share vs Llama 3, class software left out",
         )
     )
 
@@ -195,10 +193,13 @@ def build(ctx: ReportContext) -> Section:
         return s
     s.chart = causes_chart(mix, ref)
     total = mix["count"].sum()
-    own = mix.filter(pl.col("cause_class") == WORKLOAD)["count"].sum()
+    own = intr.filter(
+        ~pl.col("planned").fill_null(False) & (pl.col("failure_domain") == WORKLOAD_DOMAIN)
+    ).height
     s.reading = (
         f"Of the {total:,} unexpected interruptions, {own:,} were the jobs' own failures "
-        f"(class {WORKLOAD}: exit codes, OOM) and {total - own:,} infrastructure."
+        f"(failure domain {WORKLOAD_DOMAIN}: exit codes, OOM; class software) and "
+        f"{total - own:,} the fleet's."
     )
     # one denominator on both sides: software and the jobs' own failures left out
     compared = comparable_mix(mix).filter(pl.col("share").is_not_null())

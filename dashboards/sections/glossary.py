@@ -10,7 +10,7 @@ from analysis.headline import BAND_COVERS
 from analysis.taxonomy import LLAMA3_DAYS
 from analysis.taxonomy import LLAMA3_GPUS
 from analysis.taxonomy import LLAMA3_TABLE
-from analysis.taxonomy import WORKLOAD
+from analysis.taxonomy import WORKLOAD_DOMAIN
 from dashboards.section import ReportContext
 from dashboards.section import Section
 from dashboards.sections.causes import COMPARED
@@ -37,11 +37,12 @@ GLOSSARY: dict[str, str] = {
     "unexpected interruption": "a job attempt that ended by failure (hardware, software or the "
     "job's own), not by a planned drain, a user's cancel or a preemption.",
     "infrastructure": "interruptions caused by the fleet (hardware, system software, network), "
-    f"as opposed to the jobs' own failures (class {WORKLOAD}).",
-    WORKLOAD: "the class of interruptions caused by the job itself (exit codes, out of memory); "
-    "the warehouse keeps the class found (often software) and its failure domain 'workload'.",
+    f"as opposed to the jobs' own failures (failure domain {WORKLOAD_DOMAIN}).",
+    WORKLOAD_DOMAIN: "the failure domain of interruptions caused by the job itself (exit codes, "
+    "out of memory); their cause class is software.",
     "cause class": "the component class an interruption is attributed to (gpu, gpu_memory, "
-    "nvlink, ib_link, psu, host_os, software, ...), or workload.",
+    "nvlink, ib_link, psu, host_os, software, ...): the same word in the report, the CLI and "
+    "the warehouse's interruptions.cause_class.",
     "MTBF": "mean time between failures, in hours: the hours observed divided by the failures "
     "counted (fleet-wide, per class or per unit).",
     "MTTI": "mean time to interruption of one job, in hours: 1 / the job's interruption rate, "

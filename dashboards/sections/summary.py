@@ -14,7 +14,7 @@ from datetime import timedelta
 import polars as pl
 
 from analysis.observation import stored_window
-from analysis.taxonomy import WORKLOAD
+from analysis.taxonomy import WORKLOAD_DOMAIN
 from analysis.trend import data_window
 from analysis.trend import losses_frame
 from analysis.trend import period_starts
@@ -248,7 +248,8 @@ def build(ctx: ReportContext) -> Section:
         f'<div class="tiles">{"".join(tiles)}</div>'
         + actions_html(proj, target)
         + f'<p class="sub">Top {TOP} causes by lost GPU-hours '
-        f"(the jobs' own failures are the class {html.escape(WORKLOAD)})</p>"
+        f"(the jobs' own failures: class software, failure domain "
+        f"{html.escape(WORKLOAD_DOMAIN)})</p>"
         + _causes_table(causes, cost)
         + (f'<p class="why" id="projection-why">{html.escape(why)}</p>' if why else "")
     )

@@ -66,8 +66,9 @@ JOB_DESCRIPTIONS = {
     "build": "Everything downstream of ingest and pull: rollups, attribution, fits, goodput, "
     "report.",
     "refit": "Lifetimes and failure fits again (a new observation window), then the projections.",
-    "build_scope": "The analyses of a scope (a cluster, partition, account or period) into its "
-    "own warehouse.",
+    "build_scope": "The aggregates of a scope (a cluster, partition, account, user or period: "
+    "fits, MTBF, availability, node health, breakdowns, projections) recomputed from the whole "
+    "fleet's rows filtered to it, into its own warehouse.",
 }
 
 __all__ = [

@@ -49,6 +49,11 @@ def writers(*tables: str, besides: str | None = None) -> list:
     return list(found.values())
 
 
+def written_by(key: str) -> set[str]:
+    """The tables the asset (or asset spec) named ``key`` writes."""
+    return {table for table, deps in _WRITERS.items() if any(_key(d) == key for d in deps)}
+
+
 def every_writer() -> list:
     """The writers of every table registered so far: the deps of an asset reading the whole
     warehouse (the catalog)."""

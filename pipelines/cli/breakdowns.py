@@ -9,17 +9,22 @@ from pipelines.cli.options import command
 from pipelines.cli.options import option
 from pipelines.cli.output import output_format
 from pipelines.cli.output import print_frame
+from pipelines.cli.output import print_scope
 
 
 def cmd_losses(args) -> int:
+    from analysis.numbers import in_hours
+    from analysis.numbers import num
+    from analysis.numbers import pct
+    from analysis.scope import job_window
     from analysis.trend import losses_frame
-    from dashboards.section import in_hours
-    from dashboards.section import num
-    from dashboards.section import pct
 
     wh = reading_warehouse(args)
-    df = losses_frame(wh.read("job_attempts"), wh.read("interruptions"), args.by, args.period)
+    df = losses_frame(
+        wh.read("job_attempts"), wh.read("interruptions"), args.by, args.period, job_window(wh)
+    )
     if df.height == 0 and output_format(args) == "table":
+        print_scope(wh)
         print(
             "no unexpected interruptions in the warehouse (run `goodput build` after ingesting "
             "job records)"
@@ -43,22 +48,28 @@ def cmd_losses(args) -> int:
         ]
         for r in df.iter_rows(named=True)
     ]
-    print_frame(df, output_format(args), rows, header, {"by": args.by, "period": args.period})
+    print_frame(df, output_format(args), rows, header, {"by": args.by, "period": args.period}, wh)
     return 0
 
 
 def cmd_trend(args) -> int:
+    from analysis.numbers import change
+    from analysis.numbers import in_hours
+    from analysis.numbers import num
+    from analysis.numbers import pct
+    from analysis.scope import job_window
     from analysis.trend import trend_frame
-    from dashboards.section import change
-    from dashboards.section import in_hours
-    from dashboards.section import num
-    from dashboards.section import pct
 
     wh = reading_warehouse(args)
     df = trend_frame(
-        wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"), args.period
+        wh.read("job_attempts"),
+        wh.read("interruptions"),
+        wh.read("goodput_jobs"),
+        args.period,
+        job_window(wh),
     )
     if df.height == 0 and output_format(args) == "table":
+        print_scope(wh)
         print("no job attempts with start and end times in the warehouse")
         return 0
     header = [
@@ -90,7 +101,7 @@ def cmd_trend(args) -> int:
             ]
         )
         prev = r
-    print_frame(df, output_format(args), rows, header, {"period": args.period})
+    print_frame(df, output_format(args), rows, header, {"period": args.period}, wh)
     return 0
 
 
@@ -101,12 +112,19 @@ def cmd_compare(args) -> int:
     from analysis.numbers import in_hours
     from analysis.numbers import num
     from analysis.numbers import pct
+    from analysis.scope import job_window
+    from analysis.scope import scope_of
 
     wh = reading_warehouse(args)
     df = compare_frame(
-        wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs"), args.by
+        wh.read("job_attempts"),
+        wh.read("interruptions"),
+        wh.read("goodput_jobs"),
+        args.by,
+        job_window(wh) if scope_of(wh).timed else None,
     )
     if df.height == 0 and output_format(args) == "table":
+        print_scope(wh)
         print("no job attempts in the warehouse (ingest job records, then `goodput build`)")
         return 0
 
@@ -137,7 +155,7 @@ def cmd_compare(args) -> int:
         "MTBF (95% CI)",
         "lost GPU-hours",
     ]
-    print_frame(df, output_format(args), text, header, {"by": args.by})
+    print_frame(df, output_format(args), text, header, {"by": args.by}, wh)
     if output_format(args) == "table":
         print(
             "infrastructure interruptions: unexpected, not the jobs' own failures; MTBF: the "

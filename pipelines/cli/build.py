@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.cli.errors import CliError
+from pipelines.cli.home import checked_scope
 from pipelines.cli.home import holds_data
 from pipelines.cli.home import open_warehouse
-from pipelines.cli.home import resource_config
+from pipelines.cli.home import rebuilt_scope
 from pipelines.cli.home import scope_settings
-from pipelines.cli.home import scoped
 from pipelines.cli.home import window_config
+from pipelines.cli.home import window_fields
 from pipelines.cli.options import ckpt_cost
 from pipelines.cli.options import command
 from pipelines.cli.options import gpu_hour_cost
@@ -32,29 +33,21 @@ def cmd_build(args) -> int:
         raise CliError("--ckpt-interval must be a positive duration")
     if args.gpu_hour_cost < 0:
         raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
-    config = window_config(
-        args, **assumed, gpu_hour_cost=args.gpu_hour_cost, **scope_settings(args)
-    )
+    config = window_config(args, **assumed, gpu_hour_cost=args.gpu_hour_cost)
+    scope = scope_settings(args)
     if not holds_data(wh):
         raise CliError(
             f"nothing to build in {wh.home}: no record ingested or pulled yet "
             "(goodput ingest PATH..., goodput pull, or goodput demo)"
         )
+    if any(scope.values()):
+        checked_scope(wh, args)  # an unknown cluster is said before the build, not after
     from pipelines.run import PipelineError
     from pipelines.run import build
     from pipelines.run import checks_line
     from pipelines.run import status_lines
     from pipelines.run import summary_lines
 
-    if not config.scope().whole:  # the scope's analyses (the parent's rollups refreshed), summary
-        part = scoped(wh, config)
-        for line in [
-            f"scope: {config.scope().describe()} ({part.home})",
-            *status_lines(part),
-            *summary_lines(part),
-        ]:
-            print(line)
-        return 0
     with wh.writer():
         wh.refresh_catalog()
         try:
@@ -67,10 +60,19 @@ def cmd_build(args) -> int:
         print(line)
     print(checks_line(result.get_asset_check_evaluations()))
     print_where(wh)
+    if any(scope.values()):  # then the scope's aggregates, from the fleet's rows just built
+        part = rebuilt_scope(args, "all", **window_fields(args), **assumed)
+        for line in [
+            f"scope: {part.scope.describe()} ({part.home})",
+            *status_lines(part),
+            *summary_lines(part),
+        ]:
+            print(line)
     return 0
 
 
 def cmd_report(args) -> int:
+    from analysis.scope import scope_of
     from dashboards.report import build_report
 
     if args.gpus < 1:
@@ -78,15 +80,16 @@ def cmd_report(args) -> int:
     wh = open_warehouse(args, existing=True)
     if args.gpu_hour_cost < 0:
         raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
-    config = resource_config(args, target_gpus=args.gpus, **scope_settings(args))
-    wh = scoped(wh, config)
+    if any(scope_settings(args).values()):
+        wh = rebuilt_scope(args, "all", target_gpus=args.gpus)
+    scope = scope_of(wh)
     with wh.writer():
         wh.refresh_catalog()
         path = build_report(
             wh,
             Path(args.out) if args.out else None,
             target_gpus=args.gpus,
-            scope=config.scope().header(),
+            scope=scope.header(),
             gpu_hour_cost=args.gpu_hour_cost,
         )
     print(f"report: {path}")

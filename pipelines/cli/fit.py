@@ -6,13 +6,15 @@ import re
 
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import open_warehouse
+from pipelines.cli.home import rebuilt_scope
 from pipelines.cli.home import scope_settings
-from pipelines.cli.home import scoped
 from pipelines.cli.home import window_config
+from pipelines.cli.home import window_fields
 from pipelines.cli.options import command
 from pipelines.cli.options import option
 from pipelines.cli.output import output_format
 from pipelines.cli.output import print_frame
+from pipelines.cli.output import print_scope
 
 _MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
 
@@ -33,9 +35,12 @@ def cmd_fit(args) -> int:
     refits = any(scope.values()) or args.observed_from or args.observed_to
     wh = open_warehouse(args, existing=True, read_only=not refits)
     if any(scope.values()):  # the scope's fits (with its window, if given)
-        config = window_config(args, **scope)
-        wh = scoped(wh, config)
-        print(f"scope: {config.scope().describe()}")
+        wh = rebuilt_scope(args, "fits", **window_fields(args))
+        with wh.connect() as con:
+            units = con.execute(
+                f"SELECT count(*) FROM ({wh.view_sql('component_lifetimes')})"
+            ).fetchall()[0][0]
+        wh.note = f"refit on the scope's {units:,} units, cached in {wh.home}"
     elif args.observed_from or args.observed_to:  # a new window: refit over it
         from pipelines.run import PipelineError
         from pipelines.run import refit
@@ -62,8 +67,10 @@ def cmd_fit(args) -> int:
             rows if args.all_models else rows.filter(pl.col("selected")),
             output_format(args),
             meta={"window": args.window},
+            wh=wh,
         )
         return 0
+    print_scope(wh)
     if window is not None:
         print(window.line())
     for pop, classes in unit_populations(fr):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from datetime import UTC
 from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
 
 from pipelines.cli.errors import CliError
@@ -45,53 +46,134 @@ def has_warehouse(args) -> bool:
 
 
 def reading_warehouse(args):
-    """The warehouse a reading command reads: the whole fleet's, opened as a reader (a read-only
-    home works), or its scope's (built or reused by a writer)."""
-    scope = scope_settings(args)
-    wh = open_warehouse(args, existing=True, read_only=not any(scope.values()))
-    return scoped(wh, resource_config(args, **scope)) if any(scope.values()) else wh
+    """The warehouse a reading command reads, opened as a reader (a read-only home works): the
+    whole fleet's, or with scope flags the whole fleet's tables filtered to the scope
+    (``analysis.scope.filtered``). Answering never rebuilds anything."""
+    from analysis.scope import filtered
+
+    wh = open_warehouse(args, existing=True, read_only=True)
+    scope = checked_scope(wh, args)
+    return wh if scope.whole else filtered(wh, scope)
 
 
 def scope_asked(args) -> bool:
-    """Whether the command was given a scope (a cluster, partition, account or period)."""
-    return any(scope_settings(args).values())
+    """Whether the command was given a scope (a cluster, partition, account, user or period)."""
+    return not args_scope(args).whole
 
 
-def scope_settings(args) -> dict[str, str]:
-    """The scope flags as ``GoodputConfig`` fields (empty: not given); checks from < to."""
+def checked_scope(wh, args):
+    """The scope of the flags, checked against the data of ``wh`` (one line when it cannot
+    answer: an unknown cluster, an empty slice)."""
+    from analysis.scope import ScopeError
+    from analysis.scope import check_scope
+
+    scope = args_scope(args)
+    if not scope.whole:
+        try:
+            check_scope(wh, scope)
+        except ScopeError as exc:
+            raise CliError(str(exc)) from None
+    return scope
+
+
+def args_scope(args):
+    """The ``analysis.scope.Scope`` of the scope flags (whole fleet when none is given); a
+    relative period (``--last``) is resolved against now."""
     from analysis.scope import Scope
     from analysis.scope import ScopeError
 
-    start, end = (
-        parse_time(getattr(args, "scope_from", None)),
-        parse_time(getattr(args, "scope_to", None)),
-    )
+    start = parse_time(getattr(args, "scope_from", None))
+    end = parse_time(getattr(args, "scope_to", None))
+    last = getattr(args, "scope_last", None)
+    if last is not None:
+        if start is not None or end is not None:
+            raise CliError("give --last or --from/--to, not both")
+        start, end = last_period(last, datetime.now(UTC).replace(tzinfo=None))
+        # resolved once: every later reading of the flags sees the same [from, to)
+        args.scope_from, args.scope_to, args.scope_last = start.isoformat(), end.isoformat(), None
     try:
-        Scope(start, end)
+        return Scope(
+            start, end, *(getattr(args, f"scope_{k}", None) or None for k in SCOPE_DIMENSIONS)
+        )
     except ScopeError as exc:
         raise CliError(str(exc)) from None
+
+
+SCOPE_DIMENSIONS = ("cluster", "partition", "account", "user")
+CALENDAR = ("day", "week", "month", "quarter", "year")
+
+
+def last_period(text: str, now: datetime) -> tuple[datetime, datetime]:
+    """``--last``: a duration back from ``now`` (``30d``: [now - 30 days, now)), or the last
+    complete calendar day, week (Monday first), month, quarter or year before ``now``."""
+    import polars as pl
+
+    if text in CALENDAR:
+        every = {"day": "1d", "week": "1w", "month": "1mo", "quarter": "1q", "year": "1y"}[text]
+        end = pl.Series([now]).dt.truncate(every)[0]
+        start = pl.Series([end]).dt.offset_by(f"-{every}")[0]
+        return start, end
+    try:
+        seconds = parse_duration(text)
+    except CliError:
+        raise CliError(
+            f"--last {text!r}: a duration (30d, 12h) or one of {', '.join(CALENDAR)}"
+        ) from None
+    if seconds <= 0:
+        raise CliError("--last must be a positive duration")
+    return now - timedelta(seconds=seconds), now
+
+
+def scope_settings(args) -> dict[str, str]:
+    """The scope flags as ``GoodputConfig`` fields (empty: not given)."""
+    scope = args_scope(args)
     out = {
-        "scope_from": start.isoformat() if start else "",
-        "scope_to": end.isoformat() if end else "",
+        "scope_from": scope.start.isoformat() if scope.start else "",
+        "scope_to": scope.end.isoformat() if scope.end else "",
     }
-    for key in ("cluster", "partition", "account"):
-        out[f"scope_{key}"] = getattr(args, f"scope_{key}", None) or ""
+    for key in SCOPE_DIMENSIONS:
+        out[f"scope_{key}"] = getattr(scope, key) or ""
     return out
 
 
-def scoped(wh, config):
-    """The warehouse a command reads: ``wh`` itself, or the scope's (built or reused)."""
-    from analysis.scope import ScopeError
-    from pipelines.run import PipelineError
-    from pipelines.run import build_scope
+def rebuilt_scope(args, needs: str, **fields):
+    """The warehouse of the scope of the flags with its ``needs`` (``analysis.scope.SCOPE_NEEDS``)
+    recomputed from the whole fleet's rows filtered to it, or reused from
+    ``HOME/scopes/<slug>/`` while the data and the settings (``fields``: ``GoodputConfig``
+    fields the command sets) are unchanged; its ``note`` says so. Reuse is checked without
+    loading Dagster. Without a scope: the whole fleet's warehouse, as a reader."""
+    from analysis.scope import SCOPE_NEEDS
+    from analysis.scope import SCOPE_SETTINGS
+    from analysis.scope import fresh_tables
+    from analysis.scope import scope_warehouse
 
-    if config.scope().whole:
-        return wh
-    try:
-        with wh.writer():
-            return build_scope(config)
-    except (ScopeError, PipelineError) as exc:
-        raise CliError(str(exc)) from None
+    fleet = open_warehouse(args, existing=True, read_only=True)
+    scope = checked_scope(fleet, args)
+    if scope.whole:
+        return fleet
+    scoped = scope_warehouse(fleet, scope)
+    settings = {k: fields.get(k, default) for k, default in SCOPE_SETTINGS.items()}
+    if not set(SCOPE_NEEDS[needs]) <= fresh_tables(fleet, scoped, settings):
+        from pipelines.run import PipelineError
+        from pipelines.run import build_scope
+
+        config = resource_config(args, **fields, **scope_settings(args))
+        try:
+            with config.warehouse().writer():
+                build_scope(config, needs)
+        except PipelineError as exc:
+            raise CliError(str(exc)) from None
+    scoped.note = f"{RECOMPUTED_WHAT[needs]} on the scope's rows, cached in {scoped.home}"
+    return scoped
+
+
+RECOMPUTED_WHAT = {
+    "fits": "refit",
+    "mtbf": "system MTBF recomputed",
+    "availability": "availability recomputed",
+    "nodes": "node health and fits recomputed",
+    "all": "analyses recomputed",
+}
 
 
 def resource_config(args, **extra):
@@ -103,6 +185,12 @@ def resource_config(args, **extra):
 
 def window_config(args, **extra):
     """The resource with the build / fit flags (observation window, as-of)."""
+    return resource_config(args, **window_fields(args), **extra)
+
+
+def window_fields(args) -> dict:
+    """The build / fit flags (observation window, GPUs per node) as ``GoodputConfig`` fields,
+    checked."""
     from analysis.observation import check_bound
 
     observed_from, observed_to = parse_time(args.observed_from), parse_time(args.observed_to)
@@ -118,13 +206,11 @@ def window_config(args, **extra):
         raise CliError(
             f"--observed-to ({observed_to}) must be after --observed-from ({observed_from})"
         )
-    return resource_config(
-        args,
-        observed_from=observed_from.isoformat() if observed_from else "",
-        observed_to=observed_to.isoformat() if observed_to else "",
-        gpus_per_node=args.gpus_per_node,
-        **extra,
-    )
+    return {
+        "observed_from": observed_from.isoformat() if observed_from else "",
+        "observed_to": observed_to.isoformat() if observed_to else "",
+        "gpus_per_node": args.gpus_per_node,
+    }
 
 
 def fresh_dirs(args) -> list[Path]:

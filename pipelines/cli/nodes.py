@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipelines.cli.errors import CliError
-from pipelines.cli.home import reading_warehouse
+from pipelines.cli.home import rebuilt_scope
 from pipelines.cli.options import ckpt_cost
 from pipelines.cli.options import command
 from pipelines.cli.options import gpus
@@ -27,7 +27,7 @@ def cmd_nodes(args) -> int:
         raise CliError("--top, --gpus and --gpus-per-node must be >= 1")
     if args.alpha is not None and not 0 < args.alpha < 1:
         raise CliError("--alpha must be between 0 and 1, e.g. 0.01")
-    wh = reading_warehouse(args)
+    wh = rebuilt_scope(args, "nodes")
     health = wh.read("node_health")
     if health.height == 0:
         raise CliError("node_health is empty: run `goodput build` (or `goodput demo`) first")
@@ -44,7 +44,7 @@ def cmd_nodes(args) -> int:
     )
     worst = health.head(args.top)
     value = {"summary": s, "gain": gain, "nodes": worst.to_dicts()}
-    if print_data(output_format(args), value, worst):
+    if print_data(output_format(args), value, worst, wh):
         return 0
     for line in _summary_lines(s):
         print(line)

@@ -194,34 +194,39 @@ def _add_scope_options(parser: argparse.ArgumentParser) -> None:
     """The scope flags (analysis/scope.py), the same on every command that takes them."""
     g = parser.add_argument_group(
         "scope",
-        "analyse a slice of the fleet (default: the whole fleet); the slice's results are kept in "
-        "HOME/scopes/<slug>/ and reused while the data is unchanged",
+        "answer for a slice of the fleet (default: the whole fleet): its rows of the stored "
+        "tables; fits, MTBF, availability and node health are recomputed for it and kept in "
+        "HOME/scopes/<slug>/ while the data is unchanged",
     )
     g.add_argument(
         "--from",
         dest="scope_from",
         metavar="ISO",
         help=(
-            "start (inclusive, ISO-8601 UTC): job attempts overlapping [from, to) kept whole; "
-            "events, telemetry and the observation window cut to it"
+            "start (inclusive, ISO-8601 UTC): job attempts overlapping [from, to), "
+            "interruptions and job chains ending in it; events and hours cut to it"
         ),
     )
     g.add_argument("--to", dest="scope_to", metavar="ISO", help="end (exclusive, ISO-8601 UTC)")
+    g.add_argument(
+        "--last",
+        dest="scope_last",
+        metavar="SPAN",
+        help=(
+            "a period back from now instead of --from/--to: a duration (30d, 12h) or the last "
+            "whole day, week, month, quarter or year"
+        ),
+    )
     g.add_argument(
         "--cluster",
         dest="scope_cluster",
         metavar="NAME",
         help="jobs of this cluster, hardware of its hosts",
     )
-    g.add_argument(
-        "--partition",
-        dest="scope_partition",
-        metavar="NAME",
-        help="jobs of this partition, hardware of the hosts that ran them in the window",
-    )
-    g.add_argument(
-        "--account",
-        dest="scope_account",
-        metavar="NAME",
-        help="jobs of this account, hardware of the hosts that ran them in the window",
-    )
+    for dim in ("partition", "account", "user"):
+        g.add_argument(
+            f"--{dim}",
+            dest=f"scope_{dim}",
+            metavar="NAME",
+            help=f"jobs of this {dim}, hardware of the hosts that ran them in the window",
+        )

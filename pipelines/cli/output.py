@@ -17,15 +17,17 @@ def cell_text(v, digits: str = ".3g") -> str:
     return "-" if v is None else f"{v:{digits}}" if isinstance(v, float) else str(v)
 
 
-def print_frame(df, fmt: str, text_rows=(), header=(), meta: dict | None = None) -> None:
+def print_frame(df, fmt: str, text_rows=(), header=(), meta: dict | None = None, wh=None) -> None:
     """``df`` on stdout: an aligned text table (``text_rows``: its rows as the report formats
-    them), CSV (raw values, header first) or one JSON object (``meta`` and ``rows``)."""
+    them), CSV (raw values, header first) or one JSON object (``meta`` and ``rows``), each naming
+    the scope of the warehouse ``wh`` it was read from (``print_scope``)."""
     if fmt == "csv":
-        sys.stdout.write(df.write_csv(datetime_format="%Y-%m-%dT%H:%M:%S"))
+        sys.stdout.write(scoped(df, wh).write_csv(datetime_format="%Y-%m-%dT%H:%M:%S"))
         return
     if fmt == "json":
-        print(json.dumps({**(meta or {}), "rows": df.to_dicts()}, default=str))
+        print(json.dumps({**scope_meta(wh), **(meta or {}), "rows": df.to_dicts()}, default=str))
         return
+    print_scope(wh)
     rows = [header, *text_rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for r in rows:
@@ -37,19 +39,53 @@ def print_frame(df, fmt: str, text_rows=(), header=(), meta: dict | None = None)
         )
 
 
+# How every reading command names the scope it answers for (the one rule): a table starts with
+# a line "scope: <description>" when a scope is given (and says what was recomputed for it);
+# JSON carries a "scope" object always (``analysis.scope.Scope.meta``: null bounds and
+# dimensions for the whole fleet); CSV rows carry a "scope" column (the description) when a
+# scope is given, so an unscoped CSV keeps the table's own columns.
+
+
+def scope_meta(wh) -> dict:
+    from analysis.scope import scope_of
+
+    return {} if wh is None else {"scope": scope_of(wh).meta()}
+
+
+def print_scope(wh) -> None:
+    """The first line of a scoped table: the scope, and what was recomputed for it."""
+    from analysis.scope import scope_of
+
+    scope = scope_of(wh)
+    if not scope.whole:
+        note = getattr(wh, "note", "")
+        print(f"scope: {scope.describe()}" + (f" ({note})" if note else ""))
+
+
+def scoped(df, wh):
+    """``df`` with the ``scope`` column of a scoped CSV."""
+    import polars as pl
+
+    from analysis.scope import scope_of
+
+    scope = scope_of(wh)
+    return df if scope.whole else df.with_columns(pl.lit(scope.describe()).alias("scope"))
+
+
 def output_format(args) -> str:
     return "json" if args.json else args.format
 
 
-def print_data(fmt: str, value: dict, frame) -> bool:
+def print_data(fmt: str, value: dict, frame, wh=None) -> bool:
     """``--format json``: ``value`` as one JSON object; ``csv``: the rows of ``frame`` (the
     command's main table; the others are tables of their own, for ``goodput sql``). False for
-    ``table``: the command prints its text."""
+    ``table``: the scope line is printed and the command prints its text."""
     if fmt == "json":
-        print(json.dumps(value, default=str))
+        print(json.dumps({**scope_meta(wh), **value}, default=str))
     elif fmt == "csv":
-        print_frame(frame, "csv")
+        print_frame(frame, "csv", wh=wh)
     else:
+        print_scope(wh)
         return False
     return True
 

@@ -9,7 +9,7 @@ import sys
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import has_warehouse
 from pipelines.cli.home import open_warehouse
-from pipelines.cli.home import reading_warehouse
+from pipelines.cli.home import rebuilt_scope
 from pipelines.cli.home import scope_asked
 from pipelines.cli.options import ckpt_cost
 from pipelines.cli.options import command
@@ -20,11 +20,13 @@ from pipelines.cli.options import rates_file
 from pipelines.cli.options import restart
 from pipelines.cli.output import output_format
 from pipelines.cli.output import print_frame
+from pipelines.cli.output import print_scope
 from pipelines.cli.values import parse_duration
 
 
 def cmd_project(args) -> int:
     from analysis.job import Job
+    from analysis.scope import scope_of
     from analysis.whatif import append_projection
     from analysis.whatif import format_projection
     from analysis.whatif import project_one
@@ -44,12 +46,8 @@ def cmd_project(args) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     # given rates or an MTTI read no warehouse: one that is not there is not needed
-    wh = (
-        None
-        if (rates is not None or mtti is not None) and not scope_asked(args)
-        and not has_warehouse(args)
-        else reading_warehouse(args)
-    )  # fmt: skip
+    given = (rates is not None or mtti is not None) and not scope_asked(args)
+    wh = None if given and not has_warehouse(args) else rebuilt_scope(args, "fits")
     horizon = None if args.horizon is None else parse_duration(args.horizon) / 3600
     if horizon == 0:
         raise CliError("--horizon must be a positive duration")
@@ -89,16 +87,18 @@ def cmd_project(args) -> int:
             f"goodput: note: {wh.home} is read-only: this projection is printed, not saved",
             file=sys.stderr,
         )
-    if output_format(args) == "json":
-        print(json.dumps(res, default=str))
+    if output_format(args) == "json":  # its "scope" is the interruption scope (--scope)
+        print(json.dumps({**res, "fleet_scope": scope_of(wh).meta()}, default=str))
     elif output_format(args) == "csv":  # the scalar figures as one row (the classes: --json)
         import polars as pl
 
         print_frame(
             pl.DataFrame([{k: v for k, v in res.items() if not isinstance(v, dict | list)}]),
             "csv",
+            wh=wh,
         )
     else:
+        print_scope(wh)
         print("\n".join(format_projection(res)))
     return 0
 
@@ -123,7 +123,7 @@ def cmd_whatif(args) -> int:
         raise CliError(str(exc)) from None
     # a rates file reads no warehouse: one that is not there is not needed
     given = rates is not None and not scope_asked(args)
-    wh = None if given and not has_warehouse(args) else reading_warehouse(args)
+    wh = None if given and not has_warehouse(args) else rebuilt_scope(args, "fits")
     try:
         rows = sensitivity_at(wh, args.gpus, rates)
     except ValueError as exc:
@@ -161,6 +161,7 @@ def cmd_whatif(args) -> int:
     }
     fmt = output_format(args)
     if fmt == "table":
+        print_scope(wh)
         of = f"rates of {args.rates}" if args.rates else f"{base['scope'] or 'infrastructure'}"
         print(
             f"at {args.gpus:,} GPUs ({of}{'' if args.rates else ' interruptions'}): goodput "
@@ -180,7 +181,7 @@ def cmd_whatif(args) -> int:
         for r in ranked.iter_rows(named=True)
     ]
     header = ["change", "goodput gain", "goodput", "95% band", "MTTI", "method"]
-    print_frame(ranked, fmt, text, header, meta)
+    print_frame(ranked, fmt, text, header, meta, wh)
     if fmt == "table" and "mc" in ranked["method"]:
         print(
             f"mc: Monte Carlo against its own baseline of {base['spares']} spare nodes (repair "
@@ -190,8 +191,8 @@ def cmd_whatif(args) -> int:
 
 
 def add_project(sub) -> None:
-    from analysis.fleet_age import DEFAULT_FLEET_AGE
-    from analysis.fleet_age import FLEET_AGES
+    from analysis.assumptions import DEFAULT_FLEET_AGE
+    from analysis.assumptions import FLEET_AGES
     from analysis.taxonomy import DEFAULT_SCOPE
     from analysis.taxonomy import SCOPES
 

@@ -4,7 +4,7 @@ root causes."""
 from __future__ import annotations
 
 from pipelines.cli.errors import CliError
-from pipelines.cli.home import reading_warehouse
+from pipelines.cli.home import rebuilt_scope
 from pipelines.cli.options import choice
 from pipelines.cli.options import command
 from pipelines.cli.options import option
@@ -13,12 +13,13 @@ from pipelines.cli.output import output_format
 from pipelines.cli.output import print_data
 from pipelines.cli.output import print_frame
 from pipelines.cli.output import print_rows
+from pipelines.cli.output import print_scope
 
 
 def cmd_mtbf(args) -> int:
     import polars as pl
 
-    wh = reading_warehouse(args)
+    wh = rebuilt_scope(args, "mtbf")
     df = wh.read("system_mtbf")
     if df.height == 0:
         raise CliError(
@@ -36,8 +37,9 @@ def cmd_mtbf(args) -> int:
             df = df.filter(pl.col(col) == want)
     df = df.sort("source", "system", "class", "period_start", nulls_last=False)
     if output_format(args) != "table":
-        print_frame(df, output_format(args), meta={"period": args.period, "by": args.by})
+        print_frame(df, output_format(args), meta={"period": args.period, "by": args.by}, wh=wh)
         return 0
+    print_scope(wh)
     head = (
         "source",
         "system",
@@ -78,14 +80,15 @@ def cmd_availability(args) -> int:
 
     if args.top < 1:
         raise CliError("--top must be >= 1")
-    rows, fits, causes = _availability_tables(args)
+    wh = rebuilt_scope(args, "availability")
+    rows, fits, causes = _availability_tables(wh, args)
     best = fits.filter(pl.col("selected"))
     value = {
         "availability": rows.to_dicts(),
         "repair_fits": best.to_dicts(),
         "root_causes": causes.to_dicts(),
     }
-    if print_data(output_format(args), value, rows):
+    if print_data(output_format(args), value, rows, wh):
         return 0
     print_rows([_AVAILABILITY_HEAD, *map(_availability_row, rows.iter_rows(named=True))])
     print(
@@ -105,12 +108,11 @@ def cmd_availability(args) -> int:
     return 0
 
 
-def _availability_tables(args):
+def _availability_tables(wh, args):
     """The availability rows asked for (per system, or the ``--top`` nodes), with the repair
     fits and root causes of the same system(s)."""
     import polars as pl
 
-    wh = reading_warehouse(args)
     avail = wh.read("availability")
     if avail.height == 0:
         raise CliError(

@@ -11,6 +11,7 @@ from pipelines.cli.home import reading_warehouse
 from pipelines.cli.options import command
 from pipelines.cli.options import option
 from pipelines.cli.options import output_format
+from pipelines.cli.output import print_scope
 
 
 def cmd_sql(args) -> int:
@@ -30,8 +31,11 @@ def cmd_sql(args) -> int:
             if rel is None:
                 return 0
             if args.format == "table":
+                print_scope(wh)
                 rel.show(max_rows=args.max_rows, max_width=_terminal_width())
-            else:
+            else:  # the rows are the query's own: the scope is named on stderr
+                if hasattr(wh, "scope"):
+                    print(f"goodput: scope: {wh.scope.describe()}", file=sys.stderr)
                 _write_rows(rel, args.format)
     except duckdb.Error as exc:
         raise CliError(str(exc).strip().splitlines()[0]) from None
