@@ -19,11 +19,11 @@ import os
 import statistics
 import subprocess
 import time
-from pathlib import Path
 
-from benchmarks.bench_cli_start import DEFAULT_HOME
 from benchmarks.bench_cli_start import GOODPUT
 from benchmarks.bench_cli_start import REPO
+from benchmarks.bench_cli_start import add_home_option
+from benchmarks.bench_cli_start import demo_home
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 
@@ -46,17 +46,10 @@ def measured(argv: list[str]) -> tuple[float, float, float, str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--home", type=Path, help=f"a demo-built home (default {DEFAULT_HOME}, built if missing)"
-    )
+    add_home_option(ap)
     ap.add_argument("--runs", type=int, default=3, help="fresh processes (default 3)")
     args = ap.parse_args()
-    home = args.home or DEFAULT_HOME
-    if not (home / "warehouse.duckdb").exists():
-        print(f"building {home} with `goodput demo` ...", flush=True)
-        subprocess.run(
-            [*GOODPUT, "--home", str(home), "demo"], cwd=REPO, check=True, stdout=subprocess.DEVNULL
-        )
+    home = demo_home(args.home)
     argv = ["--home", str(home), *EXAMPLE]
     runs = [measured(argv) for _ in range(args.runs)]
     walls, cpu, rss = [r[0] for r in runs], [r[1] for r in runs], [r[2] for r in runs]

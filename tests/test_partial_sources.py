@@ -7,6 +7,7 @@ import io
 from pathlib import Path
 
 import pytest
+from test_report import readings
 
 from pipelines.cli import main
 from tests.conftest import SAMPLE_FLEET
@@ -55,24 +56,12 @@ def growing(tmp_path_factory):
 REPORTS: dict[str, str] = {}  # each build's report, by the sources it had
 
 
-def sections(page: str) -> dict[str, str]:
-    """section id -> its reading or note, as text."""
-    import html
-    import re
-
-    out = {}
-    for m in re.finditer(r'<section id="([^"]+)">(.*?)</section>', page, re.DOTALL):
-        r = re.search(r'<p class="(?:reading|note)">(.*?)</p>', m.group(2), re.DOTALL)
-        out[m.group(1)] = html.unescape(r.group(1)) if r else ""
-    return out
-
-
 def assert_every_section_built(page: str, lacking: dict[str, str]) -> None:
     """No section of the report failed to build; those given say what they lack."""
     from dashboards.section import NO_DATA
 
     assert "could not be built" not in page and "Traceback" not in page
-    got = sections(page)
+    got = readings(page)
     for key, missing in lacking.items():
         assert got[key].startswith(NO_DATA) and missing in got[key], (key, got[key])
 
@@ -93,7 +82,7 @@ def test_sacct_only_builds_skips_what_needs_hardware_data_and_keeps_the_catalog_
 def test_every_report_section_builds_on_sacct_alone_and_says_what_it_lacks(growing):
     growing  # noqa: B018 - the builds
     page = REPORTS["sacct"]
-    assert sections(page)["summary"].startswith("From 2026-01-05")  # not a TypeError
+    assert readings(page)["summary"].startswith("From 2026-01-05")  # not a TypeError
     assert_every_section_built(page, {"failure_rates": "failure_rates"})
     for later in ("kernel", "sel"):
         assert_every_section_built(REPORTS[later], {})
