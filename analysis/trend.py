@@ -10,12 +10,27 @@ the whole observation window as one period gives the headline's numbers exactly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from datetime import timedelta
+from itertools import pairwise
 
+import numpy as np
 import polars as pl
 
+from analysis.changes import DIFFERENCE
+from analysis.changes import RATIO
+from analysis.changes import Change
+from analysis.changes import Changes
+from analysis.changes import dispersion
+from analysis.changes import rate_ratio
+from analysis.changes import ratio_difference
+from analysis.changes import share_difference
+from analysis.goodput_measured import chain_gpus
 from analysis.headline import fleet_headline
+from analysis.numbers import in_hours
+from analysis.numbers import num
+from analysis.numbers import pct
 from analysis.taxonomy import NONE_LABEL
 from analysis.taxonomy import shown_cause
 from warehouse.schemas import conform
@@ -36,17 +51,12 @@ def window_figures(
     the period's own), unexpected interruptions ending in it, job chains ending in it. Adds
     start, end, hours (the period's own, clipped to ``observed``: the data's window, default
     ``data_window(attempts)``) and the fleet-wide MTBF over those hours: mtbf_hours (all causes)
-    and mtbf_infrastructure_hours (outside the jobs' own failures)."""
-    lo, hi = pl.lit(start).cast(pl.Datetime("us")), pl.lit(end).cast(pl.Datetime("us"))
-    att = clip_attempts(attempts, start, end)
-    in_period = (pl.col("end_time").cast(pl.Datetime("us")) >= lo) & (
-        pl.col("end_time").cast(pl.Datetime("us")) < hi
-    )
-    intr = interruptions.filter(in_period)
-    jobs = goodput_jobs.filter(
-        (pl.col("final_end").cast(pl.Datetime("us")) >= lo)
-        & (pl.col("final_end").cast(pl.Datetime("us")) < hi)
-    )
+    and mtbf_infrastructure_hours (outside the jobs' own failures). An attempt without a GPU
+    count takes its chain's before the clipping (``chain_gpus``), whose other attempts may lie
+    outside the window."""
+    att = clip_attempts(attempts.with_columns(chain_gpus()), start, end)
+    intr = in_window(interruptions, "end_time", start, end)
+    jobs = in_window(goodput_jobs, "final_end", start, end)
     head = fleet_headline(att, intr, jobs)
     observed = data_window(attempts) if observed is None else observed
     hours = (
@@ -79,6 +89,103 @@ def clip_attempts(attempts: pl.DataFrame, start: datetime, end: datetime) -> pl.
         pl.max_horizontal(pl.col("start_time").cast(pl.Datetime("us")), lo).alias("start_time"),
         pl.min_horizontal(pl.col("end_time").cast(pl.Datetime("us")), hi).alias("end_time"),
     )
+
+
+def in_window(frame: pl.DataFrame, column: str, start: datetime, end: datetime) -> pl.DataFrame:
+    """The rows of ``frame`` whose ``column`` (a time: an interruption's end, a job chain's
+    final end) lies in [start, end): what a period counts."""
+    t = pl.col(column).cast(pl.Datetime("us"))
+    return frame.filter(
+        (t >= pl.lit(start).cast(pl.Datetime("us"))) & (t < pl.lit(end).cast(pl.Datetime("us")))
+    )
+
+
+@dataclass(frozen=True)
+class WindowSample:
+    """What the change tests need of a window: its hours, unexpected interruptions, GPU-hours
+    used, and per interruption its lost GPU-hours, per job chain n_gpus x productive and wall
+    hours."""
+
+    hours: float
+    unexpected: int
+    used: float
+    lost: np.ndarray
+    productive: np.ndarray
+    wall: np.ndarray
+
+
+def window_sample(
+    att,
+    intr,
+    jobs,
+    start: datetime,
+    end: datetime,
+    observed: tuple[datetime, datetime] | None = None,
+) -> WindowSample:
+    """[start, end) as ``window_figures`` counts it (its hours clipped to ``observed``), with the
+    values behind its figures."""
+    f = window_figures(att, intr, jobs, start, end, observed)
+    unplanned = in_window(intr, "end_time", start, end).filter(~pl.col("planned").fill_null(False))
+    chains = in_window(jobs, "final_end", start, end).filter(pl.col("wall_hours") > 0)
+    n = chains["n_gpus"].fill_null(0).cast(pl.Float64)
+    return WindowSample(
+        hours=f["hours"],
+        unexpected=f["unexpected"],
+        used=f["gpu_hours"],
+        lost=unplanned["lost_gpu_hours"].fill_null(0).to_numpy(),
+        productive=(n * chains["productive_hours"].fill_null(0)).to_numpy(),
+        wall=(n * chains["wall_hours"]).to_numpy(),
+    )
+
+
+def window_changes(
+    attempts: pl.DataFrame,
+    interruptions: pl.DataFrame,
+    goodput_jobs: pl.DataFrame,
+    now: tuple[datetime, datetime],
+    before: tuple[datetime, datetime],
+    scale: float = 1.0,
+    observed: tuple[datetime, datetime] | None = None,
+) -> Changes:
+    """The window ``now`` against ``before``, each [start, end) as the data covers it (a partial
+    period's own hours, clipped to ``observed`` as in ``window_figures``): measured goodput, the
+    lost share and the unexpected interruptions per hour, each with its test
+    (``analysis.changes``); ``scale``: the interruptions' dispersion
+    (``interruption_dispersion``)."""
+    return compare_samples(
+        window_sample(attempts, interruptions, goodput_jobs, *now, observed),
+        window_sample(attempts, interruptions, goodput_jobs, *before, observed),
+        scale,
+    )
+
+
+def compare_samples(a: WindowSample, b: WindowSample, scale: float = 1.0) -> Changes:
+    """Window ``a`` against window ``b`` (``window_changes``)."""
+    return Changes(
+        goodput=ratio_difference(a.productive, a.wall, b.productive, b.wall),
+        lost_share=share_difference(a.lost, a.used, b.lost, b.used, scale),
+        interruptions=rate_ratio(a.unexpected, a.hours, b.unexpected, b.hours, scale),
+    )
+
+
+def interruption_dispersion(
+    interruptions: pl.DataFrame, span: tuple[datetime, datetime] | None
+) -> float:
+    """``analysis.changes.dispersion`` of the unexpected interruptions per whole calendar week
+    of ``span`` (the scale the changes compare at), per whole day where it holds fewer than
+    three weeks; 1 without three of either."""
+    if span is None:
+        return 1.0
+    unplanned = interruptions.filter(~pl.col("planned").fill_null(False))
+    for every, length in (("1w", timedelta(weeks=1)), ("1d", timedelta(days=1))):
+        starts = pl.datetime_range(
+            pl.Series([span[0]]).dt.truncate(every)[0], span[1], every, eager=True
+        ).to_list()
+        whole = [s for s in starts if s >= span[0] and s + length <= span[1]]
+        if len(whole) >= 3:
+            counts = [in_window(unplanned, "end_time", s, s + length).height for s in whole]
+            return dispersion(counts, [length.total_seconds() / 3600] * len(counts))
+    return 1.0
 
 
 def data_window(attempts: pl.DataFrame) -> tuple[datetime, datetime] | None:
@@ -162,8 +269,79 @@ def trend_frame(
         "mtbf_hours": pl.Float64, "mtbf_infrastructure_hours": pl.Float64,
     }  # fmt: skip
     df = pl.DataFrame(rows, schema=schema)
-    changed = ("goodput", "lost_gpu_hours", "interruptions", "mtbf_hours")
-    return df.with_columns((pl.col(c) - pl.col(c).shift(1)).alias(f"{c}_change") for c in changed)
+    return _with_changes(df, attempts, interruptions, goodput_jobs, span)
+
+
+CHANGES = {  # goodput_trend's change columns: estimate, CI and p of each test
+    "goodput": ("goodput_change", "goodput_change_ci_low", "goodput_change_ci_high",
+                "goodput_change_p"),
+    "lost_share": ("lost_share_change", "lost_share_change_ci_low", "lost_share_change_ci_high",
+                   "lost_share_change_p"),
+    "interruptions": ("interruption_rate_ratio", "interruption_rate_ratio_ci_low",
+                      "interruption_rate_ratio_ci_high", "interruption_rate_p"),
+}  # fmt: skip
+
+
+def tested(row: dict, figure: str, unit: str = "points") -> str:
+    """A ``goodput_trend`` row's change of ``figure`` (a key of ``CHANGES``) in words
+    (``analysis.changes.Change.words``); empty for the first period."""
+    estimate, low, high, p = (row[c] for c in CHANGES[figure])
+    if p is None and estimate is None:
+        return ""
+    kind = RATIO if figure == "interruptions" else DIFFERENCE
+    return Change(kind, estimate, low, high, p).words(unit)
+
+
+TREND_HEADER = ("hours", "GPU-hours", "goodput", "change", "lost GPU-hours", "lost share",
+                "change", "interruptions", "MTBF", "change (rate)")  # fmt: skip
+
+
+def trend_cells(row: dict) -> list[str]:
+    """A ``goodput_trend`` row as the report's and ``goodput trend``'s tables print it, after
+    its period (``TREND_HEADER``): a partial period's hours with one decimal and labelled, each
+    change with its test (``tested``)."""
+    hours = f"{row['hours']:,.1f} (partial)" if row["partial"] else f"{row['hours']:,.0f}"
+    return [hours, num(row["gpu_hours"]), pct(row["goodput"]), tested(row, "goodput"),
+            num(row["lost_gpu_hours"]), pct(row["lost_share"]), tested(row, "lost_share"),
+            f"{row['interruptions']:,}", in_hours(row["mtbf_hours"]),
+            tested(row, "interruptions")]  # fmt: skip
+
+
+def period_hours(row: dict) -> str:
+    """A period's hours of data, and "partial" where the data covers part of it only."""
+    return f"{row['hours']:,.0f} h of data" + (", partial" if row["partial"] else "")
+
+
+def _with_changes(df, attempts, interruptions, goodput_jobs, span) -> pl.DataFrame:
+    """The periods ``df`` with ``partial`` (the data covers less than the calendar period), the
+    lost share, and each figure's change against the period before with its test
+    (``window_changes``, over the hours each period's data covers, at the interruptions'
+    dispersion over the whole span), and the MTBF's change in hours."""
+    windows = [
+        (max(s, span[0]), min(e, span[1]))
+        for s, e in zip(df["period_start"], df["period_end"], strict=True)
+    ]
+    scale = interruption_dispersion(interruptions, span)
+    found = [None] * min(1, len(windows)) + [
+        window_changes(attempts, interruptions, goodput_jobs, now, before, scale, span)
+        for before, now in pairwise(windows)
+    ]
+    cols = {c: [] for names in CHANGES.values() for c in names}
+    for ch in found:
+        for figure, names in CHANGES.items():
+            c = getattr(ch, figure) if ch is not None else None
+            values = (c.estimate, c.ci_low, c.ci_high, c.p) if c is not None else (None,) * 4
+            for name, v in zip(names, values, strict=True):
+                cols[name].append(None if v is None or not np.isfinite(v) else float(v))
+    full = (pl.col("period_end") - pl.col("period_start")).dt.total_seconds() / 3600
+    return df.with_columns(
+        partial=pl.col("hours") < full,
+        lost_share=pl.when(pl.col("gpu_hours") > 0).then(
+            pl.col("lost_gpu_hours") / pl.col("gpu_hours")
+        ),
+        mtbf_hours_change=pl.col("mtbf_hours") - pl.col("mtbf_hours").shift(1),
+        **{name: pl.Series(name, v, pl.Float64) for name, v in cols.items()},
+    )
 
 
 def losses_frame(

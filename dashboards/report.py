@@ -4,10 +4,14 @@ of ``dashboards/sections/`` (found by ``dashboards.sections.registry``); this mo
 tables they name once, builds them in order, and renders the page and the images.
 
 Each section is a titled chart and one sentence computed from the same numbers the chart
-draws; a section whose tables are empty says so instead. Everything from the data is text:
-strings placed in HTML go through ``html.escape``, chart specs travel as JSON inside a
-``type="application/json"`` script with ``<``, ``>`` and ``&`` written as ``\\u003c`` escapes,
-and tooltips use Vega-Embed's default (escaping) handler.
+draws; a section whose tables are empty says so instead. Above them all, a red banner names
+every invariant check the warehouse fails (``analysis.checks``, the checks a build runs) with
+its count of offending rows and a few of them: the figures below break a limit they must keep.
+Everything from the data is text: strings placed in HTML go through ``html.escape``, chart
+specs travel as JSON inside a ``type="application/json"`` script with ``<``, ``>`` and ``&``
+written as ``\\u003c`` escapes, and tooltips use Vega-Embed's default (escaping) handler. A
+character XML cannot hold (an escape sequence in a host name) is shown as its picture in the
+page, the charts and their images alike (``xml_safe``, applied to each whole spec and page).
 """
 
 from __future__ import annotations
@@ -23,7 +27,11 @@ from pathlib import Path
 import vl_convert as vlc
 
 from analysis.assumptions import GPU_HOUR_COST
+from analysis.assumptions import GPUS_PER_NODE
 from analysis.assumptions import TARGET_GPUS
+from analysis.checks import ERROR
+from analysis.checks import Evaluated
+from analysis.checks import evaluate
 from analysis.numbers import MINUTE
 from analysis.observation import stored_window
 from dashboards import charts
@@ -36,15 +44,34 @@ from dashboards.sections import tables
 from dashboards.vendor import javascript_bundle
 from dashboards.vendor import vegalite_version
 
+# The characters XML 1.0 forbids (C0 controls but tab, newline and carriage return; U+FFFE and
+# U+FFFF), and DEL, as Unicode shows them: ESC as its control picture U+241B. The SVG renderer
+# (vl-convert) aborts the process on any of them, and a browser shows nothing for them; data
+# holds them only when a record is corrupt or hostile (a host named with an escape sequence).
+NOT_XML = {c: 0x2400 + c for c in (*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20))} | {
+    0x7F: 0x2421,
+    0xFFFE: 0xFFFD,
+    0xFFFF: 0xFFFD,
+}
 
-def _finite(obj):
-    """The spec with NaN / infinity as null: JSON has no such numbers."""
+
+def xml_safe(text: str) -> str:
+    """``text`` with every character XML cannot hold shown as its picture (``NOT_XML``): the
+    one rule for text the report puts in HTML, SVG or a chart."""
+    return text.translate(NOT_XML)
+
+
+def _printable(obj):
+    """The spec as a chart can show it: NaN / infinity as null (JSON has no such numbers),
+    every string ``xml_safe``."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
+    if isinstance(obj, str):
+        return xml_safe(obj)
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+        return {k: _printable(v) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_finite(v) for v in obj]
+        return [_printable(v) for v in obj]
     return obj
 
 
@@ -78,7 +105,7 @@ def build_sections(
             if sec.note == NO_DATA:
                 sec.note = lacking(module.TABLES, t)
             if sec.chart is not None:
-                sec.spec = charts.class_colors(_finite(charts.configure(sec.chart).to_dict()))
+                sec.spec = charts.class_colors(_printable(charts.configure(sec.chart).to_dict()))
         except Exception as exc:  # noqa: BLE001 - one broken input table must not sink the report
             print(f"goodput report: section {module.KEY!r} failed: {exc!r}", file=sys.stderr)
             sec = Section(
@@ -143,6 +170,12 @@ footer { font-size: 11px; color: #777; text-align: center; padding: 12px; }
   section { padding: 12px 12px; margin: 12px 0; }
   nav#contents ol { columns: 1; }
 }
+#failed-checks { background: #b3261e; color: white; border-radius: 6px; padding: 14px 22px;
+                 margin: 18px 0; }
+#failed-checks h2 { font-size: 18px; margin: 0 0 8px 0; color: white; }
+#failed-checks ul { margin: 4px 0; padding-left: 20px; font-size: 14px; }
+#failed-checks li li { font-size: 13px; overflow-wrap: anywhere; }
+#failed-checks code { font-weight: bold; }
 @media print {
   body, main, section { background: white !important; box-shadow: none; }
   header { background: white; color: #1f3b73; border-bottom: 2px solid #1f3b73; }
@@ -333,11 +366,47 @@ def contents_html(sections: list[Section]) -> str:
     )
 
 
+def checks_banner(evaluated: list[Evaluated]) -> str:
+    """The red banner of the failed ERROR invariant checks (and of those that could not run),
+    each named with what it checks, its count of offending rows and a few of them; empty when
+    every check holds."""
+    failed = [e for e in evaluated if e.failed and e.invariant.severity == ERROR]
+    if not failed:
+        return ""
+    items = []
+    for e in failed:
+        head = (
+            f"<code>{html.escape(e.invariant.name)}</code>: {html.escape(e.invariant.description)}"
+        )
+        if e.result is None:
+            items.append(f"<li>{head} Could not be evaluated: {html.escape(e.error)}</li>")
+            continue
+        meta = e.result.metadata
+        count = meta.get("violations")
+        examples = meta.get("examples") or []
+        head += f" {count:,} violation(s)" if count is not None else ""
+        head += ", e.g.:" if examples else "."
+        rows = "".join(f"<li>{html.escape(str(x))}</li>" for x in examples)
+        items.append(f"<li>{head}" + (f"<ul>{rows}</ul>" if rows else "") + "</li>")
+    n = len(failed)
+    return (
+        '<div id="failed-checks" role="alert"><h2>'
+        f"{n} invariant check{'s' if n > 1 else ''} failed: figures in this report break a "
+        "limit they must keep</h2>"
+        f"<ul>{''.join(items)}</ul></div>"
+    )
+
+
 def render_html(
-    sections: list[Section], generated: str, period: str, scope: str = WHOLE_FLEET
+    sections: list[Section],
+    generated: str,
+    period: str,
+    scope: str = WHOLE_FLEET,
+    banner: str = "",
 ) -> str:
-    """The page: the header (period, scope), the first section, the table of contents, then
-    every other section. No local path appears: the file is read away from its machine."""
+    """The page: the header (period, scope), the banner of failed invariant checks, the first
+    section, the table of contents, then every other section. No local path appears: the file
+    is read away from its machine."""
     body = []
     for s in sections:
         inner = f"<h2>{html.escape(s.title)}</h2>"
@@ -351,6 +420,7 @@ def render_html(
         inner += s.extra_html
         body.append(f'<section id="{html.escape(s.key)}">{inner}</section>')
     body.insert(min(1, len(body)), contents_html(sections))
+    body.insert(0, banner)
     specs = {s.key: fit_container(s.spec) for s in sections if s.spec is not None}
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -410,7 +480,8 @@ def write_images(
             continue
         # Vega runs once per chart: the PNG is the SVG rasterized (the same bytes
         # vegalite_to_png gives, in half the time)
-        text = vlc.vegalite_to_svg(titled(s.spec, s.title, period, scope), vl_version=vl)
+        spec = _printable(titled(s.spec, s.title, period, scope))
+        text = vlc.vegalite_to_svg(spec, vl_version=vl)
         svg.write_text(text, encoding="utf-8")
         png.write_bytes(vlc.svg_to_png(text, scale=2))
         written += [png, svg]
@@ -424,13 +495,15 @@ def build_report(
     images: bool = True,
     scope: str = WHOLE_FLEET,
     gpu_hour_cost: float = GPU_HOUR_COST,
+    gpus_per_node: int = GPUS_PER_NODE,
 ) -> Path:
     """Write the HTML report (default ``<home>/reports/goodput_report.html``; an existing
     directory as ``out`` gets that file name inside it) and, unless ``images`` is false, its
     chart images (``charts/<section>.png|svg`` next to it); returns the HTML path. The header
     states the period (the stored observation window) and ``scope``, a one-line description
     of what the report covers; ``gpu_hour_cost`` ($ per GPU-hour, 0: none) prices the lost
-    GPU-hours on the first screen."""
+    GPU-hours on the first screen. The invariant checks run on ``wh`` (``gpus_per_node``: the
+    GPUs of a host whose data does not show them) and any that fails is named above all."""
     out = Path(out) if out is not None else wh.reports / "goodput_report.html"
     if out.is_dir():
         out = out / "goodput_report.html"
@@ -438,7 +511,8 @@ def build_report(
     sections = build_sections(wh, target_gpus, scope, gpu_hour_cost)
     generated = datetime.now(UTC).strftime(f"{MINUTE} UTC")
     period = period_text(wh)
-    page = render_html(sections, generated, period, scope)
+    banner = checks_banner(evaluate(wh, gpus_per_node=gpus_per_node))
+    page = xml_safe(render_html(sections, generated, period, scope, banner))
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(out)

@@ -433,3 +433,21 @@ def checks_line(evaluations) -> str:
     return f"asset checks: {len(evaluations) - len(failed)}/{len(evaluations)} passed" + (
         f" (failed: {', '.join(failed)})" if failed else ""
     )
+
+
+def failure_lines(evaluations) -> list[str]:
+    """One line per failed ERROR check of a run: its name, what it checks, how many rows break
+    it and a few of them (the metadata ``analysis.checks.violations`` writes)."""
+    from pipelines.checks import failed_checks
+
+    lines = []
+    for e in failed_checks(evaluations):
+        meta = {k: getattr(v, "value", v) for k, v in e.metadata.items()}
+        count = meta.get("violations")
+        line = f"check failed: {e.check_name} ({e.description})"
+        if count is not None:
+            line += f": {count:,} violation(s)"
+        if meta.get("examples"):
+            line += f", e.g. {meta['examples']}"
+        lines.append(line)
+    return lines

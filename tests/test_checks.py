@@ -4,6 +4,9 @@ Dagster checks are exactly these, under their old names."""
 
 import subprocess
 import sys
+from datetime import datetime
+from datetime import timedelta
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -12,6 +15,7 @@ from analysis import checks as analysis_checks
 from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES
 from tests.conftest import REPO
+from tests.conftest import table
 from warehouse import checks as warehouse_checks
 from warehouse.checks import CheckResult
 
@@ -64,11 +68,17 @@ def test_duplicate_keys_counts_repeated_keys_per_table(wh):
     )
     wh.replace_table("goodput_jobs", jobs.unique("job_id"))
     assert warehouse_checks.duplicate_keys(wh) == CheckResult(
-        True, "No table has two rows with the same key.", {"tables_with_duplicates": {}}
+        True,
+        "No table has two rows with the same key.",
+        {"tables_with_duplicates": {}, "violations": 0, "examples": []},
     )
     wh.replace_table("goodput_jobs", jobs)
     res = warehouse_checks.duplicate_keys(wh)
-    assert not res.passed and res.metadata == {"tables_with_duplicates": {"goodput_jobs": 2}}
+    assert not res.passed and res.metadata == {
+        "tables_with_duplicates": {"goodput_jobs": 2},
+        "violations": 2,
+        "examples": ["goodput_jobs: 2 keys on more than one row"],
+    }
 
 
 def test_quarantine_ratio_is_quarantined_over_read(wh, tmp_path):
@@ -110,13 +120,21 @@ def test_fits_converged_names_missing_and_unconverged_classes(wh):
         "classes": 2,
         "missing": "",
         "unconverged": "",
+        "violations": 0,
+        "examples": [],
     }
     # psu's only selected model did not converge; gpu's selected model is gone (one not selected)
     wh.replace_table(
         "failure_rates", pl.DataFrame([_rates("gpu", True, selected=False), _rates("psu", False)])
     )
     res = analysis_checks.fits_converged(wh)
-    assert not res.passed and res.metadata == {"classes": 2, "missing": "gpu", "unconverged": "psu"}
+    assert not res.passed and res.metadata == {
+        "classes": 2,
+        "missing": "gpu",
+        "unconverged": "psu",
+        "violations": 2,
+        "examples": ["gpu: no selected model", "psu: selected model did not converge"],
+    }
 
 
 def test_goodput_bounds_counts_jobs_and_projections_outside_0_1(wh):
@@ -142,11 +160,22 @@ def test_goodput_bounds_counts_jobs_and_projections_outside_0_1(wh):
             }
         ),
     )
+    wh.replace_table(
+        "goodput_breakdown",
+        pl.DataFrame({"dimension": ["cluster"], "value": ["c"], "goodput": [1.5]}),
+    )
     res = analysis_checks.goodput_bounds(wh)
     assert not res.passed and res.metadata == {
+        "violations": 5,
+        "examples": [
+            "goodput_jobs job 2: goodput 1.2",
+            "goodput_jobs job 3: goodput null",
+            "goodput_breakdown cluster c: goodput 1.5",
+        ],
         "jobs_out_of_bounds": 2,
         "projections_out_of_bounds": 2,
     }
+    wh.replace_table("goodput_breakdown", pl.DataFrame({"dimension": ["cluster"], "value": ["c"]}))
     wh.replace_table(
         "goodput_jobs",
         pl.DataFrame({"cluster": "c", "scheduler": "slurm", "job_id": ["1"], "goodput": [1.0]}),
@@ -164,13 +193,11 @@ def test_an_empty_warehouse_passes_every_check(wh):
     results = [
         warehouse_checks.conservation(wh, PRIMARY),
         warehouse_checks.schema(wh),
-        warehouse_checks.duplicate_keys(wh),
         warehouse_checks.quarantine_ratio(wh, 0.0),
-        analysis_checks.fits_converged(wh),
-        analysis_checks.goodput_bounds(wh),
         warehouse_checks.pull_conservation(wh),
-    ]
-    assert [r.passed for r in results] == [True] * 7
+    ] + [e.result for e in analysis_checks.evaluate(wh, gpus_per_node=8)]
+    assert all(r is not None and r.passed for r in results), results
+    assert len(results) == 4 + len(analysis_checks.BUILD_CHECKS)
 
 
 def test_dagster_checks_wrap_the_plain_ones_under_their_names():
@@ -182,11 +209,8 @@ def test_dagster_checks_wrap_the_plain_ones_under_their_names():
         "conservation_check": warehouse_checks.conservation,
         "schema_check": warehouse_checks.schema,
         "quarantine_ratio_check": warehouse_checks.quarantine_ratio,
-        "duplicate_keys_check": warehouse_checks.duplicate_keys,
-        "fits_converged_check": analysis_checks.fits_converged,
-        "goodput_bounds_check": analysis_checks.goodput_bounds,
-        "source_spans_check": analysis_checks.spans_agree,
         "pull_conservation_check": warehouse_checks.pull_conservation,
+        **{inv.name: inv.check for inv in analysis_checks.BUILD_CHECKS},
     }
     assert set(specs) == set(plain)
     assert {n: s.description for n, s in specs.items()} == {
@@ -202,10 +226,415 @@ def test_dagster_checks_wrap_the_plain_ones_under_their_names():
         "conservation_check": "ingested_sources",
         "schema_check": "ingested_sources",
         "quarantine_ratio_check": "ingested_sources",
-        "duplicate_keys_check": "warehouse_catalog",
+        "pull_conservation_check": "pulled_sources",
+        "hourly_samples_check": "gpu_hourly",
+        "attempt_gpus_check": "goodput_jobs",
+        "node_gpus_check": "goodput_jobs",
+        "capacity_check": "goodput_breakdown",
+        "lost_within_used_check": "interruptions",
+        "cause_taxonomy_check": "interruptions",
+        "breakdown_sums_check": "goodput_breakdown",
+        "trend_sums_check": "goodput_trend",
         "fits_converged_check": "failure_rates",
         "goodput_bounds_check": "goodput_projections",
+        "availability_bounds_check": "availability",
         "source_spans_check": "component_lifetimes",
-        "pull_conservation_check": "pulled_sources",
+        "duplicate_keys_check": "warehouse_catalog",
     }
+    # a check runs after the writers of every table it reads, not only after its asset
+    after = {d.asset_key.to_user_string() for d in specs["goodput_bounds_check"].additional_deps}
+    assert after == {"goodput_jobs", "goodput_breakdown", "goodput_trend"}
     assert checks.primary_tables()["sacct"] == "job_attempts"
+
+
+# ----------------------------------------------------------------------------- physical limits
+T0 = datetime(2026, 1, 5)
+
+
+def _attempts(*rows, cluster: str = "c") -> pl.DataFrame:
+    """job_attempts rows: (job, n_gpus, nodes, start hour, end hour[, n_nodes]) from T0."""
+    full = [(*r, None)[:6] for r in rows]
+    return table(
+        "job_attempts",
+        cluster=cluster,
+        scheduler="slurm",
+        job_id=[r[0] for r in full],
+        attempt=1,
+        n_gpus=[r[1] for r in full],
+        nodes=[r[2] for r in full],
+        start_time=[T0 + timedelta(hours=r[3]) for r in full],
+        end_time=[T0 + timedelta(hours=r[4]) for r in full],
+        n_nodes=[r[5] if r[5] is not None else len(r[2]) for r in full],
+    )
+
+
+def _inventory(host: str, gpus: int) -> pl.DataFrame:
+    return table(
+        "component_history",
+        component_class="gpu",
+        serial=[f"{host}-{i}" for i in range(gpus)],
+        host=host,
+        position=[f"gpu{i}" for i in range(gpus)],
+        slot=[f"{host}/gpu{i}" for i in range(gpus)],
+        source="component-history",
+    )
+
+
+def test_attempt_gpus_names_attempts_holding_more_than_their_nodes_carry(wh):
+    wh.replace_table("component_history", _inventory("n3", 4))  # n3 carries 4 GPUs
+    wh.replace_table(
+        "job_attempts",
+        _attempts(
+            ("ok", 16, ["n1", "n2"], 0, 1),  # 8 + 8
+            ("doubled", 32, ["n1", "n2"], 2, 3),
+            ("small-node", 8, ["n3"], 4, 5),
+            ("unnamed-ok", 16, [], 6, 7, 2),  # two nodes counted, not named: 8 each
+            ("unnamed", 24, [], 8, 9, 2),
+        ),
+    )
+    res = analysis_checks.attempt_gpus(wh, gpus_per_node=8)
+    assert not res.passed and res.metadata == {
+        "violations": 3,
+        "examples": [
+            "job doubled (c) attempt 1: 32 GPUs on 2 node(s) carrying 16",
+            "job unnamed (c) attempt 1: 24 GPUs on 2 node(s) carrying 16",
+            "job small-node (c) attempt 1: 8 GPUs on 1 node(s) carrying 4",
+        ],
+        "gpus_per_node": 8,
+    }
+    # 16 GPUs a node where the data does not say: only the inventory's 4-GPU node is too small
+    res = analysis_checks.attempt_gpus(wh, gpus_per_node=16)
+    assert res.metadata["examples"] == [
+        "job small-node (c) attempt 1: 8 GPUs on 1 node(s) carrying 4"
+    ]
+    wh.replace_table("job_attempts", _attempts(("ok", 16, ["n1", "n2"], 0, 1)))
+    assert analysis_checks.attempt_gpus(wh, gpus_per_node=8).passed
+
+
+def test_node_gpus_names_a_node_overlapping_attempts_oversubscribe(wh):
+    wh.replace_table(
+        "job_attempts",
+        _attempts(
+            ("a", 6, ["n1"], 0, 10),
+            ("b", 4, ["n1"], 5, 12),  # 10 of 8 GPUs on n1 from 05:00 to 10:00
+            ("c", 8, ["n2"], 0, 5),
+            ("d", 8, ["n2"], 5, 10),  # back to back: the end frees the GPUs first
+            ("e", 12, ["n3", "n4"], 0, 10),  # 8 + 4 or 4 + 8: at least 4 on each
+            ("f", 4, ["n3"], 0, 10),  # fits beside e's at least 4
+            ("g", 12, ["n5", "n6"], 0, 10),
+            ("h", 6, ["n5"], 0, 10),  # at least 4 of g's + 6 = 10
+        ),
+    )
+    res = analysis_checks.node_gpus(wh, gpus_per_node=8)
+    assert not res.passed and res.metadata == {
+        "violations": 2,
+        "examples": [
+            "n1 at 2026-01-05 05:00: 10 GPUs held of 8 (job a, b)",
+            "n5 at 2026-01-05 00:00: 10 GPUs held of 8 (job g, h)",
+        ],
+        "gpus_per_node": 8,
+    }
+    wh.replace_table("job_attempts", _attempts(("c", 8, ["n2"], 0, 5), ("d", 8, ["n2"], 5, 10)))
+    assert analysis_checks.node_gpus(wh, gpus_per_node=8).passed
+
+
+def test_capacity_holds_a_clusters_use_to_its_hosts_gpu_hours_per_day(wh):
+    # two hosts seen by node events: 2 x 8 GPUs, 384 GPU-hours a day; the attempts name no node
+    wh.replace_table(
+        "node_events",
+        table("node_events", time=T0, cluster="c", host=["h1", "h2"], event="down"),
+    )
+    day = [("j1", 8, [], 0, 24, 1), ("j2", 8, [], 0, 24, 1), ("j3", 8, [], 0, 24, 1)]
+    across = [("j4", 16, [], 36, 60, 2)]  # 192 GPU-hours on 01-06 and on 01-07
+    wh.replace_table(
+        "job_attempts",
+        pl.concat([_attempts(*day, *across), _attempts(("x1", 8, [], 0, 1, 1), cluster="x")]),
+    )
+    res = analysis_checks.capacity(wh, gpus_per_node=8)
+    assert not res.passed and res.metadata == {
+        "violations": 1,
+        "examples": ["c 2026-01-05: 576 GPU-hours used of 384 installed (2 hosts, 16 GPUs)"],
+        "cluster_days": 3,
+        "highest_use": 1.5,
+        "unchecked": "x",  # no host of cluster x is known
+        "gpus_per_node": 8,
+    }
+    wh.replace_table("job_attempts", _attempts(*day[:2], *across))
+    res = analysis_checks.capacity(wh, gpus_per_node=8)
+    assert res.passed and res.metadata["highest_use"] == 1.0
+
+
+def test_lost_within_used_names_losses_beyond_the_attempt(wh):
+    wh.replace_table(
+        "interruptions",
+        table(
+            "interruptions",
+            cluster="c",
+            scheduler="slurm",
+            job_id=["ok", "over", "negative"],
+            attempt=1,
+            n_gpus=8,
+            start_time=T0,
+            end_time=T0 + timedelta(hours=1),
+            lost_gpu_hours=[8.0, 10.0, -1.0],
+        ),
+    )
+    res = analysis_checks.lost_within_used(wh)
+    assert not res.passed and res.metadata == {
+        "violations": 2,
+        "examples": [
+            "job over attempt 1 (c): 10 GPU-hours lost of 8 held",
+            "job negative attempt 1 (c): -1 GPU-hours lost of 8 held",
+        ],
+    }
+    wh.replace_table("interruptions", wh.read("interruptions").filter(pl.col("job_id") == "ok"))
+    assert analysis_checks.lost_within_used(wh).passed
+
+
+def test_cause_taxonomy_names_causes_outside_the_classes(wh):
+    intr = table(
+        "interruptions",
+        cluster="c",
+        scheduler="slurm",
+        job_id=["1", "2", "3", "4"],
+        attempt=1,
+        cause_class=["gpu", "workload", "workload", None],
+    )
+    wh.replace_table("interruptions", intr)
+    res = analysis_checks.cause_taxonomy(wh)
+    assert not res.passed and res.metadata == {
+        "violations": 2,
+        "examples": ["'workload' on 2 interruption(s)", "'(null)' on 1 interruption(s)"],
+    }
+    wh.replace_table("interruptions", intr.head(1))
+    assert analysis_checks.cause_taxonomy(wh).passed
+
+
+def _outcomes(wh):
+    from tests.test_trend import attempts
+    from tests.test_trend import goodput_jobs
+    from tests.test_trend import interruptions
+
+    att = attempts().with_columns(pl.col("attempt").cast(pl.Int32))
+    wh.replace_table("job_attempts", table("job_attempts", **att.to_dict()))
+    wh.replace_table("interruptions", table("interruptions", **interruptions().to_dict()))
+    wh.replace_table("goodput_jobs", table("goodput_jobs", **goodput_jobs().to_dict()))
+
+
+def test_breakdown_sums_name_a_dimension_that_does_not_add_up(wh):
+    from analysis.breakdown import refresh_breakdown
+
+    _outcomes(wh)
+    df = refresh_breakdown(wh)
+    assert analysis_checks.breakdown_sums(wh).passed
+    bad = df.with_columns(
+        pl.when((pl.col("dimension") == "partition") & (pl.col("value") == "p1"))
+        .then(pl.col("lost_gpu_hours") + 10)
+        .otherwise(pl.col("lost_gpu_hours"))
+        .alias("lost_gpu_hours")
+    )
+    wh.replace_table("goodput_breakdown", bad)
+    res = analysis_checks.breakdown_sums(wh)
+    assert not res.passed and res.metadata == {
+        "violations": 1,
+        "examples": ["partition: lost_gpu_hours sums to 66, the fleet has 56"],
+        "dimensions": 3,
+    }
+
+
+def test_trend_sums_hold_when_an_attempt_without_gpus_lies_in_another_week(wh):
+    """An attempt known only from events (no GPU count) takes its chain's GPUs in every week,
+    so the weeks add up to the span even when its chain's other attempts lie in another."""
+    from analysis.trend import refresh_trend
+
+    _outcomes(wh)
+    att = wh.read("job_attempts")
+    second = att.filter(pl.col("job_id") == "A").with_columns(
+        attempt=pl.lit(2, pl.Int32),
+        n_gpus=pl.lit(None, pl.Int32),
+        start_time=pl.lit(T0 + timedelta(days=8)),
+        end_time=pl.lit(T0 + timedelta(days=8, hours=2)),
+    )
+    wh.replace_table("job_attempts", pl.concat([att, second]))
+    df = refresh_trend(wh)
+    assert df.filter(pl.col("period") == "week")["gpu_hours"].sum() == pytest.approx(
+        8 * 24 * 2 + 16 * 24 + 16 * 12 + 8 * 2
+    )
+    res = analysis_checks.trend_sums(wh)
+    assert res.passed, res.metadata
+    wh.replace_table("goodput_trend", df.with_columns(pl.col("interruptions") * 2))
+    res = analysis_checks.trend_sums(wh)
+    assert not res.passed and res.metadata["examples"] == [
+        "months: interruptions sums to 6, the span has 3",
+        "weeks: interruptions sums to 6, the span has 3",
+    ]
+
+
+def test_availability_bounds_name_values_outside_0_1(wh):
+    wh.replace_table(
+        "availability",
+        table(
+            "availability",
+            source="failures",
+            system="s",
+            level=["system", "node", "node"],
+            host=[None, "n1", "n2"],
+            availability=[0.99, 1.2, 0.9],
+            availability_ci_low=[0.98, 1.1, 0.95],
+            availability_ci_high=[1.0, 1.3, 0.97],
+        ),
+    )
+    res = analysis_checks.availability_bounds(wh)
+    assert not res.passed and res.metadata == {
+        "violations": 2,
+        "examples": ["failures s n1: 1.2 [1.1, 1.3]", "failures s n2: 0.9 [0.95, 0.97]"],
+    }
+    wh.replace_table("availability", wh.read("availability").head(1))
+    assert analysis_checks.availability_bounds(wh).passed
+
+
+TEMP = "DCGM_FI_DEV_GPU_TEMP"
+
+
+def _samples(host: str, gpu: int, every_s: int, hours: int, mig: str | None = None):
+    n = hours * 3600 // every_s
+    return table(
+        "gpu_samples",
+        time=[T0 + timedelta(seconds=every_s * i) for i in range(n)],
+        cluster="c",
+        host=host,
+        gpu=gpu,
+        mig_instance=mig,
+        metric="DCGM_FI_DEV_GPU_TEMP",
+        value=50.0,
+        date=T0.date(),
+    )
+
+
+def test_hourly_samples_hold_n_to_what_the_scrape_interval_allows(wh):
+    raw = pl.concat(
+        [
+            _samples("h1", 0, 60, 2),  # 60 a hour at 60 s: at most 61 (the edge sample)
+            _samples("h1", 1, 60, 1, "1"),  # two MIG instances, one row of gpu_hourly
+            _samples("h1", 1, 60, 1, "2"),
+        ]
+    )
+    wh.replace_table("gpu_samples", raw)
+    wh.replace_table(
+        "gpu_rollups",  # gpu 2 pulled as rollups only: its host's interval stands in
+        table("gpu_rollups", hour=T0, cluster="c", host="h1", gpu=2, metric="DCGM_FI_DEV_GPU_TEMP",
+              n=60, date=T0.date()),
+    )  # fmt: skip
+    hourly = table(
+        "gpu_hourly",
+        hour=[T0, T0 + timedelta(hours=1), T0, T0, T0],
+        cluster="c",
+        host=["h1", "h1", "h1", "h1", "h9"],
+        gpu=[0, 0, 1, 2, 0],
+        metric="DCGM_FI_DEV_GPU_TEMP",
+        n=[60, 61, 120, 60, 60],  # h9: no raw sample of its host, not checked
+        date=T0.date(),
+    )
+    wh.replace_table("gpu_hourly", hourly)
+    ok = warehouse_checks.hourly_samples(wh)
+    assert ok.passed and ok.metadata == {"violations": 0, "examples": [], "unchecked_hours": 1}
+    wh.replace_table(
+        "gpu_hourly", hourly.with_columns(n=pl.Series([120, 61, 124, 200, 60], dtype=pl.Int64))
+    )
+    res = warehouse_checks.hourly_samples(wh)
+    assert not res.passed and res.metadata == {
+        "violations": 3,
+        "examples": [
+            f"h1 GPU 2 {TEMP} 2026-01-05 00:00: 200 samples, at most 61 at one every 60 s",
+            f"h1 GPU 0 {TEMP} 2026-01-05 00:00: 120 samples, at most 61 at one every 60 s",
+            f"h1 GPU 1 {TEMP} 2026-01-05 00:00: 124 samples, at most 122 at one every 60 s",
+        ],
+        "unchecked_hours": 1,
+    }
+
+
+def test_a_check_that_cannot_run_is_failed_and_shown_not_passed(wh):
+    from dashboards.report import checks_banner
+
+    Path(wh.parquet, "goodput_breakdown").mkdir(parents=True)
+    Path(wh.parquet, "goodput_breakdown", "data.parquet").write_bytes(b"not parquet")
+    found = {e.invariant.name: e for e in analysis_checks.evaluate(wh, gpus_per_node=8)}
+    broken = found["breakdown_sums_check"]
+    assert broken.failed and broken.result is None and broken.error
+    assert not found["cause_taxonomy_check"].failed
+    banner = checks_banner(list(found.values()))
+    assert "breakdown_sums_check" in banner and "Could not be evaluated" in banner
+
+
+def test_the_report_banner_names_each_failed_check_with_its_count_and_examples(wh):
+    from dashboards.report import build_report
+
+    wh.replace_table(
+        "job_attempts",
+        _attempts(("9</td><script>", 32, ["n1", "n2"], 0, 1), ("ok", 8, ["n3"], 0, 1)),
+    )
+    page = build_report(wh, images=False).read_text()
+    banner = page[page.index('<div id="failed-checks"') : page.index("</div>")]
+    assert "2 invariant checks failed" in banner  # 32 GPUs on two nodes of 8, so on each too
+    assert "attempt_gpus_check" in banner and "node_gpus_check" in banner
+    assert "No job attempt holds more GPUs than its nodes carry. 1 violation(s), e.g.:" in banner
+    assert (
+        "<li>job 9&lt;/td&gt;&lt;script&gt; (c) attempt 1: 32 GPUs on 2 node(s) carrying 16</li>"
+        in banner
+    )
+    assert page.index('id="failed-checks"') < page.index('<section id="summary"')
+    wh.replace_table("job_attempts", _attempts(("ok", 8, ["n3"], 0, 1)))
+    assert 'id="failed-checks"' not in build_report(wh, images=False).read_text()
+
+
+# ----------------------------------------------------------------------------- goodput build
+SACCT_HEADER = (
+    "JobID|JobName|User|Account|Partition|State|Submit|Start|End|NodeList|NNodes|AllocTRES"
+)
+
+
+def _sacct(path: Path) -> Path:
+    """Thirty one-node jobs over ten days on node01, node02 and a host whose name holds an
+    escape character; job 100 holds 16 GPUs on its one 8-GPU node."""
+    rows = [SACCT_HEADER]
+    for i in range(30):
+        s = T0 + timedelta(days=i // 3, hours=i % 3)
+        node = ("node01", "node02", "node\x1b03")[i % 3]
+        gpus = 16 if i == 0 else 8
+        state = "NODE_FAIL" if i % 4 == 1 else "COMPLETED"
+        times = "|".join(f"{t:%Y-%m-%dT%H:%M:%S}" for t in (s, s, s + timedelta(hours=6)))
+        rows.append(
+            f"{100 + i}|train|alice|ml|gpu|{state}|{times}|{node}|1|cpu=8,gres/gpu={gpus},node=1"
+        )
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_build_exits_6_on_a_failed_check_names_it_and_survives_an_escape_in_a_host(tmp_path):
+    """A failed invariant is a non-zero ``goodput build`` (the report written, its banner naming
+    the check); a host named with an escape character is shown as its picture, not a crash of
+    the chart renderer (it aborted every build, exit 134)."""
+    from pipelines.cli import main
+
+    home = tmp_path / "home"
+    assert main(["--home", str(home), "ingest", str(_sacct(tmp_path / "sacct.txt"))]) == 0
+    run = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "--home", str(home), "build"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 6, run.stderr[-2000:]
+    assert (
+        "check failed: attempt_gpus_check (No job attempt holds more GPUs than its nodes carry.): "
+        "1 violation(s), e.g. job 100 (default) attempt 1: 16 GPUs on 1 node(s) carrying 8"
+    ) in run.stderr
+    assert "--allow-failed-checks exits 0 anyway" in run.stderr
+    page = (home / "reports" / "goodput_report.html").read_text()
+    assert "\x1b" not in page and "node\u241b03" in page
+    banner = page[page.index('<div id="failed-checks"') :]
+    assert "attempt_gpus_check" in banner[: banner.index("</div>")]
+    svgs = list((home / "reports" / "charts").glob("*.svg"))
+    assert svgs and not any("\x1b" in p.read_text() for p in svgs)
+    assert main(["--home", str(home), "build", "--allow-failed-checks"]) == 0

@@ -77,15 +77,18 @@ def test_text_then_json_and_json_then_text_give_the_same_canonical_files(tmp_pat
 
 def test_a_value_the_preferred_source_lacks_comes_from_another_source(tmp_path):
     # a JSON whose first job has a return code but no status (its signal unknown): the merged row
-    # keeps the JSON's provenance and values, and takes the signal from the text's rc:0
+    # keeps the JSON's provenance and values (equally complete rows: the first file by path wins),
+    # and takes the signal from the text's rc:0
     doc = json.loads(JSON.read_bytes())
     doc["jobs"][0]["exit_code"] = {"return_code": doc["jobs"][0]["exit_code"]["return_code"]}
-    lacking = tmp_path / "sacct.json"
+    lacking, text = tmp_path / "a" / "sacct.json", tmp_path / "b" / "sacct.txt"
+    lacking.parent.mkdir(), text.parent.mkdir()
     lacking.write_text(json.dumps(doc))
+    shutil.copy(TXT, text)
     alone = canonical(ingest_each(tmp_path / "alone", [lacking])).filter(pl.col("signal").is_null())
     assert alone.height == 1
     keys = alone.select("job_id", "attempt")
-    merged = canonical(ingest_each(tmp_path / "both", [lacking, TXT])).join(
+    merged = canonical(ingest_each(tmp_path / "both", [lacking, text])).join(
         keys, on=["job_id", "attempt"]
     )
     assert merged["signal"].to_list() == [0]

@@ -39,8 +39,8 @@ MULTIPROCESS = {
 }  # forkserver preloading is the definitions' own
 
 
-def _run(home, monkeypatch, out_of_process: bool) -> set[str]:
-    """Materialize ``ASSETS`` in ``home``; the step processes' ids."""
+def _run(home, monkeypatch, out_of_process: bool) -> dict[str, int]:
+    """Materialize ``ASSETS`` in ``home``; each step's (assets' and their checks') process id."""
     monkeypatch.setenv(
         "GOODPUT_HOME", str(home)
     )  # the resource reads it, in every step process too
@@ -55,12 +55,12 @@ def _run(home, monkeypatch, out_of_process: bool) -> set[str]:
                 asset_selection=selection,
             ) as result:
                 assert result.success
-                return {e.pid for e in result.all_events if e.is_step_start}
+                return {e.step_key: e.pid for e in result.all_events if e.is_step_start}
         result = resolved_build_job().execute_in_process(
             instance=instance, asset_selection=selection
         )
         assert result.success
-        return {e.pid for e in result.all_events if e.is_step_start}
+        return {e.step_key: e.pid for e in result.all_events if e.is_step_start}
 
 
 def test_multiprocess_executor_writes_what_the_in_process_run_writes(tmp_path, monkeypatch):
@@ -69,8 +69,11 @@ def test_multiprocess_executor_writes_what_the_in_process_run_writes(tmp_path, m
     assert main(["--home", str(one), "ingest", str(src / "dcgm")]) == 0
     shutil.copytree(one, two)  # the same ingested warehouse (and Dagster instance) twice
     assert defs.resolve_job_def("build").executor_def.name == "preloaded_multiprocess"
-    assert len(_run(one, monkeypatch, out_of_process=False)) == 1
-    assert len(_run(two, monkeypatch, out_of_process=True)) == len(ASSETS)  # a process per step
+    in_process = _run(one, monkeypatch, out_of_process=False)
+    assert set(ASSETS) <= set(in_process) and len(set(in_process.values())) == 1
+    steps = _run(two, monkeypatch, out_of_process=True)
+    assert set(steps) == set(in_process)
+    assert len(set(steps.values())) == len(steps)  # a process per step
     a, b = Warehouse(one), Warehouse(two)
     assert a.read("gpu_hourly").height > 0 and a.read("hw_events").height > 0
     for name in TABLES:

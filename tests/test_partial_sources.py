@@ -99,7 +99,7 @@ def test_sel_added_rates_use_observed_hosts_times_units_over_the_window(growing)
     wh, builds = growing
     code, _, _, st, _ = builds["sel"]
     # no telemetry (gpu_hourly), neither failure records nor down/resume node events
-    # (availability), no training step logs (slow_periods)
+    # (availability), no training logs (slow_periods)
     skipped = ("gpu_hourly", "availability", "slow_periods")
     assert code == 0 and all(s == "ok" for a, (s, _) in st.items() if a not in skipped)
     fr = wh.query(

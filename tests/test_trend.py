@@ -88,6 +88,7 @@ def test_whole_span_as_one_period_is_the_headline():
 
 
 def test_weekly_trend_figures_and_changes():
+    from analysis.changes import rate_ratio
     from analysis.trend import trend_frame
 
     df = trend_frame(attempts(), interruptions(), goodput_jobs(), "week")
@@ -105,7 +106,11 @@ def test_weekly_trend_figures_and_changes():
     assert w2["mtbf_hours"] == pytest.approx(60.0)  # 01-12 .. 01-14 12:00, 1 interruption
     assert w1["goodput_change"] is None
     assert w2["goodput_change"] == pytest.approx(WEEK2_GOODPUT - WEEK1_GOODPUT)
-    assert (w2["lost_gpu_hours_change"], w2["interruptions_change"]) == (8.0, -1)
+    # week 2's data ends 01-14 12:00: 60 of its 168 h, compared per hour and labelled partial
+    assert (w1["partial"], w2["partial"]) == (False, True) and w2["hours"] == pytest.approx(60)
+    assert (w1["lost_share"], w2["lost_share"]) == (24 / 384, 32 / 576)
+    assert w2["interruption_rate_ratio"] == pytest.approx((1 / 60) / (2 / 168))
+    assert w2["interruption_rate_p"] == pytest.approx(rate_ratio(1, w2["hours"], 2, 168.0).p)
     assert w2["hours"] == pytest.approx(60.0, abs=1e-6)  # the week, cut where the data ends
 
 
@@ -203,6 +208,12 @@ def _summary(tmp_path, window, cost=0.0):
     return summary.build(ctx)
 
 
+def _changes(now, before):
+    from analysis.trend import window_changes
+
+    return window_changes(attempts(), interruptions(), goodput_jobs(), now, before)
+
+
 def test_first_screen_compares_with_the_previous_period_of_equal_length(tmp_path):
     s = _summary(tmp_path, (T(2026, 1, 12), T(2026, 1, 19)), cost=2.0)
     html = s.extra_html
@@ -211,11 +222,23 @@ def test_first_screen_compares_with_the_previous_period_of_equal_length(tmp_path
     )
     assert f"{100 * WEEK2_GOODPUT:.1f}%" in s.reading  # 88.9%
     assert "1 unexpected interruptions (one every 60.0 h) cost 32 GPU-hours ($64)" in s.reading
-    goodput_change = f"{100 * (WEEK2_GOODPUT - WEEK1_GOODPUT):+.1f} points vs the previous 7 days"
-    assert goodput_change == "-4.9 points vs the previous 7 days" and goodput_change in html
-    assert "+8 GPU-hours, +33% vs the previous 7 days" in html  # 32 lost against 24
-    assert "$64" in html and "+$16, +33% vs the previous 7 days" in html
-    assert "-1 interruptions, -50% vs the previous 7 days" in html
+    # each change with its test: two job chains a week cannot tell -4.9 points from noise
+    c = _changes((T(2026, 1, 12), T(2026, 1, 19)), (T(2026, 1, 5), T(2026, 1, 12)))
+    assert not (c.goodput.real or c.lost_share.real or c.interruptions.real)
+    assert c.goodput.estimate == pytest.approx(WEEK2_GOODPUT - WEEK1_GOODPUT)
+    assert c.goodput.words() == "no change beyond noise (95% CI -89.2 to +79.5 points)"
+    assert f"the last 7 days: 88.9% against 93.8% the previous 7 days: {c.goodput.words()}" in html
+    lost = (
+        "the last 7 days: 5.6% of its GPU-hours lost against 6.2% the previous 7 days: "
+        + c.lost_share.words()
+    )
+    assert f"5.6% of 576 GPU-hours; {lost}" in html  # 32 of 576 against 24 of 384
+    assert "$64" in html and f"at $2.00 per GPU-hour; {lost}" in html
+    assert (
+        "the last 7 days: 1 (0.4 a day) against 2 (0.286 a day) the previous 7 days: "
+        + c.interruptions.words()
+    ) in html
+    assert "vs the previous" not in html and "+33%" not in html  # no untested change
     assert "<td>gpu</td><td>32</td><td>100.0%</td><td>1</td><td>60.0 h</td><td>$64</td>" in html
     assert "50.0%" in html and "95% band 40.0%–60.0%; MTTI 0.25 h" in html
     # the typical job: C and D both ran on 16 GPUs
@@ -234,14 +257,33 @@ def test_first_screen_without_an_earlier_period_or_cost_says_so(tmp_path):
 def test_first_screen_without_an_earlier_period_compares_the_last_two_whole_weeks(tmp_path):
     s = _summary(tmp_path, (T(2026, 1, 5), T(2026, 1, 19)), cost=1.0)  # nothing before 01-05
     html = s.extra_html
-    assert "no earlier period" not in html and "vs the previous" not in html
-    assert "week of 2026-01-12: 88.9%, -4.9 points vs the week before" in html
-    assert "week of 2026-01-12: 32, +8 GPU-hours, +33% vs the week before" in html
-    assert "week of 2026-01-12: $32, +$8, +33% vs the week before" in html
-    assert "week of 2026-01-12: 1, -1 interruptions, -50% vs the week before" in html
+    assert "no earlier period" not in html and "the previous" not in html
+    c = _changes((T(2026, 1, 12), T(2026, 1, 19)), (T(2026, 1, 5), T(2026, 1, 12)))
+    assert f"week of 2026-01-12: 88.9% against 93.8% the week before: {c.goodput.words()}" in html
+    lost = (
+        "week of 2026-01-12: 5.6% of its GPU-hours lost against 6.2% the week before: "
+        + c.lost_share.words()
+    )
+    assert f"5.8% of 960 GPU-hours; {lost}" in html and f"per GPU-hour; {lost}" in html
+    assert (
+        "week of 2026-01-12: 1 (0.4 a day) against 2 (0.286 a day) the week before: "
+        + c.interruptions.words()
+    ) in html
+
+
+def test_a_partial_week_compares_per_hour(tmp_path):
+    """The data's last week holds 60 of its 168 hours: its one interruption is a higher rate
+    than the whole week before's two, and the test says so per hour, not per week."""
+    from analysis.changes import rate_ratio
+
+    c = _changes((T(2026, 1, 12), T(2026, 1, 14, 12)), (T(2026, 1, 5), T(2026, 1, 12)))
+    assert c.interruptions.estimate == pytest.approx((1 / 60) / (2 / 168))  # +40%, not -50%
+    assert c.interruptions == rate_ratio(1, 60.0, 2, 168.0)
+    assert c.mtbf.estimate == pytest.approx(1 / c.interruptions.estimate)
 
 
 def test_trend_section_reads_the_latest_week_against_the_one_before():
+    from analysis.trend import data_window
     from dashboards import charts
     from dashboards.section import ReportContext
     from dashboards.sections import trend
@@ -252,10 +294,13 @@ def test_trend_section_reads_the_latest_week_against_the_one_before():
         "goodput_jobs": goodput_jobs(),
     }
     s = trend.build(ReportContext(wh=None, t=t, target_gpus=1))
+    end = data_window(attempts())[1]  # the last end, 01-14 12:00, inside the data
+    c = _changes((T(2026, 1, 12), end), (T(2026, 1, 5), T(2026, 1, 12)))
     assert s.reading == (
-        "2 week(s); the latest (from 2026-01-12, 60 h of data) had measured goodput 88.9%, 32 lost "
-        "GPU-hours and 1 unexpected interruptions (MTBF 60.0 h); against the week before: goodput "
-        "-4.9 points, lost GPU-hours +8, +33%, MTBF -24 h, -29%. Best week 2026-01-05 (93.8%), "
+        "2 week(s); the latest (from 2026-01-12, 60 h of data, partial) had measured goodput "
+        "88.9%, 32 lost GPU-hours and 1 unexpected interruptions (MTBF 60.0 h); against the week "
+        f"before, per hour: goodput {c.goodput.words()}, lost share {c.lost_share.words()}, "
+        f"interruptions {c.interruptions.words()}. Best week 2026-01-05 (93.8%), "
         "worst 2026-01-12 (88.9%)."
     )
     spec = charts.class_colors(charts.configure(s.chart).to_dict())
@@ -263,8 +308,8 @@ def test_trend_section_reads_the_latest_week_against_the_one_before():
     assert dict(zip(bars["domain"], bars["range"], strict=True)) == {
         "gpu": charts.CLASS_COLORS["gpu"], "software": charts.CLASS_COLORS["software"]}  # fmt: skip
     assert (
-        "<td>2026-01-12</td><td>576</td><td>88.9%</td><td>-4.9 points</td><td>32</td><td>1</td>"
-        in s.extra_html
+        "<td>2026-01-12</td><td>60.0 (partial)</td><td>576</td><td>88.9%</td>"
+        f"<td>{c.goodput.words()}</td><td>32</td><td>5.6%</td>" in s.extra_html
     )
     empty = trend.build(
         ReportContext(wh=None, t={k: v.clear() for k, v in t.items()}, target_gpus=1)
@@ -321,8 +366,11 @@ def test_cli_trend_weekly_and_monthly(home, capsys):
 
     assert main(["--home", home, "trend"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].split()[:4] == ["2026-01-05", "384", "93.8%", "24"]
-    assert lines[2].split()[:5] == ["2026-01-12", "576", "88.9%", "-4.9", "points"]
+    assert lines[1].split()[:5] == ["2026-01-05", "168", "384", "93.8%", "24"]
+    assert lines[2].split()[:9] == [
+        "2026-01-12", "60.0", "(partial)", "576", "88.9%", "no", "change", "beyond", "noise"
+    ]  # fmt: skip
+    assert lines[-1].startswith("change: against the week before, per hour of data")
     assert main(["--home", home, "trend", "--period", "month", "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["period"] == "month" and len(obj["rows"]) == 1

@@ -1,5 +1,6 @@
 """The warehouse's invariants as plain checks (DESIGN.md): conservation per ingested file, only
-declared columns, no duplicate record keys, a bounded quarantine share.
+declared columns, no duplicate record keys, a bounded quarantine share, no telemetry hour
+holding more samples than its series' scrape interval allows.
 
 Each takes a :class:`~warehouse.store.Warehouse` and returns a :class:`CheckResult` (passed,
 description, metadata); ``pipelines/checks.py`` wraps them as Dagster asset checks and
@@ -25,7 +26,9 @@ from warehouse.store import literal_path
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One invariant check's outcome: whether it held, what it checks, and what it measured."""
+    """One invariant check's outcome: whether it held, what it checks, and what it measured
+    (for a check of rows: ``violations``, how many break it, and ``examples``, a few of them in
+    words)."""
 
     passed: bool
     description: str
@@ -46,6 +49,15 @@ def invariant(description: str) -> Callable:
         return check
 
     return declare
+
+
+def query_tables(wh: Warehouse, sql: str, *tables: str) -> pl.DataFrame:
+    """``sql`` over views of ``tables`` only: a check reads what it names, so an unreadable
+    table fails the checks that read it and no other."""
+    with wh.connect() as con:
+        for t in tables:
+            con.execute(f'CREATE VIEW "{t}" AS {wh.view_sql(t)}')
+        return con.sql(sql).pl()
 
 
 def raw_counts(wh: Warehouse, table: str) -> dict[str, int]:
@@ -152,7 +164,7 @@ def schema(wh: Warehouse) -> tuple[bool, dict]:
 @invariant("No table has two rows with the same key.")
 def duplicate_keys(wh: Warehouse) -> tuple[bool, dict]:
     """Per table with a record key: how many keys occur on more than one row (none may)."""
-    dups = {}
+    dups: dict[str, int] = {}
     for name, spec in TABLES.items():
         if not spec.key or not wh.files(name):
             continue
@@ -164,7 +176,82 @@ def duplicate_keys(wh: Warehouse) -> tuple[bool, dict]:
             ).fetchall()[0][0]
         if n:
             dups[name] = n
-    return not dups, {"tables_with_duplicates": dups}
+    return not dups, {
+        "tables_with_duplicates": dups,
+        "violations": sum(dups.values()),
+        "examples": [f"{t}: {n:,} keys on more than one row" for t, n in dups.items()],
+    }
+
+
+# A series' scrape interval on a day: the median gap between its consecutive samples (a late or
+# missed scrape moves the median little). An hour [h, h + 1 h) holds at most floor(3600 / step)
+# + 1 samples of it: the + 1 for a sample at the hour's edge that jitter moved inside, and the
+# step taken 0.1% short for a median gap a jitter lengthened. A gpu_hourly row sums a GPU's MIG
+# instances (one series each). A series-day with no two samples (a TSDB rollup pulled alone)
+# takes the median step of its host's series that day, once per instance the rollups hold; an
+# hour with neither is not checked (``unchecked``). Only days with an hour of more than one
+# sample are read: one sample fits any interval.
+_HOURLY_SAMPLES = """
+    WITH days AS (SELECT DISTINCT date FROM gpu_hourly WHERE n > 1),
+    gaps AS (
+        SELECT date, cluster, host, gpu, uuid, pci_bus, mig_instance, metric,
+            epoch(time) - epoch(lag(time) OVER (PARTITION BY cluster, host, gpu, uuid, pci_bus,
+                mig_instance, metric ORDER BY time)) AS gap
+        FROM gpu_samples WHERE date IN (SELECT date FROM days)
+    ),
+    steps AS (
+        SELECT date, cluster, host, gpu, uuid, pci_bus, mig_instance, metric, median(gap) AS step
+        FROM gaps WHERE gap > 0 GROUP BY ALL
+    ),
+    series AS (
+        SELECT date, cluster, host, gpu, uuid, pci_bus, metric, min(step) AS step,
+            sum(floor(3600 / (step * 0.999)) + 1) AS cap
+        FROM steps GROUP BY ALL
+    ),
+    hosts AS (SELECT date, cluster, host, median(step) AS step FROM steps GROUP BY ALL),
+    instances AS (
+        SELECT hour, cluster, host, gpu, uuid, pci_bus, metric,
+            count(DISTINCT coalesce(mig_instance, '')) AS k
+        FROM gpu_rollups WHERE date IN (SELECT date FROM days) GROUP BY ALL
+    ),
+    hours AS (
+        SELECT h.hour, h.cluster, h.host, h.gpu, h.metric, h.n,
+            coalesce(s.step, o.step) AS step,
+            coalesce(s.cap, (floor(3600 / (o.step * 0.999)) + 1) * coalesce(i.k, 1)) AS cap
+        FROM gpu_hourly h
+        LEFT JOIN series s ON s.date = h.date AND s.cluster IS NOT DISTINCT FROM h.cluster
+            AND s.host IS NOT DISTINCT FROM h.host AND s.gpu IS NOT DISTINCT FROM h.gpu
+            AND s.uuid IS NOT DISTINCT FROM h.uuid AND s.pci_bus IS NOT DISTINCT FROM h.pci_bus
+            AND s.metric = h.metric
+        LEFT JOIN hosts o ON o.date = h.date AND o.cluster IS NOT DISTINCT FROM h.cluster
+            AND o.host IS NOT DISTINCT FROM h.host
+        LEFT JOIN instances i ON i.hour = h.hour AND i.cluster IS NOT DISTINCT FROM h.cluster
+            AND i.host IS NOT DISTINCT FROM h.host AND i.gpu IS NOT DISTINCT FROM h.gpu
+            AND i.uuid IS NOT DISTINCT FROM h.uuid AND i.pci_bus IS NOT DISTINCT FROM h.pci_bus
+            AND i.metric = h.metric
+        WHERE h.n > 1
+    )
+    SELECT * FROM hours WHERE cap IS NULL OR n > cap ORDER BY n / cap DESC NULLS LAST, hour"""
+
+
+@invariant("No telemetry hour holds more samples than its series' scrape interval allows.")
+def hourly_samples(wh: Warehouse) -> tuple[bool, dict]:
+    """Every ``gpu_hourly`` row's ``n`` at most the samples an hour can hold at its series'
+    scrape interval (``_HOURLY_SAMPLES``)."""
+    if not wh.files("gpu_hourly"):
+        return True, {"violations": 0, "examples": [], "unchecked_hours": 0}
+    rows = query_tables(wh, _HOURLY_SAMPLES, "gpu_hourly", "gpu_samples", "gpu_rollups")
+    over = rows.filter(pl.col("cap").is_not_null())
+    shown = [
+        f"{r['host']} GPU {r['gpu']} {r['metric']} {r['hour']:%Y-%m-%d %H}:00: {r['n']:,} "
+        f"samples, at most {r['cap']:,.0f} at one every {r['step']:.3g} s"
+        for r in over.head(5).iter_rows(named=True)
+    ]
+    return over.height == 0, {
+        "violations": over.height,
+        "examples": shown,
+        "unchecked_hours": rows.height - over.height,
+    }
 
 
 @invariant("Share of quarantined records stays under the configured threshold.")

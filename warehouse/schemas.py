@@ -110,6 +110,12 @@ def _ci(estimate: str, stem: str | None = None) -> dict[str, pl.DataType]:
     return {estimate: F64, f"{stem}_ci_low": F64, f"{stem}_ci_high": F64}
 
 
+def _test(estimate: str, p: str | None = None) -> dict[str, pl.DataType]:
+    """A tested change: the estimate with its 95% interval (``_ci``) and ``p`` (default
+    ``{estimate}_p``), the two-sided p-value of "no change"."""
+    return {**_ci(estimate), p or f"{estimate}_p": F64}
+
+
 def _daily(name: str, grain: str, columns: dict[str, pl.DataType]) -> Table:
     """A table derived from the telemetry one day at a time (analysis/telemetry/rollups.py
     rewrites a day's partition whole): ``columns``, then the ``date`` it is partitioned by."""
@@ -1058,10 +1064,16 @@ TABLES: dict[str, Table] = {
                 "workload": I64,  # the jobs' own failures
                 "mtbf_hours": F64,  # fleet-wide: hours covered / unexpected interruptions
                 "mtbf_infrastructure_hours": F64,  # hours covered / infrastructure interruptions
-                "goodput_change": F64,  # against the previous period (a fraction: 0.01 = 1 point)
-                "lost_gpu_hours_change": F64,
-                "interruptions_change": I64,
-                "mtbf_hours_change": F64,
+                "partial": BOOL,  # the data covers part of the calendar period only
+                "lost_share": F64,  # lost_gpu_hours / gpu_hours
+                # each change against the previous period with its 95% CI and the two-sided p of
+                # "no change" (analysis/changes.py): measured goodput and the lost share as
+                # differences (fractions: 0.01 = 1 point), unexpected interruptions per hour
+                # covered as a rate ratio (exact conditional Poisson test)
+                **_test("goodput_change"),
+                **_test("lost_share_change"),
+                **_test("interruption_rate_ratio", "interruption_rate_p"),
+                "mtbf_hours_change": F64,  # hours (its test: the interruption rate's)
             },
             key=("period", "period_start"),
             kind="derived",
@@ -1103,7 +1115,7 @@ TABLES: dict[str, Table] = {
             "fleetsim_results",
             (
                 "one metric of one fleet-simulator scenario point (baseline, sweep point or spare "
-                "count), with its 95% CI over replications"
+                "count), with its 95% CI and the parts of it from the fits and from simulation"
             ),
             {
                 "scenario": STR,  # the scenario's name (HOME/scenarios/*.yaml)
@@ -1114,8 +1126,11 @@ TABLES: dict[str, Table] = {
                 # fleet_goodput, ettr:<gpus>, goodput:<gpus>, lost_gpu_hours:<cause>, ...
                 "metric": STR,
                 "mean": F64,
-                "ci_low": F64,  # 95% Student-t CI over the replications
+                # 95% CI: mean +- sqrt(halfwidth_fit^2 + halfwidth_sim^2)
+                "ci_low": F64,
                 "ci_high": F64,
+                "halfwidth_fit": F64,  # the part from the failure laws' fits (0: not drawn)
+                "halfwidth_sim": F64,  # the Student-t half-width of the mean over replications
                 "replications": I64,
                 "converged": BOOL,  # the stopping rule's half-width target was met
             },

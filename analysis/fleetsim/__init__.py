@@ -1,7 +1,10 @@
-"""Fleet operations simulator (issue #33): many gang jobs on one fleet under the fitted
-failure laws, with hot spares and warm standbys, automatic triage then a manual repair line,
-lemon retirement and maintenance windows; estimates with CIs from replications and what-if
-sweeps. ``scenario`` (schema, YAML), ``engine`` (one replication), ``run`` (inputs,
-replications, stopping rule), ``sweep`` (knob sweeps, spare-sizing curve), ``closed_forms``
-(the queueing and ETTR formulas the tests validate against).
+"""Fleet operations simulator (issues #33, #43): many gang jobs on one fleet under the fitted
+failure laws, with hot spares, warm standbys and job standbys, bad nodes, diagnosis, automatic
+triage then a manual repair line with silent failures, retirement and maintenance windows,
+slots and fixed-work jobs with a queue and backfill; estimates with CIs that carry the fits'
+uncertainty, and what-if sweeps. ``scenario`` (schema, YAML), ``engine`` (one replication,
+with ``nodes``, ``jobs``, ``repair``, ``streams`` and ``metrics``), ``run`` (inputs,
+replications, stopping rule, CI split), ``sweep`` (knob sweeps, spare-sizing curve),
+``estimate`` (keys estimated from the warehouse), ``airesim`` (AIReSim's configuration as a
+scenario), ``closed_forms`` (the formulas the tests validate against).
 """

@@ -3,7 +3,9 @@ declared), YAML reading and validation into a plain normalised dict, and knob se
 
 A scenario is a nested mapping (docs/fleetsim.md shows every key). ``load`` / ``validate``
 return the same mapping with every default filled in; any unknown key, wrong type or value
-out of range raises ``ScenarioError`` with one line naming the key. ``with_knob`` returns a
+out of range raises ``ScenarioError`` with one line naming the key. A key that accepts the
+word ``estimated`` (``ESTIMATED``) keeps it: ``run.resolve`` replaces it with the warehouse's
+estimate (``fleetsim.estimate``). ``with_knob`` returns a
 validated copy with one knob changed: a dotted path (``fleet.hot_spares``, ``repair.
 technicians``, ``triage.detect_prob``, ``retirement.failures``), ``jobs.<key>`` (every job
 of the mix) or ``rate:<class>`` (that class's rate multiplier).
@@ -28,24 +30,37 @@ class ScenarioError(ValueError):
     """A scenario a user wrote is wrong: one line naming the key."""
 
 
+ESTIMATED = "estimated"  # the word a numeric key takes to be estimated from the warehouse
+
+
 @dataclass(frozen=True)
 class Key:
-    kind: type  # int | float | str | bool
+    kind: type  # int | float | str | bool | dict
     default: object = None  # None: optional (absent stays None)
     lo: float | None = None
     hi: float | None = None
     choices: tuple | None = None
     doc: str = ""
+    estimated: bool = False  # also takes the word ESTIMATED
+    infinite: bool = False  # also takes .inf
 
 
 INF = math.inf
 JOB = {
     "gpus": Key(int, None, 1, doc="GPUs the gang job needs (whole nodes are allocated)"),
-    "count": Key(int, 1, 1, doc="slots of this kind: each runs its jobs back to back"),
-    "checkpoint_interval_hours": Key(float, CKPT_INTERVAL_S / 3600, 1e-9),
+    "count": Key(int, 1, 1, doc="slots (or fixed-work jobs) of this kind"),
+    "checkpoint_interval_hours": Key(
+        float, CKPT_INTERVAL_S / 3600, 0, doc="0: every step durable, a failure loses no work"
+    ),
     "checkpoint_cost_s": Key(float, CKPT_COST_S, 0),
     "restart_s": Key(float, RESTART_S, 0),
+    "work_hours": Key(float, None, 1e-9, doc="fixed work: the job ends when it is done"),
+    "standbys": Key(int, 0, 0, doc="idle nodes the job holds to replace a failed one at once"),
+    "submit_hours": Key(float, 0.0, 0, doc="first submission"),
+    "interarrival_hours": Key(float, 0.0, 0, doc="mean time between submissions (Poisson)"),
 }
+CLOCKS = ("wall", "compute")  # when failures strike (docs/fleetsim.md, recovery semantics)
+PLACEMENTS = ("first_free", "fewest_failures", "avoid_recent")
 SCHEMA: dict[str, Key | dict] = {
     "name": Key(str, "scenario"),
     "seed": Key(int, 0, 0),
@@ -53,16 +68,34 @@ SCHEMA: dict[str, Key | dict] = {
     "rates": Key(str, "warehouse", doc="'warehouse' (the selected fits) or a rates CSV path"),
     "scope": Key(str, DEFAULT_SCOPE, choices=SCOPES),
     "idle_failure_factor": Key(float, 1.0, 0, 1, doc="rate of idle nodes / rate in a job"),
+    "failure_clock": Key(str, "wall", choices=CLOCKS, doc="failures in wall-clock or compute time"),
     "fleet": {
         "nodes": Key(int, None, 1),
         "gpus_per_node": Key(int, GPUS_PER_NODE, 1),
         "hot_spares": Key(int, 0, 0),
         "warm_standbys": Key(int, 0, 0),
         "warm_activation_hours": Key(float, 0.5, 0),
+        "warm_before_free": Key(bool, True, doc="replace from warm standbys before free nodes"),
+    },
+    "scheduler": {
+        "policy": Key(str, "fifo", choices=("fifo", "backfill")),
+        "backfill_depth": Key(int, 100, 1, doc="queued jobs a backfill pass looks at"),
+        "placement": Key(str, "first_free", choices=PLACEMENTS),
+        "host_selection_hours": Key(float, 0.0, 0, doc="to place a job on free nodes"),
+    },
+    "bad_nodes": {
+        "share": Key(float, 0.0, 0, 1, estimated=True, doc="share of nodes failing more often"),
+        "multiplier": Key(float, 1.0, 1, estimated=True, doc="their failure rate / a good node's"),
+        "cure_prob": Key(float, 1.0, 0, 1, doc="a repair that works makes a bad node good"),
+        "appear_per_day": Key(float, 0.0, 0, doc="good nodes turning bad, fleet-wide"),
     },
     "triage": {
         "hours": Key(float, 0.25, 0, doc="automatic triage time of each pulled node"),
+        "model": Key(str, "fixed", doc="'fixed' (hours) or a lifetime model of the triage time"),
+        "params": Key(dict, None, doc="that model's parameters (hours)"),
         "detect_prob": Key(float, 0.5, 0, 1, doc="share fixed by automatic triage"),
+        "diagnosis_prob": Key(float, 1.0, 0, 1, doc="share of hardware failures pinned on a node"),
+        "silent_fail_prob": Key(float, None, 0, 1, doc="automatic fixes that do not fix"),
         "false_blame_prob": Key(
             float,
             0.0,
@@ -72,17 +105,29 @@ SCHEMA: dict[str, Key | dict] = {
             "healthy node of the job; the faulty one stays in",
         ),
         "refail_hours": Key(
-            float, 24.0, 1e-9, doc="mean time until a faulty node left in service fails again"
+            float,
+            24.0,
+            1e-9,
+            estimated=True,
+            infinite=True,
+            doc="mean time until a faulty node left in service fails again",
         ),
     },
     "repair": {
         "technicians": Key(int, None, 1, doc="manual repair servers (absent: unlimited)"),
         "model": Key(str, "fitted", doc="'fitted' (repair_fits) or a lifetime model name"),
         "params": Key(dict, None, doc="that model's parameters (hours)"),
+        "silent_fail_prob": Key(float, 0.0, 0, 1, estimated=True, doc="repairs that do not fix"),
     },
     "retirement": {
+        "policy": Key(str, "window", choices=("window", "score")),
         "failures": Key(int, None, 1, doc="retire a node at this many failures ..."),
         "window_days": Key(float, 30.0, 1e-9, doc="... within this window"),
+        "score_initial": Key(float, 100.0),
+        "score_penalty": Key(float, 30.0, 0, doc="taken per blamed failure"),
+        "score_credit": Key(float, 10.0, 0, doc="given per full period of failure-free service"),
+        "score_period_days": Key(float, 1.0, 1e-9),
+        "score_threshold": Key(float, 0.0, doc="retire at or below"),
     },
     "maintenance": {
         "every_days": Key(float, None, 1e-6),
@@ -95,6 +140,7 @@ SCHEMA: dict[str, Key | dict] = {
         "rel_halfwidth": Key(
             float, 0.05, 0, doc="stop when every 95% CI half-width is within this share of its mean"
         ),
+        "fit_uncertainty": Key(bool, True, doc="draw the failure laws from their fits"),
     },
 }
 LISTS = ("jobs", "rate_multipliers", "sweeps", "spare_curve")  # validated by their own rules
@@ -102,6 +148,12 @@ INPUTS = ("name", "seed", "rates", "scope")  # pick the inputs or the seeds: not
 
 
 def _value(path: str, key: Key, v):
+    if key.estimated and v == ESTIMATED:
+        return v
+    if key.kind is bool:
+        if not isinstance(v, bool):
+            raise ScenarioError(f"{path}: want true or false, got {v!r}")
+        return v
     if key.kind is dict:
         if not isinstance(v, dict):
             raise ScenarioError(f"{path}: want a mapping, got {v!r}")
@@ -118,6 +170,8 @@ def _value(path: str, key: Key, v):
     if key.kind is int and float(v) != int(v):
         raise ScenarioError(f"{path}: want a whole number, got {v!r}")
     v = key.kind(v)
+    if key.infinite and v == INF:
+        return v
     if not math.isfinite(v):
         raise ScenarioError(f"{path}: want a finite number, got {v!r}")
     if key.lo is not None and v < key.lo:
@@ -152,6 +206,16 @@ def _jobs(given) -> list[dict] | str:
         job = _section(f"jobs[{i}].", JOB, j)
         if job["gpus"] is None:
             raise ScenarioError(f"jobs[{i}].gpus: required")
+        if job["checkpoint_interval_hours"] == 0 and job["checkpoint_cost_s"] > 0:
+            raise ScenarioError(
+                f"jobs[{i}].checkpoint_cost_s: a job whose every step is durable "
+                "(checkpoint_interval_hours 0) has no checkpoint to pay for: set it to 0"
+            )
+        if job["work_hours"] is None and job["interarrival_hours"] > 0:
+            raise ScenarioError(
+                f"jobs[{i}].interarrival_hours: only jobs with work_hours arrive over time "
+                "(a slot without work_hours runs jobs back to back from its submission)"
+            )
         out.append(job)
     return out
 
@@ -177,24 +241,36 @@ def validate(raw) -> dict:
     r = out["replications"]
     if r["min"] > r["max"]:
         raise ScenarioError(f"replications.min ({r['min']}) is above replications.max ({r['max']})")
-    if out["repair"]["model"] != "fitted":
-        from analysis import lifetime_models
+    for section, fixed in (("repair", "fitted"), ("triage", "fixed")):
+        if out[section]["model"] != fixed:
+            from analysis import lifetime_models
 
-        try:
-            law = lifetime_models.get(out["repair"]["model"])
-            law(**(out["repair"]["params"] or {}))
-        except (ValueError, TypeError) as exc:
-            raise ScenarioError(f"repair: {exc}") from None
+            try:
+                law = lifetime_models.get(out[section]["model"])
+                law(**(out[section]["params"] or {}))
+            except (ValueError, TypeError) as exc:
+                raise ScenarioError(f"{section}: {exc}") from None
+    if (out["bad_nodes"]["share"] == ESTIMATED) != (out["bad_nodes"]["multiplier"] == ESTIMATED):
+        raise ScenarioError(
+            "bad_nodes: share and multiplier are estimated together (both 'estimated') or given"
+        )
     out["jobs"] = _jobs(raw.get("jobs"))
     if isinstance(out["jobs"], list):
         g = f["gpus_per_node"]
-        need = sum(math.ceil(j["gpus"] / g) * j["count"] for j in out["jobs"])
         room = f["nodes"] - f["hot_spares"] - f["warm_standbys"]
+        slots = [j for j in out["jobs"] if j["work_hours"] is None]
+        need = sum((math.ceil(j["gpus"] / g) + j["standbys"]) * j["count"] for j in slots)
         if need > room:
             raise ScenarioError(
                 f"jobs: the mix needs {need} nodes but {room} are outside the "
                 "spare pools (slots hold their nodes: the rest would never run)"
             )
+        for i, j in enumerate(out["jobs"]):
+            if math.ceil(j["gpus"] / g) + j["standbys"] > room:
+                raise ScenarioError(
+                    f"jobs[{i}]: needs {math.ceil(j['gpus'] / g) + j['standbys']} nodes "
+                    f"(standbys included) but {room} are outside the spare pools"
+                )
     mult = raw.get("rate_multipliers") or {}
     if not isinstance(mult, dict):
         raise ScenarioError("rate_multipliers: want a mapping class: factor")

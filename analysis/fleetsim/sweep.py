@@ -80,7 +80,8 @@ def result_rows(name: str, res: dict) -> pl.DataFrame:
                 "scenario": name, "study": st, "knob": knob,
                 "knob_value": None if v is None else float(v),
                 "metric": metric, "mean": m, "ci_low": e.ci_low[metric],
-                "ci_high": e.ci_high[metric], "replications": e.replications,
+                "ci_high": e.ci_high[metric], "halfwidth_fit": e.fit_half.get(metric, 0.0),
+                "halfwidth_sim": e.sim_half.get(metric, 0.0), "replications": e.replications,
                 "converged": e.converged,
             })  # fmt: skip
     return conform("fleetsim_results", pl.DataFrame(rows, infer_schema_length=None))
@@ -109,9 +110,16 @@ def format_study(name: str, res: dict) -> list[str]:
     def ci(e: Estimates, k: str, fmt: str = "{:.2%}") -> str:
         return f"{fmt.format(e.mean[k])} [{fmt.format(e.ci_low[k])}, {fmt.format(e.ci_high[k])}]"
 
+    def fits(e: Estimates, k: str) -> str:
+        f, s = e.fit_half.get(k, 0.0), e.sim_half.get(k, 0.0)
+        return f" (fits {f * f / (f * f + s * s):.0%} of the width)" if f > 0 else ""
+
     state = "converged" if b.converged else "NOT converged (raise replications.max)"
-    out = [f"scenario {name}: {b.replications} replications, {state}; 95% CIs in brackets",
-           f"  fleet goodput      {ci(b, GOODPUT)}",
+    drawn = any(v > 0 for v in b.fit_half.values())
+    how = ("; the CIs carry the fits' uncertainty (rate draws) and the simulation's" if drawn
+           else "; CIs over replications at the point rates")  # fmt: skip
+    out = [f"scenario {name}: {b.replications} replications, {state}; 95% CIs in brackets{how}",
+           f"  fleet goodput      {ci(b, GOODPUT)}{fits(b, GOODPUT)}",
            f"  node availability  {ci(b, 'node_availability', '{:.3%}')}",
            (f"  repair queue       {ci(b, 'repair_queue_mean', '{:.2f}')} nodes, wait "
            f"{ci(b, 'repair_wait_hours', '{:.2f}')} h"),
@@ -123,6 +131,22 @@ def format_study(name: str, res: dict) -> list[str]:
     sizes = sorted(int(k.split(":")[1]) for k in b.mean if k.startswith("ettr:"))
     for g in sizes:
         out.append(f"  {g:>15,}    {ci(b, f'ettr:{g}'):<28}{ci(b, f'goodput:{g}')}")
+    for g in sorted(int(k.split(":")[1]) for k in b.mean if k.startswith("wall_hours:")):
+        k = f"wall_hours:{g}"
+        out.append(
+            f"  fixed-work jobs of {g:,} GPUs: wall clock {ci(b, k, '{:,.1f}')} h"
+            f"{fits(b, k)}, queue wait {b.mean.get(f'queue_wait_hours:{g}', 0):,.2f} h"
+        )
+    if b.mean.get("unfinished_jobs", 0) > 0:
+        out.append(
+            f"  {b.mean['unfinished_jobs']:.1f} fixed-work jobs per replication unfinished "
+            "at the horizon (raise horizon_days)"
+        )
+    if b.mean.get("systematic_failures", 0) > 0:
+        out.append(
+            f"  bad nodes: {b.mean['systematic_failures']:,.0f} excess failures, "
+            f"{b.mean['cures']:,.0f} cured, {b.mean['bad_nodes']:,.1f} still bad at the end"
+        )
     lost = sorted(((k.split(":", 1)[1], v) for k, v in b.mean.items()
                    if k.startswith("lost_gpu_hours:")), key=lambda kv: -kv[1])  # fmt: skip
     out.append("  lost GPU-hours by cause: " + ", ".join(f"{c} {v:,.0f}" for c, v in lost))

@@ -1,8 +1,10 @@
 """The first screen: period and scope; measured goodput, lost GPU-hours (and their cost when a
-$/GPU-hour is set) against the previous period of equal length; the top 3 causes by lost
-GPU-hours with their MTBF; the projection at the target job size and why it differs from what
-was measured. Figures only (HTML tiles and a table), each the same number the later sections
-show: the period's figures are ``analysis.trend.window_figures``, the headline's definitions."""
+$/GPU-hour is set) and interruptions against the previous period of equal length, each change
+tested and worded as one only where it is beyond noise (``analysis.changes``); the top 3 causes
+by lost GPU-hours with their MTBF; the projection at the target job size and why it differs
+from what was measured. Figures only (HTML tiles and a table), each the same number the later
+sections show: the period's figures are ``analysis.trend.window_figures``, the headline's
+definitions."""
 
 from __future__ import annotations
 
@@ -13,17 +15,19 @@ from datetime import timedelta
 
 import polars as pl
 
+from analysis.changes import Changes
 from analysis.observation import stored_window
 from analysis.taxonomy import WORKLOAD_DOMAIN
 from analysis.trend import data_window
+from analysis.trend import interruption_dispersion
 from analysis.trend import losses_frame
 from analysis.trend import period_starts
+from analysis.trend import window_changes
 from analysis.trend import window_figures
 from analysis.whatif import sensitivity_frame
 from dashboards.section import NO_DATA
 from dashboards.section import ReportContext
 from dashboards.section import Section
-from dashboards.section import change
 from dashboards.section import html_table
 from dashboards.section import in_hours
 from dashboards.section import interruption_scope
@@ -47,17 +51,6 @@ def report_window(wh, attempts: pl.DataFrame) -> tuple[datetime, datetime] | Non
     if w is not None and w.observed_from is not None and w.observed_to is not None:
         return w.observed_from, w.observed_to
     return data_window(attempts)
-
-
-def last_full_weeks(attempts, interruptions, goodput_jobs, start: datetime, end: datetime):
-    """(figures of the latest calendar week wholly inside [start, end), of the week before it),
-    or None when the period holds fewer than two whole weeks."""
-    whole = [w for w in period_starts(start, end, "week") if w >= start and w + WEEK <= end]
-    if len(whole) < 2:
-        return None
-    return tuple(
-        window_figures(attempts, interruptions, goodput_jobs, w, w + WEEK) for w in whole[-2:][::-1]
-    )
 
 
 def actions_html(projections: pl.DataFrame, target: int) -> str:
@@ -103,78 +96,102 @@ def why_projection_differs(
 
 @dataclass(frozen=True)
 class _Period:
-    """The report's period: its figures (``window_figures``), the previous period of equal
-    length's, and, when nothing precedes the period, its last two whole weeks'."""
+    """The report's period: its figures (``window_figures``), and the comparison its tiles
+    state: the period against the previous period of equal length (as far as the data reaches
+    back), else, with nothing before it, its latest whole week against the week before; each
+    change with its test (``analysis.trend.window_changes``), or None with nothing to compare."""
 
     start: datetime
     end: datetime
     now: dict
-    before: dict
-    weeks: tuple[dict, dict] | None
+    label: str  # what is compared: "the last 60 days" / "week of 2026-02-23"
+    against: str  # with what: "the previous 60 days" / "the week before"
+    a: dict | None  # the figures compared ...
+    b: dict | None  # ... and those they are compared with
+    changes: Changes | None
 
     @classmethod
     def of(cls, att, intr, jobs, start: datetime, end: datetime) -> _Period:
-        length = end - start
-        before = window_figures(att, intr, jobs, start - length, start)
-        weeks = None if before["attempts"] > 0 else last_full_weeks(att, intr, jobs, start, end)
-        return cls(start, end, window_figures(att, intr, jobs, start, end), before, weeks)
+        now = window_figures(att, intr, jobs, start, end)
+        days = (end - start).total_seconds() / 86400
+        span = data_window(att)
+        scale = interruption_dispersion(intr, span)
+        first = max(start - (end - start), span[0]) if span else start
+        if first < start and window_figures(att, intr, jobs, first, start)["attempts"] > 0:
+            shown = (start - first).total_seconds() / 86400
+            against = f"the previous {days:,.0f} days" + (
+                f" (of which the data covers {shown:,.1f})" if shown < days - 1e-9 else ""
+            )
+            windows = ((start, end), (first, start))
+            label = f"the last {days:,.0f} days"
+        else:
+            whole = [w for w in period_starts(start, end, "week") if w >= start and w + WEEK <= end]
+            if len(whole) < 2:
+                return cls(start, end, now, "", "", None, None, None)
+            windows = ((whole[-1], whole[-1] + WEEK), (whole[-2], whole[-1]))
+            label, against = f"week of {whole[-1]:%Y-%m-%d}", "the week before"
+        a, b = (window_figures(att, intr, jobs, *w) for w in windows)
+        changes = window_changes(att, intr, jobs, *windows, scale)
+        return cls(start, end, now, label, against, a, b, changes)
 
     @property
     def days(self) -> float:
         return (self.end - self.start).total_seconds() / 86400
 
-    def versus(self, key: str, unit: str, shown=num, scale: float = 1.0) -> str:
-        """The change of ``key`` against the previous period of equal length; without data
-        before the period, the latest full week against the week before it."""
-
-        def at(figures: dict) -> float | None:  # a figure a window may not have (goodput)
-            return None if figures[key] is None else figures[key] * scale
-
-        if self.before["attempts"] > 0:
-            return (
-                f"{change(at(self.now), at(self.before), unit)} "
-                f"vs the previous {self.days:,.0f} days"
-            )
-        if self.weeks is None:
+    def versus(self, figure: str) -> str:
+        """The compared windows' ``figure`` (goodput, lost_share, interruptions) and its change
+        in words (``analysis.changes.Change.words``): a change only where its test tells it
+        from noise."""
+        if self.changes is None:
             return "no earlier period in the data"
-        a, b = self.weeks
-        return (f"week of {a['start']:%Y-%m-%d}: {shown(at(a))}, "
-                f"{change(at(a), at(b), unit)} vs the week before")  # fmt: skip
+        a, b = self.a, self.b
+        if figure == "goodput":
+            shown = f"{pct(a['goodput_gpu_hours'])} against {pct(b['goodput_gpu_hours'])}"
+            change = self.changes.goodput.words("points")
+        elif figure == "lost_share":
+            shown = f"{pct(_share(a))} of its GPU-hours lost against {pct(_share(b))}"
+            change = self.changes.lost_share.words("points")
+        else:
+            shown = f"{_per_day(a)} against {_per_day(b)}"
+            change = self.changes.interruptions.words()
+        return f"{self.label}: {shown} {self.against}: {change}"
+
+
+def _share(f: dict) -> float | None:
+    return f["lost_gpu_hours"] / f["gpu_hours"] if f["gpu_hours"] else None
+
+
+def _per_day(f: dict) -> str:
+    """Unexpected interruptions of a window and their rate a day (windows differ in length)."""
+    return f"{f['unexpected']:,} ({24 * f['unexpected'] / f['hours']:.3g} a day)"
 
 
 def _tiles(p: _Period, cost: float, at: dict | None, target: int) -> list[str]:
     """Goodput, lost GPU-hours (and their cost), interruptions, and the projection at the target
-    size when there is one."""
+    size when there is one; each with its change and whether it is beyond noise."""
     now = p.now
+    lost = p.versus("lost_share")
     tiles = [
-        _tile(
-            "measured goodput",
-            pct(now["goodput_gpu_hours"]),
-            p.versus("goodput_gpu_hours", "points", pct),
-            "goodput",
-        ),
+        _tile("measured goodput", pct(now["goodput_gpu_hours"]), p.versus("goodput"), "goodput"),
         _tile(
             "GPU-hours lost to interruptions",
             num(now["lost_gpu_hours"]),
-            f"{pct(now['lost_gpu_hours'] / now['gpu_hours'] if now['gpu_hours'] else None)} of "
-            f"{num(now['gpu_hours'])} GPU-hours; " + p.versus("lost_gpu_hours", "GPU-hours"),
+            f"{pct(_share(now))} of {num(now['gpu_hours'])} GPU-hours; {lost}",
             "lost",
         ),
     ]
     if cost > 0:
-        lost_cost = now["lost_gpu_hours"] * cost
         tiles.append(
             _tile(
                 "cost of the lost GPU-hours",
-                money(lost_cost),
-                f"at ${cost:,.2f} per GPU-hour; " + p.versus("lost_gpu_hours", "$", money, cost),
+                money(now["lost_gpu_hours"] * cost),
+                f"at ${cost:,.2f} per GPU-hour; {lost}",
                 "cost",
             )
         )
     tiles.append(_tile("unexpected interruptions", f"{now['unexpected']:,}",
                        f"MTBF {in_hours(now['mtbf_hours'])} fleet-wide; "
-                       + p.versus("unexpected", "interruptions", lambda n: f"{n:,.0f}"),
-                       "interruptions"))  # fmt: skip
+                       + p.versus("interruptions"), "interruptions"))  # fmt: skip
     if at is not None:
         tiles.append(_tile(f"projected goodput at {target:,} GPUs", pct(at["goodput"]),
                            f"95% band {pct(at['goodput_ci_low'])}–{pct(at['goodput_ci_high'])}; "

@@ -91,19 +91,31 @@ def chart(q: pl.DataFrame) -> alt.LayerChart:
 
 
 def reading(q: pl.DataFrame) -> str:
+    """Per series its lowest and latest full quarter; a quarter observed in part is named as
+    such with the days observed (its MTBF is per hour of those, comparable with a whole one)."""
     parts = []
     for (series,), g in q.partition_by("series", as_dict=True, maintain_order=True).items():
         full = g.filter(~pl.col("partial") & pl.col("mtbf_hours").is_not_null())
-        if full.height == 0:
-            continue
-        worst, last = full.sort("mtbf_hours").row(0, named=True), full.row(-1, named=True)
-        parts.append(
-            f"{series}: lowest {hours(worst['mtbf_hours'])} in {worst['label']} "
-            f"({worst['failures']:,} failures, 95% CI {hours(worst['mtbf_ci_low'])} to "
-            f"{hours(worst['mtbf_ci_high'])}); latest full quarter "
-            f"{last['label']}: {hours(last['mtbf_hours'])}"
-        )
-    return ("; ".join(parts) + ".") if parts else "No full quarter with a failure yet."
+        if full.height:
+            worst, last = full.sort("mtbf_hours").row(0, named=True), full.row(-1, named=True)
+            parts.append(
+                f"{series}: lowest {hours(worst['mtbf_hours'])} in {worst['label']} "
+                f"({worst['failures']:,} failures, 95% CI {hours(worst['mtbf_ci_low'])} to "
+                f"{hours(worst['mtbf_ci_high'])}); latest full quarter "
+                f"{last['label']}: {hours(last['mtbf_hours'])}"
+            )
+        partial = g.filter(pl.col("partial") & pl.col("mtbf_hours").is_not_null())
+        parts += [
+            f"{series}: {r['label']} observed in part ({r['exposure_hours'] / 24:,.0f} days): "
+            f"{hours(r['mtbf_hours'])} over those days ({r['failures']:,} failures)"
+            for r in partial.iter_rows(named=True)
+        ]
+    if not parts:
+        return "No quarter with a failure yet."
+    return (
+        "; ".join(parts)
+        + ". A quarter observed in part is a hollow point, its MTBF per hour observed."
+    )
 
 
 def build(ctx: ReportContext) -> Section | None:

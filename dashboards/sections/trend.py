@@ -1,18 +1,22 @@
 """Goodput over time: measured goodput and the fleet-wide MTBF per week, above the GPU-hours lost
-each week by cause (``analysis.trend``), and the latest week against the one before."""
+each week by cause (``analysis.trend``), and the latest week against the one before, each
+change tested (``analysis.changes``); a week the data covers in part is labelled so."""
 
 from __future__ import annotations
 
 import altair as alt
 import polars as pl
 
+from analysis.trend import TREND_HEADER
 from analysis.trend import losses_frame
+from analysis.trend import period_hours
+from analysis.trend import tested
+from analysis.trend import trend_cells
 from analysis.trend import trend_frame
 from dashboards import charts
 from dashboards.section import NO_DATA
 from dashboards.section import ReportContext
 from dashboards.section import Section
-from dashboards.section import change
 from dashboards.section import html_table
 from dashboards.section import in_hours
 from dashboards.section import num
@@ -102,17 +106,14 @@ def build(ctx: ReportContext) -> Section:
     last = weeks.row(-1, named=True)
     text = (
         f"{weeks.height} week(s); the latest (from {last['period_start']:%Y-%m-%d}, "
-        f"{last['hours']:,.0f} h of data) had measured goodput {pct(last['goodput'])}, "
+        f"{period_hours(last)}) had measured goodput {pct(last['goodput'])}, "
         f"{num(last['lost_gpu_hours'])} lost GPU-hours and {last['interruptions']:,} unexpected "
         f"interruptions (MTBF {in_hours(last['mtbf_hours'])})"
     )
     if weeks.height > 1:
-        prev = weeks.row(-2, named=True)
         text += (
-            "; against the week before: goodput "
-            f"{change(last['goodput'], prev['goodput'], 'points')}, lost GPU-hours "
-            f"{change(last['lost_gpu_hours'], prev['lost_gpu_hours'])}, MTBF "
-            f"{change(last['mtbf_hours'], prev['mtbf_hours'], 'h')}"
+            f"; against the week before, per hour: goodput {tested(last, 'goodput')}, lost "
+            f"share {tested(last, 'lost_share')}, interruptions {tested(last, 'interruptions')}"
         )
     best, worst = (
         weeks.sort("goodput").row(-1, named=True),
@@ -122,19 +123,12 @@ def build(ctx: ReportContext) -> Section:
         f". Best week {best['period_start']:%Y-%m-%d} ({pct(best['goodput'])}), "
         f"worst {worst['period_start']:%Y-%m-%d} ({pct(worst['goodput'])})."
     )
-    rows = [
-        [f"{r['period_start']:%Y-%m-%d}", num(r["gpu_hours"]), pct(r["goodput"]),
-         "" if r["goodput_change"] is None else f"{100 * r['goodput_change']:+.1f} points",
-         num(r["lost_gpu_hours"]), f"{r['interruptions']:,}", in_hours(r["mtbf_hours"])]
-        for r in weeks.iter_rows(named=True)
-    ]  # fmt: skip
+    rows = [[f"{r['period_start']:%Y-%m-%d}", *trend_cells(r)] for r in weeks.iter_rows(named=True)]
     s.extra_html = (
         "<details><summary>The weeks as a table (also: goodput trend, goodput losses --period "
-        "week)</summary>"
-        + html_table(
-            ["week", "GPU-hours", "goodput", "change", "lost GPU-hours", "interruptions", "MTBF"],
-            rows,
-        )
+        "week); each change against the week before, per hour, with its 95% CI, worded as one "
+        "only where its test tells it from noise</summary>"
+        + html_table(["week", *TREND_HEADER], rows)
         + "</details>"
     )
     return s

@@ -1,7 +1,7 @@
 """Analysis assets: interruptions and their causes, lifetimes and failure fits, repairable
 systems and lemon nodes, MTBF and availability, measured and projected goodput, breakdowns and
 trends; each a thin wrapper (``table_asset``) over a plain function of ``analysis/``, and the
-checks of the analyses' invariants beside them.
+checks of the analyses' invariants beside them (``analysis.checks.BUILD_CHECKS``).
 """
 
 import dagster as dg
@@ -10,7 +10,6 @@ import polars as pl
 from analysis import attribution
 from analysis import availability
 from analysis import breakdown
-from analysis import checks as analysis_checks
 from analysis import goodput_measured
 from analysis import lifetimes
 from analysis import node_health
@@ -27,7 +26,7 @@ from pipelines.assets.factory import DUCKDB
 from pipelines.assets.factory import md
 from pipelines.assets.factory import row_count
 from pipelines.assets.factory import table_asset
-from pipelines.checks import asset_check
+from pipelines.checks import invariant_checks
 
 
 @table_asset(
@@ -283,15 +282,14 @@ def goodput_trend(wh, goodput):
     return trend.refresh_trend(wh)
 
 
-fits_converged_check = asset_check(
-    "fits_converged_check", "failure_rates", analysis_checks.fits_converged, blocking=True
-)
-goodput_bounds_check = asset_check(
-    "goodput_bounds_check", "goodput_projections", analysis_checks.goodput_bounds
-)
-source_spans_check = asset_check(
-    "source_spans_check",
-    "component_lifetimes",
-    analysis_checks.spans_agree,
-    severity=dg.AssetCheckSeverity.WARN,
+# the analyses' invariants (analysis.checks.BUILD_CHECKS) beside the assets they check
+checks = invariant_checks(
+    interruptions,
+    component_lifetimes,
+    availability_assets,
+    failure_fits,
+    goodput_jobs,
+    goodput_projections,
+    goodput_breakdown,
+    goodput_trend,
 )

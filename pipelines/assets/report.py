@@ -7,9 +7,8 @@ from dashboards.report import build_report
 from pipelines.assets.factory import OWNERS
 from pipelines.assets.factory import every_writer
 from pipelines.assets.factory import guarded
-from pipelines.checks import asset_check
+from pipelines.checks import invariant_checks
 from pipelines.resources import GoodputConfig
-from warehouse import checks as warehouse_checks
 
 CATALOG_POOL = "duckdb_catalog"  # one writer at a time: DuckDB's rule
 
@@ -50,6 +49,7 @@ def leadership_report(goodput: GoodputConfig) -> dg.MaterializeResult:
             target_gpus=goodput.target_gpus,
             scope=goodput.scope().header(),
             gpu_hour_cost=goodput.gpu_hour_cost,
+            gpus_per_node=goodput.gpus_per_node,
         ),
         lambda p: None,
     )
@@ -58,6 +58,4 @@ def leadership_report(goodput: GoodputConfig) -> dg.MaterializeResult:
     )
 
 
-duplicate_keys_check = asset_check(
-    "duplicate_keys_check", "warehouse_catalog", warehouse_checks.duplicate_keys
-)
+checks = invariant_checks(warehouse_catalog)  # duplicate keys (analysis.checks.BUILD_CHECKS)

@@ -28,6 +28,7 @@ from pipelines.assets.factory import writers
 from pipelines.assets.ingest import TELEMETRY_DAYS
 from pipelines.assets.ingest import register_days
 from pipelines.assets.ingest import rollup_days
+from pipelines.checks import invariant_checks
 from pipelines.resources import GoodputConfig
 
 BACKFILL_DAYS = 7  # telemetry days per backfill run: a bounded chunk of work, whatever the range
@@ -70,6 +71,7 @@ def gpu_hourly(context: dg.AssetExecutionContext, goodput: GoodputConfig) -> dg.
 
 
 register(["gpu_hourly"], [gpu_hourly])
+checks = invariant_checks(gpu_hourly)  # samples per hour (analysis.checks.BUILD_CHECKS)
 
 
 def _from_telemetry(table: str):

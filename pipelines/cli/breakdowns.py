@@ -53,11 +53,9 @@ def cmd_losses(args) -> int:
 
 
 def cmd_trend(args) -> int:
-    from analysis.numbers import change
-    from analysis.numbers import in_hours
-    from analysis.numbers import num
-    from analysis.numbers import pct
     from analysis.scope import job_window
+    from analysis.trend import TREND_HEADER
+    from analysis.trend import trend_cells
     from analysis.trend import trend_frame
 
     wh = reading_warehouse(args)
@@ -72,36 +70,17 @@ def cmd_trend(args) -> int:
         print_scope(wh)
         print("no job attempts with start and end times in the warehouse")
         return 0
-    header = [
-        args.period,
-        "GPU-hours",
-        "goodput",
-        "change",
-        "lost GPU-hours",
-        "change",
-        "interruptions",
-        "MTBF",
-        "change",
-    ]
-    rows = []
-    prev = None
-    for r in df.iter_rows(named=True):
-        p = prev or {}
-        rows.append(
-            [
-                f"{r['period_start']:%Y-%m-%d}",
-                num(r["gpu_hours"]),
-                pct(r["goodput"]),
-                change(r["goodput"], p.get("goodput"), "points") if prev else "",
-                num(r["lost_gpu_hours"]),
-                change(r["lost_gpu_hours"], p.get("lost_gpu_hours")) if prev else "",
-                f"{r['interruptions']:,}",
-                in_hours(r["mtbf_hours"]),
-                change(r["mtbf_hours"], p.get("mtbf_hours"), "h") if prev else "",
-            ]
-        )
-        prev = r
+    header = [args.period, *TREND_HEADER]
+    rows = [[f"{r['period_start']:%Y-%m-%d}", *trend_cells(r)] for r in df.iter_rows(named=True)]
     print_frame(df, output_format(args), rows, header, {"period": args.period}, wh)
+    if output_format(args) == "table":
+        print(
+            f"change: against the {args.period} before, per hour of data (a partial "
+            f"{args.period} compares as its hours), with its 95% CI; a change only where its "
+            "test tells it from noise (p < 0.05): goodput and lost share (of the GPU-hours "
+            "used) in points, unexpected interruptions per hour as a rate (MTBF: its inverse); "
+            "docs/statistics.md"
+        )
     return 0
 
 
@@ -205,7 +184,7 @@ def add_trend(sub) -> None:
         examples=("goodput trend", "goodput trend --period month --json"),
         help=(
             "goodput, lost GPU-hours, interruptions and MTBF per week or month, against the "
-            "period before"
+            "period before with a test of each change"
         ),
     )
 

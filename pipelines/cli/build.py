@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+from pipelines.cli.errors import EXIT_CHECKS_FAILED
 from pipelines.cli.errors import CliError
 from pipelines.cli.home import checked_scope
 from pipelines.cli.home import holds_data
@@ -16,6 +18,7 @@ from pipelines.cli.options import ckpt_cost
 from pipelines.cli.options import command
 from pipelines.cli.options import gpu_hour_cost
 from pipelines.cli.options import gpus
+from pipelines.cli.options import gpus_per_node
 from pipelines.cli.options import option
 from pipelines.cli.options import restart
 from pipelines.cli.output import print_where
@@ -45,6 +48,7 @@ def cmd_build(args) -> int:
     from pipelines.run import PipelineError
     from pipelines.run import build
     from pipelines.run import checks_line
+    from pipelines.run import failure_lines
     from pipelines.run import status_lines
     from pipelines.run import summary_lines
 
@@ -58,7 +62,8 @@ def cmd_build(args) -> int:
             wh.refresh_catalog()  # what did build stays queryable, even after a failed step
     for line in status_lines(wh) + summary_lines(wh):
         print(line)
-    print(checks_line(result.get_asset_check_evaluations()))
+    evaluations = result.get_asset_check_evaluations()
+    print(checks_line(evaluations))
     print_where(wh)
     if any(scope.values()):  # then the scope's aggregates, from the fleet's rows just built
         part = rebuilt_scope(args, "all", **window_fields(args), **assumed)
@@ -68,6 +73,17 @@ def cmd_build(args) -> int:
             *summary_lines(part),
         ]:
             print(line)
+    failures = failure_lines(evaluations)
+    for line in failures:
+        print(line, file=sys.stderr)
+    if failures and not args.allow_failed_checks:
+        print(
+            f"goodput build: {len(failures)} invariant check(s) failed: the tables and the report "
+            "are written, but their numbers break a limit they must keep (the report's first "
+            "screen names them); --allow-failed-checks exits 0 anyway",
+            file=sys.stderr,
+        )
+        return EXIT_CHECKS_FAILED
     return 0
 
 
@@ -80,6 +96,8 @@ def cmd_report(args) -> int:
     wh = open_warehouse(args, existing=True)
     if args.gpu_hour_cost < 0:
         raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
+    if args.gpus_per_node < 1:
+        raise CliError("--gpus-per-node must be >= 1")
     if any(scope_settings(args).values()):
         wh = rebuilt_scope(args, "all", target_gpus=args.gpus)
     scope = scope_of(wh)
@@ -91,6 +109,7 @@ def cmd_report(args) -> int:
             target_gpus=args.gpus,
             scope=scope.header(),
             gpu_hour_cost=args.gpu_hour_cost,
+            gpus_per_node=args.gpus_per_node,
         )
     print(f"report: {path}")
     return 0
@@ -112,6 +131,12 @@ def add_build(sub) -> None:
         ckpt_cost("assumed cost of one checkpoint, e.g. 60s"),
         restart("assumed restart time after a failure, e.g. 10m"),
         gpu_hour_cost(),
+        option(
+            "--allow-failed-checks",
+            action="store_true",
+            help="exit 0 even when an invariant check fails (the failures are still printed "
+            "and shown on the report's first screen)",
+        ),
         window=True,
         scope=True,
         examples=(
@@ -131,6 +156,9 @@ def add_report(sub) -> None:
         option("--out", help="HTML file to write (default DIR/reports/goodput_report.html)"),
         gpus("job scale for the projected-goodput headline"),
         gpu_hour_cost(),
+        gpus_per_node(
+            "GPUs per host where the data does not show them, for the invariant checks (default {})"
+        ),
         scope=True,
         examples=("goodput report", "goodput report --out /tmp/report.html --gpu-hour-cost 2.5"),
         help="write the leadership report (HTML + PNG/SVG per chart)",

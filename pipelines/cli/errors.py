@@ -1,5 +1,6 @@
 """A command's failures: the user's mistakes (one line, exit 2), the machine's (disk full, I/O
-error: exit 3 or 4), Ctrl-C (exit 130), and the exit statuses themselves."""
+error: exit 3 or 4), numbers that break an invariant (exit 6), Ctrl-C (exit 130), and the exit
+statuses themselves."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ def user_errors() -> tuple[type[Exception], ...]:
 EXIT_ENV_NOTHING_COMMITTED = 3
 EXIT_ENV_PARTLY_COMMITTED = 4
 EXIT_REJECTED = 5  # ingest: some file's every record was rejected (the others are stored)
+# build: every table and the report written, but an ERROR-severity invariant check failed
+EXIT_CHECKS_FAILED = 6
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports it
 _ENV_WORDS = (
     "disk",

@@ -59,6 +59,7 @@ def cmd_simulate(args) -> int:
 def cmd_demo(args) -> int:
     from pipelines.run import PipelineError
     from pipelines.run import checks_line
+    from pipelines.run import failure_lines
     from pipelines.run import run_pipeline
     from pipelines.run import summary_lines
     from sample_data.simulation import source_folders
@@ -86,6 +87,8 @@ def cmd_demo(args) -> int:
         print(line)
     print(checks_line(checks))
     print_where(wh)
+    for line in failure_lines(checks):  # shown, and on the report's first screen; exit 0: a demo
+        print(line, file=sys.stderr)
     return 0
 
 
