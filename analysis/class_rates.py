@@ -46,8 +46,10 @@ class ClassRates:
     runs at as stated (a fitted law: 1 / its mean; a class known only by its rate: the mean-1
     exponential, ``Exponential.unit``, at law_rate 1, the default). ``law_names`` is what the
     JSON and the report call each law. ``age_laws``: per class, the (law, law_rate) a new or
-    observed fleet age is projected with instead (an exponential class whose Weibull fit shows
-    an age trend: that Weibull at the class's observed rate); None = ``laws``. ``starts``: the
+    observed fleet age is projected with instead, law_rate being the class's rate at which the
+    law runs at its own time scale (a fitted law that is not memoryless: itself at the class's
+    rate over the window; an exponential class whose Weibull fit shows an age trend: that
+    Weibull at the class's observed rate); None = ``laws``. ``starts``: the
     unit ages at job start (``analysis.fleet_age``: 'stationary', 'new' or AgeGroups) and
     ``fleet_age`` their labels, over the job horizon ``horizon_hours``
     (``with_fleet_age``; stationary by default).

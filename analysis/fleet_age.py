@@ -6,9 +6,11 @@ lifetime model; the first interval is the residual life of the unit that is ther
 start. Expected failures per position over T, with F the model's CDF and M(t) the ordinary
 renewal function ``M(t) = F(t) + int_0^t M(t - x) dF(x)``:
 
-* ``stationary`` (default): the unit's age is drawn from the equilibrium age law S(a)/mean
-  (a fleet that has been running and replacing for a long time); the renewal process is then
-  stationary and the expected count is exactly T / mean: the long-run rate 1 / mean.
+* ``stationary`` (default): the class's rate as the fit table gives it, the rate its units
+  showed over the observation window at the ages they had, held over the job. For a law run
+  at that rate, the unit's age is drawn from the equilibrium age law S(a)/mean and time is
+  scaled so the law's long-run rate 1 / mean (the expected count T / mean of an equilibrium
+  renewal process) equals it: how the Monte Carlo draws it.
 * ``new``: every unit is age 0 at job start: M(T) (a shape < 1 Weibull class fails more
   often early on, a shape > 1 one less).
 * ``observed`` / a given age a: the delayed renewal count

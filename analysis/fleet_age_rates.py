@@ -68,7 +68,7 @@ def with_fleet_age(
     """Rates of a job of ``horizon_hours`` whose units start at ``fleet_age``
     (``fleet_age.FLEET_AGES``): per class, expected failures per unit position over the
     horizon (renewal with replacement by new units, ``fleet_age.expected_failures``) / horizon.
-    'stationary' keeps 1 / mean; 'new' starts every unit at age 0; 'observed' takes each
+    'stationary' keeps the class's rate; 'new' starts every unit at age 0; 'observed' takes each
     class's ``ages`` (``observed_ages``), and a class without ages stays stationary (said in
     ``fleet_age``). Exponential classes have no age effect. The CI and draws move with the
     rate (same relative uncertainty); the Monte Carlo then draws the same process."""

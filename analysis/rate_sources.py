@@ -5,8 +5,8 @@ each class, with its law and the fit's own rate draws), the classes measured in
 
 Rates read from ``failure_rates`` carry samples from the fit itself
 (``analysis.survival.rate_samples``: the Gamma(events + 1/2, exposure) posterior of each
-class's rate, times the long-run rate of a candidate family drawn by Akaike weight); a rates
-table's classes carry Garwood's exact Poisson CI.
+class's rate, times the rate over the window of a candidate family drawn by Akaike weight,
+relative to the observed one); a rates table's classes carry Garwood's exact Poisson CI.
 """
 
 from __future__ import annotations
@@ -108,9 +108,10 @@ def rates_from_table(df: pl.DataFrame, source: str = "file", origin: str = "file
 
 def selected_law(row: dict) -> tuple[LifetimeModel, float, str]:
     """(law, law_rate, name) of a selected ``failure_rates`` row: the registered model with
-    its fitted ``params`` (``analysis.lifetime_models``) at its own rate 1 / mean, or the
-    mean-1 exponential at law_rate 1 where the row's rate is the answer (a memoryless law, no
-    usable parameters, or a law without a finite mean, e.g. a log-logistic of shape <= 1)."""
+    its fitted ``params`` (``analysis.lifetime_models``) at its long-run rate 1 / mean (a
+    stationary fleet runs it faster or slower so that rate is the row's), or the mean-1
+    exponential at law_rate 1 where the row's rate is the answer (a memoryless law, no usable
+    parameters, or a law without a finite mean, e.g. a log-logistic of shape <= 1)."""
     name = (row.get("model") or Exponential.name).lower()
     if model_mean(name, row.get("params")) is not None:
         law = lifetime_models.get(name).from_params(row.get("params") or "{}")
@@ -129,11 +130,13 @@ def rates_from_failure_rates(
     """Adapter from the ``failure_rates`` table: the ``selected`` row of each class.
 
     The point is the selected row's own rate with its CI, the number the fit table and the
-    report print (``analysis.survival``: the observed rate, events / exposure, unless another
-    model is clearly better). Its law goes to ``laws`` for the Monte Carlo and the fleet-age
-    rates (``selected_law``); an exponential class whose Weibull shape shows an age trend
-    (``age_shape``) keeps its fitted Weibull in ``age_laws``, run at the class's observed
-    rate, so a new or observed fleet age moves its rate while a stationary one keeps it.
+    report print (``analysis.survival``: the rate the class showed over the window; the
+    observed rate, events / exposure, unless another model is clearly better). Its law goes to
+    ``laws`` for the Monte Carlo (``selected_law``). A new or observed fleet age runs a law at
+    its own time scale (``age_laws``, with the row's rate as the rate it has there): the
+    selected law where it is not memoryless; for an exponential class whose Weibull shape
+    shows an age trend (``age_shape``), that fitted Weibull; a stationary fleet keeps the
+    row's rate.
     Draws: ``samples`` (class -> per-unit-hour draws of equal length, taken as given) when
     given, else the fit's own draws (``analysis.survival.rate_samples``: rate posterior, and
     the family by Akaike weight) when the table has events and exposure; lognormal from the CI
@@ -159,7 +162,9 @@ def rates_from_failure_rates(
     for row in sel.iter_rows(named=True):  # one row per class
         law, law_rate, name = selected_law(row)
         age = None
-        if law.memoryless and age_shape(row) != 1.0:
+        if not law.memoryless:
+            age = (law, row["rate_per_1k_unit_days"] / HOURS_PER_1K_UNIT_DAYS)
+        elif age_shape(row) != 1.0:
             params = age_rows.get(row["component_class"])
             if params:
                 trend = age_model.from_params(params)

@@ -1,5 +1,6 @@
 """The verdict lines every benchmark prints: ``TARGET PASS|FAIL: <what> (<measured>)``, and
-the exit status that says whether all its targets were met (``run_all`` collects both)."""
+the exit status that says whether all its targets were met (``run_all`` collects both); and
+the two readings of a share measured over simulated fleets the statistical targets use."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from collections.abc import Callable
 
 _missed: list[str] = []
+LEVEL = 0.05  # the error rate a claim may have on fleets where it is false
 
 
 def target(name: str, met: bool, measured: str) -> None:
@@ -24,3 +26,22 @@ def run_benchmark(main: Callable[[], int | None]) -> None:
     not run at all), else non-zero when a target was missed."""
     code = main()
     sys.exit(status() if code is None else code)
+
+
+def share_interval(k: int, n: int) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) 95% interval of a share k / n."""
+    from scipy.stats import beta
+
+    lo = float(beta.ppf(0.025, k, n - k + 1)) if k else 0.0
+    hi = float(beta.ppf(0.975, k + 1, n - k)) if k < n else 1.0
+    return lo, hi
+
+
+def at_most_level(k: int, n: int, level: float = LEVEL) -> tuple[bool, str]:
+    """Whether ``k`` events in ``n`` fleets are consistent with a rate <= ``level`` (the
+    one-sided exact 95% lower bound of the rate is at most the level: a count this high is not
+    evidence against it), and the measured share with that bound."""
+    from scipy.stats import beta
+
+    lower = float(beta.ppf(0.05, k, n - k + 1)) if k else 0.0
+    return lower <= level, f"{k}/{n} = {k / n:.1%}, one-sided 95% lower bound {lower:.1%}"

@@ -1,6 +1,6 @@
 """Error rates and power of the claims the report prints, on simulated fleets with known truth.
 
-    python -m benchmarks.validate_claims [--seeds 30]
+    python -m benchmarks.validate_claims [--seeds 30] [--cox-nodes 64] [--jobs 2]
 
 * Trend (``analysis.survival.rate_trends``): ten classes over six months
   (``simulate_calendar_rates``: gpu 3,000 units at 0.5 failures per 1,000 unit-days, nine
@@ -18,21 +18,25 @@
   consistent with <= 5%, each); three planted 8x nodes among 128: share where exactly they
   are flagged (power, printed).
 * Cox effects (``analysis.survival.hazard_ratios`` on ``analysis.lifetimes`` covariates from
-  hourly telemetry): fleets of ``sample_data.simulation.build_fleet`` (16 nodes x 8 GPUs, 60
-  days) built into lifetimes through ``sample_data.lifetimes.fleet_inputs``. Null fleets (no
-  temperature effect): share with any clear effect on any row (target: consistent with <= 5%).
-  Planted fleets (the simulator's GPU temperature effect, hazard ratio 1.284 per degC): share
-  where gpu temperature is a clear effect (power), the mean estimate and its 95% CI coverage
-  of the truth (printed).
+  hourly telemetry): fleets of ``sample_data.simulation.build_fleet`` (``--cox-nodes`` 64 x 8
+  GPUs, 60 days) built into lifetimes through ``sample_data.lifetimes.fleet_inputs``, in
+  ``--jobs`` processes. Null fleets (no temperature effect): share with any clear effect on any
+  row (target: consistent with <= 5%). Planted fleets (the simulator's GPU temperature effect,
+  hazard ratio 1.284 per degC): share where gpu temperature is a clear effect (power, target
+  >= 80%), the mean estimate and its 95% CI coverage of the truth (printed); power, which
+  follows utilisation alone there, claimed in a share consistent with <= 5%.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime
 from datetime import timedelta
 
+import duckdb
 import numpy as np
 import polars as pl
 
@@ -41,6 +45,7 @@ from analysis.lifetimes import build_component_lifetimes
 from analysis.node_health import score
 from analysis.survival.shape import INFANT_MORTALITY
 from analysis.survival.shape import WEAR_OUT
+from benchmarks.targets import at_most_level
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from pipelines.cli.sample import llama3_cause_mix
@@ -54,17 +59,6 @@ from warehouse.schemas import TABLES
 
 CLASSES = ("gpu", "gpu_memory", "nvlink", "nvswitch", "ib_link", "psu", "cooling", "cpu",
            "host_memory", "storage")  # fmt: skip
-LEVEL = 0.05
-
-
-def at_most_level(k: int, n: int) -> tuple[bool, str]:
-    """Whether ``k`` claims in ``n`` null fleets are consistent with a rate <= ``LEVEL`` (the
-    one-sided exact 95% lower bound of the rate is at most the level: a count this high is not
-    evidence against it), and the measured share with that bound."""
-    from scipy.stats import beta
-
-    lower = float(beta.ppf(0.05, k, n - k + 1)) if k else 0.0
-    return lower <= LEVEL, f"{k}/{n} = {k / n:.1%}, one-sided 95% lower bound {lower:.1%}"
 
 
 def trend_claims(seed: int, gpu_factor: float) -> dict[str, str]:
@@ -95,44 +89,63 @@ def lemon_fleet(seed: int, n: int, planted: int = 0) -> tuple[bool, bool]:
     return bool(flags[planted:].any()), bool(flags[:planted].all() and not flags[planted:].any())
 
 
-def cox_fleet(seed: int, beta: float) -> pl.DataFrame:
-    """``hazard_ratios`` of a simulated 16-node fleet whose GPU temperature effect is ``beta``
-    (log hazard ratio per sd of a slot's temperature offset)."""
-    f = build_fleet(llama3_cause_mix(), nodes=16, seed=seed, gpu_temp_beta=beta)
+def _quiet() -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection that draws no progress bar into the benchmark's output."""
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
+def cox_fleet(seed: int, beta: float, nodes: int = 16) -> pl.DataFrame:
+    """``hazard_ratios`` of a simulated fleet of ``nodes`` whose GPU temperature effect is
+    ``beta`` (log hazard ratio per sd of a slot's temperature offset)."""
+    f = build_fleet(llama3_cause_mix(), nodes=nodes, seed=seed, gpu_temp_beta=beta)
     history, hourly = fleet_inputs(f, np.random.default_rng(seed))
     start = datetime.strptime(f.start, "%Y-%m-%dT%H:%M:%S")
     lt = build_component_lifetimes(
         history, hourly, TABLES["hw_events"].empty(), data_start=start,
-        as_of=start + timedelta(seconds=f.horizon), nodes_per_rack=4,
+        as_of=start + timedelta(seconds=f.horizon), nodes_per_rack=4, connect=_quiet,
     )  # fmt: skip
     return sv.hazard_ratios(lt)
 
 
-def cox_claims(n: int) -> None:
+def cox_claims(n: int, nodes: int, jobs: int) -> None:
     """The Cox block: false clear effects on null fleets, power and CI coverage on planted."""
-    false_any, found, covered, estimates = 0, 0, 0, []
     truth = math.exp(GPU_TEMP_BETA / TEMP_SD_C)
-    for s in range(n):
-        false_any += bool(cox_fleet(s, 0.0)["clear_effect"].any())
-        t = cox_fleet(s, GPU_TEMP_BETA).filter(
-            pl.col("component_class") == "gpu", pl.col("covariate") == "temp_mean"
-        )
+    spawn = multiprocessing.get_context("spawn")  # a fork of a process that ran polars can hang
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=spawn) as pool:
+        null = list(pool.map(cox_fleet, range(n), [0.0] * n, [nodes] * n))
+        planted = list(pool.map(cox_fleet, range(n), [GPU_TEMP_BETA] * n, [nodes] * n))
+    false_any = sum(bool(hr["clear_effect"].any()) for hr in null)
+    power_claimed = sum(
+        bool(hr.filter(pl.col("covariate") == "power_mean")["clear_effect"].any())
+        for hr in null + planted
+    )
+    found, covered, estimates = 0, 0, []
+    for hr in planted:
+        t = hr.filter(pl.col("component_class") == "gpu", pl.col("covariate") == "temp_mean")
         if t.height:
             r = t.row(0, named=True)
             found += r["clear_effect"]
             covered += r["ci_low"] <= truth <= r["ci_high"]
             estimates.append(r["hr"])
-    target("cox: null fleets with any clear effect, consistent with <= 5%",
+    target(f"cox: null {nodes}-node fleets with any clear effect, consistent with <= 5%",
            *at_most_level(false_any, n))  # fmt: skip
-    print(f"cox: planted gpu temperature HR {truth:.3f}/degC a clear effect in {found}/{n} "
-          f"fleets (power); mean estimate {np.mean(estimates):.3f}; 95% CI covers the truth in "
-          f"{covered}/{len(estimates)}")  # fmt: skip
+    target(f"cox: planted gpu temperature HR {truth:.3f}/degC a clear effect in >= 80% of "
+           f"{nodes}-node fleets (power)", found >= 0.8 * n, f"{found}/{n}")  # fmt: skip
+    target("cox: power (it follows utilisation alone) claimed, consistent with <= 5%",
+           *at_most_level(power_claimed, 2 * n))  # fmt: skip
+    print(f"cox: mean temperature estimate {np.mean(estimates):.3f}; 95% CI covers the truth "
+          f"in {covered}/{len(estimates)}")  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=30)
-    n = ap.parse_args().seeds
+    ap.add_argument("--cox-nodes", type=int, default=64)
+    ap.add_argument("--jobs", type=int, default=2, help="processes for the Cox fleets")
+    args = ap.parse_args()
+    n = args.seeds
 
     stable = sum(bool(trend_claims(s, 1.0)) for s in range(n))
     rising = sum(trend_claims(s, 2.0).get("gpu") == "rising" for s in range(n))
@@ -168,7 +181,7 @@ def main() -> None:
                "with <= 5%", *at_most_level(false_any, n))  # fmt: skip
     found = sum(lemon_fleet(s, 128, planted=3)[1] for s in range(n))
     print(f"lemons: three planted 8x nodes among 128 found exactly in {found}/{n} fleets (power)")
-    cox_claims(n)
+    cox_claims(n, args.cox_nodes, args.jobs)
 
 
 if __name__ == "__main__":

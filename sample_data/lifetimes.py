@@ -1,9 +1,11 @@
 """Lifetimes with known truth for the tests and benchmarks that check the survival fits: as
 ``component_lifetimes`` rows, Weibull laws with left truncation, removals and health checks
-(``simulate_lifetimes``) and constant hazards that change on a calendar date
-(``simulate_calendar_rates``); as the inputs ``analysis.lifetimes`` reads, a simulated fleet's
-inventory and hourly GPU telemetry (``fleet_inputs``: the planted temperature effect of
-``sample_data.simulation.build_fleet`` to find, or none)."""
+(``simulate_lifetimes``), constant hazards that change on a calendar date
+(``simulate_calendar_rates``) and a simulated fleet's units as they lived (``fleet_lifetimes``:
+what ``analysis.lifetimes`` must rebuild from the fleet's files); as the inputs
+``analysis.lifetimes`` reads, a simulated fleet's inventory and hourly GPU telemetry
+(``fleet_inputs``: the planted temperature effect of ``sample_data.simulation.build_fleet`` to
+find, or none)."""
 
 from __future__ import annotations
 
@@ -72,6 +74,39 @@ def fleet_inputs(
             )
     hourly = pl.concat(frames)
     return conform("component_history", history), conform("gpu_hourly", hourly)
+
+
+def fleet_lifetimes(f: Fleet) -> pl.DataFrame:
+    """A built fleet's units over its window as ``component_lifetimes`` rows (class, serial,
+    host, ages in hours at entry and exit, failed or not): every installation at risk during
+    the window, from the window start or its install to its failure, removal or the window end;
+    the exposure and failures ``ground_truth.json``'s laws count."""
+    H = f.horizon
+    rows = []
+    for inst in f.inst:
+        t0 = max(inst["install"], 0.0)
+        failed = bool(inst.get("failed")) and inst["fail"] < H
+        t1 = min(inst["fail"] if inst.get("failed") else inst.get("removed", H), H)
+        if t1 <= t0:
+            continue
+        s = inst["slot"]
+        rows.append(
+            (f.slot_class[s], inst["serial"], f.hosts[f.slot_node[s]],
+             (t0 - inst["install"]) / 3600.0, (t1 - inst["install"]) / 3600.0, failed, t0, t1)
+        )  # fmt: skip
+    cols = ["component_class", "unit_id", "host", "entry", "duration", "event", "t0", "t1"]
+    df = pl.DataFrame(rows, schema=cols, orient="row")
+    start = np.datetime64(datetime.strptime(f.start, "%Y-%m-%dT%H:%M:%S"), "us")
+
+    def at(c):
+        return pl.lit(start) + pl.duration(microseconds=(pl.col(c) * 1e6).round().cast(pl.Int64))
+
+    return conform(
+        "component_lifetimes",
+        df.with_columns(
+            observed_from=at("t0"), observed_to=at("t1"), population=pl.lit("inventory")
+        ).drop("t0", "t1"),
+    )
 
 
 def simulate_lifetimes(

@@ -347,7 +347,7 @@ def test_quick_commands_import_only_what_they_need(tmp_path, argv, heavy):
                     "n_units": [256],
                     "n_events": [7],
                     "exposure_hours": [7 / 1.25 * 24_000],
-                    # the Weibull row's own long-run rate 1 / mean, as analysis.survival writes it
+                    # the Weibull row's rate, here the law's long-run rate 1 / mean
                     "rate_per_1k_unit_days": [own],
                     "rate_ci_low": [own * 0.4],
                     "rate_ci_high": [own * 2.1],
@@ -394,7 +394,7 @@ def test_quick_commands_import_only_what_they_need(tmp_path, argv, heavy):
     assert json.loads(loaded) == []
     if argv[:1] == ["fit"]:
         assert any(line.split()[:2] == ["gpu", "weibull"] for line in printed)
-    # a job on 16,384 GPUs carries 16,384 GPUs at the Weibull's renewal rate 1 / mean
+    # a job on 16,384 GPUs carries 16,384 GPUs at the row's rate (the law's 1 / mean)
     fitted_mtti = GPU_SCALE_H * math.gamma(1 + 1 / GPU_SHAPE) / 16_384
     if argv == ["project", "--mtti", "3h", "--json"]:
         assert json.loads(printed[-1])["mtti_hours"] == 3.0

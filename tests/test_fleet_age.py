@@ -32,8 +32,9 @@ def _fr(rows: list[dict]) -> pl.DataFrame:
 
 
 def _weibull_row(cls, shape, scale, crude_per_1k, events=400):
-    """A selected Weibull row as ``analysis.survival`` writes it: its rate columns are the
-    law's own long-run rate (1 / mean), not the observed ``crude_per_1k`` (events / exposure)."""
+    """A selected Weibull row whose rate columns are the law's long-run rate (1 / mean), apart
+    from ``crude_per_1k`` (events / exposure): the projection takes the row's rate, whatever
+    the events and exposure beside it say."""
     own = PER_1K / get("weibull")(shape=shape, scale_hours=scale).mean()
     return {
         "component_class": cls, "model": "weibull",
@@ -57,8 +58,8 @@ def direct_counts(law, n_units, horizon, rng, burn_in=0.0):
 
 
 def test_mc_and_analytic_use_the_fitted_weibull_scale_not_the_crude_rate():
-    """The issue's shape-0.7 class: crude events/exposure 0.543 per 1,000 unit-days, fitted
-    Weibull 1/mean 0.310. Both paths must project 0.310."""
+    """A shape-0.7 class whose row says 0.310 per 1,000 unit-days beside events / exposure of
+    0.543: both paths must project the row's 0.310, the Monte Carlo with the law run at it."""
     shape = 0.7
     scale = PER_1K / 0.310 / math.gamma(1 + 1 / shape)
     rates = rates_from_failure_rates(_fr([_weibull_row("gpu", shape, scale, 0.543)]))
@@ -82,9 +83,10 @@ def test_mc_and_analytic_use_the_fitted_weibull_scale_not_the_crude_rate():
     ],
 )
 def test_any_selected_model_is_projected_with_its_own_law(name, params):
-    """A selected lognormal / Gompertz / log-logistic is no longer projected as an
-    exponential at the crude rate: the stationary rate is 1/mean of the law, the 'new' fleet
-    counts its renewals, and the Monte Carlo agrees with a direct simulation of the law."""
+    """A selected lognormal / Gompertz / log-logistic is projected with its own law, not as
+    an exponential: the stationary rate is the row's (here 1/mean of the law), the 'new' fleet
+    counts its renewals at the law's own time scale, and the Monte Carlo agrees with a direct
+    simulation of the law."""
     law = get(name)(**params)
     row = {
         "component_class": "gpu", "model": name, "n_events": 50, "exposure_hours": 1e5,

@@ -15,15 +15,15 @@ from warehouse.schemas import conform
 
 
 def _fitted() -> pl.DataFrame:
-    """Exponential fits with few events (gpu: 3, so the Jeffreys draws' mean is 3.5 / 3 of the
-    point) and a class with no failure in a large exposure (its draws are all positive)."""
-    events = {"gpu": 3, "nic": 30, "psu": 0}
-    exposure = {"gpu": 3e6, "nic": 6e6, "psu": 2e5}
+    """Exponential fits with few events (gpu: 1, so its draws, Gamma(1 + 1/6), average 7/6 of
+    the point) and a class with no failure in a large exposure (its draws are all positive)."""
+    events = {"gpu": 1, "nic": 30, "psu": 0}
+    exposure = {"gpu": 3e6, "nic": 6e6, "psu": 5e4}
     return conform("failure_rates", pl.DataFrame([
         {"component_class": c, "stratum": "all", "window": "all", "model": "exponential",
          "selected": True, "params": "{}", "n_events": d, "exposure_hours": exposure[c],
          "rate_per_1k_unit_days": d / exposure[c] * PER_1K, "converged": True,
-         "aic_weight": 1.0, "rate_extrapolated": False}
+         "aic_weight": 1.0, "mean_extrapolated": False}
         for c, d in events.items()
     ]))  # fmt: skip
 
@@ -32,7 +32,7 @@ def test_zero_event_class_has_rate_zero_at_the_point_and_enters_the_band_only():
     rates = rates_from_failure_rates(_fitted())
     i = rates.classes.index("psu")
     assert rates.rate[i] == 0.0
-    assert rates.samples[i].min() > 0.0  # Gamma(1/2, exposure): its upper bound widens the band
+    assert rates.samples[i].min() > 0.0  # Gamma(1/6, exposure): its upper bound widens the band
     sc = Job(n_gpus=16_384)
     with_psu = evaluate(rates, sc, "analytic", samples=400, seed=1)
     without = evaluate(rates.scaled({"psu": 0.0}), sc, "analytic", samples=400, seed=1)

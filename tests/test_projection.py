@@ -111,7 +111,7 @@ def test_adapter_reads_selected_rows_and_weibull_shape():
                             "scale_hours": {"value": 1e5},
                         }
                     ),
-                    # the row's own long-run rate 1 / mean (analysis.survival writes it)
+                    # the row's rate, here the law's long-run rate 1 / mean
                     "rate_per_1k_unit_days": 24_000 / (1e5 * math.gamma(1.0 + 1.0 / 0.8)),
                     "rate_ci_low": 12_000 / (1e5 * math.gamma(1.0 + 1.0 / 0.8)),
                     "rate_ci_high": 48_000 / (1e5 * math.gamma(1.0 + 1.0 / 0.8)),
@@ -150,7 +150,7 @@ def test_adapter_reads_selected_rows_and_weibull_shape():
     )
     r = rates_from_failure_rates(df)
     assert r.classes == ("gpu", "psu") and r.source == "fitted"
-    # the selected Weibull's own rate, 1 / mean, with the CI the table prints
+    # the selected Weibull row's rate, with the CI the table prints
     fitted = 1.0 / (1e5 * math.gamma(1.0 + 1.0 / 0.8))
     assert r.rate.tolist() == pytest.approx([fitted, 1e-5])
     assert r.ci_high.tolist() == pytest.approx([2 * fitted, 2e-5])

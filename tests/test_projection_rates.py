@@ -15,6 +15,7 @@ from analysis.fleet_age import expected_failures
 from analysis.fleet_age_rates import with_fleet_age
 from analysis.lifetime_models import get
 from analysis.rate_sources import rates_from_failure_rates
+from analysis.survival.common import _sample
 from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS as PER_1K
 from analysis.survival.shape import WEAR_OUT
 from dashboards.section import ReportContext
@@ -63,7 +64,9 @@ def test_exponential_truth_projects_the_observed_rate_whichever_family_wins_the_
 def test_a_clearly_better_model_within_the_observed_ages_is_selected_and_projected():
     """Wear-out units (Weibull shape 2.5, mean ~2,660 h) watched for longer than their mean
     life: the Weibull wins by far more than 10 AIC and its mean lies within the observed ages,
-    so it is selected, and the projection, the row and 1 / mean agree."""
+    so it is selected; its rate is the rate over the window (the failures it expects over the
+    units' spans / their exposure), which for a Weibull is the observed rate exactly, and its
+    CI, from the fit's covariance, covers the true law's rate over the same spans."""
     shape, scale = 2.5, 3000.0
     lt = simulate_lifetimes(
         {"psu": (shape, scale)}, 1500, np.random.default_rng(3), horizon_hours=8000,
@@ -72,41 +75,50 @@ def test_a_clearly_better_model_within_the_observed_ages_is_selected_and_project
     fr = sv.failure_rates(lt, window=None)
     rows = _all(fr, "psu")
     sel = rows.filter("selected").row(0, named=True)
-    assert sel["model"] == "weibull" and not sel["rate_extrapolated"]
-    law = get("weibull").from_params(sel["params"])
-    assert sel["rate_per_1k_unit_days"] == pytest.approx(PER_1K / law.mean(), rel=1e-9)
+    assert sel["model"] == "weibull" and not sel["mean_extrapolated"]
+    observed = sel["n_events"] / sel["exposure_hours"] * PER_1K
+    assert sel["rate_per_1k_unit_days"] == pytest.approx(observed, rel=1e-6)
+    assert sel["mtbf_hours"] == pytest.approx(PER_1K / sel["rate_per_1k_unit_days"], rel=1e-12)
     assert sel["aic_weight"] > 0.99
-    true_rate = PER_1K / get("weibull")(shape=shape, scale_hours=scale).mean()
-    assert sel["rate_ci_low"] <= true_rate <= sel["rate_ci_high"]
+    spans = _sample(lt.filter(pl.col("component_class") == "psu"))
+    truth = get("weibull")(shape=shape, scale_hours=scale).expected_failures(spans)
+    truth *= PER_1K / spans.exposure
+    assert sel["rate_ci_low"] <= truth <= sel["rate_ci_high"]
     rates = rates_from_failure_rates(fr)
     assert rates.rate[0] * PER_1K == pytest.approx(sel["rate_per_1k_unit_days"], rel=1e-12)
-    # every candidate row shows its own rate (no repetition of one number)
-    assert (
-        rows["rate_per_1k_unit_days"].drop_nulls().n_unique()
-        == rows.height - rows["rate_per_1k_unit_days"].null_count()
-    )
+    # each candidate carries its own rate and CI: the lognormal's rate differs from the
+    # observed one, and every model's CI is its own delta-method interval (symmetric on the
+    # log scale), not the exponential's Garwood interval (which is not)
+    logn = rows.filter(pl.col("model") == "lognormal").row(0, named=True)
+    assert logn["rate_per_1k_unit_days"] != pytest.approx(observed, rel=1e-4)
+    for r in rows.iter_rows(named=True):
+        geometric = r["rate_ci_low"] * r["rate_ci_high"] / r["rate_per_1k_unit_days"] ** 2
+        assert (geometric == pytest.approx(1.0, rel=1e-9)) == (r["model"] != "exponential")
 
 
 def test_family_uncertainty_enters_the_draws_by_akaike_weight():
-    """Two non-extrapolated candidates with weights 0.75 / 0.25 and rates 2 and 4 (observed 2):
-    a quarter of the draws sit around 4, the rest around 2; an extrapolated candidate and the
-    other classes' rows never enter."""
-    base = {"component_class": "gpu", "stratum": "all", "window": "all", "n_events": 400,
-            "exposure_hours": 400 / 2.0 * PER_1K, "converged": True}  # fmt: skip
+    """Three candidates with weights 0.6 / 0.2 / 0.2 and rates over the window 2, 4 and 1
+    (observed 2): the draws sit around each in proportion to its weight; the other classes'
+    rows never enter."""
+    base = {"stratum": "all", "window": "all", "n_events": 400,
+            "exposure_hours": 400 / 2.0 * PER_1K, "converged": True, "params": "{}"}  # fmt: skip
     fr = conform("failure_rates", pl.DataFrame([
-        {**base, "model": "exponential", "selected": True, "rate_per_1k_unit_days": 2.0,
-         "aic_weight": 0.75, "rate_extrapolated": False, "params": "{}"},
-        {**base, "model": "weibull", "selected": False, "rate_per_1k_unit_days": 4.0,
-         "aic_weight": 0.25, "rate_extrapolated": False, "params": "{}"},
-        {**base, "model": "lognormal", "selected": False, "rate_per_1k_unit_days": 0.05,
-         "aic_weight": 0.4, "rate_extrapolated": True, "params": "{}"},
+        {**base, "component_class": "gpu", "model": "exponential", "selected": True,
+         "rate_per_1k_unit_days": 2.0, "aic_weight": 0.6},
+        {**base, "component_class": "gpu", "model": "weibull", "selected": False,
+         "rate_per_1k_unit_days": 4.0, "aic_weight": 0.2},
+        {**base, "component_class": "gpu", "model": "lognormal", "selected": False,
+         "rate_per_1k_unit_days": 1.0, "aic_weight": 0.2, "mean_extrapolated": True},
+        {**base, "component_class": "psu", "model": "weibull", "selected": False,
+         "rate_per_1k_unit_days": 40.0, "aic_weight": 0.5},
     ]))  # fmt: skip
     draws = sv.rate_samples(fr, 40_000, np.random.default_rng(0))["gpu"] * PER_1K
-    high = draws > 3.0
-    assert high.mean() == pytest.approx(0.25 / (0.75 + 0.25), abs=0.01)
-    assert np.median(draws[~high]) == pytest.approx(2.0, rel=0.02)
-    assert np.median(draws[high]) == pytest.approx(4.0, rel=0.02)
-    assert draws.min() > 1.0  # the extrapolated lognormal (0.05) is never drawn
+    high, low = draws > 3.0, draws < 1.5
+    assert high.mean() == pytest.approx(0.2, abs=0.01)
+    assert low.mean() == pytest.approx(0.2, abs=0.01)
+    mid = ~high & ~low
+    for part, rate in ((high, 4.0), (mid, 2.0), (low, 1.0)):
+        assert np.median(draws[part]) == pytest.approx(rate, rel=0.02)
 
 
 def test_new_fleet_age_does_not_collapse_when_another_family_wins_narrowly():

@@ -887,7 +887,7 @@ TABLES: dict[str, Table] = {
                 "low_exposure": BOOL,  # monthly exposure < 1/4 of the class's median month
                 "aic_weight": F64,  # Akaike weight within (class, stratum, window)
                 # the row's mean lifetime lies beyond the oldest observed age
-                "rate_extrapolated": BOOL,
+                "mean_extrapolated": BOOL,
             },
             kind="derived",
         ),
@@ -926,11 +926,17 @@ TABLES: dict[str, Table] = {
                 "ph_ok": BOOL,
                 "unit": STR,  # what one step of the covariate is: 'per degC', 'rack-03 vs rack-02'
                 "reference": STR,  # categoricals: the reference level (null for continuous)
-                "p_adjusted": F64,  # multiple-testing adjusted p over every row of the table
+                # Holm over the table's covariates; a categorical's level: the larger of that and
+                # its Holm p within the covariate (analysis.survival.cox)
+                "p_adjusted": F64,
                 "p_adjust_method": STR,  # 'holm'
                 "penalizer": F64,  # Cox ridge penalizer used (0: none)
                 "clear_effect": BOOL,  # p_adjusted < 0.05 and ph_ok
                 "kind": STR,  # 'effect' | 'association' (power, utilisation: consequences of load)
+                # the covariate as a whole: its Wald p, a categorical's likelihood-ratio test
+                "family_p": F64,
+                # an association's model leaves out the covariates collinear with it (named here)
+                "left_out": STR,
             },
             kind="derived",
         ),

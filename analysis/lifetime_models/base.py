@@ -162,7 +162,9 @@ class LifetimeModel:
 
     @classmethod
     def from_theta(cls, theta: np.ndarray) -> LifetimeModel:
-        raise NotImplementedError
+        """The distribution at ``theta``: its parameters as ``params_ci`` maps them."""
+        point = cls.params_ci(np.asarray(theta, float), np.zeros(len(theta)))
+        return cls.from_params({k: v[0] for k, v in point.items()})
 
     @classmethod
     def theta0(cls, s: Sample) -> np.ndarray:
@@ -224,7 +226,8 @@ class LifetimeModel:
     @classmethod
     def fit(cls, s: Sample, start: np.ndarray | None = None) -> dict:
         """MLE and 95% Wald CIs. ``start``: a warm start (the whole-period fit seeds the
-        monthly windows). Returns loglik, k, converged, theta and params {name: (v, lo, hi)}."""
+        monthly windows). Returns loglik, k, converged, theta, its covariance ``cov`` and params
+        {name: (v, lo, hi)}."""
         ll = cls.loglik(s)
         theta0 = cls.theta0(s)
         if start is not None and len(start) == len(theta0) and np.all(np.isfinite(start)):
@@ -241,8 +244,6 @@ class LifetimeModel:
             res = optimize.minimize(
                 neg_value, theta0, method="BFGS", options={"gtol": 1e-6 * max(1.0, s.n)}
             )
-            theta = res.x
-            H = -hessian(ll, theta)
         else:
 
             def neg(th):
@@ -252,31 +253,79 @@ class LifetimeModel:
                     return np.inf, np.zeros_like(th)
                 return -v, -g
 
-            def neg_hess(th, h=1e-5):  # central differences of the analytic gradient
-                H = -np.column_stack(
-                    [(ll.grad(th + e) - ll.grad(th - e)) / (2 * h) for e in np.eye(len(th)) * h]
-                )
-                return (H + H.T) / 2
-
             res = optimize.minimize(
                 neg, theta0, jac=True, method="BFGS", options={"gtol": 1e-7 * max(1.0, s.n)}
             )
-            theta = res.x
-            H = neg_hess(theta)
-        try:
-            cov = np.linalg.inv(H)
-            se = np.sqrt(np.clip(np.diag(cov), 0.0, np.inf))
-            ok = bool(np.all(np.isfinite(se)) and np.all(np.diag(cov) > 0))
-        except np.linalg.LinAlgError:
-            se, ok = np.full(len(theta), np.nan), False
+        theta = res.x
+        cov = cls.covariance(s, theta, ll)
+        se = np.sqrt(np.diag(cov)) if cov is not None else np.full(len(theta), np.nan)
         loglik = ll(theta)
         return {
             "loglik": loglik,
             "k": len(theta),
-            "converged": bool(ok and np.isfinite(loglik)),
+            "converged": bool(cov is not None and np.isfinite(loglik)),
             "theta": theta,
+            "cov": cov,
             "params": cls.params_ci(theta, se),
         }
+
+    @classmethod
+    def covariance(cls, s: Sample, theta: np.ndarray, ll: LogLik | None = None):
+        """Covariance of ``theta`` at the MLE: the inverse of the observed information (central
+        differences of the analytic gradient, or of the likelihood itself where there is none
+        or rows are interval-censored); None where it is not positive definite."""
+        ll = ll if ll is not None else cls.loglik(s)
+        if s.interval.any() or ll.value_grad is None:
+            H = -hessian(ll, theta)
+        else:
+            h = 1e-5
+            steps = np.eye(len(theta)) * h
+            H = -np.column_stack([ll.grad(theta + e) - ll.grad(theta - e) for e in steps]) / (2 * h)
+            H = (H + H.T) / 2
+        try:
+            cov = np.linalg.inv(H)
+        except np.linalg.LinAlgError:
+            return None
+        ok = np.all(np.isfinite(cov)) and np.all(np.diag(cov) > 0)
+        return cov if ok else None
+
+    def theta(self) -> np.ndarray:
+        """The unconstrained vector of this distribution (the inverse of ``from_theta``)."""
+        raise NotImplementedError
+
+    def expected_failures(self, s: Sample) -> float:
+        """Failures the law expects over the sample's at-risk spans, from each unit's entry to
+        its exit age: sum of H(exit) - H(entry)."""
+        with np.errstate(divide="ignore", over="ignore"):
+            return float(np.sum(self.cumulative_hazard(s.upper) - self.cumulative_hazard(s.entry)))
+
+    @classmethod
+    def window_rate(cls, fit: dict, s: Sample) -> tuple[float, float, float] | None:
+        """The fitted law's failure rate per unit-hour over the sample's own at-risk spans (its
+        expected failures over them / their exposure: the rate the units showed at the ages
+        they had, whatever the law) with a 95% CI by the delta method on its log from the fit's
+        covariance; None without a usable fit."""
+        theta, cov = fit.get("theta"), fit.get("cov")
+        if theta is None or cov is None or s.exposure <= 0 or not fit.get("converged"):
+            return None
+
+        def log_rate(th) -> float:
+            e = cls.from_theta(th).expected_failures(s)
+            return math.log(e / s.exposure) if e > 0 and np.isfinite(e) else math.nan
+
+        g0 = log_rate(theta)
+        steps = 1e-5 * np.maximum(1.0, np.abs(theta))
+        grad = np.array(
+            [
+                (log_rate(theta + e) - log_rate(theta - e)) / (2 * h)
+                for e, h in zip(np.diag(steps), steps, strict=True)
+            ]
+        )
+        var = float(grad @ cov @ grad)
+        if not (np.isfinite(g0) and np.isfinite(var)):
+            return None
+        se = math.sqrt(max(var, 0.0))
+        return math.exp(g0), math.exp(g0 - Z95 * se), math.exp(g0 + Z95 * se)
 
     @staticmethod
     def aic(fit: dict) -> float:
@@ -316,11 +365,15 @@ class LifetimeModel:
             row = summ.loc[name]
             return (float(row["coef"]), float(row["coef lower 95%"]), float(row["coef upper 95%"]))
 
+        params = cls.lifelines_params(trip)
+        theta = cls.from_params({k: v[0] for k, v in params.items()}).theta()
         return {
             "loglik": float(f.log_likelihood_),
             "k": len(f._fitted_parameter_names),
-            "params": cls.lifelines_params(trip),
+            "params": params,
             "converged": True,
+            "theta": theta,
+            "cov": cls.covariance(s, theta),
         }
 
 

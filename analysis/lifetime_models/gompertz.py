@@ -76,9 +76,8 @@ class Gompertz(LifetimeModel):
             return math.exp(x) * float(special.exp1(x)) / self.growth_per_hour
         return (1 - 1 / x + 2 / x**2) / x / self.growth_per_hour  # asymptotic e^x E1(x)
 
-    @classmethod
-    def from_theta(cls, theta):
-        return cls(initial_rate_per_hour=math.exp(theta[0]), growth_per_hour=math.exp(theta[1]))
+    def theta(self) -> np.ndarray:
+        return np.log([self.initial_rate_per_hour, self.growth_per_hour])
 
     @classmethod
     def loglik(cls, s: Sample) -> GompertzLogLik:

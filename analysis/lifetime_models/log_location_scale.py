@@ -107,6 +107,10 @@ class LogLocationScale(LifetimeModel):
         raise NotImplementedError
 
     # --- shared
+    def theta(self) -> np.ndarray:
+        mu, b = self.mu_b()
+        return np.array([mu] if self.fixed_b is not None else [mu, b])
+
     def _z(self, t) -> tuple[np.ndarray, float]:
         mu, b = self.mu_b()
         t = np.asarray(t, dtype=float)

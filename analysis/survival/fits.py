@@ -29,7 +29,12 @@ def fit_all(
     steps (too few events, no covariates, ...) append a reason to ``notes``.
     """
     # the three parts are independent: run them side by side (their NumPy/SciPy work releases
-    # the GIL); each gets its own notes list, joined in a fixed order so output is deterministic
+    # the GIL); each gets its own notes list, joined in a fixed order so output is deterministic.
+    # What they import lazily is imported here first: lifelines' autograd walks numpy's
+    # namespace while it loads, and a thread's first scipy import changes that namespace
+    # (RuntimeError: dictionary changed size during iteration).
+    import lifelines  # noqa: F401  (also loads scipy.optimize, which the rates fit with)
+
     part_notes: list[list[str]] = [[], [], []]
     with ThreadPoolExecutor(max_workers=3) as pool:
         rates = pool.submit(failure_rates, lifetimes, window, part_notes[0], engine)

@@ -13,14 +13,14 @@ class has several), window 'all' and monthly windows (``analysis.survival.window
   Weibull, lognormal, log-logistic, Gompertz; one module each, the likelihood written once in
   its ``base``), fitted with left truncation and right censoring, and with interval censoring
   when ``duration_low`` is set.  ``params`` (JSON) holds every parameter with its 95% CI.
-  Each row's rate and MTBF are its own model's long-run (stationary fleet) values, 1 / mean
-  and the mean, with the observed rate's relative CI; ``rate_extrapolated`` marks a mean
-  beyond the oldest unit age observed; ``aic_weight`` is the Akaike weight.
+  Each row's rate is its own model's rate over the window (the failures it expects over the
+  units' at-risk spans / their exposure, ``_own_rates``) with a delta-method CI from the fit's
+  covariance; MTBF = 1 / rate; ``mean_extrapolated`` marks a mean lifetime beyond the oldest
+  unit age observed; ``aic_weight`` is the Akaike weight.
 * ``selected`` (what every summary, the fit table and the projection quote): the exponential,
   i.e. the observed rate, unless another model is clearly better: AIC lower by more than
-  ``CLEAR_AIC`` (10) *and* a mean lifetime within the observed ages. With months of data on
-  units years old, a model's mean is an extrapolation and a narrow AIC win by a lognormal
-  would project a rate the data do not show (``_own_rates``).
+  ``CLEAR_AIC`` (10) *and* a mean lifetime within the observed ages (a law whose tail is a
+  guess would carry that guess into the fleet-age projections and the Monte Carlo).
 * The ``shape`` columns and the age reading: ``analysis.survival.shape``.
 * Fitting path (``method`` column):
   - 'exposure-table': a model's closed-form MLE (the exponential from sufficient statistics,
@@ -167,6 +167,7 @@ def _fit_rows(
         }
         if "error" in fit:
             params["error"] = fit["error"]
+        window = None if full else reg[model].window_rate(fit, s)
         if sub is not s and len(models) > 1:
             params["aic_on"] = f"subsample-{max_units}"
         rows.append(
@@ -182,6 +183,7 @@ def _fit_rows(
                 "method": method,
                 "converged": fit["converged"],
                 "_shape": _age_trend(reg[model], fit),
+                "_window_rate": window,
             }
         )
     trend = next((r for r in rows if r["_shape"] is not None and r["converged"]), None)
@@ -212,19 +214,21 @@ def model_mean(model: str, params) -> float | None:
 
 
 def _own_rates(rows: list[dict], s: Sample, reg: dict) -> None:
-    """Each candidate's own long-run rate, its Akaike weight and ``selected`` (in place).
+    """Each candidate's rate over the window, its Akaike weight and ``selected`` (in place).
 
-    A model's long-run rate is that of a stationary fleet, 1 / its mean lifetime; the
-    exponential's is the observed rate, events / exposure, with the exact Poisson CI. Another
-    model's rate carries the observed rate's relative CI (the events are the same), and
-    ``rate_extrapolated`` says whether its mean lies beyond the oldest unit age observed (then
-    the rate is a model's extrapolation, not something the data show). ``selected``, the row
-    every summary and projection quotes: the exponential, unless another model is clearly
-    better, i.e. its AIC is lower by more than ``CLEAR_AIC`` and its rate is not extrapolated
-    (then the best such model by AIC)."""
+    A class's rate is the rate its units showed over the window at the ages they had: the
+    failures a model expects over the units' at-risk spans / their exposure (what a job on
+    this fleet meets; not a model's long-run 1 / mean, the rate of a fleet renewed for ever,
+    whose age mix this fleet does not have). The exponential's is the observed rate, events /
+    exposure, with the exact Poisson CI; another model's is its own
+    (``LifetimeModel.window_rate``), with a delta-method CI from its fit's covariance, so
+    the uncertainty of its shape is in it. ``mean_extrapolated`` says whether the model's mean
+    lifetime lies beyond the oldest unit age observed (its law's tail is then a guess the data
+    do not support). ``selected``, the row every summary and projection quotes: the
+    exponential, unless another model is clearly better, i.e. its AIC is lower by more than
+    ``CLEAR_AIC`` and its mean is not extrapolated (then the best such model by AIC)."""
     oldest = float(s.upper.max()) if s.n else 0.0
     exp_row = next(r for r in rows if reg[r["model"]].full_data)
-    observed = exp_row["rate_per_1k_unit_days"]
     aics = np.array([r["aic"] for r in rows], float)
     ok = np.isfinite(aics)
     weights = np.zeros(len(rows))
@@ -233,25 +237,27 @@ def _own_rates(rows: list[dict], s: Sample, reg: dict) -> None:
         weights /= weights.sum()
     for r, w in zip(rows, weights, strict=True):
         r["aic_weight"] = float(w)
+        window = r.pop("_window_rate")
         if r is exp_row:
-            r["rate_extrapolated"] = False
+            r["mean_extrapolated"] = False
             continue
-        mean = model_mean(r["model"], r["params"]) if r["converged"] else None
-        if mean is None or not observed:
+        if window is None:
             r.update(dict.fromkeys(_RATE_COLUMNS))
-            r["rate_extrapolated"] = None
+            r["mean_extrapolated"] = None
             continue
-        f = HOURS_PER_1K_UNIT_DAYS / mean / observed  # own rate / observed rate
-        for k in ("rate_per_1k_unit_days", "rate_ci_low", "rate_ci_high"):
-            r[k] = exp_row[k] * f
-        for k in ("mtbf_hours", "mtbf_ci_low", "mtbf_ci_high"):
-            r[k] = exp_row[k] / f if exp_row[k] is not None else None
-        r["rate_extrapolated"] = mean > oldest
+        rate, low, high = (v * HOURS_PER_1K_UNIT_DAYS for v in window)
+        r.update(
+            rate_per_1k_unit_days=rate, rate_ci_low=low, rate_ci_high=high,
+            mtbf_hours=HOURS_PER_1K_UNIT_DAYS / rate, mtbf_ci_low=HOURS_PER_1K_UNIT_DAYS / high,
+            mtbf_ci_high=HOURS_PER_1K_UNIT_DAYS / low,
+        )  # fmt: skip
+        mean = model_mean(r["model"], r["params"])
+        r["mean_extrapolated"] = mean is None or mean > oldest
     clear = [
         r
         for r in rows
         if r is not exp_row
-        and r["rate_extrapolated"] is False
+        and r["mean_extrapolated"] is False
         and np.isfinite(r["aic"])
         and r["aic"] < exp_row["aic"] - CLEAR_AIC
     ]
@@ -375,14 +381,21 @@ def rate_samples(
 ) -> dict[str, np.ndarray]:
     """``n`` plausible per-unit-hour failure rates per class, for propagating fit uncertainty.
 
-    Rate: the Gamma(events + 1/2, exposure) distribution (the Jeffreys posterior of a Poisson
-    rate): its 2.5/97.5% quantiles sit at the Garwood CI of ``rate_ci_low/high`` (within a
-    fraction of an event), it is defined for zero events, and it needs only the two sufficient
-    statistics stored in ``failure_rates``. Family: each draw then takes one candidate model's
-    long-run rate relative to the observed rate, the model drawn with its Akaike weight among
-    the candidates whose rate is not extrapolated (``aic_weight``, ``rate_extrapolated``;
-    the exponential always counts; a table without weights: the selected row only). Multiply
-    by units per job for a job rate.
+    Rate: the Gamma(events + 1 / (2 C), exposure) posterior of each of the C classes drawn.
+    A projection adds the classes up, and this puts one Jeffreys half event on their total
+    (Gamma(total events + 1/2) where the classes weigh an event alike, as unit classes watched
+    over one window do for a job: its units of the class / the class's unit-hours), whose two
+    tails each hold about 2.5%. Half an event per class would add C / 2 events to the total and
+    raise its lower bound: on simulated fleets a job truly better off than its band would fall
+    above the band three to six times as often as below it (``benchmarks/validate_fleets.py``).
+    Defined for zero events; needs only the two sufficient statistics stored in
+    ``failure_rates``. Family: each draw then takes one candidate model's rate over the window
+    relative to the observed rate, the model drawn with its Akaike weight (``aic_weight``; a
+    table without weights: the selected row only). Candidates fitted to the same failures over
+    the same spans differ little there (a Weibull's or a Gompertz's rate over the window is the
+    observed rate exactly where no failure is interval-censored: the score of their scale
+    parameter says so), so the family moves the band little. Multiply by units per job for a
+    job rate.
     """
     sel = selected(failure_rates_df, window, stratum)
     df = failure_rates_df
@@ -391,19 +404,16 @@ def rate_samples(
             (pl.col("window") == window)
             & (pl.col("stratum").fill_null("all") == stratum)
             & pl.col("rate_per_1k_unit_days").is_not_null()
-            & (
-                pl.col("selected").fill_null(False)
-                | (~pl.col("rate_extrapolated").fill_null(True) & (pl.col("aic_weight") > 0))
-            )
+            & (pl.col("selected").fill_null(False) | (pl.col("aic_weight") > 0))
         )
-        if {"aic_weight", "rate_extrapolated"} <= set(df.columns)
+        if "aic_weight" in df.columns
         else sel
     )
     out = {}
-    for cls, d, e in sel.select("component_class", "n_events", "exposure_hours").iter_rows():
-        if e is None or e <= 0:
-            continue
-        draws = rng.gamma(d + 0.5, 1.0 / e, size=n)
+    drawn = sel.filter(pl.col("exposure_hours") > 0)
+    prior = 0.5 / max(drawn.height, 1)
+    for cls, d, e in drawn.select("component_class", "n_events", "exposure_hours").iter_rows():
+        draws = rng.gamma(d + prior, 1.0 / e, size=n)
         c = cands.filter(pl.col("component_class") == cls)
         observed = d / e * HOURS_PER_1K_UNIT_DAYS
         if c.height > 1 and observed > 0:

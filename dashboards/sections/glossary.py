@@ -66,8 +66,9 @@ GLOSSARY: dict[str, str] = {
     "hazard": "the failure rate at a given age.",
     "hazard ratio": "how many times more often units with a trait (hotter, another rack or SKU) "
     "fail than the others, from a Cox model; 1 means no difference. A clear effect needs a "
-    "Holm-adjusted p < 0.05 over every ratio shown and a passing proportional-hazards test; "
-    "power and utilisation follow the load a unit carries and are read as associations, never "
+    "Holm-adjusted p < 0.05 over the traits (a trait with levels, such as the rack, tested as "
+    "one) and a passing proportional-hazards test; power and utilisation follow the load a unit "
+    "carries and are read as associations, measured without the traits they move with, never "
     "as what raises the hazard. Telemetry traits are measured over the same first days of "
     "every unit's observation.",
     "Cox": "the Cox proportional-hazards model: estimates hazard ratios of traits without "

@@ -113,7 +113,8 @@ def hazard_ratio_chart(hazard_ratios: pl.DataFrame) -> alt.LayerChart:
     return charts.framed(
         charts.unit_line("#555") + ratios,
         "Cox hazard ratios, 95% CI",
-        f"{note}significance after {_adjustment(hazard_ratios)} correction over all rows",
+        f"{note}significance after {_adjustment(hazard_ratios)} correction over the traits "
+        "(a categorical's levels by one likelihood-ratio test)",
         height=max(100, 28 * len(order)),
     )
 
@@ -139,9 +140,10 @@ def build(ctx: ReportContext) -> Section:
         "p_adjusted"
     )
     method = hr["p_adjust_method"].drop_nulls().first() or "multiple-testing"
+    tests = hr.select("component_class", pl.col("covariate").str.split("=").list.first()).n_unique()
     rule = (
-        f"adjusted p < 0.05 after {method} correction for {hr.height} tests, proportional "
-        "hazards not rejected"
+        f"adjusted p < 0.05 after {method} correction for {tests} tests, one per trait and "
+        "class, proportional hazards not rejected"
     )
     parts = []
     if effects.height:
@@ -158,9 +160,12 @@ def build(ctx: ReportContext) -> Section:
         )
     if assoc.height:
         parts.append(
-            "Associations, not causes (they follow the load a unit carries): "
+            "Associations, not causes (they follow the load a unit carries; each measured "
+            "without the traits it moves with): "
             + "; ".join(
-                f"{_ratio(r)} on {r['component_class']}" for r in assoc.iter_rows(named=True)
+                f"{_ratio(r)} on {r['component_class']}"
+                + (f" (without {r['left_out']})" if r["left_out"] else "")
+                for r in assoc.iter_rows(named=True)
             )
             + "."
         )

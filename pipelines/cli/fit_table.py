@@ -99,7 +99,7 @@ def _rate(r: dict) -> str:
     rate = (
         f"{_num(r['rate_per_1k_unit_days'])} ({_num(r['rate_ci_low'])}-{_num(r['rate_ci_high'])})"
     )
-    return rate + (" ^" if r["rate_extrapolated"] else "")
+    return rate + (" ^" if r["mean_extrapolated"] else "")
 
 
 def _age(r: dict) -> str:
@@ -140,11 +140,11 @@ def _notes(df: pl.DataFrame, window: str) -> list[str]:
     or some class's exposure is low."""
     out = [
         (
-            "rate = the model's long-run failures per unit-time (exponential: failures / at-risk "
-            "unit-time, exact Poisson CI); MTBF = 1/rate; classes by rate, highest first; age: "
-            "the reading of the class's Weibull shape k, a direction (infant mortality k < 1, "
-            f"wear-out k > 1) only where k = 1 is rejected after Holm across classes (alpha "
-            f"{SHAPE_ALPHA:g})"
+            "rate = failures per at-risk unit-time over the window (exponential: observed, exact "
+            "Poisson CI; another model: the failures it expects over the units' at-risk spans, "
+            "CI from its fit); MTBF = 1/rate; classes by rate, highest first; age: the reading "
+            "of the class's Weibull shape k, a direction (infant mortality k < 1, wear-out "
+            f"k > 1) only where k = 1 is rejected after Holm across classes (alpha {SHAPE_ALPHA:g})"
         ),
         (
             "* = selected, the rate summaries and projections use: the exponential unless a "
@@ -152,9 +152,9 @@ def _notes(df: pl.DataFrame, window: str) -> list[str]:
             "the observed ages"
         ),
     ]
-    if df["rate_extrapolated"].fill_null(False).any():
+    if df["mean_extrapolated"].fill_null(False).any():
         out.append(
-            "^ = mean lifetime beyond the oldest observed unit age: the rate is extrapolated"
+            "^ = mean lifetime beyond the oldest observed unit age: the law's tail is extrapolated"
         )
     if window != "all" and df.height:
         partial = df.filter(pl.col("partial").fill_null(False))

@@ -231,8 +231,8 @@ def add_project(sub) -> None:
             "--fleet-age",
             choices=list(FLEET_AGES),
             default=DEFAULT_FLEET_AGE,
-            help="age of the job's units at its start: stationary (long-run rate 1/mean of each "
-            "class's fitted model), new (all age 0: failures over --horizon by renewal), "
+            help="age of the job's units at its start: stationary (each class's rate over the "
+            "observation window, held), new (all age 0: failures over --horizon by renewal), "
             "observed (each unit's age at the window end from the warehouse; classes "
             "without ages stay stationary)",
         ),
