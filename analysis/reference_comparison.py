@@ -299,6 +299,21 @@ def headline(rows: pl.DataFrame) -> Headline | None:
     return Headline(text, ratio, lo, hi, r["reference"], r["at_gpus"])
 
 
+def first_screen_line(wh, home=None, tables: dict | None = None,
+                      gpus_per_node: int = GPUS_PER_NODE) -> Headline | None:  # fmt: skip
+    """``headline`` computed for its one figure only (the first screen's line)."""
+    fleet, metric = HEADLINE
+    figures = [f for f in load(home) if (f.fleet.id, f.metric) == (fleet, metric)]
+    return headline(compare(wh, home, gpus_per_node, tables, figures)) if figures else None
+
+
+def best_ettr(home=None) -> Figure | None:
+    """The highest published ETTR of the reference file (and the site's): the report's goodput
+    target when the home sets none."""
+    ettr = [f for f in load(home) if f.metric == "ettr"]
+    return max(ettr, key=lambda f: f.value) if ettr else None
+
+
 def shown(metric: str, value: float | None, unit: bool = True) -> str:
     """A value of ``metric`` as the report and the CLI print it (``unit``: with its unit)."""
     m = METRICS[metric]

@@ -242,23 +242,9 @@ def sweep(
     return rows(res, scenario or f"sweep:{knob}", knob, values)
 
 
-def sensitivity(
-    rates: ClassRates,
-    base: Job,
-    factor: float = 0.5,
-    spares_step: int = 8,
-    samples: int = RATE_DRAWS,
-    replicas: int = 200,
-    seed: int = 0,
-) -> pl.DataFrame:
-    """Tornado ranking: goodput gain from halving each class's rate and from stated knob
-    improvements (halve checkpoint cost, halve restart time, +``spares_step`` spares).
-
-    Rate and cost items are analytic (interval re-optimized); the spares item runs the Monte
-    Carlo for base and improved with the same seed (common random numbers), so the gain is
-    not drowned in simulation noise. Columns: item, kind, change, goodput_base, goodput, gain.
-    """
-    b = evaluate(rates, base, "analytic", samples, seed=seed)
+def sensitivity_items(rates: ClassRates, base: Job, factor: float = 0.5) -> list[tuple]:
+    """The analytic improvements the sensitivity ranks, as (knob, kind, change, job): each
+    class's rate, the checkpoint cost and the restart time times ``factor``."""
     items = []
     for c in rates.classes:
         m = base.rate_multipliers.get(c, 1.0) * factor
@@ -287,6 +273,27 @@ def sensitivity(
             replace(base, restart_s=base.restart_s * factor),
         )
     )
+    return items
+
+
+def sensitivity(
+    rates: ClassRates,
+    base: Job,
+    factor: float = 0.5,
+    spares_step: int = 8,
+    samples: int = RATE_DRAWS,
+    replicas: int = 200,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Tornado ranking: goodput gain from halving each class's rate and from stated knob
+    improvements (halve checkpoint cost, halve restart time, +``spares_step`` spares).
+
+    Rate and cost items are analytic (interval re-optimized); the spares item runs the Monte
+    Carlo for base and improved with the same seed (common random numbers), so the gain is
+    not drowned in simulation noise. Columns: item, kind, change, goodput_base, goodput, gain.
+    """
+    b = evaluate(rates, base, "analytic", samples, seed=seed)
+    items = sensitivity_items(rates, base, factor)
     out = []
     for knob, kind, change, sc in items:
         e = evaluate(rates, sc, "analytic", samples, seed=seed)
@@ -424,6 +431,16 @@ def sensitivity_at(wh, n_gpus: int, rates: ClassRates | None = None) -> pl.DataF
     here = stored.filter(pl.col("n_gpus") == n_gpus)
     if here.filter(pl.col("knob") == "baseline").height:
         return here
+    rates, sc, scope = stored_job(wh, n_gpus, stored)
+    return sensitivity_set(rates, sc).with_columns(pl.lit(scope).alias("scope"))
+
+
+def stored_job(wh, n_gpus: int, stored: pl.DataFrame | None = None):
+    """(rates, base job, scope) of a projection at ``n_gpus`` with the settings of the stored
+    sensitivity's baseline (GPUs per node, checkpoint cost, restart, interruption scope), or the
+    defaults where nothing is stored. Raises ValueError when there is nothing to project from."""
+    if stored is None:
+        stored = wh.read("goodput_projections").filter(pl.col("scenario") == "sensitivity")
     base = stored.filter(pl.col("knob") == "baseline").head(1).to_dicts()
     got = base[0] if base else {}
     scope = got.get("scope") or DEFAULT_SCOPE
@@ -434,8 +451,57 @@ def sensitivity_at(wh, n_gpus: int, rates: ClassRates | None = None) -> pl.DataF
         ckpt_cost_s=got.get("ckpt_cost_s") or CKPT_COST_S,
         restart_s=got.get("restart_s") or RESTART_S,
     )  # fmt: skip
-    sc = base_scenario(rates, job)
-    return sensitivity_set(rates, sc).with_columns(pl.lit(scope).alias("scope"))
+    return rates, base_scenario(rates, job), scope
+
+
+def _paired(gain: np.ndarray) -> tuple[float, float]:
+    lo, hi = np.percentile(gain, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def action_gains(
+    rates: ClassRates,
+    base: Job,
+    base_spares: int = BASE_SPARES,
+    spares_step: int = 8,
+    factor: float = 0.5,
+    samples: int = RATE_DRAWS,
+    replicas: int = 100,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """The sensitivity's improvements at ``base.n_gpus``, each with its goodput gain and the
+    gain's own 95% CI (not the band of the improved goodput): the analytic items over the same
+    rate draws as the baseline (paired, 2.5-97.5% of the differences); the spares item over
+    jobs simulated with the same random numbers with and without the extra nodes (the mean
+    difference +- 1.96 SE: simulation noise only). Columns: knob, change, step (the spares
+    added), goodput_base, goodput, gain, gain_ci_low, gain_ci_high; by gain, highest first."""
+    base = replace(base, spares=base_spares)
+    p0 = project(_scaled_rates(rates, base), base, samples=samples, seed=seed)
+    out = []
+    for knob, _, change, sc in sensitivity_items(rates, base, factor):
+        p1 = project(_scaled_rates(rates, sc), sc, samples=samples, seed=seed)
+        gain = float(p1.goodput[0] - p0.goodput[0])
+        lo, hi = (
+            (gain, gain)
+            if p0.goodput_draws is None
+            else _paired(p1.goodput_draws[:, 0] - p0.goodput_draws[:, 0])
+        )
+        out.append({"knob": knob, "change": _change_label(knob, factor), "step": None,
+                    "goodput_base": float(p0.goodput[0]), "goodput": float(p1.goodput[0]),
+                    "gain": gain, "gain_ci_low": min(lo, gain),
+                    "gain_ci_high": max(hi, gain)})  # fmt: skip
+    job = replace(base, interval_hours=float(p0.interval_hours[0]))
+    n = simulated_replicas(rates, job, replicas)
+    g0 = simulate(rates, job, replicas=n, seed=seed).goodput
+    g1 = simulate(rates, replace(job, spares=base_spares + spares_step), replicas=n,
+                  seed=seed).goodput  # fmt: skip
+    d = g1 - g0
+    half = 1.96 * float(d.std(ddof=1)) / np.sqrt(d.size) if d.size > 1 else 0.0
+    out.append({"knob": "spares", "change": f"+{spares_step} spare nodes", "step": spares_step,
+                "goodput_base": float(g0.mean()), "goodput": float(g1.mean()),
+                "gain": float(d.mean()), "gain_ci_low": float(d.mean()) - half,
+                "gain_ci_high": float(d.mean()) + half})  # fmt: skip
+    return pl.DataFrame(out).sort("gain", descending=True)
 
 
 def refresh_projections(

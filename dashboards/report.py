@@ -34,6 +34,7 @@ from analysis.checks import Evaluated
 from analysis.checks import evaluate
 from analysis.numbers import MINUTE
 from analysis.observation import stored_window
+from analysis.site import Site
 from dashboards import charts
 from dashboards.section import NO_DATA
 from dashboards.section import WHOLE_FLEET
@@ -75,24 +76,42 @@ def _printable(obj):
     return obj
 
 
+def home_site(wh) -> Site:
+    """The settings of the home behind ``wh`` (``HOME/goodput.toml``; a scope's is its fleet's);
+    a file that does not parse is said on stderr and the report built without it (``goodput
+    report`` and ``build`` refuse it before)."""
+    from analysis.scope import fleet_of
+    from analysis.site import load
+
+    try:
+        return load(getattr(fleet_of(wh), "home", None))
+    except ValueError as exc:
+        print(f"goodput report: {exc}; the report uses no site setting", file=sys.stderr)
+        return Site()
+
+
 def build_sections(
     wh,
     target_gpus: int = TARGET_GPUS,
     scope: str = WHOLE_FLEET,
-    gpu_hour_cost: float = GPU_HOUR_COST,
+    gpu_hour_cost: float | None = None,
+    site: Site | None = None,
 ) -> list[Section]:
     """Every section of ``dashboards.sections``, in report order; each table any of them names
     is read once. A section that fails to build (or whose table could not be read) reports
-    its error instead of sinking the report."""
+    its error instead of sinking the report. ``site``: the home's settings (default: read from
+    ``wh.home``); ``gpu_hour_cost`` None: the site's price, else none."""
+    site = home_site(wh) if site is None else site
+    if gpu_hour_cost is None:
+        gpu_hour_cost = site.gpu_hour_cost if site.gpu_hour_cost is not None else GPU_HOUR_COST
     t, unread = {}, {}
     for name in tables():
         try:
             t[name] = wh.read(name)
         except Exception as exc:  # noqa: BLE001 - reported by the sections that need it
             unread[name] = exc
-    ctx = ReportContext(
-        wh=wh, t=t, target_gpus=target_gpus, scope=scope, gpu_hour_cost=gpu_hour_cost
-    )
+    ctx = ReportContext(wh=wh, t=t, target_gpus=target_gpus, scope=scope,
+                        gpu_hour_cost=gpu_hour_cost, site=site)  # fmt: skip
     out = []
     for module in registry():
         try:
@@ -494,21 +513,24 @@ def build_report(
     target_gpus: int = TARGET_GPUS,
     images: bool = True,
     scope: str = WHOLE_FLEET,
-    gpu_hour_cost: float = GPU_HOUR_COST,
+    gpu_hour_cost: float | None = None,
     gpus_per_node: int = GPUS_PER_NODE,
+    site: Site | None = None,
 ) -> Path:
     """Write the HTML report (default ``<home>/reports/goodput_report.html``; an existing
     directory as ``out`` gets that file name inside it) and, unless ``images`` is false, its
     chart images (``charts/<section>.png|svg`` next to it); returns the HTML path. The header
     states the period (the stored observation window) and ``scope``, a one-line description
-    of what the report covers; ``gpu_hour_cost`` ($ per GPU-hour, 0: none) prices the lost
-    GPU-hours on the first screen. The invariant checks run on ``wh`` (``gpus_per_node``: the
-    GPUs of a host whose data does not show them) and any that fails is named above all."""
+    of what the report covers; ``gpu_hour_cost`` ($ per GPU-hour, 0: none; None: the site's)
+    prices the lost GPU-hours on the first screen, ``site`` (``analysis.site``, default read
+    from the home) gives its goodput target, planned job size and the actions' costs.
+    The invariant checks run on ``wh`` (``gpus_per_node``: the GPUs of a host whose data does
+    not show them) and any that fails is named above all."""
     out = Path(out) if out is not None else wh.reports / "goodput_report.html"
     if out.is_dir():
         out = out / "goodput_report.html"
     out.parent.mkdir(parents=True, exist_ok=True)
-    sections = build_sections(wh, target_gpus, scope, gpu_hour_cost)
+    sections = build_sections(wh, target_gpus, scope, gpu_hour_cost, site)
     generated = datetime.now(UTC).strftime(f"{MINUTE} UTC")
     period = period_text(wh)
     banner = checks_banner(evaluate(wh, gpus_per_node=gpus_per_node))

@@ -22,9 +22,11 @@ from analysis.assumptions import GPU_HOUR_COST
 from analysis.numbers import change  # noqa: F401 - the sections' formats
 from analysis.numbers import hours  # noqa: F401 - the sections' formats
 from analysis.numbers import in_hours  # noqa: F401 - the sections' formats
+from analysis.numbers import mean_time  # noqa: F401 - the sections' formats
 from analysis.numbers import money  # noqa: F401 - the sections' formats
 from analysis.numbers import num  # noqa: F401 - the sections' formats
 from analysis.numbers import pct  # noqa: F401 - the sections' formats
+from analysis.site import Site
 from analysis.taxonomy import DEFAULT_SCOPE
 
 NO_DATA = "no data yet: run goodput demo / goodput build"
@@ -50,13 +52,15 @@ class Section:
 @dataclass
 class ReportContext:
     """What every section's ``build`` gets: the warehouse, every table any section's ``TABLES``
-    names (read once for the whole report), the target job size and the scope in words."""
+    names (read once for the whole report), the target job size, the scope in words, the price
+    of a GPU-hour and the home's settings (``analysis.site``)."""
 
     wh: object
     t: dict[str, pl.DataFrame]
     target_gpus: int
     scope: str = WHOLE_FLEET
     gpu_hour_cost: float = GPU_HOUR_COST  # $ per GPU-hour; 0: no cost shown
+    site: Site = field(default_factory=Site)
 
     @cached_property
     def coverage(self) -> pl.DataFrame:

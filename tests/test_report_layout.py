@@ -13,6 +13,7 @@ from test_report import fixture_warehouse
 from test_report_browser import ARGS
 from test_report_browser import CHROMIUM
 
+from analysis.site import parse
 from dashboards.report import build_report
 
 pytestmark = pytest.mark.skipif(
@@ -121,10 +122,20 @@ CHARTS = """() => Array.from(document.querySelectorAll('div.chart')).map(el => {
 })"""
 
 
+# the first screen's parts (dashboards/sections/summary.py)
+FIRST_SCREEN = ("#tile-goodput", "#tile-cost", "#compare-line", "#summary-causes table",
+                "#actions table", "#vocabulary")  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("layout") / "home"
-    return build_report(fixture_warehouse(home), images=False, gpu_hour_cost=3.0)
+    site = parse(  # every part of the first screen: target, planned size, actions' costs
+        "goodput_target = 0.95\nplanned_job_gpus = 4096\n[action_cost]\nspare_node = 250000\n"
+        "faster_restart = 120000\n",
+        "goodput.toml",
+    )
+    return build_report(fixture_warehouse(home), images=False, gpu_hour_cost=3.0, site=site)
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +165,7 @@ def pages(report, tmp_path_factory) -> dict[int, dict]:
                     "charts": page.evaluate(CHARTS),
                     "cut_off": page.evaluate(CUT_OFF),
                     "scroll_width": page.evaluate("document.documentElement.scrollWidth"),
+                    "first": {sel: page.locator(sel).bounding_box() for sel in FIRST_SCREEN},
                     "errors": errors,
                     "shot": shot,
                 }
@@ -193,3 +205,13 @@ def test_every_chart_is_inside_the_window_and_its_column(shown):
         assert used <= room + 2, (key, room, used)  # nothing cut off by its column
         assert left >= -1 and right <= width + 1, (key, left, right)
     assert got["cut_off"] == [], width  # no label or title runs out of its chart
+
+
+def test_the_first_screen_is_whole_at_every_width(shown):
+    """Target, comparison, costs, ranked actions (two job sizes) and the definition of MTTI
+    are all on the page, inside the window (a wide table scrolls inside its own box)."""
+    width, got = shown
+    for sel, box in got["first"].items():
+        assert box is not None and box["width"] > 0 and box["height"] > 0, (width, sel)
+        if "table" not in sel:
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (width, sel)

@@ -11,8 +11,8 @@ from dashboards.section import SCOPE_WORDS
 from dashboards.section import ReportContext
 from dashboards.section import Section
 from dashboards.section import hours
-from dashboards.section import in_hours
 from dashboards.section import interruption_scope
+from dashboards.section import mean_time
 from dashboards.section import num
 from dashboards.section import pct
 from dashboards.section import projection_at
@@ -84,9 +84,9 @@ def build(ctx: ReportContext) -> Section:
             else "interruptions not attributed yet",
         ),
         (
-            f"MTTI, {scope} (fleet-wide)",
-            in_hours(mtti),
-            f"all causes: {in_hours(fm['mtti_all_hours'])}; job time span ÷ interruptions",
+            f"time between interruptions, {scope} (fleet-wide)",
+            mean_time(mtti),
+            f"all causes: {mean_time(fm['mtti_all_hours'])}; job time span ÷ interruptions",
         ),
         (
             "measured goodput",
@@ -119,8 +119,8 @@ def build(ctx: ReportContext) -> Section:
     if unexpected:
         parts.append(
             f"{unexpected:,} unexpected interruptions ({fm['workload']:,} the jobs' own "
-            f"failures), one every {in_hours(fm['mtti_infrastructure_hours'])} across the fleet "
-            f"from infrastructure and one every {in_hours(fm['mtti_all_hours'])} from all causes"
+            f"failures), one every {mean_time(fm['mtti_infrastructure_hours'])} across the fleet "
+            f"from infrastructure and one every {mean_time(fm['mtti_all_hours'])} from all causes"
         )
     if measured is not None:
         parts.append(f"measured goodput is {pct(measured)}")
@@ -128,7 +128,8 @@ def build(ctx: ReportContext) -> Section:
         r = at
         parts.append(
             f"the rates project {pct(r['goodput'])} for one {target:,}-GPU job "
-            f"(scope {SCOPE_WORDS.get(scope, scope)}, the same as the MTTI above)"
+            f"(scope {SCOPE_WORDS.get(scope, scope)}, the same as the time between interruptions "
+            "above)"
         )
     s.reading = "; ".join(parts) + "."
     return s

@@ -79,7 +79,8 @@ _WAIT_HELP = (
 )
 _NO_WAIT_HELP = "fail at once if another process is writing"
 _COST_HELP = (
-    "$ per GPU-hour: the report's first screen prices the lost GPU-hours (default: no cost shown)"
+    "$ per GPU-hour: the report's first screen prices the lost GPU-hours (default: "
+    "gpu_hour_cost of HOME/goodput.toml, else no cost shown)"
 )
 
 
@@ -179,15 +180,7 @@ def restart(help: str = "restart time after a failure, e.g. 10m") -> Option:
 
 
 def gpu_hour_cost() -> Option:
-    from analysis.assumptions import GPU_HOUR_COST
-
-    return option(
-        "--gpu-hour-cost",
-        type=float,
-        default=GPU_HOUR_COST,
-        metavar="USD",
-        help=_COST_HELP,
-    )
+    return option("--gpu-hour-cost", type=float, default=None, metavar="USD", help=_COST_HELP)
 
 
 def _add_scope_options(parser: argparse.ArgumentParser) -> None:
