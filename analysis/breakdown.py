@@ -80,17 +80,7 @@ def breakdown(
         return TABLES["goodput_breakdown"].empty()
     joined = _joined(attempts, interruptions, goodput_jobs)
     parts = [
-        _slices(*joined, [dim]).select(
-            dimension=pl.lit(dim),
-            value=pl.col(dim),
-            jobs="jobs",
-            attempts="attempts",
-            gpu_hours="gpu_hours",
-            interruptions="interruptions",
-            infrastructure="infrastructure",
-            lost_gpu_hours="lost_gpu_hours",
-            goodput="goodput",
-        )
+        _slices(*joined, [dim]).rename({dim: "value"}).with_columns(dimension=pl.lit(dim))
         for dim in DIMENSIONS
     ]
     return conform("goodput_breakdown", pl.concat([conform("goodput_breakdown", p) for p in parts]))
