@@ -128,6 +128,7 @@ def test_first_screen_with_the_homes_settings(wh):
     # the actions: at the largest job run and at the planned size, ranked at the planned one
     assert f"gain at {LARGEST} GPUs (the largest job run; 95% CI)" in html.unescape(page)
     assert "gain at 4,096 GPUs (planned, goodput.toml; 95% CI)" in page
+    assert "one 4,096-GPU job (points of goodput; the what-if section ranks every one at " in page
     rates, job, _ = stored_job(wh, 4096)
     planned = action_gains(rates, job).head(summary.TOP)
     rows = table_rows(page, "actions")

@@ -115,9 +115,14 @@ def actions_html(wh, stored: pl.DataFrame, sizes: list[tuple[int, str]], site: S
         notes.append(f"no planned job size: planned_job_gpus in HOME/{SITE_CONFIG} adds one")
     if not site.action_cost:
         notes.append(f"costs: [action_cost] in HOME/{SITE_CONFIG}")
+    every = (
+        f"; the what-if section ranks every one at {stored['n_gpus'][0]:,} GPUs"
+        if stored.height
+        else ""
+    )
     return (
         f'<p class="sub">Actions, ranked by the goodput they add to one {ranked_at:,}-GPU job '
-        "(points of goodput; the what-if section has every one)"
+        f"(points of goodput{every})"
         + (f" ({'; '.join(notes)})" if notes else "")
         + '</p><div id="actions">'
         + html_table(header, rows)
