@@ -134,7 +134,9 @@ def _simulated(r: ClassRates, job: Job, analytic: dict, samples, replicas, seed)
         )
         sim = ga[:replicas]  # the draws simulated
         b = np.polyfit(sim, drawn.goodput, 1)[0] if np.ptp(sim) > 0 else 0.0
-        fitted = s["mean"] + b * (ga - analytic["goodput"])
+        # a linear response read far from the point can leave [0, 1] (a job near 0% goodput
+        # whose draws are worse still): goodput cannot, so each draw's is clipped to it
+        fitted = np.clip(s["mean"] + b * (ga - analytic["goodput"]), 0.0, 1.0)
         lo, hi = np.percentile(fitted, [2.5, 97.5])
         out["goodput_ci_low"] = float(min(lo, s["mean"]))
         out["goodput_ci_high"] = float(max(hi, s["mean"]))

@@ -159,3 +159,15 @@ def _units(n_gpus: int):
     from analysis.projection import unit_counts
 
     return unit_counts(LLAMA.classes, n_gpus, 8, LLAMA.counts)[:, 0]
+
+
+def test_the_band_of_a_job_near_zero_goodput_stays_within_zero_and_one():
+    # 16,384 GPUs with 16 spares and rates known to a factor of 8: the simulated jobs' linear
+    # response to each draw's analytic goodput, read far from the point, went to -0.62
+    from analysis.whatif import evaluate
+
+    r = ClassRates(("gpu",), [2e-5], [2.5e-6], [8e-5])
+    job = Job(16_384, wall_hours=720, interval_hours=0.5, spares=16, repair_hours=72)
+    out = evaluate(r, job, method="mc", replicas=200, seed=1)
+    assert 0.0 <= out["goodput_ci_low"] <= out["goodput"] <= out["goodput_ci_high"] <= 1.0
+    assert out["goodput_ci_low"] == 0.0 and out["goodput_ci_high"] > 0.2
