@@ -221,6 +221,32 @@ def test_compare_sets_clusters_side_by_side_with_exact_cis(tmp_path, capsys):
     assert csv[0].startswith("account,jobs,gpu_hours,goodput,") and len(csv) == 4
 
 
+def test_compare_crosses_cluster_and_partition_and_sets_users_side_by_side(tmp_path, capsys):
+    wh = Warehouse(tmp_path / "home")
+    _clusters(wh)
+    rows = json.loads(_run(capsys, wh, "compare", "--by", "cluster,partition", "--json"))["rows"]
+    got = {(r["cluster"], r["partition"]): r for r in rows}
+    # (GPU-hours, unexpected interruptions, infrastructure ones): A 8 GPUs x 24 h in c1/p1,
+    # B in c1 without a partition, C 16 x 24 h in c2/p1, D 16 x 12 h in c2/p2, E 8 x 10 h
+    want = {("c2", "p1"): (384.0, 1, 1), ("c1", "p1"): (192.0, 1, 1),
+            ("c1", "(none)"): (192.0, 1, 0), ("c2", "p2"): (192.0, 0, 0),
+            ("c3", "p1"): (80.0, 0, 0)}  # fmt: skip
+    assert {
+        k: (r["gpu_hours"], r["interruptions"], r["infrastructure"]) for k, r in got.items()
+    } == (want)
+    assert rows[0]["gpu_hours"] == max(w[0] for w in want.values())  # largest first
+    clusters = json.loads(_run(capsys, wh, "compare", "--json"))["rows"]
+    for c in clusters:  # each cluster's partitions add up to the cluster
+        parts = [r for (cl, _), r in got.items() if cl == c["cluster"]]
+        for key in ("gpu_hours", "jobs", "interruptions", "infrastructure", "lost_gpu_hours"):
+            assert sum(r[key] for r in parts) == pytest.approx(c[key]), (c["cluster"], key)
+    text = _run(capsys, wh, "compare", "--by", "cluster,partition").splitlines()
+    assert text[0].split()[:3] == ["cluster", "partition", "jobs"]
+    users = json.loads(_run(capsys, wh, "compare", "--by", "user", "--json"))["rows"]
+    assert [u["user"] for u in users] == ["(none)"]  # no record names a user
+    assert users[0]["gpu_hours"] == sum(c["gpu_hours"] for c in clusters)
+
+
 def test_scope_flags_on_reading_commands_sql_views_included(tmp_path, capsys):
     """`--cluster c2` on compare and sql: the scope is built once (HOME/scopes/...) and then
     reused; every view sql sees holds only c2's rows."""
