@@ -141,7 +141,7 @@ class Catalog:
 
         A Parquet root inside the home is named relative to it (``parquet/<table>/...``), so
         the home can be moved or copied: DuckDB resolves the paths against its working
-        directory or ``file_search_path`` (README: open it from the home, or set that). The
+        directory or ``file_search_path`` (docs/cli.md: open it from the home, or set that). The
         file is written in ``CATALOG_STORAGE`` so the DuckDB CLI we install opens it too."""
         root = self.catalog_root()
         tmp = self.storage.home / f".warehouse.duckdb.{os.getpid()}.tmp"

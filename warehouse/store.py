@@ -1,6 +1,6 @@
 """The warehouse: Parquet datasets (the truth) plus a DuckDB catalog of views.
 
-The home directory is local (DESIGN.md). The Parquet root is ``<home>/parquet`` unless
+The home directory is local (docs/design.md). The Parquet root is ``<home>/parquet`` unless
 ``--warehouse-uri`` / ``$GOODPUT_WAREHOUSE_URI`` names another directory or an S3 prefix
 (``s3://bucket/prefix``; credentials and endpoint come from the standard AWS variables):
 
