@@ -9,6 +9,7 @@ from analysis.survival.rates import CLEAR_AIC
 from analysis.survival.shape import SHAPE_ALPHA
 from analysis.survival.shape import age_reading
 from analysis.survival.windows import LOW_EXPOSURE_FRACTION
+from pipelines.cli.output import table_lines
 
 
 def _num(v: float | None, digits: int = 3) -> str:
@@ -32,15 +33,7 @@ def format_fit_table(
         df = df.filter(pl.col("selected"))
     df = df.sort("component_class", pl.col("stratum") != "all", "stratum", "aic", nulls_last=True)
     lines = [_row(r) for r in df.iter_rows(named=True)]
-    widths = [
-        max(len(h), *(len(x[i]) for x in lines)) if lines else len(h) for i, h in enumerate(_HEADER)
-    ]
-
-    def fmt(row):
-        return "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
-
-    out = [fmt(_HEADER), fmt(["-" * w for w in widths])] + [fmt(x) for x in lines]
-    return "\n".join(out + _notes(df, window))
+    return "\n".join(table_lines([_HEADER, *lines], rule=True) + _notes(df, window))
 
 
 _HEADER = [
