@@ -42,7 +42,7 @@ from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from ingest.runner import ingest_paths
 from pipelines.cli.sample import llama3_cause_mix
-from sample_data.simulation import simulate
+from sample_data.simulation import simulated
 from sources import kinds
 from sources import prometheus as source
 from sources import pull as pulling
@@ -61,26 +61,18 @@ PAPER_METRICS = 10  # series per GPU a dcgm-exporter default set exposes, about
 
 
 def _fleet(nodes: int, days: int, scrape_s: int) -> Path:
-    out = OUT / f"prom-fleet-{nodes}n-{days}d-{scrape_s}s"
-    if not (out / "ground_truth.json").exists():
-        t = time.perf_counter()
-        simulate(
-            out,
-            llama3_cause_mix(),
-            nodes=nodes,
-            gpus_per_node=8,
-            days=days,
-            seed=3,
-            fault_scale=30.0,
-            scrape_interval_s=scrape_s,
-            k8s_nodes=0,
-            start=START.isoformat(),
-        )
-        print(
-            f"simulated {nodes} nodes x {days} days at {scrape_s} s in "
-            f"{time.perf_counter() - t:.0f} s"
-        )
-    return out
+    return simulated(
+        OUT / f"prom-fleet-{nodes}n-{days}d-{scrape_s}s",
+        llama3_cause_mix(),
+        nodes=nodes,
+        gpus_per_node=8,
+        days=days,
+        seed=3,
+        fault_scale=30.0,
+        scrape_interval_s=scrape_s,
+        k8s_nodes=0,
+        start=START.isoformat(),
+    )
 
 
 def _count_points(body: bytes) -> int:

@@ -29,7 +29,7 @@ from benchmarks.targets import target
 from ingest.runner import ingest_paths
 from pipelines.cli.sample import llama3_cause_mix
 from sample_data import defaults
-from sample_data.simulation import simulate
+from sample_data.simulation import simulated
 from sources import kinds
 from sources.base import source_config
 from sources.pull import pull
@@ -41,19 +41,17 @@ START = datetime(2026, 1, 5)
 
 
 def _fleet(nodes: int, days: int, seed: int, scrape_s: int) -> list[Path]:
-    out = OUT / f"diff-fleet-{nodes}n-{days}d-{scrape_s}s-seed{seed}"
-    if not (out / "ground_truth.json").exists():
-        simulate(
-            out,
-            llama3_cause_mix(),
-            nodes=nodes,
-            gpus_per_node=defaults.GPUS_PER_NODE,
-            days=days,
-            seed=seed,
-            fault_scale=defaults.FAULT_SCALE,
-            scrape_interval_s=scrape_s,
-            start=START.isoformat(),
-        )
+    out = simulated(
+        OUT / f"diff-fleet-{nodes}n-{days}d-{scrape_s}s-seed{seed}",
+        llama3_cause_mix(),
+        nodes=nodes,
+        gpus_per_node=defaults.GPUS_PER_NODE,
+        days=days,
+        seed=seed,
+        fault_scale=defaults.FAULT_SCALE,
+        scrape_interval_s=scrape_s,
+        start=START.isoformat(),
+    )
     return server.scrape_files(out)
 
 

@@ -1,13 +1,19 @@
 """Vega, Vega-Lite and Vega-Embed JavaScript from vl-convert-python's bundled copies, so the
 report inlines them and never loads anything from the network. Bundling takes seconds, hence
-the per-process cache."""
+a cache per process and one on disk (the user's cache directory, one file per vl-convert and
+Vega-Lite version: the bundle depends on nothing else)."""
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from functools import lru_cache
+from importlib.metadata import version
+from pathlib import Path
 
 import altair as alt
+import platformdirs
 import vl_convert as vlc
 
 
@@ -23,7 +29,31 @@ def javascript_bundle() -> str:
 
     It goes inside a ``<script>`` element, so it must not contain a closing script tag or an
     HTML comment opener (either would end or derail the element): refuse rather than guess."""
-    js = vlc.javascript_bundle(vl_version=vegalite_version())
+    vl = vegalite_version()
+    cached = Path(platformdirs.user_cache_dir("fleet-goodput")) / (
+        f"vl-convert-{version('vl-convert-python')}-vega-lite-{vl}.js"
+    )
+    try:
+        js = cached.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        js = vlc.javascript_bundle(vl_version=vl)
+        _write_quietly(cached, js)
     if re.search(r"</script|<!--", js, re.IGNORECASE):
         raise RuntimeError("the vl-convert JavaScript bundle cannot be inlined safely in <script>")
     return js
+
+
+def _write_quietly(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a reader never sees half a bundle); a cache directory
+    that cannot be written only costs the next report the seconds of bundling again."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)

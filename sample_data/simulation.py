@@ -804,3 +804,11 @@ def simulate(out_dir: Path, mix: CauseMix, **settings) -> dict:
     fault_scale, scrape_interval_s, k8s_nodes, start) and write every file format under
     out_dir; return a count summary. The same arguments give byte-identical files."""
     return write_fleet(build_fleet(mix, **settings), Path(out_dir))
+
+
+def simulated(out_dir: Path, mix: CauseMix, **settings) -> Path:
+    """``out_dir`` holding the fleet ``simulate`` writes with these settings: simulated unless a
+    finished one is there (its ``ground_truth.json``, written last), as a cache between runs."""
+    if not (Path(out_dir) / "ground_truth.json").exists():
+        simulate(out_dir, mix, **settings)
+    return Path(out_dir)

@@ -10,8 +10,9 @@ never taken for the whole answer. A try ends within ``src.timeout_s``, or within
 answer cut short or reset, no whole answer in time, HTTP 429 and 5xx) are tried ``src.retries``
 more times after a backoff (0.5 s doubled each time) or the server's ``Retry-After``; no wait is
 longer than ``src.timeout_s``: a server that asks for a longer one fails the request at once, and
-the next pull tries again. Redirects are answers like any other: the caller decides (the sources
-refuse them, so credentials never go where a server points).
+the next pull tries again. An answer the caller finds partial (``partial``: a Thanos Query whose
+store did not answer) is transient too. Redirects are answers like any other: the caller decides
+(the sources refuse them, so credentials never go where a server points).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import itertools
 import socket
 import threading
 import time
+from collections.abc import Callable
 from functools import cache
 
 from sources.base import BACKOFF_S
@@ -192,10 +194,20 @@ def session(
     return s
 
 
-def request(src: SourceConfig, http, method: str, url: str, deadline: float | None = None, **kw):
+def request(
+    src: SourceConfig,
+    http,
+    method: str,
+    url: str,
+    deadline: float | None = None,
+    partial: Callable[[object], str | None] | None = None,
+    **kw,
+):
     """The answer to ``method url`` on session ``http``, read whole (see the module's docstring),
     whatever its status once the retries are spent; ``deadline``: a ``time.monotonic()`` no try
-    outlives. HttpError when no answer came."""
+    outlives. ``partial``: why a successful answer says it lacks data (a store of a Thanos Query
+    did not answer), or None: such an answer is transient too, tried again like a 503, and
+    once the retries are spent a HttpError saying why. HttpError when no answer came."""
     import requests
 
     why = "no time left"
@@ -236,7 +248,10 @@ def request(src: SourceConfig, http, method: str, url: str, deadline: float | No
             _wait(asked if asked is not None else _backoff(src, attempt), deadline, why)
             continue
         else:
-            return answer
+            lacking = partial(answer) if partial is not None and answer.status_code < 300 else None
+            if lacking is None:
+                return answer
+            why = lacking
         if attempt < src.retries:
             _wait(_backoff(src, attempt), deadline, why)
     raise HttpError(why)

@@ -7,7 +7,8 @@ holds, then per group of hosts (at most ``hosts_per_query``, so each answer stay
 server's sample limits, and at least ``concurrency`` groups, pulled that many at a time so the
 TSDB answers on several cores; split further while a group's longest query is over
 ``query_bytes``, and a host whose name alone is over it is a ``Failure``), first a density
-probe: each metric's samples and series in ``PROBE`` windows over the chunk. A group whose
+probe: each metric's samples and series in ``PROBE`` windows over the chunk and at least the
+``DENSITY_SPAN`` before its end. A group whose
 series hold at most ``raw_per_hour`` samples per series-hour (a 1 h scrape) is pulled raw, in
 one range selector over every metric (``prom-json``, table gpu_samples, exactly the samples a
 file ingest stores): its rollups would be no fewer points. Otherwise one ``query_range`` (step
@@ -22,7 +23,9 @@ table gpu_samples) of:
   its min differs from the last value before it (the previous hour's ``last``, or for the
   chunk's first hour an instant ``last_over_time`` over ``counter_lookback_h``), or where its
   label set is not the one before it (the increment across a new ``pod`` label is only in the
-  samples; the hour is pulled whole with the sample before, from the old set). Such an hour is
+  samples; the hour is pulled whole with the sample before, from the old set). Before the
+  chunk, the sets a record had in its last hour with samples are found as inside it, so a
+  pull starting at any hour stores what a longer one does (``_baseline``). Such an hour is
   searched the same way in ``ZOOM`` windows (one ``query_range`` of min, and max and last where
   they differ), and each changed window's samples are pulled with the sample just before it,
   so the increments between consecutive stored samples are exactly those between consecutive
@@ -37,7 +40,8 @@ Only whole hours that ended ``settle_s`` before now (the TSDB's ``clock``) are p
 (``settled``): the window a pull records ends there, and the next pull's overlap starts from
 it. A range selector covers [t - r, t] on Prometheus 2 and (t - r, t] on 3 and later
 (``/api/v1/status/buildinfo``; ``range_closed`` overrides), so each hour is exactly its
-samples. An answer with ``warnings`` (Thanos' partial response) fails the window. Label values
+samples. An answer with ``warnings`` (Thanos' partial response) is tried again, and fails the
+window when the retries are spent. Label values
 go into PromQL escaped by the exposition's rule (``gpu_labels.quoted``), whatever characters
 they hold. A series without the host label is not pulled. What a TSDB's rollup cannot tell: a
 NaN sample inside an hour whose min equals its max (its mean is not asked for) is counted in n,
@@ -113,6 +117,7 @@ HOST = "Hostname"  # the label the parsers read the host from (ingest.gpu_labels
 NEAR = timedelta(minutes=1)  # where a series scraped every few seconds has its sample before
 ZOOM = timedelta(minutes=5)  # the windows a counter's changed hour is searched in
 PROBE = timedelta(hours=6)  # the windows a host group's samples per series-hour are counted in
+DENSITY_SPAN = timedelta(days=1)  # the least span before a chunk's end they are counted over
 FEW = 16  # samples of the span before a changed hour read whole rather than searched
 _MS = 0.001
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")  # a metric name (``metrics`` may hold patterns)
@@ -144,8 +149,9 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
                 f"match[]={_any_metric(shown)} {span}"
             ),
             (
-                f"POST {url}/api/v1/query_range step={PROBE.total_seconds():g} (density probe, "
-                f"per host group) query={_density_query(shown, group, '<probe>')}"
+                f"POST {url}/api/v1/query_range step={PROBE.total_seconds():g} (density probe over "
+                f"the chunk and at least {DENSITY_SPAN.days} day before its end, per host group) "
+                f"query={_density_query(shown, group, '<probe>')}"
             ),
             (
                 f"POST {url}/api/v1/query time={last} (a group at most "
@@ -160,7 +166,9 @@ def plan(src: SourceConfig, window: Window) -> list[str]:
         if _counters(shown):
             out.append(
                 f"POST {url}/api/v1/query time={first - HOUR_S} "
-                f"query={_baseline_query(shown, group)}"
+                f"query={_baseline_query(shown, group)} (then, for a counter seen under several "
+                f"label sets there, POST {url}/api/v1/query_range step={HOUR_S} of count_over_time "
+                "of those series: the sets of its last hour with samples)"
             )
         if src.options["counters"]:
             out.append(
@@ -290,34 +298,7 @@ def _fetch_group(
     yield Document(
         f"{src.name}/rollups/{tag}", _without_split_hours(body, answer, rows), "prom-rollup"
     )
-    baseline = None
-    if _counters(src):
-        answer = _json(
-            src,
-            _post(
-                src,
-                session,
-                "/api/v1/query",
-                {"query": _baseline_query(src, group), "time": first - HOUR_S},
-            ),
-        )
-        before = answer["data"]["result"]
-        baseline = (
-            pl.DataFrame(
-                {
-                    "key": [series_key(s["metric"]) for s in before],
-                    "record": [record_series(s["metric"]) for s in before],
-                    "before": [float(s["value"][1]) for s in before],
-                },
-                schema={"key": pl.Utf8, "record": pl.Utf8, "before": pl.Float64},
-            )
-            .group_by("record")
-            .agg(
-                # several label sets in the lookback: which one was last is not known
-                before=pl.when(pl.len() == 1).then(pl.col("before").first()),
-                before_keys=pl.col("key").sort(),
-            )
-        )
+    baseline = _baseline(src, session, chunk, group, closed) if _counters(src) else None
     series: dict[str, dict] = {}  # key -> {"metric": labels, "values": {t: value}}
     targets = _raw_targets(rows, baseline, set(_counters(src)), chunk, src)
     for metric, before, hour, zoom, keys, priors, counts in targets:
@@ -344,6 +325,96 @@ def _fetch_group(
         yield Document(f"{src.name}/samples/{tag}", orjson.dumps(doc), "prom-json")
 
 
+def _baseline(src, session, chunk: Window, group: str, closed: bool) -> pl.DataFrame:
+    """Per counter record series, what the chunk's first hour is compared with, as a later hour
+    is with the hour before it (``_changes``): the label sets of its last hour with samples
+    within ``counter_lookback_h`` before the chunk (``before_keys``) and, where that hour held
+    one set, its last value (``before``). One instant query gives each series' last value in
+    the lookback. A record found there under several label sets (a job's pod label came or
+    went) has its series' hours counted (``_last_hours``): its last hour (``before_hour``, with
+    its samples ``before_n``) is where the sample before the chunk is looked for, as it is for a
+    later hour. So the chunk's first hour is pulled as it would be inside a longer chunk: what
+    is stored does not depend on the hour a pull starts at."""
+    t = _epoch(chunk.start) - _MS
+    result = _json(
+        src, _post(src, session, "/api/v1/query", {"query": _baseline_query(src, group), "time": t})
+    )["data"]["result"]
+    keys = pl.DataFrame(
+        {
+            "key": [series_key(s["metric"]) for s in result],
+            "record": [record_series(s["metric"]) for s in result],
+            "before": [float(s["value"][1]) for s in result],
+        },
+        schema={"key": pl.Utf8, "record": pl.Utf8, "before": pl.Float64},
+    ).unique("key", keep="first", maintain_order=True)
+    hours = pl.DataFrame(schema={"key": pl.Utf8, "hour": pl.Datetime("us"), "n": pl.Int64})
+    several = keys.filter(pl.len().over("record") > 1)
+    if several.height:
+        hours = _last_hours(src, session, chunk, several["key"].to_list(), closed)
+    # a record whose hours were not found (none counted) keeps every set it was seen under
+    keys = (
+        keys.join(hours, on="key", how="left")
+        .with_columns(last=pl.col("hour").max().over("record"))
+        .filter(pl.col("last").is_null() | (pl.col("hour") == pl.col("last")))
+    )
+    return keys.group_by("record").agg(
+        before=pl.when(pl.len() == 1).then(pl.col("before").first()),
+        before_keys=pl.col("key").sort(),
+        before_hour=pl.col("last").first(),
+        before_n=pl.col("n").sum().cast(pl.Int64),
+    )
+
+
+def _last_hours(src, session, chunk: Window, keys: list[str], closed: bool) -> pl.DataFrame:
+    """(key, hour, n) of the series ``keys``: the last hour of the lookback before the chunk in
+    which each has samples, and how many, from one ``query_range`` of their samples per hour
+    (a point only for an hour that has some)."""
+    by_metric: dict[str, list[str]] = {}
+    for key in keys:
+        by_metric.setdefault(json.loads(key)["__name__"], []).append(key)
+    rng = _range(timedelta(hours=1), closed)
+    query = _either(
+        [
+            _host_renamed(
+                src,
+                _named(
+                    _named(
+                        f"count_over_time({m}{{{', '.join(_series_matchers(src, ks))}}}[{rng}])",
+                        "__name__",
+                        m,
+                    ),
+                    ROLLUP_LABEL,  # ``or`` matches series without their __name__
+                    rollup_label(m, "n"),
+                ),
+            )
+            for m, ks in by_metric.items()
+        ]
+    )
+    end = _epoch(chunk.start) - _MS
+    lookback = int(src.options["counter_lookback_h"]) * HOUR_S
+    form = {"query": query, "start": end - lookback + HOUR_S, "end": end, "step": HOUR_S}
+    result = _json(src, _post(src, session, "/api/v1/query_range", form))["data"]["result"]
+    last = [max(s["values"], key=lambda p: float(p[0])) for s in result if s["values"]]
+    return (
+        pl.DataFrame(
+            {
+                "key": [series_key(s["metric"]) for s in result if s["values"]],
+                "t": [float(p[0]) for p in last],
+                "n": [int(float(p[1])) for p in last],
+            },
+            schema={"key": pl.Utf8, "t": pl.Float64, "n": pl.Int64},
+        )
+        .select(
+            "key",
+            hour=pl.from_epoch(
+                ((pl.col("t") // HOUR_S) * HOUR_S).cast(pl.Int64), time_unit="s"
+            ).cast(pl.Datetime("us")),
+            n="n",
+        )
+        .filter(pl.col("key").is_in(keys))
+    )
+
+
 def _without_split_hours(body: bytes, answer: dict, rows: pl.DataFrame) -> bytes:
     """The rollup answer without the points of the hours a GPU's metric spent under several
     label sets (``split``): no one set's rollup is the hour's, and the hour's raw samples are
@@ -362,17 +433,20 @@ def _without_split_hours(body: bytes, answer: dict, rows: pl.DataFrame) -> bytes
 def _sparse(src, session, chunk: Window, group: str, closed: bool) -> bool:
     """Whether the group's series hold at most ``raw_per_hour`` samples per series-hour: their
     raw samples are then no more points than their rollups (2 to 5 a series-hour) and the TSDB
-    computes nothing. Measured over the chunk in ``PROBE`` windows (one ``query_range`` of each
-    metric's summed sample count and series count per window; a window where a series has no
-    sample does not count for it); a chunk with no samples takes the rollups."""
+    computes nothing. Measured in ``PROBE`` windows over the chunk and at least the
+    ``DENSITY_SPAN`` before its end (one ``query_range`` of each metric's summed sample count and
+    series count per window; a window where a series has no sample does not count for it): a
+    scrape interval is the series', not the window's, so an hourly pull's few hours holding the
+    last samples before a host went down are not taken for a sparse scrape (and stored raw where
+    a longer chunk stores rollups). A span with no samples takes the rollups."""
     most = float(src.options["raw_per_hour"])
     if most <= 0:
         return False
-    window = min(PROBE, chunk.end - chunk.start)
-    step = window.total_seconds()
+    windows = -(-max(chunk.end - chunk.start, DENSITY_SPAN) // PROBE)
+    step = PROBE.total_seconds()
     form = {
-        "query": _density_query(src, group, _range(window, closed)),
-        "start": _epoch(chunk.start) + step - _MS,
+        "query": _density_query(src, group, _range(PROBE, closed)),
+        "start": _epoch(chunk.end) - _MS - (windows - 1) * step,
         "end": _epoch(chunk.end) - _MS,
         "step": step,
     }
@@ -380,7 +454,7 @@ def _sparse(src, session, chunk: Window, group: str, closed: bool) -> bool:
     total = {"samples": 0.0, "series": 0.0}
     for s in answer:
         total[s["metric"][ROLLUP_LABEL].rpartition(":")[2]] += sum(float(v) for _, v in s["values"])
-    return 0 < total["samples"] <= most * total["series"] * window / timedelta(hours=1)
+    return 0 < total["samples"] <= most * total["series"] * PROBE / timedelta(hours=1)
 
 
 def _raw_samples(src, session, chunk: Window, group: str, closed: bool) -> bytes:
@@ -414,7 +488,8 @@ def _raw_targets(
     """(metric, before, hour, zoom, series keys, their values before the hour, the sample
     counts of the spans before): the series-hours whose raw samples to pull, by metric, hour
     and ``before``, the span [from, to) whose last sample is the one before the hour (a
-    counter's previous hour with samples, the lookback before the chunk, or none). ``zoom``: a
+    counter's previous hour with samples, in the chunk or, where the baseline found it, before
+    it; else the lookback before the chunk; or none). ``zoom``: a
     counter's changed hours, whose changed ``ZOOM`` windows are found first; an unusable
     rollup's hour, and a counter's hour whose label set is not the one before it, are pulled
     whole, the latter with the label sets of the hour before (its sample before is theirs)."""
@@ -423,7 +498,10 @@ def _raw_targets(
         rows = rows.join(baseline, on="record", how="left")
     else:
         rows = rows.with_columns(
-            before=pl.lit(None, pl.Float64), before_keys=pl.lit(None, pl.List(pl.Utf8))
+            before=pl.lit(None, pl.Float64),
+            before_keys=pl.lit(None, pl.List(pl.Utf8)),
+            before_hour=pl.lit(None, pl.Datetime("us")),
+            before_n=pl.lit(None, pl.Int64),
         )
     rows = _changes(rows.with_columns(metric=pl.col("key").str.json_path_match("$.__name__")))
     counter = pl.col("metric").is_in(list(counters)) | pl.col("metric").str.starts_with(
@@ -435,6 +513,8 @@ def _raw_targets(
         "metric",
         span=pl.when(counter & prev.is_not_null())
         .then(pl.concat_list(prev, prev + timedelta(hours=1)))
+        .when(counter & pl.col("before_hour").is_not_null())
+        .then(pl.concat_list("before_hour", pl.col("before_hour") + timedelta(hours=1)))
         .when(counter & pl.col("before_keys").is_not_null())
         .then(pl.concat_list(pl.lit(lookback), pl.lit(chunk.start)))
         .otherwise(pl.concat_list("hour", "hour")),
@@ -445,7 +525,10 @@ def _raw_targets(
         .then(pl.concat_list(own, "prior_keys").list.unique(maintain_order=True))
         .otherwise(own),
         prior="prior",
-        count=pl.when(prev.is_not_null()).then("prev_n"),
+        count=pl.when(prev.is_not_null())
+        .then("prev_n")
+        .when(counter & pl.col("before_hour").is_not_null())
+        .then("before_n"),
     )
     groups = (
         picked.explode("key")
@@ -803,7 +886,8 @@ def _post(src, session, path: str, form: dict) -> bytes:
 
 def _request(src: SourceConfig, session, method: str, path: str, params: dict) -> bytes:
     """The body of a successful answer, else SourceError with Prometheus' own reason. A redirect
-    is not followed (credentials go only to ``url``)."""
+    is not followed (credentials go only to ``url``); an answer that says it may lack data is
+    tried again (``_incomplete``)."""
     url = _base(src) + path
     try:
         r = request(
@@ -811,12 +895,13 @@ def _request(src: SourceConfig, session, method: str, path: str, params: dict) -
             session,
             method,
             url,
+            partial=_incomplete,
             **({"params": params} if method == "GET" else {"data": params}),
         )
     except HttpError as exc:
         raise SourceError(f"{src.name}: {url}: {exc}") from None
     if r.status_code < 400 and r.content.startswith(_SUCCESS):
-        return _whole(src, url, r.content)  # not decoded twice: the caller or the parser reads it
+        return r.content  # not decoded twice: the caller or the parser reads it
     if 300 <= r.status_code < 400:
         raise SourceError(
             f"{src.name}: {url}: HTTP {r.status_code} redirects to "
@@ -832,24 +917,27 @@ def _request(src: SourceConfig, session, method: str, path: str, params: dict) -
         )
         hint = " (lower hosts_per_query)" if "too many samples" in str(reason) else ""
         raise SourceError(f"{src.name}: {url}: HTTP {r.status_code}: {reason}{hint}")
-    return _whole(src, url, r.content)
+    return r.content
 
 
-def _whole(src: SourceConfig, url: str, body: bytes) -> bytes:
-    """``body``, or SourceError when the answer says it may lack data: any ``warnings`` (Thanos
-    Query and Mimir answer with the stores they could reach and "partial response: ..." when one
-    is down; no warning says the answer is whole). The window fails and is pulled again; a
-    ``"warnings"`` inside a label value costs only a decode."""
+def _incomplete(answer) -> str | None:
+    """Why a successful answer may lack data, or None: any ``warnings`` (Thanos Query and Mimir
+    answer with the stores they could reach and "partial response: ..." when one is down; no
+    warning says the answer is whole). Such an answer is tried again as a store that did not
+    answer may the next time; when the retries are spent the window fails and the next pull
+    pulls it. A ``"warnings"`` inside a label value costs only a decode."""
+    body = answer.content
     if b'"warnings"' not in body:
-        return body
+        return None
     try:
-        warnings = orjson.loads(body).get("warnings")
-    except (orjson.JSONDecodeError, AttributeError):
-        return body  # not a JSON object: reading it says so
-    if not warnings:
-        return body
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None  # not JSON: reading it says so
+    warnings = doc.get("warnings") if isinstance(doc, dict) else None
+    if not warnings or doc.get("status") != "success":
+        return None
     said = "; ".join(map(str, warnings if isinstance(warnings, list) else [warnings]))
-    raise SourceError(f"{src.name}: {url}: the answer may be incomplete: {said[:300]}")
+    return f"the answer may be incomplete: {said[:300]}"
 
 
 def _json(src: SourceConfig, body: bytes):

@@ -6,8 +6,6 @@ label values of any characters are pulled as the file ingest stores them."""
 
 from __future__ import annotations
 
-import gzip
-import json
 from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
@@ -25,7 +23,6 @@ from sources.pull import cursors
 from sources.pull import pull
 from tests.servers import prometheus as server
 from tests.servers.faultproxy import FaultProxy
-from tests.servers.faultproxy import Rewrite
 from warehouse.store import Warehouse
 
 START = datetime(2026, 11, 19)  # the fleet's ten days of scrapes
@@ -137,32 +134,13 @@ def test_time_not_yet_come_is_never_marked_done(prom, tmp_path, monkeypatch):
     assert log["window_end"].max() <= latest()
 
 
-def _thanos_partial(host: str):
-    """A Thanos Query answer while the store holding ``host`` is down: its series are missing
-    and a warning says so."""
-
-    def rewrite(body: bytes) -> bytes:
-        zipped = body[:2] == b"\x1f\x8b"  # the client asked for gzip
-        doc = json.loads(gzip.decompress(body) if zipped else body)
-        doc["data"]["result"] = [
-            s for s in doc["data"]["result"] if s["metric"].get("Hostname") != host
-        ]
-        doc["warnings"] = [
-            'partial response: store 10.0.0.7:10901 (labels: [zone="b"]) unavailable'
-        ]
-        out = json.dumps(doc).encode()
-        return gzip.compress(out) if zipped else out
-
-    return rewrite
-
-
 def test_a_partial_response_is_a_failed_window_and_pulled_again(prom, fleet, tmp_path):
     since, until = datetime(2026, 11, 21), datetime(2026, 11, 22)
     host = min(f.parent.name for f in fleet)
     wh = Warehouse(tmp_path / "home")
 
     def rule(seen):
-        return Rewrite(_thanos_partial(host)) if "/query_range" in seen.path else None
+        return server.partial_response(host) if "/query_range" in seen.path else None
 
     with FaultProxy(prom, rule) as proxy:
         [failed] = pull(wh, [_source(proxy.url)], since=since, until=until)
@@ -182,6 +160,34 @@ def test_a_partial_response_is_a_failed_window_and_pulled_again(prom, fleet, tmp
     q = f"SELECT {cols} FROM gpu_rollups ORDER BY ALL"
     assert wh.query(q).equals(clean.query(q))
     assert host in wh.query("SELECT DISTINCT host FROM gpu_rollups")["host"].to_list()
+
+
+def test_a_partial_response_that_passes_is_tried_again_within_the_pull(prom, fleet, tmp_path):
+    """A store flapping for a moment: the first answer of each kind is partial, the request is
+    tried again (as after a 503) and the window stored whole; one partial answer among a pull's
+    many requests does not fail the window and leave it to grow until the next."""
+    since, until = datetime(2026, 11, 21), datetime(2026, 11, 22)
+    host = min(f.parent.name for f in fleet)
+    partial = server.partial_response(host)
+    hit: set[str] = set()
+
+    def rule(seen):
+        path = seen.path.split("?")[0]
+        if path in hit:
+            return None
+        hit.add(path)
+        return partial
+
+    wh = Warehouse(tmp_path / "home")
+    with FaultProxy(prom, rule) as proxy:
+        reports = pull(wh, [_source(proxy.url)], since=since, until=until)
+    assert [(r.status, r.error) for r in reports] == [("ok", None)]
+    assert len(proxy.faults) >= 3  # the host list, the rollups and a query each once
+    clean = Warehouse(tmp_path / "clean")
+    pull(clean, [_source(prom)], since=since, until=until)
+    cols = "hour, host, gpu, uuid, metric, n, mean, min, max, last"
+    q = f"SELECT {cols} FROM gpu_rollups ORDER BY ALL"
+    assert wh.query(q).equals(clean.query(q)) and host in wh.query(q)["host"].to_list()
 
 
 ODD_START = datetime(2026, 11, 25)
@@ -261,3 +267,81 @@ def test_a_query_limit_splits_host_groups_and_pulls_the_same(odd, tmp_path):
     assert got[0].height == 2 * 6 * len(ODD_HOSTS) and got[0].equals(got[1])
     assert max(len(r.body) for r in sent[1]) <= 13_000 < max(len(r.body) for r in sent[0])
     assert len(sent[1]) > len(sent[0])
+
+
+SCHEDULE_START = datetime(2026, 11, 23)  # eleven hours scraped every minute
+SCHEDULE_HOURS = 11
+
+
+def _schedule_scrape() -> str:
+    """Two GPUs scraped every minute: one on a Kubernetes node whose job's ``pod`` label comes
+    at 01:30 and goes at 06:30, one on a host that goes down right after its 05:00 scrape."""
+    lines = ["# TYPE DCGM_FI_DEV_GPU_TEMP gauge", "# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter"]
+    for k in range(SCHEDULE_HOURS * 60):
+        t = SCHEDULE_START + k * timedelta(minutes=1) + timedelta(seconds=0.5)
+        ms = int((t - datetime(1970, 1, 1)).total_seconds() * 1000)
+        job = timedelta(hours=1, minutes=30) <= t - SCHEDULE_START < timedelta(hours=6, minutes=30)
+        hosts = [("k8s-1", ',pod="job-1"' if job else "")]
+        if t < SCHEDULE_START + timedelta(hours=5, minutes=1):
+            hosts.append(("down-1", ""))
+        for host, pod in hosts:
+            labels = f'gpu="0",UUID="GPU-{host}",Hostname="{host}"{pod}'
+            lines.append(f"DCGM_FI_DEV_GPU_TEMP{{{labels}}} {40 + k % 7} {ms}")
+            lines.append(f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{labels}}} 0 {ms}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def schedule(tmp_path_factory):
+    """The same hours pulled hourly (this machine's clock set to a quarter past each hour) and
+    by one pull: the two warehouses."""
+    folder = tmp_path_factory.mktemp("schedule")
+    (folder / "scrape.prom").write_text(_schedule_scrape())
+    files = [folder / "scrape.prom"]
+    home = tmp_path_factory.mktemp("homes")
+    with server.serve(server.blocks(files), tmp_path_factory.mktemp("prometheus")) as url:
+        hourly = Warehouse(home / "hourly")
+        with pytest.MonkeyPatch.context() as mp:
+            for i in range(SCHEDULE_HOURS):
+                now = SCHEDULE_START + (i + 1) * HOUR + timedelta(minutes=15)
+                mp.setattr(pulling, "now", lambda now=now: now)
+                reports = pull(hourly, [_source(url)], since=SCHEDULE_START if i == 0 else None)
+                assert [r.status for r in reports] == ["ok"], [r.error for r in reports]
+        log = hourly.read("pull_log")
+        once = Warehouse(home / "once")
+        reports = pull(
+            once, [_source(url)], since=log["window_start"].min(), until=log["window_end"].max()
+        )
+        assert [r.status for r in reports] == ["ok"]
+    return hourly, once
+
+
+def _stored(wh: Warehouse, table: str, host: str):
+    time = "hour" if table == "gpu_rollups" else "time"
+    return wh.query(
+        f"SELECT * EXCLUDE (source_file) FROM {table} WHERE host = '{host}' ORDER BY {time}, metric"
+    )
+
+
+def test_hourly_pulls_across_a_pod_label_change_store_what_one_pull_does(schedule):
+    """The hour after the job's pod label came (or went) is pulled raw with the sample before
+    from the old label set, by one pull and by hourly ones alike: a pull starting at a later
+    hour, its lookback holding both sets, does not take every first hour for a changed one."""
+    hourly, once = schedule
+    raw = _stored(once, "gpu_samples", "k8s-1")
+    hours = raw["time"].dt.truncate("1h").unique().sort().to_list()
+    # the hours split between two label sets, the hours after them, and each one's sample before
+    assert [h - SCHEDULE_START for h in hours] == [timedelta(hours=h) for h in (0, 1, 2, 5, 6, 7)]
+    assert _stored(hourly, "gpu_samples", "k8s-1").equals(raw)
+    assert _stored(hourly, "gpu_rollups", "k8s-1").equals(_stored(once, "gpu_rollups", "k8s-1"))
+
+
+def test_hourly_pulls_of_a_host_that_went_down_store_what_one_pull_does(schedule):
+    """A pull whose hours hold only the last scrape before the host went down measures the
+    host's scrape interval as a longer pull does: rollups, not its raw samples."""
+    hourly, once = schedule
+    assert _stored(once, "gpu_samples", "down-1").height == 0
+    assert _stored(hourly, "gpu_samples", "down-1").height == 0
+    rolled = _stored(once, "gpu_rollups", "down-1")
+    assert rolled.height == 2 * 6 and rolled["n"].to_list()[-2:] == [1, 1]
+    assert _stored(hourly, "gpu_rollups", "down-1").equals(rolled)

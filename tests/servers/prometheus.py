@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -26,6 +27,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+
+from tests.servers.faultproxy import Rewrite
 
 START_TIMEOUT_S = 120  # a loaded machine opens the blocks slowly
 BLOCK_DURATION = "744h"  # a month per block: a few blocks, not one per 2 h
@@ -183,6 +186,38 @@ def serve(data: Path, tmp: Path) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+PARTIAL_WARNING = 'partial response: store 10.0.0.7:10901 (labels: [zone="b"]) unavailable'
+
+
+def partial_response(host: str) -> Rewrite:
+    """A Thanos Query answer while the store holding ``host`` is down (for the fault proxy): its
+    series, or its value in a label-values answer, missing, and a warning saying so. An answer
+    that is not JSON passes unchanged."""
+
+    def rewrite(body: bytes) -> bytes:
+        zipped = body[:2] == b"\x1f\x8b"  # the client asked for gzip
+        try:
+            doc = json.loads(gzip.decompress(body) if zipped else body)
+        except ValueError:
+            return body
+        if not isinstance(doc, dict):
+            return body
+        data = doc.get("data")
+        if isinstance(data, list):
+            doc["data"] = [v for v in data if v != host]
+        elif isinstance(data, dict) and isinstance(data.get("result"), list):
+            data["result"] = [
+                s
+                for s in data["result"]
+                if not (isinstance(s, dict) and s.get("metric", {}).get("Hostname") == host)
+            ]
+        doc["warnings"] = [PARTIAL_WARNING]
+        out = json.dumps(doc).encode()
+        return gzip.compress(out) if zipped else out
+
+    return Rewrite(rewrite)
 
 
 HOURLY_KEYS = ["hour", "cluster", "host", "gpu", "uuid", "pci_bus", "metric"]
