@@ -18,6 +18,7 @@ from warehouse._sql import literal_path
 from warehouse._sql import sql_str
 from warehouse._sql import typed
 from warehouse._sql import typed_scan
+from warehouse.layout import STAGING
 from warehouse.layout import Layout
 from warehouse.lock import WriterLock
 from warehouse.schemas import TABLES
@@ -113,7 +114,7 @@ class Catalog:
         files = sql_str(f"{literal_path(root)}/{name}/**/*.parquet")
         scan = f"read_parquet({files}, hive_partitioning = true, union_by_name = true"
         if spec.kind == "ingest" and (guard or (guard is None and self.layout.committed_stages())):
-            commits = sql_str(f"{literal_path(root)}/_staging/*/COMMIT")
+            commits = sql_str(f"{literal_path(root)}/{STAGING}/*/COMMIT")
             scan = (
                 f"(SELECT * EXCLUDE (filename) FROM {scan}, filename = true) WHERE NOT EXISTS ("
                 f"SELECT 1 FROM glob({commits}) g "
