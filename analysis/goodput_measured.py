@@ -10,9 +10,9 @@ instead of ``assumed``.
 
 Which parts rest on those assumptions is a column of every row (``assumed_parts``): restart and
 checkpoint always (no record says how long a restore or a save took), lost work unless the
-checkpoint times were measured; the queue and other gaps are measured. An attempt that ran but
-shows no end ended when the chain's next attempt started; a chain's GPUs are its largest
-attempt's (an attempt seen only from events, or from part of its pods, carries fewer).
+checkpoint times were measured; the queue, other gaps and slowness are measured. An attempt
+that ran but shows no end ended when the chain's next attempt started; a chain's GPUs are its
+largest attempt's (an attempt seen only from events, or from part of its pods, carries fewer).
 
 Per attempt, after overlaps between attempts are trimmed (so the books close exactly):
 - restart     = min(restart_s, attempt length) for attempts 2..n;
@@ -22,10 +22,15 @@ Per attempt, after overlaps between attempts are trimmed (so the books close exa
   a later attempt had to redo it (also one still running: such chains end at their last
   ended attempt, with final_state RUNNING), and ``other`` if the chain ended there without
   completing;
+- ``slow``: of the work kept (the compute up to the last checkpoint; all of it in an attempt
+  that completed), the time lost running slow (``slow_periods``: each period's extra time
+  times the share of the period inside that window), at most the work kept; a period without
+  times is spread over the chain's kept work. What the job redid is lost work already, not
+  slowness too. Productive time is the rest: time at full speed;
 - the gap before an attempt is ``queue_after_failure`` when the previous attempt did not
   complete, else ``other``.
-wall = productive + lost_work + restart + checkpoint + queue_after_failure + other exactly
-(integer microseconds before conversion to hours); goodput = productive / wall.
+wall = productive + slow + lost_work + restart + checkpoint + queue_after_failure + other
+exactly (integer microseconds before conversion to hours); goodput = productive / wall.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from warehouse.schemas import conform
 
 KEYS = ["cluster", "scheduler", "job_id"]
 BADPUT = (
+    "slow_hours",
     "lost_work_hours",
     "restart_hours",
     "checkpoint_hours",
@@ -68,6 +74,7 @@ def measure(
     ckpt_cost_s: float = CKPT_COST_S,
     restart_s: float = RESTART_S,
     checkpoints: pl.DataFrame | None = None,
+    slow_periods: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """``goodput_jobs`` rows from job attempts.
 
@@ -75,7 +82,8 @@ def measure(
     time and optionally scheduler and event): the completion time of each checkpoint (see
     ``durable_times``); those times replace the fixed interval for the jobs they name, whose
     ``method`` is then ``measured``; jobs without rows in it fall back to the interval
-    (``assumed``). The assumptions used are columns of every row.
+    (``assumed``). ``slow_periods`` (optional): the time jobs lost running slow, taken out of
+    their kept work (``slow``). The assumptions used are columns of every row.
     """
     if checkpoints is not None:
         checkpoints = durable_times(checkpoints, ckpt_cost_s)
@@ -85,7 +93,9 @@ def measure(
     a = _interval_checkpoints(a, tau, dlt)
     if checkpoints is not None and checkpoints.height:
         a = _exact_checkpoints(a, checkpoints, dlt)
-    jobs = _chains(_split_time(a))
+    a = _split_time(a)
+    a = _slow_time(a, slow_periods)
+    jobs = _chains(a)
     return conform("goodput_jobs", _in_hours(jobs, ckpt_interval_s, ckpt_cost_s, restart_s))
 
 
@@ -174,6 +184,8 @@ def _interval_checkpoints(a: pl.DataFrame, tau: int, dlt: int) -> pl.DataFrame:
         .with_columns(
             (pl.col("_nck") * dlt).alias("_ckpt"),
             (pl.col("_nck") * tau).alias("_kept"),
+            # where the work kept ends: its last whole segment's
+            (pl.col("_s") + pl.col("_restart") + pl.col("_nck") * (tau + dlt)).alias("_kept_end"),
         )
         .with_columns(pl.lit(False).alias("_exact"))
     )
@@ -201,7 +213,7 @@ def _exact_checkpoints(a: pl.DataFrame, checkpoints: pl.DataFrame, dlt: int) -> 
             (pl.col("_n_exact") * dlt).clip(upper_bound=pl.col("_span")).alias("_ckpt_exact")
         )
         .with_columns((pl.col("_span") - pl.col("_ckpt_exact")).alias("_kept_exact"))
-        .select("_row", "_ckpt_exact", "_kept_exact", "_n_exact")
+        .select("_row", "_ckpt_exact", "_kept_exact", "_n_exact", "_last_ck")
     )
     named = ck.select(ck_keys).unique().with_columns(pl.lit(True).alias("_named"))
     exact = pl.col("_exact")
@@ -219,6 +231,10 @@ def _exact_checkpoints(a: pl.DataFrame, checkpoints: pl.DataFrame, dlt: int) -> 
             .otherwise("_kept")
             .alias("_kept"),
             pl.when(exact).then(pl.col("_n_exact").fill_null(0)).otherwise("_nck").alias("_nck"),
+            pl.when(exact)
+            .then(pl.col("_last_ck").fill_null(pl.col("_s") + pl.col("_restart")))
+            .otherwise("_kept_end")
+            .alias("_kept_end"),
         )
     )
 
@@ -239,7 +255,50 @@ def _split_time(a: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-_PARTS_US = ("_prod", "_lost", "_restart", "_ckpt", "_queue", "_other")
+def _slow_time(a: pl.DataFrame, periods: pl.DataFrame | None) -> pl.DataFrame:
+    """``_split_time`` rows with ``_slow``: the work each attempt kept but lost running slow
+    (module docstring), taken out of ``_prod``."""
+    if periods is None or periods.height == 0:
+        return a.with_columns(pl.lit(0, pl.Int64).alias("_slow"))
+    keys = [k for k in ("cluster", "job_id") if k in periods.columns]
+    p = periods.filter(pl.col("extra_hours").fill_null(0) > 0).select(
+        *keys,
+        _ps=pl.col("start_time").dt.epoch("us"),
+        _pe=pl.col("end_time").dt.epoch("us"),
+        _px=(pl.col("extra_hours") * HOUR_US).round().cast(pl.Int64),
+    )
+    ok = pl.col("_state") == "COMPLETED"
+    win = a.select(
+        "_row",
+        *keys,
+        _w0=pl.col("_s") + pl.col("_restart"),
+        _w1=pl.when(ok).then(pl.col("_e")).otherwise("_kept_end"),
+    )
+    timed = win.join(p.filter(pl.col("_ps").is_not_null() & pl.col("_pe").is_not_null()), on=keys)
+    lap = (pl.min_horizontal("_w1", "_pe") - pl.max_horizontal("_w0", "_ps")).clip(lower_bound=0)
+    span = (pl.col("_pe") - pl.col("_ps")).clip(lower_bound=1)
+    # in floating point: extra x overlap in microseconds squared outgrows 64-bit integers
+    placed = timed.group_by("_row").agg(
+        _in=(pl.col("_px").cast(pl.Float64) * lap.cast(pl.Float64) / span).sum(),
+    )
+    # periods without times: over the chain's kept work, in proportion
+    untimed = (
+        p.filter(pl.col("_ps").is_null() | pl.col("_pe").is_null())
+        .group_by(keys)
+        .agg(_ux=pl.col("_px").sum())
+    )
+    out = a.join(placed, on="_row", how="left").join(untimed, on=keys, how="left")
+    chain_prod = pl.col("_prod").sum().over(KEYS)
+    spread = pl.when(chain_prod > 0).then(pl.col("_ux").fill_null(0) * pl.col("_prod") / chain_prod)
+    slow = (pl.col("_in").fill_null(0) + spread.fill_null(0)).round().cast(pl.Int64)
+    return (
+        out.with_columns(_slow=pl.min_horizontal(slow, pl.col("_prod")).clip(lower_bound=0))
+        .with_columns(_prod=pl.col("_prod") - pl.col("_slow"))
+        .drop("_in", "_ux")
+    )
+
+
+_PARTS_US = ("_prod", "_slow", "_lost", "_restart", "_ckpt", "_queue", "_other")
 
 
 def _chains(a: pl.DataFrame) -> pl.DataFrame:
@@ -275,6 +334,7 @@ def _in_hours(
     return jobs.with_columns(
         (pl.col("_wall") * h).alias("wall_hours"),
         (pl.col("_prod") * h).alias("productive_hours"),
+        (pl.col("_slow") * h).alias("slow_hours"),
         (pl.col("_lost") * h).alias("lost_work_hours"),
         (pl.col("_restart") * h).alias("restart_hours"),
         (pl.col("_ckpt") * h).alias("checkpoint_hours"),
@@ -373,10 +433,17 @@ def refresh_goodput_jobs(
     restart_s: float = RESTART_S,
     checkpoints: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """Read ``job_attempts`` (and ``checkpoints`` unless given), write ``goodput_jobs``;
-    returns the written rows."""
+    """Read ``job_attempts``, ``slow_periods`` (and ``checkpoints`` unless given), write
+    ``goodput_jobs``; returns the written rows."""
     if checkpoints is None:
         checkpoints = wh.read("checkpoints")
-    jobs = measure(wh.read("job_attempts"), ckpt_interval_s, ckpt_cost_s, restart_s, checkpoints)
+    jobs = measure(
+        wh.read("job_attempts"),
+        ckpt_interval_s,
+        ckpt_cost_s,
+        restart_s,
+        checkpoints,
+        wh.read("slow_periods"),
+    )
     wh.replace_table("goodput_jobs", jobs)
     return jobs

@@ -15,6 +15,7 @@ import polars as pl
 
 from analysis.goodput_measured import chain_gpus
 from analysis.goodput_measured import fleet_mtti
+from warehouse.schemas import FAIL_SLOW
 
 ALL = "all"
 # What a projection's 95% band holds and what it does not, said once (CLI summary, report).
@@ -28,8 +29,9 @@ MONTHLY = r"^\d{4}-\d{2}$"  # the monthly windows' names ('YYYY-MM'); as ``windo
 def selected_rates(
     failure_rates: pl.DataFrame, window: str = ALL, stratum: str = ALL
 ) -> pl.DataFrame:
-    """The AIC-selected row of each class for ``window`` ('all', one month 'YYYY-MM', or
-    ``MONTHLY`` for every month) and ``stratum`` (every column)."""
+    """The AIC-selected row of each fail-stop class for ``window`` ('all', one month 'YYYY-MM',
+    or ``MONTHLY`` for every month) and ``stratum`` (every column); the fail-slow episodes
+    (``FAIL_SLOW``) are no interruption rate to project."""
     if failure_rates.height == 0:
         return failure_rates
     in_window = (
@@ -39,6 +41,7 @@ def selected_rates(
         pl.col("selected").fill_null(False)
         & in_window
         & (pl.col("stratum").fill_null(ALL) == stratum)
+        & (pl.col("component_class") != FAIL_SLOW)
     )
 
 
@@ -85,13 +88,20 @@ def weighted_goodput() -> pl.Expr:
     return pl.when(den > 0).then(num / den).otherwise(None)
 
 
+def slow_gpu_hours() -> pl.Expr:
+    """The work job chains (``goodput_jobs`` rows) lost running slow, in GPU-hours:
+    Σ n_gpus·slow_hours."""
+    return (pl.col("n_gpus").fill_null(0) * pl.col("slow_hours").fill_null(0.0)).sum()
+
+
 def fleet_headline(
     attempts: pl.DataFrame, interruptions: pl.DataFrame, goodput_jobs: pl.DataFrame
 ) -> dict:
     """The fleet's headline numbers. Keys: attempts, jobs (chains), gpu_hours, interruptions
     (rows), planned, unexpected, infrastructure, workload, lost_gpu_hours (unexpected),
     span_hours, mtti_infrastructure_hours, mtti_all_hours, goodput_gpu_hours (weighted by
-    GPU-hours; None without job chains), goodput_mean (mean over the chains' goodput)."""
+    GPU-hours; None without job chains), goodput_mean (mean over the chains' goodput),
+    slow_gpu_hours (the chains' work lost running slow, in GPU-hours)."""
     fm = fleet_mtti(attempts, interruptions)
     unplanned = interruptions.filter(~pl.col("planned").fill_null(False))
     jobs = goodput_jobs.filter(pl.col("wall_hours") > 0)
@@ -109,6 +119,9 @@ def fleet_headline(
         **fm,
         "goodput_gpu_hours": jobs.select(weighted_goodput()).item() if jobs.height else None,
         "goodput_mean": goodput_jobs["goodput"].mean() if goodput_jobs.height else None,
+        "slow_gpu_hours": float(jobs.select(slow_gpu_hours()).item() or 0.0)
+        if jobs.height
+        else 0.0,
     }
 
 

@@ -13,8 +13,10 @@ from analysis.assumptions import CKPT_COST_S
 from analysis.assumptions import GPUS_PER_NODE
 from analysis.assumptions import RESTART_S
 from analysis.assumptions import TARGET_GPUS
+from analysis.references import fleet
 
-LLAMA3_RUN_HOURS = 54 * 24.0  # Llama 3's run length: the default job horizon
+# Llama 3's run length (analysis/data/reference_fleets.toml): the default job horizon
+LLAMA3_RUN_HOURS = fleet("llama3").days * 24.0
 INT_KNOBS = ("n_gpus", "gpus_per_node", "spares")
 
 

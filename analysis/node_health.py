@@ -1,6 +1,8 @@
 """Lemon nodes: per node, its exposure, failures, interruptions, hardware events, repairs and lost
 GPU-hours, whether it fails significantly more often than the fleet, and the projected goodput of
-a large job once the lemons' excess failures are gone (the ``node_health`` table).
+a large job once the lemons' excess failures are gone (the ``node_health`` table); and, by the
+same test, whether it slows jobs significantly more often than the fleet (``slow_lemon``: the
+episodes ``slow_periods`` name it the culprit of, ``slow_by_node``).
 
 Takes ``node_failures`` (failure episodes per node, ``analysis.repairable``) with the same
 per-node observation windows, and aggregates ``interruptions``, ``hw_events``,
@@ -157,13 +159,13 @@ def adjust(p) -> np.ndarray:
     return p if p.size == 0 else false_discovery_control(p, method="bh")
 
 
-def score(per_node: pl.DataFrame, alpha: float = LEMON_ALPHA) -> pl.DataFrame:
-    """``per_node`` (host, node_hours, failures, ...) with expected_failures, excess_failures,
-    rate_ratio, test, p_value, p_adjusted, alpha and lemon (see the module's docstring)."""
-    tested = per_node["node_hours"].fill_null(0.0) > 0
-    k = per_node["failures"].fill_null(0).to_numpy().astype(float)
-    t = per_node["node_hours"].fill_null(0.0).to_numpy()
-    on = tested.to_numpy()
+def count_test(counts, hours) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """(expected, p, p_adjusted, phi) of each node's count against the other nodes' rate over
+    its hours (module docstring; NaN where a node has no hours): the one test of lemons, for
+    failures and for the episodes a node slowed jobs alike."""
+    k = np.asarray(counts, float)
+    t = np.asarray(hours, float)
+    on = t > 0
     big_k, big_t = k[on].sum(), t[on].sum()
     with np.errstate(divide="ignore", invalid="ignore"):
         expected = np.where(on & (big_t > t), t * (big_k - k) / (big_t - t), 0.0)
@@ -178,29 +180,80 @@ def score(per_node: pl.DataFrame, alpha: float = LEMON_ALPHA) -> pl.DataFrame:
             phi = dispersion(kr, tr * kr.sum() / tr.sum())
         p[on] = np.maximum(exact, poisson_test(k[on], expected[on], phi))
         p_adj[on] = adjust(p[on])
-    test = f"{TEST}; dispersion {phi:.3g}; {CORRECTION} over {int(on.sum())} nodes"
+    return np.where(on, expected, np.nan), p, p_adj, phi
+
+
+def score(per_node: pl.DataFrame, alpha: float = LEMON_ALPHA) -> pl.DataFrame:
+    """``per_node`` (host, node_hours, failures, slow_episodes, ...) with expected_failures,
+    excess_failures, rate_ratio, test, p_value, p_adjusted, alpha and lemon, and the same
+    test of the episodes it slowed jobs in (expected_slow, slow_p_value, slow_p_adjusted,
+    slow_lemon; see the module's docstring)."""
+    tested = per_node["node_hours"].fill_null(0.0) > 0
+    k = per_node["failures"].fill_null(0).to_numpy().astype(float)
+    t = per_node["node_hours"].fill_null(0.0).to_numpy()
+    expected, p, p_adj, phi = count_test(k, t)
+    test = f"{TEST}; dispersion {phi:.3g}; {CORRECTION} over {int(tested.sum())} nodes"
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(expected > 0, k / expected, np.nan)
+    episodes = per_node.get_column(
+        "slow_episodes", default=pl.repeat(0, per_node.height, eager=True)
+    )
+    slow = episodes.fill_null(0).to_numpy().astype(float)
+    slow_expected, slow_p, slow_p_adj, _ = count_test(slow, t)
     return per_node.with_columns(
-        expected_failures=pl.Series(np.where(on, expected, np.nan)).fill_nan(None),
-        excess_failures=pl.Series(np.where(on, k - expected, np.nan)).fill_nan(None),
+        expected_failures=pl.Series(expected).fill_nan(None),
+        excess_failures=pl.Series(k - expected).fill_nan(None),
         rate_ratio=pl.Series(ratio).fill_nan(None),
         test=pl.when(tested).then(pl.lit(test)).otherwise(pl.lit(UNTESTED)),
         p_value=pl.Series(p).fill_nan(None),
         p_adjusted=pl.Series(p_adj).fill_nan(None),
         alpha=pl.lit(float(alpha)),
-    ).with_columns(lemon=pl.when(tested).then(pl.col("p_adjusted") < alpha))
+        expected_slow=pl.Series(slow_expected).fill_nan(None),
+        slow_p_value=pl.Series(slow_p).fill_nan(None),
+        slow_p_adjusted=pl.Series(slow_p_adj).fill_nan(None),
+    ).with_columns(
+        lemon=pl.when(tested).then(pl.col("p_adjusted") < alpha),
+        slow_lemon=pl.when(tested).then(pl.col("slow_p_adjusted") < alpha),
+    )
+
+
+def slow_by_node(slow_periods: pl.DataFrame) -> pl.DataFrame:
+    """(host, slow_episodes, slow_gpu_hours): per node its evidence names, the episodes it slowed
+    jobs in (its periods merged where they overlap in time: one throttled GPU under several
+    jobs is one episode) and the GPU-hours they cost."""
+    named = slow_periods.filter(pl.col("culprit_host").is_not_null()).select(
+        host="culprit_host", s="start_time", e="end_time", g="slow_gpu_hours"
+    )
+    ordered = named.sort("host", "s", nulls_last=True)
+    reach = pl.col("e").cum_max().shift(1).over("host")
+    new = pl.col("s").is_null() | reach.is_null() | (pl.col("s") > reach)
+    return (
+        ordered.with_columns(_ep=new.cum_sum().over("host"))
+        .group_by("host")
+        .agg(
+            slow_episodes=pl.col("_ep").n_unique().cast(pl.Int64),
+            slow_gpu_hours=pl.col("g").fill_null(0.0).sum(),
+        )
+    )
 
 
 def _assemble(
-    failures: pl.DataFrame, windows: pl.DataFrame, agg: dict[str, pl.DataFrame], alpha: float
+    failures: pl.DataFrame,
+    windows: pl.DataFrame,
+    agg: dict[str, pl.DataFrame],
+    alpha: float,
+    slow_periods: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
+    slow = slow_by_node(
+        slow_periods if slow_periods is not None else TABLES["slow_periods"].empty()
+    )
     hosts = (
         pl.concat(
             [
                 windows.select("host"),
                 failures.select("host"),
                 *(a.select("host") for a in agg.values()),
+                slow.select("host"),
             ]
         )
         .drop_nulls()
@@ -213,13 +266,14 @@ def _assemble(
     )
     count = failures.group_by("host").agg(failures=pl.len().cast(pl.Int64))
     df = hosts.join(hours, on="host", how="left").join(count, on="host", how="left")
-    for a in agg.values():
+    for a in (*agg.values(), slow):
         df = df.join(a, on="host", how="left")
     df = df.with_columns(
         cluster=pl.coalesce("job_cluster", "hw_cluster"),
         node_hours=pl.col("node_hours").fill_null(0.0),
         gpu_hours_scheduled=pl.col("gpu_hours_scheduled").fill_null(0.0),
         lost_gpu_hours=pl.col("lost_gpu_hours").fill_null(0.0),
+        slow_gpu_hours=pl.col("slow_gpu_hours").fill_null(0.0),
         **{
             c: pl.col(c).fill_null(0)
             for c in (
@@ -229,6 +283,7 @@ def _assemble(
                 "hw_events_critical",
                 "repairs",
                 "failed_parts",
+                "slow_episodes",
             )
         },
     ).drop("job_cluster", "hw_cluster")
@@ -236,10 +291,17 @@ def _assemble(
 
 
 def worst_first(health: pl.DataFrame) -> pl.DataFrame:
-    """Lemons first, then by p value (smallest first), failures, host; untested nodes last."""
+    """Lemons first (failing, then slowing jobs), then by p value (smallest first), failures,
+    host; untested nodes last."""
     return health.sort(
-        [pl.col("lemon").fill_null(False), "p_value", "failures", "host"],
-        descending=[True, False, True, False],
+        [
+            pl.col("lemon").fill_null(False),
+            pl.col("slow_lemon").fill_null(False),
+            "p_value",
+            "failures",
+            "host",
+        ],
+        descending=[True, True, False, True, False],
         nulls_last=True,
     )
 
@@ -252,9 +314,11 @@ def build_node_health(
     component_history: pl.DataFrame,
     job_attempts: pl.DataFrame,
     alpha: float = LEMON_ALPHA,
+    slow_periods: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The ``node_health`` table from frames (pure): ``failures`` as ``node_failures``,
-    ``windows`` (host, start, end) the windows they were counted in."""
+    ``windows`` (host, start, end) the windows they were counted in, ``slow_periods`` the
+    periods jobs ran slow (their culprit nodes)."""
     frames = {
         "interruptions": conform("interruptions", interruptions),
         "hw_events": conform("hw_events", hw_events),
@@ -265,7 +329,7 @@ def build_node_health(
         for name, df in frames.items():
             con.register(f"_{name}", df)
         agg = _aggregates(con, {name: f"_{name}" for name in frames})
-    return _assemble(failures, windows, agg, alpha)
+    return _assemble(failures, windows, agg, alpha, slow_periods)
 
 
 def refresh_node_health(
@@ -279,7 +343,7 @@ def refresh_node_health(
         windows = node_windows(wh)
     with wh.connect() as con:
         agg = _aggregates(con, {name: f"({wh.view_sql(name)})" for name in _AGG_SQL})
-    df = _assemble(wh.read("node_failures"), windows, agg, alpha)
+    df = _assemble(wh.read("node_failures"), windows, agg, alpha, wh.read("slow_periods"))
     wh.replace_table("node_health", df)
     return df
 
@@ -372,8 +436,8 @@ def lemon_gain(
 
 
 def summary(health: pl.DataFrame) -> dict:
-    """Counts a reader needs beside the table: nodes, tested, untested (no exposure), lemons,
-    the fleet rate, the test and its level."""
+    """Counts a reader needs beside the table: nodes, tested, untested (no exposure), lemons
+    (failing, and slowing jobs), the fleet rate, the test and its level."""
     tested = health.filter(pl.col("node_hours") > 0)
     exposure = float(tested["node_hours"].sum())
     tests = tested["test"].unique().to_list()
@@ -382,7 +446,9 @@ def summary(health: pl.DataFrame) -> dict:
         "tested": tested.height,
         "untested": health.height - tested.height,
         "lemons": int(tested["lemon"].fill_null(False).sum()),
+        "slow_lemons": int(tested["slow_lemon"].fill_null(False).sum()),
         "failures": int(tested["failures"].sum()),
+        "slow_episodes": int(tested["slow_episodes"].fill_null(0).sum()),
         "node_hours": exposure,
         "fleet_rate_per_node_hour": float(tested["failures"].sum()) / exposure
         if exposure

@@ -56,6 +56,16 @@ def in_hours(h: float) -> str:
 
 
 @_missing_as_na
+def mean_time(h: float) -> str:
+    """A mean time for people (the first screen): minutes below 2 h (``8.4 min``, ``45 min``),
+    hours below 3 days (``3.1 h``), days above (``12.5 days``)."""
+    if h < 2:
+        m = 60 * h
+        return f"{m:.2g} min" if m < 10 else f"{m:.0f} min"
+    return f"{h:.1f} h" if h < 72 else f"{h / 24:,.1f} days"
+
+
+@_missing_as_na
 def money(x: float) -> str:
     return f"${x:,.0f}"
 

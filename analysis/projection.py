@@ -109,6 +109,9 @@ class Projection:
     mtti_ci_low: np.ndarray
     mtti_ci_high: np.ndarray
     notes: dict = field(default_factory=dict)
+    # (draws, scenarios) goodput of each rate draw: two projections with the same seed hold
+    # the same draws, so a difference of theirs has a paired CI; None without uncertainty
+    goodput_draws: np.ndarray | None = None
 
 
 def project(
@@ -149,9 +152,9 @@ def project(
         )
         note = f"band: 2.5-97.5% over {samples} rate draws from {how}"
     else:
-        glo, ghi, mlo, mhi = g, g, m, m
+        glo, ghi, mlo, mhi, gs = g, g, m, m, None
         note = "no fit uncertainty (rates given without CI): band = point"
-    return Projection(n, m, young, daly, tau, g, glo, ghi, mlo, mhi, {"band": note})
+    return Projection(n, m, young, daly, tau, g, glo, ghi, mlo, mhi, {"band": note}, gs)
 
 
 def scale_points(

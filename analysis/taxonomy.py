@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from analysis import references
 from warehouse.schemas import COMPONENT_CLASSES
 from warehouse.schemas import DEFAULT_UNIT
 from warehouse.schemas import UNIT_SCOPES  # noqa: F401  (re-exported)
@@ -54,15 +55,17 @@ def shown_cause() -> pl.Expr:
     return pl.col("cause_class").fill_null("unknown").alias("cause_class")
 
 
-# Llama 3 405B pre-training (Dubey et al. 2024, "The Llama 3 Herd of Models", table 5): 419
-# unexpected interruptions in a 54-day run on 16,384 H100 GPUs (2,048 nodes of 8). Each row is
-# (label as published, interruptions, our class). The folding is a judgement, made once:
-# GSP and silent data corruption are GPU-board faults; "network switch/cable" is the IB
+# Llama 3 405B pre-training ("The Llama 3 Herd of Models", table 5): 419 unexpected
+# interruptions in a 54-day run on 16,384 H100 GPUs (2,048 nodes of 8); the run and its count
+# are the published figures of analysis/data/reference_fleets.toml (``analysis.references``).
+# Each row is (label as published, interruptions, our class). The folding is a judgement, made
+# once: GSP and silent data corruption are GPU-board faults; "network switch/cable" is the IB
 # fabric; NCCL watchdog and dependency failures are software; the thermal interface is
 # cooling; chassis and IO-board faults have no class of their own and count as unknown.
-LLAMA3_DAYS = 54
-LLAMA3_GPUS = 16_384
-LLAMA3_NODES = 2_048
+LLAMA3 = references.fleet("llama3")
+LLAMA3_DAYS = LLAMA3.days
+LLAMA3_GPUS = LLAMA3.gpus
+LLAMA3_NODES = LLAMA3.nodes
 LLAMA3_GPUS_PER_NODE = LLAMA3_GPUS // LLAMA3_NODES
 LLAMA3_HOURS = LLAMA3_DAYS * 24.0
 LLAMA3_TABLE: tuple[tuple[str, int, str], ...] = (

@@ -219,7 +219,8 @@ def _next(t: datetime, period: str) -> datetime:
 
 TREND_COLUMNS = (
     "period_start", "period_end", "hours", "gpu_hours", "goodput", "lost_gpu_hours",
-    "interruptions", "infrastructure", "workload", "mtbf_hours", "mtbf_infrastructure_hours",
+    "slow_gpu_hours", "interruptions", "infrastructure", "workload", "mtbf_hours",
+    "mtbf_infrastructure_hours",
 )  # fmt: skip
 
 
@@ -232,10 +233,11 @@ def trend_frame(
 ) -> pl.DataFrame:
     """One row per calendar ``period`` ('week' or 'month') of ``window`` (default: the span of
     the job attempts, ``data_window``): hours of the period the window covers, GPU-hours,
-    measured goodput (GPU-hour weighted, chains ending in it), lost GPU-hours and unexpected
-    interruptions (infrastructure / the jobs' own), the fleet-wide MTBF over those hours (all
-    causes and infrastructure), and each figure's change against the previous period
-    (``*_change``: goodput in points, the others in their unit)."""
+    measured goodput (GPU-hour weighted, chains ending in it), the GPU-hours those chains lost
+    running slow, lost GPU-hours and unexpected interruptions (infrastructure / the jobs' own),
+    the fleet-wide MTBF over those hours (all causes and infrastructure), and each figure's
+    change against the previous period (``*_change``: goodput in points, the others in their
+    unit)."""
     if period not in PERIODS:
         raise ValueError(f"period must be one of {', '.join(PERIODS)}, got {period!r}")
     span = data_window(attempts) if window is None else window
@@ -255,6 +257,7 @@ def trend_frame(
                     "gpu_hours": f["gpu_hours"],
                     "goodput": f["goodput_gpu_hours"],
                     "lost_gpu_hours": f["lost_gpu_hours"],
+                    "slow_gpu_hours": f["slow_gpu_hours"],
                     "interruptions": f["unexpected"],
                     "infrastructure": f["infrastructure"],
                     "workload": f["workload"],
@@ -265,7 +268,8 @@ def trend_frame(
     schema = {
         "period_start": pl.Datetime("us"), "period_end": pl.Datetime("us"), "hours": pl.Float64,
         "gpu_hours": pl.Float64, "goodput": pl.Float64, "lost_gpu_hours": pl.Float64,
-        "interruptions": pl.Int64, "infrastructure": pl.Int64, "workload": pl.Int64,
+        "slow_gpu_hours": pl.Float64, "interruptions": pl.Int64, "infrastructure": pl.Int64,
+        "workload": pl.Int64,
         "mtbf_hours": pl.Float64, "mtbf_infrastructure_hours": pl.Float64,
     }  # fmt: skip
     df = pl.DataFrame(rows, schema=schema)

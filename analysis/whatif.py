@@ -38,6 +38,8 @@ from analysis.projection import useful_fraction
 from analysis.rate_sources import rates_from_table
 from analysis.rate_sources import scoped_rates
 from analysis.taxonomy import DEFAULT_SCOPE
+from analysis.taxonomy import NON_HARDWARE
+from analysis.taxonomy import WORKLOAD
 from warehouse.schemas import conform
 
 MC_INTERRUPTIONS = 300  # expected interruptions per simulated job in the standard scenario set
@@ -90,10 +92,26 @@ def evaluate(
     return out
 
 
+MC_EVENTS = 1_000_000  # failures a Monte Carlo projection draws, at most (memory and time)
+
+
+def simulated_replicas(r: ClassRates, job: Job, replicas: int) -> int:
+    """Jobs to simulate: ``replicas``, fewer when each job meets so many failures that all of
+    them would exceed ``MC_EVENTS`` (a 32k-GPU job over 54 days meets ~18,000: its goodput is
+    already an average over them, so 50 jobs pin the mean down), never under 50."""
+    per_job = float(np.asarray(interruption_rate(r, job.n_gpus, job.gpus_per_node)).ravel()[0])
+    hours = job.wall_hours if job.work_hours is None else job.work_hours
+    events = max(per_job * hours, 1.0)
+    return int(min(replicas, max(50, MC_EVENTS // events)))
+
+
 def _simulated(r: ClassRates, job: Job, analytic: dict, samples, replicas, seed) -> dict:
     """The Monte Carlo's goodput for ``evaluate``: the point from jobs simulated at the
     plug-in rates (a class with no failure at rate 0), never averaged over rate draws; the
-    band from rate draws where the rates are uncertain, else the Monte Carlo noise."""
+    band from rate draws where the rates are uncertain, else the Monte Carlo noise. Jobs with
+    many failures each are simulated fewer times (``simulated_replicas``); the band still takes
+    the analytic goodput of every one of ``replicas`` rate draws."""
+    drawn_replicas, replicas = replicas, simulated_replicas(r, job, replicas)
     res = simulate(r, job, replicas=replicas, seed=seed)
     s = res.summary()
     out = {
@@ -102,28 +120,32 @@ def _simulated(r: ClassRates, job: Job, analytic: dict, samples, replicas, seed)
         "goodput_spread_low": s["p2_5"],
         "goodput_spread_high": s["p97_5"],
     }
-    draws = r.sample(replicas, seed) if r.has_uncertainty() and samples > 0 else None
+    draws = r.sample(drawn_replicas, seed) if r.has_uncertainty() and samples > 0 else None
     if draws is not None:
         # the band, as in the analytic model: the expected goodput over rate draws. Jobs
         # simulated one per draw, regressed on the analytic goodput of their draw, give the
         # slope b of the simulation's response; the band is the 2.5-97.5% of point +
         # b·(g_analytic(draw) - g_analytic(point)), so single-job noise stays out of it and
         # a one-sided band (a class with no failure: rate 0 at the point) reaches the point.
-        drawn = simulate(r, job, replicas=replicas, seed=seed + 1, rate_draws=draws)
+        drawn = simulate(r, job, replicas=replicas, seed=seed + 1, rate_draws=draws[:replicas])
         u = unit_counts(r.classes, job.n_gpus, job.gpus_per_node, r.counts)[:, 0]
         ga = useful_fraction(
             job.interval_hours, job.blocking_s / 3600, job.restart_s / 3600, 1.0 / (draws @ u)
         )
-        b = np.polyfit(ga, drawn.goodput, 1)[0] if np.ptp(ga) > 0 else 0.0
-        fitted = s["mean"] + b * (ga - analytic["goodput"])
+        sim = ga[:replicas]  # the draws simulated
+        b = np.polyfit(sim, drawn.goodput, 1)[0] if np.ptp(sim) > 0 else 0.0
+        # a linear response read far from the point can leave [0, 1] (a job near 0% goodput
+        # whose draws are worse still): goodput cannot, so each draw's is clipped to it
+        fitted = np.clip(s["mean"] + b * (ga - analytic["goodput"]), 0.0, 1.0)
         lo, hi = np.percentile(fitted, [2.5, 97.5])
         out["goodput_ci_low"] = float(min(lo, s["mean"]))
         out["goodput_ci_high"] = float(max(hi, s["mean"]))
         out["band"] = (
             f"point: {replicas} jobs simulated at the fitted rates; band: expected goodput "
-            f"over {replicas} rate draws from the fits (the point moved by the simulated "
-            "jobs' response to the analytic goodput of each draw); spread: 2.5-97.5% of "
-            f"single simulated {job.wall_hours:g} h jobs at the fitted rates"
+            f"over {drawn_replicas} rate draws from the fits (the point moved by the response "
+            f"of {replicas} jobs simulated at drawn rates to the analytic goodput of each "
+            f"draw); spread: 2.5-97.5% of single simulated {job.wall_hours:g} h jobs at the "
+            "fitted rates"
         )
     else:
         out["goodput_ci_low"] = s["mean"] - 1.96 * s["se"]
@@ -132,6 +154,15 @@ def _simulated(r: ClassRates, job: Job, analytic: dict, samples, replicas, seed)
             f"band: Monte Carlo noise of the mean only (± 1.96 SE over {replicas} replicas), "
             f"no rate uncertainty; spread: 2.5-97.5% of single simulated {job.wall_hours:g} "
             "h jobs"
+        )
+    if job.spares is not None:  # the spare pool: did it run dry, and could it have kept up
+        units = unit_counts(r.classes, job.n_gpus, job.gpus_per_node, r.counts)[:, 0]
+        hardware = np.array([c not in NON_HARDWARE | {WORKLOAD} for c in r.classes])
+        out["spares_ran_out"] = s["spares_ran_out"]
+        out["spares_ran_out_hours"] = s["spares_ran_out_hours"]
+        out["wait_share"] = s["wait_share"]
+        out["hardware_failures_per_repair"] = float(
+            (r.rate[hardware] @ units[hardware]) * job.repair_hours
         )
     out["mc"] = s
     return out
@@ -213,23 +244,9 @@ def sweep(
     return rows(res, scenario or f"sweep:{knob}", knob, values)
 
 
-def sensitivity(
-    rates: ClassRates,
-    base: Job,
-    factor: float = 0.5,
-    spares_step: int = 8,
-    samples: int = RATE_DRAWS,
-    replicas: int = 200,
-    seed: int = 0,
-) -> pl.DataFrame:
-    """Tornado ranking: goodput gain from halving each class's rate and from stated knob
-    improvements (halve checkpoint cost, halve restart time, +``spares_step`` spares).
-
-    Rate and cost items are analytic (interval re-optimized); the spares item runs the Monte
-    Carlo for base and improved with the same seed (common random numbers), so the gain is
-    not drowned in simulation noise. Columns: item, kind, change, goodput_base, goodput, gain.
-    """
-    b = evaluate(rates, base, "analytic", samples, seed=seed)
+def sensitivity_items(rates: ClassRates, base: Job, factor: float = 0.5) -> list[tuple]:
+    """The analytic improvements the sensitivity ranks, as (knob, kind, change, job): each
+    class's rate, the checkpoint cost and the restart time times ``factor``."""
     items = []
     for c in rates.classes:
         m = base.rate_multipliers.get(c, 1.0) * factor
@@ -258,6 +275,27 @@ def sensitivity(
             replace(base, restart_s=base.restart_s * factor),
         )
     )
+    return items
+
+
+def sensitivity(
+    rates: ClassRates,
+    base: Job,
+    factor: float = 0.5,
+    spares_step: int = 8,
+    samples: int = RATE_DRAWS,
+    replicas: int = 200,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Tornado ranking: goodput gain from halving each class's rate and from stated knob
+    improvements (halve checkpoint cost, halve restart time, +``spares_step`` spares).
+
+    Rate and cost items are analytic (interval re-optimized); the spares item runs the Monte
+    Carlo for base and improved with the same seed (common random numbers), so the gain is
+    not drowned in simulation noise. Columns: item, kind, change, goodput_base, goodput, gain.
+    """
+    b = evaluate(rates, base, "analytic", samples, seed=seed)
+    items = sensitivity_items(rates, base, factor)
     out = []
     for knob, kind, change, sc in items:
         e = evaluate(rates, sc, "analytic", samples, seed=seed)
@@ -379,16 +417,32 @@ def sensitivity_set(
     return sensitivity_rows(sens, b)
 
 
-def sensitivity_at(wh, n_gpus: int) -> pl.DataFrame:
+def sensitivity_at(wh, n_gpus: int, rates: ClassRates | None = None) -> pl.DataFrame:
     """The sensitivity rows at ``n_gpus``: the stored ones (those of the report) when the last
     build made them at that size, else ``sensitivity_set`` computed now from the warehouse's
     rates with the stored projections' settings (GPUs per node, checkpoint cost, restart,
-    interruption scope), or the defaults where nothing is stored. Raises ValueError when there
-    is nothing to project from."""
+    interruption scope), or the defaults where nothing is stored. Given ``rates`` (a rates
+    file), computed from them with the defaults, and ``wh`` may be None. Raises ValueError when
+    there is nothing to project from."""
+    if rates is not None:
+        job = Job(n_gpus=n_gpus)
+        return sensitivity_set(rates, base_scenario(rates, job)).with_columns(
+            pl.lit(None, pl.Utf8).alias("scope")
+        )
     stored = wh.read("goodput_projections").filter(pl.col("scenario") == "sensitivity")
     here = stored.filter(pl.col("n_gpus") == n_gpus)
     if here.filter(pl.col("knob") == "baseline").height:
         return here
+    rates, sc, scope = stored_job(wh, n_gpus, stored)
+    return sensitivity_set(rates, sc).with_columns(pl.lit(scope).alias("scope"))
+
+
+def stored_job(wh, n_gpus: int, stored: pl.DataFrame | None = None):
+    """(rates, base job, scope) of a projection at ``n_gpus`` with the settings of the stored
+    sensitivity's baseline (GPUs per node, checkpoint cost, restart, interruption scope), or the
+    defaults where nothing is stored. Raises ValueError when there is nothing to project from."""
+    if stored is None:
+        stored = wh.read("goodput_projections").filter(pl.col("scenario") == "sensitivity")
     base = stored.filter(pl.col("knob") == "baseline").head(1).to_dicts()
     got = base[0] if base else {}
     scope = got.get("scope") or DEFAULT_SCOPE
@@ -399,8 +453,57 @@ def sensitivity_at(wh, n_gpus: int) -> pl.DataFrame:
         ckpt_cost_s=got.get("ckpt_cost_s") or CKPT_COST_S,
         restart_s=got.get("restart_s") or RESTART_S,
     )  # fmt: skip
-    sc = base_scenario(rates, job)
-    return sensitivity_set(rates, sc).with_columns(pl.lit(scope).alias("scope"))
+    return rates, base_scenario(rates, job), scope
+
+
+def _paired(gain: np.ndarray) -> tuple[float, float]:
+    lo, hi = np.percentile(gain, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def action_gains(
+    rates: ClassRates,
+    base: Job,
+    base_spares: int = BASE_SPARES,
+    spares_step: int = 8,
+    factor: float = 0.5,
+    samples: int = RATE_DRAWS,
+    replicas: int = 100,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """The sensitivity's improvements at ``base.n_gpus``, each with its goodput gain and the
+    gain's own 95% CI (not the band of the improved goodput): the analytic items over the same
+    rate draws as the baseline (paired, 2.5-97.5% of the differences); the spares item over
+    jobs simulated with the same random numbers with and without the extra nodes (the mean
+    difference +- 1.96 SE: simulation noise only). Columns: knob, change, step (the spares
+    added), goodput_base, goodput, gain, gain_ci_low, gain_ci_high; by gain, highest first."""
+    base = replace(base, spares=base_spares)
+    p0 = project(_scaled_rates(rates, base), base, samples=samples, seed=seed)
+    out = []
+    for knob, _, change, sc in sensitivity_items(rates, base, factor):
+        p1 = project(_scaled_rates(rates, sc), sc, samples=samples, seed=seed)
+        gain = float(p1.goodput[0] - p0.goodput[0])
+        lo, hi = (
+            (gain, gain)
+            if p0.goodput_draws is None
+            else _paired(p1.goodput_draws[:, 0] - p0.goodput_draws[:, 0])
+        )
+        out.append({"knob": knob, "change": _change_label(knob, factor), "step": None,
+                    "goodput_base": float(p0.goodput[0]), "goodput": float(p1.goodput[0]),
+                    "gain": gain, "gain_ci_low": min(lo, gain),
+                    "gain_ci_high": max(hi, gain)})  # fmt: skip
+    job = replace(base, interval_hours=float(p0.interval_hours[0]))
+    n = simulated_replicas(rates, job, replicas)
+    g0 = simulate(rates, job, replicas=n, seed=seed).goodput
+    g1 = simulate(rates, replace(job, spares=base_spares + spares_step), replicas=n,
+                  seed=seed).goodput  # fmt: skip
+    d = g1 - g0
+    half = 1.96 * float(d.std(ddof=1)) / np.sqrt(d.size) if d.size > 1 else 0.0
+    out.append({"knob": "spares", "change": f"+{spares_step} spare nodes", "step": spares_step,
+                "goodput_base": float(g0.mean()), "goodput": float(g1.mean()),
+                "gain": float(d.mean()), "gain_ci_low": float(d.mean()) - half,
+                "gain_ci_high": float(d.mean()) + half})  # fmt: skip
+    return pl.DataFrame(out).sort("gain", descending=True)
 
 
 def refresh_projections(
@@ -565,6 +668,27 @@ def append_projection(wh, res: dict, scenario: str = "cli") -> pl.DataFrame:
     return new
 
 
+def share(x: float | None) -> str:
+    """A goodput as a percentage, with two significant digits below 0.1% (not a bare 0.0%)."""
+    return pct(x) if x is None or x == 0 or abs(x) >= 0.001 else f"{100 * x:.2g}%"
+
+
+def spare_pool(res: dict) -> str:
+    """Whether a Monte Carlo projection's spare pool ran out, when, and why (its hardware
+    failures per repair time against its spares)."""
+    need = (
+        f"the job meets {res['hardware_failures_per_repair']:,.1f} hardware failures per "
+        f"{res['repair_hours']:g} h repair time, against {res['spares']} spares"
+    )
+    if not res["spares_ran_out"]:
+        return f"never ran out in the simulated jobs ({need})"
+    return (
+        f"RAN OUT in {pct(res['spares_ran_out'], 0)} of simulated jobs, after "
+        f"{in_hours(res['spares_ran_out_hours'])} (median): the job waited for a repaired node "
+        f"{pct(res['wait_share'], 0)} of its time ({need})"
+    )
+
+
 def format_projection(res: dict) -> list[str]:
     """The readable table ``goodput project`` prints."""
 
@@ -606,16 +730,18 @@ def format_projection(res: dict) -> list[str]:
         f"  {'Young interval':<22}{dur(res['young_interval_hours'])}",
         f"  {'chosen interval':<22}{dur(res['interval_hours'])} ({res['interval_source']})",
         (
-            f"  {'goodput':<22}{pct(res['goodput'])}  (95% {pct(res['goodput_ci_low'])} - "
-            f"{pct(res['goodput_ci_high'])})"
+            f"  {'goodput':<22}{share(res['goodput'])}  (95% {share(res['goodput_ci_low'])} - "
+            f"{share(res['goodput_ci_high'])})"
         ),
         f"  {'band':<22}{res['band'].removeprefix('band: ')}",
     ]
     if res.get("goodput_spread_low") is not None:
         lines.append(
-            f"  {'single-job spread':<22}{pct(res['goodput_spread_low'])} - "
-            f"{pct(res['goodput_spread_high'])}"
+            f"  {'single-job spread':<22}{share(res['goodput_spread_low'])} - "
+            f"{share(res['goodput_spread_high'])}"
         )
+    if res.get("spares_ran_out") is not None:
+        lines.append(f"  {'spare pool':<22}{spare_pool(res)}")
     lines.append(f"  {'class rates':<22}per unit-hour (unit, source, events; model, fleet age)")
     for c in res["classes"]:
         ev = "" if c["events"] is None else f", {c['events']:,} events"

@@ -53,19 +53,29 @@ def timed(argv: list[str]) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_home_option(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--home", type=Path, help=f"a demo-built home (default {DEFAULT_HOME}, built if missing)"
     )
-    ap.add_argument("--runs", type=int, default=5, help="fresh processes per command (default 5)")
-    args = ap.parse_args()
-    home = args.home or DEFAULT_HOME
+
+
+def demo_home(home: Path | None) -> Path:
+    """``home``, else ``DEFAULT_HOME``, built by `goodput demo` when it holds no warehouse."""
+    home = home or DEFAULT_HOME
     if not (home / "warehouse.duckdb").exists():
         print(f"building {home} with `goodput demo` ...", flush=True)
         subprocess.run(
             [*GOODPUT, "--home", str(home), "demo"], cwd=REPO, check=True, stdout=subprocess.DEVNULL
         )
+    return home
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_home_option(ap)
+    ap.add_argument("--runs", type=int, default=5, help="fresh processes per command (default 5)")
+    args = ap.parse_args()
+    home = demo_home(args.home)
     print(
         f"home {home}; {args.runs} runs per command; load average {os.getloadavg()[0]:.1f} on "
         f"{os.cpu_count()} cores"

@@ -28,6 +28,7 @@ BENCHMARKS = [
     "bench_attack_inputs",
     "bench_survival",
     "bench_goodput",
+    "bench_mc_spares",
     "bench_fleetsim",
     "bench_fleetsim_airesim",
     "validate_attribution",
@@ -52,8 +53,10 @@ BENCHMARKS = [
     "bench_pull_redfish",
     "bench_pull_faults",
     "validate_public_datasets",
+    "validate_references",
     "validate_stragglers",
     "validate_slow_steps",
+    "validate_fail_slow",
 ]
 RESULTS = Path(__file__).with_name("RESULTS.md")
 _HEADER = """# Benchmark results

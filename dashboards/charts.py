@@ -169,12 +169,15 @@ def gain_bars(df: pl.DataFrame, x_title: str, tooltip: list) -> tuple[alt.Chart,
     (largest first), green for a gain and red for a loss; and the y encoding, for the layers a
     section adds on the same rows (labels, CI whiskers)."""
     y = alt.Y("change:N", sort=df["change"].to_list(), title=None)
+    # room past the longest bar for its label, however narrow the chart is drawn
+    top, low = df["gain_pp"].max() or 0.0, df["gain_pp"].min() or 0.0
+    room = alt.Scale(domainMax=max(top, 0.0) * 1.3, domainMin=min(low, 0.0) * 1.3)
     bars = (
         alt.Chart(df)
         .mark_bar()
         .encode(
             y=y,
-            x=alt.X("gain_pp:Q", title=x_title),
+            x=alt.X("gain_pp:Q", title=x_title, scale=room),
             color=alt.condition(alt.datum.gain_pp >= 0, alt.value("#54a24b"), alt.value("#e45756")),
             tooltip=tooltip,
         )

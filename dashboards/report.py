@@ -34,6 +34,7 @@ from analysis.checks import Evaluated
 from analysis.checks import evaluate
 from analysis.numbers import MINUTE
 from analysis.observation import stored_window
+from analysis.site import Site
 from dashboards import charts
 from dashboards.section import NO_DATA
 from dashboards.section import WHOLE_FLEET
@@ -75,24 +76,42 @@ def _printable(obj):
     return obj
 
 
+def home_site(wh) -> Site:
+    """The settings of the home behind ``wh`` (``HOME/goodput.toml``; a scope's is its fleet's);
+    a file that does not parse is said on stderr and the report built without it (``goodput
+    report`` and ``build`` refuse it before)."""
+    from analysis.scope import fleet_of
+    from analysis.site import load
+
+    try:
+        return load(getattr(fleet_of(wh), "home", None))
+    except ValueError as exc:
+        print(f"goodput report: {exc}; the report uses no site setting", file=sys.stderr)
+        return Site()
+
+
 def build_sections(
     wh,
     target_gpus: int = TARGET_GPUS,
     scope: str = WHOLE_FLEET,
-    gpu_hour_cost: float = GPU_HOUR_COST,
+    gpu_hour_cost: float | None = None,
+    site: Site | None = None,
 ) -> list[Section]:
     """Every section of ``dashboards.sections``, in report order; each table any of them names
     is read once. A section that fails to build (or whose table could not be read) reports
-    its error instead of sinking the report."""
+    its error instead of sinking the report. ``site``: the home's settings (default: read from
+    ``wh.home``); ``gpu_hour_cost`` None: the site's price, else none."""
+    site = home_site(wh) if site is None else site
+    if gpu_hour_cost is None:
+        gpu_hour_cost = site.gpu_hour_cost if site.gpu_hour_cost is not None else GPU_HOUR_COST
     t, unread = {}, {}
     for name in tables():
         try:
             t[name] = wh.read(name)
         except Exception as exc:  # noqa: BLE001 - reported by the sections that need it
             unread[name] = exc
-    ctx = ReportContext(
-        wh=wh, t=t, target_gpus=target_gpus, scope=scope, gpu_hour_cost=gpu_hour_cost
-    )
+    ctx = ReportContext(wh=wh, t=t, target_gpus=target_gpus, scope=scope,
+                        gpu_hour_cost=gpu_hour_cost, site=site)  # fmt: skip
     out = []
     for module in registry():
         try:
@@ -102,6 +121,8 @@ def build_sections(
             sec = module.build(ctx)
             if sec is None:  # a section for data this warehouse does not hold: left out
                 continue
+            if sec.note == NO_DATA:
+                sec.note = lacking(module.TABLES, t)
             if sec.chart is not None:
                 sec.spec = charts.class_colors(_printable(charts.configure(sec.chart).to_dict()))
         except Exception as exc:  # noqa: BLE001 - one broken input table must not sink the report
@@ -113,6 +134,13 @@ def build_sections(
             )
         out.append(sec)
     return out
+
+
+def lacking(names: tuple[str, ...], t: dict) -> str:
+    """The no-data note of a section, naming what it lacks: the tables it reads that are empty
+    in this warehouse (a home holding only some sources: no telemetry, no job records)."""
+    empty = [n for n in names if n in t and t[n].height == 0]
+    return f"{NO_DATA} (nothing in {', '.join(empty)})" if empty else NO_DATA
 
 
 # ----------------------------------------------------------------------------- HTML
@@ -136,9 +164,11 @@ section h2 { font-size: 18px; margin: 0 0 10px 0; color: #1f3b73; }
 .note { font-style: italic; color: #8a5a00; background: #fff7e0; padding: 10px 12px;
          border-radius: 4px; }
 .sub { font-size: 13px; color: #555; margin: 12px 0 4px; }
-table.data { border-collapse: collapse; font-size: 12px; margin: 6px 0; }
+.table-scroll { overflow-x: auto; margin: 6px 0; }
+table.data { border-collapse: collapse; font-size: 12px; }
 table.data th, table.data td { border-bottom: 1px solid #e3e3e3; padding: 3px 10px 3px 0;
-                               text-align: left; word-break: break-all; }
+                               text-align: left; vertical-align: top; }
+.nw { white-space: nowrap; }
 details { font-size: 13px; margin-top: 8px; }
 .tiles { display: grid; grid-template-columns: repeat(auto-fit, minmax(190px, 1fr)); gap: 12px;
           margin: 12px 0; }
@@ -153,6 +183,12 @@ nav#contents a { color: #1f3b73; text-decoration: none; }
 dl.glossary dt { font-weight: bold; margin-top: 8px; }
 dl.glossary dd { margin: 2px 0 0 16px; font-size: 14px; }
 footer { font-size: 11px; color: #777; text-align: center; padding: 12px; }
+@media (max-width: 600px) {  /* a phone: one column, less padding */
+  header { padding: 14px 16px; }
+  main { padding: 8px 8px 24px; }
+  section { padding: 12px 12px; margin: 12px 0; }
+  nav#contents ol { columns: 1; }
+}
 #failed-checks { background: #b3261e; color: white; border-radius: 6px; padding: 14px 22px;
                  margin: 18px 0; }
 #failed-checks h2 { font-size: 18px; margin: 0 0 8px 0; color: white; }
@@ -182,6 +218,7 @@ EMBED_JS = """
   // it out to the element); a concatenation has its view widths scaled until it fits, again
   // when the window is resized. Each view is kept in window.reportViews (the Vega view API).
   var specs = JSON.parse(document.getElementById("report-specs").textContent);
+  var PHONE = 560;  // a chart's column narrower than this (px) stacks its side-by-side views
   window.reportViews = {};
   function scaled(spec, f) {
     if (Array.isArray(spec)) return spec.map(function (x) { return scaled(x, f); });
@@ -196,9 +233,77 @@ EMBED_JS = """
     });
     return out;
   }
+  function stacked(spec) {
+    // a phone's column: views side by side are stacked instead, each at the column's width
+    if (Array.isArray(spec)) return spec.map(stacked);
+    if (spec === null || typeof spec !== "object") return spec;
+    var out = {};
+    Object.keys(spec).forEach(function (k) {
+      if (k === "datasets" || k === "data" || k === "config") out[k] = spec[k];
+      else if (k === "hconcat") out.vconcat = stacked(spec[k]);
+      else if (k === "columns") out[k] = 1;
+      else out[k] = stacked(spec[k]);
+    });
+    return out;
+  }
+  function lines(text, chars) {
+    // a title or subtitle longer than ``chars`` as lines of whole words (Vega clips one line)
+    if (typeof text !== "string" || text.length <= chars) return text;
+    var out = [], line = "";
+    text.split(" ").forEach(function (w) {
+      if (line && (line + " " + w).length > chars) { out.push(line); line = w; }
+      else line = line ? line + " " + w : w;
+    });
+    return out.concat(line ? [line] : []);
+  }
+  function narrowed(spec, chars, limit) {
+    // every title (of a chart, a view, an axis, a legend) and subtitle in lines that fit, and
+    // no axis or legend whose own labels may run longer than ``limit.axis`` / ``limit.legend``
+    // pixels
+    if (Array.isArray(spec)) return spec.map(function (x) { return narrowed(x, chars, limit); });
+    if (spec === null || typeof spec !== "object") return spec;
+    var out = {};
+    Object.keys(spec).forEach(function (k) {
+      var v = spec[k];
+      if (k === "datasets" || k === "data" || k === "config" || k === "tooltip") out[k] = v;
+      else if (k === "encoding") out[k] = narrowed(v, Math.floor(chars * 0.6), limit);
+      else if (k === "title" && typeof v === "string") out[k] = lines(v, chars);
+      else if (k === "title" && v && typeof v === "object")
+        out[k] = Object.assign({}, v, {text: lines(v.text, chars),
+                                       subtitle: lines(v.subtitle, chars)});
+      else if ((k === "axis" || k === "legend") && v && typeof v === "object") {
+        out[k] = narrowed(v, chars, limit);
+        var most = limit[k];
+        if (v.labelLimit === 0 || v.labelLimit > most) out[k].labelLimit = most;
+      }
+      else out[k] = narrowed(v, chars, limit);
+    });
+    return out;
+  }
+  function fitted(spec, width) {
+    // what the column's width asks of a chart: axis labels that would overlap thinned out
+    // (Vega's greedy removal, on every kind of axis); a y axis's end labels inside its range,
+    // so the lowest never meets the first label of the x axis; on a phone, category labels cut
+    // short (an ellipsis; the tooltip has them whole), legends under the chart and titles in
+    // lines of whole words
+    var config = Object.assign({}, spec.config);
+    ["axisQuantitative", "axisTemporal", "axisDiscrete"].forEach(function (k) {
+      config[k] = Object.assign({labelOverlap: "greedy"}, config[k]);
+    });
+    config.axisYQuantitative = Object.assign({labelFlush: true}, config.axisYQuantitative);
+    if (width < PHONE) {
+      var limit = {axis: Math.max(60, Math.round(width / 4)), legend: Math.round(width / 2)};
+      config.axisDiscrete = Object.assign({}, config.axisDiscrete, {labelLimit: limit.axis});
+      config.legend = Object.assign({}, config.legend, {orient: "bottom", direction: "vertical",
+                                                        labelLimit: limit.legend});
+      spec = narrowed(stacked(spec), Math.max(24, Math.floor((width - 16) / 7)), limit);
+    }
+    return Object.assign({}, spec, {config: config});
+  }
   function draw(id, f) {
     var el = document.getElementById("chart-" + id);
     var spec = f === 1 ? specs[id] : scaled(specs[id], f);
+    spec = fitted(spec, el.clientWidth);
     return vegaEmbed(el, spec, {renderer: "svg", actions: false}).then(function (res) {
       window.reportViews[id] = res.view;
       return el;
@@ -408,21 +513,24 @@ def build_report(
     target_gpus: int = TARGET_GPUS,
     images: bool = True,
     scope: str = WHOLE_FLEET,
-    gpu_hour_cost: float = GPU_HOUR_COST,
+    gpu_hour_cost: float | None = None,
     gpus_per_node: int = GPUS_PER_NODE,
+    site: Site | None = None,
 ) -> Path:
     """Write the HTML report (default ``<home>/reports/goodput_report.html``; an existing
     directory as ``out`` gets that file name inside it) and, unless ``images`` is false, its
     chart images (``charts/<section>.png|svg`` next to it); returns the HTML path. The header
     states the period (the stored observation window) and ``scope``, a one-line description
-    of what the report covers; ``gpu_hour_cost`` ($ per GPU-hour, 0: none) prices the lost
-    GPU-hours on the first screen. The invariant checks run on ``wh`` (``gpus_per_node``: the
-    GPUs of a host whose data does not show them) and any that fails is named above all."""
+    of what the report covers; ``gpu_hour_cost`` ($ per GPU-hour, 0: none; None: the site's)
+    prices the lost GPU-hours on the first screen, ``site`` (``analysis.site``, default read
+    from the home) gives its goodput target, planned job size and the actions' costs.
+    The invariant checks run on ``wh`` (``gpus_per_node``: the GPUs of a host whose data does
+    not show them) and any that fails is named above all."""
     out = Path(out) if out is not None else wh.reports / "goodput_report.html"
     if out.is_dir():
         out = out / "goodput_report.html"
     out.parent.mkdir(parents=True, exist_ok=True)
-    sections = build_sections(wh, target_gpus, scope, gpu_hour_cost)
+    sections = build_sections(wh, target_gpus, scope, gpu_hour_cost, site)
     generated = datetime.now(UTC).strftime(f"{MINUTE} UTC")
     period = period_text(wh)
     banner = checks_banner(evaluate(wh, gpus_per_node=gpus_per_node))

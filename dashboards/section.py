@@ -10,6 +10,7 @@ A section is one module ``dashboards/sections/<key>.py`` declaring ``KEY``, ``TI
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 from dataclasses import field
 from functools import cached_property
@@ -21,9 +22,11 @@ from analysis.assumptions import GPU_HOUR_COST
 from analysis.numbers import change  # noqa: F401 - the sections' formats
 from analysis.numbers import hours  # noqa: F401 - the sections' formats
 from analysis.numbers import in_hours  # noqa: F401 - the sections' formats
+from analysis.numbers import mean_time  # noqa: F401 - the sections' formats
 from analysis.numbers import money  # noqa: F401 - the sections' formats
 from analysis.numbers import num  # noqa: F401 - the sections' formats
 from analysis.numbers import pct  # noqa: F401 - the sections' formats
+from analysis.site import Site
 from analysis.taxonomy import DEFAULT_SCOPE
 
 NO_DATA = "no data yet: run goodput demo / goodput build"
@@ -49,13 +52,15 @@ class Section:
 @dataclass
 class ReportContext:
     """What every section's ``build`` gets: the warehouse, every table any section's ``TABLES``
-    names (read once for the whole report), the target job size and the scope in words."""
+    names (read once for the whole report), the target job size, the scope in words, the price
+    of a GPU-hour and the home's settings (``analysis.site``)."""
 
     wh: object
     t: dict[str, pl.DataFrame]
     target_gpus: int
     scope: str = WHOLE_FLEET
     gpu_hour_cost: float = GPU_HOUR_COST  # $ per GPU-hour; 0: no cost shown
+    site: Site = field(default_factory=Site)
 
     @cached_property
     def coverage(self) -> pl.DataFrame:
@@ -63,16 +68,38 @@ class ReportContext:
         return coverage_frame(self.wh)
 
 
-def html_table(header: list[str], rows: list[list]) -> str:
-    """An HTML table; every cell is escaped."""
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td>{html.escape('' if c is None else str(c))}</td>" for c in r)
-        + "</tr>"
-        for r in rows
+# Where a browser may break a line inside a word (after a hyphen or a dash, at a slash): a word
+# holding one is kept whole (``cell_html``), so a cell is never narrower than its longest word.
+BREAKS_INSIDE = re.compile(r"[-‐‑‒–—/\\|]")
+
+
+def cell_html(value) -> str:
+    """A table cell's text, escaped, each word a line may break inside kept whole."""
+    words = ("" if value is None else str(value)).split()
+    return " ".join(
+        f'<span class="nw">{html.escape(w)}</span>' if BREAKS_INSIDE.search(w) else html.escape(w)
+        for w in words
     )
-    return f'<table class="data"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def tile(label: str, value: str, detail: str, key: str) -> str:
+    """A figure as a tile (``.tiles`` lays them out in as many columns as the page is wide)."""
+    return (
+        f'<div class="tile" id="tile-{key}"><div class="value">{html.escape(value)}</div>'
+        f'<div class="label">{html.escape(label)}</div>'
+        f'<div class="detail">{html.escape(detail)}</div></div>'
+    )
+
+
+def html_table(header: list[str], rows: list[list]) -> str:
+    """An HTML table, every cell escaped, in a box that scrolls sideways when the table is wider
+    than the page (a phone): its columns never squeeze a word onto two lines."""
+    head = "".join(f"<th>{cell_html(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell_html(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return (
+        '<div class="table-scroll"><table class="data">'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+    )
 
 
 # ----------------------------------------------------------------------------- shared readings

@@ -1,18 +1,20 @@
 """What the GPU telemetry formats (dcgm-exporter text, Prometheus JSON, nvidia-smi CSV) share:
 the label names that map to ``gpu_samples`` columns, how a label value is escaped between its
 double quotes (the one rule the text exposition, OpenMetrics and PromQL string literals share),
-DCGM's blank sentinels, the XID-count metric's code folded into its name
-(``warehouse.schemas.XID_COUNT_METRIC``), and the host a scrape file's name or folder obviously
-gives."""
+DCGM's blank sentinels, the label folded into the name of a metric with one series per value
+of a label ``gpu_samples`` has no column for (``FOLDED_LABELS``: the XID count's code, the clock
+events count's reason), and the host a scrape file's name or folder obviously gives."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import PurePath
 
 import polars as pl
 
 from warehouse.schemas import XID_COUNT_METRIC
+from warehouse.signals import CLOCK_EVENTS_COUNT_METRIC
 
 # DCGM blank values (dcgm_structs.h): DCGM_INT32_BLANK 0x7ffffff0 and DCGM_INT64_BLANK
 # 0x7ffffffffffffff0 plus NOT_FOUND / NOT_SUPPORTED / NOT_PERMISSIONED ... just above them (the
@@ -98,10 +100,19 @@ def is_str_blank(raw: pl.Expr) -> pl.Expr:
     return raw.str.strip_chars() == STR_BLANK
 
 
-def xid_metric(metric: pl.Expr, xid: pl.Expr) -> pl.Expr:
-    """Fold the ``xid`` label of the XID count metric into its name (see XID_COUNT_METRIC)."""
-    return (
-        pl.when((metric == XID_COUNT_METRIC) & xid.is_not_null())
-        .then(pl.format('{}{{xid="{}"}}', metric, xid))
-        .otherwise(metric)
-    )
+# metric -> the label whose every value is a series of its own, folded into the stored name
+# (``DCGM_EXP_XID_ERRORS_COUNT{xid="79"}``,
+# ``DCGM_EXP_CLOCK_EVENTS_COUNT{clock_event="hw_thermal"}``): without it the series of one GPU
+# would be one sample with several values
+FOLDED_LABELS = {XID_COUNT_METRIC: "xid", CLOCK_EVENTS_COUNT_METRIC: "clock_event"}
+
+
+def folded_metric(metric: pl.Expr, label: Callable[[str], pl.Expr]) -> pl.Expr:
+    """The stored metric name: ``metric`` with the value of the label ``FOLDED_LABELS`` names for
+    it folded in (``label(name)``: the expression of that label's value; null: nothing folded)."""
+    out = metric
+    for name, lab in FOLDED_LABELS.items():
+        value = label(lab)
+        named = pl.format(f'{{}}{{{{{lab}="{{}}"}}}}', metric, value)
+        out = pl.when((metric == name) & value.is_not_null()).then(named).otherwise(out)
+    return out

@@ -1,19 +1,21 @@
 """What the two Prometheus JSON formats (``prom_json``, ``prom_rollup``) share: the columns one
-series' labels give. The ``gpu_labels.LABEL_COLUMNS`` labels fill their columns, ``xid`` stays a
-label of its own (folded into the metric name later), and the ``instance`` label without its
-port is kept as the host of last resort (Prometheus adds it to every scraped series)."""
+series' labels give. The ``gpu_labels.LABEL_COLUMNS`` labels fill their columns, the
+``gpu_labels.FOLDED_LABELS`` stay labels of their own (folded into the metric name later), and
+the ``instance`` label without its port is kept as the host of last resort (Prometheus adds it
+to every scraped series)."""
 
 from __future__ import annotations
 
 import polars as pl
 
+from ingest.gpu_labels import FOLDED_LABELS
 from ingest.gpu_labels import LABEL_COLUMNS
 
 # the columns ``label_columns`` fills, in its order
 LABEL_SCHEMA = {
     **{c: pl.Utf8 for c in LABEL_COLUMNS.values()},
     "instance_host": pl.Utf8,
-    "xid": pl.Utf8,
+    **{label: pl.Utf8 for label in FOLDED_LABELS.values()},
 }
 
 
@@ -22,5 +24,5 @@ def label_columns(labels: dict[str, str]) -> dict[str, str | None]:
     return {
         **{col: labels.get(lab) or None for lab, col in LABEL_COLUMNS.items()},
         "instance_host": labels.get("instance", "").rsplit(":", 1)[0] or None,
-        "xid": labels.get("xid"),
+        **{label: labels.get(label) for label in FOLDED_LABELS.values()},
     }

@@ -195,6 +195,8 @@ def _ingest_into(wh, shared, files, fmt, ctx, progress, jobs, forgotten: set[str
             flush()
             _ingest_large(wh, it, forced, stale, shared, reading)
         elif it.results is not None:
+            if forced is not None and report.done and not any(r.records for _, r in it.results):
+                it.results = [_no_record(forced, report)]
             pending.append((report, it.results))
             pending_rows += sum(sum(df.height for df in r.tables.values()) for _, r in it.results)
             if pending_rows >= BATCH_ROWS:
@@ -230,6 +232,9 @@ def _ingest_large(
                 for table, by_sha in batch.add(tables).items():
                     for k, n in by_sha.items():
                         dropped.setdefault(table, {})[k] = dropped.get(table, {}).get(k, 0) + n
+            if forced is not None and report.records == 0:
+                for tables in frames(report, [_no_record(forced, report)]):
+                    batch.add(tables)
             count_duplicates([report], dropped)
             quarantine_conflicts(batch, [report])
             batch.add(manifest(batch.id, [report]))
@@ -315,6 +320,15 @@ def _not_read(path: Path, error: str) -> Item:
     next ingest tries it again (and then clears this row)."""
     report = FileReport(display_name(path), "unknown", "", error=error, done=False)
     return Item(path, report, results=[("unknown", quarantined(b"", error))])
+
+
+def _no_record(spec: FormatSpec, report: FileReport) -> tuple[str, ParseResult]:
+    """A file in which the format forced on it found no record at all (most often the wrong
+    ``--format``): quarantined whole, with that reason, and not marked done (no manifest row),
+    so an ingest in another format, or detected, reads it again without ``--replace``."""
+    report.done = False
+    why = f"--format {spec.name} found no record in this file ({report.bytes:,} bytes)"
+    return spec.name, quarantined(b"", why)
 
 
 def _parser_failure(

@@ -51,17 +51,23 @@ CHECKPOINT_LINES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def _output_name(path: str) -> str:
+    """A Slurm output file's name as Slurm wrote it: without its folder, nor the ``.gz`` /
+    ``.zst`` of an archived copy (the runner reads either by its magic bytes)."""
+    return re.sub(r"\.(gz|zst)$", "", path.replace("\\", "/").rsplit("/", 1)[-1])
+
+
 def slurm_output_job(path: str) -> str | None:
     """The job a Slurm output file's name carries (``slurm-4242.out``, ``train-4242_3.log``,
-    ``train-4242-node7.out``), else None."""
-    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    ``train-4242-node7.out``, ``slurm-4242.out.gz``), else None."""
+    name = _output_name(path)
     m = _OUT_NAME_HOST.search(name) or _OUT_NAME.search(name)
     return m.group(1) if m else None
 
 
 def slurm_output_host(path: str) -> str | None:
     """The host a ``%j-%N`` / ``%j.%N`` output name carries after the job, else None."""
-    m = _OUT_NAME_HOST.search(path.replace("\\", "/").rsplit("/", 1)[-1])
+    m = _OUT_NAME_HOST.search(_output_name(path))
     return m.group(2) if m else None
 
 

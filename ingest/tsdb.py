@@ -18,6 +18,7 @@ import json
 import numpy as np
 import polars as pl
 
+from ingest.gpu_labels import FOLDED_LABELS
 from ingest.gpu_labels import FP64_BLANK
 from ingest.gpu_labels import INT32_BLANK
 from ingest.gpu_labels import INT32_MAX
@@ -101,7 +102,8 @@ def record_series(labels: dict) -> str:
     differ (dcgm-exporter's ``pod`` while a job runs, ``modelName``) are one record series."""
     cols = label_columns(labels)
     return json.dumps(
-        [labels.get("__name__"), cols["xid"], cols["host"] or cols["instance_host"]]
+        [labels.get("__name__"), *(cols[lab] for lab in FOLDED_LABELS.values())]
+        + [cols["host"] or cols["instance_host"]]
         + [cols[c] for c in ("gpu", "uuid", "pci_bus", "mig_instance")]
     )
 

@@ -10,7 +10,6 @@ from analysis.assumptions import ATTRIBUTION_AFTER_S
 from analysis.assumptions import ATTRIBUTION_BEFORE_S
 from analysis.assumptions import CKPT_COST_S
 from analysis.assumptions import CKPT_INTERVAL_S
-from analysis.assumptions import GPU_HOUR_COST
 from analysis.assumptions import GPUS_PER_NODE
 from analysis.assumptions import RESTART_S
 from analysis.assumptions import TARGET_GPUS
@@ -42,6 +41,9 @@ def select_sources(wh: Warehouse, names: list[str] | tuple[str, ...] = ()) -> li
     return [known[n] for n in names] if names else every
 
 
+HOME_GPU_HOUR_COST = -1.0  # GoodputConfig.gpu_hour_cost: the home's
+
+
 class GoodputConfig(dg.ConfigurableResource):
     """Where the warehouse lives, how to read sources, and the analysis assumptions.
 
@@ -70,9 +72,9 @@ class GoodputConfig(dg.ConfigurableResource):
     restart_s: float = RESTART_S
     target_gpus: int = TARGET_GPUS  # job size the projections and the report focus on
     gpus_per_node: int = GPUS_PER_NODE
-    gpu_hour_cost: float = (
-        GPU_HOUR_COST  # $ per GPU-hour: the report prices lost GPU-hours (0: no cost)
-    )
+    # $ per GPU-hour the report prices lost GPU-hours at (0: no cost); below 0: the home's
+    # goodput.toml, else none (``goodput build`` passes the one it resolved)
+    gpu_hour_cost: float = HOME_GPU_HOUR_COST
     max_quarantine_ratio: float = 0.05  # asset check threshold
     # scope of the analysis assets (analysis/scope.py); all empty: the whole fleet
     scope_from: str = ""  # ISO start (inclusive) of the jobs and events analysed

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
@@ -206,6 +207,9 @@ class Fleet:
     gpu_temp_offset: np.ndarray | None = None  # (node, gpu) airflow offset, C
     slot_scale_s: np.ndarray | None = None  # per-slot Weibull scale (s), covariate applied
     gpu_temp_beta: float = GPU_TEMP_BETA  # log hazard ratio per sd of the offset (0: no effect)
+    fail_slow_rate: float = 0.0  # fail-slow episodes per 1,000 GPU-days (sample_data.fail_slow)
+    slow_episodes: list = field(default_factory=list)  # its ``fail_slow.Episode``s
+    step_log_s: float = 120.0  # about how long a line of a training job's log covers
 
 
 def uuid_at(f: Fleet, node: int, gpu: int, t: float) -> tuple[str, str]:
@@ -267,23 +271,37 @@ def _attempt_ref(f: Fleet, a: Attempt) -> dict:
     }
 
 
-def chain_truth(f: Fleet, atts: list[Attempt]) -> dict:
+# the work an attempt lost running slow within [lo, hi) (sample_data.fail_slow, which the
+# simulation passes in: the model imports nothing of the package)
+SlowLoss = Callable[[Attempt, float, float], float]
+
+
+def chain_truth(f: Fleet, atts: list[Attempt], slow: SlowLoss | None = None) -> dict:
     """A training chain's attempts as they ran and its true time budget (seconds, over its
     ended attempts: a chain still running ends at its last ended attempt). Every attempt first
     spends ``overhead_s`` starting up or restoring (``restart``, capped at its length), then
     computes; a checkpoint every ``ckpt_s`` of compute keeps it (saves are free in this model),
     so a failed attempt keeps whole intervals and loses the rest (``lost_work``), a completed
-    one keeps all; gaps between attempts are ``queue_after_failure``."""
+    one keeps all; gaps between attempts are ``queue_after_failure``. Of the kept compute, the
+    work lost running slow (``slow``) is ``slow``, not productive."""
     atts = sorted(atts, key=lambda a: a.attempt)
     ended = [a for a in atts if a.end is not None]
-    b = {"productive": 0.0, "lost_work": 0.0, "restart": 0.0, "queue_after_failure": 0.0}
+    b = {
+        "productive": 0.0,
+        "slow": 0.0,
+        "lost_work": 0.0,
+        "restart": 0.0,
+        "queue_after_failure": 0.0,
+    }
     for i, a in enumerate(ended):
         d = a.end - a.start
         restart = min(a.overhead_s, d)
         compute = d - restart
         kept = compute if a.state == "COMPLETED" else math.floor(compute / a.ckpt_s) * a.ckpt_s
+        lost = slow(a, a.start + restart, a.start + restart + kept) if slow else 0.0
         b["restart"] += restart
-        b["productive"] += kept
+        b["productive"] += kept - lost
+        b["slow"] += lost
         b["lost_work"] += compute - kept
         if i:
             b["queue_after_failure"] += a.start - ended[i - 1].end
@@ -438,10 +456,18 @@ def _covariate_truth(f: Fleet) -> dict:
     }
 
 
-def ground_truth(f: Fleet, codes: list[dict], ev: dict, files: dict) -> dict:
+def ground_truth(
+    f: Fleet,
+    codes: list[dict],
+    ev: dict,
+    files: dict,
+    fail_slow: dict | None = None,
+    slow: SlowLoss | None = None,
+) -> dict:
     """The ground_truth.json document: the laws, every fault with its codes and the evidence the
     writers emitted (``ev``: fault index -> evidence dicts), workload failures, drains,
-    replacements, and the writers' file counts (``files``)."""
+    replacements, the fail-slow episodes and what they cost (``fail_slow``; ``slow``: an
+    attempt's loss in a window), and the writers' file counts (``files``)."""
     killed, requeued, wl = _attempts_by_cause(f)
     ckpt = {a.job_id: a.ckpt_s for a in f.attempts if a.ckpt_s}
     chains: dict[tuple[str, str], list[Attempt]] = defaultdict(list)
@@ -464,7 +490,7 @@ def ground_truth(f: Fleet, codes: list[dict], ev: dict, files: dict) -> dict:
         "scrape_interval_s": f.scrape_interval_s,
         "covariates": _covariate_truth(f),
         "checkpoint_interval_s": dict(sorted(ckpt.items())),
-        "chains": [chain_truth(f, atts) for _, atts in sorted(chains.items())],
+        "chains": [chain_truth(f, atts, slow) for _, atts in sorted(chains.items())],
         "laws": {
             c: {k: (float(v) if isinstance(v, (np.floating,)) else v) for k, v in law.items()}
             for c, law in f.laws.items()
@@ -473,5 +499,6 @@ def ground_truth(f: Fleet, codes: list[dict], ev: dict, files: dict) -> dict:
         "workload_failures": wl,
         "planned": _planned_truth(f, requeued),
         "replacements": _replacement_truth(f),
+        "fail_slow": fail_slow or {},
         "files": files,
     }

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from sample_data import defaults
+from sample_data import fail_slow
 from sample_data.fault_codes import check_every_class_reports
 from sample_data.fault_codes import choose_codes
 from sample_data.model import CLASSES
@@ -61,6 +62,7 @@ from sample_data.writers import redfish
 from sample_data.writers import sacct
 from sample_data.writers import sacct_json
 from sample_data.writers import slurmctld
+from sample_data.writers import training_log
 from sample_data.writers.base import write_text
 from sample_data.writers.bmc_common import sel_rows
 
@@ -699,15 +701,21 @@ def build_fleet(
     k8s_nodes: int = 4,
     start: str = "2026-01-05T00:00:00",
     gpu_temp_beta: float = GPU_TEMP_BETA,
+    fail_slow_rate: float = defaults.FAIL_SLOW_RATE,
+    step_log_s: float = defaults.STEP_LOG_S,
 ) -> Fleet:
-    """Run the whole model (no files): hardware, maintenance, schedulers, ids. Fault and
-    workload-failure rates are ``mix``'s, times ``fault_scale``; ``gpu_temp_beta`` is the
-    planted temperature effect (log hazard ratio per sd of a GPU slot's temperature offset;
-    0 for a fleet where temperature does nothing)."""
+    """Run the whole model (no files): hardware, maintenance, schedulers, ids, fail-slow
+    episodes. Fault and workload-failure rates are ``mix``'s, times ``fault_scale``;
+    ``gpu_temp_beta`` is the planted temperature effect (log hazard ratio per sd of a GPU slot's
+    temperature offset; 0 for a fleet where temperature does nothing); ``fail_slow_rate`` the
+    fail-slow episodes per 1,000 GPU-days (``sample_data.fail_slow``; 0: none); ``step_log_s``
+    about how long a training log's line covers (``writers.training_log``)."""
     if nodes < 1 or gpus_per_node < 1 or gpus_per_node > len(GPU_PCI_BUS) or days <= 0:
         raise ValueError("need nodes >= 1, 1 <= gpus_per_node <= 8, days > 0")
     if fault_scale <= 0:
         raise ValueError("fault_scale must be > 0")
+    if fail_slow_rate < 0:
+        raise ValueError("fail_slow_rate must be >= 0")
     k8s_nodes = max(0, min(k8s_nodes, nodes - 1))
     t0 = datetime.fromisoformat(start)
     start_epoch = (t0 - datetime(1970, 1, 1)).total_seconds()
@@ -724,6 +732,8 @@ def build_fleet(
         hosts=[host_name(i) for i in range(nodes)],
         racks=[f"rack-{i // 4 + 1:02d}" for i in range(nodes)],
         gpu_temp_beta=float(gpu_temp_beta),
+        fail_slow_rate=float(fail_slow_rate),
+        step_log_s=float(step_log_s),
     )
     f.unavailable = [[] for _ in range(nodes)]
     ss = np.random.SeedSequence(seed)
@@ -745,11 +755,22 @@ def build_fleet(
             _gang_chain(f, r_k8s, k8s_pool, "k8s", 10_000_000, "llm-ft-{:02d}", "", sw)
         )
     _assign_ids(f)
+    f.slow_episodes = fail_slow.draw(f, f.fail_slow_rate, seed)
     return f
 
 
 # What write_fleet owns under its folder (removed first, so no file of an earlier run stays).
-GENERATED = ("slurm", "kernel", "dcgm", "ipmi", "redfish", "k8s", "components", "ground_truth.json")
+GENERATED = (
+    "slurm",
+    "kernel",
+    "dcgm",
+    "training",
+    "ipmi",
+    "redfish",
+    "k8s",
+    "components",
+    "ground_truth.json",
+)
 
 
 def write_fleet(f: Fleet, out: Path) -> dict:
@@ -778,11 +799,18 @@ def write_fleet(f: Fleet, out: Path) -> dict:
     summary["sel_rows"] = ipmi_sel.write(f, out, sel, ev)
     redfish.write(f, out, sel, ev)
     summary["dcgm_files"] = dcgm.write(f, out, codes, ev, r_dcgm)
+    logged = training_log.write_fleet(f, out / "training")
+    summary["training_logs"] = len(logged)
     summary.update({f"k8s_{k}": v for k, v in kubernetes.write(f, out, ev).items()})
     summary["component_rows"] = component_history.write(
         f, out / "components" / "component_history.csv"
     )
-    truth = ground_truth(f, codes, ev, {"kernel": kstats})
+
+    def slow(a, lo: float, hi: float) -> float:
+        return fail_slow.lost_s(fail_slow.segments(a, f.slow_episodes, f.horizon), lo, hi)
+
+    slow_truth = fail_slow.truth(f, f.slow_episodes, f.fail_slow_rate, logged)
+    truth = ground_truth(f, codes, ev, {"kernel": kstats}, slow_truth, slow)
     write_text(out / "ground_truth.json", json.dumps(truth, indent=2, sort_keys=True) + "\n")
     summary["faults"] = len(truth["faults"])
     summary["faults_by_class"] = {c: law["n_failures"] for c, law in truth["laws"].items()}
@@ -790,6 +818,8 @@ def write_fleet(f: Fleet, out: Path) -> dict:
     summary["jobs"] = len({(a.scheduler, a.job_id) for a in f.attempts})
     summary["workload_failures"] = len(truth["workload_failures"])
     summary["replacements"] = len(truth["replacements"])
+    summary["fail_slow_episodes"] = len(slow_truth["episodes"])
+    summary["slow_gpu_hours"] = round(slow_truth["slow_gpu_hours"], 1)
     return summary
 
 
@@ -801,8 +831,9 @@ def source_folders(out_dir: Path) -> list[Path]:
 
 def simulate(out_dir: Path, mix: CauseMix, **settings) -> dict:
     """Build the fleet (``build_fleet``'s settings: nodes, gpus_per_node, days, seed,
-    fault_scale, scrape_interval_s, k8s_nodes, start) and write every file format under
-    out_dir; return a count summary. The same arguments give byte-identical files."""
+    fault_scale, scrape_interval_s, k8s_nodes, start, fail_slow_rate, step_log_s) and write
+    every file format under out_dir; return a count summary. The same arguments give
+    byte-identical files."""
     return write_fleet(build_fleet(mix, **settings), Path(out_dir))
 
 

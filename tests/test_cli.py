@@ -5,7 +5,9 @@ import math
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+import polars as pl
 import pytest
 
 from pipelines.cli import main
@@ -14,6 +16,7 @@ from pipelines.cli.errors import CliError
 from pipelines.cli.values import parse_duration
 from tests.conftest import FIXTURES
 from tests.conftest import REPO
+from tests.conftest import llama3_fits
 
 
 @pytest.mark.parametrize(
@@ -154,15 +157,38 @@ def test_bad_records_warn_and_exit_0(tmp_path, capsys):
     )
 
 
-@pytest.mark.parametrize(
-    "command", [["sql", "select 1"], ["fit"], ["report"], ["project", "--mtti", "3h"]]
-)
+@pytest.mark.parametrize("command", [["sql", "select 1"], ["fit"], ["report"], ["project"]])
 def test_read_only_commands_refuse_a_missing_home(tmp_path, capsys, command):
     home = tmp_path / "typo"
     assert main(["--home", str(home), *command]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"no warehouse at {home}" in err
     assert not home.exists()  # nothing created behind the user's back
+
+
+LLAMA3_RATES = str(Path(__file__).resolve().parents[1] / "analysis" / "data" / "llama3_rates.csv")
+
+
+@pytest.mark.parametrize(
+    "command, said",
+    [
+        (["project", "--mtti", "24h"], "MTTI                  24.0 h"),
+        (["project", "--rates", LLAMA3_RATES, "--format", "csv"], ",3.093078758949"),
+        (["whatif", "--rates", LLAMA3_RATES], "MTTI 3.1 h; each change alone"),
+        # the scenario's rates: the Llama 3 rates file
+        (["fleetsim", "--workers", "1", "--scenario"], "scenario example-100k: 2 replications"),
+    ],
+    ids=["project-mtti", "project-rates", "whatif-rates", "fleetsim-rates"],
+)
+def test_given_rates_run_without_a_warehouse_and_make_none(tmp_path, capsys, command, said):
+    from test_fleetsim import small_example
+
+    if command[0] == "fleetsim":
+        command = [*command, str(small_example(tmp_path))]
+    home = tmp_path / "nowhere"
+    assert main(["--home", str(home), *command]) == 0
+    assert said in capsys.readouterr().out
+    assert not home.exists()
 
 
 def test_zero_needs_no_unit():
@@ -175,9 +201,11 @@ def test_wrong_options_that_reject_every_record_say_so_with_the_fix(tmp_path, ca
         main(["--home", str(tmp_path / "h"), "ingest", "--fields", "jobid,state", str(dump)])
         == EXIT_REJECTED
     )
-    (line,) = capsys.readouterr().err.splitlines()
+    line, nothing = capsys.readouterr().err.splitlines()
     assert line.startswith(f"warning: {dump}: every record rejected (4): ")
     assert "--fields" in line and "has 2" in line
+    assert nothing.startswith("goodput: error: nothing readable")
+    assert not (tmp_path / "h").exists()  # the home it would have made is not left behind
 
 
 @pytest.mark.parametrize(
@@ -365,7 +393,7 @@ def test_quick_commands_import_only_what_they_need(tmp_path, argv, heavy):
     *printed, loaded = out.stdout.splitlines()
     assert json.loads(loaded) == []
     if argv[:1] == ["fit"]:
-        assert any(line.split()[:3] == ["gpu", "all", "weibull"] for line in printed)
+        assert any(line.split()[:2] == ["gpu", "weibull"] for line in printed)
     # a job on 16,384 GPUs carries 16,384 GPUs at the row's rate (the law's 1 / mean)
     fitted_mtti = GPU_SCALE_H * math.gamma(1 + 1 / GPU_SHAPE) / 16_384
     if argv == ["project", "--mtti", "3h", "--json"]:
@@ -444,3 +472,26 @@ def test_ui_launched_jobs_fork_their_steps_from_the_preloaded_definitions():
         PRELOAD,
     )  # per-run concurrency still set
     assert PRELOAD["forkserver"]["preload_modules"] == ["pipelines.definitions"]
+
+
+@pytest.mark.parametrize("columns", [None, "80", "160"])
+def test_fit_keeps_to_the_width_and_lists_classes_by_rate(wh, capsys, monkeypatch, columns):
+    """``goodput fit`` fits 100 characters (or $COLUMNS): columns that do not fit are left out
+    and named; the classes come highest rate first."""
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    fits = llama3_fits().with_columns(
+        n_units=pl.lit(2048), n_events=pl.lit(1), method=pl.lit("exposure-table")
+    )
+    wh.replace_table("failure_rates", fits)
+    assert main(["--home", str(wh.home), "fit"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    width = int(columns or 100)
+    assert max(map(len, out)) <= width
+    assert ("left out to fit" in "\n".join(out)) == (width < 160)
+    head = next(i for i, line in enumerate(out) if line.startswith("class "))
+    classes = [line.split()[0] for line in out[head + 2 : head + 2 + fits.height]]
+    by_rate = fits.sort("rate_per_1k_unit_days", "component_class", descending=[True, False])
+    assert classes == by_rate["component_class"].to_list()

@@ -10,6 +10,8 @@ from datetime import datetime
 import polars as pl
 import pytest
 
+from analysis.assumptions import CKPT_COST_S
+from analysis.assumptions import RESTART_S
 from analysis.assumptions import TARGET_GPUS
 from analysis.numbers import in_hours
 from analysis.numbers import pct
@@ -219,6 +221,32 @@ def test_compare_sets_clusters_side_by_side_with_exact_cis(tmp_path, capsys):
     assert csv[0].startswith("account,jobs,gpu_hours,goodput,") and len(csv) == 4
 
 
+def test_compare_crosses_cluster_and_partition_and_sets_users_side_by_side(tmp_path, capsys):
+    wh = Warehouse(tmp_path / "home")
+    _clusters(wh)
+    rows = json.loads(_run(capsys, wh, "compare", "--by", "cluster,partition", "--json"))["rows"]
+    got = {(r["cluster"], r["partition"]): r for r in rows}
+    # (GPU-hours, unexpected interruptions, infrastructure ones): A 8 GPUs x 24 h in c1/p1,
+    # B in c1 without a partition, C 16 x 24 h in c2/p1, D 16 x 12 h in c2/p2, E 8 x 10 h
+    want = {("c2", "p1"): (384.0, 1, 1), ("c1", "p1"): (192.0, 1, 1),
+            ("c1", "(none)"): (192.0, 1, 0), ("c2", "p2"): (192.0, 0, 0),
+            ("c3", "p1"): (80.0, 0, 0)}  # fmt: skip
+    assert {
+        k: (r["gpu_hours"], r["interruptions"], r["infrastructure"]) for k, r in got.items()
+    } == (want)
+    assert rows[0]["gpu_hours"] == max(w[0] for w in want.values())  # largest first
+    clusters = json.loads(_run(capsys, wh, "compare", "--json"))["rows"]
+    for c in clusters:  # each cluster's partitions add up to the cluster
+        parts = [r for (cl, _), r in got.items() if cl == c["cluster"]]
+        for key in ("gpu_hours", "jobs", "interruptions", "infrastructure", "lost_gpu_hours"):
+            assert sum(r[key] for r in parts) == pytest.approx(c[key]), (c["cluster"], key)
+    text = _run(capsys, wh, "compare", "--by", "cluster,partition").splitlines()
+    assert text[0].split()[:3] == ["cluster", "partition", "jobs"]
+    users = json.loads(_run(capsys, wh, "compare", "--by", "user", "--json"))["rows"]
+    assert [u["user"] for u in users] == ["(none)"]  # no record names a user
+    assert users[0]["gpu_hours"] == sum(c["gpu_hours"] for c in clusters)
+
+
 def test_scope_flags_on_reading_commands_sql_views_included(tmp_path, capsys):
     """`--cluster c2` on compare and sql: the scope is built once (HOME/scopes/...) and then
     reused; every view sql sees holds only c2's rows."""
@@ -236,3 +264,44 @@ def test_scope_flags_on_reading_commands_sql_views_included(tmp_path, capsys):
     assert main(["--home", str(wh.home), "sql", "--cluster", "nope", "select 1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown cluster 'nope'" in err and "c1, c2, c3" in err
+
+
+def test_whatif_weighs_detecting_fail_slow_gpus_from_the_fleets_own_law(tmp_path, capsys):
+    """The fail-slow lines: the fleet's ``fail_slow`` row (rate and duration law) through the
+    closed forms of ``analysis.slowness.at_scale`` at each --slow-detect time, against the
+    ranking's own baseline; a warehouse without the row says so in one line."""
+    from analysis.lifetime_models.lognormal import LogNormal
+    from analysis.slowness import at_scale
+    from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
+    from warehouse.schemas import FAIL_SLOW
+
+    text = _run(capsys, _fitted(tmp_path / "none"), "whatif")
+    assert "fail-slow GPUs: none measured (no fail_slow law in failure_rates)" in text
+    wh = _fitted(tmp_path / "home")
+    law = {"of": "duration_hours", "mu_log_hours": {"value": 0.4}, "sigma": {"value": 1.0}}
+    row = conform("failure_rates", pl.DataFrame({
+        "component_class": [FAIL_SLOW], "stratum": ["all"], "window": ["all"],
+        "model": ["lognormal"], "selected": [True], "rate_per_1k_unit_days": [2.0],
+        "params": [json.dumps(law)],
+    }))  # fmt: skip
+    wh.replace_table("failure_rates", pl.concat([wh.read("failure_rates"), row]))
+    got = json.loads(_run(capsys, wh, "whatif", "--slow-detect", "5m", "never", "--json"))
+    fs = got["fail_slow"]
+    assert fs["rate_per_1k_gpu_days"] == pytest.approx(2.0)
+    assert fs["slowdown"] == at_scale.FALCON_SLOWDOWN  # no slow period pinned on a GPU
+    want = at_scale.detection_rows(
+        TARGET_GPUS,
+        at_scale.FailSlow(2.0 / HOURS_PER_1K_UNIT_DAYS, LogNormal(mu_log_hours=0.4, sigma=1.0)),
+        [5 / 60, None],
+        got["baseline"] | {"ckpt_cost_s": CKPT_COST_S, "restart_s": RESTART_S},
+    )
+    assert [r["goodput"] for r in fs["detections"]] == pytest.approx([r["goodput"] for r in want])
+    assert fs["detections"][1]["replacements_per_day"] == 0
+    assert fs["detections"][0]["goodput_fail_stop"] == got["baseline"]["goodput"]
+    text = _run(capsys, wh, "whatif", "--slow-detect", "5m", "never")
+    never = fs["detections"][1]
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("never:"))
+    assert f"slow {pct(never['slow_share'])} of its compute time" in line
+    assert f"-> {pct(never['goodput'])}" in line
+    assert main(["--home", str(wh.home), "whatif", "--slow-detect", "5"]) == 2
+    assert "has no unit" in capsys.readouterr().err

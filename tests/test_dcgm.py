@@ -450,3 +450,32 @@ def test_escaped_label_values_are_stored_as_the_values(tmp_path):
     rows = parse(text.encode(), ParseContext()).tables["gpu_samples"]
     assert rows["host"].to_list() == ['gpu"07', "a\\nb\nc", "back\\"]
     assert rows["pod"].to_list() == [None, None, 'x"y']
+
+
+def test_clock_events_count_keeps_one_series_per_reason(wh, tmp_path):
+    """dcgm-exporter's DCGM_EXP_CLOCK_EVENTS_COUNT has one series per ``clock_event`` label (a
+    real scrape from its pull request #261): three samples of one GPU at one time, each its own
+    series (the reason folded into the metric name, as the XID count's code), not one sample
+    stored and two quarantined as conflicting values of it."""
+    path = tmp_path / "home.prom"
+    path.write_bytes((D / "dcgm-exporter_pr261_clock_events_count.prom").read_bytes())
+    [r] = ingest_paths(wh, [path], jobs=1)
+    assert (r.records, r.rows_ok, r.rows_quarantined, r.rows_duplicate) == (3, 3, 0, 0)
+    s = wh.read("gpu_samples").sort("metric")
+    assert s.select("metric", "value").rows() == [
+        ('DCGM_EXP_CLOCK_EVENTS_COUNT{clock_event="gpu_idle"}', 2.0),
+        ('DCGM_EXP_CLOCK_EVENTS_COUNT{clock_event="hw_thermal"}', 1.0),
+        ('DCGM_EXP_CLOCK_EVENTS_COUNT{clock_event="sw_thermal"}', 1.0),
+    ]
+
+
+def test_clock_throttle_reasons_of_mig_instances_are_stored_apart():
+    """A real A30 scrape (dcgm-exporter issue #317): the reasons bitmask of two MIG instances
+    of GPU 0, each its own sample (value 1: GPU idle)."""
+    r = _parse((D / "dcgm-exporter_issue317_clock_throttle_reasons_mig_a30.prom").read_bytes())
+    s = r.tables["gpu_samples"]
+    assert r.records == 2 and r.quarantine.height == 0
+    assert s.select("metric", "gpu", "mig_instance", "value").rows() == [
+        ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", 0, "3", 1.0),
+        ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", 0, "4", 1.0),
+    ]

@@ -4,6 +4,7 @@ projections, plus the scenario's one-line errors. Each case is small: seconds in
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -231,12 +232,11 @@ def test_sweeps_rank_knobs_and_draw_the_spare_curve():
     assert rows.filter(rows["metric"] == "fleet_goodput").height == 5
 
 
-def test_cli_runs_the_committed_example_shape_and_bad_scenarios_are_one_line(tmp_path, capsys):
-    import json
-
+def small_example(folder: Path) -> Path:
+    """The committed example scenario (rates: the Llama 3 rates file), made small: 300 nodes,
+    30 days, two replications."""
     import yaml
 
-    from pipelines.cli import main
     from pipelines.cli.sample import SAMPLE_FLEET
 
     example = SAMPLE_FLEET.parent / "fleetsim" / "example.yaml"
@@ -245,8 +245,17 @@ def test_cli_runs_the_committed_example_shape_and_bad_scenarios_are_one_line(tmp
     raw["fleet"] = {**raw["fleet"], "nodes": 300, "hot_spares": 4, "warm_standbys": 2}
     raw["jobs"] = [{"gpus": 512, "count": 2}, {"gpus": 8, "count": 100}]
     raw["horizon_days"], raw["replications"] = 30, {"min": 2, "max": 2}
-    small = tmp_path / "small.yaml"
+    small = folder / "small.yaml"
     small.write_text(yaml.safe_dump(raw))
+    return small
+
+
+def test_cli_runs_the_committed_example_shape_and_bad_scenarios_are_one_line(tmp_path, capsys):
+    import json
+
+    from pipelines.cli import main
+
+    small = small_example(tmp_path)
     assert main(["fleetsim", "--scenario", str(small), "--json", "--workers", "1"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["baseline"]["replications"] == 2

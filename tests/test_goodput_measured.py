@@ -19,6 +19,7 @@ from warehouse.schemas import conform
 T0 = datetime(2026, 1, 5, 0, 0)
 CATS = (
     "productive_hours",
+    "slow_hours",
     "lost_work_hours",
     "restart_hours",
     "checkpoint_hours",
@@ -77,6 +78,7 @@ EXPECTED = {
     "A": {
         "wall_hours": 300,
         "productive_hours": 240,
+        "slow_hours": 0,
         "lost_work_hours": 27,
         "restart_hours": 5,
         "checkpoint_hours": 8,
@@ -86,6 +88,7 @@ EXPECTED = {
     "B": {
         "wall_hours": 130,
         "productive_hours": 60,
+        "slow_hours": 0,
         "lost_work_hours": 29,
         "restart_hours": 8,
         "checkpoint_hours": 2,
@@ -95,6 +98,7 @@ EXPECTED = {
     "ns/C": {
         "wall_hours": 120,
         "productive_hours": 84,
+        "slow_hours": 0,
         "lost_work_hours": 29,
         "restart_hours": 5,
         "checkpoint_hours": 2,
@@ -105,6 +109,7 @@ EXPECTED = {
     "D": {
         "wall_hours": 51,
         "productive_hours": 35,
+        "slow_hours": 0,
         "lost_work_hours": 0,
         "restart_hours": 5,
         "checkpoint_hours": 1,
@@ -131,6 +136,49 @@ def test_hand_built_chains_match_exactly():
     assert got["B"]["gpu_hours"] == pytest.approx(16 * 130 / 60)
 
 
+def _slow(job: str, start_min, end_min, extra_min: float) -> dict:
+    timed = start_min is not None
+    return {
+        "cluster": "c1",
+        "job_id": job,
+        "start_time": T0 + timedelta(minutes=start_min) if timed else None,
+        "end_time": T0 + timedelta(minutes=end_min) if timed else None,
+        "extra_hours": extra_min / 60,
+    }
+
+
+def test_time_lost_running_slow_comes_out_of_the_work_kept():
+    """A's first attempt keeps its work up to its third checkpoint (93 min): a slow period over
+    80-110 min costs the kept share of its extra time (13 of 30 min), the rest lies in work
+    that was lost anyway. D's period without times is spread over its kept work; B cannot lose
+    more than it kept."""
+    periods = conform(
+        "slow_periods",
+        pl.DataFrame(
+            [
+                _slow("A", 10, 40, 6.0),
+                _slow("A", 80, 110, 10.0),
+                _slow("A", 200, 260, 20.0),
+                _slow("D", None, None, 12.0),
+                _slow("B", 0, 130, 1000.0),
+            ]
+        ),
+    )
+    out = measure(CHAINS, 1800, 60, 300, slow_periods=periods)
+    got = {r["job_id"]: minutes(r) for r in out.iter_rows(named=True)}
+    assert got["A"]["slow_hours"] == pytest.approx(6 + 10 * 13 / 30 + 20, abs=1e-6)
+    assert got["A"]["productive_hours"] == pytest.approx(240 - got["A"]["slow_hours"], abs=1e-6)
+    assert got["D"]["slow_hours"] == pytest.approx(12, abs=1e-6)
+    assert (got["B"]["slow_hours"], got["B"]["productive_hours"]) == (60, 0)
+    assert got["ns/C"]["slow_hours"] == 0
+    for job, parts in got.items():
+        rest = {k: v for k, v in parts.items() if k not in ("productive_hours", "slow_hours")}
+        assert rest == {k: float(v) for k, v in EXPECTED[job].items() if k in rest}, job
+        assert sum(parts[c] for c in CATS) == pytest.approx(parts["wall_hours"], abs=1e-6)
+    a = out.filter(pl.col("job_id") == "A").row(0, named=True)
+    assert a["goodput"] == pytest.approx((240 - got["A"]["slow_hours"]) / 300)
+
+
 def test_exact_checkpoint_times_replace_the_interval():
     attempts = frame(
         [
@@ -154,6 +202,7 @@ def test_exact_checkpoint_times_replace_the_interval():
     assert got["X"] == {
         "wall_hours": 180.0,
         "productive_hours": 131.0,
+        "slow_hours": 0.0,
         "lost_work_hours": 20.0,
         "restart_hours": 5.0,
         "checkpoint_hours": 4.0,
@@ -162,6 +211,12 @@ def test_exact_checkpoint_times_replace_the_interval():
     }
     # Y has no checkpoint rows: the interval rule applies (same as chain A)
     assert got["Y"] == {k: float(v) for k, v in EXPECTED["A"].items()}
+    # X's first attempt keeps its work up to its last save (80 min): half of a period over
+    # 60-100 min lies in it
+    slow = conform("slow_periods", pl.DataFrame([_slow("X", 60, 100, 8.0)]))
+    again = measure(attempts, 1800, 60, 300, checkpoints=ck, slow_periods=slow)
+    x = minutes(again.filter(pl.col("job_id") == "X").row(0, named=True))
+    assert (x["slow_hours"], x["productive_hours"]) == (4.0, 127.0)
 
 
 def test_restart_cost_and_interval_are_parameters():

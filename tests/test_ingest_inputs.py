@@ -226,3 +226,67 @@ def test_numbered_lines_splits_like_python(data):
     got = numbered_lines(data, ParseContext(line_offset=5))
     assert got["raw"].to_list() == [w.removesuffix("\r") for w in want]
     assert got["line"].to_list() == list(range(6, 6 + len(want)))
+
+
+# ----------------------------------------------------------------------------- nothing readable
+def test_ingest_of_an_empty_folder_is_an_error_and_makes_no_home(tmp_path, capsys):
+    from pipelines.cli import main
+
+    (tmp_path / "drop").mkdir()
+    (tmp_path / "drop" / ".hidden").write_text("JobID|State\n1|COMPLETED\n")  # skipped
+    home = tmp_path / "home"
+    assert main(["--home", str(home), "ingest", str(tmp_path / "drop")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no file to read in" in err
+    assert not home.exists()
+
+
+def test_ingest_of_nothing_readable_is_an_error_and_makes_no_home(tmp_path, capsys):
+    """Files none of which gives a record (no format recognises them): exit 5, each file's
+    reason on stderr, and the home the command would have made is not left behind."""
+    from pipelines.cli import main
+
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    (drop / "notes.txt").write_text("hello\n")
+    (drop / "blob.bin").write_bytes(b"\x00\x01\x02\n")
+    home = tmp_path / "home"
+    assert main(["--home", str(home), "ingest", str(drop)]) == 5
+    err = capsys.readouterr().err
+    assert err.count("format not recognised") == 2 and "nothing readable" in err
+    assert not home.exists()
+    # a home that existed keeps what it had
+    assert main(["--home", str(home), "ingest", str(FIXTURES / SACCT)]) == 0
+    assert main(["--home", str(home), "ingest", str(drop)]) == 5
+    assert (home / "warehouse.duckdb").exists()
+
+
+SACCT = "slurm/xdmod__accounting-logs.log"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "chunked"])
+def test_a_forced_format_that_finds_no_record_rejects_the_file_until_its_own_is_given(
+    tmp_path, capsys, monkeypatch, streamed
+):
+    """A sacct dump read as kernel log lines gives no record at all: the file is rejected
+    (exit 5, the reason on stderr, nothing in the manifest) and read again, without --replace,
+    by an ingest with its own format or none; the quarantine row of the wrong try goes."""
+    from ingest import chunks
+    from pipelines.cli import main
+    from warehouse.store import Warehouse
+
+    if streamed:  # a large file: streamed in chunks into a batch of its own
+        monkeypatch.setattr(chunks, "CHUNK_BYTES", 256)
+    home, dump = tmp_path / "home", FIXTURES / SACCT
+    other = FIXTURES / "slurm/sacct_parsable2_with_header_examples.txt"
+    assert main(["--home", str(home), "ingest", str(other)]) == 0  # the home exists
+    assert main(["--home", str(home), "ingest", "--format", "kernel", str(dump)]) == 5
+    err = capsys.readouterr().err
+    assert "--format kernel found no record in this file" in err and "no --replace" in err
+    wh = Warehouse(home)
+    assert str(dump) not in wh.read("ingest_manifest")["path"].to_list()
+    assert wh.read("quarantine").filter(pl.col("source_file") == str(dump)).height == 1
+    assert main(["--home", str(home), "ingest", str(dump)]) == 0  # detected: sacct
+    m = wh.read("ingest_manifest").filter(pl.col("path") == str(dump)).row(0, named=True)
+    assert (m["format"], m["rows_ok"]) == ("sacct", 4)
+    assert wh.read("quarantine").filter(pl.col("source_file") == str(dump)).height == 0

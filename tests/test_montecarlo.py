@@ -106,3 +106,68 @@ def test_rate_draws_widen_the_band():
     point = simulate(wide, cfg, replicas=300, seed=7).summary()
     fit = simulate(wide, cfg, replicas=300, seed=7, rate_draws=wide.sample(300, 8)).summary()
     assert (fit["p97_5"] - fit["p2_5"]) > 1.5 * (point["p97_5"] - point["p2_5"])
+
+
+@pytest.mark.parametrize("spares", [None, 0, 4, 16, 64])
+def test_the_whole_timeline_at_once_equals_the_run_failure_by_failure(monkeypatch, spares):
+    """A window of fixed wall time with fixed restart and repair times is computed over each
+    job's whole failure sequence at once: on the same drawn failures, every job's goodput,
+    work, failures met, wait and the time its spare pool first ran dry equal those of the
+    failure-by-failure run."""
+    import numpy as np
+
+    from analysis import montecarlo
+
+    job = Job(16_384, wall_hours=300.0, interval_hours=TAU, spares=spares, repair_hours=24.0)
+    at_once = simulate(LLAMA, job, replicas=60, seed=3)
+    monkeypatch.setattr(montecarlo._Run, "whole_timeline", lambda self, work: False)
+    stepped = simulate(LLAMA, job, replicas=60, seed=3)
+    for name in ("goodput", "work_hours", "failures", "wait_hours", "dry_at"):
+        assert np.allclose(getattr(at_once, name), getattr(stepped, name), equal_nan=True), name
+    assert at_once.failures.mean() > 50  # the jobs did fail
+
+
+def test_spares_that_run_out_are_said_with_why(tmp_path):
+    """The README's example on a fleet failing 20x as often as Llama 3: 16 spares repaired in
+    24 h cannot keep up with ~330 hardware failures per repair time. The projection says the
+    pool ran out, when and why, not a bare 0.0%; fewer jobs are simulated (each meets ~18,000
+    failures), the band still over every rate draw."""
+    from analysis.whatif import format_projection
+    from analysis.whatif import project_one
+    from analysis.whatif import simulated_replicas
+
+    rates = LLAMA.scaled(dict.fromkeys(LLAMA.classes, 20.0))
+    job = Job(32_768, spares=16)
+    assert 50 <= simulated_replicas(rates, job, 500) < 100
+    res = project_one(None, job, method="mc", rates=rates)
+    assert res["spares_ran_out"] == 1.0 and res["spares_ran_out_hours"] < 3
+    assert res["hardware_failures_per_repair"] == pytest.approx(
+        20 * 24 * sum(r * n for r, n, c in zip(LLAMA.rate, _units(32_768), LLAMA.classes,
+                                               strict=True) if c not in ("software", "host_os",
+                                                                         "unknown")), rel=1e-9
+    )  # fmt: skip
+    assert res["wait_share"] > 0.95 and 0 < res["goodput"] < 0.001
+    text = "\n".join(format_projection(res))
+    assert "spare pool            RAN OUT in 100% of simulated jobs" in text
+    assert "0.0%  (95%" not in text  # a goodput under 0.1% is written with its digits
+    plenty = project_one(None, Job(1_024, spares=16), method="mc", rates=LLAMA)
+    assert plenty["spares_ran_out"] == 0.0 and plenty["hardware_failures_per_repair"] < 2
+    assert "spare pool            never ran out" in "\n".join(format_projection(plenty))
+
+
+def _units(n_gpus: int):
+    from analysis.projection import unit_counts
+
+    return unit_counts(LLAMA.classes, n_gpus, 8, LLAMA.counts)[:, 0]
+
+
+def test_the_band_of_a_job_near_zero_goodput_stays_within_zero_and_one():
+    # 16,384 GPUs with 16 spares and rates known to a factor of 8: the simulated jobs' linear
+    # response to each draw's analytic goodput, read far from the point, went to -0.62
+    from analysis.whatif import evaluate
+
+    r = ClassRates(("gpu",), [2e-5], [2.5e-6], [8e-5])
+    job = Job(16_384, wall_hours=720, interval_hours=0.5, spares=16, repair_hours=72)
+    out = evaluate(r, job, method="mc", replicas=200, seed=1)
+    assert 0.0 <= out["goodput_ci_low"] <= out["goodput"] <= out["goodput_ci_high"] <= 1.0
+    assert out["goodput_ci_low"] == 0.0 and out["goodput_ci_high"] > 0.2

@@ -98,6 +98,41 @@ def test_false_positive_rate_on_null_fleets_is_under_the_level():
     assert flagged_nodes / (n * seeds) < LEMON_ALPHA / 10
 
 
+def test_nodes_that_slow_jobs_repeatedly_are_flagged_by_the_same_test():
+    """The episodes a node slowed jobs in, tested as failures are: a node named in 9 among 40
+    that each had 0-2 is flagged; the overlapping periods of one throttled GPU under two jobs
+    count once."""
+    rng = np.random.default_rng(3)
+    hosts = [f"n{i:03d}" for i in range(40)]
+    counts = {h: int(rng.integers(0, 3)) for h in hosts}
+    counts["n007"] = 9
+    rows = []
+    for h, k in counts.items():
+        for e in range(k):
+            start = T0 + timedelta(days=2 * e)
+            for job in ("a", "b"):  # one throttled GPU under two jobs at once
+                rows.append(
+                    {
+                        "cluster": "c", "job_id": f"{h}-{e}-{job}", "period": 1,
+                        "start_time": start, "end_time": start + timedelta(hours=1),
+                        "slow_gpu_hours": 4.0, "culprit_host": h,
+                    }
+                )  # fmt: skip
+    periods = conform("slow_periods", pl.DataFrame(rows))
+    failures, windows = fleet(np.zeros(40, int), np.full(40, 1000.0))
+    h = build_node_health(
+        failures.clear(), windows, empty("interruptions"), empty("hw_events"),
+        empty("component_history"), empty("job_attempts"), slow_periods=periods,
+    )  # fmt: skip
+    by_host = {r["host"]: r for r in h.iter_rows(named=True)}
+    assert by_host["n007"]["slow_episodes"] == 9 and by_host["n007"]["slow_gpu_hours"] == 72.0
+    assert [r["host"] for r in h.iter_rows(named=True) if r["slow_lemon"]] == ["n007"]
+    assert h["host"][0] == "n007"  # the worst first
+    assert not h["lemon"].any()  # nothing failed: no fail-stop lemon
+    s = summary(h)
+    assert (s["slow_lemons"], s["slow_episodes"]) == (1, sum(counts.values()))
+
+
 def test_p_values_match_scipy_and_benjamini_hochberg_by_hand():
     """Each node against the others: the larger p of the exact binomial (its share of the
     failures vs its share of the node-hours) and the negative binomial around the other

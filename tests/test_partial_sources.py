@@ -7,6 +7,7 @@ import io
 from pathlib import Path
 
 import pytest
+from test_report import readings
 
 from pipelines.cli import main
 from tests.conftest import SAMPLE_FLEET
@@ -48,7 +49,21 @@ def growing(tmp_path_factory):
             status(Warehouse(home)),
             Warehouse(home).query("SELECT count(*) n FROM interruptions")["n"][0],
         )
+        REPORTS[name] = (Warehouse(home).reports / "goodput_report.html").read_text()
     return Warehouse(home), builds
+
+
+REPORTS: dict[str, str] = {}  # each build's report, by the sources it had
+
+
+def assert_every_section_built(page: str, lacking: dict[str, str]) -> None:
+    """No section of the report failed to build; those given say what they lack."""
+    from dashboards.section import NO_DATA
+
+    assert "could not be built" not in page and "Traceback" not in page
+    got = readings(page)
+    for key, missing in lacking.items():
+        assert got[key].startswith(NO_DATA) and missing in got[key], (key, got[key])
 
 
 def test_sacct_only_builds_skips_what_needs_hardware_data_and_keeps_the_catalog_fresh(growing):
@@ -62,6 +77,15 @@ def test_sacct_only_builds_skips_what_needs_hardware_data_and_keeps_the_catalog_
         assert f"skipped: {skipped} (" in out
     assert "no units to follow" in st["component_lifetimes"][1]
     assert st["leadership_report"][0] == "ok"
+
+
+def test_every_report_section_builds_on_sacct_alone_and_says_what_it_lacks(growing):
+    growing  # noqa: B018 - the builds
+    page = REPORTS["sacct"]
+    assert readings(page)["summary"].startswith("From 2026-01-05")  # not a TypeError
+    assert_every_section_built(page, {"failure_rates": "failure_rates"})
+    for later in ("kernel", "sel"):
+        assert_every_section_built(REPORTS[later], {})
 
 
 def test_sacct_and_kernel_without_inventory_fit_rates_from_observed_units(growing):
@@ -111,6 +135,8 @@ def test_inventory_only_builds_and_flags_the_window_it_could_not_infer(tmp_path)
     line = next(x for x in out.splitlines() if x.startswith("observation window:"))
     assert "earliest_record" in line and "pass --observed-from" in line
     wh = Warehouse(home)
+    lacks_jobs = {"summary": "job_attempts", "goodput_measured": "goodput_jobs"}
+    assert_every_section_built((wh.reports / "goodput_report.html").read_text(), lacks_jobs)
     st = status(wh)
     assert st["interruptions"] == ("skipped", "interruptions: no rows in job_attempts")
     assert st["failure_fits"][0] == "ok"
@@ -144,7 +170,8 @@ def test_telemetry_only_builds_rollups_and_skips_job_analyses(tmp_path):
         "skipped",
         "goodput_projections: no failure in failure_rates (a zero rate gives no MTTI to project)",
     )
-    assert (Warehouse(home).reports / "goodput_report.html").exists()
+    page = (Warehouse(home).reports / "goodput_report.html").read_text()
+    assert_every_section_built(page, {"summary": "job_attempts", "causes": "interruptions"})
 
 
 def test_a_real_failure_fails_with_its_cause_in_one_line_and_the_catalog_still_refreshes(

@@ -24,7 +24,7 @@ from sources.base import SourceError
 from sources.base import Window
 from sources.base import fetch_all
 from sources.base import source_config
-from sources.prometheus import COUNTERS
+from sources.prometheus import CHANGES
 from sources.pull import pull
 from tests.conftest import SAMPLE_FLEET
 from tests.servers import prometheus as server
@@ -160,7 +160,7 @@ def test_pulled_counter_samples_give_the_files_counter_events(both):
 def test_raw_samples_only_for_changed_counters_and_blank_hours(both):
     ingested, pulled, _ = both
     samples = ingested.query("SELECT count(*) AS n FROM gpu_samples")["n"][0]
-    raw = pulled.query(f"""SELECT metric IN ({", ".join(f"'{m}'" for m in COUNTERS)}) AS counter,
+    raw = pulled.query(f"""SELECT metric IN ({", ".join(f"'{m}'" for m in CHANGES)}) AS counter,
                           count(*) AS n, count(value) AS valued
                           FROM gpu_samples GROUP BY 1 ORDER BY 1""").rows()
     assert (

@@ -99,7 +99,7 @@ def test_loads_offline_without_errors_or_requests(loaded, report):
 
 
 def test_every_chart_renders(loaded):
-    assert loaded["expected"] == 14 == loaded["chart_divs"]  # every section with a chart
+    assert loaded["expected"] == 13 == loaded["chart_divs"]  # every section with a chart
     assert loaded["rendered"] == loaded["expected"]
     shot = loaded["screenshot"]
     assert shot.stat().st_size > 50_000  # a full page of charts, not a blank canvas

@@ -54,8 +54,8 @@ def test_headline_gives_infrastructure_and_all_causes_mtti_and_names_the_scope(t
     assert f"one every {infra_h:.1f} h across the fleet from infrastructure" in head
     assert f"one every {all_h:.1f} h from all causes" in head
     assert (
-        "(scope infrastructure: everything but the job's own failures, the same as the MTTI above)"
-        in head
+        "(scope infrastructure: everything but the job's own failures, the same as the time "
+        "between interruptions above)" in head
     )
     causes = _reading(secs, "causes")
     assert (

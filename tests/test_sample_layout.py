@@ -117,19 +117,32 @@ def file_hashes(root: Path) -> dict[str, str]:
     }
 
 
+def digest_of(hashes: dict[str, str], names) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(names):
+        digest.update(name.encode())
+        digest.update(hashes[name].encode())
+    return digest.hexdigest()
+
+
 def test_a_small_fleet_has_the_bytes_it_had_before_the_split(tmp_path):
     """Digest of every file's path and sha256, recorded with sample_data/fleet.py + formats.py
     (re-recorded when the Kubernetes events gained each container start and the operator's
-    exit records, the ground truth each training chain's attempts and time budget, and sacct's
-    text each job's Timelimit and Reason)."""
+    exit records, the ground truth each training chain's attempts and time budget, sacct's
+    text each job's Timelimit and Reason, and the fleet its fail-slow episodes: DCGM clocks,
+    reasons and link widths, training logs and their truth). The files fail-slow does not
+    write keep the digest they had without it: its draws come from streams of their own."""
     simulate(tmp_path, llama3_cause_mix(), **TINY_FLEET)
     hashes = file_hashes(tmp_path)
-    digest = hashlib.sha256()
-    for name in sorted(hashes):
-        digest.update(name.encode())
-        digest.update(hashes[name].encode())
-    assert len(hashes) == 43
-    assert digest.hexdigest() == "8c7d8df317b2df7476254b12e2f4263f0ed975b100b24fb99e490f1aa05c9823"
+    assert len(hashes) == 44
+    assert digest_of(hashes, hashes) == (
+        "2509cac749bc6d497008439a3ae13b65338fdb324e9186364fbd449f280e5b3d"
+    )
+    untouched = [n for n in hashes if not n.startswith(("dcgm/", "training/", "ground_truth"))]
+    assert len(untouched) == 22
+    assert digest_of(hashes, untouched) == (
+        "015905dc5c1654c0e22d01aa81c1d2a7f5ef37ae00b3cc00f0159210d1fafdb0"
+    )
 
 
 def test_goodput_simulate_regenerates_the_committed_fleet_byte_for_byte(tmp_path, capsys):
@@ -141,7 +154,7 @@ def test_goodput_simulate_regenerates_the_committed_fleet_byte_for_byte(tmp_path
     assert "faults: 148" in capsys.readouterr().out
     committed = file_hashes(SAMPLE / "fleet")
     regenerated = file_hashes(out)
-    assert len(committed) == 2011
+    assert len(committed) == 2021
     assert regenerated == committed
 
 

@@ -141,6 +141,10 @@ COMPONENT_CLASSES = (
     "cpu", "host_memory", "storage", "bmc", "host_os", "software", "unknown",
 )  # fmt: skip
 
+# ``failure_rates``' class of fail-slow episodes (a GPU running slow: analysis/slowness/rates.py),
+# kept apart from the fail-stop classes above: no projection of interruptions reads it
+FAIL_SLOW = "fail_slow"
+
 # How many units of each class a node or job carries: (scope, units per scope). Scope "gpu"
 # scales with the GPUs (a job's N, a node's G), "node" with the nodes, "job" is once per job. A
 # class missing here counts once per node (``DEFAULT_UNIT``). Declared here, beside the classes,
@@ -482,6 +486,31 @@ TABLES: dict[str, Table] = {
                 "n": I64,
                 "first": UTC_TS,
                 "last": UTC_TS,
+            },
+        ),
+        _daily(
+            "gpu_signal_spans",
+            (
+                "a span of one day a GPU ran slow by its own telemetry: clock-event reasons "
+                "holding its clock down, or its PCIe link below its width or generation "
+                "(analysis/telemetry/signals.py)"
+            ),
+            {
+                **_GPU,
+                "signal": STR,  # clocks | pcie_width | pcie_gen
+                "start_time": UTC_TS,  # half-way from the sample before to its first slow sample
+                "end_time": UTC_TS,  # half-way from its last slow sample to the next
+                # clocks: the OR of the slowdown bits over the span (warehouse/signals.py)
+                "reasons": I64,
+                # clocks: whether a job ran on the GPU (GPU idle clear) through the span; a span
+                # of one GPU is cut where that changes
+                "busy": BOOL,
+                # mean over the span of its level over the reference: the SM clock over the
+                # GPU's max clock (else the highest its host ran that day); the link's width or
+                # generation over its max (else its host's highest); null: no level sampled
+                "ratio": F64,
+                "samples": I64,  # the samples (or an hour's rollup count) the span rests on
+                "spacing_s": F64,  # the series' typical time between samples that day
             },
         ),
         _daily(
@@ -849,6 +878,13 @@ TABLES: dict[str, Table] = {
                 "p_adjusted": F64,
                 "alpha": F64,  # level of ``lemon``
                 "lemon": BOOL,  # p_adjusted < alpha (null when untested)
+                # the episodes slow_periods name it the culprit of (overlapping periods: one)
+                "slow_episodes": I64,
+                "slow_gpu_hours": F64,  # what those periods cost the jobs
+                "expected_slow": F64,  # at the other nodes' rate x node_hours
+                "slow_p_value": F64,  # the same test as p_value, of slow_episodes
+                "slow_p_adjusted": F64,
+                "slow_lemon": BOOL,  # slow_p_adjusted < alpha: slows jobs more than the fleet
             },
             key=("host",),
             kind="derived",
@@ -953,14 +989,16 @@ TABLES: dict[str, Table] = {
                 "final_end": UTC_TS,
                 "final_state": STR,
                 "wall_hours": F64,
-                "productive_hours": F64,
+                "productive_hours": F64,  # at full speed
+                # work kept but lost running slow (slow_periods: the extra time inside it)
+                "slow_hours": F64,
                 "lost_work_hours": F64,
                 "restart_hours": F64,
                 "checkpoint_hours": F64,
                 "queue_after_failure_hours": F64,
                 "other_hours": F64,
                 "gpu_hours": F64,
-                "goodput": F64,
+                "goodput": F64,  # productive_hours / wall_hours: time at full speed
                 # how badput was split: measured (checkpoint times from ``checkpoints``) or
                 # assumed (the stated interval below), and the assumptions used
                 "method": STR,
@@ -1003,8 +1041,8 @@ TABLES: dict[str, Table] = {
         Table(
             "slow_periods",
             (
-                "one period a job ran slower than its own healthy step time "
-                "(analysis/slowness/steps.py)"
+                "one period a job ran slower than its own healthy step time, or than its GPUs "
+                "allow while one of them ran slow (analysis/slowness/steps.py, attribution.py)"
             ),
             {
                 "cluster": STR,
@@ -1017,9 +1055,10 @@ TABLES: dict[str, Table] = {
                 "steps": I64,
                 "baseline_step_s": F64,  # the job's
                 "step_s": F64,  # its typical step time (smoothed: saves and stalls left out)
-                "slowdown": F64,  # step_s / baseline_step_s
+                "slowdown": F64,  # step_s / baseline_step_s (telemetry: 1 / the span's ratio)
                 "duration_hours": F64,
-                "extra_hours": F64,  # duration less the same steps at the baseline
+                # duration less the same steps at the baseline (telemetry: duration x (1 - ratio))
+                "extra_hours": F64,
                 "n_gpus": I32,
                 "slow_gpu_hours": F64,  # extra_hours x n_gpus
                 # transient: the job came back to its baseline; persistent: the log ends slow
@@ -1030,6 +1069,21 @@ TABLES: dict[str, Table] = {
                 "slow_node": STR,
                 "rank_ratio": F64,
                 "rank_evidence": STR,  # timers | scores | null: the log names no rank
+                # step_log: found in the job's step times; telemetry: a GPU of the job ran slow
+                # while no step log covered it (analysis/slowness/attribution.py)
+                "source": STR,
+                # thermal | power | pcie | nvlink | host | workload | unknown (warehouse/signals.py)
+                "cause": STR,
+                "culprit_host": STR,  # the node the evidence names; null: none
+                "culprit_gpu": I32,
+                "evidence": STR,  # what the attribution rests on, in words
+                # high: a GPU signal over half the period; medium: a shorter GPU signal, NVLink
+                # errors or the log's ranks; low: nothing, or telemetry alone
+                "confidence": STR,
+                "signal_share": F64,  # share of the period the culprit's GPU signal covered
+                # telemetry: the chance the slow GPU was the job's (1 for a job holding whole
+                # nodes); extra_hours is that chance times the loss
+                "gpu_share": F64,
             },
             key=("cluster", "job_id", "period"),
             kind="derived",
@@ -1047,6 +1101,7 @@ TABLES: dict[str, Table] = {
                 "infrastructure": I64,  # of those, outside the jobs' own (workload) domain
                 "lost_gpu_hours": F64,  # of the unexpected interruptions
                 "goodput": F64,  # measured, weighted by GPU-hours (productive / wall of the chains)
+                "slow_gpu_hours": F64,  # the chains' work lost running slow (n_gpus x slow_hours)
             },
             key=("dimension", "value"),
             kind="derived",
@@ -1065,6 +1120,7 @@ TABLES: dict[str, Table] = {
                 "gpu_hours": F64,  # held by job attempts within the period
                 "goodput": F64,  # measured, GPU-hour weighted, job chains ending in the period
                 "lost_gpu_hours": F64,  # of the unexpected interruptions ending in the period
+                "slow_gpu_hours": F64,  # lost running slow by the job chains ending in the period
                 "interruptions": I64,  # unexpected
                 "infrastructure": I64,  # of those, outside the jobs' own (workload) domain
                 "workload": I64,  # the jobs' own failures
@@ -1273,6 +1329,8 @@ def conform(table: str, df: pl.DataFrame) -> pl.DataFrame:
     if df.columns == columns and df.dtypes == dtypes:  # a parser's output usually is already
         return df
     spec = TABLES[table]
+    if df.width == 0:  # no rows either: a select of literals would make one row of nulls
+        return pl.DataFrame(schema=spec.columns)
     extra = [c for c in df.columns if c not in spec.columns]
     if extra:
         raise ValueError(f"{table}: columns not in the schema: {extra}")

@@ -33,8 +33,16 @@ from __future__ import annotations
 
 import polars as pl
 
+from analysis.assumptions import GPUS_PER_NODE
+from analysis.slowness.attribution import attributed
+from analysis.slowness.attribution import reason_spacing
+from analysis.slowness.attribution import telemetry_periods
+from analysis.slowness.attribution import with_telemetry
+from analysis.slowness.signals import gpu_spans
+from analysis.telemetry.sql import sql_values
 from warehouse.schemas import TABLES
 from warehouse.schemas import conform
+from warehouse.signals import REASON_METRICS
 
 HEALTHY_Z = 3.0  # the healthy band above the 10th percentile of m, in sigma
 SLOW_Z = 4.0  # an interval is slow above the baseline by more than this many sigma ...
@@ -301,13 +309,24 @@ def _within(span: pl.DataFrame, rows: pl.DataFrame, col: str, lo: str, hi: str) 
     )
 
 
-def refresh_slow_periods(wh) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Read ``training_steps`` (with ``job_attempts``, ``step_timers``, ``rank_scores``), write
-    ``slow_periods`` and ``job_step_times``; returns both."""
+def refresh_slow_periods(
+    wh, gpus_per_node: int = GPUS_PER_NODE
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Read ``training_steps`` (with ``job_attempts``, ``step_timers``, ``rank_scores``) and the
+    GPU telemetry's slow spans, NVLink errors and reason sampling (``attribution``), write
+    ``slow_periods`` (the step logs' periods attributed, then the telemetry's) and
+    ``job_step_times``; returns both."""
     attempts = wh.read("job_attempts")
     steps = wh.read("training_steps")
     found, jobs = slow_periods(
         steps, job_gpus(attempts), wh.read("step_timers"), wh.read("rank_scores")
+    )
+    spans = gpu_spans(wh)
+    spacing = reason_spacing(wh.read("gpu_daily", f"metric IN ({sql_values(REASON_METRICS)})"))
+    events = wh.read("hw_events", "component_class = 'nvlink'")
+    found = with_telemetry(
+        attributed(found, attempts, spans, events, spacing),
+        telemetry_periods(spans, attempts, jobs, gpus_per_node),
     )
     wh.replace_table("slow_periods", found)
     wh.replace_table("job_step_times", jobs)

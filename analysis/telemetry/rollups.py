@@ -8,8 +8,10 @@ series' first of the day), all that counter events need. ``gpu_sightings``: per 
 first and last sample in its slot, all that replacements need. ``gpu_daily``: per GPU, day and
 metric, n / sum / min / max / first and last hour, from the day's gpu_hourly: what component
 lifetimes need for whole days. ``gpu_sample_times``: samples per hour with their first and last
-time, what the telemetry's observation span needs. The whole-history steps read these compact
-tables, never raw samples nor every hour.
+time, what the telemetry's observation span needs. ``gpu_signal_spans``: the spans a GPU ran
+slow by its clock-event reasons, clock or PCIe link (``analysis.telemetry.signals``), what the
+slowness analyses need. The whole-history steps read these compact tables, never raw samples
+nor every hour.
 """
 
 import tempfile
@@ -19,6 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from analysis.telemetry.metrics import COUNTER_METRICS
+from analysis.telemetry.signals import SPANS_SQL
 from analysis.telemetry.sql import SERIES
 from analysis.telemetry.sql import SERIES_SQL
 from analysis.telemetry.sql import files_view
@@ -81,6 +84,7 @@ _DAILY_SQL: dict[str, str] = {
                 min(min), max(max), arg_max(last, coalesce(mig_instance, ''))
             FROM rolled GROUP BY ALL
         ) ORDER BY host NULLS FIRST, gpu NULLS FIRST, metric NULLS FIRST, hour NULLS FIRST""",
+    "gpu_signal_spans": SPANS_SQL,
 }
 # the samples of series-hours a rollup covers (counter samples pulled at scrape resolution) are
 # not counted again

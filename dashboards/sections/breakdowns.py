@@ -7,6 +7,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from analysis.breakdown import DIMENSIONS
 from analysis.taxonomy import NONE_LABEL
 from dashboards import charts
 from dashboards.section import NO_DATA
@@ -21,7 +22,6 @@ TITLE = "By cluster, partition and account"
 ORDER = 95
 TABLES = ("goodput_breakdown",)
 
-DIMENSIONS = ("cluster", "partition", "account")
 TOP = 15  # bars per dimension in the chart (the table lists every value)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import html
 
 from analysis.headline import BAND_COVERS
+from analysis.taxonomy import LLAMA3_DAYS
+from analysis.taxonomy import LLAMA3_GPUS
 from analysis.taxonomy import LLAMA3_TABLE
 from analysis.taxonomy import WORKLOAD_DOMAIN
 from dashboards.section import ReportContext
@@ -45,6 +47,8 @@ GLOSSARY: dict[str, str] = {
     "counted (fleet-wide, per class or per unit).",
     "MTTI": "mean time to interruption of one job, in hours: 1 / the job's interruption rate, "
     "the sum of the failure rates of every part it spans.",
+    "ETTR": "effective training time ratio, the name published fleets give a job's goodput: the "
+    "share of its wall time spent on training it kept.",
     "failure rate": "failures per 1,000 unit-days: per 1,000 units (GPUs, PSUs, nodes) each "
     "observed for a day; MTBF in hours is 24,000 divided by it.",
     "unit-days": "units times days observed; the exposure a failure rate divides by.",
@@ -89,8 +93,9 @@ GLOSSARY: dict[str, str] = {
     "observation window": "the period every rate's exposure is counted over.",
     "quarantined": "input records that could not be read, kept with the reason instead of being "
     "dropped.",
-    "Llama 3": "Meta's published count of 419 unexpected interruptions in a 54-day run on "
-    f"16,384 H100 GPUs, the reference mix this fleet is compared with: as shares of the {COMPARED} "
+    "Llama 3": f"Meta's published count of {sum(n for _, n, _ in LLAMA3_TABLE):,} unexpected "
+    f"interruptions in a {LLAMA3_DAYS:g}-day run on {LLAMA3_GPUS:,} H100 GPUs, the reference mix "
+    f"this fleet is compared with: as shares of the {COMPARED} "
     f"on both sides ({sum(n for _, n, c in LLAMA3_TABLE if c not in NOT_COMPARED):,} of Llama 3's "
     f"{sum(n for _, n, _ in LLAMA3_TABLE):,}).",
     "infant mortality": "failures that get rarer as units age (Weibull k < 1).",

@@ -22,13 +22,18 @@ TABLES = ("goodput_jobs",)
 
 
 BADPUT_PARTS = (
-    ("productive_hours", "productive"),
+    ("productive_hours", "productive (at full speed)"),
+    ("slow_hours", "running slow"),
     ("lost_work_hours", "lost work since last checkpoint"),
     ("restart_hours", "restart / recovery"),
     ("checkpoint_hours", "checkpoint overhead"),
     ("queue_after_failure_hours", "queue wait after failure"),
     ("other_hours", "other (unfinished, idle gaps)"),
 )
+
+
+# one color per part of ``BADPUT_PARTS``, in its order
+PART_COLORS = ["#54a24b", "#4c78a8", "#e45756", "#f58518", "#eeca3b", "#b279a2", "#bab0ac"]
 
 
 def goodput_hist_frame(goodput_jobs: pl.DataFrame, bins: int = 20) -> pl.DataFrame:
@@ -108,7 +113,7 @@ def goodput_chart(hist: pl.DataFrame, badput: pl.DataFrame) -> alt.HConcatChart:
                 legend=None,
                 scale=alt.Scale(
                     domain=order,
-                    range=["#54a24b", "#e45756", "#f58518", "#eeca3b", "#b279a2", "#bab0ac"],
+                    range=PART_COLORS,
                 ),
             ),
             tooltip=["part:N", "basis:N", *charts.share_tips("share", "gpu_hours", "GPU-hours")],

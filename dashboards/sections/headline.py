@@ -1,24 +1,23 @@
 """Headline figures: fleet size, GPU-hours, interruptions, MTTI, measured and projected goodput, as
-tiles."""
+tiles (HTML, laid out in as many columns as the page is wide: one on a phone)."""
 
 from __future__ import annotations
 
-import altair as alt
 import polars as pl
 
 from analysis.headline import fleet_headline
-from dashboards import charts
 from dashboards.section import NO_DATA
 from dashboards.section import SCOPE_WORDS
 from dashboards.section import ReportContext
 from dashboards.section import Section
 from dashboards.section import hours
-from dashboards.section import in_hours
 from dashboards.section import interruption_scope
+from dashboards.section import mean_time
 from dashboards.section import num
 from dashboards.section import pct
 from dashboards.section import projection_at
 from dashboards.section import telemetry_rollup
+from dashboards.section import tile
 
 KEY = "headline"
 TITLE = "Headline figures"
@@ -30,26 +29,6 @@ TABLES = (
     "goodput_projections",
     "component_history",
 )
-
-
-def headline_chart(figures: pl.DataFrame) -> alt.Chart:
-    """Headline tiles: ``figures`` has label, value (formatted text), detail."""
-    df = figures.with_row_index("i").with_columns(
-        (pl.col("i") % 3).alias("col"), (pl.col("i") // 3).alias("row")
-    )
-    base = alt.Chart(df).encode(
-        x=alt.X("col:O", axis=None),
-        y=alt.Y("row:O", axis=None),
-        tooltip=[alt.Tooltip("label:N"), alt.Tooltip("value:N"), alt.Tooltip("detail:N")],
-    )
-    value = base.mark_text(fontSize=30, fontWeight="bold", dy=-12, color="#1f3b73").encode(
-        text="value:N"
-    )
-    label = base.mark_text(fontSize=13, dy=14, color="#333").encode(text="label:N")
-    detail = base.mark_text(fontSize=11, dy=32, color="#777").encode(text="detail:N")
-    return (value + label + detail).properties(
-        width=charts.WIDTH, height=110 * int(df["row"].max() + 1)
-    )
 
 
 def _fleet_size(wh, coverage: pl.DataFrame, ch: pl.DataFrame) -> tuple[int, int]:
@@ -105,9 +84,9 @@ def build(ctx: ReportContext) -> Section:
             else "interruptions not attributed yet",
         ),
         (
-            f"MTTI, {scope} (fleet-wide)",
-            in_hours(mtti),
-            f"all causes: {in_hours(fm['mtti_all_hours'])}; job time span ÷ interruptions",
+            f"time between interruptions, {scope} (fleet-wide)",
+            mean_time(mtti),
+            f"all causes: {mean_time(fm['mtti_all_hours'])}; job time span ÷ interruptions",
         ),
         (
             "measured goodput",
@@ -128,15 +107,20 @@ def build(ctx: ReportContext) -> Section:
         figures.append(
             (f"projected goodput at {target:,} GPUs", "n/a", "no projection at this scale yet")
         )
-    s.chart = headline_chart(
-        pl.DataFrame(figures, schema=["label", "value", "detail"], orient="row")
+    s.extra_html = (
+        '<div class="tiles">'
+        + "".join(
+            tile(label, value, detail, f"headline-{i}")
+            for i, (label, value, detail) in enumerate(figures)
+        )
+        + "</div>"
     )
     parts = [f"{hosts:,} hosts with {gpus:,} GPUs ran {num(gpu_hours)} GPU-hours of jobs"]
     if unexpected:
         parts.append(
             f"{unexpected:,} unexpected interruptions ({fm['workload']:,} the jobs' own "
-            f"failures), one every {in_hours(fm['mtti_infrastructure_hours'])} across the fleet "
-            f"from infrastructure and one every {in_hours(fm['mtti_all_hours'])} from all causes"
+            f"failures), one every {mean_time(fm['mtti_infrastructure_hours'])} across the fleet "
+            f"from infrastructure and one every {mean_time(fm['mtti_all_hours'])} from all causes"
         )
     if measured is not None:
         parts.append(f"measured goodput is {pct(measured)}")
@@ -144,7 +128,8 @@ def build(ctx: ReportContext) -> Section:
         r = at
         parts.append(
             f"the rates project {pct(r['goodput'])} for one {target:,}-GPU job "
-            f"(scope {SCOPE_WORDS.get(scope, scope)}, the same as the MTTI above)"
+            f"(scope {SCOPE_WORDS.get(scope, scope)}, the same as the time between interruptions "
+            "above)"
         )
     s.reading = "; ".join(parts) + "."
     return s

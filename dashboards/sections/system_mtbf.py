@@ -68,7 +68,10 @@ def chart(q: pl.DataFrame) -> alt.LayerChart:
             color=color,
             opacity=op,
             tooltip=tip,
-            fill=alt.condition("datum.partial", alt.value("white"), alt.Color("series:N")),
+            # the colour legend already names the series: no second legend for the fill
+            fill=alt.condition(
+                "datum.partial", alt.value("white"), alt.Color("series:N", legend=None)
+            ),
         )
     )
     none = (

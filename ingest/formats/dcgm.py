@@ -49,12 +49,13 @@ from ingest.base import implausible_time
 from ingest.base import normalize_pci
 from ingest.base import numbered_lines
 from ingest.base import valid_utf8
+from ingest.gpu_labels import FOLDED_LABELS
 from ingest.gpu_labels import LABEL_COLUMNS
+from ingest.gpu_labels import folded_metric
 from ingest.gpu_labels import host_from_path
 from ingest.gpu_labels import is_str_blank
 from ingest.gpu_labels import sentinel_to_null
 from ingest.gpu_labels import unquoted
-from ingest.gpu_labels import xid_metric
 from warehouse.schemas import conform
 from warehouse.schemas import quarantine_frame
 
@@ -77,11 +78,12 @@ def parse_number(raw: pl.Expr) -> pl.Expr:
 
 def label_columns(labels: pl.Series) -> pl.DataFrame:
     """Parse distinct label strings into the gpu_samples label columns (one row per input),
-    plus ``xid`` (dropped after it is folded into the metric name). Values are unescaped
+    plus the ``FOLDED_LABELS`` (dropped once folded into the metric name). Values are unescaped
     (``gpu_labels.unquoted``): ``Hostname="gpu\\"07"`` is host ``gpu"07``, as pulled."""
     df = pl.DataFrame({"labels": labels})
     exprs = []
-    for label, col in {**LABEL_COLUMNS, "xid": "xid"}.items():
+    folded = {lab: lab for lab in FOLDED_LABELS.values()}
+    for label, col in {**LABEL_COLUMNS, **folded}.items():
         val = unquoted(
             pl.col("labels").str.extract(rf'(?:^|[,{{\s]){label}\s*=\s*"((?:[^"\\]|\\.)*)"', 1)
         )
@@ -261,12 +263,12 @@ def _sample_parts(body: pl.DataFrame, per_file: pl.DataFrame, ctx: ParseContext)
         [keys, label_columns(keys["labels"].fill_null("")).drop("labels")], how="horizontal"
     )
     keys = keys.with_columns(
-        metric=xid_metric(pl.col("metric"), pl.col("xid")),
+        metric=folded_metric(pl.col("metric"), pl.col),
         identified=pl.any_horizontal(
             pl.col(c).is_not_null() for c in ("host", "gpu", "uuid", "pci_bus")
         )
         | pl.lit(ctx.host is not None),
-    ).drop("labels", "xid")
+    ).drop("labels", *FOLDED_LABELS.values())
     parts = parts.join(keys, on="key", how="left", maintain_order="left").drop("key")
     parts = parts.join(per_file, on="file", how="left", maintain_order="left")
     return (

@@ -31,11 +31,12 @@ from ingest.base import implausible_time
 from ingest.base import normalize_pci
 from ingest.base import stand_ins
 from ingest.base import whole_file_quarantine
+from ingest.gpu_labels import FOLDED_LABELS
 from ingest.gpu_labels import NO_GPU_NO_HOST
+from ingest.gpu_labels import folded_metric
 from ingest.gpu_labels import host_from_path
 from ingest.gpu_labels import is_str_blank
 from ingest.gpu_labels import sentinel_to_null
-from ingest.gpu_labels import xid_metric
 from ingest.prom_series import LABEL_SCHEMA
 from ingest.prom_series import label_columns
 from warehouse.schemas import QUARANTINE_COLUMNS
@@ -198,7 +199,7 @@ def _with_series(
             pl.col(c).is_not_null() for c in ("host", "gpu", "uuid", "pci_bus", "instance_host")
         )
         | pl.lit(ctx.host is not None),
-        stored_metric=xid_metric(pl.col("metric"), pl.col("xid")),
+        stored_metric=folded_metric(pl.col("metric"), pl.col),
         stored_host=pl.coalesce(
             pl.col("host"), pl.lit(fallback_host, dtype=pl.Utf8), pl.col("instance_host")
         ),
@@ -249,8 +250,8 @@ def _samples(good: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         source=pl.lit(SOURCE),
         source_file=pl.lit(ctx.path),
     ).drop(
-        "point", "secs", "t", "raw", "instance_host", "xid", "doc", "series", "error", "identified",
-        "stored_metric", "stored_host", "stored_gpu", "stored_pci",
+        "point", "secs", "t", "raw", "instance_host", "doc", "series", "error", "identified",
+        "stored_metric", "stored_host", "stored_gpu", "stored_pci", *FOLDED_LABELS.values(),
     )  # fmt: skip
 
 

@@ -3,17 +3,17 @@ see ``ingest.tsdb``) to ``gpu_rollups``.
 
 One record = one series-hour: its five rollup points (n, mean, min, max, last) make one row.
 Labels map to columns as for dcgm-exporter scrapes (``Hostname``, ``gpu``, ``UUID``, ...; the
-host falls back to the ``instance`` label without its port); ``DCGM_EXP_XID_ERRORS_COUNT`` keeps
-its ``xid`` label in the metric name. Quarantined, per record, with the reason: a series-hour
-that cannot stand for its samples (a rollup missing, a value that is not a finite number, a
-min..max range that may hold a DCGM blank, an hour the GPU's metric spends under several label
-sets: ``ingest.tsdb.unusable``; the source pulls such an hour's raw samples instead), a series
-that names no GPU and no host, an hour outside the
-plausible window; each point of a series without a known ``goodput_rollup`` label or without a
-numeric time; each result entry of the wrong shape; a response that is not a success or not a
-matrix (one record, with Prometheus' own error text). A series the answer holds twice is one
-record more: the warehouse counts it as a duplicate, or quarantines it as a conflict when its
-values differ.
+host falls back to the ``instance`` label without its port); ``DCGM_EXP_XID_ERRORS_COUNT`` and
+``DCGM_EXP_CLOCK_EVENTS_COUNT`` keep their ``xid`` / ``clock_event`` label in the metric name.
+Quarantined, per record, with the reason: a series-hour that cannot stand for its samples (a
+rollup missing, a value that is not a finite number, a min..max range that may hold a DCGM
+blank, an hour the GPU's metric spends under several label sets: ``ingest.tsdb.unusable``; the
+source pulls such an hour's raw samples instead), a series that names no GPU and no host, an
+hour outside the plausible window; each point of a series without a known ``goodput_rollup``
+label or without a numeric time; each result entry of the wrong shape; a response that is not a
+success or not a matrix (one record, with Prometheus' own error text). A series the answer
+holds twice is one record more: the warehouse counts it as a duplicate, or quarantines it as a
+conflict when its values differ.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ingest.base import implausible_time
 from ingest.base import normalize_pci
 from ingest.base import whole_file_quarantine
 from ingest.gpu_labels import NO_GPU_NO_HOST
-from ingest.gpu_labels import xid_metric
+from ingest.gpu_labels import folded_metric
 from ingest.prom_series import LABEL_SCHEMA
 from ingest.prom_series import label_columns
 from ingest.tsdb import ROLLUP_FUNCTIONS
@@ -126,7 +126,7 @@ def _checked(rows: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
 def _rollups(good: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     """The good series-hours as ``gpu_rollups`` rows, in the table's column order."""
     out = good.with_columns(
-        metric=xid_metric(pl.col("metric"), pl.col("xid")),
+        metric=folded_metric(pl.col("metric"), pl.col),
         gpu=pl.col("gpu").cast(pl.Int32, strict=False),
         pci_bus=normalize_pci(pl.col("pci_bus")),
         n=pl.col("n").cast(pl.Int64),

@@ -22,8 +22,8 @@ DOMAINS = tuple(
     for name in (
         "pipelines.assets.ingest",
         "pipelines.assets.telemetry",
-        "pipelines.assets.analysis",
         "pipelines.assets.slowness",
+        "pipelines.assets.analysis",
         "pipelines.assets.report",
         "pipelines.assets.fleetsim",
     )

@@ -21,6 +21,8 @@ from analysis import whatif
 from analysis.headline import fleet_headline
 from analysis.headline import selected_rates
 from analysis.job import Job
+from analysis.slowness import rates as fail_slow_rates
+from analysis.slowness.signals import gpu_spans
 from analysis.status import MissingInputs
 from pipelines.assets.factory import DUCKDB
 from pipelines.assets.factory import md
@@ -106,6 +108,7 @@ def _node_health_meta(df, wh, goodput) -> dict:
     return {
         "dagster/row_count": df.height,
         "lemons": s["lemons"],
+        "slow_lemons": s["slow_lemons"],
         "untested": s["untested"],
         "test": s["test"] or "none",
         "lemon_nodes": dg.MetadataValue.md(md(lemons)),
@@ -117,13 +120,13 @@ def _node_health_meta(df, wh, goodput) -> dict:
     kinds=DUCKDB,
     any_of=True,
     needs=("job_attempts", "hw_events", "node_events", "component_history"),
-    reads=("node_failures",),
+    reads=("node_failures", "slow_periods"),
     describe=_node_health_meta,
 )
 def node_health_asset(wh, goodput):
     """Lemon nodes: per node its exposure, failures, interruptions, hardware events, repairs and
-    lost GPU-hours, and whether it fails significantly more than the fleet (one-sided exact
-    Poisson, Benjamini-Hochberg)."""
+    lost GPU-hours, and whether it fails, or slows jobs, significantly more than the fleet
+    (one-sided exact Poisson, Benjamini-Hochberg)."""
     return node_health.refresh_node_health(wh)
 
 
@@ -171,7 +174,8 @@ def availability_assets(wh, goodput):
 
 FITS = {
     "failure_rates": "Every candidate model per component class and window; the AIC winner is "
-    "flagged selected.",
+    "flagged selected. Class fail_slow: GPU fail-slow episodes per 1,000 GPU-days and the law "
+    "of their durations, apart from the fail-stop classes.",
     "survival_curves": "Kaplan-Meier, Nelson-Aalen and Aalen-Johansen estimates.",
     "hazard_ratios": "Cox proportional-hazards ratios with the PH check.",
 }
@@ -189,18 +193,21 @@ def _fits_meta(summary, wh, goodput) -> dict:
     *FITS,
     name="failure_fits",
     needs=("component_lifetimes",),
+    reads=("gpu_signal_spans", "gpu_daily"),
     descriptions=FITS,
     rows=lambda summary: summary["failure_rates_rows"],
     describe=_fits_meta,
 )
 def failure_fits(wh, goodput):
-    return survival.refresh_fits(wh)
+    summary = survival.refresh_fits(wh)
+    slow = fail_slow_rates.refresh_fail_slow_rates(wh, gpu_spans(wh))
+    return {**summary, "failure_rates_rows": summary["failure_rates_rows"] + slow.height}
 
 
 @table_asset(
     "goodput_jobs",
     needs=("job_attempts",),
-    reads=("checkpoints",),
+    reads=("checkpoints", "slow_periods"),
     describe=lambda df, wh, goodput: {
         "job_chains": df.height,
         "dagster/row_count": df.height,
@@ -208,8 +215,8 @@ def failure_fits(wh, goodput):
     },
 )
 def goodput_jobs(wh, goodput):
-    """Measured goodput per job chain with badput split into lost work, restart, checkpoint,
-    queue after failure and other."""
+    """Measured goodput per job chain (time at full speed) with badput split into running slow,
+    lost work, restart, checkpoint, queue after failure and other."""
     return goodput_measured.refresh_goodput_jobs(
         wh,
         ckpt_interval_s=goodput.ckpt_interval_s,

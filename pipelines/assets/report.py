@@ -48,7 +48,7 @@ def leadership_report(goodput: GoodputConfig) -> dg.MaterializeResult:
             wh,
             target_gpus=goodput.target_gpus,
             scope=goodput.scope().header(),
-            gpu_hour_cost=goodput.gpu_hour_cost,
+            gpu_hour_cost=None if goodput.gpu_hour_cost < 0 else goodput.gpu_hour_cost,
             gpus_per_node=goodput.gpus_per_node,
         ),
         lambda p: None,

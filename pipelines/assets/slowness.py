@@ -1,5 +1,7 @@
 """Slowness assets: each job's slow periods from its own step log (``analysis.slowness.steps``),
-read after the scheduler's jobs so each period carries the job's GPUs."""
+attributed to a GPU or node and a cause, and those its GPUs' telemetry alone shows
+(``analysis.slowness.attribution``); read after the scheduler's jobs (each period carries the
+job's GPUs and nodes) and the telemetry's daily step (its slow spans)."""
 
 import dagster as dg
 import polars as pl
@@ -9,8 +11,9 @@ from pipelines.assets.factory import md
 from pipelines.assets.factory import table_asset
 
 SLOWNESS = {
-    "slow_periods": "Periods a job ran slower than its own healthy step time: slowdown, extra "
-    "hours and slow GPU-hours, transient or persistent, and the rank its log blames.",
+    "slow_periods": "Periods a job ran slow (its step log, or a GPU of its running slow while "
+    "no log covered it): slowdown, extra hours and slow GPU-hours, the GPU or node and cause "
+    "the evidence names, and its confidence.",
     "job_step_times": "Per job with a step log: its healthy step time, noise, logged hours and "
     "the hours and GPU-hours it lost running slow.",
 }
@@ -21,12 +24,15 @@ def _meta(out, wh, goodput) -> dict:
     worst = (
         periods.sort("slow_gpu_hours", descending=True, nulls_last=True)
         .head(5)
-        .select("job_id", "period", "slowdown", "extra_hours", "slow_gpu_hours", "kind")
+        .select("job_id", "period", "slowdown", "slow_gpu_hours", "cause", "culprit_host")
     )
     return {
         "slow_periods": {
             "dagster/row_count": periods.height,
             "slow_gpu_hours": float(periods["slow_gpu_hours"].sum() or 0.0),
+            "by_cause": dg.MetadataValue.json(
+                dict(periods.group_by("cause").agg(pl.col("slow_gpu_hours").sum()).rows())
+            ),
             "worst": dg.MetadataValue.md(md(worst)),
         },
         "job_step_times": {
@@ -45,11 +51,19 @@ def _meta(out, wh, goodput) -> dict:
     *SLOWNESS,
     name="slowness_assets",
     analysis="slow_periods",
-    needs=("training_steps",),
-    reads=("job_attempts", "step_timers", "rank_scores"),
+    # the step logs' periods need no scheduler, the telemetry's need its jobs
+    needs=("training_steps", "job_attempts"),
+    any_of=True,
+    reads=(
+        "step_timers",
+        "rank_scores",
+        "gpu_signal_spans",
+        "gpu_daily",
+        "hw_events",
+    ),
     descriptions=SLOWNESS,
     rows=lambda out: out[0].height,
     describe=_meta,
 )
 def slowness_assets(wh, goodput) -> tuple[pl.DataFrame, pl.DataFrame]:
-    return steps.refresh_slow_periods(wh)
+    return steps.refresh_slow_periods(wh, goodput.gpus_per_node)

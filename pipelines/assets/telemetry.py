@@ -4,9 +4,10 @@ daily tables) and the events derived from them (DCGM counter increments, GPU rep
 ``gpu_hourly`` is partitioned by the days the telemetry covers (dynamic partitions, added by
 the ingest asset and by every build), so the UI shows no day before the data's first. A day's
 partition writes that day of every daily table (gpu_hourly and the compact gpu_daily,
-gpu_counter_changes, gpu_sightings); a backfill runs ``BACKFILL_DAYS`` days per run. The
-whole-history assets after it (counter events, replacements, lifetimes) read only the compact
-tables, so a daily run costs one day of samples plus a history of compact rows.
+gpu_counter_changes, gpu_sightings, gpu_signal_spans); a backfill runs ``BACKFILL_DAYS`` days
+per run. The whole-history assets after it (counter events, replacements, lifetimes, slowness)
+read only the compact tables, so a daily run costs one day of samples plus a history of compact
+rows.
 """
 
 from datetime import date
@@ -70,7 +71,9 @@ def gpu_hourly(context: dg.AssetExecutionContext, goodput: GoodputConfig) -> dg.
     )
 
 
-register(["gpu_hourly"], [gpu_hourly])
+# the daily step writes every daily table; the slowness analyses read its signal spans and how
+# densely each GPU's reasons were sampled (gpu_daily)
+register(["gpu_hourly", "gpu_daily", "gpu_signal_spans"], [gpu_hourly])
 checks = invariant_checks(gpu_hourly)  # samples per hour (analysis.checks.BUILD_CHECKS)
 
 

@@ -111,9 +111,10 @@ def cmd_compare(args) -> int:
         lo, hi = r[f"{key}_ci_low"], r[f"{key}_ci_high"]
         return f"{shown(r[value])} ({shown(lo)} - {shown(hi)})"
 
+    keys = args.by.split(",")
     text = [
         [
-            r[args.by],
+            *(r[k] for k in keys),
             f"{r['jobs']:,}",
             num(r["gpu_hours"]),
             pct(r["goodput"]),
@@ -125,7 +126,7 @@ def cmd_compare(args) -> int:
         for r in df.iter_rows(named=True)
     ]
     header = [
-        args.by,
+        *keys,
         "jobs",
         "GPU-hours",
         "goodput",
@@ -138,7 +139,7 @@ def cmd_compare(args) -> int:
     if output_format(args) == "table":
         print(
             "infrastructure interruptions: unexpected, not the jobs' own failures; MTBF: the "
-            f"hours the {args.by}'s jobs span / those interruptions; CIs exact Poisson"
+            f"hours the {' x '.join(keys)}'s jobs span / those interruptions; CIs exact Poisson"
         )
     return 0
 
@@ -190,18 +191,28 @@ def add_trend(sub) -> None:
 
 
 def add_compare(sub) -> None:
-    from analysis.breakdown import DIMENSIONS
+    from analysis.breakdown import COMPARE_BY
 
     command(
         sub,
         "compare",
         cmd_compare,
-        choice("--by", DIMENSIONS, "cluster", "what to set side by side"),
+        choice(
+            "--by",
+            COMPARE_BY,
+            "cluster",
+            "what to set side by side (cluster,partition: each partition of each cluster)",
+        ),
         formats=True,
         scope=True,
-        examples=("goodput compare", "goodput compare --by partition --cluster prod --json"),
+        examples=(
+            "goodput compare",
+            "goodput compare --by partition --cluster prod --json",
+            "goodput compare --by cluster,partition",
+            "goodput compare --by user --last 30d",
+        ),
         help=(
-            "clusters (or partitions, accounts) side by side: goodput, interruption rate and "
-            "MTBF with 95%% CIs"
+            "clusters (or partitions, accounts, users, each cluster's partitions) side by side: "
+            "goodput, interruption rate and MTBF with 95%% CIs"
         ),
     )

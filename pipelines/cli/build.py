@@ -25,6 +25,24 @@ from pipelines.cli.output import print_where
 from pipelines.cli.values import parse_duration
 
 
+def site_and_cost(args, wh):
+    """The home's settings (``HOME/goodput.toml``) and the $ per GPU-hour the report prices
+    lost GPU-hours at: ``--gpu-hour-cost``, else the file's, else none (0)."""
+    from analysis.assumptions import GPU_HOUR_COST
+    from analysis.site import load
+
+    try:
+        site = load(wh.home)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    cost = args.gpu_hour_cost
+    if cost is None:
+        cost = site.gpu_hour_cost if site.gpu_hour_cost is not None else GPU_HOUR_COST
+    if cost < 0:
+        raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
+    return site, cost
+
+
 def cmd_build(args) -> int:
     wh = open_warehouse(args, existing=True)
     assumed = {
@@ -34,9 +52,8 @@ def cmd_build(args) -> int:
     }
     if assumed["ckpt_interval_s"] <= 0:
         raise CliError("--ckpt-interval must be a positive duration")
-    if args.gpu_hour_cost < 0:
-        raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
-    config = window_config(args, **assumed, gpu_hour_cost=args.gpu_hour_cost)
+    _, cost = site_and_cost(args, wh)
+    config = window_config(args, **assumed, gpu_hour_cost=cost)
     scope = scope_settings(args)
     if not holds_data(wh):
         raise CliError(
@@ -94,8 +111,7 @@ def cmd_report(args) -> int:
     if args.gpus < 1:
         raise CliError("--gpus must be >= 1")
     wh = open_warehouse(args, existing=True)
-    if args.gpu_hour_cost < 0:
-        raise CliError("--gpu-hour-cost must be >= 0 (0: no cost shown)")
+    site, cost = site_and_cost(args, wh)
     if args.gpus_per_node < 1:
         raise CliError("--gpus-per-node must be >= 1")
     if any(scope_settings(args).values()):
@@ -108,8 +124,9 @@ def cmd_report(args) -> int:
             Path(args.out) if args.out else None,
             target_gpus=args.gpus,
             scope=scope.header(),
-            gpu_hour_cost=args.gpu_hour_cost,
+            gpu_hour_cost=cost,
             gpus_per_node=args.gpus_per_node,
+            site=site,
         )
     print(f"report: {path}")
     return 0

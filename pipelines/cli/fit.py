@@ -20,11 +20,14 @@ _MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
 
 
 def cmd_fit(args) -> int:
+    import textwrap
+
     import polars as pl
 
     from analysis.headline import unit_populations
     from analysis.observation import stored_window
     from pipelines.cli.fit_table import format_fit_table
+    from pipelines.cli.fit_table import table_width
 
     if args.window != "all" and not _MONTH.fullmatch(args.window):
         raise CliError(f"--window {args.window!r}: use 'all' or a month YYYY-MM, e.g. 2026-01")
@@ -71,7 +74,8 @@ def cmd_fit(args) -> int:
     if window is not None:
         print(window.line())
     for pop, classes in unit_populations(fr):
-        print(f"units from {pop or 'unknown'}: {classes}")
+        line = f"units from {pop or 'unknown'}: {classes}"
+        print("\n".join(textwrap.wrap(line, table_width(), subsequent_indent="  ")))
     print(format_fit_table(fr, all_models=args.all_models, window=args.window))
     return 0
 

@@ -21,13 +21,11 @@ def open_warehouse(args, existing: bool = False, read_only: bool = False):
     from warehouse.store import Warehouse
     from warehouse.store import resolve_home
 
-    if existing and not (args.warehouse_uri or os.environ.get("GOODPUT_WAREHOUSE_URI")):
-        home = resolve_home(args.home)
-        if not home.is_dir() or not any(home.iterdir()):
-            raise CliError(
-                f"no warehouse at {home}; check --home / $GOODPUT_HOME, or create one "
-                "with `goodput ingest PATH...` or `goodput demo`"
-            )
+    if existing and not has_warehouse(args):
+        raise CliError(
+            f"no warehouse at {resolve_home(args.home)}; check --home / $GOODPUT_HOME, or create "
+            "one with `goodput ingest PATH...` or `goodput demo`"
+        )
     wait = getattr(args, "wait", None)
     return Warehouse(
         args.home,
@@ -35,6 +33,16 @@ def open_warehouse(args, existing: bool = False, read_only: bool = False):
         wait=True if wait is None else parse_duration(wait),
         read_only=read_only,
     )
+
+
+def has_warehouse(args) -> bool:
+    """Whether the command's home holds a warehouse (a Parquet root elsewhere: taken as so)."""
+    from warehouse.store import resolve_home
+
+    if args.warehouse_uri or os.environ.get("GOODPUT_WAREHOUSE_URI"):
+        return True
+    home = resolve_home(args.home)
+    return home.is_dir() and any(home.iterdir())
 
 
 def reading_warehouse(args):
@@ -46,6 +54,11 @@ def reading_warehouse(args):
     wh = open_warehouse(args, existing=True, read_only=True)
     scope = checked_scope(wh, args)
     return wh if scope.whole else filtered(wh, scope)
+
+
+def scope_asked(args) -> bool:
+    """Whether the command was given a scope (a cluster, partition, account, user or period)."""
+    return not args_scope(args).whole
 
 
 def checked_scope(wh, args):
@@ -217,22 +230,22 @@ def fresh_dirs(args) -> list[Path]:
 
 
 def remove_fresh(args, fresh: list[Path]) -> None:
-    """Remove the directories a failed command created, when nothing was stored in them: under
-    the writer lock, so another process writing there meanwhile keeps them."""
+    """Remove the directories a failed command created, when no record was stored in them (the
+    manifest, pull log and quarantine rows of a command that stored nothing go with them):
+    under the writer lock, so another process writing there meanwhile keeps them."""
     import shutil
 
-    from warehouse.store import COMMITS
     from warehouse.store import Warehouse
     from warehouse.store import WarehouseError
 
-    if COMMITS[0] or not any(d.is_dir() for d in fresh):
+    if not any(d.is_dir() for d in fresh):
         return
     try:
         wh = Warehouse(
             getattr(args, "home", None), getattr(args, "warehouse_uri", None), wait=False
         )
         with wh.writer(wait=False):
-            if _stored(wh):  # anything at all, a quarantine row included
+            if holds_data(wh):
                 return
             for d in fresh:
                 shutil.rmtree(d, ignore_errors=True)

@@ -97,13 +97,23 @@ def cmd_ingest(args) -> int:
     from ingest.runner import checked_files
 
     ctx = ingest_context(args)
-    checked_files(args.paths, args.format, args.jobs)  # a mistake fails before Dagster loads
+    # a mistake fails before Dagster loads, and before a home is made
+    if not checked_files(args.paths, args.format, args.jobs):
+        raise CliError(
+            f"no file to read in {' '.join(args.paths)} (hidden files and folders are skipped)"
+        )
     wh = open_warehouse(args)
     reports = _ingest(args, wh, ctx)
     outcome = _Outcome.of(reports)
     print(outcome.summary())
     for line in _warnings(wh, reports, outcome):
         print(line, file=sys.stderr)
+    if outcome.nothing_read:  # a home this made is removed as it fails (pipelines.cli.entry)
+        print(
+            "goodput: error: nothing readable: no file gave a record (the warnings above say why)",
+            file=sys.stderr,
+        )
+        return EXIT_REJECTED
     print(f"warehouse: {wh.db_path}")
     if outcome.new:
         print(
@@ -176,6 +186,11 @@ class _Outcome(NamedTuple):
             skipped=sum(r.skipped for r in reports),
         )
 
+    @property
+    def nothing_read(self) -> bool:
+        """Every file rejected or not read: none gave a record, none was stored before."""
+        return not (self.new or self.empty or self.skipped)
+
     def summary(self) -> str:
         new, dup = self.new, sum(r.rows_duplicate for r in self.new)
         return (
@@ -222,16 +237,23 @@ def _warnings(wh, reports, outcome: _Outcome):
 
 def _rejected(wh, r) -> str:
     """The warning for a file that gave nothing: why its records were rejected."""
-    if not r.done:
-        return (
-            f"warning: {r.path}: could not be parsed; quarantined, and tried again by the "
-            "next ingest"
-        )
     # most often the wrong options (--fields, --delimiter, --format, --tz); the parsers'
     # reasons say which, and how to fix it; another --format reads the file again
-    errors = wh.read("quarantine", f"sha256 = '{r.sha256}'")["error"].value_counts(sort=True)
-    reason = errors["error"][0] if errors.height else "see the quarantine table"
-    return f"warning: {r.path}: every record rejected ({r.rows_quarantined}): {reason}"
+    errors = (
+        wh.read("quarantine", f"sha256 = '{r.sha256}'")["error"].value_counts(sort=True)
+        if r.sha256
+        else None
+    )
+    reason = errors["error"][0] if errors is not None and errors.height else None
+    if not r.done:
+        return (
+            f"warning: {r.path}: not stored: {reason or 'it could not be parsed'}; read again "
+            "by the next ingest (give its own --format, or none: no --replace needed)"
+        )
+    return (
+        f"warning: {r.path}: every record rejected ({r.rows_quarantined}): "
+        f"{reason or 'see the quarantine table'}"
+    )
 
 
 def _stand_in_notes(reports) -> list[str]:

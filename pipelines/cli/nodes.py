@@ -70,6 +70,10 @@ _COLUMNS = (
     "p_value",
     "p_adjusted",
     "lemon",
+    "slow_episodes",
+    "slow_gpu_hours",
+    "slow_p_adjusted",
+    "slow_lemon",
 )
 _HEADS = (
     "host",
@@ -84,6 +88,10 @@ _HEADS = (
     "p",
     "p_adj",
     "lemon",
+    "slowed",
+    "slow_gpu_h",
+    "slow_p_adj",
+    "slows",
 )
 
 
@@ -91,8 +99,8 @@ def _summary_lines(s: dict) -> list[str]:
     """The lines above the table: nodes, lemons, the test and the fleet's rate."""
     lines = [
         (
-            f"nodes: {s['nodes']:,}, tested: {s['tested']:,}, lemons: {s['lemons']:,} "
-            f"(adjusted p < {s['alpha']:g})"
+            f"nodes: {s['nodes']:,}, tested: {s['tested']:,}, lemons: {s['lemons']:,}, slowing "
+            f"jobs more than the fleet: {s['slow_lemons']:,} (adjusted p < {s['alpha']:g})"
         )
     ]
     if s["untested"]:

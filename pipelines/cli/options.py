@@ -79,7 +79,8 @@ _WAIT_HELP = (
 )
 _NO_WAIT_HELP = "fail at once if another process is writing"
 _COST_HELP = (
-    "$ per GPU-hour: the report's first screen prices the lost GPU-hours (default: no cost shown)"
+    "$ per GPU-hour: the report's first screen prices the lost GPU-hours (default: "
+    "gpu_hour_cost of HOME/goodput.toml, else no cost shown)"
 )
 
 
@@ -147,6 +148,17 @@ def gpus(help: str = "GPUs the job spans (default {:,})") -> Option:
     return option("--gpus", type=int, default=TARGET_GPUS, help=help.format(TARGET_GPUS))
 
 
+def rates_file() -> Option:
+    """``--rates FILE.csv``: published or a site's own class rates in place of the warehouse's
+    (no warehouse is needed then)."""
+    return option(
+        "--rates",
+        metavar="FILE.csv",
+        help="project from a rates CSV (component_class,events,exposure_hours,unit with unit "
+        "gpu|node|job) instead of the warehouse, which then need not exist",
+    )
+
+
 def gpus_per_node(help: str = "GPUs per node (default {})") -> Option:
     from analysis.assumptions import GPUS_PER_NODE
 
@@ -168,15 +180,7 @@ def restart(help: str = "restart time after a failure, e.g. 10m") -> Option:
 
 
 def gpu_hour_cost() -> Option:
-    from analysis.assumptions import GPU_HOUR_COST
-
-    return option(
-        "--gpu-hour-cost",
-        type=float,
-        default=GPU_HOUR_COST,
-        metavar="USD",
-        help=_COST_HELP,
-    )
+    return option("--gpu-hour-cost", type=float, default=None, metavar="USD", help=_COST_HELP)
 
 
 def _add_scope_options(parser: argparse.ArgumentParser) -> None:

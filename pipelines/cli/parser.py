@@ -16,6 +16,7 @@ from pipelines.cli import intake
 from pipelines.cli import nodes
 from pipelines.cli import project
 from pipelines.cli import pull
+from pipelines.cli import references
 from pipelines.cli import reliability
 from pipelines.cli import sample
 from pipelines.cli import sql
@@ -43,6 +44,7 @@ COMMANDS = (
     breakdowns.add_trend,
     project.add_whatif,
     breakdowns.add_compare,
+    references.add_references,
     stragglers.add_stragglers,
     build.add_report,
     completion.add_completion,

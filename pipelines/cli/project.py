@@ -7,13 +7,16 @@ import json
 import sys
 
 from pipelines.cli.errors import CliError
+from pipelines.cli.home import has_warehouse
 from pipelines.cli.home import open_warehouse
 from pipelines.cli.home import rebuilt_scope
+from pipelines.cli.home import scope_asked
 from pipelines.cli.options import ckpt_cost
 from pipelines.cli.options import command
 from pipelines.cli.options import gpus
 from pipelines.cli.options import gpus_per_node
 from pipelines.cli.options import option
+from pipelines.cli.options import rates_file
 from pipelines.cli.options import restart
 from pipelines.cli.output import output_format
 from pipelines.cli.output import print_frame
@@ -42,7 +45,9 @@ def cmd_project(args) -> int:
         rates = read_rates_csv(args.rates) if args.rates else None
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    wh = rebuilt_scope(args, "fits")
+    # given rates or an MTTI read no warehouse: one that is not there is not needed
+    given = (rates is not None or mtti is not None) and not scope_asked(args)
+    wh = None if given and not has_warehouse(args) else rebuilt_scope(args, "fits")
     horizon = None if args.horizon is None else parse_duration(args.horizon) / 3600
     if horizon == 0:
         raise CliError("--horizon must be a positive duration")
@@ -64,7 +69,9 @@ def cmd_project(args) -> int:
             f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first, "
             "or pass --rates FILE.csv or --mtti DUR"
         ) from None
-    if wh.writable():  # kept in goodput_projections: a brief write that never waits for a writer
+    if wh is None:
+        pass  # nowhere to keep it
+    elif wh.writable():  # kept in goodput_projections: a brief write that never waits for a writer
         saver = open_warehouse(args) if wh.read_only else wh
         try:
             with saver.writer(wait=0):
@@ -104,17 +111,25 @@ def cmd_whatif(args) -> int:
     from analysis.job import Job
     from analysis.numbers import in_hours
     from analysis.numbers import pct
+    from analysis.whatif import read_rates_csv
     from analysis.whatif import sensitivity_at
     from analysis.whatif import sensitivity_frame
 
     if args.gpus < 1:
         raise CliError("--gpus must be >= 1")
-    wh = rebuilt_scope(args, "fits")
     try:
-        rows = sensitivity_at(wh, args.gpus)
+        rates = read_rates_csv(args.rates) if args.rates else None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    # a rates file reads no warehouse: one that is not there is not needed
+    given = rates is not None and not scope_asked(args)
+    wh = None if given and not has_warehouse(args) else rebuilt_scope(args, "fits")
+    try:
+        rows = sensitivity_at(wh, args.gpus, rates)
     except ValueError as exc:
         raise CliError(
-            f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first"
+            f"no rates to project from ({exc}); run `goodput demo` or `goodput build` first, "
+            "or pass --rates FILE.csv"
         ) from None
     base = rows.filter(pl.col("knob") == "baseline").row(0, named=True)
     ranked = sensitivity_frame(rows).select(
@@ -144,11 +159,15 @@ def cmd_whatif(args) -> int:
             )
         },
     }
+    slow = _fail_slow(wh, args, base)
+    if slow is not None:
+        meta["fail_slow"] = slow
     fmt = output_format(args)
     if fmt == "table":
         print_scope(wh)
+        of = f"rates of {args.rates}" if args.rates else f"{base['scope'] or 'infrastructure'}"
         print(
-            f"at {args.gpus:,} GPUs ({base['scope'] or 'infrastructure'} interruptions): goodput "
+            f"at {args.gpus:,} GPUs ({of}{'' if args.rates else ' interruptions'}): goodput "
             f"{pct(base['goodput'])} (95% {pct(base['goodput_ci_low'])} - "
             f"{pct(base['goodput_ci_high'])}), MTTI {in_hours(base['mtti_hours'])}; each change "
             "alone:"
@@ -171,7 +190,59 @@ def cmd_whatif(args) -> int:
             f"mc: Monte Carlo against its own baseline of {base['spares']} spare nodes (repair "
             f"{Job.repair_hours:g} h), where waiting for a repaired node also costs goodput"
         )
+    if fmt == "table":
+        _print_fail_slow(slow, args.gpus)
     return 0
+
+
+def _fail_slow(wh, args, base: dict) -> dict | None:
+    """The fleet's fail-slow process and, per ``--slow-detect`` time, what it costs a job of
+    ``--gpus`` (``analysis.slowness.at_scale``); None when the warehouse has no fail-slow law
+    or there is no warehouse (rates from a file carry no fail-slow law)."""
+    from analysis.slowness.at_scale import detection_rows
+    from analysis.slowness.at_scale import from_warehouse
+    from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
+
+    if wh is None:
+        return None
+    fs = from_warehouse(wh.read("failure_rates"), wh.read("slow_periods"))
+    if fs is None:
+        return None
+    detects = [None if d == "never" else parse_duration(d) / 3600 for d in args.slow_detect]
+    return {
+        "rate_per_1k_gpu_days": fs.rate * HOURS_PER_1K_UNIT_DAYS,
+        "mean_episode_hours": float(fs.duration.mean()),
+        "slowdown": fs.factor,
+        "slowdown_source": fs.factor_source,
+        "detections": [
+            {"detect": text, **r}
+            for text, r in zip(
+                args.slow_detect, detection_rows(args.gpus, fs, detects, base), strict=True
+            )
+        ],
+    }
+
+
+def _print_fail_slow(slow: dict | None, n_gpus: int) -> None:
+    from analysis.numbers import in_hours
+    from analysis.numbers import pct
+
+    if slow is None:
+        print("fail-slow GPUs: none measured (no fail_slow law in failure_rates)")
+        return
+    print(
+        f"fail-slow GPUs ({slow['rate_per_1k_gpu_days']:.2f} episodes per 1,000 GPU-days, "
+        f"{in_hours(slow['mean_episode_hours'])} each on average, the job {slow['slowdown']:.2f}x "
+        f"slower meanwhile: {slow['slowdown_source']}); at {n_gpus:,} GPUs, a slow GPU "
+        "replaced after:"
+    )
+    for r in slow["detections"]:
+        print(
+            f"  {r['detect']:>8}: slow {pct(r['slow_share'])} of its compute time "
+            f"({pct(r['lost_share'])} of it lost), {r['replacements_per_day']:.1f} replacements "
+            "a day; goodput "
+            f"{pct(r['goodput_fail_stop'])} -> {pct(r['goodput'])}"
+        )
 
 
 def add_project(sub) -> None:
@@ -203,11 +274,7 @@ def add_project(sub) -> None:
             help="interruption classes projected: hardware fits only; infrastructure (default: "
             "everything but the job's own failures); all",
         ),
-        option(
-            "--rates",
-            help="project from a rates CSV (component_class,events,exposure_hours,unit "
-            "with unit gpu|node|job) instead of the warehouse",
-        ),
+        rates_file(),
         option(
             "--method",
             choices=["analytic", "mc"],
@@ -246,9 +313,22 @@ def add_whatif(sub) -> None:
         "whatif",
         cmd_whatif,
         gpus(),
+        option(
+            "--slow-detect",
+            nargs="+",
+            default=["5m", "1h", "never"],
+            metavar="TIME",
+            help="times to detect and replace a fail-slow GPU the job is weighed at (durations "
+            "or never; default: 5m 1h never)",
+        ),
+        rates_file(),
         formats=True,
         scope=True,
-        examples=("goodput whatif", "goodput whatif --gpus 32768 --format csv"),
+        examples=(
+            "goodput whatif",
+            "goodput whatif --gpus 32768 --format csv",
+            "goodput whatif --rates analysis/data/llama3_rates.csv",
+        ),
         help="which single improvement buys the most goodput at a job size, with 95%% bands",
         description=(
             "The report's what-if ranking: the goodput gained by halving each class's "

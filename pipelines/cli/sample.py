@@ -37,6 +37,8 @@ def cmd_simulate(args) -> int:
         raise CliError("--nodes, --gpus-per-node, --days and --fault-scale must be positive")
     if parse_duration(args.scrape_interval) < 1:
         raise CliError("--scrape-interval must be at least 1s")
+    if args.fail_slow_rate < 0:
+        raise CliError("--fail-slow-rate must be >= 0 (0: no GPU runs slow)")
     summary = simulate(
         Path(args.out),
         llama3_cause_mix(),
@@ -46,6 +48,7 @@ def cmd_simulate(args) -> int:
         seed=args.seed,
         fault_scale=args.fault_scale,
         scrape_interval_s=int(parse_duration(args.scrape_interval)),
+        fail_slow_rate=args.fail_slow_rate,
     )
     out = Path(args.out).resolve()
     print(f"wrote synthetic fleet to {out}")
@@ -157,6 +160,15 @@ def add_simulate(sub) -> None:
             "--scrape-interval",
             default=f"{fleet.SCRAPE_INTERVAL_S}s",
             help="DCGM scrape interval (e.g. 15m, 1h)",
+        ),
+        option(
+            "--fail-slow-rate",
+            type=float,
+            default=fleet.FAIL_SLOW_RATE,
+            help=(
+                "fail-slow episodes (a GPU throttled or on a downtrained PCIe link) per 1,000 "
+                "GPU-days (default %(default)g; 0: none)"
+            ),
         ),
         examples=("goodput simulate --out /tmp/fleet --nodes 64 --days 30 --seed 1",),
         help="write a synthetic fleet with ground truth",

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from sample_data import fail_slow
 from sample_data.fault_codes import XID_BY_CODE
 from sample_data.model import GPU_MODEL
 from sample_data.model import K8S_NAMESPACE
@@ -33,6 +34,13 @@ DCGM_METRICS = (  # name, type, help
         "counter",
         "Total number of NVLink flow-control CRC errors.",
     ),
+)
+# what shows a GPU running slow (sample_data.fail_slow), written after the others with draws of
+# their own: a fleet's other samples do not depend on its fail-slow episodes
+SLOW_METRICS = (
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "Current clock throttle reasons."),
+    ("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "PCIe current link width."),
 )
 
 
@@ -146,7 +154,11 @@ def write(f: Fleet, out: Path, codes: list[dict], ev: dict, rng: np.random.Gener
     total = 0
     if dt <= 0:
         return 0
+    episodes: dict[int, list] = defaultdict(list)
+    for e in f.slow_episodes:
+        episodes[e.node].append(e)
     for n in range(f.nodes):
+        slow_rng = np.random.default_rng(np.random.SeedSequence([f.seed, 13, n]))
         phase = float(rng.uniform(0, 59))
         pod_names = {"": 0}
         tt = np.arange(phase, H, dt)
@@ -164,11 +176,19 @@ def write(f: Fleet, out: Path, codes: list[dict], ev: dict, rng: np.random.Gener
         _mark_faults(f, faults_by_node[n], tt, codes, ev, rng, gauges)
         crc = _since_boot(gauges["crc_inc"], boot)
         vals = [temp, mtemp, power, util, fb, gauges["dbe"], gauges["xid"], gauges["remap"], crc]
+        slow = fail_slow.gpu_signals(tt, busy, episodes[n], slow_rng)
         sel = np.nonzero(up)[0]
         if sel.size == 0:
             continue
         total += _write_host(
-            f, out, n, tt[sel], [v[sel] for v in vals], pod[sel], list(pod_names), rng
+            f,
+            out,
+            n,
+            tt[sel],
+            ([v[sel] for v in vals], [v[sel] for v in slow]),
+            pod[sel],
+            list(pod_names),
+            (rng, slow_rng),
         )
     return total
 
@@ -202,10 +222,18 @@ def _gpu_labels(
 
 
 def _metric_frames(
-    f: Fleet, n: int, tt: np.ndarray, vals: list[np.ndarray], lab: pl.Series, rng
+    f: Fleet,
+    n: int,
+    tt: np.ndarray,
+    metrics: tuple,
+    vals: list[np.ndarray],
+    lab: pl.Series,
+    rng,
+    first: int = 0,
 ) -> list[pl.DataFrame]:
-    """Each metric's HELP and TYPE lines and one sample line per GPU, per scrape, as rows
-    (day, scrape, position in the scrape, line) to be put in order and split by day."""
+    """Each of ``metrics``' HELP and TYPE lines and one sample line per GPU, per scrape, as rows
+    (day, scrape, position in the scrape, line) to be put in order and split by day; the
+    metrics stand from position ``first`` of their block on in each scrape."""
     G, S = f.gpus_per_node, tt.size
     ms = np.round((f.start_epoch + tt) * 1000).astype(np.int64)
     s_idx = np.repeat(np.arange(S), G)
@@ -213,9 +241,11 @@ def _metric_frames(
     blank_mem = n % 8 == 5  # an exporter on old firmware: memory temperature unsupported
     days = ((f.start_epoch + tt) // 86400).astype(np.int64)
     frames = []
-    for mi, (name, ty, help_) in enumerate(DCGM_METRICS):
-        v = vals[mi].ravel()
-        if mi == 2:
+    for mi, (name, ty, help_) in enumerate(metrics, start=first):
+        v = vals[mi - first].ravel()
+        if metrics is not DCGM_METRICS:
+            vs = pl.Series(v).cast(pl.String)
+        elif mi == 2:
             vs = pl.Series(v).round(3).cast(pl.String)
         elif mi == 1 and blank_mem:
             vs = pl.repeat(BLANK_SENTINEL, v.size, eager=True, dtype=pl.String)
@@ -251,15 +281,19 @@ def _write_host(
     out: Path,
     n: int,
     tt: np.ndarray,
-    vals: list[np.ndarray],
+    vals: tuple[list[np.ndarray], list[np.ndarray]],
     pod: np.ndarray,
     pod_names: list[str],
-    rng,
+    rngs: tuple,
 ) -> int:
-    """Format one host's scrapes with Polars string ops and write one gzip file per UTC day."""
+    """Format one host's scrapes with Polars string ops and write one gzip file per UTC day:
+    ``vals`` and ``rngs`` hold the ``DCGM_METRICS``' values and generator, then the
+    ``SLOW_METRICS``'."""
     lab = _gpu_labels(f, n, tt, pod, pod_names)
+    frames = _metric_frames(f, n, tt, DCGM_METRICS, vals[0], lab, rngs[0])
+    frames += _metric_frames(f, n, tt, SLOW_METRICS, vals[1], lab, rngs[1], first=len(DCGM_METRICS))
     df = (
-        pl.concat(_metric_frames(f, n, tt, vals, lab, rng))
+        pl.concat(frames)
         .sort(["s", "k"])
         .group_by("day", maintain_order=True)
         .agg(pl.col("line").str.join("\n"))

@@ -19,8 +19,10 @@ cross the wire, 2 to 5 points per series-hour do (document format ``prom-rollup`
 gpu_rollups). Then, at scrape resolution and only where needed, the raw samples (``prom-json``,
 table gpu_samples) of:
 
-- the changes of an error counter or the XID count. An hour changed where min != max, where
-  its min differs from the last value before it (the previous hour's ``last``, or for the
+- the changes of an error counter or the XID count, and of a state (the clock-event reasons,
+  the PCIe link's width and generation; ``counters`` names them all). An hour changed where
+  min != max, where its min differs from the last value before it (the previous hour's
+  ``last``, or for the
   chunk's first hour an instant ``last_over_time`` over ``counter_lookback_h``), or where its
   label set is not the one before it (the increment across a new ``pod`` label is only in the
   samples; the hour is pulled whole with the sample before, from the old set). Before the
@@ -29,7 +31,7 @@ table gpu_samples) of:
   searched the same way in ``ZOOM`` windows (one ``query_range`` of min, and max and last where
   they differ), and each changed window's samples are pulled with the sample just before it,
   so the increments between consecutive stored samples are exactly those between consecutive
-  samples in the TSDB: counter events keep their exact times;
+  samples in the TSDB: counter events keep their exact times, a state's spans their edges;
 - the series-hours whose rollup cannot stand for its samples (``ingest.tsdb.unusable``: NaN,
   DCGM blanks, an hour the GPU's metric spends under several label sets, as when a job's
   ``pod`` label comes or goes), which gpu_hourly then takes from the samples, as from a file.
@@ -87,6 +89,7 @@ from sources.prometheus.targets import DENSITY_SPAN
 from sources.prometheus.targets import PROBE
 from sources.prometheus.targets import ZOOM
 from sources.prometheus.targets import host_groups
+from warehouse.signals import STATE_METRICS
 
 # the source kind's contract (sources/base.py), beside plan and fetch
 __all__ = [
@@ -105,12 +108,15 @@ __all__ = [
 KIND = "prometheus"
 DCGM = "DCGM_"
 COUNTERS = [m for m in COUNTER_METRICS if m.startswith(DCGM)]  # the XID count is one of them
+# pulled at scrape resolution wherever they change: the counters (each rise an event) and the
+# states (clock-event reasons, the PCIe link), whose hourly rollup cannot say when they changed
+CHANGES = COUNTERS + [m for m in STATE_METRICS if m.startswith(DCGM)]
 OPTIONS = {
     "url": REQUIRED,  # base URL of the Prometheus HTTP API (Thanos Query, Mimir's prefix, ...)
     # the metric families: names or RE2 patterns of names (every family dcgm-exporter exports, as
     # a file ingest of its scrapes stores them)
     "metrics": [f"{DCGM}.*"],
-    "counters": COUNTERS,  # of metrics: cumulative counts whose changes become events
+    "counters": CHANGES,  # of metrics: those whose every change is pulled at scrape resolution
     "selector": "",  # extra label matchers for every query, e.g. 'job="dcgm-exporter"'
     "host_label": "Hostname",  # the label naming the host (dcgm-exporter's; renamed to it if other)
     "hosts_per_query": 64,

@@ -1,0 +1,135 @@
+"""What fail-slow GPUs cost a synchronous job at scale (analysis/slowness/at_scale.py): the
+closed forms against episodes simulated on the job's GPUs, and the fleet's process read from
+the warehouse's tables."""
+
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from analysis.lifetime_models.exponential import Exponential
+from analysis.lifetime_models.lognormal import LogNormal
+from analysis.projection import useful_fraction
+from analysis.slowness import at_scale
+from analysis.slowness.at_scale import FailSlow
+from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
+from warehouse.schemas import FAIL_SLOW
+from warehouse.schemas import conform
+
+RATE = 2.0 / HOURS_PER_1K_UNIT_DAYS  # 2 episodes per 1,000 GPU-days, per GPU-hour
+LAW = LogNormal(mu_log_hours=math.log(1.5), sigma=1.0)  # median 1.5 h
+
+
+def simulated(n_gpus: int, fs: FailSlow, detect: float | None, hours: float, seed: int):
+    """(share of [0, hours) with a GPU of the job slow, replacements) from episodes drawn on
+    the job's GPUs: Poisson starts from well before 0 (the process in its steady state),
+    each lasting its law's draw cut at ``detect``."""
+    rng = np.random.default_rng(seed)
+    lead = 200.0  # hours: no episode outlasts it at this law (P < 1e-6 per episode)
+    n = rng.poisson(n_gpus * fs.rate * (hours + lead))
+    start = rng.uniform(-lead, hours, n)
+    d = fs.duration.sample(n, rng)
+    replaced = int(((d > detect) & (start >= 0)).sum()) if detect is not None else 0
+    end = start + (np.minimum(d, detect) if detect is not None else d)
+    order = np.argsort(start)
+    s, e = np.clip(start[order], 0, hours), np.clip(end[order], 0, hours)
+    reach = np.maximum.accumulate(e)
+    covered = np.sum(np.maximum(0.0, e - np.maximum(s, np.concatenate([[0.0], reach[:-1]]))))
+    return covered / hours, replaced
+
+
+@pytest.mark.parametrize(("n_gpus", "detect"), [(16_384, 5 / 60), (16_384, 1.0), (16_384, None),
+                                                (100_000, 5 / 60), (100_000, 1.0)])  # fmt: skip
+def test_slow_share_and_replacements_match_simulated_episodes(n_gpus, detect):
+    fs = FailSlow(RATE, LAW, factor=1.34)
+    hours = 4000.0
+    share, replaced = simulated(n_gpus, fs, detect, hours, seed=n_gpus + int(100 * (detect or 0)))
+    want = float(at_scale.slow_share(n_gpus, fs, detect))
+    # episodes overlap for hours: the covered share's error is that of a mean over
+    # roughly hours / (mean slow stretch) independent stretches
+    assert share == pytest.approx(want, abs=0.02)
+    expect = float(at_scale.replacements_per_hour(n_gpus, fs, detect)) * hours
+    assert abs(replaced - expect) <= 4 * math.sqrt(max(expect, 1.0))
+    if detect is None:
+        assert replaced == expect == 0
+
+
+def test_slowed_hours_is_the_laws_mean_cut_at_the_detection_time():
+    m = 2.0
+    exp = Exponential(scale_hours=m)
+    for t in (0.1, 1.0, 5.0):
+        assert at_scale.slowed_hours(exp, t) == pytest.approx(m * (1 - math.exp(-t / m)), 1e-6)
+    assert at_scale.slowed_hours(exp, None) == pytest.approx(m)
+    assert at_scale.slowed_hours(LAW, None) == pytest.approx(1.5 * math.exp(0.5), 1e-9)
+    assert at_scale.slowed_hours(LAW, 0.0) == 0.0
+
+
+def test_detecting_sooner_trades_slow_time_for_restarts_and_goodput_folds_in_both():
+    fs = FailSlow(RATE, LAW, factor=1.34)
+    base = {"mtti_hours": 3.0, "interval_hours": 0.5, "ckpt_cost_s": 60.0, "restart_s": 600.0}
+    g = {}
+    for t in (5 / 60, 1.0, None):
+        g[t] = float(at_scale.goodput(16_384, fs, t, 3.0, 0.5, 60 / 3600, 600 / 3600))
+        lam = 1 / 3.0 + float(at_scale.replacements_per_hour(16_384, fs, t))
+        lost = float(at_scale.lost_share(16_384, fs, t))
+        assert g[t] == pytest.approx(
+            useful_fraction(0.5, 60 / 3600, 600 / 3600, 1 / lam) * (1 - lost)
+        )
+    # each replacement is a restart: 16,384 GPUs see 33 episodes a day
+    lost = [float(at_scale.lost_share(16_384, fs, t)) for t in (5 / 60, 1.0, None)]
+    swaps = [float(at_scale.replacements_per_hour(16_384, fs, t)) for t in (5 / 60, 1.0, None)]
+    assert lost == sorted(lost) and swaps == sorted(swaps, reverse=True)
+    assert swaps[0] * 24 == pytest.approx(16_384 * 2 / 1000 * float(LAW.sf(np.array([5 / 60]))[0]))
+    rows = at_scale.detection_rows(16_384, fs, [5 / 60, None], {**base, "goodput": 0.9})
+    assert [r["goodput"] for r in rows] == pytest.approx([g[5 / 60], g[None]])
+    # never detected: 16,384 GPUs x 2 per 1,000 GPU-days x 2.47 h per episode = 2.8 slow at once
+    assert rows[1]["slow_gpus"] == pytest.approx(16_384 * RATE * 1.5 * math.exp(0.5))
+    assert rows[1]["lost_share"] == pytest.approx(
+        -math.expm1(-rows[1]["slow_gpus"]) * (1 - 1 / 1.34)
+    )
+
+
+def test_the_fleets_process_comes_from_its_fail_slow_row_and_gpu_pinned_periods():
+    rates = conform(
+        "failure_rates",
+        pl.DataFrame(
+            {
+                "component_class": [FAIL_SLOW, FAIL_SLOW, "gpu"],
+                "model": ["lognormal", "exponential", "weibull"],
+                "selected": [True, False, True],
+                "rate_per_1k_unit_days": [2.0, 2.0, 9.0],
+                "params": [
+                    json.dumps(
+                        {
+                            "of": "duration_hours",
+                            "mu_log_hours": {"value": 0.405},
+                            "sigma": {"value": 1.0},
+                        }
+                    ),
+                    "{}",
+                    "{}",
+                ],
+            }
+        ),
+    )
+    periods = conform(
+        "slow_periods",
+        pl.DataFrame(
+            {
+                "duration_hours": [2.0, 1.0, 5.0],
+                "extra_hours": [0.5, 0.25, 4.0],
+                "culprit_gpu": [3, 1, None],  # the last: workload imbalance, no GPU
+            }
+        ),
+    )
+    fs = at_scale.from_warehouse(rates, periods)
+    assert fs.rate == pytest.approx(RATE)
+    assert (fs.duration.mu_log_hours, fs.duration.sigma) == (0.405, 1.0)
+    assert fs.factor == pytest.approx(3.0 / 2.25)
+    fs = at_scale.from_warehouse(rates, periods.filter(pl.col("culprit_gpu").is_null()))
+    assert fs.factor == at_scale.FALCON_SLOWDOWN
+    assert (
+        at_scale.from_warehouse(rates.filter(pl.col("component_class") == "gpu"), periods) is None
+    )
