@@ -2,8 +2,7 @@
 
 Measured goodput (``analysis.goodput_measured``) and the projections use these when the user
 states nothing else (``goodput build`` / ``goodput project`` flags, the Dagster resource). The
-restart default is 600 s everywhere (it was 300 s in measured goodput and 600 s in the
-projections; 10 minutes is the projections' and the CLI's long-standing value).
+restart default is the same 600 s for both.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ Decision, in order (``_decide``):
   3. a planned drain on one of the nodes during the attempt (node event drain/down/reboot whose
      reason matches ``PLANNED_REASON``: maintenance, planned, upgrade, cordon, NodeNotSchedulable
      ...; or the attempt's own reason matches) -> planned, domain infrastructure, class host_os
-     (DESIGN taxonomy: host maintenance), method node_event, 0.85.
+     (docs/design.md taxonomy: host maintenance), method node_event, 0.85.
   4. workload evidence: OUT_OF_MEMORY, or FAILED with a non-zero exit code or a signal
      -> workload / software, method exit_code, 0.85. Only hard evidence overrides it.
   5. rank 6 / 7 evidence -> infrastructure with that class (node failure with no hardware

@@ -266,7 +266,7 @@ def lost_within_used(wh: Warehouse) -> tuple[bool, dict]:
 @invariant("Every interruption's cause is a class of the one taxonomy.")
 def cause_taxonomy(wh: Warehouse) -> tuple[bool, dict]:
     """Every interruption's ``cause_class`` is one of ``analysis.taxonomy.CLASSES`` (the
-    classes of DESIGN.md); a missing class is a violation too (unknown is a class)."""
+    classes of docs/design.md); a missing class is a violation too (unknown is a class)."""
     known = ", ".join(f"'{c}'" for c in CLASSES)
     rows = query_tables(
         wh,

@@ -1,6 +1,6 @@
 """Analytic goodput projection for a job on N GPUs from per-class failure rates.
 
-Model (DESIGN.md, goodput model):
+Model (docs/design.md, goodput model):
 - Job interruption rate Λ(N) = Σ_c n_c(N)·λ_c, where n_c counts the units of class c that a
   job on N GPUs carries (``UNIT_COUNTS``: per GPU, per node, or per job) and λ_c is the
   per-unit-hour rate. MTTI M = 1/Λ.

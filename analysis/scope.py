@@ -439,7 +439,7 @@ def input_fingerprint(wh, scoped) -> str:
     equal digests mean the scope's recomputed tables are still those of the data."""
     h = hashlib.sha256()
     for name in sorted(scoped.inputs):
-        for f, info in sorted(wh.fs.find(wh._path(name), detail=True).items()):
+        for f, info in sorted(wh.fs.find(wh.storage.path(name), detail=True).items()):
             if f.endswith(".parquet"):
                 h.update(
                     (

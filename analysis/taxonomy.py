@@ -27,7 +27,7 @@ NON_HARDWARE = frozenset({"software", "host_os", "unknown"})
 # Two vocabularies, each named once and never standing in for the other:
 # - the cause class (``interruptions.cause_class``): the component of the taxonomy an
 #   interruption is attributed to; an application's own failure (exit code, OOM, an
-#   application XID) is class ``software`` (application / NCCL), as in DESIGN.md's taxonomy;
+#   application XID) is class ``software`` (application / NCCL), as in docs/design.md's taxonomy;
 # - the failure domain (``interruptions.failure_domain``): who failed, ``infrastructure``, the
 #   job itself (``WORKLOAD_DOMAIN``) or ``unknown``.
 # The report, the CLI and ``goodput sql`` print both as stored: a cause is its class, the jobs'

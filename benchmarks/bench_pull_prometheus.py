@@ -47,6 +47,8 @@ from sources import kinds
 from sources import prometheus as source
 from sources import pull as pulling
 from sources.base import source_config
+from sources.prometheus import client
+from sources.prometheus.targets import host_groups
 from sources.pull import pull
 from tests.servers import prometheus as server
 from warehouse.store import Warehouse
@@ -116,7 +118,7 @@ def main() -> int:
         "commit_s": 0.0,
         "commit_cpu_s": 0.0,
     }
-    request, fetch_all = source._request, pulling.fetch_all
+    request, fetch_all = client.request, pulling.fetch_all
     parse, commit = pulling.parse_documents, pulling.commit_documents
 
     tally = threading.Lock()  # the source's requests run in threads
@@ -145,7 +147,7 @@ def main() -> int:
 
         return run
 
-    source._request = counted
+    client.request = counted  # every request of the source goes through it
     pulling.fetch_all, pulling.parse_documents = timed("fetch", fetch_all), timed("parse", parse)
     pulling.commit_documents = timed("commit", commit)
     with tempfile.TemporaryDirectory(dir=OUT) as tmp, server.serve(data, Path(tmp)) as url:
@@ -272,10 +274,10 @@ def _on_paper(
     per_series_hour = (rollup_rows + raw_rows) / max(series_hours, 1)
     cpu_per_row = (split["parse_cpu_s"] + split["commit_cpu_s"]) / max(rollup_rows + raw_rows, 1)
     per_group = 3 if rollup_rows else 2
-    slice_groups = len(source._host_groups(src, [str(i) for i in range(args.nodes)])[0])
+    slice_groups = len(host_groups(src, [str(i) for i in range(args.nodes)])[0])
     beyond = max(wire["requests"] - windows * (2 + slice_groups * per_group), 0)
     per_host_hour = beyond / (args.nodes * args.days * 24)
-    paper_groups = len(source._host_groups(src, [str(i) for i in range(hosts)])[0])
+    paper_groups = len(host_groups(src, [str(i) for i in range(hosts)])[0])
     queries = 24 * (2 + paper_groups * per_group) + per_host_hour * hosts * 24 * hours_per_pull
     print(
         f"on paper, {PAPER_GPUS:,} GPUs x {PAPER_METRICS} series, one day ({paper_hours:,} "

@@ -24,10 +24,10 @@ import dagster as dg
 from analysis.checks import capacity
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
+from pipelines.cli.run_summary import failure_lines
 from pipelines.cli.sample import SAMPLE_FLEET
 from pipelines.cli.sample import llama3_cause_mix
 from pipelines.run import PipelineError
-from pipelines.run import failure_lines
 from pipelines.run import run_pipeline
 from sample_data.simulation import simulate
 from sample_data.simulation import source_folders

@@ -1,4 +1,4 @@
-"""Common names of component kinds in exports (RMA, CMDB, failure logs) mapped to the DESIGN.md
+"""Common names of component kinds in exports (RMA, CMDB, failure logs) mapped to the docs/design.md
 taxonomy (``warehouse.schemas.COMPONENT_CLASSES``); parsers look a lower-cased name up here and
 keep a name not listed as given."""
 

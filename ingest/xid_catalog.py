@@ -55,7 +55,7 @@ CLASS_OVERRIDES: dict[int, str] = {
 }
 
 MNEMONIC_CLASS: tuple[tuple[str, str], ...] = (
-    (r"GSP_", "gpu"),  # GSP firmware RPC timeout / error (DESIGN: GSP counts as gpu)
+    (r"GSP_", "gpu"),  # GSP firmware RPC timeout / error (docs/design.md: GSP counts as gpu)
     (r"NVLINK|^ALI_TRAINING|^C2C_", "nvlink"),  # incl. NVLink-C2C and link training
     (r"SRAM|^LTC_", "gpu_sram"),  # on-die SRAM / L2 cache
     (r"ECC|DRAM|^FB_|SBE|RESOURCE_RETIREMENT|GPU_MEMORY|CONTAINED_ERROR", "gpu_memory"),

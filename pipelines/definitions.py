@@ -3,12 +3,12 @@
 Runs launched from the UI, a schedule or a sensor use the multiprocess executor: each step in a
 process of its own, up to ``max_concurrent`` at once (default 0: the CPU count), set per run with
 ``execution: {config: {max_concurrent: N}}``. Step processes fork from a forkserver that has
-already imported these definitions: Dagster's default start (a fresh interpreter per step)
-re-imported the code location for each of the build's steps, 320 s of start-up against 118 s of
-work under load (benchmarks/bench_ui_vs_cli.py). The steps share nothing but the warehouse (they
+already imported these definitions, so a step does not import the code location again (a fresh
+interpreter per step, Dagster's default, would: benchmarks/bench_ui_vs_cli.py measures the
+difference). The steps share nothing but the warehouse (they
 return metadata, never data), so the same definitions run with ``k8s_job_executor`` (a pod per
 step) by configuration only: ``GOODPUT_EXECUTOR=k8s`` in the code location's environment, and
-the executor's settings in the run config (README "Scale"). The CLI runs the same jobs
+the executor's settings in the run config (docs/dagster.md, Kubernetes). The CLI runs the same jobs
 in-process.
 """
 

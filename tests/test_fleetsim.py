@@ -276,8 +276,8 @@ def test_asset_runs_the_home_scenarios_and_the_report_section_shows_them(tmp_pat
 
     from dashboards.section import ReportContext
     from dashboards.sections import operations_whatif
+    from pipelines.assets.fleetsim import fleetsim_results
     from pipelines.cli.sample import SAMPLE_FLEET
-    from pipelines.fleetsim_assets import fleetsim_results
     from pipelines.resources import GoodputConfig
     from warehouse.store import Warehouse
 

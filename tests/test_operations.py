@@ -18,6 +18,7 @@ import pytest
 from ingest.runner import ingest_paths
 from pipelines.cli import main
 from tests.conftest import FIXTURES
+from warehouse.lock import WriterLock
 from warehouse.store import Warehouse
 
 SACCT = FIXTURES / "slurm" / "xdmod__accounting-logs.log"  # 4 job attempts
@@ -201,9 +202,9 @@ READ_ONLY = [argv for argv, _, _ in READERS[:3]] + [
 
 def test_readers_never_take_the_writer_lock(shared_home, monkeypatch, capsys):
     """So a --no-wait writer is never refused because of them (project: the next test)."""
-    taken, take = [], Warehouse._take_lock
+    taken, take = [], WriterLock.take
     monkeypatch.setattr(
-        Warehouse, "_take_lock", lambda self, wait: taken.append(wait) or take(self, wait)
+        WriterLock, "take", lambda self, wait: taken.append(wait) or take(self, wait)
     )
     for argv in READ_ONLY:
         main(["--home", str(shared_home.home), "--no-wait", *argv])

@@ -218,7 +218,7 @@ def test_demo_records_its_runs_in_the_dagster_instance_under_the_home(demo):
             "ingest",
         ]
         # the demo has no live sources; fleetsim_results is its own job
-        # (pipelines/fleetsim_assets.py)
+        # (pipelines/assets/fleetsim.py)
         for key in graph.get_all_asset_keys() - {
             dg.AssetKey("pulled_sources"),
             dg.AssetKey("fleetsim_results"),

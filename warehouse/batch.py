@@ -13,30 +13,29 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from typing import TYPE_CHECKING
 
 import duckdb
 import polars as pl
 
-from warehouse.catalog import _deduped
-from warehouse.catalog import _typed_scan
-from warehouse.files import _join
-from warehouse.files import _mtime
-from warehouse.files import _parquet_writer
-from warehouse.files import _split_partitions
-from warehouse.files import _sql_str
-from warehouse.files import _with_partition
-from warehouse.files import duck_type
-from warehouse.files import literal_path
+from warehouse._sql import deduped
+from warehouse._sql import duck_type
+from warehouse._sql import sql_str
+from warehouse._sql import typed_scan
+from warehouse._utils import join
+from warehouse._utils import mtime
+from warehouse._utils import parquet_writer
+from warehouse._utils import split_partitions
+from warehouse._utils import with_partition
+from warehouse.catalog import Catalog
 from warehouse.layout import COPIES
-from warehouse.layout import _file_column
-from warehouse.layout import _has_copies
+from warehouse.layout import Layout
+from warehouse.layout import file_column
+from warehouse.layout import has_copies
+from warehouse.lock import WriterLock
 from warehouse.schemas import TABLES
 from warehouse.schemas import Table
 from warehouse.schemas import conform
-
-if TYPE_CHECKING:
-    from warehouse.store import Warehouse
+from warehouse.storage import Storage
 
 STALE_STAGE_S = 6 * 3600  # object storage: an uncommitted stage idle this long is abandoned
 FAULT_ENV = "GOODPUT_FAULT_EXIT_AFTER_RENAMES"  # tests: os._exit mid-commit after N renames
@@ -47,61 +46,72 @@ COMMITS = [0]
 
 
 class Staging:
-    """A ``Warehouse``'s batches: opening one, recovering crashed ones, committing."""
+    """A warehouse's batches: opening one, recovering crashed ones, committing. Its files are
+    ``storage``'s, laid out by ``layout``; a batch is written under ``lock`` and matches its
+    records through ``catalog``'s connections."""
 
-    def _recover(self) -> None:
+    def __init__(self, storage: Storage, layout: Layout, lock: WriterLock, catalog: Catalog):
+        self.storage = storage
+        self.layout = layout
+        self.lock = lock
+        self.catalog = catalog
+
+    def recover(self) -> None:
         """Finish what crashed writers left: roll committed stages forward, discard uncommitted
         ones. A stage whose writer is alive holds its lock and is left alone (the sensor and
         parallel runs open the warehouse while an ingest stages). Object storage may be shared
         by other machines, whose locks we cannot see: there an uncommitted stage is discarded
         only after ``STALE_STAGE_S`` without a write."""
-        self.fs.invalidate_cache()  # see connect()
-        try:
-            stages = sorted(self.fs.ls(self._path("_staging"), detail=False))
-        except FileNotFoundError:
-            return
-        for stage in stages:
-            with self._stage_lock(posixpath.basename(stage), wait=False) as held:
+        s = self.storage
+        s.fs.invalidate_cache()  # see Catalog.connect()
+        for stage in self.layout.stages():
+            with self.lock.stage_lock(posixpath.basename(stage), wait=False) as held:
                 if not held:
                     continue
-                if self.fs.exists(_join(stage, "COMMIT")):
-                    self._roll_forward(stage)
-                elif self.local or self._idle_s(stage) > STALE_STAGE_S:
-                    self._rm_tree(stage)
+                if s.fs.exists(join(stage, "COMMIT")):
+                    self.roll_forward(stage)
+                elif s.local or self._idle_s(stage) > STALE_STAGE_S:
+                    s.rm_tree(stage)
 
     def _idle_s(self, stage: str) -> float:
         """Seconds since the last write into a stage."""
-        infos = self.fs.find(stage, detail=True).values()
-        return datetime.now().timestamp() - max((_mtime(i) for i in infos), default=0.0)
+        infos = self.storage.fs.find(stage, detail=True).values()
+        return datetime.now().timestamp() - max((mtime(i) for i in infos), default=0.0)
 
-    def _roll_forward(self, stage: str) -> None:
+    def roll_forward(self, stage: str) -> None:
         """Move a committed stage's files into place (replacing same-named files), then delete
         the files its ``DELETE`` list names (paths relative to the root; written by forget),
         then the stage. Repeating it after a crash at any point finishes the same work."""
-        src = self._find(stage)
-        dst = [self._root + f[len(stage) :] for f in src]
+        s = self.storage
+        src = s.find(stage)
+        dst = [s.root + f[len(stage) :] for f in src]
         crash_after = int(os.environ.get(FAULT_ENV, "-1"))  # fault injection (tests/test_faults.py)
-        if self.local:
-            for i, (s, d) in enumerate(zip(src, dst, strict=True)):
+        if s.local:
+            for i, (a, b) in enumerate(zip(src, dst, strict=True)):
                 if i == crash_after:
                     os._exit(70)
-                self.fs.makedirs(posixpath.dirname(d), exist_ok=True)
-                self.fs.mv(s, d)  # a rename: atomic
+                s.fs.makedirs(posixpath.dirname(b), exist_ok=True)
+                s.fs.mv(a, b)  # a rename: atomic
         elif src:
-            self.fs.mv(src, dst)  # concurrent server-side copies, then one bulk delete
-        deletes = _join(stage, "DELETE")
-        if self.fs.exists(deletes):
-            gone = [self._path(rel) for rel in json.loads(self.fs.cat_file(deletes))]
-            gone = [f for f in gone if self.fs.exists(f)]
+            s.fs.mv(src, dst)  # concurrent server-side copies, then one bulk delete
+        deletes = join(stage, "DELETE")
+        if s.fs.exists(deletes):
+            gone = [s.path(rel) for rel in json.loads(s.fs.cat_file(deletes))]
+            gone = [f for f in gone if s.fs.exists(f)]
             if gone:
-                self.fs.rm(gone)
-        self._rm_tree(stage)
+                s.fs.rm(gone)
+        s.rm_tree(stage)
+
+    def open(self, batch_id: str) -> Batch:
+        """A new batch, its stage locked; the caller commits or aborts it, under the writer
+        lock."""
+        return Batch(self, batch_id)
 
     @contextmanager
     def batch(self, batch_id: str):
         """Stage rows for ingest tables; they become visible together when the block exits
         without error, and not at all otherwise."""
-        with self.writer():
+        with self.lock.writer():
             b = Batch(self, batch_id)
             try:
                 yield b
@@ -110,25 +120,17 @@ class Staging:
                 raise
             b.commit()
 
-    def committed_stages(self) -> list[str]:
-        """Batch ids whose COMMIT marker is written but whose files are still being moved in
-        (a live writer mid-commit, or one that crashed there)."""
-        try:
-            commits = self.fs.glob(literal_path(self._path("_staging")) + "/*/COMMIT")
-            return sorted(posixpath.basename(posixpath.dirname(f)) for f in commits)
-        except FileNotFoundError:
-            return []
-
 
 class Batch:
     """Part files staged under ``_staging/<id>``; committed by a marker, then moved in."""
 
-    def __init__(self, wh: Warehouse, batch_id: str):
-        self.wh, self.id = wh, batch_id
-        self.stage = wh._path("_staging", batch_id)
+    def __init__(self, staging: Staging, batch_id: str):
+        self.staging, self.id = staging, batch_id
+        self.storage, self.layout = staging.storage, staging.layout
+        self.stage = staging.layout.stage(batch_id)
         self._lock = ExitStack()  # held until commit or abort: recovery elsewhere keeps off
-        self._lock.enter_context(wh._stage_lock(batch_id))
-        wh._rm_tree(self.stage)
+        self._lock.enter_context(staging.lock.stage_lock(batch_id))
+        self.storage.rm_tree(self.stage)
         self.seq = 0
         self.gone: list[str] = []  # committed files (relative to the root) the commit deletes
         self.touched: set[tuple[str, str]] = set()  # Dedupe (table, partition dir) to recompute
@@ -151,7 +153,7 @@ class Batch:
                 df = df.with_row_index("_i")
                 firsts = _first_of_each_key(df, keys)
                 parts, same, other = [], [df["_i"].head(0)], []
-                for rel, part in _split_partitions(spec, firsts):
+                for rel, part in split_partitions(spec, firsts):
                     seen, mine, disagree = self._stored(name, rel, part, keys)
                     same.append(mine)
                     other.append(disagree)
@@ -169,22 +171,22 @@ class Batch:
                     if spec.values:
                         gone = self._conflicts(name, gone, firsts, pl.concat(other), keys)
                     if gone.height:
-                        dropped[name] = dict(gone.group_by(_file_column(spec)).len().rows())
-                    if _has_copies(spec):
+                        dropped[name] = dict(gone.group_by(file_column(spec)).len().rows())
+                    if has_copies(spec):
                         self._add_copies(name, gone, firsts, pl.concat(same), keys)
                 parts = [(rel, part.drop("_i")) for rel, part in parts]
             else:
-                parts = list(_split_partitions(spec, df))
+                parts = list(split_partitions(spec, df))
             for rel, part in parts:
                 if part.height == 0:
                     continue
-                path = _join(
+                path = join(
                     self.stage,
-                    self.wh.records_dir(name),
+                    self.layout.records_dir(name),
                     rel,
                     f"part-{self.id}-{self.seq:05d}.parquet",
                 )
-                self.wh._write(path, _parquet_writer(part), atomic=False)
+                self.storage.write(path, parquet_writer(part), atomic=False)
                 if spec.dedupe:
                     self.touched.add((name, rel))
         self.seq += 1
@@ -206,7 +208,7 @@ class Batch:
         stored files against the batch, keeping only the batch's keys in memory; the batch's
         range of each key column (``_key_ranges``) prunes stored files and row groups by their
         statistics (a batch holds some hosts' files: the other hosts' rows are never read)."""
-        files = self._record_files(name, rel, folder)
+        files = self.record_files(name, rel, folder)
         none = pl.Series("_i", [], pl.UInt32)
         if not files:
             return (
@@ -224,9 +226,7 @@ class Batch:
             else None
         )
         values = TABLES[name].values if folder is None else ()
-        urls = [
-            literal_path(f if self.wh.local else f"{self.wh.fs.protocol[0]}://{f}") for f in files
-        ]
+        urls = [self.storage.duck_path(f) for f in files]
         on = " AND ".join(f'e."{k}" IS NOT DISTINCT FROM b."{k}"' for k in keys)
         cols = ", ".join(f'e."{k}"' for k in keys)
         # files written before a key column was declared read it as null
@@ -285,7 +285,7 @@ class Batch:
         ``values``."""
         spec = TABLES[name]
         vals = list(spec.values)
-        file_col = _file_column(spec)
+        file_col = file_column(spec)
         kept = firsts.filter(~pl.col("_i").is_in(gone["_i"].implode()))  # stored by this batch
         twins = gone.filter(~pl.col("_i").is_in(firsts["_i"].implode())).join(
             kept.select(*keys, *[pl.col(v).alias(f"_kept_{v}") for v in vals], _other=file_col),
@@ -358,75 +358,74 @@ class Batch:
             ~pl.col("_i").is_in(pl.concat([mine, same.cast(mine.dtype)]).implode())
         )
         copies = copies.unique([*keys, "source_file"], keep="first", maintain_order=True)
-        spec, folder = TABLES[name], _join(COPIES, name)
-        for rel, part in _split_partitions(spec, copies):
+        spec, folder = TABLES[name], join(COPIES, name)
+        for rel, part in split_partitions(spec, copies):
             seen = self._stored(name, rel, part, (*keys, "source_file"), folder)[0]
             part = part.filter(~pl.col("_i").is_in(seen.implode())).drop("_i")
             if part.height:
-                path = _join(self.stage, folder, rel, f"part-{self.id}-{self.seq:05d}.parquet")
-                self.wh._write(path, _parquet_writer(part), atomic=False)
+                path = join(self.stage, folder, rel, f"part-{self.id}-{self.seq:05d}.parquet")
+                self.storage.write(path, parquet_writer(part), atomic=False)
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         """The batch's DuckDB connection for matching records (opening one costs ~20 ms, and a
         batch matches once per partition it touches), closed with the batch."""
         if self._con is None:
-            self._con = self._lock.enter_context(self.wh.connect_out_of_core())
+            self._con = self._lock.enter_context(self.staging.catalog.connect_out_of_core())
         return self._con
 
-    def _record_files(self, name: str, rel: str, folder: str | None = None) -> list[str]:
+    def record_files(self, name: str, rel: str, folder: str | None = None) -> list[str]:
         """A partition's stored rows as this batch will leave them: the committed files it
         neither rewrites nor deletes, and its staged ones (of the table's records, or of
         ``folder``)."""
-        folder = _join(folder or self.wh.records_dir(name), rel)
-        staged = self.wh._find(_join(self.stage, folder))
-        replaced = {self.wh._root + f[len(self.stage) :] for f in staged}
-        replaced |= {self.wh._path(g) for g in self.gone}
-        return [f for f in self.wh._find(self.wh._path(folder)) if f not in replaced] + staged
+        folder = join(folder or self.layout.records_dir(name), rel)
+        staged = self.storage.find(join(self.stage, folder))
+        replaced = {self.storage.root + f[len(self.stage) :] for f in staged}
+        replaced |= {self.storage.path(g) for g in self.gone}
+        return [
+            f for f in self.storage.find(self.storage.path(folder)) if f not in replaced
+        ] + staged
 
     def stage_canonical(self) -> None:
         """Stage the canonical rows (``data.parquet``) of every Dedupe partition this batch
-        touched: its source rows merged by the table's ``Dedupe`` (the SQL the views used to
-        run), computed and written out of core by DuckDB. A partition left without source rows
-        loses its canonical file."""
+        touched: its source rows merged by the table's ``Dedupe``, computed and written out of
+        core by DuckDB. A partition left without source rows loses its canonical file."""
         for name, rel in sorted(self.touched):
             spec = TABLES[name]
-            files = self._record_files(name, rel)
+            files = self.record_files(name, rel)
             if not files:
                 self.gone += [
-                    f[len(self.wh._root) + 1 :] for f in self.wh._find(self.wh._path(name, rel))
+                    f[len(self.storage.root) + 1 :]
+                    for f in self.storage.find(self.storage.path(name, rel))
                 ]
                 continue
-            urls = ", ".join(
-                _sql_str(literal_path(f if self.wh.local else f"{self.wh.fs.protocol[0]}://{f}"))
-                for f in files
-            )
+            urls = ", ".join(sql_str(self.storage.duck_path(f)) for f in files)
             hive = spec.partition is not None
             scan = f"read_parquet([{urls}], hive_partitioning = {hive}, union_by_name = true)"
             drop = f' EXCLUDE ("{spec.partition}")' if spec.partition else ""
-            merged = _deduped(_typed_scan(spec, scan, zoned=True), spec)
+            merged = deduped(typed_scan(spec, scan, zoned=True), spec)
             query = f"SELECT *{drop} FROM ({merged}) ORDER BY ALL"
-            target = _join(self.stage, name, rel, "data.parquet")
-            with self.wh.connect_out_of_core() as con, TemporaryDirectory() as tmp:
-                out = target if self.wh.local else str(Path(tmp) / "data.parquet")
-                if self.wh.local:
-                    self.wh.fs.makedirs(posixpath.dirname(target), exist_ok=True)
-                con.execute(f"COPY ({query}) TO {_sql_str(out)} (FORMAT parquet, COMPRESSION zstd)")
-                if not self.wh.local:
-                    self.wh.fs.put_file(out, target)
+            target = join(self.stage, name, rel, "data.parquet")
+            with self.staging.catalog.connect_out_of_core() as con, TemporaryDirectory() as tmp:
+                out = target if self.storage.local else str(Path(tmp) / "data.parquet")
+                if self.storage.local:
+                    self.storage.fs.makedirs(posixpath.dirname(target), exist_ok=True)
+                con.execute(f"COPY ({query}) TO {sql_str(out)} (FORMAT parquet, COMPRESSION zstd)")
+                if not self.storage.local:
+                    self.storage.fs.put_file(out, target)
 
     def committed_files(self, folder: str) -> list[str]:
         """The committed Parquet files under ``folder`` (a path in the root) this batch does
         not delete."""
-        gone = {self.wh._path(g) for g in self.gone}
-        return [f for f in self.wh._find(folder) if f not in gone]
+        gone = {self.storage.path(g) for g in self.gone}
+        return [f for f in self.storage.find(folder) if f not in gone]
 
     def rewrite_without(self, file: str, match: tuple[str, set[str]] | pl.Expr):
         """Stage ``file`` (a committed part) rewritten without the rows ``match`` selects: a
         (column, values) pair or a predicate (its staged rewrite, if this batch made one
         already, is what is rewritten). None if it holds none, else (rows removed, whether
         the file is left empty and is to be deleted instead, the rows removed)."""
-        staged = self.stage + file[len(self.wh._root) :]
-        with self.wh.fs.open(staged if self.wh.fs.exists(staged) else file, "rb") as fh:
+        staged = self.stage + file[len(self.storage.root) :]
+        with self.storage.fs.open(staged if self.storage.fs.exists(staged) else file, "rb") as fh:
             df = pl.read_parquet(fh)
         if isinstance(match, tuple):
             if match[0] not in df.columns:
@@ -437,24 +436,26 @@ class Batch:
         if keep.height == df.height:
             return None
         if keep.height:
-            self.wh._write(
-                self.stage + file[len(self.wh._root) :], _parquet_writer(keep), atomic=False
+            self.storage.write(
+                self.stage + file[len(self.storage.root) :], parquet_writer(keep), atomic=False
             )
-        return df.height - keep.height, keep.height == 0, _with_partition(df.filter(hit), file)
+        return df.height - keep.height, keep.height == 0, with_partition(df.filter(hit), file)
 
     def commit(self) -> None:
         with self._lock:
             self.stage_canonical()
             if self.gone:
                 gone = json.dumps(self.gone).encode()
-                self.wh._write(_join(self.stage, "DELETE"), lambda fh: fh.write(gone), atomic=False)
-            self.wh._write(_join(self.stage, "COMMIT"), lambda fh: fh.write(b"ok"))
+                self.storage.write(
+                    join(self.stage, "DELETE"), lambda fh: fh.write(gone), atomic=False
+                )
+            self.storage.write(join(self.stage, "COMMIT"), lambda fh: fh.write(b"ok"))
             COMMITS[0] += 1
-            self.wh._roll_forward(self.stage)
+            self.staging.roll_forward(self.stage)
 
     def abort(self) -> None:
         with self._lock:
-            self.wh._rm_tree(self.stage)
+            self.storage.rm_tree(self.stage)
 
 
 def _first_of_each_key(df: pl.DataFrame, keys: tuple[str, ...]) -> pl.DataFrame:
@@ -486,7 +487,7 @@ def _key_ranges(part: pl.DataFrame, keys: tuple[str, ...], spec: Table) -> list[
         elif dtype.is_integer():
             bounds = str(lo), str(hi)
         elif max(len(lo), len(hi)) <= _RANGE_LITERAL_CHARS:
-            bounds = _sql_str(lo), _sql_str(hi)
+            bounds = sql_str(lo), sql_str(hi)
         else:
             continue
         out.append(f'e."{k}" BETWEEN {bounds[0]} AND {bounds[1]}')

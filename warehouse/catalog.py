@@ -14,15 +14,18 @@ from tempfile import TemporaryDirectory
 import duckdb
 import polars as pl
 
-from warehouse.files import _NULL_PARTITION
-from warehouse.files import WarehouseError
-from warehouse.files import _sql_str
-from warehouse.files import duck_type
-from warehouse.files import literal_path
+from warehouse._sql import literal_path
+from warehouse._sql import sql_str
+from warehouse._sql import typed
+from warehouse._sql import typed_scan
+from warehouse.layout import STAGING
+from warehouse.layout import Layout
+from warehouse.lock import WriterLock
 from warehouse.schemas import TABLES
 from warehouse.schemas import VIEWS
-from warehouse.schemas import Table
 from warehouse.schemas import conform
+from warehouse.storage import Storage
+from warehouse.storage import WarehouseError
 
 # warehouse.duckdb opens in DuckDB 1.5 and later: the `duckdb` command (PyPI duckdb-cli, in
 # pyproject.toml) is 1.5 while the Python duckdb is 2.0, whose own storage 1.5 cannot read
@@ -45,7 +48,18 @@ _READ_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 
 
 class Catalog:
-    """A ``Warehouse``'s connections, views, catalog file and read-only SQL."""
+    """A ``Warehouse``'s connections, views, catalog file and read-only SQL, over the files of
+    ``storage``; the catalog file is written under ``lock``."""
+
+    def __init__(self, storage: Storage, layout: Layout, lock: WriterLock):
+        self.storage = storage
+        self.layout = layout
+        self.lock = lock
+        self.db_path = storage.home / "warehouse.duckdb"
+
+    def files(self, name: str, partition: str | None = None) -> list[str]:
+        """A table's Parquet files (local paths or URIs), or only those of one hive partition."""
+        return self.storage.table_files(name, partition)
 
     def connect(
         self, database: str = ":memory:", read_only: bool = False, storage: str | None = None
@@ -64,9 +78,9 @@ class Catalog:
         # a query past 2 s would draw DuckDB's progress bar over the CLI's output and into
         # Dagster's captured step logs
         con.execute("SET enable_progress_bar = false")
-        if not self.local:
-            self.fs.invalidate_cache()
-            con.register_filesystem(self.fs)
+        if not self.storage.local:
+            self.storage.fs.invalidate_cache()
+            con.register_filesystem(self.storage.fs)
         return con
 
     def connect_out_of_core(self) -> duckdb.DuckDBPyConnection:
@@ -74,7 +88,7 @@ class Catalog:
         temporary directory under the scratch folder ($GOODPUT_SCRATCH, else the home)."""
         con = self.connect()
         con.execute(f"SET memory_limit = '{OUT_OF_CORE_MEMORY}'")
-        con.execute(f"SET temp_directory = {_sql_str(str(self.scratch / '.duckdb_spill'))}")
+        con.execute(f"SET temp_directory = {sql_str(str(self.storage.scratch / '.duckdb_spill'))}")
         return con
 
     def view_sql(
@@ -94,15 +108,13 @@ class Catalog:
         surface always guard, since they read while others write."""
         spec = TABLES[name]
         if not self.files(name):
-            cols = ", ".join(
-                f'{_typed("NULL", t, zoned)} AS "{c}"' for c, t in spec.columns.items()
-            )
+            cols = ", ".join(f'{typed("NULL", t, zoned)} AS "{c}"' for c, t in spec.columns.items())
             return f"SELECT {cols} WHERE false"
-        root = self.parquet if root is None else root
-        files = _sql_str(f"{literal_path(root)}/{name}/**/*.parquet")
+        root = self.storage.parquet if root is None else root
+        files = sql_str(f"{literal_path(root)}/{name}/**/*.parquet")
         scan = f"read_parquet({files}, hive_partitioning = true, union_by_name = true"
-        if spec.kind == "ingest" and (guard or (guard is None and self.committed_stages())):
-            commits = _sql_str(f"{literal_path(root)}/_staging/*/COMMIT")
+        if spec.kind == "ingest" and (guard or (guard is None and self.layout.committed_stages())):
+            commits = sql_str(f"{literal_path(root)}/{STAGING}/*/COMMIT")
             scan = (
                 f"(SELECT * EXCLUDE (filename) FROM {scan}, filename = true) WHERE NOT EXISTS ("
                 f"SELECT 1 FROM glob({commits}) g "
@@ -110,7 +122,7 @@ class Catalog:
             )
         else:
             scan += ")"
-        return _typed_scan(spec, scan, zoned)
+        return typed_scan(spec, scan, zoned)
 
     def read(self, name: str, where: str | None = None) -> pl.DataFrame:
         """A table as a Polars frame, read straight from Parquet (never blocks on the catalog)."""
@@ -130,21 +142,21 @@ class Catalog:
 
         A Parquet root inside the home is named relative to it (``parquet/<table>/...``), so
         the home can be moved or copied: DuckDB resolves the paths against its working
-        directory or ``file_search_path`` (README: open it from the home, or set that). The
+        directory or ``file_search_path`` (docs/cli.md: open it from the home, or set that). The
         file is written in ``CATALOG_STORAGE`` so the DuckDB CLI we install opens it too."""
         root = self.catalog_root()
-        tmp = self.home / f".warehouse.duckdb.{os.getpid()}.tmp"
-        with self.writer(), TemporaryDirectory(prefix="goodput-catalog-") as build:
+        tmp = self.storage.home / f".warehouse.duckdb.{os.getpid()}.tmp"
+        with self.lock.writer(), TemporaryDirectory(prefix="goodput-catalog-") as build:
             # built in a temporary folder, then copied in: DuckDB reads a '?' in a database
             # path as the start of its options, so it cannot write one in a home named so
             made = str(Path(build) / "warehouse.duckdb")
             tmp.unlink(missing_ok=True)
             try:
                 with self.connect(made, storage=CATALOG_STORAGE) as con:
-                    con.execute(f"SET file_search_path = {_sql_str(str(self.home))}")
-                    self._create_views(con, guard=True, zoned=True, root=root)
+                    con.execute(f"SET file_search_path = {sql_str(str(self.storage.home))}")
+                    self.create_views(con, guard=True, zoned=True, root=root)
                     con.execute(
-                        f"CREATE OR REPLACE VIEW _parquet_root AS SELECT {_sql_str(root)} AS uri"
+                        f"CREATE OR REPLACE VIEW _parquet_root AS SELECT {sql_str(root)} AS uri"
                     )
                 shutil.copyfile(made, tmp)
                 os.replace(tmp, self.db_path)
@@ -155,11 +167,12 @@ class Catalog:
     def catalog_root(self) -> str:
         """The Parquet root as the catalog's views name it: relative to the home when it lies
         inside it, else its absolute path or ``s3://`` URI."""
-        if self.local and Path(self.parquet).is_relative_to(self.home):
-            return Path(self.parquet).relative_to(self.home).as_posix()
-        return self.parquet
+        parquet = self.storage.parquet
+        if self.storage.local and Path(parquet).is_relative_to(self.storage.home):
+            return Path(parquet).relative_to(self.storage.home).as_posix()
+        return parquet
 
-    def _create_views(
+    def create_views(
         self,
         con: duckdb.DuckDBPyConnection,
         guard: bool | None = None,
@@ -185,10 +198,10 @@ class Catalog:
         con = self.connect()
         con.execute(f"SET memory_limit = '{READER_MEMORY}'")  # DuckDB's default: 80% of the machine
         if spill is not None:
-            con.execute(f"SET temp_directory = {_sql_str(spill)}")
-        self._create_views(con, guard=True, zoned=True)
+            con.execute(f"SET temp_directory = {sql_str(spill)}")
+        self.create_views(con, guard=True, zoned=True)
         # the Parquet root (a directory or s3://bucket/prefix) and the opted-in directories only
-        dirs = [self.parquet, *(str(Path(d).expanduser().resolve()) for d in allow_files)]
+        dirs = [self.storage.parquet, *(str(Path(d).expanduser().resolve()) for d in allow_files)]
         dirs += [literal_path(d) for d in dirs]  # the views name the root as a glob, escaped
         listed = ", ".join("'" + d.rstrip("/").replace("'", "''") + "/'" for d in dirs)
         con.execute(f"SET allowed_directories = [{listed}]")
@@ -225,76 +238,12 @@ class Catalog:
         """Run a query over the views (made from the Parquet now); returns the executed cursor
         (``fetchall`` / ``pl``)."""
         con = self.connect()
-        self._create_views(con)
+        self.create_views(con)
         return con.execute(query, params)
 
     def query(self, query: str) -> pl.DataFrame:
         """Run a query over the views (made from the Parquet now) and return a Polars frame."""
         with self.connect() as con:
-            self._create_views(con)
+            self.create_views(con)
             rel = con.sql(query)
             return rel.pl() if rel is not None else pl.DataFrame()
-
-
-def _typed(expr: str, dtype: pl.DataType, zoned: bool) -> str:
-    """``expr`` cast to a column's type; a time as ``TIMESTAMPTZ``, or as naive UTC when not
-    ``zoned`` (files written before times were stored with their zone hold naive UTC, which
-    the cast reads in the session's zone: UTC on ``Warehouse.connect``)."""
-    cast = f"CAST({expr} AS {duck_type(dtype)})"
-    if isinstance(dtype, pl.Datetime) and not zoned:
-        return f"timezone('UTC', {cast})"
-    return cast
-
-
-def _typed_scan(spec: Table, scan: str, zoned: bool) -> str:
-    """SELECT every declared column of ``spec``, typed, from ``scan`` (a FROM item reading the
-    table's Parquet files, hive-partitioned)."""
-    exprs = []
-    for c, t in spec.columns.items():
-        src = f'"{c}"'
-        if c == spec.partition:
-            src = f"NULLIF(CAST({src} AS VARCHAR), '{_NULL_PARTITION}')"
-        exprs.append(f'{_typed(src, t, zoned)} AS "{c}"')
-    # a column added to the schema after a file was written reads as null there: the empty
-    # row set names every declared column and UNION BY NAME fills the gaps
-    typed = ", ".join(
-        f'CAST(NULL AS {"VARCHAR" if c == spec.partition else duck_type(t)}) AS "{c}"'
-        for c, t in spec.columns.items()
-    )
-    return (
-        f"SELECT {', '.join(exprs)} FROM (SELECT * FROM {scan} "
-        f"UNION ALL BY NAME SELECT {typed} WHERE false)"
-    )
-
-
-def _deduped(sql: str, spec: Table) -> str:
-    """Wrap a table's SELECT with its ``Dedupe``: merge rows per key (in turn), renumber."""
-    d = spec.dedupe
-    prefer = ", ".join(d.prefer)
-    for key in d.keys:
-        # rows with a null key part are never merged: each gets a group of its own
-        alone = " OR ".join(f"({k}) IS NULL" for k in key)
-        group = [f"({k})" for k in key] + [f"CASE WHEN {alone} THEN _rid END"]
-        aggs = []
-        for c, t in spec.columns.items():
-            if isinstance(t, pl.List):
-                aggs.append(f'first("{c}" ORDER BY len("{c}") DESC NULLS LAST, {prefer}) AS "{c}"')
-            else:
-                aggs.append(
-                    f'first("{c}" ORDER BY {prefer}) FILTER (WHERE "{c}" IS NOT NULL) AS "{c}"'
-                )
-        sql = (
-            f"SELECT {', '.join(aggs)} FROM (SELECT *, row_number() OVER () AS _rid FROM ({sql})) "
-            f"GROUP BY {', '.join(group)}"
-        )
-    if d.renumber:
-        window = (
-            f"PARTITION BY {', '.join(d.renumber_within)} ORDER BY {', '.join(d.renumber_order)}"
-        )
-        dtype = duck_type(spec.columns[d.renumber])
-        sql = (
-            f'SELECT * REPLACE (CAST(row_number() OVER ({window}) AS {dtype}) AS "{d.renumber}") '
-            f"FROM ({sql})"
-        )
-    cols = ", ".join(f'"{c}"' for c in spec.columns)
-    return f"SELECT {cols} FROM ({sql})"

@@ -1,4 +1,4 @@
-"""The warehouse's invariants as plain checks (DESIGN.md): conservation per ingested file, only
+"""The warehouse's invariants as plain checks (docs/design.md): conservation per ingested file, only
 declared columns, no duplicate record keys, a bounded quarantine share, no telemetry hour
 holding more samples than its series' scrape interval allows.
 

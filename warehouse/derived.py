@@ -15,40 +15,46 @@ from tempfile import TemporaryDirectory
 
 import polars as pl
 
-from warehouse.files import _join
-from warehouse.files import _mtime
-from warehouse.files import _parquet_writer
-from warehouse.files import _split_partitions
-from warehouse.files import _stored
+from warehouse._utils import join
+from warehouse._utils import mtime
+from warehouse._utils import parquet_writer
+from warehouse._utils import split_partitions
+from warehouse._utils import stored
+from warehouse.lock import WriterLock
 from warehouse.schemas import TABLES
 from warehouse.schemas import conform
+from warehouse.storage import Storage
 
 
 class Derived:
-    """A ``Warehouse``'s derived-table writes, each under the writer lock."""
+    """A warehouse's derived-table writes into ``storage``, each under the writer ``lock``."""
+
+    def __init__(self, storage: Storage, lock: WriterLock):
+        self.storage = storage
+        self.lock = lock
 
     def replace_table(self, name: str, df: pl.DataFrame, partitions: str = "all") -> None:
         """Write a derived table. ``partitions='touched'`` replaces only the partitions in
         ``df`` (incremental rollups); ``'all'`` replaces the whole table."""
-        with self.writer():
+        with self.lock.writer():
             self._replace_table(name, df, partitions)
 
     def _replace_table(self, name: str, df: pl.DataFrame, partitions: str) -> None:
         spec = TABLES[name]
         df = conform(name, df)
         written: set[str] = set()
-        for rel, part in _split_partitions(spec, df):
-            path = self._path(name, rel, "data.parquet")
-            self._write(path, _parquet_writer(part))
+        for rel, part in split_partitions(spec, df):
+            path = self.storage.path(name, rel, "data.parquet")
+            self.storage.write(path, parquet_writer(part))
             written.add(path)
         if spec.partition is None and not written:
-            path = self._path(name, "data.parquet")
-            self._write(path, _parquet_writer(spec.empty()))
+            path = self.storage.path(name, "data.parquet")
+            self.storage.write(path, parquet_writer(spec.empty()))
             written.add(path)
         if partitions == "all":
-            stale = [f for f in self._find(self._path(name)) if f not in written]
+            stale = [f for f in self.storage.find(self.storage.path(name)) if f not in written]
             if stale:
-                self.fs.rm(stale)
+                self.storage.fs.rm(stale)
 
     def replace_partition(self, name: str, value: str, frames: Iterable[pl.DataFrame]) -> int:
         """Replace one hive partition of a derived table with the rows of ``frames``, streamed
@@ -57,13 +63,13 @@ class Derived:
         rows written."""
         rows = 0
         folder, path = self._partition_file(name, value)
-        with self.writer():
+        with self.lock.writer():
             with self.write_pieces(name, value) as write:
                 for df in frames:
                     write("data", df)
                     rows += df.height
-            for f in [f for f in self._find(folder) if f != path] if rows else [folder]:
-                self._rm_tree(f)
+            for f in [f for f in self.storage.find(folder) if f != path] if rows else [folder]:
+                self.storage.rm_tree(f)
         return rows
 
     @contextmanager
@@ -74,14 +80,17 @@ class Derived:
         Series of piece names (one per row), each row to its own piece, converting ``df`` once
         (a chunk spanning many pieces costs one conversion, not one per piece). Rows stream to
         local files under the scratch folder, so no piece has to fit in memory; when the block
-        ends without error each piece replaces its file, atomically (``_write``), in piece
+        ends without error each piece replaces its file, atomically (``Storage.write``), in piece
         order. On error no file changes. Other files of the partition stay (``drop_pieces``)."""
         import pyarrow.parquet as pq  # not on the start path of read-only commands
 
         spec = TABLES[name]
-        schema = _stored(spec.empty().drop(spec.partition)).to_arrow().schema
+        schema = stored(spec.empty().drop(spec.partition)).to_arrow().schema
         folder = self._partition_file(name, value)[0]
-        with self.writer(), TemporaryDirectory(prefix="pieces-", dir=self.scratch) as tmp:
+        with (
+            self.lock.writer(),
+            TemporaryDirectory(prefix="pieces-", dir=self.storage.scratch) as tmp,
+        ):
             local = Path(tmp)
             with ExitStack() as files:
                 writers: dict[str, pq.ParquetWriter] = {}
@@ -105,15 +114,15 @@ class Derived:
                         )
                     if not df.height:
                         return
-                    table = _stored(conform(name, df).drop(spec.partition)).to_arrow().cast(schema)
+                    table = stored(conform(name, df).drop(spec.partition)).to_arrow().cast(schema)
                     for each, indices in groups:
                         opened(each).write_table(table if indices is None else table.take(indices))
 
                 yield write
             for piece in sorted(writers):  # every file closed (complete) above
                 with (local / f"{piece}.parquet").open("rb") as src:
-                    self._write(
-                        _join(folder, f"{piece}.parquet"),
+                    self.storage.write(
+                        join(folder, f"{piece}.parquet"),
                         lambda fh: shutil.copyfileobj(src, fh, 1 << 20),
                     )
 
@@ -121,9 +130,9 @@ class Derived:
         """Piece (file name without ``.parquet``) -> modification time, of one hive partition
         of a derived table (none if it does not exist)."""
         folder = self._partition_file(name, value)[0]
-        found = self.fs.find(folder, detail=True) if self.fs.exists(folder) else {}
+        found = self.storage.fs.find(folder, detail=True) if self.storage.fs.exists(folder) else {}
         return {
-            posixpath.basename(f)[: -len(".parquet")]: _mtime(info)
+            posixpath.basename(f)[: -len(".parquet")]: mtime(info)
             for f, info in found.items()
             if f.endswith(".parquet") and posixpath.dirname(f) == folder
         }  # fmt: skip
@@ -131,25 +140,25 @@ class Derived:
     def drop_pieces(self, name: str, value: str, pieces: Iterable[str]) -> None:
         """Delete some pieces (``write_pieces``) of one hive partition of a derived table."""
         folder = self._partition_file(name, value)[0]
-        with self.writer():
+        with self.lock.writer():
             for piece in pieces:
-                self._rm_tree(_join(folder, f"{piece}.parquet"))
+                self.storage.rm_tree(join(folder, f"{piece}.parquet"))
 
     def put_partition(self, name: str, value: str, local_file: Path) -> None:
         """``local_file`` (a Parquet file written elsewhere, e.g. by DuckDB's ``COPY``) becomes
         the one file of a derived table's hive partition, atomically, local or object storage."""
-        with self.writer(), local_file.open("rb") as src:
-            self._write(
+        with self.lock.writer(), local_file.open("rb") as src:
+            self.storage.write(
                 self._partition_file(name, value)[1],
                 lambda fh: shutil.copyfileobj(src, fh, 1 << 20),
             )
 
     def _partition_file(self, name: str, value: str) -> tuple[str, str]:
         """(folder, its one ``data.parquet``) of a derived table's hive partition."""
-        folder = self._path(name, f"{TABLES[name].partition}={value}")
-        return folder, _join(folder, "data.parquet")
+        folder = self.storage.path(name, f"{TABLES[name].partition}={value}")
+        return folder, join(folder, "data.parquet")
 
     def drop_partition(self, name: str, value: str) -> None:
         """Delete one hive partition of a derived table (a rewrite that produced no rows)."""
-        with self.writer():
-            self._rm_tree(self._path(name, f"{TABLES[name].partition}={value}"))
+        with self.lock.writer():
+            self.storage.rm_tree(self.storage.path(name, f"{TABLES[name].partition}={value}"))

@@ -1,21 +1,19 @@
-"""The layout of the Parquet root beyond one folder per table, and the migrations that bring a
-root written by an older version to it, once, under the writer lock: times stored UTC-adjusted
-(``TIMES_UTC_MARKER``), and the source rows of Dedupe tables kept apart under ``_sources/``
-(``SOURCES_MARKER``); a table's copies of records other files provide under ``_copies/``.
+"""The layout of the Parquet root beyond one folder per table: the source rows of Dedupe tables
+kept apart under ``_sources/`` (``SOURCES_MARKER``), a table's copies of records other files
+provide under ``_copies/``, batches being committed under ``_staging/``, and the marker of
+times stored UTC-adjusted (``TIMES_UTC_MARKER``). ``warehouse/migrations.py`` brings a root an
+older version wrote to it.
 """
 
 from __future__ import annotations
 
 import posixpath
-import sys
-import uuid
 
-import polars as pl
-
-from warehouse.files import _join
-from warehouse.files import _parquet_writer
+from warehouse._sql import literal_path
+from warehouse._utils import join
 from warehouse.schemas import TABLES
 from warehouse.schemas import Table
+from warehouse.storage import Storage
 
 # in the Parquet root: its files' times are UTC-adjusted (older versions wrote naive UTC)
 TIMES_UTC_MARKER = ".times_utc"  # hidden: ingesting a folder that holds the home skips it
@@ -24,104 +22,12 @@ TIMES_UTC_MARKER = ".times_utc"  # hidden: ingesting a folder that holds the hom
 SOURCES_MARKER = ".sources_apart"
 SOURCES = "_sources"
 # records a batch left out because another file's stored row holds them (provenance): forget
-# promotes them when that row goes (``Batch.add``, ``Warehouse.forget_into``)
+# promotes them when that row goes (``Batch.add``, ``Removal.forget_into``)
 COPIES = "_copies"
+STAGING = "_staging"
 
 
-class Layout:
-    """Where a table's ingested rows are, and the once-per-root upgrades of older layouts."""
-
-    def records_dir(self, name: str) -> str:
-        """Where a table's ingested rows are stored, relative to the root: ``_sources/<table>``
-        for a Dedupe table (its own folder holds the canonical rows), else the table's folder."""
-        return _join(SOURCES, name) if TABLES[name].dedupe else name
-
-    def record_files(self, name: str) -> list[str]:
-        """The Parquet files (local paths or URIs) of a table's rows as ingested, one per
-        source record: a Dedupe table's source rows, else the table's own files (``files``)."""
-        return [
-            self.parquet + f[len(self._root) :]
-            for f in self._find(self._path(self.records_dir(name)))
-        ]
-
-    def _upgrade_times(self) -> None:
-        """Once per Parquet root: rewrite the files an older version wrote with naive times
-        (not UTC-adjusted; they held UTC) as ``STORED_TS``, so every engine reads them as
-        instants, then write the ``TIMES_UTC_MARKER``. Each file is replaced atomically, and an
-        interrupted upgrade resumes at the next open."""
-        marker = self._path(TIMES_UTC_MARKER)
-        if self.fs.exists(marker):
-            return
-        import pyarrow as pa  # here: importing it costs every command a second
-        import pyarrow.parquet as pq
-
-        old = []
-        for f in self._find(self._root):
-            if f.startswith(self._path("_staging") + "/"):
-                continue
-            with self.fs.open(f, "rb") as fh:
-                schema = pq.read_schema(fh)
-            if any(pa.types.is_timestamp(t.type) and t.type.tz is None for t in schema):
-                old.append(f)
-        if old:
-            print(
-                f"goodput: storing the times of {len(old)} Parquet files of {self.parquet} "
-                "as UTC (once)",
-                file=sys.stderr,
-            )
-        for f in old:
-            with self.fs.open(f, "rb") as fh:
-                df = pl.read_parquet(fh)
-            self._write(f, _parquet_writer(df))
-        self._write(marker, lambda fh: fh.write(b"times are stored as timestamp[us, tz=UTC]\n"))
-
-    def _upgrade_sources(self) -> None:
-        """Once per Parquet root: move the source rows an older version kept in a Dedupe
-        table's own folder (``part-*.parquet``) to ``_sources/<table>/`` and write the table's
-        canonical rows in their place, in one staged batch (a crash leaves the old layout or
-        rolls forward to the new), then write the ``SOURCES_MARKER``."""
-        marker = self._path(SOURCES_MARKER)
-        if self.fs.exists(marker):
-            return
-        old = [
-            f
-            for name, spec in TABLES.items()
-            if spec.dedupe
-            for f in self._find(self._path(name))
-            if posixpath.basename(f).startswith("part-")
-        ]
-        if old:
-            print(
-                f"goodput: keeping the source rows of {len(old)} Parquet files of {self.parquet} "
-                "apart from their tables' merged rows (once)",
-                file=sys.stderr,
-            )
-            from warehouse.batch import Batch  # batch.py builds on this layout
-
-            batch = Batch(self, f"sources-{uuid.uuid4().hex[:12]}")
-            try:
-                for f in old:
-                    rel = f[len(self._root) + 1 :]
-                    dest = _join(batch.stage, SOURCES, rel)
-                    if self.local:
-                        self.fs.makedirs(posixpath.dirname(dest), exist_ok=True)
-                    self.fs.copy(f, dest)
-                    batch.gone.append(rel)
-                    name, part = rel.split("/", 1)
-                    batch.touched.add((name, posixpath.dirname(part)))
-            except BaseException:
-                batch.abort()
-                raise
-            batch.commit()
-        self._write(
-            marker,
-            lambda fh: fh.write(
-                b"Dedupe tables: source rows in _sources/, canonical rows in the table\n"
-            ),
-        )
-
-
-def _has_copies(spec: Table) -> bool:
+def has_copies(spec: Table) -> bool:
     """Whether a table keeps copies of records other files also provide (``_copies``): the
     ingest tables whose rows name the file they came from, but the quarantine (whose key
     names the file)."""
@@ -132,6 +38,44 @@ def _has_copies(spec: Table) -> bool:
     )
 
 
-def _file_column(spec: Table) -> str:
+def file_column(spec: Table) -> str:
     """The column naming the ingested file a row came from."""
     return "path" if spec.name == "ingest_manifest" else "source_file"
+
+
+class Layout:
+    """Where a table's ingested rows and the batches being committed are, in one root."""
+
+    def __init__(self, storage: Storage):
+        self.storage = storage
+
+    def records_dir(self, name: str) -> str:
+        """Where a table's ingested rows are stored, relative to the root: ``_sources/<table>``
+        for a Dedupe table (its own folder holds the canonical rows), else the table's folder."""
+        return join(SOURCES, name) if TABLES[name].dedupe else name
+
+    def record_files(self, name: str) -> list[str]:
+        """The Parquet files (local paths or URIs) of a table's rows as ingested, one per
+        source record: a Dedupe table's source rows, else the table's own files (``files``)."""
+        s = self.storage
+        return [s.public(f) for f in s.find(s.path(self.records_dir(name)))]
+
+    def stage(self, batch_id: str) -> str:
+        """The folder a batch is staged in (a path in the root)."""
+        return self.storage.path(STAGING, batch_id)
+
+    def stages(self) -> list[str]:
+        """Every batch's stage folder, sorted (none if nothing is staged)."""
+        try:
+            return sorted(self.storage.fs.ls(self.storage.path(STAGING), detail=False))
+        except FileNotFoundError:
+            return []
+
+    def committed_stages(self) -> list[str]:
+        """Batch ids whose COMMIT marker is written but whose files are still being moved in
+        (a live writer mid-commit, or one that crashed there)."""
+        try:
+            commits = self.storage.fs.glob(literal_path(self.storage.path(STAGING)) + "/*/COMMIT")
+            return sorted(posixpath.basename(posixpath.dirname(f)) for f in commits)
+        except FileNotFoundError:
+            return []

@@ -1,21 +1,24 @@
-"""The one writer of a warehouse at a time: an OS file lock on ``<home>/.writer.lock``, re-entrant
-within a process, released by the OS when its holder dies; and the lock of each batch's stage.
+"""The one writer of a warehouse at a time: an OS file lock (``filelock``) on
+``<home>/.writer.lock``, re-entrant within a process, released by the OS when its holder dies;
+and the lock of each batch's stage.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import socket
 import sys
 import threading
 import time
-from contextlib import ExitStack
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from warehouse.files import WarehouseError
+from filelock import FileLock
+from filelock import Timeout
+
+from warehouse.storage import WarehouseError
 
 
 class WarehouseBusy(WarehouseError):
@@ -23,23 +26,35 @@ class WarehouseBusy(WarehouseError):
 
 
 # Per process: homes whose writer lock this process holds, with a re-entrant lock per home so
-# nested writers (the CLI around a Dagster run whose assets write) share one acquisition.
+# nested writers (the CLI around a Dagster run whose assets write) share one acquisition, even
+# through two ``Warehouse`` objects of the same home
 _WRITERS: dict[Path, list] = {}
 _WRITERS_GUARD = threading.Lock()
+_POLL_S = 0.1
 
 
 class WriterLock:
-    """The writer lock of a ``Warehouse`` (``home``, ``read_only``, ``wait``); taking it first
-    recovers crashed writers' stages and upgrades an older layout (``Staging``, ``Layout``)."""
+    """The writer lock of one home. ``wait``: what a writer does when another process holds it
+    (True waits as long as it takes, a number that many seconds, False or 0 fails at once).
+    ``on_first``: run when this process takes the lock, before the block (recovery, upgrades)."""
 
-    @property
-    def lock_path(self) -> Path:
-        return self.home / ".writer.lock"
+    def __init__(
+        self,
+        home: Path,
+        wait: bool | float,
+        read_only: bool,
+        on_first: Callable[[], None] = lambda: None,
+    ):
+        self.home = home
+        self.wait = wait
+        self.read_only = read_only
+        self.on_first = on_first
+        self.path = home / ".writer.lock"
 
-    def lock_owner(self) -> str:
+    def owner(self) -> str:
         """Who holds the writer lock, for messages: pid, host, command and age."""
         try:
-            owner = json.loads(self.lock_path.read_text() or "{}")
+            owner = json.loads(self.path.read_text() or "{}")
         except (OSError, ValueError):
             owner = {}
         if not owner:
@@ -58,7 +73,7 @@ class WriterLock:
         Another process's writer makes this one wait (``wait``: True = as long as it takes,
         with one line on stderr; a number = that many seconds; False / 0 = not at all) or
         raise ``WarehouseBusy`` naming the owner. Readers never take it. On first acquisition
-        the warehouse is recovered (committed stages rolled forward, others discarded)."""
+        ``on_first`` runs (the warehouse recovers crashed writers' stages)."""
         if self.read_only:
             raise WarehouseError(f"warehouse {self.home} was opened read-only (a reader's command)")
         wait = self.wait if wait is None else wait
@@ -71,13 +86,11 @@ class WriterLock:
             )
         try:
             if entry[1] == 0:
-                entry[2] = self._take_lock(wait)
+                entry[2] = self.take(wait)
                 try:
-                    self._recover()
-                    self._upgrade_times()
-                    self._upgrade_sources()
+                    self.on_first()
                 except BaseException:
-                    _release(entry[2])
+                    _release(entry[2], self.path)
                     raise
             entry[1] += 1
             try:
@@ -85,72 +98,70 @@ class WriterLock:
             finally:
                 entry[1] -= 1
                 if entry[1] == 0:
-                    _release(entry[2])
+                    _release(entry[2], self.path)
                     entry[2] = None
         finally:
             rlock.release()
 
-    def _take_lock(self, wait: bool | float):
-        with ExitStack() as stack:  # closes the file if taking the lock fails
-            fh = stack.enter_context(open(self.lock_path, "a+"))
-            deadline = None if wait is True else time.monotonic() + float(wait)
-            told = False
-            while True:
-                try:
-                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    owner = self.lock_owner()
-                    if deadline is not None and time.monotonic() >= deadline:
-                        raise WarehouseBusy(
-                            f"warehouse {self.home} is being written by {owner}; "
-                            "try again later or pass --wait SECONDS"
-                        ) from None
-                    if not told:
-                        print(
-                            f"goodput: waiting for the writer of {self.home}: {owner}",
-                            file=sys.stderr,
-                        )
-                        told = True
-                    time.sleep(0.1)
-            fh.seek(0)
-            fh.truncate()
-            owner = {
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "command": " ".join(sys.argv)[:200],
-                "since": time.time(),
-            }
-            fh.write(json.dumps(owner))
-            fh.flush()
-            stack.pop_all()  # success: the caller holds the lock (and the file) open
-            return fh
+    def take(self, wait: bool | float) -> FileLock:
+        """Take the OS lock for this process, saying once on stderr whom it waits for, and
+        record this process as its owner."""
+        lock = FileLock(self.path, thread_local=False, poll_interval=_POLL_S)
+        try:
+            lock.acquire(blocking=False)
+        except Timeout:
+            if wait is not True and float(wait) <= 0:
+                raise self._busy() from None
+            print(
+                f"goodput: waiting for the writer of {self.home}: {self.owner()}", file=sys.stderr
+            )
+            try:
+                lock.acquire(timeout=-1 if wait is True else float(wait))
+            except Timeout:
+                raise self._busy() from None
+        owner = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "command": " ".join(sys.argv)[:200],
+            "since": time.time(),
+        }
+        try:
+            self.path.write_text(json.dumps(owner))
+        except BaseException:
+            lock.release()
+            raise
+        return lock
+
+    def _busy(self) -> WarehouseBusy:
+        return WarehouseBusy(
+            f"warehouse {self.home} is being written by {self.owner()}; "
+            "try again later or pass --wait SECONDS"
+        )
 
     @contextmanager
-    def _stage_lock(self, batch_id: str, wait: bool = True):
+    def stage_lock(self, batch_id: str, wait: bool = True):
         """Yields whether this process holds the lock of a batch's stage: its writer's from
         staging to commit, released by the OS if the writer dies. Lock files live in the
         (local) home, so they work for an object-storage root too."""
         folder = self.home / ".staging-locks"
         folder.mkdir(exist_ok=True)
         path = folder / f"{batch_id}.lock"
-        with open(path, "a") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                yield False
-                return
-            try:
-                yield True
-            finally:
-                path.unlink(missing_ok=True)
+        lock = FileLock(path, thread_local=False, poll_interval=_POLL_S)
+        try:
+            lock.acquire(blocking=wait)
+        except Timeout:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            path.unlink(missing_ok=True)
+            lock.release()
 
 
-def _release(fh) -> None:
-    """Drop a writer lock: empty the owner record, then unlock (closing releases the flock)."""
+def _release(lock: FileLock, path: Path) -> None:
+    """Drop a writer lock: empty the owner record, then unlock."""
     try:
-        fh.seek(0)
-        fh.truncate()
-        fh.flush()
+        path.write_text("")
     finally:
-        fh.close()
+        lock.release()

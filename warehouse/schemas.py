@@ -1,6 +1,6 @@
 """Every warehouse table, declared once.
 
-This module is the table contract of DESIGN.md: parsers and analyses produce exactly these
+This module is the table contract (docs/design.md): parsers and analyses produce exactly these
 columns (``conform`` enforces it), the DuckDB catalog builds its views from them, and nothing
 else in the project spells a column list. Times are UTC: in memory (Polars frames, the
 warehouse's own queries) naive ``Datetime('us')`` holding UTC (``UTC_TS``); stored, and shown
@@ -133,7 +133,7 @@ PROVENANCE = (
     "batch",
 )
 
-# The values of every ``component_class`` / ``cause_class`` column (DESIGN.md, component
+# The values of every ``component_class`` / ``cause_class`` column (docs/design.md, component
 # taxonomy). Declared here, with the columns, so ingest and analysis import the one list
 # (``ingest.xid_catalog`` and ``analysis.taxonomy`` re-export it).
 COMPONENT_CLASSES = (
@@ -341,7 +341,7 @@ TABLES: dict[str, Table] = {
                 "time": UTC_TS,
                 "cluster": STR,
                 "host": STR,
-                "component_class": STR,  # DESIGN.md taxonomy
+                "component_class": STR,  # docs/design.md taxonomy
                 # GPU index / PSU number / DIMM slot ... as the source names it
                 "component_id": STR,
                 "gpu": I32,
@@ -581,7 +581,7 @@ TABLES: dict[str, Table] = {
                 "repair_known": BOOL,  # false: the source gives no repair time (never invented)
                 "cause": STR,  # root-cause category as the source classifies it, lower case
                 "sub_cause": STR,  # what failed, as the source words it
-                "component_class": STR,  # DESIGN.md taxonomy where the failed part is known
+                "component_class": STR,  # docs/design.md taxonomy where the failed part is known
                 "serial": STR,  # the failed unit, where named
                 "system_nodes": I32,  # the system's size, where the source gives it
                 "system_processors": I32,
@@ -611,7 +611,7 @@ TABLES: dict[str, Table] = {
                 "fault": STR,
                 "cause": STR,  # root-cause category as the source classifies it, lower case
                 "sub_cause": STR,  # what failed, as the source words it
-                "component_class": STR,  # DESIGN.md taxonomy where the part is known
+                "component_class": STR,  # docs/design.md taxonomy where the part is known
                 "code": STR,  # the source's error code (XID 79, DCGM_FR_...)
                 "severity": STR,
                 "action": STR,  # the source's recommended action

@@ -19,8 +19,9 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from warehouse.catalog import _typed
-from warehouse.files import _sql_str
+from warehouse._sql import sql_str
+from warehouse._sql import typed
+from warehouse.catalog import Catalog
 from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
 from warehouse.store import WarehouseError
@@ -30,41 +31,21 @@ class NotInScope(WarehouseError):
     """A table a filtered view cannot show for its slice (an aggregate of the whole fleet)."""
 
 
-class ScopedWarehouse(Warehouse):
-    def __init__(
-        self,
-        parent: Warehouse,
-        inputs: dict[str, str | None],
-        home: str | os.PathLike | None = None,
-        label: str = "the scope",
-    ):
-        """``inputs``: table -> SQL condition over its columns (None: every row) for the tables
-        read from ``parent``; the others are this warehouse's own (in ``home``) or, without a
-        home, refused. ``label`` names the slice in messages."""
-        self.parent = parent
-        self.inputs = dict(inputs)
-        self.label = label
-        self.own_home = home is not None
-        if home is None:  # a reader's handle on the parent's home: it writes nothing
-            super().__init__(parent.home, parent.parquet, wait=parent.wait, read_only=True)
-        else:
-            super().__init__(home, Path(home) / "parquet", wait=parent.wait)
+class ScopedCatalog(Catalog):
+    """The query surface of a ``ScopedWarehouse``: its inputs through the parent's views,
+    filtered; its other tables its own (``own_home``) or refused."""
 
-    def refused(self, name: str) -> str:
-        return (
-            f"{name} is computed over the whole fleet and has no rows of its own for "
-            f"{self.label}; query it without a scope"
-        )
+    def __init__(self, scope: ScopedWarehouse, own: Catalog):
+        super().__init__(own.storage, own.layout, own.lock)
+        self.parent = scope.parent
+        self.inputs = scope.inputs
+        self.own_home = scope.own_home
+        self.refused = scope.refused
 
     def files(self, name: str, partition: str | None = None) -> list[str]:
         if name in self.inputs:
             return self.parent.files(name, partition)
         return super().files(name, partition) if self.own_home else []
-
-    def partition_mtimes(self, name: str) -> dict[str, float]:
-        if name in self.inputs:
-            return self.parent.partition_mtimes(name)
-        return super().partition_mtimes(name) if self.own_home else {}
 
     def view_sql(
         self, name: str, guard: bool | None = None, zoned: bool = False, root: str | None = None
@@ -75,9 +56,9 @@ class ScopedWarehouse(Warehouse):
             # one typed row that raises when the view is queried (DuckDB does not fold it when
             # the view is created)
             cols = ", ".join(
-                f'{_typed("NULL", t, zoned)} AS "{c}"' for c, t in TABLES[name].columns.items()
+                f'{typed("NULL", t, zoned)} AS "{c}"' for c, t in TABLES[name].columns.items()
             )
-            return f"SELECT {cols} WHERE error({_sql_str(self.refused(name))}) IS NULL"
+            return f"SELECT {cols} WHERE error({sql_str(self.refused(name))}) IS NULL"
         # the parent's files by their absolute location (``root`` names this warehouse's own);
         # connections run in UTC, so the conditions' TIMESTAMP literals compare right with zoned
         # times
@@ -102,8 +83,43 @@ class ScopedWarehouse(Warehouse):
         # and the scope's home (its own tables). A parent on object storage is not opened to it
         # (allow_files are local directories): such a query fails in one line
         parent = str(self.parent.parquet)
-        own = [self.home] if self.own_home else []
+        own = [self.storage.home] if self.own_home else []
         return super().reader([*allow_files, *own, *([] if "://" in parent else [parent])], spill)
+
+
+class ScopedWarehouse(Warehouse):
+    def __init__(
+        self,
+        parent: Warehouse,
+        inputs: dict[str, str | None],
+        home: str | os.PathLike | None = None,
+        label: str = "the scope",
+    ):
+        """``inputs``: table -> SQL condition over its columns (None: every row) for the tables
+        read from ``parent``; the others are this warehouse's own (in ``home``) or, without a
+        home, refused. ``label`` names the slice in messages."""
+        self.parent = parent
+        self.inputs = dict(inputs)
+        self.label = label
+        self.own_home = home is not None
+        if home is None:  # a reader's handle on the parent's home: it writes nothing
+            super().__init__(parent.home, parent.parquet, wait=parent.wait, read_only=True)
+        else:
+            super().__init__(home, Path(home) / "parquet", wait=parent.wait)
+
+    def _catalog(self) -> Catalog:
+        return ScopedCatalog(self, super()._catalog())
+
+    def refused(self, name: str) -> str:
+        return (
+            f"{name} is computed over the whole fleet and has no rows of its own for "
+            f"{self.label}; query it without a scope"
+        )
+
+    def partition_mtimes(self, name: str) -> dict[str, float]:
+        if name in self.inputs:
+            return self.parent.partition_mtimes(name)
+        return super().partition_mtimes(name) if self.own_home else {}
 
     def replace_table(self, name: str, df, partitions: str = "all") -> None:
         if name in self.inputs or not self.own_home:

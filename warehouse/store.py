@@ -1,6 +1,6 @@
 """The warehouse: Parquet datasets (the truth) plus a DuckDB catalog of views.
 
-The home directory is local (DESIGN.md). The Parquet root is ``<home>/parquet`` unless
+The home directory is local (docs/design.md). The Parquet root is ``<home>/parquet`` unless
 ``--warehouse-uri`` / ``$GOODPUT_WAREHOUSE_URI`` names another directory or an S3 prefix
 (``s3://bucket/prefix``; credentials and endpoint come from the standard AWS variables):
 
@@ -66,12 +66,11 @@ the batch's range of each key column (time, host, ...).
 
 from __future__ import annotations
 
+import functools
 import os
-from pathlib import Path
 
-import fsspec
-from fsspec.implementations.local import LocalFileSystem
-
+from warehouse._sql import duck_type
+from warehouse._sql import literal_path
 from warehouse.batch import COMMITS
 from warehouse.batch import FAULT_ENV
 from warehouse.batch import Batch
@@ -79,19 +78,17 @@ from warehouse.batch import Staging
 from warehouse.catalog import Catalog
 from warehouse.catalog import ReadOnlyViolation
 from warehouse.derived import Derived
-from warehouse.files import SCRATCH_ENV
-from warehouse.files import Files
-from warehouse.files import WarehouseError
-from warehouse.files import duck_type
-from warehouse.files import literal_path
-from warehouse.files import resolve_home
-from warehouse.files import resolve_parquet_uri
-from warehouse.forget import Forget
+from warehouse.forget import Removal
 from warehouse.layout import SOURCES_MARKER
 from warehouse.layout import TIMES_UTC_MARKER
 from warehouse.layout import Layout
 from warehouse.lock import WarehouseBusy
 from warehouse.lock import WriterLock
+from warehouse.migrations import upgrade
+from warehouse.storage import Storage
+from warehouse.storage import WarehouseError
+from warehouse.storage import resolve_home
+from warehouse.storage import resolve_parquet_uri
 
 # the names callers import from here: the warehouse's one public entry point
 __all__ = [
@@ -107,12 +104,26 @@ __all__ = [
     "duck_type",
     "literal_path",
     "resolve_home",
+    "resolve_parquet_uri",
 ]
 
 
-class Warehouse(WriterLock, Staging, Forget, Derived, Catalog, Layout, Files):
-    """One warehouse (a home and its Parquet root): each base class holds one concern, in its
-    own module (lock, batch, forget, derived, catalog, layout, files)."""
+def _by(part: str, method):
+    """A ``Warehouse`` method that is ``method`` of one of its parts (looked up on the part
+    object, so a part's subclass is honoured)."""
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        return getattr(getattr(self, part), method.__name__)(*args, **kwargs)
+
+    return call
+
+
+class Warehouse:
+    """One warehouse (a home and its Parquet root), made of parts, each in its own module:
+    ``storage`` (the files), ``lock`` (the one writer), ``layout`` (where rows and stages
+    are), ``catalog`` (connections, views, SQL), ``staging`` (ingest batches), ``derived``
+    (derived-table writes) and ``removal`` (forget). Their public methods are this class's."""
 
     def __init__(
         self,
@@ -130,56 +141,94 @@ class Warehouse(WriterLock, Staging, Forget, Derived, Catalog, Layout, Files):
         self.parquet = resolve_parquet_uri(uri, self.home)
         self.wait = wait
         self.read_only = read_only
-        self.db_path = self.home / "warehouse.duckdb"
         self.reports = self.home / "reports"
         self.landing = self.home / "landing"
-        # temporary files of out-of-core steps: a local disk even where the home is a shared
-        # volume (Kubernetes: an emptyDir)
-        self.scratch = Path(os.environ.get(SCRATCH_ENV) or self.home).expanduser().resolve()
         if self.home.exists() and not self.home.is_dir():
             raise WarehouseError(f"home {self.home} is a file, not a directory")
+        if not read_only:
+            try:
+                for d in (self.reports, self.landing):
+                    d.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise WarehouseError(
+                    f"cannot use home {self.home}: {exc.strerror or exc}"
+                ) from None
+        self.storage = Storage(self.home, self.parquet)
+        self.lock = WriterLock(self.home, wait, read_only, on_first=self._recover)
+        self.layout = Layout(self.storage)
+        self.catalog = self._catalog()
+        self.staging = Staging(self.storage, self.layout, self.lock, self.catalog)
+        self.derived = Derived(self.storage, self.lock)
+        self.removal = Removal(self.staging)
         if read_only:
-            self.fs, self._root = fsspec.core.url_to_fs(self.parquet)
-            self.local = isinstance(self.fs, LocalFileSystem)
-            if not self.local:
-                self._check_bucket()
+            if not self.storage.local:
+                self.storage.check_bucket()
             return
-        try:
-            for d in (self.reports, self.landing):
-                d.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise WarehouseError(f"cannot use home {self.home}: {exc.strerror or exc}") from None
-        try:
-            self.scratch.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise WarehouseError(
-                f"cannot use ${SCRATCH_ENV} {self.scratch}: {exc.strerror or exc}"
-            ) from None
-        if not os.access(self.home, os.W_OK | os.X_OK):
-            raise WarehouseError(f"cannot use home {self.home}: not writable")
-        self.fs, self._root = fsspec.core.url_to_fs(self.parquet)
-        self.local = isinstance(self.fs, LocalFileSystem)
-        if self.local:
-            self.fs.makedirs(self._root, exist_ok=True)
-        else:
-            self._check_bucket()
+        self.storage.create()
         try:  # finish what a crashed writer left, unless a live writer is at work
             with self.writer(wait=False):
                 pass
         except WarehouseBusy:
             pass
 
-    def _check_bucket(self) -> None:
-        """Fail on open, in one line, when the bucket is missing or unreachable: object stores
-        create nothing up front, and a first write failing mid-batch says less."""
-        bucket = self._root.split("/")[0]
-        try:
-            self.fs.info(bucket)
-        except FileNotFoundError:
-            raise WarehouseError(f"{self.parquet}: bucket {bucket!r} does not exist") from None
-        except Exception as exc:  # noqa: BLE001 - credentials, endpoint, permissions: the user's setup
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise WarehouseError(
-                f"{self.parquet}: cannot reach bucket {bucket!r} ({reason}); check "
-                "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_DEFAULT_REGION"
-            ) from None
+    def _catalog(self) -> Catalog:
+        """The query surface over this warehouse's files (a scope reads others too)."""
+        return Catalog(self.storage, self.layout, self.lock)
+
+    def _recover(self) -> None:
+        """On taking the writer lock: finish crashed writers' batches, upgrade an older root."""
+        self.staging.recover()
+        upgrade(self.staging)
+
+    @property
+    def fs(self):
+        return self.storage.fs
+
+    @property
+    def local(self) -> bool:
+        return self.storage.local
+
+    @property
+    def scratch(self):
+        return self.storage.scratch
+
+    @property
+    def db_path(self):
+        return self.catalog.db_path
+
+    @property
+    def lock_path(self):
+        return self.lock.path
+
+    lock_owner = _by("lock", WriterLock.owner)
+    writer = _by("lock", WriterLock.writer)
+    writable = _by("storage", Storage.writable)
+    partition_mtimes = _by("storage", Storage.partition_mtimes)
+    records_dir = _by("layout", Layout.records_dir)
+    record_files = _by("layout", Layout.record_files)
+    committed_stages = _by("layout", Layout.committed_stages)
+    files = _by("catalog", Catalog.files)
+    connect = _by("catalog", Catalog.connect)
+    connect_out_of_core = _by("catalog", Catalog.connect_out_of_core)
+    view_sql = _by("catalog", Catalog.view_sql)
+    read = _by("catalog", Catalog.read)
+    known_sha256 = _by("catalog", Catalog.known_sha256)
+    refresh_catalog = _by("catalog", Catalog.refresh_catalog)
+    catalog_root = _by("catalog", Catalog.catalog_root)
+    reader = _by("catalog", Catalog.reader)
+    run_readonly = _by("catalog", Catalog.run_readonly)
+    readonly_relation = _by("catalog", Catalog.readonly_relation)
+    sql = _by("catalog", Catalog.sql)
+    query = _by("catalog", Catalog.query)
+    batch = _by("staging", Staging.batch)
+    replace_table = _by("derived", Derived.replace_table)
+    replace_partition = _by("derived", Derived.replace_partition)
+    write_pieces = _by("derived", Derived.write_pieces)
+    piece_mtimes = _by("derived", Derived.piece_mtimes)
+    drop_pieces = _by("derived", Derived.drop_pieces)
+    put_partition = _by("derived", Derived.put_partition)
+    drop_partition = _by("derived", Derived.drop_partition)
+    forget = _by("removal", Removal.forget)
+    forget_into = _by("removal", Removal.forget_into)
+    delete_rows = _by("removal", Removal.delete_rows)
+    delete_into = _by("removal", Removal.delete_into)

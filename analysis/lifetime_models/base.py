@@ -105,7 +105,7 @@ class LogLik:
         return float(ll)
 
 
-def _param_dict(params) -> dict[str, float]:
+def param_dict(params) -> dict[str, float]:
     """{name: value} from a ``failure_rates.params`` JSON string or dict (values either numbers
     or ``{"value": v, "ci_low": ..., "ci_high": ...}``)."""
     if isinstance(params, str):
@@ -190,7 +190,7 @@ class LifetimeModel:
     @classmethod
     def from_params(cls, params) -> LifetimeModel:
         """The distribution from a ``failure_rates.params`` JSON string or a dict."""
-        return cls(**{k: v for k, v in _param_dict(params).items() if k in cls.params})
+        return cls(**{k: v for k, v in param_dict(params).items() if k in cls.params})
 
     def log_sf(self, t: np.ndarray) -> np.ndarray:
         return -self.cumulative_hazard(np.asarray(t, dtype=float))

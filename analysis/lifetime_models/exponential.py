@@ -16,8 +16,8 @@ import math
 import numpy as np
 
 from analysis.lifetime_models.base import Sample
-from analysis.lifetime_models.base import _param_dict
 from analysis.lifetime_models.base import log_ci
+from analysis.lifetime_models.base import param_dict
 from analysis.lifetime_models.log_location_scale import MinExtremeValue
 
 
@@ -70,7 +70,7 @@ class Exponential(MinExtremeValue):
 
     @classmethod
     def from_params(cls, params):
-        d = _param_dict(params)
+        d = param_dict(params)
         if "scale_hours" not in d and "rate_per_hour" in d:  # zero events: scale is infinite
             rate = d["rate_per_hour"]
             d["scale_hours"] = 1.0 / rate if rate > 0 else math.inf

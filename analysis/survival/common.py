@@ -67,7 +67,8 @@ def holm(p: np.ndarray) -> np.ndarray:
     return out
 
 
-def _thin(n: int) -> np.ndarray:
+def thin(n: int) -> np.ndarray:
+    """Indices of at most ``CURVE_MAX_POINTS`` evenly spread points of an n-point curve."""
     if n <= CURVE_MAX_POINTS:
         return np.arange(n)
     return np.unique(np.linspace(0, n - 1, CURVE_MAX_POINTS).round().astype(int))

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 
 from analysis.lifetime_models.base import Z95
-from analysis.survival.common import _thin
+from analysis.survival.common import thin
 
 AJ_MAX_NODES = 250_000  # Aalen-Johansen on a random node subsample above this
 
@@ -111,7 +111,7 @@ def competing_risks(df: pl.DataFrame, notes: list[str] | None = None) -> pl.Data
             )
         cif = aj.cumulative_density_
         tt = cif.index.to_numpy()
-        idx = _thin(len(tt))
+        idx = thin(len(tt))
         ci = aalen_johansen_ci(aj)
         at_risk = aj.event_table["at_risk"].reindex(cif.index).to_numpy()
         frames.append(

@@ -11,8 +11,8 @@ import numpy as np
 import polars as pl
 
 from analysis.survival.common import _sample
-from analysis.survival.common import _thin
 from analysis.survival.common import clean_lifetimes
+from analysis.survival.common import thin
 from analysis.survival.competing import competing_risks
 from warehouse.schemas import TABLES
 from warehouse.schemas import conform
@@ -60,7 +60,7 @@ def survival_curves(lifetimes: pl.DataFrame, notes: list[str] | None = None) -> 
             at_risk = na.event_table["at_risk"].to_numpy()
             ci = np.exp(-na.confidence_interval_.to_numpy()[:, ::-1])
         t = curve.index.to_numpy()
-        idx = _thin(len(t))
+        idx = thin(len(t))
         frames.append(
             pl.DataFrame(
                 {
@@ -75,7 +75,7 @@ def survival_curves(lifetimes: pl.DataFrame, notes: list[str] | None = None) -> 
             )
         )
         nci = na.confidence_interval_.to_numpy()
-        idx = _thin(len(na.cumulative_hazard_))
+        idx = thin(len(na.cumulative_hazard_))
         frames.append(
             pl.DataFrame(
                 {

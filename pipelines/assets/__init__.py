@@ -25,7 +25,7 @@ DOMAINS = tuple(
         "pipelines.assets.slowness",
         "pipelines.assets.analysis",
         "pipelines.assets.report",
-        "pipelines.fleetsim_assets",
+        "pipelines.assets.fleetsim",
     )
 )
 

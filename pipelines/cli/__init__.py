@@ -1,5 +1,5 @@
 # PYTHON_ARGCOMPLETE_OK  (argcomplete's marker: tab completion, see `goodput completion`)
-"""The ``goodput`` command line (DESIGN.md, command-line section).
+"""The ``goodput`` command line (docs/cli.md).
 
 Every command takes ``--home`` and ``--warehouse-uri``. A user's mistake (missing path, unknown
 format, bad duration, bad SQL, unreachable bucket) is one line on stderr and exit status 2, never

@@ -62,13 +62,13 @@ def cmd_build(args) -> int:
         )
     if any(scope.values()):
         checked_scope(wh, args)  # an unknown cluster is said before the build, not after
+    from pipelines.cli.run_summary import checks_line
+    from pipelines.cli.run_summary import failure_lines
+    from pipelines.cli.run_summary import invariant_failure_lines
+    from pipelines.cli.run_summary import status_lines
+    from pipelines.cli.run_summary import summary_lines
     from pipelines.run import PipelineError
     from pipelines.run import build
-    from pipelines.run import checks_line
-    from pipelines.run import failure_lines
-    from pipelines.run import invariant_failure_lines
-    from pipelines.run import status_lines
-    from pipelines.run import summary_lines
 
     with wh.writer():
         wh.refresh_catalog()

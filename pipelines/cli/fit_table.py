@@ -17,6 +17,7 @@ from analysis.survival.shape import SHAPE_ALPHA
 from analysis.survival.shape import WEAR_OUT
 from analysis.survival.shape import age_reading
 from analysis.survival.windows import LOW_EXPOSURE_FRACTION
+from pipelines.cli.output import table_lines
 from warehouse.schemas import FAIL_SLOW
 
 
@@ -62,11 +63,8 @@ def format_fit_table(
             used += 2 + size[c.header]
     shown = [c.header for c in columns if c.header in kept]
 
-    def fmt(row):
-        return "  ".join(v.ljust(size[h]) for h, v in zip(shown, row, strict=True)).rstrip()
-
     rows = [[cells[h][i] for h in shown] for i in range(df.height)]
-    out = [fmt(shown), fmt(["-" * size[h] for h in shown])] + [fmt(r) for r in rows]
+    out = table_lines([shown, *rows], rule=True)
     left = [c.header for c in columns if c.header not in kept]
     notes = _notes(df, window)
     if left:

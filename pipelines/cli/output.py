@@ -6,11 +6,25 @@ import json
 import sys
 
 
+def table_lines(rows, numbers_right: bool = False, rule: bool = False) -> list[str]:
+    """Rows of cells (the first is the heading) as aligned text lines, columns two spaces
+    apart. ``numbers_right``: every column but the first right-aligned; ``rule``: a line of
+    dashes under the heading."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    if rule:
+        rows = [rows[0], ["-" * w for w in widths], *rows[1:]]
+    return [
+        "  ".join(
+            v.rjust(w) if numbers_right and i else v.ljust(w)
+            for i, (v, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
+
+
 def print_rows(rows: list[tuple]) -> None:
     """Rows of cells (the first is the heading) as aligned columns."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    print("\n".join(table_lines(rows)))
 
 
 def cell_text(v, digits: str = ".3g") -> str:
@@ -28,15 +42,7 @@ def print_frame(df, fmt: str, text_rows=(), header=(), meta: dict | None = None,
         print(json.dumps({**scope_meta(wh), **(meta or {}), "rows": df.to_dicts()}, default=str))
         return
     print_scope(wh)
-    rows = [header, *text_rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for r in rows:
-        print(
-            "  ".join(
-                v.rjust(w) if i else v.ljust(w)
-                for i, (v, w) in enumerate(zip(r, widths, strict=True))
-            ).rstrip()
-        )
+    print("\n".join(table_lines([header, *text_rows], numbers_right=True)))
 
 
 # How every reading command names the scope it answers for (the one rule): a table starts with

@@ -60,11 +60,11 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_demo(args) -> int:
+    from pipelines.cli.run_summary import checks_line
+    from pipelines.cli.run_summary import failure_lines
+    from pipelines.cli.run_summary import summary_lines
     from pipelines.run import PipelineError
-    from pipelines.run import checks_line
-    from pipelines.run import failure_lines
     from pipelines.run import run_pipeline
-    from pipelines.run import summary_lines
     from sample_data.simulation import source_folders
 
     if not SAMPLE_FLEET.exists():

@@ -23,7 +23,7 @@ Canonical header: ``component_class,serial,slot,installed_at,removed_at,removal_
   quarantines the row.
 - ``failed``: true/false, 1/0, yes/no, y/n, t/f. Without a ``failed`` column, a removed unit
   counts as failed when its ``removal_reason`` says so (fail, fault, error, dead, RMA, defect).
-- ``component_class`` is lower-cased and common names are mapped to the DESIGN.md taxonomy
+- ``component_class`` is lower-cased and common names are mapped to the taxonomy of docs/design.md
   (``GPU``, ``HBM`` -> gpu_memory, ``DIMM`` -> host_memory, ``PSU``, ``fan`` -> cooling,
   ``SSD``/``NVMe`` -> storage, ``HCA``/``NIC`` -> nic); other names are kept as given.
 

@@ -16,7 +16,7 @@ from .normalize import header_key
 from .normalize import normalize
 from .normalize import with_quarantine
 
-EVENT_CLASSES = {"DBE": "gpu_memory", "OTB": "gpu"}  # Titan's events in the DESIGN.md taxonomy
+EVENT_CLASSES = {"DBE": "gpu_memory", "OTB": "gpu"}  # Titan's events in the docs/design.md taxonomy
 
 
 def parse_insert_remove(recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:

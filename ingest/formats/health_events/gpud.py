@@ -21,7 +21,7 @@ from .records import Records
 
 START_TYPES = ("Fatal", "Critical")
 SET_HEALTHY, REBOOT = "SetHealthy", "reboot"
-# gpud's components (components/*/component.go) by the DESIGN.md class of what they watch
+# gpud's components (components/*/component.go) by the docs/design.md class of what they watch
 CLASSES = {
     "accelerator-nvidia-error-xid": "gpu",
     "accelerator-nvidia-gpu-counts": "gpu",

@@ -39,7 +39,7 @@ EVENT_REASONS = {
     "NodeHasInsufficientPID": ("PIDPressure", "start"),
     "NodeHasSufficientPID": ("PIDPressure", "healthy"),
 }
-# condition types (kubelet's, node-problem-detector's, NVSentinel's) by the DESIGN.md class of
+# condition types (kubelet's, node-problem-detector's, NVSentinel's) by the docs/design.md class of
 # what failed; the first pattern that matches
 CLASSES = (
     (r"^(GpuMem|SysLogsRowRemap)", "gpu_memory"),

@@ -1,0 +1,85 @@
+"""The seams between modules: within the warehouse and the Prometheus source no import runs in a
+circle, and no module of those packages (nor of the CLI and the lifetime models) imports another
+module's private name: what modules share has a public name, in a helper module where it is
+shared by several (``warehouse/_utils.py``, ``warehouse/_sql.py``)."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGES = ("warehouse", "sources", "pipelines/cli", "analysis/lifetime_models")
+CYCLE_FREE = ("warehouse", "sources/prometheus")
+
+
+def modules(folder: str, root: Path = REPO) -> dict[str, Path]:
+    return {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in sorted((root / folder).rglob("*.py"))
+    }
+
+
+def imports(path: Path) -> list[tuple[str, str]]:
+    """(module, name) of every ``from module import name`` in the file, inside functions too."""
+    return [
+        (node.module, alias.name)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level
+        for alias in node.names
+    ]
+
+
+def private_imports(folder: str, root: Path = REPO) -> list[str]:
+    tops = {"warehouse", "sources", "ingest", "analysis", "dashboards", "pipelines", "sample_data"}
+    return [
+        f"{module}: from {source} import {name}"
+        for module, path in modules(folder, root).items()
+        for source, name in imports(path)
+        if source.split(".")[0] in tops and name.startswith("_") and source != module
+    ]
+
+
+def cycle(folder: str, root: Path = REPO) -> list[str]:
+    """One import cycle among the modules of ``folder`` (empty when there is none)."""
+    mods = modules(folder, root)
+    graph = {m: {s for s, _ in imports(p) if s in mods and s != m} for m, p in mods.items()}
+    done: set[str] = set()
+
+    def visit(m: str, path: list[str]) -> list[str]:
+        if m in path:
+            return [*path[path.index(m) :], m]
+        if m in done:
+            return []
+        for nxt in sorted(graph[m]):
+            if found := visit(nxt, [*path, m]):
+                return found
+        done.add(m)
+        return []
+
+    for m in mods:
+        if found := visit(m, []):
+            return found
+    return []
+
+
+@pytest.mark.parametrize("folder", PACKAGES)
+def test_no_module_imports_another_modules_private_name(folder):
+    assert private_imports(folder) == []
+
+
+@pytest.mark.parametrize("folder", CYCLE_FREE)
+def test_the_import_graph_has_no_cycle(folder):
+    assert cycle(folder) == []
+
+
+def test_the_checks_see_a_private_import_and_a_cycle(tmp_path):
+    pkg = tmp_path / "warehouse"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("from warehouse.b import _helper\n")
+    (pkg / "b.py").write_text("def f():\n    from warehouse.a import x\n")
+    assert private_imports("warehouse", tmp_path) == [
+        "warehouse.a: from warehouse.b import _helper"
+    ]
+    assert cycle("warehouse", tmp_path) == ["warehouse.a", "warehouse.b", "warehouse.a"]
