@@ -65,6 +65,7 @@ HOSTED: dict[str, str | None] = {
     "node_failures": "time",
     "health_events": "time",
     "health_event_pairs": "time",
+    "gpu_signal_spans": "start_time",
     "gpu_daily": None,  # whole days overlapping [from, to) (below)
     "gpu_sightings": None,  # sightings overlapping [from, to) (below)
     "component_history": None,  # not cut: units installed before `from` enter left-truncated

@@ -523,9 +523,11 @@ def test_shape_reading():
     assert shape_reading(None, 2.0) is None
 
 
-def test_cli_fit_prints_table_and_errors_when_empty(tmp_path, capsys):
+def test_cli_fit_prints_table_and_errors_when_empty(tmp_path, capsys, monkeypatch):
     from pipelines.cli import main
     from warehouse.store import Warehouse
+
+    monkeypatch.setenv("COLUMNS", "100")  # the default width, whatever the test's terminal
 
     wh = Warehouse(tmp_path)
     assert main(["--home", str(tmp_path), "fit"]) == 2

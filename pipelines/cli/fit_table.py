@@ -118,7 +118,8 @@ def _shape(r: dict) -> str:
 
 COLUMNS = [
     _Column("class", lambda r: r["component_class"], 0),
-    _Column("stratum", lambda r: r["stratum"], 7,
+    # where a class has strata its rows differ by them alone: kept with the class
+    _Column("stratum", lambda r: r["stratum"], 0,
             lambda df, _: bool((df["stratum"] != "all").any()) if df.height else False),
     _Column("model", lambda r: r["model"], 2),
     _Column("sel", lambda r: "*" if r["selected"] else "", 1, lambda df, every: every),
