@@ -638,3 +638,25 @@ def test_build_exits_6_on_a_failed_check_names_it_and_survives_an_escape_in_a_ho
     svgs = list((home / "reports" / "charts").glob("*.svg"))
     assert svgs and not any("\x1b" in p.read_text() for p in svgs)
     assert main(["--home", str(home), "build", "--allow-failed-checks"]) == 0
+
+
+def test_a_scoped_build_checks_its_scope_as_the_whole_build_checks_the_fleet(tmp_path, capsys):
+    """``goodput build --cluster X`` names the failed checks of the scope's own tables (which it
+    recomputes) beside the fleet's, and exits 6 on them unless --allow-failed-checks."""
+    from pipelines.cli import main
+
+    home = str(tmp_path / "home")
+    assert (
+        main(["--home", home, "ingest", str(_sacct(tmp_path / "sacct.txt")), "--cluster", "a"]) == 0
+    )
+    capsys.readouterr()
+    assert main(["--home", home, "build", "--cluster", "a"]) == 6
+    err = capsys.readouterr().err
+    line = (
+        "attempt_gpus_check (No job attempt holds more GPUs than its nodes carry.): "
+        "1 violation(s), e.g. job 100 (a) attempt 1: 16 GPUs on 1 node(s) carrying 8"
+    )
+    assert f"check failed: {line}" in err and f"check failed in scope cluster a: {line}" in err
+    failed = [x for x in err.splitlines() if x.startswith("check failed")]
+    assert f"goodput build: {len(failed)} invariant check(s) failed" in err
+    assert main(["--home", home, "build", "--cluster", "a", "--allow-failed-checks"]) == 0

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from analysis import lifetime_models as lm
 from analysis import survival as sv
 from analysis.lifetime_models.base import Sample
 from analysis.lifetime_models.exponential import poisson_rate_ci
@@ -23,7 +24,6 @@ from analysis.survival.competing import node_first_failures
 from analysis.survival.cox import MIN_EVENTS_COX
 from analysis.survival.cox import ph_test
 from analysis.survival.rates import MIN_EVENTS_WINDOW_FIT
-from analysis.survival.rates import MODELS
 from analysis.survival.rates import rate_change_test
 from analysis.survival.shape import CANNOT_TELL
 from analysis.survival.shape import shape_reading
@@ -105,7 +105,7 @@ def test_exposure_table_exponential_equals_lifelines_mle_and_aic():
     rng = np.random.default_rng(3)
     lt = simulate_lifetimes({"nic": (1.0, 5000.0)}, 800, rng)
     s = _sample(clean_lifetimes(lt))
-    fit, method = sv.fit_model("exponential", s)
+    fit, method = sv.fit_model(lm.get("exponential"), s)
     ef = ExponentialFitter().fit(s.upper, s.event, entry=s.entry)
     assert method == "exposure-table"
     assert fit["params"]["scale_hours"][0] == pytest.approx(ef.lambda_, rel=1e-5)
@@ -117,8 +117,8 @@ def test_vectorized_mle_agrees_with_lifelines(model):
     rng = np.random.default_rng(11)
     lt = simulate_lifetimes({"gpu": (0.8, 10000.0)}, 1500, rng, removal_rate_per_hour=1 / 30000)
     s = _sample(clean_lifetimes(lt))
-    ours, m1 = sv.fit_model(model, s, engine="numpy")
-    ref, m2 = sv.fit_model(model, s, engine="lifelines")
+    ours, m1 = sv.fit_model(lm.get(model), s, engine="numpy")
+    ref, m2 = sv.fit_model(lm.get(model), s, engine="lifelines")
     assert (m1, m2) == ("per-unit", "per-unit-lifelines")
     assert ours["loglik"] == pytest.approx(ref["loglik"], abs=1e-3)
     for name, (v, lo, hi) in ref["params"].items():
@@ -175,13 +175,13 @@ def test_interval_censored_fit_recovers_known_law_and_beats_ignoring_it():
     s = _sample(clean_lifetimes(lt))
     assert s.interval.sum() == s.n_events
     for engine in ("numpy", "lifelines"):
-        fit, _ = sv.fit_model("weibull", s, engine=engine)
+        fit, _ = sv.fit_model(lm.get("weibull"), s, engine=engine)
         _, klo, khi = fit["params"]["shape"]
         _, llo, lhi = fit["params"]["scale_hours"]
         assert klo <= shape <= khi and llo <= scale <= lhi, (engine, fit["params"])
     # treating the check time as the failure time biases the scale upward, past the truth's CI
     naive = Sample(s.entry, s.upper, s.upper, s.event, np.zeros(s.n, bool))
-    nfit, _ = sv.fit_model("weibull", naive)
+    nfit, _ = sv.fit_model(lm.get("weibull"), naive)
     assert nfit["params"]["scale_hours"][1] > scale
 
 
@@ -202,7 +202,7 @@ def test_monthly_windows_conserve_exposure_and_events():
     # parametric fits only in windows with enough events
     fitted = months.group_by("window").agg(pl.len().alias("k"), pl.col("n_events").first())
     for k, d in fitted.select("k", "n_events").iter_rows():
-        assert k == (len(MODELS) if d >= MIN_EVENTS_WINDOW_FIT else 1)
+        assert k == (len(lm.names()) if d >= MIN_EVENTS_WINDOW_FIT else 1)
 
 
 def test_single_unit_split_at_month_boundary():
@@ -509,7 +509,7 @@ def test_refresh_fits_writes_tables(tmp_path):
     summary = sv.refresh_fits(wh, window=None)
     assert summary["units"] == lt.height and summary["classes"] == 1
     assert (
-        wh.read("failure_rates").height == summary["failure_rates_rows"] == 3 * len(MODELS)
+        wh.read("failure_rates").height == summary["failure_rates_rows"] == 3 * len(lm.names())
     )  # every model x strata all, A, B
     assert wh.read("survival_curves").height == summary["survival_curve_points"]
 
@@ -546,7 +546,7 @@ def test_cli_fit_prints_table_and_errors_when_empty(tmp_path, capsys, monkeypatc
     assert main(["--home", str(tmp_path), "fit", "--all-models"]) == 0
     assert len(
         [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("psu")]
-    ) == 3 * len(MODELS)
+    ) == 3 * len(lm.names())
 
 
 def test_aalen_johansen_ci_matches_lifelines_variance():

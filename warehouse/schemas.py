@@ -788,21 +788,26 @@ TABLES: dict[str, Table] = {
                 "processors": I64,  # the system's processors where the source gives them
                 "span_hours": F64,  # observation span
                 "failures": I64,
-                "repairs_known": I64,  # failures whose repair time the source gives
-                "downtime_hours": F64,  # sum of the known repair times
+                # failures whose repair time the source gives, or still open (down until the
+                # span's end)
+                "repairs_known": I64,
+                "repairs_open": I64,  # still open at the span's end: right-censored repairs
+                "downtime_hours": F64,  # sum of the known repair times (open ones to the end)
                 **_ci("mtbf_hours", "mtbf"),  # span / failures, exact Poisson 95% CI
                 # per node-hour of the span x nodes, x 8760; exact CI
                 **_ci("failures_per_node_year"),
                 **_ci("failures_per_processor_year"),  # where processors are known
-                **_ci("mttr_hours", "mttr"),  # mean known repair time; bootstrap 95% CI
-                # median and 90th percentile of the known repair times (linear interpolation)
+                # repair hours / repairs completed (open ones censored); bootstrap 95% CI
+                **_ci("mttr_hours", "mttr"),
+                # median and 90th percentile of the repair times (Kaplan-Meier, open ones
+                # censored; null where not reached)
                 "repair_median_hours": F64,
                 "repair_p90_hours": F64,
-                # 1 - node-hours down (overlapping faults of a node once) / node-hours; null
-                # unless every repair is known
+                # node-hours up / node-hours (overlapping faults of a node down once); null
+                # unless every repair is known or open; bootstrap 95% CI within [0, 1]
                 **_ci("availability"),
                 **_ci("nines"),  # -log10(1 - availability)
-                # Weibull shape of the system's times between failures (system level)
+                # age-trend parameter (Weibull shape) of the system's times between failures
                 **_ci("tbf_shape"),
                 "tbf_reading": STR,
             },
@@ -819,15 +824,18 @@ TABLES: dict[str, Table] = {
                 "source": STR,
                 "system": STR,
                 "quantity": STR,  # repair | tbf
-                "model": STR,  # lognormal | weibull | exponential
+                "model": STR,  # a registered lifetime model (analysis/lifetime_models/)
                 "selected": BOOL,  # lowest AIC of the quantity's candidates
                 "converged": BOOL,
-                "params": STR,  # JSON: lifelines' parameters, each with its 95% CI
+                "params": STR,  # JSON: the model's parameters, each with its 95% CI
                 "aic": F64,
                 "n": I64,  # positive durations fitted
+                "n_censored": I64,  # of them right-censored (repairs still open, the last gap)
                 "n_zero": I64,  # zero durations left out
                 "median_hours": F64,  # the fitted median
-                **_ci("shape"),  # Weibull shape (rho) with its CI; null for the other models
+                # the model's age-trend parameter (Weibull shape) with its CI; null for a model
+                # without one
+                **_ci("shape"),
             },
             key=("source", "system", "quantity", "model"),
             kind="derived",

@@ -48,6 +48,7 @@ import polars as pl
 
 from analysis import lifetime_models
 from analysis.headline import selected_rates as selected
+from analysis.lifetime_models.base import LifetimeModel
 from analysis.lifetime_models.base import Sample
 from analysis.lifetime_models.exponential import poisson_rate_ci
 from analysis.survival.common import _fit_errors
@@ -59,7 +60,6 @@ from analysis.survival.windows import _month_pieces
 from warehouse.schemas import TABLES
 
 HOURS_PER_1K_UNIT_DAYS = 24_000.0  # rate per 1k unit-days -> per unit-hour: divide by this
-MODELS = lifetime_models.names()  # every registered model (analysis/lifetime_models/)
 LIFELINES_MAX_UNITS = 20_000  # engine='auto': lifelines up to here (~15 us/unit/model)
 PARAMETRIC_MAX_UNITS = 25_000  # larger strata: Weibull/LogNormal/LogLogistic on a random subsample
 WINDOW_MAX_UNITS = 5_000  # the (many) monthly-window fits; the window rate itself uses every unit
@@ -92,24 +92,27 @@ def _rate_columns(events, exposure) -> dict[str, np.ndarray]:
 
 # ----------------------------------------------------------------------------- fitting
 def fit_model(
-    model: str, s: Sample, engine: str = "numpy", start: np.ndarray | None = None
+    model: type[LifetimeModel],
+    s: Sample,
+    engine: str = "numpy",
+    start: np.ndarray | None = None,
 ) -> tuple[dict, str]:
-    """One parametric candidate (any registered model) on one sample; returns (fit, method).
+    """One parametric candidate (a registered model class, ``lifetime_models.models()``) on one
+    sample; returns (fit, method).
 
     A closed-form MLE (the exponential without interval censoring) comes from the exposure
     table. Otherwise ``engine='numpy'`` maximises the model's vectorized likelihood
     ('per-unit'); ``engine='lifelines'`` uses lifelines' fitter ('per-unit-lifelines'); 'auto'
     picks lifelines up to ``LIFELINES_MAX_UNITS`` units.
     """
-    m = lifetime_models.get(model)
-    exact = m.exact_fit(s)
+    exact = model.exact_fit(s)
     if exact is not None:
         return exact, "exposure-table"
     if engine == "auto":
         engine = "lifelines" if s.n <= LIFELINES_MAX_UNITS else "numpy"
     method = "per-unit-lifelines" if engine == "lifelines" else "per-unit"
     try:
-        fit = m.fit_lifelines(s) if engine == "lifelines" else m.fit(s, start)
+        fit = model.fit_lifelines(s) if engine == "lifelines" else model.fit(s, start)
     except _fit_errors() as exc:  # lifelines ConvergenceError, singular Hessian, ...
         fit = {
             "loglik": float("nan"),
@@ -134,16 +137,17 @@ def _fit_rows(
     filled with this call's estimates when empty (the whole-period fit seeds the windows)."""
     rate_cols = {k: float(v) for k, v in _rate_columns(s.n_events, s.exposure).items()}
     reg = lifetime_models.models()
-    models = [m for m in MODELS if s.n_events >= min_events or reg[m].full_data]
+    models = [m for m in reg.values() if s.n_events >= min_events or m.full_data]
     sub = s
     if s.n > max_units:  # uniform random units: the likelihood stays unbiased
         rng = np.random.default_rng(max_units + s.n)
         sub = s.take(np.sort(rng.choice(s.n, max_units, replace=False)))
     rows = []
-    for model in models:
-        full = reg[model].full_data  # sufficient statistics: every unit, even when subsampling
+    for law in models:
+        model = law.name
+        full = law.full_data  # sufficient statistics: every unit, even when subsampling
         start = starts.get(model) if starts else None
-        fit, method = fit_model(model, s if full else sub, engine, start)
+        fit, method = fit_model(law, s if full else sub, engine, start)
         if (
             starts is not None
             and start is None
@@ -153,10 +157,10 @@ def _fit_rows(
             starts[model] = fit["theta"]
         if sub is not s and not full:
             method = f"subsample-{max_units}"
-        aic = reg[model].aic(fit)
+        aic = law.aic(fit)
         if full and sub is not s and len(models) > 1:
             # AIC must compare the candidates on the same units: the subsample's fit
-            aic = reg[model].aic(fit_model(model, sub, engine)[0])
+            aic = law.aic(fit_model(law, sub, engine)[0])
 
         def fin(x):
             return float(x) if np.isfinite(x) else None
@@ -167,7 +171,7 @@ def _fit_rows(
         }
         if "error" in fit:
             params["error"] = fit["error"]
-        window = None if full else reg[model].window_rate(fit, s)
+        window = None if full else law.window_rate(fit, s)
         if sub is not s and len(models) > 1:
             params["aic_on"] = f"subsample-{max_units}"
         rows.append(
@@ -182,7 +186,7 @@ def _fit_rows(
                 **rate_cols,
                 "method": method,
                 "converged": fit["converged"],
-                "_shape": _age_trend(reg[model], fit),
+                "_shape": _age_trend(law, fit),
                 "_window_rate": window,
             }
         )

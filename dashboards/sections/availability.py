@@ -6,6 +6,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from analysis import lifetime_models
 from dashboards import charts
 from dashboards.section import ReportContext
 from dashboards.section import Section
@@ -73,17 +74,24 @@ def reading(df: pl.DataFrame, fits: pl.DataFrame) -> str:
         if won.height:
             m, n = won.row(0)
             text += f" {word}: {m} fits best (AIC) in {n} of {won['count'].sum()} system(s)."
+    trend = lifetime_models.age_trend_model()
     tbf = fits.filter(
         (pl.col("quantity") == "tbf")
-        & (pl.col("model") == "weibull")
+        & (pl.col("model") == trend.name)
         & pl.col("shape").is_not_null()
     )
     if tbf.height:
         below = int((tbf["shape_ci_high"] < 1).sum())
         text += (
-            " The Weibull shape of the times between failures is below 1 (CI entirely) in "
-            f"{below} of {tbf.height}: "
+            f" The {trend.name.capitalize()} {trend.age_trend_parameter} of the times between "
+            f"failures is below 1 (CI entirely) in {below} of {tbf.height}: "
             "there, failures cluster in time rather than arrive at random."
+        )
+    still = int(df["repairs_open"].fill_null(0).sum())
+    if still:
+        text += (
+            f" {still} repair(s) still open at the end of the window: counted down until then, "
+            "and right-censored in MTTR and the repair-time fits."
         )
     return text
 

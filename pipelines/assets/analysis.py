@@ -151,8 +151,8 @@ def system_mtbf_asset(wh, goodput):
 AVAILABILITY = {
     "availability": "Per system and node: failures, MTBF, MTTR, availability (with nines) and "
     "normalised rates with 95% CIs, from failure records and node down/resume events.",
-    "repair_fits": "Lognormal / Weibull / exponential fits of repair times and times between "
-    "failures per system; the AIC winner is selected.",
+    "repair_fits": "Every registered lifetime model fitted to the repair times (open ones "
+    "censored) and times between failures per system; the AIC winner is selected.",
     "root_causes": "Failures and downtime per root cause per system and overall.",
 }
 
@@ -161,7 +161,8 @@ AVAILABILITY = {
     *AVAILABILITY,
     name="availability_assets",
     analysis="availability",
-    reads=("failures", "node_events"),
+    # the outages, the hosts each source watches and the observation window's sources
+    reads=("failures", "node_events", "health_events", "job_attempts", "hw_events", "gpu_hourly"),
     descriptions=AVAILABILITY,
     rows=lambda out: out[0].height,
     describe=lambda out, wh, goodput: {

@@ -64,6 +64,7 @@ def cmd_build(args) -> int:
         checked_scope(wh, args)  # an unknown cluster is said before the build, not after
     from pipelines.cli.run_summary import checks_line
     from pipelines.cli.run_summary import failure_lines
+    from pipelines.cli.run_summary import invariant_failure_lines
     from pipelines.cli.run_summary import status_lines
     from pipelines.cli.run_summary import summary_lines
     from pipelines.run import PipelineError
@@ -82,7 +83,10 @@ def cmd_build(args) -> int:
     evaluations = result.get_asset_check_evaluations()
     print(checks_line(evaluations))
     print_where(wh)
+    failures = failure_lines(evaluations)
     if any(scope.values()):  # then the scope's aggregates, from the fleet's rows just built
+        from analysis.checks import evaluate
+
         part = rebuilt_scope(args, "all", **window_fields(args), **assumed)
         for line in [
             f"scope: {part.scope.describe()} ({part.home})",
@@ -90,7 +94,10 @@ def cmd_build(args) -> int:
             *summary_lines(part),
         ]:
             print(line)
-    failures = failure_lines(evaluations)
+        # the scope's tables are checked as the fleet's are, whether recomputed or reused
+        failures += invariant_failure_lines(
+            evaluate(part, gpus_per_node=config.gpus_per_node), part.scope.describe()
+        )
     for line in failures:
         print(line, file=sys.stderr)
     if failures and not args.allow_failed_checks:

@@ -93,8 +93,14 @@ def cmd_availability(args) -> int:
     print_rows([_AVAILABILITY_HEAD, *map(_availability_row, rows.iter_rows(named=True))])
     print(
         "95% CIs: MTBF and rates exact Poisson, MTTR / availability bootstrap; availability only "
-        "where every repair is known"
+        "where every repair is known or still open"
     )
+    still = int(rows["repairs_open"].fill_null(0).sum())
+    if still:
+        print(
+            f"{still} repair(s) still open at the end of the window: down until then, "
+            "right-censored in MTTR and the repair-time fits"
+        )
     for q, word in (("repair", "repair time"), ("tbf", "time between failures")):
         won = best.filter(pl.col("quantity") == q)["model"].value_counts(sort=True)
         if won.height:
@@ -142,6 +148,7 @@ _AVAILABILITY_HEAD = (
     "host",
     "nodes",
     "failures",
+    "open",
     "mtbf_h",
     "mttr_h",
     "availability",
@@ -164,6 +171,7 @@ def _availability_row(r: dict) -> tuple[str, ...]:
         r["host"] or "",
         str(r["nodes"]),
         str(r["failures"]),
+        str(r["repairs_open"]),
         ci("mtbf_hours", "mtbf"),
         ci("mttr_hours", "mttr"),
         cell_text(r["availability"], ".5f"),

@@ -112,14 +112,37 @@ def failure_lines(evaluations) -> list[str]:
     it and a few of them (the metadata ``analysis.checks.violations`` writes)."""
     from pipelines.checks import failed_checks
 
+    return [
+        _failure_line(
+            e.check_name, e.description, {k: getattr(v, "value", v) for k, v in e.metadata.items()}
+        )
+        for e in failed_checks(evaluations)
+    ]
+
+
+def invariant_failure_lines(evaluated, scope: str) -> list[str]:
+    """``failure_lines`` of the invariants evaluated on a scope's warehouse
+    (``analysis.checks.evaluate``: what a scoped build recomputed, or reused), each naming the
+    scope; one that could not run is a failure too."""
+    from analysis.checks import ERROR
+
     lines = []
-    for e in failed_checks(evaluations):
-        meta = {k: getattr(v, "value", v) for k, v in e.metadata.items()}
-        count = meta.get("violations")
-        line = f"check failed: {e.check_name} ({e.description})"
-        if count is not None:
-            line += f": {count:,} violation(s)"
-        if meta.get("examples"):
-            line += f", e.g. {meta['examples']}"
-        lines.append(line)
+    for e in evaluated:
+        if not e.failed or e.invariant.severity != ERROR:
+            continue
+        meta = e.result.metadata if e.result is not None else {"examples": [e.error]}
+        lines.append(
+            _failure_line(e.invariant.name, e.invariant.description, meta, f" in scope {scope}")
+        )
     return lines
+
+
+def _failure_line(name: str, description: str, meta: dict, where: str = "") -> str:
+    line = f"check failed{where}: {name} ({description})"
+    count = meta.get("violations")
+    if count is not None:
+        line += f": {count:,} violation(s)"
+    examples = meta.get("examples")
+    if examples:  # a list as a plain check returns it, one text as Dagster's metadata holds it
+        line += f", e.g. {examples if isinstance(examples, str) else '; '.join(examples)}"
+    return line
