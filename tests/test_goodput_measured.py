@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from analysis.goodput_measured import BADPUT
 from analysis.goodput_measured import measure
 from analysis.goodput_measured import refresh_goodput_jobs
 from analysis.goodput_measured import summarize
@@ -17,15 +18,7 @@ from tests.conftest import SAMPLE_FLEET
 from warehouse.schemas import conform
 
 T0 = datetime(2026, 1, 5, 0, 0)
-CATS = (
-    "productive_hours",
-    "slow_hours",
-    "lost_work_hours",
-    "restart_hours",
-    "checkpoint_hours",
-    "queue_after_failure_hours",
-    "other_hours",
-)
+CATS = ("productive_hours", *BADPUT)  # every part a job's wall time splits into
 
 
 def att(job, n, start_min, end_min, state, gpus=8, scheduler="slurm"):
