@@ -372,14 +372,14 @@ def lemon_gain(
 
     ``rates`` (``analysis.class_rates.ClassRates``): the rates ``goodput project`` and the
     report's headline project from (``rate_sources.scoped_rates``); the baseline is then their
-    projection exactly (``whatif.project_one``), and without the lemons every hardware class
+    projection exactly (``scenario.project_one``), and without the lemons every hardware class
     (not ``taxonomy.NON_HARDWARE``, not the jobs' own failures) is scaled by the node failure
     rate refitted without the lemon nodes over the fleet's. Without ``rates`` (no fits stored)
     the fleet's node failure rate, and its refit, is the one class, counted once per node.
     ``without_lemons`` is None when no failure is left once the lemons are gone."""
     from analysis.job import Job
     from analysis.rate_sources import rates_from_table
-    from analysis.whatif import project_one
+    from analysis.scenario import project_one
 
     tested = health.filter(pl.col("node_hours") > 0)
     events = float(tested["failures"].sum())

@@ -394,3 +394,13 @@ def scoped_rates(
     if fits is None and measured is None:
         raise ValueError("failure_rates has no rows and no interruptions were measured")
     return combine(fits, measured)
+
+
+def read_rates_csv(path) -> ClassRates:
+    """``goodput project --rates FILE.csv``: a rates table (component_class, events,
+    exposure_hours, unit). Raises ValueError with one line on a bad file."""
+    try:
+        df = pl.read_csv(path, infer_schema_length=None)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise ValueError(f"cannot read rates file {path}: {str(exc).splitlines()[0]}") from None
+    return rates_from_table(df, source=f"file {path}")

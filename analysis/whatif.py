@@ -18,15 +18,9 @@ from analysis.assumptions import CKPT_COST_S
 from analysis.assumptions import GPUS_PER_NODE
 from analysis.assumptions import RESTART_S
 from analysis.class_rates import ClassRates
-from analysis.class_rates import rate_rows
-from analysis.fleet_age import DEFAULT_FLEET_AGE
-from analysis.fleet_age_rates import observed_ages
-from analysis.fleet_age_rates import with_fleet_age
 from analysis.job import LLAMA3_RUN_HOURS
 from analysis.job import Job
 from analysis.montecarlo import simulate
-from analysis.numbers import in_hours
-from analysis.numbers import pct
 from analysis.projection import RATE_DRAWS
 from analysis.projection import daly_interval
 from analysis.projection import interruption_rate
@@ -35,7 +29,6 @@ from analysis.projection import projection_rows
 from analysis.projection import scale_points
 from analysis.projection import unit_counts
 from analysis.projection import useful_fraction
-from analysis.rate_sources import rates_from_table
 from analysis.rate_sources import scoped_rates
 from analysis.taxonomy import DEFAULT_SCOPE
 from analysis.taxonomy import NON_HARDWARE
@@ -600,159 +593,3 @@ def sensitivity_frame(projections: pl.DataFrame) -> pl.DataFrame:
         (pl.col("knob_value") * 100).alias("gain_pp"),
         (pl.col("goodput") - pl.col("knob_value")).alias("goodput_base"),
     ).sort("knob_value", descending=True)
-
-
-# ----------------------------------------------------------------------------- one scenario (CLI)
-def read_rates_csv(path) -> ClassRates:
-    """``goodput project --rates FILE.csv``: a rates table (component_class, events,
-    exposure_hours, unit). Raises ValueError with one line on a bad file."""
-    try:
-        df = pl.read_csv(path, infer_schema_length=None)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise ValueError(f"cannot read rates file {path}: {str(exc).splitlines()[0]}") from None
-    return rates_from_table(df, source=f"file {path}")
-
-
-def project_one(
-    wh,
-    job: Job | None = None,
-    mtti_hours: float | None = None,
-    method: str = "analytic",
-    replicas: int = 500,
-    seed: int = 0,
-    scope: str = DEFAULT_SCOPE,
-    rates: ClassRates | None = None,
-    fleet_age: str = DEFAULT_FLEET_AGE,
-) -> dict:
-    """One job as ``goodput project`` shows it. Rates: ``rates`` when given (e.g. a
-    ``--rates`` file), else an ``mtti_hours`` override, else the warehouse's rates of
-    ``scope`` (``rate_sources.scoped_rates``). Raises ValueError when there is nothing to
-    project from.
-
-    ``fleet_age`` (``fleet_age.FLEET_AGES``) is the age of the job's units at its start, for
-    both the analytic rates and the Monte Carlo (``fleet_age_rates.with_fleet_age``):
-    'observed' takes each class's ages at the window end from the warehouse
-    (``observed_ages``); classes without ages (measured interruption classes, rates files)
-    stay stationary, as each class's ``fleet_age`` in ``classes`` says. ``job.wall_hours`` is
-    the job's length, over which a non-stationary fleet's failures are counted and the Monte
-    Carlo runs."""
-    job = Job() if job is None else job
-    from_warehouse = rates is None and mtti_hours is None
-    if rates is None:
-        rates = (
-            scoped_rates(wh, scope, job.gpus_per_node, job.n_gpus)
-            if from_warehouse
-            else ClassRates.from_mtti(mtti_hours)
-        )
-    horizon = float(job.wall_hours)
-    ages = observed_ages(wh, rates.classes) if fleet_age == "observed" and from_warehouse else {}
-    rates = with_fleet_age(rates, fleet_age, horizon, ages)
-    res = evaluate(rates, job, method, replicas=replicas, seed=seed)
-    res["fleet_age"] = fleet_age
-    res["horizon_hours"] = horizon
-    res["scope"] = scope if from_warehouse else None
-    res["interval_source"] = "auto = Daly" if job.interval_hours is None else "given"
-    if mtti_hours is not None and method == "analytic":
-        res["band"] = "--mtti override: no fit uncertainty, so the band is the point"
-    res["classes"] = rate_rows(rates)
-    res["repair_hours"] = job.repair_hours
-    res["mc_wall_hours"] = job.wall_hours
-    return res
-
-
-def append_projection(wh, res: dict, scenario: str = "cli") -> pl.DataFrame:
-    """Append one ``project_one`` result to ``goodput_projections`` (one atomic rewrite)."""
-    new = rows([res], scenario)
-    out = pl.concat([wh.read("goodput_projections"), new])
-    wh.replace_table("goodput_projections", out)
-    return new
-
-
-def share(x: float | None) -> str:
-    """A goodput as a percentage, with two significant digits below 0.1% (not a bare 0.0%)."""
-    return pct(x) if x is None or x == 0 or abs(x) >= 0.001 else f"{100 * x:.2g}%"
-
-
-def spare_pool(res: dict) -> str:
-    """Whether a Monte Carlo projection's spare pool ran out, when, and why (its hardware
-    failures per repair time against its spares)."""
-    need = (
-        f"the job meets {res['hardware_failures_per_repair']:,.1f} hardware failures per "
-        f"{res['repair_hours']:g} h repair time, against {res['spares']} spares"
-    )
-    if not res["spares_ran_out"]:
-        return f"never ran out in the simulated jobs ({need})"
-    return (
-        f"RAN OUT in {pct(res['spares_ran_out'], 0)} of simulated jobs, after "
-        f"{in_hours(res['spares_ran_out_hours'])} (median): the job waited for a repaired node "
-        f"{pct(res['wait_share'], 0)} of its time ({need})"
-    )
-
-
-def format_projection(res: dict) -> list[str]:
-    """The readable table ``goodput project`` prints."""
-
-    def dur(h):
-        return f"{h * 60:.1f} min" if h < 2 else f"{h:.2f} h"
-
-    nodes = -(-res["n_gpus"] // res["gpus_per_node"])
-    src = res["rates_source"] + f" ({len(res['classes'])} classes)"
-    if res.get("scope"):
-        src += f", scope {res['scope']}"
-    spares = (
-        "unlimited (a replacement node is always ready)"
-        if res["spares"] is None
-        else f"{res['spares']} hot spare nodes, repair {res['repair_hours']:g} h"
-        + ("" if res["method"] == "mc" else " (spares only matter with --method mc)")
-    )
-    window = f", {res['mc_wall_hours']:g} h simulated window" if res["method"] == "mc" else ""
-    lines = [
-        f"goodput projection ({res['method']}{window})",
-        (
-            f"  {'job':<22}{res['n_gpus']:,} GPUs on {nodes:,} nodes ({res['gpus_per_node']} "
-            "GPUs/node)"
-        ),
-        f"  {'rates':<22}{src}",
-        f"  {'checkpoint cost':<22}{res['ckpt_cost_s']:g} s",
-        f"  {'restart':<22}{dur(res['restart_s'] / 3600)}",
-        f"  {'spares':<22}{spares}",
-        (
-            f"  {'fleet age':<22}{res.get('fleet_age', DEFAULT_FLEET_AGE)} at job start, "
-            f"{res.get('horizon_hours', res['mc_wall_hours']):g} h job horizon"
-        ),
-        f"  {'MTTI':<22}{in_hours(res['mtti_hours'])}"
-        + (
-            f"  (95% {in_hours(res['mtti_ci_low'])} - {in_hours(res['mtti_ci_high'])})"
-            if res["mtti_ci_low"] != res["mtti_ci_high"]
-            else ""
-        ),
-        f"  {'Daly interval':<22}{dur(res['optimal_interval_hours'])} (optimal_interval_hours)",
-        f"  {'Young interval':<22}{dur(res['young_interval_hours'])}",
-        f"  {'chosen interval':<22}{dur(res['interval_hours'])} ({res['interval_source']})",
-        (
-            f"  {'goodput':<22}{share(res['goodput'])}  (95% {share(res['goodput_ci_low'])} - "
-            f"{share(res['goodput_ci_high'])})"
-        ),
-        f"  {'band':<22}{res['band'].removeprefix('band: ')}",
-    ]
-    if res.get("goodput_spread_low") is not None:
-        lines.append(
-            f"  {'single-job spread':<22}{share(res['goodput_spread_low'])} - "
-            f"{share(res['goodput_spread_high'])}"
-        )
-    if res.get("spares_ran_out") is not None:
-        lines.append(f"  {'spare pool':<22}{spare_pool(res)}")
-    lines.append(f"  {'class rates':<22}per unit-hour (unit, source, events; model, fleet age)")
-    for c in res["classes"]:
-        ev = "" if c["events"] is None else f", {c['events']:,} events"
-        lines.append(
-            f"    {c['component_class']:<18}{c['rate_per_unit_hour']:.3e} per unit-hour, "
-            f"{c['units_per_scope']} per {c['unit']} ({c['source']}{ev}; "
-            f"{c['model']}, {c['fleet_age']})"
-        )
-    if "analytic_goodput" in res:
-        lines.append(
-            f"  {'analytic goodput':<22}{pct(res['analytic_goodput'])}  (no spare waits, mean "
-            "rates)"
-        )
-    return lines

@@ -132,9 +132,9 @@ def test_spares_that_run_out_are_said_with_why(tmp_path):
     24 h cannot keep up with ~330 hardware failures per repair time. The projection says the
     pool ran out, when and why, not a bare 0.0%; fewer jobs are simulated (each meets ~18,000
     failures), the band still over every rate draw."""
-    from analysis.whatif import format_projection
-    from analysis.whatif import project_one
+    from analysis.scenario import project_one
     from analysis.whatif import simulated_replicas
+    from pipelines.cli.projection_text import format_projection
 
     rates = LLAMA.scaled(dict.fromkeys(LLAMA.classes, 20.0))
     job = Job(32_768, spares=16)

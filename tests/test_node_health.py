@@ -427,7 +427,7 @@ def test_gain_projects_from_the_rates_goodput_project_uses():
     lemons' excess share comes off the hardware classes only (software keeps its rate)."""
     from analysis.job import Job
     from analysis.rate_sources import rates_from_table
-    from analysis.whatif import project_one
+    from analysis.scenario import project_one
 
     h = health_of([30] + [1] * 9, [1000] * 10)
     table = pl.DataFrame({"component_class": ["gpu", "software"], "events": [20.0, 10.0],
@@ -453,7 +453,7 @@ def test_nodes_project_and_headline_agree_on_the_demo(demo, capsys):
     import json
 
     from analysis.assumptions import TARGET_GPUS
-    from analysis.whatif import project_one
+    from analysis.scenario import project_one
     from dashboards.section import projection_at
     from pipelines.cli import main
 

@@ -219,8 +219,8 @@ def resolve(spec: dict, wh=None) -> Inputs:
     """Failure laws, repair law and job mix of a validated scenario. ``wh`` (a Warehouse) is
     needed for 'warehouse' rates, a 'fitted' repair law or a 'measured' mix."""
     from analysis.fleet_age_rates import with_fleet_age
+    from analysis.rate_sources import read_rates_csv
     from analysis.rate_sources import scoped_rates
-    from analysis.whatif import read_rates_csv
 
     if needs_warehouse(spec) and wh is None:
         raise ScenarioError(

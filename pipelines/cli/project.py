@@ -26,11 +26,11 @@ from pipelines.cli.values import parse_duration
 
 def cmd_project(args) -> int:
     from analysis.job import Job
+    from analysis.rate_sources import read_rates_csv
+    from analysis.scenario import append_projection
+    from analysis.scenario import project_one
     from analysis.scope import scope_of
-    from analysis.whatif import append_projection
-    from analysis.whatif import format_projection
-    from analysis.whatif import project_one
-    from analysis.whatif import read_rates_csv
+    from pipelines.cli.projection_text import format_projection
     from warehouse.store import WarehouseBusy
 
     if args.gpus < 1 or args.gpus_per_node < 1 or (args.spares is not None and args.spares < 0):
@@ -111,7 +111,7 @@ def cmd_whatif(args) -> int:
     from analysis.job import Job
     from analysis.numbers import in_hours
     from analysis.numbers import pct
-    from analysis.whatif import read_rates_csv
+    from analysis.rate_sources import read_rates_csv
     from analysis.whatif import sensitivity_at
     from analysis.whatif import sensitivity_frame
 
