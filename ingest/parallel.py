@@ -56,6 +56,9 @@ class Item:
     ctx: ParseContext | None = None
     stream: BinaryIO | None = None  # a large file, open: parsed in chunks into its own batch
     results: list[tuple[str, ParseResult]] | None = None
+    # the forced --format's own sniffer knows the content: no record in it means nothing to
+    # report (a healthy node's kernel log), not the wrong format
+    recognised: bool = False
 
 
 def default_jobs(cgroup: Path = Path("/sys/fs/cgroup")) -> int:

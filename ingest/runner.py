@@ -30,6 +30,7 @@ import polars as pl
 from ingest.base import FormatSpec
 from ingest.base import ParseContext
 from ingest.base import ParseResult
+from ingest.files import BOM
 from ingest.files import UserError
 from ingest.files import compression
 from ingest.files import display_name
@@ -47,6 +48,7 @@ from ingest.parsing import parse_bytes
 from ingest.parsing import parse_file
 from ingest.parsing import quarantined
 from ingest.parsing import reraise_interrupt
+from ingest.registry import SNIFF_BYTES
 from ingest.registry import formats
 from ingest.staging import FileReport
 from ingest.staging import Stale
@@ -195,7 +197,12 @@ def _ingest_into(wh, shared, files, fmt, ctx, progress, jobs, forgotten: set[str
             flush()
             _ingest_large(wh, it, forced, stale, shared, reading)
         elif it.results is not None:
-            if forced is not None and report.done and not any(r.records for _, r in it.results):
+            if (
+                forced is not None
+                and not it.recognised
+                and report.done
+                and not any(r.records for _, r in it.results)
+            ):
                 it.results = [_no_record(forced, report)]
             pending.append((report, it.results))
             pending_rows += sum(sum(df.height for df in r.tables.values()) for _, r in it.results)
@@ -232,7 +239,7 @@ def _ingest_large(
                 for table, by_sha in batch.add(tables).items():
                     for k, n in by_sha.items():
                         dropped.setdefault(table, {})[k] = dropped.get(table, {}).get(k, 0) + n
-            if forced is not None and report.records == 0:
+            if forced is not None and not it.recognised and report.records == 0:
                 for tables in frames(report, [_no_record(forced, report)]):
                     batch.add(tables)
             count_duplicates([report], dropped)
@@ -312,7 +319,17 @@ def _prepared(files: list[Path], known: set[str], ctx: ParseContext, forced: For
             data=None if data is None else data[:size],
             ctx=fctx,
             stream=fh if data is None else None,
+            recognised=forced is not None and _recognised(forced, data, fh, name),
         )
+
+
+def _recognised(spec: FormatSpec, data: bytes | None, fh, name: str) -> bool:
+    """Whether ``spec``'s own sniffer knows the file's (uncompressed) head."""
+    n = SNIFF_BYTES + len(BOM)
+    head = data[:n] if data is not None else os.pread(fh.fileno(), n, 0)
+    if compression(head[:4]):
+        return False
+    return spec.detect(head.removeprefix(BOM)[:SNIFF_BYTES], name) > 0
 
 
 def _not_read(path: Path, error: str) -> Item:
@@ -323,9 +340,10 @@ def _not_read(path: Path, error: str) -> Item:
 
 
 def _no_record(spec: FormatSpec, report: FileReport) -> tuple[str, ParseResult]:
-    """A file in which the format forced on it found no record at all (most often the wrong
-    ``--format``): quarantined whole, with that reason, and not marked done (no manifest row),
-    so an ingest in another format, or detected, reads it again without ``--replace``."""
+    """A file in which the format forced on it found no record at all and whose content that
+    format's sniffer does not know (the wrong ``--format``): quarantined whole, with that reason,
+    and not marked done (no manifest row), so an ingest in another format, or detected, reads it
+    again without ``--replace``."""
     report.done = False
     why = f"--format {spec.name} found no record in this file ({report.bytes:,} bytes)"
     return spec.name, quarantined(b"", why)

@@ -65,7 +65,7 @@ def goodput_jobs() -> pl.DataFrame:
     )
     return df.with_columns(
         (pl.col("productive_hours") / pl.col("wall_hours")).alias("goodput"),
-        cluster=pl.lit("c1"), scheduler=pl.lit("slurm"),
+        cluster=pl.lit("c1"), scheduler=pl.lit("slurm"), slow_hours=pl.lit(0.0),
     )  # fmt: skip
 
 
