@@ -70,9 +70,9 @@ def test_text_then_json_and_json_then_text_give_the_same_canonical_files(tmp_pat
     # the file ingested first
     for wh, first_scrape in ((one, SCRAPES[0]), (other, SCRAPES[1])):
         meta = canonical(wh, "metric_metadata")
-        assert meta.height == 9 and set(meta["source_file"]) == {str(first_scrape)}
+        assert meta.height == 12 and set(meta["source_file"]) == {str(first_scrape)}
         assert meta.equals(ordered(wh.read("metric_metadata")))
-        assert pl.read_parquet(wh.record_files("metric_metadata")).height == 9
+        assert pl.read_parquet(wh.record_files("metric_metadata")).height == 12
 
 
 def test_a_value_the_preferred_source_lacks_comes_from_another_source(tmp_path):

@@ -222,6 +222,8 @@ def test_tsdb_rollups_of_steady_hours_and_the_raw_changes_make_one_span():
         ]
     )  # fmt: skip
     [span] = _spans_sql(day, rolled).rows(named=True)
+    assert span["start_time"].utcoffset() == timedelta(0)  # stored as every time is: UTC
+    span = {k: v.replace(tzinfo=None) if isinstance(v, datetime) else v for k, v in span.items()}
     # half-way from the sample before to the first slow one; the last holds until the hour
     raw = 40 * 60 + 7.5
     assert span["start_time"] == hour + timedelta(hours=1) - timedelta(seconds=raw)

@@ -201,8 +201,10 @@ WITH raw AS (
         FROM clipped WINDOW w AS (PARTITION BY {_SERIES}, signal ORDER BY lo, hi)
     )
 )
-SELECT {_SERIES}, signal, make_timestamp(CAST(min(lo) * 1e6 AS BIGINT)) AS start_time,
-    make_timestamp(CAST(max(hi) * 1e6 AS BIGINT)) AS end_time,
+SELECT {_SERIES}, signal,
+    -- stored as every table's times are: TIMESTAMPTZ (the session's zone is UTC)
+    make_timestamp(CAST(min(lo) * 1e6 AS BIGINT))::TIMESTAMPTZ AS start_time,
+    make_timestamp(CAST(max(hi) * 1e6 AS BIGINT))::TIMESTAMPTZ AS end_time,
     CASE WHEN signal = 'clocks' THEN bit_or(mask & {SLOW_MASK | POWER_CAP}) END AS reasons,
     bool_and(busy) AS busy,
     sum(ratio * (hi - lo)) / nullif(sum((hi - lo) * (ratio IS NOT NULL)::INT), 0) AS ratio,
