@@ -536,3 +536,18 @@ def test_report_section_tells_where_the_slow_time_went_and_maps_the_worst_jobs_r
     )
     empty = {k: v.clear() for k, v in t.items()}
     assert slowness.build(ReportContext(None, empty, 16384)).note.startswith("no data yet")
+
+
+def test_a_job_holding_no_gpus_of_a_throttled_node_loses_nothing_and_no_value_is_nan():
+    # a CPU-only job on a GPU node (0 GPUs of its 8) shared no GPU: 0 / 0 made its share NaN,
+    # and a span whose clock ratio is NaN (a blank scrape) made the loss NaN, which failed the
+    # build where goodput_jobs turns the lost hours into microseconds
+    att = _attempts(("40", 0, 10, ["n5"], 0), ("41", 0, 10, ["n6"], 4))
+    spans = _spans(
+        ("n5", 0, "clocks", 2, 4, 0x48, 0.5, True),
+        ("n6", 0, "clocks", 2, 4, 0x48, float("nan"), True),
+    )
+    out = attribution.telemetry_periods(spans, att, _logged(), gpus_per_node=8).sort("job_id")
+    assert not out.select(pl.col(pl.Float64).is_nan().any()).row(0).count(True)
+    extra = dict(zip(out["job_id"], out["extra_hours"], strict=True))
+    assert extra.get("40", 0.0) == 0.0 and extra["41"] > 0

@@ -366,7 +366,12 @@ def telemetry_periods(
     )
     partial = pl.when(pl.col("_whole")).then(0).otherwise(pl.col("_g")).sum().over("_span", "_lo")
     pieces = pieces.with_columns(
-        _share=pl.when(pl.col("_whole")).then(1.0).otherwise(pl.col("_g") / partial),
+        # jobs on the node that hold none of its GPUs by count (0 or unknown) share none
+        _share=pl.when(pl.col("_whole"))
+        .then(1.0)
+        .when(partial > 0)
+        .then(pl.col("_g") / partial)
+        .otherwise(0.0),
         _len=_seconds(pl.col("_lo"), pl.col("_hi")),
     )
     per_job = (
@@ -380,7 +385,7 @@ def telemetry_periods(
             gpu_share=(pl.col("_len") * pl.col("_share")).sum() / pl.col("_len").sum(),
         )
         .filter(pl.col("_d") > 0)
-        .with_columns(_r=pl.col("ratio").fill_null(ASSUMED_RATIO).clip(0.0, 1.0))
+        .with_columns(_r=pl.col("ratio").fill_nan(None).fill_null(ASSUMED_RATIO).clip(0.0, 1.0))
     )
     per_job = per_job.with_columns(_rate=(1 - pl.col("_r")) * pl.col("gpu_share")).with_row_index(
         "_row"
