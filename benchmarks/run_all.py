@@ -119,9 +119,12 @@ def commit() -> str:
         ).stdout.strip()
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + (
-        " with uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else ""
-    )
+    # this file's own earlier entries are no change to what ran
+    changed = git(
+        "status", "--porcelain", "--untracked-files=no", "--",
+        ":(top)", f":(top,exclude)benchmarks/{RESULTS.name}",
+    )  # fmt: skip
+    return head + (" with uncommitted changes" if changed else "")
 
 
 def record(name: str, output: str, wall: float, load0: tuple, load1: tuple) -> None:
