@@ -49,6 +49,16 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None, microsecond=0)
 
 
+def _second_over() -> datetime:
+    """The next whole second, returned once it has come. A pull stops at its clock (sacct's
+    -E is the last whole second before it): a job that ended in this second is in a pull up to
+    the next one only when this one is over, which a quick test can beat."""
+    end = _now() + timedelta(seconds=1)
+    while _now() < end:
+        time.sleep(0.1)
+    return end
+
+
 @dataclass
 class JobMix:
     cluster: SlurmCluster
@@ -65,7 +75,7 @@ class JobMix:
             return len(rows) == want and all(r.split("|")[8] not in ("", "Unknown") for r in rows)
 
         poll("job mix ended in slurmdbd", done, deadline_s=MIX_DEADLINE_S, every=1.0)
-        return _now() + timedelta(seconds=1)
+        return _second_over()
 
 
 def _sacct_text(ids) -> list[str]:
@@ -455,7 +465,7 @@ def test_a_job_name_cannot_forge_a_record_or_lose_its_job(mix, pulled, tmp_path)
     c.run("scontrol", "release", ",".join(ids))
     ended = ("-s", "CD", "-E", "now")
     poll("named jobs ended", lambda: len(sacct_json(*ended)) == 2, deadline_s=60)
-    end = _now() + timedelta(seconds=1)
+    end = _second_over()
     for mode in ("parsable", "json"):
         wh = Warehouse(tmp_path / mode)
         [r] = pull(wh, [_source(c, mode=mode, events=False)], since=since, until=end)
