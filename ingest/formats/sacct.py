@@ -576,11 +576,8 @@ def _jobid_column(lines: list[str]) -> bool:
     )
 
 
-FORMAT = FormatSpec(
-    name="sacct",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="job_attempts",
-    parse=parse,
-    detect=detect,
     description="sacct --parsable2 / --parsable text, with header or --fields",
-    line_oriented=False,
 )
