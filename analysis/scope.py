@@ -115,7 +115,7 @@ SCOPE_NEEDS = {
     "nodes": ("node_failures", "node_health", "component_lifetimes", "failure_rates"),
     "all": REBUILT,
 }
-# the settings (``pipelines.resources.GoodputConfig`` fields) a scope's recomputed tables depend
+# the settings (``pipelines.resources.Settings`` fields) a scope's recomputed tables depend
 # on besides its rows, with their defaults: a change recomputes them
 SCOPE_SETTINGS = {
     "observed_from": "",

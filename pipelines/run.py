@@ -30,7 +30,7 @@ from pipelines.assets import pull_metadata
 from pipelines.assets import pulled_sources
 from pipelines.assets import register_days
 from pipelines.assets.factory import written_by
-from pipelines.resources import GoodputConfig
+from pipelines.resources import Settings
 from warehouse.store import Warehouse
 
 _STEP_DONE = re.compile(r'Finished execution of step "([^"]+)" in ([0-9.]+\s*\w+)')
@@ -151,7 +151,7 @@ def cli_instance(home: Path | str) -> dg.DagsterInstance:
     )
 
 
-def _materialize(assets, config: GoodputConfig, job: str):
+def _materialize(assets, config: Settings, job: str):
     """Run ``assets`` (and their checks) as ``job`` in-process, recorded in the home's Dagster
     instance, with the progress logger instead of Dagster's console log."""
     with warnings.catch_warnings():
@@ -164,7 +164,7 @@ def _materialize(assets, config: GoodputConfig, job: str):
             ],
             assets=assets,
             asset_checks=ALL_CHECKS,  # selecting an asset also runs its checks
-            resources={"goodput": config},
+            resources={"settings": config},
             loggers={"progress": progress_logger},
         )
         with cli_instance(config.warehouse().home) as instance:
@@ -203,11 +203,11 @@ def failure_cause(event) -> str:
     return f"{event.step_key}: {line}" if event.step_key else line
 
 
-def ingest(config: GoodputConfig):
+def ingest(config: Settings):
     return _materialize(INGEST_ASSETS, config, "ingest")
 
 
-def build(config: GoodputConfig):
+def build(config: Settings):
     """Everything downstream of ingest (the ``build`` job, without a partition): rollups for
     every day of the telemetry's robust span."""
     return _materialize(BUILD_ASSETS, config, "build")
@@ -277,7 +277,7 @@ def _recorded(
     return result.output_for_node(f"{name}_step")
 
 
-def refit(config: GoodputConfig):
+def refit(config: Settings):
     """Lifetimes and fits again (e.g. over a new observation window), then what depends on them."""
     from pipelines.assets import component_lifetimes
     from pipelines.assets import failure_fits
@@ -295,7 +295,7 @@ def _written(asset) -> set[str]:
     return {t for k in asset.keys for t in written_by(k.to_user_string())}
 
 
-def build_scope(config: GoodputConfig, needs: str = "all") -> Warehouse:
+def build_scope(config: Settings, needs: str = "all") -> Warehouse:
     """The scoped warehouse of ``config``'s scope (``analysis.scope.scope_warehouse``) with the
     tables of ``needs`` (``analysis.scope.SCOPE_NEEDS``) recomputed from the whole fleet's rows
     filtered to it, or reused when they were recomputed from the current data with the same
@@ -321,7 +321,7 @@ def build_scope(config: GoodputConfig, needs: str = "all") -> Warehouse:
 
 def run_pipeline(wh: Warehouse, sources: list[Path | str], **settings) -> list:
     """Ingest ``sources`` then build; returns the asset check results of the build run."""
-    config = GoodputConfig(
+    config = Settings(
         home=str(wh.home), warehouse_uri=wh.parquet, sources=[str(s) for s in sources], **settings
     )
     wh.refresh_catalog()

@@ -347,14 +347,14 @@ def test_breakdown_pure_handles_no_jobs():
 
 
 def test_config_scope_is_the_dagster_resources(fleet):
-    from pipelines.resources import GoodputConfig
+    from pipelines.resources import Settings
     from warehouse.scoped import ScopedWarehouse
     from warehouse.store import WarehouseError
 
     wh, jobs, *_ = fleet
-    plain = GoodputConfig(home=str(wh.home))
+    plain = Settings(home=str(wh.home))
     assert plain.scope().whole and type(plain.analysis_warehouse()) is Warehouse
-    cfg = GoodputConfig(
+    cfg = Settings(
         home=str(wh.home),
         scope_cluster="c2",
         scope_from="2026-02-01T00:00:00Z",

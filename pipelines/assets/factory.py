@@ -16,7 +16,7 @@ import polars as pl
 
 from analysis import status
 from analysis.status import MissingInputs
-from pipelines.resources import GoodputConfig
+from pipelines.resources import Settings
 from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
 
@@ -110,7 +110,7 @@ def table_asset(
     ``analysis``: the name in ``analysis_status`` (default: the asset's or op's name). ``rows``:
     the row count recorded for a result."""
 
-    def decorate(compute: Callable[[Warehouse, GoodputConfig], object]):
+    def decorate(compute: Callable[[Warehouse, Settings], object]):
         key = name or outputs[0]
         label = analysis or key
         deps = writers(*needs, *reads, besides=key)
@@ -126,13 +126,13 @@ def _runner(compute, label: str, outputs, needs, any_of: bool, rows: Callable) -
     """``run(goodput) -> (wh, result)``: ``compute`` on the analysis warehouse once its
     ``needs`` hold, guarded (``guarded``); a skip's result is None."""
 
-    def run(goodput: GoodputConfig):
-        wh = goodput.analysis_warehouse()
+    def run(settings: Settings):
+        wh = settings.analysis_warehouse()
 
         def work():
             if needs:
                 status.require(wh, label, needs, any_of=any_of)
-            return compute(wh, goodput)
+            return compute(wh, settings)
 
         return wh, guarded(wh, label, outputs, work, rows)
 
@@ -152,11 +152,11 @@ def _single_asset(key, label, outputs, deps, kinds, doc, run, describe) -> dg.As
         metadata=table_metadata(outputs[0]),
         description=inspect.cleandoc(doc),
     )
-    def single(goodput: GoodputConfig) -> dg.MaterializeResult:
-        wh, result = run(goodput)
+    def single(settings: Settings) -> dg.MaterializeResult:
+        wh, result = run(settings)
         if result is None:
             return dg.MaterializeResult(metadata=skipped_meta(wh, label))
-        return dg.MaterializeResult(metadata=describe(result, wh, goodput))
+        return dg.MaterializeResult(metadata=describe(result, wh, settings))
 
     register(outputs, [single])
     return single
@@ -177,12 +177,12 @@ def _multi_asset(key, label, outputs, deps, kinds, descriptions, run, describe):
     ]
 
     @dg.multi_asset(name=key, group_name="analysis", specs=specs)
-    def multi(goodput: GoodputConfig):
-        wh, result = run(goodput)
+    def multi(settings: Settings):
+        wh, result = run(settings)
         meta = (
             {out: skipped_meta(wh, label) for out in outputs}
             if result is None
-            else (describe(result, wh, goodput))
+            else (describe(result, wh, settings))
         )
         for out in outputs:
             yield dg.MaterializeResult(asset_key=out, metadata=meta[out])
