@@ -4,7 +4,8 @@ few readings more than one section states (fleet coverage, the projection at the
 the interruption scope).
 
 A section is one module ``dashboards/sections/<key>.py`` declaring ``KEY``, ``TITLE``,
-``ORDER``, ``TABLES`` and ``build(ctx) -> Section``; ``dashboards.sections.registry`` finds it.
+``TABLES`` and ``build(ctx) -> Section``; ``dashboards.sections.registry`` finds it and places it
+where ``dashboards.sections.ORDER`` lists its key.
 """
 
 from __future__ import annotations

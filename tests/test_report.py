@@ -47,10 +47,8 @@ ALL_CHARTS = [
 ]
 # the analyses section is a table, no chart; node_health and slowness have no rows in the
 # fixture (a note)
-_AT = ALL_CHARTS.index(
-    "data_quality"
-)  # node_health (ORDER 100) sits just before data_quality (110)
-_SLOW = ALL_CHARTS.index("breakdowns")  # slowness (92) between goodput_measured and breakdowns
+_AT = ALL_CHARTS.index("data_quality")  # node_health sits just before data_quality
+_SLOW = ALL_CHARTS.index("breakdowns")  # slowness between goodput_measured and breakdowns
 # the first screen, the table of contents, the headline tiles and the comparison with published
 # fleets, the charts, the tables, the glossary
 SECTIONS = [

@@ -217,8 +217,7 @@ def test_registry_is_the_files_of_the_package_in_order():
     mods = registry()
     assert {m.KEY for m in mods} == files
     assert all(m.__name__ == f"dashboards.sections.{m.KEY}" for m in mods)  # file name = key
-    orders = [m.ORDER for m in mods]
-    assert orders == sorted(orders) and len(set(orders)) == len(orders)
+    assert [m.KEY for m in mods] == list(dashboards.sections.ORDER)
     assert [m.KEY for m in mods][:4] == ["summary", "headline", "references", "trend"]
     assert mods[-1].KEY == "glossary"
     for m in mods:
@@ -231,7 +230,6 @@ from dashboards.section import Section
 
 KEY = "zz_extra"
 TITLE = "A section added as one file"
-ORDER = 35
 TABLES = ("hw_events",)
 
 
@@ -254,11 +252,27 @@ def extra_section(tmp_path, monkeypatch):
     sys.modules.pop("dashboards.sections.zz_extra", None)
 
 
-def test_a_new_section_file_is_discovered_and_placed_by_order(tmp_path, extra_section):
+def test_a_section_file_order_does_not_place_is_refused(extra_section):
+    with pytest.raises(TypeError, match=r"report section zz_extra is not in .*ORDER"):
+        registry()
+
+
+def test_a_key_in_order_without_its_module_is_refused(monkeypatch):
+    monkeypatch.setattr(dashboards.sections, "ORDER", (*dashboards.sections.ORDER, "zz_gone"))
+    with pytest.raises(TypeError, match="ORDER names zz_gone: no such section"):
+        registry()
+
+
+def test_a_new_section_file_is_discovered_and_placed_where_order_lists_it(
+    tmp_path, extra_section, monkeypatch
+):
+    order = list(dashboards.sections.ORDER)
+    order.insert(order.index("failure_rates") + 1, "zz_extra")
+    monkeypatch.setattr(dashboards.sections, "ORDER", tuple(order))
     wh = fixture_warehouse(tmp_path / "home")
     secs = build_sections(wh, scope="partition gpu-a")
     keys = [s.key for s in secs]
-    assert keys.index("zz_extra") == keys.index("failure_rates") + 1  # ORDER 35: after 30
+    assert keys.index("zz_extra") == keys.index("failure_rates") + 1
     extra = secs[keys.index("zz_extra")]
     n = wh.read("hw_events").height
     assert n > 0 and extra.reading == f"{n} hardware events; scope partition gpu-a."
@@ -272,7 +286,7 @@ def test_a_module_missing_part_of_the_contract_is_refused(tmp_path, monkeypatch)
     path = [*dashboards.sections.__path__, str(folder)]
     monkeypatch.setattr(dashboards.sections, "__path__", path)
     try:
-        with pytest.raises(TypeError, match="zz_broken does not define ORDER, TABLES, build"):
+        with pytest.raises(TypeError, match="zz_broken does not define TABLES, build"):
             registry()
     finally:
         sys.modules.pop("dashboards.sections.zz_broken", None)

@@ -21,7 +21,6 @@ from dashboards.section import scale_frame
 
 KEY = "goodput_scale"
 TITLE = "Projected goodput vs job scale, and the checkpoint interval to use"
-ORDER = 70
 TABLES = ("goodput_projections",)
 
 

@@ -21,7 +21,6 @@ from dashboards.section import tile
 
 KEY = "headline"
 TITLE = "Headline figures"
-ORDER = 10
 TABLES = (
     "job_attempts",
     "interruptions",

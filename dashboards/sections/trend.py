@@ -24,7 +24,6 @@ from dashboards.section import pct
 
 KEY = "trend"
 TITLE = "Goodput, lost GPU-hours and MTBF week by week"
-ORDER = 12
 TABLES = ("job_attempts", "interruptions", "goodput_jobs")
 PERIOD = "week"
 
