@@ -554,7 +554,7 @@ def test_hourly_samples_hold_n_to_what_the_scrape_interval_allows(wh):
 
 
 def test_a_check_that_cannot_run_is_failed_and_shown_not_passed(wh):
-    from dashboards.report import checks_banner
+    from dashboards.page import checks_banner
 
     Path(wh.parquet, "goodput_breakdown").mkdir(parents=True)
     Path(wh.parquet, "goodput_breakdown", "data.parquet").write_bytes(b"not parquet")

@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 
 from analysis.breakdown import refresh_breakdown
+from dashboards.page import script_json
 from dashboards.report import build_report
 from dashboards.report import build_sections
-from dashboards.report import script_json
 from dashboards.section import NO_DATA
 from dashboards.sections import causes
 from dashboards.sections import registry
