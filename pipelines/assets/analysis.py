@@ -36,8 +36,6 @@ from pipelines.checks import invariant_checks
     needs=("job_attempts",),
     reads=("hw_events", "node_events"),
     describe=lambda df, wh, settings: {
-        "interruptions": df.height,
-        "dagster/row_count": df.height,
         "unexpected": int((~df["planned"]).sum()) if df.height else 0,
         "mix": dg.MetadataValue.md(md(attribution.interruption_mix(df))),
     },
@@ -56,8 +54,6 @@ def interruptions(wh, settings):
 def _lifetimes_meta(df, wh, settings) -> dict:
     populations = df.group_by("population").len().sort("population").rows()
     return {
-        "units": df.height,
-        "dagster/row_count": df.height,
         "failures": int(df["event"].sum()),
         "populations": dg.MetadataValue.json(dict(populations)),
     }
@@ -89,11 +85,7 @@ def component_lifetimes(wh, settings):
     any_of=True,
     reads=("node_events",),
     rows=lambda out: out[0].height,
-    describe=lambda out, wh, settings: {
-        "node_failures": out[0].height,
-        "dagster/row_count": out[0].height,
-        "mcf_points": out[1].height,
-    },
+    describe=lambda out, wh, settings: {"mcf_points": out[1].height},
 )
 def repairable_systems(wh, settings):
     """Per-node failures, times between them, and the mean cumulative function across nodes."""
@@ -106,7 +98,6 @@ def _node_health_meta(df, wh, settings) -> dict:
         "host", "failures", "expected_failures", "p_adjusted"
     )
     return {
-        "dagster/row_count": df.height,
         "lemons": s["lemons"],
         "slow_lemons": s["slow_lemons"],
         "untested": s["untested"],
@@ -133,7 +124,6 @@ def node_health_asset(wh, settings):
 def _mtbf_meta(df, wh, settings) -> dict:
     series = df.select("source", "system").unique().sort("source", "system").rows()
     return {
-        "dagster/row_count": df.height,
         "series": dg.MetadataValue.json([list(r) for r in series]),
     }
 
@@ -210,8 +200,6 @@ def failure_fits(wh, settings):
     needs=("job_attempts",),
     reads=("checkpoints", "slow_periods"),
     describe=lambda df, wh, settings: {
-        "job_chains": df.height,
-        "dagster/row_count": df.height,
         "summary": dg.MetadataValue.md(md(goodput_measured.summarize(df))),
     },
 )
@@ -230,7 +218,6 @@ def goodput_jobs(wh, settings):
     "goodput_projections",
     needs=("failure_rates",),
     reads=("interruptions",),
-    describe=lambda df, wh, settings: {"scenarios": df.height, "dagster/row_count": df.height},
 )
 def goodput_projections(wh, settings):
     """Goodput projections: scale sweep with CI bands, sensitivity ranking, joint best
@@ -255,8 +242,8 @@ JOB_OUTCOMES = {"needs": ("job_attempts",), "reads": ("interruptions", "goodput_
 
 
 def _scoped_meta(df, settings, **shown) -> dict:
-    """Metadata of a summary of job outcomes: its rows, the scope it covers, then ``shown``."""
-    return {"dagster/row_count": df.height, "scope": settings.scope().describe(), **shown}
+    """Metadata of a summary of job outcomes: the scope it covers, then ``shown``."""
+    return {"scope": settings.scope().describe(), **shown}
 
 
 def _breakdown_meta(df, wh, settings) -> dict:

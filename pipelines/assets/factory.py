@@ -97,18 +97,19 @@ def table_asset(
     analysis: str | None = None,
     kinds: frozenset[str] = POLARS,
     rows: Callable = lambda result: result.height,
-    describe: Callable,
+    describe: Callable = lambda result, wh, settings: {},
     descriptions: dict[str, str] | None = None,
 ):
-    """An analysis asset (group ``analysis``) around ``compute(wh, goodput) -> result``, run
+    """An analysis asset (group ``analysis``) around ``compute(wh, settings) -> result``, run
     on the analysis warehouse (a scope's, when one is set) and recorded in ``analysis_status``.
 
     ``outputs``: the tables it writes (the first names the asset unless ``name`` does; written
     empty when it is skipped). One output: the docstring is the description and
-    ``describe(result, wh, goodput)`` the metadata. Several: a multi-asset (op ``name``), one
-    spec per output described by ``descriptions``, and ``describe`` returns metadata per output.
-    ``analysis``: the name in ``analysis_status`` (default: the asset's or op's name). ``rows``:
-    the row count recorded for a result."""
+    ``describe(result, wh, settings)`` the metadata besides ``dagster/row_count``, which is
+    ``rows(result)``. Several: a multi-asset (op ``name``), one spec per output described by
+    ``descriptions``, and ``describe`` returns metadata per output. ``analysis``: the name in
+    ``analysis_status`` (default: the asset's or op's name). ``rows``: the row count recorded
+    for a result."""
 
     def decorate(compute: Callable[[Warehouse, Settings], object]):
         key = name or outputs[0]
@@ -116,14 +117,18 @@ def table_asset(
         deps = writers(*needs, *reads, besides=key)
         run = _runner(compute, label, outputs, needs, any_of, rows)
         if descriptions is None:
-            return _single_asset(key, label, outputs, deps, kinds, compute.__doc__, run, describe)
+
+            def meta(result, wh, settings) -> dict:
+                return {"dagster/row_count": rows(result), **describe(result, wh, settings)}
+
+            return _single_asset(key, label, outputs, deps, kinds, compute.__doc__, run, meta)
         return _multi_asset(key, label, outputs, deps, kinds, descriptions, run, describe)
 
     return decorate
 
 
 def _runner(compute, label: str, outputs, needs, any_of: bool, rows: Callable) -> Callable:
-    """``run(goodput) -> (wh, result)``: ``compute`` on the analysis warehouse once its
+    """``run(settings) -> (wh, result)``: ``compute`` on the analysis warehouse once its
     ``needs`` hold, guarded (``guarded``); a skip's result is None."""
 
     def run(settings: Settings):
