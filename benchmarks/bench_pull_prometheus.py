@@ -214,15 +214,16 @@ def main() -> int:
     # samples; at a sparse scrape the source pulls raw, a point a sample, and the bar is that it
     # sends no more than the samples plus the hourly rollups' few points
     per_hour = 3600 // args.scrape_s
-    bound = WIRE_RATIO if per_hour >= 2 * WIRE_RATIO else 1 / SPARSE_OVERHEAD
+    if per_hour >= 2 * WIRE_RATIO:
+        bar, met = f"raw samples / {WIRE_RATIO}", ratio >= WIRE_RATIO
+    else:
+        bar = (
+            f"raw samples x {SPARSE_OVERHEAD} ({args.scrape_s} s scrape: {per_hour} a series-hour)"
+        )
+        met = wire["points"] <= samples * SPARSE_OVERHEAD
     target(
-        f"points on the wire <= raw samples / {bound:g}"
-        + (
-            ""
-            if bound == WIRE_RATIO
-            else f" (a {args.scrape_s} s scrape: {per_hour} a series-hour)"
-        ),
-        ratio >= bound,
+        f"points on the wire <= {bar}",
+        met,
         f"{wire['points']:,} points for {samples:,} samples: 1/{ratio:.3g}",
     )
     target(
