@@ -281,7 +281,7 @@ def test_cli_and_dagster_take_the_same_uri(tmp_path, uri, monkeypatch, capsys):
     assert config.warehouse().parquet == uri
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = dg.materialize([ingested_sources], resources={"goodput": config})
+        result = dg.materialize([ingested_sources], resources={"settings": config})
     assert result.success
     assert (
         result.asset_materializations_for_node("ingested_sources")[0].metadata["files_new"].value

@@ -189,7 +189,7 @@ def test_goodput_config_ingest_jobs_reaches_the_runner(tmp_path):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = dg.materialize(
-                [ingested_sources], resources={"goodput": cfg}, raise_on_error=False
+                [ingested_sources], resources={"settings": cfg}, raise_on_error=False
             )
         assert result.success is ok
         if not ok:
