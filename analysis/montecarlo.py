@@ -5,7 +5,7 @@ spare-pool exhaustion, restart-time spread and asynchronous checkpoint windows h
 form. Where the analytic assumptions hold (exponential lifetimes, fixed costs, no waiting for
 spares) the simulation converges to Daly's expected wall time (tested within 1%). Simulated at
 the plug-in rates (``rate_draws`` None) it answers the analytic projection's question; with
-one rate draw per replica it gives the band (``analysis.whatif.evaluate`` runs both).
+one rate draw per replica it gives the band (``analysis.scenario.evaluate`` runs both).
 
 Failure stream, per replica and class c with n_c units (``class_rates.UNIT_COUNTS``), from the
 class's lifetime law (``ClassRates.laws``: the selected fitted model, any registered one,
