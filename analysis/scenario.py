@@ -20,6 +20,7 @@ from analysis.montecarlo import simulate
 from analysis.projection import RATE_DRAWS
 from analysis.projection import interruption_rate
 from analysis.projection import project
+from analysis.projection import running_slow
 from analysis.projection import unit_counts
 from analysis.projection import useful_fraction
 from analysis.rate_sources import scoped_rates
@@ -69,6 +70,11 @@ def evaluate(
         "goodput_ci_high": float(p.goodput_ci_high[0]),
         "goodput_spread_low": None,
         "goodput_spread_high": None,
+        "goodput_fail_stop": float(
+            p.goodput[0] if p.goodput_fail_stop is None else p.goodput_fail_stop[0]
+        ),
+        "slow_lost_share": None if p.slow_lost_share is None else float(p.slow_lost_share[0]),
+        "slow_detect_hours": p.slow_detect_hours,
         "band": p.notes["band"],
         # the analytic goodput of each rate draw: paired with another job's of the same seed
         "goodput_draws": None if p.goodput_draws is None else p.goodput_draws[:, 0],
@@ -107,6 +113,9 @@ def _simulated(r: ClassRates, job: Job, analytic: dict, samples, replicas, seed)
         "goodput_spread_low": s["p2_5"],
         "goodput_spread_high": s["p97_5"],
     }
+    if s["goodput_fail_stop"] is not None:  # means over the simulated jobs
+        out["goodput_fail_stop"] = s["goodput_fail_stop"]
+        out["slow_lost_share"] = s["slow_lost_share"]
     draws = r.sample(drawn_replicas, seed) if r.has_uncertainty() and samples > 0 else None
     if draws is not None:
         # the band, as in the analytic model: the expected goodput over rate draws. Jobs
@@ -116,8 +125,9 @@ def _simulated(r: ClassRates, job: Job, analytic: dict, samples, replicas, seed)
         # a one-sided band (a class with no failure: rate 0 at the point) reaches the point.
         drawn = simulate(r, job, replicas=replicas, seed=seed + 1, rate_draws=draws[:replicas])
         u = unit_counts(r.classes, job.n_gpus, job.gpus_per_node, r.counts)[:, 0]
-        ga = useful_fraction(
-            job.interval_hours, job.blocking_s / 3600, job.restart_s / 3600, 1.0 / (draws @ u)
+        rep, kept = running_slow(r, job.n_gpus, job.slow_detect_hours)
+        ga = kept * useful_fraction(
+            job.interval_hours, job.blocking_s / 3600, job.restart_s / 3600, 1.0 / (draws @ u + rep)
         )
         sim = ga[:replicas]  # the draws simulated
         b = np.polyfit(sim, drawn.goodput, 1)[0] if np.ptp(sim) > 0 else 0.0
@@ -210,6 +220,7 @@ def project_one(
     ages = observed_ages(wh, rates.classes) if fleet_age == "observed" and from_warehouse else {}
     rates = with_fleet_age(rates, fleet_age, horizon, ages)
     res = evaluate(rates, job, method, replicas=replicas, seed=seed)
+    res.pop("goodput_draws")  # the band's raw draws: no figure to print or keep
     res["fleet_age"] = fleet_age
     res["horizon_hours"] = horizon
     res["scope"] = scope if from_warehouse else None
