@@ -6,6 +6,7 @@ from __future__ import annotations
 from analysis.fleet_age import DEFAULT_FLEET_AGE
 from analysis.numbers import in_hours
 from analysis.numbers import pct
+from analysis.slowness.at_scale import running_slow_note
 
 
 def share(x: float | None) -> str:
@@ -74,6 +75,7 @@ def format_projection(res: dict) -> list[str]:
             f"{share(res['goodput_ci_high'])})"
         ),
         f"  {'band':<22}{res['band'].removeprefix('band: ')}",
+        f"  {'running slow':<22}{running_slow_note(res)}",
     ]
     if res.get("goodput_spread_low") is not None:
         lines.append(
