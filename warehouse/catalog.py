@@ -5,6 +5,7 @@ catalog file ``warehouse.duckdb``, and the locked-down read-only SQL of ``goodpu
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -71,6 +72,18 @@ def named_views(query: str) -> list[str] | None:
 # filesystem, kept alive so that its id stays its own)
 _SHARED: dict[int | None, tuple] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_shared() -> None:
+    """Close this process's shared databases before the interpreter tears DuckDB's module
+    down (nanobind reports any of its objects still alive then as leaked)."""
+    with _SHARED_LOCK:
+        for pid, db, _fs in _SHARED.values():
+            if pid == os.getpid():
+                db.close()
+        _SHARED.clear()
+
 
 _CATALOG_WORDS = re.compile(
     r"\b(show|describe|summarize|information_schema|pg_catalog|sqlite_master|duckdb_\w+|"
