@@ -297,7 +297,7 @@ def test_whatif_weighs_detecting_fail_slow_gpus_from_the_fleets_own_law(tmp_path
     )
     assert [r["goodput"] for r in fs["detections"]] == pytest.approx([r["goodput"] for r in want])
     assert fs["detections"][1]["replacements_per_day"] == 0
-    assert fs["detections"][0]["goodput_fail_stop"] == got["baseline"]["goodput"]
+    assert fs["detections"][0]["goodput_without_slow"] == got["baseline"]["goodput"]
     text = _run(capsys, wh, "whatif", "--slow-detect", "5m", "never")
     never = fs["detections"][1]
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("never:"))

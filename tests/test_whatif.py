@@ -11,7 +11,7 @@ from analysis.job import Job
 from analysis.projection import daly_interval
 from analysis.projection import project
 from analysis.rate_sources import llama3_rates
-from analysis.whatif import evaluate
+from analysis.scenario import evaluate
 from analysis.whatif import joint_best
 from analysis.whatif import refresh_projections
 from analysis.whatif import sensitivity

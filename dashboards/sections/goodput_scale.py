@@ -8,6 +8,7 @@ import altair as alt
 import polars as pl
 
 from analysis.headline import BAND_COVERS
+from analysis.slowness.at_scale import running_slow_note
 from dashboards import charts
 from dashboards.section import NO_DATA
 from dashboards.section import SCOPE_WORDS
@@ -129,7 +130,7 @@ def build(ctx: ReportContext) -> Section:
         "checkpoint every "
         f"{hours(near['optimal_interval_hours'])} (Daly's optimum; Young's "
         f"{hours(near['young_interval_hours'])}). Interruption scope: "
-        f"{scope_words}"
+        f"{scope_words}; {running_slow_note(near)}"
     )
     if big["n_gpus"] != near["n_gpus"]:
         text += f"; at {big['n_gpus']:,} GPUs it is {pct(big['goodput'])}"

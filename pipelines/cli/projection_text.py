@@ -7,6 +7,7 @@ from analysis.fleet_age import DEFAULT_FLEET_AGE
 from analysis.numbers import in_hours
 from analysis.numbers import mean_time
 from analysis.numbers import pct
+from analysis.slowness.at_scale import running_slow_note
 
 
 def share(x: float | None) -> str:
@@ -75,6 +76,7 @@ def format_projection(res: dict) -> list[str]:
             f"{share(res['goodput_ci_high'])})"
         ),
         f"  {'band':<22}{res['band'].removeprefix('band: ')}",
+        f"  {'running slow':<22}{running_slow_note(res)}",
     ]
     if res.get("goodput_spread_low") is not None:
         lines.append(
