@@ -48,6 +48,11 @@ from analysis.assumptions import RESTART_S
 from analysis.assumptions import TARGET_GPUS
 
 DIMENSIONS = ("cluster", "partition", "account", "user")  # the job-keyed scope dimensions
+# how the reading commands group and set side by side (here, beside the dimensions, so that the
+# command line declares its choices without importing the analyses)
+PERIODS = {"week": "1w", "month": "1mo"}  # calendar weeks start on Monday (ISO), months on the 1st
+LOSS_KEYS = ("cause", "domain", *DIMENSIONS, "node")
+COMPARE_BY = (*DIMENSIONS, "cluster,partition")
 JOB_KEYS = ("cluster", "scheduler", "job_id", "attempt")
 CHAIN_KEYS = ("cluster", "scheduler", "job_id")
 UNFILTERED = ("ingest_manifest", "quarantine", "metric_metadata", "pull_log")

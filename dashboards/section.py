@@ -22,7 +22,6 @@ import polars as pl
 from analysis.assumptions import GPU_HOUR_COST
 from analysis.numbers import change  # noqa: F401 - the sections' formats
 from analysis.numbers import hours  # noqa: F401 - the sections' formats
-from analysis.numbers import in_hours  # noqa: F401 - the sections' formats
 from analysis.numbers import mean_time  # noqa: F401 - the sections' formats
 from analysis.numbers import money  # noqa: F401 - the sections' formats
 from analysis.numbers import num  # noqa: F401 - the sections' formats

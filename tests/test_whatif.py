@@ -173,7 +173,7 @@ def test_cli_project_reads_fitted_rates_with_bands(wh, capsys):
     assert obj["goodput_ci_low"] < obj["goodput"] < obj["goodput_ci_high"]
     assert main(["--home", str(wh.home), "project", "--gpus", "32768"]) == 0
     out = capsys.readouterr().out
-    assert "fitted (13 classes" in out and "1.5 h  (95%" in out
+    assert "fitted (13 classes" in out and "93 min  (95%" in out  # MTTI 1.55 h, in minutes
     assert wh.read("goodput_projections").height == 2
 
 

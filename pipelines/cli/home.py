@@ -79,6 +79,7 @@ def checked_scope(wh, args):
 def args_scope(args):
     """The ``analysis.scope.Scope`` of the scope flags (whole fleet when none is given); a
     relative period (``--last``) is resolved against now."""
+    from analysis.scope import DIMENSIONS
     from analysis.scope import Scope
     from analysis.scope import ScopeError
 
@@ -92,14 +93,11 @@ def args_scope(args):
         # resolved once: every later reading of the flags sees the same [from, to)
         args.scope_from, args.scope_to, args.scope_last = start.isoformat(), end.isoformat(), None
     try:
-        return Scope(
-            start, end, *(getattr(args, f"scope_{k}", None) or None for k in SCOPE_DIMENSIONS)
-        )
+        return Scope(start, end, *(getattr(args, f"scope_{k}", None) or None for k in DIMENSIONS))
     except ScopeError as exc:
         raise CliError(str(exc)) from None
 
 
-SCOPE_DIMENSIONS = ("cluster", "partition", "account", "user")
 CALENDAR = ("day", "week", "month", "quarter", "year")
 
 
@@ -126,12 +124,14 @@ def last_period(text: str, now: datetime) -> tuple[datetime, datetime]:
 
 def scope_settings(args) -> dict[str, str]:
     """The scope flags as ``Settings`` fields (empty: not given)."""
+    from analysis.scope import DIMENSIONS
+
     scope = args_scope(args)
     out = {
         "scope_from": scope.start.isoformat() if scope.start else "",
         "scope_to": scope.end.isoformat() if scope.end else "",
     }
-    for key in SCOPE_DIMENSIONS:
+    for key in DIMENSIONS:
         out[f"scope_{key}"] = getattr(scope, key) or ""
     return out
 

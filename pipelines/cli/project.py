@@ -112,7 +112,7 @@ def cmd_whatif(args) -> int:
     import polars as pl
 
     from analysis.job import Job
-    from analysis.numbers import in_hours
+    from analysis.numbers import mean_time
     from analysis.numbers import pct
     from analysis.rate_sources import read_rates_csv
     from analysis.whatif import sensitivity_at
@@ -172,7 +172,7 @@ def cmd_whatif(args) -> int:
         print(
             f"at {args.gpus:,} GPUs ({of}{'' if args.rates else ' interruptions'}): goodput "
             f"{pct(base['goodput'])} (95% {pct(base['goodput_ci_low'])} - "
-            f"{pct(base['goodput_ci_high'])}), MTTI {in_hours(base['mtti_hours'])}; each change "
+            f"{pct(base['goodput_ci_high'])}), MTTI {mean_time(base['mtti_hours'])}; each change "
             "alone:"
         )
     text = [
@@ -181,7 +181,7 @@ def cmd_whatif(args) -> int:
             f"{r['gain_pp']:+.1f} points",
             f"{pct(r['goodput_base'])} -> {pct(r['goodput'])}",
             f"{pct(r['goodput_ci_low'])} - {pct(r['goodput_ci_high'])}",
-            in_hours(r["mtti_hours"]),
+            mean_time(r["mtti_hours"]),
             r["method"],
         ]
         for r in ranked.iter_rows(named=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from analysis.fleet_age import DEFAULT_FLEET_AGE
 from analysis.numbers import in_hours
+from analysis.numbers import mean_time
 from analysis.numbers import pct
 from analysis.slowness.at_scale import running_slow_note
 
@@ -61,9 +62,9 @@ def format_projection(res: dict) -> list[str]:
             f"  {'fleet age':<22}{res.get('fleet_age', DEFAULT_FLEET_AGE)} at job start, "
             f"{res.get('horizon_hours', res['mc_wall_hours']):g} h job horizon"
         ),
-        f"  {'MTTI':<22}{in_hours(res['mtti_hours'])}"
+        f"  {'MTTI':<22}{mean_time(res['mtti_hours'])}"
         + (
-            f"  (95% {in_hours(res['mtti_ci_low'])} - {in_hours(res['mtti_ci_high'])})"
+            f"  (95% {mean_time(res['mtti_ci_low'])} - {mean_time(res['mtti_ci_high'])})"
             if res["mtti_ci_low"] != res["mtti_ci_high"]
             else ""
         ),
