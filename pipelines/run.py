@@ -168,16 +168,17 @@ def _unsynced(folder: str):
     for the disk at every commit or closing checkpoint (SQLite's default ``synchronous =
     FULL``): about 600 waits in a small build, seconds of a build's time. Within the block,
     connections to databases under ``folder`` (the home's Dagster instance, in WAL mode) use
-    ``synchronous = OFF``: a crash of the process loses nothing (SQLite has written each
-    commit to the file when it returns), only a crash of the machine can lose or damage the
-    newest run records; the warehouse's own files do not go through here."""
+    ``synchronous = NORMAL``: in WAL mode SQLite then waits for the disk only at a checkpoint,
+    not at every commit, and the database stays consistent through any crash; a crash of the
+    machine can only roll back the newest run records. The warehouse's own files do not go
+    through here."""
     inside = os.path.join(os.path.realpath(folder), "")
 
     def on_connect(con, _record):
         if isinstance(con, sqlite3.Connection):
             path = con.execute("PRAGMA database_list").fetchone()[2]
             if os.path.realpath(path).startswith(inside):
-                con.execute("PRAGMA synchronous = OFF")
+                con.execute("PRAGMA synchronous = NORMAL")
 
     event.listen(Engine, "connect", on_connect)
     try:
