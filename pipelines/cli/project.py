@@ -251,7 +251,7 @@ def _fail_slow(wh, args, base: dict) -> dict | None:
 
 
 def _print_fail_slow(slow: dict | None, n_gpus: int) -> None:
-    from analysis.numbers import in_hours
+    from analysis.numbers import mean_time
     from analysis.numbers import pct
 
     if slow is None:
@@ -259,7 +259,7 @@ def _print_fail_slow(slow: dict | None, n_gpus: int) -> None:
         return
     print(
         f"fail-slow GPUs ({slow['rate_per_1k_gpu_days']:.2f} episodes per 1,000 GPU-days, "
-        f"{in_hours(slow['mean_episode_hours'])} each on average, the job {slow['slowdown']:.2f}x "
+        f"{mean_time(slow['mean_episode_hours'])} each on average, the job {slow['slowdown']:.2f}x "
         f"slower meanwhile: {slow['slowdown_source']}); at {n_gpus:,} GPUs, a slow GPU "
         "replaced after:"
     )

@@ -4,7 +4,6 @@ result)."""
 from __future__ import annotations
 
 from analysis.fleet_age import DEFAULT_FLEET_AGE
-from analysis.numbers import in_hours
 from analysis.numbers import mean_time
 from analysis.numbers import pct
 from analysis.slowness.at_scale import running_slow_note
@@ -26,7 +25,7 @@ def spare_pool(res: dict) -> str:
         return f"never ran out in the simulated jobs ({need})"
     return (
         f"RAN OUT in {pct(res['spares_ran_out'], 0)} of simulated jobs, after "
-        f"{in_hours(res['spares_ran_out_hours'])} (median): the job waited for a repaired node "
+        f"{mean_time(res['spares_ran_out_hours'])} (median): the job waited for a repaired node "
         f"{pct(res['wait_share'], 0)} of its time ({need})"
     )
 
