@@ -46,8 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from analysis.survival.common import _fit_errors
 from analysis.survival.common import clean_lifetimes
+from analysis.survival.common import fit_errors
 from analysis.survival.common import holm
 from warehouse.schemas import TABLES
 from warehouse.schemas import conform
@@ -178,7 +178,7 @@ def _fit_cox(d: Design, cls: str, notes: list[str]):
             fit = CoxPHFitter(penalizer=COX_PENALIZER).fit(
                 frame.to_pandas(), "duration", "event", entry_col="entry"
             )
-        except _fit_errors():
+        except fit_errors():
             if not families:
                 break
             left_out.append(families.pop(0))
@@ -348,7 +348,7 @@ def hazard_ratios(
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 frames.append(_class_rows(d, cls, cdf.height, notes))
-        except _fit_errors() as exc:  # convergence / singular matrix: reported, not raised
+        except fit_errors() as exc:  # convergence / singular matrix: reported, not raised
             notes.append(
                 f"cox {cls}: failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
             )
