@@ -42,11 +42,11 @@ from sample_data.model import K8S_NAMESPACE
 from sample_data.model import Attempt
 from sample_data.model import CauseMix
 from sample_data.model import Fleet
-from sample_data.model import ground_truth
 from sample_data.model import host_name
 from sample_data.model import software_rate_per_node_hour
 from sample_data.scheduler import gang_chain
 from sample_data.scheduler import small_jobs
+from sample_data.truth import ground_truth
 from sample_data.writers import component_history
 from sample_data.writers import dcgm
 from sample_data.writers import ipmi_sel
