@@ -21,7 +21,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from analysis.checks import capacity
+from analysis.checks.accounting import capacity
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from pipelines.cli.run_summary import failure_lines
