@@ -313,7 +313,11 @@ def hazard_ratios(
     then within a categorical's levels: module doc). ``clear_effect``: adjusted p < 0.05 and
     the PH test passed."""
     notes = notes if notes is not None else []
-    df = clean_lifetimes(lifetimes)
+    # in key order: the fits and the PH test's ranks of tied failure times follow the rows'
+    # order, which differs between two reads of the same table (DuckDB reads in parallel)
+    df = clean_lifetimes(lifetimes).sort(
+        "component_class", "unit_id", "host", "slot", "observed_from", "entry", "duration"
+    )
     rng = np.random.default_rng(seed)
     frames = []
     for (cls,), cdf in df.partition_by(
