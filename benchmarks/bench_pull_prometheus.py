@@ -20,7 +20,8 @@ then the same. Every point of every answer the source receives is counted (a rol
 raw sample, a baseline value). B's wall time is split into the fetch (of which the time
 requests were in flight: the TSDB's work and the transfer, summed over concurrent requests),
 the parse and commit (with its CPU time), and the daily tables. TARGET lines: gpu_hourly and
-counter events equal (floats within 1e-9 relative); points on the wire <= raw samples / 50;
+counter events equal (floats within 1e-9 relative); points on the wire <= raw samples / 50 where
+a series-hour holds 100 samples or more (a scrape of 36 s or less), else <= the samples + 1%;
 wall time of B <= A.
 """
 
@@ -57,6 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "out"
 START = datetime(2026, 1, 5)
 WIRE_RATIO = 50
+SPARSE_OVERHEAD = 1.01
 PAPER_GPUS = 100_000
 PAPER_GPUS_PER_NODE = 8
 PAPER_METRICS = 10  # series per GPU a dcgm-exporter default set exposes, about
@@ -98,11 +100,6 @@ def main() -> int:
     ap.add_argument("--days", type=int, default=2)
     ap.add_argument("--scrape-s", type=int, default=15)
     args = ap.parse_args()
-    print(
-        "at a 1 h scrape (bench_fleet_scale's 64-node, 54-day fleet) an hour is 1 raw sample and "
-        "its rollup 2-5 points: the 1/50 bar is impossible there (the source pulls such sparse "
-        "series raw, a point a sample); the default run measures it at 15 s on a slice instead"
-    )
     fleet = _fleet(args.nodes, args.days, args.scrape_s)
     files = server.scrape_files(fleet)
     t = time.perf_counter()
@@ -213,10 +210,21 @@ def main() -> int:
         same_events,
         "time, host, gpu, code, count",
     )
+    # an hour's rollup is a few points, so the wire can only shrink an hour that holds many more
+    # samples; at a sparse scrape the source pulls raw, a point a sample, and the bar is that it
+    # sends no more than the samples plus the hourly rollups' few points
+    per_hour = 3600 // args.scrape_s
+    if per_hour >= 2 * WIRE_RATIO:
+        bar, met = f"raw samples / {WIRE_RATIO}", ratio >= WIRE_RATIO
+    else:
+        bar = (
+            f"raw samples x {SPARSE_OVERHEAD} ({args.scrape_s} s scrape: {per_hour} a series-hour)"
+        )
+        met = wire["points"] <= samples * SPARSE_OVERHEAD
     target(
-        f"points on the wire <= raw samples / {WIRE_RATIO}",
-        ratio >= WIRE_RATIO,
-        f"{wire['points']:,} points for {samples:,} samples: 1/{ratio:.0f}",
+        f"points on the wire <= {bar}",
+        met,
+        f"{wire['points']:,} points for {samples:,} samples: 1/{ratio:.3g}",
     )
     target(
         "pull wall time <= file ingest's",
