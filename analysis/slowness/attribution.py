@@ -157,7 +157,7 @@ def nvlink_evidence(
     top = (
         hit.group_by([*KEYS, "host", "gpu"])
         .agg(_n_events=pl.len())
-        .sort("_n_events", descending=True)
+        .sort(["_n_events", "host", "gpu"], descending=[True, False, False])  # a tie: by name
         .group_by(KEYS, maintain_order=True)
         .first()
     )
