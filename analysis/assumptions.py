@@ -12,6 +12,10 @@ CKPT_COST_S = 60.0  # each checkpoint stalls training for 60 s
 RESTART_S = 600.0  # restoring state after a failure: 10 minutes
 TARGET_GPUS = 16_384  # job size projections and the report focus on (Llama 3's run)
 GPUS_PER_NODE = 8
+# a fail-slow GPU is found and replaced this long after it starts running slow (projections;
+# `goodput project --slow-detect`): NVIDIA's resiliency extension scores stragglers every few
+# minutes, a person reading a dashboard takes about an hour
+SLOW_DETECT_HOURS = 1.0
 GPU_HOUR_COST = 0.0  # $ per GPU-hour the report prices lost GPU-hours at; 0: no cost shown
 # attribution: node and hardware events from 15 min before an attempt's end to 5 min after it
 # are evidence of what ended it

@@ -18,6 +18,7 @@ from analysis.goodput_measured import chain_gpus
 from analysis.headline import slow_gpu_hours
 from analysis.headline import weighted_goodput
 from analysis.lifetime_models.exponential import poisson_rate_ci
+from analysis.scope import COMPARE_BY
 from analysis.scope import DIMENSIONS as SCOPE_DIMENSIONS
 from analysis.taxonomy import NONE_LABEL
 from analysis.taxonomy import WORKLOAD_DOMAIN
@@ -28,7 +29,6 @@ from warehouse.schemas import conform
 DIMENSIONS = ("cluster", "partition", "account")  # the stored goodput_breakdown's
 # what ``compare`` sets side by side: a job-keyed dimension (those of a scope, analysis.scope),
 # or two of them crossed, written "a,b"
-COMPARE_BY = (*SCOPE_DIMENSIONS, "cluster,partition")
 _JOB = ("cluster", "scheduler", "job_id")
 _OF_ATTEMPT = tuple(d for d in SCOPE_DIMENSIONS if d not in _JOB)  # a chain takes its last's
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from analysis.lifetime_models.base import LifetimeModel
 from analysis.lifetime_models.exponential import Exponential
 from analysis.taxonomy import DEFAULT_UNIT
 from analysis.taxonomy import UNITS
+
+if TYPE_CHECKING:
+    from analysis.slowness.at_scale import FailSlow
 
 HALF_NORMAL_Q975 = 2.241402727604947  # 97.5% quantile of |N(0, 1)|
 
@@ -52,7 +56,9 @@ class ClassRates:
     Weibull at the class's observed rate); None = ``laws``. ``starts``: the
     unit ages at job start (``analysis.fleet_age``: 'stationary', 'new' or AgeGroups) and
     ``fleet_age`` their labels, over the job horizon ``horizon_hours``
-    (``with_fleet_age``; stationary by default).
+    (``with_fleet_age``; stationary by default). ``fail_slow``: the fleet's fail-slow process
+    (``analysis.slowness.at_scale``), apart from the fail-stop classes; None: not measured, and
+    a projection says it leaves running slow out.
     """
 
     classes: tuple[str, ...]
@@ -71,6 +77,7 @@ class ClassRates:
     starts: tuple | None = None
     fleet_age: tuple[str, ...] | None = None
     horizon_hours: float | None = None
+    fail_slow: FailSlow | None = None
 
     def __post_init__(self):
         n = len(self.classes)

@@ -12,6 +12,7 @@ from dataclasses import replace
 from analysis.assumptions import CKPT_COST_S
 from analysis.assumptions import GPUS_PER_NODE
 from analysis.assumptions import RESTART_S
+from analysis.assumptions import SLOW_DETECT_HOURS
 from analysis.assumptions import TARGET_GPUS
 from analysis.references import fleet
 
@@ -50,6 +51,9 @@ class Job:
     # hours
     initial_age: str | float | None = None
     counts: dict[str, tuple[str, int]] | None = None  # unit-count overrides
+    # hours from a GPU running slow to its replacement, where the rates carry a fail-slow
+    # process (``ClassRates.fail_slow``); math.inf: never detected
+    slow_detect_hours: float = SLOW_DETECT_HOURS
 
     @property
     def blocking_s(self) -> float:

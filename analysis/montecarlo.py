@@ -5,7 +5,7 @@ spare-pool exhaustion, restart-time spread and asynchronous checkpoint windows h
 form. Where the analytic assumptions hold (exponential lifetimes, fixed costs, no waiting for
 spares) the simulation converges to Daly's expected wall time (tested within 1%). Simulated at
 the plug-in rates (``rate_draws`` None) it answers the analytic projection's question; with
-one rate draw per replica it gives the band (``analysis.whatif.evaluate`` runs both).
+one rate draw per replica it gives the band (``analysis.scenario.evaluate`` runs both).
 
 Failure stream, per replica and class c with n_c units (``class_rates.UNIT_COUNTS``), from the
 class's lifetime law (``ClassRates.laws``: the selected fitted model, any registered one,
@@ -44,9 +44,11 @@ from analysis.fleet_age import AgeGroups
 from analysis.fleet_age import start_groups
 from analysis.fleet_age import stationary_residual_cdf
 from analysis.job import Job
+from analysis.lifetime_models.exponential import Exponential
 from analysis.projection import daly_interval
 from analysis.projection import unit_counts
 from analysis.projection import useful_fraction
+from analysis.slowness.at_scale import REPLACED
 from analysis.taxonomy import NON_HARDWARE
 from analysis.taxonomy import WORKLOAD
 
@@ -61,6 +63,10 @@ class MCResult:
     finished: np.ndarray  # False when a fixed-work replica hit the horizon cap
     dry_at: np.ndarray  # when the spare pool first had no node ready (NaN: it never ran out)
     notes: dict = field(default_factory=dict)
+    # with a fail-slow process: each job's goodput before the time it ran slow, and the share
+    # of its window lost running slow (goodput = goodput_fail_stop x (1 - slow_lost))
+    goodput_fail_stop: np.ndarray | None = None
+    slow_lost: np.ndarray | None = None
 
     def summary(self) -> dict:
         g = self.goodput
@@ -83,6 +89,10 @@ class MCResult:
             "spares_ran_out": float(dry.mean()),
             "spares_ran_out_hours": float(np.median(self.dry_at[dry])) if dry.any() else None,
             "wait_share": float(np.mean(np.minimum(waiting, 1.0))),
+            "goodput_fail_stop": None
+            if self.goodput_fail_stop is None
+            else float(self.goodput_fail_stop.mean()),
+            "slow_lost_share": None if self.slow_lost is None else float(self.slow_lost.mean()),
         }
 
 
@@ -189,8 +199,44 @@ def simulate(
     """Simulate ``replicas`` independent runs of the job: over its ``wall_hours`` window, or
     until it has done ``work_hours`` of useful work when that is given. ``rate_draws``
     (replicas, classes) gives each replica its own rates (fit uncertainty); else every replica
-    uses the point. The checkpoint interval is ``job.interval_hours``, or Daly's at the point."""
+    uses the point. The checkpoint interval is ``job.interval_hours``, or Daly's at the point.
+    With a fail-slow process (``rates.fail_slow``) each job also meets slow GPUs: those still
+    slow at ``job.slow_detect_hours`` are replaced (one more class of interruptions, Poisson at
+    n_gpus x rate x S(T)), and the share of its window during which any GPU is slow
+    (``at_scale.slow_fraction``) runs ``factor`` times slower."""
     rng = np.random.default_rng(seed)
+    rates, rate_draws = _with_replacements(rates, job, rate_draws, replicas)
+    result = _simulate(rng, rates, job, replicas, rate_draws)
+    fs = rates.fail_slow
+    if fs is not None:
+        frac = fs.slow_fraction(job.n_gpus, job.slow_detect_hours, result.wall_hours, rng)
+        result.slow_lost = frac * (1.0 - 1.0 / fs.factor)
+        result.goodput_fail_stop = result.goodput
+        result.goodput = result.goodput * (1.0 - result.slow_lost)
+    return result
+
+
+def _with_replacements(rates: ClassRates, job: Job, rate_draws, replicas: int):
+    """``rates`` (and ``rate_draws``) with the slow GPUs replaced at detection as one more
+    per-GPU class (``at_scale.REPLACED``, memoryless: a thinned Poisson process), when the
+    rates carry a fail-slow process that detection cuts short."""
+    fs = rates.fail_slow
+    rep = 0.0 if fs is None else float(fs.replacements_per_hour(1, job.slow_detect_hours))
+    if rep <= 0:
+        return rates, rate_draws
+    out = ClassRates(
+        (*rates.classes, REPLACED), np.append(rates.rate, rep), source=rates.source,
+        counts={**(rates.counts or {}), REPLACED: ("gpu", 1)},
+        laws=(*rates.laws, Exponential.unit()), law_rate=np.append(rates.law_rate, 1.0),
+        starts=(*rates.starts, "stationary"), horizon_hours=rates.horizon_hours, fail_slow=fs,
+    )  # fmt: skip
+    if rate_draws is not None:
+        draws = np.broadcast_to(rate_draws, (replicas, len(rates.classes)))
+        rate_draws = np.column_stack([draws, np.full(replicas, rep)])
+    return out, rate_draws
+
+
+def _simulate(rng, rates: ClassRates, job: Job, replicas: int, rate_draws) -> MCResult:
     r_mat = np.broadcast_to(
         rates.rate if rate_draws is None else rate_draws, (replicas, len(rates.classes))
     )

@@ -14,6 +14,11 @@ Model (docs/design.md, goodput model):
 
 Everything broadcasts over NumPy arrays so a sweep of 10^5 scenarios is one vector pass.
 
+Running slow (``ClassRates.fail_slow``, ``analysis.slowness.at_scale``): a GPU slow until it is
+detected ``job.slow_detect_hours`` after it started is replaced, one more interruption in Λ;
+the job loses the share of its compute time it runs slow (``at_scale.lost_share``), so goodput
+= useful fraction x (1 - that share). Rates without a fail-slow process leave it out.
+
 Point and band: the point is the plug-in projection at each class's rate, the band the
 2.5/97.5 percentiles over rate draws (``ClassRates.sample``; ``analysis.class_rates`` says
 how the draws are made).
@@ -87,6 +92,16 @@ def useful_fraction(interval_hours, ckpt_hours, restart_hours, mtti_hours):
         return np.where(np.isfinite(wall_per_work), 1.0 / wall_per_work, 0.0)
 
 
+def running_slow(rates: ClassRates, n_gpus, detect_hours: float):
+    """(replacements per hour, share of compute time kept) of a job on ``n_gpus`` GPUs from
+    the rates' fail-slow process: a slow GPU replaced is one more interruption, the time run
+    slow is lost apart. (0, 1) without one."""
+    fs = rates.fail_slow
+    if fs is None:
+        return 0.0, 1.0
+    return fs.replacements_per_hour(n_gpus, detect_hours), 1.0 - fs.lost_share(n_gpus, detect_hours)
+
+
 # ----------------------------------------------------------------------------- projections
 # Draws of the fitted rates (and of which lifetime model fits them) behind a projection's 95%
 # band: the 2.5% quantile of 400 draws sits within 0.8 percentile points (one standard error,
@@ -112,6 +127,12 @@ class Projection:
     # (draws, scenarios) goodput of each rate draw: two projections with the same seed hold
     # the same draws, so a difference of theirs has a paired CI; None without uncertainty
     goodput_draws: np.ndarray | None = None
+    # running slow (``ClassRates.fail_slow``): goodput = goodput_fail_stop x (1 -
+    # slow_lost_share), the fail-stop part with slow GPUs replaced at slow_detect_hours among
+    # its interruptions; all None when the rates carry no fail-slow process
+    goodput_fail_stop: np.ndarray | None = None
+    slow_lost_share: np.ndarray | None = None
+    slow_detect_hours: float | None = None
 
 
 def project(
@@ -131,16 +152,19 @@ def project(
     counts = {**(rates.counts or {}), **(job.counts or {})}
     u = unit_counts(rates.classes, n, job.gpus_per_node, counts)
     interval_hours = job.interval_hours
-    lam = rates.rate @ u
+    fs, detect = rates.fail_slow, float(job.slow_detect_hours)
+    rep, kept = running_slow(rates, n, detect)
+    lam = rates.rate @ u + rep
     m = 1.0 / lam
     young = young_interval(d_h, m) * np.ones_like(n)
     daly = daly_interval(d_h, m) * np.ones_like(n)
     tau = daly if interval_hours is None else np.asarray(interval_hours, float) * np.ones_like(n)
-    g = useful_fraction(tau, d_h, r_h, m)
+    g_stop = useful_fraction(tau, d_h, r_h, m)
+    g = g_stop * kept
     if rates.has_uncertainty() and samples > 0:
         draws = rates.sample(samples, seed)  # (S, C)
-        ms = 1.0 / (draws @ u)  # (S, K)
-        gs = useful_fraction(tau[None, :], d_h, r_h, ms)
+        ms = 1.0 / (draws @ u + rep)  # (S, K)
+        gs = useful_fraction(tau[None, :], d_h, r_h, ms) * kept
         # the point is the plug-in (a class with no failure at rate 0, its draws all above 0):
         # a band whose draws all lie on one side of it reaches to the point
         glo, ghi = np.percentile(gs, [2.5, 97.5], axis=0)
@@ -154,7 +178,12 @@ def project(
     else:
         glo, ghi, mlo, mhi, gs = g, g, m, m, None
         note = "no fit uncertainty (rates given without CI): band = point"
-    return Projection(n, m, young, daly, tau, g, glo, ghi, mlo, mhi, {"band": note}, gs)
+    if fs is None:
+        return Projection(n, m, young, daly, tau, g, glo, ghi, mlo, mhi, {"band": note}, gs)
+    note += " (fail-slow at its fitted rate and law)"
+    lost = 1.0 - kept * np.ones_like(n)
+    return Projection(n, m, young, daly, tau, g, glo, ghi, mlo, mhi, {"band": note}, gs,
+                      g_stop, lost, detect)  # fmt: skip
 
 
 def scale_points(
@@ -204,8 +233,13 @@ def projection_rows(
             "goodput": p.goodput,
             "goodput_ci_low": p.goodput_ci_low,
             "goodput_ci_high": p.goodput_ci_high,
+            "goodput_fail_stop": p.goodput if p.goodput_fail_stop is None else p.goodput_fail_stop,
+            "slow_lost_share": [None] * k if p.slow_lost_share is None else p.slow_lost_share,
+            "slow_detect_hours": [p.slow_detect_hours] * k,
         },
         schema_overrides={
+            "slow_lost_share": pl.Float64,
+            "slow_detect_hours": pl.Float64,
             "spares": pl.Int32,
             "knob": pl.Utf8,
             "knob_value": pl.Float64,

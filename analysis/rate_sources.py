@@ -25,6 +25,7 @@ from analysis.headline import selected_rates
 from analysis.lifetime_models.base import LifetimeModel
 from analysis.lifetime_models.exponential import Exponential
 from analysis.lifetime_models.exponential import poisson_rate_ci
+from analysis.slowness.at_scale import from_warehouse
 from analysis.survival import age_shape
 from analysis.survival import model_mean
 from analysis.survival import rate_samples
@@ -376,7 +377,8 @@ def scoped_rates(
     """The rates a projection of ``scope`` uses: the hardware fits (``failure_rates``) plus,
     for infrastructure / all, the classes measured in ``interruptions`` (the jobs' own failures
     of scope all from jobs the size of ``n_gpus``). Raises ValueError when there is nothing to
-    project from."""
+    project from. They carry the fleet's fail-slow process where ``failure_rates`` has a
+    fitted ``fail_slow`` row (``at_scale.from_warehouse``)."""
     if scope not in SCOPES:
         raise ValueError(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
     fr = wh.read("failure_rates")
@@ -393,7 +395,7 @@ def scoped_rates(
     )  # fmt: skip
     if fits is None and measured is None:
         raise ValueError("failure_rates has no rows and no interruptions were measured")
-    return combine(fits, measured)
+    return replace(combine(fits, measured), fail_slow=from_warehouse(fr, wh.read("slow_periods")))
 
 
 def read_rates_csv(path) -> ClassRates:

@@ -142,7 +142,7 @@ class FleetFigures:
         (infrastructure scope), or None when there is nothing to project from."""
         if at_gpus not in self._projections:
             from analysis.rate_sources import scoped_rates
-            from analysis.whatif import evaluate
+            from analysis.scenario import evaluate
 
             if self._rates is None:
                 try:

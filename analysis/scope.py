@@ -48,6 +48,11 @@ from analysis.assumptions import RESTART_S
 from analysis.assumptions import TARGET_GPUS
 
 DIMENSIONS = ("cluster", "partition", "account", "user")  # the job-keyed scope dimensions
+# how the reading commands group and set side by side (here, beside the dimensions, so that the
+# command line declares its choices without importing the analyses)
+PERIODS = {"week": "1w", "month": "1mo"}  # calendar weeks start on Monday (ISO), months on the 1st
+LOSS_KEYS = ("cause", "domain", *DIMENSIONS, "node")
+COMPARE_BY = (*DIMENSIONS, "cluster,partition")
 JOB_KEYS = ("cluster", "scheduler", "job_id", "attempt")
 CHAIN_KEYS = ("cluster", "scheduler", "job_id")
 UNFILTERED = ("ingest_manifest", "quarantine", "metric_metadata", "pull_log")
@@ -115,7 +120,7 @@ SCOPE_NEEDS = {
     "nodes": ("node_failures", "node_health", "component_lifetimes", "failure_rates"),
     "all": REBUILT,
 }
-# the settings (``pipelines.resources.GoodputConfig`` fields) a scope's recomputed tables depend
+# the settings (``pipelines.resources.Settings`` fields) a scope's recomputed tables depend
 # on besides its rows, with their defaults: a change recomputes them
 SCOPE_SETTINGS = {
     "observed_from": "",

@@ -28,15 +28,14 @@ from analysis.changes import ratio_difference
 from analysis.changes import share_difference
 from analysis.goodput_measured import chain_gpus
 from analysis.headline import fleet_headline
-from analysis.numbers import in_hours
+from analysis.numbers import mean_time
 from analysis.numbers import num
 from analysis.numbers import pct
+from analysis.scope import LOSS_KEYS
+from analysis.scope import PERIODS
 from analysis.taxonomy import NONE_LABEL
 from analysis.taxonomy import shown_cause
 from warehouse.schemas import conform
-
-PERIODS = {"week": "1w", "month": "1mo"}  # calendar weeks start on Monday (ISO), months on the 1st
-LOSS_KEYS = ("cause", "domain", "cluster", "partition", "account", "user", "node")
 
 
 def window_figures(
@@ -307,7 +306,7 @@ def trend_cells(row: dict) -> list[str]:
     hours = f"{row['hours']:,.1f} (partial)" if row["partial"] else f"{row['hours']:,.0f}"
     return [hours, num(row["gpu_hours"]), pct(row["goodput"]), tested(row, "goodput"),
             num(row["lost_gpu_hours"]), pct(row["lost_share"]), tested(row, "lost_share"),
-            f"{row['interruptions']:,}", in_hours(row["mtbf_hours"]),
+            f"{row['interruptions']:,}", mean_time(row["mtbf_hours"]),
             tested(row, "interruptions")]  # fmt: skip
 
 

@@ -27,179 +27,15 @@ from analysis.projection import interruption_rate
 from analysis.projection import project
 from analysis.projection import projection_rows
 from analysis.projection import scale_points
-from analysis.projection import unit_counts
-from analysis.projection import useful_fraction
 from analysis.rate_sources import scoped_rates
+from analysis.scenario import evaluate
+from analysis.scenario import rows
+from analysis.scenario import scaled_rates
+from analysis.scenario import simulated_replicas
 from analysis.taxonomy import DEFAULT_SCOPE
-from analysis.taxonomy import NON_HARDWARE
-from analysis.taxonomy import WORKLOAD
 from warehouse.schemas import conform
 
 MC_INTERRUPTIONS = 300  # expected interruptions per simulated job in the standard scenario set
-
-
-def _scaled_rates(rates: ClassRates, sc: Job) -> ClassRates:
-    mult = dict(sc.rate_multipliers)
-    if "all" in mult and "all" not in rates.classes:
-        every = mult.pop("all")
-        mult = {c: mult.get(c, 1.0) * every for c in rates.classes}
-    return rates.scaled(mult) if mult else rates
-
-
-def evaluate(
-    rates: ClassRates,
-    sc: Job,
-    method: str = "analytic",
-    samples: int = RATE_DRAWS,
-    replicas: int = 300,
-    seed: int = 0,
-) -> dict:
-    """One job -> a dict of ``goodput_projections`` values plus band notes: the analytic
-    projection, and with ``method`` 'mc' the Monte Carlo's point and band (``_simulated``)."""
-    r = _scaled_rates(rates, sc)
-    p = project(r, sc, samples=samples, seed=seed)
-    out = {
-        "method": method,
-        "rates_source": rates.source,
-        "n_gpus": int(sc.n_gpus),
-        "gpus_per_node": int(sc.gpus_per_node),
-        "ckpt_cost_s": float(sc.ckpt_cost_s),
-        "restart_s": float(sc.restart_s),
-        "interval_hours": float(p.interval_hours[0]),
-        "spares": sc.spares,
-        "mtti_hours": float(p.mtti_hours[0]),
-        "mtti_ci_low": float(p.mtti_ci_low[0]),
-        "mtti_ci_high": float(p.mtti_ci_high[0]),
-        "optimal_interval_hours": float(p.daly_hours[0]),  # Daly
-        "young_interval_hours": float(p.young_hours[0]),
-        "goodput": float(p.goodput[0]),
-        "goodput_ci_low": float(p.goodput_ci_low[0]),
-        "goodput_ci_high": float(p.goodput_ci_high[0]),
-        "goodput_spread_low": None,
-        "goodput_spread_high": None,
-        "band": p.notes["band"],
-    }
-    if method == "mc":
-        out.update(_simulated(r, replace(sc, interval_hours=out["interval_hours"]), out,
-                              samples, replicas, seed))  # fmt: skip
-    return out
-
-
-MC_EVENTS = 1_000_000  # failures a Monte Carlo projection draws, at most (memory and time)
-
-
-def simulated_replicas(r: ClassRates, job: Job, replicas: int) -> int:
-    """Jobs to simulate: ``replicas``, fewer when each job meets so many failures that all of
-    them would exceed ``MC_EVENTS`` (a 32k-GPU job over 54 days meets ~18,000: its goodput is
-    already an average over them, so 50 jobs pin the mean down), never under 50."""
-    per_job = float(np.asarray(interruption_rate(r, job.n_gpus, job.gpus_per_node)).ravel()[0])
-    hours = job.wall_hours if job.work_hours is None else job.work_hours
-    events = max(per_job * hours, 1.0)
-    return int(min(replicas, max(50, MC_EVENTS // events)))
-
-
-def _simulated(r: ClassRates, job: Job, analytic: dict, samples, replicas, seed) -> dict:
-    """The Monte Carlo's goodput for ``evaluate``: the point from jobs simulated at the
-    plug-in rates (a class with no failure at rate 0), never averaged over rate draws; the
-    band from rate draws where the rates are uncertain, else the Monte Carlo noise. Jobs with
-    many failures each are simulated fewer times (``simulated_replicas``); the band still takes
-    the analytic goodput of every one of ``replicas`` rate draws."""
-    drawn_replicas, replicas = replicas, simulated_replicas(r, job, replicas)
-    res = simulate(r, job, replicas=replicas, seed=seed)
-    s = res.summary()
-    out = {
-        "analytic_goodput": analytic["goodput"],
-        "goodput": s["mean"],
-        "goodput_spread_low": s["p2_5"],
-        "goodput_spread_high": s["p97_5"],
-    }
-    draws = r.sample(drawn_replicas, seed) if r.has_uncertainty() and samples > 0 else None
-    if draws is not None:
-        # the band, as in the analytic model: the expected goodput over rate draws. Jobs
-        # simulated one per draw, regressed on the analytic goodput of their draw, give the
-        # slope b of the simulation's response; the band is the 2.5-97.5% of point +
-        # b·(g_analytic(draw) - g_analytic(point)), so single-job noise stays out of it and
-        # a one-sided band (a class with no failure: rate 0 at the point) reaches the point.
-        drawn = simulate(r, job, replicas=replicas, seed=seed + 1, rate_draws=draws[:replicas])
-        u = unit_counts(r.classes, job.n_gpus, job.gpus_per_node, r.counts)[:, 0]
-        ga = useful_fraction(
-            job.interval_hours, job.blocking_s / 3600, job.restart_s / 3600, 1.0 / (draws @ u)
-        )
-        sim = ga[:replicas]  # the draws simulated
-        b = np.polyfit(sim, drawn.goodput, 1)[0] if np.ptp(sim) > 0 else 0.0
-        # a linear response read far from the point can leave [0, 1] (a job near 0% goodput
-        # whose draws are worse still): goodput cannot, so each draw's is clipped to it
-        fitted = np.clip(s["mean"] + b * (ga - analytic["goodput"]), 0.0, 1.0)
-        lo, hi = np.percentile(fitted, [2.5, 97.5])
-        out["goodput_ci_low"] = float(min(lo, s["mean"]))
-        out["goodput_ci_high"] = float(max(hi, s["mean"]))
-        out["band"] = (
-            f"point: {replicas} jobs simulated at the fitted rates; band: expected goodput "
-            f"over {drawn_replicas} rate draws from the fits (the point moved by the response "
-            f"of {replicas} jobs simulated at drawn rates to the analytic goodput of each "
-            f"draw); spread: 2.5-97.5% of single simulated {job.wall_hours:g} h jobs at the "
-            "fitted rates"
-        )
-    else:
-        out["goodput_ci_low"] = s["mean"] - 1.96 * s["se"]
-        out["goodput_ci_high"] = s["mean"] + 1.96 * s["se"]
-        out["band"] = (
-            f"band: Monte Carlo noise of the mean only (± 1.96 SE over {replicas} replicas), "
-            f"no rate uncertainty; spread: 2.5-97.5% of single simulated {job.wall_hours:g} "
-            "h jobs"
-        )
-    if job.spares is not None:  # the spare pool: did it run dry, and could it have kept up
-        units = unit_counts(r.classes, job.n_gpus, job.gpus_per_node, r.counts)[:, 0]
-        hardware = np.array([c not in NON_HARDWARE | {WORKLOAD} for c in r.classes])
-        out["spares_ran_out"] = s["spares_ran_out"]
-        out["spares_ran_out_hours"] = s["spares_ran_out_hours"]
-        out["wait_share"] = s["wait_share"]
-        out["hardware_failures_per_repair"] = float(
-            (r.rate[hardware] @ units[hardware]) * job.repair_hours
-        )
-    out["mc"] = s
-    return out
-
-
-def rows(
-    results: list[dict], scenario: str, knob: str | None = None, knob_values=None
-) -> pl.DataFrame:
-    """``goodput_projections`` rows from ``evaluate`` outputs."""
-    recs = []
-    for i, r in enumerate(results):
-        rec = {k: v for k, v in r.items() if k in _PROJ_COLUMNS}
-        rec["scenario"] = scenario
-        rec["knob"] = knob
-        rec["knob_value"] = None if knob_values is None else float(knob_values[i])
-        recs.append(rec)
-    if not recs:
-        return conform("goodput_projections", pl.DataFrame())
-    return conform("goodput_projections", pl.DataFrame(recs, infer_schema_length=None))
-
-
-_PROJ_COLUMNS = {
-    "scope",
-    "fleet_age",
-    "horizon_hours",
-    "mtti_ci_low",
-    "mtti_ci_high",
-    "young_interval_hours",
-    "goodput_spread_low",
-    "goodput_spread_high",
-    "method",
-    "rates_source",
-    "n_gpus",
-    "gpus_per_node",
-    "ckpt_cost_s",
-    "restart_s",
-    "interval_hours",
-    "spares",
-    "mtti_hours",
-    "optimal_interval_hours",
-    "goodput",
-    "goodput_ci_low",
-    "goodput_ci_high",
-}
 
 
 def sweep(
@@ -216,7 +52,7 @@ def sweep(
     """Vary one knob over ``values``; ``n_gpus`` sweeps run as one vectorized projection."""
     values = list(values)
     if knob == "n_gpus" and method == "analytic" and base.interval_hours is None:
-        r = _scaled_rates(rates, base)
+        r = scaled_rates(rates, base)
         p = project(r, base, np.asarray(values), samples=samples, seed=seed)
         df = projection_rows(
             p,
@@ -240,35 +76,24 @@ def sweep(
 def sensitivity_items(rates: ClassRates, base: Job, factor: float = 0.5) -> list[tuple]:
     """The analytic improvements the sensitivity ranks, as (knob, kind, change, job): each
     class's rate, the checkpoint cost and the restart time times ``factor``."""
-    items = []
-    for c in rates.classes:
-        m = base.rate_multipliers.get(c, 1.0) * factor
-        items.append(
-            (f"rate:{c}", "class", f"{c} rate x{factor:g}", base.with_knob(f"rate:{c}", m))
-        )
-    items.append(
+    items = [
         (
-            "ckpt_cost_s",
-            "knob",
-            f"checkpoint cost x{factor:g}",
-            replace(
-                base,
-                ckpt_cost_s=base.ckpt_cost_s * factor,
-                ckpt_blocking_s=None
-                if base.ckpt_blocking_s is None
-                else base.ckpt_blocking_s * factor,
-            ),
+            f"rate:{c}",
+            "class",
+            base.with_knob(f"rate:{c}", base.rate_multipliers.get(c, 1.0) * factor),
         )
-    )
-    items.append(
-        (
-            "restart_s",
-            "knob",
-            f"restart time x{factor:g}",
-            replace(base, restart_s=base.restart_s * factor),
-        )
-    )
-    return items
+        for c in rates.classes
+    ]
+    blocking = None if base.ckpt_blocking_s is None else base.ckpt_blocking_s * factor
+    items.append(("ckpt_cost_s", "knob", replace(base, ckpt_cost_s=base.ckpt_cost_s * factor,
+                                                 ckpt_blocking_s=blocking)))  # fmt: skip
+    items.append(("restart_s", "knob", replace(base, restart_s=base.restart_s * factor)))
+    return [(k, kind, _change_label(k, factor), job) for k, kind, job in items]
+
+
+def _paired(gain: np.ndarray) -> tuple[float, float]:
+    lo, hi = np.percentile(gain, [2.5, 97.5])
+    return float(lo), float(hi)
 
 
 def sensitivity(
@@ -279,47 +104,48 @@ def sensitivity(
     samples: int = RATE_DRAWS,
     replicas: int = 200,
     seed: int = 0,
+    results: bool = True,
 ) -> pl.DataFrame:
     """Tornado ranking: goodput gain from halving each class's rate and from stated knob
-    improvements (halve checkpoint cost, halve restart time, +``spares_step`` spares).
+    improvements (halve checkpoint cost, halve restart time, and with ``base.spares`` set,
+    +``spares_step`` spares), each gain with its own 95% CI (not the band of the improved
+    goodput).
 
-    Rate and cost items are analytic (interval re-optimized); the spares item runs the Monte
-    Carlo for base and improved with the same seed (common random numbers), so the gain is
-    not drowned in simulation noise. Columns: item, kind, change, goodput_base, goodput, gain.
-    """
+    Rate and cost items are analytic (interval re-optimized), the gain's CI over the same rate
+    draws as the baseline (paired, 2.5-97.5% of the differences); the spares item runs the
+    Monte Carlo for base and improved with the same random numbers, so the gain is not drowned
+    in simulation noise (its CI: the mean difference +- 1.96 SE, simulation noise only).
+    Columns: item, kind, change, step (the spares added), goodput_base, goodput, gain,
+    gain_ci_low, gain_ci_high, and with ``results`` each improved job's ``evaluate`` dict
+    (the spares one with its Monte Carlo band); by gain, highest first."""
     b = evaluate(rates, base, "analytic", samples, seed=seed)
-    items = sensitivity_items(rates, base, factor)
     out = []
-    for knob, kind, change, sc in items:
+    for knob, kind, change, sc in sensitivity_items(rates, base, factor):
         e = evaluate(rates, sc, "analytic", samples, seed=seed)
-        out.append(
-            {
-                "item": knob,
-                "kind": kind,
-                "change": change,
-                "goodput_base": b["goodput"],
-                "goodput": e["goodput"],
-                "gain": e["goodput"] - b["goodput"],
-                "result": e,
-            }
-        )
+        gain = e["goodput"] - b["goodput"]
+        lo, hi = (gain, gain) if b["goodput_draws"] is None else _paired(
+            e["goodput_draws"] - b["goodput_draws"])  # fmt: skip
+        out.append({"item": knob, "kind": kind, "change": change, "step": None,
+                    "goodput_base": b["goodput"], "goodput": e["goodput"], "gain": gain,
+                    "gain_ci_low": min(lo, gain), "gain_ci_high": max(hi, gain),
+                    "result": e})  # fmt: skip
     if base.spares is not None:
-        mc0 = evaluate(rates, base, "mc", samples, replicas, seed)
-        mc1 = evaluate(
-            rates, replace(base, spares=base.spares + spares_step), "mc", samples, replicas, seed
-        )
-        out.append(
-            {
-                "item": "spares",
-                "kind": "knob",
-                "change": f"+{spares_step} spare nodes",
-                "goodput_base": mc0["goodput"],
-                "goodput": mc1["goodput"],
-                "gain": mc1["goodput"] - mc0["goodput"],
-                "result": mc1,
-            }
-        )
-    return pl.DataFrame(out).sort("gain", descending=True)
+        job = replace(base, interval_hours=b["interval_hours"])
+        more = replace(job, spares=base.spares + spares_step)
+        r = scaled_rates(rates, job)
+        n = simulated_replicas(r, job, replicas)
+        g0 = simulate(r, job, replicas=n, seed=seed).goodput
+        g1 = simulate(r, more, replicas=n, seed=seed).goodput
+        d = g1 - g0
+        half = 1.96 * float(d.std(ddof=1)) / np.sqrt(d.size) if d.size > 1 else 0.0
+        e = evaluate(rates, more, "mc", samples, replicas, seed) if results else None
+        out.append({"item": "spares", "kind": "knob", "change": f"+{spares_step} spare nodes",
+                    "step": spares_step, "goodput_base": float(g0.mean()),
+                    "goodput": float(g1.mean()), "gain": float(d.mean()),
+                    "gain_ci_low": float(d.mean()) - half,
+                    "gain_ci_high": float(d.mean()) + half, "result": e})  # fmt: skip
+    df = pl.DataFrame(out).sort("gain", descending=True)
+    return df if results else df.drop("result")
 
 
 def sensitivity_rows(table: pl.DataFrame, base_result: dict | None = None) -> pl.DataFrame:
@@ -449,11 +275,6 @@ def stored_job(wh, n_gpus: int, stored: pl.DataFrame | None = None):
     return rates, base_scenario(rates, job), scope
 
 
-def _paired(gain: np.ndarray) -> tuple[float, float]:
-    lo, hi = np.percentile(gain, [2.5, 97.5])
-    return float(lo), float(hi)
-
-
 def action_gains(
     rates: ClassRates,
     base: Job,
@@ -464,39 +285,12 @@ def action_gains(
     replicas: int = 100,
     seed: int = 0,
 ) -> pl.DataFrame:
-    """The sensitivity's improvements at ``base.n_gpus``, each with its goodput gain and the
-    gain's own 95% CI (not the band of the improved goodput): the analytic items over the same
-    rate draws as the baseline (paired, 2.5-97.5% of the differences); the spares item over
-    jobs simulated with the same random numbers with and without the extra nodes (the mean
-    difference +- 1.96 SE: simulation noise only). Columns: knob, change, step (the spares
-    added), goodput_base, goodput, gain, gain_ci_low, gain_ci_high; by gain, highest first."""
-    base = replace(base, spares=base_spares)
-    p0 = project(_scaled_rates(rates, base), base, samples=samples, seed=seed)
-    out = []
-    for knob, _, change, sc in sensitivity_items(rates, base, factor):
-        p1 = project(_scaled_rates(rates, sc), sc, samples=samples, seed=seed)
-        gain = float(p1.goodput[0] - p0.goodput[0])
-        lo, hi = (
-            (gain, gain)
-            if p0.goodput_draws is None
-            else _paired(p1.goodput_draws[:, 0] - p0.goodput_draws[:, 0])
-        )
-        out.append({"knob": knob, "change": _change_label(knob, factor), "step": None,
-                    "goodput_base": float(p0.goodput[0]), "goodput": float(p1.goodput[0]),
-                    "gain": gain, "gain_ci_low": min(lo, gain),
-                    "gain_ci_high": max(hi, gain)})  # fmt: skip
-    job = replace(base, interval_hours=float(p0.interval_hours[0]))
-    n = simulated_replicas(rates, job, replicas)
-    g0 = simulate(rates, job, replicas=n, seed=seed).goodput
-    g1 = simulate(rates, replace(job, spares=base_spares + spares_step), replicas=n,
-                  seed=seed).goodput  # fmt: skip
-    d = g1 - g0
-    half = 1.96 * float(d.std(ddof=1)) / np.sqrt(d.size) if d.size > 1 else 0.0
-    out.append({"knob": "spares", "change": f"+{spares_step} spare nodes", "step": spares_step,
-                "goodput_base": float(g0.mean()), "goodput": float(g1.mean()),
-                "gain": float(d.mean()), "gain_ci_low": float(d.mean()) - half,
-                "gain_ci_high": float(d.mean()) + half})  # fmt: skip
-    return pl.DataFrame(out).sort("gain", descending=True)
+    """The sensitivity's improvements at ``base.n_gpus`` with ``base_spares`` spare nodes, each
+    with its goodput gain and the gain's own 95% CI (``sensitivity``). Columns: knob, change,
+    step, goodput_base, goodput, gain, gain_ci_low, gain_ci_high; by gain, highest first."""
+    job = replace(base, spares=base_spares)
+    t = sensitivity(rates, job, factor, spares_step, samples, replicas, seed, results=False)
+    return t.drop("kind").rename({"item": "knob"})
 
 
 def refresh_projections(

@@ -13,7 +13,6 @@ imported, is printed beside it). Inputs are generated under /tmp and deleted aft
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import shutil
@@ -24,6 +23,7 @@ import time
 import zlib
 from pathlib import Path
 
+from benchmarks.targets import options
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 
@@ -75,10 +75,7 @@ def _hostlist(path: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--line-mb", type=int, default=200)
-    ap.add_argument("--bomb-gb", type=int, default=4)
-    args = ap.parse_args()
+    args = options(line_mb=200, bomb_gb=4)
     tmp = Path(tempfile.mkdtemp(prefix="bench-attack-"))
     env = {**os.environ, "GOODPUT_SETTLE": "0"}
     goodput = [sys.executable, "-m", "pipelines.cli"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -43,20 +42,29 @@ COMMANDS = {
 TARGETED = ("fit", "sql", "project --json", "project", "nodes")
 
 
-def timed(argv: list[str]) -> tuple[float, float]:
-    """(wall s, CPU s) of one fresh ``goodput`` process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def measured(argv: list[str]) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak RSS MB, stdout) of one fresh ``goodput`` process."""
     t0 = time.perf_counter()
-    subprocess.run([*GOODPUT, *argv], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen([*GOODPUT, *argv], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"goodput {' '.join(argv)} exited with {proc.returncode}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out
 
 
-def add_home_option(ap: argparse.ArgumentParser) -> None:
+def timing_options(doc: str, runs: int) -> tuple[int, Path]:
+    """The command line of a benchmark that times fresh ``goodput`` processes on a demo home
+    (its docstring ``doc``): (``--runs``, default ``runs``; the home, built if missing)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument(
         "--home", type=Path, help=f"a demo-built home (default {DEFAULT_HOME}, built if missing)"
     )
+    ap.add_argument("--runs", type=int, default=runs, help=f"fresh processes (default {runs})")
+    args = ap.parse_args()
+    return args.runs, demo_home(args.home)
 
 
 def demo_home(home: Path | None) -> Path:
@@ -71,20 +79,16 @@ def demo_home(home: Path | None) -> Path:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_home_option(ap)
-    ap.add_argument("--runs", type=int, default=5, help="fresh processes per command (default 5)")
-    args = ap.parse_args()
-    home = demo_home(args.home)
+    n_runs, home = timing_options(__doc__, runs=5)
     print(
-        f"home {home}; {args.runs} runs per command; load average {os.getloadavg()[0]:.1f} on "
+        f"home {home}; {n_runs} runs per command; load average {os.getloadavg()[0]:.1f} on "
         f"{os.cpu_count()} cores"
     )
     print(f"{'command':14s} {'fastest s':>10s} {'median s':>9s} {'CPU s':>6s}")
     for name, argv in COMMANDS.items():
-        runs = [timed(["--home", str(home), *argv]) for _ in range(args.runs)]
-        walls = [w for w, _ in runs]
-        cpu = statistics.median(c for _, c in runs)
+        runs = [measured(["--home", str(home), *argv]) for _ in range(n_runs)]
+        walls = [r[0] for r in runs]
+        cpu = statistics.median(r[1] for r in runs)
         print(
             f"{name:14s} {min(walls):10.2f} {statistics.median(walls):9.2f} {cpu:6.2f}", flush=True
         )

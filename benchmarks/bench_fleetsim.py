@@ -2,7 +2,8 @@
 (sample_data/fleetsim/example.yaml: 12,500 nodes of 8 GPUs, the Llama 3 failure mix drawn from
 its fits' uncertainty, 5% bad nodes, spares, triage with false blame and silent repairs, 40
 technicians, retirement, maintenance windows, slots and a queue of fixed-work jobs with
-backfill) for one simulated year, 30 replications (the stopping rule off: all 30 run), on the
+backfill; fail-slow GPUs at the demo fleet's rate and law, replaced an hour after they slow) for
+one simulated year, 30 replications (the stopping rule off: all 30 run), on the
 cores this process may use.
 
     .venv/bin/python -m benchmarks.bench_fleetsim [--replications 30] [--workers N]
@@ -14,10 +15,12 @@ peak RSS (this process or any replication process) < 2 GB.
 from __future__ import annotations
 
 import argparse
+import math
 import resource
 import time
 from pathlib import Path
 
+from analysis.assumptions import SLOW_DETECT_HOURS
 from analysis.fleetsim.run import default_workers
 from analysis.fleetsim.run import resolve
 from analysis.fleetsim.run import simulate
@@ -25,6 +28,9 @@ from analysis.fleetsim.scenario import load
 from analysis.fleetsim.scenario import with_knob
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
+from sample_data.defaults import FAIL_SLOW_RATE
+from sample_data.fail_slow import DURATION_MEDIAN_S
+from sample_data.fail_slow import DURATION_SIGMA
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "fleetsim" / "example.yaml"
 
@@ -37,6 +43,11 @@ def main() -> None:
     spec = load(EXAMPLE)
     n = args.replications
     spec = with_knob(with_knob(spec, "replications.max", n), "replications.min", n)
+    # fail-slow GPUs as the demo fleet plants them, found and replaced after an hour
+    law = {"mu_log_hours": math.log(DURATION_MEDIAN_S / 3600), "sigma": DURATION_SIGMA}
+    for key, value in (("rate_per_1k_gpu_days", FAIL_SLOW_RATE), ("model", "lognormal"),
+                       ("params", law), ("detect_hours", SLOW_DETECT_HOURS)):  # fmt: skip
+        spec = with_knob(spec, f"fail_slow.{key}", value)
     workers = default_workers() if args.workers is None else args.workers
     inputs = resolve(spec)
     t = time.perf_counter()
@@ -55,7 +66,8 @@ def main() -> None:
           f"{fit_share:.0%} of the goodput CI's width; {est.mean['systematic_failures']:,.0f} "
           f"failures from bad nodes; fixed-work jobs of 256 GPUs: wall "
           f"{est.mean.get('wall_hours:256', 0):.2f} h, queue wait "
-          f"{est.mean.get('queue_wait_hours:256', 0):.2f} h")  # fmt: skip
+          f"{est.mean.get('queue_wait_hours:256', 0):.2f} h; GPU-hours lost running slow "
+          f"{est.mean.get('lost_gpu_hours:fail_slow', 0):,.0f}")  # fmt: skip
     rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
               resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 2**20  # fmt: skip
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)

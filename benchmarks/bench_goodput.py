@@ -8,7 +8,6 @@ Targets (issue 7): 100k analytic scenarios in < 1 s; 1,000 Monte Carlo replicas 
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -22,6 +21,7 @@ from analysis.montecarlo import simulate
 from analysis.projection import daly_interval
 from analysis.projection import project
 from analysis.rate_sources import llama3_rates
+from benchmarks.targets import options
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 
@@ -36,11 +36,7 @@ def best_of(fn, n=3):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--scenarios", type=int, default=100_000)
-    ap.add_argument("--replicas", type=int, default=1000)
-    ap.add_argument("--attempts", type=int, default=1_000_000)
-    args = ap.parse_args()
+    args = options(scenarios=100_000, replicas=1000, attempts=1_000_000)
     rng = np.random.default_rng(0)
     rates = llama3_rates()
 

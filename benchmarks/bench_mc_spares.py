@@ -13,17 +13,12 @@ when it has a core); the median, CPU seconds and the load are printed beside it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
-import subprocess
-import time
 
-from benchmarks.bench_cli_start import GOODPUT
-from benchmarks.bench_cli_start import REPO
-from benchmarks.bench_cli_start import add_home_option
-from benchmarks.bench_cli_start import demo_home
+from benchmarks.bench_cli_start import measured
+from benchmarks.bench_cli_start import timing_options
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 
@@ -31,27 +26,10 @@ EXAMPLE = ["project", "--gpus", "32768", "--spares", "16", "--method", "mc"]
 LIMIT_S, LIMIT_MB = 5.0, 500.0
 
 
-def measured(argv: list[str]) -> tuple[float, float, float, str]:
-    """(wall s, CPU s, peak RSS MB, stdout) of one fresh ``goodput`` process."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([*GOODPUT, *argv], cwd=REPO, stdout=subprocess.PIPE, text=True)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise SystemExit(f"goodput {' '.join(argv)} exited with {proc.returncode}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_home_option(ap)
-    ap.add_argument("--runs", type=int, default=3, help="fresh processes (default 3)")
-    args = ap.parse_args()
-    home = demo_home(args.home)
+    n_runs, home = timing_options(__doc__, runs=3)
     argv = ["--home", str(home), *EXAMPLE]
-    runs = [measured(argv) for _ in range(args.runs)]
+    runs = [measured(argv) for _ in range(n_runs)]
     walls, cpu, rss = [r[0] for r in runs], [r[1] for r in runs], [r[2] for r in runs]
     text = runs[0][3]
     print(f"goodput {' '.join(EXAMPLE)}  (home {home})")

@@ -18,13 +18,13 @@ in flight) is what covers that latency, and the printed projection says what it 
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 
+from benchmarks.targets import options
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from sources import kinds
@@ -64,11 +64,7 @@ def fetch(urls: list[str], concurrency: int) -> tuple[list[Document], list[Failu
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bmcs", type=int, default=200)
-    ap.add_argument("--servers", type=int, default=4)
-    ap.add_argument("--concurrency", type=int, default=OPTIONS["concurrency"])
-    args = ap.parse_args()
+    args = options(bmcs=200, servers=4, concurrency=OPTIONS["concurrency"])
     with tempfile.TemporaryDirectory() as tmp:
         servers = []
         try:

@@ -11,7 +11,6 @@ wall times, the steadier measure on a shared machine.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -22,6 +21,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from benchmarks.targets import options
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from ingest.base import ParseContext
@@ -111,10 +111,7 @@ def make_dump(path: Path, lines: int, seed: int = 0) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lines", type=int, default=1_000_000)
-    ap.add_argument("--runs", type=int, default=3)
-    args = ap.parse_args()
+    args = options(lines=1_000_000, runs=3)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sacct.txt"
         make_dump(path, args.lines)

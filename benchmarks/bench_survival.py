@@ -9,13 +9,13 @@ Prints the time of each step: exposure-table rates + the four candidates per cla
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 import polars as pl
 
 from analysis import survival as sv
+from benchmarks.targets import options
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from sample_data.lifetimes import simulate_lifetimes
@@ -33,10 +33,7 @@ LAWS = {
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--units", type=int, default=1_000_000)
-    ap.add_argument("--no-windows", action="store_true")
-    args = ap.parse_args()
+    args = options(units=1_000_000, no_windows=False)
     t = time.perf_counter()
     lt = simulate_lifetimes(
         LAWS,

@@ -4,6 +4,7 @@ the two readings of a share measured over simulated fleets the statistical targe
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 
@@ -26,6 +27,19 @@ def run_benchmark(main: Callable[[], int | None]) -> None:
     not run at all), else non-zero when a target was missed."""
     code = main()
     sys.exit(status() if code is None else code)
+
+
+def options(**defaults) -> argparse.Namespace:
+    """A benchmark's command line: one ``--name`` option per keyword (``no_windows`` is
+    ``--no-windows``), of its default's type; a False default makes it a flag."""
+    ap = argparse.ArgumentParser()
+    for name, default in defaults.items():
+        flag = "--" + name.replace("_", "-")
+        if default is False:
+            ap.add_argument(flag, action="store_true")
+        else:
+            ap.add_argument(flag, type=type(default), default=default, help=f"default {default}")
+    return ap.parse_args()
 
 
 def share_interval(k: int, n: int) -> tuple[float, float]:

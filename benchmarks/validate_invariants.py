@@ -15,13 +15,13 @@ the GPU-hours its jobs used against those its 256 GPUs can give.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
 import dagster as dg
 
 from analysis.checks.accounting import capacity
+from benchmarks.targets import options
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from pipelines.cli.run_summary import failure_lines
@@ -65,9 +65,7 @@ def verdict(name: str, evaluations) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fleets", type=int, default=len(FLEETS))
-    args = ap.parse_args()
+    args = options(fleets=len(FLEETS))
     with tempfile.TemporaryDirectory(prefix="validate-invariants-") as tmp:
         work = Path(tmp)
         wh = Warehouse(work / "demo")

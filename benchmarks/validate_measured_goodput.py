@@ -28,7 +28,6 @@ interval, 60 s saves), the bias the report's assumed parts carry.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from collections import defaultdict
 from datetime import datetime
@@ -39,6 +38,7 @@ import polars as pl
 
 from analysis.assumptions import RESTART_S
 from analysis.goodput_measured import measure
+from benchmarks.targets import options
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from ingest.runner import ingest_paths
@@ -133,10 +133,7 @@ def _t(s: str | None) -> datetime | None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=16)
-    ap.add_argument("--days", type=float, default=30.0)
-    args = ap.parse_args()
+    args = options(seeds=16, days=30.0)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for nodes, k8s in SIZES:

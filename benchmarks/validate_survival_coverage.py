@@ -15,7 +15,6 @@ Exits non-zero when a target is missed.
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
@@ -25,6 +24,7 @@ from analysis import survival as sv
 from analysis.lifetime_models.weibull import Weibull
 from analysis.survival.common import lifetime_sample
 from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
+from benchmarks.targets import options
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from sample_data.lifetimes import simulate_lifetimes
@@ -38,10 +38,7 @@ LAWS = {
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--units", type=int, default=3000)
-    args = ap.parse_args()
+    args = options(seeds=20, units=3000)
     hits = {c: {"shape": 0, "scale": 0, "both": 0, "aic_weibull": 0, "rate": 0} for c in LAWS}
     for seed in range(args.seeds):
         lt = simulate_lifetimes(

@@ -4,7 +4,8 @@ few readings more than one section states (fleet coverage, the projection at the
 the interruption scope).
 
 A section is one module ``dashboards/sections/<key>.py`` declaring ``KEY``, ``TITLE``,
-``ORDER``, ``TABLES`` and ``build(ctx) -> Section``; ``dashboards.sections.registry`` finds it.
+``TABLES`` and ``build(ctx) -> Section``; ``dashboards.sections.registry`` finds it and places it
+where ``dashboards.sections.ORDER`` lists its key.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import polars as pl
 from analysis.assumptions import GPU_HOUR_COST
 from analysis.numbers import change  # noqa: F401 - the sections' formats
 from analysis.numbers import hours  # noqa: F401 - the sections' formats
-from analysis.numbers import in_hours  # noqa: F401 - the sections' formats
 from analysis.numbers import mean_time  # noqa: F401 - the sections' formats
 from analysis.numbers import money  # noqa: F401 - the sections' formats
 from analysis.numbers import num  # noqa: F401 - the sections' formats

@@ -111,8 +111,8 @@ CERTAIN = 95
 
 @dataclass(frozen=True)
 class FormatSpec:
-    """Registers a parser. Each ``ingest`` module that defines ``FORMAT = FormatSpec(...)``
-    is found by ``ingest.registry`` without being listed anywhere."""
+    """Registers a parser. Each ``ingest`` module that defines ``FORMAT`` (built by
+    ``FormatSpec.declare``) is found by ``ingest.registry`` without being listed anywhere."""
 
     name: str  # the --format value
     primary: str  # table that receives one row per good record
@@ -134,6 +134,41 @@ class FormatSpec:
     # small files (whole, decompressed) by the task, for formats whose files come by the
     # thousand (a scrape per host and day), so a parse's fixed cost is paid once per task.
     parse_many: Callable[[list[tuple[bytes, ParseContext]]], list[ParseResult]] | None = None
+
+    @classmethod
+    def declare(
+        cls,
+        namespace: dict,
+        *,
+        primary: str,
+        description: str,
+        line_oriented: bool = False,
+        name: str | None = None,
+    ) -> FormatSpec:
+        """A format module's spec, declared last in the module:
+        ``FORMAT = FormatSpec.declare(globals(), primary=..., description=...)``.
+
+        The module states only what is its own. The rest it has already said by convention,
+        found in ``namespace`` (the module's globals): its functions by their names, ``parse``
+        and ``detect`` always, ``parse_many`` and the ``extract``/``merge`` pair where it
+        defines them; its ``--format`` name is its module's (``ipmi_sdr`` -> ``ipmi-sdr``)
+        unless ``name`` says otherwise."""
+        name = name or namespace["__name__"].rpartition(".")[2].replace("_", "-")
+        missing = [f for f in ("parse", "detect") if f not in namespace]
+        if missing:
+            raise TypeError(f"format {name!r} defines no {' or '.join(missing)}")
+        if ("extract" in namespace) != ("merge" in namespace):
+            raise TypeError(f"format {name!r}: extract and merge come together")
+        hooks = ("extract", "merge", "parse_many")
+        return cls(
+            name=name,
+            primary=primary,
+            parse=namespace["parse"],
+            detect=namespace["detect"],
+            description=description,
+            line_oriented=line_oriented,
+            **{hook: namespace[hook] for hook in hooks if hook in namespace},
+        )
 
 
 def numbered_lines(data: bytes, ctx: ParseContext) -> pl.DataFrame:

@@ -15,7 +15,7 @@ from analysis.checks import BUILD_CHECKS
 from analysis.checks import ERROR
 from analysis.checks import Invariant
 from ingest.registry import formats
-from pipelines.resources import GoodputConfig
+from pipelines.resources import Settings
 from warehouse.checks import CheckResult
 
 
@@ -42,10 +42,10 @@ def asset_check(
     name: str,
     asset: str,
     check: Callable[..., CheckResult],
-    args: Callable[[GoodputConfig], tuple] = lambda goodput: (),
+    args: Callable[[Settings], tuple] = lambda settings: (),
     blocking: bool = False,
     severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
-    kwargs: Callable[[GoodputConfig], dict] = lambda goodput: {},
+    kwargs: Callable[[Settings], dict] = lambda settings: {},
     after: tuple = (),
 ) -> dg.AssetChecksDefinition:
     """``check(warehouse, *args(config), **kwargs(config))`` as the Dagster check ``name`` on
@@ -61,9 +61,9 @@ def asset_check(
         description=check.description,
         additional_deps=list(after) or None,
     )
-    def _check(goodput: GoodputConfig) -> dg.AssetCheckResult:
-        wh = goodput.analysis_warehouse() if scoped else goodput.warehouse()
-        return _evaluation(check(wh, *args(goodput), **kwargs(goodput)), severity)
+    def _check(settings: Settings) -> dg.AssetCheckResult:
+        wh = settings.analysis_warehouse() if scoped else settings.warehouse()
+        return _evaluation(check(wh, *args(settings), **kwargs(settings)), severity)
 
     return _check
 
@@ -82,7 +82,7 @@ def invariant_check(inv: Invariant) -> dg.AssetChecksDefinition:
         inv.check,
         blocking=inv.blocking,
         severity=SEVERITY[inv.severity],
-        kwargs=lambda goodput: {k: getattr(goodput, k) for k in inv.settings},
+        kwargs=lambda settings: {k: getattr(settings, k) for k in inv.settings},
         after=tuple(writers(*inv.reads, besides=inv.asset)),
     )
 

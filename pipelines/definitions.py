@@ -23,7 +23,7 @@ from pipelines.assets import DOMAIN_JOBS
 from pipelines.assets import INGEST_ASSETS
 from pipelines.assets import JOB_DESCRIPTIONS
 from pipelines.assets import PULL_ASSETS
-from pipelines.resources import GoodputConfig
+from pipelines.resources import Settings
 from pipelines.sensors import build_schedule
 from pipelines.sensors import build_sensor
 from pipelines.sensors import pull_schedule
@@ -77,7 +77,7 @@ def definitions(executor: dg.ExecutorDefinition) -> dg.Definitions:
         jobs=[ingest_job, pull_job, build_job, *DOMAIN_JOBS],
         sensors=[build_sensor(ingest_job)],
         schedules=[build_schedule(build_job), pull_schedule(pull_job)],
-        resources={"goodput": GoodputConfig()},
+        resources={"settings": Settings()},
         executor=executor,
     )
 

@@ -41,10 +41,10 @@ def select_sources(wh: Warehouse, names: list[str] | tuple[str, ...] = ()) -> li
     return [known[n] for n in names] if names else every
 
 
-HOME_GPU_HOUR_COST = -1.0  # GoodputConfig.gpu_hour_cost: the home's
+HOME_GPU_HOUR_COST = -1.0  # Settings.gpu_hour_cost: the home's
 
 
-class GoodputConfig(dg.ConfigurableResource):
+class Settings(dg.ConfigurableResource):
     """Where the warehouse lives, how to read sources, and the analysis assumptions.
 
     The same values the CLI takes as flags; set them in the launchpad or in code."""

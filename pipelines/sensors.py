@@ -28,7 +28,7 @@ from ingest.files import parsed_sha256
 from pipelines.assets import TELEMETRY_DAYS
 from pipelines.cli.options import SETTLE
 from pipelines.cli.values import parse_duration
-from pipelines.resources import GoodputConfig
+from pipelines.resources import Settings
 from pipelines.resources import select_sources
 
 MAX_FILES_PER_RUN = 500
@@ -37,7 +37,7 @@ RETRY_MAX_S = 6 * 3600.0
 
 
 def new_landing_files(
-    goodput: GoodputConfig,
+    settings: Settings,
     cursor: str | None,
     now: float | None = None,
     active: bool = False,
@@ -58,10 +58,10 @@ def new_landing_files(
         state.get("pending") if isinstance(state.get("pending"), dict) else {}
     )
     hashed: dict[str, list] = state.get("hashed", {})
-    known = goodput.warehouse().known_sha256()
+    known = settings.warehouse().known_sha256()
     seen: dict[str, list] = {}
     found: list[tuple[str, str]] = []
-    for path in iter_files([goodput.warehouse().landing]):
+    for path in iter_files([settings.warehouse().landing]):
         try:
             st = os.stat(path)
             entry = hashed.get(str(path))
@@ -106,14 +106,14 @@ def build_sensor(job) -> dg.SensorDefinition:
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Ingest new files dropped in $GOODPUT_HOME/landing/ (on by default).",
     )
-    def landing_sensor(context: dg.SensorEvaluationContext, goodput: GoodputConfig):
+    def landing_sensor(context: dg.SensorEvaluationContext, settings: Settings):
         running = context.instance.get_runs(
             dg.RunsFilter(
                 job_name=job.name, statuses=_ACTIVE, tags={"goodput/launched_by": "landing_sensor"}
             ),
             limit=1,
         )
-        found, cursor = new_landing_files(goodput, context.cursor, active=bool(running))
+        found, cursor = new_landing_files(settings, context.cursor, active=bool(running))
         if not found:
             context.update_cursor(cursor)
             return dg.SkipReason("no new files in the landing directory")
@@ -178,15 +178,15 @@ def pull_schedule(job) -> dg.ScheduleDefinition:
         default_status=dg.DefaultScheduleStatus.RUNNING,
         description="Pull every live source of HOME/sources.toml from its cursor to now.",
     )
-    def hourly_pull(context: dg.ScheduleEvaluationContext, goodput: GoodputConfig):
+    def hourly_pull(context: dg.ScheduleEvaluationContext, settings: Settings):
         from sources.base import SourceConfigError
 
         try:
-            sources = select_sources(goodput.warehouse())
+            sources = select_sources(settings.warehouse())
         except SourceConfigError as exc:
             return dg.SkipReason(str(exc))
         if not sources:
-            return dg.SkipReason(f"no sources in {goodput.warehouse().home / 'sources.toml'}")
+            return dg.SkipReason(f"no sources in {settings.warehouse().home / 'sources.toml'}")
         return dg.RunRequest(tags={"goodput/launched_by": "schedule"})
 
     return hourly_pull

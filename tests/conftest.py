@@ -119,6 +119,13 @@ def table(name: str, **columns) -> pl.DataFrame:
     return conform(name, pl.DataFrame(columns))
 
 
+def store(wh: Warehouse, name: str, **columns) -> pl.DataFrame:
+    """``table(name, **columns)`` stored in ``wh`` in place of table ``name``'s rows."""
+    rows = table(name, **columns)
+    wh.replace_table(name, rows)
+    return rows
+
+
 def llama3_fits() -> pl.DataFrame:
     """A ``failure_rates`` table whose selected fits are Llama 3's published class rates
     (exponential, with their CIs): what a build would fit from Llama 3's interruptions."""

@@ -25,12 +25,19 @@ from analysis.checks.sums import trend_sums
 from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES
 from tests.conftest import REPO
+from tests.conftest import store
 from tests.conftest import table
 from warehouse import checks as warehouse_checks
 from warehouse.checks import CheckResult
 
 PRIMARY = {"sacct": "job_attempts"}
 SACCT = FIXTURES / "slurm" / "xdmod__accounting-logs.log"
+
+
+def failed(res: CheckResult) -> dict:
+    """The metadata of a check that must have failed (naming its violations)."""
+    assert not res.passed, res.metadata
+    return res.metadata
 
 
 def test_the_plain_checks_import_without_dagster():
@@ -83,8 +90,7 @@ def test_duplicate_keys_counts_repeated_keys_per_table(wh):
         {"tables_with_duplicates": {}, "violations": 0, "examples": []},
     )
     wh.replace_table("goodput_jobs", jobs)
-    res = warehouse_checks.duplicate_keys(wh)
-    assert not res.passed and res.metadata == {
+    assert failed(warehouse_checks.duplicate_keys(wh)) == {
         "tables_with_duplicates": {"goodput_jobs": 2},
         "violations": 2,
         "examples": ["goodput_jobs: 2 keys on more than one row"],
@@ -95,8 +101,7 @@ def test_quarantine_ratio_is_quarantined_over_read(wh, tmp_path):
     (tmp_path / "good.txt").write_text("JobID|State\n1|COMPLETED\n2|FAILED\n")
     (tmp_path / "bad.txt").write_text("JobID|State\n" + "x|y|z\n" * 5)
     ingest_paths(wh, [tmp_path / "good.txt", tmp_path / "bad.txt"])
-    res = warehouse_checks.quarantine_ratio(wh, 0.5)
-    assert not res.passed and res.metadata == {
+    assert failed(warehouse_checks.quarantine_ratio(wh, 0.5)) == {
         "records_read": 7,
         "quarantined": 5,
         "ratio": pytest.approx(5 / 7),
@@ -137,8 +142,7 @@ def test_fits_converged_names_missing_and_unconverged_classes(wh):
     wh.replace_table(
         "failure_rates", pl.DataFrame([_rates("gpu", True, selected=False), _rates("psu", False)])
     )
-    res = fits_converged(wh)
-    assert not res.passed and res.metadata == {
+    assert failed(fits_converged(wh)) == {
         "classes": 2,
         "missing": "gpu",
         "unconverged": "psu",
@@ -174,8 +178,7 @@ def test_goodput_bounds_counts_jobs_and_projections_outside_0_1(wh):
         "goodput_breakdown",
         pl.DataFrame({"dimension": ["cluster"], "value": ["c"], "goodput": [1.5]}),
     )
-    res = goodput_bounds(wh)
-    assert not res.passed and res.metadata == {
+    assert failed(goodput_bounds(wh)) == {
         "violations": 5,
         "examples": [
             "goodput_jobs job 2: goodput 1.2",
@@ -302,8 +305,7 @@ def test_attempt_gpus_names_attempts_holding_more_than_their_nodes_carry(wh):
             ("unnamed", 24, [], 8, 9, 2),
         ),
     )
-    res = attempt_gpus(wh, gpus_per_node=8)
-    assert not res.passed and res.metadata == {
+    assert failed(attempt_gpus(wh, gpus_per_node=8)) == {
         "violations": 3,
         "examples": [
             "job doubled (c) attempt 1: 32 GPUs on 2 node(s) carrying 16",
@@ -335,8 +337,7 @@ def test_node_gpus_names_a_node_overlapping_attempts_oversubscribe(wh):
             ("h", 6, ["n5"], 0, 10),  # at least 4 of g's + 6 = 10
         ),
     )
-    res = node_gpus(wh, gpus_per_node=8)
-    assert not res.passed and res.metadata == {
+    assert failed(node_gpus(wh, gpus_per_node=8)) == {
         "violations": 2,
         "examples": [
             "n1 at 2026-01-05 05:00: 10 GPUs held of 8 (job a, b)",
@@ -360,8 +361,7 @@ def test_capacity_holds_a_clusters_use_to_its_hosts_gpu_hours_per_day(wh):
         "job_attempts",
         pl.concat([_attempts(*day, *across), _attempts(("x1", 8, [], 0, 1, 1), cluster="x")]),
     )
-    res = capacity(wh, gpus_per_node=8)
-    assert not res.passed and res.metadata == {
+    assert failed(capacity(wh, gpus_per_node=8)) == {
         "violations": 1,
         "examples": ["c 2026-01-05: 576 GPU-hours used of 384 installed (2 hosts, 16 GPUs)"],
         "cluster_days": 3,
@@ -375,22 +375,19 @@ def test_capacity_holds_a_clusters_use_to_its_hosts_gpu_hours_per_day(wh):
 
 
 def test_lost_within_used_names_losses_beyond_the_attempt(wh):
-    wh.replace_table(
+    store(
+        wh,
         "interruptions",
-        table(
-            "interruptions",
-            cluster="c",
-            scheduler="slurm",
-            job_id=["ok", "over", "negative"],
-            attempt=1,
-            n_gpus=8,
-            start_time=T0,
-            end_time=T0 + timedelta(hours=1),
-            lost_gpu_hours=[8.0, 10.0, -1.0],
-        ),
+        cluster="c",
+        scheduler="slurm",
+        job_id=["ok", "over", "negative"],
+        attempt=1,
+        n_gpus=8,
+        start_time=T0,
+        end_time=T0 + timedelta(hours=1),
+        lost_gpu_hours=[8.0, 10.0, -1.0],
     )
-    res = lost_within_used(wh)
-    assert not res.passed and res.metadata == {
+    assert failed(lost_within_used(wh)) == {
         "violations": 2,
         "examples": [
             "job over attempt 1 (c): 10 GPU-hours lost of 8 held",
@@ -411,8 +408,7 @@ def test_cause_taxonomy_names_causes_outside_the_classes(wh):
         cause_class=["gpu", "workload", "workload", None],
     )
     wh.replace_table("interruptions", intr)
-    res = cause_taxonomy(wh)
-    assert not res.passed and res.metadata == {
+    assert failed(cause_taxonomy(wh)) == {
         "violations": 2,
         "examples": ["'workload' on 2 interruption(s)", "'(null)' on 1 interruption(s)"],
     }
@@ -444,8 +440,7 @@ def test_breakdown_sums_name_a_dimension_that_does_not_add_up(wh):
         .alias("lost_gpu_hours")
     )
     wh.replace_table("goodput_breakdown", bad)
-    res = breakdown_sums(wh)
-    assert not res.passed and res.metadata == {
+    assert failed(breakdown_sums(wh)) == {
         "violations": 1,
         "examples": ["partition: lost_gpu_hours sums to 66, the fleet has 56"],
         "dimensions": 3,
@@ -481,21 +476,18 @@ def test_trend_sums_hold_when_an_attempt_without_gpus_lies_in_another_week(wh):
 
 
 def test_availability_bounds_name_values_outside_0_1(wh):
-    wh.replace_table(
+    store(
+        wh,
         "availability",
-        table(
-            "availability",
-            source="failures",
-            system="s",
-            level=["system", "node", "node"],
-            host=[None, "n1", "n2"],
-            availability=[0.99, 1.2, 0.9],
-            availability_ci_low=[0.98, 1.1, 0.95],
-            availability_ci_high=[1.0, 1.3, 0.97],
-        ),
+        source="failures",
+        system="s",
+        level=["system", "node", "node"],
+        host=[None, "n1", "n2"],
+        availability=[0.99, 1.2, 0.9],
+        availability_ci_low=[0.98, 1.1, 0.95],
+        availability_ci_high=[1.0, 1.3, 0.97],
     )
-    res = availability_bounds(wh)
-    assert not res.passed and res.metadata == {
+    assert failed(availability_bounds(wh)) == {
         "violations": 2,
         "examples": ["failures s n1: 1.2 [1.1, 1.3]", "failures s n2: 0.9 [0.95, 0.97]"],
     }
@@ -551,8 +543,7 @@ def test_hourly_samples_hold_n_to_what_the_scrape_interval_allows(wh):
     wh.replace_table(
         "gpu_hourly", hourly.with_columns(n=pl.Series([120, 61, 124, 200, 60], dtype=pl.Int64))
     )
-    res = warehouse_checks.hourly_samples(wh)
-    assert not res.passed and res.metadata == {
+    assert failed(warehouse_checks.hourly_samples(wh)) == {
         "violations": 3,
         "examples": [
             f"h1 GPU 2 {TEMP} 2026-01-05 00:00: 200 samples, at most 61 at one every 60 s",
@@ -564,7 +555,7 @@ def test_hourly_samples_hold_n_to_what_the_scrape_interval_allows(wh):
 
 
 def test_a_check_that_cannot_run_is_failed_and_shown_not_passed(wh):
-    from dashboards.report import checks_banner
+    from dashboards.page import checks_banner
 
     Path(wh.parquet, "goodput_breakdown").mkdir(parents=True)
     Path(wh.parquet, "goodput_breakdown", "data.parquet").write_bytes(b"not parquet")

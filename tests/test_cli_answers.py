@@ -13,7 +13,7 @@ import pytest
 from analysis.assumptions import CKPT_COST_S
 from analysis.assumptions import RESTART_S
 from analysis.assumptions import TARGET_GPUS
-from analysis.numbers import in_hours
+from analysis.numbers import mean_time
 from analysis.numbers import pct
 from analysis.rate_sources import llama3_rates
 from analysis.whatif import refresh_projections
@@ -102,8 +102,8 @@ def test_project_nodes_whatif_and_headline_give_one_projection(fitted, capsys):
         assert other["goodput"] == pytest.approx(proj["goodput"], rel=1e-12)
         assert other["mtti_hours"] == pytest.approx(proj["mtti_hours"], rel=1e-12)
     assert 0.05 < proj["goodput"] < 0.95
-    # and every view writes it alike: goodput in percent, MTTI in hours
-    g, m = pct(proj["goodput"]), in_hours(proj["mtti_hours"])
+    # and every view writes it alike: goodput in percent, MTTI as a mean time for people
+    g, m = pct(proj["goodput"]), mean_time(proj["mtti_hours"])
     texts = {
         "project": _run(capsys, fitted, "project"),
         "nodes": _run(capsys, fitted, "nodes"),
@@ -215,7 +215,7 @@ def test_compare_sets_clusters_side_by_side_with_exact_cis(tmp_path, capsys):
             assert r["mtbf_hours"] is None and r["mtbf_ci_high"] is None
     text = _run(capsys, wh, "compare").splitlines()
     c1 = next(ln for ln in text if ln.startswith("c1"))
-    assert pct(WEEK1_GOODPUT) in c1 and "1 of 2" in c1 and in_hours(72.0) in c1
+    assert pct(WEEK1_GOODPUT) in c1 and "1 of 2" in c1 and mean_time(72.0) in c1
     assert "n/a" in next(ln for ln in text if ln.startswith("c3"))
     csv = _run(capsys, wh, "compare", "--by", "account", "--format", "csv").splitlines()
     assert csv[0].startswith("account,jobs,gpu_hours,goodput,") and len(csv) == 4
@@ -297,7 +297,7 @@ def test_whatif_weighs_detecting_fail_slow_gpus_from_the_fleets_own_law(tmp_path
     )
     assert [r["goodput"] for r in fs["detections"]] == pytest.approx([r["goodput"] for r in want])
     assert fs["detections"][1]["replacements_per_day"] == 0
-    assert fs["detections"][0]["goodput_fail_stop"] == got["baseline"]["goodput"]
+    assert fs["detections"][0]["goodput_without_slow"] == got["baseline"]["goodput"]
     text = _run(capsys, wh, "whatif", "--slow-detect", "5m", "never")
     never = fs["detections"][1]
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("never:"))

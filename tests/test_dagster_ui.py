@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from pipelines.resources import GoodputConfig
+from pipelines.resources import Settings
 from pipelines.run import ingest
 from pipelines.run import instance_for
 from tests.servers import dagster as dagster_ui
@@ -36,7 +36,7 @@ def ui(tmp_path_factory):
     sacct = FIXTURES / "slurm" / "sacct_parsable2_with_header_examples.txt"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ingest(GoodputConfig(home=str(home), sources=[str(sacct)]))
+        ingest(Settings(home=str(home), sources=[str(sacct)]))
     with instance_for(home) as instance:
         [run] = instance.get_runs()
     [port] = free_ports(1)

@@ -133,3 +133,78 @@ def test_the_fleets_process_comes_from_its_fail_slow_row_and_gpu_pinned_periods(
     assert (
         at_scale.from_warehouse(rates.filter(pl.col("component_class") == "gpu"), periods) is None
     )
+
+
+def _rates(fs: FailSlow | None = None):
+    from dataclasses import replace
+
+    from analysis.class_rates import ClassRates
+
+    # the Llama 3 mix's fail-stop interruptions (one every 3.1 h at 16,384 GPUs), per GPU-hour
+    per_gpu = ClassRates(("gpu",), np.array([419 / (54 * 24) / 16_384]))
+    return replace(per_gpu, fail_slow=fs)
+
+
+@pytest.mark.parametrize(
+    ("n_gpus", "detect"), [(16_384, 5 / 60), (16_384, 1.0), (100_000, 5 / 60), (100_000, math.inf)]
+)
+def test_projections_fold_in_running_slow_as_the_closed_form_says(n_gpus, detect):
+    """The analytic projection is at_scale.goodput at its own interval, split into its
+    fail-stop part and the share lost running slow; the Monte Carlo's jobs, each meeting its
+    own slow GPUs (replaced at detection as interruptions), average to it within their CI."""
+    from analysis.job import Job
+    from analysis.montecarlo import simulate
+    from analysis.projection import project
+
+    fs = FailSlow(RATE, LAW, factor=1.34)
+    rates = _rates(fs)
+    job = Job(n_gpus=n_gpus, slow_detect_hours=detect, wall_hours=400.0)
+    p = project(rates, job)
+    mtti = 1.0 / float(rates.rate[0] * n_gpus)
+    t = None if math.isinf(detect) else detect
+    want = at_scale.goodput(n_gpus, fs, t, mtti, p.interval_hours[0], 60 / 3600, 600 / 3600)
+    assert p.goodput[0] == pytest.approx(float(want), rel=1e-12)
+    lost = float(at_scale.lost_share(n_gpus, fs, t))
+    assert p.slow_lost_share[0] == pytest.approx(lost) and p.slow_detect_hours == detect
+    assert p.goodput[0] == pytest.approx(p.goodput_fail_stop[0] * (1 - lost))
+    assert 1 / p.mtti_hours[0] == pytest.approx(
+        1 / mtti + float(at_scale.replacements_per_hour(n_gpus, fs, t))
+    )
+    mc = simulate(rates, job, replicas=300, seed=7)
+    se = mc.goodput.std(ddof=1) / math.sqrt(mc.goodput.size)
+    assert abs(mc.goodput.mean() - p.goodput[0]) < 3 * se
+    # (at 100,000 GPUs never detected some GPU is always slow: no spread at all)
+    assert abs(mc.slow_lost.mean() - lost) <= 4 * mc.slow_lost.std() / math.sqrt(300) + 1e-6
+    # without a fail-slow process: the fail-stop projection, and nothing said to be included
+    plain = project(_rates(), job)
+    assert plain.slow_lost_share is None and plain.goodput_fail_stop is None
+    assert plain.goodput[0] == pytest.approx(
+        float(useful_fraction(plain.interval_hours[0], 60 / 3600, 600 / 3600, mtti))
+    )
+
+
+def test_slow_fraction_of_simulated_jobs_averages_to_the_slow_share():
+    fs = FailSlow(RATE, LAW)
+    rng = np.random.default_rng(3)
+    for n_gpus, detect in ((16_384, 5 / 60), (16_384, 1.0), (1_024, None)):
+        f = at_scale.slow_fraction(n_gpus, fs, detect, np.full(400, 300.0), rng)
+        se = f.std(ddof=1) / math.sqrt(f.size)
+        assert abs(f.mean() - float(at_scale.slow_share(n_gpus, fs, detect))) < 3.5 * se
+
+
+def test_a_projection_row_says_what_it_includes_of_running_slow():
+    from analysis.job import Job
+    from analysis.scenario import evaluate
+
+    fs = FailSlow(RATE, LAW, factor=1.34)
+    row = evaluate(_rates(fs), Job(n_gpus=16_384))
+    points = 100 * (row["goodput"] - row["goodput_fail_stop"])
+    assert points < 0
+    assert at_scale.running_slow_note(row) == (
+        f"includes running slow: {points:+.1f} points at detection in 60 min"
+    )
+    plain = evaluate(_rates(), Job(n_gpus=16_384))
+    assert plain["slow_lost_share"] is None and plain["goodput_fail_stop"] == plain["goodput"]
+    assert at_scale.running_slow_note(plain) == (
+        "fail-slow not included (no fail_slow rate in failure_rates)"
+    )

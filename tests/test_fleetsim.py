@@ -278,7 +278,7 @@ def test_asset_runs_the_home_scenarios_and_the_report_section_shows_them(tmp_pat
     from dashboards.sections import operations_whatif
     from pipelines.assets.fleetsim import fleetsim_results
     from pipelines.cli.sample import SAMPLE_FLEET
-    from pipelines.resources import GoodputConfig
+    from pipelines.resources import Settings
     from warehouse.store import Warehouse
 
     rates = (SAMPLE_FLEET.parents[1] / "analysis" / "data" / "llama3_rates.csv").resolve()
@@ -293,7 +293,7 @@ def test_asset_runs_the_home_scenarios_and_the_report_section_shows_them(tmp_pat
     (tmp_path / "scenarios" / "good.yaml").write_text(yaml.safe_dump(good))
     (tmp_path / "scenarios" / "bad.yaml").write_text("fleet: {nodes: 0}\n")
     result = dg.materialize(
-        [fleetsim_results], resources={"goodput": GoodputConfig(home=str(tmp_path))}
+        [fleetsim_results], resources={"settings": Settings(home=str(tmp_path))}
     )
     meta = result.asset_materializations_for_node("fleetsim_results")[0].metadata
     assert meta["scenarios"].value == 1

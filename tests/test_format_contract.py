@@ -25,9 +25,11 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from ingest.base import CERTAIN
+from ingest.base import FormatSpec
 from ingest.base import ParseContext
 from ingest.registry import SNIFF_BYTES
 from ingest.registry import detect
+from ingest.registry import format_modules
 from ingest.registry import formats
 from tests.conftest import FIXTURES
 from tests.conftest import SAMPLE_FLEET
@@ -125,6 +127,43 @@ def test_fixture_detected_and_parsed_to_schema(path, fmt):
         data,
         ParseContext(path=str(path), time=datetime(2024, 5, 1), mtime=datetime(2024, 5, 1)),
     )
+
+
+def test_declare_takes_each_function_from_the_module_by_its_name():
+    """A format states its own facts; ``FormatSpec.declare`` binds ``parse``/``detect`` and the
+    optional hooks by name, and a module missing one, or with half of extract/merge, fails."""
+
+    def parse(data, ctx):
+        return None
+
+    def detect(head, name):
+        return 0
+
+    def merge(partials, ctx):
+        return None
+
+    spec = FormatSpec.declare(
+        {"parse": parse, "detect": detect}, name="x", primary="failures", description="d"
+    )
+    assert (spec.parse, spec.detect, spec.extract, spec.merge, spec.parse_many) == (
+        parse,
+        detect,
+        None,
+        None,
+        None,
+    )
+    both = {"parse": parse, "detect": detect, "extract": detect, "merge": merge}
+    spec = FormatSpec.declare(both, name="x", primary="failures", description="d")
+    assert (spec.extract, spec.merge) == (detect, merge)
+    with pytest.raises(TypeError, match="defines no detect"):
+        FormatSpec.declare({"parse": parse}, name="x", primary="failures", description="d")
+    half = {"parse": parse, "detect": detect, "merge": merge}
+    with pytest.raises(TypeError, match="extract and merge come together"):
+        FormatSpec.declare(half, name="x", primary="failures", description="d")
+    # every registered format's functions are its module's own names
+    for name, module in format_modules().items():
+        spec = module.FORMAT
+        assert (spec.parse, spec.detect) == (module.parse, module.detect), name
 
 
 def test_no_sniffer_beats_certain_so_detect_may_stop_there():

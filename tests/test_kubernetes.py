@@ -98,19 +98,15 @@ def _node(name, **ready):
 
 
 def test_not_ready_node_without_transition_time_is_counted():
+    not_ready = {"status": "False", "reason": "KubeletNotReady"}
+    unknown = {"status": "Unknown", "reason": "NodeStatusUnknown"}
     objs = _list(
         [
-            _node(
-                "a",
-                status="False",
-                reason="KubeletNotReady",
-                lastHeartbeatTime="2025-03-01T10:00:00Z",
-            ),
-            _node("b", status="False", reason="KubeletNotReady"),
+            _node("a", **not_ready, lastHeartbeatTime="2025-03-01T10:00:00Z"),
+            _node("b", **not_ready),
             _node(
                 "c",
-                status="Unknown",
-                reason="NodeStatusUnknown",
+                **unknown,
                 lastTransitionTime="2025-03-01T11:00:00Z",
                 lastHeartbeatTime="2025-03-01T10:59:00Z",
             ),

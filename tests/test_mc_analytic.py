@@ -9,8 +9,8 @@ import pytest
 
 from analysis.job import Job
 from analysis.rate_sources import rates_from_failure_rates
+from analysis.scenario import evaluate
 from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS as PER_1K
-from analysis.whatif import evaluate
 from warehouse.schemas import conform
 
 

@@ -133,7 +133,7 @@ def test_spares_that_run_out_are_said_with_why(tmp_path):
     pool ran out, when and why, not a bare 0.0%; fewer jobs are simulated (each meets ~18,000
     failures), the band still over every rate draw."""
     from analysis.scenario import project_one
-    from analysis.whatif import simulated_replicas
+    from analysis.scenario import simulated_replicas
     from pipelines.cli.projection_text import format_projection
 
     rates = LLAMA.scaled(dict.fromkeys(LLAMA.classes, 20.0))
@@ -164,7 +164,7 @@ def _units(n_gpus: int):
 def test_the_band_of_a_job_near_zero_goodput_stays_within_zero_and_one():
     # 16,384 GPUs with 16 spares and rates known to a factor of 8: the simulated jobs' linear
     # response to each draw's analytic goodput, read far from the point, went to -0.62
-    from analysis.whatif import evaluate
+    from analysis.scenario import evaluate
 
     r = ClassRates(("gpu",), [2e-5], [2.5e-6], [8e-5])
     job = Job(16_384, wall_hours=720, interval_hours=0.5, spares=16, repair_hours=72)

@@ -338,7 +338,7 @@ def test_report_section_lists_the_lemons_and_reads_the_gain_from_the_same_number
     h = health_of([30] + [1] * 9, [1000] * 10)
     section, s = _section(h)
     g = lemon_gain(h, 1024)
-    assert (section.KEY, section.ORDER, section.TABLES) == ("node_health", 100, ("node_health",))
+    assert (section.KEY, section.TABLES) == ("node_health", ("node_health",))
     data = section.worst_frame(h)
     assert (
         data["host"][0] == "n000"

@@ -22,7 +22,7 @@ from ingest.runner import ingest_paths
 from pipelines import checks
 from pipelines.assets import ingested_sources
 from pipelines.cli import main
-from pipelines.resources import GoodputConfig
+from pipelines.resources import Settings
 from tests.conftest import FIXTURES
 from tests.conftest import table_snapshot
 from warehouse import batch
@@ -278,11 +278,11 @@ def test_cli_and_dagster_take_the_same_uri(tmp_path, uri, monkeypatch, capsys):
     assert main(["--home", str(home), "sql", "select * from read_text('/etc/passwd')"]) == 2
     assert "Permission Error" in capsys.readouterr().err
 
-    config = GoodputConfig(home=str(home), sources=[str(p) for p in SOURCES[:2]])
+    config = Settings(home=str(home), sources=[str(p) for p in SOURCES[:2]])
     assert config.warehouse().parquet == uri
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = dg.materialize([ingested_sources], resources={"goodput": config})
+        result = dg.materialize([ingested_sources], resources={"settings": config})
     assert result.success
     assert (
         result.asset_materializations_for_node("ingested_sources")[0].metadata["files_new"].value

@@ -233,7 +233,7 @@ def test_project_saves_only_without_waiting_for_a_writer(shared_home, capsys):
 def _requests(sensor, instance, cfg, cursor):
     import dagster as dg
 
-    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"goodput": cfg})
+    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"settings": cfg})
     return [r for r in sensor(ctx) if isinstance(r, dg.RunRequest)], ctx.cursor
 
 
@@ -251,10 +251,10 @@ def test_sensor_requests_new_content_whatever_its_mtime_and_a_forgotten_file_aga
     import dagster as dg
 
     from pipelines.definitions import ingest_job
-    from pipelines.resources import GoodputConfig
+    from pipelines.resources import Settings
     from pipelines.sensors import build_sensor
 
-    cfg = GoodputConfig(home=str(tmp_path / "home"))
+    cfg = Settings(home=str(tmp_path / "home"))
     wh = cfg.warehouse()
     sensor = build_sensor(ingest_job)
     new = wh.landing / "new.txt"
@@ -278,11 +278,11 @@ def test_sensor_requests_new_content_whatever_its_mtime_and_a_forgotten_file_aga
 
 
 def test_sensor_retries_a_failed_run_with_backoff(tmp_path):
-    from pipelines.resources import GoodputConfig
+    from pipelines.resources import Settings
     from pipelines.sensors import RETRY_FIRST_S
     from pipelines.sensors import new_landing_files
 
-    cfg = GoodputConfig(home=str(tmp_path / "home"))
+    cfg = Settings(home=str(tmp_path / "home"))
     f = cfg.warehouse().landing / "sacct.txt"
     f.write_text("JobID|State\n1|COMPLETED\n")
     t0 = 1_800_000_000.0
@@ -299,10 +299,10 @@ def test_sensor_retries_a_failed_run_with_backoff(tmp_path):
 
 
 def test_sensor_waits_until_a_file_is_stable_for_the_settle_time(tmp_path):
-    from pipelines.resources import GoodputConfig
+    from pipelines.resources import Settings
     from pipelines.sensors import new_landing_files
 
-    cfg = GoodputConfig(home=str(tmp_path / "home"))
+    cfg = Settings(home=str(tmp_path / "home"))
     f = cfg.warehouse().landing / "sacct.txt"
     f.write_text("JobID|State\n1|COMPLETED\n")
     settle, t0 = 2.0, time.time()  # the tests run with GOODPUT_SETTLE=0: a real settle time here
@@ -321,12 +321,12 @@ def test_sensor_requests_a_file_with_a_held_back_last_line_again_once_it_is_comp
     import dagster as dg
 
     from pipelines.definitions import ingest_job
-    from pipelines.resources import GoodputConfig
+    from pipelines.resources import Settings
     from pipelines.sensors import RETRY_MAX_S
     from pipelines.sensors import build_sensor
     from pipelines.sensors import new_landing_files
 
-    cfg = GoodputConfig(home=str(tmp_path / "home"))
+    cfg = Settings(home=str(tmp_path / "home"))
     wh = cfg.warehouse()
     sensor = build_sensor(ingest_job)
     log = wh.landing / "kern.log"

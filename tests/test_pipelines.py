@@ -28,7 +28,7 @@ from pipelines.assets.ingest import quarantine_ratio_check
 from pipelines.assets.ingest import schema_check
 from pipelines.definitions import defs
 from pipelines.definitions import ingest_job
-from pipelines.resources import GoodputConfig
+from pipelines.resources import Settings
 from pipelines.run import instance_for
 from pipelines.sensors import build_sensor
 from pipelines.sensors import new_landing_files
@@ -138,14 +138,25 @@ def test_plain_check_functions_agree_with_dagster(demo):
     assert warehouse_checks.quarantine_ratio(wh, 0.05).passed
 
 
+def test_the_configuration_resource_is_named_settings():
+    """What every asset, check, sensor and schedule reads its configuration from is one
+    resource, ``settings``, as the UI's launchpad lists it."""
+    repo = defs.get_repository_def()
+    assert set(repo.get_top_level_resources()) == {"settings"}
+    needed = set()
+    for assets in repo.asset_graph.assets_defs:
+        needed |= assets.required_resource_keys
+    assert needed - {"io_manager"} == {"settings"}  # Dagster's own, for outputs
+
+
 def test_sensor_requests_new_files_once(tmp_path):
-    cfg = GoodputConfig(home=str(tmp_path / "home"))
+    cfg = Settings(home=str(tmp_path / "home"))
     landing = cfg.warehouse().landing
     (landing / "day1").mkdir()
     (landing / "day1" / "sacct.txt").write_text("JobID|State\n1|COMPLETED\n")
     sensor = build_sensor(ingest_job)
     with dg.instance_for_test() as instance:
-        ctx = dg.build_sensor_context(instance=instance, resources={"goodput": cfg})
+        ctx = dg.build_sensor_context(instance=instance, resources={"settings": cfg})
         requests = list(sensor(ctx))
         assert len(requests) == 1 and isinstance(requests[0], dg.RunRequest)
         assert requests[0].run_config["ops"]["ingested_sources"]["config"]["paths"] == [
@@ -154,7 +165,9 @@ def test_sensor_requests_new_files_once(tmp_path):
         cursor = ctx.cursor
         # the same bytes dropped again, under another name, request nothing
         shutil.copy(landing / "day1" / "sacct.txt", landing / "again.txt")
-        ctx2 = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"goodput": cfg})
+        ctx2 = dg.build_sensor_context(
+            instance=instance, cursor=cursor, resources={"settings": cfg}
+        )
         assert not [r for r in sensor(ctx2) if isinstance(r, dg.RunRequest)]
     # once ingested, the pending sha leaves the cursor and still nothing is requested
     ingest_paths(cfg.warehouse(), [landing / "day1"])
@@ -167,12 +180,12 @@ def test_corrupted_input_fails_the_quarantine_check(tmp_path):
     src.mkdir()
     (src / "good.txt").write_text("JobID|State\n1|COMPLETED\n2|FAILED\n")
     (src / "bad.txt").write_text("JobID|State\n" + "x|y|z\n" * 5)
-    cfg = GoodputConfig(home=str(tmp_path / "home"), sources=[str(src)])
+    cfg = Settings(home=str(tmp_path / "home"), sources=[str(src)])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = dg.materialize(
             [ingested_sources, quarantine_ratio_check, conservation_check, schema_check],
-            resources={"goodput": cfg},
+            resources={"settings": cfg},
         )
     by_name = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert not by_name["quarantine_ratio_check"].passed  # 5 of 7 records quarantined
@@ -441,7 +454,7 @@ def test_cli_runs_are_tagged_and_described(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "sacct.txt").write_text("JobID|State\n1|COMPLETED\n")
-    cfg = GoodputConfig(home=str(tmp_path / "home"), sources=[str(src)])
+    cfg = Settings(home=str(tmp_path / "home"), sources=[str(src)])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ingest(cfg)

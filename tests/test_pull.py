@@ -338,12 +338,12 @@ def test_dagster_pull_job_and_schedule(tmp_path):
     import dagster as dg
 
     from pipelines.definitions import defs
-    from pipelines.resources import GoodputConfig
+    from pipelines.resources import Settings
 
     home = tmp_path / "home"
     schedule = next(s for s in defs.schedules if s.name == "hourly_pull")
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
-    ctx = dg.build_schedule_context(resources={"goodput": GoodputConfig(home=str(home))})
+    ctx = dg.build_schedule_context(resources={"settings": Settings(home=str(home))})
     assert isinstance(
         schedule.evaluate_tick(ctx).skip_message, str
     )  # no sources.toml: skipped, saying why
@@ -352,13 +352,13 @@ def test_dagster_pull_job_and_schedule(tmp_path):
         home, f'[[source]]\nname = "dump"\nkind = "command"\ncommand = ["cat", "{SACCT}"]\n'
     )
     [request] = schedule.evaluate_tick(
-        dg.build_schedule_context(resources={"goodput": GoodputConfig(home=str(home))})
+        dg.build_schedule_context(resources={"settings": Settings(home=str(home))})
     ).run_requests
     job = defs.resolve_job_def("pull")
     with dg.instance_for_test() as instance:
         result = job.execute_in_process(
             instance=instance,
-            resources={"goodput": GoodputConfig(home=str(home))},
+            resources={"settings": Settings(home=str(home))},
             tags=request.tags,
         )
         assert result.success

@@ -12,10 +12,11 @@ import polars as pl
 import pytest
 
 from analysis.breakdown import refresh_breakdown
+from dashboards.page import script_json
 from dashboards.report import build_report
 from dashboards.report import build_sections
-from dashboards.report import script_json
 from dashboards.section import NO_DATA
+from dashboards.sections import ORDER
 from dashboards.sections import causes
 from dashboards.sections import registry
 from dashboards.sections import survival
@@ -30,42 +31,14 @@ FIXTURE = FIXTURES / "report" / "tables.json"
 FIXTURE_GPUS = 16_384  # the job size of the fixture's projections and what-if rows
 XSS = "<img src=x onerror=alert(1)>"
 EVIL_HOST = "gpu-node-9</script><script>alert(2)</script>"
-ALL_CHARTS = [
-    "trend",
-    "explore",
-    "causes",
-    "failure_rates",
-    "survival",
-    "rate_trend",
-    "hazard_ratios",
-    "goodput_scale",
-    "sensitivity",
-    "goodput_measured",
-    "breakdowns",
-    "data_quality",
-    "coverage",
-]
-# the analyses section is a table, no chart; node_health and slowness have no rows in the
-# fixture (a note)
-_AT = ALL_CHARTS.index(
-    "data_quality"
-)  # node_health (ORDER 100) sits just before data_quality (110)
-_SLOW = ALL_CHARTS.index("breakdowns")  # slowness (92) between goodput_measured and breakdowns
-# the first screen, the table of contents, the headline tiles and the comparison with published
-# fleets, the charts, the tables, the glossary
-SECTIONS = [
-    "summary",
-    "contents-section",
-    "headline",
-    "references",
-    *ALL_CHARTS[:_SLOW],
-    "slowness",
-    *ALL_CHARTS[_SLOW:_AT],
-    "node_health",
-    *ALL_CHARTS[_AT:],
-    "analyses",
-    "glossary",
-]
+# the sections the fixture's tables do not make (``build`` returns None), and those it makes
+# with no chart: a first screen, tiles, notes (node_health and slowness have no rows in the
+# fixture) or a table (analyses)
+ABSENT = {"system_mtbf", "availability", "operations_whatif"}
+NO_CHART = {"summary", "headline", "references", "slowness", "node_health", "analyses", "glossary"}
+ALL_CHARTS = [k for k in ORDER if k not in ABSENT | NO_CHART]
+# the page: the first screen, the table of contents, then the other sections in report order
+SECTIONS = [ORDER[0], "contents-section", *(k for k in ORDER[1:] if k not in ABSENT)]
 DATA_SECTIONS = [k for k in SECTIONS if k not in ("contents-section", "glossary")]
 
 

@@ -55,7 +55,8 @@ def test_headline_gives_infrastructure_and_all_causes_mtti_and_names_the_scope(t
     assert f"one every {all_h:.1f} h from all causes" in head
     assert (
         "(scope infrastructure: everything but the job's own failures, the same as the time "
-        "between interruptions above)" in head
+        "between interruptions above; fail-slow not included (no fail_slow rate in "
+        "failure_rates))" in head
     )
     causes = _reading(secs, "causes")
     assert (

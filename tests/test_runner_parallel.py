@@ -179,17 +179,17 @@ def test_goodput_config_ingest_jobs_reaches_the_runner(tmp_path):
     import dagster as dg
 
     from pipelines.assets import ingested_sources
-    from pipelines.resources import GoodputConfig
+    from pipelines.resources import Settings
 
     src = tmp_path / "src"
     src.mkdir()
     shutil.copy(SAMPLE_FLEET / "slurm" / "sacct.txt", src / "sacct.txt")
     for jobs, ok in ((-1, False), (1, True)):
-        cfg = GoodputConfig(home=str(tmp_path / "home"), sources=[str(src)], ingest_jobs=jobs)
+        cfg = Settings(home=str(tmp_path / "home"), sources=[str(src)], ingest_jobs=jobs)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = dg.materialize(
-                [ingested_sources], resources={"goodput": cfg}, raise_on_error=False
+                [ingested_sources], resources={"settings": cfg}, raise_on_error=False
             )
         assert result.success is ok
         if not ok:

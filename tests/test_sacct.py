@@ -303,13 +303,8 @@ def _real_dump(name: str) -> tuple[bytes, pl.DataFrame]:
 def test_real_headerless_parsable_snowman_delimiter():
     # --parsable --noheader --delimiter=☃: every line ends with the (multi-byte) delimiter
     data, ok = _real_dump("rug-cit-hpc_slurm-jobinfo__sacct.txt")
-    assert ok["job_id"].to_list() == [
-        "20872560",
-        "20940996",
-        "20953257",
-        "20963999_982",
-        "21085537",
-    ]
+    ids = ["20872560", "20940996", "20953257", "20963999_982", "21085537"]
+    assert ok["job_id"].to_list() == ids
     assert ok["state"].to_list() == ["COMPLETED", "FAILED", "COMPLETED", "COMPLETED", "RUNNING"]
     assert ok["n_cpus"].to_list() == [6, 1, 4, 8, 80] and ok["user"][1] == "user6"
     first, running = ok.row(0, named=True), ok.row(4, named=True)
@@ -319,11 +314,7 @@ def test_real_headerless_parsable_snowman_delimiter():
         and first["timelimit_s"] == 8 * 86400
     )
     assert running["end_time"] is None and running["n_nodes"] == 21 and len(running["nodes"]) == 21
-    assert running["nodes"][:3] == [
-        "mycluster2-node022",
-        "mycluster2-node023",
-        "mycluster2-node057",
-    ]
+    assert running["nodes"][:3] == [f"mycluster2-node{n:03d}" for n in (22, 23, 57)]
     # without --fields: one reason on every line, counting the fields without the trailing delimiter
     _, q = _parse(data)
     assert q.height == 13 and q["error"].unique().to_list() == [
@@ -340,15 +331,8 @@ def test_real_gpu_cluster_dump_with_steps_and_typed_gres():
     # Habrok (rug-cit-hpc/hb-jobinfo): 37 fields, --parsable with '☃', steps, typed gres,
     # "None assigned"; 17 lines: 7 jobs, their 10 steps folded in
     _, ok = _real_dump("rug-cit-hpc_hb-jobinfo__sacct.txt")
-    assert ok["job_id"].to_list() == [
-        "4047445",
-        "5908801_3",
-        "7965768",
-        "7939708",
-        "7818766",
-        "7951810",
-        "6708912",
-    ]
+    ids = ["4047445", "5908801_3", "7965768", "7939708", "7818766", "7951810", "6708912"]
+    assert ok["job_id"].to_list() == ids
     assert ok["state"].to_list() == [
         "CANCELLED", "COMPLETED", "CANCELLED", "FAILED", "COMPLETED", "PENDING", "TIMEOUT",
     ]  # fmt: skip

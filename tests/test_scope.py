@@ -347,14 +347,14 @@ def test_breakdown_pure_handles_no_jobs():
 
 
 def test_config_scope_is_the_dagster_resources(fleet):
-    from pipelines.resources import GoodputConfig
+    from pipelines.resources import Settings
     from warehouse.scoped import ScopedWarehouse
     from warehouse.store import WarehouseError
 
     wh, jobs, *_ = fleet
-    plain = GoodputConfig(home=str(wh.home))
+    plain = Settings(home=str(wh.home))
     assert plain.scope().whole and type(plain.analysis_warehouse()) is Warehouse
-    cfg = GoodputConfig(
+    cfg = Settings(
         home=str(wh.home),
         scope_cluster="c2",
         scope_from="2026-02-01T00:00:00Z",
@@ -394,11 +394,7 @@ def test_breakdowns_section_reads_the_table():
     s = breakdowns.build(
         ReportContext(wh=None, t={"goodput_breakdown": bd}, target_gpus=16384, scope="cluster c1")
     )
-    assert (
-        s.key == "breakdowns"
-        and breakdowns.ORDER == 95
-        and breakdowns.TABLES == ("goodput_breakdown",)
-    )
+    assert s.key == "breakdowns" and breakdowns.TABLES == ("goodput_breakdown",)
     assert s.reading.startswith(
         "cluster c1 lost the most (90 GPU-hours, 90.0% of the clusters' loss, with 80.0% of their "
         "GPU-hours; goodput 80.0%); partition (none) lost the most (60 GPU-hours, 60.0% of the "

@@ -551,24 +551,3 @@ def test_a_job_holding_no_gpus_of_a_throttled_node_loses_nothing_and_no_value_is
     assert not out.select(pl.col(pl.Float64).is_nan().any()).row(0).count(True)
     extra = dict(zip(out["job_id"], out["extra_hours"], strict=True))
     assert extra.get("40", 0.0) == 0.0 and extra["41"] > 0
-
-
-def test_nvlink_culprit_of_a_tie_does_not_depend_on_the_events_order():
-    """Two GPUs with as many NVLink errors in a period: the same one named build to build (the
-    first by host and GPU), whatever order the events are read in."""
-    t0 = datetime(2025, 5, 1)
-    periods = pl.DataFrame(
-        {"cluster": ["c"], "job_id": ["7"], "period": [1], "start_time": [t0],
-         "end_time": [t0 + timedelta(hours=1)]}
-    )  # fmt: skip
-    hosts = pl.DataFrame({"cluster": ["c", "c"], "job_id": ["7", "7"], "period": [1, 1],
-                          "host": ["n2", "n1"]})  # fmt: skip
-    events = pl.DataFrame(
-        {"host": ["n2", "n1", "n2", "n1"], "gpu": [0, 5, 3, 6], "component_class": "nvlink",
-         "time": [t0 + timedelta(minutes=m) for m in (5, 10, 15, 20)]}
-    )  # fmt: skip
-    for seed in range(6):
-        out = attribution.nvlink_evidence(
-            periods, hosts, events.sample(fraction=1.0, shuffle=True, seed=seed)
-        )
-        assert out.select("_n_host", "_n_gpu", "_n_events").row(0) == ("n1", 5, 1)

@@ -253,3 +253,28 @@ def test_goodput_build_fills_slow_periods_from_ingested_logs(tmp_path, capsys):
         == 0
     )
     assert capsys.readouterr().out.splitlines() == ["job_id,kind", "4711,transient"]
+
+
+def test_nvlink_evidence_breaks_a_tie_by_host_then_gpu():
+    """Two GPUs with as many NVLink errors in a period: the culprit is the first by host, then
+    GPU, however the events arrive (a tie picked by hash order named another node per build)."""
+    from datetime import datetime
+
+    import polars as pl
+
+    from analysis.slowness.attribution import nvlink_evidence
+
+    t0 = datetime(2026, 1, 5, 10)
+    periods = pl.DataFrame(
+        {"cluster": ["c"], "job_id": ["1"], "period": [0], "start_time": [t0],
+         "end_time": [datetime(2026, 1, 5, 11)]}
+    )  # fmt: skip
+    hosts = pl.DataFrame({"cluster": ["c"] * 3, "job_id": ["1"] * 3, "period": [0] * 3,
+                          "host": ["n9", "n10", "n2"]})  # fmt: skip
+    for order in (["n9", "n2", "n10"], ["n2", "n10", "n9"], ["n10", "n9", "n2"]):
+        events = pl.DataFrame(
+            {"component_class": ["nvlink"] * 3, "host": order, "gpu": [3, 1, 7],
+             "time": [datetime(2026, 1, 5, 10, 30)] * 3}
+        )  # fmt: skip
+        got = nvlink_evidence(periods, hosts, events).row(0, named=True)
+        assert (got["_n_host"], got["_n_events"]) == ("n10", 1), order

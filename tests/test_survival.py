@@ -299,6 +299,17 @@ def test_fit_table_for_a_month_says_partial_and_low_exposure():
     assert "partial" not in full and "low exposure" not in full
 
 
+def test_fit_table_prints_a_class_with_a_rate_and_no_fitted_model():
+    """A class with too few events for a lifetime model (a scope's one fail-slow episode) has a
+    selected rate row without a model: the table prints it with "-" for the model."""
+    fr = sv.failure_rates(pl.read_parquet(SAMPLE_LIFETIMES)).filter(pl.col("window") == "all")
+    row = fr.filter(pl.col("selected")).head(1)
+    rate_only = row.with_columns(component_class=pl.lit("fail_slow"), model=pl.lit(None, pl.Utf8))
+    text = format_fit_table(pl.concat([fr, rate_only]), width=200)
+    line = next(ln for ln in text.splitlines() if ln.startswith("fail_slow"))
+    assert line.split()[1] == "-"
+
+
 def test_rate_change_uses_the_exact_conditional_binomial_test():
     # 30 vs 50 failures on equal exposure: the 95% CIs overlap, yet the rates differ
     _, _, hi30 = poisson_rate_ci(30, 1000.0)

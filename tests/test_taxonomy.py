@@ -50,10 +50,10 @@ def test_class_list_is_declared_once():
 def test_default_assumptions_are_one_set():
     """The resource, the projections, Monte Carlo and measured goodput default to the values
     of analysis/assumptions.py (measured goodput's restart was once 300 s, not 600 s)."""
-    from pipelines.resources import GoodputConfig
+    from pipelines.resources import Settings
 
     a = assumptions
-    cfg = GoodputConfig()
+    cfg = Settings()
     assert (
         cfg.restart_s,
         cfg.ckpt_cost_s,

@@ -48,13 +48,8 @@ def test_old_megatron_timer_lines_belong_to_the_untimed_iteration_before_them():
     assert steps["steps"].to_list() == [None, 100, 100, 100]
     assert steps["step_s"].to_list() == pytest.approx([0.3349, 0.3131, 0.3105, 0.3199])
     first = timers.filter(pl.col("iteration") == 100).sort("source_line")
-    assert first["timer"].to_list() == [
-        "forward",
-        "backward",
-        "optimizer",
-        "batch generator",
-        "data loader",
-    ]
+    names = ["forward", "backward", "optimizer", "batch generator", "data loader"]
+    assert first["timer"].to_list() == names
     assert first["value_ms"].to_list() == [132.49, 182.57, 18.18, 45.29, 43.98]
     assert timers["rank"].null_count() == timers.height
     assert sorted(timers["iteration"].unique().to_list()) == [100, 200, 300, 400]
@@ -113,12 +108,8 @@ def test_straggler_report_scores_every_listed_rank_with_its_node():
 def test_megatron_timer_blocks_give_min_max_and_per_rank_rows():
     timers = _parse("megatron-timers__minmax_max_and_per_rank_blocks-81008.out")["step_timers"]
     minmax = timers.filter(pl.col("iteration") == 100).sort("source_line")
-    assert minmax["timer"].to_list() == [
-        "forward-backward",
-        "forward-compute",
-        "backward-compute",
-        "optimizer",
-    ]
+    names = ["forward-backward", "forward-compute", "backward-compute", "optimizer"]
+    assert minmax["timer"].to_list() == names
     assert minmax.row(1, named=True)["min_ms"] == 1130.86
     assert minmax.row(1, named=True)["max_ms"] == 1291.41
     assert timers.filter(pl.col("iteration") == 200)["max_ms"].to_list() == [3563.02, 12.35]

@@ -349,8 +349,9 @@ def test_cli_losses_by_partition_as_table_csv_and_json(home, capsys):
     assert main(["--home", home, "losses", "--by", "partition"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["partition", "lost", "GPU-hours", "share", "interruptions", "MTBF"]
-    assert lines[1].split() == ["p1", "48", "85.7%", "2", "114", "h"]  # 228 h of jobs / 2
-    assert lines[2].split() == ["(none)", "8", "14.3%", "1", "228", "h"]
+    # MTBF as a mean time for people: 228 h of jobs / 2 = 114 h = 4.75 days
+    assert lines[1].split() == ["p1", "48", "85.7%", "2", "4.8", "days"]
+    assert lines[2].split() == ["(none)", "8", "14.3%", "1", "9.5", "days"]
     assert (
         main(["--home", home, "losses", "--by", "cause", "--period", "week", "--format", "csv"])
         == 0

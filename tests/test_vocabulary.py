@@ -6,11 +6,11 @@ from datetime import datetime
 import altair as alt
 import polars as pl
 
+from analysis.numbers import in_hours
 from analysis.taxonomy import NONE_LABEL
 from analysis.taxonomy import WORKLOAD
 from dashboards import charts
 from dashboards.section import change
-from dashboards.section import in_hours
 
 
 def _colours(spec: dict, field: str) -> dict[str, str]:

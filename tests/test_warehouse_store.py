@@ -233,6 +233,43 @@ def test_sql_allow_files_opts_in_to_reading_a_directory(wh, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out) == [{"s": 3}]
 
 
+def test_sql_makes_the_views_a_query_reads_and_every_view_for_the_catalog(wh, capsys):
+    """goodput sql makes only the views its query names (each binds its Parquet files), with the
+    tables a view reads; a query of the catalog itself still sees every table and view."""
+    from warehouse.catalog import named_views
+    from warehouse.schemas import TABLES
+    from warehouse.schemas import VIEWS
+
+    assert named_views("select 1") == []
+    assert named_views("select count(*) from job_chains") == ["job_attempts", "job_chains"]
+    assert named_views("SHOW TABLES") is None and named_views("select 1; select 2") is None
+    home = str(wh.home)
+    assert main(["ingest", str(KERNEL), "--home", home]) == 0
+    capsys.readouterr()
+    assert main(["sql", "SHOW TABLES", "--format", "json", "--home", home]) == 0
+    assert {r["name"] for r in json.loads(capsys.readouterr().out)} == {*TABLES, *VIEWS}
+    q = "select (select count(*) from hw_events) > 0 AS events, count(*) AS chains FROM job_chains"
+    assert main(["sql", q, "--format", "json", "--home", home]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"events": True, "chains": 0}]
+
+
+def test_connections_share_a_database_but_not_their_views_or_settings(wh):
+    """``connect()`` gives cursors of one in-memory database: each its own temporary views and
+    session; a connection that sets a global option (the out-of-core memory limit) is a
+    database of its own, so the limit does not reach the others."""
+    with wh.connect() as a, wh.connect() as b:
+        a.execute("CREATE TEMP VIEW mine AS SELECT 1 AS x")
+        assert a.sql("select x from mine").fetchall() == [(1,)]
+        with pytest.raises(Exception, match="mine"):
+            b.sql("select x from mine")
+        before = b.execute("select current_setting('memory_limit')").fetchone()[0]
+        with wh.connect_out_of_core() as c:
+            assert c.execute("select current_setting('memory_limit')").fetchone()[0] != before
+        assert a.execute("select current_setting('memory_limit')").fetchone()[0] == before
+        assert a.execute("select current_setting('TimeZone')").fetchone()[0] == "UTC"
+    assert wh.query("select count(*) AS n from hw_events")["n"][0] == 0  # views come and go
+
+
 def test_sql_csv_renders_list_columns_as_json(wh, tmp_path, capsys):
     src = tmp_path / "sacct.txt"
     src.write_text(

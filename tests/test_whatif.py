@@ -11,7 +11,7 @@ from analysis.job import Job
 from analysis.projection import daly_interval
 from analysis.projection import project
 from analysis.rate_sources import llama3_rates
-from analysis.whatif import evaluate
+from analysis.scenario import evaluate
 from analysis.whatif import joint_best
 from analysis.whatif import refresh_projections
 from analysis.whatif import sensitivity
@@ -173,7 +173,7 @@ def test_cli_project_reads_fitted_rates_with_bands(wh, capsys):
     assert obj["goodput_ci_low"] < obj["goodput"] < obj["goodput_ci_high"]
     assert main(["--home", str(wh.home), "project", "--gpus", "32768"]) == 0
     out = capsys.readouterr().out
-    assert "fitted (13 classes" in out and "1.5 h  (95%" in out
+    assert "fitted (13 classes" in out and "93 min  (95%" in out  # MTTI 1.55 h, in minutes
     assert wh.read("goodput_projections").height == 2
 
 

@@ -5,8 +5,11 @@ catalog file ``warehouse.duckdb``, and the locked-down read-only SQL of ``goodpu
 
 from __future__ import annotations
 
+import atexit
 import os
+import re
 import shutil
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -47,6 +50,51 @@ class ReadOnlyViolation(WarehouseError):
 _READ_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 
 
+def named_views(query: str) -> list[str] | None:
+    """The tables and views ``query`` reads (in ``TABLES`` / ``VIEWS``, with the tables the
+    views read), so that only those views are made: each view binds its Parquet files when it
+    is created. None (make every view) when DuckDB cannot tell, or when a query that names
+    none of them looks at the catalog itself (``SHOW TABLES``, ``information_schema``,
+    ``duckdb_views()``)."""
+    try:
+        names = duckdb.get_table_names(query, qualified=False)
+    except duckdb.Error:
+        return None
+    wanted = {n for n in names if n in TABLES or n in VIEWS}
+    if not wanted and _CATALOG_WORDS.search(query):
+        return None
+    for name in [n for n in wanted if n in VIEWS]:
+        wanted |= _VIEW_TABLES[name]
+    return [n for n in (*TABLES, *VIEWS) if n in wanted]
+
+
+# the in-memory databases of ``Catalog.connect``: filesystem key -> (pid, database, the
+# filesystem, kept alive so that its id stays its own)
+_SHARED: dict[int | None, tuple] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_shared() -> None:
+    """Close this process's shared databases before the interpreter tears DuckDB's module
+    down (nanobind reports any of its objects still alive then as leaked)."""
+    with _SHARED_LOCK:
+        for pid, db, _fs in _SHARED.values():
+            if pid == os.getpid():
+                db.close()
+        _SHARED.clear()
+
+
+_CATALOG_WORDS = re.compile(
+    r"\b(show|describe|summarize|information_schema|pg_catalog|sqlite_master|duckdb_\w+|"
+    r"pragma\w*)\b",
+    re.IGNORECASE,
+)
+_VIEW_TABLES = {
+    n: duckdb.get_table_names(sql, qualified=False) & set(TABLES) for n, sql in VIEWS.items()
+}
+
+
 class Catalog:
     """A ``Warehouse``'s connections, views, catalog file and read-only SQL, over the files of
     ``storage``; the catalog file is written under ``lock``."""
@@ -62,17 +110,32 @@ class Catalog:
         return self.storage.table_files(name, partition)
 
     def connect(
-        self, database: str = ":memory:", read_only: bool = False, storage: str | None = None
+        self,
+        database: str = ":memory:",
+        read_only: bool = False,
+        storage: str | None = None,
+        private: bool = False,
     ) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection that can run ``view_sql`` SQL: on object storage the fsspec
         filesystem is registered on it (the httpfs extension is not needed). ``storage``: the
         oldest DuckDB storage version a new database file must open in.
 
+        An in-memory connection is a cursor of one in-memory database this catalog keeps for
+        the process (starting a database costs about 17 ms of CPU, a cursor 0.2 ms): its views,
+        registered frames, temporary tables and session settings are its own, but a global
+        setting (memory limit, temporary directory, access) would reach every other cursor, so
+        a connection that sets one is ``private``: a database of its own.
+
         s3fs caches listings, with each file's size, for the process: our own writes keep it
         current, other processes' (Dagster runs, the sensor) do not, so it starts empty for each
         connection; within one it spares a HEAD request per file DuckDB opens."""
-        config = {"storage_compatibility_version": storage} if storage else {}
-        con = duckdb.connect(database, read_only=read_only, config=config)
+        if database == ":memory:" and not private:
+            con = self._shared().cursor()
+        else:
+            config = {"storage_compatibility_version": storage} if storage else {}
+            con = duckdb.connect(database, read_only=read_only, config=config)
+            if not self.storage.local:
+                con.register_filesystem(self.storage.fs)
         # stored times are TIMESTAMPTZ: this session converts them to and from naive UTC
         con.execute("SET TimeZone = 'UTC'")
         # a query past 2 s would draw DuckDB's progress bar over the CLI's output and into
@@ -80,13 +143,28 @@ class Catalog:
         con.execute("SET enable_progress_bar = false")
         if not self.storage.local:
             self.storage.fs.invalidate_cache()
-            con.register_filesystem(self.storage.fs)
         return con
+
+    def _shared(self) -> duckdb.DuckDBPyConnection:
+        """The in-memory database the cursors of ``connect()`` share: one per process (made
+        again in a forked child: a database's threads do not survive a fork) and filesystem
+        (the local disk, or one object store registered on it)."""
+        key = None if self.storage.local else id(self.storage.fs)
+        with _SHARED_LOCK:
+            pid, db, _fs = _SHARED.get(key, (None, None, None))
+            if pid != os.getpid():
+                # no file cache across queries: a file replaced under the same name (a derived
+                # table's data.parquet) is read anew, as a connection of its own would
+                db = duckdb.connect(":memory:", config={"enable_external_file_cache": False})
+                if not self.storage.local:
+                    db.register_filesystem(self.storage.fs)
+                _SHARED[key] = (os.getpid(), db, self.storage.fs)
+            return _SHARED[key][1]
 
     def connect_out_of_core(self) -> duckdb.DuckDBPyConnection:
         """``connect()`` whose queries stay within ``OUT_OF_CORE_MEMORY``, spilling to a
         temporary directory under the scratch folder ($GOODPUT_SCRATCH, else the home)."""
-        con = self.connect()
+        con = self.connect(private=True)
         con.execute(f"SET memory_limit = '{OUT_OF_CORE_MEMORY}'")
         con.execute(f"SET temp_directory = {sql_str(str(self.storage.scratch / '.duckdb_spill'))}")
         return con
@@ -178,28 +256,38 @@ class Catalog:
         guard: bool | None = None,
         zoned: bool = False,
         root: str | None = None,
+        names: list[str] | None = None,
+        temp: bool = False,
     ) -> None:
-        for name in TABLES:
+        """The views of ``names`` (default: every table and view) on ``con``; ``temp``: the
+        connection's own (a cursor of the shared database), else in its database."""
+        kind = "TEMP VIEW" if temp else "VIEW"
+        for name in TABLES if names is None else [n for n in names if n in TABLES]:
             con.execute(
-                f'CREATE OR REPLACE VIEW "{name}" AS {self.view_sql(name, guard, zoned, root)}'
+                f'CREATE OR REPLACE {kind} "{name}" AS {self.view_sql(name, guard, zoned, root)}'
             )
         for name, sql in VIEWS.items():
-            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
+            if names is None or name in names:
+                con.execute(f'CREATE OR REPLACE {kind} "{name}" AS {sql}')
 
     def reader(
-        self, allow_files: list[str | os.PathLike] = (), spill: str | None = None
+        self,
+        allow_files: list[str | os.PathLike] = (),
+        spill: str | None = None,
+        names: list[str] | None = None,
     ) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB connection holding every view, made now from the Parquet (never
         stale, never touching warehouse.duckdb) and locked down for untrusted SQL: file access
         only under the Parquet root (and ``allow_files`` directories), no extension installs
         or loads, configuration locked. ``run_readonly`` adds the statement check. ``spill``:
         DuckDB's temporary directory, which its SQL may read (default ``.tmp`` under the working
-        directory, where other files can lie): give a private, empty one."""
-        con = self.connect()
+        directory, where other files can lie): give a private, empty one. ``names``: the views
+        to make (``named_views``; default every one)."""
+        con = self.connect(private=True)
         con.execute(f"SET memory_limit = '{READER_MEMORY}'")  # DuckDB's default: 80% of the machine
         if spill is not None:
             con.execute(f"SET temp_directory = {sql_str(spill)}")
-        self.create_views(con, guard=True, zoned=True)
+        self.create_views(con, guard=True, zoned=True, names=names)
         # the Parquet root (a directory or s3://bucket/prefix) and the opted-in directories only
         dirs = [self.storage.parquet, *(str(Path(d).expanduser().resolve()) for d in allow_files)]
         dirs += [literal_path(d) for d in dirs]  # the views name the root as a glob, escaped
@@ -230,7 +318,7 @@ class Catalog:
                 )
         with (
             TemporaryDirectory(prefix="goodput-sql-") as spill,
-            self.reader(allow_files, spill) as con,
+            self.reader(allow_files, spill, named_views(query)) as con,
         ):
             yield con.sql(query)
 
@@ -238,12 +326,12 @@ class Catalog:
         """Run a query over the views (made from the Parquet now); returns the executed cursor
         (``fetchall`` / ``pl``)."""
         con = self.connect()
-        self.create_views(con)
+        self.create_views(con, names=named_views(query), temp=True)
         return con.execute(query, params)
 
     def query(self, query: str) -> pl.DataFrame:
         """Run a query over the views (made from the Parquet now) and return a Polars frame."""
         with self.connect() as con:
-            self.create_views(con)
+            self.create_views(con, names=named_views(query), temp=True)
             rel = con.sql(query)
             return rel.pl() if rel is not None else pl.DataFrame()

@@ -56,7 +56,7 @@ def query_tables(wh: Warehouse, sql: str, *tables: str) -> pl.DataFrame:
     table fails the checks that read it and no other."""
     with wh.connect() as con:
         for t in tables:
-            con.execute(f'CREATE VIEW "{t}" AS {wh.view_sql(t)}')
+            con.execute(f'CREATE TEMP VIEW "{t}" AS {wh.view_sql(t)}')
         return con.sql(sql).pl()
 
 

@@ -1173,6 +1173,12 @@ TABLES: dict[str, Table] = {
                 "goodput_ci_high": F64,
                 "goodput_spread_low": F64,  # 2.5-97.5% of single simulated jobs (mc only)
                 "goodput_spread_high": F64,
+                # goodput = goodput_fail_stop x (1 - slow_lost_share): the fail-stop part (slow
+                # GPUs replaced at detection among its interruptions) and the share of compute
+                # time lost running slow; slow_* null where no fail-slow rate was measured
+                "goodput_fail_stop": F64,
+                "slow_lost_share": F64,
+                "slow_detect_hours": F64,  # hours to replace a slow GPU (inf: never)
                 "scope": STR,  # hardware | infrastructure | all (analysis.taxonomy.SCOPES)
                 # unit ages at job start: stationary | new | observed (analysis.fleet_age)
                 "fleet_age": STR,

@@ -72,19 +72,26 @@ class ScopedCatalog(Catalog):
         return super().read(name, where)
 
     def connect(
-        self, database: str = ":memory:", read_only: bool = False, storage: str | None = None
+        self,
+        database: str = ":memory:",
+        read_only: bool = False,
+        storage: str | None = None,
+        private: bool = False,
     ) -> duckdb.DuckDBPyConnection:
         # the parent's connection: it can read the parent's root (object storage included), and
         # this warehouse's own root is always a local directory
-        return self.parent.connect(database, read_only, storage)
+        return self.parent.connect(database, read_only, storage, private)
 
-    def reader(self, allow_files=(), spill: str | None = None) -> duckdb.DuckDBPyConnection:
+    def reader(
+        self, allow_files=(), spill: str | None = None, names: list[str] | None = None
+    ) -> duckdb.DuckDBPyConnection:
         # untrusted SQL (``goodput sql`` over a scope) reads the parent's files for the inputs
         # and the scope's home (its own tables). A parent on object storage is not opened to it
         # (allow_files are local directories): such a query fails in one line
         parent = str(self.parent.parquet)
         own = [self.storage.home] if self.own_home else []
-        return super().reader([*allow_files, *own, *([] if "://" in parent else [parent])], spill)
+        dirs = [*allow_files, *own, *([] if "://" in parent else [parent])]
+        return super().reader(dirs, spill, names)
 
 
 class ScopedWarehouse(Warehouse):

@@ -13,7 +13,8 @@ loop.
 The state is split by concern into mixins: ``nodes`` (pools, placement, exposure clocks, bad
 nodes, retirement), ``jobs`` (slots, fixed work, queue and backfill, replacements,
 checkpoints), ``repair`` (diagnosis, blame, triage, repair line, silent failures,
-maintenance); failure streams are drawn in bulk before the loop (``streams``). Scalar draws
+maintenance), ``slow`` (fail-slow GPUs: slowed job clocks, replacements at detection); failure
+streams are drawn in bulk before the loop (``streams``). Scalar draws
 inside the loop come from ``random.Random`` and from NumPy buffers (repair and triage times),
 both seeded from the replication's seed: a replication is reproducible.
 """
@@ -36,6 +37,7 @@ from analysis.fleetsim.nodes import WARM
 from analysis.fleetsim.nodes import FreePool
 from analysis.fleetsim.nodes import Nodes
 from analysis.fleetsim.repair import Repairs
+from analysis.fleetsim.slow import Slow
 from analysis.fleetsim.streams import Streams
 from analysis.taxonomy import NON_HARDWARE
 from analysis.taxonomy import WORKLOAD
@@ -60,11 +62,10 @@ def run(spec: dict, rates, repair_law, jobs: list[dict], seed: int, triage_law=N
     return Sim(spec, rates, repair_law, jobs, seed, triage_law).go()
 
 
-class Sim(Nodes, Jobs, Repairs):
+class Sim(Nodes, Jobs, Repairs, Slow):
     # event kinds (heap entries: time, sequence, kind, a, b)
-    FAIL_NODE, FAIL_JOB, JOBFAIL, TRIAGE, REPAIRED, MAINT, MAINT_END, DONE, SUBMIT, APPEAR = range(
-        10
-    )
+    (FAIL_NODE, FAIL_JOB, JOBFAIL, TRIAGE, REPAIRED, MAINT, MAINT_END, DONE, SUBMIT, APPEAR,
+     SLOW_SWAP) = range(11)  # fmt: skip
 
     def __init__(self, spec, rates, repair_law, jobs, seed, triage_law=None):
         f, tr, rp, bad = spec["fleet"], spec["triage"], spec["repair"], spec["bad_nodes"]
@@ -165,6 +166,7 @@ class Sim(Nodes, Jobs, Repairs):
         self.systematic = self.cures = self.silent = 0
         self.heap, self.seq = [], 0
         self.end = self.H
+        self.slow_setup(spec, rates)
 
     def push(self, t, kind, a, b=0):
         self.seq += 1
@@ -239,6 +241,8 @@ class Sim(Nodes, Jobs, Repairs):
                 self.appear(t)
             elif kind == self.MAINT:
                 self.maintenance(a, t)
+            elif kind == self.SLOW_SWAP:
+                self.slow_swap(a, t, b)
             else:
                 self.maintenance_end(a, t)
         return metrics(self)

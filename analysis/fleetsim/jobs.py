@@ -2,9 +2,10 @@
 submissions, the queue (first come first served, or EASY backfill), replacements of lost
 nodes, job clocks, checkpoints and the work a failure loses. A mixin of ``engine.Sim``.
 
-Work: a job computes in segments of ``checkpoint_interval_hours`` each followed by a
-checkpoint of ``checkpoint_cost_s``; a failure loses the work since the last checkpoint
-(interval 0: every step is durable and nothing is lost, AIReSim's model) and the job restarts
+Work: a job computes (its clock slowed while a GPU of it is slow: ``slow``) in segments of
+``checkpoint_interval_hours`` each followed by a checkpoint of ``checkpoint_cost_s``; a
+failure loses the work since the last checkpoint (interval 0: every step is durable and
+nothing is lost, AIReSim's model) and the job restarts
 after ``restart_s`` (plus ``scheduler.host_selection_hours`` when it took free nodes).
 Under the wall clock a failure during the restart starts it again (Daly's model); under the
 compute clock nothing fails while the job does not compute.
@@ -36,7 +37,7 @@ QUEUED, RUN, WAIT, DONE = range(4)
 class Jobs:
     """Job bookkeeping of ``engine.Sim`` (module docstring)."""
 
-    DONE_STATE = DONE
+    DONE_STATE, RUN_STATE = DONE, RUN
 
     def need(self, j: int) -> int:
         return math.ceil(self.kinds[self.j_kind[j]]["gpus"] / self.gpn)
@@ -90,6 +91,7 @@ class Jobs:
                        (self.jnext, INF)):  # fmt: skip
             lst.append(v)
         self.jheap.append([])
+        self.slow_draw(j, t)
         self.queue.append(j)
         self.q_dirty = True
         return j
@@ -154,7 +156,7 @@ class Jobs:
         if work is not None:
             rem, tau = work - self.j_done[j], spec["checkpoint_interval_hours"]
             ckpts = math.ceil(rem / tau - 1e-12) - 1 if tau > 0 else 0
-            finish = ready + rem + max(ckpts, 0) * spec["checkpoint_cost_s"] / 3600.0
+            finish = self.after(j, ready, rem + max(ckpts, 0) * spec["checkpoint_cost_s"] / 3600.0)
             self.push(finish, self.DONE, j, self.j_ver[j])
 
     def finish(self, j: int, t: float) -> None:
@@ -162,6 +164,7 @@ class Jobs:
         spec = self.kinds[self.j_kind[j]]
         full, _, _ = self.computed(j, t)
         self.ckpt_gpu_h += full * spec["checkpoint_cost_s"] / 3600.0 * spec["gpus"]
+        self.slow_lost(j, self.j_ready[j], t)
         self.close_episode(j, t)
         self.j_done[j] = spec["work_hours"]
         self.j_state[j], self.j_end[j] = DONE, t
@@ -186,7 +189,7 @@ class Jobs:
         """(checkpoints written, work computed, time elapsed) since the job's ``ready``."""
         spec = self.kinds[self.j_kind[j]]
         tau, d = spec["checkpoint_interval_hours"], spec["checkpoint_cost_s"] / 3600.0
-        el = t - self.j_ready[j]
+        el = self.elapsed(j, self.j_ready[j], t)  # at full speed (``slow``)
         if el <= 0:
             return 0, 0.0, el
         if tau == 0:
@@ -209,6 +212,7 @@ class Jobs:
             self.ckpt_gpu_h += full * d * gpus
             rework = el - gained - full * d
             self.lost[cause] = self.lost.get(cause, 0.0) + max(rework, 0.0) * gpus
+            self.slow_lost(j, self.j_ready[j], t)
         self.j_ver[j] += 1
         self.j_ready[j] = INF
         self.j_cause[j], self.j_tint[j] = cause, t

@@ -43,6 +43,7 @@ def metrics(sim) -> dict:
         if sim.j_state[j] == RUN and H > sim.j_ready[j]:
             full, comp, _ = sim.computed(j, H)
             done += comp  # in flight at the horizon: not lost
+            sim.slow_lost(j, sim.j_ready[j], H)
             sim.ckpt_gpu_h += full * spec["checkpoint_cost_s"] / 3600.0 * gpus
         sim.close_episode(j, H)
         end = sim.j_end[j] if sim.j_state[j] == DONE else H

@@ -238,6 +238,7 @@ def resolve(spec: dict, wh=None) -> Inputs:
             rates = read_rates_csv(spec["rates"])
     except ValueError as exc:
         raise ScenarioError(f"rates: {str(exc).splitlines()[0]}") from None
+    rates = replace(rates, fail_slow=fail_slow(spec, rates.fail_slow))
     unknown = [c for c in spec["rate_multipliers"] if c not in rates.classes]
     if unknown:
         raise ScenarioError(
@@ -252,6 +253,34 @@ def resolve(spec: dict, wh=None) -> Inputs:
         filled = estimate.for_scenario(wh, estimated(spec))
     return Inputs(base.scaled(spec["rate_multipliers"]), repair_law(spec, wh), jobs, base,
                   triage_law(spec), filled)  # fmt: skip
+
+
+def fail_slow(spec: dict, measured):
+    """The fail-slow process a scenario runs: its ``fail_slow`` rate and law when given (0:
+    none), else ``measured`` (the rates' own, from the warehouse's fail_slow row, or None); its
+    ``factor`` over the measured one or Alibaba FALCON's."""
+    from analysis import lifetime_models
+    from analysis.slowness.at_scale import FailSlow
+    from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
+
+    fs, rate = spec["fail_slow"], spec["fail_slow"]["rate_per_1k_gpu_days"]
+    out = measured
+    if rate is not None:
+        if rate == 0:
+            return None
+        if fs["model"] is None or fs["params"] is None:
+            raise ScenarioError("fail_slow.rate_per_1k_gpu_days needs fail_slow.model and params")
+        try:
+            law = lifetime_models.get(fs["model"]).from_params(fs["params"])
+            law.mean()
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ScenarioError(f"fail_slow.model: {str(exc).splitlines()[0]}") from None
+        out = FailSlow(rate / HOURS_PER_1K_UNIT_DAYS, law)
+        if measured is not None:
+            out = replace(out, factor=measured.factor, factor_source=measured.factor_source)
+    if out is not None and fs["factor"] is not None:
+        out = replace(out, factor=fs["factor"], factor_source="the scenario")
+    return out
 
 
 def ci(x: np.ndarray) -> tuple[float, float, float]:

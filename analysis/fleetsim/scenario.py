@@ -22,6 +22,7 @@ from analysis.assumptions import CKPT_COST_S
 from analysis.assumptions import CKPT_INTERVAL_S
 from analysis.assumptions import GPUS_PER_NODE
 from analysis.assumptions import RESTART_S
+from analysis.assumptions import SLOW_DETECT_HOURS
 from analysis.taxonomy import DEFAULT_SCOPE
 from analysis.taxonomy import SCOPES
 
@@ -133,6 +134,21 @@ SCHEMA: dict[str, Key | dict] = {
         "every_days": Key(float, None, 1e-6),
         "hours": Key(float, 4.0, 0),
         "group_nodes": Key(int, 32, 1, doc="nodes taken down together (a rack)"),
+    },
+    "fail_slow": {
+        "detect_hours": Key(
+            float,
+            SLOW_DETECT_HOURS,
+            0,
+            infinite=True,
+            doc="a slow GPU is replaced this long after it slowed (.inf: never)",
+        ),
+        "rate_per_1k_gpu_days": Key(
+            float, None, 0, doc="episodes (absent: the rates' fail_slow row; 0: none)"
+        ),
+        "model": Key(str, None, doc="the episode-length law with that rate (a lifetime model)"),
+        "params": Key(dict, None, doc="its parameters (hours)"),
+        "factor": Key(float, None, 1, doc="the job's slowdown meanwhile (absent: measured)"),
     },
     "replications": {
         "min": Key(int, 5, 2),

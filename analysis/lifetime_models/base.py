@@ -124,10 +124,12 @@ class LifetimeModel:
     methods fit it. Subclasses declare the class variables and the ``*_`` math below."""
 
     name: ClassVar[str]
-    params: ClassVar[tuple[str, ...]]  # declared parameters: the keys of ``failure_rates.params``
+    # (ours, lifelines' fitted name) for each parameter, in order: the one declaration of the
+    # parameters (``params``, the keys of ``failure_rates.params``, are its first names)
+    lifelines_names: ClassVar[tuple[tuple[str, str], ...]]
+    params: ClassVar[tuple[str, ...]]
     theta_names: ClassVar[tuple[str, ...]]  # the unconstrained vector the optimiser moves
     lifelines_fitter: ClassVar[str]  # lifelines class name (or override ``make_lifelines_fitter``)
-    lifelines_names: ClassVar[tuple[tuple[str, str], ...]]  # (ours, lifelines' fitted name)
     # fitted on every unit even when the others use a subsample: its MLE needs only the
     # sufficient statistics (events, exposure)
     full_data: ClassVar[bool] = False
@@ -135,6 +137,11 @@ class LifetimeModel:
     # mortality, above = wear-out); ``failure_rates``' shape columns hold the value of the one
     # model that declares it (``lifetime_models.age_trend_model``)
     age_trend_parameter: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "lifelines_names" in cls.__dict__:
+            cls.params = tuple(ours for ours, _ in cls.lifelines_names)
 
     def __init__(self, **params: float):
         missing = [p for p in self.params if p not in params]

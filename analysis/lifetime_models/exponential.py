@@ -39,10 +39,9 @@ def poisson_rate_ci(events, exposure_hours) -> tuple[np.ndarray, np.ndarray, np.
 
 class Exponential(MinExtremeValue):
     name = "exponential"
-    params = ("scale_hours",)
+    lifelines_names = (("scale_hours", "lambda_"),)
     theta_names = ("log_scale",)
     lifelines_fitter = "ExponentialFitter"
-    lifelines_names = (("scale_hours", "lambda_"),)
     full_data = True
     fixed_b = 0.0
 

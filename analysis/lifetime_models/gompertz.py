@@ -47,9 +47,8 @@ class GompertzLogLik(LogLik):
 
 class Gompertz(LifetimeModel):
     name = "gompertz"
-    params = ("initial_rate_per_hour", "growth_per_hour")
-    theta_names = ("log_b", "log_c")
     lifelines_names = (("initial_rate_per_hour", "log_b_"), ("growth_per_hour", "log_c_"))
+    theta_names = ("log_b", "log_c")
 
     def cumulative_hazard(self, t):
         b, c = self.initial_rate_per_hour, self.growth_per_hour

@@ -20,10 +20,9 @@ from analysis.lifetime_models.log_location_scale import LogLocationScale
 
 class LogLogistic(LogLocationScale):
     name = "loglogistic"
-    params = ("shape", "scale_hours")
+    lifelines_names = (("shape", "beta_"), ("scale_hours", "alpha_"))
     theta_names = ("log_scale", "log_shape")
     lifelines_fitter = "LogLogisticFitter"
-    lifelines_names = (("shape", "beta_"), ("scale_hours", "alpha_"))
 
     z_logsf = staticmethod(lambda z: -np.logaddexp(0.0, z))
     z_logpdf = staticmethod(lambda z: z - 2.0 * np.logaddexp(0.0, z))

@@ -23,10 +23,9 @@ HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 class LogNormal(LogLocationScale):
     name = "lognormal"
-    params = ("mu_log_hours", "sigma")
+    lifelines_names = (("mu_log_hours", "mu_"), ("sigma", "sigma_"))
     theta_names = ("mu", "minus_log_sigma")
     lifelines_fitter = "LogNormalFitter"
-    lifelines_names = (("mu_log_hours", "mu_"), ("sigma", "sigma_"))
 
     @staticmethod
     def z_logsf(z):

@@ -20,10 +20,9 @@ from analysis.lifetime_models.log_location_scale import MinExtremeValue
 
 class Weibull(MinExtremeValue):
     name = "weibull"
-    params = ("shape", "scale_hours")
+    lifelines_names = (("shape", "rho_"), ("scale_hours", "lambda_"))
     theta_names = ("log_scale", "log_shape")
     lifelines_fitter = "WeibullFitter"
-    lifelines_names = (("shape", "rho_"), ("scale_hours", "lambda_"))
     age_trend_parameter = "shape"
 
     @classmethod

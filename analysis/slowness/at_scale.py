@@ -26,13 +26,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from scipy.integrate import quad
 
 from analysis import lifetime_models
 from analysis.lifetime_models.base import LifetimeModel
+from analysis.numbers import mean_time
 from analysis.projection import useful_fraction
 from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
 from warehouse.schemas import FAIL_SLOW
+
+# the interruption class of a slow GPU replaced at detection (the Monte Carlo's failure stream)
+REPLACED = "fail_slow_replaced"
 
 # Alibaba FALCON (ATC '25, 10k+ GPUs): fail-slows delay large jobs 1.34x on average; the
 # slowdown a job is assumed to run at while one of its GPUs is slow when the warehouse's slow
@@ -42,10 +45,22 @@ FALCON_SLOWDOWN = 1.34
 
 @dataclass(frozen=True)
 class FailSlow:
+    """The fleet's fail-slow process, as ``ClassRates.fail_slow`` carries it into every
+    projection (``analysis.projection.project``, the Monte Carlo)."""
+
     rate: float  # episodes per GPU-hour
     duration: LifetimeModel  # of an episode, hours
     factor: float = FALCON_SLOWDOWN  # the job's slowdown while one of its GPUs is slow
     factor_source: str = "Alibaba FALCON's mean (ATC '25)"
+
+    def lost_share(self, n_gpus, detect_hours: float | None) -> np.ndarray:
+        return lost_share(n_gpus, self, detect_hours)
+
+    def replacements_per_hour(self, n_gpus, detect_hours: float | None) -> np.ndarray:
+        return replacements_per_hour(n_gpus, self, detect_hours)
+
+    def slow_fraction(self, n_gpus: int, detect_hours: float | None, hours, rng) -> np.ndarray:
+        return slow_fraction(n_gpus, self, detect_hours, hours, rng)
 
 
 def slowed_hours(duration: LifetimeModel, detect_hours: float | None) -> float:
@@ -54,6 +69,9 @@ def slowed_hours(duration: LifetimeModel, detect_hours: float | None) -> float:
         return float(duration.mean())
     if detect_hours <= 0:
         return 0.0
+    # imported here: every projection imports this module, the quick commands no scipy
+    from scipy.integrate import quad
+
     value, _ = quad(lambda t: float(duration.sf(np.array([t]))[0]), 0.0, detect_hours, limit=200)
     return value
 
@@ -79,6 +97,40 @@ def replacements_per_hour(n_gpus, fs: FailSlow, detect_hours: float | None) -> n
         return np.zeros_like(np.asarray(n_gpus, float))
     survive = float(fs.duration.sf(np.array([max(detect_hours, 0.0)]))[0])
     return np.asarray(n_gpus, float) * fs.rate * survive
+
+
+# an episode never detected is followed to this quantile of its law: the episodes that start
+# before a simulated window and still run in it (the window starts in the stationary state)
+_TAIL_Q = 0.9999
+
+
+def slow_fraction(n_gpus: int, fs: FailSlow, detect_hours: float | None, hours, rng) -> np.ndarray:
+    """Per simulated job (``hours``: each one's window), the share of its window during which
+    at least one of its ``n_gpus`` GPUs is slow: episodes start as a Poisson process at
+    ``n_gpus`` x rate (from before the window, so it starts in the stationary state) and last
+    min(D, T). All jobs' episodes at once: sorted by job and start, the union of each job's
+    intervals is the sum of each episode's part past the latest end before it."""
+    hours = np.asarray(hours, float)
+    never = detect_hours is None or math.isinf(detect_hours)
+    tail = fs.duration.inverse_cumulative_hazard(np.array([-math.log1p(-_TAIL_Q)]))
+    lead = float(tail[0]) if never else float(detect_hours)
+    span = hours + lead
+    per_hour = n_gpus * fs.rate
+    count = rng.poisson(per_hour * span)
+    job = np.repeat(np.arange(hours.size), count)
+    start = rng.random(job.size) * span[job] - lead
+    dur = fs.duration.sample(job.size, rng)
+    if not never:
+        dur = np.minimum(dur, detect_hours)
+    lo = np.clip(start, 0.0, hours[job])
+    hi = np.clip(start + dur, 0.0, hours[job])
+    # each job's times shifted past the one before it, so one running maximum serves them all
+    shift = np.concatenate([[0.0], np.cumsum(hours + 1.0)[:-1]])[job]
+    order = np.lexsort((lo, job))
+    lo, hi, job = lo[order] + shift[order], hi[order] + shift[order], job[order]
+    before = np.maximum.accumulate(np.concatenate([[-np.inf], hi]))[:-1]
+    part = np.clip(hi - np.maximum(lo, before), 0.0, None)
+    return np.bincount(job, part, hours.size) / np.where(hours > 0, hours, 1.0)
 
 
 def goodput(
@@ -125,14 +177,24 @@ def detection_rows(
     n_gpus: int, fs: FailSlow, detects: list[float | None], base: dict
 ) -> list[dict]:
     """Per detection time (hours; None: never): the job's share of compute time slow and lost,
-    its replacements per day and its goodput, next to the fail-stop ``base`` (a
-    ``goodput_projections`` row: mtti_hours, interval_hours, ckpt_cost_s, restart_s, goodput)."""
+    its replacements per day and its goodput, next to its goodput without running slow
+    (``goodput_without_slow``). ``base`` is a ``goodput_projections`` row (mtti_hours,
+    interval_hours, ckpt_cost_s, restart_s, goodput, slow_detect_hours): where it already
+    counts fail-slow (slow_detect_hours set), its MTTI less the replacements at that
+    detection time is the fail-stop one."""
+    counted = base.get("slow_detect_hours")
+    lam = 1.0 / base["mtti_hours"]
+    if counted is not None and not math.isnan(counted):
+        lam -= float(replacements_per_hour(n_gpus, fs, counted))
+    ckpt, restart = base["ckpt_cost_s"] / 3600, base["restart_s"] / 3600
+    without = (
+        base["goodput"]
+        if counted is None or math.isnan(counted)
+        else float(useful_fraction(base["interval_hours"], ckpt, restart, 1.0 / lam))
+    )
     out = []
     for t in detects:
-        g = goodput(
-            n_gpus, fs, t, base["mtti_hours"], base["interval_hours"],
-            base["ckpt_cost_s"] / 3600, base["restart_s"] / 3600,
-        )  # fmt: skip
+        g = goodput(n_gpus, fs, t, 1.0 / lam, base["interval_hours"], ckpt, restart)
         out.append(
             {
                 "detect_hours": t,
@@ -141,7 +203,19 @@ def detection_rows(
                 "lost_share": float(lost_share(n_gpus, fs, t)),
                 "replacements_per_day": float(replacements_per_hour(n_gpus, fs, t)) * 24,
                 "goodput": float(np.asarray(g).ravel()[0]),
-                "goodput_fail_stop": base["goodput"],
+                "goodput_without_slow": without,
             }
         )
     return out
+
+
+def running_slow_note(row: dict) -> str:
+    """What a projection (a ``goodput_projections`` row or ``scenario.evaluate`` result) says of
+    running slow: the points of goodput it takes at its detection time, or that fail-slow is
+    left out for want of a measured rate."""
+    lost, t = row.get("slow_lost_share"), row.get("slow_detect_hours")
+    if lost is None or t is None or math.isnan(lost):
+        return "fail-slow not included (no fail_slow rate in failure_rates)"
+    when = "never detected" if math.isinf(t) else f"at detection in {mean_time(t)}"
+    points = 100 * (row["goodput"] - row["goodput_fail_stop"])
+    return f"includes running slow: {points:+.1f} points {when}"

@@ -157,7 +157,8 @@ def nvlink_evidence(
     top = (
         hit.group_by([*KEYS, "host", "gpu"])
         .agg(_n_events=pl.len())
-        .sort(["_n_events", "host", "gpu"], descending=[True, False, False])  # a tie: by name
+        # a tie goes to the first host, then GPU: group_by's order is a hash's, not the data's
+        .sort(["_n_events", "host", "gpu"], descending=[True, False, False])
         .group_by(KEYS, maintain_order=True)
         .first()
     )

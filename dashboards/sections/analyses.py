@@ -14,7 +14,6 @@ from dashboards.section import html_table
 
 KEY = "analyses"
 TITLE = "Analyses run and skipped, observation window, unit populations"
-ORDER = 130
 TABLES = ("failure_rates", "analysis_status", "observation_window")
 
 

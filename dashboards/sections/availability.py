@@ -17,7 +17,6 @@ from dashboards.section import pct
 
 KEY = "availability"
 TITLE = "Availability, repair times and root causes"
-ORDER = 58
 TABLES = ("availability", "repair_fits", "root_causes")
 
 

@@ -19,7 +19,6 @@ from dashboards.section import pct
 
 KEY = "breakdowns"
 TITLE = "By cluster, partition and account"
-ORDER = 95
 TABLES = ("goodput_breakdown",)
 
 TOP = 15  # bars per dimension in the chart (the table lists every value)

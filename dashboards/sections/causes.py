@@ -18,7 +18,6 @@ from dashboards.section import pct
 
 KEY = "causes"
 TITLE = "Interruption causes, beside the Llama 3 published mix"
-ORDER = 20
 TABLES = ("interruptions",)
 
 

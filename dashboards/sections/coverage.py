@@ -15,7 +15,6 @@ from dashboards.section import html_table
 
 KEY = "coverage"
 TITLE = "Data quality: time covered per source and host"
-ORDER = 120
 TABLES = ()
 # hosts charted one bar per source each; a bigger fleet charts only its least-covered hosts (a
 # bar per host of 2,000 is 30,000 pixels tall, and Altair refuses more than 5,000 rows)

@@ -15,7 +15,6 @@ from dashboards.section import pct
 
 KEY = "data_quality"
 TITLE = "Data quality: rows kept and records quarantined per source format"
-ORDER = 110
 TABLES = ("ingest_manifest", "quarantine")
 
 

@@ -28,7 +28,6 @@ from dashboards.section import pct
 
 KEY = "explore"
 TITLE = "Drill down: pick a cluster, partition, account, period or cause class"
-ORDER = 15
 TABLES = ("interruptions", "job_attempts", "goodput_jobs")
 
 BUCKET_DAYS_MAX = 400  # longer spans are drawn per week: bars stay wider than a pixel

@@ -15,7 +15,6 @@ from dashboards.section import num
 
 KEY = "failure_rates"
 TITLE = "Failure rate per component class (95% CI) and Weibull shape"
-ORDER = 30
 TABLES = ("failure_rates",)
 
 

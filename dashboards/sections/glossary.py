@@ -18,7 +18,6 @@ from dashboards.sections.causes import NOT_COMPARED
 
 KEY = "glossary"
 TITLE = "Glossary"
-ORDER = 1000
 TABLES = ()
 
 GLOSSARY: dict[str, str] = {

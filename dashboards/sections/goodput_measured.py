@@ -17,7 +17,6 @@ from dashboards.section import pct
 
 KEY = "goodput_measured"
 TITLE = "Measured goodput per job chain, and where the badput went"
-ORDER = 90
 TABLES = ("goodput_jobs",)
 
 

@@ -8,6 +8,7 @@ import altair as alt
 import polars as pl
 
 from analysis.headline import BAND_COVERS
+from analysis.slowness.at_scale import running_slow_note
 from dashboards import charts
 from dashboards.section import NO_DATA
 from dashboards.section import SCOPE_WORDS
@@ -21,7 +22,6 @@ from dashboards.section import scale_frame
 
 KEY = "goodput_scale"
 TITLE = "Projected goodput vs job scale, and the checkpoint interval to use"
-ORDER = 70
 TABLES = ("goodput_projections",)
 
 
@@ -129,7 +129,7 @@ def build(ctx: ReportContext) -> Section:
         "checkpoint every "
         f"{hours(near['optimal_interval_hours'])} (Daly's optimum; Young's "
         f"{hours(near['young_interval_hours'])}). Interruption scope: "
-        f"{scope_words}"
+        f"{scope_words}; {running_slow_note(near)}"
     )
     if big["n_gpus"] != near["n_gpus"]:
         text += f"; at {big['n_gpus']:,} GPUs it is {pct(big['goodput'])}"

@@ -14,7 +14,6 @@ from dashboards.section import Section
 
 KEY = "hazard_ratios"
 TITLE = "Failure hazard by trait (Cox hazard ratios, 95% CI)"
-ORDER = 60
 TABLES = ("hazard_ratios",)
 
 

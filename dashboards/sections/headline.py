@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from analysis.headline import fleet_headline
+from analysis.slowness.at_scale import running_slow_note
 from dashboards.section import NO_DATA
 from dashboards.section import SCOPE_WORDS
 from dashboards.section import ReportContext
@@ -21,7 +22,6 @@ from dashboards.section import tile
 
 KEY = "headline"
 TITLE = "Headline figures"
-ORDER = 10
 TABLES = (
     "job_attempts",
     "interruptions",
@@ -100,7 +100,10 @@ def build(ctx: ReportContext) -> Section:
             (
                 f"projected goodput at {target:,} GPUs",
                 pct(r["goodput"]),
-                f"95% band {pct(r['goodput_ci_low'])}–{pct(r['goodput_ci_high'])}",
+                (
+                    f"95% band {pct(r['goodput_ci_low'])}–{pct(r['goodput_ci_high'])}; "
+                    f"{running_slow_note(r)}"
+                ),
             )
         )
     else:
@@ -129,7 +132,7 @@ def build(ctx: ReportContext) -> Section:
         parts.append(
             f"the rates project {pct(r['goodput'])} for one {target:,}-GPU job "
             f"(scope {SCOPE_WORDS.get(scope, scope)}, the same as the time between interruptions "
-            "above)"
+            f"above; {running_slow_note(r)})"
         )
     s.reading = "; ".join(parts) + "."
     return s

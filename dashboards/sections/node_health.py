@@ -22,7 +22,6 @@ from dashboards.section import pct
 
 KEY = "node_health"
 TITLE = "Lemon nodes: failures per node against the fleet's rate"
-ORDER = 100
 TABLES = ("node_health",)
 SHOWN = 15  # nodes in the chart, worst first
 

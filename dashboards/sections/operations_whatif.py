@@ -17,7 +17,6 @@ from dashboards.section import pct
 
 KEY = "operations_whatif"
 TITLE = "Operations what-if: spares, repair line and triage on the whole fleet (simulated)"
-ORDER = 81
 TABLES = ("fleetsim_results",)
 
 

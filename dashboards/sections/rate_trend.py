@@ -15,7 +15,6 @@ from dashboards.section import num
 
 KEY = "rate_trend"
 TITLE = "Failure rate per month (95% CI)"
-ORDER = 50
 TABLES = ("failure_rates",)
 
 

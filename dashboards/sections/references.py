@@ -21,7 +21,6 @@ from dashboards.section import html_table
 
 KEY = "references"
 TITLE = "How we compare with published fleets"
-ORDER = 11
 TABLES = ("job_attempts", "interruptions", "availability")
 
 

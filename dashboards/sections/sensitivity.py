@@ -14,7 +14,6 @@ from dashboards.section import pct
 
 KEY = "sensitivity"
 TITLE = "What-if: which single improvement buys the most goodput"
-ORDER = 80
 TABLES = ("goodput_projections",)
 
 

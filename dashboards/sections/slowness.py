@@ -20,7 +20,6 @@ from warehouse.signals import CAUSES
 
 KEY = "slowness"
 TITLE = "Time lost running slow"
-ORDER = 92
 TABLES = ("slow_periods", "goodput_jobs", "step_timers", "gpu_signal_spans", "job_attempts")
 NODES = 10  # nodes in the chart, worst first
 JOBS = 8  # jobs in the table

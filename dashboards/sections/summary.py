@@ -48,7 +48,6 @@ from dashboards.section import tile
 
 KEY = "summary"
 TITLE = "Summary"
-ORDER = 1
 TABLES = ("job_attempts", "interruptions", "goodput_jobs", "goodput_projections")
 TOP = 3
 WEEK = timedelta(days=7)

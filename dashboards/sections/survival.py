@@ -14,7 +14,6 @@ from dashboards.section import pct
 
 KEY = "survival"
 TITLE = "Kaplan-Meier survival per component class (95% CI bands)"
-ORDER = 40
 TABLES = ("survival_curves",)
 
 

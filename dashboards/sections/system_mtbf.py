@@ -13,7 +13,6 @@ from dashboards.section import hours
 
 KEY = "system_mtbf"
 TITLE = "System MTBF per quarter (95% CI)"
-ORDER = 57
 TABLES = ("system_mtbf",)
 
 

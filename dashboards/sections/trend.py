@@ -18,13 +18,12 @@ from dashboards.section import NO_DATA
 from dashboards.section import ReportContext
 from dashboards.section import Section
 from dashboards.section import html_table
-from dashboards.section import in_hours
+from dashboards.section import mean_time
 from dashboards.section import num
 from dashboards.section import pct
 
 KEY = "trend"
 TITLE = "Goodput, lost GPU-hours and MTBF week by week"
-ORDER = 12
 TABLES = ("job_attempts", "interruptions", "goodput_jobs")
 PERIOD = "week"
 
@@ -108,7 +107,7 @@ def build(ctx: ReportContext) -> Section:
         f"{weeks.height} week(s); the latest (from {last['period_start']:%Y-%m-%d}, "
         f"{period_hours(last)}) had measured goodput {pct(last['goodput'])}, "
         f"{num(last['lost_gpu_hours'])} lost GPU-hours and {last['interruptions']:,} unexpected "
-        f"interruptions (MTBF {in_hours(last['mtbf_hours'])})"
+        f"interruptions (MTBF {mean_time(last['mtbf_hours'])})"
     )
     if weeks.height > 1:
         text += (

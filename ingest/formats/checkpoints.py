@@ -182,11 +182,9 @@ def detect(head: bytes, name: str) -> int:
     return 70 if _LOG_HINT.search(head) else 0
 
 
-FORMAT = FormatSpec(
-    name="checkpoints",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="checkpoints",
-    parse=parse,
-    detect=detect,
     description=(
         "checkpoint saves: job_id,time,event CSV; Megatron-LM progress.txt; "
         "Megatron/NeMo, Lightning and torchtitan logs"

@@ -411,12 +411,9 @@ def detect(head: bytes, name: str) -> int:
     return 0
 
 
-FORMAT = FormatSpec(
-    name="dcgm",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="gpu_samples",
-    parse=parse,
-    parse_many=parse_many,
-    detect=detect,
     description=(
         "dcgm-exporter /metrics Prometheus text scrapes (also its counters CSV as metadata)"
     ),

@@ -287,11 +287,9 @@ def detect(head: bytes, name: str) -> int:
     return 0
 
 
-FORMAT = FormatSpec(
-    name="failure-log",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="failures",
-    parse=parse,
-    detect=detect,
     description=(
         "failure / repair records: LANL's release natively, other exports by header names or --map"
     ),

@@ -155,11 +155,9 @@ def detect(head: bytes, name: str) -> int:
     return 0
 
 
-FORMAT = FormatSpec(
-    name="ipmi-sdr",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="bmc_sensors",
-    parse=parse,
-    detect=detect,
     description="ipmitool sdr / sdr list / sdr elist / sensor text",
     line_oriented=True,
 )

@@ -276,11 +276,9 @@ def detect(head: bytes, name: str) -> int:
     return 0
 
 
-FORMAT = FormatSpec(
-    name="ipmi-sel",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="hw_events",
-    parse=parse,
-    detect=detect,
     description="ipmitool sel list / sel elist text",
     line_oriented=True,
 )

@@ -281,10 +281,8 @@ def detect(head: bytes, name: str) -> int:
     return 0
 
 
-FORMAT = FormatSpec(
-    name="nvidia-smi",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="gpu_samples",
-    parse=parse,
-    detect=detect,
     description="nvidia-smi --query-gpu=... --format=csv (with/without noheader, nounits)",
 )

@@ -294,10 +294,8 @@ def detect(head: bytes, name: str) -> int:
     return 0
 
 
-FORMAT = FormatSpec(
-    name="prom-json",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="gpu_samples",
-    parse=parse,
-    detect=detect,
     description="Prometheus HTTP API query_range (matrix) / query (vector) JSON",
 )

@@ -181,11 +181,9 @@ def detect(head: bytes, name: str) -> int:
     return 95 if f'"{ROLLUP_LABEL}"' in text and '"resultType"' in text else 0
 
 
-FORMAT = FormatSpec(
-    name="prom-rollup",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="gpu_rollups",
-    parse=parse,
-    detect=detect,
     description=(
         "hourly rollups (n, mean, min, max, last) a Prometheus-compatible TSDB computed "
         "(query_range JSON)"

@@ -197,10 +197,8 @@ def detect(head: bytes, name: str) -> int:
     return CERTAIN if types & {"LogEntry", "LogEntryCollection"} else 0
 
 
-FORMAT = FormatSpec(
-    name="redfish",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="hw_events",
-    parse=parse,
-    detect=detect,
     description="Redfish LogEntry collection page / LogEntry JSON",
 )

@@ -213,10 +213,8 @@ def detect(head: bytes, name: str) -> int:
     return CERTAIN if types & {"Thermal", "Power", "Sensor", "SensorCollection"} else 0
 
 
-FORMAT = FormatSpec(
-    name="redfish-sensors",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="bmc_sensors",
-    parse=parse,
-    detect=detect,
     description="Redfish Thermal / Power / Sensor readings JSON",
 )

@@ -358,10 +358,8 @@ def detect(head: bytes, name: str) -> int:
     return 0
 
 
-FORMAT = FormatSpec(
-    name="sacct-json",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="job_attempts",
-    parse=parse,
-    detect=detect,
     description="sacct --json / slurmrestd job lists, Slurm 21.08 to 24.x",
 )

@@ -262,10 +262,8 @@ def detect(head: bytes, name: str) -> int:
     return 60 if _LINE.search(head[:65536]) else 0
 
 
-FORMAT = FormatSpec(
-    name="sacctmgr-events",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="node_events",
-    parse=parse,
-    detect=detect,
     description="sacctmgr --parsable2 show event: node down/drain/fail history from slurmdbd",
 )

@@ -219,11 +219,9 @@ def detect(head: bytes, name: str) -> int:
     return 40 if "slurm" in name.lower() else 20
 
 
-FORMAT = FormatSpec(
-    name="slurmctld",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="node_events",
-    parse=parse,
-    detect=detect,
     description="slurmctld.log / slurmd.log node state changes, job kills and requeues",
     line_oriented=True,
 )

@@ -35,29 +35,25 @@ from pipelines.checks import invariant_checks
     "interruptions",
     needs=("job_attempts",),
     reads=("hw_events", "node_events"),
-    describe=lambda df, wh, goodput: {
-        "interruptions": df.height,
-        "dagster/row_count": df.height,
+    describe=lambda df, wh, settings: {
         "unexpected": int((~df["planned"]).sum()) if df.height else 0,
         "mix": dg.MetadataValue.md(md(attribution.interruption_mix(df))),
     },
 )
-def interruptions(wh, goodput):
+def interruptions(wh, settings):
     """Every job attempt that did not end normally, with its attributed root cause, domain and
     lost GPU-hours."""
     return attribution.refresh_interruptions(
         wh,
-        window_before_s=goodput.window_before_s,
-        window_after_s=goodput.window_after_s,
-        ckpt_interval_s=goodput.ckpt_interval_s,
+        window_before_s=settings.window_before_s,
+        window_after_s=settings.window_after_s,
+        ckpt_interval_s=settings.ckpt_interval_s,
     )
 
 
-def _lifetimes_meta(df, wh, goodput) -> dict:
+def _lifetimes_meta(df, wh, settings) -> dict:
     populations = df.group_by("population").len().sort("population").rows()
     return {
-        "units": df.height,
-        "dagster/row_count": df.height,
         "failures": int(df["event"].sum()),
         "populations": dg.MetadataValue.json(dict(populations)),
     }
@@ -68,16 +64,16 @@ def _lifetimes_meta(df, wh, goodput) -> dict:
     reads=("gpu_hourly", "component_history", "interruptions"),
     describe=_lifetimes_meta,
 )
-def component_lifetimes(wh, goodput):
+def component_lifetimes(wh, settings):
     """One survival row per unit installation: entry age (left truncation), exit age, failed or
     censored, covariates."""
-    observed_from, observed_to = goodput.window_bounds()
+    observed_from, observed_to = settings.window_bounds()
     return lifetimes.refresh_component_lifetimes(
         wh,
         as_of=observed_to,
         data_start=observed_from,
-        nodes_per_rack=goodput.nodes_per_rack or None,
-        gpus_per_node=goodput.gpus_per_node,
+        nodes_per_rack=settings.nodes_per_rack or None,
+        gpus_per_node=settings.gpus_per_node,
     )
 
 
@@ -89,24 +85,19 @@ def component_lifetimes(wh, goodput):
     any_of=True,
     reads=("node_events",),
     rows=lambda out: out[0].height,
-    describe=lambda out, wh, goodput: {
-        "node_failures": out[0].height,
-        "dagster/row_count": out[0].height,
-        "mcf_points": out[1].height,
-    },
+    describe=lambda out, wh, settings: {"mcf_points": out[1].height},
 )
-def repairable_systems(wh, goodput):
+def repairable_systems(wh, settings):
     """Per-node failures, times between them, and the mean cumulative function across nodes."""
     return repairable.refresh_repairable(wh)
 
 
-def _node_health_meta(df, wh, goodput) -> dict:
+def _node_health_meta(df, wh, settings) -> dict:
     s = node_health.summary(df)
     lemons = df.filter(pl.col("lemon").fill_null(False)).select(
         "host", "failures", "expected_failures", "p_adjusted"
     )
     return {
-        "dagster/row_count": df.height,
         "lemons": s["lemons"],
         "slow_lemons": s["slow_lemons"],
         "untested": s["untested"],
@@ -123,17 +114,16 @@ def _node_health_meta(df, wh, goodput) -> dict:
     reads=("node_failures", "slow_periods"),
     describe=_node_health_meta,
 )
-def node_health_asset(wh, goodput):
+def node_health_asset(wh, settings):
     """Lemon nodes: per node its exposure, failures, interruptions, hardware events, repairs and
     lost GPU-hours, and whether it fails, or slows jobs, significantly more than the fleet
     (one-sided exact Poisson, Benjamini-Hochberg)."""
     return node_health.refresh_node_health(wh)
 
 
-def _mtbf_meta(df, wh, goodput) -> dict:
+def _mtbf_meta(df, wh, settings) -> dict:
     series = df.select("source", "system").unique().sort("source", "system").rows()
     return {
-        "dagster/row_count": df.height,
         "series": dg.MetadataValue.json([list(r) for r in series]),
     }
 
@@ -141,11 +131,11 @@ def _mtbf_meta(df, wh, goodput) -> dict:
 @table_asset(
     "system_mtbf", reads=("failures", "interruptions", "node_failures"), describe=_mtbf_meta
 )
-def system_mtbf_asset(wh, goodput):
+def system_mtbf_asset(wh, settings):
     """System MTBF per month and quarter (exact Poisson 95% CI), overall, per root cause and per
     component class, for each series of failures: failure records, job interruptions, node
     failure episodes."""
-    return system_mtbf.refresh_system_mtbf(wh, *goodput.window_bounds())
+    return system_mtbf.refresh_system_mtbf(wh, *settings.window_bounds())
 
 
 AVAILABILITY = {
@@ -165,12 +155,12 @@ AVAILABILITY = {
     reads=("failures", "node_events", "health_events", "job_attempts", "hw_events", "gpu_hourly"),
     descriptions=AVAILABILITY,
     rows=lambda out: out[0].height,
-    describe=lambda out, wh, goodput: {
+    describe=lambda out, wh, settings: {
         key: {"dagster/row_count": df.height} for key, df in zip(AVAILABILITY, out, strict=True)
     },
 )
-def availability_assets(wh, goodput):
-    return availability.refresh_availability(wh, *goodput.window_bounds())
+def availability_assets(wh, settings):
+    return availability.refresh_availability(wh, *settings.window_bounds())
 
 
 FITS = {
@@ -182,7 +172,7 @@ FITS = {
 }
 
 
-def _fits_meta(summary, wh, goodput) -> dict:
+def _fits_meta(summary, wh, settings) -> dict:
     meta = {
         k: v if isinstance(v, (int, float, str)) else dg.MetadataValue.json(v)
         for k, v in summary.items()
@@ -199,7 +189,7 @@ def _fits_meta(summary, wh, goodput) -> dict:
     rows=lambda summary: summary["failure_rates_rows"],
     describe=_fits_meta,
 )
-def failure_fits(wh, goodput):
+def failure_fits(wh, settings):
     summary = survival.refresh_fits(wh)
     slow = fail_slow_rates.refresh_fail_slow_rates(wh, gpu_spans(wh))
     return {**summary, "failure_rates_rows": summary["failure_rates_rows"] + slow.height}
@@ -209,20 +199,18 @@ def failure_fits(wh, goodput):
     "goodput_jobs",
     needs=("job_attempts",),
     reads=("checkpoints", "slow_periods"),
-    describe=lambda df, wh, goodput: {
-        "job_chains": df.height,
-        "dagster/row_count": df.height,
+    describe=lambda df, wh, settings: {
         "summary": dg.MetadataValue.md(md(goodput_measured.summarize(df))),
     },
 )
-def goodput_jobs(wh, goodput):
+def goodput_jobs(wh, settings):
     """Measured goodput per job chain (time at full speed) with badput split into running slow,
     lost work, restart, checkpoint, queue after failure and other."""
     return goodput_measured.refresh_goodput_jobs(
         wh,
-        ckpt_interval_s=goodput.ckpt_interval_s,
-        ckpt_cost_s=goodput.ckpt_cost_s,
-        restart_s=goodput.restart_s,
+        ckpt_interval_s=settings.ckpt_interval_s,
+        ckpt_cost_s=settings.ckpt_cost_s,
+        restart_s=settings.restart_s,
     )
 
 
@@ -230,9 +218,8 @@ def goodput_jobs(wh, goodput):
     "goodput_projections",
     needs=("failure_rates",),
     reads=("interruptions",),
-    describe=lambda df, wh, goodput: {"scenarios": df.height, "dagster/row_count": df.height},
 )
-def goodput_projections(wh, goodput):
+def goodput_projections(wh, settings):
     """Goodput projections: scale sweep with CI bands, sensitivity ranking, joint best
     checkpoint interval and spares."""
     fr = selected_rates(wh.read("failure_rates"))
@@ -242,10 +229,10 @@ def goodput_projections(wh, goodput):
             "(a zero rate gives no MTTI to project)"
         )
     job = Job(
-        n_gpus=goodput.target_gpus,
-        gpus_per_node=goodput.gpus_per_node,
-        ckpt_cost_s=goodput.ckpt_cost_s,
-        restart_s=goodput.restart_s,
+        n_gpus=settings.target_gpus,
+        gpus_per_node=settings.gpus_per_node,
+        ckpt_cost_s=settings.ckpt_cost_s,
+        restart_s=settings.restart_s,
     )
     return whatif.refresh_projections(wh, job)
 
@@ -254,25 +241,25 @@ def goodput_projections(wh, goodput):
 JOB_OUTCOMES = {"needs": ("job_attempts",), "reads": ("interruptions", "goodput_jobs")}
 
 
-def _scoped_meta(df, goodput, **shown) -> dict:
-    """Metadata of a summary of job outcomes: its rows, the scope it covers, then ``shown``."""
-    return {"dagster/row_count": df.height, "scope": goodput.scope().describe(), **shown}
+def _scoped_meta(df, settings, **shown) -> dict:
+    """Metadata of a summary of job outcomes: the scope it covers, then ``shown``."""
+    return {"scope": settings.scope().describe(), **shown}
 
 
-def _breakdown_meta(df, wh, goodput) -> dict:
+def _breakdown_meta(df, wh, settings) -> dict:
     head = fleet_headline(
         wh.read("job_attempts"), wh.read("interruptions"), wh.read("goodput_jobs")
     )
     return _scoped_meta(
         df,
-        goodput,
+        settings,
         breakdown=dg.MetadataValue.md(md(df)),
         headline=dg.MetadataValue.json({k: v for k, v in head.items() if v is not None}),
     )
 
 
 @table_asset("goodput_breakdown", **JOB_OUTCOMES, describe=_breakdown_meta)
-def goodput_breakdown(wh, goodput):
+def goodput_breakdown(wh, settings):
     """Interruptions, lost GPU-hours and measured goodput per cluster, partition and account."""
     return breakdown.refresh_breakdown(wh)
 
@@ -280,11 +267,11 @@ def goodput_breakdown(wh, goodput):
 @table_asset(
     "goodput_trend",
     **JOB_OUTCOMES,
-    describe=lambda df, wh, goodput: _scoped_meta(
-        df, goodput, weeks=md(df.filter(pl.col("period") == "week").tail(8))
+    describe=lambda df, wh, settings: _scoped_meta(
+        df, settings, weeks=md(df.filter(pl.col("period") == "week").tail(8))
     ),
 )
-def goodput_trend(wh, goodput):
+def goodput_trend(wh, settings):
     """Goodput, lost GPU-hours, interruptions and MTBF per week and month, with the change
     against the period before."""
     return trend.refresh_trend(wh)

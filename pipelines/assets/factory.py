@@ -16,7 +16,7 @@ import polars as pl
 
 from analysis import status
 from analysis.status import MissingInputs
-from pipelines.resources import GoodputConfig
+from pipelines.resources import Settings
 from warehouse.schemas import TABLES
 from warehouse.store import Warehouse
 
@@ -97,42 +97,47 @@ def table_asset(
     analysis: str | None = None,
     kinds: frozenset[str] = POLARS,
     rows: Callable = lambda result: result.height,
-    describe: Callable,
+    describe: Callable = lambda result, wh, settings: {},
     descriptions: dict[str, str] | None = None,
 ):
-    """An analysis asset (group ``analysis``) around ``compute(wh, goodput) -> result``, run
+    """An analysis asset (group ``analysis``) around ``compute(wh, settings) -> result``, run
     on the analysis warehouse (a scope's, when one is set) and recorded in ``analysis_status``.
 
     ``outputs``: the tables it writes (the first names the asset unless ``name`` does; written
     empty when it is skipped). One output: the docstring is the description and
-    ``describe(result, wh, goodput)`` the metadata. Several: a multi-asset (op ``name``), one
-    spec per output described by ``descriptions``, and ``describe`` returns metadata per output.
-    ``analysis``: the name in ``analysis_status`` (default: the asset's or op's name). ``rows``:
-    the row count recorded for a result."""
+    ``describe(result, wh, settings)`` the metadata besides ``dagster/row_count``, which is
+    ``rows(result)``. Several: a multi-asset (op ``name``), one spec per output described by
+    ``descriptions``, and ``describe`` returns metadata per output. ``analysis``: the name in
+    ``analysis_status`` (default: the asset's or op's name). ``rows``: the row count recorded
+    for a result."""
 
-    def decorate(compute: Callable[[Warehouse, GoodputConfig], object]):
+    def decorate(compute: Callable[[Warehouse, Settings], object]):
         key = name or outputs[0]
         label = analysis or key
         deps = writers(*needs, *reads, besides=key)
         run = _runner(compute, label, outputs, needs, any_of, rows)
         if descriptions is None:
-            return _single_asset(key, label, outputs, deps, kinds, compute.__doc__, run, describe)
+
+            def meta(result, wh, settings) -> dict:
+                return {"dagster/row_count": rows(result), **describe(result, wh, settings)}
+
+            return _single_asset(key, label, outputs, deps, kinds, compute.__doc__, run, meta)
         return _multi_asset(key, label, outputs, deps, kinds, descriptions, run, describe)
 
     return decorate
 
 
 def _runner(compute, label: str, outputs, needs, any_of: bool, rows: Callable) -> Callable:
-    """``run(goodput) -> (wh, result)``: ``compute`` on the analysis warehouse once its
+    """``run(settings) -> (wh, result)``: ``compute`` on the analysis warehouse once its
     ``needs`` hold, guarded (``guarded``); a skip's result is None."""
 
-    def run(goodput: GoodputConfig):
-        wh = goodput.analysis_warehouse()
+    def run(settings: Settings):
+        wh = settings.analysis_warehouse()
 
         def work():
             if needs:
                 status.require(wh, label, needs, any_of=any_of)
-            return compute(wh, goodput)
+            return compute(wh, settings)
 
         return wh, guarded(wh, label, outputs, work, rows)
 
@@ -152,11 +157,11 @@ def _single_asset(key, label, outputs, deps, kinds, doc, run, describe) -> dg.As
         metadata=table_metadata(outputs[0]),
         description=inspect.cleandoc(doc),
     )
-    def single(goodput: GoodputConfig) -> dg.MaterializeResult:
-        wh, result = run(goodput)
+    def single(settings: Settings) -> dg.MaterializeResult:
+        wh, result = run(settings)
         if result is None:
             return dg.MaterializeResult(metadata=skipped_meta(wh, label))
-        return dg.MaterializeResult(metadata=describe(result, wh, goodput))
+        return dg.MaterializeResult(metadata=describe(result, wh, settings))
 
     register(outputs, [single])
     return single
@@ -177,12 +182,12 @@ def _multi_asset(key, label, outputs, deps, kinds, descriptions, run, describe):
     ]
 
     @dg.multi_asset(name=key, group_name="analysis", specs=specs)
-    def multi(goodput: GoodputConfig):
-        wh, result = run(goodput)
+    def multi(settings: Settings):
+        wh, result = run(settings)
         meta = (
             {out: skipped_meta(wh, label) for out in outputs}
             if result is None
-            else (describe(result, wh, goodput))
+            else (describe(result, wh, settings))
         )
         for out in outputs:
             yield dg.MaterializeResult(asset_key=out, metadata=meta[out])

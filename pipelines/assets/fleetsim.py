@@ -19,7 +19,7 @@ from analysis.status import MissingInputs
 from pipelines.assets.factory import OWNERS
 from pipelines.assets.factory import guarded
 from pipelines.assets.factory import skipped_meta
-from pipelines.resources import GoodputConfig
+from pipelines.resources import Settings
 from warehouse.schemas import TABLES
 
 SCENARIOS_DIR = "scenarios"
@@ -52,10 +52,8 @@ def run_scenarios(wh, log=None) -> tuple[pl.DataFrame, list[str]]:
           description="Fleet operations what-if: each scenario of HOME/scenarios/*.yaml simulated "
                       "(spares, triage, repair line, retirement, maintenance) with CIs, sweeps and "
                       "the spare-sizing curve.")  # fmt: skip
-def fleetsim_results(
-    context: dg.AssetExecutionContext, goodput: GoodputConfig
-) -> dg.MaterializeResult:
-    wh = goodput.analysis_warehouse()
+def fleetsim_results(context: dg.AssetExecutionContext, settings: Settings) -> dg.MaterializeResult:
+    wh = settings.analysis_warehouse()
     out = guarded(wh, "fleetsim_results", ("fleetsim_results",),
                    lambda: run_scenarios(wh, context.log), rows=lambda r: r[0].height)  # fmt: skip
     if out is None:

@@ -24,7 +24,7 @@ from pipelines.assets.factory import writers
 from pipelines.checks import asset_check
 from pipelines.checks import primary_tables
 from pipelines.resources import PULL_BACKFILL_START
-from pipelines.resources import GoodputConfig
+from pipelines.resources import Settings
 from pipelines.resources import naive_utc
 from pipelines.resources import select_sources
 from sources.pull import pull
@@ -74,17 +74,17 @@ class IngestConfig(dg.Config):
 
 @dg.asset(group_name="ingest", kinds={"polars", "parquet"}, owners=OWNERS)
 def ingested_sources(
-    context: dg.AssetExecutionContext, config: IngestConfig, goodput: GoodputConfig
+    context: dg.AssetExecutionContext, config: IngestConfig, settings: Settings
 ) -> dg.MaterializeResult:
     """Parse every new source file (sha256-deduplicated) into the Parquet warehouse; bad
     records go to quarantine."""
-    wh = goodput.warehouse()
+    wh = settings.warehouse()
     reports = ingest_paths(
         wh,
-        config.paths or goodput.source_paths(),
+        config.paths or settings.source_paths(),
         "auto",
-        goodput.parse_context(),
-        jobs=goodput.ingest_jobs or None,
+        settings.parse_context(),
+        jobs=settings.ingest_jobs or None,
     )
     days = register_days(context.instance, wh)
     return dg.MaterializeResult(metadata=ingest_metadata(reports, days))
@@ -119,13 +119,13 @@ class PullConfig(dg.Config):
 
 @dg.asset(group_name="ingest", kinds={"python", "parquet"}, owners=OWNERS, partitions_def=PULL_DAYS)
 def pulled_sources(
-    context: dg.AssetExecutionContext, config: PullConfig, goodput: GoodputConfig
+    context: dg.AssetExecutionContext, config: PullConfig, settings: Settings
 ) -> dg.MaterializeResult:
     """Pull every live source of HOME/sources.toml (slurmdbd, Prometheus-compatible TSDB,
     Redfish BMCs, commands) from its cursor to now, through the same parsers and record keys as
     files; a source that fails is a failed pull_log row and is caught up by the next run. A run
     with a partition (a day) pulls that day: a backfill."""
-    wh = goodput.warehouse()
+    wh = settings.warehouse()
     chosen = select_sources(wh, config.sources)
     since, until = naive_utc(config.since), naive_utc(config.until)
     if context.has_partition_key:
@@ -154,10 +154,10 @@ register([name for name, spec in TABLES.items() if spec.kind == "ingest"], SOURC
     kinds=set(POLARS),
     owners=OWNERS,
 )
-def health_event_failures(goodput: GoodputConfig) -> dg.MaterializeResult:
+def health_event_failures(settings: Settings) -> dg.MaterializeResult:
     """Failures (source health-events) paired from every stored health event, whichever file or
     pull brought its start and its end, and what became of each event (health_event_pairs)."""
-    wh = goodput.warehouse()
+    wh = settings.warehouse()
     counts = guarded(
         wh,
         "health_event_failures",
@@ -205,7 +205,7 @@ conservation_check = asset_check(
     "conservation_check",
     "ingested_sources",
     warehouse_checks.conservation,
-    lambda goodput: (primary_tables(),),
+    lambda settings: (primary_tables(),),
     blocking=True,
 )
 pull_conservation_check = asset_check(
@@ -218,6 +218,6 @@ quarantine_ratio_check = asset_check(
     "quarantine_ratio_check",
     "ingested_sources",
     warehouse_checks.quarantine_ratio,
-    lambda goodput: (goodput.max_quarantine_ratio,),
+    lambda settings: (settings.max_quarantine_ratio,),
     severity=dg.AssetCheckSeverity.WARN,
 )

@@ -8,7 +8,7 @@ from pipelines.assets.factory import OWNERS
 from pipelines.assets.factory import every_writer
 from pipelines.assets.factory import guarded
 from pipelines.checks import invariant_checks
-from pipelines.resources import GoodputConfig
+from pipelines.resources import Settings
 
 CATALOG_POOL = "duckdb_catalog"  # one writer at a time: DuckDB's rule
 
@@ -16,9 +16,9 @@ CATALOG_POOL = "duckdb_catalog"  # one writer at a time: DuckDB's rule
 @dg.asset(
     group_name="catalog", pool=CATALOG_POOL, kinds={"duckdb"}, owners=OWNERS, deps=every_writer()
 )
-def warehouse_catalog(goodput: GoodputConfig) -> dg.MaterializeResult:
+def warehouse_catalog(settings: Settings) -> dg.MaterializeResult:
     """DuckDB catalog (warehouse.duckdb): one view per table over its Parquet files."""
-    wh = goodput.warehouse()
+    wh = settings.warehouse()
     path = wh.refresh_catalog()
     counts = wh.query(
         "SELECT (SELECT count(*) FROM job_attempts) attempts, (SELECT count(*) FROM hw_events) "
@@ -37,19 +37,19 @@ def warehouse_catalog(goodput: GoodputConfig) -> dg.MaterializeResult:
 @dg.asset(
     group_name="dashboards", deps=[warehouse_catalog], kinds={"altair", "html"}, owners=OWNERS
 )
-def leadership_report(goodput: GoodputConfig) -> dg.MaterializeResult:
+def leadership_report(settings: Settings) -> dg.MaterializeResult:
     """The self-contained HTML leadership report, with a PNG and SVG per chart."""
-    wh = goodput.analysis_warehouse()
+    wh = settings.analysis_warehouse()
     path = guarded(
         wh,
         "leadership_report",
         (),
         lambda: build_report(
             wh,
-            target_gpus=goodput.target_gpus,
-            scope=goodput.scope().header(),
-            gpu_hour_cost=None if goodput.gpu_hour_cost < 0 else goodput.gpu_hour_cost,
-            gpus_per_node=goodput.gpus_per_node,
+            target_gpus=settings.target_gpus,
+            scope=settings.scope().header(),
+            gpu_hour_cost=None if settings.gpu_hour_cost < 0 else settings.gpu_hour_cost,
+            gpus_per_node=settings.gpus_per_node,
         ),
         lambda p: None,
     )

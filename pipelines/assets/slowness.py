@@ -19,7 +19,7 @@ SLOWNESS = {
 }
 
 
-def _meta(out, wh, goodput) -> dict:
+def _meta(out, wh, settings) -> dict:
     periods, jobs = out
     worst = (
         periods.sort("slow_gpu_hours", descending=True, nulls_last=True)
@@ -65,5 +65,5 @@ def _meta(out, wh, goodput) -> dict:
     rows=lambda out: out[0].height,
     describe=_meta,
 )
-def slowness_assets(wh, goodput) -> tuple[pl.DataFrame, pl.DataFrame]:
-    return steps.refresh_slow_periods(wh, goodput.gpus_per_node)
+def slowness_assets(wh, settings) -> tuple[pl.DataFrame, pl.DataFrame]:
+    return steps.refresh_slow_periods(wh, settings.gpus_per_node)

@@ -30,7 +30,7 @@ from pipelines.assets.ingest import TELEMETRY_DAYS
 from pipelines.assets.ingest import register_days
 from pipelines.assets.ingest import rollup_days
 from pipelines.checks import invariant_checks
-from pipelines.resources import GoodputConfig
+from pipelines.resources import Settings
 
 BACKFILL_DAYS = 7  # telemetry days per backfill run: a bounded chunk of work, whatever the range
 
@@ -44,10 +44,10 @@ BACKFILL_DAYS = 7  # telemetry days per backfill run: a bounded chunk of work, w
     backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=BACKFILL_DAYS),
     metadata=table_metadata("gpu_hourly"),
 )
-def gpu_hourly(context: dg.AssetExecutionContext, goodput: GoodputConfig) -> dg.MaterializeResult:
+def gpu_hourly(context: dg.AssetExecutionContext, settings: Settings) -> dg.MaterializeResult:
     """Per GPU, hour and metric rollup of gpu_samples (n, mean, min, max, last), one telemetry
     day per partition. A run without a partition rolls up every day of the telemetry's span."""
-    wh = goodput.warehouse()
+    wh = settings.warehouse()
     partitioned = context.has_partition_key or context.has_partition_key_range
     keys = context.partition_keys if partitioned else register_days(context.instance, wh)
     if not keys:
@@ -89,19 +89,19 @@ def _from_telemetry(table: str):
 
 
 @_from_telemetry("hw_events")
-def dcgm_counter_events(goodput: GoodputConfig) -> dg.MaterializeResult:
+def dcgm_counter_events(settings: Settings) -> dg.MaterializeResult:
     """Increments of DCGM error counters (ECC DBE, row remap, NVLink ...) as hw_events (source
     dcgm_counter); counter resets are not events."""
-    wh = goodput.warehouse()
+    wh = settings.warehouse()
     events = refresh_counter_events(wh)
     return dg.MaterializeResult(metadata={"events": events, **row_count(wh, "hw_events")})
 
 
 @_from_telemetry("component_history")
-def telemetry_gpu_replacements(goodput: GoodputConfig) -> dg.MaterializeResult:
+def telemetry_gpu_replacements(settings: Settings) -> dg.MaterializeResult:
     """GPU replacements inferred from UUID changes per (host, GPU index), as component_history
     rows (source telemetry)."""
-    wh = goodput.warehouse()
+    wh = settings.warehouse()
     swaps = refresh_gpu_replacements(wh)
     rows = row_count(wh, "component_history")
     return dg.MaterializeResult(metadata={"replacements": swaps, **rows})

@@ -13,7 +13,7 @@ from pipelines.cli.output import print_scope
 
 
 def cmd_losses(args) -> int:
-    from analysis.numbers import in_hours
+    from analysis.numbers import mean_time
     from analysis.numbers import num
     from analysis.numbers import pct
     from analysis.scope import job_window
@@ -44,7 +44,7 @@ def cmd_losses(args) -> int:
             num(r["lost_gpu_hours"]),
             pct(r["share"]),
             f"{r['interruptions']:,}",
-            in_hours(r["mtbf_hours"]),
+            mean_time(r["mtbf_hours"]),
         ]
         for r in df.iter_rows(named=True)
     ]
@@ -88,7 +88,7 @@ def cmd_compare(args) -> int:
     """Clusters (partitions, accounts) side by side: measured goodput, infrastructure
     interruption rate and MTBF with exact 95% CIs (``analysis.breakdown.compare_frame``)."""
     from analysis.breakdown import compare_frame
-    from analysis.numbers import in_hours
+    from analysis.numbers import mean_time
     from analysis.numbers import num
     from analysis.numbers import pct
     from analysis.scope import job_window
@@ -120,7 +120,7 @@ def cmd_compare(args) -> int:
             pct(r["goodput"]),
             f"{r['infrastructure']:,} of {r['interruptions']:,}",
             ci(r, "rate_per_1k_gpu_days", "rate", num),
-            ci(r, "mtbf_hours", "mtbf", in_hours),
+            ci(r, "mtbf_hours", "mtbf", mean_time),
             num(r["lost_gpu_hours"]),
         ]
         for r in df.iter_rows(named=True)
@@ -145,8 +145,8 @@ def cmd_compare(args) -> int:
 
 
 def add_losses(sub) -> None:
-    from analysis.trend import LOSS_KEYS
-    from analysis.trend import PERIODS
+    from analysis.scope import LOSS_KEYS
+    from analysis.scope import PERIODS
 
     command(
         sub,
@@ -173,7 +173,7 @@ def add_losses(sub) -> None:
 
 
 def add_trend(sub) -> None:
-    from analysis.trend import PERIODS
+    from analysis.scope import PERIODS
 
     command(
         sub,
@@ -191,7 +191,7 @@ def add_trend(sub) -> None:
 
 
 def add_compare(sub) -> None:
-    from analysis.breakdown import COMPARE_BY
+    from analysis.scope import COMPARE_BY
 
     command(
         sub,

@@ -121,7 +121,7 @@ COLUMNS = [
     # where a class has strata its rows differ by them alone: kept with the class
     _Column("stratum", lambda r: r["stratum"], 0,
             lambda df, _: bool((df["stratum"] != "all").any()) if df.height else False),
-    _Column("model", lambda r: r["model"], 2),
+    _Column("model", lambda r: r["model"] or "-", 2),  # a rate without a fitted model
     _Column("sel", lambda r: "*" if r["selected"] else "", 1, lambda df, every: every),
     _Column("units", lambda r: f"{r['n_units']:,}", 5),
     _Column("events", lambda r: f"{r['n_events']:,}", 3),

@@ -9,6 +9,8 @@ from pipelines.cli.errors import CliError
 from pipelines.cli.home import open_warehouse
 from pipelines.cli.options import command
 from pipelines.cli.options import option
+from pipelines.cli.project import detect_hours
+from pipelines.cli.project import slow_detect
 
 
 def cmd_fleetsim(args) -> int:
@@ -24,6 +26,12 @@ def cmd_fleetsim(args) -> int:
         raise CliError("--workers must be >= 1")
     try:
         spec = load(args.scenario)
+        if args.slow_detect:  # one more what-if sweep, ranked with the scenario's own
+            from analysis.fleetsim.scenario import validate
+
+            hours = [detect_hours(d) for d in args.slow_detect]
+            sweep = {"knob": "fail_slow.detect_hours", "values": hours}
+            spec = validate({**spec, "sweeps": [*spec["sweeps"], sweep]})
         wh = open_warehouse(args, existing=True, read_only=True) if needs_warehouse(spec) else None
         inputs = resolve(spec, wh)
     except ScenarioError as exc:
@@ -59,6 +67,7 @@ def add_fleetsim(sub) -> None:
         option(
             "--workers", type=int, help="processes running replications (default: one per core)"
         ),
+        slow_detect("", many=True),
         option("--json", action="store_true", help="print one JSON object"),
         help=(
             "simulate a fleet's operations (spares, triage, repair line, retirement, "

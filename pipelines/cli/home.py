@@ -79,6 +79,7 @@ def checked_scope(wh, args):
 def args_scope(args):
     """The ``analysis.scope.Scope`` of the scope flags (whole fleet when none is given); a
     relative period (``--last``) is resolved against now."""
+    from analysis.scope import DIMENSIONS
     from analysis.scope import Scope
     from analysis.scope import ScopeError
 
@@ -92,14 +93,11 @@ def args_scope(args):
         # resolved once: every later reading of the flags sees the same [from, to)
         args.scope_from, args.scope_to, args.scope_last = start.isoformat(), end.isoformat(), None
     try:
-        return Scope(
-            start, end, *(getattr(args, f"scope_{k}", None) or None for k in SCOPE_DIMENSIONS)
-        )
+        return Scope(start, end, *(getattr(args, f"scope_{k}", None) or None for k in DIMENSIONS))
     except ScopeError as exc:
         raise CliError(str(exc)) from None
 
 
-SCOPE_DIMENSIONS = ("cluster", "partition", "account", "user")
 CALENDAR = ("day", "week", "month", "quarter", "year")
 
 
@@ -125,13 +123,15 @@ def last_period(text: str, now: datetime) -> tuple[datetime, datetime]:
 
 
 def scope_settings(args) -> dict[str, str]:
-    """The scope flags as ``GoodputConfig`` fields (empty: not given)."""
+    """The scope flags as ``Settings`` fields (empty: not given)."""
+    from analysis.scope import DIMENSIONS
+
     scope = args_scope(args)
     out = {
         "scope_from": scope.start.isoformat() if scope.start else "",
         "scope_to": scope.end.isoformat() if scope.end else "",
     }
-    for key in SCOPE_DIMENSIONS:
+    for key in DIMENSIONS:
         out[f"scope_{key}"] = getattr(scope, key) or ""
     return out
 
@@ -139,7 +139,7 @@ def scope_settings(args) -> dict[str, str]:
 def rebuilt_scope(args, needs: str, **fields):
     """The warehouse of the scope of the flags with its ``needs`` (``analysis.scope.SCOPE_NEEDS``)
     recomputed from the whole fleet's rows filtered to it, or reused from
-    ``HOME/scopes/<slug>/`` while the data and the settings (``fields``: ``GoodputConfig``
+    ``HOME/scopes/<slug>/`` while the data and the settings (``fields``: ``Settings``
     fields the command sets) are unchanged; its ``note`` says so. Reuse is checked without
     loading Dagster. Without a scope: the whole fleet's warehouse, as a reader."""
     from analysis.scope import SCOPE_NEEDS
@@ -177,10 +177,10 @@ RECOMPUTED_WHAT = {
 
 
 def resource_config(args, **extra):
-    from pipelines.resources import GoodputConfig
+    from pipelines.resources import Settings
 
     wh = open_warehouse(args)
-    return GoodputConfig(home=str(wh.home), warehouse_uri=wh.parquet, **extra)
+    return Settings(home=str(wh.home), warehouse_uri=wh.parquet, **extra)
 
 
 def window_config(args, **extra):
@@ -189,7 +189,7 @@ def window_config(args, **extra):
 
 
 def window_fields(args) -> dict:
-    """The build / fit flags (observation window, GPUs per node) as ``GoodputConfig`` fields,
+    """The build / fit flags (observation window, GPUs per node) as ``Settings`` fields,
     checked."""
     from analysis.observation import check_bound
 

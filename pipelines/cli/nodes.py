@@ -132,20 +132,20 @@ def _cell(v) -> str:
 def _gain_line(gain: dict) -> str:
     """The job's MTTI and goodput at the fleet's rate, and without the lemon nodes."""
     from analysis.numbers import change
-    from analysis.numbers import in_hours
+    from analysis.numbers import mean_time
     from analysis.numbers import pct
 
     b, w = gain["baseline"], gain["without_lemons"]
     line = (
         f"job on {gain['target_gpus']:,} GPUs at the fleet's {gain['basis']}: MTTI "
-        f"{in_hours(b['mtti_hours'])}, goodput {pct(b['goodput'])}"
+        f"{mean_time(b['mtti_hours'])}, goodput {pct(b['goodput'])}"
     )
     if gain["lemons"] and w is None:
         line += "; without the lemon node(s) no failure is left to refit a rate from"
     elif gain["lemons"]:
         line += (
             f"; rate refitted without the {gain['lemons']} lemon node(s): MTTI "
-            f"{in_hours(w['mtti_hours'])}, goodput {pct(w['goodput'])} "
+            f"{mean_time(w['mtti_hours'])}, goodput {pct(w['goodput'])} "
             f"({change(w['goodput'], b['goodput'], 'points')})"
         )
     return line + ("" if gain["lemons"] else "; no lemon node to remove")

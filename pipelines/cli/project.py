@@ -4,6 +4,7 @@ improvements that buy the most of it."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 from pipelines.cli.errors import CliError
@@ -51,6 +52,7 @@ def cmd_project(args) -> int:
     horizon = None if args.horizon is None else parse_duration(args.horizon) / 3600
     if horizon == 0:
         raise CliError("--horizon must be a positive duration")
+    detect = detect_hours(args.slow_detect)
     try:
         job = Job(
             args.gpus,
@@ -60,6 +62,7 @@ def cmd_project(args) -> int:
             interval_hours=interval,
             spares=args.spares,
             wall_hours=Job.wall_hours if horizon is None else horizon,
+            slow_detect_hours=detect,
         )
         res = project_one(
             wh, job, mtti, args.method, scope=args.scope, rates=rates, fleet_age=args.fleet_age
@@ -109,7 +112,7 @@ def cmd_whatif(args) -> int:
     import polars as pl
 
     from analysis.job import Job
-    from analysis.numbers import in_hours
+    from analysis.numbers import mean_time
     from analysis.numbers import pct
     from analysis.rate_sources import read_rates_csv
     from analysis.whatif import sensitivity_at
@@ -169,7 +172,7 @@ def cmd_whatif(args) -> int:
         print(
             f"at {args.gpus:,} GPUs ({of}{'' if args.rates else ' interruptions'}): goodput "
             f"{pct(base['goodput'])} (95% {pct(base['goodput_ci_low'])} - "
-            f"{pct(base['goodput_ci_high'])}), MTTI {in_hours(base['mtti_hours'])}; each change "
+            f"{pct(base['goodput_ci_high'])}), MTTI {mean_time(base['mtti_hours'])}; each change "
             "alone:"
         )
     text = [
@@ -178,7 +181,7 @@ def cmd_whatif(args) -> int:
             f"{r['gain_pp']:+.1f} points",
             f"{pct(r['goodput_base'])} -> {pct(r['goodput'])}",
             f"{pct(r['goodput_ci_low'])} - {pct(r['goodput_ci_high'])}",
-            in_hours(r["mtti_hours"]),
+            mean_time(r["mtti_hours"]),
             r["method"],
         ]
         for r in ranked.iter_rows(named=True)
@@ -195,6 +198,30 @@ def cmd_whatif(args) -> int:
     return 0
 
 
+def detect_hours(text: str) -> float:
+    """A ``--slow-detect`` time in hours: a duration, or never (inf)."""
+    return math.inf if text == "never" else parse_duration(text) / 3600
+
+
+def slow_detect(default: str | None = None, many: bool = False):
+    """``--slow-detect``: when a fail-slow GPU is found and replaced (one time, or several to
+    weigh against each other), as ``goodput project``, ``whatif`` and ``fleetsim`` take it."""
+    from analysis.assumptions import SLOW_DETECT_HOURS
+
+    default = f"{SLOW_DETECT_HOURS * 60:g}m" if default is None else default
+    what = "times to detect and replace a fail-slow GPU the job is weighed at" if many else (
+        "time to detect and replace a fail-slow GPU, where the warehouse measured fail-slow "
+        "episodes"
+    )  # fmt: skip
+    return option(
+        "--slow-detect",
+        nargs="+" if many else None,
+        default=default.split() if many else default,
+        metavar="TIME",
+        help=f"{what} (durations or never; default: {default or 'none'})",
+    )
+
+
 def _fail_slow(wh, args, base: dict) -> dict | None:
     """The fleet's fail-slow process and, per ``--slow-detect`` time, what it costs a job of
     ``--gpus`` (``analysis.slowness.at_scale``); None when the warehouse has no fail-slow law
@@ -208,7 +235,7 @@ def _fail_slow(wh, args, base: dict) -> dict | None:
     fs = from_warehouse(wh.read("failure_rates"), wh.read("slow_periods"))
     if fs is None:
         return None
-    detects = [None if d == "never" else parse_duration(d) / 3600 for d in args.slow_detect]
+    detects = [detect_hours(d) for d in args.slow_detect]
     return {
         "rate_per_1k_gpu_days": fs.rate * HOURS_PER_1K_UNIT_DAYS,
         "mean_episode_hours": float(fs.duration.mean()),
@@ -224,7 +251,7 @@ def _fail_slow(wh, args, base: dict) -> dict | None:
 
 
 def _print_fail_slow(slow: dict | None, n_gpus: int) -> None:
-    from analysis.numbers import in_hours
+    from analysis.numbers import mean_time
     from analysis.numbers import pct
 
     if slow is None:
@@ -232,7 +259,7 @@ def _print_fail_slow(slow: dict | None, n_gpus: int) -> None:
         return
     print(
         f"fail-slow GPUs ({slow['rate_per_1k_gpu_days']:.2f} episodes per 1,000 GPU-days, "
-        f"{in_hours(slow['mean_episode_hours'])} each on average, the job {slow['slowdown']:.2f}x "
+        f"{mean_time(slow['mean_episode_hours'])} each on average, the job {slow['slowdown']:.2f}x "
         f"slower meanwhile: {slow['slowdown_source']}); at {n_gpus:,} GPUs, a slow GPU "
         "replaced after:"
     )
@@ -241,7 +268,7 @@ def _print_fail_slow(slow: dict | None, n_gpus: int) -> None:
             f"  {r['detect']:>8}: slow {pct(r['slow_share'])} of its compute time "
             f"({pct(r['lost_share'])} of it lost), {r['replacements_per_day']:.1f} replacements "
             "a day; goodput "
-            f"{pct(r['goodput_fail_stop'])} -> {pct(r['goodput'])}"
+            f"{pct(r['goodput_without_slow'])} -> {pct(r['goodput'])}"
         )
 
 
@@ -267,6 +294,7 @@ def add_project(sub) -> None:
             help="hot spare nodes for --method mc (default: unlimited, never wait for a node)",
         ),
         option("--mtti", help="override the fitted rates with this MTTI (e.g. 3h)"),
+        slow_detect(),
         option(
             "--scope",
             choices=list(SCOPES),
@@ -313,14 +341,7 @@ def add_whatif(sub) -> None:
         "whatif",
         cmd_whatif,
         gpus(),
-        option(
-            "--slow-detect",
-            nargs="+",
-            default=["5m", "1h", "never"],
-            metavar="TIME",
-            help="times to detect and replace a fail-slow GPU the job is weighed at (durations "
-            "or never; default: 5m 1h never)",
-        ),
+        slow_detect("5m 1h never", many=True),
         rates_file(),
         formats=True,
         scope=True,

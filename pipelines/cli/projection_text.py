@@ -4,8 +4,9 @@ result)."""
 from __future__ import annotations
 
 from analysis.fleet_age import DEFAULT_FLEET_AGE
-from analysis.numbers import in_hours
+from analysis.numbers import mean_time
 from analysis.numbers import pct
+from analysis.slowness.at_scale import running_slow_note
 
 
 def share(x: float | None) -> str:
@@ -24,7 +25,7 @@ def spare_pool(res: dict) -> str:
         return f"never ran out in the simulated jobs ({need})"
     return (
         f"RAN OUT in {pct(res['spares_ran_out'], 0)} of simulated jobs, after "
-        f"{in_hours(res['spares_ran_out_hours'])} (median): the job waited for a repaired node "
+        f"{mean_time(res['spares_ran_out_hours'])} (median): the job waited for a repaired node "
         f"{pct(res['wait_share'], 0)} of its time ({need})"
     )
 
@@ -60,9 +61,9 @@ def format_projection(res: dict) -> list[str]:
             f"  {'fleet age':<22}{res.get('fleet_age', DEFAULT_FLEET_AGE)} at job start, "
             f"{res.get('horizon_hours', res['mc_wall_hours']):g} h job horizon"
         ),
-        f"  {'MTTI':<22}{in_hours(res['mtti_hours'])}"
+        f"  {'MTTI':<22}{mean_time(res['mtti_hours'])}"
         + (
-            f"  (95% {in_hours(res['mtti_ci_low'])} - {in_hours(res['mtti_ci_high'])})"
+            f"  (95% {mean_time(res['mtti_ci_low'])} - {mean_time(res['mtti_ci_high'])})"
             if res["mtti_ci_low"] != res["mtti_ci_high"]
             else ""
         ),
@@ -74,6 +75,7 @@ def format_projection(res: dict) -> list[str]:
             f"{share(res['goodput_ci_high'])})"
         ),
         f"  {'band':<22}{res['band'].removeprefix('band: ')}",
+        f"  {'running slow':<22}{running_slow_note(res)}",
     ]
     if res.get("goodput_spread_low") is not None:
         lines.append(

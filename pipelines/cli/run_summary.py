@@ -6,6 +6,7 @@ from __future__ import annotations
 from analysis.headline import BAND_COVERS
 from analysis.headline import read_headline
 from analysis.headline import selected_rates
+from analysis.numbers import mean_time
 from analysis.observation import stored_window
 from warehouse.store import Warehouse
 
@@ -93,7 +94,7 @@ def summary_lines(wh: Warehouse) -> list[str]:
     if proj.height:
         n, mtti, interval, g, lo, hi, scope = proj.row(0)
         lines.append(
-            f"projected for a {n:,}-GPU job, {scope or 'hardware'} scope: MTTI {mtti:.2f} h, "
+            f"projected for a {n:,}-GPU job, {scope or 'hardware'} scope: MTTI {mean_time(mtti)}, "
             f"checkpoint every {60 * interval:.0f} min (Daly), "
             f"goodput {g:.1%} [{lo:.1%}, {hi:.1%}] (the 95% band {BAND_COVERS})"
         )

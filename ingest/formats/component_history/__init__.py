@@ -82,7 +82,7 @@ from .hwhist import parse_hwhist
 from .insert_remove import parse_insert_remove
 from .intervals import parse_intervals
 from .sniff import BORDER
-from .sniff import detect
+from .sniff import detect as detect  # FormatSpec.declare finds it by this name
 from .sniff import layout
 
 
@@ -99,11 +99,9 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     return parse_csv(data, ctx)
 
 
-FORMAT = FormatSpec(
-    name="component-history",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="component_history",
-    parse=parse,
-    detect=detect,
     description=(
         "component installation history: CSV (canonical header or --map), inventory intervals, "
         "HPE sat hwhist"

@@ -99,11 +99,9 @@ def detect(head: bytes, name: str) -> int:
     return layout(head)[1]
 
 
-FORMAT = FormatSpec(
-    name="health-events",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="health_events",
-    parse=parse,
-    detect=detect,
     description=(
         "health-event streams (NVSentinel, gpud, Kubernetes node conditions, tickets, fault "
         "traces): one event per record, paired into failures"

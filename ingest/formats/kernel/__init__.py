@@ -56,7 +56,7 @@ from ingest.base import ParseResult
 
 from .chunk import extract
 from .events import finish
-from .sniff import detect
+from .sniff import detect as detect  # FormatSpec.declare finds it by this name
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
@@ -70,16 +70,12 @@ def merge(parts: list[pl.DataFrame], ctx: ParseContext) -> ParseResult:
     return finish(pl.concat(parts, how="diagonal_relaxed"), ctx)
 
 
-FORMAT = FormatSpec(
-    name="kernel",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="hw_events",
-    parse=parse,
-    detect=detect,
     description=(
         "kernel logs (dmesg, syslog, journald, /dev/kmsg): NVIDIA XID / SXID, mlx5 link, MCE, "
         "EDAC, NVMe"
     ),
     line_oriented=True,
-    extract=extract,
-    merge=merge,
 )

@@ -91,7 +91,7 @@ from .oplog import operator_log
 from .pods import fold_gang
 from .pods import pod_runs
 from .restarts import restart_runs
-from .sniff import detect
+from .sniff import detect as detect  # FormatSpec.declare finds it by this name
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
@@ -166,11 +166,10 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     return ParseResult(tables, q, n_ok + q.height)
 
 
-FORMAT = FormatSpec(
+FORMAT = FormatSpec.declare(
+    globals(),
     name="k8s",
     primary="job_attempts",
-    parse=parse,
-    detect=detect,
     description=(
         "Kubernetes pods / events / nodes / PyTorchJob / JobSet (JSON or YAML), "
         "training-operator log"

@@ -37,7 +37,7 @@ from warehouse.schemas import conform
 
 from .layout import segments
 from .records import parse_block
-from .sniff import detect
+from .sniff import detect as detect  # FormatSpec.declare finds it by this name
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
@@ -61,11 +61,8 @@ def parse(data: bytes, ctx: ParseContext) -> ParseResult:
     )
 
 
-FORMAT = FormatSpec(
-    name="sacct",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="job_attempts",
-    parse=parse,
-    detect=detect,
     description="sacct --parsable2 / --parsable text, with header or --fields",
-    line_oriented=False,
 )

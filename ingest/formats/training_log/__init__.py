@@ -56,7 +56,7 @@ from ingest.base import ParseResult
 
 from .lines import extract
 from .records import finish
-from .sniff import detect
+from .sniff import detect as detect  # FormatSpec.declare finds it by this name
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
@@ -67,16 +67,12 @@ def merge(parts: list[pl.DataFrame], ctx: ParseContext) -> ParseResult:
     return finish(parts, ctx)
 
 
-FORMAT = FormatSpec(
-    name="training-log",
+FORMAT = FormatSpec.declare(
+    globals(),
     primary="training_steps",
-    parse=parse,
-    detect=detect,
     description=(
         "training job logs: Megatron-LM / NeMo / torchtitan step lines, Megatron timers, "
         "straggler reports (NVIDIA resiliency extension), checkpoint saves"
     ),
     line_oriented=True,
-    extract=extract,
-    merge=merge,
 )

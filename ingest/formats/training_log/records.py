@@ -218,19 +218,14 @@ def _timers(
         | (pl.col("_max").is_not_null() & hi.is_null())
         | pl.col("timer").is_null()
     )
-    err = (
-        pl.when(bad_number)
-        .then(pl.format("timer entry '{}' has no readable name and time in ms", pl.col("_pair")))
-        .when(pl.lit(no_job))
-        .then(pl.lit(NO_JOB))
-    )
-    return _stored(
+    reason = pl.format("timer entry '{}' has no readable name and time in ms", pl.col("_pair"))
+    return _block_rows(
         "step_timers",
         rows,
-        err,
+        bad_number,
+        reason,
         ident,
-        time="t_carried",
-        iteration="it_carried",
+        no_job,
         timer=pl.col("timer").str.strip_chars(),
         rank="rank",
         value_ms=value,
@@ -248,19 +243,14 @@ def _scores(
     )
     rows = carry(rows, "_hline").sort("line")
     score = pl.col("score").cast(pl.Float64, strict=False)
-    err = (
-        pl.when(score.is_null() | (score < 0))
-        .then(pl.format("straggler score '{}' is not a number >= 0", pl.col("score")))
-        .when(pl.lit(no_job))
-        .then(pl.lit(NO_JOB))
-    )
-    return _stored(
+    reason = pl.format("straggler score '{}' is not a number >= 0", pl.col("score"))
+    return _block_rows(
         "rank_scores",
         rows,
-        err,
+        score.is_null() | (score < 0),
+        reason,
         ident,
-        time="t_carried",
-        iteration="it_carried",
+        no_job,
         kind="block",
         rank=pl.col("score_rank").cast(pl.Int32),
         node="node",
@@ -299,6 +289,22 @@ def _checkpoints(
         iteration=pl.col("_it").cast(pl.Int64, strict=False),
         duration_s=pl.col("_took").cast(pl.Float64, strict=False),
     )
+
+
+def _block_rows(
+    table: str,
+    rows: pl.DataFrame,
+    bad: pl.Expr,
+    reason: pl.Expr,
+    ident: dict,
+    no_job: bool,
+    **named,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(rows, quarantine rows) of a timer or score block's entries, timed and numbered by the
+    step line before them (``t_carried``, ``it_carried``): ``reason`` where ``bad``, else
+    ``NO_JOB`` when the file names no job, quarantines an entry."""
+    err = pl.when(bad).then(reason).when(pl.lit(no_job)).then(pl.lit(NO_JOB))
+    return _stored(table, rows, err, ident, time="t_carried", iteration="it_carried", **named)
 
 
 def _stored(
