@@ -100,3 +100,17 @@ def test_the_checks_see_a_private_import_and_a_cycle(tmp_path):
         "warehouse.sub.c: from warehouse.b import _other",
     ]
     assert cycle("warehouse", tmp_path) == ["warehouse.a", "warehouse.b", "warehouse.a"]
+
+
+MAX_LINES = 500  # a module longer than this holds more than one concern: split it
+DECLARATIONS = {"warehouse/schemas.py"}  # every table's columns, declared in one place
+
+
+def test_no_product_module_is_over_max_lines():
+    long = {
+        str(p.relative_to(REPO)): n
+        for folder in PRODUCT
+        for p in (REPO / folder).rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert {p: n for p, n in long.items() if p not in DECLARATIONS} == {}
