@@ -22,6 +22,7 @@ import polars as pl
 from analysis.survival.cox import COVARIATE_DAYS
 from analysis.telemetry.covariates import covariate_daily_sql
 from analysis.telemetry.covariates import covariate_hourly_sql
+from analysis.telemetry.covariates import exact_sum
 from analysis.telemetry.metrics import CANONICAL_METRICS
 
 COVARIATES = ("temp", "power", "util")
@@ -43,6 +44,14 @@ def _hourly_covariates(gpu_hourly: pl.DataFrame) -> pl.DataFrame:
 # n, mx, last_hour), every other hour from an ``hourly`` row (hour, host, gpu, cov, n, mean, max).
 # Only the days a window starts or ends in need hourly rows.
 _FULL_DAY = "{d} >= w.lo AND {d} + INTERVAL 23 HOUR < w.hi"
+
+
+def _mean(cov: str) -> str:
+    """The n-weighted mean of a covariate over a window's rows (exact sums: ``exact_sum``)."""
+    only = f"FILTER (WHERE cov = '{cov}')"
+    return f"{exact_sum('s', only)} / sum(n) {only}"
+
+
 _COV_SQL = f"""
 WITH u AS (
     SELECT _u, host, gpu, date_trunc('hour', observed_from) AS lo, observed_to AS hi FROM units
@@ -62,9 +71,9 @@ WITH u AS (
       ON w.host = h.host AND w.gpu = h.gpu AND h.hour >= w.lo AND h.hour < w.hi
      AND NOT ({_FULL_DAY.format(d="h.day")})
 ), host_daily AS (
-    SELECT host, day, cov, sum(s) AS s, sum(n) AS n, max(mx) AS mx FROM daily GROUP BY ALL
+    SELECT host, day, cov, {exact_sum("s")} AS s, sum(n) AS n, max(mx) AS mx FROM daily GROUP BY ALL
 ), host_hours AS (
-    SELECT host, hour, day, cov, sum(mean * n) AS s, sum(n) AS n, max(max) AS mx
+    SELECT host, hour, day, cov, {exact_sum("mean * n")} AS s, sum(n) AS n, max(max) AS mx
     FROM hours GROUP BY ALL
 ), per_host AS (
     SELECT w.host, w.gpu, w.lo, w.hi, d.cov, d.s, d.n, d.mx, NULL::TIMESTAMP AS last_hour
@@ -78,10 +87,10 @@ WITH u AS (
 ), allc AS (SELECT * FROM per_gpu UNION ALL SELECT * FROM per_host
 ), per_window AS (
     SELECT host, gpu, lo, hi,
-        sum(s) FILTER (WHERE cov = 'temp') / sum(n) FILTER (WHERE cov = 'temp') AS temp_mean,
+        {_mean("temp")} AS temp_mean,
         max(mx) FILTER (WHERE cov = 'temp') AS temp_max,
-        sum(s) FILTER (WHERE cov = 'power') / sum(n) FILTER (WHERE cov = 'power') AS power_mean,
-        sum(s) FILTER (WHERE cov = 'util') / sum(n) FILTER (WHERE cov = 'util') AS util_mean,
+        {_mean("power")} AS power_mean,
+        {_mean("util")} AS util_mean,
         max(last_hour) AS last_seen_hour
     FROM allc GROUP BY ALL
 )
@@ -90,7 +99,8 @@ FROM u JOIN per_window p
   ON u.host = p.host AND u.gpu IS NOT DISTINCT FROM p.gpu AND u.lo = p.lo AND u.hi = p.hi
 """
 _DAILY_FROM_HOURLY = (
-    "SELECT date_trunc('day', hour) AS day, host, gpu, cov, sum(mean * n) AS s, sum(n) AS n, "
+    f"SELECT date_trunc('day', hour) AS day, host, gpu, cov, {exact_sum('mean * n')} AS s, "
+    "sum(n) AS n, "
     "max(max) AS mx, max(hour) AS last_hour FROM hourly GROUP BY ALL"
 )
 

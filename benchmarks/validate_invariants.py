@@ -20,7 +20,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from analysis.checks import capacity
+from analysis.checks.accounting import capacity
 from benchmarks.targets import options
 from benchmarks.targets import run_benchmark
 from benchmarks.targets import target

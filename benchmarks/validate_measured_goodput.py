@@ -6,7 +6,7 @@ goodput of the training chains, Kubernetes and Slurm.
 For each seed, a fleet of 16 nodes (4 on Kubernetes) and one of 128 nodes (32 on Kubernetes)
 (``sample_data.simulation.build_fleet``, Llama 3's mix x 60); the Kubernetes files
 (pods, events, PyTorchJobs) and the sacct dump are written and ingested into a fresh warehouse
-as a user would; the truth is ``sample_data.model.chain_truth`` (each training chain's
+as a user would; the truth is ``sample_data.truth.chain_truth`` (each training chain's
 attempts, start-up / restore times and time budget). Per fleet and scheduler:
 
 * attempts seen == attempts in the truth, each with its true start and end (to the second);
@@ -43,8 +43,8 @@ from benchmarks.targets import run_benchmark
 from benchmarks.targets import target
 from ingest.runner import ingest_paths
 from pipelines.cli.sample import llama3_cause_mix
-from sample_data.model import chain_truth
 from sample_data.simulation import build_fleet
+from sample_data.truth import chain_truth
 from sample_data.writers import kubernetes
 from sample_data.writers import sacct
 from warehouse.store import Warehouse

@@ -22,7 +22,7 @@ import polars as pl
 
 from analysis import survival as sv
 from analysis.lifetime_models.weibull import Weibull
-from analysis.survival.common import _sample
+from analysis.survival.common import lifetime_sample
 from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
 from benchmarks.targets import options
 from benchmarks.targets import run_benchmark
@@ -55,7 +55,7 @@ def main() -> None:
             hits[cls]["scale"] += ls
             hits[cls]["both"] += ks and ls
             hits[cls]["aic_weibull"] += aic["weibull"] < aic["exponential"]
-            spans = _sample(lt.filter(pl.col("component_class") == cls))
+            spans = lifetime_sample(lt.filter(pl.col("component_class") == cls))
             truth = Weibull(shape=shape, scale_hours=scale).expected_failures(spans)
             truth *= HOURS_PER_1K_UNIT_DAYS / spans.exposure
             wb = rows.filter(pl.col("model") == "weibull").row(0, named=True)

@@ -52,7 +52,7 @@ def asset_check(
     ``asset``, run after the assets ``after`` too (those that write the other tables it
     reads). The analyses' invariants check the warehouse the analyses wrote (a scope's, when
     one is set)."""
-    scoped = check.__module__ == analysis_checks.__name__
+    scoped = check.__module__.startswith(f"{analysis_checks.__name__}.")
 
     @dg.asset_check(
         name=name,

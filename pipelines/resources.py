@@ -89,8 +89,8 @@ class Settings(dg.ConfigurableResource):
 
     def scope(self) -> Scope:
         return Scope(
-            _utc(self.scope_from),
-            _utc(self.scope_to),
+            naive_utc(self.scope_from),
+            naive_utc(self.scope_to),
             self.scope_cluster or None,
             self.scope_partition or None,
             self.scope_account or None,
@@ -115,12 +115,13 @@ class Settings(dg.ConfigurableResource):
     def window_bounds(self) -> tuple[datetime | None, datetime | None]:
         """(observed_from, observed_to) as naive UTC; None where inferred from the data. A
         scope's bounds are the window where no explicit one is given."""
-        return _utc(self.observed_from) or _utc(self.scope_from), _utc(self.observed_to) or _utc(
-            self.scope_to
-        )
+        return naive_utc(self.observed_from) or naive_utc(self.scope_from), naive_utc(
+            self.observed_to
+        ) or naive_utc(self.scope_to)
 
 
-def _utc(text: str) -> datetime | None:
+def naive_utc(text: str) -> datetime | None:
+    """An ISO time as naive UTC (the warehouse's clock); None for an empty one."""
     if not text:
         return None
     t = datetime.fromisoformat(text)

@@ -77,7 +77,7 @@ MODES = ("auto", "json", "parsable")
 JSON_FROM = (23, 2)  # auto uses --json from this release on (see the docstring)
 # A job's last state once it ended: every state but those of a job that is still queued or running.
 TERMINAL_STATES = tuple(sorted(STATES - {"PENDING", "RUNNING", "RESIZING", "SUSPENDED"}))
-# What ingest/formats/sacct.py reads into job_attempts.
+# What ingest/formats/sacct/ reads into job_attempts.
 SACCT_FIELDS = (
     "JobID",
     "Cluster",
@@ -144,7 +144,7 @@ def ids_args(src: SourceConfig, window: Window) -> list[str]:
 # user could name a job so that the text holds a whole record of another job. The text's
 # delimiter is drawn per fetch, from characters no shell (an ssh command_prefix) treats
 # specially: a name cannot hold it, so it can neither end a record nor start one
-# (ingest/formats/sacct.py joins the lines of a record a line break cut).
+# (ingest/formats/sacct/ joins the lines of a record a line break cut).
 DELIMITER_CHARS = "@%+=:,./-"
 # 9**16 (about 51 bits), drawn anew for each pull, after the names were written; each field
 # costs its length in transfer (10,000 jobs: 2.9 MB more than with '|')

@@ -11,7 +11,7 @@ from analysis.attribution import build_interruptions
 from analysis.attribution import interruption_mix
 from analysis.attribution import refresh_interruptions
 from analysis.hw_evidence import read_hw_evidence
-from analysis.lifetimes import _failure_events
+from analysis.lifetime_failures import failure_events
 from analysis.repairable import failure_evidence
 from warehouse.schemas import TABLES
 from warehouse.schemas import conform
@@ -416,4 +416,4 @@ def test_failure_analyses_read_hw_events_without_background_counter_rises(wh, de
     assert build_interruptions(att, ne, ev).equals(build_interruptions(att, ne, full))
     it = demo_wh.read("interruptions")
     assert failure_evidence(it, ev).sort(pl.all()).equals(failure_evidence(it, full).sort(pl.all()))
-    assert _failure_events(ev).sort(pl.all()).equals(_failure_events(full).sort(pl.all()))
+    assert failure_events(ev).sort(pl.all()).equals(failure_events(full).sort(pl.all()))

@@ -11,9 +11,9 @@ import pytest
 from scipy import stats
 
 from analysis.availability import availability
-from analysis.availability import node_outages
-from analysis.availability import outages
 from analysis.availability import refresh_availability
+from analysis.outages import node_outages
+from analysis.outages import outages
 from dashboards.report import build_sections
 from ingest.base import ParseContext
 from ingest.runner import ingest_paths

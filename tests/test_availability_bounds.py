@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 
 from analysis import lifetime_models
-from analysis.availability import OUTAGE_COLUMNS
 from analysis.availability import availability
 from analysis.availability import refresh_availability
+from analysis.outages import OUTAGE_COLUMNS
 from warehouse.schemas import TABLES
 
 T0 = datetime(2024, 1, 1)

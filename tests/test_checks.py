@@ -12,6 +12,16 @@ import polars as pl
 import pytest
 
 from analysis import checks as analysis_checks
+from analysis.checks.accounting import attempt_gpus
+from analysis.checks.accounting import capacity
+from analysis.checks.accounting import lost_within_used
+from analysis.checks.accounting import node_gpus
+from analysis.checks.bounds import availability_bounds
+from analysis.checks.bounds import fits_converged
+from analysis.checks.bounds import goodput_bounds
+from analysis.checks.sums import breakdown_sums
+from analysis.checks.sums import cause_taxonomy
+from analysis.checks.sums import trend_sums
 from ingest.runner import ingest_paths
 from tests.conftest import FIXTURES
 from tests.conftest import REPO
@@ -121,7 +131,7 @@ def test_fits_converged_names_missing_and_unconverged_classes(wh):
     )
     wh.replace_table("component_lifetimes", lifetimes)
     wh.replace_table("failure_rates", pl.DataFrame([_rates("gpu", True), _rates("psu", True)]))
-    assert analysis_checks.fits_converged(wh).metadata == {
+    assert fits_converged(wh).metadata == {
         "classes": 2,
         "missing": "",
         "unconverged": "",
@@ -132,7 +142,7 @@ def test_fits_converged_names_missing_and_unconverged_classes(wh):
     wh.replace_table(
         "failure_rates", pl.DataFrame([_rates("gpu", True, selected=False), _rates("psu", False)])
     )
-    assert failed(analysis_checks.fits_converged(wh)) == {
+    assert failed(fits_converged(wh)) == {
         "classes": 2,
         "missing": "gpu",
         "unconverged": "psu",
@@ -168,7 +178,7 @@ def test_goodput_bounds_counts_jobs_and_projections_outside_0_1(wh):
         "goodput_breakdown",
         pl.DataFrame({"dimension": ["cluster"], "value": ["c"], "goodput": [1.5]}),
     )
-    assert failed(analysis_checks.goodput_bounds(wh)) == {
+    assert failed(goodput_bounds(wh)) == {
         "violations": 5,
         "examples": [
             "goodput_jobs job 2: goodput 1.2",
@@ -189,7 +199,7 @@ def test_goodput_bounds_counts_jobs_and_projections_outside_0_1(wh):
             {"scenario": ["a"], "goodput": [0.8], "goodput_ci_low": [0.7], "goodput_ci_high": [0.9]}
         ),
     )
-    assert analysis_checks.goodput_bounds(wh).passed
+    assert goodput_bounds(wh).passed
 
 
 def test_an_empty_warehouse_passes_every_check(wh):
@@ -295,7 +305,7 @@ def test_attempt_gpus_names_attempts_holding_more_than_their_nodes_carry(wh):
             ("unnamed", 24, [], 8, 9, 2),
         ),
     )
-    assert failed(analysis_checks.attempt_gpus(wh, gpus_per_node=8)) == {
+    assert failed(attempt_gpus(wh, gpus_per_node=8)) == {
         "violations": 3,
         "examples": [
             "job doubled (c) attempt 1: 32 GPUs on 2 node(s) carrying 16",
@@ -305,12 +315,12 @@ def test_attempt_gpus_names_attempts_holding_more_than_their_nodes_carry(wh):
         "gpus_per_node": 8,
     }
     # 16 GPUs a node where the data does not say: only the inventory's 4-GPU node is too small
-    res = analysis_checks.attempt_gpus(wh, gpus_per_node=16)
+    res = attempt_gpus(wh, gpus_per_node=16)
     assert res.metadata["examples"] == [
         "job small-node (c) attempt 1: 8 GPUs on 1 node(s) carrying 4"
     ]
     wh.replace_table("job_attempts", _attempts(("ok", 16, ["n1", "n2"], 0, 1)))
-    assert analysis_checks.attempt_gpus(wh, gpus_per_node=8).passed
+    assert attempt_gpus(wh, gpus_per_node=8).passed
 
 
 def test_node_gpus_names_a_node_overlapping_attempts_oversubscribe(wh):
@@ -327,7 +337,7 @@ def test_node_gpus_names_a_node_overlapping_attempts_oversubscribe(wh):
             ("h", 6, ["n5"], 0, 10),  # at least 4 of g's + 6 = 10
         ),
     )
-    assert failed(analysis_checks.node_gpus(wh, gpus_per_node=8)) == {
+    assert failed(node_gpus(wh, gpus_per_node=8)) == {
         "violations": 2,
         "examples": [
             "n1 at 2026-01-05 05:00: 10 GPUs held of 8 (job a, b)",
@@ -336,7 +346,7 @@ def test_node_gpus_names_a_node_overlapping_attempts_oversubscribe(wh):
         "gpus_per_node": 8,
     }
     wh.replace_table("job_attempts", _attempts(("c", 8, ["n2"], 0, 5), ("d", 8, ["n2"], 5, 10)))
-    assert analysis_checks.node_gpus(wh, gpus_per_node=8).passed
+    assert node_gpus(wh, gpus_per_node=8).passed
 
 
 def test_capacity_holds_a_clusters_use_to_its_hosts_gpu_hours_per_day(wh):
@@ -351,7 +361,7 @@ def test_capacity_holds_a_clusters_use_to_its_hosts_gpu_hours_per_day(wh):
         "job_attempts",
         pl.concat([_attempts(*day, *across), _attempts(("x1", 8, [], 0, 1, 1), cluster="x")]),
     )
-    assert failed(analysis_checks.capacity(wh, gpus_per_node=8)) == {
+    assert failed(capacity(wh, gpus_per_node=8)) == {
         "violations": 1,
         "examples": ["c 2026-01-05: 576 GPU-hours used of 384 installed (2 hosts, 16 GPUs)"],
         "cluster_days": 3,
@@ -360,7 +370,7 @@ def test_capacity_holds_a_clusters_use_to_its_hosts_gpu_hours_per_day(wh):
         "gpus_per_node": 8,
     }
     wh.replace_table("job_attempts", _attempts(*day[:2], *across))
-    res = analysis_checks.capacity(wh, gpus_per_node=8)
+    res = capacity(wh, gpus_per_node=8)
     assert res.passed and res.metadata["highest_use"] == 1.0
 
 
@@ -377,7 +387,7 @@ def test_lost_within_used_names_losses_beyond_the_attempt(wh):
         end_time=T0 + timedelta(hours=1),
         lost_gpu_hours=[8.0, 10.0, -1.0],
     )
-    assert failed(analysis_checks.lost_within_used(wh)) == {
+    assert failed(lost_within_used(wh)) == {
         "violations": 2,
         "examples": [
             "job over attempt 1 (c): 10 GPU-hours lost of 8 held",
@@ -385,7 +395,7 @@ def test_lost_within_used_names_losses_beyond_the_attempt(wh):
         ],
     }
     wh.replace_table("interruptions", wh.read("interruptions").filter(pl.col("job_id") == "ok"))
-    assert analysis_checks.lost_within_used(wh).passed
+    assert lost_within_used(wh).passed
 
 
 def test_cause_taxonomy_names_causes_outside_the_classes(wh):
@@ -398,12 +408,12 @@ def test_cause_taxonomy_names_causes_outside_the_classes(wh):
         cause_class=["gpu", "workload", "workload", None],
     )
     wh.replace_table("interruptions", intr)
-    assert failed(analysis_checks.cause_taxonomy(wh)) == {
+    assert failed(cause_taxonomy(wh)) == {
         "violations": 2,
         "examples": ["'workload' on 2 interruption(s)", "'(null)' on 1 interruption(s)"],
     }
     wh.replace_table("interruptions", intr.head(1))
-    assert analysis_checks.cause_taxonomy(wh).passed
+    assert cause_taxonomy(wh).passed
 
 
 def _outcomes(wh):
@@ -422,7 +432,7 @@ def test_breakdown_sums_name_a_dimension_that_does_not_add_up(wh):
 
     _outcomes(wh)
     df = refresh_breakdown(wh)
-    assert analysis_checks.breakdown_sums(wh).passed
+    assert breakdown_sums(wh).passed
     bad = df.with_columns(
         pl.when((pl.col("dimension") == "partition") & (pl.col("value") == "p1"))
         .then(pl.col("lost_gpu_hours") + 10)
@@ -430,7 +440,7 @@ def test_breakdown_sums_name_a_dimension_that_does_not_add_up(wh):
         .alias("lost_gpu_hours")
     )
     wh.replace_table("goodput_breakdown", bad)
-    assert failed(analysis_checks.breakdown_sums(wh)) == {
+    assert failed(breakdown_sums(wh)) == {
         "violations": 1,
         "examples": ["partition: lost_gpu_hours sums to 66, the fleet has 56"],
         "dimensions": 3,
@@ -455,10 +465,10 @@ def test_trend_sums_hold_when_an_attempt_without_gpus_lies_in_another_week(wh):
     assert df.filter(pl.col("period") == "week")["gpu_hours"].sum() == pytest.approx(
         8 * 24 * 2 + 16 * 24 + 16 * 12 + 8 * 2
     )
-    res = analysis_checks.trend_sums(wh)
+    res = trend_sums(wh)
     assert res.passed, res.metadata
     wh.replace_table("goodput_trend", df.with_columns(pl.col("interruptions") * 2))
-    res = analysis_checks.trend_sums(wh)
+    res = trend_sums(wh)
     assert not res.passed and res.metadata["examples"] == [
         "months: interruptions sums to 6, the span has 3",
         "weeks: interruptions sums to 6, the span has 3",
@@ -477,12 +487,12 @@ def test_availability_bounds_name_values_outside_0_1(wh):
         availability_ci_low=[0.98, 1.1, 0.95],
         availability_ci_high=[1.0, 1.3, 0.97],
     )
-    assert failed(analysis_checks.availability_bounds(wh)) == {
+    assert failed(availability_bounds(wh)) == {
         "violations": 2,
         "examples": ["failures s n1: 1.2 [1.1, 1.3]", "failures s n2: 0.9 [0.95, 0.97]"],
     }
     wh.replace_table("availability", wh.read("availability").head(1))
-    assert analysis_checks.availability_bounds(wh).passed
+    assert availability_bounds(wh).passed
 
 
 TEMP = "DCGM_FI_DEV_GPU_TEMP"

@@ -7,8 +7,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from ingest.base import ParseContext
-from ingest.formats.sacct import XDMOD_FIELDS
 from ingest.formats.sacct import parse
+from ingest.formats.sacct.layout import XDMOD_FIELDS
 from tests.conftest import SLURM
 
 REAL = [

@@ -14,7 +14,8 @@ import pytest
 import s3fs
 from moto.server import ThreadedMotoServer
 
-from analysis import checks as analysis_checks
+from analysis.checks.bounds import fits_converged
+from analysis.checks.bounds import goodput_bounds
 from analysis.telemetry import counters
 from analysis.telemetry import rollups
 from ingest.runner import ingest_paths
@@ -149,7 +150,7 @@ def test_checks_pass_on_object_storage(pair):
         {"violations": 0, "first": "", "tables": len(TABLES)},
     )
     assert warehouse_checks.duplicate_keys(s3).passed
-    assert analysis_checks.fits_converged(s3).passed and analysis_checks.goodput_bounds(s3).passed
+    assert fits_converged(s3).passed and goodput_bounds(s3).passed
     res = warehouse_checks.quarantine_ratio(s3, 1.0)
     ok, meta = res.passed, res.metadata
     assert (

@@ -7,7 +7,7 @@ from datetime import timedelta
 import polars as pl
 import pytest
 
-from analysis.checks import spans_agree
+from analysis.checks.bounds import spans_agree
 from analysis.observation import infer_window
 from analysis.observation import refresh_observation_window
 from analysis.observation import source_spans

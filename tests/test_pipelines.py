@@ -17,6 +17,8 @@ import polars as pl
 
 from analysis import checks as analysis_checks
 from analysis.assumptions import RESTART_S
+from analysis.checks.bounds import fits_converged
+from analysis.checks.bounds import goodput_bounds
 from ingest.runner import ingest_paths
 from pipelines import checks
 from pipelines.assets import ALL_CHECKS
@@ -132,7 +134,7 @@ def test_plain_check_functions_agree_with_dagster(demo):
     wh, _ = demo
     assert warehouse_checks.conservation(wh, checks.primary_tables()).passed
     assert warehouse_checks.schema(wh).passed and warehouse_checks.duplicate_keys(wh).passed
-    assert analysis_checks.fits_converged(wh).passed and analysis_checks.goodput_bounds(wh).passed
+    assert fits_converged(wh).passed and goodput_bounds(wh).passed
     assert warehouse_checks.quarantine_ratio(wh, 0.05).passed
 
 

@@ -15,7 +15,7 @@ from analysis.fleet_age import expected_failures
 from analysis.fleet_age_rates import with_fleet_age
 from analysis.lifetime_models import get
 from analysis.rate_sources import rates_from_failure_rates
-from analysis.survival.common import _sample
+from analysis.survival.common import lifetime_sample
 from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS as PER_1K
 from analysis.survival.shape import WEAR_OUT
 from dashboards.section import ReportContext
@@ -80,7 +80,7 @@ def test_a_clearly_better_model_within_the_observed_ages_is_selected_and_project
     assert sel["rate_per_1k_unit_days"] == pytest.approx(observed, rel=1e-6)
     assert sel["mtbf_hours"] == pytest.approx(PER_1K / sel["rate_per_1k_unit_days"], rel=1e-12)
     assert sel["aic_weight"] > 0.99
-    spans = _sample(lt.filter(pl.col("component_class") == "psu"))
+    spans = lifetime_sample(lt.filter(pl.col("component_class") == "psu"))
     truth = get("weibull")(shape=shape, scale_hours=scale).expected_failures(spans)
     truth *= PER_1K / spans.exposure
     assert sel["rate_ci_low"] <= truth <= sel["rate_ci_high"]

@@ -43,7 +43,10 @@ def project_imports(module: str) -> set[str]:
 
 
 def test_the_package_is_a_model_a_simulation_and_one_writer_per_parser():
-    writers = {p.stem for p in (SAMPLE / "writers").glob("*.py")} - {
+    writers = {p.stem for p in (SAMPLE / "writers").glob("*.py")} | {
+        p.parent.name for p in (SAMPLE / "writers").glob("*/__init__.py")
+    }
+    writers -= {
         "__init__",
         "base",
         "bmc_common",

@@ -15,9 +15,9 @@ from analysis import lifetime_models as lm
 from analysis import survival as sv
 from analysis.lifetime_models.base import Sample
 from analysis.lifetime_models.exponential import poisson_rate_ci
-from analysis.survival.common import _sample
 from analysis.survival.common import clean_lifetimes
 from analysis.survival.common import holm
+from analysis.survival.common import lifetime_sample
 from analysis.survival.competing import aalen_johansen_ci
 from analysis.survival.competing import competing_risks
 from analysis.survival.competing import node_first_failures
@@ -104,7 +104,7 @@ def test_exposure_table_exponential_equals_lifelines_mle_and_aic():
 
     rng = np.random.default_rng(3)
     lt = simulate_lifetimes({"nic": (1.0, 5000.0)}, 800, rng)
-    s = _sample(clean_lifetimes(lt))
+    s = lifetime_sample(clean_lifetimes(lt))
     fit, method = sv.fit_model(lm.get("exponential"), s)
     ef = ExponentialFitter().fit(s.upper, s.event, entry=s.entry)
     assert method == "exposure-table"
@@ -116,7 +116,7 @@ def test_exposure_table_exponential_equals_lifelines_mle_and_aic():
 def test_vectorized_mle_agrees_with_lifelines(model):
     rng = np.random.default_rng(11)
     lt = simulate_lifetimes({"gpu": (0.8, 10000.0)}, 1500, rng, removal_rate_per_hour=1 / 30000)
-    s = _sample(clean_lifetimes(lt))
+    s = lifetime_sample(clean_lifetimes(lt))
     ours, m1 = sv.fit_model(lm.get(model), s, engine="numpy")
     ref, m2 = sv.fit_model(lm.get(model), s, engine="lifelines")
     assert (m1, m2) == ("per-unit", "per-unit-lifelines")
@@ -172,7 +172,7 @@ def test_interval_censored_fit_recovers_known_law_and_beats_ignoring_it():
         check_every_hours=500.0,
     )
     assert lt["duration_low"].is_not_null().sum() > 300
-    s = _sample(clean_lifetimes(lt))
+    s = lifetime_sample(clean_lifetimes(lt))
     assert s.interval.sum() == s.n_events
     for engine in ("numpy", "lifelines"):
         fit, _ = sv.fit_model(lm.get("weibull"), s, engine=engine)

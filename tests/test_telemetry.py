@@ -5,9 +5,11 @@ from datetime import datetime
 from datetime import timedelta
 
 import duckdb
+import numpy as np
 import polars as pl
 
 from analysis.lifetime_covariates import covariate_sql
+from analysis.lifetime_covariates import unit_covariates
 from analysis.lifetimes import build_component_lifetimes
 from analysis.telemetry import counters
 from analysis.telemetry.counters import counter_events
@@ -512,3 +514,39 @@ def test_covariates_from_daily_rows_equal_the_join_over_every_hour(wh):
     assert want.height == 8 and want["last_seen_hour"].null_count() == 2
     _same_rows(out_of_core.cast(want.schema), want)
     _same_rows(in_memory.cast(want.schema), want)
+
+
+def test_covariates_do_not_depend_on_the_order_of_the_hours():
+    """Two builds read the same hours in another order (DuckDB's threads): a float sum's last
+    bits follow it, and a Cox fit of a covariate that separates the failures magnifies them."""
+    rng = np.random.default_rng(2)
+    day0 = datetime(2025, 3, 1)
+    hours = [day0 + timedelta(hours=i) for i in range(6 * 24)]
+    n = len(hours) * 8
+    hourly = pl.DataFrame(
+        {
+            "hour": [h for h in hours for _ in range(8)],
+            "host": "n1",
+            "gpu": list(range(8)) * len(hours),
+            "uuid": [f"GPU-{g}" for g in range(8)] * len(hours),
+            "metric": "DCGM_FI_DEV_POWER_USAGE",
+            "n": rng.integers(50, 61, n),
+            "mean": rng.uniform(200.0, 700.0, n),
+            "max": 700.0,
+        }
+    ).with_columns(pl.col("gpu").cast(pl.Int32), pl.col("n").cast(pl.Int64))
+    units = pl.DataFrame(
+        {
+            "host": ["n1", "n1", "n1"],
+            "gpu": [0, 3, None],
+            "observed_from": [day0 + timedelta(hours=5), day0, day0 + timedelta(hours=30)],
+            "observed_to": [day0 + timedelta(days=5), day0 + timedelta(days=6), hours[-1]],
+            "_failed": False,
+            "fail_time": None,
+        },
+        schema_overrides={"gpu": pl.Int32, "fail_time": pl.Datetime("us")},
+    ).with_row_index("_u")
+    one = unit_covariates(units, hourly).sort("_u")
+    for seed in range(4):
+        other = unit_covariates(units, hourly.sample(fraction=1.0, shuffle=True, seed=seed))
+        assert other.sort("_u")["power_mean"].equals(one["power_mean"])

@@ -152,7 +152,7 @@ def for_scenario(wh, keys: list[str]) -> dict:
         fit = bad_nodes(wh.read("node_health"))
         out["bad_share"], out["bad_multiplier"] = fit["share"], fit["multiplier"]
     if {"repair.silent_fail_prob", "triage.refail_hours"} & set(keys):
-        from analysis.availability import outages
+        from analysis.outages import outages
 
         fit = silent_repairs(*refailures(outages(wh.read("failures"), wh.read("node_events"))))
         out["silent_fail_prob"], out["refail_hours"] = fit["silent_fail_prob"], fit["refail_hours"]

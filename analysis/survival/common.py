@@ -15,7 +15,7 @@ CURVE_MAX_POINTS = 1_000  # KM / NA / AJ points kept per curve (evenly spaced in
 
 
 @cache
-def _fit_errors() -> tuple[type[BaseException], ...]:
+def fit_errors() -> tuple[type[BaseException], ...]:
     """What a failed fit raises. Called in ``except`` clauses, so lifelines (seconds to import)
     loads only when a fit fails, not with this module (``goodput fit`` only prints the table)."""
     from lifelines.exceptions import ConvergenceError
@@ -31,7 +31,9 @@ def _fit_errors() -> tuple[type[BaseException], ...]:
     )
 
 
-def _sample(df: pl.DataFrame) -> Sample:
+def lifetime_sample(df: pl.DataFrame) -> Sample:
+    """The arrays a lifetime fit reads: entry, upper and lower bound, event, and whether the
+    failure time is only known to an interval (``duration_low`` < ``duration``)."""
     entry = df["entry"].fill_null(0.0).to_numpy().astype(float)
     upper = df["duration"].to_numpy().astype(float)
     event = df["event"].fill_null(False).to_numpy().astype(bool)

@@ -46,8 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from analysis.survival.common import _fit_errors
 from analysis.survival.common import clean_lifetimes
+from analysis.survival.common import fit_errors
 from analysis.survival.common import holm
 from warehouse.schemas import TABLES
 from warehouse.schemas import conform
@@ -178,7 +178,7 @@ def _fit_cox(d: Design, cls: str, notes: list[str]):
             fit = CoxPHFitter(penalizer=COX_PENALIZER).fit(
                 frame.to_pandas(), "duration", "event", entry_col="entry"
             )
-        except _fit_errors():
+        except fit_errors():
             if not families:
                 break
             left_out.append(families.pop(0))
@@ -313,7 +313,11 @@ def hazard_ratios(
     then within a categorical's levels: module doc). ``clear_effect``: adjusted p < 0.05 and
     the PH test passed."""
     notes = notes if notes is not None else []
-    df = clean_lifetimes(lifetimes)
+    # in key order: the fits and the PH test's ranks of tied failure times follow the rows'
+    # order, which differs between two reads of the same table (DuckDB reads in parallel)
+    df = clean_lifetimes(lifetimes).sort(
+        "component_class", "unit_id", "host", "slot", "observed_from", "entry", "duration"
+    )
     rng = np.random.default_rng(seed)
     frames = []
     for (cls,), cdf in df.partition_by(
@@ -348,7 +352,7 @@ def hazard_ratios(
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 frames.append(_class_rows(d, cls, cdf.height, notes))
-        except _fit_errors() as exc:  # convergence / singular matrix: reported, not raised
+        except fit_errors() as exc:  # convergence / singular matrix: reported, not raised
             notes.append(
                 f"cox {cls}: failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
             )

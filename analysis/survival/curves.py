@@ -10,8 +10,8 @@ import warnings
 import numpy as np
 import polars as pl
 
-from analysis.survival.common import _sample
 from analysis.survival.common import clean_lifetimes
+from analysis.survival.common import lifetime_sample
 from analysis.survival.common import thin
 from analysis.survival.competing import competing_risks
 from warehouse.schemas import TABLES
@@ -33,7 +33,7 @@ def survival_curves(lifetimes: pl.DataFrame, notes: list[str] | None = None) -> 
     for (cls,), cdf in df.partition_by(
         "component_class", as_dict=True, maintain_order=True
     ).items():
-        s = _sample(cdf)
+        s = lifetime_sample(cdf)
         km = None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

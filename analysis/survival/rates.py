@@ -51,12 +51,12 @@ from analysis.headline import selected_rates as selected
 from analysis.lifetime_models.base import LifetimeModel
 from analysis.lifetime_models.base import Sample
 from analysis.lifetime_models.exponential import poisson_rate_ci
-from analysis.survival.common import _fit_errors
-from analysis.survival.common import _sample
 from analysis.survival.common import clean_lifetimes
-from analysis.survival.shape import _shape_tests
-from analysis.survival.windows import _mark_periods
-from analysis.survival.windows import _month_pieces
+from analysis.survival.common import fit_errors
+from analysis.survival.common import lifetime_sample
+from analysis.survival.shape import shape_tests
+from analysis.survival.windows import mark_periods
+from analysis.survival.windows import month_pieces
 from warehouse.schemas import TABLES
 
 HOURS_PER_1K_UNIT_DAYS = 24_000.0  # rate per 1k unit-days -> per unit-hour: divide by this
@@ -113,7 +113,7 @@ def fit_model(
     method = "per-unit-lifelines" if engine == "lifelines" else "per-unit"
     try:
         fit = model.fit_lifelines(s) if engine == "lifelines" else model.fit(s, start)
-    except _fit_errors() as exc:  # lifelines ConvergenceError, singular Hessian, ...
+    except fit_errors() as exc:  # lifelines ConvergenceError, singular Hessian, ...
         fit = {
             "loglik": float("nan"),
             "k": 0,
@@ -313,7 +313,7 @@ def failure_rates(
     ).items():
         for stratum, sdf in _strata(cdf):
             rows += _fit_rows(
-                _sample(sdf),
+                lifetime_sample(sdf),
                 MIN_EVENTS_PARAMETRIC,
                 {
                     "component_class": cls,
@@ -326,7 +326,7 @@ def failure_rates(
             )
     periods = None
     if window == "month" and df.height:
-        pieces, periods, fold_notes = _month_pieces(df)
+        pieces, periods, fold_notes = month_pieces(df)
         notes.extend(fold_notes)
         if pieces.height == 0:
             notes.append("monthly windows skipped: no observed_from / observed_to")
@@ -357,7 +357,7 @@ def failure_rates(
         raise ValueError(f"window must be 'month' or None, got {window!r}")
     if not rows:
         return TABLES["failure_rates"].empty()
-    return _mark_periods(_shape_tests(_with_shape_columns(pl.DataFrame(rows))), df, periods).sort(
+    return mark_periods(shape_tests(_with_shape_columns(pl.DataFrame(rows))), df, periods).sort(
         "component_class", "stratum", "window", "model"
     )
 

@@ -65,7 +65,7 @@ def age_shape(row: dict) -> float:
     return 1.0
 
 
-def _shape_tests(rows: pl.DataFrame) -> pl.DataFrame:
+def shape_tests(rows: pl.DataFrame) -> pl.DataFrame:
     """``shape_p_adjusted`` on every row: the Wald test of Weibull shape = 1 on the log scale
     (its CI is exp(log k ± 1.96 se)), Holm-adjusted across the classes and strata of a window;
     ``shape_reading`` on the Weibull rows only, a direction only where that p < SHAPE_ALPHA."""

@@ -48,7 +48,7 @@ def _month_index(e: pl.Expr) -> pl.Expr:
     return e.dt.year().cast(pl.Int64) * 12 + e.dt.month().cast(pl.Int64) - 1
 
 
-def _month_pieces(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
+def month_pieces(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
     """Observation split at calendar-month boundaries (vectorized: int ranges exploded, month
     starts looked up from a small table, no per-row strings).
 
@@ -195,15 +195,15 @@ def monthly_exposure(df: pl.DataFrame) -> pl.DataFrame:
 
     Returns one row per (unit, month) with window 'YYYY-MM', the ages at the piece's start and
     end (``age_from`` / ``age_to``; their difference is the exposure) and whether the failure
-    falls in it (see ``_month_pieces`` for boundaries and sub-day months).
+    falls in it (see ``month_pieces`` for boundaries and sub-day months).
     """
-    pieces, periods, _ = _month_pieces(df)
+    pieces, periods, _ = month_pieces(df)
     return pieces.join(
         periods.select("component_class", "m", "window"), on=["component_class", "m"]
     ).select("component_class", "window", "age_from", "age_to", "in_event")
 
 
-def _mark_periods(
+def mark_periods(
     rows: pl.DataFrame, df: pl.DataFrame, periods: pl.DataFrame | None
 ) -> pl.DataFrame:
     """The calendar span of every row, ``partial`` months and ``low_exposure`` windows (less

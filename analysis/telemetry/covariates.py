@@ -11,6 +11,14 @@ from analysis.telemetry.sql import sql_values
 from warehouse.store import Warehouse
 
 
+def exact_sum(expr: str, where: str = "") -> str:
+    """SQL summing ``expr`` (finite floats: the rollups keep no other) over the rows ``where``
+    (an aggregate ``FILTER`` clause) exactly, as decimals to 1e-9, so the sum does not depend on
+    the order DuckDB's threads add the rows in; a float sum's last bits do, and a Cox fit of a
+    covariate that separates the failures magnifies them into its PH test."""
+    return f"CAST(sum(CAST({expr} AS DECIMAL(38, 9))) {where} AS DOUBLE)"
+
+
 def _covariate_case() -> str:
     return (
         "CASE metric "
@@ -51,7 +59,7 @@ def covariate_daily_sql(wh: Warehouse, covariates: tuple[str, ...]) -> str:
     with data. Whole days of the history in 24x fewer rows than gpu_hourly."""
     return (
         f"SELECT CAST(date AS TIMESTAMP) AS day, host, gpu, {_covariate_case()} AS cov, "
-        "sum(sum) AS s, "
+        f"{exact_sum('sum')} AS s, "
         "sum(n) AS n, max(max) AS mx, max(last_hour) AS last_hour FROM "
         f"({wh.view_sql('gpu_daily')}) "
         f"WHERE metric IN ({_covariate_metrics(covariates)}) GROUP BY ALL"

@@ -44,7 +44,7 @@ from dashboards.section import money
 from dashboards.section import num
 from dashboards.section import pct
 from dashboards.section import projection_at
-from dashboards.section import tile as _tile
+from dashboards.section import tile
 
 KEY = "summary"
 TITLE = "Summary"
@@ -257,13 +257,13 @@ def _tiles(p: _Period, cost: float, at: dict | None, target: int, target_line: s
     now = p.now
     lost = p.versus("lost_share")
     tiles = [
-        _tile(
+        tile(
             "measured goodput",
             pct(now["goodput_gpu_hours"]),
             f"{target_line}; {p.versus('goodput')}",
             "goodput",
         ),
-        _tile(
+        tile(
             "GPU-hours lost to interruptions",
             num(now["lost_gpu_hours"]),
             f"{pct(_share(now))} of {num(now['gpu_hours'])} GPU-hours; {lost}",
@@ -272,18 +272,18 @@ def _tiles(p: _Period, cost: float, at: dict | None, target: int, target_line: s
     ]
     if cost > 0:
         tiles.append(
-            _tile(
+            tile(
                 "cost of the lost GPU-hours",
                 money(now["lost_gpu_hours"] * cost),
                 f"at ${cost:,.2f} per GPU-hour; {lost}",
                 "cost",
             )
         )
-    tiles.append(_tile("unexpected interruptions", f"{now['unexpected']:,}",
+    tiles.append(tile("unexpected interruptions", f"{now['unexpected']:,}",
                        f"one every {mean_time(now['mtbf_hours'])} across the fleet; "
                        + p.versus("interruptions"), "interruptions"))  # fmt: skip
     if at is not None:
-        tiles.append(_tile(f"projected goodput at {target:,} GPUs", pct(at["goodput"]),
+        tiles.append(tile(f"projected goodput at {target:,} GPUs", pct(at["goodput"]),
                            f"95% band {pct(at['goodput_ci_low'])}–{pct(at['goodput_ci_high'])}; "
                            f"MTTI {mean_time(at['mtti_hours'])}", "projected"))  # fmt: skip
     return tiles

@@ -25,7 +25,7 @@ from pipelines.checks import asset_check
 from pipelines.checks import primary_tables
 from pipelines.resources import PULL_BACKFILL_START
 from pipelines.resources import Settings
-from pipelines.resources import _utc
+from pipelines.resources import naive_utc
 from pipelines.resources import select_sources
 from sources.pull import pull
 from warehouse import checks as warehouse_checks
@@ -127,7 +127,7 @@ def pulled_sources(
     with a partition (a day) pulls that day: a backfill."""
     wh = settings.warehouse()
     chosen = select_sources(wh, config.sources)
-    since, until = _utc(config.since), _utc(config.until)
+    since, until = naive_utc(config.since), naive_utc(config.until)
     if context.has_partition_key:
         window = context.partition_time_window
         since, until = _naive(window.start), _naive(window.end)

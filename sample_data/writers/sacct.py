@@ -1,4 +1,4 @@
-"""`sacct --parsable2 --duplicates --allusers` text (read by ``ingest/formats/sacct.py``)."""
+"""`sacct --parsable2 --duplicates --allusers` text (read by ``ingest/formats/sacct/``)."""
 
 from __future__ import annotations
 
