@@ -71,16 +71,11 @@ class ScopedCatalog(Catalog):
             raise NotInScope(self.refused(name))
         return super().read(name, where)
 
-    def connect(
-        self,
-        database: str = ":memory:",
-        read_only: bool = False,
-        storage: str | None = None,
-        private: bool = False,
-    ) -> duckdb.DuckDBPyConnection:
-        # the parent's connection: it can read the parent's root (object storage included), and
-        # this warehouse's own root is always a local directory
-        return self.parent.connect(database, read_only, storage, private)
+    def connect(self, *args, **kwargs) -> duckdb.DuckDBPyConnection:
+        # the parent's connection (``Catalog.connect``'s arguments): it can read the parent's
+        # root (object storage included), and this warehouse's own root is always a local
+        # directory
+        return self.parent.connect(*args, **kwargs)
 
     def reader(
         self, allow_files=(), spill: str | None = None, names: list[str] | None = None
