@@ -278,3 +278,59 @@ def test_nvlink_evidence_breaks_a_tie_by_host_then_gpu():
         )  # fmt: skip
         got = nvlink_evidence(periods, hosts, events).row(0, named=True)
         assert (got["_n_host"], got["_n_events"]) == ("n10", 1), order
+
+
+def test_nvlink_evidence_counts_each_gpus_errors_in_the_window_as_a_brute_force_count_does():
+    """The as-of count of NVLink errors from NVLINK_BEFORE_S before a period to its end equals
+    pairing every event with every period of its host, on random periods and events (edges
+    included: an event exactly at either bound, events at one instant, a GPU not named)."""
+    from datetime import datetime
+    from datetime import timedelta
+
+    import numpy as np
+    import polars as pl
+
+    from analysis.slowness.attribution import KEYS
+    from analysis.slowness.attribution import NVLINK_BEFORE_S
+    from analysis.slowness.attribution import nvlink_evidence
+
+    rng = np.random.default_rng(7)
+    t0 = datetime(2026, 1, 5)
+    starts = [t0 + timedelta(minutes=int(m)) for m in rng.integers(0, 600, 40)]
+    lengths = rng.integers(1, 90, 40)
+    periods = pl.DataFrame(
+        {"cluster": "c", "job_id": [str(i % 5) for i in range(40)], "period": list(range(40)),
+         "start_time": starts,
+         "end_time": [s + timedelta(minutes=int(d)) for s, d in zip(starts, lengths)]}
+    )  # fmt: skip
+    hosts = (
+        periods.select(*KEYS)
+        .join(pl.DataFrame({"host": [f"n{i}" for i in range(6)]}), how="cross")
+        .filter(pl.int_range(pl.len()) % 3 != 0)
+    )
+    times = [t0 + timedelta(seconds=int(s)) for s in rng.integers(0, 700 * 60, 3000)]
+    times[:2] = [starts[0] - timedelta(seconds=NVLINK_BEFORE_S), starts[0]]  # the bounds
+    times[2:5] = [starts[1]] * 3  # one instant
+    gpu = [None if g == 8 else int(g) for g in rng.integers(0, 9, 3000)]
+    events = pl.DataFrame(
+        {"component_class": "nvlink", "host": [f"n{i}" for i in rng.integers(0, 6, 3000)],
+         "gpu": pl.Series(gpu, dtype=pl.Int32), "time": times}
+    )  # fmt: skip
+    got = nvlink_evidence(periods, hosts, events).sort(KEYS)
+    brute = (
+        hosts.join(periods, on=KEYS)
+        .join(events, on="host", how="inner", nulls_equal=True)
+        .filter(
+            (pl.col("time") >= pl.col("start_time") - pl.duration(seconds=NVLINK_BEFORE_S))
+            & (pl.col("time") <= pl.col("end_time"))
+        )
+        .group_by([*KEYS, "host", "gpu"])
+        .agg(_n_events=pl.len())
+        .sort(["_n_events", "host", "gpu"], descending=[True, False, False])
+        .group_by(KEYS, maintain_order=True)
+        .first()
+        .sort(KEYS)
+    )
+    assert got.height == brute.height > 30
+    assert got["_n_events"].to_list() == brute["_n_events"].to_list()
+    assert got["_n_host"].to_list() == brute["host"].to_list()

@@ -58,29 +58,46 @@ def _seconds(a: pl.Expr, b: pl.Expr) -> pl.Expr:
     return (b - a).dt.total_microseconds() / 1e6
 
 
-def period_hosts(periods: pl.DataFrame, attempts: pl.DataFrame) -> pl.DataFrame:
-    """(period keys, host, rank node list, GPUs per node) of each timed period: the nodes of the
-    job's attempts that overlap it."""
-    timed = periods.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
-    att = attempts.filter(pl.col("start_time").is_not_null()).select(
-        *JOB,
-        pl.col("start_time").alias("_as"),
-        pl.col("end_time").fill_null(_FAR).alias("_ae"),
-        "nodes",
-        "n_gpus",
+def _attempts(attempts: pl.DataFrame) -> pl.DataFrame:
+    """The attempts that started, numbered (``_ai``), with their span (``_as``, ``_ae``)."""
+    return (
+        attempts.filter(pl.col("start_time").is_not_null())
+        .select(
+            *JOB,
+            pl.col("start_time").alias("_as"),
+            pl.col("end_time").fill_null(_FAR).alias("_ae"),
+            "nodes",
+            "n_gpus",
+        )
+        .with_row_index("_ai")
     )
-    on = timed.select(*KEYS, "start_time", "end_time").join(att, on=JOB, how="inner")
-    on = on.filter((pl.col("_as") < pl.col("end_time")) & (pl.col("_ae") > pl.col("start_time")))
+
+
+def period_hosts(periods: pl.DataFrame, att: pl.DataFrame) -> pl.DataFrame:
+    """(period keys, host, attempt number, GPUs per node) of each timed period: the nodes of
+    the job's attempts (``_attempts``) that overlap it, the earliest attempt first.
+
+    Periods pair with attempts by time before any node list is touched, and the rows carry the
+    attempt's number, not its list: a requeued job has hundreds of attempts of a thousand nodes
+    each, and rows carrying lists took a 2,048-node fleet's build past 24 GB."""
+    timed = periods.filter(pl.col("start_time").is_not_null() & pl.col("end_time").is_not_null())
+    on = (
+        timed.select(*KEYS, "start_time", "end_time")
+        .join(att.select(*JOB, "_ai", "_as", "_ae"), on=JOB, how="inner")
+        .filter((pl.col("_as") < pl.col("end_time")) & (pl.col("_ae") > pl.col("start_time")))
+        .join(att.select("_ai", "nodes", "n_gpus"), on="_ai", how="inner")
+        .sort([*KEYS, "_as", "_ai"])
+    )
     per_node = (pl.col("n_gpus") // pl.col("nodes").list.len().clip(lower_bound=1)).clip(
         lower_bound=1
     )
     return (
-        on.with_columns(_per_node=per_node, _att_nodes=pl.col("nodes"))
+        on.with_columns(_per_node=per_node)
         .explode("nodes")
         .rename({"nodes": "host"})
         .filter(pl.col("host").is_not_null())
         .unique([*KEYS, "host"], keep="first", maintain_order=True)
-        .select(*KEYS, "host", "_att_nodes", "_per_node")
+        .select(*KEYS, "host", "_ai", "_per_node")
     )
 
 
@@ -143,35 +160,62 @@ def nvlink_evidence(
 ) -> pl.DataFrame:
     """Per period, the GPU of its job's nodes with most NVLink error events from
     ``NVLINK_BEFORE_S`` before it to its end: ``_n_host``, ``_n_gpu``, ``_n_events``."""
-    nv = events.filter(pl.col("component_class") == "nvlink").select("host", "gpu", "time")
+    # counted by two as-of lookups of each GPU's running event count (at the window's end and
+    # just before its start), not by pairing every event with every period of its host: a
+    # month-long job's periods times its nodes' events ran to tens of millions of rows
+    nv = (
+        events.filter(pl.col("component_class") == "nvlink")
+        .select("host", pl.col("gpu").fill_null(-1), "time")  # -1: no GPU named
+        .sort("host", "gpu", "time")
+        .with_columns(_c=pl.int_range(1, pl.len() + 1).over("host", "gpu"))
+    )
     win = periods.filter(pl.col("start_time").is_not_null()).select(*KEYS, "start_time", "end_time")
-    hit = (
+    q = (
         hosts.select(*KEYS, "host")
         .join(win, on=KEYS)
-        .join(nv, on="host", how="inner")
-        .filter(
-            (pl.col("time") >= pl.col("start_time") - pl.duration(seconds=NVLINK_BEFORE_S))
-            & (pl.col("time") <= pl.col("end_time"))
+        .join(nv.select("host", "gpu").unique(), on="host", how="inner")
+        .with_columns(
+            _lo=pl.col("start_time")
+            - pl.duration(seconds=NVLINK_BEFORE_S)
+            - pl.duration(microseconds=1)
         )
     )
+
+    def count_at(col: str) -> pl.DataFrame:
+        hit = q.sort(col).join_asof(
+            nv.select("host", "gpu", "time", "_c"),
+            left_on=col,
+            right_on="time",
+            by=["host", "gpu"],
+            strategy="backward",
+            check_sortedness=False,  # sorted by ``col`` overall, so within every group
+        )
+        return hit.select(*KEYS, "host", "gpu", pl.col("_c").fill_null(0).alias(col))
+
+    hit = (
+        count_at("end_time")
+        .join(count_at("_lo"), on=[*KEYS, "host", "gpu"])
+        .with_columns(_n=pl.col("end_time") - pl.col("_lo"))
+        .filter(pl.col("_n") > 0)
+    )
     top = (
-        hit.group_by([*KEYS, "host", "gpu"])
-        .agg(_n_events=pl.len())
+        hit.select(*KEYS, "host", "gpu", _n_events=pl.col("_n").cast(pl.UInt32))
         # a tie goes to the first host, then GPU: group_by's order is a hash's, not the data's
         .sort(["_n_events", "host", "gpu"], descending=[True, False, False])
         .group_by(KEYS, maintain_order=True)
         .first()
     )
-    return top.select(
-        *KEYS, _n_host="host", _n_gpu=pl.col("gpu").cast(pl.Int32), _n_events="_n_events"
-    )
+    gpu = pl.when(pl.col("gpu") >= 0).then(pl.col("gpu")).cast(pl.Int32)
+    return top.select(*KEYS, _n_host="host", _n_gpu=gpu, _n_events="_n_events")
 
 
-def rank_node(periods: pl.DataFrame, hosts: pl.DataFrame) -> pl.DataFrame:
+def rank_node(periods: pl.DataFrame, hosts: pl.DataFrame, att: pl.DataFrame) -> pl.DataFrame:
     """Per period, the node its log's slowest rank ran on (``_r_host``): the straggler report's
     node, else the timer's rank placed on its attempt's nodes in order."""
-    first = hosts.group_by(KEYS, maintain_order=True).agg(
-        pl.col("_att_nodes").first(), pl.col("_per_node").first()
+    first = (
+        hosts.group_by(KEYS, maintain_order=True)
+        .agg(pl.col("_ai").first(), pl.col("_per_node").first())
+        .join(att.select("_ai", _att_nodes="nodes"), on="_ai", how="left")
     )
     placed = periods.select(*KEYS, "slow_rank", "slow_node").join(first, on=KEYS, how="left")
     idx = pl.col("slow_rank") // pl.col("_per_node")
@@ -218,8 +262,9 @@ def attributed(
 ) -> pl.DataFrame:
     """``periods`` (step-log ``slow_periods`` rows) with source, cause, culprit_host,
     culprit_gpu, evidence, confidence, signal_share and gpu_share (module docstring)."""
-    hosts = period_hosts(periods, attempts)
-    rank = rank_node(periods, hosts)
+    att = _attempts(attempts)
+    hosts = period_hosts(periods, att)
+    rank = rank_node(periods, hosts, att)
     out = (
         periods.join(gpu_evidence(periods, hosts, spans), on=KEYS, how="left")
         .join(nvlink_evidence(periods, hosts, events), on=KEYS, how="left")
@@ -338,7 +383,10 @@ def telemetry_periods(
     )
     whole = pl.col("_g") >= pl.col("_nodes").list.len() * gpus_per_node
     on = (
+        # one row per attempt and node without the attempt's node list: a requeued job of a
+        # thousand nodes and hundreds of attempts otherwise repeats its list a million times
         att.with_columns(_whole=whole, host=pl.col("_nodes"))
+        .drop("_nodes")
         .explode("host")
         .join(slow, on="host", how="inner")
         .filter((pl.col("_as") < pl.col("end_time")) & (pl.col("_ae") > pl.col("start_time")))
