@@ -262,7 +262,7 @@ def test_nvlink_evidence_breaks_a_tie_by_host_then_gpu():
 
     import polars as pl
 
-    from analysis.slowness.attribution import nvlink_evidence
+    from analysis.slowness.nvlink import nvlink_evidence
 
     t0 = datetime(2026, 1, 5, 10)
     periods = pl.DataFrame(
@@ -290,9 +290,9 @@ def test_nvlink_evidence_counts_each_gpus_errors_in_the_window_as_a_brute_force_
     import numpy as np
     import polars as pl
 
-    from analysis.slowness.attribution import KEYS
-    from analysis.slowness.attribution import NVLINK_BEFORE_S
-    from analysis.slowness.attribution import nvlink_evidence
+    from analysis.slowness.keys import KEYS
+    from analysis.slowness.nvlink import NVLINK_BEFORE_S
+    from analysis.slowness.nvlink import nvlink_evidence
 
     rng = np.random.default_rng(7)
     t0 = datetime(2026, 1, 5)

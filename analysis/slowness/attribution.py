@@ -14,8 +14,9 @@ A step-log period's evidence, strongest first:
    spans cover most of the period (clocks before a PCIe link on a tie, then the lower ratio);
    its cause is the span's (thermal or power by its bits, pcie); confidence ``high`` when it
    covers at least ``HIGH_SHARE`` of the period, else ``medium``;
-2. NVLink error events (``component_class`` nvlink) on the job's nodes from ``NVLINK_BEFORE_S``
-   before the period to its end: cause ``nvlink``, the GPU with most, ``medium``;
+2. NVLink error events (``component_class`` nvlink) on the job's nodes from
+   ``nvlink.NVLINK_BEFORE_S`` before the period to its end: cause ``nvlink``, the GPU with most,
+   ``medium``;
 3. the log's per-rank evidence (``steps``: timers or straggler scores): a rank standing out
    (``RANK_RATIO``) names its node (a straggler report names it; a timer's rank is placed on the
    attempt's nodes in order, ``gpus per node`` ranks each, as Slurm's block distribution does):
@@ -40,6 +41,9 @@ from __future__ import annotations
 import polars as pl
 
 from analysis.assumptions import GPUS_PER_NODE
+from analysis.slowness.keys import JOB
+from analysis.slowness.keys import KEYS
+from analysis.slowness.nvlink import nvlink_evidence
 from analysis.slowness.signals import MIN_EPISODE_S
 from warehouse.schemas import TABLES
 from warehouse.schemas import conform
@@ -47,10 +51,7 @@ from warehouse.signals import REASON_METRICS
 
 HIGH_SHARE = 0.5  # a GPU signal over this share of a period is strong evidence
 RANK_RATIO = 1.1  # a rank whose compute (or 1 / score) is this much above the median stands out
-NVLINK_BEFORE_S = 300.0  # NVLink errors this long before a period count for it
 ASSUMED_RATIO = 0.5  # a slow span's clock ratio where no clock was sampled
-JOB = ["cluster", "job_id"]
-KEYS = [*JOB, "period"]
 _FAR = pl.datetime(9999, 1, 1)
 
 
@@ -153,60 +154,6 @@ def gpu_evidence(periods: pl.DataFrame, hosts: pl.DataFrame, spans: pl.DataFrame
         _g_names="reason_names",
         _g_hosts="_hosts",
     )
-
-
-def nvlink_evidence(
-    periods: pl.DataFrame, hosts: pl.DataFrame, events: pl.DataFrame
-) -> pl.DataFrame:
-    """Per period, the GPU of its job's nodes with most NVLink error events from
-    ``NVLINK_BEFORE_S`` before it to its end: ``_n_host``, ``_n_gpu``, ``_n_events``."""
-    # counted by two as-of lookups of each GPU's running event count (at the window's end and
-    # just before its start), not by pairing every event with every period of its host: a
-    # month-long job's periods times its nodes' events ran to tens of millions of rows
-    nv = (
-        events.filter(pl.col("component_class") == "nvlink")
-        .select("host", pl.col("gpu").fill_null(-1), "time")  # -1: no GPU named
-        .sort("host", "gpu", "time")
-        .with_columns(_c=pl.int_range(1, pl.len() + 1).over("host", "gpu"))
-    )
-    win = periods.filter(pl.col("start_time").is_not_null()).select(*KEYS, "start_time", "end_time")
-    q = (
-        hosts.select(*KEYS, "host")
-        .join(win, on=KEYS)
-        .join(nv.select("host", "gpu").unique(), on="host", how="inner")
-        .with_columns(
-            _lo=pl.col("start_time")
-            - pl.duration(seconds=NVLINK_BEFORE_S)
-            - pl.duration(microseconds=1)
-        )
-    )
-
-    def count_at(col: str) -> pl.DataFrame:
-        hit = q.sort(col).join_asof(
-            nv.select("host", "gpu", "time", "_c"),
-            left_on=col,
-            right_on="time",
-            by=["host", "gpu"],
-            strategy="backward",
-            check_sortedness=False,  # sorted by ``col`` overall, so within every group
-        )
-        return hit.select(*KEYS, "host", "gpu", pl.col("_c").fill_null(0).alias(col))
-
-    hit = (
-        count_at("end_time")
-        .join(count_at("_lo"), on=[*KEYS, "host", "gpu"])
-        .with_columns(_n=pl.col("end_time") - pl.col("_lo"))
-        .filter(pl.col("_n") > 0)
-    )
-    top = (
-        hit.select(*KEYS, "host", "gpu", _n_events=pl.col("_n").cast(pl.UInt32))
-        # a tie goes to the first host, then GPU: group_by's order is a hash's, not the data's
-        .sort(["_n_events", "host", "gpu"], descending=[True, False, False])
-        .group_by(KEYS, maintain_order=True)
-        .first()
-    )
-    gpu = pl.when(pl.col("gpu") >= 0).then(pl.col("gpu")).cast(pl.Int32)
-    return top.select(*KEYS, _n_host="host", _n_gpu=gpu, _n_events="_n_events")
 
 
 def rank_node(periods: pl.DataFrame, hosts: pl.DataFrame, att: pl.DataFrame) -> pl.DataFrame:

@@ -38,6 +38,7 @@ from analysis.slowness.attribution import attributed
 from analysis.slowness.attribution import reason_spacing
 from analysis.slowness.attribution import telemetry_periods
 from analysis.slowness.attribution import with_telemetry
+from analysis.slowness.keys import JOB
 from analysis.slowness.signals import gpu_spans
 from analysis.telemetry.sql import sql_values
 from warehouse.schemas import TABLES
@@ -49,7 +50,6 @@ SLOW_Z = 4.0  # an interval is slow above the baseline by more than this many si
 SLOW_RATIO = 0.05  # ... and by more than this share of the baseline
 MIN_INTERVALS = 3  # a slow period has at least this many slow intervals ...
 MIN_PERIOD_S = 300.0  # ... and lasts at least this long
-JOB = ["cluster", "job_id"]
 _MAD_SD = 1.4826  # MAD -> s.d. of a normal
 _SQRT2 = 2.0**0.5
 

@@ -8,7 +8,7 @@ import altair as alt
 import polars as pl
 
 from analysis.headline import slow_gpu_hours
-from analysis.slowness.attribution import JOB
+from analysis.slowness.keys import JOB
 from dashboards import charts
 from dashboards.section import NO_DATA
 from dashboards.section import ReportContext
