@@ -33,6 +33,7 @@ from ingest.files import open_source
 from ingest.files import text_head
 from ingest.parsing import checked
 from ingest.parsing import parse_bytes
+from ingest.parsing import reraise_interrupt
 from ingest.registry import detect
 from ingest.registry import formats
 from ingest.staging import FileReport
@@ -194,7 +195,8 @@ def _parse_task(
                 checked(spec, r)
                 for r in spec.parse_many([(text, files[i][2]) for i, text in group])
             ]
-        except Exception:  # noqa: BLE001 - parsed one by one, a parser bug quarantines only its file
+        except Exception as exc:  # noqa: BLE001 - parsed one by one, a parser bug quarantines only its file
+            reraise_interrupt(exc)
             results = [None] * len(group)
         for (i, _), res in zip(group, results, strict=True):
             out[i] = (

@@ -21,7 +21,6 @@ from dataclasses import replace
 from functools import cache
 from typing import BinaryIO
 
-import duckdb
 import zstandard
 
 from ingest.base import FormatSpec
@@ -35,6 +34,7 @@ from ingest.files import open_source
 from ingest.files import text_head
 from ingest.registry import detect
 from ingest.registry import formats
+from warehouse import interrupt
 from warehouse.schemas import quarantine_frame
 
 # A format that is not line-oriented (JSON, YAML, ...) is parsed whole: its text, decompressed,
@@ -75,9 +75,10 @@ def failure(spec: FormatSpec | None, exc: Exception) -> tuple[str, ParseResult]:
 
 
 def reraise_interrupt(exc: Exception) -> None:
-    """Ctrl-C that DuckDB turned into its ``InterruptException`` (an ``Exception``) while a query
-    ran: a KeyboardInterrupt again, never a "parser failure" quarantine row of the file."""
-    if isinstance(exc, duckdb.InterruptException):
+    """Ctrl-C that DuckDB turned into an ``Exception`` while a query ran
+    (``warehouse.interrupt``): a KeyboardInterrupt again, never a "parser failure" quarantine
+    row of the file."""
+    if interrupt.is_interrupt(exc):
         raise KeyboardInterrupt from exc
 
 

@@ -145,3 +145,42 @@ def test_progress_within_a_large_file_on_a_terminal_only(tmp_path, tty):
     text = seen.decode()
     assert f"\r\x1b[K  reading big.log: 0 MiB of {big.stat().st_size / 2**20:,.0f} MiB (" in text
     assert text.endswith("\r\x1b[K")  # the line is cleared when the file is read
+
+
+def test_ctrl_c_that_a_query_turns_into_another_exception_is_still_an_interrupt(
+    tmp_path, monkeypatch, capsys
+):
+    """DuckDB runs Python's SIGINT handler during a query (here: while a streamed file is
+    stored), drops what it raised and raises ``RuntimeError("Query interrupted")``: the
+    file is not quarantined as a parser failure, no batch commits after it, and the command
+    exits 130 in one line."""
+    import ingest.chunks
+    import ingest.runner
+
+    sacct_files(tmp_path / "in")
+    monkeypatch.setattr(ingest.chunks, "CHUNK_BYTES", 4096)  # each file streamed, one batch each
+    real = ingest.runner.parse_file
+
+    def parse_file(raw, name, *rest, **kw):
+        if name == "003.txt":
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)  # the handler runs here (Dagster's, within a run)
+            except BaseException:  # noqa: BLE001 - what the handler raised, as DuckDB drops it
+                raise RuntimeError("Query interrupted") from None
+        return real(raw, name, *rest, **kw)
+
+    monkeypatch.setattr(ingest.runner, "parse_file", parse_file)
+    home = tmp_path / "home"
+    code = main(["--home", str(home), "ingest", "--jobs", "1", str(tmp_path / "in")])
+    err = capsys.readouterr().err.splitlines()
+    assert code == EXIT_INTERRUPTED
+    assert [ln for ln in err if ln.startswith("goodput:")] == [
+        ln for ln in err if "interrupted; nothing is half-written" in ln
+    ] and len([ln for ln in err if ln.startswith("goodput:")]) == 1, err
+    wh = Warehouse(home)
+    assert_whole(wh)
+    paths = set(wh.read("ingest_manifest")["path"].to_list())
+    assert not any(p.endswith(("003.txt", "004.txt")) for p in paths), paths
+    quarantine = wh.read("quarantine")
+    assert quarantine.height == 0, quarantine

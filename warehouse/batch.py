@@ -27,6 +27,7 @@ from warehouse._utils import parquet_writer
 from warehouse._utils import split_partitions
 from warehouse._utils import with_partition
 from warehouse.catalog import Catalog
+from warehouse.interrupt import stop_if_pressed
 from warehouse.layout import COPIES
 from warehouse.layout import Layout
 from warehouse.layout import file_column
@@ -442,6 +443,7 @@ class Batch:
         return df.height - keep.height, keep.height == 0, with_partition(df.filter(hit), file)
 
     def commit(self) -> None:
+        stop_if_pressed()  # Ctrl-C that a query swallowed: this batch is not whole
         with self._lock:
             self.stage_canonical()
             if self.gone:

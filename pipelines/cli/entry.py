@@ -17,6 +17,8 @@ from pipelines.cli.home import fresh_dirs
 from pipelines.cli.home import remove_fresh
 from pipelines.cli.parser import build_parser
 from pipelines.cli.parser import unrecognized
+from warehouse.interrupt import pressed
+from warehouse.interrupt import watched
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +47,10 @@ def _main(argv: list[str] | None) -> int:
     fresh = fresh_dirs(args)
     code = 1
     try:
-        code = _run(args)
+        with watched():
+            code = _run(args)
+            if code == 0 and pressed():  # what Ctrl-C interrupted swallowed it: not finished
+                code = interrupted()
     finally:
         if code != 0 and fresh:  # a failed command leaves no home behind that it created
             remove_fresh(args, fresh)
@@ -64,11 +69,11 @@ def _run(args) -> int:
         os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit would raise again
         return 0
     except Exception as exc:
+        if is_interrupt(exc):  # DuckDB's forms of Ctrl-C during a query, or any after it
+            return interrupted()
         if isinstance(exc, user_errors()):
             print(f"goodput: error: {exc}", file=sys.stderr)
             return 2
-        if type(exc).__name__ == "InterruptException":  # DuckDB's form of Ctrl-C during a query
-            return interrupted()
         reason = environment_error(exc)
         if reason is None:
             raise

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sys
 
+from warehouse import interrupt
+
 
 class CliError(Exception):
     """A user's mistake a command found: one line on stderr, exit status 2."""
@@ -85,8 +87,9 @@ def committed_so_far() -> str:
 
 
 def is_interrupt(exc: BaseException) -> bool:
-    """Whether ``exc`` is Ctrl-C: a KeyboardInterrupt, or Dagster's own for a run it interrupted."""
-    if isinstance(exc, KeyboardInterrupt):
+    """Whether ``exc`` is Ctrl-C (``warehouse.interrupt.is_interrupt``), or Dagster's own for a
+    run it interrupted."""
+    if interrupt.is_interrupt(exc):
         return True
     errors = sys.modules.get("dagster._core.errors")
     return errors is not None and isinstance(exc, errors.DagsterExecutionInterruptedError)
