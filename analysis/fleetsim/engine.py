@@ -213,39 +213,39 @@ class Sim(Nodes, Jobs, Repairs, Slow):
         self.setup()
         self.dispatch(0.0)
         H, heap, pop = self.H, self.heap, heapq.heappop
+        stamps, acts = self.events()
         while heap and heap[0][0] <= H:
             t, _, kind, a, b = pop(heap)
-            if kind == self.FAIL_JOB:
-                if b == self.jstamp[a]:
-                    self.job_node_failure(a, t)
-            elif kind == self.FAIL_NODE:
-                if b == self.nver[a]:
-                    self.fire(a, t)
-            elif kind == self.TRIAGE:
-                self.triaged(a, t)
-            elif kind == self.REPAIRED:
-                self.repaired(a, t, b)
-            elif kind == self.JOBFAIL:
-                if b == self.j_ver[a]:
-                    self.job_failure(a, t)
-            elif kind == self.DONE:
-                if b == self.j_ver[a]:
-                    self.finish(a, t)
-                    if not self.open_jobs and not self.slots:
-                        self.end = t  # every job is done
-                        break
-            elif kind == self.SUBMIT:
-                self.submit(a, t)
-                self.dispatch(t)
-            elif kind == self.APPEAR:
-                self.appear(t)
-            elif kind == self.MAINT:
-                self.maintenance(a, t)
-            elif kind == self.SLOW_SWAP:
-                self.slow_swap(a, t, b)
-            else:
-                self.maintenance_end(a, t)
+            stamp = stamps[kind]
+            if stamp is not None and b != stamp[a]:
+                continue  # stale: its job restarted or its node changed since it was drawn
+            if acts[kind](a, t, b):
+                self.end = t  # every job is done
+                break
         return metrics(self)
+
+    def events(self) -> tuple[tuple, tuple]:
+        """Per event kind (the index): the version list an event's ``b`` must match to be
+        current (None: ``b`` is an argument), and what runs it, ``act(a, t, b)``, true when the
+        simulation is over."""
+        kinds = {
+            self.FAIL_NODE: (self.nver, lambda a, t, b: self.fire(a, t)),
+            self.FAIL_JOB: (self.jstamp, lambda a, t, b: self.job_node_failure(a, t)),
+            self.JOBFAIL: (self.j_ver, lambda a, t, b: self.job_failure(a, t)),
+            self.TRIAGE: (None, lambda a, t, b: self.triaged(a, t)),
+            self.REPAIRED: (None, self.repaired),
+            self.MAINT: (None, lambda a, t, b: self.maintenance(a, t)),
+            self.MAINT_END: (None, lambda a, t, b: self.maintenance_end(a, t)),
+            self.DONE: (self.j_ver, lambda a, t, b: self.finish(a, t) or self.all_done()),
+            self.SUBMIT: (None, lambda a, t, b: self.submit(a, t) or self.dispatch(t)),
+            self.APPEAR: (None, lambda a, t, b: self.appear(t)),
+            self.SLOW_SWAP: (None, self.slow_swap),
+        }
+        assert sorted(kinds) == list(range(len(kinds)))
+        return tuple(kinds[k][0] for k in sorted(kinds)), tuple(kinds[k][1] for k in sorted(kinds))
+
+    def all_done(self) -> bool:
+        return not self.open_jobs and not self.slots
 
     def job_node_failure(self, j: int, t: float) -> None:
         """The top of job ``j``'s heap is due: that node fails (a stale top reschedules)."""
