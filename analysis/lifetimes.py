@@ -82,34 +82,26 @@ def _hours(a: pl.Expr, b: pl.Expr) -> pl.Expr:
     return (b - a).dt.total_microseconds() / 3.6e9
 
 
-def observation_bounds(
-    component_history: pl.DataFrame,
-    gpu_hourly: pl.DataFrame,
-    hw_events: pl.DataFrame,
-    as_of: datetime | None = None,
-    data_start: datetime | None = None,
-) -> tuple[datetime, datetime]:
-    """(data_start, as_of) with the defaults described in the module docstring."""
-    if data_start is None:
-        # telemetry is continuous; BMC logs keep entries from before collection started
-        data_start = gpu_hourly["hour"].min()
-        if data_start is None:
-            data_start = hw_events["time"].min()
-        if data_start is None:
-            data_start = component_history["installed_at"].min()
-    if as_of is None:
-        last_hour = gpu_hourly["hour"].max()
-        cands = [
-            hw_events["time"].max(),
-            last_hour + HOUR if last_hour is not None else None,
-            component_history["installed_at"].max(),
-            component_history["removed_at"].max(),
-        ]
-        cands = [c for c in cands if c is not None]
-        as_of = max(cands) if cands else data_start
-    if data_start is None or as_of is None:
-        raise ValueError("no times in the data: pass data_start and as_of")
-    return data_start, as_of
+def data_span(
+    component_history: pl.DataFrame, gpu_hourly: pl.DataFrame, hw_events: pl.DataFrame
+) -> tuple[datetime | None, datetime | None]:
+    """The data's own (first, last) time, the defaults of (``data_start``, ``as_of``) described
+    in the module docstring; None where the data has no time."""
+    # telemetry is continuous; BMC logs keep entries from before collection started
+    firsts = (
+        gpu_hourly["hour"].min(),
+        hw_events["time"].min(),
+        component_history["installed_at"].min(),
+    )
+    first = next((f for f in firsts if f is not None), None)
+    last_hour = gpu_hourly["hour"].max()
+    lasts = [
+        hw_events["time"].max(),
+        last_hour + HOUR if last_hour is not None else None,
+        component_history["installed_at"].max(),
+        component_history["removed_at"].max(),
+    ]
+    return first, max((t for t in lasts if t is not None), default=None)
 
 
 CNAME = r"^c(\d+)-(\d+)c(\d+)s(\d+)n(\d+)$"  # Cray XK/XC node: cabinet column-row, cage, slot, node
@@ -161,9 +153,11 @@ def build_component_lifetimes(
     units enter or leave (``covariate_sql``: whole days from gpu_daily, those days' hours from
     gpu_hourly), joined out of core on ``connect()``, instead of those of ``gpu_hourly`` (which
     then needs no covariate rows)."""
-    data_start, as_of = observation_bounds(
-        component_history, gpu_hourly, hw_events, as_of, data_start
-    )
+    first, last = data_span(component_history, gpu_hourly, hw_events)
+    data_start = first if data_start is None else data_start
+    as_of = (last or data_start) if as_of is None else as_of
+    if data_start is None or as_of is None:
+        raise ValueError("no times in the data: pass data_start and as_of")
     hist = history_units(component_history, data_start, as_of).with_columns(
         _telemetry=pl.lit(False), population=pl.lit("inventory")
     )

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from analysis.lifetimes import build_component_lifetimes
-from analysis.lifetimes import observation_bounds
+from analysis.lifetimes import data_span
 from analysis.lifetimes import refresh_component_lifetimes
 from warehouse.schemas import TABLES
 from warehouse.schemas import conform
@@ -355,9 +355,9 @@ def test_default_bounds_come_from_the_data():
         {"time": START - 30 * D, "component_class": "bmc", "severity": "info"},  # old SEL entry
         {"time": START + 2 * H, "component_class": "gpu", "severity": "warning", "gpu": 3},
     )
-    assert observation_bounds(ch, gh, he) == (START, START + 11 * H)
+    assert data_span(ch, gh, he) == (START, START + 11 * H)
     # without telemetry: the hardware events span it
-    assert observation_bounds(ch, frame([]), he) == (START - 30 * D, START + 2 * H)
+    assert data_span(ch, frame([]), he) == (START - 30 * D, START + 2 * H)
 
 
 def test_refresh_writes_the_table(wh):

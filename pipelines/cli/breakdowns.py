@@ -52,6 +52,11 @@ def cmd_losses(args) -> int:
     return 0
 
 
+def _job_tables(wh) -> tuple:
+    """What trend and compare read: the job attempts, their interruptions and their goodput."""
+    return tuple(wh.read(t) for t in ("job_attempts", "interruptions", "goodput_jobs"))
+
+
 def cmd_trend(args) -> int:
     from analysis.scope import job_window
     from analysis.trend import TREND_HEADER
@@ -59,13 +64,7 @@ def cmd_trend(args) -> int:
     from analysis.trend import trend_frame
 
     wh = reading_warehouse(args)
-    df = trend_frame(
-        wh.read("job_attempts"),
-        wh.read("interruptions"),
-        wh.read("goodput_jobs"),
-        args.period,
-        job_window(wh),
-    )
+    df = trend_frame(*_job_tables(wh), args.period, job_window(wh))
     if df.height == 0 and output_format(args) == "table":
         print_scope(wh)
         print("no job attempts with start and end times in the warehouse")
@@ -95,13 +94,7 @@ def cmd_compare(args) -> int:
     from analysis.scope import scope_of
 
     wh = reading_warehouse(args)
-    df = compare_frame(
-        wh.read("job_attempts"),
-        wh.read("interruptions"),
-        wh.read("goodput_jobs"),
-        args.by,
-        job_window(wh) if scope_of(wh).timed else None,
-    )
+    df = compare_frame(*_job_tables(wh), args.by, job_window(wh) if scope_of(wh).timed else None)
     if df.height == 0 and output_format(args) == "table":
         print_scope(wh)
         print("no job attempts in the warehouse (ingest job records, then `goodput build`)")
@@ -150,7 +143,6 @@ def add_losses(sub) -> None:
 
     command(
         sub,
-        "losses",
         cmd_losses,
         choice("--by", LOSS_KEYS, "cause", "what to group by"),
         option(
@@ -177,7 +169,6 @@ def add_trend(sub) -> None:
 
     command(
         sub,
-        "trend",
         cmd_trend,
         choice("--period", PERIODS, "week", "calendar week or month"),
         formats=True,
@@ -195,7 +186,6 @@ def add_compare(sub) -> None:
 
     command(
         sub,
-        "compare",
         cmd_compare,
         choice(
             "--by",

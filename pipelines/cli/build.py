@@ -144,7 +144,6 @@ def add_build(sub) -> None:
 
     command(
         sub,
-        "build",
         cmd_build,
         option(
             "--ckpt-interval",
@@ -175,7 +174,6 @@ def add_build(sub) -> None:
 def add_report(sub) -> None:
     command(
         sub,
-        "report",
         cmd_report,
         option("--out", help="HTML file to write (default DIR/reports/goodput_report.html)"),
         gpus("job scale for the projected-goodput headline"),

@@ -68,7 +68,6 @@ COMPLETERS = {
 def add_completion(sub) -> None:
     command(
         sub,
-        "completion",
         cmd_completion,
         option("shell", choices=COMPLETION_SHELLS, help="the shell to complete in"),
         home=False,

@@ -83,7 +83,6 @@ def cmd_fit(args) -> int:
 def add_fit(sub) -> None:
     command(
         sub,
-        "fit",
         cmd_fit,
         option(
             "--all-models",

@@ -56,7 +56,6 @@ def cmd_fleetsim(args) -> int:
 def add_fleetsim(sub) -> None:
     command(
         sub,
-        "fleetsim",
         cmd_fleetsim,
         option(
             "--scenario",

@@ -387,7 +387,6 @@ def cmd_forget(args) -> int:
 def add_ingest(sub) -> None:
     command(
         sub,
-        "ingest",
         cmd_ingest,
         option(
             "paths",
@@ -470,7 +469,6 @@ def add_ingest(sub) -> None:
 def add_forget(sub) -> None:
     command(
         sub,
-        "forget",
         cmd_forget,
         option(
             "targets",

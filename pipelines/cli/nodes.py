@@ -156,7 +156,6 @@ def add_nodes(sub) -> None:
 
     command(
         sub,
-        "nodes",
         cmd_nodes,
         option(
             "--top",

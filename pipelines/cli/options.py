@@ -38,7 +38,6 @@ def choice(flag: str, values, default: str, help: str) -> Option:
 
 def command(
     sub,
-    name: str,
     func,
     *options: Option,
     examples: tuple[str, ...] = (),
@@ -48,7 +47,8 @@ def command(
     scope: bool = False,
     **kwargs,
 ) -> None:
-    """Register the command ``name``, run by ``func(args)``. Its options, in the order its help
+    """Register the command that ``func(args)`` runs, named by it (``cmd_losses``: ``losses``).
+    Its options, in the order its help
     lists them: the warehouse's (``home``), the observation window's (``window``), the output
     format's (``formats``), ``options``, then the scope flags (``scope``). Its help ends with
     ``examples`` (each one parsed by tests/test_cli_habits.py); ``kwargs`` (``help``,
@@ -60,7 +60,7 @@ def command(
         for parent, wanted in ((_home, home), (_window, window), (_formats, formats))
         if wanted
     ]
-    parser = sub.add_parser(name, parents=parents, **kwargs)
+    parser = sub.add_parser(func.__name__.removeprefix("cmd_"), parents=parents, **kwargs)
     for o in options:
         o.add_to(parser)
     if scope:

@@ -280,7 +280,6 @@ def add_project(sub) -> None:
 
     command(
         sub,
-        "project",
         cmd_project,
         gpus(),
         gpus_per_node(),
@@ -338,7 +337,6 @@ def add_project(sub) -> None:
 def add_whatif(sub) -> None:
     command(
         sub,
-        "whatif",
         cmd_whatif,
         gpus(),
         slow_detect("5m 1h never", many=True),

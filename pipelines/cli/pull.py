@@ -91,7 +91,6 @@ def cmd_pull(args) -> int:
 def add_pull(sub) -> None:
     command(
         sub,
-        "pull",
         cmd_pull,
         option(
             "sources",

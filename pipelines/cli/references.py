@@ -47,7 +47,6 @@ def cmd_references(args) -> int:
 def add_references(sub) -> None:
     command(
         sub,
-        "references",
         cmd_references,
         gpus_per_node(),
         formats=True,

@@ -203,7 +203,6 @@ def _root_causes_line(causes) -> str:
 def add_mtbf(sub) -> None:
     command(
         sub,
-        "mtbf",
         cmd_mtbf,
         choice("--period", ("quarter", "month"), "quarter", "calendar period"),
         option(
@@ -228,7 +227,6 @@ def add_mtbf(sub) -> None:
 def add_availability(sub) -> None:
     command(
         sub,
-        "availability",
         cmd_availability,
         option("--system", help="one system (cluster): its root causes instead of every system's"),
         choice("--level", ("system", "node"), "system", "rows per system or per node"),

@@ -115,7 +115,6 @@ def _other_data(wh) -> str:
 def add_demo(sub) -> None:
     command(
         sub,
-        "demo",
         cmd_demo,
         examples=("goodput demo", "goodput demo --home /tmp/goodput-demo"),
         help="whole pipeline on the committed sample fleet",
@@ -127,7 +126,6 @@ def add_simulate(sub) -> None:
 
     command(
         sub,
-        "simulate",
         cmd_simulate,
         option(
             "--out",

@@ -95,7 +95,6 @@ def _escape_controls(text: str) -> str:
 def add_sql(sub) -> None:
     command(
         sub,
-        "sql",
         cmd_sql,
         option(
             "query", help="one SELECT (or EXPLAIN) statement over the warehouse's tables and views"

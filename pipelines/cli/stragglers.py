@@ -60,7 +60,6 @@ _READING = {
 def add_stragglers(sub) -> None:
     command(
         sub,
-        "stragglers",
         cmd_stragglers,
         option(
             "trace",
