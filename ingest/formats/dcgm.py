@@ -63,9 +63,10 @@ SOURCE = "dcgm"
 
 # A sample line is "<key> <value>[ <ms timestamp>]" with key "name" or "name{labels}".
 _TAIL = r"\s+[^\s}]+(?:\s+-?\d+)?\s*$"
-_KEY = r"^\s*(?P<metric>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?P<labels>.*)\})?$"
-_KEY_ONLY = r"^\s*[a-zA-Z_:][a-zA-Z0-9_:]*\s*(?:\{.*\})?\s*$"
-_META = r"^#\s*(?P<kind>HELP|TYPE)\s+(?P<metric>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\s+(?P<text>.*))?$"
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"  # a Prometheus metric name
+_KEY = rf"^\s*(?P<metric>{_NAME})\s*(?:\{{(?P<labels>.*)\}})?$"
+_KEY_ONLY = rf"^\s*{_NAME}\s*(?:\{{.*\}})?\s*$"
+_META = rf"^#\s*(?P<kind>HELP|TYPE)\s+(?P<metric>{_NAME})(?:\s+(?P<text>.*))?$"
 _CONFIG = r"^(?P<metric>[A-Z][A-Z0-9_]*)\s*,\s*(?P<type>[a-z]+)\s*,\s*(?P<help>.*)$"
 _UNIT = r"\(in ([^)]+)\)"
 
@@ -404,9 +405,7 @@ def detect(head: bytes, name: str) -> int:
         return 90
     if re.search(r"^DCGM_FI_[A-Z0-9_]+\s*,\s*(gauge|counter|label)\s*,", text, re.MULTILINE):
         return 80
-    if re.search(
-        r"^[a-zA-Z_:][a-zA-Z0-9_:]*\{[^}\n]*\}\s+[-+0-9.eE]+(\s+\d+)?$", text, re.MULTILINE
-    ):
+    if re.search(rf"^{_NAME}\{{[^}}\n]*\}}\s+[-+0-9.eE]+(\s+\d+)?$", text, re.MULTILINE):
         return 40  # some other Prometheus text exposition
     return 0
 
