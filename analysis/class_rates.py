@@ -35,6 +35,29 @@ HALF_NORMAL_Q975 = 2.241402727604947  # 97.5% quantile of |N(0, 1)|
 UNIT_COUNTS: dict[str, tuple[str, int]] = {**UNITS, "all": ("job", 1)}
 
 
+def ci_draws(
+    rate: np.ndarray, lo: np.ndarray, hi: np.ndarray, n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """(n, k) draws of k positive rates from their points and 95% bounds (module docstring):
+    lognormal, a zero lower bound read from the upper one, a point of 0 half-normal; a rate
+    without finite bounds is its point in every draw."""
+    rate, lo, hi = (np.asarray(a, float) for a in (rate, lo, hi))
+    ok = np.isfinite(lo) & np.isfinite(hi) & (lo > 0) & (hi > lo)
+    sigma = np.zeros(rate.size)
+    sigma[ok] = np.log(hi[ok] / lo[ok]) / (2 * Z95)
+    # A zero lower bound with a positive point: take the upper bound as +1.96σ.
+    zero = np.isfinite(hi) & (hi > 0) & ~ok & (rate > 0) & (hi > rate)
+    sigma[zero] = np.log(hi[zero] / rate[zero]) / Z95
+    # No events at all (point 0, upper bound > 0): a lognormal has no scale there, so draw a
+    # half-normal whose 97.5% quantile is the upper bound.
+    none_seen = np.isfinite(hi) & (hi > 0) & (rate <= 0)
+    z = rng.standard_normal((n, rate.size))
+    out = rate[None, :] * np.exp(sigma[None, :] * z)
+    if none_seen.any():
+        out[:, none_seen] = np.abs(z[:, none_seen]) * (hi[none_seen] / HALF_NORMAL_Q975)
+    return out
+
+
 @dataclass(frozen=True)
 class ClassRates:
     """Per-class failure rates per unit-hour, with their uncertainty and lifetime laws.
@@ -126,23 +149,9 @@ class ClassRates:
         if self.samples is not None:
             idx = rng.integers(0, self.samples.shape[1], size=n)
             return self.samples[:, idx].T.copy()
-        sigma = np.zeros(len(self.classes))
-        none_seen = np.zeros(len(self.classes), dtype=bool)
-        if self.ci_low is not None and self.ci_high is not None:
-            lo, hi = self.ci_low, self.ci_high
-            ok = np.isfinite(lo) & np.isfinite(hi) & (lo > 0) & (hi > lo)
-            sigma[ok] = np.log(hi[ok] / lo[ok]) / (2 * Z95)
-            # A zero lower bound with a positive point: take the upper bound as +1.96σ.
-            zero = np.isfinite(hi) & (hi > 0) & ~ok & (self.rate > 0) & (hi > self.rate)
-            sigma[zero] = np.log(hi[zero] / self.rate[zero]) / Z95
-            # No events at all (point 0, upper bound > 0): a lognormal has no scale there, so
-            # draw a half-normal whose 97.5% quantile is the upper bound.
-            none_seen = np.isfinite(hi) & (hi > 0) & (self.rate <= 0)
-        z = rng.standard_normal((n, len(self.classes)))
-        out = self.rate[None, :] * np.exp(sigma[None, :] * z)
-        if none_seen.any():
-            out[:, none_seen] = np.abs(z[:, none_seen]) * (hi[none_seen] / HALF_NORMAL_Q975)
-        return out
+        if self.ci_low is None or self.ci_high is None:
+            return np.repeat(self.rate[None, :], n, axis=0)
+        return ci_draws(self.rate, self.ci_low, self.ci_high, n, rng)
 
     def scaled(self, multipliers: dict[str, float]) -> ClassRates:
         """Rates (and their uncertainty) with some classes multiplied (what-if)."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import replace
 
 import numpy as np
 
@@ -203,11 +204,15 @@ def simulate(
     With a fail-slow process (``rates.fail_slow``) each job also meets slow GPUs: those still
     slow at ``job.slow_detect_hours`` are replaced (one more class of interruptions, Poisson at
     n_gpus x rate x S(T)), and the share of its window during which any GPU is slow
-    (``at_scale.slow_fraction``) runs ``factor`` times slower."""
+    (``at_scale.slow_fraction``) runs ``factor`` times slower; with ``rate_draws``, each
+    replica's fail-slow rate is drawn from its CI as well (``FailSlow.at_rate_draws``)."""
     rng = np.random.default_rng(seed)
-    rates, rate_draws = _with_replacements(rates, job, rate_draws, replicas)
-    result = _simulate(rng, rates, job, replicas, rate_draws)
     fs = rates.fail_slow
+    if fs is not None and rate_draws is not None:  # a rate per replica from its CI, if any
+        drawn = fs.at_rate_draws(replicas, seed)
+        fs = fs if drawn is None else replace(drawn, rate=drawn.rate[:, 0])
+    rates, rate_draws = _with_replacements(rates, job, rate_draws, replicas, fs)
+    result = _simulate(rng, rates, job, replicas, rate_draws)
     if fs is not None:
         frac = fs.slow_fraction(job.n_gpus, job.slow_detect_hours, result.wall_hours, rng)
         result.slow_lost = frac * (1.0 - 1.0 / fs.factor)
@@ -216,23 +221,29 @@ def simulate(
     return result
 
 
-def _with_replacements(rates: ClassRates, job: Job, rate_draws, replicas: int):
+def _with_replacements(rates: ClassRates, job: Job, rate_draws, replicas: int, fs):
     """``rates`` (and ``rate_draws``) with the slow GPUs replaced at detection as one more
     per-GPU class (``at_scale.REPLACED``, memoryless: a thinned Poisson process), when the
-    rates carry a fail-slow process that detection cuts short."""
-    fs = rates.fail_slow
-    rep = 0.0 if fs is None else float(fs.replacements_per_hour(1, job.slow_detect_hours))
+    rates carry a fail-slow process that detection cuts short. ``fs``: that process, its rate
+    the point or one draw per replica."""
+    per_replica = 0.0 if fs is None else fs.replacements_per_hour(1, job.slow_detect_hours)
+    rep = (
+        0.0
+        if rates.fail_slow is None
+        else float(rates.fail_slow.replacements_per_hour(1, job.slow_detect_hours))
+    )
     if rep <= 0:
         return rates, rate_draws
     out = ClassRates(
         (*rates.classes, REPLACED), np.append(rates.rate, rep), source=rates.source,
         counts={**(rates.counts or {}), REPLACED: ("gpu", 1)},
         laws=(*rates.laws, Exponential.unit()), law_rate=np.append(rates.law_rate, 1.0),
-        starts=(*rates.starts, "stationary"), horizon_hours=rates.horizon_hours, fail_slow=fs,
+        starts=(*rates.starts, "stationary"), horizon_hours=rates.horizon_hours,
+        fail_slow=rates.fail_slow,
     )  # fmt: skip
     if rate_draws is not None:
         draws = np.broadcast_to(rate_draws, (replicas, len(rates.classes)))
-        rate_draws = np.column_stack([draws, np.full(replicas, rep)])
+        rate_draws = np.column_stack([draws, np.broadcast_to(per_replica, (replicas,))])
     return out, rate_draws
 
 

@@ -21,13 +21,15 @@ the job loses the share of its compute time it runs slow (``at_scale.lost_share`
 
 Point and band: the point is the plug-in projection at each class's rate, the band the
 2.5/97.5 percentiles over rate draws (``ClassRates.sample``; ``analysis.class_rates`` says
-how the draws are made).
+how the draws are made), the fail-slow rate drawn from its CI alongside
+(``FailSlow.at_rate_draws``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from dataclasses import field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -36,6 +38,9 @@ from analysis.class_rates import UNIT_COUNTS
 from analysis.class_rates import ClassRates
 from analysis.job import Job
 from analysis.taxonomy import DEFAULT_UNIT
+
+if TYPE_CHECKING:
+    from analysis.slowness.at_scale import FailSlow
 
 
 def unit_counts(
@@ -99,6 +104,12 @@ def running_slow(rates: ClassRates, n_gpus, detect_hours: float):
     fs = rates.fail_slow
     if fs is None:
         return 0.0, 1.0
+    return running_slow_of(fs, n_gpus, detect_hours)
+
+
+def running_slow_of(fs: FailSlow, n_gpus, detect_hours: float):
+    """``running_slow`` of one fail-slow process (its ``rate`` may be an (S, 1) array of draws:
+    then (S, len(n_gpus)) arrays)."""
     return fs.replacements_per_hour(n_gpus, detect_hours), 1.0 - fs.lost_share(n_gpus, detect_hours)
 
 
@@ -161,10 +172,14 @@ def project(
     tau = daly if interval_hours is None else np.asarray(interval_hours, float) * np.ones_like(n)
     g_stop = useful_fraction(tau, d_h, r_h, m)
     g = g_stop * kept
-    if rates.has_uncertainty() and samples > 0:
+    slow_draws = None if fs is None or samples <= 0 else fs.at_rate_draws(samples, seed)
+    if (rates.has_uncertainty() or slow_draws is not None) and samples > 0:
         draws = rates.sample(samples, seed)  # (S, C)
-        ms = 1.0 / (draws @ u + rep)  # (S, K)
-        gs = useful_fraction(tau[None, :], d_h, r_h, ms) * kept
+        rep_s, kept_s = (
+            (rep, kept) if slow_draws is None else running_slow_of(slow_draws, n, detect)
+        )
+        ms = 1.0 / (draws @ u + rep_s)  # (S, K)
+        gs = useful_fraction(tau[None, :], d_h, r_h, ms) * kept_s
         # the point is the plug-in (a class with no failure at rate 0, its draws all above 0):
         # a band whose draws all lie on one side of it reaches to the point
         glo, ghi = np.percentile(gs, [2.5, 97.5], axis=0)
@@ -180,7 +195,11 @@ def project(
         note = "no fit uncertainty (rates given without CI): band = point"
     if fs is None:
         return Projection(n, m, young, daly, tau, g, glo, ghi, mlo, mhi, {"band": note}, gs)
-    note += " (fail-slow at its fitted rate and law)"
+    note += (
+        " (fail-slow at its fitted law, its rate drawn from its CI)"
+        if slow_draws is not None
+        else " (fail-slow at its fitted rate and law)"
+    )
     lost = 1.0 - kept * np.ones_like(n)
     return Projection(n, m, young, daly, tau, g, glo, ghi, mlo, mhi, {"band": note}, gs,
                       g_stop, lost, detect)  # fmt: skip

@@ -100,6 +100,8 @@ def test_the_fleets_process_comes_from_its_fail_slow_row_and_gpu_pinned_periods(
                 "model": ["lognormal", "exponential", "weibull"],
                 "selected": [True, False, True],
                 "rate_per_1k_unit_days": [2.0, 2.0, 9.0],
+                "rate_ci_low": [1.0, 1.0, 8.0],
+                "rate_ci_high": [4.0, 4.0, 10.0],
                 "params": [
                     json.dumps(
                         {
@@ -126,6 +128,7 @@ def test_the_fleets_process_comes_from_its_fail_slow_row_and_gpu_pinned_periods(
     )
     fs = at_scale.from_warehouse(rates, periods)
     assert fs.rate == pytest.approx(RATE)
+    assert fs.rate_ci == pytest.approx((RATE / 2, 2 * RATE))
     assert (fs.duration.mu_log_hours, fs.duration.sigma) == (0.405, 1.0)
     assert fs.factor == pytest.approx(3.0 / 2.25)
     fs = at_scale.from_warehouse(rates, periods.filter(pl.col("culprit_gpu").is_null()))
@@ -208,3 +211,49 @@ def test_a_projection_row_says_what_it_includes_of_running_slow():
     assert at_scale.running_slow_note(plain) == (
         "fail-slow not included (no fail_slow rate in failure_rates)"
     )
+
+
+@pytest.mark.parametrize(("n_gpus", "detect"), [(16_384, 1.0), (100_000, 5 / 60), (100_000, 1.0)])
+def test_the_band_carries_the_fail_slow_rates_uncertainty(n_gpus, detect):
+    """Fail-stop rates known exactly and the fail-slow rate known to a factor of 2 (95% CI
+    RATE/2 to 2 x RATE): the band is goodput at the rate's own 2.5% and 97.5% quantiles, as
+    the closed form gives them (goodput falls as the rate rises, so its quantiles are the
+    rate's); with no CI on either, the band is the point. The Monte Carlo's replicas, each at
+    its own drawn rate, lose to running slow what the closed form says at their draws, on
+    average."""
+    from dataclasses import replace
+
+    from scipy.stats import norm
+
+    from analysis.job import Job
+    from analysis.montecarlo import simulate
+    from analysis.projection import project
+
+    fs = FailSlow(RATE, LAW, factor=1.34, rate_ci=(RATE / 2, 2 * RATE))
+    rates, job = _rates(fs), Job(n_gpus=n_gpus, slow_detect_hours=detect, wall_hours=400.0)
+    p = project(rates, job)
+    sigma = math.log(4.0) / (2 * norm.ppf(0.975))
+    lam = float(rates.rate[0] * n_gpus)
+
+    def g(rate_quantile: float) -> float:
+        at = replace(fs, rate=RATE * math.exp(sigma * norm.ppf(rate_quantile)))
+        return float(at_scale.goodput(n_gpus, at, detect, 1 / lam, p.interval_hours[0],
+                                      60 / 3600, 600 / 3600))  # fmt: skip
+
+    # the 2.5% quantile of 400 draws lies between the distribution's 1% and 5% (P > 0.99)
+    assert g(0.99) <= p.goodput_ci_low[0] <= g(0.95)
+    assert g(0.05) <= p.goodput_ci_high[0] <= g(0.01)
+    assert p.goodput_ci_low[0] < p.goodput[0] - 0.002 < p.goodput_ci_high[0] - 0.004
+    assert "rate drawn from its CI" in p.notes["band"]
+    fixed = project(_rates(replace(fs, rate_ci=None)), job)
+    assert fixed.goodput_ci_low[0] == fixed.goodput[0] == fixed.goodput_ci_high[0] == p.goodput[0]
+    # the Monte Carlo: each replica at its own draw, and the same draws for the same seed
+    mc = simulate(rates, job, replicas=400, seed=11, rate_draws=rates.sample(400, 11))
+    drawn = fs.at_rate_draws(400, 11).rate[:, 0]
+    assert np.array_equal(drawn, fs.at_rate_draws(400, 11).rate[:, 0])
+    want = at_scale.lost_share(n_gpus, replace(fs, rate=drawn), detect)
+    se = mc.slow_lost.std(ddof=1) / math.sqrt(400)
+    assert abs(mc.slow_lost.mean() - want.mean()) < 3.5 * se
+    point = simulate(_rates(replace(fs, rate_ci=None)), job, replicas=400, seed=11,
+                     rate_draws=rates.sample(400, 11))  # fmt: skip
+    assert mc.slow_lost.std() > 1.5 * point.slow_lost.std()

@@ -23,16 +23,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
 
 from analysis import lifetime_models
+from analysis.class_rates import ci_draws
 from analysis.lifetime_models.base import LifetimeModel
 from analysis.numbers import mean_time
 from analysis.projection import useful_fraction
 from analysis.survival.rates import HOURS_PER_1K_UNIT_DAYS
 from warehouse.schemas import FAIL_SLOW
+
+# the random stream of the fail-slow rate's draws (beside the fail-stop classes' own)
+FAIL_SLOW_STREAM = 1
 
 # the interruption class of a slow GPU replaced at detection (the Monte Carlo's failure stream)
 REPLACED = "fail_slow_replaced"
@@ -48,10 +53,21 @@ class FailSlow:
     """The fleet's fail-slow process, as ``ClassRates.fail_slow`` carries it into every
     projection (``analysis.projection.project``, the Monte Carlo)."""
 
-    rate: float  # episodes per GPU-hour
+    rate: float  # episodes per GPU-hour (an array of draws in ``at_rate_draws``'s copies)
     duration: LifetimeModel  # of an episode, hours
     factor: float = FALCON_SLOWDOWN  # the job's slowdown while one of its GPUs is slow
     factor_source: str = "Alibaba FALCON's mean (ATC '25)"
+    rate_ci: tuple[float, float] | None = None  # the rate's 95% bounds, per GPU-hour
+
+    def at_rate_draws(self, n: int, seed: int) -> FailSlow | None:
+        """This process with ``rate`` an (n, 1) array of draws from its CI (``ci_draws``, a
+        stream of its own for ``seed``: projections with the same seed draw the same rates),
+        for the bands of projections; None without a CI."""
+        if self.rate_ci is None:
+            return None
+        rng = np.random.default_rng((seed, FAIL_SLOW_STREAM))
+        rates = ci_draws(np.array([self.rate]), *(np.array([b]) for b in self.rate_ci), n, rng)
+        return replace(self, rate=rates)
 
     def lost_share(self, n_gpus, detect_hours: float | None) -> np.ndarray:
         return lost_share(n_gpus, self, detect_hours)
@@ -150,10 +166,10 @@ def goodput(
 
 
 def from_warehouse(failure_rates: pl.DataFrame, slow_periods: pl.DataFrame) -> FailSlow | None:
-    """The fleet's fail-slow process: the rate and duration law of the selected ``fail_slow``
-    row of ``failure_rates`` (None without one, or without a fitted law), and the slowdown the
-    slow periods pinned on a GPU measured (their wall time over the work done in it), else
-    ``FALCON_SLOWDOWN``."""
+    """The fleet's fail-slow process: the rate, its CI and the duration law of the selected
+    ``fail_slow`` row of ``failure_rates`` (None without one, or without a fitted law), and the
+    slowdown the slow periods pinned on a GPU measured (their wall time over the work done in
+    it), else ``FALCON_SLOWDOWN``."""
     rows = failure_rates.filter(
         (pl.col("component_class") == FAIL_SLOW)
         & pl.col("selected").fill_null(False)
@@ -163,13 +179,19 @@ def from_warehouse(failure_rates: pl.DataFrame, slow_periods: pl.DataFrame) -> F
         return None
     row = rows.row(0, named=True)
     law = lifetime_models.get(row["model"]).from_params(row["params"])
-    out = FailSlow(rate=row["rate_per_1k_unit_days"] / HOURS_PER_1K_UNIT_DAYS, duration=law)
+    bounds = (row["rate_ci_low"], row["rate_ci_high"])
+    ci = (
+        tuple(b / HOURS_PER_1K_UNIT_DAYS for b in bounds)
+        if all(b is not None and math.isfinite(b) for b in bounds)
+        else None
+    )
+    out = FailSlow(row["rate_per_1k_unit_days"] / HOURS_PER_1K_UNIT_DAYS, law, rate_ci=ci)
     pinned = slow_periods.filter(pl.col("culprit_gpu").is_not_null())
     wall = float(pinned["duration_hours"].sum()) if pinned.height else 0.0
     work = wall - float(pinned["extra_hours"].sum()) if pinned.height else 0.0
     if wall > 0 and 0 < work < wall:
-        n = pinned.height
-        return FailSlow(out.rate, law, wall / work, f"the {n} slow periods pinned on a GPU")
+        source = f"the {pinned.height} slow periods pinned on a GPU"
+        return replace(out, factor=wall / work, factor_source=source)
     return out
 
 
