@@ -14,7 +14,8 @@ is the end of the earliest gap: from the start of the source's first pulled wind
 the ok windows that join up with it; a failed window, or time a backfill jumped over (a later
 Dagster partition, ``--since`` past the cursor), is a gap the next pull starts at, whatever
 was pulled after it. A source's next chunk is fetched and parsed while the current one is
-committed, so its server, the parsers and the commit work at once (two chunks are held at most).
+committed, each of its documents parsed as it arrives, so its server, the parsers and the commit
+work at once (two chunks are held at most).
 Records pulled twice (the overlap, a repeated pull, a file ingested earlier) are stored once by
 the warehouse's record keys and counted in ``rows_duplicate``.
 """
