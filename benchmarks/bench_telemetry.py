@@ -36,20 +36,27 @@ from sample_data.writers.dcgm import BLANK_SENTINEL
 from sample_data.writers.dcgm import DCGM_METRICS
 from warehouse.store import Warehouse
 
-# the sample fleet's dcgm-exporter metrics and the rest of the exporter's default set
-METRICS = (
-    *DCGM_METRICS,
-    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
-    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
-    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
-    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
-    (
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        "counter",
-        "Total energy consumption since boot (in mJ).",
-    ),
-)
+# dcgm-exporter's default counters file, as captured (provenance beside it)
+DEFAULT_COUNTERS = (
+    Path(__file__).resolve().parent.parent
+    / "tests" / "fixtures" / "dcgm" / "dcgm-exporter__default-counters.csv"
+)  # fmt: skip
+
+
+def exporter_metrics() -> tuple[tuple[str, str, str], ...]:
+    """The sample fleet's dcgm-exporter metrics, then the rest of the exporter's default set
+    (its gauges and counters): (name, type, help)."""
+    known = {name for name, _, _ in DCGM_METRICS}
+    rows = (
+        tuple(field.strip() for field in line.split(",", 2))
+        for line in DEFAULT_COUNTERS.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    )
+    extra = tuple(r for r in rows if r[1] in ("gauge", "counter") and r[0] not in known)
+    return (*DCGM_METRICS, *extra)
+
+
+METRICS = exporter_metrics()
 GPUS = 8
 
 

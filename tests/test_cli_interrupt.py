@@ -184,3 +184,22 @@ def test_ctrl_c_that_a_query_turns_into_another_exception_is_still_an_interrupt(
     assert not any(p.endswith(("003.txt", "004.txt")) for p in paths), paths
     quarantine = wh.read("quarantine")
     assert quarantine.height == 0, quarantine
+
+
+def test_a_ctrl_c_is_forgotten_when_its_command_ends(tmp_path):
+    """A Ctrl-C pressed during one command does not stop the next one in the same process (a
+    test run, a notebook) from committing."""
+    from warehouse.interrupt import pressed
+    from warehouse.interrupt import watched
+
+    with watched():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            pass
+        assert pressed()
+    assert not pressed()
+    sacct_files(tmp_path / "in")
+    assert main(["--home", str(tmp_path / "home"), "ingest", str(tmp_path / "in")]) == 0
+    assert Warehouse(tmp_path / "home").read("job_attempts").height == FILES * JOBS_PER_FILE

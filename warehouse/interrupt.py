@@ -36,13 +36,14 @@ def watched() -> Iterator[None]:
         yield
     finally:
         signal.set_wakeup_fd(previous)
-        _WAKEUP[0] = -1
+        _WAKEUP[0], _PRESSED[0] = -1, False  # outside it, nothing is interrupted
         os.close(read)
         os.close(write)
 
 
 def pressed() -> bool:
-    """Whether Ctrl-C came within ``watched``, though what it interrupted swallowed it."""
+    """Whether Ctrl-C came within the ``watched`` block running now, though what it interrupted
+    swallowed it; outside one, False."""
     if not _PRESSED[0] and _WAKEUP[0] >= 0:
         try:
             while got := os.read(_WAKEUP[0], 512):
