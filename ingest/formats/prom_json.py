@@ -215,9 +215,9 @@ def _matrix(data: bytes) -> tuple[pl.DataFrame, pl.DataFrame] | None:
     polars with no Python object per point (a pull's answers are millions of points): when the
     file is one successful matrix answer whose every series has its labels and values and every
     point is a pair of scalars. Anything else (None) is left to ``_documents`` and
-    ``_series_points``, which say per record what is wrong with it. Label values and points are
-    read as their text (a JSON number as polars writes it), which is what the point-by-point
-    reading does with a label or point that is not a string."""
+    ``_series_points``, which say per record what is wrong with it. A label value or point that
+    is not a JSON string (a TSDB writes none) is taken as polars' text of it, which may write a
+    number or boolean otherwise than the point-by-point reading (``5`` for ``5.0``)."""
     if data.lstrip()[:1] != b"{":
         return None
     try:
@@ -248,10 +248,9 @@ def _matrix(data: bytes) -> tuple[pl.DataFrame, pl.DataFrame] | None:
         }
     ).with_row_index("point", offset=1)
     labels = series.select("series", pl.col("metric").struct.unnest(), points="values")
-    blank = {label: pl.col(label).replace("", None) for label in LABEL_COLUMNS}
-    per_series = labels.select(
+    per_series = labels.select(  # an empty label counts as absent, as in ``label_columns``
         metric=pl.col("__name__").replace("", None),
-        **{col: blank[label] for label, col in LABEL_COLUMNS.items()},
+        **{col: pl.col(label).replace("", None) for label, col in LABEL_COLUMNS.items()},
         instance_host=pl.col("instance").str.replace(r":[^:]*$", "").replace("", None),
         **{label: pl.col(label) for label in FOLDED_LABELS.values()},
         doc=pl.lit(1, pl.Int32),
