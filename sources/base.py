@@ -43,6 +43,7 @@ import subprocess
 import time
 import tomllib
 from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field
 from datetime import datetime
@@ -222,11 +223,18 @@ def _json_inner(text: str) -> str:
 
 
 def fetch_all(kind, src: SourceConfig, window: Window) -> list[Document | Failure]:
-    """Every document (and failed target) of ``window``, or SourceError: a window is stored whole
-    or not at all. Whatever else goes wrong in the kind (an answer of a shape it did not expect)
-    is a SourceError too, naming the exception: one source never stops the others."""
+    """Every document (and failed target) of ``window`` (``fetched``): a window is stored whole
+    or not at all."""
+    return list(fetched(kind, src, window))
+
+
+def fetched(kind, src: SourceConfig, window: Window) -> Iterator[Document | Failure]:
+    """The documents (and failed targets) of ``window`` as the kind yields them, so each can be
+    worked on while the kind fetches the next; SourceError when it fails. Whatever else goes
+    wrong in the kind (an answer of a shape it did not expect) is a SourceError too, naming the
+    exception: one source never stops the others."""
     try:
-        return list(kind.fetch(src, window))
+        yield from kind.fetch(src, window)
     except SourceError:
         raise
     except OSError as exc:  # network and process errors the kind did not translate

@@ -14,7 +14,8 @@ is the end of the earliest gap: from the start of the source's first pulled wind
 the ok windows that join up with it; a failed window, or time a backfill jumped over (a later
 Dagster partition, ``--since`` past the cursor), is a gap the next pull starts at, whatever
 was pulled after it. A source's next chunk is fetched and parsed while the current one is
-committed, so its server, the parsers and the commit work at once (two chunks are held at most).
+committed, each of its documents parsed as it arrives, so its server, the parsers and the commit
+work at once (two chunks are held at most).
 Records pulled twice (the overlap, a repeated pull, a file ingested earlier) are stored once by
 the warehouse's record keys and counted in ``rows_duplicate``.
 """
@@ -42,7 +43,7 @@ from sources.base import SourceConfig
 from sources.base import SourceConfigError
 from sources.base import SourceError
 from sources.base import Window
-from sources.base import fetch_all
+from sources.base import fetched
 from sources.base import one_line
 from sources.base import redact
 from warehouse.store import Warehouse
@@ -204,27 +205,27 @@ def _fetch(
     """When the fetch of ``w`` started, its documents (and failed targets) or why the source
     failed, and the documents parsed (``parse_documents``)."""
     started = datetime.now(UTC).replace(tzinfo=None)
+    got: list[Document | Failure] = []
+    parsed: list = []
     try:
-        got = fetch_all(kinds()[src.kind], src, w)
+        for d in fetched(kinds()[src.kind], src, w):
+            got.append(d)
+            if isinstance(d, Document):  # parsed while the server answers the next document
+                parsed += parse_documents([_input(src, d)])
     except SourceError as exc:
         return started, exc, []
-    inputs = [
-        MemoryInput(
-            _named(src, d.name),
-            d.data,
-            d.format,
-            ParseContext(
-                cluster=src.cluster,
-                cluster_given=src.cluster_given,
-                host=d.host,
-                time=d.time,
-                options=d.options,
-            ),
-        )
-        for d in got
-        if isinstance(d, Document)
-    ]
-    return started, got, parse_documents(inputs)
+    return started, got, parsed
+
+
+def _input(src: SourceConfig, d: Document) -> MemoryInput:
+    ctx = ParseContext(
+        cluster=src.cluster,
+        cluster_given=src.cluster_given,
+        host=d.host,
+        time=d.time,
+        options=d.options,
+    )
+    return MemoryInput(_named(src, d.name), d.data, d.format, ctx)
 
 
 def _pull_window(

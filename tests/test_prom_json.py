@@ -2,12 +2,15 @@
 
 import json
 from datetime import datetime
+from unittest.mock import patch
 
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from ingest.base import ParseContext
+from ingest.formats import prom_json
 from ingest.formats.prom_json import detect
 from ingest.formats.prom_json import parse
 from ingest.runner import ingest_paths
@@ -201,3 +204,57 @@ def test_prometheus_docs_range_and_instant_examples():
     s = r.tables["gpu_samples"]
     assert r.quarantine.height == 0 and s["value"].to_list() == [1.0, 0.0]
     assert set(s["time"]) == {datetime(2015, 7, 1, 20, 10, 51, 781000)}
+
+
+_label = st.text(max_size=6)  # any characters, the empty label included
+_canonical = st.fixed_dictionaries(
+    {
+        "metric": st.dictionaries(
+            st.sampled_from(
+                ["__name__", "gpu", "UUID", "Hostname", "instance", "pci_bus_id", "pod", "xid", "x"]
+            ),
+            _label,
+        ),
+        "values": st.lists(
+            st.tuples(
+                st.one_of(st.integers(0, 2**33), st.floats(0, 2**33)),
+                st.one_of(
+                    st.sampled_from(["NaN", "+Inf", "-Inf", "", " 7", "1e400"]),
+                    st.integers().map(str),
+                    st.floats().map(repr),
+                    st.text(max_size=5),
+                ),
+            ).map(list),
+            max_size=6,
+        ),
+    }
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_canonical, max_size=4), st.sampled_from([None, "h9"]))
+def test_a_well_formed_answer_read_natively_equals_point_by_point(series, host):
+    """A matrix answer as Prometheus writes it (every point [number, "text"]) is read by polars
+    without a Python object per point; what it gives is what the point-by-point reading gives:
+    rows, quarantine rows and their reasons, counts."""
+    data = json.dumps(_matrix(*series)).encode()
+    ctx = ParseContext(host=host, cluster="c", path="q.json", not_after=datetime(2030, 1, 1))
+    assert prom_json._matrix(data) is not None
+    fast = parse(data, ctx)
+    with patch.object(prom_json, "_matrix", lambda _data: None):
+        slow = parse(data, ctx)
+    assert_frame_equal(fast.tables["gpu_samples"], slow.tables["gpu_samples"])
+    assert_frame_equal(fast.quarantine, slow.quarantine)
+    assert (fast.records, fast.stand_ins) == (slow.records, slow.stand_ins)
+
+
+def test_an_answer_not_read_natively_is_read_point_by_point():
+    """A point that is not a pair, an error answer, JSON lines: each record's own reason."""
+    gpu = {"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "0", "Hostname": "n1"}
+    odd = json.dumps(_matrix({"metric": gpu, "values": [[1714564800, "40"], [1714564815]]}))
+    assert prom_json._matrix(odd.encode()) is None
+    r = parse(odd.encode(), ParseContext())
+    assert r.tables["gpu_samples"]["value"].to_list() == [40.0]
+    assert r.quarantine["error"].to_list() == ["point has no numeric timestamp"]
+    lines = (json.dumps(MATRIX) + "\n" + json.dumps(MATRIX)).encode()
+    assert prom_json._matrix(lines) is None and parse(lines, ParseContext()).records == 8

@@ -25,6 +25,7 @@ from sources.base import Window
 from sources.base import fetch_all
 from sources.base import source_config
 from sources.prometheus import CHANGES
+from sources.prometheus.client import tsdb_session
 from sources.pull import pull
 from tests.conftest import SAMPLE_FLEET
 from tests.servers import prometheus as server
@@ -188,6 +189,14 @@ def test_a_stopped_server_is_one_line(tmp_path):
     assert (
         report.status == "failed" and "cannot connect" in report.error and "\n" not in report.error
     )
+
+
+@pytest.mark.parametrize(("compress", "encoding"), [(False, None), (True, "gzip")])
+def test_answers_are_gzipped_only_where_compress_asks(prom, compress, encoding):
+    url, _ = prom
+    answer = tsdb_session(_source(url, compress=compress)).get(f"{url}/api/v1/label/gpu/values")
+    assert answer.headers.get("Content-Encoding") == encoding
+    assert answer.json()["data"] == [str(i) for i in range(8)]
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):

@@ -18,6 +18,7 @@ an ordinary row here: the warehouse stores it once and counts it as a duplicate
 
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
@@ -32,6 +33,7 @@ from ingest.base import normalize_pci
 from ingest.base import stand_ins
 from ingest.base import whole_file_quarantine
 from ingest.gpu_labels import FOLDED_LABELS
+from ingest.gpu_labels import LABEL_COLUMNS
 from ingest.gpu_labels import NO_GPU_NO_HOST
 from ingest.gpu_labels import folded_metric
 from ingest.gpu_labels import host_from_path
@@ -119,12 +121,16 @@ _SERIES_SCHEMA = {"metric": pl.Utf8, **LABEL_SCHEMA, "doc": pl.Int32, "series": 
 
 
 def parse(data: bytes, ctx: ParseContext) -> ParseResult:
-    try:
-        docs, bad_docs = _documents(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return ParseResult({}, whole_file_quarantine(data, f"not JSON: {exc}"), 1)
-    points, series, bad_series = _series_points(docs)
-    bad_docs += bad_series
+    read = _matrix(data)
+    if read is not None:
+        (points, series), bad_docs = read, []
+    else:
+        try:
+            docs, bad_docs = _documents(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return ParseResult({}, whole_file_quarantine(data, f"not JSON: {exc}"), 1)
+        points, series, bad_series = _series_points(docs)
+        bad_docs += bad_series
     fallback_host = ctx.host or host_from_path(ctx.path)
     pts = _checked(_with_series(points, series, ctx, fallback_host), ctx)
     good = pts.filter(pl.col("error").is_null())
@@ -188,6 +194,70 @@ def _series_points(
         points=pl.Series(lengths, dtype=pl.Int64)
     )
     return points, series, bad
+
+
+# the labels ``label_columns`` reads (others are not stored), as a native reader's schema
+_LABELS = ["__name__", *LABEL_COLUMNS, "instance", *FOLDED_LABELS.values()]
+_MATRIX = {
+    "status": pl.Utf8,
+    "data": pl.Struct({
+        "resultType": pl.Utf8,
+        "result": pl.List(pl.Struct({
+            "metric": pl.Struct({label: pl.Utf8 for label in _LABELS}),
+            "values": pl.List(pl.List(pl.Utf8)),
+        })),
+    }),
+}  # fmt: skip
+
+
+def _matrix(data: bytes) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """The points and series of one matrix answer, as ``_series_points`` gives them, read by
+    polars with no Python object per point (a pull's answers are millions of points): when the
+    file is one successful matrix answer whose every series has its labels and values and every
+    point is a pair of scalars. Anything else (None) is left to ``_documents`` and
+    ``_series_points``, which say per record what is wrong with it. A label value or point that
+    is not a JSON string (a TSDB writes none) is taken as polars' text of it, which may write a
+    number or boolean otherwise than the point-by-point reading (``5`` for ``5.0``)."""
+    if data.lstrip()[:1] != b"{":
+        return None
+    try:
+        doc = pl.read_json(io.BytesIO(data), schema=_MATRIX)
+    except pl.exceptions.PolarsError:  # not JSON, or not of this shape: read the slow way
+        return None
+    body = doc.select("status", pl.col("data").struct.unnest())
+    if body.height != 1 or body.select("status", "resultType").row(0) != ("success", "matrix"):
+        return None
+    series = (
+        body.select(pl.col("result").explode())
+        .filter(pl.col("result").is_not_null())  # an empty result explodes to one null
+        .with_row_index("series")
+        .unnest("result")
+    )
+    if series["metric"].is_null().any() or series["values"].is_null().any():
+        return None
+    values = series["values"].explode().drop_nulls()  # an empty series explodes to one null
+    if (values.list.len() != 2).any() or values.list.contains(None).any():
+        return None
+    first = values.list.get(0)
+    secs = first.cast(pl.Float64, strict=False)
+    points = pl.DataFrame(
+        {
+            "secs": secs,
+            "t": pl.select(pl.when(secs.is_null()).then(first)).to_series(),
+            "raw": values.list.get(1),
+        }
+    ).with_row_index("point", offset=1)
+    labels = series.select("series", pl.col("metric").struct.unnest(), points="values")
+    per_series = labels.select(  # an empty label counts as absent, as in ``label_columns``
+        metric=pl.col("__name__").replace("", None),
+        **{col: pl.col(label).replace("", None) for label, col in LABEL_COLUMNS.items()},
+        instance_host=pl.col("instance").str.replace(r":[^:]*$", "").replace("", None),
+        **{label: pl.col(label) for label in FOLDED_LABELS.values()},
+        doc=pl.lit(1, pl.Int32),
+        series=pl.col("series").cast(pl.Int32),
+        points=pl.col("points").list.len().cast(pl.Int64),
+    )
+    return points, per_series.cast(_SERIES_SCHEMA | {"points": pl.Int64})
 
 
 def _with_series(

@@ -67,12 +67,11 @@ from sources.base import Document
 from sources.base import Failure
 from sources.base import SourceConfig
 from sources.base import Window
-from sources.http_client import session as http_session
 from sources.prometheus.client import base_url
 from sources.prometheus.client import clock
 from sources.prometheus.client import label_values
 from sources.prometheus.client import range_closed
-from sources.prometheus.client import verify
+from sources.prometheus.client import tsdb_session
 from sources.prometheus.group import group_documents
 from sources.prometheus.hours import CHUNK
 from sources.prometheus.hours import epoch
@@ -130,6 +129,7 @@ OPTIONS = {
     "username_env": "",
     "password_env": "",
     "verify_tls": True,  # or the path of a CA bundle
+    "compress": False,  # true: gzipped answers (a link slower than about 20 MB/s; tsdb_session)
 }
 OPTION_TYPES = {"url": (str,), "verify_tls": (bool, str), "range_closed": (bool, str)}
 OVERLAP = timedelta(hours=2)  # late scrapes, and the hours left unsettled by the last pull
@@ -199,7 +199,7 @@ def fetch(src: SourceConfig, window: Window) -> Iterator[Document | Failure]:
     chunks = hour_chunks(window, datetime.now(UTC).replace(tzinfo=None), src)
     if not chunks:
         return
-    session = http_session(src, verify=verify(src.options["verify_tls"]))
+    session = tsdb_session(src)
     closed = range_closed(src, session)
     with ThreadPoolExecutor(max(int(src.options["concurrency"]), 1)) as pool:
         for chunk in chunks:
