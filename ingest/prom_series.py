@@ -20,9 +20,25 @@ LABEL_SCHEMA = {
 
 
 def label_columns(labels: dict[str, str]) -> dict[str, str | None]:
-    """The ``LABEL_SCHEMA`` columns of one series' labels (an empty label counts as absent)."""
+    """The ``LABEL_SCHEMA`` columns of one series' labels (an empty label counts as absent);
+    ``label_exprs`` says the same of a frame of series."""
     return {
         **{col: labels.get(lab) or None for lab, col in LABEL_COLUMNS.items()},
         "instance_host": labels.get("instance", "").rsplit(":", 1)[0] or None,
         **{label: labels.get(label) for label in FOLDED_LABELS.values()},
+    }
+
+
+# the labels ``label_columns`` reads (others are not stored)
+RAW_LABELS = ("__name__", *LABEL_COLUMNS, "instance", *FOLDED_LABELS.values())
+
+
+def label_exprs() -> dict[str, pl.Expr]:
+    """``label_columns`` as expressions over a frame with a column per ``RAW_LABELS`` label
+    (null: absent), for series read natively; ``metric`` from ``__name__`` beside them."""
+    return {
+        "metric": pl.col("__name__").replace("", None),
+        **{col: pl.col(label).replace("", None) for label, col in LABEL_COLUMNS.items()},
+        "instance_host": pl.col("instance").str.replace(r":[^:]*$", "").replace("", None),
+        **{label: pl.col(label) for label in FOLDED_LABELS.values()},
     }

@@ -33,14 +33,15 @@ from ingest.base import normalize_pci
 from ingest.base import stand_ins
 from ingest.base import whole_file_quarantine
 from ingest.gpu_labels import FOLDED_LABELS
-from ingest.gpu_labels import LABEL_COLUMNS
 from ingest.gpu_labels import NO_GPU_NO_HOST
 from ingest.gpu_labels import folded_metric
 from ingest.gpu_labels import host_from_path
 from ingest.gpu_labels import is_str_blank
 from ingest.gpu_labels import sentinel_to_null
 from ingest.prom_series import LABEL_SCHEMA
+from ingest.prom_series import RAW_LABELS
 from ingest.prom_series import label_columns
+from ingest.prom_series import label_exprs
 from warehouse.schemas import QUARANTINE_COLUMNS
 from warehouse.schemas import conform
 from warehouse.schemas import quarantine_frame
@@ -196,14 +197,12 @@ def _series_points(
     return points, series, bad
 
 
-# the labels ``label_columns`` reads (others are not stored), as a native reader's schema
-_LABELS = ["__name__", *LABEL_COLUMNS, "instance", *FOLDED_LABELS.values()]
 _MATRIX = {
     "status": pl.Utf8,
     "data": pl.Struct({
         "resultType": pl.Utf8,
         "result": pl.List(pl.Struct({
-            "metric": pl.Struct({label: pl.Utf8 for label in _LABELS}),
+            "metric": pl.Struct({label: pl.Utf8 for label in RAW_LABELS}),
             "values": pl.List(pl.List(pl.Utf8)),
         })),
     }),
@@ -248,11 +247,8 @@ def _matrix(data: bytes) -> tuple[pl.DataFrame, pl.DataFrame] | None:
         }
     ).with_row_index("point", offset=1)
     labels = series.select("series", pl.col("metric").struct.unnest(), points="values")
-    per_series = labels.select(  # an empty label counts as absent, as in ``label_columns``
-        metric=pl.col("__name__").replace("", None),
-        **{col: pl.col(label).replace("", None) for label, col in LABEL_COLUMNS.items()},
-        instance_host=pl.col("instance").str.replace(r":[^:]*$", "").replace("", None),
-        **{label: pl.col(label) for label in FOLDED_LABELS.values()},
+    per_series = labels.select(
+        **label_exprs(),
         doc=pl.lit(1, pl.Int32),
         series=pl.col("series").cast(pl.Int32),
         points=pl.col("points").list.len().cast(pl.Int64),
