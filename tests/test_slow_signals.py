@@ -538,6 +538,32 @@ def test_report_section_tells_where_the_slow_time_went_and_maps_the_worst_jobs_r
     assert slowness.build(ReportContext(None, empty, 16384)).note.startswith("no data yet")
 
 
+def test_the_rank_map_of_a_big_job_shows_its_slowest_ranks_only():
+    """A 512-rank job's map keeps the ``ROWS`` ranks that peak highest (the report's size
+    must not grow with the job) and says so; rank 7, twice as slow once, is among them."""
+    ranks = 512
+    timers = table(
+        "step_timers", cluster="c", job_id="9", timer="forward-compute",
+        iteration=[i for i in (100, 200) for _ in range(ranks)],
+        rank=list(range(ranks)) * 2,
+        value_ms=[10.0 + (r % 50) / 100 + (10.0 if (i, r) == (200, 7) else 0) for i in (100, 200)
+                  for r in range(ranks)],
+    )  # fmt: skip
+    from dashboards.section import ReportContext
+    from dashboards.sections import slowness
+
+    t = {"step_timers": timers}
+    cells, what = slowness.rank_map(ReportContext(None, t, 16384), {"job_id": "9"})
+    assert what.endswith(f"the {slowness.ROWS} slowest of 512 rows")
+    peak = (
+        timers.with_columns(v=pl.col("value_ms") / pl.col("value_ms").median().over("iteration"))
+        .group_by("rank").agg(pl.col("v").max())
+        .sort("v", pl.format("rank {}", pl.col("rank")), descending=[True, False])
+    )  # fmt: skip
+    want = {f"rank {r}" for r in peak.head(slowness.ROWS)["rank"]}
+    assert set(cells["row"]) == want and "rank 7" in want
+
+
 def test_a_job_holding_no_gpus_of_a_throttled_node_loses_nothing_and_no_value_is_nan():
     # a CPU-only job on a GPU node (0 GPUs of its 8) shared no GPU: 0 / 0 made its share NaN,
     # and a span whose clock ratio is NaN (a blank scrape) made the loss NaN, which failed the

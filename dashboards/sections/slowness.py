@@ -24,6 +24,7 @@ TABLES = ("slow_periods", "goodput_jobs", "step_timers", "gpu_signal_spans", "jo
 NODES = 10  # nodes in the chart, worst first
 JOBS = 8  # jobs in the table
 CELLS = 60  # steps (columns) of the map
+ROWS = 32  # ranks or GPUs (rows) of the map: the slowest, so the page does not grow with the job
 
 
 def by_cause(periods: pl.DataFrame) -> pl.DataFrame:
@@ -94,7 +95,7 @@ def rank_map(ctx: ReportContext, job: dict) -> tuple[pl.DataFrame, str]:
         cells = per.filter(pl.col("iteration").is_in(keep.implode())).select(
             row=pl.format("rank {}", pl.col("rank")), step=pl.col("iteration"), value="value"
         )
-        return cells, "rank x logged iteration: compute time over the median rank's"
+        return _slowest(cells, "rank x logged iteration: compute time over the median rank's")
     att = ctx.t["job_attempts"].filter(
         (pl.col("job_id") == job["job_id"]) & pl.col("start_time").is_not_null()
     )
@@ -130,7 +131,24 @@ def rank_map(ctx: ReportContext, job: dict) -> tuple[pl.DataFrame, str]:
         step_end=pl.col("step") + step,
         value=pl.col("value").fill_null(1.0),
     )
-    return cells, "GPU x time over its run: how far below its max the GPU ran (1 / ratio)"
+    return _slowest(cells, "GPU x time over its run: how far below its max the GPU ran (1 / ratio)")
+
+
+def _slowest(cells: pl.DataFrame, what: str) -> tuple[pl.DataFrame, str]:
+    """The map's cells of its ``ROWS`` rows that peak highest (all where there are no more),
+    and ``what`` saying so."""
+    peaks = (
+        cells.group_by("row")
+        .agg(pl.col("value").max())
+        .sort("value", "row", descending=[True, False])
+    )
+    if peaks.height <= ROWS:
+        return cells, what
+    keep = peaks.head(ROWS)["row"]
+    return (
+        cells.filter(pl.col("row").is_in(keep.implode())),
+        f"{what}; the {ROWS} slowest of {peaks.height:,} rows",
+    )
 
 
 def _bars(frame: pl.DataFrame, by: str, color: str, title: str, tips: list):
