@@ -222,12 +222,6 @@ def _json_inner(text: str) -> str:
     return json.dumps(text)[1:-1]
 
 
-def fetch_all(kind, src: SourceConfig, window: Window) -> list[Document | Failure]:
-    """Every document (and failed target) of ``window`` (``fetched``): a window is stored whole
-    or not at all."""
-    return list(fetched(kind, src, window))
-
-
 def fetched(kind, src: SourceConfig, window: Window) -> Iterator[Document | Failure]:
     """The documents (and failed targets) of ``window`` as the kind yields them, so each can be
     worked on while the kind fetches the next; SourceError when it fails. Whatever else goes

@@ -22,7 +22,7 @@ from ingest.runner import ingest_paths
 from sources import kinds
 from sources.base import SourceError
 from sources.base import Window
-from sources.base import fetch_all
+from sources.base import fetched
 from sources.base import source_config
 from sources.prometheus import CHANGES
 from sources.prometheus.client import tsdb_session
@@ -183,7 +183,7 @@ def test_pulling_again_adds_nothing(both, prom):
 def test_a_stopped_server_is_one_line(tmp_path):
     src = _source(f"http://127.0.0.1:{server.free_port()}", retries=0, timeout_s=5)
     with pytest.raises(SourceError) as err:
-        fetch_all(kinds()["prometheus"], src, Window(SINCE, datetime(2026, 1, 5)))
+        list(fetched(kinds()["prometheus"], src, Window(SINCE, datetime(2026, 1, 5))))
     assert "\n" not in str(err.value) and "cannot connect" in str(err.value)
     [report] = pull(Warehouse(tmp_path / "home"), [src], since=SINCE, until=datetime(2026, 1, 5))
     assert (
@@ -237,7 +237,7 @@ def test_credentials_from_the_environment_reach_the_server(monkeypatch, options,
         _Recorder.seen = []
         src = _source(f"http://127.0.0.1:{httpd.server_address[1]}", **options)
         assert (
-            fetch_all(kinds()["prometheus"], src, Window(SINCE, datetime(2026, 1, 5))) == []
+            list(fetched(kinds()["prometheus"], src, Window(SINCE, datetime(2026, 1, 5)))) == []
         )  # no hosts
         assert _Recorder.seen and set(_Recorder.seen) == {header}
     finally:
@@ -248,7 +248,7 @@ def test_an_unset_credential_variable_is_one_line(monkeypatch):
     monkeypatch.delenv("PROM_TOKEN", raising=False)
     src = _source("http://127.0.0.1:9", token_env="PROM_TOKEN")
     with pytest.raises(SourceError, match="PROM_TOKEN"):
-        fetch_all(kinds()["prometheus"], src, Window(SINCE, datetime(2026, 1, 5)))
+        list(fetched(kinds()["prometheus"], src, Window(SINCE, datetime(2026, 1, 5))))
 
 
 def test_dry_run_plan_names_the_queries_without_io():

@@ -31,7 +31,7 @@ from sources import kinds
 from sources import slurm
 from sources.base import SourceError
 from sources.base import Window
-from sources.base import fetch_all
+from sources.base import fetched
 from sources.base import source_config
 from sources.pull import pull
 from tests.servers.slurm import SlurmCluster
@@ -181,12 +181,12 @@ def test_missing_command_and_failing_command_are_one_line_errors(mix, tmp_path):
     w = Window(mix.since, mix.since + timedelta(minutes=1))
     src = _source(mix.cluster, command_prefix=["/nonexistent/ssh", "login1"])
     with pytest.raises(SourceError, match=r"^lab: /nonexistent/ssh: command not found$"):
-        fetch_all(slurm, src, w)
+        list(fetched(slurm, src, w))
     prefix = _wrong_slurmdbd(mix.cluster, tmp_path)
     src = _source(mix.cluster, command_prefix=prefix, mode="parsable")
     t0 = time.monotonic()
     with pytest.raises(SourceError) as err:
-        fetch_all(slurm, src, w)
+        list(fetched(slurm, src, w))
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith(
         f"lab: {prefix[0]} {prefix[1]} env TZ=UTC sacct ... exited 1: sacct: error:"
@@ -201,7 +201,7 @@ def test_missing_command_and_failing_command_are_one_line_errors(mix, tmp_path):
             r".*No such file"
         ),
     ):
-        fetch_all(slurm, src, w)
+        list(fetched(slurm, src, w))
 
 
 def test_clusters_slurmdbd_does_not_know_are_an_error_not_an_empty_pull(mix):
@@ -209,11 +209,11 @@ def test_clusters_slurmdbd_does_not_know_are_an_error_not_an_empty_pull(mix):
     with pytest.raises(
         SourceError, match=r"^lab: slurmdbd knows no cluster typo \(it knows t\w+\)$"
     ):
-        fetch_all(slurm, _source(mix.cluster, clusters=[mix.cluster.name, "typo"]), w)
+        list(fetched(slurm, _source(mix.cluster, clusters=[mix.cluster.name, "typo"]), w))
     ok_ended = ["sacct", "-n", "-X", "-s", "CD", "-E", "now", "-j", mix.ids["ok"]]
     poll("ok job in slurmdbd", lambda: mix.cluster.run(*ok_ended).stdout.strip(), deadline_s=60)
     w = Window(mix.since, _now() + timedelta(seconds=1))
-    docs = fetch_all(slurm, _source(mix.cluster, clusters=[mix.cluster.name]), w)
+    docs = list(fetched(slurm, _source(mix.cluster, clusters=[mix.cluster.name]), w))
     assert [d.format for d in docs] == ["sacct", "sacctmgr-events"] and "ok" in _names(docs[0])
 
 
@@ -227,7 +227,7 @@ def test_a_command_that_hangs_is_cut_at_the_timeout(mix):
         SourceError,
         match=r"^lab: sh -c 'sleep 30' sh env TZ=UTC sacct \.\.\. gave no answer within 0\.5 s$",
     ):
-        fetch_all(slurm, hang, w)
+        list(fetched(slurm, hang, w))
     assert time.monotonic() - t0 < 10
 
 
@@ -427,8 +427,12 @@ def test_window_selects_attempts_by_their_end(mix, pulled):
     src = _source(mix.cluster)
     hang_end = next(r for r in _sacct_rows(mix) if r["JobName"] == "hang")["End"]
     end = datetime.fromisoformat(hang_end)
-    before = _names(fetch_all(slurm, src, Window(mix.since, end))[0])
-    after = _names(fetch_all(slurm, src, Window(end, until))[0])
+    before, after = (
+        _names(docs[0])
+        for docs in (
+            list(fetched(slurm, src, w)) for w in (Window(mix.since, end), Window(end, until))
+        )
+    )
     assert "hang" not in before and "hang" in after  # -E is the window's end less a second
     assert "ok" in before and "ok" not in after
 
