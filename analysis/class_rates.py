@@ -133,7 +133,11 @@ class ClassRates:
         return cls(("all",), np.array([1.0 / mtti_hours]), source="mtti override")
 
     def has_uncertainty(self) -> bool:
+        """Whether a rate draw differs from the point: samples or a CI of a class, or of the
+        fail-slow rate."""
         if self.samples is not None:
+            return True
+        if self.fail_slow is not None and self.fail_slow.rate_ci is not None:
             return True
         if self.ci_low is None or self.ci_high is None:
             return False

@@ -97,19 +97,13 @@ def useful_fraction(interval_hours, ckpt_hours, restart_hours, mtti_hours):
         return np.where(np.isfinite(wall_per_work), 1.0 / wall_per_work, 0.0)
 
 
-def running_slow(rates: ClassRates, n_gpus, detect_hours: float):
-    """(replacements per hour, share of compute time kept) of a job on ``n_gpus`` GPUs from
-    the rates' fail-slow process: a slow GPU replaced is one more interruption, the time run
-    slow is lost apart. (0, 1) without one."""
-    fs = rates.fail_slow
+def running_slow(fs: FailSlow | None, n_gpus, detect_hours: float):
+    """(replacements per hour, share of compute time kept) of a job on ``n_gpus`` GPUs from a
+    fail-slow process: a slow GPU replaced is one more interruption, the time run slow is lost
+    apart. (0, 1) without one. Its ``rate`` may be an (S, 1) array of draws
+    (``FailSlow.at_rate_draws``): then (S, len(n_gpus)) arrays."""
     if fs is None:
         return 0.0, 1.0
-    return running_slow_of(fs, n_gpus, detect_hours)
-
-
-def running_slow_of(fs: FailSlow, n_gpus, detect_hours: float):
-    """``running_slow`` of one fail-slow process (its ``rate`` may be an (S, 1) array of draws:
-    then (S, len(n_gpus)) arrays)."""
     return fs.replacements_per_hour(n_gpus, detect_hours), 1.0 - fs.lost_share(n_gpus, detect_hours)
 
 
@@ -164,7 +158,7 @@ def project(
     u = unit_counts(rates.classes, n, job.gpus_per_node, counts)
     interval_hours = job.interval_hours
     fs, detect = rates.fail_slow, float(job.slow_detect_hours)
-    rep, kept = running_slow(rates, n, detect)
+    rep, kept = running_slow(fs, n, detect)
     lam = rates.rate @ u + rep
     m = 1.0 / lam
     young = young_interval(d_h, m) * np.ones_like(n)
@@ -173,11 +167,9 @@ def project(
     g_stop = useful_fraction(tau, d_h, r_h, m)
     g = g_stop * kept
     slow_draws = None if fs is None or samples <= 0 else fs.at_rate_draws(samples, seed)
-    if (rates.has_uncertainty() or slow_draws is not None) and samples > 0:
+    if rates.has_uncertainty() and samples > 0:
         draws = rates.sample(samples, seed)  # (S, C)
-        rep_s, kept_s = (
-            (rep, kept) if slow_draws is None else running_slow_of(slow_draws, n, detect)
-        )
+        rep_s, kept_s = (rep, kept) if slow_draws is None else running_slow(slow_draws, n, detect)
         ms = 1.0 / (draws @ u + rep_s)  # (S, K)
         gs = useful_fraction(tau[None, :], d_h, r_h, ms) * kept_s
         # the point is the plug-in (a class with no failure at rate 0, its draws all above 0):

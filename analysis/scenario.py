@@ -125,7 +125,10 @@ def _simulated(r: ClassRates, job: Job, analytic: dict, samples, replicas, seed)
         # a one-sided band (a class with no failure: rate 0 at the point) reaches the point.
         drawn = simulate(r, job, replicas=replicas, seed=seed + 1, rate_draws=draws[:replicas])
         u = unit_counts(r.classes, job.n_gpus, job.gpus_per_node, r.counts)[:, 0]
-        rep, kept = running_slow(r, job.n_gpus, job.slow_detect_hours)
+        fs = r.fail_slow
+        if fs is not None:  # its rate drawn as ``simulate`` draws its replicas' (one stream)
+            fs = fs.at_rate_draws(len(draws), seed + 1) or fs
+        rep, kept = (np.ravel(x) for x in running_slow(fs, job.n_gpus, job.slow_detect_hours))
         ga = kept * useful_fraction(
             job.interval_hours, job.blocking_s / 3600, job.restart_s / 3600, 1.0 / (draws @ u + rep)
         )

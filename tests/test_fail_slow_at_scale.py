@@ -257,3 +257,22 @@ def test_the_band_carries_the_fail_slow_rates_uncertainty(n_gpus, detect):
     point = simulate(_rates(replace(fs, rate_ci=None)), job, replicas=400, seed=11,
                      rate_draws=rates.sample(400, 11))  # fmt: skip
     assert mc.slow_lost.std() > 1.5 * point.slow_lost.std()
+
+
+def test_the_monte_carlos_band_draws_the_fail_slow_rate_as_its_replicas_do():
+    """The Monte Carlo's band is the analytic goodput of each rate draw moved by the simulated
+    response: with the fail-slow rate known to a factor of 2 and the fail-stop rates exactly,
+    it is as wide as the analytic band (which draws the rate the same way), not a point."""
+    from analysis.job import Job
+    from analysis.projection import project
+    from analysis.scenario import evaluate
+
+    fs = FailSlow(RATE, LAW, factor=1.34, rate_ci=(RATE / 2, 2 * RATE))
+    job = Job(n_gpus=100_000, slow_detect_hours=1.0, wall_hours=400.0)
+    a = project(_rates(fs), job)
+    mc = evaluate(_rates(fs), job, method="mc", replicas=200)
+    width, analytic = (
+        mc["goodput_ci_high"] - mc["goodput_ci_low"],
+        a.goodput_ci_high[0] - a.goodput_ci_low[0],
+    )
+    assert width == pytest.approx(analytic, rel=0.35)
